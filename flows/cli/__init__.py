@@ -1,0 +1,28 @@
+"""The ``flows`` command line: one click group, one module per command group.
+
+Each module in :data:`COMMAND_MODULES` defines ``register(group)``, which adds its commands.
+Options shared by many commands (``--redis``, ``--namespace``, ``--json``) live in
+:mod:`flows.cli.options`, declared once.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+import click
+
+# Modules of flows.cli that contribute commands, in the order `flows --help` lists them.
+COMMAND_MODULES: list[str] = [
+    "server",
+    "engine",
+]
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(package_name="redis-flows", prog_name="flows")
+def main() -> None:
+    """Declarative workflow scheduler on Redis: YAML pipelines, a job engine, workers, cron."""
+
+
+for _name in COMMAND_MODULES:
+    importlib.import_module(f"flows.cli.{_name}").register(main)

@@ -1,0 +1,34 @@
+"""Options shared by many commands, declared once."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import click
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+redis_url = click.option(
+    "--redis",
+    "redis_url",
+    envvar="FLOWS_REDIS_URL",
+    metavar="URL",
+    default=None,
+    help="Redis URL (redis://, rediss://, unix://). Default: $FLOWS_REDIS_URL, else the embedded server.",
+)
+
+namespace = click.option(
+    "--namespace",
+    envvar="FLOWS_NAMESPACE",
+    default=None,
+    metavar="PREFIX",
+    help="Key prefix of the namespace, e.g. '{billing}:'. Default: $FLOWS_NAMESPACE, else 'ql:'.",
+)
+
+as_json = click.option("--json", "as_json", is_flag=True, help="Print JSON instead of tables.")
+
+
+def connection(func: F) -> F:
+    """Add --redis and --namespace to a command."""
+    return redis_url(namespace(func))

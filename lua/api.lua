@@ -1,0 +1,68 @@
+-- api: the engine's entry point. Includes every command and dispatches a call to one.
+--
+-- Called as  EVALSHA <sha> <numkeys> [<prefix>] <command> <now> <args...>
+--       or   FCALL <function> <numkeys> [<prefix>] <command> <now> <args...>
+-- numkeys 0: keys live under 'ql:' (the qless layout); numkeys 1: under KEYS[1].
+-- `now` is epoch seconds; the empty string means the server's clock.
+-- Errors: UNKNOWNCOMMAND, INVALID (now, prefix), and whatever the command raises.
+-- @include engine
+-- @include errors
+-- @include args
+-- @include events
+
+local api = {}
+
+-- @include commands/get
+-- @include commands/config
+-- @include commands/queues
+-- @include commands/put
+-- @include commands/pop
+-- @include commands/complete
+-- @include commands/fail
+-- @include commands/retry
+-- @include commands/heartbeat
+-- @include commands/depends
+-- @include commands/cancel
+-- @include commands/priority
+-- @include commands/tag
+-- @include commands/track
+-- @include commands/stats
+-- @include commands/workers
+-- @include commands/recur
+
+local function clock(value)
+  if value == nil or value == '' then
+    local time = redis.call('time')
+    return tonumber(time[1]) + tonumber(time[2]) / 1000000
+  end
+  return Arg.number('Engine', 'now', value, 0)
+end
+
+local function run(keys, args)
+  local command = args[1]
+  local handler = api[command]
+  if not handler then
+    Err.raise('UNKNOWNCOMMAND', 'Engine(): unknown command ' .. string.format('%q', tostring(command)))
+  end
+  if #keys > 1 then Arg.fail('Engine', 'at most one key (the prefix) may be given, got ' .. #keys) end
+  if #keys == 1 then
+    if keys[1] == '' or #keys[1] > Arg.MAX_ID_BYTES then
+      Arg.fail('Engine', 'the key prefix must be 1 to ' .. Arg.MAX_ID_BYTES .. ' bytes')
+    end
+    Engine.prefix = keys[1]
+  else
+    Engine.prefix = 'ql:'
+  end
+  Engine.now = clock(args[2])
+  Events.readied = {}
+  -- Copied, not unpack()ed: unpack of a long argument list overflows Lua's C stack.
+  local rest = {}
+  for i = 3, #args do rest[i - 2] = args[i] end
+  return handler(rest)
+end
+
+function Engine.dispatch(keys, args)
+  local ok, result = pcall(run, keys, args)
+  if ok then return result end
+  return Err.reply(result)
+end

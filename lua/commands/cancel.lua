@@ -1,0 +1,78 @@
+-- cancel, timeout: remove jobs for good / take a running job's lock away now.
+--
+--   cancel   jid...  -> list of the jids canceled (jobs that do not exist are skipped)
+--   timeout  jid...  -> nil
+--
+-- cancel is refused, changing nothing, while a dependent of a listed job is not listed too:
+-- it would wait forever. A canceled running job's worker is told `canceled`.
+-- timeout expires a running job's lock now: its worker is told lock_lost and its late
+-- heartbeat or complete is refused; the next pop of the queue takes it (using one retry).
+-- Errors: INVALID, HASDEPENDENTS, WRONGSTATE (timeout of a job that is not running), NOTFOUND.
+-- @include args
+-- @include job
+-- @include events
+
+api['cancel'] = function(args)
+  local cmd = 'Cancel'
+  local listed = {}
+  for i, jid in ipairs(args) do
+    Arg.jid(cmd, 'jid', jid)
+    listed[jid] = true
+  end
+  local jobs = {}
+  for _, jid in ipairs(args) do
+    if not jobs[jid] then
+      local fields = Job.load_for_delete(jid)
+      if fields then
+        for _, dependent in ipairs(redis.call('smembers', Keys.dependents(jid))) do
+          if not listed[dependent] then
+            Err.raise('HASDEPENDENTS', cmd .. '(): ' .. dependent .. ' is a dependent of ' .. jid ..
+              ' but is not mentioned to be canceled')
+          end
+        end
+        jobs[jid] = fields
+      end
+    end
+  end
+  local canceled = {}
+  for _, jid in ipairs(args) do
+    local fields = jobs[jid]
+    if fields then
+      jobs[jid] = nil
+      if fields.state == 'running' then
+        Events.to_worker(fields.worker, 'canceled', jid)
+      end
+      Events.tracked('canceled', jid)
+      Events.log({ jid = jid, event = 'canceled', worker = fields.worker or '', queue = fields.queue or '' })
+      Job.delete(jid, fields)
+      table.insert(canceled, jid)
+    end
+  end
+  return canceled
+end
+
+api['timeout'] = function(args)
+  local cmd = 'Timeout'
+  if #args == 0 then Arg.fail(cmd, 'no jids given') end
+  local jobs = {}
+  for i, jid in ipairs(args) do
+    Arg.jid(cmd, 'jid', jid)
+    local fields = Job.fields(jid, 'queue', 'worker')
+    if not fields then Err.raise('NOTFOUND', cmd .. '(): Job ' .. jid .. ' does not exist') end
+    if fields.state ~= 'running' then
+      Err.raise('WRONGSTATE', cmd .. '(): Job ' .. jid .. ' is not running: ' .. fields.state)
+    end
+    jobs[i] = fields
+  end
+  for i, jid in ipairs(args) do
+    local fields = jobs[i]
+    -- The worker is told now, so the next pop may take the job without another grace period.
+    redis.call('hset', Keys.job(jid), 'expires', Engine.now, 'grace', 1, 'updated', Engine.now)
+    redis.call('zadd', Keys.locks(fields.queue), Engine.now, jid)
+    redis.call('zrem', Keys.worker_jobs(fields.worker), jid)
+    Job.history(jid, 'timed-out', { worker = fields.worker })
+    Events.tracked('stalled', jid)
+    Events.to_worker(fields.worker, 'lock_lost', jid)
+  end
+  return nil
+end

@@ -1,0 +1,117 @@
+-- fail, failed, unfail: failing jobs by group, listing failures, putting failed jobs back.
+--
+--   fail    jid, worker, group, message, [data]   -> jid
+--   failed  [group, [start=0, [limit=25]]]         -> no group: JSON {group: count};
+--                                                     else JSON {total, jobs: [job...]}
+--   unfail  queue, group, [count=25]               -> number of jobs moved back to `queue`
+--
+-- A job in any state can be failed; a running job only by the worker that holds it (a stale
+-- worker's fail is refused). Failed jobs keep their dependents blocked (a flow resumes after an
+-- unfail or a retry) and are kept until canceled, unfailed or put again.
+-- Errors: INVALID, TOOLARGE, NOTFOUND, LOCKLOST.
+-- @include args
+-- @include job
+-- @include queue
+-- @include lock
+
+-- Fail a checked job. `fields` holds state, queue, worker, failure.
+function Job.fail(jid, fields, worker, group, message, data)
+  local queue = fields.queue or ''
+  Job.unindex(jid, fields)
+  if fields.state == 'depends' then Job.drop_dependencies(jid) end
+  local key = Keys.job(jid)
+  redis.call('hset', key, 'state', 'failed', 'worker', '', 'expires', 0, 'updated', Engine.now,
+    'failure', cjson.encode({ group = group, message = message, when = Engine.now, worker = worker }))
+  redis.call('hdel', key, 'grace')
+  if data then redis.call('hset', key, 'data', data) end
+  redis.call('sadd', Keys.failures(), group)
+  redis.call('lpush', Keys.failed(group), jid)
+  Job.history(jid, 'failed', { worker = worker, group = group })
+  if queue ~= '' then
+    Stats.bump(queue, 'failures', 1)
+    Stats.bump(queue, 'failed', 1)
+  end
+  Events.tracked('failed', jid)
+  Events.log({ jid = jid, event = 'failed', worker = worker, group = group, message = message })
+end
+
+api['fail'] = function(args)
+  local cmd = 'Fail'
+  local jid = Arg.jid(cmd, 'jid', args[1])
+  local worker = Arg.id(cmd, 'worker', args[2])
+  local group = Arg.id(cmd, 'group', args[3])
+  local message = Arg.present(cmd, 'message', args[4])
+  if #message > Arg.MAX_PAYLOAD_BYTES then
+    Err.raise('TOOLARGE', cmd .. '(): Arg "message" is ' .. #message .. ' bytes, more than the limit of ' ..
+      Arg.MAX_PAYLOAD_BYTES)
+  end
+  local data
+  if args[5] ~= nil then data = Arg.json(cmd, 'data', args[5], 'object') end
+  local fields = Job.fields(jid, 'queue', 'worker', 'failure', 'expires')
+  if not fields then
+    Err.raise('NOTFOUND', cmd .. '(): Job ' .. jid .. ' does not exist')
+  end
+  if fields.state == 'running' and fields.worker ~= worker then
+    Err.raise('LOCKLOST', cmd .. '(): Job ' .. jid .. ' is held by another worker: ' .. fields.worker)
+  end
+  if fields.state == 'running' then
+    redis.call('zrem', Keys.worker_jobs(worker), jid)
+  end
+  Job.fail(jid, fields, worker, group, message, data)
+  return jid
+end
+
+api['failed'] = function(args)
+  local cmd = 'Failed'
+  if args[1] == nil then
+    local counts = {}
+    for _, group in ipairs(redis.call('smembers', Keys.failures())) do
+      counts[group] = redis.call('llen', Keys.failed(group))
+    end
+    if next(counts) == nil then return '{}' end
+    return cjson.encode(counts)
+  end
+  local group = Arg.id(cmd, 'group', args[1])
+  local start = Arg.optional_integer(cmd, 'start', args[2], 0, 0, nil)
+  local limit = Arg.optional_integer(cmd, 'limit', args[3], 25, 0, Engine.MAX_COUNT)
+  local jobs = {}
+  if limit > 0 then
+    for _, jid in ipairs(redis.call('lrange', Keys.failed(group), start, start + limit - 1)) do
+      local job = Job.describe(jid)
+      if job then table.insert(jobs, job) end
+    end
+  end
+  local reply = { total = redis.call('llen', Keys.failed(group)), jobs = jobs }
+  local encoded = cjson.encode(reply)
+  if #jobs == 0 then encoded = string.gsub(encoded, '"jobs":{}', '"jobs":[]') end
+  return encoded
+end
+
+api['unfail'] = function(args)
+  local cmd = 'Unfail'
+  local queue = Arg.id(cmd, 'queue', args[1])
+  local group = Arg.id(cmd, 'group', args[2])
+  local count = Arg.optional_integer(cmd, 'count', args[3], 25, 0, Engine.MAX_COUNT)
+  if count == 0 then return 0 end
+  -- Oldest first: the list is newest first.
+  local jids = redis.call('lrange', Keys.failed(group), -count, -1)
+  for i = #jids, 1, -1 do
+    local jid = jids[i]
+    local fields = Job.fields(jid, 'queue', 'worker', 'failure', 'priority')
+    if fields and fields.state == 'failed' then
+      Job.unindex(jid, fields)
+      local key = Keys.job(jid)
+      local retries = redis.call('hget', key, 'retries')
+      redis.call('hset', key, 'queue', queue, 'remaining', retries, 'failure', '{}', 'updated', Engine.now)
+      Job.history(jid, 'put', { q = queue })
+      Queue.enqueue(queue, jid, tonumber(fields.priority) or 0)
+      redis.call('zadd', Keys.queues(), 'NX', Engine.now, queue)
+    else
+      redis.call('lrem', Keys.failed(group), 0, jid)
+    end
+  end
+  if redis.call('llen', Keys.failed(group)) == 0 then
+    redis.call('srem', Keys.failures(), group)
+  end
+  return #jids
+end

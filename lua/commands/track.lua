@@ -1,0 +1,54 @@
+-- track, log: tracked jobs and custom history entries.
+--
+--   track                  -> JSON {jobs: [job...], expired: [jid...]}
+--   track 'track', jid     -> 1 (the job's jid is published on `P track`)
+--   track 'untrack', jid   -> 1 if it was tracked, else 0
+--   log jid, message, [data JSON object]  -> nil; appends {what = message, ...data} to history
+--
+-- `expired` lists tracked jids whose job no longer exists (completed and expired, or canceled).
+-- Errors: INVALID, NOTFOUND.
+-- @include args
+-- @include job
+-- @include events
+
+api['track'] = function(args)
+  local cmd = 'Track'
+  if args[1] == nil then
+    local jobs, expired = {}, {}
+    for _, jid in ipairs(redis.call('zrange', Keys.tracked(), 0, -1)) do
+      local job = Job.describe(jid)
+      if job then table.insert(jobs, job) else table.insert(expired, jid) end
+    end
+    local encoded = cjson.encode({ jobs = jobs, expired = expired })
+    encoded = string.gsub(encoded, '"jobs":{}', '"jobs":[]')
+    return (string.gsub(encoded, '"expired":{}', '"expired":[]'))
+  end
+  local verb = args[1]
+  local jid = Arg.jid(cmd, 'jid', args[2])
+  if verb == 'track' then
+    if not Job.exists(jid) then Err.raise('NOTFOUND', cmd .. '(): Job ' .. jid .. ' does not exist') end
+    redis.call('zadd', Keys.tracked(), Engine.now, jid)
+    Events.publish('track', jid)
+    return 1
+  end
+  if verb == 'untrack' then
+    local removed = redis.call('zrem', Keys.tracked(), jid)
+    if removed == 1 then Events.publish('untrack', jid) end
+    return removed
+  end
+  Arg.fail(cmd, 'Arg "verb" must be "track" or "untrack": ' .. tostring(verb))
+end
+
+api['log'] = function(args)
+  local cmd = 'Log'
+  local jid = Arg.jid(cmd, 'jid', args[1])
+  local message = Arg.present(cmd, 'message', args[2])
+  if #message > Arg.MAX_ID_BYTES * 16 then
+    Err.raise('TOOLARGE', cmd .. '(): Arg "message" is longer than ' .. Arg.MAX_ID_BYTES * 16 .. ' bytes')
+  end
+  local extra = {}
+  if args[3] ~= nil then extra = select(2, Arg.json(cmd, "data", args[3], "object")) end
+  if not Job.exists(jid) then Err.raise('NOTFOUND', cmd .. '(): Job ' .. jid .. ' does not exist') end
+  Job.history(jid, message, extra)
+  return nil
+end

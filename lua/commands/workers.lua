@@ -1,0 +1,43 @@
+-- workers, worker.deregister: who is working on what.
+--
+--   workers              -> JSON [{name, jobs, stalled}], most recently active first
+--   workers worker       -> JSON {jobs: [jid...], stalled: [jid...]}
+--   worker.deregister worker...  -> nil
+--
+-- Workers silent for longer than max-worker-age are dropped from the list as it is read.
+-- `jobs` counts the worker's jobs whose lock is still valid, `stalled` those whose lock expired.
+-- Errors: INVALID.
+-- @include args
+-- @include config
+
+api['workers'] = function(args)
+  if args[1] ~= nil then
+    local worker = Arg.id('Workers', 'worker', args[1])
+    local key = Keys.worker_jobs(worker)
+    local reply = cjson.encode({
+      jobs = redis.call('zrangebyscore', key, '(' .. Engine.now, '+inf'),
+      stalled = redis.call('zrangebyscore', key, '-inf', Engine.now),
+    })
+    reply = string.gsub(reply, '"jobs":{}', '"jobs":[]')
+    return (string.gsub(reply, '"stalled":{}', '"stalled":[]'))
+  end
+  redis.call('zremrangebyscore', Keys.workers(), '-inf', Engine.now - Config.number('max-worker-age'))
+  local out = {}
+  for _, worker in ipairs(redis.call('zrevrange', Keys.workers(), 0, -1)) do
+    local key = Keys.worker_jobs(worker)
+    table.insert(out, {
+      name = worker,
+      jobs = redis.call('zcount', key, '(' .. Engine.now, '+inf'),
+      stalled = redis.call('zcount', key, '-inf', Engine.now),
+    })
+  end
+  if #out == 0 then return '[]' end
+  return cjson.encode(out)
+end
+
+api['worker.deregister'] = function(args)
+  if #args == 0 then Arg.fail('WorkerDeregister', 'no workers given') end
+  for _, worker in ipairs(args) do Arg.id('WorkerDeregister', 'worker', worker) end
+  redis.call('zrem', Keys.workers(), unpack(args))
+  return nil
+end

@@ -1,0 +1,153 @@
+-- args: checking a command's arguments before it writes anything.
+--
+-- Every checker takes the command's display name (for example 'Put') and the argument's name,
+-- and raises INVALID (or TOOLARGE) with a message naming both; on success it returns the value
+-- converted (numbers as numbers, JSON as text that is known to decode).
+-- @include errors
+-- @include engine
+local Arg = {}
+
+-- Size limits, also enforced by the Python client (scheduler/limits.py) so users hear of them
+-- before a round trip.
+Arg.MAX_ID_BYTES = 256
+Arg.MAX_PAYLOAD_BYTES = 524288
+Arg.MAX_TAGS = 64
+
+-- Suffixes the key layout appends to a jid: a jid ending in one would alias another job's keys.
+local RESERVED_SUFFIXES = { '-history', '-dependencies', '-dependents' }
+
+local function fail(cmd, message)
+  Err.raise('INVALID', cmd .. '(): ' .. message)
+end
+Arg.fail = fail
+
+function Arg.present(cmd, name, value)
+  if value == nil or value == '' then
+    fail(cmd, 'Arg "' .. name .. '" missing')
+  end
+  return value
+end
+
+-- A job id, queue, worker, group or tag: non-empty, bounded, printable, no white space.
+function Arg.id(cmd, name, value)
+  Arg.present(cmd, name, value)
+  if #value > Arg.MAX_ID_BYTES then
+    Err.raise('TOOLARGE', cmd .. '(): Arg "' .. name .. '" is ' .. #value ..
+      ' bytes, more than the limit of ' .. Arg.MAX_ID_BYTES)
+  end
+  if string.find(value, '[%c%s]') then
+    fail(cmd, 'Arg "' .. name .. '" contains white space or a control character: ' ..
+      string.format('%q', value))
+  end
+  return value
+end
+
+function Arg.jid(cmd, name, value)
+  Arg.id(cmd, name, value)
+  for _, suffix in ipairs(RESERVED_SUFFIXES) do
+    if #value >= #suffix and string.sub(value, -#suffix) == suffix then
+      fail(cmd, 'Arg "' .. name .. '" may not end in "' .. suffix .. '" (reserved by the key layout): ' .. value)
+    end
+  end
+  return value
+end
+
+-- A finite number (not NaN, not infinite), at least `min` when given.
+function Arg.number(cmd, name, value, min)
+  Arg.present(cmd, name, value)
+  local n = tonumber(value)
+  if n == nil or n ~= n or n == math.huge or n == -math.huge then
+    fail(cmd, 'Arg "' .. name .. '" is not a finite number: ' .. tostring(value))
+  end
+  if min ~= nil and n < min then
+    fail(cmd, 'Arg "' .. name .. '" must be at least ' .. min .. ': ' .. tostring(value))
+  end
+  return n
+end
+
+function Arg.integer(cmd, name, value, min, max)
+  local n = Arg.number(cmd, name, value, min)
+  if math.floor(n) ~= n then
+    fail(cmd, 'Arg "' .. name .. '" is not an integer: ' .. tostring(value))
+  end
+  if max ~= nil and n > max then
+    fail(cmd, 'Arg "' .. name .. '" must be at most ' .. max .. ': ' .. tostring(value))
+  end
+  return n
+end
+
+-- `value` if given, else `default`; checked as Arg.number / Arg.integer otherwise.
+function Arg.optional_number(cmd, name, value, default, min)
+  if value == nil or value == '' then return default end
+  return Arg.number(cmd, name, value, min)
+end
+
+function Arg.optional_integer(cmd, name, value, default, min, max)
+  if value == nil or value == '' then return default end
+  return Arg.integer(cmd, name, value, min, max)
+end
+
+-- JSON text that decodes; `kind` is 'object', 'array' or 'any'. Returns text, decoded value.
+function Arg.json(cmd, name, value, kind)
+  Arg.present(cmd, name, value)
+  if #value > Arg.MAX_PAYLOAD_BYTES then
+    Err.raise('TOOLARGE', cmd .. '(): Arg "' .. name .. '" is ' .. #value ..
+      ' bytes, more than the limit of ' .. Arg.MAX_PAYLOAD_BYTES)
+  end
+  local ok, decoded = pcall(cjson.decode, value)
+  if not ok then
+    fail(cmd, 'Arg "' .. name .. '" is not valid JSON: ' .. tostring(decoded))
+  end
+  -- cjson decodes '{}' and '[]' alike, so the first character tells objects from arrays.
+  local first = string.match(value, '^%s*(.)')
+  if kind == 'object' and (type(decoded) ~= 'table' or first ~= '{') then
+    fail(cmd, 'Arg "' .. name .. '" is not a JSON object: ' .. string.sub(value, 1, 80))
+  end
+  if kind == 'array' and (type(decoded) ~= 'table' or (first ~= '[' and value ~= '{}')) then
+    fail(cmd, 'Arg "' .. name .. '" is not a JSON array: ' .. string.sub(value, 1, 80))
+  end
+  return value, decoded
+end
+
+-- A JSON array of ids (tags, jids); each checked with `check` (Arg.id by default).
+function Arg.id_list(cmd, name, value, check, max)
+  local _, list = Arg.json(cmd, name, value, 'array')
+  check = check or Arg.id
+  local seen, out = {}, {}
+  for i, item in ipairs(list) do
+    if type(item) ~= 'string' then
+      fail(cmd, 'Arg "' .. name .. '" item ' .. i .. ' is not a string')
+    end
+    check(cmd, name .. '[' .. i .. ']', item)
+    if not seen[item] then
+      seen[item] = true
+      table.insert(out, item)
+    end
+  end
+  if max and #out > max then
+    Err.raise('TOOLARGE', cmd .. '(): Arg "' .. name .. '" has ' .. #out ..
+      ' items, more than the limit of ' .. max)
+  end
+  return out
+end
+
+-- Trailing ('name', value) pairs from args[first]; `allowed` is a set of option names.
+-- Returns a table name -> raw value; an odd count or an unknown name raises INVALID.
+function Arg.options(cmd, args, first, allowed)
+  local options = {}
+  local n = #args
+  if (n - first + 1) % 2 ~= 0 then
+    fail(cmd, 'options must come in (name, value) pairs; got an odd number of arguments')
+  end
+  for i = first, n, 2 do
+    local key = args[i]
+    if not allowed[key] then
+      local names = {}
+      for name in pairs(allowed) do table.insert(names, name) end
+      table.sort(names)
+      fail(cmd, 'unknown option "' .. tostring(key) .. '" (known: ' .. table.concat(names, ', ') .. ')')
+    end
+    options[key] = args[i + 1]
+  end
+  return options
+end

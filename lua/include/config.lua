@@ -1,0 +1,40 @@
+-- config: the engine's settings, stored in the `P config` hash over these defaults.
+-- @include keys
+local Config = {}
+
+Config.defaults = {
+  ['heartbeat'] = 60,            -- seconds a popped job's lock lasts (per queue: <queue>-heartbeat)
+  ['grace-period'] = 10,         -- seconds between telling a worker lock_lost and retrying the job
+  ['jobs-history'] = 604800,     -- seconds completed jobs are kept
+  ['jobs-history-count'] = 50000, -- completed jobs kept at most
+  ['stats-history'] = 30,        -- days of summary statistics
+  ['histogram-history'] = 7,     -- days of histograms
+  ['max-worker-age'] = 86400,    -- seconds before a silent worker is dropped from `workers`
+  ['max-job-history'] = 100,     -- history entries kept per job (the first is always kept)
+}
+
+function Config.get(name)
+  local value = redis.call('hget', Keys.config(), name)
+  if value then return value end
+  return Config.defaults[name]
+end
+
+function Config.number(name)
+  return tonumber(Config.get(name))
+end
+
+-- Lock duration for a queue: `<queue>-heartbeat`, else `heartbeat`, else the default.
+function Config.heartbeat(queue)
+  local values = redis.call('hmget', Keys.config(), queue .. '-heartbeat', 'heartbeat')
+  return tonumber(values[1] or values[2] or Config.defaults['heartbeat'])
+end
+
+function Config.all()
+  local merged = {}
+  for name, value in pairs(Config.defaults) do merged[name] = value end
+  local stored = redis.call('hgetall', Keys.config())
+  for i = 1, #stored, 2 do
+    merged[stored[i]] = tonumber(stored[i + 1]) or stored[i + 1]
+  end
+  return merged
+end

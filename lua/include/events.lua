@@ -1,0 +1,38 @@
+-- events: what the engine publishes (channels listed in lua/README.md).
+-- @include keys
+local Events = {}
+
+-- Queues that already got a `ready:<queue>` message in this call (reset by the dispatch).
+Events.readied = {}
+
+function Events.publish(channel, message)
+  redis.call('publish', Keys.channel(channel), message)
+end
+
+-- A JSON event on `P log`.
+function Events.log(event)
+  Events.publish('log', cjson.encode(event))
+end
+
+-- The bare jid on `P <kind>` when the job is tracked.
+function Events.tracked(kind, jid)
+  if redis.call('zscore', Keys.tracked(), jid) then
+    Events.publish(kind, jid)
+  end
+end
+
+-- Tell a worker that it no longer holds a job (lock_lost, canceled, ...).
+function Events.to_worker(worker, event, jid)
+  if worker == nil or worker == '' then return end
+  local message = cjson.encode({ jid = jid, event = event, worker = worker })
+  Events.publish('w:' .. worker, message)
+  Events.publish('log', message)
+end
+
+-- Wake workers blocked on this queue: jobs became waiting in it.
+function Events.ready(queue)
+  if not Events.readied[queue] then
+    Events.readied[queue] = true
+    Events.publish('ready:' .. queue, queue)
+  end
+end

@@ -1,0 +1,205 @@
+-- job: reading, describing, indexing and removing one job.
+--
+-- A job's state decides which index holds it (lua/README.md): waiting -> q:<queue>-work,
+-- scheduled -> -scheduled, depends -> -depends, running -> -locks and w:<worker>:jobs,
+-- failed -> f:<group>, complete -> completed.
+-- @include keys
+-- @include engine
+-- @include config
+-- @include events
+-- @include stats
+local Job = {}
+
+-- Decode a JSON list, accepting the '{}' cjson writes for an empty one.
+local function decode_list(text)
+  if text == nil or text == '' or text == '{}' then return {} end
+  local ok, value = pcall(cjson.decode, text)
+  if ok and type(value) == 'table' then return value end
+  return {}
+end
+Job.decode_list = decode_list
+
+function Job.exists(jid)
+  return redis.call('exists', Keys.job(jid)) == 1
+end
+
+-- The named fields of a job as a table (absent fields are nil); nil when there is no job.
+function Job.fields(jid, ...)
+  local names = { ... }
+  local values = redis.call('hmget', Keys.job(jid), 'state', unpack(names))
+  if not values[1] then return nil end
+  local out = { state = values[1] }
+  for i, name in ipairs(names) do
+    if values[i + 1] then out[name] = values[i + 1] end
+  end
+  return out
+end
+
+-- Append a history entry, keeping the first one and the newest `max-job-history - 1`.
+function Job.history(jid, what, extra)
+  local entry = extra or {}
+  entry.what = what
+  entry.when = Engine.now
+  local key = Keys.history(jid)
+  local length = redis.call('rpush', key, cjson.encode(entry))
+  local limit = Config.number('max-job-history')
+  if limit > 0 and length > limit then
+    local first = redis.call('lindex', key, 0)
+    redis.call('ltrim', key, length - limit + 1, -1)
+    redis.call('lpush', key, first)
+  end
+end
+
+-- The job as the qless job JSON object (a Lua table), or nil.
+function Job.describe(jid)
+  local values = redis.call('hmget', Keys.job(jid),
+    'jid', 'klass', 'state', 'queue', 'worker', 'priority', 'expires', 'retries', 'remaining',
+    'data', 'tags', 'failure', 'spawned_from_jid', 'result', 'created', 'updated')
+  if not values[1] then return nil end
+  local state = values[3]
+  local expires = tonumber(values[7]) or 0
+  if state == 'running' and expires < Engine.now then
+    state = 'stalled'
+  end
+  local history = {}
+  for _, entry in ipairs(redis.call('lrange', Keys.history(jid), 0, -1)) do
+    table.insert(history, cjson.decode(entry))
+  end
+  local failure = {}
+  if values[12] and values[12] ~= '' then failure = cjson.decode(values[12]) end
+  return {
+    jid = values[1],
+    klass = values[2],
+    state = state,
+    queue = values[4] or '',
+    worker = values[5] or '',
+    tracked = redis.call('zscore', Keys.tracked(), jid) ~= false,
+    priority = tonumber(values[6]) or 0,
+    expires = expires,
+    retries = tonumber(values[8]) or 0,
+    remaining = tonumber(values[9]) or 0,
+    data = values[10] or '{}',
+    tags = decode_list(values[11]),
+    history = history,
+    failure = failure,
+    dependents = redis.call('smembers', Keys.dependents(jid)),
+    dependencies = redis.call('smembers', Keys.dependencies(jid)),
+    spawned_from_jid = values[13] or false,
+    result = values[14] or cjson.null,
+    created = tonumber(values[15]) or cjson.null,
+    updated = tonumber(values[16]) or cjson.null,
+  }
+end
+
+-- Take a job out of the index its state puts it in (see the header). `fields` must hold
+-- state, queue, worker and failure where the state needs them.
+function Job.unindex(jid, fields)
+  local state, queue = fields.state, fields.queue
+  if state == 'waiting' then
+    redis.call('zrem', Keys.work(queue), jid)
+  elseif state == 'scheduled' then
+    redis.call('zrem', Keys.scheduled(queue), jid)
+  elseif state == 'depends' then
+    redis.call('zrem', Keys.depends(queue), jid)
+  elseif state == 'running' then
+    redis.call('zrem', Keys.locks(queue), jid)
+    if fields.worker and fields.worker ~= '' then
+      redis.call('zrem', Keys.worker_jobs(fields.worker), jid)
+    end
+  elseif state == 'complete' then
+    redis.call('zrem', Keys.completed(), jid)
+  elseif state == 'failed' then
+    local failure = {}
+    if fields.failure and fields.failure ~= '' then failure = cjson.decode(fields.failure) end
+    if failure.group then
+      redis.call('lrem', Keys.failed(failure.group), 0, jid)
+      if redis.call('llen', Keys.failed(failure.group)) == 0 then
+        redis.call('srem', Keys.failures(), failure.group)
+      end
+      if queue and queue ~= '' then
+        Stats.bump(queue, 'failed', -1, tonumber(failure.when) or Engine.now)
+      end
+    end
+  end
+end
+
+-- Make the job's tags `new` (a list), keeping the tag indexes in step with it.
+function Job.retag(jid, old, new)
+  local before, after = {}, {}
+  for _, tag in ipairs(old) do before[tag] = true end
+  for _, tag in ipairs(new) do
+    after[tag] = true
+    if not before[tag] then
+      redis.call('zadd', Keys.tag(tag), Engine.now, jid)
+      redis.call('zincrby', Keys.tags(), 1, tag)
+    end
+  end
+  for _, tag in ipairs(old) do
+    if not after[tag] then
+      redis.call('zrem', Keys.tag(tag), jid)
+      if tonumber(redis.call('zincrby', Keys.tags(), -1, tag)) <= 0 then
+        redis.call('zrem', Keys.tags(), tag)
+      end
+    end
+  end
+end
+
+-- Forget this job's own dependencies (both directions of each edge).
+function Job.drop_dependencies(jid)
+  local key = Keys.dependencies(jid)
+  for _, dependency in ipairs(redis.call('smembers', key)) do
+    redis.call('srem', Keys.dependents(dependency), jid)
+  end
+  redis.call('del', key)
+end
+
+-- Delete a job and everything that points at it. `fields` as for Job.unindex, plus tags.
+function Job.delete(jid, fields)
+  Job.unindex(jid, fields)
+  Job.retag(jid, decode_list(fields.tags), {})
+  Job.drop_dependencies(jid)
+  redis.call('zrem', Keys.tracked(), jid)
+  redis.call('del', Keys.job(jid), Keys.history(jid), Keys.dependents(jid))
+end
+
+function Job.load_for_delete(jid)
+  return Job.fields(jid, 'queue', 'worker', 'failure', 'tags')
+end
+
+-- Drop completed jobs beyond jobs-history (age) and jobs-history-count, at most `limit` of
+-- them, oldest first: every call stays bounded; the service's housekeeping does the rest.
+function Job.expire_completed(limit)
+  local key = Keys.completed()
+  local max_age = Config.number('jobs-history')
+  local max_count = Config.number('jobs-history-count')
+  local victims = redis.call('zrangebyscore', key, '-inf', Engine.now - max_age, 'LIMIT', 0, limit)
+  local excess = redis.call('zcard', key) - #victims - max_count
+  if excess > 0 and #victims < limit then
+    local more = redis.call('zrange', key, #victims, #victims + math.min(excess, limit - #victims) - 1)
+    for _, jid in ipairs(more) do table.insert(victims, jid) end
+  end
+  for _, jid in ipairs(victims) do
+    local fields = Job.load_for_delete(jid)
+    if fields then
+      Job.delete(jid, fields)
+    else
+      redis.call('zrem', key, jid)
+    end
+  end
+  return #victims
+end
+
+-- `old` tags with `given` added (adding) or removed (not adding), order kept, no duplicates.
+function Job.merge_tags(old, given, adding)
+  local new, seen, drop = {}, {}, {}
+  if not adding then for _, tag in ipairs(given) do drop[tag] = true end end
+  for _, tag in ipairs(old) do
+    if not drop[tag] and not seen[tag] then seen[tag] = true; table.insert(new, tag) end
+  end
+  if adding then
+    for _, tag in ipairs(given) do
+      if not seen[tag] then seen[tag] = true; table.insert(new, tag) end
+    end
+  end
+  return new
+end

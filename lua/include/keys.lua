@@ -1,0 +1,36 @@
+-- keys: the one place that names every Redis key and channel of the engine.
+-- The layout is documented in lua/README.md; `P` below is Engine.prefix ('ql:' by default).
+-- @include engine
+local Keys = {}
+
+function Keys.job(jid) return Engine.prefix .. 'j:' .. jid end
+function Keys.history(jid) return Engine.prefix .. 'j:' .. jid .. '-history' end
+function Keys.dependencies(jid) return Engine.prefix .. 'j:' .. jid .. '-dependencies' end
+function Keys.dependents(jid) return Engine.prefix .. 'j:' .. jid .. '-dependents' end
+
+function Keys.work(queue) return Engine.prefix .. 'q:' .. queue .. '-work' end
+function Keys.locks(queue) return Engine.prefix .. 'q:' .. queue .. '-locks' end
+function Keys.scheduled(queue) return Engine.prefix .. 'q:' .. queue .. '-scheduled' end
+function Keys.depends(queue) return Engine.prefix .. 'q:' .. queue .. '-depends' end
+function Keys.recur(queue) return Engine.prefix .. 'q:' .. queue .. '-recur' end
+function Keys.recurring(jid) return Engine.prefix .. 'r:' .. jid end
+
+function Keys.queues() return Engine.prefix .. 'queues' end
+function Keys.paused() return Engine.prefix .. 'paused_queues' end
+function Keys.failures() return Engine.prefix .. 'failures' end
+function Keys.failed(group) return Engine.prefix .. 'f:' .. group end
+function Keys.workers() return Engine.prefix .. 'workers' end
+function Keys.worker_jobs(worker) return Engine.prefix .. 'w:' .. worker .. ':jobs' end
+function Keys.completed() return Engine.prefix .. 'completed' end
+function Keys.config() return Engine.prefix .. 'config' end
+function Keys.tracked() return Engine.prefix .. 'tracked' end
+function Keys.tag(tag) return Engine.prefix .. 't:' .. tag end
+function Keys.tags() return Engine.prefix .. 'tags' end
+function Keys.seq() return Engine.prefix .. 'seq' end
+
+-- Statistics are grouped by day (midnight UTC, epoch seconds) and queue.
+function Keys.stats(kind, day, queue)
+  return Engine.prefix .. 's:' .. kind .. ':' .. day .. ':' .. queue
+end
+
+function Keys.channel(name) return Engine.prefix .. name end

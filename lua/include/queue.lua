@@ -1,0 +1,173 @@
+-- queue: moving jobs between a queue's indexes (work, scheduled, depends, locks, recur).
+-- @include keys
+-- @include engine
+-- @include config
+-- @include events
+-- @include stats
+-- @include job
+local Queue = {}
+
+-- Work-queue scores: priority * 2^32 + insertion sequence. Lower pops first, equal priorities
+-- in insertion order, exact (no timestamp precision involved). Priorities are bounded by
+-- Queue.MAX_PRIORITY so the score stays an exact integer in a double (< 2^53).
+local SEQ_SPAN = 4294967296
+Queue.SEQ_SPAN = SEQ_SPAN
+Queue.MAX_PRIORITY = 1000000
+
+function Queue.score(priority)
+  local seq = redis.call('incr', Keys.seq()) % SEQ_SPAN
+  return priority * SEQ_SPAN + seq
+end
+
+-- The job becomes waiting in `queue` (it must already be out of its previous index).
+function Queue.enqueue(queue, jid, priority)
+  redis.call('zadd', Keys.work(queue), Queue.score(priority), jid)
+  redis.call('hset', Keys.job(jid), 'state', 'waiting', 'time', Engine.now)
+  Events.ready(queue)
+end
+
+-- The job becomes scheduled in `queue` until `when`.
+function Queue.schedule(queue, jid, when)
+  redis.call('zadd', Keys.scheduled(queue), when, jid)
+  redis.call('hset', Keys.job(jid), 'state', 'scheduled')
+end
+
+-- Waiting, or scheduled when `delay` > 0: where a job goes when nothing holds it back.
+function Queue.release(queue, jid, priority, delay)
+  if delay and delay > 0 then
+    Queue.schedule(queue, jid, Engine.now + delay)
+    return 'scheduled'
+  end
+  Queue.enqueue(queue, jid, priority)
+  return 'waiting'
+end
+
+-- Scheduled jobs whose time has come become waiting (at most `limit`). Returns how many.
+function Queue.promote(queue, limit)
+  local due = redis.call('zrangebyscore', Keys.scheduled(queue), '-inf', Engine.now, 'LIMIT', 0, limit)
+  for _, jid in ipairs(due) do
+    local priority = tonumber(redis.call('hget', Keys.job(jid), 'priority')) or 0
+    Queue.enqueue(queue, jid, priority)
+  end
+  if #due > 0 then
+    redis.call('zremrangebyrank', Keys.scheduled(queue), 0, #due - 1)
+  end
+  return #due
+end
+
+-- A dependent whose last dependency completed: it waits, or is scheduled after its own delay.
+function Queue.release_dependent(jid)
+  local fields = Job.fields(jid, 'queue', 'priority', 'delay')
+  if not fields or fields.state ~= 'depends' then return end
+  redis.call('zrem', Keys.depends(fields.queue), jid)
+  Queue.release(fields.queue, jid, tonumber(fields.priority) or 0, tonumber(fields.delay) or 0)
+end
+
+local function exhaust(queue, jid, worker)
+  local group = 'failed-retries-' .. queue
+  local message = 'Job exhausted retries in queue "' .. queue .. '"'
+  redis.call('zrem', Keys.locks(queue), jid)
+  redis.call('hset', Keys.job(jid), 'state', 'failed', 'worker', '', 'expires', 0,
+    'updated', Engine.now,
+    'failure', cjson.encode({ group = group, message = message, when = Engine.now, worker = worker }))
+  redis.call('hdel', Keys.job(jid), 'grace')
+  redis.call('sadd', Keys.failures(), group)
+  redis.call('lpush', Keys.failed(group), jid)
+  Job.history(jid, 'failed', { group = group, worker = worker })
+  Stats.bump(queue, 'failures', 1)
+  Stats.bump(queue, 'failed', 1)
+  Events.tracked('failed', jid)
+  Events.log({ jid = jid, event = 'failed', group = group, worker = worker, message = message })
+end
+
+-- Expired locks of `queue` (at most `limit`). The first expiry of a lock gives its worker a
+-- grace period (lock_lost, history 'timed-out'); the next one uses up a retry and returns the
+-- job for the caller to hand out, or fails it as failed-retries-<queue> when none are left.
+function Queue.invalidate_locks(queue, limit)
+  local reclaimed = {}
+  local expired = redis.call('zrangebyscore', Keys.locks(queue), '-inf', Engine.now, 'LIMIT', 0, limit)
+  if #expired == 0 then return reclaimed end
+  local grace = Config.number('grace-period')
+  for _, jid in ipairs(expired) do
+    local fields = Job.fields(jid, 'worker', 'grace', 'remaining')
+    local worker = fields and fields.worker or ''
+    local warned = fields and fields.grace == '1'
+    if not fields then
+      redis.call('zrem', Keys.locks(queue), jid) -- an index entry without a job: drop it
+    elseif grace > 0 and not warned then
+      redis.call('zrem', Keys.worker_jobs(worker), jid)
+      redis.call('zadd', Keys.locks(queue), Engine.now + grace, jid)
+      redis.call('hset', Keys.job(jid), 'grace', 1)
+      Job.history(jid, 'timed-out', { worker = worker })
+      Stats.bump(queue, 'retries', 1)
+      Events.tracked('stalled', jid)
+      Events.to_worker(worker, 'lock_lost', jid)
+    else
+      if grace <= 0 then
+        Events.tracked('stalled', jid)
+        Events.to_worker(worker, 'lock_lost', jid)
+        Stats.bump(queue, 'retries', 1)
+      end
+      redis.call('zrem', Keys.worker_jobs(worker), jid)
+      local remaining = tonumber(redis.call('hincrby', Keys.job(jid), 'remaining', -1))
+      if remaining < 0 then
+        exhaust(queue, jid, worker)
+      else
+        redis.call('hdel', Keys.job(jid), 'grace')
+        table.insert(reclaimed, jid)
+      end
+    end
+  end
+  return reclaimed
+end
+
+-- Recurring jobs of `queue` that are due spawn their children (at most `limit` children).
+-- A recurring job behind by several intervals spawns one child per missed interval, at most
+-- its backlog when it has one (then it skips ahead).
+function Queue.spawn_recurring(queue, limit)
+  local spawned = 0
+  local due = redis.call('zrangebyscore', Keys.recur(queue), '-inf', Engine.now, 'WITHSCORES', 'LIMIT', 0, limit)
+  for i = 1, #due, 2 do
+    local jid, score = due[i], tonumber(due[i + 1])
+    local r = redis.call('hmget', Keys.recurring(jid), 'klass', 'data', 'priority', 'tags',
+      'retries', 'interval', 'count', 'backlog')
+    local interval = tonumber(r[6]) or 0
+    if not r[1] or interval <= 0 then
+      redis.call('zrem', Keys.recur(queue), jid)
+    else
+      local count = tonumber(r[7]) or 0
+      local backlog = tonumber(r[8]) or 0
+      local missed = math.floor((Engine.now - score) / interval) + 1
+      if backlog > 0 and missed > backlog then
+        score = score + (missed - backlog) * interval
+        missed = backlog
+      end
+      local n = math.min(missed, limit - spawned)
+      local tags = Job.decode_list(r[4])
+      local priority = tonumber(r[3]) or 0
+      for _ = 1, n do
+        count = count + 1
+        local child = jid .. '-' .. count
+        redis.call('hset', Keys.job(child), 'jid', child, 'klass', r[1], 'data', r[2],
+          'priority', priority, 'tags', r[4] or '[]', 'state', 'waiting', 'worker', '',
+          'expires', 0, 'queue', queue, 'retries', r[5] or 5, 'remaining', r[5] or 5,
+          'spawned_from_jid', jid, 'failure', '{}', 'created', Engine.now, 'updated', Engine.now)
+        Job.retag(child, {}, tags)
+        Job.history(child, 'put', { q = queue })
+        Queue.enqueue(queue, child, priority)
+        score = score + interval
+      end
+      spawned = spawned + n
+      redis.call('hset', Keys.recurring(jid), 'count', count)
+      redis.call('zadd', Keys.recur(queue), score, jid)
+    end
+    if spawned >= limit then break end
+  end
+  return spawned
+end
+
+-- Everything a pop or peek of `queue` must do first so that due work is visible in `work`.
+function Queue.refresh(queue, limit)
+  Queue.spawn_recurring(queue, limit)
+  Queue.promote(queue, math.max(limit, 100))
+end

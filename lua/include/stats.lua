@@ -1,0 +1,50 @@
+-- stats: per queue and day, wait time (put -> pop) and run time (pop -> complete) as count,
+-- mean, a streaming variance term and a histogram; and the counters failures, failed, retries.
+--
+-- Histogram buckets: s0..s59 (seconds, first minute), m1..m59 (minutes, first hour),
+-- h1..h23 (hours, first day), d1..d6 (days, the last one counting everything longer).
+-- @include keys
+-- @include engine
+local Stats = {}
+
+function Stats.day(when)
+  when = math.floor(when)
+  return when - (when % 86400)
+end
+
+local function bucket(seconds)
+  if seconds < 60 then return 's' .. math.floor(seconds) end
+  if seconds < 3600 then return 'm' .. math.floor(seconds / 60) end
+  if seconds < 86400 then return 'h' .. math.floor(seconds / 3600) end
+  return 'd' .. math.min(6, math.floor(seconds / 86400))
+end
+
+-- Add one sample (seconds) to `kind` ('wait' or 'run') of a queue, on today's bin.
+function Stats.sample(queue, kind, seconds)
+  if seconds < 0 then seconds = 0 end
+  local key = Keys.stats(kind, Stats.day(Engine.now), queue)
+  local current = redis.call('hmget', key, 'total', 'mean', 'vk')
+  local count = tonumber(current[1] or 0) + 1
+  local mean = tonumber(current[2] or 0)
+  local vk = tonumber(current[3] or 0)
+  -- Welford's update: numerically stable and needs no second pass.
+  local delta = seconds - mean
+  mean = mean + delta / count
+  vk = vk + delta * (seconds - mean)
+  redis.call('hset', key, 'total', count, 'mean', mean, 'vk', vk)
+  redis.call('hincrby', key, bucket(seconds), 1)
+end
+
+function Stats.bump(queue, field, by, when)
+  redis.call('hincrby', Keys.stats('stats', Stats.day(when or Engine.now), queue), field, by or 1)
+end
+
+-- The histogram as a list in bucket order.
+function Stats.histogram(fields)
+  local out = {}
+  for i = 0, 59 do table.insert(out, tonumber(fields['s' .. i] or 0)) end
+  for i = 1, 59 do table.insert(out, tonumber(fields['m' .. i] or 0)) end
+  for i = 1, 23 do table.insert(out, tonumber(fields['h' .. i] or 0)) end
+  for i = 1, 6 do table.insert(out, tonumber(fields['d' .. i] or 0)) end
+  return out
+end

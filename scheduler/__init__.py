@@ -1,0 +1,53 @@
+"""redis-flows' Python package: the client of the qless-compatible engine, and what runs on it.
+
+The public API is re-exported here::
+
+    from scheduler import Client, EventListener, JobNotFound
+"""
+
+from scheduler.client import Client, Config, FailedJobs, Jobs, Tagged, Tracked, Workers
+from scheduler.errors import (
+    EngineError,
+    FlowsError,
+    HasDependents,
+    InvalidArgument,
+    JobNotFound,
+    LockLost,
+    ServerError,
+    TooLarge,
+    UnknownCommand,
+    WrongState,
+)
+from scheduler.events import Event, EventListener
+from scheduler.job import Job, RecurringJob
+from scheduler.queue import Queue, QueueJobs, Queues
+from scheduler.scripts import Engine, EnginePipeline
+
+__all__ = [
+    "Client",
+    "Config",
+    "Engine",
+    "EngineError",
+    "EnginePipeline",
+    "Event",
+    "EventListener",
+    "FailedJobs",
+    "FlowsError",
+    "HasDependents",
+    "InvalidArgument",
+    "Job",
+    "JobNotFound",
+    "Jobs",
+    "LockLost",
+    "Queue",
+    "QueueJobs",
+    "Queues",
+    "RecurringJob",
+    "ServerError",
+    "Tagged",
+    "TooLarge",
+    "Tracked",
+    "UnknownCommand",
+    "Workers",
+    "WrongState",
+]

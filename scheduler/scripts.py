@@ -1,0 +1,241 @@
+"""Bundle the engine's Lua sources and call the engine.
+
+The sources in ``lua/`` are joined into one script (``-- @include`` lines expanded once each, in
+first-include order; a missing file or a cycle is refused). The same text is wrapped two ways:
+
+* :func:`qless_bundle` -- for ``EVAL``/``EVALSHA``, the qless calling convention;
+* :func:`functions_library` -- a Redis Functions library, loaded once with ``FUNCTION LOAD``.
+
+:class:`Engine` calls whichever the server supports, reloads after ``NOSCRIPT`` or a flushed
+function (also inside pipelines), and turns error replies into :mod:`scheduler.errors` exceptions.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Iterable, Sequence
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import redis
+
+from scheduler.errors import EngineError, FlowsError, translate
+
+_INCLUDE = re.compile(r"^--\s*@include\s+(\S+)\s*$")
+ENTRY = "api"
+
+
+class BundleError(FlowsError):
+    """The Lua sources could not be bundled (missing include or include cycle)."""
+
+
+def lua_dir() -> Path:
+    """Where the Lua sources are: inside the installed wheel, else the source checkout."""
+    here = Path(__file__).resolve().parent
+    for candidate in (here / "_lua", here.parent / "lua"):
+        if (candidate / f"{ENTRY}.lua").is_file():
+            return candidate
+    raise BundleError(f"the engine's Lua sources are missing (looked in {here / '_lua'})")
+
+
+def expand(root: Path, entry: str = ENTRY) -> str:
+    """Return ``entry`` with every ``-- @include`` expanded once, depth first."""
+    seen: set[str] = set()
+    out: list[str] = []
+
+    def visit(name: str, stack: tuple[str, ...]) -> None:
+        if name in stack:
+            raise BundleError("include cycle: " + " -> ".join((*stack, name)))
+        if name in seen:
+            return
+        path = root / f"{name}.lua" if "/" in name else root / "include" / f"{name}.lua"
+        if name == entry:
+            path = root / f"{name}.lua"
+        if not path.is_file():
+            where = f" (included from {stack[-1]})" if stack else ""
+            raise BundleError(f"missing Lua include {name!r}{where}: no file {path}")
+        seen.add(name)
+        for line in path.read_text().splitlines():
+            match = _INCLUDE.match(line)
+            if match:
+                visit(match.group(1), (*stack, name))
+            else:
+                out.append(line)
+
+    visit(entry, ())
+    return "\n".join(out) + "\n"
+
+
+@cache
+def engine_source() -> str:
+    """The joined engine, without the EVAL or Functions wrapper."""
+    return expand(lua_dir())
+
+
+def source_hash() -> str:
+    return hashlib.sha1(engine_source().encode()).hexdigest()[:12]
+
+
+def qless_bundle() -> str:
+    """The qless-compatible script: ``EVALSHA <sha> <0|1> [<prefix>] <command> <now> <args...>``."""
+    return engine_source() + "return Engine.dispatch(KEYS, ARGV)\n"
+
+
+def function_name() -> str:
+    """Versioned, so clients of two releases can share one server without replacing each other."""
+    return f"qless_{source_hash()}"
+
+
+def library_name() -> str:
+    return f"flows_{source_hash()}"
+
+
+def functions_library() -> str:
+    """The same engine as a Redis Functions library with one function, :func:`function_name`."""
+    return (
+        f"#!lua name={library_name()}\n"
+        + engine_source()
+        + f"redis.register_function('{function_name()}', "
+        "function(keys, args) return Engine.dispatch(keys, args) end)\n"
+    )
+
+
+def _is_missing_script(error: BaseException) -> bool:
+    text = str(error)
+    return isinstance(error, redis.exceptions.NoScriptError) or "Function not found" in text
+
+
+class Engine:
+    """Calls the engine in one namespace over a redis-py client (``decode_responses=True``).
+
+    ``prefix`` is the key prefix (``ql:`` when None, the qless layout). ``use_functions`` picks the
+    Functions library (None: whenever the server has ``FUNCTION``).
+    """
+
+    def __init__(
+        self,
+        client: redis.Redis,
+        prefix: str | None = None,
+        use_functions: bool | None = None,
+    ) -> None:
+        self.redis = client
+        self.prefix = prefix
+        self._keys: list[str] = [] if prefix is None else [prefix]
+        self._use_functions = use_functions
+        self._sha: str | None = None
+        self._loaded = False
+
+    @property
+    def key_prefix(self) -> str:
+        return "ql:" if self.prefix is None else self.prefix
+
+    # -- loading ---------------------------------------------------------------------------
+
+    def _detect(self) -> bool:
+        if self._use_functions is None:
+            try:
+                self.redis.execute_command("FUNCTION", "LIST", "LIBRARYNAME", "flows_")
+                self._use_functions = True
+            except redis.ResponseError:
+                self._use_functions = False
+        return self._use_functions
+
+    def load(self) -> None:
+        """Make sure the server has this version of the engine (idempotent, cheap after once)."""
+        if self._detect():
+            try:
+                self.redis.execute_command("FUNCTION", "LOAD", functions_library())
+            except redis.ResponseError as error:
+                if "already exists" not in str(error):
+                    raise
+        else:
+            self._sha = self.redis.script_load(qless_bundle())
+        self._loaded = True
+
+    def _args(self, command: str, args: Sequence[Any], now: float | str) -> list[Any]:
+        return [len(self._keys), *self._keys, command, now, *args]
+
+    def _send(self, target: redis.Redis | redis.client.Pipeline, argv: list[Any]) -> Any:
+        if self._use_functions:
+            return target.execute_command("FCALL", function_name(), *argv)
+        return target.execute_command("EVALSHA", self._sha, *argv)
+
+    # -- calling ---------------------------------------------------------------------------
+
+    def call(self, command: str, *args: Any, now: float | str = "") -> Any:
+        """Run one engine command and return its reply; engine errors raise their exception."""
+        if not self._loaded:
+            self.load()
+        argv = self._args(command, args, now)
+        try:
+            return self._send(self.redis, argv)
+        except redis.ResponseError as error:
+            if _is_missing_script(error):
+                self.load()
+                try:
+                    return self._send(self.redis, argv)
+                except redis.ResponseError as again:
+                    error = again
+            raise translate(error, command) or error from None
+
+    def pipeline(self) -> EnginePipeline:
+        """Batch many engine calls in one round trip (not a transaction)."""
+        if not self._loaded:
+            self.load()
+        return EnginePipeline(self)
+
+
+class EnginePipeline:
+    """Queues engine calls; :meth:`execute` sends them in one round trip.
+
+    Results come back in order; a refused call's slot holds its exception instead of raising,
+    so one bad job in a batch does not hide the others' results.
+    """
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self._calls: list[tuple[str, list[Any]]] = []
+
+    def call(self, command: str, *args: Any, now: float | str = "") -> EnginePipeline:
+        self._calls.append((command, self.engine._args(command, args, now)))
+        return self
+
+    def __len__(self) -> int:
+        return len(self._calls)
+
+    def _run(self, calls: Iterable[tuple[str, list[Any]]]) -> list[Any]:
+        pipe = self.engine.redis.pipeline(transaction=False)
+        for _, argv in calls:
+            self.engine._send(pipe, argv)
+        return list(pipe.execute(raise_on_error=False))
+
+    def execute(self) -> list[Any]:
+        calls, self._calls = self._calls, []
+        if not calls:
+            return []
+        results = self._run(calls)
+        missing = [i for i, r in enumerate(results) if isinstance(r, Exception) and _is_missing_script(r)]
+        if missing:
+            # Those calls never ran (the script was gone), so sending them again is safe.
+            self.engine.load()
+            for i, result in zip(missing, self._run(calls[i] for i in missing), strict=True):
+                results[i] = result
+        out: list[Any] = []
+        for (command, _), result in zip(calls, results, strict=True):
+            if isinstance(result, redis.ResponseError):
+                result = translate(result, command) or result
+            out.append(result)
+        return out
+
+
+__all__ = [
+    "BundleError",
+    "Engine",
+    "EngineError",
+    "EnginePipeline",
+    "engine_source",
+    "functions_library",
+    "qless_bundle",
+]
