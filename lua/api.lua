@@ -29,6 +29,8 @@ local api = {}
 -- @include commands/stats
 -- @include commands/workers
 -- @include commands/recur
+-- @include commands/release
+-- @include commands/worker_info
 
 local function clock(value)
   if value == nil or value == '' then

@@ -136,7 +136,7 @@ class Engine:
     def _detect(self) -> bool:
         if self._use_functions is None:
             try:
-                self.redis.execute_command("FUNCTION", "LIST", "LIBRARYNAME", "flows_")
+                self.redis.execute_command("FUNCTION", "LIST", "LIBRARYNAME", "flows_")  # type: ignore[no-untyped-call]
                 self._use_functions = True
             except redis.ResponseError:
                 self._use_functions = False
@@ -146,7 +146,7 @@ class Engine:
         """Make sure the server has this version of the engine (idempotent, cheap after once)."""
         if self._detect():
             try:
-                self.redis.execute_command("FUNCTION", "LOAD", functions_library())
+                self.redis.execute_command("FUNCTION", "LOAD", functions_library())  # type: ignore[no-untyped-call]
             except redis.ResponseError as error:
                 if "already exists" not in str(error):
                     raise
@@ -159,8 +159,8 @@ class Engine:
 
     def _send(self, target: redis.Redis | redis.client.Pipeline, argv: list[Any]) -> Any:
         if self._use_functions:
-            return target.execute_command("FCALL", function_name(), *argv)
-        return target.execute_command("EVALSHA", self._sha, *argv)
+            return target.execute_command("FCALL", function_name(), *argv)  # type: ignore[no-untyped-call]
+        return target.execute_command("EVALSHA", self._sha, *argv)  # type: ignore[no-untyped-call]
 
     # -- calling ---------------------------------------------------------------------------
 
@@ -216,7 +216,9 @@ class EnginePipeline:
         if not calls:
             return []
         results = self._run(calls)
-        missing = [i for i, r in enumerate(results) if isinstance(r, Exception) and _is_missing_script(r)]
+        missing = [
+            i for i, r in enumerate(results) if isinstance(r, Exception) and _is_missing_script(r)
+        ]
         if missing:
             # Those calls never ran (the script was gone), so sending them again is safe.
             self.engine.load()

@@ -38,6 +38,9 @@ end
 api['worker.deregister'] = function(args)
   if #args == 0 then Arg.fail('WorkerDeregister', 'no workers given') end
   for _, worker in ipairs(args) do Arg.id('WorkerDeregister', 'worker', worker) end
-  redis.call('zrem', Keys.workers(), unpack(args))
+  for _, worker in ipairs(args) do
+    redis.call('zrem', Keys.workers(), worker)
+    redis.call('del', Keys.worker_info(worker))
+  end
   return nil
 end

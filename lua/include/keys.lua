@@ -34,3 +34,4 @@ function Keys.stats(kind, day, queue)
 end
 
 function Keys.channel(name) return Engine.prefix .. name end
+function Keys.worker_info(worker) return Engine.prefix .. 'w:' .. worker .. ':info' end

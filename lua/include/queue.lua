@@ -20,9 +20,10 @@ function Queue.score(priority)
 end
 
 -- The job becomes waiting in `queue` (it must already be out of its previous index).
-function Queue.enqueue(queue, jid, priority)
+-- `since` (default now) is when it became eligible: the start of its wait-time sample.
+function Queue.enqueue(queue, jid, priority, since)
   redis.call('zadd', Keys.work(queue), Queue.score(priority), jid)
-  redis.call('hset', Keys.job(jid), 'state', 'waiting', 'time', Engine.now)
+  redis.call('hset', Keys.job(jid), 'state', 'waiting', 'time', since or Engine.now)
   Events.ready(queue)
 end
 
@@ -43,16 +44,19 @@ function Queue.release(queue, jid, priority, delay)
 end
 
 -- Scheduled jobs whose time has come become waiting (at most `limit`). Returns how many.
+-- Promotion is lazy (on pop or peek), so each job's wait starts at the time it was due.
 function Queue.promote(queue, limit)
-  local due = redis.call('zrangebyscore', Keys.scheduled(queue), '-inf', Engine.now, 'LIMIT', 0, limit)
-  for _, jid in ipairs(due) do
+  local due = redis.call('zrangebyscore', Keys.scheduled(queue), '-inf', Engine.now,
+    'WITHSCORES', 'LIMIT', 0, limit)
+  for i = 1, #due, 2 do
+    local jid = due[i]
     local priority = tonumber(redis.call('hget', Keys.job(jid), 'priority')) or 0
-    Queue.enqueue(queue, jid, priority)
+    Queue.enqueue(queue, jid, priority, tonumber(due[i + 1]))
   end
   if #due > 0 then
-    redis.call('zremrangebyrank', Keys.scheduled(queue), 0, #due - 1)
+    redis.call('zremrangebyrank', Keys.scheduled(queue), 0, #due / 2 - 1)
   end
-  return #due
+  return #due / 2
 end
 
 -- A dependent whose last dependency completed: it waits, or is scheduled after its own delay.

@@ -1,0 +1,86 @@
+"""Built-in job functions.
+
+``flows.tasks.shell`` runs a flow's ``run:`` step: data ``{"command": str, "cwd": str | None,
+"env": {str: str}}``. The command runs under ``/bin/sh`` in its own process group (so stopping
+the job kills everything it started), in ``cwd`` (default: the job's sandbox), with the
+environment plus ``env``, ``FLOWS_JID``, ``FLOWS_SANDBOX`` and ``FLOWS_OUTPUT``: a file where the
+step may write ``key=value`` lines, which become its outputs (the job's result). Exit code 0
+completes the job; any other code N fails it in group ``exit-code-N`` (after its retries), with
+the tail of the output as the message.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+from collections import deque
+from pathlib import Path
+from typing import Any
+
+from scheduler.worker import JobContext
+
+OUTPUT_TAIL_LINES = 60
+KILL_GRACE_SECONDS = 5.0
+
+
+class ShellError(Exception):
+    """A shell step exited with a non-zero code; ``group`` is ``exit-code-N``."""
+
+    def __init__(self, code: int, tail: str) -> None:
+        super().__init__(f"command exited with code {code}\n{tail}")
+        self.group = f"exit-code-{code}"
+
+
+def parse_outputs(text: str) -> dict[str, str]:
+    """``key=value`` lines (blank lines and ``#`` comments ignored) as a dict; last one wins."""
+    outputs: dict[str, str] = {}
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line.startswith("#") or "=" not in line:
+            continue
+        key, _, value = line.partition("=")
+        outputs[key.strip()] = value.strip()
+    return outputs
+
+
+def _kill_group(process: subprocess.Popen[bytes]) -> None:
+    if process.poll() is not None:
+        return
+    try:
+        os.killpg(process.pid, signal.SIGTERM)
+        process.wait(KILL_GRACE_SECONDS)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def shell(job: JobContext) -> dict[str, Any]:
+    command = job.data.get("command")
+    if not isinstance(command, str) or not command.strip():
+        raise ValueError("a shell job needs data.command (a non-empty string)")
+    cwd = Path(str(job.data.get("cwd") or job.sandbox))
+    output_file = job.sandbox / "outputs.env"
+    output_file.parent.mkdir(parents=True, exist_ok=True)
+    output_file.touch()
+    env = dict(os.environ)
+    env.update({str(k): str(v) for k, v in (job.data.get("env") or {}).items()})
+    env.update(FLOWS_JID=job.jid, FLOWS_SANDBOX=str(job.sandbox), FLOWS_OUTPUT=str(output_file))
+    process = subprocess.Popen(
+        ["/bin/sh", "-c", command],
+        cwd=cwd,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    job.on_stop(lambda: _kill_group(process))
+    tail: deque[str] = deque(maxlen=OUTPUT_TAIL_LINES)
+    assert process.stdout is not None
+    for raw in process.stdout:
+        tail.append(raw.decode(errors="replace").rstrip("\n"))
+    code = process.wait()
+    if code != 0:  # when the worker stopped the job, it reports lost or timeout instead
+        raise ShellError(code, "\n".join(tail))
+    return parse_outputs(output_file.read_text())

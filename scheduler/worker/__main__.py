@@ -1,0 +1,63 @@
+"""Entry point of one worker process: ``python -m scheduler.worker`` (used by the pool).
+
+Users start workers with ``flows worker``; this module takes the same core options with argparse
+so a child process does not need the CLI. The Redis URL comes from ``FLOWS_REDIS_URL``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import os
+import sys
+from typing import Any
+
+from scheduler.client import Client
+from scheduler.worker.worker import Worker
+
+
+def _load(dotted: str) -> Any:
+    module, _, name = dotted.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m scheduler.worker")
+    parser.add_argument("-q", "--queues", required=True)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--strategy", default="ordered", choices=["ordered", "round-robin"])
+    parser.add_argument("--burst", action="store_true")
+    parser.add_argument("--name")
+    parser.add_argument("--prepare", help="module:function run before each job")
+    parser.add_argument("--shutdown-grace", type=float, default=30.0)
+    parser.add_argument("--poll-interval", type=float, default=1.0)
+    parser.add_argument("--log-level", default="INFO")
+    parser.add_argument("--exit-on-stuck", action="store_true")
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=args.log_level,
+        stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(name)s[%(process)d] %(message)s",
+    )
+    client = Client(
+        os.environ.get("FLOWS_REDIS_URL"),
+        namespace=os.environ.get("FLOWS_NAMESPACE"),
+        worker_name=args.name,
+    )
+    worker = Worker(
+        client,
+        [q for q in args.queues.split(",") if q],
+        strategy=args.strategy,
+        threads=args.threads,
+        burst=args.burst,
+        poll_interval=args.poll_interval,
+        shutdown_grace=args.shutdown_grace,
+        prepare=_load(args.prepare) if args.prepare else None,
+        exit_on_stuck=args.exit_on_stuck,
+    )
+    return worker.run()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,83 @@
+"""What a job function receives: :class:`JobContext`."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from scheduler.worker.envelope import JobOptions
+
+if TYPE_CHECKING:
+    from scheduler.job import Job
+
+
+@dataclass
+class JobContext:
+    """One run of one job.
+
+    ``data`` is the job's data without the worker's envelope (and, in a flow, with upstream
+    outputs resolved). ``sandbox`` is a fresh directory for this run. ``stopped`` is set when the
+    worker wants the job to stop (lock lost, timeout, shutdown): long-running jobs may poll it;
+    callbacks registered with :meth:`on_stop` run then (the shell task kills its process group).
+    """
+
+    job: Job
+    data: dict[str, Any]
+    options: JobOptions
+    sandbox: Path
+    stopped: threading.Event = field(default_factory=threading.Event)
+    stop_reason: str = ""
+    thread_id: int | None = None
+    _on_stop: list[Callable[[], None]] = field(default_factory=list)
+
+    @property
+    def jid(self) -> str:
+        return self.job.jid
+
+    @property
+    def klass(self) -> str:
+        return self.job.klass
+
+    @property
+    def queue(self) -> str:
+        return self.job.queue
+
+    @property
+    def worker(self) -> str:
+        return self.job.worker
+
+    @property
+    def attempt(self) -> int:
+        """1 for the first run, 2 for the first retry, ..."""
+        return self.job.retries - self.job.remaining + 1
+
+    @property
+    def envelope(self) -> dict[str, Any]:
+        return self.options.envelope
+
+    def on_stop(self, callback: Callable[[], None]) -> None:
+        """Run ``callback`` when the worker stops this job (at once if it already has)."""
+        self._on_stop.append(callback)
+        if self.stopped.is_set():
+            callback()
+
+    def request_stop(self, reason: str) -> None:
+        if self.stopped.is_set():
+            return
+        self.stop_reason = reason
+        self.stopped.set()
+        for callback in list(self._on_stop):
+            with contextlib.suppress(Exception):  # one broken callback must not stop the rest
+                callback()
+
+    def heartbeat(self, data: dict[str, Any] | None = None) -> float:
+        """Renew the lock now (the worker also does this on its own)."""
+        return self.job.heartbeat(data)
+
+    def log(self, message: str, **data: Any) -> None:
+        """Add a custom entry to the job's history."""
+        self.job.log(message, data or None)

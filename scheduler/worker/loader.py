@@ -1,0 +1,81 @@
+"""Resolve a job's ``klass`` (a dotted path) to the callable that runs it, once per process.
+
+``pkg.mod.func``          a function taking the job
+``pkg.mod.Class``         a class: ``Class.<queue>`` if it has an attribute named after the job's
+                          queue (the qless convention), else ``Class.process``; static and class
+                          methods are called on the class, plain methods on a new instance
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import sys
+import threading
+from collections.abc import Callable, Iterable
+from typing import Any
+
+JobFunction = Callable[[Any], Any]
+
+
+class KlassNotFound(ImportError):
+    """The klass does not import or names nothing callable."""
+
+
+_cache: dict[tuple[str, str], JobFunction] = {}
+_lock = threading.Lock()
+
+
+def add_paths(paths: Iterable[str]) -> None:
+    """Make folders importable (a flow's folder, so its `job:` modules resolve)."""
+    for path in paths:
+        if path and path not in sys.path:
+            sys.path.insert(0, path)
+
+
+def _import(klass: str) -> Any:
+    module_name, _, attribute = klass.rpartition(".")
+    if not module_name:
+        raise KlassNotFound(f"klass {klass!r} is not a dotted path (module.callable)")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as error:
+        raise KlassNotFound(
+            f"cannot import module {module_name!r} for klass {klass!r}: {error}"
+        ) from error
+    try:
+        return getattr(module, attribute)
+    except AttributeError as error:
+        raise KlassNotFound(f"module {module_name!r} has no attribute {attribute!r}") from error
+
+
+def _method_of(cls: type, queue: str) -> JobFunction:
+    name = queue if hasattr(cls, queue) and queue.isidentifier() else "process"
+    raw = inspect.getattr_static(cls, name, None)
+    if raw is None:
+        raise KlassNotFound(
+            f"class {cls.__qualname__} has neither a {queue!r} nor a 'process' method"
+        )
+    if isinstance(raw, staticmethod | classmethod):
+        method: JobFunction = getattr(cls, name)
+        return method
+    bound: JobFunction = getattr(cls(), name)
+    return bound
+
+
+def resolve(klass: str, queue: str) -> JobFunction:
+    """The callable for ``klass`` in ``queue`` (cached). Raises KlassNotFound."""
+    key = (klass, queue)
+    found = _cache.get(key)
+    if found is not None:
+        return found
+    with _lock:
+        target = _import(klass)
+        if inspect.isclass(target):
+            found = _method_of(target, queue)
+        elif callable(target):
+            found = target
+        else:
+            raise KlassNotFound(f"klass {klass!r} is not callable")
+        _cache[key] = found
+        return found

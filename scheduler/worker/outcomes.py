@@ -1,0 +1,102 @@
+"""What a job can ask for besides returning (complete) or raising (retry, then fail).
+
+A job function may raise:
+
+* :class:`RetryJob` -- run me again later (uses a retry; ``delay`` overrides the backoff);
+* :class:`FailJob` -- fail now in a named group, without using the remaining retries;
+* :class:`ReleaseJob` -- hand me back without using a retry (Tarantool's release), optionally later.
+
+:class:`RetryPolicy` turns an attempt number into the delay before the next try.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from typing import Any, Literal
+
+
+class JobOutcome(Exception):
+    """Base of the exceptions a job raises to choose its outcome."""
+
+
+class RetryJob(JobOutcome):
+    """Retry the job (uses one retry). ``delay`` seconds, or the job's backoff when None."""
+
+    def __init__(self, message: str = "", *, delay: float | None = None, group: str | None = None):
+        super().__init__(message)
+        self.message = message
+        self.delay = delay
+        self.group = group
+
+
+class FailJob(JobOutcome):
+    """Fail the job now in ``group`` with ``message``; no retry is used."""
+
+    def __init__(self, group: str, message: str = ""):
+        super().__init__(f"{group}: {message}")
+        self.group = group
+        self.message = message
+
+
+class ReleaseJob(JobOutcome):
+    """Give the job back to its queue without using a retry, runnable after ``delay`` seconds."""
+
+    def __init__(self, delay: float = 0):
+        super().__init__(f"release after {delay}s")
+        self.delay = delay
+
+
+class JobInterrupted(BaseException):
+    """Raised inside a job's thread to stop it (lock lost, timeout, shutdown).
+
+    A BaseException, so that a job's own ``except Exception`` does not swallow it.
+    """
+
+    reason: str = "interrupted"
+
+
+class LockLostInterrupt(JobInterrupted):
+    reason = "lock-lost"
+
+
+class TimeoutInterrupt(JobInterrupted):
+    reason = "timeout"
+
+
+class ShutdownInterrupt(JobInterrupted):
+    reason = "shutdown"
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """Delay before retry number ``attempt`` (1 = the first retry).
+
+    ``fixed``: always ``delay``. ``exponential``: ``delay * 2 ** (attempt - 1)``. Both capped at
+    ``max_delay`` and then spread by ``jitter`` (a fraction: 0.2 means +-20 %), so that many jobs
+    failing together do not come back together.
+    """
+
+    backoff: Literal["fixed", "exponential"] = "exponential"
+    delay: float = 1.0
+    max_delay: float = 300.0
+    jitter: float = 0.2
+
+    def delay_for(self, attempt: int, rng: random.Random | None = None) -> float:
+        base = self.delay if self.backoff == "fixed" else self.delay * 2 ** max(0, attempt - 1)
+        base = min(base, self.max_delay)
+        if self.jitter <= 0 or base <= 0:
+            return base
+        spread = base * self.jitter
+        return max(0.0, base + (rng or random).uniform(-spread, spread))
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any] | None) -> RetryPolicy:
+        if not raw:
+            return cls()
+        return cls(
+            backoff="fixed" if raw.get("backoff") == "fixed" else "exponential",
+            delay=float(raw.get("delay", cls.delay)),
+            max_delay=float(raw.get("max_delay", cls.max_delay)),
+            jitter=float(raw.get("jitter", cls.jitter)),
+        )

@@ -1,0 +1,148 @@
+"""The supervisor: keeps N worker processes alive (process isolation, the default).
+
+Each child is ``python -m scheduler.worker`` running one :class:`~scheduler.worker.worker.Worker`.
+A child that dies is started again (with a growing pause if it keeps dying at once). SIGTERM or
+SIGINT is passed on to the children, which finish or hand back their jobs; a second signal kills
+them. With ``burst`` the pool ends when every child has ended after finding its queues empty.
+The Redis URL reaches children through the environment, never the command line (no passwords in
+process listings).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from types import FrameType
+
+log = logging.getLogger("flows.worker")
+
+
+@dataclass
+class Child:
+    index: int
+    process: subprocess.Popen[bytes]
+    started: float
+    failures: int = 0
+
+
+class WorkerPool:
+    """Supervise ``processes`` worker processes, each running ``threads`` jobs at once."""
+
+    def __init__(
+        self,
+        url: str,
+        queues: Sequence[str],
+        *,
+        processes: int = 1,
+        threads: int = 1,
+        strategy: str = "ordered",
+        burst: bool = False,
+        name: str | None = None,
+        namespace: str | None = None,
+        prepare: str | None = None,
+        shutdown_grace: float = 30.0,
+        poll_interval: float = 1.0,
+        log_level: str = "INFO",
+    ) -> None:
+        self.url = url
+        self.queues = list(queues)
+        self.processes = max(1, processes)
+        self.threads = threads
+        self.strategy = strategy
+        self.burst = burst
+        self.name = name
+        self.namespace = namespace
+        self.prepare = prepare
+        self.shutdown_grace = shutdown_grace
+        self.poll_interval = poll_interval
+        self.log_level = log_level
+        self._children: dict[int, Child] = {}
+        self._signals = 0
+        self._stopping = threading.Event()
+
+    def _command(self, index: int) -> list[str]:
+        command = [
+            sys.executable,
+            "-m",
+            "scheduler.worker",
+            "-q",
+            ",".join(self.queues),
+            "--threads",
+            str(self.threads),
+            "--strategy",
+            self.strategy,
+            "--shutdown-grace",
+            str(self.shutdown_grace),
+            "--poll-interval",
+            str(self.poll_interval),
+            "--log-level",
+            self.log_level,
+            "--exit-on-stuck",
+        ]
+        if self.burst:
+            command.append("--burst")
+        if self.name:
+            command += ["--name", self.name if self.processes == 1 else f"{self.name}.{index}"]
+        if self.prepare:
+            command += ["--prepare", self.prepare]
+        return command
+
+    def _spawn(self, index: int, failures: int = 0) -> None:
+        env = dict(os.environ, FLOWS_REDIS_URL=self.url)
+        if self.namespace is not None:
+            env["FLOWS_NAMESPACE"] = self.namespace
+        process = subprocess.Popen(self._command(index), env=env)
+        self._children[index] = Child(index, process, time.monotonic(), failures)
+        log.info("worker process %d started (pid %d)", index, process.pid)
+
+    def run(self) -> int:
+        """Run until signalled (or, with burst, until all children are done). Returns 0 or 1."""
+        self._install_signals()
+        for index in range(self.processes):
+            self._spawn(index)
+        status = 0
+        while self._children:
+            for index, child in list(self._children.items()):
+                code = child.process.poll()
+                if code is None:
+                    continue
+                del self._children[index]
+                if self._stopping.is_set() or (self.burst and code == 0):
+                    status = status or (0 if code in (0, -signal.SIGTERM) else 1)
+                    continue
+                # Died on its own: start a fresh one, pausing longer if it keeps dying fast.
+                quick = time.monotonic() - child.started < 5
+                failures = child.failures + 1 if quick else 0
+                log.warning(
+                    "worker process %d (pid %d) exited with %s; restarting",
+                    index,
+                    child.process.pid,
+                    code,
+                )
+                self._stopping.wait(min(30.0, 0.5 * 2**failures) if quick else 0)
+                if not self._stopping.is_set():
+                    self._spawn(index, failures)
+            self._stopping.wait(0.1)
+        return status
+
+    def _install_signals(self) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            return
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(signum, self._on_signal)
+
+    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+        self._signals += 1
+        self._stopping.set()
+        for child in self._children.values():
+            if self._signals == 1:
+                child.process.send_signal(signal.SIGTERM)
+            else:
+                child.process.kill()

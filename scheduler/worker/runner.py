@@ -1,0 +1,95 @@
+"""Run one job and decide its outcome; no engine writes happen here.
+
+:func:`run` calls the job's function inside the job's sandbox and maps what happened to an
+:class:`Outcome` (complete with a result, retry with a delay, fail in a group, release, or lost:
+nothing to report because the worker no longer holds the job). The worker applies outcomes.
+"""
+
+from __future__ import annotations
+
+import json
+import traceback
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from scheduler.worker.context import JobContext
+from scheduler.worker.loader import KlassNotFound, add_paths, resolve
+from scheduler.worker.outcomes import (
+    FailJob,
+    JobInterrupted,
+    ReleaseJob,
+    RetryJob,
+    TimeoutInterrupt,
+)
+
+MAX_MESSAGE = 16384
+
+Kind = Literal["complete", "retry", "fail", "release", "lost"]
+
+
+@dataclass(frozen=True)
+class Outcome:
+    kind: Kind
+    result: Any = None
+    delay: float = 0.0
+    group: str = ""
+    message: str = ""
+
+
+def _tail(text: str) -> str:
+    return text if len(text) <= MAX_MESSAGE else "...\n" + text[-MAX_MESSAGE:]
+
+
+def failure(group: str, message: str) -> Outcome:
+    return Outcome("fail", group=group, message=_tail(message))
+
+
+def _retry(ctx: JobContext, group: str, message: str, delay: float | None = None) -> Outcome:
+    if delay is None:
+        delay = ctx.options.retry.delay_for(ctx.attempt)
+    return Outcome("retry", delay=delay, group=group, message=_tail(message))
+
+
+def _json_result(value: Any) -> Any:
+    """The result as stored on the job: JSON-serialisable values as they are, others as text."""
+    try:
+        json.dumps(value)
+    except (TypeError, ValueError):
+        return repr(value)
+    return value
+
+
+def run(ctx: JobContext) -> Outcome:
+    """Run the job's function and return what should happen to the job."""
+    try:
+        add_paths(ctx.options.pythonpath)
+        function = resolve(ctx.klass, ctx.queue)
+    except KlassNotFound:
+        return failure("import-error", traceback.format_exc())
+    except Exception:
+        return failure("import-error", traceback.format_exc())
+    try:
+        value = function(ctx)
+    except JobInterrupted as interrupt:
+        if isinstance(interrupt, TimeoutInterrupt) or ctx.stop_reason == "timeout":
+            return _retry(ctx, "timeout", f"job exceeded its timeout of {ctx.options.timeout}s")
+        return Outcome("lost", message=interrupt.reason)
+    except RetryJob as retry:
+        return _retry(
+            ctx, retry.group or "retry", retry.message or "job asked for a retry", retry.delay
+        )
+    except FailJob as fail:
+        return failure(fail.group, fail.message or fail.group)
+    except ReleaseJob as release:
+        return Outcome("release", delay=release.delay)
+    except Exception as error:
+        if ctx.stopped.is_set():
+            # The job failed because we stopped it (e.g. its subprocess was killed).
+            if ctx.stop_reason == "timeout":
+                return _retry(ctx, "timeout", f"job exceeded its timeout of {ctx.options.timeout}s")
+            return Outcome("lost", message=ctx.stop_reason)
+        group = getattr(error, "group", None) or type(error).__name__
+        return _retry(ctx, str(group), traceback.format_exc())
+    if ctx.stopped.is_set() and ctx.stop_reason != "timeout":
+        return Outcome("lost", message=ctx.stop_reason)
+    return Outcome("complete", result=_json_result(value))
