@@ -15,6 +15,8 @@ import click
 COMMAND_MODULES: list[str] = [
     "server",
     "engine",
+    "worker",
+    "jobs",
 ]
 
 

@@ -15,7 +15,8 @@ redis_url = click.option(
     envvar="FLOWS_REDIS_URL",
     metavar="URL",
     default=None,
-    help="Redis URL (redis://, rediss://, unix://). Default: $FLOWS_REDIS_URL, else the embedded server.",
+    help="Redis URL (redis://, rediss://, unix://). "
+    "Default: $FLOWS_REDIS_URL, else the embedded server.",
 )
 
 namespace = click.option(

@@ -7,19 +7,13 @@ so a child process does not need the CLI. The Redis URL comes from ``FLOWS_REDIS
 from __future__ import annotations
 
 import argparse
-import importlib
 import logging
 import os
 import sys
-from typing import Any
 
 from scheduler.client import Client
+from scheduler.worker.loader import load_object
 from scheduler.worker.worker import Worker
-
-
-def _load(dotted: str) -> Any:
-    module, _, name = dotted.partition(":")
-    return getattr(importlib.import_module(module), name)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -53,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
         burst=args.burst,
         poll_interval=args.poll_interval,
         shutdown_grace=args.shutdown_grace,
-        prepare=_load(args.prepare) if args.prepare else None,
+        prepare=load_object(args.prepare) if args.prepare else None,
         exit_on_stuck=args.exit_on_stuck,
     )
     return worker.run()

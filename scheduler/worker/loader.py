@@ -79,3 +79,11 @@ def resolve(klass: str, queue: str) -> JobFunction:
             raise KlassNotFound(f"klass {klass!r} is not callable")
         _cache[key] = found
         return found
+
+
+def load_object(spec: str) -> Any:
+    """The object named by ``module:attribute`` (hooks given on the command line)."""
+    module, _, name = spec.partition(":")
+    if not module or not name:
+        raise KlassNotFound(f"{spec!r} is not of the form module:attribute")
+    return getattr(importlib.import_module(module), name)

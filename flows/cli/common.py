@@ -1,0 +1,74 @@
+"""Helpers shared by the command modules: connecting, printing tables and JSON, errors."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from scheduler.client import Client
+from scheduler.errors import FlowsError
+
+console = Console()
+err_console = Console(stderr=True)
+
+
+@contextlib.contextmanager
+def user_errors() -> Iterator[None]:
+    """Turn this project's errors into one-line CLI errors (exit status 1)."""
+    try:
+        yield
+    except FlowsError as error:
+        raise click.ClickException(str(error)) from None
+
+
+def open_client(redis_url: str | None, namespace: str | None) -> Client:
+    """A client on ``--redis`` (or $FLOWS_REDIS_URL, or the embedded server)."""
+    with user_errors():
+        return Client(redis_url, namespace=namespace)
+
+
+def print_json(value: Any) -> None:
+    click.echo(json.dumps(value, indent=2, sort_keys=True, default=str))
+
+
+def table(title: str | None, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
+    out = Table(title=title, title_justify="left", header_style="bold")
+    for column in columns:
+        out.add_column(column)
+    for row in rows:
+        out.add_row(*("" if cell is None else str(cell) for cell in row))
+    console.print(out)
+
+
+def ago(when: float | None, now: float | None = None) -> str:
+    """'3s ago', '5m ago', 'in 2h' for an epoch time; '' for none."""
+    if not when:
+        return ""
+    delta = (now if now is not None else time.time()) - when
+    future = delta < 0
+    delta = abs(delta)
+    for size, unit in ((86400, "d"), (3600, "h"), (60, "m")):
+        if delta >= size:
+            text = f"{delta / size:.0f}{unit}"
+            break
+    else:
+        text = f"{delta:.0f}s"
+    return f"in {text}" if future else f"{text} ago"
+
+
+def when(value: float | None) -> str:
+    if not value:
+        return ""
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(value))
+
+
+def is_tty() -> bool:
+    return sys.stdout.isatty()

@@ -1,0 +1,108 @@
+"""``flows worker``: run workers on queues."""
+
+from __future__ import annotations
+
+import logging
+import sys
+
+import click
+
+from flows.cli.common import open_client, user_errors
+from flows.cli.options import connection
+from scheduler import server
+from scheduler.worker import Worker, WorkerPool
+from scheduler.worker.loader import load_object
+
+
+def register(group: click.Group) -> None:
+    group.add_command(worker)
+
+
+@click.command()
+@click.option("-q", "--queues", required=True, help="Comma-separated queues, e.g. etl,emails.")
+@click.option(
+    "--strategy",
+    type=click.Choice(["ordered", "round-robin"]),
+    default="ordered",
+    show_default=True,
+    help="ordered: drain the first queue before the next; round-robin: one from each in turn.",
+)
+@click.option(
+    "--processes",
+    type=click.IntRange(min=0),
+    default=1,
+    show_default=True,
+    help="Worker processes kept alive by a supervisor; 0 runs jobs in this process.",
+)
+@click.option(
+    "--threads",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="Jobs at once per process.",
+)
+@click.option("--burst", is_flag=True, help="Exit 0 once the queues are empty.")
+@click.option("--name", help="Worker name (default <host>-<pid>).")
+@click.option(
+    "--shutdown-grace",
+    type=float,
+    default=30.0,
+    show_default=True,
+    help="Seconds running jobs get to finish after SIGTERM/SIGINT before they are handed back.",
+)
+@click.option("--prepare", hidden=True, help="module:function run before each job.")
+@click.option("--log-level", default="INFO", show_default=True)
+@connection
+def worker(
+    queues: str,
+    strategy: str,
+    processes: int,
+    threads: int,
+    burst: bool,
+    name: str | None,
+    shutdown_grace: float,
+    prepare: str | None,
+    log_level: str,
+    redis_url: str | None,
+    namespace: str | None,
+) -> None:
+    """Run jobs from QUEUES until stopped (SIGTERM/SIGINT: finish, then hand back; twice: now)."""
+    logging.basicConfig(
+        level=log_level.upper(),
+        stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(name)s[%(process)d] %(message)s",
+    )
+    names = [q.strip() for q in queues.split(",") if q.strip()]
+    if not names:
+        raise click.BadParameter("give at least one queue", param_hint="--queues")
+    with user_errors():
+        url = server.resolve_url(redis_url)
+    if processes == 0:
+        client = open_client(url, namespace)
+        if name:
+            client.worker_name = name
+        hook = load_object(prepare) if prepare else None
+        code = Worker(
+            client,
+            names,
+            strategy=strategy,  # type: ignore[arg-type]
+            threads=threads,
+            burst=burst,
+            shutdown_grace=shutdown_grace,
+            prepare=hook,
+        ).run()
+    else:
+        code = WorkerPool(
+            url,
+            names,
+            processes=processes,
+            threads=threads,
+            strategy=strategy,
+            burst=burst,
+            name=name,
+            namespace=namespace,
+            prepare=prepare,
+            shutdown_grace=shutdown_grace,
+            log_level=log_level.upper(),
+        ).run()
+    sys.exit(code)
