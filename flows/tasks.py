@@ -4,7 +4,8 @@
 "env": {str: str}}``. The command runs under ``/bin/sh`` in its own process group (so stopping
 the job kills everything it started), in ``cwd`` (default: the job's sandbox), with the
 environment plus ``env``, ``FLOWS_JID``, ``FLOWS_SANDBOX`` and ``FLOWS_OUTPUT``: a file where the
-step may write ``key=value`` lines, which become its outputs (the job's result). Exit code 0
+step may write ``key=value`` lines, which become its outputs (the job's result;
+:func:`flows.outputs.parse_output_file` reads them). Exit code 0
 completes the job; any other code N fails it in group ``exit-code-N`` (after its retries), with
 the tail of the output as the message.
 """
@@ -18,6 +19,7 @@ from collections import deque
 from pathlib import Path
 from typing import Any
 
+from flows.outputs import parse_output_file
 from scheduler.worker import JobContext
 
 OUTPUT_TAIL_LINES = 60
@@ -30,18 +32,6 @@ class ShellError(Exception):
     def __init__(self, code: int, tail: str) -> None:
         super().__init__(f"command exited with code {code}\n{tail}")
         self.group = f"exit-code-{code}"
-
-
-def parse_outputs(text: str) -> dict[str, str]:
-    """``key=value`` lines (blank lines and ``#`` comments ignored) as a dict; last one wins."""
-    outputs: dict[str, str] = {}
-    for line in text.splitlines():
-        line = line.strip()
-        if not line or line.startswith("#") or "=" not in line:
-            continue
-        key, _, value = line.partition("=")
-        outputs[key.strip()] = value.strip()
-    return outputs
 
 
 def _kill_group(process: subprocess.Popen[bytes]) -> None:
@@ -78,9 +68,10 @@ def shell(job: JobContext) -> dict[str, Any]:
     job.on_stop(lambda: _kill_group(process))
     tail: deque[str] = deque(maxlen=OUTPUT_TAIL_LINES)
     assert process.stdout is not None
-    for raw in process.stdout:
-        tail.append(raw.decode(errors="replace").rstrip("\n"))
+    with process.stdout:  # closed even when the job is interrupted (no leaked pipe)
+        for raw in process.stdout:
+            tail.append(raw.decode(errors="replace").rstrip("\n"))
     code = process.wait()
     if code != 0:  # when the worker stopped the job, it reports lost or timeout instead
         raise ShellError(code, "\n".join(tail))
-    return parse_outputs(output_file.read_text())
+    return parse_output_file(output_file.read_text())

@@ -31,6 +31,7 @@ local api = {}
 -- @include commands/recur
 -- @include commands/release
 -- @include commands/worker_info
+-- @include commands/flow
 
 local function clock(value)
   if value == nil or value == '' then

@@ -17,6 +17,7 @@ COMMAND_MODULES: list[str] = [
     "engine",
     "worker",
     "jobs",
+    "run",
 ]
 
 

@@ -39,7 +39,12 @@ api['complete'] = function(args)
   local next_queue, delay, depends, result
   if options.next then next_queue = Arg.id(cmd, 'next', options.next) end
   if options.delay then delay = Arg.number(cmd, 'delay', options.delay, 0) end
-  if options.depends then depends = Arg.id_list(cmd, 'depends', options.depends, Arg.jid, Engine.MAX_COUNT) end
+  if options.depends then
+    depends = Arg.id_list(cmd, 'depends', options.depends, Arg.jid, Engine.MAX_COUNT)
+    for _, dependency in ipairs(depends) do
+      if dependency == jid then Arg.fail(cmd, 'job ' .. jid .. ' cannot depend on itself') end
+    end
+  end
   if options.result then result = Arg.json(cmd, 'result', options.result, 'any') end
   if (delay or depends) and not next_queue then
     Arg.fail(cmd, '"delay" and "depends" need "next" (the queue to move the job to)')

@@ -5,16 +5,22 @@
 --   config.set    option, value -> nil; publishes config_set on `P log`
 --   config.unset  option        -> nil; publishes config_unset on `P log`
 --
--- Errors: INVALID (for example a non-numeric value for a numeric setting).
+-- Numeric settings (the defaults, <queue>-heartbeat, <queue>-max-concurrency) take a number of
+-- at least 0; those that count things (the *-count and *-history ones in days or entries,
+-- <queue>-max-concurrency) a whole number. Other options take any text up to 512 KiB.
+-- Errors: INVALID (for example a non-numeric value for a numeric setting), TOOLARGE.
 -- @include args
 -- @include config
 -- @include events
 
--- Settings whose value must be a number: the defaults, and the per-queue ones.
-local function numeric(option)
-  return Config.defaults[option] ~= nil
-    or string.match(option, '%-heartbeat$') ~= nil
-    or string.match(option, '%-max%-concurrency$') ~= nil
+local COUNTS = { ['jobs-history-count'] = true, ['stats-history'] = true,
+  ['histogram-history'] = true, ['max-job-history'] = true }
+
+-- 'integer', 'number' or nil (free text) for an option's value.
+local function value_kind(option)
+  if COUNTS[option] or string.match(option, '%-max%-concurrency$') then return 'integer' end
+  if Config.defaults[option] ~= nil or string.match(option, '%-heartbeat$') then return 'number' end
+  return nil
 end
 
 api['config.get'] = function(args)
@@ -28,7 +34,15 @@ api['config.set'] = function(args)
   local cmd = 'ConfigSet'
   local option = Arg.id(cmd, 'option', args[1])
   local value = Arg.present(cmd, 'value', args[2])
-  if numeric(option) then Arg.number(cmd, 'value', value, 0) end
+  local kind = value_kind(option)
+  if kind == 'integer' then
+    Arg.integer(cmd, 'value', value, 0, Engine.MAX_OFFSET)
+  elseif kind == 'number' then
+    Arg.number(cmd, 'value', value, 0)
+  elseif #value > Arg.MAX_PAYLOAD_BYTES then
+    Err.raise('TOOLARGE', cmd .. '(): Arg "value" is ' .. #value .. ' bytes, more than the limit of ' ..
+      Arg.MAX_PAYLOAD_BYTES)
+  end
   redis.call('hset', Keys.config(), option, value)
   Events.log({ event = 'config_set', option = option, value = value })
   return nil

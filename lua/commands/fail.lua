@@ -4,11 +4,13 @@
 --   failed  [group, [start=0, [limit=25]]]         -> no group: JSON {group: count};
 --                                                     else JSON {total, jobs: [job...]}
 --   unfail  queue, group, [count=25]               -> number of jobs moved back to `queue`
+--   fail.held jid, worker, group, message          -> jid (ours: fails only a job `worker` holds)
 --
--- A job in any state can be failed; a running job only by the worker that holds it (a stale
--- worker's fail is refused). Failed jobs keep their dependents blocked (a flow resumes after an
--- unfail or a retry) and are kept until canceled, unfailed or put again.
--- Errors: INVALID, TOOLARGE, NOTFOUND, LOCKLOST.
+-- A job in any state can be failed; a running job only by the worker that holds its lock (a
+-- stale worker's fail is refused, as in include/lock.lua). Failed jobs keep their dependents
+-- blocked (a flow resumes after an unfail or a retry) and are kept until canceled, unfailed or
+-- put again.
+-- Errors: INVALID, TOOLARGE, NOTFOUND, LOCKLOST, WRONGSTATE (fail.held).
 -- @include args
 -- @include job
 -- @include queue
@@ -47,17 +49,29 @@ api['fail'] = function(args)
   end
   local data
   if args[5] ~= nil then data = Arg.json(cmd, 'data', args[5], 'object') end
-  local fields = Job.fields(jid, 'queue', 'worker', 'failure', 'expires')
+  local fields = Job.fields(jid, 'queue', 'worker', 'failure', 'expires', 'grace')
   if not fields then
     Err.raise('NOTFOUND', cmd .. '(): Job ' .. jid .. ' does not exist')
   end
-  if fields.state == 'running' and fields.worker ~= worker then
-    Err.raise('LOCKLOST', cmd .. '(): Job ' .. jid .. ' is held by another worker: ' .. fields.worker)
-  end
-  if fields.state == 'running' then
-    redis.call('zrem', Keys.worker_jobs(worker), jid)
-  end
+  if fields.state == 'running' then Lock.check_held(cmd, jid, worker, fields) end
   Job.fail(jid, fields, worker, group, message, data)
+  return jid
+end
+
+api['fail.held'] = function(args)
+  local cmd = 'FailHeld'
+  local jid = Arg.jid(cmd, 'jid', args[1])
+  local worker = Arg.id(cmd, 'worker', args[2])
+  local group = Arg.id(cmd, 'group', args[3])
+  local message = Arg.present(cmd, 'message', args[4])
+  if #message > Arg.MAX_PAYLOAD_BYTES then
+    Err.raise('TOOLARGE', cmd .. '(): Arg "message" is ' .. #message .. ' bytes, more than the limit of ' ..
+      Arg.MAX_PAYLOAD_BYTES)
+  end
+  local fields = Lock.check_owner(cmd, jid, worker, nil)
+  Lock.release(jid, fields.queue, worker)
+  fields.state = 'released' -- out of every index already: nothing for Job.fail to unindex
+  Job.fail(jid, fields, worker, group, message)
   return jid
 end
 

@@ -6,8 +6,8 @@
 -- pop first reclaims jobs whose lock expired (see Queue.invalidate_locks: grace period, then one
 -- retry per expiry), then spawns due recurring jobs and promotes due scheduled ones, then takes
 -- waiting jobs: lower priority number first, equal priorities in insertion order. A paused queue
--- gives nothing; `<queue>-max-concurrency` caps the jobs running at once. Each job's lock lasts
--- `<queue>-heartbeat` (else `heartbeat`) seconds.
+-- gives nothing; `<queue>-max-concurrency` caps the jobs holding a valid lock at once (expired
+-- ones are still reclaimed). Each job's lock lasts `<queue>-heartbeat` (else `heartbeat`) seconds.
 -- Errors: INVALID.
 -- @include args
 -- @include job
@@ -35,6 +35,11 @@ local function describe_all(jids)
   return jobs
 end
 
+-- Jobs of `queue` holding a valid lock.
+local function running(queue)
+  return redis.call('zcount', Keys.locks(queue), Engine.after_now(), '+inf')
+end
+
 local function encode_list(list)
   if #list == 0 then return '[]' end
   return cjson.encode(list)
@@ -48,10 +53,11 @@ api['pop'] = function(args)
   redis.call('zadd', Keys.workers(), Engine.now, worker)
   if redis.call('sismember', Keys.paused(), queue) == 1 then return '[]' end
 
+  -- The concurrency cap counts valid locks only (a job in its grace period counts: its worker may
+  -- still run it). Expired ones are reclaimed below, each taking the place it held.
   local max_concurrency = tonumber(Config.get(queue .. '-max-concurrency') or 0) or 0
   if max_concurrency > 0 then
-    local running = redis.call('zcard', Keys.locks(queue))
-    count = math.max(0, math.min(count, max_concurrency - running))
+    count = math.max(0, math.min(count, max_concurrency - running(queue)))
   end
   if count == 0 then return '[]' end
 
@@ -60,9 +66,14 @@ api['pop'] = function(args)
   for _, jid in ipairs(jids) do
     redis.call('zrem', Keys.locks(queue), jid)
   end
-  if #jids < count then
-    Queue.refresh(queue, count - #jids)
-    local waiting = redis.call('zrange', Keys.work(queue), 0, count - #jids - 1)
+  local wanted = count - #jids
+  if max_concurrency > 0 then
+    -- Locks that invalidate_locks just put in their grace period took places too.
+    wanted = math.min(wanted, max_concurrency - running(queue) - #jids)
+  end
+  if wanted > 0 then
+    Queue.refresh(queue, wanted)
+    local waiting = redis.call('zrange', Keys.work(queue), 0, wanted - 1)
     if #waiting > 0 then
       redis.call('zremrangebyrank', Keys.work(queue), 0, #waiting - 1)
       for _, jid in ipairs(waiting) do table.insert(jids, jid) end

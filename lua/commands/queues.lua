@@ -21,7 +21,7 @@ local function counts(queue)
     name = queue,
     waiting = redis.call('zcard', Keys.work(queue)),
     stalled = redis.call('zcount', locks, '-inf', Engine.now),
-    running = redis.call('zcount', locks, '(' .. Engine.now, '+inf'),
+    running = redis.call('zcount', locks, Engine.after_now(), '+inf'),
     scheduled = redis.call('zcard', Keys.scheduled(queue)),
     depends = redis.call('zcard', Keys.depends(queue)),
     recurring = redis.call('zcard', Keys.recur(queue)),
@@ -70,7 +70,7 @@ api['length'] = function(args)
 end
 
 local JOB_STATES = {
-  running = function(q, o, c) return redis.call('zrangebyscore', Keys.locks(q), '(' .. Engine.now, '+inf', 'LIMIT', o, c) end,
+  running = function(q, o, c) return redis.call('zrangebyscore', Keys.locks(q), Engine.after_now(), '+inf', 'LIMIT', o, c) end,
   stalled = function(q, o, c) return redis.call('zrangebyscore', Keys.locks(q), '-inf', Engine.now, 'LIMIT', o, c) end,
   scheduled = function(q, o, c) return redis.call('zrange', Keys.scheduled(q), o, o + c - 1) end,
   depends = function(q, o, c) return redis.call('zrange', Keys.depends(q), o, o + c - 1) end,

@@ -15,7 +15,7 @@ api['workers'] = function(args)
     local worker = Arg.id('Workers', 'worker', args[1])
     local key = Keys.worker_jobs(worker)
     local reply = cjson.encode({
-      jobs = redis.call('zrangebyscore', key, '(' .. Engine.now, '+inf'),
+      jobs = redis.call('zrangebyscore', key, Engine.after_now(), '+inf'),
       stalled = redis.call('zrangebyscore', key, '-inf', Engine.now),
     })
     reply = string.gsub(reply, '"jobs":{}', '"jobs":[]')
@@ -27,7 +27,7 @@ api['workers'] = function(args)
     local key = Keys.worker_jobs(worker)
     table.insert(out, {
       name = worker,
-      jobs = redis.call('zcount', key, '(' .. Engine.now, '+inf'),
+      jobs = redis.call('zcount', key, Engine.after_now(), '+inf'),
       stalled = redis.call('zcount', key, '-inf', Engine.now),
     })
   end

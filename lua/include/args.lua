@@ -87,12 +87,14 @@ function Arg.optional_integer(cmd, name, value, default, min, max)
   return Arg.integer(cmd, name, value, min, max)
 end
 
--- JSON text that decodes; `kind` is 'object', 'array' or 'any'. Returns text, decoded value.
-function Arg.json(cmd, name, value, kind)
+-- JSON text that decodes; `kind` is 'object', 'array' or 'any'; at most `max_bytes` (default
+-- Arg.MAX_PAYLOAD_BYTES). Returns text, decoded value.
+function Arg.json(cmd, name, value, kind, max_bytes)
   Arg.present(cmd, name, value)
-  if #value > Arg.MAX_PAYLOAD_BYTES then
+  max_bytes = max_bytes or Arg.MAX_PAYLOAD_BYTES
+  if #value > max_bytes then
     Err.raise('TOOLARGE', cmd .. '(): Arg "' .. name .. '" is ' .. #value ..
-      ' bytes, more than the limit of ' .. Arg.MAX_PAYLOAD_BYTES)
+      ' bytes, more than the limit of ' .. max_bytes)
   end
   local ok, decoded = pcall(cjson.decode, value)
   if not ok then

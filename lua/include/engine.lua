@@ -4,5 +4,14 @@
 -- The Functions library keeps this table between calls, so nothing else may be cached in it.
 local Engine = { prefix = 'ql:', now = 0 }
 
--- Integer above which an id, a count or an offset is considered out of range.
+-- Integer above which a count (of jobs, items, retries) is considered out of range.
 Engine.MAX_COUNT = 100000
+-- Integer above which an offset into a list is out of range (offsets must reach Redis as exact
+-- integers: a larger Lua number is sent in exponent notation, which Redis refuses).
+Engine.MAX_OFFSET = 2147483647
+
+-- '(<now>': the exclusive score bound "later than now", exact. Concatenating the number itself
+-- would round it to 14 significant digits (about 0.1 ms for epoch seconds).
+function Engine.after_now()
+  return '(' .. string.format('%.17g', Engine.now)
+end

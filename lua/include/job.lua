@@ -54,11 +54,12 @@ end
 function Job.describe(jid)
   local values = redis.call('hmget', Keys.job(jid),
     'jid', 'klass', 'state', 'queue', 'worker', 'priority', 'expires', 'retries', 'remaining',
-    'data', 'tags', 'failure', 'spawned_from_jid', 'result', 'created', 'updated')
+    'data', 'tags', 'failure', 'spawned_from_jid', 'result', 'created', 'updated', 'grace')
   if not values[1] then return nil end
   local state = values[3]
   local expires = tonumber(values[7]) or 0
-  if state == 'running' and expires < Engine.now then
+  -- The lock's rule (include/lock.lua): valid while expires > now and not taken away.
+  if state == 'running' and (expires <= Engine.now or values[17] == '1') then
     state = 'stalled'
   end
   local history = {}
@@ -154,11 +155,12 @@ function Job.drop_dependencies(jid)
 end
 
 -- Delete a job and everything that points at it. `fields` as for Job.unindex, plus tags.
-function Job.delete(jid, fields)
+-- An expired job stays in `tracked`, so `track` can report it as expired; a canceled one leaves.
+function Job.delete(jid, fields, keep_tracked)
   Job.unindex(jid, fields)
   Job.retag(jid, decode_list(fields.tags), {})
   Job.drop_dependencies(jid)
-  redis.call('zrem', Keys.tracked(), jid)
+  if not keep_tracked then redis.call('zrem', Keys.tracked(), jid) end
   redis.call('del', Keys.job(jid), Keys.history(jid), Keys.dependents(jid))
 end
 
@@ -181,7 +183,7 @@ function Job.expire_completed(limit)
   for _, jid in ipairs(victims) do
     local fields = Job.load_for_delete(jid)
     if fields then
-      Job.delete(jid, fields)
+      Job.delete(jid, fields, true)
     else
       redis.call('zrem', key, jid)
     end

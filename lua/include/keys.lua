@@ -35,3 +35,9 @@ end
 
 function Keys.channel(name) return Engine.prefix .. name end
 function Keys.worker_info(worker) return Engine.prefix .. 'w:' .. worker .. ':info' end
+
+-- Flow runs (ours): the run record, its jids in submission order, and run ids by submit time.
+function Keys.run(run_id) return Engine.prefix .. 'run:' .. run_id end
+function Keys.run_jobs(run_id) return Engine.prefix .. 'run:' .. run_id .. '-jobs' end
+function Keys.runs() return Engine.prefix .. 'runs' end
+function Keys.flow_runs(flow) return Engine.prefix .. 'runs:' .. flow end

@@ -1,17 +1,36 @@
--- lock: who holds a running job, checked before a worker's complete, retry or heartbeat.
--- A worker holds a job while the job is running, names it as its worker, and its lock has not
--- expired: after expiry (or `timeout`) its late calls are refused, even before another worker
--- takes the job, so a stale worker can never finish a job it no longer owns.
+-- lock: who holds a running job, checked before a worker's complete, retry, heartbeat or fail.
+-- A worker holds a job while the job is running, names it as its worker, and its lock is valid:
+-- `expires > now` and not taken away (`grace` is set once the worker was told lock_lost, by
+-- `timeout` or a pop after expiry). After that its late calls are refused, even before another
+-- worker takes the job and whatever its clock says, so a stale worker can never finish a job it
+-- no longer owns. `expires <= now` is also what pop, `queues` and `workers` count as stalled.
 -- @include keys
 -- @include engine
 -- @include errors
 -- @include job
 local Lock = {}
 
+-- Whether a running job's lock (its hash fields `expires` and `grace`) is still valid.
+function Lock.valid(fields)
+  return fields.grace ~= '1' and (tonumber(fields.expires) or 0) > Engine.now
+end
+
+-- Raise LOCKLOST unless `worker` holds the running job `jid` (fields: state, worker, expires,
+-- grace) with a valid lock.
+function Lock.check_held(cmd, jid, worker, fields)
+  if fields.worker ~= worker then
+    Err.raise('LOCKLOST', cmd .. '(): Job ' .. jid .. ' has been handed to another worker: ' .. fields.worker)
+  end
+  if not Lock.valid(fields) then
+    Err.raise('LOCKLOST', cmd .. '(): Job ' .. jid .. "'s lock expired at " .. tostring(fields.expires) ..
+      ' (now ' .. Engine.now .. ')')
+  end
+end
+
 -- Check that `worker` holds the running job `jid` of `queue`; returns its fields.
 -- Shared by complete, retry and heartbeat.
 function Lock.check_owner(cmd, jid, worker, queue)
-  local fields = Job.fields(jid, 'queue', 'worker', 'expires', 'priority', 'retries',
+  local fields = Job.fields(jid, 'queue', 'worker', 'expires', 'grace', 'priority', 'retries',
     'remaining', 'popped', 'failure', 'tags')
   if not fields then
     Err.raise('NOTFOUND', cmd .. '(): Job ' .. jid .. ' does not exist')
@@ -19,16 +38,10 @@ function Lock.check_owner(cmd, jid, worker, queue)
   if fields.state ~= 'running' then
     Err.raise('WRONGSTATE', cmd .. '(): Job ' .. jid .. ' is not currently running: ' .. fields.state)
   end
-  if fields.worker ~= worker then
-    Err.raise('LOCKLOST', cmd .. '(): Job ' .. jid .. ' has been handed to another worker: ' .. fields.worker)
-  end
-  if queue and fields.queue ~= queue then
+  if queue and fields.queue ~= queue and fields.worker == worker then
     Err.raise('WRONGSTATE', cmd .. '(): Job ' .. jid .. ' is running in another queue: ' .. fields.queue)
   end
-  if (tonumber(fields.expires) or 0) < Engine.now then
-    Err.raise('LOCKLOST', cmd .. '(): Job ' .. jid .. "'s lock expired at " .. fields.expires ..
-      ' (now ' .. Engine.now .. ')')
-  end
+  Lock.check_held(cmd, jid, worker, fields)
   return fields
 end
 

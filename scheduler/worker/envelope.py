@@ -5,7 +5,7 @@ the options below and hands the job function the data without that key::
 
     {"_flows": {"retry": {"backoff": "exponential", "delay": 30, "max_delay": 600, "jitter": 0.2},
                 "timeout": 1800,
-                "pythonpath": ["/repo/pipelines"],
+                "pythonpath": ["/repo/lib"], "flow_dir": "/repo/pipelines",
                 ...anything else flows puts there (run id, step, output references)}}
 """
 
@@ -43,7 +43,11 @@ def split(data: Any) -> tuple[dict[str, Any], JobOptions]:
     user = {k: v for k, v in data.items() if k != ENVELOPE_KEY}
     try:
         timeout = envelope.get("timeout")
-        paths = envelope.get("pythonpath") or ()
+        # flow_dir: a flow's folder, so its `job:` modules import (see flows.outputs).
+        paths = [
+            *(envelope.get("pythonpath") or ()),
+            *([envelope["flow_dir"]] if envelope.get("flow_dir") else []),
+        ]
         options = JobOptions(
             retry=RetryPolicy.from_dict(envelope.get("retry")),
             timeout=None if timeout in (None, 0) else float(timeout),

@@ -94,9 +94,14 @@ class RetryPolicy:
     def from_dict(cls, raw: dict[str, Any] | None) -> RetryPolicy:
         if not raw:
             return cls()
+
+        def number(name: str, default: float) -> float:
+            value = raw.get(name)
+            return default if value is None else float(value)
+
         return cls(
             backoff="fixed" if raw.get("backoff") == "fixed" else "exponential",
-            delay=float(raw.get("delay", cls.delay)),
-            max_delay=float(raw.get("max_delay", cls.max_delay)),
-            jitter=float(raw.get("jitter", cls.jitter)),
+            delay=number("delay", cls.delay),
+            max_delay=number("max_delay", cls.max_delay),
+            jitter=number("jitter", cls.jitter),
         )

@@ -46,6 +46,7 @@ from scheduler.worker import runner
 from scheduler.worker.context import JobContext
 from scheduler.worker.envelope import BrokenPayload, split
 from scheduler.worker.outcomes import (
+    FailJob,
     JobInterrupted,
     LockLostInterrupt,
     ShutdownInterrupt,
@@ -261,7 +262,13 @@ class Worker:
     def _report_broken(self, job: Job, error: Exception) -> None:
         log.error("job %s has a broken payload: %s", job.jid, error)
         with contextlib.suppress(EngineError):
-            job.fail("broken-payload", f"{type(error).__name__}: {error}")
+            self.client.engine.call(
+                "fail.held",
+                job.jid,
+                self.name,
+                "broken-payload",
+                f"{type(error).__name__}: {error}",
+            )
 
     def _execute(self, active: Active) -> None:
         ctx = active.ctx
@@ -280,6 +287,8 @@ class Worker:
         except JobInterrupted as interrupt:
             # Raised after the job function returned but before we stopped accepting interrupts.
             outcome = _stopped_outcome(ctx, interrupt)
+        except FailJob as fail:  # from prepare: the job cannot run as it is
+            outcome = runner.failure(fail.group, fail.message)
         except Exception as error:
             outcome = runner.failure("prepare-error", f"{type(error).__name__}: {error}")
         finally:
@@ -339,7 +348,9 @@ class Worker:
                         left,
                     )
             elif outcome.kind == "fail":
-                job.fail(outcome.group, outcome.message)
+                self.client.engine.call(
+                    "fail.held", job.jid, self.name, outcome.group, outcome.message
+                )
                 log.warning("job %s failed (%s) after %.1f ms", job.jid, outcome.group, elapsed)
             elif outcome.kind == "release":
                 self.client.engine.call("release", job.jid, self.name, outcome.delay)

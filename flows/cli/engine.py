@@ -1,0 +1,71 @@
+"""``flows engine``: the Lua job engine as an artefact for other clients.
+
+``flows engine bundle`` prints the qless-compatible script (load it with ``SCRIPT LOAD`` and call
+``EVALSHA <sha> 0 <command> <now> <args...>`` from any qless client); ``--functions`` prints the
+Redis Functions library the Python client loads instead. ``flows engine info`` shows the names
+and hashes by which a server knows this version of the engine.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+import click
+
+from flows.cli.options import as_json
+from flows.cli.server import print_fields
+from scheduler import scripts
+
+
+def register(group: click.Group) -> None:
+    """Add the ``engine`` group to ``group``."""
+    group.add_command(engine)
+
+
+def _source(functions: bool) -> str:
+    try:
+        return scripts.functions_library() if functions else scripts.qless_bundle()
+    except scripts.BundleError as error:
+        raise click.ClickException(str(error)) from None
+
+
+@click.group()
+def engine() -> None:
+    """The Lua job engine: print it for other qless clients, show its version."""
+
+
+@engine.command()
+@click.option(
+    "--functions",
+    is_flag=True,
+    help="Print the Redis Functions library (for FUNCTION LOAD) instead of the EVAL script.",
+)
+def bundle(functions: bool) -> None:
+    """Print the engine script to stdout (qless calling convention, for SCRIPT LOAD)."""
+    click.echo(_source(functions), nl=False)
+
+
+def engine_info() -> dict[str, Any]:
+    """The engine's identity: where its sources are and the names a server knows it by."""
+    bundle_text = _source(functions=False)
+    return {
+        "sources": str(scripts.lua_dir()),
+        "source_hash": scripts.source_hash(),
+        "bundle_sha1": hashlib.sha1(bundle_text.encode()).hexdigest(),
+        "bundle_bytes": len(bundle_text.encode()),
+        "library": scripts.library_name(),
+        "function": scripts.function_name(),
+    }
+
+
+@engine.command()
+@as_json
+def info(as_json: bool) -> None:
+    """Show the engine's sources, its EVALSHA hash and its Functions library name."""
+    data = engine_info()
+    if as_json:
+        click.echo(json.dumps(data, indent=2))
+        return
+    print_fields(data)

@@ -1,0 +1,240 @@
+"""``flows run``, ``flows status``, ``flows runs``: submit a flow and follow runs."""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+import click
+from rich.live import Live
+from rich.table import Table
+
+from flows.cli.common import ago, console, err_console, open_client, print_json, table, user_errors
+from flows.cli.options import as_json, connection
+from flows.expand import ExpansionError, expand
+from flows.params import ParamError, parse_assignments
+from flows.runs import RunView, list_runs, load_run
+from flows.submit import content_hash, manual_run_id, submit
+from flows.validate import InvalidFlow, load_flow
+from flows.worker_hook import prepare
+from scheduler.client import Client
+from scheduler.worker import Worker
+
+STATUS_STYLE = {
+    "success": "green",
+    "succeeded": "green",
+    "failed": "red",
+    "running": "yellow",
+    "waiting": "dim",
+}
+
+
+def register(group: click.Group) -> None:
+    for command in (run, status, runs):
+        group.add_command(command)
+
+
+def _seconds(value: float | None) -> str:
+    return "" if value is None else f"{value:.1f}s"
+
+
+def render_run(view: RunView) -> Table:
+    """The run's steps as a table: status, progress, duration."""
+    style = STATUS_STYLE.get(view.status, "")
+    out = Table(
+        title=f"Run {view.run_id} [{style}]{view.status}[/]",
+        title_justify="left",
+        header_style="bold",
+    )
+    for column in ("step", "status", "jobs done", "duration"):
+        out.add_column(column)
+    for step in view.steps:
+        step_style = STATUS_STYLE.get(step.status, "")
+        out.add_row(
+            step.step,
+            f"[{step_style}]{step.status}[/]",
+            step.progress,
+            _seconds(step.duration),
+        )
+    return out
+
+
+def _print_failures(view: RunView) -> None:
+    for job in view.failed_jobs:
+        failure = job.failure or {}
+        err_console.print(f"[bold red]{job.jid}[/] failed: {failure.get('group', '')}")
+        message = str(failure.get("message", "")).strip().splitlines()[-8:]
+        err_console.print("\n".join("    " + line for line in message), markup=False)
+
+
+def _follow(client: Client, run_id: str, queues: list[str], threads: int, live: bool) -> RunView:
+    """Run local workers on the run's queues until the run has finished."""
+    worker = Worker(
+        Client.from_engine(client.engine),
+        queues,
+        threads=threads,
+        prepare=prepare,
+        poll_interval=0.5,
+        shutdown_grace=5.0,
+    )
+    thread = threading.Thread(target=worker.run, name="flows-run-worker", daemon=True)
+    thread.start()
+    view = load_run(client, run_id)
+    assert view is not None
+    try:
+        with Live(render_run(view), console=console, auto_refresh=False, transient=False) as screen:
+            while not view.finished:
+                time.sleep(0.2)
+                view = load_run(client, run_id) or view
+                if live:
+                    screen.update(render_run(view), refresh=True)
+            screen.update(render_run(view), refresh=True)
+    finally:
+        worker.stop()
+        thread.join(timeout=10)
+    return view
+
+
+@click.command()
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("-p", "--param", "params", multiple=True, metavar="KEY=VALUE", help="A param value.")
+@click.option("--detach", is_flag=True, help="Submit and return; long-lived workers run it.")
+@click.option(
+    "--threads",
+    type=click.IntRange(1, 64),
+    default=4,
+    show_default=True,
+    help="Jobs at once in the local worker.",
+)
+@connection
+def run(
+    file: Path,
+    params: tuple[str, ...],
+    detach: bool,
+    threads: int,
+    redis_url: str | None,
+    namespace: str | None,
+) -> None:
+    """Validate FILE, submit a run, and (unless --detach) run it here until it ends.
+
+    Exit code 0 when every step succeeded, 1 when the run failed or the file is invalid.
+    """
+    try:
+        flow = load_flow(file)
+    except InvalidFlow as invalid:
+        for finding in invalid.findings:
+            err_console.print(finding.format(), markup=False, highlight=False)
+        raise click.exceptions.Exit(1) from None
+    run_id = manual_run_id(flow.name)
+    try:
+        values = parse_assignments(params)
+        requests = expand(
+            flow,
+            run_id=run_id,
+            logical_time=datetime.now(UTC),
+            params=values,
+            flow_dir=file.resolve().parent,
+        )
+    except (ParamError, ExpansionError) as error:
+        raise click.ClickException(str(error)) from None
+    client = open_client(redis_url, namespace)
+    with user_errors():
+        submission = submit(
+            client,
+            run_id,
+            flow.name,
+            requests,
+            params=values,
+            file_hash=content_hash(file.read_text()),
+            file=str(file.resolve()),
+        )
+    click.echo(f"submitted run {submission.run_id} ({submission.jobs} jobs)", err=True)
+    if detach:
+        click.echo(run_id)
+        return
+    queues = sorted({r.queue for r in requests})
+    with user_errors():
+        view = _follow(client, run_id, queues, threads, live=sys.stdout.isatty())
+    if view.status != "succeeded":
+        _print_failures(view)
+        click.echo(f"run {run_id} {view.status}", err=True)
+        sys.exit(1)
+    click.echo(f"run {run_id} succeeded", err=True)
+
+
+@click.command()
+@click.argument("run_id", required=False)
+@as_json
+@connection
+def status(run_id: str | None, as_json: bool, redis_url: str | None, namespace: str | None) -> None:
+    """A run's steps (the latest run when RUN_ID is left out)."""
+    client = open_client(redis_url, namespace)
+    with user_errors():
+        if run_id is None:
+            latest = list_runs(client, count=1)
+            if not latest:
+                raise click.ClickException("no runs yet: start one with `flows run FILE`")
+            run_id = str(latest[0]["id"])
+        view = load_run(client, run_id)
+    if view is None:
+        raise click.ClickException(f"no run {run_id!r} (see `flows runs`)")
+    if as_json:
+        print_json(
+            {
+                "id": view.run_id,
+                "status": view.status,
+                "record": view.record,
+                "steps": [
+                    {
+                        "step": s.step,
+                        "status": s.status,
+                        "jobs": [j.jid for j in s.jobs],
+                        "started": s.started,
+                        "finished": s.finished,
+                    }
+                    for s in view.steps
+                ],
+            }
+        )
+        return
+    console.print(render_run(view))
+    if view.status == "failed":
+        _print_failures(view)
+
+
+@click.command()
+@click.option("--flow", help="Only runs of this flow.")
+@click.option("--limit", type=click.IntRange(1, 1000), default=20, show_default=True)
+@as_json
+@connection
+def runs(
+    flow: str | None, limit: int, as_json: bool, redis_url: str | None, namespace: str | None
+) -> None:
+    """Recent runs, newest first."""
+    client = open_client(redis_url, namespace)
+    with user_errors():
+        records = list_runs(client, flow, limit)
+        views = [load_run(client, str(r["id"])) for r in records]
+    if as_json:
+        print_json(
+            [
+                {**r, "status": v.status if v else "unknown"}
+                for r, v in zip(records, views, strict=True)
+            ]
+        )
+        return
+    rows = [
+        [
+            r["id"],
+            r.get("flow", ""),
+            v.status if v else "",
+            r.get("trigger", ""),
+            ago(r.get("submitted")),
+            r.get("jobs", ""),
+        ]
+        for r, v in zip(records, views, strict=True)
+    ]
+    table("Runs", ("run", "flow", "status", "trigger", "submitted", "jobs"), rows)

@@ -1,0 +1,83 @@
+-- putting: checking and writing one put (shared by put, requeue and flow.submit).
+--
+-- Put.parse(cmd, args) checks put's arguments (see commands/put.lua) and returns them as a table;
+-- Put.write(p, old) writes them, `old` being the existing job's fields or nil.
+-- @include args
+-- @include job
+-- @include queue
+local Put = {}
+
+local PUT_OPTIONS = { priority = true, tags = true, retries = true, depends = true }
+
+function Put.parse(cmd, args)
+  local p = {}
+  p.worker = Arg.id(cmd, 'worker', args[1])
+  p.queue = Arg.id(cmd, 'queue', args[2])
+  p.jid = Arg.jid(cmd, 'jid', args[3])
+  p.klass = Arg.id(cmd, 'klass', args[4])
+  p.data = Arg.json(cmd, 'data', args[5], 'object')
+  p.delay = Arg.number(cmd, 'delay', args[6], 0)
+  local options = Arg.options(cmd, args, 7, PUT_OPTIONS)
+  p.priority = Arg.optional_integer(cmd, 'priority', options.priority, nil,
+    -Queue.MAX_PRIORITY, Queue.MAX_PRIORITY)
+  p.retries = Arg.optional_integer(cmd, 'retries', options.retries, nil, 0, Engine.MAX_COUNT)
+  if options.tags then p.tags = Arg.id_list(cmd, 'tags', options.tags, Arg.id, Arg.MAX_TAGS) end
+  p.depends = {}
+  if options.depends then
+    p.depends = Arg.id_list(cmd, 'depends', options.depends, Arg.jid, Engine.MAX_COUNT)
+    for _, dependency in ipairs(p.depends) do
+      if dependency == p.jid then Arg.fail(cmd, 'job ' .. p.jid .. ' cannot depend on itself') end
+    end
+  end
+  return p
+end
+
+-- Write a checked put (from Put.parse). `old` is the existing job's fields (or nil).
+function Put.write(p, old)
+  local jid, queue = p.jid, p.queue
+  local old_tags = {}
+  if old then
+    old_tags = Job.decode_list(old.tags)
+    if old.state == 'running' and old.worker ~= '' and old.worker ~= p.worker then
+      Events.to_worker(old.worker, 'lock_lost', jid)
+    end
+    Job.unindex(jid, old)
+    Job.drop_dependencies(jid)
+  end
+  local priority = p.priority or tonumber(old and old.priority) or 0
+  local retries = p.retries or tonumber(old and old.retries) or 5
+  local tags = p.tags or old_tags
+  Job.retag(jid, old_tags, tags)
+
+  local key = Keys.job(jid)
+  redis.call('hset', key, 'jid', jid, 'klass', p.klass, 'data', p.data, 'priority', priority,
+    'tags', cjson.encode(tags), 'queue', queue, 'worker', '', 'expires', 0,
+    'retries', retries, 'remaining', retries, 'failure', '{}', 'delay', p.delay,
+    'updated', Engine.now)
+  if not old then redis.call('hset', key, 'created', Engine.now) end
+  redis.call('hdel', key, 'grace', 'result')
+
+  local pending = 0
+  for _, dependency in ipairs(p.depends) do
+    local state = redis.call('hget', Keys.job(dependency), 'state')
+    -- qless treats a dependency that is complete or does not exist as already satisfied.
+    if state and state ~= 'complete' then
+      redis.call('sadd', Keys.dependencies(jid), dependency)
+      redis.call('sadd', Keys.dependents(dependency), jid)
+      pending = pending + 1
+    end
+  end
+
+  Job.history(jid, 'put', { q = queue })
+  if pending > 0 then
+    redis.call('zadd', Keys.depends(queue), Engine.now, jid)
+    redis.call('hset', key, 'state', 'depends')
+  else
+    Queue.release(queue, jid, priority, p.delay)
+  end
+  redis.call('zadd', Keys.queues(), 'NX', Engine.now, queue)
+  Events.tracked('put', jid)
+  Events.log({ jid = jid, event = 'put', queue = queue })
+  return jid
+end
+

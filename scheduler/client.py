@@ -1,0 +1,368 @@
+"""The Python client: :class:`Client` and the collections hanging off it.
+
+::
+
+    client = Client()                                    # the embedded server (or Client(url))
+    jid = client.queues["etl"].put("tasks.extract", {"day": "2024-05-01"}, priority=-1)
+    [job] = client.queues["etl"].pop()
+    job.complete(result={"rows": 42})
+    client.jobs[jid].result                              # {'rows': 42}
+
+``client.queues`` (:class:`~scheduler.queue.Queues`), ``client.jobs`` (:class:`Jobs`),
+``client.config`` (:class:`Config`, a mutable mapping), ``client.workers`` (:class:`Workers`).
+Every method takes an optional ``now=`` (epoch seconds) for tests; by default the engine reads the
+server's clock, never this machine's. Engine refusals raise the classes of :mod:`scheduler.errors`.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import socket
+from collections.abc import Iterator, MutableMapping
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, NamedTuple, overload
+
+import redis as redis_py
+
+from scheduler.errors import JobNotFound
+from scheduler.job import (
+    Job,
+    Now,
+    RecurringJob,
+    as_dict,
+    as_int,
+    as_list,
+)
+from scheduler.queue import Queues
+from scheduler.scripts import Engine
+
+if TYPE_CHECKING:
+    from scheduler.events import EventListener
+
+ConfigValue = str | int | float
+
+
+def default_worker_name() -> str:
+    """``<hostname>-<pid>``, the qless convention."""
+    return f"{socket.gethostname()}-{os.getpid()}"
+
+
+def namespace_prefix(namespace: str | None) -> str | None:
+    """The key prefix of a namespace (None: qless's ``ql:``).
+
+    A value ending in ``:`` is the prefix itself (``{billing}:``, as ``--namespace`` and
+    ``$FLOWS_NAMESPACE`` give it); a bare name gets a hash tag, ``billing`` → ``{billing}:``, so
+    the whole namespace lives in one Redis Cluster slot.
+    """
+    if namespace is None:
+        return None
+    if not namespace or any(c.isspace() for c in namespace):
+        raise ValueError(f"namespace must be non-empty, without white space: {namespace!r}")
+    if namespace.endswith(":"):
+        return namespace
+    if "{" in namespace or "}" in namespace:
+        raise ValueError(f"a bare namespace name may not contain braces: {namespace!r}")
+    return f"{{{namespace}}}:"
+
+
+class Tracked(NamedTuple):
+    """``client.jobs.tracked()``: the tracked jobs, and tracked jids whose data has expired."""
+
+    jobs: list[Job]
+    expired: list[str]
+
+
+class Tagged(NamedTuple):
+    """``client.jobs.tagged(tag)``: how many jobs carry the tag, and a page of their jids."""
+
+    total: int
+    jids: list[str]
+
+
+class FailedJobs(NamedTuple):
+    """``client.jobs.failed(group)``: how many jobs failed in the group, and a page of them."""
+
+    total: int
+    jobs: list[Job]
+
+
+class Jobs:
+    """``client.jobs``: look jobs up by jid, state, tag or failure group."""
+
+    def __init__(self, client: Client) -> None:
+        self.client = client
+
+    def _call(self, command: str, *args: Any, now: Now = "") -> Any:
+        return self.client.engine.call(command, *args, now=now)
+
+    def get(self, jid: str, *, now: Now = "") -> Job | None:
+        """The job, or None if there is no such job."""
+        return Job.from_reply(self.client, self._call("get", jid, now=now))
+
+    def __getitem__(self, jid: str) -> Job:
+        """The job; raises :class:`~scheduler.errors.JobNotFound` if there is none."""
+        job = self.get(jid)
+        if job is None:
+            raise JobNotFound(f"Get(): Job {jid} does not exist", command="get")
+        return job
+
+    def multiget(self, *jids: str, now: Now = "") -> list[Job]:
+        """The jobs that exist among ``jids`` (missing ones are left out)."""
+        if not jids:
+            return []
+        return [Job(self.client, raw) for raw in as_list(self._call("multiget", *jids, now=now))]
+
+    def complete(self, offset: int = 0, count: int = 25, *, now: Now = "") -> list[str]:
+        """Jids of completed jobs still retained, most recent first."""
+        return as_list(self._call("jobs", "complete", offset, count, now=now))
+
+    def tracked(self, *, now: Now = "") -> Tracked:
+        """Every tracked job, and the tracked jids whose job no longer exists."""
+        reply = as_dict(self._call("track", now=now))
+        jobs = [Job(self.client, raw) for raw in as_list(reply.get("jobs"))]
+        return Tracked(jobs, as_list(reply.get("expired")))
+
+    def tagged(self, tag: str, offset: int = 0, count: int = 25, *, now: Now = "") -> Tagged:
+        """Jids of the jobs carrying ``tag``."""
+        reply = as_dict(self._call("tag", "get", tag, offset, count, now=now))
+        return Tagged(as_int(reply.get("total")), as_list(reply.get("jobs")))
+
+    @overload
+    def failed(
+        self, group: None = None, start: int = 0, limit: int = 25, *, now: Now = ""
+    ) -> dict[str, int]: ...
+
+    @overload
+    def failed(
+        self, group: str, start: int = 0, limit: int = 25, *, now: Now = ""
+    ) -> FailedJobs: ...
+
+    def failed(
+        self, group: str | None = None, start: int = 0, limit: int = 25, *, now: Now = ""
+    ) -> dict[str, int] | FailedJobs:
+        """No group: ``{group: number of failed jobs}``. A group: a page of its failed jobs."""
+        if group is None:
+            return {k: as_int(v) for k, v in as_dict(self._call("failed", now=now)).items()}
+        reply = as_dict(self._call("failed", group, start, limit, now=now))
+        jobs = [Job(self.client, raw) for raw in as_list(reply.get("jobs"))]
+        return FailedJobs(as_int(reply.get("total")), jobs)
+
+    def recurring(self, jid: str, *, now: Now = "") -> RecurringJob:
+        """The recurring job's definition; raises JobNotFound if there is none."""
+        raw = as_dict(self._call("recur.get", jid, now=now))
+        if not raw:
+            raise JobNotFound(
+                f"Recur.get(): Recurring job {jid} does not exist", command="recur.get"
+            )
+        return RecurringJob(self.client, raw)
+
+    def cancel(self, *jids: str, now: Now = "") -> list[str]:
+        """Cancel several jobs at once (a job and its dependents must go together)."""
+        return as_list(self._call("cancel", *jids, now=now))
+
+
+def _config_value(value: Any) -> ConfigValue:
+    """Config values are stored as text: numbers come back as int or float."""
+    if isinstance(value, int | float):
+        return value
+    text = str(value)
+    for kind in (int, float):
+        try:
+            number = kind(text)
+        except ValueError:
+            continue
+        if math.isfinite(number):
+            return number
+    return text
+
+
+class Config(MutableMapping[str, ConfigValue]):
+    """``client.config``: the engine's configuration as a mutable mapping.
+
+    Reading a key gives the stored value or its default (``heartbeat`` 60, ``grace-period`` 10,
+    ...); numbers come back as int or float. Deleting a key restores its default.
+    Iterating and ``len`` cover :meth:`all`.
+    """
+
+    def __init__(self, client: Client) -> None:
+        self.client = client
+
+    def all(self) -> dict[str, ConfigValue]:
+        """The defaults merged with the stored values."""
+        reply = as_dict(self.client.engine.call("config.get"))
+        return {key: _config_value(value) for key, value in reply.items()}
+
+    def __getitem__(self, option: str) -> ConfigValue:
+        value = self.client.engine.call("config.get", option)
+        if value is None:
+            raise KeyError(option)
+        return _config_value(value)
+
+    def __setitem__(self, option: str, value: ConfigValue) -> None:
+        self.client.engine.call("config.set", option, value)
+
+    def __delitem__(self, option: str) -> None:
+        self.client.engine.call("config.unset", option)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.all())
+
+    def __len__(self) -> int:
+        return len(self.all())
+
+
+class Workers:
+    """``client.workers``: who holds which jobs."""
+
+    def __init__(self, client: Client) -> None:
+        self.client = client
+
+    def counts(self, *, now: Now = "") -> list[dict[str, Any]]:
+        """``[{name, jobs, stalled}]``, most recently active first."""
+        return as_list(self.client.engine.call("workers", now=now))
+
+    def jobs(self, name: str, *, now: Now = "") -> dict[str, list[str]]:
+        """``{jobs: [jid...], stalled: [jid...]}`` held by worker ``name``."""
+        reply = as_dict(self.client.engine.call("workers", name, now=now))
+        return {"jobs": as_list(reply.get("jobs")), "stalled": as_list(reply.get("stalled"))}
+
+    def __getitem__(self, name: str) -> dict[str, list[str]]:
+        return self.jobs(name)
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        """``for worker in client.workers``: the entries of :meth:`counts`."""
+        return iter(self.counts())
+
+
+class Client:
+    """A connection to one namespace of the engine.
+
+    ``url``: a ``redis://``, ``rediss://`` or ``unix://`` URL; None starts (or reuses) the
+    embedded server (see :func:`scheduler.server.resolve_url`). ``namespace``: keys go under
+    ``{namespace}:`` instead of qless's ``ql:`` (a value ending in ``:``, such as ``{billing}:``,
+    is used as the prefix as it is). ``redis``: an existing redis-py client created
+    with ``decode_responses=True`` (instead of ``url``). ``worker_name``: the name this client
+    pops, completes and heartbeats as (default ``<hostname>-<pid>``).
+    """
+
+    engine: Engine
+    worker_name: str
+
+    def __init__(
+        self,
+        url: str | None = None,
+        *,
+        namespace: str | None = None,
+        redis: redis_py.Redis | None = None,
+        worker_name: str | None = None,
+    ) -> None:
+        if redis is not None and url is not None:
+            raise ValueError("pass either url or redis, not both")
+        owns = redis is None
+        if redis is None:
+            from scheduler import server
+
+            redis = server.connect(server.resolve_url(url))
+        if not redis.get_connection_kwargs().get("decode_responses"):
+            raise ValueError("the redis client must be created with decode_responses=True")
+        self._setup(Engine(redis, namespace_prefix(namespace)), worker_name, owns)
+
+    @classmethod
+    def from_engine(cls, engine: Engine, *, worker_name: str | None = None) -> Client:
+        """A client over an existing :class:`~scheduler.scripts.Engine` (namespace, Redis)."""
+        client = cls.__new__(cls)
+        client._setup(engine, worker_name, owns=False)
+        return client
+
+    def _setup(self, engine: Engine, worker_name: str | None, owns: bool) -> None:
+        self.engine = engine
+        self.worker_name = worker_name or default_worker_name()
+        self._owns_redis = owns
+        self.queues = Queues(self)
+        self.jobs = Jobs(self)
+        self.config = Config(self)
+        self.workers = Workers(self)
+
+    def __repr__(self) -> str:
+        return f"<Client prefix={self.prefix!r} worker={self.worker_name!r}>"
+
+    @property
+    def redis(self) -> redis_py.Redis:
+        """The redis-py client underneath."""
+        return self.engine.redis
+
+    @property
+    def prefix(self) -> str:
+        """The key prefix of this client's namespace (``ql:`` by default)."""
+        return self.engine.key_prefix
+
+    # -- across jobs ------------------------------------------------------------------------------
+
+    @overload
+    def failed(
+        self, group: None = None, start: int = 0, limit: int = 25, *, now: Now = ""
+    ) -> dict[str, int]: ...
+
+    @overload
+    def failed(
+        self, group: str, start: int = 0, limit: int = 25, *, now: Now = ""
+    ) -> FailedJobs: ...
+
+    def failed(
+        self, group: str | None = None, start: int = 0, limit: int = 25, *, now: Now = ""
+    ) -> dict[str, int] | FailedJobs:
+        """Same as :meth:`Jobs.failed`."""
+        if group is None:
+            return self.jobs.failed(now=now)
+        return self.jobs.failed(group, start, limit, now=now)
+
+    def unfail(self, queue: str, group: str, count: int = 25, *, now: Now = "") -> int:
+        """Put up to ``count`` failed jobs of ``group`` back into ``queue``; returns how many."""
+        return as_int(self.engine.call("unfail", queue, group, count, now=now))
+
+    def tags(self, offset: int = 0, count: int = 25, *, now: Now = "") -> list[str]:
+        """Tags used by at least two jobs, most used first."""
+        return as_list(self.engine.call("tag", "top", offset, count, now=now))
+
+    def deregister_workers(self, *names: str, now: Now = "") -> None:
+        """Forget workers (their jobs are untouched and will stall if nobody completes them)."""
+        if names:
+            self.engine.call("worker.deregister", *names, now=now)
+
+    def events(self, **options: Any) -> EventListener:
+        """An :class:`~scheduler.events.EventListener` on this namespace (not yet subscribed)."""
+        from scheduler.events import EventListener
+
+        return EventListener(self, **options)
+
+    # -- lifetime -------------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Close the connection if this client opened it."""
+        if self._owns_redis:
+            self.redis.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+__all__ = [
+    "Client",
+    "Config",
+    "FailedJobs",
+    "Jobs",
+    "Tagged",
+    "Tracked",
+    "Workers",
+    "default_worker_name",
+    "namespace_prefix",
+]

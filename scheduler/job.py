@@ -1,0 +1,419 @@
+"""Jobs as the engine reports them: :class:`Job` and :class:`RecurringJob`.
+
+A :class:`Job` is a snapshot of the engine's job JSON (decoded: ``data`` and ``result`` are
+Python values; empty lists arrive as ``{}`` from Lua's cjson and become ``[]``) plus methods that
+act on the job through the engine. Every method takes an optional ``now=`` (epoch seconds) for
+tests; the default ``""`` makes the engine read the server's clock, so client clock skew never
+matters.
+Methods that change the job also update the snapshot's fields they know about; call
+:meth:`Job.refresh` to re-read everything.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, TypeAlias
+
+from scheduler.errors import JobNotFound
+
+if TYPE_CHECKING:
+    from scheduler.client import Client
+
+#: A time argument: epoch seconds, or ``""`` for the server's clock.
+Now: TypeAlias = float | str
+#: A job class: a dotted path, or a class / function whose dotted path is used.
+Klass: TypeAlias = str | Callable[..., Any]
+
+
+# -- wire helpers (shared by the client modules) -----------------------------------------------
+
+
+def dumps(value: Any) -> str:
+    """JSON text for the engine (compact)."""
+    return json.dumps(value, separators=(",", ":"))
+
+
+def loads(reply: Any) -> Any:
+    """Decode a JSON reply; None and ``""`` stay None, non-text replies pass through."""
+    if reply is None or reply == "":
+        return None
+    if isinstance(reply, bytes | str):
+        return json.loads(reply)
+    return reply
+
+
+def as_list(value: Any) -> list[Any]:
+    """A list from a reply (JSON text or a Redis array); ``{}`` (cjson's empty) and None: ``[]``."""
+    value = loads(value)
+    if not value:
+        return []
+    if isinstance(value, list):
+        return value
+    raise TypeError(f"expected a list from the engine, got {value!r}")
+
+
+def as_dict(value: Any) -> dict[str, Any]:
+    """A dict from a reply: JSON text or a mapping; ``[]`` and None (empty) are ``{}``."""
+    value = loads(value)
+    if not value:
+        return {}
+    if isinstance(value, dict):
+        return value
+    raise TypeError(f"expected an object from the engine, got {value!r}")
+
+
+def as_bool(value: Any) -> bool:
+    """A boolean from a reply: Lua true arrives as 1, JSON as ``"true"``."""
+    return value in (True, 1, "1", "true")
+
+
+def as_number(value: Any, default: float = 0.0) -> float:
+    """A float from a reply field that may be missing, ``""`` or ``false``."""
+    if value is None or value == "" or value is False:
+        return default
+    return float(value)
+
+
+def as_int(value: Any, default: int = 0) -> int:
+    """An int from a reply field (see :func:`as_number`)."""
+    return int(as_number(value, default))
+
+
+def optional_number(value: Any) -> float | None:
+    """A float from a reply field, or None when it is missing, ``""`` or ``false``."""
+    return None if value is None or value == "" or value is False else float(value)
+
+
+def klass_name(klass: Klass) -> str:
+    """The dotted path the engine stores for ``klass``."""
+    if isinstance(klass, str):
+        return klass
+    return f"{klass.__module__}.{klass.__qualname__}"
+
+
+def pairs(**options: Any) -> list[Any]:
+    """Trailing ``(name, value)`` argument pairs for the options that are not None.
+
+    Lists and dicts are sent as JSON text. Keyword names map to engine names with ``_`` kept.
+    """
+    out: list[Any] = []
+    for name, value in options.items():
+        if value is None:
+            continue
+        out += [name, dumps(value) if isinstance(value, list | tuple | dict) else value]
+    return out
+
+
+# -- jobs ----------------------------------------------------------------------------------------
+
+
+class Job:
+    """One job as the engine last reported it (see the job JSON in ``docs/qless-api.md``).
+
+    Fields: ``jid``, ``klass``, ``state`` (waiting, scheduled, depends, running, stalled, failed,
+    complete), ``queue``, ``worker`` (``""`` unless running), ``priority`` (lower runs sooner;
+    assigning it calls the engine), ``expires`` (lock expiry, epoch seconds), ``retries``,
+    ``remaining``, ``data`` (dict), ``tags``, ``history`` (list of ``{when, what, ...}``),
+    ``failure`` (``{group, message, when, worker}`` or None), ``dependents``, ``dependencies``,
+    ``tracked``, ``result`` (decoded JSON, None when absent), ``spawned_from_jid``, ``created``,
+    ``updated``.
+    """
+
+    def __init__(self, client: Client, raw: Mapping[str, Any]) -> None:
+        self.client = client
+        self._load(raw)
+
+    @classmethod
+    def from_reply(cls, client: Client, reply: Any) -> Job | None:
+        """A job from a ``get``-style reply (JSON text), or None for nil."""
+        raw = as_dict(reply)
+        return cls(client, raw) if raw else None
+
+    def _load(self, raw: Mapping[str, Any]) -> None:
+        self.jid: str = str(raw["jid"])
+        self.klass: str = str(raw.get("klass") or "")
+        self.state: str = str(raw.get("state") or "")
+        self.queue: str = str(raw.get("queue") or "")
+        self.worker: str = str(raw.get("worker") or "")
+        self._priority: int = as_int(raw.get("priority"))
+        self.expires: float = as_number(raw.get("expires"))
+        self.retries: int = as_int(raw.get("retries"))
+        self.remaining: int = as_int(raw.get("remaining"))
+        self.data: dict[str, Any] = as_dict(raw.get("data"))
+        self.tags: list[str] = as_list(raw.get("tags"))
+        self.history: list[dict[str, Any]] = as_list(raw.get("history"))
+        self.failure: dict[str, Any] | None = as_dict(raw.get("failure")) or None
+        self.dependents: list[str] = as_list(raw.get("dependents"))
+        self.dependencies: list[str] = as_list(raw.get("dependencies"))
+        self.tracked: bool = as_bool(raw.get("tracked"))
+        self.result: Any = loads(raw.get("result"))
+        self.spawned_from_jid: str | None = raw.get("spawned_from_jid") or None
+        self.created: float | None = optional_number(raw.get("created"))
+        self.updated: float | None = optional_number(raw.get("updated"))
+
+    def __repr__(self) -> str:
+        return f"<Job {self.jid} {self.klass} {self.state} queue={self.queue!r}>"
+
+    def _call(self, command: str, *args: Any, now: Now = "") -> Any:
+        return self.client.engine.call(command, *args, now=now)
+
+    @property
+    def _worker(self) -> str:
+        return self.client.worker_name
+
+    # -- reading ------------------------------------------------------------------------------
+
+    def refresh(self, *, now: Now = "") -> Job:
+        """Re-read every field from the engine; raises JobNotFound if the job is gone."""
+        raw = as_dict(self._call("get", self.jid, now=now))
+        if not raw:
+            raise JobNotFound(f"Get(): Job {self.jid} does not exist", command="get")
+        self._load(raw)
+        return self
+
+    def ttl(self, now: float | None = None) -> float:
+        """Seconds left on the lock at ``now`` (default: this machine's clock; negative if past)."""
+        return self.expires - (time.time() if now is None else now)
+
+    # -- the worker's side ----------------------------------------------------------------------
+
+    def complete(
+        self,
+        next: str | None = None,
+        *,
+        delay: float | None = None,
+        depends: Iterable[str] | None = None,
+        result: Any = None,
+        now: Now = "",
+    ) -> str:
+        """Finish the job (as this client's worker), optionally moving it to queue ``next``.
+
+        ``delay`` / ``depends`` apply in ``next``; ``result`` (any JSON value) is stored on the
+        job. Returns the new state: ``complete``, ``waiting``, ``scheduled`` or ``depends``.
+        Raises LockLost if this worker does not hold the lock, WrongState if it is not running.
+        """
+        args = pairs(next=next, delay=delay, depends=None if depends is None else list(depends))
+        if result is not None:
+            args += ["result", dumps(result)]
+        state = str(
+            self._call(
+                "complete", self.jid, self._worker, self.queue, dumps(self.data), *args, now=now
+            )
+        )
+        self.state, self.worker = state, ""
+        if next is not None:
+            self.queue = next
+        if result is not None:
+            self.result = result
+        return state
+
+    def fail(
+        self, group: str, message: str, *, data: Mapping[str, Any] | None = None, now: Now = ""
+    ) -> str:
+        """Mark the job failed in ``group`` with ``message`` (optionally replacing its data)."""
+        args = [] if data is None else [dumps(dict(data))]
+        jid = str(self._call("fail", self.jid, self._worker, group, message, *args, now=now))
+        if data is not None:
+            self.data = dict(data)
+        self.state, self.worker = "failed", ""
+        return jid
+
+    def retry(
+        self,
+        delay: float = 0,
+        group: str | None = None,
+        message: str | None = None,
+        *,
+        now: Now = "",
+    ) -> int:
+        """Give the job back to its queue, using one retry; returns the retries left.
+
+        A negative result means none were left and the job is now failed (in ``group`` with
+        ``message`` when given).
+        """
+        args: list[Any] = [delay]
+        if group is not None or message is not None:
+            args += [group or "", message or ""]  # "" means "not given" to the engine
+        remaining = as_int(self._call("retry", self.jid, self.queue, self._worker, *args, now=now))
+        self.remaining, self.worker = remaining, ""
+        return remaining
+
+    def heartbeat(self, data: Mapping[str, Any] | None = None, *, now: Now = "") -> float:
+        """Renew this worker's lock (optionally replacing the data); returns the new expiry."""
+        args = [] if data is None else [dumps(dict(data))]
+        self.expires = as_number(self._call("heartbeat", self.jid, self._worker, *args, now=now))
+        if data is not None:
+            self.data = dict(data)
+        return self.expires
+
+    # -- management -----------------------------------------------------------------------------
+
+    def cancel(self, *, now: Now = "") -> list[str]:
+        """Delete the job; raises HasDependents if a job still depends on it."""
+        return as_list(self._call("cancel", self.jid, now=now))
+
+    def requeue(
+        self,
+        queue: str | None = None,
+        *,
+        delay: float = 0,
+        priority: int | None = None,
+        tags: Iterable[str] | None = None,
+        retries: int | None = None,
+        depends: Iterable[str] | None = None,
+        now: Now = "",
+    ) -> str:
+        """Move the job (in any state) to ``queue`` (default: its own) as a fresh waiting job."""
+        return self.client.queues[queue or self.queue].requeue(
+            self.klass,
+            self.data,
+            jid=self.jid,
+            delay=delay,
+            priority=self._priority if priority is None else priority,
+            tags=self.tags if tags is None else tags,
+            retries=self.retries if retries is None else retries,
+            depends=depends,
+            now=now,
+        )
+
+    def timeout(self, *, now: Now = "") -> None:
+        """Expire the running job's lock now (the worker is told it lost the lock)."""
+        self._call("timeout", self.jid, now=now)
+
+    def track(self, *, now: Now = "") -> bool:
+        """Start publishing this job's transitions on the tracking channels."""
+        done = as_bool(self._call("track", "track", self.jid, now=now))
+        self.tracked = True
+        return done
+
+    def untrack(self, *, now: Now = "") -> bool:
+        """Stop tracking the job."""
+        done = as_bool(self._call("track", "untrack", self.jid, now=now))
+        self.tracked = False
+        return done
+
+    def tag(self, *tags: str, now: Now = "") -> list[str]:
+        """Add tags; returns the job's tags."""
+        self.tags = as_list(self._call("tag", "add", self.jid, *tags, now=now))
+        return self.tags
+
+    def untag(self, *tags: str, now: Now = "") -> list[str]:
+        """Remove tags; returns the job's tags."""
+        self.tags = as_list(self._call("tag", "remove", self.jid, *tags, now=now))
+        return self.tags
+
+    @property
+    def priority(self) -> int:
+        """Lower runs sooner. Assigning changes it in the engine (see :meth:`set_priority`)."""
+        return self._priority
+
+    @priority.setter
+    def priority(self, value: int) -> None:
+        self.set_priority(value)
+
+    def set_priority(self, priority: int, *, now: Now = "") -> int:
+        """Change the priority; a waiting job moves in its queue accordingly."""
+        self._priority = as_int(self._call("priority", self.jid, priority, now=now))
+        return self._priority
+
+    def depend(self, *jids: str, now: Now = "") -> bool:
+        """Add dependencies (the job must be in state ``depends``, else WrongState)."""
+        done = as_bool(self._call("depends", self.jid, "on", *jids, now=now))
+        self.dependencies = sorted({*self.dependencies, *jids})
+        return done
+
+    def undepend(self, *jids: str, all: bool = False, now: Now = "") -> bool:
+        """Remove dependencies (``all=True``: every one); the job may become waiting."""
+        args = ("all",) if all else jids
+        done = as_bool(self._call("depends", self.jid, "off", *args, now=now))
+        self.dependencies = [] if all else [d for d in self.dependencies if d not in jids]
+        return done
+
+    def log(self, message: str, data: Mapping[str, Any] | None = None, *, now: Now = "") -> None:
+        """Append a custom entry ``{what: message, ...data}`` to the job's history."""
+        args = [] if data is None else [dumps(dict(data))]
+        self._call("log", self.jid, message, *args, now=now)
+
+
+class RecurringJob:
+    """A recurring job's definition: every ``interval`` seconds a job is put in ``queue``.
+
+    Fields: ``jid``, ``klass``, ``queue``, ``priority``, ``interval``, ``retries``, ``count``
+    (jobs spawned so far), ``data``, ``tags``, ``backlog``.
+    """
+
+    def __init__(self, client: Client, raw: Mapping[str, Any]) -> None:
+        self.client = client
+        self._load(raw)
+
+    def _load(self, raw: Mapping[str, Any]) -> None:
+        self.jid: str = str(raw["jid"])
+        self.klass: str = str(raw.get("klass") or "")
+        self.state: str = str(raw.get("state") or "recur")
+        self.queue: str = str(raw.get("queue") or "")
+        self.priority: int = as_int(raw.get("priority"))
+        self.interval: float = as_number(raw.get("interval"))
+        self.retries: int = as_int(raw.get("retries"))
+        self.count: int = as_int(raw.get("count"))
+        self.data: dict[str, Any] = as_dict(raw.get("data"))
+        self.tags: list[str] = as_list(raw.get("tags"))
+        self.backlog: int = as_int(raw.get("backlog"))
+
+    def __repr__(self) -> str:
+        every = f"every {self.interval:g}s"
+        return f"<RecurringJob {self.jid} {self.klass} {every} queue={self.queue!r}>"
+
+    def _call(self, command: str, *args: Any, now: Now = "") -> Any:
+        return self.client.engine.call(command, *args, now=now)
+
+    def refresh(self, *, now: Now = "") -> RecurringJob:
+        """Re-read the definition; raises JobNotFound if it was canceled."""
+        raw = as_dict(self._call("recur.get", self.jid, now=now))
+        if not raw:
+            raise JobNotFound(
+                f"Recur.get(): Recurring job {self.jid} does not exist", command="recur.get"
+            )
+        self._load(raw)
+        return self
+
+    def update(
+        self,
+        *,
+        priority: int | None = None,
+        interval: float | None = None,
+        retries: int | None = None,
+        data: Mapping[str, Any] | None = None,
+        klass: Klass | None = None,
+        queue: str | None = None,
+        backlog: int | None = None,
+        now: Now = "",
+    ) -> None:
+        """Change the given fields (the others are kept) and re-read the definition."""
+        args = pairs(
+            priority=priority,
+            interval=interval,
+            retries=retries,
+            data=None if data is None else dict(data),
+            klass=None if klass is None else klass_name(klass),
+            queue=queue,
+            backlog=backlog,
+        )
+        if args:
+            self._call("recur.update", self.jid, *args, now=now)
+        self.refresh(now=now)
+
+    def tag(self, *tags: str, now: Now = "") -> list[str]:
+        """Add tags given to every job spawned from now on; returns the tags."""
+        self.tags = as_list(self._call("recur.tag", self.jid, *tags, now=now))
+        return self.tags
+
+    def untag(self, *tags: str, now: Now = "") -> list[str]:
+        """Remove tags; returns the tags."""
+        self.tags = as_list(self._call("recur.untag", self.jid, *tags, now=now))
+        return self.tags
+
+    def cancel(self, *, now: Now = "") -> None:
+        """Stop spawning jobs (``unrecur``); jobs already spawned are left alone."""
+        self._call("unrecur", self.jid, now=now)

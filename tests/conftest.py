@@ -1,0 +1,71 @@
+"""Fixtures shared by every test tier.
+
+* ``server`` (session): one real embedded server per test process (so one per xdist worker);
+* ``redis_client``: a ``redis.Redis`` on it (``decode_responses=True``), emptied before the test
+  with FLUSHALL (the loaded engine library survives: FLUSHALL does not remove Functions);
+* ``engine`` / ``engine_ns``: the Lua engine with the qless layout (``ql:``) / prefix ``{test}:``.
+
+``from helpers import snapshot, assert_unchanged`` for "bad input changes nothing" checks.
+
+For the whole session ``$FLOWS_DATA_DIR`` points into the session's temp dir and
+``$FLOWS_REDIS_URL`` / ``$FLOWS_NAMESPACE`` are unset, so no test can touch the user's own data
+directory or flush a server named in their shell.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+
+from scheduler.scripts import Engine
+from scheduler.server import EmbeddedServer, connect
+
+NAMESPACE = "{test}:"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def isolated_environment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """The session's ``$FLOWS_DATA_DIR``; a server started there on demand is stopped at the end."""
+    data_dir = tmp_path_factory.mktemp("flows-data")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("FLOWS_DATA_DIR", str(data_dir))
+        patch.delenv("FLOWS_REDIS_URL", raising=False)
+        patch.delenv("FLOWS_NAMESPACE", raising=False)
+        yield data_dir
+        EmbeddedServer(data_dir).stop()
+
+
+@pytest.fixture(scope="session")
+def server(
+    isolated_environment: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[EmbeddedServer]:
+    """A real server for this test process, in its own temp dir, stopped at the end."""
+    # everysec: tests do not exercise power loss, and always costs ~4x per write here.
+    embedded = EmbeddedServer(tmp_path_factory.mktemp("server"), appendfsync="everysec")
+    embedded.start()
+    yield embedded
+    embedded.stop()
+
+
+@pytest.fixture
+def redis_client(server: EmbeddedServer) -> Iterator[redis.Redis]:
+    """A client of the session's server, on an empty database."""
+    client = connect(server.url)
+    client.flushall()
+    yield client
+    client.close()
+
+
+@pytest.fixture
+def engine(redis_client: redis.Redis) -> Engine:
+    """The engine with the qless key layout (``ql:``)."""
+    return Engine(redis_client)
+
+
+@pytest.fixture
+def engine_ns(redis_client: redis.Redis) -> Engine:
+    """The engine in the ``{test}:`` namespace."""
+    return Engine(redis_client, prefix=NAMESPACE)
