@@ -1,0 +1,201 @@
+"""End to end: flow files submitted and run to completion on the embedded server."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from datetime import UTC, datetime
+from pathlib import Path
+from textwrap import dedent
+
+import pytest
+import redis
+from click.testing import CliRunner, Result
+from helpers import assert_unchanged
+
+from flows.cli import main
+from flows.expand import expand
+from flows.runs import load_run
+from flows.submit import submit
+from flows.validate import load_flow
+from scheduler.client import Client
+from scheduler.errors import InvalidArgument
+from scheduler.server import EmbeddedServer
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+@pytest.fixture
+def cli(
+    server: EmbeddedServer,
+    redis_client: redis.Redis,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> CliRunner:
+    monkeypatch.setenv("FLOWS_REDIS_URL", server.url)
+    monkeypatch.setenv("FLOWS_EXAMPLE_OUT", str(tmp_path / "out"))
+    return CliRunner()
+
+
+@pytest.fixture
+def client(server: EmbeddedServer, redis_client: redis.Redis) -> Client:
+    return Client(server.url)
+
+
+def flows(cli: CliRunner, *args: str) -> Result:
+    return cli.invoke(main, list(args), catch_exceptions=False)
+
+
+def status_json(cli: CliRunner, run_id: str | None = None) -> dict[str, object]:
+    result = flows(cli, "status", "--json", *([run_id] if run_id else []))
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+def write_flow(folder: Path, yaml_text: str, tasks: str) -> Path:
+    """A flow file and its tasks module, named uniquely: workers cache imported modules."""
+    module = f"flowtasks_{uuid.uuid4().hex[:8]}"
+    (folder / f"{module}.py").write_text(dedent(tasks))
+    path = folder / "flow.yaml"
+    path.write_text(dedent(yaml_text).replace("flowtasks.", f"{module}."))
+    return path
+
+
+def test_example_etl_runs_to_completion(cli: CliRunner, client: Client) -> None:
+    result = flows(cli, "run", str(EXAMPLES / "etl.yaml"))
+    assert result.exit_code == 0, result.output
+    assert "succeeded" in result.output
+    status = status_json(cli)
+    steps = {s["step"]: s for s in status["steps"]}  # type: ignore[attr-defined]
+    assert status["status"] == "succeeded"
+    assert set(steps) == {
+        "extract_orders",
+        "extract_customers",
+        "extract_prices",
+        "transform",
+        "load",
+        "notify",
+    }
+    assert len(steps["load"]["jobs"]) == 3
+    transform = client.jobs[steps["transform"]["jobs"][0]]
+    # The job keeps its references; the worker resolved them when the job started, so the
+    # transform could read the three extracts' files and write totals the loads then read.
+    assert transform.data["prices"] == "${{ steps.extract_prices.outputs.uri }}"
+    assert transform.result["uri"].endswith("totals.json")
+    loads = [client.jobs[jid].result for jid in steps["load"]["jobs"]]
+    assert [r["region"] for r in loads] == ["de", "at", "ch"]
+    assert sum(r["rows"] for r in loads) > 0
+
+
+def test_example_fanout_of_100_items(cli: CliRunner, client: Client) -> None:
+    result = flows(cli, "run", str(EXAMPLES / "fanout.yaml"))
+    assert result.exit_code == 0, result.output
+    status = status_json(cli)
+    steps = {s["step"]: s for s in status["steps"]}  # type: ignore[attr-defined]
+    assert len(steps["square"]["jobs"]) == 100
+    total = client.jobs[steps["total"]["jobs"][0]]
+    assert total.result["total"] == sum(i * i for i in range(100))
+
+
+def test_diamond_passes_outputs_down_both_sides(
+    cli: CliRunner, client: Client, tmp_path: Path
+) -> None:
+    path = write_flow(
+        tmp_path,
+        """
+        version: 1
+        name: diamond
+        queue: diamond
+        steps:
+          top: {job: flowtasks.number, with: {n: 1}}
+          left: {job: flowtasks.add, needs: [top], with: {n: "${{ steps.top.outputs.n }}", k: 10}}
+          right: {job: flowtasks.add, needs: [top], with: {n: "${{ steps.top.outputs.n }}", k: 100}}
+          bottom:
+            job: flowtasks.both
+            needs: [left, right]
+            with: {a: "${{ steps.left.outputs.n }}", b: "${{ steps.right.outputs.n }}"}
+    """,
+        """
+        def number(job): return {"n": job.data["n"]}
+        def add(job): return {"n": job.data["n"] + job.data["k"]}
+        def both(job): return {"sum": job.data["a"] + job.data["b"]}
+    """,
+    )
+    result = flows(cli, "run", str(path))
+    assert result.exit_code == 0, result.output
+    status = status_json(cli)
+    bottom = next(s for s in status["steps"] if s["step"] == "bottom")  # type: ignore[attr-defined]
+    assert client.jobs[bottom["jobs"][0]].result == {"sum": 11 + 101}
+
+
+def test_a_failing_step_fails_the_run_with_exit_code_1(cli: CliRunner, tmp_path: Path) -> None:
+    path = write_flow(
+        tmp_path,
+        """
+        version: 1
+        name: broken
+        queue: broken
+        defaults: {retry: {attempts: 1, delay: 0}}
+        steps:
+          first: {job: flowtasks.boom}
+          second: {job: flowtasks.boom, needs: [first]}
+    """,
+        """
+        def boom(job): raise ValueError("no good")
+    """,
+    )
+    result = flows(cli, "run", str(path))
+    assert result.exit_code == 1
+    assert "ValueError" in result.output
+    status = status_json(cli)
+    assert status["status"] == "failed"
+    statuses = {s["step"]: s["status"] for s in status["steps"]}  # type: ignore[attr-defined]
+    assert statuses == {"first": "failed", "second": "waiting"}
+
+
+def test_detach_submits_and_prints_the_run_id(cli: CliRunner, client: Client) -> None:
+    result = flows(cli, "run", "--detach", str(EXAMPLES / "etl.yaml"))
+    assert result.exit_code == 0, result.output
+    run_id = result.stdout.strip()
+    view = load_run(client, run_id)
+    assert view is not None and view.status == "running"
+    listing = json.loads(flows(cli, "runs", "--json").stdout)
+    assert [r["id"] for r in listing] == [run_id]
+
+
+def test_an_invalid_file_exits_1_and_writes_nothing(
+    cli: CliRunner, redis_client: redis.Redis, tmp_path: Path
+) -> None:
+    path = tmp_path / "bad.yaml"
+    path.write_text("version: 1\nname: bad\nsteps:\n  a: {job: x.y, need: [b]}\n")
+    with assert_unchanged(redis_client):
+        result = flows(cli, "run", str(path))
+    assert result.exit_code == 1
+    assert "bad.yaml:4" in result.output and "needs" in result.output
+
+
+def test_resubmitting_a_run_id_changes_nothing(client: Client, redis_client: redis.Redis) -> None:
+    flow = load_flow(EXAMPLES / "etl.yaml")
+    requests = expand(
+        flow, run_id="etl-1", logical_time=datetime(2026, 11, 1, tzinfo=UTC), flow_dir=EXAMPLES
+    )
+    first = submit(client, "etl-1", flow.name, requests, params={})
+    assert first.created
+    with assert_unchanged(redis_client):
+        again = submit(client, "etl-1", flow.name, requests, params={})
+    assert not again.created
+
+
+def test_a_submission_that_fails_half_way_leaves_nothing(
+    client: Client, redis_client: redis.Redis
+) -> None:
+    good = {"jid": "r:a", "queue": "q", "klass": "k", "data": "{}"}
+    bad = {"jid": "r:b", "queue": "q", "klass": "k", "data": "not json", "depends": ["r:a"]}
+    with assert_unchanged(redis_client), pytest.raises(InvalidArgument, match="jobs\\[2\\]"):
+        client.engine.call("flow.submit", "r", json.dumps({"flow": "f"}), json.dumps([good, bad]))
+
+
+def test_status_of_an_unknown_run_is_an_error(cli: CliRunner) -> None:
+    result = flows(cli, "status", "nope")
+    assert result.exit_code == 1
+    assert "no run 'nope'" in result.output
