@@ -18,6 +18,10 @@ COMMAND_MODULES: list[str] = [
     "worker",
     "jobs",
     "run",
+    "validate",
+    "plan",
+    "graph",
+    "schema",
 ]
 
 

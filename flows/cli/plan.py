@@ -1,0 +1,102 @@
+"""``flows plan FILE [-p name=value]...``: the jobs a run would put, without running anything."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from flows.cli.options import as_json
+from flows.cli.validate import flow_file, load_or_exit
+from flows.durations import format_duration
+from flows.expand import ExpansionError, PutRequest, expand
+from flows.params import ParamError, parse_assignments
+
+_SHOWN_DEPENDS = 4
+_PIPED_WIDTH = 400
+
+
+def register(group: click.Group) -> None:
+    group.add_command(plan)
+
+
+@click.command()
+@click.argument("file", type=flow_file)
+@click.option(
+    "-p",
+    "--param",
+    "params",
+    multiple=True,
+    metavar="NAME=VALUE",
+    help="A param of the run (repeatable); arrays as a,b,c or JSON.",
+)
+@click.option(
+    "--logical-time",
+    type=click.DateTime(["%Y-%m-%d", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%dT%H:%M:%S%z"]),
+    default=None,
+    help="The moment the run stands for (UTC unless an offset is given). Default: now.",
+)
+@click.option("--run-id", default=None, help="Default: <flow name>@<logical time>.")
+@as_json
+def plan(
+    file: Path,
+    params: tuple[str, ...],
+    logical_time: datetime | None,
+    run_id: str | None,
+    as_json: bool,
+) -> None:
+    """Show the jobs one run of FILE would put: ids, queues, dependencies, delays."""
+    result = load_or_exit(file)
+    assert result.flow is not None
+    moment = logical_time or datetime.now(UTC).replace(microsecond=0)
+    moment = moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+    run = run_id or f"{result.flow.name}@{moment.isoformat()}"
+    try:
+        given = parse_assignments(params)
+        requests = expand(
+            result.flow, run_id=run, logical_time=moment, params=given, flow_dir=result.flow_dir
+        )
+    except ParamError as error:
+        raise click.BadParameter("; ".join(error.problems), param_hint="'-p'") from None
+    except ExpansionError as error:
+        raise click.ClickException(str(error)) from None
+    if as_json:
+        jobs = [request.to_json() for request in requests]
+        click.echo(json.dumps({"run_id": run, "jobs": jobs}, indent=2))
+    else:
+        _print_table(run, requests)
+
+
+def _print_table(run_id: str, requests: Sequence[PutRequest]) -> None:
+    prefix = f"{run_id}:"
+    table = Table(
+        title=f"{len(requests)} jobs of run {run_id}",
+        caption=f"each jid is '{prefix}' + the id shown",
+        title_justify="left",
+        caption_justify="left",
+        header_style="bold",
+    )
+    for column in ("jid", "queue", "klass", "depends", "delay", "trigger"):
+        table.add_column(column, overflow="fold")
+    for request in requests:
+        depends = [jid.removeprefix(prefix) for jid in request.depends]
+        shown = ", ".join(depends[:_SHOWN_DEPENDS])
+        if len(depends) > _SHOWN_DEPENDS:
+            shown += f", … (+{len(depends) - _SHOWN_DEPENDS})"
+        table.add_row(
+            request.jid.removeprefix(prefix),
+            request.queue,
+            request.klass,
+            shown,
+            format_duration(request.delay) if request.delay else "",
+            request.trigger_rule,
+        )
+    console = Console(highlight=False)
+    if not console.is_terminal:  # piped: no wrapping at an imagined 80 columns
+        console = Console(highlight=False, width=_PIPED_WIDTH)
+    console.print(table)

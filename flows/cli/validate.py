@@ -1,0 +1,103 @@
+"""``flows validate FILE...``: every finding of every file, then exit 0 (clean), 1 (errors).
+
+Also the helpers the other flow-file commands share: print findings, and load a flow or stop.
+Usage errors (no such file, bad option) exit 2, as click does.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import click
+from rich.console import Console
+from rich.text import Text
+
+from flows.findings import Finding, Severity, has_errors
+from flows.validate import Validation, validate_file
+
+_STYLES = {Severity.ERROR: "bold red", Severity.WARNING: "bold yellow"}
+
+flow_file = click.Path(exists=True, dir_okay=False, path_type=Path)
+
+
+def register(group: click.Group) -> None:
+    group.add_command(validate)
+
+
+def print_findings(findings: Sequence[Finding], *, stderr: bool = False) -> None:
+    """``file:line:col: severity: message`` and an indented hint; colored on a terminal."""
+    console = Console(stderr=stderr, highlight=False, soft_wrap=True)
+    for finding in findings:
+        line = Text.assemble(
+            (f"{finding.file}:{finding.line}:{finding.col}: ", "bold"),
+            (str(finding.severity), _STYLES[finding.severity]),
+            f": {finding.message}",
+        )
+        console.print(line)
+        if finding.hint:
+            console.print(Text.assemble("    ", ("hint:", "cyan"), f" {finding.hint}"))
+
+
+def summary(findings: Sequence[Finding], files: int) -> str:
+    """``2 errors, 1 warning in 3 files`` (or ``no problems in 3 files``)."""
+    errors = sum(f.severity is Severity.ERROR for f in findings)
+    warnings = len(findings) - errors
+    parts = [_count(errors, "error")] if errors else []
+    parts += [_count(warnings, "warning")] if warnings else []
+    return f"{', '.join(parts) or 'no problems'} in {_count(files, 'file')}"
+
+
+def _count(number: int, noun: str) -> str:
+    return f"{number} {noun}{'' if number == 1 else 's'}"
+
+
+def load_or_exit(path: Path) -> Validation:
+    """Validate ``path`` for a command that needs a valid flow: findings go to stderr, and
+    errors end the command with status 1."""
+    result = validate_file(path)
+    if result.findings:
+        print_findings(result.findings, stderr=True)
+    if result.flow is None:
+        click.echo(summary(result.findings, 1), err=True)
+        sys.exit(1)
+    return result
+
+
+@click.command()
+@click.argument("files", nargs=-1, required=True, type=flow_file)
+@click.option(
+    "--format",
+    "output_format",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    show_default=True,
+    help="json: one object with every finding, for tools and editors.",
+)
+@click.option(
+    "--check-imports",
+    is_flag=True,
+    help="Also import the module of every 'job' (this runs the modules' top-level code).",
+)
+def validate(files: tuple[Path, ...], output_format: str, check_imports: bool) -> None:
+    """Check flow files: YAML, schema, graph, templates, schedule. Exit 1 on any error."""
+    findings = [
+        finding
+        for path in files
+        for finding in validate_file(path, check_imports=check_imports).findings
+    ]
+    if output_format == "json":
+        errors = sum(f.severity is Severity.ERROR for f in findings)
+        report = {
+            "files": [str(path) for path in files],
+            "errors": errors,
+            "warnings": len(findings) - errors,
+            "findings": [finding.to_dict() for finding in findings],
+        }
+        click.echo(json.dumps(report, indent=2))
+    else:
+        print_findings(findings)
+        click.echo(summary(findings, len(files)))
+    sys.exit(1 if has_errors(findings) else 0)

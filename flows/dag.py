@@ -1,0 +1,118 @@
+"""The step graph of a flow: edges from each need to the step that needs it.
+
+Used for the order of expansion (topological, ties broken by the order steps are written in),
+for the graph checks, and for ``flows graph`` (Mermaid and DOT).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+
+import networkx as nx
+
+from flows.model import Flow, Step
+
+
+def step_graph(needs: Mapping[str, Sequence[str]]) -> nx.DiGraph:
+    """A graph with one node per step id and an edge ``need -> step`` for each known need.
+
+    Needs that name no step are left out (validation reports them).
+    """
+    graph = nx.DiGraph()
+    graph.add_nodes_from(needs)
+    graph.add_edges_from(
+        (need, step) for step, wanted in needs.items() for need in wanted if need in needs
+    )
+    return graph
+
+
+def flow_graph(flow: Flow) -> nx.DiGraph:
+    """The step graph of a valid flow."""
+    return step_graph({step_id: step.needs for step_id, step in flow.steps.items()})
+
+
+def topological_steps(flow: Flow) -> list[str]:
+    """Step ids, each after all it needs; among the free ones, the first written goes first.
+
+    Raises ``networkx.NetworkXUnfeasible`` on a cycle (validation reports cycles first).
+    """
+    written = {step_id: index for index, step_id in enumerate(flow.steps)}
+    return list(nx.lexicographical_topological_sort(flow_graph(flow), key=written.__getitem__))
+
+
+def upstream(graph: nx.DiGraph, step_id: str) -> set[str]:
+    """Every step that is done before ``step_id`` starts: its needs, their needs, and so on."""
+    return set(nx.ancestors(graph, step_id))
+
+
+def cycles(graph: nx.DiGraph) -> list[list[str]]:
+    """One cycle per tangle of steps, each as ``[a, b, ..., a]`` in the direction *a needs b*."""
+    found: list[list[str]] = []
+    for component in nx.strongly_connected_components(graph):
+        if len(component) < 2:
+            continue  # a step needing itself is reported on its own
+        sub = graph.subgraph(component)
+        start = min(component)
+        edges = nx.find_cycle(sub, source=start)
+        dependents = [edge[0] for edge in edges]  # need -> step, so reversed reads "needs"
+        path = [dependents[0], *reversed(dependents[1:])]
+        found.append([*path, path[0]])
+    return sorted(found)
+
+
+def _label(step_id: str, step: Step) -> str:
+    label = step_id
+    if step.foreach is not None:
+        label += f" (foreach {step.foreach.as_})"
+    if step.trigger_rule != "all_success":
+        label += f" [{step.trigger_rule}]"
+    return label
+
+
+def _hooks(flow: Flow) -> Iterable[tuple[str, str]]:
+    rules = {"on_success": "all_success", "on_failure": "one_failed", "finally": "all_done"}
+    for name, _ in flow.hooks.defined():
+        yield name, f"{name} [{rules[name]}]"
+
+
+def to_mermaid(flow: Flow) -> str:
+    """A Mermaid flowchart; hooks hang off the steps nothing else needs, with dotted arrows."""
+    graph = flow_graph(flow)
+    ids = {step_id: f"s{index}" for index, step_id in enumerate(flow.steps)}
+    lines = ["flowchart LR"]
+    for step_id, step in flow.steps.items():
+        shape = ("[[", "]]") if step.foreach is not None else ("[", "]")
+        lines.append(
+            f'    {ids[step_id]}{shape[0]}"{_mermaid_text(_label(step_id, step))}"{shape[1]}'
+        )
+    for need, step_id in graph.edges:
+        lines.append(f"    {ids[need]} --> {ids[step_id]}")
+    sinks = [step_id for step_id in flow.steps if graph.out_degree(step_id) == 0]
+    for index, (_, label) in enumerate(_hooks(flow)):
+        node = f"h{index}"
+        lines.append(f'    {node}(["{_mermaid_text(label)}"])')
+        lines.extend(f"    {ids[sink]} -.-> {node}" for sink in sinks)
+    return "\n".join(lines) + "\n"
+
+
+def _mermaid_text(text: str) -> str:
+    return text.replace('"', "#quot;")
+
+
+def to_dot(flow: Flow) -> str:
+    """A Graphviz DOT digraph; foreach steps are drawn stacked, hooks dashed."""
+    graph = flow_graph(flow)
+    quote = json.dumps  # a JSON string is a valid DOT quoted id
+    lines = [f"digraph {quote(flow.name)} {{", "    rankdir=LR;", "    node [shape=box];"]
+    for step_id, step in flow.steps.items():
+        style = ", shape=box3d" if step.foreach is not None else ""
+        lines.append(f"    {quote(step_id)} [label={quote(_label(step_id, step))}{style}];")
+    for need, step_id in graph.edges:
+        lines.append(f"    {quote(need)} -> {quote(step_id)};")
+    sinks = [step_id for step_id in flow.steps if graph.out_degree(step_id) == 0]
+    for name, label in _hooks(flow):
+        lines.append(f"    {quote(name)} [label={quote(label)}, shape=oval, style=dashed];")
+        lines.extend(f"    {quote(sink)} -> {quote(name)} [style=dashed];" for sink in sinks)
+    lines.append("}")
+    return "\n".join(lines) + "\n"

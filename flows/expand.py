@@ -1,0 +1,311 @@
+"""Expansion: a validated flow, params and a run id become the run's put requests. Pure.
+
+Each step becomes one job (``<run id>:<step>``), a foreach step one job per item
+(``<run id>:<step>[<i>]``), each hook one job (``<run id>:<hook>``). ``needs`` become ``depends``:
+a dependent of a foreach step depends on every item (fan-in); a foreach step that needs a foreach
+step waits for all of its items too (no item-by-item pairing).
+
+Templates in ``params``, ``run`` and the foreach variable are resolved here. References to other
+steps' outputs and status stay in the job data for the worker (:mod:`flows.outputs` is that
+contract); in a shell command each becomes an environment variable instead.
+
+``foreach.items`` must be known now: a list, or a param (validation refuses step outputs there,
+since the number of jobs of a run is fixed when it is submitted).
+
+Hooks depend on every job of the run: ``on_success`` with trigger rule ``all_success``,
+``on_failure`` with ``one_failed``, ``finally`` with ``all_done``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import PurePath
+from typing import Any, Final
+
+from flows.dag import topological_steps
+from flows.model import MAX_FOREACH_ITEMS, Action, Flow, Settings, Step, TriggerRule, settings_for
+from flows.outputs import META_KEY, SHELL_KLASS, FlowsMeta, Upstream, env_name
+from flows.params import bind_params
+from flows.templates import KEEP, PARAMS, RUN, STEPS, Reference, render, select, to_text
+
+MAX_JOBS_PER_RUN: Final = 100_000
+_HERE: Final = PurePath(".")
+HOOK_TRIGGER_RULES: Final[Mapping[str, TriggerRule]] = {
+    "on_success": "all_success",
+    "on_failure": "one_failed",
+    "finally": "all_done",
+}
+
+
+class ExpansionError(ValueError):
+    """The flow cannot be expanded with these params (a value of the wrong shape, a cycle)."""
+
+
+@dataclass(frozen=True, slots=True)
+class PutRequest:
+    """One job of a run, with everything the engine's ``put`` needs and more.
+
+    ``depends`` lists jids; the job's ``trigger_rule`` decides how their outcomes release it.
+    ``delay`` counts from the moment the job may run. ``concurrency_key``/``concurrency_limit``
+    bound how many jobs holding the key run at once (a foreach step's ``max_parallel``).
+    """
+
+    jid: str
+    queue: str
+    klass: str
+    data: Mapping[str, Any]
+    priority: int
+    tags: tuple[str, ...]
+    retries: int
+    depends: tuple[str, ...]
+    delay: float
+    step: str
+    index: int | None
+    trigger_rule: TriggerRule
+    timeout: float | None
+    heartbeat: float | None
+    concurrency_key: str | None = None
+    concurrency_limit: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-ready mapping of every field."""
+        return {
+            "jid": self.jid,
+            "queue": self.queue,
+            "klass": self.klass,
+            "data": dict(self.data),
+            "priority": self.priority,
+            "tags": list(self.tags),
+            "retries": self.retries,
+            "depends": list(self.depends),
+            "delay": self.delay,
+            "step": self.step,
+            "index": self.index,
+            "trigger_rule": self.trigger_rule,
+            "timeout": self.timeout,
+            "heartbeat": self.heartbeat,
+            "concurrency_key": self.concurrency_key,
+            "concurrency_limit": self.concurrency_limit,
+        }
+
+
+def run_fields(flow: Flow, run_id: str, logical_time: datetime) -> dict[str, str]:
+    """The values of ``${{ run.* }}`` for one run (see :data:`flows.templates.RUN_FIELDS`)."""
+    return {
+        "id": run_id,
+        "flow": flow.name,
+        "logical_date": logical_time.date().isoformat(),
+        "logical_time": logical_time.isoformat(),
+    }
+
+
+@dataclass(frozen=True, slots=True)
+class _Origin:
+    """The step (or hook) a job comes from, with what every one of its jobs shares."""
+
+    name: str
+    action: Action
+    settings: Settings
+    trigger_rule: TriggerRule
+    delay: float = 0.0
+    max_parallel: int | None = None
+
+
+@dataclass
+class _Scope:
+    """What templates may read while one job is expanded, and which steps it read."""
+
+    params: Mapping[str, Any]
+    run: Mapping[str, str]
+    item_name: str | None = None
+    item: Any = None
+    on_step: Callable[[Reference], Any] = lambda _: KEEP
+    read_steps: dict[str, None] = field(default_factory=dict)
+
+    def lookup(self, reference: Reference) -> Any:
+        root, rest = reference.root, reference.path[1:]
+        if root == STEPS:
+            self.read_steps.setdefault(rest[0] if rest else "", None)
+            return self.on_step(reference)
+        try:
+            if root == PARAMS:
+                return select(self.params, rest, reference)
+            if root == RUN:
+                return select(self.run, rest, reference)
+            if root == self.item_name:
+                return select(self.item, rest, reference)
+        except KeyError as error:
+            raise ExpansionError(str(error.args[0])) from None
+        raise ExpansionError(f"{reference}: unknown reference")
+
+
+def expand(
+    flow: Flow,
+    *,
+    run_id: str,
+    logical_time: datetime,
+    params: Mapping[str, Any] | None = None,
+    flow_dir: PurePath = _HERE,
+) -> list[PutRequest]:
+    """The put requests of one run of ``flow``, each after every job it depends on.
+
+    ``params`` are the values given for the run (text from ``-p`` is converted to the declared
+    types; defaults fill the rest; :class:`flows.params.ParamError` when they do not fit).
+    ``flow_dir`` (absolute) is the flow file's folder: shell steps run there, Python jobs import
+    from there. ``logical_time`` is the moment the run stands for (an aware datetime).
+    """
+    run = run_fields(flow, run_id, logical_time)
+    bound = bind_params(
+        flow.params, params or {}, lambda value: render(value, _Scope({}, run).lookup)
+    )
+    expander = _Expander(flow, run_id, run, bound, flow_dir)
+    try:
+        order = topological_steps(flow)
+    except Exception as error:  # networkx reports a cycle; validation names it first
+        raise ExpansionError(f"the steps' needs form a cycle: {error}") from error
+    for step_id in order:
+        expander.add_step(step_id, flow.steps[step_id])
+    for name, hook in flow.hooks.defined():
+        expander.add_hook(name, hook)
+    return expander.puts
+
+
+class _Expander:
+    def __init__(
+        self,
+        flow: Flow,
+        run_id: str,
+        run: Mapping[str, str],
+        params: Mapping[str, Any],
+        flow_dir: PurePath,
+    ) -> None:
+        self.flow = flow
+        self.run_id = run_id
+        self.run = run
+        self.params = params
+        self.flow_dir = flow_dir
+        self.jids: dict[str, list[str]] = {}
+        self.puts: list[PutRequest] = []
+
+    def add_step(self, step_id: str, step: Step) -> None:
+        depends = [jid for need in dict.fromkeys(step.needs) for jid in self.jids[need]]
+        origin = _Origin(
+            step_id,
+            step,
+            settings_for(self.flow, step),
+            step.trigger_rule,
+            step.delay or 0.0,
+            step.foreach.max_parallel if step.foreach else None,
+        )
+        if step.foreach is None:
+            self.jids[step_id] = [f"{self.run_id}:{step_id}"]
+            self.put(origin, self.jids[step_id][0], None, depends, _Scope(self.params, self.run))
+            return
+        items = self.items(step_id, step)
+        self.jids[step_id] = [f"{self.run_id}:{step_id}[{i}]" for i in range(len(items))]
+        for index, item in enumerate(items):
+            scope = _Scope(self.params, self.run, step.foreach.as_, item)
+            self.put(origin, self.jids[step_id][index], index, depends, scope)
+
+    def add_hook(self, name: str, hook: Action) -> None:
+        depends = [jid for jids in self.jids.values() for jid in jids]
+        origin = _Origin(name, hook, settings_for(self.flow, hook), HOOK_TRIGGER_RULES[name])
+        self.put(origin, f"{self.run_id}:{name}", None, depends, _Scope(self.params, self.run))
+
+    def items(self, step_id: str, step: Step) -> list[Any]:
+        assert step.foreach is not None
+        scope = _Scope(self.params, self.run, on_step=_no_steps_in_items(step_id))
+        items = render(step.foreach.items, scope.lookup)
+        if not isinstance(items, list):
+            raise ExpansionError(
+                f"steps.{step_id}.foreach.items: expected a list, got {type(items).__name__}"
+            )
+        if len(items) > MAX_FOREACH_ITEMS:
+            raise ExpansionError(
+                f"steps.{step_id}.foreach.items: {len(items)} items; the limit is "
+                f"{MAX_FOREACH_ITEMS}"
+            )
+        return items
+
+    def put(
+        self, origin: _Origin, jid: str, index: int | None, depends: list[str], scope: _Scope
+    ) -> None:
+        if len(self.puts) >= MAX_JOBS_PER_RUN:
+            raise ExpansionError(f"the run has more than {MAX_JOBS_PER_RUN} jobs")
+        action, settings = origin.action, origin.settings
+        payload = self.payload(action, scope)
+        upstream = {}
+        for step_id in scope.read_steps:
+            if step_id not in self.jids:  # validation reports such references first
+                raise ExpansionError(f"{origin.name}: reads steps.{step_id}, which is not upstream")
+            upstream[step_id] = Upstream(
+                tuple(self.jids[step_id]), self.flow.steps[step_id].foreach is not None
+            )
+        meta = FlowsMeta(
+            run=self.run_id,
+            flow=self.flow.name,
+            step=origin.name,
+            index=index,
+            kind="shell" if action.is_shell else "python",
+            upstream=upstream,
+            timeout=settings.timeout,
+            heartbeat=settings.heartbeat,
+            retry=settings.retry.model_dump(),
+            flow_dir=str(self.flow_dir),
+        )
+        limit = origin.max_parallel
+        self.puts.append(
+            PutRequest(
+                jid=jid,
+                queue=settings.queue,
+                klass=SHELL_KLASS if action.is_shell else str(action.job),
+                data={**payload, META_KEY: meta.to_json()},
+                priority=settings.priority,
+                tags=settings.tags,
+                retries=settings.retry.attempts - 1,
+                depends=tuple(depends),
+                delay=origin.delay,
+                step=origin.name,
+                index=index,
+                trigger_rule=origin.trigger_rule,
+                timeout=settings.timeout,
+                heartbeat=settings.heartbeat,
+                concurrency_key=f"{self.run_id}:{origin.name}" if limit else None,
+                concurrency_limit=limit,
+            )
+        )
+
+    def payload(self, action: Action, scope: _Scope) -> dict[str, Any]:
+        """The job data without meta: ``with`` for Python; command, cwd and env for shell."""
+        if not action.is_shell:
+            rendered: dict[str, Any] = render(action.with_, scope.lookup)
+            return rendered
+        # Env values are text; step references stay as templates for the worker.
+        env = {name: to_text(value) for name, value in render(action.env, scope.lookup).items()}
+
+        def into_env(reference: Reference) -> str:
+            name = env_name(reference)
+            env[name] = f"${{{{ {reference} }}}}"
+            return f"${{{name}}}"
+
+        command = render(
+            action.run,
+            _Scope(
+                scope.params, scope.run, scope.item_name, scope.item, into_env, scope.read_steps
+            ).lookup,
+        )
+        cwd = render(action.cwd, scope.lookup) if action.cwd is not None else None
+        directory = self.flow_dir / str(cwd) if cwd is not None else self.flow_dir
+        return {"command": str(command), "cwd": str(directory), "env": env}
+
+
+def _no_steps_in_items(step_id: str) -> Callable[[Reference], Any]:
+    def refuse(reference: Reference) -> Any:
+        raise ExpansionError(
+            f"steps.{step_id}.foreach.items reads {reference}: items must be known when the run "
+            "is submitted"
+        )
+
+    return refuse

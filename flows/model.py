@@ -1,0 +1,446 @@
+"""The flow file, as immutable pydantic models: the one place for the schema.
+
+Every model is frozen, strict (no silent ``"5"`` → 5) and refuses unknown keys. The JSON Schema
+that editors use (``flows schema``) is generated from these classes, field docstrings included.
+Cross-field checks that need the whole flow (the graph, templates, schedules) live in
+:mod:`flows.validate`; the defaults a job inherits are applied by :func:`settings_for`.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Annotated, Any, Final, Literal
+
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    WithJsonSchema,
+    model_validator,
+)
+from pydantic_core import PydanticCustomError
+
+from flows.durations import DURATION_EXAMPLES, DURATION_PATTERN, DurationError, parse_duration
+from flows.outputs import ENV_PREFIX, META_KEY
+from flows.templates import PARAMS, RUN, STEPS, WHOLE_TEMPLATE_PATTERN, whole_reference
+
+MAX_STEPS: Final = 10_000
+MAX_FOREACH_ITEMS: Final = 10_000
+PRIORITY_LIMIT: Final = 1_000_000
+DEFAULT_QUEUE: Final = "default"
+HOOK_NAMES: Final = ("on_success", "on_failure", "finally")
+ID_PATTERN: Final = r"^[A-Za-z_][A-Za-z0-9_-]*$"
+_GENERATED_ID = re.compile(r"^(.+)\[(\d+)\]$")
+
+TriggerRule = Literal["all_success", "all_done", "one_failed", "none_failed"]
+ParamType = Literal["string", "int", "number", "bool", "date", "array", "object"]
+ItemType = Literal["string", "int", "number", "bool", "date", "object"]
+
+
+def problem(kind: str, message: str, hint: str = "") -> PydanticCustomError:
+    """A validation error whose message and hint reach the user unchanged."""
+    return PydanticCustomError(kind, "{message}", {"message": message, "hint": hint})
+
+
+# -- field types ------------------------------------------------------------------------------
+
+
+def _duration(value: object) -> float:
+    try:
+        return parse_duration(value)
+    except DurationError as error:
+        hint = f"did you mean '{error.suggestion}'?" if error.suggestion else ""
+        raise problem("duration", str(error), hint or f"write {DURATION_EXAMPLES}") from None
+
+
+Duration = Annotated[
+    float,
+    BeforeValidator(_duration),
+    WithJsonSchema(
+        {
+            "anyOf": [
+                {"type": "number", "minimum": 0},
+                {"type": "string", "pattern": DURATION_PATTERN},
+            ],
+            "description": f"A duration: {DURATION_EXAMPLES}.",
+        }
+    ),
+]
+
+
+def _one_or_many(value: object) -> object:
+    return [value] if isinstance(value, str) else value
+
+
+def _step_id(value: object) -> object:
+    if not isinstance(value, str):
+        return value
+    generated = _GENERATED_ID.match(value)
+    if generated:
+        raise problem(
+            "generated_id",
+            f"step id '{value}' collides with the job ids generated for the items of a "
+            f"foreach step ('{generated.group(1)}[0]', '{generated.group(1)}[1]', ...)",
+            "rename the step; ids may use letters, digits, '_' and '-'",
+        )
+    if value in HOOK_NAMES:
+        raise problem(
+            "reserved_id",
+            f"step id '{value}' is the job id of the {value} hook",
+            f"rename the step, or move it under hooks: {value}:",
+        )
+    return value
+
+
+Identifier = Annotated[str, StringConstraints(pattern=ID_PATTERN, max_length=64)]
+StepId = Annotated[Identifier, BeforeValidator(_step_id)]
+Name = Annotated[str, StringConstraints(pattern=r"^[a-z0-9_-]+$", min_length=1, max_length=64)]
+Queue = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.-]+$", max_length=64)]
+Tag = Annotated[str, StringConstraints(pattern=r"^[^\s,]+$", max_length=64)]
+DottedPath = Annotated[
+    str,
+    StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)+$"),
+]
+EnvName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")]
+Needs = Annotated[
+    list[StepId], BeforeValidator(_one_or_many, json_schema_input_type=StepId | list[StepId])
+]
+CronExpressions = Annotated[
+    list[str],
+    BeforeValidator(_one_or_many, json_schema_input_type=str | list[str]),
+    Field(min_length=1, max_length=20),
+]
+Priority = Annotated[int, Field(ge=-PRIORITY_LIMIT, le=PRIORITY_LIMIT)]
+LenientDatetime = Annotated[datetime, Field(strict=False)]  # YAML dates arrive as text
+
+
+def _foreach_items(value: object) -> object:
+    if isinstance(value, list):
+        if len(value) > MAX_FOREACH_ITEMS:
+            raise problem("too_many_items", f"more than {MAX_FOREACH_ITEMS} foreach items")
+        return value
+    if isinstance(value, str) and whole_reference(value) is not None:
+        return value
+    raise problem(
+        "foreach_items",
+        f"foreach.items must be a list, or one template such as '${{{{ params.regions }}}}' "
+        f"that names an array param; got {value!r}",
+        "write the items as a YAML list, or declare an array param and reference it",
+    )
+
+
+ForeachItems = Annotated[
+    Any,
+    BeforeValidator(_foreach_items),
+    WithJsonSchema(
+        {"anyOf": [{"type": "array"}, {"type": "string", "pattern": WHOLE_TEMPLATE_PATTERN}]}
+    ),
+]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid", frozen=True, strict=True, use_attribute_docstrings=True
+    )
+
+
+# -- steps --------------------------------------------------------------------------------------
+
+
+class Retry(_Model):
+    """How often and how patiently a failed job is tried again."""
+
+    attempts: int = Field(default=1, ge=1, le=100)
+    """Tries in all, the first one included (1: no retry)."""
+    backoff: Literal["fixed", "exponential"] = "exponential"
+    """Wait `delay` each time, or double it after each failure."""
+    delay: Duration = 10.0
+    """Wait before the first retry."""
+    max_delay: Duration | None = None
+    """Upper bound of the wait with exponential backoff."""
+    jitter: float = Field(default=0.0, ge=0.0, le=1.0)
+    """Random spread of each wait, as a fraction of it (0.2: up to 20% either way)."""
+
+
+class Action(_Model):
+    """What runs: a shell command or a Python callable, and how. Steps and hooks share it."""
+
+    run: str | None = Field(default=None, min_length=1)
+    """A shell command, run in the flow file's folder (or `cwd`)."""
+    job: DottedPath | None = None
+    """A Python callable or class by dotted path, importable from the flow file's folder."""
+    with_: dict[str, Any] = Field(default_factory=dict, alias="with")
+    """Arguments of a `job`: the job's data."""
+    env: dict[EnvName, str] = Field(default_factory=dict)
+    """Environment variables of a `run` command."""
+    cwd: str | None = None
+    """Working directory of a `run` command, relative to the flow file's folder."""
+    queue: Queue | None = None
+    """Queue of the job (default: defaults.queue, then the flow's queue, then 'default')."""
+    priority: Priority | None = None
+    """Lower runs sooner."""
+    tags: list[Tag] = Field(default_factory=list)
+    timeout: Duration | None = None
+    """A job running longer is stopped, then retried or failed."""
+    heartbeat: Duration | None = None
+    """The job's lock time: a worker that stops heartbeating loses the job after this long."""
+    retry: Retry | None = None
+    """Fields given here replace those of defaults.retry one by one."""
+
+    @model_validator(mode="after")
+    def _one_action(self) -> Action:
+        if self.run is None and self.job is None:
+            raise problem(
+                "missing_action",
+                "missing 'run' or 'job': say what to execute",
+                "add 'run: <shell command>' or 'job: <module>.<callable>'",
+            )
+        if self.run is not None and self.job is not None:
+            raise problem(
+                "both_actions",
+                "both 'run' and 'job' are set; a step executes exactly one of them",
+                "keep 'run' for a shell command or 'job' for a Python callable",
+            )
+        if self.job is not None and (self.env or self.cwd is not None):
+            raise problem(
+                "shell_only",
+                "'env' and 'cwd' apply to 'run' (shell) steps",
+                "pass a Python job its inputs through 'with'",
+            )
+        if self.run is not None and self.with_:
+            raise problem(
+                "job_only",
+                "'with' applies to 'job' steps; a shell step takes its inputs in 'run' or 'env'",
+                "move the values into 'env' (or into the command)",
+            )
+        if META_KEY in self.with_:
+            raise problem("reserved_key", f"'{META_KEY}' is reserved in 'with'", "rename the key")
+        reserved = sorted(name for name in self.env if name.startswith(ENV_PREFIX))
+        if reserved:
+            raise problem(
+                "reserved_env",
+                f"environment names starting with {ENV_PREFIX} are reserved: {', '.join(reserved)}",
+                "rename the variable",
+            )
+        return self
+
+    @property
+    def is_shell(self) -> bool:
+        return self.run is not None
+
+
+class Foreach(_Model):
+    """Run the step once per item; dependents wait for every item."""
+
+    items: ForeachItems
+    """A list, or a template naming an array param; known when the run is submitted."""
+    as_: Identifier = Field(default="item", alias="as")
+    """Name of the item in templates: `${{ item }}`, `${{ item.key }}` for mapping items."""
+    max_parallel: int | None = Field(default=None, ge=1, le=MAX_FOREACH_ITEMS)
+    """At most this many items run at once."""
+
+    @model_validator(mode="after")
+    def _name_is_free(self) -> Foreach:
+        if self.as_ in (PARAMS, RUN, STEPS):
+            raise problem(
+                "reserved_name",
+                f"foreach.as cannot be '{self.as_}': templates use that name for the {self.as_}",
+                "pick another name, e.g. 'item' or 'region'",
+            )
+        return self
+
+
+class Step(Action):
+    """One step of the flow: an action, what it needs, and when it may run."""
+
+    needs: Needs = Field(default_factory=list)
+    """Steps that must be done first (their outputs become readable)."""
+    foreach: Foreach | None = None
+    trigger_rule: TriggerRule = "all_success"
+    """When the step runs, given its needs: all succeeded, all done (succeeded or failed),
+    one failed, or none failed."""
+    delay: Duration | None = None
+    """Wait this long once the step may run (after its needs are done)."""
+
+
+class Hooks(_Model):
+    """Jobs that run after all the steps: on success, on failure, and in every case."""
+
+    on_success: Action | None = None
+    """Runs when every step succeeded."""
+    on_failure: Action | None = None
+    """Runs when any step failed."""
+    finally_: Action | None = Field(default=None, alias="finally")
+    """Runs once every step is done, whatever happened."""
+
+    def defined(self) -> list[tuple[str, Action]]:
+        """The hooks that are set, by name, in :data:`HOOK_NAMES` order."""
+        actions = (self.on_success, self.on_failure, self.finally_)
+        return [(name, a) for name, a in zip(HOOK_NAMES, actions, strict=True) if a is not None]
+
+
+# -- params, schedule, defaults -----------------------------------------------------------------
+
+
+class ParamItems(_Model):
+    """The type of each item of an array param."""
+
+    type: ItemType = "string"
+
+
+class Param(_Model):
+    """A value given when the run starts (`-p name=value`), with a type and maybe a default."""
+
+    type: ParamType = "string"
+    description: str | None = None
+    default: Any = None
+    """Used when the run does not give the param; may use `${{ run.* }}`."""
+    items: ParamItems | None = None
+    """Item type of an array param."""
+    required: bool | None = None
+    """Must the run give it? Default: yes exactly when there is no default."""
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Param:
+        if self.items is not None and self.type != "array":
+            raise problem(
+                "items_not_array",
+                f"'items' applies to array params, not to type {self.type}",
+                "remove 'items', or set 'type: array'",
+            )
+        if self.required and self.has_default:
+            raise problem(
+                "required_default",
+                "a required param cannot have a default (the default would never be used)",
+                "remove 'required: true', or remove the default",
+            )
+        return self
+
+    @property
+    def has_default(self) -> bool:
+        return "default" in self.model_fields_set
+
+    @property
+    def is_required(self) -> bool:
+        return self.required if self.required is not None else not self.has_default
+
+
+class Catchup(_Model):
+    """Which ticks missed while no scheduler ran are fired afterwards."""
+
+    window: Duration = 86400.0
+    """How far back missed ticks are considered."""
+    policy: Literal["none", "latest", "all"] = "latest"
+    """none: skip them; latest: fire the most recent once; all: fire each (up to max_runs)."""
+    max_runs: int | None = Field(default=None, ge=1, le=10_000)
+
+
+class Schedule(_Model):
+    """When the flow runs by itself."""
+
+    cron: CronExpressions
+    """A cron expression (minute hour day-of-month month day-of-week) or a list of them."""
+    timezone: str = "UTC"
+    """IANA time zone the expressions are read in, e.g. Europe/Berlin."""
+    catchup: Catchup = Catchup()
+    overlap: Literal["skip", "buffer_one", "allow", "cancel_running"] = "skip"
+    """What a tick does while the previous run is still active."""
+    jitter: Duration = 0.0
+    """Fire up to this long after the tick, at random, to spread load."""
+    start: LenientDatetime | None = None
+    """No tick fires before this moment."""
+    end: LenientDatetime | None = None
+    """No tick fires after this moment."""
+    paused: bool = False
+
+    @model_validator(mode="after")
+    def _start_before_end(self) -> Schedule:
+        start, end = self.start, self.end
+        if start is None or end is None or (start.tzinfo is None) != (end.tzinfo is None):
+            return self  # naive against aware: compared once the zone applies (scheduler.cron)
+        if end <= start:
+            raise problem("end_before_start", "schedule.end is not after schedule.start")
+        return self
+
+
+class Concurrency(_Model):
+    max_active_runs: int | None = Field(default=None, ge=1, le=10_000)
+    """Runs of this flow active at once (no limit when unset)."""
+
+
+class Defaults(_Model):
+    """Settings every step and hook inherits unless it sets its own."""
+
+    queue: Queue | None = None
+    timeout: Duration | None = None
+    heartbeat: Duration | None = None
+    priority: Priority = 0
+    retry: Retry = Retry()
+
+
+class Flow(_Model):
+    """A flow file: named steps with their needs, params, an optional schedule and hooks."""
+
+    version: Literal[1]
+    """Version of this file format."""
+    name: Name
+    """Lowercase letters, digits, '_' and '-'; part of every run id and job id."""
+    description: str | None = None
+    queue: Queue | None = None
+    """Default queue of the flow's jobs."""
+    tags: list[Tag] = Field(default_factory=list)
+    """Tags of every job of the flow."""
+    params: dict[Identifier, Param] = Field(default_factory=dict)
+    schedule: Schedule | None = None
+    concurrency: Concurrency = Concurrency()
+    defaults: Defaults = Field(default_factory=Defaults)
+    steps: dict[StepId, Step] = Field(min_length=1, max_length=MAX_STEPS)
+    """Step id → step. Ids use letters, digits, '_' and '-'."""
+    hooks: Hooks = Hooks()
+
+
+# -- defaults applied ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """How one step's (or hook's) jobs are put, after the flow's defaults are applied."""
+
+    queue: str
+    priority: int
+    tags: tuple[str, ...]
+    timeout: float | None
+    heartbeat: float | None
+    retry: Retry
+
+
+def settings_for(flow: Flow, action: Action) -> Settings:
+    """The effective settings of ``action``: its own, else ``defaults``, else the flow's."""
+    defaults = flow.defaults
+    retry = defaults.retry
+    if action.retry is not None:
+        retry = retry.model_copy(
+            update={name: getattr(action.retry, name) for name in action.retry.model_fields_set}
+        )
+    return Settings(
+        queue=action.queue or defaults.queue or flow.queue or DEFAULT_QUEUE,
+        priority=action.priority if action.priority is not None else defaults.priority,
+        tags=tuple(dict.fromkeys([*flow.tags, *action.tags])),
+        timeout=action.timeout if action.timeout is not None else defaults.timeout,
+        heartbeat=action.heartbeat if action.heartbeat is not None else defaults.heartbeat,
+        retry=retry,
+    )
+
+
+def json_schema() -> dict[str, Any]:
+    """The JSON Schema of flow files, for editors (``flows schema``)."""
+    schema = Flow.model_json_schema(by_alias=True)
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "title": "redis-flows flow file",
+        **{key: value for key, value in schema.items() if key != "title"},
+    }

@@ -1,0 +1,254 @@
+"""Data between steps: what a flow job carries, and how the worker resolves it when it starts.
+
+Expansion (:mod:`flows.expand`) resolves ``params``, ``run`` and the foreach variable; references
+to other steps can only be known when the job starts, so they stay in the job data as written.
+This module is the contract for the worker, and has no Redis in it.
+
+**Job data.** A JSON object. The reserved key :data:`META_KEY` (``"_flows"``) holds::
+
+    {"run": "<run id>", "flow": "<flow name>", "step": "<step id or hook name>",
+     "index": <foreach item index> | null, "kind": "shell" | "python",
+     "upstream": {"<step id>": {"jids": ["<jid>", ...], "foreach": true | false}},
+     "timeout": <seconds> | null, "heartbeat": <seconds> | null,
+     "retry": {"attempts": n, "backoff": "fixed" | "exponential", "delay": s,
+               "max_delay": s | null, "jitter": 0..1},
+     "flow_dir": "<absolute folder of the flow file>"}
+
+A Python job's klass is imported with ``flow_dir`` on ``sys.path`` (``job: tasks.load`` names
+``tasks.py`` next to the flow file); a shell job's ``cwd`` is already absolute.
+
+Everything else is the payload: a Python job's ``with``; a shell job's ``command``, ``cwd`` and
+``env``. The payload may still hold ``${{ steps.<id>.outputs[.<key>...] }}`` and
+``${{ steps.<id>.status }}``; every ``<id>`` named there is a key of ``upstream``, whose ``jids``
+are that step's jobs (one, or a foreach step's items in item order). Shell commands never hold
+them: expansion moves each into an environment variable (:func:`env_name`), so a value can never
+be spliced into shell syntax.
+
+**At start**, the worker:
+
+1. ``meta = FlowsMeta.from_data(job.data)`` (None: not a flow job, run it as is);
+2. fetches the state and stored result of every jid in ``meta.upstream_jids()``;
+3. ``payload = resolve_payload(job.data, {jid: UpstreamJob(state, result), ...})``, which drops
+   the meta key, resolves every step reference (single pass) and, for shell jobs, turns env
+   values into text; :class:`UnresolvedReference` means the job should fail (group
+   ``flows-reference``), since retrying cannot help.
+
+**Values.** ``steps.X.outputs`` is the result of X's job (a mapping); of a foreach step, the list
+of its items' results in item order. A job that did not complete has null outputs. ``.key``
+selects from a mapping (an error when a completed job's result lacks it, null from null); on a
+foreach step it selects from each item: ``steps.load.outputs.rows`` is ``[rows of item 0, ...]``.
+``steps.X.status`` is :func:`step_status` of X's jobs.
+
+**Shell outputs.** A shell job finds the path of a file in ``$FLOWS_OUTPUT``; what it writes
+there as ``key=value`` lines (``key<<EOF`` ... ``EOF`` for several lines) becomes its outputs
+(:func:`parse_output_file`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+from flows.templates import STEPS, Reference, render, select, to_text
+
+META_KEY: Final = "_flows"
+SHELL_KLASS: Final = "flows.tasks.shell"
+"""The klass of every shell (``run:``) job."""
+ENV_PREFIX: Final = "FLOWS_"
+"""Environment names starting with this are reserved for the runtime."""
+OUTPUT_FILE_ENV: Final = "FLOWS_OUTPUT"
+
+COMPLETE_STATES: Final = frozenset({"complete"})
+FAILED_STATES: Final = frozenset({"failed"})
+ACTIVE_STATES: Final = frozenset({"waiting", "running", "scheduled", "stalled"})
+
+_OUTPUT_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*")
+_ENV_UNSAFE = re.compile(r"[^A-Za-z0-9]+")
+
+
+class UnresolvedReference(KeyError):
+    """A step reference that cannot be resolved from the upstream jobs' results."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else "unresolved reference"
+
+
+@dataclass(frozen=True, slots=True)
+class UpstreamJob:
+    """What the worker read about one upstream job: its state and stored result (or None)."""
+
+    state: str
+    result: Any = None
+
+
+@dataclass(frozen=True, slots=True)
+class Upstream:
+    """The jobs of one upstream step, in item order for a foreach step."""
+
+    jids: tuple[str, ...]
+    foreach: bool
+
+    def to_json(self) -> dict[str, Any]:
+        return {"jids": list(self.jids), "foreach": self.foreach}
+
+
+@dataclass(frozen=True, slots=True)
+class FlowsMeta:
+    """The parsed :data:`META_KEY` entry of a flow job's data."""
+
+    run: str
+    flow: str
+    step: str
+    index: int | None
+    kind: str
+    upstream: Mapping[str, Upstream]
+    timeout: float | None
+    heartbeat: float | None
+    retry: Mapping[str, Any]
+    flow_dir: str
+
+    @classmethod
+    def from_data(cls, data: Mapping[str, Any]) -> FlowsMeta | None:
+        """The meta of ``data``, or None when the job was not put by a flow."""
+        raw = data.get(META_KEY)
+        if not isinstance(raw, Mapping):
+            return None
+        upstream = {
+            step: Upstream(tuple(entry["jids"]), bool(entry["foreach"]))
+            for step, entry in raw.get("upstream", {}).items()
+        }
+        return cls(
+            run=raw["run"],
+            flow=raw["flow"],
+            step=raw["step"],
+            index=raw.get("index"),
+            kind=raw["kind"],
+            upstream=upstream,
+            timeout=raw.get("timeout"),
+            heartbeat=raw.get("heartbeat"),
+            retry=raw.get("retry", {}),
+            flow_dir=raw.get("flow_dir", "."),
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "run": self.run,
+            "flow": self.flow,
+            "step": self.step,
+            "index": self.index,
+            "kind": self.kind,
+            "upstream": {step: entry.to_json() for step, entry in self.upstream.items()},
+            "timeout": self.timeout,
+            "heartbeat": self.heartbeat,
+            "retry": dict(self.retry),
+            "flow_dir": self.flow_dir,
+        }
+
+    def upstream_jids(self) -> list[str]:
+        """Every jid whose state and result the worker must read before resolving."""
+        return [jid for entry in self.upstream.values() for jid in entry.jids]
+
+
+def step_status(states: Sequence[str]) -> str:
+    """One word for a step from its jobs' states (engine job states, e.g. ``complete``).
+
+    ``failed`` if any job failed; ``pending`` if any is still waiting or running (possible under
+    ``one_failed``); ``success`` if all completed (an empty foreach too); else ``skipped`` (held
+    back by a failed upstream, or canceled).
+    """
+    if any(state in FAILED_STATES for state in states):
+        return "failed"
+    if any(state in ACTIVE_STATES for state in states):
+        return "pending"
+    if all(state in COMPLETE_STATES for state in states):
+        return "success"
+    return "skipped"
+
+
+def resolve_payload(data: Mapping[str, Any], jobs: Mapping[str, UpstreamJob]) -> dict[str, Any]:
+    """The job's payload with every ``steps`` reference resolved (see the module doc)."""
+    meta = FlowsMeta.from_data(data)
+    payload = {key: value for key, value in data.items() if key != META_KEY}
+    if meta is None:
+        return payload
+
+    def lookup(reference: Reference) -> Any:
+        if reference.root != STEPS or len(reference.path) < 3:
+            raise UnresolvedReference(f"{reference}: only steps references are left to resolve")
+        step, field, rest = reference.path[1], reference.path[2], reference.path[3:]
+        upstream = meta.upstream.get(step)
+        if upstream is None:
+            raise UnresolvedReference(f"{reference}: step '{step}' is not upstream of this job")
+        try:
+            found = [jobs[jid] for jid in upstream.jids]
+        except KeyError as missing:
+            raise UnresolvedReference(f"{reference}: no state for job {missing}") from None
+        if field == "status" and not rest:
+            return step_status([job.state for job in found])
+        if field != "outputs":
+            raise UnresolvedReference(f"{reference}: expected outputs or status after the step")
+        return _outputs(reference, upstream.foreach, found, rest)
+
+    resolved: dict[str, Any] = render(payload, lookup)
+    if meta.kind == "shell" and isinstance(resolved.get("env"), Mapping):
+        resolved["env"] = {name: to_text(value) for name, value in resolved["env"].items()}
+    return resolved
+
+
+def _outputs(
+    reference: Reference, foreach: bool, jobs: list[UpstreamJob], keys: tuple[str, ...]
+) -> Any:
+    def one(job: UpstreamJob) -> Any:
+        if job.state not in COMPLETE_STATES or job.result is None:
+            return None
+        try:
+            return select(job.result, keys, reference)
+        except KeyError as error:
+            raise UnresolvedReference(str(error.args[0])) from None
+
+    if foreach:
+        return [one(job) for job in jobs]
+    return one(jobs[0]) if jobs else None
+
+
+def env_name(reference: Reference) -> str:
+    """The environment variable that carries ``reference`` into a shell command.
+
+    ``steps.extract-crm.outputs.uri`` → ``FLOWS_STEPS_EXTRACT_CRM_OUTPUTS_URI``.
+    """
+    return ENV_PREFIX + _ENV_UNSAFE.sub("_", "_".join(reference.path)).upper()
+
+
+def parse_output_file(text: str) -> dict[str, str]:
+    """Outputs a shell step wrote to ``$FLOWS_OUTPUT``: ``key=value`` lines, ``key<<EOF`` blocks.
+
+    Values are kept as written (no stripping); blank lines and ``#`` comments are skipped; a
+    later key replaces an earlier one. Raises ValueError with the line number for anything else.
+    """
+    outputs: dict[str, str] = {}
+    lines = text.splitlines()
+    number = 0
+    while number < len(lines):
+        line = lines[number].rstrip("\r")
+        number += 1
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        key, equals, value = line.partition("=")
+        if not equals and "<<" in line:
+            key, _, delimiter = line.partition("<<")
+            block: list[str] = []
+            while number < len(lines) and lines[number] != delimiter:
+                block.append(lines[number])
+                number += 1
+            if number == len(lines):
+                raise ValueError(f"line {number}: no closing {delimiter!r} for {key!r}")
+            number += 1
+            value = "\n".join(block)
+        elif not equals:
+            raise ValueError(f"line {number}: expected key=value, got {line!r}")
+        if not _OUTPUT_KEY.fullmatch(key):
+            raise ValueError(f"line {number}: {key!r} is not a valid output name")
+        outputs[key] = value
+    return outputs

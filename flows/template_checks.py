@@ -1,0 +1,316 @@
+"""Template checks: every ``${{ ... }}`` names something that will exist when it is resolved.
+
+Where templates may appear: a step's or hook's ``run``, ``with``, ``env`` and ``cwd``, a step's
+``foreach.items``, and param defaults (``run.*`` only). Anywhere else they would stay literal
+text, so they are reported. References are checked against the params, the run fields, the
+steps upstream of the reader (a step's outputs are readable only once it is done: it must be
+needed, directly or through other steps) and the reader's own foreach variable.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import networkx as nx
+
+from flows.findings import DataPath, FindingSink, did_you_mean, path_text
+from flows.loader import Trap
+from flows.model import Action, Param, Step
+from flows.params import type_problem
+from flows.templates import (
+    OPEN,
+    PARAMS,
+    RUN,
+    RUN_FIELDS,
+    STEP_FIELDS,
+    STEPS,
+    Reference,
+    TemplateSyntaxError,
+    references,
+    strings,
+    whole_reference,
+)
+
+_ROOTS = (PARAMS, RUN, STEPS)
+_ACTION_FIELDS = ("run", "with", "env", "cwd")
+_TEMPLATE_HINT = "templates are read in run, with, env, cwd, foreach.items and param defaults"
+
+
+@dataclass(frozen=True)
+class _Reader:
+    """Who is reading references, and what it may see."""
+
+    name: str  # "step 'load'" or "hook 'finally'"
+    step_id: str | None  # None for hooks, which see every step
+    needs: Sequence[str]
+    item_name: str | None
+
+
+class TemplateChecker:
+    """Checks the templates of a flow's valid parts; see the module doc."""
+
+    def __init__(
+        self,
+        steps: Mapping[str, Step],
+        params: Mapping[str, Param],
+        step_ids: Collection[str],
+        graph: nx.DiGraph,
+        sink: FindingSink,
+    ) -> None:
+        self.steps = steps
+        self.params = params
+        self.step_ids = frozenset(step_ids)
+        self.graph = graph
+        self.sink = sink
+        self.foreach_names = {
+            step.foreach.as_: step_id for step_id, step in steps.items() if step.foreach
+        }
+
+    def check(
+        self, hooks: Sequence[tuple[str, Action]], traps: Mapping[DataPath, Trap]
+    ) -> set[DataPath]:
+        """Run every check; return the trap paths that explained a param default problem."""
+        for step_id, step in self.steps.items():
+            item_name = step.foreach.as_ if step.foreach else None
+            reader = _Reader(f"step '{step_id}'", step_id, step.needs, item_name)
+            self.check_action(("steps", step_id), step, reader)
+            if step.foreach is not None:
+                self.check_foreach(step_id, step)
+        for name, hook in hooks:
+            self.check_action(("hooks", name), hook, _Reader(f"hook '{name}'", None, (), None))
+        return self.check_param_defaults(traps)
+
+    # -- steps and hooks ------------------------------------------------------------------------
+
+    def check_action(self, base: DataPath, action: Action, reader: _Reader) -> None:
+        values: dict[str, Any] = {
+            "run": action.run,
+            "with": action.with_,
+            "env": action.env,
+            "cwd": action.cwd,
+        }
+        for field in _ACTION_FIELDS:
+            for path, text in strings(values[field], (*base, field)):
+                for reference in self.parse(path, text):
+                    problem = self.reference_problem(reference, reader, field)
+                    if problem is not None:
+                        self.sink.error(path, "template", *problem)
+
+    def parse(self, path: DataPath, text: str) -> list[Reference]:
+        try:
+            return references(text)
+        except TemplateSyntaxError as error:
+            self.sink.error(path, "template-syntax", str(error), "write ${{ params.name }}")
+            return []
+
+    def reference_problem(
+        self, reference: Reference, reader: _Reader, field: str
+    ) -> tuple[str, str] | None:
+        """(message, hint) when ``reference`` cannot be resolved for ``reader``."""
+        root = reference.root
+        if root == PARAMS:
+            return self.param_problem(reference)
+        if root == RUN:
+            return _run_problem(reference)
+        if root == STEPS:
+            return self.step_problem(reference, reader, field)
+        if root == reader.item_name:
+            return None
+        owner = self.foreach_names.get(root)
+        if owner is not None:
+            return (
+                f"{reader.name} uses '{root}', the foreach variable of step '{owner}'",
+                f"read the items' results as steps.{owner}.outputs (add '{owner}' to needs)",
+            )
+        known = [*_ROOTS, *([reader.item_name] if reader.item_name else [])]
+        hint = did_you_mean(root, known) or (
+            "a reference starts with params., run., steps. or the foreach variable"
+        )
+        return f"unknown reference '{reference}'", hint
+
+    def param_problem(self, reference: Reference) -> tuple[str, str] | None:
+        if len(reference.path) < 2:
+            return f"'{reference}' names no param", "write params.<name>"
+        name = reference.path[1]
+        if name not in self.params:
+            hint = did_you_mean(name, self.params) or (
+                f"params: {', '.join(self.params)}" if self.params else "declare it under params:"
+            )
+            return f"unknown param '{name}' in '{reference}'", hint
+        kind = self.params[name].type
+        if len(reference.path) > 2 and kind != "object":
+            return (
+                f"'{reference}' reads a key of params.{name}, which is of type {kind}",
+                "only object params have keys",
+            )
+        return None
+
+    def step_problem(
+        self, reference: Reference, reader: _Reader, field: str
+    ) -> tuple[str, str] | None:
+        path = reference.path
+        if len(path) < 3:
+            return (
+                f"'{reference}' is incomplete",
+                "write steps.<id>.outputs.<key> or steps.<id>.status",
+            )
+        step_id, what = path[1], path[2]
+        if step_id not in self.step_ids:
+            steps = ", ".join(sorted(self.step_ids))
+            hint = did_you_mean(step_id, self.step_ids) or f"steps: {steps}"
+            return f"'{reference}' names no step '{step_id}'", hint
+        if what not in STEP_FIELDS or (what == "status" and len(path) > 3):
+            hint = did_you_mean(what, STEP_FIELDS) or "outputs.<key> or status"
+            return f"'{reference}': a step has outputs and status", hint
+        if field == "cwd":
+            return (
+                f"'{reference}' in cwd: the working directory is fixed when the run is submitted",
+                "pass the value through env instead",
+            )
+        if reader.step_id is None:
+            return None  # hooks run after every step
+        if step_id == reader.step_id:
+            return f"{reader.name} reads its own {what}", "a step can only read upstream steps"
+        if step_id in reader.needs or self.is_upstream(step_id, reader.step_id):
+            return None
+        needs = ", ".join([*reader.needs, step_id])
+        return (
+            f"{reader.name} reads steps.{step_id}.{what} but does not depend on '{step_id}'",
+            f"add it to needs: needs: [{needs}]",
+        )
+
+    def is_upstream(self, step_id: str, reader: str) -> bool:
+        return bool(self.graph.has_node(step_id) and nx.has_path(self.graph, step_id, reader))
+
+    # -- foreach items --------------------------------------------------------------------------
+
+    def check_foreach(self, step_id: str, step: Step) -> None:
+        assert step.foreach is not None
+        path: DataPath = ("steps", step_id, "foreach", "items")
+        items = step.foreach.items
+        reader = _Reader(f"step '{step_id}'", step_id, step.needs, None)
+        if isinstance(items, str):
+            reference = whole_reference(items)
+            if reference is not None:
+                problem = self.items_problem(reference, reader)
+                if problem is not None:
+                    self.sink.error(path, "foreach-items", *problem)
+            return
+        for item_path, text in strings(items, path):
+            for reference in self.parse(item_path, text):
+                problem = self.items_problem(reference, reader, in_list=True)
+                if problem is not None:
+                    self.sink.error(item_path, "foreach-items", *problem)
+
+    def items_problem(
+        self, reference: Reference, reader: _Reader, in_list: bool = False
+    ) -> tuple[str, str] | None:
+        if reference.root == STEPS:
+            return (
+                f"foreach.items cannot read '{reference}': the items are fixed when the run is "
+                "submitted, before any step has run",
+                "pass the list as an array param, or let one job loop over the step's outputs",
+            )
+        problem = self.reference_problem(reference, reader, "foreach.items")
+        if problem is not None or in_list:
+            return problem
+        if reference.root == RUN:
+            return f"foreach.items must be a list: '{reference}' is text", "use an array param"
+        name = reference.path[1]
+        kind = self.params[name].type
+        if len(reference.path) == 2 and kind != "array":
+            return (
+                f"foreach.items must be a list: params.{name} is of type {kind}",
+                f"declare params.{name} with 'type: array'",
+            )
+        return None
+
+    # -- params ---------------------------------------------------------------------------------
+
+    def check_param_defaults(self, traps: Mapping[DataPath, Trap]) -> set[DataPath]:
+        explained: set[DataPath] = set()
+        for name, param in self.params.items():
+            if not param.has_default:
+                continue
+            path: DataPath = ("params", name, "default")
+            texts = list(strings(param.default, path))
+            if any(OPEN in text for _, text in texts):
+                self.check_default_templates(name, param, texts)
+                continue
+            problem = type_problem(param.default, param) if param.default is not None else None
+            if problem is None:
+                continue
+            trap = traps.get(path)
+            if trap is not None:
+                self.sink.error(path, "yaml-trap", f"{path_text(path)}: {trap.message}", trap.hint)
+                explained.add(path)
+            else:
+                self.sink.error(
+                    path,
+                    "param-default",
+                    f"the default of param '{name}' does not match its type: {problem}",
+                    f"change the default, or the type ({param.type})",
+                )
+        return explained
+
+    def check_default_templates(
+        self, name: str, param: Param, texts: list[tuple[DataPath, str]]
+    ) -> None:
+        for path, text in texts:
+            for reference in self.parse(path, text):
+                if reference.root != RUN:
+                    self.sink.error(
+                        path,
+                        "template",
+                        f"the default of param '{name}' reads '{reference}'; defaults can only "
+                        "read run.* (params are set before anything else)",
+                        "use run.id, run.flow, run.logical_date or run.logical_time",
+                    )
+                    continue
+                problem = _run_problem(reference)
+                if problem is not None:
+                    self.sink.error(path, "template", *problem)
+                elif param.type not in ("string", "date") and whole_reference(text) is not None:
+                    self.sink.error(
+                        path,
+                        "param-default",
+                        f"the default of param '{name}' is text ('{reference}') but its type "
+                        f"is {param.type}",
+                        "use type string or date",
+                    )
+
+
+def _run_problem(reference: Reference) -> tuple[str, str] | None:
+    field = reference.path[1] if len(reference.path) > 1 else ""
+    if len(reference.path) == 2 and field in RUN_FIELDS:
+        return None
+    hint = did_you_mean(field, RUN_FIELDS) or "run has: " + ", ".join(RUN_FIELDS)
+    return f"unknown reference '{reference}'", hint
+
+
+def check_template_places(data: Mapping[str, Any], sink: FindingSink) -> None:
+    """Report ``${{`` in fields that are never rendered (it would stay literal text).
+
+    Skipped where another finding already points (the model refused the value anyway).
+    """
+    reported = {(f.line, f.col) for f in sink.findings}
+    for path, text in strings(data):
+        if OPEN in text and not _renders(path) and sink.locate(path, False) not in reported:
+            sink.error(path, "template-place", *template_place_problem(path))
+
+
+def template_place_problem(path: DataPath) -> tuple[str, str]:
+    """(message, hint) for a template in a field that is never rendered."""
+    return f"templates are not expanded in {path_text(path)}", _TEMPLATE_HINT
+
+
+def _renders(path: DataPath) -> bool:
+    if path[:1] == ("description",) or path[-1:] == ("description",):
+        return True  # free text; a literal '${{' there harms nothing
+    if len(path) >= 3 and path[0] in ("steps", "hooks") and path[2] in _ACTION_FIELDS:
+        return True
+    if len(path) >= 4 and path[0] == "steps" and path[2:4] == ("foreach", "items"):
+        return True
+    return len(path) >= 3 and path[0] == "params" and path[2] == "default"

@@ -1,0 +1,151 @@
+"""Template references such as ``${{ params.date }}`` and ``${{ steps.load.outputs.rows }}``.
+
+The one place that knows the syntax. A template is a dotted path between ``${{`` and ``}}``;
+nothing is ever evaluated, so it cannot collide with shell ``${VAR}`` or run code.
+
+Rendering rule, the same at expansion and in the worker: a string that is exactly one template
+becomes the referenced value with its type (a list stays a list); a template inside a longer
+string is replaced by the value as text (see :func:`to_text`). Rendering is a single pass: text
+that a value brings in is never scanned for templates again.
+
+Roots: ``params``, ``run`` and the foreach variable are resolved at expansion; ``steps`` only
+when the job starts (:mod:`flows.outputs`).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any, Final
+
+from flows.findings import DataPath
+
+OPEN: Final = "${{"
+SEGMENT_PATTERN: Final = r"[A-Za-z_][A-Za-z0-9_-]*"
+_TEMPLATE = re.compile(r"\$\{\{(.*?)\}\}", re.DOTALL)
+_EXPRESSION = re.compile(rf"{SEGMENT_PATTERN}(?:\.{SEGMENT_PATTERN})*")
+_WHOLE = re.compile(r"\s*\$\{\{((?:(?!\}\}).)*)\}\}\s*", re.DOTALL)
+WHOLE_TEMPLATE_PATTERN: Final = r"^\s*\$\{\{[^}]*\}\}\s*$"
+"""For the JSON Schema: a string that is a single template."""
+
+# Roots a reference can start with; the foreach variable is the one other root.
+PARAMS: Final = "params"
+RUN: Final = "run"
+STEPS: Final = "steps"
+RUN_FIELDS: Final = ("id", "flow", "logical_date", "logical_time")
+"""``run.id``; ``run.flow`` (the flow's name); ``run.logical_date`` (YYYY-MM-DD) and
+``run.logical_time`` (ISO 8601), the moment the run stands for (a schedule's fire time)."""
+STEP_FIELDS: Final = ("outputs", "status")
+
+KEEP: Final = object()
+"""Returned by a lookup to leave a template exactly as written (resolved later)."""
+
+
+class TemplateSyntaxError(ValueError):
+    """A ``${{`` that is not closed or holds something other than a dotted path."""
+
+
+@dataclass(frozen=True, slots=True)
+class Reference:
+    """A parsed template: ``${{ steps.load.outputs.rows }}`` has path (steps, load, ...)."""
+
+    path: tuple[str, ...]
+
+    @property
+    def root(self) -> str:
+        return self.path[0]
+
+    def __str__(self) -> str:
+        return ".".join(self.path)
+
+
+def _parse(expression: str) -> Reference:
+    stripped = expression.strip()
+    if not _EXPRESSION.fullmatch(stripped):
+        raise TemplateSyntaxError(
+            f"'${{{{{expression}}}}}' is not a reference: a template holds a dotted path such "
+            "as params.date or steps.extract.outputs.uri, nothing else"
+        )
+    return Reference(tuple(stripped.split(".")))
+
+
+def references(text: str) -> list[Reference]:
+    """Every reference in ``text``, in order; raises :class:`TemplateSyntaxError`."""
+    if OPEN not in text:
+        return []
+    found = [_parse(match.group(1)) for match in _TEMPLATE.finditer(text)]
+    if _TEMPLATE.sub("", text).count(OPEN):
+        raise TemplateSyntaxError("'${{' is not closed with '}}'")
+    return found
+
+
+def whole_reference(text: str) -> Reference | None:
+    """The reference when ``text`` is exactly one template (surrounding spaces allowed)."""
+    match = _WHOLE.fullmatch(text)
+    return _parse(match.group(1)) if match else None
+
+
+def strings(value: Any, path: DataPath = ()) -> Iterator[tuple[DataPath, str]]:
+    """Every string inside ``value`` (mapping values and list items, not keys) with its path."""
+    if isinstance(value, str):
+        yield path, value
+    elif isinstance(value, Mapping):
+        for key, item in value.items():
+            yield from strings(item, (*path, key))
+    elif isinstance(value, list | tuple):
+        for index, item in enumerate(value):
+            yield from strings(item, (*path, index))
+
+
+def to_text(value: Any) -> str:
+    """A value as it appears inside a longer string: text as is, null as empty, else JSON."""
+    if isinstance(value, str):
+        return value
+    if value is None:
+        return ""
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+Lookup = Callable[[Reference], Any]
+"""Resolve one reference to its value, or return :data:`KEEP` to leave it as written."""
+
+
+def render(value: Any, lookup: Lookup) -> Any:
+    """``value`` with every template resolved by ``lookup``, following the rendering rule."""
+    if isinstance(value, str):
+        return _render_string(value, lookup)
+    if isinstance(value, Mapping):
+        return {key: render(item, lookup) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [render(item, lookup) for item in value]
+    return value
+
+
+def _render_string(text: str, lookup: Lookup) -> Any:
+    if OPEN not in text:
+        return text
+    whole = whole_reference(text)
+    if whole is not None:
+        resolved = lookup(whole)
+        return text if resolved is KEEP else resolved
+
+    def replace(match: re.Match[str]) -> str:
+        resolved = lookup(_parse(match.group(1)))
+        return match.group(0) if resolved is KEEP else to_text(resolved)
+
+    return _TEMPLATE.sub(replace, text)
+
+
+def select(value: Any, keys: tuple[str, ...], reference: Reference) -> Any:
+    """``value[k1][k2]...`` for the rest of a reference; KeyError naming what is missing."""
+    for depth, key in enumerate(keys):
+        if not isinstance(value, Mapping) or key not in value:
+            known = ", ".join(sorted(map(str, value))) if isinstance(value, Mapping) else ""
+            where = ".".join(reference.path[: len(reference.path) - len(keys) + depth])
+            raise KeyError(
+                f"{reference}: {where} has no key '{key}'" + (f" (keys: {known})" if known else "")
+            )
+        value = value[key]
+    return value

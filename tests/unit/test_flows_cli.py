@@ -1,0 +1,179 @@
+"""``flows validate``, ``plan``, ``graph``, ``schema`` via click's runner: output, exit codes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from textwrap import dedent
+
+import pytest
+from click.testing import CliRunner
+
+from flows.cli import main
+
+GOOD = """\
+version: 1
+name: etl
+params:
+  regions: {type: array, default: [de, at]}
+steps:
+  extract: {run: echo extract}
+  load:
+    job: tasks.load
+    needs: [extract]
+    foreach: {items: "${{ params.regions }}", as: region}
+    with: {region: "${{ region }}"}
+  notify: {run: echo done, needs: [load], trigger_rule: all_done, delay: 30s}
+"""
+
+BAD = """\
+version: 1
+name: etl
+steps:
+  extract: {run: echo}
+  load:
+    run: echo
+    need: [extract]
+"""
+
+
+@pytest.fixture
+def files(tmp_path: Path) -> dict[str, Path]:
+    paths = {}
+    for name, text in {"good": GOOD, "bad": BAD}.items():
+        paths[name] = tmp_path / f"{name}.yaml"
+        paths[name].write_text(dedent(text))
+    return paths
+
+
+def invoke(*args: str) -> tuple[int, str, str]:
+    result = CliRunner().invoke(main, list(args))
+    return result.exit_code, result.stdout, result.stderr
+
+
+def test_validate_clean_file_exits_0(files: dict[str, Path]) -> None:
+    code, out, _ = invoke("validate", str(files["good"]))
+    assert (code, out) == (0, "no problems in 1 file\n")
+
+
+def test_validate_reports_findings_and_exits_1(files: dict[str, Path]) -> None:
+    code, out, _ = invoke("validate", str(files["good"]), str(files["bad"]))
+    assert code == 1
+    assert out == (
+        f"{files['bad']}:7:5: error: unknown key 'need' in steps.load\n"
+        "    hint: did you mean 'needs'?\n"
+        "1 error in 2 files\n"
+    )
+
+
+def test_validate_json(files: dict[str, Path]) -> None:
+    code, out, _ = invoke("validate", "--format", "json", str(files["bad"]))
+    report = json.loads(out)
+    assert code == 1
+    assert (report["errors"], report["warnings"]) == (1, 0)
+    assert report["findings"] == [
+        {
+            "file": str(files["bad"]),
+            "line": 7,
+            "col": 5,
+            "severity": "error",
+            "code": "unknown-key",
+            "message": "unknown key 'need' in steps.load",
+            "hint": "did you mean 'needs'?",
+        }
+    ]
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["validate"], ["validate", "missing.yaml"], ["validate", "--format", "xml", "x.yaml"]],
+)
+def test_validate_usage_errors_exit_2(args: list[str]) -> None:
+    assert invoke(*args)[0] == 2
+
+
+def test_validate_check_imports(tmp_path: Path) -> None:
+    flow = tmp_path / "f.yaml"
+    flow.write_text("version: 1\nname: f\nsteps:\n  a: {job: nowhere.run}\n")
+    assert invoke("validate", str(flow))[0] == 0
+    code, out, _ = invoke("validate", "--check-imports", str(flow))
+    assert code == 1
+    assert "job 'nowhere.run' does not import: ModuleNotFoundError" in out
+
+
+def test_plan_table(files: dict[str, Path]) -> None:
+    code, out, _ = invoke(
+        "plan", str(files["good"]), "--logical-time", "2025-01-31", "-p", "regions=fr,it"
+    )
+    assert code == 0, out
+    run = "etl@2025-01-31T00:00:00+00:00"
+    assert f"4 jobs of run {run}" in out
+    rows = [line.split("│")[1:-1] for line in out.splitlines() if line.startswith("│")]
+    assert [[cell.strip() for cell in row] for row in rows] == [
+        ["extract", "default", "flows.tasks.shell", "", "", "all_success"],
+        ["load[0]", "default", "tasks.load", "extract", "", "all_success"],
+        ["load[1]", "default", "tasks.load", "extract", "", "all_success"],
+        ["notify", "default", "flows.tasks.shell", "load[0], load[1]", "30s", "all_done"],
+    ]
+
+
+def test_plan_json(files: dict[str, Path]) -> None:
+    code, out, _ = invoke("plan", str(files["good"]), "--json", "--run-id", "r1")
+    plan = json.loads(out)
+    assert code == 0
+    assert plan["run_id"] == "r1"
+    assert [job["jid"] for job in plan["jobs"]] == [
+        "r1:extract",
+        "r1:load[0]",
+        "r1:load[1]",
+        "r1:notify",
+    ]
+    assert plan["jobs"][3]["depends"] == ["r1:load[0]", "r1:load[1]"]
+    assert plan["jobs"][3]["delay"] == 30.0
+
+
+def test_plan_bad_param_is_a_usage_error(files: dict[str, Path]) -> None:
+    code, _, err = invoke("plan", str(files["good"]), "-p", "region=de")
+    assert code == 2
+    assert "unknown param 'region' (did you mean 'regions'?)" in err
+
+
+def test_plan_of_an_invalid_file_prints_findings_and_exits_1(files: dict[str, Path]) -> None:
+    code, out, err = invoke("plan", str(files["bad"]))
+    assert (code, out) == (1, "")
+    assert "unknown key 'need' in steps.load" in err
+
+
+def test_graph_mermaid(files: dict[str, Path]) -> None:
+    code, out, _ = invoke("graph", str(files["good"]))
+    assert code == 0
+    assert out == (
+        "flowchart LR\n"
+        '    s0["extract"]\n'
+        '    s1[["load (foreach region)"]]\n'
+        '    s2["notify [all_done]"]\n'
+        "    s0 --> s1\n"
+        "    s1 --> s2\n"
+    )
+
+
+def test_graph_dot(files: dict[str, Path]) -> None:
+    code, out, _ = invoke("graph", "--format", "dot", str(files["good"]))
+    assert code == 0
+    assert out.startswith('digraph "etl" {\n')
+    assert '    "extract" -> "load";\n' in out
+    assert '"load" [label="load (foreach region)", shape=box3d];' in out
+
+
+def test_graph_shows_hooks(tmp_path: Path) -> None:
+    flow = tmp_path / "h.yaml"
+    flow.write_text("version: 1\nname: h\nsteps:\n  a: {run: x}\nhooks:\n  on_failure: {run: x}\n")
+    code, out, _ = invoke("graph", str(flow))
+    assert code == 0
+    assert '    h0(["on_failure [one_failed]"])\n    s0 -.-> h0\n' in out
+
+
+def test_schema_is_json(files: dict[str, Path]) -> None:
+    code, out, _ = invoke("schema")
+    assert code == 0
+    assert json.loads(out)["title"] == "redis-flows flow file"

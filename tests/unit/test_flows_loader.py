@@ -1,0 +1,146 @@
+"""The safe loader: positions of every value, and what it refuses (each with its line)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+from hypothesis import given
+from hypothesis import strategies as st
+
+from flows.loader import MAX_DEPTH, load_file, load_yaml
+
+
+def codes(text: str) -> list[tuple[str, int, int]]:
+    return [(f.code, f.line, f.col) for f in load_yaml(text, "f.yaml").findings]
+
+
+def test_positions_of_values_and_keys_are_one_based() -> None:
+    loaded = load_yaml("version: 1\nsteps:\n  load:\n    needs: [a, b]\n")
+    assert loaded.source_map.values[("steps", "load", "needs", 1)] == (4, 16)
+    assert loaded.source_map.keys[("steps", "load", "needs")] == (4, 5)
+    assert loaded.source_map.locate(("steps", "load", "missing", 3)) == (4, 5)
+
+
+@pytest.mark.parametrize(
+    ("text", "kind", "value"),
+    [
+        ("at: 2:00\n", "sexagesimal", 120),
+        ("at: 1:30.5\n", "sexagesimal", 90.5),
+        ("mode: 0200\n", "octal", 128),
+        ("flag: on\n", "boolean", True),
+        ("flag: No\n", "boolean", False),
+        ("flag: OFF\n", "boolean", False),
+    ],
+)
+def test_yaml_1_1_traps_are_recorded_with_the_text(text: str, kind: str, value: object) -> None:
+    loaded = load_yaml(text)
+    [(path, trap)] = loaded.traps.items()
+    assert trap.kind == kind and trap.value == value and trap.text == text.split(": ")[1].strip()
+    assert loaded.source_map.values[path] == (1, len(text.split(":")[0]) + 3)
+
+
+@pytest.mark.parametrize("text", ["a: '2:00'\n", "a: true\n", "a: 0\n", "a: 10\n", 'a: "on"\n'])
+def test_quoted_or_plain_values_are_not_traps(text: str) -> None:
+    assert load_yaml(text).traps == {}
+
+
+def test_timestamps_stay_text() -> None:
+    assert load_yaml("day: 2025-01-31\n").data == {"day": "2025-01-31"}
+
+
+def test_keys_read_as_booleans_or_numbers_are_refused() -> None:
+    loaded = load_yaml("steps:\n  on: {run: x}\n  7: {run: y}\n")
+    messages = [(f.line, f.message) for f in loaded.findings]
+    assert messages == [
+        (2, "key on is read as the boolean true (YAML 1.1)"),
+        (3, "keys must be strings, found the int 7"),
+    ]
+    assert loaded.data == {"steps": {"on": {"run": "x"}, "7": {"run": "y"}}}
+
+
+def test_duplicate_key_keeps_the_first_value() -> None:
+    loaded = load_yaml("a: 1\nb: 2\na: 3\n")
+    assert loaded.data == {"a": 1, "b": 2}
+    assert codes("a: 1\nb: 2\na: 3\n") == [("yaml-duplicate-key", 3, 1)]
+
+
+def test_merge_keys_copy_what_is_not_given() -> None:
+    loaded = load_yaml("base: &b {queue: etl, priority: 1}\nstep:\n  <<: *b\n  priority: 5\n")
+    assert loaded.data is not None
+    assert loaded.data["step"] == {"queue": "etl", "priority": 5}
+
+
+@pytest.mark.parametrize(
+    ("text", "code", "line"),
+    [
+        ("a: [1, 2\nb: 3\n", "yaml-syntax", 2),
+        ("a:\n\t- b\n", "yaml-syntax", 2),
+        ("a: !!python/name:os.system x\n", "yaml-tag", 1),
+        ("a: !custom x\n", "yaml-tag", 1),
+        ("a: !!binary aGk=\n", "yaml-tag", 1),
+        ("a: &x [*x]\n", "yaml-alias", 1),
+        ("a: *nowhere\n", "yaml-alias", 1),
+        ("", "yaml-empty", 1),
+        ("---\n", "yaml-empty", 1),
+        ("[1, 2]\n", "yaml-top-level", 1),
+        ("a: 1\n---\nb: 2\n", "yaml-documents", 2),
+        ("a: .nan\n", "yaml-not-json", 1),
+        ("? [a]\n: b\n", "yaml-key-type", 1),
+    ],
+)
+def test_refusals_carry_their_line(text: str, code: str, line: int) -> None:
+    [(found, at, _)] = codes(text)
+    assert (found, at) == (code, line)
+
+
+def test_tabs_get_a_hint() -> None:
+    [finding] = load_yaml("a:\n\t- b\n").findings
+    assert finding.hint == "indent with spaces, not tabs"
+
+
+def test_deep_nesting_is_refused_without_recursion() -> None:
+    text = "[" * 100_000 + "]" * 100_000
+    [finding] = load_yaml(text).findings
+    assert finding.code == "yaml-too-deep"
+    assert finding.col == MAX_DEPTH + 1
+
+
+def test_files_that_are_not_utf8_are_refused(tmp_path: Path) -> None:
+    path = tmp_path / "f.yaml"
+    path.write_bytes(b"name: x\nsteps: \xff\n")
+    [finding] = load_file(path).findings
+    assert (finding.line, finding.message) == (2, "the file is not UTF-8 text (byte 15)")
+
+
+_SCALARS = (
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**53), max_value=2**53)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=20)
+)
+_DATA = st.recursive(
+    _SCALARS,
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4)
+    ),
+    max_leaves=30,
+)
+
+
+_SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # the parser the loader uses
+
+
+@given(st.dictionaries(st.text(max_size=8), _DATA, min_size=1, max_size=5))
+def test_plain_data_loads_as_pyyaml_reads_it(data: dict[str, object]) -> None:
+    """Whatever PyYAML's safe dumper writes, the loader reads as PyYAML's safe loader does.
+
+    (Not always as ``data``: PyYAML itself does not round-trip some line-break characters.)
+    """
+    for style in (None, False, True):  # default, block, flow
+        text = yaml.safe_dump(data, default_flow_style=style, allow_unicode=True)
+        loaded = load_yaml(text)
+        assert loaded.findings == []
+        assert loaded.data == yaml.load(text, Loader=_SAFE_LOADER)

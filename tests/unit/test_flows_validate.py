@@ -1,0 +1,828 @@
+"""One test per finding that docs/flows-yaml.md says ``flows validate`` catches.
+
+Each asserts the message, the line (and where it matters the column) and the hint.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+from flows_support import check, one, valid
+
+from flows.findings import Severity, has_errors
+
+# -- YAML -------------------------------------------------------------------------------------
+
+
+def test_syntax_error_has_its_position() -> None:
+    finding = one(
+        """\
+        version: 1
+        name: x
+        steps:
+          a:
+            run: echo a: b
+        """,
+        "yaml-syntax",
+    )
+    assert (finding.line, finding.col) == (5, 16)
+    assert "mapping values are not allowed" in finding.message
+    assert "quote" in finding.hint
+
+
+def test_duplicate_keys_are_refused_with_both_lines() -> None:
+    finding = one(
+        """\
+        version: 1
+        name: x
+        steps:
+          extract: {run: echo one}
+          load: {run: echo two}
+          extract: {run: echo three}
+        """,
+        "yaml-duplicate-key",
+    )
+    assert finding.line == 6
+    assert finding.message.startswith("duplicate key 'extract' (first at line 4)")
+
+
+def test_unquoted_time_is_read_as_base_60() -> None:
+    finding = one(
+        """\
+        version: 1
+        name: x
+        steps:
+          a:
+            job: tasks.a
+            with: {at: 2:00}
+        """,
+        "yaml-trap",
+    )
+    assert finding.line == 6
+    assert finding.message == "2:00 is read as the number 120 (YAML 1.1 base 60)"
+    assert finding.hint == "quote it: '2:00'"
+
+
+def test_leading_zero_where_text_is_expected_is_octal() -> None:
+    finding = one(
+        """\
+        version: 1
+        name: x
+        steps:
+          a:
+            run: echo
+            env: {CODE: 0200}
+        """,
+        "yaml-trap",
+    )
+    assert finding.line == 6
+    assert finding.severity is Severity.ERROR
+    assert "0200 is read as the number 128 (YAML 1.1 octal)" in finding.message
+
+
+def test_leading_zero_in_free_data_is_a_warning() -> None:
+    finding = one(
+        """\
+        version: 1
+        name: x
+        steps:
+          a:
+            job: tasks.chmod
+            with: {mode: 0755}
+        """,
+        "yaml-trap",
+    )
+    assert (finding.line, finding.severity) == (6, Severity.WARNING)
+    assert "0755 is read as the number 493" in finding.message
+
+
+@pytest.mark.parametrize("word", ["on", "no", "yes", "off"])
+def test_yes_no_on_off_where_a_string_is_expected(word: str) -> None:
+    finding = one(
+        f"""\
+        version: 1
+        name: x
+        tags: [nightly, {word}]
+        steps:
+          a: {{run: echo}}
+        """,
+        "yaml-trap",
+    )
+    assert finding.line == 3
+    assert f"tags[1]: {word} is read as the boolean" in finding.message
+    assert finding.hint == f"quote it: '{word}'"
+
+
+def test_booleans_in_free_data_are_left_alone() -> None:
+    valid(
+        """\
+        version: 1
+        name: x
+        steps:
+          a:
+            job: tasks.a
+            with: {dry_run: yes}
+        """
+    )
+
+
+def test_unsafe_tags_are_refused() -> None:
+    finding = one(
+        """\
+        version: 1
+        name: x
+        steps:
+          a:
+            job: tasks.a
+            with: {x: !!python/object/apply:os.system ["rm -rf /"]}
+        """,
+        "yaml-tag",
+    )
+    assert finding.line == 6
+    assert finding.message.startswith("unsafe tag !!python/object/apply:os.system")
+
+
+def test_alias_bombs_are_refused() -> None:
+    layers = ["a: &a [x, x, x, x, x, x, x, x, x, x]"]
+    for index in range(1, 8):
+        previous, name = chr(ord("a") + index - 1), chr(ord("a") + index)
+        layers.append(f"{name}: &{name} [" + ", ".join([f"*{previous}"] * 10) + "]")
+    finding = one("\n".join(["version: 1", *layers]) + "\n", "yaml-alias-bomb")
+    assert "expands to more than 2,000,000 values through aliases" in finding.message
+    assert finding.line == 8  # the layer that crosses the bound
+
+
+def test_empty_file() -> None:
+    finding = one("# nothing but a comment\n", "yaml-empty")
+    assert (finding.line, finding.message) == (1, "the file is empty")
+
+
+def test_a_list_at_the_top() -> None:
+    finding = one("- version: 1\n- name: x\n", "yaml-top-level")
+    assert finding.line == 1
+    assert finding.message.endswith("found a list")
+
+
+def test_a_scalar_at_the_top() -> None:
+    finding = one("just some text\n", "yaml-top-level")
+    assert finding.message.endswith("found the str 'just some text'")
+
+
+def test_several_documents() -> None:
+    finding = one("version: 1\nname: x\n---\nversion: 1\n", "yaml-documents")
+    assert (finding.line, finding.message) == (3, "several YAML documents in one file")
+
+
+# -- schema ------------------------------------------------------------------------------------
+
+
+def test_unknown_key_in_a_step_suggests_the_right_one() -> None:
+    finding = one(
+        """\
+        version: 1
+        name: x
+        steps:
+          a: {run: echo}
+          b:
+            run: echo
+            need: [a]
+        """,
+        "unknown-key",
+    )
+    assert (finding.line, finding.col) == (7, 5)
+    assert finding.message == "unknown key 'need' in steps.b"
+    assert finding.hint == "did you mean 'needs'?"
+
+
+def test_unknown_keys_at_any_depth_suggest_the_right_one() -> None:
+    findings = check(
+        """\
+        version: 1
+        name: x
+        defaults:
+          retry: {attempts: 3, delay: 5s}
+          timout: 5m
+        steps:
+          a: {run: echo, retry: {atempts: 2}}
+        """
+    )
+    assert [(f.line, f.message, f.hint) for f in findings] == [
+        (5, "unknown key 'timout' in defaults", "did you mean 'timeout'?"),
+        (7, "unknown key 'atempts' in steps.a.retry", "did you mean 'attempts'?"),
+    ]
+
+
+def test_unknown_key_that_belongs_elsewhere_says_where() -> None:
+    finding = one(
+        """\
+        version: 1
+        name: x
+        cron: "0 2 * * *"
+        steps:
+          a: {run: echo}
+        """,
+        "unknown-key",
+    )
+    assert finding.line == 3
+    assert finding.hint == "'cron' belongs under 'schedule:'"
+
+
+def test_wrong_type_names_the_field_path() -> None:
+    finding = one(
+        """\
+        version: 1
+        name: x
+        steps:
+          a:
+            run: echo
+            retry: {attempts: many}
+        """,
+        "wrong-type",
+    )
+    assert finding.line == 6
+    assert finding.message == "steps.a.retry.attempts: expected an integer, got the string 'many'"
+
+
+def test_missing_run_and_job() -> None:
+    finding = one(
+        """\
+        version: 1
+        name: x
+        steps:
+          a:
+            with: {x: 1}
+        """,
+        "missing-action",
+    )
+    assert finding.line == 4
+    assert finding.message == "steps.a: missing 'run' or 'job': say what to execute"
+    assert "run: <shell command>" in finding.hint
+
+
+def test_both_run_and_job() -> None:
+    finding = one(
+        """\
+        version: 1
+        name: x
+        steps:
+          a:
+            run: echo
+            job: tasks.a
+        """,
+        "both-actions",
+    )
+    assert finding.line == 4  # the step's key
+    assert "both 'run' and 'job' are set" in finding.message
+
+
+def test_bad_duration_suggests_the_spelling() -> None:
+    finding = one(
+        """\
+        version: 1
+        name: x
+        steps:
+          a:
+            run: echo
+            timeout: 5 min
+        """,
+        "duration",
+    )
+    assert finding.line == 6
+    assert finding.message.startswith("steps.a.timeout: invalid duration '5 min'")
+    assert finding.hint == "did you mean '5m'?"
+
+
+def test_out_of_range_value() -> None:
+    finding = one(
+        """\
+        version: 1
+        name: x
+        steps:
+          a:
+            run: echo
+            retry: {attempts: 0}
+        """,
+        "out-of-range",
+    )
+    assert finding.line == 6
+    assert finding.message == "steps.a.retry.attempts: 0 is out of range (must be >= 1)"
+
+
+def test_bad_enum_lists_the_allowed_values() -> None:
+    finding = one(
+        """\
+        version: 1
+        name: x
+        steps:
+          a: {run: echo}
+          b:
+            run: echo
+            needs: [a]
+            trigger_rule: all_sucess
+        """,
+        "bad-value",
+    )
+    assert finding.line == 8
+    assert finding.message == (
+        "steps.b.trigger_rule: 'all_sucess' is not one of: "
+        "all_success, all_done, one_failed, none_failed"
+    )
+    assert finding.hint == "did you mean 'all_success'?"
+
+
+def test_number_where_text_is_expected_says_quote_it() -> None:
+    finding = one(
+        """\
+        version: 1
+        name: x
+        steps:
+          a: {run: serve, env: {PORT: 8080}}
+        """,
+        "wrong-type",
+    )
+    assert finding.message == "steps.a.env.PORT: expected a string, got the number 8080"
+    assert finding.hint == "quote it: '8080'"
+
+
+def test_foreach_variable_cannot_hide_a_root() -> None:
+    finding = one(
+        """\
+        version: 1
+        name: x
+        steps:
+          a: {run: echo, foreach: {items: [1], as: params}}
+        """,
+        "reserved-name",
+    )
+    assert finding.line == 4
+    assert finding.message.startswith("steps.a.foreach: foreach.as cannot be 'params'")
+
+
+def test_missing_required_top_level_key() -> None:
+    finding = one("version: 1\nsteps:\n  a: {run: echo}\n", "missing-key")
+    assert (finding.line, finding.message) == (1, "missing required key 'name'")
+
+
+# -- graph ----------------------------------------------------------------------------------
+
+
+def test_need_that_names_no_step() -> None:
+    finding = one(
+        """\
+        version: 1
+        name: x
+        steps:
+          transform: {run: echo}
+          load:
+            run: echo
+            needs: [transfrom]
+        """,
+        "unknown-need",
+    )
+    assert (finding.line, finding.col) == (7, 13)
+    assert finding.message == "step 'load' needs 'transfrom', which is not a step"
+    assert finding.hint == "did you mean 'transform'?"
+
+
+def test_step_needing_itself() -> None:
+    finding = one(
+        """\
+        version: 1
+        name: x
+        steps:
+          a: {run: echo, needs: [a]}
+        """,
+        "self-need",
+    )
+    assert (finding.line, finding.message) == (4, "step 'a' needs itself")
+
+
+def test_cycle_is_printed_as_a_path() -> None:
+    finding = one(
+        """\
+        version: 1
+        name: x
+        steps:
+          extract: {run: echo}
+          transform: {run: echo, needs: [extract, load]}
+          load: {run: echo, needs: [transform]}
+        """,
+        "cycle",
+    )
+    assert finding.line == 6
+    assert finding.message == "the needs form a cycle: load -> transform -> load"
+
+
+def test_step_id_colliding_with_a_generated_job_id() -> None:
+    finding = one(
+        """\
+        version: 1
+        name: x
+        steps:
+          load: {run: echo, foreach: {items: [a, b]}}
+          load[0]: {run: echo}
+        """,
+        "generated-id",
+    )
+    assert (finding.line, finding.col) == (5, 3)
+    assert finding.message.startswith("step id 'load[0]' collides with the job ids generated")
+
+
+def test_step_id_colliding_with_a_hook_job_id() -> None:
+    finding = one(
+        """\
+        version: 1
+        name: x
+        steps:
+          finally: {run: echo}
+        """,
+        "reserved-id",
+    )
+    assert (finding.line, finding.message) == (
+        4,
+        "step id 'finally' is the job id of the finally hook",
+    )
+
+
+# -- templates ------------------------------------------------------------------------------
+
+
+def test_unknown_param_reference() -> None:
+    finding = one(
+        """\
+        version: 1
+        name: x
+        params:
+          date: {type: date, default: "2025-01-31"}
+        steps:
+          a:
+            run: echo ${{ params.dat }}
+        """,
+        "template",
+    )
+    assert finding.line == 7
+    assert finding.message == "unknown param 'dat' in 'params.dat'"
+    assert finding.hint == "did you mean 'date'?"
+
+
+def test_unknown_root_reference() -> None:
+    finding = one(
+        """\
+        version: 1
+        name: x
+        steps:
+          a:
+            run: echo ${{ parms.date }}
+        """,
+        "template",
+    )
+    assert (finding.line, finding.hint) == (5, "did you mean 'params'?")
+
+
+def test_unknown_run_field() -> None:
+    finding = one(
+        """\
+        version: 1
+        name: x
+        steps:
+          a: {run: "echo ${{ run.logical_day }}"}
+        """,
+        "template",
+    )
+    assert finding.message == "unknown reference 'run.logical_day'"
+    assert finding.hint == "did you mean 'logical_date'?"
+
+
+def test_reference_to_a_step_that_is_not_upstream() -> None:
+    finding = one(
+        """\
+        version: 1
+        name: x
+        steps:
+          extract_crm: {job: tasks.crm}
+          extract_orders: {run: echo}
+          transform:
+            job: tasks.transform
+            needs: [extract_orders]
+            with: {crm: "${{ steps.extract_crm.outputs.uri }}"}
+        """,
+        "template",
+    )
+    assert finding.line == 9
+    assert finding.message == (
+        "step 'transform' reads steps.extract_crm.outputs but does not depend on 'extract_crm'"
+    )
+    assert finding.hint == "add it to needs: needs: [extract_orders, extract_crm]"
+
+
+def test_reference_to_a_step_upstream_through_others_is_fine() -> None:
+    valid(
+        """\
+        version: 1
+        name: x
+        steps:
+          a: {job: tasks.a}
+          b: {run: echo, needs: [a]}
+          c: {job: tasks.c, needs: [b], with: {x: "${{ steps.a.outputs.x }}"}}
+        """
+    )
+
+
+def test_foreach_items_not_a_list() -> None:
+    finding = one(
+        """\
+        version: 1
+        name: x
+        params:
+          region: {type: string, default: de}
+        steps:
+          load:
+            job: tasks.load
+            foreach: {items: "${{ params.region }}"}
+        """,
+        "foreach-items",
+    )
+    assert finding.line == 8
+    assert finding.message == "foreach.items must be a list: params.region is of type string"
+    assert finding.hint == "declare params.region with 'type: array'"
+
+
+def test_foreach_items_that_are_plain_text() -> None:
+    finding = one(
+        """\
+        version: 1
+        name: x
+        steps:
+          load:
+            job: tasks.load
+            foreach: {items: de, at}
+        """,
+        "foreach-items",
+    )
+    assert finding.line == 6
+    assert "foreach.items must be a list, or one template" in finding.message
+
+
+def test_foreach_items_over_step_outputs_are_refused() -> None:
+    finding = one(
+        """\
+        version: 1
+        name: x
+        steps:
+          list: {job: tasks.list}
+          load:
+            job: tasks.load
+            needs: [list]
+            foreach: {items: "${{ steps.list.outputs.regions }}"}
+        """,
+        "foreach-items",
+    )
+    assert finding.line == 8
+    assert "the items are fixed when the run is submitted" in finding.message
+    assert "array param" in finding.hint
+
+
+def test_param_default_that_does_not_match_its_type() -> None:
+    finding = one(
+        """\
+        version: 1
+        name: x
+        params:
+          regions: {type: array, items: {type: string}, default: [de, 7]}
+        steps:
+          a: {run: echo}
+        """,
+        "param-default",
+    )
+    assert finding.line == 4
+    assert finding.message == (
+        "the default of param 'regions' does not match its type: "
+        "item 1: expected a string, got the number 7"
+    )
+
+
+def test_malformed_template() -> None:
+    finding = one(
+        """\
+        version: 1
+        name: x
+        steps:
+          a: {run: "echo ${{ params.x | upper }}"}
+        """,
+        "template-syntax",
+    )
+    assert finding.line == 4
+    assert "is not a reference" in finding.message
+
+
+def test_template_where_nothing_is_rendered() -> None:
+    finding = one(
+        """\
+        version: 1
+        name: x
+        tags: ["${{ run.id }}"]
+        steps:
+          a: {run: echo}
+        """,
+        "template-place",
+    )
+    assert (finding.line, finding.message) == (3, "templates are not expanded in tags[0]")
+
+
+# -- schedule -------------------------------------------------------------------------------
+
+SCHEDULED = """\
+version: 1
+name: x
+schedule:
+  cron: {cron}
+  timezone: {timezone}
+steps:
+  a: {{run: echo}}
+"""
+
+
+def _schedule(cron: str, timezone: str = "Europe/Berlin") -> list[str]:
+    text = SCHEDULED.format(cron=cron, timezone=timezone)
+    return [
+        f"{f.line}: {f.severity}: {f.message} | {f.hint}"
+        for f in check(text)
+        if f.code == "schedule"
+    ]
+
+
+def test_cron_with_the_wrong_field_count() -> None:
+    [finding] = _schedule('"0 2 * *"')
+    assert finding.startswith("4: error: '0 2 * *': 4 fields, expected 5")
+
+
+def test_cron_value_out_of_range() -> None:
+    [finding] = _schedule('"0 25 * * *"')
+    assert finding.startswith("4: error: '0 25 * * *': hour value 25 is out of range 0-23")
+
+
+def test_cron_that_never_fires() -> None:
+    [finding] = _schedule('"0 0 30 2 *"')
+    assert finding.startswith("4: error: '0 0 30 2 *': never fires")
+
+
+def test_cron_list_entries_are_located_one_by_one() -> None:
+    text = "version: 1\nname: x\nschedule:\n  cron:\n    - '0 2 * * *'\n    - '61 * * * *'\n"
+    text += "steps:\n  a: {run: echo}\n"
+    [finding] = [f for f in check(text) if f.code == "schedule"]
+    assert finding.line == 6
+    assert "minute value 61 is out of range 0-59" in finding.message
+
+
+def test_unknown_time_zone_suggests_one() -> None:
+    [finding] = _schedule('"0 4 * * *"', "Europe/Berln")
+    assert finding == "5: error: unknown time zone 'Europe/Berln' | did you mean 'Europe/Berlin'?"
+
+
+def test_fire_time_in_a_daylight_saving_gap_says_what_happens() -> None:
+    findings = _schedule('"30 2 * * 0"')
+    gap = [f for f in findings if "does not exist" in f]
+    assert len(gap) == 1
+    assert gap[0].startswith(
+        "4: warning: '30 2 * * 0' in Europe/Berlin: 02:30 does not exist on 2026-03-29 "
+        "(clocks jump from 02:00 to 03:00): fires once at 03:00"
+    )
+
+
+def test_fire_time_repeated_in_an_overlap_says_what_happens() -> None:
+    findings = _schedule('"30 2 * * 0"')
+    overlap = [f for f in findings if "twice" in f]
+    assert len(overlap) == 1
+    assert "02:30 occurs twice on 2026-10-25" in overlap[0]
+    assert "fires once, at the first occurrence" in overlap[0]
+
+
+def test_scheduled_flow_with_a_required_param_without_default() -> None:
+    finding = one(
+        """\
+        version: 1
+        name: x
+        params:
+          customer: {type: string}
+        schedule: {cron: "0 4 * * *"}
+        steps:
+          a: {run: "echo ${{ params.customer }}"}
+        """,
+        "schedule-param",
+    )
+    assert finding.line == 4
+    assert finding.message == "param 'customer' is required, but scheduled runs give no params"
+
+
+def test_catch_up_that_would_enqueue_too_many_runs() -> None:
+    finding = one(
+        """\
+        version: 1
+        name: x
+        schedule:
+          cron: "* * * * *"
+          catchup: {policy: all, window: 7d}
+        steps:
+          a: {run: echo}
+        """,
+        "schedule",
+    )
+    assert finding.line == 5
+    assert finding.severity is Severity.WARNING
+    assert "catch-up policy all can enqueue more than 1000 runs" in finding.message
+    assert "max_runs" in finding.hint
+
+
+# -- engine ---------------------------------------------------------------------------------
+
+
+def test_job_whose_module_does_not_import(tmp_path: Path) -> None:
+    (tmp_path / "broken_tasks.py").write_text("import not_a_module_anywhere\n")
+    (tmp_path / "good_tasks.py").write_text("def extract(job):\n    return {}\n")
+    text = """\
+        version: 1
+        name: x
+        steps:
+          a: {job: broken_tasks.extract}
+          b: {job: good_tasks.extrakt}
+          c: {job: good_tasks.extract}
+        """
+    findings = [f for f in check(text, flow_dir=tmp_path, check_imports=True) if f.code == "import"]
+    assert [(f.line, f.message, f.hint) for f in findings] == [
+        (
+            4,
+            "job 'broken_tasks.extract' does not import: ModuleNotFoundError: "
+            "No module named 'not_a_module_anywhere'",
+            "make 'broken_tasks' importable from the flow file's folder",
+        ),
+        (
+            5,
+            "job 'good_tasks.extrakt': module 'good_tasks' has no 'extrakt'",
+            "did you mean 'extract'?",
+        ),
+    ]
+    assert not [f for f in check(text, flow_dir=tmp_path) if f.code == "import"]  # opt-in only
+
+
+def test_heartbeat_not_shorter_than_timeout() -> None:
+    finding = one(
+        """\
+        version: 1
+        name: x
+        defaults: {timeout: 1m}
+        steps:
+          a:
+            run: echo
+            heartbeat: 1m
+        """,
+        "heartbeat",
+    )
+    assert finding.line == 7
+    assert finding.message.startswith("step 'a': heartbeat 1m is not shorter than timeout 1m")
+
+
+# -- all at once ----------------------------------------------------------------------------
+
+
+def test_every_finding_is_reported_at_once_in_file_order() -> None:
+    findings = check(
+        """\
+        version: 1
+        name: Sales ETL
+        steps:
+          extract:
+            run: echo ${{ params.dat }}
+            timout: 5m
+          load:
+            job: tasks.load
+            needs: [extrct]
+            trigger_rule: sometimes
+        """
+    )
+    assert [(f.line, f.code) for f in findings] == [
+        (2, "bad-format"),
+        (5, "template"),
+        (6, "unknown-key"),
+        (9, "unknown-need"),
+        (10, "bad-value"),
+    ]
+    assert has_errors(findings)
+
+
+def test_a_clean_file_has_no_findings() -> None:
+    assert (
+        check(
+            textwrap.dedent(
+                """\
+            version: 1
+            name: clean
+            steps:
+              a: {run: echo a}
+              b: {job: tasks.b, needs: a, with: {a: "${{ steps.a.outputs.x }}"}}
+            """
+            )
+        )
+        == []
+    )
