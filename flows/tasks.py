@@ -47,6 +47,9 @@ def _kill_group(process: subprocess.Popen[bytes]) -> None:
 
 
 def shell(job: JobContext) -> dict[str, Any]:
+    # Stopped through on_stop (the killed process ends the read below), never by an exception
+    # raised in this thread: one landing just after Popen would leave the process running.
+    job.interrupt_thread = False
     command = job.data.get("command")
     if not isinstance(command, str) or not command.strip():
         raise ValueError("a shell job needs data.command (a non-empty string)")

@@ -23,6 +23,10 @@ class JobContext:
     outputs resolved). ``sandbox`` is a fresh directory for this run. ``stopped`` is set when the
     worker wants the job to stop (lock lost, timeout, shutdown): long-running jobs may poll it;
     callbacks registered with :meth:`on_stop` run then (the shell task kills its process group).
+    Then the worker raises an exception inside the job's thread, unless the job set
+    ``interrupt_thread`` to False: it stops on its own when told (the shell task does, since an
+    exception raised at any point could land between starting a process and registering the
+    callback that kills it).
     """
 
     job: Job
@@ -32,6 +36,7 @@ class JobContext:
     stopped: threading.Event = field(default_factory=threading.Event)
     stop_reason: str = ""
     thread_id: int | None = None
+    interrupt_thread: bool = True
     _on_stop: list[Callable[[], None]] = field(default_factory=list)
 
     @property

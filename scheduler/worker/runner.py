@@ -71,9 +71,9 @@ def run(ctx: JobContext) -> Outcome:
     try:
         value = function(ctx)
     except JobInterrupted as interrupt:
-        if isinstance(interrupt, TimeoutInterrupt) or ctx.stop_reason == "timeout":
-            return _retry(ctx, "timeout", f"job exceeded its timeout of {ctx.options.timeout}s")
-        return Outcome("lost", message=interrupt.reason)
+        if isinstance(interrupt, TimeoutInterrupt):
+            return stopped(ctx, "timeout")
+        return stopped(ctx, ctx.stop_reason or interrupt.reason)
     except RetryJob as retry:
         return _retry(
             ctx, retry.group or "retry", retry.message or "job asked for a retry", retry.delay
@@ -85,11 +85,20 @@ def run(ctx: JobContext) -> Outcome:
     except Exception as error:
         if ctx.stopped.is_set():
             # The job failed because we stopped it (e.g. its subprocess was killed).
-            if ctx.stop_reason == "timeout":
-                return _retry(ctx, "timeout", f"job exceeded its timeout of {ctx.options.timeout}s")
-            return Outcome("lost", message=ctx.stop_reason)
+            return stopped(ctx, ctx.stop_reason)
         group = getattr(error, "group", None) or type(error).__name__
         return _retry(ctx, str(group), traceback.format_exc())
     if ctx.stopped.is_set() and ctx.stop_reason != "timeout":
-        return Outcome("lost", message=ctx.stop_reason)
+        return stopped(ctx, ctx.stop_reason)
     return Outcome("complete", result=_json_result(value))
+
+
+def stopped(ctx: JobContext, reason: str) -> Outcome:
+    """The outcome of a run the worker stopped: a timeout uses a retry; at shutdown the job is
+    handed back (only now that its run has ended, so no other worker runs it meanwhile); after a
+    lost lock there is nothing to report."""
+    if reason == "timeout":
+        return _retry(ctx, "timeout", f"job exceeded its timeout of {ctx.options.timeout}s")
+    if reason == "shutdown":
+        return Outcome("release")
+    return Outcome("lost", message=reason)

@@ -306,7 +306,9 @@ class Worker:
             self._apply(active, outcome)
         finally:
             with self._lock:
-                self._active.pop(active.ctx.jid, None)
+                # Only this run's entry: after a lost lock this worker may hold a newer run of it.
+                if self._active.get(active.ctx.jid) is active:
+                    del self._active[active.ctx.jid]
                 self.processed += 1
             self._wake.set()
 
@@ -376,11 +378,16 @@ class Worker:
         active.stop_requested = time.monotonic()
         ctx.request_stop(reason)
         with active.guard:
-            if active.interruptible and ctx.thread_id is not None:
+            if active.interruptible and ctx.interrupt_thread and ctx.thread_id is not None:
                 _raise_in_thread(ctx.thread_id, exc)
 
     def _drain(self) -> None:
-        """Let running jobs finish for up to shutdown_grace, then hand the rest back."""
+        """Let running jobs finish for up to shutdown_grace, then stop and hand back the rest.
+
+        A stopped job is handed back by its own thread once it has stopped (its outcome is
+        `release`), or by the monitor when the thread is stuck past kill_after: never while it may
+        still be running here, and the wait for a stuck thread is bounded.
+        """
         deadline = time.monotonic() + self.shutdown_grace
         while self._active and time.monotonic() < deadline and self._signals < 2:
             self._wake.wait(0.05)
@@ -388,11 +395,16 @@ class Worker:
         with self._lock:
             remaining = list(self._active.values())
         for active in remaining:
-            jid = active.ctx.jid
-            with contextlib.suppress(EngineError, redis.RedisError):
-                self.client.engine.call("release", jid, self.name, 0)
-                log.info("job %s handed back to its queue (shutdown)", jid)
             self._stop_job(active, "shutdown", ShutdownInterrupt)
+        deadline = time.monotonic() + self.kill_after + 1
+        while self._active and time.monotonic() < deadline and self._signals < 2:
+            self._wake.wait(0.05)
+            self._wake.clear()
+        with self._lock:
+            stuck = list(self._active.values())
+        for active in stuck:  # the monitor did not get to them: give up on their threads here
+            self._abandoned += 1
+            self._settle(active, _stopped_outcome(active.ctx))
 
     # -- helper threads -------------------------------------------------------------------------
 
@@ -425,8 +437,22 @@ class Worker:
         except ValueError:
             return
         active = self._active.get(str(event.get("jid")))
-        if active is not None and event.get("event") in ("lock_lost", "canceled"):
-            self._stop_job(active, str(event["event"]).replace("_", "-"), LockLostInterrupt)
+        if active is None or event.get("event") not in ("lock_lost", "canceled"):
+            return
+        if self._holds(active):
+            # The message is about an earlier run: this worker has popped the job again since
+            # (a pop that reclaims an expired lock tells its old worker after handing it out).
+            log.info("job %s: stale %s ignored, the lock is held", active.ctx.jid, event["event"])
+            return
+        self._stop_job(active, str(event["event"]).replace("_", "-"), LockLostInterrupt)
+
+    def _holds(self, active: Active) -> bool:
+        """Whether this worker still holds the job's lock (the engine decides: a heartbeat)."""
+        try:
+            active.ctx.job.heartbeat()
+        except (EngineError, redis.RedisError):
+            return False
+        return True
 
     def _monitor(self) -> None:
         while not self._done.is_set():
@@ -534,11 +560,4 @@ def _popped_at(raw: dict[str, Any]) -> float:
 
 def _stopped_outcome(ctx: JobContext, interrupt: JobInterrupted | None = None) -> runner.Outcome:
     reason = ctx.stop_reason or (interrupt.reason if interrupt else "interrupted")
-    if reason == "timeout":
-        return runner.Outcome(
-            "retry",
-            group="timeout",
-            message="job exceeded its timeout",
-            delay=ctx.options.retry.delay_for(ctx.attempt),
-        )
-    return runner.Outcome("lost", message=reason)
+    return runner.stopped(ctx, reason)

@@ -1,0 +1,816 @@
+"""The worker end to end: real jobs, real threads and processes, on the embedded server.
+
+Job functions live in ``worker_tasks.py`` next to this file; every job carries that folder in its
+``_flows.pythonpath`` envelope option, so worker subprocesses import it the way they would import a
+flow's modules. In-process workers (``Worker.run()`` in a thread, ended with ``stop()``) cover what
+needs no process; ``python -m scheduler.worker`` and :class:`WorkerPool` processes cover kill -9,
+signals, registration and restarts. Lock expiry is real time here: queues that need it get a
+one-second ``<queue>-heartbeat`` and ``grace-period`` 0. Nothing sleeps for a fixed time where a
+condition can be polled: :func:`wait_for` polls with a deadline.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Literal, TypeVar
+
+import pytest
+import redis
+import worker_tasks
+
+from scheduler.client import Client
+from scheduler.errors import LockLost
+from scheduler.job import Job, dumps
+from scheduler.scripts import Engine
+from scheduler.server import EmbeddedServer
+from scheduler.worker import Worker, WorkerPool
+
+T = TypeVar("T")
+
+TASKS_DIR = str(Path(__file__).resolve().parent)
+ROOT = Path(__file__).resolve().parents[2]
+SHELL = "flows.tasks.shell"
+
+
+# -- helpers ------------------------------------------------------------------------------------
+
+
+def wait_for(
+    condition: Callable[[], T | Literal[False] | None],
+    timeout: float = 10.0,
+    what: str = "condition",
+) -> T:
+    """Poll ``condition`` until it returns something truthy (returned), or fail at the deadline."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"gave up after {timeout:g}s waiting for {what}")
+        time.sleep(0.01)
+
+
+def put(
+    client: Client,
+    queue: str,
+    task: str,
+    data: dict[str, Any] | None = None,
+    *,
+    timeout: float | None = None,
+    retry: dict[str, Any] | None = None,
+    pythonpath: list[str] | None = None,
+    **options: Any,
+) -> str:
+    """Put a job of ``worker_tasks.<task>`` (or a dotted klass) with its run options."""
+    envelope: dict[str, Any] = {"pythonpath": [TASKS_DIR, *(pythonpath or [])]}
+    if timeout is not None:
+        envelope["timeout"] = timeout
+    if retry is not None:
+        envelope["retry"] = retry
+    klass = task if "." in task else f"worker_tasks.{task}"
+    return client.queues[queue].put(klass, {**(data or {}), "_flows": envelope}, **options)
+
+
+NO_BACKOFF = {"backoff": "fixed", "delay": 0, "jitter": 0}
+
+
+def raw_job(engine: Engine, jid: str) -> dict[str, Any]:
+    """The job as the engine describes it (data left as text: it may not be JSON)."""
+    reply = engine.call("get", jid)
+    assert reply, f"job {jid} does not exist"
+    job: dict[str, Any] = json.loads(reply)
+    return job
+
+
+def state_of(client: Client, jid: str) -> str:
+    return str(raw_job(client.engine, jid)["state"])
+
+
+def wait_state(client: Client, jid: str, *states: str, timeout: float = 10.0) -> Job:
+    wait_for(lambda: state_of(client, jid) in states, timeout, f"job {jid} to be {states}")
+    return client.jobs[jid]
+
+
+def history(job: Job, what: str) -> list[dict[str, Any]]:
+    return [entry for entry in job.history if entry.get("what") == what]
+
+
+def read_marks(path: Path, event: str | None = None) -> list[list[str]]:
+    """``[event, jid, pid, attempt, time]`` lines written by ``worker_tasks.mark``."""
+    if not path.exists():
+        return []
+    rows = [line.split() for line in path.read_text().splitlines() if line]
+    return [row for row in rows if event is None or row[0] == event]
+
+
+def wait_marks(path: Path, event: str, count: int = 1, timeout: float = 10.0) -> list[list[str]]:
+    return wait_for(
+        lambda: len(read_marks(path, event)) >= count and read_marks(path, event),
+        timeout,
+        f"{count} {event!r} mark(s) in {path.name}",
+    )
+
+
+def process_alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie nobody reaped yet counts as gone)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+@contextmanager
+def in_process_worker(
+    engine: Engine, queues: list[str], name: str = "w1", **options: Any
+) -> Iterator[Worker]:
+    """A Worker running in a thread of this process; stopped and joined at the end."""
+    options.setdefault("poll_interval", 0.1)
+    options.setdefault("shutdown_grace", 1.0)
+    worker = Worker(Client.from_engine(engine, worker_name=name), queues, **options)
+    thread = threading.Thread(target=worker.run, name=f"worker-{name}", daemon=True)
+    thread.start()
+    try:
+        yield worker
+    finally:
+        worker.stop()
+        thread.join(15)
+    assert not thread.is_alive(), "the worker did not stop"
+
+
+def run_burst(engine: Engine, queues: list[str], name: str = "w1", **options: Any) -> int:
+    """Run a burst worker in a thread until its queues are empty; its exit code."""
+    worker = Worker(Client.from_engine(engine, worker_name=name), queues, burst=True, **options)
+    codes: list[int] = []
+    thread = threading.Thread(target=lambda: codes.append(worker.run()), daemon=True)
+    thread.start()
+    thread.join(30)
+    assert not thread.is_alive(), "the burst worker did not end"
+    return codes[0]
+
+
+class Processes:
+    """Worker subprocesses of one test; any still running at the end is killed."""
+
+    def __init__(self, server: EmbeddedServer, tmp_path: Path) -> None:
+        self.server = server
+        self.tmp_path = tmp_path
+        self.started: list[tuple[subprocess.Popen[bytes], Path]] = []
+
+    def env(self) -> dict[str, str]:
+        return dict(os.environ, FLOWS_REDIS_URL=self.server.url)
+
+    def spawn(self, command: list[str], label: str) -> subprocess.Popen[bytes]:
+        log = self.tmp_path / f"{label}-{len(self.started)}.log"
+        with log.open("wb") as output:
+            process = subprocess.Popen(
+                command, env=self.env(), cwd=ROOT, stdout=output, stderr=subprocess.STDOUT
+            )
+        self.started.append((process, log))
+        return process
+
+    def worker(
+        self, queues: list[str], *args: str, name: str | None = None, log_level: str = "INFO"
+    ) -> subprocess.Popen[bytes]:
+        """``python -m scheduler.worker`` on ``queues``."""
+        command = [sys.executable, "-m", "scheduler.worker", "-q", ",".join(queues)]
+        command += ["--poll-interval", "0.1", "--log-level", log_level, *args]
+        if name:
+            command += ["--name", name]
+        return self.spawn(command, name or "worker")
+
+    def log(self, process: subprocess.Popen[bytes]) -> str:
+        for started, log in self.started:
+            if started is process:
+                return log.read_text(errors="replace")
+        return ""
+
+    def wait_exit(self, process: subprocess.Popen[bytes], timeout: float = 10.0) -> int:
+        try:
+            return process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            raise AssertionError(
+                f"process {process.pid} still running after {timeout:g}s:\n{self.log(process)}"
+            ) from None
+
+    def close(self) -> None:
+        """SIGTERM what still runs (a pool passes it on to its children), then SIGKILL."""
+        running = [process for process, _ in self.started if process.poll() is None]
+        for process in running:
+            process.terminate()
+        for process in running:
+            try:
+                process.wait(5)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait(5)
+
+
+@pytest.fixture
+def client(engine: Engine) -> Client:
+    return Client.from_engine(engine, worker_name="test-client")
+
+
+@pytest.fixture
+def procs(server: EmbeddedServer, tmp_path: Path, redis_client: redis.Redis) -> Iterator[Processes]:
+    processes = Processes(server, tmp_path)
+    try:
+        yield processes
+    finally:
+        processes.close()
+
+
+def worker_info(engine: Engine) -> dict[str, dict[str, Any]]:
+    info: dict[str, dict[str, Any]] = json.loads(engine.call("worker.info"))
+    return info
+
+
+def worker_names(engine: Engine) -> list[str]:
+    return [entry["name"] for entry in json.loads(engine.call("workers"))]
+
+
+# -- order --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("strategy", "expected"),
+    [
+        ("ordered", "C C C B B A A A A A"),
+        ("round-robin", "C B A C B A C A A A"),
+    ],
+)
+def test_strategy_decides_the_order_jobs_run_in(
+    client: Client, engine: Engine, tmp_path: Path, strategy: str, expected: str
+) -> None:
+    log = tmp_path / "order.log"
+    for queue, count in (("A", 5), ("B", 2), ("C", 3)):
+        for _ in range(count):
+            put(client, queue, "record", {"log": str(log), "tag": queue})
+    assert run_burst(engine, ["C", "B", "A"], strategy=strategy, threads=1) == 0
+    assert log.read_text().split() == expected.split()
+
+
+# -- many jobs, several processes ---------------------------------------------------------------
+
+
+def test_many_jobs_over_two_processes_run_exactly_once(
+    client: Client,
+    engine: Engine,
+    server: EmbeddedServer,
+    tmp_path: Path,
+    redis_client: redis.Redis,
+) -> None:
+    log = tmp_path / "bulk.log"
+    data = dumps({"log": str(log), "_flows": {"pythonpath": [TASKS_DIR]}})
+    jids = [f"bulk-{n:04d}" for n in range(2000)]
+    pipe = engine.pipeline()
+    for jid in jids:
+        pipe.call("put", "test-client", "bulk", jid, "worker_tasks.record", data, 0)
+    pipe.execute()
+
+    pool = WorkerPool(
+        server.url, ["bulk"], processes=2, burst=True, poll_interval=0.1, log_level="WARNING"
+    )
+    codes: list[int] = []
+    thread = threading.Thread(target=lambda: codes.append(pool.run()), daemon=True)
+    thread.start()
+    thread.join(50)
+    if thread.is_alive():
+        for child in pool._children.values():
+            child.process.kill()
+        raise AssertionError("the pool did not finish its burst")
+    assert codes == [0]
+
+    runs = Counter(log.read_text().split())
+    assert set(runs) == set(jids)
+    assert [jid for jid, n in runs.items() if n != 1] == []
+    states = redis_client.pipeline(transaction=False)
+    for jid in jids:
+        states.hget(f"ql:j:{jid}", "state")
+    assert Counter(states.execute()) == {"complete": 2000}
+
+
+# -- crashes and lock expiry --------------------------------------------------------------------
+
+
+def test_a_job_whose_worker_is_killed_runs_again_after_its_lock_expires(
+    client: Client, engine: Engine, procs: Processes, tmp_path: Path
+) -> None:
+    client.config["crash-heartbeat"] = 1
+    client.config["grace-period"] = 0
+    marks = tmp_path / "marks"
+    jid = put(client, "crash", "busy_first_attempt", {"marks": str(marks)})
+    victim = procs.worker(["crash"], name="victim")
+    [started] = wait_marks(marks, "started")
+    assert started[2] == str(victim.pid)
+
+    victim.kill()
+    victim.wait()
+    with in_process_worker(engine, ["crash"], name="rescuer", poll_interval=0.05):
+        job = wait_state(client, jid, "complete")
+    assert job.result == 2
+    assert [(h["what"], h.get("worker")) for h in job.history if h["what"] != "put"] == [
+        ("popped", "victim"),
+        ("popped", "rescuer"),
+        ("done", "rescuer"),
+    ]
+    assert job.remaining == job.retries - 1
+
+
+# -- timeouts -----------------------------------------------------------------------------------
+
+
+def test_a_python_job_over_its_timeout_is_retried_then_failed_as_timeout(
+    client: Client, engine: Engine, tmp_path: Path
+) -> None:
+    marks = tmp_path / "marks"
+    jid = put(client, "q", "busy", {"marks": str(marks)}, timeout=0.3, retry=NO_BACKOFF, retries=1)
+    with in_process_worker(engine, ["q"], poll_interval=0.05):
+        job = wait_state(client, jid, "failed")
+    assert job.failure is not None
+    assert job.failure["group"] == "timeout"
+    assert "timeout" in job.failure["message"]
+    assert [h.get("group") for h in history(job, "retried")] == ["timeout"]
+    assert len(read_marks(marks, "started")) == 2
+    assert read_marks(marks, "finished") == []
+
+
+def test_a_shell_job_over_its_timeout_is_killed_retried_then_failed_as_timeout(
+    client: Client, engine: Engine, tmp_path: Path
+) -> None:
+    pids = tmp_path / "pids"
+    command = f'sleep 30 & echo "$$ $!" >> {pids}; wait'
+    jid = put(client, "q", SHELL, {"command": command}, timeout=0.3, retry=NO_BACKOFF, retries=1)
+    with in_process_worker(engine, ["q"], poll_interval=0.05):
+        job = wait_state(client, jid, "failed")
+    assert job.failure is not None
+    assert job.failure["group"] == "timeout"
+    assert [h.get("group") for h in history(job, "retried")] == ["timeout"]
+    started = [int(pid) for line in pids.read_text().splitlines() for pid in line.split()]
+    assert len(started) == 4  # the shell and its sleep, on each of the two attempts
+    wait_for(
+        lambda: not any(process_alive(pid) for pid in started), 5, "the shell processes to die"
+    )
+
+
+@contextmanager
+def gate_closed() -> Iterator[None]:
+    """``worker_tasks.blocked`` jobs block until the end of the block; then their threads end."""
+    worker_tasks.GATE.clear()
+    try:
+        yield
+    finally:
+        worker_tasks.GATE.set()
+        wait_for(
+            lambda: not [t for t in threading.enumerate() if t.name.startswith("flows-job")],
+            what="the blocked job threads to end",
+        )
+
+
+def test_a_job_stuck_in_c_code_past_its_timeout_is_given_up_after_kill_after(
+    client: Client, engine: Engine, tmp_path: Path
+) -> None:
+    marks = tmp_path / "marks"
+    jid = put(client, "q", "blocked", {"marks": str(marks)}, timeout=0.2, retries=0)
+    with gate_closed(), in_process_worker(engine, ["q"], kill_after=0.3):
+        job = wait_state(client, jid, "failed", timeout=5)
+        assert job.failure is not None
+        assert job.failure["group"] == "timeout"
+        # The worker goes on with a fresh thread while the stuck one is left behind.
+        assert wait_state(client, put(client, "q", "echo"), "complete", timeout=5)
+    assert read_marks(marks, "finished") == []
+
+
+# -- lock lost while running ----------------------------------------------------------------------
+
+
+def test_a_shell_job_whose_lock_is_taken_away_is_killed_and_never_completed(
+    client: Client, engine: Engine, tmp_path: Path
+) -> None:
+    pids, again = tmp_path / "pids", tmp_path / "again"
+    command = f'[ -e {again} ] && exit 0; sleep 30 & echo "$$ $!" > {pids}; wait'
+    jid = put(client, "q", SHELL, {"command": command})
+    with in_process_worker(engine, ["q"], name="w1", poll_interval=0.05):
+        wait_for(lambda: pids.exists() and len(pids.read_text().split()) == 2, what="the shell")
+        started = [int(pid) for pid in pids.read_text().split()]
+        client.queues["q"].pause()  # so that w1 does not take the job straight back
+        client.jobs[jid].timeout()
+        wait_for(lambda: not any(process_alive(pid) for pid in started), 5, "the shell to die")
+
+        # w1 reports nothing for the stopped run, and could not: its lock is gone.
+        job = client.jobs[jid]
+        assert history(job, "done") == []
+        assert job.state == "stalled"
+        stale = Client.from_engine(engine, worker_name="w1").jobs[jid]
+        with pytest.raises(LockLost):
+            stale.complete()
+        assert history(client.jobs[jid], "done") == []
+
+        # The next pop takes the job back (one retry used) and this run completes.
+        again.touch()
+        client.queues["q"].unpause()
+        job = wait_state(client, jid, "complete")
+    assert [h["what"] for h in job.history] == ["put", "popped", "timed-out", "popped", "done"]
+    assert job.remaining == job.retries - 1
+
+
+def test_a_new_run_of_a_job_is_not_disturbed_by_its_stale_run_ending(
+    client: Client, engine: Engine, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Run 1 loses its lock but is stuck in C code; the same worker pops the job again (run 2).
+    # When run 1 finally ends, run 2 must stay tracked (heartbeats, slot) and complete the job.
+    client.config["q-heartbeat"] = 1
+    client.config["grace-period"] = 0
+    marks = tmp_path / "marks"
+    jid = put(client, "q", "blocked_first_attempt", {"marks": str(marks), "seconds": 2})
+    with gate_closed(), in_process_worker(engine, ["q"], threads=2, poll_interval=0.05):
+        wait_marks(marks, "started")
+        client.queues["q"].pause()
+        client.jobs[jid].timeout()
+        wait_for(lambda: f"job {jid}: stopping (lock-lost)" in caplog.text, what="the stop")
+        client.queues["q"].unpause()
+        [_, second] = wait_marks(marks, "started", 2)
+        assert second[3] == "2"
+        worker_tasks.GATE.set()  # run 1 ends now, run 2 goes on for 2 s on a 1 s lock
+        job = wait_state(client, jid, "complete")
+    assert [h["what"] for h in job.history] == ["put", "popped", "timed-out", "popped", "done"]
+    assert job.result == 2
+    assert len(read_marks(marks, "started")) == 2
+
+
+@pytest.mark.parametrize("kind", ["python", "shell"])
+def test_a_canceled_job_is_stopped_and_the_worker_goes_on(
+    client: Client, engine: Engine, tmp_path: Path, kind: str
+) -> None:
+    marks, pids, log = tmp_path / "marks", tmp_path / "pids", tmp_path / "log"
+    if kind == "python":
+        jid = put(client, "q", "busy", {"marks": str(marks)})
+    else:
+        jid = put(client, "q", SHELL, {"command": f'sleep 30 & echo "$$ $!" > {pids}; wait'})
+    with in_process_worker(engine, ["q"], threads=1):
+        if kind == "python":
+            wait_marks(marks, "started")
+        else:
+            wait_for(lambda: pids.exists() and len(pids.read_text().split()) == 2, what="shell")
+        assert client.jobs.cancel(jid) == [jid]
+        after = put(client, "q", "record", {"log": str(log)})
+        wait_state(client, after, "complete", timeout=5)  # the slot was freed
+    assert client.jobs.get(jid) is None
+    assert read_marks(marks, "finished") == []
+    if kind == "shell":
+        started = [int(pid) for pid in pids.read_text().split()]
+        wait_for(lambda: not any(process_alive(pid) for pid in started), 5, "the shell to die")
+
+
+# -- shutdown -----------------------------------------------------------------------------------
+
+
+def test_sigterm_hands_unfinished_jobs_back_after_the_grace(
+    client: Client, procs: Processes, tmp_path: Path
+) -> None:
+    marks = tmp_path / "marks"
+    jid = put(client, "q", "busy", {"marks": str(marks)})
+    worker = procs.worker(["q"], "--shutdown-grace", "0.3", name="leaver")
+    wait_marks(marks, "started")
+    worker.send_signal(signal.SIGTERM)
+    assert procs.wait_exit(worker) == 0
+    job = client.jobs[jid]
+    assert job.state == "waiting"
+    assert job.remaining == job.retries
+    assert job.history[-1]["what"] == "released"
+    assert job.history[-1]["worker"] == "leaver"
+    assert read_marks(marks, "finished") == []
+
+
+def test_sigterm_lets_a_job_finish_within_the_grace(
+    client: Client, procs: Processes, tmp_path: Path
+) -> None:
+    marks = tmp_path / "marks"
+    jid = put(client, "q", "busy", {"marks": str(marks), "seconds": 0.3})
+    worker = procs.worker(["q"], "--shutdown-grace", "10")
+    wait_marks(marks, "started")
+    worker.send_signal(signal.SIGTERM)
+    assert procs.wait_exit(worker) == 0
+    assert client.jobs[jid].state == "complete"
+
+
+def test_stop_hands_back_a_job_stuck_in_c_code_after_kill_after(
+    client: Client, engine: Engine, tmp_path: Path
+) -> None:
+    marks = tmp_path / "marks"
+    jid = put(client, "q", "blocked", {"marks": str(marks)})
+    worker = Worker(
+        Client.from_engine(engine, worker_name="w1"),
+        ["q"],
+        poll_interval=0.1,
+        shutdown_grace=0.1,
+        kill_after=0.3,
+    )
+    thread = threading.Thread(target=worker.run, daemon=True)
+    with gate_closed():
+        thread.start()
+        wait_marks(marks, "started")
+        assert state_of(client, jid) == "running"
+        worker.stop()
+        thread.join(5)  # the job would block until the gate opens
+        assert not thread.is_alive(), "the worker waited for a job stuck in C code"
+        job = client.jobs[jid]
+        assert job.state == "waiting"
+        assert job.remaining == job.retries
+        assert job.history[-1]["what"] == "released"
+    assert read_marks(marks, "finished") == []
+
+
+def test_a_second_signal_stops_at_once(client: Client, procs: Processes, tmp_path: Path) -> None:
+    marks = tmp_path / "marks"
+    jid = put(client, "q", "busy", {"marks": str(marks)})
+    worker = procs.worker(["q"], "--shutdown-grace", "60")
+    wait_marks(marks, "started")
+    worker.send_signal(signal.SIGTERM)
+    wait_for(lambda: "finishing running jobs" in procs.log(worker), what="the first signal")
+    worker.send_signal(signal.SIGTERM)
+    assert procs.wait_exit(worker, timeout=3) == 1
+    assert client.jobs[jid].state == "running"  # its lock expires; it was not handed back
+
+
+# -- failures -------------------------------------------------------------------------------------
+
+
+def test_import_errors_fail_the_job_with_the_traceback(
+    client: Client, engine: Engine, tmp_path: Path
+) -> None:
+    module = f"broken_{uuid.uuid4().hex}"
+    (tmp_path / f"{module}.py").write_text("raise RuntimeError('broken at import')\n")
+    missing = put(client, "q", "no_such_module_for_flows.run")
+    no_attribute = put(client, "q", "worker_tasks.no_such_function")
+    raising = put(client, "q", f"{module}.run", pythonpath=[str(tmp_path)])
+    assert run_burst(engine, ["q"]) == 0
+    expected = {
+        missing: "No module named 'no_such_module_for_flows'",
+        no_attribute: "has no attribute 'no_such_function'",
+        raising: "RuntimeError: broken at import",
+    }
+    for jid, text in expected.items():
+        job = client.jobs[jid]
+        assert job.state == "failed"
+        assert job.failure is not None
+        assert job.failure["group"] == "import-error"
+        assert "Traceback (most recent call last)" in job.failure["message"]
+        assert text in job.failure["message"]
+        assert job.remaining == job.retries  # an import error is not retried
+
+
+@pytest.mark.parametrize(
+    ("data", "text"),
+    [
+        ("this is not JSON", "JSONDecodeError"),
+        ("[1, 2, 3]", "not a JSON object: list"),
+        ('{"_flows": 3}', "'_flows'"),
+        ('{"_flows": {"timeout": "soon"}}', "malformed"),
+    ],
+)
+def test_a_broken_payload_fails_the_job(
+    client: Client, engine: Engine, redis_client: redis.Redis, data: str, text: str
+) -> None:
+    jid = put(client, "q", "echo")
+    redis_client.hset(f"ql:j:{jid}", "data", data)
+    assert run_burst(engine, ["q"]) == 0
+    job = raw_job(engine, jid)
+    assert job["state"] == "failed"
+    assert job["failure"]["group"] == "broken-payload"
+    assert text in job["failure"]["message"]
+
+
+def test_a_shell_exit_code_fails_the_job_with_the_output_tail(
+    client: Client, engine: Engine
+) -> None:
+    command = "for i in $(seq 1 100); do echo line-$i; done; echo oops >&2; exit 3"
+    jid = put(client, "q", SHELL, {"command": command}, retries=0)
+    assert run_burst(engine, ["q"]) == 0
+    job = client.jobs[jid]
+    assert job.state == "failed"
+    assert job.failure is not None
+    assert job.failure["group"] == "exit-code-3"
+    message = job.failure["message"]
+    assert "command exited with code 3" in message
+    # The last 60 lines of stdout and stderr together: line-42 ... line-100, oops.
+    assert message.endswith("\n".join([*(f"line-{n}" for n in range(42, 101)), "oops"]) + "\n")
+    assert "line-41\n" not in message
+
+
+def test_shell_outputs_become_the_result(client: Client, engine: Engine) -> None:
+    lines = [
+        "rows=42",
+        "# a comment",
+        "name=$GREETING",
+        "cwd=$(pwd)",
+        "sandbox=$FLOWS_SANDBOX",
+        "jid=$FLOWS_JID",
+    ]
+    command = "; ".join(f'echo "{line}" >> "$FLOWS_OUTPUT"' for line in lines)
+    command += '; printf "notes<<END\\nline 1\\nline 2\\nEND\\n" >> "$FLOWS_OUTPUT"'
+    command += '; echo "printed, not an output"'
+    jid = put(client, "q", SHELL, {"command": command, "env": {"GREETING": "hi"}})
+    assert run_burst(engine, ["q"]) == 0
+    job = client.jobs[jid]
+    assert job.state == "complete", job.history
+    result = job.result
+    assert result.pop("cwd") == result.pop("sandbox")
+    assert result == {"rows": "42", "name": "hi", "jid": jid, "notes": "line 1\nline 2"}
+
+
+def test_retries_back_off_then_fail_in_the_exception_type_group(
+    client: Client, engine: Engine, tmp_path: Path
+) -> None:
+    marks = tmp_path / "marks"
+    backoff = {"backoff": "exponential", "delay": 0.15, "jitter": 0}
+    jid = put(client, "q", "fails", {"marks": str(marks)}, retries=2, retry=backoff)
+    with in_process_worker(engine, ["q"], poll_interval=0.02):
+        job = wait_state(client, jid, "failed")
+    assert job.failure is not None
+    assert job.failure["group"] == "Boom"
+    assert "attempt 3 failed" in job.failure["message"]
+    assert "Traceback (most recent call last)" in job.failure["message"]
+    retried = history(job, "retried")
+    assert [h["group"] for h in retried] == ["Boom", "Boom"]
+    assert [h["delay"] for h in retried] == pytest.approx([0.15, 0.3])
+    times = [float(row[4]) for row in read_marks(marks, "started")]
+    assert len(times) == 3
+    gaps = [later - earlier for earlier, later in itertools.pairwise(times)]
+    assert gaps[0] >= 0.14
+    assert gaps[1] >= 0.29
+
+
+# -- what a job may ask for -----------------------------------------------------------------------
+
+
+def test_retry_job_uses_a_retry_in_its_group(client: Client, engine: Engine) -> None:
+    jid = put(client, "q", "retry_once")
+    assert run_burst(engine, ["q"]) == 0
+    job = client.jobs[jid]
+    assert job.state == "complete"
+    assert job.result == 2
+    assert [(h["group"], h["message"]) for h in history(job, "retried")] == [("again", "not yet")]
+    assert job.remaining == job.retries - 1
+
+
+def test_fail_job_fails_at_once_in_its_group(client: Client, engine: Engine) -> None:
+    jid = put(client, "q", "fail_now")
+    assert run_burst(engine, ["q"]) == 0
+    job = client.jobs[jid]
+    assert job.state == "failed"
+    assert job.failure is not None
+    assert (job.failure["group"], job.failure["message"]) == (
+        "given-up",
+        "the job decided to fail",
+    )
+    assert job.remaining == job.retries
+    assert history(job, "retried") == []
+
+
+def test_release_job_hands_the_job_back_without_using_a_retry(
+    client: Client, engine: Engine
+) -> None:
+    jid = put(client, "q", "release_once")
+    assert run_burst(engine, ["q"]) == 0
+    job = client.jobs[jid]
+    assert job.state == "complete"
+    assert job.result == 2
+    assert [h["worker"] for h in history(job, "released")] == ["w1"]
+    assert job.remaining == job.retries
+
+
+@pytest.mark.parametrize(
+    ("klass", "queue", "result"),
+    [
+        (
+            "worker_tasks.Tasks",
+            "plain",
+            {"method": "process", "queue": "plain", "kind": "instance"},
+        ),
+        (
+            "worker_tasks.Tasks",
+            "special",
+            {"method": "special", "queue": "special", "kind": "instance"},
+        ),
+        ("worker_tasks.StaticTasks", "plain", "static:plain"),
+    ],
+)
+def test_a_class_klass_runs_its_queue_method_or_process(
+    client: Client, engine: Engine, klass: str, queue: str, result: Any
+) -> None:
+    jid = put(client, queue, klass)
+    assert run_burst(engine, [queue]) == 0
+    job = client.jobs[jid]
+    assert job.state == "complete", job.failure
+    assert job.result == result
+
+
+# -- processes ------------------------------------------------------------------------------------
+
+
+def test_burst_exits_0_once_the_queues_are_empty(
+    client: Client, procs: Processes, tmp_path: Path
+) -> None:
+    log = tmp_path / "log"
+    jids = [put(client, queue, "record", {"log": str(log)}) for queue in ("a", "b", "b")]
+    worker = procs.worker(["a", "b"], "--burst")
+    assert procs.wait_exit(worker) == 0
+    assert [state_of(client, jid) for jid in jids] == ["complete"] * 3
+    assert sorted(log.read_text().split()) == sorted(jids)
+
+    idle = procs.worker(["a", "b"], "--burst")
+    assert procs.wait_exit(idle) == 0
+
+
+def test_the_pool_restarts_a_child_that_dies(
+    client: Client, engine: Engine, procs: Processes, tmp_path: Path
+) -> None:
+    script = (
+        "import os, sys\n"
+        "from scheduler.worker import WorkerPool\n"
+        "pool = WorkerPool(os.environ['FLOWS_REDIS_URL'], ['q'], processes=2, poll_interval=0.1,"
+        " shutdown_grace=1, log_level='WARNING')\n"
+        "sys.exit(pool.run())\n"
+    )
+    pool = procs.spawn([sys.executable, "-c", script], "pool")
+    first = wait_for(
+        lambda: len(worker_info(engine)) == 2 and worker_info(engine), what="2 children"
+    )
+    victim = next(iter(first.values()))["pid"]
+    os.kill(victim, signal.SIGKILL)
+
+    def respawned() -> set[int]:
+        pids = {info["pid"] for info in worker_info(engine).values()}
+        return pids - {info["pid"] for info in first.values()}
+
+    [fresh] = wait_for(respawned, what="a new child")
+    assert process_alive(fresh)
+    log = tmp_path / "log"
+    jids = [put(client, "q", "record", {"log": str(log)}) for _ in range(20)]
+    for jid in jids:
+        wait_state(client, jid, "complete")
+
+    pool.send_signal(signal.SIGTERM)
+    assert procs.wait_exit(pool) == 0
+    # The children deregistered; only the killed one is left in the registry.
+    assert [info["pid"] for info in worker_info(engine).values()] == [victim]
+
+
+def test_a_worker_registers_itself_and_deregisters_on_exit(
+    engine: Engine, procs: Processes
+) -> None:
+    worker = procs.worker(["q", "r"], "--threads", "2", name="registered")
+    info = wait_for(lambda: worker_info(engine).get("registered"), what="the registration")
+    assert info["host"] == socket.gethostname()
+    assert info["pid"] == worker.pid
+    assert info["queues"] == ["q", "r"]
+    assert info["threads"] == 2
+    assert "registered" in worker_names(engine)
+
+    worker.send_signal(signal.SIGTERM)
+    assert procs.wait_exit(worker) == 0
+    assert "registered" not in worker_info(engine)
+    assert "registered" not in worker_names(engine)
+
+
+# -- latency --------------------------------------------------------------------------------------
+
+
+def test_put_to_start_latency_with_an_idle_worker_is_small(client: Client, engine: Engine) -> None:
+    latencies = []
+    with in_process_worker(engine, ["q"], poll_interval=5):
+        for _ in range(50):
+            before = time.time()
+            jid = put(client, "q", "started_at")
+            job = wait_state(client, jid, "complete")
+            latencies.append(job.result - before)
+    assert statistics.median(latencies) < 0.2, latencies
+
+
+def test_a_new_job_wakes_an_idle_worker_before_its_poll_interval(
+    client: Client, engine: Engine, redis_client: redis.Redis
+) -> None:
+    with in_process_worker(engine, ["q"], poll_interval=30):
+        wait_for(lambda: redis_client.pubsub_numsub("ql:ready:q")[0][1] >= 1, what="the listener")
+        warm_up = put(client, "q", "started_at")
+        wait_state(client, warm_up, "complete", timeout=5)
+        before = time.time()
+        jid = put(client, "q", "started_at")
+        job = wait_state(client, jid, "complete", timeout=5)
+    assert job.result - before < 1.0

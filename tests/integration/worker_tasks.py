@@ -1,0 +1,175 @@
+"""Job functions for the worker's end-to-end tests (tests/integration/test_worker.py).
+
+Worker subprocesses import this module by the ``_flows.pythonpath`` envelope option the tests put
+on every job (this file's folder), so it must stay importable on its own: no imports from the test
+suite. Jobs write what they did to files named in their data, one ``O_APPEND`` write per line (a
+single write of a short line is atomic, even from several processes):
+
+* ``data["log"]``: the job's own record (``record`` writes ``<tag or jid>``);
+* ``data["marks"]``: ``<event> <jid> <pid> <attempt> <time>`` lines (``started``, ``finished``),
+  so a test can wait for a job to be running and learn which process runs it.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from typing import Any
+
+from scheduler.worker import FailJob, JobContext, ReleaseJob, RetryJob
+
+
+def append_line(path: str, line: str) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, (line + "\n").encode())
+    finally:
+        os.close(fd)
+
+
+def mark(job: JobContext, event: str) -> None:
+    marks = job.data.get("marks")
+    if marks:
+        append_line(str(marks), f"{event} {job.jid} {os.getpid()} {job.attempt} {time.time():.6f}")
+
+
+def _popped_count(job: JobContext) -> int:
+    return sum(1 for entry in job.job.history if entry.get("what") == "popped")
+
+
+# -- plain jobs ---------------------------------------------------------------------------------
+
+
+def record(job: JobContext) -> dict[str, Any]:
+    """Append ``data["tag"]`` (default: the jid) to ``data["log"]``; complete."""
+    append_line(str(job.data["log"]), str(job.data.get("tag") or job.jid))
+    return {"pid": os.getpid()}
+
+
+def started_at(job: JobContext) -> float:
+    """Complete with the time (this machine's clock) the job started."""
+    return time.time()
+
+
+def echo(job: JobContext) -> Any:
+    """Complete with ``data["value"]``."""
+    return job.data.get("value")
+
+
+# -- long jobs ----------------------------------------------------------------------------------
+
+
+def busy(job: JobContext) -> str:
+    """Run Python code for ``data["seconds"]`` (default 60) without ever looking at ``stopped``.
+
+    Only the worker's interrupt (an exception raised in this thread) can end it early.
+    """
+    mark(job, "started")
+    end = time.monotonic() + float(job.data.get("seconds", 60))
+    while time.monotonic() < end:
+        time.sleep(0.005)
+    mark(job, "finished")
+    return "finished"
+
+
+def sleeps(job: JobContext) -> str:
+    """One ``time.sleep(data["seconds"])``: C code an interrupt cannot reach until it returns."""
+    mark(job, "started")
+    time.sleep(float(job.data.get("seconds", 60)))
+    mark(job, "finished")
+    return "finished"
+
+
+#: Holds ``blocked`` jobs of an in-process worker until a test sets it.
+GATE = threading.Event()
+
+
+def blocked(job: JobContext) -> str:
+    """Wait in C code (a lock acquire) for :data:`GATE`, as a job stuck in a C call would.
+
+    Interrupts raised in this thread wait until the call returns; set the gate to end it.
+    """
+    mark(job, "started")
+    GATE.wait(60)
+    mark(job, "finished")
+    return "finished"
+
+
+def blocked_first_attempt(job: JobContext) -> int:
+    """Attempt 1 is ``blocked``; later attempts are ``busy`` for ``data["seconds"]``."""
+    if job.attempt == 1:
+        blocked(job)
+    else:
+        busy(job)
+    return job.attempt
+
+
+def busy_first_attempt(job: JobContext) -> int:
+    """Attempt 1 runs ``busy`` (so a test can kill its worker); later attempts complete at once."""
+    if job.attempt == 1:
+        busy(job)
+    else:
+        mark(job, "started")
+    return job.attempt
+
+
+# -- outcomes -----------------------------------------------------------------------------------
+
+
+class Boom(Exception):
+    """A job's own failure; its class name is the failure group."""
+
+
+def fails(job: JobContext) -> None:
+    """Always raise :class:`Boom` (retried with backoff, then failed in group ``Boom``)."""
+    mark(job, "started")
+    raise Boom(f"attempt {job.attempt} failed")
+
+
+def retry_once(job: JobContext) -> int:
+    """Attempt 1 asks for a retry (group ``again``, no delay); attempt 2 completes."""
+    mark(job, "started")
+    if job.attempt == 1:
+        raise RetryJob("not yet", delay=0, group="again")
+    return job.attempt
+
+
+def fail_now(job: JobContext) -> None:
+    """Fail in group ``given-up`` without using a retry."""
+    raise FailJob("given-up", "the job decided to fail")
+
+
+def release_once(job: JobContext) -> int:
+    """The first run hands the job back (no retry used); the second completes."""
+    runs = _popped_count(job)
+    mark(job, "started")
+    if runs == 1:
+        raise ReleaseJob(0)
+    return runs
+
+
+class Tasks:
+    """A class klass: ``Tasks.special`` runs jobs of queue ``special``, ``process`` the others."""
+
+    def __init__(self) -> None:
+        self.kind = "instance"
+
+    def process(self, job: JobContext) -> dict[str, str]:
+        return {"method": "process", "queue": job.queue, "kind": self.kind}
+
+    def special(self, job: JobContext) -> dict[str, str]:
+        return {"method": "special", "queue": job.queue, "kind": self.kind}
+
+
+class StaticTasks:
+    """A class klass whose ``process`` is a static method (called on the class)."""
+
+    @staticmethod
+    def process(job: JobContext) -> str:
+        return f"static:{job.queue}"
+
+
+def prepare(job: JobContext) -> None:
+    """A ``--prepare`` hook: record that it ran before the job."""
+    mark(job, "prepared")
