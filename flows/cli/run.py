@@ -126,7 +126,7 @@ def run(
         flow = load_flow(file)
     except InvalidFlow as invalid:
         for finding in invalid.findings:
-            err_console.print(finding.format(), markup=False, highlight=False)
+            click.echo(finding.format(), err=True)  # plain: file:line:col must never wrap
         raise click.exceptions.Exit(1) from None
     run_id = manual_run_id(flow.name)
     try:
