@@ -72,7 +72,7 @@ class RunView:
     def status(self) -> str:
         """running, succeeded, failed (something failed and nothing else can run), or canceled."""
         statuses = [s.status for s in self.steps]
-        if not self.steps:
+        if not self.steps or (self.record.get("canceled") and not self._can_progress()):
             return "canceled"
         if all(s == "success" for s in statuses):
             return "succeeded"

@@ -50,6 +50,7 @@ def job_spec(request: PutRequest) -> dict[str, Any]:
         "retries": request.retries,
         "depends": list(request.depends),
         "delay": request.delay,
+        "trigger": request.trigger_rule,
     }
 
 

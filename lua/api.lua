@@ -32,13 +32,23 @@ local api = {}
 -- @include commands/release
 -- @include commands/worker_info
 -- @include commands/flow
+-- @include commands/run_admin
+-- @include commands/schedule
+-- @include commands/schedule_fire
+-- @include commands/schedulers
+-- @include commands/maintain
 
-local function clock(value)
+-- 'config.get' -> 'ConfigGet': the name a command's errors start with.
+local function display(command)
+  return (string.gsub('.' .. command, '%.(%l)', string.upper))
+end
+
+local function clock(command, value)
   if value == nil or value == '' then
     local time = redis.call('time')
     return tonumber(time[1]) + tonumber(time[2]) / 1000000
   end
-  return Arg.number('Engine', 'now', value, 0)
+  return Arg.number(display(command), 'now', value, 0)
 end
 
 local function run(keys, args)
@@ -56,7 +66,7 @@ local function run(keys, args)
   else
     Engine.prefix = 'ql:'
   end
-  Engine.now = clock(args[2])
+  Engine.now = clock(command, args[2])
   Events.readied = {}
   -- Copied, not unpack()ed: unpack of a long argument list overflows Lua's C stack.
   local rest = {}

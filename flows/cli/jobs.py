@@ -241,26 +241,42 @@ def unfail(
     click.echo(f"{moved} job(s) moved from {group} to {queue}")
 
 
+def _is_run(client: Client, name: str) -> bool:
+    return client.engine.call("run.get", name) is not None
+
+
 @click.command()
-@click.argument("jid")
+@click.argument("target")
 @connection
-def retry(jid: str, redis_url: str | None, namespace: str | None) -> None:
-    """Put a failed (or any finished) job back into its queue, retries restored."""
+def retry(target: str, redis_url: str | None, namespace: str | None) -> None:
+    """Resume run TARGET (its failed steps run again, completed ones do not), or put failed job
+    TARGET back into its queue with its retries restored."""
     client = open_client(redis_url, namespace)
     with user_errors():
-        found = client.jobs[jid]
+        if _is_run(client, target):
+            count = int(client.engine.call("run.retry", target))
+            click.echo(f"run {target}: {count} failed job(s) put back")
+            return
+        found = client.jobs[target]
         found.requeue(found.queue)
-    click.echo(f"{jid} put back into {found.queue}")
+    click.echo(f"{target} put back into {found.queue}")
 
 
 @click.command()
-@click.argument("jids", nargs=-1, required=True)
+@click.argument("targets", nargs=-1, required=True)
 @connection
-def cancel(jids: tuple[str, ...], redis_url: str | None, namespace: str | None) -> None:
-    """Cancel jobs (refused while a job still depends on one of them)."""
+def cancel(targets: tuple[str, ...], redis_url: str | None, namespace: str | None) -> None:
+    """Cancel runs (every job not yet done) or jobs (refused while a job depends on one)."""
     client = open_client(redis_url, namespace)
     with user_errors():
-        canceled = client.jobs.cancel(*jids)
-    click.echo(
-        f"canceled {len(canceled)} job(s)" + (": " + ", ".join(canceled) if canceled else "")
-    )
+        runs = [t for t in targets if _is_run(client, t)]
+        jids = [t for t in targets if t not in runs]
+        for run_id in runs:
+            count = int(client.engine.call("run.cancel", run_id))
+            click.echo(f"run {run_id}: canceled {count} job(s)")
+        if jids:
+            canceled = client.jobs.cancel(*jids)
+            click.echo(
+                f"canceled {len(canceled)} job(s)"
+                + (": " + ", ".join(canceled) if canceled else "")
+            )

@@ -6,7 +6,8 @@
 -- cancel is refused, changing nothing, while a dependent of a listed job is not listed too:
 -- it would wait forever. A canceled running job's worker is told `canceled`.
 -- timeout expires a running job's lock now: its worker is told lock_lost and its late
--- heartbeat or complete is refused; the next pop of the queue takes it (using one retry).
+-- heartbeat or complete is refused; the next pop of the queue takes it (using one retry). Like
+-- an expired lock it counts in the queue's `retries` statistic; a jid listed twice counts once.
 -- Errors: INVALID, HASDEPENDENTS, WRONGSTATE (timeout of a job that is not running), NOTFOUND.
 -- @include args
 -- @include job
@@ -64,15 +65,21 @@ api['timeout'] = function(args)
     end
     jobs[i] = fields
   end
+  local done = {}
   for i, jid in ipairs(args) do
     local fields = jobs[i]
-    -- The worker is told now, so the next pop may take the job without another grace period.
-    redis.call('hset', Keys.job(jid), 'expires', Engine.now, 'grace', 1, 'updated', Engine.now)
-    redis.call('zadd', Keys.locks(fields.queue), Engine.now, jid)
-    redis.call('zrem', Keys.worker_jobs(fields.worker), jid)
-    Job.history(jid, 'timed-out', { worker = fields.worker })
-    Events.tracked('stalled', jid)
-    Events.to_worker(fields.worker, 'lock_lost', jid)
+    if not done[jid] then
+      done[jid] = true
+      -- The worker is told now, so the next pop may take the job without another grace period;
+      -- like a lock that expired, it counts as a retry of the queue when its worker is told.
+      redis.call('hset', Keys.job(jid), 'expires', Engine.now, 'grace', 1, 'updated', Engine.now)
+      redis.call('zadd', Keys.locks(fields.queue), Engine.now, jid)
+      redis.call('zrem', Keys.worker_jobs(fields.worker), jid)
+      Job.history(jid, 'timed-out', { worker = fields.worker })
+      Stats.bump(fields.queue, 'retries', 1)
+      Events.tracked('stalled', jid)
+      Events.to_worker(fields.worker, 'lock_lost', jid)
+    end
   end
   return nil
 end

@@ -14,20 +14,9 @@
 -- @include args
 -- @include job
 -- @include queue
+-- @include triggers
 -- @include lock
 local COMPLETE_OPTIONS = { next = true, delay = true, depends = true, result = true }
-
--- Release every dependent of `jid` whose last dependency it was.
-local function release_dependents(jid)
-  local key = Keys.dependents(jid)
-  for _, dependent in ipairs(redis.call('smembers', key)) do
-    redis.call('srem', Keys.dependencies(dependent), jid)
-    if redis.call('scard', Keys.dependencies(dependent)) == 0 then
-      Queue.release_dependent(dependent)
-    end
-  end
-  redis.call('del', key)
-end
 
 api['complete'] = function(args)
   local cmd = 'Complete'
@@ -42,7 +31,7 @@ api['complete'] = function(args)
   if options.depends then
     depends = Arg.id_list(cmd, 'depends', options.depends, Arg.jid, Engine.MAX_COUNT)
     for _, dependency in ipairs(depends) do
-      if dependency == jid then Arg.fail(cmd, 'job ' .. jid .. ' cannot depend on itself') end
+      if dependency == jid then Arg.fail(cmd, 'Arg "depends": job ' .. jid .. ' cannot depend on itself') end
     end
   end
   if options.result then result = Arg.json(cmd, 'result', options.result, 'any') end
@@ -86,7 +75,8 @@ api['complete'] = function(args)
   Events.log({ jid = jid, event = 'completed', queue = queue })
   redis.call('hset', key, 'state', 'complete')
   redis.call('zadd', Keys.completed(), Engine.now, jid)
-  release_dependents(jid)
+  Deps.settle(jid, 'complete')
+  redis.call('del', Keys.dependents(jid))
   Job.expire_completed(100)
   return 'complete'
 end

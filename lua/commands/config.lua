@@ -39,9 +39,8 @@ api['config.set'] = function(args)
     Arg.integer(cmd, 'value', value, 0, Engine.MAX_OFFSET)
   elseif kind == 'number' then
     Arg.number(cmd, 'value', value, 0)
-  elseif #value > Arg.MAX_PAYLOAD_BYTES then
-    Err.raise('TOOLARGE', cmd .. '(): Arg "value" is ' .. #value .. ' bytes, more than the limit of ' ..
-      Arg.MAX_PAYLOAD_BYTES)
+  else
+    Arg.text(cmd, 'value', value)
   end
   redis.call('hset', Keys.config(), option, value)
   Events.log({ event = 'config_set', option = option, value = value })

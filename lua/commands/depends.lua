@@ -24,7 +24,7 @@ api['depends'] = function(args)
     if #args < 3 then Arg.fail(cmd, 'no dependencies given') end
     for i = 3, #args do
       local other = Arg.jid(cmd, 'jid', args[i])
-      if other == jid then Arg.fail(cmd, 'job ' .. jid .. ' cannot depend on itself') end
+      if other == jid then Arg.fail(cmd, 'Arg "jid": job ' .. jid .. ' cannot depend on itself') end
       table.insert(others, other)
     end
   end

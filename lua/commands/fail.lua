@@ -15,38 +15,14 @@
 -- @include job
 -- @include queue
 -- @include lock
-
--- Fail a checked job. `fields` holds state, queue, worker, failure.
-function Job.fail(jid, fields, worker, group, message, data)
-  local queue = fields.queue or ''
-  Job.unindex(jid, fields)
-  if fields.state == 'depends' then Job.drop_dependencies(jid) end
-  local key = Keys.job(jid)
-  redis.call('hset', key, 'state', 'failed', 'worker', '', 'expires', 0, 'updated', Engine.now,
-    'failure', cjson.encode({ group = group, message = message, when = Engine.now, worker = worker }))
-  redis.call('hdel', key, 'grace')
-  if data then redis.call('hset', key, 'data', data) end
-  redis.call('sadd', Keys.failures(), group)
-  redis.call('lpush', Keys.failed(group), jid)
-  Job.history(jid, 'failed', { worker = worker, group = group })
-  if queue ~= '' then
-    Stats.bump(queue, 'failures', 1)
-    Stats.bump(queue, 'failed', 1)
-  end
-  Events.tracked('failed', jid)
-  Events.log({ jid = jid, event = 'failed', worker = worker, group = group, message = message })
-end
+-- @include failing
 
 api['fail'] = function(args)
   local cmd = 'Fail'
   local jid = Arg.jid(cmd, 'jid', args[1])
   local worker = Arg.id(cmd, 'worker', args[2])
   local group = Arg.id(cmd, 'group', args[3])
-  local message = Arg.present(cmd, 'message', args[4])
-  if #message > Arg.MAX_PAYLOAD_BYTES then
-    Err.raise('TOOLARGE', cmd .. '(): Arg "message" is ' .. #message .. ' bytes, more than the limit of ' ..
-      Arg.MAX_PAYLOAD_BYTES)
-  end
+  local message = Arg.text(cmd, 'message', args[4])
   local data
   if args[5] ~= nil then data = Arg.json(cmd, 'data', args[5], 'object') end
   local fields = Job.fields(jid, 'queue', 'worker', 'failure', 'expires', 'grace')
@@ -63,11 +39,7 @@ api['fail.held'] = function(args)
   local jid = Arg.jid(cmd, 'jid', args[1])
   local worker = Arg.id(cmd, 'worker', args[2])
   local group = Arg.id(cmd, 'group', args[3])
-  local message = Arg.present(cmd, 'message', args[4])
-  if #message > Arg.MAX_PAYLOAD_BYTES then
-    Err.raise('TOOLARGE', cmd .. '(): Arg "message" is ' .. #message .. ' bytes, more than the limit of ' ..
-      Arg.MAX_PAYLOAD_BYTES)
-  end
+  local message = Arg.text(cmd, 'message', args[4])
   local fields = Lock.check_owner(cmd, jid, worker, nil)
   Lock.release(jid, fields.queue, worker)
   fields.state = 'released' -- out of every index already: nothing for Job.fail to unindex
@@ -86,7 +58,7 @@ api['failed'] = function(args)
     return cjson.encode(counts)
   end
   local group = Arg.id(cmd, 'group', args[1])
-  local start = Arg.optional_integer(cmd, 'start', args[2], 0, 0, nil)
+  local start = Arg.optional_integer(cmd, 'start', args[2], 0, 0, Engine.MAX_OFFSET)
   local limit = Arg.optional_integer(cmd, 'limit', args[3], 25, 0, Engine.MAX_COUNT)
   local jobs = {}
   if limit > 0 then

@@ -24,6 +24,6 @@ api['heartbeat'] = function(args)
   redis.call('zadd', Keys.locks(fields.queue), expires, jid)
   redis.call('zadd', Keys.worker_jobs(worker), expires, jid)
   redis.call('zadd', Keys.workers(), Engine.now, worker)
-  -- As text: an integer reply would truncate fractional seconds.
-  return tostring(expires)
+  -- As exact text: an integer reply would truncate fractional seconds, tostring round them.
+  return string.format('%.17g', expires)
 end

@@ -12,6 +12,7 @@
 -- @include args
 -- @include job
 -- @include queue
+-- @include reclaim
 
 -- Lock a job for `worker` and record the wait-time sample.
 local function hand_out(queue, jid, worker, expires)

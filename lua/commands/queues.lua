@@ -83,7 +83,7 @@ api['jobs'] = function(args)
   local state = Arg.present(cmd, 'state', args[1])
   local jids
   if state == 'complete' then
-    local offset = Arg.optional_integer(cmd, 'offset', args[2], 0, 0, nil)
+    local offset = Arg.optional_integer(cmd, 'offset', args[2], 0, 0, Engine.MAX_OFFSET)
     local count = Arg.optional_integer(cmd, 'count', args[3], 25, 0, Engine.MAX_COUNT)
     jids = count > 0 and redis.call('zrevrange', Keys.completed(), offset, offset + count - 1) or {}
   else
@@ -93,7 +93,7 @@ api['jobs'] = function(args)
         'recurring, waiting: ' .. state)
     end
     local queue = Arg.id(cmd, 'queue', args[2])
-    local offset = Arg.optional_integer(cmd, 'offset', args[3], 0, 0, nil)
+    local offset = Arg.optional_integer(cmd, 'offset', args[3], 0, 0, Engine.MAX_OFFSET)
     local count = Arg.optional_integer(cmd, 'count', args[4], 25, 0, Engine.MAX_COUNT)
     jids = count > 0 and lister(queue, offset, count) or {}
   end

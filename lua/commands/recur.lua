@@ -13,17 +13,25 @@
 -- The first child is spawned `offset` seconds from now, then one every `interval` seconds, as
 -- `<jid>-<n>`, by pop and peek of the queue (and the scheduler service's housekeeping). After
 -- downtime a recurring job spawns one child per missed interval, at most `backlog` (0: no bound).
+-- recur on an existing recurring job redefines it and keeps its count; a recurring jid leaves
+-- 11 bytes of Arg.MAX_ID_BYTES for the children's '-<n>'.
 -- Errors: INVALID, TOOLARGE, NOTFOUND.
 -- @include args
 -- @include job
 -- @include queue
 
 local RECUR_OPTIONS = { priority = true, tags = true, retries = true, backlog = true }
+-- Room for the children's '-<count>' (up to 10 digits) within Arg.MAX_ID_BYTES.
+local MAX_RECUR_JID_BYTES = Arg.MAX_ID_BYTES - 11
 
 api['recur'] = function(args)
   local cmd = 'Recur'
   local queue = Arg.id(cmd, 'queue', args[1])
   local jid = Arg.jid(cmd, 'jid', args[2])
+  if #jid > MAX_RECUR_JID_BYTES then
+    Err.raise('TOOLARGE', cmd .. '(): Arg "jid" is ' .. #jid .. ' bytes, more than the limit of ' ..
+      MAX_RECUR_JID_BYTES .. ' for a recurring job (its children add "-<count>")')
+  end
   local klass = Arg.id(cmd, 'klass', args[3])
   local data = Arg.json(cmd, 'data', args[4], 'object')
   if args[5] ~= 'interval' then
@@ -40,14 +48,15 @@ api['recur'] = function(args)
   if options.tags then tags = Arg.id_list(cmd, 'tags', options.tags, Arg.id, Arg.MAX_TAGS) end
 
   local key = Keys.recurring(jid)
-  local old = redis.call('hmget', key, 'queue', 'tags')
+  local old = redis.call('hmget', key, 'queue', 'tags', 'count')
   if old[1] then
     redis.call('zrem', Keys.recur(old[1]), jid)
     Job.retag(jid, Job.decode_list(old[2]), {})
   end
   redis.call('hset', key, 'jid', jid, 'klass', klass, 'data', data, 'priority', priority,
     'tags', #tags == 0 and '[]' or cjson.encode(tags), 'state', 'recur', 'queue', queue,
-    'type', 'interval', 'count', 0, 'interval', interval, 'retries', retries, 'backlog', backlog)
+    'type', 'interval', 'count', tonumber(old[3]) or 0, 'interval', interval, 'retries', retries,
+    'backlog', backlog)
   Job.retag(jid, {}, tags)
   redis.call('zadd', Keys.recur(queue), Engine.now + offset, jid)
   redis.call('zadd', Keys.queues(), 'NX', Engine.now, queue)

@@ -4,8 +4,8 @@
 --                                                              below 0: the job was failed
 --
 -- With retries left the job waits again (or is scheduled after `delay`). With none left it fails
--- in `group` (default failed-retries-<queue>) with `message`.
--- Errors: INVALID, NOTFOUND, WRONGSTATE, LOCKLOST.
+-- in `group` (default failed-retries-<queue>) with `message` (at most 512 KiB).
+-- Errors: INVALID, TOOLARGE, NOTFOUND, WRONGSTATE, LOCKLOST.
 -- @include args
 -- @include job
 -- @include queue
@@ -20,7 +20,7 @@ api['retry'] = function(args)
   local delay = Arg.optional_number(cmd, 'delay', args[4], 0, 0)
   local group, message
   if args[5] ~= nil and args[5] ~= '' then group = Arg.id(cmd, 'group', args[5]) end
-  if args[6] ~= nil and args[6] ~= '' then message = args[6] end
+  if args[6] ~= nil and args[6] ~= '' then message = Arg.text(cmd, 'message', args[6]) end
   local fields = Lock.check_owner(cmd, jid, worker, queue)
 
   Lock.release(jid, queue, worker)

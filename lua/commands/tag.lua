@@ -33,7 +33,7 @@ api['tag'] = function(args)
   if verb == 'remove' then return tag_edit(cmd, args, false) end
   if verb == 'get' then
     local tag = Arg.id(cmd, 'tag', args[2])
-    local offset = Arg.optional_integer(cmd, 'offset', args[3], 0, 0, nil)
+    local offset = Arg.optional_integer(cmd, 'offset', args[3], 0, 0, Engine.MAX_OFFSET)
     local count = Arg.optional_integer(cmd, 'count', args[4], 25, 0, Engine.MAX_COUNT)
     local jobs = {}
     if count > 0 then jobs = redis.call('zrange', Keys.tag(tag), offset, offset + count - 1) end
@@ -42,7 +42,7 @@ api['tag'] = function(args)
     return encoded
   end
   if verb == 'top' then
-    local offset = Arg.optional_integer(cmd, 'offset', args[2], 0, 0, nil)
+    local offset = Arg.optional_integer(cmd, 'offset', args[2], 0, 0, Engine.MAX_OFFSET)
     local count = Arg.optional_integer(cmd, 'count', args[3], 25, 0, Engine.MAX_COUNT)
     if count == 0 then return '[]' end
     local tags = redis.call('zrevrangebyscore', Keys.tags(), '+inf', 2, 'LIMIT', offset, count)

@@ -4,9 +4,10 @@
 --   track 'track', jid     -> 1 (the job's jid is published on `P track`)
 --   track 'untrack', jid   -> 1 if it was tracked, else 0
 --   log jid, message, [data JSON object]  -> nil; appends {what = message, ...data} to history
+--                                            (message up to 4 KiB, data up to 100 levels deep)
 --
 -- `expired` lists tracked jids whose job no longer exists (completed and expired, or canceled).
--- Errors: INVALID, NOTFOUND.
+-- Errors: INVALID, TOOLARGE, NOTFOUND.
 -- @include args
 -- @include job
 -- @include events
@@ -42,12 +43,11 @@ end
 api['log'] = function(args)
   local cmd = 'Log'
   local jid = Arg.jid(cmd, 'jid', args[1])
-  local message = Arg.present(cmd, 'message', args[2])
-  if #message > Arg.MAX_ID_BYTES * 16 then
-    Err.raise('TOOLARGE', cmd .. '(): Arg "message" is longer than ' .. Arg.MAX_ID_BYTES * 16 .. ' bytes')
-  end
+  local message = Arg.text(cmd, 'message', args[2], Arg.MAX_ID_BYTES * 16)
   local extra = {}
-  if args[3] ~= nil then extra = select(2, Arg.json(cmd, "data", args[3], "object")) end
+  if args[3] ~= nil then
+    extra = select(2, Arg.json(cmd, 'data', args[3], 'object', nil, Arg.MAX_NESTING))
+  end
   if not Job.exists(jid) then Err.raise('NOTFOUND', cmd .. '(): Job ' .. jid .. ' does not exist') end
   Job.history(jid, message, extra)
   return nil

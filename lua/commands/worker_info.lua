@@ -1,6 +1,7 @@
 -- worker.register, worker.info: who a worker is (Blueque's listener registry: host, pid, queues).
 --
---   worker.register worker, info JSON object  -> nil; the worker counts as active now
+--   worker.register worker, info JSON object  -> nil; the worker counts as active now (info at
+--                                                most 100 levels deep)
 --   worker.info [worker...]                   -> JSON {worker: info} for the given workers, or
 --                                                for every worker in `workers` when none given
 --
@@ -13,7 +14,7 @@
 api['worker.register'] = function(args)
   local cmd = 'WorkerRegister'
   local worker = Arg.id(cmd, 'worker', args[1])
-  local info = Arg.json(cmd, 'info', args[2], 'object')
+  local info = Arg.json(cmd, 'info', args[2], 'object', nil, Arg.MAX_NESTING)
   redis.call('set', Keys.worker_info(worker), info)
   redis.call('zadd', Keys.workers(), Engine.now, worker)
   return nil

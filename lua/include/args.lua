@@ -12,6 +12,10 @@ local Arg = {}
 Arg.MAX_ID_BYTES = 256
 Arg.MAX_PAYLOAD_BYTES = 524288
 Arg.MAX_TAGS = 64
+-- Nesting allowed in JSON the engine decodes and later encodes again inside a larger reply (log
+-- data in a job's history, worker and scheduler info): cjson refuses to encode more than 1000
+-- levels, so a deeper value would make every later read of it fail.
+Arg.MAX_NESTING = 100
 
 -- Suffixes the key layout appends to a jid: a jid ending in one would alias another job's keys.
 local RESERVED_SUFFIXES = { '-history', '-dependencies', '-dependents' }
@@ -24,6 +28,17 @@ Arg.fail = fail
 function Arg.present(cmd, name, value)
   if value == nil or value == '' then
     fail(cmd, 'Arg "' .. name .. '" missing')
+  end
+  return value
+end
+
+-- Free text (a message, a setting): present and at most `max_bytes` (default 512 KiB).
+function Arg.text(cmd, name, value, max_bytes)
+  Arg.present(cmd, name, value)
+  max_bytes = max_bytes or Arg.MAX_PAYLOAD_BYTES
+  if #value > max_bytes then
+    Err.raise('TOOLARGE', cmd .. '(): Arg "' .. name .. '" is ' .. #value ..
+      ' bytes, more than the limit of ' .. max_bytes)
   end
   return value
 end
@@ -87,9 +102,22 @@ function Arg.optional_integer(cmd, name, value, default, min, max)
   return Arg.integer(cmd, name, value, min, max)
 end
 
+-- How deeply `value` nests (0 for a scalar), counting no further than `limit`.
+local function nesting(value, limit)
+  if type(value) ~= 'table' then return 0 end
+  local deepest = 0
+  for _, item in pairs(value) do
+    if deepest >= limit then break end
+    local depth = nesting(item, limit)
+    if depth > deepest then deepest = depth end
+  end
+  return deepest + 1
+end
+
 -- JSON text that decodes; `kind` is 'object', 'array' or 'any'; at most `max_bytes` (default
--- Arg.MAX_PAYLOAD_BYTES). Returns text, decoded value.
-function Arg.json(cmd, name, value, kind, max_bytes)
+-- Arg.MAX_PAYLOAD_BYTES) and, when given, at most `max_depth` levels deep. Returns text,
+-- decoded value.
+function Arg.json(cmd, name, value, kind, max_bytes, max_depth)
   Arg.present(cmd, name, value)
   max_bytes = max_bytes or Arg.MAX_PAYLOAD_BYTES
   if #value > max_bytes then
@@ -107,6 +135,9 @@ function Arg.json(cmd, name, value, kind, max_bytes)
   end
   if kind == 'array' and (type(decoded) ~= 'table' or (first ~= '[' and value ~= '{}')) then
     fail(cmd, 'Arg "' .. name .. '" is not a JSON array: ' .. string.sub(value, 1, 80))
+  end
+  if max_depth and nesting(decoded, max_depth + 1) > max_depth then
+    fail(cmd, 'Arg "' .. name .. '" nests more than ' .. max_depth .. ' levels deep')
   end
   return value, decoded
 end
@@ -138,8 +169,8 @@ end
 function Arg.options(cmd, args, first, allowed)
   local options = {}
   local n = #args
-  if (n - first + 1) % 2 ~= 0 then
-    fail(cmd, 'options must come in (name, value) pairs; got an odd number of arguments')
+  if n >= first and (n - first + 1) % 2 ~= 0 then
+    fail(cmd, 'option "' .. tostring(args[n]) .. '" has no value (options come in (name, value) pairs)')
   end
   for i = first, n, 2 do
     local key = args[i]

@@ -41,3 +41,15 @@ function Keys.run(run_id) return Engine.prefix .. 'run:' .. run_id end
 function Keys.run_jobs(run_id) return Engine.prefix .. 'run:' .. run_id .. '-jobs' end
 function Keys.runs() return Engine.prefix .. 'runs' end
 function Keys.flow_runs(flow) return Engine.prefix .. 'runs:' .. flow end
+
+-- Cron schedules (ours). A schedule's name is its flow's name; `schedules` holds the next fire
+-- time of every schedule that has one (the scheduled sorted set), `schedule-names` every
+-- registered schedule (score 0, so ZRANGE lists them by name).
+function Keys.schedules() return Engine.prefix .. 'schedules' end
+function Keys.schedule_names() return Engine.prefix .. 'schedule-names' end
+function Keys.schedule(name) return Engine.prefix .. 'schedule:' .. name end
+function Keys.schedule_skips(name) return Engine.prefix .. 'schedule-skips:' .. name end
+function Keys.schedules_buffered() return Engine.prefix .. 'schedules-buffered' end
+-- Scheduler services' health: service id -> time of its last tick, and what each registered.
+function Keys.schedulers() return Engine.prefix .. 'schedulers' end
+function Keys.scheduler(id) return Engine.prefix .. 'scheduler:' .. id end

@@ -5,9 +5,10 @@
 -- @include args
 -- @include job
 -- @include queue
+-- @include triggers
 local Put = {}
 
-local PUT_OPTIONS = { priority = true, tags = true, retries = true, depends = true }
+local PUT_OPTIONS = { priority = true, tags = true, retries = true, depends = true, trigger = true }
 
 function Put.parse(cmd, args)
   local p = {}
@@ -26,8 +27,15 @@ function Put.parse(cmd, args)
   if options.depends then
     p.depends = Arg.id_list(cmd, 'depends', options.depends, Arg.jid, Engine.MAX_COUNT)
     for _, dependency in ipairs(p.depends) do
-      if dependency == p.jid then Arg.fail(cmd, 'job ' .. p.jid .. ' cannot depend on itself') end
+      if dependency == p.jid then Arg.fail(cmd, 'Arg "depends": job ' .. p.jid .. ' cannot depend on itself') end
     end
+  end
+  if options.trigger then
+    if not Deps.RULES[options.trigger] then
+      Arg.fail(cmd, 'Arg "trigger" must be one of all_success, all_done, one_failed, none_failed: ' ..
+        tostring(options.trigger))
+    end
+    p.trigger = options.trigger
   end
   return p
 end
@@ -55,6 +63,15 @@ function Put.write(p, old)
     'retries', retries, 'remaining', retries, 'failure', '{}', 'delay', p.delay,
     'updated', Engine.now)
   if not old then redis.call('hset', key, 'created', Engine.now) end
+  if p.trigger then
+    -- The full list of needs lets run.retry re-arm jobs (see commands/run_admin.lua).
+    redis.call('hset', key, 'needs', #p.depends == 0 and '[]' or cjson.encode(p.depends))
+    if p.trigger == 'all_success' then
+      redis.call('hdel', key, 'trigger')
+    else
+      redis.call('hset', key, 'trigger', p.trigger)
+    end
+  end
   redis.call('hdel', key, 'grace', 'result')
 
   local pending = 0

@@ -67,67 +67,9 @@ function Queue.release_dependent(jid)
   Queue.release(fields.queue, jid, tonumber(fields.priority) or 0, tonumber(fields.delay) or 0)
 end
 
-local function exhaust(queue, jid, worker)
-  local group = 'failed-retries-' .. queue
-  local message = 'Job exhausted retries in queue "' .. queue .. '"'
-  redis.call('zrem', Keys.locks(queue), jid)
-  redis.call('hset', Keys.job(jid), 'state', 'failed', 'worker', '', 'expires', 0,
-    'updated', Engine.now,
-    'failure', cjson.encode({ group = group, message = message, when = Engine.now, worker = worker }))
-  redis.call('hdel', Keys.job(jid), 'grace')
-  redis.call('sadd', Keys.failures(), group)
-  redis.call('lpush', Keys.failed(group), jid)
-  Job.history(jid, 'failed', { group = group, worker = worker })
-  Stats.bump(queue, 'failures', 1)
-  Stats.bump(queue, 'failed', 1)
-  Events.tracked('failed', jid)
-  Events.log({ jid = jid, event = 'failed', group = group, worker = worker, message = message })
-end
-
--- Expired locks of `queue` (at most `limit`). The first expiry of a lock gives its worker a
--- grace period (lock_lost, history 'timed-out'); the next one uses up a retry and returns the
--- job for the caller to hand out, or fails it as failed-retries-<queue> when none are left.
-function Queue.invalidate_locks(queue, limit)
-  local reclaimed = {}
-  local expired = redis.call('zrangebyscore', Keys.locks(queue), '-inf', Engine.now, 'LIMIT', 0, limit)
-  if #expired == 0 then return reclaimed end
-  local grace = Config.number('grace-period')
-  for _, jid in ipairs(expired) do
-    local fields = Job.fields(jid, 'worker', 'grace', 'remaining')
-    local worker = fields and fields.worker or ''
-    local warned = fields and fields.grace == '1'
-    if not fields then
-      redis.call('zrem', Keys.locks(queue), jid) -- an index entry without a job: drop it
-    elseif grace > 0 and not warned then
-      redis.call('zrem', Keys.worker_jobs(worker), jid)
-      redis.call('zadd', Keys.locks(queue), Engine.now + grace, jid)
-      redis.call('hset', Keys.job(jid), 'grace', 1)
-      Job.history(jid, 'timed-out', { worker = worker })
-      Stats.bump(queue, 'retries', 1)
-      Events.tracked('stalled', jid)
-      Events.to_worker(worker, 'lock_lost', jid)
-    else
-      if grace <= 0 then
-        Events.tracked('stalled', jid)
-        Events.to_worker(worker, 'lock_lost', jid)
-        Stats.bump(queue, 'retries', 1)
-      end
-      redis.call('zrem', Keys.worker_jobs(worker), jid)
-      local remaining = tonumber(redis.call('hincrby', Keys.job(jid), 'remaining', -1))
-      if remaining < 0 then
-        exhaust(queue, jid, worker)
-      else
-        redis.call('hdel', Keys.job(jid), 'grace')
-        table.insert(reclaimed, jid)
-      end
-    end
-  end
-  return reclaimed
-end
-
--- Recurring jobs of `queue` that are due spawn their children (at most `limit` children).
--- A recurring job behind by several intervals spawns one child per missed interval, at most
--- its backlog when it has one (then it skips ahead).
+-- Recurring jobs of `queue` that are due spawn their children (at most `limit` children), jids
+-- `<jid>-<count>` skipping any that exist. A recurring job behind by several intervals spawns
+-- one child per missed interval, at most its backlog when it has one (then it skips ahead).
 function Queue.spawn_recurring(queue, limit)
   local spawned = 0
   local due = redis.call('zrangebyscore', Keys.recur(queue), '-inf', Engine.now, 'WITHSCORES', 'LIMIT', 0, limit)
@@ -150,8 +92,13 @@ function Queue.spawn_recurring(queue, limit)
       local tags = Job.decode_list(r[4])
       local priority = tonumber(r[3]) or 0
       for _ = 1, n do
-        count = count + 1
-        local child = jid .. '-' .. count
+        -- A child's jid is never reused while a job has it (after unrecur and recur again the
+        -- count restarts): skip the numbers still taken, so a running job is never overwritten.
+        local child
+        repeat
+          count = count + 1
+          child = jid .. '-' .. count
+        until redis.call('exists', Keys.job(child)) == 0
         redis.call('hset', Keys.job(child), 'jid', child, 'klass', r[1], 'data', r[2],
           'priority', priority, 'tags', r[4] or '[]', 'state', 'waiting', 'worker', '',
           'expires', 0, 'queue', queue, 'retries', r[5] or 5, 'remaining', r[5] or 5,

@@ -18,9 +18,11 @@ from flows.expand import expand
 from flows.runs import load_run
 from flows.submit import submit
 from flows.validate import load_flow
+from flows.worker_hook import prepare
 from scheduler.client import Client
 from scheduler.errors import InvalidArgument
 from scheduler.server import EmbeddedServer
+from scheduler.worker import Worker
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
@@ -199,3 +201,76 @@ def test_status_of_an_unknown_run_is_an_error(cli: CliRunner) -> None:
     result = flows(cli, "status", "nope")
     assert result.exit_code == 1
     assert "no run 'nope'" in result.output
+
+
+FLAKY_FLOW = """
+    version: 1
+    name: flaky
+    queue: flaky
+    defaults: {retry: {attempts: 1, delay: 0}}
+    steps:
+      first: {job: flowtasks.record, with: {name: first}}
+      second: {job: flowtasks.flaky, needs: [first]}
+      notify:
+        job: flowtasks.record
+        needs: [second]
+        trigger_rule: all_done
+        with: {name: notify, status: "${{ steps.second.status }}"}
+    hooks:
+      on_failure: {job: flowtasks.record, with: {name: on_failure}}
+      on_success: {job: flowtasks.record, with: {name: on_success}}
+"""
+
+FLAKY_TASKS = """
+    import os
+    from pathlib import Path
+
+    LOG = Path(os.environ["FLOWS_TEST_LOG"])
+
+    def record(job):
+        with LOG.open("a") as log:
+            log.write((job.data["name"] + " " + str(job.data.get("status", ""))).strip() + "\\n")
+        return {"ok": True}
+
+    def flaky(job):
+        if not (LOG.parent / "fixed").exists():
+            raise RuntimeError("not fixed yet")
+        return record(type("J", (), {"data": {"name": "second"}})())
+"""
+
+
+def test_trigger_rules_hooks_and_retry_of_a_run(
+    cli: CliRunner, client: Client, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log = tmp_path / "ran.log"
+    monkeypatch.setenv("FLOWS_TEST_LOG", str(log))
+    path = write_flow(tmp_path, FLAKY_FLOW, FLAKY_TASKS)
+    result = flows(cli, "run", str(path))
+    assert result.exit_code == 1, result.output
+    status = status_json(cli)
+    run_id = str(status["id"])
+    statuses = {s["step"]: s["status"] for s in status["steps"]}  # type: ignore[attr-defined]
+    assert statuses == {
+        "first": "success",
+        "second": "failed",
+        "notify": "success",
+        "on_failure": "success",
+        "on_success": "waiting",
+    }
+    assert sorted(log.read_text().splitlines()) == ["first", "notify failed", "on_failure"]
+
+    (tmp_path / "fixed").touch()
+    result = flows(cli, "retry", run_id)
+    assert result.exit_code == 0 and "1 failed job(s) put back" in result.output
+    Worker(Client.from_engine(client.engine), ["flaky"], burst=True, prepare=prepare).run()
+    status = status_json(cli, run_id)
+    assert status["status"] == "succeeded"
+    # `first` did not run again; the all_done step ran again once `second` had ended.
+    assert log.read_text().splitlines()[3:] == ["second", "notify success", "on_success"]
+
+
+def test_cancel_a_run(cli: CliRunner, client: Client) -> None:
+    run_id = flows(cli, "run", "--detach", str(EXAMPLES / "etl.yaml")).stdout.strip()
+    result = flows(cli, "cancel", run_id)
+    assert result.exit_code == 0 and "canceled 8 job(s)" in result.output
+    assert status_json(cli, run_id)["status"] == "canceled"

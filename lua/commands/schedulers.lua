@@ -1,0 +1,53 @@
+-- scheduler.ping, scheduler.forget, schedulers: the health of the scheduler services (ours).
+--
+--   scheduler.ping    id, info JSON object  -> 'ok'; records now as the service's last tick
+--                                              (info up to 64 KiB and 100 levels deep)
+--   scheduler.forget  id                    -> 'forgotten' | 'missing' (a clean shutdown)
+--   schedulers        [count=100]           -> JSON list [{id, last_tick, info}], newest first
+--
+-- A service pings after each tick, so a supervisor can tell a stuck or dead one by the age of
+-- its last tick (`flows scheduler --health`). Services silent for longer than `max-worker-age`
+-- seconds are dropped by the next ping (a bounded number per call).
+-- Errors: INVALID, TOOLARGE.
+-- @include args
+-- @include config
+-- @include schedules
+
+local PRUNE_PER_CALL = 100
+
+api['scheduler.ping'] = function(args)
+  local cmd = 'SchedulerPing'
+  local id = Arg.id(cmd, 'id', args[1])
+  local info = Arg.json(cmd, 'info', args[2], 'object', 65536, Arg.MAX_NESTING)
+  if args[3] ~= nil then Arg.fail(cmd, 'too many arguments') end
+  local stale = redis.call('zrangebyscore', Keys.schedulers(), '-inf',
+    Engine.now - Config.number('max-worker-age'), 'LIMIT', 0, PRUNE_PER_CALL)
+  for _, old in ipairs(stale) do
+    redis.call('zrem', Keys.schedulers(), old)
+    redis.call('del', Keys.scheduler(old))
+  end
+  redis.call('zadd', Keys.schedulers(), Engine.now, id)
+  redis.call('set', Keys.scheduler(id), info)
+  return 'ok'
+end
+
+api['scheduler.forget'] = function(args)
+  local id = Arg.id('SchedulerForget', 'id', args[1])
+  if redis.call('zrem', Keys.schedulers(), id) == 0 then return 'missing' end
+  redis.call('del', Keys.scheduler(id))
+  return 'forgotten'
+end
+
+api['schedulers'] = function(args)
+  local count = Arg.optional_integer('Schedulers', 'count', args[1], 100, 1, 1000)
+  local out = {}
+  local page = redis.call('zrevrange', Keys.schedulers(), 0, count - 1, 'WITHSCORES')
+  for i = 1, #page, 2 do
+    local info = redis.call('get', Keys.scheduler(page[i]))
+    local ok, decoded = pcall(cjson.decode, info or '{}')
+    table.insert(out, { id = page[i], last_tick = Schedules.time(tonumber(page[i + 1])),
+      info = ok and decoded or {} })
+  end
+  if #out == 0 then return '[]' end
+  return cjson.encode(out)
+end

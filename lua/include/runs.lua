@@ -1,0 +1,191 @@
+-- runs: checking and writing a whole flow run, canceling one, and saying what a run is doing.
+-- Shared by flow.submit (commands/flow.lua) and schedule.fire / schedule.trigger
+-- (commands/schedule_fire.lua), which must submit a run in the same call as their own writes.
+--
+-- A run is the hash `run:<id>` (id, submitted, jobs = how many, plus the run object's fields),
+-- its jids in submission order (`run:<id>-jobs`), and its id in `runs` and `runs:<flow>` scored
+-- by submit time.
+--
+--   Runs.parse(cmd, run_id, run_text, jobs_text) -> a submission, checked but for its jobs
+--   Runs.check(cmd, submission)                  -> checks every job exactly as `put` would;
+--                                                   raises INVALID / TOOLARGE, writes nothing
+--   Runs.write(submission)                       -> writes the run and every job
+--   Runs.submit(cmd, run_id, run_text, jobs_text) -> 'submitted', or 'exists' (nothing written)
+--
+-- Each job is {jid, queue, klass, data (JSON text), priority, tags, retries, depends, delay};
+-- jobs come in dependency order (a job's depends name earlier jobs of the run or existing jobs).
+-- The run object must have a string `flow`; its other fields are kept as given (strings, or
+-- JSON text for tables). A run id may not end in '-jobs' (the key layout uses that suffix).
+-- @include args
+-- @include putting
+local Runs = {}
+
+Runs.MAX_JOBS = 100000
+Runs.MAX_BYTES = 67108864 -- 64 MiB of job specs in one submission
+
+-- States in which a job can still make progress on its own: its run is active.
+local ACTIVE = { waiting = true, scheduled = true, running = true }
+-- States a canceled run's jobs are removed from (complete and failed jobs stay as a record).
+local UNFINISHED = { waiting = true, scheduled = true, running = true, depends = true }
+
+-- A run id: an id that does not end in '-jobs' (run `x`'s job list is the key `run:x-jobs`).
+function Runs.id(cmd, value, name)
+  name = name or 'run_id'
+  Arg.id(cmd, name, value)
+  if string.sub(value, -5) == '-jobs' then
+    Arg.fail(cmd, 'Arg "' .. name .. '" may not end in "-jobs" (reserved by the key layout): ' .. value)
+  end
+  return value
+end
+
+function Runs.exists(run_id)
+  return redis.call('exists', Keys.run(run_id)) == 1
+end
+
+-- A spec field as put's argument text: absent or null gives '' (which put reports as missing).
+-- Never nil: put's argument list must have no holes (# and ipairs are undefined across one).
+local function text(value)
+  if value == nil or value == cjson.null then return '' end
+  if type(value) == 'string' then return value end
+  return tostring(value)
+end
+
+local function spec_args(cmd, index, spec)
+  if type(spec) ~= 'table' then Arg.fail(cmd, 'jobs[' .. index .. '] is not an object') end
+  local function list(value)
+    if value == nil or value == cjson.null then return '[]' end
+    return cjson.encode(value)
+  end
+  local args = { 'flows', text(spec.queue), text(spec.jid), text(spec.klass), text(spec.data),
+    text(spec.delay or 0) }
+  if spec.priority ~= nil then table.insert(args, 'priority'); table.insert(args, text(spec.priority)) end
+  if spec.retries ~= nil then table.insert(args, 'retries'); table.insert(args, text(spec.retries)) end
+  table.insert(args, 'tags'); table.insert(args, list(spec.tags))
+  table.insert(args, 'depends'); table.insert(args, list(spec.depends))
+  if spec.trigger ~= nil then table.insert(args, 'trigger'); table.insert(args, text(spec.trigger)) end
+  return args
+end
+
+function Runs.parse(cmd, run_id, run_text, jobs_text)
+  local submission = { id = Runs.id(cmd, run_id) }
+  local _, run = Arg.json(cmd, 'run', run_text, 'object')
+  if type(run.flow) ~= 'string' or run.flow == '' then Arg.fail(cmd, 'run.flow must be a non-empty string') end
+  Arg.id(cmd, 'run.flow', run.flow)
+  local _, specs = Arg.json(cmd, 'jobs', jobs_text, 'array', Runs.MAX_BYTES)
+  if #specs == 0 then Arg.fail(cmd, 'a run needs at least one job') end
+  if #specs > Runs.MAX_JOBS then
+    Err.raise('TOOLARGE', cmd .. '(): ' .. #specs .. ' jobs, more than the limit of ' .. Runs.MAX_JOBS)
+  end
+  submission.run = run
+  submission.specs = specs
+  return submission
+end
+
+function Runs.check(cmd, submission)
+  local puts, seen = {}, {}
+  for i, spec in ipairs(submission.specs) do
+    local p = Put.parse(cmd .. ' jobs[' .. i .. ']', spec_args(cmd, i, spec))
+    if seen[p.jid] then Arg.fail(cmd, 'job ' .. p.jid .. ' appears twice in the run') end
+    if Job.exists(p.jid) then Arg.fail(cmd, 'job ' .. p.jid .. ' already exists') end
+    for _, dependency in ipairs(p.depends) do
+      if not seen[dependency] and not Job.exists(dependency) then
+        Arg.fail(cmd, 'job ' .. p.jid .. ' depends on ' .. dependency ..
+          ', which is neither earlier in the run nor an existing job')
+      end
+    end
+    seen[p.jid] = true
+    puts[i] = p
+  end
+  submission.puts = puts
+  return submission
+end
+
+function Runs.write(submission)
+  local run_id, run, puts = submission.id, submission.run, submission.puts
+  local key = Keys.run(run_id)
+  redis.call('hset', key, 'id', run_id, 'submitted', Engine.now, 'jobs', #puts)
+  for field, value in pairs(run) do
+    if type(value) == 'table' then value = cjson.encode(value) end
+    redis.call('hset', key, field, tostring(value))
+  end
+  for i = 1, #puts, 1000 do
+    local batch = {}
+    for j = i, math.min(i + 999, #puts) do table.insert(batch, puts[j].jid) end
+    redis.call('rpush', Keys.run_jobs(run_id), unpack(batch))
+  end
+  redis.call('zadd', Keys.runs(), Engine.now, run_id)
+  redis.call('zadd', Keys.flow_runs(run.flow), Engine.now, run_id)
+  for _, p in ipairs(puts) do Put.write(p, nil) end
+  Events.log({ event = 'run_submitted', run = run_id, flow = run.flow, jobs = #puts })
+end
+
+function Runs.submit(cmd, run_id, run_text, jobs_text)
+  local submission = Runs.parse(cmd, run_id, run_text, jobs_text)
+  if Runs.exists(submission.id) then return 'exists' end
+  Runs.write(Runs.check(cmd, submission))
+  return 'submitted'
+end
+
+-- Each jid of a run, in pages, so a 100,000-job run is never one huge reply; `visit` returns
+-- true to stop early.
+local function each_job(run_id, visit)
+  local key, start, page = Keys.run_jobs(run_id), 0, 1000
+  repeat
+    local jids = redis.call('lrange', key, start, start + page - 1)
+    for _, jid in ipairs(jids) do
+      if visit(jid) then return end
+    end
+    start = start + page
+  until #jids < page
+end
+
+-- What a run is doing: 'running' while a job of it waits, is scheduled or runs (it can still
+-- make progress by itself), else 'canceled' (canceled by a schedule's cancel_running), 'failed'
+-- (a job failed), 'expired' (no job left: retention removed them), 'blocked' (jobs wait for
+-- dependencies that never come), 'succeeded'; 'missing' when there is no such run.
+-- Stops at the first active job, so checking an active run is cheap.
+function Runs.status(run_id)
+  if not run_id or run_id == '' or not Runs.exists(run_id) then return 'missing' end
+  local active, any, failed, waiting = false, false, false, false
+  each_job(run_id, function(jid)
+    local state = redis.call('hget', Keys.job(jid), 'state')
+    if state then
+      any = true
+      if ACTIVE[state] then active = true; return true end
+      if state == 'failed' then failed = true elseif state ~= 'complete' then waiting = true end
+    end
+    return false
+  end)
+  if active then return 'running' end
+  if redis.call('hexists', Keys.run(run_id), 'canceled') == 1 then return 'canceled' end
+  if failed then return 'failed' end
+  if not any then return 'expired' end
+  if waiting then return 'blocked' end
+  return 'succeeded'
+end
+
+function Runs.active(run_id)
+  return Runs.status(run_id) == 'running'
+end
+
+-- Cancel every unfinished job of a run at once (its complete and failed jobs stay), telling
+-- the workers of running ones, and mark the run canceled. A run's jobs depend only on each
+-- other, so no job outside it is left waiting. Returns how many jobs were canceled.
+function Runs.cancel(run_id, reason)
+  local victims = {}
+  each_job(run_id, function(jid)
+    local fields = Job.load_for_delete(jid)
+    if fields and UNFINISHED[fields.state] then table.insert(victims, { jid, fields }) end
+    return false
+  end)
+  for _, victim in ipairs(victims) do
+    local jid, fields = victim[1], victim[2]
+    if fields.state == 'running' then Events.to_worker(fields.worker, 'canceled', jid) end
+    Events.tracked('canceled', jid)
+    Events.log({ jid = jid, event = 'canceled', worker = fields.worker or '', queue = fields.queue or '' })
+    Job.delete(jid, fields)
+  end
+  redis.call('hset', Keys.run(run_id), 'canceled', Engine.now, 'canceled_reason', reason or '')
+  Events.log({ event = 'run_canceled', run = run_id, jobs = #victims, reason = reason or '' })
+  return #victims
+end

@@ -1,0 +1,635 @@
+"""Malformed calls of every command: the right error class, a message naming the command and the
+argument, and not one byte changed in the namespace.
+
+Each case runs against a namespace holding a job in every state (waiting, scheduled, depends,
+running, failed, complete), a recurring job, tags, a tracked job, settings, a paused queue and a
+flow run, so a command that wrote before checking would show up in the snapshot diff.
+
+One test per command (and mode) runs all its cases in turn on the same namespace: each must
+leave it unchanged, so the next starts from the same state (it is rebuilt after a failing case).
+Every failing case is reported, by id.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import pytest
+import redis
+from conftest import T0, Lua, unchanged
+from helpers import Snapshot, snapshot
+
+from scheduler.errors import (
+    EngineError,
+    HasDependents,
+    InvalidArgument,
+    JobNotFound,
+    LockLost,
+    TooLarge,
+    UnknownCommand,
+    WrongState,
+)
+from scheduler.scripts import expand, lua_dir
+
+LONG_ID = "j" * 257
+BIG = '{"x": "' + "x" * (512 * 1024) + '"}'  # an object just over 512 KiB
+BIG_TEXT = "m" * (512 * 1024 + 1)
+DEEP_OBJECT = '{"a":' * 10000 + "1" + "}" * 10000
+DEEP_ARRAY = "[" * 10000 + "]" * 10000
+NESTED_101 = '{"a":' * 101 + "1" + "}" * 101  # decodes, but too deep to embed in a reply
+TOO_MANY_TAGS = json.dumps([f"t{n}" for n in range(65)])
+
+BAD_IDS = [("", InvalidArgument), (LONG_ID, TooLarge), ("a b", InvalidArgument),
+           ("a\tb", InvalidArgument), ("a\nb", InvalidArgument), ("nul\x00l", InvalidArgument)]
+BAD_JIDS = [*BAD_IDS, ("x-history", InvalidArgument), ("x-dependents", InvalidArgument),
+            ("x-dependencies", InvalidArgument)]
+BAD_OBJECTS = [("", InvalidArgument), ("not json", InvalidArgument), ("[1, 2]", InvalidArgument),
+               ('"text"', InvalidArgument), ("12", InvalidArgument), ("null", InvalidArgument),
+               ('{"a": 1', InvalidArgument), (DEEP_OBJECT, InvalidArgument),
+               (DEEP_ARRAY, InvalidArgument), (BIG, TooLarge)]
+BAD_NUMBERS = ["abc", "nan", "NaN", "inf", "-inf", "Infinity", "1e999", "0x", "1,5", " "]
+SOME_NUMBERS = ["abc", "nan", "inf", "-inf", "1e999"]
+BAD_COUNTS = ["-1", "1.5", "abc", "nan", "inf", "100001", "1e300"]
+
+CASES: list[Case] = []
+
+
+class Case(NamedTuple):
+    id: str
+    command: str
+    args: list[Any]
+    error: type[EngineError]
+    names: str  # what the message must name besides the command
+    now: Any
+
+
+def case(command: str, args: list[Any], error: type[EngineError], names: str, id: str = "",
+         now: Any = T0) -> None:
+    """A call that must raise `error` with a message naming the command and `names`."""
+    CASES.append(Case(f"{command}-{id or len(CASES)}", command, args, error, names, now))
+
+
+def ids(command: str, prefix: list[Any], name: str, suffix: list[Any] | None = None,
+        jid: bool = False) -> None:
+    """Each bad id (or jid) in the place of argument `name`."""
+    for value, error in BAD_JIDS if jid else BAD_IDS:
+        args = [*prefix, value, *(suffix or [])]
+        case(command, args, error, name, id=f"{name}={value[:12]!r}")
+
+
+def objects(command: str, prefix: list[Any], name: str, suffix: list[Any] | None = None) -> None:
+    for value, error in BAD_OBJECTS:
+        case(command, [*prefix, value, *(suffix or [])], error, name, id=f"{name}={value[:12]!r}")
+
+
+def numbers(command: str, prefix: list[Any], name: str, extra: tuple[str, ...] = (),
+            suffix: list[Any] | None = None, values: list[str] = SOME_NUMBERS) -> None:
+    for value in [*values, *extra]:
+        case(command, [*prefix, value, *(suffix or [])], InvalidArgument, name,
+             id=f"{name}={value!r}")
+
+
+# -- the cases, command by command -----------------------------------------------------------
+
+PUT = ["client", "q", "new", "K", "{}", "0"]
+for command in ("put", "requeue"):
+    for missing in range(6):
+        name = ["worker", "queue", "jid", "klass", "data", "delay"][missing]
+        case(command, PUT[:missing], InvalidArgument, name, id=f"missing-{name}")
+    ids(command, [], "worker", PUT[1:])
+    ids(command, PUT[:1], "queue", PUT[2:])
+    ids(command, PUT[:2], "jid", PUT[3:], jid=True)
+    ids(command, PUT[:3], "klass", PUT[4:])
+    objects(command, PUT[:4], "data", PUT[5:])
+    numbers(command, PUT[:5], "delay", ("-1", "-0.5"), values=BAD_NUMBERS)
+    case(command, [*PUT, "priority"], InvalidArgument, "priority", id="odd-options")
+    case(command, [*PUT, "priority", "1", "tags"], InvalidArgument, "tags", id="odd-options-2")
+    case(command, [*PUT, "bogus", "1"], InvalidArgument, "bogus", id="unknown-option")
+    case(command, [*PUT, "delay", "1"], InvalidArgument, "delay", id="delay-as-option")
+    for value in ["1.5", "x", "nan", "1000001", "-1000001", "inf"]:
+        case(command, [*PUT, "priority", value], InvalidArgument, "priority",
+             id=f"priority={value}")
+    for value in ["-1", "1.5", "x", "100001"]:
+        case(command, [*PUT, "retries", value], InvalidArgument, "retries", id=f"retries={value}")
+    for value in ["x", '{"a": 1}', "[1]", '["a b"]', '[""]', "[null]", '"t"', DEEP_ARRAY]:
+        case(command, [*PUT, "tags", value], InvalidArgument, "tags", id=f"tags={value[:12]}")
+    case(command, [*PUT, "tags", json.dumps([LONG_ID])], TooLarge, "tags", id="tags-long")
+    case(command, [*PUT, "tags", TOO_MANY_TAGS], TooLarge, "tags", id="tags-65")
+    for value in ["x", '["x-history"]', '["a b"]', "[1]", '{"a": "b"}', '["new"]']:
+        case(command, [*PUT, "depends", value], InvalidArgument, "depends",
+             id=f"depends={value[:12]}")
+case("requeue", ["client", "q", "nope", "K", "{}", "0"], JobNotFound, "nope", id="unknown-job")
+
+for command in ("get",):
+    case(command, [], InvalidArgument, "jid", id="missing")
+    ids(command, [], "jid", jid=True)
+ids("multiget", ["waiting"], "jid", jid=True)
+
+case("config.get", [""], InvalidArgument, "option", id="empty")
+ids("config.get", [], "option")
+case("config.set", [], InvalidArgument, "option", id="missing")
+case("config.set", ["heartbeat"], InvalidArgument, "value", id="missing-value")
+ids("config.set", [], "option", ["1"])
+numbers("config.set", ["heartbeat"], "value", ("-1",))
+numbers("config.set", ["q-heartbeat"], "value", ("-1",))
+for option in ("max-job-history", "jobs-history-count", "q-max-concurrency"):
+    case("config.set", [option, "1.5"], InvalidArgument, "value", id=f"{option}-fraction")
+case("config.set", ["application", BIG_TEXT], TooLarge, "value", id="big-value")
+case("config.unset", [], InvalidArgument, "option", id="missing")
+ids("config.unset", [], "option")
+
+ids("queues", [], "queue")
+for command in ("pause", "unpause", "queue.forget"):
+    case(command, [], InvalidArgument, "queue", id="none")
+    ids(command, ["q"], "queue")
+case("length", [], InvalidArgument, "queue", id="missing")
+ids("length", [], "queue")
+
+case("jobs", [], InvalidArgument, "state", id="missing")
+case("jobs", ["bogus", "q"], InvalidArgument, "state", id="unknown-state")
+case("jobs", ["failed", "q"], InvalidArgument, "state", id="failed-state")
+case("jobs", ["running"], InvalidArgument, "queue", id="missing-queue")
+ids("jobs", ["waiting"], "queue")
+for value in ["-1", "1.5", "x", "1e300", "nan"]:
+    case("jobs", ["waiting", "q", value], InvalidArgument, "offset", id=f"offset={value}")
+    case("jobs", ["complete", value], InvalidArgument, "offset", id=f"complete-offset={value}")
+for value in BAD_COUNTS:
+    case("jobs", ["waiting", "q", "0", value], InvalidArgument, "count", id=f"count={value}")
+    case("jobs", ["complete", "0", value], InvalidArgument, "count", id=f"complete-count={value}")
+
+case("pop", [], InvalidArgument, "queue", id="missing")
+case("pop", ["q"], InvalidArgument, "worker", id="missing-worker")
+case("pop", ["q", "w1"], InvalidArgument, "count", id="missing-count")
+ids("pop", [], "queue", ["w1", "1"])
+ids("pop", ["q"], "worker", ["1"])
+for value in BAD_COUNTS:
+    case("pop", ["q", "w1", value], InvalidArgument, "count", id=f"count={value}")
+case("peek", [], InvalidArgument, "queue", id="missing")
+case("peek", ["q"], InvalidArgument, "count", id="missing-count")
+for value in BAD_COUNTS:
+    case("peek", ["q", value], InvalidArgument, "count", id=f"count={value}")
+
+COMPLETE = ["running", "w1", "q", "{}"]
+for missing, name in enumerate(["jid", "worker", "queue", "data"]):
+    case("complete", COMPLETE[:missing], InvalidArgument, name, id=f"missing-{name}")
+ids("complete", [], "jid", COMPLETE[1:], jid=True)
+ids("complete", COMPLETE[:1], "worker", COMPLETE[2:])
+ids("complete", COMPLETE[:2], "queue", COMPLETE[3:])
+objects("complete", COMPLETE[:3], "data")
+case("complete", [*COMPLETE, "next"], InvalidArgument, "next", id="odd-options")
+case("complete", [*COMPLETE, "bogus", "x"], InvalidArgument, "bogus", id="unknown-option")
+for value, error in BAD_IDS:
+    case("complete", [*COMPLETE, "next", value], error, "next", id=f"next={value[:12]!r}")
+numbers("complete", [*COMPLETE, "next", "q2", "delay"], "delay", ("-1",))
+for value in ["x", '["a b"]', '["x-history"]', '["running"]', "{\"a\": 1}"]:
+    case("complete", [*COMPLETE, "next", "q2", "depends", value], InvalidArgument, "depends",
+         id=f"depends={value[:12]}")
+for value, error in [("not json", InvalidArgument), ("", InvalidArgument),
+                     (DEEP_ARRAY, InvalidArgument), (BIG, TooLarge)]:
+    case("complete", [*COMPLETE, "result", value], error, "result", id=f"result={value[:12]!r}")
+case("complete", [*COMPLETE, "delay", "5"], InvalidArgument, "delay", id="delay-without-next")
+case("complete", [*COMPLETE, "depends", "[]"], InvalidArgument, "depends",
+     id="depends-without-next")
+case("complete", ["nope", "w1", "q", "{}"], JobNotFound, "nope", id="unknown-job")
+case("complete", ["waiting", "w1", "q", "{}"], WrongState, "waiting", id="waiting")
+case("complete", ["complete", "w1", "q", "{}"], WrongState, "complete", id="complete")
+case("complete", ["running", "w2", "q", "{}"], LockLost, "running", id="other-worker")
+case("complete", ["running", "w1", "q2", "{}"], WrongState, "running", id="other-queue")
+
+FAIL = ["running", "w1", "boom", "message"]
+for command in ("fail", "fail.held"):
+    for missing, name in enumerate(["jid", "worker", "group", "message"]):
+        case(command, FAIL[:missing], InvalidArgument, name, id=f"missing-{name}")
+    ids(command, [], "jid", FAIL[1:], jid=True)
+    ids(command, FAIL[:1], "worker", FAIL[2:])
+    ids(command, FAIL[:2], "group", FAIL[3:])
+    case(command, [*FAIL[:3], BIG_TEXT], TooLarge, "message", id="big-message")
+    case(command, ["nope", "w1", "g", "m"], JobNotFound, "nope", id="unknown-job")
+    case(command, ["running", "w2", "g", "m"], LockLost, "running", id="other-worker")
+objects("fail", FAIL, "data")
+case("fail.held", ["waiting", "w1", "g", "m"], WrongState, "waiting", id="waiting")
+
+ids("failed", [], "group")
+for value in ["-1", "1.5", "x", "1e300"]:
+    case("failed", ["boom", value], InvalidArgument, "start", id=f"start={value}")
+for value in BAD_COUNTS:
+    case("failed", ["boom", "0", value], InvalidArgument, "limit", id=f"limit={value}")
+case("unfail", [], InvalidArgument, "queue", id="missing")
+case("unfail", ["q"], InvalidArgument, "group", id="missing-group")
+ids("unfail", [], "queue", ["boom"])
+ids("unfail", ["q"], "group")
+for value in BAD_COUNTS:
+    case("unfail", ["q", "boom", value], InvalidArgument, "count", id=f"count={value}")
+
+RETRY = ["running", "q", "w1"]
+for missing, name in enumerate(["jid", "queue", "worker"]):
+    case("retry", RETRY[:missing], InvalidArgument, name, id=f"missing-{name}")
+ids("retry", [], "jid", RETRY[1:], jid=True)
+ids("retry", RETRY[:1], "queue", RETRY[2:])
+ids("retry", RETRY[:2], "worker")
+numbers("retry", RETRY, "delay", ("-1",))
+for value, error in BAD_IDS[1:]:
+    case("retry", [*RETRY, "0", value], error, "group", id=f"group={value[:12]!r}")
+case("retry", [*RETRY, "0", "g", BIG_TEXT], TooLarge, "message", id="big-message")
+case("retry", ["nope", "q", "w1"], JobNotFound, "nope", id="unknown-job")
+case("retry", ["waiting", "q", "w1"], WrongState, "waiting", id="waiting")
+case("retry", ["running", "q", "w2"], LockLost, "running", id="other-worker")
+case("retry", ["running", "q2", "w1"], WrongState, "running", id="other-queue")
+
+case("heartbeat", [], InvalidArgument, "jid", id="missing")
+case("heartbeat", ["running"], InvalidArgument, "worker", id="missing-worker")
+ids("heartbeat", [], "jid", ["w1"], jid=True)
+ids("heartbeat", ["running"], "worker")
+for value, error in BAD_OBJECTS[1:]:  # '' means no data
+    case("heartbeat", ["running", "w1", value], error, "data", id=f"data={value[:12]!r}")
+case("heartbeat", ["nope", "w1"], JobNotFound, "nope", id="unknown-job")
+case("heartbeat", ["waiting", "w1"], WrongState, "waiting", id="waiting")
+case("heartbeat", ["running", "w2"], LockLost, "running", id="other-worker")
+
+case("release", [], InvalidArgument, "jid", id="missing")
+case("release", ["running"], InvalidArgument, "worker", id="missing-worker")
+ids("release", [], "jid", ["w1"], jid=True)
+ids("release", ["running"], "worker")
+numbers("release", ["running", "w1"], "delay", ("-1",))
+case("release", ["nope", "w1"], JobNotFound, "nope", id="unknown-job")
+case("release", ["waiting", "w1"], WrongState, "waiting", id="waiting")
+case("release", ["running", "w2"], LockLost, "running", id="other-worker")
+
+case("depends", [], InvalidArgument, "jid", id="missing")
+ids("depends", [], "jid", ["on", "waiting"], jid=True)
+case("depends", ["depends"], InvalidArgument, "direction", id="missing-direction")
+case("depends", ["depends", "sideways", "waiting"], InvalidArgument, "direction", id="direction")
+case("depends", ["depends", "on"], InvalidArgument, "dependencies", id="none")
+case("depends", ["depends", "off"], InvalidArgument, "dependencies", id="none-off")
+ids("depends", ["depends", "on"], "jid", jid=True)
+case("depends", ["depends", "on", "waiting", "a b"], InvalidArgument, "jid", id="second-bad")
+case("depends", ["depends", "on", "depends"], InvalidArgument, "jid", id="itself")
+case("depends", ["waiting", "on", "running"], WrongState, "waiting", id="not-depends")
+case("depends", ["nope", "on", "running"], JobNotFound, "nope", id="unknown-job")
+
+ids("cancel", [], "jid", jid=True)
+ids("cancel", ["scheduled"], "jid", jid=True)
+case("cancel", ["waiting"], HasDependents, "depends", id="has-dependents")
+case("cancel", ["scheduled", "waiting", "running"], HasDependents, "waiting", id="has-dependents-2")
+
+case("timeout", [], InvalidArgument, "jid", id="none")
+ids("timeout", [], "jid", jid=True)
+ids("timeout", ["running"], "jid", jid=True)
+case("timeout", ["running", "nope"], JobNotFound, "nope", id="unknown-job-second")
+case("timeout", ["running", "waiting"], WrongState, "waiting", id="waiting-second")
+
+case("priority", [], InvalidArgument, "jid", id="missing")
+case("priority", ["waiting"], InvalidArgument, "priority", id="missing-priority")
+ids("priority", [], "jid", ["1"], jid=True)
+numbers("priority", ["waiting"], "priority", ("1.5", "1000001", "-1000001"))
+case("priority", ["nope", "1"], JobNotFound, "nope", id="unknown-job")
+
+case("tag", [], InvalidArgument, "verb", id="missing")
+case("tag", ["bogus", "waiting", "t"], InvalidArgument, "verb", id="unknown-verb")
+for verb in ("add", "remove"):
+    case("tag", [verb], InvalidArgument, "jid", id=f"{verb}-missing")
+    ids("tag", [verb], "jid", ["t"], jid=True)
+    ids("tag", [verb, "waiting"], "tag")
+    case("tag", [verb, "waiting", "ok", "a b"], InvalidArgument, "tag", id=f"{verb}-second-bad")
+    case("tag", [verb, "nope", "t"], JobNotFound, "nope", id=f"{verb}-unknown-job")
+case("tag", ["add", "waiting", *json.loads(TOO_MANY_TAGS)], TooLarge, "tags", id="add-65")
+case("tag", ["get"], InvalidArgument, "tag", id="get-missing")
+ids("tag", ["get"], "tag")
+for value in ["-1", "x", "1.5", "1e300"]:
+    case("tag", ["get", "t", value], InvalidArgument, "offset", id=f"get-offset={value}")
+    case("tag", ["top", value], InvalidArgument, "offset", id=f"top-offset={value}")
+for value in BAD_COUNTS:
+    case("tag", ["get", "t", "0", value], InvalidArgument, "count", id=f"get-count={value}")
+    case("tag", ["top", "0", value], InvalidArgument, "count", id=f"top-count={value}")
+
+for verb in ("track", "untrack"):
+    case("track", [verb], InvalidArgument, "jid", id=f"{verb}-missing")
+    ids("track", [verb], "jid", jid=True)
+case("track", ["bogus", "waiting"], InvalidArgument, "verb", id="unknown-verb")
+case("track", ["track", "nope"], JobNotFound, "nope", id="unknown-job")
+
+case("log", [], InvalidArgument, "jid", id="missing")
+case("log", ["waiting"], InvalidArgument, "message", id="missing-message")
+ids("log", [], "jid", ["m"], jid=True)
+case("log", ["waiting", "m" * 4097], TooLarge, "message", id="big-message")
+objects("log", ["waiting", "m"], "data")
+case("log", ["waiting", "m", NESTED_101], InvalidArgument, "data", id="data-101-deep")
+case("log", ["nope", "m"], JobNotFound, "nope", id="unknown-job")
+
+case("stats", [], InvalidArgument, "queue", id="missing")
+case("stats", ["q"], InvalidArgument, "date", id="missing-date")
+ids("stats", [], "queue", [str(T0)])
+numbers("stats", ["q"], "date", ("-1",))
+
+ids("workers", [], "worker")
+case("worker.deregister", [], InvalidArgument, "worker", id="none")
+ids("worker.deregister", ["w1"], "worker")
+case("worker.register", [], InvalidArgument, "worker", id="missing")
+ids("worker.register", [], "worker", ["{}"])
+objects("worker.register", ["w9"], "info")
+case("worker.register", ["w9", NESTED_101], InvalidArgument, "info", id="info-101-deep")
+ids("worker.info", ["w1"], "worker")
+
+RECUR = ["q", "new-rec", "K", "{}", "interval", "60", "0"]
+for missing, name in enumerate(["queue", "jid", "klass", "data", "spec", "interval", "offset"]):
+    case("recur", RECUR[:missing], InvalidArgument, name, id=f"missing-{name}")
+ids("recur", [], "queue", RECUR[1:])
+ids("recur", RECUR[:1], "jid", RECUR[2:], jid=True)
+case("recur", [RECUR[0], "r" * 246, *RECUR[2:]], TooLarge, "jid", id="jid-no-room")
+ids("recur", RECUR[:2], "klass", RECUR[3:])
+objects("recur", RECUR[:3], "data", RECUR[4:])
+case("recur", [*RECUR[:4], "cron", *RECUR[5:]], InvalidArgument, "spec", id="spec-cron")
+numbers("recur", RECUR[:5], "interval", ("0", "-60"), RECUR[6:])
+numbers("recur", RECUR[:6], "offset", ("-1",))
+case("recur", [*RECUR, "priority"], InvalidArgument, "priority", id="odd-options")
+case("recur", [*RECUR, "bogus", "1"], InvalidArgument, "bogus", id="unknown-option")
+for name, value in [("priority", "1.5"), ("priority", "2000000"), ("retries", "-1"),
+                    ("backlog", "x"), ("tags", "x"), ("tags", '["a b"]')]:
+    case("recur", [*RECUR, name, value], InvalidArgument, name, id=f"{name}={value}")
+case("recur", [*RECUR, "tags", TOO_MANY_TAGS], TooLarge, "tags", id="tags-65")
+for command in ("unrecur", "recur.get", "recur.update", "recur.tag", "recur.untag"):
+    case(command, [], InvalidArgument, "jid", id="missing")
+    ids(command, [], "jid", jid=True)
+case("recur.update", ["rec", "priority"], InvalidArgument, "priority", id="odd-options")
+case("recur.update", ["rec", "state", "x"], InvalidArgument, "state", id="unknown-option")
+for name, value in [("priority", "x"), ("priority", "1.5"), ("interval", "0"), ("interval", "-1"),
+                    ("interval", "nan"), ("retries", "-1"), ("backlog", "1.5"), ("data", "[]"),
+                    ("data", "x"), ("queue", "a b"), ("queue", LONG_ID), ("klass", "")]:
+    error = TooLarge if value == LONG_ID else InvalidArgument
+    case("recur.update", ["rec", name, value], error, name, id=f"{name}={value[:12]!r}")
+case("recur.update", ["rec", "priority", "1", "data", BIG], TooLarge, "data", id="big-data")
+case("recur.update", ["nope", "priority", "1"], JobNotFound, "nope", id="unknown")
+for command in ("recur.tag", "recur.untag"):
+    ids(command, ["rec"], "tag")
+    case(command, ["nope", "t"], JobNotFound, "nope", id="unknown")
+case("recur.tag", ["rec", *json.loads(TOO_MANY_TAGS)], TooLarge, "tags", id="65")
+
+RUN = ["run-2", '{"flow": "f"}']
+JOB = {"jid": "f-1", "queue": "q", "klass": "K", "data": "{}"}
+case("flow.submit", [], InvalidArgument, "run_id", id="missing")
+ids("flow.submit", [], "run_id", [RUN[1], json.dumps([JOB])])
+objects("flow.submit", RUN[:1], "run", [json.dumps([JOB])])
+case("flow.submit", ["run-2", "{}", json.dumps([JOB])], InvalidArgument, "flow", id="no-flow")
+case("flow.submit", ["run-2", '{"flow": 1}', json.dumps([JOB])], InvalidArgument, "flow",
+     id="flow-number")
+case("flow.submit", ["run-2", '{"flow": "a b"}', json.dumps([JOB])], InvalidArgument, "flow",
+     id="flow-space")
+case("flow.submit", RUN, InvalidArgument, "jobs", id="missing-jobs")
+for value in ["[]", "{}", '{"a": 1}', "x", DEEP_ARRAY, "[1]", '["x"]']:
+    case("flow.submit", [*RUN, value], InvalidArgument, "job", id=f"jobs={value[:12]}")
+for field, value in [("jid", "a b"), ("jid", "x-history"), ("queue", ""), ("klass", None),
+                     ("data", "[1]"), ("data", 5), ("delay", -1), ("priority", 1.5),
+                     ("retries", -1), ("tags", ["a b"]), ("depends", ["unknown-job"]),
+                     ("depends", ["f-1"])]:
+    spec = {**JOB, field: value}
+    if value is None:
+        del spec[field]
+    case("flow.submit", [*RUN, json.dumps([spec])], InvalidArgument, field,
+         id=f"job-{field}={value!r}"[:40])
+case("flow.submit", [*RUN, json.dumps([JOB, JOB])], InvalidArgument, "f-1", id="twice")
+case("flow.submit", [*RUN, json.dumps([{**JOB, "jid": "waiting"}])], InvalidArgument, "waiting",
+     id="job-exists")
+case("run.get", [], InvalidArgument, "run_id", id="missing")
+ids("run.get", [], "run_id")
+for value, error in BAD_IDS[1:]:  # '' means every flow
+    case("runs", [value], error, "flow", id=f"flow={value[:12]!r}")
+case("flow.submit", ["x-jobs", *RUN[1:], json.dumps([JOB])], InvalidArgument, "run_id",
+     id="run_id-reserved")
+case("run.get", ["x-jobs"], InvalidArgument, "run_id", id="reserved")
+for value in ["-1", "x", "1e300"]:
+    case("runs", ["", value], InvalidArgument, "offset", id=f"offset={value}")
+for value in BAD_COUNTS:
+    case("runs", ["", "0", value], InvalidArgument, "count", id=f"count={value}")
+
+for command in ("run.retry", "run.cancel"):
+    case(command, [], InvalidArgument, "run_id", id="missing")
+    ids(command, [], "run_id")
+    case(command, ["no-such-run"], JobNotFound, "no-such-run", id="unknown")
+for command in ("put", "requeue"):
+    case(command, [*PUT, "trigger", "sometimes"], InvalidArgument, "trigger", id="bad-trigger")
+case("flow.submit", [*RUN, json.dumps([{**JOB, "trigger": "never"}])], InvalidArgument, "trigger",
+     id="bad-trigger")
+
+# -- schedules, scheduler services, maintenance (ours) --------------------------------------
+
+DEFINITION = {"flow": "f", "cron": ["* * * * *"], "timezone": "UTC", "overlap": "skip",
+              "catchup": "none", "hash": "h1"}
+REGISTER = ["sched", json.dumps(DEFINITION), "flow: f", str(T0 + 60), "", ""]
+TOO_MANY = "too many arguments"
+for missing, name in enumerate(["name", "definition", "source"]):
+    case("schedule.register", REGISTER[:missing], InvalidArgument, name, id=f"missing-{name}")
+ids("schedule.register", [], "name", REGISTER[1:])
+objects("schedule.register", REGISTER[:1], "definition", REGISTER[2:])
+for field, value in [("flow", None), ("flow", "a b"), ("cron", []), ("cron", "* * * * *"),
+                     ("cron", [1]), ("cron", [""]), ("timezone", None), ("overlap", "never"),
+                     ("catchup", None), ("paused", "yes"), ("hash", None), ("hash", "a b")]:
+    definition = {**DEFINITION, field: value}
+    if value is None:
+        del definition[field]
+    case("schedule.register", [REGISTER[0], json.dumps(definition), *REGISTER[2:]],
+         InvalidArgument, field, id=f"definition-{field}={value!r}")
+case("schedule.register", [*REGISTER[:2], "s" * (4 * 1024 * 1024 + 1), *REGISTER[3:]], TooLarge,
+     "source", id="big-source")
+for position, name in [(3, "next"), (5, "expected_next")]:
+    for value in ["x", "nan", "-1", "inf"]:
+        args = list(REGISTER)
+        args[position] = value
+        case("schedule.register", args, InvalidArgument, name, id=f"{name}={value}")
+case("schedule.register", [*REGISTER[:4], "a b", ""], InvalidArgument, "expected_hash",
+     id="expected_hash")
+case("schedule.register", [*REGISTER, "extra"], InvalidArgument, TOO_MANY, id="too-many")
+
+for command in ("schedule.get", "schedule.pause", "schedule.unregister", "schedule.resume",
+                "schedule.trigger"):
+    case(command, [], InvalidArgument, "name", id="missing")
+    ids(command, [], "name")
+for value in ["-1", "x", "101"]:
+    case("schedule.get", ["sched", value], InvalidArgument, "skips", id=f"skips={value}")
+for value in ["-1", "x", "1e300"]:
+    case("schedule.list", [value], InvalidArgument, "offset", id=f"offset={value}")
+    case("schedule.due", [value], InvalidArgument, "offset", id=f"offset={value}")
+for value in ["-1", "x", "1001"]:
+    case("schedule.list", ["0", value], InvalidArgument, "count", id=f"count={value}")
+for value in ["0", "x", "10001"]:
+    case("schedule.due", ["0", value], InvalidArgument, "limit", id=f"limit={value}")
+case("schedule.pause", ["sched", "n" * 1025], TooLarge, "note", id="big-note")
+case("schedule.pause", ["nope"], JobNotFound, "nope", id="unknown")
+case("schedule.pause", ["sched", "note", "extra"], InvalidArgument, TOO_MANY, id="too-many")
+RESUME = ["sched", str(T0 + 60), str(T0 + 120), "[]"]
+case("schedule.resume", ["sched", "x", *RESUME[2:]], InvalidArgument, "expected_next",
+     id="expected_next")
+case("schedule.resume", [*RESUME[:2], "x", "[]"], InvalidArgument, "next", id="next")
+SKIP = {"first": T0, "last": T0 + 60, "count": 2, "reason": "paused"}
+for name, skips, error in [
+    ("skips", "", InvalidArgument), ("skips", "x", InvalidArgument),
+    ("skips", '{"a": 1}', InvalidArgument), ("skips[1]", "[1]", InvalidArgument),
+    ("first", json.dumps([{**SKIP, "first": "x"}]), InvalidArgument),
+    ("first", json.dumps([{**SKIP, "first": -1}]), InvalidArgument),
+    ("last", json.dumps([{**SKIP, "last": T0 - 1}]), InvalidArgument),
+    ("count", json.dumps([{**SKIP, "count": 0}]), InvalidArgument),
+    ("count", json.dumps([{**SKIP, "count": 1.5}]), InvalidArgument),
+    ("reason", json.dumps([{**SKIP, "reason": None}]), InvalidArgument),
+    ("reason", json.dumps([{**SKIP, "reason": "r" * 1025}]), TooLarge),
+    ("skips", json.dumps([SKIP] * 1001), TooLarge),
+]:
+    case("schedule.resume", [*RESUME[:3], skips], error, name, id=f"skips-{name}-{skips[:20]}")
+case("schedule.resume", ["nope", *RESUME[1:]], JobNotFound, "nope", id="unknown")
+case("schedule.resume", [*RESUME, "extra"], InvalidArgument, TOO_MANY, id="too-many")
+case("schedule.unregister", ["sched", "a b"], InvalidArgument, "expected_hash", id="hash")
+case("schedule.unregister", ["sched", "h1", "extra"], InvalidArgument, TOO_MANY, id="too-many")
+
+FIRE = ["sched", "h1", str(T0 + 60), str(T0 + 120), "fire", str(T0 + 60), "[]",
+        "sched-run-1", RUN[1], json.dumps([{**JOB, "jid": "s-1"}])]
+for missing, name in enumerate(["name", "hash", "expected", "next", "action", "tick", "skips",
+                                "run_id", "run", "jobs"]):
+    if name != "next":  # '' means no fire time left
+        case("schedule.fire", FIRE[:missing], InvalidArgument, name, id=f"missing-{name}")
+for position, name, values in [(1, "hash", ["a b"]), (2, "expected", ["x", "-1", "nan"]),
+                               (3, "next", ["x", "-1"]), (4, "action", ["run", "FIRE"]),
+                               (5, "tick", ["x", "-1"]), (6, "skips", ["x", "[1]"]),
+                               (7, "run_id", ["a b", "x-jobs"]), (8, "run", ["x", "{}"]),
+                               (9, "job", ["[]", "[1]"]), (10, "cancel_run_id", ["a b"])]:
+    for value in values:
+        args = [*FIRE, ""]
+        args[position] = value
+        case("schedule.fire", args, InvalidArgument, name, id=f"{name}={value}")
+case("schedule.fire", [*FIRE[:4], "buffered", *FIRE[5:]], InvalidArgument, "next",
+     id="buffered-with-next")
+case("schedule.fire", [*FIRE[:4], "skip", FIRE[5], "[]", "run"], InvalidArgument, "skip",
+     id="skip-with-run")
+case("schedule.fire", [*FIRE, "", "extra"], InvalidArgument, TOO_MANY, id="too-many")
+TRIGGER = ["sched", "manual-1", RUN[1], json.dumps([{**JOB, "jid": "m-1"}])]
+case("schedule.trigger", TRIGGER[:1], InvalidArgument, "run_id", id="missing-run_id")
+case("schedule.trigger", [*TRIGGER[:3], "[]"], InvalidArgument, "job", id="no-jobs")
+case("schedule.trigger", [*TRIGGER[:3], json.dumps([{**JOB, "jid": "waiting"}])],
+     InvalidArgument, "waiting", id="job-exists")
+case("schedule.trigger", ["nope", *TRIGGER[1:]], JobNotFound, "nope", id="unknown")
+case("schedule.trigger", [*TRIGGER, "extra"], InvalidArgument, TOO_MANY, id="too-many")
+
+case("scheduler.ping", [], InvalidArgument, "id", id="missing")
+ids("scheduler.ping", [], "id", ["{}"])
+objects("scheduler.ping", ["s1"], "info")
+case("scheduler.ping", ["s1", NESTED_101], InvalidArgument, "info", id="info-101-deep")
+case("scheduler.ping", ["s1", "{}", "extra"], InvalidArgument, TOO_MANY, id="too-many")
+case("scheduler.forget", [], InvalidArgument, "id", id="missing")
+ids("scheduler.forget", [], "id")
+for value in ["0", "x", "1001", "1.5"]:
+    case("schedulers", [value], InvalidArgument, "count", id=f"count={value}")
+
+case("maintain", [], InvalidArgument, "queue", id="missing")
+ids("maintain", [], "queue")
+for value in ["0", "x", "10001", "1.5"]:
+    case("maintain", ["q", value], InvalidArgument, "limit", id=f"limit={value}")
+    case("maintain.retention", [value], InvalidArgument, "limit", id=f"limit={value}")
+case("maintain", ["q", "10", "extra"], InvalidArgument, TOO_MANY, id="too-many")
+for value in ["-1", "x", "1e300"]:
+    case("maintain.retention", ["10", value], InvalidArgument, "offset", id=f"offset={value}")
+case("maintain.retention", ["10", "0", "extra"], InvalidArgument, TOO_MANY, id="too-many")
+
+# Any command: `now` must be a finite number of at least 0 (or '' for the server's clock).
+for value in [*BAD_NUMBERS, "-1"]:
+    for command, args in [("get", ["waiting"]), ("put", PUT), ("config.get", [])]:
+        case(command, args, InvalidArgument, "now", id=f"now={value!r}", now=value)
+
+
+def display(command: str) -> str:
+    """The name a command's errors start with: 'config.get' -> 'ConfigGet'."""
+    return "".join(part[:1].upper() + part[1:] for part in command.split("."))
+
+
+# -- the populated namespace -----------------------------------------------------------------
+
+
+POPULATED: dict[str, Snapshot] = {}
+
+
+def populate(lua: Lua) -> None:
+    """Fill the namespace (the first time for real, then restored from its DUMP: faster)."""
+    cached = POPULATED.get(lua.prefix)
+    if cached is None:
+        fill(lua)
+        POPULATED[lua.prefix] = snapshot(lua.r)
+        return
+    pipe = lua.r.pipeline(transaction=False)
+    for key, (_, dump, expiry) in cached.items():
+        assert expiry == -1
+        pipe.restore(key, 0, dump)
+    pipe.execute()
+
+
+def fill(lua: Lua) -> None:
+    lua.put("waiting", tags=["t", "u"])
+    lua.put("scheduled", delay=100, tags=["t"])
+    lua.put("depends", depends=["waiting"])
+    lua.put("running")
+    lua.put("failed")
+    lua.put("complete")
+    lua("fail", "failed", "w0", "boom", "it broke", now=T0)
+    assert set(lua.pop_jids(worker="w1", count=3)) == {"waiting", "running", "complete"}
+    lua.complete("complete", result='{"ok": true}')
+    lua("retry", "waiting", "q", "w1", now=T0)
+    lua("track", "track", "running", now=T0)
+    lua("recur", "q", "rec", "K", "{}", "interval", 60, 1000, "tags", '["t"]', now=T0)
+    lua.config("heartbeat", 120)
+    lua.config("q2-max-concurrency", 3)
+    lua("pause", "paused", now=T0)
+    lua("worker.register", "w1", '{"host": "h"}', now=T0)
+    lua("flow.submit", "run-1", '{"flow": "f"}', json.dumps([{**JOB, "jid": "f-0"}]), now=T0)
+    assert lua("schedule.register", *REGISTER, now=T0) == "registered"
+    lua("schedule.pause", "sched", "maintenance", now=T0)
+    lua("scheduler.ping", "s1", '{"host": "h"}', now=T0)
+
+
+def check(lua: Lua, c: Case) -> None:
+    with unchanged(lua.r), pytest.raises(EngineError) as raised:
+        lua.raw(c.command, *c.args, now=c.now)
+    assert type(raised.value) is c.error, f"{type(raised.value).__name__}: {raised.value}"
+    message = str(raised.value)
+    assert re.match(rf"{display(c.command)}\b", message), message
+    assert c.names in message, message
+    assert len(message) < 400, message  # a clear message, not a dump of the argument
+
+
+@pytest.mark.parametrize("command", sorted({c.command for c in CASES}))
+def test_bad_input_is_refused_and_changes_nothing(lua: Lua, command: str) -> None:
+    populate(lua)
+    failures: list[str] = []
+    cases = [c for c in CASES if c.command == command]
+    for c in cases:
+        try:
+            check(lua, c)
+        except (AssertionError, pytest.fail.Exception) as failure:
+            failures.append(f"{c.id}: {str(failure).splitlines()[0][:300]}")
+            lua.r.flushall()
+            populate(lua)
+    assert not failures, f"{len(failures)} of {len(cases)} cases failed:\n" + "\n".join(failures)
+
+
+@pytest.mark.parametrize("command", ["bogus", "", "PUT", "Get", "config", "config.", "__index",
+                                     "put ", "recur.get.x"])
+def test_unknown_command(lua: Lua, command: str) -> None:
+    populate(lua)
+    with unchanged(lua.r), pytest.raises(UnknownCommand, match="unknown command"):
+        lua.raw(command, "waiting", now=T0)
+
+
+def test_no_command_at_all(lua: Lua) -> None:
+    """FCALL / EVALSHA with no arguments after the keys (below Engine.call, which needs one)."""
+    populate(lua)
+    lua.engine.load()
+    with unchanged(lua.r), pytest.raises(redis.ResponseError, match=r"^UNKNOWNCOMMAND "):
+        lua.engine._send(lua.r, [len(lua.engine._keys), *lua.engine._keys])
+
+
+def commands_in_engine() -> set[str]:
+    """Every command the bundled engine dispatches."""
+    return set(re.findall(r"^api\['([^']+)'\]", expand(lua_dir()), re.MULTILINE))
+
+
+def test_every_command_has_bad_input_cases() -> None:
+    covered = {c.command for c in CASES}
+    missing = commands_in_engine() - covered
+    assert not missing, f"commands without bad-input cases in {Path(__file__).name}: {missing}"

@@ -1,0 +1,454 @@
+"""Schedules at script level: register, get, list, pause, resume, unregister, due, fire, trigger,
+and the scheduler services' health (schedule*.lua, schedulers.lua), time always explicit."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from conftest import T0, Lua, unchanged
+
+from scheduler.errors import InvalidArgument, JobNotFound, WrongState
+
+TICK = T0 + 60
+
+
+def definition(name: str = "f", digest: str = "h1", **changes: Any) -> dict[str, Any]:
+    return {
+        "flow": name,
+        "hash": digest,
+        "file": f"/flows/{name}.yaml",
+        "cron": ["* * * * *"],
+        "timezone": "UTC",
+        "overlap": "skip",
+        "catchup": "latest",
+        "jitter": 0,
+        "params": {},
+        "paused": False,
+        **changes,
+    }
+
+
+def register(
+    lua: Lua,
+    name: str = "f",
+    digest: str = "h1",
+    nxt: Any = TICK,
+    expected_hash: str = "",
+    expected_next: Any = "",
+    now: float = T0,
+    **changes: Any,
+) -> Any:
+    return lua.raw(
+        "schedule.register",
+        name,
+        json.dumps(definition(name, digest, **changes)),
+        f"source of {name}",
+        nxt,
+        expected_hash,
+        expected_next,
+        now=now,
+    )
+
+
+def get(lua: Lua, name: str = "f", skips: int = 20, now: float = T0) -> Any:
+    raw = lua.raw("schedule.get", name, skips, now=now)
+    return None if raw is None else json.loads(raw)
+
+
+def due(lua: Lua, now: float, offset: int = 0, limit: int = 500) -> dict[str, list[Any]]:
+    reply = json.loads(lua.raw("schedule.due", offset, limit, now=now))
+    return {key: value or [] for key, value in reply.items()}
+
+
+def run_args(run_id: str, jobs: int = 1, queue: str = "q", flow: str = "f") -> list[str]:
+    specs = [
+        {"jid": f"{run_id}:s{i}", "queue": queue, "klass": "K", "data": "{}"} for i in range(jobs)
+    ]
+    for i in range(1, jobs):
+        specs[i]["depends"] = [f"{run_id}:s{i - 1}"]
+    return [run_id, json.dumps({"flow": flow, "trigger": "schedule"}), json.dumps(specs)]
+
+
+def fire(
+    lua: Lua,
+    action: str = "fire",
+    expected: Any = TICK,
+    nxt: Any = TICK + 60,
+    tick: Any = TICK,
+    skips: Any = (),
+    run: list[str] | None = None,
+    cancel: str | None = None,
+    name: str = "f",
+    digest: str = "h1",
+    now: float = TICK + 1,
+) -> Any:
+    args: list[Any] = [name, digest, expected, nxt, action, tick, json.dumps(list(skips))]
+    if action in ("fire", "buffered"):
+        args += run if run is not None else run_args(f"{name}@{int(tick)}")
+        if cancel:
+            args.append(cancel)
+    return lua.raw("schedule.fire", *args, now=now)
+
+
+def skip(
+    first: float,
+    last: float | None = None,
+    count: int | None = 1,
+    reason: str = "overlap skip: previous run still active",
+) -> dict[str, Any]:
+    return {
+        "first": first,
+        "last": first if last is None else last,
+        "count": count,
+        "reason": reason,
+    }
+
+
+# -- registering -------------------------------------------------------------------------------
+
+
+def test_register_get_list(lua: Lua) -> None:
+    assert register(lua) == "registered"
+    assert lua.r.zscore(lua.key("schedules"), "f") == TICK
+    got = get(lua)
+    assert got["name"] == "f" and got["hash"] == "h1" and got["flow"] == "f"
+    assert json.loads(got["definition"]) == definition()
+    assert got["source"] == "source of f"
+    assert got["next"] == "1699923660"
+    assert (got["paused"], got["file_paused"], got["last_run_status"]) == (False, False, "missing")
+    assert (got["fired"], got["skipped"], got["triggered"]) == ("0", "0", "0")
+    assert get(lua, "nope") is None
+    register(lua, "a", nxt=TICK + 5)
+    listed = json.loads(lua.raw("schedule.list", now=T0))
+    assert [s["name"] for s in listed] == ["a", "f"]
+    assert all("source" not in s for s in listed)
+    assert [s["name"] for s in json.loads(lua.raw("schedule.list", 1, 5, now=T0))] == ["f"]
+    assert lua.raw("schedule.list", 5, 5, now=T0) == "[]"
+
+
+def test_same_content_is_unchanged_whatever_the_score(lua: Lua) -> None:
+    register(lua)
+    with unchanged(lua.r):
+        assert register(lua, nxt=TICK + 999) == "unchanged"
+
+
+def test_update_is_a_compare_and_set(lua: Lua) -> None:
+    register(lua)
+    with unchanged(lua.r):
+        assert register(lua, digest="h2", nxt=TICK + 120) == "conflict"  # expected no schedule
+        assert register(lua, digest="h2", expected_hash="h1", expected_next=TICK + 1) == "conflict"
+        assert register(lua, digest="h2", expected_hash="hx", expected_next=TICK) == "conflict"
+    lua.raw("schedule.pause", "f", "maintenance", now=T0)
+    fire(lua)
+    assert (
+        register(
+            lua,
+            digest="h2",
+            nxt=TICK + 300,
+            expected_hash="h1",
+            expected_next=TICK + 60,
+            now=T0 + 5,
+            overlap="allow",
+        )
+        == "updated"
+    )
+    got = get(lua)
+    assert got["hash"] == "h2" and got["overlap"] == "allow" and got["next"] == str(int(TICK + 300))
+    # What the operator and the ticks did survives a new version of the file.
+    assert got["paused"] is True and got["pause_note"] == "maintenance"
+    assert got["last_run"] == f"f@{int(TICK)}" and got["fired"] == "1"
+    assert got["registered"] == str(int(T0))
+
+
+def test_register_without_fire_time_ends_the_schedule(lua: Lua) -> None:
+    register(lua, nxt="")
+    assert lua.r.zscore(lua.key("schedules"), "f") is None
+    got = get(lua)
+    assert got["ended"] == str(int(T0)) and "next" not in got
+    assert register(lua, digest="h2", expected_hash="h1", nxt=TICK) == "updated"
+    assert "ended" not in get(lua)
+
+
+def test_file_paused_flag(lua: Lua) -> None:
+    register(lua, paused=True)
+    assert get(lua)["file_paused"] is True
+    assert due(lua, TICK)["due"][0]["paused"] is True
+    with unchanged(lua.r), pytest.raises(WrongState, match="paused in its file"):
+        lua.raw("schedule.resume", "f", TICK, TICK + 60, "[]", now=TICK)
+
+
+def test_unregister(lua: Lua) -> None:
+    register(lua)
+    fire(lua, "skip", skips=[skip(TICK)], run=None)
+    fire(lua, "buffer", expected=TICK + 60, nxt=TICK + 120, tick=TICK + 60)
+    with unchanged(lua.r):
+        assert lua.raw("schedule.unregister", "f", "h9", now=T0) == "conflict"
+        assert lua.raw("schedule.unregister", "nope", now=T0) == "missing"
+    assert lua.raw("schedule.unregister", "f", "h1", now=T0) == "unregistered"
+    assert not any("schedule" in key for key in lua.namespace_keys())
+
+
+# -- due and fire ------------------------------------------------------------------------------
+
+
+def test_due_lists_due_schedules_in_order(lua: Lua) -> None:
+    register(lua, "late", nxt=TICK + 30)
+    register(lua, "early", nxt=TICK - 30)
+    register(lua, "now", nxt=TICK)
+    assert due(lua, TICK - 31) == {"due": [], "buffered": []}
+    names = [e["name"] for e in due(lua, TICK)["due"]]
+    assert names == ["early", "now"]
+    assert [e["name"] for e in due(lua, TICK + 30, offset=1, limit=1)["due"]] == ["now"]
+    entry = due(lua, TICK)["due"][1]
+    assert entry == {
+        "name": "now",
+        "next": str(int(TICK)),
+        "hash": "h1",
+        "paused": False,
+        "last_run": "",
+        "active": False,
+        "buffered": "",
+    }
+
+
+def test_fire_submits_the_run_and_moves_the_score_in_one_call(lua: Lua) -> None:
+    register(lua)
+    assert (
+        fire(lua, run=run_args("f@1", jobs=2), skips=[skip(T0, reason="catch-up policy none")])
+        == "fired"
+    )
+    assert lua.r.zscore(lua.key("schedules"), "f") == TICK + 60
+    record = json.loads(lua.raw("run.get", "f@1", now=TICK + 1))
+    assert record["jids"] == ["f@1:s0", "f@1:s1"] and record["trigger"] == "schedule"
+    assert lua.state("f@1:s0") == "waiting" and lua.state("f@1:s1") == "depends"
+    got = get(lua)
+    assert got["last_run"] == "f@1" and got["last_tick"] == str(int(TICK))
+    assert got["fired"] == "1" and got["skipped"] == "1" and got["last_run_status"] == "running"
+    assert got["skips"] == [
+        {"first": T0, "last": T0, "count": 1, "reason": "catch-up policy none", "at": TICK + 1}
+    ]
+    # The same tick again, by a second service that planned from the same score: nothing.
+    with unchanged(lua.r):
+        assert fire(lua, run=run_args("f@1", jobs=2)) == "conflict"
+        assert fire(lua, digest="h2", expected=TICK + 60, tick=TICK + 60) == "conflict"
+
+
+def test_a_run_that_exists_is_not_submitted_again(lua: Lua) -> None:
+    register(lua)
+    assert lua.raw("flow.submit", *run_args("f@1"), now=T0) == "submitted"
+    assert fire(lua, run=run_args("f@1", jobs=3)) == "exists"
+    assert lua.r.zscore(lua.key("schedules"), "f") == TICK + 60
+    assert json.loads(lua.raw("run.get", "f@1", now=TICK))["jobs"] == 1
+    assert get(lua)["last_run"] == "f@1"
+
+
+def test_fire_with_a_bad_run_changes_nothing(lua: Lua) -> None:
+    register(lua)
+    lua.put("f@1:s0")
+    with unchanged(lua.r), pytest.raises(InvalidArgument, match="already exists"):
+        fire(lua, run=run_args("f@1"))
+
+
+def test_last_fire_time_ends_the_schedule(lua: Lua) -> None:
+    register(lua)
+    assert fire(lua, nxt="") == "fired"
+    assert lua.r.zscore(lua.key("schedules"), "f") is None
+    assert get(lua)["ended"] == str(int(TICK + 1))
+    assert due(lua, TICK + 10_000)["due"] == []
+
+
+def test_skips_merge_by_reason_and_are_capped(lua: Lua) -> None:
+    register(lua, nxt=T0)
+    score = T0
+    for _ in range(3):
+        assert (
+            fire(
+                lua,
+                "skip",
+                expected=score,
+                nxt=score + 60,
+                tick="",
+                skips=[skip(score, reason="paused")],
+                now=score + 1,
+            )
+            == "skipped"
+        )
+        score += 60
+    records = get(lua)["skips"]
+    assert records == [
+        {"first": T0, "last": T0 + 120, "count": 3, "reason": "paused", "at": T0 + 121}
+    ]
+    # An uncounted group makes the merged count unknown.
+    fire(
+        lua,
+        "skip",
+        expected=score,
+        nxt=score + 60,
+        tick="",
+        skips=[skip(score, score + 10, None, "paused")],
+        now=score,
+    )
+    assert get(lua)["skips"][0]["count"] is None
+    score += 60
+    for i in range(120):
+        fire(
+            lua,
+            "skip",
+            expected=score,
+            nxt=score + 60,
+            tick="",
+            skips=[skip(score, reason=f"r{i % 2}")],
+            now=score,
+        )
+        score += 60
+    assert lua.r.llen(lua.key("schedule-skips:f")) == 100
+    assert get(lua, skips=2)["skips"][0]["reason"] == "r1"
+    assert get(lua)["skipped"] == str(3 + 1 + 120)
+
+
+def test_active_last_run(lua: Lua) -> None:
+    register(lua)
+    register(lua, "g", overlap="allow")
+    fire(lua, run=run_args("f@1"))
+    fire(lua, name="g", run=run_args("g@1", flow="g"))
+    entries = {e["name"]: e for e in due(lua, TICK + 60)["due"]}
+    assert entries["f"]["active"] is True and entries["f"]["last_run"] == "f@1"
+    assert entries["g"]["active"] is False  # overlap allow never looks
+    lua.pop(count=5, now=TICK + 2)
+    lua.complete("f@1:s0", now=TICK + 3)
+    assert due(lua, TICK + 60)["due"][0]["active"] is False
+    assert get(lua)["last_run_status"] == "succeeded"
+
+
+@pytest.mark.parametrize(
+    ("setup", "status"),
+    [("fail", "failed"), ("block", "blocked"), ("expire", "expired"), ("none", "running")],
+)
+def test_last_run_status(lua: Lua, setup: str, status: str) -> None:
+    register(lua)
+    run = run_args("f@1", jobs=2)
+    if setup == "block":  # its first job waits for a job outside the run that waits itself
+        lua.put("outside-0")
+        lua.put("outside", depends=["outside-0"])
+        specs = json.loads(run[2])
+        specs[0]["depends"] = ["outside"]
+        run[2] = json.dumps(specs)
+    fire(lua, run=run)
+    if setup == "fail":
+        lua.pop(now=TICK + 2)
+        lua("fail", "f@1:s0", "w1", "boom", "broken", "{}", now=TICK + 3)
+    elif setup == "expire":
+        lua("cancel", "f@1:s0", "f@1:s1", now=TICK + 2)
+    assert get(lua)["last_run_status"] == status
+
+
+def test_buffer_and_fire_the_buffered_tick(lua: Lua) -> None:
+    register(lua, overlap="buffer_one")
+    fire(lua, run=run_args("f@1"))
+    assert fire(lua, "buffer", expected=TICK + 60, nxt=TICK + 120, tick=TICK + 60) == "buffered"
+    assert lua.r.zscore(lua.key("schedules-buffered"), "f") == TICK + 60
+    with unchanged(lua.r):
+        assert (
+            fire(lua, "buffer", expected=TICK + 120, nxt=TICK + 180, tick=TICK + 120) == "conflict"
+        )
+        assert fire(lua, "buffered", expected=TICK + 61, nxt="", tick=TICK + 60) == "conflict"
+    listed = due(lua, TICK + 120)
+    assert listed["buffered"] == [
+        {"name": "f", "tick": str(int(TICK + 60)), "hash": "h1", "last_run": "f@1", "active": True}
+    ]
+    assert listed["due"][0]["buffered"] == str(int(TICK + 60))
+    assert (
+        fire(lua, "buffered", expected=TICK + 60, nxt="", tick=TICK + 60, run=run_args("f@2"))
+        == "fired"
+    )
+    assert lua.r.zscore(lua.key("schedules-buffered"), "f") is None
+    assert lua.r.zscore(lua.key("schedules"), "f") == TICK + 120  # left alone
+    got = get(lua)
+    assert "buffered" not in got and got["last_run"] == "f@2" and got["fired"] == "2"
+
+
+def test_cancel_running_cancels_the_last_run_in_the_same_call(lua: Lua) -> None:
+    register(lua, overlap="cancel_running")
+    fire(lua, run=run_args("f@1", jobs=3))
+    lua.pop(now=TICK + 2)
+    with unchanged(lua.r):
+        assert (
+            fire(lua, expected=TICK + 60, tick=TICK + 60, run=run_args("f@2"), cancel="f@0")
+            == "conflict"
+        )
+    assert (
+        fire(
+            lua,
+            expected=TICK + 60,
+            tick=TICK + 60,
+            run=run_args("f@2"),
+            cancel="f@1",
+            now=TICK + 61,
+        )
+        == "fired"
+    )
+    assert [lua.state(f"f@1:s{i}") for i in range(3)] == [None, None, None]
+    assert json.loads(lua.raw("run.get", "f@1", now=TICK))["canceled"] == str(int(TICK + 61))
+    assert lua.state("f@2:s0") == "waiting"
+    assert get(lua)["last_run"] == "f@2"
+
+
+def test_cancel_keeps_finished_jobs(lua: Lua) -> None:
+    register(lua, overlap="cancel_running")
+    fire(lua, run=run_args("f@1", jobs=2))
+    lua.pop(now=TICK + 2)
+    lua.complete("f@1:s0", now=TICK + 3)
+    fire(lua, expected=TICK + 60, tick=TICK + 60, run=run_args("f@2"), cancel="f@1")
+    assert lua.state("f@1:s0") == "complete" and lua.state("f@1:s1") is None
+
+
+def test_trigger(lua: Lua) -> None:
+    register(lua)
+    with unchanged(lua.r), pytest.raises(JobNotFound):
+        lua.raw("schedule.trigger", "nope", *run_args("x-1"), now=T0)
+    assert lua.raw("schedule.trigger", "f", *run_args("f-manual"), now=T0 + 5) == "fired"
+    assert lua.raw("schedule.trigger", "f", *run_args("f-manual"), now=T0 + 6) == "exists"
+    got = get(lua)
+    assert got["last_run"] == "f-manual" and got["triggered"] == "1" and got["fired"] == "0"
+    assert lua.r.zscore(lua.key("schedules"), "f") == TICK  # the ticks are untouched
+
+
+def test_pause_and_resume(lua: Lua) -> None:
+    register(lua)
+    with unchanged(lua.r):
+        assert lua.raw("schedule.resume", "f", TICK, TICK, "[]", now=T0) == "not-paused"
+    assert lua.raw("schedule.pause", "f", "deploy", now=T0) == "paused"
+    got = get(lua)
+    assert (
+        got["paused"] is True and got["pause_note"] == "deploy" and got["paused_at"] == str(int(T0))
+    )
+    assert due(lua, TICK)["due"][0]["paused"] is True
+    with unchanged(lua.r):
+        assert lua.raw("schedule.resume", "f", TICK + 1, TICK + 60, "[]", now=T0) == "conflict"
+    skips = json.dumps([skip(TICK, TICK + 60, 2, "paused")])
+    assert lua.raw("schedule.resume", "f", TICK, TICK + 120, skips, now=TICK + 90) == "resumed"
+    got = get(lua)
+    assert got["paused"] is False and "paused_at" not in got and got["next"] == str(int(TICK + 120))
+    assert got["skips"][0]["count"] == 2 and got["skipped"] == "2"
+
+
+# -- health ------------------------------------------------------------------------------------
+
+
+def test_scheduler_ping_list_forget(lua: Lua) -> None:
+    assert lua.raw("scheduler.ping", "a", json.dumps({"pid": 1}), now=T0) == "ok"
+    assert lua.raw("scheduler.ping", "b", "{}", now=T0 + 5) == "ok"
+    assert json.loads(lua.raw("schedulers", now=T0)) == [
+        {"id": "b", "last_tick": str(int(T0 + 5)), "info": {}},
+        {"id": "a", "last_tick": str(int(T0)), "info": {"pid": 1}},
+    ]
+    assert lua.raw("scheduler.forget", "a", now=T0) == "forgotten"
+    assert lua.raw("scheduler.forget", "a", now=T0) == "missing"
+    # A service silent for longer than max-worker-age is dropped by the next ping.
+    lua.raw("scheduler.ping", "c", "{}", now=T0 + 86400 + 10)
+    assert [s["id"] for s in json.loads(lua.raw("schedulers", now=T0))] == ["c"]
+    assert lua.r.exists(lua.key("scheduler:b")) == 0
+    lua.raw("scheduler.forget", "c", now=T0)
+    assert lua.raw("schedulers", now=T0) == "[]"
