@@ -1,9 +1,14 @@
-"""Helpers shared by the test tiers (import as ``from helpers import ...``)."""
+"""Helpers shared by the test tiers (import as ``from helpers import ...``).
+
+* :func:`assert_unchanged` / :func:`digest`: prove that bad input changed nothing in Redis;
+* :func:`snapshot`: every key's DUMP, to RESTORE a prepared state quickly.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from typing import Any
 
 import redis
 
@@ -54,32 +59,88 @@ def _has_pexpiretime(r: redis.Redis) -> bool:
     return True
 
 
-def diff(before: Snapshot, after: Snapshot) -> list[str]:
-    """Human-readable differences between two snapshots (empty if identical)."""
-    lines = [f"added {key!r} ({after[key][0]})" for key in sorted(after.keys() - before.keys())]
+# Every key's type, a SHA1 of its content and its absolute expiry, in one round trip (the script
+# tier runs thousands of before/after comparisons). The content is read canonically (hash fields and
+# set members sorted, zsets with their scores, lists in order), not with DUMP: DUMP's bytes for
+# a hashtable-encoded key follow its internal rehashing, which reads advance, so two DUMPs of
+# an unchanged key can differ (seen on Valkey 8.1 after RESTORE).
+_DIGEST = """
+local function content(key, kind)
+  local items
+  if kind == 'string' then return redis.call('get', key) end
+  if kind == 'list' then items = redis.call('lrange', key, 0, -1)
+  elseif kind == 'set' then items = redis.call('smembers', key); table.sort(items)
+  elseif kind == 'zset' then items = redis.call('zrange', key, 0, -1, 'WITHSCORES')
+  elseif kind == 'hash' then
+    local flat, fields, values = redis.call('hgetall', key), {}, {}
+    for i = 1, #flat, 2 do fields[#fields + 1] = flat[i]; values[flat[i]] = flat[i + 1] end
+    table.sort(fields)
+    items = {}
+    for _, f in ipairs(fields) do items[#items + 1] = f; items[#items + 1] = values[f] end
+  else return redis.call('dump', key) end
+  local parts = {}
+  for i, item in ipairs(items) do parts[i] = #item .. ':' .. item end
+  return table.concat(parts, ',')
+end
+local out, cursor = {}, '0'
+repeat
+  local page = redis.call('scan', cursor, 'match', ARGV[1], 'count', 1000)
+  cursor = page[1]
+  for _, key in ipairs(page[2]) do
+    local kind = redis.call('type', key)['ok']
+    if kind ~= 'none' then
+      out[#out + 1] = key
+      out[#out + 1] = kind .. ' ' .. redis.sha1hex(content(key, kind)) .. ' ' ..
+        redis.call('pexpiretime', key)
+    end
+  end
+until cursor == '0'
+return out
+"""
+
+
+def digest(r: redis.Redis, pattern: str = "*") -> dict[str, str]:
+    """key -> 'type sha1(content) pexpiretime' for every key matching ``pattern``."""
+    flat = r.eval(_DIGEST, 0, pattern)
+    return dict(zip(flat[::2], flat[1::2], strict=True))
+
+
+def diff(before: Mapping[str, Any], after: Mapping[str, Any]) -> list[str]:
+    """Human-readable differences between two snapshots or two digests (empty if identical)."""
+    lines = [f"added {key!r}" for key in sorted(after.keys() - before.keys())]
     lines += [f"removed {key!r}" for key in sorted(before.keys() - after.keys())]
     for key in sorted(before.keys() & after.keys()):
-        (type1, dump1, exp1), (type2, dump2, exp2) = before[key], after[key]
+        (type1, value1, exp1), (type2, value2, exp2) = _parts(before[key]), _parts(after[key])
         if type1 != type2:
             lines.append(f"changed {key!r}: type {type1} -> {type2}")
-        elif dump1 != dump2:
+        elif value1 != value2:
             lines.append(f"changed {key!r}: value ({type1})")
         elif exp1 != exp2:
             lines.append(f"changed {key!r}: expiry {exp1} -> {exp2}")
     return lines
 
 
-@contextmanager
-def assert_unchanged(r: redis.Redis, pattern: str = "*") -> Iterator[Snapshot]:
-    """Fail if the block changed any key matching ``pattern``, byte for byte.
+def _parts(entry: Any) -> tuple[Any, Any, Any]:
+    """(type, value, expiry) of a snapshot entry or of a digest entry ('type sha1 expiry')."""
+    if isinstance(entry, str):
+        kind, value, expiry = entry.split(" ")
+        return kind, value, expiry
+    kind, value, expiry = entry
+    return kind, value, expiry
 
-    Checked when the block ends normally, so put ``pytest.raises`` inside it::
+
+@contextmanager
+def assert_unchanged(r: redis.Redis, pattern: str = "*") -> Iterator[dict[str, str]]:
+    r"""Fail if the block changed any key matching ``pattern``: content, type or expiry.
+
+    Compares :func:`digest`\ s, not DUMPs (see the note above it). Checked when the block ends
+    normally, so put ``pytest.raises`` inside it::
 
         with assert_unchanged(redis_client), pytest.raises(InvalidArgument):
             engine.call("put", ...)
     """
-    before = snapshot(r, pattern)
+    before = digest(r, pattern)
     yield before
-    changes = diff(before, snapshot(r, pattern))
+    changes = diff(before, digest(r, pattern))
     if changes:
         raise AssertionError("Redis changed:\n  " + "\n  ".join(changes))

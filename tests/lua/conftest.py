@@ -10,13 +10,17 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import pytest
 import redis
+from helpers import assert_unchanged
+from helpers import digest as digest
 
 from scheduler.scripts import Engine
+
+# The tier's short name for the shared helper (tests import it from here).
+unchanged = assert_unchanged
 
 # 01:00 UTC: the day's statistics bin starts an hour earlier, so offsets below a day stay in it.
 T0 = 1_699_923_600.0
@@ -25,8 +29,19 @@ NAMESPACE = "{test}:"
 
 # Commands whose reply is JSON text (decoded by Lua.__call__).
 JSON_REPLIES = {
-    "get", "multiget", "queues", "pop", "peek", "failed", "stats", "tag", "track", "workers",
-    "recur.get", "recur.tag", "recur.untag",
+    "get",
+    "multiget",
+    "queues",
+    "pop",
+    "peek",
+    "failed",
+    "stats",
+    "tag",
+    "track",
+    "workers",
+    "recur.get",
+    "recur.tag",
+    "recur.untag",
 }
 LIST_FIELDS = ("tags", "dependents", "dependencies", "history")
 
@@ -122,13 +137,20 @@ class Lua:
     def pop(self, queue: str = "q", worker: str = "w1", count: int = 1, *, now: float = T0) -> Any:
         return self("pop", queue, worker, count, now=now)
 
-    def pop_jids(self, queue: str = "q", worker: str = "w1", count: int = 1, *, now: float = T0
-                 ) -> list[str]:
+    def pop_jids(
+        self, queue: str = "q", worker: str = "w1", count: int = 1, *, now: float = T0
+    ) -> list[str]:
         return [job["jid"] for job in self.pop(queue, worker, count, now=now)]
 
     def complete(
-        self, jid: str, worker: str = "w1", queue: str = "q", *, now: float = T0,
-        data: str = "{}", **options: Any,
+        self,
+        jid: str,
+        worker: str = "w1",
+        queue: str = "q",
+        *,
+        now: float = T0,
+        data: str = "{}",
+        **options: Any,
     ) -> Any:
         args: list[Any] = [jid, worker, queue, data]
         for name, value in options.items():
@@ -174,66 +196,6 @@ def engine(request: pytest.FixtureRequest, redis_client: redis.Redis) -> Engine:
 def engine_ns(request: pytest.FixtureRequest, redis_client: redis.Redis) -> Engine:
     """The engine in the ``{test}:`` namespace, through Functions and through EVALSHA."""
     return Engine(redis_client, prefix=NAMESPACE, use_functions=request.param)
-
-
-# Every key's type, a SHA1 of its content and its absolute expiry, in one round trip (the tier
-# runs thousands of before/after comparisons). The content is read canonically (hash fields and
-# set members sorted, zsets with their scores, lists in order), not with DUMP: DUMP's bytes for
-# a hashtable-encoded key follow its internal rehashing, which reads advance, so two DUMPs of
-# an unchanged key can differ (seen on Valkey 8.1 after RESTORE).
-_DIGEST = """
-local function content(key, kind)
-  local items
-  if kind == 'string' then return redis.call('get', key) end
-  if kind == 'list' then items = redis.call('lrange', key, 0, -1)
-  elseif kind == 'set' then items = redis.call('smembers', key); table.sort(items)
-  elseif kind == 'zset' then items = redis.call('zrange', key, 0, -1, 'WITHSCORES')
-  elseif kind == 'hash' then
-    local flat, fields, values = redis.call('hgetall', key), {}, {}
-    for i = 1, #flat, 2 do fields[#fields + 1] = flat[i]; values[flat[i]] = flat[i + 1] end
-    table.sort(fields)
-    items = {}
-    for _, f in ipairs(fields) do items[#items + 1] = f; items[#items + 1] = values[f] end
-  else return redis.call('dump', key) end
-  local parts = {}
-  for i, item in ipairs(items) do parts[i] = #item .. ':' .. item end
-  return table.concat(parts, ',')
-end
-local out, cursor = {}, '0'
-repeat
-  local page = redis.call('scan', cursor, 'count', 1000)
-  cursor = page[1]
-  for _, key in ipairs(page[2]) do
-    local kind = redis.call('type', key)['ok']
-    if kind ~= 'none' then
-      out[#out + 1] = key
-      out[#out + 1] = kind .. ' ' .. redis.sha1hex(content(key, kind)) .. ' ' ..
-        redis.call('pexpiretime', key)
-    end
-  end
-until cursor == '0'
-return out
-"""
-
-
-def digest(r: redis.Redis) -> dict[str, str]:
-    """key -> 'type sha1(content) pexpiretime' for every key of the database."""
-    flat = r.eval(_DIGEST, 0)
-    return dict(zip(flat[::2], flat[1::2], strict=True))
-
-
-@contextmanager
-def unchanged(r: redis.Redis) -> Iterator[None]:
-    """Fail if the block changed, added or removed any key (byte for byte, expiry included)."""
-    before = digest(r)
-    yield
-    after = digest(r)
-    if after != before:
-        changes = [f"added {k}" for k in sorted(after.keys() - before.keys())]
-        changes += [f"removed {k}" for k in sorted(before.keys() - after.keys())]
-        changes += [f"changed {k}" for k in sorted(before.keys() & after.keys())
-                    if before[k] != after[k]]
-        raise AssertionError("Redis changed:\n  " + "\n  ".join(changes))
 
 
 class Channels:
