@@ -29,6 +29,7 @@ from flows.model import MAX_FOREACH_ITEMS, Action, Flow, Settings, Step, Trigger
 from flows.outputs import META_KEY, SHELL_KLASS, FlowsMeta, Upstream, env_name
 from flows.params import bind_params
 from flows.templates import KEEP, PARAMS, RUN, STEPS, Reference, render, select, to_text
+from scheduler.errors import FlowsError
 
 MAX_JOBS_PER_RUN: Final = 100_000
 _HERE: Final = PurePath(".")
@@ -39,7 +40,7 @@ HOOK_TRIGGER_RULES: Final[Mapping[str, TriggerRule]] = {
 }
 
 
-class ExpansionError(ValueError):
+class ExpansionError(FlowsError, ValueError):
     """The flow cannot be expanded with these params (a value of the wrong shape, a cycle)."""
 
 

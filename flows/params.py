@@ -16,6 +16,7 @@ from typing import Any
 from flows.findings import describe, did_you_mean
 from flows.model import Param
 from flows.templates import OPEN, strings
+from scheduler.errors import FlowsError
 
 _TRUE = frozenset({"true", "yes", "on", "1"})
 _FALSE = frozenset({"false", "no", "off", "0"})
@@ -30,7 +31,7 @@ _EXPECTED = {
 }
 
 
-class ParamError(ValueError):
+class ParamError(FlowsError, ValueError):
     """Params that cannot be used; ``problems`` lists each with what to do."""
 
     def __init__(self, problems: Sequence[str]) -> None:

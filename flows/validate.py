@@ -28,6 +28,7 @@ from flows.model import Action, Flow, Param, Schedule, Step
 from flows.model_errors import report_model_errors
 from flows.schedule_checks import check_schedule
 from flows.template_checks import TemplateChecker, check_template_places
+from scheduler.errors import FlowsError
 
 
 @dataclass(frozen=True)
@@ -45,7 +46,7 @@ class Validation:
         return not has_errors(self.findings)
 
 
-class InvalidFlow(ValueError):
+class InvalidFlow(FlowsError, ValueError):
     """A flow file with errors; ``findings`` holds all of them (and the warnings)."""
 
     def __init__(self, findings: list[Finding]) -> None:

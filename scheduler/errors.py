@@ -4,6 +4,7 @@ The engine replies to a refused call with a Redis error whose first word is a st
 (see ``lua/README.md``); each code maps to exactly one class here::
 
     FlowsError                      anything this project raises on purpose
+    ├── (flows) InvalidFlow, ParamError, ExpansionError: a flow file or its params are wrong
     ├── EngineError                 the engine refused a call (code INTERNAL: an engine bug)
     │   ├── InvalidArgument         INVALID: missing, malformed or out-of-range argument
     │   ├── JobNotFound             NOTFOUND: no such job (or recurring job)
@@ -18,8 +19,10 @@ The engine replies to a refused call with a Redis error whose first word is a st
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 
-import redis
+if TYPE_CHECKING:  # redis-free at import time: the pure flows modules derive from FlowsError
+    import redis
 
 
 class FlowsError(Exception):
