@@ -50,7 +50,8 @@ class PutRequest:
 
     ``depends`` lists jids; the job's ``trigger_rule`` decides how their outcomes release it.
     ``delay`` counts from the moment the job may run. ``concurrency_key``/``concurrency_limit``
-    bound how many jobs holding the key run at once (a foreach step's ``max_parallel``).
+    bound how many jobs holding the key run at once (a foreach step's ``max_parallel``);
+    ``ttl`` and ``throttle`` are the step's (see :class:`flows.model.Action`).
     """
 
     jid: str
@@ -69,6 +70,8 @@ class PutRequest:
     heartbeat: float | None
     concurrency_key: str | None = None
     concurrency_limit: int | None = None
+    ttl: float | None = None
+    throttle: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready mapping of every field."""
@@ -89,6 +92,8 @@ class PutRequest:
             "heartbeat": self.heartbeat,
             "concurrency_key": self.concurrency_key,
             "concurrency_limit": self.concurrency_limit,
+            "ttl": self.ttl,
+            "throttle": self.throttle,
         }
 
 
@@ -275,6 +280,8 @@ class _Expander:
                 heartbeat=settings.heartbeat,
                 concurrency_key=f"{self.run_id}:{origin.name}" if limit else None,
                 concurrency_limit=limit,
+                ttl=settings.ttl,
+                throttle=settings.throttle,
             )
         )
 

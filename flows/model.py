@@ -100,6 +100,7 @@ Identifier = Annotated[str, StringConstraints(pattern=ID_PATTERN, max_length=64)
 StepId = Annotated[Identifier, BeforeValidator(_step_id)]
 Name = Annotated[str, StringConstraints(pattern=r"^[a-z0-9_-]+$", min_length=1, max_length=64)]
 Queue = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.-]+$", max_length=64)]
+Throttle = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.:-]+$", max_length=64)]
 Tag = Annotated[str, StringConstraints(pattern=r"^[^\s,]+$", max_length=64)]
 DottedPath = Annotated[
     str,
@@ -188,6 +189,11 @@ class Action(_Model):
     """A job running longer is stopped, then retried or failed."""
     heartbeat: Duration | None = None
     """The job's lock time: a worker that stops heartbeating loses the job after this long."""
+    ttl: Duration | None = None
+    """The job must start within this long of becoming ready, else it expires (the run fails)."""
+    throttle: Throttle | None = None
+    """A named throttle shared by every flow and queue: at most its limit of jobs holding it run
+    at once (`flows throttle set NAME LIMIT`; no limit set: no bound)."""
     retry: Retry | None = None
     """Fields given here replace those of defaults.retry one by one."""
 
@@ -378,6 +384,8 @@ class Defaults(_Model):
     queue: Queue | None = None
     timeout: Duration | None = None
     heartbeat: Duration | None = None
+    ttl: Duration | None = None
+    throttle: Throttle | None = None
     priority: Priority = 0
     retry: Retry = Retry()
 
@@ -416,6 +424,8 @@ class Settings:
     timeout: float | None
     heartbeat: float | None
     retry: Retry
+    ttl: float | None = None
+    throttle: str | None = None
 
 
 def settings_for(flow: Flow, action: Action) -> Settings:
@@ -433,6 +443,8 @@ def settings_for(flow: Flow, action: Action) -> Settings:
         timeout=action.timeout if action.timeout is not None else defaults.timeout,
         heartbeat=action.heartbeat if action.heartbeat is not None else defaults.heartbeat,
         retry=retry,
+        ttl=action.ttl if action.ttl is not None else defaults.ttl,
+        throttle=action.throttle if action.throttle is not None else defaults.throttle,
     )
 
 

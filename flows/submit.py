@@ -16,7 +16,9 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from flows.expand import PutRequest
+from scheduler import limits
 from scheduler.client import Client
+from scheduler.errors import EngineError
 
 Trigger = Literal["manual", "schedule", "catch-up", "retry"]
 
@@ -39,8 +41,13 @@ def content_hash(text: str) -> str:
 
 
 def job_spec(request: PutRequest) -> dict[str, Any]:
-    """What ``flow.submit`` takes for one job (data as JSON text: the engine keeps it verbatim)."""
-    return {
+    """What ``flow.submit`` takes for one job (data as JSON text: the engine keeps it verbatim).
+
+    A step's ``heartbeat`` becomes the job's ``ttr`` (its lock time); a foreach step's
+    ``max_parallel`` its ``concurrency_key``/``concurrency_limit``; ``ttl`` and ``throttle`` pass
+    as they are. Unset ones (and a heartbeat or ttl of 0) are left out.
+    """
+    spec: dict[str, Any] = {
         "jid": request.jid,
         "queue": request.queue,
         "klass": request.klass,
@@ -52,6 +59,33 @@ def job_spec(request: PutRequest) -> dict[str, Any]:
         "delay": request.delay,
         "trigger": request.trigger_rule,
     }
+    if request.heartbeat:  # 0: the queue's heartbeat
+        spec["ttr"] = request.heartbeat
+    if request.concurrency_key is not None:
+        spec["concurrency_key"] = request.concurrency_key
+        spec["concurrency_limit"] = request.concurrency_limit or 1
+    if request.ttl:
+        spec["ttl"] = request.ttl
+    if request.throttle is not None:
+        spec["throttle"] = request.throttle
+    return spec
+
+
+def check_limits(run_id: str, specs: Sequence[dict[str, Any]]) -> str:
+    """The jobs as JSON text, once every job and the whole run are within the engine's limits
+    (:mod:`scheduler.limits`); raises the engine's error class naming the job otherwise."""
+    command = "flow.submit"
+    limits.check_id(command, "run_id", run_id)
+    for spec in specs:
+        jid = limits.check_jid(command, "jid", spec["jid"])
+        try:
+            limits.check_text(command, "data", spec["data"])
+            limits.check_tags(command, spec["tags"])
+        except EngineError as error:
+            raise type(error)(f"job {jid}: {error}", command=command) from None
+    jobs_text = json.dumps(specs)
+    limits.check_flow_submission(command, len(specs), jobs_text)
+    return jobs_text
 
 
 def submit(
@@ -74,7 +108,7 @@ def submit(
         "file": file,
         "queues": json.dumps(sorted({r.queue for r in requests})),
     }
-    reply = client.engine.call(
-        "flow.submit", run_id, json.dumps(run), json.dumps([job_spec(r) for r in requests])
-    )
+    specs = [job_spec(r) for r in requests]
+    jobs_text = check_limits(run_id, specs)
+    reply = client.engine.call("flow.submit", run_id, json.dumps(run), jobs_text)
     return Submission(run_id, reply == "submitted", len(requests))

@@ -23,6 +23,7 @@ from flows.dag import step_graph
 from flows.engine_checks import check_heartbeats, check_imports
 from flows.findings import DataPath, Finding, FindingSink, has_errors, sort_findings
 from flows.graph_checks import check_graph
+from flows.limit_checks import check_limits
 from flows.loader import LoadedYaml, Trap, load_file, load_yaml
 from flows.model import Action, Flow, Param, Schedule, Step
 from flows.model_errors import report_model_errors
@@ -167,6 +168,7 @@ def validate_loaded(
     if flow is not None:
         _check_queues(flow, sink)
         check_heartbeats(flow, sink)
+        check_limits(flow, sink)
         if check_imports_too:
             check_imports(flow, flow_dir, sink)
     findings = sort_findings(sink.findings)

@@ -30,6 +30,10 @@ local api = {}
 -- @include commands/workers
 -- @include commands/recur
 -- @include commands/release
+-- @include commands/touch
+-- @include commands/bury
+-- @include commands/throttle
+-- @include commands/queue_admin
 -- @include commands/worker_info
 -- @include commands/flow
 -- @include commands/run_admin
@@ -37,6 +41,11 @@ local api = {}
 -- @include commands/schedule_fire
 -- @include commands/schedulers
 -- @include commands/maintain
+-- @include commands/queue_counts
+-- @include commands/worker_list
+-- @include commands/failed_dropped
+-- @include commands/doctor
+-- @include commands/doctor_repair
 
 -- 'config.get' -> 'ConfigGet': the name a command's errors start with.
 local function display(command)

@@ -19,7 +19,7 @@ from scheduler.errors import (
     WrongState,
 )
 from scheduler.events import Event, EventListener
-from scheduler.job import Job, RecurringJob
+from scheduler.job import Job, RanBy, RecurringJob
 from scheduler.queue import Queue, QueueJobs, Queues
 from scheduler.scripts import Engine, EnginePipeline
 
@@ -42,6 +42,7 @@ __all__ = [
     "Queue",
     "QueueJobs",
     "Queues",
+    "RanBy",
     "RecurringJob",
     "ServerError",
     "Tagged",

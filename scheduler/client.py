@@ -81,10 +81,12 @@ class Tagged(NamedTuple):
 
 
 class FailedJobs(NamedTuple):
-    """``client.jobs.failed(group)``: how many jobs failed in the group, and a page of them."""
+    """``client.jobs.failed(group)``: how many jobs failed in the group, a page of them, and how
+    many the group dropped to stay within ``max-failed-per-group``."""
 
     total: int
     jobs: list[Job]
+    dropped: int = 0
 
 
 class Jobs:
@@ -146,7 +148,13 @@ class Jobs:
             return {k: as_int(v) for k, v in as_dict(self._call("failed", now=now)).items()}
         reply = as_dict(self._call("failed", group, start, limit, now=now))
         jobs = [Job(self.client, raw) for raw in as_list(reply.get("jobs"))]
-        return FailedJobs(as_int(reply.get("total")), jobs)
+        return FailedJobs(as_int(reply.get("total")), jobs, as_int(reply.get("dropped")))
+
+    def dropped(self, *groups: str, now: Now = "") -> dict[str, int]:
+        """``{group: failed jobs dropped}`` by ``max-failed-per-group`` (the oldest go first,
+        deleted for good): the given groups, or every group that dropped any."""
+        reply = as_dict(self._call("failed.dropped", *groups, now=now))
+        return {group: as_int(count) for group, count in reply.items()}
 
     def recurring(self, jid: str, *, now: Now = "") -> RecurringJob:
         """The recurring job's definition; raises JobNotFound if there is none."""
@@ -160,6 +168,11 @@ class Jobs:
     def cancel(self, *jids: str, now: Now = "") -> list[str]:
         """Cancel several jobs at once (a job and its dependents must go together)."""
         return as_list(self._call("cancel", *jids, now=now))
+
+    def delete(self, *jids: str, now: Now = "") -> list[str]:
+        """Delete several jobs at once, like :meth:`cancel`, but refused (WrongState) if one of
+        them runs: its worker would be orphaned. Returns the jids deleted."""
+        return as_list(self._call("delete", *jids, now=now)) if jids else []
 
 
 def _config_value(value: Any) -> ConfigValue:
@@ -230,9 +243,54 @@ class Workers:
     def __getitem__(self, name: str) -> dict[str, list[str]]:
         return self.jobs(name)
 
+    def registry(self, queue: str | None = None, *, now: Now = "") -> list[dict[str, Any]]:
+        """The listener registry: live workers, most recently active first, as ``{name,
+        last_seen, jobs, stalled, info}`` (``info``: what the worker registered -- host, pid,
+        queues, ...). With ``queue``, only workers that registered it among their queues.
+        Workers silent for longer than ``max-worker-age`` are left out (and forgotten)."""
+        args = [] if queue is None else [queue]
+        return as_list(self.client.engine.call("worker.list", *args, now=now))
+
     def __iter__(self) -> Iterator[dict[str, Any]]:
         """``for worker in client.workers``: the entries of :meth:`counts`."""
         return iter(self.counts())
+
+
+class Throttles(MutableMapping[str, int]):
+    """``client.throttles``: named throttles shared by every queue, as a mapping name -> limit.
+
+    ``client.throttles["api"] = 5``: at most 5 jobs put with ``throttle="api"`` run at once,
+    whatever their queue; ``del client.throttles["api"]`` lifts the limit. Reading a throttle
+    without a limit raises KeyError. :meth:`info` adds the running and parked jobs.
+    """
+
+    def __init__(self, client: Client) -> None:
+        self.client = client
+
+    def info(self, *names: str, now: Now = "") -> dict[str, dict[str, Any]]:
+        """``{name: {limit (None: no limit), running, parked}}`` for ``names``, or for every
+        throttle with a limit, running jobs or parked jobs."""
+        reply = as_dict(self.client.engine.call("throttle.get", *names, now=now))
+        return {name: dict(entry) for name, entry in reply.items()}
+
+    def __getitem__(self, name: str) -> int:
+        limit = self.info(name)[name].get("limit")
+        if limit is None:
+            raise KeyError(name)
+        return as_int(limit)
+
+    def __setitem__(self, name: str, limit: int) -> None:
+        self.client.engine.call("throttle.set", name, limit)
+
+    def __delitem__(self, name: str) -> None:
+        if not as_int(self.client.engine.call("throttle.unset", name)):
+            raise KeyError(name)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter([name for name, entry in self.info().items() if entry.get("limit") is not None])
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
 
 
 class Client:
@@ -283,6 +341,7 @@ class Client:
         self.jobs = Jobs(self)
         self.config = Config(self)
         self.workers = Workers(self)
+        self.throttles = Throttles(self)
 
     def __repr__(self) -> str:
         return f"<Client prefix={self.prefix!r} worker={self.worker_name!r}>"
@@ -361,6 +420,7 @@ __all__ = [
     "FailedJobs",
     "Jobs",
     "Tagged",
+    "Throttles",
     "Tracked",
     "Workers",
     "default_worker_name",

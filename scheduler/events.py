@@ -4,8 +4,8 @@ The engine publishes on Redis channels under the namespace's prefix ``P`` (``lua
 JSON events on ``P log`` (put, popped, completed, failed, canceled, lock_lost, config_set, ...),
 events for one worker on ``P w:<worker>`` (lock_lost, canceled), and, for tracked jobs, the bare
 jid on ``P track``, ``P untrack``, ``P put``, ``P popped``, ``P completed``, ``P failed``,
-``P stalled`` and ``P canceled``. A listener subscribes to them on its own connection and either
-hands out :class:`Event` objects by iteration::
+``P stalled``, ``P canceled``, and ours ``P expired`` and ``P buried``. A listener subscribes to
+them on its own connection and either hands out :class:`Event` objects by iteration::
 
     with EventListener(client) as events:
         for event in events.listen(timeout=5):      # ends after 5 s without an event
@@ -54,6 +54,8 @@ TRACKED_CHANNELS = (
     "failed",
     "stalled",
     "canceled",
+    "expired",
+    "buried",
 )
 #: How long :meth:`EventListener.subscribe` waits for the server to confirm the subscriptions.
 SUBSCRIBE_TIMEOUT = 10.0

@@ -14,9 +14,10 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any, TypeAlias
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeAlias
 
-from scheduler.errors import JobNotFound
+from scheduler import limits
+from scheduler.errors import JobNotFound, LockLost, WrongState
 
 if TYPE_CHECKING:
     from scheduler.client import Client
@@ -109,16 +110,38 @@ def pairs(**options: Any) -> list[Any]:
 # -- jobs ----------------------------------------------------------------------------------------
 
 
+class RanBy(NamedTuple):
+    """Who ran a job (Blueque's node and pid): the worker's name, and the host and pid it
+    registered with ``worker.register`` (None when it had not registered)."""
+
+    worker: str
+    host: str | None
+    pid: int | None
+
+
+def _pid(value: Any) -> int | None:
+    try:
+        return None if value is None or isinstance(value, bool) else int(value)
+    except (TypeError, ValueError):
+        return None
+
+
 class Job:
     """One job as the engine last reported it (see the job JSON in ``docs/qless-api.md``).
 
     Fields: ``jid``, ``klass``, ``state`` (waiting, scheduled, depends, running, stalled, failed,
-    complete), ``queue``, ``worker`` (``""`` unless running), ``priority`` (lower runs sooner;
-    assigning it calls the engine), ``expires`` (lock expiry, epoch seconds), ``retries``,
-    ``remaining``, ``data`` (dict), ``tags``, ``history`` (list of ``{when, what, ...}``),
-    ``failure`` (``{group, message, when, worker}`` or None), ``dependents``, ``dependencies``,
-    ``tracked``, ``result`` (decoded JSON, None when absent), ``spawned_from_jid``, ``created``,
-    ``updated``.
+    complete; ours: buried, expired), ``queue``, ``worker`` (``""`` unless running),
+    ``priority`` (lower runs sooner; assigning it calls the engine), ``expires`` (lock expiry,
+    epoch seconds), ``retries``, ``remaining``, ``data`` (dict), ``tags``, ``history`` (list of
+    ``{when, what, ...}``), ``failure`` (``{group, message, when, worker}`` or None),
+    ``dependents``, ``dependencies``, ``tracked``, ``result`` (decoded JSON, None when absent),
+    ``spawned_from_jid``, ``created``, ``updated``.
+
+    The put extensions, None when the job was put without them: ``time_to_live`` (the put's
+    ``ttl``; :meth:`ttl` is the lock's time left), ``deadline`` (when the job expires unless it
+    has started; set once it is ready), ``ttr``, ``concurrency_key``, ``concurrency_limit``,
+    ``throttle``, and ``parked`` (``"concurrency_key"`` or ``"throttle"`` while the waiting job
+    waits for a slot).
     """
 
     def __init__(self, client: Client, raw: Mapping[str, Any]) -> None:
@@ -152,6 +175,14 @@ class Job:
         self.spawned_from_jid: str | None = raw.get("spawned_from_jid") or None
         self.created: float | None = optional_number(raw.get("created"))
         self.updated: float | None = optional_number(raw.get("updated"))
+        self.time_to_live: float | None = optional_number(raw.get("ttl"))
+        self.deadline: float | None = optional_number(raw.get("deadline"))
+        self.ttr: float | None = optional_number(raw.get("ttr"))
+        self.concurrency_key: str | None = raw.get("concurrency_key") or None
+        limit = raw.get("concurrency_limit")
+        self.concurrency_limit: int | None = None if limit is None else as_int(limit)
+        self.throttle: str | None = raw.get("throttle") or None
+        self.parked: str | None = raw.get("parked") or None
 
     def __repr__(self) -> str:
         return f"<Job {self.jid} {self.klass} {self.state} queue={self.queue!r}>"
@@ -172,6 +203,25 @@ class Job:
             raise JobNotFound(f"Get(): Job {self.jid} does not exist", command="get")
         self._load(raw)
         return self
+
+    @property
+    def ran_by(self) -> RanBy | None:
+        """Who ran the job last (its latest pop), from its history; None if it never ran.
+
+        The engine copies the host and pid a worker registered into each history entry naming
+        that worker, so this stays known after the worker is gone.
+        """
+        runs = [i for i, entry in enumerate(self.history) if entry.get("what") == "popped"]
+        if not runs:
+            return None
+        worker = str(self.history[runs[-1]].get("worker") or "")
+        host: Any = None
+        pid: Any = None
+        for entry in self.history[runs[-1] :]:  # a later entry of the run may know more
+            if entry.get("worker") == worker:
+                host = host or entry.get("host")
+                pid = pid if pid is not None else entry.get("pid")
+        return RanBy(worker, str(host) if host else None, _pid(pid))
 
     def ttl(self, now: float | None = None) -> float:
         """Seconds left on the lock at ``now`` (default: this machine's clock; negative if past)."""
@@ -196,7 +246,7 @@ class Job:
         """
         args = pairs(next=next, delay=delay, depends=None if depends is None else list(depends))
         if result is not None:
-            args += ["result", dumps(result)]
+            args += ["result", limits.encode_payload("complete", "result", result)]
         state = str(
             self._call(
                 "complete", self.jid, self._worker, self.queue, dumps(self.data), *args, now=now
@@ -208,6 +258,20 @@ class Job:
         if result is not None:
             self.result = result
         return state
+
+    def try_complete(self, *, result: Any = None, now: Now = "") -> bool:
+        """Complete the job if this worker still holds it; whether it did (Redis Work Queue's
+        complete).
+
+        However many workers were handed the same job (its lock expired and another worker took
+        it), exactly one of them gets True; the others get False: another worker holds it, their
+        lock expired or was taken away, or the job was completed, moved or canceled meanwhile.
+        """
+        try:
+            self.complete(result=result, now=now)
+        except (LockLost, WrongState, JobNotFound):
+            return False
+        return True
 
     def fail(
         self, group: str, message: str, *, data: Mapping[str, Any] | None = None, now: Now = ""
@@ -248,7 +312,40 @@ class Job:
             self.data = dict(data)
         return self.expires
 
+    def release(self, delay: float = 0, *, now: Now = "") -> str:
+        """Hand the job back without using a retry (Tarantool's release), runnable after
+        ``delay`` seconds; returns its state (``waiting`` or ``scheduled``)."""
+        state = str(self._call("release", self.jid, self._worker, delay, now=now))
+        self.state, self.worker = state, ""
+        return state
+
+    def touch(self, increment: float, *, now: Now = "") -> float:
+        """Give the running job ``increment`` more seconds (Tarantool's touch): its lock and its
+        ttr grow by that much (later heartbeats renew for the longer time), and so does its ttl
+        deadline if it has one. Returns the new lock expiry (a job put without a ttr gets the
+        queue's heartbeat plus ``increment``: :meth:`refresh` reads it)."""
+        self.expires = as_number(self._call("touch", self.jid, self._worker, increment, now=now))
+        if increment > 0:
+            if self.ttr is not None:
+                self.ttr += increment
+            if self.deadline is not None:
+                self.deadline += increment
+        return self.expires
+
+    def bury(self, message: str | None = None, *, now: Now = "") -> str:
+        """Take the job out of circulation without failing it (a waiting or scheduled job, or a
+        running one this worker holds); :meth:`~scheduler.queue.Queue.kick` brings it back."""
+        args = [] if message is None else [message]
+        state = str(self._call("bury", self.jid, self._worker, *args, now=now))
+        self.state, self.worker = state, ""
+        return state
+
     # -- management -----------------------------------------------------------------------------
+
+    def delete(self, *, now: Now = "") -> list[str]:
+        """Delete the job for good, like :meth:`cancel`, but refused (WrongState) while it runs:
+        its worker would be orphaned. Returns ``[jid]``, or ``[]`` if it was already gone."""
+        return as_list(self._call("delete", self.jid, now=now))
 
     def cancel(self, *, now: Now = "") -> list[str]:
         """Delete the job; raises HasDependents if a job still depends on it."""
@@ -265,7 +362,8 @@ class Job:
         depends: Iterable[str] | None = None,
         now: Now = "",
     ) -> str:
-        """Move the job (in any state) to ``queue`` (default: its own) as a fresh waiting job."""
+        """Move the job (in any state) to ``queue`` (default: its own) as a fresh waiting job,
+        keeping its ttl, ttr, concurrency key and throttle."""
         return self.client.queues[queue or self.queue].requeue(
             self.klass,
             self.data,
@@ -275,6 +373,11 @@ class Job:
             tags=self.tags if tags is None else tags,
             retries=self.retries if retries is None else retries,
             depends=depends,
+            ttl=self.time_to_live,
+            ttr=self.ttr,
+            concurrency_key=self.concurrency_key,
+            concurrency_limit=self.concurrency_limit if self.concurrency_key else None,
+            throttle=self.throttle,
             now=now,
         )
 

@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from scheduler import limits
 from scheduler.job import (
     Job,
     Klass,
@@ -27,6 +28,25 @@ from scheduler.job import (
 
 if TYPE_CHECKING:
     from scheduler.client import Client
+
+
+class PutResult(str):
+    """What a put returns: the jid (a ``str``), and whether the put wrote the job.
+
+    ``created`` is False only for a ``unique`` put that found the job already there and not
+    finished, and so changed nothing (the engine replied ``exists``).
+    """
+
+    created: bool
+
+    def __new__(cls, jid: str, created: bool = True) -> PutResult:
+        result = super().__new__(cls, jid)
+        result.created = created
+        return result
+
+
+#: Jobs removed per ``queue.truncate`` call by :meth:`Queue.truncate`.
+TRUNCATE_BATCH = 1000
 
 
 class QueueJobs:
@@ -65,6 +85,14 @@ class QueueJobs:
         """Recurring job definitions that put their jobs in this queue."""
         return self._jids("recurring", offset, count, now)
 
+    def buried(self, offset: int = 0, count: int = 25, *, now: Now = "") -> list[str]:
+        """Buried jobs (see :meth:`~scheduler.job.Job.bury`), the longest buried first."""
+        return self._jids("buried", offset, count, now)
+
+    def parked(self, offset: int = 0, count: int = 25, *, now: Now = "") -> list[str]:
+        """Waiting jobs set aside until their concurrency key or throttle has a free slot."""
+        return self._jids("parked", offset, count, now)
+
 
 class Queue:
     """One named queue of a :class:`~scheduler.client.Client`'s namespace."""
@@ -93,8 +121,14 @@ class Queue:
         depends: Iterable[str] | None = None,
         delay: float = 0,
         jid: str | None = None,
+        ttl: float | None = None,
+        ttr: float | None = None,
+        concurrency_key: str | None = None,
+        concurrency_limit: int | None = None,
+        throttle: str | None = None,
+        unique: bool = False,
         now: Now = "",
-    ) -> str:
+    ) -> PutResult:
         """Put a job in this queue (or move an existing ``jid`` here); returns its jid.
 
         ``klass`` is a dotted path (or a class or function, whose dotted path is used); ``data`` a
@@ -103,8 +137,33 @@ class Queue:
         must complete first. ``delay``: seconds before the job may run; with ``depends`` it counts
         from when the last dependency completes. Options left None keep the job's current values
         when it already exists. ``jid`` defaults to a new uuid4 hex.
+
+        Extensions (each cleared by a later put without it):
+
+        * ``ttl``: seconds the job has, once ready (after ``delay`` and ``depends``), to start;
+          if it is still waiting, scheduled or buried then, it expires (state ``expired``);
+        * ``ttr``: the job's lock time (time to run), instead of the queue's heartbeat;
+        * ``concurrency_key`` / ``concurrency_limit`` (default 1): at most that many jobs of the
+          key run at once in this queue, starting in priority, then put order (1: one at a time,
+          like a Tarantool utube sub-queue);
+        * ``throttle``: at most the throttle's limit (``client.throttles[name] = n``) of its jobs
+          run at once, over all queues;
+        * ``unique``: if the job exists and is neither complete nor expired, change nothing; the
+          result's ``created`` is then False. Without it a put moves an existing job (qless).
         """
-        return self._put("put", klass, data, priority, tags, retries, depends, delay, jid, now)
+        return self._put(
+            "put",
+            klass,
+            data,
+            priority,
+            tags,
+            retries,
+            depends,
+            delay,
+            jid,
+            now,
+            _extensions(ttl, ttr, concurrency_key, concurrency_limit, throttle, unique),
+        )
 
     def requeue(
         self,
@@ -117,10 +176,28 @@ class Queue:
         depends: Iterable[str] | None = None,
         delay: float = 0,
         jid: str | None = None,
+        ttl: float | None = None,
+        ttr: float | None = None,
+        concurrency_key: str | None = None,
+        concurrency_limit: int | None = None,
+        throttle: str | None = None,
+        unique: bool = False,
         now: Now = "",
-    ) -> str:
+    ) -> PutResult:
         """Like :meth:`put`, but raises JobNotFound unless the job ``jid`` already exists."""
-        return self._put("requeue", klass, data, priority, tags, retries, depends, delay, jid, now)
+        return self._put(
+            "requeue",
+            klass,
+            data,
+            priority,
+            tags,
+            retries,
+            depends,
+            delay,
+            jid,
+            now,
+            _extensions(ttl, ttr, concurrency_key, concurrency_limit, throttle, unique),
+        )
 
     def _put(
         self,
@@ -134,25 +211,43 @@ class Queue:
         delay: float,
         jid: str | None,
         now: Now,
-    ) -> str:
+        extensions: list[Any],
+    ) -> PutResult:
+        # The engine's own limits, checked before the round trip (scheduler/limits.py).
+        jid = limits.check_jid(command, "jid", uuid.uuid4().hex if jid is None else jid)
+        limits.check_id(command, "queue", self.name)
+        name = limits.check_id(command, "klass", klass_name(klass))
+        body = dict(data) if isinstance(data, Mapping) else ({} if data is None else data)
+        payload = limits.encode_payload(command, "data", body, kind="object")
+        limits.check_delay(command, delay)
+        if priority is not None:
+            limits.check_priority(command, priority)
+        if retries is not None:
+            limits.check_retries(command, retries)
+        checked_depends = (
+            None if depends is None else limits.check_ids(command, "depends", depends, jids=True)
+        )
         options = pairs(
             priority=priority,
-            tags=None if tags is None else list(tags),
+            tags=None if tags is None else limits.check_tags(command, tags),
             retries=retries,
-            depends=None if depends is None else list(depends),
+            depends=checked_depends,
         )
         reply = self._call(
             command,
             self.client.worker_name,
             self.name,
-            jid or uuid.uuid4().hex,
-            klass_name(klass),
-            dumps(dict(data or {})),
+            jid,
+            name,
+            payload,
             delay,
             *options,
+            *extensions,
             now=now,
         )
-        return str(reply)
+        if reply == "exists":
+            return PutResult(jid, created=False)
+        return PutResult(str(reply))
 
     def recur(
         self,
@@ -212,6 +307,12 @@ class Queue:
         """``{name, waiting, stalled, running, scheduled, depends, recurring, paused}``."""
         return as_dict(self._call("queues", self.name, now=now))
 
+    def load(self, *, now: Now = "") -> dict[str, Any]:
+        """What an autoscaler reads, cheaply (see :meth:`Queues.load`): ``{name, backlog,
+        leased, waiting, due, running, stalled, scheduled, depends, paused}``."""
+        [load] = self.client.queues.load(self.name, now=now)
+        return load
+
     def paused(self, *, now: Now = "") -> bool:
         """Whether :meth:`pause` is in force."""
         return as_bool(self.counts(now=now).get("paused"))
@@ -241,6 +342,38 @@ class Queue:
             when = seconds + micros / 1e6
         return as_dict(self._call("stats", self.name, when, now=now))
 
+    def statistics(self, date: float | datetime | None = None, *, now: Now = "") -> dict[str, Any]:
+        """Tarantool-style statistics: ``{name, tasks: {ready, taken, buried, delayed, depends,
+        done, total}, calls: {put, take, ack, release, bury, kick, delete, touch, expire}}``.
+
+        ``tasks`` counts the jobs in each state now (``done``: completed on the day); ``calls``
+        are the day's (``date``: any moment of it, default today by the server's clock).
+        """
+        args: list[Any] = []
+        if date is not None:
+            args.append(date.timestamp() if isinstance(date, datetime) else date)
+        return as_dict(self._call("queue.stats", self.name, *args, now=now))
+
+    def kick(self, count: int = 1, *, now: Now = "") -> int:
+        """Make up to ``count`` buried jobs waiting again, the longest buried first; how many."""
+        return as_int(self._call("kick", self.name, count, now=now))
+
+    def truncate(self, *, batch: int = TRUNCATE_BATCH, now: Now = "") -> int:
+        """Remove every job of the queue (waiting, parked, scheduled, depends, buried), ``batch``
+        per engine call; returns how many. Raises WrongState while a job of the queue runs, and
+        HasDependents when a job of another queue depends on one of them."""
+        total = 0
+        while True:
+            removed = as_int(self._call("queue.truncate", self.name, batch, now=now))
+            total += removed
+            if removed < batch:
+                return total
+
+    def drop(self, *, now: Now = "") -> None:
+        """Forget the queue: its place among the queues, pause and settings. Raises WrongState
+        while it has jobs or recurring jobs (see :meth:`truncate`), JobNotFound if unknown."""
+        self._call("queue.drop", self.name, now=now)
+
     def pause(self, *, now: Now = "") -> None:
         """Stop handing out jobs: pop returns nothing until :meth:`unpause`."""
         self._call("pause", self.name, now=now)
@@ -252,6 +385,29 @@ class Queue:
     def forget(self, *, now: Now = "") -> None:
         """Drop the queue from the list of known queues (its jobs are untouched)."""
         self._call("queue.forget", self.name, now=now)
+
+
+def _extensions(
+    ttl: float | None,
+    ttr: float | None,
+    concurrency_key: str | None,
+    concurrency_limit: int | None,
+    throttle: str | None,
+    unique: bool,
+) -> list[Any]:
+    """The trailing option pairs of put's extensions that are set."""
+    return pairs(
+        ttl=ttl,
+        ttr=ttr,
+        concurrency_key=concurrency_key,
+        concurrency_limit=concurrency_limit,
+        throttle=throttle,
+        unique=1 if unique else None,
+    )
+
+
+#: Queues per ``queue.counts`` call (the engine takes at most 100).
+_LOAD_BATCH = 100
 
 
 class Queues:
@@ -266,3 +422,19 @@ class Queues:
     def counts(self, *, now: Now = "") -> list[dict[str, Any]]:
         """Every known queue's ``{name, waiting, running, ...}`` (see :meth:`Queue.counts`)."""
         return as_list(self.client.engine.call("queues", now=now))
+
+    def load(self, *names: str, now: Now = "") -> list[dict[str, Any]]:
+        """How much work each queue holds (``queue.counts``), every known queue when no names
+        are given: ``{name, backlog, leased, waiting, due, running, stalled, scheduled, depends,
+        paused}``, each field one O(log n) count whatever the queue's size.
+
+        ``backlog`` (waiting + scheduled jobs already due) is what workers could start now;
+        ``leased`` (running + stalled) what they hold. An autoscaler wants about
+        ``ceil((backlog + leased) / jobs_per_worker)`` workers on a queue that is not paused.
+        """
+        wanted = list(names) or [str(c["name"]) for c in self.counts(now=now)]
+        out: list[dict[str, Any]] = []
+        for start in range(0, len(wanted), _LOAD_BATCH):
+            batch = wanted[start : start + _LOAD_BATCH]
+            out += as_list(self.client.engine.call("queue.counts", *batch, now=now))
+        return out

@@ -208,11 +208,16 @@ def _poll(done: Callable[[], bool], timeout: float) -> bool:
 class EmbeddedServer:
     """A private server for one data directory, reachable only through a unix socket.
 
-    Durability comes from the append-only file (``appendfsync`` picks how often it is flushed to
-    disk); there are no RDB save points. ``maxmemory-policy noeviction`` makes a full server
-    refuse writes rather than drop jobs. Every file lives in the data directory: ``server.conf``
-    (rewritten at each start), ``server.pid``, ``server.log``, ``server.lock`` and
-    ``appendonlydir/``, plus ``redis.sock`` unless that path is too long for a socket.
+    Durability comes from the append-only file; there are no RDB save points. ``appendfsync``
+    picks the promise (README, "The embedded server and durability"): ``always`` (the default)
+    fsyncs before each reply, so nothing acknowledged is lost even on a power cut; ``everysec``
+    loses nothing acknowledged when only the server process dies (unless a slow disk made it
+    postpone a write, by up to 2 s) and about the last second on a power cut; ``no`` leaves
+    flushing to the kernel (up to ~30 s lost on a power cut). ``maxmemory-policy noeviction``
+    makes a full server refuse writes rather than drop jobs. Every file lives in the data
+    directory: ``server.conf`` (rewritten at each start), ``server.pid``, ``server.log``,
+    ``server.lock`` and ``appendonlydir/``, plus ``redis.sock`` unless that path is too long for a
+    socket.
     """
 
     def __init__(

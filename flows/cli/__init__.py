@@ -17,11 +17,14 @@ COMMAND_MODULES: list[str] = [
     "engine",
     "worker",
     "jobs",
+    "queue_admin",
     "run",
     "validate",
     "plan",
     "graph",
     "schema",
+    "scheduler",
+    "doctor",
 ]
 
 

@@ -32,7 +32,10 @@ def user_errors() -> Iterator[None]:
 def open_client(redis_url: str | None, namespace: str | None) -> Client:
     """A client on ``--redis`` (or $FLOWS_REDIS_URL, or the embedded server)."""
     with user_errors():
-        return Client(redis_url, namespace=namespace)
+        try:
+            return Client(redis_url, namespace=namespace)
+        except ValueError as error:  # a malformed --namespace
+            raise click.BadParameter(str(error), param_hint="'--namespace'") from None
 
 
 def print_json(value: Any) -> None:

@@ -11,9 +11,19 @@ import click
 from flows.cli.common import ago, console, open_client, print_json, table, user_errors, when
 from flows.cli.options import as_json, connection
 from scheduler.client import Client
-from scheduler.job import Job, as_dict
+from scheduler.job import Job, RanBy, as_dict
 
-QUEUE_STATES = ("waiting", "running", "stalled", "scheduled", "depends", "recurring")
+QUEUE_STATES = (
+    "waiting",
+    "running",
+    "stalled",
+    "scheduled",
+    "depends",
+    "recurring",
+    "parked",
+    "buried",
+)
+LOAD_FIELDS = ("due", "backlog", "leased")
 JOB_STATES = (*QUEUE_STATES, "complete", "failed")
 
 
@@ -26,31 +36,43 @@ def register(group: click.Group) -> None:
 @as_json
 @connection
 def queues(as_json: bool, redis_url: str | None, namespace: str | None) -> None:
-    """Queues with their job counts."""
+    """Queues with their job counts; backlog (waiting and due) and leased (running and stalled)
+    are what an autoscaler reads."""
     client = open_client(redis_url, namespace)
     with user_errors():
         counts = client.queues.counts()
+        load = {c["name"]: c for c in client.queues.load(*(c["name"] for c in counts))}
+    merged = [{**c, **{k: load[c["name"]][k] for k in LOAD_FIELDS}} for c in counts]
     if as_json:
-        print_json(counts)
+        print_json(merged)
         return
-    columns = ("queue", *QUEUE_STATES, "paused")
+    columns = ("queue", *QUEUE_STATES, *LOAD_FIELDS, "paused")
     rows = [
-        [c["name"], *(c.get(s, 0) for s in QUEUE_STATES), "yes" if c.get("paused") else ""]
-        for c in counts
+        [
+            c["name"],
+            *(c.get(s, 0) for s in (*QUEUE_STATES, *LOAD_FIELDS)),
+            "yes" if c.get("paused") else "",
+        ]
+        for c in merged
     ]
     table("Queues", columns, rows)
 
 
 @click.command()
+@click.option("--queue", "-q", help="Only workers that registered this queue (its listeners).")
 @as_json
 @connection
-def workers(as_json: bool, redis_url: str | None, namespace: str | None) -> None:
-    """Workers by recent activity: host, pid, queues and the jobs they hold."""
+def workers(queue: str | None, as_json: bool, redis_url: str | None, namespace: str | None) -> None:
+    """Workers by recent activity: host, pid, queues and the jobs they hold.
+
+    Workers silent for longer than the max-worker-age setting are left out (and forgotten).
+    """
     client = open_client(redis_url, namespace)
     with user_errors():
-        counts = client.workers.counts()
-        info = as_dict(client.engine.call("worker.info"))
-    merged = [{**w, **info.get(w["name"], {})} for w in counts]
+        registry = client.workers.registry(queue)
+    merged = [
+        {**as_dict(w.get("info")), **{k: v for k, v in w.items() if k != "info"}} for w in registry
+    ]
     if as_json:
         print_json(merged)
         return
@@ -59,14 +81,17 @@ def workers(as_json: bool, redis_url: str | None, namespace: str | None) -> None
             w["name"],
             w.get("host", ""),
             w.get("pid", ""),
-            ",".join(w.get("queues", [])),
+            ",".join(str(q) for q in w.get("queues") or []),
             w.get("jobs", 0),
             w.get("stalled", 0),
             ago(w.get("started")),
+            ago(w.get("last_seen")),
         ]
         for w in merged
     ]
-    table("Workers", ("worker", "host", "pid", "queues", "jobs", "stalled", "started"), rows)
+    title = "Workers" if queue is None else f"Workers listening on {queue}"
+    columns = ("worker", "host", "pid", "queues", "jobs", "stalled", "started", "last seen")
+    table(title, columns, rows)
 
 
 def _jids(client: Client, state: str, queue: str | None, limit: int) -> list[str]:
@@ -132,15 +157,48 @@ def _job_dict(j: Job) -> dict[str, Any]:
         "updated": j.updated,
         "expires": j.expires,
         "tracked": j.tracked,
+        **_extensions(j),
     }
 
 
-def _ran_on(j: Job) -> str:
-    """Who ran it last: the worker of the latest pop (host-pid by default)."""
-    for entry in reversed(j.history):
-        if entry.get("what") == "popped":
-            return str(entry.get("worker", ""))
-    return ""
+def _extensions(j: Job) -> dict[str, Any]:
+    """The put extensions a job was put with (scheduler.queue.Queue.put), those that are set."""
+    fields = {
+        "ttl": j.time_to_live,
+        "deadline": j.deadline,
+        "ttr": j.ttr,
+        "concurrency_key": j.concurrency_key,
+        "concurrency_limit": j.concurrency_limit,
+        "throttle": j.throttle,
+        "parked": j.parked,
+    }
+    return {name: value for name, value in fields.items() if value is not None}
+
+
+def _ran_by(client: Client, j: Job) -> RanBy | None:
+    """Who ran it last, with host and pid; from the worker's registration when the history has
+    none (the worker registered after it popped the job)."""
+    ran = j.ran_by
+    if ran is None or (ran.host and ran.pid is not None):
+        return ran
+    info = as_dict(as_dict(client.engine.call("worker.info", ran.worker)).get(ran.worker))
+    pid = info.get("pid")
+    return RanBy(
+        ran.worker,
+        ran.host or (str(info["host"]) if info.get("host") else None),
+        ran.pid if ran.pid is not None else (int(pid) if isinstance(pid, int) else None),
+    )
+
+
+def _describe_ran_by(ran: RanBy | None) -> str:
+    if ran is None:
+        return ""
+    where = ", ".join(
+        part
+        for part in (ran.host and f"host {ran.host}", ran.pid is not None and f"pid {ran.pid}")
+        if part
+    )
+    return f"{ran.worker} ({where})" if where else ran.worker
 
 
 @click.command()
@@ -152,14 +210,16 @@ def job(jid: str, as_json: bool, redis_url: str | None, namespace: str | None) -
     client = open_client(redis_url, namespace)
     with user_errors():
         found = client.jobs[jid]
+        ran = _ran_by(client, found)
     if as_json:
-        print_json(_job_dict(found))
+        print_json({**_job_dict(found), "ran_by": None if ran is None else ran._asdict()})
         return
     rows: list[list[Any]] = [
         ["state", found.state],
         ["queue", found.queue],
         ["klass", found.klass],
-        ["worker", found.worker or _ran_on(found)],
+        ["worker", found.worker],
+        ["ran by", _describe_ran_by(ran)],
         ["priority", found.priority],
         ["retries left", f"{found.remaining} of {found.retries}"],
         ["tags", ", ".join(found.tags)],
@@ -170,6 +230,11 @@ def job(jid: str, as_json: bool, redis_url: str | None, namespace: str | None) -
         ["depends on", ", ".join(found.dependencies)],
         ["dependents", ", ".join(found.dependents)],
     ]
+    labels = {"ttl": "ttl (s)", "deadline": "expires unless started", "ttr": "ttr (s)"}
+    for name, value in _extensions(found).items():
+        rows.append(
+            [labels.get(name, name.replace("_", " ")), when(value) if name == "deadline" else value]
+        )
     if found.failure:
         rows += [["failure", f"{found.failure.get('group')} at {when(found.failure.get('when'))}"]]
     table(f"Job {found.jid}", ("field", "value"), rows)
@@ -200,14 +265,24 @@ def failed(
     with user_errors():
         if group is None:
             counts = client.failed()
+            dropped = client.jobs.dropped()
             if as_json:
                 print_json(counts)
             else:
-                table("Failed", ("group", "jobs"), sorted(counts.items()))
+                rows = [
+                    [g, counts.get(g, 0), dropped.get(g, 0)] for g in sorted({*counts, *dropped})
+                ]
+                table("Failed", ("group", "jobs", "dropped"), rows)
             return
         listing = client.failed(group, 0, limit)
     if as_json:
-        print_json({"total": listing.total, "jobs": [_job_dict(j) for j in listing.jobs]})
+        print_json(
+            {
+                "total": listing.total,
+                "dropped": listing.dropped,
+                "jobs": [_job_dict(j) for j in listing.jobs],
+            }
+        )
         return
     rows = [
         [
@@ -221,9 +296,9 @@ def failed(
         ]
         for j in listing.jobs
     ]
-    table(
-        f"Failed: {group} ({listing.total})", ("jid", "queue", "klass", "when", "last line"), rows
-    )
+    title = f"Failed: {group} ({listing.total}"
+    title += f", {listing.dropped} older ones dropped)" if listing.dropped else ")"
+    table(title, ("jid", "queue", "klass", "when", "last line"), rows)
 
 
 @click.command()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -26,6 +27,19 @@ namespace = click.option(
     metavar="PREFIX",
     help="Key prefix of the namespace, e.g. '{billing}:'. Default: $FLOWS_NAMESPACE, else 'ql:'.",
 )
+
+class FiniteFloat(click.FloatRange):
+    """A float range that also refuses NaN and infinities (``click.FloatRange`` lets NaN through:
+    every comparison with NaN is false)."""
+
+    name = "finite float"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        result = super().convert(value, param, ctx)
+        if not math.isfinite(result):
+            self.fail(f"{value!r} is not a finite number.", param, ctx)
+        return result
+
 
 as_json = click.option("--json", "as_json", is_flag=True, help="Print JSON instead of tables.")
 

@@ -55,7 +55,8 @@ def server() -> None:
     type=click.Choice(FSYNC_POLICIES),
     default=None,
     help=f"How often the append-only file is flushed to disk [default: {DEFAULT_APPENDFSYNC}]. "
-    "'always': no acknowledged write is lost on a power cut; 'everysec': up to a second can be.",
+    "'always': no acknowledged write is lost on a power cut; 'everysec': up to a second can be "
+    "(up to 2 s on a slow disk); 'no': the kernel decides when (up to ~30 s).",
 )
 def start(data_dir: Path | None, appendfsync: str | None) -> None:
     """Start the server, or reuse the one already running on this data directory."""

@@ -8,7 +8,7 @@ import sys
 import click
 
 from flows.cli.common import open_client, user_errors
-from flows.cli.options import connection
+from flows.cli.options import FiniteFloat, connection
 from scheduler import server
 from scheduler.worker import Worker, WorkerPool
 from scheduler.worker.loader import load_object
@@ -45,7 +45,7 @@ def register(group: click.Group) -> None:
 @click.option("--name", help="Worker name (default <host>-<pid>).")
 @click.option(
     "--shutdown-grace",
-    type=float,
+    type=FiniteFloat(min=0),
     default=30.0,
     show_default=True,
     help="Seconds running jobs get to finish after SIGTERM/SIGINT before they are handed back.",
@@ -77,32 +77,33 @@ def worker(
         raise click.BadParameter("give at least one queue", param_hint="--queues")
     with user_errors():
         url = server.resolve_url(redis_url)
-    if processes == 0:
-        client = open_client(url, namespace)
-        if name:
-            client.worker_name = name
-        hook = load_object(prepare) if prepare else None
-        code = Worker(
-            client,
-            names,
-            strategy=strategy,  # type: ignore[arg-type]
-            threads=threads,
-            burst=burst,
-            shutdown_grace=shutdown_grace,
-            prepare=hook,
-        ).run()
-    else:
-        code = WorkerPool(
-            url,
-            names,
-            processes=processes,
-            threads=threads,
-            strategy=strategy,
-            burst=burst,
-            name=name,
-            namespace=namespace,
-            prepare=prepare,
-            shutdown_grace=shutdown_grace,
-            log_level=log_level.upper(),
-        ).run()
+    with user_errors():  # an unsafe server (eviction policy) is refused with how to fix it
+        if processes == 0:
+            client = open_client(url, namespace)
+            if name:
+                client.worker_name = name
+            hook = load_object(prepare) if prepare else None
+            code = Worker(
+                client,
+                names,
+                strategy=strategy,  # type: ignore[arg-type]
+                threads=threads,
+                burst=burst,
+                shutdown_grace=shutdown_grace,
+                prepare=hook,
+            ).run()
+        else:
+            code = WorkerPool(
+                url,
+                names,
+                processes=processes,
+                threads=threads,
+                strategy=strategy,
+                burst=burst,
+                name=name,
+                namespace=namespace,
+                prepare=prepare,
+                shutdown_grace=shutdown_grace,
+                log_level=log_level.upper(),
+            ).run()
     sys.exit(code)

@@ -41,7 +41,7 @@ api['complete'] = function(args)
   local fields = Lock.check_owner(cmd, jid, worker, queue)
 
   local key = Keys.job(jid)
-  Lock.release(jid, queue, worker)
+  Lock.release(jid, queue, worker, fields)
   Stats.sample(queue, 'run', Engine.now - (tonumber(fields.popped) or Engine.now))
   Job.history(jid, 'done', { worker = worker })
   redis.call('hset', key, 'data', data, 'worker', '', 'expires', 0, 'updated', Engine.now)

@@ -14,7 +14,7 @@
 -- @include events
 
 local COUNTS = { ['jobs-history-count'] = true, ['stats-history'] = true,
-  ['histogram-history'] = true, ['max-job-history'] = true }
+  ['histogram-history'] = true, ['max-job-history'] = true, ['max-failed-per-group'] = true }
 
 -- 'integer', 'number' or nil (free text) for an option's value.
 local function value_kind(option)

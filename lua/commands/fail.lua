@@ -2,7 +2,8 @@
 --
 --   fail    jid, worker, group, message, [data]   -> jid
 --   failed  [group, [start=0, [limit=25]]]         -> no group: JSON {group: count};
---                                                     else JSON {total, jobs: [job...]}
+--                                                     else JSON {total, dropped, jobs: [job...]}
+--                                                     (dropped: by max-failed-per-group)
 --   unfail  queue, group, [count=25]               -> number of jobs moved back to `queue`
 --   fail.held jid, worker, group, message          -> jid (ours: fails only a job `worker` holds)
 --
@@ -41,7 +42,7 @@ api['fail.held'] = function(args)
   local group = Arg.id(cmd, 'group', args[3])
   local message = Arg.text(cmd, 'message', args[4])
   local fields = Lock.check_owner(cmd, jid, worker, nil)
-  Lock.release(jid, fields.queue, worker)
+  Lock.release(jid, fields.queue, worker, fields)
   fields.state = 'released' -- out of every index already: nothing for Job.fail to unindex
   Job.fail(jid, fields, worker, group, message)
   return jid
@@ -67,7 +68,8 @@ api['failed'] = function(args)
       if job then table.insert(jobs, job) end
     end
   end
-  local reply = { total = redis.call('llen', Keys.failed(group)), jobs = jobs }
+  local reply = { total = redis.call('llen', Keys.failed(group)), jobs = jobs,
+    dropped = tonumber(redis.call('hget', Keys.failed_dropped(), group) or 0) }
   local encoded = cjson.encode(reply)
   if #jobs == 0 then encoded = string.gsub(encoded, '"jobs":{}', '"jobs":[]') end
   return encoded
@@ -83,7 +85,7 @@ api['unfail'] = function(args)
   local jids = redis.call('lrange', Keys.failed(group), -count, -1)
   for i = #jids, 1, -1 do
     local jid = jids[i]
-    local fields = Job.fields(jid, 'queue', 'worker', 'failure', 'priority')
+    local fields = Job.fields(jid, 'queue', 'worker', 'failure', 'priority', 'ttl')
     if fields and fields.state == 'failed' then
       Job.unindex(jid, fields)
       local key = Keys.job(jid)
@@ -91,6 +93,7 @@ api['unfail'] = function(args)
       redis.call('hset', key, 'queue', queue, 'remaining', retries, 'failure', '{}', 'updated', Engine.now)
       Job.history(jid, 'put', { q = queue })
       Queue.enqueue(queue, jid, tonumber(fields.priority) or 0)
+      if fields.ttl then Queue.arm_ttl(queue, jid, tonumber(fields.ttl)) end -- a new life (ours)
       redis.call('zadd', Keys.queues(), 'NX', Engine.now, queue)
     else
       redis.call('lrem', Keys.failed(group), 0, jid)

@@ -2,8 +2,9 @@
 --
 --   heartbeat jid, worker, [data]  -> the new expiry time
 --
--- The lock is renewed for the queue's heartbeat from now. Refused once the lock expired, was
--- taken by another worker, or the job was moved or canceled: the worker must stop the job.
+-- The lock is renewed from now for the job's ttr (a put option, ours), else the queue's
+-- heartbeat. Refused once the lock expired, was taken by another worker, or the job was moved or
+-- canceled: the worker must stop the job.
 -- Errors: INVALID, TOOLARGE, NOTFOUND, WRONGSTATE, LOCKLOST.
 -- @include args
 -- @include job
@@ -17,7 +18,7 @@ api['heartbeat'] = function(args)
   if args[3] ~= nil and args[3] ~= '' then data = Arg.json(cmd, 'data', args[3], 'object') end
   local fields = Lock.check_owner(cmd, jid, worker, nil)
 
-  local expires = Engine.now + Config.heartbeat(fields.queue)
+  local expires = Engine.now + (tonumber(fields.ttr) or Config.heartbeat(fields.queue))
   local key = Keys.job(jid)
   redis.call('hset', key, 'expires', expires, 'updated', Engine.now)
   if data then redis.call('hset', key, 'data', data) end

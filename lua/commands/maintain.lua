@@ -21,6 +21,7 @@
 -- @include queue
 -- @include reclaim
 -- @include runs
+-- @include ttl
 
 local function reclaim(queue, jid)
   local fields = Job.fields(jid, 'priority', 'worker')
@@ -41,6 +42,7 @@ api['maintain'] = function(args)
   local failed_before = redis.call('llen', failed_key)
   local reclaimed = Queue.invalidate_locks(queue, limit)
   for _, jid in ipairs(reclaimed) do reclaim(queue, jid) end
+  Ttl.expire_due(queue, limit) -- jobs past their ttl deadline expire (include/ttl.lua)
   return cjson.encode({ promoted = promoted, spawned = spawned, reclaimed = #reclaimed,
     failed = redis.call('llen', failed_key) - failed_before })
 end

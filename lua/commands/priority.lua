@@ -19,6 +19,8 @@ api['priority'] = function(args)
     if old then
       local seq = old - (tonumber(fields.priority) or 0) * Queue.SEQ_SPAN
       redis.call('zadd', Keys.work(fields.queue), priority * Queue.SEQ_SPAN + seq, jid)
+    else -- parked for a concurrency-key or throttle slot (include/slots.lua)
+      Slots.rescore(jid, fields.queue, priority, tonumber(fields.priority) or 0, Queue.SEQ_SPAN)
     end
   end
   redis.call('hset', Keys.job(jid), 'priority', priority, 'updated', Engine.now)

@@ -2,7 +2,9 @@
 --
 --   put     worker, queue, jid, klass, data, delay,
 --           ['priority', p], ['tags', JSON], ['retries', r], ['depends', JSON],
---           ['trigger', rule]                                                   -> jid
+--           ['trigger', rule],
+--           ['ttl', s], ['ttr', s], ['concurrency_key', k], ['concurrency_limit', n],
+--           ['throttle', name], ['unique', 0|1]                 -> jid ('exists': see unique)
 --   requeue the same arguments                                                  -> jid
 --
 -- A job put with pending dependencies waits in state depends; with a delay too, the delay starts
@@ -12,6 +14,16 @@
 -- default 5, priority 0, tags []); dependencies are replaced by `depends` (none when left out).
 -- `trigger` (ours) is the rule by which the dependencies' outcomes release the job:
 -- all_success (default), all_done, one_failed, none_failed (include/triggers.lua).
+-- Ours, each an option a put without it clears:
+--   ttl               seconds the job has to start once ready, else it expires (include/ttl.lua);
+--   ttr               the job's lock time (time to run), instead of the queue's heartbeat;
+--   concurrency_key   at most `concurrency_limit` (default 1) jobs of the key run at once in the
+--                     queue, starting in priority then put order (include/slots.lua);
+--   throttle          at most the throttle's limit (throttle.set) of its jobs run at once, over
+--                     all queues (include/slots.lua);
+--   unique            '1': if the job exists and is neither complete nor expired, nothing is
+--                     changed and the reply is 'exists' (Redis Work Queue's unique adds). Without
+--                     it a put keeps qless's meaning: the job is moved, whatever its state.
 -- Errors: INVALID (arguments), TOOLARGE (sizes), NOTFOUND (requeue of a job that does not exist).
 -- @include putting
 local function put(cmd, args, must_exist)
@@ -20,6 +32,7 @@ local function put(cmd, args, must_exist)
   if must_exist and not old then
     Err.raise('NOTFOUND', cmd .. '(): Job ' .. p.jid .. ' does not exist')
   end
+  if Put.exists(p, old) then return 'exists' end
   return Put.write(p, old)
 end
 

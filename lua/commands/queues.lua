@@ -1,15 +1,18 @@
 -- queues, pause, unpause, length, queue.forget, jobs: queues and their contents.
 --
 --   queues        [queue]      -> JSON {name, waiting, stalled, running, scheduled, depends,
---                                 recurring, paused} (a list of them, oldest queue first, without
---                                 a name)
+--                                 recurring, paused, parked, buried} (a list of them, oldest queue
+--                                 first, without a name); parked: waiting for a concurrency-key
+--                                 or throttle slot (ours, include/slots.lua); buried: ours
+--                                 (commands/bury.lua)
 --   pause         queue...     -> nil; pop on a paused queue returns nothing
 --   unpause       queue...     -> nil
---   length        queue        -> running + waiting + scheduled
+--   length        queue        -> running + waiting (parked ones too) + scheduled
 --   queue.forget  queue...     -> nil; the queue leaves the list of known queues
 --   jobs 'complete', [offset=0, count=25]                   -> list of jids, newest first
 --   jobs state, queue, [offset=0, count=25]                 -> list of jids; state is one of
---        running, stalled, scheduled, depends, recurring, waiting (ours)
+--        running, stalled, scheduled, depends, recurring, waiting (ours), buried (ours: longest
+--        buried first), parked (ours: waiting for a slot, in pop order)
 --
 -- Errors: INVALID.
 -- @include args
@@ -26,6 +29,8 @@ local function counts(queue)
     depends = redis.call('zcard', Keys.depends(queue)),
     recurring = redis.call('zcard', Keys.recur(queue)),
     paused = redis.call('sismember', Keys.paused(), queue) == 1,
+    parked = redis.call('zcard', Keys.parked(queue)),
+    buried = redis.call('zcard', Keys.buried(queue)),
   }
 end
 
@@ -66,7 +71,7 @@ end
 api['length'] = function(args)
   local queue = Arg.id('Length', 'queue', args[1])
   return redis.call('zcard', Keys.locks(queue)) + redis.call('zcard', Keys.work(queue))
-    + redis.call('zcard', Keys.scheduled(queue))
+    + redis.call('zcard', Keys.scheduled(queue)) + redis.call('zcard', Keys.parked(queue))
 end
 
 local JOB_STATES = {
@@ -76,6 +81,8 @@ local JOB_STATES = {
   depends = function(q, o, c) return redis.call('zrange', Keys.depends(q), o, o + c - 1) end,
   recurring = function(q, o, c) return redis.call('zrange', Keys.recur(q), o, o + c - 1) end,
   waiting = function(q, o, c) return redis.call('zrange', Keys.work(q), o, o + c - 1) end,
+  buried = function(q, o, c) return redis.call('zrange', Keys.buried(q), o, o + c - 1) end,
+  parked = function(q, o, c) return redis.call('zrange', Keys.parked(q), o, o + c - 1) end,
 }
 
 api['jobs'] = function(args)
@@ -90,7 +97,7 @@ api['jobs'] = function(args)
     local lister = JOB_STATES[state]
     if not lister then
       Arg.fail(cmd, 'Arg "state" must be one of complete, running, stalled, scheduled, depends, ' ..
-        'recurring, waiting: ' .. state)
+        'recurring, waiting, buried, parked: ' .. state)
     end
     local queue = Arg.id(cmd, 'queue', args[2])
     local offset = Arg.optional_integer(cmd, 'offset', args[3], 0, 0, Engine.MAX_OFFSET)

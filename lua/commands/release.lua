@@ -3,7 +3,8 @@
 --   release jid, worker, [delay=0]  -> 'waiting' or 'scheduled'
 --
 -- Used by a worker that shuts down before its jobs finish, or by a job that asks to run later.
--- The job keeps its retries; history records 'released'.
+-- The job keeps its retries; history records 'released'; it counts in the queue's `release`
+-- statistic (ours).
 -- Errors: INVALID, NOTFOUND, WRONGSTATE, LOCKLOST.
 -- @include args
 -- @include job
@@ -17,10 +18,11 @@ api['release'] = function(args)
   local delay = Arg.optional_number(cmd, 'delay', args[3], 0, 0)
   local fields = Lock.check_owner(cmd, jid, worker, nil)
 
-  Lock.release(jid, fields.queue, worker)
+  Lock.release(jid, fields.queue, worker, fields)
   redis.call('hset', Keys.job(jid), 'worker', '', 'expires', 0, 'updated', Engine.now)
   redis.call('hdel', Keys.job(jid), 'grace')
   Job.history(jid, 'released', { worker = worker, delay = delay })
+  Stats.bump(fields.queue, 'release', 1)
   redis.call('zadd', Keys.workers(), Engine.now, worker)
   return Queue.release(fields.queue, jid, tonumber(fields.priority) or 0, delay)
 end

@@ -23,7 +23,7 @@ api['retry'] = function(args)
   if args[6] ~= nil and args[6] ~= '' then message = Arg.text(cmd, 'message', args[6]) end
   local fields = Lock.check_owner(cmd, jid, worker, queue)
 
-  Lock.release(jid, queue, worker)
+  Lock.release(jid, queue, worker, fields)
   local remaining = tonumber(redis.call('hincrby', Keys.job(jid), 'remaining', -1))
   redis.call('zadd', Keys.workers(), Engine.now, worker)
   if remaining < 0 then

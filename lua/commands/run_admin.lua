@@ -3,11 +3,12 @@
 --   run.retry   run_id  -> number of failed jobs put back
 --   run.cancel  run_id  -> number of jobs canceled
 --
--- run.retry puts every failed job of the run back into its queue with its retries restored;
--- the jobs they were blocking (still waiting for them) then run as they complete, and nothing
--- that completed runs again, except jobs with a trigger rule (all_done, one_failed: hooks like
--- `finally`) that already ran because of the failure: they wait for their dependencies again.
--- run.cancel cancels every job of the run that has not ended (complete or failed); running
+-- run.retry puts every failed (or expired) job of the run back into its queue with its retries
+-- restored (and its put options); the jobs they were blocking (still waiting for them) then run
+-- as they complete, and nothing that completed runs again, except jobs with a trigger rule
+-- (all_done, one_failed: hooks like `finally`) that already ran because of the failure: they
+-- wait for their dependencies again.
+-- run.cancel cancels every job of the run that has not ended (complete, failed, expired); running
 -- jobs' workers are told `canceled`. Both are one call: a run never shows half of either.
 -- Errors: INVALID, NOTFOUND.
 -- @include args
@@ -22,14 +23,15 @@ local function run_jids(cmd, run_id)
 end
 
 local RETRY_FIELDS = { 'queue', 'worker', 'failure', 'tags', 'priority', 'retries', 'klass', 'data',
-  'trigger', 'needs' }
+  'trigger', 'needs', 'ttl', 'ttr', 'ckey', 'climit', 'throttle' }
 
 -- The put that sends a job back to its queue as it was first put, waiting for `depends`.
 local function reput(jid, fields, depends)
   return {
     worker = 'flows', queue = fields.queue, jid = jid, klass = fields.klass, data = fields.data,
     delay = 0, priority = tonumber(fields.priority) or 0, retries = tonumber(fields.retries) or 0,
-    depends = depends,
+    depends = depends, ttl = tonumber(fields.ttl), ttr = tonumber(fields.ttr), ckey = fields.ckey,
+    climit = tonumber(fields.climit) or 1, throttle = fields.throttle,
   }
 end
 
@@ -43,7 +45,7 @@ api['run.retry'] = function(args)
   local retried, reset = 0, {}
   for i, jid in ipairs(jids) do
     local fields = jobs[i]
-    if fields and fields.state == 'failed' then
+    if fields and (fields.state == 'failed' or fields.state == 'expired') then
       Put.write(reput(jid, fields, {}), fields)
       retried = retried + 1
       reset[jid] = true
@@ -89,7 +91,7 @@ api['run.cancel'] = function(args)
   local canceled = 0
   for _, jid in ipairs(jids) do
     local fields = Job.load_for_delete(jid)
-    if fields and fields.state ~= 'complete' and fields.state ~= 'failed' then
+    if fields and fields.state ~= 'complete' and fields.state ~= 'failed' and fields.state ~= 'expired' then
       if fields.state == 'running' then Events.to_worker(fields.worker, 'canceled', jid) end
       Events.log({ jid = jid, event = 'canceled', worker = fields.worker or '', queue = fields.queue or '' })
       Job.delete(jid, fields)

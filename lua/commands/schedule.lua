@@ -6,7 +6,9 @@
 --   schedule.get        name, [skips=20]      -> JSON schedule (fields as in include/schedules.lua,
 --                                                with source, next, last_run_status and the
 --                                                newest `skips` skip records), or nil
---   schedule.list       [offset=0], [count=100] -> JSON list of schedules by name, without source
+--   schedule.list       [offset=0], [count=100], [brief] -> JSON list of schedules by name,
+--                                                without source; with brief '1' only
+--                                                {name, hash, file} of each (cheap for 10,000s)
 --   schedule.pause      name, [note]          -> 'paused'
 --   schedule.resume     name, expected_next, next, skips JSON -> 'resumed' | 'not-paused' |
 --                                                'conflict'
@@ -38,11 +40,16 @@ local function check_definition(cmd, text)
     Arg.fail(cmd, 'definition.cron must be a list of 1 to ' .. MAX_CRON .. ' expressions')
   end
   for i, expr in ipairs(d.cron) do
-    if type(expr) ~= 'string' or expr == '' then Arg.fail(cmd, 'definition.cron[' .. i .. '] must be a non-empty string') end
+    if type(expr) ~= 'string' or expr == '' then
+      Arg.fail(cmd, 'definition.cron[' .. i .. '] must be a non-empty string')
+    end
   end
-  if type(d.timezone) ~= 'string' or d.timezone == '' then Arg.fail(cmd, 'definition.timezone must be a non-empty string') end
+  if type(d.timezone) ~= 'string' or d.timezone == '' then
+    Arg.fail(cmd, 'definition.timezone must be a non-empty string')
+  end
   if not Schedules.OVERLAP[d.overlap] then
-    Arg.fail(cmd, 'definition.overlap must be one of skip, buffer_one, allow, cancel_running: ' .. tostring(d.overlap))
+    Arg.fail(cmd, 'definition.overlap must be one of skip, buffer_one, allow, cancel_running: ' ..
+      tostring(d.overlap))
   end
   if not Schedules.CATCHUP[d.catchup] then
     Arg.fail(cmd, 'definition.catchup must be one of none, latest, all: ' .. tostring(d.catchup))
@@ -105,10 +112,19 @@ api['schedule.list'] = function(args)
   local cmd = 'ScheduleList'
   local offset = Arg.optional_integer(cmd, 'offset', args[1], 0, 0, Engine.MAX_OFFSET)
   local count = Arg.optional_integer(cmd, 'count', args[2], 100, 0, 1000)
+  local brief = args[3] or ''
+  if brief ~= '' and brief ~= '1' then Arg.fail(cmd, 'Arg "brief" must be 1 or empty: ' .. brief) end
+  if args[4] ~= nil then Arg.fail(cmd, 'too many arguments') end
   local out = {}
   if count > 0 then
     for _, name in ipairs(redis.call('zrange', Keys.schedule_names(), offset, offset + count - 1)) do
-      local schedule = Schedules.read(name, false)
+      local schedule
+      if brief == '1' then
+        local f = redis.call('hmget', Keys.schedule(name), 'hash', 'file')
+        if f[1] then schedule = { name = name, hash = f[1], file = f[2] or '' } end
+      else
+        schedule = Schedules.read(name, false)
+      end
       if schedule then table.insert(out, schedule) end
     end
   end

@@ -147,7 +147,9 @@ api['schedule.fire'] = function(args)
     redis.call('hdel', Keys.schedule(a.name), 'buffered')
     redis.call('zrem', Keys.schedules_buffered(), a.name)
   end
-  if a.cancel and not exists then Runs.cancel(a.cancel, 'cancel_running: superseded by ' .. a.submission.id) end
+  if a.cancel and not exists then
+    Runs.cancel(a.cancel, 'cancel_running: superseded by ' .. a.submission.id)
+  end
   if not exists then Runs.write(a.submission) end
   fired(a.name, a.submission.id, a.tick, exists)
   if exists then return 'exists' end

@@ -1,7 +1,9 @@
 -- stats: a queue's statistics for the day containing `date`.
 --
 --   stats queue, date  -> JSON {retries, failed, failures,
---                               wait: {count, mean, std, histogram}, run: {...}}
+--                               wait: {count, mean, std, histogram}, run: {...},
+--                               calls: {put, take, ack, release, bury, kick, delete, touch,
+--                                       expire}}   (calls: ours, Stats.calls)
 --
 -- Histogram buckets are described in include/stats.lua.
 -- Errors: INVALID.
@@ -28,5 +30,6 @@ api['stats'] = function(args)
     failures = tonumber(counters[3] or 0),
     wait = summary('wait', day, queue),
     run = summary('run', day, queue),
+    calls = Stats.calls(day, queue),
   })
 end

@@ -4,11 +4,13 @@
 --   workers worker       -> JSON {jobs: [jid...], stalled: [jid...]}
 --   worker.deregister worker...  -> nil
 --
--- Workers silent for longer than max-worker-age are dropped from the list as it is read.
+-- Workers silent for longer than max-worker-age are left out, and dropped with their
+-- registrations as the list is read (include/registry.lua).
 -- `jobs` counts the worker's jobs whose lock is still valid, `stalled` those whose lock expired.
 -- Errors: INVALID.
 -- @include args
 -- @include config
+-- @include registry
 
 api['workers'] = function(args)
   if args[1] ~= nil then
@@ -21,9 +23,9 @@ api['workers'] = function(args)
     reply = string.gsub(reply, '"jobs":{}', '"jobs":[]')
     return (string.gsub(reply, '"stalled":{}', '"stalled":[]'))
   end
-  redis.call('zremrangebyscore', Keys.workers(), '-inf', Engine.now - Config.number('max-worker-age'))
+  Registry.prune()
   local out = {}
-  for _, worker in ipairs(redis.call('zrevrange', Keys.workers(), 0, -1)) do
+  for _, worker in ipairs(Registry.live()) do
     local key = Keys.worker_jobs(worker)
     table.insert(out, {
       name = worker,

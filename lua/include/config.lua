@@ -11,6 +11,7 @@ Config.defaults = {
   ['histogram-history'] = 7,     -- days of histograms
   ['max-worker-age'] = 86400,    -- seconds before a silent worker is dropped from `workers`
   ['max-job-history'] = 100,     -- history entries kept per job (the first is always kept)
+  ['max-failed-per-group'] = 0,  -- failed jobs kept per group, oldest dropped first (0: no bound)
 }
 
 function Config.get(name)

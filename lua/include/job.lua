@@ -2,12 +2,15 @@
 --
 -- A job's state decides which index holds it (lua/README.md): waiting -> q:<queue>-work,
 -- scheduled -> -scheduled, depends -> -depends, running -> -locks and w:<worker>:jobs,
--- failed -> f:<group>, complete -> completed.
+-- failed -> f:<group>, complete -> completed; ours: buried -> q:<queue>-buried, expired ->
+-- expired, and a waiting job may be parked for a slot instead of in -work (include/slots.lua).
 -- @include keys
 -- @include engine
 -- @include config
 -- @include events
 -- @include stats
+-- @include slots
+-- @include registry
 local Job = {}
 
 -- Decode a JSON list, accepting the '{}' cjson writes for an empty one.
@@ -35,9 +38,10 @@ function Job.fields(jid, ...)
   return out
 end
 
--- Append a history entry, keeping the first one and the newest `max-job-history - 1`.
+-- Append a history entry, keeping the first one and the newest `max-job-history - 1`. An entry
+-- naming a registered worker also records its host and pid (include/registry.lua).
 function Job.history(jid, what, extra)
-  local entry = extra or {}
+  local entry = Registry.stamp(extra or {})
   entry.what = what
   entry.when = Engine.now
   local key = Keys.history(jid)
@@ -54,7 +58,8 @@ end
 function Job.describe(jid)
   local values = redis.call('hmget', Keys.job(jid),
     'jid', 'klass', 'state', 'queue', 'worker', 'priority', 'expires', 'retries', 'remaining',
-    'data', 'tags', 'failure', 'spawned_from_jid', 'result', 'created', 'updated', 'grace')
+    'data', 'tags', 'failure', 'spawned_from_jid', 'result', 'created', 'updated', 'grace',
+    'ttl', 'ttl_at', 'ttr', 'ckey', 'climit', 'throttle', 'parked')
   if not values[1] then return nil end
   local state = values[3]
   local expires = tonumber(values[7]) or 0
@@ -68,6 +73,9 @@ function Job.describe(jid)
   end
   local failure = {}
   if values[12] and values[12] ~= '' then failure = cjson.decode(values[12]) end
+  -- Our put options, only on jobs put with them (absent fields leave the JSON as qless has it).
+  local parked
+  if values[24] then parked = values[24] == 'k' and 'concurrency_key' or 'throttle' end
   return {
     jid = values[1],
     klass = values[2],
@@ -89,6 +97,13 @@ function Job.describe(jid)
     result = values[14] or cjson.null,
     created = tonumber(values[15]) or cjson.null,
     updated = tonumber(values[16]) or cjson.null,
+    ttl = tonumber(values[18]),
+    deadline = tonumber(values[19]),
+    ttr = tonumber(values[20]),
+    concurrency_key = values[21] or nil,
+    concurrency_limit = values[21] and (tonumber(values[22]) or 1) or nil,
+    throttle = values[23] or nil,
+    parked = parked,
   }
 end
 
@@ -98,6 +113,7 @@ function Job.unindex(jid, fields)
   local state, queue = fields.state, fields.queue
   if state == 'waiting' then
     redis.call('zrem', Keys.work(queue), jid)
+    Slots.left(jid, queue)
   elseif state == 'scheduled' then
     redis.call('zrem', Keys.scheduled(queue), jid)
   elseif state == 'depends' then
@@ -107,8 +123,13 @@ function Job.unindex(jid, fields)
     if fields.worker and fields.worker ~= '' then
       redis.call('zrem', Keys.worker_jobs(fields.worker), jid)
     end
+    Slots.stopped(jid, queue, nil)
   elseif state == 'complete' then
     redis.call('zrem', Keys.completed(), jid)
+  elseif state == 'buried' then
+    redis.call('zrem', Keys.buried(queue), jid)
+  elseif state == 'expired' then
+    redis.call('zrem', Keys.expired(), jid)
   elseif state == 'failed' then
     local failure = {}
     if fields.failure and fields.failure ~= '' then failure = cjson.decode(fields.failure) end
@@ -160,6 +181,7 @@ function Job.delete(jid, fields, keep_tracked)
   Job.unindex(jid, fields)
   Job.retag(jid, decode_list(fields.tags), {})
   Job.drop_dependencies(jid)
+  if fields.queue and fields.queue ~= '' then redis.call('zrem', Keys.ttl(fields.queue), jid) end
   if not keep_tracked then redis.call('zrem', Keys.tracked(), jid) end
   redis.call('del', Keys.job(jid), Keys.history(jid), Keys.dependents(jid))
 end
@@ -171,7 +193,11 @@ end
 -- Drop completed jobs beyond jobs-history (age) and jobs-history-count, at most `limit` of
 -- them, oldest first: every call stays bounded; the service's housekeeping does the rest.
 function Job.expire_completed(limit)
-  local key = Keys.completed()
+  return Job.expire_finished(Keys.completed(), limit)
+end
+
+-- The same for the finished jobs indexed in `key` (completed, or expired: include/ttl.lua).
+function Job.expire_finished(key, limit)
   local max_age = Config.number('jobs-history')
   local max_count = Config.number('jobs-history-count')
   local victims = redis.call('zrangebyscore', key, '-inf', Engine.now - max_age, 'LIMIT', 0, limit)

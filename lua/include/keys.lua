@@ -14,11 +14,33 @@ function Keys.scheduled(queue) return Engine.prefix .. 'q:' .. queue .. '-schedu
 function Keys.depends(queue) return Engine.prefix .. 'q:' .. queue .. '-depends' end
 function Keys.recur(queue) return Engine.prefix .. 'q:' .. queue .. '-recur' end
 function Keys.recurring(jid) return Engine.prefix .. 'r:' .. jid end
+function Keys.buried(queue) return Engine.prefix .. 'q:' .. queue .. '-buried' end
+function Keys.ttl(queue) return Engine.prefix .. 'q:' .. queue .. '-ttl' end
+function Keys.parked(queue) return Engine.prefix .. 'q:' .. queue .. '-parked' end
+function Keys.expired() return Engine.prefix .. 'expired' end
+
+-- Concurrency keys and throttles (ours, include/slots.lua). A queue's running jobs per key, and
+-- the jobs of one key parked until it has a free slot. Names are length-prefixed where two ids
+-- meet in one key name, so no pair of (queue, key) can alias another.
+function Keys.key_running(queue) return Engine.prefix .. 'q:' .. queue .. '-ck' end
+function Keys.key_parked(queue, key)
+  return Engine.prefix .. 'ck:' .. #queue .. ':' .. queue .. ':' .. key
+end
+-- Throttles: name -> limit, name -> running jobs, the queues with jobs parked for a throttle,
+-- and those jobs per (throttle, queue).
+function Keys.throttles() return Engine.prefix .. 'throttles' end
+function Keys.throttle_running() return Engine.prefix .. 'throttle-running' end
+function Keys.throttle_queues(name) return Engine.prefix .. 'tq:' .. name end
+function Keys.throttle_parked(name, queue)
+  return Engine.prefix .. 'tp:' .. #name .. ':' .. name .. ':' .. queue
+end
 
 function Keys.queues() return Engine.prefix .. 'queues' end
 function Keys.paused() return Engine.prefix .. 'paused_queues' end
 function Keys.failures() return Engine.prefix .. 'failures' end
 function Keys.failed(group) return Engine.prefix .. 'f:' .. group end
+-- Failed jobs dropped per group by max-failed-per-group (include/failed_bound.lua): group -> count.
+function Keys.failed_dropped() return Engine.prefix .. 'failed-dropped' end
 function Keys.workers() return Engine.prefix .. 'workers' end
 function Keys.worker_jobs(worker) return Engine.prefix .. 'w:' .. worker .. ':jobs' end
 function Keys.completed() return Engine.prefix .. 'completed' end

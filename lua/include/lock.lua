@@ -31,7 +31,7 @@ end
 -- Shared by complete, retry and heartbeat.
 function Lock.check_owner(cmd, jid, worker, queue)
   local fields = Job.fields(jid, 'queue', 'worker', 'expires', 'grace', 'priority', 'retries',
-    'remaining', 'popped', 'failure', 'tags')
+    'remaining', 'popped', 'failure', 'tags', 'ttr', 'ttl_at', 'ckey', 'climit', 'throttle')
   if not fields then
     Err.raise('NOTFOUND', cmd .. '(): Job ' .. jid .. ' does not exist')
   end
@@ -45,9 +45,14 @@ function Lock.check_owner(cmd, jid, worker, queue)
   return fields
 end
 
--- The job leaves its worker: no longer locked, no longer in the worker's jobs.
-function Lock.release(jid, queue, worker)
+-- The job leaves its worker: no longer locked, no longer in the worker's jobs; it gives back its
+-- concurrency-key and throttle slots (include/slots.lua), and a ttl deadline it has is looked at
+-- again on time (include/ttl.lua). `fields` as Lock.check_owner returns them (nil: read the job).
+function Lock.release(jid, queue, worker, fields)
   redis.call('zrem', Keys.locks(queue), jid)
   redis.call('zrem', Keys.worker_jobs(worker), jid)
+  if fields == nil then fields = Job.fields(jid, 'ttl_at', 'ckey', 'climit', 'throttle') or {} end
+  Slots.stopped(jid, queue, Slots.gates(fields.ckey, fields.climit, fields.throttle))
+  if fields.ttl_at then redis.call('zadd', Keys.ttl(queue), fields.ttl_at, jid) end
 end
 

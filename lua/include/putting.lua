@@ -2,13 +2,48 @@
 --
 -- Put.parse(cmd, args) checks put's arguments (see commands/put.lua) and returns them as a table;
 -- Put.write(p, old) writes them, `old` being the existing job's fields or nil.
+-- Our options (commands/put.lua): ttl, ttr, concurrency_key, concurrency_limit, throttle and
+-- unique; the job fields the first five set are cleared by a later put without them.
 -- @include args
 -- @include job
 -- @include queue
 -- @include triggers
 local Put = {}
 
-local PUT_OPTIONS = { priority = true, tags = true, retries = true, depends = true, trigger = true }
+local PUT_OPTIONS = { priority = true, tags = true, retries = true, depends = true, trigger = true,
+  ttl = true, ttr = true, concurrency_key = true, concurrency_limit = true, throttle = true,
+  unique = true }
+-- Job fields of our options (and their state), cleared when a job is put again.
+local OPTION_FIELDS = { 'ttl', 'ttl_at', 'ttr', 'ckey', 'climit', 'throttle', 'parked' }
+
+-- A number of seconds more than 0, or nil when absent or ''.
+local function seconds(cmd, name, value)
+  if value == nil or value == '' then return nil end
+  local n = Arg.number(cmd, name, value, 0)
+  if n <= 0 then Arg.fail(cmd, 'Arg "' .. name .. '" must be more than 0: ' .. tostring(value)) end
+  return n
+end
+
+local function parse_ours(cmd, p, options)
+  p.ttl = seconds(cmd, 'ttl', options.ttl)
+  p.ttr = seconds(cmd, 'ttr', options.ttr)
+  if options.concurrency_key and options.concurrency_key ~= '' then
+    p.ckey = Arg.id(cmd, 'concurrency_key', options.concurrency_key)
+  end
+  p.climit = Arg.optional_integer(cmd, 'concurrency_limit', options.concurrency_limit, 1, 1,
+    Engine.MAX_COUNT)
+  if options.concurrency_limit and options.concurrency_limit ~= '' and not p.ckey then
+    Arg.fail(cmd, 'Arg "concurrency_limit" needs "concurrency_key" (the key it limits)')
+  end
+  if options.throttle and options.throttle ~= '' then
+    p.throttle = Arg.id(cmd, 'throttle', options.throttle)
+  end
+  local unique = options.unique
+  if unique ~= nil and unique ~= '' and unique ~= '0' and unique ~= '1' then
+    Arg.fail(cmd, 'Arg "unique" must be 0 or 1: ' .. tostring(unique))
+  end
+  p.unique = unique == '1'
+end
 
 function Put.parse(cmd, args)
   local p = {}
@@ -37,7 +72,13 @@ function Put.parse(cmd, args)
     end
     p.trigger = options.trigger
   end
+  parse_ours(cmd, p, options)
   return p
+end
+
+-- Whether a put with `unique` finds the job already there and not finished (a no-op then).
+function Put.exists(p, old)
+  return p.unique and old ~= nil and old.state ~= 'complete' and old.state ~= 'expired'
 end
 
 -- Write a checked put (from Put.parse). `old` is the existing job's fields (or nil).
@@ -73,6 +114,16 @@ function Put.write(p, old)
     end
   end
   redis.call('hdel', key, 'grace', 'result')
+  if old then redis.call('hdel', key, unpack(OPTION_FIELDS)) end
+  local ours = {}
+  if p.ttl then table.insert(ours, 'ttl'); table.insert(ours, p.ttl) end
+  if p.ttr then table.insert(ours, 'ttr'); table.insert(ours, p.ttr) end
+  if p.ckey then
+    table.insert(ours, 'ckey'); table.insert(ours, p.ckey)
+    table.insert(ours, 'climit'); table.insert(ours, p.climit)
+  end
+  if p.throttle then table.insert(ours, 'throttle'); table.insert(ours, p.throttle) end
+  if #ours > 0 then redis.call('hset', key, unpack(ours)) end
 
   local pending = 0
   for _, dependency in ipairs(p.depends) do
@@ -91,7 +142,10 @@ function Put.write(p, old)
     redis.call('hset', key, 'state', 'depends')
   else
     Queue.release(queue, jid, priority, p.delay)
+    if p.ttl then Queue.arm_ttl(queue, jid, p.ttl, p.delay) end
   end
+  -- flow.submit counts its puts per queue once (include/runs.lua).
+  if not p.uncounted then Stats.bump(queue, 'put', 1) end
   redis.call('zadd', Keys.queues(), 'NX', Engine.now, queue)
   Events.tracked('put', jid)
   Events.log({ jid = jid, event = 'put', queue = queue })

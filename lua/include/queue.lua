@@ -59,12 +59,22 @@ function Queue.promote(queue, limit)
   return #due / 2
 end
 
+-- A job put with a ttl (include/ttl.lua) becomes ready `delay` seconds from now: its deadline is
+-- then `ttl` seconds later. Indexed in q:<queue>-ttl by the deadline.
+function Queue.arm_ttl(queue, jid, ttl, delay)
+  local deadline = Engine.now + (delay or 0) + ttl
+  redis.call('hset', Keys.job(jid), 'ttl_at', string.format('%.17g', deadline))
+  redis.call('zadd', Keys.ttl(queue), deadline, jid)
+end
+
 -- A dependent whose last dependency completed: it waits, or is scheduled after its own delay.
 function Queue.release_dependent(jid)
-  local fields = Job.fields(jid, 'queue', 'priority', 'delay')
+  local fields = Job.fields(jid, 'queue', 'priority', 'delay', 'ttl')
   if not fields or fields.state ~= 'depends' then return end
   redis.call('zrem', Keys.depends(fields.queue), jid)
-  Queue.release(fields.queue, jid, tonumber(fields.priority) or 0, tonumber(fields.delay) or 0)
+  local delay = tonumber(fields.delay) or 0
+  Queue.release(fields.queue, jid, tonumber(fields.priority) or 0, delay)
+  if fields.ttl then Queue.arm_ttl(fields.queue, jid, tonumber(fields.ttl), delay) end
 end
 
 -- Recurring jobs of `queue` that are due spawn their children (at most `limit` children), jids

@@ -16,7 +16,9 @@ end
 -- Expired locks of `queue` (at most `limit`). The first expiry of a lock gives its worker a
 -- grace period (lock_lost, history 'timed-out'); the next one uses up a retry and returns the
 -- job for the caller to hand out, or fails it as failed-retries-<queue> when none are left.
-function Queue.invalidate_locks(queue, limit)
+-- A returned job stops running, so it gives back its concurrency-key and throttle slots
+-- (include/slots.lua), unless `handing_out`: pop gives it straight to its new worker, slots and all.
+function Queue.invalidate_locks(queue, limit, handing_out)
   local reclaimed = {}
   local expired = redis.call('zrangebyscore', Keys.locks(queue), '-inf', Engine.now, 'LIMIT', 0, limit)
   if #expired == 0 then return reclaimed end
@@ -47,6 +49,7 @@ function Queue.invalidate_locks(queue, limit)
         exhaust(queue, jid, worker)
       else
         redis.call('hdel', Keys.job(jid), 'grace')
+        if not handing_out then Slots.stopped(jid, queue, nil) end
         table.insert(reclaimed, jid)
       end
     end

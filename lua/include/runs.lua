@@ -12,7 +12,8 @@
 --   Runs.write(submission)                       -> writes the run and every job
 --   Runs.submit(cmd, run_id, run_text, jobs_text) -> 'submitted', or 'exists' (nothing written)
 --
--- Each job is {jid, queue, klass, data (JSON text), priority, tags, retries, depends, delay};
+-- Each job is {jid, queue, klass, data (JSON text), priority, tags, retries, depends, delay} and
+-- optionally trigger, ttl, ttr, concurrency_key, concurrency_limit, throttle (put's options);
 -- jobs come in dependency order (a job's depends name earlier jobs of the run or existing jobs).
 -- The run object must have a string `flow`; its other fields are kept as given (strings, or
 -- JSON text for tables). A run id may not end in '-jobs' (the key layout uses that suffix).
@@ -26,7 +27,8 @@ Runs.MAX_BYTES = 67108864 -- 64 MiB of job specs in one submission
 -- States in which a job can still make progress on its own: its run is active.
 local ACTIVE = { waiting = true, scheduled = true, running = true }
 -- States a canceled run's jobs are removed from (complete and failed jobs stay as a record).
-local UNFINISHED = { waiting = true, scheduled = true, running = true, depends = true }
+local UNFINISHED = { waiting = true, scheduled = true, running = true, depends = true,
+  buried = true }
 
 -- A run id: an id that does not end in '-jobs' (run `x`'s job list is the key `run:x-jobs`).
 function Runs.id(cmd, value, name)
@@ -50,6 +52,9 @@ local function text(value)
   return tostring(value)
 end
 
+-- put options a job spec may carry as they are (ours; null or absent: not given).
+local SPEC_OPTIONS = { 'ttl', 'ttr', 'concurrency_key', 'concurrency_limit', 'throttle' }
+
 local function spec_args(cmd, index, spec)
   if type(spec) ~= 'table' then Arg.fail(cmd, 'jobs[' .. index .. '] is not an object') end
   local function list(value)
@@ -63,13 +68,21 @@ local function spec_args(cmd, index, spec)
   table.insert(args, 'tags'); table.insert(args, list(spec.tags))
   table.insert(args, 'depends'); table.insert(args, list(spec.depends))
   if spec.trigger ~= nil then table.insert(args, 'trigger'); table.insert(args, text(spec.trigger)) end
+  for _, name in ipairs(SPEC_OPTIONS) do
+    local value = spec[name]
+    if value ~= nil and value ~= cjson.null then
+      table.insert(args, name); table.insert(args, text(value))
+    end
+  end
   return args
 end
 
 function Runs.parse(cmd, run_id, run_text, jobs_text)
   local submission = { id = Runs.id(cmd, run_id) }
   local _, run = Arg.json(cmd, 'run', run_text, 'object')
-  if type(run.flow) ~= 'string' or run.flow == '' then Arg.fail(cmd, 'run.flow must be a non-empty string') end
+  if type(run.flow) ~= 'string' or run.flow == '' then
+    Arg.fail(cmd, 'run.flow must be a non-empty string')
+  end
   Arg.id(cmd, 'run.flow', run.flow)
   local _, specs = Arg.json(cmd, 'jobs', jobs_text, 'array', Runs.MAX_BYTES)
   if #specs == 0 then Arg.fail(cmd, 'a run needs at least one job') end
@@ -115,7 +128,13 @@ function Runs.write(submission)
   end
   redis.call('zadd', Keys.runs(), Engine.now, run_id)
   redis.call('zadd', Keys.flow_runs(run.flow), Engine.now, run_id)
-  for _, p in ipairs(puts) do Put.write(p, nil) end
+  local per_queue = {}
+  for _, p in ipairs(puts) do
+    p.uncounted = true
+    Put.write(p, nil)
+    per_queue[p.queue] = (per_queue[p.queue] or 0) + 1
+  end
+  for queue, count in pairs(per_queue) do Stats.bump(queue, 'put', count) end
   Events.log({ event = 'run_submitted', run = run_id, flow = run.flow, jobs = #puts })
 end
 
@@ -141,7 +160,7 @@ end
 
 -- What a run is doing: 'running' while a job of it waits, is scheduled or runs (it can still
 -- make progress by itself), else 'canceled' (canceled by a schedule's cancel_running), 'failed'
--- (a job failed), 'expired' (no job left: retention removed them), 'blocked' (jobs wait for
+-- (a job failed or expired), 'expired' (no job left: retention removed them), 'blocked' (jobs wait for
 -- dependencies that never come), 'succeeded'; 'missing' when there is no such run.
 -- Stops at the first active job, so checking an active run is cheap.
 function Runs.status(run_id)
@@ -152,7 +171,7 @@ function Runs.status(run_id)
     if state then
       any = true
       if ACTIVE[state] then active = true; return true end
-      if state == 'failed' then failed = true elseif state ~= 'complete' then waiting = true end
+      if state == 'failed' or state == 'expired' then failed = true elseif state ~= 'complete' then waiting = true end
     end
     return false
   end)
@@ -182,7 +201,8 @@ function Runs.cancel(run_id, reason)
     local jid, fields = victim[1], victim[2]
     if fields.state == 'running' then Events.to_worker(fields.worker, 'canceled', jid) end
     Events.tracked('canceled', jid)
-    Events.log({ jid = jid, event = 'canceled', worker = fields.worker or '', queue = fields.queue or '' })
+    Events.log({ jid = jid, event = 'canceled', worker = fields.worker or '',
+      queue = fields.queue or '' })
     Job.delete(jid, fields)
   end
   redis.call('hset', Keys.run(run_id), 'canceled', Engine.now, 'canceled_reason', reason or '')

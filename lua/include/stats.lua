@@ -1,5 +1,6 @@
 -- stats: per queue and day, wait time (put -> pop) and run time (pop -> complete) as count,
--- mean, a streaming variance term and a histogram; and the counters failures, failed, retries.
+-- mean, a streaming variance term and a histogram; and the counters failures, failed, retries,
+-- and (ours, Tarantool's statistics by call) put, release, bury, kick, delete, touch, expired.
 --
 -- Histogram buckets: s0..s59 (seconds, first minute), m1..m59 (minutes, first hour),
 -- h1..h23 (hours, first day), d1..d6 (days, the last one counting everything longer).
@@ -47,4 +48,22 @@ function Stats.histogram(fields)
   for i = 1, 23 do table.insert(out, tonumber(fields['h' .. i] or 0)) end
   for i = 1, 6 do table.insert(out, tonumber(fields['d' .. i] or 0)) end
   return out
+end
+
+-- Calls of the day `day` on `queue` (Tarantool's statistics by call): take and ack are the wait
+-- and run samples (one per job popped / completed), the others counters.
+function Stats.calls(day, queue)
+  local c = redis.call('hmget', Keys.stats('stats', day, queue), 'put', 'release', 'bury', 'kick',
+    'delete', 'touch', 'expired')
+  return {
+    put = tonumber(c[1]) or 0,
+    take = tonumber(redis.call('hget', Keys.stats('wait', day, queue), 'total')) or 0,
+    ack = tonumber(redis.call('hget', Keys.stats('run', day, queue), 'total')) or 0,
+    release = tonumber(c[2]) or 0,
+    bury = tonumber(c[3]) or 0,
+    kick = tonumber(c[4]) or 0,
+    delete = tonumber(c[5]) or 0,
+    touch = tonumber(c[6]) or 0,
+    expire = tonumber(c[7]) or 0,
+  }
 end

@@ -2,12 +2,21 @@
 
 Job functions receive a :class:`JobContext`; they return a result (the job completes with it),
 raise (the job is retried with its backoff, then failed with the exception's type as group), or
-raise :class:`RetryJob`, :class:`FailJob` or :class:`ReleaseJob` to choose.
+raise :class:`RetryJob`, :class:`FailJob`, :class:`ReleaseJob` or :class:`BuryJob` to choose.
 """
 
 from scheduler.worker.context import JobContext
-from scheduler.worker.outcomes import FailJob, ReleaseJob, RetryJob, RetryPolicy
+from scheduler.worker.outcomes import BuryJob, FailJob, ReleaseJob, RetryJob, RetryPolicy
 from scheduler.worker.pool import WorkerPool
 from scheduler.worker.worker import Worker
 
-__all__ = ["FailJob", "JobContext", "ReleaseJob", "RetryJob", "RetryPolicy", "Worker", "WorkerPool"]
+__all__ = [
+    "BuryJob",
+    "FailJob",
+    "JobContext",
+    "ReleaseJob",
+    "RetryJob",
+    "RetryPolicy",
+    "Worker",
+    "WorkerPool",
+]

@@ -12,8 +12,12 @@ import os
 import sys
 
 from scheduler.client import Client
+from scheduler.errors import ServerError
 from scheduler.worker.loader import load_object
 from scheduler.worker.worker import Worker
+
+#: Exit status when the server is configured unsafely (sysexits' EX_CONFIG).
+EXIT_CONFIG = 78
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -50,7 +54,11 @@ def main(argv: list[str] | None = None) -> int:
         prepare=load_object(args.prepare) if args.prepare else None,
         exit_on_stuck=args.exit_on_stuck,
     )
-    return worker.run()
+    try:
+        return worker.run()
+    except ServerError as error:  # an unsafe server: say how to fix it, no traceback
+        logging.getLogger("flows.worker").error("%s", error)
+        return EXIT_CONFIG
 
 
 if __name__ == "__main__":

@@ -4,7 +4,9 @@ A job function may raise:
 
 * :class:`RetryJob` -- run me again later (uses a retry; ``delay`` overrides the backoff);
 * :class:`FailJob` -- fail now in a named group, without using the remaining retries;
-* :class:`ReleaseJob` -- hand me back without using a retry (Tarantool's release), optionally later.
+* :class:`ReleaseJob` -- hand me back without using a retry (Tarantool's release), optionally later;
+* :class:`BuryJob` -- take me out of circulation without failing me (Tarantool's bury) until an
+  operator kicks me (``flows kick QUEUE``).
 
 :class:`RetryPolicy` turns an attempt number into the delay before the next try.
 """
@@ -45,6 +47,14 @@ class ReleaseJob(JobOutcome):
     def __init__(self, delay: float = 0):
         super().__init__(f"release after {delay}s")
         self.delay = delay
+
+
+class BuryJob(JobOutcome):
+    """Bury the job: it stays, neither failed nor run again, until its queue is kicked."""
+
+    def __init__(self, message: str = ""):
+        super().__init__(message or "buried")
+        self.message = message
 
 
 class JobInterrupted(BaseException):

@@ -103,7 +103,12 @@ class WorkerPool:
         log.info("worker process %d started (pid %d)", index, process.pid)
 
     def run(self) -> int:
-        """Run until signalled (or, with burst, until all children are done). Returns 0 or 1."""
+        """Run until signalled (or, with burst, until all children are done). Returns 0 or 1.
+
+        Raises :class:`~scheduler.safety.UnsafeServer` before starting any process when the
+        server's eviction policy could drop jobs.
+        """
+        self._check_server()
         self._install_signals()
         for index in range(self.processes):
             self._spawn(index)
@@ -131,6 +136,16 @@ class WorkerPool:
                     self._spawn(index, failures)
             self._stopping.wait(0.1)
         return status
+
+    def _check_server(self) -> None:
+        from scheduler.safety import check_eviction_policy
+        from scheduler.server import connect
+
+        client = connect(self.url)
+        try:
+            check_eviction_policy(client, who="the worker pool")
+        finally:
+            client.close()
 
     def _install_signals(self) -> None:
         if threading.current_thread() is not threading.main_thread():

@@ -1,8 +1,8 @@
 """Run one job and decide its outcome; no engine writes happen here.
 
 :func:`run` calls the job's function inside the job's sandbox and maps what happened to an
-:class:`Outcome` (complete with a result, retry with a delay, fail in a group, release, or lost:
-nothing to report because the worker no longer holds the job). The worker applies outcomes.
+:class:`Outcome` (complete with a result, retry with a delay, fail in a group, release, bury, or
+lost: nothing to report because the worker no longer holds the job). The worker applies outcomes.
 """
 
 from __future__ import annotations
@@ -12,9 +12,12 @@ import traceback
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from scheduler import limits
+from scheduler.errors import EngineError, InvalidArgument
 from scheduler.worker.context import JobContext
 from scheduler.worker.loader import KlassNotFound, add_paths, resolve
 from scheduler.worker.outcomes import (
+    BuryJob,
     FailJob,
     JobInterrupted,
     ReleaseJob,
@@ -24,7 +27,7 @@ from scheduler.worker.outcomes import (
 
 MAX_MESSAGE = 16384
 
-Kind = Literal["complete", "retry", "fail", "release", "lost"]
+Kind = Literal["complete", "retry", "fail", "release", "bury", "lost"]
 
 
 @dataclass(frozen=True)
@@ -82,6 +85,8 @@ def run(ctx: JobContext) -> Outcome:
         return failure(fail.group, fail.message or fail.group)
     except ReleaseJob as release:
         return Outcome("release", delay=release.delay)
+    except BuryJob as bury:
+        return Outcome("bury", message=_tail(bury.message))
     except Exception as error:
         if ctx.stopped.is_set():
             # The job failed because we stopped it (e.g. its subprocess was killed).
@@ -90,7 +95,24 @@ def run(ctx: JobContext) -> Outcome:
         return _retry(ctx, str(group), traceback.format_exc())
     if ctx.stopped.is_set() and ctx.stop_reason != "timeout":
         return stopped(ctx, ctx.stop_reason)
-    return Outcome("complete", result=_json_result(value))
+    return _completed(value)
+
+
+def _completed(value: Any) -> Outcome:
+    """Complete with ``value`` as the result, or fail in ``bad-result`` when the engine would
+    refuse it (too large, too deep, NaN): better now than after the lock ran out, retry by retry."""
+    try:
+        if limits.json_depth(value) > limits.MAX_JSON_DEPTH:
+            raise InvalidArgument(
+                f'Complete(): Arg "result" nests more than {limits.MAX_JSON_DEPTH} levels deep'
+            )
+        result = _json_result(value)
+        limits.encode_payload("complete", "result", result)
+    except RecursionError:
+        return failure("bad-result", "the job's result nests too deeply to encode")
+    except EngineError as error:
+        return failure("bad-result", f"the job's result cannot be stored: {error}")
+    return Outcome("complete", result=result)
 
 
 def stopped(ctx: JobContext, reason: str) -> Outcome:

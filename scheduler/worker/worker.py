@@ -42,6 +42,7 @@ import redis
 from scheduler.client import Client
 from scheduler.errors import EngineError
 from scheduler.job import Job, dumps
+from scheduler.safety import check_eviction_policy
 from scheduler.worker import runner
 from scheduler.worker.context import JobContext
 from scheduler.worker.envelope import BrokenPayload, split
@@ -143,7 +144,12 @@ class Worker:
     # -- public ------------------------------------------------------------------------------
 
     def run(self) -> int:
-        """Work until stopped; returns the exit code (0 after a graceful stop or a burst)."""
+        """Work until stopped; returns the exit code (0 after a graceful stop or a burst).
+
+        Raises :class:`~scheduler.safety.UnsafeServer` before taking any job when the server's
+        eviction policy could drop jobs.
+        """
+        check_eviction_policy(self.client.redis, who=f"worker {self.name}")
         self._install_signals()
         self._register()
         helpers = [
@@ -357,6 +363,9 @@ class Worker:
             elif outcome.kind == "release":
                 self.client.engine.call("release", job.jid, self.name, outcome.delay)
                 log.info("job %s released for %.1fs", job.jid, outcome.delay)
+            elif outcome.kind == "bury":
+                job.bury(outcome.message or None)
+                log.warning("job %s buried: %s", job.jid, outcome.message or "(no reason)")
             else:
                 log.warning(
                     "job %s stopped (%s) after %.1f ms; not reported",

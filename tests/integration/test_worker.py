@@ -32,9 +32,10 @@ import pytest
 import redis
 import worker_tasks
 
+from scheduler import doctor
 from scheduler.client import Client
 from scheduler.errors import LockLost
-from scheduler.job import Job, dumps
+from scheduler.job import Job, RanBy, dumps
 from scheduler.scripts import Engine
 from scheduler.server import EmbeddedServer
 from scheduler.worker import Worker, WorkerPool
@@ -303,6 +304,7 @@ def test_many_jobs_over_two_processes_run_exactly_once(
     for jid in jids:
         states.hget(f"ql:j:{jid}", "state")
     assert Counter(states.execute()) == {"complete": 2000}
+    assert doctor.check(client, deep=True).clean  # every job where its state says
 
 
 # -- crashes and lock expiry --------------------------------------------------------------------
@@ -330,6 +332,36 @@ def test_a_job_whose_worker_is_killed_runs_again_after_its_lock_expires(
         ("done", "rescuer"),
     ]
     assert job.remaining == job.retries - 1
+
+
+def test_two_worker_processes_raced_on_one_job_and_exactly_one_complete_succeeds(
+    client: Client, engine: Engine, procs: Processes, tmp_path: Path
+) -> None:
+    """Redis Work Queue's promise: complete succeeds exactly once, however many workers ran it."""
+    client.config["race-heartbeat"] = 1
+    client.config["grace-period"] = 0
+    marks, gate = tmp_path / "marks", tmp_path / "gate"
+    jid = put(client, "race", "complete_race", {"marks": str(marks), "gate": str(gate)})
+    first = procs.worker(["race"], name="first")
+    wait_marks(marks, "started")
+    first.send_signal(signal.SIGSTOP)  # frozen: no heartbeat, its lock expires
+    try:
+        wait_state(client, jid, "stalled")
+        second = procs.worker(["race"], name="second")
+        job = wait_state(client, jid, "complete")
+        gate.touch()
+    finally:
+        first.send_signal(signal.SIGCONT)  # it finishes its run and completes it too
+    [refused] = wait_marks(marks, "refused")
+    assert refused[2] == str(first.pid)
+    assert read_marks(marks, "completed") == []
+    started = read_marks(marks, "started")
+    assert [(row[2], row[3]) for row in started] == [(str(first.pid), "1"), (str(second.pid), "2")]
+    job = client.jobs[jid]
+    assert job.result == "second"
+    assert [h.get("worker") for h in history(job, "done")] == ["second"]
+    assert job.ran_by == RanBy("second", socket.gethostname(), second.pid)
+    assert doctor.check(client, deep=True).clean
 
 
 # -- timeouts -----------------------------------------------------------------------------------
@@ -596,6 +628,32 @@ def test_a_broken_payload_fails_the_job(
     assert text in job["failure"]["message"]
 
 
+def test_broken_jobs_are_kept_aside_and_never_block_the_queue(
+    client: Client, engine: Engine, redis_client: redis.Redis
+) -> None:
+    """hworker's broken jobs: kept, with their payload as it was, in a group of their own, while
+    the jobs behind them run; fixed and put back, they run too."""
+    broken = put(client, "q", "echo", priority=-1)
+    redis_client.hset(f"ql:j:{broken}", "data", "{not json")
+    missing = put(client, "q", "no_such_module_for_flows.run", priority=-1)
+    good = [put(client, "q", "echo", {"value": n}) for n in range(5)]
+    assert run_burst(engine, ["q"]) == 0
+    assert [client.jobs[jid].result for jid in good] == [0, 1, 2, 3, 4]
+    assert client.failed() == {"broken-payload": 1, "import-error": 1}
+    kept = raw_job(engine, broken)
+    assert kept["data"] == "{not json"  # the payload is kept as it was, for a person to fix
+    assert kept["remaining"] == kept["retries"]  # and no retry was used on it
+    assert client.jobs[missing].failure["group"] == "import-error"  # type: ignore[index]
+    assert client.queues["q"].load()["backlog"] == 0
+
+    repaired = {"value": "fixed", "_flows": {"pythonpath": [TASKS_DIR]}}
+    redis_client.hset(f"ql:j:{broken}", "data", dumps(repaired))
+    assert client.unfail("q", "broken-payload") == 1
+    assert run_burst(engine, ["q"]) == 0
+    assert client.jobs[broken].result == "fixed"
+    assert client.failed() == {"import-error": 1}
+
+
 def test_a_shell_exit_code_fails_the_job_with_the_output_tail(
     client: Client, engine: Engine
 ) -> None:
@@ -814,3 +872,103 @@ def test_a_new_job_wakes_an_idle_worker_before_its_poll_interval(
         jid = put(client, "q", "started_at")
         job = wait_state(client, jid, "complete", timeout=5)
     assert job.result - before < 1.0
+
+
+# -- Tarantool-queue extensions: concurrency keys, ttr, release with delay, ttl, bury ------------
+
+
+def _run_interval(job: Job) -> tuple[float, float]:
+    """(popped, done) server times of the job's one run."""
+    [popped] = history(job, "popped")
+    [done] = history(job, "done")
+    return float(popped["when"]), float(done["when"])
+
+
+def test_concurrency_keys_run_one_at_a_time_in_order_and_keys_in_parallel(
+    client: Client, engine: Engine, procs: Processes
+) -> None:
+    keys = ("a.example", "b.example", "c.example")
+    jids = {key: [f"{key}-{n}" for n in range(3)] for key in keys}
+    for n in range(3):
+        for key in keys:
+            put(client, "utube", "sleeps", {"seconds": 0.3}, jid=jids[key][n], concurrency_key=key)
+    workers = [procs.worker(["utube"], "--burst", name=f"crawler-{i}") for i in range(3)]
+    for worker in workers:
+        assert procs.wait_exit(worker, timeout=30) == 0, procs.log(worker)
+
+    intervals: dict[str, list[tuple[float, float]]] = {}
+    for key in keys:
+        jobs = [client.jobs[jid] for jid in jids[key]]
+        assert [job.state for job in jobs] == ["complete"] * 3
+        intervals[key] = [_run_interval(job) for job in jobs]
+        # one at a time, in put order: each starts once the one before it is done
+        for (_, done), (started, _) in itertools.pairwise(intervals[key]):
+            assert started >= done, (key, intervals[key])
+    every = sorted((start, end) for runs in intervals.values() for start, end in runs)
+    overlapping = max(sum(1 for s, e in every if s <= start < e) for start, _ in every)
+    assert overlapping >= 2, every  # different keys ran at the same time
+    assert client.queues["utube"].counts()["parked"] == 0
+
+
+def test_a_jobs_ttr_is_its_lock_time_and_it_is_heartbeated_at_a_third_of_it(
+    client: Client, engine: Engine
+) -> None:
+    client.config["grace-period"] = 0
+    client.config["ttr-heartbeat"] = 600
+    jid = put(client, "ttr", "sleeps", {"seconds": 1.5}, ttr=0.6)
+    # a second worker polls the queue: it would take the job over as soon as its lock lapsed
+    with in_process_worker(engine, ["ttr"], name="w1"):
+        started = wait_for(lambda: state_of(client, jid) == "running" and client.jobs[jid])
+        assert started.ttr == 0.6
+        with in_process_worker(engine, ["ttr"], name="w2", poll_interval=0.05):
+            job = wait_state(client, jid, "complete")
+    assert [h["worker"] for h in history(job, "popped")] == ["w1"]
+    assert [h["worker"] for h in history(job, "done")] == ["w1"]
+
+
+def test_release_with_a_delay_runs_the_job_again_later_without_using_a_retry(
+    client: Client, engine: Engine
+) -> None:
+    jid = put(client, "q", "release_once", {"delay": 0.5}, retries=1)
+    with in_process_worker(engine, ["q"], poll_interval=0.05):
+        job = wait_state(client, jid, "complete")
+    [released] = history(job, "released")
+    assert released["delay"] == 0.5
+    popped = [float(h["when"]) for h in history(job, "popped")]
+    assert len(popped) == 2 and popped[1] - float(released["when"]) >= 0.5
+    assert job.remaining == job.retries == 1
+    assert client.queues["q"].statistics()["calls"]["release"] == 1
+
+
+def test_ttl_expires_a_job_waiting_or_delayed_past_its_deadline(
+    client: Client, engine: Engine, redis_client: redis.Redis
+) -> None:
+    seconds, micros = redis_client.time()
+    server_now = seconds + micros / 1e6
+    # Put as if 100 s ago: one job ready then, one due 50 s ago; both had 10 s to start.
+    stale = put(client, "ttl", "echo", {"value": 1}, ttl=10, now=server_now - 100)
+    stale_delayed = put(client, "ttl", "echo", {}, ttl=10, delay=50, now=server_now - 100)
+    fresh = put(client, "ttl", "echo", {"value": 2}, ttl=60)
+    # This one starts in time, then outlives its deadline and is handed back for 60 s: it expires
+    # while delayed, at the worker's next pop of the queue.
+    outlived = put(client, "ttl", "outlive_deadline", ttl=1)
+    with in_process_worker(engine, ["ttl"], poll_interval=0.05):
+        assert wait_state(client, fresh, "complete").result == 2
+        job = wait_state(client, outlived, "expired")
+    assert [h["what"] for h in job.history][-3:] == ["popped", "released", "expired"]
+    for jid in (stale, stale_delayed):
+        expired = client.jobs[jid]
+        assert expired.state == "expired"
+        assert history(expired, "popped") == []
+    assert client.queues["ttl"].statistics()["calls"]["expire"] == 3
+
+
+def test_bury_job_buries_the_job_until_it_is_kicked(client: Client, engine: Engine) -> None:
+    jid = put(client, "q", "bury_me", {"reason": "needs a human"})
+    assert run_burst(engine, ["q"]) == 0
+    job = client.jobs[jid]
+    assert job.state == "buried"
+    assert history(job, "buried")[0]["message"] == "needs a human"
+    assert client.queues["q"].jobs.buried() == [jid]
+    assert client.queues["q"].kick() == 1
+    assert client.jobs[jid].state == "waiting"

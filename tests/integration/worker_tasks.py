@@ -17,7 +17,7 @@ import threading
 import time
 from typing import Any
 
-from scheduler.worker import FailJob, JobContext, ReleaseJob, RetryJob
+from scheduler.worker import BuryJob, FailJob, JobContext, ReleaseJob, RetryJob
 
 
 def append_line(path: str, line: str) -> None:
@@ -114,6 +114,21 @@ def busy_first_attempt(job: JobContext) -> int:
     return job.attempt
 
 
+def complete_race(job: JobContext) -> str:
+    """Attempt 1 waits, deaf to stop requests, for the file ``data["gate"]``, then completes the
+    job itself (Redis Work Queue style) and marks ``completed`` or ``refused``; later attempts
+    complete at once. A test freezes the first worker past its lock so a second one takes over."""
+    mark(job, "started")
+    if job.attempt > 1:
+        return "second"
+    job.interrupt_thread = False
+    gate = str(job.data["gate"])
+    while not os.path.exists(gate):
+        time.sleep(0.01)
+    mark(job, "completed" if job.job.try_complete(result="first") else "refused")
+    return "first"
+
+
 # -- outcomes -----------------------------------------------------------------------------------
 
 
@@ -141,12 +156,29 @@ def fail_now(job: JobContext) -> None:
 
 
 def release_once(job: JobContext) -> int:
-    """The first run hands the job back (no retry used); the second completes."""
+    """The first run hands the job back (no retry used) for ``data["delay"]`` seconds (default
+    0); the second completes."""
     runs = _popped_count(job)
     mark(job, "started")
     if runs == 1:
-        raise ReleaseJob(0)
+        raise ReleaseJob(float(job.data.get("delay", 0)))
     return runs
+
+
+def bury_me(job: JobContext) -> None:
+    """Bury the job with the reason ``data["reason"]``."""
+    raise BuryJob(str(job.data.get("reason", "")))
+
+
+def outlive_deadline(job: JobContext) -> str:
+    """Wait (at most 10 s) until the job's ttl deadline has passed, then hand it back for 60 s:
+    it is delayed past its deadline, so it expires while delayed."""
+    deadline = job.job.deadline
+    assert deadline is not None, "put the job with a ttl"
+    give_up = time.monotonic() + 10
+    while time.time() < deadline + 0.05 and time.monotonic() < give_up:
+        time.sleep(0.01)
+    raise ReleaseJob(60)
 
 
 class Tasks:

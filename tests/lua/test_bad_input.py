@@ -529,6 +529,145 @@ for value in ["-1", "x", "1e300"]:
     case("maintain.retention", ["10", value], InvalidArgument, "offset", id=f"offset={value}")
 case("maintain.retention", ["10", "0", "extra"], InvalidArgument, TOO_MANY, id="too-many")
 
+# -- Tarantool-queue extensions and unique puts (ours) ----------------------------------------
+
+for command in ("put", "requeue"):
+    for name in ("ttl", "ttr"):
+        for value in ["0", "-1", "x", "nan", "inf"]:
+            case(command, [*PUT, name, value], InvalidArgument, name, id=f"{name}={value}")
+    for value, error in BAD_IDS[1:]:  # '' means not given
+        case(command, [*PUT, "concurrency_key", value], error, "concurrency_key",
+             id=f"concurrency_key={value[:12]!r}")
+        case(command, [*PUT, "throttle", value], error, "throttle", id=f"throttle={value[:12]!r}")
+    for value in ["0", "-1", "1.5", "x", "100001"]:
+        case(command, [*PUT, "concurrency_key", "k", "concurrency_limit", value], InvalidArgument,
+             "concurrency_limit", id=f"concurrency_limit={value}")
+    case(command, [*PUT, "concurrency_limit", "2"], InvalidArgument, "concurrency_key",
+         id="limit-without-key")
+    for value in ["2", "yes", "true", "-1"]:
+        case(command, [*PUT, "unique", value], InvalidArgument, "unique", id=f"unique={value}")
+for field, value in [("ttl", 0), ("ttr", "x"), ("concurrency_key", "a b"),
+                     ("concurrency_limit", 0), ("throttle", "a b")]:
+    spec = {**JOB, field: value}
+    if field == "concurrency_limit":
+        spec["concurrency_key"] = "k"
+    case("flow.submit", [*RUN, json.dumps([spec])], InvalidArgument, field,
+         id=f"job-{field}={value!r}")
+
+TOUCH = ["running", "w1", "10"]
+for missing, name in enumerate(["jid", "worker", "increment"]):
+    case("touch", TOUCH[:missing], InvalidArgument, name, id=f"missing-{name}")
+ids("touch", [], "jid", TOUCH[1:], jid=True)
+ids("touch", TOUCH[:1], "worker", TOUCH[2:])
+numbers("touch", TOUCH[:2], "increment", ("-1",))
+case("touch", [*TOUCH, "extra"], InvalidArgument, TOO_MANY, id="too-many")
+case("touch", ["nope", "w1", "10"], JobNotFound, "nope", id="unknown-job")
+case("touch", ["waiting", "w1", "10"], WrongState, "waiting", id="waiting")
+case("touch", ["running", "w2", "10"], LockLost, "running", id="other-worker")
+
+BURY = ["waiting", "w1", "why"]
+for missing, name in enumerate(["jid", "worker"]):
+    case("bury", BURY[:missing], InvalidArgument, name, id=f"missing-{name}")
+ids("bury", [], "jid", BURY[1:], jid=True)
+ids("bury", BURY[:1], "worker", BURY[2:])
+case("bury", [*BURY[:2], BIG_TEXT], TooLarge, "message", id="big-message")
+case("bury", [*BURY, "extra"], InvalidArgument, TOO_MANY, id="too-many")
+case("bury", ["nope", "w1"], JobNotFound, "nope", id="unknown-job")
+for state in ("depends", "complete", "failed", "buried"):
+    case("bury", [state, "w1"], WrongState, state, id=state)
+case("bury", ["running", "w2"], LockLost, "running", id="other-worker")
+case("kick", [], InvalidArgument, "queue", id="missing")
+ids("kick", [], "queue", ["1"])
+for value in BAD_COUNTS:
+    case("kick", ["q", value], InvalidArgument, "count", id=f"count={value}")
+case("kick", ["q", "1", "extra"], InvalidArgument, TOO_MANY, id="too-many")
+
+case("throttle.set", [], InvalidArgument, "name", id="missing")
+case("throttle.set", ["th"], InvalidArgument, "limit", id="missing-limit")
+ids("throttle.set", [], "name", ["1"])
+for value in ["-1", "1.5", "x", "nan", "1e300"]:
+    case("throttle.set", ["th", value], InvalidArgument, "limit", id=f"limit={value}")
+case("throttle.set", ["th", "1", "extra"], InvalidArgument, TOO_MANY, id="too-many")
+case("throttle.unset", [], InvalidArgument, "name", id="missing")
+ids("throttle.unset", [], "name")
+case("throttle.unset", ["th", "extra"], InvalidArgument, TOO_MANY, id="too-many")
+ids("throttle.get", ["th"], "name")
+
+case("delete", [], InvalidArgument, "jid", id="none")
+ids("delete", [], "jid", jid=True)
+ids("delete", ["scheduled"], "jid", jid=True)
+case("delete", ["scheduled", "running"], WrongState, "running", id="running")
+case("delete", ["waiting"], HasDependents, "depends", id="has-dependents")
+case("queue.truncate", [], InvalidArgument, "queue", id="missing")
+ids("queue.truncate", [], "queue")
+for value in ["0", "x", "1.5", "100001"]:
+    case("queue.truncate", ["q3", value], InvalidArgument, "limit", id=f"limit={value}")
+case("queue.truncate", ["q3", "10", "extra"], InvalidArgument, TOO_MANY, id="too-many")
+case("queue.truncate", ["q"], WrongState, "running", id="running")
+case("queue.truncate", ["q4"], HasDependents, "q4", id="dependent-elsewhere")
+case("queue.drop", [], InvalidArgument, "queue", id="missing")
+ids("queue.drop", [], "queue")
+case("queue.drop", ["q3", "extra"], InvalidArgument, TOO_MANY, id="too-many")
+case("queue.drop", ["nope"], JobNotFound, "nope", id="unknown")
+case("queue.drop", ["q3"], WrongState, "buried", id="not-empty")
+case("queue.drop", ["q"], WrongState, "running", id="running")
+case("queue.stats", [], InvalidArgument, "queue", id="missing")
+ids("queue.stats", [], "queue")
+numbers("queue.stats", ["q"], "date", ("-1",))
+case("queue.stats", ["q", str(T0), "extra"], InvalidArgument, TOO_MANY, id="too-many")
+case("jobs", ["buried"], InvalidArgument, "queue", id="buried-missing-queue")
+
+# -- issue 6: queue counts, the worker registry, bounded failures, the consistency check ------
+
+case("queue.counts", [], InvalidArgument, "queue", id="none")
+ids("queue.counts", ["q"], "queue")
+case("queue.counts", [f"q{n}" for n in range(101)], TooLarge, "queues", id="101")
+for value, error in BAD_IDS[1:]:  # '' means every queue
+    case("worker.list", [value], error, "queue", id=f"queue={value[:12]!r}")
+case("worker.list", ["q", "extra"], InvalidArgument, TOO_MANY, id="too-many")
+ids("failed.dropped", ["boom"], "group")
+case("config.set", ["max-failed-per-group", "1.5"], InvalidArgument, "value", id="bound-fraction")
+case("config.set", ["max-failed-per-group", "-1"], InvalidArgument, "value", id="bound-negative")
+
+case("doctor.names", [], InvalidArgument, "what", id="missing")
+case("doctor.names", ["jobs"], InvalidArgument, "what", id="unknown")
+for value in ["-1", "x", "1e300"]:
+    case("doctor.names", ["queues", value], InvalidArgument, "offset", id=f"offset={value}")
+for value in ["0", "x", "1001", "1.5"]:
+    case("doctor.names", ["queues", "0", value], InvalidArgument, "count", id=f"count={value}")
+case("doctor.names", ["queues", "0", "10", "x"], InvalidArgument, TOO_MANY, id="too-many")
+case("doctor.index", [], InvalidArgument, "index", id="missing")
+case("doctor.index", ["tags", "q"], InvalidArgument, "index", id="unknown")
+ids("doctor.index", ["work"], "name")
+ids("doctor.index", ["failed"], "name")
+case("doctor.index", ["completed", "x"], InvalidArgument, "name", id="completed-name")
+for value in ["-1", "x"]:
+    case("doctor.index", ["locks", "q", value], InvalidArgument, "offset", id=f"offset={value}")
+for value in ["0", "1001"]:
+    case("doctor.index", ["locks", "q", "0", value], InvalidArgument, "count", id=f"count={value}")
+case("doctor.index", ["locks", "q", "0", "10", "x"], InvalidArgument, TOO_MANY, id="too-many")
+case("doctor.jobs", [], InvalidArgument, "jid", id="none")
+ids("doctor.jobs", ["waiting"], "jid", jid=True)
+case("doctor.jobs", [f"j{n}" for n in range(1001)], TooLarge, "jids", id="1001")
+REPAIR = ["orphan-lock", "locks", "q", "running"]
+for missing, name in enumerate(["kind", "index", "name", "jid"]):
+    case("doctor.repair", REPAIR[:missing], InvalidArgument, name, id=f"missing-{name}")
+case("doctor.repair", ["fixed", *REPAIR[1:]], InvalidArgument, "kind", id="unknown-kind")
+case("doctor.repair", ["orphan-lock", "work", "q", "running"], InvalidArgument, "index",
+     id="index-of-another-kind")
+ids("doctor.repair", REPAIR[:2], "name", REPAIR[3:])
+ids("doctor.repair", REPAIR[:3], "jid", jid=True)
+case("doctor.repair", [*REPAIR, "wet"], InvalidArgument, "dry", id="dry")
+case("doctor.repair", [*REPAIR, "dry", "x"], InvalidArgument, TOO_MANY, id="too-many")
+case("doctor.repair", ["unindexed", "job", "x", "waiting"], InvalidArgument, "name",
+     id="job-with-name")
+case("doctor.repair", ["half-edge", "job", "a b", "waiting"], InvalidArgument, "name",
+     id="edge-name")
+case("doctor.repair", ["failure-group", "failures", "g", "waiting"], InvalidArgument, "jid",
+     id="group-with-jid")
+case("doctor.repair", ["missing-job", "completed", "x", "waiting"], InvalidArgument, "name",
+     id="completed-name")
+
 # Any command: `now` must be a finite number of at least 0 (or '' for the server's clock).
 for value in [*BAD_NUMBERS, "-1"]:
     for command, args in [("get", ["waiting"]), ("put", PUT), ("config.get", [])]:
@@ -581,6 +720,16 @@ def fill(lua: Lua) -> None:
     assert lua("schedule.register", *REGISTER, now=T0) == "registered"
     lua("schedule.pause", "sched", "maintenance", now=T0)
     lua("scheduler.ping", "s1", '{"host": "h"}', now=T0)
+    # Ours: a buried job, a parked job with its key's slot taken, a throttle, a ttl deadline, and
+    # a dependent in another queue (q4 cannot be truncated without it).
+    lua.put("buried", "q3", ttl=600)
+    lua("bury", "buried", "w1", "kept aside", now=T0)
+    lua.put("key-1", "q3", concurrency_key="k", ttr=30)
+    lua.put("key-2", "q3", concurrency_key="k", throttle="th")
+    lua("throttle.set", "th", 2, now=T0)
+    assert [job["jid"] for job in lua.pop("q3", count=2)] == ["key-1"]
+    lua.put("q4-job", "q4")
+    lua.put("q5-job", "q5", depends=["q4-job"])
 
 
 def check(lua: Lua, c: Case) -> None:

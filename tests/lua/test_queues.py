@@ -67,9 +67,9 @@ def test_failed_lists_newest_first_with_paging(lua: Lua) -> None:
     assert listing["jobs"][0]["failure"]["message"] == "m4"
     page = lua("failed", "g", 1, 2, now=T0)
     assert (page["total"], [j["jid"] for j in page["jobs"]]) == (5, ["j3", "j2"])
-    assert lua("failed", "g", 10, 5, now=T0) == {"total": 5, "jobs": []}
-    assert lua("failed", "g", 0, 0, now=T0) == {"total": 5, "jobs": []}
-    assert lua("failed", "none", now=T0) == {"total": 0, "jobs": []}
+    assert lua("failed", "g", 10, 5, now=T0) == {"total": 5, "dropped": 0, "jobs": []}
+    assert lua("failed", "g", 0, 0, now=T0) == {"total": 5, "dropped": 0, "jobs": []}
+    assert lua("failed", "none", now=T0) == {"total": 0, "dropped": 0, "jobs": []}
     assert lua("failed", now=T0) == {"g": 5}
 
 
@@ -104,7 +104,8 @@ def test_unfail_moves_oldest_first(lua: Lua) -> None:
 
 def queue_counts(**counts: object) -> dict[str, object]:
     base: dict[str, object] = {"name": "q", "waiting": 0, "stalled": 0, "running": 0,
-                               "scheduled": 0, "depends": 0, "recurring": 0, "paused": False}
+                               "scheduled": 0, "depends": 0, "recurring": 0, "paused": False,
+                               "parked": 0, "buried": 0}
     base.update(counts)
     return base
 

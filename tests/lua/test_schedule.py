@@ -7,7 +7,8 @@ import json
 from typing import Any
 
 import pytest
-from conftest import T0, Lua, unchanged
+from conftest import T0, Lua
+from helpers import assert_unchanged
 
 from scheduler.errors import InvalidArgument, JobNotFound, WrongState
 
@@ -126,17 +127,21 @@ def test_register_get_list(lua: Lua) -> None:
     assert all("source" not in s for s in listed)
     assert [s["name"] for s in json.loads(lua.raw("schedule.list", 1, 5, now=T0))] == ["f"]
     assert lua.raw("schedule.list", 5, 5, now=T0) == "[]"
+    assert json.loads(lua.raw("schedule.list", 0, 5, "1", now=T0)) == [
+        {"name": "a", "hash": "h1", "file": "/flows/a.yaml"},
+        {"name": "f", "hash": "h1", "file": "/flows/f.yaml"},
+    ]
 
 
 def test_same_content_is_unchanged_whatever_the_score(lua: Lua) -> None:
     register(lua)
-    with unchanged(lua.r):
+    with assert_unchanged(lua.r):
         assert register(lua, nxt=TICK + 999) == "unchanged"
 
 
 def test_update_is_a_compare_and_set(lua: Lua) -> None:
     register(lua)
-    with unchanged(lua.r):
+    with assert_unchanged(lua.r):
         assert register(lua, digest="h2", nxt=TICK + 120) == "conflict"  # expected no schedule
         assert register(lua, digest="h2", expected_hash="h1", expected_next=TICK + 1) == "conflict"
         assert register(lua, digest="h2", expected_hash="hx", expected_next=TICK) == "conflict"
@@ -175,7 +180,7 @@ def test_file_paused_flag(lua: Lua) -> None:
     register(lua, paused=True)
     assert get(lua)["file_paused"] is True
     assert due(lua, TICK)["due"][0]["paused"] is True
-    with unchanged(lua.r), pytest.raises(WrongState, match="paused in its file"):
+    with assert_unchanged(lua.r), pytest.raises(WrongState, match="paused in its file"):
         lua.raw("schedule.resume", "f", TICK, TICK + 60, "[]", now=TICK)
 
 
@@ -183,7 +188,7 @@ def test_unregister(lua: Lua) -> None:
     register(lua)
     fire(lua, "skip", skips=[skip(TICK)], run=None)
     fire(lua, "buffer", expected=TICK + 60, nxt=TICK + 120, tick=TICK + 60)
-    with unchanged(lua.r):
+    with assert_unchanged(lua.r):
         assert lua.raw("schedule.unregister", "f", "h9", now=T0) == "conflict"
         assert lua.raw("schedule.unregister", "nope", now=T0) == "missing"
     assert lua.raw("schedule.unregister", "f", "h1", now=T0) == "unregistered"
@@ -230,7 +235,7 @@ def test_fire_submits_the_run_and_moves_the_score_in_one_call(lua: Lua) -> None:
         {"first": T0, "last": T0, "count": 1, "reason": "catch-up policy none", "at": TICK + 1}
     ]
     # The same tick again, by a second service that planned from the same score: nothing.
-    with unchanged(lua.r):
+    with assert_unchanged(lua.r):
         assert fire(lua, run=run_args("f@1", jobs=2)) == "conflict"
         assert fire(lua, digest="h2", expected=TICK + 60, tick=TICK + 60) == "conflict"
 
@@ -247,7 +252,7 @@ def test_a_run_that_exists_is_not_submitted_again(lua: Lua) -> None:
 def test_fire_with_a_bad_run_changes_nothing(lua: Lua) -> None:
     register(lua)
     lua.put("f@1:s0")
-    with unchanged(lua.r), pytest.raises(InvalidArgument, match="already exists"):
+    with assert_unchanged(lua.r), pytest.raises(InvalidArgument, match="already exists"):
         fire(lua, run=run_args("f@1"))
 
 
@@ -349,7 +354,7 @@ def test_buffer_and_fire_the_buffered_tick(lua: Lua) -> None:
     fire(lua, run=run_args("f@1"))
     assert fire(lua, "buffer", expected=TICK + 60, nxt=TICK + 120, tick=TICK + 60) == "buffered"
     assert lua.r.zscore(lua.key("schedules-buffered"), "f") == TICK + 60
-    with unchanged(lua.r):
+    with assert_unchanged(lua.r):
         assert (
             fire(lua, "buffer", expected=TICK + 120, nxt=TICK + 180, tick=TICK + 120) == "conflict"
         )
@@ -373,7 +378,7 @@ def test_cancel_running_cancels_the_last_run_in_the_same_call(lua: Lua) -> None:
     register(lua, overlap="cancel_running")
     fire(lua, run=run_args("f@1", jobs=3))
     lua.pop(now=TICK + 2)
-    with unchanged(lua.r):
+    with assert_unchanged(lua.r):
         assert (
             fire(lua, expected=TICK + 60, tick=TICK + 60, run=run_args("f@2"), cancel="f@0")
             == "conflict"
@@ -406,7 +411,7 @@ def test_cancel_keeps_finished_jobs(lua: Lua) -> None:
 
 def test_trigger(lua: Lua) -> None:
     register(lua)
-    with unchanged(lua.r), pytest.raises(JobNotFound):
+    with assert_unchanged(lua.r), pytest.raises(JobNotFound):
         lua.raw("schedule.trigger", "nope", *run_args("x-1"), now=T0)
     assert lua.raw("schedule.trigger", "f", *run_args("f-manual"), now=T0 + 5) == "fired"
     assert lua.raw("schedule.trigger", "f", *run_args("f-manual"), now=T0 + 6) == "exists"
@@ -417,7 +422,7 @@ def test_trigger(lua: Lua) -> None:
 
 def test_pause_and_resume(lua: Lua) -> None:
     register(lua)
-    with unchanged(lua.r):
+    with assert_unchanged(lua.r):
         assert lua.raw("schedule.resume", "f", TICK, TICK, "[]", now=T0) == "not-paused"
     assert lua.raw("schedule.pause", "f", "deploy", now=T0) == "paused"
     got = get(lua)
@@ -425,7 +430,7 @@ def test_pause_and_resume(lua: Lua) -> None:
         got["paused"] is True and got["pause_note"] == "deploy" and got["paused_at"] == str(int(T0))
     )
     assert due(lua, TICK)["due"][0]["paused"] is True
-    with unchanged(lua.r):
+    with assert_unchanged(lua.r):
         assert lua.raw("schedule.resume", "f", TICK + 1, TICK + 60, "[]", now=T0) == "conflict"
     skips = json.dumps([skip(TICK, TICK + 60, 2, "paused")])
     assert lua.raw("schedule.resume", "f", TICK, TICK + 120, skips, now=TICK + 90) == "resumed"

@@ -11,7 +11,8 @@ import json
 from typing import Any
 
 import pytest
-from conftest import T0, Lua, unchanged
+from conftest import T0, Lua
+from helpers import assert_unchanged
 
 from scheduler.errors import EngineError, InvalidArgument, JobNotFound, TooLarge, WrongState
 
@@ -155,6 +156,8 @@ CASES: dict[str, list[tuple[list[Any], type[EngineError]]]] = {
         (["0", "1001"], InvalidArgument),
         (["x"], InvalidArgument),
         (["0", "1.5"], InvalidArgument),
+        (["0", "5", "x"], InvalidArgument),
+        (["0", "5", "1", "extra"], InvalidArgument),
     ],
     "schedule.pause": [
         ([""], InvalidArgument),
@@ -245,7 +248,7 @@ def test_bad_input_changes_nothing(lua: Lua, command: str) -> None:
     failures = []
     for i, (args, error) in enumerate(CASES[command]):
         try:
-            with unchanged(lua.r), pytest.raises(error) as raised:
+            with assert_unchanged(lua.r), pytest.raises(error) as raised:
                 lua.raw(command, *args, now=TICK + 120)
             display = "".join(part.capitalize() for part in command.split("."))
             assert raised.value.message.startswith(display + "():"), raised.value.message
@@ -258,7 +261,7 @@ def test_bad_input_changes_nothing(lua: Lua, command: str) -> None:
 
 def test_stale_calls_are_conflicts_that_change_nothing(lua: Lua) -> None:
     populate(lua)
-    with unchanged(lua.r):
+    with assert_unchanged(lua.r):
         assert lua.raw("schedule.fire", *fire_args(name="nope"), now=TICK) == "conflict"
         assert lua.raw("schedule.fire", *fire_args(hash="h2"), now=TICK) == "conflict"
         assert lua.raw("schedule.fire", *fire_args(expected=TICK), now=TICK) == "conflict"
@@ -281,5 +284,5 @@ def test_resume_of_a_schedule_paused_in_its_file_changes_nothing(lua: Lua) -> No
         now=T0,
     )
     lua.raw("schedule.pause", "x", now=T0)
-    with unchanged(lua.r), pytest.raises(WrongState):
+    with assert_unchanged(lua.r), pytest.raises(WrongState):
         lua.raw("schedule.resume", "x", TICK, TICK, "[]", now=T0)

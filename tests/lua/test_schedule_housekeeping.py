@@ -7,7 +7,8 @@ import json
 from typing import Any
 
 import pytest
-from conftest import DAY, T0, Lua, unchanged
+from conftest import DAY, T0, Lua
+from helpers import assert_unchanged
 
 from scheduler.errors import InvalidArgument
 
@@ -108,7 +109,7 @@ def test_retention_drops_old_completed_jobs_and_finished_runs(lua: Lua) -> None:
 )
 def test_maintain_bad_input_changes_nothing(lua: Lua, args: tuple[str, ...]) -> None:
     lua.put("later", delay=1)
-    with unchanged(lua.r), pytest.raises(InvalidArgument, match="Maintain"):
+    with assert_unchanged(lua.r), pytest.raises(InvalidArgument, match="Maintain"):
         lua.raw("maintain", *args, now=T0 + 5)
 
 
@@ -117,7 +118,7 @@ def test_retention_bad_input_changes_nothing(lua: Lua, args: tuple[str, ...]) ->
     lua.put("a")
     lua.pop(now=T0)
     lua.complete("a", now=T0)
-    with unchanged(lua.r), pytest.raises(InvalidArgument, match="MaintainRetention"):
+    with assert_unchanged(lua.r), pytest.raises(InvalidArgument, match="MaintainRetention"):
         lua.raw("maintain.retention", *args, now=T0 + 10 * DAY)
 
 
@@ -143,7 +144,7 @@ def test_flow_submit_still_writes_a_whole_run_once(lua: Lua) -> None:
     assert lua.state("r:a") == "waiting" and lua.state("r:b") == "depends"
     record = json.loads(lua.raw("run.get", "r", now=T0))
     assert (record["jids"], record["jobs"], record["trigger"]) == (["r:a", "r:b"], 2, "manual")
-    with unchanged(lua.r):
+    with assert_unchanged(lua.r):
         assert submit(lua, "r", specs) == "exists"
 
 
@@ -166,5 +167,5 @@ def test_flow_submit_refuses_bad_runs_whole(
     lua: Lua, run_id: str, specs: Any, message: str
 ) -> None:
     lua.put("taken")
-    with unchanged(lua.r), pytest.raises(InvalidArgument, match=message):
+    with assert_unchanged(lua.r), pytest.raises(InvalidArgument, match=message):
         submit(lua, run_id, specs)

@@ -26,6 +26,8 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
+from scheduler import doctor
+from scheduler.client import Client
 from scheduler.errors import EngineError, HasDependents, JobNotFound, LockLost, WrongState
 
 JIDS = ["a", "b", "c", "d", "e"]
@@ -434,6 +436,13 @@ class JobMachine(RuleBasedStateMachine):
         # waiting jobs in priority order, ties (released together) in any order
         order = [(m.jobs[jid].priority, m.jobs[jid].order) for jid in indexes["work"]]
         assert order == sorted(order), (indexes["work"], order)
+
+    def teardown(self) -> None:
+        """After any sequence the consistency check (light and deep) finds nothing to repair."""
+        client = Client.from_engine(self.lua.engine, worker_name="doctor")
+        for deep in (False, True):
+            report = doctor.check(client, deep=deep, now=self.now)
+            assert report.clean, report.findings
 
 
 def read_indexes(lua: Lua) -> dict[str, dict[str, float]]:

@@ -1,0 +1,120 @@
+"""The benchmark's environment: a private server, the clients on it, sizes and rounds."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from redis import Redis
+
+from scheduler.client import Client
+from scheduler.server import EmbeddedServer, connect
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+APPENDFSYNC = "everysec"
+
+
+@dataclass(frozen=True)
+class Sizes:
+    """How much work each benchmark does (``--size NAME=N`` changes one)."""
+
+    put: int = 20_000  # jobs put one call at a time
+    bulk: int = 100_000  # jobs put through pipelines
+    batch: int = 1_000  # calls per pipeline (and per baseline LPUSH pipeline)
+    submit: int = 10_000  # independent steps in the submitted flow
+    drain: int = 20_000  # no-op jobs drained by the workers
+    latency: int = 2_000  # put-to-start samples (and as many PING samples)
+    lifecycle: int = 10_000  # jobs put, popped and completed for the server time
+    memory: int = 10_000  # jobs whose memory is measured
+    flow: int = 10_000  # steps of the validate + expand + submit + run flow
+    schedules: int = 10_000  # cron schedules due in the same minute
+
+    def replace(self, **changes: int) -> Sizes:
+        return dataclasses.replace(self, **changes)
+
+
+SMOKE = Sizes(
+    put=300,
+    bulk=1_000,
+    batch=100,
+    submit=300,
+    drain=300,
+    latency=40,
+    lifecycle=300,
+    memory=300,
+    flow=200,
+    schedules=200,
+)
+
+
+@dataclass
+class Bench:
+    """What every benchmark gets: the server, a client on it, sizes, rounds and a work folder."""
+
+    server: EmbeddedServer
+    redis: Redis
+    client: Client
+    sizes: Sizes
+    rounds: int
+    workdir: Path
+    worker_log_level: str = "INFO"
+    latency_gap: float = 0.01
+
+    @property
+    def url(self) -> str:
+        return self.server.url
+
+    def connect(self) -> Redis:
+        """Another connection, made exactly like the engine's (same library and options)."""
+        return connect(self.url)
+
+    def fresh(self) -> None:
+        """An empty database (the engine's Functions library survives FLUSHALL).
+
+        SYNC: with the server's default lazyfree-lazy-user-flush, memory would be freed in the
+        background during the next measurement.
+        """
+        self.redis.execute_command("FLUSHALL", "SYNC")  # type: ignore[no-untyped-call]
+
+    def child_env(self) -> dict[str, str]:
+        """Environment of benchmark subprocesses: this repository importable, the server's URL."""
+        paths = [str(REPO_ROOT), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(paths), FLOWS_REDIS_URL=self.url)
+        env.pop("FLOWS_NAMESPACE", None)
+        return env
+
+    def server_info(self, section: str) -> dict[str, Any]:
+        info: dict[str, Any] = self.redis.info(section)
+        return info
+
+
+@contextlib.contextmanager
+def private_server() -> Iterator[tuple[EmbeddedServer, Path]]:
+    """A fresh embedded server (appendfsync everysec) in a temp dir, stopped and removed after."""
+    workdir = Path(tempfile.mkdtemp(prefix="flows-bench-"))
+    server = EmbeddedServer(workdir / "data", appendfsync=APPENDFSYNC)
+    try:
+        server.start()
+        yield server, workdir
+    finally:
+        try:
+            server.stop()
+        finally:
+            shutil.rmtree(workdir, ignore_errors=True)
+
+
+def wait_until(done: Callable[[], bool], timeout: float, what: str, pause: float = 0.02) -> None:
+    """Call ``done`` every ``pause`` seconds until it is true; TimeoutError after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while not done():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out after {timeout:g}s waiting for {what}")
+        time.sleep(pause)

@@ -1,0 +1,167 @@
+"""What a job costs the server: time per lifecycle (put + pop + complete) and memory.
+
+Server time comes from INFO commandstats (reset before each phase): the ``usec`` of ``fcall``
+(or ``evalsha`` when the engine runs as the EVALSHA bundle) per call. The same lifecycle is also
+run through the EVALSHA bundle, for comparison. Memory is the growth of ``used_memory`` per job.
+"""
+
+from __future__ import annotations
+
+import statistics
+from typing import Any
+
+from benchmarks.context import Bench
+from benchmarks.figures import Figure, Target, median
+from benchmarks.measure import Sample, measured
+from benchmarks.throughput import KLASS, put_pipelined
+from scheduler.client import Client
+from scheduler.job import Job
+from scheduler.scripts import Engine
+
+LIFECYCLE_QUEUE = "bench-lifecycle"
+MEMORY_QUEUE = "bench-memory"
+SCRIPT_COMMANDS = ("fcall", "evalsha", "eval", "fcall_ro")
+#: ``P j:<jid>`` and ``P j:<jid>-history`` (lua/README.md, key layout).
+JOB_KEY, HISTORY_SUFFIX = "j:", "-history"
+
+
+def script_usec(sample: Sample) -> tuple[str, float]:
+    """(the script command used, its server microseconds per job) in ``sample``."""
+    for name in SCRIPT_COMMANDS:
+        stat = sample.commands.get(name)
+        if stat and stat["calls"]:
+            return name, stat["usec"] / sample.count
+    raise RuntimeError("no engine calls in commandstats")
+
+
+def lifecycle(bench: Bench, client: Client) -> dict[str, Any]:
+    """Put, then pop, then complete ``sizes.lifecycle`` jobs one call at a time."""
+    bench.fresh()
+    count = bench.sizes.lifecycle
+    queue = client.queues[LIFECYCLE_QUEUE]
+    jobs: list[Job] = []
+
+    def put() -> None:
+        for index in range(count):
+            queue.put(KLASS, {"i": index})
+
+    def pop() -> None:
+        for _ in range(count):
+            jobs.extend(queue.pop())
+
+    def complete() -> None:
+        for job in jobs:
+            job.complete()
+
+    phases = {
+        name: measured(bench, count, work)
+        for name, work in (("put", put), ("pop", pop), ("complete", complete))
+    }
+    usec = {name: script_usec(sample)[1] for name, sample in phases.items()}
+    cpu = {name: 1e6 * sample.server_cpu / count for name, sample in phases.items()}
+    return {
+        "command": script_usec(phases["put"])[0],
+        "usec": usec,
+        "total_usec": sum(usec.values()),
+        "server_cpu_us": cpu,
+        "total_server_cpu_us": sum(cpu.values()),
+    }
+
+
+def pop_reply_bytes(bench: Bench) -> int:
+    """Size of the JSON a pop of one freshly put job returns."""
+    queue = bench.client.queues[LIFECYCLE_QUEUE]
+    queue.put(KLASS, {"i": 0})
+    reply = bench.client.engine.call("pop", LIFECYCLE_QUEUE, bench.client.worker_name, 1)
+    return len(str(reply).encode())
+
+
+def lifecycle_figures(bench: Bench) -> list[Figure]:
+    evalsha = Client.from_engine(
+        Engine(bench.redis, bench.client.engine.prefix, use_functions=False),
+        worker_name=bench.client.worker_name,
+    )
+    ours = [lifecycle(bench, bench.client) for _ in range(bench.rounds)]
+    bundle = [lifecycle(bench, evalsha) for _ in range(bench.rounds)]
+    totals = [r["total_usec"] for r in ours]
+    return [
+        Figure(
+            key="lifecycle_server_us",
+            label=f"server time per job lifecycle, put + pop + complete ({ours[0]['command']})",
+            unit="µs",
+            value=median(totals),
+            better="lower",
+            target=Target("max", 150),
+            rounds=totals,
+            note="INFO commandstats",
+            extra={
+                "rounds": ours,
+                "evalsha_rounds": bundle,
+                "evalsha_total_usec": median([r["total_usec"] for r in bundle]),
+                "pop_reply_bytes": pop_reply_bytes(bench),
+            },
+        )
+    ]
+
+
+def used_memory(bench: Bench) -> int:
+    """``used_memory`` without client and AOF buffers, which come and go with each call."""
+    memory = bench.server_info("memory")
+    buffers = int(memory.get("mem_clients_normal", 0)) + int(memory.get("mem_aof_buffer", 0))
+    return int(memory["used_memory"]) - buffers
+
+
+def key_bytes(bench: Bench, jid: str) -> dict[str, int]:
+    """MEMORY USAGE of one job's hash and history list."""
+    key = bench.client.prefix + JOB_KEY + jid
+    return {
+        "job_hash": int(bench.redis.memory_usage(key, samples=0) or 0),
+        "history": int(bench.redis.memory_usage(key + HISTORY_SUFFIX, samples=0) or 0),
+    }
+
+
+def memory_round(bench: Bench) -> dict[str, Any]:
+    bench.fresh()
+    count = bench.sizes.memory
+    queue = bench.client.queues[MEMORY_QUEUE]
+    before = used_memory(bench)
+    put_pipelined(bench, MEMORY_QUEUE, count)
+    waiting = used_memory(bench)
+    sample_jid = queue.peek()[0].jid
+    waiting_keys = key_bytes(bench, sample_jid)
+    done = 0
+    while done < count:
+        jobs = queue.pop(bench.sizes.batch)
+        for job in jobs:
+            job.complete()
+        done += len(jobs)
+        if not jobs:
+            raise RuntimeError("memory: the queue ran dry early")
+    finished = used_memory(bench)
+    return {
+        "waiting": (waiting - before) / count,
+        "completed": (finished - before) / count,
+        "waiting_keys": waiting_keys,
+        "completed_keys": key_bytes(bench, sample_jid),
+    }
+
+
+def memory_figures(bench: Bench) -> list[Figure]:
+    rounds = [memory_round(bench) for _ in range(bench.rounds)]
+    data = '{"i":<n>}'
+    figures = []
+    for state in ("waiting", "completed"):
+        values = [r[state] for r in rounds]
+        figures.append(
+            Figure(
+                key=f"memory_{state}",
+                label=f"memory in Redis per {state} job (data {data})",
+                unit="bytes",
+                value=statistics.median(values),
+                better="lower",
+                rounds=values,
+                note="growth of INFO used_memory (less client and AOF buffers)",
+                extra={"keys": rounds[0][f"{state}_keys"]},
+            )
+        )
+    return figures

@@ -1,0 +1,26 @@
+"""Job functions run by the benchmark's workers (their ``klass`` is ``benchmarks.tasks.<name>``)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from scheduler.worker import JobContext
+
+#: Where :func:`stamp` reports when it started (a list of ``"<jid> <monotonic ns>"``).
+STAMPS_KEY = "bench:stamps"
+
+
+def noop(job: JobContext) -> None:
+    """Nothing: the job completes without a result."""
+
+
+def stamp(job: JobContext) -> None:
+    """Record the moment the job function starts (CLOCK_MONOTONIC is system-wide on Linux)."""
+    started = time.clock_gettime_ns(time.CLOCK_MONOTONIC)
+    job.job.client.redis.rpush(STAMPS_KEY, f"{job.jid} {started}")
+
+
+def echo(job: JobContext) -> dict[str, Any]:
+    """Return ``{"n": data.n}``: an output that downstream steps of a flow read."""
+    return {"n": job.data.get("n")}

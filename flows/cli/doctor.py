@@ -1,0 +1,80 @@
+"""``flows doctor``: the consistency check (:mod:`scheduler.doctor`) from the command line."""
+
+from __future__ import annotations
+
+import click
+
+from flows.cli.common import console, open_client, print_json, table, user_errors
+from flows.cli.options import as_json, connection
+from scheduler import doctor
+
+
+def register(group: click.Group) -> None:
+    group.add_command(doctor_command)
+
+
+@click.command("doctor")
+@click.option(
+    "--deep",
+    is_flag=True,
+    help="Check every job of the namespace (SCAN), not only the running set. Slow on big ones.",
+)
+@click.option("--repair", is_flag=True, help="Repair what was found, and say what was done.")
+@click.option(
+    "--page",
+    type=click.IntRange(1, 1000),
+    default=doctor.PAGE,
+    show_default=True,
+    help="Entries or jobs per engine call.",
+)
+@as_json
+@connection
+def doctor_command(
+    deep: bool,
+    repair: bool,
+    page: int,
+    as_json: bool,
+    redis_url: str | None,
+    namespace: str | None,
+) -> None:
+    """Check that every job is in exactly the index its state names, and repair it.
+
+    The light check (default) reads the running set: each queue's locks and each worker's
+    jobs. --deep reads everything: every job's hash and dependency edges, every index entry.
+    Exit status: 0 when nothing was found, 1 when problems were found (repaired or not).
+    """
+    client = open_client(redis_url, namespace)
+    with user_errors():
+        report = doctor.check(client, deep=deep, repair=repair, page=page)
+    if as_json:
+        print_json(report.as_dict())
+    else:
+        _print(report)
+    if not report.clean:
+        raise SystemExit(1)
+
+
+def _print(report: doctor.Report) -> None:
+    console.print(report.summary(), markup=False, highlight=False)
+    if report.checked["skipped"]:
+        console.print(
+            f"{report.checked['skipped']} job(s) in a state the check does not know were left "
+            "alone",
+            markup=False,
+        )
+    if report.checked["unaddressable"]:
+        console.print(
+            f"{report.checked['unaddressable']} key(s) whose names are not valid ids were left "
+            "alone",
+            markup=False,
+        )
+    for kind, found in report.by_kind().items():
+        rows = [[f.jid, f.where, f.detail] for f in found]
+        console.print(f"\n{kind} ({len(found)}): {doctor.MEANINGS[kind]}", markup=False)
+        table(None, ("jid", "where", "detail"), rows)
+    if report.repair and report.repairs:
+        rows = [
+            [r.finding.kind, r.finding.jid or r.finding.name, r.status, r.action]
+            for r in report.repairs
+        ]
+        table("Repairs", ("kind", "jid", "status", "what was done"), rows)

@@ -1,0 +1,168 @@
+"""Tarantool-queue style operations: ``flows queue stats|truncate|drop``, ``flows kick``,
+``flows bury``, ``flows delete``, ``flows throttles`` and ``flows throttle set|unset``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from flows.cli.common import open_client, print_json, table, user_errors
+from flows.cli.options import as_json, connection
+
+#: ``queue.stats`` fields in the order they are shown (Tarantool's statistics).
+TASK_STATES = ("ready", "taken", "buried", "delayed", "depends", "done", "total")
+CALLS = ("put", "take", "ack", "release", "bury", "kick", "delete", "touch", "expire")
+
+
+def register(group: click.Group) -> None:
+    for command in (queue, kick, bury, delete, throttles, throttle):
+        group.add_command(command)
+
+
+@click.group()
+def queue() -> None:
+    """One queue: statistics by state and by call, truncate, drop."""
+
+
+@queue.command("stats")
+@click.argument("name")
+@as_json
+@connection
+def queue_stats(name: str, as_json: bool, redis_url: str | None, namespace: str | None) -> None:
+    """Jobs of queue NAME by state now, and today's calls by kind."""
+    client = open_client(redis_url, namespace)
+    with user_errors():
+        stats = client.queues[name].statistics()
+    if as_json:
+        print_json(stats)
+        return
+    tasks: dict[str, Any] = stats.get("tasks") or {}
+    calls: dict[str, Any] = stats.get("calls") or {}
+    rows = [["jobs", state, tasks.get(state, 0)] for state in TASK_STATES]
+    rows += [["calls today", call, calls.get(call, 0)] for call in CALLS]
+    table(f"Queue {name}", ("", "what", "count"), rows)
+
+
+@queue.command("truncate")
+@click.argument("name")
+@click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
+@connection
+def queue_truncate(name: str, yes: bool, redis_url: str | None, namespace: str | None) -> None:
+    """Remove every job of queue NAME that is not running (waiting, parked, scheduled, depends,
+    buried). Refused while a job of it runs."""
+    if not yes:
+        click.confirm(f"Remove every job of queue {name}?", abort=True)
+    client = open_client(redis_url, namespace)
+    with user_errors():
+        removed = client.queues[name].truncate()
+    click.echo(f"queue {name}: {removed} job(s) removed")
+
+
+@queue.command("drop")
+@click.argument("name")
+@click.option("--truncate", "empty", is_flag=True, help="Remove its jobs first.")
+@click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
+@connection
+def queue_drop(
+    name: str, empty: bool, yes: bool, redis_url: str | None, namespace: str | None
+) -> None:
+    """Forget queue NAME (its place among the queues, pause and settings). Refused while it has
+    jobs (use --truncate) or recurring jobs."""
+    if not yes:
+        what = "its jobs and the queue" if empty else "the queue"
+        click.confirm(f"Remove {what} {name}?", abort=True)
+    client = open_client(redis_url, namespace)
+    with user_errors():
+        removed = client.queues[name].truncate() if empty else 0
+        client.queues[name].drop()
+    click.echo(f"queue {name} dropped" + (f" ({removed} job(s) removed)" if empty else ""))
+
+
+@click.command()
+@click.argument("name")
+@click.option("--count", type=click.IntRange(1, 100000), default=1, show_default=True)
+@connection
+def kick(name: str, count: int, redis_url: str | None, namespace: str | None) -> None:
+    """Make up to COUNT buried jobs of queue NAME waiting again (the longest buried first)."""
+    client = open_client(redis_url, namespace)
+    with user_errors():
+        kicked = client.queues[name].kick(count)
+    click.echo(f"queue {name}: {kicked} job(s) kicked")
+
+
+@click.command()
+@click.argument("jid")
+@click.option("--message", "-m", help="Why (kept in the job's history).")
+@connection
+def bury(jid: str, message: str | None, redis_url: str | None, namespace: str | None) -> None:
+    """Take waiting or scheduled job JID out of circulation without failing it (see kick)."""
+    client = open_client(redis_url, namespace)
+    with user_errors():
+        found = client.jobs[jid]
+        found.bury(message)
+    click.echo(f"{jid} buried in {found.queue}")
+
+
+@click.command()
+@click.argument("jids", nargs=-1, required=True)
+@connection
+def delete(jids: tuple[str, ...], redis_url: str | None, namespace: str | None) -> None:
+    """Delete jobs for good (refused while one runs, or while a job not listed depends on one)."""
+    client = open_client(redis_url, namespace)
+    with user_errors():
+        deleted = client.jobs.delete(*jids)
+    click.echo(f"deleted {len(deleted)} job(s)" + (": " + ", ".join(deleted) if deleted else ""))
+
+
+@click.command()
+@as_json
+@connection
+def throttles(as_json: bool, redis_url: str | None, namespace: str | None) -> None:
+    """Named throttles: limit, running and parked jobs."""
+    client = open_client(redis_url, namespace)
+    with user_errors():
+        info = client.throttles.info()
+    if as_json:
+        print_json(info)
+        return
+    rows = [
+        [
+            name,
+            "" if entry.get("limit") is None else entry["limit"],
+            entry.get("running", 0),
+            entry.get("parked", 0),
+        ]
+        for name, entry in sorted(info.items())
+    ]
+    table("Throttles", ("throttle", "limit", "running", "parked"), rows)
+
+
+@click.group()
+def throttle() -> None:
+    """Set or lift a throttle's limit (jobs put with throttle=NAME, over all queues)."""
+
+
+@throttle.command("set")
+@click.argument("name")
+@click.argument("limit", type=click.IntRange(0, 2147483647))
+@connection
+def throttle_set(name: str, limit: int, redis_url: str | None, namespace: str | None) -> None:
+    """At most LIMIT jobs of throttle NAME run at once."""
+    client = open_client(redis_url, namespace)
+    with user_errors():
+        client.throttles[name] = limit
+    click.echo(f"throttle {name}: at most {limit} running")
+
+
+@throttle.command("unset")
+@click.argument("name")
+@connection
+def throttle_unset(name: str, redis_url: str | None, namespace: str | None) -> None:
+    """Lift throttle NAME's limit: its jobs run freely."""
+    client = open_client(redis_url, namespace)
+    with user_errors():
+        had = name in client.throttles
+        if had:
+            del client.throttles[name]
+    click.echo(f"throttle {name}: " + ("limit lifted" if had else "had no limit"))

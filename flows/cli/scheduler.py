@@ -1,0 +1,397 @@
+"""``flows scheduler`` (the service), ``flows schedules``, ``flows schedule ACTION NAME``.
+
+Exit codes: ``flows scheduler --health`` 0 when healthy, 1 when not; ``--once`` 1 when a
+schedule could not be handled; the others 1 on an error (an unknown schedule, say).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import sys
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import click
+
+from flows.cli.common import ago, open_client, print_json, table, user_errors
+from flows.cli.options import FiniteFloat, as_json, connection
+from flows.scheduling import FlowsSource
+from flows.submit import manual_run_id
+from scheduler.client import Client
+from scheduler.cron import Skip
+from scheduler.doctor import ScheduledCheck
+from scheduler.schedules import Registration, Schedules
+from scheduler.service import Fired, OnceReport, SchedulerService, check_health
+
+#: Tests only: the step at which the service stops dead (see SchedulerService).
+FAILPOINT_ENV = "FLOWS_SCHEDULER_FAILPOINT"
+
+
+def register(group: click.Group) -> None:
+    group.add_command(scheduler_command)
+    group.add_command(schedules)
+    group.add_command(schedule)
+
+
+def _server_time(client: Client) -> float:
+    seconds, micros = client.redis.time()
+    return float(seconds) + float(micros) / 1_000_000
+
+
+def _setup_logging(level: str) -> None:
+    logging.basicConfig(
+        level=level.upper(),
+        stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(name)s[%(process)d]: %(message)s",
+    )
+    # APScheduler reports each run of each step at INFO, and a tick still running at the next
+    # interval as a WARNING: both are normal here.
+    logging.getLogger("apscheduler").setLevel(logging.ERROR)
+
+
+def _print_once(report: OnceReport, as_json_output: bool) -> None:
+    tick = report.tick
+    if as_json_output:
+        print_json(
+            {
+                "now": tick.now,
+                "registered": report.scan.registered,
+                "updated": report.scan.updated,
+                "unregistered": report.scan.unregistered,
+                "invalid": report.scan.invalid,
+                "fired": [_fired(f) for f in tick.fired],
+                "skipped": [{"schedule": name, **_skip(skip)} for name, skip in tick.skipped],
+                "buffered": [{"schedule": n, "tick": t} for n, t in tick.buffered],
+                "conflicts": tick.conflicts,
+                "errors": tick.errors,
+                "housekeeping": report.housekeeping.__dict__,
+                "retention": report.retention.__dict__,
+            }
+        )
+        return
+    for fired in tick.fired:
+        click.echo(f"fired {fired.name} {fired.run_id} ({fired.trigger})")
+    for name, skip in tick.skipped:
+        click.echo(f"skipped {name} {skip.count or '?'} tick(s): {skip.reason}")
+    for name, at in tick.buffered:
+        click.echo(f"buffered {name} tick {at:.0f}")
+    for file, why in report.scan.invalid.items():
+        click.echo(f"invalid {file}: {why.splitlines()[0] if why else ''}", err=True)
+
+
+def _fired(fired: Fired) -> dict[str, Any]:
+    return {
+        "schedule": fired.name,
+        "run_id": fired.run_id,
+        "tick": fired.tick,
+        "trigger": fired.trigger,
+        "outcome": fired.outcome,
+    }
+
+
+def _skip(skip: Skip) -> dict[str, Any]:
+    return {"first": skip.first, "last": skip.last, "count": skip.count, "reason": skip.reason}
+
+
+@click.command("scheduler")
+@click.option(
+    "--flows-dir",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    help="Folder of flow files; those with a schedule are registered (required to run).",
+)
+@click.option("--once", is_flag=True, help="Scan, fire what is due, keep house once, and exit.")
+@click.option("--health", is_flag=True, help="Exit 0 if a service ticked recently, else 1.")
+@click.option(
+    "--id",
+    "service_id",
+    metavar="ID",
+    help="This service's id for --health (default host-pid; with --once host-once).",
+)
+@click.option(
+    "--max-age",
+    type=FiniteFloat(min=0),
+    default=60.0,
+    show_default=True,
+    help="--health: how old the last tick may be, in seconds.",
+)
+@click.option("--tick-interval", type=FiniteFloat(min=0.05), default=1.0, show_default=True)
+@click.option(
+    "--scan-interval", type=FiniteFloat(min=0.05), default=10.0, show_default=True
+)
+@click.option(
+    "--housekeeping-interval", type=FiniteFloat(min=0.05), default=5.0, show_default=True
+)
+@click.option(
+    "--retention-interval", type=FiniteFloat(min=0.05), default=300.0, show_default=True
+)
+@click.option("--log-level", default="INFO", show_default=True)
+@click.option(
+    "--now", type=FiniteFloat(min=0), hidden=True, help="--once at this epoch time (tests)."
+)
+@as_json
+@connection
+def scheduler_command(
+    flows_dir: Path | None,
+    once: bool,
+    health: bool,
+    service_id: str | None,
+    max_age: float,
+    tick_interval: float,
+    scan_interval: float,
+    housekeeping_interval: float,
+    retention_interval: float,
+    log_level: str,
+    now: float | None,
+    as_json: bool,
+    redis_url: str | None,
+    namespace: str | None,
+) -> None:
+    """The scheduler service: fire the cron schedules of the flows under --flows-dir.
+
+    Runs until SIGTERM. Any number of services may run at once (run two, on two machines, for
+    safety): each tick fires exactly once. Files added, changed or removed are picked up every
+    --scan-interval seconds; a file that does not validate is reported and its schedule stays
+    as it was registered. Also promotes scheduled jobs, spawns recurring jobs, reaps expired
+    locks and drops old completed jobs and runs, even when no worker pops.
+    """
+    client = open_client(redis_url, namespace)
+    if health:
+        with user_errors():
+            ok, message = check_health(
+                Schedules(client), _server_time(client), service_id=service_id, max_age=max_age
+            )
+        click.echo(message)
+        sys.exit(0 if ok else 1)
+    if flows_dir is None:
+        raise click.UsageError("--flows-dir is required (the folder of flow files to schedule)")
+    if now is not None and not once:
+        raise click.UsageError("--now only goes with --once")
+    _setup_logging(log_level)
+    if once and service_id is None:
+        # One id per host for cron-driven --once runs, so health follows the latest run.
+        service_id = f"{socket.gethostname()}-once"
+    service = SchedulerService(
+        client,
+        FlowsSource(),
+        flows_dir,
+        service_id=service_id,
+        tick_interval=tick_interval,
+        scan_interval=scan_interval,
+        housekeeping_interval=housekeeping_interval,
+        retention_interval=retention_interval,
+        failpoint=os.environ.get(FAILPOINT_ENV) or None,
+        # The consistency check (scheduler.doctor): light and repairing every minute, deep hourly.
+        checks=[ScheduledCheck(deep_every=60)],
+        check_interval=60.0,
+    )
+    with user_errors():
+        if once:
+            report = service.once(now)
+            _print_once(report, as_json)
+            sys.exit(1 if report.tick.errors else 0)
+        service.run()
+
+
+# --------------------------------------------------------------------------- operating
+
+
+def _local(when: float | None, registration: Registration) -> str:
+    if when is None:
+        return ""
+    zone = registration.definition.schedule.zone
+    return datetime.fromtimestamp(when, zone).strftime("%Y-%m-%d %H:%M %Z")
+
+
+def _next(registration: Registration, now: float) -> str:
+    if registration.next is None:
+        return "ended"
+    return f"{_local(registration.next, registration)} ({ago(registration.next, now)})"
+
+
+def _paused(registration: Registration) -> str:
+    if registration.definition.paused:
+        return "yes (in its file)"
+    if registration.paused:
+        return "yes" + (f" ({registration.pause_note})" if registration.pause_note else "")
+    return "no"
+
+
+def _policy(registration: Registration) -> str:
+    d = registration.definition
+    return f"catch-up {d.catchup}, overlap {d.overlap}" + (
+        f", jitter {d.jitter:g}s" if d.jitter else ""
+    )
+
+
+def _as_dict(registration: Registration, now: float) -> dict[str, Any]:
+    d = registration.definition
+    return {
+        "name": registration.name,
+        "file": d.file,
+        "cron": list(d.cron),
+        "timezone": d.timezone,
+        "next": registration.next,
+        "next_local": _local(registration.next, registration),
+        "paused": registration.is_paused,
+        "paused_in_file": d.paused,
+        "pause_note": registration.pause_note,
+        "catchup": d.catchup,
+        "window": d.window,
+        "max_runs": d.max_runs,
+        "overlap": d.overlap,
+        "jitter": d.jitter,
+        "last_run": registration.last_run,
+        "last_run_status": registration.last_run_status,
+        "last_tick": registration.last_tick,
+        "fired": registration.fired,
+        "skipped": registration.skipped,
+        "triggered": registration.triggered,
+        "buffered": registration.buffered,
+        "skips": [
+            {"first": s.first, "last": s.last, "count": s.count, "reason": s.reason, "at": s.at}
+            for s in registration.skips
+        ],
+    }
+
+
+@click.command()
+@as_json
+@connection
+def schedules(as_json: bool, redis_url: str | None, namespace: str | None) -> None:
+    """Registered schedules: next fire time in their time zone, last run, policy, paused."""
+    client = open_client(redis_url, namespace)
+    with user_errors():
+        now = _server_time(client)
+        registrations = Schedules(client).all()
+    if as_json:
+        print_json([_as_dict(r, now) for r in registrations])
+        return
+    if not registrations:
+        click.echo("no schedules: start `flows scheduler --flows-dir DIR` on a folder of flows")
+        return
+    rows = [
+        [
+            r.name,
+            f"{' | '.join(r.definition.cron)} ({r.definition.timezone})",
+            _next(r, now),
+            r.last_run or "",
+            "" if r.last_run is None else r.last_run_status,
+            _policy(r),
+            _paused(r),
+        ]
+        for r in registrations
+    ]
+    table("Schedules", ("schedule", "cron", "next", "last run", "state", "policy", "paused"), rows)
+
+
+@click.group()
+def schedule() -> None:
+    """Act on one schedule: pause, resume, trigger, show."""
+
+
+def _get(client: Client, name: str, skips: int = 0) -> Registration:
+    registration = Schedules(client).get(name, skips=skips)
+    if registration is None:
+        raise click.ClickException(f"no schedule {name!r} (see `flows schedules`)")
+    return registration
+
+
+@schedule.command()
+@click.argument("name")
+@click.option("--note", default="", help="Why (shown by `flows schedules`).")
+@connection
+def pause(name: str, note: str, redis_url: str | None, namespace: str | None) -> None:
+    """Stop firing NAME: its ticks are skipped (reason 'paused') until resumed."""
+    client = open_client(redis_url, namespace)
+    with user_errors():
+        _get(client, name)
+        Schedules(client).pause(name, note)
+    click.echo(f"paused {name}")
+
+
+@schedule.command()
+@click.argument("name")
+@connection
+def resume(name: str, redis_url: str | None, namespace: str | None) -> None:
+    """Fire NAME again from its next tick (ticks due while paused stay skipped)."""
+    client = open_client(redis_url, namespace)
+    with user_errors():
+        _get(client, name)
+        outcome = Schedules(client).resume(name, _server_time(client))
+    click.echo(f"resumed {name}" if outcome == "resumed" else f"{name} was not paused")
+
+
+@schedule.command()
+@click.argument("name")
+@connection
+def trigger(name: str, redis_url: str | None, namespace: str | None) -> None:
+    """Run NAME now with its schedule's params (a manual run; the ticks are unchanged)."""
+    client = open_client(redis_url, namespace)
+    with user_errors():
+        registration = _get(client, name)
+        now = _server_time(client)
+        definition = registration.definition
+        run_id = manual_run_id(definition.name, now)
+        try:
+            request = FlowsSource().build(definition, run_id, now, "manual", 0.0)
+        except ValueError as error:
+            raise click.ClickException(f"cannot build a run of {name}: {error}") from None
+        outcome = Schedules(client).trigger(name, request)
+    click.echo(f"submitted run {run_id} ({len(request.jobs)} jobs)", err=True)
+    if outcome == "exists":
+        click.echo(f"run {run_id} existed already", err=True)
+    click.echo(run_id)
+
+
+@schedule.command()
+@click.argument("name")
+@click.option("--skips", type=click.IntRange(0, 100), default=20, show_default=True)
+@as_json
+@connection
+def show(
+    name: str, skips: int, as_json: bool, redis_url: str | None, namespace: str | None
+) -> None:
+    """One schedule in full, with its recently skipped ticks and why."""
+    client = open_client(redis_url, namespace)
+    with user_errors():
+        registration = _get(client, name, skips)
+        now = _server_time(client)
+    if as_json:
+        print_json(_as_dict(registration, now))
+        return
+    d = registration.definition
+    rows = [
+        ("file", d.file),
+        ("cron", f"{' | '.join(d.cron)} ({d.timezone})"),
+        ("next", _next(registration, now)),
+        ("policy", _policy(registration)),
+        ("paused", _paused(registration)),
+        ("last run", f"{registration.last_run or ''} {registration.last_run_status}".strip()),
+        (
+            "fired / skipped / triggered",
+            f"{registration.fired} / {registration.skipped} / {registration.triggered}",
+        ),
+    ]
+    if registration.buffered is not None:
+        rows.append(("buffered tick", _local(registration.buffered, registration)))
+    table(f"Schedule {name}", ("field", "value"), rows)
+    if registration.skips:
+        table(
+            "Skipped ticks (newest first)",
+            ("first", "last", "count", "reason"),
+            [
+                (
+                    _local(s.first, registration),
+                    _local(s.last, registration),
+                    "?" if s.count is None else s.count,
+                    s.reason,
+                )
+                for s in registration.skips
+            ],
+        )
+
+
+__all__ = ["FAILPOINT_ENV", "register", "scheduler_command"]

@@ -1,0 +1,46 @@
+"""Validation findings for flows that would exceed the engine's size limits.
+
+The limits themselves live in :mod:`scheduler.limits` (the same numbers the engine enforces).
+What a file says statically is checked here, at ``flows validate`` time: the tags a job would
+carry and the size of a Python step's literal ``with`` data. What only expansion knows (the
+rendered data of each job, the number of jobs, the size of the whole submission) is checked by
+:func:`flows.submit.submit` before the round trip.
+"""
+
+from __future__ import annotations
+
+import json
+
+from flows.findings import FindingSink
+from flows.model import Action, Flow, settings_for
+from scheduler import limits
+
+
+def check_limits(flow: Flow, sink: FindingSink) -> None:
+    """Report steps and hooks whose jobs the engine would refuse as too large."""
+    actions: list[tuple[str, tuple[str, str], Action]] = [
+        (f"step '{sid}'", ("steps", sid), step) for sid, step in flow.steps.items()
+    ]
+    actions += [(f"hook '{name}'", ("hooks", name), hook) for name, hook in flow.hooks.defined()]
+    for label, base, action in actions:
+        tags = settings_for(flow, action).tags
+        if len(tags) > limits.MAX_TAGS:
+            sink.error(
+                (*base, "tags"),
+                "limits",
+                f"{label}: its jobs would carry {len(tags)} tags (the flow's and its own), more "
+                f"than the limit of {limits.MAX_TAGS}",
+                "use fewer tags",
+            )
+        size = len(json.dumps(action.with_, separators=(",", ":"), default=str).encode())
+        if size > limits.MAX_PAYLOAD_BYTES:
+            sink.error(
+                (*base, "with"),
+                "limits",
+                f"{label}: its data is {size} bytes of JSON, more than the limit of "
+                f"{limits.MAX_PAYLOAD_BYTES} bytes per job",
+                "pass a reference (a path or URL) to large data instead of the data itself",
+            )
+
+
+__all__ = ["check_limits"]

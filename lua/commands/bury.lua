@@ -1,0 +1,80 @@
+-- bury, kick: take a job out of circulation without failing it, and bring buried jobs back
+-- (ours, from Tarantool's queue).
+--
+--   bury  jid, worker, [message]  -> 'buried'
+--   kick  queue, [count=1]        -> number of buried jobs of `queue` made waiting again
+--
+-- bury takes a waiting or scheduled job, or a running one from the worker holding its lock (its
+-- concurrency-key and throttle slots are given back), into state 'buried': indexed in
+-- q:<queue>-buried by the time it was buried, never popped, kept until kicked, put again or
+-- canceled; its dependents keep waiting. History 'buried' records `worker` and `message`.
+-- kick makes up to `count` buried jobs of the queue waiting again, the longest buried first
+-- (history 'kicked'). A buried job with a ttl still expires at its deadline (include/ttl.lua).
+-- Both count in the queue's statistics (bury, kick) and log `buried` / `kicked` on P log.
+-- Errors: INVALID, TOOLARGE (message over 512 KiB), NOTFOUND, WRONGSTATE (bury of a job that is
+-- not waiting, scheduled or running), LOCKLOST (bury of a running job by another worker, or
+-- after its lock expired).
+-- @include args
+-- @include job
+-- @include queue
+-- @include lock
+-- @include events
+
+local BURIABLE = { waiting = true, scheduled = true, running = true }
+
+api['bury'] = function(args)
+  local cmd = 'Bury'
+  local jid = Arg.jid(cmd, 'jid', args[1])
+  local worker = Arg.id(cmd, 'worker', args[2])
+  local message
+  if args[3] ~= nil and args[3] ~= '' then message = Arg.text(cmd, 'message', args[3]) end
+  if args[4] ~= nil then Arg.fail(cmd, 'too many arguments') end
+  local fields = Job.fields(jid, 'queue', 'worker', 'expires', 'grace', 'ttl_at', 'ckey', 'climit',
+    'throttle')
+  if not fields then Err.raise('NOTFOUND', cmd .. '(): Job ' .. jid .. ' does not exist') end
+  if not BURIABLE[fields.state] then
+    Err.raise('WRONGSTATE', cmd .. '(): Job ' .. jid .. ' is not waiting, scheduled or running: ' ..
+      fields.state)
+  end
+  local queue = fields.queue
+  if fields.state == 'running' then
+    Lock.check_held(cmd, jid, worker, fields)
+    Lock.release(jid, queue, worker, fields)
+    redis.call('zadd', Keys.workers(), Engine.now, worker)
+  else
+    Job.unindex(jid, fields)
+  end
+  local key = Keys.job(jid)
+  redis.call('hset', key, 'state', 'buried', 'worker', '', 'expires', 0, 'updated', Engine.now)
+  redis.call('hdel', key, 'grace')
+  redis.call('zadd', Keys.buried(queue), Engine.now, jid)
+  Job.history(jid, 'buried', { worker = worker, message = message })
+  Stats.bump(queue, 'bury', 1)
+  Events.tracked('buried', jid)
+  Events.log({ jid = jid, event = 'buried', queue = queue, worker = worker, message = message })
+  return 'buried'
+end
+
+api['kick'] = function(args)
+  local cmd = 'Kick'
+  local queue = Arg.id(cmd, 'queue', args[1])
+  local count = Arg.optional_integer(cmd, 'count', args[2], 1, 0, Engine.MAX_COUNT)
+  if args[3] ~= nil then Arg.fail(cmd, 'too many arguments') end
+  if count == 0 then return 0 end
+  local jids = redis.call('zrange', Keys.buried(queue), 0, count - 1)
+  if #jids == 0 then return 0 end
+  redis.call('zremrangebyrank', Keys.buried(queue), 0, #jids - 1)
+  local kicked = 0
+  for _, jid in ipairs(jids) do
+    local fields = Job.fields(jid, 'queue', 'priority')
+    if fields and fields.state == 'buried' and fields.queue == queue then
+      redis.call('hset', Keys.job(jid), 'updated', Engine.now)
+      Job.history(jid, 'kicked', { q = queue })
+      Queue.enqueue(queue, jid, tonumber(fields.priority) or 0)
+      Events.log({ jid = jid, event = 'kicked', queue = queue })
+      kicked = kicked + 1
+    end
+  end
+  if kicked > 0 then Stats.bump(queue, 'kick', kicked) end
+  return kicked
+end

@@ -1,0 +1,112 @@
+"""Housekeeping the service does so that nothing waits for a worker to pop.
+
+Each step is one bounded engine call per batch (``lua/commands/maintain.lua``), repeated while a
+batch came back full, up to ``max_rounds`` batches per queue; what is left waits for the next
+run. ``now`` None lets the server's clock decide.
+
+- :func:`maintain_queues`: per queue, due recurring jobs spawn their children, due scheduled
+  jobs become waiting, expired locks are reaped (grace period, then retry or
+  ``failed-retries-<queue>``);
+- :func:`apply_retention`: completed jobs beyond ``jobs-history`` / ``jobs-history-count`` and
+  finished runs older than ``jobs-history`` are dropped.
+
+The light/deep consistency check (:mod:`scheduler.doctor`: ``doctor.ScheduledCheck(deep_every=N)``,
+or ``doctor.light_check`` / ``doctor.deep_check``) plugs in as a :data:`Check`, which the service
+runs on its own interval.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from scheduler.client import Client
+
+#: A periodic check the service runs next to housekeeping: ``check(client, now)``.
+Check = Callable[[Client, float | None], object]
+
+BATCH = 100
+MAX_ROUNDS = 50
+_COUNTS = ("promoted", "spawned", "reclaimed", "failed")
+
+
+@dataclass
+class HousekeepingReport:
+    promoted: int = 0
+    spawned: int = 0
+    reclaimed: int = 0
+    failed: int = 0
+    queues: int = 0
+
+    def add(self, counts: dict[str, Any]) -> None:
+        for name in _COUNTS:
+            setattr(self, name, getattr(self, name) + int(counts.get(name, 0)))
+
+    @property
+    def busy(self) -> bool:
+        return any(getattr(self, name) for name in _COUNTS)
+
+
+@dataclass
+class RetentionReport:
+    jobs: int = 0
+    runs: int = 0
+
+
+def _queue_names(client: Client, now: float | str) -> list[str]:
+    counts = json.loads(client.engine.call("queues", now=now))
+    return [str(q["name"]) for q in counts] if isinstance(counts, list) else []
+
+
+def maintain_queues(
+    client: Client, now: float | None = None, *, batch: int = BATCH, max_rounds: int = MAX_ROUNDS
+) -> HousekeepingReport:
+    """Promote, spawn and reap in every known queue (see the module doc)."""
+    at: float | str = "" if now is None else now
+    report = HousekeepingReport()
+    pending = _queue_names(client, at)
+    report.queues = len(pending)
+    for _ in range(max_rounds):
+        if not pending:
+            break
+        pipe = client.engine.pipeline()
+        for queue in pending:
+            pipe.call("maintain", queue, batch, now=at)
+        full = []
+        for queue, reply in zip(pending, pipe.execute(), strict=True):
+            if isinstance(reply, Exception):
+                raise reply
+            counts = json.loads(reply)
+            report.add(counts)
+            if any(int(counts[name]) >= batch for name in ("promoted", "spawned", "reclaimed")):
+                full.append(queue)
+        pending = full
+    return report
+
+
+def apply_retention(
+    client: Client, now: float | None = None, *, batch: int = BATCH, max_rounds: int = MAX_ROUNDS
+) -> RetentionReport:
+    """Drop expired completed jobs and old finished runs (see the module doc)."""
+    at: float | str = "" if now is None else now
+    report = RetentionReport()
+    kept = 0
+    for _ in range(max_rounds):
+        counts = json.loads(client.engine.call("maintain.retention", batch, kept, now=at))
+        report.jobs += int(counts["jobs"])
+        report.runs += int(counts["runs"])
+        kept += int(counts["kept"])
+        if int(counts["jobs"]) < batch and int(counts["runs"]) + int(counts["kept"]) < batch:
+            break
+    return report
+
+
+__all__ = [
+    "Check",
+    "HousekeepingReport",
+    "RetentionReport",
+    "apply_retention",
+    "maintain_queues",
+]

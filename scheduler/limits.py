@@ -1,0 +1,238 @@
+"""Size limits, the Python side: the same numbers and error classes as the engine's checks.
+
+The engine enforces every limit itself (``lua/include/args.lua``, ``queue.lua``, ``runs.lua``):
+nothing here is needed for safety. The client checks first so that a caller hears of a bad
+argument before a round trip, with the exception class the engine would raise
+(:class:`~scheduler.errors.InvalidArgument` or :class:`~scheduler.errors.TooLarge`), and so that a
+payload Python cannot even encode (NaN, a value nested 10,000 deep) gets the same clear error
+instead of a ``ValueError`` or ``RecursionError`` from :mod:`json`.
+
+=========================  ==========================================================
+ids                        1..256 bytes (UTF-8), no white space or control character:
+                           jids, queues, workers, klasses, groups, tags
+jids                       may not end in ``-history``, ``-dependencies``, ``-dependents``
+payloads                   data, result, failure message: at most 512 KiB of JSON text;
+                           JSON at most 1,000 levels deep (the server's JSON decoder)
+tags                       at most 64 per job
+priorities                 integers within +-1,000,000
+retries, counts            integers within 0..100,000
+delays                     finite numbers >= 0
+flow submission            at most 100,000 jobs and 64 MiB of job specs in one call
+=========================  ==========================================================
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable
+from typing import Any
+
+from scheduler.errors import InvalidArgument, TooLarge
+
+MAX_ID_BYTES = 256
+MAX_PAYLOAD_BYTES = 512 * 1024
+MAX_JSON_DEPTH = 1000
+MAX_TAGS = 64
+MAX_PRIORITY = 1_000_000
+MAX_COUNT = 100_000
+MAX_FLOW_JOBS = 100_000
+MAX_FLOW_BYTES = 64 * 1024 * 1024
+RESERVED_JID_SUFFIXES = ("-history", "-dependencies", "-dependents")
+
+# Lua's %s and %c in the C locale: bytes 0-32 and 127.
+_FORBIDDEN_ID_BYTES = frozenset([*range(33), 127])
+
+
+def display(command: str) -> str:
+    """The name the engine's messages start with: ``config.get`` -> ``ConfigGet``."""
+    return "".join(part[:1].upper() + part[1:] for part in command.split("."))
+
+
+def _invalid(command: str, message: str) -> InvalidArgument:
+    return InvalidArgument(f"{display(command)}(): {message}", command=command)
+
+
+def _too_large(command: str, message: str) -> TooLarge:
+    return TooLarge(f"{display(command)}(): {message}", command=command)
+
+
+def check_id(command: str, name: str, value: Any) -> str:
+    """An id: a non-empty string of at most 256 bytes without white space or control bytes."""
+    if not isinstance(value, str) or value == "":
+        raise _invalid(command, f'Arg "{name}" missing')
+    raw = value.encode("utf-8", "surrogatepass")
+    if len(raw) > MAX_ID_BYTES:
+        raise _too_large(
+            command, f'Arg "{name}" is {len(raw)} bytes, more than the limit of {MAX_ID_BYTES}'
+        )
+    if any(byte in _FORBIDDEN_ID_BYTES for byte in raw):
+        raise _invalid(
+            command,
+            f'Arg "{name}" contains white space or a control character: {value[:40]!r}',
+        )
+    return value
+
+
+def check_jid(command: str, name: str, value: Any) -> str:
+    """A job id: an id that does not end in a suffix the key layout reserves."""
+    jid = check_id(command, name, value)
+    for suffix in RESERVED_JID_SUFFIXES:
+        if jid.endswith(suffix):
+            raise _invalid(
+                command,
+                f'Arg "{name}" may not end in "{suffix}" (reserved by the key layout): {jid}',
+            )
+    return jid
+
+
+def check_ids(command: str, name: str, values: Iterable[Any], *, jids: bool = False) -> list[str]:
+    """Each of ``values`` as :func:`check_id` (or :func:`check_jid`); returns them as a list."""
+    check = check_jid if jids else check_id
+    return [check(command, f"{name}[{i}]", value) for i, value in enumerate(values, 1)]
+
+
+def check_tags(command: str, tags: Iterable[Any]) -> list[str]:
+    """At most 64 distinct valid tags."""
+    checked = check_ids(command, "tags", tags)
+    distinct = len(set(checked))
+    if distinct > MAX_TAGS:
+        raise _too_large(
+            command, f'Arg "tags" has {distinct} items, more than the limit of {MAX_TAGS}'
+        )
+    return checked
+
+
+def check_number(command: str, name: str, value: Any, minimum: float | None = None) -> float:
+    """A finite real number (not NaN, not infinite, not a bool), at least ``minimum``."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise _invalid(command, f'Arg "{name}" is not a finite number: {value!r}')
+    if not math.isfinite(value):
+        raise _invalid(command, f'Arg "{name}" is not a finite number: {value!r}')
+    if minimum is not None and value < minimum:
+        raise _invalid(command, f'Arg "{name}" must be at least {minimum:g}: {value!r}')
+    return float(value)
+
+
+def check_integer(command: str, name: str, value: Any, minimum: int, maximum: int) -> int:
+    """An integer within ``[minimum, maximum]`` (a float with no fraction is accepted)."""
+    number = check_number(command, name, value)
+    if not number.is_integer():
+        raise _invalid(command, f'Arg "{name}" is not an integer: {value!r}')
+    if number < minimum:
+        raise _invalid(command, f'Arg "{name}" must be at least {minimum}: {value!r}')
+    if number > maximum:
+        raise _invalid(command, f'Arg "{name}" must be at most {maximum}: {value!r}')
+    return int(number)
+
+
+def check_priority(command: str, value: Any) -> int:
+    return check_integer(command, "priority", value, -MAX_PRIORITY, MAX_PRIORITY)
+
+
+def check_retries(command: str, value: Any) -> int:
+    return check_integer(command, "retries", value, 0, MAX_COUNT)
+
+
+def check_delay(command: str, value: Any) -> float:
+    return check_number(command, "delay", value, 0)
+
+
+def json_depth(value: Any, limit: int = MAX_JSON_DEPTH) -> int:
+    """How deeply ``value`` nests (0 for a scalar), counting no further than ``limit + 1``.
+
+    Iterative, so a value nested far deeper than Python's recursion limit is measured safely.
+    """
+    deepest = 0
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict | list | tuple):
+            depth += 1
+            deepest = max(deepest, depth)
+            if deepest > limit:
+                return deepest
+            children = item.values() if isinstance(item, dict) else item
+            stack.extend((child, depth) for child in children)
+    return deepest
+
+
+def check_text(command: str, name: str, value: Any, max_bytes: int = MAX_PAYLOAD_BYTES) -> str:
+    """Free text (a failure message): at most ``max_bytes`` bytes of UTF-8."""
+    if not isinstance(value, str):
+        raise _invalid(command, f'Arg "{name}" is not text: {type(value).__name__}')
+    size = len(value.encode("utf-8", "surrogatepass"))
+    if size > max_bytes:
+        raise _too_large(
+            command, f'Arg "{name}" is {size} bytes, more than the limit of {max_bytes}'
+        )
+    return value
+
+
+def encode_payload(
+    command: str,
+    name: str,
+    value: Any,
+    *,
+    kind: str = "any",
+    max_bytes: int = MAX_PAYLOAD_BYTES,
+) -> str:
+    """``value`` as compact JSON text the engine will accept, or the engine's error.
+
+    ``kind`` 'object' requires a mapping (job data). Refuses values nested more than
+    :data:`MAX_JSON_DEPTH` levels, NaN and infinities (not JSON), values :mod:`json` cannot
+    encode, and text over ``max_bytes``.
+    """
+    if kind == "object" and not isinstance(value, dict):
+        raise _invalid(command, f'Arg "{name}" is not a JSON object: {type(value).__name__}')
+    depth = json_depth(value)
+    if depth > MAX_JSON_DEPTH:
+        raise _invalid(command, f'Arg "{name}" nests more than {MAX_JSON_DEPTH} levels deep')
+    try:
+        text = json.dumps(value, separators=(",", ":"), allow_nan=False)
+    except (TypeError, ValueError) as error:
+        raise _invalid(command, f'Arg "{name}" is not valid JSON: {error}') from None
+    except RecursionError:  # deeper than this interpreter's json encoder can go
+        raise _invalid(command, f'Arg "{name}" nests too deeply to encode') from None
+    return check_text(command, name, text, max_bytes)
+
+
+def check_payload_text(
+    command: str, name: str, text: str, *, max_bytes: int = MAX_PAYLOAD_BYTES
+) -> str:
+    """JSON text already encoded: only its size is checked here (the engine parses it)."""
+    return check_text(command, name, text, max_bytes)
+
+
+def check_flow_submission(command: str, jobs: int, jobs_text: str) -> None:
+    """A whole run in one call: at most 100,000 jobs and 64 MiB of job specs."""
+    if jobs > MAX_FLOW_JOBS:
+        raise _too_large(command, f"{jobs} jobs, more than the limit of {MAX_FLOW_JOBS}")
+    check_text(command, "jobs", jobs_text, MAX_FLOW_BYTES)
+
+
+__all__ = [
+    "MAX_COUNT",
+    "MAX_FLOW_BYTES",
+    "MAX_FLOW_JOBS",
+    "MAX_ID_BYTES",
+    "MAX_JSON_DEPTH",
+    "MAX_PAYLOAD_BYTES",
+    "MAX_PRIORITY",
+    "MAX_TAGS",
+    "RESERVED_JID_SUFFIXES",
+    "check_delay",
+    "check_flow_submission",
+    "check_id",
+    "check_ids",
+    "check_integer",
+    "check_jid",
+    "check_number",
+    "check_payload_text",
+    "check_priority",
+    "check_retries",
+    "check_tags",
+    "check_text",
+    "encode_payload",
+    "json_depth",
+]

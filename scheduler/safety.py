@@ -1,0 +1,89 @@
+"""Checks a long-running process makes before it trusts a Redis server with jobs.
+
+:func:`check_eviction_policy` refuses a server whose ``maxmemory-policy`` may evict keys: under
+memory pressure such a server silently deletes job hashes, queue indexes or locks, and the promise
+"once put returns, the job runs or fails with a reason" is gone. Only ``noeviction`` is safe: a
+full server then refuses writes (the put fails, loudly) instead of dropping what it accepted.
+
+Workers (:meth:`~scheduler.worker.Worker.run`, :meth:`~scheduler.worker.WorkerPool.run`) and the
+scheduler service (:meth:`~scheduler.service.SchedulerService.run`) call it at start. The policy is
+read with ``CONFIG GET``; a user whose ACL forbids ``CONFIG`` (see ``docs/acl.md``) falls back to
+``INFO memory``, and when that is refused too the check is skipped with a warning, since the
+server's operator may have made sure by other means.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import redis
+
+from scheduler.errors import ServerError
+
+log = logging.getLogger("flows.safety")
+
+SAFE_POLICY = "noeviction"
+
+FIX = (
+    "set it to noeviction: run `CONFIG SET maxmemory-policy noeviction` on the server and put "
+    "`maxmemory-policy noeviction` in its configuration file (on a managed service, set the "
+    "maxmemory-policy parameter), then start again"
+)
+
+
+class UnsafeServer(ServerError):
+    """The server may drop jobs (its eviction policy is not ``noeviction``)."""
+
+
+def _from_config(client: redis.Redis) -> str | None:
+    try:
+        reply = client.config_get("maxmemory-policy")
+    except redis.ResponseError:  # NOPERM under an ACL, or CONFIG renamed away
+        return None
+    value = reply.get("maxmemory-policy") if isinstance(reply, dict) else None
+    return None if value is None else _text(value)
+
+
+def _from_info(client: redis.Redis) -> str | None:
+    try:
+        info = client.info("memory")
+    except redis.ResponseError:
+        return None
+    value = info.get("maxmemory_policy") if isinstance(info, dict) else None
+    return None if value is None else _text(value)
+
+
+def _text(value: object) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def eviction_policy(client: redis.Redis) -> str | None:
+    """The server's ``maxmemory-policy`` (CONFIG GET, else INFO), or None if neither may be read."""
+    policy = _from_config(client)
+    return policy if policy is not None else _from_info(client)
+
+
+def check_eviction_policy(client: redis.Redis, *, who: str = "this process") -> str | None:
+    """Raise :class:`UnsafeServer` unless the server's eviction policy is ``noeviction``.
+
+    Returns the policy, or None when the server would not say (a warning is logged then).
+    ``who`` names the caller in the message ("the worker", "the scheduler service").
+    """
+    policy = eviction_policy(client)
+    if policy is None:
+        log.warning(
+            "%s cannot read the server's maxmemory-policy (CONFIG GET and INFO are refused); "
+            "make sure it is %s, or jobs may be evicted under memory pressure",
+            who,
+            SAFE_POLICY,
+        )
+        return None
+    if policy.lower() != SAFE_POLICY:
+        raise UnsafeServer(
+            f"{who} refuses to run: the Redis server's maxmemory-policy is {policy!r}, so it may "
+            f"evict jobs, locks or queue indexes when memory runs short; {FIX}"
+        )
+    return policy
+
+
+__all__ = ["SAFE_POLICY", "UnsafeServer", "check_eviction_policy", "eviction_policy"]

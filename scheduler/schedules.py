@@ -1,0 +1,553 @@
+"""Cron schedules in Redis: the registration model and the engine calls that read and change it.
+
+Each flow file with a ``schedule:`` block is registered under its flow's name (the schedule's
+name): a hash holds its :class:`Definition` (cron expressions, time zone, bounds, jitter,
+policies, the file's text and content hash), the ``schedules`` sorted set its next fire time.
+The engine knows no cron: this module computes fire times with :mod:`scheduler.cron` and hands
+the engine each new score as a compare-and-set (``lua/commands/schedule*.lua``), so a score only
+moves from the value its writer saw.
+
+What the service needs from flows (loading a file, expanding a run) is the :class:`FlowSource`
+protocol; :mod:`flows.scheduling` implements it, so this package never imports flows.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any, Literal, Protocol, cast
+
+from scheduler.client import Client
+from scheduler.cron import (
+    MAX_ENUMERATED,
+    CatchupPolicy,
+    OverlapPolicy,
+    Schedule,
+    Skip,
+    missed_ticks,
+    next_fire,
+    prev_fire,
+)
+from scheduler.errors import EngineError, JobNotFound
+
+FireAction = Literal["fire", "skip", "buffer", "buffered"]
+FireOutcome = Literal["fired", "exists", "skipped", "buffered", "conflict"]
+
+RUN_ID_TIME = "%Y%m%dT%H%M%SZ"
+PAUSED = "paused"
+#: Compare-and-set attempts of one registration or resume before giving up (each lost attempt
+#: means another writer made progress).
+CAS_ATTEMPTS = 20
+_PAGE = 500
+
+
+def run_id_for(flow: str, tick: float) -> str:
+    """The deterministic id of a tick's run: ``<flow>@<UTC fire time>``, e.g.
+    ``nightly@20261123T021500Z``."""
+    return f"{flow}@{time.strftime(RUN_ID_TIME, time.gmtime(tick))}"
+
+
+def _time(value: Any) -> float | None:
+    """A time the engine sent as exact text ('' or absent: none)."""
+    if value is None or value == "":
+        return None
+    return float(value)
+
+
+def _score(value: float | None) -> str:
+    """A score as the engine takes it: exact (repr round-trips a float), '' for none."""
+    return "" if value is None else repr(float(value))
+
+
+def _list(value: Any) -> list[Any]:
+    """cjson writes an empty list as ``{}``."""
+    return value if isinstance(value, list) else []
+
+
+# ------------------------------------------------------------------------------ the model
+
+
+@dataclass(frozen=True)
+class Definition:
+    """What one flow file's ``schedule:`` registers.
+
+    ``name`` is the flow's name; ``file`` the file's absolute path; ``hash`` its content hash;
+    ``source`` its text (kept in Redis, so any service fires exactly the registered version);
+    ``params`` the params of every scheduled run (the flow's defaults fill the rest);
+    ``paused`` whether the file itself says ``paused: true``.
+    """
+
+    name: str
+    file: str
+    hash: str
+    source: str = field(repr=False)
+    cron: tuple[str, ...]
+    timezone: str = "UTC"
+    start: float | None = None
+    end: float | None = None
+    jitter: float = 0.0
+    catchup: CatchupPolicy = "latest"
+    window: float | None = None
+    max_runs: int | None = None
+    overlap: OverlapPolicy = "skip"
+    params: Mapping[str, Any] = field(default_factory=dict)
+    paused: bool = False
+
+    @cached_property
+    def schedule(self) -> Schedule:
+        """The cron arithmetic's view (raises InvalidSchedule for a bad definition)."""
+        return Schedule(self.cron, self.timezone, self.start, self.end, self.jitter)
+
+    def to_json(self) -> dict[str, Any]:
+        """What the engine stores as the definition (everything but the source)."""
+        return {
+            "flow": self.name,
+            "file": self.file,
+            "hash": self.hash,
+            "cron": list(self.cron),
+            "timezone": self.timezone,
+            "start": self.start,
+            "end": self.end,
+            "jitter": self.jitter,
+            "catchup": self.catchup,
+            "window": self.window,
+            "max_runs": self.max_runs,
+            "overlap": self.overlap,
+            "params": dict(self.params),
+            "paused": self.paused,
+        }
+
+    @classmethod
+    def from_json(cls, name: str, data: Mapping[str, Any], source: str) -> Definition:
+        """The inverse of :meth:`to_json`."""
+        return cls(
+            name=name,
+            file=str(data.get("file", "")),
+            hash=str(data["hash"]),
+            source=source,
+            cron=tuple(data["cron"]),
+            timezone=str(data.get("timezone", "UTC")),
+            start=data.get("start"),
+            end=data.get("end"),
+            jitter=float(data.get("jitter") or 0.0),
+            catchup=cast(CatchupPolicy, data.get("catchup", "latest")),
+            window=data.get("window"),
+            max_runs=data.get("max_runs"),
+            overlap=cast(OverlapPolicy, data.get("overlap", "skip")),
+            params=dict(data.get("params") or {}),
+            paused=bool(data.get("paused", False)),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class SkipRecord:
+    """Skipped ticks ``first``..``last`` (``count`` of them, None: too many to count), why, when."""
+
+    first: float
+    last: float
+    count: int | None
+    reason: str
+    at: float
+
+
+@dataclass(frozen=True)
+class Registration:
+    """A registered schedule as Redis holds it: its definition and its state."""
+
+    definition: Definition
+    next: float | None
+    """The next fire time (the score), None when the schedule has none left."""
+    paused: bool
+    """Paused by an operator (``flows schedule pause``)."""
+    pause_note: str
+    last_run: str | None
+    last_run_status: str
+    """running, succeeded, failed, canceled, blocked, expired, or missing (no run yet)."""
+    last_tick: float | None
+    last_fired_at: float | None
+    fired: int
+    skipped: int
+    triggered: int
+    buffered: float | None
+    """A tick held back until the last run ends (overlap buffer_one)."""
+    ended: float | None
+    registered: float | None
+    skips: tuple[SkipRecord, ...] = ()
+
+    @property
+    def name(self) -> str:
+        return self.definition.name
+
+    @property
+    def is_paused(self) -> bool:
+        """Paused by an operator or by its file."""
+        return self.paused or self.definition.paused
+
+    @classmethod
+    def from_reply(cls, raw: Mapping[str, Any]) -> Registration:
+        definition = Definition.from_json(
+            str(raw["name"]), json.loads(raw["definition"]), str(raw.get("source", ""))
+        )
+        return cls(
+            definition=definition,
+            next=_time(raw.get("next")),
+            paused=bool(raw.get("paused")),
+            pause_note=str(raw.get("pause_note", "")),
+            last_run=raw.get("last_run") or None,
+            last_run_status=str(raw.get("last_run_status", "missing")),
+            last_tick=_time(raw.get("last_tick")),
+            last_fired_at=_time(raw.get("last_fired_at")),
+            fired=int(raw.get("fired", 0)),
+            skipped=int(raw.get("skipped", 0)),
+            triggered=int(raw.get("triggered", 0)),
+            buffered=_time(raw.get("buffered")),
+            ended=_time(raw.get("ended")),
+            registered=_time(raw.get("registered")),
+            skips=tuple(
+                SkipRecord(
+                    float(s["first"]),
+                    float(s["last"]),
+                    None if s.get("count") is None else int(s["count"]),
+                    str(s["reason"]),
+                    float(s["at"]),
+                )
+                for s in _list(raw.get("skips"))
+            ),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class DueEntry:
+    """A schedule whose score is due: what the engine says about it at this moment."""
+
+    name: str
+    next: float
+    hash: str
+    paused: bool
+    last_run: str | None
+    active: bool
+    """The last run still waits, is scheduled or runs (only checked unless overlap is allow)."""
+    buffered: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class BufferedEntry:
+    """A schedule holding ``tick`` back until its last run ends."""
+
+    name: str
+    tick: float
+    hash: str
+    last_run: str | None
+    active: bool
+
+
+@dataclass(frozen=True, slots=True)
+class DueBatch:
+    due: tuple[DueEntry, ...]
+    buffered: tuple[BufferedEntry, ...]
+
+
+@dataclass(frozen=True)
+class RunRequest:
+    """A run ready for the engine: its id, record fields and job specs (as flow.submit takes)."""
+
+    run_id: str
+    run: Mapping[str, Any]
+    jobs: Sequence[Mapping[str, Any]]
+
+
+@dataclass(frozen=True)
+class FireCall:
+    """One ``schedule.fire``: move ``name``'s score from ``expected`` to ``next`` and act."""
+
+    name: str
+    hash: str
+    expected: float
+    next: float | None
+    action: FireAction
+    tick: float | None = None
+    skips: tuple[Skip, ...] = ()
+    run: RunRequest | None = None
+    cancel: str | None = None
+
+    def args(self) -> list[Any]:
+        skips = [_skip_json(s) for s in self.skips]
+        args: list[Any] = [
+            self.name,
+            self.hash,
+            _score(self.expected),
+            _score(self.next),
+            self.action,
+            _score(self.tick),
+            json.dumps(skips),
+        ]
+        if self.run is not None:
+            args += [
+                self.run.run_id,
+                json.dumps(dict(self.run.run), default=str),
+                json.dumps(list(self.run.jobs), separators=(",", ":")),
+            ]
+            if self.cancel:
+                args.append(self.cancel)
+        return args
+
+
+# ------------------------------------------------------------------------ the flow source
+
+
+class InvalidSource(ValueError):
+    """A flow file that cannot be registered; the message lists every error."""
+
+
+class FlowSource(Protocol):
+    """What the scheduler needs from the flow layer (implemented by :mod:`flows.scheduling`)."""
+
+    def load(self, path: Path, text: str, now: float) -> Definition | None:
+        """The definition of the flow file at ``path`` (content ``text``); None when the file
+        has no schedule. Raises :class:`InvalidSource` when it does not validate."""
+        ...
+
+    def build(
+        self, definition: Definition, run_id: str, tick: float, trigger: str, delay: float
+    ) -> RunRequest:
+        """The run of ``definition`` standing for ``tick``, its first jobs delayed ``delay``
+        seconds (jitter). Raises ValueError when it cannot be expanded."""
+        ...
+
+
+# -------------------------------------------------------------------- the engine calls
+
+
+@dataclass(frozen=True, slots=True)
+class ServiceHealth:
+    """A scheduler service's last ping."""
+
+    id: str
+    last_tick: float
+    info: Mapping[str, Any]
+
+
+def paused_skip(schedule: Schedule, first_due: float, now: float) -> Skip | None:
+    """The ticks in ``[first_due, now]`` as one skip with reason ``paused`` (None: no tick)."""
+    ticks = missed_ticks(schedule, math.ceil(first_due) - 1.0, now, limit=MAX_ENUMERATED + 1)
+    if not ticks:
+        return None
+    if len(ticks) > MAX_ENUMERATED:  # too many to count: one group up to the newest
+        return Skip(ticks[0], prev_fire(schedule, now) or ticks[-1], None, PAUSED)
+    return Skip(ticks[0], ticks[-1], len(ticks), PAUSED)
+
+
+class Schedules:
+    """The schedules of one namespace, through the engine. ``now`` is epoch seconds."""
+
+    def __init__(self, client: Client) -> None:
+        self.client = client
+
+    def _call(self, command: str, *args: Any, now: float | str = "") -> Any:
+        return self.client.engine.call(command, *args, now=now)
+
+    # -- reading ---------------------------------------------------------------------------
+
+    def get(self, name: str, *, skips: int = 20, now: float | str = "") -> Registration | None:
+        """The schedule with its newest ``skips`` skip records, or None."""
+        raw = self._call("schedule.get", name, skips, now=now)
+        return None if raw is None else Registration.from_reply(json.loads(raw))
+
+    def get_many(self, names: Sequence[str]) -> list[Definition]:
+        """The definitions of the schedules that exist among ``names``, in one round trip."""
+        pipe = self.client.engine.pipeline()
+        for name in names:
+            pipe.call("schedule.get", name, 0)
+        out = []
+        for reply in pipe.execute():
+            if isinstance(reply, Exception):
+                raise reply
+            if reply is not None:
+                out.append(Registration.from_reply(json.loads(reply)).definition)
+        return out
+
+    def index(self, *, now: float | str = "") -> dict[str, tuple[str, str]]:
+        """Every registered schedule's name → (content hash, file): cheap, for rescans."""
+        out: dict[str, tuple[str, str]] = {}
+        while True:
+            raw = self._call("schedule.list", len(out), _PAGE, "1", now=now)
+            page = _list(json.loads(raw))
+            out.update((str(s["name"]), (str(s["hash"]), str(s.get("file", "")))) for s in page)
+            if len(page) < _PAGE:
+                return out
+
+    def all(self, *, now: float | str = "") -> list[Registration]:
+        """Every registered schedule, by name (without their sources)."""
+        out: list[Registration] = []
+        while True:
+            page = _list(json.loads(self._call("schedule.list", len(out), _PAGE, now=now)))
+            out += [Registration.from_reply(raw) for raw in page]
+            if len(page) < _PAGE:
+                return out
+
+    def due(self, now: float, *, offset: int = 0, limit: int = 500) -> DueBatch:
+        """A page of due schedules, and the schedules holding a buffered tick."""
+        raw = json.loads(self._call("schedule.due", offset, limit, now=now))
+        due = tuple(
+            DueEntry(
+                str(e["name"]),
+                float(e["next"]),
+                str(e["hash"]),
+                bool(e["paused"]),
+                e.get("last_run") or None,
+                bool(e["active"]),
+                _time(e.get("buffered")),
+            )
+            for e in _list(raw.get("due"))
+        )
+        buffered = tuple(
+            BufferedEntry(
+                str(e["name"]),
+                float(e["tick"]),
+                str(e["hash"]),
+                e.get("last_run") or None,
+                bool(e["active"]),
+            )
+            for e in _list(raw.get("buffered"))
+        )
+        return DueBatch(due, buffered)
+
+    # -- registering -----------------------------------------------------------------------
+
+    def register(self, definition: Definition, now: float) -> str:
+        """Register or update; 'registered', 'updated' or 'unchanged'.
+
+        The new score is the definition's first fire time after ``now``, or, when the current
+        score is already due, after it: ticks that came due and were not fired yet stay due
+        (their catch-up policy decides). Retries when another writer changed the schedule.
+        """
+        schedule = definition.schedule
+        for _ in range(CAS_ATTEMPTS):
+            current = self.get(definition.name, skips=0, now=now)
+            after = now
+            if current is not None and current.next is not None:
+                after = min(now, math.ceil(current.next) - 1.0)
+            reply = self._call(
+                "schedule.register",
+                definition.name,
+                json.dumps(definition.to_json()),
+                definition.source,
+                _score(next_fire(schedule, after)),
+                current.definition.hash if current else "",
+                _score(current.next) if current else "",
+                now=now,
+            )
+            if reply != "conflict":
+                return str(reply)
+        raise EngineError(f"schedule {definition.name}: kept changing while being registered")
+
+    def unregister(self, name: str, expected_hash: str = "", *, now: float | str = "") -> str:
+        """'unregistered', 'missing', or 'conflict' (its content is no longer ``expected_hash``)."""
+        return str(self._call("schedule.unregister", name, expected_hash, now=now))
+
+    # -- operating -------------------------------------------------------------------------
+
+    def pause(self, name: str, note: str = "", *, now: float | str = "") -> None:
+        """Stop firing: due ticks are skipped (reason ``paused``) until :meth:`resume`."""
+        self._call("schedule.pause", name, note, now=now)
+
+    def resume(self, name: str, now: float) -> str:
+        """Fire again from the next tick after ``now``; ticks due meanwhile are skipped as
+        paused. 'resumed' or 'not-paused'; JobNotFound when there is no such schedule."""
+        for _ in range(CAS_ATTEMPTS):
+            current = self.get(name, skips=0, now=now)
+            if current is None:
+                raise JobNotFound(f"no schedule {name}", command="schedule.resume")
+            skips: list[Skip] = []
+            upcoming = current.next
+            if current.next is not None and current.next <= now:
+                schedule = current.definition.schedule
+                skip = paused_skip(schedule, current.next, now)
+                skips = [skip] if skip else []
+                upcoming = next_fire(schedule, now)
+            reply = self._call(
+                "schedule.resume",
+                name,
+                _score(current.next),
+                _score(upcoming),
+                json.dumps([_skip_json(s) for s in skips]),
+                now=now,
+            )
+            if reply != "conflict":
+                return str(reply)
+        raise EngineError(f"schedule {name}: kept changing while being resumed")
+
+    def fire_many(self, calls: Sequence[FireCall], now: float) -> list[str | EngineError]:
+        """Send every call in one round trip; each reply is an outcome or the refusal."""
+        pipe = self.client.engine.pipeline()
+        for call in calls:
+            pipe.call("schedule.fire", *call.args(), now=now)
+        out: list[str | EngineError] = []
+        for reply in pipe.execute():
+            if isinstance(reply, EngineError):
+                out.append(reply)
+            elif isinstance(reply, Exception):
+                raise reply
+            else:
+                out.append(str(reply))
+        return out
+
+    def fire(self, call: FireCall, now: float) -> str:
+        """One ``schedule.fire``; raises what the engine refuses."""
+        return str(self._call("schedule.fire", *call.args(), now=now))
+
+    def trigger(self, name: str, request: RunRequest, *, now: float | str = "") -> str:
+        """Submit a run now, outside the ticks; it becomes the schedule's last run."""
+        return str(
+            self._call(
+                "schedule.trigger",
+                name,
+                request.run_id,
+                json.dumps(dict(request.run), default=str),
+                json.dumps(list(request.jobs), separators=(",", ":")),
+                now=now,
+            )
+        )
+
+    # -- health ----------------------------------------------------------------------------
+
+    def ping(self, service_id: str, info: Mapping[str, Any], now: float) -> None:
+        """Record ``now`` as the service's last tick."""
+        self._call("scheduler.ping", service_id, json.dumps(dict(info), default=str), now=now)
+
+    def forget_service(self, service_id: str) -> None:
+        self._call("scheduler.forget", service_id)
+
+    def services(self) -> list[ServiceHealth]:
+        """Every service's last ping, newest first."""
+        raw = _list(json.loads(self._call("schedulers", 1000)))
+        return [
+            ServiceHealth(str(s["id"]), float(s["last_tick"]), s.get("info") or {}) for s in raw
+        ]
+
+
+def _skip_json(skip: Skip) -> dict[str, Any]:
+    return {"first": skip.first, "last": skip.last, "count": skip.count, "reason": skip.reason}
+
+
+__all__ = [
+    "BufferedEntry",
+    "Definition",
+    "DueBatch",
+    "DueEntry",
+    "FireCall",
+    "FlowSource",
+    "InvalidSource",
+    "Registration",
+    "RunRequest",
+    "Schedules",
+    "ServiceHealth",
+    "SkipRecord",
+    "paused_skip",
+    "run_id_for",
+]

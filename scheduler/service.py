@@ -1,0 +1,531 @@
+"""The scheduler service: fires cron ticks exactly once, follows a folder, keeps house.
+
+::
+
+    service = SchedulerService(client, FlowsSource(), Path("pipelines"))
+    service.scan(now)         # register what changed under the folder
+    service.tick(now)         # fire (or skip, with a reason) every due tick
+    service.run()             # APScheduler drives scan, tick and housekeeping until SIGTERM
+
+Every step takes ``now`` (epoch seconds): tests pass it; the running service reads the Redis
+server's clock, so services on machines with skewed clocks agree on what is due.
+
+Exactly once: a tick fires only through ``schedule.fire``, which moves the schedule's score by
+compare-and-set in the same Lua call that submits the run (run id ``<flow>@<fire time>``). Any
+number of services may run at once; whoever moves a score first fires that tick and the others
+get 'conflict'. A service killed before that call leaves the tick due for the next one; killed
+after it, the tick is done. Nothing in between exists: the call is atomic on the server.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import socket
+import sys
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from pathlib import Path
+from types import FrameType
+
+from scheduler.client import Client
+from scheduler.cron import DEFAULT_GRACE_SECONDS, MAX_CATCHUP_RUNS, Skip
+from scheduler.errors import EngineError
+from scheduler.housekeeping import (
+    Check,
+    HousekeepingReport,
+    RetentionReport,
+    apply_retention,
+    maintain_queues,
+)
+from scheduler.planning import Decision, decide, start_delay
+from scheduler.safety import check_eviction_policy
+from scheduler.scanning import Reloader, ScanReport
+from scheduler.schedules import (
+    BufferedEntry,
+    Definition,
+    DueEntry,
+    FireCall,
+    FlowSource,
+    RunRequest,
+    Schedules,
+    run_id_for,
+)
+
+log = logging.getLogger("flows.scheduler")
+
+#: Rounds of one tick: each fires at most one tick per schedule, so a schedule catching up
+#: ``all`` its missed ticks needs one round per run.
+MAX_ROUNDS = MAX_CATCHUP_RUNS + 10
+#: Definitions a service keeps in memory (by name and content hash).
+MAX_DEFINITIONS = 200_000
+
+
+@dataclass(frozen=True, slots=True)
+class Fired:
+    """A tick (or buffered tick) whose run was submitted: ``outcome`` 'fired', or 'exists'
+    when its run id existed already (nothing submitted twice)."""
+
+    name: str
+    run_id: str
+    tick: float
+    trigger: str
+    outcome: str
+
+
+@dataclass
+class TickReport:
+    """What one tick did: runs fired, ticks skipped (with reasons), ticks buffered, compare-and-
+    set races lost to other services, and schedules that could not be handled."""
+
+    now: float
+    fired: list[Fired] = field(default_factory=list)
+    skipped: list[tuple[str, Skip]] = field(default_factory=list)
+    buffered: list[tuple[str, float]] = field(default_factory=list)
+    conflicts: int = 0
+    errors: list[str] = field(default_factory=list)
+
+
+@dataclass
+class OnceReport:
+    scan: ScanReport
+    tick: TickReport
+    housekeeping: HousekeepingReport
+    retention: RetentionReport
+
+
+@dataclass(frozen=True)
+class _Pending:
+    """A fire call with what the report needs about it."""
+
+    call: FireCall
+    trigger: str = "schedule"
+    note: str | None = None
+    due: bool = True
+
+
+def default_service_id() -> str:
+    return f"{socket.gethostname()}-{os.getpid()}"
+
+
+def _local(tick: float, definition: Definition | None) -> str:
+    zone = definition.schedule.zone if definition is not None else UTC
+    return datetime.fromtimestamp(tick, zone).strftime("%Y-%m-%d %H:%M:%S %Z")
+
+
+class SchedulerService:
+    """One scheduler service over ``client``'s namespace and the flow files under ``flows_dir``.
+
+    ``source`` loads files and builds runs (:class:`flows.scheduling.FlowsSource`). Intervals are
+    seconds. ``checks`` run every ``check_interval`` (the consistency check's hook).
+    ``failpoint`` (tests only) names a step at which the service stops dead, so a test can kill
+    it exactly there: ``before-fire`` or ``after-fire`` (around the first ``schedule.fire``
+    batch).
+    """
+
+    def __init__(
+        self,
+        client: Client,
+        source: FlowSource,
+        flows_dir: Path,
+        *,
+        service_id: str | None = None,
+        batch: int = 500,
+        grace_seconds: float = DEFAULT_GRACE_SECONDS,
+        tick_interval: float = 1.0,
+        scan_interval: float = 10.0,
+        housekeeping_interval: float = 5.0,
+        retention_interval: float = 300.0,
+        checks: Sequence[Check] = (),
+        check_interval: float = 300.0,
+        failpoint: str | None = None,
+    ) -> None:
+        self.client = client
+        self.source = source
+        self.flows_dir = flows_dir
+        self.schedules = Schedules(client)
+        self.reloader = Reloader(self.schedules, source, flows_dir)
+        self.service_id = service_id or default_service_id()
+        self.batch = batch
+        self.grace_seconds = grace_seconds
+        self.tick_interval = tick_interval
+        self.scan_interval = scan_interval
+        self.housekeeping_interval = housekeeping_interval
+        self.retention_interval = retention_interval
+        self.checks = tuple(checks)
+        self.check_interval = check_interval
+        self.failpoint = failpoint
+        self.started = time.time()
+        self.totals = {"fired": 0, "skipped": 0, "conflicts": 0}
+        self._definitions: dict[tuple[str, str], Definition] = {}
+        self._lock = threading.Lock()
+        self._stopping = threading.Event()
+
+    # -- time ------------------------------------------------------------------------------
+
+    def server_time(self) -> float:
+        """The Redis server's clock: every service agrees on it."""
+        seconds, micros = self.client.redis.time()
+        return float(seconds) + float(micros) / 1_000_000
+
+    def _now(self, now: float | None) -> float:
+        return self.server_time() if now is None else now
+
+    # -- the steps -------------------------------------------------------------------------
+
+    def scan(self, now: float | None = None) -> ScanReport:
+        """Register what changed under the folder (see :mod:`scheduler.scanning`)."""
+        report = self.reloader.scan(self._now(now))
+        self._remember(self.reloader.definitions())
+        return report
+
+    def tick(self, now: float | None = None) -> TickReport:
+        """Handle every due tick at ``now``: fire, skip or buffer each, exactly once."""
+        now = self._now(now)
+        report = TickReport(now)
+        stuck = 0  # due entries at the head that could not be moved: page past them
+        tried: set[str] = set()  # buffered ticks get one attempt per tick
+        for _ in range(MAX_ROUNDS):
+            batch = self.schedules.due(now, offset=stuck, limit=self.batch)
+            ready = [e for e in batch.buffered if not e.active and e.name not in tried]
+            tried.update(e.name for e in ready)
+            self._prefetch(
+                [(e.name, e.hash) for e in batch.due] + [(e.name, e.hash) for e in ready]
+            )
+            calls = [p for p in (self._buffered(e, now) for e in ready) if p is not None]
+            for entry in batch.due:
+                pending = self._due(entry, now, report)
+                if pending is None:
+                    stuck += 1
+                else:
+                    calls.append(pending)
+            if calls:
+                stuck += self._send(calls, now, report)
+            elif len(batch.due) < self.batch:
+                break
+        self.totals["fired"] += len(report.fired)
+        self.totals["skipped"] += len(report.skipped)
+        self.totals["conflicts"] += report.conflicts
+        self._ping(now)
+        return report
+
+    def housekeep(self, now: float | None = None) -> HousekeepingReport:
+        """Promote due scheduled jobs, spawn recurring ones, reap expired locks."""
+        report = maintain_queues(self.client, now)
+        if report.busy:
+            log.info(
+                "housekeeping: %d promoted, %d spawned, %d reclaimed, %d failed (retries used up)",
+                report.promoted,
+                report.spawned,
+                report.reclaimed,
+                report.failed,
+            )
+        return report
+
+    def retention(self, now: float | None = None) -> RetentionReport:
+        """Drop expired completed jobs and old finished runs."""
+        report = apply_retention(self.client, now)
+        if report.jobs or report.runs:
+            log.info("retention: dropped %d completed jobs, %d runs", report.jobs, report.runs)
+        return report
+
+    def run_checks(self, now: float | None = None) -> None:
+        for check in self.checks:
+            check(self.client, now)
+
+    def once(self, now: float | None = None) -> OnceReport:
+        """Scan, tick, housekeeping and retention once (``flows scheduler --once``)."""
+        now = self._now(now)
+        scan = self.scan(now)
+        tick = self.tick(now)
+        report = OnceReport(scan, tick, self.housekeep(now), self.retention(now))
+        self.run_checks(now)
+        return report
+
+    # -- planning a tick -------------------------------------------------------------------
+
+    def _remember(self, definitions: Sequence[Definition]) -> None:
+        with self._lock:
+            if len(self._definitions) + len(definitions) > MAX_DEFINITIONS:
+                self._definitions.clear()
+            for definition in definitions:
+                self._definitions[(definition.name, definition.hash)] = definition
+
+    def _definition(self, name: str, digest: str) -> Definition | None:
+        """The registered definition (from this service's scans, else fetched once)."""
+        with self._lock:
+            known = self._definitions.get((name, digest))
+        if known is not None:
+            return known
+        registration = self.schedules.get(name, skips=0)
+        if registration is None:
+            return None
+        self._remember([registration.definition])
+        return registration.definition
+
+    def _prefetch(self, names: Sequence[tuple[str, str]]) -> None:
+        """Fetch the definitions this service does not know in one round trip (registered by
+        another service, or changed since its last scan)."""
+        with self._lock:
+            missing = sorted(
+                {name for name, digest in names if (name, digest) not in self._definitions}
+            )
+        if missing:
+            self._remember(self.schedules.get_many(missing))
+
+    def _due(self, entry: DueEntry, now: float, report: TickReport) -> _Pending | None:
+        definition = self._definition(entry.name, entry.hash)
+        if definition is None:
+            return None  # unregistered meanwhile
+        try:
+            decision = decide(definition, entry, now, grace_seconds=self.grace_seconds)
+        except Exception as error:  # a definition the cron arithmetic refuses: report, go on
+            log.exception("schedule %s: cannot plan its ticks", entry.name)
+            report.errors.append(f"{entry.name}: {type(error).__name__}: {error}")
+            return None
+        return self._pending(definition, entry, decision, now)
+
+    def _pending(
+        self, definition: Definition, entry: DueEntry, decision: Decision, now: float
+    ) -> _Pending:
+        call = FireCall(
+            entry.name,
+            definition.hash,
+            entry.next,
+            decision.next,
+            decision.action,
+            decision.tick,
+            decision.skips,
+        )
+        if decision.action == "fire" and decision.tick is not None:
+            run = self._build(definition, decision.tick, decision.trigger, now)
+            if isinstance(run, str):
+                call = _skip_instead(call, run)
+            else:
+                call = replace(call, run=run, cancel=decision.cancel)
+        return _Pending(call, decision.trigger, decision.note)
+
+    def _buffered(self, entry: BufferedEntry, now: float) -> _Pending | None:
+        definition = self._definition(entry.name, entry.hash)
+        if definition is None:
+            return None
+        run = self._build(definition, entry.tick, "buffered", now)
+        if isinstance(run, str):
+            # A buffered tick whose run cannot be built: nothing else can clear it but firing,
+            # so it stays (reported each tick) until the file is fixed.
+            log.error("schedule %s: buffered tick: %s", entry.name, run)
+            return None
+        call = FireCall(
+            entry.name, definition.hash, entry.tick, None, "buffered", entry.tick, (), run
+        )
+        return _Pending(call, "buffered", "its previous run ended", due=False)
+
+    def _build(
+        self, definition: Definition, tick: float, trigger: str, now: float
+    ) -> RunRequest | str:
+        """The tick's run, or why it cannot be built (then the tick is skipped with it)."""
+        run_id = run_id_for(definition.name, tick)
+        try:
+            return self.source.build(
+                definition, run_id, tick, trigger, start_delay(definition, tick, now)
+            )
+        except Exception as error:  # expansion, params, a stored flow that no longer loads
+            log.error("schedule %s: cannot build the run of %s: %s", definition.name, tick, error)
+            return f"cannot build the run: {error}"
+
+    # -- firing ----------------------------------------------------------------------------
+
+    def _send(self, calls: list[_Pending], now: float, report: TickReport) -> int:
+        """Fire a batch; returns how many due entries could not be moved at all."""
+        self._failpoint("before-fire")
+        outcomes = self.schedules.fire_many([p.call for p in calls], now)
+        self._failpoint("after-fire")
+        refused: list[_Pending] = []
+        for pending, outcome in zip(calls, outcomes, strict=True):
+            if isinstance(outcome, EngineError):
+                # The engine refused the run (e.g. a job id taken by hand): skip the tick with
+                # the engine's reason instead of retrying it forever.
+                log.error("schedule %s: run refused: %s", pending.call.name, outcome)
+                if pending.call.run is not None and pending.due:
+                    reason = f"run refused by the engine: {outcome}"
+                    refused.append(_Pending(_skip_instead(pending.call, reason), pending.trigger))
+                else:
+                    report.errors.append(f"{pending.call.name}: {outcome}")
+            else:
+                self._record(pending, outcome, report)
+        stuck = 0
+        if refused:
+            for pending, outcome in zip(
+                refused, self.schedules.fire_many([p.call for p in refused], now), strict=True
+            ):
+                if isinstance(outcome, EngineError):
+                    report.errors.append(f"{pending.call.name}: {outcome}")
+                    stuck += 1
+                else:
+                    self._record(pending, outcome, report)
+        return stuck
+
+    def _record(self, pending: _Pending, outcome: str, report: TickReport) -> None:
+        call = pending.call
+        with self._lock:
+            definition = self._definitions.get((call.name, call.hash))
+        if outcome == "conflict":
+            report.conflicts += 1
+            log.debug("schedule %s: another service handled it first", call.name)
+            return
+        for skip in call.skips:
+            report.skipped.append((call.name, skip))
+            count = "an uncounted number of" if skip.count is None else str(skip.count)
+            log.info(
+                "skipped %s tick(s) of %s from %s: %s",
+                count,
+                call.name,
+                _local(skip.first, definition),
+                skip.reason,
+            )
+        if outcome == "buffered" and call.tick is not None:
+            report.buffered.append((call.name, call.tick))
+            log.info(
+                "buffered %s's tick %s: %s", call.name, _local(call.tick, definition), pending.note
+            )
+        elif outcome in ("fired", "exists") and call.run is not None and call.tick is not None:
+            report.fired.append(
+                Fired(call.name, call.run.run_id, call.tick, pending.trigger, outcome)
+            )
+            why = pending.trigger + (f"; {pending.note}" if pending.note else "")
+            already = " (the run existed already)" if outcome == "exists" else ""
+            log.info(
+                "fired %s: run %s for %s (%s)%s",
+                call.name,
+                call.run.run_id,
+                _local(call.tick, definition),
+                why,
+                already,
+            )
+
+    # -- health ----------------------------------------------------------------------------
+
+    def _ping(self, now: float) -> None:
+        info = {
+            "host": socket.gethostname(),
+            "pid": os.getpid(),
+            "flows_dir": str(self.flows_dir),
+            "started": self.started,
+            "last_tick": now,
+            **self.totals,
+        }
+        self.schedules.ping(self.service_id, info, now)
+
+    def _failpoint(self, name: str) -> None:
+        if self.failpoint != name:
+            return
+        print(f"failpoint {name} reached (pid {os.getpid()})", file=sys.stderr, flush=True)
+        while True:  # stopped dead: the test kills us here
+            time.sleep(3600)
+
+    # -- running ---------------------------------------------------------------------------
+
+    def _job(self, name: str, step: Callable[[], object]) -> Callable[[], None]:
+        def run() -> None:
+            try:
+                step()
+            except Exception:  # keep the service alive; health shows a tick that keeps failing
+                log.exception("%s failed", name)
+
+        return run
+
+    def stop(self) -> None:
+        """Ask :meth:`run` to finish the steps in progress and return."""
+        self._stopping.set()
+
+    def run(self, *, install_signals: bool = True) -> None:
+        """Run until :meth:`stop` (or SIGTERM/SIGINT): APScheduler calls each step on its
+        interval, never two of one kind at once; a late step runs once, not once per miss."""
+        from apscheduler.schedulers.background import BackgroundScheduler
+
+        check_eviction_policy(self.client.redis, who=f"scheduler service {self.service_id}")
+        if install_signals:
+            self._install_signals()
+        log.info("scheduler %s watching %s", self.service_id, self.flows_dir)
+        # The first scan runs next to the first ticks, not before them: what is registered
+        # already fires from Redis while a large folder is still being validated.
+        scheduler = BackgroundScheduler(
+            timezone=UTC,
+            job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": None},
+        )
+        first = datetime.now(UTC)
+        steps: list[tuple[str, Callable[[], object], float]] = [
+            ("tick", self.tick, self.tick_interval),
+            ("scan", self.scan, self.scan_interval),
+            ("housekeeping", self.housekeep, self.housekeeping_interval),
+            ("retention", self.retention, self.retention_interval),
+        ]
+        if self.checks:
+            steps.append(("checks", self.run_checks, self.check_interval))
+        for name, step, interval in steps:
+            scheduler.add_job(
+                self._job(name, step), "interval", seconds=interval, id=name, next_run_time=first
+            )
+        scheduler.start()
+        try:
+            while not self._stopping.wait(0.5):
+                pass
+            log.info("scheduler %s stopping: finishing the steps in progress", self.service_id)
+        finally:
+            scheduler.shutdown(wait=True)
+            try:
+                self.schedules.forget_service(self.service_id)
+            except Exception:  # Redis gone: the health entry ages out by itself
+                log.warning("could not deregister %s", self.service_id)
+        log.info("scheduler %s stopped", self.service_id)
+
+    def _install_signals(self) -> None:
+        def handle(signum: int, frame: FrameType | None) -> None:
+            if self._stopping.is_set():  # a second signal: stop now
+                os._exit(1)
+            log.info("received %s", signal.Signals(signum).name)
+            self.stop()
+
+        signal.signal(signal.SIGTERM, handle)
+        signal.signal(signal.SIGINT, handle)
+
+
+def _skip_instead(call: FireCall, reason: str) -> FireCall:
+    """The same compare-and-set, skipping the tick with ``reason`` instead of firing it."""
+    assert call.tick is not None
+    skips = (*call.skips, Skip(call.tick, call.tick, 1, reason))
+    return FireCall(call.name, call.hash, call.expected, call.next, "skip", call.tick, skips)
+
+
+def check_health(
+    schedules: Schedules, now: float, *, service_id: str | None = None, max_age: float = 60.0
+) -> tuple[bool, str]:
+    """Whether a service (``service_id``, else any) ticked within ``max_age`` seconds of
+    ``now`` (the server's clock), and a line saying so."""
+    services = [s for s in schedules.services() if service_id in (None, s.id)]
+    if not services:
+        who = f"scheduler {service_id}" if service_id else "no scheduler service"
+        return False, f"unhealthy: {who} has never ticked (or stopped cleanly)"
+    lines = []
+    healthy = False
+    for service in services:
+        age = now - service.last_tick
+        ok = age <= max_age
+        healthy = healthy or ok
+        lines.append(f"{service.id}: last tick {age:.1f}s ago{'' if ok else ' (too old)'}")
+    state = "healthy" if healthy else "unhealthy"
+    return healthy, f"{state}: " + "; ".join(lines)
+
+
+__all__ = [
+    "Fired",
+    "OnceReport",
+    "SchedulerService",
+    "TickReport",
+    "check_health",
+    "default_service_id",
+]

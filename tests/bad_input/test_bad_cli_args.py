@@ -1,0 +1,82 @@
+"""Bad command-line arguments: a clear one-line error (usage errors exit 2, refused values 1),
+never a traceback, and not one key of the namespace changed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from helpers import assert_unchanged
+
+from flows.cli import main
+from scheduler.client import Client
+
+LONG = "j" * 257
+
+# (arguments, a piece of the error message); "{flow}" is a valid flow file, "{dir}" a folder.
+CASES: list[tuple[list[str], str]] = [
+    (["job", "a b"], "a b"),
+    (["job", ""], "jid"),
+    (["job", LONG], "256"),
+    (["job", "x-history"], "reserved"),
+    (["job", "nul\x01l"], "control"),
+    (["cancel", "a b"], "a b"),
+    (["cancel", "waiting", "x-history"], "reserved"),
+    (["retry", "a b"], "a b"),
+    (["retry", "no-such-run-or-job"], "no-such-run-or-job"),
+    (["unfail", "boom", "-q", "a b"], "queue"),
+    (["unfail", "a b", "-q", "q"], "group"),
+    (["unfail", "boom", "-q", "q", "--count", "-1"], "count"),
+    (["unfail", "boom", "-q", "q", "--count", "nan"], "count"),
+    (["failed", "a b"], "group"),
+    (["jobs", "--state", "bogus"], "bogus"),
+    (["jobs", "--queue", "a b"], "queue"),
+    (["jobs", "--limit", "0"], "limit"),
+    (["jobs", "--limit", "inf"], "limit"),
+    (["queues", "--bogus"], "bogus"),
+    (["runs", "--limit", "-5"], "-5"),
+    (["runs", "--limit", "nan"], "nan"),
+    (["status", "a b"], "a b"),
+    (["worker", "-q", ""], "queue"),
+    (["worker", "-q", "q", "--threads", "0"], "threads"),
+    (["worker", "-q", "q", "--processes", "-1"], "processes"),
+    (["worker", "-q", "q", "--strategy", "random"], "random"),
+    (["worker", "-q", "q", "--shutdown-grace", "nan"], "finite"),
+    (["worker", "-q", "q", "--shutdown-grace", "inf"], "finite"),
+    (["worker", "-q", "q", "--shutdown-grace", "-1"], "shutdown-grace"),
+    (["run", "{flow}", "--threads", "0", "--detach"], "threads"),
+    (["run", "missing.yaml"], "missing.yaml"),
+    (["run", "{flow}", "-p", "noequals"], "noequals"),
+    (["run", "{flow}", "--redis", "ftp://host"], "unsupported Redis URL"),
+    (["run", "{flow}", "--redis", "redis://host:notaport"], "invalid Redis URL"),
+    (["run", "{flow}", "--namespace", "a b"], "namespace"),
+    (["scheduler", "--flows-dir", "missing-folder"], "missing-folder"),
+    (["scheduler"], "--flows-dir"),
+    (["scheduler", "--flows-dir", "{dir}", "--now", "1"], "--once"),
+    (["scheduler", "--flows-dir", "{dir}", "--once", "--now", "nan"], "finite"),
+    (["scheduler", "--flows-dir", "{dir}", "--once", "--now", "-inf"], "now"),
+    (["scheduler", "--flows-dir", "{dir}", "--tick-interval", "nan"], "finite"),
+    (["scheduler", "--flows-dir", "{dir}", "--tick-interval", "0"], "tick-interval"),
+    (["schedule", "pause", "no-such-schedule"], "no-such-schedule"),
+    (["schedule", "show", "nightly", "--skips", "1000"], "skips"),
+    (["server", "start", "--appendfsync", "sometimes"], "sometimes"),
+]
+
+
+@pytest.mark.parametrize("args", [c[0] for c in CASES], ids=[" ".join(c[0])[:40] for c in CASES])
+def test_bad_arguments_are_refused_clearly_and_change_nothing(
+    args: list[str], cli: CliRunner, populated: Client, tmp_path: Path
+) -> None:
+    expected = dict((tuple(a), e) for a, e in CASES)[tuple(args)]
+    flow = tmp_path / "good.yaml"
+    flow.write_text("version: 1\nname: good\nqueue: q\nsteps:\n  a: {job: tasks.a}\n")
+    argv = [a.replace("{flow}", str(flow)).replace("{dir}", str(tmp_path)) for a in args]
+    with assert_unchanged(populated.redis):
+        result = cli.invoke(main, argv)
+    output = result.output
+    assert result.exit_code in (1, 2), (result.exit_code, output, result.exception)
+    assert result.exception is None or isinstance(result.exception, SystemExit), output
+    assert "Traceback" not in output
+    assert expected.lower() in output.lower(), output
+    assert len(output.splitlines()) <= 12, output

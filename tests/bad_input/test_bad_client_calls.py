@@ -1,0 +1,236 @@
+"""Bad arguments to the Python client: refused before any round trip (``scheduler.limits``),
+with the exception class the engine raises for the same input, and nothing changed in Redis.
+
+Each case is a client call and the raw engine call it corresponds to: the client's error class
+must equal the engine's, so a caller sees the same error whichever side catches it first.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from helpers import assert_unchanged
+
+from scheduler import limits
+from scheduler.client import Client
+from scheduler.errors import EngineError, InvalidArgument, TooLarge
+from scheduler.job import Job
+
+DATA = "{}"
+PUT = ["w1", "q", "new-job", "tasks.a", DATA, 0]
+DEEP = 10_000
+MEGABYTE = "x" * (1024 * 1024)
+
+
+def deep(levels: int) -> Any:
+    value: Any = 1
+    for _ in range(levels):
+        value = {"a": value}
+    return value
+
+
+def put_args(**change: Any) -> list[Any]:
+    """The raw ``put`` arguments with some replaced (by name) or options appended."""
+    names = ["worker", "queue", "jid", "klass", "data", "delay"]
+    args = list(PUT)
+    options: list[Any] = []
+    for name, value in change.items():
+        if name in names:
+            args[names.index(name)] = value
+        else:
+            options += [name, value]
+    return args + options
+
+
+Call = Callable[[Client, Job], Any]  # the client, and the job "running" fetched beforehand
+
+# (id, client call, raw engine command and args, expected class)
+CASES: list[tuple[str, Call, tuple[str, list[Any]], type[EngineError]]] = []
+
+
+def put_case(
+    case_id: str, raw: dict[str, Any], error: type[EngineError], queue: str = "q", **kwargs: Any
+) -> None:
+    def call(client: Client, running: Job) -> Any:
+        options = {"jid": "new-job", **kwargs}
+        klass = options.pop("klass", "tasks.a")
+        data = options.pop("data", {})
+        return client.queues[queue].put(klass, data, **options)
+
+    CASES.append((f"put-{case_id}", call, ("put", put_args(**raw)), error))
+
+
+put_case("jid-empty", {"jid": ""}, InvalidArgument, jid="")
+put_case("jid-257", {"jid": "j" * 257}, TooLarge, jid="j" * 257)
+put_case("jid-space", {"jid": "a b"}, InvalidArgument, jid="a b")
+put_case("jid-newline", {"jid": "a\nb"}, InvalidArgument, jid="a\nb")
+put_case("jid-tab", {"jid": "a\tb"}, InvalidArgument, jid="a\tb")
+put_case("jid-nul", {"jid": "a\x00b"}, InvalidArgument, jid="a\x00b")
+put_case("jid-del", {"jid": "a\x7fb"}, InvalidArgument, jid="a\x7fb")
+put_case("jid-history", {"jid": "x-history"}, InvalidArgument, jid="x-history")
+put_case("jid-dependents", {"jid": "x-dependents"}, InvalidArgument, jid="x-dependents")
+put_case("jid-dependencies", {"jid": "x-dependencies"}, InvalidArgument, jid="x-dependencies")
+put_case("queue-space", {"queue": "a b"}, InvalidArgument, queue="a b")
+put_case("queue-empty", {"queue": ""}, InvalidArgument, queue="")
+put_case("queue-257", {"queue": "q" * 257}, TooLarge, queue="q" * 257)
+put_case("klass-space", {"klass": "tasks a"}, InvalidArgument, klass="tasks a")
+put_case("klass-empty", {"klass": ""}, InvalidArgument, klass="")
+put_case("delay-negative", {"delay": "-1"}, InvalidArgument, delay=-1)
+put_case("delay-nan", {"delay": "nan"}, InvalidArgument, delay=math.nan)
+put_case("delay-inf", {"delay": "inf"}, InvalidArgument, delay=math.inf)
+put_case("delay-minus-inf", {"delay": "-inf"}, InvalidArgument, delay=-math.inf)
+put_case("delay-text", {"delay": "soon"}, InvalidArgument, delay="soon")
+put_case("priority-fraction", {"priority": "1.5"}, InvalidArgument, priority=1.5)
+put_case("priority-big", {"priority": "1000001"}, InvalidArgument, priority=1_000_001)
+put_case("priority-small", {"priority": "-1000001"}, InvalidArgument, priority=-1_000_001)
+put_case("priority-nan", {"priority": "nan"}, InvalidArgument, priority=math.nan)
+put_case("priority-inf", {"priority": "inf"}, InvalidArgument, priority=math.inf)
+put_case("priority-text", {"priority": "high"}, InvalidArgument, priority="high")
+put_case("retries-negative", {"retries": "-1"}, InvalidArgument, retries=-1)
+put_case("retries-big", {"retries": "100001"}, InvalidArgument, retries=100_001)
+put_case("tags-65", {"tags": json.dumps([f"t{i}" for i in range(65)])}, TooLarge,
+         tags=[f"t{i}" for i in range(65)])
+put_case("tag-space", {"tags": '["a b"]'}, InvalidArgument, tags=["a b"])
+put_case("tag-empty", {"tags": '[""]'}, InvalidArgument, tags=[""])
+put_case("tag-257", {"tags": json.dumps(["t" * 257])}, TooLarge, tags=["t" * 257])
+put_case("depends-separator", {"depends": '["a b"]'}, InvalidArgument, depends=["a b"])
+put_case("depends-history", {"depends": '["x-history"]'}, InvalidArgument, depends=["x-history"])
+put_case("data-list", {"data": "[1, 2]"}, InvalidArgument, data=[1, 2])
+put_case("data-not-json", {"data": "{x}"}, InvalidArgument, data={"x": object()})
+put_case("data-bytes", {"data": "{x}"}, InvalidArgument, data={"x": b"raw"})
+put_case("data-megabyte", {"data": json.dumps({"x": MEGABYTE})}, TooLarge,
+         data={"x": MEGABYTE})
+put_case("data-nested-10000", {"data": '{"a":' * DEEP + "1" + "}" * DEEP}, InvalidArgument,
+         data=deep(DEEP))
+put_case("data-nested-1001", {"data": '{"a":' * 1001 + "1" + "}" * 1001}, InvalidArgument,
+         data=deep(1001))
+
+
+def complete_case(case_id: str, result: Any, raw: str, error: type[EngineError]) -> None:
+    def call(client: Client, running: Job) -> Any:
+        return running.complete(result=result)
+
+    CASES.append(
+        (f"complete-{case_id}", call,
+         ("complete", ["running", "w1", "q", '{"n":2}', "result", raw]), error)
+    )
+
+
+complete_case("result-object", object(), "{x}", InvalidArgument)
+complete_case("result-megabyte", MEGABYTE, json.dumps(MEGABYTE), TooLarge)
+complete_case("result-nested-10000", deep(DEEP), "[" * DEEP + "]" * DEEP, InvalidArgument)
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
+def test_client_refuses_before_the_round_trip_with_the_engines_error(
+    case: tuple[str, Call, tuple[str, list[Any]], type[EngineError]],
+    populated: Client,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    _, call, (command, raw), error = case
+    # The engine's own verdict on the same input, sent as it is.
+    with assert_unchanged(populated.redis), pytest.raises(EngineError) as by_engine:
+        populated.engine.call(command, *raw)
+    assert type(by_engine.value) is error, by_engine.value
+
+    def no_round_trip(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("the client sent a call the limits should have refused")
+
+    running = populated.jobs["running"]  # fetched before round trips are forbidden
+    monkeypatch.setattr(populated.engine, "_send", no_round_trip)
+    with assert_unchanged(populated.redis), pytest.raises(EngineError) as by_client:
+        call(populated, running)
+    assert type(by_client.value) is error, by_client.value
+    message = str(by_client.value)
+    assert len(message) < 400 and "()" in message, message
+
+
+def test_the_limits_match_the_engine_at_the_boundary(populated: Client) -> None:
+    """Exactly at each limit both accept; one past it both refuse (same class)."""
+    queue = populated.queues["q"]
+    at_limit = [
+        {"jid": "j" * limits.MAX_ID_BYTES},
+        {"jid": "ok-1", "priority": limits.MAX_PRIORITY},
+        {"jid": "ok-2", "priority": -limits.MAX_PRIORITY},
+        {"jid": "ok-3", "tags": [f"t{i}" for i in range(limits.MAX_TAGS)]},
+        {"jid": "ok-4", "data": deep(500)},
+        {"jid": "ok-5", "data": {"x": "x" * (limits.MAX_PAYLOAD_BYTES - 8)}},
+        {"jid": "é" * 128},  # 256 bytes of UTF-8
+        {"jid": "nb\u00a0sp"},  # only ASCII white space is refused, on both sides
+    ]
+    for options in at_limit:
+        data = options.pop("data", {})
+        assert queue.put("tasks.a", data, **options)
+    with pytest.raises(TooLarge):
+        queue.put("tasks.a", {}, jid="é" * 128 + "x")
+    with pytest.raises(TooLarge):
+        queue.put("tasks.a", {"x": "x" * (limits.MAX_PAYLOAD_BYTES - 7)}, jid="big")
+    with pytest.raises(TooLarge), assert_unchanged(populated.redis):
+        populated.engine.call("put", *put_args(jid="é" * 128 + "x"))
+    # JSON depth: the engine decodes 1,000 levels and refuses 1,001 (its decoder's limit).
+    depth = limits.MAX_JSON_DEPTH
+    text = '{"a":' * (depth - 1) + "1" + "}" * (depth - 1)
+    assert populated.engine.call("put", *put_args(jid="deep-ok", data=text)) == "deep-ok"
+    with pytest.raises(InvalidArgument), assert_unchanged(populated.redis):
+        queue.put("tasks.a", deep(depth + 1), jid="deep-no")
+
+
+NAN_PAYLOADS = {
+    "nan": ({"x": math.nan}, '{"x": NaN}'),
+    "infinity": ({"x": math.inf}, '{"x": Infinity}'),
+    "minus-infinity": ({"x": [-math.inf]}, '{"x": [-Infinity]}'),
+}
+
+
+@pytest.mark.parametrize("name", list(NAN_PAYLOADS))
+def test_nan_and_infinities_in_a_payload_are_refused_by_the_client(
+    name: str, populated: Client
+) -> None:
+    """NaN and infinities are not JSON (RFC 8259): the client refuses them before sending."""
+    value, _ = NAN_PAYLOADS[name]
+    with assert_unchanged(populated.redis), pytest.raises(InvalidArgument, match="not valid JSON"):
+        populated.queues["q"].put("tasks.a", value, jid="nan-job")
+    running = populated.jobs["running"]
+    with assert_unchanged(populated.redis), pytest.raises(InvalidArgument, match="not valid JSON"):
+        running.complete(result=value)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="engine gap: the server's cjson decodes NaN/Infinity (decode_invalid_numbers is on), "
+    "so Arg.json accepts them in data and results; lua/include/args.lua should refuse them",
+)
+@pytest.mark.parametrize("name", list(NAN_PAYLOADS))
+def test_nan_and_infinities_in_a_payload_are_refused_by_the_engine(
+    name: str, populated: Client
+) -> None:
+    _, text = NAN_PAYLOADS[name]
+    with assert_unchanged(populated.redis), pytest.raises(InvalidArgument):
+        populated.engine.call("put", *put_args(jid="nan-job", data=text))
+
+
+def test_a_flow_submission_over_the_limits_is_refused_before_the_round_trip(
+    populated: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from flows.expand import PutRequest
+    from flows.submit import submit
+
+    def request(jid: str, data: dict[str, Any]) -> PutRequest:
+        return PutRequest(jid=jid, queue="q", klass="tasks.a", data=data, priority=0, tags=(),
+                          retries=0, depends=(), delay=0, step="a", index=None,
+                          trigger_rule="all_success", timeout=None, heartbeat=None,
+                          concurrency_key=None, concurrency_limit=None)
+
+    monkeypatch.setattr(populated.engine, "_send", lambda *a, **k: pytest.fail("round trip"))
+    with assert_unchanged(populated.redis):
+        with pytest.raises(TooLarge, match="job r:a"):
+            submit(populated, "r", "f", [request("r:a", {"x": MEGABYTE})], params={})
+        with pytest.raises(TooLarge, match="100001 jobs"):
+            submit(populated, "r", "f", [request(f"r:{i}", {}) for i in range(100_001)],
+                   params={})
+        with pytest.raises(InvalidArgument, match="reserved"):
+            submit(populated, "r", "f", [request("r-history", {})], params={})

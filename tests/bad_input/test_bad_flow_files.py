@@ -1,0 +1,130 @@
+"""Bad flow files: ``flows run FILE --detach`` names the problem (file:line:col) and exits 1, and
+not one key of the namespace changes. The same files through ``flows validate`` exit 1 too.
+
+The corpus covers YAML that does not parse or traps (tabs, duplicate keys, unquoted times,
+aliases), the schema (unknown keys, wrong types, bad names and ids), the graph (cycles, unknown
+needs), templates, schedules (cron and time zone strings that do not parse, bad policies) and
+the engine's size limits (65 tags, a 600 KB payload, data nested 10,000 deep).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from helpers import assert_unchanged
+
+from flows.cli import main
+from scheduler.client import Client
+
+HEAD = "version: 1\nname: bad\nqueue: q\n"
+STEP = "steps:\n  a: {job: tasks.a}\n"
+
+CASES: dict[str, tuple[str, str]] = {
+    # name: (file text, a piece of the error message)
+    "empty": ("", "empty"),
+    "not-yaml": ("version: 1\nname: [unclosed\n", "bad.yaml:"),
+    "not-a-mapping": ("- just\n- a list\n", "mapping"),
+    "tab-indent": (HEAD + "steps:\n\ta: {job: tasks.a}\n", "bad.yaml:"),
+    "duplicate-key": (HEAD + "name: again\n" + STEP, "duplicate key"),
+    "unknown-key": (HEAD + STEP + "stepz: {}\n", "unknown key 'stepz'"),
+    "missing-name": ("version: 1\n" + STEP, "name"),
+    "bad-name": ("version: 1\nname: Has Space\n" + STEP, "name"),
+    "version-2": ("version: 2\nname: bad\n" + STEP, "version"),
+    "no-steps": (HEAD + "steps: {}\n", "steps"),
+    "step-id-separator": (HEAD + "steps:\n  'a:b': {job: tasks.a}\n", "a:b"),
+    "job-not-dotted": (HEAD + "steps:\n  a: {job: tasks}\n", "job"),
+    "cycle": (
+        HEAD + "steps:\n  a: {job: tasks.a, needs: [b]}\n  b: {job: tasks.b, needs: [a]}\n",
+        "cycle",
+    ),
+    "unknown-need": (HEAD + "steps:\n  a: {job: tasks.a, needs: [nope]}\n", "nope"),
+    "bad-priority": (HEAD + "steps:\n  a: {job: tasks.a, priority: 2000000}\n", "priority"),
+    "priority-nan": (HEAD + "steps:\n  a: {job: tasks.a, priority: .nan}\n", "priority"),
+    "negative-delay": (HEAD + "steps:\n  a: {job: tasks.a, delay: -5}\n", "delay"),
+    "delay-not-a-duration": (HEAD + "steps:\n  a: {job: tasks.a, delay: soon}\n", "delay"),
+    "infinite-timeout": (HEAD + "steps:\n  a: {job: tasks.a, timeout: .inf}\n", "timeout"),
+    "bad-trigger": (HEAD + "steps:\n  a: {job: tasks.a, trigger_rule: sometimes}\n", "trigger"),
+    "unknown-template": (
+        HEAD + "steps:\n  a: {job: tasks.a, with: {x: '${{ nope.x }}'}}\n",
+        "nope",
+    ),
+    "cron-61": (HEAD + "schedule: {cron: '61 * * * *'}\n" + STEP, "61"),
+    "cron-words": (HEAD + "schedule: {cron: 'every day at noon'}\n" + STEP, "expected 5"),
+    "cron-empty": (HEAD + "schedule: {cron: ''}\n" + STEP, "cron"),
+    "timezone": (HEAD + "schedule: {cron: '0 2 * * *', timezone: Mars/Olympus}\n" + STEP,
+                 "Mars/Olympus"),
+    "timezone-path": (HEAD + "schedule: {cron: '0 2 * * *', timezone: ../../etc/passwd}\n" + STEP,
+                      "time zone"),
+    "catchup-policy": (HEAD + "schedule: {cron: '0 2 * * *', catchup: {policy: most}}\n" + STEP,
+                       "policy"),
+    "overlap": (HEAD + "schedule: {cron: '0 2 * * *', overlap: never}\n" + STEP, "overlap"),
+    "too-many-tags": (
+        HEAD + "tags: [" + ", ".join(f"t{i}" for i in range(65)) + "]\n" + STEP,
+        "65 tags",
+    ),
+    "tag-with-space": (HEAD + "tags: ['a b']\n" + STEP, "tags"),
+    "megabyte-payload": (
+        HEAD + "steps:\n  a: {job: tasks.a, with: {blob: '" + "x" * 600_000 + "'}}\n",
+        "more than the limit of 524288",
+    ),
+    "nested-10000": (
+        HEAD + "steps:\n  a: {job: tasks.a, with: {d: " + "[" * 10_000 + "]" * 10_000 + "}}\n",
+        "nesting",
+    ),
+    "heartbeat-not-shorter": (
+        HEAD + "steps:\n  a: {job: tasks.a, timeout: 10s, heartbeat: 1m}\n",
+        "heartbeat",
+    ),
+    "foreach-not-a-list": (
+        HEAD + "steps:\n  a: {job: tasks.a, foreach: {items: 5}}\n",
+        "items",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_flows_run_refuses_a_bad_file_and_changes_nothing(
+    name: str, cli: CliRunner, populated: Client, tmp_path: Path
+) -> None:
+    text, expected = CASES[name]
+    path = tmp_path / "bad.yaml"
+    path.write_text(text)
+    with assert_unchanged(populated.redis):
+        result = cli.invoke(main, ["run", str(path), "--detach"])
+    assert result.exit_code == 1, result.output
+    assert expected.lower() in result.output.lower(), result.output
+    assert "Traceback" not in result.output
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_flows_validate_reports_a_bad_file(name: str, tmp_path: Path) -> None:
+    text, _ = CASES[name]
+    path = tmp_path / "bad.yaml"
+    path.write_text(text)
+    result = CliRunner().invoke(main, ["validate", str(path)])
+    assert result.exit_code == 1, result.output
+    assert "Traceback" not in result.output
+
+
+def test_bad_params_are_refused_and_change_nothing(
+    cli: CliRunner, populated: Client, tmp_path: Path
+) -> None:
+    path = tmp_path / "params.yaml"
+    path.write_text(
+        HEAD + "params:\n  day: {type: date}\n  n: {type: int, default: 1}\n"
+        "steps:\n  a: {job: tasks.a, with: {d: '${{ params.day }}', n: '${{ params.n }}'}}\n"
+    )
+    for args, expected in [
+        (["-p", "day=not-a-date"], "day"),
+        (["-p", "day=2026-01-01", "-p", "n=NaN"], "n"),
+        (["-p", "day=2026-01-01", "-p", "n=1e999"], "n"),
+        (["-p", "day=2026-01-01", "-p", "unknown=1"], "unknown"),
+        (["-p", "noequals"], "noequals"),
+        ([], "day"),  # required, no default
+    ]:
+        with assert_unchanged(populated.redis):
+            result = cli.invoke(main, ["run", str(path), "--detach", *args])
+        assert result.exit_code in (1, 2), (args, result.output)
+        assert expected in result.output, (args, result.output)

@@ -1,0 +1,56 @@
+"""A job whose result the engine would refuse (a megabyte, NaN, 10,000 levels deep) fails at
+once in group ``bad-result`` with a message naming the limit: it is not run again and again
+until its lock and its retries run out."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from scheduler.client import Client
+from scheduler.worker import Worker
+
+TASKS = '''
+import math
+
+def megabyte(job):
+    return "x" * (1024 * 1024)
+
+def not_a_number(job):
+    return {"value": math.nan}
+
+def deep(job):
+    value = 1
+    for _ in range(10_000):
+        value = [value]
+    return value
+
+def fine(job):
+    return {"ok": True}
+'''
+
+
+@pytest.mark.parametrize(
+    ("task", "message"),
+    [
+        ("megabyte", "more than the limit of 524288"),
+        ("not_a_number", "not valid JSON"),
+        ("deep", "nests"),
+    ],
+)
+def test_a_result_the_engine_would_refuse_fails_the_job_once(
+    task: str, message: str, client: Client, tmp_path: Path
+) -> None:
+    (tmp_path / "result_tasks.py").write_text(TASKS)
+    data = {"_flows": {"pythonpath": [str(tmp_path)]}}
+    queue = client.queues["results"]
+    bad = queue.put(f"result_tasks.{task}", data, retries=3)
+    good = queue.put("result_tasks.fine", data)
+    Worker(client, ["results"], burst=True, sandbox_root=tmp_path / "sandbox").run()
+    job = client.jobs[bad]
+    assert job.state == "failed"
+    assert job.failure is not None and job.failure["group"] == "bad-result"
+    assert message in job.failure["message"]
+    assert sum(1 for h in job.history if h.get("what") == "popped") == 1
+    assert client.jobs[good].state == "complete"

@@ -1,0 +1,33 @@
+"""Fault-injection scenarios (``pytest -m chaos``): the short version of each in CI, the full
+size with ``FLOWS_CHAOS=long``. Each prints its report table and fails on any broken invariant
+of ``shared/docs/reliability.md`` (see :mod:`chaos_harness` for how each is checked).
+
+``python tests/chaos/run_chaos.py [--long] [scenario...]`` runs them outside pytest and prints
+one table for all.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from chaos_harness import table
+from chaos_scenarios import SCENARIOS, run_scenario
+
+MODE = os.environ.get("FLOWS_CHAOS", "short") or "short"
+
+pytestmark = [
+    pytest.mark.chaos,
+    # A short scenario takes about 20 s; the timeout only catches a hang.
+    pytest.mark.timeout(1800 if MODE == "long" else 300),
+]
+
+
+@pytest.mark.parametrize("name", list(SCENARIOS))
+def test_scenario_keeps_every_invariant(name: str, capsys: pytest.CaptureFixture[str]) -> None:
+    report = run_scenario(name, MODE)
+    with capsys.disabled():
+        print(f"\n[{MODE}] {SCENARIOS[name].what}\n{table([report])}")
+    assert report.ok, "\n".join(report.violations)
+    assert report.lost == 0 and report.ticks_duplicated == 0
+    assert report.accepted > 0 and report.completed > 0

@@ -1,0 +1,102 @@
+"""``flows doctor``, ``flows workers --queue``, ``flows job`` (who ran it), ``flows failed``
+(dropped) and ``flows queues`` (backlog, leased) through click's runner against the session's real
+server."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import redis
+from click.testing import CliRunner, Result
+
+from flows.cli import main
+from scheduler.client import Client
+from scheduler.server import EmbeddedServer
+
+
+@pytest.fixture
+def url(server: EmbeddedServer, redis_client: redis.Redis) -> str:
+    return server.url
+
+
+@pytest.fixture
+def client(url: str) -> Client:
+    return Client(url, worker_name="cli-test")
+
+
+def flows(*args: str) -> Result:
+    return CliRunner().invoke(main, list(args), catch_exceptions=False)
+
+
+def test_doctor_exits_0_on_a_clean_namespace(url: str, client: Client) -> None:
+    client.queues["q"].put("K", {})
+    for args in ([], ["--deep"], ["--deep", "--repair"]):
+        result = flows("doctor", "--redis", url, *args)
+        assert result.exit_code == 0, result.output
+        assert "no problems" in result.output
+
+
+def test_doctor_reports_by_kind_then_repairs(
+    url: str, client: Client, redis_client: redis.Redis
+) -> None:
+    jid = client.queues["q"].put("K", {}, jid="j1")
+    [job] = client.queues["q"].pop()
+    redis_client.zrem("ql:w:cli-test:jobs", jid)
+    redis_client.zadd("ql:q:q-work", {"ghost": 1})
+    light = flows("doctor", "--redis", url)
+    assert light.exit_code == 1
+    assert "orphan-lock" in light.output and jid in light.output
+    assert "ghost" not in light.output  # the light check reads the running set only
+    deep = json.loads(flows("doctor", "--redis", url, "--deep", "--json").output)
+    assert deep["clean"] is False and deep["repairs"] == []
+    assert {kind: [f["jid"] for f in found] for kind, found in deep["findings"].items()} == {
+        "missing-job": ["ghost"],
+        "orphan-lock": [jid],
+    }
+    repaired = flows("doctor", "--redis", url, "--deep", "--repair")
+    assert repaired.exit_code == 1  # problems were found (and repaired)
+    assert "Repairs" in repaired.output and "repaired" in repaired.output
+    assert flows("doctor", "--redis", url, "--deep").exit_code == 0
+    assert job.try_complete()
+
+
+def test_workers_by_queue_and_who_ran_a_job(url: str, client: Client) -> None:
+    info = {"host": "node-7", "pid": 4242, "queues": ["q"], "started": 1.0}
+    client.engine.call("worker.register", "cli-test", json.dumps(info))
+    client.engine.call("worker.register", "other", json.dumps({**info, "queues": ["r"]}))
+    listeners = json.loads(flows("workers", "--redis", url, "--queue", "q", "--json").output)
+    assert [(w["name"], w["host"], w["pid"]) for w in listeners] == [("cli-test", "node-7", 4242)]
+    assert "other" in flows("workers", "--redis", url).output
+    jid = client.queues["q"].put("K", {}, jid="j2")
+    [job] = client.queues["q"].pop()
+    job.complete(result={"rows": 3})
+    shown = flows("job", jid, "--redis", url)
+    assert "cli-test (host node-7, pid 4242)" in shown.output
+    assert json.loads(flows("job", jid, "--redis", url, "--json").output)["ran_by"] == {
+        "worker": "cli-test",
+        "host": "node-7",
+        "pid": 4242,
+    }
+
+
+def test_failed_shows_what_the_bound_dropped(url: str, client: Client) -> None:
+    client.config["max-failed-per-group"] = 2
+    for n in range(5):
+        jid = client.queues["q"].put("K", {}, jid=f"f{n}")
+        client.jobs[jid].fail("boom", "it broke")
+    groups = flows("failed", "--redis", url)
+    assert groups.exit_code == 0
+    [row] = [line for line in groups.output.splitlines() if "boom" in line]
+    assert row.replace("│", " ").split() == ["boom", "2", "3"]
+    listing = json.loads(flows("failed", "boom", "--redis", url, "--json").output)
+    assert (listing["total"], listing["dropped"]) == (2, 3)
+    assert "3 older ones dropped" in flows("failed", "boom", "--redis", url).output
+
+
+def test_queues_show_backlog_and_leased(url: str, client: Client) -> None:
+    for _ in range(3):
+        client.queues["q"].put("K", {})
+    client.queues["q"].pop()
+    [row] = json.loads(flows("queues", "--redis", url, "--json").output)
+    assert (row["backlog"], row["leased"], row["due"]) == (2, 1, 0)

@@ -1,0 +1,114 @@
+"""``flows queue stats|truncate|drop``, ``kick``, ``bury``, ``delete``, ``throttle(s)`` and
+``flows jobs --state buried|parked`` through click's runner against the session's real server."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import redis
+from click.testing import CliRunner, Result
+
+from flows.cli import main
+from scheduler.client import Client
+from scheduler.server import EmbeddedServer
+
+
+@pytest.fixture
+def url(server: EmbeddedServer, redis_client: redis.Redis) -> str:
+    return server.url
+
+
+@pytest.fixture
+def client(url: str) -> Client:
+    return Client(url, worker_name="cli-test")
+
+
+def flows(*args: str) -> Result:
+    return CliRunner().invoke(main, list(args), catch_exceptions=False)
+
+
+def test_bury_list_and_kick(url: str, client: Client) -> None:
+    queue = client.queues["q"]
+    for n in range(3):
+        queue.put("K", {}, jid=f"j{n}")
+    assert flows("bury", "j0", "-m", "later", "--redis", url).exit_code == 0
+    [held] = queue.pop()
+    held.bury("bad input")
+    listed = json.loads(
+        flows("jobs", "--state", "buried", "-q", "q", "--json", "--redis", url).output
+    )
+    assert [job["jid"] for job in listed] == ["j0", "j1"]
+    assert "j0" in flows("jobs", "--state", "buried", "--redis", url).output
+    result = flows("kick", "q", "--count", "5", "--redis", url)
+    assert result.exit_code == 0 and "2 job(s) kicked" in result.output
+    assert queue.jobs.buried() == []
+
+
+def test_queue_stats_table_and_json(url: str, client: Client) -> None:
+    queue = client.queues["q"]
+    queue.put("K", {}, jid="a")
+    queue.put("K", {}, jid="b", delay=60)
+    [job] = queue.pop()
+    job.complete()
+    stats = json.loads(flows("queue", "stats", "q", "--json", "--redis", url).output)
+    assert stats["tasks"]["delayed"] == 1 and stats["tasks"]["done"] == 1
+    assert stats["calls"]["put"] == 2 and stats["calls"]["take"] == 1
+    text = flows("queue", "stats", "q", "--redis", url).output
+    assert "delayed" in text and "calls today" in text and "release" in text
+
+
+def test_truncate_and_drop_refuse_with_a_running_job_then_work(url: str, client: Client) -> None:
+    queue = client.queues["q"]
+    for n in range(3):
+        queue.put("K", {}, jid=f"j{n}")
+    [job] = queue.pop()
+    refused = flows("queue", "truncate", "q", "--yes", "--redis", url)
+    assert refused.exit_code == 1 and "running" in refused.output
+    assert flows("queue", "drop", "q", "--yes", "--redis", url).exit_code == 1
+    job.complete()
+    aborted = CliRunner().invoke(main, ["queue", "truncate", "q", "--redis", url], input="n\n")
+    assert aborted.exit_code == 1 and queue.length() == 2
+    result = flows("queue", "drop", "q", "--truncate", "--yes", "--redis", url)
+    assert result.exit_code == 0, result.output
+    assert "2 job(s) removed" in result.output
+    assert "q" not in [c["name"] for c in client.queues.counts()]
+
+
+def test_delete_refuses_a_running_job(url: str, client: Client) -> None:
+    queue = client.queues["q"]
+    queue.put("K", {}, jid="a")
+    queue.put("K", {}, jid="b")
+    queue.pop()
+    refused = flows("delete", "a", "b", "--redis", url)
+    assert refused.exit_code == 1 and "orphan" in refused.output
+    assert "deleted 1 job(s): b" in flows("delete", "b", "--redis", url).output
+
+
+def test_throttles(url: str, client: Client) -> None:
+    assert flows("throttle", "set", "api", "2", "--redis", url).exit_code == 0
+    assert client.throttles["api"] == 2
+    client.queues["q"].put("K", {}, throttle="api")
+    client.queues["q"].pop()
+    info = json.loads(flows("throttles", "--json", "--redis", url).output)
+    assert info == {"api": {"limit": 2, "running": 1, "parked": 0}}
+    assert "api" in flows("throttles", "--redis", url).output
+    assert "limit lifted" in flows("throttle", "unset", "api", "--redis", url).output
+    assert "had no limit" in flows("throttle", "unset", "api", "--redis", url).output
+    assert "api" not in client.throttles
+
+
+def test_queues_and_job_show_the_extensions(url: str, client: Client) -> None:
+    queue = client.queues["q"]
+    queue.put("K", {}, jid="a", concurrency_key="k", ttl=60, ttr=30)
+    queue.put("K", {}, jid="b", concurrency_key="k")
+    queue.pop(2)
+    counts = json.loads(flows("queues", "--json", "--redis", url).output)
+    assert counts[0]["parked"] == 1
+    shown = json.loads(flows("job", "a", "--json", "--redis", url).output)
+    assert (shown["ttl"], shown["ttr"], shown["concurrency_key"]) == (60, 30, "k")
+    assert json.loads(flows("job", "b", "--json", "--redis", url).output)["parked"] == (
+        "concurrency_key"
+    )
+    table = flows("job", "a", "--redis", url).output
+    assert "concurrency key" in table and "ttr (s)" in table

@@ -1,0 +1,172 @@
+"""``flows scheduler``, ``flows schedules`` and ``flows schedule ...`` through click's runner,
+against the session's real server (time passed with the hidden ``--now`` of ``--once``)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import redis
+from click.testing import CliRunner, Result
+from helpers import assert_unchanged
+
+from flows.cli import main
+from scheduler.server import EmbeddedServer
+
+T = 1_767_614_400.0  # 2026-01-05 12:00 UTC, a tick of */5
+
+FLOW = """\
+version: 1
+name: etl
+queue: q
+schedule:
+  cron: "*/5 * * * *"
+  timezone: Europe/Berlin
+  catchup: {policy: latest, window: 1h}
+  overlap: skip
+steps:
+  extract: {run: echo extract}
+  load: {run: echo load, needs: [extract]}
+"""
+
+
+@pytest.fixture
+def url(server: EmbeddedServer, redis_client: redis.Redis) -> str:
+    return server.url
+
+
+@pytest.fixture
+def folder(tmp_path: Path) -> Path:
+    path = tmp_path / "pipelines"
+    path.mkdir()
+    (path / "etl.yaml").write_text(FLOW)
+    return path
+
+
+def flows(*args: str) -> Result:
+    return CliRunner().invoke(main, list(args), catch_exceptions=False)
+
+
+def once(url: str, folder: Path, now: float, *extra: str) -> Result:
+    return flows(
+        "scheduler", "--redis", url, "--flows-dir", str(folder), "--once", "--now", str(now), *extra
+    )
+
+
+def test_once_fires_what_is_due(url: str, folder: Path) -> None:
+    first = once(url, folder, T - 60)
+    assert first.exit_code == 0, first.output
+    assert first.stdout == ""
+    fired = once(url, folder, T + 1)
+    assert fired.exit_code == 0
+    assert fired.stdout == "fired etl etl@20260105T120000Z (schedule)\n"
+    assert once(url, folder, T + 2).stdout == ""
+
+
+def test_once_json(url: str, folder: Path) -> None:
+    report = json.loads(once(url, folder, T - 60, "--json").stdout)
+    assert report["registered"] == ["etl"] and report["fired"] == []
+    report = json.loads(once(url, folder, T + 11 * 60 + 30, "--json").stdout)
+    assert report["fired"] == [
+        {
+            "schedule": "etl",
+            "run_id": "etl@20260105T121000Z",
+            "tick": T + 600,
+            "trigger": "catch-up",
+            "outcome": "fired",
+        }
+    ]
+    assert [s["reason"] for s in report["skipped"]] == [
+        "catch-up policy latest (superseded by a newer run)"
+    ] * 2
+    assert set(report["housekeeping"]) == {"promoted", "spawned", "reclaimed", "failed", "queues"}
+
+
+def test_schedules_lists_next_fire_last_run_policy_paused(url: str, folder: Path) -> None:
+    assert "no schedules" in flows("schedules", "--redis", url).stdout
+    once(url, folder, T - 60)
+    once(url, folder, T + 1)
+    [row] = json.loads(flows("schedules", "--redis", url, "--json").stdout)
+    assert row["name"] == "etl" and row["timezone"] == "Europe/Berlin"
+    assert row["next"] == T + 300 and row["next_local"] == "2026-01-05 13:05 CET"
+    assert (row["last_run"], row["last_run_status"]) == ("etl@20260105T120000Z", "running")
+    assert (row["catchup"], row["overlap"], row["paused"]) == ("latest", "skip", False)
+    table = flows("schedules", "--redis", url).stdout
+    assert "etl" in table and "13:05 CET" in table and "running" in table
+
+
+def test_pause_resume(url: str, folder: Path) -> None:
+    once(url, folder, T - 60)
+    assert flows("schedule", "pause", "etl", "--note", "db migration", "--redis", url).stdout == (
+        "paused etl\n"
+    )
+    [row] = json.loads(flows("schedules", "--redis", url, "--json").stdout)
+    assert row["paused"] is True and row["pause_note"] == "db migration"
+    assert "skipped etl 1 tick(s): paused" in once(url, folder, T + 1).stdout
+    assert flows("schedule", "resume", "etl", "--redis", url).stdout == "resumed etl\n"
+    assert flows("schedule", "resume", "etl", "--redis", url).stdout == "etl was not paused\n"
+    shown = json.loads(flows("schedule", "show", "etl", "--redis", url, "--json").stdout)
+    assert shown["paused"] is False
+    assert [s["reason"] for s in shown["skips"]] == ["paused"]
+    assert "paused" in flows("schedule", "show", "etl", "--redis", url).stdout
+
+
+def test_trigger_runs_now(url: str, folder: Path) -> None:
+    once(url, folder, T - 60)
+    result = flows("schedule", "trigger", "etl", "--redis", url)
+    assert result.exit_code == 0, result.output
+    run_id = result.stdout.strip()
+    assert run_id.startswith("etl-") and "submitted run" in result.stderr
+    status = json.loads(flows("status", run_id, "--redis", url, "--json").stdout)
+    assert status["record"]["trigger"] == "manual"
+    assert [s["step"] for s in status["steps"]] == ["extract", "load"]
+    [row] = json.loads(flows("schedules", "--redis", url, "--json").stdout)
+    assert (row["last_run"], row["triggered"]) == (run_id, 1)
+
+
+@pytest.mark.parametrize("action", ["pause", "resume", "trigger", "show"])
+def test_unknown_schedule(url: str, redis_client: redis.Redis, action: str) -> None:
+    with assert_unchanged(redis_client):
+        result = flows("schedule", action, "nope", "--redis", url)
+    assert result.exit_code == 1
+    assert "no schedule 'nope'" in result.stderr
+
+
+def test_health(url: str, folder: Path) -> None:
+    result = flows("scheduler", "--health", "--redis", url)
+    assert result.exit_code == 1 and result.stdout.startswith("unhealthy: no scheduler service")
+    args = ("scheduler", "--redis", url, "--flows-dir", str(folder), "--once", "--id", "cli")
+    assert flows(*args).exit_code == 0  # on the server's clock: a fresh tick
+    healthy = flows("scheduler", "--health", "--id", "cli", "--redis", url)
+    assert healthy.exit_code == 0 and healthy.stdout.startswith("healthy: cli: last tick")
+    assert flows("scheduler", "--health", "--id", "other", "--redis", url).exit_code == 1
+    strict = flows("scheduler", "--health", "--id", "cli", "--max-age", "0", "--redis", url)
+    assert strict.exit_code == 1
+
+
+def test_an_invalid_file_is_reported(url: str, folder: Path) -> None:
+    (folder / "bad.yaml").write_text("version: 1\nname: bad\nschedule: {cron: 'x'}\nsteps: {}\n")
+    result = once(url, folder, T - 60)
+    assert result.exit_code == 0
+    assert f"invalid {folder / 'bad.yaml'}" in result.stderr
+
+
+def test_usage_errors(url: str, folder: Path, tmp_path: Path) -> None:
+    assert flows("scheduler", "--redis", url).exit_code == 2
+    assert "--flows-dir is required" in flows("scheduler", "--redis", url).stderr
+    now_alone = flows("scheduler", "--redis", url, "--flows-dir", str(folder), "--now", "5")
+    assert now_alone.exit_code == 2
+    missing = flows("scheduler", "--flows-dir", str(tmp_path / "nope"), "--once")
+    assert missing.exit_code == 2
+
+
+def test_python_dash_m_scheduler_is_the_same_command() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "scheduler", "--help"], capture_output=True, text=True, check=False
+    )
+    assert result.returncode == 0
+    assert result.stdout.startswith("Usage: python -m scheduler [OPTIONS]")
+    assert "--flows-dir" in result.stdout

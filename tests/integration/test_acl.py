@@ -1,0 +1,284 @@
+"""The least-privilege users of ``docs/acl.md`` on a real server, and passwords kept secret.
+
+* the engine commands each user is granted are exactly what the Lua sources call (worker and
+  scheduler) or the read-only part of it (viewer);
+* the documented ``ACL SETUSER`` lines, run as they are, let a worker process, a worker pool and
+  the scheduler service do their work, and a viewer read but not write;
+* a worker and a pool started with a password in ``FLOWS_REDIS_URL`` never show it: not in their
+  log output, not in the command line (``/proc/<pid>/cmdline``) of any of their processes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import secrets
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from urllib.parse import quote
+
+import pytest
+import redis
+
+from scheduler.client import Client
+from scheduler.errors import EngineError
+from scheduler.safety import check_eviction_policy
+from scheduler.scripts import expand, lua_dir
+from scheduler.server import EmbeddedServer, connect
+
+ROOT = Path(__file__).resolve().parents[2]
+ACL_DOC = ROOT / "docs" / "acl.md"
+TASKS = Path(__file__).resolve().parent
+DEADLINE = 60.0
+USERS = ("flows-worker", "flows-scheduler", "flows-viewer")
+
+
+def documented_lines() -> dict[str, str]:
+    """user -> its ``ACL SETUSER`` line in docs/acl.md."""
+    lines = re.findall(r"^ACL SETUSER (\S+) .*$", ACL_DOC.read_text(), re.MULTILINE)
+    found = {
+        m.group(1): m.group(0)
+        for m in re.finditer(r"^ACL SETUSER (\S+) .*$", ACL_DOC.read_text(), re.MULTILINE)
+    }
+    assert sorted(lines) == sorted(USERS), lines
+    return found
+
+
+def granted(line: str) -> set[str]:
+    return {word[1:] for word in line.split() if word.startswith("+")}
+
+
+def engine_commands() -> set[str]:
+    """Every Redis command the engine's Lua sources call."""
+    source = expand(lua_dir())
+    return {name.lower() for name in re.findall(r"redis\.p?call\(\s*'(\w+)'", source)}
+
+
+def passive(r: redis.Redis, names: set[str]) -> set[str]:
+    """Of ``names``, the commands that neither write nor publish (by the server's own flags)."""
+    info = r.execute_command("COMMAND", "INFO", *sorted(names))
+    flags = {name: set(entry["flags"]) for name, entry in info.items()}
+    return {name for name in names if not flags[name] & {"write", "pubsub"}}
+
+
+def test_the_documented_users_cover_exactly_what_the_engine_calls(
+    redis_client: redis.Redis,
+) -> None:
+    lines = documented_lines()
+    engine = engine_commands()
+    assert engine, "no redis.call found in the engine"
+    for user in ("flows-worker", "flows-scheduler"):
+        missing = engine - granted(lines[user])
+        assert not missing, f"{user} lacks commands the engine calls: {sorted(missing)}"
+    reads = passive(redis_client, engine)
+    viewer = granted(lines["flows-viewer"])
+    assert reads <= viewer, f"the viewer lacks read commands: {sorted(reads - viewer)}"
+    writes = (engine - reads) & viewer
+    assert not writes, f"the viewer may write or publish: {sorted(writes)}"
+    for line in lines.values():
+        assert "-@all" in line and "resetkeys" in line and "resetchannels" in line
+        assert "+config" not in line and "+@" not in line and "allkeys" not in line
+
+
+@pytest.fixture
+def passwords(server: EmbeddedServer) -> Iterator[dict[str, str]]:
+    """The documented users, created on the session's server with fresh passwords."""
+    admin = connect(server.url)
+    made = {user: secrets.token_urlsafe(24) for user in USERS}
+    try:
+        for user, line in documented_lines().items():
+            words = line.replace("CHANGE-ME", made[user]).split()[2:]
+            admin.execute_command("ACL", "SETUSER", *words)
+        yield made
+    finally:
+        for user in USERS:
+            admin.execute_command("ACL", "DELUSER", user)
+        admin.close()
+
+
+def url_for(server: EmbeddedServer, user: str, password: str) -> str:
+    return f"unix://{user}:{quote(password, safe='')}@{server.socket_path}"
+
+
+def _env(url: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FLOWS_")}
+    env["FLOWS_REDIS_URL"] = url
+    env["FLOWS_DATA_DIR"] = os.environ.get("FLOWS_DATA_DIR", "")
+    return env
+
+
+def _family(pid: int) -> list[int]:
+    """``pid`` and its descendants (from /proc)."""
+    out, todo = [], [pid]
+    while todo:
+        current = todo.pop()
+        out.append(current)
+        for task in Path(f"/proc/{current}/task").glob("*"):
+            with contextlib.suppress(OSError):
+                todo += [int(c) for c in (task / "children").read_text().split()]
+    return out
+
+
+def _cmdlines(pid: int) -> list[bytes]:
+    """The command lines of ``pid`` and its descendants, each prefixed with its pid."""
+    lines = []
+    for member in _family(pid):
+        try:
+            lines.append(f"{member} ".encode() + Path(f"/proc/{member}/cmdline").read_bytes())
+        except OSError:
+            continue
+    return lines
+
+
+def _wait(done: object, what: str) -> None:
+    end = time.monotonic() + DEADLINE
+    while time.monotonic() < end:
+        if done():  # type: ignore[operator]
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def _put_sleepers(client: Client, queue: str, count: int, seconds: float) -> list[str]:
+    data = {"seconds": seconds, "_flows": {"pythonpath": [str(TASKS)]}}
+    return [client.queues[queue].put("worker_tasks.sleeps", data) for _ in range(count)]
+
+
+def test_a_worker_under_the_worker_user_runs_jobs_and_never_shows_its_password(
+    server: EmbeddedServer, redis_client: redis.Redis, passwords: dict[str, str], tmp_path: Path
+) -> None:
+    producer = Client(url_for(server, "flows-scheduler", passwords["flows-scheduler"]))
+    jids = _put_sleepers(producer, "acl", 3, 0.5)
+    password = passwords["flows-worker"]
+    log = tmp_path / "worker.log"
+    with open(log, "wb") as out:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "scheduler.worker", "-q", "acl", "--burst", "--threads", "3"],
+            env=_env(url_for(server, "flows-worker", password)),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+        seen: list[bytes] = []
+        try:
+            _wait(lambda: seen.extend(_cmdlines(process.pid)) or process.poll() is not None,
+                  "the worker to finish")
+        finally:
+            process.kill() if process.poll() is None else None
+            process.wait()
+    text = log.read_text()
+    assert process.returncode == 0, text
+    assert all(producer.jobs[jid].state == "complete" for jid in jids), text
+    assert seen and not any(password.encode() in line for line in seen)
+    assert password not in text and quote(password, safe="") not in text
+    producer.close()
+
+
+def test_a_pool_under_the_worker_user_never_shows_its_password(
+    server: EmbeddedServer, redis_client: redis.Redis, passwords: dict[str, str], tmp_path: Path
+) -> None:
+    producer = Client(url_for(server, "flows-scheduler", passwords["flows-scheduler"]))
+    jids = _put_sleepers(producer, "acl-pool", 4, 1.0)
+    password = passwords["flows-worker"]
+    log = tmp_path / "pool.log"
+    with open(log, "wb") as out:
+        process = subprocess.Popen(
+            [str(Path(sys.executable).with_name("flows")), "worker", "-q", "acl-pool",
+             "--processes", "2", "--burst"],
+            env=_env(url_for(server, "flows-worker", password)),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+        seen: list[bytes] = []
+        try:
+            # Sample every process of the pool while the jobs run (children start after it).
+            _wait(lambda: seen.extend(_cmdlines(process.pid)) or process.poll() is not None,
+                  "the pool to finish")
+        finally:
+            process.kill() if process.poll() is None else None
+            process.wait()
+    text = log.read_text()
+    assert process.returncode == 0, text
+    assert all(producer.jobs[jid].state == "complete" for jid in jids), text
+    children = {line.split(b" ", 1)[0] for line in seen if b"scheduler.worker" in line}
+    assert len(children) >= 2, "the pool's worker processes were never seen"
+    assert not any(password.encode() in line for line in seen)
+    assert password not in text and quote(password, safe="") not in text
+    producer.close()
+
+
+def test_the_scheduler_service_runs_under_its_user(
+    server: EmbeddedServer, redis_client: redis.Redis, passwords: dict[str, str], tmp_path: Path
+) -> None:
+    folder = tmp_path / "flows"
+    folder.mkdir()
+    (folder / "acl.yaml").write_text(
+        "version: 1\nname: acl\nqueue: acl\nschedule: {cron: '* * * * *'}\n"
+        "steps:\n  a: {job: tasks.a}\n"
+    )
+    password = passwords["flows-scheduler"]
+    env = _env(url_for(server, "flows-scheduler", password))
+    process = subprocess.Popen(
+        [sys.executable, "-m", "scheduler", "--flows-dir", str(folder), "--tick-interval", "0.1",
+         "--id", "acl-service"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
+    viewer = Client(url_for(server, "flows-viewer", passwords["flows-viewer"]))
+    try:
+        _wait(lambda: viewer.redis.exists("ql:schedule:acl") or process.poll() is not None,
+              "the service's first scan")
+        _wait(lambda: viewer.redis.zscore("ql:schedulers", "acl-service") is not None
+              or process.poll() is not None, "the service's first tick")
+        assert process.poll() is None
+        cmdline = b"".join(_cmdlines(process.pid))
+    finally:
+        process.send_signal(signal.SIGTERM)
+        output, _ = process.communicate(timeout=DEADLINE)
+    text = output.decode(errors="replace")
+    assert process.returncode == 0, text
+    assert "refuses to run" not in text and "cannot read the server's maxmemory-policy" not in text
+    assert password.encode() not in cmdline and password not in text
+    viewer.close()
+
+
+def test_the_viewer_reads_but_cannot_write(
+    server: EmbeddedServer, redis_client: redis.Redis, passwords: dict[str, str]
+) -> None:
+    worker = Client(url_for(server, "flows-worker", passwords["flows-worker"]), worker_name="w")
+    jid = worker.queues["q"].put("tasks.a", {"n": 1})
+    viewer = Client(url_for(server, "flows-viewer", passwords["flows-viewer"]))
+    assert viewer.jobs[jid].state == "waiting"
+    assert any(q["name"] == "q" for q in viewer.queues.counts())
+    assert viewer.queues["q"].jobs.waiting() == [jid]
+    for attempt in (
+        lambda: viewer.queues["q"].put("tasks.a", {}),
+        lambda: viewer.queues["q"].pop(),
+        lambda: viewer.jobs.cancel(jid),
+        lambda: viewer.redis.flushall(),
+        lambda: viewer.redis.config_get("requirepass"),
+    ):
+        with pytest.raises((redis.ResponseError, EngineError)):
+            attempt()
+    assert viewer.jobs[jid].state == "waiting"
+    worker.close()
+    viewer.close()
+
+
+def test_the_eviction_check_reads_info_when_config_is_denied(
+    server: EmbeddedServer, passwords: dict[str, str], caplog: pytest.LogCaptureFixture
+) -> None:
+    worker = connect(url_for(server, "flows-worker", passwords["flows-worker"]))
+    with pytest.raises(redis.ResponseError):
+        worker.config_get("maxmemory-policy")
+    assert check_eviction_policy(worker) == "noeviction"
+    viewer = connect(url_for(server, "flows-viewer", passwords["flows-viewer"]))
+    assert check_eviction_policy(viewer) is None  # neither CONFIG nor INFO: a warning
+    assert "cannot read the server's maxmemory-policy" in caplog.text
+    worker.close()
+    viewer.close()

@@ -1,0 +1,80 @@
+"""``benchmarks/run.py --smoke`` still runs and produces every figure of the benchmark table.
+
+Benchmarks are not tests: this only keeps the script working (a few hundred jobs, seconds).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+# Every figure of issue 7's table; the key of each in the JSON output.
+THROUGHPUT = ["put", "bulk_put", "flow_submit", "drain_1", "drain_2"]
+LATENCY = ["latency_p50", "latency_p99"]
+ABSOLUTE = [
+    "lifecycle_server_us",
+    "memory_waiting",
+    "memory_completed",
+    "flow_submit_s",
+    "flow_run_s",
+]
+CRON = "cron_fire_s"
+
+
+@pytest.fixture(scope="module")
+def smoke(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, dict[str, dict[str, object]]]:
+    out = tmp_path_factory.mktemp("bench") / "smoke.json"
+    done = subprocess.run(
+        [sys.executable, str(REPO / "benchmarks" / "run.py"), "--smoke", "--json", str(out)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=90,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    document = json.loads(out.read_text())
+    assert document["smoke"] is True
+    assert document["mode"] == "normal"
+    return done.stdout, {figure["key"]: figure for figure in document["figures"]}
+
+
+def test_every_figure_is_measured(smoke: tuple[str, dict[str, dict[str, object]]]) -> None:
+    _, figures = smoke
+    missing = [key for key in [*THROUGHPUT, *LATENCY, *ABSOLUTE, CRON] if key not in figures]
+    assert not missing
+    for key in [*THROUGHPUT, *LATENCY, *ABSOLUTE]:
+        value = figures[key]["value"]
+        assert isinstance(value, float | int) and value > 0, (key, value)
+
+
+def test_throughput_and_latency_have_a_baseline_and_a_ratio(
+    smoke: tuple[str, dict[str, dict[str, object]]],
+) -> None:
+    _, figures = smoke
+    for key in [*THROUGHPUT, *LATENCY]:
+        figure = figures[key]
+        assert isinstance(figure["baseline"], float) and figure["baseline"] > 0, key
+        assert isinstance(figure["ratio"], float) and figure["ratio"] > 0, key
+        assert figure["target"] and figure["met"] in (True, False), key
+
+
+def test_cron_is_measured_or_marked_not_available(
+    smoke: tuple[str, dict[str, dict[str, object]]],
+) -> None:
+    _, figures = smoke
+    cron = figures[CRON]
+    assert cron["value"] is not None or str(cron["note"]).startswith("n/a"), cron
+
+
+def test_the_table_lists_every_figure(smoke: tuple[str, dict[str, dict[str, object]]]) -> None:
+    stdout, figures = smoke
+    assert "mode: normal" in stdout and "appendfsync everysec" in stdout
+    for figure in figures.values():
+        assert f"| {figure['label']} |" in stdout

@@ -1,0 +1,145 @@
+"""Reloading: files added, changed, removed, broken, duplicated under --flows-dir."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+import redis
+from helpers import assert_unchanged
+from scheduler_support import MIN, T, make_service, registration, run_ids, write_flow
+
+from scheduler.client import Client
+from scheduler.schedules import Schedules
+
+
+@pytest.fixture
+def client(redis_client: redis.Redis) -> Client:
+    return Client(redis=redis_client)
+
+
+@pytest.fixture
+def folder(tmp_path: Path) -> Path:
+    path = tmp_path / "pipelines"
+    path.mkdir()
+    return path
+
+
+def test_added_changed_and_removed_files(client: Client, folder: Path) -> None:
+    service = make_service(client, folder)
+    assert service.scan(T - 1).registered == []
+    path = write_flow(folder, "a")
+    (folder / "nested").mkdir()
+    write_flow(folder / "nested", "b", file="b.yml", cron="0 * * * *")
+    (folder / "plain.yaml").write_text("version: 1\nname: plain\nsteps:\n  s: {run: echo}\n")
+    report = service.scan(T - 1)
+    assert sorted(report.registered) == ["a", "b"] and report.invalid == {}
+    assert registration(client, "b").definition.file == str(folder / "nested" / "b.yml")
+    assert sorted(r.name for r in Schedules(client).all()) == ["a", "b"]
+
+    # Changed: the new cron applies from the next tick.
+    write_flow(folder, "a", cron="3-59/10 * * * *")
+    assert service.scan(T - 30).updated == ["a"]
+    assert registration(client, "a").next == T + 3 * MIN
+    assert registration(client, "a").definition.cron == ("3-59/10 * * * *",)
+
+    # Touched, same content: nothing is registered again.
+    os.utime(path, (T, T))
+    report = service.scan(T + 2)
+    assert (report.registered, report.updated, report.unregistered) == ([], [], [])
+
+    # Removed: unregistered; a schedule dropped from a file likewise.
+    path.unlink()
+    (folder / "nested" / "b.yml").write_text("version: 1\nname: b\nsteps:\n  s: {run: echo}\n")
+    assert sorted(service.scan(T + 3).unregistered) == ["a", "b"]
+    assert Schedules(client).all() == []
+
+
+def test_a_renamed_flow_moves_its_schedule(client: Client, folder: Path) -> None:
+    service = make_service(client, folder)
+    write_flow(folder, "old", file="flow.yaml")
+    service.scan(T - 1)
+    write_flow(folder, "new", file="flow.yaml")
+    report = service.scan(T)
+    assert (report.registered, report.unregistered) == (["new"], ["old"])
+
+
+def test_a_changed_file_keeps_its_due_ticks(client: Client, folder: Path) -> None:
+    # A tick due but not yet fired when the file changes is not lost to the change.
+    service = make_service(client, folder)
+    write_flow(folder, "a", catchup="all", max_runs=100)
+    service.scan(T - 1)
+    write_flow(folder, "a", catchup="all", max_runs=100, steps=2)
+    service.scan(T + 30)
+    assert registration(client, "a").next == T
+    [fired] = service.tick(T + 30).fired
+    assert fired.tick == T
+    assert client.jobs.get(f"{fired.run_id}:s1") is not None  # the new version fired
+
+
+def test_a_broken_file_leaves_the_old_registration_in_place(client: Client, folder: Path) -> None:
+    service = make_service(client, folder)
+    path = write_flow(folder, "a")
+    service.scan(T - 1)
+    before = registration(client, "a")
+    for broken in (
+        "version: 1\nname: a\nsteps:\n  s: {run: echo, need: [x]}\n",  # schema
+        "version: 1\nname: a\nschedule: {cron: '61 * * * *'}\nsteps:\n  s: {run: echo}\n",
+        "version: 1\nname: a\n  steps: [\n",  # YAML
+        "",
+    ):
+        path.write_text(broken)
+        with assert_unchanged(client.redis, "ql:schedule*"):
+            report = service.scan(T)
+        assert list(report.invalid) == [str(path)]
+        assert report.unregistered == []
+    assert registration(client, "a").definition.hash == before.definition.hash
+    # ...and it keeps firing the registered version.
+    assert [f.tick for f in service.tick(T).fired] == [T]
+    write_flow(folder, "a", steps=3)
+    assert service.scan(T + 1).updated == ["a"]
+
+
+def test_a_broken_file_is_reported_with_its_findings(client: Client, folder: Path) -> None:
+    service = make_service(client, folder)
+    path = folder / "x.yaml"
+    path.write_text(
+        "version: 1\nname: x\nschedule: {cron: '61 * * * *'}\nsteps:\n  s: {run: echo}\n"
+    )
+    message = service.scan(T).invalid[str(path)]
+    assert f"{path}:3:" in message and "minute value 61 is out of range" in message
+
+
+def test_two_files_naming_one_flow(client: Client, folder: Path) -> None:
+    service = make_service(client, folder)
+    write_flow(folder, "a", file="z.yaml")
+    service.scan(T - 1)
+    write_flow(folder, "a", file="b.yaml", cron="0 * * * *")
+    report = service.scan(T)
+    # The file already registered keeps the name, though b.yaml sorts first.
+    assert report.updated == [] and list(report.invalid) == [str(folder / "b.yaml")]
+    assert "already scheduled by" in report.invalid[str(folder / "b.yaml")]
+    assert registration(client, "a").definition.file == str(folder / "z.yaml")
+
+
+def test_schedules_of_other_folders_are_left_alone(
+    client: Client, folder: Path, tmp_path: Path
+) -> None:
+    other = tmp_path / "other"
+    other.mkdir()
+    write_flow(other, "theirs")
+    make_service(client, other).scan(T - 1)
+    write_flow(folder, "ours")
+    report = make_service(client, folder).scan(T - 1)
+    assert (report.registered, report.unregistered) == (["ours"], [])
+    assert sorted(r.name for r in Schedules(client).all()) == ["ours", "theirs"]
+
+
+def test_services_sharing_a_folder_register_once(client: Client, folder: Path) -> None:
+    write_flow(folder, "a")
+    assert make_service(client, folder).scan(T - 1).registered == ["a"]
+    with assert_unchanged(client.redis):
+        second = make_service(client, folder).scan(T - 1)
+    assert (second.registered, second.updated) == ([], [])
+    assert run_ids(client, "a") == []

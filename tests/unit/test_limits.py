@@ -1,0 +1,110 @@
+"""``scheduler.limits`` without Redis: the numbers, byte counting, depth, and the error classes
+(the parity with the engine is checked on a real server in tests/bad_input/)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pytest
+
+from scheduler import limits
+from scheduler.errors import InvalidArgument, TooLarge
+
+
+def nested(levels: int) -> Any:
+    value: Any = 0
+    for _ in range(levels):
+        value = [value]
+    return value
+
+
+def test_the_numbers_match_the_documented_limits() -> None:
+    assert limits.MAX_ID_BYTES == 256
+    assert limits.MAX_PAYLOAD_BYTES == 512 * 1024
+    assert limits.MAX_TAGS == 64
+    assert limits.MAX_PRIORITY == 1_000_000
+    assert limits.MAX_FLOW_JOBS == 100_000
+    assert limits.MAX_FLOW_BYTES == 64 * 1024 * 1024
+
+
+def test_ids_are_counted_in_bytes_and_refuse_ascii_space_and_controls() -> None:
+    assert limits.check_id("put", "jid", "é" * 128) == "é" * 128  # 256 bytes
+    with pytest.raises(TooLarge, match="257 bytes"):
+        limits.check_id("put", "jid", "é" * 128 + "x")
+    for bad in ("a b", "a\tb", "a\nb", "a\rb", "a\x0bb", "a\x0cb", "a\x00b", "a\x1fb", "a\x7fb"):
+        with pytest.raises(InvalidArgument, match="white space or a control character"):
+            limits.check_id("put", "jid", bad)
+    # Like the engine's Lua patterns, only ASCII white space counts.
+    assert limits.check_id("put", "jid", "a\u00a0b")
+    with pytest.raises(InvalidArgument, match='Put\\(\\): Arg "jid" missing'):
+        limits.check_id("put", "jid", "")
+    with pytest.raises(InvalidArgument):
+        limits.check_id("put", "jid", None)
+
+
+def test_reserved_jid_suffixes() -> None:
+    for suffix in limits.RESERVED_JID_SUFFIXES:
+        with pytest.raises(InvalidArgument, match="reserved"):
+            limits.check_jid("complete", "jid", f"job{suffix}")
+    assert limits.check_jid("complete", "jid", "job-history-2") == "job-history-2"
+
+
+@pytest.mark.parametrize("value", [math.nan, math.inf, -math.inf, True, "1", None])
+def test_numbers_must_be_finite_reals(value: Any) -> None:
+    with pytest.raises(InvalidArgument, match="not a finite number"):
+        limits.check_number("put", "delay", value)
+
+
+def test_integers_and_ranges() -> None:
+    assert limits.check_priority("put", 1_000_000.0) == 1_000_000
+    for bad in (1.5, 1_000_001, -1_000_001):
+        with pytest.raises(InvalidArgument, match="priority"):
+            limits.check_priority("put", bad)
+    with pytest.raises(InvalidArgument, match="at least 0"):
+        limits.check_delay("put", -0.001)
+
+
+def test_json_depth_is_iterative_and_bounded() -> None:
+    assert limits.json_depth(1) == 0
+    assert limits.json_depth({"a": [1, {"b": 2}]}) == 3
+    assert limits.json_depth(nested(100_000)) == limits.MAX_JSON_DEPTH + 1  # no RecursionError
+    cycle: list[Any] = []
+    cycle.append(cycle)
+    assert limits.json_depth(cycle) == limits.MAX_JSON_DEPTH + 1
+
+
+@pytest.mark.parametrize(
+    ("value", "error", "match"),
+    [
+        ({"x": math.nan}, InvalidArgument, "not valid JSON"),
+        ([math.inf], InvalidArgument, "not valid JSON"),
+        ({"x": object()}, InvalidArgument, "not valid JSON"),
+        ({1, 2}, InvalidArgument, "not valid JSON"),
+        (nested(10_000), InvalidArgument, "nests more than 1000"),
+        ("x" * (512 * 1024), TooLarge, "more than the limit of 524288"),
+    ],
+)
+def test_payloads(value: Any, error: type[Exception], match: str) -> None:
+    with pytest.raises(error, match=match):
+        limits.encode_payload("complete", "result", value)
+
+
+def test_job_data_must_be_an_object() -> None:
+    assert limits.encode_payload("put", "data", {"a": 1}, kind="object") == '{"a":1}'
+    with pytest.raises(InvalidArgument, match="not a JSON object"):
+        limits.encode_payload("put", "data", [1], kind="object")
+
+
+def test_tags_are_counted_distinct() -> None:
+    assert len(limits.check_tags("put", ["t"] * 100)) == 100  # duplicates: the engine keeps one
+    with pytest.raises(TooLarge, match="65 items"):
+        limits.check_tags("put", [f"t{i}" for i in range(65)])
+
+
+def test_flow_submission_limits() -> None:
+    limits.check_flow_submission("flow.submit", limits.MAX_FLOW_JOBS, "[]")
+    with pytest.raises(TooLarge, match="100001 jobs"):
+        limits.check_flow_submission("flow.submit", limits.MAX_FLOW_JOBS + 1, "[]")
+    with pytest.raises(TooLarge, match="jobs"):
+        limits.check_flow_submission("flow.submit", 1, "x" * (limits.MAX_FLOW_BYTES + 1))
