@@ -46,6 +46,7 @@ import sys
 import tempfile
 import threading
 import time
+import zlib
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -285,7 +286,8 @@ class Harness:
         self.mode = mode
         self.services_wanted = services
         self.skews = skews
-        self.rng = random.Random(seed or hash(scenario) & 0xFFFF)
+        # Reproducible per scenario (str hashes are salted per process; CRC32 is not).
+        self.rng = random.Random(seed or zlib.crc32(scenario.encode()))
         self.keep = keep
         self.dir = Path(tempfile.mkdtemp(prefix=f"chaos-{scenario}-"))
         self.log_path = self.dir / "jobs.log"

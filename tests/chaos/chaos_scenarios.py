@@ -105,21 +105,33 @@ def _wait_gone(pid: int, timeout: float = 30.0) -> None:
 
 
 def pause_server(h: Harness) -> None:
-    """SIGSTOP the server longer than a lock (lock + grace + 1.5 s), twice."""
+    """Pause the server longer than a lock (lock + grace + 1.5 s), twice: first with SIGSTOP
+    (nothing runs, not even its clock-driven jobs), then with ``CLIENT PAUSE ... ALL`` (the
+    server runs but executes no client command)."""
     going = _window(h)
     pause = h.size.lock + h.size.grace + 1.5
-    for _ in range(2):
+    for how in ("sigstop", "client-pause"):
         h.stopping.wait(h.size.fault_seconds / 5)
         if not going():
             return
         pid = h.server_pid()
         start = time.time()
-        os.kill(pid, signal.SIGSTOP)
-        try:
-            time.sleep(pause)
-        finally:
-            os.kill(pid, signal.SIGCONT)
-        h.record("pause-server", str(pid), start, time.time())
+        if how == "client-pause":
+            h.client.redis.execute_command("CLIENT", "PAUSE", int(pause * 1000), "ALL")
+            _wait_unpaused(h, start + pause)
+        else:
+            os.kill(pid, signal.SIGSTOP)
+            try:
+                time.sleep(pause)
+            finally:
+                os.kill(pid, signal.SIGCONT)
+        h.record(f"pause-server-{how}", str(pid), start, time.time())
+
+
+def _wait_unpaused(h: Harness, until: float) -> None:
+    """Sleep out a CLIENT PAUSE, then wait for the server to answer again."""
+    time.sleep(max(0.0, until - time.time()))
+    h.retrying(lambda: h.client.redis.ping())
 
 
 def pause_workers(h: Harness) -> None:
@@ -240,7 +252,9 @@ SCENARIOS: dict[str, Scenario] = {
         Scenario("baseline", "no fault"),
         Scenario("kill-workers", "kill -9 of a random worker every 1-2 s", kill_workers),
         Scenario("kill-server", "kill -9 of the server, restart from its file", kill_server),
-        Scenario("pause-server", "server SIGSTOPped longer than a lock", pause_server),
+        Scenario(
+            "pause-server", "server paused longer than a lock (SIGSTOP, CLIENT PAUSE)", pause_server
+        ),
         Scenario("pause-workers", "a worker SIGSTOPped past its lock, then resumed", pause_workers),
         Scenario(
             "clock-skew",
