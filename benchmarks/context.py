@@ -51,7 +51,7 @@ SMOKE = Sizes(
     lifecycle=300,
     memory=300,
     flow=200,
-    schedules=200,
+    schedules=50,
 )
 
 

@@ -71,6 +71,7 @@ class Figure:
     def to_json(self) -> dict[str, Any]:
         out = asdict(self)
         out["target"] = None if self.target is None else self.target.describe(self.unit)
+        out["target_rule"] = None if self.target is None else asdict(self.target)
         out["ratio"] = self.ratio
         out["met"] = self.met
         return out

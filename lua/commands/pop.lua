@@ -22,10 +22,11 @@
 -- @include slots
 -- @include ttl
 
--- What pop needs of a job: time (waiting since), ttl_at, ttr, ckey, climit, throttle, state.
+-- What pop needs of a job: time (waiting since), ttl_at, ttr, ckey, climit, throttle, state,
+-- reserved.
 local function candidate(jid)
   return redis.call('hmget', Keys.job(jid), 'time', 'ttl_at', 'ttr', 'ckey', 'climit', 'throttle',
-    'state')
+    'state', 'reserved')
 end
 
 -- Lock a job for `worker` (`f` from candidate()) and record the wait-time sample.
@@ -60,7 +61,7 @@ local function take(queue, worker, wanted, lock, jids)
       budget = budget - 1
       table.insert(seen, jid)
       local f = candidate(jid)
-      local gates = Slots.gates(f[4], f[5], f[6])
+      local gates = Slots.gates(f[4], f[5], f[6], f[8])
       local gate = gates and Slots.blocked(queue, gates)
       if not f[7] then -- an index entry without its job: dropped, never handed out
       elseif f[2] and tonumber(f[2]) <= Engine.now then
@@ -68,7 +69,7 @@ local function take(queue, worker, wanted, lock, jids)
       elseif gate then
         Slots.park(queue, jid, batch[i + 1], gates, gate)
       else
-        if gates then Slots.started(queue, gates) end
+        if gates then Slots.started(queue, jid, gates) end
         hand_out(queue, jid, worker, f, lock)
         table.insert(jids, jid)
         got = got + 1

@@ -14,7 +14,7 @@ local PUT_OPTIONS = { priority = true, tags = true, retries = true, depends = tr
   ttl = true, ttr = true, concurrency_key = true, concurrency_limit = true, throttle = true,
   unique = true }
 -- Job fields of our options (and their state), cleared when a job is put again.
-local OPTION_FIELDS = { 'ttl', 'ttl_at', 'ttr', 'ckey', 'climit', 'throttle', 'parked' }
+local OPTION_FIELDS = { 'ttl', 'ttl_at', 'ttr', 'ckey', 'climit', 'throttle', 'parked', 'reserved' }
 
 -- A number of seconds more than 0, or nil when absent or ''.
 local function seconds(cmd, name, value)

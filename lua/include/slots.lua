@@ -19,7 +19,12 @@
 -- that key (per queue, for a throttle) go back to the work queue with their old scores: within a
 -- key jobs still start in priority order, then in put order.
 --
--- Job fields: ckey, climit, throttle, and parked ('k' or 't') while the job is parked.
+-- A job with both: its key is looked at first. One whose key has room but whose throttle is full
+-- reserves its key's slot while it waits for the throttle (counted as if running), so later jobs
+-- of the key cannot overtake it; it starts on that reservation, or gives it back if it leaves.
+--
+-- Job fields: ckey, climit, throttle, parked ('k' or 't') while the job is parked, and reserved
+-- ('1') while it holds its key's slot waiting for the throttle.
 -- @include keys
 -- @include engine
 -- @include events
@@ -31,16 +36,18 @@ Slots.LOOKAHEAD = 100
 -- removes a throttle's limit while many jobs are parked).
 Slots.MAX_REFILL = 1000
 
--- A job's gates from its hash fields ckey, climit, throttle (as read): a table, or false.
-function Slots.gates(ckey, climit, throttle)
+-- A job's gates from its hash fields ckey, climit, throttle, reserved (as read): a table, or
+-- false.
+function Slots.gates(ckey, climit, throttle, reserved)
   if not ckey and not throttle then return false end
-  return { ckey = ckey or nil, climit = tonumber(climit) or 1, throttle = throttle or nil }
+  return { ckey = ckey or nil, climit = tonumber(climit) or 1, throttle = throttle or nil,
+    reserved = reserved == '1' }
 end
 
 -- The gates of job `jid` (false: none), and where it is parked (false: not parked).
 function Slots.of(jid)
-  local f = redis.call('hmget', Keys.job(jid), 'ckey', 'climit', 'throttle', 'parked')
-  return Slots.gates(f[1], f[2], f[3]), f[4]
+  local f = redis.call('hmget', Keys.job(jid), 'ckey', 'climit', 'throttle', 'reserved', 'parked')
+  return Slots.gates(f[1], f[2], f[3], f[4]), f[5]
 end
 
 local function key_running(queue, key)
@@ -59,7 +66,7 @@ end
 -- Which gate keeps a job with gates `g` from starting in `queue` now: 'k' (its concurrency key is
 -- full), 't' (its throttle is full), or nil.
 function Slots.blocked(queue, g)
-  if g.ckey and key_running(queue, g.ckey) >= g.climit then return 'k' end
+  if g.ckey and not g.reserved and key_running(queue, g.ckey) >= g.climit then return 'k' end
   if g.throttle then
     local limit = Slots.throttle_limit(g.throttle)
     if limit and throttle_running(g.throttle) >= limit then return 't' end
@@ -67,9 +74,13 @@ function Slots.blocked(queue, g)
   return nil
 end
 
--- A job with gates `g` starts running in `queue`.
-function Slots.started(queue, g)
-  if g.ckey then redis.call('hincrby', Keys.key_running(queue), g.ckey, 1) end
+-- Job `jid` with gates `g` starts running in `queue` (on its key's reservation if it has one).
+function Slots.started(queue, jid, g)
+  if g.reserved then
+    redis.call('hdel', Keys.job(jid), 'reserved')
+  elseif g.ckey then
+    redis.call('hincrby', Keys.key_running(queue), g.ckey, 1)
+  end
   if g.throttle then redis.call('hincrby', Keys.throttle_running(), g.throttle, 1) end
 end
 
@@ -79,10 +90,17 @@ local function parked_key(queue, g, gate)
   return Keys.throttle_parked(g.throttle, queue)
 end
 
--- Park a waiting job (already out of the work queue) behind `gate`, keeping its score.
+-- Park a waiting job (already out of the work queue) behind `gate`, keeping its score; one held
+-- back by its throttle reserves its key's slot (see the header).
 function Slots.park(queue, jid, score, g, gate)
   redis.call('zadd', parked_key(queue, g, gate), score, jid)
-  if gate == 't' then redis.call('sadd', Keys.throttle_queues(g.throttle), queue) end
+  if gate == 't' then
+    redis.call('sadd', Keys.throttle_queues(g.throttle), queue)
+    if g.ckey and not g.reserved then
+      redis.call('hincrby', Keys.key_running(queue), g.ckey, 1)
+      redis.call('hset', Keys.job(jid), 'reserved', 1)
+    end
+  end
   redis.call('zadd', Keys.parked(queue), score, jid)
   redis.call('hset', Keys.job(jid), 'parked', gate)
 end
@@ -149,8 +167,8 @@ function Slots.stopped(jid, queue, g)
 end
 
 -- A waiting job of `queue` leaves it without starting (canceled, deleted, expired, buried, put
--- elsewhere, failed): out of the parked sets it may be in, or, if it was in the work queue, a
--- parked job of its key may take its place there.
+-- elsewhere, failed): out of the parked sets it may be in, its key's reservation given back, and
+-- parked jobs it stood in front of may take its place.
 function Slots.left(jid, queue)
   local g, parked = Slots.of(jid)
   if not g then return end
@@ -161,9 +179,12 @@ function Slots.left(jid, queue)
     if parked == 't' and redis.call('exists', Keys.throttle_parked(g.throttle, queue)) == 0 then
       redis.call('srem', Keys.throttle_queues(g.throttle), queue)
     end
-  else
-    refill(queue, g)
   end
+  if g.reserved then
+    decrement(Keys.key_running(queue), g.ckey)
+    redis.call('hdel', Keys.job(jid), 'reserved')
+  end
+  refill(queue, g)
 end
 
 -- A parked job's priority changed: it keeps its place among equal priorities (see `priority`).

@@ -673,3 +673,32 @@ def test_a_pop_of_thousands_of_jobs_takes_them_all(lua: Lua) -> None:
     lua("flow.submit", "r", '{"flow": "f"}', json.dumps(specs), now=T0)
     assert len(lua.pop(count=9000)) == 8500
     assert lua.zset("q:q-work") == []
+
+
+def test_a_key_job_held_back_by_its_throttle_keeps_its_place_in_the_key(lua: Lua) -> None:
+    lua("throttle.set", "t", 1, now=T0)
+    lua.put("other", throttle="t")
+    assert lua.pop_jids() == ["other"]  # the throttle is full now
+    lua.put("first", concurrency_key="k", throttle="t")
+    lua.put("second", concurrency_key="k")
+    # "first" waits for the throttle on a reservation of its key: "second" may not overtake it
+    assert lua.pop_jids(count=2) == []
+    assert running_keys(lua) == {"k": "1"}
+    assert lua.job("first")["parked"] == "throttle"  # type: ignore[index]
+    assert lua.job("second")["parked"] == "concurrency_key"  # type: ignore[index]
+    lua.complete("other", now=T0 + 1)
+    assert lua.pop_jids(count=2, now=T0 + 1) == ["first"]
+    assert running_keys(lua) == {"k": "1"}
+    lua.complete("first", now=T0 + 2)
+    assert lua.pop_jids(count=2, now=T0 + 2) == ["second"]
+
+
+def test_a_reservation_is_given_back_when_its_job_leaves(lua: Lua) -> None:
+    lua("throttle.set", "t", 0, now=T0)
+    lua.put("first", concurrency_key="k", throttle="t")
+    lua.put("second", concurrency_key="k")
+    assert lua.pop_jids(count=2) == []
+    assert running_keys(lua) == {"k": "1"}
+    lua("cancel", "first", now=T0 + 1)
+    assert running_keys(lua) == {}
+    assert lua.pop_jids(count=2, now=T0 + 1) == ["second"]
