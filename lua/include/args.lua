@@ -114,6 +114,19 @@ local function nesting(value, limit)
   return deepest + 1
 end
 
+-- Whether a decoded value holds NaN or an infinity anywhere (the server's cjson accepts them
+-- as extensions, but they are not JSON and no other client could read them back).
+local function non_finite(value)
+  if type(value) == 'number' then
+    return value ~= value or value == math.huge or value == -math.huge
+  end
+  if type(value) ~= 'table' then return false end
+  for key, item in pairs(value) do
+    if non_finite(key) or non_finite(item) then return true end
+  end
+  return false
+end
+
 -- JSON text that decodes; `kind` is 'object', 'array' or 'any'; at most `max_bytes` (default
 -- Arg.MAX_PAYLOAD_BYTES) and, when given, at most `max_depth` levels deep. Returns text,
 -- decoded value.
@@ -135,6 +148,11 @@ function Arg.json(cmd, name, value, kind, max_bytes, max_depth)
   end
   if kind == 'array' and (type(decoded) ~= 'table' or (first ~= '[' and value ~= '{}')) then
     fail(cmd, 'Arg "' .. name .. '" is not a JSON array: ' .. string.sub(value, 1, 80))
+  end
+  -- Only text that spells one of them can hold one: most payloads skip the walk.
+  if (string.find(value, '[Nn][Aa][Nn]') or string.find(value, '[Ii][Nn][Ff]'))
+      and non_finite(decoded) then
+    fail(cmd, 'Arg "' .. name .. '" is not valid JSON: NaN and Infinity are not JSON numbers')
   end
   if max_depth and nesting(decoded, max_depth + 1) > max_depth then
     fail(cmd, 'Arg "' .. name .. '" nests more than ' .. max_depth .. ' levels deep')

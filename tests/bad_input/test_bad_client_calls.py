@@ -199,11 +199,6 @@ def test_nan_and_infinities_in_a_payload_are_refused_by_the_client(
         running.complete(result=value)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="engine gap: the server's cjson decodes NaN/Infinity (decode_invalid_numbers is on), "
-    "so Arg.json accepts them in data and results; lua/include/args.lua should refuse them",
-)
 @pytest.mark.parametrize("name", list(NAN_PAYLOADS))
 def test_nan_and_infinities_in_a_payload_are_refused_by_the_engine(
     name: str, populated: Client
