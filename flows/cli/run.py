@@ -92,6 +92,8 @@ def _follow(client: Client, run_id: str, queues: list[str], threads: int, live: 
                 if live:
                     screen.update(render_run(view), refresh=True)
             screen.update(render_run(view), refresh=True)
+        if not console.is_terminal:
+            console.line()  # Live leaves the last frame without its newline when piped
     finally:
         worker.stop()
         thread.join(timeout=10)
