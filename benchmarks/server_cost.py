@@ -148,7 +148,7 @@ def memory_round(bench: Bench) -> dict[str, Any]:
 
 def memory_figures(bench: Bench) -> list[Figure]:
     rounds = [memory_round(bench) for _ in range(bench.rounds)]
-    data = '{"i":<n>}'
+    data = '`{"i": n}`'
     figures = []
     for state in ("waiting", "completed"):
         values = [r[state] for r in rounds]

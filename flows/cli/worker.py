@@ -50,7 +50,12 @@ def register(group: click.Group) -> None:
     show_default=True,
     help="Seconds running jobs get to finish after SIGTERM/SIGINT before they are handed back.",
 )
-@click.option("--prepare", hidden=True, help="module:function run before each job.")
+@click.option(
+    "--prepare",
+    hidden=True,
+    default="flows.worker_hook:prepare",
+    help="module:function run before each job (default: resolve flow steps' upstream outputs).",
+)
 @click.option("--log-level", default="INFO", show_default=True)
 @connection
 def worker(
