@@ -52,8 +52,10 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from flows.templates import STEPS, Reference, render, select, to_text
+from scheduler.worker.envelope import ENVELOPE_KEY
 
-META_KEY: Final = "_flows"
+# One fact, one place: the worker reads the same key (scheduler.worker.envelope).
+META_KEY: Final = ENVELOPE_KEY
 SHELL_KLASS: Final = "flows.tasks.shell"
 """The klass of every shell (``run:``) job."""
 ENV_PREFIX: Final = "FLOWS_"
