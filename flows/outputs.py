@@ -115,7 +115,9 @@ class FlowsMeta:
     def from_data(cls, data: Mapping[str, Any]) -> FlowsMeta | None:
         """The meta of ``data``, or None when the job was not put by a flow."""
         raw = data.get(META_KEY)
-        if not isinstance(raw, Mapping):
+        # The envelope is shared with plain jobs (pythonpath, retry, timeout): only a run id
+        # makes it a flow job.
+        if not isinstance(raw, Mapping) or "run" not in raw:
             return None
         upstream = {
             step: Upstream(tuple(entry["jids"]), bool(entry["foreach"]))

@@ -51,6 +51,8 @@ def test_meta_round_trips_and_lists_the_jids_to_read() -> None:
     assert meta is not None
     assert meta.upstream_jids() == ["r:extract", "r:load[0]", "r:load[1]"]
     assert FlowsMeta.from_data({"x": 1}) is None
+    # A plain job may use the envelope for its own options; that does not make it a flow job.
+    assert FlowsMeta.from_data({"_flows": {"pythonpath": ["/lib"], "timeout": 5}}) is None
 
 
 def test_references_resolve_with_types_and_as_text() -> None:
