@@ -95,16 +95,16 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def subscribers(bench: Bench, channel: str) -> int:
-    reply = bench.redis.pubsub_numsub(channel)
-    return int(reply[0][1]) if reply else 0
+def idle_workers(bench: Bench, queue: str) -> int:
+    """Workers waiting idle on ``queue`` for the engine to hand them a job."""
+    return int(bench.redis.zcard(f"{bench.client.prefix}q:{queue}-idle"))
 
 
 @contextlib.contextmanager
 def worker_pool(
     bench: Bench, queue: str, processes: int, *, prepare: str | None = None
 ) -> Iterator[list[int]]:
-    """A WorkerPool of ``processes`` workers on ``queue``; yields their pids once each listens."""
+    """A WorkerPool of ``processes`` workers on ``queue``; yields their pids once each waits."""
     command = [
         sys.executable,
         "-m",
@@ -124,17 +124,15 @@ def worker_pool(
             command, cwd=REPO_ROOT, env=bench.child_env(), stderr=log, stdout=log
         )
     try:
-        channel = f"{bench.client.prefix}ready:{queue}"
-
-        def listening() -> bool:
+        def waiting() -> bool:
             if pool.poll() is not None:
                 raise RuntimeError(f"the worker pool exited ({pool.returncode}); see workers.log")
             return (
                 len(worker_pids(bench, queue)) >= processes
-                and subscribers(bench, channel) >= processes
+                and idle_workers(bench, queue) >= processes
             )
 
-        wait_until(listening, START_TIMEOUT, f"{processes} workers on {queue}")
+        wait_until(waiting, START_TIMEOUT, f"{processes} workers on {queue}")
         yield worker_pids(bench, queue)
     finally:
         stop_all([pool])

@@ -6,6 +6,7 @@ for the graph checks, and for ``flows graph`` (Mermaid and DOT).
 
 from __future__ import annotations
 
+import heapq
 import json
 from collections.abc import Iterable, Mapping, Sequence
 
@@ -37,8 +38,40 @@ def topological_steps(flow: Flow) -> list[str]:
 
     Raises ``networkx.NetworkXUnfeasible`` on a cycle (validation reports cycles first).
     """
-    written = {step_id: index for index, step_id in enumerate(flow.steps)}
-    return list(nx.lexicographical_topological_sort(flow_graph(flow), key=written.__getitem__))
+    order = _kahn({step_id: step.needs for step_id, step in flow.steps.items()})
+    if len(order) < len(flow.steps):
+        written = {step_id: index for index, step_id in enumerate(flow.steps)}
+        # Only networkx's error is wanted here: the same message as ever for a cycle.
+        list(nx.lexicographical_topological_sort(flow_graph(flow), key=written.__getitem__))
+    return order
+
+
+def _kahn(needs: Mapping[str, Sequence[str]]) -> list[str]:
+    """The steps Kahn's algorithm can order (all of them unless there is a cycle), each after
+    its known needs; among the free ones the first in ``needs`` goes first.
+
+    The same order as ``nx.lexicographical_topological_sort`` keyed by that position, without
+    building a graph: this runs for every expansion and validation of flows of 10,000 steps.
+    """
+    ids = list(needs)
+    position = {step_id: index for index, step_id in enumerate(ids)}
+    dependents: dict[str, list[str]] = {step_id: [] for step_id in ids}
+    waiting: dict[str, int] = {}
+    for step_id, wanted in needs.items():
+        known = [need for need in dict.fromkeys(wanted) if need in position]
+        for need in known:
+            dependents[need].append(step_id)
+        waiting[step_id] = len(known)
+    ready = [position[step_id] for step_id in ids if not waiting[step_id]]  # sorted: a heap
+    order: list[str] = []
+    while ready:
+        step_id = ids[heapq.heappop(ready)]
+        order.append(step_id)
+        for dependent in dependents[step_id]:
+            waiting[dependent] -= 1
+            if not waiting[dependent]:
+                heapq.heappush(ready, position[dependent])
+    return order
 
 
 def upstream(graph: nx.DiGraph, step_id: str) -> set[str]:
@@ -46,8 +79,14 @@ def upstream(graph: nx.DiGraph, step_id: str) -> set[str]:
     return set(nx.ancestors(graph, step_id))
 
 
-def cycles(graph: nx.DiGraph) -> list[list[str]]:
-    """One cycle per tangle of steps, each as ``[a, b, ..., a]`` in the direction *a needs b*."""
+def cycles(needs: Mapping[str, Sequence[str]]) -> list[list[str]]:
+    """One cycle per tangle of steps, each as ``[a, b, ..., a]`` in the direction *a needs b*.
+
+    A step needing itself is not one (it is reported on its own).
+    """
+    if len(_kahn(needs)) == len(needs):
+        return []  # the usual case, found without building a graph
+    graph = step_graph(needs)
     found: list[list[str]] = []
     for component in nx.strongly_connected_components(graph):
         if len(component) < 2:

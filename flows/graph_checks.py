@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
 
-from flows.dag import cycles, step_graph
+from flows.dag import cycles
 from flows.findings import FindingSink, did_you_mean
 
 
@@ -41,8 +41,7 @@ def check_graph(
                     path, "repeated-need", f"step '{step_id}' lists '{need}' twice in needs"
                 )
             seen.add(need)
-    graph = step_graph(needs)
-    for cycle in cycles(graph):
+    for cycle in cycles(needs):
         first, second = cycle[0], cycle[1]
         index = list(needs[first]).index(second)
         sink.error(

@@ -12,8 +12,11 @@ from __future__ import annotations
 import json
 
 from flows.findings import FindingSink
-from flows.model import Action, Flow, settings_for
+from flows.model import Action, Flow, job_tags
 from scheduler import limits
+
+# As json.dumps(..., separators=(",", ":"), default=str), made once: this runs for every step.
+_COMPACT_JSON = json.JSONEncoder(separators=(",", ":"), default=str)
 
 
 def check_limits(flow: Flow, sink: FindingSink) -> None:
@@ -23,7 +26,7 @@ def check_limits(flow: Flow, sink: FindingSink) -> None:
     ]
     actions += [(f"hook '{name}'", ("hooks", name), hook) for name, hook in flow.hooks.defined()]
     for label, base, action in actions:
-        tags = settings_for(flow, action).tags
+        tags = job_tags(flow, action)
         if len(tags) > limits.MAX_TAGS:
             sink.error(
                 (*base, "tags"),
@@ -32,7 +35,7 @@ def check_limits(flow: Flow, sink: FindingSink) -> None:
                 f"than the limit of {limits.MAX_TAGS}",
                 "use fewer tags",
             )
-        size = len(json.dumps(action.with_, separators=(",", ":"), default=str).encode())
+        size = len(_COMPACT_JSON.encode(action.with_).encode())
         if size > limits.MAX_PAYLOAD_BYTES:
             sink.error(
                 (*base, "with"),

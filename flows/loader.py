@@ -10,6 +10,10 @@ Refused, each as a finding with its position: syntax errors, duplicate keys, non
 tags other than the YAML core ones (``!!python/...``), alias bombs, empty files, several
 documents, a top level that is not a mapping, non-finite floats.
 
+Positions are worked out only when something asks for one (:class:`SourceMap`), by loading the
+text a second time with them recorded: a file without findings never needs them, and recording
+the position of every value costs about a fifth of loading a large file.
+
 YAML 1.1 traps (``2:00`` read as 120, ``0200`` as 128, ``on``/``no`` as booleans) are not errors
 by themselves: they are recorded as :class:`Trap` entries, and validation reports them where the
 model shows the author meant text (see :mod:`flows.model_errors`).
@@ -18,8 +22,9 @@ model shows the author meant text (see :mod:`flows.model_errors`).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any, Final, Literal
 
@@ -64,25 +69,37 @@ class Trap:
         return f"quote it: '{self.text}'"
 
 
-@dataclass
+Position = tuple[int, int]
+"""Line and column, 1-based."""
+
+
 class SourceMap:
-    """Line and column (1-based) of every value, and of every mapping key, by data path."""
+    """Line and column of every value, and of every mapping key, by data path.
 
-    values: dict[DataPath, tuple[int, int]] = field(default_factory=dict)
-    keys: dict[DataPath, tuple[int, int]] = field(default_factory=dict)
+    Worked out on first use from ``text`` (see the module doc); empty without a text.
+    """
 
-    def locate(self, path: DataPath, at_key: bool = False) -> tuple[int, int]:
+    def __init__(self, text: str = "") -> None:
+        self._text = text
+
+    @cached_property
+    def _recorded(self) -> _Builder:
+        return _load(self._text, "<positions>", record_positions=True)
+
+    @property
+    def values(self) -> dict[DataPath, Position]:
+        return self._recorded.values
+
+    @property
+    def keys(self) -> dict[DataPath, Position]:
+        return self._recorded.keys
+
+    def locate(self, path: DataPath, at_key: bool = False) -> Position:
         """Position of ``path``; of its nearest recorded ancestor when it has none of its own.
 
         Values reached through an alias are located at the alias.
         """
-        if at_key and path in self.keys:
-            return self.keys[path]
-        for end in range(len(path), -1, -1):
-            prefix = path[:end]
-            if prefix in self.values:
-                return self.values[prefix]
-        return (1, 1)
+        return self._recorded.locate(path, at_key)
 
 
 @dataclass(frozen=True)
@@ -100,17 +117,17 @@ class _Stop(Exception):
     """Loading cannot go on; the finding has been recorded."""
 
 
-@dataclass
+@dataclass(slots=True)
 class _Collection:
     """A mapping or list whose end event has not come yet."""
 
     value: dict[Any, Any] | list[Any]
     path: DataPath
     anchor: str | None
+    is_map: bool
     size: int = 1
     key: Any = None
     key_pending: bool = False
-    key_position: tuple[int, int] = (1, 1)
     explicit: dict[Any, int] = field(default_factory=dict)  # key -> line, for duplicate reports
     merging: bool = False
     discarding: bool = False  # the pending key repeats an earlier one: its value is dropped
@@ -121,53 +138,81 @@ _MERGE_KEY: Final = object()  # the `<<` key, until its value arrives
 
 
 class _Builder:
-    """Turns parser events into plain data, a source map, traps and findings."""
+    """Turns parser events into plain data, traps and findings; with ``record_positions``, also
+    into the position of every value (``values``) and mapping key (``keys``) by data path.
 
-    def __init__(self, file: str, parser: Any) -> None:
+    Recording changes nothing else, so both kinds of load of one text agree on everything.
+    """
+
+    def __init__(self, file: str, parser: Any, text: str, record_positions: bool) -> None:
         self.file = file
         self.parser = parser  # also the implicit-tag resolver
-        self.source_map = SourceMap()
+        self.record_positions = record_positions
+        self.values: dict[DataPath, Position] = {}  # recorded positions (record_positions)
+        self.keys: dict[DataPath, Position] = {}
+        # The loaded document's positions, worked out when first asked (see locate).
+        self.source_map = SourceMap(text)
         self.traps: dict[DataPath, Trap] = {}
         self.findings: list[Finding] = []
         self.anchors: dict[str, tuple[Any, int]] = {}  # name -> (value, expanded size)
         self.stack: list[_Collection] = []
         self.nodes = 0
         self.root: Any = _NO_VALUE
+        self.documents = 0
+        # Tags by (text, implicit): flow files repeat the same keys and values many times over.
+        self.implicit_tags: dict[tuple[str, Any], str] = {}
+        self.handlers: dict[type, Callable[[Any], None]] = {
+            yaml.ScalarEvent: self.on_scalar,
+            yaml.AliasEvent: self.alias,
+            yaml.MappingStartEvent: self.open,
+            yaml.SequenceStartEvent: self.open,
+            yaml.MappingEndEvent: self.close,
+            yaml.SequenceEndEvent: self.close,
+            yaml.DocumentStartEvent: self.document,
+        }
+
+    def locate(self, path: DataPath, at_key: bool = False) -> Position:
+        """See :meth:`SourceMap.locate`; a recording builder answers from what it recorded."""
+        if not self.record_positions:
+            return self.source_map.locate(path, at_key)
+        if at_key and path in self.keys:
+            return self.keys[path]
+        for end in range(len(path), -1, -1):
+            prefix = path[:end]
+            if prefix in self.values:
+                return self.values[prefix]
+        return (1, 1)
 
     def fail(self, mark: Any, code: str, message: str, hint: str = "") -> None:
         self.report(_position(mark), code, message, hint)
 
-    def report(self, position: tuple[int, int], code: str, message: str, hint: str = "") -> None:
+    def report(self, position: Position, code: str, message: str, hint: str = "") -> None:
         line, col = position
         self.findings.append(Finding(self.file, line, col, Severity.ERROR, code, message, hint))
 
     # -- events -------------------------------------------------------------------------------
 
     def feed(self, parser: Any) -> None:
-        documents = 0
-        while parser.check_event():
-            event = parser.get_event()
-            if isinstance(event, yaml.DocumentStartEvent):
-                documents += 1
-                if documents > 1:
-                    self.fail(
-                        event.start_mark,
-                        "yaml-documents",
-                        "several YAML documents in one file",
-                        "keep one flow per file; remove the '---' separator",
-                    )
-                    raise _Stop
-            elif isinstance(event, yaml.ScalarEvent):
-                self.add(self.scalar(event), event, 1)
-            elif isinstance(event, yaml.AliasEvent):
-                self.alias(event)
-            elif isinstance(event, yaml.MappingStartEvent | yaml.SequenceStartEvent):
-                self.open(event)
-            elif isinstance(event, yaml.MappingEndEvent | yaml.SequenceEndEvent):
-                self.close()
+        # Dispatch on the event's exact class: this loop runs once per value of the file.
+        handlers = self.handlers
+        for event in iter(parser.get_event, None):  # None once the stream has ended
+            handler = handlers.get(type(event))
+            if handler is not None:
+                handler(event)
+
+    def document(self, event: Any) -> None:
+        self.documents += 1
+        if self.documents > 1:
+            self.fail(
+                event.start_mark,
+                "yaml-documents",
+                "several YAML documents in one file",
+                "keep one flow per file; remove the '---' separator",
+            )
+            raise _Stop
 
     def open(self, event: Any) -> None:
-        is_map = isinstance(event, yaml.MappingStartEvent)
+        is_map = type(event) is yaml.MappingStartEvent
         tag = event.tag
         if tag not in (None, "!", _MAP if is_map else _SEQ):
             self.unsafe_tag(event.start_mark, tag)
@@ -180,18 +225,15 @@ class _Builder:
                 "flatten the data",
             )
             raise _Stop
-        if (
-            self.stack
-            and self.stack[-1].key_pending is False
-            and isinstance(self.stack[-1].value, dict)
-        ):
+        if self.stack and self.stack[-1].is_map and not self.stack[-1].key_pending:
             self.fail(event.start_mark, "yaml-key-type", "a mapping key must be a plain string")
             raise _Stop
         path = self.child_path()
-        self.source_map.values[path] = _position(event.start_mark)
-        self.stack.append(_Collection({} if is_map else [], path, event.anchor))
+        if self.record_positions:
+            self.values[path] = _position(event.start_mark)
+        self.stack.append(_Collection({} if is_map else [], path, event.anchor, is_map))
 
-    def close(self) -> None:
+    def close(self, event: Any) -> None:
         done = self.stack.pop()
         if done.anchor is not None:
             self.anchors[done.anchor] = (done.value, done.size)
@@ -207,32 +249,33 @@ class _Builder:
             )
             raise _Stop
         value, size = self.anchors[event.anchor]
-        if self.stack and isinstance(self.stack[-1].value, dict) and not self.stack[-1].key_pending:
+        if self.stack and self.stack[-1].is_map and not self.stack[-1].key_pending:
             self.fail(event.start_mark, "yaml-key-type", "a mapping key must be a plain string")
             raise _Stop
-        self.source_map.values.setdefault(self.child_path(), _position(event.start_mark))
-        self.add(value, event, size)
+        if self.record_positions:
+            self.values.setdefault(self.child_path(), _position(event.start_mark))
+        self.attach(value, size)
 
-    def add(self, value: Any, event: Any, size: int) -> None:
-        """Attach a scalar (or take it as a key) or an alias value."""
-        if isinstance(event, yaml.ScalarEvent):
-            top = self.stack[-1] if self.stack else None
-            if top is not None and isinstance(top.value, dict) and not top.key_pending:
-                self.take_key(top, value, event)
-                return
-            path = self.child_path()
-            self.source_map.values[path] = _position(event.start_mark)
+    def on_scalar(self, event: Any) -> None:
+        """A mapping's next key, or a value to attach."""
+        value = self.scalar(event)
+        if self.stack and self.stack[-1].is_map and not self.stack[-1].key_pending:
+            self.take_key(self.stack[-1], value, event)
+            return
+        if self.record_positions:
+            self.values[self.child_path()] = _position(event.start_mark)
+        if value is not None and type(value) is not str:  # text is never a trap
             trap = _trap(event, value)
             if trap is not None:
-                self.traps[path] = trap
-        self.attach(value, size)
+                self.traps[self.child_path()] = trap
+        self.attach(value, 1)
 
     def attach(self, value: Any, size: int, new: int | None = None) -> None:
         """Add ``value`` (``size`` values once expanded, ``new`` of them not yet counted)."""
         self.nodes += size if new is None else new
         if self.nodes > MAX_NODES:
             self.report(
-                self.source_map.locate(self.child_path()),
+                self.locate(self.child_path()),
                 "yaml-alias-bomb",
                 f"the document expands to more than {MAX_NODES:,} values through aliases",
                 "use fewer nested aliases (this looks like an alias bomb)",
@@ -255,16 +298,15 @@ class _Builder:
     # -- mappings -----------------------------------------------------------------------------
 
     def take_key(self, top: _Collection, key: Any, event: Any) -> None:
-        position = _position(event.start_mark)
         top.merging = key is _MERGE_KEY
         if top.merging:
             top.key_pending = True
             return
         if not isinstance(key, str):
             key = self.bad_key(key, event, top.path)
-        assert isinstance(top.value, dict)
-        top.key_pending, top.key_position = True, position
+        top.key_pending = True
         if key in top.explicit:
+            position = _position(event.start_mark)
             self.report(
                 position,
                 "yaml-duplicate-key",
@@ -275,9 +317,10 @@ class _Builder:
             # Keep the first: the positions recorded for it stay true.
             top.key, top.discarding = f"{key}\x00duplicate@{position[0]}", True
             return
-        top.explicit[key] = position[0]
+        top.explicit[key] = event.start_mark.line + 1
         top.key = key
-        self.source_map.keys[(*top.path, key)] = position
+        if self.record_positions:
+            self.keys[(*top.path, key)] = _position(event.start_mark)
 
     def bad_key(self, key: Any, event: Any, parent: DataPath) -> str:
         """Report a key that is not a string and carry on with its text."""
@@ -302,7 +345,7 @@ class _Builder:
         for source in sources:
             if not isinstance(source, dict):
                 self.report(
-                    self.source_map.locate(top.path),
+                    self.locate(top.path),
                     "yaml-merge",
                     "'<<' must be followed by a mapping or a list of mappings",
                 )
@@ -318,7 +361,7 @@ class _Builder:
         if tag == "!":
             return event.value  # the non-specific tag means "a string"
         if tag is None:
-            tag = self.parser.resolve(yaml.ScalarNode, event.value, event.implicit)
+            tag = self.implicit_tag(event)
         if tag in (_STR, _TIMESTAMP):
             return event.value
         if tag == _NULL:
@@ -330,7 +373,17 @@ class _Builder:
             raise _Stop
         node = yaml.ScalarNode(tag, event.value)
         constructor = {_INT: _SCALARS.construct_yaml_int, _FLOAT: _SCALARS.construct_yaml_float}
-        value = constructor.get(tag, _SCALARS.construct_yaml_bool)(node)
+        try:
+            value = constructor.get(tag, _SCALARS.construct_yaml_bool)(node)
+        except (ValueError, KeyError):  # an explicit tag on text that is not of its kind
+            shown = tag.replace(_CORE, "!!")
+            self.fail(
+                event.start_mark,
+                "yaml-tag",
+                f"{event.value!r} is not a valid {shown} value",
+                "remove the tag, or write a value of its kind",
+            )
+            raise _Stop from None
         if isinstance(value, float) and not math.isfinite(value):
             self.fail(
                 event.start_mark,
@@ -339,6 +392,15 @@ class _Builder:
                 f"quote it ('{event.value}') or use a number",
             )
         return value
+
+    def implicit_tag(self, event: Any) -> str:
+        """The tag YAML 1.1 gives an untagged scalar; it depends on the text only."""
+        key = (event.value, event.implicit)
+        tag = self.implicit_tags.get(key)
+        if tag is None:
+            tag = self.parser.resolve(yaml.ScalarNode, event.value, event.implicit)
+            self.implicit_tags[key] = tag
+        return tag
 
     def unsafe_tag(self, mark: Any, tag: str) -> None:
         shown = tag.replace(_CORE, "!!")
@@ -362,7 +424,7 @@ class _Builder:
         return (*top.path, top.key) if top.key_pending else top.path
 
 
-def _position(mark: Any) -> tuple[int, int]:
+def _position(mark: Any) -> Position:
     return (mark.line + 1, mark.column + 1) if mark is not None else (1, 1)
 
 
@@ -383,8 +445,12 @@ def _trap(event: Any, value: object) -> Trap | None:
 
 def load_yaml(text: str, file: str = "<string>") -> LoadedYaml:
     """Load one flow document from ``text``; ``file`` is the name used in findings."""
+    return _result(_load(text, file, record_positions=False))
+
+
+def _load(text: str, file: str, record_positions: bool) -> _Builder:
     parser = _Parser(text)
-    builder = _Builder(file, parser)
+    builder = _Builder(file, parser, text, record_positions)
     try:
         builder.feed(parser)
     except yaml.MarkedYAMLError as error:
@@ -396,7 +462,7 @@ def load_yaml(text: str, file: str = "<string>") -> LoadedYaml:
         pass
     finally:
         parser.dispose()
-    return _result(builder)
+    return builder
 
 
 def _result(builder: _Builder) -> LoadedYaml:
@@ -413,7 +479,7 @@ def _result(builder: _Builder) -> LoadedYaml:
         elif not isinstance(root, dict):
             kind = "a list" if isinstance(root, list) else f"the {type(root).__name__} {root!r}"
             builder.report(
-                builder.source_map.locate(()),
+                builder.locate(()),
                 "yaml-top-level",
                 f"the top level must be a mapping of keys (version, name, steps...), found {kind}",
                 "start the file with 'version: 1' on its own line",

@@ -439,13 +439,18 @@ def settings_for(flow: Flow, action: Action) -> Settings:
     return Settings(
         queue=action.queue or defaults.queue or flow.queue or DEFAULT_QUEUE,
         priority=action.priority if action.priority is not None else defaults.priority,
-        tags=tuple(dict.fromkeys([*flow.tags, *action.tags])),
+        tags=job_tags(flow, action),
         timeout=action.timeout if action.timeout is not None else defaults.timeout,
         heartbeat=action.heartbeat if action.heartbeat is not None else defaults.heartbeat,
         retry=retry,
         ttl=action.ttl if action.ttl is not None else defaults.ttl,
         throttle=action.throttle if action.throttle is not None else defaults.throttle,
     )
+
+
+def job_tags(flow: Flow, action: Action) -> tuple[str, ...]:
+    """The tags of ``action``'s jobs: the flow's, then its own, each once."""
+    return tuple(dict.fromkeys([*flow.tags, *action.tags]))
 
 
 def json_schema() -> dict[str, Any]:

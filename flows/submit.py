@@ -22,6 +22,9 @@ from scheduler.errors import EngineError
 
 Trigger = Literal["manual", "schedule", "catch-up", "retry"]
 
+# As json.dumps(..., separators=(",", ":")), made once: a run encodes every job's data.
+_COMPACT_JSON = json.JSONEncoder(separators=(",", ":"))
+
 
 @dataclass(frozen=True)
 class Submission:
@@ -51,7 +54,7 @@ def job_spec(request: PutRequest) -> dict[str, Any]:
         "jid": request.jid,
         "queue": request.queue,
         "klass": request.klass,
-        "data": json.dumps(request.data, separators=(",", ":")),
+        "data": _COMPACT_JSON.encode(request.data),
         "priority": request.priority,
         "tags": list(request.tags),
         "retries": request.retries,
@@ -80,7 +83,8 @@ def check_limits(run_id: str, specs: Sequence[dict[str, Any]]) -> str:
         jid = limits.check_jid(command, "jid", spec["jid"])
         try:
             limits.check_text(command, "data", spec["data"])
-            limits.check_tags(command, spec["tags"])
+            if spec["tags"]:  # most jobs have none
+                limits.check_tags(command, spec["tags"])
         except EngineError as error:
             raise type(error)(f"job {jid}: {error}", command=command) from None
     jobs_text = json.dumps(specs)

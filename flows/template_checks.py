@@ -9,17 +9,20 @@ needed, directly or through other steps) and the reader's own foreach variable.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import networkx as nx
 
+from flows.dag import step_graph
 from flows.findings import DataPath, FindingSink, did_you_mean, path_text
 from flows.loader import Trap
 from flows.model import Action, Param, Step
 from flows.params import type_problem
 from flows.templates import (
+    LEAVES,
     OPEN,
     PARAMS,
     RUN,
@@ -38,7 +41,7 @@ _ACTION_FIELDS = ("run", "with", "env", "cwd")
 _TEMPLATE_HINT = "templates are read in run, with, env, cwd, foreach.items and param defaults"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class _Reader:
     """Who is reading references, and what it may see."""
 
@@ -56,13 +59,13 @@ class TemplateChecker:
         steps: Mapping[str, Step],
         params: Mapping[str, Param],
         step_ids: Collection[str],
-        graph: nx.DiGraph,
+        needs: Mapping[str, Sequence[str]],
         sink: FindingSink,
     ) -> None:
         self.steps = steps
         self.params = params
         self.step_ids = frozenset(step_ids)
-        self.graph = graph
+        self.needs = needs
         self.sink = sink
         self.foreach_names = {
             step.foreach.as_: step_id for step_id, step in steps.items() if step.foreach
@@ -92,6 +95,8 @@ class TemplateChecker:
             "cwd": action.cwd,
         }
         for field in _ACTION_FIELDS:
+            if not values[field]:
+                continue  # None, '' or {}: no template to read
             for path, text in strings(values[field], (*base, field)):
                 for reference in self.parse(path, text):
                     problem = self.reference_problem(reference, reader, field)
@@ -180,6 +185,11 @@ class TemplateChecker:
             f"{reader.name} reads steps.{step_id}.{what} but does not depend on '{step_id}'",
             f"add it to needs: needs: [{needs}]",
         )
+
+    @cached_property
+    def graph(self) -> nx.DiGraph:
+        """The step graph, built only when a step reads beyond its direct needs."""
+        return step_graph(self.needs)
 
     def is_upstream(self, step_id: str, reader: str) -> bool:
         return bool(self.graph.has_node(step_id) and nx.has_path(self.graph, step_id, reader))
@@ -296,8 +306,10 @@ def check_template_places(data: Mapping[str, Any], sink: FindingSink) -> None:
     Skipped where another finding already points (the model refused the value anyway).
     """
     reported = {(f.line, f.col) for f in sink.findings}
-    for path, text in strings(data):
-        if OPEN in text and not _renders(path) and sink.locate(path, False) not in reported:
+    found: list[DataPath] = []
+    _unrendered_templates(data, (), found)
+    for path in found:
+        if sink.locate(path, False) not in reported:
             sink.error(path, "template-place", *template_place_problem(path))
 
 
@@ -306,11 +318,34 @@ def template_place_problem(path: DataPath) -> tuple[str, str]:
     return f"templates are not expanded in {path_text(path)}", _TEMPLATE_HINT
 
 
-def _renders(path: DataPath) -> bool:
-    if path[:1] == ("description",) or path[-1:] == ("description",):
-        return True  # free text; a literal '${{' there harms nothing
-    if len(path) >= 3 and path[0] in ("steps", "hooks") and path[2] in _ACTION_FIELDS:
+def _unrendered_templates(value: Any, path: DataPath, found: list[DataPath]) -> None:
+    """The paths of strings under ``value`` holding ``${{`` where nothing renders it, in order.
+
+    Fields that are rendered are not walked into: in a large flow they hold most of the values.
+    """
+    if isinstance(value, Mapping):
+        items: Iterable[tuple[Any, Any]] = value.items()
+    elif isinstance(value, list | tuple):
+        items = enumerate(value)
+    else:
+        return
+    for key, item in items:
+        if isinstance(item, str):
+            # A description is free text; a literal '${{' there harms nothing.
+            if OPEN in item and key != "description" and not _all_rendered((*path, key)):
+                found.append((*path, key))
+        elif type(item) not in LEAVES and not _all_rendered((*path, key)):
+            _unrendered_templates(item, (*path, key), found)
+
+
+def _all_rendered(path: DataPath) -> bool:
+    """Whether every string at or under ``path`` is rendered (or free text)."""
+    if path[0] == "description":
+        return True
+    if len(path) < 3:
+        return False
+    if path[0] in ("steps", "hooks") and path[2] in _ACTION_FIELDS:
         return True
     if len(path) >= 4 and path[0] == "steps" and path[2:4] == ("foreach", "items"):
         return True
-    return len(path) >= 3 and path[0] == "params" and path[2] == "default"
+    return path[0] == "params" and path[2] == "default"

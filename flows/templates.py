@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -87,16 +87,33 @@ def whole_reference(text: str) -> Reference | None:
     return _parse(match.group(1)) if match else None
 
 
-def strings(value: Any, path: DataPath = ()) -> Iterator[tuple[DataPath, str]]:
+def strings(value: Any, path: DataPath = ()) -> list[tuple[DataPath, str]]:
     """Every string inside ``value`` (mapping values and list items, not keys) with its path."""
     if isinstance(value, str):
-        yield path, value
-    elif isinstance(value, Mapping):
-        for key, item in value.items():
-            yield from strings(item, (*path, key))
+        return [(path, value)]
+    found: list[tuple[DataPath, str]] = []
+    _collect_strings(value, path, found)
+    return found
+
+
+LEAVES: Final = frozenset({int, float, bool, type(None)})
+"""Types of values with no string inside: walks do not look into them."""
+
+
+def _collect_strings(value: Any, path: DataPath, found: list[tuple[DataPath, str]]) -> None:
+    # A list, not a generator, and paths made only for strings and containers: validation
+    # walks every value of a file this way.
+    if isinstance(value, dict | Mapping):
+        items: Iterable[tuple[Any, Any]] = value.items()
     elif isinstance(value, list | tuple):
-        for index, item in enumerate(value):
-            yield from strings(item, (*path, index))
+        items = enumerate(value)
+    else:
+        return
+    for key, item in items:
+        if isinstance(item, str):
+            found.append(((*path, key), item))
+        elif type(item) not in LEAVES:
+            _collect_strings(item, (*path, key), found)
 
 
 def to_text(value: Any) -> str:
@@ -116,7 +133,9 @@ def render(value: Any, lookup: Lookup) -> Any:
     """``value`` with every template resolved by ``lookup``, following the rendering rule."""
     if isinstance(value, str):
         return _render_string(value, lookup)
-    if isinstance(value, Mapping):
+    if type(value) in LEAVES:
+        return value
+    if isinstance(value, dict | Mapping):
         return {key: render(item, lookup) for key, item in value.items()}
     if isinstance(value, list | tuple):
         return [render(item, lookup) for item in value]

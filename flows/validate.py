@@ -19,7 +19,6 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from flows.dag import step_graph
 from flows.engine_checks import check_heartbeats, check_imports
 from flows.findings import DataPath, Finding, FindingSink, has_errors, sort_findings
 from flows.graph_checks import check_graph
@@ -157,8 +156,9 @@ def validate_loaded(
         explained |= report_model_errors(error, data, sink, loaded.traps)
     parts = _Parts.of(flow) if flow is not None else _Parts.salvage(data)
     needs = {step_id: step.needs for step_id, step in parts.steps.items()}
-    check_graph({**_raw_needs(data), **needs}, parts.step_ids, sink)
-    checker = TemplateChecker(parts.steps, parts.params, parts.step_ids, step_graph(needs), sink)
+    # A valid model holds every step's needs; otherwise the refused steps' needs count too.
+    check_graph(needs if flow is not None else {**_raw_needs(data), **needs}, parts.step_ids, sink)
+    checker = TemplateChecker(parts.steps, parts.params, parts.step_ids, needs, sink)
     explained |= checker.check(parts.hooks, loaded.traps)
     check_template_places(data, sink)
     _report_traps(loaded.traps, explained, sink)

@@ -46,6 +46,7 @@ local api = {}
 -- @include commands/failed_dropped
 -- @include commands/doctor
 -- @include commands/doctor_repair
+-- @include commands/await
 
 -- 'config.get' -> 'ConfigGet': the name a command's errors start with.
 local function display(command)
@@ -77,10 +78,18 @@ local function run(keys, args)
   end
   Engine.now = clock(command, args[2])
   Events.readied = {}
-  -- Copied, not unpack()ed: unpack of a long argument list overflows Lua's C stack.
-  local rest = {}
-  for i = 3, #args do rest[i - 2] = args[i] end
-  return handler(rest)
+  -- unpack() into a constructor sizes the table once; a long argument list (flow.submit, tag
+  -- lists) is copied instead, as unpack of it would overflow Lua's C stack.
+  local rest
+  if #args <= 1002 then
+    rest = { unpack(args, 3) }
+  else
+    rest = {}
+    for i = 3, #args do rest[i - 2] = args[i] end
+  end
+  local result = handler(rest)
+  Handoff.deliver()
+  return result
 end
 
 function Engine.dispatch(keys, args)

@@ -126,6 +126,29 @@ def _pid(value: Any) -> int | None:
         return None
 
 
+def _limit(raw: Mapping[str, Any]) -> int | None:
+    limit = raw.get("concurrency_limit")
+    return None if limit is None else as_int(limit)
+
+
+# The details: the fields of the job JSON that pop.lean leaves out, and how each is read.
+_DETAIL_READERS: dict[str, Callable[[Mapping[str, Any]], Any]] = {
+    "history": lambda raw: as_list(raw.get("history")),
+    "failure": lambda raw: as_dict(raw.get("failure")) or None,
+    "dependents": lambda raw: as_list(raw.get("dependents")),
+    "dependencies": lambda raw: as_list(raw.get("dependencies")),
+    "tracked": lambda raw: as_bool(raw.get("tracked")),
+    "result": lambda raw: loads(raw.get("result")),
+    "spawned_from_jid": lambda raw: raw.get("spawned_from_jid") or None,
+    "created": lambda raw: optional_number(raw.get("created")),
+    "updated": lambda raw: optional_number(raw.get("updated")),
+    "time_to_live": lambda raw: optional_number(raw.get("ttl")),
+    "deadline": lambda raw: optional_number(raw.get("deadline")),
+    "concurrency_limit": _limit,
+    "parked": lambda raw: raw.get("parked") or None,
+}
+
+
 class Job:
     """One job as the engine last reported it (see the job JSON in ``docs/qless-api.md``).
 
@@ -142,7 +165,39 @@ class Job:
     has started; set once it is ready), ``ttr``, ``concurrency_key``, ``concurrency_limit``,
     ``throttle``, and ``parked`` (``"concurrency_key"`` or ``"throttle"`` while the waiting job
     waits for a slot).
+
+    A job made from a worker's lean pop (``pop.lean``) holds the fields a worker needs; the
+    others (history, failure, dependents, ...) are read from the engine when first asked for.
     """
+
+    jid: str
+    klass: str
+    state: str
+    queue: str
+    worker: str
+    _priority: int
+    expires: float
+    retries: int
+    remaining: int
+    data: dict[str, Any]
+    tags: list[str]
+    ttr: float | None
+    concurrency_key: str | None
+    throttle: str | None
+    # The details (_DETAIL_READERS): absent after a lean reply (pop.lean) until first read.
+    history: list[dict[str, Any]]
+    failure: dict[str, Any] | None
+    dependents: list[str]
+    dependencies: list[str]
+    tracked: bool
+    result: Any
+    spawned_from_jid: str | None
+    created: float | None
+    updated: float | None
+    time_to_live: float | None
+    deadline: float | None
+    concurrency_limit: int | None
+    parked: str | None
 
     def __init__(self, client: Client, raw: Mapping[str, Any]) -> None:
         self.client = client
@@ -155,34 +210,36 @@ class Job:
         return cls(client, raw) if raw else None
 
     def _load(self, raw: Mapping[str, Any]) -> None:
-        self.jid: str = str(raw["jid"])
-        self.klass: str = str(raw.get("klass") or "")
-        self.state: str = str(raw.get("state") or "")
-        self.queue: str = str(raw.get("queue") or "")
-        self.worker: str = str(raw.get("worker") or "")
-        self._priority: int = as_int(raw.get("priority"))
-        self.expires: float = as_number(raw.get("expires"))
-        self.retries: int = as_int(raw.get("retries"))
-        self.remaining: int = as_int(raw.get("remaining"))
-        self.data: dict[str, Any] = as_dict(raw.get("data"))
-        self.tags: list[str] = as_list(raw.get("tags"))
-        self.history: list[dict[str, Any]] = as_list(raw.get("history"))
-        self.failure: dict[str, Any] | None = as_dict(raw.get("failure")) or None
-        self.dependents: list[str] = as_list(raw.get("dependents"))
-        self.dependencies: list[str] = as_list(raw.get("dependencies"))
-        self.tracked: bool = as_bool(raw.get("tracked"))
-        self.result: Any = loads(raw.get("result"))
-        self.spawned_from_jid: str | None = raw.get("spawned_from_jid") or None
-        self.created: float | None = optional_number(raw.get("created"))
-        self.updated: float | None = optional_number(raw.get("updated"))
-        self.time_to_live: float | None = optional_number(raw.get("ttl"))
-        self.deadline: float | None = optional_number(raw.get("deadline"))
-        self.ttr: float | None = optional_number(raw.get("ttr"))
-        self.concurrency_key: str | None = raw.get("concurrency_key") or None
-        limit = raw.get("concurrency_limit")
-        self.concurrency_limit: int | None = None if limit is None else as_int(limit)
-        self.throttle: str | None = raw.get("throttle") or None
-        self.parked: str | None = raw.get("parked") or None
+        self.jid = str(raw["jid"])
+        self.klass = str(raw.get("klass") or "")
+        self.state = str(raw.get("state") or "")
+        self.queue = str(raw.get("queue") or "")
+        self.worker = str(raw.get("worker") or "")
+        self._priority = as_int(raw.get("priority"))
+        self.expires = as_number(raw.get("expires"))
+        self.retries = as_int(raw.get("retries"))
+        self.remaining = as_int(raw.get("remaining"))
+        self.data = as_dict(raw.get("data"))
+        self.tags = as_list(raw.get("tags"))
+        self.ttr = optional_number(raw.get("ttr"))
+        self.concurrency_key = raw.get("concurrency_key") or None
+        self.throttle = raw.get("throttle") or None
+        lean = "history" not in raw  # pop.lean: the details are read on first use
+        for name, read in _DETAIL_READERS.items():
+            if lean:
+                self.__dict__.pop(name, None)
+            else:
+                self.__dict__[name] = read(raw)
+
+    def __getattr__(self, name: str) -> Any:
+        # Only called for an attribute that is not set: a detail a lean reply left out.
+        if name in _DETAIL_READERS and "jid" in self.__dict__:
+            raw = as_dict(self._call("get", self.jid))
+            if raw:
+                for field, read in _DETAIL_READERS.items():
+                    self.__dict__[field] = read(raw)
+                return self.__dict__[name]
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     def __repr__(self) -> str:
         return f"<Job {self.jid} {self.klass} {self.state} queue={self.queue!r}>"

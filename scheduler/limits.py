@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Iterable
 from typing import Any
 
@@ -41,7 +42,8 @@ MAX_FLOW_BYTES = 64 * 1024 * 1024
 RESERVED_JID_SUFFIXES = ("-history", "-dependencies", "-dependents")
 
 # Lua's %s and %c in the C locale: bytes 0-32 and 127.
-_FORBIDDEN_ID_BYTES = frozenset([*range(33), 127])
+# White space and control bytes (0-32 and 127): the bytes Lua's Arg.id refuses.
+_FORBIDDEN_ID_CHARS = re.compile("[\\x00-\\x20\\x7f]")
 
 
 def display(command: str) -> str:
@@ -61,12 +63,12 @@ def check_id(command: str, name: str, value: Any) -> str:
     """An id: a non-empty string of at most 256 bytes without white space or control bytes."""
     if not isinstance(value, str) or value == "":
         raise _invalid(command, f'Arg "{name}" missing')
-    raw = value.encode("utf-8", "surrogatepass")
-    if len(raw) > MAX_ID_BYTES:
+    size = len(value) if value.isascii() else len(value.encode("utf-8", "surrogatepass"))
+    if size > MAX_ID_BYTES:
         raise _too_large(
-            command, f'Arg "{name}" is {len(raw)} bytes, more than the limit of {MAX_ID_BYTES}'
+            command, f'Arg "{name}" is {size} bytes, more than the limit of {MAX_ID_BYTES}'
         )
-    if any(byte in _FORBIDDEN_ID_BYTES for byte in raw):
+    if _FORBIDDEN_ID_CHARS.search(value):
         raise _invalid(
             command,
             f'Arg "{name}" contains white space or a control character: {value[:40]!r}',
@@ -161,7 +163,7 @@ def check_text(command: str, name: str, value: Any, max_bytes: int = MAX_PAYLOAD
     """Free text (a failure message): at most ``max_bytes`` bytes of UTF-8."""
     if not isinstance(value, str):
         raise _invalid(command, f'Arg "{name}" is not text: {type(value).__name__}')
-    size = len(value.encode("utf-8", "surrogatepass"))
+    size = len(value) if value.isascii() else len(value.encode("utf-8", "surrogatepass"))
     if size > max_bytes:
         raise _too_large(
             command, f'Arg "{name}" is {size} bytes, more than the limit of {max_bytes}'
@@ -185,16 +187,22 @@ def encode_payload(
     """
     if kind == "object" and not isinstance(value, dict):
         raise _invalid(command, f'Arg "{name}" is not a JSON object: {type(value).__name__}')
-    depth = json_depth(value)
-    if depth > MAX_JSON_DEPTH:
-        raise _invalid(command, f'Arg "{name}" nests more than {MAX_JSON_DEPTH} levels deep')
     try:
         text = json.dumps(value, separators=(",", ":"), allow_nan=False)
-    except (TypeError, ValueError) as error:
+    except (TypeError, ValueError, RecursionError) as error:
+        _check_depth(command, name, value)  # a cycle, or too deep: say so first
+        if isinstance(error, RecursionError):  # deeper than this interpreter's encoder can go
+            raise _invalid(command, f'Arg "{name}" nests too deeply to encode') from None
         raise _invalid(command, f'Arg "{name}" is not valid JSON: {error}') from None
-    except RecursionError:  # deeper than this interpreter's json encoder can go
-        raise _invalid(command, f'Arg "{name}" nests too deeply to encode') from None
+    # Each level takes at least two characters: short text cannot nest too deeply.
+    if len(text) > 2 * MAX_JSON_DEPTH:
+        _check_depth(command, name, value)
     return check_text(command, name, text, max_bytes)
+
+
+def _check_depth(command: str, name: str, value: Any) -> None:
+    if json_depth(value) > MAX_JSON_DEPTH:
+        raise _invalid(command, f'Arg "{name}" nests more than {MAX_JSON_DEPTH} levels deep')
 
 
 def check_payload_text(

@@ -41,6 +41,14 @@ def register(group: click.Group) -> None:
     show_default=True,
     help="Jobs at once per process.",
 )
+@click.option(
+    "--prefetch",
+    type=click.IntRange(min=0),
+    default=64,
+    show_default=True,
+    help="At most this many jobs popped ahead of the free threads while jobs finish within "
+    "milliseconds (fewer for slower jobs, none for jobs of 20 ms or more); 0: never.",
+)
 @click.option("--burst", is_flag=True, help="Exit 0 once the queues are empty.")
 @click.option("--name", help="Worker name (default <host>-<pid>).")
 @click.option(
@@ -63,6 +71,7 @@ def worker(
     strategy: str,
     processes: int,
     threads: int,
+    prefetch: int,
     burst: bool,
     name: str | None,
     shutdown_grace: float,
@@ -93,6 +102,7 @@ def worker(
                 names,
                 strategy=strategy,  # type: ignore[arg-type]
                 threads=threads,
+                prefetch=prefetch,
                 burst=burst,
                 shutdown_grace=shutdown_grace,
                 prepare=hook,
@@ -103,6 +113,7 @@ def worker(
                 names,
                 processes=processes,
                 threads=threads,
+                prefetch=prefetch,
                 strategy=strategy,
                 burst=burst,
                 name=name,

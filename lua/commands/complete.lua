@@ -3,6 +3,8 @@
 --   complete jid, worker, queue, data, ['next', q], ['delay', d], ['depends', JSON],
 --            ['result', JSON]                     -> 'complete', 'waiting', 'scheduled' or 'depends'
 --
+-- `data` (a JSON object) becomes the job's data; '' (ours) keeps the data the job has, so a
+-- worker need not send the payload back.
 -- Without `next` the job is complete: kept by jobs-history (age) and jobs-history-count, and every
 -- dependent whose last dependency this was is released in this same call. With `next` it moves
 -- to that queue (waiting, scheduled after `delay`, or waiting for `depends`), retries reset.
@@ -18,65 +20,103 @@
 -- @include lock
 local COMPLETE_OPTIONS = { next = true, delay = true, depends = true, result = true }
 
-api['complete'] = function(args)
-  local cmd = 'Complete'
+-- What complete reads of the job (nil when there is none): its lock (Lock.check_fields), what
+-- releasing it needs (Lock.release) and when it was popped (its run-time sample); `next` reads
+-- more (advance). Built by one constructor: filling a table field by field from the reply, as
+-- Job.fields does, costs as much as the read itself.
+local function job_fields(jid)
+  local v = redis.call('hmget', Keys.job(jid), 'state', 'queue', 'worker', 'expires', 'grace',
+    'popped', 'ttl_at', 'ckey', 'climit', 'throttle')
+  if not v[1] then return nil end
+  return { state = v[1], queue = v[2] or nil, worker = v[3] or nil, expires = v[4] or nil,
+    grace = v[5] or nil, popped = v[6] or nil, ttl_at = v[7] or nil, ckey = v[8] or nil,
+    climit = v[9] or nil, throttle = v[10] or nil }
+end
+
+-- The checked arguments: jid, worker, queue, data (nil: keep the job's), next, delay, depends,
+-- result.
+local function parse(cmd, args)
   local jid = Arg.jid(cmd, 'jid', args[1])
   local worker = Arg.id(cmd, 'worker', args[2])
   local queue = Arg.id(cmd, 'queue', args[3])
-  local data = Arg.json(cmd, 'data', args[4], 'object')
+  local data
+  if args[4] ~= '' then data = Arg.json(cmd, 'data', args[4], 'object') end
+  local c = { jid = jid, worker = worker, queue = queue, data = data }
+  if #args < 5 then return c end
   local options = Arg.options(cmd, args, 5, COMPLETE_OPTIONS)
-  local next_queue, delay, depends, result
-  if options.next then next_queue = Arg.id(cmd, 'next', options.next) end
-  if options.delay then delay = Arg.number(cmd, 'delay', options.delay, 0) end
+  if options.next then c.next = Arg.id(cmd, 'next', options.next) end
+  if options.delay then c.delay = Arg.number(cmd, 'delay', options.delay, 0) end
   if options.depends then
-    depends = Arg.id_list(cmd, 'depends', options.depends, Arg.jid, Engine.MAX_COUNT)
-    for _, dependency in ipairs(depends) do
-      if dependency == jid then Arg.fail(cmd, 'Arg "depends": job ' .. jid .. ' cannot depend on itself') end
+    c.depends = Arg.id_list(cmd, 'depends', options.depends, Arg.jid, Engine.MAX_COUNT)
+    for _, dependency in ipairs(c.depends) do
+      if dependency == jid then
+        Arg.fail(cmd, 'Arg "depends": job ' .. jid .. ' cannot depend on itself')
+      end
     end
   end
-  if options.result then result = Arg.json(cmd, 'result', options.result, 'any') end
-  if (delay or depends) and not next_queue then
+  if options.result then c.result = Arg.json(cmd, 'result', options.result, 'any') end
+  if (c.delay or c.depends) and not c.next then
     Arg.fail(cmd, '"delay" and "depends" need "next" (the queue to move the job to)')
   end
-  local fields = Lock.check_owner(cmd, jid, worker, queue)
+  return c
+end
+
+-- With `next`: the job moves on to that queue, its retries reset. Returns its new state.
+local function advance(c)
+  local jid, key, next_queue, delay = c.jid, Keys.job(c.jid), c.next, c.delay
+  local fields = Job.fields(jid, 'priority', 'retries')
+  Events.log({ jid = jid, event = 'advanced', queue = c.queue, to = next_queue })
+  redis.call('hset', key, 'queue', next_queue, 'remaining', fields.retries, 'delay', delay or 0)
+  Queue.known(next_queue)
+  Job.history(jid, 'put', { q = next_queue })
+  local pending = 0
+  for _, dependency in ipairs(c.depends or {}) do
+    local state = redis.call('hget', Keys.job(dependency), 'state')
+    if state and state ~= 'complete' then
+      redis.call('sadd', Keys.dependencies(jid), dependency)
+      redis.call('sadd', Keys.dependents(dependency), jid)
+      pending = pending + 1
+    end
+  end
+  if pending > 0 then
+    redis.call('zadd', Keys.depends(next_queue), Engine.now, jid)
+    redis.call('hset', key, 'state', 'depends')
+    return 'depends'
+  end
+  return Queue.release(next_queue, jid, tonumber(fields.priority) or 0, delay)
+end
+
+api['complete'] = function(args)
+  local cmd = 'Complete'
+  local c = parse(cmd, args)
+  local jid, worker, queue = c.jid, c.worker, c.queue
+  local fields = Lock.check_fields(cmd, jid, worker, queue, job_fields(jid))
+  -- Every setting complete needs, in one read.
+  local history_limit, max_age, max_count = Config.values('max-job-history', 'jobs-history',
+    'jobs-history-count')
 
   local key = Keys.job(jid)
   Lock.release(jid, queue, worker, fields)
   Stats.sample(queue, 'run', Engine.now - (tonumber(fields.popped) or Engine.now))
-  Job.history(jid, 'done', { worker = worker })
-  redis.call('hset', key, 'data', data, 'worker', '', 'expires', 0, 'updated', Engine.now)
-  redis.call('hdel', key, 'grace')
-  if result then redis.call('hset', key, 'result', result) end
+  Job.history(jid, 'done', { worker = worker }, tonumber(history_limit))
+  -- The job's hash in one write (its state too, unless it moves on).
+  local written = { 'worker', '', 'expires', 0, 'updated', Engine.now }
+  if c.data then table.insert(written, 'data'); table.insert(written, c.data) end
+  if c.result then table.insert(written, 'result'); table.insert(written, c.result) end
+  if not c.next then table.insert(written, 'state'); table.insert(written, 'complete') end
+  redis.call('hset', key, unpack(written))
+  if fields.grace then redis.call('hdel', key, 'grace') end
   redis.call('zadd', Keys.workers(), Engine.now, worker)
   Events.tracked('completed', jid)
-
-  if next_queue then
-    Events.log({ jid = jid, event = 'advanced', queue = queue, to = next_queue })
-    redis.call('hset', key, 'queue', next_queue, 'remaining', fields.retries, 'delay', delay or 0)
-    redis.call('zadd', Keys.queues(), 'NX', Engine.now, next_queue)
-    Job.history(jid, 'put', { q = next_queue })
-    local pending = 0
-    for _, dependency in ipairs(depends or {}) do
-      local state = redis.call('hget', Keys.job(dependency), 'state')
-      if state and state ~= 'complete' then
-        redis.call('sadd', Keys.dependencies(jid), dependency)
-        redis.call('sadd', Keys.dependents(dependency), jid)
-        pending = pending + 1
-      end
-    end
-    if pending > 0 then
-      redis.call('zadd', Keys.depends(next_queue), Engine.now, jid)
-      redis.call('hset', key, 'state', 'depends')
-      return 'depends'
-    end
-    return Queue.release(next_queue, jid, tonumber(fields.priority) or 0, delay)
-  end
+  if c.next then return advance(c) end
 
   Events.log({ jid = jid, event = 'completed', queue = queue })
-  redis.call('hset', key, 'state', 'complete')
   redis.call('zadd', Keys.completed(), Engine.now, jid)
-  Deps.settle(jid, 'complete')
-  redis.call('del', Keys.dependents(jid))
-  Job.expire_completed(100)
+  -- Most jobs have no dependents: one look saves settling none and deleting nothing.
+  if redis.call('exists', Keys.dependents(jid)) == 1 then
+    Deps.settle(jid, 'complete')
+    redis.call('del', Keys.dependents(jid))
+  end
+  Job.expire_completed(100, max_age, max_count)
   return 'complete'
 end

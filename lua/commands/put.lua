@@ -26,9 +26,17 @@
 --                     it a put keeps qless's meaning: the job is moved, whatever its state.
 -- Errors: INVALID (arguments), TOOLARGE (sizes), NOTFOUND (requeue of a job that does not exist).
 -- @include putting
+
+-- The fields of the job being put over that Put.write needs, or nil for a new job. Most puts are
+-- of new jobs, and one field tells (Job.fields reads the rest only for a job that exists).
+local function existing(jid)
+  if not redis.call('hget', Keys.job(jid), 'state') then return nil end
+  return Job.fields(jid, 'queue', 'worker', 'failure', 'tags', 'priority', 'retries')
+end
+
 local function put(cmd, args, must_exist)
   local p = Put.parse(cmd, args)
-  local old = Job.fields(p.jid, 'queue', 'worker', 'failure', 'tags', 'priority', 'retries')
+  local old = existing(p.jid)
   if must_exist and not old then
     Err.raise('NOTFOUND', cmd .. '(): Job ' .. p.jid .. ' does not exist')
   end

@@ -142,7 +142,7 @@ api['queue.drop'] = function(args)
   end
   redis.call('del', Keys.work(queue), Keys.locks(queue), Keys.scheduled(queue), Keys.depends(queue),
     Keys.recur(queue), Keys.buried(queue), Keys.parked(queue), Keys.ttl(queue),
-    Keys.key_running(queue))
+    Keys.key_running(queue), Keys.idle(queue))
   redis.call('zrem', Keys.queues(), queue)
   redis.call('srem', Keys.paused(), queue)
   redis.call('hdel', Keys.config(), queue .. '-heartbeat', queue .. '-max-concurrency')

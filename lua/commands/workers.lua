@@ -2,7 +2,8 @@
 --
 --   workers              -> JSON [{name, jobs, stalled}], most recently active first
 --   workers worker       -> JSON {jobs: [jid...], stalled: [jid...]}
---   worker.deregister worker...  -> nil
+--   worker.deregister worker...  -> nil (jobs handed to an idle worker and not taken go back, as
+--                                   with await.cancel)
 --
 -- Workers silent for longer than max-worker-age are left out, and dropped with their
 -- registrations as the list is read (include/registry.lua).
@@ -11,6 +12,7 @@
 -- @include args
 -- @include config
 -- @include registry
+-- @include handoff
 
 api['workers'] = function(args)
   if args[1] ~= nil then
@@ -43,6 +45,7 @@ api['worker.deregister'] = function(args)
   for _, worker in ipairs(args) do
     redis.call('zrem', Keys.workers(), worker)
     redis.call('del', Keys.worker_info(worker))
+    Handoff.give_back(worker)
   end
   return nil
 end

@@ -24,6 +24,17 @@ function Config.number(name)
   return tonumber(Config.get(name))
 end
 
+-- Several settings in one read (a hot command needs three or four), in the order named: each
+-- the stored value as text, else the default, else nil.
+function Config.values(...)
+  local names = { ... }
+  local values = redis.call('hmget', Keys.config(), ...)
+  for i, name in ipairs(names) do
+    if not values[i] then values[i] = Config.defaults[name] end
+  end
+  return unpack(values, 1, #names)
+end
+
 -- Lock duration for a queue: `<queue>-heartbeat`, else `heartbeat`, else the default.
 function Config.heartbeat(queue)
   local values = redis.call('hmget', Keys.config(), queue .. '-heartbeat', 'heartbeat')

@@ -14,11 +14,13 @@ function Events.log(event)
   Events.publish('log', cjson.encode(event))
 end
 
--- The bare jid on `P <kind>` when the job is tracked.
+-- The bare jid on `P <kind>` when the job is tracked. Returns whether it is.
 function Events.tracked(kind, jid)
   if redis.call('zscore', Keys.tracked(), jid) then
     Events.publish(kind, jid)
+    return true
   end
+  return false
 end
 
 -- Tell a worker that it no longer holds a job (lock_lost, canceled, ...).

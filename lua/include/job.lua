@@ -38,15 +38,24 @@ function Job.fields(jid, ...)
   return out
 end
 
--- Append a history entry, keeping the first one and the newest `max-job-history - 1`. An entry
+-- The JSON text of a history entry `what` at now, with `extra` (a table it fills in). An entry
 -- naming a registered worker also records its host and pid (include/registry.lua).
-function Job.history(jid, what, extra)
+function Job.history_entry(what, extra)
   local entry = Registry.stamp(extra or {})
   entry.what = what
   entry.when = Engine.now
+  return cjson.encode(entry)
+end
+
+-- Append an entry (JSON text) to a job's history, keeping the first one and the newest
+-- `max-job-history - 1`. `limit` is that setting when the caller already read it.
+function Job.append_history(jid, entry, limit)
   local key = Keys.history(jid)
-  local length = redis.call('rpush', key, cjson.encode(entry))
-  local limit = Config.number('max-job-history')
+  local length = redis.call('rpush', key, entry)
+  -- The first entry is always kept: a history of one is never trimmed, whatever the setting,
+  -- so a new job's put need not read it.
+  if length <= 1 then return end
+  limit = limit or Config.number('max-job-history')
   if limit > 0 and length > limit then
     local first = redis.call('lindex', key, 0)
     redis.call('ltrim', key, length - limit + 1, -1)
@@ -54,25 +63,36 @@ function Job.history(jid, what, extra)
   end
 end
 
--- The job as the qless job JSON object (a Lua table), or nil.
-function Job.describe(jid)
-  local values = redis.call('hmget', Keys.job(jid),
-    'jid', 'klass', 'state', 'queue', 'worker', 'priority', 'expires', 'retries', 'remaining',
-    'data', 'tags', 'failure', 'spawned_from_jid', 'result', 'created', 'updated', 'grace',
-    'ttl', 'ttl_at', 'ttr', 'ckey', 'climit', 'throttle', 'parked')
+-- Append a history entry (Job.history_entry, Job.append_history).
+function Job.history(jid, what, extra, limit)
+  Job.append_history(jid, Job.history_entry(what, extra), limit)
+end
+
+-- The hash fields a job's description is made of (`described` reads them by position).
+local DESCRIBED = { 'jid', 'klass', 'state', 'queue', 'worker', 'priority', 'expires', 'retries',
+  'remaining', 'data', 'tags', 'failure', 'spawned_from_jid', 'result', 'created', 'updated',
+  'grace', 'ttl', 'ttl_at', 'ttr', 'ckey', 'climit', 'throttle', 'parked' }
+
+-- The DESCRIBED fields of a job (absent ones false), or nil when there is no job.
+local function described_values(jid)
+  local values = redis.call('hmget', Keys.job(jid), unpack(DESCRIBED))
   if not values[1] then return nil end
+  return values
+end
+
+-- The qless job JSON object without its history, from the DESCRIBED `values` of job `jid`;
+-- `tracked` is whether the job is tracked.
+local function described(jid, values, tracked)
   local state = values[3]
   local expires = tonumber(values[7]) or 0
   -- The lock's rule (include/lock.lua): valid while expires > now and not taken away.
   if state == 'running' and (expires <= Engine.now or values[17] == '1') then
     state = 'stalled'
   end
-  local history = {}
-  for _, entry in ipairs(redis.call('lrange', Keys.history(jid), 0, -1)) do
-    table.insert(history, cjson.decode(entry))
-  end
   local failure = {}
-  if values[12] and values[12] ~= '' then failure = cjson.decode(values[12]) end
+  if values[12] and values[12] ~= '' and values[12] ~= '{}' then
+    failure = cjson.decode(values[12])
+  end
   -- Our put options, only on jobs put with them (absent fields leave the JSON as qless has it).
   local parked
   if values[24] then parked = values[24] == 'k' and 'concurrency_key' or 'throttle' end
@@ -82,14 +102,13 @@ function Job.describe(jid)
     state = state,
     queue = values[4] or '',
     worker = values[5] or '',
-    tracked = redis.call('zscore', Keys.tracked(), jid) ~= false,
+    tracked = tracked,
     priority = tonumber(values[6]) or 0,
     expires = expires,
     retries = tonumber(values[8]) or 0,
     remaining = tonumber(values[9]) or 0,
     data = values[10] or '{}',
     tags = decode_list(values[11]),
-    history = history,
     failure = failure,
     dependents = redis.call('smembers', Keys.dependents(jid)),
     dependencies = redis.call('smembers', Keys.dependencies(jid)),
@@ -105,6 +124,38 @@ function Job.describe(jid)
     throttle = values[23] or nil,
     parked = parked,
   }
+end
+
+local function is_tracked(jid)
+  return redis.call('zscore', Keys.tracked(), jid) ~= false
+end
+
+-- The job as the qless job JSON object (a Lua table), or nil.
+function Job.describe(jid)
+  local values = described_values(jid)
+  if not values then return nil end
+  local job = described(jid, values, is_tracked(jid))
+  local history = {}
+  for _, entry in ipairs(redis.call('lrange', Keys.history(jid), 0, -1)) do
+    table.insert(history, cjson.decode(entry))
+  end
+  job.history = history
+  return job
+end
+
+-- The same object as JSON text, or nil; `tracked` when the caller knows it. The history entries
+-- are JSON text written by cjson (Job.history_entry): spliced in as they are, not decoded and
+-- encoded again (the costliest part of a pop's reply otherwise).
+function Job.describe_json(jid, tracked)
+  local values = described_values(jid)
+  if not values then return nil end
+  if tracked == nil then tracked = is_tracked(jid) end
+  local text = cjson.encode(described(jid, values, tracked))
+  local entries = redis.call('lrange', Keys.history(jid), 0, -1)
+  -- cjson writes an empty list as {}: kept so, as Job.describe's encoding has it.
+  local history = #entries == 0 and '{}' or '[' .. table.concat(entries, ',') .. ']'
+  -- `text` is an object of many fields: its last character is the closing brace.
+  return string.sub(text, 1, -2) .. ',"history":' .. history .. '}'
 end
 
 -- Take a job out of the index its state puts it in (see the header). `fields` must hold
@@ -192,14 +243,17 @@ end
 
 -- Drop completed jobs beyond jobs-history (age) and jobs-history-count, at most `limit` of
 -- them, oldest first: every call stays bounded; the service's housekeeping does the rest.
-function Job.expire_completed(limit)
-  return Job.expire_finished(Keys.completed(), limit)
+-- `max_age` and `max_count` are those settings when the caller already read them.
+function Job.expire_completed(limit, max_age, max_count)
+  return Job.expire_finished(Keys.completed(), limit, max_age, max_count)
 end
 
 -- The same for the finished jobs indexed in `key` (completed, or expired: include/ttl.lua).
-function Job.expire_finished(key, limit)
-  local max_age = Config.number('jobs-history')
-  local max_count = Config.number('jobs-history-count')
+function Job.expire_finished(key, limit, max_age, max_count)
+  if not max_age or not max_count then
+    max_age, max_count = Config.values('jobs-history', 'jobs-history-count')
+  end
+  max_age, max_count = tonumber(max_age), tonumber(max_count)
   local victims = redis.call('zrangebyscore', key, '-inf', Engine.now - max_age, 'LIMIT', 0, limit)
   local excess = redis.call('zcard', key) - #victims - max_count
   if excess > 0 and #victims < limit then

@@ -27,11 +27,9 @@ function Lock.check_held(cmd, jid, worker, fields)
   end
 end
 
--- Check that `worker` holds the running job `jid` of `queue`; returns its fields.
--- Shared by complete, retry and heartbeat.
-function Lock.check_owner(cmd, jid, worker, queue)
-  local fields = Job.fields(jid, 'queue', 'worker', 'expires', 'grace', 'priority', 'retries',
-    'remaining', 'popped', 'failure', 'tags', 'ttr', 'ttl_at', 'ckey', 'climit', 'throttle')
+-- Check that `worker` holds the running job `jid` of `queue`, from the job's `fields` (at least
+-- state, queue, worker, expires, grace; nil when there is no job); returns them.
+function Lock.check_fields(cmd, jid, worker, queue, fields)
   if not fields then
     Err.raise('NOTFOUND', cmd .. '(): Job ' .. jid .. ' does not exist')
   end
@@ -43,6 +41,14 @@ function Lock.check_owner(cmd, jid, worker, queue)
   end
   Lock.check_held(cmd, jid, worker, fields)
   return fields
+end
+
+-- Lock.check_fields on the fields read here; returns them. Shared by retry, heartbeat, fail,
+-- release, touch and bury (complete reads fewer fields itself).
+function Lock.check_owner(cmd, jid, worker, queue)
+  local fields = Job.fields(jid, 'queue', 'worker', 'expires', 'grace', 'priority', 'retries',
+    'remaining', 'popped', 'failure', 'tags', 'ttr', 'ttl_at', 'ckey', 'climit', 'throttle')
+  return Lock.check_fields(cmd, jid, worker, queue, fields)
 end
 
 -- The job leaves its worker: no longer locked, no longer in the worker's jobs; it gives back its

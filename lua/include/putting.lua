@@ -45,20 +45,13 @@ local function parse_ours(cmd, p, options)
   p.unique = unique == '1'
 end
 
-function Put.parse(cmd, args)
-  local p = {}
-  p.worker = Arg.id(cmd, 'worker', args[1])
-  p.queue = Arg.id(cmd, 'queue', args[2])
-  p.jid = Arg.jid(cmd, 'jid', args[3])
-  p.klass = Arg.id(cmd, 'klass', args[4])
-  p.data = Arg.json(cmd, 'data', args[5], 'object')
-  p.delay = Arg.number(cmd, 'delay', args[6], 0)
+-- The options after put's six arguments (priority, tags, retries, depends, trigger and ours).
+local function parse_options(cmd, p, args)
   local options = Arg.options(cmd, args, 7, PUT_OPTIONS)
   p.priority = Arg.optional_integer(cmd, 'priority', options.priority, nil,
     -Queue.MAX_PRIORITY, Queue.MAX_PRIORITY)
   p.retries = Arg.optional_integer(cmd, 'retries', options.retries, nil, 0, Engine.MAX_COUNT)
   if options.tags then p.tags = Arg.id_list(cmd, 'tags', options.tags, Arg.id, Arg.MAX_TAGS) end
-  p.depends = {}
   if options.depends then
     p.depends = Arg.id_list(cmd, 'depends', options.depends, Arg.jid, Engine.MAX_COUNT)
     for _, dependency in ipairs(p.depends) do
@@ -73,12 +66,66 @@ function Put.parse(cmd, args)
     p.trigger = options.trigger
   end
   parse_ours(cmd, p, options)
+end
+
+function Put.parse(cmd, args)
+  local worker = Arg.id(cmd, 'worker', args[1])
+  local queue = Arg.id(cmd, 'queue', args[2])
+  local jid = Arg.jid(cmd, 'jid', args[3])
+  local klass = Arg.id(cmd, 'klass', args[4])
+  local data = Arg.json(cmd, 'data', args[5], 'object')
+  local delay = Arg.number(cmd, 'delay', args[6], 0)
+  local p = { worker = worker, queue = queue, jid = jid, klass = klass, data = data, delay = delay,
+    depends = {}, climit = 1, unique = false }
+  -- Most puts have no options: their defaults are above (the others are nil).
+  if #args > 6 then parse_options(cmd, p, args) end
   return p
 end
 
 -- Whether a put with `unique` finds the job already there and not finished (a no-op then).
 function Put.exists(p, old)
   return p.unique and old ~= nil and old.state ~= 'complete' and old.state ~= 'expired'
+end
+
+-- The dependencies (jids) of a put that are not complete yet. qless treats a dependency that is
+-- complete or does not exist as already satisfied.
+local function pending_dependencies(depends)
+  local pending = {}
+  for _, dependency in ipairs(depends) do
+    local state = redis.call('hget', Keys.job(dependency), 'state')
+    if state and state ~= 'complete' then table.insert(pending, dependency) end
+  end
+  return pending
+end
+
+-- Hash fields cleared before a put over an existing job writes it: its lock's grace, its result,
+-- our options (a put without them clears them), and the trigger when put back to the default.
+local function stale_fields(p)
+  local stale = { 'grace', 'result', unpack(OPTION_FIELDS) }
+  if p.trigger == 'all_success' then table.insert(stale, 'trigger') end
+  return stale
+end
+
+-- The job's hash fields as HSET arguments: the whole job with its state, in one write.
+local function job_fields(p, old, state, priority, retries, tags)
+  local f = { 'jid', p.jid, 'klass', p.klass, 'data', p.data, 'priority', priority,
+    'tags', #tags == 0 and '{}' or cjson.encode(tags), 'queue', p.queue, 'worker', '',
+    'expires', 0, 'retries', retries, 'remaining', retries, 'failure', '{}', 'delay', p.delay,
+    'updated', Engine.now, 'state', state }
+  local function add(name, value) f[#f + 1] = name; f[#f + 1] = value end
+  -- `time`: when a waiting job became eligible, the start of its wait-time sample.
+  if state == 'waiting' then add('time', Engine.now) end
+  if not old then add('created', Engine.now) end
+  if p.trigger then
+    -- The full list of needs lets run.retry re-arm jobs (see commands/run_admin.lua).
+    add('needs', #p.depends == 0 and '[]' or cjson.encode(p.depends))
+    if p.trigger ~= 'all_success' then add('trigger', p.trigger) end
+  end
+  if p.ttl then add('ttl', p.ttl) end
+  if p.ttr then add('ttr', p.ttr) end
+  if p.ckey then add('ckey', p.ckey); add('climit', p.climit) end
+  if p.throttle then add('throttle', p.throttle) end
+  return f
 end
 
 -- Write a checked put (from Put.parse). `old` is the existing job's fields (or nil).
@@ -96,59 +143,39 @@ function Put.write(p, old)
   local priority = p.priority or tonumber(old and old.priority) or 0
   local retries = p.retries or tonumber(old and old.retries) or 5
   local tags = p.tags or old_tags
-  Job.retag(jid, old_tags, tags)
+  if #old_tags > 0 or #tags > 0 then Job.retag(jid, old_tags, tags) end
 
+  local pending = pending_dependencies(p.depends)
+  local state = 'waiting'
+  if #pending > 0 then
+    state = 'depends'
+  elseif p.delay > 0 then
+    state = 'scheduled'
+  end
   local key = Keys.job(jid)
-  redis.call('hset', key, 'jid', jid, 'klass', p.klass, 'data', p.data, 'priority', priority,
-    'tags', cjson.encode(tags), 'queue', queue, 'worker', '', 'expires', 0,
-    'retries', retries, 'remaining', retries, 'failure', '{}', 'delay', p.delay,
-    'updated', Engine.now)
-  if not old then redis.call('hset', key, 'created', Engine.now) end
-  if p.trigger then
-    -- The full list of needs lets run.retry re-arm jobs (see commands/run_admin.lua).
-    redis.call('hset', key, 'needs', #p.depends == 0 and '[]' or cjson.encode(p.depends))
-    if p.trigger == 'all_success' then
-      redis.call('hdel', key, 'trigger')
-    else
-      redis.call('hset', key, 'trigger', p.trigger)
-    end
-  end
-  redis.call('hdel', key, 'grace', 'result')
-  if old then redis.call('hdel', key, unpack(OPTION_FIELDS)) end
-  local ours = {}
-  if p.ttl then table.insert(ours, 'ttl'); table.insert(ours, p.ttl) end
-  if p.ttr then table.insert(ours, 'ttr'); table.insert(ours, p.ttr) end
-  if p.ckey then
-    table.insert(ours, 'ckey'); table.insert(ours, p.ckey)
-    table.insert(ours, 'climit'); table.insert(ours, p.climit)
-  end
-  if p.throttle then table.insert(ours, 'throttle'); table.insert(ours, p.throttle) end
-  if #ours > 0 then redis.call('hset', key, unpack(ours)) end
+  -- A new job has no stale fields (its hash does not exist: Job.fields found no state).
+  if old then redis.call('hdel', key, unpack(stale_fields(p))) end
+  redis.call('hset', key, unpack(job_fields(p, old, state, priority, retries, tags)))
+  Job.history(jid, 'put', { q = queue })
 
-  local pending = 0
-  for _, dependency in ipairs(p.depends) do
-    local state = redis.call('hget', Keys.job(dependency), 'state')
-    -- qless treats a dependency that is complete or does not exist as already satisfied.
-    if state and state ~= 'complete' then
+  if state == 'depends' then
+    for _, dependency in ipairs(pending) do
       redis.call('sadd', Keys.dependencies(jid), dependency)
       redis.call('sadd', Keys.dependents(dependency), jid)
-      pending = pending + 1
     end
-  end
-
-  Job.history(jid, 'put', { q = queue })
-  if pending > 0 then
     redis.call('zadd', Keys.depends(queue), Engine.now, jid)
-    redis.call('hset', key, 'state', 'depends')
   else
-    Queue.release(queue, jid, priority, p.delay)
+    if state == 'scheduled' then
+      Queue.defer(queue, jid, Engine.now + p.delay)
+    else
+      Queue.push(queue, jid, priority)
+    end
     if p.ttl then Queue.arm_ttl(queue, jid, p.ttl, p.delay) end
   end
   -- flow.submit counts its puts per queue once (include/runs.lua).
   if not p.uncounted then Stats.bump(queue, 'put', 1) end
-  redis.call('zadd', Keys.queues(), 'NX', Engine.now, queue)
+  Queue.known(queue)
   Events.tracked('put', jid)
   Events.log({ jid = jid, event = 'put', queue = queue })
   return jid
 end
-

@@ -19,17 +19,36 @@ function Queue.score(priority)
   return priority * SEQ_SPAN + seq
 end
 
+-- `queue` is in `queues` from its first put on (score: first seen). Looked up first: nearly
+-- every put is to a queue already there, and a lookup costs half a ZADD NX.
+function Queue.known(queue)
+  if not redis.call('zscore', Keys.queues(), queue) then
+    redis.call('zadd', Keys.queues(), 'NX', Engine.now, queue)
+  end
+end
+
+-- Into `queue`'s work queue, waking its workers; the job's hash is the caller's (Queue.enqueue
+-- writes its state; put writes it with the rest of the job).
+function Queue.push(queue, jid, priority)
+  redis.call('zadd', Keys.work(queue), Queue.score(priority), jid)
+  Events.ready(queue)
+end
+
 -- The job becomes waiting in `queue` (it must already be out of its previous index).
 -- `since` (default now) is when it became eligible: the start of its wait-time sample.
 function Queue.enqueue(queue, jid, priority, since)
-  redis.call('zadd', Keys.work(queue), Queue.score(priority), jid)
+  Queue.push(queue, jid, priority)
   redis.call('hset', Keys.job(jid), 'state', 'waiting', 'time', since or Engine.now)
-  Events.ready(queue)
+end
+
+-- Into `queue`'s scheduled jobs until `when`; the job's hash is the caller's (as Queue.push).
+function Queue.defer(queue, jid, when)
+  redis.call('zadd', Keys.scheduled(queue), when, jid)
 end
 
 -- The job becomes scheduled in `queue` until `when`.
 function Queue.schedule(queue, jid, when)
-  redis.call('zadd', Keys.scheduled(queue), when, jid)
+  Queue.defer(queue, jid, when)
   redis.call('hset', Keys.job(jid), 'state', 'scheduled')
 end
 

@@ -55,24 +55,28 @@ end
 -- put options a job spec may carry as they are (ours; null or absent: not given).
 local SPEC_OPTIONS = { 'ttl', 'ttr', 'concurrency_key', 'concurrency_limit', 'throttle' }
 
+-- An empty list (absent, null, [] or {}) is left out: put gives every list option that default.
+local function is_empty_list(value)
+  return value == nil or value == cjson.null or (type(value) == 'table' and next(value) == nil)
+end
+
+local function option(args, name, value)
+  args[#args + 1] = name
+  args[#args + 1] = value
+end
+
 local function spec_args(cmd, index, spec)
   if type(spec) ~= 'table' then Arg.fail(cmd, 'jobs[' .. index .. '] is not an object') end
-  local function list(value)
-    if value == nil or value == cjson.null then return '[]' end
-    return cjson.encode(value)
-  end
   local args = { 'flows', text(spec.queue), text(spec.jid), text(spec.klass), text(spec.data),
     text(spec.delay or 0) }
-  if spec.priority ~= nil then table.insert(args, 'priority'); table.insert(args, text(spec.priority)) end
-  if spec.retries ~= nil then table.insert(args, 'retries'); table.insert(args, text(spec.retries)) end
-  table.insert(args, 'tags'); table.insert(args, list(spec.tags))
-  table.insert(args, 'depends'); table.insert(args, list(spec.depends))
-  if spec.trigger ~= nil then table.insert(args, 'trigger'); table.insert(args, text(spec.trigger)) end
+  if spec.priority ~= nil then option(args, 'priority', text(spec.priority)) end
+  if spec.retries ~= nil then option(args, 'retries', text(spec.retries)) end
+  if not is_empty_list(spec.tags) then option(args, 'tags', cjson.encode(spec.tags)) end
+  if not is_empty_list(spec.depends) then option(args, 'depends', cjson.encode(spec.depends)) end
+  if spec.trigger ~= nil then option(args, 'trigger', text(spec.trigger)) end
   for _, name in ipairs(SPEC_OPTIONS) do
     local value = spec[name]
-    if value ~= nil and value ~= cjson.null then
-      table.insert(args, name); table.insert(args, text(value))
-    end
+    if value ~= nil and value ~= cjson.null then option(args, name, text(value)) end
   end
   return args
 end
@@ -94,12 +98,30 @@ function Runs.parse(cmd, run_id, run_text, jobs_text)
   return submission
 end
 
+-- Whether a job exists for any spec's jid, asked 1000 jids at a time: a new run's jids are
+-- all new, and then no job needs a look-up of its own. Specs without a text jid are left to
+-- Put.parse to refuse.
+local function any_job_exists(specs)
+  local keys = {}
+  for _, spec in ipairs(specs) do
+    if type(spec) == 'table' and type(spec.jid) == 'string' then
+      keys[#keys + 1] = Keys.job(spec.jid)
+      if #keys == 1000 then
+        if redis.call('exists', unpack(keys)) > 0 then return true end
+        keys = {}
+      end
+    end
+  end
+  return #keys > 0 and redis.call('exists', unpack(keys)) > 0
+end
+
 function Runs.check(cmd, submission)
   local puts, seen = {}, {}
+  local some_exist = any_job_exists(submission.specs)
   for i, spec in ipairs(submission.specs) do
     local p = Put.parse(cmd .. ' jobs[' .. i .. ']', spec_args(cmd, i, spec))
     if seen[p.jid] then Arg.fail(cmd, 'job ' .. p.jid .. ' appears twice in the run') end
-    if Job.exists(p.jid) then Arg.fail(cmd, 'job ' .. p.jid .. ' already exists') end
+    if some_exist and Job.exists(p.jid) then Arg.fail(cmd, 'job ' .. p.jid .. ' already exists') end
     for _, dependency in ipairs(p.depends) do
       if not seen[dependency] and not Job.exists(dependency) then
         Arg.fail(cmd, 'job ' .. p.jid .. ' depends on ' .. dependency ..

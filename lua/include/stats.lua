@@ -13,18 +13,40 @@ function Stats.day(when)
   return when - (when % 86400)
 end
 
+-- Today's day (Stats.day of now) as text, for the keys of the bins every put, pop and complete
+-- write: a number in a key name is formatted by sprintf each time, which costs as much as a
+-- redis.call. A memo of a pure function (a day gives the same text whatever the data), so it may
+-- outlive the call, unlike per-call state.
+local today = { day = nil, text = nil }
+function Stats.today()
+  local day = Stats.day(Engine.now)
+  if today.day ~= day then
+    today.day, today.text = day, tostring(day)
+  end
+  return today.text
+end
+
+-- Histogram bucket names by unit, built once: s0..s59, m1..m59, h1..h23, d1..d6.
+local BUCKETS = { s = {}, m = {}, h = {}, d = {} }
+for i = 0, 59 do BUCKETS.s[i] = 's' .. i end
+for i = 1, 59 do BUCKETS.m[i] = 'm' .. i end
+for i = 1, 23 do BUCKETS.h[i] = 'h' .. i end
+for i = 1, 6 do BUCKETS.d[i] = 'd' .. i end
+
 local function bucket(seconds)
-  if seconds < 60 then return 's' .. math.floor(seconds) end
-  if seconds < 3600 then return 'm' .. math.floor(seconds / 60) end
-  if seconds < 86400 then return 'h' .. math.floor(seconds / 3600) end
-  return 'd' .. math.min(6, math.floor(seconds / 86400))
+  if seconds < 60 then return BUCKETS.s[math.floor(seconds)] end
+  if seconds < 3600 then return BUCKETS.m[math.floor(seconds / 60)] end
+  if seconds < 86400 then return BUCKETS.h[math.floor(seconds / 3600)] end
+  return BUCKETS.d[math.min(6, math.floor(seconds / 86400))]
 end
 
 -- Add one sample (seconds) to `kind` ('wait' or 'run') of a queue, on today's bin.
 function Stats.sample(queue, kind, seconds)
   if seconds < 0 then seconds = 0 end
-  local key = Keys.stats(kind, Stats.day(Engine.now), queue)
-  local current = redis.call('hmget', key, 'total', 'mean', 'vk')
+  local key = Keys.stats(kind, Stats.today(), queue)
+  local slot = bucket(seconds)
+  -- One read and one write (the histogram bucket with the rest, not an HINCRBY of its own).
+  local current = redis.call('hmget', key, 'total', 'mean', 'vk', slot)
   local count = tonumber(current[1] or 0) + 1
   local mean = tonumber(current[2] or 0)
   local vk = tonumber(current[3] or 0)
@@ -32,12 +54,13 @@ function Stats.sample(queue, kind, seconds)
   local delta = seconds - mean
   mean = mean + delta / count
   vk = vk + delta * (seconds - mean)
-  redis.call('hset', key, 'total', count, 'mean', mean, 'vk', vk)
-  redis.call('hincrby', key, bucket(seconds), 1)
+  redis.call('hset', key, 'total', count, 'mean', mean, 'vk', vk,
+    slot, tonumber(current[4] or 0) + 1)
 end
 
 function Stats.bump(queue, field, by, when)
-  redis.call('hincrby', Keys.stats('stats', Stats.day(when or Engine.now), queue), field, by or 1)
+  local day = when and Stats.day(when) or Stats.today()
+  redis.call('hincrby', Keys.stats('stats', day, queue), field, by or 1)
 end
 
 -- The histogram as a list in bucket order.

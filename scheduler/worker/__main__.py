@@ -24,6 +24,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m scheduler.worker")
     parser.add_argument("-q", "--queues", required=True)
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--prefetch", type=int, default=64)
     parser.add_argument("--strategy", default="ordered", choices=["ordered", "round-robin"])
     parser.add_argument("--burst", action="store_true")
     parser.add_argument("--name")
@@ -48,6 +49,7 @@ def main(argv: list[str] | None = None) -> int:
         [q for q in args.queues.split(",") if q],
         strategy=args.strategy,
         threads=args.threads,
+        prefetch=args.prefetch,
         burst=args.burst,
         poll_interval=args.poll_interval,
         shutdown_grace=args.shutdown_grace,

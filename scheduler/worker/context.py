@@ -20,7 +20,8 @@ class JobContext:
     """One run of one job.
 
     ``data`` is the job's data without the worker's envelope (and, in a flow, with upstream
-    outputs resolved). ``sandbox`` is a fresh directory for this run. ``stopped`` is set when the
+    outputs resolved). ``sandbox`` is an empty directory for this run (its slot's, emptied
+    between runs). ``stopped`` is set when the
     worker wants the job to stop (lock lost, timeout, shutdown): long-running jobs may poll it;
     callbacks registered with :meth:`on_stop` run then (the shell task kills its process group).
     Then the worker raises an exception inside the job's thread, unless the job set

@@ -42,6 +42,7 @@ class WorkerPool:
         *,
         processes: int = 1,
         threads: int = 1,
+        prefetch: int = 64,
         strategy: str = "ordered",
         burst: bool = False,
         name: str | None = None,
@@ -55,6 +56,7 @@ class WorkerPool:
         self.queues = list(queues)
         self.processes = max(1, processes)
         self.threads = threads
+        self.prefetch = prefetch
         self.strategy = strategy
         self.burst = burst
         self.name = name
@@ -76,6 +78,8 @@ class WorkerPool:
             ",".join(self.queues),
             "--threads",
             str(self.threads),
+            "--prefetch",
+            str(self.prefetch),
             "--strategy",
             self.strategy,
             "--shutdown-grace",

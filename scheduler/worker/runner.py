@@ -101,6 +101,8 @@ def run(ctx: JobContext) -> Outcome:
 def _completed(value: Any) -> Outcome:
     """Complete with ``value`` as the result, or fail in ``bad-result`` when the engine would
     refuse it (too large, too deep, NaN): better now than after the lock ran out, retry by retry."""
+    if value is None:  # most jobs: nothing to check
+        return Outcome("complete")
     try:
         if limits.json_depth(value) > limits.MAX_JSON_DEPTH:
             raise InvalidArgument(

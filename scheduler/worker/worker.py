@@ -1,24 +1,32 @@
-"""The worker: pops jobs from its queues, runs them on threads, keeps their locks, reports outcomes.
+"""The worker: takes jobs from its queues, runs them on slot threads, keeps their locks, reports.
 
 One :class:`Worker` is one process's worth of work (the pool in :mod:`scheduler.worker.pool` runs
 several in child processes). Inside it:
 
-* the main loop pops as many jobs as it has free threads, in ``ordered`` or ``round-robin`` order
-  over its queues, and otherwise sleeps until the engine announces work (``P ready:<queue>``), a
-  job finishes, or the polling fallback fires;
-* a listener thread turns engine messages into wake-ups and stops (``lock_lost``, ``canceled`` on
-  ``P w:<worker>``);
-* a monitor thread heartbeats every running job at a third of its lock time and stops jobs that
-  overrun their timeout or lose their lock;
-* job threads run :func:`scheduler.worker.runner.run` and apply the outcome.
+* ``threads`` slot threads each run one job at a time. A slot that needs a job takes one from
+  the worker's buffer; when the buffer is empty it becomes the one slot fetching
+  (:mod:`scheduler.worker.fetching`): it pops for every free slot plus a prefetch sized to how
+  fast jobs finish, or, when the queues are empty, waits idle until the engine hands it the
+  next job put. The slot that fetched runs the first job itself, so a job starts with no hand
+  over between threads;
+* outcomes are reported in batches (:mod:`scheduler.worker.batching`): completes queue up and
+  are sent in one round trip before the next fetch, when a batch is full, or after a couple of
+  milliseconds; the other outcomes are reported at once;
+* a listener thread turns engine messages (``lock_lost``, ``canceled`` on ``P w:<worker>``) into
+  stops;
+* a monitor thread heartbeats every job the worker holds (buffered, running or being reported)
+  at a third of its lock time, stops jobs that overrun their timeout, abandons jobs stuck past
+  ``kill_after`` and sends batches that waited long enough.
 
 Stopping a job: its :class:`JobContext` is told (``stopped`` event, ``on_stop`` callbacks: the
 shell task kills its process group), then an exception is raised inside its thread. A thread stuck
-in C code past ``kill_after`` makes a pool child exit, and the pool starts a fresh one.
+in C code past ``kill_after`` is abandoned: a fresh slot thread takes its place (and a pool child
+exits, so the pool starts a clean process).
 """
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import ctypes
 import json
@@ -31,21 +39,23 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
-from typing import Any, Literal
+from typing import Any
 
 import redis
 
+from scheduler import limits
 from scheduler.client import Client
 from scheduler.errors import EngineError
 from scheduler.job import Job, dumps
 from scheduler.safety import check_eviction_policy
 from scheduler.worker import runner
+from scheduler.worker.batching import MAX_BATCH, Batcher
 from scheduler.worker.context import JobContext
 from scheduler.worker.envelope import BrokenPayload, split
+from scheduler.worker.fetching import Fetcher, Raw, Strategy
 from scheduler.worker.outcomes import (
     FailJob,
     JobInterrupted,
@@ -56,27 +66,34 @@ from scheduler.worker.outcomes import (
 
 log = logging.getLogger("flows.worker")
 
-Strategy = Literal["ordered", "round-robin"]
 Prepare = Callable[[JobContext], None]
 
 # Exit code of a pool child that had to abandon a job stuck in C code (the pool restarts it).
 EXIT_STUCK = 75
+# Prefetch: jobs popped beyond the free slots, enough for about this many seconds of work at the
+# recent pace, and never more than `prefetch`. Slow jobs get none, so a worker never sits on
+# jobs another worker could start now.
+PREFETCH_WINDOW = 0.02
+# Weight of the latest run in the running mean of run times.
+PACE_WEIGHT = 0.1
 
 
-@dataclass
+@dataclass(eq=False)
 class Active:
-    """A job this worker is running."""
+    """A job this worker holds: buffered (popped, not started), running, or being reported."""
 
     ctx: JobContext
     lock_seconds: float
     next_heartbeat: float
-    deadline: float | None
-    started: float = field(default_factory=time.monotonic)
+    started: float | None = None  # monotonic; None while buffered
+    deadline: float | None = None
     stop_requested: float | None = None
     interruptible: bool = False
     # Set once, under `guard`, by whoever reports the outcome: the job's thread, or the monitor
     # when the thread is stuck past kill_after (the thread's late outcome is then dropped).
     settled: bool = False
+    # Whether its slot was given back (by the slot, or by the monitor abandoning a stuck thread).
+    slot_freed: bool = False
     guard: threading.Lock = field(default_factory=threading.Lock)
 
 
@@ -84,16 +101,13 @@ def _raise_in_thread(thread_id: int, exc: type[BaseException]) -> None:
     ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread_id), ctypes.py_object(exc))
 
 
-def _safe_name(jid: str) -> str:
-    return "".join(c if c.isalnum() or c in "-_." else "_" for c in jid)[:120]
-
-
 class Worker:
     """Runs jobs from ``queues`` until stopped (or, with ``burst``, until they are empty).
 
-    ``threads`` jobs run at once. ``prepare`` runs before each job (flows resolves upstream
-    outputs there). ``shutdown_grace``: seconds running jobs get to finish on the first SIGTERM
-    or SIGINT before they are handed back; a second signal stops at once.
+    ``threads`` jobs run at once. ``prefetch``: at most this many jobs popped ahead of the free
+    slots while jobs finish quickly (0: never). ``prepare`` runs before each job (flows resolves
+    upstream outputs there). ``shutdown_grace``: seconds running jobs get to finish on the first
+    SIGTERM or SIGINT before they are handed back; a second signal stops at once.
     """
 
     def __init__(
@@ -110,6 +124,7 @@ class Worker:
         sandbox_root: Path | None = None,
         prepare: Prepare | None = None,
         exit_on_stuck: bool = False,
+        prefetch: int = 64,
     ) -> None:
         if not queues:
             raise ValueError("a worker needs at least one queue")
@@ -126,20 +141,31 @@ class Worker:
         self.kill_after = kill_after
         self.prepare = prepare
         self.exit_on_stuck = exit_on_stuck
+        self.prefetch = max(0, prefetch)
         self._own_sandbox = sandbox_root is None
         self.sandbox_root = sandbox_root or Path(tempfile.mkdtemp(prefix="flows-worker-"))
+        self._fetcher = Fetcher(client, self.queues, strategy, poll_interval)
+        self._batcher = Batcher(client.engine)
+        # Every job held, by jid; the buffer (popped, not started) and the slots' state, under
+        # `_lock` / `_cond` (the same lock).
         self._active: dict[str, Active] = {}
+        self._buffer: collections.deque[Active] = collections.deque()
         self._lock = threading.Lock()
-        self._wake = threading.Event()
+        self._cond = threading.Condition(self._lock)
+        self._fetching = False
+        self._running = 0
+        self._slots: list[threading.Thread] = []
+        self._slot_count = 0
+        self._retired: set[int] = set()  # idents of abandoned slot threads
+        self._pace: float | None = None  # running mean of run times, seconds
+        self._wake = threading.Event()  # for run(): stop requested, or a burst is over
+        self._refill = threading.Event()  # for the refiller: the buffer runs low
         self._monitor_wake = threading.Event()
         self._done = threading.Event()
         self._stopping = False
         self._signals = 0
-        self._rr = 0
         self.processed = 0
         self._abandoned = 0
-        # Spare threads: a job stuck in C code after being stopped keeps its thread, not its slot.
-        self._executor = ThreadPoolExecutor(self.threads * 2 + 4, thread_name_prefix="flows-job")
 
     # -- public ------------------------------------------------------------------------------
 
@@ -156,6 +182,10 @@ class Worker:
             threading.Thread(target=self._listen, name="flows-listener", daemon=True),
             threading.Thread(target=self._monitor, name="flows-monitor", daemon=True),
         ]
+        if self.prefetch:
+            helpers.append(
+                threading.Thread(target=self._refiller, name="flows-refiller", daemon=True)
+            )
         for helper in helpers:
             helper.start()
         log.info(
@@ -166,16 +196,23 @@ class Worker:
             self.threads,
         )
         try:
-            self._loop()
+            for _ in range(self.threads):
+                self._add_slot()
+            while not self._stopping:
+                self._wake.wait(1.0)
+            self._wake_fetcher()
             self._drain()
         finally:
             self._done.set()
             self._monitor_wake.set()
-            # A thread abandoned while stuck cannot be joined; do not hang on it.
-            self._executor.shutdown(wait=self._abandoned == 0, cancel_futures=True)
+            self._refill.set()
+            self._batcher.flush()
+            for slot in self._slots:
+                slot.join(timeout=0 if self._abandoned else 2)
             for helper in helpers:
                 helper.join(timeout=2)
             with contextlib.suppress(redis.RedisError, EngineError):
+                self._fetcher.cancel()
                 self.client.engine.call("worker.deregister", self.name)
             if self._own_sandbox:
                 shutil.rmtree(self.sandbox_root, ignore_errors=True)
@@ -183,87 +220,149 @@ class Worker:
         return 0
 
     def stop(self) -> None:
-        """Stop popping; running jobs get ``shutdown_grace`` seconds, then are handed back."""
+        """Stop taking jobs; running jobs get ``shutdown_grace`` seconds, then are handed back."""
         self._stopping = True
         self._wake.set()
 
-    # -- the main loop -------------------------------------------------------------------------
+    # -- slots: take a job, run it, report it ----------------------------------------------------
 
-    def _loop(self) -> None:
-        while not self._stopping:
-            self._wake.clear()
-            free = self.threads - len(self._active)
-            jobs = self._pop(free) if free > 0 else []
-            for raw in jobs:
-                self._start(raw)
-            if jobs:
-                continue
-            if self.burst and not self._active:
+    def _add_slot(self) -> None:
+        self._slot_count += 1
+        sandbox = self.sandbox_root / f"slot-{self._slot_count}"
+        slot = threading.Thread(
+            target=self._slot, args=(sandbox,), name=f"flows-slot-{self._slot_count}", daemon=True
+        )
+        self._slots.append(slot)
+        slot.start()
+
+    def _slot(self, sandbox: Path) -> None:
+        sandbox.mkdir(parents=True, exist_ok=True)
+        while True:
+            active = self._next_job()
+            if active is None:
                 return
-            self._wake.wait(self.poll_interval)
+            self._execute(active, sandbox)
+            if threading.get_ident() in self._retired:
+                return  # abandoned while stuck: a fresh slot has taken this one's place
 
-    def _pop(self, free: int) -> list[dict[str, Any]]:
-        try:
-            if self.strategy == "ordered":
-                return self._pop_ordered(free)
-            return self._pop_round_robin(free)
-        except (redis.ConnectionError, redis.TimeoutError) as error:
-            log.warning("worker %s cannot reach Redis (%s); retrying", self.name, error)
-            time.sleep(min(self.poll_interval, 1.0))
+    def _next_job(self) -> Active | None:
+        """The next buffered job for this slot, fetching when the buffer is empty; None: stop."""
+        while True:
+            with self._cond:
+                while True:
+                    if self._stopping:
+                        return None
+                    if self._buffer:
+                        active = self._buffer.popleft()
+                        self._running += 1
+                        if not self._fetching and len(self._buffer) <= self._prefetch() // 2:
+                            self._refill.set()
+                        return active
+                    if not self._fetching:
+                        self._fetching = True
+                        break
+                    self._cond.wait()
+            jobs: list[Active] = []
+            try:
+                jobs = self._fetch()
+            except (redis.ConnectionError, redis.TimeoutError) as error:
+                log.warning("worker %s cannot reach Redis (%s); retrying", self.name, error)
+                time.sleep(min(self.poll_interval, 1.0))
+            except Exception:
+                log.exception("worker %s could not fetch jobs; retrying", self.name)
+                time.sleep(min(self.poll_interval, 1.0))
+            finally:
+                self._end_fetch(jobs)
+
+    def _end_fetch(self, jobs: list[Active]) -> None:
+        """Buffer what a fetch got (or hand it back when stopping) and let the slots go on."""
+        with self._cond:
+            self._fetching = False
+            late: list[Active] = jobs if self._stopping else []
+            if not late:
+                self._buffer.extend(jobs)
+            self._cond.notify_all()
+        self._give_back(late)
+
+    def _give_back(self, unstarted: list[Active]) -> None:
+        """Hand back jobs this worker holds but will not start (it is stopping)."""
+        for active in unstarted:
+            active.settled = True
+            with contextlib.suppress(EngineError, redis.RedisError):
+                self.client.engine.call("release", active.ctx.jid, self.name, 0)
+            self._let_go(active, ran=False)
+
+    def _refiller(self) -> None:
+        """Pop ahead in the background while the slots run what is buffered, so the engine's work
+        for the next jobs overlaps with running these (started only with a prefetch)."""
+        while not self._stopping:
+            self._refill.wait(0.5)
+            self._refill.clear()
+            with self._cond:
+                if self._stopping or self._fetching or not self._buffer:
+                    continue  # an empty buffer is the slots' to fill (they may wait idle)
+                self._fetching = True
+            jobs: list[Active] = []
+            try:
+                self._batcher.flush()
+                with self._lock:
+                    wanted = self.threads - self._running + self._prefetch() - len(self._buffer)
+                if wanted > 0:
+                    raws = self._fetcher.pop(wanted)
+                    jobs = [active for raw in raws if (active := self._hold(raw)) is not None]
+            except Exception:
+                log.warning("worker %s could not pop ahead", self.name, exc_info=True)
+            finally:
+                self._end_fetch(jobs)
+
+    def _fetch(self) -> list[Active]:
+        """Jobs for the free slots (and the prefetch); waits idle when there are none."""
+        self._batcher.flush()  # outcomes first: they may make jobs ready, and free locks
+        with self._lock:
+            wanted = self.threads - self._running + self._prefetch() - len(self._buffer)
+        raws = self._fetcher.pop(wanted)
+        if not raws and self.burst:
+            self._burst_wait()
             return []
+        if not raws and not self._stopping:
+            raws = self._fetcher.wait(wanted)
+        return [active for raw in raws if (active := self._hold(raw)) is not None]
 
-    def _pop_ordered(self, free: int) -> list[dict[str, Any]]:
-        jobs: list[dict[str, Any]] = []
-        for queue in self.queues:
-            jobs += json.loads(self.client.engine.call("pop", queue, self.name, free - len(jobs)))
-            if len(jobs) >= free:
-                break
-        return jobs
+    def _prefetch(self) -> int:
+        if not self.prefetch or self._pace is None:
+            return 0
+        return min(self.prefetch, int(PREFETCH_WINDOW / max(self._pace, 1e-6)))
 
-    def _pop_round_robin(self, free: int) -> list[dict[str, Any]]:
-        """One job from each queue in turn, starting after the queue served last."""
-        jobs: list[dict[str, Any]] = []
-        idle = 0
-        while len(jobs) < free and idle < len(self.queues):
-            queue = self.queues[self._rr % len(self.queues)]
-            self._rr += 1
-            got = json.loads(self.client.engine.call("pop", queue, self.name, 1))
-            idle = 0 if got else idle + 1
-            jobs += got
-        return jobs
+    def _burst_wait(self) -> None:
+        """Nothing to pop in a burst: done when nothing runs either, else wait for a job to end."""
+        with self._cond:
+            if self._active or len(self._batcher):
+                self._cond.wait(self.poll_interval)
+                return
+            self._stopping = True
+            self._cond.notify_all()
+        self._wake.set()
 
-    # -- starting and finishing jobs ---------------------------------------------------------
-
-    def _start(self, raw: dict[str, Any]) -> None:
-        job = Job(self.client, {**raw, "data": "{}"})
+    def _hold(self, raw: Raw) -> Active | None:
+        """A popped job, now held: buffered until a slot runs it. None for a broken payload."""
+        job = Job(self.client, {**raw, "data": "{}"})  # data decoded below, errors reported
         try:
             data = json.loads(raw.get("data") or "{}")
             user_data, options = split(data)
         except (ValueError, BrokenPayload) as error:
             self._report_broken(job, error)
-            return
+            return None
         job.data = data
         lock_seconds = max(1.0, job.expires - _popped_at(raw))
-        now = time.monotonic()
-        ctx = JobContext(
-            job=job,
-            data=user_data,
-            options=options,
-            sandbox=self.sandbox_root / f"{_safe_name(job.jid)}-{job.retries - job.remaining}",
-        )
+        ctx = JobContext(job=job, data=user_data, options=options, sandbox=self.sandbox_root)
         active = Active(
             ctx=ctx,
             lock_seconds=lock_seconds,
-            next_heartbeat=now + lock_seconds / 3,
-            deadline=None if options.timeout is None else now + options.timeout,
+            next_heartbeat=time.monotonic() + lock_seconds / 3,
         )
         with self._lock:
             self._active[job.jid] = active
-        self._monitor_wake.set()
-        log.info(
-            "job %s started: %s in %s (attempt %d)", job.jid, job.klass, job.queue, ctx.attempt
-        )
-        self._executor.submit(self._execute, active)
+        return active
 
     def _report_broken(self, job: Job, error: Exception) -> None:
         log.error("job %s has a broken payload: %s", job.jid, error)
@@ -276,13 +375,23 @@ class Worker:
                 f"{type(error).__name__}: {error}",
             )
 
-    def _execute(self, active: Active) -> None:
+    def _execute(self, active: Active, sandbox: Path) -> None:
         ctx = active.ctx
         ctx.thread_id = threading.get_ident()
+        ctx.sandbox = sandbox
+        started = time.monotonic()
+        with active.guard:
+            active.started = started
+            if ctx.options.timeout is not None:
+                active.deadline = started + ctx.options.timeout
+        if ctx.options.timeout is not None:
+            self._monitor_wake.set()
+        log.debug(
+            "job %s started: %s in %s (attempt %d)", ctx.jid, ctx.klass, ctx.queue, ctx.attempt
+        )
         outcome: runner.Outcome
         try:
-            ctx.sandbox.mkdir(parents=True, exist_ok=True)
-            with self._in_sandbox(ctx.sandbox):
+            with self._in_sandbox(sandbox):
                 if self.prepare is not None:
                     self.prepare(ctx)
                 with active.guard:
@@ -298,25 +407,13 @@ class Worker:
         except Exception as error:
             outcome = runner.failure("prepare-error", f"{type(error).__name__}: {error}")
         finally:
-            shutil.rmtree(ctx.sandbox, ignore_errors=True)
+            _empty(sandbox)
+        elapsed = time.monotonic() - started
+        self._pace = elapsed if self._pace is None else self._pace + PACE_WEIGHT * (
+            elapsed - self._pace
+        )
+        self._free_slot(active)
         self._settle(active, outcome)
-
-    def _settle(self, active: Active, outcome: runner.Outcome) -> None:
-        """Report a job's outcome once and free its slot."""
-        with active.guard:
-            if active.settled:
-                log.warning("job %s: late outcome %s dropped", active.ctx.jid, outcome.kind)
-                return
-            active.settled = True
-        try:
-            self._apply(active, outcome)
-        finally:
-            with self._lock:
-                # Only this run's entry: after a lost lock this worker may hold a newer run of it.
-                if self._active.get(active.ctx.jid) is active:
-                    del self._active[active.ctx.jid]
-                self.processed += 1
-            self._wake.set()
 
     @contextlib.contextmanager
     def _in_sandbox(self, sandbox: Path) -> Any:
@@ -331,14 +428,72 @@ class Worker:
         finally:
             os.chdir(previous)
 
+    def _free_slot(self, active: Active) -> None:
+        with self._cond:
+            if not active.slot_freed:
+                active.slot_freed = True
+                self._running -= 1
+                self._cond.notify_all()
+
+    # -- reporting outcomes ----------------------------------------------------------------------
+
+    def _settle(self, active: Active, outcome: runner.Outcome) -> None:
+        """Report a job's outcome once; the job is let go of once the engine has it."""
+        with active.guard:
+            if active.settled:
+                log.warning("job %s: late outcome %s dropped", active.ctx.jid, outcome.kind)
+                return
+            active.settled = True
+        if outcome.kind == "complete":
+            self._complete(active, outcome)
+            return
+        try:
+            self._apply(active, outcome)
+        finally:
+            self._let_go(active)
+
+    def _complete(self, active: Active, outcome: runner.Outcome) -> None:
+        """Queue the complete for the next batch (see the module's docstring)."""
+        job = active.ctx.job
+        # Data '': the job keeps the data it has (the engine need not be sent it back).
+        args: list[Any] = [job.jid, self.name, job.queue, ""]
+        if outcome.result is not None:
+            args += ["result", limits.encode_payload("complete", "result", outcome.result)]
+        elapsed = (time.monotonic() - (active.started or time.monotonic())) * 1000
+
+        def on_reply(reply: Any) -> None:
+            try:
+                if isinstance(reply, EngineError):
+                    # The lock was lost meanwhile: the job belongs to someone else now.
+                    log.warning("job %s: lock lost, outcome complete dropped (%s)", job.jid, reply)
+                elif isinstance(reply, Exception):
+                    log.warning("job %s: complete not reported (%s)", job.jid, reply)
+                else:
+                    job.state, job.worker = str(reply), ""
+                    log.info("job %s done in %.1f ms", job.jid, elapsed)
+            finally:
+                self._let_go(active)
+
+        pending = self._batcher.add("complete", *args, on_reply=on_reply)
+        if pending >= MAX_BATCH:
+            self._batcher.flush()
+        elif pending == 1:
+            self._monitor_wake.set()  # it sends the batch if nobody else has within MAX_DELAY
+
+    def _let_go(self, active: Active, *, ran: bool = True) -> None:
+        with self._cond:
+            # Only this run's entry: after a lost lock this worker may hold a newer run of it.
+            if self._active.get(active.ctx.jid) is active:
+                del self._active[active.ctx.jid]
+            if ran:
+                self.processed += 1
+            self._cond.notify_all()
+
     def _apply(self, active: Active, outcome: runner.Outcome) -> None:
         ctx, job = active.ctx, active.ctx.job
-        elapsed = (time.monotonic() - active.started) * 1000
+        elapsed = (time.monotonic() - (active.started or time.monotonic())) * 1000
         try:
-            if outcome.kind == "complete":
-                job.complete(result=outcome.result)
-                log.info("job %s done in %.1f ms", job.jid, elapsed)
-            elif outcome.kind == "retry":
+            if outcome.kind == "retry":
                 left = job.retry(outcome.delay, outcome.group, outcome.message)
                 if left < 0:
                     log.warning(
@@ -376,12 +531,24 @@ class Worker:
         except EngineError as error:
             # The lock was lost meanwhile: the job belongs to someone else now.
             log.warning("job %s: lock lost, outcome %s dropped (%s)", job.jid, outcome.kind, error)
+        except redis.RedisError as error:
+            log.warning("job %s: outcome %s not reported (%s)", job.jid, outcome.kind, error)
 
     # -- stopping jobs ---------------------------------------------------------------------------
 
     def _stop_job(self, active: Active, reason: str, exc: type[JobInterrupted]) -> None:
         ctx = active.ctx
         if ctx.stopped.is_set():
+            return
+        with self._cond:
+            buffered = active in self._buffer
+            if buffered:  # never started: nothing runs, nothing to report
+                self._buffer.remove(active)
+                active.settled = True
+        if buffered:
+            log.warning("job %s: dropped before it started (%s)", ctx.jid, reason)
+            ctx.request_stop(reason)
+            self._let_go(active, ran=False)
             return
         log.warning("job %s: stopping (%s)", ctx.jid, reason)
         active.stop_requested = time.monotonic()
@@ -390,50 +557,59 @@ class Worker:
             if active.interruptible and ctx.interrupt_thread and ctx.thread_id is not None:
                 _raise_in_thread(ctx.thread_id, exc)
 
+    def _wake_fetcher(self) -> None:
+        """Stopping: slots waiting for a job return, and so does a fetch blocked idle."""
+        with self._cond:
+            self._cond.notify_all()
+            idle = self._fetching
+        if idle:
+            with contextlib.suppress(redis.RedisError):
+                self._fetcher.wake()
+
     def _drain(self) -> None:
-        """Let running jobs finish for up to shutdown_grace, then stop and hand back the rest.
+        """Hand back jobs not started; let running jobs finish for up to shutdown_grace, then
+        stop and hand back the rest.
 
         A stopped job is handed back by its own thread once it has stopped (its outcome is
         `release`), or by the monitor when the thread is stuck past kill_after: never while it may
         still be running here, and the wait for a stuck thread is bounded.
         """
+        with self._cond:
+            unstarted = list(self._buffer)
+            self._buffer.clear()
+        self._give_back(unstarted)
         deadline = time.monotonic() + self.shutdown_grace
-        while self._active and time.monotonic() < deadline and self._signals < 2:
-            self._wake.wait(0.05)
-            self._wake.clear()
+        self._wait_for_jobs(deadline)
         with self._lock:
             remaining = list(self._active.values())
         for active in remaining:
             self._stop_job(active, "shutdown", ShutdownInterrupt)
-        deadline = time.monotonic() + self.kill_after + 1
-        while self._active and time.monotonic() < deadline and self._signals < 2:
-            self._wake.wait(0.05)
-            self._wake.clear()
+        self._wait_for_jobs(time.monotonic() + self.kill_after + 1)
         with self._lock:
             stuck = list(self._active.values())
         for active in stuck:  # the monitor did not get to them: give up on their threads here
             self._abandoned += 1
             self._settle(active, _stopped_outcome(active.ctx))
 
+    def _wait_for_jobs(self, deadline: float) -> None:
+        while self._active and time.monotonic() < deadline and self._signals < 2:
+            self._batcher.flush()
+            with self._cond:
+                if self._active:
+                    self._cond.wait(0.05)
+
     # -- helper threads -------------------------------------------------------------------------
 
     def _listen(self) -> None:
-        prefix = self.client.engine.key_prefix
-        channels = [f"{prefix}ready:{queue}" for queue in self.queues]
-        mine = f"{prefix}w:{self.name}"
+        mine = f"{self.client.engine.key_prefix}w:{self.name}"
         while not self._done.is_set():
             pubsub = self.client.redis.pubsub(ignore_subscribe_messages=True)  # type: ignore[no-untyped-call]
             try:
-                pubsub.subscribe(mine, *channels)
-                self._wake.set()  # anything put while we were not listening is waiting now
+                pubsub.subscribe(mine)
                 while not self._done.is_set():
                     message = pubsub.get_message(timeout=0.5)
-                    if message is None:
-                        continue
-                    if message["channel"] == mine:
+                    if message is not None and message["channel"] == mine:
                         self._on_worker_message(message["data"])
-                    else:
-                        self._wake.set()
             except (redis.ConnectionError, redis.TimeoutError):
                 self._done.wait(0.5)
             finally:
@@ -476,13 +652,20 @@ class Worker:
                     self._stop_job(active, "timeout", TimeoutInterrupt)
                 stuck = (
                     active.stop_requested is not None
+                    and not active.settled
                     and now - active.stop_requested > self.kill_after
                 )
                 if stuck:
                     self._abandon(active)
+            report = self._batcher.due_in()
+            if report is not None and report <= 0:
+                self._batcher.flush()
+                report = None
             waits = [a.next_heartbeat - now for a in actives] + [0.5]
             waits += [a.deadline - now for a in actives if a.deadline is not None]
-            self._monitor_wake.wait(max(0.01, min(waits)))
+            if report is not None:
+                waits.append(report)
+            self._monitor_wake.wait(max(0.001, min(waits)))
             self._monitor_wake.clear()
 
     def _abandon(self, active: Active) -> None:
@@ -490,12 +673,17 @@ class Worker:
 
         In a pool child the process then hands back its other jobs and exits (the pool starts a
         fresh one, and the stuck code dies with the process). In-process, the thread is left
-        behind: Python cannot kill a thread.
+        behind (Python cannot kill a thread) and a fresh slot thread takes its place.
         """
         log.error("job %s did not stop within %.0fs", active.ctx.jid, self.kill_after)
         self._abandoned += 1
+        if active.ctx.thread_id is not None:
+            self._retired.add(active.ctx.thread_id)
+        self._free_slot(active)
         self._settle(active, _stopped_outcome(active.ctx))
         if not self.exit_on_stuck:
+            if not self._stopping:
+                self._add_slot()
             return
         with self._lock:
             others = list(self._active.values())
@@ -558,8 +746,26 @@ class Worker:
             os._exit(1)
 
 
+def _empty(sandbox: Path) -> None:
+    """Leave a slot's sandbox empty for the next job (it is usually empty already)."""
+    try:
+        with os.scandir(sandbox) as entries:
+            leftovers = [entry.path for entry in entries]
+    except FileNotFoundError:  # the job removed it
+        sandbox.mkdir(parents=True, exist_ok=True)
+        return
+    for path in leftovers:
+        if os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            with contextlib.suppress(OSError):
+                os.unlink(path)
+
+
 def _popped_at(raw: dict[str, Any]) -> float:
     """The server time of the latest pop, from the job's history."""
+    if raw.get("popped") is not None:
+        return float(raw["popped"])
     history = raw.get("history") or []
     for entry in reversed(history if isinstance(history, list) else []):
         if entry.get("what") == "popped":

@@ -42,6 +42,8 @@ CASES: dict[str, tuple[str, str]] = {
     "unknown-need": (HEAD + "steps:\n  a: {job: tasks.a, needs: [nope]}\n", "nope"),
     "bad-priority": (HEAD + "steps:\n  a: {job: tasks.a, priority: 2000000}\n", "priority"),
     "priority-nan": (HEAD + "steps:\n  a: {job: tasks.a, priority: .nan}\n", "priority"),
+    "int-tag-on-text": (HEAD + "steps:\n  a: {job: tasks.a, priority: !!int etl}\n", "!!int"),
+    "float-tag-on-text": (HEAD + "steps:\n  a: {job: tasks.a, delay: !!float soon}\n", "!!float"),
     "negative-delay": (HEAD + "steps:\n  a: {job: tasks.a, delay: -5}\n", "delay"),
     "delay-not-a-duration": (HEAD + "steps:\n  a: {job: tasks.a, delay: soon}\n", "delay"),
     "infinite-timeout": (HEAD + "steps:\n  a: {job: tasks.a, timeout: .inf}\n", "timeout"),

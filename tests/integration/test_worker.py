@@ -865,7 +865,7 @@ def test_a_new_job_wakes_an_idle_worker_before_its_poll_interval(
     client: Client, engine: Engine, redis_client: redis.Redis
 ) -> None:
     with in_process_worker(engine, ["q"], poll_interval=30):
-        wait_for(lambda: redis_client.pubsub_numsub("ql:ready:q")[0][1] >= 1, what="the listener")
+        wait_for(lambda: redis_client.zcard("ql:q:q-idle") >= 1, what="the worker to wait idle")
         warm_up = put(client, "q", "started_at")
         wait_state(client, warm_up, "complete", timeout=5)
         before = time.time()

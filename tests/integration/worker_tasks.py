@@ -205,3 +205,11 @@ class StaticTasks:
 def prepare(job: JobContext) -> None:
     """A ``--prepare`` hook: record that it ran before the job."""
     mark(job, "prepared")
+
+
+def litter(job: JobContext) -> list[str]:
+    """Leave a file and a folder in the sandbox; complete with what was there before."""
+    found = sorted(os.listdir(job.sandbox))
+    (job.sandbox / "left-behind.txt").write_text(job.jid)
+    (job.sandbox / "left-behind").mkdir()
+    return found

@@ -33,6 +33,7 @@ JSON_REPLIES = {
     "multiget",
     "queues",
     "pop",
+    "pop.lean",
     "peek",
     "failed",
     "stats",

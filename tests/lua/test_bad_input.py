@@ -160,13 +160,14 @@ for value in BAD_COUNTS:
     case("jobs", ["waiting", "q", "0", value], InvalidArgument, "count", id=f"count={value}")
     case("jobs", ["complete", "0", value], InvalidArgument, "count", id=f"complete-count={value}")
 
-case("pop", [], InvalidArgument, "queue", id="missing")
-case("pop", ["q"], InvalidArgument, "worker", id="missing-worker")
-case("pop", ["q", "w1"], InvalidArgument, "count", id="missing-count")
-ids("pop", [], "queue", ["w1", "1"])
-ids("pop", ["q"], "worker", ["1"])
-for value in BAD_COUNTS:
-    case("pop", ["q", "w1", value], InvalidArgument, "count", id=f"count={value}")
+for command in ("pop", "pop.lean"):
+    case(command, [], InvalidArgument, "queue", id="missing")
+    case(command, ["q"], InvalidArgument, "worker", id="missing-worker")
+    case(command, ["q", "w1"], InvalidArgument, "count", id="missing-count")
+    ids(command, [], "queue", ["w1", "1"])
+    ids(command, ["q"], "worker", ["1"])
+    for value in BAD_COUNTS:
+        case(command, ["q", "w1", value], InvalidArgument, "count", id=f"count={value}")
 case("peek", [], InvalidArgument, "queue", id="missing")
 case("peek", ["q"], InvalidArgument, "count", id="missing-count")
 for value in BAD_COUNTS:
@@ -178,7 +179,9 @@ for missing, name in enumerate(["jid", "worker", "queue", "data"]):
 ids("complete", [], "jid", COMPLETE[1:], jid=True)
 ids("complete", COMPLETE[:1], "worker", COMPLETE[2:])
 ids("complete", COMPLETE[:2], "queue", COMPLETE[3:])
-objects("complete", COMPLETE[:3], "data")
+for value, error in BAD_OBJECTS:
+    if value != "":  # '' keeps the job's data (tests/lua/test_complete.py)
+        case("complete", [*COMPLETE[:3], value], error, "data", id=f"data={value[:12]!r}")
 case("complete", [*COMPLETE, "next"], InvalidArgument, "next", id="odd-options")
 case("complete", [*COMPLETE, "bogus", "x"], InvalidArgument, "bogus", id="unknown-option")
 for value, error in BAD_IDS:
@@ -327,6 +330,19 @@ numbers("stats", ["q"], "date", ("-1",))
 ids("workers", [], "worker")
 case("worker.deregister", [], InvalidArgument, "worker", id="none")
 ids("worker.deregister", ["w1"], "worker")
+
+case("await", [], InvalidArgument, "worker", id="missing")
+case("await", ["w1"], InvalidArgument, "seconds", id="missing-seconds")
+case("await", ["w1", "1"], InvalidArgument, "count", id="missing-count")
+case("await", ["w1", "1", "1"], InvalidArgument, "queues", id="no-queues")
+ids("await", [], "worker", ["1", "1", "q"])
+ids("await", ["w1", "1", "1"], "queue")
+ids("await", ["w1", "1", "1", "q"], "queue")
+numbers("await", ["w1"], "seconds", ("0", "3601"), suffix=["1", "q"])
+for value in ("0", "-1", "1.5", "x", "100001"):
+    case("await", ["w1", "1", value, "q"], InvalidArgument, "count", id=f"count={value}")
+case("await.cancel", [], InvalidArgument, "worker", id="missing")
+ids("await.cancel", [], "worker")
 case("worker.register", [], InvalidArgument, "worker", id="missing")
 ids("worker.register", [], "worker", ["{}"])
 objects("worker.register", ["w9"], "info")

@@ -169,3 +169,14 @@ def test_flow_submit_refuses_bad_runs_whole(
     lua.put("taken")
     with assert_unchanged(lua.r), pytest.raises(InvalidArgument, match=message):
         submit(lua, run_id, specs)
+
+
+def test_flow_submit_finds_an_existing_job_anywhere_in_a_large_run(lua: Lua) -> None:
+    # The jids are looked up 1000 at a time: the existing one is in the third batch.
+    lua.put("r:j2100")
+    specs = [{"jid": f"r:j{i}", "queue": "q", "klass": "K", "data": "{}"} for i in range(2500)]
+    with (
+        assert_unchanged(lua.r),
+        pytest.raises(InvalidArgument, match="job r:j2100 already exists"),
+    ):
+        submit(lua, "r", specs)

@@ -1,0 +1,121 @@
+-- handoff: idle workers get new jobs pushed to them, instead of being told to come and pop.
+--
+-- A worker with nothing to do calls `await` (commands/await.lua): it pops as usual, and when
+-- there is nothing it is registered as idle on its queues until a deadline. Whenever a call of
+-- the engine makes jobs waiting in a queue (Events.ready), the dispatch calls Handoff.deliver at
+-- the end of that same call: the idle workers of the queue are popped for, one job each, in
+-- the order they started waiting, and each job goes to its worker's inbox list, where the
+-- worker blocks (BLPOP). So a put reaches an idle worker in one push, with no pub/sub message and
+-- no second round trip for the pop; the pop is the ordinary one (pause, max-concurrency,
+-- priorities, concurrency keys and throttles all apply, and the lock starts now).
+--
+-- A worker is idle on its queues only until its deadline, and stops being idle once something
+-- is handed to it (it calls `await` again when it wants more). A worker that dies while idle
+-- is handed nothing after its deadline; a job handed to it before that is reclaimed when its
+-- lock expires, like any job of a worker that died.
+-- Keys: q:<queue>-idle (zset worker -> deadline), w:<worker>:idle (set of its queues),
+-- w:<worker>:inbox (list of JSON job lists, as pop replies; '[]' wakes the worker).
+-- Needs `api` (the command table): include it from a command file.
+-- @include keys
+-- @include engine
+-- @include events
+local Handoff = {}
+
+-- Jobs one call hands out per queue at most (a put readies one queue; flow.submit may ready a
+-- few, each with many idle workers): keeps every call bounded.
+Handoff.MAX_PER_QUEUE = 100
+-- An inbox not read for this long belongs to a worker that is gone.
+Handoff.INBOX_SECONDS = 3600
+
+-- Register `worker` as idle on `queues` until `deadline`.
+function Handoff.wait(worker, queues, deadline)
+  local mine = Keys.worker_idle(worker)
+  for _, queue in ipairs(queues) do
+    redis.call('zadd', Keys.idle(queue), deadline, worker)
+    redis.call('sadd', mine, queue)
+  end
+end
+
+-- `worker` is no longer idle on any queue.
+function Handoff.stop_waiting(worker)
+  local mine = Keys.worker_idle(worker)
+  for _, queue in ipairs(redis.call('smembers', mine)) do
+    redis.call('zrem', Keys.idle(queue), worker)
+  end
+  redis.call('del', mine)
+end
+
+-- The pop our worker uses: the lean reply when the engine has one.
+function Handoff.pop(queue, worker, count)
+  local pop = api['pop.lean'] or api['pop']
+  return pop({ queue, worker, count })
+end
+
+-- The idle worker of `queue` that has waited longest, or nil. Workers past their deadline are
+-- dropped on the way.
+local function next_idle(queue)
+  local key = Keys.idle(queue)
+  local first = redis.call('zrange', key, 0, 0, 'WITHSCORES')
+  while first[1] and tonumber(first[2]) <= Engine.now do
+    redis.call('zrem', key, first[1])
+    first = redis.call('zrange', key, 0, 0, 'WITHSCORES')
+  end
+  return first[1]
+end
+
+local function deliver_queue(queue)
+  for _ = 1, Handoff.MAX_PER_QUEUE do
+    local worker = next_idle(queue)
+    if not worker then return end
+    local jobs = Handoff.pop(queue, worker, 1)
+    if jobs == '[]' then return end -- paused, at its concurrency cap, or nothing left
+    Handoff.stop_waiting(worker)
+    local inbox = Keys.inbox(worker)
+    redis.call('rpush', inbox, jobs)
+    redis.call('expire', inbox, Handoff.INBOX_SECONDS)
+  end
+end
+
+-- Hand the jobs this call made waiting to idle workers (called by the dispatch).
+function Handoff.deliver()
+  local only = next(Events.readied)
+  if only == nil then return end
+  if next(Events.readied, only) == nil then return deliver_queue(only) end -- most calls
+  local queues = {}
+  for queue in pairs(Events.readied) do table.insert(queues, queue) end
+  table.sort(queues) -- the same order on a replica and after a restart: deterministic writes
+  for _, queue in ipairs(queues) do deliver_queue(queue) end
+end
+
+-- `worker` stops waiting, and the jobs handed to it that it did not take go back to their
+-- queues without using a retry (as `release`). Returns how many went back.
+function Handoff.give_back(worker)
+  Handoff.stop_waiting(worker)
+  local jobs = Handoff.take_inbox(worker)
+  if not jobs then return 0 end
+  local count = 0
+  for _, job in ipairs(cjson.decode(jobs)) do
+    local held = redis.call('hmget', Keys.job(job.jid), 'state', 'worker')
+    if held[1] == 'running' and held[2] == worker then
+      api['release']({ job.jid, worker, 0 })
+      count = count + 1
+    end
+  end
+  return count
+end
+
+-- Everything in `worker`'s inbox, as one JSON list text (the inbox is emptied).
+function Handoff.take_inbox(worker)
+  local inbox = Keys.inbox(worker)
+  local items = redis.call('lrange', inbox, 0, -1)
+  if #items == 0 then return nil end
+  redis.call('del', inbox)
+  local parts = {}
+  for _, item in ipairs(items) do
+    -- '[]' is what a worker pushes to wake itself: no jobs.
+    if item ~= '[]' then table.insert(parts, string.sub(item, 2, -2)) end
+  end
+  if #parts == 0 then return nil end
+  return '[' .. table.concat(parts, ',') .. ']'
+end
+

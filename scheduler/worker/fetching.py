@@ -1,0 +1,93 @@
+"""How a worker gets jobs from the engine: pop in its strategy's order, or wait to be handed one.
+
+A worker with free slots pops (``ordered``: drain the first queue before the next;
+``round-robin``: one job from each queue in turn). When its queues have nothing, it calls the
+engine's ``await``, which pops once more and otherwise registers the worker as idle; the worker
+then blocks on its inbox list, where the engine pushes the next job put in one of its queues,
+already popped for it (``lua/include/handoff.lua``). So an idle worker starts a new job after one
+push from the server, with no polling and no second round trip.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any, Literal
+
+from scheduler.client import Client
+
+Strategy = Literal["ordered", "round-robin"]
+Raw = dict[str, Any]
+
+# Pushed on the inbox to wake a worker blocked on it (it is stopping): an empty list of jobs.
+WAKE = "[]"
+
+
+class Fetcher:
+    """Pops and waits for one worker (``client.worker_name``) on ``queues``."""
+
+    def __init__(
+        self, client: Client, queues: Sequence[str], strategy: Strategy, poll_interval: float
+    ) -> None:
+        self.client = client
+        self.name = client.worker_name
+        self.queues = list(queues)
+        self.strategy = strategy
+        self.poll_interval = poll_interval
+        self.inbox = f"{client.engine.key_prefix}w:{self.name}:inbox"
+        self._rr = 0
+
+    def pop(self, count: int) -> list[Raw]:
+        """Up to ``count`` jobs, now running for this worker, in the strategy's order."""
+        if self.strategy == "ordered":
+            jobs: list[Raw] = []
+            for queue in self.queues:
+                jobs += self._pop(queue, count - len(jobs))
+                if len(jobs) >= count:
+                    break
+            return jobs
+        return self._pop_round_robin(count)
+
+    def _pop(self, queue: str, count: int) -> list[Raw]:
+        # pop.lean: pop with a reply of just what a worker needs (no history, no dependents).
+        return list(json.loads(self.client.engine.call("pop.lean", queue, self.name, count)))
+
+    def _pop_round_robin(self, count: int) -> list[Raw]:
+        """One job from each queue in turn, starting after the queue served last."""
+        jobs: list[Raw] = []
+        idle = 0
+        while len(jobs) < count and idle < len(self.queues):
+            queue = self.queues[self._rr % len(self.queues)]
+            self._rr += 1
+            got = self._pop(queue, 1)
+            idle = 0 if got else idle + 1
+            jobs += got
+        return jobs
+
+    def wait(self, count: int) -> list[Raw]:
+        """Jobs popped at once or handed over within about ``poll_interval``; [] when none.
+
+        The engine registers the worker as idle for a little longer than it blocks here, so a
+        job put while this call returns is handed over, and found by the next call.
+        """
+        order = self.queues
+        if self.strategy == "round-robin":
+            first = self._rr % len(self.queues)
+            order = self.queues[first:] + self.queues[:first]
+        jobs = json.loads(
+            self.client.engine.call(
+                "await", self.name, self.poll_interval + 1.0, max(1, count), *order
+            )
+        )
+        if jobs:
+            return list(jobs)
+        reply = self.client.redis.blpop([self.inbox], timeout=self.poll_interval)
+        return list(json.loads(reply[1])) if reply else []
+
+    def wake(self) -> None:
+        """Make a :meth:`wait` blocked in another thread return now."""
+        self.client.redis.lpush(self.inbox, WAKE)
+
+    def cancel(self) -> int:
+        """Stop being idle; jobs handed over and not taken go back. Returns how many."""
+        return int(self.client.engine.call("await.cancel", self.name) or 0)

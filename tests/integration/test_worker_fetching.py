@@ -1,0 +1,107 @@
+"""How a worker takes jobs: prefetch and batched completes for quick jobs, hand-back on stop,
+a clean sandbox per run (scheduler/worker/fetching.py, batching.py)."""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+
+import pytest
+import worker_tasks
+from test_worker import history, in_process_worker, put, wait_marks, wait_state
+
+from scheduler.client import Client
+from scheduler.job import Job
+from scheduler.scripts import Engine
+from scheduler.worker import Worker, batching, fetching
+
+
+@pytest.fixture
+def client(engine: Engine) -> Client:
+    return Client.from_engine(engine, worker_name="test-client")
+
+
+def burst(engine: Engine, queues: list[str]) -> Worker:
+    """A burst worker run to its end in a thread (signal handlers stay the test runner's)."""
+    worker = Worker(Client.from_engine(engine, worker_name="w1"), queues, burst=True)
+    codes: list[int] = []
+    thread = threading.Thread(target=lambda: codes.append(worker.run()), daemon=True)
+    thread.start()
+    thread.join(30)
+    assert codes == [0], "the burst worker did not end cleanly"
+    return worker
+
+
+def test_quick_jobs_are_popped_several_at_a_time_and_completed_in_batches(
+    client: Client, engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    popped: list[int] = []
+    flushed: list[int] = []
+    pop, flush = fetching.Fetcher.pop, batching.Batcher.flush
+
+    def counting_pop(self: fetching.Fetcher, count: int) -> list[fetching.Raw]:
+        jobs = pop(self, count)
+        popped.append(len(jobs))
+        return jobs
+
+    def counting_flush(self: batching.Batcher) -> None:
+        flushed.append(len(self))
+        flush(self)
+
+    monkeypatch.setattr(fetching.Fetcher, "pop", counting_pop)
+    monkeypatch.setattr(batching.Batcher, "flush", counting_flush)
+    jids = [put(client, "q", "echo", {"value": n}) for n in range(300)]
+    worker = burst(engine, ["q"])
+    assert all(client.jobs[jid].state == "complete" for jid in jids)
+    assert [client.jobs[jid].result for jid in jids[:3]] == [0, 1, 2]
+    assert worker.processed == 300
+    assert max(popped) > 1, popped  # one slot, several jobs per pop once jobs proved quick
+    assert max(flushed) > 1, flushed  # several completes per round trip
+
+
+def test_stopping_hands_back_jobs_popped_ahead_without_using_a_retry(
+    client: Client, engine: Engine, tmp_path: Path
+) -> None:
+    marks = tmp_path / "marks"
+    worker_tasks.GATE.clear()
+    try:
+        with in_process_worker(engine, ["warm", "q"], threads=2, shutdown_grace=30) as worker:
+            warm = [put(client, "warm", "echo", {"value": n}) for n in range(20)]
+            for jid in warm:  # quick jobs: the worker now pops ahead of its free slots
+                wait_state(client, jid, "complete")
+            client.queues["q"].pause()
+            blocked = [put(client, "q", "blocked", {"marks": str(marks)}) for _ in range(3)]
+            client.queues["q"].unpause()
+            wait_marks(marks, "started", 2)
+            worker.stop()
+            # The third job was popped with the second and never started: it goes back at once.
+            wait_state(client, blocked[2], "waiting")
+            worker_tasks.GATE.set()  # the two running jobs finish within the grace period
+    finally:
+        worker_tasks.GATE.set()
+    for jid in blocked[:2]:
+        assert client.jobs[jid].state == "complete"
+    held_back = client.jobs[blocked[2]]
+    assert held_back.remaining == held_back.retries  # no retry used
+    assert [entry["what"] for entry in held_back.history][-2:] == ["popped", "released"]
+    assert history(held_back, "released")[0]["worker"] == "w1"
+
+
+def test_every_run_starts_in_an_empty_sandbox(client: Client, engine: Engine) -> None:
+    jids = [put(client, "q", "litter") for _ in range(3)]
+    burst(engine, ["q"])
+    assert [client.jobs[jid].result for jid in jids] == [[], [], []]
+
+
+def test_a_job_from_a_lean_pop_reads_its_details_when_first_asked(
+    client: Client, engine: Engine
+) -> None:
+    jid = client.queues["q"].put("k.x", {"a": 1}, tags=["t"])
+    [raw] = json.loads(engine.call("pop.lean", "q", "w1", 1))
+    job = Job(client, raw)
+    assert (job.jid, job.data, job.tags) == (jid, {"a": 1}, ["t"])
+    assert (job.state, job.worker) == ("running", "w1")
+    assert "history" not in vars(job)
+    assert [entry["what"] for entry in job.history] == ["put", "popped"]
+    assert job.failure is None and job.dependents == [] and job.created is not None
