@@ -145,7 +145,8 @@ function Put.write(p, old)
   local tags = p.tags or old_tags
   if #old_tags > 0 or #tags > 0 then Job.retag(jid, old_tags, tags) end
 
-  local pending = pending_dependencies(p.depends)
+  -- flow.submit knows which dependencies are jobs of the same run, just written (include/runs.lua).
+  local pending = p.pending or pending_dependencies(p.depends)
   local state = 'waiting'
   if #pending > 0 then
     state = 'depends'
@@ -172,9 +173,11 @@ function Put.write(p, old)
     end
     if p.ttl then Queue.arm_ttl(queue, jid, p.ttl, p.delay) end
   end
-  -- flow.submit counts its puts per queue once (include/runs.lua).
-  if not p.uncounted then Stats.bump(queue, 'put', 1) end
-  Queue.known(queue)
+  -- flow.submit counts its puts and registers its queues once per queue (include/runs.lua).
+  if not p.uncounted then
+    Stats.bump(queue, 'put', 1)
+    Queue.known(queue)
+  end
   Events.tracked('put', jid)
   Events.log({ jid = jid, event = 'put', queue = queue })
   return jid

@@ -150,13 +150,27 @@ function Runs.write(submission)
   end
   redis.call('zadd', Keys.runs(), Engine.now, run_id)
   redis.call('zadd', Keys.flow_runs(run.flow), Engine.now, run_id)
-  local per_queue = {}
+  local per_queue, in_run = {}, {}
   for _, p in ipairs(puts) do
     p.uncounted = true
+    -- A dependency written earlier in this run is pending (nothing of the run ran yet); only
+    -- one outside the run needs its state read.
+    local pending = {}
+    for _, dependency in ipairs(p.depends) do
+      local state = not in_run[dependency] and redis.call('hget', Keys.job(dependency), 'state')
+      if in_run[dependency] or (state and state ~= 'complete') then
+        pending[#pending + 1] = dependency
+      end
+    end
+    p.pending = pending
     Put.write(p, nil)
+    in_run[p.jid] = true
     per_queue[p.queue] = (per_queue[p.queue] or 0) + 1
   end
-  for queue, count in pairs(per_queue) do Stats.bump(queue, 'put', count) end
+  for queue, count in pairs(per_queue) do
+    Stats.bump(queue, 'put', count)
+    Queue.known(queue)
+  end
   Events.log({ event = 'run_submitted', run = run_id, flow = run.flow, jobs = #puts })
 end
 

@@ -84,6 +84,7 @@ class Active:
 
     ctx: JobContext
     lock_seconds: float
+    lock_deadline: float  # monotonic: when the lock runs out unless heartbeated
     next_heartbeat: float
     started: float | None = None  # monotonic; None while buffered
     deadline: float | None = None
@@ -248,20 +249,26 @@ class Worker:
     def _next_job(self) -> Active | None:
         """The next buffered job for this slot, fetching when the buffer is empty; None: stop."""
         while True:
+            active: Active | None = None
             with self._cond:
                 while True:
                     if self._stopping:
                         return None
                     if self._buffer:
                         active = self._buffer.popleft()
-                        self._running += 1
                         if not self._fetching and len(self._buffer) <= self._prefetch() // 2:
                             self._refill.set()
-                        return active
+                        if not _lock_may_be_gone(active):
+                            self._running += 1
+                            return active
+                        break  # checked below, outside the lock
                     if not self._fetching:
                         self._fetching = True
                         break
                     self._cond.wait()
+            if active is not None:
+                self._check_lock(active)
+                continue
             jobs: list[Active] = []
             try:
                 jobs = self._fetch()
@@ -273,6 +280,19 @@ class Worker:
                 time.sleep(min(self.poll_interval, 1.0))
             finally:
                 self._end_fetch(jobs)
+
+    def _check_lock(self, active: Active) -> None:
+        """A job held so long (the process was paused?) that another worker may have it by now:
+        starting it then would run it twice. The engine decides: a heartbeat renews a lock still
+        held, and the job goes back to the front of the buffer; otherwise it is let go."""
+        if self._holds(active):
+            active.lock_deadline = time.monotonic() + active.lock_seconds
+            with self._cond:
+                self._buffer.appendleft(active)
+            return
+        log.warning("job %s: its lock ran out before it started; not run", active.ctx.jid)
+        active.settled = True
+        self._let_go(active, ran=False)
 
     def _end_fetch(self, jobs: list[Active]) -> None:
         """Buffer what a fetch got (or hand it back when stopping) and let the slots go on."""
@@ -308,8 +328,8 @@ class Worker:
                 with self._lock:
                     wanted = self.threads - self._running + self._prefetch() - len(self._buffer)
                 if wanted > 0:
-                    raws = self._fetcher.pop(wanted)
-                    jobs = [active for raw in raws if (active := self._hold(raw)) is not None]
+                    asked = time.monotonic()
+                    jobs = self._hold_all(self._fetcher.pop(wanted), asked)
             except Exception:
                 log.warning("worker %s could not pop ahead", self.name, exc_info=True)
             finally:
@@ -320,13 +340,20 @@ class Worker:
         self._batcher.flush()  # outcomes first: they may make jobs ready, and free locks
         with self._lock:
             wanted = self.threads - self._running + self._prefetch() - len(self._buffer)
+        asked = time.monotonic()
         raws = self._fetcher.pop(wanted)
         if not raws and self.burst:
             self._burst_wait()
             return []
         if not raws and not self._stopping:
+            # A job handed over was popped at some point while this thread waited: its lock
+            # runs from no earlier than the start of the wait.
+            asked = time.monotonic()
             raws = self._fetcher.wait(wanted)
-        return [active for raw in raws if (active := self._hold(raw)) is not None]
+        return self._hold_all(raws, asked)
+
+    def _hold_all(self, raws: list[Raw], asked: float) -> list[Active]:
+        return [active for raw in raws if (active := self._hold(raw, asked)) is not None]
 
     def _prefetch(self) -> int:
         if not self.prefetch or self._pace is None:
@@ -343,8 +370,11 @@ class Worker:
             self._cond.notify_all()
         self._wake.set()
 
-    def _hold(self, raw: Raw) -> Active | None:
-        """A popped job, now held: buffered until a slot runs it. None for a broken payload."""
+    def _hold(self, raw: Raw, asked: float) -> Active | None:
+        """A popped job, now held: buffered until a slot runs it. None for a broken payload.
+
+        ``asked``: when (monotonic) the call that popped it was made: its lock runs from then.
+        """
         job = Job(self.client, {**raw, "data": "{}"})  # data decoded below, errors reported
         try:
             data = json.loads(raw.get("data") or "{}")
@@ -358,7 +388,8 @@ class Worker:
         active = Active(
             ctx=ctx,
             lock_seconds=lock_seconds,
-            next_heartbeat=time.monotonic() + lock_seconds / 3,
+            lock_deadline=asked + lock_seconds,
+            next_heartbeat=asked + lock_seconds / 3,
         )
         with self._lock:
             self._active[job.jid] = active
@@ -699,18 +730,19 @@ class Worker:
         pipe = self.client.engine.pipeline()
         for active in due:
             pipe.call("heartbeat", active.ctx.jid, self.name)
+        now = time.monotonic()  # the renewed locks run from (no earlier than) here
         try:
             results = pipe.execute()
         except redis.RedisError as error:
             log.warning("heartbeat failed (%s); will try again", error)
             return
-        now = time.monotonic()
         for active, result in zip(due, results, strict=True):
             if isinstance(result, EngineError):
                 self._stop_job(active, "lock-lost", LockLostInterrupt)
             elif isinstance(result, Exception):
                 log.warning("heartbeat of %s failed: %s", active.ctx.jid, result)
             else:
+                active.lock_deadline = now + active.lock_seconds
                 active.next_heartbeat = now + active.lock_seconds / 3
 
     # -- process plumbing ----------------------------------------------------------------------
@@ -744,6 +776,12 @@ class Worker:
         else:
             log.warning("worker %s: second signal, stopping at once", self.name)
             os._exit(1)
+
+
+def _lock_may_be_gone(active: Active) -> bool:
+    """Whether the job's lock may have run out: it must not start then."""
+    margin = min(1.0, active.lock_seconds / 10)
+    return time.monotonic() >= active.lock_deadline - margin
 
 
 def _empty(sandbox: Path) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -105,3 +106,18 @@ def test_a_job_from_a_lean_pop_reads_its_details_when_first_asked(
     assert "history" not in vars(job)
     assert [entry["what"] for entry in job.history] == ["put", "popped"]
     assert job.failure is None and job.dependents == [] and job.created is not None
+
+
+def test_a_job_held_past_its_lock_is_not_started(client: Client, engine: Engine) -> None:
+    """A worker paused while it held a job popped ahead must not run it once another has it."""
+    jid = client.queues["q"].put("k.x", {})
+    [raw] = json.loads(engine.call("pop.lean", "q", "w1", 1))
+    client.jobs[jid].timeout()  # w1's lock is taken away ...
+    engine.call("pop.lean", "q", "w2", 1)  # ... and w2 runs the job now
+    worker = Worker(Client.from_engine(engine, worker_name="w1"), ["q"], burst=True)
+    held = worker._hold(raw, asked=time.monotonic() - 3600)  # popped an hour ago, then paused
+    assert held is not None
+    worker._buffer.append(held)
+    assert worker._next_job() is None  # not started; nothing else to do in a burst
+    assert not worker._active
+    assert client.jobs[jid].worker == "w2"
