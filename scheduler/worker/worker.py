@@ -8,7 +8,9 @@ several in child processes). Inside it:
   (:mod:`scheduler.worker.fetching`): it pops for every free slot plus a prefetch sized to how
   fast jobs finish, or, when the queues are empty, waits idle until the engine hands it the
   next job put. The slot that fetched runs the first job itself, so a job starts with no hand
-  over between threads;
+  over between threads. While prefetched jobs run, a refiller thread pops the next ones, so
+  the engine's work overlaps with the jobs'. A buffered job held so long that its lock may have
+  run out (the process was paused) is checked with the engine before it starts;
 * outcomes are reported in batches (:mod:`scheduler.worker.batching`): completes queue up and
   are sent in one round trip before the next fetch, when a batch is full, or after a couple of
   milliseconds; the other outcomes are reported at once;
@@ -238,13 +240,18 @@ class Worker:
 
     def _slot(self, sandbox: Path) -> None:
         sandbox.mkdir(parents=True, exist_ok=True)
-        while True:
-            active = self._next_job()
-            if active is None:
-                return
-            self._execute(active, sandbox)
-            if threading.get_ident() in self._retired:
-                return  # abandoned while stuck: a fresh slot has taken this one's place
+        home = os.getcwd()
+        try:
+            while True:
+                active = self._next_job()
+                if active is None:
+                    return
+                self._execute(active, sandbox)
+                if threading.get_ident() in self._retired:
+                    return  # abandoned while stuck: a fresh slot has taken this one's place
+        finally:
+            if self.threads == 1:
+                os.chdir(home)
 
     def _next_job(self) -> Active | None:
         """The next buffered job for this slot, fetching when the buffer is empty; None: stop."""
@@ -422,14 +429,14 @@ class Worker:
         )
         outcome: runner.Outcome
         try:
-            with self._in_sandbox(sandbox):
-                if self.prepare is not None:
-                    self.prepare(ctx)
-                with active.guard:
-                    active.interruptible = not ctx.stopped.is_set()
-                outcome = runner.run(ctx) if active.interruptible else _stopped_outcome(ctx)
-                with active.guard:
-                    active.interruptible = False
+            self._enter_sandbox(sandbox)
+            if self.prepare is not None:
+                self.prepare(ctx)
+            with active.guard:
+                active.interruptible = not ctx.stopped.is_set()
+            outcome = runner.run(ctx) if active.interruptible else _stopped_outcome(ctx)
+            with active.guard:
+                active.interruptible = False
         except JobInterrupted as interrupt:
             # Raised after the job function returned but before we stopped accepting interrupts.
             outcome = _stopped_outcome(ctx, interrupt)
@@ -446,18 +453,12 @@ class Worker:
         self._free_slot(active)
         self._settle(active, outcome)
 
-    @contextlib.contextmanager
-    def _in_sandbox(self, sandbox: Path) -> Any:
-        # The working directory is per process: only a single-threaded worker may move it.
-        if self.threads != 1:
-            yield
-            return
-        previous = os.getcwd()
-        os.chdir(sandbox)
-        try:
-            yield
-        finally:
-            os.chdir(previous)
+    def _enter_sandbox(self, sandbox: Path) -> None:
+        # The working directory is per process: only a single-threaded worker may move it. It
+        # stays there between runs (the slot moves back when it ends), saving two system calls
+        # per job; a job that moved elsewhere is moved back by the next run's chdir.
+        if self.threads == 1:
+            os.chdir(sandbox)
 
     def _free_slot(self, active: Active) -> None:
         with self._cond:
