@@ -87,7 +87,3 @@ class Fetcher:
     def wake(self) -> None:
         """Make a :meth:`wait` blocked in another thread return now."""
         self.client.redis.lpush(self.inbox, WAKE)
-
-    def cancel(self) -> int:
-        """Stop being idle; jobs handed over and not taken go back. Returns how many."""
-        return int(self.client.engine.call("await.cancel", self.name) or 0)

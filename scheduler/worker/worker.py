@@ -215,7 +215,7 @@ class Worker:
             for helper in helpers:
                 helper.join(timeout=2)
             with contextlib.suppress(redis.RedisError, EngineError):
-                self._fetcher.cancel()
+                # Jobs handed over since the last wait go back (worker.deregister does too).
                 self.client.engine.call("worker.deregister", self.name)
             if self._own_sandbox:
                 shutil.rmtree(self.sandbox_root, ignore_errors=True)
