@@ -289,7 +289,10 @@ def _expr_instants(expr: _Expr, tz: ZoneInfo, bound: float, forward: bool) -> It
     a repeated hour, so instants wait in a small heap until no later wall tick can precede
     them.
     """
-    wall = _wall(bound, tz).replace(microsecond=0)
+    # From the whole second at or before `bound` (fire times are whole seconds): the wall time
+    # of `bound` itself would be rounded to the microsecond, and a bound a hair before a
+    # spring-forward instant would round past it and skip the tick that the gap moves there.
+    wall = _wall(math.floor(bound), tz)
     # The repeat of an earlier wall time can still lie after `bound` (and a later one
     # before it, walking back), so start one repeated period further out.
     shift = _overlap_length(wall, tz)

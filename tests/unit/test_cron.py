@@ -1036,3 +1036,13 @@ def test_schedule_refuses_what_validation_calls_an_error(
 )
 def test_describe(schedule: Schedule, now: str, text: str) -> None:
     assert describe(schedule, u(now)) == text
+
+
+def test_a_bound_a_hair_before_a_spring_forward_keeps_the_tick_the_gap_moves_there() -> None:
+    """02:30 Europe/Berlin on 2026-03-29 does not exist and fires at 03:00 CEST (01:00 UTC);
+    asking for the next fire a fraction of a microsecond before that instant must give it."""
+    schedule = Schedule(("30 2 * * *",), "Europe/Berlin")
+    transition = u("2026-03-29T01:00")
+    assert next_fire(schedule, transition - 1.192092896e-07) == transition
+    assert next_fire(schedule, transition - 1) == transition
+    assert next_fire(schedule, transition) == u("2026-03-30T00:30")
