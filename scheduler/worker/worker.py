@@ -391,6 +391,7 @@ class Worker:
             return None
         job.data = data
         lock_seconds = max(1.0, job.expires - _popped_at(raw))
+        # The sandbox is the slot's, set when a slot starts the job.
         ctx = JobContext(job=job, data=user_data, options=options, sandbox=self.sandbox_root)
         active = Active(
             ctx=ctx,
