@@ -263,7 +263,13 @@ class Worker:
                         return None
                     if self._buffer:
                         active = self._buffer.popleft()
-                        if not self._fetching and len(self._buffer) <= self._prefetch() // 2:
+                        # Refill while there is something left to run (an empty buffer is
+                        # the slots' to fill: they may have to wait idle).
+                        if (
+                            self._buffer
+                            and not self._fetching
+                            and len(self._buffer) <= self._prefetch() // 2
+                        ):
                             self._refill.set()
                         if not _lock_may_be_gone(active):
                             self._running += 1
