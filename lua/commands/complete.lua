@@ -1,7 +1,9 @@
--- complete: the worker holding a job finishes it.
+-- complete, complete.many: the worker holding a job finishes it.
 --
 --   complete jid, worker, queue, data, ['next', q], ['delay', d], ['depends', JSON],
 --            ['result', JSON]                     -> 'complete', 'waiting', 'scheduled' or 'depends'
+--   complete.many worker, (jid, queue, result)... -> JSON list, per job in order: 'complete', or
+--                                                    the error its complete raised ('CODE ...')
 --
 -- `data` (a JSON object) becomes the job's data; '' (ours) keeps the data the job has, so a
 -- worker need not send the payload back.
@@ -11,8 +13,13 @@
 -- `result` (our extension) is JSON text stored on the job as its result (a flow step's outputs).
 -- The call succeeds once per pop: a second complete, or one from a worker whose lock expired or
 -- was taken away, is refused.
+-- complete.many (ours) completes a batch of the worker's jobs in one call, each as `complete jid
+-- worker queue '' ['result', result]` (result '' for none): what one job is refused changes
+-- nothing of it and nothing of the others. The worker's activity and the retention sweep are
+-- done once per batch. At most 1,000 jobs.
 -- Errors: INVALID, TOOLARGE, NOTFOUND, WRONGSTATE (not running, or running in another queue),
--- LOCKLOST (another worker holds it, or the lock expired).
+-- LOCKLOST (another worker holds it, or the lock expired); complete.many raises only INVALID
+-- and TOOLARGE for the call itself (its jobs' errors are in its reply).
 -- @include args
 -- @include job
 -- @include queue
@@ -86,14 +93,19 @@ local function advance(c)
   return Queue.release(next_queue, jid, tonumber(fields.priority) or 0, delay)
 end
 
-api['complete'] = function(args)
-  local cmd = 'Complete'
+-- Every setting complete needs, in one read: max-job-history, jobs-history, jobs-history-count.
+local function settings()
+  return { Config.values('max-job-history', 'jobs-history', 'jobs-history-count') }
+end
+
+-- One complete. `batch` (complete.many): the settings, read once, and the worker's activity
+-- and the retention sweep are the batch's to do once.
+local function complete(cmd, args, batch)
   local c = parse(cmd, args)
   local jid, worker, queue = c.jid, c.worker, c.queue
   local fields = Lock.check_fields(cmd, jid, worker, queue, job_fields(jid))
-  -- Every setting complete needs, in one read.
-  local history_limit, max_age, max_count = Config.values('max-job-history', 'jobs-history',
-    'jobs-history-count')
+  local config = batch or settings()
+  local history_limit, max_age, max_count = config[1], config[2], config[3]
 
   local key = Keys.job(jid)
   Lock.release(jid, queue, worker, fields)
@@ -106,7 +118,7 @@ api['complete'] = function(args)
   if not c.next then table.insert(written, 'state'); table.insert(written, 'complete') end
   redis.call('hset', key, unpack(written))
   if fields.grace then redis.call('hdel', key, 'grace') end
-  redis.call('zadd', Keys.workers(), Engine.now, worker)
+  if not batch then redis.call('zadd', Keys.workers(), Engine.now, worker) end
   Events.tracked('completed', jid)
   if c.next then return advance(c) end
 
@@ -117,6 +129,41 @@ api['complete'] = function(args)
     Deps.settle(jid, 'complete')
     redis.call('del', Keys.dependents(jid))
   end
-  Job.expire_completed(100, max_age, max_count)
+  if not batch then Job.expire_completed(100, max_age, max_count) end
   return 'complete'
+end
+
+api['complete'] = function(args) return complete('Complete', args, nil) end
+
+local MAX_MANY = 1000
+
+-- The text of an error raised by complete(): an engine error's reply, else an engine bug.
+local function error_text(raised)
+  if type(raised) == 'table' and raised.flows_error then return raised.flows_error end
+  if type(raised) == 'table' and raised.err then return 'INTERNAL ' .. tostring(raised.err) end
+  return 'INTERNAL ' .. tostring(raised)
+end
+
+api['complete.many'] = function(args)
+  local cmd = 'CompleteMany'
+  local worker = Arg.id(cmd, 'worker', args[1])
+  local given = #args - 1
+  if given == 0 or given % 3 ~= 0 then
+    Arg.fail(cmd, 'give the jobs as (jid, queue, result) triples, at least one')
+  end
+  if given / 3 > MAX_MANY then
+    Err.raise('TOOLARGE', cmd .. '(): ' .. given / 3 .. ' jobs, more than the limit of ' .. MAX_MANY)
+  end
+  local batch = settings()
+  local replies = {}
+  for i = 2, #args, 3 do
+    local one = { args[i], worker, args[i + 1], '' }
+    if args[i + 2] ~= '' then one[5], one[6] = 'result', args[i + 2] end
+    -- Each complete checks everything before it writes: a refused one wrote nothing.
+    local ok, reply = pcall(complete, 'Complete', one, batch)
+    replies[#replies + 1] = ok and reply or error_text(reply)
+  end
+  redis.call('zadd', Keys.workers(), Engine.now, worker)
+  Job.expire_completed(math.max(100, #replies), batch[2], batch[3])
+  return cjson.encode(replies)
 end

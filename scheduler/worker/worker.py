@@ -148,7 +148,7 @@ class Worker:
         self._own_sandbox = sandbox_root is None
         self.sandbox_root = sandbox_root or Path(tempfile.mkdtemp(prefix="flows-worker-"))
         self._fetcher = Fetcher(client, self.queues, strategy, poll_interval)
-        self._batcher = Batcher(client.engine)
+        self._batcher = Batcher(client.engine, self.name)
         # Every job held, by jid; the buffer (popped, not started) and the slots' state, under
         # `_lock` / `_cond` (the same lock).
         self._active: dict[str, Active] = {}
@@ -492,12 +492,12 @@ class Worker:
             self._let_go(active)
 
     def _complete(self, active: Active, outcome: runner.Outcome) -> None:
-        """Queue the complete for the next batch (see the module's docstring)."""
+        """Queue the complete for the next batch (see the module's docstring). The job keeps
+        the data it has: the engine is not sent it back."""
         job = active.ctx.job
-        # Data '': the job keeps the data it has (the engine need not be sent it back).
-        args: list[Any] = [job.jid, self.name, job.queue, ""]
+        result = ""  # none
         if outcome.result is not None:
-            args += ["result", limits.encode_payload("complete", "result", outcome.result)]
+            result = limits.encode_payload("complete", "result", outcome.result)
         elapsed = (time.monotonic() - (active.started or time.monotonic())) * 1000
 
         def on_reply(reply: Any) -> None:
@@ -513,7 +513,7 @@ class Worker:
             finally:
                 self._let_go(active)
 
-        pending = self._batcher.add("complete", *args, on_reply=on_reply)
+        pending = self._batcher.add(job.jid, job.queue, result, on_reply)
         if pending >= MAX_BATCH:
             self._batcher.flush()
         elif pending == 1:

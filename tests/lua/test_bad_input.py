@@ -341,6 +341,12 @@ ids("await", ["w1", "1", "1", "q"], "queue")
 numbers("await", ["w1"], "seconds", ("0", "3601"), suffix=["1", "q"])
 for value in ("0", "-1", "1.5", "x", "100001"):
     case("await", ["w1", "1", value, "q"], InvalidArgument, "count", id=f"count={value}")
+case("complete.many", [], InvalidArgument, "worker", id="missing")
+case("complete.many", ["w1"], InvalidArgument, "triples", id="no-jobs")
+case("complete.many", ["w1", "running", "q"], InvalidArgument, "triples", id="not-triples")
+ids("complete.many", [], "worker", ["running", "q", ""])
+case("complete.many", ["w1", *(["running", "q", ""] * 1001)], TooLarge, "1000",
+     id="too-many")
 case("await.cancel", [], InvalidArgument, "worker", id="missing")
 ids("await.cancel", [], "worker")
 case("worker.register", [], InvalidArgument, "worker", id="missing")

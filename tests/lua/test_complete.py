@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from conftest import DAY, T0, Lua
 
@@ -182,3 +184,22 @@ def test_default_retention_is_a_week(lua: Lua) -> None:
     running(lua, "c", now=T0 + 7 * DAY + 1)
     lua.complete("c", now=T0 + 7 * DAY + 1)
     assert lua.job("a") is None
+
+
+def test_complete_many_completes_a_batch_and_reports_each_refusal_in_place(lua: Lua) -> None:
+    for jid in ("a", "b", "c"):
+        lua.put(jid, data='{"keep": 1}')
+    lua.pop(worker="w1", count=3, now=T0 + 1)
+    reply = json.loads(lua.raw(
+        "complete.many", "w1", "a", "q", "", "b", "q", '{"rows": 2}', "nope", "q", "",
+        "c", "other", "", now=T0 + 2,
+    ))
+    assert reply[:2] == ["complete", "complete"]
+    assert reply[2].startswith("NOTFOUND ") and "nope" in reply[2]
+    assert reply[3].startswith("WRONGSTATE ") and "c" in reply[3]
+    a, b, c = (lua.job(jid, T0 + 2) for jid in ("a", "b", "c"))
+    assert a is not None and b is not None and c is not None
+    assert (a["state"], a["data"], a["result"]) == ("complete", '{"keep": 1}', None)
+    assert (b["state"], b["result"]) == ("complete", '{"rows": 2}')  # stored as given
+    assert (c["state"], c["worker"]) == ("running", "w1")  # refused: nothing of it changed
+    assert lua.r.zscore(lua.key("workers"), "w1") == T0 + 2
