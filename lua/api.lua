@@ -4,6 +4,7 @@
 --       or   FCALL <function> <numkeys> [<prefix>] <command> <now> <args...>
 -- numkeys 0: keys live under 'ql:' (the qless layout); numkeys 1: under KEYS[1].
 -- `now` is epoch seconds; the empty string means the server's clock.
+-- After the command, the jobs it made waiting go to idle workers (include/handoff.lua).
 -- Errors: UNKNOWNCOMMAND, INVALID (now, prefix), and whatever the command raises.
 -- @include engine
 -- @include errors
