@@ -45,10 +45,9 @@ function Handoff.stop_waiting(worker)
   redis.call('del', mine)
 end
 
--- The pop our worker uses: the lean reply when the engine has one.
+-- The pop our worker uses (the lean reply: commands/pop.lua).
 function Handoff.pop(queue, worker, count)
-  local pop = api['pop.lean'] or api['pop']
-  return pop({ queue, worker, count })
+  return api['pop.lean']({ queue, worker, count })
 end
 
 -- The idle worker of `queue` that has waited longest, or nil. Workers past their deadline are

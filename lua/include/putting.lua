@@ -88,12 +88,17 @@ function Put.exists(p, old)
 end
 
 -- The dependencies (jids) of a put that are not complete yet. qless treats a dependency that is
--- complete or does not exist as already satisfied.
-local function pending_dependencies(depends)
+-- complete or does not exist as already satisfied. `known` (a set of jids, or nil) are known to
+-- be pending without a look: flow.submit's jobs of the same run, just written (include/runs.lua).
+local function pending_dependencies(depends, known)
   local pending = {}
   for _, dependency in ipairs(depends) do
-    local state = redis.call('hget', Keys.job(dependency), 'state')
-    if state and state ~= 'complete' then table.insert(pending, dependency) end
+    if known and known[dependency] then
+      table.insert(pending, dependency)
+    else
+      local state = redis.call('hget', Keys.job(dependency), 'state')
+      if state and state ~= 'complete' then table.insert(pending, dependency) end
+    end
   end
   return pending
 end
@@ -145,8 +150,7 @@ function Put.write(p, old)
   local tags = p.tags or old_tags
   if #old_tags > 0 or #tags > 0 then Job.retag(jid, old_tags, tags) end
 
-  -- flow.submit knows which dependencies are jobs of the same run, just written (include/runs.lua).
-  local pending = p.pending or pending_dependencies(p.depends)
+  local pending = pending_dependencies(p.depends, p.pending_jids)
   local state = 'waiting'
   if #pending > 0 then
     state = 'depends'

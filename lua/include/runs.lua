@@ -153,16 +153,9 @@ function Runs.write(submission)
   local per_queue, in_run = {}, {}
   for _, p in ipairs(puts) do
     p.uncounted = true
-    -- A dependency written earlier in this run is pending (nothing of the run ran yet); only
-    -- one outside the run needs its state read.
-    local pending = {}
-    for _, dependency in ipairs(p.depends) do
-      local state = not in_run[dependency] and redis.call('hget', Keys.job(dependency), 'state')
-      if in_run[dependency] or (state and state ~= 'complete') then
-        pending[#pending + 1] = dependency
-      end
-    end
-    p.pending = pending
+    -- A job written earlier in this run is pending (nothing of the run ran yet): only a
+    -- dependency outside the run needs its state read.
+    p.pending_jids = in_run
     Put.write(p, nil)
     in_run[p.jid] = true
     per_queue[p.queue] = (per_queue[p.queue] or 0) + 1

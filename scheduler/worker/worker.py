@@ -12,8 +12,8 @@ several in child processes). Inside it:
   the engine's work overlaps with the jobs'. A buffered job held so long that its lock may have
   run out (the process was paused) is checked with the engine before it starts;
 * outcomes are reported in batches (:mod:`scheduler.worker.batching`): completes queue up and
-  are sent in one round trip before the next fetch, when a batch is full, or after a couple of
-  milliseconds; the other outcomes are reported at once;
+  go as one ``complete.many`` call before the next fetch, when a batch is full, or after a
+  couple of milliseconds; the other outcomes are reported at once;
 * a listener thread turns engine messages (``lock_lost``, ``canceled`` on ``P w:<worker>``) into
   stops;
 * a monitor thread heartbeats every job the worker holds (buffered, running or being reported)

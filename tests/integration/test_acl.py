@@ -149,29 +149,33 @@ def _put_sleepers(client: Client, queue: str, count: int, seconds: float) -> lis
     return [client.queues[queue].put("worker_tasks.sleeps", data) for _ in range(count)]
 
 
+def _run_sampled(command: list[str], url: str, log: Path) -> tuple[int, str, list[bytes]]:
+    """Run ``command`` with ``url`` in its environment until it exits, sampling the command lines
+    of it and its children (pool children start after it) all along. (exit code, log, samples)."""
+    with open(log, "wb") as out:
+        process = subprocess.Popen(command, env=_env(url), stdout=out, stderr=subprocess.STDOUT)
+        seen: list[bytes] = []
+        try:
+            _wait(lambda: seen.extend(_cmdlines(process.pid)) or process.poll() is not None,
+                  f"{Path(command[0]).name} to finish")
+        finally:
+            process.kill() if process.poll() is None else None
+            process.wait()
+    return process.returncode, log.read_text(), seen
+
+
 def test_a_worker_under_the_worker_user_runs_jobs_and_never_shows_its_password(
     server: EmbeddedServer, redis_client: redis.Redis, passwords: dict[str, str], tmp_path: Path
 ) -> None:
     producer = Client(url_for(server, "flows-scheduler", passwords["flows-scheduler"]))
     jids = _put_sleepers(producer, "acl", 3, 0.5)
     password = passwords["flows-worker"]
-    log = tmp_path / "worker.log"
-    with open(log, "wb") as out:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "scheduler.worker", "-q", "acl", "--burst", "--threads", "3"],
-            env=_env(url_for(server, "flows-worker", password)),
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-        seen: list[bytes] = []
-        try:
-            _wait(lambda: seen.extend(_cmdlines(process.pid)) or process.poll() is not None,
-                  "the worker to finish")
-        finally:
-            process.kill() if process.poll() is None else None
-            process.wait()
-    text = log.read_text()
-    assert process.returncode == 0, text
+    code, text, seen = _run_sampled(
+        [sys.executable, "-m", "scheduler.worker", "-q", "acl", "--burst", "--threads", "3"],
+        url_for(server, "flows-worker", password),
+        tmp_path / "worker.log",
+    )
+    assert code == 0, text
     assert all(producer.jobs[jid].state == "complete" for jid in jids), text
     assert seen and not any(password.encode() in line for line in seen)
     assert password not in text and quote(password, safe="") not in text
@@ -184,25 +188,13 @@ def test_a_pool_under_the_worker_user_never_shows_its_password(
     producer = Client(url_for(server, "flows-scheduler", passwords["flows-scheduler"]))
     jids = _put_sleepers(producer, "acl-pool", 4, 1.0)
     password = passwords["flows-worker"]
-    log = tmp_path / "pool.log"
-    with open(log, "wb") as out:
-        process = subprocess.Popen(
-            [str(Path(sys.executable).with_name("flows")), "worker", "-q", "acl-pool",
-             "--processes", "2", "--burst"],
-            env=_env(url_for(server, "flows-worker", password)),
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-        seen: list[bytes] = []
-        try:
-            # Sample every process of the pool while the jobs run (children start after it).
-            _wait(lambda: seen.extend(_cmdlines(process.pid)) or process.poll() is not None,
-                  "the pool to finish")
-        finally:
-            process.kill() if process.poll() is None else None
-            process.wait()
-    text = log.read_text()
-    assert process.returncode == 0, text
+    code, text, seen = _run_sampled(
+        [str(Path(sys.executable).with_name("flows")), "worker", "-q", "acl-pool",
+         "--processes", "2", "--burst"],
+        url_for(server, "flows-worker", password),
+        tmp_path / "pool.log",
+    )
+    assert code == 0, text
     assert all(producer.jobs[jid].state == "complete" for jid in jids), text
     children = {line.split(b" ", 1)[0] for line in seen if b"scheduler.worker" in line}
     assert len(children) >= 2, "the pool's worker processes were never seen"
