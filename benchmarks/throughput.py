@@ -14,6 +14,7 @@ from benchmarks.measure import Sample, completed, measured
 from benchmarks.processes import cpu_seconds, worker_pool
 from flows.submit import submit
 from scheduler.job import dumps
+from scheduler.queue import NewJob
 
 PUT_QUEUE = "bench-put"
 DRAIN_QUEUE = "bench-drain"
@@ -68,10 +69,17 @@ def put_pipelined(bench: Bench, queue: str, count: int) -> None:
                 raise reply
 
 
+def put_many(bench: Bench, queue: str, count: int) -> None:
+    """``count`` puts through ``Queue.put_many``: one engine call per 1,000 jobs."""
+    jobs = [NewJob(KLASS, {"i": index}) for index in range(count)]
+    bench.client.queues[queue].put_many(jobs)
+
+
 def bulk_figures(bench: Bench) -> list[Figure]:
     count, steps = bench.sizes.bulk, bench.sizes.submit
     flow = flowgen.validated(flowgen.independent_flow("bench-submit", steps, FLOW_QUEUE))
     ours: list[Sample] = []
+    many: list[Sample] = []
     flows: list[Sample] = []
     base: list[float] = []
     for index in range(bench.rounds):
@@ -79,6 +87,8 @@ def bulk_figures(bench: Bench) -> list[Figure]:
         base.append(baseline.lpush_pipelined(bench.redis, count, bench.sizes.batch))
         bench.fresh()
         ours.append(measured(bench, count, lambda: put_pipelined(bench, PUT_QUEUE, count)))
+        bench.fresh()
+        many.append(measured(bench, count, lambda: put_many(bench, PUT_QUEUE, count)))
         bench.fresh()
         run_id = f"bench-submit-{index}"
         puts = flowgen.expanded(flow, run_id)
@@ -101,6 +111,16 @@ def bulk_figures(bench: Bench) -> list[Figure]:
             label,
             target,
             extra=_per_job(ours),
+        ),
+        compared(
+            "bulk_put_many",
+            "bulk put, put_many (1,000 per call)",
+            "jobs/s",
+            [s.rate for s in many],
+            base,
+            label,
+            target,
+            extra=_per_job(many),
         ),
         compared(
             "flow_submit",

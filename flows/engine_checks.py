@@ -11,7 +11,7 @@ from pathlib import Path
 
 from flows.durations import format_duration
 from flows.findings import DataPath, FindingSink, did_you_mean
-from flows.model import Action, Flow, settings_for
+from flows.model import Action, Flow, FlowSettings
 
 
 def _actions(flow: Flow) -> Iterator[tuple[str, DataPath, Action]]:
@@ -24,8 +24,9 @@ def _actions(flow: Flow) -> Iterator[tuple[str, DataPath, Action]]:
 
 def check_heartbeats(flow: Flow, sink: FindingSink) -> None:
     """A job's heartbeat (its lock time) must be shorter than its timeout."""
+    settings_of = FlowSettings(flow)
     for label, base, action in _actions(flow):
-        settings = settings_for(flow, action)
+        settings = settings_of.of(action)
         heartbeat, timeout = settings.heartbeat, settings.timeout
         if heartbeat is None or timeout is None or heartbeat < timeout:
             continue

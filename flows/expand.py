@@ -25,8 +25,17 @@ from pathlib import PurePath
 from typing import Any, Final
 
 from flows.dag import topological_steps
-from flows.model import MAX_FOREACH_ITEMS, Action, Flow, Settings, Step, TriggerRule, settings_for
-from flows.outputs import META_KEY, SHELL_KLASS, FlowsMeta, Upstream, env_name
+from flows.gc_pause import gc_paused
+from flows.model import (
+    MAX_FOREACH_ITEMS,
+    Action,
+    Flow,
+    FlowSettings,
+    Settings,
+    Step,
+    TriggerRule,
+)
+from flows.outputs import META_KEY, SHELL_KLASS, Upstream, env_name, meta_json
 from flows.params import bind_params
 from flows.templates import KEEP, PARAMS, RUN, STEPS, Reference, render, select, to_text
 from scheduler.errors import FlowsError
@@ -107,7 +116,7 @@ def run_fields(flow: Flow, run_id: str, logical_time: datetime) -> dict[str, str
     }
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class _Origin:
     """The step (or hook) a job comes from, with what every one of its jobs shares."""
 
@@ -162,10 +171,19 @@ def expand(
     ``flow_dir`` (absolute) is the flow file's folder: shell steps run there, Python jobs import
     from there. ``logical_time`` is the moment the run stands for (an aware datetime).
     """
+    with gc_paused():
+        return _expand(flow, run_id, logical_time, params or {}, flow_dir)
+
+
+def _expand(
+    flow: Flow,
+    run_id: str,
+    logical_time: datetime,
+    params: Mapping[str, Any],
+    flow_dir: PurePath,
+) -> list[PutRequest]:
     run = run_fields(flow, run_id, logical_time)
-    bound = bind_params(
-        flow.params, params or {}, lambda value: render(value, _Scope({}, run).lookup)
-    )
+    bound = bind_params(flow.params, params, lambda value: render(value, _Scope({}, run).lookup))
     expander = _Expander(flow, run_id, run, bound, flow_dir)
     try:
         order = topological_steps(flow)
@@ -192,15 +210,18 @@ class _Expander:
         self.run = run
         self.params = params
         self.flow_dir = flow_dir
+        self.flow_dir_text = str(flow_dir)
         self.jids: dict[str, list[str]] = {}
         self.puts: list[PutRequest] = []
+        self.settings = FlowSettings(flow)
+        self.retries: dict[int, dict[str, Any]] = {}  # id(settings.retry) -> it as JSON
 
     def add_step(self, step_id: str, step: Step) -> None:
         depends = [jid for need in dict.fromkeys(step.needs) for jid in self.jids[need]]
         origin = _Origin(
             step_id,
             step,
-            settings_for(self.flow, step),
+            self.settings.of(step),
             step.trigger_rule,
             step.delay or 0.0,
             step.foreach.max_parallel if step.foreach else None,
@@ -217,7 +238,7 @@ class _Expander:
 
     def add_hook(self, name: str, hook: Action) -> None:
         depends = [jid for jids in self.jids.values() for jid in jids]
-        origin = _Origin(name, hook, settings_for(self.flow, hook), HOOK_TRIGGER_RULES[name])
+        origin = _Origin(name, hook, self.settings.of(hook), HOOK_TRIGGER_RULES[name])
         self.put(origin, f"{self.run_id}:{name}", None, depends, _Scope(self.params, self.run))
 
     def items(self, step_id: str, step: Step) -> list[Any]:
@@ -249,17 +270,17 @@ class _Expander:
             upstream[step_id] = Upstream(
                 tuple(self.jids[step_id]), self.flow.steps[step_id].foreach is not None
             )
-        meta = FlowsMeta(
-            run=self.run_id,
-            flow=self.flow.name,
-            step=origin.name,
-            index=index,
-            kind="shell" if action.is_shell else "python",
-            upstream=upstream,
-            timeout=settings.timeout,
-            heartbeat=settings.heartbeat,
-            retry=settings.retry.model_dump(),
-            flow_dir=str(self.flow_dir),
+        meta = meta_json(
+            self.run_id,
+            self.flow.name,
+            origin.name,
+            index,
+            "shell" if action.is_shell else "python",
+            upstream,
+            settings.timeout,
+            settings.heartbeat,
+            self.retry_json(settings),
+            self.flow_dir_text,
         )
         limit = origin.max_parallel
         self.puts.append(
@@ -267,7 +288,7 @@ class _Expander:
                 jid=jid,
                 queue=settings.queue,
                 klass=SHELL_KLASS if action.is_shell else str(action.job),
-                data={**payload, META_KEY: meta.to_json()},
+                data={**payload, META_KEY: meta},
                 priority=settings.priority,
                 tags=settings.tags,
                 retries=settings.retry.attempts - 1,
@@ -284,6 +305,14 @@ class _Expander:
                 throttle=settings.throttle,
             )
         )
+
+    def retry_json(self, settings: Settings) -> dict[str, Any]:
+        """The retry settings as JSON, made once for the jobs that share them (each job's meta
+        gets a copy)."""
+        retry = self.retries.get(id(settings.retry))
+        if retry is None:
+            retry = self.retries[id(settings.retry)] = settings.retry.model_dump()
+        return retry
 
     def payload(self, action: Action, scope: _Scope) -> dict[str, Any]:
         """The job data without meta: ``with`` for Python; command, cwd and env for shell."""

@@ -8,10 +8,10 @@ loader's source map. Nothing stops at the first problem: the sink collects them 
 from __future__ import annotations
 
 import difflib
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
+from typing import Any, Final
 
 DataPath = tuple[str | int, ...]
 """Keys and list indexes from the top of the document down to one value."""
@@ -121,6 +121,17 @@ def did_you_mean(word: str, candidates: Iterable[str]) -> str:
     """A hint such as ``did you mean 'needs'?``, or an empty string when nothing is close."""
     match = closest(word, candidates)
     return f"did you mean '{match}'?" if match else ""
+
+
+NAMES_IN_HINT: Final = 10
+"""A hint listing what exists (``steps: a, b, ...``) names this many at most."""
+
+
+def names_hint(label: str, names: Sequence[str]) -> str:
+    """``steps: a, b, c``: the first :data:`NAMES_IN_HINT` of ``names``, then how many more."""
+    shown = ", ".join(names[:NAMES_IN_HINT])
+    more = len(names) - NAMES_IN_HINT
+    return f"{label}: {shown}" + (f", ... ({more:,} more)" if more > 0 else "")
 
 
 def path_text(path: DataPath) -> str:

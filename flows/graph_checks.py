@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping, Sequence
 
 from flows.dag import cycles
-from flows.findings import FindingSink, did_you_mean
+from flows.findings import FindingSink, did_you_mean, names_hint
 
 
 def check_graph(
@@ -20,6 +20,9 @@ def check_graph(
     for step_id, wanted in needs.items():
         seen: set[str] = set()
         for index, need in enumerate(wanted):
+            if need in known and need not in seen and need != step_id:
+                seen.add(need)
+                continue  # the usual need, found without making its path
             path = ("steps", step_id, "needs", index)
             if need == step_id:
                 sink.error(
@@ -29,7 +32,7 @@ def check_graph(
                     f"remove '{step_id}' from its needs",
                 )
             elif need not in known:
-                hint = did_you_mean(need, step_ids) or "steps: " + ", ".join(sorted(step_ids))
+                hint = did_you_mean(need, step_ids) or names_hint("steps", sorted(step_ids))
                 sink.error(
                     path,
                     "unknown-need",

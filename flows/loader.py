@@ -10,9 +10,9 @@ Refused, each as a finding with its position: syntax errors, duplicate keys, non
 tags other than the YAML core ones (``!!python/...``), alias bombs, empty files, several
 documents, a top level that is not a mapping, non-finite floats.
 
-Positions are worked out only when something asks for one (:class:`SourceMap`), by loading the
-text a second time with them recorded: a file without findings never needs them, and recording
-the position of every value costs about a fifth of loading a large file.
+Positions are recorded as the document loads, as the parser's marks in a tree shaped like the
+data (:class:`SourceMap`): a data path is turned into a line and column only when a finding asks
+for it, so a file without findings pays little for them, and one with findings is parsed once.
 
 YAML 1.1 traps (``2:00`` read as 120, ``0200`` as 128, ``on``/``no`` as booleans) are not errors
 by themselves: they are recorded as :class:`Trap` entries, and validation reports them where the
@@ -22,9 +22,8 @@ model shows the author meant text (see :mod:`flows.model_errors`).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Container, Mapping
 from dataclasses import dataclass, field
-from functools import cached_property
 from pathlib import Path
 from typing import Any, Final, Literal
 
@@ -32,6 +31,7 @@ import yaml
 from yaml.constructor import SafeConstructor
 
 from flows.findings import DataPath, Finding, Severity
+from flows.gc_pause import gc_paused
 
 MAX_FILE_BYTES: Final = 10 * 1024 * 1024
 MAX_DEPTH: Final = 64
@@ -76,30 +76,75 @@ Position = tuple[int, int]
 class SourceMap:
     """Line and column of every value, and of every mapping key, by data path.
 
-    Worked out on first use from ``text`` (see the module doc); empty without a text.
+    Filled as the document loads (``root``: the mark of a scalar document, or the
+    :class:`_Collection` of its top mapping or list); empty when nothing loaded.
     """
 
-    def __init__(self, text: str = "") -> None:
-        self._text = text
-
-    @cached_property
-    def _recorded(self) -> _Builder:
-        return _load(self._text, "<positions>", record_positions=True)
+    def __init__(self) -> None:
+        self.root: Any = None
 
     @property
     def values(self) -> dict[DataPath, Position]:
-        return self._recorded.values
+        """The position of every value recorded, by data path."""
+        values: dict[DataPath, Position] = {}
+        if self.root is not None:
+            _flatten(self.root, (), values, {})
+        return values
 
     @property
     def keys(self) -> dict[DataPath, Position]:
-        return self._recorded.keys
+        """The position of every mapping key recorded, by the data path of its value."""
+        keys: dict[DataPath, Position] = {}
+        if self.root is not None:
+            _flatten(self.root, (), {}, keys)
+        return keys
 
     def locate(self, path: DataPath, at_key: bool = False) -> Position:
         """Position of ``path``; of its nearest recorded ancestor when it has none of its own.
 
         Values reached through an alias are located at the alias.
         """
-        return self._recorded.locate(path, at_key)
+        if self.root is None:
+            return (1, 1)
+        if at_key and path:
+            parent = self.root
+            for part in path[:-1]:
+                parent = _inner(parent, part)
+            if isinstance(parent, _Collection) and path[-1] in parent.keys:
+                return _position(parent.keys[path[-1]])
+        found = self.root
+        for part in path:
+            inner = _inner(found, part)
+            if inner is None:
+                break
+            found = inner
+        return _position(found.mark if isinstance(found, _Collection) else found)
+
+
+def _inner(place: Any, part: str | int) -> Any:
+    """What is recorded for ``part`` inside ``place`` (None when nothing is)."""
+    if not isinstance(place, _Collection):
+        return None  # a scalar or an alias: nothing recorded inside
+    values = place.marks
+    if isinstance(values, dict):
+        return values.get(part)
+    if isinstance(part, int) and 0 <= part < len(values):
+        return values[part]
+    return None
+
+
+def _flatten(
+    place: Any, path: DataPath, values: dict[DataPath, Position], keys: dict[DataPath, Position]
+) -> None:
+    if not isinstance(place, _Collection):
+        values[path] = _position(place)
+        return
+    values[path] = _position(place.mark)
+    for key, mark in place.keys.items():
+        keys[(*path, key)] = _position(mark)
+    items = place.marks.items() if isinstance(place.marks, dict) else enumerate(place.marks)
+    for part, inner in items:
+        _flatten(inner, (*path, part), values, keys)
 
 
 @dataclass(frozen=True)
@@ -119,18 +164,31 @@ class _Stop(Exception):
 
 @dataclass(slots=True)
 class _Collection:
-    """A mapping or list whose end event has not come yet."""
+    """A mapping or list while it loads; afterwards, where it and its contents are.
+
+    ``mark`` is where it starts; ``marks`` where each value starts, by key or index (a parser
+    mark, or the :class:`_Collection` of a mapping or list); ``keys`` where each key of a
+    mapping is, once (a repeated key is reported).
+    """
 
     value: dict[Any, Any] | list[Any]
-    path: DataPath
     anchor: str | None
     is_map: bool
+    mark: Any
+    marks: dict[Any, Any] | list[Any]
+    keys: dict[Any, Any] = field(default_factory=dict)
     size: int = 1
     key: Any = None
     key_pending: bool = False
-    explicit: dict[Any, int] = field(default_factory=dict)  # key -> line, for duplicate reports
     merging: bool = False
     discarding: bool = False  # the pending key repeats an earlier one: its value is dropped
+
+    @property
+    def slot(self) -> str | int:
+        """Where the next value goes: the list index, the pending key, or '<<' (a merge)."""
+        if not self.is_map:
+            return len(self.value)
+        return "<<" if self.merging else self.key
 
 
 _NO_VALUE: Final = object()
@@ -138,20 +196,13 @@ _MERGE_KEY: Final = object()  # the `<<` key, until its value arrives
 
 
 class _Builder:
-    """Turns parser events into plain data, traps and findings; with ``record_positions``, also
-    into the position of every value (``values``) and mapping key (``keys``) by data path.
+    """Turns parser events into plain data, traps and findings, and records where each value
+    and mapping key is (``source_map``)."""
 
-    Recording changes nothing else, so both kinds of load of one text agree on everything.
-    """
-
-    def __init__(self, file: str, parser: Any, text: str, record_positions: bool) -> None:
+    def __init__(self, file: str, parser: Any) -> None:
         self.file = file
         self.parser = parser  # also the implicit-tag resolver
-        self.record_positions = record_positions
-        self.values: dict[DataPath, Position] = {}  # recorded positions (record_positions)
-        self.keys: dict[DataPath, Position] = {}
-        # The loaded document's positions, worked out when first asked (see locate).
-        self.source_map = SourceMap(text)
+        self.source_map = SourceMap()
         self.traps: dict[DataPath, Trap] = {}
         self.findings: list[Finding] = []
         self.anchors: dict[str, tuple[Any, int]] = {}  # name -> (value, expanded size)
@@ -159,29 +210,13 @@ class _Builder:
         self.nodes = 0
         self.root: Any = _NO_VALUE
         self.documents = 0
-        # Tags by (text, implicit): flow files repeat the same keys and values many times over.
-        self.implicit_tags: dict[tuple[str, Any], str] = {}
-        self.handlers: dict[type, Callable[[Any], None]] = {
-            yaml.ScalarEvent: self.on_scalar,
-            yaml.AliasEvent: self.alias,
-            yaml.MappingStartEvent: self.open,
-            yaml.SequenceStartEvent: self.open,
-            yaml.MappingEndEvent: self.close,
-            yaml.SequenceEndEvent: self.close,
-            yaml.DocumentStartEvent: self.document,
-        }
+        # Tags of plain scalars by text: flow files repeat the same keys and values many times.
+        self.implicit_tags: dict[str, str] = {}
+        self.typed_starts = _typed_starts(parser)
 
     def locate(self, path: DataPath, at_key: bool = False) -> Position:
-        """See :meth:`SourceMap.locate`; a recording builder answers from what it recorded."""
-        if not self.record_positions:
-            return self.source_map.locate(path, at_key)
-        if at_key and path in self.keys:
-            return self.keys[path]
-        for end in range(len(path), -1, -1):
-            prefix = path[:end]
-            if prefix in self.values:
-                return self.values[prefix]
-        return (1, 1)
+        """See :meth:`SourceMap.locate` (of what has loaded so far)."""
+        return self.source_map.locate(path, at_key)
 
     def fail(self, mark: Any, code: str, message: str, hint: str = "") -> None:
         self.report(_position(mark), code, message, hint)
@@ -193,8 +228,18 @@ class _Builder:
     # -- events -------------------------------------------------------------------------------
 
     def feed(self, parser: Any) -> None:
-        # Dispatch on the event's exact class: this loop runs once per value of the file.
-        handlers = self.handlers
+        # Dispatch on the event's exact class: this loop runs once per value of the file. (Not
+        # kept on self: a builder holding its own bound methods would be freed only by the
+        # cyclic collector, and the whole document with it.)
+        handlers: dict[type, Callable[[Any], None]] = {
+            yaml.ScalarEvent: self.on_scalar,
+            yaml.AliasEvent: self.alias,
+            yaml.MappingStartEvent: self.open,
+            yaml.SequenceStartEvent: self.open,
+            yaml.MappingEndEvent: self.close,
+            yaml.SequenceEndEvent: self.close,
+            yaml.DocumentStartEvent: self.document,
+        }
         for event in iter(parser.get_event, None):  # None once the stream has ended
             handler = handlers.get(type(event))
             if handler is not None:
@@ -228,10 +273,13 @@ class _Builder:
         if self.stack and self.stack[-1].is_map and not self.stack[-1].key_pending:
             self.fail(event.start_mark, "yaml-key-type", "a mapping key must be a plain string")
             raise _Stop
-        path = self.child_path()
-        if self.record_positions:
-            self.values[path] = _position(event.start_mark)
-        self.stack.append(_Collection({} if is_map else [], path, event.anchor, is_map))
+        collection = (
+            _Collection({}, event.anchor, True, event.start_mark, {})
+            if is_map
+            else _Collection([], event.anchor, False, event.start_mark, [])
+        )
+        self.place(collection)
+        self.stack.append(collection)
 
     def close(self, event: Any) -> None:
         done = self.stack.pop()
@@ -252,23 +300,68 @@ class _Builder:
         if self.stack and self.stack[-1].is_map and not self.stack[-1].key_pending:
             self.fail(event.start_mark, "yaml-key-type", "a mapping key must be a plain string")
             raise _Stop
-        if self.record_positions:
-            self.values.setdefault(self.child_path(), _position(event.start_mark))
+        self.place(event.start_mark, keep_first=True)
         self.attach(value, size)
 
     def on_scalar(self, event: Any) -> None:
         """A mapping's next key, or a value to attach."""
+        stack = self.stack
+        if stack and event.tag is None and event.anchor is None and self.is_text(event):
+            # Text, as most keys and values of a flow are: the usual cases without detours.
+            top = stack[-1]
+            if not top.is_map or (top.key_pending and not top.merging):
+                self.attach_text(top, event)
+                return
+            if not top.key_pending and event.value not in top.keys:
+                top.keys[event.value] = event.start_mark
+                top.key, top.key_pending, top.merging = event.value, True, False
+                return
         value = self.scalar(event)
-        if self.stack and self.stack[-1].is_map and not self.stack[-1].key_pending:
-            self.take_key(self.stack[-1], value, event)
-            return
-        if self.record_positions:
-            self.values[self.child_path()] = _position(event.start_mark)
+        if event.anchor is not None:  # `&name value`: an alias may repeat a single value too
+            self.anchors[event.anchor] = (value, 1)
+        if stack:
+            top = stack[-1]
+            if top.is_map and not top.key_pending:
+                self.take_key(top, value, event)
+                return
+        self.place(event.start_mark)
         if value is not None and type(value) is not str:  # text is never a trap
             trap = _trap(event, value)
             if trap is not None:
                 self.traps[self.child_path()] = trap
         self.attach(value, 1)
+
+    def attach_text(self, top: _Collection, event: Any) -> None:
+        """:meth:`place` and :meth:`attach` for the usual value: text into a list, or under a
+        mapping's key."""
+        text, mark = event.value, event.start_mark
+        self.nodes += 1
+        if self.nodes > MAX_NODES:
+            self.place(mark)
+            self.attach(text, 1, new=0)  # reports the bound
+        top.size += 1
+        if top.is_map:
+            top.marks[top.key] = mark
+            if not top.discarding:
+                top.value[top.key] = text
+            top.key_pending = top.discarding = False
+        else:
+            top.marks.append(mark)  # type: ignore[union-attr]
+            top.value.append(text)  # type: ignore[union-attr]
+
+    def place(self, where: Any, keep_first: bool = False) -> None:
+        """Record where the next value is: its mark, or the collection it is."""
+        if not self.stack:
+            self.source_map.root = where
+            return
+        top = self.stack[-1]
+        marks = top.marks
+        if isinstance(marks, list):
+            marks.append(where)
+        elif keep_first:
+            marks.setdefault(top.slot, where)
+        else:
+            marks[top.slot] = where
 
     def attach(self, value: Any, size: int, new: int | None = None) -> None:
         """Add ``value`` (``size`` values once expanded, ``new`` of them not yet counted)."""
@@ -303,26 +396,24 @@ class _Builder:
             top.key_pending = True
             return
         if not isinstance(key, str):
-            key = self.bad_key(key, event, top.path)
+            key = self.bad_key(key, event)
         top.key_pending = True
-        if key in top.explicit:
+        if key in top.keys:
             position = _position(event.start_mark)
             self.report(
                 position,
                 "yaml-duplicate-key",
-                f"duplicate key '{key}' (first at line {top.explicit[key]}); "
+                f"duplicate key '{key}' (first at line {top.keys[key].line + 1}); "
                 "YAML would silently keep only the last one",
                 "rename or remove one of them",
             )
             # Keep the first: the positions recorded for it stay true.
             top.key, top.discarding = f"{key}\x00duplicate@{position[0]}", True
             return
-        top.explicit[key] = event.start_mark.line + 1
+        top.keys[key] = event.start_mark
         top.key = key
-        if self.record_positions:
-            self.keys[(*top.path, key)] = _position(event.start_mark)
 
-    def bad_key(self, key: Any, event: Any, parent: DataPath) -> str:
+    def bad_key(self, key: Any, event: Any) -> str:
         """Report a key that is not a string and carry on with its text."""
         text = str(event.value)
         trap = _trap(event, key)
@@ -345,7 +436,7 @@ class _Builder:
         for source in sources:
             if not isinstance(source, dict):
                 self.report(
-                    self.locate(top.path),
+                    self.locate(self.open_path()),
                     "yaml-merge",
                     "'<<' must be followed by a mapping or a list of mappings",
                 )
@@ -356,14 +447,28 @@ class _Builder:
 
     # -- scalars ------------------------------------------------------------------------------
 
+    def is_text(self, event: Any) -> bool:
+        """Whether an untagged scalar is text: quoted or block, or plain text YAML 1.1 reads
+        as nothing else."""
+        text = event.value
+        return (
+            not event.implicit[0]
+            or text[:1] not in self.typed_starts
+            or self.implicit_tag(text, event.implicit) == _STR
+        )
+
     def scalar(self, event: Any) -> Any:
         tag = event.tag
-        if tag == "!":
-            return event.value  # the non-specific tag means "a string"
         if tag is None:
-            tag = self.implicit_tag(event)
+            if not event.implicit[0]:
+                return event.value  # quoted or block text: YAML 1.1 resolves plain scalars only
+            tag = self.implicit_tag(event.value, event.implicit)
+        elif tag == "!":
+            return event.value  # the non-specific tag means "a string"
         if tag in (_STR, _TIMESTAMP):
             return event.value
+        if tag == _INT and _is_decimal(event.value):
+            return int(event.value)  # the usual number, without the YAML 1.1 constructor
         if tag == _NULL:
             return None
         if tag == _MERGE:
@@ -393,13 +498,14 @@ class _Builder:
             )
         return value
 
-    def implicit_tag(self, event: Any) -> str:
-        """The tag YAML 1.1 gives an untagged scalar; it depends on the text only."""
-        key = (event.value, event.implicit)
-        tag = self.implicit_tags.get(key)
+    def implicit_tag(self, text: str, implicit: Any) -> str:
+        """The tag YAML 1.1 gives an untagged plain scalar; it depends on the text only."""
+        if _is_decimal(text):
+            return _INT  # without asking (or remembering): numbers are seldom repeated
+        tag = self.implicit_tags.get(text)
         if tag is None:
-            tag = self.parser.resolve(yaml.ScalarNode, event.value, event.implicit)
-            self.implicit_tags[key] = tag
+            tag = self.parser.resolve(yaml.ScalarNode, text, implicit)
+            self.implicit_tags[text] = tag
         return tag
 
     def unsafe_tag(self, mark: Any, tag: str) -> None:
@@ -412,20 +518,44 @@ class _Builder:
             "remove the tag; write the value as plain text, numbers, lists and mappings",
         )
 
+    def open_path(self) -> DataPath:
+        """The data path of the innermost open list or mapping (worked out when asked: few
+        values ever need theirs)."""
+        return tuple(outer.slot for outer in self.stack[:-1])
+
     def child_path(self) -> DataPath:
         """The data path of the next value to be attached."""
         if not self.stack:
             return ()
         top = self.stack[-1]
-        if isinstance(top.value, list):
-            return (*top.path, len(top.value))
-        if top.merging:
-            return (*top.path, "<<")
-        return (*top.path, top.key) if top.key_pending else top.path
+        if top.is_map and not top.key_pending and not top.merging:
+            return self.open_path()
+        return (*self.open_path(), top.slot)
 
 
 def _position(mark: Any) -> Position:
     return (mark.line + 1, mark.column + 1) if mark is not None else (1, 1)
+
+
+class _Anything:
+    def __contains__(self, _: object) -> bool:
+        return True
+
+
+def _typed_starts(resolver: Any) -> Container[str]:
+    """First characters of the plain scalars the resolver may read as something but text.
+
+    Every other plain scalar is text without asking it: most values of a flow file are.
+    """
+    table = resolver.yaml_implicit_resolvers
+    if None in table or resolver.yaml_path_resolvers:  # resolvers for any text: always ask
+        return _Anything()
+    return frozenset(table)
+
+
+def _is_decimal(text: str) -> bool:
+    """Digits without a sign, '_' or leading zero: the YAML 1.1 int that is plainly int(text)."""
+    return text.isdigit() and text.isascii() and (text[0] != "0" or len(text) == 1)
 
 
 def _trap(event: Any, value: object) -> Trap | None:
@@ -445,12 +575,13 @@ def _trap(event: Any, value: object) -> Trap | None:
 
 def load_yaml(text: str, file: str = "<string>") -> LoadedYaml:
     """Load one flow document from ``text``; ``file`` is the name used in findings."""
-    return _result(_load(text, file, record_positions=False))
+    with gc_paused():
+        return _result(_load(text, file))
 
 
-def _load(text: str, file: str, record_positions: bool) -> _Builder:
+def _load(text: str, file: str) -> _Builder:
     parser = _Parser(text)
-    builder = _Builder(file, parser, text, record_positions)
+    builder = _Builder(file, parser)
     try:
         builder.feed(parser)
     except yaml.MarkedYAMLError as error:

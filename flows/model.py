@@ -79,7 +79,7 @@ def _one_or_many(value: object) -> object:
 def _step_id(value: object) -> object:
     if not isinstance(value, str):
         return value
-    generated = _GENERATED_ID.match(value)
+    generated = _GENERATED_ID.match(value) if "[" in value else None
     if generated:
         raise problem(
             "generated_id",
@@ -430,22 +430,76 @@ class Settings:
 
 def settings_for(flow: Flow, action: Action) -> Settings:
     """The effective settings of ``action``: its own, else ``defaults``, else the flow's."""
-    defaults = flow.defaults
-    retry = defaults.retry
-    if action.retry is not None:
-        retry = retry.model_copy(
-            update={name: getattr(action.retry, name) for name in action.retry.model_fields_set}
-        )
-    return Settings(
-        queue=action.queue or defaults.queue or flow.queue or DEFAULT_QUEUE,
-        priority=action.priority if action.priority is not None else defaults.priority,
-        tags=job_tags(flow, action),
-        timeout=action.timeout if action.timeout is not None else defaults.timeout,
-        heartbeat=action.heartbeat if action.heartbeat is not None else defaults.heartbeat,
-        retry=retry,
-        ttl=action.ttl if action.ttl is not None else defaults.ttl,
-        throttle=action.throttle if action.throttle is not None else defaults.throttle,
+    return _settings(flow, *_own_settings(action))
+
+
+class FlowSettings:
+    """:func:`settings_for` of many actions of one flow: actions with the same settings of their
+    own (most set none) share one :class:`Settings`, worked out once."""
+
+    def __init__(self, flow: Flow) -> None:
+        self.flow = flow
+        self.known: dict[_OwnSettings, Settings] = {}
+
+    def of(self, action: Action) -> Settings:
+        own = _own_settings(action)
+        settings = self.known.get(own)
+        if settings is None:
+            settings = self.known[own] = _settings(self.flow, *own)
+        return settings
+
+
+_RetryFields = tuple[tuple[str, Any], ...]
+"""The fields an action's ``retry`` sets (its defaults do not replace those of defaults.retry)."""
+_OwnSettings = tuple[
+    str | None, int | None, tuple[str, ...], float | None, float | None, _RetryFields | None,
+    float | None, str | None,
+]  # fmt: skip
+
+
+def _own_settings(action: Action) -> _OwnSettings:
+    """What :func:`_settings` reads of an action (and only that, so it can be a cache key)."""
+    return (
+        action.queue,
+        action.priority,
+        tuple(action.tags),
+        action.timeout,
+        action.heartbeat,
+        None if action.retry is None else _set_fields(action.retry),
+        action.ttl,
+        action.throttle,
     )
+
+
+def _settings(
+    flow: Flow,
+    queue: str | None,
+    priority: int | None,
+    tags: tuple[str, ...],
+    timeout: float | None,
+    heartbeat: float | None,
+    retry: _RetryFields | None,
+    ttl: float | None,
+    throttle: str | None,
+) -> Settings:
+    defaults = flow.defaults
+    merged_retry = defaults.retry
+    if retry is not None:
+        merged_retry = merged_retry.model_copy(update=dict(retry))
+    return Settings(
+        queue=queue or defaults.queue or flow.queue or DEFAULT_QUEUE,
+        priority=priority if priority is not None else defaults.priority,
+        tags=tuple(dict.fromkeys([*flow.tags, *tags])),
+        timeout=timeout if timeout is not None else defaults.timeout,
+        heartbeat=heartbeat if heartbeat is not None else defaults.heartbeat,
+        retry=merged_retry,
+        ttl=ttl if ttl is not None else defaults.ttl,
+        throttle=throttle if throttle is not None else defaults.throttle,
+    )
+
+
+def _set_fields(model: BaseModel) -> _RetryFields:
+    return tuple((name, getattr(model, name)) for name in sorted(model.model_fields_set))
 
 
 def job_tags(flow: Flow, action: Action) -> tuple[str, ...]:

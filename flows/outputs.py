@@ -137,22 +137,49 @@ class FlowsMeta:
         )
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "run": self.run,
-            "flow": self.flow,
-            "step": self.step,
-            "index": self.index,
-            "kind": self.kind,
-            "upstream": {step: entry.to_json() for step, entry in self.upstream.items()},
-            "timeout": self.timeout,
-            "heartbeat": self.heartbeat,
-            "retry": dict(self.retry),
-            "flow_dir": self.flow_dir,
-        }
+        return meta_json(
+            self.run,
+            self.flow,
+            self.step,
+            self.index,
+            self.kind,
+            self.upstream,
+            self.timeout,
+            self.heartbeat,
+            self.retry,
+            self.flow_dir,
+        )
 
     def upstream_jids(self) -> list[str]:
         """Every jid whose state and result the worker must read before resolving."""
         return [jid for entry in self.upstream.values() for jid in entry.jids]
+
+
+def meta_json(
+    run: str,
+    flow: str,
+    step: str,
+    index: int | None,
+    kind: str,
+    upstream: Mapping[str, Upstream],
+    timeout: float | None,
+    heartbeat: float | None,
+    retry: Mapping[str, Any],
+    flow_dir: str,
+) -> dict[str, Any]:
+    """``FlowsMeta(...).to_json()`` without the object: expansion makes one per job."""
+    return {
+        "run": run,
+        "flow": flow,
+        "step": step,
+        "index": index,
+        "kind": kind,
+        "upstream": {step: entry.to_json() for step, entry in upstream.items()},
+        "timeout": timeout,
+        "heartbeat": heartbeat,
+        "retry": dict(retry),
+        "flow_dir": flow_dir,
+    }
 
 
 def step_status(states: Sequence[str]) -> str:

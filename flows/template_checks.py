@@ -17,7 +17,7 @@ from typing import Any
 import networkx as nx
 
 from flows.dag import step_graph
-from flows.findings import DataPath, FindingSink, did_you_mean, path_text
+from flows.findings import DataPath, FindingSink, did_you_mean, names_hint, path_text
 from flows.loader import Trap
 from flows.model import Action, Param, Step
 from flows.params import type_problem
@@ -141,7 +141,9 @@ class TemplateChecker:
         name = reference.path[1]
         if name not in self.params:
             hint = did_you_mean(name, self.params) or (
-                f"params: {', '.join(self.params)}" if self.params else "declare it under params:"
+                names_hint("params", list(self.params))
+                if self.params
+                else "declare it under params:"
             )
             return f"unknown param '{name}' in '{reference}'", hint
         kind = self.params[name].type
@@ -163,8 +165,9 @@ class TemplateChecker:
             )
         step_id, what = path[1], path[2]
         if step_id not in self.step_ids:
-            steps = ", ".join(sorted(self.step_ids))
-            hint = did_you_mean(step_id, self.step_ids) or f"steps: {steps}"
+            hint = did_you_mean(step_id, self.step_ids) or names_hint(
+                "steps", sorted(self.step_ids)
+            )
             return f"'{reference}' names no step '{step_id}'", hint
         if what not in STEP_FIELDS or (what == "status" and len(path) > 3):
             hint = did_you_mean(what, STEP_FIELDS) or "outputs.<key> or status"

@@ -18,11 +18,13 @@ import json
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Final
+from functools import lru_cache
+from typing import Any, Final, NamedTuple
 
 from flows.findings import DataPath
 
 OPEN: Final = "${{"
+CLOSE: Final = "}}"
 SEGMENT_PATTERN: Final = r"[A-Za-z_][A-Za-z0-9_-]*"
 _TEMPLATE = re.compile(r"\$\{\{(.*?)\}\}", re.DOTALL)
 _EXPRESSION = re.compile(rf"{SEGMENT_PATTERN}(?:\.{SEGMENT_PATTERN})*")
@@ -71,20 +73,73 @@ def _parse(expression: str) -> Reference:
     return Reference(tuple(stripped.split(".")))
 
 
+class _Parsed(NamedTuple):
+    """A text holding templates, parsed: ``texts`` are the pieces around the templates (one
+    more than ``references``), ``written`` each template as written."""
+
+    texts: tuple[str, ...]
+    references: tuple[Reference, ...]
+    written: tuple[str, ...]
+    whole: Reference | None  # the text is exactly this one template
+    closed: bool  # no '${{' is left without its '}}'
+
+
+_PARSED_TEXTS: Final = 16_384
+"""Texts whose parse is kept: validation parses each template, expansion and the worker parse
+it again; the same text is then found here (a flow of 10,000 steps has about as many)."""
+_PARSED_LENGTH: Final = 1024
+"""Longer texts are parsed each time, so that the kept ones stay small."""
+
+
+def _parsed(text: str) -> _Parsed | None:
+    """``text`` parsed, or None when a template in it does not parse (the callers then take the
+    long way, which raises at the moment it always did)."""
+    return _parse_text(text) if len(text) > _PARSED_LENGTH else _parse_kept(text)
+
+
+def _parse_text(text: str) -> _Parsed | None:
+    try:
+        whole = _WHOLE.fullmatch(text)
+        if whole is not None:  # the usual case, made quick
+            start, end = whole.start(1) - len(OPEN), whole.end(1) + len(CLOSE)
+            reference = _parse(whole.group(1))
+            written = text[start:end]
+            return _Parsed((text[:start], text[end:]), (reference,), (written,), reference, True)
+        matches = list(_TEMPLATE.finditer(text))
+        found = tuple(_parse(match.group(1)) for match in matches)
+    except TemplateSyntaxError:
+        return None
+    bounds = [0, *(i for match in matches for i in match.span()), len(text)]
+    texts = tuple(text[bounds[i] : bounds[i + 1]] for i in range(0, len(bounds), 2))
+    closed = OPEN not in "".join(texts)
+    return _Parsed(texts, found, tuple(match.group(0) for match in matches), None, closed)
+
+
+_parse_kept = lru_cache(maxsize=_PARSED_TEXTS)(_parse_text)
+
+
 def references(text: str) -> list[Reference]:
     """Every reference in ``text``, in order; raises :class:`TemplateSyntaxError`."""
     if OPEN not in text:
         return []
-    found = [_parse(match.group(1)) for match in _TEMPLATE.finditer(text)]
-    if _TEMPLATE.sub("", text).count(OPEN):
+    parsed = _parsed(text)
+    if parsed is None:
+        found = [_parse(match.group(1)) for match in _TEMPLATE.finditer(text)]  # raises
+        parsed = _Parsed((), tuple(found), (), None, not _TEMPLATE.sub("", text).count(OPEN))
+    if not parsed.closed:
         raise TemplateSyntaxError("'${{' is not closed with '}}'")
-    return found
+    return list(parsed.references)
 
 
 def whole_reference(text: str) -> Reference | None:
     """The reference when ``text`` is exactly one template (surrounding spaces allowed)."""
+    if OPEN not in text:
+        return None
+    parsed = _parsed(text)
+    if parsed is not None:
+        return parsed.whole
     match = _WHOLE.fullmatch(text)
-    return _parse(match.group(1)) if match else None
+    return _parse(match.group(1)) if match else None  # raises
 
 
 def strings(value: Any, path: DataPath = ()) -> list[tuple[DataPath, str]]:
@@ -145,6 +200,24 @@ def render(value: Any, lookup: Lookup) -> Any:
 def _render_string(text: str, lookup: Lookup) -> Any:
     if OPEN not in text:
         return text
+    parsed = _parsed(text)
+    if parsed is None:
+        return _render_slowly(text, lookup)
+    if parsed.whole is not None:
+        resolved = lookup(parsed.whole)
+        return text if resolved is KEEP else resolved
+    pieces = [parsed.texts[0]]
+    for reference, written, after in zip(
+        parsed.references, parsed.written, parsed.texts[1:], strict=True
+    ):
+        resolved = lookup(reference)
+        pieces += (written if resolved is KEEP else to_text(resolved), after)
+    return "".join(pieces)
+
+
+def _render_slowly(text: str, lookup: Lookup) -> Any:
+    """:func:`_render_string` of a text with a template that does not parse: the templates
+    before it are looked up, then it raises."""
     whole = whole_reference(text)
     if whole is not None:
         resolved = lookup(whole)

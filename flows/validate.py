@@ -21,6 +21,7 @@ from pydantic import BaseModel, ValidationError
 
 from flows.engine_checks import check_heartbeats, check_imports
 from flows.findings import DataPath, Finding, FindingSink, has_errors, sort_findings
+from flows.gc_pause import gc_paused
 from flows.graph_checks import check_graph
 from flows.limit_checks import check_limits
 from flows.loader import LoadedYaml, Trap, load_file, load_yaml
@@ -144,6 +145,13 @@ def validate_loaded(
     now: float | None = None,
 ) -> Validation:
     """Validate an already loaded document (see the module doc for the order of checks)."""
+    with gc_paused():
+        return _validate_loaded(loaded, flow_dir, check_imports_too, now)
+
+
+def _validate_loaded(
+    loaded: LoadedYaml, flow_dir: Path, check_imports_too: bool, now: float | None
+) -> Validation:
     sink = FindingSink(loaded.file, loaded.source_map.locate, list(loaded.findings))
     data = loaded.data
     if data is None:
@@ -212,9 +220,11 @@ def validate_text(
     now: float | None = None,
 ) -> Validation:
     """Validate flow text; ``file`` names it in findings, ``flow_dir`` is where it would live."""
-    return validate_loaded(
-        load_yaml(text, file), flow_dir, check_imports_too=check_imports, now=now
-    )
+    with gc_paused():  # also between loading and validating: see flows.gc_pause
+        loaded = load_yaml(text, file)
+        result = validate_loaded(loaded, flow_dir, check_imports_too=check_imports, now=now)
+        del loaded  # freed before the collector is back, which then need not look at it
+    return result
 
 
 def validate_file(
@@ -222,7 +232,11 @@ def validate_file(
 ) -> Validation:
     """Validate the flow file at ``path`` (findings name it as given)."""
     flow_dir = path.resolve().parent
-    return validate_loaded(load_file(path), flow_dir, check_imports_too=check_imports, now=now)
+    with gc_paused():  # also between loading and validating: see flows.gc_pause
+        loaded = load_file(path)
+        result = validate_loaded(loaded, flow_dir, check_imports_too=check_imports, now=now)
+        del loaded  # freed before the collector is back, which then need not look at it
+    return result
 
 
 def load_flow(path: Path, *, check_imports: bool = False, now: float | None = None) -> Flow:

@@ -20,7 +20,7 @@ from scheduler.errors import (
 )
 from scheduler.events import Event, EventListener
 from scheduler.job import Job, RanBy, RecurringJob
-from scheduler.queue import Queue, QueueJobs, Queues
+from scheduler.queue import NewJob, Queue, QueueJobs, Queues
 from scheduler.scripts import Engine, EnginePipeline
 
 __all__ = [
@@ -39,6 +39,7 @@ __all__ = [
     "JobNotFound",
     "Jobs",
     "LockLost",
+    "NewJob",
     "Queue",
     "QueueJobs",
     "Queues",

@@ -201,7 +201,7 @@ class Job:
 
     def __init__(self, client: Client, raw: Mapping[str, Any]) -> None:
         self.client = client
-        self._load(raw)
+        self._load(raw, fresh=True)
 
     @classmethod
     def from_reply(cls, client: Client, reply: Any) -> Job | None:
@@ -209,27 +209,29 @@ class Job:
         raw = as_dict(reply)
         return cls(client, raw) if raw else None
 
-    def _load(self, raw: Mapping[str, Any]) -> None:
+    def _load(self, raw: Mapping[str, Any], *, fresh: bool = False) -> None:
+        """Take every field from ``raw``; ``fresh``: a new job, with no details to forget."""
+        get = raw.get  # a worker makes a Job per job it runs: this is on its hot path
         self.jid = str(raw["jid"])
-        self.klass = str(raw.get("klass") or "")
-        self.state = str(raw.get("state") or "")
-        self.queue = str(raw.get("queue") or "")
-        self.worker = str(raw.get("worker") or "")
-        self._priority = as_int(raw.get("priority"))
-        self.expires = as_number(raw.get("expires"))
-        self.retries = as_int(raw.get("retries"))
-        self.remaining = as_int(raw.get("remaining"))
-        self.data = as_dict(raw.get("data"))
-        self.tags = as_list(raw.get("tags"))
-        self.ttr = optional_number(raw.get("ttr"))
-        self.concurrency_key = raw.get("concurrency_key") or None
-        self.throttle = raw.get("throttle") or None
-        lean = "history" not in raw  # pop.lean: the details are read on first use
-        for name, read in _DETAIL_READERS.items():
-            if lean:
-                self.__dict__.pop(name, None)
-            else:
+        self.klass = str(get("klass") or "")
+        self.state = str(get("state") or "")
+        self.queue = str(get("queue") or "")
+        self.worker = str(get("worker") or "")
+        self._priority = as_int(get("priority"))
+        self.expires = as_number(get("expires"))
+        self.retries = as_int(get("retries"))
+        self.remaining = as_int(get("remaining"))
+        self.data = as_dict(get("data"))
+        self.tags = as_list(get("tags"))
+        self.ttr = optional_number(get("ttr"))
+        self.concurrency_key = get("concurrency_key") or None
+        self.throttle = get("throttle") or None
+        if "history" in raw:
+            for name, read in _DETAIL_READERS.items():
                 self.__dict__[name] = read(raw)
+        elif not fresh:  # pop.lean: the details are read on first use
+            for name in _DETAIL_READERS:
+                self.__dict__.pop(name, None)
 
     def __getattr__(self, name: str) -> Any:
         # Only called for an attribute that is not set: a detail a lean reply left out.

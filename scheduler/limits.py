@@ -18,6 +18,7 @@ priorities                 integers within +-1,000,000
 retries, counts            integers within 0..100,000
 delays                     finite numbers >= 0
 flow submission            at most 100,000 jobs and 64 MiB of job specs in one call
+bulk put (``put.many``)    at most 1,000 jobs in one call, each jid once
 =========================  ==========================================================
 """
 
@@ -39,6 +40,7 @@ MAX_PRIORITY = 1_000_000
 MAX_COUNT = 100_000
 MAX_FLOW_JOBS = 100_000
 MAX_FLOW_BYTES = 64 * 1024 * 1024
+MAX_PUT_MANY = 1000
 RESERVED_JID_SUFFIXES = ("-history", "-dependencies", "-dependents")
 
 # Lua's %s and %c in the C locale: bytes 0-32 and 127.
@@ -212,6 +214,15 @@ def check_payload_text(
     return check_text(command, name, text, max_bytes)
 
 
+def check_distinct_jids(command: str, jids: Iterable[str]) -> None:
+    """A bulk put names each job once (the engine refuses a jid given twice in one call)."""
+    seen: set[str] = set()
+    for jid in jids:
+        if jid in seen:
+            raise _invalid(command, f"job {jid} appears twice")
+        seen.add(jid)
+
+
 def check_flow_submission(command: str, jobs: int, jobs_text: str) -> None:
     """A whole run in one call: at most 100,000 jobs and 64 MiB of job specs."""
     if jobs > MAX_FLOW_JOBS:
@@ -227,9 +238,11 @@ __all__ = [
     "MAX_JSON_DEPTH",
     "MAX_PAYLOAD_BYTES",
     "MAX_PRIORITY",
+    "MAX_PUT_MANY",
     "MAX_TAGS",
     "RESERVED_JID_SUFFIXES",
     "check_delay",
+    "check_distinct_jids",
     "check_flow_submission",
     "check_id",
     "check_ids",

@@ -7,12 +7,15 @@ server's clock.
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from scheduler import limits
+from scheduler.errors import EngineError
 from scheduler.job import (
     Job,
     Klass,
@@ -43,6 +46,17 @@ class PutResult(str):
         result = super().__new__(cls, jid)
         result.created = created
         return result
+
+
+@dataclass(frozen=True)
+class NewJob:
+    """One job of :meth:`Queue.put_many`: what :meth:`Queue.put` takes per job (``jid``
+    defaults to a new uuid4 hex; ``delay`` in seconds)."""
+
+    klass: Klass
+    data: Mapping[str, Any] | None = None
+    jid: str | None = None
+    delay: float = 0
 
 
 #: Jobs removed per ``queue.truncate`` call by :meth:`Queue.truncate`.
@@ -249,6 +263,61 @@ class Queue:
             return PutResult(jid, created=False)
         return PutResult(str(reply))
 
+    def put_many(
+        self,
+        jobs: Iterable[NewJob],
+        *,
+        priority: int | None = None,
+        tags: Iterable[str] | None = None,
+        retries: int | None = None,
+        ttl: float | None = None,
+        ttr: float | None = None,
+        concurrency_key: str | None = None,
+        concurrency_limit: int | None = None,
+        throttle: str | None = None,
+        now: Now = "",
+    ) -> list[str]:
+        """Put many jobs into this queue, 1,000 per engine call (``put.many``); returns their
+        jids in order.
+
+        Each job is put as :meth:`put` puts it with the options given here, which every job
+        shares (a job that exists is moved, as put moves it). There is no ``depends``: a job
+        with dependencies is put alone, or as a step of a flow. Every job is checked before the
+        first call, and a jid given twice is refused. Each call writes its jobs all at once; a
+        refusal only the engine can make leaves the calls before it written.
+        """
+        command = "put.many"
+        limits.check_id(command, "queue", self.name)
+        options = self._shared_options(
+            command,
+            priority=priority,
+            tags=None if tags is None else limits.check_tags(command, tags),
+            retries=retries,
+            ttl=ttl,
+            ttr=ttr,
+            concurrency_key=concurrency_key,
+            concurrency_limit=concurrency_limit,
+            throttle=throttle,
+        )
+        arguments = [_many_arguments(index, job) for index, job in enumerate(jobs, 1)]
+        jids = [args[0] for args in arguments]
+        limits.check_distinct_jids(command, jids)
+        for start in range(0, len(arguments), limits.MAX_PUT_MANY):
+            chunk = arguments[start : start + limits.MAX_PUT_MANY]
+            flat = [value for args in chunk for value in args]
+            self._call(command, self.client.worker_name, self.name, options, *flat, now=now)
+        return jids
+
+    @staticmethod
+    def _shared_options(command: str, **options: Any) -> str:
+        """put.many's options argument: '' or a JSON object of the options given."""
+        if options["priority"] is not None:
+            limits.check_priority(command, options["priority"])
+        if options["retries"] is not None:
+            limits.check_retries(command, options["retries"])
+        given = {name: value for name, value in options.items() if value is not None}
+        return json.dumps(given, separators=(",", ":")) if given else ""
+
     def recur(
         self,
         klass: Klass,
@@ -404,6 +473,23 @@ def _extensions(
         throttle=throttle,
         unique=1 if unique else None,
     )
+
+
+def _many_arguments(index: int, job: NewJob) -> tuple[str, str, str, float]:
+    """One job's ``jid klass data delay`` for put.many, checked as :meth:`Queue.put` checks
+    them; an error names the job as the engine would (``PutMany jobs[3](): ...``)."""
+    command = "put.many"
+    try:
+        jid = limits.check_jid(command, "jid", uuid.uuid4().hex if job.jid is None else job.jid)
+        klass = limits.check_id(command, "klass", klass_name(job.klass))
+        data = job.data
+        body = dict(data) if isinstance(data, Mapping) else ({} if data is None else data)
+        payload = limits.encode_payload(command, "data", body, kind="object")
+        delay = limits.check_delay(command, job.delay)
+    except EngineError as error:
+        named = str(error).replace("PutMany()", f"PutMany jobs[{index}]()", 1)
+        raise type(error)(named, command=command) from None
+    return jid, klass, payload, delay
 
 
 #: Queues per ``queue.counts`` call (the engine takes at most 100).

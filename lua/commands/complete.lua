@@ -16,7 +16,8 @@
 -- complete.many (ours) completes a batch of the worker's jobs in one call, each as `complete jid
 -- worker queue '' ['result', result]` (result '' for none): what one job is refused changes
 -- nothing of it and nothing of the others. The worker's activity and the retention sweep are
--- done once per batch. At most 1,000 jobs.
+-- done once per batch, and so are the writes its jobs share (each queue's locks and run-time
+-- statistics, the worker's jobs, the completed set). At most 1,000 jobs.
 -- Errors: INVALID, TOOLARGE, NOTFOUND, WRONGSTATE (not running, or running in another queue),
 -- LOCKLOST (another worker holds it, or the lock expired); complete.many raises only INVALID
 -- and TOOLARGE for the call itself (its jobs' errors are in its reply).
@@ -98,19 +99,61 @@ local function settings()
   return { Config.values('max-job-history', 'jobs-history', 'jobs-history-count') }
 end
 
--- One complete. `batch` (complete.many): the settings, read once, and the worker's activity
--- and the retention sweep are the batch's to do once.
-local function complete(cmd, args, batch)
+-- The completes of one call: the settings, read once, and what its jobs share: the 'done'
+-- history entry (the same text for each: one worker, one now), whether any is tracked or has
+-- dependents (look), and, for complete.many (`many`), the writes to keys its jobs share,
+-- gathered and made once (finish): each queue's locks and run-time samples, the worker's jobs,
+-- the completed set. A lone complete makes them at once (fewer tables to build for one job).
+local function new_batch(config, many)
+  local b = { config = config, entry = nil, looked = false, quiet = false, many = many }
+  if many then
+    b.queues, b.locks, b.samples, b.released, b.completed = {}, {}, {}, {}, {}
+  end
+  return b
+end
+
+-- One look for the batch (the jobs `jids`) instead of two per job: `quiet` when the namespace
+-- tracks no job and none of the jobs has dependents (the common case); else each job is looked
+-- at as it completes.
+local function look(b, jids)
+  local keys = { Keys.tracked() }
+  for _, jid in ipairs(jids) do
+    -- (a jid too long to be valid is refused by its complete before anything is written)
+    if #jid <= Arg.MAX_ID_BYTES then keys[#keys + 1] = Keys.dependents(jid) end
+  end
+  b.quiet = redis.call('exists', unpack(keys)) == 0
+  b.looked = true
+end
+
+-- Job `jid` of `queue` (its `fields` as job_fields reads them) is no longer locked by `worker`:
+-- out of the two indexes, with its run-time sample.
+local function unlocked(b, jid, queue, worker, fields, seconds)
+  if not b.many then
+    Lock.release(jid, queue, worker, fields)
+    return Stats.sample(queue, 'run', seconds)
+  end
+  Lock.released(jid, queue, fields)
+  if not b.locks[queue] then
+    table.insert(b.queues, queue)
+    b.locks[queue], b.samples[queue] = {}, {}
+  end
+  table.insert(b.locks[queue], jid)
+  table.insert(b.samples[queue], seconds)
+  table.insert(b.released, jid)
+end
+
+-- One complete, in batch `b`. Every check comes before the first write, so a refused one wrote
+-- nothing; the index writes it shares with the rest of the batch wait for finish().
+local function complete(cmd, args, b)
   local c = parse(cmd, args)
   local jid, worker, queue = c.jid, c.worker, c.queue
   local fields = Lock.check_fields(cmd, jid, worker, queue, job_fields(jid))
-  local config = batch or settings()
-  local history_limit, max_age, max_count = config[1], config[2], config[3]
 
   local key = Keys.job(jid)
-  Lock.release(jid, queue, worker, fields)
-  Stats.sample(queue, 'run', Engine.now - (tonumber(fields.popped) or Engine.now))
-  Job.history(jid, 'done', { worker = worker }, tonumber(history_limit))
+  if not b.looked then look(b, { jid }) end
+  unlocked(b, jid, queue, worker, fields, Engine.now - (tonumber(fields.popped) or Engine.now))
+  b.entry = b.entry or Job.history_entry('done', { worker = worker })
+  Job.append_history(jid, b.entry, tonumber(b.config[1]))
   -- The job's hash in one write (its state too, unless it moves on).
   local written = { 'worker', '', 'expires', 0, 'updated', Engine.now }
   if c.data then table.insert(written, 'data'); table.insert(written, c.data) end
@@ -118,22 +161,45 @@ local function complete(cmd, args, batch)
   if not c.next then table.insert(written, 'state'); table.insert(written, 'complete') end
   redis.call('hset', key, unpack(written))
   if fields.grace then redis.call('hdel', key, 'grace') end
-  if not batch then redis.call('zadd', Keys.workers(), Engine.now, worker) end
-  Events.tracked('completed', jid)
+  if not b.quiet then Events.tracked('completed', jid) end
   if c.next then return advance(c) end
 
   Events.log({ jid = jid, event = 'completed', queue = queue })
-  redis.call('zadd', Keys.completed(), Engine.now, jid)
+  if b.many then
+    table.insert(b.completed, Engine.now)
+    table.insert(b.completed, jid)
+  else
+    redis.call('zadd', Keys.completed(), Engine.now, jid)
+  end
   -- Most jobs have no dependents: one look saves settling none and deleting nothing.
-  if redis.call('exists', Keys.dependents(jid)) == 1 then
+  if not b.quiet and redis.call('exists', Keys.dependents(jid)) == 1 then
     Deps.settle(jid, 'complete')
     redis.call('del', Keys.dependents(jid))
   end
-  if not batch then Job.expire_completed(100, max_age, max_count) end
   return 'complete'
 end
 
-api['complete'] = function(args) return complete('Complete', args, nil) end
+-- The batch's gathered writes (see new_batch), the worker's activity, and the retention sweep
+-- of up to `sweep` completed jobs (none when nil: a complete that moved its job on).
+local function finish(b, worker, sweep)
+  if b.many then
+    for _, queue in ipairs(b.queues) do
+      redis.call('zrem', Keys.locks(queue), unpack(b.locks[queue]))
+      Stats.add(queue, 'run', b.samples[queue])
+    end
+    if #b.released > 0 then redis.call('zrem', Keys.worker_jobs(worker), unpack(b.released)) end
+    if #b.completed > 0 then redis.call('zadd', Keys.completed(), unpack(b.completed)) end
+  end
+  redis.call('zadd', Keys.workers(), Engine.now, worker)
+  if sweep then Job.expire_completed(sweep, b.config[2], b.config[3]) end
+end
+
+api['complete'] = function(args)
+  local b = new_batch(settings(), false)
+  local reply = complete('Complete', args, b)
+  finish(b, args[2], reply == 'complete' and 100 or nil)
+  return reply
+end
 
 local MAX_MANY = 1000
 
@@ -154,16 +220,18 @@ api['complete.many'] = function(args)
   if given / 3 > MAX_MANY then
     Err.raise('TOOLARGE', cmd .. '(): ' .. given / 3 .. ' jobs, more than the limit of ' .. MAX_MANY)
   end
-  local batch = settings()
+  local b = new_batch(settings(), true)
+  local jids = {}
+  for i = 2, #args, 3 do jids[#jids + 1] = args[i] end
+  look(b, jids)
   local replies = {}
   for i = 2, #args, 3 do
     local one = { args[i], worker, args[i + 1], '' }
     if args[i + 2] ~= '' then one[5], one[6] = 'result', args[i + 2] end
     -- Each complete checks everything before it writes: a refused one wrote nothing.
-    local ok, reply = pcall(complete, 'Complete', one, batch)
+    local ok, reply = pcall(complete, 'Complete', one, b)
     replies[#replies + 1] = ok and reply or error_text(reply)
   end
-  redis.call('zadd', Keys.workers(), Engine.now, worker)
-  Job.expire_completed(math.max(100, #replies), batch[2], batch[3])
+  finish(b, worker, math.max(100, #replies))
   return cjson.encode(replies)
 end

@@ -44,30 +44,77 @@ local function full_reply(_, job)
   return Job.describe_json(job.jid, job.tracked)
 end
 
--- The reply of pop.lean, from what the candidate read already holds.
+-- JSON text as cjson writes it, spliced together for the lean reply (about half the cost of
+-- encoding a table per job): a string with nothing to escape is quoted as it is; an integer as
+-- stored (the engine writes them so) when it is one; anything else through cjson.
+local function json_string(text)
+  if string.find(text, '[%c"\\/]') then return cjson.encode(text) end
+  return '"' .. text .. '"'
+end
+
+local function json_integer(text)
+  if text and (text == '0' or string.find(text, '^%-?[1-9]%d*$')) then return text end
+  return cjson.encode(tonumber(text) or 0)
+end
+
+-- The reply of pop.lean, from what the candidate read already holds. What every job of the call
+-- shares (queue, worker, popped, the usual expiry) is encoded once.
 local function lean_reply(c, job)
   local f = job.f
-  return cjson.encode({
-    jid = job.jid, klass = f[9] or '', queue = c.queue, worker = c.worker,
-    state = running_state(job.expires), data = f[10] or '{}',
-    priority = tonumber(f[11]) or 0, tags = Job.decode_list(f[12]),
-    retries = tonumber(f[13]) or 0, remaining = tonumber(f[14]) or 0,
-    expires = job.expires, popped = Engine.now,
-    ttr = tonumber(f[3]), throttle = f[6] or nil, concurrency_key = f[4] or nil,
-  })
+  if not c.shared then
+    c.shared = ',"queue":' .. json_string(c.queue) .. ',"worker":' .. json_string(c.worker) ..
+      ',"popped":' .. cjson.encode(Engine.now)
+  end
+  if job.expires ~= c.expires then
+    c.expires = job.expires
+    c.expires_text = ',"expires":' .. cjson.encode(job.expires) .. ',"state":"' ..
+      running_state(job.expires) .. '"'
+  end
+  local tags = f[12]
+  if tags ~= '{}' then tags = cjson.encode(Job.decode_list(tags)) end
+  local optional, ttr = '', tonumber(f[3])
+  if ttr then optional = ',"ttr":' .. cjson.encode(ttr) end
+  if f[6] then optional = optional .. ',"throttle":' .. json_string(f[6]) end
+  if f[4] then optional = optional .. ',"concurrency_key":' .. json_string(f[4]) end
+  return '{"jid":' .. json_string(job.jid) .. ',"klass":' .. json_string(f[9] or '') ..
+    c.shared .. c.expires_text .. ',"data":' .. cjson.encode(f[10] or '{}') ..
+    ',"priority":' .. json_integer(f[11]) .. ',"tags":' .. tags ..
+    ',"retries":' .. json_integer(f[13]) .. ',"remaining":' .. json_integer(f[14]) ..
+    optional .. '}'
 end
 
 -- One call of pop: queue, worker; lock (seconds, for jobs without a ttr); limit (max-job-history);
 -- names (what candidate() reads); reply (a job's text in the reply); handed (the jobs handed out,
--- {jid, f, expires, tracked}); entry (the 'popped' history entry, the same for all of them).
+-- {jid, f, expires, tracked}); entry (the 'popped' history entry, the same for all of them);
+-- tracked (false once seen that the namespace tracks no job). The writes every job makes to the
+-- same keys wait in locks ({expires, jid} pairs) and waits (wait-time samples) until written
+-- once for all (write_shared).
 local function new_pop(queue, worker, lock, limit, lean)
   return { queue = queue, worker = worker, lock = lock, limit = limit,
     names = lean and CANDIDATE_LEAN or CANDIDATE, reply = lean and lean_reply or full_reply,
-    handed = {}, entry = nil }
+    handed = {}, entry = nil, tracked = nil, locks = {}, waits = {} }
 end
 
 local function candidate(c, jid)
   return redis.call('hmget', Keys.job(jid), unpack(c.names))
+end
+
+-- ZADD of many {score, member} pairs, in slices: unpack() of more than a few thousand values
+-- overflows Lua's C stack.
+local function zadd_pairs(key, pairs)
+  for first = 1, #pairs, 1000 do
+    redis.call('zadd', key, unpack(pairs, first, math.min(first + 999, #pairs)))
+  end
+end
+
+-- The writes of the jobs handed out so far to keys they share: the queue's locks, the worker's
+-- jobs, the wait-time statistics. `more`: jobs may be handed out after this.
+local function write_shared(c, more)
+  if #c.locks == 0 then return end
+  zadd_pairs(Keys.locks(c.queue), c.locks)
+  zadd_pairs(Keys.worker_jobs(c.worker), c.locks)
+  Stats.add(c.queue, 'wait', c.waits)
+  if more then c.locks, c.waits = {}, {} end
 end
 
 -- Lock a job for the worker (`f` from candidate()) and record the wait-time sample.
@@ -77,14 +124,14 @@ local function hand_out(c, jid, f)
   local expires = Engine.now + (tonumber(f[3]) or c.lock)
   redis.call('hset', key, 'state', 'running', 'worker', c.worker, 'expires', expires,
     'popped', Engine.now, 'updated', Engine.now)
-  redis.call('zadd', Keys.locks(c.queue), expires, jid)
-  redis.call('zadd', Keys.worker_jobs(c.worker), expires, jid)
+  table.insert(c.locks, expires)
+  table.insert(c.locks, jid)
   -- A ttl deadline is looked at again once the lock could have expired (include/ttl.lua).
   if f[2] then redis.call('zadd', Keys.ttl(c.queue), math.max(tonumber(f[2]), expires), jid) end
   c.entry = c.entry or Job.history_entry('popped', { worker = c.worker })
   Job.append_history(jid, c.entry, c.limit)
-  Stats.sample(c.queue, 'wait', Engine.now - since)
-  local tracked = Events.tracked('popped', jid)
+  table.insert(c.waits, Engine.now - since)
+  local tracked = c.tracked ~= false and Events.tracked('popped', jid)
   table.insert(c.handed, { jid = jid, f = f, expires = expires, tracked = tracked })
 end
 
@@ -98,12 +145,14 @@ local function take(c, wanted)
   while got < wanted and budget > 0 do
     local batch = redis.call('zrange', work, 0, math.min(size, budget) - 1, 'WITHSCORES')
     if #batch == 0 then return end
-    local seen = {}
+    -- Out of the work queue before any is looked at: a job this pass parks can be unparked back
+    -- into it by a later one (a reservation given back by an expiry), and must then stay there.
+    redis.call('zremrangebyrank', work, 0, #batch / 2 - 1)
+    local passed = #batch + 1
     for i = 1, #batch, 2 do
-      if got >= wanted then break end
+      if got >= wanted then passed = i; break end
       local jid = batch[i]
       budget = budget - 1
-      table.insert(seen, jid)
       local f = candidate(c, jid)
       local gates = Slots.gates(f[4], f[5], f[6], f[8])
       local gate = gates and Slots.blocked(queue, gates)
@@ -118,9 +167,16 @@ local function take(c, wanted)
         got = got + 1
       end
     end
-    -- In slices: unpack() of more than a few thousand values overflows Lua's C stack.
-    for first = 1, #seen, 1000 do
-      redis.call('zrem', work, unpack(seen, first, math.min(first + 999, #seen)))
+    -- The jobs not looked at go back with their scores (in slices: unpack() of more than a few
+    -- thousand values overflows Lua's C stack).
+    for first = passed, #batch, 1000 do
+      local last = math.min(first + 999, #batch)
+      local entries = {}
+      for i = first, last, 2 do
+        entries[#entries + 1] = batch[i + 1]
+        entries[#entries + 1] = batch[i]
+      end
+      redis.call('zadd', work, unpack(entries))
     end
     size = math.max(wanted - got, 16)
   end
@@ -173,16 +229,26 @@ local function pop(cmd, args, lean)
     redis.call('zrem', Keys.locks(queue), jid)
     hand_out(c, jid, candidate(c, jid))
   end
+  -- Their locks written before the places are counted again below.
+  write_shared(c, true)
   local wanted = count - #reclaimed
   if max_concurrency > 0 then
     -- Locks that invalidate_locks just put in their grace period took places too.
     wanted = math.min(wanted, max_concurrency - running(queue) - #reclaimed)
   end
   if wanted > 0 then
-    Queue.refresh(queue, wanted)
-    Ttl.expire_due(queue, Ttl.BATCH)
+    -- Most queues have no recurring, scheduled or ttl jobs, and most namespaces track no job:
+    -- one look instead of three, and of one per job handed out.
+    if redis.call('exists', Keys.recur(queue), Keys.scheduled(queue), Keys.ttl(queue),
+        Keys.tracked()) == 0 then
+      c.tracked = false
+    else
+      Queue.refresh(queue, wanted)
+      Ttl.expire_due(queue, Ttl.BATCH)
+    end
     take(c, wanted)
   end
+  write_shared(c, false)
   return reply_list(c)
 end
 

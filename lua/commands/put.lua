@@ -6,6 +6,7 @@
 --           ['ttl', s], ['ttr', s], ['concurrency_key', k], ['concurrency_limit', n],
 --           ['throttle', name], ['unique', 0|1]                 -> jid ('exists': see unique)
 --   requeue the same arguments                                                  -> jid
+--   put.many worker, queue, options, (jid, klass, data, delay)...        -> JSON list of jids
 --
 -- A job put with pending dependencies waits in state depends; with a delay too, the delay starts
 -- when its last dependency completes (our extension: qless refuses delay with depends). Moving a
@@ -24,6 +25,15 @@
 --   unique            '1': if the job exists and is neither complete nor expired, nothing is
 --                     changed and the reply is 'exists' (Redis Work Queue's unique adds). Without
 --                     it a put keeps qless's meaning: the job is moved, whatever its state.
+-- put.many (ours) puts 1 to 1,000 jobs into one queue in one call, each exactly as `put worker
+-- queue jid klass data delay` with the shared options would: a job that exists is moved, as put
+-- moves it. `options` is '' or a JSON object of put options for every job: priority, tags (a
+-- list), retries, ttl, ttr, concurrency_key, concurrency_limit, throttle (null: not given);
+-- depends and trigger are refused (a job with dependencies is put alone, or in a flow), and so
+-- is unique. Every job is checked before the first write; an error names the job, as
+-- `PutMany jobs[3](): Arg "data" ...` (the third job), and a jid given twice is refused. The
+-- reply lists the jids in the order given. Statistics, the queue's registration and the hand-off
+-- to idle workers happen once per call.
 -- Errors: INVALID (arguments), TOOLARGE (sizes), NOTFOUND (requeue of a job that does not exist).
 -- @include putting
 
@@ -46,3 +56,52 @@ end
 
 api['put'] = function(args) return put('Put', args, false) end
 api['requeue'] = function(args) return put('Requeue', args, true) end
+
+-- Jobs one put.many call takes at most (the Python client sends larger lists in chunks).
+local MAX_MANY = 1000
+-- Arguments per job of put.many: jid, klass, data, delay.
+local PER_JOB = 4
+
+local function shared_options(cmd, value)
+  if value == nil or value == '' then return { climit = 1, unique = false } end
+  local _, options = Arg.json(cmd, 'options', value, 'object')
+  return Put.parse_shared(cmd, options)
+end
+
+api['put.many'] = function(args)
+  local cmd = 'PutMany'
+  local worker = Arg.id(cmd, 'worker', args[1])
+  local queue = Arg.id(cmd, 'queue', args[2])
+  local shared = shared_options(cmd, args[3])
+  local values = #args - 3
+  if values <= 0 or values % PER_JOB ~= 0 then
+    Arg.fail(cmd, 'jobs come as (jid, klass, data, delay) groups after the options, at least one')
+  end
+  local count = values / PER_JOB
+  if count > MAX_MANY then
+    Err.raise('TOOLARGE', cmd .. '(): ' .. count .. ' jobs, more than the limit of ' .. MAX_MANY)
+  end
+  local puts = {}
+  Arg.each(cmd, 'jobs', count, function(named, i)
+    local at = 3 + (i - 1) * PER_JOB
+    puts[i] = Put.parse_one(named, worker, queue, shared, args[at + 1], args[at + 2],
+      args[at + 3], args[at + 4])
+  end)
+  local seen = {}
+  for i, p in ipairs(puts) do
+    if seen[p.jid] then
+      Arg.fail(cmd, 'job ' .. p.jid .. ' appears twice (jobs[' .. seen[p.jid] .. '] and jobs[' ..
+        i .. '])')
+    end
+    seen[p.jid] = i
+  end
+  -- Each job read just before it is written (a put of its own would read it then too).
+  local some_exist = Put.any_exist(puts)
+  local batch = Put.batch()
+  local jids = {}
+  for i, p in ipairs(puts) do
+    jids[i] = Put.write(p, some_exist and existing(p.jid) or nil, batch)
+  end
+  Put.finish(batch)
+  return cjson.encode(jids)
+end

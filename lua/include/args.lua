@@ -134,22 +134,24 @@ local function nesting(value, limit)
 end
 
 -- Whether a decoded value holds NaN or an infinity anywhere (the server's cjson accepts them
--- as extensions, but they are not JSON and no other client could read them back).
+-- as extensions, but they are not JSON and no other client could read them back). Only values
+-- are looked at: cjson gives object keys as strings and array keys as 1..n. Inline type tests,
+-- not a call per value: this walk is most of the cost of checking a job's data.
+local HUGE = 1 / 0 -- math.huge (a library's top level may not read the math table)
 local function non_finite(value)
-  if type(value) == 'number' then
-    return value ~= value or value == math.huge or value == -math.huge
-  end
-  if type(value) ~= 'table' then return false end
-  for key, item in pairs(value) do
-    if non_finite(key) or non_finite(item) then return true end
+  for _, item in pairs(value) do
+    local kind = type(item)
+    if kind == 'number' then
+      if item ~= item or item == HUGE or item == -HUGE then return true end
+    elseif kind == 'table' and non_finite(item) then
+      return true
+    end
   end
   return false
 end
 
--- JSON text that decodes; `kind` is 'object', 'array' or 'any'; at most `max_bytes` (default
--- Arg.MAX_PAYLOAD_BYTES) and, when given, at most `max_depth` levels deep. Returns text,
--- decoded value.
-function Arg.json(cmd, name, value, kind, max_bytes, max_depth)
+-- Arg.json but for the finite-number and nesting checks: text, decoded value.
+local function decode(cmd, name, value, kind, max_bytes)
   Arg.present(cmd, name, value)
   max_bytes = max_bytes or Arg.MAX_PAYLOAD_BYTES
   if #value > max_bytes then
@@ -168,9 +170,21 @@ function Arg.json(cmd, name, value, kind, max_bytes, max_depth)
   if kind == 'array' and (type(decoded) ~= 'table' or (first ~= '[' and value ~= '{}')) then
     fail(cmd, 'Arg "' .. name .. '" is not a JSON array: ' .. string.sub(value, 1, 80))
   end
+  return value, decoded
+end
+
+-- JSON text that decodes; `kind` is 'object', 'array' or 'any'; at most `max_bytes` (default
+-- Arg.MAX_PAYLOAD_BYTES) and, when given, at most `max_depth` levels deep. Returns text,
+-- decoded value.
+function Arg.json(cmd, name, value, kind, max_bytes, max_depth)
+  local _, decoded = decode(cmd, name, value, kind, max_bytes)
   -- Walked, not searched for in the text: a pattern search costs more per byte than the walk
   -- costs per value (a payload of one long string is one value).
-  if non_finite(decoded) then
+  if type(decoded) == 'table' then
+    if non_finite(decoded) then
+      fail(cmd, 'Arg "' .. name .. '" is not valid JSON: NaN and Infinity are not JSON numbers')
+    end
+  elseif non_finite({ decoded }) then
     fail(cmd, 'Arg "' .. name .. '" is not valid JSON: NaN and Infinity are not JSON numbers')
   end
   if max_depth and nesting(decoded, max_depth + 1) > max_depth then
@@ -182,6 +196,24 @@ end
 -- A JSON array of ids (tags, jids); each checked with `check` (Arg.id by default).
 function Arg.id_list(cmd, name, value, check, max)
   local _, list = Arg.json(cmd, name, value, 'array')
+  return Arg.id_items(cmd, name, list, check, max)
+end
+
+-- Whether a decoded JSON value is a list (an array; cjson gives an object string keys).
+function Arg.is_list(value)
+  if type(value) ~= 'table' then return false end
+  local count = 0
+  for _ in pairs(value) do count = count + 1 end
+  return count == #value
+end
+
+-- A decoded list of ids: each checked with `check` (Arg.id by default), duplicates dropped,
+-- at most `max` of them when given. Returns the ids in order.
+function Arg.id_items(cmd, name, list, check, max)
+  if not Arg.is_list(list) then
+    local ok, shown = pcall(cjson.encode, list)
+    fail(cmd, 'Arg "' .. name .. '" is not a JSON array: ' .. (ok and string.sub(shown, 1, 80) or type(list)))
+  end
   check = check or Arg.id
   local seen, out = {}, {}
   for i, item in ipairs(list) do
@@ -199,6 +231,30 @@ function Arg.id_list(cmd, name, value, check, max)
       ' items, more than the limit of ' .. max)
   end
   return out
+end
+
+-- Check `count` items (a bulk command's jobs): `check(named, i)` for i = 1..count, where `named`
+-- is the display name its errors start with, `cmd label[?]`. An error is then told about the
+-- item it came from: `cmd label[i]`. One name for the whole call, not one string per item.
+function Arg.each(cmd, label, count, check)
+  local named = cmd .. ' ' .. label .. '[?]'
+  local current = 0
+  local ok, raised = pcall(function()
+    for i = 1, count do
+      current = i
+      check(named, i)
+    end
+  end)
+  if ok then return end
+  if type(raised) == 'table' and raised.flows_error then
+    local text = raised.flows_error
+    local at = string.find(text, named, 1, true)
+    if at then
+      raised.flows_error = string.sub(text, 1, at - 1) .. cmd .. ' ' .. label .. '[' .. current ..
+        ']' .. string.sub(text, at + #named)
+    end
+  end
+  error(raised, 0)
 end
 
 -- Trailing ('name', value) pairs from args[first]; `allowed` is a set of option names.

@@ -57,8 +57,13 @@ end
 function Lock.release(jid, queue, worker, fields)
   redis.call('zrem', Keys.locks(queue), jid)
   redis.call('zrem', Keys.worker_jobs(worker), jid)
+  Lock.released(jid, queue, fields)
+end
+
+-- Lock.release but for the two index entries, which the caller removes (complete does it once
+-- for a batch of jobs).
+function Lock.released(jid, queue, fields)
   if fields == nil then fields = Job.fields(jid, 'ttl_at', 'ckey', 'climit', 'throttle') or {} end
   Slots.stopped(jid, queue, Slots.gates(fields.ckey, fields.climit, fields.throttle))
   if fields.ttl_at then redis.call('zadd', Keys.ttl(queue), fields.ttl_at, jid) end
 end
-

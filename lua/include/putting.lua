@@ -1,7 +1,9 @@
--- putting: checking and writing one put (shared by put, requeue and flow.submit).
+-- putting: checking and writing puts (shared by put, requeue, put.many and flow.submit).
 --
--- Put.parse(cmd, args) checks put's arguments (see commands/put.lua) and returns them as a table;
--- Put.write(p, old) writes them, `old` being the existing job's fields or nil.
+-- Put.parse(cmd, args) checks put's arguments (see commands/put.lua) and returns them as a table
+-- (Put.parse_spec: one job object of flow.submit; Put.parse_shared and Put.parse_one: put.many's
+-- options and one of its jobs); Put.write(p, old, batch) writes one, `old` being the existing
+-- job's fields or nil, `batch` (Put.batch) what the puts of one bulk call share, or nil.
 -- Our options (commands/put.lua): ttl, ttr, concurrency_key, concurrency_limit, throttle and
 -- unique; the job fields the first five set are cleared by a later put without them.
 -- @include args
@@ -13,8 +15,23 @@ local Put = {}
 local PUT_OPTIONS = { priority = true, tags = true, retries = true, depends = true, trigger = true,
   ttl = true, ttr = true, concurrency_key = true, concurrency_limit = true, throttle = true,
   unique = true }
+-- The empty list of dependencies (shared, never written to).
+local NONE = {}
 -- Job fields of our options (and their state), cleared when a job is put again.
 local OPTION_FIELDS = { 'ttl', 'ttl_at', 'ttr', 'ckey', 'climit', 'throttle', 'parked', 'reserved' }
+
+-- A value given as an option: absent (nil), '' and JSON null all mean "not given".
+local function given(value)
+  return value ~= nil and value ~= '' and value ~= cjson.null
+end
+
+-- A spec field as text for the id checkers (which take strings): absent or null gives '' (which
+-- they report as missing), a number its text, as put's argument would be.
+local function text(value)
+  if value == nil or value == cjson.null then return '' end
+  if type(value) == 'string' then return value end
+  return tostring(value)
+end
 
 -- A number of seconds more than 0, or nil when absent or ''.
 local function seconds(cmd, name, value)
@@ -24,62 +41,156 @@ local function seconds(cmd, name, value)
   return n
 end
 
+-- Our options (see the header), from `options` as parse_options takes them.
 local function parse_ours(cmd, p, options)
-  p.ttl = seconds(cmd, 'ttl', options.ttl)
-  p.ttr = seconds(cmd, 'ttr', options.ttr)
-  if options.concurrency_key and options.concurrency_key ~= '' then
-    p.ckey = Arg.id(cmd, 'concurrency_key', options.concurrency_key)
+  local ttl, ttr, key, limit, throttle = options.ttl, options.ttr, options.concurrency_key,
+    options.concurrency_limit, options.throttle
+  -- Most puts have none of them.
+  if ttl == nil and ttr == nil and key == nil and limit == nil and throttle == nil then return end
+  p.ttl = seconds(cmd, 'ttl', text(ttl))
+  p.ttr = seconds(cmd, 'ttr', text(ttr))
+  if given(key) then p.ckey = Arg.id(cmd, 'concurrency_key', text(key)) end
+  if given(limit) then
+    p.climit = Arg.integer(cmd, 'concurrency_limit', text(limit), 1, Engine.MAX_COUNT)
+    if not p.ckey then
+      Arg.fail(cmd, 'Arg "concurrency_limit" needs "concurrency_key" (the key it limits)')
+    end
   end
-  p.climit = Arg.optional_integer(cmd, 'concurrency_limit', options.concurrency_limit, 1, 1,
-    Engine.MAX_COUNT)
-  if options.concurrency_limit and options.concurrency_limit ~= '' and not p.ckey then
-    Arg.fail(cmd, 'Arg "concurrency_limit" needs "concurrency_key" (the key it limits)')
-  end
-  if options.throttle and options.throttle ~= '' then
-    p.throttle = Arg.id(cmd, 'throttle', options.throttle)
-  end
-  local unique = options.unique
-  if unique ~= nil and unique ~= '' and unique ~= '0' and unique ~= '1' then
-    Arg.fail(cmd, 'Arg "unique" must be 0 or 1: ' .. tostring(unique))
-  end
-  p.unique = unique == '1'
+  if given(throttle) then p.throttle = Arg.id(cmd, 'throttle', text(throttle)) end
 end
 
--- The options after put's six arguments (priority, tags, retries, depends, trigger and ours).
-local function parse_options(cmd, p, args)
-  local options = Arg.options(cmd, args, 7, PUT_OPTIONS)
-  p.priority = Arg.optional_integer(cmd, 'priority', options.priority, nil,
-    -Queue.MAX_PRIORITY, Queue.MAX_PRIORITY)
-  p.retries = Arg.optional_integer(cmd, 'retries', options.retries, nil, 0, Engine.MAX_COUNT)
-  if options.tags then p.tags = Arg.id_list(cmd, 'tags', options.tags, Arg.id, Arg.MAX_TAGS) end
-  if options.depends then
-    p.depends = Arg.id_list(cmd, 'depends', options.depends, Arg.jid, Engine.MAX_COUNT)
-    for _, dependency in ipairs(p.depends) do
-      if dependency == p.jid then Arg.fail(cmd, 'Arg "depends": job ' .. p.jid .. ' cannot depend on itself') end
-    end
+local function set_depends(cmd, p, depends)
+  p.depends = depends
+  for _, dependency in ipairs(depends) do
+    if dependency == p.jid then Arg.fail(cmd, 'Arg "depends": job ' .. p.jid .. ' cannot depend on itself') end
   end
-  if options.trigger then
-    if not Deps.RULES[options.trigger] then
+end
+
+-- priority, retries, trigger and ours, from `options` (name -> text or number; not given: see
+-- `given`, except for trigger, which must name a rule when present, even as '' or null).
+local function parse_options(cmd, p, options)
+  if given(options.priority) then
+    p.priority = Arg.integer(cmd, 'priority', options.priority, -Queue.MAX_PRIORITY,
+      Queue.MAX_PRIORITY)
+  end
+  if given(options.retries) then
+    p.retries = Arg.integer(cmd, 'retries', options.retries, 0, Engine.MAX_COUNT)
+  end
+  local trigger = options.trigger
+  if trigger ~= nil then
+    if not Deps.RULES[trigger] then
       Arg.fail(cmd, 'Arg "trigger" must be one of all_success, all_done, one_failed, none_failed: ' ..
-        tostring(options.trigger))
+        text(trigger))
     end
-    p.trigger = options.trigger
+    p.trigger = trigger
   end
   parse_ours(cmd, p, options)
+end
+
+-- The checked fields every put has; the options' defaults (or nil: the existing job's value).
+local function base(cmd, worker, queue, jid, klass, data, delay)
+  return {
+    worker = worker,
+    queue = queue,
+    jid = Arg.jid(cmd, 'jid', jid),
+    klass = Arg.id(cmd, 'klass', klass),
+    data = Arg.json(cmd, 'data', data, 'object'),
+    delay = Arg.number(cmd, 'delay', delay, 0),
+    depends = NONE, climit = 1, unique = false,
+  }
 end
 
 function Put.parse(cmd, args)
   local worker = Arg.id(cmd, 'worker', args[1])
   local queue = Arg.id(cmd, 'queue', args[2])
-  local jid = Arg.jid(cmd, 'jid', args[3])
-  local klass = Arg.id(cmd, 'klass', args[4])
-  local data = Arg.json(cmd, 'data', args[5], 'object')
-  local delay = Arg.number(cmd, 'delay', args[6], 0)
-  local p = { worker = worker, queue = queue, jid = jid, klass = klass, data = data, delay = delay,
-    depends = {}, climit = 1, unique = false }
+  local p = base(cmd, worker, queue, args[3], args[4], args[5], args[6])
   -- Most puts have no options: their defaults are above (the others are nil).
-  if #args > 6 then parse_options(cmd, p, args) end
+  if #args > 6 then
+    local options = Arg.options(cmd, args, 7, PUT_OPTIONS)
+    if options.tags then p.tags = Arg.id_list(cmd, 'tags', options.tags, Arg.id, Arg.MAX_TAGS) end
+    if options.depends then
+      set_depends(cmd, p, Arg.id_list(cmd, 'depends', options.depends, Arg.jid, Engine.MAX_COUNT))
+    end
+    parse_options(cmd, p, options)
+    local unique = options.unique
+    if unique ~= nil and unique ~= '' and unique ~= '0' and unique ~= '1' then
+      Arg.fail(cmd, 'Arg "unique" must be 0 or 1: ' .. tostring(unique))
+    end
+    p.unique = unique == '1'
+  end
   return p
+end
+
+-- An empty list (absent, null, [] or {}) is not given: put gives every list option that default.
+local function is_empty_list(value)
+  return value == nil or value == cjson.null or (type(value) == 'table' and next(value) == nil)
+end
+
+-- A job object of flow.submit (include/runs.lua), decoded: {jid, queue, klass, data (JSON text),
+-- delay, priority, retries, tags, depends, trigger, ttl, ttr, concurrency_key, concurrency_limit,
+-- throttle}, checked as put checks the same arguments; `worker` is the putter.
+function Put.parse_spec(cmd, spec, worker)
+  local delay = spec.delay
+  if delay == nil then delay = 0 elseif delay == cjson.null then delay = '' end
+  local p = base(cmd, worker, Arg.id(cmd, 'queue', text(spec.queue)), text(spec.jid),
+    text(spec.klass), text(spec.data), delay)
+  if not is_empty_list(spec.tags) then
+    p.tags = Arg.id_items(cmd, 'tags', spec.tags, Arg.id, Arg.MAX_TAGS)
+  end
+  if not is_empty_list(spec.depends) then
+    set_depends(cmd, p, Arg.id_items(cmd, 'depends', spec.depends, Arg.jid, Engine.MAX_COUNT))
+  end
+  parse_options(cmd, p, spec)
+  return p
+end
+
+-- put.many's options (commands/put.lua), decoded: the fields every job of the call gets.
+-- Options are those of put but depends, trigger (dependencies are what flows are for) and
+-- unique; absent or null: not given.
+local MANY_OPTIONS = { priority = true, tags = true, retries = true, ttl = true, ttr = true,
+  concurrency_key = true, concurrency_limit = true, throttle = true }
+
+function Put.parse_shared(cmd, options)
+  for name in pairs(options) do
+    if name == 'depends' or name == 'trigger' then
+      Arg.fail(cmd, 'option "' .. name .. '" is not taken by put.many (a job with dependencies ' ..
+        'is put alone, or as part of a flow)')
+    end
+    if not MANY_OPTIONS[name] then
+      Arg.fail(cmd, 'unknown option "' .. tostring(name) .. '" (known: concurrency_key, ' ..
+        'concurrency_limit, priority, retries, tags, throttle, ttl, ttr)')
+    end
+  end
+  local shared = { climit = 1, unique = false }
+  -- [] is given (as put's 'tags' '[]': the job's tags become none); null is not.
+  if options.tags ~= nil and options.tags ~= cjson.null then
+    shared.tags = Arg.id_items(cmd, 'tags', options.tags, Arg.id, Arg.MAX_TAGS)
+  end
+  parse_options(cmd, shared, options)
+  return shared
+end
+
+-- One job of put.many: its own fields, checked as put checks them, and the `shared` ones.
+function Put.parse_one(cmd, worker, queue, shared, jid, klass, data, delay)
+  local p = base(cmd, worker, queue, jid, klass, data, delay)
+  p.priority, p.retries, p.tags = shared.priority, shared.retries, shared.tags
+  p.ttl, p.ttr, p.ckey, p.climit, p.throttle = shared.ttl, shared.ttr, shared.ckey,
+    shared.climit, shared.throttle
+  return p
+end
+
+-- Whether any of the puts' jobs exists, asked 1000 jids at a time: the jobs of a bulk put are
+-- nearly always new, and then none needs a look-up of its own.
+function Put.any_exist(puts)
+  local keys = {}
+  for _, p in ipairs(puts) do
+    keys[#keys + 1] = Keys.job(p.jid)
+    if #keys == 1000 then
+      if redis.call('exists', unpack(keys)) > 0 then return true end
+      keys = {}
+    end
+  end
+  return #keys > 0 and redis.call('exists', unpack(keys)) > 0
 end
 
 -- Whether a put with `unique` finds the job already there and not finished (a no-op then).
@@ -91,6 +202,7 @@ end
 -- complete or does not exist as already satisfied. `known` (a set of jids, or nil) are known to
 -- be pending without a look: flow.submit's jobs of the same run, just written (include/runs.lua).
 local function pending_dependencies(depends, known)
+  if #depends == 0 then return NONE end
   local pending = {}
   for _, dependency in ipairs(depends) do
     if known and known[dependency] then
@@ -117,26 +229,59 @@ local function job_fields(p, old, state, priority, retries, tags)
     'tags', #tags == 0 and '{}' or cjson.encode(tags), 'queue', p.queue, 'worker', '',
     'expires', 0, 'retries', retries, 'remaining', retries, 'failure', '{}', 'delay', p.delay,
     'updated', Engine.now, 'state', state }
-  local function add(name, value) f[#f + 1] = name; f[#f + 1] = value end
+  local n = #f
   -- `time`: when a waiting job became eligible, the start of its wait-time sample.
-  if state == 'waiting' then add('time', Engine.now) end
-  if not old then add('created', Engine.now) end
+  if state == 'waiting' then f[n + 1], f[n + 2], n = 'time', Engine.now, n + 2 end
+  if not old then f[n + 1], f[n + 2], n = 'created', Engine.now, n + 2 end
   if p.trigger then
     -- The full list of needs lets run.retry re-arm jobs (see commands/run_admin.lua).
-    add('needs', #p.depends == 0 and '[]' or cjson.encode(p.depends))
-    if p.trigger ~= 'all_success' then add('trigger', p.trigger) end
+    f[n + 1], f[n + 2], n = 'needs', #p.depends == 0 and '[]' or cjson.encode(p.depends), n + 2
+    if p.trigger ~= 'all_success' then f[n + 1], f[n + 2], n = 'trigger', p.trigger, n + 2 end
   end
-  if p.ttl then add('ttl', p.ttl) end
-  if p.ttr then add('ttr', p.ttr) end
-  if p.ckey then add('ckey', p.ckey); add('climit', p.climit) end
-  if p.throttle then add('throttle', p.throttle) end
+  if p.ttl then f[n + 1], f[n + 2], n = 'ttl', p.ttl, n + 2 end
+  if p.ttr then f[n + 1], f[n + 2], n = 'ttr', p.ttr, n + 2 end
+  if p.ckey then f[n + 1], f[n + 2], f[n + 3], f[n + 4], n = 'ckey', p.ckey, 'climit', p.climit, n + 4 end
+  if p.throttle then f[n + 1], f[n + 2] = 'throttle', p.throttle end
   return f
 end
 
--- Write a checked put (from Put.parse). `old` is the existing job's fields (or nil).
-function Put.write(p, old)
+-- What the puts of one call share (a bulk put, a flow run): the jids written so far (pending
+-- for a later job's dependencies: nothing of the call ran yet), the put count per queue, each
+-- queue's history entry (the same text for every job: where and when), whether any job is
+-- tracked at all, and the jobs that become waiting, per queue, pushed by Put.finish in a few
+-- ZADDs. Put.finish also counts the puts and registers the queues, once per queue.
+function Put.batch()
+  return { written = {}, counts = {}, entries = {}, waiting = {},
+    tracking = redis.call('zcard', Keys.tracked()) > 0 }
+end
+
+function Put.finish(batch)
+  local queues = {}
+  for queue in pairs(batch.waiting) do queues[#queues + 1] = queue end
+  table.sort(queues) -- the same insertion sequence on a replica and after a restart
+  for _, queue in ipairs(queues) do Queue.push_many(queue, batch.waiting[queue]) end
+  for queue, count in pairs(batch.counts) do
+    Stats.bump(queue, 'put', count)
+    Queue.known(queue)
+  end
+end
+
+-- The put's history entry.
+local function record(jid, queue, batch)
+  if not batch then return Job.history(jid, 'put', { q = queue }) end
+  local entry = batch.entries[queue]
+  if not entry then
+    entry = Job.history_entry('put', { q = queue })
+    batch.entries[queue] = entry
+  end
+  Job.append_history(jid, entry)
+end
+
+-- Write a checked put (from Put.parse...). `old` is the existing job's fields (or nil); `batch`
+-- (Put.batch, or nil for a put of its own) when the call writes many puts.
+function Put.write(p, old, batch)
   local jid, queue = p.jid, p.queue
-  local old_tags = {}
+  local old_tags = NONE
   if old then
     old_tags = Job.decode_list(old.tags)
     if old.state == 'running' and old.worker ~= '' and old.worker ~= p.worker then
@@ -150,7 +295,7 @@ function Put.write(p, old)
   local tags = p.tags or old_tags
   if #old_tags > 0 or #tags > 0 then Job.retag(jid, old_tags, tags) end
 
-  local pending = pending_dependencies(p.depends, p.pending_jids)
+  local pending = pending_dependencies(p.depends, batch and batch.written)
   local state = 'waiting'
   if #pending > 0 then
     state = 'depends'
@@ -161,7 +306,7 @@ function Put.write(p, old)
   -- A new job has no stale fields (its hash does not exist: Job.fields found no state).
   if old then redis.call('hdel', key, unpack(stale_fields(p))) end
   redis.call('hset', key, unpack(job_fields(p, old, state, priority, retries, tags)))
-  Job.history(jid, 'put', { q = queue })
+  record(jid, queue, batch)
 
   if state == 'depends' then
     for _, dependency in ipairs(pending) do
@@ -172,17 +317,26 @@ function Put.write(p, old)
   else
     if state == 'scheduled' then
       Queue.defer(queue, jid, Engine.now + p.delay)
+    elseif batch then
+      local waiting = batch.waiting[queue]
+      if not waiting then waiting = {}; batch.waiting[queue] = waiting end
+      waiting[#waiting + 1] = jid
+      waiting[#waiting + 1] = priority
     else
       Queue.push(queue, jid, priority)
     end
     if p.ttl then Queue.arm_ttl(queue, jid, p.ttl, p.delay) end
   end
-  -- flow.submit counts its puts and registers its queues once per queue (include/runs.lua).
-  if not p.uncounted then
+  if batch then
+    batch.written[jid] = true
+    batch.counts[queue] = (batch.counts[queue] or 0) + 1
+    -- With nothing tracked, no job of the batch can be (and tracking happens in other calls).
+    if batch.tracking then Events.tracked('put', jid) end
+  else
     Stats.bump(queue, 'put', 1)
     Queue.known(queue)
+    Events.tracked('put', jid)
   end
-  Events.tracked('put', jid)
   Events.log({ jid = jid, event = 'put', queue = queue })
   return jid
 end

@@ -25,20 +25,47 @@ function Registry.info(worker, small)
   return info
 end
 
+-- The host and pid of each registration text seen lately ({host, pid}, each nil when absent or
+-- not a string / number). Which they are depends on nothing but the text, so this memo may
+-- outlive a call (lua/README.md, per-call state): a worker's many pops and completes decode its
+-- registration once, and a changed registration is a new text. Bounded, small texts only.
+local identities = { by_text = {}, count = 0, MAX = 128, MAX_BYTES = 1024, NONE = {} }
+
+local function identity_of(text)
+  local known = identities.by_text[text]
+  if known then return known end
+  local ok, info = pcall(cjson.decode, text)
+  known = identities.NONE
+  if ok and type(info) == 'table' then
+    local pid = info.pid
+    if type(pid) ~= 'number' and type(pid) ~= 'string' then pid = nil end
+    known = { host = type(info.host) == 'string' and info.host or nil, pid = pid }
+  end
+  if #text <= identities.MAX_BYTES then
+    if identities.count >= identities.MAX then identities.by_text, identities.count = {}, 0 end
+    identities.by_text[text] = known
+    identities.count = identities.count + 1
+  end
+  return known
+end
+
+-- What `worker` registered of itself for job history: a table {host, pid} (read only; either
+-- may be nil), empty when it has no registration, one that is not JSON, or one too large.
+function Registry.identity(worker)
+  if type(worker) ~= 'string' or worker == '' then return identities.NONE end
+  local text = redis.call('get', Keys.worker_info(worker))
+  if not text or #text > Registry.MAX_STAMP_BYTES then return identities.NONE end
+  return identity_of(text)
+end
+
 -- Copy the host and pid `entry.worker` registered into a history entry, so a job records which
 -- process ran it even after that worker is gone. Entries without a registered worker, and host
 -- or pid already in the entry, are left as they are.
 function Registry.stamp(entry)
-  local worker = entry.worker
-  if type(worker) ~= 'string' or worker == '' or (entry.host ~= nil and entry.pid ~= nil) then
-    return entry
-  end
-  local info = Registry.info(worker, true)
-  if not info then return entry end
-  if entry.host == nil and type(info.host) == 'string' then entry.host = info.host end
-  if entry.pid == nil and (type(info.pid) == 'number' or type(info.pid) == 'string') then
-    entry.pid = info.pid
-  end
+  if entry.host ~= nil and entry.pid ~= nil then return entry end
+  local known = Registry.identity(entry.worker)
+  if entry.host == nil then entry.host = known.host end
+  if entry.pid == nil then entry.pid = known.pid end
   return entry
 end
 

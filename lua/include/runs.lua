@@ -44,43 +44,6 @@ function Runs.exists(run_id)
   return redis.call('exists', Keys.run(run_id)) == 1
 end
 
--- A spec field as put's argument text: absent or null gives '' (which put reports as missing).
--- Never nil: put's argument list must have no holes (# and ipairs are undefined across one).
-local function text(value)
-  if value == nil or value == cjson.null then return '' end
-  if type(value) == 'string' then return value end
-  return tostring(value)
-end
-
--- put options a job spec may carry as they are (ours; null or absent: not given).
-local SPEC_OPTIONS = { 'ttl', 'ttr', 'concurrency_key', 'concurrency_limit', 'throttle' }
-
--- An empty list (absent, null, [] or {}) is left out: put gives every list option that default.
-local function is_empty_list(value)
-  return value == nil or value == cjson.null or (type(value) == 'table' and next(value) == nil)
-end
-
-local function option(args, name, value)
-  args[#args + 1] = name
-  args[#args + 1] = value
-end
-
-local function spec_args(cmd, index, spec)
-  if type(spec) ~= 'table' then Arg.fail(cmd, 'jobs[' .. index .. '] is not an object') end
-  local args = { 'flows', text(spec.queue), text(spec.jid), text(spec.klass), text(spec.data),
-    text(spec.delay or 0) }
-  if spec.priority ~= nil then option(args, 'priority', text(spec.priority)) end
-  if spec.retries ~= nil then option(args, 'retries', text(spec.retries)) end
-  if not is_empty_list(spec.tags) then option(args, 'tags', cjson.encode(spec.tags)) end
-  if not is_empty_list(spec.depends) then option(args, 'depends', cjson.encode(spec.depends)) end
-  if spec.trigger ~= nil then option(args, 'trigger', text(spec.trigger)) end
-  for _, name in ipairs(SPEC_OPTIONS) do
-    local value = spec[name]
-    if value ~= nil and value ~= cjson.null then option(args, name, text(value)) end
-  end
-  return args
-end
-
 function Runs.parse(cmd, run_id, run_text, jobs_text)
   local submission = { id = Runs.id(cmd, run_id) }
   local _, run = Arg.json(cmd, 'run', run_text, 'object')
@@ -98,28 +61,17 @@ function Runs.parse(cmd, run_id, run_text, jobs_text)
   return submission
 end
 
--- Whether a job exists for any spec's jid, asked 1000 jids at a time: a new run's jids are
--- all new, and then no job needs a look-up of its own. Specs without a text jid are left to
--- Put.parse to refuse.
-local function any_job_exists(specs)
-  local keys = {}
-  for _, spec in ipairs(specs) do
-    if type(spec) == 'table' and type(spec.jid) == 'string' then
-      keys[#keys + 1] = Keys.job(spec.jid)
-      if #keys == 1000 then
-        if redis.call('exists', unpack(keys)) > 0 then return true end
-        keys = {}
-      end
-    end
-  end
-  return #keys > 0 and redis.call('exists', unpack(keys)) > 0
-end
-
 function Runs.check(cmd, submission)
-  local puts, seen = {}, {}
-  local some_exist = any_job_exists(submission.specs)
-  for i, spec in ipairs(submission.specs) do
-    local p = Put.parse(cmd .. ' jobs[' .. i .. ']', spec_args(cmd, i, spec))
+  local specs, puts = submission.specs, {}
+  Arg.each(cmd, 'jobs', #specs, function(named, i)
+    local spec = specs[i]
+    if type(spec) ~= 'table' then Arg.fail(named, 'the job is not an object') end
+    puts[i] = Put.parse_spec(named, spec, 'flows')
+  end)
+  -- A new run's jids are all new: then no job needs a look-up of its own.
+  local some_exist = Put.any_exist(puts)
+  local seen = {}
+  for _, p in ipairs(puts) do
     if seen[p.jid] then Arg.fail(cmd, 'job ' .. p.jid .. ' appears twice in the run') end
     if some_exist and Job.exists(p.jid) then Arg.fail(cmd, 'job ' .. p.jid .. ' already exists') end
     for _, dependency in ipairs(p.depends) do
@@ -129,7 +81,6 @@ function Runs.check(cmd, submission)
       end
     end
     seen[p.jid] = true
-    puts[i] = p
   end
   submission.puts = puts
   return submission
@@ -150,20 +101,11 @@ function Runs.write(submission)
   end
   redis.call('zadd', Keys.runs(), Engine.now, run_id)
   redis.call('zadd', Keys.flow_runs(run.flow), Engine.now, run_id)
-  local per_queue, in_run = {}, {}
-  for _, p in ipairs(puts) do
-    p.uncounted = true
-    -- A job written earlier in this run is pending (nothing of the run ran yet): only a
-    -- dependency outside the run needs its state read.
-    p.pending_jids = in_run
-    Put.write(p, nil)
-    in_run[p.jid] = true
-    per_queue[p.queue] = (per_queue[p.queue] or 0) + 1
-  end
-  for queue, count in pairs(per_queue) do
-    Stats.bump(queue, 'put', count)
-    Queue.known(queue)
-  end
+  -- One batch: a job written earlier in the run is a pending dependency (nothing of the run ran
+  -- yet), and the puts are counted once per queue.
+  local batch = Put.batch()
+  for _, p in ipairs(puts) do Put.write(p, nil, batch) end
+  Put.finish(batch)
   Events.log({ event = 'run_submitted', run = run_id, flow = run.flow, jobs = #puts })
 end
 

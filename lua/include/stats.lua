@@ -58,6 +58,43 @@ function Stats.sample(queue, kind, seconds)
     slot, tonumber(current[4] or 0) + 1)
 end
 
+-- Add samples (seconds, a list) to `kind` of a queue on today's bin, in one read and one write
+-- for them all (a pop or complete of many jobs): the same Welford's update, applied one sample
+-- after the other, so the figures are exactly those of as many Stats.sample calls.
+function Stats.add(queue, kind, samples)
+  if #samples == 1 then return Stats.sample(queue, kind, samples[1]) end
+  local key = Keys.stats(kind, Stats.today(), queue)
+  local names, position = { 'total', 'mean', 'vk' }, {}
+  for i, seconds in ipairs(samples) do
+    if seconds < 0 then seconds, samples[i] = 0, 0 end
+    local slot = bucket(seconds)
+    if not position[slot] then
+      names[#names + 1] = slot
+      position[slot] = #names
+    end
+  end
+  local current = redis.call('hmget', key, unpack(names))
+  local count = tonumber(current[1] or 0)
+  local mean = tonumber(current[2] or 0)
+  local vk = tonumber(current[3] or 0)
+  local counts = {}
+  for i = 4, #names do counts[i] = tonumber(current[i] or 0) end
+  for _, seconds in ipairs(samples) do
+    count = count + 1
+    local delta = seconds - mean
+    mean = mean + delta / count
+    vk = vk + delta * (seconds - mean)
+    local i = position[bucket(seconds)]
+    counts[i] = counts[i] + 1
+  end
+  local written = { 'total', count, 'mean', mean, 'vk', vk }
+  for i = 4, #names do
+    written[#written + 1] = names[i]
+    written[#written + 1] = counts[i]
+  end
+  redis.call('hset', key, unpack(written))
+end
+
 function Stats.bump(queue, field, by, when)
   local day = when and Stats.day(when) or Stats.today()
   redis.call('hincrby', Keys.stats('stats', day, queue), field, by or 1)

@@ -1,10 +1,11 @@
 """Completes sent in batches: many jobs' completes in one engine call (``complete.many``).
 
 A worker running short jobs would otherwise spend a round trip and an engine call per job on
-its ``complete``. Completes wait here until the worker flushes: before it asks for more jobs,
-when a batch is full, or when the oldest has waited :data:`MAX_DELAY` seconds (the monitor
-thread sees to that). Flushes are serialized, so completes reach the engine in the order they
-were added.
+its ``complete``. Completes wait here until the worker flushes: before it asks for more jobs
+(:meth:`Batcher.flush_and_call`: the pending completes and the pop go in one round trip), when
+a batch is full, or when the oldest has waited :data:`MAX_DELAY` seconds (the monitor thread
+sees to that). Flushes are serialized, so completes reach the engine in the order they were
+added.
 """
 
 from __future__ import annotations
@@ -14,12 +15,11 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import redis
 
-from scheduler.errors import translate
+from scheduler.errors import EngineError, translate
 from scheduler.scripts import Engine
 
 log = logging.getLogger("flows.worker")
@@ -32,8 +32,7 @@ MAX_DELAY = 0.002
 OnReply = Callable[[Any], None]
 
 
-@dataclass(frozen=True)
-class Completion:
+class Completion(NamedTuple):  # a tuple: made once per job, cheaper than a dataclass
     jid: str
     queue: str
     result: str  # JSON text, or "" for none
@@ -42,8 +41,9 @@ class Completion:
 
 class Batcher:
     """Pending completes of ``worker``, each with a callback that receives its reply: the job's
-    new state, or the error the engine refused it with (an :class:`~scheduler.errors.EngineError`,
-    or the :class:`redis.RedisError` that kept the batch from being sent).
+    new state, or the error the engine refused it with (an :class:`~scheduler.errors.EngineError`),
+    or the error that kept the whole batch from being reported (a :class:`redis.RedisError`, or
+    the engine's refusal of the whole call).
     """
 
     def __init__(self, engine: Engine, worker: str) -> None:
@@ -76,26 +76,73 @@ class Batcher:
     def flush(self) -> None:
         """Send every pending complete, then run their callbacks in order."""
         with self._sending:
-            with self._lock:
-                batch, self._pending = self._pending, []
-            for first in range(0, len(batch), MAX_BATCH):
-                self._send(batch[first : first + MAX_BATCH])
+            for batch in self._take():
+                self._send(batch)
+
+    def flush_and_call(self, command: str, *args: Any) -> Any:
+        """Flush, with the engine call ``command`` sent after the completes in the same round
+        trip (a pop: the completes free their locks and may make jobs ready first); returns
+        its reply, or raises its error."""
+        with self._sending:
+            batches = self._take()
+            if not batches:
+                return self.engine.call(command, *args)
+            for batch in batches[:-1]:
+                self._send(batch)
+            last = batches[-1]
+            pipe = self.engine.pipeline()
+            pipe.call("complete.many", self.worker, *_arguments(last))
+            pipe.call(command, *args)
+            try:
+                texts, reply = pipe.execute()
+            except redis.RedisError as error:
+                self._deliver(last, error)
+                raise
+            self._deliver(last, texts)
+        if isinstance(reply, Exception):
+            raise reply
+        return reply
+
+    def _take(self) -> list[list[Completion]]:
+        """The pending completes, in batches of at most :data:`MAX_BATCH`; none are left."""
+        with self._lock:
+            pending, self._pending = self._pending, []
+        return [pending[first : first + MAX_BATCH] for first in range(0, len(pending), MAX_BATCH)]
 
     def _send(self, batch: list[Completion]) -> None:
-        args: list[str] = []
-        for completion in batch:
-            args += [completion.jid, completion.queue, completion.result]
-        replies: list[Any]
         try:
-            texts = json.loads(self.engine.call("complete.many", self.worker, *args))
-            replies = [_reply(text) for text in texts]
-        except redis.RedisError as error:
-            log.warning("could not report %d completes (%s)", len(batch), error)
-            replies = [error] * len(batch)
+            texts = self.engine.call("complete.many", self.worker, *_arguments(batch))
+        except (redis.RedisError, EngineError) as error:
+            texts = error
+        self._deliver(batch, texts)
+
+    def _deliver(self, batch: list[Completion], texts: Any) -> None:
+        """Run the callbacks with the engine's replies (the JSON list ``complete.many`` replied,
+        or the error that kept the whole batch from being reported); log the jobs done."""
+        replies: list[Any]
+        if isinstance(texts, Exception):  # a connection error, or the whole call refused
+            log.warning("could not report %d completes (%s)", len(batch), texts)
+            replies = [texts] * len(batch)
+        else:
+            replies = [_reply(text) for text in json.loads(texts)]
         for completion, reply in zip(batch, replies, strict=True):
             completion.on_reply(reply)
+        # One line per batch at INFO: a line per job would cost more than handling a short job.
+        done = [c.jid for c, reply in zip(batch, replies, strict=True) if isinstance(reply, str)]
+        if done:
+            log.info("%d job%s done: %s", len(done), "" if len(done) == 1 else "s", " ".join(done))
+
+
+def _arguments(batch: list[Completion]) -> list[str]:
+    """``complete.many``'s arguments after the worker: ``jid queue result`` per job."""
+    args: list[str] = []
+    for completion in batch:
+        args += [completion.jid, completion.queue, completion.result]
+    return args
 
 
 def _reply(text: str) -> Any:
     """A job's new state, or the engine's error for it as its exception."""
+    if text.islower():  # a state ("complete", "waiting", ...); error codes are upper case
+        return text
     return translate(redis.ResponseError(text), "complete") or text

@@ -14,6 +14,8 @@ from scheduler.worker.envelope import JobOptions
 if TYPE_CHECKING:
     from scheduler.job import Job
 
+_MAKING_EVENTS = threading.Lock()
+
 
 @dataclass
 class JobContext:
@@ -21,8 +23,8 @@ class JobContext:
 
     ``data`` is the job's data without the worker's envelope (and, in a flow, with upstream
     outputs resolved). ``sandbox`` is an empty directory for this run (its slot's, emptied
-    between runs). ``stopped`` is set when the
-    worker wants the job to stop (lock lost, timeout, shutdown): long-running jobs may poll it;
+    between runs). ``stopped`` (an Event) is set when the worker wants the job to stop (lock
+    lost, timeout, shutdown): long-running jobs may poll it, or ``stopping``, or wait on it;
     callbacks registered with :meth:`on_stop` run then (the shell task kills its process group).
     Then the worker raises an exception inside the job's thread, unless the job set
     ``interrupt_thread`` to False: it stops on its own when told (the shell task does, since an
@@ -34,11 +36,29 @@ class JobContext:
     data: dict[str, Any]
     options: JobOptions
     sandbox: Path
-    stopped: threading.Event = field(default_factory=threading.Event)
     stop_reason: str = ""
     thread_id: int | None = None
     interrupt_thread: bool = True
     _on_stop: list[Callable[[], None]] = field(default_factory=list)
+    # Made on first use: most runs are never stopped, and an Event costs more to make than the
+    # rest of a job's context (a worker makes one context per job it runs).
+    _stopped: threading.Event | None = field(default=None, repr=False)
+
+    @property
+    def stopped(self) -> threading.Event:
+        """Set when the worker wants the job to stop (see the class's docstring)."""
+        event = self._stopped
+        if event is None:
+            with _MAKING_EVENTS:  # the job's thread and the worker's may both ask first
+                if self._stopped is None:
+                    self._stopped = threading.Event()
+                event = self._stopped
+        return event
+
+    @property
+    def stopping(self) -> bool:
+        """Whether the worker wants the job to stop (``stopped.is_set()``, made cheaper)."""
+        return self._stopped is not None and self._stopped.is_set()
 
     @property
     def jid(self) -> str:

@@ -23,9 +23,13 @@ class BrokenPayload(ValueError):
     """The job's data cannot be used: not a JSON object, or a malformed envelope."""
 
 
+# Shared by every job without retry options (immutable; made once: it is on each job's path).
+DEFAULT_RETRY = RetryPolicy()
+
+
 @dataclass(frozen=True)
 class JobOptions:
-    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    retry: RetryPolicy = DEFAULT_RETRY
     timeout: float | None = None
     pythonpath: tuple[str, ...] = ()
     envelope: dict[str, Any] = field(default_factory=dict)

@@ -11,13 +11,16 @@ push from the server, with no polling and no second round trip.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
 from scheduler.client import Client
 
 Strategy = Literal["ordered", "round-robin"]
 Raw = dict[str, Any]
+# Makes one engine call (`Engine.call`'s signature): the first call of a fetch may go through
+# another path, in the same round trip as the worker's pending completes.
+Send = Callable[..., Any]
 
 # Pushed on the inbox to wake a worker blocked on it (it is stopping): an empty list of jobs.
 WAKE = "[]"
@@ -37,29 +40,33 @@ class Fetcher:
         self.inbox = f"{client.engine.key_prefix}w:{self.name}:inbox"
         self._rr = 0
 
-    def pop(self, count: int) -> list[Raw]:
-        """Up to ``count`` jobs, now running for this worker, in the strategy's order."""
+    def pop(self, count: int, send: Send | None = None) -> list[Raw]:
+        """Up to ``count`` jobs, now running for this worker, in the strategy's order.
+
+        ``send`` makes the first engine call (default: ``Engine.call``)."""
+        sends = [send or self.client.engine.call]
         if self.strategy == "ordered":
             jobs: list[Raw] = []
             for queue in self.queues:
-                jobs += self._pop(queue, count - len(jobs))
+                jobs += self._pop(queue, count - len(jobs), sends)
                 if len(jobs) >= count:
                     break
             return jobs
-        return self._pop_round_robin(count)
+        return self._pop_round_robin(count, sends)
 
-    def _pop(self, queue: str, count: int) -> list[Raw]:
+    def _pop(self, queue: str, count: int, sends: list[Send]) -> list[Raw]:
         # pop.lean: pop with a reply of just what a worker needs (no history, no dependents).
-        return list(json.loads(self.client.engine.call("pop.lean", queue, self.name, count)))
+        send = sends.pop() if sends else self.client.engine.call
+        return list(json.loads(send("pop.lean", queue, self.name, count)))
 
-    def _pop_round_robin(self, count: int) -> list[Raw]:
+    def _pop_round_robin(self, count: int, sends: list[Send]) -> list[Raw]:
         """One job from each queue in turn, starting after the queue served last."""
         jobs: list[Raw] = []
         idle = 0
         while len(jobs) < count and idle < len(self.queues):
             queue = self.queues[self._rr % len(self.queues)]
             self._rr += 1
-            got = self._pop(queue, 1)
+            got = self._pop(queue, 1, sends)
             idle = 0 if got else idle + 1
             jobs += got
         return jobs

@@ -39,6 +39,10 @@ class Outcome:
     message: str = ""
 
 
+# Most jobs complete without a result: one shared (immutable) outcome for all of them.
+_COMPLETE = Outcome("complete")
+
+
 def _tail(text: str) -> str:
     return text if len(text) <= MAX_MESSAGE else "...\n" + text[-MAX_MESSAGE:]
 
@@ -88,12 +92,12 @@ def run(ctx: JobContext) -> Outcome:
     except BuryJob as bury:
         return Outcome("bury", message=_tail(bury.message))
     except Exception as error:
-        if ctx.stopped.is_set():
+        if ctx.stopping:
             # The job failed because we stopped it (e.g. its subprocess was killed).
             return stopped(ctx, ctx.stop_reason)
         group = getattr(error, "group", None) or type(error).__name__
         return _retry(ctx, str(group), traceback.format_exc())
-    if ctx.stopped.is_set() and ctx.stop_reason != "timeout":
+    if ctx.stopping and ctx.stop_reason != "timeout":
         return stopped(ctx, ctx.stop_reason)
     return _completed(value)
 
@@ -102,7 +106,7 @@ def _completed(value: Any) -> Outcome:
     """Complete with ``value`` as the result, or fail in ``bad-result`` when the engine would
     refuse it (too large, too deep, NaN): better now than after the lock ran out, retry by retry."""
     if value is None:  # most jobs: nothing to check
-        return Outcome("complete")
+        return _COMPLETE
     try:
         if limits.json_depth(value) > limits.MAX_JSON_DEPTH:
             raise InvalidArgument(

@@ -12,8 +12,8 @@ several in child processes). Inside it:
   the engine's work overlaps with the jobs'. A buffered job held so long that its lock may have
   run out (the process was paused) is checked with the engine before it starts;
 * outcomes are reported in batches (:mod:`scheduler.worker.batching`): completes queue up and
-  go as one ``complete.many`` call before the next fetch, when a batch is full, or after a
-  couple of milliseconds; the other outcomes are reported at once;
+  go as one ``complete.many`` call ahead of the next pop, in the same round trip, when a batch
+  is full, or after a couple of milliseconds; the other outcomes are reported at once;
 * a listener thread turns engine messages (``lock_lost``, ``canceled`` on ``P w:<worker>``) into
   stops;
 * a monitor thread heartbeats every job the worker holds (buffered, running or being reported)
@@ -150,11 +150,14 @@ class Worker:
         self._fetcher = Fetcher(client, self.queues, strategy, poll_interval)
         self._batcher = Batcher(client.engine, self.name)
         # Every job held, by jid; the buffer (popped, not started) and the slots' state, under
-        # `_lock` / `_cond` (the same lock).
+        # `_lock`. `_cond` wakes slots waiting for a job (buffered, fetch over, stopping);
+        # `_ended` wakes those waiting for held jobs to end (burst, shutdown): kept apart so
+        # that a job ending does not wake a slot waiting for the next fetch.
         self._active: dict[str, Active] = {}
         self._buffer: collections.deque[Active] = collections.deque()
         self._lock = threading.Lock()
         self._cond = threading.Condition(self._lock)
+        self._ended = threading.Condition(self._lock)
         self._fetching = False
         self._running = 0
         self._slots: list[threading.Thread] = []
@@ -337,12 +340,14 @@ class Worker:
                 self._fetching = True
             jobs: list[Active] = []
             try:
-                self._batcher.flush()
                 with self._lock:
                     wanted = self.threads - self._running + self._prefetch() - len(self._buffer)
                 if wanted > 0:
                     asked = time.monotonic()
-                    jobs = self._hold_all(self._fetcher.pop(wanted), asked)
+                    raws = self._fetcher.pop(wanted, self._batcher.flush_and_call)
+                    jobs = self._hold_all(raws, asked)
+                else:
+                    self._batcher.flush()
             except Exception:
                 log.warning("worker %s could not pop ahead", self.name, exc_info=True)
             finally:
@@ -350,11 +355,11 @@ class Worker:
 
     def _fetch(self) -> list[Active]:
         """Jobs for the free slots (and the prefetch); waits idle when there are none."""
-        self._batcher.flush()  # outcomes first: they may make jobs ready, and free locks
         with self._lock:
             wanted = self.threads - self._running + self._prefetch() - len(self._buffer)
         asked = time.monotonic()
-        raws = self._fetcher.pop(wanted)
+        # Outcomes first, in the same round trip: they may make jobs ready, and free locks.
+        raws = self._fetcher.pop(wanted, self._batcher.flush_and_call)
         if not raws and self.burst:
             self._burst_wait()
             return []
@@ -377,7 +382,7 @@ class Worker:
         """Nothing to pop in a burst: done when nothing runs either, else wait for a job to end."""
         with self._cond:
             if self._active or len(self._batcher):
-                self._cond.wait(self.poll_interval)
+                self._ended.wait(self.poll_interval)
                 return
             self._stopping = True
             self._cond.notify_all()
@@ -388,13 +393,17 @@ class Worker:
 
         ``asked``: when (monotonic) the call that popped it was made: its lock runs from then.
         """
-        job = Job(self.client, {**raw, "data": "{}"})  # data decoded below, errors reported
+        # The data is decoded here, once (a broken payload is reported, not raised); `raw` is
+        # this worker's own copy of the reply, so it takes the decoded data in place.
         try:
             data = json.loads(raw.get("data") or "{}")
             user_data, options = split(data)
         except (ValueError, BrokenPayload) as error:
-            self._report_broken(job, error)
+            raw["data"] = {}
+            self._report_broken(Job(self.client, raw), error)
             return None
+        raw["data"] = data
+        job = Job(self.client, raw)
         job.data = data
         lock_seconds = max(1.0, job.expires - _popped_at(raw))
         # The sandbox is the slot's, set when a slot starts the job.
@@ -431,16 +440,17 @@ class Worker:
                 active.deadline = started + ctx.options.timeout
         if ctx.options.timeout is not None:
             self._monitor_wake.set()
-        log.debug(
-            "job %s started: %s in %s (attempt %d)", ctx.jid, ctx.klass, ctx.queue, ctx.attempt
-        )
+        if log.isEnabledFor(logging.DEBUG):  # spares the arguments (on every job's path)
+            log.debug(
+                "job %s started: %s in %s (attempt %d)", ctx.jid, ctx.klass, ctx.queue, ctx.attempt
+            )
         outcome: runner.Outcome
         try:
             self._enter_sandbox(sandbox)
             if self.prepare is not None:
                 self.prepare(ctx)
             with active.guard:
-                active.interruptible = not ctx.stopped.is_set()
+                active.interruptible = not ctx.stopping
             outcome = runner.run(ctx) if active.interruptible else _stopped_outcome(ctx)
             with active.guard:
                 active.interruptible = False
@@ -454,8 +464,8 @@ class Worker:
         finally:
             _empty(sandbox)
         elapsed = time.monotonic() - started
-        self._pace = elapsed if self._pace is None else self._pace + PACE_WEIGHT * (
-            elapsed - self._pace
+        self._pace = (
+            elapsed if self._pace is None else self._pace + PACE_WEIGHT * (elapsed - self._pace)
         )
         self._free_slot(active)
         self._settle(active, outcome)
@@ -472,7 +482,7 @@ class Worker:
             if not active.slot_freed:
                 active.slot_freed = True
                 self._running -= 1
-                self._cond.notify_all()
+                self._ended.notify_all()
 
     # -- reporting outcomes ----------------------------------------------------------------------
 
@@ -508,8 +518,10 @@ class Worker:
                 elif isinstance(reply, Exception):
                     log.warning("job %s: complete not reported (%s)", job.jid, reply)
                 else:
+                    # At INFO the batch is logged in one line (batching.py): a line per job
+                    # would cost more than the rest of a short job's handling.
                     job.state, job.worker = str(reply), ""
-                    log.info("job %s done in %.1f ms", job.jid, elapsed)
+                    log.debug("job %s done in %.1f ms", job.jid, elapsed)
             finally:
                 self._let_go(active)
 
@@ -526,7 +538,7 @@ class Worker:
                 del self._active[active.ctx.jid]
             if ran:
                 self.processed += 1
-            self._cond.notify_all()
+            self._ended.notify_all()
 
     def _apply(self, active: Active, outcome: runner.Outcome) -> None:
         ctx, job = active.ctx, active.ctx.job
@@ -600,6 +612,7 @@ class Worker:
         """Stopping: slots waiting for a job return, and so does a fetch blocked idle."""
         with self._cond:
             self._cond.notify_all()
+            self._ended.notify_all()  # a burst's fetch waiting for running jobs to end
             idle = self._fetching
         if idle:
             with contextlib.suppress(redis.RedisError):
@@ -633,9 +646,9 @@ class Worker:
     def _wait_for_jobs(self, deadline: float) -> None:
         while self._active and time.monotonic() < deadline and self._signals < 2:
             self._batcher.flush()
-            with self._cond:
+            with self._lock:
                 if self._active:
-                    self._cond.wait(0.05)
+                    self._ended.wait(0.05)
 
     # -- helper threads -------------------------------------------------------------------------
 
@@ -683,9 +696,7 @@ class Worker:
             now = time.monotonic()
             with self._lock:
                 actives = list(self._active.values())
-            self._heartbeat(
-                [a for a in actives if a.next_heartbeat <= now and not a.ctx.stopped.is_set()]
-            )
+            self._heartbeat([a for a in actives if a.next_heartbeat <= now and not a.ctx.stopping])
             for active in actives:
                 if active.deadline is not None and active.deadline <= now:
                     self._stop_job(active, "timeout", TimeoutInterrupt)

@@ -4,17 +4,20 @@ a clean sandbox per run (scheduler/worker/fetching.py, batching.py)."""
 from __future__ import annotations
 
 import json
+import logging
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 import worker_tasks
 from test_worker import history, in_process_worker, put, wait_marks, wait_state
 
 from scheduler.client import Client
+from scheduler.errors import LockLost
 from scheduler.job import Job
-from scheduler.scripts import Engine
+from scheduler.scripts import Engine, EnginePipeline
 from scheduler.worker import Worker, batching, fetching
 
 
@@ -39,19 +42,23 @@ def test_quick_jobs_are_popped_several_at_a_time_and_completed_in_batches(
 ) -> None:
     popped: list[int] = []
     flushed: list[int] = []
-    pop, flush = fetching.Fetcher.pop, batching.Batcher.flush
+    pop, deliver = fetching.Fetcher.pop, batching.Batcher._deliver
 
-    def counting_pop(self: fetching.Fetcher, count: int) -> list[fetching.Raw]:
-        jobs = pop(self, count)
+    def counting_pop(
+        self: fetching.Fetcher, count: int, send: fetching.Send | None = None
+    ) -> list[fetching.Raw]:
+        jobs = pop(self, count, send)
         popped.append(len(jobs))
         return jobs
 
-    def counting_flush(self: batching.Batcher) -> None:
-        flushed.append(len(self))
-        flush(self)
+    def counting_deliver(
+        self: batching.Batcher, batch: list[batching.Completion], texts: Any
+    ) -> None:
+        flushed.append(len(batch))
+        deliver(self, batch, texts)
 
     monkeypatch.setattr(fetching.Fetcher, "pop", counting_pop)
-    monkeypatch.setattr(batching.Batcher, "flush", counting_flush)
+    monkeypatch.setattr(batching.Batcher, "_deliver", counting_deliver)
     jids = [put(client, "q", "echo", {"value": n}) for n in range(300)]
     worker = burst(engine, ["q"])
     assert all(client.jobs[jid].state == "complete" for jid in jids)
@@ -121,3 +128,61 @@ def test_a_job_held_past_its_lock_is_not_started(client: Client, engine: Engine)
     assert worker._next_job() is None  # not started; nothing else to do in a burst
     assert not worker._active
     assert client.jobs[jid].worker == "w2"
+
+
+def test_pending_completes_go_with_the_next_pop_in_one_round_trip(
+    client: Client,
+    engine: Engine,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    jids = [client.queues["q"].put("k.x", {}) for _ in range(4)]
+    held = json.loads(engine.call("pop.lean", "q", "w1", 3))
+    client.jobs[held[2]["jid"]].timeout()  # w1's lock on the third is gone: refused alone
+    batcher = batching.Batcher(engine, "w1")
+    replies: list[Any] = []
+    for raw in held:
+        batcher.add(raw["jid"], "q", "", replies.append)
+    trips: list[str] = []
+    call, execute = Engine.call, EnginePipeline.execute
+
+    def counted_call(self: Engine, command: str, *args: Any, **options: Any) -> Any:
+        trips.append("call")
+        return call(self, command, *args, **options)
+
+    def counted_execute(self: EnginePipeline) -> list[Any]:
+        trips.append("pipeline")
+        return execute(self)
+
+    monkeypatch.setattr(Engine, "call", counted_call)
+    monkeypatch.setattr(EnginePipeline, "execute", counted_execute)
+    with caplog.at_level(logging.INFO, logger="flows.worker"):
+        reply = batcher.flush_and_call("pop.lean", "q", "w1", 1)
+    assert trips == ["pipeline"]
+    # The timed-out job is waiting again, like the fourth: the pop takes one of them.
+    assert [raw["jid"] in (held[2]["jid"], jids[3]) for raw in json.loads(reply)] == [True]
+    assert replies[:2] == ["complete", "complete"]
+    assert isinstance(replies[2], LockLost)
+    assert [r.getMessage() for r in caplog.records] == [
+        f"2 jobs done: {held[0]['jid']} {held[1]['jid']}"
+    ]
+    trips.clear()
+    assert len(json.loads(batcher.flush_and_call("pop.lean", "q", "w1", 1))) == 1
+    assert trips == ["call"]  # nothing pending: a plain call
+
+
+def test_only_the_first_pop_of_a_fetch_goes_with_the_completes(
+    client: Client, engine: Engine
+) -> None:
+    jid = client.queues["b"].put("k.x", {})
+    fetcher = fetching.Fetcher(
+        Client.from_engine(engine, worker_name="w1"), ["a", "b"], "ordered", 1.0
+    )
+    sent: list[str] = []
+
+    def send(command: str, *args: Any) -> Any:
+        sent.append(args[0])
+        return engine.call(command, *args)
+
+    assert [raw["jid"] for raw in fetcher.pop(2, send)] == [jid]
+    assert sent == ["a"]  # queue a through `send`; queue b as a plain call

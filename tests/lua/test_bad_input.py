@@ -123,6 +123,47 @@ for command in ("put", "requeue"):
              id=f"depends={value[:12]}")
 case("requeue", ["client", "q", "nope", "K", "{}", "0"], JobNotFound, "nope", id="unknown-job")
 
+# put.many: the call's arguments, its shared options, and each job's (named by its index).
+MANY = ["client", "q", "", "new-1", "K", "{}", "0", "new-2", "K", "{}", "0"]
+for missing, name in enumerate(["worker", "queue"]):
+    case("put.many", MANY[:missing], InvalidArgument, name, id=f"missing-{name}")
+ids("put.many", [], "worker", MANY[1:])
+ids("put.many", MANY[:1], "queue", MANY[2:])
+case("put.many", MANY[:3], InvalidArgument, "jobs", id="no-jobs")
+case("put.many", [*MANY, "new-3", "K"], InvalidArgument, "jobs", id="short-group")
+for value, error in BAD_OBJECTS[1:]:  # '' means no options
+    case("put.many", [*MANY[:2], value, *MANY[3:]], error, "options", id=f"options={value[:12]!r}")
+for options, name in [({"depends": ["waiting"]}, "depends"), ({"trigger": "all_done"}, "trigger"),
+                      ({"unique": 1}, "unique"), ({"bogus": 1}, "bogus"),
+                      ({"priority": 1.5}, "priority"), ({"priority": 1000001}, "priority"),
+                      ({"retries": -1}, "retries"), ({"retries": "x"}, "retries"),
+                      ({"tags": ["a b"]}, "tags"), ({"tags": "t"}, "tags"),
+                      ({"tags": {"a": "b"}}, "tags"), ({"tags": [1]}, "tags"),
+                      ({"ttl": 0}, "ttl"), ({"ttr": "x"}, "ttr"),
+                      ({"concurrency_limit": 2}, "concurrency_key"),
+                      ({"concurrency_key": "k", "concurrency_limit": 0}, "concurrency_limit"),
+                      ({"concurrency_key": "a b"}, "concurrency_key"),
+                      ({"throttle": "a b"}, "throttle")]:
+    case("put.many", [*MANY[:2], json.dumps(options), *MANY[3:]], InvalidArgument, name,
+         id=f"options-{name}={str(options)[:20]}")
+case("put.many", [*MANY[:2], json.dumps({"tags": json.loads(TOO_MANY_TAGS)}), *MANY[3:]],
+     TooLarge, "tags", id="options-tags-65")
+for value, error in BAD_JIDS:  # in the second job: the message names it
+    case("put.many", [*MANY[:7], value, *MANY[8:]], error, 'jobs[2](): Arg "jid"',
+         id=f"jobs[2].jid={value[:12]!r}")
+for value, error in BAD_IDS:
+    case("put.many", [*MANY[:8], value, *MANY[9:]], error, 'jobs[2](): Arg "klass"',
+         id=f"jobs[2].klass={value[:12]!r}")
+for value, error in BAD_OBJECTS:
+    case("put.many", [*MANY[:9], value, *MANY[10:]], error, 'jobs[2](): Arg "data"',
+         id=f"jobs[2].data={value[:12]!r}")
+for value in [*BAD_NUMBERS, "-1", ""]:
+    case("put.many", [*MANY[:10], value], InvalidArgument, 'jobs[2](): Arg "delay"',
+         id=f"jobs[2].delay={value!r}")
+case("put.many", [*MANY[:7], "new-1", *MANY[8:]], InvalidArgument, "new-1", id="jid-twice")
+case("put.many", [*MANY[:3], *["new", "K", "{}", "0"] * 1001], TooLarge, "1001 jobs",
+     id="1001-jobs")
+
 for command in ("get",):
     case(command, [], InvalidArgument, "jid", id="missing")
     ids(command, [], "jid", jid=True)

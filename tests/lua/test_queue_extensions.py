@@ -702,3 +702,20 @@ def test_a_reservation_is_given_back_when_its_job_leaves(lua: Lua) -> None:
     lua("cancel", "first", now=T0 + 1)
     assert running_keys(lua) == {}
     assert lua.pop_jids(count=2, now=T0 + 1) == ["second"]
+
+
+def test_a_job_unparked_while_pop_passes_it_stays_in_the_queue(lua: Lua) -> None:
+    # "second" is parked behind "first"'s reservation of key k, and in the same pop "first"
+    # expires: giving the reservation back unparks "second", which must stay poppable.
+    lua("throttle.set", "t", 0, now=T0)
+    lua.put("first", concurrency_key="k", throttle="t", ttl=1)
+    assert lua.pop_jids(count=1) == []
+    lua.put("second", concurrency_key="k", priority=-1, now=T0 + 0.5)
+    lua("throttle.set", "t", 1, now=T0 + 0.5)
+    assert lua.zset("q:q-work")[:2] == ["second", "first"]
+    # Out of the ttl index, as when more than Ttl.BATCH jobs are due: pop's own sweep passes it
+    # and pop finds it expired as it reaches it.
+    lua.r.zrem(lua.key("q:q-ttl"), "first")
+    popped = lua.pop_jids(count=2, now=T0 + 3)
+    assert lua.state("first", now=T0 + 3) == "expired"
+    assert popped + lua.pop_jids(count=1, now=T0 + 3) == ["second"]

@@ -72,6 +72,14 @@ def test_merge_keys_copy_what_is_not_given() -> None:
     assert loaded.data["step"] == {"queue": "etl", "priority": 5}
 
 
+def test_an_alias_repeats_a_single_value() -> None:
+    loaded = load_yaml("a: {job: &j tasks.a, n: &n 3}\nb: {job: *j, n: *n}\n")
+    assert not loaded.findings
+    assert loaded.data is not None
+    assert loaded.data["b"] == {"job": "tasks.a", "n": 3}
+    assert loaded.source_map.values[("b", "job")] == (2, 10)
+
+
 @pytest.mark.parametrize(
     ("text", "code", "line"),
     [

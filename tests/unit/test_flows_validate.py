@@ -386,6 +386,25 @@ def test_need_that_names_no_step() -> None:
     assert finding.hint == "did you mean 'transform'?"
 
 
+def test_need_with_nothing_close_lists_a_few_steps_only() -> None:
+    steps = "".join(f"  s{index}: {{run: echo}}\n" for index in range(25))
+    text = f"version: 1\nname: x\nsteps:\n{steps}  load: {{run: echo, needs: [zzz]}}\n"
+    finding = one(text, "unknown-need")
+    first = ", ".join(sorted([*(f"s{index}" for index in range(25)), "load"])[:10])
+    assert finding.hint == f"steps: {first}, ... (16 more)"
+
+
+def test_reference_to_no_step_with_nothing_close_lists_a_few_steps_only() -> None:
+    steps = "".join(f"  s{index}: {{run: echo}}\n" for index in range(12))
+    text = (
+        f"version: 1\nname: x\nsteps:\n{steps}"
+        "  load: {job: tasks.load, with: {x: '${{ steps.zzz.outputs.x }}'}}\n"
+    )
+    finding = one(text, "template")
+    first = ", ".join(sorted([*(f"s{index}" for index in range(12)), "load"])[:10])
+    assert finding.hint == f"steps: {first}, ... (3 more)"
+
+
 def test_step_needing_itself() -> None:
     finding = one(
         """\

@@ -1,0 +1,29 @@
+"""Loading, validating and expanding a large flow without the cyclic garbage collector's passes.
+
+A flow file of 10,000 steps loads into a few hundred thousand containers (the data, and where
+each value is in the text), and expands into about as many more, all of them trees that
+refcounting frees. The cyclic collector would still pass over them again and again while they
+are built: validating such a file took 1.1 to 1.3 s of CPU with it, 0.7 s without (expanding
+it, about 0.05 s less). :func:`gc_paused` turns it off for the duration.
+"""
+
+from __future__ import annotations
+
+import gc
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+
+@contextmanager
+def gc_paused() -> Iterator[None]:
+    """No cyclic collection inside the block; enabled again after it, if it was before.
+
+    Nested blocks are fine: only the outermost one turns the collector back on.
+    """
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
