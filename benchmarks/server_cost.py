@@ -26,6 +26,8 @@ MEMORY_QUEUE = "bench-memory"
 SCRIPT_COMMANDS = ("fcall", "evalsha", "eval", "fcall_ro")
 #: ``P j:<jid>`` and ``P j:<jid>-history`` (lua/README.md, key layout).
 JOB_KEY, HISTORY_SUFFIX = "j:", "-history"
+#: Jobs per pop and per complete call of the batched lifecycle: a worker's default prefetch.
+DRAIN_BATCH = 64
 
 
 def script_usec(sample: Sample) -> tuple[str, float]:
@@ -37,11 +39,14 @@ def script_usec(sample: Sample) -> tuple[str, float]:
     raise RuntimeError("no engine calls in commandstats")
 
 
-def lifecycle(bench: Bench, client: Client, *, lean: bool = True) -> dict[str, Any]:
-    """Put, then pop, then complete ``sizes.lifecycle`` jobs one call at a time.
+def lifecycle(
+    bench: Bench, client: Client, *, lean: bool = True, batch: int = 1
+) -> dict[str, Any]:
+    """Put ``sizes.lifecycle`` jobs one call at a time, then pop them, then complete them.
 
     ``lean``: as our worker does it (``pop.lean``, and complete without sending the data back);
-    else as a qless client does (``pop`` with the full job, complete with the data).
+    else as a qless client does (``pop`` with the full job, complete with the data). ``batch``
+    (lean only): jobs per ``pop.lean`` and per ``complete.many`` call (1: one ``complete`` each).
     """
     bench.fresh()
     count = bench.sizes.lifecycle
@@ -57,12 +62,19 @@ def lifecycle(bench: Bench, client: Client, *, lean: bool = True) -> dict[str, A
     def pop() -> None:
         for _ in range(count):
             if lean:
-                reply = client.engine.call("pop.lean", LIFECYCLE_QUEUE, worker, 1)
+                reply = client.engine.call("pop.lean", LIFECYCLE_QUEUE, worker, batch)
                 jids.extend(job["jid"] for job in json.loads(reply))
+                if len(jids) >= count:
+                    break
             else:
                 jobs.extend(queue.pop())
 
     def complete() -> None:
+        if batch > 1:
+            for first in range(0, len(jids), batch):
+                args = [(jid, LIFECYCLE_QUEUE, "") for jid in jids[first : first + batch]]
+                client.engine.call("complete.many", worker, *(a for job in args for a in job))
+            return
         for jid in jids:
             client.engine.call("complete", jid, worker, LIFECYCLE_QUEUE, "")
         for job in jobs:
@@ -97,6 +109,8 @@ def lifecycle_figures(bench: Bench) -> list[Figure]:
         worker_name=bench.client.worker_name,
     )
     ours = [lifecycle(bench, bench.client) for _ in range(bench.rounds)]
+    batched = [lifecycle(bench, bench.client, batch=DRAIN_BATCH) for _ in range(bench.rounds)]
+    batched_totals = [r["total_usec"] for r in batched]
     qless = [lifecycle(bench, bench.client, lean=False) for _ in range(bench.rounds)]
     bundle = [lifecycle(bench, evalsha, lean=False) for _ in range(bench.rounds)]
     totals = [r["total_usec"] for r in ours]
@@ -124,7 +138,21 @@ def lifecycle_figures(bench: Bench) -> list[Figure]:
                 "evalsha_total_usec": median([r["total_usec"] for r in bundle]),
                 "pop_reply_bytes": pop_reply_bytes(bench),
             },
-        )
+        ),
+        Figure(
+            key="lifecycle_batched_server_us",
+            label=(
+                f"server time per job lifecycle, put + pop.lean + complete.many, {DRAIN_BATCH} "
+                "jobs per pop and per complete call (as a busy worker drains)"
+            ),
+            unit="µs",
+            value=median(batched_totals),
+            better="lower",
+            target=Target("max", 150),
+            rounds=batched_totals,
+            note="INFO commandstats; the put one call per job",
+            extra={"rounds": batched},
+        ),
     ]
 
 

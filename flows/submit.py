@@ -22,7 +22,8 @@ from scheduler.errors import EngineError
 
 Trigger = Literal["manual", "schedule", "catch-up", "retry"]
 
-# As json.dumps(..., separators=(",", ":")), made once: a run encodes every job's data.
+# As json.dumps(..., separators=(",", ":")), made once: a run encodes every job's data (and
+# then the list of its jobs).
 _COMPACT_JSON = json.JSONEncoder(separators=(",", ":"))
 
 
@@ -87,7 +88,8 @@ def check_limits(run_id: str, specs: Sequence[dict[str, Any]]) -> str:
                 limits.check_tags(command, spec["tags"])
         except EngineError as error:
             raise type(error)(f"job {jid}: {error}", command=command) from None
-    jobs_text = json.dumps(specs)
+    # Compact: a large run's text is a few percent smaller, to send and for the engine to decode.
+    jobs_text = _COMPACT_JSON.encode(specs)
     limits.check_flow_submission(command, len(specs), jobs_text)
     return jobs_text
 

@@ -126,10 +126,32 @@ local function is_empty_list(value)
   return value == nil or value == cjson.null or (type(value) == 'table' and next(value) == nil)
 end
 
+-- `depends` as it is when it lists distinct jids of `known` (jids checked already: the earlier
+-- jobs of a run), which need no check again; nil otherwise (then Arg.id_items checks each item
+-- and says what is wrong).
+local function known_jids(depends, known)
+  if not known or type(depends) ~= 'table' then return nil end
+  local count = 0
+  for _, item in pairs(depends) do
+    if not known[item] then return nil end
+    count = count + 1
+  end
+  if count ~= #depends or count > Engine.MAX_COUNT then return nil end
+  if count > 1 then
+    local seen = {}
+    for _, item in ipairs(depends) do
+      if seen[item] then return nil end
+      seen[item] = true
+    end
+  end
+  return depends
+end
+
 -- A job object of flow.submit (include/runs.lua), decoded: {jid, queue, klass, data (JSON text),
 -- delay, priority, retries, tags, depends, trigger, ttl, ttr, concurrency_key, concurrency_limit,
--- throttle}, checked as put checks the same arguments; `worker` is the putter.
-function Put.parse_spec(cmd, spec, worker)
+-- throttle}, checked as put checks the same arguments; `worker` is the putter. `known` (a set
+-- of jids, or nil): jids checked already, the run's earlier jobs.
+function Put.parse_spec(cmd, spec, worker, known)
   local delay = spec.delay
   if delay == nil then delay = 0 elseif delay == cjson.null then delay = '' end
   local p = base(cmd, worker, Arg.id(cmd, 'queue', text(spec.queue)), text(spec.jid),
@@ -138,7 +160,8 @@ function Put.parse_spec(cmd, spec, worker)
     p.tags = Arg.id_items(cmd, 'tags', spec.tags, Arg.id, Arg.MAX_TAGS)
   end
   if not is_empty_list(spec.depends) then
-    set_depends(cmd, p, Arg.id_items(cmd, 'depends', spec.depends, Arg.jid, Engine.MAX_COUNT))
+    set_depends(cmd, p, known_jids(spec.depends, known) or
+      Arg.id_items(cmd, 'depends', spec.depends, Arg.jid, Engine.MAX_COUNT))
   end
   parse_options(cmd, p, spec)
   return p
@@ -245,24 +268,76 @@ local function job_fields(p, old, state, priority, retries, tags)
   return f
 end
 
+-- SADD of `members` to `key`, 1000 at a time (unpack's limit): most jobs have a few.
+local function add_members(key, members)
+  for i = 1, #members, 1000 do
+    redis.call('sadd', key, unpack(members, i, math.min(i + 999, #members)))
+  end
+end
+
 -- What the puts of one call share (a bulk put, a flow run): the jids written so far (pending
 -- for a later job's dependencies: nothing of the call ran yet), the put count per queue, each
 -- queue's history entry (the same text for every job: where and when), whether any job is
 -- tracked at all, and the jobs that become waiting, per queue, pushed by Put.finish in a few
--- ZADDs. Put.finish also counts the puts and registers the queues, once per queue.
+-- ZADDs. Likewise the jobs that wait for dependencies, per queue (`blocked`), and each
+-- dependency's new dependents (`dependents`, the dependencies in first-seen order in
+-- `upstream`), each key written once, its members in put order. Put.finish also counts the puts
+-- and registers the queues, once per queue.
 function Put.batch()
-  return { written = {}, counts = {}, entries = {}, waiting = {},
-    tracking = redis.call('zcard', Keys.tracked()) > 0 }
+  return { written = {}, counts = {}, entries = {}, waiting = {}, blocked = {}, dependents = {},
+    upstream = {}, tracking = redis.call('zcard', Keys.tracked()) > 0 }
+end
+
+-- `batch`'s queues of `field` (a table by queue), sorted: the same insertion sequence on a
+-- replica and after a restart.
+local function sorted_queues(batch, field)
+  local queues = {}
+  for queue in pairs(batch[field]) do queues[#queues + 1] = queue end
+  table.sort(queues)
+  return queues
+end
+
+-- ZADD of `jids` to `key`, all scored now, 500 at a time.
+local function add_now(key, jids)
+  for first = 1, #jids, 500 do
+    local args, n = {}, 0
+    for i = first, math.min(#jids, first + 499) do
+      args[n + 1], args[n + 2], n = Engine.now, jids[i], n + 2
+    end
+    redis.call('zadd', key, unpack(args))
+  end
 end
 
 function Put.finish(batch)
-  local queues = {}
-  for queue in pairs(batch.waiting) do queues[#queues + 1] = queue end
-  table.sort(queues) -- the same insertion sequence on a replica and after a restart
-  for _, queue in ipairs(queues) do Queue.push_many(queue, batch.waiting[queue]) end
+  for _, queue in ipairs(sorted_queues(batch, 'waiting')) do
+    Queue.push_many(queue, batch.waiting[queue])
+  end
+  for _, dependency in ipairs(batch.upstream) do
+    add_members(Keys.dependents(dependency), batch.dependents[dependency])
+  end
+  for _, queue in ipairs(sorted_queues(batch, 'blocked')) do
+    add_now(Keys.depends(queue), batch.blocked[queue])
+  end
   for queue, count in pairs(batch.counts) do
     Stats.bump(queue, 'put', count)
     Queue.known(queue)
+  end
+end
+
+-- A job of `batch` that waits for its `pending` dependencies: indexed by Put.finish.
+local function block_later(batch, queue, jid, pending)
+  local blocked = batch.blocked[queue]
+  if not blocked then blocked = {}; batch.blocked[queue] = blocked end
+  blocked[#blocked + 1] = jid
+  local dependents, upstream = batch.dependents, batch.upstream
+  for _, dependency in ipairs(pending) do
+    local jids = dependents[dependency]
+    if not jids then
+      jids = {}
+      dependents[dependency] = jids
+      upstream[#upstream + 1] = dependency
+    end
+    jids[#jids + 1] = jid
   end
 end
 
@@ -309,11 +384,15 @@ function Put.write(p, old, batch)
   record(jid, queue, batch)
 
   if state == 'depends' then
-    for _, dependency in ipairs(pending) do
-      redis.call('sadd', Keys.dependencies(jid), dependency)
-      redis.call('sadd', Keys.dependents(dependency), jid)
+    add_members(Keys.dependencies(jid), pending)
+    if batch then
+      block_later(batch, queue, jid, pending)
+    else
+      for _, dependency in ipairs(pending) do
+        redis.call('sadd', Keys.dependents(dependency), jid)
+      end
+      redis.call('zadd', Keys.depends(queue), Engine.now, jid)
     end
-    redis.call('zadd', Keys.depends(queue), Engine.now, jid)
   else
     if state == 'scheduled' then
       Queue.defer(queue, jid, Engine.now + p.delay)

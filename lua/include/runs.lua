@@ -63,10 +63,14 @@ end
 
 function Runs.check(cmd, submission)
   local specs, puts = submission.specs, {}
+  -- The jids parsed so far: a dependency on an earlier job of the run needs no second check.
+  local parsed = {}
   Arg.each(cmd, 'jobs', #specs, function(named, i)
     local spec = specs[i]
     if type(spec) ~= 'table' then Arg.fail(named, 'the job is not an object') end
-    puts[i] = Put.parse_spec(named, spec, 'flows')
+    local p = Put.parse_spec(named, spec, 'flows', parsed)
+    puts[i] = p
+    parsed[p.jid] = true
   end)
   -- A new run's jids are all new: then no job needs a look-up of its own.
   local some_exist = Put.any_exist(puts)

@@ -19,6 +19,7 @@ THROUGHPUT = ["put", "bulk_put", "bulk_put_many", "flow_submit", "drain_1", "dra
 LATENCY = ["latency_p50", "latency_p99"]
 ABSOLUTE = [
     "lifecycle_server_us",
+    "lifecycle_batched_server_us",
     "memory_waiting",
     "memory_completed",
     "flow_submit_s",
