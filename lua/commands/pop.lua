@@ -99,20 +99,12 @@ local function candidate(c, jid)
   return redis.call('hmget', Keys.job(jid), unpack(c.names))
 end
 
--- ZADD of many {score, member} pairs, in slices: unpack() of more than a few thousand values
--- overflows Lua's C stack.
-local function zadd_pairs(key, pairs)
-  for first = 1, #pairs, 1000 do
-    redis.call('zadd', key, unpack(pairs, first, math.min(first + 999, #pairs)))
-  end
-end
-
 -- The writes of the jobs handed out so far to keys they share: the queue's locks, the worker's
 -- jobs, the wait-time statistics. `more`: jobs may be handed out after this.
 local function write_shared(c, more)
   if #c.locks == 0 then return end
-  zadd_pairs(Keys.locks(c.queue), c.locks)
-  zadd_pairs(Keys.worker_jobs(c.worker), c.locks)
+  Engine.call_many('zadd', Keys.locks(c.queue), c.locks)
+  Engine.call_many('zadd', Keys.worker_jobs(c.worker), c.locks)
   Stats.add(c.queue, 'wait', c.waits)
   if more then c.locks, c.waits = {}, {} end
 end
@@ -167,17 +159,13 @@ local function take(c, wanted)
         got = got + 1
       end
     end
-    -- The jobs not looked at go back with their scores (in slices: unpack() of more than a few
-    -- thousand values overflows Lua's C stack).
-    for first = passed, #batch, 1000 do
-      local last = math.min(first + 999, #batch)
-      local entries = {}
-      for i = first, last, 2 do
-        entries[#entries + 1] = batch[i + 1]
-        entries[#entries + 1] = batch[i]
-      end
-      redis.call('zadd', work, unpack(entries))
+    -- The jobs not looked at go back with their scores.
+    local entries = {}
+    for i = passed, #batch, 2 do
+      entries[#entries + 1] = batch[i + 1]
+      entries[#entries + 1] = batch[i]
     end
+    Engine.call_many('zadd', work, entries)
     size = math.max(wanted - got, 16)
   end
   -- Stopped by the look-ahead bound: whoever pops next goes on behind the jobs passed over.

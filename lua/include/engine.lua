@@ -10,6 +10,15 @@ Engine.MAX_COUNT = 100000
 -- integers: a larger Lua number is sent in exponent notation, which Redis refuses).
 Engine.MAX_OFFSET = 2147483647
 
+-- redis.call(command, key, values...) in slices of SLICE values: unpack() copies its values onto
+-- Lua's C stack, which a few thousand overflow. SLICE is even, so {score, member} pairs stay whole.
+local SLICE = 1000
+function Engine.call_many(command, key, values)
+  for first = 1, #values, SLICE do
+    redis.call(command, key, unpack(values, first, math.min(first + SLICE - 1, #values)))
+  end
+end
+
 -- '(<now>': the exclusive score bound "later than now", exact. Concatenating the number itself
 -- would round it to 14 significant digits (about 0.1 ms for epoch seconds).
 function Engine.after_now()

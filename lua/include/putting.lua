@@ -268,13 +268,6 @@ local function job_fields(p, old, state, priority, retries, tags)
   return f
 end
 
--- SADD of `members` to `key`, 1000 at a time (unpack's limit): most jobs have a few.
-local function add_members(key, members)
-  for i = 1, #members, 1000 do
-    redis.call('sadd', key, unpack(members, i, math.min(i + 999, #members)))
-  end
-end
-
 -- What the puts of one call share (a bulk put, a flow run): the jids written so far (pending
 -- for a later job's dependencies: nothing of the call ran yet), the put count per queue, each
 -- queue's history entry (the same text for every job: where and when), whether any job is
@@ -297,15 +290,11 @@ local function sorted_queues(batch, field)
   return queues
 end
 
--- ZADD of `jids` to `key`, all scored now, 500 at a time.
+-- ZADD of `jids` to `key`, all scored now.
 local function add_now(key, jids)
-  for first = 1, #jids, 500 do
-    local args, n = {}, 0
-    for i = first, math.min(#jids, first + 499) do
-      args[n + 1], args[n + 2], n = Engine.now, jids[i], n + 2
-    end
-    redis.call('zadd', key, unpack(args))
-  end
+  local args = {}
+  for i, jid in ipairs(jids) do args[2 * i - 1], args[2 * i] = Engine.now, jid end
+  Engine.call_many('zadd', key, args)
 end
 
 function Put.finish(batch)
@@ -313,7 +302,7 @@ function Put.finish(batch)
     Queue.push_many(queue, batch.waiting[queue])
   end
   for _, dependency in ipairs(batch.upstream) do
-    add_members(Keys.dependents(dependency), batch.dependents[dependency])
+    Engine.call_many('sadd', Keys.dependents(dependency), batch.dependents[dependency])
   end
   for _, queue in ipairs(sorted_queues(batch, 'blocked')) do
     add_now(Keys.depends(queue), batch.blocked[queue])
@@ -384,7 +373,7 @@ function Put.write(p, old, batch)
   record(jid, queue, batch)
 
   if state == 'depends' then
-    add_members(Keys.dependencies(jid), pending)
+    Engine.call_many('sadd', Keys.dependencies(jid), pending)
     if batch then
       block_later(batch, queue, jid, pending)
     else

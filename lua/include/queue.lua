@@ -37,25 +37,16 @@ function Queue.push(queue, jid, priority)
   Events.ready(queue)
 end
 
--- Jobs per ZADD of Queue.push_many (a command's arguments are copied onto Lua's C stack).
-local PUSH_CHUNK = 500
-
 -- Push `jobs` ({jid, priority} pairs, flat) into `queue`'s work queue in that order: what one
--- Queue.push per job does, with one INCRBY and a ZADD per PUSH_CHUNK jobs instead of an INCR and
--- a ZADD per job.
+-- Queue.push per job does, with one INCRBY and a few ZADDs instead of an INCR and a ZADD per job.
 function Queue.push_many(queue, jobs)
   local count = #jobs / 2
   local seq = redis.call('incrby', Keys.seq(), count) - count
-  local key = Keys.work(queue)
-  for first = 1, count, PUSH_CHUNK do
-    local args, n = {}, 0
-    for i = first, math.min(count, first + PUSH_CHUNK - 1) do
-      args[n + 1] = score(jobs[2 * i], seq + i)
-      args[n + 2] = jobs[2 * i - 1]
-      n = n + 2
-    end
-    redis.call('zadd', key, unpack(args))
+  local args = {}
+  for i = 1, count do
+    args[2 * i - 1], args[2 * i] = score(jobs[2 * i], seq + i), jobs[2 * i - 1]
   end
+  Engine.call_many('zadd', Keys.work(queue), args)
   Events.ready(queue)
 end
 

@@ -98,11 +98,9 @@ function Runs.write(submission)
     if type(value) == 'table' then value = cjson.encode(value) end
     redis.call('hset', key, field, tostring(value))
   end
-  for i = 1, #puts, 1000 do
-    local batch = {}
-    for j = i, math.min(i + 999, #puts) do table.insert(batch, puts[j].jid) end
-    redis.call('rpush', Keys.run_jobs(run_id), unpack(batch))
-  end
+  local jids = {}
+  for i, p in ipairs(puts) do jids[i] = p.jid end
+  Engine.call_many('rpush', Keys.run_jobs(run_id), jids)
   redis.call('zadd', Keys.runs(), Engine.now, run_id)
   redis.call('zadd', Keys.flow_runs(run.flow), Engine.now, run_id)
   -- One batch: a job written earlier in the run is a pending dependency (nothing of the run ran
