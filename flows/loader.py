@@ -85,7 +85,8 @@ class SourceMap:
 
     @property
     def values(self) -> dict[DataPath, Position]:
-        """The position of every value recorded, by data path."""
+        """The position of every value recorded, by data path (built at each access; findings
+        use :meth:`locate`, which walks only the path asked for)."""
         values: dict[DataPath, Position] = {}
         if self.root is not None:
             _flatten(self.root, (), values, {})

@@ -228,16 +228,9 @@ class Queue:
         extensions: list[Any],
     ) -> PutResult:
         # The engine's own limits, checked before the round trip (scheduler/limits.py).
-        jid = limits.check_jid(command, "jid", uuid.uuid4().hex if jid is None else jid)
         limits.check_id(command, "queue", self.name)
-        name = limits.check_id(command, "klass", klass_name(klass))
-        body = dict(data) if isinstance(data, Mapping) else ({} if data is None else data)
-        payload = limits.encode_payload(command, "data", body, kind="object")
-        limits.check_delay(command, delay)
-        if priority is not None:
-            limits.check_priority(command, priority)
-        if retries is not None:
-            limits.check_retries(command, retries)
+        jid, name, payload, delay = _checked_job(command, klass, data, jid, delay)
+        _check_counts(command, priority, retries)
         checked_depends = (
             None if depends is None else limits.check_ids(command, "depends", depends, jids=True)
         )
@@ -311,10 +304,7 @@ class Queue:
     @staticmethod
     def _shared_options(command: str, **options: Any) -> str:
         """put.many's options argument: '' or a JSON object of the options given."""
-        if options["priority"] is not None:
-            limits.check_priority(command, options["priority"])
-        if options["retries"] is not None:
-            limits.check_retries(command, options["retries"])
+        _check_counts(command, options["priority"], options["retries"])
         given = {name: value for name, value in options.items() if value is not None}
         return json.dumps(given, separators=(",", ":")) if given else ""
 
@@ -480,16 +470,30 @@ def _many_arguments(index: int, job: NewJob) -> tuple[str, str, str, float]:
     them; an error names the job as the engine would (``PutMany jobs[3](): ...``)."""
     command = "put.many"
     try:
-        jid = limits.check_jid(command, "jid", uuid.uuid4().hex if job.jid is None else job.jid)
-        klass = limits.check_id(command, "klass", klass_name(job.klass))
-        data = job.data
-        body = dict(data) if isinstance(data, Mapping) else ({} if data is None else data)
-        payload = limits.encode_payload(command, "data", body, kind="object")
-        delay = limits.check_delay(command, job.delay)
+        return _checked_job(command, job.klass, job.data, job.jid, job.delay)
     except EngineError as error:
         named = str(error).replace("PutMany()", f"PutMany jobs[{index}]()", 1)
         raise type(error)(named, command=command) from None
-    return jid, klass, payload, delay
+
+
+def _checked_job(
+    command: str, klass: Klass, data: Mapping[str, Any] | None, jid: str | None, delay: float
+) -> tuple[str, str, str, float]:
+    """A put's jid (a new uuid4 hex for None), klass name, data as JSON text and delay, each
+    within the engine's limits (else the engine's error class for ``command``)."""
+    jid = limits.check_jid(command, "jid", uuid.uuid4().hex if jid is None else jid)
+    name = limits.check_id(command, "klass", klass_name(klass))
+    body = dict(data) if isinstance(data, Mapping) else ({} if data is None else data)
+    payload = limits.encode_payload(command, "data", body, kind="object")
+    return jid, name, payload, limits.check_delay(command, delay)
+
+
+def _check_counts(command: str, priority: int | None, retries: int | None) -> None:
+    """A put's priority and retries, when given, within the engine's limits."""
+    if priority is not None:
+        limits.check_priority(command, priority)
+    if retries is not None:
+        limits.check_retries(command, retries)
 
 
 #: Queues per ``queue.counts`` call (the engine takes at most 100).

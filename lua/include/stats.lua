@@ -40,34 +40,17 @@ local function bucket(seconds)
   return BUCKETS.d[math.min(6, math.floor(seconds / 86400))]
 end
 
--- Add one sample (seconds) to `kind` ('wait' or 'run') of a queue, on today's bin.
-function Stats.sample(queue, kind, seconds)
-  if seconds < 0 then seconds = 0 end
-  local key = Keys.stats(kind, Stats.today(), queue)
-  local slot = bucket(seconds)
-  -- One read and one write (the histogram bucket with the rest, not an HINCRBY of its own).
-  local current = redis.call('hmget', key, 'total', 'mean', 'vk', slot)
-  local count = tonumber(current[1] or 0) + 1
-  local mean = tonumber(current[2] or 0)
-  local vk = tonumber(current[3] or 0)
-  -- Welford's update: numerically stable and needs no second pass.
-  local delta = seconds - mean
-  mean = mean + delta / count
-  vk = vk + delta * (seconds - mean)
-  redis.call('hset', key, 'total', count, 'mean', mean, 'vk', vk,
-    slot, tonumber(current[4] or 0) + 1)
-end
-
--- Add samples (seconds, a list) to `kind` of a queue on today's bin, in one read and one write
--- for them all (a pop or complete of many jobs): the same Welford's update, applied one sample
--- after the other, so the figures are exactly those of as many Stats.sample calls.
+-- Add samples (seconds, a list) to `kind` ('wait' or 'run') of a queue on today's bin, in one
+-- read and one write for them all (the histogram buckets with the rest, not an HINCRBY each).
+-- Welford's update, one sample after the other: numerically stable, no second pass, and the
+-- figures of a batch are exactly those of its samples added one by one.
 function Stats.add(queue, kind, samples)
-  if #samples == 1 then return Stats.sample(queue, kind, samples[1]) end
+  if #samples == 0 then return end
   local key = Keys.stats(kind, Stats.today(), queue)
-  local names, position = { 'total', 'mean', 'vk' }, {}
+  local names, position, slots = { 'total', 'mean', 'vk' }, {}, {}
   for i, seconds in ipairs(samples) do
-    if seconds < 0 then seconds, samples[i] = 0, 0 end
-    local slot = bucket(seconds)
+    local slot = bucket(math.max(0, seconds))
+    slots[i] = slot
     if not position[slot] then
       names[#names + 1] = slot
       position[slot] = #names
@@ -77,22 +60,26 @@ function Stats.add(queue, kind, samples)
   local count = tonumber(current[1] or 0)
   local mean = tonumber(current[2] or 0)
   local vk = tonumber(current[3] or 0)
-  local counts = {}
-  for i = 4, #names do counts[i] = tonumber(current[i] or 0) end
-  for _, seconds in ipairs(samples) do
+  local written = { 'total', 0, 'mean', 0, 'vk', 0 }
+  for i = 4, #names do
+    written[2 * i - 1], written[2 * i] = names[i], tonumber(current[i] or 0)
+  end
+  for i, seconds in ipairs(samples) do
+    seconds = math.max(0, seconds)
     count = count + 1
     local delta = seconds - mean
     mean = mean + delta / count
     vk = vk + delta * (seconds - mean)
-    local i = position[bucket(seconds)]
-    counts[i] = counts[i] + 1
+    local at = 2 * position[slots[i]]
+    written[at] = written[at] + 1
   end
-  local written = { 'total', count, 'mean', mean, 'vk', vk }
-  for i = 4, #names do
-    written[#written + 1] = names[i]
-    written[#written + 1] = counts[i]
-  end
+  written[2], written[4], written[6] = count, mean, vk
   redis.call('hset', key, unpack(written))
+end
+
+-- One sample (Stats.add of one).
+function Stats.sample(queue, kind, seconds)
+  Stats.add(queue, kind, { seconds })
 end
 
 function Stats.bump(queue, field, by, when)
