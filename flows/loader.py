@@ -580,13 +580,17 @@ def load_yaml(text: str, file: str = "<string>") -> LoadedYaml:
         return _result(_load(text, file))
 
 
-def _load(text: str, file: str) -> _Builder:
-    parser = _Parser(text)
+def _load(text: str, file: str, parser_class: Any = _Parser) -> _Builder:
+    parser = parser_class(text)
     builder = _Builder(file, parser)
     try:
         builder.feed(parser)
     except yaml.MarkedYAMLError as error:
         mark = error.problem_mark or error.context_mark
+        if parser_class is not yaml.SafeLoader and mark is not None:
+            ours = _own_finding_before(text[: mark.index], file)
+            if ours is not None:
+                return ours
         builder.fail(mark, "yaml-syntax", _syntax_message(error), _syntax_hint(error, text, mark))
     except yaml.YAMLError as error:  # reader errors: control characters and the like
         builder.report((1, 1), "yaml-syntax", str(error).splitlines()[0])
@@ -595,6 +599,17 @@ def _load(text: str, file: str) -> _Builder:
     finally:
         parser.dispose()
     return builder
+
+
+def _own_finding_before(prefix: str, file: str) -> _Builder | None:
+    """The loader's own finding (nesting depth, alias bomb, ...) in the text before a parser
+    error, when there is one: libyaml refuses some inputs with limits of its own (such as its
+    nesting depth) that vary by version, and such a file must be reported the same whatever the
+    parser. The pure-Python parser has no such limits; only the text up to the error is read."""
+    builder = _load(prefix, file, yaml.SafeLoader)
+    if any(finding.code != "yaml-syntax" for finding in builder.findings):
+        return builder
+    return None
 
 
 def _result(builder: _Builder) -> LoadedYaml:
