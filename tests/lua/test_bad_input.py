@@ -19,8 +19,8 @@ from typing import Any, NamedTuple
 
 import pytest
 import redis
-from conftest import T0, Lua, unchanged
 from helpers import Snapshot, snapshot
+from lua_support import T0, Lua, unchanged
 
 from scheduler.errors import (
     EngineError,

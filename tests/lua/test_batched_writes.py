@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any, cast
 
-from conftest import T0, Channels, Lua
+from lua_support import T0, Channels, Lua
 from test_events import events
 
 

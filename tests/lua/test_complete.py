@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import DAY, T0, Lua
+from lua_support import DAY, T0, Lua
 
 from scheduler.errors import InvalidArgument, JobNotFound, LockLost, WrongState
 

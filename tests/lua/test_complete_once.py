@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import T0, Channels, Lua
+from lua_support import T0, Channels, Lua
 
 from scheduler.client import Client
 from scheduler.errors import EngineError, LockLost

@@ -6,7 +6,7 @@ import json
 import math
 
 import pytest
-from conftest import DAY, T0, Lua
+from lua_support import DAY, T0, Lua
 
 from scheduler.errors import InvalidArgument
 

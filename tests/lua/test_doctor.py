@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 import redis
-from conftest import T0, Lua
+from lua_support import T0, Lua
 
 from scheduler import doctor
 from scheduler.client import Client

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from conftest import T0, Channels, Lua
+from lua_support import T0, Channels, Lua
 
 
 def decoded(lua: Lua, messages: list[tuple[str, str]]) -> list[tuple[str, Any]]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from conftest import T0, Channels, Lua
+from lua_support import T0, Channels, Lua
 
 from scheduler import doctor
 from scheduler.client import Client

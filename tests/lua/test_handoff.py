@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from conftest import T0, Lua
+from lua_support import T0, Lua
 
 
 def await_jobs(lua: Lua, worker: str = "w1", *queues: str, count: int = 1,

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 import redis
-from conftest import T0, Lua
 from helpers import digest
+from lua_support import T0, Lua
 
 from scheduler.scripts import Engine
 

@@ -7,7 +7,7 @@ heartbeat, complete, retry and fail are refused with LockLost, before anyone els
 from __future__ import annotations
 
 import pytest
-from conftest import T0, Lua
+from lua_support import T0, Lua
 
 from scheduler.errors import JobNotFound, LockLost, WrongState
 

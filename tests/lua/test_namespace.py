@@ -8,7 +8,7 @@ import json
 
 import pytest
 import redis
-from conftest import NAMESPACE, T0, Channels
+from lua_support import NAMESPACE, T0, Channels
 
 from scheduler.errors import InvalidArgument
 from scheduler.scripts import Engine

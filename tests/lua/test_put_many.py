@@ -11,8 +11,8 @@ import json
 from typing import Any
 
 import pytest
-from conftest import T0, Channels, Lua
 from helpers import diff, digest
+from lua_support import T0, Channels, Lua
 
 Job = tuple[str, str, str, float]  # jid, klass, data, delay
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from conftest import T0, Lua
+from lua_support import T0, Lua
 
 from scheduler.errors import JobNotFound, LockLost, WrongState
 

@@ -11,7 +11,7 @@ import json
 from typing import Any
 
 import pytest
-from conftest import T0, Lua, unchanged
+from lua_support import T0, Lua, unchanged
 
 from scheduler.errors import HasDependents, JobNotFound, LockLost, WrongState
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from conftest import T0, Lua
+from lua_support import T0, Lua
 
 from scheduler.client import Client
 from scheduler.job import RanBy

@@ -11,8 +11,8 @@ import json
 from typing import Any
 
 import pytest
-from conftest import T0, Lua
 from helpers import assert_unchanged
+from lua_support import T0, Lua
 
 from scheduler.errors import EngineError, InvalidArgument, JobNotFound, TooLarge, WrongState
 

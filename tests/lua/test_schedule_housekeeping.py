@@ -7,8 +7,8 @@ import json
 from typing import Any
 
 import pytest
-from conftest import DAY, T0, Lua
 from helpers import assert_unchanged
+from lua_support import DAY, T0, Lua
 
 from scheduler.errors import InvalidArgument
 

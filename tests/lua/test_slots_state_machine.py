@@ -17,10 +17,10 @@ from typing import Any, ClassVar
 
 import pytest
 import redis
-from conftest import MODES, T0, Lua, lua_in_mode
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
+from lua_support import MODES, T0, Lua, lua_in_mode
 
 from scheduler import doctor
 from scheduler.client import Client

@@ -15,7 +15,6 @@ from typing import Any, ClassVar
 
 import pytest
 import redis
-from conftest import MODES, T0, Lua, lua_in_mode, unchanged
 from hypothesis import HealthCheck, event, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
@@ -25,6 +24,7 @@ from hypothesis.stateful import (
     rule,
     run_state_machine_as_test,
 )
+from lua_support import MODES, T0, Lua, lua_in_mode, unchanged
 
 from scheduler import doctor
 from scheduler.client import Client

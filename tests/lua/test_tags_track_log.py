@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from conftest import T0, Lua, unchanged
+from lua_support import T0, Lua, unchanged
 
 from scheduler.errors import InvalidArgument, JobNotFound, TooLarge
 

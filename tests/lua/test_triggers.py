@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import T0, Lua, unchanged
+from lua_support import T0, Lua, unchanged
 
 from scheduler.errors import JobNotFound
 

@@ -1,0 +1,210 @@
+"""Helpers of the script-level tier (``from lua_support import T0, Lua, ...``): the engine called
+directly, time always passed explicitly. The fixtures that use them are in this folder's conftest.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import redis
+from helpers import assert_unchanged
+from helpers import digest as digest
+
+from scheduler.scripts import Engine
+
+# The tier's short name for the shared helper (tests import it from here).
+unchanged = assert_unchanged
+
+# 01:00 UTC: the day's statistics bin starts an hour earlier, so offsets below a day stay in it.
+T0 = 1_699_923_600.0
+DAY = 86400.0
+NAMESPACE = "{test}:"
+
+# Commands whose reply is JSON text (decoded by Lua.__call__).
+JSON_REPLIES = {
+    "get",
+    "multiget",
+    "queues",
+    "pop",
+    "pop.lean",
+    "peek",
+    "failed",
+    "stats",
+    "tag",
+    "track",
+    "workers",
+    "recur.get",
+    "recur.tag",
+    "recur.untag",
+}
+LIST_FIELDS = ("tags", "dependents", "dependencies", "history")
+
+MODES = [
+    pytest.param((True, None), id="fcall"),
+    pytest.param((False, None), id="evalsha"),
+    pytest.param((True, NAMESPACE), id="fcall-prefix"),
+    pytest.param((False, NAMESPACE), id="evalsha-prefix"),
+]
+
+
+def as_list(value: Any) -> Any:
+    """cjson writes an empty list as ``{}``: read it back as ``[]``."""
+    return [] if value == {} else value
+
+
+def normalize(job: Any) -> Any:
+    if isinstance(job, dict):
+        for field in LIST_FIELDS:
+            if field in job:
+                job[field] = as_list(job[field])
+        if job.get("failure") == []:
+            job["failure"] = {}
+    return job
+
+
+class Lua:
+    """The engine in one namespace, with shorthands for the common calls.
+
+    ``lua(command, *args, now=...)`` returns the reply, JSON decoded for the commands that reply
+    JSON (empty lists normalized). ``now`` is required: no test depends on the clock.
+    """
+
+    def __init__(self, engine: Engine, r: redis.Redis) -> None:
+        self.engine = engine
+        self.r = r
+        self.prefix = engine.key_prefix
+
+    def raw(self, command: str, *args: Any, now: float | str) -> Any:
+        return self.engine.call(command, *args, now=now)
+
+    def __call__(self, command: str, *args: Any, now: float | str) -> Any:
+        reply = self.raw(command, *args, now=now)
+        if (
+            command in JSON_REPLIES
+            and isinstance(reply, str)
+            and reply[:1] in ("{", "[")
+            and not (command == "track" and args)
+        ):
+            reply = json.loads(reply)
+            if command in ("get", "recur.get"):
+                return normalize(reply)
+            if isinstance(reply, list):
+                return [normalize(item) for item in reply]
+            if isinstance(reply, dict) and "jobs" in reply:
+                reply["jobs"] = [normalize(item) for item in as_list(reply["jobs"])]
+                for field in ("expired",):
+                    if field in reply:
+                        reply[field] = as_list(reply[field])
+        return reply
+
+    # -- shorthands --------------------------------------------------------------------------
+
+    def key(self, name: str) -> str:
+        return self.prefix + name
+
+    def job(self, jid: str, now: float = T0) -> dict[str, Any] | None:
+        job: dict[str, Any] | None = self("get", jid, now=now)
+        return job
+
+    def state(self, jid: str, now: float = T0) -> str | None:
+        job = self.job(jid, now)
+        return None if job is None else job["state"]
+
+    def put(
+        self,
+        jid: str,
+        queue: str = "q",
+        *,
+        now: float = T0,
+        delay: float = 0,
+        data: str = "{}",
+        klass: str = "K",
+        worker: str = "client",
+        command: str = "put",
+        **options: Any,
+    ) -> Any:
+        args: list[Any] = [worker, queue, jid, klass, data, delay]
+        for name, value in options.items():
+            args += [name, json.dumps(value) if isinstance(value, list | dict) else value]
+        return self(command, *args, now=now)
+
+    def pop(self, queue: str = "q", worker: str = "w1", count: int = 1, *, now: float = T0) -> Any:
+        return self("pop", queue, worker, count, now=now)
+
+    def pop_jids(
+        self, queue: str = "q", worker: str = "w1", count: int = 1, *, now: float = T0
+    ) -> list[str]:
+        return [job["jid"] for job in self.pop(queue, worker, count, now=now)]
+
+    def complete(
+        self,
+        jid: str,
+        worker: str = "w1",
+        queue: str = "q",
+        *,
+        now: float = T0,
+        data: str = "{}",
+        **options: Any,
+    ) -> Any:
+        args: list[Any] = [jid, worker, queue, data]
+        for name, value in options.items():
+            args += [name, json.dumps(value) if isinstance(value, list | dict) else value]
+        return self("complete", *args, now=now)
+
+    def config(self, option: str, value: Any, *, now: float = T0) -> None:
+        self("config.set", option, value, now=now)
+
+    def namespace_keys(self) -> set[str]:
+        return set(self.r.scan_iter(match=self.prefix + "*", count=500))
+
+    def zset(self, name: str) -> list[str]:
+        return list(self.r.zrange(self.key(name), 0, -1))
+
+    def history(self, jid: str, now: float = T0) -> list[str]:
+        job = self.job(jid, now)
+        assert job is not None
+        return [entry["what"] for entry in job["history"]]
+
+
+def lua_in_mode(mode: tuple[bool, str | None], redis_client: redis.Redis) -> Iterator[Lua]:
+    """The Lua helper for one mode; afterwards, no key may exist outside its namespace."""
+    use_functions, prefix = mode
+    api = Lua(Engine(redis_client, prefix=prefix, use_functions=use_functions), redis_client)
+    yield api
+    stray = sorted(k for k in redis_client.scan_iter(count=500) if not k.startswith(api.prefix))
+    assert not stray, f"keys written outside the namespace {api.prefix!r}: {stray[:10]}"
+
+
+class Channels:
+    """Every message the server publishes (pattern ``*``), read up to a sentinel so no test waits.
+
+    ``collect()`` publishes a sentinel from the test and returns what came before it: the engine's
+    messages were published inside calls that already returned, so they all precede it.
+    """
+
+    SENTINEL = "__sentinel__"
+
+    def __init__(self, r: redis.Redis) -> None:
+        self.r = r
+        self.pubsub = r.pubsub()
+        self.pubsub.psubscribe("*")
+        # Wait for the subscription to be confirmed before any engine call.
+        message = self.pubsub.get_message(timeout=5)
+        assert message and message["type"] == "psubscribe"
+
+    def collect(self) -> list[tuple[str, str]]:
+        self.r.publish(self.SENTINEL, "end")
+        out: list[tuple[str, str]] = []
+        while True:
+            message = self.pubsub.get_message(timeout=5)
+            assert message is not None, "sentinel never arrived"
+            assert message["type"] == "pmessage", message
+            if message["channel"] == self.SENTINEL:
+                return out
+            out.append((message["channel"], message["data"]))
+
+    def close(self) -> None:
+        self.pubsub.close()
