@@ -20,8 +20,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import redis
-from helpers import assert_unchanged, diff, snapshot
 
 from scheduler.errors import ServerError
 from scheduler.server import (
@@ -197,11 +195,6 @@ def test_default_data_dir_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
     assert default_data_dir() == tmp_path / "xdg" / "flows"
     monkeypatch.setenv("FLOWS_DATA_DIR", str(tmp_path / "explicit"))
     assert default_data_dir() == tmp_path / "explicit"
-
-
-def test_the_session_never_uses_the_real_data_dir(isolated_environment: Path) -> None:
-    assert default_data_dir() == isolated_environment
-    assert "FLOWS_REDIS_URL" not in os.environ
 
 
 # -- lifecycle ---------------------------------------------------------------------------------
@@ -533,74 +526,6 @@ def test_redact_url() -> None:
     assert redact_url("redis://h/0?password=pw&db=1") == "redis://h/0?password=***&db=1"
     assert redact_url("redis://u@h") == "redis://u@h"  # no password, nothing to hide
     assert redact_url("unix:///tmp/a%20b.sock") == "unix:///tmp/a%20b.sock"
-
-
-# -- shared fixtures and helpers ---------------------------------------------------------------
-
-
-def test_fixtures(server: EmbeddedServer, redis_client: redis.Redis, tmp_path: Path) -> None:
-    assert server.is_running()
-    assert redis_client.dbsize() == 0  # flushed before each test
-    assert redis_client.connection_pool.connection_kwargs["path"] == str(server.socket_path)
-    assert str(server.data_dir).startswith(str(tmp_path.parent))  # the session's temp dir
-
-
-def test_engines(engine: object, engine_ns: object) -> None:
-    from scheduler.scripts import Engine
-
-    assert isinstance(engine, Engine) and engine.key_prefix == "ql:"
-    assert isinstance(engine_ns, Engine) and engine_ns.key_prefix == "{test}:"
-
-
-def test_snapshot_describes_every_key(redis_client: redis.Redis) -> None:
-    redis_client.set("s", "v")
-    redis_client.hset("h", mapping={"a": "1"})
-    redis_client.zadd("z", {"m": 1.5})
-    redis_client.set("ttl", "v", px=60_000)
-    redis_client.set("{test}:only", "v")
-    shot = snapshot(redis_client)
-    assert {key: kind for key, (kind, _, _) in shot.items()} == {
-        "s": "string",
-        "h": "hash",
-        "z": "zset",
-        "ttl": "string",
-        "{test}:only": "string",
-    }
-    assert shot["s"][2] == -1 and shot["ttl"][2] > 0
-    assert set(snapshot(redis_client, "{test}:*")) == {"{test}:only"}  # braces are literal
-    # A TTL ticking down is not a change: the expiry is absolute.
-    assert diff(shot, snapshot(redis_client)) == []
-
-
-def test_snapshot_pages_through_many_keys(redis_client: redis.Redis) -> None:
-    with redis_client.pipeline(transaction=False) as pipe:
-        for i in range(1_234):
-            pipe.set(f"k{i}", i)
-        pipe.execute()
-    assert len(snapshot(redis_client)) == 1_234
-
-
-def test_assert_unchanged(redis_client: redis.Redis) -> None:
-    redis_client.hset("h", mapping={"a": "1", "b": "2"})
-    with assert_unchanged(redis_client):
-        redis_client.hget("h", "a")
-        redis_client.hset("h", "a", "1")  # rewriting the same value is no change
-    changes: dict[str, Callable[[], object]] = {
-        "value": lambda: redis_client.hset("h", "c", "3"),
-        "added": lambda: redis_client.set("new", "x"),
-        "removed": lambda: redis_client.delete("h"),
-        "expiry": lambda: redis_client.pexpire("h", 100_000),
-    }
-    for word, change in changes.items():
-        with pytest.raises(AssertionError, match=word), assert_unchanged(redis_client):
-            change()
-        redis_client.flushall()
-        redis_client.hset("h", mapping={"a": "1", "b": "2"})
-
-
-def test_assert_unchanged_only_watches_its_pattern(redis_client: redis.Redis) -> None:
-    with assert_unchanged(redis_client, "{test}:*"):
-        redis_client.set("ql:other-namespace", "x")
 
 
 def test_poll_is_bounded() -> None:

@@ -26,6 +26,8 @@ from scheduler.client import Client
 from scheduler.schedules import Schedules, run_id_for
 from scheduler.server import EmbeddedServer
 
+pytestmark = pytest.mark.slow  # real services killed and restarted: seconds each
+
 DEADLINE = 60.0
 
 

@@ -241,6 +241,7 @@ def machine(
         del SlotMachine.lua
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(900)  # passing takes seconds; shrinking a failure takes a minute or two
 def test_slots_stay_consistent_under_random_sequences(machine: type[SlotMachine]) -> None:
     from hypothesis.stateful import run_state_machine_as_test

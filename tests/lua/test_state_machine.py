@@ -482,6 +482,7 @@ def machine(request: pytest.FixtureRequest, redis_client: redis.Redis
         del JobMachine.lua
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(900)  # passing takes seconds; shrinking a failure takes a minute or two
 def test_engine_follows_the_job_state_machine(machine: type[JobMachine]) -> None:
     run_state_machine_as_test(machine, settings=SETTINGS)

@@ -400,6 +400,7 @@ def check_never_twice(expr: str, zone: str, after: float, until: float) -> None:
         assert prev_fire(schedule, later - 1) == earlier
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None)
 @given(
     transition=st.sampled_from(TRANSITIONS),
