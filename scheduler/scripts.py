@@ -163,7 +163,7 @@ class Engine:
         """Make sure the server has this version of the engine (idempotent, cheap after once)."""
         if self._detect():
             # Checked first so that a user allowed FCALL but not FUNCTION LOAD (a read-only
-            # viewer, see docs/acl.md) can use a library a worker or an operator loaded.
+            # viewer, see docs/pages/acl.md) can use a library a worker or an operator loaded.
             if self._library_loaded():
                 self._loaded = True
                 return

@@ -1,4 +1,4 @@
-"""The least-privilege users of ``docs/acl.md`` on a real server, and passwords kept secret.
+"""The least-privilege users of ``docs/pages/acl.md`` on a real server, and passwords kept secret.
 
 * the engine commands each user is granted are exactly what the Lua sources call (worker and
   scheduler) or the read-only part of it (viewer);
@@ -32,14 +32,14 @@ from scheduler.scripts import expand, lua_dir
 from scheduler.server import EmbeddedServer, connect
 
 ROOT = Path(__file__).resolve().parents[2]
-ACL_DOC = ROOT / "docs" / "acl.md"
+ACL_DOC = ROOT / "docs" / "pages" / "acl.md"
 TASKS = Path(__file__).resolve().parent
 DEADLINE = 60.0
 USERS = ("flows-worker", "flows-scheduler", "flows-viewer")
 
 
 def documented_lines() -> dict[str, str]:
-    """user -> its ``ACL SETUSER`` line in docs/acl.md."""
+    """user -> its ``ACL SETUSER`` line in docs/pages/acl.md."""
     lines = re.findall(r"^ACL SETUSER (\S+) .*$", ACL_DOC.read_text(), re.MULTILINE)
     found = {
         m.group(1): m.group(0)
