@@ -48,6 +48,7 @@ class WorkerPool:
         name: str | None = None,
         namespace: str | None = None,
         prepare: str | None = None,
+        paths: Sequence[str] = (),
         shutdown_grace: float = 30.0,
         poll_interval: float = 1.0,
         log_level: str = "INFO",
@@ -62,6 +63,8 @@ class WorkerPool:
         self.name = name
         self.namespace = namespace
         self.prepare = prepare
+        # Children start in this working directory, which they put on their import path.
+        self.paths = [os.path.abspath(path) for path in paths]
         self.shutdown_grace = shutdown_grace
         self.poll_interval = poll_interval
         self.log_level = log_level
@@ -96,6 +99,8 @@ class WorkerPool:
             command += ["--name", self.name if self.processes == 1 else f"{self.name}.{index}"]
         if self.prepare:
             command += ["--prepare", self.prepare]
+        for path in self.paths:
+            command += ["--path", path]
         return command
 
     def _spawn(self, index: int, failures: int = 0) -> None:
