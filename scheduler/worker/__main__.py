@@ -14,6 +14,7 @@ import sys
 from scheduler.client import Client
 from scheduler.errors import ServerError
 from scheduler.worker.loader import import_path, load_object
+from scheduler.worker.supervision import watch_supervisor
 from scheduler.worker.worker import Worker
 
 #: Exit status when the server is configured unsafely (sysexits' EX_CONFIG).
@@ -58,6 +59,8 @@ def main(argv: list[str] | None = None) -> int:
         prepare=load_object(args.prepare) if args.prepare else None,
         exit_on_stuck=args.exit_on_stuck,
     )
+    # A pool child: stop with the supervisor, however it dies.
+    watch_supervisor(worker.stop, args.shutdown_grace + worker.kill_after + 5)
     try:
         return worker.run()
     except ServerError as error:  # an unsafe server: say how to fix it, no traceback

@@ -21,6 +21,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from types import FrameType
 
+from scheduler.worker.supervision import Lifeline
+
 log = logging.getLogger("flows.worker")
 
 
@@ -29,6 +31,7 @@ class Child:
     index: int
     process: subprocess.Popen[bytes]
     started: float
+    lifeline: Lifeline
     failures: int = 0
 
 
@@ -107,8 +110,14 @@ class WorkerPool:
         env = dict(os.environ, FLOWS_REDIS_URL=self.url)
         if self.namespace is not None:
             env["FLOWS_NAMESPACE"] = self.namespace
-        process = subprocess.Popen(self._command(index), env=env)
-        self._children[index] = Child(index, process, time.monotonic(), failures)
+        # The child stops when this process dies, however it dies (worker/supervision.py).
+        lifeline = Lifeline()
+        env.update(lifeline.env)
+        try:
+            process = subprocess.Popen(self._command(index), env=env, pass_fds=(lifeline.fd,))
+        finally:
+            lifeline.started()
+        self._children[index] = Child(index, process, time.monotonic(), lifeline, failures)
         log.info("worker process %d started (pid %d)", index, process.pid)
 
     def run(self) -> int:
@@ -128,6 +137,7 @@ class WorkerPool:
                 if code is None:
                     continue
                 del self._children[index]
+                child.lifeline.close()
                 if self._stopping.is_set() or (self.burst and code == 0):
                     status = status or (0 if code in (0, -signal.SIGTERM) else 1)
                     continue
