@@ -12,6 +12,7 @@ Config.defaults = {
   ['max-worker-age'] = 86400,    -- seconds before a silent worker is dropped from `workers`
   ['max-job-history'] = 100,     -- history entries kept per job (the first is always kept)
   ['max-failed-per-group'] = 0,  -- failed jobs kept per group, oldest dropped first (0: no bound)
+  ['lost-worker-retries'] = 2,   -- runs again after lost workers, apart from a job's own retries
 }
 
 function Config.get(name)
