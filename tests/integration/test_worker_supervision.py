@@ -1,5 +1,6 @@
-"""Pool children stop when their supervisor dies, however it dies: a real ``kill -9`` of a
-supervisor process, and the portable lifeline (a pipe) on its own."""
+"""Knowing workers are alive: pool children stop when their supervisor dies, however it dies
+(a real ``kill -9`` of a supervisor process, and the portable lifeline, a pipe, on its own), and
+a live worker keeps saying so while a killed one is marked silent."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -112,3 +114,27 @@ def test_a_child_stops_when_its_lifeline_closes(
             child.kill()
             child.wait()
     assert ENV not in os.environ
+
+
+def test_a_busy_worker_keeps_saying_it_is_alive_and_a_killed_one_turns_silent(
+    client: Client, engine: Engine, procs: Supervised, tmp_path: Path
+) -> None:
+    """A job with a long lock is heartbeated rarely: the worker renews its registration at a
+    third of worker-silent-after, so only a dead worker is marked silent."""
+    client.config["worker-silent-after"] = 1.5
+    marks = tmp_path / "marks"
+    put(client, "q", "busy", {"marks": str(marks), "seconds": 60}, ttr=600)
+    worker = procs.worker(["q"], name="steady")
+    wait_marks(marks, "started", timeout=20)
+
+    def silent() -> bool | None:
+        [entry] = client.workers.registry()
+        return bool(entry["silent"])
+
+    started = time.monotonic()
+    while time.monotonic() - started < 3:  # twice worker-silent-after, heartbeats 200 s apart
+        assert silent() is False
+        time.sleep(0.1)
+    worker.kill()
+    worker.wait()
+    wait_for(silent, timeout=10, what="the killed worker to be marked silent")
