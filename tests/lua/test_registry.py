@@ -73,6 +73,7 @@ def test_the_registry_lists_workers_per_queue(lua: Lua) -> None:
     assert everyone[0] == {
         "name": "poller",
         "last_seen": T0 + 2,
+        "silent": False,
         "jobs": 1,
         "stalled": 0,
         "info": {},
