@@ -4,6 +4,9 @@ Each child is ``python -m scheduler.worker`` running one :class:`~scheduler.work
 A child that dies is started again (with a growing pause if it keeps dying at once). SIGTERM or
 SIGINT is passed on to the children, which finish or hand back their jobs; a second signal kills
 them. With ``burst`` the pool ends when every child has ended after finding its queues empty.
+Children also stop when the supervisor dies without a word (``kill -9``): see
+:mod:`scheduler.worker.supervision`. They import job modules from the supervisor's working
+directory, then each of ``paths``.
 The Redis URL reaches children through the environment, never the command line (no passwords in
 process listings).
 """
@@ -111,10 +114,15 @@ class WorkerPool:
         if self.namespace is not None:
             env["FLOWS_NAMESPACE"] = self.namespace
         # The child stops when this process dies, however it dies (worker/supervision.py).
+        # Linux sends its parent-death signal when the spawning *thread* ends: spawn from the
+        # thread that runs the pool, which lives as long as the children.
         lifeline = Lifeline()
         env.update(lifeline.env)
         try:
             process = subprocess.Popen(self._command(index), env=env, pass_fds=(lifeline.fd,))
+        except BaseException:
+            lifeline.close()
+            raise
         finally:
             lifeline.started()
         self._children[index] = Child(index, process, time.monotonic(), lifeline, failures)
