@@ -245,9 +245,10 @@ class Workers:
 
     def registry(self, queue: str | None = None, *, now: Now = "") -> list[dict[str, Any]]:
         """The listener registry: live workers, most recently active first, as ``{name,
-        last_seen, jobs, stalled, info}`` (``info``: what the worker registered -- host, pid,
-        queues, ...). With ``queue``, only workers that registered it among their queues.
-        Workers silent for longer than ``max-worker-age`` are left out (and forgotten)."""
+        last_seen, silent, jobs, stalled, info}`` (``info``: what the worker registered -- host,
+        pid, queues, ...; ``silent``: not heard from for ``worker-silent-after`` seconds).
+        With ``queue``, only workers that registered it among their queues. Workers silent for
+        longer than ``max-worker-age`` are left out (and forgotten)."""
         args = [] if queue is None else [queue]
         return as_list(self.client.engine.call("worker.list", *args, now=now))
 

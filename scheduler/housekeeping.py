@@ -5,8 +5,8 @@ batch came back full, up to ``max_rounds`` batches per queue; what is left waits
 run. ``now`` None lets the server's clock decide.
 
 - :func:`maintain_queues`: per queue, due recurring jobs spawn their children, due scheduled
-  jobs become waiting, expired locks are reaped (grace period, then retry or
-  ``failed-retries-<queue>``);
+  jobs become waiting, expired locks are reaped (grace period, then the job waits again without
+  using a retry, or fails in ``worker-lost`` past ``lost-worker-retries``);
 - :func:`apply_retention`: completed jobs beyond ``jobs-history`` / ``jobs-history-count`` and
   finished runs older than ``jobs-history`` are dropped.
 

@@ -155,7 +155,8 @@ class Job:
     Fields: ``jid``, ``klass``, ``state`` (waiting, scheduled, depends, running, stalled, failed,
     complete; ours: buried, expired), ``queue``, ``worker`` (``""`` unless running),
     ``priority`` (lower runs sooner; assigning it calls the engine), ``expires`` (lock expiry,
-    epoch seconds), ``retries``, ``remaining``, ``data`` (dict), ``tags``, ``history`` (list of
+    epoch seconds), ``retries``, ``remaining``, ``lost`` (times it ran again after a lost
+    worker, which uses none of its retries), ``data`` (dict), ``tags``, ``history`` (list of
     ``{when, what, ...}``), ``failure`` (``{group, message, when, worker}`` or None),
     ``dependents``, ``dependencies``, ``tracked``, ``result`` (decoded JSON, None when absent),
     ``spawned_from_jid``, ``created``, ``updated``.
@@ -179,6 +180,7 @@ class Job:
     expires: float
     retries: int
     remaining: int
+    lost: int
     data: dict[str, Any]
     tags: list[str]
     ttr: float | None
@@ -221,6 +223,7 @@ class Job:
         self.expires = as_number(get("expires"))
         self.retries = as_int(get("retries"))
         self.remaining = as_int(get("remaining"))
+        self.lost = as_int(get("lost"))
         self.data = as_dict(get("data"))
         self.tags = as_list(get("tags"))
         self.ttr = optional_number(get("ttr"))

@@ -3,11 +3,15 @@
 Every scan walks the folder (``*.yaml`` and ``*.yml``, recursively), reads each file whose size
 or modification time changed, and compares content hashes:
 
-- a file with a schedule is registered, and registered again when its content changes;
+- a file with a schedule is registered under this folder's source name (``origin``), and
+  registered again when its content changes;
 - a file that does not validate is reported, and the registration it had stays as it was;
-- a schedule whose file is gone, no longer has a schedule, or now names another flow is
-  unregistered, but only when its file lies under this folder: services watching other
-  folders keep theirs;
+- a schedule of this source whose file is gone, no longer has a schedule, or now names another
+  flow is unregistered; schedules of other sources are never touched (a flow that another
+  source schedules is reported, not taken over). A source is a name, not a path, so the same
+  repository checked out at different paths on two machines is one source. A schedule
+  registered before sources existed (no origin) is taken over by the source whose folder holds
+  its file;
 - two files naming the same flow: the one already registered keeps it, the other is reported.
 
 A file is judged by its content hash, so touching a file, or several services scanning the
@@ -16,13 +20,14 @@ same folder, registers nothing twice (the engine answers 'unchanged').
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import logging
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from scheduler.schedules import Definition, FlowSource, InvalidSource, Schedules
+from scheduler.schedules import Definition, FlowSource, Indexed, InvalidSource, Schedules
 
 log = logging.getLogger("flows.scheduler")
 
@@ -68,12 +73,16 @@ def _digest(text: str) -> str:
 
 
 class Reloader:
-    """Scans ``folder`` and registers what changed (see the module doc)."""
+    """Scans ``folder`` and registers what changed as source ``origin`` (see the module doc;
+    default: the folder's name)."""
 
-    def __init__(self, schedules: Schedules, source: FlowSource, folder: Path) -> None:
+    def __init__(
+        self, schedules: Schedules, source: FlowSource, folder: Path, origin: str | None = None
+    ) -> None:
         self.schedules = schedules
         self.source = source
         self.folder = folder.resolve()
+        self.origin = origin or default_origin(self.folder)
         self._seen: dict[Path, _Seen] = {}
 
     def scan(self, now: float) -> ScanReport:
@@ -93,19 +102,36 @@ class Reloader:
         registered = self.schedules.index(now=now)
         wanted: dict[str, Definition] = {}
         for name, definitions in candidates.items():
-            owner = registered.get(name)
-            wanted[name] = _pick(definitions, owner[1] if owner else None, report)
-        for name, definition in wanted.items():
-            if registered.get(name, ("", ""))[0] != definition.hash:
-                self._register(definition, now, report)
-        for name, (digest, file) in registered.items():
-            if name in wanted or not self._ours(file) or file in report.invalid:
+            held = registered.get(name)
+            if held is not None and not self._ours(held):
+                for other in definitions:
+                    self._refuse(other, held, report)
                 continue
-            outcome = self.schedules.unregister(name, digest, now=now)
-            if outcome == "unregistered":
-                log.info("unregistered schedule %s (%s no longer schedules it)", name, file)
-                report.unregistered.append(name)
+            wanted[name] = _pick(definitions, held.file if held else None, report)
+        for name, definition in wanted.items():
+            held = registered.get(name)
+            if held is None or (held.hash, held.origin) != (definition.hash, self.origin):
+                self._register(definition, now, report)
+        self._unregister_gone(registered, wanted, report, now)
         return report
+
+    def _unregister_gone(
+        self,
+        registered: dict[str, Indexed],
+        wanted: dict[str, Definition],
+        report: ScanReport,
+        now: float,
+    ) -> None:
+        """This source's schedules that no file of it schedules any more (a file that does not
+        validate keeps its schedule)."""
+        invalid = {self._relative(Path(file)) for file in report.invalid}
+        for name, held in registered.items():
+            if name in wanted or not self._ours(held) or self._path_of(held) in invalid:
+                continue
+            outcome = self.schedules.unregister(name, held.hash, now=now)
+            if outcome == "unregistered":
+                log.info("unregistered schedule %s (%s no longer schedules it)", name, held.file)
+                report.unregistered.append(name)
 
     def definitions(self) -> list[Definition]:
         """The definitions of the files of the last scan that have a schedule."""
@@ -137,6 +163,10 @@ class Reloader:
     ) -> _Seen:
         try:
             definition = self.source.load(path, text, now)
+            if definition is not None:
+                definition = dataclasses.replace(
+                    definition, origin=self.origin, path=self._relative(path)
+                )
         except InvalidSource as invalid:
             log.error("%s does not validate; its schedule stays as registered:\n%s", path, invalid)
             return _Seen(stamp, digest, None, str(invalid))
@@ -152,15 +182,50 @@ class Reloader:
             log.exception("cannot register %s", definition.name)
             report.invalid[definition.file] = f"{type(error).__name__}: {error}"
             return
-        if outcome == "registered":
+        if outcome == "owned":  # another source registered it since this scan looked
+            held = self.schedules.index(now=now).get(definition.name)
+            if held is not None:
+                self._refuse(definition, held, report)
+        elif outcome == "registered":
             log.info("registered schedule %s from %s", definition.name, definition.file)
             report.registered.append(definition.name)
         elif outcome == "updated":
             log.info("updated schedule %s from %s", definition.name, definition.file)
             report.updated.append(definition.name)
 
-    def _ours(self, file: str) -> bool:
-        return bool(file) and Path(file).is_relative_to(self.folder)
+    def _ours(self, held: Indexed) -> bool:
+        """Whether a registration is this source's: by name, or (registered before sources
+        existed) by its file lying under this folder."""
+        if held.origin:
+            return held.origin == self.origin
+        return bool(held.file) and Path(held.file).is_relative_to(self.folder)
+
+    def _relative(self, path: Path) -> str:
+        """A file's path within the folder, the same on every machine."""
+        try:
+            return path.resolve().relative_to(self.folder).as_posix()
+        except ValueError:
+            return str(path)
+
+    def _path_of(self, held: Indexed) -> str:
+        return held.path or self._relative(Path(held.file))
+
+    def _refuse(self, definition: Definition, held: Indexed, report: ScanReport) -> None:
+        owner = f"source '{held.origin}'" if held.origin else "no source"
+        message = (
+            f"{definition.file}: flow '{definition.name}' is scheduled by {owner} "
+            f"({held.file}), not '{self.origin}'; `flows schedule remove {definition.name}` "
+            "to schedule it from here"
+        )
+        log.error("%s", message)
+        report.invalid[definition.file] = message
+
+
+def default_origin(folder: Path) -> str:
+    """A folder's source name: its own name (``pipelines`` for ``/srv/repo/pipelines``), so
+    the same checkout at another path is the same source."""
+    name = folder.resolve().name or "root"
+    return "".join("_" if char.isspace() else char for char in name)[:256]
 
 
 def _pick(definitions: list[Definition], owner_file: str | None, report: ScanReport) -> Definition:
@@ -177,4 +242,4 @@ def _pick(definitions: list[Definition], owner_file: str | None, report: ScanRep
     return chosen
 
 
-__all__ = ["PATTERNS", "Reloader", "ScanReport", "flow_files"]
+__all__ = ["PATTERNS", "Reloader", "ScanReport", "default_origin", "flow_files"]

@@ -79,7 +79,9 @@ class Definition:
     ``name`` is the flow's name; ``file`` the file's absolute path; ``hash`` its content hash;
     ``source`` its text (kept in Redis, so any service fires exactly the registered version);
     ``params`` the params of every scheduled run (the flow's defaults fill the rest);
-    ``paused`` whether the file itself says ``paused: true``.
+    ``paused`` whether the file itself says ``paused: true``; ``origin`` the source (a
+    service's folder of flow files, by name) it belongs to, and ``path`` its file there:
+    services fire only the schedules of their own source.
     """
 
     name: str
@@ -97,6 +99,8 @@ class Definition:
     overlap: OverlapPolicy = "skip"
     params: Mapping[str, Any] = field(default_factory=dict)
     paused: bool = False
+    origin: str = ""
+    path: str = ""
 
     @cached_property
     def schedule(self) -> Schedule:
@@ -120,6 +124,8 @@ class Definition:
             "overlap": self.overlap,
             "params": dict(self.params),
             "paused": self.paused,
+            "origin": self.origin,
+            "path": self.path,
         }
 
     @classmethod
@@ -141,6 +147,8 @@ class Definition:
             overlap=cast(OverlapPolicy, data.get("overlap", "skip")),
             params=dict(data.get("params") or {}),
             paused=bool(data.get("paused", False)),
+            origin=str(data.get("origin") or ""),
+            path=str(data.get("path") or ""),
         )
 
 
@@ -233,6 +241,18 @@ class DueEntry:
     active: bool
     """The last run still waits, is scheduled or runs (only checked unless overlap is allow)."""
     buffered: float | None
+    origin: str = ""
+    """The source it belongs to ('' for a schedule registered without one)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Indexed:
+    """A registered schedule as rescans see it: content hash, file, source and path there."""
+
+    hash: str
+    file: str
+    origin: str
+    path: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -244,6 +264,7 @@ class BufferedEntry:
     hash: str
     last_run: str | None
     active: bool
+    origin: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -371,13 +392,24 @@ class Schedules:
                 out.append(Registration.from_reply(json.loads(reply)).definition)
         return out
 
-    def index(self, *, now: float | str = "") -> dict[str, tuple[str, str]]:
-        """Every registered schedule's name → (content hash, file): cheap, for rescans."""
-        out: dict[str, tuple[str, str]] = {}
+    def index(self, *, now: float | str = "") -> dict[str, Indexed]:
+        """Every registered schedule's name → what rescans compare: cheap."""
+        out: dict[str, Indexed] = {}
         while True:
             raw = self._call("schedule.list", len(out), _PAGE, "1", now=now)
             page = _list(json.loads(raw))
-            out.update((str(s["name"]), (str(s["hash"]), str(s.get("file", "")))) for s in page)
+            out.update(
+                (
+                    str(s["name"]),
+                    Indexed(
+                        str(s["hash"]),
+                        str(s.get("file") or ""),
+                        str(s.get("origin") or ""),
+                        str(s.get("path") or ""),
+                    ),
+                )
+                for s in page
+            )
             if len(page) < _PAGE:
                 return out
 
@@ -402,6 +434,7 @@ class Schedules:
                 e.get("last_run") or None,
                 bool(e["active"]),
                 _time(e.get("buffered")),
+                str(e.get("origin") or ""),
             )
             for e in _list(raw.get("due"))
         )
@@ -412,6 +445,7 @@ class Schedules:
                 str(e["hash"]),
                 e.get("last_run") or None,
                 bool(e["active"]),
+                str(e.get("origin") or ""),
             )
             for e in _list(raw.get("buffered"))
         )
@@ -420,7 +454,8 @@ class Schedules:
     # -- registering -----------------------------------------------------------------------
 
     def register(self, definition: Definition, now: float) -> str:
-        """Register or update; 'registered', 'updated' or 'unchanged'.
+        """Register or update; 'registered', 'updated' or 'unchanged'; 'owned' (nothing
+        written) when the schedule belongs to another source than ``definition.origin``.
 
         The new score is the definition's first fire time after ``now``, or, when the current
         score is already due, after it: ticks that came due and were not fired yet stay due
@@ -542,6 +577,7 @@ __all__ = [
     "DueEntry",
     "FireCall",
     "FlowSource",
+    "Indexed",
     "InvalidSource",
     "Registration",
     "RunRequest",

@@ -120,6 +120,9 @@ def _local(tick: float, definition: Definition | None) -> str:
 class SchedulerService:
     """One scheduler service over ``client``'s namespace and the flow files under ``flows_dir``.
 
+    It registers those files as source ``origin`` (default: the folder's name) and fires only
+    that source's schedules (see :mod:`scheduler.scanning`).
+
     ``source`` loads files and builds runs (:class:`flows.scheduling.FlowsSource`). Intervals are
     seconds. ``checks`` run every ``check_interval`` (the consistency check's hook).
     ``failpoint`` (tests only) names a step at which the service stops dead, so a test can kill
@@ -133,6 +136,7 @@ class SchedulerService:
         source: FlowSource,
         flows_dir: Path,
         *,
+        origin: str | None = None,
         service_id: str | None = None,
         batch: int = 500,
         grace_seconds: float = DEFAULT_GRACE_SECONDS,
@@ -148,7 +152,8 @@ class SchedulerService:
         self.source = source
         self.flows_dir = flows_dir
         self.schedules = Schedules(client)
-        self.reloader = Reloader(self.schedules, source, flows_dir)
+        self.reloader = Reloader(self.schedules, source, flows_dir, origin)
+        self.origin = self.reloader.origin
         self.service_id = service_id or default_service_id()
         self.batch = batch
         self.grace_seconds = grace_seconds
@@ -191,13 +196,18 @@ class SchedulerService:
         tried: set[str] = set()  # buffered ticks get one attempt per tick
         for _ in range(MAX_ROUNDS):
             batch = self.schedules.due(now, offset=stuck, limit=self.batch)
-            ready = [e for e in batch.buffered if not e.active and e.name not in tried]
+            # Other sources' schedules are theirs to fire: paged past.
+            due = [e for e in batch.due if e.origin in ("", self.origin)]
+            stuck += len(batch.due) - len(due)
+            ready = [
+                e
+                for e in batch.buffered
+                if e.origin in ("", self.origin) and not e.active and e.name not in tried
+            ]
             tried.update(e.name for e in ready)
-            self._prefetch(
-                [(e.name, e.hash) for e in batch.due] + [(e.name, e.hash) for e in ready]
-            )
+            self._prefetch([(e.name, e.hash) for e in due] + [(e.name, e.hash) for e in ready])
             calls = [p for p in (self._buffered(e, now) for e in ready) if p is not None]
-            for entry in batch.due:
+            for entry in due:
                 pending = self._due(entry, now, report)
                 if pending is None:
                     stuck += 1
@@ -277,10 +287,16 @@ class SchedulerService:
         if missing:
             self._remember(self.schedules.get_many(missing))
 
+    def _mine(self, origin: str, definition: Definition) -> bool:
+        """A schedule registered without a source is this one's when its file is here."""
+        return origin == self.origin or Path(definition.file).is_relative_to(
+            self.reloader.folder
+        )
+
     def _due(self, entry: DueEntry, now: float, report: TickReport) -> _Pending | None:
         definition = self._definition(entry.name, entry.hash)
-        if definition is None:
-            return None  # unregistered meanwhile
+        if definition is None or not self._mine(entry.origin, definition):
+            return None  # unregistered meanwhile, or another folder's
         try:
             decision = decide(definition, entry, now, grace_seconds=self.grace_seconds)
         except Exception as error:  # a definition the cron arithmetic refuses: report, go on
@@ -311,7 +327,7 @@ class SchedulerService:
 
     def _buffered(self, entry: BufferedEntry, now: float) -> _Pending | None:
         definition = self._definition(entry.name, entry.hash)
-        if definition is None:
+        if definition is None or not self._mine(entry.origin, definition):
             return None
         run = self._build(definition, entry.tick, "buffered", now)
         if isinstance(run, str):
@@ -414,6 +430,7 @@ class SchedulerService:
             "host": socket.gethostname(),
             "pid": os.getpid(),
             "flows_dir": str(self.flows_dir),
+            "source": self.origin,
             "started": self.started,
             "last_tick": now,
             **self.totals,
@@ -450,7 +467,9 @@ class SchedulerService:
         check_eviction_policy(self.client.redis, who=f"scheduler service {self.service_id}")
         if install_signals:
             self._install_signals()
-        log.info("scheduler %s watching %s", self.service_id, self.flows_dir)
+        log.info(
+            "scheduler %s watching %s as source %s", self.service_id, self.flows_dir, self.origin
+        )
         # The first scan runs next to the first ticks, not before them: what is registered
         # already fires from Redis while a large folder is still being validated.
         scheduler = BackgroundScheduler(

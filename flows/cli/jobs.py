@@ -63,8 +63,10 @@ def queues(as_json: bool, redis_url: str | None, namespace: str | None) -> None:
 @as_json
 @connection
 def workers(queue: str | None, as_json: bool, redis_url: str | None, namespace: str | None) -> None:
-    """Workers by recent activity: host, pid, queues and the jobs they hold.
+    """Workers by recent activity: host, pid, queues, the jobs they hold, when last seen.
 
+    A worker not heard from for longer than the worker-silent-after setting (60 s) is marked
+    silent: a live worker renews its registration well within that, so it most likely died.
     Workers silent for longer than the max-worker-age setting are left out (and forgotten).
     """
     client = open_client(redis_url, namespace)
@@ -85,13 +87,19 @@ def workers(queue: str | None, as_json: bool, redis_url: str | None, namespace: 
             w.get("jobs", 0),
             w.get("stalled", 0),
             ago(w.get("started")),
-            ago(w.get("last_seen")),
+            _last_seen(w),
         ]
         for w in merged
     ]
     title = "Workers" if queue is None else f"Workers listening on {queue}"
     columns = ("worker", "host", "pid", "queues", "jobs", "stalled", "started", "last seen")
     table(title, columns, rows)
+
+
+def _last_seen(worker: dict[str, Any]) -> str:
+    """'3s ago', or 'SILENT 2m' for a worker not heard from for worker-silent-after."""
+    seen = ago(worker.get("last_seen"))
+    return f"SILENT {seen.removesuffix(' ago')}" if worker.get("silent") else seen
 
 
 def _jids(client: Client, state: str, queue: str | None, limit: int) -> list[str]:

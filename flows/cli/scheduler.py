@@ -102,6 +102,14 @@ def _skip(skip: Skip) -> dict[str, Any]:
     type=click.Path(exists=True, file_okay=False, path_type=Path),
     help="Folder of flow files; those with a schedule are registered (required to run).",
 )
+@click.option(
+    "--source",
+    "origin",
+    metavar="NAME",
+    help="The name the folder's schedules are registered under; this service fires only "
+    "those (default: the folder's name, so the same checkout at another path is the same "
+    "source).",
+)
 @click.option("--once", is_flag=True, help="Scan, fire what is due, keep house once, and exit.")
 @click.option("--health", is_flag=True, help="Exit 0 if a service ticked recently, else 1.")
 @click.option(
@@ -135,6 +143,7 @@ def _skip(skip: Skip) -> dict[str, Any]:
 @connection
 def scheduler_command(
     flows_dir: Path | None,
+    origin: str | None,
     once: bool,
     health: bool,
     service_id: str | None,
@@ -151,11 +160,14 @@ def scheduler_command(
 ) -> None:
     """The scheduler service: fire the cron schedules of the flows under --flows-dir.
 
-    Runs until SIGTERM. Any number of services may run at once (run two, on two machines, for
-    safety): each tick fires exactly once. Files added, changed or removed are picked up every
-    --scan-interval seconds; a file that does not validate is reported and its schedule stays
-    as it was registered. Also promotes scheduled jobs, spawns recurring jobs, reaps expired
-    locks and drops old completed jobs and runs, even when no worker pops.
+    The folder's schedules are registered as one source (--source, default the folder's name);
+    the service fires those and no other source's, and unregisters a schedule whose file is
+    gone from the folder at the next scan. Runs until SIGTERM. Any number of services may run
+    at once (run two, on two machines, for safety): each tick fires exactly once. Files
+    added, changed or removed are picked up every --scan-interval seconds; a file that does
+    not validate is reported and its schedule stays as it was registered. Also promotes
+    scheduled jobs, spawns recurring jobs, reaps expired locks and drops old completed jobs and
+    runs, even when no worker pops.
     """
     client = open_client(redis_url, namespace)
     if health:
@@ -169,6 +181,13 @@ def scheduler_command(
         raise click.UsageError("--flows-dir is required (the folder of flow files to schedule)")
     if now is not None and not once:
         raise click.UsageError("--now only goes with --once")
+    if origin is not None and (
+        not origin or len(origin.encode()) > 256 or any(c.isspace() for c in origin)
+    ):
+        raise click.BadParameter(
+            f"{origin!r} is not a source name (1 to 256 bytes, no white space)",
+            param_hint="--source",
+        )
     _setup_logging(log_level)
     if once and service_id is None:
         # One id per host for cron-driven --once runs, so health follows the latest run.
@@ -177,6 +196,7 @@ def scheduler_command(
         client,
         FlowsSource(),
         flows_dir,
+        origin=origin,
         service_id=service_id,
         tick_interval=tick_interval,
         scan_interval=scan_interval,
@@ -230,6 +250,7 @@ def _as_dict(registration: Registration, now: float) -> dict[str, Any]:
     d = registration.definition
     return {
         "name": registration.name,
+        "source": d.origin or None,
         "file": d.file,
         "cron": list(d.cron),
         "timezone": d.timezone,
@@ -289,7 +310,7 @@ def schedules(as_json: bool, redis_url: str | None, namespace: str | None) -> No
 
 @click.group()
 def schedule() -> None:
-    """Act on one schedule: pause, resume, trigger, show."""
+    """Act on one schedule: pause, resume, trigger, show, remove."""
 
 
 def _get(client: Client, name: str, skips: int = 0) -> Registration:
@@ -348,6 +369,25 @@ def trigger(name: str, redis_url: str | None, namespace: str | None) -> None:
 
 @schedule.command()
 @click.argument("name")
+@connection
+def remove(name: str, redis_url: str | None, namespace: str | None) -> None:
+    """Unregister NAME: no service fires it any more (its runs and their jobs stay).
+
+    A file in a service's folder that still schedules it registers it again at that
+    service's next scan: remove or change the file too.
+    """
+    client = open_client(redis_url, namespace)
+    with user_errors():
+        registration = _get(client, name)
+        outcome = Schedules(client).unregister(name)
+    if outcome != "unregistered":  # removed by someone else meanwhile
+        raise click.ClickException(f"no schedule {name!r} (see `flows schedules`)")
+    source = registration.definition.origin
+    click.echo(f"removed {name}" + (f" (source {source})" if source else ""))
+
+
+@schedule.command()
+@click.argument("name")
 @click.option("--skips", type=click.IntRange(0, 100), default=20, show_default=True)
 @as_json
 @connection
@@ -364,6 +404,7 @@ def show(
         return
     d = registration.definition
     rows = [
+        ("source", d.origin or "- (registered without one)"),
         ("file", d.file),
         ("cron", f"{' | '.join(d.cron)} ({d.timezone})"),
         ("next", _next(registration, now)),

@@ -11,7 +11,7 @@ from flows.cli.common import open_client, user_errors
 from flows.cli.options import FiniteFloat, connection
 from scheduler import server
 from scheduler.worker import Worker, WorkerPool
-from scheduler.worker.loader import load_object
+from scheduler.worker.loader import import_path, load_object
 
 
 def register(group: click.Group) -> None:
@@ -64,6 +64,14 @@ def register(group: click.Group) -> None:
     default="flows.worker_hook:prepare",
     help="module:function run before each job (default: resolve flow steps' upstream outputs).",
 )
+@click.option(
+    "--path",
+    "paths",
+    multiple=True,
+    type=click.Path(file_okay=False),
+    help="Also import job modules from this folder (repeatable); the working directory "
+    "always comes first.",
+)
 @click.option("--log-level", default="INFO", show_default=True)
 @connection
 def worker(
@@ -76,6 +84,7 @@ def worker(
     name: str | None,
     shutdown_grace: float,
     prepare: str | None,
+    paths: tuple[str, ...],
     log_level: str,
     redis_url: str | None,
     namespace: str | None,
@@ -93,6 +102,7 @@ def worker(
         url = server.resolve_url(redis_url)
     with user_errors():  # an unsafe server (eviction policy) is refused with how to fix it
         if processes == 0:
+            import_path(paths)  # as a pool child does: see scheduler/worker/__main__.py
             client = open_client(url, namespace)
             if name:
                 client.worker_name = name
@@ -119,6 +129,7 @@ def worker(
                 name=name,
                 namespace=namespace,
                 prepare=prepare,
+                paths=paths,
                 shutdown_grace=shutdown_grace,
                 log_level=log_level.upper(),
             ).run()

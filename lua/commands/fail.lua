@@ -91,6 +91,7 @@ api['unfail'] = function(args)
       local key = Keys.job(jid)
       local retries = redis.call('hget', key, 'retries')
       redis.call('hset', key, 'queue', queue, 'remaining', retries, 'failure', '{}', 'updated', Engine.now)
+      redis.call('hdel', key, 'lost') -- lost workers count again from 0, as retries do
       Job.history(jid, 'put', { q = queue })
       Queue.enqueue(queue, jid, tonumber(fields.priority) or 0)
       if fields.ttl then Queue.arm_ttl(queue, jid, tonumber(fields.ttl)) end -- a new life (ours)

@@ -6,10 +6,11 @@
 --   maintain.retention  [limit=100], [offset=0] -> JSON {jobs, runs, kept}
 --
 -- maintain: due recurring jobs of the queue spawn their children, due scheduled jobs become
--- waiting, and expired locks are reaped as pop reaps them (Queue.invalidate_locks: a grace
--- period first, then one retry used per expiry): a reclaimed job with retries left waits again
--- (history 'reclaimed'), one without fails in group failed-retries-<queue>. Each of the three
--- handles at most `limit` jobs; a count equal to `limit` means there may be more.
+-- waiting, and expired locks are reaped as pop.lean reaps them (Queue.invalidate_locks: a grace
+-- period first, then our rule: the job's retries are left alone): a reclaimed job waits again
+-- (history 'reclaimed'), one past lost-worker-retries fails in group worker-lost (`failed`
+-- counts them). Each of the three handles at most `limit` jobs; a count equal to `limit` means
+-- there may be more.
 -- maintain.retention drops completed jobs beyond `jobs-history` / `jobs-history-count`, and the
 -- records of runs submitted more than `jobs-history` seconds ago that are no longer running
 -- (their jobs follow their own retention), at most `limit` of each, oldest first. Running runs
@@ -38,13 +39,11 @@ api['maintain'] = function(args)
   if args[3] ~= nil then Arg.fail(cmd, 'too many arguments') end
   local spawned = Queue.spawn_recurring(queue, limit)
   local promoted = Queue.promote(queue, limit)
-  local failed_key = Keys.failed('failed-retries-' .. queue)
-  local failed_before = redis.call('llen', failed_key)
-  local reclaimed = Queue.invalidate_locks(queue, limit)
+  local reclaimed, failed = Queue.invalidate_locks(queue, limit)
   for _, jid in ipairs(reclaimed) do reclaim(queue, jid) end
   Ttl.expire_due(queue, limit) -- jobs past their ttl deadline expire (include/ttl.lua)
   return cjson.encode({ promoted = promoted, spawned = spawned, reclaimed = #reclaimed,
-    failed = redis.call('llen', failed_key) - failed_before })
+    failed = failed })
 end
 
 local function drop_run(run_id)

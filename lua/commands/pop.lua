@@ -5,7 +5,8 @@
 --   peek      queue, count          -> JSON list of the next jobs, not handed out
 --
 -- pop first reclaims jobs whose lock expired (see Queue.invalidate_locks: grace period, then one
--- retry per expiry), then spawns due recurring jobs and promotes due scheduled ones, then takes
+-- retry per expiry for `pop`, qless's rule; `pop.lean` leaves retries alone and counts the lost
+-- worker against lost-worker-retries, our rule: include/reclaim.lua), then spawns due recurring jobs and promotes due scheduled ones, then takes
 -- waiting jobs: lower priority number first, equal priorities in insertion order. A paused queue
 -- gives nothing; `<queue>-max-concurrency` caps the jobs holding a valid lock at once (expired
 -- ones are still reclaimed). Each job's lock lasts its ttr when it was put with one, else
@@ -17,7 +18,7 @@
 -- expired, so the next pop goes on behind them (and is woken on `ready:<queue>` at once).
 -- pop.lean (ours) is pop, with a reply made for a worker: each job as {jid, klass, queue, data,
 -- priority, tags, retries, remaining, expires, popped (now), worker, state} and, when it was put
--- with them, ttr, throttle and concurrency_key; no history, dependents, dependencies, tracked or
+-- with them, ttr, throttle and concurrency_key, and lost once it lost a worker (reclaim.lua); no history, dependents, dependencies, tracked or
 -- failure (read them with `get`): about a third of a pop's time otherwise goes into its reply.
 -- Errors: INVALID.
 -- @include args
@@ -31,7 +32,7 @@
 -- reserved; a lean pop reads the fields of its reply in the same read (from position 9 on).
 local CANDIDATE = { 'time', 'ttl_at', 'ttr', 'ckey', 'climit', 'throttle', 'state', 'reserved' }
 local CANDIDATE_LEAN = { 'time', 'ttl_at', 'ttr', 'ckey', 'climit', 'throttle', 'state', 'reserved',
-  'klass', 'data', 'priority', 'tags', 'retries', 'remaining' }
+  'klass', 'data', 'priority', 'tags', 'retries', 'remaining', 'lost' }
 
 -- The state a job just handed out is reported in (Job.describe's rule: a lock of 0 seconds is
 -- stalled at once).
@@ -76,6 +77,7 @@ local function lean_reply(c, job)
   if ttr then optional = ',"ttr":' .. cjson.encode(ttr) end
   if f[6] then optional = optional .. ',"throttle":' .. json_string(f[6]) end
   if f[4] then optional = optional .. ',"concurrency_key":' .. json_string(f[4]) end
+  if f[15] then optional = optional .. ',"lost":' .. json_integer(f[15]) end
   return '{"jid":' .. json_string(job.jid) .. ',"klass":' .. json_string(f[9] or '') ..
     c.shared .. c.expires_text .. ',"data":' .. cjson.encode(f[10] or '{}') ..
     ',"priority":' .. json_integer(f[11]) .. ',"tags":' .. tags ..
@@ -212,7 +214,8 @@ local function pop(cmd, args, lean)
   local lock = tonumber(queue_heartbeat or heartbeat)
   local c = new_pop(queue, worker, lock, tonumber(history_limit), lean)
   -- Reclaimed jobs go straight to this worker, keeping their concurrency-key and throttle slots.
-  local reclaimed = Queue.invalidate_locks(queue, count, true)
+  -- `pop` is qless's command: an expired lock uses a retry there, as qless clients expect.
+  local reclaimed = Queue.invalidate_locks(queue, count, true, not lean)
   for _, jid in ipairs(reclaimed) do
     redis.call('zrem', Keys.locks(queue), jid)
     hand_out(c, jid, candidate(c, jid))

@@ -2,13 +2,14 @@
 -- schedule.unregister: cron schedules of flows, registered by the scheduler service (ours).
 --
 --   schedule.register   name, definition JSON, source, next, expected_hash, expected_next
---                        -> 'registered' | 'updated' | 'unchanged' | 'conflict'
+--                        -> 'registered' | 'updated' | 'unchanged' | 'conflict' | 'owned'
 --   schedule.get        name, [skips=20]      -> JSON schedule (fields as in include/schedules.lua,
 --                                                with source, next, last_run_status and the
 --                                                newest `skips` skip records), or nil
 --   schedule.list       [offset=0], [count=100], [brief] -> JSON list of schedules by name,
 --                                                without source; with brief '1' only
---                                                {name, hash, file} of each (cheap for 10,000s)
+--                                                {name, hash, file, origin, path} of each
+--                                                (cheap for 10,000s)
 --   schedule.pause      name, [note]          -> 'paused'
 --   schedule.resume     name, expected_next, next, skips JSON -> 'resumed' | 'not-paused' |
 --                                                'conflict'
@@ -21,6 +22,10 @@
 -- changed meanwhile the reply is 'conflict' and nothing is written. Registering the content
 -- already registered is 'unchanged' (several services register the same files). Registering
 -- anew keeps the operator's pause, the last run, counters and skip records.
+-- `definition.origin` (optional, an id) names the folder of flow files (the service's source)
+-- the schedule belongs to, `definition.path` its file within that folder: a schedule belongs to
+-- one origin, and registering it from another is refused with 'owned' (unregister it first).
+-- A schedule registered without an origin is taken over by the first origin that registers it.
 -- The definition must be an object with `flow` (an id), `cron` (a non-empty list of strings),
 -- `timezone` (a string), `overlap` (skip, buffer_one, allow, cancel_running), `catchup` (none,
 -- latest, all) and optionally `paused` (boolean); the rest is the service's and kept verbatim.
@@ -73,10 +78,19 @@ api['schedule.register'] = function(args)
   local hash = definition.hash
   if type(hash) ~= 'string' then Arg.fail(cmd, 'definition.hash must be a string') end
   Arg.id(cmd, 'definition.hash', hash)
+  local origin, path = definition.origin, definition.path
+  if origin == nil or origin == cjson.null then origin = '' end
+  if origin ~= '' then
+    if type(origin) ~= 'string' then Arg.fail(cmd, 'definition.origin must be a string') end
+    Arg.id(cmd, 'definition.origin', origin)
+  end
+  if type(path) ~= 'string' then path = '' end
 
   local key = Keys.schedule(name)
-  local current = redis.call('hget', key, 'hash')
-  if current == hash then return 'unchanged' end
+  local held = redis.call('hmget', key, 'hash', 'origin')
+  local current, owner = held[1], held[2] or ''
+  if owner ~= '' and owner ~= origin then return 'owned' end
+  if current == hash and owner == origin then return 'unchanged' end
   if (current or '') ~= expected_hash then return 'conflict' end
   if not Schedules.same_score(redis.call('zscore', Keys.schedules(), name), expected_next) then
     return 'conflict'
@@ -85,7 +99,7 @@ api['schedule.register'] = function(args)
   redis.call('hset', key, 'name', name, 'flow', definition.flow, 'hash', hash,
     'file', type(definition.file) == 'string' and definition.file or '', 'definition', args[2],
     'source', source, 'overlap', definition.overlap, 'file_paused', definition.paused == true and '1' or '0',
-    'updated', Schedules.time(Engine.now))
+    'origin', origin, 'path', path, 'updated', Schedules.time(Engine.now))
   if not current then
     redis.call('hset', key, 'registered', Schedules.time(Engine.now), 'fired', 0, 'skipped', 0,
       'triggered', 0)
@@ -120,8 +134,11 @@ api['schedule.list'] = function(args)
     for _, name in ipairs(redis.call('zrange', Keys.schedule_names(), offset, offset + count - 1)) do
       local schedule
       if brief == '1' then
-        local f = redis.call('hmget', Keys.schedule(name), 'hash', 'file')
-        if f[1] then schedule = { name = name, hash = f[1], file = f[2] or '' } end
+        local f = redis.call('hmget', Keys.schedule(name), 'hash', 'file', 'origin', 'path')
+        if f[1] then
+          schedule = { name = name, hash = f[1], file = f[2] or '', origin = f[3] or '',
+            path = f[4] or '' }
+        end
       else
         schedule = Schedules.read(name, false)
       end

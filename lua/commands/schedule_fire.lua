@@ -1,12 +1,13 @@
 -- schedule.due, schedule.fire, schedule.trigger: firing cron ticks exactly once (ours).
 --
 --   schedule.due     [offset=0], [limit=500]
---       -> JSON {due: [{name, next, hash, paused, last_run, active, buffered}],
---                buffered: [{name, tick, hash, last_run, active}]}
+--       -> JSON {due: [{name, next, hash, origin, paused, last_run, active, buffered}],
+--                buffered: [{name, tick, hash, origin, last_run, active}]}
 --       due: schedules whose next fire time is <= now (oldest first, a page of them);
 --       buffered: schedules holding a tick back for their previous run (overlap buffer_one).
 --       `active`: whether the last run still waits, is scheduled or runs (checked only where
---       the overlap policy needs it); times are exact text.
+--       the overlap policy needs it); `origin`: the source it belongs to ('' for none: a
+--       service fires only its own); times are exact text.
 --   schedule.fire    name, hash, expected, next, action, tick, skips JSON,
 --                    [run_id, run JSON, jobs JSON, [cancel_run_id]]
 --       -> 'fired' | 'exists' | 'skipped' | 'buffered' | 'conflict'
@@ -40,10 +41,10 @@ local SUBMITS = { fire = true, buffered = true }
 
 local function due_entry(name, score)
   local f = redis.call('hmget', Keys.schedule(name), 'hash', 'overlap', 'paused', 'file_paused',
-    'last_run', 'buffered')
+    'last_run', 'buffered', 'origin')
   if not f[1] then return nil end -- an index entry without its schedule: not ours to fire
   return {
-    name = name, next = score, hash = f[1], paused = f[3] == '1' or f[4] == '1',
+    name = name, next = score, hash = f[1], origin = f[7] or '', paused = f[3] == '1' or f[4] == '1',
     last_run = f[5] or '', active = Schedules.last_run_active(f[2], f[5]), buffered = f[6] or '',
   }
 end
@@ -61,10 +62,10 @@ api['schedule.due'] = function(args)
   end
   page = redis.call('zrange', Keys.schedules_buffered(), 0, limit - 1, 'WITHSCORES')
   for i = 1, #page, 2 do
-    local f = redis.call('hmget', Keys.schedule(page[i]), 'hash', 'last_run')
+    local f = redis.call('hmget', Keys.schedule(page[i]), 'hash', 'last_run', 'origin')
     if f[1] then
       table.insert(buffered, { name = page[i], tick = page[i + 1], hash = f[1], last_run = f[2] or '',
-        active = Runs.active(f[2]) })
+        origin = f[3] or '', active = Runs.active(f[2]) })
     end
   end
   return cjson.encode({ due = due, buffered = buffered })

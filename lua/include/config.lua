@@ -10,8 +10,10 @@ Config.defaults = {
   ['stats-history'] = 30,        -- days of summary statistics
   ['histogram-history'] = 7,     -- days of histograms
   ['max-worker-age'] = 86400,    -- seconds before a silent worker is dropped from `workers`
+  ['worker-silent-after'] = 60,  -- seconds without a word before worker.list calls a worker silent
   ['max-job-history'] = 100,     -- history entries kept per job (the first is always kept)
   ['max-failed-per-group'] = 0,  -- failed jobs kept per group, oldest dropped first (0: no bound)
+  ['lost-worker-retries'] = 2,   -- runs again after lost workers, apart from a job's own retries
 }
 
 function Config.get(name)

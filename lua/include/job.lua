@@ -71,7 +71,7 @@ end
 -- The hash fields a job's description is made of (`described` reads them by position).
 local DESCRIBED = { 'jid', 'klass', 'state', 'queue', 'worker', 'priority', 'expires', 'retries',
   'remaining', 'data', 'tags', 'failure', 'spawned_from_jid', 'result', 'created', 'updated',
-  'grace', 'ttl', 'ttl_at', 'ttr', 'ckey', 'climit', 'throttle', 'parked' }
+  'grace', 'ttl', 'ttl_at', 'ttr', 'ckey', 'climit', 'throttle', 'parked', 'lost' }
 
 -- The DESCRIBED fields of a job (absent ones false), or nil when there is no job.
 local function described_values(jid)
@@ -123,6 +123,7 @@ local function described(jid, values, tracked)
     concurrency_limit = values[21] and (tonumber(values[22]) or 1) or nil,
     throttle = values[23] or nil,
     parked = parked,
+    lost = tonumber(values[25]), -- lost workers (include/reclaim.lua), once there was one
   }
 end
 

@@ -239,9 +239,9 @@ local function pending_dependencies(depends, known)
 end
 
 -- Hash fields cleared before a put over an existing job writes it: its lock's grace, its result,
--- our options (a put without them clears them), and the trigger when put back to the default.
+-- its lost workers (a new life: include/reclaim.lua), our options (a put without them clears them), and the trigger when put back to the default.
 local function stale_fields(p)
-  local stale = { 'grace', 'result', unpack(OPTION_FIELDS) }
+  local stale = { 'grace', 'result', 'lost', unpack(OPTION_FIELDS) }
   if p.trigger == 'all_success' then table.insert(stale, 'trigger') end
   return stale
 end

@@ -1,4 +1,13 @@
 -- reclaim: taking back the jobs of workers whose locks expired (used by pop and housekeeping).
+--
+-- Two rules for what an expired lock costs a job (the caller chooses, per call):
+-- * qless's (`pop`, the command qless clients call): each expiry after the grace period uses up
+--   one of the job's retries; none left, it fails in failed-retries-<queue>;
+-- * ours (`pop.lean`, `await`, hand-offs, `maintain`: our worker and the scheduler service): a
+--   lost worker is not the job's own error, so its retries are left alone. The job runs again at
+--   most `lost-worker-retries` times (default 2) after lost workers (counted in its `lost`
+--   field); the next loss fails it in group `worker-lost` with a message naming the worker and
+--   when its lock expired.
 -- @include keys
 -- @include engine
 -- @include config
@@ -7,24 +16,73 @@
 -- @include job
 -- @include queue
 -- @include failing
+-- @include registry
+
+Queue.LOST_GROUP = 'worker-lost'
+
+-- Epoch seconds as ISO 8601 UTC text, to the second (Lua in Redis has no os.date).
+local function iso_utc(t)
+  local secs = math.floor(t)
+  local days = math.floor(secs / 86400)
+  local rest = secs - days * 86400
+  -- Days since 1970-01-01 to a civil date (proleptic Gregorian), in 400-year eras.
+  local z = days + 719468
+  local era = math.floor(z / 146097)
+  local doe = z - era * 146097
+  local yoe = math.floor((doe - math.floor(doe / 1460) + math.floor(doe / 36524)
+    - math.floor(doe / 146096)) / 365)
+  local doy = doe - (365 * yoe + math.floor(yoe / 4) - math.floor(yoe / 100))
+  local mp = math.floor((5 * doy + 2) / 153)
+  local day = doy - math.floor((153 * mp + 2) / 5) + 1
+  local month = mp < 10 and mp + 3 or mp - 9
+  local year = yoe + era * 400 + (month <= 2 and 1 or 0)
+  return string.format('%04d-%02d-%02dT%02d:%02d:%02dZ', year, month, day,
+    math.floor(rest / 3600), math.floor(rest % 3600 / 60), rest % 60)
+end
 
 local function exhaust(queue, jid, worker)
   Job.fail(jid, { state = 'running', queue = queue, worker = worker }, worker,
     'failed-retries-' .. queue, 'Job exhausted retries in queue "' .. queue .. '"')
 end
 
+local function lost(queue, jid, worker, expires, allowance)
+  local known = Registry.identity(worker)
+  local where = ''
+  if known.host or known.pid then
+    where = ' (host ' .. tostring(known.host or '?') .. ', pid ' .. tostring(known.pid or '?') .. ')'
+  end
+  local runs = allowance == 1 and ' time' or ' times'
+  Job.fail(jid, { state = 'running', queue = queue, worker = worker }, worker, Queue.LOST_GROUP,
+    'Worker "' .. worker .. '"' .. where .. ' was lost: its lock expired at ' ..
+    iso_utc(tonumber(expires) or Engine.now) .. ' and the job had already run again ' ..
+    allowance .. runs .. ' after lost workers (lost-worker-retries ' .. allowance ..
+    '); its own retries are untouched')
+end
+
+-- Whether the job may run again after losing its worker (our rule); fails it when not.
+local function survives(queue, jid, worker, expires, allowance)
+  local count = tonumber(redis.call('hincrby', Keys.job(jid), 'lost', 1))
+  if count <= allowance then return true end
+  lost(queue, jid, worker, expires, allowance)
+  return false
+end
+
 -- Expired locks of `queue` (at most `limit`). The first expiry of a lock gives its worker a
--- grace period (lock_lost, history 'timed-out'); the next one uses up a retry and returns the
--- job for the caller to hand out, or fails it as failed-retries-<queue> when none are left.
+-- grace period (lock_lost, history 'timed-out'); the next one returns the job for the caller to
+-- hand out, or fails it: with `qless_rule` it uses up a retry (failed-retries-<queue> when none
+-- are left), else it counts against lost-worker-retries (see the top of this file).
 -- A returned job stops running, so it gives back its concurrency-key and throttle slots
 -- (include/slots.lua), unless `handing_out`: pop gives it straight to its new worker, slots and all.
-function Queue.invalidate_locks(queue, limit, handing_out)
+-- Returns the reclaimed jids and how many jobs were failed.
+function Queue.invalidate_locks(queue, limit, handing_out, qless_rule)
   local reclaimed = {}
   local expired = redis.call('zrangebyscore', Keys.locks(queue), '-inf', Engine.now, 'LIMIT', 0, limit)
-  if #expired == 0 then return reclaimed end
-  local grace = Config.number('grace-period')
+  if #expired == 0 then return reclaimed, 0 end
+  local grace, allowance = Config.values('grace-period', 'lost-worker-retries')
+  grace, allowance = tonumber(grace), tonumber(allowance) or 0
+  local failed = 0
   for _, jid in ipairs(expired) do
-    local fields = Job.fields(jid, 'worker', 'grace', 'remaining')
+    local fields = Job.fields(jid, 'worker', 'grace', 'expires')
     local worker = fields and fields.worker or ''
     local warned = fields and fields.grace == '1'
     if not fields then
@@ -44,16 +102,22 @@ function Queue.invalidate_locks(queue, limit, handing_out)
         Stats.bump(queue, 'retries', 1)
       end
       redis.call('zrem', Keys.worker_jobs(worker), jid)
-      local remaining = tonumber(redis.call('hincrby', Keys.job(jid), 'remaining', -1))
-      if remaining < 0 then
-        exhaust(queue, jid, worker)
+      local again
+      if qless_rule then
+        again = tonumber(redis.call('hincrby', Keys.job(jid), 'remaining', -1)) >= 0
+        if not again then exhaust(queue, jid, worker) end
       else
+        again = survives(queue, jid, worker, fields.expires, allowance)
+      end
+      if again then
         redis.call('hdel', Keys.job(jid), 'grace')
         if not handing_out then Slots.stopped(jid, queue, nil) end
         table.insert(reclaimed, jid)
+      else
+        failed = failed + 1
       end
     end
   end
-  return reclaimed
+  return reclaimed, failed
 end
 

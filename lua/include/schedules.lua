@@ -5,6 +5,7 @@
 --   name, flow, hash (of the flow file's content), file, definition (JSON text, kept verbatim:
 --   cron, timezone, start, end, jitter, catchup, window, max_runs, overlap, params, paused),
 --   source (the flow file's text), overlap, file_paused ('1' when the file says paused: true),
+--   origin (the folder of flow files it belongs to, '' for none), path (its file in that folder),
 --   registered, updated; paused ('1'), paused_at, pause_note (set by schedule.pause);
 --   last_run, last_tick, last_fired_at, fired, skipped, triggered; buffered (a tick waiting for
 --   the previous run, overlap buffer_one); ended (when it has no fire time left).

@@ -13,7 +13,8 @@ import sys
 
 from scheduler.client import Client
 from scheduler.errors import ServerError
-from scheduler.worker.loader import load_object
+from scheduler.worker.loader import import_path, load_object
+from scheduler.worker.supervision import watch_supervisor
 from scheduler.worker.worker import Worker
 
 #: Exit status when the server is configured unsafely (sysexits' EX_CONFIG).
@@ -33,7 +34,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--poll-interval", type=float, default=1.0)
     parser.add_argument("--log-level", default="INFO")
     parser.add_argument("--exit-on-stuck", action="store_true")
+    parser.add_argument("--path", action="append", default=[], help="a folder to import from")
     args = parser.parse_args(argv)
+    import_path(args.path)
     logging.basicConfig(
         level=args.log_level,
         stream=sys.stderr,
@@ -56,6 +59,8 @@ def main(argv: list[str] | None = None) -> int:
         prepare=load_object(args.prepare) if args.prepare else None,
         exit_on_stuck=args.exit_on_stuck,
     )
+    # A pool child: stop with the supervisor, however it dies.
+    watch_supervisor(worker.stop, args.shutdown_grace + worker.kill_after + 5)
     try:
         return worker.run()
     except ServerError as error:  # an unsafe server: say how to fix it, no traceback

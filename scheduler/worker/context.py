@@ -78,8 +78,8 @@ class JobContext:
 
     @property
     def attempt(self) -> int:
-        """1 for the first run, 2 for the first retry, ..."""
-        return self.job.retries - self.job.remaining + 1
+        """1 for the first run, 2 for the next (a retry, or a run after a lost worker), ..."""
+        return self.job.retries - self.job.remaining + self.job.lost + 1
 
     @property
     def envelope(self) -> dict[str, Any]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import os
 import sys
 import threading
 from collections.abc import Callable, Iterable
@@ -31,6 +32,22 @@ def add_paths(paths: Iterable[str]) -> None:
     for path in paths:
         if path and path not in sys.path:
             sys.path.insert(0, path)
+
+
+def import_path(extra: Iterable[str] = ()) -> list[str]:
+    """Put the working directory, then ``extra`` folders, first on the import path, as absolute
+    paths (a job's sandbox becomes the working directory later, so a relative entry would move).
+
+    Every worker mode calls this at start, so ``klass`` modules next to where the worker was
+    started import the same way in a pool child and in ``flows worker --processes 0``.
+    Returns the folders added, in order.
+    """
+    folders = [os.getcwd(), *(os.path.abspath(path) for path in extra)]
+    for folder in reversed(folders):
+        while folder in sys.path:
+            sys.path.remove(folder)
+        sys.path.insert(0, folder)
+    return folders
 
 
 def _import(klass: str) -> Any:

@@ -4,6 +4,9 @@ Each child is ``python -m scheduler.worker`` running one :class:`~scheduler.work
 A child that dies is started again (with a growing pause if it keeps dying at once). SIGTERM or
 SIGINT is passed on to the children, which finish or hand back their jobs; a second signal kills
 them. With ``burst`` the pool ends when every child has ended after finding its queues empty.
+Children also stop when the supervisor dies without a word (``kill -9``): see
+:mod:`scheduler.worker.supervision`. They import job modules from the supervisor's working
+directory, then each of ``paths``.
 The Redis URL reaches children through the environment, never the command line (no passwords in
 process listings).
 """
@@ -21,6 +24,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from types import FrameType
 
+from scheduler.worker.supervision import Lifeline
+
 log = logging.getLogger("flows.worker")
 
 
@@ -29,6 +34,7 @@ class Child:
     index: int
     process: subprocess.Popen[bytes]
     started: float
+    lifeline: Lifeline
     failures: int = 0
 
 
@@ -48,6 +54,7 @@ class WorkerPool:
         name: str | None = None,
         namespace: str | None = None,
         prepare: str | None = None,
+        paths: Sequence[str] = (),
         shutdown_grace: float = 30.0,
         poll_interval: float = 1.0,
         log_level: str = "INFO",
@@ -62,6 +69,8 @@ class WorkerPool:
         self.name = name
         self.namespace = namespace
         self.prepare = prepare
+        # Children start in this working directory, which they put on their import path.
+        self.paths = [os.path.abspath(path) for path in paths]
         self.shutdown_grace = shutdown_grace
         self.poll_interval = poll_interval
         self.log_level = log_level
@@ -96,14 +105,27 @@ class WorkerPool:
             command += ["--name", self.name if self.processes == 1 else f"{self.name}.{index}"]
         if self.prepare:
             command += ["--prepare", self.prepare]
+        for path in self.paths:
+            command += ["--path", path]
         return command
 
     def _spawn(self, index: int, failures: int = 0) -> None:
         env = dict(os.environ, FLOWS_REDIS_URL=self.url)
         if self.namespace is not None:
             env["FLOWS_NAMESPACE"] = self.namespace
-        process = subprocess.Popen(self._command(index), env=env)
-        self._children[index] = Child(index, process, time.monotonic(), failures)
+        # The child stops when this process dies, however it dies (worker/supervision.py).
+        # Linux sends its parent-death signal when the spawning *thread* ends: spawn from the
+        # thread that runs the pool, which lives as long as the children.
+        lifeline = Lifeline()
+        env.update(lifeline.env)
+        try:
+            process = subprocess.Popen(self._command(index), env=env, pass_fds=(lifeline.fd,))
+        except BaseException:
+            lifeline.close()
+            raise
+        finally:
+            lifeline.started()
+        self._children[index] = Child(index, process, time.monotonic(), lifeline, failures)
         log.info("worker process %d started (pid %d)", index, process.pid)
 
     def run(self) -> int:
@@ -123,6 +145,7 @@ class WorkerPool:
                 if code is None:
                     continue
                 del self._children[index]
+                child.lifeline.close()
                 if self._stopping.is_set() or (self.burst and code == 0):
                     status = status or (0 if code in (0, -signal.SIGTERM) else 1)
                     continue

@@ -78,6 +78,10 @@ EXIT_STUCK = 75
 PREFETCH_WINDOW = 0.02
 # Weight of the latest run in the running mean of run times.
 PACE_WEIGHT = 0.1
+# The registration is renewed at this fraction of the engine's `worker-silent-after`, so that
+# `flows workers` marks silent only a worker that stopped talking (a job with a long lock is
+# heartbeated rarely; an idle worker talks at every poll anyway).
+PRESENCE_FRACTION = 1 / 3
 
 
 @dataclass(eq=False)
@@ -172,6 +176,9 @@ class Worker:
         self._signals = 0
         self.processed = 0
         self._abandoned = 0
+        self._info: dict[str, Any] = {}
+        self._presence_every = 20.0
+        self._next_presence = 0.0
 
     # -- public ------------------------------------------------------------------------------
 
@@ -694,6 +701,8 @@ class Worker:
     def _monitor(self) -> None:
         while not self._done.is_set():
             now = time.monotonic()
+            if now >= self._next_presence:
+                self._renew_presence(now)
             with self._lock:
                 actives = list(self._active.values())
             self._heartbeat([a for a in actives if a.next_heartbeat <= now and not a.ctx.stopping])
@@ -711,7 +720,7 @@ class Worker:
             if report is not None and report <= 0:
                 self._batcher.flush()
                 report = None
-            waits = [a.next_heartbeat - now for a in actives] + [0.5]
+            waits = [a.next_heartbeat - now for a in actives] + [0.5, self._next_presence - now]
             waits += [a.deadline - now for a in actives if a.deadline is not None]
             if report is not None:
                 waits.append(report)
@@ -767,7 +776,7 @@ class Worker:
     # -- process plumbing ----------------------------------------------------------------------
 
     def _register(self) -> None:
-        info = {
+        self._info = {
             "host": socket.gethostname(),
             "pid": os.getpid(),
             "queues": self.queues,
@@ -775,7 +784,19 @@ class Worker:
             "strategy": self.strategy,
             "started": time.time(),
         }
-        self.client.engine.call("worker.register", self.name, dumps(info))
+        self.client.engine.call("worker.register", self.name, dumps(self._info))
+        silent_after = self.client.engine.call("config.get", "worker-silent-after")
+        with contextlib.suppress(TypeError, ValueError):
+            self._presence_every = max(0.1, float(silent_after) * PRESENCE_FRACTION)
+        self._next_presence = time.monotonic() + self._presence_every
+
+    def _renew_presence(self, now: float) -> None:
+        """Say this worker is alive (the monitor, every ``_presence_every`` seconds)."""
+        self._next_presence = now + self._presence_every
+        try:
+            self.client.engine.call("worker.register", self.name, dumps(self._info))
+        except (redis.RedisError, EngineError) as error:
+            log.warning("worker %s: registration not renewed (%s)", self.name, error)
 
     def _install_signals(self) -> None:
         if threading.current_thread() is not threading.main_thread():

@@ -68,6 +68,17 @@ def test_workers_by_queue_and_who_ran_a_job(url: str, client: Client) -> None:
     listeners = json.loads(flows("workers", "--redis", url, "--queue", "q", "--json").output)
     assert [(w["name"], w["host"], w["pid"]) for w in listeners] == [("cli-test", "node-7", 4242)]
     assert "other" in flows("workers", "--redis", url).output
+    # A worker last heard from two minutes ago (by the server's clock) is marked silent.
+    seconds, _ = client.redis.time()
+    client.engine.call("worker.register", "ghost", json.dumps(info), now=float(seconds) - 120)
+    listed = json.loads(flows("workers", "--redis", url, "--json").output)
+    assert {w["name"]: w["silent"] for w in listed} == {
+        "cli-test": False,
+        "other": False,
+        "ghost": True,
+    }
+    rows = flows("workers", "--redis", url).output.splitlines()
+    assert [row for row in rows if "SILENT 2m" in row] == [r for r in rows if "ghost" in r]
     jid = client.queues["q"].put("K", {}, jid="j2")
     [job] = client.queues["q"].pop()
     job.complete(result={"rows": 3})

@@ -127,7 +127,7 @@ def test_trigger_runs_now(url: str, folder: Path) -> None:
     assert (row["last_run"], row["triggered"]) == (run_id, 1)
 
 
-@pytest.mark.parametrize("action", ["pause", "resume", "trigger", "show"])
+@pytest.mark.parametrize("action", ["pause", "resume", "trigger", "show", "remove"])
 def test_unknown_schedule(url: str, redis_client: redis.Redis, action: str) -> None:
     with assert_unchanged(redis_client):
         result = flows("schedule", action, "nope", "--redis", url)

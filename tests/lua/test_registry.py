@@ -73,6 +73,7 @@ def test_the_registry_lists_workers_per_queue(lua: Lua) -> None:
     assert everyone[0] == {
         "name": "poller",
         "last_seen": T0 + 2,
+        "silent": False,
         "jobs": 1,
         "stalled": 0,
         "info": {},
@@ -126,3 +127,17 @@ def test_created_stays_and_updated_follows_every_change(lua: Lua) -> None:
         step(T0 + n)
         job = client.jobs["a"]
         assert (job.created, job.updated) == (T0, T0 + n), (n, job.state)
+
+
+def test_worker_list_marks_workers_not_heard_from_for_worker_silent_after(lua: Lua) -> None:
+    register(lua, "old", ["q"], now=T0)
+    register(lua, "new", ["q"], now=T0 + 50)
+    at = {w["name"]: (w["last_seen"], w["silent"]) for w in listing(lua, now=T0 + 60)}
+    assert at == {"old": (T0, True), "new": (T0 + 50, False)}  # 60 s: silent from then on
+    lua.config("worker-silent-after", 5)
+    assert [w["silent"] for w in listing(lua, now=T0 + 54)] == [False, True]
+    lua.pop(worker="old", now=T0 + 54)  # any call of the worker is a word from it
+    assert [(w["name"], w["silent"]) for w in listing(lua, now=T0 + 55)] == [
+        ("old", False),
+        ("new", True),
+    ]

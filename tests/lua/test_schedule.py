@@ -128,8 +128,8 @@ def test_register_get_list(lua: Lua) -> None:
     assert [s["name"] for s in json.loads(lua.raw("schedule.list", 1, 5, now=T0))] == ["f"]
     assert lua.raw("schedule.list", 5, 5, now=T0) == "[]"
     assert json.loads(lua.raw("schedule.list", 0, 5, "1", now=T0)) == [
-        {"name": "a", "hash": "h1", "file": "/flows/a.yaml"},
-        {"name": "f", "hash": "h1", "file": "/flows/f.yaml"},
+        {"name": "a", "hash": "h1", "file": "/flows/a.yaml", "origin": "", "path": ""},
+        {"name": "f", "hash": "h1", "file": "/flows/f.yaml", "origin": "", "path": ""},
     ]
 
 
@@ -211,6 +211,7 @@ def test_due_lists_due_schedules_in_order(lua: Lua) -> None:
         "name": "now",
         "next": str(int(TICK)),
         "hash": "h1",
+        "origin": "",
         "paused": False,
         "last_run": "",
         "active": False,
@@ -361,7 +362,14 @@ def test_buffer_and_fire_the_buffered_tick(lua: Lua) -> None:
         assert fire(lua, "buffered", expected=TICK + 61, nxt="", tick=TICK + 60) == "conflict"
     listed = due(lua, TICK + 120)
     assert listed["buffered"] == [
-        {"name": "f", "tick": str(int(TICK + 60)), "hash": "h1", "last_run": "f@1", "active": True}
+        {
+            "name": "f",
+            "tick": str(int(TICK + 60)),
+            "hash": "h1",
+            "last_run": "f@1",
+            "active": True,
+            "origin": "",
+        }
     ]
     assert listed["due"][0]["buffered"] == str(int(TICK + 60))
     assert (
@@ -457,3 +465,40 @@ def test_scheduler_ping_list_forget(lua: Lua) -> None:
     assert lua.r.exists(lua.key("scheduler:b")) == 0
     lua.raw("scheduler.forget", "c", now=T0)
     assert lua.raw("schedulers", now=T0) == "[]"
+
+
+# -- origins: the service source a schedule belongs to ------------------------------------------
+
+
+def test_a_schedule_belongs_to_the_origin_that_registered_it(lua: Lua) -> None:
+    assert register(lua, origin="pipelines", path="etl/f.yaml") == "registered"
+    assert (
+        lua.r.hget(lua.key("schedule:f"), "origin"),
+        lua.r.hget(lua.key("schedule:f"), "path"),
+    ) == (
+        "pipelines",
+        "etl/f.yaml",
+    )
+    [brief] = json.loads(lua.raw("schedule.list", 0, 10, "1", now=T0))
+    assert (brief["origin"], brief["path"]) == ("pipelines", "etl/f.yaml")
+    assert due(lua, TICK)["due"][0]["origin"] == "pipelines"
+    assert register(lua, origin="pipelines", path="etl/f.yaml") == "unchanged"
+    # Another origin, even with the same content, is refused and changes nothing.
+    with assert_unchanged(lua.r):
+        assert register(lua, origin="examples", expected_hash="h1", expected_next=TICK) == "owned"
+        assert register(lua, digest="h2", expected_hash="h1", expected_next=TICK) == "owned"
+    # Once unregistered, another origin may have it.
+    assert lua("schedule.unregister", "f", now=T0) == "unregistered"
+    assert register(lua, origin="examples") == "registered"
+
+
+def test_a_schedule_without_an_origin_is_taken_over_by_the_first_origin(lua: Lua) -> None:
+    assert register(lua) == "registered"
+    assert due(lua, TICK)["due"][0]["origin"] == ""
+    assert register(lua, origin="pipelines", expected_hash="h1", expected_next=TICK) == "updated"
+    assert lua.r.hget(lua.key("schedule:f"), "origin") == "pipelines"
+
+
+def test_an_origin_that_is_not_an_id_is_refused(lua: Lua) -> None:
+    with assert_unchanged(lua.r), pytest.raises(InvalidArgument, match=r"definition\.origin"):
+        register(lua, origin="two words")

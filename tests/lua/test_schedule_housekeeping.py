@@ -53,24 +53,27 @@ def test_spawns_recurring_jobs_on_time(lua: Lua) -> None:
 def test_reaps_expired_locks_without_a_pop(lua: Lua) -> None:
     lua.config("heartbeat", 60)
     lua.config("grace-period", 10)
+    lua.config("lost-worker-retries", 1)
     lua.put("a", retries=1)
     lua.put("b", retries=0)
+    lua.r.hset(lua.key("j:b"), "lost", 1)  # b lost a worker before
     lua.pop(count=2, now=T0)
     assert maintain(lua, now=T0 + 59)["reclaimed"] == 0
     # First expiry: the worker is warned (grace period), the job is not handed out yet.
     assert maintain(lua, now=T0 + 60) == {"promoted": 0, "spawned": 0, "reclaimed": 0, "failed": 0}
     assert lua.history("a")[-1] == "timed-out"
-    # After the grace period: a retry is used; with none left the job fails.
+    # After the grace period: the lost worker counts against lost-worker-retries, not the
+    # job's retries; with that allowance spent the job fails.
     assert maintain(lua, now=T0 + 70) == {"promoted": 0, "spawned": 0, "reclaimed": 1, "failed": 1}
     a = lua.job("a")
     assert a is not None
-    assert (a["state"], a["worker"], a["remaining"]) == ("waiting", "", 0)
+    assert (a["state"], a["worker"], a["remaining"]) == ("waiting", "", 1)
     assert a["history"][-1]["what"] == "reclaimed" and a["history"][-1]["worker"] == "w1"
     assert lua.zset("q:q-work") == ["a"] and lua.zset("q:q-locks") == []
     assert lua.zset("w:w1:jobs") == []
     b = lua.job("b")
     assert b is not None and b["state"] == "failed"
-    assert b["failure"]["group"] == "failed-retries-q"
+    assert b["failure"]["group"] == "worker-lost"
     # The reclaimed job is popped normally afterwards.
     assert lua.pop_jids(worker="w2", now=T0 + 71) == ["a"]
 

@@ -1,0 +1,67 @@
+"""``flows worker`` imports job modules from the folder it is started in, in every mode, and
+from each ``--path``: real ``flows`` console-script processes on the session's server."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import redis
+
+from scheduler.client import Client
+from scheduler.server import EmbeddedServer
+
+# The console script, as a user runs it: its own folder (not the working directory) is what
+# Python puts first on the import path, which is what made the modes differ.
+FLOWS = str(Path(sys.executable).parent / "flows")
+
+TASK = "def hello(job):\n    return {'from': __file__}\n"
+
+
+@pytest.fixture
+def client(server: EmbeddedServer, redis_client: redis.Redis) -> Client:
+    return Client(server.url)
+
+
+def burst(server: EmbeddedServer, cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, FLOWS_REDIS_URL=server.url)
+    env.pop("PYTHONPATH", None)
+    return subprocess.run(
+        [FLOWS, "worker", "-q", "q", "--burst", "--log-level", "WARNING", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+@pytest.mark.parametrize("processes", ["0", "1"])
+def test_a_job_module_in_the_working_directory_imports(
+    server: EmbeddedServer, client: Client, tmp_path: Path, processes: str
+) -> None:
+    (tmp_path / "localtasks.py").write_text(TASK)
+    jid = client.queues["q"].put("localtasks.hello", {})
+    done = burst(server, tmp_path, "--processes", processes)
+    assert done.returncode == 0, done.stderr
+    job = client.jobs[jid]
+    assert (job.state, job.failure) == ("complete", None)
+    assert job.result == {"from": str(tmp_path / "localtasks.py")}
+
+
+@pytest.mark.parametrize("processes", ["0", "2"])
+def test_path_adds_a_folder_to_import_from(
+    server: EmbeddedServer, client: Client, tmp_path: Path, processes: str
+) -> None:
+    lib = tmp_path / "lib"
+    lib.mkdir()
+    (lib / "libtasks.py").write_text(TASK)
+    start = tmp_path / "elsewhere"
+    start.mkdir()
+    jid = client.queues["q"].put("libtasks.hello", {})
+    done = burst(server, start, "--processes", processes, "--path", "../lib")
+    assert done.returncode == 0, done.stderr
+    assert client.jobs[jid].result == {"from": str(lib / "libtasks.py")}
