@@ -7,8 +7,8 @@ full server then refuses writes (the put fails, loudly) instead of dropping what
 
 Workers (:meth:`~scheduler.worker.Worker.run`, :meth:`~scheduler.worker.WorkerPool.run`) and the
 scheduler service (:meth:`~scheduler.service.SchedulerService.run`) call it at start. The policy is
-read with ``CONFIG GET``; a user whose ACL forbids ``CONFIG`` (see ``docs/pages/acl.md``) falls back to
-``INFO memory``, and when that is refused too the check is skipped with a warning, since the
+read with ``CONFIG GET``; a user whose ACL forbids ``CONFIG`` (see ``docs/pages/acl.md``) falls
+back to ``INFO memory``, and when that is refused too the check is skipped with a warning, since the
 server's operator may have made sure by other means.
 """
 
