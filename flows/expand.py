@@ -13,8 +13,9 @@ contract). In a shell command every template, whatever it names, becomes an envi
 ``foreach.items`` must be known now: a list, or a param (validation refuses step outputs there,
 since the number of jobs of a run is fixed when it is submitted).
 
-Hooks depend on every job of the run: ``on_success`` with trigger rule ``all_success``,
-``on_failure`` with ``one_failed``, ``finally`` with ``all_done``.
+Hooks depend on every job of the run: ``on_success`` with trigger rule ``none_failed`` (a step
+skipped by its own trigger rule is no failure), ``on_failure`` with ``one_failed``, ``finally``
+with ``all_done``.
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ from scheduler.errors import FlowsError
 MAX_JOBS_PER_RUN: Final = 100_000
 _HERE: Final = PurePath(".")
 HOOK_TRIGGER_RULES: Final[Mapping[str, TriggerRule]] = {
-    "on_success": "all_success",
+    "on_success": "none_failed",
     "on_failure": "one_failed",
     "finally": "all_done",
 }

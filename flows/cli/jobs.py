@@ -7,6 +7,7 @@ import json
 from typing import Any
 
 import click
+from rich.text import Text
 
 from flows.cli.common import ago, console, open_client, print_json, table, user_errors, when
 from flows.cli.options import as_json, connection
@@ -239,7 +240,7 @@ def job(jid: str, as_json: bool, redis_url: str | None, namespace: str | None) -
         rows += [["failure", f"{found.failure.get('group')} at {when(found.failure.get('when'))}"]]
     table(f"Job {found.jid}", ("field", "value"), rows)
     if found.failure and found.failure.get("message"):
-        console.print(f"[bold red]{found.failure.get('group')}[/]")
+        console.print(Text(str(found.failure.get("group")), style="bold red"))
         console.print(str(found.failure["message"]), markup=False, highlight=False)
     history = [
         [

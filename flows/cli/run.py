@@ -11,6 +11,7 @@ from pathlib import Path
 import click
 from rich.live import Live
 from rich.table import Table
+from rich.text import Text
 
 from flows.cli.common import ago, console, err_console, open_client, print_json, table, user_errors
 from flows.cli.options import as_json, connection
@@ -27,9 +28,16 @@ STATUS_STYLE = {
     "success": "green",
     "succeeded": "green",
     "failed": "red",
+    "expired": "red",
+    "upstream_failed": "red",
     "running": "yellow",
     "waiting": "dim",
+    "buried": "yellow",
+    "skipped": "cyan",
+    "canceled": "magenta",
+    "gone": "dim",
 }
+"""Styles of the status words (flows.runs); any other word is shown plain."""
 
 
 def register(group: click.Group) -> None:
@@ -41,22 +49,26 @@ def _seconds(value: float | None) -> str:
     return "" if value is None else f"{value:.1f}s"
 
 
+def styled(word: str) -> Text:
+    """A status word in its style, as text (never read as markup)."""
+    return Text(word, style=STATUS_STYLE.get(word, ""))
+
+
 def render_run(view: RunView) -> Table:
-    """The run's steps as a table: status, progress, duration."""
-    style = STATUS_STYLE.get(view.status, "")
+    """The run's steps as a table: status, progress, attempts, duration."""
     out = Table(
-        title=f"Run {view.run_id} [{style}]{view.status}[/]",
+        title=Text.assemble(f"Run {view.run_id} ", styled(view.status)),
         title_justify="left",
         header_style="bold",
     )
-    for column in ("step", "status", "jobs done", "duration"):
+    for column in ("step", "status", "jobs done", "attempts", "duration"):
         out.add_column(column)
     for step in view.steps:
-        step_style = STATUS_STYLE.get(step.status, "")
         out.add_row(
-            step.step,
-            f"[{step_style}]{step.status}[/]",
+            Text(step.step),
+            styled(step.status),
             step.progress,
+            str(step.attempts) if step.attempts else "",
             _seconds(step.duration),
         )
     return out
@@ -65,7 +77,9 @@ def render_run(view: RunView) -> Table:
 def _print_failures(view: RunView) -> None:
     for job in view.failed_jobs:
         failure = job.failure or {}
-        err_console.print(f"[bold red]{job.jid}[/] failed: {failure.get('group', '')}")
+        err_console.print(
+            Text.assemble((job.jid, "bold red"), f" {job.state}: {failure.get('group', '')}")
+        )
         message = str(failure.get("message", "")).strip().splitlines()[-8:]
         err_console.print("\n".join("    " + line for line in message), markup=False)
 
@@ -193,9 +207,11 @@ def status(run_id: str | None, as_json: bool, redis_url: str | None, namespace: 
                     {
                         "step": s.step,
                         "status": s.status,
-                        "jobs": [j.jid for j in s.jobs],
+                        "jobs": s.jids,
                         "started": s.started,
                         "finished": s.finished,
+                        "duration": s.duration,
+                        "attempts": s.attempts,
                     }
                     for s in view.steps
                 ],
@@ -232,7 +248,7 @@ def runs(
         [
             r["id"],
             r.get("flow", ""),
-            v.status if v else "",
+            styled(v.status) if v else "",
             r.get("trigger", ""),
             ago(r.get("submitted")),
             r.get("jobs", ""),

@@ -152,7 +152,7 @@ def test_a_failing_step_fails_the_run_with_exit_code_1(cli: CliRunner, tmp_path:
     status = status_json(cli)
     assert status["status"] == "failed"
     statuses = {s["step"]: s["status"] for s in status["steps"]}  # type: ignore[attr-defined]
-    assert statuses == {"first": "failed", "second": "waiting"}
+    assert statuses == {"first": "failed", "second": "upstream_failed"}
 
 
 def test_detach_submits_and_prints_the_run_id(cli: CliRunner, client: Client) -> None:
@@ -255,7 +255,7 @@ def test_trigger_rules_hooks_and_retry_of_a_run(
         "second": "failed",
         "notify": "success",
         "on_failure": "success",
-        "on_success": "waiting",
+        "on_success": "upstream_failed",
     }
     assert sorted(log.read_text().splitlines()) == ["first", "notify failed", "on_failure"]
 

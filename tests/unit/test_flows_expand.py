@@ -108,7 +108,7 @@ def test_trigger_rules_of_steps_and_hooks() -> None:
     assert rules == {
         "a": "none_failed",
         "b": "all_success",
-        "on_success": "all_success",
+        "on_success": "none_failed",
         "on_failure": "one_failed",
         "finally": "all_done",
     }
