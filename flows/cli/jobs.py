@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 import click
@@ -95,24 +96,65 @@ def workers(queue: str | None, as_json: bool, redis_url: str | None, namespace: 
     table(title, columns, rows)
 
 
-def _jids(client: Client, state: str, queue: str | None, limit: int) -> list[str]:
+PAGE = 500
+"""Jobs read per engine call while filtering the completed and failed jobs by queue."""
+
+
+def _listed(client: Client, state: str, queue: str | None, limit: int) -> list[Job]:
+    """Up to ``limit`` jobs in ``state``, of ``queue`` only when one is given.
+
+    Waiting, running, ... are indexed per queue by the engine; completed and failed jobs are not
+    (one set, and one list per failure group), so those are read page by page and kept when
+    they are of the queue.
+    """
     if state == "complete":
-        return client.jobs.complete(0, limit)
+        return _filtered(lambda offset: _completed_page(client, offset), queue, limit)
     if state == "failed":
-        jids: list[str] = []
-        for group in client.failed():
-            jids += [j.jid for j in client.failed(group, 0, limit).jobs]
-        return jids[:limit]
+        found: list[Job] = []
+        for group in sorted(client.failed()):
+            found += _filtered(_failed_pages(client, group), queue, limit - len(found))
+            if len(found) >= limit:
+                break
+        return found
     names = [queue] if queue else [c["name"] for c in client.queues.counts()]
-    found: list[str] = []
+    jids: list[str] = []
     for name in names:
-        found += [str(j) for j in client.engine.call("jobs", state, name, 0, limit)]
+        jids += [str(j) for j in client.engine.call("jobs", state, name, 0, limit)]
+    return client.jobs.multiget(*jids[:limit]) if jids else []
+
+
+Page = Callable[[int], tuple[int, list[Job]]]
+"""Reads the page at an offset: how many entries it read, and the jobs among them."""
+
+
+def _completed_page(client: Client, offset: int) -> tuple[int, list[Job]]:
+    jids = client.jobs.complete(offset, PAGE)
+    return len(jids), client.jobs.multiget(*jids)
+
+
+def _failed_pages(client: Client, group: str) -> Page:
+    def page(offset: int) -> tuple[int, list[Job]]:
+        jobs = client.jobs.failed(group, offset, PAGE).jobs
+        return len(jobs), jobs
+
+    return page
+
+
+def _filtered(page: Page, queue: str | None, limit: int) -> list[Job]:
+    found: list[Job] = []
+    offset = 0
+    while len(found) < limit:
+        read, jobs = page(offset)
+        if not read:
+            break
+        offset += read
+        found += [j for j in jobs if queue is None or j.queue == queue]
     return found[:limit]
 
 
 @click.command()
 @click.option("--state", type=click.Choice(JOB_STATES), default="waiting", show_default=True)
-@click.option("--queue", "-q", help="Only this queue.")
+@click.option("--queue", "-q", help="Only jobs of this queue (for every state).")
 @click.option("--limit", type=click.IntRange(1, 10000), default=50, show_default=True)
 @as_json
 @connection
@@ -126,8 +168,11 @@ def jobs(
 ) -> None:
     """Jobs in a state (waiting by default), newest activity last."""
     client = open_client(redis_url, namespace)
+    if state == "recurring":
+        _recurring(client, queue, limit, as_json)
+        return
     with user_errors():
-        found = client.jobs.multiget(*_jids(client, state, queue, limit)) if limit else []
+        found = _listed(client, state, queue, limit)
     if as_json:
         print_json([_job_dict(j) for j in found])
         return
@@ -135,6 +180,24 @@ def jobs(
     table(
         f"Jobs ({state})", ("jid", "state", "queue", "klass", "worker", "priority", "updated"), rows
     )
+
+
+def _recurring(client: Client, queue: str | None, limit: int, as_json: bool) -> None:
+    """Recurring jobs are definitions (``recur.get``), not job hashes."""
+    names = [queue] if queue else [c["name"] for c in client.queues.counts()]
+    with user_errors():
+        jids = [str(j) for n in names for j in client.engine.call("jobs", "recurring", n, 0, limit)]
+        found = [client.jobs.recurring(jid) for jid in jids[:limit]]
+    if as_json:
+        print_json(
+            [
+                {**{k: v for k, v in vars(r).items() if k != "client"}, "state": "recurring"}
+                for r in found
+            ]
+        )
+        return
+    rows = [[r.jid, r.queue, r.klass, f"{r.interval:g}s", r.count, r.priority] for r in found]
+    table("Jobs (recurring)", ("jid", "queue", "klass", "every", "spawned", "priority"), rows)
 
 
 def _job_dict(j: Job) -> dict[str, Any]:
