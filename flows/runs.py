@@ -187,9 +187,11 @@ class RunView:
 
     @property
     def queues(self) -> list[str]:
-        """The queues of the run's jobs (from its record)."""
+        """The queues of the run's jobs (from its record, else from the jobs left)."""
         queues = self.record.get("queues")
-        return [str(q) for q in queues] if isinstance(queues, list) else []
+        if isinstance(queues, list) and queues:
+            return [str(q) for q in queues]
+        return sorted({j.queue for s in self.steps for j in s.jobs})
 
 
 def _was_skipped(job: Job) -> bool:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -12,6 +13,8 @@ from rich.text import Text
 
 from flows.cli.common import ago, console, open_client, print_json, table, user_errors, when
 from flows.cli.options import as_json, connection
+from flows.cli.run import work_run
+from flows.runs import load_run
 from scheduler.client import Client
 from scheduler.job import Job, RanBy, as_dict
 
@@ -386,16 +389,33 @@ def _is_run(client: Client, name: str) -> bool:
 
 @click.command()
 @click.argument("target")
+@click.option(
+    "--detach", is_flag=True, help="A run: only put its failed jobs back; workers run them."
+)
+@click.option(
+    "--threads",
+    type=click.IntRange(1, 64),
+    default=4,
+    show_default=True,
+    help="A run: jobs at once in the local worker.",
+)
 @connection
-def retry(target: str, redis_url: str | None, namespace: str | None) -> None:
-    """Resume run TARGET (its failed steps run again, completed ones do not), or put failed job
-    TARGET back into its queue with its retries restored."""
+def retry(
+    target: str, detach: bool, threads: int, redis_url: str | None, namespace: str | None
+) -> None:
+    """Resume run TARGET and work it here as `flows run` does (its failed steps run again,
+    completed ones do not; exit code 0 when it succeeds), or put failed job TARGET back into
+    its queue with its retries restored."""
     client = open_client(redis_url, namespace)
     with user_errors():
         if _is_run(client, target):
             count = int(client.engine.call("run.retry", target))
-            click.echo(f"run {target}: {count} failed job(s) put back")
-            return
+            click.echo(f"run {target}: {count} failed job(s) put back", err=True)
+            if detach:
+                return
+            view = load_run(client, target)
+            queues = view.queues if view is not None else []
+            sys.exit(work_run(client, target, queues, threads))
         found = client.jobs[target]
         found.requeue(found.queue)
     click.echo(f"{target} put back into {found.queue}")

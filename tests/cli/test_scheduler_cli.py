@@ -4,6 +4,7 @@ against the session's real server (time passed with the hidden ``--now`` of ``--
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -119,7 +120,9 @@ def test_trigger_runs_now(url: str, folder: Path) -> None:
     result = flows("schedule", "trigger", "etl", "--redis", url)
     assert result.exit_code == 0, result.output
     run_id = result.stdout.strip()
-    assert run_id.startswith("etl-") and "submitted run" in result.stderr
+    # The one run id format: <flow>@<UTC time>, a manual run's with a random suffix.
+    assert re.fullmatch(r"etl@\d{8}T\d{6}Z-[0-9a-f]{6}", run_id)
+    assert "submitted run" in result.stderr
     status = json.loads(flows("status", run_id, "--redis", url, "--json").stdout)
     assert status["record"]["trigger"] == "manual"
     assert [s["step"] for s in status["steps"]] == ["extract", "load"]

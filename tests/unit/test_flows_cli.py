@@ -106,7 +106,7 @@ def test_plan_table(files: dict[str, Path]) -> None:
         "plan", str(files["good"]), "--logical-time", "2025-01-31", "-p", "regions=fr,it"
     )
     assert code == 0, out
-    run = "etl@2025-01-31T00:00:00+00:00"
+    run = "etl@20250131T000000Z"
     assert f"4 jobs of run {run}" in out
     rows = [line.split("│")[1:-1] for line in out.splitlines() if line.startswith("│")]
     assert [[cell.strip() for cell in row] for row in rows] == [
