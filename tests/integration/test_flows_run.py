@@ -364,3 +364,41 @@ def test_runs_json_holds_json_values_and_run_ids_have_one_format(cli: CliRunner)
     assert chosen.stdout.strip() == "sales-etl@mine"
     again = flows(cli, "run", "--detach", str(EXAMPLES / "etl.yaml"), "--run-id", "sales-etl@mine")
     assert "run sales-etl@mine exists already" in again.output
+
+
+def test_a_misspelled_output_fails_its_step_and_holds_back_its_dependents(
+    cli: CliRunner, tmp_path: Path
+) -> None:
+    path = write_flow(
+        tmp_path,
+        """
+        version: 1
+        name: misspelled
+        queue: misspelled
+        steps:
+          make: {job: flowtasks.make}
+          read: {job: flowtasks.read, needs: [make], with: {csv: "${{ steps.make.outputs.cvs }}"}}
+          after: {job: flowtasks.read, needs: [read]}
+        """,
+        """
+        def make(job):
+            return {"csv": "a,b"}
+
+        def read(job):
+            return {}
+        """,
+    )
+    result = flows(cli, "run", str(path))
+    assert result.exit_code == 1, result.output
+    assert "flows-reference" in result.output
+    statuses = {s["step"]: s["status"] for s in status_json(cli)["steps"]}  # type: ignore[attr-defined]
+    assert statuses == {"make": "success", "read": "failed", "after": "upstream_failed"}
+    # Declared outputs catch it before any run.
+    text = path.read_text().replace(
+        "{job: flowtasks.make}", "{job: flowtasks.make, outputs: [csv]}"
+    )
+    path.write_text(text)
+    invalid = flows(cli, "validate", str(path))
+    assert invalid.exit_code == 1
+    assert "step 'make' declares no output 'cvs'" in invalid.output
+    assert "did you mean 'csv'?" in invalid.output
