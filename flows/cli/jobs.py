@@ -156,9 +156,21 @@ def _filtered(page: Page, queue: str | None, limit: int) -> list[Job]:
 
 
 @click.command()
-@click.option("--state", type=click.Choice(JOB_STATES), default="waiting", show_default=True)
+@click.option(
+    "--state",
+    type=click.Choice(JOB_STATES),
+    default="waiting",
+    show_default=True,
+    help="The jobs' state.",
+)
 @click.option("--queue", "-q", help="Only jobs of this queue (for every state).")
-@click.option("--limit", type=click.IntRange(1, 10000), default=50, show_default=True)
+@click.option(
+    "--limit",
+    type=click.IntRange(1, 10000),
+    default=50,
+    show_default=True,
+    help="Show at most this many jobs.",
+)
 @as_json
 @connection
 def jobs(
@@ -321,7 +333,13 @@ def job(jid: str, as_json: bool, redis_url: str | None, namespace: str | None) -
 
 @click.command()
 @click.argument("group", required=False)
-@click.option("--limit", type=click.IntRange(1, 10000), default=25, show_default=True)
+@click.option(
+    "--limit",
+    type=click.IntRange(1, 10000),
+    default=25,
+    show_default=True,
+    help="Show at most this many failed jobs of GROUP.",
+)
 @as_json
 @connection
 def failed(
@@ -371,7 +389,13 @@ def failed(
 @click.command()
 @click.argument("group")
 @click.option("--queue", "-q", required=True, help="Queue to put the jobs back into.")
-@click.option("--count", type=click.IntRange(1, 100000), default=25, show_default=True)
+@click.option(
+    "--count",
+    type=click.IntRange(1, 100000),
+    default=25,
+    show_default=True,
+    help="How many failed jobs, the oldest first.",
+)
 @connection
 def unfail(
     group: str, queue: str, count: int, redis_url: str | None, namespace: str | None

@@ -274,7 +274,13 @@ def status(run_id: str | None, as_json: bool, redis_url: str | None, namespace: 
 
 @click.command()
 @click.option("--flow", help="Only runs of this flow.")
-@click.option("--limit", type=click.IntRange(1, 1000), default=20, show_default=True)
+@click.option(
+    "--limit",
+    type=click.IntRange(1, 1000),
+    default=20,
+    show_default=True,
+    help="Show at most this many runs.",
+)
 @as_json
 @connection
 def runs(

@@ -64,7 +64,9 @@ def register(group: click.Group) -> None:
     default="flows.worker_hook:prepare",
     help="module:function run before each job (default: resolve flow steps' upstream outputs).",
 )
-@click.option("--log-level", default="INFO", show_default=True)
+@click.option(
+    "--log-level", default="INFO", show_default=True, help="DEBUG, INFO, WARNING or ERROR."
+)
 @connection
 def worker(
     queues: str,

@@ -140,7 +140,10 @@ def test_unknown_schedule(url: str, redis_client: redis.Redis, action: str) -> N
 
 def test_health(url: str, folder: Path) -> None:
     result = flows("scheduler", "--health", "--redis", url)
-    assert result.exit_code == 1 and result.stdout.startswith("unhealthy: no scheduler service")
+    assert result.exit_code == 1
+    assert result.stdout.startswith("unhealthy: no scheduler service has ticked (none runs")
+    other = flows("scheduler", "--health", "--id", "cli", "--redis", url)
+    assert other.stdout.startswith("unhealthy: scheduler cli has not ticked")
     args = ("scheduler", "--redis", url, "--flows-dir", str(folder), "--once", "--id", "cli")
     assert flows(*args).exit_code == 0  # on the server's clock: a fresh tick
     healthy = flows("scheduler", "--health", "--id", "cli", "--redis", url)
