@@ -176,3 +176,14 @@ def test_python_dash_m_scheduler_is_the_same_command() -> None:
     assert result.returncode == 0
     assert result.stdout.startswith("Usage: python -m scheduler [OPTIONS]")
     assert "--flows-dir" in result.stdout
+
+
+def test_the_tour_s_example_fires_within_a_minute(url: str, tmp_path: Path) -> None:
+    examples = Path(__file__).resolve().parents[2] / "examples"
+    folder = tmp_path / "tour"
+    folder.mkdir()
+    (folder / "minutely.yaml").write_text((examples / "minutely.yaml").read_text())
+    started = T + 1  # any moment: the next tick is less than a minute away
+    assert once(url, folder, started).exit_code == 0
+    fired = once(url, folder, started + 60)
+    assert "fired minutely minutely@" in fired.stdout, fired.output

@@ -14,7 +14,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 
-# Every figure of issue 7's table; the key of each in the JSON output.
+# Every figure of the README's speed table; the key of each in the JSON output.
 THROUGHPUT = ["put", "bulk_put", "bulk_put_many", "flow_submit", "drain_1", "drain_2"]
 LATENCY = ["latency_p50", "latency_p99"]
 ABSOLUTE = [
