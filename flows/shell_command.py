@@ -6,12 +6,13 @@ would let a value such as ``$(rm -rf ~)`` run as code, so every template is repl
 reference to an environment variable holding the value, written for the quoting it stands in:
 
 * bare: ``"${NAME}"`` (one word, exactly the value: no splitting, no globbing);
-* inside double quotes: ``${NAME}``;
+* inside double quotes and in a here-document: ``${NAME}``;
 * inside single quotes: ``'"${NAME}"'`` (the quote is closed around it, so the value is read
   there as it would be written there).
 
 The shell expands a variable's value once and never reads it as syntax. The quoting is followed
-through backslashes and ``#`` comments; a template in a here-document is read as if bare.
+through backslashes, ``#`` comments and here-documents; a quoted here-document (``<<'EOF'``)
+expands nothing, so there the variable stays as written (its value is in the environment).
 """
 
 from __future__ import annotations
@@ -22,8 +23,10 @@ from typing import Final
 from flows.outputs import env_name
 from flows.templates import PARAMS, RUN, STEPS, Reference, split
 
-_BARE, _SINGLE, _DOUBLE, _COMMENT = range(4)
+_BARE, _SINGLE, _DOUBLE, _COMMENT, _HEREDOC = range(5)
 _WORD_BREAKS: Final = frozenset(" \t\n;&|()<>")
+_CLOSING: Final = {_SINGLE: "'", _DOUBLE: '"', _COMMENT: "\n"}
+_OPENING: Final = {"'": _SINGLE, '"': _DOUBLE}
 FOREACH_ENV_ROOT: Final = "foreach"
 """The foreach variable's values are ``FLOWS_FOREACH_<NAME>``: never a runtime name such as
 ``FLOWS_OUTPUT``, whatever the variable is called."""
@@ -47,10 +50,10 @@ def shell_command(command: str, value_of: Callable[[Reference], str]) -> tuple[s
     variables: dict[str, str] = {}
     names: dict[Reference, str] = {}
     pieces: list[str] = []
-    state, word_start = _BARE, True
+    quoting = _Quoting()
     for index, text in enumerate(texts):
         pieces.append(text)
-        state, word_start = _advance(text, state, word_start)
+        quoting.feed(text)
         if index == len(found):
             break
         reference = found[index]
@@ -63,41 +66,100 @@ def shell_command(command: str, value_of: Callable[[Reference], str]) -> tuple[s
                 name = f"{base}_{suffix}"
             names[reference] = name
             variables[name] = value_of(reference)
-        pieces.append(_placeholder(name, state))
-        word_start = False
+        pieces.append(_placeholder(name, quoting.mode))
+        quoting.feed_word()
     return "".join(pieces), variables
 
 
-def _placeholder(name: str, state: int) -> str:
-    if state == _DOUBLE:
+def _placeholder(name: str, mode: int) -> str:
+    if mode in (_DOUBLE, _HEREDOC):
         return f"${{{name}}}"
-    if state == _SINGLE:
+    if mode == _SINGLE:
         return f"'\"${{{name}}}\"'"
     return f'"${{{name}}}"'
 
 
-def _advance(text: str, state: int, word_start: bool) -> tuple[int, bool]:
-    """The quoting state after ``text``, and whether the next character starts a word."""
-    escaped = False
-    for char in text:
-        if escaped:
-            escaped = False
-        elif char == "\\" and state in (_BARE, _DOUBLE):
-            escaped = True
+class _Quoting:
+    """Follows a command's quoting, character by character, as /bin/sh reads it."""
+
+    def __init__(self) -> None:
+        self.mode = _BARE
+        self.escaped = False
+        self.word_start = True
+        self.previous = ""
+        self.delimiter: list[str] | None = None  # the word after '<<', while it is read
+        self.strip_tabs = False
+        self.heredocs: list[tuple[str, bool]] = []  # (end line, strip tabs), from the next line
+        self.line = ""  # the current line of a here-document
+
+    def feed(self, text: str) -> None:
+        for char in text:
+            self._char(char)
+
+    def feed_word(self) -> None:
+        """A template stood here: part of a word."""
+        self.word_start = False
+        self.previous = "x"
+        if self.mode == _HEREDOC:
+            self.line += "\0"
+        elif self.delimiter is not None:
+            self.delimiter.append("\0")
+
+    def _char(self, char: str) -> None:
+        if self.mode == _HEREDOC:
+            self._heredoc(char)
+        elif self.escaped:
+            self.escaped = False
+        elif char == "\\" and self.mode in (_BARE, _DOUBLE):
+            self.escaped = True
+        elif self.mode != _BARE:
+            if char == _CLOSING[self.mode]:
+                self.mode = _BARE
+                if char == "\n":
+                    self._line_end()
         else:
-            state = _after(state, char, word_start)
-        word_start = char in _WORD_BREAKS and state == _BARE
-    return state, word_start
+            self._bare(char)
+        self.word_start = char in _WORD_BREAKS and self.mode == _BARE
+        self.previous = char
 
+    def _bare(self, char: str) -> None:
+        if self.delimiter is not None and (
+            char in _WORD_BREAKS and (self.delimiter or char not in " \t-")
+        ):
+            self._delimited()
+        if char == "\n":
+            self._line_end()
+        elif self.delimiter is not None:
+            if char == "-" and not self.delimiter:
+                self.strip_tabs = True
+            elif char not in " \t":
+                self.delimiter.append(char)
+        elif char == "<" and self.previous == "<":
+            self.delimiter, self.strip_tabs = [], False
+        elif char == "#" and self.word_start:
+            self.mode = _COMMENT
+        else:
+            self.mode = _OPENING.get(char, _BARE)
 
-# The character that ends each quoted state (a comment ends at the newline).
-_CLOSING: Final = {_SINGLE: "'", _DOUBLE: '"', _COMMENT: "\n"}
-_OPENING: Final = {"'": _SINGLE, '"': _DOUBLE}
+    def _delimited(self) -> None:
+        assert self.delimiter is not None
+        word = "".join(self.delimiter).replace("'", "").replace('"', "").replace("\\", "")
+        self.heredocs.append((word, self.strip_tabs))
+        self.delimiter = None
 
+    def _line_end(self) -> None:
+        if self.delimiter is not None:
+            self._delimited()
+        if self.heredocs:
+            self.mode = _HEREDOC
 
-def _after(state: int, char: str, word_start: bool) -> int:
-    if state != _BARE:
-        return _BARE if char == _CLOSING[state] else state
-    if char == "#" and word_start:
-        return _COMMENT
-    return _OPENING.get(char, _BARE)
+    def _heredoc(self, char: str) -> None:
+        if char != "\n":
+            self.line += char
+            return
+        end, strip_tabs = self.heredocs[0]
+        line, self.line = self.line, ""
+        if (line.lstrip("\t") if strip_tabs else line) == end:
+            self.heredocs.pop(0)
+            if not self.heredocs:
+                self.mode = _BARE

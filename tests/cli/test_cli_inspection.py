@@ -144,3 +144,8 @@ def test_jobs_of_a_queue_are_only_that_queue_s_in_every_state(url: str, client: 
         assert json.loads(nowhere.stdout) == [], state
         both = json.loads(flows("jobs", "--redis", url, "--state", state, "--json").stdout)
         assert {j["queue"] for j in both} == {"mine", "other"}, state
+        # Every state renders as a table, and each job on its own.
+        assert flows("jobs", "--redis", url, "--state", state, "-q", "mine").exit_code == 0
+        if state != "recurring":
+            shown = flows("job", mine[state], "--redis", url)
+            assert shown.exit_code == 0 and mine[state] in shown.stdout, shown.output

@@ -20,6 +20,7 @@ HOSTILE = [
     "a\ntouch PWNED",
     "$HOME ${HOME} *",
     "\\$(touch PWNED)\\",
+    "a\nEOF\ntouch PWNED",
 ]
 
 # (command, what it prints for value v)
@@ -31,6 +32,11 @@ COMMANDS = [
     ("printf %s --v=${{ params.v }}", "--v={v}"),
     ("# it's a comment\nprintf %s ${{ params.v }}", "{v}"),
     ('printf %s \\"${{ params.v }}', '"{v}'),
+    ("cat <<EOF\n<${{ params.v }}>\nEOF\n", "<{v}>\n"),
+    ("cat <<-EOF\n\t${{ params.v }}\n\tEOF\nprintf %s ${{ params.v }}", "{v}\n{v}"),
+    ("printf '%s ' $((1<<2)); printf %s ${{ params.v }}", "4 {v}"),
+    # A quoted here-document expands nothing: the variable stays as written.
+    ("cat <<'EOF'\n${{ params.v }}\nEOF\n", "${{FLOWS_PARAMS_V}}\n"),
 ]
 
 
