@@ -42,6 +42,12 @@ STATUS_STYLE = {
 """Styles of the status words (flows.runs); any other word is shown plain."""
 
 
+SHUTDOWN_GRACE = 5.0
+"""Seconds the local worker of `flows run` gives running jobs after Ctrl-C."""
+INTERRUPTED = 130
+"""The exit code after Ctrl-C (128 + SIGINT), as shells use."""
+
+
 def register(group: click.Group) -> None:
     for command in (run, status, runs):
         group.add_command(command)
@@ -127,12 +133,6 @@ def _follow(
     if interrupted:
         view = load_run(client, run_id) or view
     return view, interrupted
-
-
-SHUTDOWN_GRACE = 5.0
-"""Seconds the local worker of `flows run` gives running jobs after Ctrl-C."""
-INTERRUPTED = 130
-"""The exit code after Ctrl-C (128 + SIGINT), as shells use."""
 
 
 def work_run(client: Client, run_id: str, queues: list[str], threads: int) -> int:

@@ -223,6 +223,73 @@ CASES = {
         "steps:\n  a: {queue: q}\n",
         "steps:\n  a: {queue: q, run: 'true'}\n",
     ),
+    "step id like a generated job id": Case(
+        "generated-id",
+        "rename the step; ids may use letters, digits, '_' and '-'",
+        "steps:\n  a[0]: {run: 'true'}\n",
+        "steps:\n  a_0: {run: 'true'}\n",
+    ),
+    "step id of a hook": Case(
+        "reserved-id",
+        "rename the step, or move it under hooks: finally:",
+        "steps:\n  a: {run: 'true'}\n  finally: {run: 'true'}\n",
+        "steps:\n  a: {run: 'true'}\nhooks:\n  finally: {run: 'true'}\n",
+    ),
+    "reserved key in with": Case(
+        "reserved-key",
+        "rename the key",
+        "steps:\n  a: {job: m.f, with: {_flows: 1}}\n",
+        "steps:\n  a: {job: m.f, with: {flows: 1}}\n",
+    ),
+    "foreach variable named like a root": Case(
+        "reserved-name",
+        "pick another name, e.g. 'item' or 'region'",
+        "steps:\n  a: {run: 'true', foreach: {items: [1], as: params}}\n",
+        "steps:\n  a: {run: 'true', foreach: {items: [1], as: region}}\n",
+    ),
+    "env on a job step": Case(
+        "shell-only",
+        "pass a Python job its inputs through 'with'",
+        "steps:\n  a: {job: m.f, env: {A: b}}\n",
+        "steps:\n  a: {job: m.f, with: {A: b}}\n",
+    ),
+    "required param with a default": Case(
+        "required-default",
+        "remove 'required: true', or remove the default",
+        "params: {a: {type: string, required: true, default: x}}\nsteps:\n  s: {run: 'true'}\n",
+        "params: {a: {type: string, default: x}}\nsteps:\n  s: {run: 'true'}\n",
+    ),
+    "required param of a scheduled flow": Case(
+        "schedule-param",
+        "give it a default (scheduled runs use the defaults), or set 'required: false'",
+        "params: {a: {type: string}}\nschedule: {cron: '0 12 * * *'}\nsteps:\n  s: {run: 'true'}\n",
+        "params: {a: {type: string, default: x}}\nschedule: {cron: '0 12 * * *'}\n"
+        "steps:\n  s: {run: 'true'}\n",
+    ),
+    "foreach items that are text": Case(
+        "foreach-items",
+        "write the items as a YAML list, or declare an array param and reference it",
+        "steps:\n  a: {run: 'true', foreach: {items: abc}}\n",
+        "steps:\n  a: {run: 'true', foreach: {items: [abc]}}\n",
+    ),
+    "queue set twice": Case(
+        "queue-twice",
+        "set the queue in one place",
+        "queue: a\ndefaults: {queue: b}\nsteps:\n  s: {run: 'true'}\n",
+        "queue: b\nsteps:\n  s: {run: 'true'}\n",
+    ),
+    "heartbeat not shorter than the timeout": Case(
+        "heartbeat",
+        "make the heartbeat a fraction of the timeout (e.g. a tenth)",
+        "steps:\n  a: {run: 'true', heartbeat: 10m, timeout: 1m}\n",
+        "steps:\n  a: {run: 'true', heartbeat: 6s, timeout: 1m}\n",
+    ),
+    "duplicate key": Case(
+        "yaml-duplicate-key",
+        "rename or remove one of them",
+        "steps:\n  a: {run: 'true'}\n  a: {run: 'false'}\n",
+        "steps:\n  a: {run: 'true'}\n",
+    ),
 }
 
 
