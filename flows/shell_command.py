@@ -17,7 +17,9 @@ expands nothing, so there the variable stays as written (its value is in the env
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
+from functools import lru_cache
 from typing import Final
 
 from flows.outputs import env_name
@@ -27,11 +29,20 @@ _BARE, _SINGLE, _DOUBLE, _COMMENT, _HEREDOC = range(5)
 _WORD_BREAKS: Final = frozenset(" \t\n;&|()<>")
 _CLOSING: Final = {_SINGLE: "'", _DOUBLE: '"', _COMMENT: "\n"}
 _OPENING: Final = {"'": _SINGLE, '"': _DOUBLE}
+_MODE_CHANGERS: Final = {
+    _BARE: re.compile(r"[\\'\"#<\n]"),
+    _SINGLE: re.compile("'"),
+    _DOUBLE: re.compile(r'[\\"]'),
+    _COMMENT: re.compile("\n"),
+    _HEREDOC: re.compile("\n"),
+}
+"""Per mode, the characters that may change it (or start a here-document's delimiter)."""
 FOREACH_ENV_ROOT: Final = "foreach"
 """The foreach variable's values are ``FLOWS_FOREACH_<NAME>``: never a runtime name such as
 ``FLOWS_OUTPUT``, whatever the variable is called."""
 
 
+@lru_cache(maxsize=4096)
 def variable_name(reference: Reference) -> str:
     """The environment variable that carries ``reference`` (before any collision suffix)."""
     if reference.root in (PARAMS, RUN, STEPS):
@@ -50,13 +61,9 @@ def shell_command(command: str, value_of: Callable[[Reference], str]) -> tuple[s
     variables: dict[str, str] = {}
     names: dict[Reference, str] = {}
     pieces: list[str] = []
-    quoting = _Quoting()
-    for index, text in enumerate(texts):
-        pieces.append(text)
-        quoting.feed(text)
-        if index == len(found):
-            break
-        reference = found[index]
+    modes = _modes(texts) if sum(map(len, texts)) <= _KEPT_LENGTH else _scan(texts)
+    for index, reference in enumerate(found):
+        pieces.append(texts[index])
         name = names.get(reference)
         if name is None:
             name = base = variable_name(reference)
@@ -66,9 +73,25 @@ def shell_command(command: str, value_of: Callable[[Reference], str]) -> tuple[s
                 name = f"{base}_{suffix}"
             names[reference] = name
             variables[name] = value_of(reference)
-        pieces.append(_placeholder(name, quoting.mode))
-        quoting.feed_word()
+        pieces.append(_placeholder(name, modes[index]))
+    pieces.append(texts[-1])
     return "".join(pieces), variables
+
+
+def _scan(texts: tuple[str, ...]) -> tuple[int, ...]:
+    """The quoting mode at each template between ``texts``."""
+    quoting = _Quoting()
+    modes = []
+    for text in texts[:-1]:
+        quoting.feed(text)
+        modes.append(quoting.mode)
+        quoting.feed_word()
+    return tuple(modes)
+
+
+_KEPT_LENGTH: Final = 1024
+"""Commands up to this long have their scan kept: a foreach step's jobs share one command."""
+_modes = lru_cache(maxsize=4096)(_scan)
 
 
 def _placeholder(name: str, mode: int) -> str:
@@ -93,8 +116,29 @@ class _Quoting:
         self.line = ""  # the current line of a here-document
 
     def feed(self, text: str) -> None:
-        for char in text:
-            self._char(char)
+        # Runs of characters that cannot change the mode are skipped with one search: expansion
+        # does this for every shell job of a run.
+        at, length = 0, len(text)
+        while at < length:
+            if self.escaped or self.delimiter is not None:
+                self._char(text[at])
+                at += 1
+                continue
+            found = _MODE_CHANGERS[self.mode].search(text, at)
+            end = found.start() if found else length
+            if end > at:
+                self._plain(text[at:end])
+                at = end
+            if found:
+                self._char(text[at])
+                at += 1
+
+    def _plain(self, chars: str) -> None:
+        """Characters that change no mode."""
+        if self.mode == _HEREDOC:
+            self.line += chars
+        self.previous = chars[-1]
+        self.word_start = self.previous in _WORD_BREAKS and self.mode == _BARE
 
     def feed_word(self) -> None:
         """A template stood here: part of a word."""
