@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from flows.outputs import FlowsMeta
+from flows.outputs import FlowsMeta, was_skipped
 from scheduler.client import Client
 from scheduler.job import Job
 
@@ -194,23 +194,12 @@ class RunView:
         return sorted({j.queue for s in self.steps for j in s.jobs})
 
 
-def _was_skipped(job: Job) -> bool:
-    """A complete job the engine skipped (its trigger rule), not one that ran."""
-    for entry in reversed(job.history):
-        what = entry.get("what")
-        if what == "skipped":
-            return True
-        if what in ("popped", "put"):
-            return False
-    return False
-
-
 def _statuses(jobs: Mapping[str, Job]) -> dict[str, str]:
     """Each jid's status word; ``jobs`` in dependency order (the run's submission order)."""
     out: dict[str, str] = {}
     for jid, job in jobs.items():
         if job.state == "complete":
-            out[jid] = "skipped" if _was_skipped(job) else "success"
+            out[jid] = "skipped" if was_skipped(job.history) else "success"
         elif job.state == "depends" and any(
             out.get(dependency) in ("failed", "expired", "upstream_failed")
             for dependency in job.dependencies

@@ -400,3 +400,30 @@ def test_a_misspelled_output_fails_its_step_and_holds_back_its_dependents(
     assert invalid.exit_code == 1
     assert "step 'make' declares no output 'cvs'" in invalid.output
     assert "did you mean 'csv'?" in invalid.output
+
+
+def test_a_step_reads_the_status_words_of_flows_status(
+    cli: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log = tmp_path / "ran.log"
+    monkeypatch.setenv("FLOWS_TEST_LOG", str(log))
+    path = write_flow(
+        tmp_path,
+        """
+        version: 1
+        name: words
+        queue: words
+        steps:
+          first: {job: flowtasks.record, with: {name: first}}
+          alarm: {job: flowtasks.record, needs: [first], trigger_rule: one_failed, with: {name: x}}
+          report:
+            job: flowtasks.record
+            needs: [alarm]
+            trigger_rule: all_done
+            with: {name: report, status: "${{ steps.alarm.status }}"}
+        """,
+        FLAKY_TASKS,
+    )
+    result = flows(cli, "run", str(path))
+    assert result.exit_code == 0, result.output
+    assert log.read_text().splitlines() == ["first", "report skipped"]
