@@ -111,6 +111,7 @@ def test_scheduled_and_triggered_runs_pass_values_as_data(url: str, tmp_path: Pa
     Worker(Client(url), ["injsched"], burst=True, prepare=prepare).run()
     runs = json.loads(flows("runs", "--redis", url, "--json", "--flow", "injsched").stdout)
     check_outputs(folder, who, runs[0]["id"], "injsched")
+    assert (runs[0]["params"], runs[0]["queues"]) == ({}, ["injsched"])  # JSON, not text
 
     for out in folder.glob("*.out"):
         out.unlink()
