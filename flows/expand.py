@@ -7,13 +7,15 @@ step waits for all of its items too (no item-by-item pairing).
 
 Templates in ``params``, ``run`` and the foreach variable are resolved here. References to other
 steps' outputs and status stay in the job data for the worker (:mod:`flows.outputs` is that
-contract); in a shell command each becomes an environment variable instead.
+contract). In a shell command every template, whatever it names, becomes an environment variable
+(:mod:`flows.shell_command`): values are data there, never shell syntax.
 
 ``foreach.items`` must be known now: a list, or a param (validation refuses step outputs there,
 since the number of jobs of a run is fixed when it is submitted).
 
-Hooks depend on every job of the run: ``on_success`` with trigger rule ``all_success``,
-``on_failure`` with ``one_failed``, ``finally`` with ``all_done``.
+Hooks depend on every job of the run: ``on_success`` with trigger rule ``none_failed`` (a step
+skipped by its own trigger rule is no failure), ``on_failure`` with ``one_failed``, ``finally``
+with ``all_done``.
 """
 
 from __future__ import annotations
@@ -35,15 +37,16 @@ from flows.model import (
     Step,
     TriggerRule,
 )
-from flows.outputs import META_KEY, SHELL_KLASS, Upstream, env_name, meta_json
+from flows.outputs import META_KEY, SHELL_KLASS, Upstream, meta_json
 from flows.params import bind_params
+from flows.shell_command import shell_command
 from flows.templates import KEEP, PARAMS, RUN, STEPS, Reference, render, select, to_text
 from scheduler.errors import FlowsError
 
 MAX_JOBS_PER_RUN: Final = 100_000
 _HERE: Final = PurePath(".")
 HOOK_TRIGGER_RULES: Final[Mapping[str, TriggerRule]] = {
-    "on_success": "all_success",
+    "on_success": "none_failed",
     "on_failure": "one_failed",
     "finally": "all_done",
 }
@@ -322,20 +325,16 @@ class _Expander:
         # Env values are text; step references stay as templates for the worker.
         env = {name: to_text(value) for name, value in render(action.env, scope.lookup).items()}
 
-        def into_env(reference: Reference) -> str:
-            name = env_name(reference)
-            env[name] = f"${{{{ {reference} }}}}"
-            return f"${{{name}}}"
+        def value_of(reference: Reference) -> str:
+            value = scope.lookup(reference)  # a step reference: KEEP, and noted as read
+            return f"${{{{ {reference} }}}}" if value is KEEP else to_text(value)
 
-        command = render(
-            action.run,
-            _Scope(
-                scope.params, scope.run, scope.item_name, scope.item, into_env, scope.read_steps
-            ).lookup,
-        )
+        # Every value reaches the shell as a variable, never as command text.
+        command, variables = shell_command(str(action.run), value_of)
+        env.update(variables)
         cwd = render(action.cwd, scope.lookup) if action.cwd is not None else None
         directory = self.flow_dir / str(cwd) if cwd is not None else self.flow_dir
-        return {"command": str(command), "cwd": str(directory), "env": env}
+        return {"command": command, "cwd": str(directory), "env": env}
 
 
 def _no_steps_in_items(step_id: str) -> Callable[[Reference], Any]:

@@ -26,7 +26,14 @@ from pydantic_core import PydanticCustomError
 
 from flows.durations import DURATION_EXAMPLES, DURATION_PATTERN, DurationError, parse_duration
 from flows.outputs import ENV_PREFIX, META_KEY
-from flows.templates import PARAMS, RUN, STEPS, WHOLE_TEMPLATE_PATTERN, whole_reference
+from flows.templates import (
+    PARAMS,
+    RUN,
+    SEGMENT_PATTERN,
+    STEPS,
+    WHOLE_TEMPLATE_PATTERN,
+    whole_reference,
+)
 
 MAX_STEPS: Final = 10_000
 MAX_FOREACH_ITEMS: Final = 10_000
@@ -106,6 +113,7 @@ DottedPath = Annotated[
     str,
     StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)+$"),
 ]
+OutputKey = Annotated[str, StringConstraints(pattern=rf"^{SEGMENT_PATTERN}$", max_length=64)]
 EnvName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")]
 Needs = Annotated[
     list[StepId], BeforeValidator(_one_or_many, json_schema_input_type=StepId | list[StepId])
@@ -265,6 +273,9 @@ class Step(Action):
 
     needs: Needs = Field(default_factory=list)
     """Steps that must be done first (their outputs become readable)."""
+    outputs: list[OutputKey] | None = Field(default=None, max_length=100)
+    """The keys of the step's outputs: `flows validate` then refuses references to any other
+    key (`steps.<id>.outputs.<key>`). Not given: any key may be read."""
     foreach: Foreach | None = None
     trigger_rule: TriggerRule = "all_success"
     """When the step runs, given its needs: all succeeded, all done (succeeded or failed),

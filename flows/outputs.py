@@ -27,17 +27,19 @@ be spliced into shell syntax.
 **At start**, the worker:
 
 1. ``meta = FlowsMeta.from_data(job.data)`` (None: not a flow job, run it as is);
-2. fetches the state and stored result of every jid in ``meta.upstream_jids()``;
-3. ``payload = resolve_payload(job.data, {jid: UpstreamJob(state, result), ...})``, which drops
-   the meta key, resolves every step reference (single pass) and, for shell jobs, turns env
-   values into text; :class:`UnresolvedReference` means the job should fail (group
-   ``flows-reference``), since retrying cannot help.
+2. fetches the state, stored result and history of every jid in ``meta.upstream_jids()``;
+3. ``payload = resolve_payload(job.data, {jid: UpstreamJob(state, result, skipped), ...})``
+   (``skipped``: :func:`was_skipped` of its history), which drops the meta key, resolves every
+   step reference (single pass) and, for shell jobs, turns env values into text;
+   :class:`UnresolvedReference` means the job should fail (group ``flows-reference``), since
+   retrying cannot help.
 
 **Values.** ``steps.X.outputs`` is the result of X's job (a mapping); of a foreach step, the list
 of its items' results in item order. A job that did not complete has null outputs. ``.key``
 selects from a mapping (an error when a completed job's result lacks it, null from null); on a
 foreach step it selects from each item: ``steps.load.outputs.rows`` is ``[rows of item 0, ...]``.
-``steps.X.status`` is :func:`step_status` of X's jobs.
+``steps.X.status`` is :func:`step_status` of X's jobs: success, failed, expired, pending,
+upstream_failed or skipped.
 
 **Shell outputs.** A shell job finds the path of a file in ``$FLOWS_OUTPUT``; what it writes
 there as ``key=value`` lines (``key<<EOF`` ... ``EOF`` for several lines) becomes its outputs
@@ -79,10 +81,24 @@ class UnresolvedReference(KeyError):
 
 @dataclass(frozen=True, slots=True)
 class UpstreamJob:
-    """What the worker read about one upstream job: its state and stored result (or None)."""
+    """What the worker read about one upstream job: its state, stored result (or None), and
+    whether the engine skipped it (its trigger rule: complete without running)."""
 
     state: str
     result: Any = None
+    skipped: bool = False
+
+
+def was_skipped(history: Sequence[Mapping[str, Any]]) -> bool:
+    """Whether a complete job's history says the engine skipped it rather than ran it (the
+    latest of put, popped and skipped is skipped)."""
+    for entry in reversed(history):
+        what = entry.get("what")
+        if what == "skipped":
+            return True
+        if what in ("popped", "put"):
+            return False
+    return False
 
 
 @dataclass(frozen=True, slots=True)
@@ -182,20 +198,30 @@ def meta_json(
     }
 
 
-def step_status(states: Sequence[str]) -> str:
-    """One word for a step from its jobs' states (engine job states, e.g. ``complete``).
+def step_status(jobs: Sequence[UpstreamJob]) -> str:
+    """One word for a step from its jobs, the words of ``flows status``.
 
-    ``failed`` if any job failed; ``pending`` if any is still waiting or running (possible under
-    ``one_failed``); ``success`` if all completed (an empty foreach too); else ``skipped`` (held
-    back by a failed upstream, or canceled).
+    ``failed`` if any job failed; ``expired`` if one expired; ``pending`` if any is still
+    waiting or running (possible under ``one_failed``); ``upstream_failed`` if one is held back
+    by a failed need (a dependent runs past it only then); ``skipped`` if all of them were
+    skipped by their trigger rule; ``success`` if all completed (an empty foreach too).
     """
-    if any(state in FAILED_STATES for state in states):
-        return "failed"
-    if any(state in ACTIVE_STATES for state in states):
-        return "pending"
-    if all(state in COMPLETE_STATES for state in states):
-        return "success"
-    return "skipped"
+    states = {job.state for job in jobs}
+    for state, word in _STATUS_BY_STATE:
+        if state in states:
+            return word
+    if states <= COMPLETE_STATES:
+        return "skipped" if jobs and all(job.skipped for job in jobs) else "success"
+    return "pending"
+
+
+_STATUS_BY_STATE: Final = (
+    *((state, "failed") for state in sorted(FAILED_STATES)),
+    ("expired", "expired"),
+    *((state, "pending") for state in sorted(ACTIVE_STATES)),
+    ("depends", "upstream_failed"),
+)
+"""Job states that decide a step's word, first match wins."""
 
 
 def resolve_payload(data: Mapping[str, Any], jobs: Mapping[str, UpstreamJob]) -> dict[str, Any]:
@@ -217,7 +243,7 @@ def resolve_payload(data: Mapping[str, Any], jobs: Mapping[str, UpstreamJob]) ->
         except KeyError as missing:
             raise UnresolvedReference(f"{reference}: no state for job {missing}") from None
         if field == "status" and not rest:
-            return step_status([job.state for job in found])
+            return step_status(found)
         if field != "outputs":
             raise UnresolvedReference(f"{reference}: expected outputs or status after the step")
         return _outputs(reference, upstream.foreach, found, rest)

@@ -1,8 +1,9 @@
 """Submitting a run: a flow's put requests written in one engine call (``flow.submit``).
 
 Nothing of a run is visible until all of it is: the run record and every job are written by one
-Lua call. Run ids are unique per manual run (:func:`manual_run_id`) and deterministic per
-scheduled tick (``<flow>@<fire time>``), and submitting an existing run id changes nothing.
+Lua call. Every run id is ``<flow>@<UTC time>``: a tick's run is named by its fire time (one id
+per tick), a manual run by the time it was started plus ``-<random>`` (:func:`manual_run_id`).
+Submitting an existing run id changes nothing.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from flows.expand import PutRequest
 from scheduler import limits
 from scheduler.client import Client
 from scheduler.errors import EngineError
+from scheduler.schedules import run_id_for
 
 Trigger = Literal["manual", "schedule", "catch-up", "retry"]
 
@@ -35,9 +37,10 @@ class Submission:
 
 
 def manual_run_id(flow: str, now: float | None = None) -> str:
-    """``<flow>-<UTC time>-<random>``: unique, sortable, readable."""
-    stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime(time.time() if now is None else now))
-    return f"{flow}-{stamp}-{secrets.token_hex(3)}"
+    """``<flow>@<UTC time>-<random>``: the one run id format (a tick's run is
+    ``<flow>@<UTC fire time>``, :func:`scheduler.schedules.run_id_for`), made unique for a run
+    that no tick stands for."""
+    return f"{run_id_for(flow, time.time() if now is None else now)}-{secrets.token_hex(3)}"
 
 
 def content_hash(text: str) -> str:

@@ -177,16 +177,31 @@ class TemplateChecker:
                 f"'{reference}' in cwd: the working directory is fixed when the run is submitted",
                 "pass the value through env instead",
             )
+        declared = self.steps[step_id].outputs if step_id in self.steps else None
+        if what == "outputs" and len(path) > 3 and declared is not None and path[3] not in declared:
+            hint = did_you_mean(path[3], declared) or (
+                f"add '{path[3]}' to steps.{step_id}.outputs"
+                + (f" ({names_hint('declared', declared)})" if declared else "")
+            )
+            return f"'{reference}': step '{step_id}' declares no output '{path[3]}'", hint
         if reader.step_id is None:
             return None  # hooks run after every step
         if step_id == reader.step_id:
             return f"{reader.name} reads its own {what}", "a step can only read upstream steps"
         if step_id in reader.needs or self.is_upstream(step_id, reader.step_id):
             return None
-        needs = ", ".join([*reader.needs, step_id])
+        if self.is_upstream(reader.step_id, step_id):  # adding the need would make a cycle
+            return (
+                f"{reader.name} reads steps.{step_id}.{what}, but '{step_id}' runs after it "
+                f"(it needs '{reader.step_id}', directly or not)",
+                f"a step reads only steps that run before it: remove the reference, or read it "
+                f"in a step that needs '{step_id}'",
+            )
+        # Needs that name no step are reported on their own: the hint must not repeat them.
+        kept = [n for n in dict.fromkeys(reader.needs) if n in self.step_ids and n != step_id]
         return (
             f"{reader.name} reads steps.{step_id}.{what} but does not depend on '{step_id}'",
-            f"add it to needs: needs: [{needs}]",
+            f"add it to needs: needs: [{', '.join([*kept, step_id])}]",
         )
 
     @cached_property

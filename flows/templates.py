@@ -131,6 +131,18 @@ def references(text: str) -> list[Reference]:
     return list(parsed.references)
 
 
+def split(text: str) -> tuple[tuple[str, ...], tuple[Reference, ...]]:
+    """``text`` as the pieces around its templates (one more than the references) and the
+    references in order; raises :class:`TemplateSyntaxError` as :func:`references` does."""
+    if OPEN not in text:
+        return (text,), ()
+    parsed = _parsed(text)
+    if parsed is None or not parsed.closed:
+        references(text)  # raises, naming the problem
+        raise TemplateSyntaxError("'${{' is not closed with '}}'")
+    return parsed.texts, parsed.references
+
+
 def whole_reference(text: str) -> Reference | None:
     """The reference when ``text`` is exactly one template (surrounding spaces allowed)."""
     if OPEN not in text:

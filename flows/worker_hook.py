@@ -6,7 +6,13 @@ processes). Jobs that were not put by a flow are left alone.
 
 from __future__ import annotations
 
-from flows.outputs import FlowsMeta, UnresolvedReference, UpstreamJob, resolve_payload
+from flows.outputs import (
+    FlowsMeta,
+    UnresolvedReference,
+    UpstreamJob,
+    resolve_payload,
+    was_skipped,
+)
 from scheduler.worker import FailJob, JobContext
 from scheduler.worker.loader import add_paths
 
@@ -18,7 +24,10 @@ def prepare(ctx: JobContext) -> None:
     add_paths([meta.flow_dir])
     jids = meta.upstream_jids()
     upstream = (
-        {job.jid: UpstreamJob(job.state, job.result) for job in ctx.job.client.jobs.multiget(*jids)}
+        {
+            job.jid: UpstreamJob(job.state, job.result, was_skipped(job.history))
+            for job in ctx.job.client.jobs.multiget(*jids)
+        }
         if jids
         else {}
     )

@@ -1,6 +1,6 @@
 """The consistency check (``flows doctor``): find and repair jobs the engine's indexes disagree on.
 
-Reliability invariant 6 says each job is in exactly one state index, the one its hash names. A
+Each job must be in exactly one state index, the one its hash names. A
 bug, a hand-edited key or a half-applied restore can break that; this module finds where, in two
 depths (after Redis Work Queue's light and deep cleaning):
 

@@ -150,7 +150,7 @@ _DETAIL_READERS: dict[str, Callable[[Mapping[str, Any]], Any]] = {
 
 
 class Job:
-    """One job as the engine last reported it (see the job JSON in ``docs/qless-api.md``).
+    """One job as the engine last reported it (the job JSON of ``get``, lua/include/job.lua).
 
     Fields: ``jid``, ``klass``, ``state`` (waiting, scheduled, depends, running, stalled, failed,
     complete; ours: buried, expired), ``queue``, ``worker`` (``""`` unless running),

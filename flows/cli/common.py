@@ -12,6 +12,7 @@ from typing import Any
 import click
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from scheduler.client import Client
 from scheduler.errors import FlowsError
@@ -43,12 +44,20 @@ def print_json(value: Any) -> None:
 
 
 def table(title: str | None, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
-    out = Table(title=title, title_justify="left", header_style="bold")
+    """Print a table. Cells are shown as given (a job id, a message, a state are never read as
+    markup); a :class:`rich.text.Text` cell keeps its style."""
+    out = Table(title=title and Text(title), title_justify="left", header_style="bold")
     for column in columns:
         out.add_column(column)
     for row in rows:
-        out.add_row(*("" if cell is None else str(cell) for cell in row))
+        out.add_row(*(_cell(cell) for cell in row))
     console.print(out)
+
+
+def _cell(cell: Any) -> Text:
+    if isinstance(cell, Text):
+        return cell
+    return Text("" if cell is None else str(cell))
 
 
 def ago(when: float | None, now: float | None = None) -> str:

@@ -4,12 +4,17 @@
 from __future__ import annotations
 
 import json
+import sys
+from collections.abc import Callable
 from typing import Any
 
 import click
+from rich.text import Text
 
 from flows.cli.common import ago, console, open_client, print_json, table, user_errors, when
 from flows.cli.options import as_json, connection
+from flows.cli.run import work_run
+from flows.runs import load_run
 from scheduler.client import Client
 from scheduler.job import Job, RanBy, as_dict
 
@@ -102,25 +107,78 @@ def _last_seen(worker: dict[str, Any]) -> str:
     return f"SILENT {seen.removesuffix(' ago')}" if worker.get("silent") else seen
 
 
-def _jids(client: Client, state: str, queue: str | None, limit: int) -> list[str]:
+PAGE = 500
+"""Jobs read per engine call while filtering the completed and failed jobs by queue."""
+
+
+def _listed(client: Client, state: str, queue: str | None, limit: int) -> list[Job]:
+    """Up to ``limit`` jobs in ``state``, of ``queue`` only when one is given.
+
+    Waiting, running, ... are indexed per queue by the engine; completed and failed jobs are not
+    (one set, and one list per failure group), so those are read page by page and kept when
+    they are of the queue.
+    """
     if state == "complete":
-        return client.jobs.complete(0, limit)
+        return _filtered(lambda offset: _completed_page(client, offset), queue, limit)
     if state == "failed":
-        jids: list[str] = []
-        for group in client.failed():
-            jids += [j.jid for j in client.failed(group, 0, limit).jobs]
-        return jids[:limit]
+        found: list[Job] = []
+        for group in sorted(client.failed()):
+            found += _filtered(_failed_pages(client, group), queue, limit - len(found))
+            if len(found) >= limit:
+                break
+        return found
     names = [queue] if queue else [c["name"] for c in client.queues.counts()]
-    found: list[str] = []
+    jids: list[str] = []
     for name in names:
-        found += [str(j) for j in client.engine.call("jobs", state, name, 0, limit)]
+        jids += [str(j) for j in client.engine.call("jobs", state, name, 0, limit)]
+    return client.jobs.multiget(*jids[:limit]) if jids else []
+
+
+Page = Callable[[int], tuple[int, list[Job]]]
+"""Reads the page at an offset: how many entries it read, and the jobs among them."""
+
+
+def _completed_page(client: Client, offset: int) -> tuple[int, list[Job]]:
+    jids = client.jobs.complete(offset, PAGE)
+    return len(jids), client.jobs.multiget(*jids)
+
+
+def _failed_pages(client: Client, group: str) -> Page:
+    def page(offset: int) -> tuple[int, list[Job]]:
+        jobs = client.jobs.failed(group, offset, PAGE).jobs
+        return len(jobs), jobs
+
+    return page
+
+
+def _filtered(page: Page, queue: str | None, limit: int) -> list[Job]:
+    found: list[Job] = []
+    offset = 0
+    while len(found) < limit:
+        read, jobs = page(offset)
+        if not read:
+            break
+        offset += read
+        found += [j for j in jobs if queue is None or j.queue == queue]
     return found[:limit]
 
 
 @click.command()
-@click.option("--state", type=click.Choice(JOB_STATES), default="waiting", show_default=True)
-@click.option("--queue", "-q", help="Only this queue.")
-@click.option("--limit", type=click.IntRange(1, 10000), default=50, show_default=True)
+@click.option(
+    "--state",
+    type=click.Choice(JOB_STATES),
+    default="waiting",
+    show_default=True,
+    help="The jobs' state.",
+)
+@click.option("--queue", "-q", help="Only jobs of this queue (for every state).")
+@click.option(
+    "--limit",
+    type=click.IntRange(1, 10000),
+    default=50,
+    show_default=True,
+    help="Show at most this many jobs.",
+)
 @as_json
 @connection
 def jobs(
@@ -133,8 +191,11 @@ def jobs(
 ) -> None:
     """Jobs in a state (waiting by default), newest activity last."""
     client = open_client(redis_url, namespace)
+    if state == "recurring":
+        _recurring(client, queue, limit, as_json)
+        return
     with user_errors():
-        found = client.jobs.multiget(*_jids(client, state, queue, limit)) if limit else []
+        found = _listed(client, state, queue, limit)
     if as_json:
         print_json([_job_dict(j) for j in found])
         return
@@ -142,6 +203,24 @@ def jobs(
     table(
         f"Jobs ({state})", ("jid", "state", "queue", "klass", "worker", "priority", "updated"), rows
     )
+
+
+def _recurring(client: Client, queue: str | None, limit: int, as_json: bool) -> None:
+    """Recurring jobs are definitions (``recur.get``), not job hashes."""
+    names = [queue] if queue else [c["name"] for c in client.queues.counts()]
+    with user_errors():
+        jids = [str(j) for n in names for j in client.engine.call("jobs", "recurring", n, 0, limit)]
+        found = [client.jobs.recurring(jid) for jid in jids[:limit]]
+    if as_json:
+        print_json(
+            [
+                {**{k: v for k, v in vars(r).items() if k != "client"}, "state": "recurring"}
+                for r in found
+            ]
+        )
+        return
+    rows = [[r.jid, r.queue, r.klass, f"{r.interval:g}s", r.count, r.priority] for r in found]
+    table("Jobs (recurring)", ("jid", "queue", "klass", "every", "spawned", "priority"), rows)
 
 
 def _job_dict(j: Job) -> dict[str, Any]:
@@ -247,7 +326,7 @@ def job(jid: str, as_json: bool, redis_url: str | None, namespace: str | None) -
         rows += [["failure", f"{found.failure.get('group')} at {when(found.failure.get('when'))}"]]
     table(f"Job {found.jid}", ("field", "value"), rows)
     if found.failure and found.failure.get("message"):
-        console.print(f"[bold red]{found.failure.get('group')}[/]")
+        console.print(Text(str(found.failure.get("group")), style="bold red"))
         console.print(str(found.failure["message"]), markup=False, highlight=False)
     history = [
         [
@@ -262,7 +341,13 @@ def job(jid: str, as_json: bool, redis_url: str | None, namespace: str | None) -
 
 @click.command()
 @click.argument("group", required=False)
-@click.option("--limit", type=click.IntRange(1, 10000), default=25, show_default=True)
+@click.option(
+    "--limit",
+    type=click.IntRange(1, 10000),
+    default=25,
+    show_default=True,
+    help="Show at most this many failed jobs of GROUP.",
+)
 @as_json
 @connection
 def failed(
@@ -312,7 +397,13 @@ def failed(
 @click.command()
 @click.argument("group")
 @click.option("--queue", "-q", required=True, help="Queue to put the jobs back into.")
-@click.option("--count", type=click.IntRange(1, 100000), default=25, show_default=True)
+@click.option(
+    "--count",
+    type=click.IntRange(1, 100000),
+    default=25,
+    show_default=True,
+    help="How many failed jobs, the oldest first.",
+)
 @connection
 def unfail(
     group: str, queue: str, count: int, redis_url: str | None, namespace: str | None
@@ -330,16 +421,33 @@ def _is_run(client: Client, name: str) -> bool:
 
 @click.command()
 @click.argument("target")
+@click.option(
+    "--detach", is_flag=True, help="A run: only put its failed jobs back; workers run them."
+)
+@click.option(
+    "--threads",
+    type=click.IntRange(1, 64),
+    default=4,
+    show_default=True,
+    help="A run: jobs at once in the local worker.",
+)
 @connection
-def retry(target: str, redis_url: str | None, namespace: str | None) -> None:
-    """Resume run TARGET (its failed steps run again, completed ones do not), or put failed job
-    TARGET back into its queue with its retries restored."""
+def retry(
+    target: str, detach: bool, threads: int, redis_url: str | None, namespace: str | None
+) -> None:
+    """Resume run TARGET and work it here as `flows run` does (its failed steps run again,
+    completed ones do not; exit code 0 when it succeeds), or put failed job TARGET back into
+    its queue with its retries restored."""
     client = open_client(redis_url, namespace)
     with user_errors():
         if _is_run(client, target):
             count = int(client.engine.call("run.retry", target))
-            click.echo(f"run {target}: {count} failed job(s) put back")
-            return
+            click.echo(f"run {target}: {count} failed job(s) put back", err=True)
+            if detach:
+                return
+            view = load_run(client, target)
+            queues = view.queues if view is not None else []
+            sys.exit(work_run(client, target, queues, threads))
         found = client.jobs[target]
         found.requeue(found.queue)
     click.echo(f"{target} put back into {found.queue}")

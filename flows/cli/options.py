@@ -47,3 +47,32 @@ as_json = click.option("--json", "as_json", is_flag=True, help="Print JSON inste
 def connection(func: F) -> F:
     """Add --redis and --namespace to a command."""
     return redis_url(namespace(func))
+
+
+# `flows plan` and `flows run` describe a run the same way.
+param = click.option(
+    "-p",
+    "--param",
+    "params",
+    multiple=True,
+    metavar="NAME=VALUE",
+    help="A param of the run (repeatable). Text is converted to the param's type: an array as "
+    "a,b,c or a JSON list, an object as JSON, a bool as true/false.",
+)
+logical_time = click.option(
+    "--logical-time",
+    type=click.DateTime(["%Y-%m-%d", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%dT%H:%M:%S%z"]),
+    default=None,
+    help="The moment the run stands for (${{ run.logical_date }}; UTC unless an offset is "
+    "given). Default: now.",
+)
+
+
+def run_id(default: str) -> Callable[[F], F]:
+    """``--run-id``, whose default ``default`` describes."""
+    return click.option(
+        "--run-id",
+        default=None,
+        metavar="ID",
+        help=f"The run's id (its jobs are ID:<step>). Default: {default}.",
+    )

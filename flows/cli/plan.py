@@ -11,11 +11,12 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from flows.cli.options import as_json
+from flows.cli.options import as_json, logical_time, param, run_id
 from flows.cli.validate import flow_file, load_or_exit
 from flows.durations import format_duration
 from flows.expand import ExpansionError, PutRequest, expand
 from flows.params import ParamError, parse_assignments
+from scheduler.schedules import run_id_for
 
 _SHOWN_DEPENDS = 4
 _PIPED_WIDTH = 400
@@ -27,21 +28,9 @@ def register(group: click.Group) -> None:
 
 @click.command()
 @click.argument("file", type=flow_file)
-@click.option(
-    "-p",
-    "--param",
-    "params",
-    multiple=True,
-    metavar="NAME=VALUE",
-    help="A param of the run (repeatable); arrays as a,b,c or JSON.",
-)
-@click.option(
-    "--logical-time",
-    type=click.DateTime(["%Y-%m-%d", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%dT%H:%M:%S%z"]),
-    default=None,
-    help="The moment the run stands for (UTC unless an offset is given). Default: now.",
-)
-@click.option("--run-id", default=None, help="Default: <flow name>@<logical time>.")
+@param
+@logical_time
+@run_id("<flow>@<logical time, UTC>, e.g. etl@20250131T020000Z")
 @as_json
 def plan(
     file: Path,
@@ -55,7 +44,7 @@ def plan(
     assert result.flow is not None
     moment = logical_time or datetime.now(UTC).replace(microsecond=0)
     moment = moment if moment.tzinfo else moment.replace(tzinfo=UTC)
-    run = run_id or f"{result.flow.name}@{moment.isoformat()}"
+    run = run_id or run_id_for(result.flow.name, moment.timestamp())
     try:
         given = parse_assignments(params)
         requests = expand(

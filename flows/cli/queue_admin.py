@@ -81,7 +81,13 @@ def queue_drop(
 
 @click.command()
 @click.argument("name")
-@click.option("--count", type=click.IntRange(1, 100000), default=1, show_default=True)
+@click.option(
+    "--count",
+    type=click.IntRange(1, 100000),
+    default=1,
+    show_default=True,
+    help="How many buried jobs, the longest buried first.",
+)
 @connection
 def kick(name: str, count: int, redis_url: str | None, namespace: str | None) -> None:
     """Make up to COUNT buried jobs of queue NAME waiting again (the longest buried first)."""

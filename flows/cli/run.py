@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import threading
 import time
@@ -11,9 +12,11 @@ from pathlib import Path
 import click
 from rich.live import Live
 from rich.table import Table
+from rich.text import Text
 
 from flows.cli.common import ago, console, err_console, open_client, print_json, table, user_errors
-from flows.cli.options import as_json, connection
+from flows.cli.options import as_json, connection, logical_time, param
+from flows.cli.options import run_id as run_id_option
 from flows.expand import ExpansionError, expand
 from flows.params import ParamError, parse_assignments
 from flows.runs import RunView, list_runs, load_run
@@ -27,9 +30,22 @@ STATUS_STYLE = {
     "success": "green",
     "succeeded": "green",
     "failed": "red",
+    "expired": "red",
+    "upstream_failed": "red",
     "running": "yellow",
     "waiting": "dim",
+    "buried": "yellow",
+    "skipped": "cyan",
+    "canceled": "magenta",
+    "gone": "dim",
 }
+"""Styles of the status words (flows.runs); any other word is shown plain."""
+
+
+SHUTDOWN_GRACE = 5.0
+"""Seconds the local worker of `flows run` gives running jobs after Ctrl-C."""
+INTERRUPTED = 130
+"""The exit code after Ctrl-C (128 + SIGINT), as shells use."""
 
 
 def register(group: click.Group) -> None:
@@ -41,22 +57,26 @@ def _seconds(value: float | None) -> str:
     return "" if value is None else f"{value:.1f}s"
 
 
+def styled(word: str) -> Text:
+    """A status word in its style, as text (never read as markup)."""
+    return Text(word, style=STATUS_STYLE.get(word, ""))
+
+
 def render_run(view: RunView) -> Table:
-    """The run's steps as a table: status, progress, duration."""
-    style = STATUS_STYLE.get(view.status, "")
+    """The run's steps as a table: status, progress, attempts, duration."""
     out = Table(
-        title=f"Run {view.run_id} [{style}]{view.status}[/]",
+        title=Text.assemble(f"Run {view.run_id} ", styled(view.status)),
         title_justify="left",
         header_style="bold",
     )
-    for column in ("step", "status", "jobs done", "duration"):
+    for column in ("step", "status", "jobs done", "attempts", "duration"):
         out.add_column(column)
     for step in view.steps:
-        step_style = STATUS_STYLE.get(step.status, "")
         out.add_row(
-            step.step,
-            f"[{step_style}]{step.status}[/]",
+            Text(step.step),
+            styled(step.status),
             step.progress,
+            str(step.attempts) if step.attempts else "",
             _seconds(step.duration),
         )
     return out
@@ -65,25 +85,31 @@ def render_run(view: RunView) -> Table:
 def _print_failures(view: RunView) -> None:
     for job in view.failed_jobs:
         failure = job.failure or {}
-        err_console.print(f"[bold red]{job.jid}[/] failed: {failure.get('group', '')}")
+        err_console.print(
+            Text.assemble((job.jid, "bold red"), f" {job.state}: {failure.get('group', '')}")
+        )
         message = str(failure.get("message", "")).strip().splitlines()[-8:]
         err_console.print("\n".join("    " + line for line in message), markup=False)
 
 
-def _follow(client: Client, run_id: str, queues: list[str], threads: int, live: bool) -> RunView:
-    """Run local workers on the run's queues until the run has finished."""
+def _follow(
+    client: Client, run_id: str, queues: list[str], threads: int, live: bool
+) -> tuple[RunView, bool]:
+    """Run a local worker on the run's queues until the run has finished or Ctrl-C; returns
+    the run as it is then and whether it was interrupted."""
     worker = Worker(
         Client.from_engine(client.engine),
         queues,
         threads=threads,
         prepare=prepare,
         poll_interval=0.5,
-        shutdown_grace=5.0,
+        shutdown_grace=SHUTDOWN_GRACE,
     )
     thread = threading.Thread(target=worker.run, name="flows-run-worker", daemon=True)
     thread.start()
     view = load_run(client, run_id)
     assert view is not None
+    interrupted = False
     try:
         with Live(render_run(view), console=console, auto_refresh=False, transient=False) as screen:
             while not view.finished:
@@ -94,15 +120,49 @@ def _follow(client: Client, run_id: str, queues: list[str], threads: int, live: 
             screen.update(render_run(view), refresh=True)
         if not console.is_terminal:
             console.line()  # Live leaves the last frame without its newline when piped
+    except KeyboardInterrupt:
+        interrupted = True
+        err_console.print(
+            f"stopping: running jobs get {SHUTDOWN_GRACE:g}s to finish, then wait again",
+            markup=False,
+        )
     finally:
         worker.stop()
-        thread.join(timeout=10)
-    return view
+        with contextlib.suppress(KeyboardInterrupt):  # a second Ctrl-C: stop waiting
+            thread.join(timeout=SHUTDOWN_GRACE + 5)
+    if interrupted:
+        view = load_run(client, run_id) or view
+    return view, interrupted
+
+
+def work_run(client: Client, run_id: str, queues: list[str], threads: int) -> int:
+    """Work the run here with a live view until it ends; the exit code: 0 when it succeeded,
+    1 when not, :data:`INTERRUPTED` after Ctrl-C (saying how to resume or cancel it)."""
+    view, interrupted = _follow(client, run_id, queues, threads, live=sys.stdout.isatty())
+    if interrupted:
+        done = sum(1 for s in view.steps if s.status in ("success", "skipped"))
+        click.echo(
+            f"interrupted: run {run_id} is {view.status} ({done} of {len(view.steps)} steps "
+            "done; unfinished jobs wait in their queues)\n"
+            f"  resume it here:       flows retry {run_id}\n"
+            f"  or with workers:      flows worker -q {','.join(queues)}\n"
+            f"  cancel what is left:  flows cancel {run_id}",
+            err=True,
+        )
+        return INTERRUPTED
+    if view.status != "succeeded":
+        _print_failures(view)
+        click.echo(f"run {run_id} {view.status}", err=True)
+        return 1
+    click.echo(f"run {run_id} succeeded", err=True)
+    return 0
 
 
 @click.command()
 @click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@click.option("-p", "--param", "params", multiple=True, metavar="KEY=VALUE", help="A param value.")
+@param
+@logical_time
+@run_id_option("<flow>@<UTC now>-<random>, e.g. etl@20250131T020000Z-3f9a1c")
 @click.option("--detach", is_flag=True, help="Submit and return; long-lived workers run it.")
 @click.option(
     "--threads",
@@ -115,6 +175,8 @@ def _follow(client: Client, run_id: str, queues: list[str], threads: int, live: 
 def run(
     file: Path,
     params: tuple[str, ...],
+    logical_time: datetime | None,
+    run_id: str | None,
     detach: bool,
     threads: int,
     redis_url: str | None,
@@ -122,7 +184,8 @@ def run(
 ) -> None:
     """Validate FILE, submit a run, and (unless --detach) run it here until it ends.
 
-    Exit code 0 when every step succeeded, 1 when the run failed or the file is invalid.
+    Exit code 0 when every step succeeded, 1 when the run failed or the file is invalid, 130
+    after Ctrl-C (the run stays as it is: resume it with `flows retry RUN`).
     """
     try:
         flow = load_flow(file)
@@ -130,13 +193,15 @@ def run(
         for finding in invalid.findings:
             click.echo(finding.format(), err=True)  # plain: file:line:col must never wrap
         raise click.exceptions.Exit(1) from None
-    run_id = manual_run_id(flow.name)
+    moment = logical_time or datetime.now(UTC)
+    moment = moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+    run_id = run_id or manual_run_id(flow.name)
     try:
         values = parse_assignments(params)
         requests = expand(
             flow,
             run_id=run_id,
-            logical_time=datetime.now(UTC),
+            logical_time=moment,
             params=values,
             flow_dir=file.resolve().parent,
         )
@@ -153,18 +218,16 @@ def run(
             file_hash=content_hash(file.read_text()),
             file=str(file.resolve()),
         )
-    click.echo(f"submitted run {submission.run_id} ({submission.jobs} jobs)", err=True)
+    if submission.created:
+        click.echo(f"submitted run {run_id} ({submission.jobs} jobs)", err=True)
+    else:
+        click.echo(f"run {run_id} exists already: nothing submitted", err=True)
     if detach:
         click.echo(run_id)
         return
     queues = sorted({r.queue for r in requests})
     with user_errors():
-        view = _follow(client, run_id, queues, threads, live=sys.stdout.isatty())
-    if view.status != "succeeded":
-        _print_failures(view)
-        click.echo(f"run {run_id} {view.status}", err=True)
-        sys.exit(1)
-    click.echo(f"run {run_id} succeeded", err=True)
+        sys.exit(work_run(client, run_id, queues, threads))
 
 
 @click.command()
@@ -193,9 +256,11 @@ def status(run_id: str | None, as_json: bool, redis_url: str | None, namespace: 
                     {
                         "step": s.step,
                         "status": s.status,
-                        "jobs": [j.jid for j in s.jobs],
+                        "jobs": s.jids,
                         "started": s.started,
                         "finished": s.finished,
+                        "duration": s.duration,
+                        "attempts": s.attempts,
                     }
                     for s in view.steps
                 ],
@@ -209,7 +274,13 @@ def status(run_id: str | None, as_json: bool, redis_url: str | None, namespace: 
 
 @click.command()
 @click.option("--flow", help="Only runs of this flow.")
-@click.option("--limit", type=click.IntRange(1, 1000), default=20, show_default=True)
+@click.option(
+    "--limit",
+    type=click.IntRange(1, 1000),
+    default=20,
+    show_default=True,
+    help="Show at most this many runs.",
+)
 @as_json
 @connection
 def runs(
@@ -232,7 +303,7 @@ def runs(
         [
             r["id"],
             r.get("flow", ""),
-            v.status if v else "",
+            styled(v.status) if v else "",
             r.get("trigger", ""),
             ago(r.get("submitted")),
             r.get("jobs", ""),

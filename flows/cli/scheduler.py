@@ -125,17 +125,41 @@ def _skip(skip: Skip) -> dict[str, Any]:
     show_default=True,
     help="--health: how old the last tick may be, in seconds.",
 )
-@click.option("--tick-interval", type=FiniteFloat(min=0.05), default=1.0, show_default=True)
 @click.option(
-    "--scan-interval", type=FiniteFloat(min=0.05), default=10.0, show_default=True
+    "--tick-interval",
+    type=FiniteFloat(min=0.05),
+    default=1.0,
+    show_default=True,
+    help="Seconds between looks for due schedules (and health reports).",
 )
 @click.option(
-    "--housekeeping-interval", type=FiniteFloat(min=0.05), default=5.0, show_default=True
+    "--scan-interval",
+    type=FiniteFloat(min=0.05),
+    default=10.0,
+    show_default=True,
+    help="Seconds between scans of --flows-dir for added, changed and removed files.",
 )
 @click.option(
-    "--retention-interval", type=FiniteFloat(min=0.05), default=300.0, show_default=True
+    "--housekeeping-interval",
+    type=FiniteFloat(min=0.05),
+    default=5.0,
+    show_default=True,
+    help="Seconds between promoting due scheduled jobs, spawning recurring jobs and reaping "
+    "expired locks.",
 )
-@click.option("--log-level", default="INFO", show_default=True)
+@click.option(
+    "--retention-interval",
+    type=FiniteFloat(min=0.05),
+    default=300.0,
+    show_default=True,
+    help="Seconds between drops of completed jobs and finished runs older than jobs-history.",
+)
+@click.option(
+    "--log-level",
+    default="INFO",
+    show_default=True,
+    help="DEBUG, INFO, WARNING or ERROR.",
+)
 @click.option(
     "--now", type=FiniteFloat(min=0), hidden=True, help="--once at this epoch time (tests)."
 )
@@ -388,7 +412,13 @@ def remove(name: str, redis_url: str | None, namespace: str | None) -> None:
 
 @schedule.command()
 @click.argument("name")
-@click.option("--skips", type=click.IntRange(0, 100), default=20, show_default=True)
+@click.option(
+    "--skips",
+    type=click.IntRange(0, 100),
+    default=20,
+    show_default=True,
+    help="How many records of skipped ticks to show, newest first.",
+)
 @as_json
 @connection
 def show(

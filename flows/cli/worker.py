@@ -72,7 +72,9 @@ def register(group: click.Group) -> None:
     help="Also import job modules from this folder (repeatable); the working directory "
     "always comes first.",
 )
-@click.option("--log-level", default="INFO", show_default=True)
+@click.option(
+    "--log-level", default="INFO", show_default=True, help="DEBUG, INFO, WARNING or ERROR."
+)
 @connection
 def worker(
     queues: str,

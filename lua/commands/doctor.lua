@@ -1,7 +1,7 @@
 -- doctor.names, doctor.index, doctor.jobs: the consistency check's findings, one bounded page
 -- per call (ours, after Redis Work Queue's light and deep cleaning; scheduler/doctor.py
--- drives it, `flows doctor` runs it). Reliability invariant 6: each job is in exactly one state
--- index, the one its hash names (include/doctor.lua).
+-- drives it, `flows doctor` runs it). Each job must be in exactly one state index, the one its
+-- hash names (include/doctor.lua).
 --
 --   doctor.names  what, [offset=0], [count=500]  -> JSON list of names; what: queues (known
 --                                                   queues), workers (in `workers`), groups (in

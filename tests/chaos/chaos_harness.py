@@ -1,5 +1,5 @@
 """The fault-injection harness: a private server, a realistic load, worker processes, scheduler
-services, faults, and the invariants of ``shared/docs/reliability.md`` checked afterwards.
+services, faults, and the reliability properties (numbered below) checked afterwards.
 
 One :class:`Harness` runs one scenario (see :mod:`chaos_scenarios`):
 
@@ -14,7 +14,7 @@ One :class:`Harness` runs one scenario (see :mod:`chaos_scenarios`):
    everything, and checks:
 
    1. nothing lost: every accepted job is complete, failed with a group and a message, or
-      blocked by a failed dependency (invariant 1);
+      blocked by a failed dependency (1);
    2. nothing invented: every run in the jobs' log belongs to an accepted job (2);
    3. every duplicate run is explained by a dead worker, a server restart or an expired lock,
       with evidence (the fault log, or the engine's ``timed-out`` history entry) (3);
@@ -940,7 +940,7 @@ def _count_in_logs(folder: Path, text: str) -> int:
     return sum(p.read_text(errors="replace").count(text) for p in folder.glob("*.log"))
 
 
-# -- the index check (invariant 6) ---------------------------------------------------------------
+# -- the index check (6) ---------------------------------------------------------------------------
 
 _STATE_INDEX = {
     "waiting": "work",

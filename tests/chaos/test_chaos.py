@@ -1,6 +1,6 @@
 """Fault-injection scenarios (``pytest -m chaos``): the short version of each in CI, the full
-size with ``FLOWS_CHAOS=long``. Each prints its report table and fails on any broken invariant
-of ``shared/docs/reliability.md`` (see :mod:`chaos_harness` for how each is checked).
+size with ``FLOWS_CHAOS=long``. Each prints its report table and fails on any broken reliability
+property (:mod:`chaos_harness` lists them and how each is checked).
 
 ``python tests/chaos/run_chaos.py [--long] [scenario...]`` runs them outside pytest and prints
 one table for all.

@@ -5,12 +5,14 @@ server."""
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 import redis
 from click.testing import CliRunner, Result
 
 from flows.cli import main
+from flows.cli.jobs import JOB_STATES
 from scheduler.client import Client
 from scheduler.server import EmbeddedServer
 
@@ -111,3 +113,50 @@ def test_queues_show_backlog_and_leased(url: str, client: Client) -> None:
     client.queues["q"].pop()
     [row] = json.loads(flows("queues", "--redis", url, "--json").output)
     assert (row["backlog"], row["leased"], row["due"]) == (2, 1, 0)
+
+
+def _one_job_in_each_state(client: Client, queue: str) -> dict[str, str]:
+    q = client.queues[queue]
+    jids: dict[str, str] = {}
+    # Stalled last: a later pop would reclaim its expired lock.
+    for state in ("running", "buried", "complete", "failed", "stalled"):
+        jid = q.put("K", {}, jid=f"{queue}-{state}")
+        [job] = q.pop(now=time.time() - 3600 if state == "stalled" else "")
+        assert job.jid == jid
+        if state == "buried":
+            job.bury("aside")
+        elif state == "complete":
+            job.complete()
+        elif state == "failed":
+            job.fail(f"broken-{queue}", "it broke")
+        jids[state] = jid
+        if state == "failed":
+            for index in (1, 2):
+                q.put("K", {}, jid=f"{queue}-key-{index}", concurrency_key="k")
+            q.pop(2)  # the first runs, the second is parked for the key's slot
+            jids["parked"] = f"{queue}-key-2"
+    jids["waiting"] = q.put("K", {}, jid=f"{queue}-waiting")
+    jids["scheduled"] = q.put("K", {}, jid=f"{queue}-scheduled", delay=3600)
+    jids["depends"] = q.put("K", {}, jid=f"{queue}-depends", depends=[jids["waiting"]])
+    jids["recurring"] = q.recur("K", {}, 3600, jid=f"{queue}-recurring")
+    return jids
+
+
+def test_jobs_of_a_queue_are_only_that_queue_s_in_every_state(url: str, client: Client) -> None:
+    mine = _one_job_in_each_state(client, "mine")
+    _one_job_in_each_state(client, "other")
+    for state in JOB_STATES:
+        listed = json.loads(
+            flows("jobs", "--redis", url, "--state", state, "-q", "mine", "--json").stdout
+        )
+        assert mine[state] in [j["jid"] for j in listed], state
+        assert {j["queue"] for j in listed} == {"mine"}, state
+        nowhere = flows("jobs", "--redis", url, "--state", state, "-q", "nosuchqueue", "--json")
+        assert json.loads(nowhere.stdout) == [], state
+        both = json.loads(flows("jobs", "--redis", url, "--state", state, "--json").stdout)
+        assert {j["queue"] for j in both} == {"mine", "other"}, state
+        # Every state renders as a table, and each job on its own.
+        assert flows("jobs", "--redis", url, "--state", state, "-q", "mine").exit_code == 0
+        if state != "recurring":
+            shown = flows("job", mine[state], "--redis", url)
+            assert shown.exit_code == 0 and mine[state] in shown.stdout, shown.output

@@ -4,6 +4,7 @@ against the session's real server (time passed with the hidden ``--now`` of ``--
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -119,7 +120,9 @@ def test_trigger_runs_now(url: str, folder: Path) -> None:
     result = flows("schedule", "trigger", "etl", "--redis", url)
     assert result.exit_code == 0, result.output
     run_id = result.stdout.strip()
-    assert run_id.startswith("etl-") and "submitted run" in result.stderr
+    # The one run id format: <flow>@<UTC time>, a manual run's with a random suffix.
+    assert re.fullmatch(r"etl@\d{8}T\d{6}Z-[0-9a-f]{6}", run_id)
+    assert "submitted run" in result.stderr
     status = json.loads(flows("status", run_id, "--redis", url, "--json").stdout)
     assert status["record"]["trigger"] == "manual"
     assert [s["step"] for s in status["steps"]] == ["extract", "load"]
@@ -137,7 +140,10 @@ def test_unknown_schedule(url: str, redis_client: redis.Redis, action: str) -> N
 
 def test_health(url: str, folder: Path) -> None:
     result = flows("scheduler", "--health", "--redis", url)
-    assert result.exit_code == 1 and result.stdout.startswith("unhealthy: no scheduler service")
+    assert result.exit_code == 1
+    assert result.stdout.startswith("unhealthy: no scheduler service has ticked (none runs")
+    other = flows("scheduler", "--health", "--id", "cli", "--redis", url)
+    assert other.stdout.startswith("unhealthy: scheduler cli has not ticked")
     args = ("scheduler", "--redis", url, "--flows-dir", str(folder), "--once", "--id", "cli")
     assert flows(*args).exit_code == 0  # on the server's clock: a fresh tick
     healthy = flows("scheduler", "--health", "--id", "cli", "--redis", url)
@@ -170,3 +176,14 @@ def test_python_dash_m_scheduler_is_the_same_command() -> None:
     assert result.returncode == 0
     assert result.stdout.startswith("Usage: python -m scheduler [OPTIONS]")
     assert "--flows-dir" in result.stdout
+
+
+def test_the_tour_s_example_fires_within_a_minute(url: str, tmp_path: Path) -> None:
+    examples = Path(__file__).resolve().parents[2] / "examples"
+    folder = tmp_path / "tour"
+    folder.mkdir()
+    (folder / "minutely.yaml").write_text((examples / "minutely.yaml").read_text())
+    started = T + 1  # any moment: the next tick is less than a minute away
+    assert once(url, folder, started).exit_code == 0
+    fired = once(url, folder, started + 60)
+    assert "fired minutely minutely@" in fired.stdout, fired.output

@@ -3,6 +3,12 @@
 from __future__ import annotations
 
 import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
 import uuid
 from datetime import UTC, datetime
 from pathlib import Path
@@ -15,14 +21,12 @@ from helpers import assert_unchanged
 
 from flows.cli import main
 from flows.expand import expand
-from flows.runs import load_run
+from flows.runs import list_runs, load_run
 from flows.submit import submit
 from flows.validate import load_flow
-from flows.worker_hook import prepare
 from scheduler.client import Client
 from scheduler.errors import InvalidArgument
 from scheduler.server import EmbeddedServer
-from scheduler.worker import Worker
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
@@ -152,7 +156,7 @@ def test_a_failing_step_fails_the_run_with_exit_code_1(cli: CliRunner, tmp_path:
     status = status_json(cli)
     assert status["status"] == "failed"
     statuses = {s["step"]: s["status"] for s in status["steps"]}  # type: ignore[attr-defined]
-    assert statuses == {"first": "failed", "second": "waiting"}
+    assert statuses == {"first": "failed", "second": "upstream_failed"}
 
 
 def test_detach_submits_and_prints_the_run_id(cli: CliRunner, client: Client) -> None:
@@ -255,18 +259,69 @@ def test_trigger_rules_hooks_and_retry_of_a_run(
         "second": "failed",
         "notify": "success",
         "on_failure": "success",
-        "on_success": "waiting",
+        "on_success": "upstream_failed",
     }
     assert sorted(log.read_text().splitlines()) == ["first", "notify failed", "on_failure"]
 
     (tmp_path / "fixed").touch()
-    result = flows(cli, "retry", run_id)
-    assert result.exit_code == 0 and "1 failed job(s) put back" in result.output
-    Worker(Client.from_engine(client.engine), ["flaky"], burst=True, prepare=prepare).run()
+    detached = flows(cli, "retry", run_id, "--detach")
+    assert detached.exit_code == 0 and "1 failed job(s) put back" in detached.output
+    assert status_json(cli, run_id)["status"] == "running"  # put back, not worked
+    result = flows(cli, "retry", run_id)  # works the run here, as `flows run` does
+    assert result.exit_code == 0, result.output
+    assert f"run {run_id} succeeded" in result.output
     status = status_json(cli, run_id)
     assert status["status"] == "succeeded"
     # `first` did not run again; the all_done step ran again once `second` had ended.
     assert log.read_text().splitlines()[3:] == ["second", "notify success", "on_success"]
+
+
+def test_retry_of_a_run_that_fails_again_exits_1(
+    cli: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FLOWS_TEST_LOG", str(tmp_path / "ran.log"))
+    path = write_flow(tmp_path, FLAKY_FLOW, FLAKY_TASKS)
+    assert flows(cli, "run", str(path)).exit_code == 1
+    run_id = str(status_json(cli)["id"])
+    again = flows(cli, "retry", run_id)
+    assert again.exit_code == 1
+    assert "not fixed yet" in again.output and f"run {run_id} failed" in again.output
+
+
+def test_ctrl_c_says_what_state_the_run_is_in_and_how_to_go_on(
+    server: EmbeddedServer, redis_client: redis.Redis, tmp_path: Path
+) -> None:
+    path = tmp_path / "slow.yaml"
+    path.write_text(
+        "version: 1\nname: slow\nqueue: slow\nsteps:\n"
+        "  first: {run: 'true'}\n  wait: {run: sleep 60, needs: [first]}\n"
+    )
+    env = {**os.environ, "FLOWS_REDIS_URL": server.url}
+    process = subprocess.Popen(
+        [str(Path(sys.executable).parent / "flows"), "run", str(path)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    client = Client(server.url)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        runs = list_runs(client)
+        view = load_run(client, str(runs[0]["id"])) if runs else None
+        if view is not None and any(s.status == "running" for s in view.steps):
+            break
+        time.sleep(0.1)  # waiting for another process to start a job; no time to pass in
+    process.send_signal(signal.SIGINT)
+    _, err = process.communicate(timeout=60)
+    assert process.returncode == 130, err
+    run_id = str(list_runs(client)[0]["id"])
+    assert f"interrupted: run {run_id} is running (1 of 2 steps done" in err
+    assert f"flows retry {run_id}" in err and f"flows cancel {run_id}" in err
+    assert "Traceback" not in err
+    view = load_run(client, run_id)
+    assert view is not None
+    assert {s.step: s.status for s in view.steps} == {"first": "success", "wait": "waiting"}
 
 
 def test_cancel_a_run(cli: CliRunner, client: Client) -> None:
@@ -274,3 +329,101 @@ def test_cancel_a_run(cli: CliRunner, client: Client) -> None:
     result = flows(cli, "cancel", run_id)
     assert result.exit_code == 0 and "canceled 8 job(s)" in result.output
     assert status_json(cli, run_id)["status"] == "canceled"
+
+
+RUN_ID = re.compile(r"^sales-etl@\d{8}T\d{6}Z-[0-9a-f]{6}$")
+
+
+def test_runs_json_holds_json_values_and_run_ids_have_one_format(cli: CliRunner) -> None:
+    result = flows(cli, "run", "--detach", str(EXAMPLES / "etl.yaml"), "-p", "regions=de,at")
+    run_id = result.stdout.strip()
+    assert RUN_ID.match(run_id), run_id
+    [record] = json.loads(flows(cli, "runs", "--json").stdout)
+    assert record["id"] == run_id
+    assert record["params"] == {"regions": "de,at"}
+    assert record["queues"] == ["etl"]
+    assert isinstance(record["submitted"], float) and record["jobs"] == 7
+    assert status_json(cli, run_id)["record"]["queues"] == ["etl"]  # type: ignore[index]
+
+    planned = json.loads(
+        flows(
+            cli, "plan", str(EXAMPLES / "etl.yaml"), "--logical-time", "2026-11-01", "--json"
+        ).stdout
+    )
+    assert planned["run_id"] == "sales-etl@20261101T000000Z"  # a tick's run id at that time
+    chosen = flows(
+        cli,
+        "run",
+        "--detach",
+        str(EXAMPLES / "etl.yaml"),
+        "--run-id",
+        "sales-etl@mine",
+        "--logical-time",
+        "2026-11-01",
+    )
+    assert chosen.stdout.strip() == "sales-etl@mine"
+    again = flows(cli, "run", "--detach", str(EXAMPLES / "etl.yaml"), "--run-id", "sales-etl@mine")
+    assert "run sales-etl@mine exists already" in again.output
+
+
+def test_a_misspelled_output_fails_its_step_and_holds_back_its_dependents(
+    cli: CliRunner, tmp_path: Path
+) -> None:
+    path = write_flow(
+        tmp_path,
+        """
+        version: 1
+        name: misspelled
+        queue: misspelled
+        steps:
+          make: {job: flowtasks.make}
+          read: {job: flowtasks.read, needs: [make], with: {csv: "${{ steps.make.outputs.cvs }}"}}
+          after: {job: flowtasks.read, needs: [read]}
+        """,
+        """
+        def make(job):
+            return {"csv": "a,b"}
+
+        def read(job):
+            return {}
+        """,
+    )
+    result = flows(cli, "run", str(path))
+    assert result.exit_code == 1, result.output
+    assert "flows-reference" in result.output
+    statuses = {s["step"]: s["status"] for s in status_json(cli)["steps"]}  # type: ignore[attr-defined]
+    assert statuses == {"make": "success", "read": "failed", "after": "upstream_failed"}
+    # Declared outputs catch it before any run.
+    text = path.read_text().replace(".make}", ".make, outputs: [csv]}")
+    path.write_text(text)
+    invalid = flows(cli, "validate", str(path))
+    assert invalid.exit_code == 1
+    assert "step 'make' declares no output 'cvs'" in invalid.output
+    assert "did you mean 'csv'?" in invalid.output
+
+
+def test_a_step_reads_the_status_words_of_flows_status(
+    cli: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log = tmp_path / "ran.log"
+    monkeypatch.setenv("FLOWS_TEST_LOG", str(log))
+    path = write_flow(
+        tmp_path,
+        """
+        version: 1
+        name: words
+        queue: words
+        steps:
+          first: {job: flowtasks.record, with: {name: first}}
+          alarm: {job: flowtasks.record, needs: [first], trigger_rule: one_failed, with: {name: x}}
+          report:
+            job: flowtasks.record
+            needs: [alarm]
+            trigger_rule: all_done
+            with: {name: report, status: "${{ steps.alarm.status }}"}
+        """,
+        FLAKY_TASKS,
+    )
+    result = flows(cli, "run", str(path))
+    assert result.exit_code == 0, result.output
+    assert log.read_text().splitlines() == ["first", "report skipped"]

@@ -680,7 +680,7 @@ numbers("queue.stats", ["q"], "date", ("-1",))
 case("queue.stats", ["q", str(T0), "extra"], InvalidArgument, TOO_MANY, id="too-many")
 case("jobs", ["buried"], InvalidArgument, "queue", id="buried-missing-queue")
 
-# -- issue 6: queue counts, the worker registry, bounded failures, the consistency check ------
+# -- queue counts, the worker registry, bounded failures, the consistency check ------
 
 case("queue.counts", [], InvalidArgument, "queue", id="none")
 ids("queue.counts", ["q"], "queue")

@@ -1,4 +1,4 @@
-"""Issue 6's Tarantool-queue extensions and Redis Work Queue's unique adds, at the script level.
+"""The Tarantool-queue extensions and Redis Work Queue's unique adds, at the script level.
 
 ttl / ttr / touch, release with delay, bury and kick, concurrency keys and throttles (parking and
 every path that gives a slot back), delete / truncate / drop, statistics by state and by call,

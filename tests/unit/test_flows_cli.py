@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 from textwrap import dedent
 
+import click
 import pytest
 from click.testing import CliRunner
 
@@ -106,7 +107,7 @@ def test_plan_table(files: dict[str, Path]) -> None:
         "plan", str(files["good"]), "--logical-time", "2025-01-31", "-p", "regions=fr,it"
     )
     assert code == 0, out
-    run = "etl@2025-01-31T00:00:00+00:00"
+    run = "etl@20250131T000000Z"
     assert f"4 jobs of run {run}" in out
     rows = [line.split("│")[1:-1] for line in out.splitlines() if line.startswith("│")]
     assert [[cell.strip() for cell in row] for row in rows] == [
@@ -177,3 +178,31 @@ def test_schema_is_json(files: dict[str, Path]) -> None:
     code, out, _ = invoke("schema")
     assert code == 0
     assert json.loads(out)["title"] == "redis-flows flow file"
+
+
+def _help_lines(*command: str) -> str:
+    code, out, _ = invoke(*command, "--help")
+    assert code == 0
+    return out
+
+
+@pytest.mark.parametrize("command", ["run", "plan"])
+def test_run_and_plan_describe_params_run_id_and_logical_time_alike(command: str) -> None:
+    out = " ".join(_help_lines(command).split())
+    assert "an array as a,b,c or a JSON list" in out
+    assert "--run-id ID" in out and "--logical-time" in out
+
+
+def test_every_option_and_command_has_help() -> None:
+    """Each command's --help describes it and every option it takes."""
+
+    def walk(command: click.Command, path: tuple[str, ...]) -> None:
+        assert command.help, f"flows {' '.join(path)} has no description"
+        for param in command.params:
+            if isinstance(param, click.Option) and not param.hidden:
+                assert param.help, f"flows {' '.join(path)} {param.opts[0]} has no help"
+        if isinstance(command, click.Group):
+            for name, sub in command.commands.items():
+                walk(sub, (*path, name))
+
+    walk(main, ())

@@ -108,7 +108,7 @@ def test_trigger_rules_of_steps_and_hooks() -> None:
     assert rules == {
         "a": "none_failed",
         "b": "all_success",
-        "on_success": "all_success",
+        "on_success": "none_failed",
         "on_failure": "one_failed",
         "finally": "all_done",
     }
@@ -191,15 +191,16 @@ def test_step_references_are_left_for_the_worker() -> None:
     }
 
 
-def test_shell_steps_get_step_references_through_the_environment() -> None:
+def test_shell_steps_get_every_template_through_the_environment() -> None:
     *_, report = plan(TEMPLATED)
     assert report.klass == SHELL_KLASS
     assert report.data["command"] == (
-        './report.sh --day 2025-01-31 --rows "${FLOWS_STEPS_LOAD_OUTPUTS_ROWS}"'
+        './report.sh --day "${FLOWS_PARAMS_DATE}" --rows "${FLOWS_STEPS_LOAD_OUTPUTS_ROWS}"'
     )
     assert report.data["env"] == {
         "STATUS": "${{ steps.load.status }}",
         "REGION_COUNT": "5",
+        "FLOWS_PARAMS_DATE": "2025-01-31",
         "FLOWS_STEPS_LOAD_OUTPUTS_ROWS": "${{ steps.load.outputs.rows }}",
     }
     assert report.data["cwd"] == "/srv/etl/scripts"

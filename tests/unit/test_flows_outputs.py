@@ -101,17 +101,20 @@ def test_unresolvable_references(template: str, message: str) -> None:
 
 
 @pytest.mark.parametrize(
-    ("states", "status"),
+    ("jobs", "status"),
     [
-        (["complete"], "success"),
+        ([UpstreamJob("complete")], "success"),
         ([], "success"),
-        (["complete", "failed"], "failed"),
-        (["complete", "running"], "pending"),
-        (["depends"], "skipped"),
+        ([UpstreamJob("complete"), UpstreamJob("failed")], "failed"),
+        ([UpstreamJob("complete"), UpstreamJob("expired")], "expired"),
+        ([UpstreamJob("complete"), UpstreamJob("running")], "pending"),
+        ([UpstreamJob("depends")], "upstream_failed"),
+        ([UpstreamJob("complete", skipped=True)], "skipped"),
+        ([UpstreamJob("complete", skipped=True), UpstreamJob("complete")], "success"),
     ],
 )
-def test_step_status(states: list[str], status: str) -> None:
-    assert step_status(states) == status
+def test_step_status(jobs: list[UpstreamJob], status: str) -> None:
+    assert step_status(jobs) == status
 
 
 def test_env_name() -> None:

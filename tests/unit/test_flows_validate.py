@@ -1,4 +1,4 @@
-"""One test per finding that docs/flows-yaml.md says ``flows validate`` catches.
+"""One test per kind of finding ``flows validate`` reports (README: Flows, YAML reference).
 
 Each asserts the message, the line (and where it matters the column) and the hint.
 """

@@ -1,0 +1,121 @@
+"""Values in shell steps are data, however a run is started: `flows run`, `flows schedule
+trigger`, the scheduler service. Real server, real worker, real /bin/sh."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import redis
+from click.testing import CliRunner, Result
+
+from flows.cli import main
+from flows.worker_hook import prepare
+from scheduler.client import Client
+from scheduler.server import EmbeddedServer
+from scheduler.worker import Worker
+
+HOSTILE = [
+    "$(touch PWNED)",
+    "`touch PWNED`",
+    "; touch PWNED",
+    "it's ' ; touch PWNED ; '",
+    'a " ; touch PWNED ; "',
+    "line\ntouch PWNED",
+]
+
+FLOW = """\
+version: 1
+name: {name}
+queue: {queue}
+params:
+  who: {{type: string, default: {who}}}
+  items: {{type: array, items: {{type: string}}, default: {items}}}
+steps:
+  greet:
+    run: printf '%s' "hello ${{{{ params.who }}}}" > greet.out
+  each:
+    foreach: {{items: "${{{{ params.items }}}}", as: x}}
+    run: printf '%s' ${{{{ x }}}} > "item-$FLOWS_JID.out"
+  produce:
+    run: printf 'v<<END\\n%s\\nEND\\n' "$WHO" > "$FLOWS_OUTPUT"
+    env: {{WHO: "${{{{ params.who }}}}"}}
+  consume:
+    needs: [produce]
+    run: printf '%s' '${{{{ steps.produce.outputs.v }}}}' > consumed.out
+  fields:
+    run: printf '%s' ${{{{ run.flow }}}}/${{{{ run.id }}}} > fields.out
+"""
+
+
+@pytest.fixture
+def url(server: EmbeddedServer, redis_client: redis.Redis) -> str:
+    return server.url
+
+
+def flows(*args: str) -> Result:
+    return CliRunner().invoke(main, list(args), catch_exceptions=False)
+
+
+def write(folder: Path, name: str, who: str) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{name}.yaml"
+    path.write_text(
+        FLOW.format(name=name, queue=name, who=json.dumps(who), items=json.dumps(HOSTILE))
+    )
+    return path
+
+
+def check_outputs(folder: Path, who: str, run_id: str, flow: str) -> None:
+    assert not (folder / "PWNED").exists()
+    assert (folder / "greet.out").read_text() == f"hello {who}"
+    assert sorted(p.read_text() for p in folder.glob("item-*.out")) == sorted(HOSTILE)
+    assert (folder / "consumed.out").read_text() == who
+    assert (folder / "fields.out").read_text() == f"{flow}/{run_id}"
+
+
+@pytest.mark.parametrize("who", HOSTILE)
+def test_flows_run_passes_params_items_outputs_and_run_fields_as_data(
+    url: str, tmp_path: Path, who: str
+) -> None:
+    path = write(tmp_path, "inj", "unused")
+    result = flows("run", str(path), "--redis", url, "-p", f"who={who}")
+    assert result.exit_code == 0, result.output
+    run_id = json.loads(flows("runs", "--redis", url, "--json", "--limit", "1").stdout)[0]["id"]
+    check_outputs(tmp_path, who, run_id, "inj")
+
+
+def test_plan_shows_variables_not_values(url: str, tmp_path: Path) -> None:
+    path = write(tmp_path, "inj", "x")
+    result = flows("plan", str(path), "--json", "-p", "who=$(touch PWNED)")
+    greet = next(job for job in json.loads(result.stdout)["jobs"] if job["step"] == "greet")
+    assert "PWNED" not in greet["data"]["command"]
+    assert greet["data"]["env"]["FLOWS_PARAMS_WHO"] == "$(touch PWNED)"
+
+
+def test_scheduled_and_triggered_runs_pass_values_as_data(url: str, tmp_path: Path) -> None:
+    who = "$(touch PWNED); `touch PWNED` ' \" \n touch PWNED"
+    folder = tmp_path / "pipelines"
+    write(folder, "injsched", who)
+    text = (folder / "injsched.yaml").read_text()
+    (folder / "injsched.yaml").write_text(
+        text.replace("params:", 'schedule: {cron: "*/5 * * * *"}\nparams:', 1)
+    )
+    now = 1_767_614_400.0  # a tick of */5
+    once = ("scheduler", "--redis", url, "--flows-dir", str(folder), "--once", "--now")
+    registered = flows(*once, str(now - 60))
+    assert registered.exit_code == 0, registered.output
+    fired = flows(*once, str(now + 1))
+    assert "fired injsched" in fired.stdout, fired.output
+    Worker(Client(url), ["injsched"], burst=True, prepare=prepare).run()
+    runs = json.loads(flows("runs", "--redis", url, "--json", "--flow", "injsched").stdout)
+    check_outputs(folder, who, runs[0]["id"], "injsched")
+    assert (runs[0]["params"], runs[0]["queues"]) == ({}, ["injsched"])  # JSON, not text
+
+    for out in folder.glob("*.out"):
+        out.unlink()
+    triggered = flows("schedule", "trigger", "injsched", "--redis", url)
+    assert triggered.exit_code == 0, triggered.output
+    Worker(Client(url), ["injsched"], burst=True, prepare=prepare).run()
+    check_outputs(folder, who, triggered.stdout.strip().splitlines()[-1], "injsched")
