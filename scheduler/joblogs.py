@@ -3,14 +3,12 @@
 A worker captures each job's lines (:mod:`scheduler.worker.capture`) and stores them in the
 engine (``log.append``: one list per job attempt, at most ``log-lines`` lines and ``log-bytes``
 bytes of text each, see ``lua/commands/log.lua``); they are dropped with the job. Here they are
-read: :func:`read` one page, :func:`follow` every line as it comes until the job has ended.
+read: :func:`read` one page, :func:`tail` the last lines (``flows.steplogs`` follows them live).
 """
 
 from __future__ import annotations
 
 import json
-import time
-from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -85,40 +83,3 @@ def tail(engine: Engine, jid: str, count: int = 20, attempt: int | None = None) 
     if head.total <= 1:
         return head.lines
     return read(engine, jid, head.attempt, max(0, head.total - count), min(count, PAGE)).lines
-
-
-def follow(
-    engine: Engine,
-    jid: str,
-    attempt: int | None = None,
-    *,
-    interval: float = 0.2,
-    state: Callable[[], str | None] | None = None,
-    stop: Callable[[], bool] = lambda: False,
-) -> Iterator[tuple[int, LogLine]]:
-    """Every line of the job as it comes, ``(attempt, line)``, until the job has ended and its
-    last lines are read (or ``stop()`` says so). Without ``attempt`` a new attempt (a retry) is
-    followed from its first line. ``state`` gives the job's state (default: one ``get``)."""
-    get_state = state or (lambda: _state(engine, jid))
-    current, offset = attempt or 0, 0
-    while True:
-        ended = get_state() in ENDED  # before the read: no line written before the end is missed
-        page = read(engine, jid, current or None, offset)
-        if not current and page.attempt:
-            current = page.attempt
-        for line in page.lines:
-            yield page.attempt, line
-        offset = page.next
-        if len(page.lines) == PAGE:
-            continue
-        if attempt is None and page.attempts > current:
-            current, offset = current + 1, 0
-            continue
-        if ended or stop():
-            return
-        time.sleep(interval)
-
-
-def _state(engine: Engine, jid: str) -> str | None:
-    text = engine.call("get", jid)
-    return None if text is None else str(json.loads(text)["state"])

@@ -19,6 +19,7 @@ COMMAND_MODULES: list[str] = [
     "jobs",
     "queue_admin",
     "run",
+    "logs",
     "validate",
     "plan",
     "graph",

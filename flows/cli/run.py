@@ -13,6 +13,7 @@ from rich.live import Live
 from rich.table import Table
 
 from flows.cli.common import ago, console, err_console, open_client, print_json, table, user_errors
+from flows.cli.logs import print_tail, stream_run
 from flows.cli.options import as_json, connection
 from flows.expand import ExpansionError, expand
 from flows.params import ParamError, parse_assignments
@@ -62,16 +63,20 @@ def render_run(view: RunView) -> Table:
     return out
 
 
-def _print_failures(view: RunView) -> None:
+def _print_failures(client: Client, view: RunView) -> None:
     for job in view.failed_jobs:
         failure = job.failure or {}
         err_console.print(f"[bold red]{job.jid}[/] failed: {failure.get('group', '')}")
         message = str(failure.get("message", "")).strip().splitlines()[-8:]
         err_console.print("\n".join("    " + line for line in message), markup=False)
+        print_tail(client, job.jid)
 
 
-def _follow(client: Client, run_id: str, queues: list[str], threads: int, live: bool) -> RunView:
-    """Run local workers on the run's queues until the run has finished."""
+def _follow(
+    client: Client, run_id: str, queues: list[str], threads: int, live: bool, logs: bool = False
+) -> RunView:
+    """Run local workers on the run's queues until the run has finished (printing the steps'
+    lines as they come with ``logs``, else a live table)."""
     worker = Worker(
         Client.from_engine(client.engine),
         queues,
@@ -85,6 +90,11 @@ def _follow(client: Client, run_id: str, queues: list[str], threads: int, live: 
     view = load_run(client, run_id)
     assert view is not None
     try:
+        if logs:
+            stream_run(client, run_id)
+            view = load_run(client, run_id) or view
+            console.print(render_run(view))
+            return view
         with Live(render_run(view), console=console, auto_refresh=False, transient=False) as screen:
             while not view.finished:
                 time.sleep(0.2)
@@ -104,6 +114,7 @@ def _follow(client: Client, run_id: str, queues: list[str], threads: int, live: 
 @click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("-p", "--param", "params", multiple=True, metavar="KEY=VALUE", help="A param value.")
 @click.option("--detach", is_flag=True, help="Submit and return; long-lived workers run it.")
+@click.option("--logs", is_flag=True, help="Print every step's lines as they come.")
 @click.option(
     "--threads",
     type=click.IntRange(1, 64),
@@ -116,6 +127,7 @@ def run(
     file: Path,
     params: tuple[str, ...],
     detach: bool,
+    logs: bool,
     threads: int,
     redis_url: str | None,
     namespace: str | None,
@@ -159,9 +171,9 @@ def run(
         return
     queues = sorted({r.queue for r in requests})
     with user_errors():
-        view = _follow(client, run_id, queues, threads, live=sys.stdout.isatty())
+        view = _follow(client, run_id, queues, threads, live=sys.stdout.isatty(), logs=logs)
     if view.status != "succeeded":
-        _print_failures(view)
+        _print_failures(client, view)
         click.echo(f"run {run_id} {view.status}", err=True)
         sys.exit(1)
     click.echo(f"run {run_id} succeeded", err=True)
@@ -204,7 +216,7 @@ def status(run_id: str | None, as_json: bool, redis_url: str | None, namespace: 
         return
     console.print(render_run(view))
     if view.status == "failed":
-        _print_failures(view)
+        _print_failures(client, view)
 
 
 @click.command()
