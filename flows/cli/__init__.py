@@ -26,6 +26,7 @@ COMMAND_MODULES: list[str] = [
     "schema",
     "scheduler",
     "doctor",
+    "ui",
 ]
 
 
