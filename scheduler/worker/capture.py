@@ -68,10 +68,13 @@ def _cut(text: str) -> str:
 class LogShipper:
     """Lines waiting to be stored, by job attempt, and the thread that sends them."""
 
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: Engine, max_lines: int | None = None) -> None:
         self.engine = engine
+        # The engine's `log-lines` (read at start unless given): lines beyond it are only counted.
+        self.max_lines = max_lines
         self._pending: dict[Key, list[Any]] = {}  # flat (time, stream, level, text) per line
         self._count = 0
+        self._taken: dict[Key, int] = {}  # lines taken per attempt, against max_lines
         self._dropped: dict[Key, int] = {}
         self._full: set[Key] = set()  # attempts the engine keeps no more lines of
         self._ended: set[Key] = set()
@@ -85,11 +88,24 @@ class LogShipper:
     def pending(self) -> bool:
         return bool(self._count or self._dropped)
 
+    def is_full(self, key: Key) -> bool:
+        """Whether lines of this attempt are only counted now (read without the lock: a stale
+        answer costs one line taken or counted late)."""
+        return key in self._full
+
+    def drop(self, key: Key, count: int) -> None:
+        """Count lines the attempt wrote after it was full."""
+        with self._lock:
+            self._dropped[key] = self._dropped.get(key, 0) + count
+
     def add(self, key: Key, stream: str, text: str, level: str = "") -> None:
         with self._lock:
-            if key in self._full or self._count >= MAX_PENDING:
+            taken = self._taken.get(key, 0)
+            if key in self._full or self._count >= MAX_PENDING or taken == self.max_lines:
                 self._dropped[key] = self._dropped.get(key, 0) + 1
+                self._full.add(key)
                 return
+            self._taken[key] = taken + 1
             lines = self._pending.get(key)
             if lines is None:
                 lines = self._pending[key] = []
@@ -113,6 +129,8 @@ class LogShipper:
             dropped, self._dropped = self._dropped, {}
             ended, self._ended = self._ended, set()
             self._full -= ended
+            for key in ended:
+                self._taken.pop(key, None)
         calls: list[tuple[list[Key], list[Any]]] = []
         keys: list[Key] = []
         args: list[Any] = []
@@ -167,6 +185,9 @@ class LogShipper:
     # -- the shipper's thread ---------------------------------------------------------------------
 
     def start(self) -> None:
+        if self.max_lines is None:
+            with contextlib.suppress(redis.RedisError, EngineError, TypeError, ValueError):
+                self.max_lines = int(self.engine.call("config.get", "log-lines"))
         self._thread = threading.Thread(target=self._run, name="flows-logs", daemon=True)
         self._thread.start()
 
@@ -212,12 +233,14 @@ class Queued:
 class JobOutput:
     """The lines of one run of one job (one attempt), handed to the shipper line by line."""
 
-    __slots__ = ("_partial", "key", "shipper")
+    __slots__ = ("_dropped", "_full", "_partial", "key", "shipper")
 
     def __init__(self, shipper: LogShipper, jid: str, attempt: int) -> None:
         self.key: Key = (jid, attempt)
         self.shipper = shipper
         self._partial: dict[str, str] = {}
+        self._dropped = 0  # lines written once the attempt was full: counted, sent at close
+        self._full = False
 
     def line(self, text: str, stream: str = "stdout", level: str = "") -> None:
         """Add one line (without its newline) to the job's log."""
@@ -225,7 +248,16 @@ class JobOutput:
 
     def write(self, stream: str, text: str) -> None:
         """Text written to a stream: whole lines are added, the rest waits for its newline."""
-        text = self._partial.pop(stream, "") + text
+        if self._full or self.shipper.is_full(self.key):  # a flood: only count, without a lock
+            self._full = True
+            self._dropped += text.count("\n")
+            return
+        partial = self._partial
+        if stream in partial:
+            text = partial.pop(stream) + text
+        elif text == "\n":  # print() writes the newline on its own: no partial line, no line
+            self.shipper.add(self.key, stream, "")
+            return
         *lines, rest = text.split("\n")
         for line in lines:
             self.shipper.add(self.key, stream, line)
@@ -239,6 +271,8 @@ class JobOutput:
         for stream, rest in self._partial.items():
             self.shipper.add(self.key, stream, rest)
         self._partial.clear()
+        if self._dropped:
+            self.shipper.drop(self.key, self._dropped)
         self.shipper.ended(self.key)
 
 
@@ -254,7 +288,10 @@ class _Router:
         output: JobOutput | None = getattr(_current, "output", None)
         if output is None:
             return self.original.write(text)
-        output.write(self.stream, text)
+        if output._full:  # a flood past the budget: count its lines here, the cheapest place
+            output._dropped += text.count("\n")
+        else:
+            output.write(self.stream, text)
         return len(text)
 
     def writelines(self, lines: list[str]) -> None:
