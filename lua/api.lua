@@ -49,7 +49,6 @@ local api = {}
 -- @include commands/doctor_repair
 -- @include commands/await
 -- @include commands/log
--- @include commands/run_statuses
 
 -- 'config.get' -> 'ConfigGet': the name a command's errors start with.
 local function display(command)

@@ -155,10 +155,15 @@ def _load_run(client: Client, run_id: str) -> RunView:
 
 
 def _runs_page(client: Client, flow: str | None, offset: int, count: int) -> list[Any]:
-    """Run records, newest first (one engine call)."""
+    """Run records with their statuses, newest first (one engine call)."""
     return engine_errors(
-        lambda: as_list(json.loads(client.engine.call("runs", flow or "", offset, count)))
+        lambda: as_list(
+            json.loads(client.engine.call("runs.statuses", flow or "", offset, count))
+        )
     )
+
+
+RUN_STATUSES = "^(running|succeeded|failed|canceled|blocked|expired)$"
 
 
 @router.get("/runs", dependencies=reads, tags=["runs"])
@@ -167,35 +172,30 @@ def list_runs(
     offset: Offset = 0,
     limit: Annotated[int, Query(ge=1, le=100)] = 25,
     flow: Annotated[str | None, Query(max_length=256)] = None,
-    status: Annotated[str | None, Query(pattern="^(running|succeeded|failed|canceled)$")] = None,
+    status: Annotated[str | None, Query(pattern=RUN_STATUSES)] = None,
     since: Annotated[float | None, Query(ge=0, description="Submitted at or after (epoch s).")]
     = None,
 ) -> dict[str, Any]:
-    """Runs, newest first. Filtered by status, a page looks at no more than 1,000 runs: follow
-    ``next`` until it is null."""
-    client = ui.client
+    """Runs, newest first, each with its status (as the engine sees it: running, succeeded,
+    failed, canceled, blocked, expired). Filtered by status, a page looks at no more than 1,000
+    runs: follow ``next`` until it is null."""
     items: list[dict[str, Any]] = []
-    position = offset
-    end = offset + MAX_RUNS_SCANNED
-    more = True
-    while len(items) < limit and position < end:
+    position, end, more = offset, offset + MAX_RUNS_SCANNED, True
+    while more and len(items) < limit and position < end:
         count = min(100, end - position) if status else limit - len(items)
-        records = _runs_page(client, flow, position, count)
+        records = _runs_page(ui.client, flow, position, count)
+        more = len(records) == count
         for record in records:
-            position += 1
             if since is not None and float(record.get("submitted") or 0) < since:
-                more = False
+                more = False  # newest first: the rest are older still
                 break
-            view = load_run(client, str(record["id"]))
-            if view is None or (status and view.status != status):
-                continue
-            items.append(_run_dict(view, steps=False))
-            if len(items) == limit:
-                break
-        if not more or len(records) < count:
-            more = False
-            break
-    return {"items": items, "offset": offset, "limit": limit, "next": position if more else None}
+            position += 1
+            if status is None or record.get("status") == status:
+                items.append(record)
+                if len(items) == limit:
+                    break
+    return {"items": items, "offset": offset, "limit": limit,
+            "next": position if more else None}
 
 
 @router.get("/runs/{run_id}", dependencies=reads, tags=["runs"])

@@ -107,7 +107,7 @@ def read(client: Client, queues: Sequence[str] | None = None) -> Snapshot:
     for name in names:
         pipe.call("stats", name, snap.now)
     pipe.call("worker.list")
-    pipe.call("runs.statuses", MAX_RUNS)
+    pipe.call("runs.statuses", "", 0, MAX_RUNS)
     pipe.call("schedule.list", 0, MAX_SCHEDULES)
     pipe.call("schedulers", 1000)
     snap.calls += len(pipe)

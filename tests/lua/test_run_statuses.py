@@ -1,4 +1,5 @@
-"""runs.statuses: the newest runs' statuses in one call (the metrics' flows_runs)."""
+"""runs.statuses: a page of the newest runs with their statuses, in one call (the REST API's run
+listing, the metrics' flows_runs)."""
 
 from __future__ import annotations
 
@@ -22,15 +23,20 @@ def test_newest_runs_first_with_their_status(lua: Lua) -> None:
     lua.pop(now=T0 + 2)
     lua.complete("r1:a", now=T0 + 3)
     reply = json.loads(lua.raw("runs.statuses", now=T0 + 4))
-    assert reply == [
-        {"id": "r2", "flow": "g", "status": "running"},
-        {"id": "r1", "flow": "f", "status": "succeeded"},
+    assert [(r["id"], r["flow"], r["status"]) for r in reply] == [
+        ("r2", "g", "running"), ("r1", "f", "succeeded")
     ]
-    assert json.loads(lua.raw("runs.statuses", 1, now=T0 + 4)) == reply[:1]
-    assert lua.raw("runs.statuses", 0, now=T0) == "[]"
+    # the records are those `runs` replies, with the status
+    records = json.loads(lua.raw("runs", now=T0 + 4))
+    assert [{k: v for k, v in r.items() if k != "status"} for r in reply] == records
+    assert json.loads(lua.raw("runs.statuses", "", 1, 1, now=T0 + 4)) == reply[1:]
+    assert json.loads(lua.raw("runs.statuses", "f", now=T0 + 4)) == reply[1:]
+    assert lua.raw("runs.statuses", "", 0, 0, now=T0) == "[]"
 
 
-@pytest.mark.parametrize("args", [(1001,), (-1,), ("x",), (1, 2)])
+@pytest.mark.parametrize(
+    "args", [("", 0, 1001), ("", -1), ("", 0, "x"), ("bad flow!",), ("", 0, 1, 2)]
+)
 def test_bad_counts_are_refused(lua: Lua, args: tuple[object, ...]) -> None:
     with assert_unchanged(lua.r), pytest.raises(InvalidArgument, match="RunsStatuses"):
         lua.raw("runs.statuses", *args, now=T0)
