@@ -54,6 +54,47 @@ def _label(run_id: str, jid: str) -> str:
     return jid[len(prefix) :] if jid.startswith(prefix) else jid
 
 
+class Follower:
+    """Reads the lines of ``jobs`` round by round: each job's latest attempt, and the attempts
+    after it (a retry), from where the last round stopped."""
+
+    def __init__(self, client: Client, jobs: list[tuple[str, str]], *, live: bool = True) -> None:
+        self.client = client
+        self.live = live
+        self._open = list(jobs)
+        self._offsets: dict[str, tuple[int, int]] = {}  # jid -> (attempt, offset)
+
+    @property
+    def done(self) -> bool:
+        """Every job has ended and its last lines were read (without ``live``: after a round)."""
+        return not self._open
+
+    def poll(self) -> list[StepLine]:
+        """One round: the lines written since the last."""
+        # States first: a job seen ended here has stored every line it will write.
+        ended = _ended(self.client, [jid for _, jid in self._open]) if self.live else None
+        out: list[StepLine] = []
+        still: list[tuple[str, str]] = []
+        for label, jid in self._open:
+            attempt, offset = self._offsets.get(jid, (0, 0))
+            while True:
+                page = joblogs.read(self.client.engine, jid, attempt or None, offset)
+                attempt = attempt or page.attempt
+                out += [StepLine(label, jid, page.attempt, line) for line in page.lines]
+                offset = page.next
+                if len(page.lines) == joblogs.PAGE:
+                    continue
+                if page.attempts > attempt:  # a retry wrote lines: follow it from its start
+                    attempt, offset = attempt + 1, 0
+                    continue
+                break
+            self._offsets[jid] = (attempt, offset)
+            if ended is not None and jid not in ended:
+                still.append((label, jid))
+        self._open = still
+        return out
+
+
 def follow(
     client: Client,
     jobs: list[tuple[str, str]],
@@ -62,34 +103,13 @@ def follow(
     interval: float = 0.2,
     stop: Callable[[], bool] = lambda: False,
 ) -> Iterator[StepLine]:
-    """The lines of ``jobs`` (each job's latest attempt, and the attempts after it), as they
-    come; without ``live`` only what is stored now. Ends when every job has ended and its last
-    lines are read, or when ``stop()`` says so after a round."""
-    offsets: dict[str, tuple[int, int]] = {}  # jid -> (attempt, offset)
-    open_jobs = list(jobs)
-    while open_jobs:
-        # States first: a job seen ended here has stored every line it will write.
-        ended = _ended(client, [jid for _, jid in open_jobs]) if live else None
-        still: list[tuple[str, str]] = []
-        for label, jid in open_jobs:
-            attempt, offset = offsets.get(jid, (0, 0))
-            while True:
-                page = joblogs.read(client.engine, jid, attempt or None, offset)
-                attempt = attempt or page.attempt
-                for line in page.lines:
-                    yield StepLine(label, jid, page.attempt, line)
-                offset = page.next
-                if len(page.lines) == joblogs.PAGE:
-                    continue
-                if page.attempts > attempt:  # a retry wrote lines: follow it from its start
-                    attempt, offset = attempt + 1, 0
-                    continue
-                break
-            offsets[jid] = (attempt, offset)
-            if ended is not None and jid not in ended:
-                still.append((label, jid))
-        open_jobs = still
-        if not open_jobs or stop():
+    """The lines of ``jobs`` as they come (see :class:`Follower`); without ``live`` only what is
+    stored now. Ends when every job has ended and its last lines are read, or when ``stop()``
+    says so after a round."""
+    follower = Follower(client, jobs, live=live)
+    while True:
+        yield from follower.poll()
+        if follower.done or stop():
             return
         time.sleep(interval)
 
@@ -109,4 +129,4 @@ def tail(client: Client, jid: str, count: int = 20) -> list[LogLine]:
     return joblogs.tail(client.engine, jid, count)
 
 
-__all__ = ["NoSuchRun", "StepLine", "follow", "run_jobs", "tail"]
+__all__ = ["Follower", "NoSuchRun", "StepLine", "follow", "run_jobs", "tail"]

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from fastapi import HTTPException
 from fastapi.responses import StreamingResponse
 
-from flows.steplogs import follow
+from flows.steplogs import Follower
 from scheduler.client import Client
 
 MAX_STREAMS = 32
@@ -28,18 +28,34 @@ def stream(events: Iterator[str]) -> StreamingResponse:
     """An event-stream response over ``events`` (each a whole event's text)."""
     if not _open.acquire(blocking=False):
         raise HTTPException(503, f"too many open event streams (at most {MAX_STREAMS})")
-
-    def guarded() -> Iterator[str]:
-        try:
-            yield from events
-        finally:
-            _open.release()
-
     return StreamingResponse(
-        guarded(),
+        _Held(events),
         media_type="text/event-stream",
         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
     )
+
+
+class _Held:
+    """Events holding one of the open streams' places, given back when the stream ends, or when
+    it is dropped without ever being read (a client gone before the first event)."""
+
+    def __init__(self, events: Iterator[str]) -> None:
+        self.events = events
+        self.released = False
+
+    def __iter__(self) -> Iterator[str]:
+        try:
+            yield from self.events
+        finally:
+            self.release()
+
+    def release(self) -> None:
+        if not self.released:
+            self.released = True
+            _open.release()
+
+    def __del__(self) -> None:
+        self.release()
 
 
 def event(data: object, kind: str | None = None) -> str:
@@ -72,9 +88,22 @@ def engine_events(client: Client) -> Iterator[str]:
         pubsub.close()
 
 
-def log_lines(client: Client, jid: str) -> Iterator[str]:
-    """The job's lines (``event: line``), then ``event: end`` once it has ended."""
+def log_lines(client: Client, jid: str, interval: float = 0.2) -> Iterator[str]:
+    """The job's lines (``event: line``), then ``event: end`` once it has ended. Something is
+    sent at least every :data:`KEEPALIVE` seconds, so a stream whose client left ends then."""
     yield ": following\n\n"
-    for item in follow(client, [(jid, jid)]):
-        yield event({"attempt": item.attempt, **item.line.as_dict()}, "line")
+    follower = Follower(client, [(jid, jid)])
+    quiet_since = time.monotonic()
+    while True:
+        lines = follower.poll()
+        for item in lines:
+            yield event({"attempt": item.attempt, **item.line.as_dict()}, "line")
+        if follower.done:
+            break
+        if lines:
+            quiet_since = time.monotonic()
+        elif time.monotonic() - quiet_since > KEEPALIVE:
+            quiet_since = time.monotonic()
+            yield ": keepalive\n\n"
+        time.sleep(interval)
     yield event({"jid": jid}, "end")
