@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from scheduler import joblogs
 from scheduler.client import Client
+from scheduler.errors import JobNotFound
 from scheduler.joblogs import ENDED, LogLine
 
 
@@ -56,7 +57,8 @@ def _label(run_id: str, jid: str) -> str:
 
 class Follower:
     """Reads the lines of ``jobs`` round by round: each job's latest attempt, and the attempts
-    after it (a retry), from where the last round stopped."""
+    after it (a retry), from where the last round stopped. A job that is gone (deleted by a
+    cancel or by retention) has no lines and has ended."""
 
     def __init__(self, client: Client, jobs: list[tuple[str, str]], *, live: bool = True) -> None:
         self.client = client
@@ -78,7 +80,10 @@ class Follower:
         for label, jid in self._open:
             attempt, offset = self._offsets.get(jid, (0, 0))
             while True:
-                page = joblogs.read(self.client.engine, jid, attempt or None, offset)
+                try:
+                    page = joblogs.read(self.client.engine, jid, attempt or None, offset)
+                except JobNotFound:  # deleted (canceled, retention): its lines went with it
+                    break
                 attempt = attempt or page.attempt
                 out += [StepLine(label, jid, page.attempt, line) for line in page.lines]
                 offset = page.next

@@ -152,3 +152,16 @@ def test_follow_shows_a_running_shell_steps_lines_within_a_second(
         for process in (follower, worker):
             process.terminate()
             process.communicate(timeout=30)  # also closes its pipes
+
+
+def test_logs_of_a_canceled_run_skip_its_deleted_jobs(url: str, tmp_path: Path) -> None:
+    path = tmp_path / "talk.yaml"
+    path.write_text(FLOW)
+    submitted = flows("run", str(path), "--detach")
+    run_id = submitted.stdout.strip().splitlines()[-1]
+    assert flows("cancel", run_id).exit_code == 0  # its jobs are deleted
+    result = flows("logs", run_id)
+    assert result.exit_code == 0, result.output
+    assert result.stdout == ""
+    followed = flows("logs", run_id, "-f")
+    assert followed.exit_code == 0 and followed.stdout == ""
