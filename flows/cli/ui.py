@@ -66,6 +66,7 @@ def ui(
     config = uvicorn.Config(
         app, host=host, port=port, log_level=log_level.lower(), access_log=False,
         server_header=False,
+        timeout_graceful_shutdown=5,  # open event streams would otherwise hold the stop forever
     )
     server = uvicorn.Server(config)
     click.echo(
