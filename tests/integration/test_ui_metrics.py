@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
+from scheduler_support import MIN, T, make_service, write_flow
 from ui_support import TOKEN, Api, serve
 
 from flows.ui import metrics
@@ -159,3 +160,21 @@ def test_a_worker_serves_its_queues_metrics(server: EmbeddedServer, client: Clie
     finally:
         worker.terminate()
         worker.wait(30)
+
+
+def test_schedule_fires_and_skips_by_reason(api: Api, client: Client, tmp_path: Path) -> None:
+    write_flow(tmp_path, overlap="skip")
+    service = make_service(client, tmp_path)
+    service.scan(T - 1)
+    service.tick(T)  # fires
+    client.queues["q"].pop()  # the run is running: the next two ticks are skipped
+    service.tick(T + 5 * MIN)
+    service.tick(T + 10 * MIN)
+    samples = scrape(api)
+    assert value(samples, "flows_schedule_fires_total", schedule="f") == 1
+    reasons = {
+        dict(labels)["reason"]: v
+        for (name, labels), v in samples.items()
+        if name == "flows_schedule_skips_total"
+    }
+    assert reasons == {"overlap skip: previous run still active": 2}
