@@ -12,10 +12,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Annotated, Any, TypeVar
 
-from fastapi import APIRouter, Depends, HTTPException, Query, Request
+from fastapi import APIRouter, Depends, HTTPException, Query
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -24,7 +23,7 @@ from flows.runs import RunView, StepView, load_run
 from flows.steplogs import run_jobs
 from flows.triggering import UnknownFlow, server_time, trigger_run
 from flows.ui import events
-from flows.ui.auth import Auth
+from flows.ui.state import UiState, reader, state, writer
 from scheduler import joblogs
 from scheduler.client import Client
 from scheduler.errors import EngineError, JobNotFound
@@ -38,27 +37,6 @@ MAX_RUNS_SCANNED = 1000
 
 Offset = Annotated[int, Query(ge=0, le=10_000_000, description="Where the page starts.")]
 Limit = Annotated[int, Query(ge=1, le=MAX_LIMIT, description="Items in the page, at most.")]
-
-
-@dataclass(frozen=True)
-class UiState:
-    """What every request works with: the engine's client and the auth policy."""
-
-    client: Client
-    auth: Auth
-
-
-def state(request: Request) -> UiState:
-    ui: UiState = request.app.state.ui
-    return ui
-
-
-def reader(request: Request) -> None:
-    state(request).auth.read(request)
-
-
-def writer(request: Request) -> None:
-    state(request).auth.write(request)
 
 
 Ui = Annotated[UiState, Depends(state)]

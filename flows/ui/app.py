@@ -15,8 +15,8 @@ from fastapi.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from flows.ui import api, metrics
-from flows.ui.api import UiState
 from flows.ui.auth import Auth
+from flows.ui.state import UiState
 from scheduler.client import Client
 
 log = logging.getLogger("flows.ui")
@@ -97,6 +97,5 @@ def create_app(client: Client, auth: Auth) -> FastAPI:
         log.exception("%s %s failed", request.method, request.url.path)
         return JSONResponse({"detail": f"internal error: {type(error).__name__}: {error}"}, 500)
 
-    wrapped: FastAPI = app
     app.add_middleware(BodyLimit, limit=MAX_BODY)
-    return wrapped
+    return app

@@ -33,6 +33,7 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
+from flows.ui.state import reader
 from scheduler.client import Client
 from scheduler.job import as_dict, as_list
 
@@ -242,14 +243,10 @@ def registry(client: Client, queues: Iterable[str] | None = None) -> CollectorRe
     return out
 
 
-def _reader(request: Request) -> None:
-    request.app.state.ui.auth.read(request)
-
-
 router = APIRouter()
 
 
-@router.get("/metrics", dependencies=[Depends(_reader)], include_in_schema=False)
+@router.get("/metrics", dependencies=[Depends(reader)], include_in_schema=False)
 def metrics(request: Request) -> Response:
     """The Prometheus text exposition of the namespace's metrics."""
     state = request.app.state

@@ -233,7 +233,7 @@ class Queued:
 class JobOutput:
     """The lines of one run of one job (one attempt), handed to the shipper line by line."""
 
-    __slots__ = ("_dropped", "_full", "_partial", "key", "shipper")
+    __slots__ = ("_dropped", "_full", "_partial", "_wrote", "key", "shipper")
 
     def __init__(self, shipper: LogShipper, jid: str, attempt: int) -> None:
         self.key: Key = (jid, attempt)
@@ -241,9 +241,11 @@ class JobOutput:
         self._partial: dict[str, str] = {}
         self._dropped = 0  # lines written once the attempt was full: counted, sent at close
         self._full = False
+        self._wrote = False  # a job that wrote nothing costs the shipper nothing
 
     def line(self, text: str, stream: str = "stdout", level: str = "") -> None:
         """Add one line (without its newline) to the job's log."""
+        self._wrote = True
         self.shipper.add(self.key, stream, text, level)
 
     def write(self, stream: str, text: str) -> None:
@@ -252,6 +254,7 @@ class JobOutput:
             self._full = True
             self._dropped += text.count("\n")
             return
+        self._wrote = True
         partial = self._partial
         if stream in partial:
             text = partial.pop(stream) + text
@@ -268,6 +271,8 @@ class JobOutput:
                 self._partial[stream] = rest
 
     def close(self) -> None:
+        if not self._wrote:
+            return
         for stream, rest in self._partial.items():
             self.shipper.add(self.key, stream, rest)
         self._partial.clear()
