@@ -13,8 +13,9 @@ every job written since the last, sent every :data:`FLUSH_INTERVAL` seconds, at 
 :data:`FLUSH_LINES` wait, and ahead of a job's outcome (in the same round trip as the batch of
 completes, see :mod:`scheduler.worker.batching`), so a job is never reported ended before its
 lines are stored. The engine keeps at most ``log-lines`` lines and ``log-bytes`` bytes per
-attempt; once it says an attempt is full, its further lines are only counted, so a job that
-writes 100,000 lines costs its worker little more than writing them.
+attempt; once an attempt is full (the worker counts its lines against ``log-lines``, read at
+start, and the engine says when the bytes ran out), its further lines are only counted, without
+a lock or a send: a job writing 100,000 lines sends the budget and no more.
 """
 
 from __future__ import annotations
