@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import time
 
 import click
@@ -24,12 +25,21 @@ def register(group: click.Group) -> None:
     group.add_command(logs)
 
 
+# Control characters a job's text may hold (terminal escapes among them), shown as \xNN: a
+# line printed must never drive the reader's terminal. Tabs stay.
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def _visible(text: str) -> str:
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
+
 def format_line(item: StepLine, label: bool = True) -> str:
     """``HH:MM:SS.mmm label | text`` (``!`` for stderr, ``~`` and the level for a record)."""
     line = item.line
     millis = int(line.time * 1000) % 1000
     stamp = time.strftime("%H:%M:%S", time.localtime(line.time)) + f".{millis:03d}"
-    text = f"{line.level} {line.text}" if line.level else line.text
+    text = _visible(f"{line.level} {line.text}" if line.level else line.text)
     who = f" {item.label}" if label else ""
     return f"{stamp}{who} {MARKS.get(line.stream, '?')} {text}"
 

@@ -165,3 +165,13 @@ def test_logs_of_a_canceled_run_skip_its_deleted_jobs(url: str, tmp_path: Path) 
     assert result.stdout == ""
     followed = flows("logs", run_id, "-f")
     assert followed.exit_code == 0 and followed.stdout == ""
+
+
+def test_a_jobs_terminal_escapes_are_shown_not_run(url: str) -> None:
+    client = Client(url, worker_name="test-client")
+    jid = client.queues["esc"].put("K", {})
+    client.engine.call("log.append", jid, 1, 0, 1, 1.0, "stdout", "", "red \x1b[31m bell \x07\tok")
+    text = flows("logs", "--job", jid).stdout
+    assert "red \\x1b[31m bell \\x07\tok" in text and "\x1b" not in text
+    raw = json.loads(flows("logs", "--job", jid, "--json").stdout)
+    assert raw["text"] == "red \x1b[31m bell \x07\tok"  # JSON keeps the text as written
