@@ -102,7 +102,7 @@ def idle_workers(bench: Bench, queue: str) -> int:
 
 @contextlib.contextmanager
 def worker_pool(
-    bench: Bench, queue: str, processes: int, *, prepare: str | None = None
+    bench: Bench, queue: str, processes: int, *, prepare: str | None = None, threads: int = 1
 ) -> Iterator[list[int]]:
     """A WorkerPool of ``processes`` workers on ``queue``; yields their pids once each waits."""
     command = [
@@ -116,6 +116,8 @@ def worker_pool(
         str(processes),
         "--log-level",
         bench.worker_log_level,
+        "--threads",
+        str(threads),
     ]
     if prepare:
         command += ["--prepare", prepare]
@@ -146,6 +148,7 @@ def main(argv: list[str] | None = None) -> int:
     pool.add_argument("--processes", type=int, default=1)
     pool.add_argument("--prepare")
     pool.add_argument("--log-level", default="INFO")
+    pool.add_argument("--threads", type=int, default=1)
     args = parser.parse_args(argv)
     return WorkerPool(
         os.environ["FLOWS_REDIS_URL"],
@@ -153,6 +156,7 @@ def main(argv: list[str] | None = None) -> int:
         processes=args.processes,
         prepare=args.prepare,
         log_level=args.log_level,
+        threads=args.threads,
     ).run()
 
 

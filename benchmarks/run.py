@@ -37,6 +37,7 @@ from benchmarks.context import APPENDFSYNC, REPO_ROOT, SMOKE, Bench, Sizes, priv
 from benchmarks.figures import Figure
 from benchmarks.flowbench import cron_figures, flow_figures
 from benchmarks.latency import latency_figures
+from benchmarks.observability import log_figures
 from benchmarks.processes import spinner_policy, spinners
 from benchmarks.server_cost import lifecycle_figures, memory_figures
 from benchmarks.throughput import bulk_figures, drain_figures, put_figures
@@ -54,6 +55,7 @@ GROUPS: dict[str, Group] = {
     "memory": memory_figures,
     "flow": flow_figures,
     "cron": cron_figures,
+    "logs": log_figures,
 }
 DEFAULT_JSON = REPO_ROOT / "benchmarks" / "results" / "latest.json"
 

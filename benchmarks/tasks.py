@@ -24,3 +24,24 @@ def stamp(job: JobContext) -> None:
 def echo(job: JobContext) -> dict[str, Any]:
     """Return ``{"n": data.n}``: an output that downstream steps of a flow read."""
     return {"n": job.data.get("n")}
+
+
+def say(job: JobContext) -> None:
+    """One line on stdout (captured into the job's step log)."""
+    print("hello from", job.jid)
+
+
+def flood(job: JobContext) -> None:
+    """``data.lines`` lines on stdout, as fast as print goes."""
+    for i in range(int(job.data.get("lines", 100_000))):
+        print("line", i)
+
+
+def flood_devnull(job: JobContext) -> None:
+    """The same lines as :func:`flood`, written to /dev/null (not captured): what the writing
+    itself costs."""
+    import os
+
+    with open(os.devnull, "w") as sink:
+        for i in range(int(job.data.get("lines", 100_000))):
+            print("line", i, file=sink)

@@ -7,7 +7,8 @@ environment plus ``env``, ``FLOWS_JID``, ``FLOWS_SANDBOX`` and ``FLOWS_OUTPUT``:
 step may write ``key=value`` lines, which become its outputs (the job's result;
 :func:`flows.outputs.parse_output_file` reads them). Exit code 0
 completes the job; any other code N fails it in group ``exit-code-N`` (after its retries), with
-the tail of the output as the message.
+the tail of the output as the message. Every line the command writes to stdout or stderr goes to
+the job's step log as it comes (``flows logs``).
 """
 
 from __future__ import annotations
@@ -15,9 +16,10 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import threading
 from collections import deque
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from flows.outputs import parse_output_file
 from scheduler.worker import JobContext
@@ -46,6 +48,15 @@ def _kill_group(process: subprocess.Popen[bytes]) -> None:
         pass
 
 
+def _read_lines(pipe: IO[bytes], stream: str, job: JobContext, tail: deque[str]) -> None:
+    """Read ``pipe`` to its end, each line into the job's step log and the tail."""
+    with pipe:  # closed even when the job is stopped (no leaked pipe)
+        for raw in pipe:
+            line = raw.decode(errors="replace").rstrip("\n")
+            tail.append(line)
+            job.log_line(line, stream)
+
+
 def shell(job: JobContext) -> dict[str, Any]:
     # Stopped through on_stop (the killed process ends the read below), never by an exception
     # raised in this thread: one landing just after Popen would leave the process running.
@@ -65,15 +76,18 @@ def shell(job: JobContext) -> dict[str, Any]:
         cwd=cwd,
         env=env,
         stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
+        stderr=subprocess.PIPE,
         start_new_session=True,
     )
     job.on_stop(lambda: _kill_group(process))
-    tail: deque[str] = deque(maxlen=OUTPUT_TAIL_LINES)
-    assert process.stdout is not None
-    with process.stdout:  # closed even when the job is interrupted (no leaked pipe)
-        for raw in process.stdout:
-            tail.append(raw.decode(errors="replace").rstrip("\n"))
+    tail: deque[str] = deque(maxlen=OUTPUT_TAIL_LINES)  # both streams, as they came
+    assert process.stdout is not None and process.stderr is not None
+    errors = threading.Thread(
+        target=_read_lines, args=(process.stderr, "stderr", job, tail), daemon=True
+    )
+    errors.start()
+    _read_lines(process.stdout, "stdout", job, tail)
+    errors.join()
     code = process.wait()
     if code != 0:  # when the worker stopped the job, it reports lost or timeout instead
         raise ShellError(code, "\n".join(tail))

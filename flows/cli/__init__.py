@@ -19,12 +19,14 @@ COMMAND_MODULES: list[str] = [
     "jobs",
     "queue_admin",
     "run",
+    "logs",
     "validate",
     "plan",
     "graph",
     "schema",
     "scheduler",
     "doctor",
+    "ui",
 ]
 
 

@@ -197,7 +197,7 @@ def jobs(
     with user_errors():
         found = _listed(client, state, queue, limit)
     if as_json:
-        print_json([_job_dict(j) for j in found])
+        print_json([job_dict(j) for j in found])
         return
     rows = [[j.jid, j.state, j.queue, j.klass, j.worker, j.priority, ago(j.updated)] for j in found]
     table(
@@ -223,7 +223,8 @@ def _recurring(client: Client, queue: str | None, limit: int, as_json: bool) -> 
     table("Jobs (recurring)", ("jid", "queue", "klass", "every", "spawned", "priority"), rows)
 
 
-def _job_dict(j: Job) -> dict[str, Any]:
+def job_dict(j: Job) -> dict[str, Any]:
+    """A job as `flows job --json` and the REST API show it."""
     return {
         "jid": j.jid,
         "klass": j.klass,
@@ -299,7 +300,7 @@ def job(jid: str, as_json: bool, redis_url: str | None, namespace: str | None) -
         found = client.jobs[jid]
         ran = _ran_by(client, found)
     if as_json:
-        print_json({**_job_dict(found), "ran_by": None if ran is None else ran._asdict()})
+        print_json({**job_dict(found), "ran_by": None if ran is None else ran._asdict()})
         return
     rows: list[list[Any]] = [
         ["state", found.state],
@@ -373,7 +374,7 @@ def failed(
             {
                 "total": listing.total,
                 "dropped": listing.dropped,
-                "jobs": [_job_dict(j) for j in listing.jobs],
+                "jobs": [job_dict(j) for j in listing.jobs],
             }
         )
         return

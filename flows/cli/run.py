@@ -15,6 +15,7 @@ from rich.table import Table
 from rich.text import Text
 
 from flows.cli.common import ago, console, err_console, open_client, print_json, table, user_errors
+from flows.cli.logs import print_tail, stream_run
 from flows.cli.options import as_json, connection, logical_time, param
 from flows.cli.options import run_id as run_id_option
 from flows.expand import ExpansionError, expand
@@ -82,7 +83,7 @@ def render_run(view: RunView) -> Table:
     return out
 
 
-def _print_failures(view: RunView) -> None:
+def _print_failures(client: Client, view: RunView) -> None:
     for job in view.failed_jobs:
         failure = job.failure or {}
         err_console.print(
@@ -90,13 +91,15 @@ def _print_failures(view: RunView) -> None:
         )
         message = str(failure.get("message", "")).strip().splitlines()[-8:]
         err_console.print("\n".join("    " + line for line in message), markup=False)
+        print_tail(client, job.jid)
 
 
 def _follow(
-    client: Client, run_id: str, queues: list[str], threads: int, live: bool
+    client: Client, run_id: str, queues: list[str], threads: int, live: bool, logs: bool = False
 ) -> tuple[RunView, bool]:
-    """Run a local worker on the run's queues until the run has finished or Ctrl-C; returns
-    the run as it is then and whether it was interrupted."""
+    """Run a local worker on the run's queues until the run has finished or Ctrl-C (printing
+    the steps' lines as they come with ``logs``, else a live table); returns the run as it is
+    then and whether it was interrupted."""
     worker = Worker(
         Client.from_engine(client.engine),
         queues,
@@ -111,6 +114,11 @@ def _follow(
     assert view is not None
     interrupted = False
     try:
+        if logs:
+            stream_run(client, run_id)
+            view = load_run(client, run_id) or view
+            console.print(render_run(view))
+            return view, False
         with Live(render_run(view), console=console, auto_refresh=False, transient=False) as screen:
             while not view.finished:
                 time.sleep(0.2)
@@ -135,10 +143,13 @@ def _follow(
     return view, interrupted
 
 
-def work_run(client: Client, run_id: str, queues: list[str], threads: int) -> int:
-    """Work the run here with a live view until it ends; the exit code: 0 when it succeeded,
-    1 when not, :data:`INTERRUPTED` after Ctrl-C (saying how to resume or cancel it)."""
-    view, interrupted = _follow(client, run_id, queues, threads, live=sys.stdout.isatty())
+def work_run(
+    client: Client, run_id: str, queues: list[str], threads: int, logs: bool = False
+) -> int:
+    """Work the run here with a live view (or its steps' lines, with ``logs``) until it ends;
+    the exit code: 0 when it succeeded, 1 when not, :data:`INTERRUPTED` after Ctrl-C (saying
+    how to resume or cancel it)."""
+    view, interrupted = _follow(client, run_id, queues, threads, sys.stdout.isatty(), logs)
     if interrupted:
         done = sum(1 for s in view.steps if s.status in ("success", "skipped"))
         click.echo(
@@ -151,7 +162,7 @@ def work_run(client: Client, run_id: str, queues: list[str], threads: int) -> in
         )
         return INTERRUPTED
     if view.status != "succeeded":
-        _print_failures(view)
+        _print_failures(client, view)
         click.echo(f"run {run_id} {view.status}", err=True)
         return 1
     click.echo(f"run {run_id} succeeded", err=True)
@@ -164,6 +175,7 @@ def work_run(client: Client, run_id: str, queues: list[str], threads: int) -> in
 @logical_time
 @run_id_option("<flow>@<UTC now>-<random>, e.g. etl@20250131T020000Z-3f9a1c")
 @click.option("--detach", is_flag=True, help="Submit and return; long-lived workers run it.")
+@click.option("--logs", is_flag=True, help="Print every step's lines as they come.")
 @click.option(
     "--threads",
     type=click.IntRange(1, 64),
@@ -178,6 +190,7 @@ def run(
     logical_time: datetime | None,
     run_id: str | None,
     detach: bool,
+    logs: bool,
     threads: int,
     redis_url: str | None,
     namespace: str | None,
@@ -227,7 +240,7 @@ def run(
         return
     queues = sorted({r.queue for r in requests})
     with user_errors():
-        sys.exit(work_run(client, run_id, queues, threads))
+        sys.exit(work_run(client, run_id, queues, threads, logs))
 
 
 @click.command()
@@ -269,7 +282,7 @@ def status(run_id: str | None, as_json: bool, redis_url: str | None, namespace: 
         return
     console.print(render_run(view))
     if view.status == "failed":
-        _print_failures(view)
+        _print_failures(client, view)
 
 
 @click.command()

@@ -19,7 +19,7 @@ import click
 from flows.cli.common import ago, open_client, print_json, table, user_errors
 from flows.cli.options import FiniteFloat, as_json, connection
 from flows.scheduling import FlowsSource
-from flows.submit import manual_run_id
+from flows.triggering import trigger_run
 from scheduler.client import Client
 from scheduler.cron import Skip
 from scheduler.doctor import ScheduledCheck
@@ -376,17 +376,14 @@ def trigger(name: str, redis_url: str | None, namespace: str | None) -> None:
     """Run NAME now with its schedule's params (a manual run; the ticks are unchanged)."""
     client = open_client(redis_url, namespace)
     with user_errors():
-        registration = _get(client, name)
-        now = _server_time(client)
-        definition = registration.definition
-        run_id = manual_run_id(definition.name, now)
+        _get(client, name)
         try:
-            request = FlowsSource().build(definition, run_id, now, "manual", 0.0)
+            triggered = trigger_run(client, name)
         except ValueError as error:
             raise click.ClickException(f"cannot build a run of {name}: {error}") from None
-        outcome = Schedules(client).trigger(name, request)
-    click.echo(f"submitted run {run_id} ({len(request.jobs)} jobs)", err=True)
-    if outcome == "exists":
+    run_id = triggered.run_id
+    click.echo(f"submitted run {run_id} ({triggered.jobs} jobs)", err=True)
+    if triggered.existed:
         click.echo(f"run {run_id} existed already", err=True)
     click.echo(run_id)
 

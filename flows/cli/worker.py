@@ -10,12 +10,27 @@ import click
 from flows.cli.common import open_client, user_errors
 from flows.cli.options import FiniteFloat, connection
 from scheduler import server
+from scheduler.client import Client
 from scheduler.worker import Worker, WorkerPool
 from scheduler.worker.loader import import_path, load_object
 
 
 def register(group: click.Group) -> None:
     group.add_command(worker)
+
+
+def serve_metrics(client: Client, queues: list[str], host: str, port: int) -> None:
+    """Serve the metrics of ``queues`` (flows.ui.metrics) from a thread of this process."""
+    from prometheus_client import start_http_server
+
+    from flows.ui.metrics import registry
+
+    try:
+        start_http_server(port, addr=host, registry=registry(client, queues))
+    except OSError as error:
+        raise click.ClickException(
+            f"cannot serve metrics on {host}:{port}: {error.strerror}"
+        ) from None
 
 
 @click.command()
@@ -73,6 +88,14 @@ def register(group: click.Group) -> None:
     "always comes first.",
 )
 @click.option(
+    "--metrics-port",
+    type=click.IntRange(1, 65535),
+    help="Serve Prometheus metrics of the worker's queues on this port (at /metrics).",
+)
+@click.option(
+    "--metrics-host", default="127.0.0.1", show_default=True, help="Address for --metrics-port."
+)
+@click.option(
     "--log-level", default="INFO", show_default=True, help="DEBUG, INFO, WARNING or ERROR."
 )
 @connection
@@ -87,6 +110,8 @@ def worker(
     shutdown_grace: float,
     prepare: str | None,
     paths: tuple[str, ...],
+    metrics_port: int | None,
+    metrics_host: str,
     log_level: str,
     redis_url: str | None,
     namespace: str | None,
@@ -102,6 +127,8 @@ def worker(
         raise click.BadParameter("give at least one queue", param_hint="--queues")
     with user_errors():
         url = server.resolve_url(redis_url)
+    if metrics_port is not None:
+        serve_metrics(open_client(url, namespace), names, metrics_host, metrics_port)
     with user_errors():  # an unsafe server (eviction policy) is refused with how to fix it
         if processes == 0:
             import_path(paths)  # as a pool child does: see scheduler/worker/__main__.py

@@ -5,6 +5,9 @@
 --                                                              (how many), ..., jids: [jid]}, or nil
 --   runs        [flow], [offset=0], [count=25]              -> JSON list of run records, newest
 --                                                              first (without their jobs)
+--   runs.statuses [flow], [offset=0], [count=25]            -> the same records, each with its
+--                                                              `status` as Runs.status decides it
+--                                                              (ours; count at most 1000)
 --
 -- flow.submit writes the run record and every job in this one call, so no reader ever sees half
 -- a run, and a run id that exists already makes it a no-op ('exists'): submitting the same run
@@ -36,19 +39,33 @@ api['run.get'] = function(args)
   return cjson.encode(record)
 end
 
-api['runs'] = function(args)
-  local cmd = 'Runs'
+-- The newest run records (of a flow), a page; `with_status`: each with Runs.status.
+local function list_runs(cmd, args, max_count, with_status)
   local key = Keys.runs()
   if args[1] ~= nil and args[1] ~= '' then key = Keys.flow_runs(Arg.id(cmd, 'flow', args[1])) end
   local offset = Arg.optional_integer(cmd, 'offset', args[2], 0, 0, Engine.MAX_OFFSET)
-  local count = Arg.optional_integer(cmd, 'count', args[3], 25, 0, Engine.MAX_COUNT)
+  local count = Arg.optional_integer(cmd, 'count', args[3], 25, 0, max_count)
+  if with_status and args[4] ~= nil then Arg.fail(cmd, 'too many arguments') end
   local out = {}
   if count > 0 then
     for _, run_id in ipairs(redis.call('zrevrange', key, offset, offset + count - 1)) do
       local record = run_record(run_id)
-      if record then table.insert(out, record) end
+      if record then
+        if with_status then record.status = Runs.status(run_id) end
+        table.insert(out, record)
+      end
     end
   end
   if #out == 0 then return '[]' end
   return cjson.encode(out)
+end
+
+api['runs'] = function(args)
+  return list_runs('Runs', args, Engine.MAX_COUNT, false)
+end
+
+-- A running run costs a few reads (its first active job ends the look), a finished one a read
+-- per job: the REST API's run listing and the metrics' flows_runs.
+api['runs.statuses'] = function(args)
+  return list_runs('RunsStatuses', args, 1000, true)
 end

@@ -14,6 +14,8 @@ Config.defaults = {
   ['max-job-history'] = 100,     -- history entries kept per job (the first is always kept)
   ['max-failed-per-group'] = 0,  -- failed jobs kept per group, oldest dropped first (0: no bound)
   ['lost-worker-retries'] = 2,   -- runs again after lost workers, apart from a job's own retries
+  ['log-lines'] = 10000,         -- step log lines kept per job attempt (0: none kept)
+  ['log-bytes'] = 1048576,       -- bytes of step log text kept per job attempt
 }
 
 function Config.get(name)

@@ -235,7 +235,22 @@ function Job.delete(jid, fields, keep_tracked)
   Job.drop_dependencies(jid)
   if fields.queue and fields.queue ~= '' then redis.call('zrem', Keys.ttl(fields.queue), jid) end
   if not keep_tracked then redis.call('zrem', Keys.tracked(), jid) end
+  Job.drop_logs(jid)
   redis.call('del', Keys.job(jid), Keys.history(jid), Keys.dependents(jid))
+end
+
+-- Delete a job's step logs (commands/log.lua): one list per attempt up to `log-attempts`, and
+-- their counters in the job's hash.
+function Job.drop_logs(jid)
+  local key = Keys.job(jid)
+  local attempts = tonumber(redis.call('hget', key, 'log-attempts'))
+  if not attempts then return end
+  local fields = { 'log-attempts' }
+  for attempt = 1, attempts do
+    redis.call('del', Keys.log(jid, attempt))
+    fields[attempt + 1] = 'log:' .. attempt
+  end
+  redis.call('hdel', key, unpack(fields))
 end
 
 function Job.load_for_delete(jid)

@@ -7,6 +7,9 @@ function Keys.job(jid) return Engine.prefix .. 'j:' .. jid end
 function Keys.history(jid) return Engine.prefix .. 'j:' .. jid .. '-history' end
 function Keys.dependencies(jid) return Engine.prefix .. 'j:' .. jid .. '-dependencies' end
 function Keys.dependents(jid) return Engine.prefix .. 'j:' .. jid .. '-dependents' end
+-- A job's step log of one attempt (ours, commands/log.lua): the attempt comes first, so no jid
+-- can alias another job's key and no jid suffix needs reserving.
+function Keys.log(jid, attempt) return Engine.prefix .. 'log:' .. attempt .. ':' .. jid end
 
 function Keys.work(queue) return Engine.prefix .. 'q:' .. queue .. '-work' end
 function Keys.locks(queue) return Engine.prefix .. 'q:' .. queue .. '-locks' end

@@ -353,6 +353,7 @@ function Put.write(p, old, batch)
     end
     Job.unindex(jid, old)
     Job.drop_dependencies(jid)
+    Job.drop_logs(jid) -- its attempts count from 1 again
   end
   local priority = p.priority or tonumber(old and old.priority) or 0
   local retries = p.retries or tonumber(old and old.retries) or 5

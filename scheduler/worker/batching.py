@@ -5,22 +5,26 @@ its ``complete``. Completes wait here until the worker flushes: before it asks f
 (:meth:`Batcher.flush_and_call`: the pending completes and the pop go in one round trip), when
 a batch is full, or when the oldest has waited :data:`MAX_DELAY` seconds (the monitor thread
 sees to that). Flushes are serialized, so completes reach the engine in the order they were
-added.
+added. The step log lines waiting (:mod:`scheduler.worker.capture`) go ahead of a batch in its
+round trip: a job's lines are stored before it is reported complete.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import threading
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from typing import Any, NamedTuple
 
 import redis
 
 from scheduler.errors import EngineError, translate
-from scheduler.scripts import Engine
+from scheduler.scripts import Engine, EnginePipeline
+from scheduler.worker.capture import LogShipper, Queued
 
 log = logging.getLogger("flows.worker")
 
@@ -46,9 +50,10 @@ class Batcher:
     the engine's refusal of the whole call).
     """
 
-    def __init__(self, engine: Engine, worker: str) -> None:
+    def __init__(self, engine: Engine, worker: str, logs: LogShipper | None = None) -> None:
         self.engine = engine
         self.worker = worker
+        self.logs = logs
         self._pending: list[Completion] = []
         self._oldest = 0.0
         self._lock = threading.Lock()
@@ -91,13 +96,17 @@ class Batcher:
                 self._send(batch)
             last = batches[-1]
             pipe = self.engine.pipeline()
-            pipe.call("complete.many", self.worker, *_arguments(last))
-            pipe.call(command, *args)
-            try:
-                texts, reply = pipe.execute()
-            except redis.RedisError as error:
-                self._deliver(last, error)
-                raise
+            with self._logs_into(pipe) as logged:
+                pipe.call("complete.many", self.worker, *_arguments(last))
+                pipe.call(command, *args)
+                try:
+                    replies = pipe.execute()
+                except redis.RedisError as error:
+                    logged.replied(error)
+                    self._deliver(last, error)
+                    raise
+                logged.replied(replies)
+            texts, reply = replies[len(logged) :]
             self._deliver(last, texts)
         if isinstance(reply, Exception):
             raise reply
@@ -110,11 +119,30 @@ class Batcher:
         return [pending[first : first + MAX_BATCH] for first in range(0, len(pending), MAX_BATCH)]
 
     def _send(self, batch: list[Completion]) -> None:
+        if self.logs is not None and self.logs.pending:
+            pipe = self.engine.pipeline()
+            with self._logs_into(pipe) as logged:
+                pipe.call("complete.many", self.worker, *_arguments(batch))
+                try:
+                    replies = pipe.execute()
+                except redis.RedisError as error:
+                    logged.replied(error)
+                    self._deliver(batch, error)
+                    return
+                logged.replied(replies)
+            self._deliver(batch, replies[-1])
+            return
         try:
             texts = self.engine.call("complete.many", self.worker, *_arguments(batch))
         except (redis.RedisError, EngineError) as error:
             texts = error
         self._deliver(batch, texts)
+
+    def _logs_into(self, pipe: EnginePipeline) -> AbstractContextManager[Queued]:
+        """The waiting step log lines queued on ``pipe`` (nothing without a shipper)."""
+        if self.logs is None:
+            return contextlib.nullcontext(Queued())
+        return self.logs.into(pipe)
 
     def _deliver(self, batch: list[Completion], texts: Any) -> None:
         """Run the callbacks with the engine's replies (the JSON list ``complete.many`` replied,

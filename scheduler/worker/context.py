@@ -13,6 +13,7 @@ from scheduler.worker.envelope import JobOptions
 
 if TYPE_CHECKING:
     from scheduler.job import Job
+    from scheduler.worker.capture import JobOutput
 
 _MAKING_EVENTS = threading.Lock()
 
@@ -39,6 +40,8 @@ class JobContext:
     stop_reason: str = ""
     thread_id: int | None = None
     interrupt_thread: bool = True
+    # Where this run's step log lines go (None: the worker stores none), see log_line.
+    output: JobOutput | None = None
     _on_stop: list[Callable[[], None]] = field(default_factory=list)
     # Made on first use: most runs are never stopped, and an Event costs more to make than the
     # rest of a job's context (a worker makes one context per job it runs).
@@ -103,6 +106,12 @@ class JobContext:
     def heartbeat(self, data: dict[str, Any] | None = None) -> float:
         """Renew the lock now (the worker also does this on its own)."""
         return self.job.heartbeat(data)
+
+    def log_line(self, text: str, stream: str = "stdout") -> None:
+        """Add a line to this attempt's step log (``flows logs``); ``print`` does the same
+        from the job's own thread. ``stream``: ``stdout`` or ``stderr``."""
+        if self.output is not None:
+            self.output.line(text, stream)
 
     def log(self, message: str, **data: Any) -> None:
         """Add a custom entry to the job's history."""

@@ -53,7 +53,7 @@ from scheduler.client import Client
 from scheduler.errors import EngineError
 from scheduler.job import Job, dumps
 from scheduler.safety import check_eviction_policy
-from scheduler.worker import runner
+from scheduler.worker import capture, runner
 from scheduler.worker.batching import MAX_BATCH, Batcher
 from scheduler.worker.context import JobContext
 from scheduler.worker.envelope import BrokenPayload, split
@@ -115,6 +115,7 @@ class Worker:
     slots while jobs finish quickly (0: never). ``prepare`` runs before each job (flows resolves
     upstream outputs there). ``shutdown_grace``: seconds running jobs get to finish on the first
     SIGTERM or SIGINT before they are handed back; a second signal stops at once.
+    ``capture_logs``: store what each job writes as its step log (:mod:`scheduler.worker.capture`).
     """
 
     def __init__(
@@ -132,6 +133,7 @@ class Worker:
         prepare: Prepare | None = None,
         exit_on_stuck: bool = False,
         prefetch: int = 64,
+        capture_logs: bool = True,
     ) -> None:
         if not queues:
             raise ValueError("a worker needs at least one queue")
@@ -152,7 +154,9 @@ class Worker:
         self._own_sandbox = sandbox_root is None
         self.sandbox_root = sandbox_root or Path(tempfile.mkdtemp(prefix="flows-worker-"))
         self._fetcher = Fetcher(client, self.queues, strategy, poll_interval)
-        self._batcher = Batcher(client.engine, self.name)
+        # Step logs (scheduler.worker.capture): stored ahead of each batch of completes.
+        self._logs = capture.LogShipper(client.engine) if capture_logs else None
+        self._batcher = Batcher(client.engine, self.name, self._logs)
         # Every job held, by jid; the buffer (popped, not started) and the slots' state, under
         # `_lock`. `_cond` wakes slots waiting for a job (buffered, fetch over, stopping);
         # `_ended` wakes those waiting for held jobs to end (burst, shutdown): kept apart so
@@ -189,6 +193,9 @@ class Worker:
         eviction policy could drop jobs.
         """
         check_eviction_policy(self.client.redis, who=f"worker {self.name}")
+        if self._logs is not None:
+            capture.install()
+            self._logs.start()
         self._install_signals()
         self._register()
         helpers = [
@@ -220,6 +227,8 @@ class Worker:
             self._monitor_wake.set()
             self._refill.set()
             self._batcher.flush()
+            if self._logs is not None:
+                self._logs.stop()
             for slot in self._slots:
                 slot.join(timeout=0 if self._abandoned else 2)
             for helper in helpers:
@@ -458,7 +467,8 @@ class Worker:
                 self.prepare(ctx)
             with active.guard:
                 active.interruptible = not ctx.stopping
-            outcome = runner.run(ctx) if active.interruptible else _stopped_outcome(ctx)
+            with capture.capturing(ctx, self._logs):
+                outcome = runner.run(ctx) if active.interruptible else _stopped_outcome(ctx)
             with active.guard:
                 active.interruptible = False
         except JobInterrupted as interrupt:
@@ -503,6 +513,8 @@ class Worker:
         if outcome.kind == "complete":
             self._complete(active, outcome)
             return
+        if self._logs is not None and self._logs.pending:
+            self._logs.flush()  # the job's lines are stored before its outcome is
         try:
             self._apply(active, outcome)
         finally:

@@ -213,3 +213,34 @@ def litter(job: JobContext) -> list[str]:
     (job.sandbox / "left-behind.txt").write_text(job.jid)
     (job.sandbox / "left-behind").mkdir()
     return found
+
+
+# -- step logs (tests/integration/test_step_logs.py) ---------------------------------------------
+
+_side_by_side = threading.Barrier(2, timeout=10)
+
+
+def chatty(job: JobContext) -> None:
+    """Writes ``data["lines"]`` lines tagged with ``data["tag"]`` to stdout, one to stderr and
+    a logging record; with ``data["together"]``, first waits for a second chatty job to run at
+    the same time (in another thread), so that their lines interleave."""
+    import logging
+    import sys
+
+    tag = job.data["tag"]
+    if job.data.get("together"):
+        _side_by_side.wait()
+    for i in range(int(job.data.get("lines", 3))):
+        print(f"{tag} {i}")
+        if job.data.get("together"):
+            time.sleep(0)  # let the other thread write too
+    print(f"{tag} warns", file=sys.stderr)
+    logging.getLogger("tasks.chatty").warning("%s logged", tag)
+    if job.data.get("fail_first") and job.attempt == 1:
+        raise RuntimeError(f"{tag} fails its first attempt")
+
+
+def flood(job: JobContext) -> None:
+    """Prints ``data["lines"]`` numbered lines as fast as it can."""
+    for i in range(int(job.data["lines"])):
+        print(i)

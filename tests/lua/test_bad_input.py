@@ -467,6 +467,23 @@ for value in ["-1", "x", "1e300"]:
 for value in BAD_COUNTS:
     case("runs", ["", "0", value], InvalidArgument, "count", id=f"count={value}")
 
+for value, error in BAD_IDS[1:]:
+    case("runs.statuses", [value], error, "flow", id=f"flow={value[:12]!r}")
+case("runs.statuses", ["", "-1"], InvalidArgument, "offset", id="offset=-1")
+case("runs.statuses", ["", "0", "1001"], InvalidArgument, "count", id="count=1001")
+case("runs.statuses", ["", "0", "1", "x"], InvalidArgument, "too many", id="extra")
+
+# step logs (the full set of log.append's cases is in test_logs.py)
+case("log.append", [], InvalidArgument, "no jobs", id="missing")
+ids("log.append", [], "jid", ["1", "0", "0"], jid=True)
+case("log.append", ["waiting", "0", "0", "0"], InvalidArgument, "attempt", id="attempt=0")
+case("log.append", ["waiting", "1", "0", "1", T0, "stdin", "", "x"], InvalidArgument, "stream",
+     id="stream")
+case("log.get", [], InvalidArgument, "jid", id="missing")
+ids("log.get", [], "jid", jid=True)
+case("log.get", ["waiting", "-1"], InvalidArgument, "attempt", id="attempt=-1")
+case("log.get", ["waiting", "", "0", "1001"], InvalidArgument, "count", id="count=1001")
+
 for command in ("run.retry", "run.cancel"):
     case(command, [], InvalidArgument, "run_id", id="missing")
     ids(command, [], "run_id")

@@ -14,6 +14,7 @@ DEFAULTS = {
     "heartbeat": 60, "grace-period": 10, "jobs-history": 604800, "jobs-history-count": 50000,
     "stats-history": 30, "histogram-history": 7, "max-worker-age": 86400, "max-job-history": 100,
     "max-failed-per-group": 0, "lost-worker-retries": 2, "worker-silent-after": 60,
+    "log-lines": 10000, "log-bytes": 1048576,
 }
 HISTOGRAM_LENGTH = 60 + 59 + 23 + 6
 

@@ -1,0 +1,78 @@
+"""``flows ui``: the REST API, live events and metrics over HTTP (the dashboard's process)."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from pathlib import Path
+
+import click
+
+from flows.cli.common import open_client, user_errors
+from flows.cli.options import connection
+from flows.ui.auth import ENV_TOKEN, Auth, TokenError, is_loopback, load_token
+
+
+def register(group: click.Group) -> None:
+    group.add_command(ui)
+
+
+@click.command()
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option("--port", type=click.IntRange(0, 65535), default=8080, show_default=True)
+@click.option(
+    "--token-file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help=f"File holding the bearer token that writes (and non-loopback reads) need; "
+    f"default ${ENV_TOKEN}. Without one, writes are refused.",
+)
+@click.option(
+    "--read-only-open",
+    is_flag=True,
+    help="Answer reads without a token even on a non-loopback address.",
+)
+@click.option("--log-level", default="INFO", show_default=True)
+@connection
+def ui(
+    host: str,
+    port: int,
+    token_file: Path | None,
+    read_only_open: bool,
+    log_level: str,
+    redis_url: str | None,
+    namespace: str | None,
+) -> None:
+    """Serve the REST API (/api/v1/, OpenAPI at /api/v1/openapi.json) and /metrics."""
+    import uvicorn
+
+    from flows.ui.app import create_app
+
+    logging.basicConfig(
+        level=log_level.upper(), stream=sys.stderr, format="%(asctime)s %(levelname)s %(message)s"
+    )
+    try:
+        token = load_token(token_file)
+    except TokenError as error:
+        raise click.ClickException(str(error)) from None
+    if token is None and not is_loopback(host) and not read_only_open:
+        raise click.ClickException(
+            f"listening on {host} needs a token (--token-file or ${ENV_TOKEN}), or "
+            "--read-only-open to answer reads from anyone without one"
+        )
+    client = open_client(redis_url, namespace)
+    with user_errors():
+        client.engine.load()
+    app = create_app(client, Auth.for_server(token, host, read_only_open))
+    config = uvicorn.Config(
+        app, host=host, port=port, log_level=log_level.lower(), access_log=False,
+        server_header=False,
+        timeout_graceful_shutdown=5,  # open event streams would otherwise hold the stop forever
+    )
+    server = uvicorn.Server(config)
+    click.echo(
+        f"flows ui on http://{host}:{port} (API /api/v1/, metrics /metrics; writes "
+        f"{'need the token' if token else 'disabled: no token'})",
+        err=True,
+    )
+    server.run()
+    sys.exit(0 if server.started else 1)

@@ -1,0 +1,56 @@
+"""A run of a registered flow, now: what ``flows schedule trigger`` and the REST API's
+``POST /api/v1/runs`` do.
+
+The flow is the version the scheduler service registered (its schedule's text), expanded as
+every run is (:class:`flows.scheduling.FlowsSource`): params given here are bound and checked
+against the flow's declarations exactly as ``flows run -p`` values are (text converted to the
+declared type, unknown names and wrong types refused), the schedule's params fill the rest.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from flows.scheduling import FlowsSource
+from flows.submit import manual_run_id
+from scheduler.client import Client
+from scheduler.schedules import Schedules
+
+
+class UnknownFlow(LookupError):
+    """No flow of that name is registered (the scheduler service registers flows with a
+    ``schedule:``)."""
+
+
+@dataclass(frozen=True)
+class Triggered:
+    run_id: str
+    jobs: int
+    existed: bool  # the run id was taken already: nothing was submitted
+
+
+def server_time(client: Client) -> float:
+    seconds, micros = client.redis.time()
+    return float(seconds) + float(micros) / 1_000_000
+
+
+def trigger_run(client: Client, name: str, params: Mapping[str, Any] | None = None) -> Triggered:
+    """Submit a manual run of the registered flow ``name``.
+
+    Raises :class:`UnknownFlow`, or ValueError (:class:`flows.params.ParamError`,
+    :class:`flows.expand.ExpansionError`) when the params do not fit the flow."""
+    schedules = Schedules(client)
+    registration = schedules.get(name, skips=0)
+    if registration is None:
+        raise UnknownFlow(f"no registered flow {name!r} (see `flows schedules`)")
+    definition = registration.definition
+    if params:
+        definition = dataclasses.replace(definition, params={**definition.params, **params})
+    now = server_time(client)
+    run_id = manual_run_id(definition.name, now)
+    request = FlowsSource().build(definition, run_id, now, "manual", 0.0)
+    outcome = schedules.trigger(name, request)
+    return Triggered(run_id, len(request.jobs), outcome == "exists")

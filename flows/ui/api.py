@@ -1,0 +1,425 @@
+"""The REST API, JSON under ``/api/v1/``: runs, jobs, queues, workers, schedules, failures.
+
+Every listing is one bounded page (``offset``, ``limit`` at most :data:`MAX_LIMIT`) answered with
+``{items, offset, limit, next}`` (``next``: the offset of the next page, null at the end); no
+endpoint reads more than a page's worth of the namespace. Reads need what
+:meth:`flows.ui.auth.Auth.read` allows, writes (POST) a bearer token. A request value reaches the
+engine as an argument and a run's params are bound as ``flows run`` binds them, never as code.
+Engine refusals come back as 4xx with the engine's one-line message.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Annotated, Any, TypeVar
+
+from fastapi import APIRouter, Depends, HTTPException, Query
+from fastapi.responses import StreamingResponse
+from pydantic import BaseModel, ConfigDict, Field
+
+from flows.cli.jobs import job_dict
+from flows.runs import RunView, StepView, load_run
+from flows.steplogs import run_jobs
+from flows.triggering import UnknownFlow, server_time, trigger_run
+from flows.ui import events
+from flows.ui.state import UiState, reader, state, writer
+from scheduler import joblogs
+from scheduler.client import Client
+from scheduler.errors import EngineError, JobNotFound
+from scheduler.job import Job, as_list
+from scheduler.schedules import Registration, Schedules
+
+PREFIX = "/api/v1"
+MAX_LIMIT = 500
+# Runs looked at for one page of a filtered run listing, at most.
+MAX_RUNS_SCANNED = 1000
+
+Offset = Annotated[int, Query(ge=0, le=10_000_000, description="Where the page starts.")]
+Limit = Annotated[int, Query(ge=1, le=MAX_LIMIT, description="Items in the page, at most.")]
+
+
+Ui = Annotated[UiState, Depends(state)]
+router = APIRouter(prefix=PREFIX)
+reads = [Depends(reader)]
+writes = [Depends(writer)]
+
+
+def page(items: list[Any], offset: int, limit: int, more: bool | None = None) -> dict[str, Any]:
+    """A page of a listing; ``more`` when the caller knows whether items follow."""
+    if more is None:
+        more = len(items) == limit
+    return {"items": items, "offset": offset, "limit": limit,
+            "next": offset + len(items) if more else None}
+
+
+T = TypeVar("T")
+
+
+def engine_errors(action: Callable[[], T]) -> T:
+    """Run an engine call; its refusal becomes a 4xx with the engine's message."""
+    try:
+        return action()
+    except JobNotFound as error:
+        raise HTTPException(404, str(error)) from None
+    except EngineError as error:
+        conflict = error.code in ("WRONGSTATE", "HASDEPENDENTS", "LOCKLOST")
+        raise HTTPException(409 if conflict else 400, str(error)) from None
+
+
+# -- bodies ----------------------------------------------------------------------------------------
+
+
+class Body(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class StartRun(Body):
+    flow: str = Field(min_length=1, max_length=256, description="A registered flow's name.")
+    params: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Param values, checked against the flow's declarations as `flows run -p`.",
+    )
+
+
+class PauseSchedule(Body):
+    note: str = Field("", max_length=1024)
+
+
+class Unfail(Body):
+    queue: str = Field(min_length=1, max_length=256, description="The queue to put them into.")
+    count: int = Field(25, ge=1, le=1000)
+
+
+# -- runs ------------------------------------------------------------------------------------------
+
+
+def _step_dict(step: StepView) -> dict[str, Any]:
+    return {
+        "step": step.step,
+        "status": step.status,
+        "started": step.started,
+        "finished": step.finished,
+        "duration": step.duration,
+        "jobs": [_run_job(job) for job in step.jobs],
+    }
+
+
+def _run_job(job: Job) -> dict[str, Any]:
+    popped = [e for e in job.history if e.get("what") == "popped"]
+    return {
+        "jid": job.jid,
+        "state": job.state,
+        "attempts": len(popped),
+        "started": float(popped[0]["when"]) if popped else None,
+        "updated": job.updated,
+        "outputs": job.result,
+        "failure": job.failure or None,
+    }
+
+
+def _run_dict(view: RunView, steps: bool) -> dict[str, Any]:
+    out: dict[str, Any] = {"id": view.run_id, "status": view.status, **view.record}
+    if steps:
+        out["steps"] = [_step_dict(step) for step in view.steps]
+    return out
+
+
+def _load_run(client: Client, run_id: str) -> RunView:
+    view = engine_errors(lambda: load_run(client, run_id))
+    if view is None:
+        raise HTTPException(404, f"no run {run_id!r}")
+    return view
+
+
+def _runs_page(client: Client, flow: str | None, offset: int, count: int) -> list[Any]:
+    """Run records with their statuses, newest first (one engine call)."""
+    return engine_errors(
+        lambda: as_list(
+            json.loads(client.engine.call("runs.statuses", flow or "", offset, count))
+        )
+    )
+
+
+RUN_STATUSES = "^(running|succeeded|failed|canceled|blocked|expired)$"
+
+
+@router.get("/runs", dependencies=reads, tags=["runs"])
+def list_runs(
+    ui: Ui,
+    offset: Offset = 0,
+    limit: Annotated[int, Query(ge=1, le=100)] = 25,
+    flow: Annotated[str | None, Query(max_length=256)] = None,
+    status: Annotated[str | None, Query(pattern=RUN_STATUSES)] = None,
+    since: Annotated[float | None, Query(ge=0, description="Submitted at or after (epoch s).")]
+    = None,
+) -> dict[str, Any]:
+    """Runs, newest first, each with its status (as the engine sees it: running, succeeded,
+    failed, canceled, blocked, expired). Filtered by status, a page looks at no more than 1,000
+    runs: follow ``next`` until it is null."""
+    items: list[dict[str, Any]] = []
+    position, end, more = offset, offset + MAX_RUNS_SCANNED, True
+    while more and len(items) < limit and position < end:
+        count = min(100, end - position) if status else limit - len(items)
+        records = _runs_page(ui.client, flow, position, count)
+        more = len(records) == count
+        for record in records:
+            if since is not None and float(record.get("submitted") or 0) < since:
+                more = False  # newest first: the rest are older still
+                break
+            position += 1
+            if status is None or record.get("status") == status:
+                items.append(record)
+                if len(items) == limit:
+                    break
+    return {"items": items, "offset": offset, "limit": limit,
+            "next": position if more else None}
+
+
+@router.get("/runs/{run_id}", dependencies=reads, tags=["runs"])
+def get_run(ui: Ui, run_id: str) -> dict[str, Any]:
+    """One run with its steps: each step's status, times, and its jobs' states, attempts and
+    outputs."""
+    return _run_dict(_load_run(ui.client, run_id), steps=True)
+
+
+@router.post("/runs", dependencies=writes, tags=["runs"], status_code=201)
+def start_run(ui: Ui, body: StartRun) -> dict[str, Any]:
+    """Start a run of a registered flow (one the scheduler service registered) with params."""
+    try:
+        triggered = engine_errors(lambda: trigger_run(ui.client, body.flow, body.params))
+    except UnknownFlow as error:
+        raise HTTPException(404, str(error)) from None
+    except ValueError as error:
+        raise HTTPException(422, str(error)) from None
+    return {"id": triggered.run_id, "jobs": triggered.jobs, "existed": triggered.existed}
+
+
+@router.post("/runs/{run_id}/retry", dependencies=writes, tags=["runs"])
+def retry_run(ui: Ui, run_id: str) -> dict[str, Any]:
+    """Resume a run: its failed steps run again, completed ones do not."""
+    _load_run(ui.client, run_id)
+    count = engine_errors(lambda: int(ui.client.engine.call("run.retry", run_id)))
+    return {"id": run_id, "retried": count}
+
+
+@router.post("/runs/{run_id}/cancel", dependencies=writes, tags=["runs"])
+def cancel_run(ui: Ui, run_id: str) -> dict[str, Any]:
+    """Cancel every job of the run that has not ended."""
+    _load_run(ui.client, run_id)
+    count = engine_errors(lambda: int(ui.client.engine.call("run.cancel", run_id)))
+    return {"id": run_id, "canceled": count}
+
+
+@router.get("/runs/{run_id}/logs", dependencies=reads, tags=["runs"])
+def run_logs(
+    ui: Ui, run_id: str, step: Annotated[str | None, Query(max_length=256)] = None
+) -> dict[str, Any]:
+    """The run's jobs (of one step) with their labels, to read each one's log."""
+    try:
+        jobs = engine_errors(lambda: run_jobs(ui.client, run_id, step))
+    except LookupError as error:
+        raise HTTPException(404, str(error)) from None
+    return {"id": run_id, "jobs": [{"step": label, "jid": jid} for label, jid in jobs]}
+
+
+# -- jobs ------------------------------------------------------------------------------------------
+
+
+def _job(client: Client, jid: str) -> Job:
+    found = engine_errors(lambda: client.jobs.get(jid))
+    if found is None:
+        raise HTTPException(404, f"no job {jid!r}")
+    return found
+
+
+@router.get("/jobs/{jid}", dependencies=reads, tags=["jobs"])
+def get_job(ui: Ui, jid: str) -> dict[str, Any]:
+    """One job: state, data, result, failure, history."""
+    return job_dict(_job(ui.client, jid))
+
+
+@router.post("/jobs/{jid}/retry", dependencies=writes, tags=["jobs"])
+def retry_job(ui: Ui, jid: str) -> dict[str, Any]:
+    """Put a job back into its queue with its retries restored."""
+    found = _job(ui.client, jid)
+    engine_errors(lambda: found.requeue(found.queue))
+    return {"jid": jid, "queue": found.queue}
+
+
+@router.post("/jobs/{jid}/cancel", dependencies=writes, tags=["jobs"])
+def cancel_job(ui: Ui, jid: str) -> dict[str, Any]:
+    """Cancel a job (refused while a job depends on it)."""
+    _job(ui.client, jid)
+    return {"canceled": engine_errors(lambda: ui.client.jobs.cancel(jid))}
+
+
+@router.get("/jobs/{jid}/logs", dependencies=reads, tags=["jobs"])
+def job_logs(
+    ui: Ui,
+    jid: str,
+    attempt: Annotated[int | None, Query(ge=1, le=100_000)] = None,
+    offset: Offset = 0,
+    limit: Annotated[int, Query(ge=1, le=joblogs.PAGE)] = joblogs.PAGE,
+) -> dict[str, Any]:
+    """A page of one attempt's log lines (the latest attempt by default)."""
+    found = engine_errors(lambda: joblogs.read(ui.client.engine, jid, attempt, offset, limit))
+    return {
+        "jid": jid,
+        "attempt": found.attempt,
+        "attempts": found.attempts,
+        "total": found.total,
+        "dropped": found.dropped,
+        "items": [line.as_dict() for line in found.lines],
+        "offset": found.offset,
+        "limit": limit,
+        "next": found.next if found.next < found.total else None,
+    }
+
+
+@router.get("/jobs/{jid}/logs/stream", dependencies=reads, tags=["jobs", "events"])
+def job_logs_stream(ui: Ui, jid: str) -> StreamingResponse:
+    """The job's log lines as server-sent events (``event: line``), from its latest attempt's
+    first line, until the job has ended (then ``event: end``)."""
+    _job(ui.client, jid)
+    return events.stream(events.log_lines(ui.client, jid))
+
+
+# -- queues, workers -------------------------------------------------------------------------------
+
+
+@router.get("/queues", dependencies=reads, tags=["queues"])
+def list_queues(ui: Ui, offset: Offset = 0, limit: Limit = 100) -> dict[str, Any]:
+    """Queues with their counts (backlog, leased, waiting, running, ..., paused)."""
+    names = engine_errors(
+        lambda: [str(n) for n in as_list(json.loads(
+            ui.client.engine.call("doctor.names", "queues", offset, limit)))]
+    )
+    counts = engine_errors(lambda: ui.client.queues.load(*names)) if names else []
+    return page(counts, offset, limit)
+
+
+@router.post("/queues/{queue}/pause", dependencies=writes, tags=["queues"])
+def pause_queue(ui: Ui, queue: str) -> dict[str, Any]:
+    """Stop handing out the queue's jobs."""
+    engine_errors(lambda: ui.client.queues[queue].pause())
+    return {"queue": queue, "paused": True}
+
+
+@router.post("/queues/{queue}/unpause", dependencies=writes, tags=["queues"])
+def unpause_queue(ui: Ui, queue: str) -> dict[str, Any]:
+    """Hand out the queue's jobs again."""
+    engine_errors(lambda: ui.client.queues[queue].unpause())
+    return {"queue": queue, "paused": False}
+
+
+@router.get("/workers", dependencies=reads, tags=["workers"])
+def list_workers(
+    ui: Ui,
+    offset: Offset = 0,
+    limit: Limit = 100,
+    queue: Annotated[str | None, Query(max_length=256)] = None,
+) -> dict[str, Any]:
+    """Live workers, most recently active first, with host, pid, queues and jobs held."""
+    workers = engine_errors(lambda: ui.client.workers.registry(queue))
+    chosen = workers[offset : offset + limit]
+    return page(chosen, offset, limit, more=len(workers) > offset + limit)
+
+
+# -- schedules -------------------------------------------------------------------------------------
+
+
+def _schedule_dict(registration: Registration) -> dict[str, Any]:
+    definition = registration.definition
+    return {
+        "name": registration.name,
+        "file": definition.file,
+        "cron": list(definition.cron),
+        "timezone": definition.timezone,
+        "overlap": definition.overlap,
+        "catchup": definition.catchup,
+        "next": registration.next,
+        "paused": registration.is_paused,
+        "pause_note": registration.pause_note,
+        "last_run": registration.last_run,
+        "last_run_status": registration.last_run_status,
+        "last_tick": registration.last_tick,
+        "fired": registration.fired,
+        "skipped": registration.skipped,
+        "triggered": registration.triggered,
+    }
+
+
+def _registration(client: Client, name: str) -> Registration:
+    found = engine_errors(lambda: Schedules(client).get(name, skips=0))
+    if found is None:
+        raise HTTPException(404, f"no schedule {name!r}")
+    return found
+
+
+@router.get("/schedules", dependencies=reads, tags=["schedules"])
+def list_schedules(ui: Ui, offset: Offset = 0, limit: Limit = 100) -> dict[str, Any]:
+    """Registered schedules by name, each with its next fire time and last run."""
+    raw = engine_errors(lambda: ui.client.engine.call("schedule.list", offset, limit))
+    items = [_schedule_dict(Registration.from_reply(r)) for r in as_list(json.loads(raw))]
+    return page(items, offset, limit)
+
+
+@router.post("/schedules/{name}/pause", dependencies=writes, tags=["schedules"])
+def pause_schedule(ui: Ui, name: str, body: PauseSchedule | None = None) -> dict[str, Any]:
+    """Skip the schedule's ticks (reason ``paused``) until it is resumed."""
+    _registration(ui.client, name)
+    engine_errors(lambda: Schedules(ui.client).pause(name, body.note if body else ""))
+    return {"name": name, "paused": True}
+
+
+@router.post("/schedules/{name}/resume", dependencies=writes, tags=["schedules"])
+def resume_schedule(ui: Ui, name: str) -> dict[str, Any]:
+    """Fire the schedule again from its next tick."""
+    _registration(ui.client, name)
+    outcome = engine_errors(lambda: Schedules(ui.client).resume(name, server_time(ui.client)))
+    return {"name": name, "paused": False, "outcome": outcome}
+
+
+@router.post("/schedules/{name}/trigger", dependencies=writes, tags=["schedules"], status_code=201)
+def trigger_schedule(ui: Ui, name: str) -> dict[str, Any]:
+    """A run now, with the schedule's params."""
+    return start_run(ui, StartRun(flow=name))
+
+
+# -- failures --------------------------------------------------------------------------------------
+
+
+@router.get("/failures", dependencies=reads, tags=["failures"])
+def list_failure_groups(ui: Ui, offset: Offset = 0, limit: Limit = 100) -> dict[str, Any]:
+    """Failure groups with how many failed jobs each holds."""
+    groups = engine_errors(lambda: ui.client.failed())
+    names = sorted(groups)[offset : offset + limit]
+    items = [{"group": name, "count": groups[name]} for name in names]
+    return page(items, offset, limit, more=len(groups) > offset + limit)
+
+
+@router.get("/failures/{group}", dependencies=reads, tags=["failures"])
+def list_failures(ui: Ui, group: str, offset: Offset = 0, limit: Limit = 25) -> dict[str, Any]:
+    """A page of a group's failed jobs, newest first."""
+    listing = engine_errors(lambda: ui.client.failed(group, offset, limit))
+    items = [job_dict(j) for j in listing.jobs]
+    return {**page(items, offset, limit, more=listing.total > offset + len(items)),
+            "total": listing.total, "dropped": listing.dropped}
+
+
+@router.post("/failures/{group}/unfail", dependencies=writes, tags=["failures"])
+def unfail(ui: Ui, group: str, body: Unfail) -> dict[str, Any]:
+    """Put up to ``count`` of the group's failed jobs back into ``queue``."""
+    moved = engine_errors(lambda: ui.client.unfail(body.queue, group, body.count))
+    return {"group": group, "queue": body.queue, "moved": moved}
+
+
+# -- events ----------------------------------------------------------------------------------------
+
+
+@router.get("/events", dependencies=reads, tags=["events"])
+def engine_events(ui: Ui) -> StreamingResponse:
+    """The engine's events (put, popped, completed, failed, run_submitted, ...) as server-sent
+    events, one ``data:`` JSON object each, as they happen."""
+    return events.stream(events.engine_events(ui.client))

@@ -1,0 +1,362 @@
+"""Step logs captured in the worker: every line a job writes, stored per job attempt.
+
+What is captured, per slot thread (jobs running side by side in threads never mix their lines):
+``print`` and other writes to ``sys.stdout`` / ``sys.stderr`` (both are replaced, once per
+process, by routers that send a thread's writes to the job it runs and everything else where it
+went before), the ``logging`` records emitted while the job runs (as far as the logging
+configuration lets them through; stream ``log`` with their level), and what a task hands over
+with :meth:`JobOutput.line` (the shell task: its process's stdout and stderr). Threads a job
+starts itself are not followed.
+
+Lines are stored in batches by a :class:`LogShipper`: a ``log.append`` call carries the lines of
+every job written since the last, sent every :data:`FLUSH_INTERVAL` seconds, at once when
+:data:`FLUSH_LINES` wait, and ahead of a job's outcome (in the same round trip as the batch of
+completes, see :mod:`scheduler.worker.batching`), so a job is never reported ended before its
+lines are stored. The engine keeps at most ``log-lines`` lines and ``log-bytes`` bytes per
+attempt; once an attempt is full (the worker counts its lines against ``log-lines``, read at
+start, and the engine says when the bytes ran out), its further lines are only counted, without
+a lock or a send: a job writing 100,000 lines sends the budget and no more.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from typing import IO, TYPE_CHECKING, Any
+
+import redis
+
+from scheduler.errors import EngineError
+from scheduler.scripts import Engine, EnginePipeline
+
+if TYPE_CHECKING:
+    from scheduler.worker.context import JobContext
+
+log = logging.getLogger("flows.worker")
+
+# Seconds between sends while lines wait.
+FLUSH_INTERVAL = 0.2
+# Lines waiting that make the shipper send at once, and the lines of one engine call.
+FLUSH_LINES = 2000
+# Lines held unsent at most (the engine is slower than the job): beyond, they are dropped and
+# counted, as the engine counts lines beyond an attempt's budget.
+MAX_PENDING = 50000
+# The longest line stored, in bytes (the engine's bound); longer ones are cut.
+MAX_LINE = 16384
+
+# Attempts remembered as full at most (each is forgotten when it ends).
+MAX_FULL = 10000
+
+Key = tuple[str, int]  # (jid, attempt)
+
+_current = threading.local()
+
+
+def _cut(text: str) -> str:
+    if len(text) * 4 <= MAX_LINE:  # cannot be too long, whatever its characters
+        return text
+    raw = text.encode(errors="replace")
+    if len(raw) <= MAX_LINE:
+        return text
+    return raw[: MAX_LINE - 3].decode(errors="ignore") + "..."
+
+
+class LogShipper:
+    """Lines waiting to be stored, by job attempt, and the thread that sends them."""
+
+    def __init__(self, engine: Engine, max_lines: int | None = None) -> None:
+        self.engine = engine
+        # The engine's `log-lines` (read at start unless given): lines beyond it are only counted.
+        self.max_lines = max_lines
+        self._pending: dict[Key, list[Any]] = {}  # flat (time, stream, level, text) per line
+        self._count = 0
+        self._taken: dict[Key, int] = {}  # lines taken per attempt, against max_lines
+        self._dropped: dict[Key, int] = {}
+        self._full: set[Key] = set()  # attempts the engine keeps no more lines of
+        self._ended: set[Key] = set()
+        self._lock = threading.Lock()
+        self._sending = threading.Lock()  # sends in order: a job's lines never overtake
+        self._wake = threading.Event()
+        self._done = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    @property
+    def pending(self) -> bool:
+        return bool(self._count or self._dropped)
+
+    def is_full(self, key: Key) -> bool:
+        """Whether lines of this attempt are only counted now (read without the lock: a stale
+        answer costs one line taken or counted late)."""
+        return key in self._full
+
+    def drop(self, key: Key, count: int) -> None:
+        """Count lines the attempt wrote after it was full."""
+        with self._lock:
+            self._dropped[key] = self._dropped.get(key, 0) + count
+
+    def add(self, key: Key, stream: str, text: str, level: str = "") -> None:
+        with self._lock:
+            taken = self._taken.get(key, 0)
+            if key in self._full or self._count >= MAX_PENDING or taken == self.max_lines:
+                self._dropped[key] = self._dropped.get(key, 0) + 1
+                self._full.add(key)
+                return
+            self._taken[key] = taken + 1
+            lines = self._pending.get(key)
+            if lines is None:
+                lines = self._pending[key] = []
+            lines += (time.time(), stream, level, _cut(text))
+            self._count += 1
+            if self._count == FLUSH_LINES:
+                self._wake.set()
+
+    def ended(self, key: Key) -> None:
+        """The attempt writes no more lines: forget it once what it wrote is sent."""
+        with self._lock:
+            self._ended.add(key)
+
+    # -- sending ---------------------------------------------------------------------------------
+
+    def _take(self) -> tuple[list[tuple[list[Key], list[Any]]], set[Key]]:
+        """The waiting lines as ``log.append`` calls (the attempts of each, its arguments), and
+        the attempts that ended before them (never to be marked full again)."""
+        with self._lock:
+            pending, self._pending, self._count = self._pending, {}, 0
+            dropped, self._dropped = self._dropped, {}
+            ended, self._ended = self._ended, set()
+            self._full -= ended
+            for key in ended:
+                self._taken.pop(key, None)
+        calls: list[tuple[list[Key], list[Any]]] = []
+        keys: list[Key] = []
+        args: list[Any] = []
+        lines = 0
+        for key in pending.keys() | dropped.keys():
+            flat = pending.get(key, [])
+            for first in range(0, max(len(flat), 1), FLUSH_LINES * 4):
+                chunk = flat[first : first + FLUSH_LINES * 4]
+                if lines and lines + len(chunk) // 4 > FLUSH_LINES:
+                    calls.append((keys, args))
+                    keys, args, lines = [], [], 0
+                count = dropped.pop(key, 0) if first + FLUSH_LINES * 4 >= len(flat) else 0
+                keys.append(key)
+                args += [key[0], key[1], count, len(chunk) // 4, *chunk]
+                lines += len(chunk) // 4
+        if keys:
+            calls.append((keys, args))
+        return calls, ended
+
+    def _replied(self, keys: list[Key], reply: Any, ended: set[Key]) -> None:
+        if isinstance(reply, Exception):
+            log.warning("could not store step log lines (%s)", reply)
+            return
+        with self._lock:
+            if len(self._full) > MAX_FULL:  # attempts that ended while their reply was on its way
+                self._full.clear()
+            for key, status in zip(keys, json.loads(reply), strict=True):
+                if status == "full" and key not in ended and key not in self._ended:
+                    self._full.add(key)
+
+    def flush(self) -> None:
+        """Send every waiting line now."""
+        with self._sending:
+            calls, ended = self._take()
+            for keys, args in calls:
+                try:
+                    reply: Any = self.engine.call("log.append", *args)
+                except (redis.RedisError, EngineError) as error:
+                    reply = error
+                self._replied(keys, reply, ended)
+
+    @contextlib.contextmanager
+    def into(self, pipe: EnginePipeline) -> Iterator[Queued]:
+        """Queue the waiting lines on ``pipe`` (ahead of what the caller adds); the caller hands
+        their replies to the yielded object once ``pipe`` was executed. Sends stay in order."""
+        with self._sending:
+            calls, ended = self._take()
+            for _, args in calls:
+                pipe.call("log.append", *args)
+            yield Queued(self, calls, ended)
+
+    # -- the shipper's thread ---------------------------------------------------------------------
+
+    def start(self) -> None:
+        if self.max_lines is None:
+            with contextlib.suppress(redis.RedisError, EngineError, TypeError, ValueError):
+                self.max_lines = int(self.engine.call("config.get", "log-lines"))
+        self._thread = threading.Thread(target=self._run, name="flows-logs", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._done.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        self.flush()
+
+    def _run(self) -> None:
+        while not self._done.is_set():
+            self._wake.wait(FLUSH_INTERVAL)
+            self._wake.clear()
+            if self.pending:
+                self.flush()
+
+
+class Queued:
+    """Log calls queued on a pipeline: how many, and where their replies go."""
+
+    def __init__(
+        self,
+        shipper: LogShipper | None = None,
+        calls: list[tuple[list[Key], list[Any]]] | None = None,
+        ended: set[Key] | None = None,
+    ) -> None:
+        self.shipper = shipper
+        self.calls = calls or []
+        self.ended = ended or set()
+
+    def __len__(self) -> int:
+        return len(self.calls)
+
+    def replied(self, replies: list[Any] | Exception) -> None:
+        if self.shipper is None:
+            return
+        for i, (keys, _) in enumerate(self.calls):
+            reply = replies if isinstance(replies, Exception) else replies[i]
+            self.shipper._replied(keys, reply, self.ended)
+
+
+class JobOutput:
+    """The lines of one run of one job (one attempt), handed to the shipper line by line."""
+
+    __slots__ = ("_dropped", "_full", "_partial", "_wrote", "key", "shipper")
+
+    def __init__(self, shipper: LogShipper, jid: str, attempt: int) -> None:
+        self.key: Key = (jid, attempt)
+        self.shipper = shipper
+        self._partial: dict[str, str] = {}
+        self._dropped = 0  # lines written once the attempt was full: counted, sent at close
+        self._full = False
+        self._wrote = False  # a job that wrote nothing costs the shipper nothing
+
+    def line(self, text: str, stream: str = "stdout", level: str = "") -> None:
+        """Add one line (without its newline) to the job's log."""
+        self._wrote = True
+        self.shipper.add(self.key, stream, text, level)
+
+    def write(self, stream: str, text: str) -> None:
+        """Text written to a stream: whole lines are added, the rest waits for its newline."""
+        if self._full or self.shipper.is_full(self.key):  # a flood: only count, without a lock
+            self._full = True
+            self._dropped += text.count("\n")
+            return
+        self._wrote = True
+        partial = self._partial
+        if stream in partial:
+            text = partial.pop(stream) + text
+        elif text == "\n":  # print() writes the newline on its own: no partial line, no line
+            self.shipper.add(self.key, stream, "")
+            return
+        *lines, rest = text.split("\n")
+        for line in lines:
+            self.shipper.add(self.key, stream, line)
+        if rest:
+            if len(rest) > MAX_LINE:
+                self.shipper.add(self.key, stream, rest)
+            else:
+                self._partial[stream] = rest
+
+    def close(self) -> None:
+        if not self._wrote:
+            return
+        for stream, rest in self._partial.items():
+            self.shipper.add(self.key, stream, rest)
+        self._partial.clear()
+        if self._dropped:
+            self.shipper.drop(self.key, self._dropped)
+        self.shipper.ended(self.key)
+
+
+class _Router:
+    """Stands in for ``sys.stdout`` / ``sys.stderr``: a slot thread's writes while it runs a job
+    go to the job's log, all others to the stream it replaced."""
+
+    def __init__(self, original: IO[str], stream: str) -> None:
+        self.original = original
+        self.stream = stream
+
+    def write(self, text: str) -> int:
+        output: JobOutput | None = getattr(_current, "output", None)
+        if output is None:
+            return self.original.write(text)
+        if output._full:  # a flood past the budget: count its lines here, the cheapest place
+            output._dropped += text.count("\n")
+        else:
+            output.write(self.stream, text)
+        return len(text)
+
+    def writelines(self, lines: list[str]) -> None:
+        for text in lines:
+            self.write(text)
+
+    def flush(self) -> None:
+        if getattr(_current, "output", None) is None:
+            self.original.flush()
+
+    def __getattr__(self, name: str) -> Any:  # encoding, fileno, isatty, ...
+        return getattr(self.original, name)
+
+
+class _RecordHandler(logging.Handler):
+    """Adds the logging records a slot thread emits while it runs a job to the job's log."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.setFormatter(logging.Formatter("%(name)s: %(message)s"))
+
+    def emit(self, record: logging.LogRecord) -> None:
+        output: JobOutput | None = getattr(_current, "output", None)
+        if output is None:
+            return
+        try:
+            output.line(self.format(record), "log", record.levelname)
+        except Exception:
+            self.handleError(record)
+
+
+_HANDLER = _RecordHandler()
+_installed = threading.Lock()
+
+
+def install() -> None:
+    """Route this process's stdout, stderr and logging records through the capture (once)."""
+    with _installed:
+        if not isinstance(sys.stdout, _Router):
+            sys.stdout = _Router(sys.stdout, "stdout")
+        if not isinstance(sys.stderr, _Router):
+            sys.stderr = _Router(sys.stderr, "stderr")
+        root = logging.getLogger()
+        if _HANDLER not in root.handlers:
+            root.addHandler(_HANDLER)
+
+
+@contextlib.contextmanager
+def capturing(ctx: JobContext, shipper: LogShipper | None) -> Iterator[None]:
+    """Capture what the current thread writes while it runs ``ctx``'s job (nothing without a
+    shipper)."""
+    if shipper is None:
+        yield
+        return
+    output = JobOutput(shipper, ctx.jid, ctx.attempt)
+    ctx.output = output
+    _current.output = output
+    try:
+        yield
+    finally:
+        _current.output = None
+        output.close()

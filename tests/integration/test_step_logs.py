@@ -1,0 +1,109 @@
+"""Step logs end to end: a real worker captures what jobs write, per attempt and per thread,
+stores it in batches bounded per attempt, and the lines are stored before the job is reported."""
+
+from __future__ import annotations
+
+import json
+import threading
+
+import pytest
+from test_worker import NO_BACKOFF, SHELL, put, run_burst
+
+from scheduler import joblogs
+from scheduler.client import Client
+from scheduler.scripts import Engine
+
+
+@pytest.fixture
+def client(engine: Engine) -> Client:
+    return Client.from_engine(engine, worker_name="test-client")
+
+
+def texts(engine: Engine, jid: str, attempt: int | None = None) -> list[tuple[str, str, str]]:
+    page = joblogs.read(engine, jid, attempt)
+    return [(line.stream, line.level, line.text) for line in page.lines]
+
+
+def test_jobs_side_by_side_in_threads_keep_their_own_lines(engine: Engine, client: Client) -> None:
+    jids = [
+        put(client, "q", "chatty", {"tag": tag, "lines": 200, "together": True}) for tag in "ab"
+    ]
+    assert run_burst(engine, ["q"], threads=2) == 0
+    for jid, tag in zip(jids, "ab", strict=True):
+        lines = texts(engine, jid)
+        assert lines == [
+            *[("stdout", "", f"{tag} {i}") for i in range(200)],
+            ("stderr", "", f"{tag} warns"),
+            ("log", "WARNING", f"tasks.chatty: {tag} logged"),
+        ]
+
+
+def test_each_attempt_has_its_own_log(engine: Engine, client: Client) -> None:
+    jid = put(client, "q", "chatty", {"tag": "x", "lines": 1, "fail_first": True},
+              retry=NO_BACKOFF, retries=2)
+    run_burst(engine, ["q"])
+    assert client.jobs[jid].state == "complete"
+    first = joblogs.read(engine, jid, 1)
+    assert [line.text for line in first.lines][:1] == ["x 0"]
+    latest = joblogs.read(engine, jid)
+    assert (latest.attempt, latest.attempts) == (2, 2)
+    assert latest.lines[0].text == "x 0"
+
+
+def test_a_shell_steps_output_is_captured_by_stream(
+    engine: Engine, client: Client
+) -> None:
+    jid = put(client, "q", SHELL, {"command": "echo out; echo err >&2; printf 'no newline'"})
+    run_burst(engine, ["q"])
+    assert sorted(texts(engine, jid)) == [
+        ("stderr", "", "err"), ("stdout", "", "no newline"), ("stdout", "", "out"),
+    ]
+
+
+def test_a_flood_is_bounded_and_counted(engine: Engine, client: Client) -> None:
+    client.config["log-lines"] = 1000
+    flood = put(client, "q", "flood", {"lines": 100_000})
+    quiet = [put(client, "q", "chatty", {"tag": str(i), "lines": 1}) for i in range(20)]
+    assert run_burst(engine, ["q"], threads=2) == 0
+    page = joblogs.read(engine, flood, count=5)
+    assert [line.text for line in page.lines] == ["0", "1", "2", "3", "4"]
+    assert page.total == 1001  # the budget and the marker
+    assert page.dropped == 100_000 - 1000
+    marker = joblogs.read(engine, flood, offset=1000).lines
+    assert [line.stream for line in marker] == ["truncated"]
+    for jid in quiet:
+        assert client.jobs[jid].state == "complete" and len(texts(engine, jid)) == 3
+
+
+def test_lines_are_stored_before_the_job_is_reported(engine: Engine, client: Client) -> None:
+    # The moment the engine says a job completed, its lines are there.
+    jids = [put(client, "q", "chatty", {"tag": str(i), "lines": 2}) for i in range(50)]
+    pubsub = engine.redis.pubsub(ignore_subscribe_messages=True)  # type: ignore[no-untyped-call]
+    pubsub.subscribe(engine.key_prefix + "log")
+    seen: dict[str, int] = {}
+    done = threading.Event()
+
+    def watch() -> None:
+        while len(seen) < len(jids) and not done.is_set():
+            message = pubsub.get_message(timeout=0.1)
+            if message is None:
+                continue
+            event = json.loads(message["data"])
+            if event.get("event") == "completed":
+                seen[event["jid"]] = len(texts(engine, event["jid"]))
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    try:
+        assert run_burst(engine, ["q"], threads=4) == 0
+        watcher.join(10)
+    finally:
+        done.set()
+        pubsub.close()
+    assert seen == dict.fromkeys(jids, 4)
+
+
+def test_no_capture_stores_nothing(engine: Engine, client: Client) -> None:
+    jid = put(client, "q", "chatty", {"tag": "x"})
+    assert run_burst(engine, ["q"], capture_logs=False) == 0
+    assert joblogs.read(engine, jid).attempts == 0

@@ -1,0 +1,356 @@
+"""The REST API of ``flows ui`` over real HTTP: a real uvicorn server on a free loopback port,
+the embedded Redis server, real workers. A run is started, followed, retried and canceled
+through the API alone; auth and bad requests are refused and change nothing."""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+from helpers import digest
+from ui_support import TOKEN, Api, serve
+
+from flows.scheduling import FlowsSource
+from flows.ui.auth import Auth
+from flows.worker_hook import prepare
+from scheduler.client import Client
+from scheduler.schedules import Schedules
+from scheduler.scripts import Engine
+from scheduler.worker import Worker
+
+FLOW = """\
+version: 1
+name: {name}
+queue: {queue}
+schedule: {{cron: "0 0 1 1 *"}}
+params:
+  who: {{type: string, default: nobody}}
+  flag: {{type: string, default: ""}}
+steps:
+  greet:
+    job: {module}.greet
+    with: {{who: "${{{{ params.who }}}}"}}
+  flaky:
+    needs: [greet]
+    job: {module}.flaky
+    retry: {{attempts: 1}}
+    with: {{flag: "${{{{ params.flag }}}}"}}
+"""
+
+TASKS = """\
+import os
+
+def greet(job):
+    print("greeting", job.data["who"])
+    return {"greeting": "hello " + job.data["who"]}
+
+def flaky(job):
+    if not os.path.exists(job.data["flag"]):
+        raise RuntimeError("no flag yet")
+    print("flag found")
+"""
+
+
+@pytest.fixture
+def client(engine: Engine) -> Client:
+    return Client.from_engine(engine, worker_name="ui-test")
+
+
+@pytest.fixture
+def api(client: Client) -> Iterator[Api]:
+    with serve(client, Auth(TOKEN, reads_open=True)) as base:
+        yield Api(base)
+
+
+@pytest.fixture
+def flow(client: Client, tmp_path: Path) -> dict[str, str]:
+    """A registered flow (as the scheduler service registers it) and its tasks module."""
+    module = f"uitasks_{uuid.uuid4().hex[:8]}"
+    name = f"ui-{uuid.uuid4().hex[:6]}"
+    queue = f"ui-{uuid.uuid4().hex[:6]}"
+    (tmp_path / f"{module}.py").write_text(TASKS)
+    path = tmp_path / "flow.yaml"
+    text = FLOW.format(name=name, queue=queue, module=module)
+    path.write_text(text)
+    now = time.time()
+    definition = FlowsSource().load(path, text, now)
+    assert definition is not None
+    Schedules(client).register(definition, now)
+    return {"name": name, "queue": queue, "flag": str(tmp_path / "flag")}
+
+
+def wait_for(condition: Any, timeout: float = 15.0) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError("gave up waiting")
+        time.sleep(0.05)
+
+
+def run_status(api: Api, run_id: str) -> str:
+    reply = api.get(f"/api/v1/runs/{run_id}")
+    assert reply.status == 200, reply.body
+    return str(reply.body["status"])
+
+
+def working(engine: Engine, queue: str) -> Any:
+    """A worker on ``queue`` in a thread, until the block ends."""
+    worker = Worker(Client.from_engine(engine, worker_name=f"w-{queue}"), [queue],
+                    prepare=prepare, poll_interval=0.1, shutdown_grace=1.0)
+    thread = threading.Thread(target=worker.run, daemon=True)
+
+    class Running:
+        def __enter__(self) -> Worker:
+            thread.start()
+            return worker
+
+        def __exit__(self, *_: object) -> None:
+            worker.stop()
+            thread.join(15)
+
+    return Running()
+
+
+def test_a_run_started_followed_retried_and_canceled_through_the_api(
+    api: Api, engine: Engine, flow: dict[str, str]
+) -> None:
+    started = api.post("/api/v1/runs", {"flow": flow["name"],
+                                        "params": {"who": "ada; rm -rf /", "flag": flow["flag"]}})
+    assert started.status == 201, started.body
+    run_id = started.body["id"]
+    assert started.body["jobs"] == 2
+    with working(engine, flow["queue"]):
+        wait_for(lambda: run_status(api, run_id) == "failed")
+        run = api.get(f"/api/v1/runs/{run_id}").body
+        steps = {step["step"]: step for step in run["steps"]}
+        assert steps["greet"]["status"] == "success"
+        [greet] = steps["greet"]["jobs"]
+        # the param reached the job as data, exactly as given
+        assert greet["outputs"] == {"greeting": "hello ada; rm -rf /"}
+        assert greet["attempts"] == 1 and steps["greet"]["duration"] is not None
+        [flaky] = steps["flaky"]["jobs"]
+        assert flaky["state"] == "failed" and flaky["failure"]["group"] == "RuntimeError"
+
+        # the step logs of the greeting, as JSON and live
+        logs = api.get(f"/api/v1/jobs/{greet['jid']}/logs").body
+        assert [item["text"] for item in logs["items"]] == ["greeting ada; rm -rf /"]
+        streamed = list(api.events(f"/api/v1/jobs/{greet['jid']}/logs/stream"))
+        assert streamed == [
+            ("line", {**logs["items"][0], "attempt": 1}),
+            ("end", {"jid": greet["jid"]}),
+        ]
+
+        Path(flow["flag"]).touch()
+        retried = api.post(f"/api/v1/runs/{run_id}/retry")
+        assert retried.status == 200 and retried.body["retried"] == 1
+        wait_for(lambda: run_status(api, run_id) == "succeeded")
+        job = api.get(f"/api/v1/jobs/{flaky['jid']}").body
+        assert job["state"] == "complete"
+
+    # a run nobody works on, canceled
+    second = api.post("/api/v1/runs", {"flow": flow["name"]}).body["id"]
+    assert run_status(api, second) == "running"
+    canceled = api.post(f"/api/v1/runs/{second}/cancel")
+    assert canceled.status == 200 and canceled.body["canceled"] == 2
+    assert run_status(api, second) == "canceled"
+
+    listed = api.get(f"/api/v1/runs?flow={flow['name']}&limit=1").body
+    assert [r["id"] for r in listed["items"]] == [second] and listed["next"] == 1
+    failed = api.get(f"/api/v1/runs?flow={flow['name']}&status=succeeded").body
+    assert [r["id"] for r in failed["items"]] == [run_id] and failed["next"] is None
+    later = api.get(f"/api/v1/runs?flow={flow['name']}&since={time.time() + 60}").body
+    assert later["items"] == []
+
+
+def test_queues_workers_schedules_and_failures(
+    api: Api, client: Client, flow: dict[str, str]
+) -> None:
+    queue = client.queues["side"]
+    for _ in range(3):
+        queue.put("K", {})
+    [job] = queue.pop()
+    job.fail("boom", "it broke")
+    queues = {q["name"]: q for q in api.get("/api/v1/queues").body["items"]}
+    assert queues["side"]["waiting"] == 2
+    assert api.post("/api/v1/queues/side/pause").status == 200
+    assert api.get("/api/v1/queues").body["items"][0]["paused"] is True
+    assert queue.paused()
+    assert api.post("/api/v1/queues/side/unpause").status == 200
+    assert not queue.paused()
+
+    groups = api.get("/api/v1/failures").body["items"]
+    assert groups == [{"group": "boom", "count": 1}]
+    failures = api.get("/api/v1/failures/boom").body
+    assert [j["jid"] for j in failures["items"]] == [job.jid] and failures["total"] == 1
+    moved = api.post("/api/v1/failures/boom/unfail", {"queue": "side", "count": 5})
+    assert moved.body["moved"] == 1
+    retried_job = api.post(f"/api/v1/jobs/{job.jid}/cancel")
+    assert retried_job.status == 200 and retried_job.body["canceled"] == [job.jid]
+
+    client.engine.call("worker.register", "w-api", '{"queues": ["side"], "pid": 1}')
+    workers = api.get("/api/v1/workers?queue=side").body["items"]
+    assert [w["name"] for w in workers] == ["w-api"]
+
+    schedules = api.get("/api/v1/schedules").body["items"]
+    assert [s["name"] for s in schedules] == [flow["name"]]
+    assert api.post(f"/api/v1/schedules/{flow['name']}/pause", {"note": "db work"}).status == 200
+    assert api.get("/api/v1/schedules").body["items"][0]["paused"] is True
+    assert api.post(f"/api/v1/schedules/{flow['name']}/resume").body["paused"] is False
+    triggered = api.post(f"/api/v1/schedules/{flow['name']}/trigger")
+    assert triggered.status == 201 and run_status(api, triggered.body["id"]) == "running"
+
+
+def test_listings_are_paged(api: Api, client: Client) -> None:
+    for i in range(5):
+        client.queues[f"p{i}"].put("K", {})
+    first = api.get("/api/v1/queues?limit=2").body
+    second = api.get(f"/api/v1/queues?limit=2&offset={first['next']}").body
+    third = api.get(f"/api/v1/queues?limit=2&offset={second['next']}").body
+    names = [q["name"] for page in (first, second, third) for q in page["items"]]
+    assert sorted(names) == [f"p{i}" for i in range(5)] and third["next"] is None
+    assert api.get("/api/v1/queues?limit=100000").status == 422
+
+
+def test_engine_events_stream_as_server_sent_events(api: Api, client: Client) -> None:
+    found: list[Any] = []
+
+    def listen() -> None:
+        for _, data in api.events("/api/v1/events"):
+            if data.get("jid") == "evented":
+                found.append(data)
+                return
+
+    listener = threading.Thread(target=listen, daemon=True)
+    listener.start()
+    # the stream is open once the server subscribed: put until the listener sees one
+    wait_for(lambda: (client.queues["ev"].put("K", {}, jid="evented"), found)[1], timeout=10)
+    listener.join(5)
+    assert found[0]["event"] == "put" and found[0]["queue"] == "ev"
+
+
+def test_the_openapi_document_names_every_endpoint(api: Api) -> None:
+    document = api.get("/api/v1/openapi.json").body
+    paths = set(document["paths"])
+    assert {
+        "/api/v1/runs", "/api/v1/runs/{run_id}", "/api/v1/runs/{run_id}/retry",
+        "/api/v1/runs/{run_id}/cancel", "/api/v1/jobs/{jid}", "/api/v1/jobs/{jid}/retry",
+        "/api/v1/jobs/{jid}/cancel", "/api/v1/jobs/{jid}/logs", "/api/v1/jobs/{jid}/logs/stream",
+        "/api/v1/queues", "/api/v1/queues/{queue}/pause", "/api/v1/queues/{queue}/unpause",
+        "/api/v1/workers", "/api/v1/schedules", "/api/v1/schedules/{name}/pause",
+        "/api/v1/schedules/{name}/resume", "/api/v1/schedules/{name}/trigger",
+        "/api/v1/failures", "/api/v1/failures/{group}", "/api/v1/failures/{group}/unfail",
+        "/api/v1/events",
+    } <= paths
+
+
+# -- auth and bad input: refused, and nothing changes -------------------------------------------
+
+WRITES = [
+    ("/api/v1/runs", {"flow": "FLOW"}),
+    ("/api/v1/runs/RUN/retry", None),
+    ("/api/v1/runs/RUN/cancel", None),
+    ("/api/v1/jobs/JID/retry", None),
+    ("/api/v1/jobs/JID/cancel", None),
+    ("/api/v1/queues/q/pause", None),
+    ("/api/v1/queues/q/unpause", None),
+    ("/api/v1/schedules/FLOW/pause", None),
+    ("/api/v1/schedules/FLOW/resume", None),
+    ("/api/v1/schedules/FLOW/trigger", None),
+    ("/api/v1/failures/boom/unfail", {"queue": "q"}),
+]
+
+
+@pytest.fixture
+def busy(client: Client, flow: dict[str, str]) -> dict[str, str]:
+    """A namespace where every write above would change something."""
+    client.queues["q"].put("K", {})
+    [job] = client.queues["q"].pop()
+    job.fail("boom", "x")
+    client.queues["q"].put("K", {}, jid="other")
+    return {"FLOW": flow["name"], "JID": "other", "RUN": "none"}
+
+
+def _path(path: str, names: dict[str, str]) -> str:
+    for key, value in names.items():
+        path = path.replace(key, value)
+    return path
+
+
+@pytest.mark.parametrize(("token", "status"), [(None, 401), ("wrong-token-0123456789", 403)])
+def test_writes_without_the_token_are_refused_and_change_nothing(
+    api: Api, busy: dict[str, str], redis_client: redis.Redis, token: str | None, status: int
+) -> None:
+    before = digest(redis_client)
+    for path, body in WRITES:
+        if isinstance(body, dict):
+            body = {k: _path(v, busy) for k, v in body.items()}
+        reply = api.post(_path(path, busy), body, token=token)
+        assert reply.status == status, (path, reply.body)
+        assert "token" in reply.body["detail"]
+    assert digest(redis_client) == before
+    # reads need no token on loopback
+    assert api.get("/api/v1/queues", token=None).status == 200
+
+
+def test_a_bearer_header_of_another_scheme_is_refused(api: Api) -> None:
+    reply = api.post("/api/v1/queues/q/pause", token=None, headers={"Authorization": "Basic eA=="})
+    assert reply.status == 401 and "Bearer" in reply.body["detail"]
+    assert reply.headers.get("www-authenticate") == "Bearer"
+
+
+def test_a_server_without_a_token_takes_no_writes(client: Client) -> None:
+    with serve(client, Auth(None, reads_open=True)) as base:
+        reply = Api(base).post("/api/v1/queues/q/pause")
+    assert reply.status == 403 and "takes no writes" in reply.body["detail"]
+    assert not client.queues["q"].paused()
+
+
+def test_reads_need_the_token_when_not_open(client: Client) -> None:
+    with serve(client, Auth(TOKEN, reads_open=False)) as base:
+        api = Api(base)
+        assert api.get("/api/v1/queues", token=None).status == 401
+        assert api.get("/api/v1/queues", token="not-the-token-0000000").status == 403
+        assert api.get("/metrics", token=None).status == 401
+        assert api.get("/api/v1/queues").status == 200
+
+
+@pytest.mark.parametrize(
+    ("raw", "status", "message"),
+    [
+        (b"{not json", 422, "JSON"),
+        (b'{"flow": "FLOW", "params": {"who": 5}}', 422, "who"),
+        (b'{"flow": "FLOW", "params": {"nope": "x"}}', 422, "nope"),
+        (b'{"flow": "FLOW", "extra": 1}', 422, "extra"),
+        (b'{"flow": ""}', 422, "flow"),
+        (b'{"flow": "no-such-flow"}', 404, "no registered flow"),
+        (b'{"flow": "FLOW", "params": {"who": "' + b"x" * 70_000 + b'"}}', 413, "larger than"),
+    ],
+)
+def test_bad_bodies_get_a_4xx_with_a_message_and_change_nothing(
+    api: Api, busy: dict[str, str], redis_client: redis.Redis, raw: bytes, status: int,
+    message: str,
+) -> None:
+    before = digest(redis_client)
+    reply = api.post("/api/v1/runs", raw=raw.replace(b"FLOW", busy["FLOW"].encode()))
+    assert reply.status == status, reply.body
+    assert message in reply.body["detail"]
+    assert "Traceback" not in str(reply.body)
+    assert digest(redis_client) == before
+
+
+def test_unknown_things_are_404s(api: Api) -> None:
+    for path in ("/api/v1/runs/nope", "/api/v1/jobs/nope", "/api/v1/jobs/nope/logs"):
+        reply = api.get(path)
+        assert reply.status == 404 and "nope" in reply.body["detail"]
+    assert api.post("/api/v1/runs/nope/retry").status == 404
+    assert api.post("/api/v1/schedules/nope/trigger").status == 404
+
