@@ -25,7 +25,10 @@ end
 
 api['config.get'] = function(args)
   if args[1] == nil then return cjson.encode(Config.all()) end
-  local value = Config.get(Arg.id('ConfigGet', 'option', args[1]))
+  local option = Arg.id('ConfigGet', 'option', args[1])
+  local value = Config.get(option)
+  -- qless names itself in its configuration (the qless dialect's whole map gets it in Qless.reply).
+  if value == nil and Engine.qless and option == 'application' then return 'qless' end
   if value == nil then return nil end
   return tostring(value)
 end
