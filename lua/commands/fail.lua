@@ -30,7 +30,16 @@ api['fail'] = function(args)
   if not fields then
     Err.raise('NOTFOUND', cmd .. '(): Job ' .. jid .. ' does not exist')
   end
-  if fields.state == 'running' then Lock.check_held(cmd, jid, worker, fields) end
+  if Engine.qless then
+    -- qless fails only a running job, by the worker it was given to (lock expired or not).
+    if fields.state ~= 'running' then
+      Err.raise('WRONGSTATE', cmd .. '(): Job not currently running: ' .. fields.state)
+    elseif fields.worker ~= worker then
+      Err.raise('LOCKLOST', cmd .. '(): Job running with another worker: ' .. fields.worker)
+    end
+  elseif fields.state == 'running' then
+    Lock.check_held(cmd, jid, worker, fields)
+  end
   Job.fail(jid, fields, worker, group, message, data)
   return jid
 end
@@ -90,7 +99,9 @@ api['unfail'] = function(args)
       Job.unindex(jid, fields)
       local key = Keys.job(jid)
       local retries = redis.call('hget', key, 'retries')
-      redis.call('hset', key, 'queue', queue, 'remaining', retries, 'failure', '{}', 'updated', Engine.now)
+      -- qless keeps the failure until the job completes.
+      local failure = Engine.qless and fields.failure or '{}'
+      redis.call('hset', key, 'queue', queue, 'remaining', retries, 'failure', failure, 'updated', Engine.now)
       Job.history(jid, 'put', { q = queue })
       Queue.enqueue(queue, jid, tonumber(fields.priority) or 0)
       if fields.ttl then Queue.arm_ttl(queue, jid, tonumber(fields.ttl)) end -- a new life (ours)

@@ -104,11 +104,18 @@ end
 
 -- A dependent whose last dependency completed: it waits, or is scheduled after its own delay.
 function Queue.release_dependent(jid)
-  local fields = Job.fields(jid, 'queue', 'priority', 'delay', 'ttl')
+  local fields = Job.fields(jid, 'queue', 'priority', 'delay', 'ttl', 'scheduled')
   if not fields or fields.state ~= 'depends' then return end
   redis.call('zrem', Keys.depends(fields.queue), jid)
   local delay = tonumber(fields.delay) or 0
-  Queue.release(fields.queue, jid, tonumber(fields.priority) or 0, delay)
+  if fields.scheduled then
+    -- Put in the qless dialect: its delay ran from the put (qless's rule), due now or later.
+    redis.call('hdel', Keys.job(jid), 'scheduled')
+    Queue.schedule(fields.queue, jid, tonumber(fields.scheduled))
+    delay = math.max(0, tonumber(fields.scheduled) - Engine.now)
+  else
+    Queue.release(fields.queue, jid, tonumber(fields.priority) or 0, delay)
+  end
   if fields.ttl then Queue.arm_ttl(fields.queue, jid, tonumber(fields.ttl), delay) end
 end
 

@@ -10,7 +10,7 @@
 
 local function exhaust(queue, jid, worker)
   Job.fail(jid, { state = 'running', queue = queue, worker = worker }, worker,
-    'failed-retries-' .. queue, 'Job exhausted retries in queue "' .. queue .. '"')
+    'failed-retries-' .. queue, 'Job exhausted retries in queue "' .. queue .. '"', nil, 'lock')
 end
 
 -- Expired locks of `queue` (at most `limit`). The first expiry of a lock gives its worker a
@@ -33,12 +33,14 @@ function Queue.invalidate_locks(queue, limit, handing_out)
       redis.call('zrem', Keys.worker_jobs(worker), jid)
       redis.call('zadd', Keys.locks(queue), Engine.now + grace, jid)
       redis.call('hset', Keys.job(jid), 'grace', 1)
-      Job.history(jid, 'timed-out', { worker = worker })
+      Job.history(jid, 'timed-out', not Engine.qless and { worker = worker } or nil)
       Stats.bump(queue, 'retries', 1)
       Events.tracked('stalled', jid)
       Events.to_worker(worker, 'lock_lost', jid)
     else
       if grace <= 0 then
+        -- qless records the time-out whatever the grace period.
+        if Engine.qless then Job.history(jid, 'timed-out') end
         Events.tracked('stalled', jid)
         Events.to_worker(worker, 'lock_lost', jid)
         Stats.bump(queue, 'retries', 1)
