@@ -48,7 +48,7 @@ local function parse(cmd, args)
   local worker = Arg.id(cmd, 'worker', args[2])
   local queue = Arg.id(cmd, 'queue', args[3])
   local data
-  if args[4] ~= '' then data = Arg.json(cmd, 'data', args[4], 'object') end
+  if args[4] ~= '' then data = Arg.json(cmd, 'data', args[4], 'payload') end
   local c = { jid = jid, worker = worker, queue = queue, data = data }
   if #args < 5 then return c end
   local options = Arg.options(cmd, args, 5, COMPLETE_OPTIONS)

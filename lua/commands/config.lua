@@ -38,10 +38,13 @@ api['config.set'] = function(args)
   local option = Arg.id(cmd, 'option', args[1])
   local value = Arg.present(cmd, 'value', args[2])
   local kind = value_kind(option)
+  -- qless takes negative values (a negative jobs-history drops completed jobs at once); both
+  -- dialects refuse what is no number, or not finite.
+  local min = not Engine.qless and 0 or nil
   if kind == 'integer' then
-    Arg.integer(cmd, 'value', value, 0, Engine.MAX_OFFSET)
+    Arg.integer(cmd, 'value', value, min and 0 or -Engine.MAX_OFFSET, Engine.MAX_OFFSET)
   elseif kind == 'number' then
-    Arg.number(cmd, 'value', value, 0)
+    Arg.number(cmd, 'value', value, min)
   else
     Arg.text(cmd, 'value', value)
   end

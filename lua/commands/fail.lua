@@ -25,7 +25,7 @@ api['fail'] = function(args)
   local group = Arg.id(cmd, 'group', args[3])
   local message = Arg.text(cmd, 'message', args[4])
   local data
-  if args[5] ~= nil then data = Arg.json(cmd, 'data', args[5], 'object') end
+  if args[5] ~= nil then data = Arg.json(cmd, 'data', args[5], 'payload') end
   local fields = Job.fields(jid, 'queue', 'worker', 'failure', 'expires', 'grace')
   if not fields then
     Err.raise('NOTFOUND', cmd .. '(): Job ' .. jid .. ' does not exist')

@@ -94,7 +94,7 @@ local function base(cmd, worker, queue, jid, klass, data, delay)
     queue = queue,
     jid = Arg.jid(cmd, 'jid', jid),
     klass = Arg.id(cmd, 'klass', klass),
-    data = Arg.json(cmd, 'data', data, 'object'),
+    data = Arg.json(cmd, 'data', data, 'payload'),
     delay = Arg.number(cmd, 'delay', delay, 0),
     depends = NONE, climit = 1, unique = false,
   }

@@ -8,6 +8,7 @@
 -- decode and encode per reply in this dialect. Semantics that differ deeply read `Engine.qless`
 -- where they are (the table in README.md's engine section lists every difference).
 -- @include engine
+-- @include keys
 local Qless = {}
 
 -- The fields of a qless job object; ours (created, updated, result, ttl, ...) are left out.
@@ -80,8 +81,14 @@ SHAPES['queues'] = function(reply)
   return reply
 end
 
+-- Settings of ours that qless does not list among its defaults (shown once set).
+local OUR_DEFAULTS = { 'max-worker-age', 'max-job-history', 'max-failed-per-group' }
+
 SHAPES['config.get'] = function(reply)
   reply.application = 'qless'
+  for _, name in ipairs(OUR_DEFAULTS) do
+    if redis.call('hexists', Keys.config(), name) == 0 then reply[name] = nil end
+  end
   return reply
 end
 
