@@ -152,10 +152,13 @@ local function complete(cmd, args, b)
   local key = Keys.job(jid)
   if not b.looked then look(b, { jid }) end
   unlocked(b, jid, queue, worker, fields, Engine.now - (tonumber(fields.popped) or Engine.now))
-  b.entry = b.entry or Job.history_entry('done', { worker = worker })
+  -- qless's entry names no worker.
+  b.entry = b.entry or Job.history_entry('done', not Engine.qless and { worker = worker } or nil)
   Job.append_history(jid, b.entry, tonumber(b.config[1]))
   -- The job's hash in one write (its state too, unless it moves on).
   local written = { 'worker', '', 'expires', 0, 'updated', Engine.now }
+  -- A failure the qless dialect kept over a re-put ends here, as in qless.
+  if Engine.qless then table.insert(written, 'failure'); table.insert(written, '{}') end
   if c.data then table.insert(written, 'data'); table.insert(written, c.data) end
   if c.result then table.insert(written, 'result'); table.insert(written, c.result) end
   if not c.next then table.insert(written, 'state'); table.insert(written, 'complete') end

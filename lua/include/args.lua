@@ -222,6 +222,10 @@ function Arg.id_items(cmd, name, list, check, max)
   check = check or Arg.id
   local seen, out = {}, {}
   for i, item in ipairs(list) do
+    -- qless takes numbers among tags: the qless dialect takes them as their text.
+    if Engine.qless and type(item) == 'number' and item == item and item ~= HUGE and item ~= -HUGE then
+      item = tostring(item)
+    end
     if type(item) ~= 'string' then
       fail(cmd, 'Arg "' .. name .. '" item ' .. i .. ' is not a string')
     end
