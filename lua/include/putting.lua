@@ -95,7 +95,8 @@ local function base(cmd, worker, queue, jid, klass, data, delay)
     jid = Arg.jid(cmd, 'jid', jid),
     klass = Arg.id(cmd, 'klass', klass),
     data = Arg.json(cmd, 'data', data, 'payload'),
-    delay = Arg.number(cmd, 'delay', delay, 0),
+    -- qless reads a negative delay as none.
+    delay = Arg.number(cmd, 'delay', delay, not Engine.qless and 0 or nil),
     depends = NONE, climit = 1, unique = false,
   }
 end
