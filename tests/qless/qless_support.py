@@ -44,7 +44,9 @@ class Qless:
         assert isinstance(job, dict), f"no job {jid}"
         return job
 
-    def running(self, jid: str, queue: str = "queue", worker: str = "worker", now: float = 0) -> None:
+    def running(
+        self, jid: str, queue: str = "queue", worker: str = "worker", now: float = 0
+    ) -> None:
         """Put a job and pop it (the usual start of a test)."""
         self("put", now, worker, queue, jid, "klass", {}, 0)
         popped = self("pop", now, queue, worker, 10)

@@ -68,7 +68,13 @@ def test_fail_of_a_tracked_job_logs_first(qless: Qless, events: Events) -> None:
     assert events.collect() == [
         (
             "ql:log",
-            {"message": "mess", "jid": "jid", "group": "grp", "event": "failed", "worker": "worker"},
+            {
+                "message": "mess",
+                "jid": "jid",
+                "group": "grp",
+                "event": "failed",
+                "worker": "worker",
+            },
         ),
         ("ql:failed", "jid"),
     ]
