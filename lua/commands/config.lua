@@ -7,7 +7,9 @@
 --
 -- Numeric settings (the defaults, <queue>-heartbeat, <queue>-max-concurrency) take a number of
 -- at least 0; those that count things (the *-count and *-history ones in days or entries,
--- <queue>-max-concurrency) a whole number. Other options take any text up to 512 KiB.
+-- <queue>-max-concurrency) a whole number; the qless dialect takes negative ones too, as qless
+-- does (and lists only qless's defaults, with `application`). Other options take any text up to
+-- 512 KiB.
 -- Errors: INVALID (for example a non-numeric value for a numeric setting), TOOLARGE.
 -- @include args
 -- @include config

@@ -8,7 +8,8 @@
 --   fail.held jid, worker, group, message          -> jid (ours: fails only a job `worker` holds)
 --
 -- A job in any state can be failed; a running job only by the worker that holds its lock (a
--- stale worker's fail is refused, as in include/lock.lua). Failed jobs keep their dependents
+-- stale worker's fail is refused, as in include/lock.lua). The qless dialect fails only a
+-- running job, by the worker it was given to, and `failed group` lists jids (include/qless.lua). Failed jobs keep their dependents
 -- blocked (a flow resumes after an unfail or a retry) and are kept until canceled, unfailed or
 -- put again.
 -- Errors: INVALID, TOOLARGE, NOTFOUND, LOCKLOST, WRONGSTATE (fail.held).

@@ -13,6 +13,8 @@
 -- The first child is spawned `offset` seconds from now, then one every `interval` seconds, as
 -- `<jid>-<n>`, by pop and peek of the queue (and the scheduler service's housekeeping). After
 -- downtime a recurring job spawns one child per missed interval, at most `backlog` (0: no bound).
+-- The qless dialect follows qless: its backlog rule, `recur.update interval` moving the next
+-- spawn, a child's put entry at its due time, and no tag index of the recurring jid.
 -- recur on an existing recurring job redefines it and keeps its count; a recurring jid leaves
 -- 11 bytes of Arg.MAX_ID_BYTES for the children's '-<n>'.
 -- Errors: INVALID, TOOLARGE, NOTFOUND.

@@ -4,7 +4,9 @@
 --                                                              below 0: the job was failed
 --
 -- With retries left the job waits again (or is scheduled after `delay`). With none left it fails
--- in `group` (default failed-retries-<queue>) with `message` (at most 512 KiB).
+-- in `group` (default failed-retries-<queue>) with `message` (at most 512 KiB). The qless dialect
+-- records no `retried` entry, keeps a given group and message as the job's failure, and
+-- publishes nothing when the retries run out (include/failing.lua).
 -- Errors: INVALID, TOOLARGE, NOTFOUND, WRONGSTATE, LOCKLOST.
 -- @include args
 -- @include job
