@@ -27,8 +27,10 @@ api['cancel'] = function(args)
       if fields then
         for _, dependent in ipairs(redis.call('smembers', Keys.dependents(jid))) do
           if not listed[dependent] then
-            Err.raise('HASDEPENDENTS', cmd .. '(): ' .. dependent .. ' is a dependent of ' .. jid ..
-              ' but is not mentioned to be canceled')
+            -- Either way round, for the words qless's clients look for.
+            local edge = Engine.qless and (jid .. ' is a dependency of ' .. dependent)
+              or (dependent .. ' is a dependent of ' .. jid)
+            Err.raise('HASDEPENDENTS', cmd .. '(): ' .. edge .. ' but is not mentioned to be canceled')
           end
         end
         jobs[jid] = fields

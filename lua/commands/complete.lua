@@ -89,6 +89,10 @@ local function advance(c)
   if pending > 0 then
     redis.call('zadd', Keys.depends(next_queue), Engine.now, jid)
     redis.call('hset', key, 'state', 'depends')
+    if Engine.qless and delay and delay > 0 then
+      -- qless counts the delay from now (Queue.release_dependent).
+      redis.call('hset', key, 'delay', 0, 'scheduled', string.format('%.17g', Engine.now + delay))
+    end
     return 'depends'
   end
   return Queue.release(next_queue, jid, tonumber(fields.priority) or 0, delay)

@@ -250,3 +250,39 @@ class TestRecurring:
         qless("unrecur", 0, "jid")
         # The child's tags are counted still (the template never was).
         assert r.zrange("ql:tags", 0, -1, withscores=True) == [("bar", 1.0), ("foo", 1.0)]
+
+
+def test_advancing_with_dependencies_and_a_delay_counts_it_from_the_complete(qless: Qless) -> None:
+    qless("put", 0, "worker", "queue", "a", "klass", {}, 0)
+    qless("put", 1, "worker", "queue", "b", "klass", {}, 0)
+    qless("pop", 2, "queue", "worker", 1)
+    qless("complete", 3, "a", "worker", "queue", {}, "next", "foo", "depends", ["b"], "delay", 10)
+    assert qless.job("a", 4)["state"] == "depends"
+    qless("pop", 5, "queue", "worker", 1)
+    qless("complete", 6, "b", "worker", "queue", {})
+    assert qless.job("a", 7)["state"] == "scheduled"
+    assert [job["jid"] for job in qless("peek", 13, "foo", 10)] == ["a"]
+    assert qless.job("a", 14)["state"] == "waiting"
+
+
+@pytest.mark.parametrize(
+    ("command", "args", "words"),
+    [
+        ("cancel", ("a", "b"), "b is a dependency of c"),
+        ("depends", ("missing", "on", "a"), "in the depends state"),
+        ("depends", ("a", "on", "x"), "in the depends state"),
+        ("heartbeat", ("b", "worker", {}), "not currently running: depends"),
+        ("complete", ("missing", "worker", "queue", {}), "does not exist"),
+        ("retry", ("a", "queue", "worker", 0), "not currently running: waiting"),
+        ("requeue", ("worker", "queue", "missing", "klass", {}, 0), "does not exist"),
+        ("log", ("missing", "foo"), "does not exist"),
+    ],
+)
+def test_errors_carry_the_words_qless_clients_look_for(
+    qless: Qless, r: redis.Redis, command: str, args: tuple[object, ...], words: str
+) -> None:
+    qless("put", 0, "worker", "queue", "a", "klass", {}, 0)
+    qless("put", 1, "worker", "queue", "b", "klass", {}, 0, "depends", ["a"])
+    qless("put", 2, "worker", "queue", "c", "klass", {}, 0, "depends", ["b"])
+    with assert_unchanged(r), pytest.raises(redis.ResponseError, match=words):
+        qless(command, 3, *args)
