@@ -81,6 +81,11 @@ SHAPES['queues'] = function(reply)
   return reply
 end
 
+SHAPES['stats'] = function(reply)
+  reply.calls = nil -- ours (queue.stats)
+  return reply
+end
+
 -- Settings of ours that qless does not list among its defaults (shown once set).
 local OUR_DEFAULTS = { 'max-worker-age', 'max-job-history', 'max-failed-per-group' }
 

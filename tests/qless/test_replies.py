@@ -178,3 +178,17 @@ def test_tracked_jobs(qless: Qless) -> None:
     qless("put", 0, "worker", "queue", "jid", "klass", {}, 0)
     assert qless("track", 0, "track", "jid") == 1
     assert qless("track", 0) == {"jobs": [{**waiting_job(), "tracked": True}], "expired": {}}
+
+
+def test_stats(qless: Qless) -> None:
+    qless("put", 0, "worker", "queue", "jid", "klass", {}, 0)
+    qless("pop", 10, "queue", "worker", 10)
+    qless("complete", 25, "jid", "worker", "queue", {})
+    stats = qless("stats", 25, "queue", 0)
+    assert sorted(stats) == ["failed", "failures", "retries", "run", "wait"]
+    # 60 seconds, 59 minutes, 23 hours, 6 days; one sample of 10 s waiting, 15 s running.
+    waited, ran = [0] * 148, [0] * 148
+    waited[10], ran[15] = 1, 1
+    assert stats["wait"] == {"count": 1, "mean": 10, "std": 0, "histogram": waited}
+    assert stats["run"] == {"count": 1, "mean": 15, "std": 0, "histogram": ran}
+    assert (stats["failed"], stats["failures"], stats["retries"]) == (0, 0, 0)
