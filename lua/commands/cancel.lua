@@ -83,10 +83,12 @@ api['timeout'] = function(args)
       done[jid] = true
       -- The worker is told now, so the next pop may take the job without another grace period;
       -- like a lock that expired, it counts as a retry of the queue when its worker is told.
-      redis.call('hset', Keys.job(jid), 'expires', Engine.now, 'grace', 1, 'updated', Engine.now)
+      -- (qless writes the expiry as 0, and the entry without the worker.)
+      local expires = Engine.qless and 0 or Engine.now
+      redis.call('hset', Keys.job(jid), 'expires', expires, 'grace', 1, 'updated', Engine.now)
       redis.call('zadd', Keys.locks(fields.queue), Engine.now, jid)
       redis.call('zrem', Keys.worker_jobs(fields.worker), jid)
-      Job.history(jid, 'timed-out', { worker = fields.worker })
+      Job.history(jid, 'timed-out', not Engine.qless and { worker = fields.worker } or nil)
       Stats.bump(fields.queue, 'retries', 1)
       Events.tracked('stalled', jid)
       Events.to_worker(fields.worker, 'lock_lost', jid)

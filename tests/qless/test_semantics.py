@@ -286,3 +286,13 @@ def test_errors_carry_the_words_qless_clients_look_for(
     qless("put", 2, "worker", "queue", "c", "klass", {}, 0, "depends", ["b"])
     with assert_unchanged(r), pytest.raises(redis.ResponseError, match=words):
         qless(command, 3, *args)
+
+
+def test_a_running_job_reads_running_until_timed_out(qless: Qless) -> None:
+    qless.running("jid")  # its lock expires at 60
+    assert qless.job("jid", 100)["state"] == "running"
+    qless("timeout", 100, "jid")
+    job = qless.job("jid", 100)
+    assert (job["state"], job["expires"]) == ("stalled", 0)
+    assert job["history"][-1] == {"what": "timed-out", "when": 100}
+    assert [job["jid"] for job in qless("pop", 101, "queue", "another", 10)] == ["jid"]
