@@ -30,7 +30,8 @@ api['cancel'] = function(args)
             -- Either way round, for the words qless's clients look for.
             local edge = Engine.qless and (jid .. ' is a dependency of ' .. dependent)
               or (dependent .. ' is a dependent of ' .. jid)
-            Err.raise('HASDEPENDENTS', cmd .. '(): ' .. edge .. ' but is not mentioned to be canceled')
+            Err.raise('HASDEPENDENTS', cmd .. '(): ' .. edge ..
+              ' but is not mentioned to be canceled')
           end
         end
         jobs[jid] = fields
@@ -42,7 +43,8 @@ api['cancel'] = function(args)
     local fields = jobs[jid]
     if fields then
       jobs[jid] = nil
-      local event = { jid = jid, event = 'canceled', worker = fields.worker or '', queue = fields.queue or '' }
+      local event = { jid = jid, event = 'canceled', worker = fields.worker or '',
+        queue = fields.queue or '' }
       if Engine.qless then
         -- qless: one message on `log`, the same one to the worker, then the tracked jid.
         local message = cjson.encode(event)

@@ -8,10 +8,10 @@
 --   fail.held jid, worker, group, message          -> jid (ours: fails only a job `worker` holds)
 --
 -- A job in any state can be failed; a running job only by the worker that holds its lock (a
--- stale worker's fail is refused, as in include/lock.lua). The qless dialect fails only a
--- running job, by the worker it was given to, and `failed group` lists jids (include/qless.lua). Failed jobs keep their dependents
+-- stale worker's fail is refused, as in include/lock.lua). Failed jobs keep their dependents
 -- blocked (a flow resumes after an unfail or a retry) and are kept until canceled, unfailed or
--- put again.
+-- put again. The qless dialect fails only a running job, by the worker it was given to, keeps a
+-- failure over unfail, and `failed group` lists jids (include/qless.lua).
 -- Errors: INVALID, TOOLARGE, NOTFOUND, LOCKLOST, WRONGSTATE (fail.held).
 -- @include args
 -- @include job
@@ -102,7 +102,8 @@ api['unfail'] = function(args)
       local retries = redis.call('hget', key, 'retries')
       -- qless keeps the failure until the job completes.
       local failure = Engine.qless and fields.failure or '{}'
-      redis.call('hset', key, 'queue', queue, 'remaining', retries, 'failure', failure, 'updated', Engine.now)
+      redis.call('hset', key, 'queue', queue, 'remaining', retries, 'failure', failure,
+        'updated', Engine.now)
       Job.history(jid, 'put', { q = queue })
       Queue.enqueue(queue, jid, tonumber(fields.priority) or 0)
       if fields.ttl then Queue.arm_ttl(queue, jid, tonumber(fields.ttl)) end -- a new life (ours)

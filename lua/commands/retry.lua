@@ -44,7 +44,8 @@ api['retry'] = function(args)
         when = math.floor(Engine.now), worker = worker }))
     end
   else
-    Job.history(jid, 'retried', { worker = worker, group = group, message = message, delay = delay })
+    Job.history(jid, 'retried',
+      { worker = worker, group = group, message = message, delay = delay })
     Stats.bump(queue, 'retries', 1)
   end
   Queue.release(queue, jid, tonumber(fields.priority) or 0, delay)

@@ -178,7 +178,8 @@ local function decode(cmd, name, value, kind, max_bytes)
   return value, decoded
 end
 
--- JSON text that decodes; `kind` is 'object', 'array', 'any' or 'payload' (a job's data); at most `max_bytes` (default
+-- JSON text that decodes; `kind` is 'object', 'array', 'any' or 'payload' (a job's data: an
+-- object, in the qless dialect an array too); at most `max_bytes` (default
 -- Arg.MAX_PAYLOAD_BYTES) and, when given, at most `max_depth` levels deep. Returns text,
 -- decoded value.
 function Arg.json(cmd, name, value, kind, max_bytes, max_depth)
@@ -223,7 +224,8 @@ function Arg.id_items(cmd, name, list, check, max)
   local seen, out = {}, {}
   for i, item in ipairs(list) do
     -- qless takes numbers among tags: the qless dialect takes them as their text.
-    if Engine.qless and type(item) == 'number' and item == item and item ~= HUGE and item ~= -HUGE then
+    if Engine.qless and type(item) == 'number' and item == item and item ~= HUGE
+      and item ~= -HUGE then
       item = tostring(item)
     end
     if type(item) ~= 'string' then

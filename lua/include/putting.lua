@@ -369,7 +369,9 @@ function Put.write(p, old, batch)
   local tags = p.tags or old_tags
   if #old_tags > 0 or #tags > 0 then Job.retag(jid, old_tags, tags) end
 
-  if not pending or #pending == 0 then pending = pending_dependencies(p.depends, batch and batch.written) end
+  if not pending or #pending == 0 then
+    pending = pending_dependencies(p.depends, batch and batch.written)
+  end
   local state = 'waiting'
   if #pending > 0 then
     state = 'depends'

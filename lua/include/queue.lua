@@ -164,7 +164,8 @@ function Queue.spawn_recurring(queue, limit)
         Job.retag(child, {}, tags)
         if Engine.qless then
           -- qless puts a child at the time it was due.
-          Job.append_history(child, cjson.encode({ what = 'put', when = math.floor(score), q = queue }))
+          Job.append_history(child,
+            cjson.encode({ what = 'put', when = math.floor(score), q = queue }))
           Queue.enqueue(queue, child, priority, score)
         else
           Job.history(child, 'put', { q = queue })
