@@ -71,6 +71,11 @@ api['failed'] = function(args)
   local group = Arg.id(cmd, 'group', args[1])
   local start = Arg.optional_integer(cmd, 'start', args[2], 0, 0, Engine.MAX_OFFSET)
   local limit = Arg.optional_integer(cmd, 'limit', args[3], 25, 0, Engine.MAX_COUNT)
+  if Engine.qless then
+    -- qless lists the group's jids as they are (a client fetches the jobs with multiget).
+    return cjson.encode({ total = redis.call('llen', Keys.failed(group)),
+      jobs = redis.call('lrange', Keys.failed(group), start, start + limit - 1) })
+  end
   local jobs = {}
   if limit > 0 then
     for _, jid in ipairs(redis.call('lrange', Keys.failed(group), start, start + limit - 1)) do

@@ -2,8 +2,8 @@
 -- the qless convention; the native dialect never comes here).
 --
 -- A qless client reads replies as qless-core writes them: an empty list is `{}` (cjson's
--- encoding of an empty table), a job object has exactly qless's fields, `failed <group>` lists
--- jids, `queues` has no counts of ours, `config.get` names the application. The commands' own
+-- encoding of an empty table), a job object has exactly qless's fields, `queues` has no counts
+-- of ours, `config.get` names the application. The commands' own
 -- code stays the one engine; only the reply's shape is translated here, at the cost of one JSON
 -- decode and encode per reply in this dialect. Semantics that differ deeply read `Engine.qless`
 -- where they are (the table in README.md's engine section lists every difference).
@@ -62,13 +62,6 @@ SHAPES['pop'] = jobs
 SHAPES['track'] = function(reply)
   if type(reply) ~= 'table' then return reply end
   return { jobs = jobs(reply.jobs or {}), expired = reply.expired or {} }
-end
-
-SHAPES['failed'] = function(reply)
-  if type(reply.jobs) ~= 'table' then return reply end -- the counts of every group
-  local jids = {}
-  for i, job in ipairs(reply.jobs) do jids[i] = job.jid end
-  return { total = reply.total, jobs = jids }
 end
 
 SHAPES['queues'] = function(reply)
