@@ -96,3 +96,21 @@ def test_a_negative_delay_is_none_in_the_qless_dialect_only(
     assert qless.job("jid")["state"] == "waiting"
     with assert_unchanged(redis_client), pytest.raises(InvalidArgument, match='"delay"'):
         native.call("put", "w", "queue", "jid", "klass", "{}", -5, now=0)
+
+
+def test_tag_counts_stay_right_whichever_dialect_defines_or_drops_a_recurring_job(
+    qless: Qless, native: Engine, redis_client: redis.Redis
+) -> None:
+    native.call("put", "w", "queue", "job", "klass", "{}", 0, "tags", '["foo"]', now=0)
+    qless("recur", 0, "queue", "r", "klass", {}, "interval", 60, 0, "tags", ["foo"])
+    native.call("unrecur", "r", now=0)  # never indexed: nothing to take out
+    assert redis_client.zrange("ql:tags", 0, -1, withscores=True) == [("foo", 1.0)]
+    assert redis_client.zrange("ql:t:foo", 0, -1) == ["job"]
+
+    native.call("recur", "queue", "s", "klass", "{}", "interval", 60, 0, "tags", '["foo"]', now=0)
+    assert redis_client.zrange("ql:t:foo", 0, -1) == ["job", "s"]
+    qless("recur.tag", 0, "s", "bar")  # the qless dialect takes it out of the indexes
+    assert redis_client.zrange("ql:t:foo", 0, -1) == ["job"]
+    assert redis_client.zrange("ql:tags", 0, -1, withscores=True) == [("foo", 1.0)]
+    native.call("recur.untag", "s", "bar", now=0)  # and the native one puts it back
+    assert redis_client.zrange("ql:t:foo", 0, -1) == ["job", "s"]
