@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+
+import redis
 from qless_support import Qless
 
 
@@ -192,3 +195,14 @@ def test_stats(qless: Qless) -> None:
     assert stats["wait"] == {"count": 1, "mean": 10, "std": 0, "histogram": waited}
     assert stats["run"] == {"count": 1, "mean": 15, "std": 0, "histogram": ran}
     assert (stats["failed"], stats["failures"], stats["retries"]) == (0, 0, 0)
+
+
+def test_the_qless_dialect_under_a_key_prefix(qless: Qless, redis_client: redis.Redis) -> None:
+    def call(command: str, now: float, *args: object) -> object:
+        return redis_client.evalsha(qless.sha, 1, "{app}:", command, now, *args)
+
+    call("put", 0, "worker", "queue", "jid", "klass", "{}", 0)
+    assert json.loads(str(call("get", 0, "jid"))) == waiting_job()
+    assert call("pop", 0, "other", "worker", 1) == "{}"
+    assert sorted(redis_client.keys("*")) == sorted(redis_client.keys("{app}:*"))
+    assert redis_client.exists("{app}:j:jid") == 1
