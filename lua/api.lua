@@ -6,10 +6,17 @@
 -- `now` is epoch seconds; the empty string means the server's clock.
 -- After the command, the jobs it made waiting go to idle workers (include/handoff.lua).
 -- Errors: UNKNOWNCOMMAND, INVALID (now, prefix), and whatever the command raises.
+--
+-- Two dialects, one engine (the table in README.md's engine section): `Engine.dispatch(keys, args)`
+-- (the qless bundle) speaks qless-core's dialect; `Engine.dispatch(keys, args, true)` (the
+-- Functions library, and the script our own client loads for EVALSHA) is native. The qless
+-- dialect is a translation here (include/qless.lua: replies) plus `Engine.qless` read by the few
+-- shared paths whose behaviour differs.
 -- @include engine
 -- @include errors
 -- @include args
 -- @include events
+-- @include qless
 
 local api = {}
 
@@ -63,7 +70,7 @@ local function clock(command, value)
   return Arg.number(display(command), 'now', value, 0)
 end
 
-local function run(keys, args)
+local function run(keys, args, native)
   local command = args[1]
   local handler = api[command]
   if not handler then
@@ -79,6 +86,7 @@ local function run(keys, args)
     Engine.prefix = 'ql:'
   end
   Engine.now = clock(command, args[2])
+  Engine.qless = not native
   Events.readied = {}
   -- unpack() into a constructor sizes the table once; a long argument list (flow.submit, tag
   -- lists) is copied instead, as unpack of it would overflow Lua's C stack.
@@ -91,11 +99,12 @@ local function run(keys, args)
   end
   local result = handler(rest)
   Handoff.deliver()
+  if not native then return Qless.reply(command, result, rest) end
   return result
 end
 
-function Engine.dispatch(keys, args)
-  local ok, result = pcall(run, keys, args)
+function Engine.dispatch(keys, args, native)
+  local ok, result = pcall(run, keys, args, native)
   if ok then return result end
   return Err.reply(result)
 end

@@ -3,8 +3,12 @@
 The sources in ``lua/`` are joined into one script (``-- @include`` lines expanded once each, in
 first-include order; a missing file or a cycle is refused). The same text is wrapped two ways:
 
-* :func:`qless_bundle` -- for ``EVAL``/``EVALSHA``, the qless calling convention;
-* :func:`functions_library` -- a Redis Functions library, loaded once with ``FUNCTION LOAD``.
+* :func:`qless_bundle` -- for ``EVAL``/``EVALSHA``, the qless calling convention and dialect
+  (what any qless client loads: replies, events and semantics as qless-core's);
+* :func:`native_bundle` -- the same for ``EVALSHA``, in our native dialect (what :class:`Engine`
+  loads on a server without Functions);
+* :func:`functions_library` -- a Redis Functions library (native), loaded once with
+  ``FUNCTION LOAD``.
 
 :class:`Engine` calls whichever the server supports, reloads after ``NOSCRIPT`` or a flushed
 function (also inside pipelines), and turns error replies into :mod:`scheduler.errors` exceptions.
@@ -85,6 +89,11 @@ def qless_bundle() -> str:
     return engine_source() + "return Engine.dispatch(KEYS, ARGV)\n"
 
 
+def native_bundle() -> str:
+    """The same engine for ``EVALSHA`` in the native dialect: its own text, so its own SHA."""
+    return engine_source() + "return Engine.dispatch(KEYS, ARGV, true)\n"
+
+
 def function_name() -> str:
     """Versioned, so clients of two releases can share one server without replacing each other."""
     return f"qless_{source_hash()}"
@@ -100,7 +109,7 @@ def functions_library() -> str:
         f"#!lua name={library_name()}\n"
         + engine_source()
         + f"redis.register_function('{function_name()}', "
-        "function(keys, args) return Engine.dispatch(keys, args) end)\n"
+        "function(keys, args) return Engine.dispatch(keys, args, true) end)\n"
     )
 
 
@@ -173,7 +182,7 @@ class Engine:
                 if "already exists" not in str(error):
                     raise
         else:
-            self._sha = self.redis.script_load(qless_bundle())
+            self._sha = self.redis.script_load(native_bundle())
         self._loaded = True
 
     def _args(self, command: str, args: Sequence[Any], now: float | str) -> list[Any]:
@@ -261,5 +270,6 @@ __all__ = [
     "EnginePipeline",
     "engine_source",
     "functions_library",
+    "native_bundle",
     "qless_bundle",
 ]

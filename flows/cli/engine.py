@@ -1,8 +1,9 @@
 """``flows engine``: the Lua job engine as an artefact for other clients.
 
 ``flows engine bundle`` prints the qless-compatible script (load it with ``SCRIPT LOAD`` and call
-``EVALSHA <sha> 0 <command> <now> <args...>`` from any qless client); ``--functions`` prints the
-Redis Functions library the Python client loads instead. ``flows engine info`` shows the names
+``EVALSHA <sha> 0 <command> <now> <args...>`` from any qless client, which gets qless-core's
+replies, events and semantics: the qless dialect); ``--functions`` prints the Redis Functions
+library the Python client loads instead (the native dialect). ``flows engine info`` shows the names
 and hashes by which a server knows this version of the engine.
 """
 

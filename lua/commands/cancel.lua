@@ -27,7 +27,10 @@ api['cancel'] = function(args)
       if fields then
         for _, dependent in ipairs(redis.call('smembers', Keys.dependents(jid))) do
           if not listed[dependent] then
-            Err.raise('HASDEPENDENTS', cmd .. '(): ' .. dependent .. ' is a dependent of ' .. jid ..
+            -- Either way round, for the words qless's clients look for.
+            local edge = Engine.qless and (jid .. ' is a dependency of ' .. dependent)
+              or (dependent .. ' is a dependent of ' .. jid)
+            Err.raise('HASDEPENDENTS', cmd .. '(): ' .. edge ..
               ' but is not mentioned to be canceled')
           end
         end
@@ -40,11 +43,21 @@ api['cancel'] = function(args)
     local fields = jobs[jid]
     if fields then
       jobs[jid] = nil
-      if fields.state == 'running' then
-        Events.to_worker(fields.worker, 'canceled', jid)
+      local event = { jid = jid, event = 'canceled', worker = fields.worker or '',
+        queue = fields.queue or '' }
+      if Engine.qless then
+        -- qless: one message on `log`, the same one to the worker, then the tracked jid.
+        local message = cjson.encode(event)
+        Events.publish('log', message)
+        if event.worker ~= '' then Events.publish('w:' .. event.worker, message) end
+        Events.tracked('canceled', jid)
+      else
+        if fields.state == 'running' then
+          Events.to_worker(fields.worker, 'canceled', jid)
+        end
+        Events.tracked('canceled', jid)
+        Events.log(event)
       end
-      Events.tracked('canceled', jid)
-      Events.log({ jid = jid, event = 'canceled', worker = fields.worker or '', queue = fields.queue or '' })
       Job.delete(jid, fields)
       table.insert(canceled, jid)
     end
@@ -72,10 +85,12 @@ api['timeout'] = function(args)
       done[jid] = true
       -- The worker is told now, so the next pop may take the job without another grace period;
       -- like a lock that expired, it counts as a retry of the queue when its worker is told.
-      redis.call('hset', Keys.job(jid), 'expires', Engine.now, 'grace', 1, 'updated', Engine.now)
+      -- (qless writes the expiry as 0, and the entry without the worker.)
+      local expires = Engine.qless and 0 or Engine.now
+      redis.call('hset', Keys.job(jid), 'expires', expires, 'grace', 1, 'updated', Engine.now)
       redis.call('zadd', Keys.locks(fields.queue), Engine.now, jid)
       redis.call('zrem', Keys.worker_jobs(fields.worker), jid)
-      Job.history(jid, 'timed-out', { worker = fields.worker })
+      Job.history(jid, 'timed-out', not Engine.qless and { worker = fields.worker } or nil)
       Stats.bump(fields.queue, 'retries', 1)
       Events.tracked('stalled', jid)
       Events.to_worker(fields.worker, 'lock_lost', jid)

@@ -48,7 +48,7 @@ local function parse(cmd, args)
   local worker = Arg.id(cmd, 'worker', args[2])
   local queue = Arg.id(cmd, 'queue', args[3])
   local data
-  if args[4] ~= '' then data = Arg.json(cmd, 'data', args[4], 'object') end
+  if args[4] ~= '' then data = Arg.json(cmd, 'data', args[4], 'payload') end
   local c = { jid = jid, worker = worker, queue = queue, data = data }
   if #args < 5 then return c end
   local options = Arg.options(cmd, args, 5, COMPLETE_OPTIONS)
@@ -89,6 +89,10 @@ local function advance(c)
   if pending > 0 then
     redis.call('zadd', Keys.depends(next_queue), Engine.now, jid)
     redis.call('hset', key, 'state', 'depends')
+    if Engine.qless and delay and delay > 0 then
+      -- qless counts the delay from now (Queue.release_dependent).
+      redis.call('hset', key, 'delay', 0, 'scheduled', string.format('%.17g', Engine.now + delay))
+    end
     return 'depends'
   end
   return Queue.release(next_queue, jid, tonumber(fields.priority) or 0, delay)
@@ -152,10 +156,13 @@ local function complete(cmd, args, b)
   local key = Keys.job(jid)
   if not b.looked then look(b, { jid }) end
   unlocked(b, jid, queue, worker, fields, Engine.now - (tonumber(fields.popped) or Engine.now))
-  b.entry = b.entry or Job.history_entry('done', { worker = worker })
+  -- qless's entry names no worker.
+  b.entry = b.entry or Job.history_entry('done', not Engine.qless and { worker = worker } or nil)
   Job.append_history(jid, b.entry, tonumber(b.config[1]))
   -- The job's hash in one write (its state too, unless it moves on).
   local written = { 'worker', '', 'expires', 0, 'updated', Engine.now }
+  -- A failure the qless dialect kept over a re-put ends here, as in qless.
+  if Engine.qless then table.insert(written, 'failure'); table.insert(written, '{}') end
   if c.data then table.insert(written, 'data'); table.insert(written, c.data) end
   if c.result then table.insert(written, 'result'); table.insert(written, c.result) end
   if not c.next then table.insert(written, 'state'); table.insert(written, 'complete') end

@@ -7,7 +7,9 @@
 --
 -- Numeric settings (the defaults, <queue>-heartbeat, <queue>-max-concurrency) take a number of
 -- at least 0; those that count things (the *-count and *-history ones in days or entries,
--- <queue>-max-concurrency) a whole number. Other options take any text up to 512 KiB.
+-- <queue>-max-concurrency) a whole number; the qless dialect takes negative ones too, as qless
+-- does (and lists only qless's defaults, with `application`). Other options take any text up to
+-- 512 KiB.
 -- Errors: INVALID (for example a non-numeric value for a numeric setting), TOOLARGE.
 -- @include args
 -- @include config
@@ -25,7 +27,10 @@ end
 
 api['config.get'] = function(args)
   if args[1] == nil then return cjson.encode(Config.all()) end
-  local value = Config.get(Arg.id('ConfigGet', 'option', args[1]))
+  local option = Arg.id('ConfigGet', 'option', args[1])
+  local value = Config.get(option)
+  -- qless names itself in its configuration (the qless dialect's whole map gets it in Qless.reply).
+  if value == nil and Engine.qless and option == 'application' then return 'qless' end
   if value == nil then return nil end
   return tostring(value)
 end
@@ -35,10 +40,13 @@ api['config.set'] = function(args)
   local option = Arg.id(cmd, 'option', args[1])
   local value = Arg.present(cmd, 'value', args[2])
   local kind = value_kind(option)
+  -- qless takes negative values (a negative jobs-history drops completed jobs at once); both
+  -- dialects refuse what is no number, or not finite.
+  local min = not Engine.qless and 0 or nil
   if kind == 'integer' then
-    Arg.integer(cmd, 'value', value, 0, Engine.MAX_OFFSET)
+    Arg.integer(cmd, 'value', value, min and 0 or -Engine.MAX_OFFSET, Engine.MAX_OFFSET)
   elseif kind == 'number' then
-    Arg.number(cmd, 'value', value, 0)
+    Arg.number(cmd, 'value', value, min)
   else
     Arg.text(cmd, 'value', value)
   end

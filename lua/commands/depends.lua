@@ -29,7 +29,11 @@ api['depends'] = function(args)
     end
   end
   local state = redis.call('hget', Keys.job(jid), 'state')
-  if not state then Err.raise('NOTFOUND', cmd .. '(): Job ' .. jid .. ' does not exist') end
+  if not state then
+    -- qless says a missing job is not in the depends state.
+    local said = Engine.qless and ' does not exist: not in the depends state' or ' does not exist'
+    Err.raise('NOTFOUND', cmd .. '(): Job ' .. jid .. said)
+  end
   if state ~= 'depends' then
     Err.raise('WRONGSTATE', cmd .. '(): Job ' .. jid .. ' is not in the depends state: ' .. state)
   end

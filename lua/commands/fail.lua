@@ -10,7 +10,8 @@
 -- A job in any state can be failed; a running job only by the worker that holds its lock (a
 -- stale worker's fail is refused, as in include/lock.lua). Failed jobs keep their dependents
 -- blocked (a flow resumes after an unfail or a retry) and are kept until canceled, unfailed or
--- put again.
+-- put again. The qless dialect fails only a running job, by the worker it was given to, keeps a
+-- failure over unfail, and `failed group` lists jids (include/qless.lua).
 -- Errors: INVALID, TOOLARGE, NOTFOUND, LOCKLOST, WRONGSTATE (fail.held).
 -- @include args
 -- @include job
@@ -25,12 +26,21 @@ api['fail'] = function(args)
   local group = Arg.id(cmd, 'group', args[3])
   local message = Arg.text(cmd, 'message', args[4])
   local data
-  if args[5] ~= nil then data = Arg.json(cmd, 'data', args[5], 'object') end
+  if args[5] ~= nil then data = Arg.json(cmd, 'data', args[5], 'payload') end
   local fields = Job.fields(jid, 'queue', 'worker', 'failure', 'expires', 'grace')
   if not fields then
     Err.raise('NOTFOUND', cmd .. '(): Job ' .. jid .. ' does not exist')
   end
-  if fields.state == 'running' then Lock.check_held(cmd, jid, worker, fields) end
+  if Engine.qless then
+    -- qless fails only a running job, by the worker it was given to (lock expired or not).
+    if fields.state ~= 'running' then
+      Err.raise('WRONGSTATE', cmd .. '(): Job not currently running: ' .. fields.state)
+    elseif fields.worker ~= worker then
+      Err.raise('LOCKLOST', cmd .. '(): Job running with another worker: ' .. fields.worker)
+    end
+  elseif fields.state == 'running' then
+    Lock.check_held(cmd, jid, worker, fields)
+  end
   Job.fail(jid, fields, worker, group, message, data)
   return jid
 end
@@ -61,6 +71,11 @@ api['failed'] = function(args)
   local group = Arg.id(cmd, 'group', args[1])
   local start = Arg.optional_integer(cmd, 'start', args[2], 0, 0, Engine.MAX_OFFSET)
   local limit = Arg.optional_integer(cmd, 'limit', args[3], 25, 0, Engine.MAX_COUNT)
+  if Engine.qless then
+    -- qless lists the group's jids as they are (a client fetches the jobs with multiget).
+    return cjson.encode({ total = redis.call('llen', Keys.failed(group)),
+      jobs = redis.call('lrange', Keys.failed(group), start, start + limit - 1) })
+  end
   local jobs = {}
   if limit > 0 then
     for _, jid in ipairs(redis.call('lrange', Keys.failed(group), start, start + limit - 1)) do
@@ -90,7 +105,10 @@ api['unfail'] = function(args)
       Job.unindex(jid, fields)
       local key = Keys.job(jid)
       local retries = redis.call('hget', key, 'retries')
-      redis.call('hset', key, 'queue', queue, 'remaining', retries, 'failure', '{}', 'updated', Engine.now)
+      -- qless keeps the failure until the job completes.
+      local failure = Engine.qless and fields.failure or '{}'
+      redis.call('hset', key, 'queue', queue, 'remaining', retries, 'failure', failure,
+        'updated', Engine.now)
       redis.call('hdel', key, 'lost') -- lost workers count again from 0, as retries do
       Job.history(jid, 'put', { q = queue })
       Queue.enqueue(queue, jid, tonumber(fields.priority) or 0)

@@ -15,7 +15,7 @@ api['heartbeat'] = function(args)
   local jid = Arg.jid(cmd, 'jid', args[1])
   local worker = Arg.id(cmd, 'worker', args[2])
   local data
-  if args[3] ~= nil and args[3] ~= '' then data = Arg.json(cmd, 'data', args[3], 'object') end
+  if args[3] ~= nil and args[3] ~= '' then data = Arg.json(cmd, 'data', args[3], 'payload') end
   local fields = Lock.check_owner(cmd, jid, worker, nil)
 
   local expires = Engine.now + (tonumber(fields.ttr) or Config.heartbeat(fields.queue))

@@ -12,7 +12,9 @@
 -- when its last dependency completes (our extension: qless refuses delay with depends). Moving a
 -- running job revokes its worker's lock (the worker is told lock_lost unless it is the putter).
 -- Priority: lower runs sooner. Options left out keep the existing job's values (retries
--- default 5, priority 0, tags []); dependencies are replaced by `depends` (none when left out).
+-- default 5, priority 0, tags []); dependencies are replaced by `depends` (none when left out;
+-- the qless dialect keeps them then, counts a delay with dependencies from the put, and keeps a
+-- failure until the job completes).
 -- `trigger` (ours) is the rule by which the dependencies' outcomes release the job:
 -- all_success (default), all_done, one_failed, none_failed (include/triggers.lua).
 -- Ours, each an option a put without it clears:

@@ -13,6 +13,8 @@
 -- The first child is spawned `offset` seconds from now, then one every `interval` seconds, as
 -- `<jid>-<n>`, by pop and peek of the queue (and the scheduler service's housekeeping). After
 -- downtime a recurring job spawns one child per missed interval, at most `backlog` (0: no bound).
+-- The qless dialect follows qless: its backlog rule, `recur.update interval` moving the next
+-- spawn, a child's put entry at its due time, and no tag index of the recurring jid.
 -- recur on an existing recurring job redefines it and keeps its count; a recurring jid leaves
 -- 11 bytes of Arg.MAX_ID_BYTES for the children's '-<n>'.
 -- Errors: INVALID, TOOLARGE, NOTFOUND.
@@ -24,6 +26,22 @@ local RECUR_OPTIONS = { priority = true, tags = true, retries = true, backlog = 
 -- Room for the children's '-<count>' (up to 10 digits) within Arg.MAX_ID_BYTES.
 local MAX_RECUR_JID_BYTES = Arg.MAX_ID_BYTES - 11
 
+-- The native dialect indexes a recurring job under its tags (`tag get` finds the template);
+-- qless does not, and a recurring job defined in the qless dialect says so (`tagged` '0'), so
+-- that no later call takes out of the indexes what was never put there.
+local function index_tags(key, jid, tags)
+  if Engine.qless then
+    redis.call('hset', key, 'tagged', '0')
+  else
+    redis.call('hdel', key, 'tagged')
+    Job.retag(jid, {}, tags)
+  end
+end
+
+local function unindex_tags(jid, tags, tagged)
+  if tagged ~= '0' then Job.retag(jid, tags, {}) end
+end
+
 api['recur'] = function(args)
   local cmd = 'Recur'
   local queue = Arg.id(cmd, 'queue', args[1])
@@ -33,7 +51,7 @@ api['recur'] = function(args)
       MAX_RECUR_JID_BYTES .. ' for a recurring job (its children add "-<count>")')
   end
   local klass = Arg.id(cmd, 'klass', args[3])
-  local data = Arg.json(cmd, 'data', args[4], 'object')
+  local data = Arg.json(cmd, 'data', args[4], 'payload')
   if args[5] ~= 'interval' then
     Arg.fail(cmd, 'Arg "spec" must be "interval" (cron schedules are flow schedules): ' .. tostring(args[5]))
   end
@@ -48,16 +66,16 @@ api['recur'] = function(args)
   if options.tags then tags = Arg.id_list(cmd, 'tags', options.tags, Arg.id, Arg.MAX_TAGS) end
 
   local key = Keys.recurring(jid)
-  local old = redis.call('hmget', key, 'queue', 'tags', 'count')
+  local old = redis.call('hmget', key, 'queue', 'tags', 'count', 'tagged')
   if old[1] then
     redis.call('zrem', Keys.recur(old[1]), jid)
-    Job.retag(jid, Job.decode_list(old[2]), {})
+    if old[4] ~= '0' then Job.retag(jid, Job.decode_list(old[2]), {}) end
   end
   redis.call('hset', key, 'jid', jid, 'klass', klass, 'data', data, 'priority', priority,
     'tags', #tags == 0 and '[]' or cjson.encode(tags), 'state', 'recur', 'queue', queue,
     'type', 'interval', 'count', tonumber(old[3]) or 0, 'interval', interval, 'retries', retries,
     'backlog', backlog)
-  Job.retag(jid, {}, tags)
+  index_tags(key, jid, tags)
   redis.call('zadd', Keys.recur(queue), Engine.now + offset, jid)
   redis.call('zadd', Keys.queues(), 'NX', Engine.now, queue)
   return jid
@@ -66,10 +84,10 @@ end
 api['unrecur'] = function(args)
   local jid = Arg.jid('Unrecur', 'jid', args[1])
   local key = Keys.recurring(jid)
-  local old = redis.call('hmget', key, 'queue', 'tags')
+  local old = redis.call('hmget', key, 'queue', 'tags', 'tagged')
   if old[1] then
     redis.call('zrem', Keys.recur(old[1]), jid)
-    Job.retag(jid, Job.decode_list(old[2]), {})
+    unindex_tags(jid, Job.decode_list(old[2]), old[3])
     redis.call('del', key)
   end
   return true
@@ -104,7 +122,7 @@ api['recur.update'] = function(args)
     elseif field == 'retries' or field == 'backlog' then
       value = Arg.integer(cmd, field, value, 0, Engine.MAX_COUNT)
     elseif field == 'data' then
-      value = Arg.json(cmd, 'data', value, 'object')
+      value = Arg.json(cmd, 'data', value, 'payload')
     else
       value = Arg.id(cmd, field, value)
     end
@@ -114,6 +132,14 @@ api['recur.update'] = function(args)
   local queue = redis.call('hget', key, 'queue')
   if not queue then Err.raise('NOTFOUND', cmd .. '(): No recurring job ' .. jid) end
   for field, value in pairs(updates) do
+    if field == 'interval' and Engine.qless then
+      -- qless moves the next spawn by the change of interval.
+      local before = tonumber(redis.call('hget', key, 'interval')) or value
+      local current = redis.call('hget', key, 'queue')
+      if redis.call('zscore', Keys.recur(current), jid) then
+        redis.call('zincrby', Keys.recur(current), value - before, jid)
+      end
+    end
     if field == 'queue' and value ~= queue then
       local score = redis.call('zscore', Keys.recur(queue), jid)
       redis.call('zrem', Keys.recur(queue), jid)
@@ -130,12 +156,13 @@ local function recur_tags(cmd, args, adding)
   local given = {}
   for i = 2, #args do table.insert(given, Arg.id(cmd, 'tag', args[i])) end
   local key = Keys.recurring(jid)
-  local current = redis.call('hget', key, 'tags')
-  if not current then Err.raise('NOTFOUND', cmd .. '(): No recurring job ' .. jid) end
-  local old = Job.decode_list(current)
+  local current = redis.call('hmget', key, 'tags', 'tagged')
+  if not current[1] then Err.raise('NOTFOUND', cmd .. '(): No recurring job ' .. jid) end
+  local old = Job.decode_list(current[1])
   local new = Job.merge_tags(old, given, adding)
   if #new > Arg.MAX_TAGS then Err.raise('TOOLARGE', cmd .. '(): at most ' .. Arg.MAX_TAGS .. ' tags') end
-  Job.retag(jid, old, new)
+  unindex_tags(jid, old, current[2])
+  index_tags(key, jid, new)
   local encoded = #new == 0 and '[]' or cjson.encode(new)
   redis.call('hset', key, 'tags', encoded)
   return encoded

@@ -4,7 +4,9 @@
 --                                                              below 0: the job was failed
 --
 -- With retries left the job waits again (or is scheduled after `delay`). With none left it fails
--- in `group` (default failed-retries-<queue>) with `message` (at most 512 KiB).
+-- in `group` (default failed-retries-<queue>) with `message` (at most 512 KiB). The qless dialect
+-- records no `retried` entry, keeps a given group and message as the job's failure, and
+-- publishes nothing when the retries run out (include/failing.lua).
 -- Errors: INVALID, TOOLARGE, NOTFOUND, WRONGSTATE, LOCKLOST.
 -- @include args
 -- @include job
@@ -28,14 +30,24 @@ api['retry'] = function(args)
   redis.call('zadd', Keys.workers(), Engine.now, worker)
   if remaining < 0 then
     fields.state = 'failed-pending' -- already out of every index: nothing for Job.fail to unindex
+    fields.defaulted = not (group and message)
     Job.fail(jid, fields, worker, group or ('failed-retries-' .. queue),
-      message or ('Job exhausted retries in queue "' .. queue .. '"'))
+      message or ('Job exhausted retries in queue "' .. queue .. '"'), nil, 'retry')
     return remaining
   end
   redis.call('hset', Keys.job(jid), 'worker', '', 'expires', 0, 'updated', Engine.now)
   redis.call('hdel', Keys.job(jid), 'grace')
-  Job.history(jid, 'retried', { worker = worker, group = group, message = message, delay = delay })
-  Stats.bump(queue, 'retries', 1)
+  if Engine.qless then
+    -- qless records no history entry for a retry, but the failure it was given.
+    if group and message then
+      redis.call('hset', Keys.job(jid), 'failure', cjson.encode({ group = group, message = message,
+        when = math.floor(Engine.now), worker = worker }))
+    end
+  else
+    Job.history(jid, 'retried',
+      { worker = worker, group = group, message = message, delay = delay })
+    Stats.bump(queue, 'retries', 1)
+  end
   Queue.release(queue, jid, tonumber(fields.priority) or 0, delay)
   return remaining
 end

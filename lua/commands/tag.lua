@@ -36,7 +36,10 @@ api['tag'] = function(args)
     local offset = Arg.optional_integer(cmd, 'offset', args[3], 0, 0, Engine.MAX_OFFSET)
     local count = Arg.optional_integer(cmd, 'count', args[4], 25, 0, Engine.MAX_COUNT)
     local jobs = {}
-    if count > 0 then jobs = redis.call('zrange', Keys.tag(tag), offset, offset + count - 1) end
+    -- qless reads a range to offset + count - 1 whatever count is (0 from 0: every job).
+    if count > 0 or Engine.qless then
+      jobs = redis.call('zrange', Keys.tag(tag), offset, offset + count - 1)
+    end
     local encoded = cjson.encode({ total = redis.call('zcard', Keys.tag(tag)), jobs = jobs })
     if #jobs == 0 then encoded = string.gsub(encoded, '"jobs":{}', '"jobs":[]') end
     return encoded

@@ -164,6 +164,11 @@ local function decode(cmd, name, value, kind, max_bytes)
   end
   -- cjson decodes '{}' and '[]' alike, so the first character tells objects from arrays.
   local first = string.match(value, '^%s*(.)')
+  -- A job's payload: an object; in the qless dialect an array too, as qless takes either.
+  if kind == 'payload' then
+    if Engine.qless and first == '[' and type(decoded) == 'table' then return value, decoded end
+    kind = 'object'
+  end
   if kind == 'object' and (type(decoded) ~= 'table' or first ~= '{') then
     fail(cmd, 'Arg "' .. name .. '" is not a JSON object: ' .. string.sub(value, 1, 80))
   end
@@ -173,7 +178,8 @@ local function decode(cmd, name, value, kind, max_bytes)
   return value, decoded
 end
 
--- JSON text that decodes; `kind` is 'object', 'array' or 'any'; at most `max_bytes` (default
+-- JSON text that decodes; `kind` is 'object', 'array', 'any' or 'payload' (a job's data: an
+-- object, in the qless dialect an array too); at most `max_bytes` (default
 -- Arg.MAX_PAYLOAD_BYTES) and, when given, at most `max_depth` levels deep. Returns text,
 -- decoded value.
 function Arg.json(cmd, name, value, kind, max_bytes, max_depth)
@@ -217,6 +223,11 @@ function Arg.id_items(cmd, name, list, check, max)
   check = check or Arg.id
   local seen, out = {}, {}
   for i, item in ipairs(list) do
+    -- qless takes numbers among tags: the qless dialect takes them as their text.
+    if Engine.qless and type(item) == 'number' and item == item and item ~= HUGE
+      and item ~= -HUGE then
+      item = tostring(item)
+    end
     if type(item) ~= 'string' then
       fail(cmd, 'Arg "' .. name .. '" item ' .. i .. ' is not a string')
     end

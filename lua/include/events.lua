@@ -1,5 +1,6 @@
 -- events: what the engine publishes (channels listed in lua/README.md).
 -- @include keys
+-- @include engine
 local Events = {}
 
 -- Queues that already got a `ready:<queue>` message in this call (reset by the dispatch).
@@ -35,6 +36,8 @@ end
 function Events.ready(queue)
   if not Events.readied[queue] then
     Events.readied[queue] = true
-    Events.publish('ready:' .. queue, queue)
+    -- Not a qless channel: a qless client's call does not publish it (idle workers of ours
+    -- still get the job, from the hand-off that reads `readied`).
+    if not Engine.qless then Events.publish('ready:' .. queue, queue) end
   end
 end

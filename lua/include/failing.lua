@@ -10,26 +10,43 @@
 -- @include triggers
 -- @include failed_bound
 
--- Fail a checked job. `fields` holds state, queue, worker, failure.
-function Job.fail(jid, fields, worker, group, message, data)
+-- Fail a checked job. `fields` holds state, queue, worker, failure. `exhausted` is how the job's
+-- retries ran out ('lock': its lock expired once too often; 'retry': the retry command), or nil.
+-- The qless dialect writes what qless-core writes then: a history entry without the worker, a
+-- failure naming no worker when the engine wrote the message, and no event for a retry.
+function Job.fail(jid, fields, worker, group, message, data, exhausted)
   local queue = fields.queue or ''
   Job.unindex(jid, fields)
   if fields.state == 'depends' then Job.drop_dependencies(jid) end
   local key = Keys.job(jid)
+  local when, named, entry = Engine.now, worker, { worker = worker, group = group }
+  if Engine.qless then
+    if exhausted then entry.worker = nil end
+    if exhausted == 'lock' or (exhausted == 'retry' and fields.defaulted) then
+      named = ''
+    else
+      when = math.floor(Engine.now)
+    end
+  end
   redis.call('hset', key, 'state', 'failed', 'worker', '', 'expires', 0, 'updated', Engine.now,
-    'failure', cjson.encode({ group = group, message = message, when = Engine.now, worker = worker }))
+    'failure', cjson.encode({ group = group, message = message, when = when, worker = named }))
   redis.call('hdel', key, 'grace')
   if data then redis.call('hset', key, 'data', data) end
   redis.call('sadd', Keys.failures(), group)
   redis.call('lpush', Keys.failed(group), jid)
   Job.bound_failed(group)
-  Job.history(jid, 'failed', { worker = worker, group = group })
+  Job.history(jid, 'failed', entry)
   if queue ~= '' then
     Stats.bump(queue, 'failures', 1)
     Stats.bump(queue, 'failed', 1)
   end
-  Events.tracked('failed', jid)
-  Events.log({ jid = jid, event = 'failed', worker = worker, group = group, message = message })
+  local event = { jid = jid, event = 'failed', worker = worker, group = group, message = message }
+  if not Engine.qless or exhausted == 'lock' then
+    Events.tracked('failed', jid)
+    Events.log(event)
+  elseif not exhausted then
+    Events.log(event) -- qless's order
+    Events.tracked('failed', jid)
+  end
   Deps.settle(jid, 'failed')
 end
-

@@ -85,9 +85,14 @@ end
 local function described(jid, values, tracked)
   local state = values[3]
   local expires = tonumber(values[7]) or 0
-  -- The lock's rule (include/lock.lua): valid while expires > now and not taken away.
-  if state == 'running' and (expires <= Engine.now or values[17] == '1') then
-    state = 'stalled'
+  -- The lock's rule (include/lock.lua): valid while expires > now and not taken away. qless
+  -- says `stalled` only of a job `timeout` took away (its lock's expiry 0), else `running`.
+  if state == 'running' then
+    if Engine.qless then
+      if values[17] == '1' and expires == 0 then state = 'stalled' end
+    elseif expires <= Engine.now or values[17] == '1' then
+      state = 'stalled'
+    end
   end
   local failure = {}
   if values[12] and values[12] ~= '' and values[12] ~= '{}' then

@@ -94,8 +94,9 @@ local function base(cmd, worker, queue, jid, klass, data, delay)
     queue = queue,
     jid = Arg.jid(cmd, 'jid', jid),
     klass = Arg.id(cmd, 'klass', klass),
-    data = Arg.json(cmd, 'data', data, 'object'),
-    delay = Arg.number(cmd, 'delay', delay, 0),
+    data = Arg.json(cmd, 'data', data, 'payload'),
+    -- qless reads a negative delay as none.
+    delay = Arg.number(cmd, 'delay', delay, not Engine.qless and 0 or nil),
     depends = NONE, climit = 1, unique = false,
   }
 end
@@ -241,7 +242,7 @@ end
 -- Hash fields cleared before a put over an existing job writes it: its lock's grace, its result,
 -- its lost workers (a new life: include/reclaim.lua), our options (a put without them clears them), and the trigger when put back to the default.
 local function stale_fields(p)
-  local stale = { 'grace', 'result', 'lost', unpack(OPTION_FIELDS) }
+  local stale = { 'grace', 'result', 'lost', 'scheduled', unpack(OPTION_FIELDS) }
   if p.trigger == 'all_success' then table.insert(stale, 'trigger') end
   return stale
 end
@@ -346,13 +347,22 @@ end
 function Put.write(p, old, batch)
   local jid, queue = p.jid, p.queue
   local old_tags = NONE
+  -- The qless dialect (a put of its own) keeps qless's order of events and a re-put's
+  -- dependencies when it names none (ours: a put states all of the job's dependencies).
+  local qless = Engine.qless and not batch
+  local lost
+  local pending
   if old then
     old_tags = Job.decode_list(old.tags)
     if old.state == 'running' and old.worker ~= '' and old.worker ~= p.worker then
-      Events.to_worker(old.worker, 'lock_lost', jid)
+      if qless then lost = old.worker else Events.to_worker(old.worker, 'lock_lost', jid) end
     end
     Job.unindex(jid, old)
-    Job.drop_dependencies(jid)
+    if qless and #p.depends == 0 then
+      pending = redis.call('smembers', Keys.dependencies(jid))
+    else
+      Job.drop_dependencies(jid)
+    end
     Job.drop_logs(jid) -- its attempts count from 1 again
   end
   local priority = p.priority or tonumber(old and old.priority) or 0
@@ -360,7 +370,9 @@ function Put.write(p, old, batch)
   local tags = p.tags or old_tags
   if #old_tags > 0 or #tags > 0 then Job.retag(jid, old_tags, tags) end
 
-  local pending = pending_dependencies(p.depends, batch and batch.written)
+  if not pending or #pending == 0 then
+    pending = pending_dependencies(p.depends, batch and batch.written)
+  end
   local state = 'waiting'
   if #pending > 0 then
     state = 'depends'
@@ -371,6 +383,14 @@ function Put.write(p, old, batch)
   -- A new job has no stale fields (its hash does not exist: Job.fields found no state).
   if old then redis.call('hdel', key, unpack(stale_fields(p))) end
   redis.call('hset', key, unpack(job_fields(p, old, state, priority, retries, tags)))
+  if qless then
+    -- qless keeps a failure until the job completes, and counts a delay after dependencies
+    -- from the put (Queue.release_dependent).
+    if old and old.failure then redis.call('hset', key, 'failure', old.failure) end
+    if state == 'depends' and p.delay > 0 then
+      redis.call('hset', key, 'delay', 0, 'scheduled', string.format('%.17g', Engine.now + p.delay))
+    end
+  end
   record(jid, queue, batch)
 
   if state == 'depends' then
@@ -404,8 +424,12 @@ function Put.write(p, old, batch)
   else
     Stats.bump(queue, 'put', 1)
     Queue.known(queue)
-    Events.tracked('put', jid)
+    if not qless then Events.tracked('put', jid) end
   end
   Events.log({ jid = jid, event = 'put', queue = queue })
+  if qless then
+    if lost then Events.to_worker(lost, 'lock_lost', jid) end
+    Events.tracked('put', jid)
+  end
   return jid
 end

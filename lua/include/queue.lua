@@ -104,11 +104,18 @@ end
 
 -- A dependent whose last dependency completed: it waits, or is scheduled after its own delay.
 function Queue.release_dependent(jid)
-  local fields = Job.fields(jid, 'queue', 'priority', 'delay', 'ttl')
+  local fields = Job.fields(jid, 'queue', 'priority', 'delay', 'ttl', 'scheduled')
   if not fields or fields.state ~= 'depends' then return end
   redis.call('zrem', Keys.depends(fields.queue), jid)
   local delay = tonumber(fields.delay) or 0
-  Queue.release(fields.queue, jid, tonumber(fields.priority) or 0, delay)
+  if fields.scheduled then
+    -- Put in the qless dialect: its delay ran from the put (qless's rule), due now or later.
+    redis.call('hdel', Keys.job(jid), 'scheduled')
+    Queue.schedule(fields.queue, jid, tonumber(fields.scheduled))
+    delay = math.max(0, tonumber(fields.scheduled) - Engine.now)
+  else
+    Queue.release(fields.queue, jid, tonumber(fields.priority) or 0, delay)
+  end
   if fields.ttl then Queue.arm_ttl(fields.queue, jid, tonumber(fields.ttl), delay) end
 end
 
@@ -129,7 +136,13 @@ function Queue.spawn_recurring(queue, limit)
       local count = tonumber(r[7]) or 0
       local backlog = tonumber(r[8]) or 0
       local missed = math.floor((Engine.now - score) / interval) + 1
-      if backlog > 0 and missed > backlog then
+      if backlog > 0 and Engine.qless then
+        -- qless's rule: skip whole intervals beyond the backlog counted from the first due
+        -- spawn (one more child than the backlog when now falls on a spawn time).
+        local behind = (Engine.now - score) / interval
+        if behind > backlog then score = score + math.ceil(behind - backlog) * interval end
+        missed = math.floor((Engine.now - score) / interval) + 1
+      elseif backlog > 0 and missed > backlog then
         score = score + (missed - backlog) * interval
         missed = backlog
       end
@@ -149,8 +162,15 @@ function Queue.spawn_recurring(queue, limit)
           'expires', 0, 'queue', queue, 'retries', r[5] or 5, 'remaining', r[5] or 5,
           'spawned_from_jid', jid, 'failure', '{}', 'created', Engine.now, 'updated', Engine.now)
         Job.retag(child, {}, tags)
-        Job.history(child, 'put', { q = queue })
-        Queue.enqueue(queue, child, priority)
+        if Engine.qless then
+          -- qless puts a child at the time it was due.
+          Job.append_history(child,
+            cjson.encode({ what = 'put', when = math.floor(score), q = queue }))
+          Queue.enqueue(queue, child, priority, score)
+        else
+          Job.history(child, 'put', { q = queue })
+          Queue.enqueue(queue, child, priority)
+        end
         score = score + interval
       end
       spawned = spawned + n

@@ -1,9 +1,9 @@
 -- reclaim: taking back the jobs of workers whose locks expired (used by pop and housekeeping).
 --
--- Two rules for what an expired lock costs a job (the caller chooses, per call):
--- * qless's (`pop`, the command qless clients call): each expiry after the grace period uses up
---   one of the job's retries; none left, it fails in failed-retries-<queue>;
--- * ours (`pop.lean`, `await`, hand-offs, `maintain`: our worker and the scheduler service): a
+-- Two rules for what an expired lock costs a job, by the dialect of the call (lua/README.md):
+-- * qless's (calls in the qless dialect: the bundle qless clients load): each expiry after the
+--   grace period uses up one of the job's retries; none left, it fails in failed-retries-<queue>;
+-- * ours (the native dialect: our client, worker and scheduler service, whatever the command): a
 --   lost worker is not the job's own error, so its retries are left alone. The job runs again at
 --   most `lost-worker-retries` times (default 2) after lost workers (counted in its `lost`
 --   field); the next loss fails it in group `worker-lost` with a message naming the worker and
@@ -42,7 +42,7 @@ end
 
 local function exhaust(queue, jid, worker)
   Job.fail(jid, { state = 'running', queue = queue, worker = worker }, worker,
-    'failed-retries-' .. queue, 'Job exhausted retries in queue "' .. queue .. '"')
+    'failed-retries-' .. queue, 'Job exhausted retries in queue "' .. queue .. '"', nil, 'lock')
 end
 
 local function lost(queue, jid, worker, expires, allowance)
@@ -69,12 +69,12 @@ end
 
 -- Expired locks of `queue` (at most `limit`). The first expiry of a lock gives its worker a
 -- grace period (lock_lost, history 'timed-out'); the next one returns the job for the caller to
--- hand out, or fails it: with `qless_rule` it uses up a retry (failed-retries-<queue> when none
--- are left), else it counts against lost-worker-retries (see the top of this file).
+-- hand out, or fails it: in the qless dialect it uses up a retry (failed-retries-<queue> when
+-- none are left), in ours it counts against lost-worker-retries (see the top of this file).
 -- A returned job stops running, so it gives back its concurrency-key and throttle slots
 -- (include/slots.lua), unless `handing_out`: pop gives it straight to its new worker, slots and all.
 -- Returns the reclaimed jids and how many jobs were failed.
-function Queue.invalidate_locks(queue, limit, handing_out, qless_rule)
+function Queue.invalidate_locks(queue, limit, handing_out)
   local reclaimed = {}
   local expired = redis.call('zrangebyscore', Keys.locks(queue), '-inf', Engine.now, 'LIMIT', 0, limit)
   if #expired == 0 then return reclaimed, 0 end
@@ -91,19 +91,21 @@ function Queue.invalidate_locks(queue, limit, handing_out, qless_rule)
       redis.call('zrem', Keys.worker_jobs(worker), jid)
       redis.call('zadd', Keys.locks(queue), Engine.now + grace, jid)
       redis.call('hset', Keys.job(jid), 'grace', 1)
-      Job.history(jid, 'timed-out', { worker = worker })
+      Job.history(jid, 'timed-out', not Engine.qless and { worker = worker } or nil)
       Stats.bump(queue, 'retries', 1)
       Events.tracked('stalled', jid)
       Events.to_worker(worker, 'lock_lost', jid)
     else
       if grace <= 0 then
+        -- qless records the time-out whatever the grace period.
+        if Engine.qless then Job.history(jid, 'timed-out') end
         Events.tracked('stalled', jid)
         Events.to_worker(worker, 'lock_lost', jid)
         Stats.bump(queue, 'retries', 1)
       end
       redis.call('zrem', Keys.worker_jobs(worker), jid)
       local again
-      if qless_rule then
+      if Engine.qless then
         again = tonumber(redis.call('hincrby', Keys.job(jid), 'remaining', -1)) >= 0
         if not again then exhaust(queue, jid, worker) end
       else

@@ -1,0 +1,112 @@
+-- qless: the qless dialect's replies (api.lua calls Qless.reply after every command of a call in
+-- the qless convention; the native dialect never comes here).
+--
+-- A qless client reads replies as qless-core writes them: an empty list is `{}` (cjson's
+-- encoding of an empty table), a job object has exactly qless's fields, `queues` has no counts
+-- of ours, `config.get` names the application. The commands' own
+-- code stays the one engine; only the reply's shape is translated here, at the cost of one JSON
+-- decode and encode per reply in this dialect. Semantics that differ deeply read `Engine.qless`
+-- where they are (the table in README.md's engine section lists every difference).
+-- @include engine
+-- @include keys
+local Qless = {}
+
+-- The fields of a qless job object; ours (created, updated, result, ttl, ...) are left out.
+local JOB_FIELDS = { 'jid', 'klass', 'state', 'queue', 'worker', 'tracked', 'priority', 'expires',
+  'retries', 'remaining', 'data', 'tags', 'history', 'failure', 'spawned_from_jid', 'dependents',
+  'dependencies' }
+
+-- The fields of a history entry qless writes (ours add the worker's host and pid).
+local HISTORY_FIELDS = { 'what', 'q', 'worker', 'group' }
+
+local function history_entry(entry)
+  local out = {}
+  for _, name in ipairs(HISTORY_FIELDS) do out[name] = entry[name] end
+  -- qless records whole seconds.
+  if type(entry.when) == 'number' then out.when = math.floor(entry.when) end
+  for name, value in pairs(entry) do
+    -- A `log` entry's own fields are the client's: kept as given.
+    if out[name] == nil and name ~= 'when' and name ~= 'host' and name ~= 'pid' then
+      out[name] = value
+    end
+  end
+  return out
+end
+
+-- A job object (decoded) in qless's shape.
+function Qless.job(job)
+  local out = {}
+  for _, name in ipairs(JOB_FIELDS) do out[name] = job[name] end
+  -- qless empties a completed job's queue.
+  if out.state == 'complete' then out.queue = '' end
+  local history = {}
+  for i, entry in ipairs(job.history or {}) do history[i] = history_entry(entry) end
+  out.history = history
+  return out
+end
+
+local function jobs(list)
+  local out = {}
+  for i, job in ipairs(list) do out[i] = Qless.job(job) end
+  return out
+end
+
+-- command -> function(decoded reply) -> the qless reply as a Lua value (encoded after).
+local SHAPES = {}
+
+SHAPES['get'] = Qless.job
+SHAPES['multiget'] = jobs
+SHAPES['peek'] = jobs
+SHAPES['pop'] = jobs
+
+SHAPES['track'] = function(reply)
+  if type(reply) ~= 'table' then return reply end
+  return { jobs = jobs(reply.jobs or {}), expired = reply.expired or {} }
+end
+
+SHAPES['queues'] = function(reply)
+  local function counts(queue)
+    queue.parked, queue.buried = nil, nil
+    return queue
+  end
+  if reply.name then return counts(reply) end
+  for _, queue in ipairs(reply) do counts(queue) end
+  return reply
+end
+
+SHAPES['stats'] = function(reply)
+  reply.calls = nil -- ours (queue.stats)
+  return reply
+end
+
+-- The settings qless lists among its defaults; ours are shown only once set.
+local QLESS_DEFAULTS = {
+  ['grace-period'] = true, heartbeat = true, ['histogram-history'] = true,
+  ['jobs-history'] = true, ['jobs-history-count'] = true, ['stats-history'] = true,
+}
+
+SHAPES['config.get'] = function(reply)
+  if type(reply) ~= 'table' then return reply end -- one setting's value
+  for name in pairs(reply) do
+    if not QLESS_DEFAULTS[name] and redis.call('hexists', Keys.config(), name) == 0 then
+      reply[name] = nil
+    end
+  end
+  reply.application = 'qless'
+  return reply
+end
+
+-- Replies that only need qless's encoding of empty lists.
+local function same(reply) return reply end
+SHAPES['workers'] = same
+SHAPES['tag'] = same
+SHAPES['recur.tag'] = same
+SHAPES['recur.untag'] = same
+
+-- The reply of `command` (called with `args`) for a qless client.
+function Qless.reply(command, result, args)
+  local shape = SHAPES[command]
+  if not shape or type(result) ~= 'string' then return result end
+  if command == 'config.get' and args[1] ~= nil then return result end
+  return cjson.encode(shape(cjson.decode(result)))
+end
