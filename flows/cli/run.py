@@ -26,6 +26,7 @@ from flows.validate import InvalidFlow, load_flow
 from flows.worker_hook import prepare
 from scheduler.client import Client
 from scheduler.worker import Worker
+from scheduler.worker.loader import import_path
 
 STATUS_STYLE = {
     "success": "green",
@@ -100,6 +101,7 @@ def _follow(
     """Run a local worker on the run's queues until the run has finished or Ctrl-C (printing
     the steps' lines as they come with ``logs``, else a live table); returns the run as it is
     then and whether it was interrupted."""
+    import_path()  # job modules beside where `flows run` was started, as in every worker mode
     worker = Worker(
         Client.from_engine(client.engine),
         queues,

@@ -65,3 +65,27 @@ def test_path_adds_a_folder_to_import_from(
     done = burst(server, start, "--processes", processes, "--path", "../lib")
     assert done.returncode == 0, done.stderr
     assert client.jobs[jid].result == {"from": str(lib / "libtasks.py")}
+
+
+def test_flows_run_imports_job_modules_from_the_working_directory(
+    server: EmbeddedServer, client: Client, tmp_path: Path
+) -> None:
+    (tmp_path / "cwdtasks.py").write_text(TASK)
+    pipelines = tmp_path / "pipelines"
+    pipelines.mkdir()
+    flow = "version: 1\nname: cwdimport\nsteps:\n  hello:\n    job: cwdtasks.hello\n"
+    (pipelines / "f.yaml").write_text(flow)
+    env = dict(os.environ, FLOWS_REDIS_URL=server.url)
+    env.pop("PYTHONPATH", None)
+    done = subprocess.run(
+        [FLOWS, "run", "pipelines/f.yaml"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    [jid] = [j for j in client.redis.keys("ql:j:*") if j.endswith(":hello")]
+    job = client.jobs[jid.removeprefix("ql:j:")]
+    assert job.result == {"from": str(tmp_path / "cwdtasks.py")}
