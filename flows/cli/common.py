@@ -47,10 +47,17 @@ def table(title: str | None, columns: Sequence[str], rows: Sequence[Sequence[Any
     """Print a table. Cells are shown as given (a job id, a message, a state are never read as
     markup); a :class:`rich.text.Text` cell keeps its style."""
     out = Table(title=title and Text(title), title_justify="left", header_style="bold")
-    for column in columns:
-        out.add_column(column)
-    for row in rows:
-        out.add_row(*(_cell(cell) for cell in row))
+    cells = [[_cell(cell) for cell in row] for row in rows]
+    # The first column names things (a run id, a jid, a worker) that users copy into the next
+    # command: it is never shortened; the other columns give way on a narrow screen.
+    widest = max((row[0].cell_len for row in cells if row), default=0)
+    for index, column in enumerate(columns):
+        if index == 0:
+            out.add_column(column, no_wrap=True, min_width=max(widest, len(column)))
+        else:
+            out.add_column(column)
+    for row in cells:
+        out.add_row(*row)
     console.print(out)
 
 
