@@ -6,10 +6,12 @@
 -- `now` is epoch seconds; the empty string means the server's clock.
 -- After the command, the jobs it made waiting go to idle workers (include/handoff.lua).
 -- Errors: UNKNOWNCOMMAND, INVALID (now, prefix), and whatever the command raises.
+-- Engine.dispatch_read is the read-only entry (FCALL_RO): the commands of include/reads.lua only.
 -- @include engine
 -- @include errors
 -- @include args
 -- @include events
+-- @include reads
 
 local api = {}
 
@@ -96,5 +98,13 @@ end
 function Engine.dispatch(keys, args)
   local ok, result = pcall(run, keys, args)
   if ok then return result end
-  return Err.reply(result)
+  return Err.reply(result, display(tostring(args[1])))
+end
+
+function Engine.dispatch_read(keys, args)
+  if not Reads[args[1]] then
+    return redis.error_reply('INVALID Engine(): ' .. string.format('%q', tostring(args[1]))
+      .. ' is not a read-only command; call it through the read-write entry')
+  end
+  return Engine.dispatch(keys, args)
 end
