@@ -4,7 +4,7 @@ Faults of the server or of the connection (not of the call's arguments) become o
 also raised by the client (:class:`~scheduler.scripts.Engine` translates them)::
 
     ServerError
-    ├── ServerUnavailable       cannot connect, or the connection broke (also a redis ConnectionError)
+    ├── ServerUnavailable       cannot connect, or the connection broke
     ├── AuthenticationFailed    wrong user name or password (also a redis AuthenticationError)
     ├── ServerOutOfMemory       the server is at maxmemory and refuses writes
     ├── ServerReadOnly          the server is a read-only replica
@@ -95,8 +95,8 @@ def user_of(client: redis.Redis) -> str:
     return str(client.connection_pool.connection_kwargs.get("username") or "default")
 
 
-def where(client: redis.Redis, prefix: str) -> str:
-    return f"Redis at {address(client)} (namespace {prefix})"
+def where(client: redis.Redis, prefix: str | None = None) -> str:
+    return f"Redis at {address(client)}" + (f" (namespace {prefix})" if prefix else "")
 
 
 def _is_embedded(client: redis.Redis) -> bool:
@@ -122,7 +122,7 @@ def _call(command: str | None) -> str:
 def translate(
     error: redis.RedisError,
     client: redis.Redis,
-    prefix: str,
+    prefix: str | None = None,
     command: str | None = None,
 ) -> ServerFault | None:
     """The fault class for a redis-py error raised calling ``command``; None if it is none.
@@ -133,7 +133,7 @@ def translate(
     if isinstance(error, ServerFault):
         return error
     at = where(client, prefix)
-    reason = shorten(str(error))
+    reason = shorten(str(error)).rstrip(".")
     if isinstance(error, redis.exceptions.AuthenticationError) or reason.startswith(
         ("WRONGPASS", "NOAUTH", "invalid username-password")
     ):

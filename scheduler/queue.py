@@ -397,8 +397,7 @@ class Queue:
         elif now != "":
             when = float(now)
         else:
-            seconds, micros = self.client.redis.time()
-            when = seconds + micros / 1e6
+            when = self.client.engine.server_time()
         return as_dict(self._call("stats", self.name, when, now=now))
 
     def statistics(self, date: float | datetime | None = None, *, now: Now = "") -> dict[str, Any]:

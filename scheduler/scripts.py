@@ -220,6 +220,17 @@ class Engine:
         connection (naming the server and namespace), else as it is."""
         return faults.translate(error, self.redis, self.key_prefix, command) or error
 
+    def server_time(self) -> float:
+        """The server's clock (``TIME``) in epoch seconds: every process agrees on it."""
+        try:
+            seconds, micros = self.redis.time()
+        except redis.RedisError as error:
+            fault = self.fault(error, "time")
+            if fault is error:
+                raise
+            raise fault from error
+        return float(seconds) + float(micros) / 1_000_000
+
     # -- calling ---------------------------------------------------------------------------
 
     def call(self, command: str, *args: Any, now: float | str = "") -> Any:

@@ -169,8 +169,7 @@ class SchedulerService:
 
     def server_time(self) -> float:
         """The Redis server's clock: every service agrees on it."""
-        seconds, micros = self.client.redis.time()
-        return float(seconds) + float(micros) / 1_000_000
+        return self.client.engine.server_time()
 
     def _now(self, now: float | None) -> float:
         return self.server_time() if now is None else now
