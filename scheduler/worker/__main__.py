@@ -12,12 +12,11 @@ import os
 import sys
 
 from scheduler.client import Client
-from scheduler.errors import ServerError
+from scheduler.errors import FlowsError
+from scheduler.faults import debug_enabled, one_line
 from scheduler.worker.loader import load_object
+from scheduler.worker.pool import EXIT_CONFIG
 from scheduler.worker.worker import Worker
-
-#: Exit status when the server is configured unsafely (sysexits' EX_CONFIG).
-EXIT_CONFIG = 78
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -39,28 +38,30 @@ def main(argv: list[str] | None = None) -> int:
         stream=sys.stderr,
         format="%(asctime)s %(levelname)s %(name)s[%(process)d] %(message)s",
     )
-    client = Client(
-        os.environ.get("FLOWS_REDIS_URL"),
-        namespace=os.environ.get("FLOWS_NAMESPACE"),
-        worker_name=args.name,
-    )
-    worker = Worker(
-        client,
-        [q for q in args.queues.split(",") if q],
-        strategy=args.strategy,
-        threads=args.threads,
-        prefetch=args.prefetch,
-        burst=args.burst,
-        poll_interval=args.poll_interval,
-        shutdown_grace=args.shutdown_grace,
-        prepare=load_object(args.prepare) if args.prepare else None,
-        exit_on_stuck=args.exit_on_stuck,
-    )
     try:
+        client = Client(
+            os.environ.get("FLOWS_REDIS_URL"),
+            namespace=os.environ.get("FLOWS_NAMESPACE"),
+            worker_name=args.name,
+        )
+        worker = Worker(
+            client,
+            [q for q in args.queues.split(",") if q],
+            strategy=args.strategy,
+            threads=args.threads,
+            prefetch=args.prefetch,
+            burst=args.burst,
+            poll_interval=args.poll_interval,
+            shutdown_grace=args.shutdown_grace,
+            prepare=load_object(args.prepare) if args.prepare else None,
+            exit_on_stuck=args.exit_on_stuck,
+        )
         return worker.run()
-    except ServerError as error:  # an unsafe server: say how to fix it, no traceback
-        logging.getLogger("flows.worker").error("%s", error)
-        return EXIT_CONFIG
+    except Exception as error:  # one line that says what to fix (the traceback with FLOWS_DEBUG)
+        logging.getLogger("flows.worker").error(
+            "%s", one_line(error), exc_info=error if debug_enabled() else None
+        )
+        return EXIT_CONFIG if isinstance(error, FlowsError) else 1
 
 
 if __name__ == "__main__":

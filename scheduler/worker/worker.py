@@ -49,6 +49,7 @@ from typing import Any
 import redis
 
 from scheduler import limits
+from scheduler.backoff import Backoff, transient
 from scheduler.client import Client
 from scheduler.errors import EngineError
 from scheduler.job import Job, dumps
@@ -165,6 +166,10 @@ class Worker:
         self._retired: set[int] = set()  # idents of abandoned slot threads
         self._pace: float | None = None  # running mean of run times, seconds
         self._wake = threading.Event()  # for run(): stop requested, or a burst is over
+        self._halt = threading.Event()  # set once by stop(): ends pauses between retries
+        # Faults of the server (away, full, read-only) are waited out, logged once per change.
+        self._fetch_backoff = Backoff(log, f"worker {self.name}: fetching", client=client.redis)
+        self._beat_backoff = Backoff(log, f"worker {self.name}: heartbeats", client=client.redis)
         self._refill = threading.Event()  # for the refiller: the buffer runs low
         self._monitor_wake = threading.Event()
         self._done = threading.Event()
@@ -181,9 +186,9 @@ class Worker:
         Raises :class:`~scheduler.safety.UnsafeServer` before taking any job when the server's
         eviction policy could drop jobs.
         """
-        check_eviction_policy(self.client.redis, who=f"worker {self.name}")
         self._install_signals()
-        self._register()
+        if not self._start_up():
+            return 0
         helpers = [
             threading.Thread(target=self._listen, name="flows-listener", daemon=True),
             threading.Thread(target=self._monitor, name="flows-monitor", daemon=True),
@@ -228,7 +233,26 @@ class Worker:
     def stop(self) -> None:
         """Stop taking jobs; running jobs get ``shutdown_grace`` seconds, then are handed back."""
         self._stopping = True
+        self._halt.set()
         self._wake.set()
+
+    def _start_up(self) -> bool:
+        """Check the server and register, waiting out a server that is away, full or read-only
+        (a worker started with it, or restarted by its pool, must not crash-loop); False if
+        stopped meanwhile. A wrong password or a missing permission raises."""
+        backoff = Backoff(log, f"worker {self.name}: starting", client=self.client.redis)
+        while not self._stopping:
+            try:
+                check_eviction_policy(self.client.redis, who=f"worker {self.name}")
+                self._register()
+            except Exception as error:
+                if not transient(error):
+                    raise
+                self._halt.wait(backoff.failed(error))
+                continue
+            backoff.succeeded()
+            return True
+        return False
 
     # -- slots: take a job, run it, report it ----------------------------------------------------
 
@@ -288,12 +312,9 @@ class Worker:
             jobs: list[Active] = []
             try:
                 jobs = self._fetch()
-            except (redis.ConnectionError, redis.TimeoutError) as error:
-                log.warning("worker %s cannot reach Redis (%s); retrying", self.name, error)
-                time.sleep(min(self.poll_interval, 1.0))
-            except Exception:
-                log.exception("worker %s could not fetch jobs; retrying", self.name)
-                time.sleep(min(self.poll_interval, 1.0))
+                self._fetch_backoff.succeeded()
+            except Exception as error:  # the other slots wait for this one's next attempt
+                self._halt.wait(self._fetch_backoff.failed(error))
             finally:
                 self._end_fetch(jobs)
 
@@ -753,8 +774,9 @@ class Worker:
         try:
             results = pipe.execute()
         except redis.RedisError as error:
-            log.warning("heartbeat failed (%s); will try again", error)
+            self._beat_backoff.failed(error)  # retried at the next tick; logged once per fault
             return
+        self._beat_backoff.succeeded()
         for active, result in zip(due, results, strict=True):
             if isinstance(result, EngineError):
                 self._stop_job(active, "lock-lost", LockLostInterrupt)
