@@ -32,7 +32,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from types import FrameType
 
-from scheduler.backoff import Backoff, transient
+from scheduler.backoff import Backoff
 from scheduler.client import Client
 from scheduler.cron import DEFAULT_GRACE_SECONDS, MAX_CATCHUP_RUNS, Skip
 from scheduler.errors import EngineError
@@ -448,24 +448,6 @@ class SchedulerService:
 
         return run
 
-    def _check_server(self) -> bool:
-        """The eviction policy check, waiting out a server that is away, full or read-only;
-        False if stopped meanwhile."""
-        backoff = Backoff(log, f"scheduler {self.service_id}: starting", client=self.client.redis)
-        while not self._stopping.is_set():
-            try:
-                check_eviction_policy(
-                    self.client.redis, who=f"scheduler service {self.service_id}"
-                )
-            except Exception as error:
-                if not transient(error):
-                    raise
-                self._stopping.wait(backoff.failed(error))
-                continue
-            backoff.succeeded()
-            return True
-        return False
-
     def stop(self) -> None:
         """Ask :meth:`run` to finish the steps in progress and return."""
         self._stopping.set()
@@ -475,10 +457,9 @@ class SchedulerService:
         interval, never two of one kind at once; a late step runs once, not once per miss."""
         from apscheduler.schedulers.background import BackgroundScheduler
 
+        check_eviction_policy(self.client.redis, who=f"scheduler service {self.service_id}")
         if install_signals:
             self._install_signals()
-        if not self._check_server():
-            return
         log.info("scheduler %s watching %s", self.service_id, self.flows_dir)
         # The first scan runs next to the first ticks, not before them: what is registered
         # already fires from Redis while a large folder is still being validated.

@@ -29,6 +29,8 @@ def user_errors() -> Iterator[None]:
     try:
         yield
     except FlowsError as error:
+        if faults.debug_enabled():
+            raise
         raise click.ClickException(str(error)) from None
 
 

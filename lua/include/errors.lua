@@ -23,15 +23,13 @@ function Err.reply(raised, command)
   if type(raised) == 'table' and raised.flows_error then
     return redis.error_reply(raised.flows_error)
   end
-  if type(raised) == 'table' and raised.err then
-    local text = tostring(raised.err)
-    for _, refusal in ipairs(REFUSALS) do
-      if string.find(text, refusal[1]) then
-        return redis.error_reply(refusal[2] .. ' ' .. command .. '(): ' .. text)
-      end
+  -- redis.call raises an error reply as a table ({err = ...}); an ACL refusal as a string.
+  local text = tostring(type(raised) == 'table' and raised.err or raised)
+  for _, refusal in ipairs(REFUSALS) do
+    if string.find(text, refusal[1]) then
+      return redis.error_reply(refusal[2] .. ' ' .. command .. '(): ' .. text)
     end
-    -- an error reply from redis.call (for example WRONGTYPE): report it as an engine bug
-    return redis.error_reply('INTERNAL ' .. tostring(raised.err))
   end
-  return redis.error_reply('INTERNAL ' .. tostring(raised))
+  -- anything else (WRONGTYPE, a Lua runtime error) is an engine bug
+  return redis.error_reply('INTERNAL ' .. text)
 end

@@ -11,6 +11,7 @@ import logging
 import os
 import sys
 
+from scheduler.backoff import transient
 from scheduler.client import Client
 from scheduler.errors import FlowsError
 from scheduler.faults import debug_enabled, one_line
@@ -55,13 +56,14 @@ def main(argv: list[str] | None = None) -> int:
             shutdown_grace=args.shutdown_grace,
             prepare=load_object(args.prepare) if args.prepare else None,
             exit_on_stuck=args.exit_on_stuck,
+            wait_for_server=True,  # the pool checked it at start: it is away only for a while
         )
         return worker.run()
     except Exception as error:  # one line that says what to fix (the traceback with FLOWS_DEBUG)
         logging.getLogger("flows.worker").error(
             "%s", one_line(error), exc_info=error if debug_enabled() else None
         )
-        return EXIT_CONFIG if isinstance(error, FlowsError) else 1
+        return 1 if transient(error) or not isinstance(error, FlowsError) else EXIT_CONFIG
 
 
 if __name__ == "__main__":

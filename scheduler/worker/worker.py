@@ -52,6 +52,7 @@ from scheduler import limits
 from scheduler.backoff import Backoff, transient
 from scheduler.client import Client
 from scheduler.errors import EngineError
+from scheduler.faults import ServerOutOfMemory
 from scheduler.job import Job, dumps
 from scheduler.safety import check_eviction_policy
 from scheduler.worker import runner
@@ -129,6 +130,7 @@ class Worker:
         prepare: Prepare | None = None,
         exit_on_stuck: bool = False,
         prefetch: int = 64,
+        wait_for_server: bool = False,
     ) -> None:
         if not queues:
             raise ValueError("a worker needs at least one queue")
@@ -146,6 +148,7 @@ class Worker:
         self.prepare = prepare
         self.exit_on_stuck = exit_on_stuck
         self.prefetch = max(0, prefetch)
+        self.wait_for_server = wait_for_server
         self._own_sandbox = sandbox_root is None
         self.sandbox_root = sandbox_root or Path(tempfile.mkdtemp(prefix="flows-worker-"))
         self._fetcher = Fetcher(client, self.queues, strategy, poll_interval)
@@ -237,16 +240,19 @@ class Worker:
         self._wake.set()
 
     def _start_up(self) -> bool:
-        """Check the server and register, waiting out a server that is away, full or read-only
-        (a worker started with it, or restarted by its pool, must not crash-loop); False if
-        stopped meanwhile. A wrong password or a missing permission raises."""
+        """Check the server and register, waiting out a full server (a worker must not
+        crash-loop on one) and, with ``wait_for_server``, one that is away (a pool's worker
+        restarted while it is); False if stopped meanwhile. Other faults raise."""
         backoff = Backoff(log, f"worker {self.name}: starting", client=self.client.redis)
         while not self._stopping:
             try:
                 check_eviction_policy(self.client.redis, who=f"worker {self.name}")
                 self._register()
             except Exception as error:
-                if not transient(error):
+                waits = isinstance(error, ServerOutOfMemory) or (
+                    self.wait_for_server and transient(error)
+                )
+                if not waits:
                     raise
                 self._halt.wait(backoff.failed(error))
                 continue
