@@ -170,9 +170,10 @@ def translate(
     if isinstance(error, redis.exceptions.NoPermissionError) or "ACL failure" in reason:
         refused = _redis_command(reason)
         what = f"Redis command {refused!r}" if refused else "a key or command it needs"
+        needed = "" if command in (None, refused) else f" (needed by engine command {command!r})"
         return PermissionDenied(
-            f"{at}: ACL user {user_of(client)!r} may not run {what}, so {_call(command)} was "
-            "refused and nothing changed; use a user granted it (see docs/acl.md)",
+            f"{at}: ACL user {user_of(client)!r} may not run {what}{needed}, so nothing was done;"
+            " use a user granted it (see docs/acl.md)",
             where=at,
             command=refused or command,
         )

@@ -149,7 +149,7 @@ def test_the_viewer_reads_and_every_write_names_what_was_refused(
         assert "flows-viewer" in line and "docs/acl.md" in line
         for name in ("run", "cancel"):
             one_line_error(
-                *run(every[name], url), "ACL user 'flows-viewer' may not run", "nothing changed"
+                *run(every[name], url), "ACL user 'flows-viewer' may not run", "nothing was done"
             )
 
 
