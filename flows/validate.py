@@ -27,6 +27,7 @@ from flows.limit_checks import check_limits
 from flows.loader import LoadedYaml, Trap, load_file, load_yaml
 from flows.model import Action, Flow, Param, Schedule, Step
 from flows.model_errors import report_model_errors
+from flows.run_checks import check_run
 from flows.schedule_checks import check_schedule
 from flows.template_checks import TemplateChecker, check_template_places
 from scheduler.errors import FlowsError
@@ -143,14 +144,23 @@ def validate_loaded(
     *,
     check_imports_too: bool = False,
     now: float | None = None,
+    expand_too: bool = False,
 ) -> Validation:
-    """Validate an already loaded document (see the module doc for the order of checks)."""
+    """Validate an already loaded document (see the module doc for the order of checks).
+
+    ``expand_too``: also expand a valid flow with its param defaults and check what a run
+    would be refused for (:mod:`flows.run_checks`; ``flows validate`` does).
+    """
     with gc_paused():
-        return _validate_loaded(loaded, flow_dir, check_imports_too, now)
+        return _validate_loaded(loaded, flow_dir, check_imports_too, now, expand_too)
 
 
 def _validate_loaded(
-    loaded: LoadedYaml, flow_dir: Path, check_imports_too: bool, now: float | None
+    loaded: LoadedYaml,
+    flow_dir: Path,
+    check_imports_too: bool,
+    now: float | None,
+    expand_too: bool = False,
 ) -> Validation:
     sink = FindingSink(loaded.file, loaded.source_map.locate, list(loaded.findings))
     data = loaded.data
@@ -179,6 +189,8 @@ def _validate_loaded(
         check_limits(flow, sink)
         if check_imports_too:
             check_imports(flow, flow_dir, sink)
+        if expand_too and not has_errors(sink.findings):
+            check_run(flow, flow_dir, sink, now or time.time())
     findings = sort_findings(sink.findings)
     return Validation(loaded.file, flow_dir, None if has_errors(findings) else flow, findings)
 
@@ -228,13 +240,16 @@ def validate_text(
 
 
 def validate_file(
-    path: Path, *, check_imports: bool = False, now: float | None = None
+    path: Path, *, check_imports: bool = False, now: float | None = None, expand: bool = False
 ) -> Validation:
-    """Validate the flow file at ``path`` (findings name it as given)."""
+    """Validate the flow file at ``path`` (findings name it as given); ``expand``: also check
+    what a run with the param defaults would be refused for (``flows validate``)."""
     flow_dir = path.resolve().parent
     with gc_paused():  # also between loading and validating: see flows.gc_pause
         loaded = load_file(path)
-        result = validate_loaded(loaded, flow_dir, check_imports_too=check_imports, now=now)
+        result = validate_loaded(
+            loaded, flow_dir, check_imports_too=check_imports, now=now, expand_too=expand
+        )
         del loaded  # freed before the collector is back, which then need not look at it
     return result
 

@@ -52,6 +52,18 @@ _FAULTS = (
 )
 
 
+# Longest text quoted in a one-line message (a server reply, a value from a file).
+MAX_QUOTE = 300
+
+
+def shorten(text: str, limit: int = MAX_QUOTE) -> str:
+    """``text`` on one line, cut to ``limit`` characters with a note of how much was left out."""
+    flat = " ".join(str(text).split())
+    if len(flat) <= limit:
+        return flat
+    return f"{flat[:limit]}... ({len(flat) - limit:,} more characters)"
+
+
 class FlowsError(Exception):
     """Base class of every error this project raises on purpose."""
 
@@ -154,5 +166,6 @@ __all__ = [
     "TooLarge",
     "UnknownCommand",
     "WrongState",
+    "shorten",
     "translate",
 ]

@@ -27,11 +27,9 @@ from typing import Any
 
 import redis
 
-from scheduler.errors import EngineError, FlowsError, ServerError
+from scheduler.errors import EngineError, FlowsError, ServerError, shorten
 
 ENV_DEBUG = "FLOWS_DEBUG"
-# Longest message text quoted from elsewhere (a server reply, an exception) in one line.
-MAX_QUOTE = 300
 
 
 class ServerFault(ServerError):
@@ -64,14 +62,6 @@ class ServerReadOnly(ServerFault, redis.exceptions.ReadOnlyError):
 
 class PermissionDenied(ServerFault, redis.exceptions.NoPermissionError):
     """The ACL user may not run ``command`` (or read or write one of its keys)."""
-
-
-def shorten(text: str, limit: int = MAX_QUOTE) -> str:
-    """``text`` on one line, cut to ``limit`` characters with a note of how much was left out."""
-    flat = " ".join(str(text).split())
-    if len(flat) <= limit:
-        return flat
-    return f"{flat[:limit]}... ({len(flat) - limit} more characters)"
 
 
 def debug_enabled() -> bool:
@@ -208,7 +198,6 @@ __all__ = [
     "address",
     "debug_enabled",
     "one_line",
-    "shorten",
     "translate",
     "where",
 ]

@@ -83,6 +83,29 @@ CASES: dict[str, tuple[str, str]] = {
         HEAD + "steps:\n  a: {job: tasks.a, foreach: {items: 5}}\n",
         "items",
     ),
+    # Only expanding the flow shows these: flows validate does, as flows run does.
+    "foreach-over-a-param-of-10001": (
+        HEAD
+        + "params:\n  many: {type: array, default: ["
+        + ", ".join("1" * 10_001)
+        + "]}\nsteps:\n  a: {job: tasks.a, foreach: {items: '${{ params.many }}', as: it},"
+        " with: {n: '${{ it }}'}}\n",
+        "10001 items; the limit is 10000",
+    ),
+    "a-param-default-over-the-payload-limit": (
+        HEAD
+        + "params:\n  blob: {type: string, default: '"
+        + "x" * 600_000
+        + "'}\nsteps:\n  a: {job: tasks.a, with: {blob: '${{ params.blob }}'}}\n",
+        "more than the limit of 524288",
+    ),
+}
+
+# Where flows validate reports the expansion cases (line:col of the value to change).
+PLACES = {
+    "foreach-over-a-param-of-10001": "bad.yaml:7:38: error: steps.a.foreach.items: 10001 items",
+    "a-param-default-over-the-payload-limit": "bad.yaml:7:27: error: step 'a': FlowSubmit(): "
+    'Arg "data" is 600',
 }
 
 
@@ -101,13 +124,20 @@ def test_flows_run_refuses_a_bad_file_and_changes_nothing(
 
 
 @pytest.mark.parametrize("name", list(CASES))
-def test_flows_validate_reports_a_bad_file(name: str, tmp_path: Path) -> None:
-    text, _ = CASES[name]
+def test_flows_validate_reports_a_bad_file(
+    name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Everything flows run refuses, flows validate reports (with the same words)."""
+    text, expected = CASES[name]
     path = tmp_path / "bad.yaml"
     path.write_text(text)
-    result = CliRunner().invoke(main, ["validate", str(path)])
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(main, ["validate", "bad.yaml"])
     assert result.exit_code == 1, result.output
     assert "Traceback" not in result.output
+    assert expected.lower() in result.output.lower(), result.output
+    if name in PLACES:
+        assert PLACES[name] in result.output, result.output
 
 
 def test_bad_params_are_refused_and_change_nothing(
