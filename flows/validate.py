@@ -132,10 +132,19 @@ def _valid(model: type[M], raw: Any) -> M | None:
         bad = {str(e["loc"][0]) for e in error.errors() if e["loc"]}
         if not bad or "needs" in bad or not bad <= raw.keys():
             return None
-        try:
-            return model.model_validate({k: v for k, v in raw.items() if k not in bad})
-        except ValidationError:
-            return None
+        kept = {k: v for k, v in raw.items() if k not in bad}
+        tries = [kept]
+        foreach = raw.get("foreach")
+        if "foreach" in bad and isinstance(foreach, dict):
+            # Items the model refused (too many, say) still name the foreach variable, which
+            # the templates of the step may use.
+            tries.insert(0, {**kept, "foreach": {**foreach, "items": []}})
+        for attempt in tries:
+            try:
+                return model.model_validate(attempt)
+            except ValidationError:
+                continue
+        return None
 
 
 def validate_loaded(

@@ -99,7 +99,25 @@ CASES: dict[str, tuple[str, str]] = {
         + "'}\nsteps:\n  a: {job: tasks.a, with: {blob: '${{ params.blob }}'}}\n",
         "more than the limit of 524288",
     ),
+    "plain-key-over-1024": (
+        HEAD + "steps:\n  " + "b" * 1100 + ": {job: tasks.a}\n",
+        "a plain key is 1,100 characters; YAML allows at most 1,024",
+    ),
+    "question-key-10000": (
+        HEAD + "steps:\n  ? " + "a" * 10_000 + "\n  : {job: tasks.a}\n",
+        "(10,002 characters) is longer than 64 characters",
+    ),
+    "literal-foreach-of-10001": (
+        HEAD
+        + "steps:\n  a: {job: tasks.a, foreach: {items: ["
+        + ", ".join("1" * 10_001)
+        + "], as: it}, with: {n: '${{ it }}'}}\n",
+        "more than 10000 foreach items",
+    ),
 }
+
+# One finding each, told in a few hundred characters (a long key is not quoted whole).
+SINGLE = ("plain-key-over-1024", "question-key-10000", "literal-foreach-of-10001")
 
 # Where flows validate reports the expansion cases (line:col of the value to change).
 PLACES = {
@@ -138,6 +156,8 @@ def test_flows_validate_reports_a_bad_file(
     assert expected.lower() in result.output.lower(), result.output
     if name in PLACES:
         assert PLACES[name] in result.output, result.output
+    if name in SINGLE:
+        assert "1 error in 1 file" in result.output and len(result.output) < 600, result.output
 
 
 def test_bad_params_are_refused_and_change_nothing(
