@@ -239,11 +239,15 @@ def validate_text(
     flow_dir: Path = Path("."),
     check_imports: bool = False,
     now: float | None = None,
+    expand: bool = False,
 ) -> Validation:
-    """Validate flow text; ``file`` names it in findings, ``flow_dir`` is where it would live."""
+    """Validate flow text; ``file`` names it in findings, ``flow_dir`` is where it would live;
+    ``expand`` as for :func:`validate_file`."""
     with gc_paused():  # also between loading and validating: see flows.gc_pause
         loaded = load_yaml(text, file)
-        result = validate_loaded(loaded, flow_dir, check_imports_too=check_imports, now=now)
+        result = validate_loaded(
+            loaded, flow_dir, check_imports_too=check_imports, now=now, expand_too=expand
+        )
         del loaded  # freed before the collector is back, which then need not look at it
     return result
 

@@ -201,3 +201,25 @@ def test_a_read_only_replica_serves_reads_and_refuses_writes_in_one_line(
             assert code == 0, (name, output)
         for name in ("run", "cancel", "worker"):
             one_line_error(*run(every[name], url), "read-only replica", "primary")
+
+
+def test_the_module_entry_points_say_it_in_one_line_too(flows_dir: Path) -> None:
+    """``python -m scheduler`` (the service) and ``python -m scheduler.worker`` (a pool's
+    process), as real processes."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FLOWS_")}
+    service = subprocess.run(
+        [sys.executable, "-m", "scheduler", "--flows-dir", str(flows_dir), "--once",
+         "--redis", UNREACHABLE],
+        capture_output=True, text=True, env=env, timeout=60, check=False,
+    )
+    assert service.returncode == 1
+    assert service.stderr.startswith("Error: cannot reach Redis at 127.0.0.1:1"), service.stderr
+    assert len(service.stderr.splitlines()) == 1 and "s3cret" not in service.stderr
+    worker = subprocess.run(
+        [sys.executable, "-m", "scheduler.worker", "-q", "q"],
+        capture_output=True, text=True, timeout=60, check=False,
+        env={**env, "FLOWS_REDIS_URL": "redis://flows-user:s3cret-pw@[::1/0"},
+    )
+    assert worker.returncode == 78, worker.stderr
+    assert len(worker.stderr.splitlines()) == 1, worker.stderr
+    assert "invalid Redis URL 'redis://flows-user:***@[::1/0'" in worker.stderr
