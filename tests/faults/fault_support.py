@@ -60,6 +60,7 @@ class Valkey:
             'save ""',
             "appendonly no",
             "maxmemory-policy noeviction",
+            "repl-diskless-sync-delay 0",  # a replica catches up at once
             f"dir {folder}",
             *config,
         ]
