@@ -163,7 +163,7 @@ def translate(
         needed = "" if command in (None, refused) else f" (needed by engine command {command!r})"
         return PermissionDenied(
             f"{at}: ACL user {user_of(client)!r} may not run {what}{needed}, so nothing was done;"
-            " use a user granted it (see docs/acl.md)",
+            " use a user granted it (see \"Least-privilege Redis users\" in the docs)",
             where=at,
             command=refused or command,
         )

@@ -27,7 +27,9 @@ from scheduler.client import Client
 from scheduler.server import connect, find_server_binary
 
 ROOT = Path(__file__).resolve().parents[2]
-ACL_DOC = ROOT / "docs" / "acl.md"
+# The page of the least-privilege users (docs/pages/ once the docs are a site).
+_ACL_PAGES = (ROOT / "docs" / "pages" / "acl.md", ROOT / "docs" / "acl.md")
+ACL_DOC = next((path for path in _ACL_PAGES if path.exists()), _ACL_PAGES[-1])
 FLOW = """\
 version: 1
 name: faulty

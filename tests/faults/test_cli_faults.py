@@ -146,7 +146,7 @@ def test_the_viewer_reads_and_every_write_names_what_was_refused(
         code, output = run(["job", "waiting", "--json"], url)
         assert '"state": "waiting"' in output
         line = one_line_error(*run(every["doctor"], url), "may not run Redis command 'scan'")
-        assert "flows-viewer" in line and "docs/acl.md" in line
+        assert "flows-viewer" in line and "Least-privilege Redis users" in line
         for name in ("run", "cancel"):
             one_line_error(
                 *run(every[name], url), "ACL user 'flows-viewer' may not run", "nothing was done"
