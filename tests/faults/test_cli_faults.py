@@ -13,8 +13,12 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 from fault_support import Valkey, acl_users, invoke, populate
 from helpers import assert_unchanged
+
+from flows.cli import main
+from scheduler.errors import ServerUnavailable
 
 UNREACHABLE = "redis://flows-user:s3cret-pw@127.0.0.1:1/0"
 
@@ -87,15 +91,17 @@ def test_a_malformed_url_is_blamed_on_the_url(flow_file: Path, flows_dir: Path) 
         assert "namespace" not in line and "s3cret" not in line, name
 
 
-@pytest.mark.parametrize("how", ["--debug", "FLOWS_DEBUG=1"])
-def test_debug_shows_the_traceback(how: str) -> None:
-    flows = Path(sys.executable).with_name("flows")
+def test_debug_shows_the_traceback(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--debug`` lets the exception through (in-process); ``FLOWS_DEBUG=1`` prints its
+    traceback (a real process)."""
+    monkeypatch.setenv("FLOWS_DEBUG", "0")  # restored after the test: --debug sets it to 1
+    result = CliRunner().invoke(main, ["--debug", "queues", "--redis", UNREACHABLE])
+    assert isinstance(result.exception, ServerUnavailable)
     env = {k: v for k, v in os.environ.items() if k != "FLOWS_DEBUG"}
-    if how == "--debug":
-        args = [str(flows), "--debug", "queues", "--redis", UNREACHABLE]
-    else:
-        args, env["FLOWS_DEBUG"] = [str(flows), "queues", "--redis", UNREACHABLE], "1"
-    done = subprocess.run(args, capture_output=True, text=True, env=env, timeout=60, check=False)
+    done = subprocess.run(
+        [str(Path(sys.executable).with_name("flows")), "queues", "--redis", UNREACHABLE],
+        capture_output=True, text=True, env={**env, "FLOWS_DEBUG": "1"}, timeout=60, check=False,
+    )
     assert done.returncode == 1
     assert "Traceback" in done.stderr
     assert "scheduler.faults.ServerUnavailable: cannot reach Redis at 127.0.0.1:1" in done.stderr
