@@ -8,6 +8,7 @@ loader's source map. Nothing stops at the first problem: the sink collects them 
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -87,14 +88,28 @@ class FindingSink:
         *,
         at_key: bool = False,
     ) -> None:
-        """Record a finding of any severity."""
+        """Record a finding of any severity (long words in it shortened: a 10,000-character
+        key is named by its start and its length, not quoted whole)."""
         line, col = self.locate(path, at_key)
+        message, hint = shorten_words(message), shorten_words(hint)
         self.findings.append(Finding(self.file, line, col, severity, code, message, hint))
 
     @property
     def has_errors(self) -> bool:
         """Whether any error (not just warnings) was recorded."""
         return any(f.severity is Severity.ERROR for f in self.findings)
+
+
+MAX_WORD = 80
+_LONG_WORD = re.compile(rf"\S{{{MAX_WORD + 1},}}")
+
+
+def shorten_words(text: str) -> str:
+    """``text`` with each run of more than :data:`MAX_WORD` non-blank characters cut to its
+    start and its length."""
+    if len(text) <= MAX_WORD:
+        return text
+    return _LONG_WORD.sub(lambda m: f"{m.group()[:40]}... ({len(m.group()):,} characters)", text)
 
 
 def has_errors(findings: Iterable[Finding]) -> bool:

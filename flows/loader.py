@@ -591,7 +591,12 @@ def _load(text: str, file: str, parser_class: Any = _Parser) -> _Builder:
             ours = _own_finding_before(text[: mark.index], file)
             if ours is not None:
                 return ours
-        builder.fail(mark, "yaml-syntax", _syntax_message(error), _syntax_hint(error, text, mark))
+        message, hint = _syntax_message(error), _syntax_hint(error, text, mark)
+        key = _long_plain_key(error, text, mark)
+        if key:
+            message = f"a plain key is {key:,} characters; YAML allows at most {MAX_PLAIN_KEY:,}"
+            hint = "use a shorter key (a step id is at most 64 characters)"
+        builder.fail(mark, "yaml-syntax", message, hint)
     except yaml.YAMLError as error:  # reader errors: control characters and the like
         builder.report((1, 1), "yaml-syntax", str(error).splitlines()[0])
     except _Stop:
@@ -667,6 +672,19 @@ _SYNTAX_HINTS = (
     ("did not find expected ',' or", "close the list or mapping with ']' or '}'"),
     ("found unexpected end of stream", "a quote or bracket is not closed"),
 )
+
+
+# YAML reads a plain (not `? `) key of more characters as no key at all.
+MAX_PLAIN_KEY: Final = 1024
+
+
+def _long_plain_key(error: yaml.MarkedYAMLError, source: str, mark: Any) -> int:
+    """The length of the plain key before ``mark`` when it is what YAML refused, else 0."""
+    if mark is None or "mapping values are not allowed" not in str(error.problem):
+        return 0
+    start = source.rfind("\n", 0, mark.index) + 1
+    key = source[start : mark.index].strip().removeprefix("- ")
+    return len(key) if len(key) > MAX_PLAIN_KEY else 0
 
 
 def _syntax_message(error: yaml.MarkedYAMLError) -> str:

@@ -41,7 +41,11 @@ class FlowsSource:
         would print when the file does not validate.
         """
         resolved = path.resolve()
-        result = validate_text(text, file=str(path), flow_dir=resolved.parent, now=now)
+        # Expanded too, as flows validate does: a flow no run of which could be submitted is
+        # refused now, not at each tick.
+        result = validate_text(
+            text, file=str(path), flow_dir=resolved.parent, now=now, expand=True
+        )
         if result.flow is None:
             errors = [f.format() for f in result.findings if f.severity == "error"]
             raise InvalidSource("\n".join(errors) or f"{path}: invalid flow")

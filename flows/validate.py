@@ -27,6 +27,7 @@ from flows.limit_checks import check_limits
 from flows.loader import LoadedYaml, Trap, load_file, load_yaml
 from flows.model import Action, Flow, Param, Schedule, Step
 from flows.model_errors import report_model_errors
+from flows.run_checks import check_run
 from flows.schedule_checks import check_schedule
 from flows.template_checks import TemplateChecker, check_template_places
 from scheduler.errors import FlowsError
@@ -131,10 +132,19 @@ def _valid(model: type[M], raw: Any) -> M | None:
         bad = {str(e["loc"][0]) for e in error.errors() if e["loc"]}
         if not bad or "needs" in bad or not bad <= raw.keys():
             return None
-        try:
-            return model.model_validate({k: v for k, v in raw.items() if k not in bad})
-        except ValidationError:
-            return None
+        kept = {k: v for k, v in raw.items() if k not in bad}
+        tries = [kept]
+        foreach = raw.get("foreach")
+        if "foreach" in bad and isinstance(foreach, dict):
+            # Items the model refused (too many, say) still name the foreach variable, which
+            # the templates of the step may use.
+            tries.insert(0, {**kept, "foreach": {**foreach, "items": []}})
+        for attempt in tries:
+            try:
+                return model.model_validate(attempt)
+            except ValidationError:
+                continue
+        return None
 
 
 def validate_loaded(
@@ -143,14 +153,23 @@ def validate_loaded(
     *,
     check_imports_too: bool = False,
     now: float | None = None,
+    expand_too: bool = False,
 ) -> Validation:
-    """Validate an already loaded document (see the module doc for the order of checks)."""
+    """Validate an already loaded document (see the module doc for the order of checks).
+
+    ``expand_too``: also expand a valid flow with its param defaults and check what a run
+    would be refused for (:mod:`flows.run_checks`; ``flows validate`` does).
+    """
     with gc_paused():
-        return _validate_loaded(loaded, flow_dir, check_imports_too, now)
+        return _validate_loaded(loaded, flow_dir, check_imports_too, now, expand_too)
 
 
 def _validate_loaded(
-    loaded: LoadedYaml, flow_dir: Path, check_imports_too: bool, now: float | None
+    loaded: LoadedYaml,
+    flow_dir: Path,
+    check_imports_too: bool,
+    now: float | None,
+    expand_too: bool = False,
 ) -> Validation:
     sink = FindingSink(loaded.file, loaded.source_map.locate, list(loaded.findings))
     data = loaded.data
@@ -179,6 +198,8 @@ def _validate_loaded(
         check_limits(flow, sink)
         if check_imports_too:
             check_imports(flow, flow_dir, sink)
+        if expand_too and not has_errors(sink.findings):
+            check_run(flow, flow_dir, sink, now or time.time())
     findings = sort_findings(sink.findings)
     return Validation(loaded.file, flow_dir, None if has_errors(findings) else flow, findings)
 
@@ -218,23 +239,30 @@ def validate_text(
     flow_dir: Path = Path("."),
     check_imports: bool = False,
     now: float | None = None,
+    expand: bool = False,
 ) -> Validation:
-    """Validate flow text; ``file`` names it in findings, ``flow_dir`` is where it would live."""
+    """Validate flow text; ``file`` names it in findings, ``flow_dir`` is where it would live;
+    ``expand`` as for :func:`validate_file`."""
     with gc_paused():  # also between loading and validating: see flows.gc_pause
         loaded = load_yaml(text, file)
-        result = validate_loaded(loaded, flow_dir, check_imports_too=check_imports, now=now)
+        result = validate_loaded(
+            loaded, flow_dir, check_imports_too=check_imports, now=now, expand_too=expand
+        )
         del loaded  # freed before the collector is back, which then need not look at it
     return result
 
 
 def validate_file(
-    path: Path, *, check_imports: bool = False, now: float | None = None
+    path: Path, *, check_imports: bool = False, now: float | None = None, expand: bool = False
 ) -> Validation:
-    """Validate the flow file at ``path`` (findings name it as given)."""
+    """Validate the flow file at ``path`` (findings name it as given); ``expand``: also check
+    what a run with the param defaults would be refused for (``flows validate``)."""
     flow_dir = path.resolve().parent
     with gc_paused():  # also between loading and validating: see flows.gc_pause
         loaded = load_file(path)
-        result = validate_loaded(loaded, flow_dir, check_imports_too=check_imports, now=now)
+        result = validate_loaded(
+            loaded, flow_dir, check_imports_too=check_imports, now=now, expand_too=expand
+        )
         del loaded  # freed before the collector is back, which then need not look at it
     return result
 

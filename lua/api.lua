@@ -12,11 +12,13 @@
 -- Functions library, and the script our own client loads for EVALSHA) is native. The qless
 -- dialect is a translation here (include/qless.lua: replies) plus `Engine.qless` read by the few
 -- shared paths whose behaviour differs.
+-- Engine.dispatch_read is the read-only entry (FCALL_RO): the commands of include/reads.lua only.
 -- @include engine
 -- @include errors
 -- @include args
 -- @include events
 -- @include qless
+-- @include reads
 
 local api = {}
 
@@ -106,5 +108,13 @@ end
 function Engine.dispatch(keys, args, native)
   local ok, result = pcall(run, keys, args, native)
   if ok then return result end
-  return Err.reply(result)
+  return Err.reply(result, display(tostring(args[1])))
+end
+
+function Engine.dispatch_read(keys, args)
+  if not Reads[args[1]] then
+    return redis.error_reply('INVALID Engine(): ' .. string.format('%q', tostring(args[1]))
+      .. ' is not a read-only command; call it through the read-write entry')
+  end
+  return Engine.dispatch(keys, args, true) -- ours: the native dialect
 end

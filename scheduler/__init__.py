@@ -19,11 +19,20 @@ from scheduler.errors import (
     WrongState,
 )
 from scheduler.events import Event, EventListener
+from scheduler.faults import (
+    AuthenticationFailed,
+    PermissionDenied,
+    ServerFault,
+    ServerOutOfMemory,
+    ServerReadOnly,
+    ServerUnavailable,
+)
 from scheduler.job import Job, RanBy, RecurringJob
 from scheduler.queue import NewJob, Queue, QueueJobs, Queues
 from scheduler.scripts import Engine, EnginePipeline
 
 __all__ = [
+    "AuthenticationFailed",
     "Client",
     "Config",
     "Engine",
@@ -40,12 +49,17 @@ __all__ = [
     "Jobs",
     "LockLost",
     "NewJob",
+    "PermissionDenied",
     "Queue",
     "QueueJobs",
     "Queues",
     "RanBy",
     "RecurringJob",
     "ServerError",
+    "ServerFault",
+    "ServerOutOfMemory",
+    "ServerReadOnly",
+    "ServerUnavailable",
     "Tagged",
     "TooLarge",
     "Tracked",

@@ -32,6 +32,8 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+import redis
+
 from scheduler.errors import EngineError
 from scheduler.job import as_dict, as_list
 
@@ -409,21 +411,34 @@ class _Checker:
     def _scan(
         self, targets: set[tuple[str, str]], workers: set[str], groups: set[str]
     ) -> Iterator[list[str]]:
-        """SCAN the namespace once: jids come back in batches, index names are collected."""
+        """SCAN the namespace once: jids come back in batches, each once (a job's hash and its
+        history or dependency keys may come in different pages), index names are collected."""
         prefix = self.engine.key_prefix
-        batch: dict[str, None] = {}
-        for key in self.client.redis.scan_iter(match=_glob_escape(prefix) + "*", count=self.page):
+        seen: set[str] = set()
+        batch: list[str] = []
+        for key in self._keys(_glob_escape(prefix) + "*"):
             self.checked["keys"] += 1
             rest = str(key)[len(prefix) :]
             name = self._classify(rest, targets, workers, groups)
-            if name is None:
+            if name is None or name in seen:
                 continue
-            batch[name] = None
+            seen.add(name)
+            batch.append(name)
             if len(batch) >= self.page:
-                yield list(batch)
-                batch = {}
+                yield batch
+                batch = []
         if batch:
-            yield list(batch)
+            yield batch
+
+    def _keys(self, pattern: str) -> Iterator[str]:
+        """SCAN's keys; a refused SCAN (an ACL without it) is a fault naming it."""
+        try:
+            yield from self.client.redis.scan_iter(match=pattern, count=self.page)
+        except redis.RedisError as error:
+            fault = self.engine.fault(error, "scan")
+            if fault is error:
+                raise
+            raise fault from error
 
     def _classify(
         self, rest: str, targets: set[tuple[str, str]], workers: set[str], groups: set[str]

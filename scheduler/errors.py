@@ -14,6 +14,15 @@ The engine replies to a refused call with a Redis error whose first word is a st
     │   ├── TooLarge                TOOLARGE: a payload, id or list is over its size limit
     │   └── UnknownCommand          UNKNOWNCOMMAND: the engine has no such command
     └── ServerError                 no usable Redis server (not found, failed to start, bad policy)
+        └── ServerFault             the server refused or the connection failed (scheduler.faults):
+            ├── ServerUnavailable   cannot connect, or the connection broke
+            ├── AuthenticationFailed wrong user name or password
+            ├── ServerOutOfMemory   at maxmemory: writes refused, reads work
+            ├── ServerReadOnly      a read-only replica: writes refused, reads work
+            └── PermissionDenied    the ACL user may not run a command (``command`` names it)
+
+The fault classes live in :mod:`scheduler.faults` (they also derive from redis-py's exceptions,
+which this module does not import) and are importable from here too.
 """
 
 from __future__ import annotations
@@ -23,6 +32,36 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # redis-free at import time: the pure flows modules derive from FlowsError
     import redis
+
+    from scheduler.faults import (
+        AuthenticationFailed,
+        PermissionDenied,
+        ServerFault,
+        ServerOutOfMemory,
+        ServerReadOnly,
+        ServerUnavailable,
+    )
+
+_FAULTS = (
+    "AuthenticationFailed",
+    "PermissionDenied",
+    "ServerFault",
+    "ServerOutOfMemory",
+    "ServerReadOnly",
+    "ServerUnavailable",
+)
+
+
+# Longest text quoted in a one-line message (a server reply, a value from a file).
+MAX_QUOTE = 300
+
+
+def shorten(text: str, limit: int = MAX_QUOTE) -> str:
+    """``text`` on one line, cut to ``limit`` characters with a note of how much was left out."""
+    flat = " ".join(str(text).split())
+    if len(flat) <= limit:
+        return flat
+    return f"{flat[:limit]}... ({len(flat) - limit:,} more characters)"
 
 
 class FlowsError(Exception):
@@ -98,3 +137,35 @@ def translate(error: redis.ResponseError, command: str | None = None) -> FlowsEr
     if cls is None:
         return None
     return cls(rest or text, command=command)
+
+
+def __getattr__(name: str) -> object:
+    # The fault classes import redis; loaded on first use so that flows' pure modules do not.
+    if name in _FAULTS:
+        from scheduler import faults
+
+        return getattr(faults, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+__all__ = [
+    "ERRORS_BY_CODE",
+    "AuthenticationFailed",
+    "EngineError",
+    "FlowsError",
+    "HasDependents",
+    "InvalidArgument",
+    "JobNotFound",
+    "LockLost",
+    "PermissionDenied",
+    "ServerError",
+    "ServerFault",
+    "ServerOutOfMemory",
+    "ServerReadOnly",
+    "ServerUnavailable",
+    "TooLarge",
+    "UnknownCommand",
+    "WrongState",
+    "shorten",
+    "translate",
+]

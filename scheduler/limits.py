@@ -63,9 +63,11 @@ def _too_large(command: str, message: str) -> TooLarge:
 
 def check_id(command: str, name: str, value: Any) -> str:
     """An id: a non-empty string of at most 256 bytes without white space or control bytes."""
-    if not isinstance(value, str) or value == "":
+    if value is None or value == "":
         raise _invalid(command, f'Arg "{name}" missing')
-    size = len(value) if value.isascii() else len(value.encode("utf-8", "surrogatepass"))
+    if not isinstance(value, str):
+        raise _invalid(command, f'Arg "{name}" is not text: {type(value).__name__}')
+    size = len(value) if value.isascii() else len(_utf8(command, name, value))
     if size > MAX_ID_BYTES:
         raise _too_large(
             command, f'Arg "{name}" is {size} bytes, more than the limit of {MAX_ID_BYTES}'
@@ -76,6 +78,16 @@ def check_id(command: str, name: str, value: Any) -> str:
             f'Arg "{name}" contains white space or a control character: {value[:40]!r}',
         )
     return value
+
+
+def _utf8(command: str, name: str, text: str) -> bytes:
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise _invalid(
+            command,
+            f'Arg "{name}" is not valid UTF-8 text (it holds a lone surrogate): {text[:40]!r}',
+        ) from None
 
 
 def check_jid(command: str, name: str, value: Any) -> str:
@@ -185,7 +197,9 @@ def encode_payload(
 
     ``kind`` 'object' requires a mapping (job data). Refuses values nested more than
     :data:`MAX_JSON_DEPTH` levels, NaN and infinities (not JSON), values :mod:`json` cannot
-    encode, and text over ``max_bytes``.
+    encode, values it would change (a key that is not a string: ``{1: 'a', '1': 'b'}`` would
+    read back as ``{'1': 'b'}``; text with a lone surrogate, which is not UTF-8), and text over
+    ``max_bytes``.
     """
     if kind == "object" and not isinstance(value, dict):
         raise _invalid(command, f'Arg "{name}" is not a JSON object: {type(value).__name__}')
@@ -199,7 +213,33 @@ def encode_payload(
     # Each level takes at least two characters: short text cannot nest too deeply.
     if len(text) > 2 * MAX_JSON_DEPTH:
         _check_depth(command, name, value)
+    _check_faithful(command, name, value, surrogates="\\ud" in text)
     return check_text(command, name, text, max_bytes)
+
+
+def _check_faithful(command: str, name: str, value: Any, *, surrogates: bool) -> None:
+    """Refuse what JSON text would not give back as it is: keys that are not strings, and (when
+    the text has a surrogate escape at all) strings holding a lone surrogate."""
+    walked: tuple[type, ...] = (dict, list, tuple, str) if surrogates else (dict, list, tuple)
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            for key, child in item.items():
+                if not isinstance(key, str):
+                    raise _invalid(
+                        command,
+                        f'Arg "{name}" has a key that is not a string: {repr(key)[:40]} '
+                        f"({type(key).__name__}); JSON would turn it into text",
+                    )
+                if surrogates:
+                    _utf8(command, name, key)
+                if isinstance(child, walked):
+                    stack.append(child)
+        elif isinstance(item, list | tuple):
+            stack.extend(child for child in item if isinstance(child, walked))
+        elif isinstance(item, str):
+            _utf8(command, name, item)
 
 
 def _check_depth(command: str, name: str, value: Any) -> None:

@@ -397,8 +397,7 @@ class Queue:
         elif now != "":
             when = float(now)
         else:
-            seconds, micros = self.client.redis.time()
-            when = seconds + micros / 1e6
+            when = self.client.engine.server_time()
         return as_dict(self._call("stats", self.name, when, now=now))
 
     def statistics(self, date: float | datetime | None = None, *, now: Now = "") -> dict[str, Any]:
@@ -482,7 +481,8 @@ def _checked_job(
     """A put's jid (a new uuid4 hex for None), klass name, data as JSON text and delay, each
     within the engine's limits (else the engine's error class for ``command``)."""
     jid = limits.check_jid(command, "jid", uuid.uuid4().hex if jid is None else jid)
-    name = limits.check_id(command, "klass", klass_name(klass))
+    # Anything but a string or a class/function is refused as the engine would refuse it.
+    name = limits.check_id(command, "klass", klass_name(klass) if callable(klass) else klass)
     body = dict(data) if isinstance(data, Mapping) else ({} if data is None else data)
     payload = limits.encode_payload(command, "data", body, kind="object")
     return jid, name, payload, limits.check_delay(command, delay)

@@ -67,9 +67,15 @@ def check_eviction_policy(client: redis.Redis, *, who: str = "this process") -> 
     """Raise :class:`UnsafeServer` unless the server's eviction policy is ``noeviction``.
 
     Returns the policy, or None when the server would not say (a warning is logged then).
-    ``who`` names the caller in the message ("the worker", "the scheduler service").
+    ``who`` names the caller in the message ("the worker", "the scheduler service"). A server
+    that cannot be reached raises a :mod:`scheduler.faults` class.
     """
-    policy = eviction_policy(client)
+    from scheduler.faults import translate
+
+    try:
+        policy = eviction_policy(client)
+    except redis.RedisError as error:
+        raise translate(error, client) or error from error
     if policy is None:
         log.warning(
             "%s cannot read the server's maxmemory-policy (CONFIG GET and INFO are refused); "

@@ -10,8 +10,13 @@ first-include order; a missing file or a cycle is refused). The same text is wra
 * :func:`functions_library` -- a Redis Functions library (native), loaded once with
   ``FUNCTION LOAD``.
 
+The library has two functions: the engine, and its read-only entry (flag ``no-writes``, called
+with ``FCALL_RO``) for the commands of ``lua/include/reads.lua``, which the server runs even when
+it refuses writes (at maxmemory, a replica, a read-only ACL user).
+
 :class:`Engine` calls whichever the server supports, reloads after ``NOSCRIPT`` or a flushed
-function (also inside pipelines), and turns error replies into :mod:`scheduler.errors` exceptions.
+function (also inside pipelines), and turns error replies into :mod:`scheduler.errors` exceptions
+(and the server's refusals into :mod:`scheduler.faults` ones).
 """
 
 from __future__ import annotations
@@ -25,10 +30,13 @@ from typing import Any
 
 import redis
 
+from scheduler import faults
 from scheduler.errors import EngineError, FlowsError, translate
 
 _INCLUDE = re.compile(r"^--\s*@include\s+(\S+)\s*$")
 ENTRY = "api"
+READS_FILE = "include/reads.lua"
+_READS_BLOCK = re.compile(r"^local Reads = \{(.*?)^\}", re.DOTALL | re.MULTILINE)
 
 
 class BundleError(FlowsError):
@@ -84,6 +92,15 @@ def source_hash() -> str:
     return hashlib.sha1(engine_source().encode()).hexdigest()[:12]
 
 
+@cache
+def read_commands() -> frozenset[str]:
+    """The engine commands that only read, as ``lua/include/reads.lua`` lists them."""
+    match = _READS_BLOCK.search((lua_dir() / READS_FILE).read_text())
+    if match is None:
+        raise BundleError(f"no list of read-only commands in {lua_dir() / READS_FILE}")
+    return frozenset(re.findall(r"\['([a-z.]+)'\]", match.group(1)))
+
+
 def qless_bundle() -> str:
     """The qless-compatible script: ``EVALSHA <sha> <0|1> [<prefix>] <command> <now> <args...>``."""
     return engine_source() + "return Engine.dispatch(KEYS, ARGV)\n"
@@ -99,17 +116,26 @@ def function_name() -> str:
     return f"qless_{source_hash()}"
 
 
+def read_function_name() -> str:
+    """The read-only entry (``no-writes``): only the commands of :func:`read_commands`."""
+    return f"qless_ro_{source_hash()}"
+
+
 def library_name() -> str:
     return f"flows_{source_hash()}"
 
 
 def functions_library() -> str:
-    """The same engine as a Redis Functions library with one function, :func:`function_name`."""
+    """The same engine as a Redis Functions library: :func:`function_name` and its read-only
+    entry :func:`read_function_name`."""
     return (
         f"#!lua name={library_name()}\n"
         + engine_source()
         + f"redis.register_function('{function_name()}', "
         "function(keys, args) return Engine.dispatch(keys, args, true) end)\n"
+        + f"redis.register_function{{function_name='{read_function_name()}', "
+        "callback=function(keys, args) return Engine.dispatch_read(keys, args) end, "
+        "flags={'no-writes'}}\n"
     )
 
 
@@ -148,6 +174,7 @@ class Engine:
         self._use_functions = use_functions
         self._sha: str | None = None
         self._loaded = False
+        self._reads = read_commands()
 
     @property
     def key_prefix(self) -> str:
@@ -188,33 +215,69 @@ class Engine:
     def _args(self, command: str, args: Sequence[Any], now: float | str) -> list[Any]:
         return [len(self._keys), *self._keys, command, now, *args]
 
-    def _send(self, target: redis.Redis | redis.client.Pipeline, argv: list[Any]) -> Any:
+    def _send(
+        self, target: redis.Redis | redis.client.Pipeline, command: str, argv: list[Any]
+    ) -> Any:
         if self._use_functions:
+            if command in self._reads:  # runs where writes are refused (full server, replica)
+                return target.execute_command("FCALL_RO", read_function_name(), *argv)  # type: ignore[no-untyped-call]
             return target.execute_command("FCALL", function_name(), *argv)  # type: ignore[no-untyped-call]
         return target.execute_command("EVALSHA", self._sha, *argv)  # type: ignore[no-untyped-call]
+
+    def fault(self, error: redis.RedisError, command: str | None = None) -> Exception:
+        """``error`` as a :mod:`scheduler.faults` class where it is a fault of the server or the
+        connection (naming the server and namespace), else as it is."""
+        return faults.translate(error, self.redis, self.key_prefix, command) or error
+
+    def server_time(self) -> float:
+        """The server's clock (``TIME``) in epoch seconds: every process agrees on it."""
+        try:
+            seconds, micros = self.redis.time()
+        except redis.RedisError as error:
+            fault = self.fault(error, "time")
+            if fault is error:
+                raise
+            raise fault from error
+        return float(seconds) + float(micros) / 1_000_000
 
     # -- calling ---------------------------------------------------------------------------
 
     def call(self, command: str, *args: Any, now: float | str = "") -> Any:
-        """Run one engine command and return its reply; engine errors raise their exception."""
+        """Run one engine command and return its reply; engine errors raise their exception,
+        faults of the server or the connection a :mod:`scheduler.faults` class."""
+        try:
+            return self._call(command, args, now)
+        except redis.RedisError as error:
+            fault = self.fault(error, command)
+            if fault is error:
+                raise
+            raise fault from error
+
+    def _call(self, command: str, args: Sequence[Any], now: float | str) -> Any:
         if not self._loaded:
             self.load()
         argv = self._args(command, args, now)
         try:
-            return self._send(self.redis, argv)
+            return self._send(self.redis, command, argv)
         except redis.ResponseError as error:
             if _is_missing_script(error):
                 self.load()
                 try:
-                    return self._send(self.redis, argv)
+                    return self._send(self.redis, command, argv)
                 except redis.ResponseError as again:
                     error = again
-            raise translate(error, command) or error from None
+            engine_error = translate(error, command)
+            if engine_error is None:
+                raise
+            raise engine_error from None
 
     def pipeline(self) -> EnginePipeline:
         """Batch many engine calls in one round trip (not a transaction)."""
         if not self._loaded:
-            self.load()
+            try:
+                self.load()
+            except redis.RedisError as error:
+                raise faults.translate(error, self.redis, self.key_prefix) or error from error
         return EnginePipeline(self)
 
 
@@ -238,11 +301,20 @@ class EnginePipeline:
 
     def _run(self, calls: Iterable[tuple[str, list[Any]]]) -> list[Any]:
         pipe = self.engine.redis.pipeline(transaction=False)
-        for _, argv in calls:
-            self.engine._send(pipe, argv)
+        for command, argv in calls:
+            self.engine._send(pipe, command, argv)
         return list(pipe.execute(raise_on_error=False))
 
     def execute(self) -> list[Any]:
+        try:
+            return self._execute()
+        except redis.RedisError as error:
+            fault = self.engine.fault(error)
+            if fault is error:
+                raise
+            raise fault from error
+
+    def _execute(self) -> list[Any]:
         calls, self._calls = self._calls, []
         if not calls:
             return []
@@ -258,7 +330,7 @@ class EnginePipeline:
         out: list[Any] = []
         for (command, _), result in zip(calls, results, strict=True):
             if isinstance(result, redis.ResponseError):
-                result = translate(result, command) or result
+                result = translate(result, command) or self.engine.fault(result, command)
             out.append(result)
         return out
 
@@ -272,4 +344,6 @@ __all__ = [
     "functions_library",
     "native_bundle",
     "qless_bundle",
+    "read_commands",
+    "read_function_name",
 ]

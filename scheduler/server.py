@@ -505,6 +505,16 @@ class EmbeddedServer:
         }
 
 
+def embedded_at(client: redis.Redis) -> EmbeddedServer | None:
+    """The embedded server of the default data directory if ``client`` connects to it, else None
+    (a process that lost it may start it again, as any command would)."""
+    path = client.connection_pool.connection_kwargs.get("path")
+    if not path:
+        return None
+    embedded = EmbeddedServer()
+    return embedded if Path(str(path)) == embedded.socket_path else None
+
+
 # -- URLs --------------------------------------------------------------------------------------
 
 
@@ -539,7 +549,10 @@ def connect(url: str) -> redis.Redis:
     Errors name the URL with its password redacted. ``rediss://`` checks the server certificate
     and host name unless the URL's query says otherwise.
     """
-    scheme = urlsplit(url).scheme
+    try:
+        scheme = urlsplit(url).scheme
+    except ValueError:  # "Invalid IPv6 URL": a malformed host part
+        raise _invalid_url(url) from None
     if scheme not in URL_SCHEMES:
         raise ServerError(
             f"unsupported Redis URL {redact_url(url)!r}: it must start with redis://, rediss://"
@@ -552,10 +565,14 @@ def connect(url: str) -> redis.Redis:
         return redis.Redis.from_url(url, decode_responses=True, **options)
     except ValueError:
         # redis-py's message can quote part of a malformed password, so it is not repeated.
-        raise ServerError(
-            f"invalid Redis URL {redact_url(url)!r}: check the host, port and database number"
-            " (percent-encode '/', '@' and ':' in a password)"
-        ) from None
+        raise _invalid_url(url) from None
+
+
+def _invalid_url(url: str) -> ServerError:
+    return ServerError(
+        f"invalid Redis URL {redact_url(url)!r}: check the host, port and database number"
+        " (percent-encode '/', '@' and ':' in a password)"
+    )
 
 
 __all__ = [
@@ -564,6 +581,7 @@ __all__ = [
     "EmbeddedServer",
     "connect",
     "default_data_dir",
+    "embedded_at",
     "find_server_binary",
     "redact_url",
     "resolve_url",

@@ -32,6 +32,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from types import FrameType
 
+from scheduler.backoff import Backoff
 from scheduler.client import Client
 from scheduler.cron import DEFAULT_GRACE_SECONDS, MAX_CATCHUP_RUNS, Skip
 from scheduler.errors import EngineError
@@ -174,8 +175,7 @@ class SchedulerService:
 
     def server_time(self) -> float:
         """The Redis server's clock: every service agrees on it."""
-        seconds, micros = self.client.redis.time()
-        return float(seconds) + float(micros) / 1_000_000
+        return self.client.engine.server_time()
 
     def _now(self, now: float | None) -> float:
         return self.server_time() if now is None else now
@@ -447,11 +447,21 @@ class SchedulerService:
     # -- running ---------------------------------------------------------------------------
 
     def _job(self, name: str, step: Callable[[], object]) -> Callable[[], None]:
+        # Keep the service alive, and health shows a tick that keeps failing; a failing step is
+        # tried again after growing pauses and logged once per fault, not once per interval.
+        backoff = Backoff(log, f"scheduler {self.service_id}: {name}", client=self.client.redis)
+        resume = 0.0
+
         def run() -> None:
+            nonlocal resume
+            if time.monotonic() < resume:
+                return
             try:
                 step()
-            except Exception:  # keep the service alive; health shows a tick that keeps failing
-                log.exception("%s failed", name)
+            except Exception as error:
+                resume = time.monotonic() + backoff.failed(error)
+                return
+            backoff.succeeded()
 
         return run
 

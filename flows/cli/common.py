@@ -6,16 +6,19 @@ import contextlib
 import json
 import sys
 import time
-from collections.abc import Iterator, Sequence
-from typing import Any
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, TypeVar
 
 import click
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from scheduler.client import Client
+from scheduler import faults
+from scheduler.client import Client, namespace_prefix
 from scheduler.errors import FlowsError
+
+T = TypeVar("T")
 
 console = Console()
 err_console = Console(stderr=True)
@@ -27,16 +30,46 @@ def user_errors() -> Iterator[None]:
     try:
         yield
     except FlowsError as error:
+        if faults.debug_enabled():
+            raise
         raise click.ClickException(str(error)) from None
+
+
+def guarded(invoke: Callable[[], T]) -> T:
+    """The CLI's error boundary: any error but a usage error becomes one line and exit status 1
+    (:func:`scheduler.faults.one_line`); ``--debug`` or ``FLOWS_DEBUG=1`` shows the traceback."""
+    try:
+        return invoke()
+    except (click.ClickException, click.exceptions.Exit, click.Abort):
+        raise
+    except Exception as error:
+        if faults.debug_enabled():
+            raise
+        raise click.ClickException(faults.one_line(error)) from None
+
+
+class GuardedCommand(click.Command):
+    """A command run behind :func:`guarded` (for one run on its own, as ``python -m scheduler``)."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        return guarded(lambda: super(GuardedCommand, self).invoke(ctx))
+
+
+class GuardedGroup(click.Group):
+    """A group whose commands run behind :func:`guarded`."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        return guarded(lambda: super(GuardedGroup, self).invoke(ctx))
 
 
 def open_client(redis_url: str | None, namespace: str | None) -> Client:
     """A client on ``--redis`` (or $FLOWS_REDIS_URL, or the embedded server)."""
+    try:
+        namespace_prefix(namespace)
+    except ValueError as error:  # a malformed --namespace
+        raise click.BadParameter(str(error), param_hint="'--namespace'") from None
     with user_errors():
-        try:
-            return Client(redis_url, namespace=namespace)
-        except ValueError as error:  # a malformed --namespace
-            raise click.BadParameter(str(error), param_hint="'--namespace'") from None
+        return Client(redis_url, namespace=namespace)
 
 
 def print_json(value: Any) -> None:

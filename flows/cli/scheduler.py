@@ -16,7 +16,7 @@ from typing import Any
 
 import click
 
-from flows.cli.common import ago, open_client, print_json, table, user_errors
+from flows.cli.common import GuardedCommand, ago, open_client, print_json, table, user_errors
 from flows.cli.options import FiniteFloat, as_json, connection
 from flows.scheduling import FlowsSource
 from flows.triggering import trigger_run
@@ -37,8 +37,7 @@ def register(group: click.Group) -> None:
 
 
 def _server_time(client: Client) -> float:
-    seconds, micros = client.redis.time()
-    return float(seconds) + float(micros) / 1_000_000
+    return client.engine.server_time()
 
 
 def _setup_logging(level: str) -> None:
@@ -96,7 +95,7 @@ def _skip(skip: Skip) -> dict[str, Any]:
     return {"first": skip.first, "last": skip.last, "count": skip.count, "reason": skip.reason}
 
 
-@click.command("scheduler")
+@click.command("scheduler", cls=GuardedCommand)
 @click.option(
     "--flows-dir",
     type=click.Path(exists=True, file_okay=False, path_type=Path),

@@ -86,7 +86,7 @@ def validate(files: tuple[Path, ...], output_format: str, check_imports: bool) -
     findings = [
         finding
         for path in files
-        for finding in validate_file(path, check_imports=check_imports).findings
+        for finding in validate_file(path, check_imports=check_imports, expand=True).findings
     ]
     if output_format == "json":
         errors = sum(f.severity is Severity.ERROR for f in findings)

@@ -11,14 +11,14 @@ import logging
 import os
 import sys
 
+from scheduler.backoff import transient
 from scheduler.client import Client
-from scheduler.errors import ServerError
+from scheduler.errors import FlowsError
+from scheduler.faults import debug_enabled, one_line
 from scheduler.worker.loader import import_path, load_object
+from scheduler.worker.pool import EXIT_CONFIG
 from scheduler.worker.supervision import watch_supervisor
 from scheduler.worker.worker import Worker
-
-#: Exit status when the server is configured unsafely (sysexits' EX_CONFIG).
-EXIT_CONFIG = 78
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -42,30 +42,33 @@ def main(argv: list[str] | None = None) -> int:
         stream=sys.stderr,
         format="%(asctime)s %(levelname)s %(name)s[%(process)d] %(message)s",
     )
-    client = Client(
-        os.environ.get("FLOWS_REDIS_URL"),
-        namespace=os.environ.get("FLOWS_NAMESPACE"),
-        worker_name=args.name,
-    )
-    worker = Worker(
-        client,
-        [q for q in args.queues.split(",") if q],
-        strategy=args.strategy,
-        threads=args.threads,
-        prefetch=args.prefetch,
-        burst=args.burst,
-        poll_interval=args.poll_interval,
-        shutdown_grace=args.shutdown_grace,
-        prepare=load_object(args.prepare) if args.prepare else None,
-        exit_on_stuck=args.exit_on_stuck,
-    )
-    # A pool child: stop with the supervisor, however it dies.
-    watch_supervisor(worker.stop, args.shutdown_grace + worker.kill_after + 5)
     try:
+        client = Client(
+            os.environ.get("FLOWS_REDIS_URL"),
+            namespace=os.environ.get("FLOWS_NAMESPACE"),
+            worker_name=args.name,
+        )
+        worker = Worker(
+            client,
+            [q for q in args.queues.split(",") if q],
+            strategy=args.strategy,
+            threads=args.threads,
+            prefetch=args.prefetch,
+            burst=args.burst,
+            poll_interval=args.poll_interval,
+            shutdown_grace=args.shutdown_grace,
+            prepare=load_object(args.prepare) if args.prepare else None,
+            exit_on_stuck=args.exit_on_stuck,
+            wait_for_server=True,  # the pool checked it at start: it is away only for a while
+        )
+        # A pool child: stop with the supervisor, however it dies.
+        watch_supervisor(worker.stop, args.shutdown_grace + worker.kill_after + 5)
         return worker.run()
-    except ServerError as error:  # an unsafe server: say how to fix it, no traceback
-        logging.getLogger("flows.worker").error("%s", error)
-        return EXIT_CONFIG
+    except Exception as error:  # one line that says what to fix (the traceback with FLOWS_DEBUG)
+        logging.getLogger("flows.worker").error(
+            "%s", one_line(error), exc_info=error if debug_enabled() else None
+        )
+        return 1 if transient(error) or not isinstance(error, FlowsError) else EXIT_CONFIG
 
 
 if __name__ == "__main__":

@@ -28,6 +28,10 @@ from scheduler.worker.supervision import Lifeline
 
 log = logging.getLogger("flows.worker")
 
+#: A child's exit status when restarting it cannot help: a bad URL, a wrong password, a missing
+#: permission, a server configured unsafely (sysexits' EX_CONFIG). The pool stops then.
+EXIT_CONFIG = 78
+
 
 @dataclass
 class Child:
@@ -149,6 +153,11 @@ class WorkerPool:
                 if self._stopping.is_set() or (self.burst and code == 0):
                     status = status or (0 if code in (0, -signal.SIGTERM) else 1)
                     continue
+                if code == EXIT_CONFIG:  # its one-line error says what to fix; waiting won't
+                    log.error("worker process %d cannot work (see above); stopping", index)
+                    self._stop_children()
+                    status = 1
+                    continue
                 # Died on its own: start a fresh one, pausing longer if it keeps dying fast.
                 quick = time.monotonic() - child.started < 5
                 failures = child.failures + 1 if quick else 0
@@ -173,6 +182,11 @@ class WorkerPool:
             check_eviction_policy(client, who="the worker pool")
         finally:
             client.close()
+
+    def _stop_children(self) -> None:
+        self._stopping.set()
+        for child in self._children.values():
+            child.process.send_signal(signal.SIGTERM)
 
     def _install_signals(self) -> None:
         if threading.current_thread() is not threading.main_thread():

@@ -49,8 +49,10 @@ from typing import Any
 import redis
 
 from scheduler import limits
+from scheduler.backoff import Backoff, transient
 from scheduler.client import Client
 from scheduler.errors import EngineError
+from scheduler.faults import ServerOutOfMemory
 from scheduler.job import Job, dumps
 from scheduler.safety import check_eviction_policy
 from scheduler.worker import capture, runner
@@ -134,6 +136,7 @@ class Worker:
         exit_on_stuck: bool = False,
         prefetch: int = 64,
         capture_logs: bool = True,
+        wait_for_server: bool = False,
     ) -> None:
         if not queues:
             raise ValueError("a worker needs at least one queue")
@@ -151,6 +154,7 @@ class Worker:
         self.prepare = prepare
         self.exit_on_stuck = exit_on_stuck
         self.prefetch = max(0, prefetch)
+        self.wait_for_server = wait_for_server
         self._own_sandbox = sandbox_root is None
         self.sandbox_root = sandbox_root or Path(tempfile.mkdtemp(prefix="flows-worker-"))
         self._fetcher = Fetcher(client, self.queues, strategy, poll_interval)
@@ -173,6 +177,10 @@ class Worker:
         self._retired: set[int] = set()  # idents of abandoned slot threads
         self._pace: float | None = None  # running mean of run times, seconds
         self._wake = threading.Event()  # for run(): stop requested, or a burst is over
+        self._halt = threading.Event()  # set once by stop(): ends pauses between retries
+        # Faults of the server (away, full, read-only) are waited out, logged once per change.
+        self._fetch_backoff = Backoff(log, f"worker {self.name}: fetching", client=client.redis)
+        self._beat_backoff = Backoff(log, f"worker {self.name}: heartbeats", client=client.redis)
         self._refill = threading.Event()  # for the refiller: the buffer runs low
         self._monitor_wake = threading.Event()
         self._done = threading.Event()
@@ -192,12 +200,12 @@ class Worker:
         Raises :class:`~scheduler.safety.UnsafeServer` before taking any job when the server's
         eviction policy could drop jobs.
         """
-        check_eviction_policy(self.client.redis, who=f"worker {self.name}")
+        self._install_signals()
+        if not self._start_up():
+            return 0
         if self._logs is not None:
             capture.install()
             self._logs.start()
-        self._install_signals()
-        self._register()
         helpers = [
             threading.Thread(target=self._listen, name="flows-listener", daemon=True),
             threading.Thread(target=self._monitor, name="flows-monitor", daemon=True),
@@ -244,7 +252,29 @@ class Worker:
     def stop(self) -> None:
         """Stop taking jobs; running jobs get ``shutdown_grace`` seconds, then are handed back."""
         self._stopping = True
+        self._halt.set()
         self._wake.set()
+
+    def _start_up(self) -> bool:
+        """Check the server and register, waiting out a full server (a worker must not
+        crash-loop on one) and, with ``wait_for_server``, one that is away (a pool's worker
+        restarted while it is); False if stopped meanwhile. Other faults raise."""
+        backoff = Backoff(log, f"worker {self.name}: starting", client=self.client.redis)
+        while not self._stopping:
+            try:
+                check_eviction_policy(self.client.redis, who=f"worker {self.name}")
+                self._register()
+            except Exception as error:
+                waits = isinstance(error, ServerOutOfMemory) or (
+                    self.wait_for_server and transient(error)
+                )
+                if not waits:
+                    raise
+                self._halt.wait(backoff.failed(error))
+                continue
+            backoff.succeeded()
+            return True
+        return False
 
     # -- slots: take a job, run it, report it ----------------------------------------------------
 
@@ -304,12 +334,9 @@ class Worker:
             jobs: list[Active] = []
             try:
                 jobs = self._fetch()
-            except (redis.ConnectionError, redis.TimeoutError) as error:
-                log.warning("worker %s cannot reach Redis (%s); retrying", self.name, error)
-                time.sleep(min(self.poll_interval, 1.0))
-            except Exception:
-                log.exception("worker %s could not fetch jobs; retrying", self.name)
-                time.sleep(min(self.poll_interval, 1.0))
+                self._fetch_backoff.succeeded()
+            except Exception as error:  # the other slots wait for this one's next attempt
+                self._halt.wait(self._fetch_backoff.failed(error))
             finally:
                 self._end_fetch(jobs)
 
@@ -774,8 +801,9 @@ class Worker:
         try:
             results = pipe.execute()
         except redis.RedisError as error:
-            log.warning("heartbeat failed (%s); will try again", error)
+            self._beat_backoff.failed(error)  # retried at the next tick; logged once per fault
             return
+        self._beat_backoff.succeeded()
         for active, result in zip(due, results, strict=True):
             if isinstance(result, EngineError):
                 self._stop_job(active, "lock-lost", LockLostInterrupt)

@@ -229,3 +229,43 @@ def test_a_flow_submission_over_the_limits_is_refused_before_the_round_trip(
                    params={})
         with pytest.raises(InvalidArgument, match="reserved"):
             submit(populated, "r", "f", [request("r-history", {})], params={})
+
+
+# Data JSON would not give back as it was, and ids that are not text: refused by the client,
+# since the engine only ever sees the encoded text.
+UNFAITHFUL: dict[str, tuple[dict[str, Any], str]] = {
+    "colliding-keys": (
+        {"data": {1: "a", "1": "b"}},
+        r"""Put\(\): Arg "data" has a key that is not a string: 1 \(int\)""",
+    ),
+    "int-key": ({"data": {"a": [{2: "x"}]}}, r'Arg "data" has a key that is not a string: 2'),
+    "none-key": ({"data": {None: 1}}, r'Arg "data" has a key that is not a string: None'),
+    "surrogate-value": (
+        {"data": {"a": ["x\udcff"]}},
+        r'Put\(\): Arg "data" is not valid UTF-8 text \(it holds a lone surrogate\)',
+    ),
+    "surrogate-key": ({"data": {"k\ud800": 1}}, r'Arg "data" is not valid UTF-8 text'),
+    "bytes-klass": ({"klass": b"\xff\xfe.bad"}, r'Put\(\): Arg "klass" is not text: bytes'),
+    "surrogate-klass": (
+        {"klass": "bad\udcff.mod"},
+        r'Put\(\): Arg "klass" is not valid UTF-8 text \(it holds a lone surrogate\)',
+    ),
+    "int-klass": ({"klass": 7}, r'Put\(\): Arg "klass" is not text: int'),
+    "bytes-jid": ({"jid": b"\xff\xfe"}, r'Put\(\): Arg "jid" is not text: bytes'),
+}
+
+
+@pytest.mark.parametrize("name", list(UNFAITHFUL))
+def test_data_json_would_change_and_ids_that_are_not_text_are_refused(
+    populated: Client, name: str
+) -> None:
+    given, message = UNFAITHFUL[name]
+    call = {"klass": "tasks.a", "data": {}, **given}
+    with assert_unchanged(populated.redis), pytest.raises(InvalidArgument, match=message):
+        populated.queues["q"].put(call.pop("klass"), call.pop("data"), **call)
+
+
+def test_text_outside_the_basic_plane_still_round_trips(populated: Client) -> None:
+    """Surrogate pairs in the JSON text (an emoji) are fine: only a lone surrogate is refused."""
+    jid = populated.queues["q"].put("tasks.a", {"emoji": "😀", "ü": ["\U0001f600"]})
+    assert populated.jobs[jid].data == {"emoji": "😀", "ü": ["\U0001f600"]}

@@ -83,6 +83,47 @@ CASES: dict[str, tuple[str, str]] = {
         HEAD + "steps:\n  a: {job: tasks.a, foreach: {items: 5}}\n",
         "items",
     ),
+    # Only expanding the flow shows these: flows validate does, as flows run does.
+    "foreach-over-a-param-of-10001": (
+        HEAD
+        + "params:\n  many: {type: array, default: ["
+        + ", ".join("1" * 10_001)
+        + "]}\nsteps:\n  a: {job: tasks.a, foreach: {items: '${{ params.many }}', as: it},"
+        " with: {n: '${{ it }}'}}\n",
+        "10001 items; the limit is 10000",
+    ),
+    "a-param-default-over-the-payload-limit": (
+        HEAD
+        + "params:\n  blob: {type: string, default: '"
+        + "x" * 600_000
+        + "'}\nsteps:\n  a: {job: tasks.a, with: {blob: '${{ params.blob }}'}}\n",
+        "more than the limit of 524288",
+    ),
+    "plain-key-over-1024": (
+        HEAD + "steps:\n  " + "b" * 1100 + ": {job: tasks.a}\n",
+        "a plain key is 1,100 characters; YAML allows at most 1,024",
+    ),
+    "question-key-10000": (
+        HEAD + "steps:\n  ? " + "a" * 10_000 + "\n  : {job: tasks.a}\n",
+        "(10,002 characters) is longer than 64 characters",
+    ),
+    "literal-foreach-of-10001": (
+        HEAD
+        + "steps:\n  a: {job: tasks.a, foreach: {items: ["
+        + ", ".join("1" * 10_001)
+        + "], as: it}, with: {n: '${{ it }}'}}\n",
+        "more than 10000 foreach items",
+    ),
+}
+
+# One finding each, told in a few hundred characters (a long key is not quoted whole).
+SINGLE = ("plain-key-over-1024", "question-key-10000", "literal-foreach-of-10001")
+
+# Where flows validate reports the expansion cases (line:col of the value to change).
+PLACES = {
+    "foreach-over-a-param-of-10001": "bad.yaml:7:38: error: steps.a.foreach.items: 10001 items",
+    "a-param-default-over-the-payload-limit": "bad.yaml:7:27: error: step 'a': FlowSubmit(): "
+    'Arg "data" is 600',
 }
 
 
@@ -101,13 +142,22 @@ def test_flows_run_refuses_a_bad_file_and_changes_nothing(
 
 
 @pytest.mark.parametrize("name", list(CASES))
-def test_flows_validate_reports_a_bad_file(name: str, tmp_path: Path) -> None:
-    text, _ = CASES[name]
+def test_flows_validate_reports_a_bad_file(
+    name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Everything flows run refuses, flows validate reports (with the same words)."""
+    text, expected = CASES[name]
     path = tmp_path / "bad.yaml"
     path.write_text(text)
-    result = CliRunner().invoke(main, ["validate", str(path)])
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(main, ["validate", "bad.yaml"])
     assert result.exit_code == 1, result.output
     assert "Traceback" not in result.output
+    assert expected.lower() in result.output.lower(), result.output
+    if name in PLACES:
+        assert PLACES[name] in result.output, result.output
+    if name in SINGLE:
+        assert "1 error in 1 file" in result.output and len(result.output) < 600, result.output
 
 
 def test_bad_params_are_refused_and_change_nothing(

@@ -510,3 +510,14 @@ def test_the_service_runs_light_checks_and_every_nth_a_deep_one(lua: Lua) -> Non
     assert lua.zset("q:q-scheduled") == ["a"]
     deep = doctor.deep_check(client, T0)  # repairs
     assert deep.repairs[0].status == "repaired" and lua.zset("q:q-scheduled") == []
+
+
+def test_each_job_is_counted_once_whatever_pages_its_keys_land_in(lua: Lua) -> None:
+    """A job's hash and its history key come back from SCAN in different pages: the deep check
+    still reads (and counts) each job once."""
+    for n in range(300):
+        lua.put(f"job-{n:03d}", now=T0)
+    assert sum(1 for _ in lua.r.scan_iter(match=lua.key("j:*-history"))) == 300
+    report = run(lua, page=7)
+    assert report.clean, report.findings
+    assert report.checked["jobs"] == 300

@@ -1,0 +1,114 @@
+"""Waiting out a fault of the server: exponential pauses, capped, one log line per change.
+
+A worker or the scheduler service that cannot reach its server, or finds it full or read-only,
+keeps trying with growing pauses (``first``, doubled each attempt up to ``cap``, with jitter so
+that many processes do not retry in step). It logs a warning when the fault starts or changes
+(unreachable → out of memory), and one line when it is over, rather than a line per attempt. A
+process that uses the embedded server of the default data directory starts it again when it is
+down, as any ``flows`` command would.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+
+import redis
+
+from scheduler import faults
+from scheduler.errors import FlowsError
+
+FIRST = 0.1
+CAP = 30.0
+
+
+def transient(error: BaseException) -> bool:
+    """Whether waiting may cure ``error``: the server is away, full or read-only. A wrong
+    password or a missing permission stays wrong however long one waits."""
+    if isinstance(error, (faults.AuthenticationFailed, faults.PermissionDenied)):
+        return False
+    return isinstance(
+        error,
+        (
+            faults.ServerUnavailable,
+            faults.ServerOutOfMemory,
+            faults.ServerReadOnly,
+            redis.ConnectionError,
+            redis.TimeoutError,
+            redis.exceptions.BusyLoadingError,
+        ),
+    )
+
+
+class Backoff:
+    """The pauses between attempts of one activity (``what``) under faults; thread-safe."""
+
+    def __init__(
+        self,
+        log: logging.Logger,
+        what: str,
+        *,
+        first: float = FIRST,
+        cap: float = CAP,
+        client: redis.Redis | None = None,
+    ) -> None:
+        self.log = log
+        self.what = what
+        self.first = first
+        self.cap = cap
+        self.client = client
+        self.attempts = 0
+        self._state: str | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def failing(self) -> bool:
+        return self._state is not None
+
+    def failed(self, error: BaseException) -> float:
+        """Note a failed attempt; returns the seconds to pause before the next one."""
+        with self._lock:
+            state = type(error).__name__
+            if state != self._state:
+                # A bug (not a fault of the server) also gets its traceback, once.
+                known = isinstance(error, (redis.RedisError, FlowsError))
+                self.log.warning(
+                    "%s: %s (retrying, at most every %gs)",
+                    self.what,
+                    faults.one_line(error),
+                    self.cap,
+                    exc_info=None if known else error,
+                )
+                self._state = state
+            pause = min(self.cap, self.first * 2 ** min(self.attempts, 30))
+            self.attempts += 1
+        if isinstance(error, redis.ConnectionError):
+            self._revive()
+        return float(pause * random.uniform(0.5, 1.0))
+
+    def succeeded(self) -> None:
+        """Note a successful attempt: the fault, if any, is over."""
+        if self._state is None:
+            return
+        with self._lock:
+            if self._state is not None:
+                self.log.info("%s: working again after %d failures", self.what, self.attempts)
+            self._state = None
+            self.attempts = 0
+
+    def _revive(self) -> None:
+        """Start the embedded server again if this process uses it and it is down."""
+        from scheduler.server import embedded_at
+
+        embedded = embedded_at(self.client) if self.client is not None else None
+        if embedded is None:
+            return
+        try:
+            if embedded.start():
+                self.log.warning("%s: started the embedded server again", self.what)
+        except Exception as error:  # retried at the next failure
+            self.log.debug("%s: could not start the embedded server: %s", self.what, error)
+
+
+__all__ = ["CAP", "FIRST", "Backoff", "transient"]

@@ -1,0 +1,203 @@
+"""The error boundary: what the server refused, said in one line a user can act on.
+
+Faults of the server or of the connection (not of the call's arguments) become one class each,
+also raised by the client (:class:`~scheduler.scripts.Engine` translates them)::
+
+    ServerError
+    ├── ServerUnavailable       cannot connect, or the connection broke
+    ├── AuthenticationFailed    wrong user name or password (also a redis AuthenticationError)
+    ├── ServerOutOfMemory       the server is at maxmemory and refuses writes
+    ├── ServerReadOnly          the server is a read-only replica
+    └── PermissionDenied        the ACL user may not run a command (``command`` names it)
+
+Each also derives from the redis-py exception it replaces, so code that catches
+``redis.RedisError`` (a worker's retry loops) keeps working. Messages name the server as
+``host:port`` or the socket path and the namespace, never a password.
+
+:func:`one_line` is the boundary itself: the CLI, the worker and the scheduler service call it on
+any exception to get the one line they print or log (``--debug`` / ``FLOWS_DEBUG=1`` shows the
+traceback instead).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import Any
+
+import redis
+
+from scheduler.errors import EngineError, FlowsError, ServerError, shorten
+
+ENV_DEBUG = "FLOWS_DEBUG"
+
+
+class ServerFault(ServerError):
+    """The server (or the way to it) refused a call; ``where`` names it, ``command`` the call."""
+
+    def __init__(self, message: str, *, where: str = "", command: str | None = None) -> None:
+        super().__init__(message)
+        self.where = where
+        self.command = command
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
+class ServerUnavailable(ServerFault, redis.exceptions.ConnectionError):
+    """No connection to the server: it is not running, not reachable, or the connection broke."""
+
+
+class AuthenticationFailed(ServerFault, redis.exceptions.AuthenticationError):
+    """The server refused the user name or password."""
+
+
+class ServerOutOfMemory(ServerFault, redis.exceptions.OutOfMemoryError):
+    """The server is at ``maxmemory`` (policy ``noeviction``) and refuses writes; reads work."""
+
+
+class ServerReadOnly(ServerFault, redis.exceptions.ReadOnlyError):
+    """The server is a read-only replica and refuses writes; reads work."""
+
+
+class PermissionDenied(ServerFault, redis.exceptions.NoPermissionError):
+    """The ACL user may not run ``command`` (or read or write one of its keys)."""
+
+
+def debug_enabled() -> bool:
+    return os.environ.get(ENV_DEBUG, "").strip().lower() in ("1", "true", "yes", "on")
+
+
+# -- where ---------------------------------------------------------------------------------------
+
+
+def address(client: redis.Redis) -> str:
+    """``host:port`` or the unix socket path of a redis-py client (never its password)."""
+    kwargs: dict[str, Any] = client.connection_pool.connection_kwargs
+    if kwargs.get("path"):
+        return str(kwargs["path"])
+    host = str(kwargs.get("host", "localhost"))
+    host = f"[{host}]" if ":" in host else host
+    return f"{host}:{kwargs.get('port', 6379)}"
+
+
+def user_of(client: redis.Redis) -> str:
+    return str(client.connection_pool.connection_kwargs.get("username") or "default")
+
+
+def where(client: redis.Redis, prefix: str | None = None) -> str:
+    return f"Redis at {address(client)}" + (f" (namespace {prefix})" if prefix else "")
+
+
+def _is_embedded(client: redis.Redis) -> bool:
+    from scheduler.server import embedded_at
+
+    return embedded_at(client) is not None
+
+
+# -- translating ---------------------------------------------------------------------------------
+
+_REDIS_COMMAND = re.compile(r"run the '([^']+)' command")
+
+
+def _redis_command(text: str) -> str | None:
+    match = _REDIS_COMMAND.search(text)
+    return match.group(1) if match else None
+
+
+def _call(command: str | None) -> str:
+    return f"engine command {command!r}" if command else "the command"
+
+
+def translate(
+    error: redis.RedisError,
+    client: redis.Redis,
+    prefix: str | None = None,
+    command: str | None = None,
+) -> ServerFault | None:
+    """The fault class for a redis-py error raised calling ``command``; None if it is none.
+
+    Error replies the engine passes on from the server (``NOPERM``/``OOM``/``READONLY`` raised
+    inside the script) arrive as the same redis-py classes as the server's own.
+    """
+    if isinstance(error, ServerFault):
+        return error
+    at = where(client, prefix)
+    reason = shorten(str(error)).rstrip(".")
+    if isinstance(error, redis.exceptions.AuthenticationError) or reason.startswith(
+        ("WRONGPASS", "NOAUTH", "invalid username-password")
+    ):
+        return AuthenticationFailed(
+            f"{at} refused the login as user {user_of(client)!r} ({reason}): check the user name "
+            "and password in --redis or $FLOWS_REDIS_URL, and that the ACL user is enabled",
+            where=at,
+            command=command,
+        )
+    if isinstance(error, (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError)):
+        fix = (
+            "start it with `flows server start` (any flows command starts the embedded server)"
+            if _is_embedded(client)
+            else "start the server, or check the host and port in --redis or $FLOWS_REDIS_URL"
+        )
+        return ServerUnavailable(
+            f"cannot reach {at}: {reason}; {fix}", where=at, command=command
+        )
+    if isinstance(error, redis.exceptions.OutOfMemoryError):
+        return ServerOutOfMemory(
+            f"{at} is out of memory (used memory > maxmemory) and refuses writes: {_call(command)}"
+            " was not run and nothing changed; free memory (delete or truncate finished jobs, "
+            "lower jobs-history) or raise maxmemory; reads still work",
+            where=at,
+            command=command,
+        )
+    if isinstance(error, redis.exceptions.ReadOnlyError):
+        return ServerReadOnly(
+            f"{at} is a read-only replica and refuses writes: {_call(command)} was not run; "
+            "point --redis or $FLOWS_REDIS_URL at the primary; reads still work",
+            where=at,
+            command=command,
+        )
+    if isinstance(error, redis.exceptions.NoPermissionError) or "ACL failure" in reason:
+        refused = _redis_command(reason)
+        what = f"Redis command {refused!r}" if refused else "a key or command it needs"
+        needed = "" if command in (None, refused) else f" (needed by engine command {command!r})"
+        return PermissionDenied(
+            f"{at}: ACL user {user_of(client)!r} may not run {what}{needed}, so nothing was done;"
+            " use a user granted it (see \"Least-privilege Redis users\" in the docs)",
+            where=at,
+            command=refused or command,
+        )
+    return None
+
+
+def one_line(error: BaseException) -> str:
+    """What a user is told about ``error``: one line, without a traceback or a password."""
+    from scheduler.server import redact_url
+
+    if isinstance(error, (FlowsError, EngineError)):
+        text = str(error)
+    elif isinstance(error, redis.exceptions.ConnectionError):
+        text = f"cannot reach Redis: {error}; start the server, or check --redis / $FLOWS_REDIS_URL"
+    elif isinstance(error, redis.RedisError):
+        text = f"Redis refused the command: {error}"
+    else:
+        text = f"unexpected error ({type(error).__name__}: {error}); run with --debug for details"
+    lines = [line for line in redact_url(text).splitlines() if line.strip()]
+    return shorten(lines[0] if lines else type(error).__name__, 2000) + (
+        "" if len(lines) <= 1 else "\n" + "\n".join(lines[1:])
+    )
+
+
+__all__ = [
+    "AuthenticationFailed",
+    "PermissionDenied",
+    "ServerFault",
+    "ServerOutOfMemory",
+    "ServerReadOnly",
+    "ServerUnavailable",
+    "address",
+    "debug_enabled",
+    "one_line",
+    "translate",
+    "where",
+]

@@ -1,0 +1,53 @@
+"""Waiting out faults (scheduler/backoff.py) with the errors a real unreachable server and a real
+full server raise: pauses grow and are capped, and the log has one line per change of fault and
+one when it is over, however many attempts fail."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import pytest
+from fault_support import Valkey
+
+from scheduler.backoff import Backoff, transient
+from scheduler.client import Client
+from scheduler.errors import ServerOutOfMemory, ServerUnavailable
+
+
+def raised(call: object) -> Exception:
+    try:
+        call()  # type: ignore[operator]
+    except Exception as error:
+        return error
+    raise AssertionError("no error")
+
+
+def test_one_line_per_fault_and_pauses_that_grow_to_the_cap(
+    servers: list[Valkey], tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    server = Valkey(tmp_path / "full")
+    servers.append(server)
+    full = Client(server.url())
+    server.fill_memory()
+    out_of_memory = raised(lambda: full.queues["q"].put("tasks.a", {}))
+    unreachable = raised(lambda: Client("redis://127.0.0.1:1/0").queues["q"].length())
+    assert isinstance(out_of_memory, ServerOutOfMemory)
+    assert isinstance(unreachable, ServerUnavailable)
+    assert transient(out_of_memory) and transient(unreachable)
+
+    log = logging.getLogger("flows.test-backoff")
+    backoff = Backoff(log, "fetching", first=0.1, cap=2.0)
+    with caplog.at_level(logging.INFO, logger="flows.test-backoff"):
+        pauses = [backoff.failed(unreachable) for _ in range(10)]
+        pauses += [backoff.failed(out_of_memory) for _ in range(3)]
+        backoff.succeeded()
+        backoff.succeeded()
+    lines = [record.getMessage() for record in caplog.records]
+    assert len(lines) == 3, lines
+    assert lines[0].startswith("fetching: cannot reach Redis at 127.0.0.1:1")
+    assert lines[1].startswith("fetching: Redis at") and "is out of memory" in lines[1]
+    assert lines[2] == "fetching: working again after 13 failures"
+    assert 0.05 <= pauses[0] <= 0.1
+    assert all(1.0 <= pause <= 2.0 for pause in pauses[6:])
+    assert not backoff.failing

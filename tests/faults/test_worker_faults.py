@@ -1,0 +1,127 @@
+"""Workers under faults, as real processes: a full server at start is waited out (no restart
+loop, one log line), and an embedded server killed under a worker is started again by it; in
+both cases every job is done once the fault is gone, with a log line per change of state, not
+one per attempt.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from fault_support import Valkey
+
+from scheduler.client import Client
+from scheduler.server import EmbeddedServer
+
+HERE = Path(__file__).resolve().parent
+FLOWS = Path(sys.executable).with_name("flows")
+
+
+def worker_env(url: str | None, data_dir: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FLOWS_")}
+    env["PYTHONPATH"] = str(HERE)
+    env["FLOWS_DATA_DIR"] = str(data_dir)
+    if url is not None:
+        env["FLOWS_REDIS_URL"] = url
+    return env
+
+
+def wait_until(done: Callable[[], bool], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not done():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)
+
+
+def put_jobs(client: Client, count: int, first: int = 0) -> list[str]:
+    return [
+        client.queues["q"].put("fault_tasks.noop", {"n": n}, jid=f"job-{n}")
+        for n in range(first, first + count)
+    ]
+
+
+def all_complete(client: Client, jids: list[str]) -> bool:
+    return all(job.state == "complete" for job in client.jobs.multiget(*jids))
+
+
+def test_a_worker_pool_waits_out_a_full_server_without_a_restart_loop(
+    servers: list[Valkey], tmp_path: Path
+) -> None:
+    server = Valkey(tmp_path / "full")
+    servers.append(server)
+    client = Client(server.url())
+    jids = put_jobs(client, 20)
+    server.fill_memory()
+    log = tmp_path / "worker.log"
+    with log.open("wb") as out:
+        pool = subprocess.Popen(
+            [str(FLOWS), "worker", "-q", "q", "--burst", "--processes", "1"],
+            env=worker_env(server.url(), tmp_path / "data"),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        wait_until(lambda: "out of memory" in log.read_text(), 20, "the worker to say so")
+        time.sleep(1.5)  # several attempts, all refused
+        assert pool.poll() is None, log.read_text()
+        assert not any(job.state == "complete" for job in client.jobs.multiget(*jids))
+        server.free_memory()
+        assert pool.wait(30) == 0, log.read_text()
+    finally:
+        if pool.poll() is None:
+            pool.kill()
+            pool.wait()
+    text = log.read_text()
+    assert all_complete(client, jids)
+    assert "Traceback" not in text
+    assert text.count("out of memory") == 1, text
+    assert "restarting" not in text, text
+    assert "working again" in text, text
+    client.close()
+
+
+def test_a_worker_starts_its_embedded_server_again_when_it_died(tmp_path: Path) -> None:
+    data_dir = tmp_path / "data"
+    embedded = EmbeddedServer(data_dir, appendfsync="everysec")
+    log = tmp_path / "worker.log"
+    with log.open("wb") as out:
+        worker = subprocess.Popen(
+            [str(FLOWS), "worker", "-q", "q", "--processes", "0"],
+            env=worker_env(None, data_dir),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        wait_until(lambda: "started on q" in log.read_text(), 20, "the worker to start")
+        client = Client(embedded.url)
+        first = put_jobs(client, 5)
+        wait_until(lambda: all_complete(client, first), 20, "the first jobs")
+        client.close()
+        pid = int(embedded.pid_path.read_text())
+        os.kill(pid, signal.SIGKILL)
+        wait_until(lambda: "cannot reach Redis" in log.read_text(), 20, "the worker to notice")
+        # Nobody else starts it: is_running only probes.
+        wait_until(embedded.is_running, 20, "the worker to start the server again")
+        assert int(embedded.pid_path.read_text()) != pid
+        client = Client(embedded.url)
+        second = put_jobs(client, 5, first=5)
+        wait_until(lambda: all_complete(client, second), 20, "the jobs put after the restart")
+        client.close()
+        worker.send_signal(signal.SIGTERM)
+        assert worker.wait(30) == 0, log.read_text()
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+            worker.wait()
+        embedded.stop()
+    text = log.read_text()
+    assert "started the embedded server again" in text, text
+    assert "Traceback" not in text, text
+    # one line per activity that noticed (fetching, heartbeats), not one per attempt
+    assert text.count("cannot reach Redis") <= 3, text
