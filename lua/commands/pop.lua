@@ -5,8 +5,8 @@
 --   peek      queue, count          -> JSON list of the next jobs, not handed out
 --
 -- pop first reclaims jobs whose lock expired (see Queue.invalidate_locks: grace period, then one
--- retry per expiry in the qless dialect; the native dialect leaves retries alone and counts the
--- lost worker against lost-worker-retries: include/reclaim.lua), then spawns due recurring jobs and promotes due scheduled ones, then takes
+-- retry per expiry for `pop`, qless's rule; `pop.lean` leaves retries alone and counts the lost
+-- worker against lost-worker-retries, our rule: include/reclaim.lua), then spawns due recurring jobs and promotes due scheduled ones, then takes
 -- waiting jobs: lower priority number first, equal priorities in insertion order. A paused queue
 -- gives nothing; `<queue>-max-concurrency` caps the jobs holding a valid lock at once (expired
 -- ones are still reclaimed). Each job's lock lasts its ttr when it was put with one, else
@@ -214,8 +214,8 @@ local function pop(cmd, args, lean)
   local lock = tonumber(queue_heartbeat or heartbeat)
   local c = new_pop(queue, worker, lock, tonumber(history_limit), lean)
   -- Reclaimed jobs go straight to this worker, keeping their concurrency-key and throttle slots.
-  -- In the qless dialect an expired lock uses a retry, as qless clients expect (reclaim.lua).
-  local reclaimed = Queue.invalidate_locks(queue, count, true)
+  -- `pop` is qless's command: an expired lock uses a retry there, as qless clients expect.
+  local reclaimed = Queue.invalidate_locks(queue, count, true, not lean)
   for _, jid in ipairs(reclaimed) do
     redis.call('zrem', Keys.locks(queue), jid)
     hand_out(c, jid, candidate(c, jid))

@@ -1,10 +1,11 @@
 -- reclaim: taking back the jobs of workers whose locks expired (used by pop and housekeeping).
 --
--- Two rules for what an expired lock costs a job, by the dialect of the call (lua/README.md):
--- * qless's (calls in the qless dialect: the bundle qless clients load): each expiry after the
---   grace period uses up one of the job's retries; none left, it fails in failed-retries-<queue>;
--- * ours (the native dialect: our client, worker and scheduler service, whatever the command): a
---   lost worker is not the job's own error, so its retries are left alone. The job runs again at
+-- Two rules for what an expired lock costs a job:
+-- * qless's (every call in the qless dialect, and qless's own `pop` command in either dialect,
+--   which `Queue.pop` of the Python client calls): each expiry after the grace period uses up
+--   one of the job's retries; none left, it fails in failed-retries-<queue>;
+-- * ours (`pop.lean`, `await`, hand-offs, `maintain` in the native dialect: our worker, flows and
+--   the scheduler service): a lost worker is not the job's own error, so its retries are left alone. The job runs again at
 --   most `lost-worker-retries` times (default 2) after lost workers (counted in its `lost`
 --   field); the next loss fails it in group `worker-lost` with a message naming the worker and
 --   when its lock expired.
@@ -69,12 +70,13 @@ end
 
 -- Expired locks of `queue` (at most `limit`). The first expiry of a lock gives its worker a
 -- grace period (lock_lost, history 'timed-out'); the next one returns the job for the caller to
--- hand out, or fails it: in the qless dialect it uses up a retry (failed-retries-<queue> when
--- none are left), in ours it counts against lost-worker-retries (see the top of this file).
+-- hand out, or fails it: under qless's rule (`qless_rule`, or any call in the qless dialect) it
+-- uses up a retry (failed-retries-<queue> when none are left), else it counts against
+-- lost-worker-retries (see the top of this file).
 -- A returned job stops running, so it gives back its concurrency-key and throttle slots
 -- (include/slots.lua), unless `handing_out`: pop gives it straight to its new worker, slots and all.
 -- Returns the reclaimed jids and how many jobs were failed.
-function Queue.invalidate_locks(queue, limit, handing_out)
+function Queue.invalidate_locks(queue, limit, handing_out, qless_rule)
   local reclaimed = {}
   local expired = redis.call('zrangebyscore', Keys.locks(queue), '-inf', Engine.now, 'LIMIT', 0, limit)
   if #expired == 0 then return reclaimed, 0 end
@@ -105,7 +107,7 @@ function Queue.invalidate_locks(queue, limit, handing_out)
       end
       redis.call('zrem', Keys.worker_jobs(worker), jid)
       local again
-      if Engine.qless then
+      if qless_rule or Engine.qless then
         again = tonumber(redis.call('hincrby', Keys.job(jid), 'remaining', -1)) >= 0
         if not again then exhaust(queue, jid, worker) end
       else

@@ -1,6 +1,6 @@
 """A lost worker (its lock expired) costs a job none of its own retries under our rule (pop.lean,
-await, maintain), at most lost-worker-retries runs; the qless dialect keeps qless's rule (one retry
-per expiry). See lua/include/reclaim.lua."""
+await, maintain), at most lost-worker-retries runs; qless's `pop` and the qless dialect keep
+qless's rule (one retry per expiry). See lua/include/reclaim.lua."""
 
 from __future__ import annotations
 
@@ -85,13 +85,17 @@ def test_housekeeping_applies_the_same_rule(lua: Lua) -> None:
     assert job is not None and (job["state"], job["remaining"]) == ("waiting", 0)
 
 
-def test_the_native_pop_takes_our_rule_too(lua: Lua) -> None:
-    """The dialect decides, not the command: qless's rule is for qless clients (tests/qless)."""
-    setup(lua, retries=0)
+def test_qless_pop_keeps_qless_rule_a_lost_lock_uses_a_retry(lua: Lua) -> None:
+    setup(lua, retries=1)
     lua.pop(worker="w1", now=T0)
     [job] = lua.pop(worker="w2", now=T0 + HEARTBEAT)
     assert (job["jid"], job["remaining"]) == ("a", 0)
-    assert lua.r.hget(lua.key("j:a"), "lost") == "1"
+    assert lua.pop(worker="w3", now=T0 + 2 * HEARTBEAT) == []
+    failed = lua.job("a", now=T0 + 2 * HEARTBEAT)
+    assert failed is not None
+    assert failed["failure"]["group"] == "failed-retries-q"
+    assert failed["failure"]["message"] == 'Job exhausted retries in queue "q"'
+    assert lua.r.hget(lua.key("j:a"), "lost") is None
 
 
 def test_put_back_after_failing_the_allowance_starts_again(lua: Lua) -> None:
