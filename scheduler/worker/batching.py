@@ -19,7 +19,7 @@ from typing import Any, NamedTuple
 
 import redis
 
-from scheduler.errors import EngineError, translate
+from scheduler.errors import ClusterError, EngineError, translate
 from scheduler.scripts import Engine
 
 log = logging.getLogger("flows.worker")
@@ -95,7 +95,7 @@ class Batcher:
             pipe.call(command, *args)
             try:
                 texts, reply = pipe.execute()
-            except redis.RedisError as error:
+            except (redis.RedisError, ClusterError) as error:
                 self._deliver(last, error)
                 raise
             self._deliver(last, texts)
@@ -112,7 +112,7 @@ class Batcher:
     def _send(self, batch: list[Completion]) -> None:
         try:
             texts = self.engine.call("complete.many", self.worker, *_arguments(batch))
-        except (redis.RedisError, EngineError) as error:
+        except (redis.RedisError, ClusterError, EngineError) as error:
             texts = error
         self._deliver(batch, texts)
 
