@@ -62,13 +62,36 @@ _BACKOFF = (0.05, 0.1, 0.2, 0.4, 0.8, 1.0)
 # lock or a service's liveness. Anything else lost mid-call is OutcomeUnknown, never resent.
 REPLAYABLE = frozenset(
     {
-        "config.get", "doctor.index", "doctor.jobs", "doctor.names", "failed", "failed.dropped",
-        "get", "heartbeat", "jobs", "length", "multiget", "peek", "queue.counts", "queue.stats",
-        "queues", "recur.get", "run.get", "runs", "schedule.due", "schedule.get",
-        "schedule.list", "scheduler.ping", "schedulers", "stats", "throttle.get", "worker.info",
-        "worker.list", "workers",
+        "config.get",
+        "doctor.index",
+        "doctor.jobs",
+        "doctor.names",
+        "failed",
+        "failed.dropped",
+        "get",
+        "heartbeat",
+        "jobs",
+        "length",
+        "multiget",
+        "peek",
+        "queue.counts",
+        "queue.stats",
+        "queues",
+        "recur.get",
+        "run.get",
+        "runs",
+        "schedule.due",
+        "schedule.get",
+        "schedule.list",
+        "scheduler.ping",
+        "schedulers",
+        "stats",
+        "throttle.get",
+        "worker.info",
+        "worker.list",
+        "workers",
     }
-)  # fmt: skip
+)
 
 # Commands that write nothing: never followed by WAIT.
 READ_ONLY = REPLAYABLE - {"heartbeat", "scheduler.ping", "worker.list"}

@@ -96,14 +96,20 @@ def start_node(root: Path, extra: list[str]) -> Node:
     directory.mkdir(parents=True)
     args = [
         str(find_server_binary()),
-        "--port", str(port),
-        "--bind", HOST,
-        "--dir", str(directory),
-        "--save", "",
-        "--appendonly", "no",
-        "--logfile", str(directory / "log"),
+        "--port",
+        str(port),
+        "--bind",
+        HOST,
+        "--dir",
+        str(directory),
+        "--save",
+        "",
+        "--appendonly",
+        "no",
+        "--logfile",
+        str(directory / "log"),
         *extra,
-    ]  # fmt: skip
+    ]
     process = subprocess.Popen(args, stdin=subprocess.DEVNULL)
     node = Node(port, directory, process)
     wait_for(lambda: bool(node.client().ping()), 15, f"server on port {port}")
@@ -126,19 +132,27 @@ class Cluster:
                     start_node(
                         root,
                         [
-                            "--cluster-enabled", "yes",
-                            "--cluster-config-file", "nodes.conf",
-                            "--cluster-node-timeout", "1000",
-                            "--cluster-replica-validity-factor", "0",
+                            "--cluster-enabled",
+                            "yes",
+                            "--cluster-config-file",
+                            "nodes.conf",
+                            "--cluster-node-timeout",
+                            "1000",
+                            "--cluster-replica-validity-factor",
+                            "0",
                         ],
-                    )  # fmt: skip
+                    )
                 )
             subprocess.run(
                 [
-                    str(cli_binary()), "--cluster", "create",
+                    str(cli_binary()),
+                    "--cluster",
+                    "create",
                     *(node.address for node in cluster.nodes),
-                    "--cluster-replicas", str(replicas), "--cluster-yes",
-                ],  # fmt: skip
+                    "--cluster-replicas",
+                    str(replicas),
+                    "--cluster-yes",
+                ],
                 check=True,
                 capture_output=True,
                 timeout=60,

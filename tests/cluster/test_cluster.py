@@ -80,8 +80,9 @@ def test_the_default_namespace_is_refused_with_how_to_name_one(cluster: Cluster)
 
 def test_the_cluster_scheme_takes_several_seed_nodes(cluster: Cluster) -> None:
     seeds = ",".join(["127.0.0.1:1", cluster.nodes[2].address])  # the first seed is down
-    result = flows_command("queues", "--json", "--redis", f"redis+cluster://{seeds}",
-                           "--namespace", "seeds")  # fmt: skip
+    result = flows_command(
+        "queues", "--json", "--redis", f"redis+cluster://{seeds}", "--namespace", "seeds"
+    )
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout) == []
 
@@ -94,23 +95,36 @@ def test_two_namespaces_on_two_shards_run_flows_with_one_worker_command(
     flow.write_text(FLOW)
     run_ids = {}
     for namespace, node in ((first, cluster.nodes[0]), (second, cluster.nodes[1])):
-        submitted = flows_command("run", str(flow), "--detach", "--redis", node.url,
-                                  "--namespace", namespace)  # fmt: skip
+        submitted = flows_command(
+            "run", str(flow), "--detach", "--redis", node.url, "--namespace", namespace
+        )
         assert submitted.returncode == 0, submitted.stderr
         run_ids[namespace] = submitted.stdout.split()[0]
     # One command, a third node's address, both namespaces: a worker process for each.
-    worked = flows_command("worker", "-q", "etl", "--burst", "--processes", "0",
-                           "--redis", cluster.nodes[2].url, "--namespace", f"{first},{second}")  # fmt: skip
+    worked = flows_command(
+        "worker",
+        "-q",
+        "etl",
+        "--burst",
+        "--processes",
+        "0",
+        "--redis",
+        cluster.nodes[2].url,
+        "--namespace",
+        f"{first},{second}",
+    )
     assert worked.returncode == 0, worked.stderr
     for namespace, run_id in run_ids.items():
-        status = flows_command("status", run_id, "--json", "--redis", cluster.nodes[3].url,
-                               "--namespace", namespace)  # fmt: skip
+        status = flows_command(
+            "status", run_id, "--json", "--redis", cluster.nodes[3].url, "--namespace", namespace
+        )
         assert status.returncode == 0, status.stderr
         report = json.loads(status.stdout)
         assert report["status"] == "succeeded"
         assert [step["status"] for step in report["steps"]] == ["success", "success"]
-        doctor = flows_command("doctor", "--deep", "--redis", cluster.nodes[4].url,
-                               "--namespace", namespace)  # fmt: skip
+        doctor = flows_command(
+            "doctor", "--deep", "--redis", cluster.nodes[4].url, "--namespace", namespace
+        )
         assert doctor.returncode == 0, doctor.stdout + doctor.stderr
 
 
@@ -125,12 +139,23 @@ def test_scheduler_services_fire_each_tick_once_in_each_namespace(
     tick = 1_800_000_000.0  # a minute boundary
     for now in (tick - 30, tick + 1, tick + 61):
         for node in cluster.nodes[:2]:  # two services, each serving every namespace
-            result = flows_command("scheduler", "--once", "--now", str(now), "--flows-dir",
-                                   str(folder), "--redis", node.url, "--namespace", both)  # fmt: skip
+            result = flows_command(
+                "scheduler",
+                "--once",
+                "--now",
+                str(now),
+                "--flows-dir",
+                str(folder),
+                "--redis",
+                node.url,
+                "--namespace",
+                both,
+            )
             assert result.returncode == 0, result.stderr
     for namespace in namespaces:
-        runs = flows_command("runs", "--json", "--redis", cluster.nodes[5].url,
-                             "--namespace", namespace)  # fmt: skip
+        runs = flows_command(
+            "runs", "--json", "--redis", cluster.nodes[5].url, "--namespace", namespace
+        )
         assert runs.returncode == 0, runs.stderr
         ticks = sorted(float(run["tick"]) for run in json.loads(runs.stdout))
         assert ticks == [tick, tick + 60]
