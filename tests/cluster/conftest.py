@@ -10,7 +10,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from cluster_support import Cluster
+
+from benchmarks.topology import Cluster
 
 HERE = Path(__file__).resolve().parent
 

