@@ -54,6 +54,13 @@ def cli_binary() -> Path:
     return find_server_binary().with_name("valkey-cli")
 
 
+def online_replicas(master: Node) -> int:
+    """How many replicas are in sync with ``master`` (only those count for WAIT)."""
+    info = master.client().info("replication")
+    entries = [v for k, v in info.items() if k.startswith("slave") and isinstance(v, dict)]
+    return sum(1 for entry in entries if entry.get("state") == "online")
+
+
 @dataclass
 class Node:
     """One server process."""
@@ -61,6 +68,7 @@ class Node:
     port: int
     directory: Path
     process: subprocess.Popen[bytes]
+    args: list[str] = field(default_factory=list)
 
     @property
     def address(self) -> str:
@@ -81,6 +89,12 @@ class Node:
         if self.alive():
             os.kill(self.process.pid, signal.SIGKILL)
             self.process.wait(10)
+
+    def restart(self) -> None:
+        """Start the killed server again, same port and directory (a cluster node rejoins as a
+        replica of the master that replaced it)."""
+        self.process = subprocess.Popen(self.args, stdin=subprocess.DEVNULL)
+        wait_for(lambda: bool(self.client().ping()), 15, f"server on port {self.port}")
 
     def stop(self) -> None:
         if self.alive():
@@ -112,7 +126,7 @@ def start_node(root: Path, extra: list[str]) -> Node:
         *extra,
     ]
     process = subprocess.Popen(args, stdin=subprocess.DEVNULL)
-    node = Node(port, directory, process)
+    node = Node(port, directory, process, args)
     wait_for(lambda: bool(node.client().ping()), 15, f"server on port {port}")
     return node
 
@@ -159,6 +173,7 @@ class Cluster:
                 timeout=60,
             )
             wait_for(cluster.healthy, 30, "the cluster to be ok on every node")
+            wait_for(lambda: cluster.replicated(replicas), 30, "every replica in sync")
         except BaseException:
             cluster.stop()
             raise
@@ -172,6 +187,10 @@ class Cluster:
                     return False
         return True
 
+    def replicated(self, replicas: int) -> bool:
+        """Whether every master has ``replicas`` replicas online (WAIT counts only those)."""
+        return all(online_replicas(node) >= replicas for node in self.masters())
+
     def node_of_slot(self, slot: int, role: str = "master") -> Node:
         for node in self.nodes:
             if not node.alive():
@@ -183,6 +202,16 @@ class Cluster:
                     port = int(address[1])
                     return next(n for n in self.nodes if n.port == port)
         raise LookupError(f"no live node knows slot {slot}")
+
+    def fail_over(self, slot: int) -> Node:
+        """SIGKILL the master of ``slot``, wait for its replica's promotion, then start the old
+        master again (it rejoins as a replica). Returns the new master."""
+        victim = self.node_of_slot(slot)
+        victim.kill()
+        wait_for(lambda: self.node_of_slot(slot) is not victim, 30, "a replica's promotion")
+        wait_for(self.healthy, 30, "the cluster to be ok again")
+        victim.restart()
+        return self.node_of_slot(slot)
 
     def masters(self) -> list[Node]:
         found = []
@@ -242,8 +271,7 @@ class SentinelGroup:
         return node
 
     def _replicas_online(self) -> bool:
-        info = self.data[0].client().info("replication")
-        return int(info["connected_slaves"]) == len(self.data) - 1
+        return online_replicas(self.data[0]) == len(self.data) - 1
 
     def _sentinels_agree(self) -> bool:
         for sentinel in self.sentinels:
@@ -263,6 +291,15 @@ class SentinelGroup:
         address = self.sentinels[0].client().sentinel_get_master_addr_by_name(self.service)
         _, port = cast(tuple[str, int], address)
         return next(n for n in self.data if n.port == int(port))
+
+    def fail_over(self) -> Node:
+        """SIGKILL the master, wait for Sentinel to promote a replica, then start the old master
+        again (Sentinel makes it a replica of the new one). Returns the new master."""
+        victim = self.master()
+        victim.kill()
+        wait_for(lambda: self.master() is not victim, 60, "Sentinel to promote a replica")
+        victim.restart()
+        return self.master()
 
     def stop(self) -> None:
         for node in [*self.sentinels, *self.data]:

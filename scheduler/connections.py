@@ -384,8 +384,9 @@ class Failover:
         self.route = route
         self.wait = wait
         # Until a call has succeeded there is no failover to wait for: a wrong URL or a server
-        # that is down is reported at once (redirects are still followed).
-        self.contacted = False
+        # that is down is reported at once (redirects are still followed). A cluster client
+        # has already read the slot map from a live node when it was made.
+        self.contacted = route.cluster is not None
 
     def run(self, command: str, attempt: Callable[[], T], *, replayable: bool | None = None) -> T:
         if replayable is None:
