@@ -9,7 +9,7 @@ from textwrap import dedent
 
 import pytest
 from conftest import flows_command
-from redis.cluster import key_slot
+from redis.crc import key_slot
 
 from benchmarks.topology import Cluster
 from scheduler import Client

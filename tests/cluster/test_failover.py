@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from redis.cluster import key_slot
+from redis.crc import key_slot
 
 from benchmarks.failover import FailoverResult, drain_through_failover
 from benchmarks.topology import Cluster, SentinelGroup
