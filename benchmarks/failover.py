@@ -4,7 +4,8 @@
 :func:`drain_through_failover` puts a drain of jobs, submits a flow run, starts worker processes
 and a writer that puts one job at a time and notes each acknowledged jid in a ledger, kills the
 namespace's master with SIGKILL once half the drain is done, and waits for the drain and the run
-to finish on the promoted replica. :class:`FailoverResult` then says which jobs completed, which
+to finish on the promoted replica, and for a scheduler service started before the kill to tick
+again. :class:`FailoverResult` then says which jobs completed, which
 ran more than once, how many acknowledged writes the failover lost, and how long writes stopped.
 
 ``python -m benchmarks.failover write URL NAMESPACE LEDGER`` is the writer process.
@@ -40,6 +41,7 @@ DRAIN = "drain"
 LEDGER = "ledger"
 FLOW_QUEUE = "flow"
 KLASS = "benchmarks.tasks.noop"
+SERVICE_ID = "failover-service"
 LOCK_SECONDS = 3  # heartbeat: how soon a job held by a worker that lost its reply runs again
 
 FLOW = """\
@@ -72,6 +74,7 @@ class FailoverResult:
     drain_seconds: float = 0.0
     flow_status: str = ""
     doctor_problems: int = -1
+    service_healthy: bool = False
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -150,6 +153,10 @@ def drain_through_failover(
         start_new_session=True,
     )
     processes.append(writer)
+    (workdir / "flows").mkdir(exist_ok=True)
+    service = _flows("scheduler", "--flows-dir", str(workdir / "flows"), "--id", SERVICE_ID,
+                     "--tick-interval", "0.2", *common, log=workdir / "scheduler.log")  # fmt: skip
+    processes.append(service)
     started = time.monotonic()
     deadline = started + timeout
     try:
@@ -165,6 +172,15 @@ def drain_through_failover(
         ) and time.monotonic() < deadline:
             time.sleep(0.1)
         result.drain_seconds = time.monotonic() - started
+        # The service survived if it ticks again on the new master: after the kill, that is.
+        time.sleep(max(0.0, killed_at + 2.5 - time.time()))
+        while time.monotonic() < deadline and not result.service_healthy:
+            health = subprocess.run(
+                [sys.executable, "-c", "import sys; from flows.cli import main; sys.exit(main())",
+                 "scheduler", "--health", "--id", SERVICE_ID, "--max-age", "2", *common],
+                capture_output=True, timeout=60,
+            )  # fmt: skip
+            result.service_healthy = health.returncode == 0 and service.poll() is None
         time.sleep(0.5)  # the writer's acknowledgements after recovery
     finally:
         stop_all(processes)

@@ -44,6 +44,7 @@ def check(result: FailoverResult, mode: str) -> None:
     assert (result.completed, result.missing, result.unfinished) == (JOBS, 0, {})
     assert result.flow_status == "succeeded"
     assert result.doctor_problems == 0
+    assert result.service_healthy
     assert result.acknowledged > 0
     assert 0 < result.recovery_seconds < 30
     if mode == "wait":
