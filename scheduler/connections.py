@@ -238,6 +238,14 @@ def hash_tag_slot_key(prefix: str) -> str:
     return prefix
 
 
+def primaries(client: redis.Redis) -> list[redis.Redis]:
+    """A client of each master of a cluster; ``client`` itself otherwise."""
+    if not is_cluster(client):
+        return [client]
+    cluster = cast(RedisCluster, client)
+    return [cluster.get_redis_connection(n) for n in cluster.get_primaries()]  # type: ignore[no-untyped-call]
+
+
 class Route:
     """Which redis-py client reaches a namespace: the node owning its slot on a cluster (looked
     up on every call, so a failover's new topology is used as soon as it is known)."""
@@ -263,9 +271,7 @@ class Route:
 
     def primaries(self) -> list[redis.Redis]:
         """Every master: a Functions library must be loaded on each (replicas copy theirs)."""
-        if self.cluster is None:
-            return [self.client]
-        return [self.cluster.get_redis_connection(n) for n in self.cluster.get_primaries()]  # type: ignore[no-untyped-call]
+        return primaries(self.client)
 
     def refresh(self) -> None:
         """Re-read the cluster's slot map (after MOVED, or while a failover settles)."""
@@ -429,5 +435,6 @@ __all__ = [
     "is_cluster",
     "needs_failover",
     "not_run",
+    "primaries",
     "split_durability",
 ]

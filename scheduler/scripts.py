@@ -190,7 +190,8 @@ class Engine:
         if self.failover is None:
             self._load_on(self.redis)
         else:
-            self.failover.run("load", self._load_everywhere)
+            # Loading twice is harmless (an existing library is kept), so a lost reply is resent.
+            self.failover.run("load", self._load_everywhere, replayable=True)
         self._loaded = True
 
     def _load_everywhere(self) -> None:

@@ -159,3 +159,17 @@ def test_scheduler_services_fire_each_tick_once_in_each_namespace(
         assert runs.returncode == 0, runs.stderr
         ticks = sorted(float(run["tick"]) for run in json.loads(runs.stdout))
         assert ticks == [tick, tick + 60]
+
+
+def test_a_worker_refuses_a_cluster_whose_other_master_may_evict(cluster: Cluster) -> None:
+    entry = cluster.nodes[0]
+    other = next(node for node in cluster.masters() if node is not entry)
+    other.client().config_set("maxmemory-policy", "allkeys-lru")
+    try:
+        result = flows_command("worker", "-q", "q", "--burst", "--processes", "0",
+                               "--redis", entry.url, "--namespace", "evict")  # fmt: skip
+    finally:
+        other.client().config_set("maxmemory-policy", "noeviction")
+    assert result.returncode == 1
+    assert "maxmemory-policy is 'allkeys-lru'" in result.stderr
+    assert "Traceback" not in result.stderr
