@@ -412,7 +412,9 @@ class _Checker:
         """SCAN the namespace once: jids come back in batches, index names are collected."""
         prefix = self.engine.key_prefix
         batch: dict[str, None] = {}
-        for key in self.client.redis.scan_iter(match=_glob_escape(prefix) + "*", count=self.page):
+        # On a cluster only the master owning the namespace's slot has its keys.
+        source = self.engine.route.target()
+        for key in source.scan_iter(match=_glob_escape(prefix) + "*", count=self.page):
             self.checked["keys"] += 1
             rest = str(key)[len(prefix) :]
             name = self._classify(rest, targets, workers, groups)
