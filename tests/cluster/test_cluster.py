@@ -8,7 +8,7 @@ from pathlib import Path
 from textwrap import dedent
 
 import pytest
-from conftest import flows_command
+from cluster_cli import flows_command
 from redis.crc import key_slot
 
 from benchmarks.topology import Cluster
