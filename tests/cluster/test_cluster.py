@@ -15,6 +15,8 @@ from benchmarks.topology import Cluster
 from scheduler import Client
 from scheduler.errors import NamespaceNotInOneSlot
 
+pytestmark = pytest.mark.slow  # starts `flows` processes: seconds each
+
 FLOW = """\
 version: 1
 name: two
