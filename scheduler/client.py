@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, overload
 
 import redis as redis_py
 
+from scheduler.connections import Durability, split_durability
 from scheduler.errors import JobNotFound
 from scheduler.job import (
     Job,
@@ -297,12 +298,17 @@ class Throttles(MutableMapping[str, int]):
 class Client:
     """A connection to one namespace of the engine.
 
-    ``url``: a ``redis://``, ``rediss://`` or ``unix://`` URL; None starts (or reuses) the
-    embedded server (see :func:`scheduler.server.resolve_url`). ``namespace``: keys go under
-    ``{namespace}:`` instead of qless's ``ql:`` (a value ending in ``:``, such as ``{billing}:``,
-    is used as the prefix as it is). ``redis``: an existing redis-py client created
-    with ``decode_responses=True`` (instead of ``url``). ``worker_name``: the name this client
-    pops, completes and heartbeats as (default ``<hostname>-<pid>``).
+    ``url``: a ``redis://``, ``rediss://`` or ``unix://`` URL, or a Redis Cluster
+    (``redis+cluster://``, or ``redis://`` naming any node) or Sentinel
+    (``redis+sentinel://host:port[,host:port]/service``) one; None starts (or reuses) the
+    embedded server (see :func:`scheduler.server.resolve_url`). ``?wait=N&wait_timeout=S`` in
+    the URL: each engine write waits until N replicas have it (see ``durability``).
+    ``namespace``: keys go under ``{namespace}:`` instead of qless's ``ql:`` (a value ending in
+    ``:``, such as ``{billing}:``, is used as the prefix as it is); a cluster needs one.
+    ``redis``: an existing redis-py client created with ``decode_responses=True`` (instead of
+    ``url``). ``worker_name``: the name this client pops, completes and heartbeats as (default
+    ``<hostname>-<pid>``). ``durability``: a :class:`~scheduler.connections.Durability`, for a
+    client given as ``redis``.
     """
 
     engine: Engine
@@ -315,6 +321,7 @@ class Client:
         namespace: str | None = None,
         redis: redis_py.Redis | None = None,
         worker_name: str | None = None,
+        durability: Durability | None = None,
     ) -> None:
         if redis is not None and url is not None:
             raise ValueError("pass either url or redis, not both")
@@ -322,10 +329,18 @@ class Client:
         if redis is None:
             from scheduler import server
 
-            redis = server.connect(server.resolve_url(url))
+            url = server.resolve_url(url)
+            durability = split_durability(url)[1] or durability
+            redis = server.connect(url)
         if not redis.get_connection_kwargs().get("decode_responses"):
             raise ValueError("the redis client must be created with decode_responses=True")
-        self._setup(Engine(redis, namespace_prefix(namespace)), worker_name, owns)
+        try:
+            engine = Engine(redis, namespace_prefix(namespace), durability=durability)
+        except BaseException:
+            if owns:
+                redis.close()
+            raise
+        self._setup(engine, worker_name, owns)
 
     @classmethod
     def from_engine(cls, engine: Engine, *, worker_name: str | None = None) -> Client:

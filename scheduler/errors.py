@@ -13,13 +13,20 @@ The engine replies to a refused call with a Redis error whose first word is a st
     │   ├── HasDependents           HASDEPENDENTS: cancel would strand a dependent
     │   ├── TooLarge                TOOLARGE: a payload, id or list is over its size limit
     │   └── UnknownCommand          UNKNOWNCOMMAND: the engine has no such command
-    └── ServerError                 no usable Redis server (not found, failed to start, bad policy)
-        └── ServerFault             the server refused or the connection failed (scheduler.faults):
-            ├── ServerUnavailable   cannot connect, or the connection broke
-            ├── AuthenticationFailed wrong user name or password
-            ├── ServerOutOfMemory   at maxmemory: writes refused, reads work
-            ├── ServerReadOnly      a read-only replica: writes refused, reads work
-            └── PermissionDenied    the ACL user may not run a command (``command`` names it)
+    ├── ServerError                 no usable Redis server (not found, failed to start, bad policy)
+    │   └── ServerFault             the server refused or the connection failed (scheduler.faults):
+    │       ├── ServerUnavailable   cannot connect, or the connection broke
+    │       ├── AuthenticationFailed wrong user name or password
+    │       ├── ServerOutOfMemory   at maxmemory: writes refused, reads work
+    │       ├── ServerReadOnly      a read-only replica: writes refused, reads work
+    │       └── PermissionDenied    the ACL user may not run a command (``command`` names it)
+    └── ClusterError                a Redis Cluster or Sentinel could not serve an engine call
+        ├── ClusterDown             CLUSTERDOWN / no master for the slot within the failover wait
+        ├── SlotMoving              MOVED / ASK / TRYAGAIN kept coming: the slot is migrating
+        ├── ReadOnlyReplica         READONLY: the node became a replica, no new master found
+        ├── OutcomeUnknown          the connection broke after the call was sent: it may have run
+        ├── NotReplicated           the write ran, but no replica acknowledged it in time (WAIT)
+        └── NamespaceNotInOneSlot   the namespace's keys would not share one hash slot
 
 The fault classes live in :mod:`scheduler.faults` (they also derive from redis-py's exceptions,
 which this module does not import) and are importable from here too.
@@ -109,6 +116,38 @@ class UnknownCommand(EngineError):
 
 class ServerError(FlowsError):
     """No usable Redis server: none found, it failed to start, or it is configured unsafely."""
+
+
+class ClusterError(FlowsError):
+    """A Redis Cluster or Sentinel could not serve an engine call. Every class but
+    :class:`OutcomeUnknown` and :class:`NotReplicated` means the call did not run."""
+
+
+class ClusterDown(ClusterError):
+    """No master served the namespace's slot (CLUSTERDOWN, connection refused, Sentinel knows
+    no master) for the whole failover wait."""
+
+
+class SlotMoving(ClusterError):
+    """MOVED, ASK or TRYAGAIN replies for the whole failover wait: the slot is being migrated."""
+
+
+class ReadOnlyReplica(ClusterError):
+    """The node answered READONLY (it was demoted to a replica) and no new master was found."""
+
+
+class OutcomeUnknown(ClusterError):
+    """The connection broke after the call was sent: it may or may not have run (not resent,
+    because running it twice would not be the same as once)."""
+
+
+class NotReplicated(ClusterError):
+    """The write ran on the master, but fewer replicas than asked acknowledged it in time
+    (durable mode's ``WAIT``): a failover now could lose it."""
+
+
+class NamespaceNotInOneSlot(ClusterError):
+    """On a Redis Cluster the namespace's keys must share one hash slot (a ``{tag}`` prefix)."""
 
 
 ERRORS_BY_CODE: dict[str, type[EngineError]] = {

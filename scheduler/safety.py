@@ -8,8 +8,9 @@ full server then refuses writes (the put fails, loudly) instead of dropping what
 Workers (:meth:`~scheduler.worker.Worker.run`, :meth:`~scheduler.worker.WorkerPool.run`) and the
 scheduler service (:meth:`~scheduler.service.SchedulerService.run`) call it at start. The policy is
 read with ``CONFIG GET``; a user whose ACL forbids ``CONFIG`` (see ``docs/pages/acl.md``) falls
-back to ``INFO memory``, and when that is refused too the check is skipped with a warning, since the
-server's operator may have made sure by other means.
+back to ``INFO memory``, and when that is refused too the check is skipped with a warning, since
+the server's operator may have made sure by other means. On a Redis Cluster every master is
+checked.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import logging
 
 import redis
 
+from scheduler.connections import is_cluster, primaries
 from scheduler.errors import ServerError
 
 log = logging.getLogger("flows.safety")
@@ -58,7 +60,14 @@ def _text(value: object) -> str:
 
 
 def eviction_policy(client: redis.Redis) -> str | None:
-    """The server's ``maxmemory-policy`` (CONFIG GET, else INFO), or None if neither may be read."""
+    """The server's ``maxmemory-policy`` (CONFIG GET, else INFO), or None if neither may be read.
+
+    On a Redis Cluster, the first unsafe policy among the masters (each namespace lives on one,
+    and any may hold one), else the policy they share."""
+    if is_cluster(client):
+        policies = [eviction_policy(master) for master in primaries(client)]
+        unsafe = [p for p in policies if p is not None and p.lower() != SAFE_POLICY]
+        return unsafe[0] if unsafe else next((p for p in policies if p is not None), None)
     policy = _from_config(client)
     return policy if policy is not None else _from_info(client)
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import time
 from collections.abc import Iterable, Sequence
 from functools import cache
 from pathlib import Path
@@ -31,6 +32,16 @@ from typing import Any
 import redis
 
 from scheduler import faults
+from scheduler.connections import (
+    FAILOVER_WAIT,
+    REPLAYABLE,
+    Durability,
+    Failover,
+    Route,
+    as_cluster_error,
+    needs_failover,
+    not_run,
+)
 from scheduler.errors import EngineError, FlowsError, translate
 
 _INCLUDE = re.compile(r"^--\s*@include\s+(\S+)\s*$")
@@ -160,6 +171,12 @@ class Engine:
 
     ``prefix`` is the key prefix (``ql:`` when None, the qless layout). ``use_functions`` picks the
     Functions library (None: whenever the server has ``FUNCTION``).
+
+    On a Redis Cluster (a ``RedisCluster`` client) the prefix must carry a hash tag, and each
+    call goes straight to the node owning its slot. On a cluster or a Sentinel-managed master,
+    calls ride out a failover for up to ``failover_wait`` seconds
+    (:class:`scheduler.connections.Failover`).
+    ``durability``: after each write, wait for replicas to acknowledge it (``WAIT``).
     """
 
     def __init__(
@@ -167,6 +184,9 @@ class Engine:
         client: redis.Redis,
         prefix: str | None = None,
         use_functions: bool | None = None,
+        *,
+        durability: Durability | None = None,
+        failover_wait: float = FAILOVER_WAIT,
     ) -> None:
         self.redis = client
         self.prefix = prefix
@@ -175,6 +195,9 @@ class Engine:
         self._sha: str | None = None
         self._loaded = False
         self._reads = read_commands()
+        self.route = Route(client, prefix)
+        self.failover = Failover(self.route, failover_wait) if needs_failover(client) else None
+        self.durability = durability
 
     @property
     def key_prefix(self) -> str:
@@ -182,35 +205,47 @@ class Engine:
 
     # -- loading ---------------------------------------------------------------------------
 
-    def _detect(self) -> bool:
+    def _detect(self, target: redis.Redis) -> bool:
         if self._use_functions is None:
             try:
-                self.redis.execute_command("FUNCTION", "LIST", "LIBRARYNAME", "flows_")  # type: ignore[no-untyped-call]
+                target.execute_command("FUNCTION", "LIST", "LIBRARYNAME", "flows_")  # type: ignore[no-untyped-call]
                 self._use_functions = True
             except redis.ResponseError:
                 self._use_functions = False
         return self._use_functions
 
-    def _library_loaded(self) -> bool:
-        listed = self.redis.execute_command("FUNCTION", "LIST", "LIBRARYNAME", library_name())  # type: ignore[no-untyped-call]
+    def _library_loaded(self, target: redis.Redis) -> bool:
+        listed = target.execute_command("FUNCTION", "LIST", "LIBRARYNAME", library_name())  # type: ignore[no-untyped-call]
         return any(_library_of(entry) == library_name() for entry in listed or [])
 
     def load(self) -> None:
-        """Make sure the server has this version of the engine (idempotent, cheap after once)."""
-        if self._detect():
+        """Make sure the server has this version of the engine (idempotent, cheap after once).
+
+        On a cluster, every master gets it (a replica copies its master's)."""
+        if self.failover is None:
+            self._load_on(self.redis)
+        else:
+            # Loading twice is harmless (an existing library is kept), so a lost reply is resent.
+            self.failover.run("load", self._load_everywhere, replayable=True)
+        self._loaded = True
+
+    def _load_everywhere(self) -> None:
+        for target in self.route.primaries():
+            self._load_on(target)
+
+    def _load_on(self, target: redis.Redis) -> None:
+        if self._detect(target):
             # Checked first so that a user allowed FCALL but not FUNCTION LOAD (a read-only
             # viewer, see docs/pages/acl.md) can use a library a worker or an operator loaded.
-            if self._library_loaded():
-                self._loaded = True
+            if self._library_loaded(target):
                 return
             try:
-                self.redis.execute_command("FUNCTION", "LOAD", functions_library())  # type: ignore[no-untyped-call]
+                target.execute_command("FUNCTION", "LOAD", functions_library())  # type: ignore[no-untyped-call]
             except redis.ResponseError as error:
                 if "already exists" not in str(error):
                     raise
         else:
-            self._sha = self.redis.script_load(native_bundle())
-        self._loaded = True
+            self._sha = target.script_load(native_bundle())
 
     def _args(self, command: str, args: Sequence[Any], now: float | str) -> list[Any]:
         return [len(self._keys), *self._keys, command, now, *args]
@@ -257,19 +292,41 @@ class Engine:
         if not self._loaded:
             self.load()
         argv = self._args(command, args, now)
+        if self.failover is None:
+            return self._call_once(command, argv)
+        return self.failover.run(command, lambda: self._call_once(command, argv))
+
+    def _call_once(self, command: str, argv: list[Any]) -> Any:
         try:
-            return self._send(self.redis, command, argv)
+            return self._send_once(command, argv)
         except redis.ResponseError as error:
             if _is_missing_script(error):
                 self.load()
                 try:
-                    return self._send(self.redis, command, argv)
+                    return self._send_once(command, argv)
                 except redis.ResponseError as again:
                     error = again
+            if not_run(error):
+                raise  # MOVED, CLUSTERDOWN, READONLY...: Failover retries it
             engine_error = translate(error, command)
             if engine_error is None:
                 raise
             raise engine_error from None
+
+    def _send_once(self, command: str, argv: list[Any]) -> Any:
+        target = self.route.target()
+        if self.durability is None or command in self._reads:
+            return self._send(target, command, argv)
+        # WAIT counts the writes of its own connection: one pipeline, one round trip.
+        pipe = target.pipeline(transaction=False)
+        self._send(pipe, command, argv)
+        wait = ("WAIT", self.durability.replicas, int(self.durability.timeout * 1000))
+        pipe.execute_command(*wait)  # type: ignore[no-untyped-call]
+        reply, acknowledged = pipe.execute(raise_on_error=False)
+        if isinstance(reply, Exception):
+            raise reply
+        self.durability.check(acknowledged, command)
+        return reply
 
     def pipeline(self) -> EnginePipeline:
         """Batch many engine calls in one round trip (not a transaction)."""
@@ -300,10 +357,42 @@ class EnginePipeline:
         return len(self._calls)
 
     def _run(self, calls: Iterable[tuple[str, list[Any]]]) -> list[Any]:
-        pipe = self.engine.redis.pipeline(transaction=False)
+        engine = self.engine
+        pipe = engine.route.target().pipeline(transaction=False)
+        names = []
         for command, argv in calls:
-            self.engine._send(pipe, command, argv)
+            engine._send(pipe, command, argv)
+            names.append(command)
+        durability = engine.durability
+        if durability is not None and not all(name in engine._reads for name in names):
+            wait = ("WAIT", durability.replicas, int(durability.timeout * 1000))
+            pipe.execute_command(*wait)  # type: ignore[no-untyped-call]
+            *results, acknowledged = pipe.execute(raise_on_error=False)
+            durability.check(acknowledged, names[0] if len(set(names)) == 1 else "pipeline")
+            return results
         return list(pipe.execute(raise_on_error=False))
+
+    def _run_through_failover(self, calls: list[tuple[str, list[Any]]]) -> list[Any]:
+        """Run the batch; calls a failover refused (they did not run) go again until it ends."""
+        failover = self.engine.failover
+        if failover is None:
+            return self._run(calls)
+        label = calls[0][0] if len({c for c, _ in calls}) == 1 else "pipeline"
+        replayable = all(command in REPLAYABLE for command, _ in calls)
+        results = failover.run(label, lambda: self._run(calls), replayable=replayable)
+        deadline = time.monotonic() + failover.wait
+        pause = 0.05
+        while True:
+            refused = [i for i, r in enumerate(results) if isinstance(r, Exception) and not_run(r)]
+            if not refused or time.monotonic() >= deadline:
+                return results
+            time.sleep(pause)
+            pause = min(pause * 2, 1.0)
+            self.engine.route.refresh()
+            again = [calls[i] for i in refused]
+            rerun = failover.run(label, lambda: self._run(again), replayable=replayable)  # noqa: B023
+            for i, result in zip(refused, rerun, strict=True):
+                results[i] = result
 
     def execute(self) -> list[Any]:
         try:
@@ -318,7 +407,7 @@ class EnginePipeline:
         calls, self._calls = self._calls, []
         if not calls:
             return []
-        results = self._run(calls)
+        results = self._run_through_failover(calls)
         missing = [
             i for i, r in enumerate(results) if isinstance(r, Exception) and _is_missing_script(r)
         ]
@@ -330,7 +419,10 @@ class EnginePipeline:
         out: list[Any] = []
         for (command, _), result in zip(calls, results, strict=True):
             if isinstance(result, redis.ResponseError):
-                result = translate(result, command) or self.engine.fault(result, command)
+                if not_run(result):  # a failover that outlasted the wait
+                    result = as_cluster_error(result, command)
+                else:
+                    result = translate(result, command) or self.engine.fault(result, command)
             out.append(result)
         return out
 

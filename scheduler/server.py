@@ -8,7 +8,8 @@ server is daemonized: it outlives the command that started it, and the next comm
 * :func:`find_server_binary` -- which server binary to run;
 * :class:`EmbeddedServer` -- start (or reuse), stop and describe the server of one data directory;
 * :func:`resolve_url` -- the URL a command uses: option, then ``$FLOWS_REDIS_URL``, then embedded;
-* :func:`connect` -- a ``redis.Redis`` for a URL (``redis://``, ``rediss://``, ``unix://``).
+* :func:`connect` -- a ``redis.Redis`` for a URL (``redis://``, ``rediss://``, ``unix://``; a
+  Redis Cluster or Sentinel, see :mod:`scheduler.connections`).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
+from scheduler import connections
 from scheduler.errors import ServerError
 
 ENV_BINARY = "FLOWS_SERVER_BINARY"
@@ -42,7 +44,7 @@ ENV_URL = "FLOWS_REDIS_URL"
 BINARY_NAMES = ("valkey-server", "redis-server")
 FSYNC_POLICIES = ("always", "everysec", "no")
 DEFAULT_APPENDFSYNC = "always"
-URL_SCHEMES = ("redis", "rediss", "unix")
+URL_SCHEMES = ("redis", "rediss", "unix", *connections.SCHEMES)
 
 SOCKET_NAME = "redis.sock"
 # sun_path holds 108 bytes on Linux and 104 on macOS, terminating NUL included.
@@ -544,28 +546,34 @@ def redact_url(url: str) -> str:
 
 
 def connect(url: str) -> redis.Redis:
-    """A client for ``url`` (``redis://``, ``rediss://``, ``unix://``), ``decode_responses=True``.
+    """A client for ``url`` (``redis://``, ``rediss://``, ``unix://``, ``redis+cluster://``,
+    ``redis+sentinel://``), ``decode_responses=True``.
 
     Errors name the URL with its password redacted. ``rediss://`` checks the server certificate
-    and host name unless the URL's query says otherwise.
+    and host name unless the URL's query says otherwise. A ``redis://`` or ``rediss://`` URL
+    naming a Redis Cluster node gives a cluster client.
     """
     try:
+        url, _ = connections.split_durability(url)  # for the engine calls, see Client
         scheme = urlsplit(url).scheme
     except ValueError:  # "Invalid IPv6 URL": a malformed host part
         raise _invalid_url(url) from None
     if scheme not in URL_SCHEMES:
         raise ServerError(
-            f"unsupported Redis URL {redact_url(url)!r}: it must start with redis://, rediss://"
-            " or unix://"
+            f"unsupported Redis URL {redact_url(url)!r}: it must start with redis://, rediss://,"
+            " unix://, redis+cluster:// or redis+sentinel://"
         )
+    if scheme in connections.SCHEMES:
+        return connections.connect(url)
     # Explicit because redis-py 5 did not check host names by default; the URL query still wins.
     tls: dict[str, Any] = {"ssl_cert_reqs": "required", "ssl_check_hostname": True}
     options = tls if scheme == "rediss" else {}
     try:
-        return redis.Redis.from_url(url, decode_responses=True, **options)
+        client = redis.Redis.from_url(url, decode_responses=True, **options)
     except ValueError:
         # redis-py's message can quote part of a malformed password, so it is not repeated.
         raise _invalid_url(url) from None
+    return client if scheme == "unix" else connections.detect_cluster(client, url)
 
 
 def _invalid_url(url: str) -> ServerError:

@@ -16,7 +16,7 @@ redis_url = click.option(
     envvar="FLOWS_REDIS_URL",
     metavar="URL",
     default=None,
-    help="Redis URL (redis://, rediss://, unix://). "
+    help="Redis URL (redis://, rediss://, unix://, redis+cluster://, redis+sentinel://). "
     "Default: $FLOWS_REDIS_URL, else the embedded server.",
 )
 
@@ -25,7 +25,8 @@ namespace = click.option(
     envvar="FLOWS_NAMESPACE",
     default=None,
     metavar="PREFIX",
-    help="Key prefix of the namespace, e.g. '{billing}:'. Default: $FLOWS_NAMESPACE, else 'ql:'.",
+    help="Namespace: a name (billing: keys under '{billing}:') or a key prefix ending in ':'. "
+    "Default: $FLOWS_NAMESPACE, else 'ql:' (a Redis Cluster needs one).",
 )
 
 class FiniteFloat(click.FloatRange):

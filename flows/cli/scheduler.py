@@ -17,6 +17,7 @@ from typing import Any
 import click
 
 from flows.cli.common import GuardedCommand, ago, open_client, print_json, table, user_errors
+from flows.cli.fanout import namespaces_of, run_per_namespace
 from flows.cli.options import FiniteFloat, as_json, connection
 from flows.scheduling import FlowsSource
 from flows.triggering import trigger_run
@@ -191,7 +192,12 @@ def scheduler_command(
     not validate is reported and its schedule stays as it was registered. Also promotes
     scheduled jobs, spawns recurring jobs, reaps expired locks and drops old completed jobs and
     runs, even when no worker pops.
+
+    With several namespaces (--namespace a,b) each gets its own service, in a child process.
     """
+    several = namespaces_of(namespace)
+    if len(several) > 1:
+        sys.exit(run_per_namespace(several))
     client = open_client(redis_url, namespace)
     if health:
         with user_errors():

@@ -8,6 +8,7 @@ import sys
 import click
 
 from flows.cli.common import open_client, user_errors
+from flows.cli.fanout import namespaces_of, run_per_namespace
 from flows.cli.options import FiniteFloat, connection
 from scheduler import server
 from scheduler.client import Client
@@ -116,7 +117,13 @@ def worker(
     redis_url: str | None,
     namespace: str | None,
 ) -> None:
-    """Run jobs from QUEUES until stopped (SIGTERM/SIGINT: finish, then hand back; twice: now)."""
+    """Run jobs from QUEUES until stopped (SIGTERM/SIGINT: finish, then hand back; twice: now).
+
+    With several namespaces (--namespace a,b) each gets its own worker, in a child process.
+    """
+    several = namespaces_of(namespace)
+    if len(several) > 1:
+        sys.exit(run_per_namespace(several))
     logging.basicConfig(
         level=log_level.upper(),
         stream=sys.stderr,

@@ -22,7 +22,7 @@ from typing import Any, NamedTuple
 
 import redis
 
-from scheduler.errors import EngineError, translate
+from scheduler.errors import ClusterError, EngineError, translate
 from scheduler.scripts import Engine, EnginePipeline
 from scheduler.worker.capture import LogShipper, Queued
 
@@ -101,7 +101,7 @@ class Batcher:
                 pipe.call(command, *args)
                 try:
                     replies = pipe.execute()
-                except redis.RedisError as error:
+                except (redis.RedisError, ClusterError) as error:
                     logged.replied(error)
                     self._deliver(last, error)
                     raise
@@ -134,7 +134,7 @@ class Batcher:
             return
         try:
             texts = self.engine.call("complete.many", self.worker, *_arguments(batch))
-        except (redis.RedisError, EngineError) as error:
+        except (redis.RedisError, ClusterError, EngineError) as error:
             texts = error
         self._deliver(batch, texts)
 

@@ -51,7 +51,7 @@ import redis
 from scheduler import limits
 from scheduler.backoff import Backoff, transient
 from scheduler.client import Client
-from scheduler.errors import EngineError
+from scheduler.errors import ClusterError, EngineError
 from scheduler.faults import ServerOutOfMemory
 from scheduler.job import Job, dumps
 from scheduler.safety import check_eviction_policy
@@ -241,7 +241,7 @@ class Worker:
                 slot.join(timeout=0 if self._abandoned else 2)
             for helper in helpers:
                 helper.join(timeout=2)
-            with contextlib.suppress(redis.RedisError, EngineError):
+            with contextlib.suppress(redis.RedisError, ClusterError, EngineError):
                 # Jobs handed over since the last wait go back (worker.deregister does too).
                 self.client.engine.call("worker.deregister", self.name)
             if self._own_sandbox:
@@ -367,7 +367,7 @@ class Worker:
         """Hand back jobs this worker holds but will not start (it is stopping)."""
         for active in unstarted:
             active.settled = True
-            with contextlib.suppress(EngineError, redis.RedisError):
+            with contextlib.suppress(EngineError, ClusterError, redis.RedisError):
                 self.client.engine.call("release", active.ctx.jid, self.name, 0)
             self._let_go(active, ran=False)
 
@@ -628,7 +628,7 @@ class Worker:
         except EngineError as error:
             # The lock was lost meanwhile: the job belongs to someone else now.
             log.warning("job %s: lock lost, outcome %s dropped (%s)", job.jid, outcome.kind, error)
-        except redis.RedisError as error:
+        except (redis.RedisError, ClusterError) as error:
             log.warning("job %s: outcome %s not reported (%s)", job.jid, outcome.kind, error)
 
     # -- stopping jobs ---------------------------------------------------------------------------
@@ -661,7 +661,7 @@ class Worker:
             self._ended.notify_all()  # a burst's fetch waiting for running jobs to end
             idle = self._fetching
         if idle:
-            with contextlib.suppress(redis.RedisError):
+            with contextlib.suppress(redis.RedisError, ClusterError):
                 self._fetcher.wake()
 
     def _drain(self) -> None:
@@ -733,7 +733,7 @@ class Worker:
         """Whether this worker still holds the job's lock (the engine decides: a heartbeat)."""
         try:
             active.ctx.job.heartbeat()
-        except (EngineError, redis.RedisError):
+        except (EngineError, ClusterError, redis.RedisError):
             return False
         return True
 
@@ -786,7 +786,7 @@ class Worker:
         with self._lock:
             others = list(self._active.values())
         for other in others:
-            with contextlib.suppress(EngineError, redis.RedisError):
+            with contextlib.suppress(EngineError, ClusterError, redis.RedisError):
                 self.client.engine.call("release", other.ctx.jid, self.name, 0)
         log.error("worker %s: exiting so the pool can start a clean process", self.name)
         os._exit(EXIT_STUCK)
@@ -800,7 +800,7 @@ class Worker:
         now = time.monotonic()  # the renewed locks run from (no earlier than) here
         try:
             results = pipe.execute()
-        except redis.RedisError as error:
+        except (redis.RedisError, ClusterError) as error:
             self._beat_backoff.failed(error)  # retried at the next tick; logged once per fault
             return
         self._beat_backoff.succeeded()

@@ -61,6 +61,14 @@ CASES: list[tuple[list[str], str]] = [
     (["schedule", "pause", "no-such-schedule"], "no-such-schedule"),
     (["schedule", "show", "nightly", "--skips", "1000"], "skips"),
     (["server", "start", "--appendfsync", "sometimes"], "sometimes"),
+    (["worker", "-q", "q", "--namespace", "a,,b"], "distinct, non-empty namespaces"),
+    (["worker", "-q", "q", "--namespace", "a,a"], "distinct, non-empty namespaces"),
+    (["scheduler", "--flows-dir", "{dir}", "--namespace", "a,"], "distinct, non-empty"),
+    (["queues", "--redis", "redis+sentinel://127.0.0.1:26379"], "/<service name>"),
+    (["queues", "--redis", "redis+cluster://127.0.0.1:port"], "host:port, got '127.0.0.1:port'"),
+    (["queues", "--redis", "redis+cluster://:secret@127.0.0.1:0"], "host:port"),
+    (["queues", "--redis", "redis://127.0.0.1:1/0?wait=many"], "wait=<replicas"),
+    (["queues", "--redis", "redis://127.0.0.1:1/0?wait=1&wait_timeout=0"], "wait_timeout"),
 ]
 
 

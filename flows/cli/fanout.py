@@ -1,0 +1,69 @@
+"""Several namespaces in one ``flows worker`` or ``flows scheduler``: a child process for each.
+
+Each child is the same command with one namespace (``$FLOWS_NAMESPACE``), so a namespace's
+worker or service is exactly the single-namespace one, and the namespaces of a cluster's shards
+are served in parallel. SIGTERM/SIGINT are passed on; the command exits 0 when every child did.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from types import FrameType
+
+import click
+
+CHILD = "import sys; from flows.cli import main; sys.exit(main(prog_name='flows'))"
+
+
+def namespaces_of(value: str | None) -> list[str]:
+    """The namespaces in a comma-separated ``--namespace`` (one, or none, for most commands)."""
+    if value is None or "," not in value:
+        return [] if value is None else [value]
+    names = [name.strip() for name in value.split(",")]
+    if any(not name for name in names) or len(set(names)) != len(names):
+        raise click.BadParameter(
+            f"give distinct, non-empty namespaces separated by commas: {value!r}",
+            param_hint="'--namespace'",
+        )
+    return names
+
+
+def _without_namespace(argv: list[str]) -> list[str]:
+    out: list[str] = []
+    skip = False
+    for arg in argv:
+        if skip:
+            skip = False
+        elif arg == "--namespace":
+            skip = True
+        elif not arg.startswith("--namespace="):
+            out.append(arg)
+    return out
+
+
+def run_per_namespace(namespaces: list[str], argv: list[str] | None = None) -> int:
+    """Run this command once per namespace, in parallel child processes, until they all end."""
+    args = _without_namespace(sys.argv[1:] if argv is None else argv)
+    children = [
+        subprocess.Popen(
+            [sys.executable, "-c", CHILD, *args],
+            env={**os.environ, "FLOWS_NAMESPACE": namespace},
+            # Own sessions: a terminal's Ctrl-C reaches only this process, which passes it on
+            # once (twice would stop the children at once).
+            start_new_session=True,
+        )
+        for namespace in namespaces
+    ]
+
+    def forward(signum: int, frame: FrameType | None) -> None:
+        for child in children:
+            if child.poll() is None:
+                child.send_signal(signum)
+
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, forward)
+    codes = [child.wait() for child in children]
+    return 0 if all(code == 0 for code in codes) else 1

@@ -1,0 +1,438 @@
+"""Redis Cluster and Sentinel: connecting, routing a namespace to its shard, riding out failovers.
+
+URLs (see ``docs/pages/scaling-out.md``):
+
+* ``redis+cluster://host:port[,host:port...]`` (``rediss+cluster://`` with TLS): a Redis Cluster,
+  through any of its nodes. A plain ``redis://`` URL naming a cluster node is detected too (one
+  ``INFO cluster`` when connecting).
+* ``redis+sentinel://[user:password@]host:port[,host:port...]/service[/db]`` (``rediss+sentinel``
+  with TLS to the master): the master Sentinel knows as ``service``; the password is the master's,
+  ``?sentinel_password=`` the Sentinels' own.
+
+A namespace is one hash slot, so one shard runs each engine call. On a cluster, :class:`Route`
+sends the call straight to the node owning the namespace's slot (redis-py's cluster client would
+ask the server for the keys of every ``FCALL``: a second round trip each time).
+
+:class:`Failover` decides what an engine call does when the cluster or Sentinel is changing
+masters. A reply that proves the call did not run (MOVED, ASK, TRYAGAIN, CLUSTERDOWN, READONLY,
+LOADING, a connection that could not be opened, no master known yet) is retried until
+:data:`FAILOVER_WAIT` seconds have passed; a connection lost after the call was sent is retried
+only for the commands in :data:`REPLAYABLE`, and otherwise raised as
+:class:`~scheduler.errors.OutcomeUnknown`. Writes may wait for a replica (:class:`Durability`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar, cast
+from urllib.parse import parse_qs, unquote, urlsplit
+
+import redis
+from redis.backoff import NoBackoff
+from redis.cluster import ClusterNode, RedisCluster
+from redis.retry import Retry
+from redis.sentinel import Sentinel
+
+from scheduler.errors import (
+    ClusterDown,
+    ClusterError,
+    NamespaceNotInOneSlot,
+    NotReplicated,
+    OutcomeUnknown,
+    ReadOnlyReplica,
+    ServerError,
+    SlotMoving,
+)
+
+T = TypeVar("T")
+
+CLUSTER_SCHEMES = ("redis+cluster", "rediss+cluster")
+SENTINEL_SCHEMES = ("redis+sentinel", "rediss+sentinel")
+SCHEMES = (*CLUSTER_SCHEMES, *SENTINEL_SCHEMES)
+
+# Long enough for a cluster (node timeout + election) or Sentinel (down-after + election) to
+# promote a replica with their usual settings; only spent while calls keep failing.
+FAILOVER_WAIT = 30.0
+_BACKOFF = (0.05, 0.1, 0.2, 0.4, 0.8, 1.0)
+
+# Engine commands whose replay changes nothing a caller relies on: reads, and renewals of a
+# lock or a service's liveness. Anything else lost mid-call is OutcomeUnknown, never resent.
+REPLAYABLE = frozenset(
+    {
+        "config.get",
+        "doctor.index",
+        "doctor.jobs",
+        "doctor.names",
+        "failed",
+        "failed.dropped",
+        "get",
+        "heartbeat",
+        "jobs",
+        "length",
+        "multiget",
+        "peek",
+        "queue.counts",
+        "queue.stats",
+        "queues",
+        "recur.get",
+        "run.get",
+        "runs",
+        "schedule.due",
+        "schedule.get",
+        "schedule.list",
+        "scheduler.ping",
+        "schedulers",
+        "stats",
+        "throttle.get",
+        "worker.info",
+        "worker.list",
+        "workers",
+    }
+)
+
+# Commands that write nothing: never followed by WAIT.
+
+
+# -- connecting ------------------------------------------------------------------------------
+
+
+def _no_retry() -> Retry:
+    # redis-py would otherwise resend a command after a reset, even one that already ran;
+    # Failover decides instead, knowing which engine commands are safe to resend.
+    return Retry(NoBackoff(), 0)
+
+
+def _hosts(netloc: str, url: str) -> tuple[dict[str, str], list[tuple[str, int]]]:
+    """The credentials and ``host:port`` list of a URL's network location."""
+    auth: dict[str, str] = {}
+    userinfo, _, hosts = netloc.rpartition("@")
+    if userinfo:
+        user, sep, password = userinfo.partition(":")
+        if sep:
+            auth["password"] = unquote(password)
+            if user:
+                auth["username"] = unquote(user)
+        else:
+            auth["password"] = unquote(user)
+    found: list[tuple[str, int]] = []
+    for item in hosts.split(","):
+        host, sep, port = item.strip().rpartition(":")
+        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ServerError(
+                f"invalid Redis URL {redact(url)!r}: each server must be host:port,"
+                f" got {item.strip()!r}"
+            )
+        found.append((host.strip("[]"), int(port)))
+    return auth, found
+
+
+def redact(url: str) -> str:
+    from scheduler.server import redact_url
+
+    return redact_url(url)
+
+
+def connect_cluster(url: str) -> redis.Redis:
+    """A cluster client over the nodes of a ``redis+cluster://`` URL (any one is enough)."""
+    parts = urlsplit(url)
+    auth, hosts = _hosts(parts.netloc, url)
+    tls = parts.scheme.startswith("rediss")
+    cluster = RedisCluster(
+        startup_nodes=[ClusterNode(host, port) for host, port in hosts],  # type: ignore[no-untyped-call]
+        decode_responses=True,
+        ssl=tls,
+        retry=_no_retry(),
+        **auth,  # type: ignore[arg-type]
+    )
+    # RedisCluster answers the same command methods; typed as Redis so callers keep one type.
+    return cast(redis.Redis, cluster)
+
+
+def connect_sentinel(url: str) -> redis.Redis:
+    """A client of the master Sentinel names in a ``redis+sentinel://`` URL; after a failover
+    its next connection goes to the new master."""
+    parts = urlsplit(url)
+    auth, hosts = _hosts(parts.netloc, url)
+    path = [unquote(p) for p in parts.path.split("/") if p]
+    if not path or len(path) > 2 or (len(path) == 2 and not path[1].isdigit()):
+        raise ServerError(
+            f"invalid Sentinel URL {redact(url)!r}: it must end with /<service name>[/<db>]"
+        )
+    query = parse_qs(parts.query)
+    sentinel_auth: dict[str, str] = {}
+    if "sentinel_password" in query:
+        sentinel_auth["password"] = query["sentinel_password"][0]
+    sentinel = Sentinel(  # type: ignore[no-untyped-call]
+        hosts,
+        sentinel_kwargs={"socket_timeout": 2.0, **sentinel_auth},
+        socket_timeout=10.0,
+        socket_connect_timeout=2.0,
+    )
+    options: dict[str, Any] = {"decode_responses": True, "retry": _no_retry(), **auth}
+    if len(path) == 2:
+        options["db"] = int(path[1])
+    if parts.scheme.startswith("rediss"):
+        options["ssl"] = True
+    return cast(redis.Redis, sentinel.master_for(path[0], **options))  # type: ignore[no-untyped-call]
+
+
+def connect(url: str) -> redis.Redis:
+    """A client for a ``redis+cluster://`` or ``redis+sentinel://`` URL."""
+    scheme = urlsplit(url).scheme
+    if scheme in CLUSTER_SCHEMES:
+        return connect_cluster(url)
+    return connect_sentinel(url)
+
+
+def detect_cluster(client: redis.Redis, url: str) -> redis.Redis:
+    """``client`` itself, or a cluster client if the server it names is a cluster node.
+
+    Costs one ``INFO cluster`` at connect time. A server that cannot be asked (down, or ``INFO``
+    not allowed) is taken as it is: the first real command reports the problem.
+    """
+    try:
+        enabled = client.info("cluster").get("cluster_enabled")
+    except redis.RedisError:
+        return client
+    if str(enabled) != "1":
+        return client
+    client.close()
+    parts = urlsplit(url)
+    scheme = parts.scheme + "+cluster"
+    return connect_cluster(f"{scheme}://{parts.netloc}")
+
+
+def is_cluster(client: Any) -> bool:
+    return isinstance(client, RedisCluster)
+
+
+def is_sentinel_managed(client: Any) -> bool:
+    from redis.sentinel import SentinelConnectionPool
+
+    return isinstance(getattr(client, "connection_pool", None), SentinelConnectionPool)
+
+
+def needs_failover(client: Any) -> bool:
+    """Whether engine calls on ``client`` should ride out failovers (cluster or Sentinel)."""
+    return is_cluster(client) or is_sentinel_managed(client)
+
+
+# -- routing ---------------------------------------------------------------------------------
+
+
+def hash_tag_slot_key(prefix: str) -> str:
+    """The part of ``prefix`` Redis Cluster hashes (its ``{tag}``); refuse a prefix without one,
+    whose keys would spread over many slots."""
+    start = prefix.find("{")
+    end = prefix.find("}", start + 1)
+    if start < 0 or end <= start + 1:
+        raise NamespaceNotInOneSlot(
+            f"namespace prefix {prefix!r} has no hash tag, so its keys would spread over the"
+            " cluster's slots: name the namespace (--namespace billing, keys under {billing}:)"
+            " or put a tag in the prefix ('{billing}:')"
+        )
+    return prefix
+
+
+def primaries(client: redis.Redis) -> list[redis.Redis]:
+    """A client of each master of a cluster; ``client`` itself otherwise."""
+    if not is_cluster(client):
+        return [client]
+    cluster = cast(RedisCluster, client)
+    return [cluster.get_redis_connection(n) for n in cluster.get_primaries()]  # type: ignore[no-untyped-call]
+
+
+class Route:
+    """Which redis-py client reaches a namespace: the node owning its slot on a cluster (looked
+    up on every call, so a failover's new topology is used as soon as it is known)."""
+
+    def __init__(self, client: redis.Redis, prefix: str | None) -> None:
+        self.client = client
+        self.cluster = cast(RedisCluster, client) if is_cluster(client) else None
+        self.slot = 0
+        if self.cluster is not None:
+            if prefix is None:
+                raise NamespaceNotInOneSlot(
+                    "a Redis Cluster needs a named namespace (the default 'ql:' spreads over"
+                    " every slot): give --namespace NAME or set $FLOWS_NAMESPACE (keys then go"
+                    " under {NAME}: in one hash slot)"
+                )
+            self.slot = int(self.cluster.keyslot(hash_tag_slot_key(prefix)))  # type: ignore[no-untyped-call]
+
+    def target(self) -> redis.Redis:
+        if self.cluster is None:
+            return self.client
+        node = self.cluster.nodes_manager.get_node_from_slot(self.slot)
+        return self.cluster.get_redis_connection(node)
+
+    def primaries(self) -> list[redis.Redis]:
+        """Every master: a Functions library must be loaded on each (replicas copy theirs)."""
+        return primaries(self.client)
+
+    def refresh(self) -> None:
+        """Re-read the cluster's slot map (after MOVED, or while a failover settles)."""
+        if self.cluster is not None:
+            # No node may answer yet: the next attempt tries again.
+            with contextlib.suppress(redis.RedisError, redis.exceptions.RedisClusterException):
+                self.cluster.nodes_manager.initialize()
+
+
+# -- failover --------------------------------------------------------------------------------
+
+
+def not_run(error: BaseException) -> bool:
+    """Whether ``error`` proves the server never ran the command."""
+    if isinstance(
+        error,
+        redis.exceptions.AskError  # MovedError is one too
+        | redis.exceptions.TryAgainError
+        | redis.exceptions.ClusterDownError
+        | redis.exceptions.ReadOnlyError
+        | redis.exceptions.BusyLoadingError
+        | redis.exceptions.SlotNotCoveredError,
+    ):
+        return True
+    if isinstance(error, redis.ConnectionError | redis.TimeoutError):
+        text = str(error)
+        # redis-py's wording when the socket could not be opened, when Sentinel names no master
+        # yet, and when an old master answered READONLY (the command was refused, not run).
+        return (
+            "connecting to" in text
+            or "Connection refused" in text
+            or "No master found" in text
+            or "previous master is now a slave" in text
+            or isinstance(error, redis.sentinel.MasterNotFoundError)
+        )
+    return isinstance(error, redis.exceptions.RedisClusterException)
+
+
+def lost_in_flight(error: BaseException) -> bool:
+    return isinstance(error, redis.ConnectionError | redis.TimeoutError) and not not_run(error)
+
+
+def _brief(error: BaseException) -> str:
+    # redis-py appends the repr of a whole client to some messages (passwords redacted, but long).
+    return str(error).split(" : <", 1)[0].strip()[:200]
+
+
+def as_cluster_error(error: BaseException, command: str) -> ClusterError:
+    """The :mod:`scheduler.errors` class for a failover error that outlasted the wait."""
+    name = f"engine call {command!r}"
+    error_text = _brief(error)
+    if isinstance(error, redis.exceptions.ReadOnlyError) or "previous master" in str(error):
+        return ReadOnlyReplica(f"{name}: the server is a replica now and no new master was found")
+    if isinstance(error, redis.exceptions.AskError | redis.exceptions.TryAgainError):
+        return SlotMoving(f"{name}: the namespace's slot kept moving between nodes ({error_text})")
+    if lost_in_flight(error):
+        return OutcomeUnknown(
+            f"{name}: the connection was lost after the call was sent, so it may or may not"
+            f" have run ({error_text})"
+        )
+    return ClusterDown(f"{name}: no master served the namespace ({error_text})")
+
+
+@dataclass(frozen=True)
+class Durability:
+    """Wait after each engine write until ``replicas`` replicas acknowledge it (``WAIT``), at
+    most ``timeout`` seconds; fewer acknowledgements raise :class:`NotReplicated`."""
+
+    replicas: int = 1
+    timeout: float = 1.0
+
+    def check(self, acknowledged: Any, command: str) -> None:
+        if int(acknowledged) < self.replicas:
+            raise NotReplicated(
+                f"engine call {command!r} ran on the master but {acknowledged} of"
+                f" {self.replicas} replicas acknowledged it within {self.timeout:g}s: a failover"
+                " now could lose it"
+            )
+
+
+DURABILITY_OPTIONS = ("wait", "wait_timeout")
+
+
+def split_durability(url: str) -> tuple[str, Durability | None]:
+    """The URL without its ``wait`` / ``wait_timeout`` query options, and the
+    :class:`Durability` they ask for (None: acknowledge writes as soon as the master has them)."""
+    parts = urlsplit(url)
+    if "wait" not in parts.query:
+        return url, None
+    query = parse_qs(parts.query, keep_blank_values=True)
+    options = {key: query.pop(key)[-1] for key in DURABILITY_OPTIONS if key in query}
+    rest = "&".join(f"{key}={value}" for key, values in query.items() for value in values)
+    stripped = parts._replace(query=rest).geturl()
+    if "wait" not in options:
+        return url, None
+    try:
+        replicas = int(options["wait"])
+        timeout = float(options.get("wait_timeout", "1"))
+    except ValueError:
+        replicas, timeout = -1, -1.0
+    if replicas < 0 or not 0 < timeout <= 3600:
+        raise ServerError(
+            f"invalid durability options in {redact(url)!r}: wait=<replicas, 0 or more>"
+            " and wait_timeout=<seconds, over 0>"
+        )
+    return stripped, Durability(replicas, timeout) if replicas else None
+
+
+_REDIRECTS = (redis.exceptions.AskError, redis.exceptions.TryAgainError)
+
+
+class Failover:
+    """Runs engine calls, retrying them while a failover settles (see the module's notes)."""
+
+    def __init__(self, route: Route, wait: float = FAILOVER_WAIT) -> None:
+        self.route = route
+        self.wait = wait
+        # Until a call has succeeded there is no failover to wait for: a wrong URL or a server
+        # that is down is reported at once (redirects are still followed). A cluster client
+        # has already read the slot map from a live node when it was made.
+        self.contacted = route.cluster is not None
+
+    def run(self, command: str, attempt: Callable[[], T], *, replayable: bool | None = None) -> T:
+        if replayable is None:
+            replayable = command in REPLAYABLE
+        deadline = time.monotonic() + self.wait
+        tries = 0
+        while True:
+            try:
+                reply = attempt()
+                self.contacted = True
+                return reply
+            except (redis.RedisError, redis.exceptions.RedisClusterException) as error:
+                safe = not_run(error) or (replayable and lost_in_flight(error))
+                redirect = isinstance(error, _REDIRECTS)
+                if not self.contacted and not redirect:
+                    deadline = 0.0
+                if not safe or time.monotonic() >= deadline:
+                    if safe or lost_in_flight(error):
+                        raise as_cluster_error(error, command) from None
+                    raise
+                if not isinstance(error, redis.exceptions.MovedError) or tries:
+                    # MOVED names the new owner: refresh and resend at once, the first time.
+                    time.sleep(_BACKOFF[min(tries, len(_BACKOFF) - 1)])
+                self.route.refresh()
+                tries += 1
+
+
+__all__ = [
+    "CLUSTER_SCHEMES",
+    "FAILOVER_WAIT",
+    "REPLAYABLE",
+    "SCHEMES",
+    "SENTINEL_SCHEMES",
+    "Durability",
+    "Failover",
+    "Route",
+    "connect",
+    "detect_cluster",
+    "is_cluster",
+    "needs_failover",
+    "not_run",
+    "primaries",
+    "split_durability",
+]
