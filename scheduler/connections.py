@@ -357,7 +357,10 @@ DURABILITY_OPTIONS = ("wait", "wait_timeout")
 def split_durability(url: str) -> tuple[str, Durability | None]:
     """The URL without its ``wait`` / ``wait_timeout`` query options, and the
     :class:`Durability` they ask for (None: acknowledge writes as soon as the master has them)."""
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+    except ValueError:  # malformed: connect() says what is wrong with it
+        return url, None
     if "wait" not in parts.query:
         return url, None
     query = parse_qs(parts.query, keep_blank_values=True)
