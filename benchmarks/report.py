@@ -1,4 +1,4 @@
-"""The benchmark's output: a Markdown table (pasteable into the README) and a JSON file."""
+"""The benchmark's output: a Markdown table (for docs/pages/benchmarks.md) and a JSON file."""
 
 from __future__ import annotations
 

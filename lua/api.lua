@@ -7,7 +7,7 @@
 -- After the command, the jobs it made waiting go to idle workers (include/handoff.lua).
 -- Errors: UNKNOWNCOMMAND, INVALID (now, prefix), and whatever the command raises.
 --
--- Two dialects, one engine (the table in README.md's engine section): `Engine.dispatch(keys, args)`
+-- Two dialects, one engine (the table in docs/pages/engine.md): `Engine.dispatch(keys, args)`
 -- (the qless bundle) speaks qless-core's dialect; `Engine.dispatch(keys, args, true)` (the
 -- Functions library, and the script our own client loads for EVALSHA) is native. The qless
 -- dialect is a translation here (include/qless.lua: replies) plus `Engine.qless` read by the few

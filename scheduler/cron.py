@@ -15,7 +15,7 @@ Expressions
     different readers. ``H`` and ``R`` (hashed and random values) are refused too: two
     scheduler services must compute the same fire times.
 
-Daylight-saving rule (the README quotes this paragraph)
+Daylight-saving rule (docs/pages/scheduling.md quotes this paragraph)
     An expression names wall-clock times in the schedule's time zone; each one fires once,
     at one UTC instant:
 

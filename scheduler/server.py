@@ -211,7 +211,7 @@ class EmbeddedServer:
     """A private server for one data directory, reachable only through a unix socket.
 
     Durability comes from the append-only file; there are no RDB save points. ``appendfsync``
-    picks the promise (README, "The embedded server and durability"): ``always`` (the default)
+    picks the promise (docs/pages/server.md): ``always`` (the default)
     fsyncs before each reply, so nothing acknowledged is lost even on a power cut; ``everysec``
     loses nothing acknowledged when only the server process dies (unless a slow disk made it
     postpone a write, by up to 2 s) and about the last second on a power cut; ``no`` leaves

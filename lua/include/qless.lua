@@ -6,7 +6,7 @@
 -- of ours, `config.get` names the application. The commands' own
 -- code stays the one engine; only the reply's shape is translated here, at the cost of one JSON
 -- decode and encode per reply in this dialect. Semantics that differ deeply read `Engine.qless`
--- where they are (the table in README.md's engine section lists every difference).
+-- where they are (the table in docs/pages/engine.md lists every difference).
 -- @include engine
 -- @include keys
 local Qless = {}

@@ -55,7 +55,7 @@ def test_a_put_in_one_dialect_and_a_release_in_the_other(native: Engine, qless: 
 
 
 # What qless would take and store, leaving a job no call can make sense of again: refused in
-# both dialects (the table in README.md's engine section lists them).
+# both dialects (the table in docs/pages/engine.md lists them).
 UNSAFE: list[tuple[str, tuple[Any, ...], str]] = [
     ("put", ("w", "queue", "jid", "klass", {}, 0, "retries", -1), "retries"),
     ("put", ("w", "queue", "jid", "klass", {}, 0, "retries", "nan"), "retries"),

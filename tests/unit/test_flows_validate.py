@@ -1,4 +1,4 @@
-"""One test per kind of finding ``flows validate`` reports (README: Flows, YAML reference).
+"""One test per kind of finding ``flows validate`` reports (docs: Writing flows, flow reference).
 
 Each asserts the message, the line (and where it matters the column) and the hint.
 """
