@@ -3,33 +3,89 @@
 The public API is re-exported here::
 
     from scheduler import Client, EventListener, JobNotFound
+
+Names are imported on first use (:data:`_EXPORTS`), so importing one small module of the
+package (``scheduler.errors``, ``scheduler.cron``) does not load the client, redis or the worker.
 """
 
-from scheduler.client import Client, Config, FailedJobs, Jobs, Tagged, Tracked, Workers
-from scheduler.errors import (
-    EngineError,
-    FlowsError,
-    HasDependents,
-    InvalidArgument,
-    JobNotFound,
-    LockLost,
-    ServerError,
-    TooLarge,
-    UnknownCommand,
-    WrongState,
-)
-from scheduler.events import Event, EventListener
-from scheduler.faults import (
-    AuthenticationFailed,
-    PermissionDenied,
-    ServerFault,
-    ServerOutOfMemory,
-    ServerReadOnly,
-    ServerUnavailable,
-)
-from scheduler.job import Job, RanBy, RecurringJob
-from scheduler.queue import NewJob, Queue, QueueJobs, Queues
-from scheduler.scripts import Engine, EnginePipeline
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from scheduler.client import Client, Config, FailedJobs, Jobs, Tagged, Tracked, Workers
+    from scheduler.errors import (
+        EngineError,
+        FlowsError,
+        HasDependents,
+        InvalidArgument,
+        JobNotFound,
+        LockLost,
+        ServerError,
+        TooLarge,
+        UnknownCommand,
+        WrongState,
+    )
+    from scheduler.events import Event, EventListener
+    from scheduler.faults import (
+        AuthenticationFailed,
+        PermissionDenied,
+        ServerFault,
+        ServerOutOfMemory,
+        ServerReadOnly,
+        ServerUnavailable,
+    )
+    from scheduler.job import Job, RanBy, RecurringJob
+    from scheduler.queue import NewJob, Queue, QueueJobs, Queues
+    from scheduler.scripts import Engine, EnginePipeline
+
+_EXPORTS: dict[str, str] = {
+    "AuthenticationFailed": "scheduler.faults",
+    "Client": "scheduler.client",
+    "Config": "scheduler.client",
+    "Engine": "scheduler.scripts",
+    "EngineError": "scheduler.errors",
+    "EnginePipeline": "scheduler.scripts",
+    "Event": "scheduler.events",
+    "EventListener": "scheduler.events",
+    "FailedJobs": "scheduler.client",
+    "FlowsError": "scheduler.errors",
+    "HasDependents": "scheduler.errors",
+    "InvalidArgument": "scheduler.errors",
+    "Job": "scheduler.job",
+    "JobNotFound": "scheduler.errors",
+    "Jobs": "scheduler.client",
+    "LockLost": "scheduler.errors",
+    "NewJob": "scheduler.queue",
+    "PermissionDenied": "scheduler.faults",
+    "Queue": "scheduler.queue",
+    "QueueJobs": "scheduler.queue",
+    "Queues": "scheduler.queue",
+    "RanBy": "scheduler.job",
+    "RecurringJob": "scheduler.job",
+    "ServerError": "scheduler.errors",
+    "ServerFault": "scheduler.faults",
+    "ServerOutOfMemory": "scheduler.faults",
+    "ServerReadOnly": "scheduler.faults",
+    "ServerUnavailable": "scheduler.faults",
+    "Tagged": "scheduler.client",
+    "TooLarge": "scheduler.errors",
+    "Tracked": "scheduler.client",
+    "UnknownCommand": "scheduler.errors",
+    "Workers": "scheduler.client",
+    "WrongState": "scheduler.errors",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # once: later lookups do not come here
+    return value
+
 
 __all__ = [
     "AuthenticationFailed",

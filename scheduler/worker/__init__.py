@@ -3,12 +3,42 @@
 Job functions receive a :class:`JobContext`; they return a result (the job completes with it),
 raise (the job is retried with its backoff, then failed with the exception's type as group), or
 raise :class:`RetryJob`, :class:`FailJob`, :class:`ReleaseJob` or :class:`BuryJob` to choose.
+
+Names are imported on first use, so ``scheduler.worker.envelope`` (read by the pure flow model)
+does not load the threaded worker or redis.
 """
 
-from scheduler.worker.context import JobContext
-from scheduler.worker.outcomes import BuryJob, FailJob, ReleaseJob, RetryJob, RetryPolicy
-from scheduler.worker.pool import WorkerPool
-from scheduler.worker.worker import Worker
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from scheduler.worker.context import JobContext
+    from scheduler.worker.outcomes import BuryJob, FailJob, ReleaseJob, RetryJob, RetryPolicy
+    from scheduler.worker.pool import WorkerPool
+    from scheduler.worker.worker import Worker
+
+_EXPORTS: dict[str, str] = {
+    "BuryJob": "scheduler.worker.outcomes",
+    "FailJob": "scheduler.worker.outcomes",
+    "JobContext": "scheduler.worker.context",
+    "ReleaseJob": "scheduler.worker.outcomes",
+    "RetryJob": "scheduler.worker.outcomes",
+    "RetryPolicy": "scheduler.worker.outcomes",
+    "Worker": "scheduler.worker.worker",
+    "WorkerPool": "scheduler.worker.pool",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # once: later lookups do not come here
+    return value
+
 
 __all__ = [
     "BuryJob",
