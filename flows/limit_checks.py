@@ -4,7 +4,7 @@ The limits themselves live in :mod:`scheduler.limits` (the same numbers the engi
 What a file says statically is checked here, at ``flows validate`` time: the tags a job would
 carry and the size of a Python step's literal ``with`` data. What only expansion knows (the
 rendered data of each job, the number of jobs, the size of the whole submission) is checked by
-:func:`flows.submit.submit` before the round trip.
+:func:`flows.run_specs.check_limits` before the round trip.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ The file alone does not tell how many items a ``foreach`` over a param gets, or 
 job's data is once params and templates are filled in. ``flows validate`` finds out the way a
 run does, with the same code: it expands the flow with its param defaults
 (:func:`flows.expand.expand`) and checks the submission against the engine's limits
-(:func:`flows.submit.check_limits`). A flow with a required param (no default) is not expanded:
+(:func:`flows.run_specs.check_limits`). A flow with a required param (no default) is not expanded:
 its values are only known when a run gives them.
 """
 
@@ -18,6 +18,7 @@ from flows.expand import ExpansionError, expand
 from flows.findings import DataPath, FindingSink
 from flows.model import Flow
 from flows.params import ParamError
+from flows.run_specs import check_limits, job_spec, manual_run_id
 from scheduler.errors import EngineError, shorten
 
 _EXPANSION_PLACE = re.compile(r"^steps\.([A-Za-z0-9_-]+)\.foreach\.items:")
@@ -28,10 +29,6 @@ def check_run(flow: Flow, flow_dir: Path, sink: FindingSink, now: float) -> None
     """Report what a run of ``flow`` with its param defaults would be refused for."""
     if any(param.is_required for param in flow.params.values()):
         return
-    # Here, not at the top: flows.submit imports the client (and redis), which validating a
-    # file otherwise never needs.
-    from flows.submit import check_limits, job_spec, manual_run_id
-
     run_id = manual_run_id(flow.name, now)
     try:
         requests = expand(

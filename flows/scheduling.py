@@ -17,10 +17,10 @@ from zoneinfo import ZoneInfo
 
 from flows.expand import expand
 from flows.model import Flow
+from flows.run_specs import content_hash, job_spec
 from flows.schedule_checks import epoch
-from flows.submit import content_hash, job_spec
 from flows.validate import validate_text
-from scheduler.schedules import Definition, InvalidSource, RunRequest
+from scheduler.schedule_records import Definition, InvalidSource, RunRequest
 
 #: Parsed flows kept by content hash (a service fires the same few versions over and over).
 CACHE_SIZE = 100_000

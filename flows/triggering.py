@@ -14,8 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from flows.run_specs import manual_run_id
 from flows.scheduling import FlowsSource
-from flows.submit import manual_run_id
 from scheduler.client import Client
 from scheduler.schedules import Schedules
 

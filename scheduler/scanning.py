@@ -27,7 +27,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from scheduler.schedules import Definition, FlowSource, Indexed, InvalidSource, Schedules
+from scheduler.schedule_records import Definition, FlowSource, Indexed, InvalidSource
+from scheduler.schedules import Schedules
 
 log = logging.getLogger("flows.scheduler")
 

@@ -15,352 +15,37 @@ from __future__ import annotations
 
 import json
 import math
-import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from functools import cached_property
-from pathlib import Path
-from typing import Any, Literal, Protocol, cast
+from typing import Any
 
 from scheduler.client import Client
 from scheduler.cron import (
-    MAX_ENUMERATED,
-    CatchupPolicy,
-    OverlapPolicy,
-    Schedule,
     Skip,
-    missed_ticks,
     next_fire,
-    prev_fire,
 )
 from scheduler.errors import EngineError, JobNotFound
-
-FireAction = Literal["fire", "skip", "buffer", "buffered"]
-FireOutcome = Literal["fired", "exists", "skipped", "buffered", "conflict"]
-
-RUN_ID_TIME = "%Y%m%dT%H%M%SZ"
-PAUSED = "paused"
-#: Compare-and-set attempts of one registration or resume before giving up (each lost attempt
-#: means another writer made progress).
-CAS_ATTEMPTS = 20
-_PAGE = 500
-
-
-def run_id_for(flow: str, tick: float) -> str:
-    """The deterministic id of a tick's run: ``<flow>@<UTC fire time>``, e.g.
-    ``nightly@20261123T021500Z``."""
-    return f"{flow}@{time.strftime(RUN_ID_TIME, time.gmtime(tick))}"
-
-
-def _time(value: Any) -> float | None:
-    """A time the engine sent as exact text ('' or absent: none)."""
-    if value is None or value == "":
-        return None
-    return float(value)
-
-
-def _score(value: float | None) -> str:
-    """A score as the engine takes it: exact (repr round-trips a float), '' for none."""
-    return "" if value is None else repr(float(value))
-
-
-def _list(value: Any) -> list[Any]:
-    """cjson writes an empty list as ``{}``."""
-    return value if isinstance(value, list) else []
-
-
-# ------------------------------------------------------------------------------ the model
-
-
-@dataclass(frozen=True)
-class Definition:
-    """What one flow file's ``schedule:`` registers.
-
-    ``name`` is the flow's name; ``file`` the file's absolute path; ``hash`` its content hash;
-    ``source`` its text (kept in Redis, so any service fires exactly the registered version);
-    ``params`` the params of every scheduled run (the flow's defaults fill the rest);
-    ``paused`` whether the file itself says ``paused: true``; ``origin`` the source (a
-    service's folder of flow files, by name) it belongs to, and ``path`` its file there:
-    services fire only the schedules of their own source.
-    """
-
-    name: str
-    file: str
-    hash: str
-    source: str = field(repr=False)
-    cron: tuple[str, ...]
-    timezone: str = "UTC"
-    start: float | None = None
-    end: float | None = None
-    jitter: float = 0.0
-    catchup: CatchupPolicy = "latest"
-    window: float | None = None
-    max_runs: int | None = None
-    overlap: OverlapPolicy = "skip"
-    params: Mapping[str, Any] = field(default_factory=dict)
-    paused: bool = False
-    origin: str = ""
-    path: str = ""
-
-    @cached_property
-    def schedule(self) -> Schedule:
-        """The cron arithmetic's view (raises InvalidSchedule for a bad definition)."""
-        return Schedule(self.cron, self.timezone, self.start, self.end, self.jitter)
-
-    def to_json(self) -> dict[str, Any]:
-        """What the engine stores as the definition (everything but the source)."""
-        return {
-            "flow": self.name,
-            "file": self.file,
-            "hash": self.hash,
-            "cron": list(self.cron),
-            "timezone": self.timezone,
-            "start": self.start,
-            "end": self.end,
-            "jitter": self.jitter,
-            "catchup": self.catchup,
-            "window": self.window,
-            "max_runs": self.max_runs,
-            "overlap": self.overlap,
-            "params": dict(self.params),
-            "paused": self.paused,
-            "origin": self.origin,
-            "path": self.path,
-        }
-
-    @classmethod
-    def from_json(cls, name: str, data: Mapping[str, Any], source: str) -> Definition:
-        """The inverse of :meth:`to_json`."""
-        return cls(
-            name=name,
-            file=str(data.get("file", "")),
-            hash=str(data["hash"]),
-            source=source,
-            cron=tuple(data["cron"]),
-            timezone=str(data.get("timezone", "UTC")),
-            start=data.get("start"),
-            end=data.get("end"),
-            jitter=float(data.get("jitter") or 0.0),
-            catchup=cast(CatchupPolicy, data.get("catchup", "latest")),
-            window=data.get("window"),
-            max_runs=data.get("max_runs"),
-            overlap=cast(OverlapPolicy, data.get("overlap", "skip")),
-            params=dict(data.get("params") or {}),
-            paused=bool(data.get("paused", False)),
-            origin=str(data.get("origin") or ""),
-            path=str(data.get("path") or ""),
-        )
-
-
-@dataclass(frozen=True, slots=True)
-class SkipRecord:
-    """Skipped ticks ``first``..``last`` (``count`` of them, None: too many to count), why, when."""
-
-    first: float
-    last: float
-    count: int | None
-    reason: str
-    at: float
-
-
-@dataclass(frozen=True)
-class Registration:
-    """A registered schedule as Redis holds it: its definition and its state."""
-
-    definition: Definition
-    next: float | None
-    """The next fire time (the score), None when the schedule has none left."""
-    paused: bool
-    """Paused by an operator (``flows schedule pause``)."""
-    pause_note: str
-    last_run: str | None
-    last_run_status: str
-    """running, succeeded, failed, canceled, blocked, expired, or missing (no run yet)."""
-    last_tick: float | None
-    last_fired_at: float | None
-    fired: int
-    skipped: int
-    triggered: int
-    buffered: float | None
-    """A tick held back until the last run ends (overlap buffer_one)."""
-    ended: float | None
-    registered: float | None
-    skips: tuple[SkipRecord, ...] = ()
-
-    @property
-    def name(self) -> str:
-        return self.definition.name
-
-    @property
-    def is_paused(self) -> bool:
-        """Paused by an operator or by its file."""
-        return self.paused or self.definition.paused
-
-    @classmethod
-    def from_reply(cls, raw: Mapping[str, Any]) -> Registration:
-        definition = Definition.from_json(
-            str(raw["name"]), json.loads(raw["definition"]), str(raw.get("source", ""))
-        )
-        return cls(
-            definition=definition,
-            next=_time(raw.get("next")),
-            paused=bool(raw.get("paused")),
-            pause_note=str(raw.get("pause_note", "")),
-            last_run=raw.get("last_run") or None,
-            last_run_status=str(raw.get("last_run_status", "missing")),
-            last_tick=_time(raw.get("last_tick")),
-            last_fired_at=_time(raw.get("last_fired_at")),
-            fired=int(raw.get("fired", 0)),
-            skipped=int(raw.get("skipped", 0)),
-            triggered=int(raw.get("triggered", 0)),
-            buffered=_time(raw.get("buffered")),
-            ended=_time(raw.get("ended")),
-            registered=_time(raw.get("registered")),
-            skips=tuple(
-                SkipRecord(
-                    float(s["first"]),
-                    float(s["last"]),
-                    None if s.get("count") is None else int(s["count"]),
-                    str(s["reason"]),
-                    float(s["at"]),
-                )
-                for s in _list(raw.get("skips"))
-            ),
-        )
-
-
-@dataclass(frozen=True, slots=True)
-class DueEntry:
-    """A schedule whose score is due: what the engine says about it at this moment."""
-
-    name: str
-    next: float
-    hash: str
-    paused: bool
-    last_run: str | None
-    active: bool
-    """The last run still waits, is scheduled or runs (only checked unless overlap is allow)."""
-    buffered: float | None
-    origin: str = ""
-    """The source it belongs to ('' for a schedule registered without one)."""
-
-
-@dataclass(frozen=True, slots=True)
-class Indexed:
-    """A registered schedule as rescans see it: content hash, file, source and path there."""
-
-    hash: str
-    file: str
-    origin: str
-    path: str
-
-
-@dataclass(frozen=True, slots=True)
-class BufferedEntry:
-    """A schedule holding ``tick`` back until its last run ends."""
-
-    name: str
-    tick: float
-    hash: str
-    last_run: str | None
-    active: bool
-    origin: str = ""
-
-
-@dataclass(frozen=True, slots=True)
-class DueBatch:
-    due: tuple[DueEntry, ...]
-    buffered: tuple[BufferedEntry, ...]
-
-
-@dataclass(frozen=True)
-class RunRequest:
-    """A run ready for the engine: its id, record fields and job specs (as flow.submit takes)."""
-
-    run_id: str
-    run: Mapping[str, Any]
-    jobs: Sequence[Mapping[str, Any]]
-
-
-@dataclass(frozen=True)
-class FireCall:
-    """One ``schedule.fire``: move ``name``'s score from ``expected`` to ``next`` and act."""
-
-    name: str
-    hash: str
-    expected: float
-    next: float | None
-    action: FireAction
-    tick: float | None = None
-    skips: tuple[Skip, ...] = ()
-    run: RunRequest | None = None
-    cancel: str | None = None
-
-    def args(self) -> list[Any]:
-        skips = [_skip_json(s) for s in self.skips]
-        args: list[Any] = [
-            self.name,
-            self.hash,
-            _score(self.expected),
-            _score(self.next),
-            self.action,
-            _score(self.tick),
-            json.dumps(skips),
-        ]
-        if self.run is not None:
-            args += [
-                self.run.run_id,
-                json.dumps(dict(self.run.run), default=str),
-                json.dumps(list(self.run.jobs), separators=(",", ":")),
-            ]
-            if self.cancel:
-                args.append(self.cancel)
-        return args
-
-
-# ------------------------------------------------------------------------ the flow source
-
-
-class InvalidSource(ValueError):
-    """A flow file that cannot be registered; the message lists every error."""
-
-
-class FlowSource(Protocol):
-    """What the scheduler needs from the flow layer (implemented by :mod:`flows.scheduling`)."""
-
-    def load(self, path: Path, text: str, now: float) -> Definition | None:
-        """The definition of the flow file at ``path`` (content ``text``); None when the file
-        has no schedule. Raises :class:`InvalidSource` when it does not validate."""
-        ...
-
-    def build(
-        self, definition: Definition, run_id: str, tick: float, trigger: str, delay: float
-    ) -> RunRequest:
-        """The run of ``definition`` standing for ``tick``, its first jobs delayed ``delay``
-        seconds (jitter). Raises ValueError when it cannot be expanded."""
-        ...
-
-
-# -------------------------------------------------------------------- the engine calls
-
-
-@dataclass(frozen=True, slots=True)
-class ServiceHealth:
-    """A scheduler service's last ping."""
-
-    id: str
-    last_tick: float
-    info: Mapping[str, Any]
-
-
-def paused_skip(schedule: Schedule, first_due: float, now: float) -> Skip | None:
-    """The ticks in ``[first_due, now]`` as one skip with reason ``paused`` (None: no tick)."""
-    ticks = missed_ticks(schedule, math.ceil(first_due) - 1.0, now, limit=MAX_ENUMERATED + 1)
-    if not ticks:
-        return None
-    if len(ticks) > MAX_ENUMERATED:  # too many to count: one group up to the newest
-        return Skip(ticks[0], prev_fire(schedule, now) or ticks[-1], None, PAUSED)
-    return Skip(ticks[0], ticks[-1], len(ticks), PAUSED)
+from scheduler.schedule_records import (
+    _PAGE,
+    CAS_ATTEMPTS,
+    BufferedEntry,
+    Definition,
+    DueBatch,
+    DueEntry,
+    FireCall,
+    FlowSource,
+    Indexed,
+    InvalidSource,
+    Registration,
+    RunRequest,
+    ServiceHealth,
+    SkipRecord,
+    _list,
+    _score,
+    _skip_json,
+    _time,
+    paused_skip,
+    run_id_for,
+)
 
 
 class Schedules:
@@ -564,10 +249,6 @@ class Schedules:
         return [
             ServiceHealth(str(s["id"]), float(s["last_tick"]), s.get("info") or {}) for s in raw
         ]
-
-
-def _skip_json(skip: Skip) -> dict[str, Any]:
-    return {"first": skip.first, "last": skip.last, "count": skip.count, "reason": skip.reason}
 
 
 __all__ = [

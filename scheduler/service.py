@@ -46,16 +46,16 @@ from scheduler.housekeeping import (
 from scheduler.planning import Decision, decide, start_delay
 from scheduler.safety import check_eviction_policy
 from scheduler.scanning import Reloader, ScanReport
-from scheduler.schedules import (
+from scheduler.schedule_records import (
     BufferedEntry,
     Definition,
     DueEntry,
     FireCall,
     FlowSource,
     RunRequest,
-    Schedules,
     run_id_for,
 )
+from scheduler.schedules import Schedules
 
 log = logging.getLogger("flows.scheduler")
 

@@ -16,7 +16,7 @@ from flows.cli.validate import flow_file, load_or_exit
 from flows.durations import format_duration
 from flows.expand import ExpansionError, PutRequest, expand
 from flows.params import ParamError, parse_assignments
-from scheduler.schedules import run_id_for
+from scheduler.schedule_records import run_id_for
 
 _SHOWN_DEPENDS = 4
 _PIPED_WIDTH = 400

@@ -20,8 +20,9 @@ from flows.cli.options import as_json, connection, logical_time, param
 from flows.cli.options import run_id as run_id_option
 from flows.expand import ExpansionError, expand
 from flows.params import ParamError, parse_assignments
+from flows.run_specs import content_hash, manual_run_id
 from flows.runs import RunView, list_runs, load_run
-from flows.submit import content_hash, manual_run_id, submit
+from flows.submit import submit
 from flows.validate import InvalidFlow, load_flow
 from flows.worker_hook import prepare
 from scheduler.client import Client

@@ -24,7 +24,8 @@ from flows.triggering import trigger_run
 from scheduler.client import Client
 from scheduler.cron import Skip
 from scheduler.doctor import ScheduledCheck
-from scheduler.schedules import Registration, Schedules
+from scheduler.schedule_records import Registration
+from scheduler.schedules import Schedules
 from scheduler.service import Fired, OnceReport, SchedulerService, check_health
 
 #: Tests only: the step at which the service stops dead (see SchedulerService).

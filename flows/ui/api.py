@@ -28,7 +28,8 @@ from scheduler import joblogs
 from scheduler.client import Client
 from scheduler.errors import EngineError, JobNotFound
 from scheduler.job import Job, as_list
-from scheduler.schedules import Registration, Schedules
+from scheduler.schedule_records import Registration
+from scheduler.schedules import Schedules
 
 PREFIX = "/api/v1"
 MAX_LIMIT = 500

@@ -9,7 +9,8 @@ from typing import Any
 
 from flows.scheduling import FlowsSource
 from scheduler.client import Client
-from scheduler.schedules import Registration, Schedules
+from scheduler.schedule_records import Registration
+from scheduler.schedules import Schedules
 from scheduler.service import SchedulerService
 
 # Monday 2026-01-05 12:00 UTC: a tick of every expression used here.

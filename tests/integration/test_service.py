@@ -23,7 +23,8 @@ from flows.scheduling import FlowsSource
 from scheduler.client import Client
 from scheduler.cron import jitter_for
 from scheduler.errors import JobNotFound, WrongState
-from scheduler.schedules import Schedules, run_id_for
+from scheduler.schedule_records import run_id_for
+from scheduler.schedules import Schedules
 from scheduler.service import check_health
 
 

@@ -23,7 +23,8 @@ import redis
 from scheduler_support import MIN, T, make_service, registration, run_ids, write_flow
 
 from scheduler.client import Client
-from scheduler.schedules import Schedules, run_id_for
+from scheduler.schedule_records import run_id_for
+from scheduler.schedules import Schedules
 from scheduler.server import EmbeddedServer
 
 pytestmark = pytest.mark.slow  # real services killed and restarted: seconds each

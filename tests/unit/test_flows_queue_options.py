@@ -11,7 +11,7 @@ from flows_support import check, valid
 
 from flows.expand import PutRequest, expand
 from flows.model import json_schema
-from flows.submit import job_spec
+from flows.run_specs import job_spec
 
 RUN = "etl-1"
 

@@ -9,7 +9,7 @@ import pytest
 
 from scheduler.cron import Skip, jitter_for
 from scheduler.planning import Decision, decide, start_delay
-from scheduler.schedules import Definition, DueEntry, run_id_for
+from scheduler.schedule_records import Definition, DueEntry, run_id_for
 
 T = datetime(2026, 1, 5, 12, 0, tzinfo=UTC).timestamp()  # a tick of */5
 MIN = 60.0

@@ -1,0 +1,25 @@
+"""The pure modules load no redis and no engine client when imported on their own (the import
+contracts in pyproject.toml check the same statically; this checks what Python really loads)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+PURE = ["flows.model", "flows.validate", "flows.expand", "scheduler.cron", "scheduler.planning"]
+
+
+@pytest.mark.parametrize("module", PURE)
+def test_a_pure_module_loads_no_redis(module: str) -> None:
+    code = (
+        f"import sys, {module}\n"
+        "loaded = [m for m in ('redis', 'scheduler.client', 'scheduler.worker.worker') "
+        "if m in sys.modules]\n"
+        "print(','.join(loaded))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert done.stdout.strip() == ""
