@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from flows import gc_pause
 from flows.cli.validate import flow_file, load_or_exit
 from flows.dag import to_dot, to_mermaid
 
@@ -26,6 +27,7 @@ def register(group: click.Group) -> None:
 )
 def graph(file: Path, output_format: str) -> None:
     """Print the steps of FILE and their needs as a Mermaid or DOT graph."""
+    gc_pause.enable()  # a short single-threaded command: see flows.gc_pause
     result = load_or_exit(file)
     assert result.flow is not None
     render = to_dot if output_format == "dot" else to_mermaid

@@ -11,6 +11,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+from flows import gc_pause
 from flows.cli.options import as_json, logical_time, param, run_id
 from flows.cli.validate import flow_file, load_or_exit
 from flows.durations import format_duration
@@ -40,6 +41,7 @@ def plan(
     as_json: bool,
 ) -> None:
     """Show the jobs one run of FILE would put: ids, queues, dependencies, delays."""
+    gc_pause.enable()  # a short single-threaded command: see flows.gc_pause
     result = load_or_exit(file)
     assert result.flow is not None
     moment = logical_time or datetime.now(UTC).replace(microsecond=0)

@@ -14,6 +14,7 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
+from flows import gc_pause
 from flows.cli.common import ago, console, err_console, open_client, print_json, table, user_errors
 from flows.cli.logs import print_tail, stream_run
 from flows.cli.options import as_json, connection, logical_time, param
@@ -203,6 +204,7 @@ def run(
     Exit code 0 when every step succeeded, 1 when the run failed or the file is invalid, 130
     after Ctrl-C (the run stays as it is: resume it with `flows retry RUN`).
     """
+    gc_pause.enable()  # loading and expanding happen before the local worker's threads start
     try:
         flow = load_flow(file)
     except InvalidFlow as invalid:

@@ -15,6 +15,7 @@ import click
 from rich.console import Console
 from rich.text import Text
 
+from flows import gc_pause
 from flows.findings import Finding, Severity, has_errors
 from flows.validate import Validation, validate_file
 
@@ -83,6 +84,7 @@ def load_or_exit(path: Path) -> Validation:
 )
 def validate(files: tuple[Path, ...], output_format: str, check_imports: bool) -> None:
     """Check flow files: YAML, schema, graph, templates, schedule. Exit 1 on any error."""
+    gc_pause.enable()  # a short single-threaded command: see flows.gc_pause
     findings = [
         finding
         for path in files

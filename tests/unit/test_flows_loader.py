@@ -152,3 +152,22 @@ def test_plain_data_loads_as_pyyaml_reads_it(data: dict[str, object]) -> None:
         loaded = load_yaml(text)
         assert loaded.findings == []
         assert loaded.data == yaml.load(text, Loader=_SAFE_LOADER)
+
+
+def test_the_gc_pause_happens_only_where_a_command_asked_for_it() -> None:
+    import gc
+
+    from flows import gc_pause
+
+    assert gc.isenabled()
+    was = gc_pause._enabled
+    try:
+        gc_pause._enabled = False  # a service, the API, a library user's program
+        with gc_pause.gc_paused():
+            assert gc.isenabled()
+        gc_pause.enable()  # `flows validate`, `plan`, `graph`, `run`
+        with gc_pause.gc_paused():
+            assert not gc.isenabled()
+        assert gc.isenabled()
+    finally:
+        gc_pause._enabled = was
