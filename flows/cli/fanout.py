@@ -15,6 +15,8 @@ from types import FrameType
 
 import click
 
+from scheduler.worker.supervision import terminate_with_parent
+
 CHILD = "import sys; from flows.cli import main; sys.exit(main(prog_name='flows'))"
 
 
@@ -54,6 +56,8 @@ def run_per_namespace(namespaces: list[str], argv: list[str] | None = None) -> i
             # Own sessions: a terminal's Ctrl-C reaches only this process, which passes it on
             # once (twice would stop the children at once).
             start_new_session=True,
+            # This process killed (kill -9 included): each child stops as on SIGTERM.
+            preexec_fn=terminate_with_parent(os.getpid()),
         )
         for namespace in namespaces
     ]

@@ -79,3 +79,19 @@ def watch_supervisor(stop: Callable[[], None], hard_exit_after: float) -> bool:
 
     threading.Thread(target=watch, name="flows-lifeline", daemon=True).start()
     return True
+
+
+def terminate_with_parent(parent: int) -> Callable[[], None]:
+    """For ``subprocess.Popen(preexec_fn=...)``: the child gets SIGTERM when ``parent`` (the
+    process starting it) dies, however it dies; a child whose parent is already gone exits.
+    Linux only (elsewhere the child is left as it is); for a child that is a whole command with
+    its own clean stop on SIGTERM, such as ``flows worker`` for one namespace."""
+
+    def in_child() -> None:
+        if sys.platform.startswith("linux"):
+            with contextlib.suppress(OSError, AttributeError):
+                ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+        if os.getppid() != parent:  # it died before prctl took effect
+            os._exit(EXIT_ORPHANED)
+
+    return in_child

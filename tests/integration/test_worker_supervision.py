@@ -4,6 +4,7 @@ a live worker keeps saying so while a killed one is marked silent."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -138,3 +139,31 @@ def test_a_busy_worker_keeps_saying_it_is_alive_and_a_killed_one_turns_silent(
     worker.kill()
     worker.wait()
     wait_for(silent, timeout=10, what="the killed worker to be marked silent")
+
+
+def test_a_worker_per_namespace_stops_when_the_command_serving_them_is_killed(
+    procs: Supervised, redis_client: redis.Redis
+) -> None:
+    import psutil
+
+    flows = [sys.executable, "-c", "import sys; from flows.cli import main; sys.exit(main())"]
+    command = [*flows, "worker", "-q", "q", "--processes", "0", "--namespace", "{a}:,{b}:"]
+    parent = procs.spawn(command, "fanout")
+
+    def registered() -> bool:
+        replies = [Engine(redis_client, prefix=p).call("workers") for p in ("{a}:", "{b}:")]
+        return all(json.loads(reply) for reply in replies)
+
+    wait_for(registered, timeout=30, what="a worker in each namespace")
+    children = [p.pid for p in psutil.Process(parent.pid).children()]
+    procs.orphans.extend(children)
+    assert len(children) == 2
+
+    parent.kill()  # SIGKILL: it cannot pass anything on
+    parent.wait()
+
+    wait_for(
+        lambda: not any(process_alive(pid) for pid in children),
+        timeout=20,
+        what="each namespace's worker to stop",
+    )
