@@ -48,6 +48,7 @@ local api = {}
 -- @include commands/doctor
 -- @include commands/doctor_repair
 -- @include commands/await
+-- @include commands/lease
 
 -- 'config.get' -> 'ConfigGet': the name a command's errors start with.
 local function display(command)
