@@ -72,9 +72,7 @@ class Round:
             )
         self.processes.append(process)
         leases = self.client.engine.key_prefix + "leases"
-        wait_for(
-            lambda: self.client.redis.zscore(leases, name) is not None, 30, f"{name} to start"
-        )
+        wait_for(lambda: self.client.redis.zscore(leases, name) is not None, 30, f"{name} to start")
         return process
 
     def put(self, jid: str, victim: str) -> None:
@@ -83,8 +81,11 @@ class Round:
 
     def starts(self) -> list[tuple[str, int, float]]:
         """``(jid, pid, time)`` of every start so far."""
-        return [(jid, int(pid), float(when)) for what, jid, pid, when in self._marks()
-                if what == "started"]
+        return [
+            (jid, int(pid), float(when))
+            for what, jid, pid, when in self._marks()
+            if what == "started"
+        ]
 
     def finishes(self) -> list[str]:
         return [jid for what, jid, _, _ in self._marks() if what == "finished"]
@@ -120,8 +121,9 @@ def kill_one(scenario: Round, n: int) -> list[float]:
     assert len(scenario.sandboxes()) == 1, scenario.sandboxes()
     running, prefetched, handed = f"run-{n}", [f"pre-{n}-a", f"pre-{n}-b"], f"inbox-{n}"
     scenario.put(running, victim_name)
-    wait_for(lambda: any(jid == running for jid, _, _ in scenario.starts()), 30,
-             f"{running} to start")
+    wait_for(
+        lambda: any(jid == running for jid, _, _ in scenario.starts()), 30, f"{running} to start"
+    )
     for jid in prefetched:
         scenario.put(jid, victim_name)
     popped = json.loads(engine.call("pop.lean", QUEUE, victim_name, len(prefetched)))
@@ -137,8 +139,9 @@ def kill_one(scenario: Round, n: int) -> list[float]:
     victim.wait(10)
 
     def restarted() -> dict[str, float] | None:
-        again = {jid: when for jid, pid, when in scenario.starts()
-                 if pid != victim.pid and jid in held}
+        again = {
+            jid: when for jid, pid, when in scenario.starts() if pid != victim.pid and jid in held
+        }
         return again if len(again) == len(held) else None
 
     again = wait_for(restarted, 90, f"the jobs of {victim_name} to start again")
@@ -171,6 +174,8 @@ def test_a_killed_worker_s_jobs_run_again_within_seconds(
     assert len(survivor_starts) == len(set(survivor_starts))
     p50, worst = statistics.median(recoveries), max(recoveries)
     with capsys.disabled():
-        print(f"\n[{MODE}] recovery after kill -9 over {KILLS} kills, {len(recoveries)} jobs "
-              f"(running, prefetched, handed over idle): p50 {p50:.2f} s, max {worst:.2f} s")
+        print(
+            f"\n[{MODE}] recovery after kill -9 over {KILLS} kills, {len(recoveries)} jobs "
+            f"(running, prefetched, handed over idle): p50 {p50:.2f} s, max {worst:.2f} s"
+        )
     assert worst < BOUND, recoveries

@@ -124,5 +124,3 @@ def test_deregistering_drops_the_lease(lua: Lua) -> None:
     lease(lua, "w1", T0)
     lua("worker.deregister", "w1", now=T0 + 1)
     assert lua.r.zscore(lua.key("leases"), "w1") is None
-
-
