@@ -2,11 +2,13 @@
 --
 --   worker.lease  worker, seconds  -> JSON {held, reaped, reclaimed, failed}
 --
--- `worker`'s lease runs `seconds` (more than 0, at most 3600) from now. `held`: whether it had a
--- lease not yet reaped; false on its first call and after its lease lapsed and was reaped (its
--- jobs were taken back: it must not start or finish any it still has). Then the workers whose
--- lease expired are reaped (at most 10 per call): `reaped` of them, whose jobs went back to
--- waiting (`reclaimed`) or failed in worker-lost (`failed`). worker.deregister drops the lease.
+-- First the workers whose lease expired are reaped (at most 10 per call; none right after a
+-- stall of the server, see include/lease.lua): `reaped` of them, whose jobs went back to
+-- waiting (`reclaimed`) or failed in worker-lost (`failed`); a worker calling too late reaps
+-- itself. Then `worker`'s lease runs `seconds` (more than 0, at most 3600) from now. `held`:
+-- whether it had a lease not yet reaped; false on its first call and after its lease lapsed and
+-- was reaped (its jobs were taken back: it must not start or finish any it still has).
+-- worker.deregister drops the lease.
 -- Errors: INVALID.
 -- @include args
 -- @include lease
@@ -22,7 +24,7 @@ api['worker.lease'] = function(args)
       tostring(args[2]))
   end
   if args[3] ~= nil then Arg.fail(cmd, 'too many arguments') end
-  local held = Lease.renew(worker, seconds)
   local reaped, reclaimed, failed = Lease.reap()
+  local held = Lease.renew(worker, seconds)
   return cjson.encode({ held = held, reaped = reaped, reclaimed = reclaimed, failed = failed })
 end

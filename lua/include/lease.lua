@@ -26,6 +26,9 @@ local Lease = {}
 
 -- Workers whose lease expired that one call reaps at most (the next call reaps more).
 Lease.REAP_PER_CALL = 10
+-- Live workers renew every second or so: no renewal at all for this long means the server (or
+-- every worker's network) stalled, not that the workers died.
+Lease.STALL_SECONDS = 3
 
 -- `worker`'s lease runs `seconds` from now. Returns whether it had one not yet reaped: when not
 -- (its first renewal, or a lease reaped after it lapsed), the jobs it held are no longer its.
@@ -61,9 +64,25 @@ local function reclaim(worker, jid, expires, allowance)
   return 'reclaimed'
 end
 
--- Reap workers whose lease expired (at most Lease.REAP_PER_CALL). Returns how many workers,
--- and how many of their jobs went back to waiting and were failed.
+-- After a stall (no renewal for Lease.STALL_SECONDS: a paused or overloaded server), every
+-- lease is pushed back by the stall's length, so that workers get to renew before anyone is
+-- reaped. Records this renewal's time (`P leases-seen`).
+local function forgive_stall()
+  local seen = tonumber(redis.call('get', Keys.leases_seen()))
+  redis.call('set', Keys.leases_seen(), string.format('%.17g', Engine.now))
+  if not seen or Engine.now - seen <= Lease.STALL_SECONDS then return end
+  local gap = Engine.now - seen
+  local leases = redis.call('zrange', Keys.leases(), 0, -1, 'WITHSCORES')
+  for i = 1, #leases, 2 do
+    redis.call('zadd', Keys.leases(), tonumber(leases[i + 1]) + gap, leases[i])
+  end
+end
+
+-- Reap workers whose lease expired (at most Lease.REAP_PER_CALL), unless the server stalled
+-- since the last renewal. Returns how many workers, and how many of their jobs went back to
+-- waiting and were failed.
 function Lease.reap()
+  forgive_stall()
   local lapsed = redis.call('zrangebyscore', Keys.leases(), '-inf', Engine.now, 'WITHSCORES',
     'LIMIT', 0, Lease.REAP_PER_CALL)
   if #lapsed == 0 then return 0, 0, 0 end
