@@ -58,6 +58,7 @@ local api = {}
 -- @include commands/doctor_repair
 -- @include commands/await
 -- @include commands/log
+-- @include commands/lease
 
 -- 'config.get' -> 'ConfigGet': the name a command's errors start with.
 local function display(command)

@@ -3,7 +3,7 @@
 --   workers              -> JSON [{name, jobs, stalled}], most recently active first
 --   workers worker       -> JSON {jobs: [jid...], stalled: [jid...]}
 --   worker.deregister worker...  -> nil (jobs handed to an idle worker and not taken go back, as
---                                   with await.cancel)
+--                                   with await.cancel; its lease, if any, is dropped)
 --
 -- Workers silent for longer than max-worker-age are left out, and dropped with their
 -- registrations as the list is read (include/registry.lua).
@@ -13,6 +13,7 @@
 -- @include config
 -- @include registry
 -- @include handoff
+-- @include lease
 
 api['workers'] = function(args)
   if args[1] ~= nil then
@@ -46,6 +47,7 @@ api['worker.deregister'] = function(args)
     redis.call('zrem', Keys.workers(), worker)
     redis.call('del', Keys.worker_info(worker))
     Handoff.give_back(worker)
+    Lease.drop(worker)
   end
   return nil
 end

@@ -11,8 +11,9 @@
 --
 -- A worker is idle on its queues only until its deadline, and stops being idle once something
 -- is handed to it (it calls `await` again when it wants more). A worker that dies while idle
--- is handed nothing after its deadline; a job handed to it before that is reclaimed when its
--- lock expires, like any job of a worker that died.
+-- is handed nothing after its deadline; a job handed to it before that is reclaimed with its
+-- other jobs when its liveness lease is reaped (include/lease.lua), or when the job's lock
+-- expires for a worker without a lease.
 -- Keys: q:<queue>-idle (zset worker -> deadline), w:<worker>:idle (set of its queues),
 -- w:<worker>:inbox (list of JSON job lists, as pop replies; '[]' wakes the worker).
 -- Needs `api` (the command table): include it from a command file.

@@ -60,6 +60,10 @@ end
 
 function Keys.channel(name) return Engine.prefix .. name end
 function Keys.worker_info(worker) return Engine.prefix .. 'w:' .. worker .. ':info' end
+-- Worker liveness leases (ours, include/lease.lua): worker -> when its lease expires.
+function Keys.leases() return Engine.prefix .. 'leases' end
+-- When the last lease renewal happened (a gap longer than a few seconds is a stall).
+function Keys.leases_seen() return Engine.prefix .. 'leases-seen' end
 -- Idle hand-off (ours, include/handoff.lua): the workers waiting on a queue (score = when their
 -- wait ends), the queues one worker waits on, and the jobs handed to it while it waited.
 function Keys.idle(queue) return Engine.prefix .. 'q:' .. queue .. '-idle' end

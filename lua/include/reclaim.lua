@@ -46,7 +46,8 @@ local function exhaust(queue, jid, worker)
     'failed-retries-' .. queue, 'Job exhausted retries in queue "' .. queue .. '"', nil, 'lock')
 end
 
-local function lost(queue, jid, worker, expires, allowance)
+-- `what` expired at `expires`: the job's 'lock', or the worker's 'lease' (include/lease.lua).
+local function lost(queue, jid, worker, expires, allowance, what)
   local known = Registry.identity(worker)
   local where = ''
   if known.host or known.pid then
@@ -54,19 +55,21 @@ local function lost(queue, jid, worker, expires, allowance)
   end
   local runs = allowance == 1 and ' time' or ' times'
   Job.fail(jid, { state = 'running', queue = queue, worker = worker }, worker, Queue.LOST_GROUP,
-    'Worker "' .. worker .. '"' .. where .. ' was lost: its lock expired at ' ..
+    'Worker "' .. worker .. '"' .. where .. ' was lost: its ' .. what .. ' expired at ' ..
     iso_utc(tonumber(expires) or Engine.now) .. ' and the job had already run again ' ..
     allowance .. runs .. ' after lost workers (lost-worker-retries ' .. allowance ..
     '); its own retries are untouched')
 end
 
 -- Whether the job may run again after losing its worker (our rule); fails it when not.
-local function survives(queue, jid, worker, expires, allowance)
+-- `what` (default 'lock') and `expires`: what expired when, for the failure's message.
+function Queue.survives(queue, jid, worker, expires, allowance, what)
   local count = tonumber(redis.call('hincrby', Keys.job(jid), 'lost', 1))
   if count <= allowance then return true end
-  lost(queue, jid, worker, expires, allowance)
+  lost(queue, jid, worker, expires, allowance, what or 'lock')
   return false
 end
+local survives = Queue.survives
 
 -- Expired locks of `queue` (at most `limit`). The first expiry of a lock gives its worker a
 -- grace period (lock_lost, history 'timed-out'); the next one returns the job for the caller to

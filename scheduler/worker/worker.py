@@ -16,9 +16,12 @@ several in child processes). Inside it:
   is full, or after a couple of milliseconds; the other outcomes are reported at once;
 * a listener thread turns engine messages (``lock_lost``, ``canceled`` on ``P w:<worker>``) into
   stops;
-* a monitor thread heartbeats every job the worker holds (buffered, running or being reported)
-  at a third of its lock time, stops jobs that overrun their timeout, abandons jobs stuck past
-  ``kill_after`` and sends batches that waited long enough.
+* a monitor thread renews the worker's liveness lease every ``lease_seconds / 5`` (so that if
+  the process dies, its jobs go back to other workers within seconds: lua/include/lease.lua),
+  heartbeats every job the worker holds (buffered, running or being reported) at a third of its
+  lock time, stops jobs that overrun their timeout, abandons jobs stuck past ``kill_after`` and
+  sends batches that waited long enough. A buffered job is also checked before it starts once
+  the lease may have lapsed (the process was paused): its jobs may be another worker's by then.
 
 Stopping a job: its :class:`JobContext` is told (``stopped`` event, ``on_stop`` callbacks: the
 shell task kills its process group), then an exception is raised inside its thread. A thread stuck
@@ -37,7 +40,6 @@ import os
 import shutil
 import signal
 import socket
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -67,6 +69,7 @@ from scheduler.worker.outcomes import (
     ShutdownInterrupt,
     TimeoutInterrupt,
 )
+from scheduler.worker.sandboxes import Sandbox, sweep
 
 log = logging.getLogger("flows.worker")
 
@@ -84,6 +87,10 @@ PACE_WEIGHT = 0.1
 # `flows workers` marks silent only a worker that stopped talking (a job with a long lock is
 # heartbeated rarely; an idle worker talks at every poll anyway).
 PRESENCE_FRACTION = 1 / 3
+# The liveness lease: how long it lasts past its last renewal (seconds), and how many renewals
+# fit in that time. A dead worker's jobs wait about LEASE_SECONDS + a survivor's renewal period.
+LEASE_SECONDS = 5.0
+LEASE_RENEWALS = 5
 
 
 @dataclass(eq=False)
@@ -118,6 +125,8 @@ class Worker:
     upstream outputs there). ``shutdown_grace``: seconds running jobs get to finish on the first
     SIGTERM or SIGINT before they are handed back; a second signal stops at once.
     ``capture_logs``: store what each job writes as its step log (:mod:`scheduler.worker.capture`).
+    ``lease_seconds``: the liveness lease's length (0: none; the jobs of a worker that died then
+    come back only when their own locks expire).
     """
 
     def __init__(
@@ -137,6 +146,7 @@ class Worker:
         prefetch: int = 64,
         capture_logs: bool = True,
         wait_for_server: bool = False,
+        lease_seconds: float = LEASE_SECONDS,
     ) -> None:
         if not queues:
             raise ValueError("a worker needs at least one queue")
@@ -155,8 +165,13 @@ class Worker:
         self.exit_on_stuck = exit_on_stuck
         self.prefetch = max(0, prefetch)
         self.wait_for_server = wait_for_server
-        self._own_sandbox = sandbox_root is None
-        self.sandbox_root = sandbox_root or Path(tempfile.mkdtemp(prefix="flows-worker-"))
+        self.lease_seconds = max(0.0, lease_seconds)
+        self._own_sandbox: Sandbox | None = None
+        if sandbox_root is None:
+            sweep()  # the sandboxes of workers that died without removing theirs
+            self._own_sandbox = Sandbox()
+            sandbox_root = self._own_sandbox.path
+        self.sandbox_root = sandbox_root
         self._fetcher = Fetcher(client, self.queues, strategy, poll_interval)
         # Step logs (scheduler.worker.capture): stored ahead of each batch of completes.
         self._logs = capture.LogShipper(client.engine) if capture_logs else None
@@ -191,6 +206,10 @@ class Worker:
         self._info: dict[str, Any] = {}
         self._presence_every = 20.0
         self._next_presence = 0.0
+        self._lease_guard = threading.Lock()
+        self._leased = False  # a renewal has succeeded since the worker started
+        self._lease_until = 0.0  # monotonic: the lease surely runs until then
+        self._next_lease = float("inf")
 
     # -- public ------------------------------------------------------------------------------
 
@@ -244,8 +263,8 @@ class Worker:
             with contextlib.suppress(redis.RedisError, ClusterError, EngineError):
                 # Jobs handed over since the last wait go back (worker.deregister does too).
                 self.client.engine.call("worker.deregister", self.name)
-            if self._own_sandbox:
-                shutil.rmtree(self.sandbox_root, ignore_errors=True)
+            if self._own_sandbox is not None:
+                self._own_sandbox.remove()
             log.info("worker %s stopped after %d jobs", self.name, self.processed)
         return 0
 
@@ -320,7 +339,7 @@ class Worker:
                             and len(self._buffer) <= self._prefetch() // 2
                         ):
                             self._refill.set()
-                        if not _lock_may_be_gone(active):
+                        if not _lock_may_be_gone(active) and not self._lease_may_be_gone():
                             self._running += 1
                             return active
                         break  # checked below, outside the lock
@@ -342,8 +361,11 @@ class Worker:
 
     def _check_lock(self, active: Active) -> None:
         """A job held so long (the process was paused?) that another worker may have it by now:
-        starting it then would run it twice. The engine decides: a heartbeat renews a lock still
-        held, and the job goes back to the front of the buffer; otherwise it is let go."""
+        starting it then would run it twice. The lease is renewed first (a lease reaped meanwhile
+        lets go of every job held). The engine decides: a heartbeat renews a lock still held,
+        and the job goes back to the front of the buffer; otherwise it is let go."""
+        if self._lease_may_be_gone():
+            self._renew_lease()
         if self._holds(active):
             active.lock_deadline = time.monotonic() + active.lock_seconds
             with self._cond:
@@ -742,6 +764,8 @@ class Worker:
             now = time.monotonic()
             if now >= self._next_presence:
                 self._renew_presence(now)
+            if now >= self._next_lease:
+                self._renew_lease()
             with self._lock:
                 actives = list(self._active.values())
             self._heartbeat([a for a in actives if a.next_heartbeat <= now and not a.ctx.stopping])
@@ -760,6 +784,7 @@ class Worker:
                 self._batcher.flush()
                 report = None
             waits = [a.next_heartbeat - now for a in actives] + [0.5, self._next_presence - now]
+            waits.append(self._next_lease - now)
             waits += [a.deadline - now for a in actives if a.deadline is not None]
             if report is not None:
                 waits.append(report)
@@ -789,6 +814,8 @@ class Worker:
             with contextlib.suppress(EngineError, ClusterError, redis.RedisError):
                 self.client.engine.call("release", other.ctx.jid, self.name, 0)
         log.error("worker %s: exiting so the pool can start a clean process", self.name)
+        if self._own_sandbox is not None:
+            self._own_sandbox.remove()  # the stuck thread's files go too: it dies with us
         os._exit(EXIT_STUCK)
 
     def _heartbeat(self, due: list[Active]) -> None:
@@ -829,6 +856,42 @@ class Worker:
         with contextlib.suppress(TypeError, ValueError):
             self._presence_every = max(0.1, float(silent_after) * PRESENCE_FRACTION)
         self._next_presence = time.monotonic() + self._presence_every
+        if self.lease_seconds:
+            self._renew_lease()
+
+    def _renew_lease(self) -> None:
+        """Renew the liveness lease (the monitor, every ``lease_seconds / LEASE_RENEWALS``).
+
+        A lease reaped since the last renewal (the process was paused longer than the lease, or
+        could not reach Redis) means other workers have taken its jobs back: every job held is
+        checked with the engine at once, and dropped or stopped when it is no longer ours.
+        """
+        with self._lease_guard:
+            sent = time.monotonic()
+            self._next_lease = sent + self.lease_seconds / LEASE_RENEWALS
+            try:
+                reply = json.loads(
+                    self.client.engine.call("worker.lease", self.name, self.lease_seconds)
+                )
+            except (redis.RedisError, EngineError, ValueError) as error:
+                log.warning("worker %s: lease not renewed (%s)", self.name, error)
+                return
+            lost = self._leased and not reply.get("held")
+            self._leased = True
+            self._lease_until = sent + self.lease_seconds
+        if lost:
+            log.warning("worker %s: its lease lapsed and its jobs were taken back", self.name)
+            with self._lock:
+                for active in self._active.values():
+                    active.lock_deadline = active.next_heartbeat = 0.0
+            self._monitor_wake.set()
+
+    def _lease_may_be_gone(self) -> bool:
+        """Whether the lease may have lapsed: the jobs held may be another worker's by now."""
+        if not self._leased:
+            return False
+        margin = min(1.0, self.lease_seconds / 10)
+        return time.monotonic() >= self._lease_until - margin
 
     def _renew_presence(self, now: float) -> None:
         """Say this worker is alive (the monitor, every ``_presence_every`` seconds)."""

@@ -790,6 +790,14 @@ class Checker:
         ]
         if timed_out:
             return "expired lock"
+        # The worker's liveness lease lapsed (it was paused): its jobs were taken back at once.
+        reclaimed = [
+            h
+            for h in _history(job, "reclaimed")
+            if h.get("worker") == previous.worker and float(h["when"]) >= previous.start - 1
+        ]
+        if reclaimed:
+            return "lapsed lease"
         return None
 
     def _duplicates(self, runs: dict[str, list[Run]]) -> None:

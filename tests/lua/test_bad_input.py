@@ -395,6 +395,10 @@ ids("worker.register", [], "worker", ["{}"])
 objects("worker.register", ["w9"], "info")
 case("worker.register", ["w9", NESTED_101], InvalidArgument, "info", id="info-101-deep")
 ids("worker.info", ["w1"], "worker")
+case("worker.lease", [], InvalidArgument, "worker", id="missing")
+ids("worker.lease", [], "worker", ["5"])
+numbers("worker.lease", ["w1"], "seconds", ("0", "3601"))
+case("worker.lease", ["w1", "5", "x"], InvalidArgument, "too many", id="extra")
 
 RECUR = ["q", "new-rec", "K", "{}", "interval", "60", "0"]
 for missing, name in enumerate(["queue", "jid", "klass", "data", "spec", "interval", "offset"]):

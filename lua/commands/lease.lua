@@ -1,0 +1,30 @@
+-- worker.lease: a worker process says it is alive (include/lease.lua; ours).
+--
+--   worker.lease  worker, seconds  -> JSON {held, reaped, reclaimed, failed}
+--
+-- First the workers whose lease expired are reaped (at most 10 per call; none right after a
+-- stall of the server, see include/lease.lua): `reaped` of them, whose jobs went back to
+-- waiting (`reclaimed`) or failed in worker-lost (`failed`); a worker calling too late reaps
+-- itself. Then `worker`'s lease runs `seconds` (more than 0, at most 3600) from now. `held`:
+-- whether it had a lease not yet reaped; false on its first call and after its lease lapsed and
+-- was reaped (its jobs were taken back: it must not start or finish any it still has).
+-- worker.deregister drops the lease.
+-- Errors: INVALID.
+-- @include args
+-- @include lease
+
+local MAX_LEASE_SECONDS = 3600
+
+api['worker.lease'] = function(args)
+  local cmd = 'WorkerLease'
+  local worker = Arg.id(cmd, 'worker', args[1])
+  local seconds = Arg.number(cmd, 'seconds', args[2], 0)
+  if seconds <= 0 or seconds > MAX_LEASE_SECONDS then
+    Arg.fail(cmd, 'Arg "seconds" must be more than 0 and at most ' .. MAX_LEASE_SECONDS .. ': ' ..
+      tostring(args[2]))
+  end
+  if args[3] ~= nil then Arg.fail(cmd, 'too many arguments') end
+  local reaped, reclaimed, failed = Lease.reap()
+  local held = Lease.renew(worker, seconds)
+  return cjson.encode({ held = held, reaped = reaped, reclaimed = reclaimed, failed = failed })
+end

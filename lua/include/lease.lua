@@ -1,0 +1,103 @@
+-- lease: one liveness lease per worker process, so the jobs of a worker that died come back in
+-- seconds whatever their own lock time (ours).
+--
+-- A worker that takes a lease (`worker.lease`) renews it every second or so; it expires a few
+-- seconds after the last renewal (`P leases`, worker -> expiry). Once it has expired, every job
+-- the worker holds (running, prefetched, or handed to it while idle: `w:<worker>:jobs`) is a
+-- lost worker's job under our rule (include/reclaim.lua): it waits again at the front of its
+-- priority (history 'reclaimed'), or past lost-worker-retries fails in worker-lost. The worker
+-- stops being idle and its inbox is dropped. The survivors' renewals do this reaping, so no
+-- extra work falls on put, pop or complete. A worker without a lease (a qless client) is judged
+-- by its jobs' locks and heartbeats alone, as in qless.
+-- A worker paused past its lease may wake up still holding jobs another worker now runs: the
+-- engine refuses its calls about them (include/lock.lua), and the worker checks a job with the
+-- engine before starting it once its lease may have lapsed.
+-- @include keys
+-- @include engine
+-- @include config
+-- @include events
+-- @include stats
+-- @include job
+-- @include queue
+-- @include lock
+-- @include reclaim
+-- @include handoff
+local Lease = {}
+
+-- Workers whose lease expired that one call reaps at most (the next call reaps more).
+Lease.REAP_PER_CALL = 10
+-- Live workers renew every second or so: no renewal at all for this long means the server (or
+-- every worker's network) stalled, not that the workers died.
+Lease.STALL_SECONDS = 3
+
+-- `worker`'s lease runs `seconds` from now. Returns whether it had one not yet reaped: when not
+-- (its first renewal, or a lease reaped after it lapsed), the jobs it held are no longer its.
+function Lease.renew(worker, seconds)
+  local had = redis.call('zadd', Keys.leases(), Engine.now + seconds, worker) == 0
+  return had
+end
+
+function Lease.drop(worker)
+  redis.call('zrem', Keys.leases(), worker)
+end
+
+-- One job `jid` of `worker`, whose lease expired at `expires`: back to waiting, or failed.
+local function reclaim(worker, jid, expires, allowance)
+  local fields = Job.fields(jid, 'queue', 'worker', 'priority', 'ttl_at', 'ckey', 'climit',
+    'throttle')
+  redis.call('zrem', Keys.worker_jobs(worker), jid)
+  if not fields or fields.state ~= 'running' or fields.worker ~= worker then return 'gone' end
+  local queue = fields.queue
+  redis.call('zrem', Keys.locks(queue), jid)
+  Events.tracked('stalled', jid)
+  Events.to_worker(worker, 'lock_lost', jid)
+  Stats.bump(queue, 'retries', 1)
+  if not Queue.survives(queue, jid, worker, expires, allowance, 'lease') then return 'failed' end
+  redis.call('hdel', Keys.job(jid), 'grace')
+  Lock.released(jid, queue, fields)
+  redis.call('hset', Keys.job(jid), 'worker', '', 'expires', 0, 'updated', Engine.now,
+    'state', 'waiting', 'time', Engine.now)
+  Job.history(jid, 'reclaimed', { worker = worker })
+  -- It was taken once already: ahead of the jobs of its priority put since.
+  redis.call('zadd', Keys.work(queue), (tonumber(fields.priority) or 0) * Queue.SEQ_SPAN, jid)
+  Events.ready(queue)
+  return 'reclaimed'
+end
+
+-- After a stall (no renewal for Lease.STALL_SECONDS: a paused or overloaded server), every
+-- lease is pushed back by the stall's length, so that workers get to renew before anyone is
+-- reaped. Records this renewal's time (`P leases-seen`).
+local function forgive_stall()
+  local seen = tonumber(redis.call('get', Keys.leases_seen()))
+  redis.call('set', Keys.leases_seen(), string.format('%.17g', Engine.now))
+  if not seen or Engine.now - seen <= Lease.STALL_SECONDS then return end
+  local gap = Engine.now - seen
+  local leases = redis.call('zrange', Keys.leases(), 0, -1, 'WITHSCORES')
+  for i = 1, #leases, 2 do
+    redis.call('zadd', Keys.leases(), tonumber(leases[i + 1]) + gap, leases[i])
+  end
+end
+
+-- Reap workers whose lease expired (at most Lease.REAP_PER_CALL), unless the server stalled
+-- since the last renewal. Returns how many workers, and how many of their jobs went back to
+-- waiting and were failed.
+function Lease.reap()
+  forgive_stall()
+  local lapsed = redis.call('zrangebyscore', Keys.leases(), '-inf', Engine.now, 'WITHSCORES',
+    'LIMIT', 0, Lease.REAP_PER_CALL)
+  if #lapsed == 0 then return 0, 0, 0 end
+  local allowance = tonumber(Config.get('lost-worker-retries')) or 0
+  local reclaimed, failed = 0, 0
+  for i = 1, #lapsed, 2 do
+    local worker, expires = lapsed[i], lapsed[i + 1]
+    redis.call('zrem', Keys.leases(), worker)
+    Handoff.stop_waiting(worker)
+    redis.call('del', Keys.inbox(worker))
+    for _, jid in ipairs(redis.call('zrange', Keys.worker_jobs(worker), 0, -1)) do
+      local outcome = reclaim(worker, jid, expires, allowance)
+      if outcome == 'reclaimed' then reclaimed = reclaimed + 1 end
+      if outcome == 'failed' then failed = failed + 1 end
+    end
+  end
+  return #lapsed / 2, reclaimed, failed
+end

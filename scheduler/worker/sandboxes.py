@@ -1,0 +1,76 @@
+"""A worker's own sandbox folder (``$TMPDIR/flows-worker-*``), and the sweep of dead workers' ones.
+
+A worker that stops cleanly removes its folder; one killed (SIGKILL, OOM) or leaving through the
+hard exit for a stuck job cannot. So each worker holds an exclusive ``flock`` on a file in its
+folder for as long as it lives; the kernel drops the lock with the process, however it ends. A
+worker starting up removes every folder of the pattern, owned by its user, whose lock it can take:
+its owner is gone. A folder without the file (one being created right now, or made by an older
+version) is left alone.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import logging
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+log = logging.getLogger("flows.worker")
+
+PREFIX = "flows-worker-"
+OWNER_FILE = ".owner"
+
+
+class Sandbox:
+    """A fresh sandbox folder, locked as its owner's until :meth:`remove`."""
+
+    def __init__(self, parent: Path | None = None) -> None:
+        self.path = Path(tempfile.mkdtemp(prefix=PREFIX, dir=parent))
+        self._fd: int | None = os.open(self.path / OWNER_FILE, os.O_CREAT | os.O_RDWR, 0o600)
+        fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+
+    def remove(self) -> None:
+        """Remove the folder and let go of its lock (safe to call twice)."""
+        shutil.rmtree(self.path, ignore_errors=True)
+        if self._fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(self._fd)
+            self._fd = None
+
+
+def sweep(parent: Path | None = None) -> list[Path]:
+    """Remove the sandboxes of dead workers under ``parent`` (the temporary directory by
+    default); returns the folders removed."""
+    root = Path(parent or tempfile.gettempdir())
+    removed: list[Path] = []
+    try:
+        candidates = list(root.glob(PREFIX + "*"))
+    except OSError:
+        return removed
+    for folder in candidates:
+        if _abandoned(folder):
+            shutil.rmtree(folder, ignore_errors=True)
+            removed.append(folder)
+    if removed:
+        log.info("removed %d sandbox(es) of dead workers under %s", len(removed), root)
+    return removed
+
+
+def _abandoned(folder: Path) -> bool:
+    """Whether ``folder`` is a sandbox of ours whose owner is gone (its lock can be taken)."""
+    try:
+        if folder.is_symlink() or not folder.is_dir() or folder.stat().st_uid != os.getuid():
+            return False
+        fd = os.open(folder / OWNER_FILE, os.O_RDWR | os.O_NOFOLLOW)
+    except OSError:  # no owner file: being created, or not one of ours
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:  # held: its worker is alive
+        return False
+    finally:
+        os.close(fd)
+    return True

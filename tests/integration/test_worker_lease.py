@@ -1,0 +1,61 @@
+"""The worker's liveness lease (lua/include/lease.lua): a worker paused longer than its lease
+loses its jobs to other workers within seconds, and when it wakes up it stops what it was
+running instead of finishing a job another worker has taken."""
+
+from __future__ import annotations
+
+import os
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+from test_worker import Processes, history, put, read_marks, wait_for, wait_marks, wait_state
+
+from scheduler.client import Client
+from scheduler.scripts import Engine
+from scheduler.server import EmbeddedServer
+
+
+@pytest.fixture
+def client(engine: Engine) -> Client:
+    return Client.from_engine(engine, worker_name="test-client")
+
+
+@pytest.fixture
+def procs(
+    server: EmbeddedServer, tmp_path: Path, redis_client: redis.Redis
+) -> Iterator[Processes]:
+    processes = Processes(server, tmp_path)
+    try:
+        yield processes
+    finally:
+        processes.close()
+
+
+def test_a_worker_paused_past_its_lease_gives_way_to_another(
+    client: Client, procs: Processes, tmp_path: Path
+) -> None:
+    marks = tmp_path / "marks"
+    # A 60 s lock: without the lease the job would wait that long (plus the grace period).
+    jid = put(client, "q", "busy_first_attempt", {"marks": str(marks), "seconds": 60})
+    paused = procs.worker(["q"], name="paused")
+    wait_marks(marks, "started", timeout=20)
+    os.kill(paused.pid, signal.SIGSTOP)
+    try:
+        procs.worker(["q"], name="other")
+        wait_marks(marks, "started", count=2, timeout=20)
+        wait_state(client, jid, "complete", timeout=10)
+    finally:
+        os.kill(paused.pid, signal.SIGCONT)
+    wait_for(
+        lambda: "stopping (lock-lost)" in procs.log(paused), 15, "the paused worker to stop the job"
+    )
+    assert "its lease lapsed and its jobs were taken back" in procs.log(paused)
+    job = client.jobs[jid]
+    assert (job.state, job.lost) == ("complete", 1)
+    [reclaimed] = history(job, "reclaimed")
+    assert reclaimed["worker"] == "paused"
+    assert [entry["worker"] for entry in history(job, "done")] == ["other"]
+    assert read_marks(marks, "finished") == []  # the first run never finished
