@@ -26,6 +26,7 @@ from datetime import datetime
 from pathlib import PurePath
 from typing import Any, Final
 
+from flows import conditions
 from flows.dag import topological_steps
 from flows.gc_pause import gc_paused
 from flows.model import (
@@ -37,7 +38,7 @@ from flows.model import (
     Step,
     TriggerRule,
 )
-from flows.outputs import META_KEY, SHELL_KLASS, Upstream, meta_json
+from flows.outputs import CONDITION_KEY, META_KEY, SHELL_KLASS, Upstream, meta_json
 from flows.params import bind_params
 from flows.shell_command import shell_command
 from flows.templates import KEEP, PARAMS, RUN, STEPS, Reference, render, select, to_text
@@ -266,6 +267,7 @@ class _Expander:
             raise ExpansionError(f"the run has more than {MAX_JOBS_PER_RUN} jobs")
         action, settings = origin.action, origin.settings
         payload = self.payload(action, scope)
+        condition = self.condition(origin, scope)
         upstream = {}
         for step_id in scope.read_steps:
             if step_id not in self.jids:  # validation reports such references first
@@ -285,6 +287,8 @@ class _Expander:
             self.retry_json(settings),
             self.flow_dir_text,
         )
+        if condition is not None:
+            meta[CONDITION_KEY] = condition
         limit = origin.max_parallel
         self.puts.append(
             PutRequest(
@@ -308,6 +312,23 @@ class _Expander:
                 throttle=settings.throttle,
             )
         )
+
+    def condition(self, origin: _Origin, scope: _Scope) -> dict[str, Any] | None:
+        """A step's ``if`` for the worker: the expression, with what expansion resolves of it
+        (step references are noted as read, so they become upstream)."""
+        text = origin.action.if_ if isinstance(origin.action, Step) else None
+        if text is None:
+            return None
+        try:
+            node = conditions.parse(text)
+        except conditions.ConditionError as error:  # validation reports it first
+            raise ExpansionError(f"steps.{origin.name}.if: {error}") from None
+        values: dict[str, Any] = {}
+        for reference, _ in conditions.references_of(node):
+            value = scope.lookup(reference)
+            if value is not KEEP:
+                values[str(reference)] = value
+        return {"expression": text, "values": values}
 
     def retry_json(self, settings: Settings) -> dict[str, Any]:
         """The retry settings as JSON, made once for the jobs that share them (each job's meta

@@ -24,6 +24,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from flows.conditions import MAX_LENGTH as MAX_CONDITION
 from flows.durations import DURATION_EXAMPLES, DURATION_PATTERN, DurationError, parse_duration
 from flows.outputs import ENV_PREFIX, META_KEY
 from flows.templates import (
@@ -282,6 +283,9 @@ class Step(Action):
     one failed, or none failed."""
     delay: Duration | None = None
     """Wait this long once the step may run (after its needs are done)."""
+    if_: str | None = Field(default=None, alias="if", min_length=1, max_length=MAX_CONDITION)
+    """A condition (`params.publish && steps.list.outputs.files != []`), checked when the
+    step's job starts: false skips the step, and the `all_success` steps that need it."""
 
 
 class Hooks(_Model):

@@ -16,6 +16,7 @@ from typing import Any
 
 import networkx as nx
 
+from flows import conditions
 from flows.dag import step_graph
 from flows.findings import DataPath, FindingSink, did_you_mean, names_hint, path_text
 from flows.loader import Trap
@@ -81,6 +82,8 @@ class TemplateChecker:
             self.check_action(("steps", step_id), step, reader)
             if step.foreach is not None:
                 self.check_foreach(step_id, step)
+            if step.if_ is not None:
+                self.check_condition(step_id, step.if_, reader)
         for name, hook in hooks:
             self.check_action(("hooks", name), hook, _Reader(f"hook '{name}'", None, (), None))
         return self.check_param_defaults(traps)
@@ -212,6 +215,42 @@ class TemplateChecker:
     def is_upstream(self, step_id: str, reader: str) -> bool:
         return bool(self.graph.has_node(step_id) and nx.has_path(self.graph, step_id, reader))
 
+    # -- conditions -----------------------------------------------------------------------------
+
+    def check_condition(self, step_id: str, text: str, reader: _Reader) -> None:
+        path: DataPath = ("steps", step_id, "if")
+        try:
+            node = conditions.parse(text)
+        except conditions.ConditionError as error:
+            self.sink.error(path, "condition", _condition_message(text, error), _CONDITION_HINT)
+            return
+        bad = False
+        for reference, offset in conditions.references_of(node):
+            problem = self.reference_problem(reference, reader, "if")
+            if problem is not None:
+                bad = True
+                message, hint = problem
+                where = _condition_message(text, conditions.ConditionError(message, offset))
+                self.sink.error(path, "condition", where, hint)
+        if bad:
+            return
+        step_outputs = {s: st.foreach is not None for s, st in self.steps.items()}
+
+        def kind_of(reference: Reference) -> str:
+            root, rest = reference.root, reference.path[1:]
+            if root == PARAMS and len(rest) == 1:
+                return conditions.param_kind(self.params[rest[0]].type)
+            if root == RUN:
+                return "string"
+            if root == STEPS and rest[1:] == ("status",):
+                return "string"
+            if root == STEPS and rest[1:] == ("outputs",):
+                return "list" if step_outputs.get(rest[0]) else conditions.ANY
+            return conditions.ANY
+
+        for found in conditions.check_types(node, kind_of):
+            self.sink.error(path, "condition", _condition_message(text, found), _CONDITION_HINT)
+
     # -- foreach items --------------------------------------------------------------------------
 
     def check_foreach(self, step_id: str, step: Step) -> None:
@@ -318,6 +357,19 @@ def _run_problem(reference: Reference) -> tuple[str, str] | None:
     return f"unknown reference '{reference}'", hint
 
 
+_CONDITION_HINT = (
+    "a condition uses literals, references, ==, !=, <, <=, >, >=, in, &&, ||, !, parentheses, "
+    "contains(), startsWith() and length()"
+)
+
+
+def _condition_message(text: str, error: conditions.ConditionError) -> str:
+    expression, shift = conditions.strip_template(text)
+    offset = max(0, error.offset - shift)
+    near = expression[offset : offset + 20].strip() or "the end"
+    return f"condition, at character {offset + 1} ('{near}'): {error}"
+
+
 def check_template_places(data: Mapping[str, Any], sink: FindingSink) -> None:
     """Report ``${{`` in fields that are never rendered (it would stay literal text).
 
@@ -363,6 +415,8 @@ def _all_rendered(path: DataPath) -> bool:
     if len(path) < 3:
         return False
     if path[0] in ("steps", "hooks") and path[2] in _ACTION_FIELDS:
+        return True
+    if path[0] == "steps" and path[2] == "if":
         return True
     if len(path) >= 4 and path[0] == "steps" and path[2:4] == ("foreach", "items"):
         return True

@@ -6,7 +6,14 @@ raise :class:`RetryJob`, :class:`FailJob`, :class:`ReleaseJob` or :class:`BuryJo
 """
 
 from scheduler.worker.context import JobContext
-from scheduler.worker.outcomes import BuryJob, FailJob, ReleaseJob, RetryJob, RetryPolicy
+from scheduler.worker.outcomes import (
+    BuryJob,
+    FailJob,
+    ReleaseJob,
+    RetryJob,
+    RetryPolicy,
+    SkipJob,
+)
 from scheduler.worker.pool import WorkerPool
 from scheduler.worker.worker import Worker
 
@@ -17,6 +24,7 @@ __all__ = [
     "ReleaseJob",
     "RetryJob",
     "RetryPolicy",
+    "SkipJob",
     "Worker",
     "WorkerPool",
 ]
