@@ -115,25 +115,21 @@ class Call:
 Node = Literal | Ref | ListOf | Not | Logic | Compare | Call
 
 
-def strip_template(text: str) -> tuple[str, int]:
-    """The expression inside ``text`` (one ``${{ ... }}`` around it is optional) and the
-    offset of the expression in ``text``."""
+def expression_of(text: str) -> str:
+    """The expression of a condition: ``text`` without one ``${{ ... }}`` around it, stripped.
+    Offsets (:class:`ConditionError`, :func:`references_of`) count in it."""
     stripped = text.strip()
     if stripped.startswith(OPEN) and stripped.endswith(CLOSE):
-        start = text.index(OPEN) + len(OPEN)
-        return stripped[len(OPEN) : -len(CLOSE)], start
-    return text, 0
+        stripped = stripped[len(OPEN) : -len(CLOSE)].strip()
+    return stripped
 
 
 def parse(text: str) -> Node:
     """The syntax tree of a condition (bare or in ``${{ }}``); :class:`ConditionError` else."""
-    expression, shift = strip_template(text)
+    expression = expression_of(text)
     if len(expression) > MAX_LENGTH:
         raise ConditionError(f"the condition is longer than {MAX_LENGTH} characters", 0)
-    try:
-        return _Parser(expression).whole()
-    except ConditionError as error:
-        raise ConditionError(str(error), error.offset + shift) from None
+    return _Parser(expression).whole()
 
 
 class _Parser:

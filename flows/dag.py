@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import networkx as nx
 
+from flows.conditions import expression_of
 from flows.model import Flow, Step
 
 
@@ -106,6 +107,8 @@ def _label(step_id: str, step: Step) -> str:
         label += f" (foreach {step.foreach.as_})"
     if step.trigger_rule != "all_success":
         label += f" [{step.trigger_rule}]"
+    if step.if_ is not None:
+        label += f" if {expression_of(step.if_)}"
     return label
 
 
@@ -136,7 +139,8 @@ def to_mermaid(flow: Flow) -> str:
 
 
 def _mermaid_text(text: str) -> str:
-    return text.replace('"', "#quot;")
+    # Mermaid reads labels as HTML: a condition's '<' must stay text.
+    return text.replace('"', "#quot;").replace("<", "#lt;").replace(">", "#gt;")
 
 
 def to_dot(flow: Flow) -> str:

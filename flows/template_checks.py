@@ -364,8 +364,8 @@ _CONDITION_HINT = (
 
 
 def _condition_message(text: str, error: conditions.ConditionError) -> str:
-    expression, shift = conditions.strip_template(text)
-    offset = max(0, error.offset - shift)
+    expression = conditions.expression_of(text)
+    offset = error.offset
     near = expression[offset : offset + 20].strip() or "the end"
     return f"condition, at character {offset + 1} ('{near}'): {error}"
 
