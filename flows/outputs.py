@@ -25,9 +25,9 @@ A Python job's klass is imported with ``flow_dir`` on ``sys.path`` (``job: tasks
 Everything else is the payload: a Python job's ``with``; a shell job's ``command``, ``cwd`` and
 ``env``. The payload may still hold ``${{ steps.<id>.outputs[.<key>...] }}`` and
 ``${{ steps.<id>.status }}``; every ``<id>`` named there is a key of ``upstream``, whose ``jids``
-are that step's jobs (one, or a foreach step's items in item order). Shell commands never hold
-them: expansion moves each into an environment variable (:func:`env_name`), so a value can never
-be spliced into shell syntax.
+are that step's jobs (one, or a foreach or matrix step's items in order: ``foreach`` is then
+true). Shell commands never hold them: expansion moves each into an environment variable
+(:func:`env_name`), so a value can never be spliced into shell syntax.
 
 **At start**, the worker:
 

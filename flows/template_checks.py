@@ -20,10 +20,11 @@ from flows import conditions
 from flows.dag import step_graph
 from flows.findings import DataPath, FindingSink, did_you_mean, names_hint, path_text
 from flows.loader import Trap
-from flows.model import Action, Param, Step
+from flows.model import MAX_FOREACH_ITEMS, Action, Param, Step, matrix_id_text
 from flows.params import type_problem
 from flows.templates import (
     LEAVES,
+    MATRIX,
     OPEN,
     PARAMS,
     RUN,
@@ -37,7 +38,7 @@ from flows.templates import (
     whole_reference,
 )
 
-_ROOTS = (PARAMS, RUN, STEPS)
+_ROOTS = (PARAMS, RUN, STEPS, MATRIX)
 _ACTION_FIELDS = ("run", "with", "env", "cwd")
 _TEMPLATE_HINT = "templates are read in run, with, env, cwd, foreach.items and param defaults"
 
@@ -50,6 +51,7 @@ class _Reader:
     step_id: str | None  # None for hooks, which see every step
     needs: Sequence[str]
     item_name: str | None
+    axes: Sequence[str] = ()  # of a matrix step
 
 
 class TemplateChecker:
@@ -78,10 +80,13 @@ class TemplateChecker:
         """Run every check; return the trap paths that explained a param default problem."""
         for step_id, step in self.steps.items():
             item_name = step.foreach.as_ if step.foreach else None
-            reader = _Reader(f"step '{step_id}'", step_id, step.needs, item_name)
+            axes = tuple(step.matrix or ())
+            reader = _Reader(f"step '{step_id}'", step_id, step.needs, item_name, axes)
             self.check_action(("steps", step_id), step, reader)
             if step.foreach is not None:
                 self.check_foreach(step_id, step)
+            if step.matrix is not None:
+                self.check_matrix(step_id, step)
             if step.if_ is not None:
                 self.check_condition(step_id, step.if_, reader)
         for name, hook in hooks:
@@ -126,6 +131,8 @@ class TemplateChecker:
             return self.step_problem(reference, reader, field)
         if root == reader.item_name:
             return None
+        if root == MATRIX:
+            return _matrix_problem(reference, reader)
         owner = self.foreach_names.get(root)
         if owner is not None:
             return (
@@ -234,7 +241,7 @@ class TemplateChecker:
                 self.sink.error(path, "condition", where, hint)
         if bad:
             return
-        step_outputs = {s: st.foreach is not None for s, st in self.steps.items()}
+        step_outputs = {s: st.fans_out for s, st in self.steps.items()}
 
         def kind_of(reference: Reference) -> str:
             root, rest = reference.root, reference.path[1:]
@@ -271,25 +278,68 @@ class TemplateChecker:
                 if problem is not None:
                     self.sink.error(item_path, "foreach-items", *problem)
 
+    def check_matrix(self, step_id: str, step: Step) -> None:
+        assert step.matrix is not None
+        reader = _Reader(f"step '{step_id}'", step_id, step.needs, None)
+        size = 1
+        for axis, values in step.matrix.items():
+            path: DataPath = ("steps", step_id, "matrix", axis)
+            label = f"matrix.{axis}"
+            if isinstance(values, list):
+                size *= len(values)
+                texts = [matrix_id_text(value, i) for i, value in enumerate(values)]
+                twice = next((i for i, text in enumerate(texts) if text in texts[:i]), None)
+                if twice is not None:
+                    self.sink.error(
+                        (*path, twice),
+                        "matrix",
+                        f"matrix axis '{axis}' has the value {texts[twice]} more than once",
+                        "each combination must be distinct: remove the repeated value",
+                    )
+            if isinstance(values, str):
+                reference = whole_reference(values)
+                if reference is not None:
+                    problem = self.items_problem(reference, reader, label=label)
+                    if problem is not None:
+                        self.sink.error(path, "matrix", *problem)
+                continue
+            for item_path, text in strings(values, path):
+                for reference in self.parse(item_path, text):
+                    problem = self.items_problem(reference, reader, in_list=True, label=label)
+                    if problem is not None:
+                        self.sink.error(item_path, "matrix", *problem)
+        if size > MAX_FOREACH_ITEMS:
+            self.sink.error(
+                ("steps", step_id, "matrix"),
+                "matrix",
+                f"the matrix has {size:,} combinations, more than the limit of "
+                f"{MAX_FOREACH_ITEMS:,}",
+                "split the step, or loop inside a job",
+            )
+
     def items_problem(
-        self, reference: Reference, reader: _Reader, in_list: bool = False
+        self,
+        reference: Reference,
+        reader: _Reader,
+        in_list: bool = False,
+        label: str = "foreach.items",
     ) -> tuple[str, str] | None:
         if reference.root == STEPS:
             return (
-                f"foreach.items cannot read '{reference}': the items are fixed when the run is "
+                f"{label} cannot read '{reference}': the items are fixed when the run is "
                 "submitted, before any step has run",
                 "pass the list as an array param, or let one job loop over the step's outputs",
             )
-        problem = self.reference_problem(reference, reader, "foreach.items")
+        problem = self.reference_problem(reference, reader, label)
         if problem is not None or in_list:
             return problem
         if reference.root == RUN:
-            return f"foreach.items must be a list: '{reference}' is text", "use an array param"
+            return f"{label} must be a list: '{reference}' is text", "use an array param"
         name = reference.path[1]
         kind = self.params[name].type
         if len(reference.path) == 2 and kind != "array":
             return (
-                f"foreach.items must be a list: params.{name} is of type {kind}",
+                f"{label} must be a list: params.{name} is of type {kind}",
                 f"declare params.{name} with 'type: array'",
             )
         return None
@@ -347,6 +397,19 @@ class TemplateChecker:
                         f"is {param.type}",
                         "use type string or date",
                     )
+
+
+def _matrix_problem(reference: Reference, reader: _Reader) -> tuple[str, str] | None:
+    if not reader.axes:
+        return (
+            f"{reader.name} uses '{reference}' but has no matrix",
+            "add matrix: {<axis>: [...]} to the step, or read another value",
+        )
+    axis = reference.path[1] if len(reference.path) == 2 else ""
+    if axis in reader.axes:
+        return None
+    hint = did_you_mean(axis, reader.axes) or names_hint("axes", list(reader.axes))
+    return f"'{reference}' names no axis of the matrix of {reader.name}", hint
 
 
 def _run_problem(reference: Reference) -> tuple[str, str] | None:
@@ -419,5 +482,7 @@ def _all_rendered(path: DataPath) -> bool:
     if path[0] == "steps" and path[2] == "if":
         return True
     if len(path) >= 4 and path[0] == "steps" and path[2:4] == ("foreach", "items"):
+        return True
+    if len(path) >= 4 and path[0] == "steps" and path[2] == "matrix":
         return True
     return path[0] == "params" and path[2] == "default"
