@@ -29,6 +29,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
+from flows.findings import did_you_mean
 from flows.templates import CLOSE, OPEN, SEGMENT_PATTERN, Reference
 
 MAX_LENGTH: Final = 1000
@@ -240,8 +241,9 @@ class _Parser:
 
     def call(self, name: str, offset: int) -> Node:
         if name not in FUNCTIONS:
-            known = ", ".join(FUNCTIONS)
-            raise ConditionError(f"unknown function '{name}' (known: {known})", offset)
+            close = did_you_mean(name, FUNCTIONS)
+            message = f"unknown function '{name}'" + (f": {close}" if close else "")
+            raise ConditionError(f"{message} (known: {', '.join(FUNCTIONS)})", offset)
         self.take("(")
         args: list[Node] = []
         while self.peek()[1] != ")":

@@ -86,6 +86,12 @@ def test_syntax_errors_name_the_offset(text: str, message: str, offset: int) -> 
     assert raised.value.offset == offset
 
 
+def test_a_misspelt_function_gets_a_suggestion() -> None:
+    with pytest.raises(ConditionError) as raised:
+        parse("lenght(params.regions) > 1")
+    assert str(raised.value) == f"unknown function 'lenght': did you mean 'length'? {KNOWN}"
+
+
 def test_nesting_and_length_are_bounded() -> None:
     with pytest.raises(ConditionError, match="nests more than 64 levels"):
         parse("!" * 70 + "true")
