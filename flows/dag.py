@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import networkx as nx
 
+from flows.conditions import expression_of
 from flows.model import Flow, Step
 
 
@@ -104,8 +105,12 @@ def _label(step_id: str, step: Step) -> str:
     label = step_id
     if step.foreach is not None:
         label += f" (foreach {step.foreach.as_})"
+    if step.matrix is not None:
+        label += f" (matrix {' x '.join(step.matrix)})"
     if step.trigger_rule != "all_success":
         label += f" [{step.trigger_rule}]"
+    if step.if_ is not None:
+        label += f" if {expression_of(step.if_)}"
     return label
 
 
@@ -121,7 +126,7 @@ def to_mermaid(flow: Flow) -> str:
     ids = {step_id: f"s{index}" for index, step_id in enumerate(flow.steps)}
     lines = ["flowchart LR"]
     for step_id, step in flow.steps.items():
-        shape = ("[[", "]]") if step.foreach is not None else ("[", "]")
+        shape = ("[[", "]]") if step.fans_out else ("[", "]")
         lines.append(
             f'    {ids[step_id]}{shape[0]}"{_mermaid_text(_label(step_id, step))}"{shape[1]}'
         )
@@ -136,16 +141,17 @@ def to_mermaid(flow: Flow) -> str:
 
 
 def _mermaid_text(text: str) -> str:
-    return text.replace('"', "#quot;")
+    # Mermaid reads labels as HTML: a condition's '<' must stay text.
+    return text.replace('"', "#quot;").replace("<", "#lt;").replace(">", "#gt;")
 
 
 def to_dot(flow: Flow) -> str:
-    """A Graphviz DOT digraph; foreach steps are drawn stacked, hooks dashed."""
+    """A Graphviz DOT digraph; foreach and matrix steps are drawn stacked, hooks dashed."""
     graph = flow_graph(flow)
     quote = json.dumps  # a JSON string is a valid DOT quoted id
     lines = [f"digraph {quote(flow.name)} {{", "    rankdir=LR;", "    node [shape=box];"]
     for step_id, step in flow.steps.items():
-        style = ", shape=box3d" if step.foreach is not None else ""
+        style = ", shape=box3d" if step.fans_out else ""
         lines.append(f"    {quote(step_id)} [label={quote(_label(step_id, step))}{style}];")
     for need, step_id in graph.edges:
         lines.append(f"    {quote(need)} -> {quote(step_id)};")

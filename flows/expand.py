@@ -1,7 +1,9 @@
 """Expansion: a validated flow, params and a run id become the run's put requests. Pure.
 
 Each step becomes one job (``<run id>:<step>``), a foreach step one job per item
-(``<run id>:<step>[<i>]``), each hook one job (``<run id>:<hook>``). ``needs`` become ``depends``:
+(``<run id>:<step>[<i>]``), a matrix step one job per combination of its axes' values
+(``<run id>:<step>[region=de,kind=full]``, see :func:`flows.model.matrix_id_text`), each hook
+one job (``<run id>:<hook>``). ``needs`` become ``depends``:
 a dependent of a foreach step depends on every item (fan-in); a foreach step that needs a foreach
 step waits for all of its items too (no item-by-item pairing).
 
@@ -20,12 +22,14 @@ with ``all_done``.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import PurePath
 from typing import Any, Final
 
+from flows import conditions
 from flows.dag import topological_steps
 from flows.gc_pause import gc_paused
 from flows.model import (
@@ -36,11 +40,12 @@ from flows.model import (
     Settings,
     Step,
     TriggerRule,
+    matrix_id_text,
 )
-from flows.outputs import META_KEY, SHELL_KLASS, Upstream, meta_json
+from flows.outputs import CONDITION_KEY, META_KEY, SHELL_KLASS, Upstream, meta_json
 from flows.params import bind_params
 from flows.shell_command import shell_command
-from flows.templates import KEEP, PARAMS, RUN, STEPS, Reference, render, select, to_text
+from flows.templates import KEEP, MATRIX, PARAMS, RUN, STEPS, Reference, render, select, to_text
 from scheduler.errors import FlowsError
 
 MAX_JOBS_PER_RUN: Final = 100_000
@@ -229,6 +234,13 @@ class _Expander:
             step.delay or 0.0,
             step.foreach.max_parallel if step.foreach else None,
         )
+        if step.matrix is not None:
+            combinations = self.combinations(step_id, step)
+            self.jids[step_id] = [f"{self.run_id}:{step_id}[{key}]" for key, _ in combinations]
+            for index, (_, values) in enumerate(combinations):
+                scope = _Scope(self.params, self.run, MATRIX, values)
+                self.put(origin, self.jids[step_id][index], index, depends, scope)
+            return
         if step.foreach is None:
             self.jids[step_id] = [f"{self.run_id}:{step_id}"]
             self.put(origin, self.jids[step_id][0], None, depends, _Scope(self.params, self.run))
@@ -259,6 +271,38 @@ class _Expander:
             )
         return items
 
+    def combinations(self, step_id: str, step: Step) -> list[tuple[str, dict[str, Any]]]:
+        """The matrix's product in axis order: each combination's id text and its values."""
+        assert step.matrix is not None
+        scope = _Scope(self.params, self.run, on_step=_no_steps_in_items(step_id))
+        axes: list[list[tuple[str, Any]]] = []
+        size = 1
+        for axis, written in step.matrix.items():
+            values = render(written, scope.lookup)
+            if not isinstance(values, list):
+                raise ExpansionError(
+                    f"steps.{step_id}.matrix.{axis}: expected a list, got {type(values).__name__}"
+                )
+            texts = [matrix_id_text(value, i) for i, value in enumerate(values)]
+            if len(set(texts)) < len(texts):
+                raise ExpansionError(f"steps.{step_id}.matrix.{axis}: a value is there twice")
+            size *= len(values)
+            if size > MAX_FOREACH_ITEMS:
+                raise ExpansionError(
+                    f"steps.{step_id}.matrix: more than {MAX_FOREACH_ITEMS} combinations"
+                )
+            axes.append(
+                [(f"{axis}={text}", value) for text, value in zip(texts, values, strict=True)]
+            )
+        names = list(step.matrix)
+        return [
+            (
+                ",".join(key for key, _ in combination),
+                dict(zip(names, (v for _, v in combination), strict=True)),
+            )
+            for combination in itertools.product(*axes)
+        ]
+
     def put(
         self, origin: _Origin, jid: str, index: int | None, depends: list[str], scope: _Scope
     ) -> None:
@@ -266,12 +310,13 @@ class _Expander:
             raise ExpansionError(f"the run has more than {MAX_JOBS_PER_RUN} jobs")
         action, settings = origin.action, origin.settings
         payload = self.payload(action, scope)
+        condition = self.condition(origin, scope)
         upstream = {}
         for step_id in scope.read_steps:
             if step_id not in self.jids:  # validation reports such references first
                 raise ExpansionError(f"{origin.name}: reads steps.{step_id}, which is not upstream")
             upstream[step_id] = Upstream(
-                tuple(self.jids[step_id]), self.flow.steps[step_id].foreach is not None
+                tuple(self.jids[step_id]), self.flow.steps[step_id].fans_out
             )
         meta = meta_json(
             self.run_id,
@@ -285,6 +330,8 @@ class _Expander:
             self.retry_json(settings),
             self.flow_dir_text,
         )
+        if condition is not None:
+            meta[CONDITION_KEY] = condition
         limit = origin.max_parallel
         self.puts.append(
             PutRequest(
@@ -308,6 +355,23 @@ class _Expander:
                 throttle=settings.throttle,
             )
         )
+
+    def condition(self, origin: _Origin, scope: _Scope) -> dict[str, Any] | None:
+        """A step's ``if`` for the worker: the expression, with what expansion resolves of it
+        (step references are noted as read, so they become upstream)."""
+        text = origin.action.if_ if isinstance(origin.action, Step) else None
+        if text is None:
+            return None
+        try:
+            node = conditions.parse(text)
+        except conditions.ConditionError as error:  # validation reports it first
+            raise ExpansionError(f"steps.{origin.name}.if: {error}") from None
+        values: dict[str, Any] = {}
+        for reference, _ in conditions.references_of(node):
+            value = scope.lookup(reference)
+            if value is not KEEP:
+                values[str(reference)] = value
+        return {"expression": text, "values": values}
 
     def retry_json(self, settings: Settings) -> dict[str, Any]:
         """The retry settings as JSON, made once for the jobs that share them (each job's meta

@@ -24,9 +24,11 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from flows.conditions import MAX_LENGTH as MAX_CONDITION
 from flows.durations import DURATION_EXAMPLES, DURATION_PATTERN, DurationError, parse_duration
 from flows.outputs import ENV_PREFIX, META_KEY
 from flows.templates import (
+    MATRIX,
     PARAMS,
     RUN,
     SEGMENT_PATTERN,
@@ -37,6 +39,9 @@ from flows.templates import (
 
 MAX_STEPS: Final = 10_000
 MAX_FOREACH_ITEMS: Final = 10_000
+MAX_MATRIX_AXES: Final = 8
+MATRIX_ID_VALUE: Final = re.compile(r"^[A-Za-z0-9_.:-]{1,64}$")
+"""A matrix value written as itself in job ids (``grid[region=de]``); others by position."""
 PRIORITY_LIMIT: Final = 1_000_000
 DEFAULT_QUEUE: Final = "default"
 HOOK_NAMES: Final = ("on_success", "on_failure", "finally")
@@ -151,6 +156,37 @@ ForeachItems = Annotated[
 ]
 
 
+def _matrix_axis(value: object) -> object:
+    if isinstance(value, list):
+        return value
+    if isinstance(value, str) and whole_reference(value) is not None:
+        return value
+    raise problem(
+        "matrix_axis",
+        f"a matrix axis must be a list, or one template such as '${{{{ params.regions }}}}' "
+        f"that names an array param; got {value!r}",
+        "write the axis as a YAML list, or declare an array param and reference it",
+    )
+
+
+MatrixAxis = Annotated[
+    Any,
+    BeforeValidator(_matrix_axis),
+    WithJsonSchema(
+        {"anyOf": [{"type": "array"}, {"type": "string", "pattern": WHOLE_TEMPLATE_PATTERN}]}
+    ),
+]
+
+
+def matrix_id_text(value: Any, position: int) -> str:
+    """How an axis value appears in a job id: itself when short and plain, else ``#<position>``
+    (its place in the axis)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    text = str(value) if isinstance(value, str | int | float) else ""
+    return text if MATRIX_ID_VALUE.match(text) else f"#{position}"
+
+
 class _Model(BaseModel):
     model_config = ConfigDict(
         extra="forbid", frozen=True, strict=True, use_attribute_docstrings=True
@@ -259,7 +295,7 @@ class Foreach(_Model):
 
     @model_validator(mode="after")
     def _name_is_free(self) -> Foreach:
-        if self.as_ in (PARAMS, RUN, STEPS):
+        if self.as_ in (PARAMS, RUN, STEPS, MATRIX):
             raise problem(
                 "reserved_name",
                 f"foreach.as cannot be '{self.as_}': templates use that name for the {self.as_}",
@@ -277,11 +313,35 @@ class Step(Action):
     """The keys of the step's outputs: `flows validate` then refuses references to any other
     key (`steps.<id>.outputs.<key>`). Not given: any key may be read."""
     foreach: Foreach | None = None
+    matrix: dict[Identifier, MatrixAxis] | None = Field(
+        default=None, min_length=1, max_length=MAX_MATRIX_AXES
+    )
+    """Run the step once per combination of the axes' values (their product), in axis order:
+    `${{ matrix.<axis> }}` in templates, job ids `<step>[region=de,kind=full]`. Each axis is a
+    list, or a template naming an array param."""
     trigger_rule: TriggerRule = "all_success"
     """When the step runs, given its needs: all succeeded, all done (succeeded or failed),
     one failed, or none failed."""
     delay: Duration | None = None
     """Wait this long once the step may run (after its needs are done)."""
+    if_: str | None = Field(default=None, alias="if", min_length=1, max_length=MAX_CONDITION)
+    """A condition (`params.publish && steps.list.outputs.files != []`), checked when the
+    step's job starts: false skips the step, and the `all_success` steps that need it."""
+
+    @model_validator(mode="after")
+    def _one_fan_out(self) -> Step:
+        if self.foreach is not None and self.matrix is not None:
+            raise problem(
+                "foreach_and_matrix",
+                "a step has 'foreach' or 'matrix', not both",
+                "add an axis to the matrix instead of the foreach",
+            )
+        return self
+
+    @property
+    def fans_out(self) -> bool:
+        """Whether the step runs as several jobs (foreach or matrix): its outputs are a list."""
+        return self.foreach is not None or self.matrix is not None
 
 
 class Hooks(_Model):

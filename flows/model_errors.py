@@ -86,7 +86,6 @@ _SYNONYMS = {
     "working_directory": "cwd",
     "working-directory": "cwd",
     "loop": "foreach",
-    "matrix": "foreach",
     "when": "trigger_rule",
 }
 

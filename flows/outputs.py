@@ -12,7 +12,12 @@ This module is the contract for the worker, and has no Redis in it.
      "timeout": <seconds> | null, "heartbeat": <seconds> | null,
      "retry": {"attempts": n, "backoff": "fixed" | "exponential", "delay": s,
                "max_delay": s | null, "jitter": 0..1},
-     "flow_dir": "<absolute folder of the flow file>"}
+     "flow_dir": "<absolute folder of the flow file>",
+     "if": {"expression": "<the step's if:>", "values": {"<reference>": <value>, ...}}}
+
+``if`` is there only for a step with a condition: ``values`` holds what expansion resolved (its
+params, run fields and foreach variable, by reference text); its step references are keys of
+``upstream``.
 
 A Python job's klass is imported with ``flow_dir`` on ``sys.path`` (``job: tasks.load`` names
 ``tasks.py`` next to the flow file); a shell job's ``cwd`` is already absolute.
@@ -20,15 +25,18 @@ A Python job's klass is imported with ``flow_dir`` on ``sys.path`` (``job: tasks
 Everything else is the payload: a Python job's ``with``; a shell job's ``command``, ``cwd`` and
 ``env``. The payload may still hold ``${{ steps.<id>.outputs[.<key>...] }}`` and
 ``${{ steps.<id>.status }}``; every ``<id>`` named there is a key of ``upstream``, whose ``jids``
-are that step's jobs (one, or a foreach step's items in item order). Shell commands never hold
-them: expansion moves each into an environment variable (:func:`env_name`), so a value can never
-be spliced into shell syntax.
+are that step's jobs (one, or a foreach or matrix step's items in order: ``foreach`` is then
+true). Shell commands never hold them: expansion moves each into an environment variable
+(:func:`env_name`), so a value can never be spliced into shell syntax.
 
 **At start**, the worker:
 
 1. ``meta = FlowsMeta.from_data(job.data)`` (None: not a flow job, run it as is);
 2. fetches the state, stored result and history of every jid in ``meta.upstream_jids()``;
-3. ``payload = resolve_payload(job.data, {jid: UpstreamJob(state, result, skipped), ...})``
+3. when the meta has ``if``: :func:`condition_holds` (false: complete the job as skipped,
+   without running it; :class:`flows.conditions.ConditionError` fails it, group
+   ``flows-condition``);
+4. ``payload = resolve_payload(job.data, {jid: UpstreamJob(state, result, skipped), ...})``
    (``skipped``: :func:`was_skipped` of its history), which drops the meta key, resolves every
    step reference (single pass) and, for shell jobs, turns env values into text;
    :class:`UnresolvedReference` means the job should fail (group ``flows-reference``), since
@@ -53,6 +61,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
+from flows import conditions
 from flows.templates import STEPS, Reference, render, select, to_text
 from scheduler.worker.envelope import ENVELOPE_KEY
 
@@ -63,6 +72,8 @@ SHELL_KLASS: Final = "flows.tasks.shell"
 ENV_PREFIX: Final = "FLOWS_"
 """Environment names starting with this are reserved for the runtime."""
 OUTPUT_FILE_ENV: Final = "FLOWS_OUTPUT"
+CONDITION_KEY: Final = "if"
+"""The meta key of a step's condition."""
 
 COMPLETE_STATES: Final = frozenset({"complete"})
 FAILED_STATES: Final = frozenset({"failed"})
@@ -126,6 +137,7 @@ class FlowsMeta:
     heartbeat: float | None
     retry: Mapping[str, Any]
     flow_dir: str
+    condition: Mapping[str, Any] | None = None
 
     @classmethod
     def from_data(cls, data: Mapping[str, Any]) -> FlowsMeta | None:
@@ -150,10 +162,11 @@ class FlowsMeta:
             heartbeat=raw.get("heartbeat"),
             retry=raw.get("retry", {}),
             flow_dir=raw.get("flow_dir", "."),
+            condition=raw.get(CONDITION_KEY),
         )
 
     def to_json(self) -> dict[str, Any]:
-        return meta_json(
+        meta = meta_json(
             self.run,
             self.flow,
             self.step,
@@ -165,6 +178,9 @@ class FlowsMeta:
             self.retry,
             self.flow_dir,
         )
+        if self.condition is not None:
+            meta[CONDITION_KEY] = dict(self.condition)
+        return meta
 
     def upstream_jids(self) -> list[str]:
         """Every jid whose state and result the worker must read before resolving."""
@@ -232,26 +248,47 @@ def resolve_payload(data: Mapping[str, Any], jobs: Mapping[str, UpstreamJob]) ->
         return payload
 
     def lookup(reference: Reference) -> Any:
-        if reference.root != STEPS or len(reference.path) < 3:
-            raise UnresolvedReference(f"{reference}: only steps references are left to resolve")
-        step, field, rest = reference.path[1], reference.path[2], reference.path[3:]
-        upstream = meta.upstream.get(step)
-        if upstream is None:
-            raise UnresolvedReference(f"{reference}: step '{step}' is not upstream of this job")
-        try:
-            found = [jobs[jid] for jid in upstream.jids]
-        except KeyError as missing:
-            raise UnresolvedReference(f"{reference}: no state for job {missing}") from None
-        if field == "status" and not rest:
-            return step_status(found)
-        if field != "outputs":
-            raise UnresolvedReference(f"{reference}: expected outputs or status after the step")
-        return _outputs(reference, upstream.foreach, found, rest)
+        return _step_value(meta, jobs, reference)
 
     resolved: dict[str, Any] = render(payload, lookup)
     if meta.kind == "shell" and isinstance(resolved.get("env"), Mapping):
         resolved["env"] = {name: to_text(value) for name, value in resolved["env"].items()}
     return resolved
+
+
+def condition_holds(meta: FlowsMeta, jobs: Mapping[str, UpstreamJob]) -> bool:
+    """Whether the job's ``if`` holds (true without one). Raises
+    :class:`flows.conditions.ConditionError` when the expression cannot be evaluated, and
+    :class:`UnresolvedReference` as :func:`resolve_payload` does."""
+    if meta.condition is None:
+        return True
+    values: Mapping[str, Any] = meta.condition.get("values", {})
+
+    def lookup(reference: Reference) -> Any:
+        text = str(reference)
+        if text in values:
+            return values[text]
+        return _step_value(meta, jobs, reference)
+
+    return conditions.holds(str(meta.condition.get("expression", "")), lookup)
+
+
+def _step_value(meta: FlowsMeta, jobs: Mapping[str, UpstreamJob], reference: Reference) -> Any:
+    if reference.root != STEPS or len(reference.path) < 3:
+        raise UnresolvedReference(f"{reference}: only steps references are left to resolve")
+    step, field, rest = reference.path[1], reference.path[2], reference.path[3:]
+    upstream = meta.upstream.get(step)
+    if upstream is None:
+        raise UnresolvedReference(f"{reference}: step '{step}' is not upstream of this job")
+    try:
+        found = [jobs[jid] for jid in upstream.jids]
+    except KeyError as missing:
+        raise UnresolvedReference(f"{reference}: no state for job {missing}") from None
+    if field == "status" and not rest:
+        return step_status(found)
+    if field != "outputs":
+        raise UnresolvedReference(f"{reference}: expected outputs or status after the step")
+    return _outputs(reference, upstream.foreach, found, rest)
 
 
 def _outputs(

@@ -23,7 +23,7 @@ from functools import lru_cache
 from typing import Final
 
 from flows.outputs import env_name
-from flows.templates import PARAMS, RUN, STEPS, Reference, split
+from flows.templates import MATRIX, PARAMS, RUN, STEPS, Reference, split
 
 _BARE, _SINGLE, _DOUBLE, _COMMENT, _HEREDOC = range(5)
 _WORD_BREAKS: Final = frozenset(" \t\n;&|()<>")
@@ -45,7 +45,7 @@ FOREACH_ENV_ROOT: Final = "foreach"
 @lru_cache(maxsize=4096)
 def variable_name(reference: Reference) -> str:
     """The environment variable that carries ``reference`` (before any collision suffix)."""
-    if reference.root in (PARAMS, RUN, STEPS):
+    if reference.root in (PARAMS, RUN, STEPS, MATRIX):
         return env_name(reference)
     return env_name(Reference((FOREACH_ENV_ROOT, *reference.path)))
 

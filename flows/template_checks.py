@@ -16,13 +16,15 @@ from typing import Any
 
 import networkx as nx
 
+from flows import conditions
 from flows.dag import step_graph
 from flows.findings import DataPath, FindingSink, did_you_mean, names_hint, path_text
 from flows.loader import Trap
-from flows.model import Action, Param, Step
+from flows.model import MAX_FOREACH_ITEMS, Action, Param, Step, matrix_id_text
 from flows.params import type_problem
 from flows.templates import (
     LEAVES,
+    MATRIX,
     OPEN,
     PARAMS,
     RUN,
@@ -36,7 +38,7 @@ from flows.templates import (
     whole_reference,
 )
 
-_ROOTS = (PARAMS, RUN, STEPS)
+_ROOTS = (PARAMS, RUN, STEPS, MATRIX)
 _ACTION_FIELDS = ("run", "with", "env", "cwd")
 _TEMPLATE_HINT = "templates are read in run, with, env, cwd, foreach.items and param defaults"
 
@@ -49,6 +51,7 @@ class _Reader:
     step_id: str | None  # None for hooks, which see every step
     needs: Sequence[str]
     item_name: str | None
+    axes: Sequence[str] = ()  # of a matrix step
 
 
 class TemplateChecker:
@@ -77,10 +80,15 @@ class TemplateChecker:
         """Run every check; return the trap paths that explained a param default problem."""
         for step_id, step in self.steps.items():
             item_name = step.foreach.as_ if step.foreach else None
-            reader = _Reader(f"step '{step_id}'", step_id, step.needs, item_name)
+            axes = tuple(step.matrix or ())
+            reader = _Reader(f"step '{step_id}'", step_id, step.needs, item_name, axes)
             self.check_action(("steps", step_id), step, reader)
             if step.foreach is not None:
                 self.check_foreach(step_id, step)
+            if step.matrix is not None:
+                self.check_matrix(step_id, step)
+            if step.if_ is not None:
+                self.check_condition(step_id, step.if_, reader)
         for name, hook in hooks:
             self.check_action(("hooks", name), hook, _Reader(f"hook '{name}'", None, (), None))
         return self.check_param_defaults(traps)
@@ -123,6 +131,8 @@ class TemplateChecker:
             return self.step_problem(reference, reader, field)
         if root == reader.item_name:
             return None
+        if root == MATRIX:
+            return _matrix_problem(reference, reader)
         owner = self.foreach_names.get(root)
         if owner is not None:
             return (
@@ -212,6 +222,42 @@ class TemplateChecker:
     def is_upstream(self, step_id: str, reader: str) -> bool:
         return bool(self.graph.has_node(step_id) and nx.has_path(self.graph, step_id, reader))
 
+    # -- conditions -----------------------------------------------------------------------------
+
+    def check_condition(self, step_id: str, text: str, reader: _Reader) -> None:
+        path: DataPath = ("steps", step_id, "if")
+        try:
+            node = conditions.parse(text)
+        except conditions.ConditionError as error:
+            self.sink.error(path, "condition", _condition_message(text, error), _CONDITION_HINT)
+            return
+        bad = False
+        for reference, offset in conditions.references_of(node):
+            problem = self.reference_problem(reference, reader, "if")
+            if problem is not None:
+                bad = True
+                message, hint = problem
+                where = _condition_message(text, conditions.ConditionError(message, offset))
+                self.sink.error(path, "condition", where, hint)
+        if bad:
+            return
+        step_outputs = {s: st.fans_out for s, st in self.steps.items()}
+
+        def kind_of(reference: Reference) -> str:
+            root, rest = reference.root, reference.path[1:]
+            if root == PARAMS and len(rest) == 1:
+                return conditions.param_kind(self.params[rest[0]].type)
+            if root == RUN:
+                return "string"
+            if root == STEPS and rest[1:] == ("status",):
+                return "string"
+            if root == STEPS and rest[1:] == ("outputs",):
+                return "list" if step_outputs.get(rest[0]) else conditions.ANY
+            return conditions.ANY
+
+        for found in conditions.check_types(node, kind_of):
+            self.sink.error(path, "condition", _condition_message(text, found), _CONDITION_HINT)
+
     # -- foreach items --------------------------------------------------------------------------
 
     def check_foreach(self, step_id: str, step: Step) -> None:
@@ -232,25 +278,68 @@ class TemplateChecker:
                 if problem is not None:
                     self.sink.error(item_path, "foreach-items", *problem)
 
+    def check_matrix(self, step_id: str, step: Step) -> None:
+        assert step.matrix is not None
+        reader = _Reader(f"step '{step_id}'", step_id, step.needs, None)
+        size = 1
+        for axis, values in step.matrix.items():
+            path: DataPath = ("steps", step_id, "matrix", axis)
+            label = f"matrix.{axis}"
+            if isinstance(values, list):
+                size *= len(values)
+                texts = [matrix_id_text(value, i) for i, value in enumerate(values)]
+                twice = next((i for i, text in enumerate(texts) if text in texts[:i]), None)
+                if twice is not None:
+                    self.sink.error(
+                        (*path, twice),
+                        "matrix",
+                        f"matrix axis '{axis}' has the value {texts[twice]} more than once",
+                        "each combination must be distinct: remove the repeated value",
+                    )
+            if isinstance(values, str):
+                reference = whole_reference(values)
+                if reference is not None:
+                    problem = self.items_problem(reference, reader, label=label)
+                    if problem is not None:
+                        self.sink.error(path, "matrix", *problem)
+                continue
+            for item_path, text in strings(values, path):
+                for reference in self.parse(item_path, text):
+                    problem = self.items_problem(reference, reader, in_list=True, label=label)
+                    if problem is not None:
+                        self.sink.error(item_path, "matrix", *problem)
+        if size > MAX_FOREACH_ITEMS:
+            self.sink.error(
+                ("steps", step_id, "matrix"),
+                "matrix",
+                f"the matrix has {size:,} combinations, more than the limit of "
+                f"{MAX_FOREACH_ITEMS:,}",
+                "split the step, or loop inside a job",
+            )
+
     def items_problem(
-        self, reference: Reference, reader: _Reader, in_list: bool = False
+        self,
+        reference: Reference,
+        reader: _Reader,
+        in_list: bool = False,
+        label: str = "foreach.items",
     ) -> tuple[str, str] | None:
         if reference.root == STEPS:
             return (
-                f"foreach.items cannot read '{reference}': the items are fixed when the run is "
+                f"{label} cannot read '{reference}': the items are fixed when the run is "
                 "submitted, before any step has run",
                 "pass the list as an array param, or let one job loop over the step's outputs",
             )
-        problem = self.reference_problem(reference, reader, "foreach.items")
+        problem = self.reference_problem(reference, reader, label)
         if problem is not None or in_list:
             return problem
         if reference.root == RUN:
-            return f"foreach.items must be a list: '{reference}' is text", "use an array param"
+            return f"{label} must be a list: '{reference}' is text", "use an array param"
         name = reference.path[1]
         kind = self.params[name].type
         if len(reference.path) == 2 and kind != "array":
             return (
-                f"foreach.items must be a list: params.{name} is of type {kind}",
+                f"{label} must be a list: params.{name} is of type {kind}",
                 f"declare params.{name} with 'type: array'",
             )
         return None
@@ -310,12 +399,38 @@ class TemplateChecker:
                     )
 
 
+def _matrix_problem(reference: Reference, reader: _Reader) -> tuple[str, str] | None:
+    if not reader.axes:
+        return (
+            f"{reader.name} uses '{reference}' but has no matrix",
+            "add matrix: {<axis>: [...]} to the step, or read another value",
+        )
+    axis = reference.path[1] if len(reference.path) == 2 else ""
+    if axis in reader.axes:
+        return None
+    hint = did_you_mean(axis, reader.axes) or names_hint("axes", list(reader.axes))
+    return f"'{reference}' names no axis of the matrix of {reader.name}", hint
+
+
 def _run_problem(reference: Reference) -> tuple[str, str] | None:
     field = reference.path[1] if len(reference.path) > 1 else ""
     if len(reference.path) == 2 and field in RUN_FIELDS:
         return None
     hint = did_you_mean(field, RUN_FIELDS) or "run has: " + ", ".join(RUN_FIELDS)
     return f"unknown reference '{reference}'", hint
+
+
+_CONDITION_HINT = (
+    "a condition uses literals, references, ==, !=, <, <=, >, >=, in, &&, ||, !, parentheses, "
+    "contains(), startsWith() and length()"
+)
+
+
+def _condition_message(text: str, error: conditions.ConditionError) -> str:
+    expression = conditions.expression_of(text)
+    offset = error.offset
+    near = expression[offset : offset + 20].strip() or "the end"
+    return f"condition, at character {offset + 1} ('{near}'): {error}"
 
 
 def check_template_places(data: Mapping[str, Any], sink: FindingSink) -> None:
@@ -364,6 +479,10 @@ def _all_rendered(path: DataPath) -> bool:
         return False
     if path[0] in ("steps", "hooks") and path[2] in _ACTION_FIELDS:
         return True
+    if path[0] == "steps" and path[2] == "if":
+        return True
     if len(path) >= 4 and path[0] == "steps" and path[2:4] == ("foreach", "items"):
+        return True
+    if len(path) >= 4 and path[0] == "steps" and path[2] == "matrix":
         return True
     return path[0] == "params" and path[2] == "default"

@@ -36,6 +36,8 @@ WHOLE_TEMPLATE_PATTERN: Final = r"^\s*\$\{\{[^}]*\}\}\s*$"
 PARAMS: Final = "params"
 RUN: Final = "run"
 STEPS: Final = "steps"
+MATRIX: Final = "matrix"
+"""The root of a matrix step's values: ``${{ matrix.<axis> }}``."""
 RUN_FIELDS: Final = ("id", "flow", "logical_date", "logical_time")
 """``run.id``; ``run.flow`` (the flow's name); ``run.logical_date`` (YYYY-MM-DD) and
 ``run.logical_time`` (ISO 8601), the moment the run stands for (a schedule's fire time)."""

@@ -130,7 +130,7 @@ def _valid(model: type[M], raw: Any) -> M | None:
         if not isinstance(raw, dict):
             return None
         bad = {str(e["loc"][0]) for e in error.errors() if e["loc"]}
-        if not bad or "needs" in bad or not bad <= raw.keys():
+        if not bad or "needs" in bad or "matrix" in bad or not bad <= raw.keys():
             return None
         kept = {k: v for k, v in raw.items() if k not in bad}
         tries = [kept]

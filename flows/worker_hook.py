@@ -6,14 +6,16 @@ processes). Jobs that were not put by a flow are left alone.
 
 from __future__ import annotations
 
+from flows.conditions import ConditionError
 from flows.outputs import (
     FlowsMeta,
     UnresolvedReference,
     UpstreamJob,
+    condition_holds,
     resolve_payload,
     was_skipped,
 )
-from scheduler.worker import FailJob, JobContext
+from scheduler.worker import FailJob, JobContext, SkipJob
 from scheduler.worker.loader import add_paths
 
 
@@ -32,6 +34,10 @@ def prepare(ctx: JobContext) -> None:
         else {}
     )
     try:
+        if not condition_holds(meta, upstream):
+            raise SkipJob("its if: condition is false")
         ctx.data = resolve_payload(ctx.job.data, upstream)
+    except ConditionError as error:
+        raise FailJob("flows-condition", f"if: {error}") from error
     except UnresolvedReference as error:
         raise FailJob("flows-reference", str(error)) from error

@@ -14,8 +14,10 @@ from rich.table import Table
 from flows import gc_pause
 from flows.cli.options import as_json, logical_time, param, run_id
 from flows.cli.validate import flow_file, load_or_exit
+from flows.conditions import expression_of
 from flows.durations import format_duration
 from flows.expand import ExpansionError, PutRequest, expand
+from flows.outputs import CONDITION_KEY, META_KEY
 from flows.params import ParamError, parse_assignments
 from scheduler.schedule_records import run_id_for
 
@@ -63,6 +65,14 @@ def plan(
         _print_table(run, requests)
 
 
+def _trigger(request: PutRequest) -> str:
+    """The trigger rule, and the step's condition when it has one."""
+    condition = request.data.get(META_KEY, {}).get(CONDITION_KEY)
+    if condition is None:
+        return request.trigger_rule
+    return f"{request.trigger_rule}, if {expression_of(condition['expression'])}"
+
+
 def _print_table(run_id: str, requests: Sequence[PutRequest]) -> None:
     prefix = f"{run_id}:"
     table = Table(
@@ -85,7 +95,7 @@ def _print_table(run_id: str, requests: Sequence[PutRequest]) -> None:
             request.klass,
             shown,
             format_duration(request.delay) if request.delay else "",
-            request.trigger_rule,
+            _trigger(request),
         )
     console = Console(highlight=False)
     if not console.is_terminal:  # piped: no wrapping at an imagined 80 columns

@@ -11,6 +11,9 @@
 -- dependent whose last dependency this was is released in this same call. With `next` it moves
 -- to that queue (waiting, scheduled after `delay`, or waiting for `depends`), retries reset.
 -- `result` (our extension) is JSON text stored on the job as its result (a flow step's outputs).
+-- `skipped` (ours) is why the job chose not to run (a flow step whose `if:` is false): it ends
+-- complete and skipped, as a trigger rule would skip it (history 'skipped' with `why`), and its
+-- dependents are settled as after a skip in this same call. Not with `next`.
 -- The call succeeds once per pop: a second complete, or one from a worker whose lock expired or
 -- was taken away, is refused.
 -- complete.many (ours) completes a batch of the worker's jobs in one call, each as `complete jid
@@ -26,7 +29,7 @@
 -- @include queue
 -- @include triggers
 -- @include lock
-local COMPLETE_OPTIONS = { next = true, delay = true, depends = true, result = true }
+local COMPLETE_OPTIONS = { next = true, delay = true, depends = true, result = true, skipped = true }
 
 -- What complete reads of the job (nil when there is none): its lock (Lock.check_fields), what
 -- releasing it needs (Lock.release) and when it was popped (its run-time sample); `next` reads
@@ -63,6 +66,10 @@ local function parse(cmd, args)
     end
   end
   if options.result then c.result = Arg.json(cmd, 'result', options.result, 'any') end
+  if options.skipped then
+    if options.next then Arg.fail(cmd, '"skipped" and "next" exclude each other') end
+    c.skipped = Arg.text(cmd, 'skipped', options.skipped)
+  end
   if (c.delay or c.depends) and not c.next then
     Arg.fail(cmd, '"delay" and "depends" need "next" (the queue to move the job to)')
   end
@@ -157,8 +164,12 @@ local function complete(cmd, args, b)
   if not b.looked then look(b, { jid }) end
   unlocked(b, jid, queue, worker, fields, Engine.now - (tonumber(fields.popped) or Engine.now))
   -- qless's entry names no worker.
-  b.entry = b.entry or Job.history_entry('done', not Engine.qless and { worker = worker } or nil)
-  Job.append_history(jid, b.entry, tonumber(b.config[1]))
+  if c.skipped then
+    Job.history(jid, 'skipped', { worker = worker, why = c.skipped }, tonumber(b.config[1]))
+  else
+    b.entry = b.entry or Job.history_entry('done', not Engine.qless and { worker = worker } or nil)
+    Job.append_history(jid, b.entry, tonumber(b.config[1]))
+  end
   -- The job's hash in one write (its state too, unless it moves on).
   local written = { 'worker', '', 'expires', 0, 'updated', Engine.now }
   -- A failure the qless dialect kept over a re-put ends here, as in qless.
@@ -166,12 +177,13 @@ local function complete(cmd, args, b)
   if c.data then table.insert(written, 'data'); table.insert(written, c.data) end
   if c.result then table.insert(written, 'result'); table.insert(written, c.result) end
   if not c.next then table.insert(written, 'state'); table.insert(written, 'complete') end
+  if c.skipped then table.insert(written, 'skipped'); table.insert(written, 1) end
   redis.call('hset', key, unpack(written))
   if fields.grace then redis.call('hdel', key, 'grace') end
   if not b.quiet then Events.tracked('completed', jid) end
   if c.next then return advance(c) end
 
-  Events.log({ jid = jid, event = 'completed', queue = queue })
+  Events.log({ jid = jid, event = c.skipped and 'skipped' or 'completed', queue = queue })
   if b.many then
     table.insert(b.completed, Engine.now)
     table.insert(b.completed, jid)
@@ -180,7 +192,7 @@ local function complete(cmd, args, b)
   end
   -- Most jobs have no dependents: one look saves settling none and deleting nothing.
   if not b.quiet and redis.call('exists', Keys.dependents(jid)) == 1 then
-    Deps.settle(jid, 'complete')
+    Deps.settle(jid, c.skipped and 'skipped' or 'complete')
     redis.call('del', Keys.dependents(jid))
   end
   return 'complete'

@@ -15,7 +15,14 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from scheduler.worker.context import JobContext
-    from scheduler.worker.outcomes import BuryJob, FailJob, ReleaseJob, RetryJob, RetryPolicy
+    from scheduler.worker.outcomes import (
+        BuryJob,
+        FailJob,
+        ReleaseJob,
+        RetryJob,
+        RetryPolicy,
+        SkipJob,
+    )
     from scheduler.worker.pool import WorkerPool
     from scheduler.worker.worker import Worker
 
@@ -26,6 +33,7 @@ _EXPORTS: dict[str, str] = {
     "ReleaseJob": "scheduler.worker.outcomes",
     "RetryJob": "scheduler.worker.outcomes",
     "RetryPolicy": "scheduler.worker.outcomes",
+    "SkipJob": "scheduler.worker.outcomes",
     "Worker": "scheduler.worker.worker",
     "WorkerPool": "scheduler.worker.pool",
 }
@@ -47,6 +55,7 @@ __all__ = [
     "ReleaseJob",
     "RetryJob",
     "RetryPolicy",
+    "SkipJob",
     "Worker",
     "WorkerPool",
 ]

@@ -8,6 +8,10 @@ A job function may raise:
 * :class:`BuryJob` -- take me out of circulation without failing me (Tarantool's bury) until an
   operator kicks me (``flows kick QUEUE``).
 
+A worker's ``prepare`` hook may raise :class:`FailJob`, or :class:`SkipJob` -- complete without
+running, as skipped: dependents that need its success are skipped too (a flow step whose ``if:``
+is false).
+
 :class:`RetryPolicy` turns an attempt number into the delay before the next try.
 """
 
@@ -47,6 +51,14 @@ class ReleaseJob(JobOutcome):
     def __init__(self, delay: float = 0):
         super().__init__(f"release after {delay}s")
         self.delay = delay
+
+
+class SkipJob(JobOutcome):
+    """Complete the job as skipped (``message``: why); see the engine's ``complete ... skipped``."""
+
+    def __init__(self, message: str = "skipped"):
+        super().__init__(message)
+        self.message = message
 
 
 class BuryJob(JobOutcome):

@@ -27,7 +27,7 @@ from scheduler.worker.outcomes import (
 
 MAX_MESSAGE = 16384
 
-Kind = Literal["complete", "retry", "fail", "release", "bury", "lost"]
+Kind = Literal["complete", "skip", "retry", "fail", "release", "bury", "lost"]
 
 
 @dataclass(frozen=True)
@@ -49,6 +49,10 @@ def _tail(text: str) -> str:
 
 def failure(group: str, message: str) -> Outcome:
     return Outcome("fail", group=group, message=_tail(message))
+
+
+def skipped(message: str) -> Outcome:
+    return Outcome("skip", message=_tail(message))
 
 
 def _retry(ctx: JobContext, group: str, message: str, delay: float | None = None) -> Outcome:

@@ -67,6 +67,7 @@ from scheduler.worker.outcomes import (
     JobInterrupted,
     LockLostInterrupt,
     ShutdownInterrupt,
+    SkipJob,
     TimeoutInterrupt,
 )
 from scheduler.worker.sandboxes import Sandbox, sweep
@@ -525,6 +526,8 @@ class Worker:
             outcome = _stopped_outcome(ctx, interrupt)
         except FailJob as fail:  # from prepare: the job cannot run as it is
             outcome = runner.failure(fail.group, fail.message)
+        except SkipJob as skip:  # from prepare: the job need not run
+            outcome = runner.skipped(skip.message)
         except Exception as error:
             outcome = runner.failure("prepare-error", f"{type(error).__name__}: {error}")
         finally:
@@ -634,6 +637,11 @@ class Worker:
                     "fail.held", job.jid, self.name, outcome.group, outcome.message
                 )
                 log.warning("job %s failed (%s) after %.1f ms", job.jid, outcome.group, elapsed)
+            elif outcome.kind == "skip":
+                self.client.engine.call(
+                    "complete", job.jid, self.name, job.queue, "", "skipped", outcome.message
+                )
+                log.info("job %s skipped: %s", job.jid, outcome.message)
             elif outcome.kind == "release":
                 self.client.engine.call("release", job.jid, self.name, outcome.delay)
                 log.info("job %s released for %.1fs", job.jid, outcome.delay)

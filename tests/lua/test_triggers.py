@@ -7,7 +7,7 @@ import json
 import pytest
 from lua_support import T0, Lua, unchanged
 
-from scheduler.errors import JobNotFound
+from scheduler.errors import InvalidArgument, JobNotFound
 
 
 def run_job(lua: Lua, jid: str, outcome: str, now: float = T0 + 1) -> None:
@@ -161,3 +161,31 @@ def test_run_cancel_stops_what_has_not_ended(lua: Lua) -> None:
 def test_run_commands_refuse_unknown_runs(lua: Lua, command: str) -> None:
     with unchanged(lua.r), pytest.raises(JobNotFound, match="no run nope"):
         lua(command, "nope", now=T0)
+
+
+def test_a_job_can_complete_as_skipped_and_its_dependents_follow_the_rules(lua: Lua) -> None:
+    """A flow step whose `if:` is false: skipped in the call that completes it."""
+    lua.put("cond")
+    lua.put("after", depends=["cond"])
+    lua.put("tolerant", depends=["cond"], trigger="none_failed")
+    lua.put("always", depends=["cond"], trigger="all_done")
+    assert lua.pop_jids("q", "w1", count=1, now=T0 + 1) == ["cond"]
+    assert lua.complete("cond", now=T0 + 2, skipped="its if: condition is false") == "complete"
+    assert states(lua, "cond", "after", "tolerant", "always") == {
+        "cond": "complete",
+        "after": "complete",
+        "tolerant": "waiting",
+        "always": "waiting",
+    }
+    job = lua.job("cond", now=T0 + 3)
+    assert job is not None
+    assert job["history"][-1]["what"] == "skipped"
+    assert job["history"][-1]["why"] == "its if: condition is false"
+    assert lua.history("after")[-1] == "skipped"
+
+
+def test_skipped_and_next_exclude_each_other(lua: Lua) -> None:
+    lua.put("cond")
+    assert lua.pop_jids("q", "w1", count=1, now=T0 + 1) == ["cond"]
+    with unchanged(lua.r), pytest.raises(InvalidArgument, match='"skipped" and "next"'):
+        lua.complete("cond", now=T0 + 2, skipped="no", next="other")
