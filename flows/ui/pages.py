@@ -151,7 +151,7 @@ def run_live(ui: Ui, run_id: str) -> JSONResponse:
     return JSONResponse({"status": view.status, "steps": _counts(view)})
 
 
-@router.get("/runs/{run_id}/steps/{step}", response_class=HTMLResponse)
+@router.get("/runs/{run_id}/steps/{step:path}", response_class=HTMLResponse)
 def step_panel(
     request: Request, ui: Ui, run_id: str, step: str, offset: api.Offset = 0
 ) -> HTMLResponse:
