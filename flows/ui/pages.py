@@ -39,8 +39,8 @@ OVERVIEW_RUNS = 1000
 
 SYMBOLS = {
     "success": "✓", "succeeded": "✓", "failed": "✗", "running": "▶", "waiting": "…",
-    "skipped": "↷", "upstream_failed": "⊘", "canceled": "■", "expired": "⌛", "buried": "⚑",
-    "gone": "?", "blocked": "⏸", "paused": "⏸",
+    "skipped": "↷", "upstream_failed": "⊘", "canceled": "■", "expired": "◷", "buried": "⚑",
+    "gone": "?", "blocked": "‖", "paused": "‖",
 }
 
 

@@ -216,3 +216,62 @@ def test_values_from_users_and_jobs_are_shown_as_text_never_run(
     assert page.locator("script:not([src])").count() == 0
     assert page.locator("b", has_text="bold").count() == 0  # the group name, as text
     assert alerts == [] and page.errors == []
+
+
+# Elements reaching past the screen's right edge, outside a scrolling box.
+WIDER_THAN_SCREEN = """[...document.querySelectorAll('body *')]
+  .filter(e => !e.closest('.scroll, .grid2 > section')
+               && e.getBoundingClientRect().right > window.innerWidth + 1)
+  .map(e => e.tagName + '.' + e.className)"""
+
+PAGES = {
+    "overview": "/",
+    "runs": "/runs",
+    "flows": "/flows",
+    "queues": "/queues",
+    "workers": "/workers",
+    "failures": "/failures?group=boom",
+}
+
+
+def test_every_page_opens_at_desktop_and_phone_width_with_reachable_buttons(
+    page: Any, base: str, client: Client, tmp_path: Path, shoot: Any
+) -> None:
+    flow = register(client, tmp_path)
+    done = trigger_run(client, flow["name"]).run_id
+    extract = pop(client, flow["queue"])
+    extract.complete()
+    while jobs := client.queues[flow["queue"]].pop(3):
+        for job in jobs:
+            job.complete()
+    trigger_run(client, flow["name"])
+    client.queues["side"].put("tasks.side", {})
+    [broken] = client.queues["side"].pop()
+    broken.fail("boom", "it broke")
+    client.engine.call("worker.register", "w-1", '{"queues": ["side"], "pid": 42, "host": "h"}')
+
+    pages = {**PAGES, "run": f"/runs/{done}", "job": f"/jobs/{extract.jid}"}
+    for name, path in pages.items():
+        page.set_viewport_size({"width": 1280, "height": 800})
+        page.goto(base + path)
+        assert page.title().endswith("flows ui")
+        shoot(page, name)
+        page.set_viewport_size({"width": 390, "height": 844})
+        # nothing wider than the phone's screen but the tables and the graph, which scroll
+        wide = page.evaluate(WIDER_THAN_SCREEN)
+        assert wide == [], f"{name}: {wide}"
+        shoot(page, f"{name}-phone")
+    # every status carries its word and symbol, not only its colour
+    page.goto(base + "/runs")
+    badges = page.locator("td .badge").all_text_contents()
+    assert sorted({b.split()[-1] for b in badges}) == ["running", "succeeded"]
+    assert all(b.split()[0] in ("✓", "▶") for b in badges)
+    # the run's buttons are reachable with the keyboard
+    page.goto(f"{base}/runs/{done}")
+    page.locator("#token").focus()
+    focused = []
+    for _ in range(3):
+        page.keyboard.press("Tab")
+        focused.append(page.evaluate("document.activeElement.textContent.trim()"))
+    assert focused[:2] == ["Retry run", "Cancel run"]
+    assert page.errors == []

@@ -101,7 +101,7 @@ function formParams(form) {
 
 const SYMBOLS = {
   success: "✓", succeeded: "✓", failed: "✗", running: "▶", waiting: "…", skipped: "↷",
-  upstream_failed: "⊘", canceled: "■", expired: "⌛", buried: "⚑", gone: "?", blocked: "⏸",
+  upstream_failed: "⊘", canceled: "■", expired: "◷", buried: "⚑", gone: "?", blocked: "‖",
 };
 
 function setStatusClass(element, status) {
@@ -112,7 +112,7 @@ function setStatusClass(element, status) {
 function setupRun(section) {
   const runId = section.dataset.run;
   const base = "/runs/" + encodeURIComponent(runId);
-  let chosen = null, panelOffset = 0, pending = null, logStream = null;
+  let chosen = null, panelOffset = 0, pending = null, logStream = null, every = 3000;
   const seen = {};
 
   function badge(status) {
@@ -126,9 +126,12 @@ function setupRun(section) {
   }
 
   async function refresh() {
+    const started = performance.now();
+    const reply = await fetch(base + "/live", { credentials: "omit" }).catch(() => null);
+    // a big run costs the server more to read: redraw it less often
+    every = Math.max(3000, 5 * (performance.now() - started));
     pending = null;
-    const reply = await fetch(base + "/live", { credentials: "omit" });
-    if (!reply.ok) return;
+    if (!reply || !reply.ok) return;
     const live = await reply.json();
     section.dataset.status = live.status;
     document.getElementById("run-status").replaceChildren(badge(live.status));
@@ -202,13 +205,17 @@ function setupRun(section) {
 
   // One stream for the whole page: an event about one of the run's jobs redraws every node
   // from one request. The engine announces no job start, so while the run is running the page
-  // also redraws every few seconds.
+  // also redraws every few seconds (less often for a run that is slow to read).
   const events = new EventSource("/api/v1/events");
   events.onmessage = (e) => {
     const data = JSON.parse(e.data);
     if ((data.jid && data.jid.startsWith(runId + ":")) || data.run === runId) soon();
   };
-  setInterval(() => { if (section.dataset.status === "running") soon(); }, 3000);
+  function tick() {
+    if (section.dataset.status === "running") soon();
+    setTimeout(tick, every);
+  }
+  setTimeout(tick, every);
 }
 
 document.addEventListener("DOMContentLoaded", () => {
