@@ -89,8 +89,8 @@ def test_a_run_of_10000_foreach_items_opens_without_freezing(
     assert definition is not None
     Schedules(client).register(definition, time.time())
     run_id = trigger_run(client, "wide", {"items": [f"i{n}" for n in range(ITEMS)]}).run_id
-    server = best_of(f"{base}/runs/{run_id}", times=2)
-    live = best_of(f"{base}/runs/{run_id}/live", times=2)
+    server = best_of(f"{base}/runs/{run_id}", times=1)
+    live = best_of(f"{base}/runs/{run_id}/live", times=1)
 
     started = time.perf_counter()
     page.goto(f"{base}/runs/{run_id}")
@@ -103,7 +103,7 @@ def test_a_run_of_10000_foreach_items_opens_without_freezing(
     opened = (time.perf_counter() - started) * 1000
     assert page.locator("#step-detail table.items tbody tr").count() == ITEMS_PAGE
     page.get_by_role("button", name=f"next {ITEMS_PAGE}").click()
-    page.wait_for_selector(f"#step-detail :text('items {ITEMS_PAGE + 1}–{2 * ITEMS_PAGE}')")
+    page.wait_for_selector(f"#step-detail :text('items {ITEMS_PAGE + 1}\u2013{2 * ITEMS_PAGE}')")
     # the page answers script at once: nothing is still busy drawing
     started = time.perf_counter()
     page.evaluate("1")
