@@ -101,7 +101,8 @@ def overview(request: Request, ui: Ui) -> HTMLResponse:
     )
 
 
-RunStatus = Annotated[str | None, Query(pattern=api.RUN_STATUSES)]
+# The filter form sends an empty status for "any".
+RunStatus = Annotated[str | None, Query(pattern=api.RUN_STATUSES.replace("^(", "^(|"))]
 
 
 @router.get("/runs", response_class=HTMLResponse)
@@ -112,7 +113,7 @@ def runs(
     flow: Annotated[str | None, Query(max_length=256)] = None,
     status: RunStatus = None,
 ) -> HTMLResponse:
-    flow = flow or None
+    flow, status = flow or None, status or None
     listed = api.list_runs(ui, offset=offset, limit=50, flow=flow, status=status, since=None)
     return render(request, "runs.html", runs=listed["items"], next=listed["next"],
                   offset=offset, flow=flow or "", status=status or "",

@@ -6,6 +6,7 @@ users and jobs shown as text, and every page at desktop and phone width."""
 from __future__ import annotations
 
 import json
+import re
 import time
 import uuid
 from pathlib import Path
@@ -261,8 +262,19 @@ def test_every_page_opens_at_desktop_and_phone_width_with_reachable_buttons(
         wide = page.evaluate(WIDER_THAN_SCREEN)
         assert wide == [], f"{name}: {wide}"
         shoot(page, f"{name}-phone")
-    # every status carries its word and symbol, not only its colour
+    # the filter form: by flow and status, then any status
     page.goto(base + "/runs")
+    page.fill('input[name="flow"]', flow["name"])
+    page.select_option('select[name="status"]', "succeeded")
+    page.get_by_role("button", name="Filter").click()
+    page.wait_for_url(re.compile(r"status=succeeded$"))
+    assert page.locator("table.runs tbody tr").all_text_contents()[0].startswith(done)
+    assert page.locator("table.runs tbody tr").count() == 1
+    page.select_option('select[name="status"]', "")
+    page.get_by_role("button", name="Filter").click()
+    page.wait_for_url(re.compile(r"status=$"))
+    assert page.locator("table.runs tbody tr").count() == 2
+    # every status carries its word and symbol, not only its colour
     badges = page.locator("td .badge").all_text_contents()
     assert sorted({b.split()[-1] for b in badges}) == ["running", "succeeded"]
     assert all(b.split()[0] in ("✓", "▶") for b in badges)
