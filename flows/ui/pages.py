@@ -25,6 +25,7 @@ from flows.runs import RunView
 from flows.ui import api, graph
 from flows.ui.state import reader
 from flows.validate import validate_text
+from scheduler.schedules import Schedules
 
 HERE = Path(__file__).parent
 templates = Jinja2Templates(directory=HERE / "templates")
@@ -97,6 +98,7 @@ def overview(request: Request, ui: Ui) -> HTMLResponse:
         failures=[r for r in runs if r.get("status") == "failed"][:10],
         queues=[q for q in queues if int(q.get("backlog") or 0) or int(q.get("leased") or 0)],
         schedules=api.list_schedules(ui, offset=0, limit=api.MAX_LIMIT)["items"],
+        services=api.engine_errors(Schedules(ui.client).services), now=time.time(),
         workers=api.list_workers(ui, offset=0, limit=api.MAX_LIMIT, queue=None)["items"],
     )
 
