@@ -19,7 +19,8 @@ def register(group: click.Group) -> None:
 
 @click.command()
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
-@click.option("--port", type=click.IntRange(0, 65535), default=8080, show_default=True)
+@click.option("--port", type=click.IntRange(0, 65535), default=8080, show_default=True,
+              help="Port to listen on (0: any free port).")
 @click.option(
     "--token-file",
     type=click.Path(dir_okay=False, path_type=Path),
@@ -31,7 +32,8 @@ def register(group: click.Group) -> None:
     is_flag=True,
     help="Answer reads without a token even on a non-loopback address.",
 )
-@click.option("--log-level", default="INFO", show_default=True)
+@click.option("--log-level", default="INFO", show_default=True,
+              help="Least severe log level printed (DEBUG, INFO, WARNING, ERROR).")
 @connection
 def ui(
     host: str,
