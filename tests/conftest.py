@@ -69,3 +69,12 @@ def engine(redis_client: redis.Redis) -> Engine:
 def engine_ns(redis_client: redis.Redis) -> Engine:
     """The engine in the ``{test}:`` namespace."""
     return Engine(redis_client, prefix=NAMESPACE)
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--screenshots",
+        metavar="DIR",
+        default=None,
+        help="Save a screenshot of each dashboard page the browser tests open into DIR.",
+    )

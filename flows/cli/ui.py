@@ -24,7 +24,7 @@ def register(group: click.Group) -> None:
     type=click.IntRange(0, 65535),
     default=8080,
     show_default=True,
-    help="Port to listen on.",
+    help="Port to listen on (0: any free port).",
 )
 @click.option(
     "--token-file",
@@ -50,7 +50,8 @@ def ui(
     redis_url: str | None,
     namespace: str | None,
 ) -> None:
-    """Serve the REST API (/api/v1/, OpenAPI at /api/v1/openapi.json) and /metrics."""
+    """Serve the dashboard (/), the REST API (/api/v1/, OpenAPI at /api/v1/openapi.json) and
+    /metrics."""
     import uvicorn
 
     from flows.ui.app import create_app
@@ -78,7 +79,7 @@ def ui(
     )
     server = uvicorn.Server(config)
     click.echo(
-        f"flows ui on http://{host}:{port} (API /api/v1/, metrics /metrics; writes "
+        f"flows ui on http://{host}:{port} (dashboard /, API /api/v1/, metrics /metrics; writes "
         f"{'need the token' if token else 'disabled: no token'})",
         err=True,
     )

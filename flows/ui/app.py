@@ -1,4 +1,4 @@
-"""The ``flows ui`` application: the REST API, metrics, and (later) pages, on one process.
+"""The ``flows ui`` application: the dashboard's pages, the REST API and metrics, on one process.
 
 :func:`create_app` builds it around a client and an auth policy; routers are included here,
 so a page is one more router. Request bodies larger than :data:`MAX_BODY` are refused (413)
@@ -12,9 +12,10 @@ import logging
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from fastapi.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from flows.ui import api, metrics
+from flows.ui import api, metrics, pages
 from flows.ui.auth import Auth
 from flows.ui.state import UiState
 from scheduler.client import Client
@@ -82,6 +83,8 @@ def create_app(client: Client, auth: Auth) -> FastAPI:
     app.state.ui = UiState(client, auth)
     app.include_router(api.router)
     app.include_router(metrics.router)
+    app.include_router(pages.router)
+    app.mount("/static", StaticFiles(directory=pages.HERE / "static"), name="static")
 
     @app.exception_handler(RequestValidationError)
     async def invalid(request: Request, error: RequestValidationError) -> JSONResponse:

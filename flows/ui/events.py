@@ -2,7 +2,9 @@
 
 Each stream holds one of the server's worker threads while it is open, so at most
 :data:`MAX_STREAMS` are open at once (more get 503). A comment line is sent every
-:data:`KEEPALIVE` seconds without events, so proxies keep the connection.
+:data:`KEEPALIVE` seconds without events, so proxies keep the connection and a stream whose
+client left (a dashboard page closed or navigated away) notices within that time and gives
+its place back.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from flows.steplogs import Follower
 from scheduler.client import Client
 
 MAX_STREAMS = 32
-KEEPALIVE = 15.0
+KEEPALIVE = 2.0
 
 _open = threading.BoundedSemaphore(MAX_STREAMS)
 

@@ -1,0 +1,102 @@
+"""The job graph of a run page: its steps layered by their needs, as boxes for an SVG.
+
+The needs come from the flow the scheduler service registered under the run's flow name (the
+run record keeps only the jobs, and the engine forgets a job's dependencies once they are met).
+A run of a flow that is not registered is drawn as one column in submission order, which is a
+dependency order. A ``foreach`` step is one node whatever its item count.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import networkx as nx
+
+from flows.validate import validate_text
+from scheduler.client import Client
+from scheduler.schedules import Schedules
+
+NODE_WIDTH = 180
+NODE_HEIGHT = 46
+GAP_X = 60
+GAP_Y = 18
+
+
+@dataclass(frozen=True)
+class Node:
+    step: str
+    x: int
+    y: int
+
+
+@dataclass(frozen=True)
+class Edge:
+    x1: int
+    y1: int
+    x2: int
+    y2: int
+
+
+@dataclass(frozen=True)
+class Layout:
+    nodes: list[Node]
+    edges: list[Edge]
+    width: int
+    height: int
+    from_flow: bool
+    """Whether the needs came from the registered flow (else: one column, no edges)."""
+
+
+@functools.lru_cache(maxsize=64)
+def _needs_of(source: str, file: str) -> Mapping[str, tuple[str, ...]] | None:
+    result = validate_text(source, file=file, flow_dir=Path(file).parent)
+    if result.flow is None:
+        return None
+    return {name: tuple(step.needs) for name, step in result.flow.steps.items()}
+
+
+def flow_needs(client: Client, flow: str) -> Mapping[str, tuple[str, ...]] | None:
+    """Each step's needs in the registered flow ``flow``, or None when it is not registered."""
+    registration = Schedules(client).get(flow, skips=0) if flow else None
+    if registration is None:
+        return None
+    definition = registration.definition
+    return _needs_of(definition.source, definition.file)
+
+
+def layout(steps: Sequence[str], needs: Mapping[str, tuple[str, ...]] | None) -> Layout:
+    """Boxes left to right by dependency layer; steps (and hooks) the flow does not list go in
+    a last layer of their own."""
+    graph: nx.DiGraph = nx.DiGraph()
+    graph.add_nodes_from(steps)
+    known = needs is not None
+    for step in steps:
+        for need in (needs or {}).get(step, ()):
+            if need in graph:
+                graph.add_edge(need, step)
+    if known and nx.is_directed_acyclic_graph(graph):
+        listed = [s for s in steps if s in (needs or {})]
+        layers = [[s for s in layer if s in listed]
+                  for layer in nx.topological_generations(graph.subgraph(listed))]
+        extra = [s for s in steps if s not in (needs or {})]
+        if extra:
+            layers.append(extra)
+    else:
+        known, layers = False, [list(steps)]
+    order = {step: i for i, step in enumerate(steps)}
+    places: dict[str, tuple[int, int]] = {}
+    for column, layer in enumerate(layers):
+        for row, step in enumerate(sorted(layer, key=order.__getitem__)):
+            places[step] = (column * (NODE_WIDTH + GAP_X), row * (NODE_HEIGHT + GAP_Y))
+    nodes = [Node(step, *places[step]) for step in steps]
+    edges = [
+        Edge(places[a][0] + NODE_WIDTH, places[a][1] + NODE_HEIGHT // 2,
+             places[b][0], places[b][1] + NODE_HEIGHT // 2)
+        for a, b in graph.edges
+    ] if known else []
+    width = max((n.x for n in nodes), default=0) + NODE_WIDTH
+    height = max((n.y for n in nodes), default=0) + NODE_HEIGHT
+    return Layout(nodes, edges, width, height, known)

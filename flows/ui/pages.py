@@ -1,0 +1,240 @@
+"""The dashboard: server-rendered HTML pages of ``flows ui`` on the API's own read code.
+
+Pages read what the API reads (the same functions, so one place answers each question) and
+render it with Jinja2, every value escaped. Pages never write: their buttons call the API's
+POST endpoints from the browser with the bearer token the user typed into the page (kept in the
+tab's ``sessionStorage``, never in a cookie), so no request a browser makes on its own can
+change anything. Live updates come from the API's event streams (``static/app.js``).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import Counter
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, HTTPException, Query, Request
+from fastapi.responses import HTMLResponse, JSONResponse
+from fastapi.templating import Jinja2Templates
+
+from flows.cli.jobs import job_dict
+from flows.runs import RunView
+from flows.ui import api, graph
+from flows.ui.state import reader
+from flows.validate import validate_text
+from scheduler.schedules import Schedules
+
+HERE = Path(__file__).parent
+templates = Jinja2Templates(directory=HERE / "templates")
+templates.env.autoescape = True
+router = APIRouter(dependencies=[Depends(reader)], include_in_schema=False)
+Ui = api.Ui
+
+# Items of a foreach step shown at once in its panel; the rest are a page away.
+ITEMS_PAGE = 100
+# Runs looked at for the overview's last 24 h, at most.
+OVERVIEW_RUNS = 1000
+
+SYMBOLS = {
+    "success": "✓", "succeeded": "✓", "failed": "✗", "running": "▶", "waiting": "…",
+    "skipped": "↷", "upstream_failed": "⊘", "canceled": "■", "expired": "◷", "buried": "⚑",
+    "gone": "?", "blocked": "‖", "paused": "‖",
+}
+
+
+def when(value: Any) -> str:
+    """Epoch seconds as UTC time, '' for none."""
+    if value in (None, "", 0):
+        return ""
+    return datetime.fromtimestamp(float(value), UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def duration(value: Any) -> str:
+    if value is None or value == "":
+        return ""
+    seconds = float(value)
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    minutes, seconds = divmod(int(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours} h {minutes:02d} m" if hours else f"{minutes} m {seconds:02d} s"
+
+
+def pretty(value: Any) -> str:
+    """A JSON value indented for people; the template escapes it like any text."""
+    return json.dumps(value, indent=2, sort_keys=True, default=str)
+
+
+templates.env.filters["when"] = when
+templates.env.filters["pretty"] = pretty
+templates.env.filters["duration"] = duration
+templates.env.globals["symbols"] = SYMBOLS
+
+
+def render(request: Request, name: str, **context: Any) -> HTMLResponse:
+    return templates.TemplateResponse(request, name, context)
+
+
+# -- overview, runs --------------------------------------------------------------------------------
+
+
+@router.get("/", response_class=HTMLResponse)
+def overview(request: Request, ui: Ui) -> HTMLResponse:
+    since = time.time() - 86400
+    recent = api.list_runs(ui, offset=0, limit=100, flow=None, status=None, since=since)
+    runs = list(recent["items"])
+    while recent["next"] is not None and len(runs) < OVERVIEW_RUNS:
+        recent = api.list_runs(ui, offset=recent["next"], limit=100, flow=None, status=None,
+                               since=since)
+        runs.extend(recent["items"])
+    queues = api.list_queues(ui, offset=0, limit=api.MAX_LIMIT)["items"]
+    return render(
+        request, "overview.html",
+        by_status=Counter(str(r.get("status")) for r in runs), counted=len(runs),
+        running=[r for r in runs if r.get("status") == "running"][:20],
+        failures=[r for r in runs if r.get("status") == "failed"][:10],
+        queues=[q for q in queues if int(q.get("backlog") or 0) or int(q.get("leased") or 0)],
+        schedules=api.list_schedules(ui, offset=0, limit=api.MAX_LIMIT)["items"],
+        services=api.engine_errors(Schedules(ui.client).services), now=time.time(),
+        workers=api.list_workers(ui, offset=0, limit=api.MAX_LIMIT, queue=None)["items"],
+    )
+
+
+# The filter form sends an empty status for "any".
+RunStatus = Annotated[str | None, Query(pattern=api.RUN_STATUSES.replace("^(", "^(|"))]
+
+
+@router.get("/runs", response_class=HTMLResponse)
+def runs(
+    request: Request,
+    ui: Ui,
+    offset: api.Offset = 0,
+    flow: Annotated[str | None, Query(max_length=256)] = None,
+    status: RunStatus = None,
+) -> HTMLResponse:
+    flow, status = flow or None, status or None
+    listed = api.list_runs(ui, offset=offset, limit=50, flow=flow, status=status, since=None)
+    return render(request, "runs.html", runs=listed["items"], next=listed["next"],
+                  offset=offset, flow=flow or "", status=status or "",
+                  statuses=api.RUN_STATUSES.strip("^$()").split("|"))
+
+
+# -- a run -----------------------------------------------------------------------------------------
+
+
+def _counts(view: RunView) -> dict[str, dict[str, Any]]:
+    return {
+        step.step: {
+            "status": step.status,
+            "items": len(step.items),
+            "counts": dict(Counter(item.status for item in step.items)),
+            "progress": step.progress,
+            "duration": duration(step.duration),
+        }
+        for step in view.steps
+    }
+
+
+@router.get("/runs/{run_id}", response_class=HTMLResponse)
+def run(request: Request, ui: Ui, run_id: str) -> HTMLResponse:
+    view = api._load_run(ui.client, run_id)
+    needs = graph.flow_needs(ui.client, str(view.record.get("flow") or ""))
+    drawn = graph.layout([step.step for step in view.steps], needs)
+    return render(request, "run.html", view=view, record=view.record, layout=drawn,
+                  steps=_counts(view), graph=graph)
+
+
+@router.get("/runs/{run_id}/live")
+def run_live(ui: Ui, run_id: str) -> JSONResponse:
+    """What the run page redraws: the run's status and each step's status and item counts."""
+    view = api._load_run(ui.client, run_id)
+    return JSONResponse({"status": view.status, "steps": _counts(view)})
+
+
+@router.get("/runs/{run_id}/steps/{step:path}", response_class=HTMLResponse)
+def step_panel(
+    request: Request, ui: Ui, run_id: str, step: str, offset: api.Offset = 0
+) -> HTMLResponse:
+    """The panel of one step (an HTML fragment): its jobs a page at a time; with one job (or
+    ``jid``), that job's attempts, timings, outputs, data and failure."""
+    view = api._load_run(ui.client, run_id)
+    found = next((s for s in view.steps if s.step == step), None)
+    if found is None:
+        raise HTTPException(404, f"run {run_id!r} has no step {step!r}")
+    items = found.items[offset : offset + ITEMS_PAGE]
+    single = found.items[0] if len(found.items) == 1 else None
+    job = job_dict(single.job) if single is not None and single.job is not None else None
+    return render(request, "step.html", run_id=run_id, step=found, items=items, offset=offset,
+                  page=ITEMS_PAGE, single=single, job=job)
+
+
+# -- flows and schedules ---------------------------------------------------------------------------
+
+
+def _params(source: str, file: str) -> list[dict[str, Any]]:
+    """The flow's declared params as form fields: name, type, default, required."""
+    result = validate_text(source, file=file, flow_dir=Path(file).parent)
+    if result.flow is None:
+        return []
+    return [
+        {"name": name, "type": param.type, "description": param.description or "",
+         "default": param.default, "required": param.required}
+        for name, param in result.flow.params.items()
+    ]
+
+
+@router.get("/flows", response_class=HTMLResponse)
+def flows(request: Request, ui: Ui) -> HTMLResponse:
+    schedules = api.list_schedules(ui, offset=0, limit=api.MAX_LIMIT)["items"]
+    rows = []
+    for schedule in schedules:
+        recent = api.list_runs(ui, offset=0, limit=20, flow=schedule["name"], status=None,
+                               since=None)["items"]
+        registration = api._registration(ui.client, schedule["name"])
+        definition = registration.definition
+        rows.append({**schedule, "recent": list(reversed(recent)),
+                     "params": _params(definition.source, definition.file),
+                     "next_local": _local(schedule["next"], schedule["timezone"])})
+    return render(request, "flows.html", schedules=rows)
+
+
+def _local(moment: float | None, zone: str) -> str:
+    if moment is None:
+        return ""
+    from zoneinfo import ZoneInfo
+
+    return datetime.fromtimestamp(moment, ZoneInfo(zone)).strftime("%Y-%m-%d %H:%M %Z")
+
+
+# -- queues, workers, failures, a job --------------------------------------------------------------
+
+
+@router.get("/queues", response_class=HTMLResponse)
+def queues(request: Request, ui: Ui) -> HTMLResponse:
+    listed = api.list_queues(ui, offset=0, limit=api.MAX_LIMIT)["items"]
+    names = [str(q["name"]) for q in listed]
+    stats = api.engine_errors(lambda: {name: ui.client.queues[name].stats() for name in names})
+    return render(request, "queues.html", queues=listed, stats=stats)
+
+
+@router.get("/workers", response_class=HTMLResponse)
+def workers(request: Request, ui: Ui) -> HTMLResponse:
+    listed = api.list_workers(ui, offset=0, limit=api.MAX_LIMIT, queue=None)["items"]
+    return render(request, "workers.html", workers=listed)
+
+
+@router.get("/failures", response_class=HTMLResponse)
+def failures(
+    request: Request, ui: Ui, group: Annotated[str | None, Query(max_length=256)] = None
+) -> HTMLResponse:
+    groups = api.list_failure_groups(ui, offset=0, limit=api.MAX_LIMIT)["items"]
+    jobs = api.list_failures(ui, group, offset=0, limit=25)["items"] if group else []
+    return render(request, "failures.html", groups=groups, group=group or "", jobs=jobs)
+
+
+@router.get("/jobs/{jid:path}", response_class=HTMLResponse)
+def job(request: Request, ui: Ui, jid: str) -> HTMLResponse:
+    return render(request, "job.html", job=api.get_job(ui, jid))

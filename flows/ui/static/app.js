@@ -1,0 +1,226 @@
+// flows ui: actions with the bearer token, and the run page kept live from the event stream.
+// Every value from the server is put into the page as text (textContent), never as markup,
+// except the step panel, which the server renders with every value escaped.
+"use strict";
+
+const TOKEN_KEY = "flows-ui-token";
+
+function flash(text, ok) {
+  const box = document.getElementById("flash");
+  box.textContent = text;
+  box.className = ok ? "ok" : "error";
+}
+
+async function post(url, body) {
+  const token = sessionStorage.getItem(TOKEN_KEY) || "";
+  const headers = { "Content-Type": "application/json" };
+  if (token) headers.Authorization = "Bearer " + token;
+  const reply = await fetch(url, {
+    method: "POST", headers, body: JSON.stringify(body || {}), credentials: "omit",
+  });
+  let data = {};
+  try { data = await reply.json(); } catch (e) { data = {}; }
+  return { ok: reply.ok, status: reply.status, data };
+}
+
+async function act(label, url, body, reload) {
+  const reply = await post(url, body);
+  if (!reply.ok) {
+    flash(`Could not ${label}: ${reply.data.detail || reply.status}`, false);
+    return reply;
+  }
+  flash(`Done: ${label}.`, true);
+  if (reload) setTimeout(() => location.reload(), 300);
+  return reply;
+}
+
+function setupToken() {
+  const input = document.getElementById("token");
+  input.value = sessionStorage.getItem(TOKEN_KEY) || "";
+  input.addEventListener("input", () => sessionStorage.setItem(TOKEN_KEY, input.value.trim()));
+  document.getElementById("token-form").addEventListener("submit", (e) => e.preventDefault());
+}
+
+function setupActions() {
+  document.addEventListener("click", (e) => {
+    const button = e.target.closest("button[data-action]");
+    if (!button) return;
+    if (button.dataset.confirm && !confirm(button.dataset.confirm)) return;
+    act(button.dataset.label, button.dataset.action, {}, button.dataset.reload);
+  });
+  for (const form of document.querySelectorAll("form.trigger")) {
+    form.addEventListener("submit", async (e) => {
+      e.preventDefault();
+      let params;
+      try { params = formParams(form); } catch (error) { flash(error.message, false); return; }
+      const reply = await act(`trigger ${form.dataset.flow}`, "/api/v1/runs",
+        { flow: form.dataset.flow, params }, false);
+      if (reply.ok) {
+        const link = document.createElement("a");
+        link.href = "/runs/" + encodeURIComponent(reply.data.id);
+        link.textContent = reply.data.id;
+        document.getElementById("flash").append(" Run ", link);
+      }
+    });
+  }
+  for (const form of document.querySelectorAll("form.unfail")) {
+    form.addEventListener("submit", (e) => {
+      e.preventDefault();
+      const queue = form.elements.queue.value.trim();
+      act(`unfail ${form.dataset.group}`,
+        "/api/v1/failures/" + encodeURIComponent(form.dataset.group) + "/unfail",
+        { queue, count: 1000 }, true);
+    });
+  }
+}
+
+// A trigger form's fields as typed params; an empty optional field is left to its default.
+function formParams(form) {
+  const params = {};
+  for (const field of form.querySelectorAll("[data-type]")) {
+    const type = field.dataset.type;
+    if (type === "bool") { params[field.name] = field.checked; continue; }
+    const text = field.value.trim();
+    if (text === "") continue;
+    if (type === "int" || type === "number") {
+      const value = Number(text);
+      if (Number.isNaN(value)) throw new Error(`${field.name}: '${text}' is not a number`);
+      params[field.name] = value;
+    } else if (type === "json") {
+      try { params[field.name] = JSON.parse(text); } catch (error) {
+        throw new Error(`${field.name}: not valid JSON (${error.message})`);
+      }
+    } else {
+      params[field.name] = text;
+    }
+  }
+  return params;
+}
+
+// -- the run page --------------------------------------------------------------------------------
+
+const SYMBOLS = {
+  success: "✓", succeeded: "✓", failed: "✗", running: "▶", waiting: "…", skipped: "↷",
+  upstream_failed: "⊘", canceled: "■", expired: "◷", buried: "⚑", gone: "?", blocked: "‖",
+};
+
+function setStatusClass(element, status) {
+  for (const name of [...element.classList]) if (name.startsWith("st-")) element.classList.remove(name);
+  element.classList.add("st-" + status);
+}
+
+function setupRun(section) {
+  const runId = section.dataset.run;
+  const base = "/runs/" + encodeURIComponent(runId);
+  let chosen = null, panelOffset = 0, pending = null, logStream = null, every = 3000;
+  const seen = {};
+
+  function badge(status) {
+    const span = document.createElement("span");
+    span.className = "badge st-" + status;
+    const sym = document.createElement("span");
+    sym.className = "sym";
+    sym.textContent = SYMBOLS[status] || "•";
+    span.append(sym, " " + status);
+    return span;
+  }
+
+  async function refresh() {
+    const started = performance.now();
+    const reply = await fetch(base + "/live", { credentials: "omit" }).catch(() => null);
+    // a big run costs the server more to read: redraw it less often
+    every = Math.max(3000, 5 * (performance.now() - started));
+    pending = null;
+    if (!reply || !reply.ok) return;
+    const live = await reply.json();
+    section.dataset.status = live.status;
+    document.getElementById("run-status").replaceChildren(badge(live.status));
+    let chosenChanged = false;
+    for (const node of section.querySelectorAll("g.node")) {
+      const step = live.steps[node.dataset.step];
+      if (!step) continue;
+      setStatusClass(node, step.status);
+      node.querySelector(".sym").textContent = SYMBOLS[step.status] || "•";
+      node.querySelector(".label").textContent = step.status;
+      const progress = node.querySelector(".progress");
+      if (progress) progress.textContent = step.progress;
+      node.setAttribute("aria-label", `step ${node.dataset.step}: ${step.status}`);
+      const key = step.status + " " + step.progress;
+      if (seen[node.dataset.step] !== key && node.dataset.step === chosen) chosenChanged = true;
+      seen[node.dataset.step] = key;
+    }
+    if (chosenChanged) openStep(chosen, panelOffset, false);
+  }
+
+  function soon() { if (!pending) pending = setTimeout(refresh, 250); }
+
+  async function openStep(step, offset, follow) {
+    chosen = step; panelOffset = offset;
+    const reply = await fetch(`${base}/steps/${encodeURIComponent(step)}?offset=${offset}`,
+      { credentials: "omit" });
+    const panel = document.getElementById("step-detail");
+    if (!reply.ok) { panel.textContent = `Could not load step ${step} (${reply.status}).`; return; }
+    panel.innerHTML = await reply.text();  // server-rendered, every value escaped
+    const single = panel.querySelector("[data-log-jid]");
+    if (follow && single) followLog(single.dataset.logJid);
+  }
+
+  function followLog(jid) {
+    if (logStream) logStream.close();
+    const log = document.getElementById("log");
+    const state = document.getElementById("log-state");
+    document.getElementById("log-panel").hidden = false;
+    document.getElementById("log-jid").textContent = jid;
+    log.replaceChildren();
+    state.textContent = "following";
+    logStream = new EventSource(`/api/v1/jobs/${encodeURIComponent(jid)}/logs/stream`);
+    logStream.addEventListener("line", (e) => {
+      const line = JSON.parse(e.data);
+      const row = document.createElement("div");
+      row.className = "line " + (line.stream || "");
+      row.textContent = line.text;
+      const atEnd = log.scrollTop + log.clientHeight >= log.scrollHeight - 4;
+      log.append(row);
+      if (atEnd) log.scrollTop = log.scrollHeight;
+    });
+    logStream.addEventListener("end", () => { state.textContent = "ended"; logStream.close(); });
+    logStream.onerror = () => { state.textContent = "disconnected"; };
+  }
+
+  section.addEventListener("click", (e) => {
+    const node = e.target.closest("g.node");
+    if (node) { openStep(node.dataset.step, 0, true); return; }
+    const more = e.target.closest("[data-panel-offset]");
+    if (more) { openStep(chosen, Number(more.dataset.panelOffset), false); return; }
+    const log = e.target.closest("[data-log]");
+    if (log) followLog(log.dataset.log);
+  });
+  section.addEventListener("keydown", (e) => {
+    const node = e.target.closest("g.node");
+    if (node && (e.key === "Enter" || e.key === " ")) {
+      e.preventDefault();
+      openStep(node.dataset.step, 0, true);
+    }
+  });
+
+  // One stream for the whole page: an event about one of the run's jobs redraws every node
+  // from one request. The engine announces no job start, so while the run is running the page
+  // also redraws every few seconds (less often for a run that is slow to read).
+  const events = new EventSource("/api/v1/events");
+  events.onmessage = (e) => {
+    const data = JSON.parse(e.data);
+    if ((data.jid && data.jid.startsWith(runId + ":")) || data.run === runId) soon();
+  };
+  function tick() {
+    if (section.dataset.status === "running") soon();
+    setTimeout(tick, every);
+  }
+  setTimeout(tick, every);
+}
+
+document.addEventListener("DOMContentLoaded", () => {
+  setupToken();
+  setupActions();
+  const run = document.getElementById("run");
+  if (run) setupRun(run);
+});

@@ -1,0 +1,88 @@
+"""A real headless Chromium (Debian's ``chromium``, driven by Playwright) against a real
+``flows ui`` on the embedded server.
+
+Without a browser these tests skip, except under ``CI=true``, where a missing browser fails
+them (the test command installs it). ``--screenshots DIR`` keeps a picture of each page.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from ui_support import TOKEN, serve
+
+from flows.ui.auth import Auth
+from scheduler.client import Client
+from scheduler.scripts import Engine
+
+BROWSERS = ("chromium", "chromium-browser")
+
+
+def _executable() -> str | None:
+    for name in BROWSERS:
+        found = shutil.which(name)
+        if found:
+            return found
+    return None
+
+
+@pytest.fixture(scope="session")
+def browser() -> Iterator[Any]:
+    executable = _executable()
+    if executable is None:
+        message = "no chromium on PATH (apt-get install -y chromium)"
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"{message}: under CI=true the browser tests must run")
+        pytest.skip(message)
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(
+            executable_path=executable, args=["--no-sandbox", "--disable-gpu"]
+        )
+        yield launched
+        launched.close()
+
+
+@pytest.fixture
+def page(browser: Any, base: str) -> Iterator[Any]:
+    """A fresh tab at 1280x800, closed before the server stops (its event streams end first);
+    ``page.errors`` collects uncaught script errors."""
+    context = browser.new_context(viewport={"width": 1280, "height": 800})
+    opened = context.new_page()
+    opened.set_default_timeout(10_000)
+    errors: list[str] = []
+    opened.on("pageerror", lambda error: errors.append(str(error)))
+    opened.errors = errors
+    yield opened
+    context.close()
+
+
+@pytest.fixture
+def client(engine: Engine) -> Client:
+    return Client.from_engine(engine, worker_name="browser-test")
+
+
+@pytest.fixture
+def base(client: Client) -> Iterator[str]:
+    """A real ``flows ui`` (token :data:`TOKEN`) on a free loopback port."""
+    with serve(client, Auth(TOKEN, reads_open=True)) as url:
+        yield url
+
+
+@pytest.fixture
+def shoot(request: pytest.FixtureRequest) -> Any:
+    """``shoot(page, name)``: a full-page screenshot into ``--screenshots DIR``, when given."""
+    where = request.config.getoption("--screenshots")
+
+    def take(page: Any, name: str) -> None:
+        if where:
+            Path(where).mkdir(parents=True, exist_ok=True)
+            page.screenshot(path=str(Path(where) / f"{name}.png"), full_page=True)
+
+    return take

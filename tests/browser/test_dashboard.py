@@ -1,0 +1,289 @@
+"""The dashboard in a real headless Chromium against a real ``flows ui`` and the embedded
+server: live status without reload, the log panel following a running step, run and job
+actions with the token (and refused without it), schedules paused and triggered, values from
+users and jobs shown as text, and every page at desktop and phone width."""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import redis
+from helpers import assert_unchanged
+from ui_support import TOKEN
+
+from flows.outputs import META_KEY
+from flows.scheduling import FlowsSource
+from flows.triggering import trigger_run
+from scheduler.client import Client
+from scheduler.job import Job
+from scheduler.schedules import Schedules
+
+FLOW = """\
+version: 1
+name: {name}
+queue: {queue}
+schedule: {{cron: "0 0 1 1 *"}}
+params:
+  who: {{type: string, default: nobody}}
+  count: {{type: int, default: 1}}
+  loud: {{type: bool, default: false}}
+steps:
+  extract:
+    job: tasks.extract
+    with: {{who: "${{{{ params.who }}}}"}}
+  load:
+    needs: [extract]
+    foreach: {{items: [a, b, c]}}
+    job: tasks.load
+  report:
+    needs: [load]
+    job: tasks.report
+"""
+XSS = '<script>window.__xss = 1</script><img src=x onerror="window.__xss = 2">'
+
+
+def register(client: Client, tmp_path: Path) -> dict[str, str]:
+    name, queue = f"web-{uuid.uuid4().hex[:6]}", f"q{uuid.uuid4().hex[:6]}"
+    path = tmp_path / f"{name}.yaml"
+    text = FLOW.format(name=name, queue=queue)
+    path.write_text(text)
+    definition = FlowsSource().load(path, text, time.time())
+    assert definition is not None
+    Schedules(client).register(definition, time.time())
+    return {"name": name, "queue": queue}
+
+
+def pop(client: Client, queue: str) -> Job:
+    [job] = client.queues[queue].pop()
+    return job
+
+
+def node(page: Any, step: str) -> Any:
+    return page.locator(f'g.node[data-step="{step}"]')
+
+
+def set_token(page: Any, token: str) -> None:
+    page.fill("#token", token)
+
+
+def test_a_step_turns_running_then_success_live_and_its_log_follows(
+    page: Any, base: str, client: Client, tmp_path: Path, shoot: Any
+) -> None:
+    flow = register(client, tmp_path)
+    run_id = trigger_run(client, flow["name"], {"who": "ada"}).run_id
+    extract = pop(client, flow["queue"])
+    page.goto(f"{base}/runs/{run_id}")
+    page.evaluate("window.__same_page = true")
+    assert "running" in node(page, "extract").text_content()
+    assert "waiting" in node(page, "load").text_content()
+
+    node(page, "extract").click()
+    page.wait_for_selector("#log-panel:not([hidden])")
+    client.engine.call("log.append", extract.jid, 1, 0, 2,
+                       time.time(), "stdout", "", "first line",
+                       time.time(), "stderr", "", "second line")
+    page.wait_for_function("document.querySelectorAll('#log .line').length === 2")
+    assert page.inner_text("#log").splitlines() == ["first line", "second line"]
+    shoot(page, "run-running")
+
+    extract.complete()
+    page.wait_for_selector('g.node[data-step="extract"].st-success')
+    assert "success" in node(page, "extract").text_content()
+    page.wait_for_function("document.getElementById('log-state').textContent === 'ended'")
+    # the foreach step is one node with its items' progress, now ready to run
+    assert "0/3" in node(page, "load").text_content()
+    assert page.evaluate("window.__same_page") is True  # no reload happened
+    node(page, "load").click()
+    page.wait_for_selector("#step-detail table.items")
+    assert page.locator("#step-detail table.items tbody tr").count() == 3
+    assert page.errors == []
+
+
+def test_a_failed_run_retried_and_a_run_canceled_from_the_buttons(
+    page: Any, base: str, client: Client, tmp_path: Path, shoot: Any
+) -> None:
+    flow = register(client, tmp_path)
+    run_id = trigger_run(client, flow["name"]).run_id
+    pop(client, flow["queue"]).fail("boom", "extract broke")
+    page.goto(f"{base}/runs/{run_id}")
+    assert "failed" in page.inner_text("#run-status")
+    node(page, "extract").click()
+    page.wait_for_selector("#step-detail .failure")
+    assert "extract broke" in page.inner_text("#step-detail .failure")
+    shoot(page, "run-failed")
+
+    set_token(page, TOKEN)
+    page.get_by_role("button", name="Retry run").click()
+    page.wait_for_selector("#flash.ok")
+    page.wait_for_selector('g.node[data-step="extract"].st-waiting')
+    assert client.jobs[f"{run_id}:extract"].state == "waiting"
+    assert "running" in page.inner_text("#run-status")
+
+    page.on("dialog", lambda dialog: dialog.accept())
+    page.get_by_role("button", name="Cancel run").click()
+    page.wait_for_selector("#run-status .st-canceled")
+    assert client.jobs.get(f"{run_id}:extract") is None
+    assert page.errors == []
+
+
+def test_an_action_without_the_token_or_with_a_wrong_one_is_refused_and_changes_nothing(
+    page: Any, base: str, client: Client, redis_client: redis.Redis, tmp_path: Path
+) -> None:
+    flow = register(client, tmp_path)
+    run_id = trigger_run(client, flow["name"]).run_id
+    page.goto(f"{base}/runs/{run_id}")
+    page.on("dialog", lambda dialog: dialog.accept())
+    with assert_unchanged(redis_client):
+        page.get_by_role("button", name="Cancel run").click()
+        page.wait_for_selector("#flash.error")
+        assert "bearer token is needed" in page.inner_text("#flash")
+        set_token(page, "not-the-token-of-this-server")
+        page.get_by_role("button", name="Cancel run").click()
+        page.wait_for_function(
+            "document.getElementById('flash').textContent.includes('not this server')")
+    # no cookie was set that could carry authority
+    assert page.context.cookies() == []
+    assert client.jobs[f"{run_id}:extract"].state == "waiting"
+
+
+def test_a_schedule_paused_resumed_and_triggered_with_typed_params(
+    page: Any, base: str, client: Client, tmp_path: Path, shoot: Any
+) -> None:
+    flow = register(client, tmp_path)
+    page.goto(f"{base}/flows")
+    set_token(page, TOKEN)
+    section = page.locator(f'section[data-schedule="{flow["name"]}"]')
+    section.get_by_role("button", name="Pause").click()
+    page.wait_for_selector(f'section[data-schedule="{flow["name"]}"] button:has-text("Resume")')
+    registration = Schedules(client).get(flow["name"], skips=0)
+    assert registration is not None and registration.is_paused
+    shoot(page, "flows")
+
+    section = page.locator(f'section[data-schedule="{flow["name"]}"]')
+    section.locator('input[name="who"]').fill("grace")
+    section.locator('input[name="count"]').fill("7")
+    section.locator('input[name="loud"]').check()
+    section.get_by_role("button", name="Trigger run").click()
+    page.wait_for_selector("#flash.ok a")
+    run_id = page.inner_text("#flash a")
+    record = json.loads(client.engine.call("run.get", run_id))
+    assert json.loads(record["params"]) == {"who": "grace", "count": 7, "loud": True}
+
+    section.get_by_role("button", name="Resume").click()
+    page.wait_for_selector(f'section[data-schedule="{flow["name"]}"] button:has-text("Pause")')
+    registration = Schedules(client).get(flow["name"], skips=0)
+    assert registration is not None and not registration.is_paused
+    # the strip shows the triggered run
+    assert page.locator(f'section[data-schedule="{flow["name"]}"] .strip a').count() == 1
+
+
+def test_values_from_users_and_jobs_are_shown_as_text_never_run(
+    page: Any, base: str, client: Client, tmp_path: Path
+) -> None:
+    flow = register(client, tmp_path)
+    definition = Schedules(client).get(flow["name"], skips=0)
+    assert definition is not None
+    request = FlowsSource().build(definition.definition, f"{flow['name']}@xss", time.time(),
+                                  "manual", 0.0)
+    for job in request.jobs:  # a step named with markup, as a hand-made run could name it
+        data = json.loads(job["data"])
+        if data[META_KEY]["step"] == "extract":
+            data[META_KEY]["step"] = data["who"] = XSS
+            job["data"] = json.dumps(data)
+    Schedules(client).trigger(flow["name"], request)
+    extract = pop(client, flow["queue"])
+    client.engine.call("log.append", extract.jid, 1, 0, 1, time.time(), "stdout", "", XSS)
+    extract.fail("<b>bold</b>", XSS)
+    alerts: list[str] = []
+    page.on("dialog", lambda dialog: (alerts.append(dialog.message), dialog.dismiss()))
+
+    page.goto(f"{base}/runs/{request.run_id}")
+    step = page.locator("g.node").first
+    assert step.get_attribute("data-step") == XSS
+    step.click()
+    page.wait_for_selector("#step-detail .failure")
+    page.wait_for_function("document.querySelectorAll('#log .line').length === 1")
+    assert page.inner_text("#log") == XSS
+    assert XSS in page.inner_text("#step-detail")  # data and failure, as text
+    for path in (f"/jobs/{extract.jid}", "/failures", "/failures?group=<b>bold</b>", "/runs",
+                 "/queues", "/"):
+        page.goto(base + path)
+    assert page.evaluate("window.__xss") is None
+    assert page.locator("script:not([src])").count() == 0
+    assert page.locator("b", has_text="bold").count() == 0  # the group name, as text
+    assert alerts == [] and page.errors == []
+
+
+# Elements reaching past the screen's right edge, outside a scrolling box.
+WIDER_THAN_SCREEN = """[...document.querySelectorAll('body *')]
+  .filter(e => !e.closest('.scroll, .grid2 > section')
+               && e.getBoundingClientRect().right > window.innerWidth + 1)
+  .map(e => e.tagName + '.' + e.className)"""
+
+PAGES = {
+    "overview": "/",
+    "runs": "/runs",
+    "flows": "/flows",
+    "queues": "/queues",
+    "workers": "/workers",
+    "failures": "/failures?group=boom",
+}
+
+
+def test_every_page_opens_at_desktop_and_phone_width_with_reachable_buttons(
+    page: Any, base: str, client: Client, tmp_path: Path, shoot: Any
+) -> None:
+    flow = register(client, tmp_path)
+    done = trigger_run(client, flow["name"]).run_id
+    extract = pop(client, flow["queue"])
+    extract.complete()
+    while jobs := client.queues[flow["queue"]].pop(3):
+        for job in jobs:
+            job.complete()
+    trigger_run(client, flow["name"])
+    client.queues["side"].put("tasks.side", {})
+    [broken] = client.queues["side"].pop()
+    broken.fail("boom", "it broke")
+    client.engine.call("worker.register", "w-1", '{"queues": ["side"], "pid": 42, "host": "h"}')
+
+    pages = {**PAGES, "run": f"/runs/{done}", "job": f"/jobs/{extract.jid}"}
+    for name, path in pages.items():
+        page.set_viewport_size({"width": 1280, "height": 800})
+        page.goto(base + path)
+        assert page.title().endswith("flows ui")
+        shoot(page, name)
+        page.set_viewport_size({"width": 390, "height": 844})
+        # nothing wider than the phone's screen but the tables and the graph, which scroll
+        wide = page.evaluate(WIDER_THAN_SCREEN)
+        assert wide == [], f"{name}: {wide}"
+        shoot(page, f"{name}-phone")
+    # the filter form: by flow and status, then any status
+    page.goto(base + "/runs")
+    page.fill('input[name="flow"]', flow["name"])
+    page.select_option('select[name="status"]', "succeeded")
+    page.get_by_role("button", name="Filter").click()
+    page.wait_for_url(re.compile(r"status=succeeded$"))
+    assert page.locator("table.runs tbody tr").all_text_contents()[0].startswith(done)
+    assert page.locator("table.runs tbody tr").count() == 1
+    page.select_option('select[name="status"]', "")
+    page.get_by_role("button", name="Filter").click()
+    page.wait_for_url(re.compile(r"status=$"))
+    assert page.locator("table.runs tbody tr").count() == 2
+    # every status carries its word and symbol, not only its colour
+    badges = page.locator("td .badge").all_text_contents()
+    assert sorted({b.split()[-1] for b in badges}) == ["running", "succeeded"]
+    assert all(b.split()[0] in ("✓", "▶") for b in badges)
+    # the run's buttons are reachable with the keyboard
+    page.goto(f"{base}/runs/{done}")
+    page.locator("#token").focus()
+    focused = []
+    for _ in range(3):
+        page.keyboard.press("Tab")
+        focused.append(page.evaluate("document.activeElement.textContent.trim()"))
+    assert focused[:2] == ["Retry run", "Cancel run"]
+    assert page.errors == []

@@ -1,0 +1,47 @@
+"""The dashboard's pages over real HTTP (no browser): reads follow the API's rule, assets are
+served from the package, bad queries are refused in one line, and values are escaped."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from ui_support import TOKEN, Api, serve
+
+from flows.ui.auth import Auth
+from scheduler.client import Client
+from scheduler.schedules import Schedules
+from scheduler.scripts import Engine
+
+
+@pytest.fixture
+def client(engine: Engine) -> Client:
+    return Client.from_engine(engine, worker_name="pages-test")
+
+
+def test_pages_need_the_token_when_reads_are_not_open(client: Client) -> None:
+    with serve(client, Auth(TOKEN, reads_open=False)) as base:
+        api = Api(base)
+        for path in ("/", "/runs", "/flows", "/queues", "/workers", "/failures"):
+            refused = api.get(path, token=None)
+            assert refused.status == 401, path
+            assert api.get(path).status == 200, path
+
+
+def test_assets_bad_queries_and_escaping(client: Client) -> None:
+    Schedules(client).ping("svc-<u>1</u>", {"host": "h"}, time.time())
+    queue = client.queues["<b>q</b>"]
+    jid = queue.put("<i>klass</i>", {"note": "<script>alert(1)</script>"})
+    with serve(client, Auth(None, reads_open=True)) as base:
+        api = Api(base, token=None)
+        script = api.get("/static/app.js")
+        assert script.status == 200 and "EventSource" in script.body
+        assert api.get("/runs?status=bogus").status == 422
+        assert api.get("/runs/no-such-run").body == {"detail": "no run 'no-such-run'"}
+        page = api.get(f"/jobs/{jid}").body
+        assert "<script>alert(1)" not in page and "&lt;script&gt;alert(1)" in page
+        assert "<i>klass</i>" not in page and "&lt;i&gt;klass&lt;/i&gt;" in page
+        overview = api.get("/").body
+        assert "svc-&lt;u&gt;1&lt;/u&gt; " in overview and "last tick" in overview
+        queues = api.get("/queues").body
+        assert "<b>q</b>" not in queues and "&lt;b&gt;q&lt;/b&gt;" in queues
