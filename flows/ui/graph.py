@@ -1,9 +1,11 @@
 """The job graph of a run page: its steps layered by their needs, as boxes for an SVG.
 
-The needs come from the flow the scheduler service registered under the run's flow name (the
-run record keeps only the jobs, and the engine forgets a job's dependencies once they are met).
-A run of a flow that is not registered is drawn as one column in submission order, which is a
-dependency order. A ``foreach`` step is one node whatever its item count.
+The needs come from the run's own flow file when it is still there unchanged (the run record
+names the file and its content hash: `flows run` writes both), else from the flow the scheduler
+service registered under the run's flow name (the run record keeps only the jobs, and the engine
+forgets a job's dependencies once they are met). A run whose flow is neither is drawn as one
+column in submission order, which is a dependency order. A ``foreach`` step is one node
+whatever its item count.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from pathlib import Path
 
 import networkx as nx
 
+from flows.run_specs import content_hash
 from flows.validate import validate_text
 from scheduler.client import Client
 from scheduler.schedules import Schedules
@@ -47,7 +50,7 @@ class Layout:
     width: int
     height: int
     from_flow: bool
-    """Whether the needs came from the registered flow (else: one column, no edges)."""
+    """Whether the needs came from the run's flow (else: one column, no edges)."""
 
 
 @functools.lru_cache(maxsize=64)
@@ -56,6 +59,19 @@ def _needs_of(source: str, file: str) -> Mapping[str, tuple[str, ...]] | None:
     if result.flow is None:
         return None
     return {name: tuple(step.needs) for name, step in result.flow.steps.items()}
+
+
+def run_needs(client: Client, record: Mapping[str, object]) -> Mapping[str, tuple[str, ...]] | None:
+    """Each step's needs in the flow a run was made from (see the module's docstring)."""
+    file, wanted = str(record.get("file") or ""), str(record.get("hash") or "")
+    if file and wanted:
+        try:
+            text = Path(file).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            text = None
+        if text is not None and content_hash(text) == wanted:
+            return _needs_of(text, file)
+    return flow_needs(client, str(record.get("flow") or ""))
 
 
 def flow_needs(client: Client, flow: str) -> Mapping[str, tuple[str, ...]] | None:

@@ -141,7 +141,7 @@ def _counts(view: RunView) -> dict[str, dict[str, Any]]:
 @router.get("/runs/{run_id}", response_class=HTMLResponse)
 def run(request: Request, ui: Ui, run_id: str) -> HTMLResponse:
     view = api._load_run(ui.client, run_id)
-    needs = graph.flow_needs(ui.client, str(view.record.get("flow") or ""))
+    needs = graph.run_needs(ui.client, view.record)
     drawn = graph.layout([step.step for step in view.steps], needs)
     return render(request, "run.html", view=view, record=view.record, layout=drawn,
                   steps=_counts(view), graph=graph)

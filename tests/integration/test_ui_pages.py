@@ -4,11 +4,18 @@ served from the package, bad queries are refused in one line, and values are esc
 from __future__ import annotations
 
 import time
+from datetime import UTC, datetime
+from pathlib import Path
 
 import pytest
 from ui_support import TOKEN, Api, serve
 
+from flows.expand import expand
+from flows.run_specs import content_hash
+from flows.submit import submit
+from flows.ui import api, graph
 from flows.ui.auth import Auth
+from flows.validate import load_flow
 from scheduler.client import Client
 from scheduler.schedules import Schedules
 from scheduler.scripts import Engine
@@ -45,3 +52,27 @@ def test_assets_bad_queries_and_escaping(client: Client) -> None:
         assert "svc-&lt;u&gt;1&lt;/u&gt; " in overview and "last tick" in overview
         queues = api.get("/queues").body
         assert "<b>q</b>" not in queues and "&lt;b&gt;q&lt;/b&gt;" in queues
+
+
+def test_a_run_of_an_unregistered_flow_is_drawn_from_its_own_file(
+    client: Client, tmp_path: Path
+) -> None:
+    path = tmp_path / "two.yaml"
+    text = (
+        "version: 1\nname: two\nsteps:\n"
+        "  first:\n    run: 'true'\n  second:\n    run: 'true'\n    needs: [first]\n"
+    )
+    path.write_text(text)
+    flow = load_flow(path)
+    requests = expand(
+        flow, run_id="two@1", logical_time=datetime.now(UTC), params={}, flow_dir=tmp_path
+    )
+    submit(client, "two@1", flow.name, requests, params={}, file_hash=content_hash(text),
+           file=str(path))
+    record = api._load_run(client, "two@1").record
+    assert graph.run_needs(client, record) == {"first": (), "second": ("first",)}
+    with serve(client, Auth(None, reads_open=True)) as base:
+        page = Api(base, token=None).get("/runs/two@1").body
+    assert "<line" in page  # the edge first -> second
+    path.write_text(text.replace("needs: [first]", "needs: []"))  # changed since the run
+    assert graph.run_needs(client, record) is None  # not the run's flow any more
