@@ -175,3 +175,24 @@ def test_a_worker_refuses_a_cluster_whose_other_master_may_evict(cluster: Cluste
     assert result.returncode == 1
     assert "maxmemory-policy is 'allkeys-lru'" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_flows_ui_serves_a_namespace_from_any_node(cluster: Cluster) -> None:
+    from ui_support import TOKEN, Api, serve
+
+    from flows.ui.auth import Auth
+
+    [name] = namespaces_on_shards(cluster, 1, "ui")
+    owner = cluster.node_of_slot(key_slot(f"{{{name}}}:".encode()))
+    other = next(node for node in cluster.masters() if node is not owner)
+    with Client(other.url, namespace=name) as client:
+        jid = client.queues["q"].put("tasks.x", {"n": 1})
+        with serve(client, Auth(TOKEN, reads_open=True)) as base:
+            api = Api(base)
+            assert api.get(f"/api/v1/jobs/{jid}").body["data"] == {"n": 1}
+            [queue] = api.get("/api/v1/queues").body["items"]
+            assert (queue["name"], queue["waiting"]) == ("q", 1)
+            assert api.post("/api/v1/queues/q/pause").status == 200
+            assert client.queues["q"].paused()
+            metrics = api.get("/metrics").body
+            assert 'flows_jobs{queue="q",state="waiting"} 1.0' in metrics
