@@ -10,8 +10,9 @@ package (``scheduler.errors``, ``scheduler.cron``) does not load the client, red
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from scheduler.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from scheduler.client import Client, Config, FailedJobs, Jobs, Tagged, Tracked, Workers
@@ -78,13 +79,7 @@ _EXPORTS: dict[str, str] = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value  # once: later lookups do not come here
-    return value
+__getattr__ = lazy_exports(__name__, globals(), _EXPORTS)
 
 
 __all__ = [

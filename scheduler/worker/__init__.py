@@ -10,8 +10,9 @@ does not load the threaded worker or redis.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from scheduler.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from scheduler.worker.context import JobContext
@@ -39,13 +40,7 @@ _EXPORTS: dict[str, str] = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value  # once: later lookups do not come here
-    return value
+__getattr__ = lazy_exports(__name__, globals(), _EXPORTS)
 
 
 __all__ = [
