@@ -19,7 +19,7 @@ from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from flows.cli.jobs import job_dict
-from flows.runs import RunView, StepView, load_run
+from flows.runs import RunView, StepView, load_run, run_record
 from flows.steplogs import run_jobs
 from flows.triggering import UnknownFlow, server_time, trigger_run
 from flows.ui import events
@@ -134,12 +134,13 @@ def _load_run(client: Client, run_id: str) -> RunView:
 
 
 def _runs_page(client: Client, flow: str | None, offset: int, count: int) -> list[Any]:
-    """Run records with their statuses, newest first (one engine call)."""
-    return engine_errors(
+    """Run records with their statuses, newest first (one engine call), as JSON values."""
+    raw = engine_errors(
         lambda: as_list(
             json.loads(client.engine.call("runs.statuses", flow or "", offset, count))
         )
     )
+    return [run_record(record) for record in raw]
 
 
 RUN_STATUSES = "^(running|succeeded|failed|canceled|blocked|expired)$"

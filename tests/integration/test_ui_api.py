@@ -128,6 +128,10 @@ def test_a_run_started_followed_retried_and_canceled_through_the_api(
     assert started.status == 201, started.body
     run_id = started.body["id"]
     assert started.body["jobs"] == 2
+    [listed] = api.get("/api/v1/runs").body["items"]  # real JSON, never JSON inside a string
+    assert listed["id"] == run_id
+    assert listed["params"] == {"who": "ada; rm -rf /", "flag": flow["flag"]}
+    assert isinstance(listed["queues"], list) and isinstance(listed["jobs"], int)
     with working(engine, flow["queue"]):
         wait_for(lambda: run_status(api, run_id) == "failed")
         run = api.get(f"/api/v1/runs/{run_id}").body
