@@ -152,7 +152,7 @@ def _engine_calls(bench: Bench) -> str:
     bench.redis.config_resetstat()
     bench.client.engine.call("config.get")
     stats = bench.server_info("commandstats")
-    if "cmdstat_fcall" in stats:
+    if "cmdstat_fcall" in stats or "cmdstat_fcall_ro" in stats:  # a read: the read-only entry
         return f"FCALL (Functions library {library_name()})"
     return "EVALSHA (qless bundle)"
 
