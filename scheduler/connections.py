@@ -17,7 +17,7 @@ ask the server for the keys of every ``FCALL``: a second round trip each time).
 masters. A reply that proves the call did not run (MOVED, ASK, TRYAGAIN, CLUSTERDOWN, READONLY,
 LOADING, a connection that could not be opened, no master known yet) is retried until
 :data:`FAILOVER_WAIT` seconds have passed; a connection lost after the call was sent is retried
-only for the commands in :data:`REPLAYABLE`, and otherwise raised as
+only for reads and the commands in :data:`REPLAYABLE_WRITES`, and otherwise raised as
 :class:`~scheduler.errors.OutcomeUnknown`. Writes may wait for a replica (:class:`Durability`).
 """
 
@@ -58,42 +58,21 @@ SCHEMES = (*CLUSTER_SCHEMES, *SENTINEL_SCHEMES)
 FAILOVER_WAIT = 30.0
 _BACKOFF = (0.05, 0.1, 0.2, 0.4, 0.8, 1.0)
 
-# Engine commands whose replay changes nothing a caller relies on: reads, and renewals of a
-# lock or a service's liveness. Anything else lost mid-call is OutcomeUnknown, never resent.
-REPLAYABLE = frozenset(
+# Engine commands that write, yet whose replay changes nothing a caller relies on: renewals of a
+# lock or a service's liveness, and reads that prune or reclaim on the way. With the commands
+# that only read (lua/include/reads.lua, :func:`scheduler.scripts.read_commands`) they are the
+# calls resent after a connection was lost mid-call; anything else is OutcomeUnknown.
+REPLAYABLE_WRITES = frozenset(
     {
-        "config.get",
-        "doctor.index",
-        "doctor.jobs",
-        "doctor.names",
-        "failed",
-        "failed.dropped",
-        "get",
         "heartbeat",
-        "jobs",
-        "length",
-        "multiget",
         "peek",
-        "queue.counts",
-        "queue.stats",
-        "queues",
-        "recur.get",
-        "run.get",
-        "runs",
         "schedule.due",
-        "schedule.get",
-        "schedule.list",
         "scheduler.ping",
-        "schedulers",
-        "stats",
-        "throttle.get",
         "worker.info",
         "worker.list",
         "workers",
     }
 )
-
-# Commands that write nothing: never followed by WAIT.
 
 
 # -- connecting ------------------------------------------------------------------------------
@@ -396,9 +375,7 @@ class Failover:
         # has already read the slot map from a live node when it was made.
         self.contacted = route.cluster is not None
 
-    def run(self, command: str, attempt: Callable[[], T], *, replayable: bool | None = None) -> T:
-        if replayable is None:
-            replayable = command in REPLAYABLE
+    def run(self, command: str, attempt: Callable[[], T], *, replayable: bool) -> T:
         deadline = time.monotonic() + self.wait
         tries = 0
         while True:
@@ -425,7 +402,7 @@ class Failover:
 __all__ = [
     "CLUSTER_SCHEMES",
     "FAILOVER_WAIT",
-    "REPLAYABLE",
+    "REPLAYABLE_WRITES",
     "SCHEMES",
     "SENTINEL_SCHEMES",
     "Durability",

@@ -34,7 +34,7 @@ import redis
 from scheduler import faults
 from scheduler.connections import (
     FAILOVER_WAIT,
-    REPLAYABLE,
+    REPLAYABLE_WRITES,
     Durability,
     Failover,
     Route,
@@ -195,6 +195,7 @@ class Engine:
         self._sha: str | None = None
         self._loaded = False
         self._reads = read_commands()
+        self._replayable = self._reads | REPLAYABLE_WRITES
         self.route = Route(client, prefix)
         self.failover = Failover(self.route, failover_wait) if needs_failover(client) else None
         self.durability = durability
@@ -294,7 +295,11 @@ class Engine:
         argv = self._args(command, args, now)
         if self.failover is None:
             return self._call_once(command, argv)
-        return self.failover.run(command, lambda: self._call_once(command, argv))
+        return self.failover.run(
+            command,
+            lambda: self._call_once(command, argv),
+            replayable=command in self._replayable,
+        )
 
     def _call_once(self, command: str, argv: list[Any]) -> Any:
         try:
@@ -378,7 +383,7 @@ class EnginePipeline:
         if failover is None:
             return self._run(calls)
         label = calls[0][0] if len({c for c, _ in calls}) == 1 else "pipeline"
-        replayable = all(command in REPLAYABLE for command, _ in calls)
+        replayable = all(command in self.engine._replayable for command, _ in calls)
         results = failover.run(label, lambda: self._run(calls), replayable=replayable)
         deadline = time.monotonic() + failover.wait
         pause = 0.05
