@@ -21,11 +21,7 @@ local MAX_AWAIT_SECONDS = 3600
 api['await'] = function(args)
   local cmd = 'Await'
   local worker = Arg.id(cmd, 'worker', args[1])
-  local seconds = Arg.number(cmd, 'seconds', args[2], 0)
-  if seconds <= 0 or seconds > MAX_AWAIT_SECONDS then
-    Arg.fail(cmd, 'Arg "seconds" must be more than 0 and at most ' .. MAX_AWAIT_SECONDS .. ': ' ..
-      tostring(args[2]))
-  end
+  local seconds = Arg.seconds(cmd, 'seconds', args[2], MAX_AWAIT_SECONDS)
   local count = Arg.integer(cmd, 'count', args[3], 1, Engine.MAX_COUNT)
   local queues = {}
   for i = 4, #args do table.insert(queues, Arg.id(cmd, 'queue', args[i])) end

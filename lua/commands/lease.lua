@@ -18,11 +18,7 @@ local MAX_LEASE_SECONDS = 3600
 api['worker.lease'] = function(args)
   local cmd = 'WorkerLease'
   local worker = Arg.id(cmd, 'worker', args[1])
-  local seconds = Arg.number(cmd, 'seconds', args[2], 0)
-  if seconds <= 0 or seconds > MAX_LEASE_SECONDS then
-    Arg.fail(cmd, 'Arg "seconds" must be more than 0 and at most ' .. MAX_LEASE_SECONDS .. ': ' ..
-      tostring(args[2]))
-  end
+  local seconds = Arg.seconds(cmd, 'seconds', args[2], MAX_LEASE_SECONDS)
   if args[3] ~= nil then Arg.fail(cmd, 'too many arguments') end
   local reaped, reclaimed, failed = Lease.reap()
   local held = Lease.renew(worker, seconds)

@@ -99,6 +99,15 @@ function Arg.number(cmd, name, value, min)
   return n
 end
 
+-- A length of time in seconds: more than 0 and at most `max`.
+function Arg.seconds(cmd, name, value, max)
+  local n = Arg.number(cmd, name, value, 0)
+  if n <= 0 or n > max then
+    fail(cmd, 'Arg "' .. name .. '" must be more than 0 and at most ' .. max .. ': ' .. tostring(value))
+  end
+  return n
+end
+
 function Arg.integer(cmd, name, value, min, max)
   local n = Arg.number(cmd, name, value, min)
   if math.floor(n) ~= n then
