@@ -7,28 +7,11 @@ from __future__ import annotations
 import json
 import time
 
-import pytest
 import redis
-from click.testing import CliRunner, Result
+from cli_support import flows
 
-from flows.cli import main
 from flows.cli.jobs import JOB_STATES
 from scheduler.client import Client
-from scheduler.server import EmbeddedServer
-
-
-@pytest.fixture
-def url(server: EmbeddedServer, redis_client: redis.Redis) -> str:
-    return server.url
-
-
-@pytest.fixture
-def client(url: str) -> Client:
-    return Client(url, worker_name="cli-test")
-
-
-def flows(*args: str) -> Result:
-    return CliRunner().invoke(main, list(args), catch_exceptions=False)
 
 
 def test_doctor_exits_0_on_a_clean_namespace(url: str, client: Client) -> None:

@@ -5,27 +5,11 @@ from __future__ import annotations
 
 import json
 
-import pytest
-import redis
-from click.testing import CliRunner, Result
+from cli_support import flows
+from click.testing import CliRunner
 
 from flows.cli import main
 from scheduler.client import Client
-from scheduler.server import EmbeddedServer
-
-
-@pytest.fixture
-def url(server: EmbeddedServer, redis_client: redis.Redis) -> str:
-    return server.url
-
-
-@pytest.fixture
-def client(url: str) -> Client:
-    return Client(url, worker_name="cli-test")
-
-
-def flows(*args: str) -> Result:
-    return CliRunner().invoke(main, list(args), catch_exceptions=False)
 
 
 def test_bury_list_and_kick(url: str, client: Client) -> None:
