@@ -266,6 +266,45 @@ class Job:
         self._load(raw)
         return self
 
+    def as_json(self) -> dict[str, Any]:
+        """The job as `flows job --json` and the REST API show it: its fields, and the put
+        options it was put with (:meth:`put_options`)."""
+        return {
+            "jid": self.jid,
+            "klass": self.klass,
+            "state": self.state,
+            "queue": self.queue,
+            "worker": self.worker,
+            "priority": self.priority,
+            "retries": self.retries,
+            "remaining": self.remaining,
+            "data": self.data,
+            "tags": self.tags,
+            "result": self.result,
+            "failure": self.failure,
+            "history": self.history,
+            "dependencies": self.dependencies,
+            "dependents": self.dependents,
+            "created": self.created,
+            "updated": self.updated,
+            "expires": self.expires,
+            "tracked": self.tracked,
+            **self.put_options(),
+        }
+
+    def put_options(self) -> dict[str, Any]:
+        """The extensions the job was put with (:meth:`scheduler.queue.Queue.put`), those set."""
+        fields = {
+            "ttl": self.time_to_live,
+            "deadline": self.deadline,
+            "ttr": self.ttr,
+            "concurrency_key": self.concurrency_key,
+            "concurrency_limit": self.concurrency_limit,
+            "throttle": self.throttle,
+            "parked": self.parked,
+        }
+        return {name: value for name, value in fields.items() if value is not None}
+
     @property
     def ran_by(self) -> RanBy | None:
         """Who ran the job last (its latest pop), from its history; None if it never ran.

@@ -197,7 +197,7 @@ def jobs(
     with user_errors():
         found = _listed(client, state, queue, limit)
     if as_json:
-        print_json([job_dict(j) for j in found])
+        print_json([j.as_json() for j in found])
         return
     rows = [[j.jid, j.state, j.queue, j.klass, j.worker, j.priority, ago(j.updated)] for j in found]
     table(
@@ -221,46 +221,6 @@ def _recurring(client: Client, queue: str | None, limit: int, as_json: bool) -> 
         return
     rows = [[r.jid, r.queue, r.klass, f"{r.interval:g}s", r.count, r.priority] for r in found]
     table("Jobs (recurring)", ("jid", "queue", "klass", "every", "spawned", "priority"), rows)
-
-
-def job_dict(j: Job) -> dict[str, Any]:
-    """A job as `flows job --json` and the REST API show it."""
-    return {
-        "jid": j.jid,
-        "klass": j.klass,
-        "state": j.state,
-        "queue": j.queue,
-        "worker": j.worker,
-        "priority": j.priority,
-        "retries": j.retries,
-        "remaining": j.remaining,
-        "data": j.data,
-        "tags": j.tags,
-        "result": j.result,
-        "failure": j.failure,
-        "history": j.history,
-        "dependencies": j.dependencies,
-        "dependents": j.dependents,
-        "created": j.created,
-        "updated": j.updated,
-        "expires": j.expires,
-        "tracked": j.tracked,
-        **_extensions(j),
-    }
-
-
-def _extensions(j: Job) -> dict[str, Any]:
-    """The put extensions a job was put with (scheduler.queue.Queue.put), those that are set."""
-    fields = {
-        "ttl": j.time_to_live,
-        "deadline": j.deadline,
-        "ttr": j.ttr,
-        "concurrency_key": j.concurrency_key,
-        "concurrency_limit": j.concurrency_limit,
-        "throttle": j.throttle,
-        "parked": j.parked,
-    }
-    return {name: value for name, value in fields.items() if value is not None}
 
 
 def _ran_by(client: Client, j: Job) -> RanBy | None:
@@ -300,7 +260,7 @@ def job(jid: str, as_json: bool, redis_url: str | None, namespace: str | None) -
         found = client.jobs[jid]
         ran = _ran_by(client, found)
     if as_json:
-        print_json({**job_dict(found), "ran_by": None if ran is None else ran._asdict()})
+        print_json({**found.as_json(), "ran_by": None if ran is None else ran._asdict()})
         return
     rows: list[list[Any]] = [
         ["state", found.state],
@@ -319,7 +279,7 @@ def job(jid: str, as_json: bool, redis_url: str | None, namespace: str | None) -
         ["dependents", ", ".join(found.dependents)],
     ]
     labels = {"ttl": "ttl (s)", "deadline": "expires unless started", "ttr": "ttr (s)"}
-    for name, value in _extensions(found).items():
+    for name, value in found.put_options().items():
         rows.append(
             [labels.get(name, name.replace("_", " ")), when(value) if name == "deadline" else value]
         )
@@ -374,7 +334,7 @@ def failed(
             {
                 "total": listing.total,
                 "dropped": listing.dropped,
-                "jobs": [job_dict(j) for j in listing.jobs],
+                "jobs": [j.as_json() for j in listing.jobs],
             }
         )
         return

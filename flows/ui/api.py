@@ -18,7 +18,6 @@ from fastapi import APIRouter, Depends, HTTPException, Query
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
-from flows.cli.jobs import job_dict
 from flows.runs import RunView, StepView, load_run, run_record
 from flows.steplogs import run_jobs
 from flows.triggering import UnknownFlow, server_time, trigger_run
@@ -238,7 +237,7 @@ def _job(client: Client, jid: str) -> Job:
 @router.get("/jobs/{jid}", dependencies=reads, tags=["jobs"])
 def get_job(ui: Ui, jid: str) -> dict[str, Any]:
     """One job: state, data, result, failure, history."""
-    return job_dict(_job(ui.client, jid))
+    return _job(ui.client, jid).as_json()
 
 
 @router.post("/jobs/{jid}/retry", dependencies=writes, tags=["jobs"])
@@ -405,7 +404,7 @@ def list_failure_groups(ui: Ui, offset: Offset = 0, limit: Limit = 100) -> dict[
 def list_failures(ui: Ui, group: str, offset: Offset = 0, limit: Limit = 25) -> dict[str, Any]:
     """A page of a group's failed jobs, newest first."""
     listing = engine_errors(lambda: ui.client.failed(group, offset, limit))
-    items = [job_dict(j) for j in listing.jobs]
+    items = [j.as_json() for j in listing.jobs]
     return {**page(items, offset, limit, more=listing.total > offset + len(items)),
             "total": listing.total, "dropped": listing.dropped}
 

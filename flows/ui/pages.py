@@ -20,7 +20,6 @@ from fastapi import APIRouter, Depends, HTTPException, Query, Request
 from fastapi.responses import HTMLResponse, JSONResponse
 from fastapi.templating import Jinja2Templates
 
-from flows.cli.jobs import job_dict
 from flows.runs import RunView
 from flows.ui import api, graph
 from flows.ui.state import reader
@@ -166,7 +165,7 @@ def step_panel(
         raise HTTPException(404, f"run {run_id!r} has no step {step!r}")
     items = found.items[offset : offset + ITEMS_PAGE]
     single = found.items[0] if len(found.items) == 1 else None
-    job = job_dict(single.job) if single is not None and single.job is not None else None
+    job = single.job.as_json() if single is not None and single.job is not None else None
     return render(request, "step.html", run_id=run_id, step=found, items=items, offset=offset,
                   page=ITEMS_PAGE, single=single, job=job)
 
