@@ -7,17 +7,21 @@ environment plus ``env``, ``FLOWS_JID``, ``FLOWS_SANDBOX`` and ``FLOWS_OUTPUT``:
 step may write ``key=value`` lines, which become its outputs (the job's result;
 :func:`flows.outputs.parse_output_file` reads them). Exit code 0
 completes the job; any other code N fails it in group ``exit-code-N`` (after its retries), with
-the tail of the output as the message. Every line the command writes to stdout or stderr goes to
-the job's step log as it comes (``flows logs``).
+the tail of the output as the message: the last lines of stderr and stdout in the order they were
+read, stderr's kept first (two pipes read by two threads have no order between them, and a slow
+stdout reader must not push the error out of the message). Every line the command writes to
+stdout or stderr goes to the job's step log as it comes (``flows logs``).
 """
 
 from __future__ import annotations
 
+import itertools
 import os
 import signal
 import subprocess
 import threading
 from collections import deque
+from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
@@ -48,13 +52,28 @@ def _kill_group(process: subprocess.Popen[bytes]) -> None:
         pass
 
 
-def _read_lines(pipe: IO[bytes], stream: str, job: JobContext, tail: deque[str]) -> None:
-    """Read ``pipe`` to its end, each line into the job's step log and the tail."""
+Tail = deque[tuple[int, str]]
+"""One stream's last lines, each with its place in the order both streams were read."""
+
+
+def _read_lines(
+    pipe: IO[bytes], stream: str, job: JobContext, tail: Tail, order: Iterator[int]
+) -> None:
+    """Read ``pipe`` to its end, each line into the job's step log and the stream's tail."""
     with pipe:  # closed even when the job is stopped (no leaked pipe)
         for raw in pipe:
             line = raw.decode(errors="replace").rstrip("\n")
-            tail.append(line)
+            tail.append((next(order), line))
             job.log_line(line, stream)
+
+
+def output_tail(stdout: Tail, stderr: Tail, limit: int = OUTPUT_TAIL_LINES) -> str:
+    """The last ``limit`` lines of both streams in read order, every stderr line that fits
+    kept before stdout's fill the rest."""
+    errors = list(stderr)[-limit:]
+    room = limit - len(errors)
+    kept = errors + (list(stdout)[-room:] if room else [])
+    return "\n".join(line for _, line in sorted(kept))
 
 
 def shell(job: JobContext) -> dict[str, Any]:
@@ -80,15 +99,17 @@ def shell(job: JobContext) -> dict[str, Any]:
         start_new_session=True,
     )
     job.on_stop(lambda: _kill_group(process))
-    tail: deque[str] = deque(maxlen=OUTPUT_TAIL_LINES)  # both streams, as they came
+    order = itertools.count()  # next() is atomic under the GIL: one sequence for both readers
+    out_tail: Tail = deque(maxlen=OUTPUT_TAIL_LINES)
+    err_tail: Tail = deque(maxlen=OUTPUT_TAIL_LINES)
     assert process.stdout is not None and process.stderr is not None
     errors = threading.Thread(
-        target=_read_lines, args=(process.stderr, "stderr", job, tail), daemon=True
+        target=_read_lines, args=(process.stderr, "stderr", job, err_tail, order), daemon=True
     )
     errors.start()
-    _read_lines(process.stdout, "stdout", job, tail)
+    _read_lines(process.stdout, "stdout", job, out_tail, order)
     errors.join()
     code = process.wait()
     if code != 0:  # when the worker stopped the job, it reports lost or timeout instead
-        raise ShellError(code, "\n".join(tail))
+        raise ShellError(code, output_tail(out_tail, err_tail))
     return parse_output_file(output_file.read_text())

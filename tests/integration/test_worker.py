@@ -22,7 +22,7 @@ import sys
 import threading
 import time
 import uuid
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -32,6 +32,7 @@ import pytest
 import redis
 import worker_tasks
 
+from flows.tasks import OUTPUT_TAIL_LINES, output_tail
 from scheduler import doctor
 from scheduler.client import Client
 from scheduler.errors import LockLost
@@ -668,9 +669,20 @@ def test_a_shell_exit_code_fails_the_job_with_the_output_tail(
     assert job.failure["group"] == "exit-code-3"
     message = job.failure["message"]
     assert "command exited with code 3" in message
-    # The last 60 lines of stdout and stderr together: line-42 ... line-100, oops.
-    assert message.endswith("\n".join([*(f"line-{n}" for n in range(42, 101)), "oops"]) + "\n")
-    assert "line-41\n" not in message
+    # The last 60 lines: stderr's one line, and stdout's last 59 in their order. Which of
+    # the two pipes was read first is up to the threads reading them.
+    lines = message.split("command exited with code 3\n", 1)[1].splitlines()
+    assert sorted(lines) == sorted(["oops", *(f"line-{n}" for n in range(42, 101))])
+    assert [line for line in lines if line != "oops"] == [f"line-{n}" for n in range(42, 101)]
+
+
+def test_the_output_tail_keeps_stderr_when_stdout_was_read_after_it() -> None:
+    stdout = deque(((n, f"out-{n}") for n in range(1, 101)), maxlen=OUTPUT_TAIL_LINES)
+    stderr = deque([(0, "error: disk full")], maxlen=OUTPUT_TAIL_LINES)
+    tail = output_tail(stdout, stderr).splitlines()
+    assert tail[0] == "error: disk full"  # read first, kept although 100 lines came after it
+    assert tail[1:] == [f"out-{n}" for n in range(42, 101)]
+    assert len(tail) == OUTPUT_TAIL_LINES
 
 
 def test_shell_outputs_become_the_result(client: Client, engine: Engine) -> None:
