@@ -42,7 +42,7 @@ from benchmarks.failover import KLASS, drain_through_failover
 from benchmarks.processes import stop_all
 from benchmarks.topology import Cluster
 from scheduler import Client
-from scheduler.queue import NewJob
+from scheduler.engine.queue import NewJob
 
 QUEUE = "bench"
 THREADS = 4

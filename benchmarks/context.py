@@ -15,8 +15,8 @@ from typing import Any
 
 from redis import Redis
 
-from scheduler.client import Client
-from scheduler.server import EmbeddedServer, connect
+from scheduler.embedded import EmbeddedServer, connect
+from scheduler.engine.client import Client
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 APPENDFSYNC = "everysec"

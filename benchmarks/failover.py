@@ -33,9 +33,9 @@ import redis
 
 from benchmarks.processes import stop_all
 from scheduler import Client
-from scheduler.doctor import deep_check
-from scheduler.errors import ClusterError, OutcomeUnknown
-from scheduler.queue import NewJob
+from scheduler.engine.doctor import deep_check
+from scheduler.engine.errors import ClusterError, OutcomeUnknown
+from scheduler.engine.queue import NewJob
 
 DRAIN = "drain"
 LEDGER = "ledger"
@@ -102,8 +102,12 @@ def _put_drain(client: Client, jobs: int) -> list[str]:
 def _flows(*args: str, log: Path) -> subprocess.Popen[bytes]:
     with log.open("ab") as out:  # the child keeps its own copy of the descriptor
         return subprocess.Popen(
-            [sys.executable, "-c", "import sys; from flows.cli import main; sys.exit(main())",
-             *args],
+            [
+                sys.executable,
+                "-c",
+                "import sys; from flows.cli import main; sys.exit(main())",
+                *args,
+            ],
             stdout=out,
             stderr=out,
             start_new_session=True,

@@ -14,7 +14,7 @@ from flows.submit import submit
 
 FLOW_QUEUE = "bench-flow"
 PREPARE = "flows.worker_hook:prepare"
-SERVICE_MODULE = "scheduler.service"
+SERVICE_MODULE = "scheduler.service.loop"
 NO_SERVICE = "n/a (no service yet)"
 
 
@@ -96,7 +96,7 @@ def flow_figures(bench: Bench) -> list[Figure]:
 def cron_figures(bench: Bench) -> list[Figure]:
     """``sizes.schedules`` cron schedules due in the same minute: one service fires them all.
 
-    Needs the scheduler service (``scheduler/service.py``); without it the figure is
+    Needs the scheduler service (``scheduler/service/loop.py``); without it the figure is
     'n/a (no service yet)'. See :func:`fire_due_schedules` for what is measured.
     """
     count = bench.sizes.schedules
@@ -142,7 +142,7 @@ def fire_due_schedules(bench: Bench, count: int) -> dict[str, Any]:
     service explicitly, as its tests do, so nothing waits for the wall clock.
     """
     service_module = importlib.import_module(SERVICE_MODULE)
-    source_module = importlib.import_module("flows.scheduling")
+    source_module = importlib.import_module("flows.service_source")
     bench.fresh()
     seconds, _ = bench.redis.time()
     due = (int(seconds) // 60 + 3) * 60

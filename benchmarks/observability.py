@@ -18,7 +18,7 @@ from benchmarks.figures import Figure, Target, compared
 from benchmarks.measure import Sample, completed, measured
 from benchmarks.processes import worker_pool
 from flows.ui import metrics
-from scheduler.queue import NewJob
+from scheduler.engine.queue import NewJob
 
 QUEUE = "bench-logs"
 FLOOD_LINES = 100_000

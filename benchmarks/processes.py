@@ -126,6 +126,7 @@ def worker_pool(
             command, cwd=REPO_ROOT, env=bench.child_env(), stderr=log, stdout=log
         )
     try:
+
         def waiting() -> bool:
             if pool.poll() is not None:
                 raise RuntimeError(f"the worker pool exited ({pool.returncode}); see workers.log")

@@ -41,9 +41,9 @@ from benchmarks.observability import log_figures
 from benchmarks.processes import spinner_policy, spinners
 from benchmarks.server_cost import lifecycle_figures, memory_figures
 from benchmarks.throughput import bulk_figures, drain_figures, put_figures
-from scheduler.client import Client
-from scheduler.scripts import library_name
-from scheduler.server import connect
+from scheduler.embedded import connect
+from scheduler.engine.client import Client
+from scheduler.engine.scripts import library_name
 
 Group = Callable[[Bench], list[Figure]]
 GROUPS: dict[str, Group] = {

@@ -28,10 +28,10 @@ from pathlib import Path
 
 import redis
 
-from flows.scheduling import FlowsSource
-from scheduler.client import Client
-from scheduler.server import EmbeddedServer, connect
-from scheduler.service import SchedulerService
+from flows.service_source import FlowsSource
+from scheduler.embedded import EmbeddedServer, connect
+from scheduler.engine.client import Client
+from scheduler.service.loop import SchedulerService
 
 TICK = datetime(2026, 1, 5, 12, 0, tzinfo=UTC).timestamp()
 

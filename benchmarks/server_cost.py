@@ -17,9 +17,9 @@ from benchmarks.context import Bench
 from benchmarks.figures import Figure, Target, median
 from benchmarks.measure import Sample, measured
 from benchmarks.throughput import KLASS, put_pipelined
-from scheduler.client import Client
-from scheduler.job import Job
-from scheduler.scripts import Engine
+from scheduler.engine.client import Client
+from scheduler.engine.job import Job
+from scheduler.engine.scripts import Engine
 
 LIFECYCLE_QUEUE = "bench-lifecycle"
 MEMORY_QUEUE = "bench-memory"
@@ -39,9 +39,7 @@ def script_usec(sample: Sample) -> tuple[str, float]:
     raise RuntimeError("no engine calls in commandstats")
 
 
-def lifecycle(
-    bench: Bench, client: Client, *, lean: bool = True, batch: int = 1
-) -> dict[str, Any]:
+def lifecycle(bench: Bench, client: Client, *, lean: bool = True, batch: int = 1) -> dict[str, Any]:
     """Put ``sizes.lifecycle`` jobs one call at a time, then pop them, then complete them.
 
     ``lean``: as our worker does it (``pop.lean``, and complete without sending the data back);

@@ -13,8 +13,8 @@ from benchmarks.figures import Figure, Target, compared
 from benchmarks.measure import Sample, completed, measured
 from benchmarks.processes import cpu_seconds, worker_pool
 from flows.submit import submit
-from scheduler.job import dumps
-from scheduler.queue import NewJob
+from scheduler.engine.job import dumps
+from scheduler.engine.queue import NewJob
 
 PUT_QUEUE = "bench-put"
 DRAIN_QUEUE = "bench-drain"

@@ -19,7 +19,7 @@ from typing import Any, cast
 
 import redis
 
-from scheduler.server import find_server_binary
+from scheduler.embedded import find_server_binary
 
 HOST = "127.0.0.1"
 

@@ -46,7 +46,7 @@ from flows.outputs import CONDITION_KEY, META_KEY, SHELL_KLASS, Upstream, meta_j
 from flows.params import bind_params
 from flows.shell_command import shell_command
 from flows.templates import KEEP, MATRIX, PARAMS, RUN, STEPS, Reference, render, select, to_text
-from scheduler.errors import FlowsError
+from scheduler.engine.errors import FlowsError
 
 MAX_JOBS_PER_RUN: Final = 100_000
 _HERE: Final = PurePath(".")

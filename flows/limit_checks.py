@@ -1,6 +1,6 @@
 """Validation findings for flows that would exceed the engine's size limits.
 
-The limits themselves live in :mod:`scheduler.limits` (the same numbers the engine enforces).
+The limits themselves live in :mod:`scheduler.engine.limits` (the same numbers the engine enforces).
 What a file says statically is checked here, at ``flows validate`` time: the tags a job would
 carry and the size of a Python step's literal ``with`` data. What only expansion knows (the
 rendered data of each job, the number of jobs, the size of the whole submission) is checked by
@@ -14,7 +14,7 @@ from typing import Final
 
 from flows.findings import FindingSink
 from flows.model import Action, Flow, job_tags
-from scheduler import limits
+from scheduler.engine import limits
 
 # As json.dumps(..., separators=(",", ":"), default=str), made once: this runs for every step.
 _COMPACT_JSON = json.JSONEncoder(separators=(",", ":"), default=str)

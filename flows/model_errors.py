@@ -18,10 +18,10 @@ from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
 from flows.findings import DataPath, FindingSink, closest, describe, did_you_mean, path_text
-from flows.loader import Trap
 from flows.model import ID_PATTERN, Flow
 from flows.template_checks import template_place_problem
 from flows.templates import OPEN
+from flows.yaml_reader import Trap
 
 _EXPECTED = {
     "string_type": "a string",

@@ -16,7 +16,7 @@ from typing import Any
 from flows.findings import describe, did_you_mean
 from flows.model import Param
 from flows.templates import OPEN, strings
-from scheduler.errors import FlowsError
+from scheduler.engine.errors import FlowsError
 
 _TRUE = frozenset({"true", "yes", "on", "1"})
 _FALSE = frozenset({"false", "no", "off", "0"})

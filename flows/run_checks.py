@@ -19,7 +19,7 @@ from flows.findings import DataPath, FindingSink
 from flows.model import Flow
 from flows.params import ParamError
 from flows.run_specs import check_limits, job_spec, manual_run_id
-from scheduler.errors import EngineError, shorten
+from scheduler.engine.errors import EngineError, shorten
 
 _EXPANSION_PLACE = re.compile(r"^steps\.([A-Za-z0-9_-]+)\.foreach\.items:")
 _JOB = re.compile(r"^job \S+?:([A-Za-z0-9_-]+)(?:\[\d+\])?: ")
@@ -50,7 +50,7 @@ def check_run(flow: Flow, flow_dir: Path, sink: FindingSink, now: float) -> None
         job = _JOB.match(str(error))
         name = job.group(1) if job else ""
         kind = "hook" if name in type(flow.hooks).model_fields else "step"
-        said = f"{kind} '{name}': {str(error)[job.end():]}" if job else str(error)
+        said = f"{kind} '{name}': {str(error)[job.end() :]}" if job else str(error)
         sink.error(
             (f"{kind}s", name, "with") if job else (),
             "run-limits",

@@ -15,9 +15,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from flows.expand import PutRequest
-from scheduler import limits
-from scheduler.errors import EngineError
-from scheduler.schedule_records import run_id_for
+from scheduler.engine import limits
+from scheduler.engine.errors import EngineError
+from scheduler.service.records import run_id_for
 
 # As json.dumps(..., separators=(",", ":")), made once: a run encodes every job's data (and
 # then the list of its jobs).
@@ -26,7 +26,8 @@ _COMPACT_JSON = json.JSONEncoder(separators=(",", ":"))
 
 def manual_run_id(flow: str, now: float | None = None) -> str:
     """``<flow>@<UTC time>-<random>``: the one run id format (a tick's run is
-    ``<flow>@<UTC fire time>``, :func:`scheduler.schedules.run_id_for`), made unique for a run
+    ``<flow>@<UTC fire time>``, :func:`scheduler.service.schedules.run_id_for`), made unique for a
+    run
     that no tick stands for."""
     return f"{run_id_for(flow, time.time() if now is None else now)}-{secrets.token_hex(3)}"
 
@@ -68,7 +69,7 @@ def job_spec(request: PutRequest) -> dict[str, Any]:
 
 def check_limits(run_id: str, specs: Sequence[dict[str, Any]]) -> str:
     """The jobs as JSON text, once every job and the whole run are within the engine's limits
-    (:mod:`scheduler.limits`); raises the engine's error class naming the job otherwise."""
+    (:mod:`scheduler.engine.limits`); raises the engine's error class naming the job otherwise."""
     command = "flow.submit"
     limits.check_id(command, "run_id", run_id)
     for spec in specs:

@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from flows.outputs import FlowsMeta, was_skipped
-from scheduler.client import Client
-from scheduler.job import Job
+from scheduler.engine.client import Client
+from scheduler.engine.job import Job
 
 BATCH = 500
 FINAL_STATES = frozenset({"complete", "failed", "expired"})

@@ -1,7 +1,7 @@
 """The step logs of a run: which jobs a run's steps are, and their lines as they come.
 
 A run's jobs are ``<run id>:<step>`` and ``<run id>:<step>[<i>]``; the part after the run id is a
-job's *label* here. Lines are read with :mod:`scheduler.joblogs`.
+job's *label* here. Lines are read with :mod:`scheduler.engine.joblogs`.
 """
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from scheduler import joblogs
-from scheduler.client import Client
-from scheduler.errors import JobNotFound
-from scheduler.joblogs import ENDED, LogLine
+from scheduler.engine import joblogs
+from scheduler.engine.client import Client
+from scheduler.engine.errors import JobNotFound
+from scheduler.engine.joblogs import ENDED, LogLine
 
 
 class NoSuchRun(LookupError):

@@ -15,10 +15,9 @@ from typing import Any, Literal
 
 from flows.expand import PutRequest
 from flows.run_specs import check_limits, job_spec
-from scheduler.client import Client
+from scheduler.engine.client import Client
 
 Trigger = Literal["manual", "schedule", "catch-up", "retry"]
-
 
 
 @dataclass(frozen=True)

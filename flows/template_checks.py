@@ -19,7 +19,6 @@ import networkx as nx
 from flows import conditions
 from flows.dag import step_graph
 from flows.findings import DataPath, FindingSink, did_you_mean, names_hint, path_text
-from flows.loader import Trap
 from flows.model import MAX_FOREACH_ITEMS, Action, Param, Step, matrix_id_text
 from flows.params import type_problem
 from flows.templates import (
@@ -37,6 +36,7 @@ from flows.templates import (
     strings,
     whole_reference,
 )
+from flows.yaml_reader import Trap
 
 _ROOTS = (PARAMS, RUN, STEPS, MATRIX)
 _ACTION_FIELDS = ("run", "with", "env", "cwd")

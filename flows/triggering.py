@@ -2,7 +2,7 @@
 ``POST /api/v1/runs`` do.
 
 The flow is the version the scheduler service registered (its schedule's text), expanded as
-every run is (:class:`flows.scheduling.FlowsSource`): params given here are bound and checked
+every run is (:class:`flows.service_source.FlowsSource`): params given here are bound and checked
 against the flow's declarations exactly as ``flows run -p`` values are (text converted to the
 declared type, unknown names and wrong types refused), the schedule's params fill the rest.
 """
@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from flows.run_specs import manual_run_id
-from flows.scheduling import FlowsSource
-from scheduler.client import Client
-from scheduler.schedules import Schedules
+from flows.service_source import FlowsSource
+from scheduler.engine.client import Client
+from scheduler.service.schedules import Schedules
 
 
 class UnknownFlow(LookupError):

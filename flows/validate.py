@@ -24,13 +24,13 @@ from flows.findings import DataPath, Finding, FindingSink, has_errors, sort_find
 from flows.gc_pause import gc_paused
 from flows.graph_checks import check_graph
 from flows.limit_checks import check_limits
-from flows.loader import LoadedYaml, Trap, load_file, load_yaml
 from flows.model import Action, Flow, Param, Schedule, Step
 from flows.model_errors import report_model_errors
 from flows.run_checks import check_run
 from flows.schedule_checks import check_schedule
 from flows.template_checks import TemplateChecker, check_template_places
-from scheduler.errors import FlowsError
+from flows.yaml_reader import LoadedYaml, Trap, load_file, load_yaml
+from scheduler.engine.errors import FlowsError
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from flows.outputs import (
     was_skipped,
 )
 from scheduler.worker import FailJob, JobContext, SkipJob
-from scheduler.worker.loader import add_paths
+from scheduler.worker.imports import add_paths
 
 
 def prepare(ctx: JobContext) -> None:

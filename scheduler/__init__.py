@@ -5,7 +5,8 @@ The public API is re-exported here::
     from scheduler import Client, EventListener, JobNotFound
 
 Names are imported on first use (:data:`_EXPORTS`), so importing one small module of the
-package (``scheduler.errors``, ``scheduler.cron``) does not load the client, redis or the worker.
+package (``scheduler.engine.errors``, ``scheduler.cron``) does not load the client, redis or the
+worker.
 """
 
 from __future__ import annotations
@@ -15,8 +16,8 @@ from typing import TYPE_CHECKING
 from scheduler.lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from scheduler.client import Client, Config, FailedJobs, Jobs, Tagged, Tracked, Workers
-    from scheduler.errors import (
+    from scheduler.engine.client import Client, Config, FailedJobs, Jobs, Tagged, Tracked, Workers
+    from scheduler.engine.errors import (
         EngineError,
         FlowsError,
         HasDependents,
@@ -28,8 +29,8 @@ if TYPE_CHECKING:
         UnknownCommand,
         WrongState,
     )
-    from scheduler.events import Event, EventListener
-    from scheduler.faults import (
+    from scheduler.engine.events import Event, EventListener
+    from scheduler.engine.faults import (
         AuthenticationFailed,
         PermissionDenied,
         ServerFault,
@@ -37,45 +38,45 @@ if TYPE_CHECKING:
         ServerReadOnly,
         ServerUnavailable,
     )
-    from scheduler.job import Job, RanBy, RecurringJob
-    from scheduler.queue import NewJob, Queue, QueueJobs, Queues
-    from scheduler.scripts import Engine, EnginePipeline
+    from scheduler.engine.job import Job, RanBy, RecurringJob
+    from scheduler.engine.queue import NewJob, Queue, QueueJobs, Queues
+    from scheduler.engine.scripts import Engine, EnginePipeline
 
 _EXPORTS: dict[str, str] = {
-    "AuthenticationFailed": "scheduler.faults",
-    "Client": "scheduler.client",
-    "Config": "scheduler.client",
-    "Engine": "scheduler.scripts",
-    "EngineError": "scheduler.errors",
-    "EnginePipeline": "scheduler.scripts",
-    "Event": "scheduler.events",
-    "EventListener": "scheduler.events",
-    "FailedJobs": "scheduler.client",
-    "FlowsError": "scheduler.errors",
-    "HasDependents": "scheduler.errors",
-    "InvalidArgument": "scheduler.errors",
-    "Job": "scheduler.job",
-    "JobNotFound": "scheduler.errors",
-    "Jobs": "scheduler.client",
-    "LockLost": "scheduler.errors",
-    "NewJob": "scheduler.queue",
-    "PermissionDenied": "scheduler.faults",
-    "Queue": "scheduler.queue",
-    "QueueJobs": "scheduler.queue",
-    "Queues": "scheduler.queue",
-    "RanBy": "scheduler.job",
-    "RecurringJob": "scheduler.job",
-    "ServerError": "scheduler.errors",
-    "ServerFault": "scheduler.faults",
-    "ServerOutOfMemory": "scheduler.faults",
-    "ServerReadOnly": "scheduler.faults",
-    "ServerUnavailable": "scheduler.faults",
-    "Tagged": "scheduler.client",
-    "TooLarge": "scheduler.errors",
-    "Tracked": "scheduler.client",
-    "UnknownCommand": "scheduler.errors",
-    "Workers": "scheduler.client",
-    "WrongState": "scheduler.errors",
+    "AuthenticationFailed": "scheduler.engine.faults",
+    "Client": "scheduler.engine.client",
+    "Config": "scheduler.engine.client",
+    "Engine": "scheduler.engine.scripts",
+    "EngineError": "scheduler.engine.errors",
+    "EnginePipeline": "scheduler.engine.scripts",
+    "Event": "scheduler.engine.events",
+    "EventListener": "scheduler.engine.events",
+    "FailedJobs": "scheduler.engine.client",
+    "FlowsError": "scheduler.engine.errors",
+    "HasDependents": "scheduler.engine.errors",
+    "InvalidArgument": "scheduler.engine.errors",
+    "Job": "scheduler.engine.job",
+    "JobNotFound": "scheduler.engine.errors",
+    "Jobs": "scheduler.engine.client",
+    "LockLost": "scheduler.engine.errors",
+    "NewJob": "scheduler.engine.queue",
+    "PermissionDenied": "scheduler.engine.faults",
+    "Queue": "scheduler.engine.queue",
+    "QueueJobs": "scheduler.engine.queue",
+    "Queues": "scheduler.engine.queue",
+    "RanBy": "scheduler.engine.job",
+    "RecurringJob": "scheduler.engine.job",
+    "ServerError": "scheduler.engine.errors",
+    "ServerFault": "scheduler.engine.faults",
+    "ServerOutOfMemory": "scheduler.engine.faults",
+    "ServerReadOnly": "scheduler.engine.faults",
+    "ServerUnavailable": "scheduler.engine.faults",
+    "Tagged": "scheduler.engine.client",
+    "TooLarge": "scheduler.engine.errors",
+    "Tracked": "scheduler.engine.client",
+    "UnknownCommand": "scheduler.engine.errors",
+    "Workers": "scheduler.engine.client",
+    "WrongState": "scheduler.engine.errors",
 }
 
 

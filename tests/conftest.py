@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 import redis
 
-from scheduler.scripts import Engine
-from scheduler.server import EmbeddedServer, connect
+from scheduler.embedded import EmbeddedServer, connect
+from scheduler.engine.scripts import Engine
 
 NAMESPACE = "{test}:"
 

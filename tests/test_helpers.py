@@ -12,7 +12,7 @@ import pytest
 import redis
 from helpers import assert_unchanged, diff, snapshot
 
-from scheduler.server import default_data_dir
+from scheduler.embedded import default_data_dir
 
 
 def test_the_session_never_uses_the_real_data_dir(isolated_environment: Path) -> None:

@@ -17,7 +17,7 @@ import uvicorn
 
 from flows.ui.app import create_app
 from flows.ui.auth import Auth
-from scheduler.client import Client
+from scheduler.engine.client import Client
 
 TOKEN = "t0ken-for-the-tests-0123456789"
 

@@ -13,7 +13,7 @@ import os
 import click
 
 from flows.cli.common import GuardedGroup
-from scheduler.faults import ENV_DEBUG
+from scheduler.engine.faults import ENV_DEBUG
 
 # Modules of flows.cli that contribute commands, in the order `flows --help` lists them.
 COMMAND_MODULES: list[str] = [

@@ -14,9 +14,9 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from scheduler import faults
-from scheduler.client import Client, namespace_prefix
-from scheduler.errors import FlowsError
+from scheduler.engine import faults
+from scheduler.engine.client import Client, namespace_prefix
+from scheduler.engine.errors import FlowsError
 
 T = TypeVar("T")
 
@@ -37,7 +37,8 @@ def user_errors() -> Iterator[None]:
 
 def guarded(invoke: Callable[[], T]) -> T:
     """The CLI's error boundary: any error but a usage error becomes one line and exit status 1
-    (:func:`scheduler.faults.one_line`); ``--debug`` or ``FLOWS_DEBUG=1`` shows the traceback."""
+    (:func:`scheduler.engine.faults.one_line`); ``--debug`` or ``FLOWS_DEBUG=1`` shows the
+    traceback."""
     try:
         return invoke()
     except (click.ClickException, click.exceptions.Exit, click.Abort):

@@ -1,4 +1,5 @@
-"""``flows doctor``: the consistency check (:mod:`scheduler.doctor`) from the command line."""
+"""``flows doctor``: the consistency check (:mod:`scheduler.engine.doctor`) from the command
+line."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import click
 
 from flows.cli.common import console, open_client, print_json, table, user_errors
 from flows.cli.options import as_json, connection
-from scheduler import doctor
+from scheduler.engine import doctor
 
 
 def register(group: click.Group) -> None:

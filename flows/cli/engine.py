@@ -17,7 +17,7 @@ import click
 
 from flows.cli.options import as_json
 from flows.cli.server import print_fields
-from scheduler import scripts
+from scheduler.engine import scripts
 
 
 def register(group: click.Group) -> None:

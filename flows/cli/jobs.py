@@ -15,8 +15,8 @@ from flows.cli.common import ago, console, open_client, print_json, table, user_
 from flows.cli.options import as_json, connection
 from flows.cli.run import work_run
 from flows.runs import load_run
-from scheduler.client import Client
-from scheduler.job import Job, RanBy, as_dict
+from scheduler.engine.client import Client
+from scheduler.engine.job import Job, RanBy, as_dict
 
 QUEUE_STATES = (
     "waiting",

@@ -12,8 +12,8 @@ from flows.cli.common import open_client, user_errors
 from flows.cli.options import connection
 from flows.runs import load_run
 from flows.steplogs import NoSuchRun, StepLine, follow, run_jobs
-from scheduler import joblogs
-from scheduler.client import Client
+from scheduler.engine import joblogs
+from scheduler.engine.client import Client
 
 # How a line's stream shows in text output (--json gives the stream by name).
 MARKS = {"stdout": "|", "stderr": "!", "log": "~", "truncated": "…"}

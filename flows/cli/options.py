@@ -29,6 +29,7 @@ namespace = click.option(
     "Default: $FLOWS_NAMESPACE, else 'ql:' (a Redis Cluster needs one).",
 )
 
+
 class FiniteFloat(click.FloatRange):
     """A float range that also refuses NaN and infinities (``click.FloatRange`` lets NaN through:
     every comparison with NaN is false)."""

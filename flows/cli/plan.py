@@ -19,7 +19,7 @@ from flows.durations import format_duration
 from flows.expand import ExpansionError, PutRequest, expand
 from flows.outputs import CONDITION_KEY, META_KEY
 from flows.params import ParamError, parse_assignments
-from scheduler.schedule_records import run_id_for
+from scheduler.service.records import run_id_for
 
 _SHOWN_DEPENDS = 4
 _PIPED_WIDTH = 400

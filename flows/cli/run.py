@@ -26,9 +26,9 @@ from flows.runs import RunView, list_runs, load_run
 from flows.submit import submit
 from flows.validate import InvalidFlow, load_flow
 from flows.worker_hook import prepare
-from scheduler.client import Client
+from scheduler.engine.client import Client
 from scheduler.worker import Worker
-from scheduler.worker.loader import import_path
+from scheduler.worker.imports import import_path
 
 STATUS_STYLE = {
     "success": "green",

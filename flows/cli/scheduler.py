@@ -19,14 +19,14 @@ import click
 from flows.cli.common import GuardedCommand, ago, open_client, print_json, table, user_errors
 from flows.cli.fanout import namespaces_of, run_per_namespace
 from flows.cli.options import FiniteFloat, as_json, connection
-from flows.scheduling import FlowsSource
+from flows.service_source import FlowsSource
 from flows.triggering import trigger_run
-from scheduler.client import Client
 from scheduler.cron import Skip
-from scheduler.doctor import ScheduledCheck
-from scheduler.schedule_records import Registration
-from scheduler.schedules import Schedules
-from scheduler.service import Fired, OnceReport, SchedulerService, check_health
+from scheduler.engine.client import Client
+from scheduler.engine.doctor import ScheduledCheck
+from scheduler.service.loop import Fired, OnceReport, SchedulerService, check_health
+from scheduler.service.records import Registration
+from scheduler.service.schedules import Schedules
 
 #: Tests only: the step at which the service stops dead (see SchedulerService).
 FAILPOINT_ENV = "FLOWS_SCHEDULER_FAILPOINT"
@@ -233,7 +233,8 @@ def scheduler_command(
         housekeeping_interval=housekeeping_interval,
         retention_interval=retention_interval,
         failpoint=os.environ.get(FAILPOINT_ENV) or None,
-        # The consistency check (scheduler.doctor): light and repairing every minute, deep hourly.
+        # The consistency check (scheduler.engine.doctor): light and repairing every minute, deep
+        # hourly.
         checks=[ScheduledCheck(deep_every=60)],
         check_interval=60.0,
     )

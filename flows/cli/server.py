@@ -16,8 +16,8 @@ from rich.console import Console
 from rich.table import Table
 
 from flows.cli.options import as_json
-from scheduler.errors import ServerError
-from scheduler.server import DEFAULT_APPENDFSYNC, FSYNC_POLICIES, EmbeddedServer
+from scheduler.embedded import DEFAULT_APPENDFSYNC, FSYNC_POLICIES, EmbeddedServer
+from scheduler.engine.errors import ServerError
 
 T = TypeVar("T")
 

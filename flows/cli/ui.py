@@ -73,7 +73,11 @@ def ui(
         client.engine.load()
     app = create_app(client, Auth.for_server(token, host, read_only_open))
     config = uvicorn.Config(
-        app, host=host, port=port, log_level=log_level.lower(), access_log=False,
+        app,
+        host=host,
+        port=port,
+        log_level=log_level.lower(),
+        access_log=False,
         server_header=False,
         timeout_graceful_shutdown=5,  # open event streams would otherwise hold the stop forever
     )

@@ -10,10 +10,10 @@ import click
 from flows.cli.common import open_client, user_errors
 from flows.cli.fanout import namespaces_of, run_per_namespace
 from flows.cli.options import FiniteFloat, connection
-from scheduler import server
-from scheduler.client import Client
+from scheduler import embedded
+from scheduler.engine.client import Client
 from scheduler.worker import Worker, WorkerPool
-from scheduler.worker.loader import import_path, load_object
+from scheduler.worker.imports import import_path, load_object
 
 
 def register(group: click.Group) -> None:
@@ -133,7 +133,7 @@ def worker(
     if not names:
         raise click.BadParameter("give at least one queue", param_hint="--queues")
     with user_errors():
-        url = server.resolve_url(redis_url)
+        url = embedded.resolve_url(redis_url)
     if metrics_port is not None:
         serve_metrics(open_client(url, namespace), names, metrics_host, metrics_port)
     with user_errors():  # an unsafe server (eviction policy) is refused with how to fix it

@@ -23,12 +23,12 @@ from flows.steplogs import run_jobs
 from flows.triggering import UnknownFlow, server_time, trigger_run
 from flows.ui import events
 from flows.ui.state import UiState, reader, state, writer
-from scheduler import joblogs
-from scheduler.client import Client
-from scheduler.errors import EngineError, JobNotFound
-from scheduler.job import Job, as_list
-from scheduler.schedule_records import Registration
-from scheduler.schedules import Schedules
+from scheduler.engine import joblogs
+from scheduler.engine.client import Client
+from scheduler.engine.errors import EngineError, JobNotFound
+from scheduler.engine.job import Job, as_list
+from scheduler.service.records import Registration
+from scheduler.service.schedules import Schedules
 
 PREFIX = "/api/v1"
 MAX_LIMIT = 500
@@ -49,8 +49,12 @@ def page(items: list[Any], offset: int, limit: int, more: bool | None = None) ->
     """A page of a listing; ``more`` when the caller knows whether items follow."""
     if more is None:
         more = len(items) == limit
-    return {"items": items, "offset": offset, "limit": limit,
-            "next": offset + len(items) if more else None}
+    return {
+        "items": items,
+        "offset": offset,
+        "limit": limit,
+        "next": offset + len(items) if more else None,
+    }
 
 
 T = TypeVar("T")
@@ -135,9 +139,7 @@ def _load_run(client: Client, run_id: str) -> RunView:
 def _runs_page(client: Client, flow: str | None, offset: int, count: int) -> list[Any]:
     """Run records with their statuses, newest first (one engine call), as JSON values."""
     raw = engine_errors(
-        lambda: as_list(
-            json.loads(client.engine.call("runs.statuses", flow or "", offset, count))
-        )
+        lambda: as_list(json.loads(client.engine.call("runs.statuses", flow or "", offset, count)))
     )
     return [run_record(record) for record in raw]
 
@@ -152,8 +154,9 @@ def list_runs(
     limit: Annotated[int, Query(ge=1, le=100)] = 25,
     flow: Annotated[str | None, Query(max_length=256)] = None,
     status: Annotated[str | None, Query(pattern=RUN_STATUSES)] = None,
-    since: Annotated[float | None, Query(ge=0, description="Submitted at or after (epoch s).")]
-    = None,
+    since: Annotated[
+        float | None, Query(ge=0, description="Submitted at or after (epoch s).")
+    ] = None,
 ) -> dict[str, Any]:
     """Runs, newest first, each with its status (as the engine sees it: running, succeeded,
     failed, canceled, blocked, expired). Filtered by status, a page looks at no more than 1,000
@@ -173,8 +176,7 @@ def list_runs(
                 items.append(record)
                 if len(items) == limit:
                     break
-    return {"items": items, "offset": offset, "limit": limit,
-            "next": position if more else None}
+    return {"items": items, "offset": offset, "limit": limit, "next": position if more else None}
 
 
 @router.get("/runs/{run_id}", dependencies=reads, tags=["runs"])
@@ -293,8 +295,12 @@ def job_logs_stream(ui: Ui, jid: str) -> StreamingResponse:
 def list_queues(ui: Ui, offset: Offset = 0, limit: Limit = 100) -> dict[str, Any]:
     """Queues with their counts (backlog, leased, waiting, running, ..., paused)."""
     names = engine_errors(
-        lambda: [str(n) for n in as_list(json.loads(
-            ui.client.engine.call("doctor.names", "queues", offset, limit)))]
+        lambda: [
+            str(n)
+            for n in as_list(
+                json.loads(ui.client.engine.call("doctor.names", "queues", offset, limit))
+            )
+        ]
     )
     counts = engine_errors(lambda: ui.client.queues.load(*names)) if names else []
     return page(counts, offset, limit)
@@ -405,8 +411,11 @@ def list_failures(ui: Ui, group: str, offset: Offset = 0, limit: Limit = 25) -> 
     """A page of a group's failed jobs, newest first."""
     listing = engine_errors(lambda: ui.client.failed(group, offset, limit))
     items = [j.as_json() for j in listing.jobs]
-    return {**page(items, offset, limit, more=listing.total > offset + len(items)),
-            "total": listing.total, "dropped": listing.dropped}
+    return {
+        **page(items, offset, limit, more=listing.total > offset + len(items)),
+        "total": listing.total,
+        "dropped": listing.dropped,
+    }
 
 
 @router.post("/failures/{group}/unfail", dependencies=writes, tags=["failures"])

@@ -18,7 +18,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from flows.ui import api, metrics, pages
 from flows.ui.auth import Auth
 from flows.ui.state import UiState
-from scheduler.client import Client
+from scheduler.engine.client import Client
 
 log = logging.getLogger("flows.ui")
 
@@ -65,8 +65,7 @@ class _TooLarge(Exception):
 
 async def _too_large(limit: int, send: Send) -> None:
     response = JSONResponse({"detail": f"the request body is larger than {limit} bytes"}, 413)
-    await send({"type": "http.response.start", "status": 413,
-                "headers": response.raw_headers})
+    await send({"type": "http.response.start", "status": 413, "headers": response.raw_headers})
     await send({"type": "http.response.body", "body": response.body})
 
 

@@ -43,8 +43,10 @@ def load_token(token_file: Path | None) -> str | None:
             return None
         where = f"${ENV_TOKEN}"
     if len(token) < MIN_TOKEN_LENGTH:
-        raise TokenError(f"{where} holds a token of {len(token)} characters: use at least "
-                         f"{MIN_TOKEN_LENGTH} (e.g. `openssl rand -hex 32`)")
+        raise TokenError(
+            f"{where} holds a token of {len(token)} characters: use at least "
+            f"{MIN_TOKEN_LENGTH} (e.g. `openssl rand -hex 32`)"
+        )
     return token
 
 
@@ -74,18 +76,20 @@ class Auth:
         scheme, _, given = header.partition(" ")
         if not header:
             raise HTTPException(
-                401, "a bearer token is needed (Authorization: Bearer <token>)",
+                401,
+                "a bearer token is needed (Authorization: Bearer <token>)",
                 headers={"WWW-Authenticate": "Bearer"},
             )
         if scheme.lower() != "bearer" or not given.strip():
             raise HTTPException(
-                401, "the Authorization header must be 'Bearer <token>'",
+                401,
+                "the Authorization header must be 'Bearer <token>'",
                 headers={"WWW-Authenticate": "Bearer"},
             )
         if self.token is None:
             raise HTTPException(
-                403, "this server takes no writes: start flows ui with --token-file or "
-                f"${ENV_TOKEN}",
+                403,
+                f"this server takes no writes: start flows ui with --token-file or ${ENV_TOKEN}",
             )
         if not hmac.compare_digest(given.strip().encode(), self.token.encode()):
             raise HTTPException(403, "the token is not this server's")

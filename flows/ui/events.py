@@ -18,7 +18,7 @@ from fastapi import HTTPException
 from fastapi.responses import StreamingResponse
 
 from flows.steplogs import Follower
-from scheduler.client import Client
+from scheduler.engine.client import Client
 
 MAX_STREAMS = 32
 KEEPALIVE = 2.0

@@ -19,8 +19,8 @@ import networkx as nx
 
 from flows.run_specs import content_hash
 from flows.validate import validate_text
-from scheduler.client import Client
-from scheduler.schedules import Schedules
+from scheduler.engine.client import Client
+from scheduler.service.schedules import Schedules
 
 NODE_WIDTH = 180
 NODE_HEIGHT = 46
@@ -95,8 +95,10 @@ def layout(steps: Sequence[str], needs: Mapping[str, tuple[str, ...]] | None) ->
                 graph.add_edge(need, step)
     if known and nx.is_directed_acyclic_graph(graph):
         listed = [s for s in steps if s in (needs or {})]
-        layers = [[s for s in layer if s in listed]
-                  for layer in nx.topological_generations(graph.subgraph(listed))]
+        layers = [
+            [s for s in layer if s in listed]
+            for layer in nx.topological_generations(graph.subgraph(listed))
+        ]
         extra = [s for s in steps if s not in (needs or {})]
         if extra:
             layers.append(extra)
@@ -108,11 +110,19 @@ def layout(steps: Sequence[str], needs: Mapping[str, tuple[str, ...]] | None) ->
         for row, step in enumerate(sorted(layer, key=order.__getitem__)):
             places[step] = (column * (NODE_WIDTH + GAP_X), row * (NODE_HEIGHT + GAP_Y))
     nodes = [Node(step, *places[step]) for step in steps]
-    edges = [
-        Edge(places[a][0] + NODE_WIDTH, places[a][1] + NODE_HEIGHT // 2,
-             places[b][0], places[b][1] + NODE_HEIGHT // 2)
-        for a, b in graph.edges
-    ] if known else []
+    edges = (
+        [
+            Edge(
+                places[a][0] + NODE_WIDTH,
+                places[a][1] + NODE_HEIGHT // 2,
+                places[b][0],
+                places[b][1] + NODE_HEIGHT // 2,
+            )
+            for a, b in graph.edges
+        ]
+        if known
+        else []
+    )
     width = max((n.x for n in nodes), default=0) + NODE_WIDTH
     height = max((n.y for n in nodes), default=0) + NODE_HEIGHT
     return Layout(nodes, edges, width, height, known)

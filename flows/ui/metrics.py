@@ -34,8 +34,8 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 
 from flows.ui.state import reader
-from scheduler.client import Client
-from scheduler.job import as_dict, as_list
+from scheduler.engine.client import Client
+from scheduler.engine.job import as_dict, as_list
 
 # Job states counted per queue (the fields of queue.counts).
 STATES = ("waiting", "running", "stalled", "scheduled", "depends")
@@ -64,8 +64,14 @@ def buckets(histogram: Sequence[int]) -> list[tuple[str, float]]:
     """The engine's histogram as Prometheus's cumulative ``(le, count)`` pairs."""
     out: list[tuple[str, float]] = []
     for bound in BOUNDS:
-        out.append((str(float(bound)), float(sum(
-            n for n, upper in zip(histogram, UPPERS, strict=False) if upper <= bound))))
+        out.append(
+            (
+                str(float(bound)),
+                float(
+                    sum(n for n, upper in zip(histogram, UPPERS, strict=False) if upper <= bound)
+                ),
+            )
+        )
     out.append(("+Inf", float(sum(histogram))))
     return out
 
@@ -143,9 +149,11 @@ def families(snap: Snapshot) -> Iterator[Metric]:
     yield from _schedule_families(snap)
     yield from _worker_families(snap)
     yield GaugeMetricFamily(
-        "flows_scrape_engine_calls", "Engine calls this scrape made.", value=float(snap.calls))
+        "flows_scrape_engine_calls", "Engine calls this scrape made.", value=float(snap.calls)
+    )
     yield GaugeMetricFamily(
-        "flows_scrape_seconds", "Seconds this scrape spent reading the engine.", value=snap.seconds)
+        "flows_scrape_seconds", "Seconds this scrape spent reading the engine.", value=snap.seconds
+    )
 
 
 def _queue_families(snap: Snapshot) -> Iterator[Metric]:
@@ -156,13 +164,17 @@ def _queue_families(snap: Snapshot) -> Iterator[Metric]:
     yield jobs
 
     completed = CounterMetricFamily(
-        "flows_jobs_completed", "Jobs completed today (UTC), by queue.", labels=["queue"])
+        "flows_jobs_completed", "Jobs completed today (UTC), by queue.", labels=["queue"]
+    )
     failed = CounterMetricFamily(
-        "flows_jobs_failed", "Jobs failed today (UTC), by queue.", labels=["queue"])
+        "flows_jobs_failed", "Jobs failed today (UTC), by queue.", labels=["queue"]
+    )
     run = HistogramMetricFamily(
-        "flows_job_run_seconds", "Run times (pop to complete) today (UTC).", labels=["queue"])
+        "flows_job_run_seconds", "Run times (pop to complete) today (UTC).", labels=["queue"]
+    )
     wait = HistogramMetricFamily(
-        "flows_job_wait_seconds", "Wait times (ready to pop) today (UTC).", labels=["queue"])
+        "flows_job_wait_seconds", "Wait times (ready to pop) today (UTC).", labels=["queue"]
+    )
     for queue, stats in snap.stats.items():
         run_stats, wait_stats = as_dict(stats.get("run")), as_dict(stats.get("wait"))
         completed.add_metric([queue], float(run_stats.get("count") or 0))
@@ -170,7 +182,8 @@ def _queue_families(snap: Snapshot) -> Iterator[Metric]:
         for family, part in ((run, run_stats), (wait, wait_stats)):
             count = float(part.get("count") or 0)
             family.add_metric(
-                [queue], buckets(as_list(part.get("histogram"))),
+                [queue],
+                buckets(as_list(part.get("histogram"))),
                 sum_value=count * float(part.get("mean") or 0),
             )
     yield from (completed, failed, run, wait)
@@ -178,17 +191,19 @@ def _queue_families(snap: Snapshot) -> Iterator[Metric]:
 
 def _run_families(snap: Snapshot) -> Iterator[Metric]:
     runs = GaugeMetricFamily(
-        "flows_runs", f"The newest {MAX_RUNS} runs by flow and status.", labels=["flow", "status"])
-    for (flow, status), n in sorted(Counter(
-        (str(r["flow"]), str(r["status"])) for r in snap.runs
-    ).items()):
+        "flows_runs", f"The newest {MAX_RUNS} runs by flow and status.", labels=["flow", "status"]
+    )
+    for (flow, status), n in sorted(
+        Counter((str(r["flow"]), str(r["status"])) for r in snap.runs).items()
+    ):
         runs.add_metric([flow, status], float(n))
     yield runs
 
 
 def _schedule_families(snap: Snapshot) -> Iterator[Metric]:
     fires = CounterMetricFamily(
-        "flows_schedule_fires", "Ticks fired, by schedule.", labels=["schedule"])
+        "flows_schedule_fires", "Ticks fired, by schedule.", labels=["schedule"]
+    )
     skips = CounterMetricFamily(
         "flows_schedule_skips",
         "Ticks skipped by schedule and reason (in the schedule's newest 100 skip records).",
@@ -215,7 +230,8 @@ def _schedule_families(snap: Snapshot) -> Iterator[Metric]:
 
 def _worker_families(snap: Snapshot) -> Iterator[Metric]:
     workers = GaugeMetricFamily(
-        "flows_workers", "Live workers by queue they listen on.", labels=["queue"])
+        "flows_workers", "Live workers by queue they listen on.", labels=["queue"]
+    )
     per_queue: Counter[str] = Counter()
     for worker in snap.workers:
         info = as_dict(worker.get("info"))

@@ -24,7 +24,7 @@ from flows.runs import RunView
 from flows.ui import api, graph
 from flows.ui.state import reader
 from flows.validate import validate_text
-from scheduler.schedules import Schedules
+from scheduler.service.schedules import Schedules
 
 HERE = Path(__file__).parent
 templates = Jinja2Templates(directory=HERE / "templates")
@@ -38,9 +38,19 @@ ITEMS_PAGE = 100
 OVERVIEW_RUNS = 1000
 
 SYMBOLS = {
-    "success": "✓", "succeeded": "✓", "failed": "✗", "running": "▶", "waiting": "…",
-    "skipped": "↷", "upstream_failed": "⊘", "canceled": "■", "expired": "◷", "buried": "⚑",
-    "gone": "?", "blocked": "‖", "paused": "‖",
+    "success": "✓",
+    "succeeded": "✓",
+    "failed": "✗",
+    "running": "▶",
+    "waiting": "…",
+    "skipped": "↷",
+    "upstream_failed": "⊘",
+    "canceled": "■",
+    "expired": "◷",
+    "buried": "⚑",
+    "gone": "?",
+    "blocked": "‖",
+    "paused": "‖",
 }
 
 
@@ -86,18 +96,22 @@ def overview(request: Request, ui: Ui) -> HTMLResponse:
     recent = api.list_runs(ui, offset=0, limit=100, flow=None, status=None, since=since)
     runs = list(recent["items"])
     while recent["next"] is not None and len(runs) < OVERVIEW_RUNS:
-        recent = api.list_runs(ui, offset=recent["next"], limit=100, flow=None, status=None,
-                               since=since)
+        recent = api.list_runs(
+            ui, offset=recent["next"], limit=100, flow=None, status=None, since=since
+        )
         runs.extend(recent["items"])
     queues = api.list_queues(ui, offset=0, limit=api.MAX_LIMIT)["items"]
     return render(
-        request, "overview.html",
-        by_status=Counter(str(r.get("status")) for r in runs), counted=len(runs),
+        request,
+        "overview.html",
+        by_status=Counter(str(r.get("status")) for r in runs),
+        counted=len(runs),
         running=[r for r in runs if r.get("status") == "running"][:20],
         failures=[r for r in runs if r.get("status") == "failed"][:10],
         queues=[q for q in queues if int(q.get("backlog") or 0) or int(q.get("leased") or 0)],
         schedules=api.list_schedules(ui, offset=0, limit=api.MAX_LIMIT)["items"],
-        services=api.engine_errors(Schedules(ui.client).services), now=time.time(),
+        services=api.engine_errors(Schedules(ui.client).services),
+        now=time.time(),
         workers=api.list_workers(ui, offset=0, limit=api.MAX_LIMIT, queue=None)["items"],
     )
 
@@ -116,9 +130,16 @@ def runs(
 ) -> HTMLResponse:
     flow, status = flow or None, status or None
     listed = api.list_runs(ui, offset=offset, limit=50, flow=flow, status=status, since=None)
-    return render(request, "runs.html", runs=listed["items"], next=listed["next"],
-                  offset=offset, flow=flow or "", status=status or "",
-                  statuses=api.RUN_STATUSES.strip("^$()").split("|"))
+    return render(
+        request,
+        "runs.html",
+        runs=listed["items"],
+        next=listed["next"],
+        offset=offset,
+        flow=flow or "",
+        status=status or "",
+        statuses=api.RUN_STATUSES.strip("^$()").split("|"),
+    )
 
 
 # -- a run -----------------------------------------------------------------------------------------
@@ -142,8 +163,15 @@ def run(request: Request, ui: Ui, run_id: str) -> HTMLResponse:
     view = api._load_run(ui.client, run_id)
     needs = graph.run_needs(ui.client, view.record)
     drawn = graph.layout([step.step for step in view.steps], needs)
-    return render(request, "run.html", view=view, record=view.record, layout=drawn,
-                  steps=_counts(view), graph=graph)
+    return render(
+        request,
+        "run.html",
+        view=view,
+        record=view.record,
+        layout=drawn,
+        steps=_counts(view),
+        graph=graph,
+    )
 
 
 @router.get("/runs/{run_id}/live")
@@ -166,8 +194,17 @@ def step_panel(
     items = found.items[offset : offset + ITEMS_PAGE]
     single = found.items[0] if len(found.items) == 1 else None
     job = single.job.as_json() if single is not None and single.job is not None else None
-    return render(request, "step.html", run_id=run_id, step=found, items=items, offset=offset,
-                  page=ITEMS_PAGE, single=single, job=job)
+    return render(
+        request,
+        "step.html",
+        run_id=run_id,
+        step=found,
+        items=items,
+        offset=offset,
+        page=ITEMS_PAGE,
+        single=single,
+        job=job,
+    )
 
 
 # -- flows and schedules ---------------------------------------------------------------------------
@@ -179,8 +216,13 @@ def _params(source: str, file: str) -> list[dict[str, Any]]:
     if result.flow is None:
         return []
     return [
-        {"name": name, "type": param.type, "description": param.description or "",
-         "default": param.default, "required": param.required}
+        {
+            "name": name,
+            "type": param.type,
+            "description": param.description or "",
+            "default": param.default,
+            "required": param.required,
+        }
         for name, param in result.flow.params.items()
     ]
 
@@ -190,13 +232,19 @@ def flows(request: Request, ui: Ui) -> HTMLResponse:
     schedules = api.list_schedules(ui, offset=0, limit=api.MAX_LIMIT)["items"]
     rows = []
     for schedule in schedules:
-        recent = api.list_runs(ui, offset=0, limit=20, flow=schedule["name"], status=None,
-                               since=None)["items"]
+        recent = api.list_runs(
+            ui, offset=0, limit=20, flow=schedule["name"], status=None, since=None
+        )["items"]
         registration = api._registration(ui.client, schedule["name"])
         definition = registration.definition
-        rows.append({**schedule, "recent": list(reversed(recent)),
-                     "params": _params(definition.source, definition.file),
-                     "next_local": _local(schedule["next"], schedule["timezone"])})
+        rows.append(
+            {
+                **schedule,
+                "recent": list(reversed(recent)),
+                "params": _params(definition.source, definition.file),
+                "next_local": _local(schedule["next"], schedule["timezone"]),
+            }
+        )
     return render(request, "flows.html", schedules=rows)
 
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from fastapi import Request
 
 from flows.ui.auth import Auth
-from scheduler.client import Client
+from scheduler.engine.client import Client
 
 
 @dataclass(frozen=True)

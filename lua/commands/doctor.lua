@@ -1,5 +1,5 @@
 -- doctor.names, doctor.index, doctor.jobs: the consistency check's findings, one bounded page
--- per call (ours, after Redis Work Queue's light and deep cleaning; scheduler/doctor.py
+-- per call (ours, after Redis Work Queue's light and deep cleaning; scheduler/engine/doctor.py
 -- drives it, `flows doctor` runs it). Each job must be in exactly one state index, the one its
 -- hash names (include/doctor.lua).
 --

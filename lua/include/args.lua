@@ -7,7 +7,7 @@
 -- @include engine
 local Arg = {}
 
--- Size limits, also enforced by the Python client (scheduler/limits.py) so users hear of them
+-- Size limits, also enforced by the Python client (scheduler/engine/limits.py) so users hear of them
 -- before a round trip.
 Arg.MAX_ID_BYTES = 256
 Arg.MAX_PAYLOAD_BYTES = 524288

@@ -1,5 +1,5 @@
 -- doctor: where each job belongs and how the consistency check repairs what disagrees (the
--- checks are commands/doctor.lua; scheduler/doctor.py drives them).
+-- checks are commands/doctor.lua; scheduler/engine/doctor.py drives them).
 --
 -- A job's hash is the truth: its state names the one index that lists it (include/job.lua's
 -- header). An index entry is *expected* when the hash agrees with it:

@@ -1,6 +1,6 @@
 -- errors: raising engine errors with a stable code as the reply's first word.
 --
--- Codes (mirrored one-to-one by scheduler/errors.py, documented in lua/README.md):
+-- Codes (mirrored one-to-one by scheduler/engine/errors.py, documented in lua/README.md):
 --   INVALID, NOTFOUND, WRONGSTATE, LOCKLOST, HASDEPENDENTS, TOOLARGE, UNKNOWNCOMMAND, INTERNAL.
 -- Err.raise throws a table; the dispatch catches it and returns it as an error reply, so the
 -- client sees exactly '<CODE> <Command>(): <message>'.

@@ -3,7 +3,7 @@
 -- The read-only entry (FCALL_RO of the library's `qless_ro` function, flagged `no-writes`)
 -- serves these and refuses every other command, so inspection keeps working where the server
 -- refuses writes: at maxmemory, on a read-only replica, for a read-only ACL user.
--- scheduler/scripts.py reads this list to pick the entry; tests/lua/test_reads.py runs each
+-- scheduler/engine/scripts.py reads this list to pick the entry; tests/lua/test_reads.py runs each
 -- read through the read-only entry.
 local Reads = {
   ['get'] = true, ['multiget'] = true, ['jobs'] = true, ['length'] = true, ['queues'] = true,

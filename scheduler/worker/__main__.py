@@ -11,11 +11,11 @@ import logging
 import os
 import sys
 
-from scheduler.backoff import transient
-from scheduler.client import Client
-from scheduler.errors import FlowsError
-from scheduler.faults import debug_enabled, one_line
-from scheduler.worker.loader import import_path, load_object
+from scheduler.engine.backoff import transient
+from scheduler.engine.client import Client
+from scheduler.engine.errors import FlowsError
+from scheduler.engine.faults import debug_enabled, one_line
+from scheduler.worker.imports import import_path, load_object
 from scheduler.worker.pool import EXIT_CONFIG
 from scheduler.worker.supervision import watch_supervisor
 from scheduler.worker.worker import Worker

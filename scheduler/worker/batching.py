@@ -22,8 +22,8 @@ from typing import Any, NamedTuple
 
 import redis
 
-from scheduler.errors import ClusterError, EngineError, translate
-from scheduler.scripts import Engine, EnginePipeline
+from scheduler.engine.errors import ClusterError, EngineError, translate
+from scheduler.engine.scripts import Engine, EnginePipeline
 from scheduler.worker.capture import LogShipper, Queued
 
 log = logging.getLogger("flows.worker")
@@ -45,7 +45,8 @@ class Completion(NamedTuple):  # a tuple: made once per job, cheaper than a data
 
 class Batcher:
     """Pending completes of ``worker``, each with a callback that receives its reply: the job's
-    new state, or the error the engine refused it with (an :class:`~scheduler.errors.EngineError`),
+    new state, or the error the engine refused it with (an
+    :class:`~scheduler.engine.errors.EngineError`),
     or the error that kept the whole batch from being reported (a :class:`redis.RedisError`, or
     the engine's refusal of the whole call).
     """

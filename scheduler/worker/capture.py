@@ -31,8 +31,8 @@ from typing import IO, TYPE_CHECKING, Any
 
 import redis
 
-from scheduler.errors import EngineError
-from scheduler.scripts import Engine, EnginePipeline
+from scheduler.engine.errors import EngineError
+from scheduler.engine.scripts import Engine, EnginePipeline
 
 if TYPE_CHECKING:
     from scheduler.worker.context import JobContext

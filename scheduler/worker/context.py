@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from scheduler.worker.envelope import JobOptions
 
 if TYPE_CHECKING:
-    from scheduler.job import Job
+    from scheduler.engine.job import Job
     from scheduler.worker.capture import JobOutput
 
 _MAKING_EVENTS = threading.Lock()

@@ -14,7 +14,7 @@ import json
 from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
-from scheduler.client import Client
+from scheduler.engine.client import Client
 
 Strategy = Literal["ordered", "round-robin"]
 Raw = dict[str, Any]

@@ -135,7 +135,7 @@ class WorkerPool:
     def run(self) -> int:
         """Run until signalled (or, with burst, until all children are done). Returns 0 or 1.
 
-        Raises :class:`~scheduler.safety.UnsafeServer` before starting any process when the
+        Raises :class:`~scheduler.engine.safety.UnsafeServer` before starting any process when the
         server's eviction policy could drop jobs.
         """
         self._check_server()
@@ -174,8 +174,8 @@ class WorkerPool:
         return status
 
     def _check_server(self) -> None:
-        from scheduler.safety import check_eviction_policy
-        from scheduler.server import connect
+        from scheduler.embedded import connect
+        from scheduler.engine.safety import check_eviction_policy
 
         client = connect(self.url)
         try:

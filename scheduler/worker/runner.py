@@ -12,10 +12,10 @@ import traceback
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from scheduler import limits
-from scheduler.errors import EngineError, InvalidArgument
+from scheduler.engine import limits
+from scheduler.engine.errors import EngineError, InvalidArgument
 from scheduler.worker.context import JobContext
-from scheduler.worker.loader import KlassNotFound, add_paths, resolve
+from scheduler.worker.imports import KlassNotFound, add_paths, resolve
 from scheduler.worker.outcomes import (
     BuryJob,
     FailJob,

@@ -50,13 +50,13 @@ from typing import Any
 
 import redis
 
-from scheduler import limits
-from scheduler.backoff import Backoff, transient
-from scheduler.client import Client
-from scheduler.errors import ClusterError, EngineError
-from scheduler.faults import ServerOutOfMemory
-from scheduler.job import Job, dumps
-from scheduler.safety import check_eviction_policy
+from scheduler.engine import limits
+from scheduler.engine.backoff import Backoff, transient
+from scheduler.engine.client import Client
+from scheduler.engine.errors import ClusterError, EngineError
+from scheduler.engine.faults import ServerOutOfMemory
+from scheduler.engine.job import Job, dumps
+from scheduler.engine.safety import check_eviction_policy
 from scheduler.worker import capture, runner
 from scheduler.worker.batching import MAX_BATCH, Batcher
 from scheduler.worker.context import JobContext
@@ -217,7 +217,8 @@ class Worker:
     def run(self) -> int:
         """Work until stopped; returns the exit code (0 after a graceful stop or a burst).
 
-        Raises :class:`~scheduler.safety.UnsafeServer` before taking any job when the server's
+        Raises :class:`~scheduler.engine.safety.UnsafeServer` before taking any job when the
+        server's
         eviction policy could drop jobs.
         """
         self._install_signals()

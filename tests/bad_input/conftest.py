@@ -17,9 +17,9 @@ import pytest
 import redis
 from click.testing import CliRunner
 
-from scheduler.client import Client
-from scheduler.schedules import Schedules
-from scheduler.server import EmbeddedServer
+from scheduler.embedded import EmbeddedServer
+from scheduler.engine.client import Client
+from scheduler.service.schedules import Schedules
 
 GOOD_FLOW = """\
 version: 1
@@ -48,8 +48,8 @@ def client(redis_client: redis.Redis) -> Iterator[Client]:
 @pytest.fixture
 def populated(client: Client, tmp_path: Path) -> Client:
     """Jobs in several states, a flow run and a schedule."""
-    from flows.scheduling import FlowsSource
-    from scheduler.service import SchedulerService
+    from flows.service_source import FlowsSource
+    from scheduler.service.loop import SchedulerService
 
     queue = client.queues["q"]
     queue.put("tasks.a", {"n": 1}, jid="waiting", tags=["t"])

@@ -10,7 +10,7 @@ from click.testing import CliRunner
 from helpers import assert_unchanged
 
 from flows.cli import main
-from scheduler.client import Client
+from scheduler.engine.client import Client
 
 LONG = "j" * 257
 

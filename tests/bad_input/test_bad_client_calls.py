@@ -1,4 +1,4 @@
-"""Bad arguments to the Python client: refused before any round trip (``scheduler.limits``),
+"""Bad arguments to the Python client: refused before any round trip (``scheduler.engine.limits``),
 with the exception class the engine raises for the same input, and nothing changed in Redis.
 
 Each case is a client call and the raw engine call it corresponds to: the client's error class
@@ -15,10 +15,10 @@ from typing import Any
 import pytest
 from helpers import assert_unchanged
 
-from scheduler import limits
-from scheduler.client import Client
-from scheduler.errors import EngineError, InvalidArgument, TooLarge
-from scheduler.job import Job
+from scheduler.engine import limits
+from scheduler.engine.client import Client
+from scheduler.engine.errors import EngineError, InvalidArgument, TooLarge
+from scheduler.engine.job import Job
 
 DATA = "{}"
 PUT = ["w1", "q", "new-job", "tasks.a", DATA, 0]
@@ -92,8 +92,12 @@ put_case("priority-inf", {"priority": "inf"}, InvalidArgument, priority=math.inf
 put_case("priority-text", {"priority": "high"}, InvalidArgument, priority="high")
 put_case("retries-negative", {"retries": "-1"}, InvalidArgument, retries=-1)
 put_case("retries-big", {"retries": "100001"}, InvalidArgument, retries=100_001)
-put_case("tags-65", {"tags": json.dumps([f"t{i}" for i in range(65)])}, TooLarge,
-         tags=[f"t{i}" for i in range(65)])
+put_case(
+    "tags-65",
+    {"tags": json.dumps([f"t{i}" for i in range(65)])},
+    TooLarge,
+    tags=[f"t{i}" for i in range(65)],
+)
 put_case("tag-space", {"tags": '["a b"]'}, InvalidArgument, tags=["a b"])
 put_case("tag-empty", {"tags": '[""]'}, InvalidArgument, tags=[""])
 put_case("tag-257", {"tags": json.dumps(["t" * 257])}, TooLarge, tags=["t" * 257])
@@ -102,12 +106,19 @@ put_case("depends-history", {"depends": '["x-history"]'}, InvalidArgument, depen
 put_case("data-list", {"data": "[1, 2]"}, InvalidArgument, data=[1, 2])
 put_case("data-not-json", {"data": "{x}"}, InvalidArgument, data={"x": object()})
 put_case("data-bytes", {"data": "{x}"}, InvalidArgument, data={"x": b"raw"})
-put_case("data-megabyte", {"data": json.dumps({"x": MEGABYTE})}, TooLarge,
-         data={"x": MEGABYTE})
-put_case("data-nested-10000", {"data": '{"a":' * DEEP + "1" + "}" * DEEP}, InvalidArgument,
-         data=deep(DEEP))
-put_case("data-nested-1001", {"data": '{"a":' * 1001 + "1" + "}" * 1001}, InvalidArgument,
-         data=deep(1001))
+put_case("data-megabyte", {"data": json.dumps({"x": MEGABYTE})}, TooLarge, data={"x": MEGABYTE})
+put_case(
+    "data-nested-10000",
+    {"data": '{"a":' * DEEP + "1" + "}" * DEEP},
+    InvalidArgument,
+    data=deep(DEEP),
+)
+put_case(
+    "data-nested-1001",
+    {"data": '{"a":' * 1001 + "1" + "}" * 1001},
+    InvalidArgument,
+    data=deep(1001),
+)
 
 
 def complete_case(case_id: str, result: Any, raw: str, error: type[EngineError]) -> None:
@@ -115,8 +126,12 @@ def complete_case(case_id: str, result: Any, raw: str, error: type[EngineError])
         return running.complete(result=result)
 
     CASES.append(
-        (f"complete-{case_id}", call,
-         ("complete", ["running", "w1", "q", '{"n":2}', "result", raw]), error)
+        (
+            f"complete-{case_id}",
+            call,
+            ("complete", ["running", "w1", "q", '{"n":2}', "result", raw]),
+            error,
+        )
     )
 
 
@@ -215,18 +230,31 @@ def test_a_flow_submission_over_the_limits_is_refused_before_the_round_trip(
     from flows.submit import submit
 
     def request(jid: str, data: dict[str, Any]) -> PutRequest:
-        return PutRequest(jid=jid, queue="q", klass="tasks.a", data=data, priority=0, tags=(),
-                          retries=0, depends=(), delay=0, step="a", index=None,
-                          trigger_rule="all_success", timeout=None, heartbeat=None,
-                          concurrency_key=None, concurrency_limit=None)
+        return PutRequest(
+            jid=jid,
+            queue="q",
+            klass="tasks.a",
+            data=data,
+            priority=0,
+            tags=(),
+            retries=0,
+            depends=(),
+            delay=0,
+            step="a",
+            index=None,
+            trigger_rule="all_success",
+            timeout=None,
+            heartbeat=None,
+            concurrency_key=None,
+            concurrency_limit=None,
+        )
 
     monkeypatch.setattr(populated.engine, "_send", lambda *a, **k: pytest.fail("round trip"))
     with assert_unchanged(populated.redis):
         with pytest.raises(TooLarge, match="job r:a"):
             submit(populated, "r", "f", [request("r:a", {"x": MEGABYTE})], params={})
         with pytest.raises(TooLarge, match="100001 jobs"):
-            submit(populated, "r", "f", [request(f"r:{i}", {}) for i in range(100_001)],
-                   params={})
+            submit(populated, "r", "f", [request(f"r:{i}", {}) for i in range(100_001)], params={})
         with pytest.raises(InvalidArgument, match="reserved"):
             submit(populated, "r", "f", [request("r-history", {})], params={})
 

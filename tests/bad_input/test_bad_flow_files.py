@@ -16,7 +16,7 @@ from click.testing import CliRunner
 from helpers import assert_unchanged
 
 from flows.cli import main
-from scheduler.client import Client
+from scheduler.engine.client import Client
 
 HEAD = "version: 1\nname: bad\nqueue: q\n"
 STEP = "steps:\n  a: {job: tasks.a}\n"
@@ -63,12 +63,18 @@ CASES: dict[str, tuple[str, str]] = {
     "cron-61": (HEAD + "schedule: {cron: '61 * * * *'}\n" + STEP, "61"),
     "cron-words": (HEAD + "schedule: {cron: 'every day at noon'}\n" + STEP, "expected 5"),
     "cron-empty": (HEAD + "schedule: {cron: ''}\n" + STEP, "cron"),
-    "timezone": (HEAD + "schedule: {cron: '0 2 * * *', timezone: Mars/Olympus}\n" + STEP,
-                 "Mars/Olympus"),
-    "timezone-path": (HEAD + "schedule: {cron: '0 2 * * *', timezone: ../../etc/passwd}\n" + STEP,
-                      "time zone"),
-    "catchup-policy": (HEAD + "schedule: {cron: '0 2 * * *', catchup: {policy: most}}\n" + STEP,
-                       "policy"),
+    "timezone": (
+        HEAD + "schedule: {cron: '0 2 * * *', timezone: Mars/Olympus}\n" + STEP,
+        "Mars/Olympus",
+    ),
+    "timezone-path": (
+        HEAD + "schedule: {cron: '0 2 * * *', timezone: ../../etc/passwd}\n" + STEP,
+        "time zone",
+    ),
+    "catchup-policy": (
+        HEAD + "schedule: {cron: '0 2 * * *', catchup: {policy: most}}\n" + STEP,
+        "policy",
+    ),
     "overlap": (HEAD + "schedule: {cron: '0 2 * * *', overlap: never}\n" + STEP, "overlap"),
     "too-many-tags": (
         HEAD + "tags: [" + ", ".join(f"t{i}" for i in range(65)) + "]\n" + STEP,

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from scheduler.client import Client
+from scheduler.engine.client import Client
 from scheduler.worker import Worker
 
-TASKS = '''
+TASKS = """
 import math
 
 def megabyte(job):
@@ -28,7 +28,7 @@ def deep(job):
 
 def fine(job):
     return {"ok": True}
-'''
+"""
 
 
 @pytest.mark.parametrize(

@@ -11,10 +11,10 @@ import pytest
 from helpers import assert_unchanged
 from test_bad_flow_files import CASES
 
-from flows.scheduling import FlowsSource
-from scheduler.client import Client
-from scheduler.schedules import Schedules
-from scheduler.service import SchedulerService
+from flows.service_source import FlowsSource
+from scheduler.engine.client import Client
+from scheduler.service.loop import SchedulerService
+from scheduler.service.schedules import Schedules
 
 SCHEDULE = "schedule: {cron: '0 2 * * *', timezone: Europe/Berlin}\n"
 

@@ -17,8 +17,8 @@ import pytest
 from ui_support import TOKEN, serve
 
 from flows.ui.auth import Auth
-from scheduler.client import Client
-from scheduler.scripts import Engine
+from scheduler.engine.client import Client
+from scheduler.engine.scripts import Engine
 
 BROWSERS = ("chromium", "chromium-browser")
 

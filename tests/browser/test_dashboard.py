@@ -17,11 +17,11 @@ from helpers import assert_unchanged
 from ui_support import TOKEN
 
 from flows.outputs import META_KEY
-from flows.scheduling import FlowsSource
+from flows.service_source import FlowsSource
 from flows.triggering import trigger_run
-from scheduler.client import Client
-from scheduler.job import Job
-from scheduler.schedules import Schedules
+from scheduler.engine.client import Client
+from scheduler.engine.job import Job
+from scheduler.service.schedules import Schedules
 
 FLOW = """\
 version: 1
@@ -84,9 +84,21 @@ def test_a_step_turns_running_then_success_live_and_its_log_follows(
 
     node(page, "extract").click()
     page.wait_for_selector("#log-panel:not([hidden])")
-    client.engine.call("log.append", extract.jid, 1, 0, 2,
-                       time.time(), "stdout", "", "first line",
-                       time.time(), "stderr", "", "second line")
+    client.engine.call(
+        "log.append",
+        extract.jid,
+        1,
+        0,
+        2,
+        time.time(),
+        "stdout",
+        "",
+        "first line",
+        time.time(),
+        "stderr",
+        "",
+        "second line",
+    )
     page.wait_for_function("document.querySelectorAll('#log .line').length === 2")
     assert page.inner_text("#log").splitlines() == ["first line", "second line"]
     shoot(page, "run-running")
@@ -145,7 +157,8 @@ def test_an_action_without_the_token_or_with_a_wrong_one_is_refused_and_changes_
         set_token(page, "not-the-token-of-this-server")
         page.get_by_role("button", name="Cancel run").click()
         page.wait_for_function(
-            "document.getElementById('flash').textContent.includes('not this server')")
+            "document.getElementById('flash').textContent.includes('not this server')"
+        )
     # no cookie was set that could carry authority
     assert page.context.cookies() == []
     assert client.jobs[f"{run_id}:extract"].state == "waiting"
@@ -188,8 +201,9 @@ def test_values_from_users_and_jobs_are_shown_as_text_never_run(
     flow = register(client, tmp_path)
     definition = Schedules(client).get(flow["name"], skips=0)
     assert definition is not None
-    request = FlowsSource().build(definition.definition, f"{flow['name']}@xss", time.time(),
-                                  "manual", 0.0)
+    request = FlowsSource().build(
+        definition.definition, f"{flow['name']}@xss", time.time(), "manual", 0.0
+    )
     for job in request.jobs:  # a step named with markup, as a hand-made run could name it
         data = json.loads(job["data"])
         if data[META_KEY]["step"] == "extract":
@@ -210,8 +224,14 @@ def test_values_from_users_and_jobs_are_shown_as_text_never_run(
     page.wait_for_function("document.querySelectorAll('#log .line').length === 1")
     assert page.inner_text("#log") == XSS
     assert XSS in page.inner_text("#step-detail")  # data and failure, as text
-    for path in (f"/jobs/{extract.jid}", "/failures", "/failures?group=<b>bold</b>", "/runs",
-                 "/queues", "/"):
+    for path in (
+        f"/jobs/{extract.jid}",
+        "/failures",
+        "/failures?group=<b>bold</b>",
+        "/runs",
+        "/queues",
+        "/",
+    ):
         page.goto(base + path)
     assert page.evaluate("window.__xss") is None
     assert page.locator("script:not([src])").count() == 0

@@ -12,12 +12,12 @@ from typing import Any
 
 from ui_support import serve
 
-from flows.scheduling import FlowsSource
+from flows.service_source import FlowsSource
 from flows.triggering import trigger_run
 from flows.ui.auth import Auth
 from flows.ui.pages import ITEMS_PAGE
-from scheduler.client import Client
-from scheduler.schedules import Schedules
+from scheduler.engine.client import Client
+from scheduler.service.schedules import Schedules
 
 RUNS = 10_000
 ITEMS = 10_000
@@ -58,10 +58,25 @@ def submit_runs(client: Client, count: int) -> None:
     pipe = client.engine.pipeline()
     for i in range(count):
         run_id = f"many@20261126T{i // 3600 % 24:02d}{i // 60 % 60:02d}{i % 60:02d}Z-{i:05d}"
-        job = {"jid": f"{run_id}:only", "queue": "many", "klass": "tasks.only", "data": "{}",
-               "priority": 0, "tags": [], "retries": 0, "depends": [], "delay": 0}
-        record = {"flow": "many", "params": "{}", "trigger": "schedule", "hash": "",
-                  "file": "", "queues": '["many"]'}
+        job = {
+            "jid": f"{run_id}:only",
+            "queue": "many",
+            "klass": "tasks.only",
+            "data": "{}",
+            "priority": 0,
+            "tags": [],
+            "retries": 0,
+            "depends": [],
+            "delay": 0,
+        }
+        record = {
+            "flow": "many",
+            "params": "{}",
+            "trigger": "schedule",
+            "hash": "",
+            "file": "",
+            "queues": '["many"]',
+        }
         pipe.call("flow.submit", run_id, json.dumps(record), json.dumps([job]))
         if i % 1000 == 999:
             pipe.execute()
@@ -75,8 +90,10 @@ def test_the_runs_page_with_10000_runs_answers_under_300_ms(client: Client) -> N
         page = best_of(f"{base}/runs")
         filtered = best_of(f"{base}/runs?flow=many&status=running")
         overview = best_of(f"{base}/", times=3)
-    print(f"\n/runs with {RUNS} runs: {page:.0f} ms; filtered by flow and status: "
-          f"{filtered:.0f} ms; overview: {overview:.0f} ms")
+    print(
+        f"\n/runs with {RUNS} runs: {page:.0f} ms; filtered by flow and status: "
+        f"{filtered:.0f} ms; overview: {overview:.0f} ms"
+    )
     assert page < 300 and filtered < 300
 
 
@@ -108,9 +125,11 @@ def test_a_run_of_10000_foreach_items_opens_without_freezing(
     started = time.perf_counter()
     page.evaluate("1")
     responsive = (time.perf_counter() - started) * 1000
-    print(f"\nrun of {ITEMS} items: page {server:.0f} ms server, {loaded:.0f} ms to load in "
-          f"the browser; live redraw {live:.0f} ms; items panel {opened:.0f} ms; "
-          f"script answers in {responsive:.0f} ms; DOM nodes "
-          f"{page.evaluate('document.getElementsByTagName(`*`).length')}")
+    print(
+        f"\nrun of {ITEMS} items: page {server:.0f} ms server, {loaded:.0f} ms to load in "
+        f"the browser; live redraw {live:.0f} ms; items panel {opened:.0f} ms; "
+        f"script answers in {responsive:.0f} ms; DOM nodes "
+        f"{page.evaluate('document.getElementsByTagName(`*`).length')}"
+    )
     assert responsive < 500
     shoot(page, "run-foreach")

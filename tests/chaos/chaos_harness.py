@@ -58,15 +58,15 @@ import redis
 from chaos_tasks import LOG_ENV
 
 from flows.expand import PutRequest, expand
-from flows.scheduling import FlowsSource
+from flows.service_source import FlowsSource
 from flows.submit import submit
 from flows.validate import load_flow
-from scheduler.client import Client
 from scheduler.cron import missed_ticks, next_fire
-from scheduler.errors import EngineError
-from scheduler.schedules import Schedules
-from scheduler.server import EmbeddedServer
-from scheduler.service import SchedulerService
+from scheduler.embedded import EmbeddedServer
+from scheduler.engine.client import Client
+from scheduler.engine.errors import EngineError
+from scheduler.service.loop import SchedulerService
+from scheduler.service.schedules import Schedules
 
 HERE = Path(__file__).resolve().parent
 QUEUE = "chaos"
@@ -548,9 +548,7 @@ class Harness:
                 self.retrying(lambda s=service, b=backdated: s.scan(b))
                 schedules = Schedules(client)
                 for name in names:
-                    registration = self.retrying(
-                        lambda n=name, s=schedules: s.get(n, skips=0)
-                    )
+                    registration = self.retrying(lambda n=name, s=schedules: s.get(n, skips=0))
                     # The first tick as registered (a service may have fired it already).
                     first = None
                     if registration is not None:
@@ -874,9 +872,9 @@ class Checker:
         for problem in index_problems(self.client)[:10]:
             self.report.violate(f"index (6): {problem}")
         try:
-            from scheduler.doctor import check as doctor_check
+            from scheduler.engine.doctor import check as doctor_check
         except ImportError:
-            self.report.notes.append("consistency check (scheduler.doctor) not available")
+            self.report.notes.append("consistency check (scheduler.engine.doctor) not available")
             return
         try:
             found = doctor_check(self.client, deep=True)
@@ -982,11 +980,7 @@ def index_problems(client: Client) -> list[str]:
     job. An empty list is a namespace a consistency check would find nothing to repair in."""
     r = client.redis
     prefix = client.prefix
-    keys = [
-        k
-        for k in r.scan_iter(match=f"{prefix}j:*", count=1000)
-        if not k.endswith(_SUFFIXES)
-    ]
+    keys = [k for k in r.scan_iter(match=f"{prefix}j:*", count=1000) if not k.endswith(_SUFFIXES)]
     jobs: dict[str, tuple[str, str, str]] = {}
     for batch in _batches(keys):
         pipe = r.pipeline(transaction=False)

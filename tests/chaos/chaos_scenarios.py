@@ -19,8 +19,8 @@ from typing import Any
 import redis
 from chaos_harness import LONG, SHORT, Harness, Report, Size, job_result
 
-from scheduler.client import Client
-from scheduler.errors import EngineError
+from scheduler.engine.client import Client
+from scheduler.engine.errors import EngineError
 
 Injector = Callable[[Harness], None]
 

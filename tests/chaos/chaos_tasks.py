@@ -44,8 +44,16 @@ def work(ctx: JobContext) -> dict[str, Any]:
     """Log the start, work ``ms`` milliseconds (stopping early when told), log the end."""
     nonce = uuid.uuid4().hex[:12]
     base = {"jid": ctx.jid, "n": nonce}
-    append({**base, "e": "start", "w": ctx.worker, "pid": os.getpid(), "a": ctx.attempt,
-            "t": wall_time()})
+    append(
+        {
+            **base,
+            "e": "start",
+            "w": ctx.worker,
+            "pid": os.getpid(),
+            "a": ctx.attempt,
+            "t": wall_time(),
+        }
+    )
     outcome = "interrupted"
     try:
         deadline = time.monotonic() + float(ctx.data.get("ms", 50)) / 1000

@@ -27,9 +27,9 @@ from typing import Any
 
 import pytest
 
-from scheduler.client import Client
-from scheduler.scripts import Engine
-from scheduler.server import EmbeddedServer
+from scheduler.embedded import EmbeddedServer
+from scheduler.engine.client import Client
+from scheduler.engine.scripts import Engine
 
 MODE = os.environ.get("FLOWS_CHAOS", "short") or "short"
 KILLS = 20 if MODE == "long" else 3

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import redis
 
-from scheduler.client import Client
-from scheduler.server import EmbeddedServer
+from scheduler.embedded import EmbeddedServer
+from scheduler.engine.client import Client
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ import redis
 from cli_support import flows
 
 from flows.cli.jobs import JOB_STATES
-from scheduler.client import Client
+from scheduler.engine.client import Client
 
 
 def test_doctor_exits_0_on_a_clean_namespace(url: str, client: Client) -> None:

@@ -16,8 +16,8 @@ from click.testing import CliRunner, Result
 from helpers import assert_unchanged
 
 from flows.cli import main
-from scheduler.client import Client
-from scheduler.server import EmbeddedServer
+from scheduler.embedded import EmbeddedServer
+from scheduler.engine.client import Client
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -90,7 +90,8 @@ def test_logs_of_a_run_a_step_and_a_job(url: str, tmp_path: Path) -> None:
     job = flows("logs", "--job", f"{run_id}:hello", "--attempt", "1", "--json")
     # two pipes: which of the two lines was read first is up to the scheduler
     assert sorted(json.loads(line)["stream"] for line in job.stdout.splitlines()) == [
-        "stderr", "stdout"
+        "stderr",
+        "stdout",
     ]
 
 
@@ -121,9 +122,7 @@ def test_logs_of_an_unknown_step_names_the_steps(url: str, tmp_path: Path) -> No
     assert "has no step 'nope' (its steps: broken, each, hello)" in result.stderr
 
 
-def test_follow_shows_a_running_shell_steps_lines_within_a_second(
-    url: str, tmp_path: Path
-) -> None:
+def test_follow_shows_a_running_shell_steps_lines_within_a_second(url: str, tmp_path: Path) -> None:
     client = Client(url, worker_name="test-client")
     go = tmp_path / "go"
     command = f'echo first; while [ ! -e "{go}" ]; do sleep 0.02; done; echo second'
@@ -131,11 +130,18 @@ def test_follow_shows_a_running_shell_steps_lines_within_a_second(
     env = dict(os.environ, FLOWS_REDIS_URL=url)
     worker = subprocess.Popen(
         [sys.executable, "-m", "scheduler.worker", "-q", "live", "--poll-interval", "0.1"],
-        env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        env=env,
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     follower = subprocess.Popen(
         [str(Path(sys.executable).parent / "flows"), "logs", "--job", jid, "-f", "--json"],
-        env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env=env,
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     try:
         assert follower.stdout is not None

@@ -9,7 +9,7 @@ from cli_support import flows
 from click.testing import CliRunner
 
 from flows.cli import main
-from scheduler.client import Client
+from scheduler.engine.client import Client
 
 
 def test_bury_list_and_kick(url: str, client: Client) -> None:

@@ -13,7 +13,7 @@ from click.testing import CliRunner, Result
 from helpers import assert_unchanged
 
 from flows.cli import main
-from scheduler.server import EmbeddedServer
+from scheduler.embedded import EmbeddedServer
 
 T = 1_767_614_400.0  # 2026-01-05 12:00 UTC, a tick of */5
 

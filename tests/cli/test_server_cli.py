@@ -12,8 +12,8 @@ import redis
 from click.testing import CliRunner, Result
 
 from flows.cli import main
-from scheduler import scripts
-from scheduler.server import DEFAULT_APPENDFSYNC, EmbeddedServer
+from scheduler.embedded import DEFAULT_APPENDFSYNC, EmbeddedServer
+from scheduler.engine import scripts
 
 
 def flows(*args: str) -> Result:

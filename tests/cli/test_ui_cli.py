@@ -17,7 +17,7 @@ import redis
 from click.testing import CliRunner
 
 from flows.cli import main
-from scheduler.server import EmbeddedServer
+from scheduler.embedded import EmbeddedServer
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -34,7 +34,11 @@ def test_flows_ui_serves_the_api(server: EmbeddedServer, redis_client: redis.Red
     env.pop("FLOWS_UI_TOKEN", None)
     process = subprocess.Popen(
         [str(Path(sys.executable).parent / "flows"), "ui", "--port", str(port)],
-        env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        env=env,
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     try:
         deadline = time.monotonic() + 20

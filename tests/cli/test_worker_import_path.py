@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 import redis
 
-from scheduler.client import Client
-from scheduler.server import EmbeddedServer
+from scheduler.embedded import EmbeddedServer
+from scheduler.engine.client import Client
 
 # The console script, as a user runs it: its own folder (not the working directory) is what
 # Python puts first on the import path, which is what made the modes differ.

@@ -13,7 +13,7 @@ from redis.crc import key_slot
 
 from benchmarks.topology import Cluster
 from scheduler import Client
-from scheduler.errors import NamespaceNotInOneSlot
+from scheduler.engine.errors import NamespaceNotInOneSlot
 
 pytestmark = pytest.mark.slow  # starts `flows` processes: seconds each
 

@@ -58,11 +58,11 @@ def test_the_flow_reference_lists_every_field(site: Path) -> None:
 def test_the_python_api_page_documents_the_client(site: Path) -> None:
     page = (site / "python-api" / "index.html").read_text()
     anchors = [
-        "scheduler.client.Client",
-        "scheduler.queue.Queue.put",
-        "scheduler.job.Job.complete",
+        "scheduler.engine.client.Client",
+        "scheduler.engine.queue.Queue.put",
+        "scheduler.engine.job.Job.complete",
         "scheduler.worker.context.JobContext",
-        "scheduler.events.EventListener",
+        "scheduler.engine.events.EventListener",
     ]
     missing = [anchor for anchor in anchors if f'id="{anchor}"' not in page]
     assert not missing

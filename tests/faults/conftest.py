@@ -35,5 +35,3 @@ def populated(servers: list[Valkey], tmp_path: Path, flow_file: Path) -> Valkey:
     code, output = invoke(["run", str(flow_file), "--detach", "--redis", server.url()])
     assert code == 0, output
     return server
-
-

@@ -1,6 +1,6 @@
 """Helpers of the fault tier: real servers, started by the tests, in the state a fault needs.
 
-* :class:`Valkey` -- a ``valkey-server`` (the binary ``scheduler.server`` finds) in a temp dir, on
+* :class:`Valkey` -- a ``valkey-server`` (the binary ``scheduler.embedded`` finds) in a temp dir, on
   a unix socket and, when asked, a loopback TCP port, with extra configuration lines (an ACL
   file, ``maxmemory``); ``replica_of`` makes it a read-only replica of another;
 * :func:`populate` -- jobs in every state (what reads show and a fault must leave unchanged);
@@ -23,8 +23,8 @@ import redis
 from click.testing import CliRunner
 
 from flows.cli import main
-from scheduler.client import Client
-from scheduler.server import connect, find_server_binary
+from scheduler.embedded import connect, find_server_binary
+from scheduler.engine.client import Client
 
 ROOT = Path(__file__).resolve().parents[2]
 # The page of the least-privilege users (docs/pages/ once the docs are a site).

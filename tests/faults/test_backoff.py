@@ -1,4 +1,5 @@
-"""Waiting out faults (scheduler/backoff.py) with the errors a real unreachable server and a real
+"""Waiting out faults (scheduler/engine/backoff.py) with the errors a real unreachable server and a
+real
 full server raise: pauses grow and are capped, and the log has one line per change of fault and
 one when it is over, however many attempts fail."""
 
@@ -10,9 +11,9 @@ from pathlib import Path
 import pytest
 from fault_support import Valkey
 
-from scheduler.backoff import Backoff, transient
-from scheduler.client import Client
-from scheduler.errors import ServerOutOfMemory, ServerUnavailable
+from scheduler.engine.backoff import Backoff, transient
+from scheduler.engine.client import Client
+from scheduler.engine.errors import ServerOutOfMemory, ServerUnavailable
 
 
 def raised(call: object) -> Exception:

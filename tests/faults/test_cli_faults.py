@@ -18,7 +18,7 @@ from fault_support import Valkey, acl_users, invoke, populate
 from helpers import assert_unchanged
 
 from flows.cli import main
-from scheduler.errors import ServerUnavailable
+from scheduler.engine.errors import ServerUnavailable
 
 UNREACHABLE = "redis://flows-user:s3cret-pw@127.0.0.1:1/0"
 
@@ -100,11 +100,18 @@ def test_debug_shows_the_traceback(monkeypatch: pytest.MonkeyPatch) -> None:
     env = {k: v for k, v in os.environ.items() if k != "FLOWS_DEBUG"}
     done = subprocess.run(
         [str(Path(sys.executable).with_name("flows")), "queues", "--redis", UNREACHABLE],
-        capture_output=True, text=True, env={**env, "FLOWS_DEBUG": "1"}, timeout=60, check=False,
+        capture_output=True,
+        text=True,
+        env={**env, "FLOWS_DEBUG": "1"},
+        timeout=60,
+        check=False,
     )
     assert done.returncode == 1
     assert "Traceback" in done.stderr
-    assert "scheduler.faults.ServerUnavailable: cannot reach Redis at 127.0.0.1:1" in done.stderr
+    assert (
+        "scheduler.engine.faults.ServerUnavailable: cannot reach Redis at 127.0.0.1:1"
+        in done.stderr
+    )
 
 
 @pytest.fixture
@@ -214,16 +221,31 @@ def test_the_module_entry_points_say_it_in_one_line_too(flows_dir: Path) -> None
     process), as real processes."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("FLOWS_")}
     service = subprocess.run(
-        [sys.executable, "-m", "scheduler", "--flows-dir", str(flows_dir), "--once",
-         "--redis", UNREACHABLE],
-        capture_output=True, text=True, env=env, timeout=60, check=False,
+        [
+            sys.executable,
+            "-m",
+            "scheduler",
+            "--flows-dir",
+            str(flows_dir),
+            "--once",
+            "--redis",
+            UNREACHABLE,
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        check=False,
     )
     assert service.returncode == 1
     assert service.stderr.startswith("Error: cannot reach Redis at 127.0.0.1:1"), service.stderr
     assert len(service.stderr.splitlines()) == 1 and "s3cret" not in service.stderr
     worker = subprocess.run(
         [sys.executable, "-m", "scheduler.worker", "-q", "q"],
-        capture_output=True, text=True, timeout=60, check=False,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
         env={**env, "FLOWS_REDIS_URL": "redis://flows-user:s3cret-pw@[::1/0"},
     )
     assert worker.returncode == 78, worker.stderr

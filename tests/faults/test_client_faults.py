@@ -1,4 +1,4 @@
-"""The Python client under faults: each raises its :mod:`scheduler.errors` class (also the
+"""The Python client under faults: each raises its :mod:`scheduler.engine.errors` class (also the
 redis-py class it replaces), with a message naming the server and never the password, and
 changes nothing; reads keep working where the server allows them."""
 
@@ -12,8 +12,8 @@ import redis
 from fault_support import Valkey, acl_users, populate
 from helpers import assert_unchanged
 
-from scheduler.client import Client
-from scheduler.errors import (
+from scheduler.engine.client import Client
+from scheduler.engine.errors import (
     AuthenticationFailed,
     PermissionDenied,
     ServerError,

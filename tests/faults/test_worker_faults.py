@@ -16,8 +16,8 @@ from pathlib import Path
 
 from fault_support import Valkey
 
-from scheduler.client import Client
-from scheduler.server import EmbeddedServer
+from scheduler.embedded import EmbeddedServer
+from scheduler.engine.client import Client
 
 HERE = Path(__file__).resolve().parent
 FLOWS = Path(sys.executable).with_name("flows")

@@ -7,11 +7,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from flows.scheduling import FlowsSource
-from scheduler.client import Client
-from scheduler.schedule_records import Registration
-from scheduler.schedules import Schedules
-from scheduler.service import SchedulerService
+from flows.service_source import FlowsSource
+from scheduler.engine.client import Client
+from scheduler.service.loop import SchedulerService
+from scheduler.service.records import Registration
+from scheduler.service.schedules import Schedules
 
 # Monday 2026-01-05 12:00 UTC: a tick of every expression used here.
 T = datetime(2026, 1, 5, 12, 0, tzinfo=UTC).timestamp()

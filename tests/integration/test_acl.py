@@ -25,11 +25,11 @@ from urllib.parse import quote
 import pytest
 import redis
 
-from scheduler.client import Client
-from scheduler.errors import EngineError
-from scheduler.safety import check_eviction_policy
-from scheduler.scripts import expand, lua_dir
-from scheduler.server import EmbeddedServer, connect
+from scheduler.embedded import EmbeddedServer, connect
+from scheduler.engine.client import Client
+from scheduler.engine.errors import EngineError
+from scheduler.engine.safety import check_eviction_policy
+from scheduler.engine.scripts import join_includes, lua_dir
 
 ROOT = Path(__file__).resolve().parents[2]
 ACL_DOC = ROOT / "docs" / "pages" / "acl.md"
@@ -55,7 +55,7 @@ def granted(line: str) -> set[str]:
 
 def engine_commands() -> set[str]:
     """Every Redis command the engine's Lua sources call."""
-    source = expand(lua_dir())
+    source = join_includes(lua_dir())
     return {name.lower() for name in re.findall(r"redis\.p?call\(\s*'(\w+)'", source)}
 
 
@@ -156,8 +156,10 @@ def _run_sampled(command: list[str], url: str, log: Path) -> tuple[int, str, lis
         process = subprocess.Popen(command, env=_env(url), stdout=out, stderr=subprocess.STDOUT)
         seen: list[bytes] = []
         try:
-            _wait(lambda: seen.extend(_cmdlines(process.pid)) or process.poll() is not None,
-                  f"{Path(command[0]).name} to finish")
+            _wait(
+                lambda: seen.extend(_cmdlines(process.pid)) or process.poll() is not None,
+                f"{Path(command[0]).name} to finish",
+            )
         finally:
             process.kill() if process.poll() is None else None
             process.wait()
@@ -189,8 +191,15 @@ def test_a_pool_under_the_worker_user_never_shows_its_password(
     jids = _put_sleepers(producer, "acl-pool", 4, 1.0)
     password = passwords["flows-worker"]
     code, text, seen = _run_sampled(
-        [str(Path(sys.executable).with_name("flows")), "worker", "-q", "acl-pool",
-         "--processes", "2", "--burst"],
+        [
+            str(Path(sys.executable).with_name("flows")),
+            "worker",
+            "-q",
+            "acl-pool",
+            "--processes",
+            "2",
+            "--burst",
+        ],
         url_for(server, "flows-worker", password),
         tmp_path / "pool.log",
     )
@@ -215,18 +224,34 @@ def test_the_scheduler_service_runs_under_its_user(
     password = passwords["flows-scheduler"]
     env = _env(url_for(server, "flows-scheduler", password))
     process = subprocess.Popen(
-        [sys.executable, "-m", "scheduler", "--flows-dir", str(folder), "--tick-interval", "0.1",
-         "--id", "acl-service"],
+        [
+            sys.executable,
+            "-m",
+            "scheduler",
+            "--flows-dir",
+            str(folder),
+            "--tick-interval",
+            "0.1",
+            "--id",
+            "acl-service",
+        ],
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
     )
     viewer = Client(url_for(server, "flows-viewer", passwords["flows-viewer"]))
     try:
-        _wait(lambda: viewer.redis.exists("ql:schedule:acl") or process.poll() is not None,
-              "the service's first scan")
-        _wait(lambda: viewer.redis.zscore("ql:schedulers", "acl-service") is not None
-              or process.poll() is not None, "the service's first tick")
+        _wait(
+            lambda: viewer.redis.exists("ql:schedule:acl") or process.poll() is not None,
+            "the service's first scan",
+        )
+        _wait(
+            lambda: (
+                viewer.redis.zscore("ql:schedulers", "acl-service") is not None
+                or process.poll() is not None
+            ),
+            "the service's first tick",
+        )
         assert process.poll() is None
         cmdline = b"".join(_cmdlines(process.pid))
     finally:

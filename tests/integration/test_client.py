@@ -27,9 +27,9 @@ from scheduler import (
     UnknownCommand,
     WrongState,
 )
-from scheduler.errors import translate
-from scheduler.job import as_list
-from scheduler.scripts import Engine
+from scheduler.engine.errors import translate
+from scheduler.engine.job import as_list
+from scheduler.engine.scripts import Engine
 
 T0 = 1_700_000_000.0  # 22:13 UTC: T0 + a few hours stays within one day for the stats
 

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from scheduler import Client, Event, EventListener
-from scheduler.scripts import Engine
+from scheduler.engine.scripts import Engine
 
 WAIT = 5.0  # generous bound on delivery of one message
 
@@ -203,7 +203,7 @@ def test_a_failing_callback_is_logged_and_the_thread_goes_on(
     listener = EventListener(client)
     listener.on("put", broken)
     listener.on("put", seen.put)
-    with caplog.at_level(logging.ERROR, logger="scheduler.events"), listener:
+    with caplog.at_level(logging.ERROR, logger="scheduler.engine.events"), listener:
         first = client.queues["q"].put("k", {})
         second = client.queues["q"].put("k", {})
         assert [seen.get(timeout=WAIT).jid for _ in range(2)] == [first, second]

@@ -12,10 +12,10 @@ import pytest
 from flows.expand import expand
 from flows.submit import submit
 from flows.validate import validate_text
-from scheduler.client import Client
-from scheduler.errors import JobNotFound, WrongState
-from scheduler.queue import PutResult
-from scheduler.scripts import Engine
+from scheduler.engine.client import Client
+from scheduler.engine.errors import JobNotFound, WrongState
+from scheduler.engine.queue import PutResult
+from scheduler.engine.scripts import Engine
 
 T0 = 1_699_923_600.0
 

@@ -7,11 +7,11 @@ import pytest
 import redis
 from helpers import assert_unchanged
 
-from scheduler import limits
-from scheduler.client import Client
-from scheduler.errors import InvalidArgument, TooLarge
-from scheduler.queue import NewJob
-from scheduler.scripts import Engine
+from scheduler.engine import limits
+from scheduler.engine.client import Client
+from scheduler.engine.errors import InvalidArgument, TooLarge
+from scheduler.engine.queue import NewJob
+from scheduler.engine.scripts import Engine
 
 T0 = 1_699_923_600.0
 

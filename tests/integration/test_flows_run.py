@@ -24,9 +24,9 @@ from flows.expand import expand
 from flows.runs import list_runs, load_run
 from flows.submit import submit
 from flows.validate import load_flow
-from scheduler.client import Client
-from scheduler.errors import InvalidArgument
-from scheduler.server import EmbeddedServer
+from scheduler.embedded import EmbeddedServer
+from scheduler.engine.client import Client
+from scheduler.engine.errors import InvalidArgument
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 

@@ -9,8 +9,8 @@ import redis
 from click.testing import CliRunner
 from test_flows_run import flows, status_json, write_flow
 
-from scheduler.client import Client
-from scheduler.server import EmbeddedServer
+from scheduler.embedded import EmbeddedServer
+from scheduler.engine.client import Client
 
 
 @pytest.fixture

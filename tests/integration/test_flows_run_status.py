@@ -22,9 +22,9 @@ from flows.expand import expand
 from flows.runs import RUN_STATUSES, STEP_STATUSES, JobRun, RunView, StepView, load_run
 from flows.submit import submit
 from flows.validate import load_flow
-from scheduler.client import Client
-from scheduler.job import Job
-from scheduler.server import EmbeddedServer
+from scheduler.embedded import EmbeddedServer
+from scheduler.engine.client import Client
+from scheduler.engine.job import Job
 
 T = time.time() + 10_000  # engine time for the pops and completes below, after every put
 

@@ -12,8 +12,8 @@ from click.testing import CliRunner, Result
 
 from flows.cli import main
 from flows.worker_hook import prepare
-from scheduler.client import Client
-from scheduler.server import EmbeddedServer
+from scheduler.embedded import EmbeddedServer
+from scheduler.engine.client import Client
 from scheduler.worker import Worker
 
 HOSTILE = [

@@ -1,5 +1,5 @@
 """Workers, the worker pool and the scheduler service refuse a server that may evict jobs, and
-say how to fix it (``scheduler/safety.py``)."""
+say how to fix it (``scheduler/engine/safety.py``)."""
 
 from __future__ import annotations
 
@@ -14,11 +14,11 @@ import redis
 from click.testing import CliRunner
 
 from flows.cli import main
-from flows.scheduling import FlowsSource
-from scheduler.client import Client
-from scheduler.safety import UnsafeServer, check_eviction_policy
-from scheduler.server import EmbeddedServer
-from scheduler.service import SchedulerService
+from flows.service_source import FlowsSource
+from scheduler.embedded import EmbeddedServer
+from scheduler.engine.client import Client
+from scheduler.engine.safety import UnsafeServer, check_eviction_policy
+from scheduler.service.loop import SchedulerService
 from scheduler.worker import Worker, WorkerPool
 
 
@@ -50,9 +50,7 @@ def test_a_worker_refuses_and_takes_no_job(evicting: Client) -> None:
     assert evicting.jobs["job-1"].state == "waiting"
 
 
-def test_a_pool_refuses_before_starting_a_process(
-    evicting: Client, server: EmbeddedServer
-) -> None:
+def test_a_pool_refuses_before_starting_a_process(evicting: Client, server: EmbeddedServer) -> None:
     pool = WorkerPool(server.url, ["q"], processes=2, burst=True)
     with pytest.raises(UnsafeServer) as refused:
         pool.run()

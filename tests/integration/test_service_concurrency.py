@@ -13,9 +13,9 @@ import pytest
 import redis
 from scheduler_support import MIN, T, make_service, registration, run_ids, write_flow
 
-from scheduler.client import Client
-from scheduler.server import EmbeddedServer, connect
-from scheduler.service import SchedulerService, TickReport
+from scheduler.embedded import EmbeddedServer, connect
+from scheduler.engine.client import Client
+from scheduler.service.loop import SchedulerService, TickReport
 
 FLOWS = 4
 

@@ -22,10 +22,10 @@ import pytest
 import redis
 from scheduler_support import MIN, T, make_service, registration, run_ids, write_flow
 
-from scheduler.client import Client
-from scheduler.schedule_records import run_id_for
-from scheduler.schedules import Schedules
-from scheduler.server import EmbeddedServer
+from scheduler.embedded import EmbeddedServer
+from scheduler.engine.client import Client
+from scheduler.service.records import run_id_for
+from scheduler.service.schedules import Schedules
 
 pytestmark = pytest.mark.slow  # real services killed and restarted: seconds each
 

@@ -10,8 +10,8 @@ import redis
 from helpers import assert_unchanged
 from scheduler_support import MIN, T, make_service, registration, run_ids, write_flow
 
-from scheduler.client import Client
-from scheduler.schedules import Schedules
+from scheduler.engine.client import Client
+from scheduler.service.schedules import Schedules
 
 
 @pytest.fixture

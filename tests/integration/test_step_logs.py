@@ -9,9 +9,9 @@ import threading
 import pytest
 from test_worker import NO_BACKOFF, SHELL, put, run_burst
 
-from scheduler import joblogs
-from scheduler.client import Client
-from scheduler.scripts import Engine
+from scheduler.engine import joblogs
+from scheduler.engine.client import Client
+from scheduler.engine.scripts import Engine
 
 
 @pytest.fixture
@@ -39,8 +39,14 @@ def test_jobs_side_by_side_in_threads_keep_their_own_lines(engine: Engine, clien
 
 
 def test_each_attempt_has_its_own_log(engine: Engine, client: Client) -> None:
-    jid = put(client, "q", "chatty", {"tag": "x", "lines": 1, "fail_first": True},
-              retry=NO_BACKOFF, retries=2)
+    jid = put(
+        client,
+        "q",
+        "chatty",
+        {"tag": "x", "lines": 1, "fail_first": True},
+        retry=NO_BACKOFF,
+        retries=2,
+    )
     run_burst(engine, ["q"])
     assert client.jobs[jid].state == "complete"
     first = joblogs.read(engine, jid, 1)
@@ -50,13 +56,13 @@ def test_each_attempt_has_its_own_log(engine: Engine, client: Client) -> None:
     assert latest.lines[0].text == "x 0"
 
 
-def test_a_shell_steps_output_is_captured_by_stream(
-    engine: Engine, client: Client
-) -> None:
+def test_a_shell_steps_output_is_captured_by_stream(engine: Engine, client: Client) -> None:
     jid = put(client, "q", SHELL, {"command": "echo out; echo err >&2; printf 'no newline'"})
     run_burst(engine, ["q"])
     assert sorted(texts(engine, jid)) == [
-        ("stderr", "", "err"), ("stdout", "", "no newline"), ("stdout", "", "out"),
+        ("stderr", "", "err"),
+        ("stdout", "", "no newline"),
+        ("stdout", "", "out"),
     ]
 
 

@@ -28,8 +28,8 @@ from urllib.parse import quote
 import pytest
 import redis
 
-from scheduler.client import Client
-from scheduler.server import ServerError, connect, find_server_binary
+from scheduler.embedded import ServerError, connect, find_server_binary
+from scheduler.engine.client import Client
 
 DEADLINE = 30.0
 
@@ -45,14 +45,54 @@ def certs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         pytest.skip("openssl is not installed: cannot make test certificates")
     folder = tmp_path_factory.mktemp("tls")
     for ca in ("ca", "other-ca"):
-        _openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", f"{ca}.key",
-                 "-out", f"{ca}.crt", "-days", "2", "-subj", f"/CN=flows test {ca}", cwd=folder)
-    _openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", "server.key", "-out",
-             "server.csr", "-subj", "/CN=localhost", cwd=folder)
+        _openssl(
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            f"{ca}.key",
+            "-out",
+            f"{ca}.crt",
+            "-days",
+            "2",
+            "-subj",
+            f"/CN=flows test {ca}",
+            cwd=folder,
+        )
+    _openssl(
+        "req",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-keyout",
+        "server.key",
+        "-out",
+        "server.csr",
+        "-subj",
+        "/CN=localhost",
+        cwd=folder,
+    )
     (folder / "san.cnf").write_text("subjectAltName=DNS:localhost\n")
-    _openssl("x509", "-req", "-in", "server.csr", "-CA", "ca.crt", "-CAkey", "ca.key",
-             "-CAcreateserial", "-out", "server.crt", "-days", "2", "-extfile", "san.cnf",
-             cwd=folder)
+    _openssl(
+        "x509",
+        "-req",
+        "-in",
+        "server.csr",
+        "-CA",
+        "ca.crt",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-out",
+        "server.crt",
+        "-days",
+        "2",
+        "-extfile",
+        "san.cnf",
+        cwd=folder,
+    )
     return {name: folder / f"{name}.crt" for name in ("ca", "other-ca", "server")} | {
         "key": folder / "server.key"
     }
@@ -182,10 +222,29 @@ def tls_server(certs: dict[str, Path], tmp_path: Path) -> Iterator[int]:
         port = _free_port()
         with open(log, "wb") as out:
             process = subprocess.Popen(
-                [binary, "--port", "0", "--tls-port", str(port), "--bind", "127.0.0.1",
-                 "--tls-cert-file", str(certs["server"]), "--tls-key-file", str(certs["key"]),
-                 "--tls-ca-cert-file", str(certs["ca"]), "--tls-auth-clients", "no",
-                 "--save", "", "--appendonly", "no", "--dir", str(tmp_path)],
+                [
+                    binary,
+                    "--port",
+                    "0",
+                    "--tls-port",
+                    str(port),
+                    "--bind",
+                    "127.0.0.1",
+                    "--tls-cert-file",
+                    str(certs["server"]),
+                    "--tls-key-file",
+                    str(certs["key"]),
+                    "--tls-ca-cert-file",
+                    str(certs["ca"]),
+                    "--tls-auth-clients",
+                    "no",
+                    "--save",
+                    "",
+                    "--appendonly",
+                    "no",
+                    "--dir",
+                    str(tmp_path),
+                ],
                 stdout=out,
                 stderr=subprocess.STDOUT,
             )

@@ -16,12 +16,12 @@ import redis
 from helpers import digest
 from ui_support import TOKEN, Api, serve
 
-from flows.scheduling import FlowsSource
+from flows.service_source import FlowsSource
 from flows.ui.auth import Auth
 from flows.worker_hook import prepare
-from scheduler.client import Client
-from scheduler.schedules import Schedules
-from scheduler.scripts import Engine
+from scheduler.engine.client import Client
+from scheduler.engine.scripts import Engine
+from scheduler.service.schedules import Schedules
 from scheduler.worker import Worker
 
 FLOW = """\
@@ -104,8 +104,13 @@ def run_status(api: Api, run_id: str) -> str:
 
 def working(engine: Engine, queue: str) -> Any:
     """A worker on ``queue`` in a thread, until the block ends."""
-    worker = Worker(Client.from_engine(engine, worker_name=f"w-{queue}"), [queue],
-                    prepare=prepare, poll_interval=0.1, shutdown_grace=1.0)
+    worker = Worker(
+        Client.from_engine(engine, worker_name=f"w-{queue}"),
+        [queue],
+        prepare=prepare,
+        poll_interval=0.1,
+        shutdown_grace=1.0,
+    )
     thread = threading.Thread(target=worker.run, daemon=True)
 
     class Running:
@@ -123,8 +128,10 @@ def working(engine: Engine, queue: str) -> Any:
 def test_a_run_started_followed_retried_and_canceled_through_the_api(
     api: Api, engine: Engine, flow: dict[str, str]
 ) -> None:
-    started = api.post("/api/v1/runs", {"flow": flow["name"],
-                                        "params": {"who": "ada; rm -rf /", "flag": flow["flag"]}})
+    started = api.post(
+        "/api/v1/runs",
+        {"flow": flow["name"], "params": {"who": "ada; rm -rf /", "flag": flow["flag"]}},
+    )
     assert started.status == 201, started.body
     run_id = started.body["id"]
     assert started.body["jobs"] == 2
@@ -245,13 +252,26 @@ def test_the_openapi_document_names_every_endpoint(api: Api) -> None:
     document = api.get("/api/v1/openapi.json").body
     paths = set(document["paths"])
     assert {
-        "/api/v1/runs", "/api/v1/runs/{run_id}", "/api/v1/runs/{run_id}/retry",
-        "/api/v1/runs/{run_id}/cancel", "/api/v1/jobs/{jid}", "/api/v1/jobs/{jid}/retry",
-        "/api/v1/jobs/{jid}/cancel", "/api/v1/jobs/{jid}/logs", "/api/v1/jobs/{jid}/logs/stream",
-        "/api/v1/queues", "/api/v1/queues/{queue}/pause", "/api/v1/queues/{queue}/unpause",
-        "/api/v1/workers", "/api/v1/schedules", "/api/v1/schedules/{name}/pause",
-        "/api/v1/schedules/{name}/resume", "/api/v1/schedules/{name}/trigger",
-        "/api/v1/failures", "/api/v1/failures/{group}", "/api/v1/failures/{group}/unfail",
+        "/api/v1/runs",
+        "/api/v1/runs/{run_id}",
+        "/api/v1/runs/{run_id}/retry",
+        "/api/v1/runs/{run_id}/cancel",
+        "/api/v1/jobs/{jid}",
+        "/api/v1/jobs/{jid}/retry",
+        "/api/v1/jobs/{jid}/cancel",
+        "/api/v1/jobs/{jid}/logs",
+        "/api/v1/jobs/{jid}/logs/stream",
+        "/api/v1/queues",
+        "/api/v1/queues/{queue}/pause",
+        "/api/v1/queues/{queue}/unpause",
+        "/api/v1/workers",
+        "/api/v1/schedules",
+        "/api/v1/schedules/{name}/pause",
+        "/api/v1/schedules/{name}/resume",
+        "/api/v1/schedules/{name}/trigger",
+        "/api/v1/failures",
+        "/api/v1/failures/{group}",
+        "/api/v1/failures/{group}/unfail",
         "/api/v1/events",
     } <= paths
 
@@ -340,7 +360,11 @@ def test_reads_need_the_token_when_not_open(client: Client) -> None:
     ],
 )
 def test_bad_bodies_get_a_4xx_with_a_message_and_change_nothing(
-    api: Api, busy: dict[str, str], redis_client: redis.Redis, raw: bytes, status: int,
+    api: Api,
+    busy: dict[str, str],
+    redis_client: redis.Redis,
+    raw: bytes,
+    status: int,
     message: str,
 ) -> None:
     before = digest(redis_client)
@@ -357,4 +381,3 @@ def test_unknown_things_are_404s(api: Api) -> None:
         assert reply.status == 404 and "nope" in reply.body["detail"]
     assert api.post("/api/v1/runs/nope/retry").status == 404
     assert api.post("/api/v1/schedules/nope/trigger").status == 404
-

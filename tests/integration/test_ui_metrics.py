@@ -20,10 +20,10 @@ from ui_support import TOKEN, Api, serve
 
 from flows.ui import metrics
 from flows.ui.auth import Auth
-from scheduler.client import Client
-from scheduler.queue import NewJob
-from scheduler.scripts import Engine
-from scheduler.server import EmbeddedServer
+from scheduler.embedded import EmbeddedServer
+from scheduler.engine.client import Client
+from scheduler.engine.queue import NewJob
+from scheduler.engine.scripts import Engine
 
 ROOT = Path(__file__).resolve().parents[2]
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
@@ -98,10 +98,18 @@ def test_metrics_show_a_known_workload(api: Api, client: Client) -> None:
 
 
 def test_runs_schedules_and_the_scheduler_tick(api: Api, client: Client) -> None:
-    client.engine.call("flow.submit", "f-1", json.dumps({"flow": "f"}),
-                       json.dumps([{"jid": "f-1:a", "queue": "r", "klass": "K", "data": "{}"}]))
-    client.engine.call("flow.submit", "g-1", json.dumps({"flow": "g"}),
-                       json.dumps([{"jid": "g-1:a", "queue": "r", "klass": "K", "data": "{}"}]))
+    client.engine.call(
+        "flow.submit",
+        "f-1",
+        json.dumps({"flow": "f"}),
+        json.dumps([{"jid": "f-1:a", "queue": "r", "klass": "K", "data": "{}"}]),
+    )
+    client.engine.call(
+        "flow.submit",
+        "g-1",
+        json.dumps({"flow": "g"}),
+        json.dumps([{"jid": "g-1:a", "queue": "r", "klass": "K", "data": "{}"}]),
+    )
     [job] = client.queues["r"].pop()
     job.complete()
     seconds, _ = client.redis.time()
@@ -142,7 +150,10 @@ def test_a_worker_serves_its_queues_metrics(server: EmbeddedServer, client: Clie
     flows = str(Path(sys.executable).parent / "flows")
     worker = subprocess.Popen(
         [flows, "worker", "-q", "wq-empty,wq", "--processes", "0", "--metrics-port", str(port)],
-        env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        env=env,
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     try:
         deadline = time.monotonic() + 15

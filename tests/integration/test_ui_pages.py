@@ -16,9 +16,9 @@ from flows.submit import submit
 from flows.ui import api, graph
 from flows.ui.auth import Auth
 from flows.validate import load_flow
-from scheduler.client import Client
-from scheduler.schedules import Schedules
-from scheduler.scripts import Engine
+from scheduler.engine.client import Client
+from scheduler.engine.scripts import Engine
+from scheduler.service.schedules import Schedules
 
 
 @pytest.fixture
@@ -67,8 +67,15 @@ def test_a_run_of_an_unregistered_flow_is_drawn_from_its_own_file(
     requests = expand(
         flow, run_id="two@1", logical_time=datetime.now(UTC), params={}, flow_dir=tmp_path
     )
-    submit(client, "two@1", flow.name, requests, params={}, file_hash=content_hash(text),
-           file=str(path))
+    submit(
+        client,
+        "two@1",
+        flow.name,
+        requests,
+        params={},
+        file_hash=content_hash(text),
+        file=str(path),
+    )
     record = api._load_run(client, "two@1").record
     assert graph.run_needs(client, record) == {"first": (), "second": ("first",)}
     with serve(client, Auth(None, reads_open=True)) as base:

@@ -33,12 +33,12 @@ import redis
 import worker_tasks
 
 from flows.tasks import OUTPUT_TAIL_LINES, output_tail
-from scheduler import doctor
-from scheduler.client import Client
-from scheduler.errors import LockLost
-from scheduler.job import Job, RanBy, dumps
-from scheduler.scripts import Engine
-from scheduler.server import EmbeddedServer
+from scheduler.embedded import EmbeddedServer
+from scheduler.engine import doctor
+from scheduler.engine.client import Client
+from scheduler.engine.errors import LockLost
+from scheduler.engine.job import Job, RanBy, dumps
+from scheduler.engine.scripts import Engine
 from scheduler.worker import Worker, WorkerPool
 
 T = TypeVar("T")

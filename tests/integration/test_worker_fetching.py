@@ -14,10 +14,10 @@ import pytest
 import worker_tasks
 from test_worker import history, in_process_worker, put, wait_marks, wait_state
 
-from scheduler.client import Client
-from scheduler.errors import LockLost
-from scheduler.job import Job
-from scheduler.scripts import Engine, EnginePipeline
+from scheduler.engine.client import Client
+from scheduler.engine.errors import LockLost
+from scheduler.engine.job import Job
+from scheduler.engine.scripts import Engine, EnginePipeline
 from scheduler.worker import Worker, batching, fetching
 
 

@@ -13,9 +13,9 @@ import pytest
 import redis
 from test_worker import Processes, history, put, read_marks, wait_for, wait_marks, wait_state
 
-from scheduler.client import Client
-from scheduler.scripts import Engine
-from scheduler.server import EmbeddedServer
+from scheduler.embedded import EmbeddedServer
+from scheduler.engine.client import Client
+from scheduler.engine.scripts import Engine
 
 
 @pytest.fixture
@@ -24,9 +24,7 @@ def client(engine: Engine) -> Client:
 
 
 @pytest.fixture
-def procs(
-    server: EmbeddedServer, tmp_path: Path, redis_client: redis.Redis
-) -> Iterator[Processes]:
+def procs(server: EmbeddedServer, tmp_path: Path, redis_client: redis.Redis) -> Iterator[Processes]:
     processes = Processes(server, tmp_path)
     try:
         yield processes

@@ -25,9 +25,9 @@ from test_worker import (
     worker_info,
 )
 
-from scheduler.client import Client
-from scheduler.scripts import Engine
-from scheduler.server import EmbeddedServer
+from scheduler.embedded import EmbeddedServer
+from scheduler.engine.client import Client
+from scheduler.engine.scripts import Engine
 from scheduler.worker.supervision import ENV, Lifeline
 
 POOL = (

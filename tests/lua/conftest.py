@@ -14,7 +14,7 @@ import pytest
 import redis
 from lua_support import MODES, NAMESPACE, Channels, Lua, lua_in_mode
 
-from scheduler.scripts import Engine
+from scheduler.engine.scripts import Engine
 
 
 @pytest.fixture(params=MODES)

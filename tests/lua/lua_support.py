@@ -13,7 +13,7 @@ import redis
 from helpers import assert_unchanged
 from helpers import digest as digest
 
-from scheduler.scripts import Engine
+from scheduler.engine.scripts import Engine
 
 # The tier's short name for the shared helper (tests import it from here).
 unchanged = assert_unchanged

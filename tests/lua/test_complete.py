@@ -7,11 +7,17 @@ import json
 import pytest
 from lua_support import DAY, T0, Lua
 
-from scheduler.errors import InvalidArgument, JobNotFound, LockLost, WrongState
+from scheduler.engine.errors import InvalidArgument, JobNotFound, LockLost, WrongState
 
 
-def running(lua: Lua, jid: str = "a", worker: str = "w1", queue: str = "q", now: float = T0,
-            **options: object) -> None:
+def running(
+    lua: Lua,
+    jid: str = "a",
+    worker: str = "w1",
+    queue: str = "q",
+    now: float = T0,
+    **options: object,
+) -> None:
     lua.put(jid, queue, now=now, **options)
     assert lua.pop_jids(queue, worker, now=now) == [jid]
 
@@ -190,10 +196,25 @@ def test_complete_many_completes_a_batch_and_reports_each_refusal_in_place(lua: 
     for jid in ("a", "b", "c"):
         lua.put(jid, data='{"keep": 1}')
     lua.pop(worker="w1", count=3, now=T0 + 1)
-    reply = json.loads(lua.raw(
-        "complete.many", "w1", "a", "q", "", "b", "q", '{"rows": 2}', "nope", "q", "",
-        "c", "other", "", now=T0 + 2,
-    ))
+    reply = json.loads(
+        lua.raw(
+            "complete.many",
+            "w1",
+            "a",
+            "q",
+            "",
+            "b",
+            "q",
+            '{"rows": 2}',
+            "nope",
+            "q",
+            "",
+            "c",
+            "other",
+            "",
+            now=T0 + 2,
+        )
+    )
     assert reply[:2] == ["complete", "complete"]
     assert reply[2].startswith("NOTFOUND ") and "nope" in reply[2]
     assert reply[3].startswith("WRONGSTATE ") and "c" in reply[3]

@@ -8,8 +8,8 @@ import json
 import pytest
 from lua_support import T0, Channels, Lua
 
-from scheduler.client import Client
-from scheduler.errors import EngineError, LockLost
+from scheduler.engine.client import Client
+from scheduler.engine.errors import EngineError, LockLost
 
 HEARTBEAT = 10
 

@@ -8,13 +8,22 @@ import math
 import pytest
 from lua_support import DAY, T0, Lua
 
-from scheduler.errors import InvalidArgument
+from scheduler.engine.errors import InvalidArgument
 
 DEFAULTS = {
-    "heartbeat": 60, "grace-period": 10, "jobs-history": 604800, "jobs-history-count": 50000,
-    "stats-history": 30, "histogram-history": 7, "max-worker-age": 86400, "max-job-history": 100,
-    "max-failed-per-group": 0, "lost-worker-retries": 2, "worker-silent-after": 60,
-    "log-lines": 10000, "log-bytes": 1048576,
+    "heartbeat": 60,
+    "grace-period": 10,
+    "jobs-history": 604800,
+    "jobs-history-count": 50000,
+    "stats-history": 30,
+    "histogram-history": 7,
+    "max-worker-age": 86400,
+    "max-job-history": 100,
+    "max-failed-per-group": 0,
+    "lost-worker-retries": 2,
+    "worker-silent-after": 60,
+    "log-lines": 10000,
+    "log-bytes": 1048576,
 }
 HISTOGRAM_LENGTH = 60 + 59 + 23 + 6
 
@@ -177,12 +186,14 @@ def test_worker_deregister_many(lua: Lua) -> None:
 
 def test_worker_register_and_info(lua: Lua) -> None:
     assert lua("worker.register", "w1", '{"host": "h1", "pid": 1}', now=T0) is None
-    lua("worker.register", "w2", '{"host": "h2", "nested": ' + "[" * 99 + "]" * 99 + "}",
-        now=T0 + 1)
+    lua(
+        "worker.register", "w2", '{"host": "h2", "nested": ' + "[" * 99 + "]" * 99 + "}", now=T0 + 1
+    )
     info = json.loads(lua.raw("worker.info", now=T0))
     assert info["w1"] == {"host": "h1", "pid": 1} and info["w2"]["host"] == "h2"
     assert json.loads(lua.raw("worker.info", "w1", "nobody", now=T0)) == {
-        "w1": {"host": "h1", "pid": 1}}
+        "w1": {"host": "h1", "pid": 1}
+    }
     assert [w["name"] for w in lua("workers", now=T0 + 1)] == ["w2", "w1"]
     lua("worker.deregister", "w1", now=T0)
     assert json.loads(lua.raw("worker.info", now=T0)).keys() == {"w2"}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from lua_support import T0, Lua, unchanged
 
-from scheduler.errors import HasDependents, InvalidArgument, JobNotFound, WrongState
+from scheduler.engine.errors import HasDependents, InvalidArgument, JobNotFound, WrongState
 
 
 def finish(lua: Lua, jid: str, now: float = T0, queue: str = "q") -> None:
@@ -107,8 +107,11 @@ def test_cancel_of_a_dependency_is_refused_while_a_dependent_is_not_canceled(lua
     lua.put("a")
     lua.put("b", depends=["a"])
     lua.put("c", depends=["b"])
-    with unchanged(lua.r), pytest.raises(
-        HasDependents, match=r"Cancel\(\): b is a dependent of a but is not mentioned"
+    with (
+        unchanged(lua.r),
+        pytest.raises(
+            HasDependents, match=r"Cancel\(\): b is a dependent of a but is not mentioned"
+        ),
     ):
         lua("cancel", "a", now=T0)
     with unchanged(lua.r), pytest.raises(HasDependents, match="c is a dependent of b"):

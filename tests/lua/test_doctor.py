@@ -1,4 +1,5 @@
-"""The consistency check (scheduler/doctor.py over lua/commands/doctor.lua): a healthy namespace
+"""The consistency check (scheduler/engine/doctor.py over lua/commands/doctor.lua): a healthy
+namespace
 after heavy activity reports nothing, and each deliberate corruption (raw Redis writes) is found,
 repaired by its own engine call, and found no more.
 
@@ -14,10 +15,10 @@ import pytest
 import redis
 from lua_support import T0, Lua
 
-from scheduler import doctor
-from scheduler.client import Client
-from scheduler.housekeeping import Check
-from scheduler.scripts import Engine
+from scheduler.engine import doctor
+from scheduler.engine.client import Client
+from scheduler.engine.scripts import Engine
+from scheduler.service.housekeeping import Check
 
 Seen = set[tuple[str, str, str, str]]
 

@@ -15,7 +15,7 @@ def decoded(lua: Lua, messages: list[tuple[str, str]]) -> list[tuple[str, Any]]:
     out: list[tuple[str, Any]] = []
     for channel, data in messages:
         assert channel.startswith(lua.prefix), f"published outside the namespace: {channel}"
-        name = channel[len(lua.prefix):]
+        name = channel[len(lua.prefix) :]
         out.append((name, json.loads(data) if data.startswith("{") else data))
     return out
 
@@ -44,7 +44,8 @@ def test_ready_once_per_call_and_queue(lua: Lua, channels: Channels) -> None:
     # a pop that promotes three jobs publishes ready:q once
     lua.pop_jids(count=1, now=T0 + 5)
     assert [e for e in events(lua, channels) if e[0].startswith("ready:")] == [
-        ("ready:q2", "q2"), ("ready:q", "q"),
+        ("ready:q2", "q2"),
+        ("ready:q", "q"),
     ]
 
 
@@ -94,8 +95,10 @@ def test_fail_publishes_failed(lua: Lua, channels: Channels) -> None:
     lua("fail", "a", "w1", "boom", "it broke", now=T0)
     assert events(lua, channels) == [
         ("failed", "a"),
-        ("log", {"jid": "a", "event": "failed", "worker": "w1", "group": "boom",
-                 "message": "it broke"}),
+        (
+            "log",
+            {"jid": "a", "event": "failed", "worker": "w1", "group": "boom", "message": "it broke"},
+        ),
     ]
 
 
@@ -105,8 +108,16 @@ def test_retry_exhaustion_publishes_failed(lua: Lua, channels: Channels) -> None
     channels.collect()
     lua("retry", "a", "q", "w1", now=T0)
     assert events(lua, channels) == [
-        ("log", {"jid": "a", "event": "failed", "worker": "w1", "group": "failed-retries-q",
-                 "message": 'Job exhausted retries in queue "q"'}),
+        (
+            "log",
+            {
+                "jid": "a",
+                "event": "failed",
+                "worker": "w1",
+                "group": "failed-retries-q",
+                "message": 'Job exhausted retries in queue "q"',
+            },
+        ),
     ]
 
 
@@ -162,7 +173,9 @@ def test_put_moving_a_running_job_tells_the_old_worker(lua: Lua, channels: Chann
     lua.put("a", "q2", now=T0 + 1)
     lost = {"jid": "a", "event": "lock_lost", "worker": "w1"}
     assert events(lua, channels) == [
-        ("w:w1", lost), ("log", lost), ("ready:q2", "q2"),
+        ("w:w1", lost),
+        ("log", lost),
+        ("ready:q2", "q2"),
         ("log", {"jid": "a", "event": "put", "queue": "q2"}),
     ]
 
@@ -201,9 +214,19 @@ def test_reads_publish_nothing(lua: Lua, channels: Channels) -> None:
     lua.pop_jids()
     channels.collect()
     for command, args in [
-        ("get", ["a"]), ("multiget", ["a"]), ("queues", []), ("queues", ["q"]), ("peek", ["q", 5]),
-        ("failed", []), ("jobs", ["running", "q"]), ("stats", ["q", T0]), ("workers", []),
-        ("tag", ["get", "t"]), ("track", []), ("config.get", []), ("length", ["q"]),
+        ("get", ["a"]),
+        ("multiget", ["a"]),
+        ("queues", []),
+        ("queues", ["q"]),
+        ("peek", ["q", 5]),
+        ("failed", []),
+        ("jobs", ["running", "q"]),
+        ("stats", ["q", T0]),
+        ("workers", []),
+        ("tag", ["get", "t"]),
+        ("track", []),
+        ("config.get", []),
+        ("length", ["q"]),
     ]:
         lua(command, *args, now=T0)
     assert events(lua, channels) == []

@@ -7,8 +7,8 @@ import json
 
 from lua_support import T0, Channels, Lua
 
-from scheduler import doctor
-from scheduler.client import Client
+from scheduler.engine import doctor
+from scheduler.engine.client import Client
 
 
 def fail(lua: Lua, jid: str, group: str = "g", now: float = T0, **put: object) -> None:

@@ -8,8 +8,9 @@ from typing import Any
 from lua_support import T0, Lua
 
 
-def await_jobs(lua: Lua, worker: str = "w1", *queues: str, count: int = 1,
-               seconds: float = 5, now: float = T0) -> list[dict[str, Any]]:
+def await_jobs(
+    lua: Lua, worker: str = "w1", *queues: str, count: int = 1, seconds: float = 5, now: float = T0
+) -> list[dict[str, Any]]:
     reply = lua.raw("await", worker, seconds, count, *(queues or ("q",)), now=now)
     return list(json.loads(reply))
 

@@ -15,14 +15,27 @@ import redis
 from helpers import digest
 from lua_support import T0, Lua
 
-from scheduler.scripts import Engine
+from scheduler.engine.scripts import Engine
 
-LEAN_FIELDS = {"jid", "klass", "queue", "worker", "state", "data", "priority", "tags", "retries",
-               "remaining", "expires", "popped"}
+LEAN_FIELDS = {
+    "jid",
+    "klass",
+    "queue",
+    "worker",
+    "state",
+    "data",
+    "priority",
+    "tags",
+    "retries",
+    "remaining",
+    "expires",
+    "popped",
+}
 
 
-def lean_pop(lua: Lua, queue: str = "q", worker: str = "w1", count: int = 1, *,
-             now: float = T0) -> list[dict[str, Any]]:
+def lean_pop(
+    lua: Lua, queue: str = "q", worker: str = "w1", count: int = 1, *, now: float = T0
+) -> list[dict[str, Any]]:
     reply: list[dict[str, Any]] = lua("pop.lean", queue, worker, count, now=now)
     return reply
 
@@ -32,9 +45,18 @@ def test_pop_lean_replies_what_a_worker_needs(lua: Lua) -> None:
     [job] = lean_pop(lua, now=T0 + 5)
     assert set(job) == LEAN_FIELDS
     assert job == {
-        "jid": "a", "klass": "K", "queue": "q", "worker": "w1", "state": "running",
-        "data": '{"x": 1}', "priority": 2, "tags": ["t1", "t2"], "retries": 3, "remaining": 3,
-        "expires": T0 + 65, "popped": T0 + 5,
+        "jid": "a",
+        "klass": "K",
+        "queue": "q",
+        "worker": "w1",
+        "state": "running",
+        "data": '{"x": 1}',
+        "priority": 2,
+        "tags": ["t1", "t2"],
+        "retries": 3,
+        "remaining": 3,
+        "expires": T0 + 65,
+        "popped": T0 + 5,
     }
     # the job itself is as after pop
     full = lua.job("a", now=T0 + 5)
@@ -121,9 +143,9 @@ def test_pop_lean_changes_exactly_what_pop_changes(redis_client: redis.Redis) ->
             assert redis_client.hget(key, "remaining") == redis_client.hget(key, "retries")
             redis_client.hincrby(key, "remaining", -1)
             redis_client.hdel(key, "lost")
-            reclaimed.add(key[len(prefix) + 2:])
+            reclaimed.add(key[len(prefix) + 2 :])
         state = digest(redis_client, prefix + "*")
-        return {key[len(prefix):]: value for key, value in state.items()}
+        return {key[len(prefix) :]: value for key, value in state.items()}
 
     assert run("full", "pop") == run("lean", "pop.lean")
     assert reclaimed, "the scenario reclaimed jobs"

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from lua_support import T0, Lua
 
-from scheduler.errors import LockLost
+from scheduler.engine.errors import LockLost
 
 LEASE = 5
 

@@ -9,14 +9,15 @@ from __future__ import annotations
 import pytest
 from lua_support import T0, Lua
 
-from scheduler.errors import JobNotFound, LockLost, WrongState
+from scheduler.engine.errors import JobNotFound, LockLost, WrongState
 
 HB = 60  # default heartbeat
 GRACE = 10  # default grace-period
 
 
-def running(lua: Lua, jid: str = "a", worker: str = "w1", now: float = T0, **options: object
-            ) -> None:
+def running(
+    lua: Lua, jid: str = "a", worker: str = "w1", now: float = T0, **options: object
+) -> None:
     lua.put(jid, now=now, **options)
     assert lua.pop_jids(worker=worker, now=now) == [jid]
 
@@ -78,8 +79,9 @@ def test_heartbeat_owner_only(lua: Lua) -> None:
 
 @pytest.mark.parametrize("command", ["heartbeat", "complete", "retry", "fail"])
 @pytest.mark.parametrize("late", [0, 0.001, 5])
-def test_expired_lock_refuses_its_worker_before_anyone_pops(lua: Lua, command: str, late: float
-                                                            ) -> None:
+def test_expired_lock_refuses_its_worker_before_anyone_pops(
+    lua: Lua, command: str, late: float
+) -> None:
     running(lua)
     now = T0 + HB + late  # expires == T0 + 60: at that instant the lock is gone
     with pytest.raises(LockLost, match="lock expired"):
@@ -228,7 +230,11 @@ def test_retry_with_delay_group_and_message(lua: Lua) -> None:
     assert lua.state("a", now=T0 + 1) == "scheduled"
     assert lua.r.zscore(lua.key("q:q-scheduled"), "a") == T0 + 31
     assert lua.job("a")["history"][-1] == {  # type: ignore[index]
-        "what": "retried", "when": T0 + 1, "worker": "w1", "delay": 30, "group": "net",
+        "what": "retried",
+        "when": T0 + 1,
+        "worker": "w1",
+        "delay": 30,
+        "group": "net",
         "message": "connection reset",
     }
     assert lua.pop_jids(now=T0 + 30) == []
@@ -238,8 +244,12 @@ def test_retry_with_delay_group_and_message(lua: Lua) -> None:
     job = lua.job("a", now=T0 + 32)
     assert job is not None
     assert job["state"] == "failed"
-    assert job["failure"] == {"group": "net", "message": "reset again", "when": T0 + 32,
-                              "worker": "w1"}
+    assert job["failure"] == {
+        "group": "net",
+        "message": "reset again",
+        "when": T0 + 32,
+        "worker": "w1",
+    }
     assert lua("failed", now=T0) == {"net": 1}
 
 

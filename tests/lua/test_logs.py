@@ -10,7 +10,7 @@ import pytest
 from helpers import assert_unchanged
 from lua_support import T0, Lua
 
-from scheduler.errors import EngineError, InvalidArgument, JobNotFound
+from scheduler.engine.errors import EngineError, InvalidArgument, JobNotFound
 
 DAY = 86400
 

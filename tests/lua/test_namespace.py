@@ -10,12 +10,13 @@ import pytest
 import redis
 from lua_support import NAMESPACE, T0, Channels
 
-from scheduler.errors import InvalidArgument
-from scheduler.scripts import Engine
+from scheduler.engine.errors import InvalidArgument
+from scheduler.engine.scripts import Engine
 
 
-def test_two_namespaces_in_one_database(engine: Engine, engine_ns: Engine, channels: Channels,
-                                        redis_client: redis.Redis) -> None:
+def test_two_namespaces_in_one_database(
+    engine: Engine, engine_ns: Engine, channels: Channels, redis_client: redis.Redis
+) -> None:
     plain, spaced = engine, engine_ns
     plain.call("put", "w", "q", "a", "K", '{"ns": "ql"}', 0, now=T0)
     spaced.call("put", "w", "q", "a", "K", '{"ns": "test"}', 0, now=T0)
@@ -30,15 +31,17 @@ def test_two_namespaces_in_one_database(engine: Engine, engine_ns: Engine, chann
     keys = set(redis_client.scan_iter(count=500))
     assert all(key.startswith(("ql:", NAMESPACE)) for key in keys), keys
     assert {key for key in keys if key.startswith(NAMESPACE)} >= {
-        NAMESPACE + "j:a", NAMESPACE + "j:b", NAMESPACE + "q:q-work"}
+        NAMESPACE + "j:a",
+        NAMESPACE + "j:b",
+        NAMESPACE + "q:q-work",
+    }
     published = {channel for channel, _ in channels.collect()}
     assert published == {"ql:log", "ql:ready:q", NAMESPACE + "log", NAMESPACE + "ready:q"}
 
 
 @pytest.mark.parametrize("use_functions", [True, False], ids=["fcall", "evalsha"])
 @pytest.mark.parametrize("prefix", ["", "p" * 257])
-def test_the_prefix_is_checked(redis_client: redis.Redis, use_functions: bool, prefix: str
-                               ) -> None:
+def test_the_prefix_is_checked(redis_client: redis.Redis, use_functions: bool, prefix: str) -> None:
     engine = Engine(redis_client, prefix=prefix, use_functions=use_functions)
     with pytest.raises(InvalidArgument, match="key prefix"):
         engine.call("put", "w", "q", "a", "K", "{}", 0, now=T0)

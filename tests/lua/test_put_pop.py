@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from lua_support import T0, Lua
 
-from scheduler.errors import JobNotFound, LockLost, WrongState
+from scheduler.engine.errors import JobNotFound, LockLost, WrongState
 
 
 def test_put_creates_a_waiting_job(lua: Lua) -> None:

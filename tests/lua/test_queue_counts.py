@@ -8,7 +8,7 @@ from typing import Any
 
 from lua_support import T0, Lua
 
-from scheduler.client import Client
+from scheduler.engine.client import Client
 
 
 def counts(lua: Lua, *queues: str, now: float = T0) -> list[dict[str, Any]]:

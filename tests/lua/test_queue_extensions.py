@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from lua_support import T0, Lua, unchanged
 
-from scheduler.errors import HasDependents, JobNotFound, LockLost, WrongState
+from scheduler.engine.errors import HasDependents, JobNotFound, LockLost, WrongState
 
 
 def jids(jobs: list[dict[str, Any]]) -> list[str]:

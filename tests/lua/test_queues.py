@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from lua_support import T0, Lua
 
-from scheduler.errors import JobNotFound, LockLost, WrongState
+from scheduler.engine.errors import JobNotFound, LockLost, WrongState
 
 # -- fail, failed, unfail --------------------------------------------------------------------
 
@@ -17,8 +17,12 @@ def test_fail_a_running_job(lua: Lua) -> None:
     job = lua.job("a", now=T0 + 3)
     assert job is not None
     assert job["state"] == "failed"
-    assert job["failure"] == {"group": "boom", "message": "Traceback...", "when": T0 + 3,
-                              "worker": "w1"}
+    assert job["failure"] == {
+        "group": "boom",
+        "message": "Traceback...",
+        "when": T0 + 3,
+        "worker": "w1",
+    }
     assert job["data"] == '{"partial": true}'
     assert job["worker"] == ""
     assert job["history"][-1] == {"what": "failed", "when": T0 + 3, "worker": "w1", "group": "boom"}
@@ -103,9 +107,18 @@ def test_unfail_moves_oldest_first(lua: Lua) -> None:
 
 
 def queue_counts(**counts: object) -> dict[str, object]:
-    base: dict[str, object] = {"name": "q", "waiting": 0, "stalled": 0, "running": 0,
-                               "scheduled": 0, "depends": 0, "recurring": 0, "paused": False,
-                               "parked": 0, "buried": 0}
+    base: dict[str, object] = {
+        "name": "q",
+        "waiting": 0,
+        "stalled": 0,
+        "running": 0,
+        "scheduled": 0,
+        "depends": 0,
+        "recurring": 0,
+        "paused": False,
+        "parked": 0,
+        "buried": 0,
+    }
     base.update(counts)
     return base
 

@@ -10,8 +10,8 @@ import pytest
 import redis
 from helpers import assert_unchanged
 
-from scheduler.client import Client
-from scheduler.scripts import Engine, read_commands, read_function_name
+from scheduler.engine.client import Client
+from scheduler.engine.scripts import Engine, read_commands, read_function_name
 
 T0 = 1_699_923_600.0
 
@@ -85,7 +85,11 @@ def test_each_read_answers_through_the_read_only_entry_on_a_full_server(
 def test_the_read_only_entry_refuses_every_other_command(engine: Engine, command: str) -> None:
     engine.load()
     populate(engine)
-    with assert_unchanged(engine.redis), pytest.raises(
-        redis.ResponseError, match=rf'^INVALID Engine\(\): "{command}" is not a read-only command'
+    with (
+        assert_unchanged(engine.redis),
+        pytest.raises(
+            redis.ResponseError,
+            match=rf'^INVALID Engine\(\): "{command}" is not a read-only command',
+        ),
     ):
         read_only(engine, command, "q", "w", "j", "tasks.a", "{}", 0)

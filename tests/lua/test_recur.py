@@ -7,11 +7,19 @@ import json
 import pytest
 from lua_support import T0, Lua
 
-from scheduler.errors import InvalidArgument, JobNotFound, TooLarge
+from scheduler.engine.errors import InvalidArgument, JobNotFound, TooLarge
 
 
-def recur(lua: Lua, jid: str = "r", queue: str = "q", interval: float = 60, offset: float = 0,
-          now: float = T0, data: str = '{"n": 1}', **options: object) -> object:
+def recur(
+    lua: Lua,
+    jid: str = "r",
+    queue: str = "q",
+    interval: float = 60,
+    offset: float = 0,
+    now: float = T0,
+    data: str = '{"n": 1}',
+    **options: object,
+) -> object:
     args: list[object] = [queue, jid, "K", data, "interval", interval, offset]
     for name, value in options.items():
         args += [name, json.dumps(value) if isinstance(value, list) else value]
@@ -21,8 +29,17 @@ def recur(lua: Lua, jid: str = "r", queue: str = "q", interval: float = 60, offs
 def test_recur_and_get(lua: Lua) -> None:
     assert recur(lua, offset=30, priority=2, tags=["t"], retries=3, backlog=4) == "r"
     assert lua("recur.get", "r", now=T0) == {
-        "jid": "r", "klass": "K", "state": "recur", "queue": "q", "priority": 2, "interval": 60,
-        "retries": 3, "count": 0, "data": '{"n": 1}', "tags": ["t"], "backlog": 4,
+        "jid": "r",
+        "klass": "K",
+        "state": "recur",
+        "queue": "q",
+        "priority": 2,
+        "interval": 60,
+        "retries": 3,
+        "count": 0,
+        "data": '{"n": 1}',
+        "tags": ["t"],
+        "backlog": 4,
     }
     assert lua.r.zscore(lua.key("q:q-recur"), "r") == T0 + 30
     assert lua("queues", "q", now=T0)["recurring"] == 1
@@ -117,11 +134,35 @@ def test_recurring_jid_leaves_room_for_child_numbers(lua: Lua) -> None:
 
 def test_recur_update(lua: Lua) -> None:
     recur(lua, offset=100)
-    assert lua("recur.update", "r", "priority", 3, "interval", 10, "retries", 1, "data",
-               '{"n": 2}', "klass", "K2", "backlog", 5, now=T0) == 1
+    assert (
+        lua(
+            "recur.update",
+            "r",
+            "priority",
+            3,
+            "interval",
+            10,
+            "retries",
+            1,
+            "data",
+            '{"n": 2}',
+            "klass",
+            "K2",
+            "backlog",
+            5,
+            now=T0,
+        )
+        == 1
+    )
     got = lua("recur.get", "r", now=T0)
-    assert (got["priority"], got["interval"], got["retries"], got["data"], got["klass"],
-            got["backlog"]) == (3, 10, 1, '{"n": 2}', "K2", 5)
+    assert (
+        got["priority"],
+        got["interval"],
+        got["retries"],
+        got["data"],
+        got["klass"],
+        got["backlog"],
+    ) == (3, 10, 1, '{"n": 2}', "K2", 5)
     assert lua("recur.update", "r", "queue", "q2", now=T0) == 1
     assert lua.zset("q:q-recur") == []
     assert lua.r.zscore(lua.key("q:q2-recur"), "r") == T0 + 100

@@ -8,8 +8,8 @@ from typing import Any
 
 from lua_support import T0, Lua
 
-from scheduler.client import Client
-from scheduler.job import RanBy
+from scheduler.engine.client import Client
+from scheduler.engine.job import RanBy
 
 DAY = 86400.0
 

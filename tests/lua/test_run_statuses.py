@@ -9,7 +9,7 @@ import pytest
 from helpers import assert_unchanged
 from lua_support import T0, Lua
 
-from scheduler.errors import InvalidArgument
+from scheduler.engine.errors import InvalidArgument
 
 
 def submit(lua: Lua, run_id: str, flow: str, now: float) -> None:
@@ -24,7 +24,8 @@ def test_newest_runs_first_with_their_status(lua: Lua) -> None:
     lua.complete("r1:a", now=T0 + 3)
     reply = json.loads(lua.raw("runs.statuses", now=T0 + 4))
     assert [(r["id"], r["flow"], r["status"]) for r in reply] == [
-        ("r2", "g", "running"), ("r1", "f", "succeeded")
+        ("r2", "g", "running"),
+        ("r1", "f", "succeeded"),
     ]
     # the records are those `runs` replies, with the status
     records = json.loads(lua.raw("runs", now=T0 + 4))

@@ -10,7 +10,7 @@ import pytest
 from helpers import assert_unchanged
 from lua_support import T0, Lua
 
-from scheduler.errors import InvalidArgument, JobNotFound, WrongState
+from scheduler.engine.errors import InvalidArgument, JobNotFound, WrongState
 
 TICK = T0 + 60
 

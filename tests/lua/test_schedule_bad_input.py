@@ -14,7 +14,7 @@ import pytest
 from helpers import assert_unchanged
 from lua_support import T0, Lua
 
-from scheduler.errors import EngineError, InvalidArgument, JobNotFound, TooLarge, WrongState
+from scheduler.engine.errors import EngineError, InvalidArgument, JobNotFound, TooLarge, WrongState
 
 TICK = T0 + 60
 LONG = "n" * 257

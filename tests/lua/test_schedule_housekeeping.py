@@ -10,7 +10,7 @@ import pytest
 from helpers import assert_unchanged
 from lua_support import DAY, T0, Lua
 
-from scheduler.errors import InvalidArgument
+from scheduler.engine.errors import InvalidArgument
 
 
 def maintain(lua: Lua, queue: str = "q", limit: int = 100, *, now: float) -> dict[str, int]:

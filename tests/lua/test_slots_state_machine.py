@@ -22,9 +22,9 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 from lua_support import MODES, T0, Lua, lua_in_mode
 
-from scheduler import doctor
-from scheduler.client import Client
-from scheduler.errors import EngineError
+from scheduler.engine import doctor
+from scheduler.engine.client import Client
+from scheduler.engine.errors import EngineError
 
 JIDS = [f"j{n}" for n in range(6)]
 WORKERS = ["w1", "w2"]

@@ -26,9 +26,9 @@ from hypothesis.stateful import (
 )
 from lua_support import MODES, T0, Lua, lua_in_mode, unchanged
 
-from scheduler import doctor
-from scheduler.client import Client
-from scheduler.errors import EngineError, HasDependents, JobNotFound, LockLost, WrongState
+from scheduler.engine import doctor
+from scheduler.engine.client import Client
+from scheduler.engine.errors import EngineError, HasDependents, JobNotFound, LockLost, WrongState
 
 JIDS = ["a", "b", "c", "d", "e"]
 WORKERS = ["w1", "w2"]
@@ -128,9 +128,18 @@ class JobMachine(RuleBasedStateMachine):
             self.call(command, *args)
         assert type(raised.value) is error, (command, args, raised.value)
 
-    @initialize(jobs=st.lists(st.fixed_dictionaries({
-        "priority": st.sampled_from([0, -1, 1]), "retries": st.sampled_from([1, 0, 2]),
-    }), min_size=2, max_size=len(JIDS)))
+    @initialize(
+        jobs=st.lists(
+            st.fixed_dictionaries(
+                {
+                    "priority": st.sampled_from([0, -1, 1]),
+                    "retries": st.sampled_from([1, 0, 2]),
+                }
+            ),
+            min_size=2,
+            max_size=len(JIDS),
+        )
+    )
     def setup(self, jobs: list[dict[str, int]]) -> None:
         self.lua.r.flushall()
         self.lua.config("heartbeat", HEARTBEAT, now=T0)
@@ -152,8 +161,9 @@ class JobMachine(RuleBasedStateMachine):
 
     # -- commands, checked against the model -----------------------------------------------
 
-    def do_put(self, jid: str, priority: int | None, delay: float, retries: int | None,
-            depends: set[str]) -> None:
+    def do_put(
+        self, jid: str, priority: int | None, delay: float, retries: int | None, depends: set[str]
+    ) -> None:
         depends = depends - {jid}
         m = self.model
         old = m.jobs.get(jid)
@@ -185,8 +195,9 @@ class JobMachine(RuleBasedStateMachine):
     def do_pop(self, worker: str, count: int) -> None:
         m = self.model
         expected_reclaimed: list[str] = []
-        expired = sorted((j.lock, jid) for jid, j in m.jobs.items()
-                         if j.state == "running" and j.lock <= m.now)[:count]
+        expired = sorted(
+            (j.lock, jid) for jid, j in m.jobs.items() if j.state == "running" and j.lock <= m.now
+        )[:count]
         for _, jid in expired:
             job = m.jobs[jid]
             if not job.grace:
@@ -201,15 +212,18 @@ class JobMachine(RuleBasedStateMachine):
                 event("pop: expired job reclaimed")
                 expected_reclaimed.append(jid)
         if len(expected_reclaimed) < count:
-            due = sorted((j.due, jid) for jid, j in m.jobs.items()
-                         if j.state == "scheduled" and j.due <= m.now)
+            due = sorted(
+                (j.due, jid)
+                for jid, j in m.jobs.items()
+                if j.state == "scheduled" and j.due <= m.now
+            )
             for _, jid in due:
                 m.release(jid, 0)
 
         popped = [job["jid"] for job in self.call("pop", "q", worker, count)]
         event(f"pop: {len(popped)} of {count}")
         assert popped[: len(expected_reclaimed)] == expected_reclaimed, popped
-        taken = popped[len(expected_reclaimed):]
+        taken = popped[len(expected_reclaimed) :]
         waiting = sorted((j.priority, j.order) for j in m.jobs.values() if j.state == "waiting")
         wanted = count - len(expected_reclaimed)
         # The first `wanted` waiting jobs, in order (jobs released together tie: any order).
@@ -305,7 +319,6 @@ class JobMachine(RuleBasedStateMachine):
         job.expires = job.lock = m.now
         job.grace = True
 
-
     # -- rules: each aims at a relevant job most of the time, at any jid otherwise ----------
 
     def running(self) -> list[str]:
@@ -320,8 +333,10 @@ class JobMachine(RuleBasedStateMachine):
             holder = self.model.jobs[jid].worker
             worker = data.draw(st.sampled_from([holder, holder, holder, *WORKERS]), label="worker")
             return jid, worker
-        return (data.draw(st.sampled_from(JIDS), label="jid"),
-                data.draw(st.sampled_from(WORKERS), label="worker"))
+        return (
+            data.draw(st.sampled_from(JIDS), label="jid"),
+            data.draw(st.sampled_from(WORKERS), label="worker"),
+        )
 
     PUT = {
         "jid": st.sampled_from(JIDS),
@@ -332,13 +347,15 @@ class JobMachine(RuleBasedStateMachine):
     }
 
     @rule(**PUT)
-    def put(self, jid: str, priority: int | None, delay: float, retries: int | None,
-            depends: set[str]) -> None:
+    def put(
+        self, jid: str, priority: int | None, delay: float, retries: int | None, depends: set[str]
+    ) -> None:
         self.do_put(jid, priority, delay, retries, depends)
 
     @rule(**PUT)
-    def put_another(self, jid: str, priority: int | None, delay: float, retries: int | None,
-                    depends: set[str]) -> None:
+    def put_another(
+        self, jid: str, priority: int | None, delay: float, retries: int | None, depends: set[str]
+    ) -> None:
         self.do_put(jid, priority, delay, retries, depends)
 
     @rule(worker=st.sampled_from(WORKERS), count=st.integers(1, 3))
@@ -382,8 +399,9 @@ class JobMachine(RuleBasedStateMachine):
         pool = sorted(self.model.jobs) or JIDS
         if data.draw(st.integers(0, 3), label="any jid") == 3:
             pool = JIDS
-        self.do_cancel(data.draw(st.lists(st.sampled_from(pool), min_size=1, max_size=3),
-                                 label="jids"))
+        self.do_cancel(
+            data.draw(st.lists(st.sampled_from(pool), min_size=1, max_size=3), label="jids")
+        )
 
     # -- agreement -----------------------------------------------------------------------
 
@@ -400,7 +418,10 @@ class JobMachine(RuleBasedStateMachine):
             assert got["state"] == state, (jid, got["state"], job)
             assert got["worker"] == job.worker, (jid, got, job)
             assert (got["retries"], got["remaining"], got["priority"]) == (
-                job.retries, job.remaining, job.priority), (jid, got, job)
+                job.retries,
+                job.remaining,
+                job.priority,
+            ), (jid, got, job)
             assert set(got["dependencies"]) == job.dependencies, (jid, got, job)
             assert set(got["dependents"]) == job.dependents, (jid, got, job)
             if job.state == "running":
@@ -419,9 +440,14 @@ class JobMachine(RuleBasedStateMachine):
             for jid in members:
                 where.setdefault(jid, []).append(index)
         for jid, job in m.jobs.items():
-            expected = {"waiting": "work", "scheduled": "scheduled", "depends": "depends",
-                        "running": "locks", "complete": "completed",
-                        "failed": f"f:{job.group}"}[job.state]
+            expected = {
+                "waiting": "work",
+                "scheduled": "scheduled",
+                "depends": "depends",
+                "running": "locks",
+                "complete": "completed",
+                "failed": f"f:{job.group}",
+            }[job.state]
             assert where.pop(jid, []) == [expected], (jid, job)
             if job.state == "scheduled":
                 assert indexes["scheduled"][jid] == job.due
@@ -429,8 +455,11 @@ class JobMachine(RuleBasedStateMachine):
                 assert indexes["locks"][jid] == job.lock
         assert not where, f"index entries without a job: {where}"
         for worker in WORKERS:
-            held = {jid: j.expires for jid, j in m.jobs.items()
-                    if j.state == "running" and j.worker == worker and not j.grace}
+            held = {
+                jid: j.expires
+                for jid, j in m.jobs.items()
+                if j.state == "running" and j.worker == worker and not j.grace
+            }
             assert indexes[f"w:{worker}"] == held, worker
         assert indexes["failures"] == {j.group: 0 for j in m.jobs.values() if j.state == "failed"}
         # waiting jobs in priority order, ties (released together) in any order
@@ -474,8 +503,9 @@ def read_indexes(lua: Lua) -> dict[str, dict[str, float]]:
 # Two modes (FCALL with the qless layout, EVALSHA with the prefix) and more examples in each,
 # rather than all four: the modes differ in dispatch only, which the rest of the tier covers.
 @pytest.fixture(params=[MODES[0], MODES[3]])
-def machine(request: pytest.FixtureRequest, redis_client: redis.Redis
-            ) -> Iterator[type[JobMachine]]:
+def machine(
+    request: pytest.FixtureRequest, redis_client: redis.Redis
+) -> Iterator[type[JobMachine]]:
     for lua in lua_in_mode(request.param, redis_client):
         JobMachine.lua = lua
         yield JobMachine

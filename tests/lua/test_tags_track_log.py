@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from lua_support import T0, Lua, unchanged
 
-from scheduler.errors import InvalidArgument, JobNotFound, TooLarge
+from scheduler.engine.errors import InvalidArgument, JobNotFound, TooLarge
 
 # -- tags ------------------------------------------------------------------------------------
 

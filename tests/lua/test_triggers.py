@@ -7,7 +7,7 @@ import json
 import pytest
 from lua_support import T0, Lua, unchanged
 
-from scheduler.errors import InvalidArgument, JobNotFound
+from scheduler.engine.errors import InvalidArgument, JobNotFound
 
 
 def run_job(lua: Lua, jid: str, outcome: str, now: float = T0 + 1) -> None:

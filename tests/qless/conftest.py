@@ -10,7 +10,7 @@ import pytest
 import redis
 from qless_support import Events, Qless
 
-from scheduler.scripts import Engine
+from scheduler.engine.scripts import Engine
 
 
 @pytest.fixture

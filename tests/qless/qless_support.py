@@ -13,7 +13,7 @@ from typing import Any
 
 import redis
 
-from scheduler.scripts import qless_bundle
+from scheduler.engine.scripts import qless_bundle
 
 
 def encode(value: Any) -> Any:

@@ -12,8 +12,8 @@ import redis
 from helpers import assert_unchanged
 from qless_support import Events, Qless, encode
 
-from scheduler.errors import InvalidArgument
-from scheduler.scripts import Engine, native_bundle, qless_bundle
+from scheduler.engine.errors import InvalidArgument
+from scheduler.engine.scripts import Engine, native_bundle, qless_bundle
 
 
 def test_the_two_scripts_are_one_engine_with_two_entries() -> None:

@@ -1,12 +1,19 @@
-"""URL options of scheduler.connections and how failover errors are classified (no server)."""
+"""URL options of scheduler.engine.connections and how failover errors are classified (no
+server)."""
 
 from __future__ import annotations
 
 import pytest
 import redis
 
-from scheduler.connections import Durability, as_cluster_error, not_run, split_durability
-from scheduler.errors import ClusterDown, NotReplicated, OutcomeUnknown, ReadOnlyReplica, SlotMoving
+from scheduler.engine.connections import Durability, as_cluster_error, not_run, split_durability
+from scheduler.engine.errors import (
+    ClusterDown,
+    NotReplicated,
+    OutcomeUnknown,
+    ReadOnlyReplica,
+    SlotMoving,
+)
 
 
 def test_the_wait_options_leave_the_url_and_become_a_durability() -> None:

@@ -8,14 +8,20 @@ import sys
 
 import pytest
 
-PURE = ["flows.model", "flows.validate", "flows.expand", "scheduler.cron", "scheduler.planning"]
+PURE = [
+    "flows.model",
+    "flows.validate",
+    "flows.expand",
+    "scheduler.cron",
+    "scheduler.service.planning",
+]
 
 
 @pytest.mark.parametrize("module", PURE)
 def test_a_pure_module_loads_no_redis(module: str) -> None:
     code = (
         f"import sys, {module}\n"
-        "loaded = [m for m in ('redis', 'scheduler.client', 'scheduler.worker.worker') "
+        "loaded = [m for m in ('redis', 'scheduler.engine.client', 'scheduler.worker.worker') "
         "if m in sys.modules]\n"
         "print(','.join(loaded))"
     )

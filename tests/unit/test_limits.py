@@ -1,4 +1,5 @@
-"""``scheduler.limits`` without Redis: the numbers, byte counting, depth, and the error classes
+"""``scheduler.engine.limits`` without Redis: the numbers, byte counting, depth, and the error
+classes
 (the parity with the engine is checked on a real server in tests/bad_input/)."""
 
 from __future__ import annotations
@@ -8,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from scheduler import limits
-from scheduler.errors import InvalidArgument, TooLarge
+from scheduler.engine import limits
+from scheduler.engine.errors import InvalidArgument, TooLarge
 
 
 def nested(levels: int) -> Any:

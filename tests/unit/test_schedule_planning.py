@@ -1,4 +1,5 @@
-"""scheduler.planning.decide and start_delay: what one engine call does for a due schedule."""
+"""scheduler.service.planning.decide and start_delay: what one engine call does for a due
+schedule."""
 
 from __future__ import annotations
 
@@ -8,8 +9,8 @@ from datetime import UTC, datetime
 import pytest
 
 from scheduler.cron import Skip, jitter_for
-from scheduler.planning import Decision, decide, start_delay
-from scheduler.schedule_records import Definition, DueEntry, run_id_for
+from scheduler.service.planning import Decision, decide, start_delay
+from scheduler.service.records import Definition, DueEntry, run_id_for
 
 T = datetime(2026, 1, 5, 12, 0, tzinfo=UTC).timestamp()  # a tick of */5
 MIN = 60.0

@@ -9,7 +9,7 @@ server is daemonized: it outlives the command that started it, and the next comm
 * :class:`EmbeddedServer` -- start (or reuse), stop and describe the server of one data directory;
 * :func:`resolve_url` -- the URL a command uses: option, then ``$FLOWS_REDIS_URL``, then embedded;
 * :func:`connect` -- a ``redis.Redis`` for a URL (``redis://``, ``rediss://``, ``unix://``; a
-  Redis Cluster or Sentinel, see :mod:`scheduler.connections`).
+  Redis Cluster or Sentinel, see :mod:`scheduler.engine.connections`).
 """
 
 from __future__ import annotations
@@ -34,8 +34,8 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from scheduler import connections
-from scheduler.errors import ServerError
+from scheduler.engine import connections
+from scheduler.engine.errors import ServerError
 
 ENV_BINARY = "FLOWS_SERVER_BINARY"
 ENV_DATA_DIR = "FLOWS_DATA_DIR"

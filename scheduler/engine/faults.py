@@ -1,7 +1,7 @@
 """The error boundary: what the server refused, said in one line a user can act on.
 
 Faults of the server or of the connection (not of the call's arguments) become one class each,
-also raised by the client (:class:`~scheduler.scripts.Engine` translates them)::
+also raised by the client (:class:`~scheduler.engine.scripts.Engine` translates them)::
 
     ServerError
     ├── ServerUnavailable       cannot connect, or the connection broke
@@ -27,7 +27,7 @@ from typing import Any
 
 import redis
 
-from scheduler.errors import EngineError, FlowsError, ServerError, shorten
+from scheduler.engine.errors import EngineError, FlowsError, ServerError, shorten
 
 ENV_DEBUG = "FLOWS_DEBUG"
 
@@ -90,7 +90,7 @@ def where(client: redis.Redis, prefix: str | None = None) -> str:
 
 
 def _is_embedded(client: redis.Redis) -> bool:
-    from scheduler.server import embedded_at
+    from scheduler.embedded import embedded_at
 
     return embedded_at(client) is not None
 
@@ -139,9 +139,7 @@ def translate(
             if _is_embedded(client)
             else "start the server, or check the host and port in --redis or $FLOWS_REDIS_URL"
         )
-        return ServerUnavailable(
-            f"cannot reach {at}: {reason}; {fix}", where=at, command=command
-        )
+        return ServerUnavailable(f"cannot reach {at}: {reason}; {fix}", where=at, command=command)
     if isinstance(error, redis.exceptions.OutOfMemoryError):
         return ServerOutOfMemory(
             f"{at} is out of memory (used memory > maxmemory) and refuses writes: {_call(command)}"
@@ -163,7 +161,7 @@ def translate(
         needed = "" if command in (None, refused) else f" (needed by engine command {command!r})"
         return PermissionDenied(
             f"{at}: ACL user {user_of(client)!r} may not run {what}{needed}, so nothing was done;"
-            " use a user granted it (see \"Least-privilege Redis users\" in the docs)",
+            ' use a user granted it (see "Least-privilege Redis users" in the docs)',
             where=at,
             command=refused or command,
         )
@@ -172,7 +170,7 @@ def translate(
 
 def one_line(error: BaseException) -> str:
     """What a user is told about ``error``: one line, without a traceback or a password."""
-    from scheduler.server import redact_url
+    from scheduler.embedded import redact_url
 
     if isinstance(error, (FlowsError, EngineError)):
         text = str(error)

@@ -6,7 +6,8 @@ memory pressure such a server silently deletes job hashes, queue indexes or lock
 full server then refuses writes (the put fails, loudly) instead of dropping what it accepted.
 
 Workers (:meth:`~scheduler.worker.Worker.run`, :meth:`~scheduler.worker.WorkerPool.run`) and the
-scheduler service (:meth:`~scheduler.service.SchedulerService.run`) call it at start. The policy is
+scheduler service (:meth:`~scheduler.service.loop.SchedulerService.run`) call it at start. The
+policy is
 read with ``CONFIG GET``; a user whose ACL forbids ``CONFIG`` (see ``docs/pages/acl.md``) falls
 back to ``INFO memory``, and when that is refused too the check is skipped with a warning, since
 the server's operator may have made sure by other means. On a Redis Cluster every master is
@@ -19,8 +20,8 @@ import logging
 
 import redis
 
-from scheduler.connections import is_cluster, primaries
-from scheduler.errors import ServerError
+from scheduler.engine.connections import is_cluster, primaries
+from scheduler.engine.errors import ServerError
 
 log = logging.getLogger("flows.safety")
 
@@ -77,9 +78,9 @@ def check_eviction_policy(client: redis.Redis, *, who: str = "this process") -> 
 
     Returns the policy, or None when the server would not say (a warning is logged then).
     ``who`` names the caller in the message ("the worker", "the scheduler service"). A server
-    that cannot be reached raises a :mod:`scheduler.faults` class.
+    that cannot be reached raises a :mod:`scheduler.engine.faults` class.
     """
-    from scheduler.faults import translate
+    from scheduler.engine.faults import translate
 
     try:
         policy = eviction_policy(client)

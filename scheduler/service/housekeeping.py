@@ -10,7 +10,8 @@ run. ``now`` None lets the server's clock decide.
 - :func:`apply_retention`: completed jobs beyond ``jobs-history`` / ``jobs-history-count`` and
   finished runs older than ``jobs-history`` are dropped.
 
-The light/deep consistency check (:mod:`scheduler.doctor`: ``doctor.ScheduledCheck(deep_every=N)``,
+The light/deep consistency check (:mod:`scheduler.engine.doctor`:
+``doctor.ScheduledCheck(deep_every=N)``,
 or ``doctor.light_check`` / ``doctor.deep_check``) plugs in as a :data:`Check`, which the service
 runs on its own interval.
 """
@@ -22,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from scheduler.client import Client
+from scheduler.engine.client import Client
 
 #: A periodic check the service runs next to housekeeping: ``check(client, now)``.
 Check = Callable[[Client, float | None], object]

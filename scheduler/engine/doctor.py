@@ -6,7 +6,8 @@ depths (after Redis Work Queue's light and deep cleaning):
 
 * **light** -- the running set: every known queue's locks and every active worker's jobs. Cost
   grows with the number of running jobs only; meant to run about as often as the shortest lock
-  time (``ScheduledCheck``, or ``light_check`` as a service :data:`~scheduler.housekeeping.Check`).
+  time (``ScheduledCheck``, or ``light_check`` as a service
+  :data:`~scheduler.service.housekeeping.Check`).
 * **deep** -- everything: one ``SCAN`` of the namespace (never ``KEYS``), every job's hash checked
   against its index and its dependency edges, and every index (queues' work, parked, scheduled,
   depends, locks and buried; workers' jobs; completed, expired; failed lists) checked entry by
@@ -34,11 +35,11 @@ from typing import TYPE_CHECKING, Any
 
 import redis
 
-from scheduler.errors import EngineError
-from scheduler.job import as_dict, as_list
+from scheduler.engine.errors import EngineError
+from scheduler.engine.job import as_dict, as_list
 
 if TYPE_CHECKING:
-    from scheduler.client import Client
+    from scheduler.engine.client import Client
 
 log = logging.getLogger("flows.doctor")
 
@@ -248,17 +249,19 @@ def check(
 
 
 def light_check(client: Client, now: float | None = None) -> Report:
-    """A light check that repairs: a :data:`scheduler.housekeeping.Check` for the service."""
+    """A light check that repairs: a :data:`scheduler.service.housekeeping.Check` for the
+    service."""
     return _logged(check(client, repair=True, now=now))
 
 
 def deep_check(client: Client, now: float | None = None) -> Report:
-    """A deep check that repairs: a :data:`scheduler.housekeeping.Check` for the service."""
+    """A deep check that repairs: a :data:`scheduler.service.housekeeping.Check` for the service."""
     return _logged(check(client, deep=True, repair=True, now=now))
 
 
 class ScheduledCheck:
-    """One :data:`scheduler.housekeeping.Check` for the scheduler service: a light check on every
+    """One :data:`scheduler.service.housekeeping.Check` for the scheduler service: a light check on
+    every
     call and a deep one on every ``deep_every``-th (0: never), repairing when ``repair``.
 
     ``SchedulerService(..., checks=[ScheduledCheck(deep_every=60)], check_interval=60)`` runs the

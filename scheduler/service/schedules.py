@@ -8,7 +8,7 @@ the engine each new score as a compare-and-set (``lua/commands/schedule*.lua``),
 moves from the value its writer saw.
 
 What the service needs from flows (loading a file, expanding a run) is the :class:`FlowSource`
-protocol; :mod:`flows.scheduling` implements it, so this package never imports flows.
+protocol; :mod:`flows.service_source` implements it, so this package never imports flows.
 """
 
 from __future__ import annotations
@@ -18,13 +18,13 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from scheduler.client import Client
 from scheduler.cron import (
     Skip,
     next_fire,
 )
-from scheduler.errors import EngineError, JobNotFound
-from scheduler.schedule_records import (
+from scheduler.engine.client import Client
+from scheduler.engine.errors import EngineError, JobNotFound
+from scheduler.service.records import (
     _PAGE,
     CAS_ATTEMPTS,
     BufferedEntry,

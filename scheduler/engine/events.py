@@ -40,7 +40,7 @@ import redis
 from redis.client import PubSub
 
 if TYPE_CHECKING:
-    from scheduler.client import Client
+    from scheduler.engine.client import Client
 
 logger = logging.getLogger(__name__)
 

@@ -16,11 +16,11 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeAlias
 
-from scheduler import limits
-from scheduler.errors import JobNotFound, LockLost, WrongState
+from scheduler.engine import limits
+from scheduler.engine.errors import JobNotFound, LockLost, WrongState
 
 if TYPE_CHECKING:
-    from scheduler.client import Client
+    from scheduler.engine.client import Client
 
 #: A time argument: epoch seconds, or ``""`` for the server's clock.
 Now: TypeAlias = float | str
@@ -293,7 +293,8 @@ class Job:
         }
 
     def put_options(self) -> dict[str, Any]:
-        """The extensions the job was put with (:meth:`scheduler.queue.Queue.put`), those set."""
+        """The extensions the job was put with (:meth:`scheduler.engine.queue.Queue.put`), those
+        set."""
         fields = {
             "ttl": self.time_to_live,
             "deadline": self.deadline,
@@ -435,7 +436,8 @@ class Job:
 
     def bury(self, message: str | None = None, *, now: Now = "") -> str:
         """Take the job out of circulation without failing it (a waiting or scheduled job, or a
-        running one this worker holds); :meth:`~scheduler.queue.Queue.kick` brings it back."""
+        running one this worker holds); :meth:`~scheduler.engine.queue.Queue.kick` brings it
+        back."""
         args = [] if message is None else [message]
         state = str(self._call("bury", self.jid, self._worker, *args, now=now))
         self.state, self.worker = state, ""

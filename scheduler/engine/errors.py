@@ -14,7 +14,8 @@ The engine replies to a refused call with a Redis error whose first word is a st
     │   ├── TooLarge                TOOLARGE: a payload, id or list is over its size limit
     │   └── UnknownCommand          UNKNOWNCOMMAND: the engine has no such command
     ├── ServerError                 no usable Redis server (not found, failed to start, bad policy)
-    │   └── ServerFault             the server refused or the connection failed (scheduler.faults):
+    │   └── ServerFault             the server refused or the connection failed
+    (scheduler.engine.faults):
     │       ├── ServerUnavailable   cannot connect, or the connection broke
     │       ├── AuthenticationFailed wrong user name or password
     │       ├── ServerOutOfMemory   at maxmemory: writes refused, reads work
@@ -28,7 +29,8 @@ The engine replies to a refused call with a Redis error whose first word is a st
         ├── NotReplicated           the write ran, but no replica acknowledged it in time (WAIT)
         └── NamespaceNotInOneSlot   the namespace's keys would not share one hash slot
 
-The fault classes live in :mod:`scheduler.faults` (they also derive from redis-py's exceptions,
+The fault classes live in :mod:`scheduler.engine.faults` (they also derive from redis-py's
+exceptions,
 which this module does not import) and are importable from here too.
 """
 
@@ -40,7 +42,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:  # redis-free at import time: the pure flows modules derive from FlowsError
     import redis
 
-    from scheduler.faults import (
+    from scheduler.engine.faults import (
         AuthenticationFailed,
         PermissionDenied,
         ServerFault,
@@ -181,7 +183,7 @@ def translate(error: redis.ResponseError, command: str | None = None) -> FlowsEr
 def __getattr__(name: str) -> object:
     # The fault classes import redis; loaded on first use so that flows' pure modules do not.
     if name in _FAULTS:
-        from scheduler import faults
+        from scheduler.engine import faults
 
         return getattr(faults, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

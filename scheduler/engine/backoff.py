@@ -16,8 +16,8 @@ import threading
 
 import redis
 
-from scheduler import faults
-from scheduler.errors import FlowsError
+from scheduler.engine import faults
+from scheduler.engine.errors import FlowsError
 
 FIRST = 0.1
 CAP = 30.0
@@ -99,7 +99,7 @@ class Backoff:
 
     def _revive(self) -> None:
         """Start the embedded server again if this process uses it and it is down."""
-        from scheduler.server import embedded_at
+        from scheduler.embedded import embedded_at
 
         embedded = embedded_at(self.client) if self.client is not None else None
         if embedded is None:

@@ -1,7 +1,9 @@
 """The flow layer as the scheduler service sees it: :class:`FlowsSource`.
 
-The service (:mod:`scheduler.service`) knows schedules, not flows; this module turns a flow file
-into a schedule :class:`~scheduler.schedules.Definition` (with every check ``flows validate``
+The service (:mod:`scheduler.service.loop`) knows schedules, not flows; this module turns a flow
+file
+into a schedule :class:`~scheduler.service.schedules.Definition` (with every check ``flows
+validate``
 runs) and a registered definition back into a run (``expand`` plus the run record), the same
 way ``flows run`` builds one. Runs are built from the *registered* text, not the file on disk,
 so every service fires exactly the version that was registered.
@@ -20,7 +22,7 @@ from flows.model import Flow
 from flows.run_specs import content_hash, job_spec
 from flows.schedule_checks import epoch
 from flows.validate import validate_text
-from scheduler.schedule_records import Definition, InvalidSource, RunRequest
+from scheduler.service.records import Definition, InvalidSource, RunRequest
 
 #: Parsed flows kept by content hash (a service fires the same few versions over and over).
 CACHE_SIZE = 100_000
@@ -37,15 +39,14 @@ class FlowsSource:
     def load(self, path: Path, text: str, now: float) -> Definition | None:
         """The file's schedule definition; None without a ``schedule:`` block.
 
-        Raises :class:`~scheduler.schedules.InvalidSource` with every error ``flows validate``
+        Raises :class:`~scheduler.service.schedules.InvalidSource` with every error ``flows
+        validate``
         would print when the file does not validate.
         """
         resolved = path.resolve()
         # Expanded too, as flows validate does: a flow no run of which could be submitted is
         # refused now, not at each tick.
-        result = validate_text(
-            text, file=str(path), flow_dir=resolved.parent, now=now, expand=True
-        )
+        result = validate_text(text, file=str(path), flow_dir=resolved.parent, now=now, expand=True)
         if result.flow is None:
             errors = [f.format() for f in result.findings if f.severity == "error"]
             raise InvalidSource("\n".join(errors) or f"{path}: invalid flow")

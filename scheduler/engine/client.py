@@ -8,10 +8,11 @@
     job.complete(result={"rows": 42})
     client.jobs[jid].result                              # {'rows': 42}
 
-``client.queues`` (:class:`~scheduler.queue.Queues`), ``client.jobs`` (:class:`Jobs`),
+``client.queues`` (:class:`~scheduler.engine.queue.Queues`), ``client.jobs`` (:class:`Jobs`),
 ``client.config`` (:class:`Config`, a mutable mapping), ``client.workers`` (:class:`Workers`).
 Every method takes an optional ``now=`` (epoch seconds) for tests; by default the engine reads the
-server's clock, never this machine's. Engine refusals raise the classes of :mod:`scheduler.errors`.
+server's clock, never this machine's. Engine refusals raise the classes of
+:mod:`scheduler.engine.errors`.
 """
 
 from __future__ import annotations
@@ -25,9 +26,9 @@ from typing import TYPE_CHECKING, Any, NamedTuple, overload
 
 import redis as redis_py
 
-from scheduler.connections import Durability, split_durability
-from scheduler.errors import JobNotFound
-from scheduler.job import (
+from scheduler.engine.connections import Durability, split_durability
+from scheduler.engine.errors import JobNotFound
+from scheduler.engine.job import (
     Job,
     Now,
     RecurringJob,
@@ -35,11 +36,11 @@ from scheduler.job import (
     as_int,
     as_list,
 )
-from scheduler.queue import Queues
-from scheduler.scripts import Engine
+from scheduler.engine.queue import Queues
+from scheduler.engine.scripts import Engine
 
 if TYPE_CHECKING:
-    from scheduler.events import EventListener
+    from scheduler.engine.events import EventListener
 
 ConfigValue = str | int | float
 
@@ -104,7 +105,7 @@ class Jobs:
         return Job.from_reply(self.client, self._call("get", jid, now=now))
 
     def __getitem__(self, jid: str) -> Job:
-        """The job; raises :class:`~scheduler.errors.JobNotFound` if there is none."""
+        """The job; raises :class:`~scheduler.engine.errors.JobNotFound` if there is none."""
         job = self.get(jid)
         if job is None:
             raise JobNotFound(f"Get(): Job {jid} does not exist", command="get")
@@ -301,13 +302,14 @@ class Client:
     ``url``: a ``redis://``, ``rediss://`` or ``unix://`` URL, or a Redis Cluster
     (``redis+cluster://``, or ``redis://`` naming any node) or Sentinel
     (``redis+sentinel://host:port[,host:port]/service``) one; None starts (or reuses) the
-    embedded server (see :func:`scheduler.server.resolve_url`). ``?wait=N&wait_timeout=S`` in
+    embedded server (see :func:`scheduler.embedded.resolve_url`). ``?wait=N&wait_timeout=S`` in
     the URL: each engine write waits until N replicas have it (see ``durability``).
     ``namespace``: keys go under ``{namespace}:`` instead of qless's ``ql:`` (a value ending in
     ``:``, such as ``{billing}:``, is used as the prefix as it is); a cluster needs one.
     ``redis``: an existing redis-py client created with ``decode_responses=True`` (instead of
     ``url``). ``worker_name``: the name this client pops, completes and heartbeats as (default
-    ``<hostname>-<pid>``). ``durability``: a :class:`~scheduler.connections.Durability`, for a
+    ``<hostname>-<pid>``). ``durability``: a :class:`~scheduler.engine.connections.Durability`, for
+    a
     client given as ``redis``.
     """
 
@@ -327,11 +329,11 @@ class Client:
             raise ValueError("pass either url or redis, not both")
         owns = redis is None
         if redis is None:
-            from scheduler import server
+            from scheduler import embedded  # the embedded server is started only when needed
 
-            url = server.resolve_url(url)
+            url = embedded.resolve_url(url)
             durability = split_durability(url)[1] or durability
-            redis = server.connect(url)
+            redis = embedded.connect(url)
         if not redis.get_connection_kwargs().get("decode_responses"):
             raise ValueError("the redis client must be created with decode_responses=True")
         try:
@@ -344,7 +346,8 @@ class Client:
 
     @classmethod
     def from_engine(cls, engine: Engine, *, worker_name: str | None = None) -> Client:
-        """A client over an existing :class:`~scheduler.scripts.Engine` (namespace, Redis)."""
+        """A client over an existing :class:`~scheduler.engine.scripts.Engine` (namespace,
+        Redis)."""
         client = cls.__new__(cls)
         client._setup(engine, worker_name, owns=False)
         return client
@@ -406,8 +409,9 @@ class Client:
             self.engine.call("worker.deregister", *names, now=now)
 
     def events(self, **options: Any) -> EventListener:
-        """An :class:`~scheduler.events.EventListener` on this namespace (not yet subscribed)."""
-        from scheduler.events import EventListener
+        """An :class:`~scheduler.engine.events.EventListener` on this namespace (not yet
+        subscribed)."""
+        from scheduler.engine.events import EventListener
 
         return EventListener(self, **options)
 

@@ -15,8 +15,9 @@ with ``FCALL_RO``) for the commands of ``lua/include/reads.lua``, which the serv
 it refuses writes (at maxmemory, a replica, a read-only ACL user).
 
 :class:`Engine` calls whichever the server supports, reloads after ``NOSCRIPT`` or a flushed
-function (also inside pipelines), and turns error replies into :mod:`scheduler.errors` exceptions
-(and the server's refusals into :mod:`scheduler.faults` ones).
+function (also inside pipelines), and turns error replies into :mod:`scheduler.engine.errors`
+exceptions
+(and the server's refusals into :mod:`scheduler.engine.faults` ones).
 """
 
 from __future__ import annotations
@@ -31,8 +32,8 @@ from typing import Any
 
 import redis
 
-from scheduler import faults
-from scheduler.connections import (
+from scheduler.engine import faults
+from scheduler.engine.connections import (
     FAILOVER_WAIT,
     REPLAYABLE_WRITES,
     Durability,
@@ -42,7 +43,7 @@ from scheduler.connections import (
     needs_failover,
     not_run,
 )
-from scheduler.errors import EngineError, FlowsError, translate
+from scheduler.engine.errors import EngineError, FlowsError, translate
 
 _INCLUDE = re.compile(r"^--\s*@include\s+(\S+)\s*$")
 ENTRY = "api"
@@ -56,14 +57,14 @@ class BundleError(FlowsError):
 
 def lua_dir() -> Path:
     """Where the Lua sources are: inside the installed wheel, else the source checkout."""
-    here = Path(__file__).resolve().parent
-    for candidate in (here / "_lua", here.parent / "lua"):
+    package = Path(__file__).resolve().parents[1]  # scheduler/: the wheel puts them in _lua
+    for candidate in (package / "_lua", package.parent / "lua"):
         if (candidate / f"{ENTRY}.lua").is_file():
             return candidate
-    raise BundleError(f"the engine's Lua sources are missing (looked in {here / '_lua'})")
+    raise BundleError(f"the engine's Lua sources are missing (looked in {package / '_lua'})")
 
 
-def expand(root: Path, entry: str = ENTRY) -> str:
+def join_includes(root: Path, entry: str = ENTRY) -> str:
     """Return ``entry`` with every ``-- @include`` expanded once, depth first."""
     seen: set[str] = set()
     out: list[str] = []
@@ -94,7 +95,7 @@ def expand(root: Path, entry: str = ENTRY) -> str:
 @cache
 def engine_source() -> str:
     """The joined engine, without the EVAL or Functions wrapper."""
-    return expand(lua_dir())
+    return join_includes(lua_dir())
 
 
 @cache
@@ -175,7 +176,7 @@ class Engine:
     On a Redis Cluster (a ``RedisCluster`` client) the prefix must carry a hash tag, and each
     call goes straight to the node owning its slot. On a cluster or a Sentinel-managed master,
     calls ride out a failover for up to ``failover_wait`` seconds
-    (:class:`scheduler.connections.Failover`).
+    (:class:`scheduler.engine.connections.Failover`).
     ``durability``: after each write, wait for replicas to acknowledge it (``WAIT``).
     """
 
@@ -261,7 +262,8 @@ class Engine:
         return target.execute_command("EVALSHA", self._sha, *argv)  # type: ignore[no-untyped-call]
 
     def fault(self, error: redis.RedisError, command: str | None = None) -> Exception:
-        """``error`` as a :mod:`scheduler.faults` class where it is a fault of the server or the
+        """``error`` as a :mod:`scheduler.engine.faults` class where it is a fault of the server or
+        the
         connection (naming the server and namespace), else as it is."""
         return faults.translate(error, self.redis, self.key_prefix, command) or error
 
@@ -280,7 +282,7 @@ class Engine:
 
     def call(self, command: str, *args: Any, now: float | str = "") -> Any:
         """Run one engine command and return its reply; engine errors raise their exception,
-        faults of the server or the connection a :mod:`scheduler.faults` class."""
+        faults of the server or the connection a :mod:`scheduler.engine.faults` class."""
         try:
             return self._call(command, args, now)
         except redis.RedisError as error:

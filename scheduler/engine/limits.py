@@ -3,7 +3,8 @@
 The engine enforces every limit itself (``lua/include/args.lua``, ``queue.lua``, ``runs.lua``):
 nothing here is needed for safety. The client checks first so that a caller hears of a bad
 argument before a round trip, with the exception class the engine would raise
-(:class:`~scheduler.errors.InvalidArgument` or :class:`~scheduler.errors.TooLarge`), and so that a
+(:class:`~scheduler.engine.errors.InvalidArgument` or :class:`~scheduler.engine.errors.TooLarge`),
+and so that a
 payload Python cannot even encode (NaN, a value nested 10,000 deep) gets the same clear error
 instead of a ``ValueError`` or ``RecursionError`` from :mod:`json`.
 
@@ -30,7 +31,7 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-from scheduler.errors import InvalidArgument, TooLarge
+from scheduler.engine.errors import InvalidArgument, TooLarge
 
 MAX_ID_BYTES = 256
 MAX_PAYLOAD_BYTES = 512 * 1024

@@ -32,7 +32,7 @@ from scheduler.cron import (
     next_fire,
     plan_catchup,
 )
-from scheduler.schedule_records import Definition, DueEntry, paused_skip
+from scheduler.service.records import Definition, DueEntry, paused_skip
 
 Action = Literal["fire", "skip", "buffer"]
 

@@ -32,21 +32,20 @@ from datetime import UTC, datetime
 from pathlib import Path
 from types import FrameType
 
-from scheduler.backoff import Backoff
-from scheduler.client import Client
 from scheduler.cron import DEFAULT_GRACE_SECONDS, MAX_CATCHUP_RUNS, Skip
-from scheduler.errors import EngineError
-from scheduler.housekeeping import (
+from scheduler.engine.backoff import Backoff
+from scheduler.engine.client import Client
+from scheduler.engine.errors import EngineError
+from scheduler.engine.safety import check_eviction_policy
+from scheduler.service.housekeeping import (
     Check,
     HousekeepingReport,
     RetentionReport,
     apply_retention,
     maintain_queues,
 )
-from scheduler.planning import Decision, decide, start_delay
-from scheduler.safety import check_eviction_policy
-from scheduler.scanning import Reloader, ScanReport
-from scheduler.schedule_records import (
+from scheduler.service.planning import Decision, decide, start_delay
+from scheduler.service.records import (
     BufferedEntry,
     Definition,
     DueEntry,
@@ -55,7 +54,8 @@ from scheduler.schedule_records import (
     RunRequest,
     run_id_for,
 )
-from scheduler.schedules import Schedules
+from scheduler.service.scanning import Reloader, ScanReport
+from scheduler.service.schedules import Schedules
 
 log = logging.getLogger("flows.scheduler")
 
@@ -122,9 +122,10 @@ class SchedulerService:
     """One scheduler service over ``client``'s namespace and the flow files under ``flows_dir``.
 
     It registers those files as source ``origin`` (default: the folder's name) and fires only
-    that source's schedules (see :mod:`scheduler.scanning`).
+    that source's schedules (see :mod:`scheduler.service.scanning`).
 
-    ``source`` loads files and builds runs (:class:`flows.scheduling.FlowsSource`). Intervals are
+    ``source`` loads files and builds runs (:class:`flows.service_source.FlowsSource`). Intervals
+    are
     seconds. ``checks`` run every ``check_interval`` (the consistency check's hook).
     ``failpoint`` (tests only) names a step at which the service stops dead, so a test can kill
     it exactly there: ``before-fire`` or ``after-fire`` (around the first ``schedule.fire``
@@ -183,7 +184,7 @@ class SchedulerService:
     # -- the steps -------------------------------------------------------------------------
 
     def scan(self, now: float | None = None) -> ScanReport:
-        """Register what changed under the folder (see :mod:`scheduler.scanning`)."""
+        """Register what changed under the folder (see :mod:`scheduler.service.scanning`)."""
         report = self.reloader.scan(self._now(now))
         self._remember(self.reloader.definitions())
         return report
@@ -289,9 +290,7 @@ class SchedulerService:
 
     def _mine(self, origin: str, definition: Definition) -> bool:
         """A schedule registered without a source is this one's when its file is here."""
-        return origin == self.origin or Path(definition.file).is_relative_to(
-            self.reloader.folder
-        )
+        return origin == self.origin or Path(definition.file).is_relative_to(self.reloader.folder)
 
     def _due(self, entry: DueEntry, now: float, report: TickReport) -> _Pending | None:
         definition = self._definition(entry.name, entry.hash)

@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from scheduler import limits
-from scheduler.errors import EngineError
-from scheduler.job import (
+from scheduler.engine import limits
+from scheduler.engine.errors import EngineError
+from scheduler.engine.job import (
     Job,
     Klass,
     Now,
@@ -30,7 +30,7 @@ from scheduler.job import (
 )
 
 if TYPE_CHECKING:
-    from scheduler.client import Client
+    from scheduler.engine.client import Client
 
 
 class PutResult(str):
@@ -100,7 +100,7 @@ class QueueJobs:
         return self._jids("recurring", offset, count, now)
 
     def buried(self, offset: int = 0, count: int = 25, *, now: Now = "") -> list[str]:
-        """Buried jobs (see :meth:`~scheduler.job.Job.bury`), the longest buried first."""
+        """Buried jobs (see :meth:`~scheduler.engine.job.Job.bury`), the longest buried first."""
         return self._jids("buried", offset, count, now)
 
     def parked(self, offset: int = 0, count: int = 25, *, now: Now = "") -> list[str]:
@@ -109,7 +109,7 @@ class QueueJobs:
 
 
 class Queue:
-    """One named queue of a :class:`~scheduler.client.Client`'s namespace."""
+    """One named queue of a :class:`~scheduler.engine.client.Client`'s namespace."""
 
     def __init__(self, client: Client, name: str) -> None:
         self.client = client
@@ -227,7 +227,7 @@ class Queue:
         now: Now,
         extensions: list[Any],
     ) -> PutResult:
-        # The engine's own limits, checked before the round trip (scheduler/limits.py).
+        # The engine's own limits, checked before the round trip (scheduler/engine/limits.py).
         limits.check_id(command, "queue", self.name)
         jid, name, payload, delay = _checked_job(command, klass, data, jid, delay)
         _check_counts(command, priority, retries)

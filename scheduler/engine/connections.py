@@ -18,7 +18,8 @@ masters. A reply that proves the call did not run (MOVED, ASK, TRYAGAIN, CLUSTER
 LOADING, a connection that could not be opened, no master known yet) is retried until
 :data:`FAILOVER_WAIT` seconds have passed; a connection lost after the call was sent is retried
 only for reads and the commands in :data:`REPLAYABLE_WRITES`, and otherwise raised as
-:class:`~scheduler.errors.OutcomeUnknown`. Writes may wait for a replica (:class:`Durability`).
+:class:`~scheduler.engine.errors.OutcomeUnknown`. Writes may wait for a replica
+(:class:`Durability`).
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ from redis.cluster import ClusterNode, RedisCluster
 from redis.retry import Retry
 from redis.sentinel import Sentinel
 
-from scheduler.errors import (
+from scheduler.engine.errors import (
     ClusterDown,
     ClusterError,
     NamespaceNotInOneSlot,
@@ -60,7 +61,8 @@ _BACKOFF = (0.05, 0.1, 0.2, 0.4, 0.8, 1.0)
 
 # Engine commands that write, yet whose replay changes nothing a caller relies on: renewals of a
 # lock or a service's liveness, and reads that prune or reclaim on the way. With the commands
-# that only read (lua/include/reads.lua, :func:`scheduler.scripts.read_commands`) they are the
+# that only read (lua/include/reads.lua, :func:`scheduler.engine.scripts.read_commands`) they are
+# the
 # calls resent after a connection was lost mid-call; anything else is OutcomeUnknown.
 REPLAYABLE_WRITES = frozenset(
     {
@@ -109,7 +111,7 @@ def _hosts(netloc: str, url: str) -> tuple[dict[str, str], list[tuple[str, int]]
 
 
 def redact(url: str) -> str:
-    from scheduler.server import redact_url
+    from scheduler.embedded import redact_url
 
     return redact_url(url)
 
@@ -298,7 +300,7 @@ def _brief(error: BaseException) -> str:
 
 
 def as_cluster_error(error: BaseException, command: str) -> ClusterError:
-    """The :mod:`scheduler.errors` class for a failover error that outlasted the wait."""
+    """The :mod:`scheduler.engine.errors` class for a failover error that outlasted the wait."""
     name = f"engine call {command!r}"
     error_text = _brief(error)
     if isinstance(error, redis.exceptions.ReadOnlyError) or "previous master" in str(error):

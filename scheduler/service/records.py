@@ -1,7 +1,7 @@
 """What the schedule registry holds, as plain data: definitions, registrations, due entries,
 skip records, the run a tick makes, and the ids of tick runs. No I/O: the calls that read and
-write them are :class:`scheduler.schedules.Schedules`; the catch-up planning
-(:mod:`scheduler.planning`) and the flows that build runs take these types from here.
+write them are :class:`scheduler.service.schedules.Schedules`; the catch-up planning
+(:mod:`scheduler.service.planning`) and the flows that build runs take these types from here.
 """
 
 from __future__ import annotations
@@ -316,7 +316,7 @@ class InvalidSource(ValueError):
 
 
 class FlowSource(Protocol):
-    """What the scheduler needs from the flow layer (implemented by :mod:`flows.scheduling`)."""
+    """What the scheduler needs from the flow layer (implemented by :mod:`flows.service_source`)."""
 
     def load(self, path: Path, text: str, now: float) -> Definition | None:
         """The definition of the flow file at ``path`` (content ``text``); None when the file

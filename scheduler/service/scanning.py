@@ -27,8 +27,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from scheduler.schedule_records import Definition, FlowSource, Indexed, InvalidSource
-from scheduler.schedules import Schedules
+from scheduler.service.records import Definition, FlowSource, Indexed, InvalidSource
+from scheduler.service.schedules import Schedules
 
 log = logging.getLogger("flows.scheduler")
 

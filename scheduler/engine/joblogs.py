@@ -12,7 +12,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from scheduler.scripts import Engine
+from scheduler.engine.scripts import Engine
 
 # The most lines one read returns (the engine's bound).
 PAGE = 1000
@@ -62,7 +62,7 @@ def read(
 ) -> LogPage:
     """One page of job ``jid``'s lines (its latest attempt unless ``attempt`` is given).
 
-    Raises :class:`~scheduler.errors.JobNotFound` when the job does not exist."""
+    Raises :class:`~scheduler.engine.errors.JobNotFound` when the job does not exist."""
     reply = json.loads(engine.call("log.get", jid, attempt or "", offset, count))
     lines = reply["lines"] if isinstance(reply["lines"], list) else []
     return LogPage(
