@@ -10,6 +10,7 @@ from benchmarks import flowgen
 from benchmarks.context import Bench, wait_until
 from benchmarks.figures import Figure, Target
 from benchmarks.processes import worker_pool
+from flows.run_builder import assemble_run
 from flows.submit import submit
 
 FLOW_QUEUE = "bench-flow"
@@ -39,7 +40,7 @@ def flow_round(bench: Bench, index: int) -> dict[str, Any]:
         validated, validated_cpu = time.perf_counter(), time.process_time()
         puts = flowgen.expanded(flow, run_id)
         expanded, expanded_cpu = time.perf_counter(), time.process_time()
-        submit(bench.client, run_id, flow.name, puts, params={})
+        submit(bench.client, assemble_run(run_id, flow.name, puts, params={}))
         submitted, submitted_cpu = time.perf_counter(), time.process_time()
         wait_until(lambda: _unfinished(bench) == 0, 3600, "the flow run to finish", pause=0.05)
         finished = time.perf_counter()

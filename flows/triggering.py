@@ -2,7 +2,8 @@
 ``POST /api/v1/runs`` do.
 
 The flow is the version the scheduler service registered (its schedule's text), expanded as
-every run is (:class:`flows.service_source.FlowsSource`): params given here are bound and checked
+every run is (:func:`flows.run_builder.build_run`, via :class:`flows.service_source.FlowsSource`):
+params given here are bound and checked
 against the flow's declarations exactly as ``flows run -p`` values are (text converted to the
 declared type, unknown names and wrong types refused), the schedule's params fill the rest.
 """

@@ -19,12 +19,12 @@ from flows.cli.common import ago, console, err_console, open_client, print_json,
 from flows.cli.logs import print_tail, stream_run
 from flows.cli.options import as_json, connection, logical_time, param
 from flows.cli.options import run_id as run_id_option
-from flows.expand import ExpansionError, expand
-from flows.params import ParamError, parse_assignments
-from flows.run_specs import content_hash, manual_run_id
+from flows.params import parse_assignments
+from flows.run_builder import build_run, read_flow_file
+from flows.run_specs import manual_run_id
 from flows.runs import RunView, list_runs, load_run
 from flows.submit import submit
-from flows.validate import InvalidFlow, load_flow
+from flows.validate import InvalidFlow
 from flows.worker_hook import prepare
 from scheduler.engine.client import Client
 from scheduler.worker import Worker
@@ -206,36 +206,25 @@ def run(
     """
     gc_pause.enable()  # loading and expanding happen before the local worker's threads start
     try:
-        flow = load_flow(file)
+        flow_file = read_flow_file(file)
     except InvalidFlow as invalid:
         for finding in invalid.findings:
             click.echo(finding.format(), err=True)  # plain: file:line:col must never wrap
         raise click.exceptions.Exit(1) from None
     moment = logical_time or datetime.now(UTC)
     moment = moment if moment.tzinfo else moment.replace(tzinfo=UTC)
-    run_id = run_id or manual_run_id(flow.name)
-    try:
-        values = parse_assignments(params)
-        requests = expand(
-            flow,
+    run_id = run_id or manual_run_id(flow_file.flow.name)
+    with user_errors():  # bad params, an expansion the flow cannot make, an engine limit
+        built = build_run(
+            flow_file,
             run_id=run_id,
             logical_time=moment,
-            params=values,
-            flow_dir=file.resolve().parent,
+            params=parse_assignments(params),
+            trigger="manual",
         )
-    except (ParamError, ExpansionError) as error:
-        raise click.ClickException(str(error)) from None
     client = open_client(redis_url, namespace)
     with user_errors():
-        submission = submit(
-            client,
-            run_id,
-            flow.name,
-            requests,
-            params=values,
-            file_hash=content_hash(file.read_text()),
-            file=str(file.resolve()),
-        )
+        submission = submit(client, built)
     if submission.created:
         click.echo(f"submitted run {run_id} ({submission.jobs} jobs)", err=True)
     else:
@@ -243,9 +232,8 @@ def run(
     if detach:
         click.echo(run_id)
         return
-    queues = sorted({r.queue for r in requests})
     with user_errors():
-        sys.exit(work_run(client, run_id, queues, threads, logs))
+        sys.exit(work_run(client, run_id, list(built.queues), threads, logs))
 
 
 @click.command()

@@ -270,6 +270,10 @@ class RunRequest:
     run_id: str
     run: Mapping[str, Any]
     jobs: Sequence[Mapping[str, Any]]
+    jobs_text: str = ""  # the jobs as JSON when the builder encoded them already
+
+    def jobs_json(self) -> str:
+        return self.jobs_text or json.dumps(list(self.jobs), separators=(",", ":"))
 
 
 @dataclass(frozen=True)
@@ -301,7 +305,7 @@ class FireCall:
             args += [
                 self.run.run_id,
                 json.dumps(dict(self.run.run), default=str),
-                json.dumps(list(self.run.jobs), separators=(",", ":")),
+                self.run.jobs_json(),
             ]
             if self.cancel:
                 args.append(self.cancel)

@@ -229,7 +229,7 @@ class Schedules:
                 name,
                 request.run_id,
                 json.dumps(dict(request.run), default=str),
-                json.dumps(list(request.jobs), separators=(",", ":")),
+                request.jobs_json(),
                 now=now,
             )
         )

@@ -227,6 +227,7 @@ def test_a_flow_submission_over_the_limits_is_refused_before_the_round_trip(
     populated: Client, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from flows.expand import PutRequest
+    from flows.run_builder import assemble_run
     from flows.submit import submit
 
     def request(jid: str, data: dict[str, Any]) -> PutRequest:
@@ -252,11 +253,14 @@ def test_a_flow_submission_over_the_limits_is_refused_before_the_round_trip(
     monkeypatch.setattr(populated.engine, "_send", lambda *a, **k: pytest.fail("round trip"))
     with assert_unchanged(populated.redis):
         with pytest.raises(TooLarge, match="job r:a"):
-            submit(populated, "r", "f", [request("r:a", {"x": MEGABYTE})], params={})
+            submit(populated, assemble_run("r", "f", [request("r:a", {"x": MEGABYTE})], params={}))
         with pytest.raises(TooLarge, match="100001 jobs"):
-            submit(populated, "r", "f", [request(f"r:{i}", {}) for i in range(100_001)], params={})
+            submit(
+                populated,
+                assemble_run("r", "f", [request(f"r:{i}", {}) for i in range(100_001)], params={}),
+            )
         with pytest.raises(InvalidArgument, match="reserved"):
-            submit(populated, "r", "f", [request("r-history", {})], params={})
+            submit(populated, assemble_run("r", "f", [request("r-history", {})], params={}))
 
 
 # Data JSON would not give back as it was, and ids that are not text: refused by the client,

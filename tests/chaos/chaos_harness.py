@@ -58,6 +58,7 @@ import redis
 from chaos_tasks import LOG_ENV
 
 from flows.expand import PutRequest, expand
+from flows.run_builder import assemble_run
 from flows.service_source import FlowsSource
 from flows.submit import submit
 from flows.validate import load_flow
@@ -520,7 +521,9 @@ class Harness:
                 )
                 # Idempotent: a submission whose reply was lost is simply sent again.
                 self.retrying(
-                    lambda f=flow, r=run_id, q=requests: submit(client, r, f.name, q, params={})
+                    lambda f=flow, r=run_id, q=requests: submit(
+                        client, assemble_run(r, f.name, q, params={})
+                    )
                 )
                 with self._lock:
                     for request in requests:

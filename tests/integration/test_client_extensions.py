@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from flows.expand import expand
+from flows.run_builder import assemble_run
 from flows.submit import submit
 from flows.validate import validate_text
 from scheduler.engine.client import Client
@@ -142,7 +143,7 @@ def test_a_flow_run_carries_heartbeat_max_parallel_ttl_and_throttle(
     requests = expand(
         result.flow, run_id="etl-1", logical_time=datetime.now(UTC), params={}, flow_dir=tmp_path
     )
-    assert submit(client, "etl-1", "etl", requests, params={}).created
+    assert submit(client, assemble_run("etl-1", "etl", requests, params={})).created
     jobs = client.jobs.multiget(*(request.jid for request in requests))
     assert {
         (j.ttr, j.time_to_live, j.throttle, j.concurrency_key, j.concurrency_limit) for j in jobs

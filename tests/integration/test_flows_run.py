@@ -21,6 +21,7 @@ from helpers import assert_unchanged
 
 from flows.cli import main
 from flows.expand import expand
+from flows.run_builder import assemble_run
 from flows.runs import list_runs, load_run
 from flows.submit import submit
 from flows.validate import load_flow
@@ -185,10 +186,10 @@ def test_resubmitting_a_run_id_changes_nothing(client: Client, redis_client: red
     requests = expand(
         flow, run_id="etl-1", logical_time=datetime(2026, 11, 1, tzinfo=UTC), flow_dir=EXAMPLES
     )
-    first = submit(client, "etl-1", flow.name, requests, params={})
+    first = submit(client, assemble_run("etl-1", flow.name, requests, params={}))
     assert first.created
     with assert_unchanged(redis_client):
-        again = submit(client, "etl-1", flow.name, requests, params={})
+        again = submit(client, assemble_run("etl-1", flow.name, requests, params={}))
     assert not again.created
 
 

@@ -19,6 +19,7 @@ from rich.console import Console
 from flows.cli import main
 from flows.cli.run import render_run
 from flows.expand import expand
+from flows.run_builder import assemble_run
 from flows.runs import RUN_STATUSES, STEP_STATUSES, JobRun, RunView, StepView, load_run
 from flows.submit import submit
 from flows.validate import load_flow
@@ -50,7 +51,7 @@ def start(client: Client, tmp_path: Path, text: str, run_id: str) -> None:
     requests = expand(
         flow, run_id=run_id, logical_time=datetime.fromtimestamp(T, UTC), flow_dir=tmp_path
     )
-    submit(client, run_id, flow.name, requests, params={})
+    submit(client, assemble_run(run_id, flow.name, requests, params={}))
 
 
 def pop(client: Client, queue: str, jid: str, now: float) -> Job:

@@ -11,6 +11,7 @@ import pytest
 from ui_support import TOKEN, Api, serve
 
 from flows.expand import expand
+from flows.run_builder import assemble_run
 from flows.run_specs import content_hash
 from flows.submit import submit
 from flows.ui import api, graph
@@ -69,12 +70,14 @@ def test_a_run_of_an_unregistered_flow_is_drawn_from_its_own_file(
     )
     submit(
         client,
-        "two@1",
-        flow.name,
-        requests,
-        params={},
-        file_hash=content_hash(text),
-        file=str(path),
+        assemble_run(
+            "two@1",
+            flow.name,
+            requests,
+            params={},
+            file_hash=content_hash(text),
+            file=str(path),
+        ),
     )
     record = api._load_run(client, "two@1").record
     assert graph.run_needs(client, record) == {"first": (), "second": ("first",)}

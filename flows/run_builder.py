@@ -1,0 +1,158 @@
+"""Building a run: the one path from a flow file to what the engine takes.
+
+Every run is built here, whoever starts it: ``flows run`` (:func:`read_flow_file`), the
+scheduler service's ticks and a manual trigger from ``flows schedule trigger`` or the REST API
+(:func:`parse_flow_text` of the registered text, :mod:`flows.service_source`). The file is read,
+validated and hashed once (:class:`FlowFile`); :func:`build_run` expands it for one run id and
+logical time, binds and checks the params, checks the engine's limits and returns the run record
+and job specs (:class:`~scheduler.service.records.RunRequest`) that ``flow.submit``,
+``schedule.fire`` and ``schedule.trigger`` write in one engine call. No I/O but reading the file.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from flows.expand import PutRequest, expand
+from flows.model import Flow
+from flows.run_specs import check_limits, content_hash, job_spec
+from flows.validate import InvalidFlow, validate_text
+from scheduler.service.records import RunRequest
+
+
+@dataclass(frozen=True)
+class FlowFile:
+    """A flow file read, validated and hashed once: ``file`` is its absolute path (a registered
+    flow's recorded path), ``hash`` names the exact text a run was built from."""
+
+    flow: Flow
+    file: str
+    text: str
+    hash: str
+
+    @property
+    def flow_dir(self) -> Path:
+        """Where relative paths of the flow (job modules, working directories) start."""
+        return Path(self.file).parent
+
+
+def parse_flow_text(
+    text: str, file: str, *, now: float | None = None, expand_check: bool = False
+) -> FlowFile:
+    """The flow in ``text``, which lives (or lived) at ``file``; raises :class:`InvalidFlow` with
+    every finding when it has errors. ``expand_check``: also refuse a flow no run of which could
+    be submitted with its param defaults (what ``flows validate`` checks)."""
+    result = validate_text(
+        text, file=file, flow_dir=Path(file).parent, now=now, expand=expand_check
+    )
+    if result.flow is None:
+        raise InvalidFlow(result.findings)
+    return FlowFile(result.flow, file, text, content_hash(text))
+
+
+def read_flow_file(path: Path, *, now: float | None = None, expand_check: bool = False) -> FlowFile:
+    """:func:`parse_flow_text` of the file at ``path``; findings name the path as given."""
+    text = path.read_text()
+    flow_file = parse_flow_text(text, str(path), now=now, expand_check=expand_check)
+    # Findings name the file as the user gave it; the run records where it is.
+    return FlowFile(flow_file.flow, str(path.resolve()), text, flow_file.hash)
+
+
+@dataclass(frozen=True)
+class BuiltRun:
+    """A run ready to submit, and the queues its jobs go to (for a local worker)."""
+
+    request: RunRequest
+    queues: tuple[str, ...]
+
+    @property
+    def run_id(self) -> str:
+        return self.request.run_id
+
+
+def build_run(
+    source: FlowFile,
+    *,
+    run_id: str,
+    logical_time: datetime,
+    params: Mapping[str, Any],
+    trigger: str,
+    schedule: str | None = None,
+    tick: float | None = None,
+    delay: float = 0.0,
+) -> BuiltRun:
+    """The run ``run_id`` of ``source`` at ``logical_time``.
+
+    ``params`` are bound to the flow's declarations (text converted to the declared type,
+    unknown names and wrong types refused: :class:`~flows.params.ParamError`); an expansion the
+    flow cannot make raises :class:`~flows.expand.ExpansionError`, a run over the engine's
+    limits the engine's error class. ``trigger`` says why the run was started (``manual``, or
+    the service's ``schedule``, ``catch-up``, ``buffered``), kept in the run record.
+    ``schedule`` and ``tick`` name the schedule and the fire time a scheduled run stands for;
+    the jobs without dependencies start ``delay`` seconds late (the schedule's jitter).
+    """
+    requests = expand(
+        source.flow,
+        run_id=run_id,
+        logical_time=logical_time,
+        params=params,
+        flow_dir=source.flow_dir,
+    )
+    return assemble_run(
+        run_id,
+        source.flow.name,
+        requests,
+        params=params,
+        trigger=trigger,
+        file_hash=source.hash,
+        file=source.file,
+        schedule=schedule,
+        tick=tick,
+        delay=delay,
+    )
+
+
+def assemble_run(
+    run_id: str,
+    flow: str,
+    requests: Sequence[PutRequest],
+    *,
+    params: Mapping[str, Any],
+    trigger: str = "manual",
+    file_hash: str = "",
+    file: str = "",
+    schedule: str | None = None,
+    tick: float | None = None,
+    delay: float = 0.0,
+) -> BuiltRun:
+    """The run record and job specs of expanded ``requests`` (the second half of
+    :func:`build_run`, for callers that expand themselves: benchmarks and tests)."""
+    jobs = []
+    for request in requests:
+        spec = job_spec(request)
+        if delay > 0 and not request.depends:
+            spec["delay"] = request.delay + delay
+        jobs.append(spec)
+    queues = tuple(sorted({r.queue for r in requests}))
+    record: dict[str, Any] = {
+        "flow": flow,
+        "params": dict(params),
+        "trigger": trigger,
+        "hash": file_hash,
+        "file": file,
+        "queues": list(queues),
+    }
+    if schedule is not None:
+        record["schedule"] = schedule
+    if tick is not None:
+        record["tick"] = tick  # the fire time it stands for (a manual run stands for none)
+    # The limits are checked now, before anything is sent; the engine takes the text as it is.
+    jobs_text = check_limits(run_id, jobs)
+    return BuiltRun(RunRequest(run_id, record, jobs, jobs_text), queues)
+
+
+__all__ = ["BuiltRun", "FlowFile", "assemble_run", "build_run", "parse_flow_text", "read_flow_file"]
