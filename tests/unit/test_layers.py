@@ -12,8 +12,11 @@ PURE = [
     "flows.model",
     "flows.validate",
     "flows.expand",
+    "flows.run_specs",
     "scheduler.cron",
     "scheduler.service.planning",
+    "scheduler.service.records",
+    "scheduler.engine.limits",
 ]
 
 
