@@ -34,7 +34,7 @@ from types import FrameType
 
 from scheduler.backoff import Backoff
 from scheduler.client import Client
-from scheduler.cron import DEFAULT_GRACE_SECONDS, MAX_CATCHUP_RUNS, Skip
+from scheduler.cron.catchup import DEFAULT_GRACE_SECONDS, MAX_CATCHUP_RUNS, Skip
 from scheduler.errors import EngineError
 from scheduler.housekeeping import (
     Check,
