@@ -15,7 +15,7 @@
 --                                                'conflict'
 --   schedule.unregister name, [expected_hash] -> 'unregistered' | 'missing' | 'conflict'
 --
--- The engine knows no cron: the service computes fire times (scheduler/cron.py) and hands the
+-- The engine knows no cron: the service computes fire times (scheduler/cron/) and hands the
 -- engine the next one (`next`, '' when the schedule has none left). Every write that moves a
 -- score is a compare-and-set: `expected_next` is the score the caller computed from ('' for
 -- none) and `expected_hash` the content hash it replaces ('' for a new schedule); when either

@@ -32,7 +32,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from types import FrameType
 
-from scheduler.cron import DEFAULT_GRACE_SECONDS, MAX_CATCHUP_RUNS, Skip
+from scheduler.cron.catchup import DEFAULT_GRACE_SECONDS, MAX_CATCHUP_RUNS, Skip
 from scheduler.engine.backoff import Backoff
 from scheduler.engine.client import Client
 from scheduler.engine.errors import EngineError

@@ -238,7 +238,7 @@ def schedule_file(name: str, policy: str) -> str:
     """A flow fired every minute with catch-up ``policy`` over a 2-hour window.
 
     ``all`` gets ``max_runs`` too: without it, validating a per-minute schedule with a window
-    walks 20,000 fire times (seconds of CPU; see scheduler.cron._busiest_window).
+    walks 20,000 fire times (seconds of CPU; see scheduler.cron.checks._busiest_window).
     """
     max_runs = ", max_runs: 500" if policy == "all" else ""
     return (

@@ -23,6 +23,7 @@ from scheduler.cron import (
     InvalidSchedule,
     Schedule,
     Skip,
+    catchup,
     decide_overlap,
     describe,
     jitter_for,
@@ -660,7 +661,7 @@ def test_plan_catchup_daily_across_spring_gap() -> None:
 
 
 def test_plan_catchup_groups_skips_past_the_record_limit(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(cron, "SKIP_RECORD_LIMIT", 10)
+    monkeypatch.setattr(catchup, "SKIP_RECORD_LIMIT", 10)
     start, now = hour(0), u("2026-01-04T00:00:05")  # 72 missed hourly ticks, then 01-04 00:00
     plan = plan_catchup(Schedule("0 * * * *"), "none", None, None, start, now)
     assert plan.fires == (Fire(u("2026-01-04T00:00"), "schedule"),)
@@ -672,8 +673,8 @@ def test_plan_catchup_groups_skips_past_the_record_limit(monkeypatch: pytest.Mon
 
 
 def test_plan_catchup_enumeration_is_capped(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(cron, "SKIP_RECORD_LIMIT", 10)
-    monkeypatch.setattr(cron, "MAX_ENUMERATED", 50)
+    monkeypatch.setattr(catchup, "SKIP_RECORD_LIMIT", 10)
+    monkeypatch.setattr(catchup, "MAX_ENUMERATED", 50)
     start, now = hour(0), u("2026-01-04T00:00:05")
     plan = plan_catchup(Schedule("0 * * * *"), "none", None, None, start, now)
     grouped = [s for s in plan.skips if s.first != s.last]
@@ -682,7 +683,7 @@ def test_plan_catchup_enumeration_is_capped(monkeypatch: pytest.MonkeyPatch) -> 
 
 
 def test_plan_catchup_cap_without_max_runs(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(cron, "MAX_CATCHUP_RUNS", 4)
+    monkeypatch.setattr(catchup, "MAX_CATCHUP_RUNS", 4)
     plan = plan_catchup(Schedule("0 * * * *"), "all", None, None, hour(0), hour(9, 30))
     assert [iso(f.tick) for f in plan.fires] == [
         "2026-01-01T06:00",
