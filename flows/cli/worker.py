@@ -50,7 +50,7 @@ def worker_settings(func: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(func)
     def command(**values: Any) -> Any:
         given = {each.name: values.pop(each.name) for each in offered}
-        try:  # each value was checked as an option: this can only fail on a mix of them
+        try:  # each value was checked as its option already; this catches a rule across them
             settings = WorkerSettings(**given)
         except SettingError as error:
             raise click.BadParameter(error.problem, param_hint=error.setting.flag) from None
