@@ -19,6 +19,7 @@ from pathlib import Path
 
 from benchmarks.context import REPO_ROOT, Bench, wait_until
 from scheduler.worker import WorkerPool
+from scheduler.worker.settings import WorkerSettings
 
 STOP_TIMEOUT = 30.0
 START_TIMEOUT = 60.0
@@ -151,14 +152,10 @@ def main(argv: list[str] | None = None) -> int:
     pool.add_argument("--log-level", default="INFO")
     pool.add_argument("--threads", type=int, default=1)
     args = parser.parse_args(argv)
-    return WorkerPool(
-        os.environ["FLOWS_REDIS_URL"],
-        [args.queue],
-        processes=args.processes,
-        prepare=args.prepare,
-        log_level=args.log_level,
-        threads=args.threads,
-    ).run()
+    settings = WorkerSettings(
+        queues=(args.queue,), prepare=args.prepare, log_level=args.log_level, threads=args.threads
+    )
+    return WorkerPool(os.environ["FLOWS_REDIS_URL"], settings, processes=args.processes).run()
 
 
 if __name__ == "__main__":

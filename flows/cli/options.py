@@ -8,6 +8,8 @@ from typing import Any, TypeVar
 
 import click
 
+from scheduler.worker.settings import Setting
+
 F = TypeVar("F", bound=Callable[..., Any])
 
 redis_url = click.option(
@@ -78,3 +80,44 @@ def run_id(default: str) -> Callable[[F], F]:
         metavar="ID",
         help=f"The run's id (its jobs are ID:<step>). Default: {default}.",
     )
+
+
+def setting_option(setting: Setting, default: Any) -> Callable[[F], F]:
+    """The click option of a worker setting (:mod:`scheduler.worker.settings`): its flags, help,
+    range or choices from the table, ``default`` as given, and the table's checks on the value."""
+
+    def check(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
+        if value is None:
+            return None
+        if setting.kind in ("text", "names"):
+            value = setting.parse(value)
+        elif setting.kind == "folders":
+            value = tuple(value)
+        problem = setting.problem(value)
+        if problem is not None:
+            raise click.BadParameter(problem, ctx, param)
+        return value
+
+    how: dict[str, Any] = {
+        "help": setting.help,
+        "hidden": setting.hidden,
+        "callback": check,
+        "show_default": default not in (None, False, ()),
+    }
+    if setting.required:
+        how["required"] = True
+    else:
+        how["default"] = default
+    if setting.kind == "flag":
+        how["is_flag"] = True
+    elif setting.kind == "int":
+        low = None if setting.minimum is None else int(setting.minimum)
+        how["type"] = click.IntRange(min=low, min_open=setting.above)
+    elif setting.kind == "float":
+        how["type"] = FiniteFloat(min=setting.minimum, min_open=setting.above)
+    elif setting.kind == "choice":
+        how["type"] = click.Choice(setting.choices)
+    elif setting.kind == "folders":
+        how["type"] = click.Path(file_okay=False)
+        how["multiple"] = True
+    return click.option(*setting.flags, setting.name, **how)

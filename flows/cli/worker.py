@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 import sys
+from collections.abc import Callable
+from typing import Any
 
 import click
 
 from flows.cli.common import open_client, user_errors
 from flows.cli.fanout import namespaces_of, run_per_namespace
-from flows.cli.options import FiniteFloat, connection
+from flows.cli.options import connection, setting_option
 from scheduler import embedded
 from scheduler.engine.client import Client
 from scheduler.worker import Worker, WorkerPool
-from scheduler.worker.imports import import_path, load_object
+from scheduler.worker.imports import import_path
+from scheduler.worker.settings import SettingError, WorkerSettings, table
 
 
 def register(group: click.Group) -> None:
@@ -34,59 +38,37 @@ def serve_metrics(client: Client, queues: list[str], host: str, port: int) -> No
         ) from None
 
 
+# flows worker runs flows' own hook before each job: a flow step's upstream outputs resolved.
+DEFAULTS: dict[str, Any] = {"prepare": "flows.worker_hook:prepare"}
+
+
+def worker_settings(func: Callable[..., Any]) -> Callable[..., Any]:
+    """Add an option for each worker setting ``flows worker`` offers (the table in
+    :mod:`scheduler.worker.settings`); the command receives them as one ``settings``."""
+    offered = [each for each in table() if each.cli]
+
+    @functools.wraps(func)
+    def command(**values: Any) -> Any:
+        given = {each.name: values.pop(each.name) for each in offered}
+        try:  # each value was checked as its option already; this catches a rule across them
+            settings = WorkerSettings(**given)
+        except SettingError as error:
+            raise click.BadParameter(error.problem, param_hint=error.setting.flag) from None
+        return func(settings=settings, **values)
+
+    for each in reversed(offered):
+        command = setting_option(each, DEFAULTS.get(each.name, each.default))(command)
+    return command
+
+
 @click.command()
-@click.option("-q", "--queues", required=True, help="Comma-separated queues, e.g. etl,emails.")
-@click.option(
-    "--strategy",
-    type=click.Choice(["ordered", "round-robin"]),
-    default="ordered",
-    show_default=True,
-    help="ordered: drain the first queue before the next; round-robin: one from each in turn.",
-)
+@worker_settings
 @click.option(
     "--processes",
     type=click.IntRange(min=0),
     default=1,
     show_default=True,
     help="Worker processes kept alive by a supervisor; 0 runs jobs in this process.",
-)
-@click.option(
-    "--threads",
-    type=click.IntRange(min=1),
-    default=1,
-    show_default=True,
-    help="Jobs at once per process.",
-)
-@click.option(
-    "--prefetch",
-    type=click.IntRange(min=0),
-    default=64,
-    show_default=True,
-    help="At most this many jobs popped ahead of the free threads while jobs finish within "
-    "milliseconds (fewer for slower jobs, none for jobs of 20 ms or more); 0: never.",
-)
-@click.option("--burst", is_flag=True, help="Exit 0 once the queues are empty.")
-@click.option("--name", help="Worker name (default <host>-<pid>).")
-@click.option(
-    "--shutdown-grace",
-    type=FiniteFloat(min=0),
-    default=30.0,
-    show_default=True,
-    help="Seconds running jobs get to finish after SIGTERM/SIGINT before they are handed back.",
-)
-@click.option(
-    "--prepare",
-    hidden=True,
-    default="flows.worker_hook:prepare",
-    help="module:function run before each job (default: resolve flow steps' upstream outputs).",
-)
-@click.option(
-    "--path",
-    "paths",
-    multiple=True,
-    type=click.Path(file_okay=False),
-    help="Also import job modules from this folder (repeatable); the working directory "
-    "always comes first.",
 )
 @click.option(
     "--metrics-port",
@@ -96,24 +78,12 @@ def serve_metrics(client: Client, queues: list[str], host: str, port: int) -> No
 @click.option(
     "--metrics-host", default="127.0.0.1", show_default=True, help="Address for --metrics-port."
 )
-@click.option(
-    "--log-level", default="INFO", show_default=True, help="DEBUG, INFO, WARNING or ERROR."
-)
 @connection
 def worker(
-    queues: str,
-    strategy: str,
+    settings: WorkerSettings,
     processes: int,
-    threads: int,
-    prefetch: int,
-    burst: bool,
-    name: str | None,
-    shutdown_grace: float,
-    prepare: str | None,
-    paths: tuple[str, ...],
     metrics_port: int | None,
     metrics_host: str,
-    log_level: str,
     redis_url: str | None,
     namespace: str | None,
 ) -> None:
@@ -125,48 +95,22 @@ def worker(
     if len(several) > 1:
         sys.exit(run_per_namespace(several))
     logging.basicConfig(
-        level=log_level.upper(),
+        level=settings.log_level,
         stream=sys.stderr,
         format="%(asctime)s %(levelname)s %(name)s[%(process)d] %(message)s",
     )
-    names = [q.strip() for q in queues.split(",") if q.strip()]
-    if not names:
-        raise click.BadParameter("give at least one queue", param_hint="--queues")
     with user_errors():
         url = embedded.resolve_url(redis_url)
     if metrics_port is not None:
-        serve_metrics(open_client(url, namespace), names, metrics_host, metrics_port)
+        client = open_client(url, namespace)
+        serve_metrics(client, list(settings.queues), metrics_host, metrics_port)
     with user_errors():  # an unsafe server (eviction policy) is refused with how to fix it
         if processes == 0:
-            import_path(paths)  # as a pool child does: see scheduler/worker/__main__.py
+            import_path(settings.paths)  # as a pool child does: see scheduler/worker/__main__.py
             client = open_client(url, namespace)
-            if name:
-                client.worker_name = name
-            hook = load_object(prepare) if prepare else None
-            code = Worker(
-                client,
-                names,
-                strategy=strategy,  # type: ignore[arg-type]
-                threads=threads,
-                prefetch=prefetch,
-                burst=burst,
-                shutdown_grace=shutdown_grace,
-                prepare=hook,
-            ).run()
+            if settings.name:
+                client.worker_name = settings.name
+            code = Worker(client, settings.queues, **settings.worker_options()).run()
         else:
-            code = WorkerPool(
-                url,
-                names,
-                processes=processes,
-                threads=threads,
-                prefetch=prefetch,
-                strategy=strategy,
-                burst=burst,
-                name=name,
-                namespace=namespace,
-                prepare=prepare,
-                paths=paths,
-                shutdown_grace=shutdown_grace,
-                log_level=log_level.upper(),
-            ).run()
+            code = WorkerPool(url, settings, processes=processes, namespace=namespace).run()
     sys.exit(code)

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
         SkipJob,
     )
     from scheduler.worker.pool import WorkerPool
+    from scheduler.worker.settings import WorkerSettings
     from scheduler.worker.worker import Worker
 
 _EXPORTS: dict[str, str] = {
@@ -37,6 +38,7 @@ _EXPORTS: dict[str, str] = {
     "SkipJob": "scheduler.worker.outcomes",
     "Worker": "scheduler.worker.worker",
     "WorkerPool": "scheduler.worker.pool",
+    "WorkerSettings": "scheduler.worker.settings",
 }
 
 
@@ -53,4 +55,5 @@ __all__ = [
     "SkipJob",
     "Worker",
     "WorkerPool",
+    "WorkerSettings",
 ]

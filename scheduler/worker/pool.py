@@ -1,6 +1,7 @@
 """The supervisor: keeps N worker processes alive (process isolation, the default).
 
-Each child is ``python -m scheduler.worker`` running one :class:`~scheduler.worker.worker.Worker`.
+Each child is ``python -m scheduler.worker`` running one :class:`~scheduler.worker.worker.Worker`,
+its command line written from the pool's :class:`~scheduler.worker.settings.WorkerSettings`.
 A child that dies is started again (with a growing pause if it keeps dying at once). SIGTERM or
 SIGINT is passed on to the children, which finish or hand back their jobs; a second signal kills
 them. With ``burst`` the pool ends when every child has ended after finding its queues empty.
@@ -21,9 +22,11 @@ import sys
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import FrameType
+from typing import Any
 
+from scheduler.worker.settings import WorkerSettings
 from scheduler.worker.supervision import Lifeline
 
 log = logging.getLogger("flows.worker")
@@ -48,70 +51,37 @@ class WorkerPool:
     def __init__(
         self,
         url: str,
-        queues: Sequence[str],
+        settings: WorkerSettings | Sequence[str],
         *,
         processes: int = 1,
-        threads: int = 1,
-        prefetch: int = 64,
-        strategy: str = "ordered",
-        burst: bool = False,
-        name: str | None = None,
         namespace: str | None = None,
-        prepare: str | None = None,
-        paths: Sequence[str] = (),
-        shutdown_grace: float = 30.0,
-        poll_interval: float = 1.0,
-        log_level: str = "INFO",
+        **options: Any,
     ) -> None:
-        self.url = url
-        self.queues = list(queues)
-        self.processes = max(1, processes)
-        self.threads = threads
-        self.prefetch = prefetch
-        self.strategy = strategy
-        self.burst = burst
-        self.name = name
-        self.namespace = namespace
-        self.prepare = prepare
+        """``settings``: what each child does; or just its queues, with any other
+        :class:`~scheduler.worker.settings.WorkerSettings` field as a keyword
+        (``WorkerPool(url, ["etl"], threads=4)``). A child's name is ``name.<index>`` when there
+        are several."""
+        if isinstance(settings, WorkerSettings):
+            if options:
+                raise TypeError(f"give {', '.join(sorted(options))} in the WorkerSettings")
+        else:
+            settings = WorkerSettings(queues=tuple(settings), **options)
         # Children start in this working directory, which they put on their import path.
-        self.paths = [os.path.abspath(path) for path in paths]
-        self.shutdown_grace = shutdown_grace
-        self.poll_interval = poll_interval
-        self.log_level = log_level
+        self.settings = replace(settings, paths=tuple(os.path.abspath(p) for p in settings.paths))
+        self.url = url
+        self.processes = max(1, processes)
+        self.namespace = namespace
         self._children: dict[int, Child] = {}
         self._signals = 0
         self._stopping = threading.Event()
 
     def _command(self, index: int) -> list[str]:
-        command = [
-            sys.executable,
-            "-m",
-            "scheduler.worker",
-            "-q",
-            ",".join(self.queues),
-            "--threads",
-            str(self.threads),
-            "--prefetch",
-            str(self.prefetch),
-            "--strategy",
-            self.strategy,
-            "--shutdown-grace",
-            str(self.shutdown_grace),
-            "--poll-interval",
-            str(self.poll_interval),
-            "--log-level",
-            self.log_level,
-            "--exit-on-stuck",
-        ]
-        if self.burst:
-            command.append("--burst")
-        if self.name:
-            command += ["--name", self.name if self.processes == 1 else f"{self.name}.{index}"]
-        if self.prepare:
-            command += ["--prepare", self.prepare]
-        for path in self.paths:
-            command += ["--path", path]
-        return command
+        name = self.settings.name
+        if name and self.processes > 1:
+            name = f"{name}.{index}"
+        # A child stuck in C code exits, for this pool to start a clean one.
+        child = replace(self.settings, name=name, exit_on_stuck=True)
+        return [sys.executable, "-m", "scheduler.worker", *child.to_argv()]
 
     def _spawn(self, index: int, failures: int = 0) -> None:
         env = dict(os.environ, FLOWS_REDIS_URL=self.url)
@@ -150,7 +120,7 @@ class WorkerPool:
                     continue
                 del self._children[index]
                 child.lifeline.close()
-                if self._stopping.is_set() or (self.burst and code == 0):
+                if self._stopping.is_set() or (self.settings.burst and code == 0):
                     status = status or (0 if code in (0, -signal.SIGTERM) else 1)
                     continue
                 if code == EXIT_CONFIG:  # its one-line error says what to fix; waiting won't

@@ -1,0 +1,382 @@
+"""A worker's settings, declared once: the table ``flows worker``, ``python -m scheduler.worker``
+(one pool child) and :class:`~scheduler.worker.pool.WorkerPool` all read.
+
+Each field of :class:`WorkerSettings` carries a :class:`Setting`: its flag, help text, kind and
+range (its default is the field's). A child parses its command line with
+:meth:`WorkerSettings.from_argv`, the pool writes one with :meth:`WorkerSettings.to_argv`, and
+``flows worker`` builds its click options from :func:`table` (in ``flows/cli``: this module
+imports no click). Settings marked ``cli=False`` are not offered by ``flows worker``: the pool
+sets them for its children. Adding a setting is one field here, plus the code that uses it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import logging
+import math
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import MISSING, dataclass, field, fields, replace
+from typing import TYPE_CHECKING, Any, Literal, TypedDict
+
+if TYPE_CHECKING:
+    from scheduler.worker.fetching import Strategy
+    from scheduler.worker.worker import Prepare
+
+Kind = Literal["flag", "int", "float", "choice", "text", "names", "folders"]
+"""How a setting is written on a command line: ``flag`` (present or not), ``int``, ``float``
+(finite), ``choice`` (one of ``choices``), ``text``, ``names`` (a tuple written comma-separated,
+``-q etl,emails``) or ``folders`` (a tuple, its flag repeated)."""
+
+_KEY = "setting"  # the key of a field's metadata holding its Setting
+
+
+class SettingError(ValueError):
+    """A value refused for a setting: ``setting`` names it, ``problem`` says why."""
+
+    def __init__(self, setting: Setting, problem: str) -> None:
+        super().__init__(f"{setting.flag}: {problem}")
+        self.setting = setting
+        self.problem = problem
+
+
+@dataclass(frozen=True)
+class Setting:
+    """How one worker setting is given on a command line, and which values it takes."""
+
+    flags: tuple[str, ...]
+    help: str
+    kind: Kind = "text"
+    minimum: float | None = None
+    #: The minimum itself is refused (a poll interval must be more than 0).
+    above: bool = False
+    choices: tuple[str, ...] = ()
+    #: Text as typed -> the value (log levels: upper case), for ``text`` settings.
+    normalize: Callable[[str], str] | None = None
+    #: A further rule: the problem with a value, or None.
+    rule: Callable[[Any], str | None] | None = None
+    #: Offered by ``flows worker`` (else the pool's to set for its children).
+    cli: bool = True
+    #: Left out of ``flows worker --help``.
+    hidden: bool = False
+    # Filled in by table() from the field.
+    name: str = ""
+    default: Any = None
+
+    @property
+    def flag(self) -> str:
+        """The long flag (``--threads``)."""
+        return self.flags[-1]
+
+    @property
+    def required(self) -> bool:
+        return self.default is MISSING
+
+    def parse(self, text: str) -> Any:
+        """One value as typed on a command line (one folder of ``folders``) -> the value.
+
+        Raises ValueError saying what was expected.
+        """
+        if self.kind == "int":
+            try:
+                return int(text)
+            except ValueError:
+                raise ValueError(f"{text!r} is not a whole number") from None
+        if self.kind == "float":
+            try:
+                return float(text)
+            except ValueError:
+                raise ValueError(f"{text!r} is not a number") from None
+        if self.kind == "names":
+            return tuple(name.strip() for name in text.split(",") if name.strip())
+        return self.normalize(text) if self.normalize else text
+
+    def problem(self, value: Any) -> str | None:
+        """What is wrong with ``value`` for this setting, or None when it is fine."""
+        problem = self._kind_problem(value)
+        if problem is None and self.rule is not None:
+            problem = self.rule(value)
+        return problem
+
+    def _kind_problem(self, value: Any) -> str | None:
+        if self.kind == "flag":
+            return None if isinstance(value, bool) else f"{value!r} is not true or false"
+        if self.kind in ("int", "float"):
+            number = int if self.kind == "int" else (int, float)
+            if isinstance(value, bool) or not isinstance(value, number):
+                return f"{value!r} is not a {'whole ' if self.kind == 'int' else ''}number"
+            if not math.isfinite(value):
+                return f"{value!r} is not a finite number"
+            if self.minimum is not None and (
+                value < self.minimum or (self.above and value == self.minimum)
+            ):
+                bound = "more than" if self.above else "at least"
+                return f"{value!r} is not {bound} {self.minimum:g}"
+            return None
+        if self.kind == "choice":
+            if value not in self.choices:
+                return f"{value!r} is not one of {', '.join(self.choices)}"
+            return None
+        if self.kind == "text":
+            return None if value is None or isinstance(value, str) else f"{value!r} is not text"
+        if not isinstance(value, tuple) or not all(isinstance(item, str) for item in value):
+            return f"{value!r} is not a list of texts"
+        if self.kind == "names":
+            # Written comma-separated and read back stripped: anything else would change.
+            bad = [name for name in value if not name or "," in name or name != name.strip()]
+            if bad:
+                return f"{bad[0]!r} is not a name (no commas, no surrounding white space)"
+        return None
+
+    def argv(self, value: Any) -> list[str]:
+        """``value`` on a command line (``--flag=value``: a value starting with ``-`` stays one)."""
+        if self.kind == "flag":
+            return [self.flag] if value else []
+        if self.kind == "folders":
+            return [f"{self.flag}={folder}" for folder in value]
+        if self.kind == "names":
+            return [f"{self.flag}={','.join(value)}"]
+        # str() of a float is its shortest repr, which reads back as the same float.
+        return [f"{self.flag}={value}"]
+
+
+def setting(*flags: str, help: str, **how: Any) -> dict[str, Setting]:
+    """The metadata of a field of :class:`WorkerSettings`: its :class:`Setting` (``how``: the
+    Setting's other keywords)."""
+    return {_KEY: Setting(flags, help, **how)}
+
+
+def _some_queues(queues: tuple[str, ...]) -> str | None:
+    return None if queues else "give at least one queue"
+
+
+def _log_level(level: Any) -> str | None:
+    if isinstance(level, str) and level in logging.getLevelNamesMapping():
+        return None
+    return f"{level!r} is not a log level (DEBUG, INFO, WARNING or ERROR)"
+
+
+class WorkerOptions(TypedDict):
+    """The keyword arguments of :class:`~scheduler.worker.worker.Worker` a setting gives."""
+
+    strategy: Strategy
+    threads: int
+    prefetch: int
+    burst: bool
+    poll_interval: float
+    shutdown_grace: float
+    exit_on_stuck: bool
+    prepare: Prepare | None
+
+
+@dataclass(frozen=True)
+class WorkerSettings:
+    """What a worker process does: its queues, threads, prefetch, hooks and stopping.
+
+    Values are checked when the object is made (:class:`SettingError` names the setting);
+    ``queues`` and ``paths`` may be given as any sequence and are kept as tuples.
+    """
+
+    queues: tuple[str, ...] = field(
+        metadata=setting(
+            "-q",
+            "--queues",
+            help="Comma-separated queues, e.g. etl,emails.",
+            kind="names",
+            rule=_some_queues,
+        )
+    )
+    # The choices are fetching.Strategy's values.
+    strategy: Strategy = field(
+        default="ordered",
+        metadata=setting(
+            "--strategy",
+            kind="choice",
+            choices=("ordered", "round-robin"),
+            help="ordered: drain the first queue before the next; round-robin: one from each "
+            "in turn.",
+        ),
+    )
+    threads: int = field(
+        default=1,
+        metadata=setting("--threads", kind="int", minimum=1, help="Jobs at once per process."),
+    )
+    prefetch: int = field(
+        default=64,
+        metadata=setting(
+            "--prefetch",
+            kind="int",
+            minimum=0,
+            help="At most this many jobs popped ahead of the free threads while jobs finish within "
+            "milliseconds (fewer for slower jobs, none for jobs of 20 ms or more); 0: never.",
+        ),
+    )
+    burst: bool = field(
+        default=False,
+        metadata=setting("--burst", kind="flag", help="Exit 0 once the queues are empty."),
+    )
+    name: str | None = field(
+        default=None, metadata=setting("--name", help="Worker name (default <host>-<pid>).")
+    )
+    shutdown_grace: float = field(
+        default=30.0,
+        metadata=setting(
+            "--shutdown-grace",
+            kind="float",
+            minimum=0,
+            help="Seconds running jobs get to finish after SIGTERM/SIGINT before they are handed "
+            "back.",
+        ),
+    )
+    prepare: str | None = field(
+        default=None,
+        metadata=setting(
+            "--prepare",
+            hidden=True,
+            help="module:function run before each job (flows worker: resolve flow steps' upstream "
+            "outputs).",
+        ),
+    )
+    paths: tuple[str, ...] = field(
+        default=(),
+        metadata=setting(
+            "--path",
+            kind="folders",
+            help="Also import job modules from this folder (repeatable); the working directory "
+            "always comes first.",
+        ),
+    )
+    log_level: str = field(
+        default="INFO",
+        metadata=setting(
+            "--log-level",
+            normalize=str.upper,
+            rule=_log_level,
+            help="DEBUG, INFO, WARNING or ERROR.",
+        ),
+    )
+    poll_interval: float = field(
+        default=1.0,
+        metadata=setting(
+            "--poll-interval",
+            kind="float",
+            minimum=0,
+            above=True,
+            cli=False,
+            help="Seconds an idle worker waits for a job before it asks again.",
+        ),
+    )
+    exit_on_stuck: bool = field(
+        default=False,
+        metadata=setting(
+            "--exit-on-stuck",
+            kind="flag",
+            cli=False,
+            help="Exit after abandoning a job stuck past kill_after (a pool then starts a clean "
+            "process).",
+        ),
+    )
+
+    def __post_init__(self) -> None:
+        for each in table():
+            value = getattr(self, each.name)
+            if each.kind in ("names", "folders") and _sequence(value):
+                value = tuple(value)
+                object.__setattr__(self, each.name, value)  # frozen: only here, while made
+            problem = each.problem(value)
+            if problem is not None:
+                raise SettingError(each, problem)
+
+    def to_argv(self) -> list[str]:
+        """These settings as ``python -m scheduler.worker`` arguments (those not at their default).
+
+        :meth:`from_argv` reads them back equal.
+        """
+        argv: list[str] = []
+        for each in table():
+            value = getattr(self, each.name)
+            if each.required or value != each.default:
+                argv += each.argv(value)
+        return argv
+
+    @classmethod
+    def from_argv(
+        cls, argv: Sequence[str] | None = None, prog: str = "python -m scheduler.worker"
+    ) -> WorkerSettings:
+        """Parse a command line (default ``sys.argv[1:]``); a bad one exits 2 with the usage."""
+        parser = argparse.ArgumentParser(prog=prog, description="Run one worker process.")
+        for each in table():
+            parser.add_argument(*each.flags, **_argparse_options(each))
+        values = vars(parser.parse_args(argv))
+        for each in table():
+            if each.kind == "folders" and values[each.name] is None:
+                values[each.name] = ()
+        try:
+            return cls(**values)
+        except SettingError as error:
+            parser.error(str(error))
+
+    def worker_options(self) -> WorkerOptions:
+        """The :class:`~scheduler.worker.worker.Worker` keywords these settings give
+        (``Worker(client, settings.queues, **settings.worker_options())``).
+
+        ``prepare`` is imported here: call it after :func:`~scheduler.worker.imports.import_path`
+        with ``paths``.
+        """
+        from scheduler.worker.imports import load_object
+
+        return WorkerOptions(
+            strategy=self.strategy,
+            threads=self.threads,
+            prefetch=self.prefetch,
+            burst=self.burst,
+            poll_interval=self.poll_interval,
+            shutdown_grace=self.shutdown_grace,
+            exit_on_stuck=self.exit_on_stuck,
+            prepare=load_object(self.prepare) if self.prepare else None,
+        )
+
+
+@functools.cache
+def table() -> tuple[Setting, ...]:
+    """Every setting of :class:`WorkerSettings`, in field order, with its name and default."""
+    return tuple(
+        replace(each.metadata[_KEY], name=each.name, default=each.default)
+        for each in fields(WorkerSettings)
+    )
+
+
+def _sequence(value: Any) -> bool:
+    return isinstance(value, Iterable) and not isinstance(value, str | bytes | tuple)
+
+
+def _argparse_options(each: Setting) -> dict[str, Any]:
+    shown = each.default not in (None, False, (), MISSING)
+    options: dict[str, Any] = {
+        "dest": each.name,
+        "help": f"{each.help} (default: {each.default})" if shown else each.help,
+    }
+    if each.kind == "flag":
+        return {**options, "action": "store_true"}
+
+    def convert(text: str) -> Any:
+        try:
+            value = each.parse(text)
+        except ValueError as error:
+            raise argparse.ArgumentTypeError(str(error)) from None
+        problem = None if each.kind == "folders" else each.problem(value)
+        if problem is not None:
+            raise argparse.ArgumentTypeError(problem)
+        return value
+
+    options["type"] = convert
+    if each.choices:
+        options["choices"] = each.choices
+    if each.kind == "folders":
+        options["action"] = "append"  # starts from None: argparse appends to a copy of a list
+        options["metavar"] = "DIR"
+    elif each.required:
+        options["required"] = True
+    else:
+        options["default"] = each.default
+    return options

@@ -1,0 +1,185 @@
+"""One table of worker settings (scheduler/worker/settings.py): a child's command line reads back
+as the settings it was written from, ``flows worker`` offers the same options with the same
+defaults and help, and a refused value names its setting."""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import logging
+import os
+import sys
+import typing
+
+import click
+import pytest
+from click.testing import CliRunner
+from hypothesis import example, given
+from hypothesis import strategies as st
+
+from flows.cli.worker import DEFAULTS, worker
+from scheduler.worker.fetching import Strategy
+from scheduler.worker.pool import WorkerPool
+from scheduler.worker.settings import SettingError, WorkerSettings, table
+from scheduler.worker.worker import Worker
+
+BY_NAME = {each.name: each for each in table()}
+
+# What a command line can carry: no NUL, no lone surrogates.
+text = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"))
+queue = text.map(lambda name: name.replace(",", "").strip()).filter(bool)
+
+
+@st.composite
+def settings(draw: st.DrawFn) -> WorkerSettings:
+    finite = {"allow_nan": False, "allow_infinity": False}
+    return WorkerSettings(
+        queues=tuple(draw(st.lists(queue, min_size=1, max_size=4))),
+        strategy=draw(st.sampled_from(BY_NAME["strategy"].choices)),
+        threads=draw(st.integers(1, 10**6)),
+        prefetch=draw(st.integers(0, 10**6)),
+        burst=draw(st.booleans()),
+        name=draw(st.none() | text),
+        shutdown_grace=draw(st.floats(min_value=0, **finite)),
+        prepare=draw(st.none() | text),
+        paths=tuple(draw(st.lists(text, max_size=3))),
+        log_level=draw(st.sampled_from(sorted(logging.getLevelNamesMapping()))),
+        poll_interval=draw(st.floats(min_value=0, exclude_min=True, **finite)),
+        exit_on_stuck=draw(st.booleans()),
+    )
+
+
+@given(settings())
+@example(WorkerSettings(queues=("q",)))
+@example(WorkerSettings(queues=("-q", "--x"), name="-n", paths=("-p", "a=b", ""), prepare=""))
+@example(WorkerSettings(queues=("q",), shutdown_grace=1e-300, poll_interval=5e-324))
+def test_a_command_line_reads_back_as_the_settings_it_was_written_from(
+    written: WorkerSettings,
+) -> None:
+    assert WorkerSettings.from_argv(written.to_argv()) == written
+
+
+def test_only_values_off_their_default_are_written() -> None:
+    assert WorkerSettings(queues=["a", "b"]).to_argv() == ["--queues=a,b"]
+    assert WorkerSettings(queues=["q"], burst=True, threads=4).to_argv() == [
+        "--queues=q",
+        "--threads=4",
+        "--burst",
+    ]
+
+
+def test_the_command_lines_written_before_the_table_still_read() -> None:
+    argv = "-q a,b --threads 3 --prefetch 8 --strategy round-robin --shutdown-grace 2.5"
+    argv += " --poll-interval 0.1 --log-level warning --exit-on-stuck --burst --name w.1"
+    argv += " --prepare m:f --path /x --path /y"
+    assert WorkerSettings.from_argv(argv.split()) == WorkerSettings(
+        queues=("a", "b"),
+        threads=3,
+        prefetch=8,
+        strategy="round-robin",
+        shutdown_grace=2.5,
+        poll_interval=0.1,
+        log_level="WARNING",
+        exit_on_stuck=True,
+        burst=True,
+        name="w.1",
+        prepare="m:f",
+        paths=("/x", "/y"),
+    )
+    assert WorkerSettings.from_argv(["-q", " a, ,b "]).queues == ("a", "b")
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "says"),
+    [
+        ("queues", (), "at least one queue"),
+        ("queues", ("a,b",), "'a,b' is not a name"),
+        ("queues", (" a",), "' a' is not a name"),
+        ("queues", "etl", "not a list"),
+        ("threads", 0, "0 is not at least 1"),
+        ("threads", 1.5, "not a whole number"),
+        ("prefetch", -1, "-1 is not at least 0"),
+        ("strategy", "random", "'random' is not one of ordered, round-robin"),
+        ("shutdown_grace", float("nan"), "not a finite number"),
+        ("shutdown_grace", -0.5, "-0.5 is not at least 0"),
+        ("poll_interval", 0, "0 is not more than 0"),
+        ("log_level", "loud", "'loud' is not a log level"),
+        ("burst", "yes", "not true or false"),
+        ("name", 7, "not text"),
+    ],
+)
+def test_a_refused_value_names_its_setting(field: str, value: object, says: str) -> None:
+    values: dict[str, object] = {"queues": ("q",), field: value}
+    with pytest.raises(SettingError) as refused:
+        WorkerSettings(**values)  # type: ignore[arg-type]
+    assert refused.value.setting.name == field
+    assert says in str(refused.value)
+    assert str(refused.value).startswith(BY_NAME[field].flag)
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["-q", ","], "argument -q/--queues: give at least one queue"),
+        (["-q", "q", "--threads", "x"], "argument --threads: 'x' is not a whole number"),
+        (["-q", "q", "--poll-interval", "0"], "argument --poll-interval: 0.0 is not more than 0"),
+        (["-q", "q", "--strategy", "random"], "argument --strategy: 'random' is not one of"),
+        (["--threads", "2"], "the following arguments are required: -q/--queues"),
+    ],
+)
+def test_a_bad_child_command_line_exits_2_naming_the_option(
+    argv: list[str], says: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        WorkerSettings.from_argv(argv)
+    assert exited.value.code == 2
+    assert says in capsys.readouterr().err
+
+
+def test_every_field_is_in_the_table_and_the_strategies_are_the_workers() -> None:
+    assert [each.name for each in table()] == [f.name for f in dataclasses.fields(WorkerSettings)]
+    assert BY_NAME["strategy"].choices == typing.get_args(Strategy)
+    worker_keywords = inspect.signature(Worker).parameters
+    assert set(WorkerSettings(queues=["q"]).worker_options()) <= set(worker_keywords)
+
+
+def test_the_pool_writes_each_childs_command_line_from_its_settings(tmp_path: object) -> None:
+    given = WorkerSettings(queues=("a",), name="w", threads=2, paths=("lib",), log_level="DEBUG")
+    pool = WorkerPool("redis://127.0.0.1:1", given, processes=2)
+    command = pool._command(1)
+    assert command[:3] == [sys.executable, "-m", "scheduler.worker"]
+    assert WorkerSettings.from_argv(command[3:]) == dataclasses.replace(
+        given, name="w.1", exit_on_stuck=True, paths=(os.path.abspath("lib"),)
+    )
+    alone = WorkerPool("redis://127.0.0.1:1", given, processes=1)._command(0)
+    assert WorkerSettings.from_argv(alone[3:]).name == "w"
+
+
+def test_the_pool_still_takes_queues_and_settings_as_keywords() -> None:
+    pool = WorkerPool("redis://127.0.0.1:1", ["q"], processes=2, threads=3, burst=True)
+    assert pool.settings == WorkerSettings(queues=("q",), threads=3, burst=True)
+    with pytest.raises(SettingError, match="--threads"):
+        WorkerPool("redis://127.0.0.1:1", ["q"], threads=0)
+    with pytest.raises(TypeError, match="threads"):
+        WorkerPool("redis://127.0.0.1:1", WorkerSettings(queues=("q",)), threads=3)
+
+
+def test_flows_worker_offers_the_tables_settings_with_their_defaults_and_help() -> None:
+    options = {param.name: param for param in worker.params if isinstance(param, click.Option)}
+    offered = [each for each in table() if each.cli]
+    assert offered and all(not each.cli for each in table() if each.name not in options)
+    for each in offered:
+        option = options[each.name]
+        assert (tuple(option.opts), option.help, option.hidden) == (
+            each.flags,
+            each.help,
+            each.hidden,
+        )
+        if not each.required:
+            assert option.default == DEFAULTS.get(each.name, each.default), each.name
+    page = " ".join(CliRunner().invoke(worker, ["--help"]).output.split())
+    for each in offered:
+        assert (each.flag in page) is not each.hidden
+        if not each.hidden:
+            assert each.help in page
+    assert "--poll-interval" not in page and "--exit-on-stuck" not in page
