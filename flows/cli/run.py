@@ -38,6 +38,7 @@ STATUS_STYLE = {
     "upstream_failed": "red",
     "running": "yellow",
     "waiting": "dim",
+    "awaiting": "yellow",
     "buried": "yellow",
     "skipped": "cyan",
     "canceled": "magenta",
