@@ -312,17 +312,11 @@ class Wait(_Model):
 
     signal: Identifier
     """The signal's name: shown while the step waits and recorded with the signal."""
-    timeout: Duration | None = None
+    timeout: Annotated[Duration, Field(gt=0)] | None = None
     """How long after the step becomes ready a signal may come (not given: no bound)."""
     on_timeout: Literal["fail", "skip"] = "fail"
     """Past the timeout the step fails (group `wait-timeout`; `flows retry` makes it wait
     again) or is skipped (its dependents then follow their trigger rules)."""
-
-    @model_validator(mode="after")
-    def _positive_timeout(self) -> Wait:
-        if self.timeout is not None and self.timeout <= 0:
-            raise problem("wait_timeout", "wait.timeout must be more than 0", "write e.g. 1h or 1d")
-        return self
 
 
 # What a wait step may not have: it runs nothing, once (its own fields: needs, outputs,
