@@ -24,8 +24,13 @@ NOTE = "note"
 
 
 class SignalRefused(FlowsError, ValueError):
-    """The signal cannot be given: no such run or step, the step is not a wait, or it is not
-    awaiting a signal (its needs are not done, or it is done); or its data do not fit."""
+    """The signal cannot be given: no such run or step (``kind`` ``missing``), the step is not a
+    wait or not awaiting a signal: its needs are not done, or it is done (``state``), or its
+    data do not fit (``data``)."""
+
+    def __init__(self, message: str, kind: str = "data") -> None:
+        super().__init__(message)
+        self.kind = kind
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,13 +98,13 @@ def signal_step(
     text = _data_text(where, data)
     jid = wait_jid(run_id, step)
     if client.engine.call("run.get", run_id) is None:
-        raise SignalRefused(f"{where}: no run {run_id}")
+        raise SignalRefused(f"{where}: no run {run_id}", "missing")
     try:
         client.engine.call("wait.signal", jid, text, by)
     except JobNotFound:
-        raise SignalRefused(f"{where}: the run has no step {step!r}") from None
+        raise SignalRefused(f"{where}: the run has no step {step!r}", "missing") from None
     except WrongState as error:
-        raise SignalRefused(f"{where}: {_why_not(client, jid, error)}") from None
+        raise SignalRefused(f"{where}: {_why_not(client, jid, error)}", "state") from None
     except (InvalidArgument, TooLarge) as error:
         raise SignalRefused(f"{where}: {_engine_words(error)}") from None
     return Signaled(run_id, step, jid, dict(data))
