@@ -61,6 +61,10 @@ def test_a_signal_through_the_api_completes_the_wait(
     api: Api, client: Client, redis_client: redis.Redis, run_id: str
 ) -> None:
     path = f"/api/v1/runs/{run_id}/steps/approve/signal"
+    panel = api.get(f"/runs/{run_id}/steps/approve")
+    assert panel.status == 200
+    assert "Awaiting a signal" in panel.body and "flows approve g1 approve" in panel.body
+    assert "awaiting" in api.get(f"/runs/{run_id}").body  # the graph's node
     refused = [
         (f"/api/v1/runs/{run_id}/steps/later/signal", {}, 409, "state depends"),
         (f"/api/v1/runs/{run_id}/steps/ship/signal", {}, 409, "not a wait step"),
