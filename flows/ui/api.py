@@ -21,9 +21,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from flows.runs import RunView, StepView, load_run, run_record
 from flows.steplogs import run_jobs
 from flows.triggering import UnknownFlow, server_time, trigger_run
-from flows.waits import SignalRefused, signal_step
 from flows.ui import events
 from flows.ui.state import UiState, reader, state, writer
+from flows.waits import SignalRefused, signal_step
 from scheduler.engine import joblogs
 from scheduler.engine.client import Client
 from scheduler.engine.errors import EngineError, JobNotFound
@@ -92,7 +92,9 @@ class Signal(Body):
         default_factory=dict,
         description="The signal's data, a JSON object: the wait step's outputs.",
     )
-    by: str = Field("api", min_length=1, max_length=256, description="Who gives the signal.")
+    by: str = Field(
+        default="api", min_length=1, max_length=256, description="Who gives the signal."
+    )
 
 
 class PauseSchedule(Body):
