@@ -168,6 +168,7 @@ __all__ = [
     "Signaled",
     "WaitState",
     "approval",
+    "describe",
     "parse_data",
     "signal_step",
     "wait_jid",

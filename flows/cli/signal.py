@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import getpass
 import os
+import shlex
+import time
 
 import click
 
 from flows.cli.common import open_client, print_json, user_errors
 from flows.cli.options import as_json, connection
-from flows.waits import Signaled, approval, parse_data, signal_step
+from flows.runs import RunView
+from flows.waits import Signaled, approval, describe, parse_data, signal_step, wait_state
+from scheduler.engine.client import Client
 
 
 def register(group: click.Group) -> None:
@@ -23,6 +27,22 @@ def _user() -> str:
         return os.environ.get("FLOWS_USER") or getpass.getuser()
     except (KeyError, OSError):  # no login name for this uid (a container)
         return "unknown"
+
+
+def print_awaiting(client: Client, view: RunView) -> None:
+    """Below a run's table (``flows status``): each step awaiting a signal, and how to give it."""
+    for step in view.steps:
+        if step.status != "awaiting" or len(step.jids) != 1:
+            continue
+        wait = wait_state(client, step.jids[0])
+        if wait is None or wait.state != "awaiting":
+            continue
+        run, name = shlex.quote(view.run_id), shlex.quote(step.step)
+        click.echo(
+            f"{step.step}: {describe(wait, time.time())}\n"
+            f"  flows approve {run} {name} --note TEXT   (or: flows signal {run} {name} "
+            "--data JSON)"
+        )
 
 
 def _report(done: Signaled, as_json_output: bool) -> None:

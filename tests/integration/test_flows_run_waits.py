@@ -19,6 +19,7 @@ from test_flows_run import flows, status_json, write_flow
 
 from flows.runs import load_run
 from scheduler.embedded import EmbeddedServer
+from scheduler.engine import doctor
 from scheduler.engine.client import Client
 
 
@@ -111,6 +112,11 @@ def test_detach_then_signal_then_a_worker_finishes_the_run(
     }
     view = load_run(client, "r1")
     assert view is not None and view.status == "running"
+    shown = flows(cli, "status", "r1")
+    assert "approve: awaiting signal 'approve', times out (fail) in" in shown.output
+    assert "flows approve r1 approve --note TEXT" in shown.output
+    report = doctor.check(client, deep=True)
+    assert report.clean, report.findings  # an awaiting job is in no queue index, and that is right
 
     refused = {
         ("signal", "r1", "build"): "not a wait step",
