@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 import pytest
 from flows_support import check, valid
 
+from flows.dag import to_mermaid
 from flows.expand import expand
 from flows.outputs import META_KEY, WAIT_KLASS
 from flows.run_specs import job_spec
@@ -52,6 +53,7 @@ def test_a_wait_step_validates_and_expands_into_a_job_no_worker_runs() -> None:
     ship = next(p for p in puts if p.step == "ship")
     assert ship.depends == ("r:approve",)
     assert ship.data[META_KEY]["upstream"] == {"approve": {"jids": ["r:approve"], "foreach": False}}
+    assert "approve (wait for signal approve)" in to_mermaid(flow)
 
 
 def test_a_wait_without_timeout_or_needs_is_fine_and_ignores_the_defaults() -> None:
