@@ -8,6 +8,8 @@ from typing import Any
 import pytest
 from lua_support import T0, Lua, unchanged
 
+from scheduler.engine import doctor
+from scheduler.engine.client import Client
 from scheduler.engine.errors import InvalidArgument, JobNotFound, WrongState
 
 RUN = "flow@run"
@@ -239,3 +241,43 @@ def test_a_wait_with_a_delay_is_refused(lua: Lua) -> None:
     spec["delay"] = 5
     with unchanged(lua.r), pytest.raises(InvalidArgument, match="no delay"):
         lua("flow.submit", RUN, json.dumps({"flow": "flow"}), json.dumps([spec]), now=T0)
+
+
+# -- the consistency check knows where an awaiting job belongs ---------------------------------
+
+
+def check(lua: Lua, *, repair: bool = False, now: float = T0 + 5) -> doctor.Report:
+    client = Client.from_engine(lua.engine, worker_name="doctor-test")
+    return doctor.check(client, deep=True, repair=repair, now=now)
+
+
+def test_the_consistency_check_finds_nothing_wrong_with_awaiting_waits(lua: Lua) -> None:
+    approval_run(lua, timeout=60)
+    finish_child(lua)
+    gate = job("gate", wait={"signal": "go"})
+    lua("flow.submit", "other", json.dumps({"flow": "flow"}), json.dumps([gate]), now=T0)
+    assert check(lua).clean
+
+
+def test_an_awaiting_wait_missing_from_its_index_is_put_back_with_its_deadline(lua: Lua) -> None:
+    approval_run(lua, timeout=60)
+    finish_child(lua)
+    lua.r.zrem(lua.key("awaiting"), "approve")
+    report = check(lua, repair=True)
+    assert {(f.kind, f.jid) for f in report.findings} == {("unindexed", "approve")}
+    assert lua.r.zscore(lua.key("awaiting"), "approve") == T0 + 61
+    assert check(lua).clean
+    assert json.loads(lua("wait.sweep", now=T0 + 61)) == {"failed": 1, "skipped": 0}
+
+
+def test_a_done_job_left_in_the_awaiting_index_is_taken_out_of_it(lua: Lua) -> None:
+    approval_run(lua, timeout=60)
+    finish_child(lua)
+    lua("wait.signal", "approve", "{}", now=T0 + 2)
+    lua.r.zadd(lua.key("awaiting"), {"approve": T0 + 61})
+    report = check(lua, repair=True)
+    assert {(f.kind, f.jid, f.index) for f in report.findings} == {
+        ("stray-entry", "approve", "awaiting")
+    }
+    assert lua.zset("awaiting") == []
+    assert lua.state("approve") == "complete"
