@@ -97,11 +97,16 @@ def signal_step(
     where = f"run {run_id}, step {step}"
     text = _data_text(where, data)
     jid = wait_jid(run_id, step)
-    if client.engine.call("run.get", run_id) is None:
+    record = client.engine.call("run.get", run_id)
+    if record is None:
         raise SignalRefused(f"{where}: no run {run_id}", "missing")
     try:
         client.engine.call("wait.signal", jid, text, by)
     except JobNotFound:
+        jids = json.loads(record).get("jids") or []
+        if any(str(other).startswith(f"{jid}[") for other in jids):
+            why = "not a wait step: a foreach or matrix step's jobs take no signal"
+            raise SignalRefused(f"{where}: {why}", "state") from None
         raise SignalRefused(f"{where}: the run has no step {step!r}", "missing") from None
     except WrongState as error:
         raise SignalRefused(f"{where}: {_why_not(client, jid, error)}", "state") from None
@@ -122,7 +127,9 @@ def _data_text(where: str, data: Mapping[str, Any]) -> str:
 def _why_not(client: Client, jid: str, error: WrongState) -> str:
     wait = wait_state(client, jid)
     if wait is None:
-        return "not a wait step: only a step with 'wait:' takes a signal"
+        job = client.jobs.get(jid)
+        state = job.state if job is not None else "gone"
+        return f"not a wait step (state {state}): only a step with 'wait:' takes a signal"
     if wait.state == "depends":
         return "not awaiting a signal yet: its needs are not done (state depends)"
     if wait.state == "complete":

@@ -119,7 +119,7 @@ def test_detach_then_signal_then_a_worker_finishes_the_run(
     assert report.clean, report.findings  # an awaiting job is in no queue index, and that is right
 
     refused = {
-        ("signal", "r1", "build"): "not a wait step",
+        ("signal", "r1", "build"): "not a wait step (state complete)",
         ("signal", "r1", "nope"): "has no step 'nope'",
         ("signal", "r9", "approve"): "no run r9",
         ("signal", "r1", "approve", "--data", '{"approved": true}'): 'lacks "note"',

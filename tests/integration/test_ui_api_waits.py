@@ -34,6 +34,9 @@ steps:
   later:
     needs: [ship]
     wait: {signal: later}
+  each:
+    foreach: {items: [1, 2]}
+    run: echo "${{ item }}"
 """
 
 
@@ -67,7 +70,8 @@ def test_a_signal_through_the_api_completes_the_wait(
     assert "awaiting" in api.get(f"/runs/{run_id}").body  # the graph's node
     refused = [
         (f"/api/v1/runs/{run_id}/steps/later/signal", {}, 409, "state depends"),
-        (f"/api/v1/runs/{run_id}/steps/ship/signal", {}, 409, "not a wait step"),
+        (f"/api/v1/runs/{run_id}/steps/ship/signal", {}, 409, "not a wait step (state depends)"),
+        (f"/api/v1/runs/{run_id}/steps/each/signal", {}, 409, "a foreach or matrix step"),
         (f"/api/v1/runs/{run_id}/steps/nope/signal", {}, 404, "no step 'nope'"),
         ("/api/v1/runs/none/steps/approve/signal", {}, 404, "no run none"),
         (path, {"data": {"other": 1}}, 422, 'lacks "note"'),
@@ -88,7 +92,7 @@ def test_a_signal_through_the_api_completes_the_wait(
     }
     assert client.jobs["g1:ship"].state == "waiting"
     steps = {s["step"]: s["status"] for s in api.get(f"/api/v1/runs/{run_id}").body["steps"]}
-    assert steps == {"approve": "success", "ship": "waiting", "later": "waiting"}
+    assert steps == {"approve": "success", "ship": "waiting", "later": "waiting", "each": "waiting"}
 
     with assert_unchanged(redis_client):
         again = api.post(path, {"data": {"note": "again"}})
