@@ -111,6 +111,8 @@ def _label(step_id: str, step: Step) -> str:
         label += f" [{step.trigger_rule}]"
     if step.if_ is not None:
         label += f" if {expression_of(step.if_)}"
+    if step.wait is not None:
+        label += f" (wait for signal {step.wait.signal})"
     return label
 
 

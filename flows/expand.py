@@ -42,7 +42,7 @@ from flows.model import (
     TriggerRule,
     matrix_id_text,
 )
-from flows.outputs import CONDITION_KEY, META_KEY, SHELL_KLASS, Upstream, meta_json
+from flows.outputs import CONDITION_KEY, META_KEY, SHELL_KLASS, WAIT_KLASS, Upstream, meta_json
 from flows.params import bind_params
 from flows.shell_command import shell_command
 from flows.templates import KEEP, MATRIX, PARAMS, RUN, STEPS, Reference, render, select, to_text
@@ -89,6 +89,7 @@ class PutRequest:
     concurrency_limit: int | None = None
     ttl: float | None = None
     throttle: str | None = None
+    wait: Mapping[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready mapping of every field."""
@@ -111,6 +112,7 @@ class PutRequest:
             "concurrency_limit": self.concurrency_limit,
             "ttl": self.ttl,
             "throttle": self.throttle,
+            "wait": None if self.wait is None else dict(self.wait),
         }
 
 
@@ -309,6 +311,9 @@ class _Expander:
         if len(self.puts) >= MAX_JOBS_PER_RUN:
             raise ExpansionError(f"the run has more than {MAX_JOBS_PER_RUN} jobs")
         action, settings = origin.action, origin.settings
+        if isinstance(action, Step) and action.wait is not None:
+            self.put_wait(origin, jid, depends, wait_spec(action))
+            return
         payload = self.payload(action, scope)
         condition = self.condition(origin, scope)
         upstream = {}
@@ -356,6 +361,42 @@ class _Expander:
             )
         )
 
+    def put_wait(self, origin: _Origin, jid: str, depends: list[str], wait: dict[str, Any]) -> None:
+        """A ``wait:`` step's job: no payload and nothing a worker would use (no worker runs
+        it); the engine completes it with a signal's data (:mod:`flows.waits`)."""
+        settings = origin.settings
+        meta = meta_json(
+            self.run_id,
+            self.flow.name,
+            origin.name,
+            None,
+            "wait",
+            {},
+            None,
+            None,
+            self.retry_json(settings),
+            self.flow_dir_text,
+        )
+        self.puts.append(
+            PutRequest(
+                jid=jid,
+                queue=settings.queue,
+                klass=WAIT_KLASS,
+                data={META_KEY: meta},
+                priority=settings.priority,
+                tags=settings.tags,
+                retries=0,
+                depends=tuple(depends),
+                delay=0.0,
+                step=origin.name,
+                index=None,
+                trigger_rule=origin.trigger_rule,
+                timeout=None,
+                heartbeat=None,
+                wait=wait,
+            )
+        )
+
     def condition(self, origin: _Origin, scope: _Scope) -> dict[str, Any] | None:
         """A step's ``if`` for the worker: the expression, with what expansion resolves of it
         (step references are noted as read, so they become upstream)."""
@@ -399,6 +440,18 @@ class _Expander:
         cwd = render(action.cwd, scope.lookup) if action.cwd is not None else None
         directory = self.flow_dir / str(cwd) if cwd is not None else self.flow_dir
         return {"command": command, "cwd": str(directory), "env": env}
+
+
+def wait_spec(step: Step) -> dict[str, Any]:
+    """What the engine keeps of a ``wait:`` step (``flow.submit``'s job option ``wait``): the
+    signal, the timeout in seconds (absent: none), what a timeout does, the declared outputs."""
+    assert step.wait is not None
+    spec: dict[str, Any] = {"signal": step.wait.signal, "on_timeout": step.wait.on_timeout}
+    if step.wait.timeout is not None:
+        spec["timeout"] = step.wait.timeout
+    if step.outputs is not None:
+        spec["outputs"] = list(step.outputs)
+    return spec
 
 
 def _no_steps_in_items(step_id: str) -> Callable[[Reference], Any]:

@@ -243,7 +243,8 @@ class Action(_Model):
 
     @model_validator(mode="after")
     def _one_action(self) -> Action:
-        if self.run is None and self.job is None:
+        # A step that waits for a signal runs nothing (Step._wait_alone checks it).
+        if self.run is None and self.job is None and getattr(self, "wait", None) is None:
             raise problem(
                 "missing_action",
                 "missing 'run' or 'job': say what to execute",
@@ -304,6 +305,40 @@ class Foreach(_Model):
         return self
 
 
+class Wait(_Model):
+    """The step runs nothing: once its needs are met it waits for a signal
+    (`flows signal RUN STEP --data JSON`, `flows approve RUN STEP --note TEXT`), whose data
+    become its outputs."""
+
+    signal: Identifier
+    """The signal's name: shown while the step waits and recorded with the signal."""
+    timeout: Annotated[Duration, Field(gt=0)] | None = None
+    """How long after the step becomes ready a signal may come (not given: no bound)."""
+    on_timeout: Literal["fail", "skip"] = "fail"
+    """Past the timeout the step fails (group `wait-timeout`; `flows retry` makes it wait
+    again) or is skipped (its dependents then follow their trigger rules)."""
+
+
+# What a wait step may not have: it runs nothing, once (its own fields: needs, outputs,
+# trigger_rule, queue, priority, tags).
+_NOT_FOR_WAITS: Final = (
+    ("run", "run"),
+    ("job", "job"),
+    ("with_", "with"),
+    ("env", "env"),
+    ("cwd", "cwd"),
+    ("timeout", "timeout"),
+    ("heartbeat", "heartbeat"),
+    ("ttl", "ttl"),
+    ("throttle", "throttle"),
+    ("retry", "retry"),
+    ("foreach", "foreach"),
+    ("matrix", "matrix"),
+    ("delay", "delay"),
+    ("if_", "if"),
+)
+
+
 class Step(Action):
     """One step of the flow: an action, what it needs, and when it may run."""
 
@@ -327,6 +362,8 @@ class Step(Action):
     if_: str | None = Field(default=None, alias="if", min_length=1, max_length=MAX_CONDITION)
     """A condition (`params.publish && steps.list.outputs.files != []`), checked when the
     step's job starts: false skips the step, and the `all_success` steps that need it."""
+    wait: Wait | None = None
+    """Instead of `run` or `job`: the step waits for a signal once its needs are met."""
 
     @model_validator(mode="after")
     def _one_fan_out(self) -> Step:
@@ -337,6 +374,33 @@ class Step(Action):
                 "add an axis to the matrix instead of the foreach",
             )
         return self
+
+    @model_validator(mode="after")
+    def _wait_alone(self) -> Step:
+        if self.wait is None:
+            return self
+        if self.run is not None or self.job is not None:
+            key = "run" if self.run is not None else "job"
+            raise problem(
+                "wait_with_action",
+                f"a 'wait' step has no '{key}': no worker runs it, a signal completes it",
+                f"move '{key}' into a step that needs this one",
+            )
+        given = [name for field, name in _NOT_FOR_WAITS if field in self.model_fields_set]
+        if given:
+            raise problem(
+                "wait_only",
+                f"{', '.join(repr(name) for name in given)} "
+                f"{'does' if len(given) == 1 else 'do'} not apply to a 'wait' step: "
+                "no worker runs it",
+                "a wait step takes needs, outputs, trigger_rule, queue, priority and tags",
+            )
+        return self
+
+    @property
+    def is_wait(self) -> bool:
+        """Whether the step waits for a signal instead of running."""
+        return self.wait is not None
 
     @property
     def fans_out(self) -> bool:

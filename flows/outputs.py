@@ -7,13 +7,17 @@ This module is the contract for the worker, and has no Redis in it.
 **Job data.** A JSON object. The reserved key :data:`META_KEY` (``"_flows"``) holds::
 
     {"run": "<run id>", "flow": "<flow name>", "step": "<step id or hook name>",
-     "index": <foreach item index> | null, "kind": "shell" | "python",
+     "index": <foreach item index> | null, "kind": "shell" | "python" | "wait",
      "upstream": {"<step id>": {"jids": ["<jid>", ...], "foreach": true | false}},
      "timeout": <seconds> | null, "heartbeat": <seconds> | null,
      "retry": {"attempts": n, "backoff": "fixed" | "exponential", "delay": s,
                "max_delay": s | null, "jitter": 0..1},
      "flow_dir": "<absolute folder of the flow file>",
      "if": {"expression": "<the step's if:>", "values": {"<reference>": <value>, ...}}}
+
+A ``wait`` job (a ``wait:`` step) has klass :data:`WAIT_KLASS` and no payload: no worker runs
+it. The engine completes it with a signal's data as its result (``lua/commands/wait.lua``), so
+``steps.<wait>.outputs.<key>`` reads the signal's data like any step's outputs.
 
 ``if`` is there only for a step with a condition: ``values`` holds what expansion resolved (its
 params, run fields and foreach variable, by reference text); its step references are keys of
@@ -69,6 +73,8 @@ from scheduler.worker.envelope import ENVELOPE_KEY
 META_KEY: Final = ENVELOPE_KEY
 SHELL_KLASS: Final = "flows.tasks.shell"
 """The klass of every shell (``run:``) job."""
+WAIT_KLASS: Final = "flows.wait"
+"""The klass of every ``wait:`` job (never imported: no worker runs one)."""
 ENV_PREFIX: Final = "FLOWS_"
 """Environment names starting with this are reserved for the runtime."""
 OUTPUT_FILE_ENV: Final = "FLOWS_OUTPUT"
@@ -77,7 +83,7 @@ CONDITION_KEY: Final = "if"
 
 COMPLETE_STATES: Final = frozenset({"complete"})
 FAILED_STATES: Final = frozenset({"failed"})
-ACTIVE_STATES: Final = frozenset({"waiting", "running", "scheduled", "stalled"})
+ACTIVE_STATES: Final = frozenset({"waiting", "running", "scheduled", "stalled", "awaiting"})
 
 _OUTPUT_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*")
 _ENV_UNSAFE = re.compile(r"[^A-Za-z0-9]+")

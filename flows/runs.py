@@ -2,7 +2,8 @@
 
 Statuses are words for people, read from the engine's job states and histories: a complete job
 the engine skipped (its trigger rule) is ``skipped``; a job waiting for a failed (or expired, or
-itself held back) dependency is ``upstream_failed`` (``flows retry`` resumes it); a job of the run
+itself held back) dependency is ``upstream_failed`` (``flows retry`` resumes it); a ``wait:`` step
+whose needs are met is ``awaiting`` (a signal); a job of the run
 that no longer exists is ``canceled`` when the run was canceled, else ``gone``.
 """
 
@@ -21,7 +22,7 @@ from scheduler.engine.job import Job
 
 BATCH = 500
 FINAL_STATES = frozenset({"complete", "failed", "expired"})
-ACTIVE_STATES = frozenset({"waiting", "scheduled", "running", "stalled"})
+ACTIVE_STATES = frozenset({"waiting", "scheduled", "running", "stalled", "awaiting"})
 _FAILED_STATES = frozenset({"failed", "expired"})
 
 RUN_STATUSES: Final = ("running", "succeeded", "failed", "canceled")
@@ -30,6 +31,7 @@ STEP_STATUSES: Final = (
     "failed",
     "expired",
     "running",
+    "awaiting",
     "waiting",
     "buried",
     "upstream_failed",
@@ -51,6 +53,7 @@ _JOB_STATUS: Final = {
     "scheduled": "waiting",
     "depends": "waiting",
     "buried": "buried",
+    "awaiting": "awaiting",
 }
 _RUN_FIELDS_JSON: Final = ("params", "queues")
 _RUN_FIELDS_NUMBERS: Final = ("submitted", "jobs", "tick", "canceled")
@@ -86,6 +89,8 @@ class JobRun:
                 break
             if what == "popped":
                 first, attempts = float(entry["when"]), attempts + 1
+            elif what == "awaiting":  # a wait step started waiting for its signal
+                first = float(entry["when"])
         return first, attempts
 
 
@@ -174,7 +179,7 @@ class RunView:
         return "running"
 
     def _can_progress(self) -> bool:
-        """Whether some job could still run: waiting, scheduled or running."""
+        """Whether some job could still run: waiting, scheduled, running or awaiting a signal."""
         return any(state in ACTIVE_STATES for s in self.steps for state in s.states)
 
     @property

@@ -23,6 +23,7 @@ COMMAND_MODULES: list[str] = [
     "jobs",
     "queue_admin",
     "run",
+    "signal",
     "logs",
     "validate",
     "plan",

@@ -19,6 +19,7 @@ from flows.cli.common import ago, console, err_console, open_client, print_json,
 from flows.cli.logs import print_tail, stream_run
 from flows.cli.options import as_json, connection, logical_time, param
 from flows.cli.options import run_id as run_id_option
+from flows.cli.signal import print_awaiting
 from flows.params import parse_assignments
 from flows.run_builder import build_run, read_flow_file
 from flows.run_specs import manual_run_id
@@ -38,6 +39,7 @@ STATUS_STYLE = {
     "upstream_failed": "red",
     "running": "yellow",
     "waiting": "dim",
+    "awaiting": "yellow",
     "buried": "yellow",
     "skipped": "cyan",
     "canceled": "magenta",
@@ -274,6 +276,7 @@ def status(run_id: str | None, as_json: bool, redis_url: str | None, namespace: 
         )
         return
     console.print(render_run(view))
+    print_awaiting(client, view)
     if view.status == "failed":
         _print_failures(client, view)
 

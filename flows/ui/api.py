@@ -23,6 +23,7 @@ from flows.steplogs import run_jobs
 from flows.triggering import UnknownFlow, server_time, trigger_run
 from flows.ui import events
 from flows.ui.state import UiState, reader, state, writer
+from flows.waits import SignalRefused, signal_step
 from scheduler.engine import joblogs
 from scheduler.engine.client import Client
 from scheduler.engine.errors import EngineError, JobNotFound
@@ -83,6 +84,16 @@ class StartRun(Body):
     params: dict[str, Any] = Field(
         default_factory=dict,
         description="Param values, checked against the flow's declarations as `flows run -p`.",
+    )
+
+
+class Signal(Body):
+    data: dict[str, Any] = Field(
+        default_factory=dict,
+        description="The signal's data, a JSON object: the wait step's outputs.",
+    )
+    by: str = Field(
+        default="api", min_length=1, max_length=256, description="Who gives the signal."
     )
 
 
@@ -212,6 +223,21 @@ def cancel_run(ui: Ui, run_id: str) -> dict[str, Any]:
     _load_run(ui.client, run_id)
     count = engine_errors(lambda: int(ui.client.engine.call("run.cancel", run_id)))
     return {"id": run_id, "canceled": count}
+
+
+_SIGNAL_REFUSED = {"missing": 404, "state": 409}
+
+
+@router.post("/runs/{run_id}/steps/{step}/signal", dependencies=writes, tags=["runs"])
+def signal_wait(ui: Ui, run_id: str, step: str, body: Signal | None = None) -> dict[str, Any]:
+    """Complete a `wait:` step awaiting its signal, with `data` as its outputs; its dependents
+    are released at once. 409 (nothing changed) when the step is not awaiting a signal."""
+    signal = body or Signal()
+    try:
+        done = signal_step(ui.client, run_id, step, signal.data, by=signal.by)
+    except SignalRefused as error:
+        raise HTTPException(_SIGNAL_REFUSED.get(error.kind, 422), str(error)) from None
+    return {"id": run_id, "step": step, "jid": done.jid, "data": dict(done.data)}
 
 
 @router.get("/runs/{run_id}/logs", dependencies=reads, tags=["runs"])

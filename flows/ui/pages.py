@@ -43,6 +43,7 @@ SYMBOLS = {
     "failed": "✗",
     "running": "▶",
     "waiting": "…",
+    "awaiting": "⏸",
     "skipped": "↷",
     "upstream_failed": "⊘",
     "canceled": "■",

@@ -8,7 +8,8 @@
 --                                                   `failures`)
 --   doctor.index  index, name, [offset=0], [count=500] -> JSON {read, findings}: checks one page
 --                 of an index against the jobs it lists. index: work, parked, scheduled, depends,
---                 locks, buried (name: a queue), worker (a worker's jobs), completed, expired
+--                 locks, buried (name: a queue), worker (a worker's jobs), completed, expired,
+--                 awaiting
 --                 (name ''), failed (a group; the reply also has the page's `jids`)
 --   doctor.jobs   jid...                          -> JSON {findings, failed: [[jid, group]...],
 --                                                   skipped}: checks jobs (at most 1000); the
@@ -51,7 +52,7 @@ function Doctor.index_args(cmd, index, name)
   local names = Doctor.INDEXES[index]
   if not names then
     Arg.fail(cmd, 'Arg "index" must be one of work, parked, scheduled, depends, locks, buried, ' ..
-      'worker, completed, expired, failed: ' .. tostring(index))
+      'worker, completed, expired, awaiting, failed: ' .. tostring(index))
   end
   if names == 'none' then
     if name ~= nil and name ~= '' then Arg.fail(cmd, 'Arg "name" must be empty for index ' .. index) end

@@ -193,7 +193,7 @@ end
 
 -- kind -> {repair, the indexes its findings name, what `name` is: id, jid or none}
 Doctor.ENTRY_INDEXES = { work = true, parked = true, scheduled = true, depends = true, locks = true,
-  buried = true, worker = true, completed = true, expired = true, failed = true }
+  buried = true, worker = true, completed = true, expired = true, awaiting = true, failed = true }
 Doctor.REPAIRS = {
   ['missing-job'] = { Doctor.fix_entry, Doctor.ENTRY_INDEXES },
   ['stray-entry'] = { Doctor.fix_entry, Doctor.ENTRY_INDEXES },

@@ -4,7 +4,8 @@
 --   run.cancel  run_id  -> number of jobs canceled
 --
 -- run.retry puts every failed (or expired) job of the run back into its queue with its retries
--- restored (and its put options); the jobs they were blocking (still waiting for them) then run
+-- restored (and its put options; a wait that timed out awaits its signal again, its timeout
+-- counted from the retry); the jobs they were blocking (still waiting for them) then run
 -- as they complete, and nothing that completed runs again, except jobs with a trigger rule
 -- (all_done, one_failed: hooks like `finally`) that already ran because of the failure: they
 -- wait for their dependencies again.
@@ -23,7 +24,7 @@ local function run_jids(cmd, run_id)
 end
 
 local RETRY_FIELDS = { 'queue', 'worker', 'failure', 'tags', 'priority', 'retries', 'klass', 'data',
-  'trigger', 'needs', 'ttl', 'ttr', 'ckey', 'climit', 'throttle' }
+  'trigger', 'needs', 'ttl', 'ttr', 'ckey', 'climit', 'throttle', 'wait' }
 
 -- The put that sends a job back to its queue as it was first put, waiting for `depends`.
 local function reput(jid, fields, depends)
@@ -31,7 +32,7 @@ local function reput(jid, fields, depends)
     worker = 'flows', queue = fields.queue, jid = jid, klass = fields.klass, data = fields.data,
     delay = 0, priority = tonumber(fields.priority) or 0, retries = tonumber(fields.retries) or 0,
     depends = depends, ttl = tonumber(fields.ttl), ttr = tonumber(fields.ttr), ckey = fields.ckey,
-    climit = tonumber(fields.climit) or 1, throttle = fields.throttle,
+    climit = tonumber(fields.climit) or 1, throttle = fields.throttle, wait = fields.wait,
   }
 end
 

@@ -9,6 +9,7 @@
 --   worker jobs of w: state running, worker w, and no grace period (the worker was not yet told
 --                     it lost the lock; a warned worker's jobs leave its list)
 --   completed / expired: state complete / expired     failed list of group g: failed in group g
+--   awaiting: state awaiting (a wait that awaits its signal: include/waits.lua)
 -- The per-key and per-throttle parked sets are the slots' own (include/slots.lua): not checked.
 -- A job in a state this file does not know (one added by a later feature) is never reported nor
 -- repaired, and its index entries are left alone.
@@ -31,15 +32,15 @@ Doctor.QUEUE_INDEXES = { work = 'waiting', parked = 'waiting', scheduled = 'sche
 -- Every index the doctor reads, and what names one: a queue, a worker, a group, or nothing.
 Doctor.INDEXES = { work = 'queue', parked = 'queue', scheduled = 'queue', depends = 'queue',
   locks = 'queue', buried = 'queue', worker = 'worker', completed = 'none', expired = 'none',
-  failed = 'group' }
+  awaiting = 'none', failed = 'group' }
 -- The states the doctor knows.
 Doctor.STATES = { waiting = true, scheduled = true, depends = true, running = true, complete = true,
-  failed = true, buried = true, expired = true }
+  failed = true, buried = true, expired = true, awaiting = true }
 -- The queue index of each state that has one (a parked waiting job: 'parked').
 Doctor.STATE_INDEX = { waiting = 'work', scheduled = 'scheduled', depends = 'depends', running = 'locks',
   buried = 'buried' }
 Doctor.FIELDS = { 'state', 'queue', 'worker', 'grace', 'failure', 'expires', 'priority', 'delay',
-  'updated', 'created', 'trigger', 'needs', 'parked' }
+  'updated', 'created', 'trigger', 'needs', 'parked', 'wait_at' }
 
 function Doctor.key(index, name)
   if index == 'work' then return Keys.work(name) end
@@ -51,6 +52,7 @@ function Doctor.key(index, name)
   if index == 'worker' then return Keys.worker_jobs(name) end
   if index == 'completed' then return Keys.completed() end
   if index == 'expired' then return Keys.expired() end
+  if index == 'awaiting' then return Keys.awaiting() end
   return Keys.failed(name)
 end
 
@@ -108,6 +110,7 @@ function Doctor.expected(index, name, fields)
   end
   if index == 'completed' then return state == 'complete' end
   if index == 'expired' then return state == 'expired' end
+  if index == 'awaiting' then return state == 'awaiting' end
   return state == 'failed' and Doctor.group(fields) == name
 end
 
@@ -134,6 +137,7 @@ function Doctor.indexed(jid, fields)
   if index then return Doctor.listed(index, fields.queue, jid) end
   if state == 'complete' then return Doctor.listed('completed', '', jid) end
   if state == 'expired' then return Doctor.listed('expired', '', jid) end
+  if state == 'awaiting' then return Doctor.listed('awaiting', '', jid) end
   return Doctor.listed('failed', Doctor.group(fields), jid)
 end
 
@@ -146,6 +150,7 @@ function Doctor.set_aside(jid, fields, why)
   end
   if fields.worker and fields.worker ~= '' then redis.call('zrem', Keys.worker_jobs(fields.worker), jid) end
   redis.call('zrem', Keys.completed(), jid)
+  redis.call('zrem', Keys.awaiting(), jid)
   Job.fail(jid, { state = 'unusable', queue = queue }, 'doctor', Doctor.BAD_STATE_GROUP,
     'Set aside by the consistency check: ' .. why)
   return 'set aside as failed in group ' .. Doctor.BAD_STATE_GROUP .. ' (' .. why .. ')'
@@ -196,6 +201,11 @@ function Doctor.ensure(jid)
     local index = state == 'complete' and 'completed' or 'expired'
     redis.call('zadd', Doctor.key(index, ''), tonumber(fields.updated) or Engine.now, jid)
     return 'listed again as ' .. state
+  elseif state == 'awaiting' then
+    -- Its deadline as armed (include/waits.lua); none kept: it waits without one.
+    local deadline = tonumber(fields.wait_at)
+    redis.call('zadd', Keys.awaiting(), deadline or '+inf', jid)
+    return 'listed again as awaiting a signal'
   end
   local group = Doctor.group(fields)
   redis.call('lpush', Keys.failed(group), jid)

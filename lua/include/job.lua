@@ -3,7 +3,8 @@
 -- A job's state decides which index holds it (lua/README.md): waiting -> q:<queue>-work,
 -- scheduled -> -scheduled, depends -> -depends, running -> -locks and w:<worker>:jobs,
 -- failed -> f:<group>, complete -> completed; ours: buried -> q:<queue>-buried, expired ->
--- expired, and a waiting job may be parked for a slot instead of in -work (include/slots.lua).
+-- expired, awaiting -> awaiting (include/waits.lua), and a waiting job may be parked for a slot
+-- instead of in -work (include/slots.lua).
 -- @include keys
 -- @include engine
 -- @include config
@@ -187,6 +188,8 @@ function Job.unindex(jid, fields)
     redis.call('zrem', Keys.buried(queue), jid)
   elseif state == 'expired' then
     redis.call('zrem', Keys.expired(), jid)
+  elseif state == 'awaiting' then
+    redis.call('zrem', Keys.awaiting(), jid)
   elseif state == 'failed' then
     local failure = {}
     if fields.failure and fields.failure ~= '' then failure = cjson.decode(fields.failure) end

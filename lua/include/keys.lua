@@ -21,6 +21,8 @@ function Keys.buried(queue) return Engine.prefix .. 'q:' .. queue .. '-buried' e
 function Keys.ttl(queue) return Engine.prefix .. 'q:' .. queue .. '-ttl' end
 function Keys.parked(queue) return Engine.prefix .. 'q:' .. queue .. '-parked' end
 function Keys.expired() return Engine.prefix .. 'expired' end
+-- Jobs awaiting a signal (ours, include/waits.lua), score = when their wait times out (+inf: never).
+function Keys.awaiting() return Engine.prefix .. 'awaiting' end
 
 -- Concurrency keys and throttles (ours, include/slots.lua). A queue's running jobs per key, and
 -- the jobs of one key parked until it has a free slot. Names are length-prefixed where two ids

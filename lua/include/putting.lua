@@ -150,7 +150,7 @@ end
 
 -- A job object of flow.submit (include/runs.lua), decoded: {jid, queue, klass, data (JSON text),
 -- delay, priority, retries, tags, depends, trigger, ttl, ttr, concurrency_key, concurrency_limit,
--- throttle}, checked as put checks the same arguments; `worker` is the putter. `known` (a set
+-- throttle, wait (include/waits.lua)}, checked as put checks the same arguments; `worker` is the putter. `known` (a set
 -- of jids, or nil): jids checked already, the run's earlier jobs.
 function Put.parse_spec(cmd, spec, worker, known)
   local delay = spec.delay
@@ -165,6 +165,7 @@ function Put.parse_spec(cmd, spec, worker, known)
       Arg.id_items(cmd, 'depends', spec.depends, Arg.jid, Engine.MAX_COUNT))
   end
   parse_options(cmd, p, spec)
+  if spec.wait ~= nil and spec.wait ~= cjson.null then p.wait = Waits.parse(cmd, spec.wait, p) end
   return p
 end
 
@@ -242,7 +243,8 @@ end
 -- Hash fields cleared before a put over an existing job writes it: its lock's grace, its result,
 -- its lost workers (a new life: include/reclaim.lua), our options (a put without them clears them), and the trigger when put back to the default.
 local function stale_fields(p)
-  local stale = { 'grace', 'result', 'lost', 'scheduled', unpack(OPTION_FIELDS) }
+  local stale = { 'grace', 'result', 'lost', 'scheduled', 'wait', 'wait_since', 'wait_at',
+    unpack(OPTION_FIELDS) }
   if p.trigger == 'all_success' then table.insert(stale, 'trigger') end
   return stale
 end
@@ -265,7 +267,8 @@ local function job_fields(p, old, state, priority, retries, tags)
   if p.ttl then f[n + 1], f[n + 2], n = 'ttl', p.ttl, n + 2 end
   if p.ttr then f[n + 1], f[n + 2], n = 'ttr', p.ttr, n + 2 end
   if p.ckey then f[n + 1], f[n + 2], f[n + 3], f[n + 4], n = 'ckey', p.ckey, 'climit', p.climit, n + 4 end
-  if p.throttle then f[n + 1], f[n + 2] = 'throttle', p.throttle end
+  if p.throttle then f[n + 1], f[n + 2], n = 'throttle', p.throttle, n + 2 end
+  if p.wait then f[n + 1], f[n + 2] = 'wait', p.wait end
   return f
 end
 
@@ -376,6 +379,8 @@ function Put.write(p, old, batch)
   local state = 'waiting'
   if #pending > 0 then
     state = 'depends'
+  elseif p.wait then
+    state = Waits.STATE
   elseif p.delay > 0 then
     state = 'scheduled'
   end
@@ -403,6 +408,8 @@ function Put.write(p, old, batch)
       end
       redis.call('zadd', Keys.depends(queue), Engine.now, jid)
     end
+  elseif state == Waits.STATE then
+    Waits.arm(jid, queue, p.wait)
   else
     if state == 'scheduled' then
       Queue.defer(queue, jid, Engine.now + p.delay)

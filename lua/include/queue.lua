@@ -5,6 +5,7 @@
 -- @include events
 -- @include stats
 -- @include job
+-- @include waits
 local Queue = {}
 
 -- Work-queue scores: priority * 2^32 + insertion sequence. Lower pops first, equal priorities
@@ -102,11 +103,13 @@ function Queue.arm_ttl(queue, jid, ttl, delay)
   redis.call('zadd', Keys.ttl(queue), deadline, jid)
 end
 
--- A dependent whose last dependency completed: it waits, or is scheduled after its own delay.
+-- A dependent whose last dependency completed: it waits, or is scheduled after its own delay;
+-- a wait (include/waits.lua) awaits its signal instead.
 function Queue.release_dependent(jid)
-  local fields = Job.fields(jid, 'queue', 'priority', 'delay', 'ttl', 'scheduled')
+  local fields = Job.fields(jid, 'queue', 'priority', 'delay', 'ttl', 'scheduled', 'wait')
   if not fields or fields.state ~= 'depends' then return end
   redis.call('zrem', Keys.depends(fields.queue), jid)
+  if fields.wait then return Waits.arm(jid, fields.queue, fields.wait) end
   local delay = tonumber(fields.delay) or 0
   if fields.scheduled then
     -- Put in the qless dialect: its delay ran from the put (qless's rule), due now or later.

@@ -13,7 +13,8 @@
 --   Runs.submit(cmd, run_id, run_text, jobs_text) -> 'submitted', or 'exists' (nothing written)
 --
 -- Each job is {jid, queue, klass, data (JSON text), priority, tags, retries, depends, delay} and
--- optionally trigger, ttl, ttr, concurrency_key, concurrency_limit, throttle (put's options);
+-- optionally trigger, ttl, ttr, concurrency_key, concurrency_limit, throttle (put's options)
+-- and wait (a job no worker runs, completed by a signal: include/waits.lua);
 -- jobs come in dependency order (a job's depends name earlier jobs of the run or existing jobs).
 -- The run object must have a string `flow`; its other fields are kept as given (strings, or
 -- JSON text for tables). A run id may not end in '-jobs' (the key layout uses that suffix).
@@ -25,10 +26,10 @@ Runs.MAX_JOBS = 100000
 Runs.MAX_BYTES = 67108864 -- 64 MiB of job specs in one submission
 
 -- States in which a job can still make progress on its own: its run is active.
-local ACTIVE = { waiting = true, scheduled = true, running = true }
+local ACTIVE = { waiting = true, scheduled = true, running = true, awaiting = true }
 -- States a canceled run's jobs are removed from (complete and failed jobs stay as a record).
 local UNFINISHED = { waiting = true, scheduled = true, running = true, depends = true,
-  buried = true }
+  buried = true, awaiting = true }
 
 -- A run id: an id that does not end in '-jobs' (run `x`'s job list is the key `run:x-jobs`).
 function Runs.id(cmd, value, name)
@@ -131,7 +132,7 @@ local function each_job(run_id, visit)
   until #jids < page
 end
 
--- What a run is doing: 'running' while a job of it waits, is scheduled or runs (it can still
+-- What a run is doing: 'running' while a job of it waits, is scheduled, runs or awaits a signal (it can still
 -- make progress by itself), else 'canceled' (canceled by a schedule's cancel_running), 'failed'
 -- (a job failed or expired), 'expired' (no job left: retention removed them), 'blocked' (jobs wait for
 -- dependencies that never come), 'succeeded'; 'missing' when there is no such run.

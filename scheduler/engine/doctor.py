@@ -10,8 +10,8 @@ depths (after Redis Work Queue's light and deep cleaning):
   :data:`~scheduler.service.housekeeping.Check`).
 * **deep** -- everything: one ``SCAN`` of the namespace (never ``KEYS``), every job's hash checked
   against its index and its dependency edges, and every index (queues' work, parked, scheduled,
-  depends, locks and buried; workers' jobs; completed, expired; failed lists) checked entry by
-  entry. Slow on a big namespace; run it rarely.
+  depends, locks and buried; workers' jobs; completed, expired, awaiting; failed lists) checked
+  entry by entry. Slow on a big namespace; run it rarely.
 
 Every engine call is one bounded page (``lua/commands/doctor.lua``): at most ``page`` entries or
 jobs. Each finding names a kind (:data:`KINDS`), the job, and the index it was seen in. With
@@ -93,9 +93,9 @@ _RESERVED_SUFFIXES = ("-history", "-dependencies", "-dependents")
 class Finding:
     """One problem: its kind, the job (``""`` when it is about a group or a worker), the index it
     was seen in (``work``, ``parked``, ``scheduled``, ``depends``, ``locks``, ``buried``,
-    ``worker``, ``completed``, ``expired``, ``failed``, ``job``, ``worker-info``, ``failures``),
-    that index's name (a queue, worker or group; for edges, the other job) and a sentence saying
-    what is wrong."""
+    ``worker``, ``completed``, ``expired``, ``awaiting``, ``failed``, ``job``, ``worker-info``,
+    ``failures``), that index's name (a queue, worker or group; for edges, the other job) and a
+    sentence saying what is wrong."""
 
     kind: str
     jid: str
@@ -400,7 +400,7 @@ class _Checker:
         queues = set(self.names("queues"))
         workers = set(self.names("workers"))
         groups = set(self.names("groups"))
-        targets: set[tuple[str, str]] = {("completed", ""), ("expired", "")}
+        targets: set[tuple[str, str]] = {("completed", ""), ("expired", ""), ("awaiting", "")}
         failed_jobs: list[tuple[str, str]] = []
         for batch in self._scan(targets, workers, groups):
             self.jobs(batch, failed_jobs)

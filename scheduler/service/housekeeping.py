@@ -7,6 +7,9 @@ run. ``now`` None lets the server's clock decide.
 - :func:`maintain_queues`: per queue, due recurring jobs spawn their children, due scheduled
   jobs become waiting, expired locks are reaped (grace period, then the job waits again without
   using a retry, or fails in ``worker-lost`` past ``lost-worker-retries``);
+- :func:`time_out_waits` (part of :func:`maintain_queues`): jobs awaiting a signal (a flow's
+  ``wait:`` steps) past their timeout fail in ``wait-timeout`` or are skipped, as each wait says
+  (``wait.sweep``, ``lua/commands/wait.lua``); no worker pops them, so only the service does it;
 - :func:`apply_retention`: completed jobs beyond ``jobs-history`` / ``jobs-history-count`` and
   finished runs older than ``jobs-history`` are dropped.
 
@@ -30,7 +33,7 @@ Check = Callable[[Client, float | None], object]
 
 BATCH = 100
 MAX_ROUNDS = 50
-_COUNTS = ("promoted", "spawned", "reclaimed", "failed")
+_COUNTS = ("promoted", "spawned", "reclaimed", "failed", "waits_failed", "waits_skipped")
 
 
 @dataclass
@@ -40,6 +43,10 @@ class HousekeepingReport:
     reclaimed: int = 0
     failed: int = 0
     queues: int = 0
+    waits_failed: int = 0
+    """Waits that timed out and failed (group ``wait-timeout``)."""
+    waits_skipped: int = 0
+    """Waits that timed out and were skipped (``on_timeout: skip``)."""
 
     def add(self, counts: dict[str, Any]) -> None:
         for name in _COUNTS:
@@ -84,7 +91,26 @@ def maintain_queues(
             if any(int(counts[name]) >= batch for name in ("promoted", "spawned", "reclaimed")):
                 full.append(queue)
         pending = full
+    report.waits_failed, report.waits_skipped = time_out_waits(
+        client, now, batch=batch, max_rounds=max_rounds
+    )
     return report
+
+
+def time_out_waits(
+    client: Client, now: float | None = None, *, batch: int = BATCH, max_rounds: int = MAX_ROUNDS
+) -> tuple[int, int]:
+    """Time out the waits past their deadline, one ``wait.sweep`` call per batch of ``batch``;
+    returns how many failed and how many were skipped."""
+    at: float | str = "" if now is None else now
+    failed = skipped = 0
+    for _ in range(max_rounds):
+        counts = json.loads(client.engine.call("wait.sweep", batch, now=at))
+        failed += int(counts["failed"])
+        skipped += int(counts["skipped"])
+        if int(counts["failed"]) + int(counts["skipped"]) < batch:
+            break
+    return failed, skipped
 
 
 def apply_retention(
@@ -110,4 +136,5 @@ __all__ = [
     "RetentionReport",
     "apply_retention",
     "maintain_queues",
+    "time_out_waits",
 ]

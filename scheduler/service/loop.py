@@ -225,15 +225,20 @@ class SchedulerService:
         return report
 
     def housekeep(self, now: float | None = None) -> HousekeepingReport:
-        """Promote due scheduled jobs, spawn recurring ones, reap expired locks."""
+        """Promote due scheduled jobs, spawn recurring ones, reap expired locks, time out
+        waits."""
         report = maintain_queues(self.client, now)
         if report.busy:
             log.info(
-                "housekeeping: %d promoted, %d spawned, %d reclaimed, %d failed (retries used up)",
+                "housekeeping: %d promoted, %d spawned, %d reclaimed, %d failed (retries used up), "
+                "%d waits timed out (%d failed, %d skipped)",
                 report.promoted,
                 report.spawned,
                 report.reclaimed,
                 report.failed,
+                report.waits_failed + report.waits_skipped,
+                report.waits_failed,
+                report.waits_skipped,
             )
         return report
 

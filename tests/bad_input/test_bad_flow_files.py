@@ -53,6 +53,12 @@ CASES: dict[str, tuple[str, str]] = {
         "nope",
     ),
     "if-syntax": (HEAD + "steps:\n  a: {job: tasks.a, if: 'true &&'}\n", "expected a value"),
+    "wait-with-run": (HEAD + "steps:\n  a: {run: echo, wait: {signal: go}}\n", "has no 'run'"),
+    "wait-on-timeout": (
+        HEAD + "steps:\n  a: {wait: {signal: go, on_timeout: later}}\n",
+        "on_timeout",
+    ),
+    "wait-timeout-zero": (HEAD + "steps:\n  a: {wait: {signal: go, timeout: 0s}}\n", "timeout"),
     "if-eval": (HEAD + "steps:\n  a: {job: tasks.a, if: \"eval('1')\"}\n", "unknown function"),
     "if-unknown-param": (HEAD + "steps:\n  a: {job: tasks.a, if: params.go}\n", "param 'go'"),
     "if-type": (HEAD + "steps:\n  a: {job: tasks.a, if: length(5) > 1}\n", "length()"),

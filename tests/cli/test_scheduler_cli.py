@@ -83,7 +83,15 @@ def test_once_json(url: str, folder: Path) -> None:
     assert [s["reason"] for s in report["skipped"]] == [
         "catch-up policy latest (superseded by a newer run)"
     ] * 2
-    assert set(report["housekeeping"]) == {"promoted", "spawned", "reclaimed", "failed", "queues"}
+    assert set(report["housekeeping"]) == {
+        "promoted",
+        "spawned",
+        "reclaimed",
+        "failed",
+        "queues",
+        "waits_failed",
+        "waits_skipped",
+    }
 
 
 def test_schedules_lists_next_fire_last_run_policy_paused(url: str, folder: Path) -> None:

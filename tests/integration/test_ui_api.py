@@ -282,6 +282,7 @@ WRITES = [
     ("/api/v1/runs", {"flow": "FLOW"}),
     ("/api/v1/runs/RUN/retry", None),
     ("/api/v1/runs/RUN/cancel", None),
+    ("/api/v1/runs/RUN/steps/approve/signal", None),
     ("/api/v1/jobs/JID/retry", None),
     ("/api/v1/jobs/JID/cancel", None),
     ("/api/v1/queues/q/pause", None),

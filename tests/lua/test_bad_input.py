@@ -838,6 +838,22 @@ for value in ["-1", "x", "1e300"]:
     case("maintain.retention", ["10", value], InvalidArgument, "offset", id=f"offset={value}")
 case("maintain.retention", ["10", "0", "extra"], InvalidArgument, TOO_MANY, id="too-many")
 
+# waits (ours): a signal to a job that awaits none, and the sweep's bounds
+case("wait.signal", [], InvalidArgument, "jid", id="missing")
+ids("wait.signal", [], "jid", ["{}"], jid=True)
+objects("wait.signal", ["waiting"], "data")
+case("wait.signal", ["waiting", "{}", "x" * 300], TooLarge, "by", id="by-too-long")
+case("wait.signal", ["waiting", "{}", "ada", "extra"], InvalidArgument, TOO_MANY, id="too-many")
+case("wait.signal", ["waiting", "{}"], WrongState, "not a wait", id="not-a-wait")
+case("wait.signal", ["depends", "{}"], WrongState, "not a wait", id="depends")
+case("wait.signal", ["no-such-job", "{}"], JobNotFound, "no-such-job", id="no-job")
+for value in ["0", "x", "10001", "1.5"]:
+    case("wait.sweep", [value], InvalidArgument, "limit", id=f"limit={value}")
+case("wait.sweep", ["10", "extra"], InvalidArgument, TOO_MANY, id="too-many")
+case("wait.get", [], InvalidArgument, "jid", id="missing")
+ids("wait.get", [], "jid", jid=True)
+case("wait.get", ["waiting", "extra"], InvalidArgument, TOO_MANY, id="too-many")
+
 # -- Tarantool-queue extensions and unique puts (ours) ----------------------------------------
 
 for command in ("put", "requeue"):

@@ -38,6 +38,7 @@ READ_ARGS: dict[str, list[object]] = {
     "doctor.names": ["queues"],
     "doctor.index": ["work", "q"],
     "doctor.jobs": ["waiting", "failed"],
+    "wait.get": ["waiting"],
 }
 
 

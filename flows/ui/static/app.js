@@ -100,7 +100,7 @@ function formParams(form) {
 // -- the run page --------------------------------------------------------------------------------
 
 const SYMBOLS = {
-  success: "✓", succeeded: "✓", failed: "✗", running: "▶", waiting: "…", skipped: "↷",
+  success: "✓", succeeded: "✓", failed: "✗", running: "▶", waiting: "…", awaiting: "⏸", skipped: "↷",
   upstream_failed: "⊘", canceled: "■", expired: "◷", buried: "⚑", gone: "?", blocked: "‖",
 };
 

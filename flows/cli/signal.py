@@ -1,0 +1,107 @@
+"""``flows signal`` and ``flows approve``: complete a run's ``wait:`` step (:mod:`flows.waits`)."""
+
+from __future__ import annotations
+
+import getpass
+import os
+import shlex
+import time
+
+import click
+
+from flows.cli.common import open_client, print_json, user_errors
+from flows.cli.options import as_json, connection
+from flows.runs import RunView
+from flows.waits import Signaled, approval, describe, parse_data, signal_step, wait_state
+from scheduler.engine.client import Client
+
+
+def register(group: click.Group) -> None:
+    for command in (signal, approve):
+        group.add_command(command)
+
+
+def _user() -> str:
+    """Who signals: $FLOWS_USER, else the login name."""
+    try:
+        return os.environ.get("FLOWS_USER") or getpass.getuser()
+    except (KeyError, OSError):  # no login name for this uid (a container)
+        return "unknown"
+
+
+def print_awaiting(client: Client, view: RunView) -> None:
+    """Below a run's table (``flows status``): each step awaiting a signal, and how to give it."""
+    for step in view.steps:
+        if step.status != "awaiting" or len(step.jids) != 1:
+            continue
+        wait = wait_state(client, step.jids[0])
+        if wait is None or wait.state != "awaiting":
+            continue
+        run, name = shlex.quote(view.run_id), shlex.quote(step.step)
+        click.echo(
+            f"{step.step}: {describe(wait, time.time())}\n"
+            f"  flows approve {run} {name} --note TEXT   (or: flows signal {run} {name} "
+            "--data JSON)"
+        )
+
+
+def _report(done: Signaled, as_json_output: bool) -> None:
+    if as_json_output:
+        print_json({"run": done.run_id, "step": done.step, "jid": done.jid, "data": done.data})
+    else:
+        click.echo(f"run {done.run_id}: step {done.step} signaled; its dependents may run")
+
+
+@click.command()
+@click.argument("run_id", metavar="RUN")
+@click.argument("step")
+@click.option(
+    "--data",
+    default="{}",
+    show_default=True,
+    metavar="JSON",
+    help="The signal's data, a JSON object: the step's outputs (steps.STEP.outputs.KEY).",
+)
+@as_json
+@connection
+def signal(
+    run_id: str,
+    step: str,
+    data: str,
+    as_json: bool,
+    redis_url: str | None,
+    namespace: str | None,
+) -> None:
+    """Complete STEP of RUN, a `wait:` step awaiting its signal, with --data as its outputs.
+
+    Refused (exit 1, nothing changed) when the step is not awaiting a signal: its needs are not
+    done yet, it is done already, or it is not a wait step."""
+    with user_errors():
+        values = parse_data(data)
+    client = open_client(redis_url, namespace)
+    with user_errors():
+        done = signal_step(client, run_id, step, values, by=_user())
+    _report(done, as_json)
+
+
+@click.command()
+@click.argument("run_id", metavar="RUN")
+@click.argument("step")
+@click.option("--note", default=None, metavar="TEXT", help="A note, the step's outputs.note.")
+@as_json
+@connection
+def approve(
+    run_id: str,
+    step: str,
+    note: str | None,
+    as_json: bool,
+    redis_url: str | None,
+    namespace: str | None,
+) -> None:
+    """Approve STEP of RUN: `flows signal` with the data {"note": TEXT, "approved_by": USER}
+    (USER: $FLOWS_USER, else the login name)."""
+    client = open_client(redis_url, namespace)
+    user = _user()
+    with user_errors():
+        done = signal_step(client, run_id, step, approval(note, user), by=user)
+    _report(done, as_json)

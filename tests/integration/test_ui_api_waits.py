@@ -1,0 +1,99 @@
+"""``POST /api/v1/runs/{run}/steps/{step}/signal``: a wait step signaled over real HTTP."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from textwrap import dedent
+
+import pytest
+import redis
+from helpers import assert_unchanged
+from ui_support import TOKEN, Api, serve
+
+from flows.expand import expand
+from flows.run_builder import assemble_run
+from flows.submit import submit
+from flows.ui.auth import Auth
+from flows.validate import validate_text
+from scheduler.engine.client import Client
+from scheduler.engine.scripts import Engine
+
+FLOW = """\
+version: 1
+name: gate
+queue: gate
+steps:
+  approve:
+    wait: {signal: approve}
+    outputs: [note]
+  ship:
+    needs: [approve]
+    run: echo "${{ steps.approve.outputs.note }}"
+  later:
+    needs: [ship]
+    wait: {signal: later}
+  each:
+    foreach: {items: [1, 2]}
+    run: echo "${{ item }}"
+"""
+
+
+@pytest.fixture
+def client(engine: Engine) -> Client:
+    return Client.from_engine(engine, worker_name="ui-test")
+
+
+@pytest.fixture
+def api(client: Client) -> Iterator[Api]:
+    with serve(client, Auth(TOKEN, reads_open=True)) as base:
+        yield Api(base)
+
+
+@pytest.fixture
+def run_id(client: Client) -> str:
+    result = validate_text(dedent(FLOW), file="gate.yaml", flow_dir=Path("."))
+    assert result.flow is not None
+    requests = expand(result.flow, run_id="g1", logical_time=datetime(2026, 1, 1, tzinfo=UTC))
+    submit(client, assemble_run("g1", "gate", requests, params={}))
+    return "g1"
+
+
+def test_a_signal_through_the_api_completes_the_wait(
+    api: Api, client: Client, redis_client: redis.Redis, run_id: str
+) -> None:
+    path = f"/api/v1/runs/{run_id}/steps/approve/signal"
+    panel = api.get(f"/runs/{run_id}/steps/approve")
+    assert panel.status == 200
+    assert "Awaiting a signal" in panel.body and "flows approve g1 approve" in panel.body
+    assert "awaiting" in api.get(f"/runs/{run_id}").body  # the graph's node
+    refused = [
+        (f"/api/v1/runs/{run_id}/steps/later/signal", {}, 409, "state depends"),
+        (f"/api/v1/runs/{run_id}/steps/ship/signal", {}, 409, "not a wait step (state depends)"),
+        (f"/api/v1/runs/{run_id}/steps/each/signal", {}, 409, "a foreach or matrix step"),
+        (f"/api/v1/runs/{run_id}/steps/nope/signal", {}, 404, "no step 'nope'"),
+        ("/api/v1/runs/none/steps/approve/signal", {}, 404, "no run none"),
+        (path, {"data": {"other": 1}}, 422, 'lacks "note"'),
+    ]
+    for where, body, status, words in refused:
+        with assert_unchanged(redis_client):
+            reply = api.post(where, body)
+        assert reply.status == status, (where, reply.body)
+        assert words in reply.body["detail"], (where, reply.body)
+
+    reply = api.post(path, {"data": {"note": "go"}, "by": "ops"})
+    assert reply.status == 200, reply.body
+    assert reply.body == {
+        "id": run_id,
+        "step": "approve",
+        "jid": "g1:approve",
+        "data": {"note": "go"},
+    }
+    assert client.jobs["g1:ship"].state == "waiting"
+    steps = {s["step"]: s["status"] for s in api.get(f"/api/v1/runs/{run_id}").body["steps"]}
+    assert steps == {"approve": "success", "ship": "waiting", "later": "waiting", "each": "waiting"}
+
+    with assert_unchanged(redis_client):
+        again = api.post(path, {"data": {"note": "again"}})
+    assert again.status == 409 and "already done" in again.body["detail"]
