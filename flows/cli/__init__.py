@@ -29,6 +29,7 @@ COMMAND_MODULES: list[str] = [
     "graph",
     "schema",
     "scheduler",
+    "backfill",
     "doctor",
     "ui",
 ]

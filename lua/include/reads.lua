@@ -12,4 +12,5 @@ local Reads = {
   ['config.get'] = true, ['throttle.get'] = true, ['recur.get'] = true, ['run.get'] = true,
   ['runs'] = true, ['schedule.get'] = true, ['schedule.list'] = true, ['schedulers'] = true,
   ['doctor.names'] = true, ['doctor.index'] = true, ['doctor.jobs'] = true,
+  ['backfill.get'] = true, ['backfill.list'] = true, ['backfill.runs'] = true,
 }

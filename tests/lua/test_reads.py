@@ -38,6 +38,9 @@ READ_ARGS: dict[str, list[object]] = {
     "doctor.names": ["queues"],
     "doctor.index": ["work", "q"],
     "doctor.jobs": ["waiting", "failed"],
+    "backfill.get": ["no-such-backfill"],
+    "backfill.list": [],
+    "backfill.runs": ["no-such-run"],
 }
 
 
