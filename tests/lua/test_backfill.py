@@ -86,7 +86,12 @@ def test_create_get_and_list(lua: Lua) -> None:
 def test_due_offers_as_many_ticks_as_max_active_leaves_room_for(lua: Lua) -> None:
     create(lua, max_active=2)
     [offer] = due(lua, T0 + 1)
-    assert (offer["id"], offer["next"], offer["hash"], offer["source"]) == ("b1", 0, "h1", "flow text")
+    assert (offer["id"], offer["next"], offer["hash"], offer["source"]) == (
+        "b1",
+        0,
+        "h1",
+        "flow text",
+    )
     assert [float(t) for t in offer["ticks"]] == TICKS[:2]
     assert json.loads(offer["definition"])["cron"] == ["0 * * * *"]
     assert submit(lua, "b1", 0, TICKS[0], now=T0 + 1) == "submitted"
@@ -103,7 +108,7 @@ def test_submit_is_a_compare_and_set_on_the_next_tick(lua: Lua) -> None:
     create(lua)
     assert submit(lua, "b1", 1, TICKS[1], now=T0) == "conflict"
     assert lua.raw("backfill.skip", "b1", 1, "why", now=T0) == "conflict"
-    with assert_unchanged(lua.r), pytest.raises(InvalidArgument, match="run.tick"):
+    with assert_unchanged(lua.r), pytest.raises(InvalidArgument, match=r"run\.tick"):
         submit(lua, "b1", 0, TICKS[1], now=T0)  # the run of another tick
     assert submit(lua, "b1", 0, TICKS[0], now=T0) == "submitted"
     assert submit(lua, "b1", 0, TICKS[0], now=T0) == "conflict"  # handled once
