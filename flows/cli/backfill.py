@@ -100,49 +100,47 @@ def backfill(
             _dry_run(client, ticks, as_json)
             return
         try:
-            backfill_id, report = start(client, ticks, max_active, now)
+            backfill_id, _ = start(client, ticks, max_active, now)
         except BackfillError as error:
             raise click.ClickException(str(error)) from None
         healthy, _ = check_health(Schedules(client), now)
-    count = len(ticks.ticks)
+        made = Backfills(client).get(backfill_id)
+    if made is None:  # dropped by hand meanwhile
+        raise click.ClickException(f"backfill {backfill_id} is gone")
     if as_json:
-        print_json(
-            {
-                "id": backfill_id,
-                "flow": ticks.target.name,
-                "ticks": count,
-                "submitted": report.submitted,
-                "existed": report.existed,
-                "failed": report.failed,
-                "scheduler_running": healthy,
-            }
-        )
+        print_json({**made.as_json(), "scheduler_running": healthy})
         return
+    _started(made, ticks, healthy)
+
+
+def _started(made: Backfill, ticks: Plan, healthy: bool) -> None:
     err = sys.stderr
     click.echo(
-        f"backfill {backfill_id}: {count} tick(s) of {ticks.target.name} from "
-        f"{ticks.local(ticks.ticks[0])} to {ticks.local(ticks.ticks[-1])}",
+        f"backfill {made.id}: {made.total} tick(s) of {made.flow} from "
+        f"{ticks.local(made.first)} to {ticks.local(made.last)}",
         file=err,
     )
     if ticks.clamped:
         click.echo("  (ticks after now are left to the schedule)", file=err)
     click.echo(
-        f"submitted {len(report.submitted)} run(s) now"
-        + (f", {len(report.existed)} tick(s) had run already" if report.existed else "")
-        + (f", {len(report.failed)} could not be submitted" if report.failed else "")
-        + f"; at most {_limit(max_active, ticks.target.flow_max)} active at once",
+        f"submitted {made.submitted} run(s) now"
+        + (f", {made.existed} tick(s) had run already" if made.existed else "")
+        + (f", {made.failed} could not be submitted" if made.failed else "")
+        + f"; at most {_limit(made.max_active, made.flow_max)} active at once",
         file=err,
     )
-    rest = count - len(report.submitted) - len(report.existed) - len(report.failed)
-    if rest:
+    if made.state == "done":
+        click.echo("every tick is handled: nothing is left to submit", file=err)
+    elif made.pending:
         click.echo(
-            f"the scheduler service submits the other {rest} as runs finish"
+            f"the scheduler service submits the other {made.pending} as runs finish"
             + ("" if healthy else " (no scheduler service is running: start `flows scheduler`)"),
             file=err,
         )
-    click.echo(f"  progress:  flows backfills {backfill_id}", file=err)
-    click.echo(f"  cancel:    flows cancel --backfill {backfill_id}", file=err)
-    click.echo(backfill_id)
+    if made.state != "done":
+        click.echo(f"  progress:  flows backfills {made.id}", file=err)
+        click.echo(f"  cancel:    flows cancel --backfill {made.id}", file=err)
+    click.echo(made.id)
 
 
 def _dry_run(client: Client, ticks: Plan, as_json_output: bool) -> None:

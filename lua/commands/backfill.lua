@@ -2,14 +2,14 @@
 -- backfill.cancel, backfill.runs: one run per past schedule tick, submitted a few at a time as
 -- earlier ones finish (ours).
 --
---   backfill.create  id, record JSON, source, ticks JSON   -> 'created' | 'exists'
+--   backfill.create  id, record JSON, source, ticks JSON, run_ids JSON -> 'created' | 'exists'
 --   backfill.get     id, [with_source]                     -> JSON backfill (below) with `active`
 --                                                             (its runs still active) and
 --                                                             `pending`, or nil
 --   backfill.list    [offset=0], [count=100]               -> JSON list of backfills, newest first
 --                                                             (without source and definition)
 --   backfill.due     [count=100], [id]                     -> JSON list {id, flow, next, ticks,
---                                                             hash, definition, source} of the
+--                                                             runs, hash, definition, source} of the
 --                                                             active backfills (or just `id`)
 --                                                             that may submit runs now
 --   backfill.submit  id, index, run_id, run JSON, jobs JSON -> 'submitted' | 'exists' |
@@ -26,22 +26,25 @@
 -- (ticks), next (index of the first tick not handled yet), max_active (its own limit of active
 -- runs, 0: none), flow_max (the flow's concurrency.max_active_runs, 0: none), state (active,
 -- done, canceled), created, updated, submitted, existed, failed, last_error, canceled. Its
--- ticks, oldest first, are the list `backfill:<id>-ticks` (exact '%.17g' text); the runs it
--- submitted that may still be active are the set `backfill:<id>-active`. `backfills` holds
--- every id, `backfills-active` the active ones, both scored by creation time.
+-- ticks, oldest first, are the list `backfill:<id>-ticks` (exact '%.17g' text), their run ids
+-- the list `backfill:<id>-runs`; the runs it submitted that may still be active are the set
+-- `backfill:<id>-active`. `backfills` holds every id, `backfills-active` the active ones, both
+-- scored by creation time.
 --
--- The engine knows no cron: the caller enumerates the ticks (scheduler/service/backfills.py)
--- and builds each run. backfill.due first forgets the runs that ended, then offers each active
--- backfill its next ticks, as many as its limits leave room for: `max_active` minus its active
--- runs, and `flow_max` minus the flow's active runs (its own, and those among the flow's
--- FLOW_LOOK newest runs, started by the schedule, `flows run` or another backfill). Without
--- either limit it offers DUE_TICKS ticks a call. A backfill whose ticks are all handled and
--- whose runs all ended becomes `done`.
+-- The engine knows no cron: the caller enumerates the ticks and names their runs
+-- (scheduler/service/backfills.py) and builds each run. backfill.due first forgets the runs
+-- that ended and moves past the next ticks whose run exists already (counted as `existed`, at
+-- most SKIP_EXISTING a call: they take no slot), then offers each active backfill its next
+-- ticks, as many as its limits leave room for: `max_active` minus its active runs, and
+-- `flow_max` minus the flow's active runs (its own, and those among the flow's FLOW_LOOK newest
+-- runs, started by the schedule, `flows run` or another backfill). Without either limit it
+-- offers DUE_TICKS ticks a call. A backfill whose ticks are all handled and whose runs all
+-- ended becomes `done`.
 -- backfill.submit is a compare-and-set on `next`: it handles tick `index` only when that is
 -- the next one (else 'conflict', nothing written), so two services advancing the same backfill
 -- never handle a tick twice. The run is submitted as flow.submit does; a run id that exists
--- already (the tick ran on schedule, or in an earlier backfill) is not submitted again:
--- 'exists', counted, the tick is handled. `run.tick` must be the tick at `index`.
+-- already (the tick ran on schedule meanwhile) is not submitted again: 'exists', counted, the
+-- tick is handled. `run_id` must be the run id at `index`, `run.tick` its tick.
 -- backfill.skip hands a tick over without a run (its run could not be built), keeping `reason`.
 -- backfill.cancel stops a backfill: no further tick is submitted and its active runs are
 -- canceled (Runs.cancel). Canceling a backfill that is no longer active changes nothing
@@ -56,11 +59,13 @@ Backfill.MAX_TICKS = 10000
 Backfill.MAX_LIMIT = 10000
 Backfill.DUE_TICKS = 100
 Backfill.FLOW_LOOK = 20
+Backfill.SKIP_EXISTING = 1000
 Backfill.MAX_REASON_BYTES = 1024
-Backfill.SUFFIXES = { '-ticks', '-active' }
+Backfill.SUFFIXES = { '-ticks', '-runs', '-active' }
 
 function Keys.backfill(id) return Engine.prefix .. 'backfill:' .. id end
 function Keys.backfill_ticks(id) return Engine.prefix .. 'backfill:' .. id .. '-ticks' end
+function Keys.backfill_runs(id) return Engine.prefix .. 'backfill:' .. id .. '-runs' end
 function Keys.backfill_active(id) return Engine.prefix .. 'backfill:' .. id .. '-active' end
 function Keys.backfills() return Engine.prefix .. 'backfills' end
 function Keys.backfills_active() return Engine.prefix .. 'backfills-active' end
@@ -110,6 +115,12 @@ api['backfill.create'] = function(args)
     if i > 1 and tick <= ticks[i - 1] then Arg.fail(cmd, 'ticks must be in ascending order (ticks[' .. i .. '])') end
     texts[i] = Schedules.time(tick)
   end
+  local _, run_ids = Arg.json(cmd, 'run_ids', args[5], 'array')
+  if #run_ids ~= #ticks then Arg.fail(cmd, 'run_ids must name one run per tick') end
+  for i, run_id in ipairs(run_ids) do
+    if type(run_id) ~= 'string' then Arg.fail(cmd, 'run_ids[' .. i .. '] must be a string') end
+    Runs.id(cmd, run_id, 'run_ids[' .. i .. ']')
+  end
   if redis.call('exists', Keys.backfill(id)) == 1 then return 'exists' end
 
   redis.call('hset', Keys.backfill(id), 'id', id, 'flow', record.flow,
@@ -121,6 +132,7 @@ api['backfill.create'] = function(args)
   if Backfill.finite(record.from) then redis.call('hset', Keys.backfill(id), 'from', Schedules.time(record.from)) end
   if Backfill.finite(record.to) then redis.call('hset', Keys.backfill(id), 'to', Schedules.time(record.to)) end
   Engine.call_many('rpush', Keys.backfill_ticks(id), texts)
+  Engine.call_many('rpush', Keys.backfill_runs(id), run_ids)
   redis.call('zadd', Keys.backfills(), Engine.now, id)
   redis.call('zadd', Keys.backfills_active(), Engine.now, id)
   Events.log({ event = 'backfill_created', backfill = id, flow = record.flow, ticks = #ticks })
@@ -217,6 +229,7 @@ api['backfill.due'] = function(args)
     local b = Backfill.load(id, false)
     if b and b.state == 'active' then
       local active = Backfill.prune(id)
+      Backfill.skip_existing(b)
       local room = math.min(b.total - b.next, Backfill.DUE_TICKS)
       if b.max_active > 0 then room = math.min(room, b.max_active - Backfill.count(active)) end
       if b.flow_max > 0 and room > 0 then room = math.min(room, Backfill.flow_room(b, active)) end
@@ -227,13 +240,29 @@ api['backfill.due'] = function(args)
       elseif room > 0 then
         local f = redis.call('hmget', Keys.backfill(id), 'definition', 'source')
         local ticks = redis.call('lrange', Keys.backfill_ticks(id), b.next, b.next + room - 1)
-        table.insert(out, { id = id, flow = b.flow, next = b.next, ticks = ticks, hash = b.hash,
-          definition = f[1], source = f[2] })
+        local runs = redis.call('lrange', Keys.backfill_runs(id), b.next, b.next + room - 1)
+        table.insert(out, { id = id, flow = b.flow, next = b.next, ticks = ticks, runs = runs,
+          hash = b.hash, definition = f[1], source = f[2] })
       end
     end
   end
   if #out == 0 then return '[]' end
   return cjson.encode(out)
+end
+
+-- Move `b` past its next ticks whose run exists already (they ran on schedule, or in an
+-- earlier backfill), a bounded number of them.
+function Backfill.skip_existing(b)
+  local from = b.next
+  while b.next < b.total and b.next - from < Backfill.SKIP_EXISTING do
+    if not Runs.exists(redis.call('lindex', Keys.backfill_runs(b.id), b.next)) then break end
+    b.next = b.next + 1
+  end
+  if b.next > from then
+    redis.call('hincrby', Keys.backfill(b.id), 'existed', b.next - from)
+    redis.call('hset', Keys.backfill(b.id), 'next', b.next, 'updated', Engine.now)
+    b.existed = b.existed + b.next - from
+  end
 end
 
 -- The compare-and-set of backfill.submit and backfill.skip: the backfill when tick `index` is
@@ -260,6 +289,10 @@ api['backfill.submit'] = function(args)
   local submission = Runs.parse(cmd, args[3], args[4], args[5])
   local b, reply = Backfill.claim(cmd, args)
   if not b then return reply end
+  local run_id = redis.call('lindex', Keys.backfill_runs(b.id), b.next)
+  if submission.id ~= run_id then
+    Arg.fail(cmd, 'run_id must be the run id at index ' .. b.next .. ': ' .. run_id)
+  end
   local tick = tonumber(redis.call('lindex', Keys.backfill_ticks(b.id), b.next))
   if tonumber(submission.run.tick) ~= tick then
     Arg.fail(cmd, 'run.tick must be the tick at index ' .. b.next .. ': ' .. Schedules.time(tick))

@@ -222,6 +222,7 @@ class Backfills:
                 json.dumps(record, default=str),
                 definition.source,
                 json.dumps(list(ticks)),
+                json.dumps([run_id_for(definition.name, tick) for tick in ticks]),
                 now=now,
             )
         )
@@ -305,9 +306,10 @@ def _calls(entry: Mapping[str, Any], source: FlowSource) -> list[_Call]:
     name, index = str(entry["flow"]), int(entry["next"])
     definition = Definition.from_json(name, json.loads(entry["definition"]), entry["source"])
     calls = []
-    for offset, text in enumerate(_list(entry["ticks"])):
+    for offset, (text, run_id) in enumerate(
+        zip(_list(entry["ticks"]), _list(entry["runs"]), strict=True)
+    ):
         tick = float(text)
-        run_id = run_id_for(name, tick)
         position = [entry["id"], index + offset]
         try:
             request = source.build(definition, run_id, tick, TRIGGER, 0.0)

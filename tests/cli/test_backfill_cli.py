@@ -106,6 +106,7 @@ def test_backfill_submits_max_active_then_the_service_the_rest(
     again = flows("backfill", str(flow), "--from", "2026-01-05", "--to", "2026-01-05T03:00",
                   "--redis", url)  # fmt: skip
     assert "submitted 0 run(s) now, 4 tick(s) had run already" in again.stderr
+    assert "nothing is left to submit" in again.stderr
 
 
 def test_cancel_backfill(url: str, client: Client, flow: Path) -> None:

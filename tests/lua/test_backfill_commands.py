@@ -23,12 +23,15 @@ def record(flow: str = "f", **fields: Any) -> str:
     )
 
 
-def create(lua: Lua, bid: str = "b1", ticks: list[float] = TICKS, **fields: Any) -> Any:
-    return lua.raw("backfill.create", bid, record(**fields), "flow text", json.dumps(ticks), now=T0)
-
-
 def run_id(tick: float, flow: str = "f") -> str:
     return f"{flow}@{int(tick)}"
+
+
+def create(lua: Lua, bid: str = "b1", ticks: list[float] = TICKS, **fields: Any) -> Any:
+    runs = json.dumps([run_id(t, fields.get("flow", "f")) for t in ticks])
+    return lua.raw(
+        "backfill.create", bid, record(**fields), "flow text", json.dumps(ticks), runs, now=T0
+    )
 
 
 def submit(lua: Lua, bid: str, index: int, tick: float, *, now: float, flow: str = "f") -> Any:
@@ -108,23 +111,49 @@ def test_submit_is_a_compare_and_set_on_the_next_tick(lua: Lua) -> None:
     create(lua)
     assert submit(lua, "b1", 1, TICKS[1], now=T0) == "conflict"
     assert lua.raw("backfill.skip", "b1", 1, "why", now=T0) == "conflict"
-    with assert_unchanged(lua.r), pytest.raises(InvalidArgument, match=r"run\.tick"):
+    with assert_unchanged(lua.r), pytest.raises(InvalidArgument, match="run_id"):
         submit(lua, "b1", 0, TICKS[1], now=T0)  # the run of another tick
+    rid = run_id(TICKS[0])
+    jobs = json.dumps([{"jid": f"{rid}:a", "queue": "q", "klass": "K", "data": "{}"}])
+    wrong = json.dumps({"flow": "f", "tick": TICKS[1]})
+    with assert_unchanged(lua.r), pytest.raises(InvalidArgument, match=r"run\.tick"):
+        lua.raw("backfill.submit", "b1", 0, rid, wrong, jobs, now=T0)
     assert submit(lua, "b1", 0, TICKS[0], now=T0) == "submitted"
     assert submit(lua, "b1", 0, TICKS[0], now=T0) == "conflict"  # handled once
     assert get(lua)["next"] == 1
 
 
+def ran(lua: Lua, tick: float, now: float = T0) -> str:
+    """Submit the tick's run as the schedule would (its job in queue `other`)."""
+    rid = run_id(tick)
+    jobs = json.dumps([{"jid": f"{rid}:a", "queue": "other", "klass": "K", "data": "{}"}])
+    lua.raw("flow.submit", rid, json.dumps({"flow": "f"}), jobs, now=now)
+    return rid
+
+
 def test_a_tick_whose_run_exists_is_not_run_again(lua: Lua) -> None:
-    rid = run_id(TICKS[0])
-    jobs = json.dumps([{"jid": f"{rid}:a", "queue": "q", "klass": "K", "data": "{}"}])
-    lua.raw("flow.submit", rid, json.dumps({"flow": "f"}), jobs, now=T0)  # ran on schedule
     create(lua, max_active=1)
+    rid = ran(lua, TICKS[0], T0 + 1)  # the schedule fired it meanwhile
     with assert_unchanged(lua.r, lua.prefix + "run*"):
         assert submit(lua, "b1", 0, TICKS[0], now=T0 + 1) == "exists"
     b = get(lua)
     assert (b["next"], b["existed"], b["submitted"], b["active"]) == (1, 1, 0, [])
     assert lua.r.lrange(lua.key(f"run:{rid}-jobs"), 0, -1) == [f"{rid}:a"]
+
+
+def test_due_moves_past_ticks_whose_run_exists_without_using_a_slot(lua: Lua) -> None:
+    for tick in (TICKS[0], TICKS[1], TICKS[3]):
+        ran(lua, tick)
+    create(lua, max_active=1)
+    [offer] = due(lua, T0 + 1)
+    assert (offer["next"], offer["runs"]) == (2, [run_id(TICKS[2])])
+    assert get(lua)["existed"] == 2
+    assert submit(lua, "b1", 2, TICKS[2], now=T0 + 1) == "submitted"
+    finish(lua, TICKS[2], T0 + 2)
+    [offer] = due(lua, T0 + 3)
+    assert (offer["next"], offer["runs"]) == (4, [run_id(TICKS[4])])
+    b = get(lua)
+    assert (b["existed"], b["submitted"]) == (3, 1)
 
 
 def test_skip_records_why_and_a_finished_backfill_is_done(lua: Lua) -> None:
@@ -195,16 +224,20 @@ def test_cancel_cancels_active_runs_and_stops_submitting(lua: Lua) -> None:
 @pytest.mark.parametrize(
     ("args", "error", "match"),
     [
-        (["a b", record(), "s", "[1]"], InvalidArgument, "white space"),
-        (["b-ticks", record(), "s", "[1]"], InvalidArgument, "reserved"),
-        (["b", "{}", "s", "[1]"], InvalidArgument, "record.flow"),
-        (["b", record(max_active=-1), "s", "[1]"], InvalidArgument, "max_active"),
-        (["b", record(flow_max=1.5), "s", "[1]"], InvalidArgument, "flow_max"),
-        (["b", record(), "", "[1]"], InvalidArgument, "source"),
-        (["b", record(), "s", "[]"], InvalidArgument, "at least one tick"),
-        (["b", record(), "s", "[2, 1]"], InvalidArgument, "ascending"),
-        (["b", record(), "s", '["x"]'], InvalidArgument, "not a time"),
-        (["b", record(), "s", json.dumps(list(range(1, 10_002)))], TooLarge, "10000"),
+        (["a b", record(), "s", "[1]", '["r"]'], InvalidArgument, "white space"),
+        (["b-ticks", record(), "s", "[1]", '["r"]'], InvalidArgument, "reserved"),
+        (["b-runs", record(), "s", "[1]", '["r"]'], InvalidArgument, "reserved"),
+        (["b", "{}", "s", "[1]", '["r"]'], InvalidArgument, "record.flow"),
+        (["b", record(max_active=-1), "s", "[1]", '["r"]'], InvalidArgument, "max_active"),
+        (["b", record(flow_max=1.5), "s", "[1]", '["r"]'], InvalidArgument, "flow_max"),
+        (["b", record(), "", "[1]", '["r"]'], InvalidArgument, "source"),
+        (["b", record(), "s", "[]", "[]"], InvalidArgument, "at least one tick"),
+        (["b", record(), "s", "[2, 1]", '["r", "s"]'], InvalidArgument, "ascending"),
+        (["b", record(), "s", '["x"]', '["r"]'], InvalidArgument, "not a time"),
+        (["b", record(), "s", "[1]", "[]"], InvalidArgument, "one run per tick"),
+        (["b", record(), "s", "[1]", '["r-jobs"]'], InvalidArgument, "-jobs"),
+        (["b", record(), "s", "[1]", "[1]"], InvalidArgument, "must be a string"),
+        (["b", record(), "s", json.dumps(list(range(1, 10_002))), "[]"], TooLarge, "10000"),
     ],
 )
 def test_bad_creates_change_nothing(
