@@ -22,8 +22,8 @@
 --                                                             (Runs.status; 'missing': none)
 --
 -- A backfill is the hash `backfill:<id>`: id, flow, definition (the schedule's, JSON text),
--- source (the flow file's text), hash, file, first and last (the range asked for), total
--- (ticks), next (index of the first tick not handled yet), max_active (its own limit of active
+-- source (the flow file's text), hash, file, first and last (its first and last tick), from
+-- and to (the range asked for, when given), total (ticks), next (index of the first tick not handled yet), max_active (its own limit of active
 -- runs, 0: none), flow_max (the flow's concurrency.max_active_runs, 0: none), state (active,
 -- done, canceled), created, updated, submitted, existed, failed, last_error, canceled. Its
 -- ticks, oldest first, are the list `backfill:<id>-ticks` (exact '%.17g' text), their run ids
@@ -141,16 +141,27 @@ end
 
 Backfill.NUMBERS = { 'total', 'next', 'max_active', 'flow_max', 'submitted', 'existed', 'failed',
   'created', 'updated', 'first', 'last', 'from', 'to', 'canceled' }
+Backfill.TEXTS = { 'id', 'flow', 'hash', 'file', 'state', 'last_error' }
 
+-- The backfill's fields (the source and definition, which may be large, only `with_source`).
 function Backfill.load(id, with_source)
-  local raw = redis.call('hgetall', Keys.backfill(id))
-  if #raw == 0 then return nil end
-  local b = {}
-  for i = 1, #raw, 2 do b[raw[i]] = raw[i + 1] end
-  for _, field in ipairs(Backfill.NUMBERS) do
-    if b[field] ~= nil then b[field] = tonumber(b[field]) end
+  local fields = {}
+  for _, field in ipairs(Backfill.TEXTS) do table.insert(fields, field) end
+  for _, field in ipairs(Backfill.NUMBERS) do table.insert(fields, field) end
+  if with_source then
+    table.insert(fields, 'source')
+    table.insert(fields, 'definition')
   end
-  if not with_source then b.source, b.definition = nil, nil end
+  local values = redis.call('hmget', Keys.backfill(id), unpack(fields))
+  if not values[1] then return nil end
+  local b = {}
+  for i, field in ipairs(fields) do
+    local value = values[i]
+    if value and i > #Backfill.TEXTS and i <= #Backfill.TEXTS + #Backfill.NUMBERS then
+      value = tonumber(value)
+    end
+    if value then b[field] = value end
+  end
   return b
 end
 

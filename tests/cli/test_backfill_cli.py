@@ -109,6 +109,18 @@ def test_backfill_submits_max_active_then_the_service_the_rest(
     assert "nothing is left to submit" in again.stderr
 
 
+def test_backfill_json(url: str, flow: Path) -> None:
+    result = flows(
+        "backfill", str(flow), "--from", "2026-01-05T01:00Z", "--to", "2026-01-05T02:30+00:00",
+        "--max-active", "1", "--json", "--redis", url,
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.stdout)
+    assert (out["flow"], out["ticks"], out["submitted"], out["pending"]) == ("hourly", 2, 1, 1)
+    assert (out["first_tick"], out["last_tick"]) == (T + H, T + 2 * H)
+    assert out["active"] == [run_id_for("hourly", T + H)]
+
+
 def test_cancel_backfill(url: str, client: Client, flow: Path) -> None:
     result = flows(
         "backfill", str(flow), "--from", "2026-01-05", "--to", "2026-01-05",
@@ -116,6 +128,8 @@ def test_cancel_backfill(url: str, client: Client, flow: Path) -> None:
     )  # fmt: skip
     backfill_id = result.stdout.strip()
     assert "24 tick(s)" in result.stderr
+    shown = json.loads(flows("backfills", backfill_id, "--json", "--redis", url).output)
+    assert (shown["ticks"], shown["submitted"], len(shown["active"])) == (24, 3, 3)
     canceled = flows("cancel", "--backfill", backfill_id, "--redis", url)
     assert canceled.exit_code == 0, canceled.output
     assert "canceled 3 active run(s) (3 job(s)); 21 tick(s) will not be submitted" in (
