@@ -207,6 +207,25 @@ def test_cancel_stops_the_backfill_and_cancels_its_active_runs(
     assert _statuses(client, plan)[-1] == "missing"
 
 
+def test_two_services_advancing_one_backfill_handle_each_tick_once(
+    client: Client, folder: Path, tmp_path: Path
+) -> None:
+    path = write_flow(folder, cron="*/5 * * * *")
+    other = tmp_path / "elsewhere"
+    other.mkdir()
+    services = [make_service(client, folder), make_service(client, other, service_id="s2")]
+    backfill_id, plan = start(client, path, T - 55 * MIN, T, T + 1, max_active=3)
+    for step in range(6):
+        work_all(client, T + 2 + step)
+        reports = [s.advance_backfills(T + 2 + step) for s in services]
+        submitted = [r for report in reports for r in report.submitted]
+        assert len(submitted) == len(set(submitted))
+    b = Backfills(client).get(backfill_id)
+    assert b is not None
+    assert (b.state, b.submitted, b.existed) == ("done", 12, 0)
+    assert run_ids(client) == sorted(plan.run_ids)
+
+
 def test_a_registered_flow_is_backfilled_by_name(client: Client, folder: Path) -> None:
     write_flow(folder, cron="0 * * * *")
     service: SchedulerService = make_service(client, folder)
