@@ -60,6 +60,7 @@ local api = {}
 -- @include commands/log
 -- @include commands/lease
 -- @include commands/wait
+-- @include commands/backfill
 
 -- 'config.get' -> 'ConfigGet': the name a command's errors start with.
 local function display(command)

@@ -30,6 +30,7 @@ COMMAND_MODULES: list[str] = [
     "graph",
     "schema",
     "scheduler",
+    "backfill",
     "doctor",
     "ui",
 ]

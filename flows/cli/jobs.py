@@ -17,6 +17,7 @@ from flows.cli.run import work_run
 from flows.runs import load_run
 from scheduler.engine.client import Client
 from scheduler.engine.job import Job, RanBy, as_dict
+from scheduler.service.backfills import Backfills
 
 QUEUE_STATES = (
     "waiting",
@@ -415,12 +416,26 @@ def retry(
 
 
 @click.command()
-@click.argument("targets", nargs=-1, required=True)
+@click.argument("targets", nargs=-1)
+@click.option(
+    "--backfill",
+    "backfill_id",
+    metavar="ID",
+    default=None,
+    help="Cancel a backfill: submit no more of its runs and cancel those still active.",
+)
 @connection
-def cancel(targets: tuple[str, ...], redis_url: str | None, namespace: str | None) -> None:
-    """Cancel runs (every job not yet done) or jobs (refused while a job depends on one)."""
+def cancel(
+    targets: tuple[str, ...], backfill_id: str | None, redis_url: str | None, namespace: str | None
+) -> None:
+    """Cancel runs (every job not yet done) or jobs (refused while a job depends on one), or a
+    backfill (--backfill ID)."""
+    if not targets and backfill_id is None:
+        raise click.UsageError("name a run or job to cancel, or --backfill ID")
     client = open_client(redis_url, namespace)
     with user_errors():
+        if backfill_id is not None:
+            _cancel_backfill(client, backfill_id)
         runs = [t for t in targets if _is_run(client, t)]
         jids = [t for t in targets if t not in runs]
         for run_id in runs:
@@ -432,3 +447,17 @@ def cancel(targets: tuple[str, ...], redis_url: str | None, namespace: str | Non
                 f"canceled {len(canceled)} job(s)"
                 + (": " + ", ".join(canceled) if canceled else "")
             )
+
+
+def _cancel_backfill(client: Client, backfill_id: str) -> None:
+    store = Backfills(client)
+    if store.get(backfill_id) is None:
+        raise click.ClickException(f"no backfill {backfill_id} (see `flows backfills`)")
+    canceled = store.cancel(backfill_id)
+    if not canceled.changed:
+        click.echo(f"backfill {backfill_id} was {canceled.state} already: nothing to cancel")
+        return
+    click.echo(
+        f"backfill {backfill_id}: canceled {canceled.runs} active run(s) ({canceled.jobs} job(s));"
+        f" {canceled.pending} tick(s) will not be submitted"
+    )

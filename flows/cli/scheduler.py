@@ -70,6 +70,11 @@ def _print_once(report: OnceReport, as_json_output: bool) -> None:
                 "errors": tick.errors,
                 "housekeeping": report.housekeeping.__dict__,
                 "retention": report.retention.__dict__,
+                "backfills": {
+                    "submitted": report.backfills.submitted,
+                    "existed": report.backfills.existed,
+                    "failed": report.backfills.failed,
+                },
             }
         )
         return
@@ -79,6 +84,8 @@ def _print_once(report: OnceReport, as_json_output: bool) -> None:
         click.echo(f"skipped {name} {skip.count or '?'} tick(s): {skip.reason}")
     for name, at in tick.buffered:
         click.echo(f"buffered {name} tick {at:.0f}")
+    for run_id in report.backfills.submitted:
+        click.echo(f"backfill submitted {run_id}")
     for file, why in report.scan.invalid.items():
         click.echo(f"invalid {file}: {why.splitlines()[0] if why else ''}", err=True)
 

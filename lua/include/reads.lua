@@ -13,4 +13,5 @@ local Reads = {
   ['runs'] = true, ['schedule.get'] = true, ['schedule.list'] = true, ['schedulers'] = true,
   ['doctor.names'] = true, ['doctor.index'] = true, ['doctor.jobs'] = true,
   ['wait.get'] = true,
+  ['backfill.get'] = true, ['backfill.list'] = true, ['backfill.runs'] = true,
 }

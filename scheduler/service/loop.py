@@ -37,6 +37,7 @@ from scheduler.engine.backoff import Backoff
 from scheduler.engine.client import Client
 from scheduler.engine.errors import EngineError
 from scheduler.engine.safety import check_eviction_policy
+from scheduler.service.backfills import AdvanceReport, advance
 from scheduler.service.housekeeping import (
     Check,
     HousekeepingReport,
@@ -97,6 +98,7 @@ class OnceReport:
     tick: TickReport
     housekeeping: HousekeepingReport
     retention: RetentionReport
+    backfills: AdvanceReport = field(default_factory=AdvanceReport)
 
 
 @dataclass(frozen=True)
@@ -242,6 +244,19 @@ class SchedulerService:
             )
         return report
 
+    def advance_backfills(self, now: float | None = None) -> AdvanceReport:
+        """Submit the next runs of the active backfills as far as their limits allow
+        (:mod:`scheduler.service.backfills`): a bounded step, like housekeeping."""
+        report = advance(self.client, self.source, now)
+        if report.busy:
+            log.info(
+                "backfills: %d runs submitted, %d existed already, %d could not be submitted",
+                len(report.submitted),
+                len(report.existed),
+                len(report.failed),
+            )
+        return report
+
     def retention(self, now: float | None = None) -> RetentionReport:
         """Drop expired completed jobs and old finished runs."""
         report = apply_retention(self.client, now)
@@ -258,7 +273,9 @@ class SchedulerService:
         now = self._now(now)
         scan = self.scan(now)
         tick = self.tick(now)
-        report = OnceReport(scan, tick, self.housekeep(now), self.retention(now))
+        report = OnceReport(
+            scan, tick, self.housekeep(now), self.retention(now), self.advance_backfills(now)
+        )
         self.run_checks(now)
         return report
 
@@ -495,6 +512,7 @@ class SchedulerService:
             ("tick", self.tick, self.tick_interval),
             ("scan", self.scan, self.scan_interval),
             ("housekeeping", self.housekeep, self.housekeeping_interval),
+            ("backfills", self.advance_backfills, self.housekeeping_interval),
             ("retention", self.retention, self.retention_interval),
         ]
         if self.checks:

@@ -1039,6 +1039,58 @@ case(
     id="completed-name",
 )
 
+# Backfills (commands/backfill.lua).
+BF_RECORD = json.dumps({"flow": "f", "definition": {}, "hash": "h"})
+BF = ["bf-1", BF_RECORD, "flow text", "[1]", '["f@1"]']
+ids("backfill.create", [], "id", BF[1:])
+case("backfill.create", ["bf-ticks", *BF[1:]], InvalidArgument, "reserved", id="id-suffix")
+objects("backfill.create", BF[:1], "record", BF[2:])
+for record, names in [
+    ({"definition": {}, "hash": "h"}, "record.flow"),
+    ({"flow": "a b", "definition": {}, "hash": "h"}, "record.flow"),
+    ({"flow": "f", "hash": "h"}, "record.definition"),
+    ({"flow": "f", "definition": {}}, "record.hash"),
+    ({"flow": "f", "definition": {}, "hash": "h", "max_active": -1}, "max_active"),
+    ({"flow": "f", "definition": {}, "hash": "h", "flow_max": 10001}, "flow_max"),
+]:
+    case("backfill.create", [BF[0], json.dumps(record), *BF[2:]], InvalidArgument, names)
+case("backfill.create", [*BF[:2], "", *BF[3:]], InvalidArgument, "source", id="no-source")
+for ticks, run_ids, error, names in [
+    ("[]", "[]", InvalidArgument, "at least one tick"),
+    ("{}", "[]", InvalidArgument, "tick"),
+    ('["x"]', '["f@1"]', InvalidArgument, "ticks[1]"),
+    ("[-1]", '["f@1"]', InvalidArgument, "ticks[1]"),
+    ("[2, 1]", '["f@2", "f@1"]', InvalidArgument, "ascending"),
+    (json.dumps(list(range(1, 10_002))), "[]", TooLarge, "ticks"),
+    ("[1]", "[]", InvalidArgument, "run_ids"),
+    ("[1]", "[1]", InvalidArgument, "run_ids[1]"),
+    ("[1]", '["a b"]', InvalidArgument, "run_ids[1]"),
+    ("[1]", '["x-jobs"]', InvalidArgument, "run_ids[1]"),
+]:
+    case("backfill.create", [*BF[:3], ticks, run_ids], error, names, id=f"ticks={ticks[:12]}")
+for command in ("backfill.get", "backfill.cancel"):
+    ids(command, [], "id")
+case("backfill.cancel", ["no-such-backfill"], JobNotFound, "no-such-backfill", id="missing")
+case("backfill.list", ["-1"], InvalidArgument, "offset", id="offset=-1")
+case("backfill.list", ["0", "1001"], InvalidArgument, "count", id="count=1001")
+numbers("backfill.due", [], "count", ("0", "1001", "1.5"))
+for value, error in BAD_IDS[1:]:  # '' is every active backfill
+    case("backfill.due", ["10", value], error, "id", id=f"id={value[:12]!r}")
+BF_RUN = json.dumps({"flow": "f", "tick": 1})
+BF_JOBS = json.dumps([{"jid": "f@1:a", "queue": "q", "klass": "K", "data": "{}"}])
+ids("backfill.submit", ["bf-1", "0"], "run_id", [BF_RUN, BF_JOBS])
+objects("backfill.submit", ["bf-1", "0", "f@1"], "run", [BF_JOBS])
+ids("backfill.submit", [], "id", ["0", "f@1", BF_RUN, BF_JOBS])
+numbers("backfill.submit", ["bf-1"], "index", ("-1", "0.5"), ["f@1", BF_RUN, BF_JOBS])
+case("backfill.submit", ["nope", "0", "f@1", BF_RUN, BF_JOBS], JobNotFound, "nope", id="missing")
+ids("backfill.skip", [], "id", ["0", "why"])
+numbers("backfill.skip", ["bf-1"], "index", ("-1",), ["why"])
+case("backfill.skip", ["bf-1", "0", ""], InvalidArgument, "reason", id="no-reason")
+case("backfill.skip", ["bf-1", "0", "r" * 1025], TooLarge, "reason", id="long-reason")
+case("backfill.skip", ["nope", "0", "why"], JobNotFound, "nope", id="missing")
+ids("backfill.runs", [], "run_id")
+case("backfill.runs", ["r"] * 1001, InvalidArgument, "1000", id="too-many")
+
 # Any command: `now` must be a finite number of at least 0 (or '' for the server's clock).
 for value in [*BAD_NUMBERS, "-1"]:
     for command, args in [("get", ["waiting"]), ("put", PUT), ("config.get", [])]:

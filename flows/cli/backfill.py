@@ -1,0 +1,235 @@
+"""``flows backfill FLOW --from DATE --to DATE``, ``flows backfills [ID]``.
+
+Canceling one is ``flows cancel --backfill ID`` (:mod:`flows.cli.jobs`). Exit codes: 1 on bad
+input (nothing stored) or an unknown backfill.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import click
+
+from flows.backfill import (
+    DATE_FORMATS,
+    DEFAULT_MAX_ACTIVE,
+    MAX_TICKS,
+    BackfillError,
+    Plan,
+    parse_moment,
+    plan,
+    resolve,
+    start,
+)
+from flows.cli.common import ago, open_client, print_json, table, user_errors, when
+from flows.cli.options import as_json, connection
+from flows.validate import InvalidFlow
+from scheduler.engine.client import Client
+from scheduler.service.backfills import MAX_ACTIVE_LIMIT, Backfill, Backfills
+from scheduler.service.loop import check_health
+from scheduler.service.schedules import Schedules
+
+
+def register(group: click.Group) -> None:
+    group.add_command(backfill)
+    group.add_command(backfills)
+
+
+@click.command()
+@click.argument("flow")
+@click.option(
+    "--from",
+    "start_text",
+    required=True,
+    metavar="DATE",
+    help=f"First moment of the range ({DATE_FORMATS}; without an offset in the schedule's "
+    "time zone).",
+)
+@click.option(
+    "--to",
+    "end_text",
+    required=True,
+    metavar="DATE",
+    help="Last moment of the range, included (a date alone: the whole day). Ticks after now "
+    "are left to the schedule.",
+)
+@click.option(
+    "--max-active",
+    type=click.IntRange(1, MAX_ACTIVE_LIMIT),
+    default=DEFAULT_MAX_ACTIVE,
+    show_default=True,
+    help="At most this many of the backfill's runs active at once (the flow's "
+    "concurrency.max_active_runs also holds).",
+)
+@click.option(
+    "--dry-run", is_flag=True, help="List the ticks and which already ran; store nothing."
+)
+@as_json
+@connection
+def backfill(
+    flow: str,
+    start_text: str,
+    end_text: str,
+    max_active: int,
+    dry_run: bool,
+    as_json: bool,
+    redis_url: str | None,
+    namespace: str | None,
+) -> None:
+    """Run FLOW once per schedule tick from --from to --to (a flow file, or a registered flow's
+    name). Each run has its tick's logical time and the run id the schedule gives that tick,
+    so a tick that already ran is not run again. The first runs start now; the scheduler
+    service submits the rest as runs finish."""
+    client = open_client(redis_url, namespace)
+    with user_errors():
+        now = client.engine.server_time()
+        try:
+            target = resolve(client, flow, now)
+            zone = target.zone
+            first = parse_moment(start_text, zone, option="--from")
+            last = parse_moment(end_text, zone, option="--to", end=True)
+            ticks = plan(target, first, last, now)
+        except InvalidFlow as invalid:
+            for finding in invalid.findings:
+                click.echo(finding.format(), err=True)
+            raise click.exceptions.Exit(1) from None
+        except BackfillError as error:
+            raise click.ClickException(str(error)) from None
+        if dry_run:
+            _dry_run(client, ticks, as_json)
+            return
+        try:
+            backfill_id, _ = start(client, ticks, max_active, now)
+        except BackfillError as error:
+            raise click.ClickException(str(error)) from None
+        healthy, _ = check_health(Schedules(client), now)
+        made = Backfills(client).get(backfill_id)
+    if made is None:  # dropped by hand meanwhile
+        raise click.ClickException(f"backfill {backfill_id} is gone")
+    if as_json:
+        print_json({**made.as_json(), "scheduler_running": healthy})
+        return
+    _started(made, ticks, healthy)
+
+
+def _started(made: Backfill, ticks: Plan, healthy: bool) -> None:
+    err = sys.stderr
+    click.echo(
+        f"backfill {made.id}: {made.total} tick(s) of {made.flow} from "
+        f"{ticks.local(made.first)} to {ticks.local(made.last)}",
+        file=err,
+    )
+    if ticks.clamped:
+        click.echo("  (ticks after now are left to the schedule)", file=err)
+    click.echo(
+        f"submitted {made.submitted} run(s) now"
+        + (f", {made.existed} tick(s) had run already" if made.existed else "")
+        + (f", {made.failed} could not be submitted" if made.failed else "")
+        + f"; at most {_limit(made.max_active, made.flow_max)} active at once",
+        file=err,
+    )
+    if made.state == "done":
+        click.echo("every tick is handled: nothing is left to submit", file=err)
+    elif made.pending:
+        click.echo(
+            f"the scheduler service submits the other {made.pending} as runs finish"
+            + ("" if healthy else " (no scheduler service is running: start `flows scheduler`)"),
+            file=err,
+        )
+    if made.state != "done":
+        click.echo(f"  progress:  flows backfills {made.id}", file=err)
+        click.echo(f"  cancel:    flows cancel --backfill {made.id}", file=err)
+    click.echo(made.id)
+
+
+def _dry_run(client: Client, ticks: Plan, as_json_output: bool) -> None:
+    run_ids = ticks.run_ids
+    statuses = Backfills(client).run_statuses(run_ids)
+    rows: list[dict[str, Any]] = [
+        {
+            "tick": tick,
+            "local": ticks.local(tick),
+            "run_id": run_id,
+            "status": status,
+            "runs": status == "missing",
+        }
+        for tick, run_id, status in zip(ticks.ticks, run_ids, statuses, strict=True)
+    ]
+    to_run = sum(1 for r in rows if r["runs"])
+    if as_json_output:
+        print_json({"flow": ticks.target.name, "ticks": rows, "to_run": to_run})
+        return
+    table(
+        f"{ticks.target.name}: {len(rows)} tick(s), {to_run} to run (dry run: nothing stored)",
+        ["run id", "tick", "run"],
+        [
+            [r["run_id"], r["local"], "new" if r["runs"] else f"exists ({r['status']})"]
+            for r in rows
+        ],
+    )
+    if ticks.clamped:
+        click.echo("(ticks after now are left to the schedule)", err=True)
+
+
+def _limit(max_active: int, flow_max: int) -> str:
+    if flow_max and flow_max < max_active:
+        return f"{flow_max} (the flow's max_active_runs)"
+    return str(max_active)
+
+
+def _row(b: Backfill) -> list[Any]:
+    return [
+        b.id,
+        b.state,
+        f"{b.next}/{b.total}",
+        f"{len(b.active)}/{_limit(b.max_active, b.flow_max).split()[0]}",
+        ago(b.created),
+    ]
+
+
+@click.command()
+@click.argument("backfill_id", required=False, metavar="[ID]")
+@as_json
+@connection
+def backfills(
+    backfill_id: str | None, as_json: bool, redis_url: str | None, namespace: str | None
+) -> None:
+    """Backfills, newest first (or one, ID): how many ticks are handled, runs submitted, ticks
+    that had run already, runs active."""
+    client = open_client(redis_url, namespace)
+    with user_errors():
+        store = Backfills(client)
+        if backfill_id is None:
+            found = store.recent()
+        else:
+            one = store.get(backfill_id)
+            if one is None:
+                raise click.ClickException(f"no backfill {backfill_id} (see `flows backfills`)")
+            found = [one]
+    if as_json:
+        print_json([b.as_json() for b in found] if backfill_id is None else found[0].as_json())
+        return
+    if not found:
+        click.echo("no backfills (start one with `flows backfill FLOW --from DATE --to DATE`)")
+        return
+    table(
+        None,
+        ["id", "state", "ticks", "active", "created"],
+        [_row(b) for b in found],
+    )
+    if backfill_id is not None:
+        b = found[0]
+        click.echo(
+            f"  {b.total} tick(s) of {b.flow}: {b.submitted} run(s) submitted, {b.existed} had"
+            f" run already, {b.failed} could not be submitted, {b.pending} pending"
+        )
+        for run_id in b.active:
+            click.echo(f"  active: {run_id}")
+        if b.last_error:
+            click.echo(f"  last error: {b.last_error}")
+        if b.canceled:
+            click.echo(f"  canceled {when(b.canceled)}")
+
+
+__all__ = ["MAX_TICKS", "backfill", "backfills", "register"]

@@ -1,0 +1,84 @@
+"""Bad ``flows backfill`` and ``flows cancel --backfill`` input: one clear error, exit 1 (2 for
+a usage error), never a traceback, and not one key of the namespace changed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from helpers import assert_unchanged
+
+from flows.cli import main
+from scheduler.engine.client import Client
+
+FILES = {
+    "unscheduled.yaml": "version: 1\nname: plain\nqueue: q\nsteps:\n  a: {job: tasks.a}\n",
+    "minutely.yaml": (
+        'version: 1\nname: minutely\nqueue: q\nschedule: {cron: "* * * * *"}\n'
+        "steps:\n  a: {job: tasks.a}\n"
+    ),
+    "nightly.yaml": (
+        'version: 1\nname: nightly2\nqueue: q\nschedule: {cron: "0 2 * * *"}\n'
+        "steps:\n  a: {job: tasks.a}\n"
+    ),
+    "broken.yaml": "version: 1\nname: broken\nsteps:\n  a: {needs: [nope], job: tasks.a}\n",
+}
+
+# (arguments, exit code, a piece of the error); {d} is the folder holding FILES.
+CASES: list[tuple[list[str], int, str]] = [
+    (["{d}/unscheduled.yaml", "--from", "2026-01-01", "--to", "2026-01-02"], 1, "no schedule:"),
+    (["{d}/nightly.yaml", "--from", "2026-01-05", "--to", "2026-01-01"], 1, "is after --to"),
+    (["{d}/minutely.yaml", "--from", "2026-01-01", "--to", "2026-02-01"], 1, "10,000 ticks"),
+    (["{d}/nightly.yaml", "--from", "yesterday", "--to", "2026-01-02"], 1, "--from 'yesterday'"),
+    (["{d}/nightly.yaml", "--from", "2026-01-01", "--to", "2026-13-01"], 1, "--to '2026-13-01'"),
+    (["{d}/nightly.yaml", "--from", "2999-01-01", "--to", "2999-01-02"], 1, "in the future"),
+    (["{d}/nightly.yaml", "--from", "2026-01-01T03:00", "--to", "2026-01-01T04:00"], 1, "no tick"),
+    (
+        ["{d}/nightly.yaml", "--from", "2026-01-01", "--to", "2026-01-02", "--max-active", "0"],
+        2,
+        "max-active",
+    ),
+    (["{d}/nightly.yaml", "--to", "2026-01-02"], 2, "--from"),
+    (["{d}/broken.yaml", "--from", "2026-01-01", "--to", "2026-01-02"], 1, "'nope'"),
+    (["{d}/missing.yaml", "--from", "2026-01-01", "--to", "2026-01-02"], 1, "no such file"),
+    (["no-such-flow", "--from", "2026-01-01", "--to", "2026-01-02"], 1, "no registered flow"),
+    (["{d}", "--from", "2026-01-01", "--to", "2026-01-02"], 1, "not a flow file"),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[" ".join(c[0][:2])[-40:] for c in CASES])
+def test_bad_backfills_are_refused_clearly_and_change_nothing(
+    case: tuple[list[str], int, str], cli: CliRunner, populated: Client, tmp_path: Path
+) -> None:
+    args, code, expected = case
+    for name, text in FILES.items():
+        (tmp_path / name).write_text(text)
+    argv = ["backfill", *(a.replace("{d}", str(tmp_path)) for a in args)]
+    with assert_unchanged(populated.redis):
+        result = cli.invoke(main, argv)
+    output = result.output
+    assert result.exit_code == code, (result.exit_code, output, result.exception)
+    assert result.exception is None or isinstance(result.exception, SystemExit), output
+    assert "Traceback" not in output
+    assert expected.lower() in output.lower(), output
+    assert len(output.splitlines()) <= 12, output
+
+
+@pytest.mark.parametrize(
+    ("argv", "code", "expected"),
+    [
+        (["cancel", "--backfill", "no-such-backfill"], 1, "no backfill no-such-backfill"),
+        (["cancel", "--backfill", "a b"], 1, "white space"),
+        (["cancel"], 2, "--backfill ID"),
+        (["backfills", "no-such-backfill"], 1, "no backfill"),
+    ],
+)
+def test_bad_backfill_ids_are_refused(
+    argv: list[str], code: int, expected: str, cli: CliRunner, populated: Client
+) -> None:
+    with assert_unchanged(populated.redis):
+        result = cli.invoke(main, argv)
+    assert result.exit_code == code, result.output
+    assert "Traceback" not in result.output
+    assert expected in result.output

@@ -1,0 +1,142 @@
+"""``flows backfill``, ``flows backfills`` and ``flows cancel --backfill`` through click's runner
+against the session's real server; the service's steps run with ``flows scheduler --once
+--now``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import redis
+from cli_support import flows
+from helpers import assert_unchanged
+
+from scheduler.engine.client import Client
+from scheduler.service.records import run_id_for
+
+# 2026-01-05 00:00 UTC: long past when the suite runs, so every tick here is a past tick.
+T = 1_767_571_200.0
+H = 3600.0
+
+FLOW = """\
+version: 1
+name: hourly
+queue: q
+schedule: {cron: "0 * * * *", timezone: UTC}
+steps:
+  a: {run: echo a}
+"""
+
+
+@pytest.fixture
+def flow(tmp_path: Path) -> Path:
+    path = tmp_path / "hourly.yaml"
+    path.write_text(FLOW)
+    return path
+
+
+def ids(first: float, count: int) -> list[str]:
+    return [run_id_for("hourly", first + i * H) for i in range(count)]
+
+
+def work_all(client: Client) -> int:
+    jobs = client.queues["q"].pop(1000)
+    for job in jobs:
+        job.complete()
+    return len(jobs)
+
+
+def test_dry_run_lists_the_ticks_and_those_that_ran_and_stores_nothing(
+    url: str, client: Client, redis_client: redis.Redis, flow: Path
+) -> None:
+    ran = run_id_for("hourly", T + 2 * H)
+    client.engine.call(
+        "flow.submit",
+        ran,
+        json.dumps({"flow": "hourly"}),
+        json.dumps([{"jid": f"{ran}:a", "queue": "q", "klass": "K", "data": "{}"}]),
+    )
+    args = ["backfill", str(flow), "--from", "2026-01-05T00:00", "--to", "2026-01-05T04:00"]
+    with assert_unchanged(redis_client):
+        result = flows(*args, "--dry-run", "--redis", url, "--json")
+        text = flows(*args, "--dry-run", "--redis", url)
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.output)
+    assert [t["run_id"] for t in out["ticks"]] == ids(T, 5)
+    assert [t["status"] for t in out["ticks"]] == ["missing"] * 2 + ["running"] + ["missing"] * 2
+    assert out["to_run"] == 4
+    assert text.exit_code == 0
+    assert "exists (running)" in text.output and "5 tick(s), 4 to run" in text.output
+
+
+def test_backfill_submits_max_active_then_the_service_the_rest(
+    url: str, client: Client, flow: Path, tmp_path: Path
+) -> None:
+    result = flows(
+        "backfill", str(flow), "--from", "2026-01-05", "--to", "2026-01-05T03:00",
+        "--max-active", "2", "--redis", url,
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    backfill_id = result.stdout.strip().splitlines()[-1]
+    assert "4 tick(s) of hourly" in result.stderr
+    assert "submitted 2 run(s) now" in result.stderr
+    assert f"flows cancel --backfill {backfill_id}" in result.stderr
+    listing = json.loads(flows("backfills", "--json", "--redis", url).output)
+    assert [(b["id"], b["state"], b["submitted"], b["pending"]) for b in listing] == [
+        (backfill_id, "active", 2, 2)
+    ]
+    assert work_all(client) == 2
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    once = flows(
+        "scheduler", "--flows-dir", str(empty), "--once", "--now", str(T + 10 * H), "--redis", url
+    )
+    assert once.exit_code == 0, once.output
+    assert once.stdout.splitlines() == [f"backfill submitted {r}" for r in ids(T + 2 * H, 2)]
+    assert work_all(client) == 2
+    flows(
+        "scheduler", "--flows-dir", str(empty), "--once", "--now", str(T + 11 * H), "--redis", url
+    )
+    one = json.loads(flows("backfills", backfill_id, "--json", "--redis", url).output)
+    assert (one["state"], one["submitted"], one["handled"]) == ("done", 4, 4)
+    table = flows("backfills", backfill_id, "--redis", url)
+    assert "4 run(s) submitted" in table.output
+    # Again: every tick ran, nothing is submitted twice.
+    again = flows("backfill", str(flow), "--from", "2026-01-05", "--to", "2026-01-05T03:00",
+                  "--redis", url)  # fmt: skip
+    assert "submitted 0 run(s) now, 4 tick(s) had run already" in again.stderr
+    assert "nothing is left to submit" in again.stderr
+
+
+def test_backfill_json(url: str, flow: Path) -> None:
+    result = flows(
+        "backfill", str(flow), "--from", "2026-01-05T01:00Z", "--to", "2026-01-05T02:30+00:00",
+        "--max-active", "1", "--json", "--redis", url,
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.stdout)
+    assert (out["flow"], out["ticks"], out["submitted"], out["pending"]) == ("hourly", 2, 1, 1)
+    assert (out["first_tick"], out["last_tick"]) == (T + H, T + 2 * H)
+    assert out["active"] == [run_id_for("hourly", T + H)]
+
+
+def test_cancel_backfill(url: str, client: Client, flow: Path) -> None:
+    result = flows(
+        "backfill", str(flow), "--from", "2026-01-05", "--to", "2026-01-05",
+        "--max-active", "3", "--redis", url,
+    )  # fmt: skip
+    backfill_id = result.stdout.strip()
+    assert "24 tick(s)" in result.stderr
+    shown = json.loads(flows("backfills", backfill_id, "--json", "--redis", url).output)
+    assert (shown["ticks"], shown["submitted"], len(shown["active"])) == (24, 3, 3)
+    canceled = flows("cancel", "--backfill", backfill_id, "--redis", url)
+    assert canceled.exit_code == 0, canceled.output
+    assert "canceled 3 active run(s) (3 job(s)); 21 tick(s) will not be submitted" in (
+        canceled.output
+    )
+    assert client.queues["q"].pop(10) == []
+    again = flows("cancel", "--backfill", backfill_id, "--redis", url)
+    assert again.exit_code == 0 and "canceled already" in again.output
+    missing = flows("cancel", "--backfill", "nope", "--redis", url)
+    assert missing.exit_code == 1 and "no backfill nope" in missing.output
