@@ -120,6 +120,11 @@ DottedPath = Annotated[
 ]
 OutputKey = Annotated[str, StringConstraints(pattern=rf"^{SEGMENT_PATTERN}$", max_length=64)]
 EnvName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")]
+SubflowPath = Annotated[
+    str, StringConstraints(pattern=r"^[^\s$]+\.ya?ml$", min_length=6, max_length=512)
+]
+"""A flow file's path relative to the file naming it: no spaces, no templates (a sub-flow's
+file is known when the parent is validated)."""
 Needs = Annotated[
     list[StepId], BeforeValidator(_one_or_many, json_schema_input_type=StepId | list[StepId])
 ]
@@ -243,11 +248,14 @@ class Action(_Model):
 
     @model_validator(mode="after")
     def _one_action(self) -> Action:
+        if self.is_subflow:
+            return self  # Step._subflow checks a sub-flow step
         if self.run is None and self.job is None:
             raise problem(
                 "missing_action",
                 "missing 'run' or 'job': say what to execute",
-                "add 'run: <shell command>' or 'job: <module>.<callable>'",
+                "add 'run: <shell command>' or 'job: <module>.<callable>'"
+                + (", or 'flow: <file>' for a sub-flow" if isinstance(self, Step) else ""),
             )
         if self.run is not None and self.job is not None:
             raise problem(
@@ -281,6 +289,11 @@ class Action(_Model):
     @property
     def is_shell(self) -> bool:
         return self.run is not None
+
+    @property
+    def is_subflow(self) -> bool:
+        """Whether the action starts a child run of another flow file (a step's ``flow``)."""
+        return getattr(self, "flow", None) is not None
 
 
 class Foreach(_Model):
@@ -327,6 +340,26 @@ class Step(Action):
     if_: str | None = Field(default=None, alias="if", min_length=1, max_length=MAX_CONDITION)
     """A condition (`params.publish && steps.list.outputs.files != []`), checked when the
     step's job starts: false skips the step, and the `all_success` steps that need it."""
+    flow: SubflowPath | None = None
+    """A sub-flow: the step starts a run of this flow file (relative to this file) with `with`
+    as its params, and succeeds with the child flow's `outputs:` when that run succeeds."""
+
+    @model_validator(mode="after")
+    def _subflow(self) -> Step:
+        if self.flow is None:
+            return self
+        others = [name for name, value in (("run", self.run), ("job", self.job)) if value]
+        others += [name for name in _NOT_FOR_SUBFLOWS if getattr(self, name)]
+        if others:
+            raise problem(
+                "subflow_fields",
+                f"a sub-flow step (flow: {self.flow}) cannot have {', '.join(others)}: "
+                "it runs the child flow's steps, one run of it",
+                "remove them; pass the child its params in 'with'",
+            )
+        if META_KEY in self.with_:
+            raise problem("reserved_key", f"'{META_KEY}' is reserved in 'with'", "rename the key")
+        return self
 
     @model_validator(mode="after")
     def _one_fan_out(self) -> Step:
@@ -342,6 +375,10 @@ class Step(Action):
     def fans_out(self) -> bool:
         """Whether the step runs as several jobs (foreach or matrix): its outputs are a list."""
         return self.foreach is not None or self.matrix is not None
+
+
+_NOT_FOR_SUBFLOWS: Final = ("env", "cwd", "foreach", "matrix")
+"""Step fields a sub-flow step cannot have (checked by their truth: an empty env is none)."""
 
 
 class Hooks(_Model):
@@ -480,6 +517,10 @@ class Flow(_Model):
     steps: dict[StepId, Step] = Field(min_length=1, max_length=MAX_STEPS)
     """Step id → step. Ids use letters, digits, '_' and '-'."""
     hooks: Hooks = Hooks()
+    outputs: dict[OutputKey, Any] | None = Field(default=None, max_length=100)
+    """The flow's outputs: name → value, templates reading its steps' outputs
+    (`${{ steps.load.outputs.rows }}`), params and run fields. A parent's sub-flow step takes
+    them as its own outputs once the run succeeded."""
 
 
 # -- defaults applied ---------------------------------------------------------------------------

@@ -59,6 +59,7 @@ local api = {}
 -- @include commands/await
 -- @include commands/log
 -- @include commands/lease
+-- @include commands/subflow
 
 -- 'config.get' -> 'ConfigGet': the name a command's errors start with.
 local function display(command)
