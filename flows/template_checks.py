@@ -1,10 +1,10 @@
 """Template checks: every ``${{ ... }}`` names something that will exist when it is resolved.
 
 Where templates may appear: a step's or hook's ``run``, ``with``, ``env`` and ``cwd``, a step's
-``foreach.items``, param defaults (``run.*`` only) and the flow's ``outputs``. Anywhere else they would stay literal
-text, so they are reported. References are checked against the params, the run fields, the
-steps upstream of the reader (a step's outputs are readable only once it is done: it must be
-needed, directly or through other steps) and the reader's own foreach variable.
+``foreach.items``, param defaults (``run.*`` only) and the flow's ``outputs``. Anywhere else they
+would stay literal text, so they are reported. References are checked against the params, the
+run fields, the steps upstream of the reader (a step's outputs are readable only once it is
+done: it must be needed, directly or through other steps) and the reader's own foreach variable.
 """
 
 from __future__ import annotations
