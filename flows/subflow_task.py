@@ -16,8 +16,8 @@ holds no worker while the child runs; each run of it is short and safe to repeat
 
 A worker killed at any point leaves either nothing done (its lock runs out, the job runs again
 and the child run's fixed id makes the submission happen once) or the step parked by one atomic
-call. A file that cannot be read, is invalid, or does not take the params fails the step in
-group ``subflow-invalid`` (retrying would not help).
+call. A file that cannot be read, is invalid, does not take the params, or makes a run the
+engine refuses fails the step in group ``subflow-invalid`` (retrying would not help).
 """
 
 from __future__ import annotations
@@ -35,7 +35,13 @@ from flows.runs import load_run
 from flows.subflows import FILE_KEY, LOGICAL_TIME_KEY, MAX_DEPTH, PARAMS_KEY, child_run_id
 from flows.validate import InvalidFlow
 from scheduler.engine.client import Client
-from scheduler.engine.errors import EngineError, FlowsError, JobNotFound
+from scheduler.engine.errors import (
+    EngineError,
+    FlowsError,
+    InvalidArgument,
+    JobNotFound,
+    TooLarge,
+)
 from scheduler.worker import FailJob, HandedOver, JobContext
 
 INVALID_GROUP: Final = "subflow-invalid"
@@ -57,7 +63,10 @@ def run(job: JobContext) -> dict[str, Any]:
         if "no run" not in str(missing):
             raise
         record, jobs_text = _build(client, job, meta, child)
-        reply = _wait(client, job, child, json.dumps(record), jobs_text)
+        try:
+            reply = _wait(client, job, child, json.dumps(record), jobs_text)
+        except (InvalidArgument, TooLarge) as refused:  # the run itself: retrying cannot help
+            raise FailJob(INVALID_GROUP, f"run {child} was refused: {refused}") from None
     if reply == "waiting":
         raise HandedOver(f"waiting for its child run {child}")
     if reply != "succeeded":

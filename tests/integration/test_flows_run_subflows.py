@@ -207,3 +207,24 @@ def test_a_child_that_is_not_a_valid_flow_refuses_the_parent_before_anything_run
     assert result.exit_code == 1
     assert f"{tmp_path / 'report.yaml'}:" in result.output
     assert "parent.yaml:9:11: error: step 'child': sub-flow" in result.output
+
+
+def test_params_known_only_at_run_time_are_checked_then(cli: CliRunner, tmp_path: Path) -> None:
+    (tmp_path / "child.yaml").write_text(
+        "version: 1\nname: child\nparams:\n  count: {type: int}\nsteps:\n  a: {run: 'true'}\n"
+    )
+    parent = tmp_path / "parent.yaml"
+    parent.write_text(
+        "version: 1\nname: parent\nsteps:\n"
+        '  size:\n    run: echo count=many >> "$FLOWS_OUTPUT"\n'
+        "  child:\n    flow: child.yaml\n    needs: [size]\n"
+        "    with: {count: '${{ steps.size.outputs.count }}'}\n"
+    )
+    assert flows(cli, "validate", str(parent)).exit_code == 0
+    result = flows(cli, "run", str(parent))
+    assert result.exit_code == 1
+    run_id = result.output.split("submitted run ")[1].split()[0]
+    job = json.loads(flows(cli, "job", f"{run_id}:child", "--json").stdout)
+    assert job["failure"]["group"] == "subflow-invalid"
+    assert "param 'count'" in job["failure"]["message"]
+    assert flows(cli, "status", f"{run_id}.child").exit_code == 1  # nothing was submitted

@@ -189,3 +189,21 @@ def test_bad_arguments_are_refused_and_change_nothing(lua: Lua, args: tuple[Any,
     lua.pop(now=T0 + 1)
     with assert_unchanged(lua.r), pytest.raises(InvalidArgument, match="SubflowWait"):
         lua.raw("subflow.wait", *args, now=T0 + 1)
+
+
+def test_a_worker_that_lost_the_step_cannot_submit_or_park_it(lua: Lua) -> None:
+    parent_run(lua)
+    lua.pop(now=T0 + 1)  # w1 dies: its lock runs out (60 s), w2 takes the step over
+    assert lua.pop_jids(worker="w2", now=T0 + 100) == []  # w1 is told; the grace period
+    assert lua.pop_jids(worker="w2", now=T0 + 111) == [STEP]
+    with assert_unchanged(lua.r), pytest.raises(LockLost):
+        wait(lua, now=T0 + 112, jobs=child_jobs("a"))
+    assert wait(lua, worker="w2", now=T0 + 113, jobs=child_jobs("a")) == "waiting"
+    assert json.loads(lua.raw("run.get", CHILD, now=T0 + 113))["jids"] == [f"{CHILD}:a"]
+
+
+def test_a_waiting_step_is_where_its_state_says(lua: Lua) -> None:
+    started(lua, "a", "b")
+    report = json.loads(lua.raw("doctor.jobs", STEP, f"{CHILD}:a", now=T0 + 2))
+    assert report["failed"] == [] and report["findings"] in ([], {}), report
+    assert STEP in lua.zset("q:q-depends")
