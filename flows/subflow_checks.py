@@ -124,11 +124,11 @@ def _check_step(
             sink.error(
                 where,
                 "subflow-invalid",
-                f"step '{step_id}': sub-flow {shown} has {errors} error(s)",
+                f"step '{step_id}': sub-flow {step.flow} has {errors} error(s)",
                 f"fix {shown} (its findings are listed with this file's)",
             )
         return
-    _check_params(step_id, step, child, shown, sink)
+    _check_params(step_id, step, child, step.flow, sink)
 
 
 def _check_params(step_id: str, step: Step, child: Flow, shown: str, sink: FindingSink) -> None:
@@ -157,7 +157,7 @@ def _check_params(step_id: str, step: Step, child: Flow, shown: str, sink: Findi
                 (*base, name),
                 "subflow-param",
                 f"step '{step_id}': param '{name}' of sub-flow {shown}: {problem}",
-                f"give a {param.type} value",
+                f"give a value of type {param.type}",
             )
     missing = [name for name, p in declared.items() if p.is_required and name not in step.with_]
     if missing:

@@ -100,19 +100,20 @@ def test_the_child_findings_name_the_child_file(tmp_path: Path) -> None:
 
 
 def test_with_is_checked_against_the_child_params(tmp_path: Path) -> None:
-    child = write(tmp_path, "report.yaml", REPORT)
+    write(tmp_path, "report.yaml", REPORT)
     text = PARENT.replace(
         'with: {day: "${{ run.logical_date }}", limit: 5}', 'with: {dya: 1, limit: "5"}'
     )
     parent = write(tmp_path, "parent.yaml", text)
-    prefix = f"step 'child': sub-flow {child} "
+    prefix = "step 'child': sub-flow report.yaml "
     found = {
         f.message.removeprefix(prefix): f for f in findings(parent) if f.code == "subflow-param"
     }
     unknown = found["has no param 'dya'"]
     assert (unknown.line, unknown.col, unknown.hint) == (8, 12, "did you mean 'day'?")
     wrong = found[
-        f"step 'child': param 'limit' of sub-flow {child}: expected an integer, got the string '5'"
+        "step 'child': param 'limit' of sub-flow report.yaml: expected an integer, got"
+        " the string '5'"
     ]
     assert (wrong.line, wrong.col) == (8, 27)
     assert found["needs param(s) day"].line == 8
