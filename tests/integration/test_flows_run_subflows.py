@@ -5,6 +5,9 @@
 from __future__ import annotations
 
 import json
+import signal
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -228,3 +231,34 @@ def test_params_known_only_at_run_time_are_checked_then(cli: CliRunner, tmp_path
     assert job["failure"]["group"] == "subflow-invalid"
     assert "param 'count'" in job["failure"]["message"]
     assert flows(cli, "status", f"{run_id}.child").exit_code == 1  # nothing was submitted
+
+
+@pytest.mark.slow  # a killed idle worker holds what is handed to it until its lease is reaped
+def test_a_worker_killed_while_the_child_runs_loses_nothing(
+    server: EmbeddedServer, cli: CliRunner, client: Client, tmp_path: Path
+) -> None:
+    """The step waits in the engine, not in a worker: kill -9 of the worker that started the
+    child changes nothing, and a worker that comes later finishes the run."""
+    parent = write(tmp_path)
+    (tmp_path / "MARKER").touch()
+    run_id = flows(cli, "run", "--detach", str(parent)).stdout.strip()
+    command = [str(Path(sys.executable).parent / "flows"), "worker", "--redis", server.url]
+    first = subprocess.Popen([*command, "-q", "default"], cwd=tmp_path)  # not the child's queue
+    try:
+
+        def waiting_for_child() -> bool:
+            view = load_run(client, run_id)
+            return view is not None and any(s.child and s.status == "running" for s in view.steps)
+
+        until(waiting_for_child)
+    finally:
+        first.send_signal(signal.SIGKILL)
+        first.wait(10)
+    second = subprocess.Popen([*command, "-q", "default,reports"], cwd=tmp_path)
+    try:
+        until(lambda: status(cli, run_id)["status"] != "running", timeout=90)
+    finally:
+        second.terminate()
+        second.wait(20)
+    assert status(cli, run_id)["status"] == "succeeded"
+    assert (tmp_path / "used.txt").read_text().startswith("got counted-")
