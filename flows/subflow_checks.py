@@ -5,9 +5,10 @@ naming it) and validated as a flow of its own, its findings reported with the pa
 the child file, so ``flows validate parent.yaml`` shows ``report.yaml:4:7: ...``), and the parent
 step gets a finding of its own when the child is missing or invalid. The ``with`` values written
 as literals are checked against the child's params (unknown names, wrong types); values with
-templates are checked when the step runs, as are all of them again. A chain of sub-flows that
-comes back to a file it passed (``a.yaml → b.yaml → a.yaml``) is an error, and so is one deeper
-than :data:`flows.subflows.MAX_DEPTH`.
+templates are checked when the step runs, as are all of them again. The step's outputs are the
+child's ``outputs:``: what it declares, and what the flow reads of it, must be among them. A
+chain of sub-flows that comes back to a file it passed (``a.yaml → b.yaml → a.yaml``) is an
+error, and so is one deeper than :data:`flows.subflows.MAX_DEPTH`.
 
 Reads files; runs nothing. The validation of a child goes through ``validate_child`` (given by
 :mod:`flows.validate`, which this module cannot import); the chain of files being validated is
@@ -21,11 +22,18 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from flows.findings import Finding, FindingSink, did_you_mean, has_errors, names_hint
-from flows.model import Flow, Step
+from flows.findings import DataPath, Finding, FindingSink, did_you_mean, has_errors, names_hint
+from flows.model import Action, Flow, Step
 from flows.params import type_problem
 from flows.subflows import MAX_DEPTH
-from flows.templates import OPEN, strings
+from flows.templates import (
+    OPEN,
+    STEPS,
+    Reference,
+    TemplateSyntaxError,
+    references,
+    strings,
+)
 
 ValidateChild = Callable[[Path, str], tuple[Flow | None, list[Finding]]]
 """Validate the child file at an absolute path, its findings naming it by the given text."""
@@ -56,11 +64,16 @@ def check_subflows(
         session = _Session((_resolved(flow_dir / Path(file).name),))
         token = _SESSION.set(session)
     try:
-        for step_id, step in steps:
-            _check_step(step_id, step, file, flow_dir, sink, session, validate_child)
+        children = {
+            step_id: child
+            for step_id, step in steps
+            if (child := _check_step(step_id, step, file, flow_dir, sink, session, validate_child))
+        }
     finally:
         if token is not None:
             _SESSION.reset(token)
+    if children:
+        _check_outputs_read(flow, children, sink)
 
 
 def _resolved(path: Path) -> Path:
@@ -78,7 +91,8 @@ def _check_step(
     sink: FindingSink,
     session: _Session,
     validate_child: ValidateChild,
-) -> None:
+) -> Flow | None:
+    """Check one sub-flow step; its child flow when that is valid."""
     assert step.flow is not None
     where = ("steps", step_id, "flow")
     shown = str(Path(file).parent / step.flow)
@@ -92,7 +106,7 @@ def _check_step(
             f"step '{step_id}': sub-flows form a cycle: {loop}",
             "a flow cannot run itself, directly or through its sub-flows",
         )
-        return
+        return None
     if len(chain) > MAX_DEPTH:
         nested = " → ".join(path.name for path in (*chain, actual))
         sink.error(
@@ -101,7 +115,7 @@ def _check_step(
             f"step '{step_id}': sub-flows nest more than {MAX_DEPTH} deep: {nested}",
             "run some of the deeper flows' steps in a flow higher up",
         )
-        return
+        return None
     if not actual.is_file():
         sink.error(
             where,
@@ -109,7 +123,7 @@ def _check_step(
             f"step '{step_id}': sub-flow file '{step.flow}' not found ({actual})",
             f"the path is relative to the folder of {Path(file).name}",
         )
-        return
+        return None
     if actual not in session.validated:
         session.chain = (*chain, actual)
         try:
@@ -127,8 +141,9 @@ def _check_step(
                 f"step '{step_id}': sub-flow {step.flow} has {errors} error(s)",
                 f"fix {shown} (its findings are listed with this file's)",
             )
-        return
+        return None
     _check_params(step_id, step, child, step.flow, sink)
+    return child
 
 
 def _check_params(step_id: str, step: Step, child: Flow, shown: str, sink: FindingSink) -> None:
@@ -167,6 +182,74 @@ def _check_params(step_id: str, step: Step, child: Flow, shown: str, sink: Findi
             f"step '{step_id}': sub-flow {shown} needs param(s) {', '.join(missing)}",
             f"give them in with: ({', '.join(f'{name}: ...' for name in missing)})",
         )
+
+
+def _check_outputs_read(flow: Flow, children: dict[str, Flow], sink: FindingSink) -> None:
+    """A sub-flow step's outputs are its child's ``outputs:``: what the step declares, and what
+    the flow's templates read of a step that declares none, must be keys of them."""
+    for step_id, child in children.items():
+        declared = flow.steps[step_id].outputs
+        for index, key in enumerate(declared or ()):
+            if key not in (child.outputs or {}):
+                sink.error(
+                    ("steps", step_id, "outputs", index),
+                    "subflow-output",
+                    f"step '{step_id}' declares output '{key}', which sub-flow "
+                    f"{flow.steps[step_id].flow} does not give",
+                    _outputs_hint(key, child, flow.steps[step_id].flow),
+                )
+    for path, text in _template_strings(flow):
+        for reference in _safe_references(text):
+            reader, rest = _output_read(reference)
+            read = children.get(reader) if reader else None
+            if read is None or flow.steps[reader].outputs is not None or not rest:
+                continue  # declared outputs are checked against the declaration
+            if rest[0] not in (read.outputs or {}):
+                shown = flow.steps[reader].flow
+                sink.error(
+                    path,
+                    "subflow-output",
+                    f"'{reference}': sub-flow {shown} has no output '{rest[0]}'",
+                    _outputs_hint(rest[0], read, shown),
+                )
+
+
+def _outputs_hint(key: str, child: Flow, shown: str | None) -> str:
+    keys = list(child.outputs or {})
+    if not keys:
+        return f"{shown} declares no outputs: add an outputs: map to it"
+    return did_you_mean(key, keys) or names_hint("its outputs", keys)
+
+
+def _template_strings(flow: Flow) -> list[tuple[DataPath, str]]:
+    """Every string templates are read in: steps' and hooks' actions, the flow's outputs."""
+    found: list[tuple[DataPath, str]] = []
+    actions: list[tuple[DataPath, Action]] = [
+        (("steps", sid), st) for sid, st in flow.steps.items()
+    ]
+    actions += [(("hooks", name), hook) for name, hook in flow.hooks.defined()]
+    for base, action in actions:
+        for name, value in (("run", action.run), ("with", action.with_), ("env", action.env)):
+            if value:
+                found += strings(value, (*base, name))
+    if flow.outputs:
+        found += strings(dict(flow.outputs), ("outputs",))
+    return found
+
+
+def _safe_references(text: str) -> list[Reference]:
+    try:
+        return references(text)
+    except TemplateSyntaxError:
+        return []  # the template checks report it
+
+
+def _output_read(reference: Reference) -> tuple[str, tuple[str, ...]]:
+    """(step id, keys) of ``steps.<id>.outputs.<keys>``, else ("", ())."""
+    path = reference.path
+    if len(path) >= 3 and path[0] == STEPS and path[2] == "outputs":
+        return path[1], path[3:]
+    return "", ()
 
 
 __all__ = ["ValidateChild", "check_subflows"]

@@ -210,3 +210,32 @@ def test_the_child_outputs_resolve_from_its_jobs(tmp_path: Path) -> None:
     assert record is not None and upstream_jids(record) == ["c:count"]
     jobs = {"c:count": UpstreamJob("complete", {"total": "3"})}
     assert resolve_outputs("c", record, jobs) == {"total": "3", "day": "2026-03-01"}
+
+
+def test_what_the_parent_reads_of_the_step_must_be_a_child_output(tmp_path: Path) -> None:
+    write(tmp_path, "report.yaml", REPORT)
+    text = PARENT.replace(
+        'run: echo "${{ steps.child.outputs.total }}"',
+        'run: echo "${{ steps.child.outputs.totl }}"',
+    )
+    parent = write(tmp_path, "parent.yaml", text)
+    finding = only(parent, "subflow-output")
+    assert (finding.line, finding.col) == (12, 10)
+    assert finding.message == (
+        "'steps.child.outputs.totl': sub-flow report.yaml has no output 'totl'"
+    )
+    assert finding.hint == "did you mean 'total'?"
+
+
+def test_outputs_a_sub_flow_step_declares_must_be_the_child_outputs(tmp_path: Path) -> None:
+    write(tmp_path, "report.yaml", REPORT)
+    text = PARENT.replace(
+        "    needs: [process]\n", "    needs: [process]\n    outputs: [total, rows]\n", 1
+    )
+    parent = write(tmp_path, "parent.yaml", text)
+    finding = only(parent, "subflow-output")
+    assert (finding.line, finding.col) == (10, 22)
+    assert finding.message == (
+        "step 'child' declares output 'rows', which sub-flow report.yaml does not give"
+    )
+    assert finding.hint == "its outputs: total, day"
