@@ -45,6 +45,8 @@ from flows.model import (
 from flows.outputs import CONDITION_KEY, META_KEY, SHELL_KLASS, WAIT_KLASS, Upstream, meta_json
 from flows.params import bind_params
 from flows.shell_command import shell_command
+from flows.subflows import SUBFLOW_KLASS
+from flows.subflows import payload as subflow_payload
 from flows.templates import KEEP, MATRIX, PARAMS, RUN, STEPS, Reference, render, select, to_text
 from scheduler.engine.errors import FlowsError
 
@@ -342,7 +344,7 @@ class _Expander:
             PutRequest(
                 jid=jid,
                 queue=settings.queue,
-                klass=SHELL_KLASS if action.is_shell else str(action.job),
+                klass=_klass(action),
                 data={**payload, META_KEY: meta},
                 priority=settings.priority,
                 tags=settings.tags,
@@ -423,9 +425,13 @@ class _Expander:
         return retry
 
     def payload(self, action: Action, scope: _Scope) -> dict[str, Any]:
-        """The job data without meta: ``with`` for Python; command, cwd and env for shell."""
+        """The job data without meta: ``with`` for Python; command, cwd and env for shell; the
+        child file, params and logical time for a sub-flow (:mod:`flows.subflows`)."""
         if not action.is_shell:
             rendered: dict[str, Any] = render(action.with_, scope.lookup)
+            if isinstance(action, Step) and action.flow is not None:
+                file = str(self.flow_dir / action.flow)
+                return subflow_payload(file, rendered, self.run["logical_time"])
             return rendered
         # Env values are text; step references stay as templates for the worker.
         env = {name: to_text(value) for name, value in render(action.env, scope.lookup).items()}
@@ -452,6 +458,12 @@ def wait_spec(step: Step) -> dict[str, Any]:
     if step.outputs is not None:
         spec["outputs"] = list(step.outputs)
     return spec
+
+
+def _klass(action: Action) -> str:
+    if action.is_shell:
+        return SHELL_KLASS
+    return SUBFLOW_KLASS if action.is_subflow else str(action.job)
 
 
 def _no_steps_in_items(step_id: str) -> Callable[[Reference], Any]:

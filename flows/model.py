@@ -120,6 +120,11 @@ DottedPath = Annotated[
 ]
 OutputKey = Annotated[str, StringConstraints(pattern=rf"^{SEGMENT_PATTERN}$", max_length=64)]
 EnvName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")]
+SubflowPath = Annotated[
+    str, StringConstraints(pattern=r"^[^\s$]+\.ya?ml$", min_length=6, max_length=512)
+]
+"""A flow file's path relative to the file naming it: no spaces, no templates (a sub-flow's
+file is known when the parent is validated)."""
 Needs = Annotated[
     list[StepId], BeforeValidator(_one_or_many, json_schema_input_type=StepId | list[StepId])
 ]
@@ -243,12 +248,15 @@ class Action(_Model):
 
     @model_validator(mode="after")
     def _one_action(self) -> Action:
+        if self.is_subflow:
+            return self  # Step._subflow checks a sub-flow step
         # A step that waits for a signal runs nothing (Step._wait_alone checks it).
         if self.run is None and self.job is None and getattr(self, "wait", None) is None:
             raise problem(
                 "missing_action",
                 "missing 'run' or 'job': say what to execute",
-                "add 'run: <shell command>' or 'job: <module>.<callable>'",
+                "add 'run: <shell command>' or 'job: <module>.<callable>'"
+                + (", or 'flow: <file>' for a sub-flow" if isinstance(self, Step) else ""),
             )
         if self.run is not None and self.job is not None:
             raise problem(
@@ -282,6 +290,11 @@ class Action(_Model):
     @property
     def is_shell(self) -> bool:
         return self.run is not None
+
+    @property
+    def is_subflow(self) -> bool:
+        """Whether the action starts a child run of another flow file (a step's ``flow``)."""
+        return getattr(self, "flow", None) is not None
 
 
 class Foreach(_Model):
@@ -334,6 +347,7 @@ _NOT_FOR_WAITS: Final = (
     ("retry", "retry"),
     ("foreach", "foreach"),
     ("matrix", "matrix"),
+    ("flow", "flow"),
     ("delay", "delay"),
     ("if_", "if"),
 )
@@ -364,6 +378,26 @@ class Step(Action):
     step's job starts: false skips the step, and the `all_success` steps that need it."""
     wait: Wait | None = None
     """Instead of `run` or `job`: the step waits for a signal once its needs are met."""
+    flow: SubflowPath | None = None
+    """A sub-flow: the step starts a run of this flow file (relative to this file) with `with`
+    as its params, and succeeds with the child flow's `outputs:` when that run succeeds."""
+
+    @model_validator(mode="after")
+    def _subflow(self) -> Step:
+        if self.flow is None:
+            return self
+        others = [name for name, value in (("run", self.run), ("job", self.job)) if value]
+        others += [name for name in _NOT_FOR_SUBFLOWS if getattr(self, name)]
+        if others:
+            raise problem(
+                "subflow_fields",
+                f"a sub-flow step (flow: {self.flow}) cannot have {', '.join(others)}: "
+                "it runs the child flow's steps, one run of it",
+                "remove them; pass the child its params in 'with'",
+            )
+        if META_KEY in self.with_:
+            raise problem("reserved_key", f"'{META_KEY}' is reserved in 'with'", "rename the key")
+        return self
 
     @model_validator(mode="after")
     def _one_fan_out(self) -> Step:
@@ -406,6 +440,10 @@ class Step(Action):
     def fans_out(self) -> bool:
         """Whether the step runs as several jobs (foreach or matrix): its outputs are a list."""
         return self.foreach is not None or self.matrix is not None
+
+
+_NOT_FOR_SUBFLOWS: Final = ("env", "cwd", "foreach", "matrix")
+"""Step fields a sub-flow step cannot have (checked by their truth: an empty env is none)."""
 
 
 class Hooks(_Model):
@@ -544,6 +582,10 @@ class Flow(_Model):
     steps: dict[StepId, Step] = Field(min_length=1, max_length=MAX_STEPS)
     """Step id → step. Ids use letters, digits, '_' and '-'."""
     hooks: Hooks = Hooks()
+    outputs: dict[OutputKey, Any] | None = Field(default=None, max_length=100)
+    """The flow's outputs: name → value, templates reading its steps' outputs
+    (`${{ steps.load.outputs.rows }}`), params and run fields. A parent's sub-flow step takes
+    them as its own outputs once the run succeeded."""
 
 
 # -- defaults applied ---------------------------------------------------------------------------

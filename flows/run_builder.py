@@ -11,15 +11,17 @@ and job specs (:class:`~scheduler.service.records.RunRequest`) that ``flow.submi
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from flows.expand import PutRequest, expand
+from flows.flow_outputs import RECORD_FIELD, outputs_record
 from flows.model import Flow
 from flows.run_specs import check_limits, content_hash, job_spec
+from flows.subflow_files import child_queues
 from flows.validate import InvalidFlow, validate_text
 from scheduler.service.records import RunRequest
 
@@ -102,6 +104,9 @@ def build_run(
         params=params,
         flow_dir=source.flow_dir,
     )
+    outputs = outputs_record(
+        source.flow, requests, run_id=run_id, logical_time=logical_time, params=params
+    )
     return assemble_run(
         run_id,
         source.flow.name,
@@ -113,6 +118,8 @@ def build_run(
         schedule=schedule,
         tick=tick,
         delay=delay,
+        outputs=outputs,
+        more_queues=child_queues(source.flow, source.flow_dir),
     )
 
 
@@ -128,16 +135,20 @@ def assemble_run(
     schedule: str | None = None,
     tick: float | None = None,
     delay: float = 0.0,
+    outputs: Mapping[str, Any] | None = None,
+    more_queues: Iterable[str] = (),
 ) -> BuiltRun:
     """The run record and job specs of expanded ``requests`` (the second half of
-    :func:`build_run`, for callers that expand themselves: benchmarks and tests)."""
+    :func:`build_run`, for callers that expand themselves: benchmarks and tests). ``outputs``:
+    the flow's (:func:`flows.flow_outputs.outputs_record`); ``more_queues``: queues its child
+    runs use, which a local worker of the run must also take jobs from."""
     jobs = []
     for request in requests:
         spec = job_spec(request)
         if delay > 0 and not request.depends:
             spec["delay"] = request.delay + delay
         jobs.append(spec)
-    queues = tuple(sorted({r.queue for r in requests}))
+    queues = tuple(sorted({r.queue for r in requests} | set(more_queues)))
     record: dict[str, Any] = {
         "flow": flow,
         "params": dict(params),
@@ -150,6 +161,8 @@ def assemble_run(
         record["schedule"] = schedule
     if tick is not None:
         record["tick"] = tick  # the fire time it stands for (a manual run stands for none)
+    if outputs is not None:
+        record[RECORD_FIELD] = dict(outputs)
     # The limits are checked now, before anything is sent; the engine takes the text as it is.
     jobs_text = check_limits(run_id, jobs)
     return BuiltRun(RunRequest(run_id, record, jobs, jobs_text), queues)

@@ -3,8 +3,10 @@
 Statuses are words for people, read from the engine's job states and histories: a complete job
 the engine skipped (its trigger rule) is ``skipped``; a job waiting for a failed (or expired, or
 itself held back) dependency is ``upstream_failed`` (``flows retry`` resumes it); a ``wait:`` step
-whose needs are met is ``awaiting`` (a signal); a job of the run
-that no longer exists is ``canceled`` when the run was canceled, else ``gone``.
+whose needs are met is ``awaiting`` (a signal); a job of the run that no longer exists is
+``canceled`` when the run was canceled, else ``gone``. A sub-flow step waiting for its child run
+is ``running`` (its :attr:`StepView.child` names that run); a child run's record names its parent
+(``parent_run``, ``parent_step``).
 """
 
 from __future__ import annotations
@@ -55,8 +57,8 @@ _JOB_STATUS: Final = {
     "buried": "buried",
     "awaiting": "awaiting",
 }
-_RUN_FIELDS_JSON: Final = ("params", "queues")
-_RUN_FIELDS_NUMBERS: Final = ("submitted", "jobs", "tick", "canceled")
+_RUN_FIELDS_JSON: Final = ("params", "queues", "outputs")
+_RUN_FIELDS_NUMBERS: Final = ("submitted", "jobs", "tick", "canceled", "depth")
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,7 +77,8 @@ class JobRun:
 
     @property
     def attempts(self) -> int:
-        """How often it was popped since its latest put (a resume puts it again)."""
+        """How often it was popped since its latest put (a resume puts it again); a sub-flow
+        step's run after its child ended is no new attempt."""
         return self._since_put()[1]
 
     def _since_put(self) -> tuple[float | None, int]:
@@ -91,6 +94,8 @@ class JobRun:
                 first, attempts = float(entry["when"]), attempts + 1
             elif what == "awaiting":  # a wait step started waiting for its signal
                 first = float(entry["when"])
+            elif what == "waiting":  # a sub-flow step handed to the engine (its run goes on)
+                attempts -= 1
         return first, attempts
 
 
@@ -151,6 +156,11 @@ class StepView:
         return max((item.attempts for item in self.items), default=0)
 
     @property
+    def child(self) -> str | None:
+        """The run a sub-flow step started (None for other steps, and before it started one)."""
+        return next((job.child for job in self.jobs if job.child), None)
+
+    @property
     def progress(self) -> str:
         done = sum(1 for item in self.items if item.status in ("success", "skipped"))
         return f"{done}/{len(self.items)}"
@@ -179,8 +189,10 @@ class RunView:
         return "running"
 
     def _can_progress(self) -> bool:
-        """Whether some job could still run: waiting, scheduled, running or awaiting a signal."""
-        return any(state in ACTIVE_STATES for s in self.steps for state in s.states)
+        """Whether some job could still run: waiting, scheduled, running or awaiting a signal (a
+        sub-flow step waiting for its child run too)."""
+        jobs = (job for step in self.steps for job in step.jobs)
+        return any(job.state in ACTIVE_STATES or _waits_for_child(job) for job in jobs)
 
     @property
     def finished(self) -> bool:
@@ -199,11 +211,18 @@ class RunView:
         return sorted({j.queue for s in self.steps for j in s.jobs})
 
 
+def _waits_for_child(job: Job) -> bool:
+    """Whether ``job`` is a sub-flow step waiting for its child run (lua/commands/subflow.lua)."""
+    return job.state == "depends" and job.child is not None
+
+
 def _statuses(jobs: Mapping[str, Job]) -> dict[str, str]:
     """Each jid's status word; ``jobs`` in dependency order (the run's submission order)."""
     out: dict[str, str] = {}
     for jid, job in jobs.items():
-        if job.state == "complete":
+        if _waits_for_child(job):
+            out[jid] = "running"
+        elif job.state == "complete":
             out[jid] = "skipped" if was_skipped(job.history) else "success"
         elif job.state == "depends" and any(
             out.get(dependency) in ("failed", "expired", "upstream_failed")
@@ -229,7 +248,8 @@ def run_record(raw: Mapping[str, Any]) -> dict[str, Any]:
         if isinstance(value, str) and value:
             with contextlib.suppress(ValueError):
                 number = float(value)
-                record[name] = int(number) if number.is_integer() and name == "jobs" else number
+                whole = number.is_integer() and name in ("jobs", "depth")
+                record[name] = int(number) if whole else number
     return record
 
 

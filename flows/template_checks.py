@@ -1,10 +1,10 @@
 """Template checks: every ``${{ ... }}`` names something that will exist when it is resolved.
 
 Where templates may appear: a step's or hook's ``run``, ``with``, ``env`` and ``cwd``, a step's
-``foreach.items``, and param defaults (``run.*`` only). Anywhere else they would stay literal
-text, so they are reported. References are checked against the params, the run fields, the
-steps upstream of the reader (a step's outputs are readable only once it is done: it must be
-needed, directly or through other steps) and the reader's own foreach variable.
+``foreach.items``, param defaults (``run.*`` only) and the flow's ``outputs``. Anywhere else they
+would stay literal text, so they are reported. References are checked against the params, the
+run fields, the steps upstream of the reader (a step's outputs are readable only once it is
+done: it must be needed, directly or through other steps) and the reader's own foreach variable.
 """
 
 from __future__ import annotations
@@ -221,6 +221,17 @@ class TemplateChecker:
 
     def is_upstream(self, step_id: str, reader: str) -> bool:
         return bool(self.graph.has_node(step_id) and nx.has_path(self.graph, step_id, reader))
+
+    # -- the flow's outputs ---------------------------------------------------------------------
+
+    def check_outputs(self, outputs: Mapping[str, Any]) -> None:
+        """The flow's ``outputs:`` read what a hook may: every step, the params, the run."""
+        reader = _Reader("the flow's outputs", None, (), None)
+        for path, text in strings(dict(outputs), ("outputs",)):
+            for reference in self.parse(path, text):
+                problem = self.reference_problem(reference, reader, "outputs")
+                if problem is not None:
+                    self.sink.error(path, "template", *problem)
 
     # -- conditions -----------------------------------------------------------------------------
 
@@ -473,7 +484,7 @@ def _unrendered_templates(value: Any, path: DataPath, found: list[DataPath]) -> 
 
 def _all_rendered(path: DataPath) -> bool:
     """Whether every string at or under ``path`` is rendered (or free text)."""
-    if path[0] == "description":
+    if path[0] in ("description", "outputs"):
         return True
     if len(path) < 3:
         return False

@@ -28,6 +28,7 @@ from flows.model import Action, Flow, Param, Schedule, Step
 from flows.model_errors import report_model_errors
 from flows.run_checks import check_run
 from flows.schedule_checks import check_schedule
+from flows.subflow_checks import check_subflows
 from flows.template_checks import TemplateChecker, check_template_places
 from flows.yaml_reader import LoadedYaml, Trap, load_file, load_yaml
 from scheduler.engine.errors import FlowsError
@@ -187,6 +188,8 @@ def _validate_loaded(
     check_graph(needs if flow is not None else {**_raw_needs(data), **needs}, parts.step_ids, sink)
     checker = TemplateChecker(parts.steps, parts.params, parts.step_ids, needs, sink)
     explained |= checker.check(parts.hooks, loaded.traps)
+    if flow is not None and flow.outputs:
+        checker.check_outputs(flow.outputs)
     check_template_places(data, sink)
     _report_traps(loaded.traps, explained, sink)
     if parts.schedule is not None:
@@ -198,10 +201,17 @@ def _validate_loaded(
         check_limits(flow, sink)
         if check_imports_too:
             check_imports(flow, flow_dir, sink)
+        check_subflows(flow, loaded.file, flow_dir, sink, _validate_child)
         if expand_too and not has_errors(sink.findings):
             check_run(flow, flow_dir, sink, now or time.time())
     findings = sort_findings(sink.findings)
     return Validation(loaded.file, flow_dir, None if has_errors(findings) else flow, findings)
+
+
+def _validate_child(path: Path, shown: str) -> tuple[Flow | None, list[Finding]]:
+    """A sub-flow's file validated on its own (:mod:`flows.subflow_checks`), named ``shown``."""
+    result = validate_loaded(load_file(path, shown), path.parent)
+    return result.flow, result.findings
 
 
 def _report_traps(

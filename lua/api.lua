@@ -61,6 +61,7 @@ local api = {}
 -- @include commands/lease
 -- @include commands/wait
 -- @include commands/backfill
+-- @include commands/subflow
 
 -- 'config.get' -> 'ConfigGet': the name a command's errors start with.
 local function display(command)

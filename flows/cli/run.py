@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import click
+from rich.console import Group
 from rich.live import Live
 from rich.table import Table
 from rich.text import Text
@@ -68,8 +69,9 @@ def styled(word: str) -> Text:
     return Text(word, style=STATUS_STYLE.get(word, ""))
 
 
-def render_run(view: RunView) -> Table:
-    """The run's steps as a table: status, progress, attempts, duration."""
+def render_run(view: RunView) -> Table | Group:
+    """The run's steps as a table: status, progress, attempts, duration; then the runs it is
+    linked to (its parent, its sub-flow steps' child runs)."""
     out = Table(
         title=Text.assemble(f"Run {view.run_id} ", styled(view.status)),
         title_justify="left",
@@ -85,7 +87,11 @@ def render_run(view: RunView) -> Table:
             str(step.attempts) if step.attempts else "",
             _seconds(step.duration),
         )
-    return out
+    links = [f"step {step.step}: child run {step.child}" for step in view.steps if step.child]
+    parent = view.record.get("parent_run")
+    if parent:
+        links.insert(0, f"child run of {parent} (step {view.record.get('parent_step', '')})")
+    return Group(out, Text("\n".join(links))) if links else out
 
 
 def _print_failures(client: Client, view: RunView) -> None:
@@ -269,6 +275,7 @@ def status(run_id: str | None, as_json: bool, redis_url: str | None, namespace: 
                         "finished": s.finished,
                         "duration": s.duration,
                         "attempts": s.attempts,
+                        "child": s.child,
                     }
                     for s in view.steps
                 ],

@@ -85,11 +85,15 @@ def load_or_exit(path: Path) -> Validation:
 def validate(files: tuple[Path, ...], output_format: str, check_imports: bool) -> None:
     """Check flow files: YAML, schema, graph, templates, schedule. Exit 1 on any error."""
     gc_pause.enable()  # a short single-threaded command: see flows.gc_pause
-    findings = [
-        finding
-        for path in files
-        for finding in validate_file(path, check_imports=check_imports, expand=True).findings
-    ]
+    # A sub-flow's findings come with its parent's (flows.subflow_checks): a file given too, or
+    # named by two parents, is reported once.
+    findings = list(
+        dict.fromkeys(
+            finding
+            for path in files
+            for finding in validate_file(path, check_imports=check_imports, expand=True).findings
+        )
+    )
     if output_format == "json":
         errors = sum(f.severity is Severity.ERROR for f in findings)
         report = {

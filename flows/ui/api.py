@@ -116,6 +116,7 @@ def _step_dict(step: StepView) -> dict[str, Any]:
         "started": step.started,
         "finished": step.finished,
         "duration": step.duration,
+        "child": step.child,
         "jobs": [_run_job(job) for job in step.jobs],
     }
 

@@ -172,6 +172,7 @@ def run(request: Request, ui: Ui, run_id: str) -> HTMLResponse:
         layout=drawn,
         steps=_counts(view),
         graph=graph,
+        children={step.step: step.child for step in view.steps if step.child},
     )
 
 

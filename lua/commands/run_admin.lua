@@ -10,11 +10,14 @@
 -- (all_done, one_failed: hooks like `finally`) that already ran because of the failure: they
 -- wait for their dependencies again.
 -- run.cancel cancels every job of the run that has not ended (complete, failed, expired); running
--- jobs' workers are told `canceled`. Both are one call: a run never shows half of either.
+-- jobs' workers are told `canceled`; a sub-flow step waiting for its child run cancels that run
+-- too, and a canceled child run releases the step waiting for it (commands/subflow.lua). Both
+-- are one call: a run never shows half of either.
 -- Errors: INVALID, NOTFOUND.
 -- @include args
 -- @include putting
 -- @include triggers
+-- @include runs
 
 local function run_jids(cmd, run_id)
   if redis.call('exists', Keys.run(run_id)) == 0 then
@@ -94,11 +97,13 @@ api['run.cancel'] = function(args)
     local fields = Job.load_for_delete(jid)
     if fields and fields.state ~= 'complete' and fields.state ~= 'failed' and fields.state ~= 'expired' then
       if fields.state == 'running' then Events.to_worker(fields.worker, 'canceled', jid) end
+      Runs.cancel_child(jid, fields)
       Events.log({ jid = jid, event = 'canceled', worker = fields.worker or '', queue = fields.queue or '' })
       Job.delete(jid, fields)
       canceled = canceled + 1
     end
   end
   redis.call('hset', Keys.run(run_id), 'canceled', Engine.now)
+  Runs.release_parent(run_id)
   return canceled
 end

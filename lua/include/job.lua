@@ -72,7 +72,7 @@ end
 -- The hash fields a job's description is made of (`described` reads them by position).
 local DESCRIBED = { 'jid', 'klass', 'state', 'queue', 'worker', 'priority', 'expires', 'retries',
   'remaining', 'data', 'tags', 'failure', 'spawned_from_jid', 'result', 'created', 'updated',
-  'grace', 'ttl', 'ttl_at', 'ttr', 'ckey', 'climit', 'throttle', 'parked', 'lost' }
+  'grace', 'ttl', 'ttl_at', 'ttr', 'ckey', 'climit', 'throttle', 'parked', 'lost', 'child' }
 
 -- The DESCRIBED fields of a job (absent ones false), or nil when there is no job.
 local function described_values(jid)
@@ -130,6 +130,7 @@ local function described(jid, values, tracked)
     throttle = values[23] or nil,
     parked = parked,
     lost = tonumber(values[25]), -- lost workers (include/reclaim.lua), once there was one
+    child = values[26] or nil, -- a sub-flow step's child run (commands/subflow.lua)
   }
 end
 

@@ -243,7 +243,8 @@ end
 -- Hash fields cleared before a put over an existing job writes it: its lock's grace, its result,
 -- its lost workers (a new life: include/reclaim.lua), our options (a put without them clears them), and the trigger when put back to the default.
 local function stale_fields(p)
-  local stale = { 'grace', 'result', 'lost', 'scheduled', 'wait', 'wait_since', 'wait_at',
+  -- `child`: a sub-flow step's child run (commands/subflow.lua); a put over it starts afresh.
+  local stale = { 'grace', 'result', 'lost', 'scheduled', 'wait', 'wait_since', 'wait_at', 'child',
     unpack(OPTION_FIELDS) }
   if p.trigger == 'all_success' then table.insert(stale, 'trigger') end
   return stale

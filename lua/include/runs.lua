@@ -144,7 +144,10 @@ function Runs.status(run_id)
     local state = redis.call('hget', Keys.job(jid), 'state')
     if state then
       any = true
-      if ACTIVE[state] then active = true; return true end
+      if ACTIVE[state] or (state == 'depends' and Runs.waits_for_child(jid)) then
+        active = true
+        return true
+      end
       if state == 'failed' or state == 'expired' then failed = true elseif state ~= 'complete' then waiting = true end
     end
     return false
@@ -157,14 +160,43 @@ function Runs.status(run_id)
   return 'succeeded'
 end
 
+-- Whether a job in state `depends` is a sub-flow step waiting for its child run
+-- (commands/subflow.lua): it makes progress by itself, as the child does.
+function Runs.waits_for_child(jid)
+  return redis.call('hexists', Keys.job(jid), 'child') == 1
+end
+
+-- A sub-flow step's job, canceled with its run (`fields` as Job.load_for_delete reads them):
+-- when it waits for its child run, that run is canceled too (and its own children).
+function Runs.cancel_child(jid, fields)
+  if fields.state ~= 'depends' then return end
+  local child = redis.call('hget', Keys.job(jid), 'child')
+  if child and Runs.exists(child) then Runs.cancel(child, 'its parent run was canceled', true) end
+end
+
+-- A canceled child run: its parent step, when it waits for it, waits no more (it reports the
+-- cancel when a worker runs it again).
+local function release_parent(run_id)
+  local parent = redis.call('hget', Keys.run(run_id), 'parent_jid')
+  if not parent then return end
+  local fields = Job.fields(parent, 'child')
+  if fields and fields.state == 'depends' and fields.child == run_id then
+    Job.drop_dependencies(parent)
+    Queue.release_dependent(parent)
+  end
+end
+Runs.release_parent = release_parent
+
 function Runs.active(run_id)
   return Runs.status(run_id) == 'running'
 end
 
 -- Cancel every unfinished job of a run at once (its complete and failed jobs stay), telling
 -- the workers of running ones, and mark the run canceled. A run's jobs depend only on each
--- other, so no job outside it is left waiting. Returns how many jobs were canceled.
-function Runs.cancel(run_id, reason)
+-- other, so no job outside it is left waiting but a sub-flow step waiting for this run (released
+-- unless `by_parent`: its own run is being canceled). Child runs its steps wait for are
+-- canceled with it. Returns how many jobs were canceled.
+function Runs.cancel(run_id, reason, by_parent)
   local victims = {}
   each_job(run_id, function(jid)
     local fields = Job.load_for_delete(jid)
@@ -174,12 +206,14 @@ function Runs.cancel(run_id, reason)
   for _, victim in ipairs(victims) do
     local jid, fields = victim[1], victim[2]
     if fields.state == 'running' then Events.to_worker(fields.worker, 'canceled', jid) end
+    Runs.cancel_child(jid, fields)
     Events.tracked('canceled', jid)
     Events.log({ jid = jid, event = 'canceled', worker = fields.worker or '',
       queue = fields.queue or '' })
     Job.delete(jid, fields)
   end
   redis.call('hset', Keys.run(run_id), 'canceled', Engine.now, 'canceled_reason', reason or '')
+  if not by_parent then release_parent(run_id) end
   Events.log({ event = 'run_canceled', run = run_id, jobs = #victims, reason = reason or '' })
   return #victims
 end

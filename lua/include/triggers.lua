@@ -9,7 +9,8 @@
 --               of them completed without a failure.
 -- A skipped job is complete with `skipped` set and history 'skipped'; an all_success dependent of
 -- a skipped job is skipped too. A blocked job counts as failed for its own dependents, so an
--- all_done job (a `finally` hook) downstream of a failure still runs.
+-- all_done job (a `finally` hook) downstream of a failure still runs. A step waiting for its child
+-- run (field `child`, commands/subflow.lua) is released by the rule all_done.
 -- @include keys
 -- @include engine
 -- @include events
@@ -20,8 +21,11 @@ local Deps = {}
 Deps.RULES = { all_success = true, none_failed = true, all_done = true, one_failed = true }
 
 local function rule_of(jid)
-  local fields = Job.fields(jid, 'trigger')
+  local fields = Job.fields(jid, 'trigger', 'child')
   if not fields then return nil, nil end
+  -- A step waiting for its child run waits until each job it waits for is done
+  -- (commands/subflow.lua).
+  if fields.child and fields.state == 'depends' then return fields.state, 'all_done' end
   return fields.state, fields.trigger or 'all_success'
 end
 

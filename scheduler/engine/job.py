@@ -146,6 +146,7 @@ _DETAIL_READERS: dict[str, Callable[[Mapping[str, Any]], Any]] = {
     "deadline": lambda raw: optional_number(raw.get("deadline")),
     "concurrency_limit": _limit,
     "parked": lambda raw: raw.get("parked") or None,
+    "child": lambda raw: raw.get("child") or None,
 }
 
 
@@ -165,7 +166,8 @@ class Job:
     ``ttl``; :meth:`ttl` is the lock's time left), ``deadline`` (when the job expires unless it
     has started; set once it is ready), ``ttr``, ``concurrency_key``, ``concurrency_limit``,
     ``throttle``, and ``parked`` (``"concurrency_key"`` or ``"throttle"`` while the waiting job
-    waits for a slot).
+    waits for a slot). ``child``: the run a flow's sub-flow step started (the step waits for it
+    while in state ``depends``), None for any other job.
 
     A job made from a worker's lean pop (``pop.lean``) holds the fields a worker needs; the
     others (history, failure, dependents, ...) are read from the engine when first asked for.
@@ -200,6 +202,7 @@ class Job:
     deadline: float | None
     concurrency_limit: int | None
     parked: str | None
+    child: str | None
 
     def __init__(self, client: Client, raw: Mapping[str, Any]) -> None:
         self.client = client
@@ -289,6 +292,7 @@ class Job:
             "updated": self.updated,
             "expires": self.expires,
             "tracked": self.tracked,
+            **({"child": self.child} if self.child else {}),
             **self.put_options(),
         }
 

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from scheduler.worker.outcomes import (
         BuryJob,
         FailJob,
+        HandedOver,
         ReleaseJob,
         RetryJob,
         RetryPolicy,
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
 _EXPORTS: dict[str, str] = {
     "BuryJob": "scheduler.worker.outcomes",
     "FailJob": "scheduler.worker.outcomes",
+    "HandedOver": "scheduler.worker.outcomes",
     "JobContext": "scheduler.worker.context",
     "ReleaseJob": "scheduler.worker.outcomes",
     "RetryJob": "scheduler.worker.outcomes",
@@ -48,6 +50,7 @@ __getattr__ = lazy_exports(__name__, globals(), _EXPORTS)
 __all__ = [
     "BuryJob",
     "FailJob",
+    "HandedOver",
     "JobContext",
     "ReleaseJob",
     "RetryJob",

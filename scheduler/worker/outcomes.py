@@ -6,7 +6,9 @@ A job function may raise:
 * :class:`FailJob` -- fail now in a named group, without using the remaining retries;
 * :class:`ReleaseJob` -- hand me back without using a retry (Tarantool's release), optionally later;
 * :class:`BuryJob` -- take me out of circulation without failing me (Tarantool's bury) until an
-  operator kicks me (``flows kick QUEUE``).
+  operator kicks me (``flows kick QUEUE``);
+* :class:`HandedOver` -- I handed the job on myself, in an engine call that took it from this
+  worker (a flow's sub-flow step waiting for its child run): there is nothing to report.
 
 A worker's ``prepare`` hook may raise :class:`FailJob`, or :class:`SkipJob` -- complete without
 running, as skipped: dependents that need its success are skipped too (a flow step whose ``if:``
@@ -67,6 +69,15 @@ class BuryJob(JobOutcome):
     def __init__(self, message: str = ""):
         super().__init__(message or "buried")
         self.message = message
+
+
+class HandedOver(JobOutcome):
+    """The job function's own engine call took the job from this worker (its lock is gone):
+    the worker reports nothing and lets it go."""
+
+    def __init__(self, message: str = ""):
+        super().__init__(message or "handed over")
+        self.message = message or "handed over"
 
 
 class JobInterrupted(BaseException):

@@ -2,7 +2,7 @@
 
 :func:`run` calls the job's function inside the job's sandbox and maps what happened to an
 :class:`Outcome` (complete with a result, retry with a delay, fail in a group, release, bury, or
-lost: nothing to report because the worker no longer holds the job). The worker applies outcomes.
+handed or lost: nothing to report, the worker no longer holds the job). The worker applies outcomes.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from scheduler.worker.imports import KlassNotFound, add_paths, resolve
 from scheduler.worker.outcomes import (
     BuryJob,
     FailJob,
+    HandedOver,
     JobInterrupted,
     ReleaseJob,
     RetryJob,
@@ -27,7 +28,7 @@ from scheduler.worker.outcomes import (
 
 MAX_MESSAGE = 16384
 
-Kind = Literal["complete", "skip", "retry", "fail", "release", "bury", "lost"]
+Kind = Literal["complete", "skip", "retry", "fail", "release", "bury", "handed", "lost"]
 
 
 @dataclass(frozen=True)
@@ -70,6 +71,15 @@ def _json_result(value: Any) -> Any:
     return value
 
 
+def _chosen(chosen: ReleaseJob | BuryJob | HandedOver) -> Outcome:
+    """The outcome a job chose that uses no retry and reports no result."""
+    if isinstance(chosen, ReleaseJob):
+        return Outcome("release", delay=chosen.delay)
+    if isinstance(chosen, BuryJob):
+        return Outcome("bury", message=_tail(chosen.message))
+    return Outcome("handed", message=_tail(chosen.message))
+
+
 def run(ctx: JobContext) -> Outcome:
     """Run the job's function and return what should happen to the job."""
     try:
@@ -91,10 +101,8 @@ def run(ctx: JobContext) -> Outcome:
         )
     except FailJob as fail:
         return failure(fail.group, fail.message or fail.group)
-    except ReleaseJob as release:
-        return Outcome("release", delay=release.delay)
-    except BuryJob as bury:
-        return Outcome("bury", message=_tail(bury.message))
+    except (ReleaseJob, BuryJob, HandedOver) as chosen:
+        return _chosen(chosen)
     except Exception as error:
         if ctx.stopping:
             # The job failed because we stopped it (e.g. its subprocess was killed).

@@ -649,6 +649,8 @@ class Worker:
             elif outcome.kind == "bury":
                 job.bury(outcome.message or None)
                 log.warning("job %s buried: %s", job.jid, outcome.message or "(no reason)")
+            elif outcome.kind == "handed":
+                log.info("job %s handed over: %s", job.jid, outcome.message)
             else:
                 log.warning(
                     "job %s stopped (%s) after %.1f ms; not reported",

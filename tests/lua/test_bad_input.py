@@ -635,6 +635,13 @@ for command in ("run.retry", "run.cancel"):
     case(command, [], InvalidArgument, "run_id", id="missing")
     ids(command, [], "run_id")
     case(command, ["no-such-run"], JobNotFound, "no-such-run", id="unknown")
+# sub-flow steps (their engine-level behaviour in test_subflow.py)
+case("subflow.wait", [], InvalidArgument, "jid", id="missing")
+case("subflow.wait", ["j", "w"], InvalidArgument, "queue", id="missing-queue")
+case("subflow.wait", ["j", "w", "q"], InvalidArgument, "child_run_id", id="missing-child")
+case("subflow.wait", ["j", "w", "q", "x-jobs"], InvalidArgument, "child_run_id", id="reserved")
+case("subflow.wait", ["j", "w", "q", "c", "{}"], InvalidArgument, "run and jobs", id="half")
+case("subflow.wait", ["no-such", "w", "q", "c"], JobNotFound, "no-such", id="unknown-job")
 for command in ("put", "requeue"):
     case(command, [*PUT, "trigger", "sometimes"], InvalidArgument, "trigger", id="bad-trigger")
 case(

@@ -16,7 +16,9 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 WHEN = datetime(2025, 1, 31, 2, tzinfo=UTC)
 
 
-@pytest.mark.parametrize("name", ["etl", "fanout", "shell", "nightly", "minutely", "approval"])
+@pytest.mark.parametrize(
+    "name", ["etl", "fanout", "shell", "nightly", "minutely", "approval", "subflow", "report"]
+)
 def test_example_is_clean(name: str) -> None:
     result = validate_file(EXAMPLES / f"{name}.yaml", check_imports=True, now=WHEN.timestamp())
     assert result.findings == []

@@ -219,7 +219,8 @@ CASES = {
     ),
     "no action": Case(
         "missing-action",
-        "add 'run: <shell command>' or 'job: <module>.<callable>'",
+        "add 'run: <shell command>' or 'job: <module>.<callable>',"
+        " or 'flow: <file>' for a sub-flow",
         "steps:\n  a: {queue: q}\n",
         "steps:\n  a: {queue: q, run: 'true'}\n",
     ),

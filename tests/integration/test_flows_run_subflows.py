@@ -1,0 +1,264 @@
+"""End to end: a flow's ``flow:`` step runs a child flow on the embedded server through the
+``flows`` CLI; its outputs reach a later parent step, its failure fails the step until
+``flows retry PARENT`` fixes it, and canceling the parent cancels the child."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from textwrap import dedent
+from typing import Any
+
+import pytest
+import redis
+from click.testing import CliRunner, Result
+from helpers import assert_unchanged
+
+from flows.cli import main
+from flows.runs import load_run
+from flows.worker_hook import prepare
+from scheduler.embedded import EmbeddedServer
+from scheduler.engine.client import Client
+from scheduler.worker import Worker
+
+CHILD = """\
+version: 1
+name: report
+queue: reports
+params:
+  day: {type: date}
+  n: {type: string}
+steps:
+  check:
+    run: test -f "$MARKER" || { echo "no marker yet" >&2; exit 3; }
+    env: {MARKER: "${{ params.n }}"}
+  count:
+    needs: [check]
+    run: echo "total=counted-${{ params.day }}" >> "$FLOWS_OUTPUT"
+    outputs: [total]
+outputs:
+  total: "${{ steps.count.outputs.total }}"
+"""
+
+PARENT = """\
+version: 1
+name: parent
+steps:
+  process:
+    run: echo "marker=$MARKER_PATH" >> "$FLOWS_OUTPUT"
+    env: {MARKER_PATH: "@MARKER@"}
+    outputs: [marker]
+  child:
+    flow: report.yaml
+    with: {day: "${{ run.logical_date }}", n: "${{ steps.process.outputs.marker }}"}
+    needs: [process]
+  use:
+    needs: [child]
+    run: echo "got ${{ steps.child.outputs.total }}" > used.txt
+outputs:
+  total: "${{ steps.child.outputs.total }}"
+"""
+
+
+@pytest.fixture
+def cli(
+    server: EmbeddedServer, redis_client: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> CliRunner:
+    monkeypatch.setenv("FLOWS_REDIS_URL", server.url)
+    return CliRunner()
+
+
+@pytest.fixture
+def client(server: EmbeddedServer, redis_client: redis.Redis) -> Client:
+    return Client(server.url)
+
+
+def flows(cli: CliRunner, *args: str) -> Result:
+    return cli.invoke(main, list(args), catch_exceptions=False)
+
+
+def status(cli: CliRunner, run_id: str) -> dict[str, Any]:
+    result = flows(cli, "status", "--json", run_id)
+    assert result.exit_code == 0, result.output
+    out: dict[str, Any] = json.loads(result.stdout)
+    return out
+
+
+def write(folder: Path, marker: str = "MARKER") -> Path:
+    (folder / "report.yaml").write_text(CHILD)
+    parent = folder / "parent.yaml"
+    parent.write_text(PARENT.replace("@MARKER@", str(folder / marker)))
+    return parent
+
+
+def steps(run: dict[str, Any]) -> dict[str, str]:
+    return {s["step"]: s["status"] for s in run["steps"]}
+
+
+def test_the_child_runs_and_its_outputs_reach_a_later_parent_step(
+    cli: CliRunner, tmp_path: Path
+) -> None:
+    parent = write(tmp_path)
+    (tmp_path / "MARKER").touch()
+    result = flows(cli, "run", str(parent), "--logical-time", "2026-03-01T02:00:00Z")
+    assert result.exit_code == 0, result.output
+    run_id = result.output.split("submitted run ")[1].split()[0]
+    assert (tmp_path / "used.txt").read_text() == "got counted-2026-03-01\n"
+
+    parent_run = status(cli, run_id)
+    child_id = f"{run_id}.child"
+    assert parent_run["status"] == "succeeded"
+    step = next(s for s in parent_run["steps"] if s["step"] == "child")
+    assert step["child"] == child_id and step["attempts"] == 1
+    assert f"step child: child run {child_id}" in flows(cli, "status", run_id).output
+
+    child = status(cli, child_id)
+    assert child["status"] == "succeeded"
+    assert child["record"]["parent_run"] == run_id and child["record"]["parent_step"] == "child"
+    assert child["record"]["params"] == {"day": "2026-03-01", "n": str(tmp_path / "MARKER")}
+    assert f"child run of {run_id} (step child)" in flows(cli, "status", child_id).output
+    job = json.loads(flows(cli, "job", f"{run_id}:child", "--json").stdout)
+    assert job["result"] == {"total": "counted-2026-03-01"}
+
+
+def test_a_failed_child_fails_its_step_until_a_retry_of_the_parent_after_the_fix(
+    cli: CliRunner, tmp_path: Path
+) -> None:
+    parent = write(tmp_path)
+    result = flows(cli, "run", str(parent))
+    assert result.exit_code == 1, result.output
+    run_id = result.output.split("submitted run ")[1].split()[0]
+    child_id = f"{run_id}.child"
+    assert steps(status(cli, run_id)) == {
+        "process": "success",
+        "child": "failed",
+        "use": "upstream_failed",
+    }
+    assert steps(status(cli, child_id)) == {"check": "failed", "count": "upstream_failed"}
+    job = json.loads(flows(cli, "job", f"{run_id}:child", "--json").stdout)
+    assert job["failure"]["group"] == "subflow-failed"
+    message = job["failure"]["message"]
+    assert f"child run {child_id} failed" in message
+    assert f"{child_id}:check failed: exit-code-3" in message
+    assert f"flows retry {run_id}" in message
+
+    (tmp_path / "MARKER").touch()  # the child's cause fixed
+    again = flows(cli, "retry", run_id)
+    assert again.exit_code == 0, again.output
+    assert steps(status(cli, run_id)) == {
+        "process": "success",
+        "child": "success",
+        "use": "success",
+    }
+    assert status(cli, child_id)["status"] == "succeeded"
+    assert (tmp_path / "used.txt").read_text().startswith("got counted-")
+
+
+@pytest.fixture
+def parent_worker(server: EmbeddedServer) -> Iterator[None]:
+    """A worker for the parent's queue only: its sub-flow step starts the child, whose jobs
+    (queue reports) nobody takes."""
+    worker = Worker(Client(server.url), ["default"], prepare=prepare, poll_interval=0.1)
+    thread = threading.Thread(target=worker.run, daemon=True)
+    thread.start()
+    yield
+    worker.stop()
+    thread.join(10)
+
+
+def until(check: Any, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.05)
+
+
+def test_canceling_the_parent_cancels_the_child(
+    cli: CliRunner, client: Client, tmp_path: Path, parent_worker: None
+) -> None:
+    parent = write(tmp_path)
+    run_id = flows(cli, "run", "--detach", str(parent)).stdout.strip()
+    child_id = f"{run_id}.child"
+
+    def waiting_for_child() -> bool:
+        view = load_run(client, run_id)
+        return view is not None and any(s.child and s.status == "running" for s in view.steps)
+
+    until(waiting_for_child)
+    assert status(cli, child_id)["status"] == "running"
+    assert status(cli, run_id)["status"] == "running"
+    result = flows(cli, "cancel", run_id)
+    assert result.exit_code == 0, result.output
+    assert status(cli, run_id)["status"] == "canceled"
+    assert status(cli, child_id)["status"] == "canceled"
+    assert client.queues["reports"].counts()["waiting"] == 0
+
+
+def test_a_child_that_is_not_a_valid_flow_refuses_the_parent_before_anything_runs(
+    cli: CliRunner, redis_client: redis.Redis, tmp_path: Path
+) -> None:
+    parent = write(tmp_path)
+    (tmp_path / "report.yaml").write_text(dedent(CHILD).replace("day: {type: date}", "day: {}x"))
+    with assert_unchanged(redis_client):
+        result = flows(cli, "run", str(parent))
+    assert result.exit_code == 1
+    assert f"{tmp_path / 'report.yaml'}:" in result.output
+    assert "parent.yaml:9:11: error: step 'child': sub-flow" in result.output
+
+
+def test_params_known_only_at_run_time_are_checked_then(cli: CliRunner, tmp_path: Path) -> None:
+    (tmp_path / "child.yaml").write_text(
+        "version: 1\nname: child\nparams:\n  count: {type: int}\nsteps:\n  a: {run: 'true'}\n"
+    )
+    parent = tmp_path / "parent.yaml"
+    parent.write_text(
+        "version: 1\nname: parent\nsteps:\n"
+        '  size:\n    run: echo count=many >> "$FLOWS_OUTPUT"\n'
+        "  child:\n    flow: child.yaml\n    needs: [size]\n"
+        "    with: {count: '${{ steps.size.outputs.count }}'}\n"
+    )
+    assert flows(cli, "validate", str(parent)).exit_code == 0
+    result = flows(cli, "run", str(parent))
+    assert result.exit_code == 1
+    run_id = result.output.split("submitted run ")[1].split()[0]
+    job = json.loads(flows(cli, "job", f"{run_id}:child", "--json").stdout)
+    assert job["failure"]["group"] == "subflow-invalid"
+    assert "param 'count'" in job["failure"]["message"]
+    assert flows(cli, "status", f"{run_id}.child").exit_code == 1  # nothing was submitted
+
+
+@pytest.mark.slow  # a killed idle worker holds what is handed to it until its lease is reaped
+def test_a_worker_killed_while_the_child_runs_loses_nothing(
+    server: EmbeddedServer, cli: CliRunner, client: Client, tmp_path: Path
+) -> None:
+    """The step waits in the engine, not in a worker: kill -9 of the worker that started the
+    child changes nothing, and a worker that comes later finishes the run."""
+    parent = write(tmp_path)
+    (tmp_path / "MARKER").touch()
+    run_id = flows(cli, "run", "--detach", str(parent)).stdout.strip()
+    command = [str(Path(sys.executable).parent / "flows"), "worker", "--redis", server.url]
+    first = subprocess.Popen([*command, "-q", "default"], cwd=tmp_path)  # not the child's queue
+    try:
+
+        def waiting_for_child() -> bool:
+            view = load_run(client, run_id)
+            return view is not None and any(s.child and s.status == "running" for s in view.steps)
+
+        until(waiting_for_child)
+    finally:
+        first.send_signal(signal.SIGKILL)
+        first.wait(10)
+    second = subprocess.Popen([*command, "-q", "default,reports"], cwd=tmp_path)
+    try:
+        until(lambda: status(cli, run_id)["status"] != "running", timeout=90)
+    finally:
+        second.terminate()
+        second.wait(20)
+    assert status(cli, run_id)["status"] == "succeeded"
+    assert (tmp_path / "used.txt").read_text().startswith("got counted-")
