@@ -69,7 +69,10 @@ def test_the_template_becomes_one_job_per_item_and_dependents_wait_for_all(lua: 
     for jid in items(3):
         job = lua.job(jid)
         assert job is not None and job["state"] == "waiting"
-        assert json.loads(job["data"]) == {"name": "${{ f }}", "_flows": {"run": RUN, "step": "process"}}
+        assert json.loads(job["data"]) == {
+            "name": "${{ f }}",
+            "_flows": {"run": RUN, "step": "process"},
+        }
         assert job["tags"] == ["nightly"]
         assert lua.r.hmget(lua.key(f"j:{jid}"), "ckey", "climit", "needs") == [
             f"{RUN}:process",
@@ -79,7 +82,9 @@ def test_the_template_becomes_one_job_per_item_and_dependents_wait_for_all(lua: 
     for dependent in (JOIN, FINALLY):
         job = lua.job(dependent)
         assert job is not None
-        assert set(job["dependencies"]) == set(items(3)) | ({JOIN} if dependent == FINALLY else set())
+        assert set(job["dependencies"]) == set(items(3)) | (
+            {JOIN} if dependent == FINALLY else set()
+        )
     assert json.loads(lua.r.hget(lua.key(f"j:{FINALLY}"), "needs")) == [LIST, *items(3), JOIN]
     # max_parallel holds for the items: two of three start.
     assert sorted(lua.pop_jids("q", "w1", count=3, now=T0 + 2)) == items(2)
@@ -128,7 +133,10 @@ def test_items_wait_for_the_templates_other_open_needs(lua: Lua) -> None:
         ({"files": "a.csv"}, 'output "files" is text that is not a JSON array'),
         ({"other": []}, 'the producer has no output "files"'),
         ([1, 2], 'the producer has no output "files"'),
-        ({"files": list(range(limits.MAX_FANOUT_ITEMS + 1))}, "10001 items, more than the limit of 10000"),
+        (
+            {"files": list(range(limits.MAX_FANOUT_ITEMS + 1))},
+            "10001 items, more than the limit of 10000",
+        ),
     ],
     ids=["object", "number", "text", "missing", "not-an-object", "too-many"],
 )
