@@ -239,3 +239,17 @@ def test_shell_steps_fan_out_from_a_json_list_output(cli: CliRunner, tmp_path: P
     assert (tmp_path / "item-0]").read_text() == "a b.csv"
     assert (tmp_path / "item-1]").read_text() == "$(touch PWNED)"
     assert json.loads((tmp_path / "report.out").read_text()) == ["a b.csv", "$(touch PWNED)"]
+
+
+def test_example_files_counts_every_file_of_the_day(
+    cli: CliRunner, client: Client, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FLOWS_EXAMPLE_OUT", str(tmp_path / "out"))
+    result = flows(cli, "run", str(EXAMPLES / "files.yaml"), "-p", "day=2025-01-31")
+    assert result.exit_code == 0, result.output
+    status = status_json(cli)
+    steps = steps_of(status)
+    files = sorted((tmp_path / "out" / "2025-01-31" / "files").iterdir())
+    assert len(steps["count"]["jobs"]) == len(files) >= 3  # type: ignore[arg-type]
+    rows = sum(len(path.read_text().splitlines()) - 1 for path in files)
+    assert client.jobs[f"{status['id']}:total"].result == {"files": len(files), "rows": rows}
