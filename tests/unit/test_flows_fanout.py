@@ -12,7 +12,14 @@ from flows_support import valid
 
 from flows.expand import expand
 from flows.fanout import MAX_ITEMS, FanoutError, item_index, items_of, source_of
-from flows.outputs import META_KEY, FlowsMeta, UnresolvedReference, UpstreamJob, resolve_payload
+from flows.outputs import (
+    META_KEY,
+    FlowsMeta,
+    UnresolvedReference,
+    UpstreamJob,
+    condition_holds,
+    resolve_payload,
+)
 from flows.run_specs import job_spec
 from scheduler.engine import limits
 
@@ -144,3 +151,20 @@ def test_a_reader_sees_the_items_or_the_template() -> None:
     assert meta.expanded(empty).upstream["process"].jids == ()
     failed = upstream({"files": 3}, **{f"{RUN}:process": UpstreamJob("failed")})
     assert meta.expanded(failed).upstream["process"].jids == (f"{RUN}:process",)
+
+
+def test_an_items_condition_reads_its_item() -> None:
+    flow = FLOW.replace(
+        "    job: tasks.process\n", '    job: tasks.process\n    if: "f.size > 1"\n'
+    )
+    puts = expand(
+        valid(flow),
+        run_id=RUN,
+        logical_time=datetime(2026, 1, 1, tzinfo=UTC),
+        flow_dir=PurePath("/srv"),
+    )
+    meta = FlowsMeta.from_data(dict(puts[1].data))
+    assert meta is not None and meta.condition is not None
+    found = upstream({"files": [{"size": 1}, {"size": 2}]})
+    holds = [condition_holds(meta, found, meta.item(f"{RUN}:process[{i}]", found)) for i in (0, 1)]
+    assert holds == [False, True]
