@@ -166,11 +166,12 @@ def test_the_limit_is_the_same_number_in_python_and_lua(lua: Lua) -> None:
     assert len(run_jobs(lua)) == 3 + limits.MAX_FANOUT_ITEMS
 
 
-def test_a_refused_complete_expands_nothing(lua: Lua) -> None:
+@pytest.mark.parametrize("files", [["a"], {"a": 1}], ids=["list", "not-a-list"])
+def test_a_refused_complete_expands_and_fails_nothing(lua: Lua, files: Any) -> None:
     submit(lua)
     assert lua.pop_jids("q", "w1", now=T0 + 1) == [LIST]
     with unchanged(lua.r), pytest.raises(LockLost):
-        lua.complete(LIST, "w2", now=T0 + 1, result=json.dumps({"files": ["a"]}))
+        lua.complete(LIST, "w2", now=T0 + 1, result=json.dumps({"files": files}))
 
 
 def test_complete_many_expands_too(lua: Lua) -> None:
