@@ -36,6 +36,7 @@ class Sizes:
     memory: int = 10_000  # jobs whose memory is measured
     flow: int = 10_000  # steps of the validate + expand + submit + run flow
     schedules: int = 10_000  # cron schedules due in the same minute
+    fanout: int = 10_000  # items of a fan-out from one producer's output
 
     def replace(self, **changes: int) -> Sizes:
         return dataclasses.replace(self, **changes)
@@ -52,6 +53,7 @@ SMOKE = Sizes(
     memory=300,
     flow=200,
     schedules=50,
+    fanout=300,
 )
 
 

@@ -34,6 +34,7 @@ if __package__ in (None, ""):  # run as a script: make the repository importable
 
 from benchmarks import report
 from benchmarks.context import APPENDFSYNC, REPO_ROOT, SMOKE, Bench, Sizes, private_server
+from benchmarks.fanoutbench import fanout_figures
 from benchmarks.figures import Figure
 from benchmarks.flowbench import cron_figures, flow_figures
 from benchmarks.latency import latency_figures
@@ -56,6 +57,7 @@ GROUPS: dict[str, Group] = {
     "flow": flow_figures,
     "cron": cron_figures,
     "logs": log_figures,
+    "fanout": fanout_figures,
 }
 DEFAULT_JSON = REPO_ROOT / "benchmarks" / "results" / "latest.json"
 

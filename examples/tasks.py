@@ -112,6 +112,35 @@ def total(job: Job) -> dict[str, Any]:
     return {"total": sum(squares), "count": len(squares)}
 
 
+# -- files (a fan-out from an output) ----------------------------------------------------------
+
+
+def list_files(job: Job) -> dict[str, Any]:
+    """Write the day's CSV files (how many depends on the day) and list their names."""
+    day = job.data["day"]
+    rng = random.Random(f"files-{day}")
+    folder = _folder(day) / "files"
+    folder.mkdir(exist_ok=True)
+    files = []
+    for index in range(rng.randint(3, 8)):
+        name = f"part-{index:02d}.csv"
+        rows = [f"{rng.randint(1, 999)},{rng.choice(PRODUCTS)}" for _ in range(rng.randint(1, 50))]
+        (folder / name).write_text("\n".join(["amount,product", *rows]) + "\n")
+        files.append(name)
+    return {"folder": str(folder), "files": files}
+
+
+def count_rows(job: Job) -> dict[str, Any]:
+    """The rows of one file (the header left out)."""
+    path = Path(job.data["folder"]) / job.data["name"]
+    return {"file": job.data["name"], "rows": len(path.read_text().splitlines()) - 1}
+
+
+def sum_rows(job: Job) -> dict[str, Any]:
+    """Add up the rows of every file (a fan-out step's outputs arrive in item order)."""
+    return {"files": len(job.data["rows"]), "rows": sum(job.data["rows"])}
+
+
 # -- nightly-report ---------------------------------------------------------------------------
 
 

@@ -12,8 +12,10 @@ steps' outputs and status stay in the job data for the worker (:mod:`flows.outpu
 contract). In a shell command every template, whatever it names, becomes an environment variable
 (:mod:`flows.shell_command`): values are data there, never shell syntax.
 
-``foreach.items`` must be known now: a list, or a param (validation refuses step outputs there,
-since the number of jobs of a run is fixed when it is submitted).
+``foreach.items`` is a list or a param, known now, or another step's output
+(``${{ steps.list.outputs.files }}``): then the step is one template job ``<run id>:<step>``
+that the engine turns into its items when the producer completes (:mod:`flows.fanout`); its
+payload keeps the foreach variable as a template, resolved by the worker like step outputs.
 
 Hooks depend on every job of the run: ``on_success`` with trigger rule ``none_failed`` (a step
 skipped by its own trigger rule is no failure), ``on_failure`` with ``one_failed``, ``finally``
@@ -31,6 +33,7 @@ from typing import Any, Final
 
 from flows import conditions
 from flows.dag import topological_steps
+from flows.fanout import FANOUT_KEY, Source, source_of
 from flows.gc_pause import gc_paused
 from flows.model import (
     MAX_FOREACH_ITEMS,
@@ -92,6 +95,8 @@ class PutRequest:
     ttl: float | None = None
     throttle: str | None = None
     wait: Mapping[str, Any] | None = None
+    fanout: tuple[str, str] | None = None
+    """A fan-out step's template: (the producer's jid, the output holding the items)."""
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready mapping of every field."""
@@ -115,6 +120,7 @@ class PutRequest:
             "ttl": self.ttl,
             "throttle": self.throttle,
             "wait": None if self.wait is None else dict(self.wait),
+            "fanout": list(self.fanout) if self.fanout else None,
         }
 
 
@@ -138,6 +144,7 @@ class _Origin:
     trigger_rule: TriggerRule
     delay: float = 0.0
     max_parallel: int | None = None
+    fanout: Source | None = None
 
 
 @dataclass
@@ -162,7 +169,8 @@ class _Scope:
             if root == RUN:
                 return select(self.run, rest, reference)
             if root == self.item_name:
-                return select(self.item, rest, reference)
+                # A fan-out's item is known when its job starts (flows.outputs).
+                return KEEP if self.item is KEEP else select(self.item, rest, reference)
         except KeyError as error:
             raise ExpansionError(str(error.args[0])) from None
         raise ExpansionError(f"{reference}: unknown reference")
@@ -227,6 +235,7 @@ class _Expander:
         self.puts: list[PutRequest] = []
         self.settings = FlowSettings(flow)
         self.retries: dict[int, dict[str, Any]] = {}  # id(settings.retry) -> it as JSON
+        self.fanouts: dict[str, Source] = {}  # fan-out step -> where its items come from
 
     def add_step(self, step_id: str, step: Step) -> None:
         depends = [jid for need in dict.fromkeys(step.needs) for jid in self.jids[need]]
@@ -248,6 +257,15 @@ class _Expander:
         if step.foreach is None:
             self.jids[step_id] = [f"{self.run_id}:{step_id}"]
             self.put(origin, self.jids[step_id][0], None, depends, _Scope(self.params, self.run))
+            return
+        source = source_of(step.foreach.items)
+        if source is not None:
+            # One template job; the engine puts the items when the producer completes.
+            origin.fanout = self.fanouts[step_id] = source
+            self.jids[step_id] = [f"{self.run_id}:{step_id}"]
+            scope = _Scope(self.params, self.run, step.foreach.as_, KEEP)
+            scope.read_steps[source.step] = None  # the worker reads the items from its outputs
+            self.put(origin, self.jids[step_id][0], None, depends, scope)
             return
         items = self.items(step_id, step)
         self.jids[step_id] = [f"{self.run_id}:{step_id}[{i}]" for i in range(len(items))]
@@ -322,9 +340,7 @@ class _Expander:
         for step_id in scope.read_steps:
             if step_id not in self.jids:  # validation reports such references first
                 raise ExpansionError(f"{origin.name}: reads steps.{step_id}, which is not upstream")
-            upstream[step_id] = Upstream(
-                tuple(self.jids[step_id]), self.flow.steps[step_id].fans_out
-            )
+            upstream[step_id] = self.upstream(step_id)
         meta = meta_json(
             self.run_id,
             self.flow.name,
@@ -339,6 +355,14 @@ class _Expander:
         )
         if condition is not None:
             meta[CONDITION_KEY] = condition
+        fanout = origin.fanout
+        if fanout is not None:
+            assert isinstance(action, Step) and action.foreach is not None
+            meta[FANOUT_KEY] = {
+                "from": fanout.step,
+                "output": fanout.output,
+                "as": action.foreach.as_,
+            }
         limit = origin.max_parallel
         self.puts.append(
             PutRequest(
@@ -360,6 +384,7 @@ class _Expander:
                 concurrency_limit=limit,
                 ttl=settings.ttl,
                 throttle=settings.throttle,
+                fanout=(self.jids[fanout.step][0], fanout.output) if fanout else None,
             )
         )
 
@@ -397,6 +422,17 @@ class _Expander:
                 heartbeat=None,
                 wait=wait,
             )
+        )
+
+    def upstream(self, step_id: str) -> Upstream:
+        """How a reader finds the jobs of ``step_id``: a fan-out step by its template and its
+        producer's output."""
+        source = self.fanouts.get(step_id)
+        if source is None:
+            return Upstream(tuple(self.jids[step_id]), self.flow.steps[step_id].fans_out)
+        producer = self.jids[source.step][0]
+        return Upstream(
+            tuple(self.jids[step_id]), True, {"from": producer, "output": source.output}
         )
 
     def condition(self, origin: _Origin, scope: _Scope) -> dict[str, Any] | None:

@@ -147,7 +147,8 @@ def _foreach_items(value: object) -> object:
     raise problem(
         "foreach_items",
         f"foreach.items must be a list, or one template such as '${{{{ params.regions }}}}' "
-        f"that names an array param; got {value!r}",
+        f"that names an array param or '${{{{ steps.list.outputs.files }}}}' (an output of a "
+        f"step it needs); got {value!r}",
         "write the items as a YAML list, or declare an array param and reference it",
     )
 
@@ -301,7 +302,9 @@ class Foreach(_Model):
     """Run the step once per item; dependents wait for every item."""
 
     items: ForeachItems
-    """A list, or a template naming an array param; known when the run is submitted."""
+    """A list, a template naming an array param, or one naming an output of a step this step
+    needs (`${{ steps.list.outputs.files }}`): then the items are made when that step
+    completes, at most 10,000 (see Fan-out from outputs)."""
     as_: Identifier = Field(default="item", alias="as")
     """Name of the item in templates: `${{ item }}`, `${{ item.key }}` for mapping items."""
     max_parallel: int | None = Field(default=None, ge=1, le=MAX_FOREACH_ITEMS)

@@ -19,6 +19,11 @@ A ``wait`` job (a ``wait:`` step) has klass :data:`WAIT_KLASS` and no payload: n
 it. The engine completes it with a signal's data as its result (``lua/commands/wait.lua``), so
 ``steps.<wait>.outputs.<key>`` reads the signal's data like any step's outputs.
 
+``fanout`` is there only for the jobs of a fan-out step (:mod:`flows.fanout`): ``{"from":
+"<producer step>", "output": "<key>", "as": "<item name>"}``; an ``upstream`` entry of a
+fan-out step also has ``"fanout": {"from": "<producer jid>", "output": "<key>"}`` and lists its
+template's jid (the worker finds the items: :meth:`FlowsMeta.expanded`).
+
 ``if`` is there only for a step with a condition: ``values`` holds what expansion resolved (its
 params, run fields and foreach variable, by reference text); its step references are keys of
 ``upstream``.
@@ -40,6 +45,9 @@ true). Shell commands never hold them: expansion moves each into an environment 
 3. when the meta has ``if``: :func:`condition_holds` (false: complete the job as skipped,
    without running it; :class:`flows.conditions.ConditionError` fails it, group
    ``flows-condition``);
+   Before that, a fan-out step read upstream is :meth:`FlowsMeta.expanded` into its items
+   (fetched too: :meth:`FlowsMeta.items_to_fetch`), and a fan-out item finds its item
+   (:meth:`FlowsMeta.item`), passed to both calls;
 4. ``payload = resolve_payload(job.data, {jid: UpstreamJob(state, result, skipped), ...})``
    (``skipped``: :func:`was_skipped` of its history), which drops the meta key, resolves every
    step reference (single pass) and, for shell jobs, turns env values into text;
@@ -62,10 +70,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Final
 
 from flows import conditions
+from flows.fanout import FANOUT_KEY, FanoutError, item_index, item_jids, items_of
 from flows.templates import STEPS, Reference, render, select, to_text
 from scheduler.worker.envelope import ENVELOPE_KEY
 
@@ -120,13 +129,19 @@ def was_skipped(history: Sequence[Mapping[str, Any]]) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class Upstream:
-    """The jobs of one upstream step, in item order for a foreach step."""
+    """The jobs of one upstream step, in item order for a foreach step. A fan-out step
+    (:mod:`flows.fanout`) is known by its template's jid and ``fanout``: ``{"from": <producer
+    jid>, "output": <key>}``, which tell where its items are (:meth:`FlowsMeta.expanded`)."""
 
     jids: tuple[str, ...]
     foreach: bool
+    fanout: Mapping[str, str] | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {"jids": list(self.jids), "foreach": self.foreach}
+        entry: dict[str, Any] = {"jids": list(self.jids), "foreach": self.foreach}
+        if self.fanout is not None:
+            entry[FANOUT_KEY] = dict(self.fanout)
+        return entry
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,6 +159,7 @@ class FlowsMeta:
     retry: Mapping[str, Any]
     flow_dir: str
     condition: Mapping[str, Any] | None = None
+    fanout: Mapping[str, str] | None = None
 
     @classmethod
     def from_data(cls, data: Mapping[str, Any]) -> FlowsMeta | None:
@@ -154,7 +170,7 @@ class FlowsMeta:
         if not isinstance(raw, Mapping) or "run" not in raw:
             return None
         upstream = {
-            step: Upstream(tuple(entry["jids"]), bool(entry["foreach"]))
+            step: Upstream(tuple(entry["jids"]), bool(entry["foreach"]), entry.get(FANOUT_KEY))
             for step, entry in raw.get("upstream", {}).items()
         }
         return cls(
@@ -169,6 +185,7 @@ class FlowsMeta:
             retry=raw.get("retry", {}),
             flow_dir=raw.get("flow_dir", "."),
             condition=raw.get(CONDITION_KEY),
+            fanout=raw.get(FANOUT_KEY),
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -186,11 +203,58 @@ class FlowsMeta:
         )
         if self.condition is not None:
             meta[CONDITION_KEY] = dict(self.condition)
+        if self.fanout is not None:
+            meta[FANOUT_KEY] = dict(self.fanout)
         return meta
 
     def upstream_jids(self) -> list[str]:
-        """Every jid whose state and result the worker must read before resolving."""
-        return [jid for entry in self.upstream.values() for jid in entry.jids]
+        """Every jid whose state and result the worker must read before resolving (for a
+        fan-out step, its template and its producer)."""
+        jids = [jid for entry in self.upstream.values() for jid in entry.jids]
+        jids += [entry.fanout["from"] for entry in self.upstream.values() if entry.fanout]
+        return list(dict.fromkeys(jids))
+
+    def expanded(self, jobs: Mapping[str, UpstreamJob]) -> FlowsMeta:
+        """The meta with each upstream fan-out step's jobs as they are now, given ``jobs``
+        (:meth:`upstream_jids`): its template while it exists (none when it completed with no
+        items), else its items, one per item of the producer's output."""
+        if not any(entry.fanout for entry in self.upstream.values()):
+            return self
+        upstream = dict(self.upstream)
+        for step, entry in self.upstream.items():
+            if entry.fanout is not None:
+                upstream[step] = Upstream(_fanout_jobs(entry, jobs), True)
+        return replace(self, upstream=upstream)
+
+    def item(self, jid: str, jobs: Mapping[str, UpstreamJob]) -> tuple[str, Any] | None:
+        """(name, value) of the item of job ``jid`` of a fan-out step (None for other jobs):
+        item ``i`` (the ``[i]`` of its jid) of the producer's output. Raises
+        :class:`UnresolvedReference` when there is none."""
+        if self.fanout is None:
+            return None
+        index = item_index(jid)
+        producer = self.upstream.get(self.fanout["from"])
+        if index is None or producer is None or not producer.jids:
+            raise UnresolvedReference(f"job {jid} is the template of a fan-out: it never runs")
+        found = jobs.get(producer.jids[0])
+        output = self.fanout["output"]
+        if found is None or found.state not in COMPLETE_STATES or found.result is None:
+            raise UnresolvedReference(f"job {jid}: its producer {producer.jids[0]} has no outputs")
+        try:
+            items = items_of(_output_of(found.result, output), output)
+        except FanoutError as error:
+            raise UnresolvedReference(f"job {jid}: {error}") from None
+        if index >= len(items):
+            raise UnresolvedReference(f"job {jid}: the output {output} has {len(items)} items")
+        return self.fanout["as"], items[index]
+
+    def items_to_fetch(self, jobs: Mapping[str, UpstreamJob]) -> list[str]:
+        """The item jids :meth:`expanded` names that ``jobs`` does not hold yet."""
+        jids: list[str] = []
+        for entry in self.upstream.values():
+            if entry.fanout is not None:
+                jids += (jid for jid in _fanout_jobs(entry, jobs) if jid not in jobs)
+        return jids
 
 
 def meta_json(
@@ -246,14 +310,56 @@ _STATUS_BY_STATE: Final = (
 """Job states that decide a step's word, first match wins."""
 
 
-def resolve_payload(data: Mapping[str, Any], jobs: Mapping[str, UpstreamJob]) -> dict[str, Any]:
-    """The job's payload with every ``steps`` reference resolved (see the module doc)."""
+Item = tuple[str, Any] | None
+"""A fan-out item's name and value (:meth:`FlowsMeta.item`), or None."""
+
+
+def _output_of(result: Any, output: str) -> Any:
+    return result.get(output) if isinstance(result, Mapping) else None
+
+
+def _fanout_jobs(entry: Upstream, jobs: Mapping[str, UpstreamJob]) -> tuple[str, ...]:
+    assert entry.fanout is not None
+    template = entry.jids[0]
+    found = jobs.get(template)
+    if found is not None:
+        if found.state in COMPLETE_STATES and not found.skipped:
+            return ()  # no items: it completed with the empty list
+        return (template,)
+    producer = jobs.get(entry.fanout["from"])
+    if producer is None or producer.state not in COMPLETE_STATES:
+        return ()
+    output = entry.fanout["output"]
+    try:
+        count = len(items_of(_output_of(producer.result, output), output))
+    except FanoutError:
+        return ()
+    return tuple(item_jids(template, count))
+
+
+def _item_lookup(item: Item, reference: Reference) -> Any:
+    """The value of a reference to a fan-out item (``f``, ``f.key``); UnresolvedReference for
+    a key the item lacks."""
+    assert item is not None
+    try:
+        return select(item[1], reference.path[1:], reference)
+    except KeyError as error:
+        raise UnresolvedReference(str(error.args[0])) from None
+
+
+def resolve_payload(
+    data: Mapping[str, Any], jobs: Mapping[str, UpstreamJob], item: Item = None
+) -> dict[str, Any]:
+    """The job's payload with every ``steps`` reference (and a fan-out item's name) resolved
+    (see the module doc)."""
     meta = FlowsMeta.from_data(data)
     payload = {key: value for key, value in data.items() if key != META_KEY}
     if meta is None:
         return payload
 
     def lookup(reference: Reference) -> Any:
+        if item is not None and reference.root == item[0]:
+            return _item_lookup(item, reference)
         return _step_value(meta, jobs, reference)
 
     resolved: dict[str, Any] = render(payload, lookup)
@@ -262,7 +368,7 @@ def resolve_payload(data: Mapping[str, Any], jobs: Mapping[str, UpstreamJob]) ->
     return resolved
 
 
-def condition_holds(meta: FlowsMeta, jobs: Mapping[str, UpstreamJob]) -> bool:
+def condition_holds(meta: FlowsMeta, jobs: Mapping[str, UpstreamJob], item: Item = None) -> bool:
     """Whether the job's ``if`` holds (true without one). Raises
     :class:`flows.conditions.ConditionError` when the expression cannot be evaluated, and
     :class:`UnresolvedReference` as :func:`resolve_payload` does."""
@@ -274,6 +380,8 @@ def condition_holds(meta: FlowsMeta, jobs: Mapping[str, UpstreamJob]) -> bool:
         text = str(reference)
         if text in values:
             return values[text]
+        if item is not None and reference.root == item[0]:
+            return _item_lookup(item, reference)
         return _step_value(meta, jobs, reference)
 
     return conditions.holds(str(meta.condition.get("expression", "")), lookup)

@@ -41,8 +41,9 @@ def job_spec(request: PutRequest) -> dict[str, Any]:
 
     A step's ``heartbeat`` becomes the job's ``ttr`` (its lock time); a foreach step's
     ``max_parallel`` its ``concurrency_key``/``concurrency_limit``; ``ttl`` and ``throttle`` pass
-    as they are; a ``wait:`` step's spec is its ``wait`` (``lua/include/waits.lua``). Unset ones
-    (and a heartbeat or ttl of 0) are left out.
+    as they are; a ``wait:`` step's spec is its ``wait`` (``lua/include/waits.lua``); a fan-out
+    step's template has ``fanout`` ``{from, output}`` (:mod:`flows.fanout`). Unset ones (and a
+    heartbeat or ttl of 0) are left out.
     """
     spec: dict[str, Any] = {
         "jid": request.jid,
@@ -67,6 +68,8 @@ def job_spec(request: PutRequest) -> dict[str, Any]:
         spec["throttle"] = request.throttle
     if request.wait is not None:
         spec["wait"] = dict(request.wait)
+    if request.fanout is not None:
+        spec["fanout"] = {"from": request.fanout[0], "output": request.fanout[1]}
     return spec
 
 

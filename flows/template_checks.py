@@ -1,10 +1,11 @@
 """Template checks: every ``${{ ... }}`` names something that will exist when it is resolved.
 
 Where templates may appear: a step's or hook's ``run``, ``with``, ``env`` and ``cwd``, a step's
-``foreach.items``, param defaults (``run.*`` only) and the flow's ``outputs``. Anywhere else they
-would stay literal text, so they are reported. References are checked against the params, the
-run fields, the steps upstream of the reader (a step's outputs are readable only once it is
-done: it must be needed, directly or through other steps) and the reader's own foreach variable.
+``foreach.items`` (a param, or one output of a step it needs: :mod:`flows.fanout`), param
+defaults (``run.*`` only) and the flow's ``outputs``. Anywhere else they would stay literal text,
+so they are reported. References are checked against the params, the run fields, the steps
+upstream of the reader (a step's outputs are readable only once it is done: it must be needed,
+directly or through other steps) and the reader's own foreach variable.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import networkx as nx
 
 from flows import conditions
 from flows.dag import step_graph
+from flows.fanout import is_source_reference
 from flows.findings import DataPath, FindingSink, did_you_mean, names_hint, path_text
 from flows.model import MAX_FOREACH_ITEMS, Action, Param, Step, matrix_id_text
 from flows.params import type_problem
@@ -278,7 +280,9 @@ class TemplateChecker:
         reader = _Reader(f"step '{step_id}'", step_id, step.needs, None)
         if isinstance(items, str):
             reference = whole_reference(items)
-            if reference is not None:
+            if reference is not None and reference.root == STEPS:
+                self.check_fanout(step_id, step, reference, path)
+            elif reference is not None:
                 problem = self.items_problem(reference, reader)
                 if problem is not None:
                     self.sink.error(path, "foreach-items", *problem)
@@ -288,6 +292,70 @@ class TemplateChecker:
                 problem = self.items_problem(reference, reader, in_list=True)
                 if problem is not None:
                     self.sink.error(item_path, "foreach-items", *problem)
+
+    def check_fanout(self, step_id: str, step: Step, reference: Reference, path: DataPath) -> None:
+        """``foreach.items`` that reads a step's output (:mod:`flows.fanout`): one output of a
+        step the step needs directly, which runs as one job."""
+        problem = self.fanout_problem(step_id, step, reference)
+        if problem is not None:
+            self.sink.error(path, "foreach-items", *problem)
+            return
+        if step.trigger_rule != "all_success":
+            self.sink.error(
+                ("steps", step_id, "trigger_rule"),
+                "foreach-items",
+                f"step '{step_id}' takes its items from {reference.path[1]}'s output, so it runs "
+                f"when its needs succeeded: trigger_rule {step.trigger_rule} is not possible",
+                "remove trigger_rule, or take the items from a param",
+            )
+        assert step.foreach is not None
+        item = step.foreach.as_
+        for text_path, text in strings(step.cwd, ("steps", step_id, "cwd")) if step.cwd else ():
+            if any(found.root == item for found in self.parse(text_path, text)):
+                self.sink.error(
+                    text_path,
+                    "template",
+                    f"'{item}' in cwd: the items of step '{step_id}' are known only when "
+                    f"'{reference.path[1]}' completes, and the working directory is fixed before",
+                    "pass the item through env instead",
+                )
+
+    def fanout_problem(
+        self, step_id: str, step: Step, reference: Reference
+    ) -> tuple[str, str] | None:
+        if not is_source_reference(reference):
+            return (
+                f"foreach.items reads '{reference}': items from a step are one of its outputs",
+                "write ${{ steps.<id>.outputs.<key> }}, the step in needs",
+            )
+        producer = reference.path[1]
+        if producer not in self.step_ids:
+            hint = did_you_mean(producer, self.step_ids) or names_hint(
+                "steps", sorted(self.step_ids)
+            )
+            return f"'{reference}' names no step '{producer}'", hint
+        if producer == step_id:
+            return f"step '{step_id}' reads its own outputs", "take the items from a step it needs"
+        if producer not in step.needs:
+            kept = [n for n in dict.fromkeys(step.needs) if n in self.step_ids]
+            return (
+                f"foreach.items reads steps.{producer}.outputs but step '{step_id}' does not "
+                f"need '{producer}' directly",
+                f"add it to needs: needs: [{', '.join([*kept, producer])}]",
+            )
+        source = self.steps.get(producer)
+        if source is not None and source.fans_out:
+            return (
+                f"foreach.items reads the outputs of '{producer}', which runs as several jobs "
+                "(foreach or matrix): its outputs are a list of their outputs",
+                f"let one step gather the list: a step that needs '{producer}' and outputs it",
+            )
+        declared = source.outputs if source is not None else None
+        key = reference.path[3]
+        if declared is not None and key not in declared:
+            hint = did_you_mean(key, declared) or f"add '{key}' to steps.{producer}.outputs"
+            return f"'{reference}': step '{producer}' declares no output '{key}'", hint
+        return None
 
     def check_matrix(self, step_id: str, step: Step) -> None:
         assert step.matrix is not None

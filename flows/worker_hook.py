@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from flows.conditions import ConditionError
 from flows.outputs import (
+    META_KEY,
     FlowsMeta,
     UnresolvedReference,
     UpstreamJob,
@@ -24,20 +25,28 @@ def prepare(ctx: JobContext) -> None:
     if meta is None:
         return
     add_paths([meta.flow_dir])
-    jids = meta.upstream_jids()
-    upstream = (
-        {
-            job.jid: UpstreamJob(job.state, job.result, was_skipped(job.history))
-            for job in ctx.job.client.jobs.multiget(*jids)
-        }
-        if jids
-        else {}
-    )
+    upstream = _fetch(ctx, meta.upstream_jids())
+    # A fan-out step read upstream: its items, known once its producer completed.
+    upstream.update(_fetch(ctx, meta.items_to_fetch(upstream)))
     try:
-        if not condition_holds(meta, upstream):
+        item = meta.item(ctx.job.jid, upstream)
+        expanded = meta.expanded(upstream)
+        if not condition_holds(expanded, upstream, item):
             raise SkipJob("its if: condition is false")
-        ctx.data = resolve_payload(ctx.job.data, upstream)
+        data = ctx.job.data
+        if expanded is not meta:
+            data = {**data, META_KEY: expanded.to_json()}
+        ctx.data = resolve_payload(data, upstream, item)
     except ConditionError as error:
         raise FailJob("flows-condition", f"if: {error}") from error
     except UnresolvedReference as error:
         raise FailJob("flows-reference", str(error)) from error
+
+
+def _fetch(ctx: JobContext, jids: list[str]) -> dict[str, UpstreamJob]:
+    if not jids:
+        return {}
+    return {
+        job.jid: UpstreamJob(job.state, job.result, was_skipped(job.history))
+        for job in ctx.job.client.jobs.multiget(*jids)
+    }

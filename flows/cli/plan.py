@@ -89,8 +89,11 @@ def _print_table(run_id: str, requests: Sequence[PutRequest]) -> None:
         shown = ", ".join(depends[:_SHOWN_DEPENDS])
         if len(depends) > _SHOWN_DEPENDS:
             shown += f", … (+{len(depends) - _SHOWN_DEPENDS})"
+        jid = request.jid.removeprefix(prefix)
+        if request.fanout is not None:  # one job per item, made when the producer completes
+            jid += f"[*] (items: {request.fanout[0].removeprefix(prefix)}.{request.fanout[1]})"
         table.add_row(
-            request.jid.removeprefix(prefix),
+            jid,
             request.queue,
             request.klass,
             shown,

@@ -11,6 +11,8 @@
 -- dependent whose last dependency this was is released in this same call. With `next` it moves
 -- to that queue (waiting, scheduled after `delay`, or waiting for `depends`), retries reset.
 -- `result` (our extension) is JSON text stored on the job as its result (a flow step's outputs).
+-- A job that feeds fan-outs (include/fanout.lua) expands them in this same call, before its
+-- dependents are settled.
 -- `skipped` (ours) is why the job chose not to run (a flow step whose `if:` is false): it ends
 -- complete and skipped, as a trigger rule would skip it (history 'skipped' with `why`), and its
 -- dependents are settled as after a skip in this same call. Not with `next`.
@@ -29,6 +31,7 @@
 -- @include queue
 -- @include triggers
 -- @include lock
+-- @include fanout
 local COMPLETE_OPTIONS = { next = true, delay = true, depends = true, result = true, skipped = true }
 
 -- What complete reads of the job (nil when there is none): its lock (Lock.check_fields), what
@@ -37,11 +40,11 @@ local COMPLETE_OPTIONS = { next = true, delay = true, depends = true, result = t
 -- Job.fields does, costs as much as the read itself.
 local function job_fields(jid)
   local v = redis.call('hmget', Keys.job(jid), 'state', 'queue', 'worker', 'expires', 'grace',
-    'popped', 'ttl_at', 'ckey', 'climit', 'throttle')
+    'popped', 'ttl_at', 'ckey', 'climit', 'throttle', 'feeds')
   if not v[1] then return nil end
   return { state = v[1], queue = v[2] or nil, worker = v[3] or nil, expires = v[4] or nil,
     grace = v[5] or nil, popped = v[6] or nil, ttl_at = v[7] or nil, ckey = v[8] or nil,
-    climit = v[9] or nil, throttle = v[10] or nil }
+    climit = v[9] or nil, throttle = v[10] or nil, feeds = v[11] or nil }
 end
 
 -- The checked arguments: jid, worker, queue, data (nil: keep the job's), next, delay, depends,
@@ -161,6 +164,12 @@ local function complete(cmd, args, b)
   local fields = Lock.check_fields(cmd, jid, worker, queue, job_fields(jid))
 
   local key = Keys.job(jid)
+  -- A producer of fan-outs (include/fanout.lua): what its output does to each, decided before
+  -- the first write.
+  local fanouts
+  if fields.feeds and not c.next and not c.skipped then
+    fanouts = Fanout.plans(fields.feeds, c.result or redis.call('hget', key, 'result') or nil)
+  end
   if not b.looked then look(b, { jid }) end
   unlocked(b, jid, queue, worker, fields, Engine.now - (tonumber(fields.popped) or Engine.now))
   -- qless's entry names no worker.
@@ -189,6 +198,9 @@ local function complete(cmd, args, b)
     table.insert(b.completed, jid)
   else
     redis.call('zadd', Keys.completed(), Engine.now, jid)
+  end
+  if fanouts then
+    for _, plan in ipairs(fanouts) do Fanout.apply(plan) end
   end
   -- Most jobs have no dependents: one look saves settling none and deleting nothing.
   if not b.quiet and redis.call('exists', Keys.dependents(jid)) == 1 then

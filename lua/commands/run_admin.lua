@@ -8,7 +8,9 @@
 -- counted from the retry); the jobs they were blocking (still waiting for them) then run
 -- as they complete, and nothing that completed runs again, except jobs with a trigger rule
 -- (all_done, one_failed: hooks like `finally`) that already ran because of the failure: they
--- wait for their dependencies again.
+-- wait for their dependencies again. A fan-out step that failed because its producer's output
+-- was refused (include/fanout.lua) is expanded again from that output, never run as a job; an
+-- expanded step's items are jobs like the others: only the failed ones run again.
 -- run.cancel cancels every job of the run that has not ended (complete, failed, expired); running
 -- jobs' workers are told `canceled`; a sub-flow step waiting for its child run cancels that run
 -- too, and a canceled child run releases the step waiting for it (commands/subflow.lua). Both
@@ -18,6 +20,7 @@
 -- @include putting
 -- @include triggers
 -- @include runs
+-- @include fanout
 
 local function run_jids(cmd, run_id)
   if redis.call('exists', Keys.run(run_id)) == 0 then
@@ -27,7 +30,7 @@ local function run_jids(cmd, run_id)
 end
 
 local RETRY_FIELDS = { 'queue', 'worker', 'failure', 'tags', 'priority', 'retries', 'klass', 'data',
-  'trigger', 'needs', 'ttl', 'ttr', 'ckey', 'climit', 'throttle', 'wait' }
+  'trigger', 'needs', 'ttl', 'ttr', 'ckey', 'climit', 'throttle', 'wait', 'fanout' }
 
 -- The put that sends a job back to its queue as it was first put, waiting for `depends`.
 local function reput(jid, fields, depends)
@@ -49,7 +52,15 @@ api['run.retry'] = function(args)
   local retried, reset = 0, {}
   for i, jid in ipairs(jids) do
     local fields = jobs[i]
-    if fields and (fields.state == 'failed' or fields.state == 'expired') then
+    if fields and fields.fanout and fields.state == 'failed' then
+      -- A fan-out whose items were refused is expanded again from its producer's result.
+      local from = cjson.decode(fields.fanout).from
+      local plan = Fanout.plan(jid, redis.call('hget', Keys.job(from), 'result') or nil, true)
+      if plan then
+        Fanout.apply(plan)
+        retried = retried + 1
+      end
+    elseif fields and (fields.state == 'failed' or fields.state == 'expired') then
       Put.write(reput(jid, fields, {}), fields)
       retried = retried + 1
       reset[jid] = true

@@ -24,10 +24,16 @@
 -- @include triggers
 -- @include failing
 -- @include waits
+-- @include fanout
 
 -- The job ends complete with `result` (JSON text, or nil), `skipped` when it timed out so, its
 -- history entry `what` with `extra`, and its dependents settled.
 local function finish(jid, queue, result, what, extra)
+  -- A wait whose signal feeds fan-outs (include/fanout.lua) expands them in this call, as a
+  -- worker's complete does; decided before the first write.
+  local fanouts
+  local feeds = redis.call('hget', Keys.job(jid), 'feeds')
+  if feeds and what ~= 'skipped' then fanouts = Fanout.plans(feeds, result) end
   local written = { 'state', 'complete', 'worker', '', 'expires', 0, 'updated', Engine.now }
   if result then table.insert(written, 'result'); table.insert(written, result) end
   if what == 'skipped' then table.insert(written, 'skipped'); table.insert(written, 1) end
@@ -37,6 +43,9 @@ local function finish(jid, queue, result, what, extra)
   Job.history(jid, what, extra)
   Events.log({ jid = jid, event = what, queue = queue or '' })
   Events.tracked('completed', jid)
+  if fanouts then
+    for _, plan in ipairs(fanouts) do Fanout.apply(plan) end
+  end
   if redis.call('exists', Keys.dependents(jid)) == 1 then
     Deps.settle(jid, what == 'skipped' and 'skipped' or 'complete')
     redis.call('del', Keys.dependents(jid))

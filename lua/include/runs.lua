@@ -18,8 +18,12 @@
 -- jobs come in dependency order (a job's depends name earlier jobs of the run or existing jobs).
 -- The run object must have a string `flow`; its other fields are kept as given (strings, or
 -- JSON text for tables). A run id may not end in '-jobs' (the key layout uses that suffix).
+-- A job with `fanout` ({from, output}: include/fanout.lua) is a template, expanded into one job
+-- per item of its producer's output when the producer completes; `from` is an earlier job of
+-- the run that it depends on.
 -- @include args
 -- @include putting
+-- @include fanout
 local Runs = {}
 
 Runs.MAX_JOBS = 100000
@@ -70,6 +74,9 @@ function Runs.check(cmd, submission)
     local spec = specs[i]
     if type(spec) ~= 'table' then Arg.fail(named, 'the job is not an object') end
     local p = Put.parse_spec(named, spec, 'flows', parsed)
+    if spec.fanout ~= nil and spec.fanout ~= cjson.null then
+      p.fanout = Fanout.parse_spec(named, spec.fanout, p, parsed)
+    end
     puts[i] = p
     parsed[p.jid] = true
   end)
@@ -109,6 +116,9 @@ function Runs.write(submission)
   local batch = Put.batch()
   for _, p in ipairs(puts) do Put.write(p, nil, batch) end
   Put.finish(batch)
+  for _, p in ipairs(puts) do
+    if p.fanout then Fanout.write_spec(p, run_id) end
+  end
   Events.log({ event = 'run_submitted', run = run_id, flow = run.flow, jobs = #puts })
 end
 

@@ -20,6 +20,7 @@ retries, counts            integers within 0..100,000
 delays                     finite numbers >= 0
 flow submission            at most 100,000 jobs and 64 MiB of job specs in one call
 bulk put (``put.many``)    at most 1,000 jobs in one call, each jid once
+fan-out from an output     at most 10,000 items (``lua/include/fanout.lua``)
 =========================  ==========================================================
 """
 
@@ -42,6 +43,8 @@ MAX_COUNT = 100_000
 MAX_FLOW_JOBS = 100_000
 MAX_FLOW_BYTES = 64 * 1024 * 1024
 MAX_PUT_MANY = 1000
+MAX_FANOUT_ITEMS = 10_000
+"""Items of a foreach over a step's output (the engine's ``Fanout.MAX_ITEMS``)."""
 RESERVED_JID_SUFFIXES = ("-history", "-dependencies", "-dependents")
 
 # Lua's %s and %c in the C locale: bytes 0-32 and 127.

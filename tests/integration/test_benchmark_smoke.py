@@ -26,6 +26,7 @@ ABSOLUTE = [
     "memory_completed",
     "flow_submit_s",
     "flow_run_s",
+    "fanout_expand_s",
 ]
 CRON = "cron_fire_s"
 

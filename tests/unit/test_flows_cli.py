@@ -118,6 +118,15 @@ def test_plan_table(files: dict[str, Path]) -> None:
     ]
 
 
+def test_plan_table_shows_a_fanout_from_an_output() -> None:
+    code, out, _ = invoke(
+        "plan", str(Path(__file__).resolve().parents[2] / "examples" / "files.yaml")
+    )
+    assert code == 0, out
+    rows = [line.split("│")[1:-1] for line in out.splitlines() if line.startswith("│")]
+    assert [row[0].strip() for row in rows] == ["list", "count[*] (items: list.files)", "total"]
+
+
 def test_plan_json(files: dict[str, Path]) -> None:
     code, out, _ = invoke("plan", str(files["good"]), "--json", "--run-id", "r1")
     plan = json.loads(out)

@@ -17,7 +17,8 @@ WHEN = datetime(2025, 1, 31, 2, tzinfo=UTC)
 
 
 @pytest.mark.parametrize(
-    "name", ["etl", "fanout", "shell", "nightly", "minutely", "approval", "subflow", "report"]
+    "name",
+    ["etl", "fanout", "files", "shell", "nightly", "minutely", "approval", "subflow", "report"],
 )
 def test_example_is_clean(name: str) -> None:
     result = validate_file(EXAMPLES / f"{name}.yaml", check_imports=True, now=WHEN.timestamp())
@@ -47,6 +48,13 @@ def test_etl_shape() -> None:
         "all_done",
         ("r:load[0]", "r:load[1]", "r:load[2]"),
     )
+
+
+def test_files_fans_out_from_an_output_in_one_template_job() -> None:
+    puts = _plan("files")
+    assert [p.jid for p in puts] == ["r:list", "r:count", "r:total"]
+    assert puts[1].fanout == ("r:list", "files")
+    assert puts[1].concurrency_limit == 4
 
 
 def test_fanout_has_100_items_and_one_fan_in() -> None:

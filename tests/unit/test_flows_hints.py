@@ -138,13 +138,13 @@ CASES = {
         "steps:\n  a: {run: 'echo ${{ steps.a.outputs.x }}'}\n",
         "steps:\n  a: {run: 'echo'}\n",
     ),
-    "foreach items over step outputs": Case(
+    "foreach items over the outputs of a step not needed": Case(
         "foreach-items",
-        "pass the list as an array param, or let one job loop over the step's outputs",
+        "add it to needs: needs: [a]",
+        "steps:\n  a: {run: 'true'}\n"
+        "  b: {run: 'true', foreach: {items: '${{ steps.a.outputs.list }}'}}\n",
         "steps:\n  a: {run: 'true'}\n"
         "  b: {run: 'true', needs: [a], foreach: {items: '${{ steps.a.outputs.list }}'}}\n",
-        "params: {list: {type: array, default: []}}\nsteps:\n  a: {run: 'true'}\n"
-        "  b: {run: 'true', needs: [a], foreach: {items: '${{ params.list }}'}}\n",
     ),
     "foreach over a param that is not an array": Case(
         "foreach-items",

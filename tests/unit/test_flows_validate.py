@@ -584,23 +584,106 @@ def test_foreach_items_that_are_plain_text() -> None:
     assert "foreach.items must be a list, or one template" in finding.message
 
 
-def test_foreach_items_over_step_outputs_are_refused() -> None:
+def test_foreach_items_from_a_needed_steps_output_are_valid() -> None:
+    flow = valid(
+        """\
+        version: 1
+        name: x
+        steps:
+          list: {job: tasks.list, outputs: [files]}
+          process:
+            needs: [list]
+            foreach: {items: "${{ steps.list.outputs.files }}", as: f, max_parallel: 4}
+            job: tasks.process
+            with: {name: "${{ f }}", n: "${{ f.size }}"}
+          report:
+            needs: [process]
+            run: echo "${{ steps.process.outputs }}"
+        """
+    )
+    assert flow.steps["process"].foreach is not None
+
+
+FANOUT_BASE = """\
+version: 1
+name: x
+steps:
+  list: {job: tasks.list, outputs: [files]}
+  many: {job: tasks.many, foreach: {items: [1, 2]}, outputs: [files]}
+"""
+
+
+@pytest.mark.parametrize(
+    ("step", "line", "col", "message", "hint"),
+    [
+        (
+            '{job: tasks.p, foreach: {items: "${{ steps.list.outputs.files }}"}}',
+            6,
+            44,
+            "foreach.items reads steps.list.outputs but step 'process' does not need 'list' "
+            "directly",
+            "add it to needs: needs: [list]",
+        ),
+        (
+            '{job: tasks.p, needs: [list], foreach: {items: "${{ steps.list.outputs.fils }}"}}',
+            6,
+            59,
+            "'steps.list.outputs.fils': step 'list' declares no output 'fils'",
+            "did you mean 'files'?",
+        ),
+        (
+            '{job: tasks.p, needs: [list], foreach: {items: "${{ steps.list.outputs }}"}}',
+            6,
+            59,
+            "foreach.items reads 'steps.list.outputs': items from a step are one of its outputs",
+            "write ${{ steps.<id>.outputs.<key> }}, the step in needs",
+        ),
+        (
+            '{job: tasks.p, needs: [many], foreach: {items: "${{ steps.many.outputs.files }}"}}',
+            6,
+            59,
+            "foreach.items reads the outputs of 'many', which runs as several jobs (foreach or "
+            "matrix): its outputs are a list of their outputs",
+            "let one step gather the list: a step that needs 'many' and outputs it",
+        ),
+        (
+            "{job: tasks.p, needs: [list], trigger_rule: all_done, "
+            'foreach: {items: "${{ steps.list.outputs.files }}"}}',
+            6,
+            56,
+            "step 'process' takes its items from list's output, so it runs when its needs "
+            "succeeded: trigger_rule all_done is not possible",
+            "remove trigger_rule, or take the items from a param",
+        ),
+    ],
+    ids=["not-a-need", "undeclared-output", "no-output-key", "producer-fans-out", "trigger-rule"],
+)
+def test_foreach_items_from_outputs_that_cannot_be(
+    step: str, line: int, col: int, message: str, hint: str
+) -> None:
+    finding = one(FANOUT_BASE + f"  process: {step}\n", "foreach-items")
+    assert (finding.line, finding.col) == (line, col)
+    assert finding.message == message
+    assert finding.hint == hint
+
+
+def test_a_fanout_item_cannot_be_read_in_cwd() -> None:
     finding = one(
         """\
         version: 1
         name: x
         steps:
           list: {job: tasks.list}
-          load:
-            job: tasks.load
+          process:
             needs: [list]
-            foreach: {items: "${{ steps.list.outputs.regions }}"}
+            foreach: {items: "${{ steps.list.outputs.files }}", as: f}
+            run: ls
+            cwd: "data/${{ f }}"
         """,
-        "foreach-items",
+        "template",
     )
-    assert finding.line == 8
-    assert "the items are fixed when the run is submitted" in finding.message
-    assert "array param" in finding.hint
+    assert (finding.line, finding.col) == (9, 10)
+    assert finding.message.startswith("'f' in cwd: the items of step 'process' are known only")
 
 
 def test_param_default_that_does_not_match_its_type() -> None:

@@ -1,0 +1,254 @@
+-- fanout: a flow step whose foreach items are another step's output becomes one job per item
+-- in the engine call that completes that step (ours).
+--
+-- At submit (flow.submit, include/runs.lua) the step is one *template* job, waiting for its
+-- needs, whose spec has `fanout = {from = <producer jid>, output = <key>}` (the producer must
+-- be one of its depends). Runs.write stores it on the template (field `fanout`, JSON
+-- {from, output, run}) and lists the template on the producer (field `feeds`, a JSON list of
+-- templates). When the producer completes (complete, complete.many; not when it is skipped or
+-- moved on with `next`), for each template it feeds, in that same call and before the
+-- producer's other dependents are settled:
+--
+--   * the output `result[output]` must be a list (a JSON array, or text holding one: a shell
+--     step's outputs are text) of at most Fanout.MAX_ITEMS items; an empty JSON object counts
+--     as an empty list (the server's JSON decoder cannot tell them apart);
+--   * N >= 1 items: N jobs `<template>[0]` .. `<template>[N-1]` are put, each a copy of the
+--     template (queue, klass, data, priority, retries, tags, delay, ttl, ttr, concurrency key
+--     and limit, throttle, needs) waiting for the template's dependencies still open; every
+--     dependent of the template waits for all N instead (its `needs` too); the run's job list
+--     has the N jids where the template was; the template is deleted;
+--   * no items: the template completes (result `[]`, history `fanout`) and its dependents are
+--     settled as after any complete;
+--   * anything else (not a list, too many items, an item job that exists already): the
+--     template fails in group `fanout-invalid` with a message saying why; the producer still
+--     completes.
+-- Which of these happens is decided before the call writes anything (Fanout.plan), so a
+-- refused complete changes nothing and a reader never sees a step half expanded.
+-- An item finds its item by its index (the `[i]` of its jid) in the producer's output when it
+-- starts (flows/outputs.py), as step outputs are resolved.
+-- run.retry (commands/run_admin.lua) expands a template failed this way again from the
+-- producer's stored result.
+-- @include args
+-- @include putting
+-- @include failing
+local Fanout = {}
+
+-- Items of one fan-out: the same number as scheduler/engine/limits.py MAX_FANOUT_ITEMS.
+Fanout.MAX_ITEMS = 10000
+Fanout.GROUP = 'fanout-invalid'
+
+local TEMPLATE_FIELDS = { 'queue', 'worker', 'failure', 'klass', 'data', 'priority', 'retries',
+  'tags', 'delay', 'needs', 'ttl', 'ttr', 'ckey', 'climit', 'throttle', 'fanout' }
+
+-- flow.submit's `fanout` of the job `p` (Put.parse_spec's result): {from, output}, `from` one
+-- of its depends and of `earlier` (the jids of the run's earlier jobs). Raises INVALID.
+function Fanout.parse_spec(cmd, spec, p, earlier)
+  if type(spec) ~= 'table' then Arg.fail(cmd, 'fanout must be an object {from, output}') end
+  local from = Arg.jid(cmd, 'fanout.from', type(spec.from) == 'string' and spec.from or '')
+  local output = Arg.id(cmd, 'fanout.output', type(spec.output) == 'string' and spec.output or '')
+  local needed = false
+  for _, dependency in ipairs(p.depends) do
+    if dependency == from then needed = true end
+  end
+  if not needed or not earlier[from] then
+    Arg.fail(cmd, 'fanout.from ' .. from .. ' must be an earlier job of the run that the job ' ..
+      'depends on')
+  end
+  return { from = from, output = output }
+end
+
+-- After Runs.write put the template `p`: its spec on it, and it in its producer's `feeds`.
+function Fanout.write_spec(p, run_id)
+  local spec = p.fanout
+  redis.call('hset', Keys.job(p.jid), 'fanout',
+    cjson.encode({ from = spec.from, output = spec.output, run = run_id }))
+  local key = Keys.job(spec.from)
+  local feeds = Job.decode_list(redis.call('hget', key, 'feeds'))
+  table.insert(feeds, p.jid)
+  redis.call('hset', key, 'feeds', cjson.encode(feeds))
+end
+
+-- How many items `value` (an output) holds, or nil and why not.
+local function count_items(value, output)
+  if type(value) == 'string' then
+    local ok, decoded = pcall(cjson.decode, value)
+    if not ok or type(decoded) ~= 'table' then
+      return nil, 'output "' .. output .. '" is text that is not a JSON array: ' ..
+        string.format('%q', string.sub(value, 1, 60))
+    end
+    value = decoded
+  end
+  if value == nil or value == cjson.null then
+    return nil, 'the producer has no output "' .. output .. '"'
+  end
+  if type(value) ~= 'table' then
+    return nil, 'output "' .. output .. '" is a ' .. type(value) .. ', not a list'
+  end
+  local count = 0
+  for _ in pairs(value) do count = count + 1 end
+  if count ~= #value then
+    return nil, 'output "' .. output .. '" is an object, not a list'
+  end
+  if count > Fanout.MAX_ITEMS then
+    return nil, 'output "' .. output .. '" has ' .. count .. ' items, more than the limit of ' ..
+      Fanout.MAX_ITEMS
+  end
+  return count
+end
+
+-- What completing a producer whose result is `result` (JSON text, or nil) does to the template
+-- `jid`: nil (nothing: it is gone, or no longer waiting), or {jid, fields, spec, items = N} or
+-- {jid, fields, spec, invalid = why}. Reads only. `retrying`: the template failed (run.retry).
+function Fanout.plan(jid, result, retrying)
+  local fields = Job.fields(jid, unpack(TEMPLATE_FIELDS))
+  if not fields or not fields.fanout then return nil end
+  if fields.state ~= (retrying and 'failed' or 'depends') then return nil end
+  local spec = cjson.decode(fields.fanout)
+  local plan = { jid = jid, fields = fields, spec = spec }
+  local decoded
+  if result then
+    local ok, value = pcall(cjson.decode, result)
+    if ok then decoded = value end
+  end
+  if type(decoded) ~= 'table' then
+    plan.invalid = 'the producer ' .. spec.from .. ' completed without outputs (an object)'
+    return plan
+  end
+  local count, why = count_items(decoded[spec.output], spec.output)
+  if not count then
+    plan.invalid = why
+    return plan
+  end
+  plan.items = count
+  return plan
+end
+
+-- The plans of every template `feeds` (JSON text: the producer's field) lists.
+function Fanout.plans(feeds, result)
+  local plans = {}
+  for _, jid in ipairs(Job.decode_list(feeds)) do
+    local plan = Fanout.plan(jid, result, false)
+    if plan then table.insert(plans, plan) end
+  end
+  return plans
+end
+
+local function fail(plan, message)
+  local fields = plan.fields
+  Job.fail(plan.jid, fields, 'flows', Fanout.GROUP, 'foreach.items from ' .. plan.spec.from ..
+    ': ' .. message)
+end
+
+-- No items: the template completes at once, its result the empty list.
+local function complete_empty(plan)
+  local jid, fields = plan.jid, plan.fields
+  Job.unindex(jid, fields)
+  Job.drop_dependencies(jid)
+  redis.call('hset', Keys.job(jid), 'state', 'complete', 'result', '[]', 'worker', '',
+    'expires', 0, 'updated', Engine.now)
+  redis.call('hdel', Keys.job(jid), 'failure')
+  redis.call('zadd', Keys.completed(), Engine.now, jid)
+  Job.history(jid, 'fanout', { items = 0 })
+  Events.log({ jid = jid, event = 'completed', queue = fields.queue })
+  Deps.settle(jid, 'complete')
+  redis.call('del', Keys.dependents(jid))
+end
+
+-- A JSON list of jids (`needs`) with `jid` replaced by `jids`.
+local function replaced(needs, jid, jids)
+  local out = {}
+  for _, need in ipairs(Job.decode_list(needs)) do
+    if need == jid then
+      for _, item in ipairs(jids) do out[#out + 1] = item end
+    else
+      out[#out + 1] = need
+    end
+  end
+  return #out == 0 and '[]' or cjson.encode(out)
+end
+
+-- The run's job list with `jid` replaced by `jids` (in place: the list keeps dependency order).
+local function replace_in_run(run_id, jid, jids)
+  local key = Keys.run_jobs(run_id)
+  local before = redis.call('lrange', key, 0, -1)
+  local after, found = {}, false
+  for _, one in ipairs(before) do
+    if one == jid then
+      found = true
+      for _, item in ipairs(jids) do after[#after + 1] = item end
+    else
+      after[#after + 1] = one
+    end
+  end
+  if not found then return end
+  redis.call('del', key)
+  Engine.call_many('rpush', key, after)
+  redis.call('hincrby', Keys.run(run_id), 'jobs', #jids - 1)
+end
+
+-- The item puts of `plan`: copies of the template, each waiting for the template's needs but
+-- the producer (complete, or about to be); Put.write leaves out the needs that completed.
+local function item_puts(plan)
+  local jid, fields, spec = plan.jid, plan.fields, plan.spec
+  local open = {}
+  local needs = fields.needs and Job.decode_list(fields.needs) or
+    redis.call('smembers', Keys.dependencies(jid))
+  for _, dependency in ipairs(needs) do
+    if dependency ~= spec.from then open[#open + 1] = dependency end
+  end
+  local tags = Job.decode_list(fields.tags)
+  local puts = {}
+  for i = 1, plan.items do
+    puts[i] = {
+      worker = 'flows', queue = fields.queue, jid = jid .. '[' .. (i - 1) .. ']',
+      klass = fields.klass, data = fields.data, delay = tonumber(fields.delay) or 0,
+      priority = tonumber(fields.priority) or 0, retries = tonumber(fields.retries) or 0,
+      tags = tags, depends = open, ttl = tonumber(fields.ttl), ttr = tonumber(fields.ttr),
+      ckey = fields.ckey, climit = tonumber(fields.climit) or 1, throttle = fields.throttle,
+      unique = false,
+    }
+  end
+  return puts
+end
+
+-- Expand the template into its items (plan.items >= 1).
+local function expand(plan, puts)
+  local jid, fields = plan.jid, plan.fields
+  local jids = {}
+  for i, p in ipairs(puts) do jids[i] = p.jid end
+  local batch = Put.batch()
+  for _, p in ipairs(puts) do Put.write(p, nil, batch) end
+  Put.finish(batch)
+  if fields.needs then
+    for _, item in ipairs(jids) do redis.call('hset', Keys.job(item), 'needs', fields.needs) end
+  end
+  -- Fan-in: whoever waited for the template waits for every item.
+  local dependents = redis.call('smembers', Keys.dependents(jid))
+  for _, dependent in ipairs(dependents) do
+    local key = Keys.dependencies(dependent)
+    redis.call('srem', key, jid)
+    Engine.call_many('sadd', key, jids)
+    local needs = redis.call('hget', Keys.job(dependent), 'needs')
+    if needs then redis.call('hset', Keys.job(dependent), 'needs', replaced(needs, jid, jids)) end
+  end
+  if #dependents > 0 then
+    for _, item in ipairs(jids) do Engine.call_many('sadd', Keys.dependents(item), dependents) end
+  end
+  replace_in_run(plan.spec.run, jid, jids)
+  redis.call('del', Keys.dependents(jid))
+  Job.delete(jid, fields)
+  Events.log({ jid = jid, event = 'fanout', items = #jids, run = plan.spec.run })
+end
+
+-- Carry out `plan` (Fanout.plan's): expand, complete empty, or fail the template.
+function Fanout.apply(plan)
+  if plan.invalid then return fail(plan, plan.invalid) end
+  if plan.items == 0 then return complete_empty(plan) end
+  local puts = item_puts(plan)
+  if Put.any_exist(puts) then
+    for _, p in ipairs(puts) do
+      if Job.exists(p.jid) then return fail(plan, 'job ' .. p.jid .. ' exists already') end
+    end
+  end
+  expand(plan, puts)
+end

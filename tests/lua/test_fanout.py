@@ -1,0 +1,279 @@
+"""Fan-out from a step's output (include/fanout.lua): the template job becomes one job per item
+in the call that completes its producer, or fails in ``fanout-invalid``; run.retry resumes."""
+
+from __future__ import annotations
+
+import json
+import threading
+from typing import Any
+
+import pytest
+import redis
+from lua_support import T0, Lua, unchanged
+
+from scheduler.engine import limits
+from scheduler.engine.errors import InvalidArgument, LockLost
+
+RUN = "f@r"
+LIST, STEP, JOIN, FINALLY = f"{RUN}:list", f"{RUN}:process", f"{RUN}:join", f"{RUN}:finally"
+
+
+def items(n: int) -> list[str]:
+    return [f"{STEP}[{i}]" for i in range(n)]
+
+
+def submit(lua: Lua, *, extra: list[dict[str, Any]] | None = None, **template: Any) -> None:
+    """list -> process (fan-out of list's `files`, max 2 at once) -> join, and a finally hook."""
+    specs: list[dict[str, Any]] = [
+        {"jid": LIST},
+        *(extra or []),
+        {
+            "jid": STEP,
+            "depends": [LIST, *(job["jid"] for job in extra or [])],
+            "data": json.dumps({"name": "${{ f }}", "_flows": {"run": RUN, "step": "process"}}),
+            "tags": ["nightly"],
+            "concurrency_key": f"{RUN}:process",
+            "concurrency_limit": 2,
+            "fanout": {"from": LIST, "output": "files"},
+            **template,
+        },
+        {"jid": JOIN, "depends": [STEP]},
+        {"jid": FINALLY, "depends": [LIST, STEP, JOIN], "trigger": "all_done"},
+    ]
+    specs = [
+        {"queue": "q", "klass": "K", "data": "{}", "trigger": "all_success", **spec}
+        for spec in specs
+    ]
+    reply = lua("flow.submit", RUN, json.dumps({"flow": "f"}), json.dumps(specs), now=T0)
+    assert reply == "submitted"
+
+
+def produce(lua: Lua, result: Any, now: float = T0 + 1, jid: str = LIST) -> Any:
+    assert jid in lua.pop_jids("q", "w1", count=1, now=now)
+    return lua.complete(jid, now=now, result=json.dumps(result))
+
+
+def run_jobs(lua: Lua) -> list[str]:
+    run = json.loads(lua("run.get", RUN, now=T0))
+    return list(run["jids"])
+
+
+def test_the_template_becomes_one_job_per_item_and_dependents_wait_for_all(lua: Lua) -> None:
+    submit(lua)
+    assert lua.state(STEP) == "depends"
+    assert produce(lua, {"files": ["a.csv", "b.csv", "c.csv"]}) == "complete"
+    assert lua.state(LIST) == "complete"
+    assert lua.job(STEP) is None
+    assert run_jobs(lua) == [LIST, *items(3), JOIN, FINALLY]
+    assert json.loads(lua("run.get", RUN, now=T0))["jobs"] == 6
+    for jid in items(3):
+        job = lua.job(jid)
+        assert job is not None and job["state"] == "waiting"
+        assert json.loads(job["data"]) == {
+            "name": "${{ f }}",
+            "_flows": {"run": RUN, "step": "process"},
+        }
+        assert job["tags"] == ["nightly"]
+        assert lua.r.hmget(lua.key(f"j:{jid}"), "ckey", "climit", "needs") == [
+            f"{RUN}:process",
+            "2",
+            json.dumps([LIST]),
+        ]
+    for dependent in (JOIN, FINALLY):
+        job = lua.job(dependent)
+        assert job is not None
+        assert set(job["dependencies"]) == set(items(3)) | (
+            {JOIN} if dependent == FINALLY else set()
+        )
+    assert json.loads(lua.r.hget(lua.key(f"j:{FINALLY}"), "needs")) == [LIST, *items(3), JOIN]
+    # max_parallel holds for the items: two of three start.
+    assert sorted(lua.pop_jids("q", "w1", count=3, now=T0 + 2)) == items(2)
+    for jid in items(2):
+        lua.complete(jid, now=T0 + 3)
+    assert lua.pop_jids("q", "w1", count=3, now=T0 + 4) == [f"{STEP}[2]"]
+    assert lua.state(JOIN) == "depends"
+    lua.complete(f"{STEP}[2]", now=T0 + 5)
+    assert lua.state(JOIN) == "waiting"
+    assert lua.state(FINALLY) == "depends"
+
+
+def test_a_shell_step_gives_its_list_as_json_text(lua: Lua) -> None:
+    submit(lua)
+    produce(lua, {"files": '["a", "b"]'})
+    assert run_jobs(lua) == [LIST, *items(2), JOIN, FINALLY]
+
+
+def test_no_items_complete_the_step_with_an_empty_list(lua: Lua) -> None:
+    submit(lua)
+    produce(lua, {"files": []})
+    job = lua.job(STEP)
+    assert job is not None and job["state"] == "complete" and job["result"] in ("[]", [])
+    assert "fanout" in lua.history(STEP)
+    assert lua.state(JOIN) == "waiting"
+    assert run_jobs(lua) == [LIST, STEP, JOIN, FINALLY]
+
+
+def test_items_wait_for_the_templates_other_open_needs(lua: Lua) -> None:
+    submit(lua, extra=[{"jid": f"{RUN}:other", "queue": "slow"}])
+    produce(lua, {"files": ["x", "y"]})
+    for jid in items(2):
+        job = lua.job(jid)
+        assert job is not None and job["state"] == "depends"
+        assert job["dependencies"] == [f"{RUN}:other"]
+    assert lua.pop_jids("slow", "w1", now=T0 + 2) == [f"{RUN}:other"]
+    lua.complete(f"{RUN}:other", "w1", "slow", now=T0 + 2)
+    assert {lua.state(jid) for jid in items(2)} == {"waiting"}
+
+
+@pytest.mark.parametrize(
+    ("result", "message"),
+    [
+        ({"files": {"a": 1}}, 'output "files" is an object, not a list'),
+        ({"files": 3}, 'output "files" is a number, not a list'),
+        ({"files": "a.csv"}, 'output "files" is text that is not a JSON array'),
+        ({"other": []}, 'the producer has no output "files"'),
+        ([1, 2], 'the producer has no output "files"'),
+        (
+            {"files": list(range(limits.MAX_FANOUT_ITEMS + 1))},
+            "10001 items, more than the limit of 10000",
+        ),
+    ],
+    ids=["object", "number", "text", "missing", "not-an-object", "too-many"],
+)
+def test_an_output_that_is_not_a_list_fails_the_step_and_the_producer_completes(
+    lua: Lua, result: Any, message: str
+) -> None:
+    submit(lua)
+    assert produce(lua, result) == "complete"
+    assert lua.state(LIST) == "complete"
+    job = lua.job(STEP)
+    assert job is not None and job["state"] == "failed"
+    assert job["failure"]["group"] == "fanout-invalid"
+    assert message in job["failure"]["message"]
+    assert lua.state(JOIN) == "depends"  # blocked: upstream_failed
+    assert lua.state(FINALLY) == "waiting"  # all_done runs after the failure
+    assert run_jobs(lua) == [LIST, STEP, JOIN, FINALLY]
+    # run.retry expands it again from the same output: it fails again, never runs as a job.
+    assert lua("run.retry", RUN, now=T0 + 5) == 1
+    job = lua.job(STEP, now=T0 + 5)
+    assert job is not None and job["state"] == "failed"
+    assert lua.zset("q-work").count(STEP) == 0
+
+
+def test_the_limit_is_the_same_number_in_python_and_lua(lua: Lua) -> None:
+    submit(lua)
+    produce(lua, {"files": list(range(limits.MAX_FANOUT_ITEMS))})
+    assert len(run_jobs(lua)) == 3 + limits.MAX_FANOUT_ITEMS
+
+
+@pytest.mark.parametrize("files", [["a"], {"a": 1}], ids=["list", "not-a-list"])
+def test_a_refused_complete_expands_and_fails_nothing(lua: Lua, files: Any) -> None:
+    submit(lua)
+    assert lua.pop_jids("q", "w1", now=T0 + 1) == [LIST]
+    with unchanged(lua.r), pytest.raises(LockLost):
+        lua.complete(LIST, "w2", now=T0 + 1, result=json.dumps({"files": files}))
+
+
+def test_complete_many_expands_too(lua: Lua) -> None:
+    submit(lua)
+    assert lua.pop_jids("q", "w1", now=T0 + 1) == [LIST]
+    reply = lua("complete.many", "w1", LIST, "q", json.dumps({"files": [1, 2]}), now=T0 + 1)
+    assert json.loads(reply) == ["complete"]
+    assert run_jobs(lua) == [LIST, *items(2), JOIN, FINALLY]
+
+
+def test_a_skipped_producer_skips_the_step(lua: Lua) -> None:
+    submit(lua)
+    assert lua.pop_jids("q", "w1", now=T0 + 1) == [LIST]
+    lua.complete(LIST, now=T0 + 1, skipped="if: false")
+    job = lua.job(STEP)
+    assert job is not None and job["state"] == "complete" and "skipped" in lua.history(STEP)
+    assert lua.state(JOIN) == "complete"
+
+
+def test_run_retry_runs_only_the_failed_items_again(lua: Lua) -> None:
+    submit(lua)
+    produce(lua, {"files": ["a", "b", "c"]})
+    assert sorted(lua.pop_jids("q", "w1", count=2, now=T0 + 2)) == items(2)
+    lua.complete(f"{STEP}[0]", now=T0 + 3)
+    lua("fail.held", f"{STEP}[1]", "w1", "boom", "broke", now=T0 + 3)
+    assert lua.pop_jids("q", "w1", now=T0 + 4) == [f"{STEP}[2]"]
+    lua.complete(f"{STEP}[2]", now=T0 + 4)
+    assert lua.pop_jids("q", "w1", now=T0 + 5) == [FINALLY]  # all_done: after the failure
+    lua.complete(FINALLY, now=T0 + 5)
+    assert lua("run.retry", RUN, now=T0 + 10) == 1
+    assert [lua.state(jid, now=T0 + 10) for jid in items(3)] == ["complete", "waiting", "complete"]
+    assert lua.state(FINALLY, now=T0 + 10) == "depends"  # re-armed: it needs the items again
+    assert lua.pop_jids("q", "w1", now=T0 + 11) == [f"{STEP}[1]"]
+    lua.complete(f"{STEP}[1]", now=T0 + 11)
+    assert lua.state(JOIN, now=T0 + 11) == "waiting"
+    assert run_jobs(lua) == [LIST, *items(3), JOIN, FINALLY]
+
+
+@pytest.mark.parametrize(
+    ("fanout", "message"),
+    [
+        ({"from": "f@r:elsewhere", "output": "files"}, "must be an earlier job of the run"),
+        ({"from": LIST}, 'Arg "fanout.output" missing'),
+        ("list", "fanout must be an object"),
+    ],
+    ids=["not-a-need", "no-output", "not-an-object"],
+)
+def test_submit_refuses_a_bad_fanout_spec(lua: Lua, fanout: Any, message: str) -> None:
+    with unchanged(lua.r), pytest.raises(InvalidArgument, match=message):
+        submit(lua, fanout=fanout)
+
+
+def test_a_reader_never_sees_a_step_half_expanded(lua: Lua) -> None:
+    """A second connection reads the run's jobs in a loop while the complete runs: it sees the
+    template or every item, never part of them."""
+    n = limits.MAX_FANOUT_ITEMS
+    submit(lua)
+    assert lua.pop_jids("q", "w1", now=T0 + 1) == [LIST]
+    reader = redis.Redis(connection_pool=lua.r.connection_pool)
+    item_keys = [lua.key(f"j:{jid}") for jid in items(n)]
+    seen: list[tuple[int, int]] = []
+    stop = threading.Event()
+
+    def read() -> None:
+        while not stop.is_set():
+            run = json.loads(lua.engine.call("run.get", RUN, now=T0 + 1))
+            # One EXISTS over every item key is one atomic read.
+            seen.append((len(run["jids"]), int(reader.exists(*item_keys))))
+
+    thread = threading.Thread(target=read)
+    thread.start()
+    try:
+        lua.complete(LIST, now=T0 + 1, result=json.dumps({"files": list(range(n))}))
+        for _ in range(1000):  # the complete returned: the reader's next look sees every item
+            if any(count == n for _, count in seen[-2:]):
+                break
+            threading.Event().wait(0.01)
+    finally:
+        stop.set()
+        thread.join()
+    assert {length for length, _ in seen} <= {4, 3 + n}
+    assert {count for _, count in seen} <= {0, n}
+    assert (3 + n, n) in seen
+
+
+def test_a_signal_to_a_wait_that_feeds_a_fanout_expands_it_in_that_call(lua: Lua) -> None:
+    gate = f"{RUN}:gate"
+    specs = [
+        {"jid": gate, "wait": {"signal": "files", "on_timeout": "fail"}},
+        {"jid": STEP, "depends": [gate], "fanout": {"from": gate, "output": "files"}},
+        {"jid": JOIN, "depends": [STEP]},
+    ]
+    specs = [
+        {"queue": "q", "klass": "K", "data": "{}", "trigger": "all_success", **spec}
+        for spec in specs
+    ]
+    assert lua("flow.submit", RUN, json.dumps({"flow": "f"}), json.dumps(specs), now=T0) == (
+        "submitted"
+    )
+    signal = json.dumps({"files": ["a", "b"]})
+    assert lua("wait.signal", gate, signal, "ada", now=T0 + 1) == "complete"
+    assert lua.job(STEP) is None
+    assert run_jobs(lua) == [gate, *items(2), JOIN]
+    assert [lua.state(jid) for jid in items(2)] == ["waiting", "waiting"]
+    assert lua.state(JOIN) == "depends"
