@@ -42,6 +42,7 @@ from scheduler.connections import (
     needs_failover,
     not_run,
 )
+from scheduler.direct_calls import DirectCalls, usable
 from scheduler.errors import EngineError, FlowsError, translate
 
 _INCLUDE = re.compile(r"^--\s*@include\s+(\S+)\s*$")
@@ -199,6 +200,8 @@ class Engine:
         self.route = Route(client, prefix)
         self.failover = Failover(self.route, failover_wait) if needs_failover(client) else None
         self.durability = durability
+        # Calls on a single server go straight over kept connections (scheduler/direct_calls.py).
+        self._direct = DirectCalls(client) if self.failover is None and usable(client) else None
 
     @property
     def key_prefix(self) -> str:
@@ -256,9 +259,17 @@ class Engine:
     ) -> Any:
         if self._use_functions:
             if command in self._reads:  # runs where writes are refused (full server, replica)
-                return target.execute_command("FCALL_RO", read_function_name(), *argv)  # type: ignore[no-untyped-call]
-            return target.execute_command("FCALL", function_name(), *argv)  # type: ignore[no-untyped-call]
-        return target.execute_command("EVALSHA", self._sha, *argv)  # type: ignore[no-untyped-call]
+                call = ("FCALL_RO", read_function_name(), *argv)
+            else:
+                call = ("FCALL", function_name(), *argv)
+        else:
+            call = ("EVALSHA", self._sha, *argv)
+        if self._direct is not None and target is self.redis:
+            try:
+                return self._direct.call(*call)
+            except (redis.ConnectionError, redis.TimeoutError):
+                pass  # sent again below, with redis-py's retry policy, as it would resend it
+        return target.execute_command(*call)  # type: ignore[no-untyped-call]
 
     def fault(self, error: redis.RedisError, command: str | None = None) -> Exception:
         """``error`` as a :mod:`scheduler.faults` class where it is a fault of the server or the
@@ -275,6 +286,11 @@ class Engine:
                 raise
             raise fault from error
         return float(seconds) + float(micros) / 1_000_000
+
+    def close(self) -> None:
+        """Give back the connections kept for direct calls (the client stays usable)."""
+        if self._direct is not None:
+            self._direct.close()
 
     # -- calling ---------------------------------------------------------------------------
 
