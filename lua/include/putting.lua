@@ -10,6 +10,7 @@
 -- @include job
 -- @include queue
 -- @include triggers
+-- @include handoff
 local Put = {}
 
 local PUT_OPTIONS = { priority = true, tags = true, retries = true, depends = true, trigger = true,
@@ -247,15 +248,19 @@ local function stale_fields(p)
   return stale
 end
 
--- The job's hash fields as HSET arguments: the whole job with its state, in one write.
-local function job_fields(p, old, state, priority, retries, tags)
+-- The job's hash fields as HSET arguments: the whole job with its state, in one write. A job
+-- handed straight to an idle worker (`handed`: {worker, expires}) is written running, as a pop
+-- leaves it.
+local function job_fields(p, old, state, priority, retries, tags_text, handed)
   local f = { 'jid', p.jid, 'klass', p.klass, 'data', p.data, 'priority', priority,
-    'tags', #tags == 0 and '{}' or cjson.encode(tags), 'queue', p.queue, 'worker', '',
-    'expires', 0, 'retries', retries, 'remaining', retries, 'failure', '{}', 'delay', p.delay,
-    'updated', Engine.now, 'state', state }
+    'tags', tags_text, 'queue', p.queue, 'worker', handed and handed.worker or '',
+    'expires', handed and handed.expires or 0, 'retries', retries, 'remaining', retries,
+    'failure', '{}', 'delay', p.delay, 'updated', Engine.now,
+    'state', handed and 'running' or state }
   local n = #f
   -- `time`: when a waiting job became eligible, the start of its wait-time sample.
   if state == 'waiting' then f[n + 1], f[n + 2], n = 'time', Engine.now, n + 2 end
+  if handed then f[n + 1], f[n + 2], n = 'popped', Engine.now, n + 2 end
   if not old then f[n + 1], f[n + 2], n = 'created', Engine.now, n + 2 end
   if p.trigger then
     -- The full list of needs lets run.retry re-arm jobs (see commands/run_admin.lua).
@@ -379,10 +384,17 @@ function Put.write(p, old, batch)
   elseif p.delay > 0 then
     state = 'scheduled'
   end
+  -- A job that becomes waiting may go straight to an idle worker (include/handoff.lua): not
+  -- in a bulk put (its hand-off is one pass after all its jobs) nor in the qless dialect (its
+  -- order of events), nor a job whose ttl, concurrency key or throttle a pop must look at.
+  local to = state == 'waiting' and not batch and not Engine.qless and not p.ttl and
+    not p.ckey and not p.throttle and Handoff.direct(queue)
+  local handed = to and { worker = to.worker, expires = Engine.now + (p.ttr or to.lock) }
+  local tags_text = #tags == 0 and '{}' or cjson.encode(tags)
   local key = Keys.job(jid)
   -- A new job has no stale fields (its hash does not exist: Job.fields found no state).
   if old then redis.call('hdel', key, unpack(stale_fields(p))) end
-  redis.call('hset', key, unpack(job_fields(p, old, state, priority, retries, tags)))
+  redis.call('hset', key, unpack(job_fields(p, old, state, priority, retries, tags_text, handed)))
   if qless then
     -- qless keeps a failure until the job completes, and counts a delay after dependencies
     -- from the put (Queue.release_dependent).
@@ -406,6 +418,11 @@ function Put.write(p, old, batch)
   else
     if state == 'scheduled' then
       Queue.defer(queue, jid, Engine.now + p.delay)
+    elseif handed then
+      -- As pop.lean reads the job back (include/lean.lua): numbers as the hash stores them.
+      Handoff.give(to, queue, jid, handed.expires, { [3] = p.ttr,
+        [9] = p.klass, [10] = p.data, [11] = tostring(priority), [12] = tags_text,
+        [13] = tostring(retries), [14] = tostring(retries) })
     elseif batch then
       local waiting = batch.waiting[queue]
       if not waiting then waiting = {}; batch.waiting[queue] = waiting end
@@ -424,7 +441,8 @@ function Put.write(p, old, batch)
   else
     Stats.bump(queue, 'put', 1)
     Queue.known(queue)
-    if not qless then Events.tracked('put', jid) end
+    -- A job handed over directly is not tracked: Handoff.direct saw no job tracked at all.
+    if not qless and not handed then Events.tracked('put', jid) end
   end
   Events.log({ jid = jid, event = 'put', queue = queue })
   if qless then
