@@ -102,12 +102,13 @@ function Handoff.direct(queue)
   return { worker = worker, lock = tonumber(queue_heartbeat or heartbeat), limit = tonumber(limit) }
 end
 
--- What a pop of job `jid` by `to.worker` (Handoff.direct) writes besides the job's hash (which
--- the put wrote running until `expires`), and the push to the worker's inbox. `f` the job's
--- fields as Lean.job reads them.
+-- What the put of job `jid` and a pop of it by `to.worker` (Handoff.direct) write besides the
+-- job's hash (which the put wrote running until `expires`), and the push to the worker's inbox:
+-- the history's two entries in one write. `f` the job's fields as Lean.job reads them.
 function Handoff.give(to, queue, jid, expires, f)
   local worker = to.worker
-  Job.history(jid, 'popped', { worker = worker }, to.limit)
+  Job.append_history(jid, { Job.history_entry('put', { q = queue }),
+    Job.history_entry('popped', { worker = worker }) }, to.limit)
   redis.call('zadd', Keys.locks(queue), expires, jid)
   redis.call('zadd', Keys.worker_jobs(worker), expires, jid)
   Stats.sample(queue, 'wait', 0)

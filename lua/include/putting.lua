@@ -403,7 +403,7 @@ function Put.write(p, old, batch)
       redis.call('hset', key, 'delay', 0, 'scheduled', string.format('%.17g', Engine.now + p.delay))
     end
   end
-  record(jid, queue, batch)
+  if not handed then record(jid, queue, batch) end -- else with the pop's entry (Handoff.give)
 
   if state == 'depends' then
     Engine.call_many('sadd', Keys.dependencies(jid), pending)

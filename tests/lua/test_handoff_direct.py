@@ -77,8 +77,10 @@ def test_a_put_to_an_idle_worker_leaves_what_put_then_pop_leave(
     assert [json.loads(entry)["what"] for entry in direct["history"]] == ["put", "popped"]
 
 
-def test_a_put_over_an_existing_job_goes_straight_over_too(lua: Lua) -> None:
+@pytest.mark.parametrize("history", [100, 3, 1])
+def test_a_put_over_an_existing_job_goes_straight_over_too(lua: Lua, history: int) -> None:
     lua.config("slow-max-concurrency", 1000)
+    lua.config("max-job-history", history)
     for jid, queue in (("ordinary", "slow"), ("direct", "fast")):
         lua.put(jid, queue, now=T0, tags=["old"], ttr=5)
         assert lua.pop_jids(queue, "w2", now=T0) == [jid]
