@@ -104,11 +104,11 @@ end
 
 -- What the put of job `jid` and a pop of it by `to.worker` (Handoff.direct) write besides the
 -- job's hash (which the put wrote running until `expires`), and the push to the worker's inbox:
--- the history's two entries in one write. `f` the job's fields as Lean.job reads them.
-function Handoff.give(to, queue, jid, expires, f)
+-- the history's two entries (`entry` the put's) in one write. `f` the job's fields as Lean.job
+-- reads them.
+function Handoff.give(to, queue, jid, expires, entry, f)
   local worker = to.worker
-  Job.append_history(jid, { Job.history_entry('put', { q = queue }),
-    Job.history_entry('popped', { worker = worker }) }, to.limit)
+  Job.append_history(jid, { entry, Job.history_entry('popped', { worker = worker }) }, to.limit)
   redis.call('zadd', Keys.locks(queue), expires, jid)
   redis.call('zadd', Keys.worker_jobs(worker), expires, jid)
   Stats.sample(queue, 'wait', 0)

@@ -11,6 +11,7 @@
 -- @include queue
 -- @include triggers
 -- @include handoff
+-- @include json_text
 local Put = {}
 
 local PUT_OPTIONS = { priority = true, tags = true, retries = true, depends = true, trigger = true,
@@ -336,12 +337,19 @@ local function block_later(batch, queue, jid, pending)
   end
 end
 
+-- The history entry of a put into `queue`: Job.history_entry('put', { q = queue }), spliced
+-- (no worker in it, so nothing for Registry.stamp to add).
+function Put.entry(queue)
+  return '{"q":' .. JsonText.string(queue) .. ',"what":"put","when":' .. cjson.encode(Engine.now) ..
+    '}'
+end
+
 -- The put's history entry.
 local function record(jid, queue, batch)
-  if not batch then return Job.history(jid, 'put', { q = queue }) end
+  if not batch then return Job.append_history(jid, Put.entry(queue)) end
   local entry = batch.entries[queue]
   if not entry then
-    entry = Job.history_entry('put', { q = queue })
+    entry = Put.entry(queue)
     batch.entries[queue] = entry
   end
   Job.append_history(jid, entry)
@@ -420,7 +428,7 @@ function Put.write(p, old, batch)
       Queue.defer(queue, jid, Engine.now + p.delay)
     elseif handed then
       -- As pop.lean reads the job back (include/lean.lua): numbers as the hash stores them.
-      Handoff.give(to, queue, jid, handed.expires, { [3] = p.ttr,
+      Handoff.give(to, queue, jid, handed.expires, Put.entry(queue), { [3] = p.ttr,
         [9] = p.klass, [10] = p.data, [11] = tostring(priority), [12] = tags_text,
         [13] = tostring(retries), [14] = tostring(retries) })
     elseif batch then
@@ -444,7 +452,7 @@ function Put.write(p, old, batch)
     -- A job handed over directly is not tracked: Handoff.direct saw no job tracked at all.
     if not qless and not handed then Events.tracked('put', jid) end
   end
-  Events.log({ jid = jid, event = 'put', queue = queue })
+  Events.log_put(jid, queue)
   if qless then
     if lost then Events.to_worker(lost, 'lock_lost', jid) end
     Events.tracked('put', jid)
