@@ -20,6 +20,12 @@ import weakref
 from typing import TYPE_CHECKING, Any
 
 import redis
+from redis.connection import HiredisRespSerializer
+
+try:
+    import hiredis
+except ImportError:  # redis-py packs in Python then
+    hiredis = None  # type: ignore[assignment]
 
 if TYPE_CHECKING:
     from redis.connection import Connection
@@ -64,7 +70,14 @@ class DirectCalls:
         except IndexError:
             connection = self.pool.get_connection()
         try:
-            connection.send_command(*args)  # type: ignore[no-untyped-call]
+            if hiredis is not None and isinstance(
+                connection._command_packer, HiredisRespSerializer
+            ):
+                # What redis-py's hiredis packer sends for these arguments (text, numbers),
+                # without its per-argument pass.
+                connection.send_packed_command([hiredis.pack_command(args)])  # type: ignore[no-untyped-call]
+            else:
+                connection.send_command(*args)  # type: ignore[no-untyped-call]
             reply = connection.read_response()
         except redis.ResponseError:
             self._keep(connection)  # an error reply, read whole: the connection is idle
