@@ -36,8 +36,8 @@ MAX_SPARE = 8
 
 def usable(client: Any) -> bool:
     """Whether ``client``'s calls may go through :class:`DirectCalls`."""
-    if type(client) is not redis.Redis:
-        return False
+    if type(client) is not redis.Redis or client.connection is not None:
+        return False  # a subclass may route calls its own way; a single connection is the one
     pool = client.connection_pool
     return type(pool) is redis.ConnectionPool and getattr(pool, "cache", None) is None
 
