@@ -287,6 +287,17 @@ class Engine:
             raise fault from error
         return float(seconds) + float(micros) / 1_000_000
 
+    def command(self, *args: Any) -> Any:
+        """A plain Redis command (not an engine call) on this engine's server, sent as engine
+        calls are (over a kept connection where it can: scheduler/direct_calls.py); redis-py's
+        exceptions as ``execute_command`` raises them. Our worker waits on its inbox this way."""
+        if self._direct is not None:
+            try:
+                return self._direct.call(*args)
+            except (redis.ConnectionError, redis.TimeoutError):
+                pass  # sent again below, with redis-py's retry policy, as it would resend it
+        return self.redis.execute_command(*args)  # type: ignore[no-untyped-call]
+
     def close(self) -> None:
         """Give back the connections kept for direct calls (the client stays usable)."""
         if self._direct is not None:
