@@ -392,10 +392,10 @@ function Put.write(p, old, batch)
   elseif p.delay > 0 then
     state = 'scheduled'
   end
-  -- A job that becomes waiting may go straight to an idle worker (include/handoff.lua): not
-  -- in a bulk put (its hand-off is one pass after all its jobs) nor in the qless dialect (its
-  -- order of events), nor a job whose ttl, concurrency key or throttle a pop must look at.
-  local to = state == 'waiting' and not batch and not Engine.qless and not p.ttl and
+  -- The job of a put alone (`p.alone`) that becomes waiting may go straight to an idle worker
+  -- (include/handoff.lua): not in the qless dialect (its order of events), nor a job whose ttl,
+  -- concurrency key or throttle a pop must look at.
+  local to = p.alone and state == 'waiting' and not Engine.qless and not p.ttl and
     not p.ckey and not p.throttle and Handoff.direct(queue)
   local handed = to and { worker = to.worker, expires = Engine.now + (p.ttr or to.lock) }
   local tags_text = #tags == 0 and '{}' or cjson.encode(tags)
