@@ -115,7 +115,8 @@ function Handoff.give(to, queue, jid, expires, entry, f)
   redis.call('zadd', Keys.workers(), Engine.now, worker)
   Handoff.stop_waiting(worker)
   local inbox = Keys.inbox(worker)
-  redis.call('rpush', inbox, '[' .. Lean.job({ queue = queue, worker = worker }, jid, f, expires) .. ']')
+  local text = Lean.job({ queue = queue, worker = worker }, jid, f, expires)
+  redis.call('rpush', inbox, '[' .. text .. ']')
   redis.call('expire', inbox, Handoff.INBOX_SECONDS)
 end
 
