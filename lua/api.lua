@@ -94,6 +94,7 @@ local function run(keys, args, native)
   Engine.now = clock(command, args[2])
   Engine.qless = not native
   Events.readied = {}
+  Handoff.nobody = {}
   -- unpack() into a constructor sizes the table once; a long argument list (flow.submit, tag
   -- lists) is copied instead, as unpack of it would overflow Lua's C stack.
   local rest

@@ -27,6 +27,7 @@
 -- @include reclaim
 -- @include slots
 -- @include ttl
+-- @include lean
 
 -- What pop needs of a job: time (waiting since), ttl_at, ttr, ckey, climit, throttle, state,
 -- reserved; a lean pop reads the fields of its reply in the same read (from position 9 on).
@@ -34,55 +35,14 @@ local CANDIDATE = { 'time', 'ttl_at', 'ttr', 'ckey', 'climit', 'throttle', 'stat
 local CANDIDATE_LEAN = { 'time', 'ttl_at', 'ttr', 'ckey', 'climit', 'throttle', 'state', 'reserved',
   'klass', 'data', 'priority', 'tags', 'retries', 'remaining', 'lost' }
 
--- The state a job just handed out is reported in (Job.describe's rule: a lock of 0 seconds is
--- stalled at once).
-local function running_state(expires)
-  return expires > Engine.now and 'running' or 'stalled'
-end
-
 -- The reply of pop: the qless job JSON of each job.
 local function full_reply(_, job)
   return Job.describe_json(job.jid, job.tracked)
 end
 
--- JSON text as cjson writes it, spliced together for the lean reply (about half the cost of
--- encoding a table per job): a string with nothing to escape is quoted as it is; an integer as
--- stored (the engine writes them so) when it is one; anything else through cjson.
-local function json_string(text)
-  if string.find(text, '[%c"\\/]') then return cjson.encode(text) end
-  return '"' .. text .. '"'
-end
-
-local function json_integer(text)
-  if text and (text == '0' or string.find(text, '^%-?[1-9]%d*$')) then return text end
-  return cjson.encode(tonumber(text) or 0)
-end
-
--- The reply of pop.lean, from what the candidate read already holds. What every job of the call
--- shares (queue, worker, popped, the usual expiry) is encoded once.
+-- The reply of pop.lean (include/lean.lua).
 local function lean_reply(c, job)
-  local f = job.f
-  if not c.shared then
-    c.shared = ',"queue":' .. json_string(c.queue) .. ',"worker":' .. json_string(c.worker) ..
-      ',"popped":' .. cjson.encode(Engine.now)
-  end
-  if job.expires ~= c.expires then
-    c.expires = job.expires
-    c.expires_text = ',"expires":' .. cjson.encode(job.expires) .. ',"state":"' ..
-      running_state(job.expires) .. '"'
-  end
-  local tags = f[12]
-  if tags ~= '{}' then tags = cjson.encode(Job.decode_list(tags)) end
-  local optional, ttr = '', tonumber(f[3])
-  if ttr then optional = ',"ttr":' .. cjson.encode(ttr) end
-  if f[6] then optional = optional .. ',"throttle":' .. json_string(f[6]) end
-  if f[4] then optional = optional .. ',"concurrency_key":' .. json_string(f[4]) end
-  if f[15] then optional = optional .. ',"lost":' .. json_integer(f[15]) end
-  return '{"jid":' .. json_string(job.jid) .. ',"klass":' .. json_string(f[9] or '') ..
-    c.shared .. c.expires_text .. ',"data":' .. cjson.encode(f[10] or '{}') ..
-    ',"priority":' .. json_integer(f[11]) .. ',"tags":' .. tags ..
-    ',"retries":' .. json_integer(f[13]) .. ',"remaining":' .. json_integer(f[14]) ..
-    optional .. '}'
+  return Lean.job(c, job.jid, job.f, job.expires)
 end
 
 -- One call of pop: queue, worker; lock (seconds, for jobs without a ttr); limit (max-job-history);

@@ -53,6 +53,9 @@ local function put(cmd, args, must_exist)
     Err.raise('NOTFOUND', cmd .. '(): Job ' .. p.jid .. ' does not exist')
   end
   if Put.exists(p, old) then return 'exists' end
+  -- The call's only job: it may go straight to an idle worker (Put.write). A call writing
+  -- several (run.retry) leaves them to the hand-off's pops, which take the best first.
+  p.alone = true
   return Put.write(p, old)
 end
 

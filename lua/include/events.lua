@@ -1,6 +1,7 @@
 -- events: what the engine publishes (channels listed in lua/README.md).
 -- @include keys
 -- @include engine
+-- @include json_text
 local Events = {}
 
 -- Queues that already got a `ready:<queue>` message in this call (reset by the dispatch).
@@ -13,6 +14,12 @@ end
 -- A JSON event on `P log`.
 function Events.log(event)
   Events.publish('log', cjson.encode(event))
+end
+
+-- The `put` event on `P log`, as Events.log writes it (spliced: every put sends one).
+function Events.log_put(jid, queue)
+  Events.publish('log', '{"jid":' .. JsonText.string(jid) .. ',"event":"put","queue":' ..
+    JsonText.string(queue) .. '}')
 end
 
 -- The bare jid on `P <kind>` when the job is tracked. Returns whether it is.

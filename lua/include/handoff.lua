@@ -14,13 +14,27 @@
 -- is handed nothing after its deadline; a job handed to it before that is reclaimed with its
 -- other jobs when its liveness lease is reaped (include/lease.lua), or when the job's lock
 -- expires for a worker without a lease.
+-- A put of one job that would become waiting goes straight to the worker that waited longest
+-- when an ordinary pop by that worker would take exactly that job (Handoff.direct says when):
+-- the job is written running in the same write as the rest of it, never enters the work queue,
+-- and `ready:<queue>` is not published (no job became waiting). The writes are those the put
+-- and the pop would have made, in one pass: the job's hash, its history (put, popped), the
+-- queue's locks, the worker's jobs and activity, the wait-time sample, the inbox.
 -- Keys: q:<queue>-idle (zset worker -> deadline), w:<worker>:idle (set of its queues),
 -- w:<worker>:inbox (list of JSON job lists, as pop replies; '[]' wakes the worker).
 -- Needs `api` (the command table): include it from a command file.
 -- @include keys
 -- @include engine
+-- @include config
 -- @include events
+-- @include stats
+-- @include job
+-- @include lean
 local Handoff = {}
+
+-- Queues this call found no idle worker on (reset by the dispatch): the hand-off at the end of
+-- the call need not look again.
+Handoff.nobody = {}
 
 -- Jobs one call hands out per queue at most (a put readies one queue; flow.submit may ready a
 -- few, each with many idle workers): keeps every call bounded.
@@ -63,7 +77,51 @@ local function next_idle(queue)
   return first[1]
 end
 
+-- The idle worker a job of `queue` that is about to become waiting may go straight to, as
+-- {worker, lock (seconds), limit (max-job-history)}; nil when an ordinary pop must decide: no
+-- worker waits, the queue is paused or has a max-concurrency, or the pop would first take or
+-- reclaim something else (jobs waiting, due recurring or scheduled jobs, ttl deadlines, expired
+-- locks) or publish for a tracked job. Only reads (and drops idle workers past their deadline).
+function Handoff.direct(queue)
+  local worker = next_idle(queue)
+  if not worker then
+    Handoff.nobody[queue] = true
+    return nil
+  end
+  if redis.call('sismember', Keys.paused(), queue) == 1 then return nil end
+  local max_concurrency, queue_heartbeat, heartbeat, limit = Config.values(
+    queue .. '-max-concurrency', queue .. '-heartbeat', 'heartbeat', 'max-job-history')
+  if (tonumber(max_concurrency or 0) or 0) > 0 then return nil end
+  if redis.call('exists', Keys.work(queue), Keys.recur(queue), Keys.scheduled(queue),
+      Keys.ttl(queue), Keys.tracked()) > 0 then
+    return nil
+  end
+  if #redis.call('zrangebyscore', Keys.locks(queue), '-inf', Engine.now, 'LIMIT', 0, 1) > 0 then
+    return nil
+  end
+  return { worker = worker, lock = tonumber(queue_heartbeat or heartbeat), limit = tonumber(limit) }
+end
+
+-- What the put of job `jid` and a pop of it by `to.worker` (Handoff.direct) write besides the
+-- job's hash (which the put wrote running until `expires`), and the push to the worker's inbox:
+-- the history's two entries (`entry` the put's) in one write. `f` the job's fields as Lean.job
+-- reads them.
+function Handoff.give(to, queue, jid, expires, entry, f)
+  local worker = to.worker
+  Job.append_history(jid, { entry, Job.history_entry('popped', { worker = worker }) }, to.limit)
+  redis.call('zadd', Keys.locks(queue), expires, jid)
+  redis.call('zadd', Keys.worker_jobs(worker), expires, jid)
+  Stats.sample(queue, 'wait', 0)
+  redis.call('zadd', Keys.workers(), Engine.now, worker)
+  Handoff.stop_waiting(worker)
+  local inbox = Keys.inbox(worker)
+  local text = Lean.job({ queue = queue, worker = worker }, jid, f, expires)
+  redis.call('rpush', inbox, '[' .. text .. ']')
+  redis.call('expire', inbox, Handoff.INBOX_SECONDS)
+end
+
 local function deliver_queue(queue)
+  if Handoff.nobody[queue] then return end
   for _ = 1, Handoff.MAX_PER_QUEUE do
     local worker = next_idle(queue)
     if not worker then return end

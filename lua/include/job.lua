@@ -48,11 +48,16 @@ function Job.history_entry(what, extra)
   return cjson.encode(entry)
 end
 
--- Append an entry (JSON text) to a job's history, keeping the first one and the newest
--- `max-job-history - 1`. `limit` is that setting when the caller already read it.
+-- Append an entry (JSON text; or a list of them, in order) to a job's history, keeping the first
+-- one and the newest `max-job-history - 1`. `limit` is that setting when the caller already read it.
 function Job.append_history(jid, entry, limit)
   local key = Keys.history(jid)
-  local length = redis.call('rpush', key, entry)
+  local length
+  if type(entry) == 'table' then
+    length = redis.call('rpush', key, unpack(entry))
+  else
+    length = redis.call('rpush', key, entry)
+  end
   -- The first entry is always kept: a history of one is never trimmed, whatever the setting,
   -- so a new job's put need not read it.
   if length <= 1 then return end

@@ -10,6 +10,8 @@
 -- @include job
 -- @include queue
 -- @include triggers
+-- @include handoff
+-- @include json_text
 local Put = {}
 
 local PUT_OPTIONS = { priority = true, tags = true, retries = true, depends = true, trigger = true,
@@ -250,15 +252,19 @@ local function stale_fields(p)
   return stale
 end
 
--- The job's hash fields as HSET arguments: the whole job with its state, in one write.
-local function job_fields(p, old, state, priority, retries, tags)
+-- The job's hash fields as HSET arguments: the whole job with its state, in one write. A job
+-- handed straight to an idle worker (`handed`: {worker, expires}) is written running, as a pop
+-- leaves it.
+local function job_fields(p, old, state, priority, retries, tags_text, handed)
   local f = { 'jid', p.jid, 'klass', p.klass, 'data', p.data, 'priority', priority,
-    'tags', #tags == 0 and '{}' or cjson.encode(tags), 'queue', p.queue, 'worker', '',
-    'expires', 0, 'retries', retries, 'remaining', retries, 'failure', '{}', 'delay', p.delay,
-    'updated', Engine.now, 'state', state }
+    'tags', tags_text, 'queue', p.queue, 'worker', handed and handed.worker or '',
+    'expires', handed and handed.expires or 0, 'retries', retries, 'remaining', retries,
+    'failure', '{}', 'delay', p.delay, 'updated', Engine.now,
+    'state', handed and 'running' or state }
   local n = #f
   -- `time`: when a waiting job became eligible, the start of its wait-time sample.
   if state == 'waiting' then f[n + 1], f[n + 2], n = 'time', Engine.now, n + 2 end
+  if handed then f[n + 1], f[n + 2], n = 'popped', Engine.now, n + 2 end
   if not old then f[n + 1], f[n + 2], n = 'created', Engine.now, n + 2 end
   if p.trigger then
     -- The full list of needs lets run.retry re-arm jobs (see commands/run_admin.lua).
@@ -335,12 +341,19 @@ local function block_later(batch, queue, jid, pending)
   end
 end
 
+-- The history entry of a put into `queue`: Job.history_entry('put', { q = queue }), spliced
+-- (no worker in it, so nothing for Registry.stamp to add).
+function Put.entry(queue)
+  return '{"q":' .. JsonText.string(queue) .. ',"what":"put","when":' .. cjson.encode(Engine.now) ..
+    '}'
+end
+
 -- The put's history entry.
 local function record(jid, queue, batch)
-  if not batch then return Job.history(jid, 'put', { q = queue }) end
+  if not batch then return Job.append_history(jid, Put.entry(queue)) end
   local entry = batch.entries[queue]
   if not entry then
-    entry = Job.history_entry('put', { q = queue })
+    entry = Put.entry(queue)
     batch.entries[queue] = entry
   end
   Job.append_history(jid, entry)
@@ -385,10 +398,17 @@ function Put.write(p, old, batch)
   elseif p.delay > 0 then
     state = 'scheduled'
   end
+  -- The job of a put alone (`p.alone`) that becomes waiting may go straight to an idle worker
+  -- (include/handoff.lua): not in the qless dialect (its order of events), nor a job whose ttl,
+  -- concurrency key or throttle a pop must look at.
+  local to = p.alone and state == 'waiting' and not Engine.qless and not p.ttl and
+    not p.ckey and not p.throttle and Handoff.direct(queue)
+  local handed = to and { worker = to.worker, expires = Engine.now + (p.ttr or to.lock) }
+  local tags_text = #tags == 0 and '{}' or cjson.encode(tags)
   local key = Keys.job(jid)
   -- A new job has no stale fields (its hash does not exist: Job.fields found no state).
   if old then redis.call('hdel', key, unpack(stale_fields(p))) end
-  redis.call('hset', key, unpack(job_fields(p, old, state, priority, retries, tags)))
+  redis.call('hset', key, unpack(job_fields(p, old, state, priority, retries, tags_text, handed)))
   if qless then
     -- qless keeps a failure until the job completes, and counts a delay after dependencies
     -- from the put (Queue.release_dependent).
@@ -397,7 +417,7 @@ function Put.write(p, old, batch)
       redis.call('hset', key, 'delay', 0, 'scheduled', string.format('%.17g', Engine.now + p.delay))
     end
   end
-  record(jid, queue, batch)
+  if not handed then record(jid, queue, batch) end -- else with the pop's entry (Handoff.give)
 
   if state == 'depends' then
     Engine.call_many('sadd', Keys.dependencies(jid), pending)
@@ -414,6 +434,11 @@ function Put.write(p, old, batch)
   else
     if state == 'scheduled' then
       Queue.defer(queue, jid, Engine.now + p.delay)
+    elseif handed then
+      -- As pop.lean reads the job back (include/lean.lua): numbers as the hash stores them.
+      Handoff.give(to, queue, jid, handed.expires, Put.entry(queue), { [3] = p.ttr,
+        [9] = p.klass, [10] = p.data, [11] = tostring(priority), [12] = tags_text,
+        [13] = tostring(retries), [14] = tostring(retries) })
     elseif batch then
       local waiting = batch.waiting[queue]
       if not waiting then waiting = {}; batch.waiting[queue] = waiting end
@@ -432,9 +457,10 @@ function Put.write(p, old, batch)
   else
     Stats.bump(queue, 'put', 1)
     Queue.known(queue)
-    if not qless then Events.tracked('put', jid) end
+    -- A job handed over directly is not tracked: Handoff.direct saw no job tracked at all.
+    if not qless and not handed then Events.tracked('put', jid) end
   end
-  Events.log({ jid = jid, event = 'put', queue = queue })
+  Events.log_put(jid, queue)
   if qless then
     if lost then Events.to_worker(lost, 'lock_lost', jid) end
     Events.tracked('put', jid)

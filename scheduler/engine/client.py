@@ -419,6 +419,7 @@ class Client:
 
     def close(self) -> None:
         """Close the connection if this client opened it."""
+        self.engine.close()
         if self._owns_redis:
             self.redis.close()
 

@@ -65,8 +65,16 @@ def _too_large(command: str, message: str) -> TooLarge:
     return TooLarge(f"{display(command)}(): {message}", command=command)
 
 
+#: Ids found valid (a memo of a pure check: queues and klasses are checked on every put), and
+#: how many it keeps before it starts again.
+_VALID_IDS: set[str] = set()
+_MAX_VALID_IDS = 1024
+
+
 def check_id(command: str, name: str, value: Any) -> str:
     """An id: a non-empty string of at most 256 bytes without white space or control bytes."""
+    if type(value) is str and value in _VALID_IDS:
+        return value
     if value is None or value == "":
         raise _invalid(command, f'Arg "{name}" missing')
     if not isinstance(value, str):
@@ -81,6 +89,10 @@ def check_id(command: str, name: str, value: Any) -> str:
             command,
             f'Arg "{name}" contains white space or a control character: {value[:40]!r}',
         )
+    if type(value) is str:
+        if len(_VALID_IDS) >= _MAX_VALID_IDS:
+            _VALID_IDS.clear()
+        _VALID_IDS.add(value)
     return value
 
 

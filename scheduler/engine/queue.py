@@ -8,7 +8,7 @@ server's clock.
 from __future__ import annotations
 
 import json
-import uuid
+import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -231,15 +231,20 @@ class Queue:
         limits.check_id(command, "queue", self.name)
         jid, name, payload, delay = _checked_job(command, klass, data, jid, delay)
         _check_counts(command, priority, retries)
-        checked_depends = (
-            None if depends is None else limits.check_ids(command, "depends", depends, jids=True)
-        )
-        options = pairs(
-            priority=priority,
-            tags=None if tags is None else limits.check_tags(command, tags),
-            retries=retries,
-            depends=checked_depends,
-        )
+        options: list[Any] = []
+        # Most puts give none of these: no pairs to build.
+        if priority is not None or tags is not None or retries is not None or depends is not None:
+            checked_depends = (
+                None
+                if depends is None
+                else limits.check_ids(command, "depends", depends, jids=True)
+            )
+            options = pairs(
+                priority=priority,
+                tags=None if tags is None else limits.check_tags(command, tags),
+                retries=retries,
+                depends=checked_depends,
+            )
         reply = self._call(
             command,
             self.client.worker_name,
@@ -336,7 +341,7 @@ class Queue:
         reply = self._call(
             "recur",
             self.name,
-            jid or uuid.uuid4().hex,
+            jid or new_jid(),
             klass_name(klass),
             dumps(dict(data or {})),
             "interval",
@@ -445,6 +450,9 @@ class Queue:
         self._call("queue.forget", self.name, now=now)
 
 
+_NO_EXTENSIONS = (None, None, None, None, None)
+
+
 def _extensions(
     ttl: float | None,
     ttr: float | None,
@@ -454,6 +462,8 @@ def _extensions(
     unique: bool,
 ) -> list[Any]:
     """The trailing option pairs of put's extensions that are set."""
+    if not unique and (ttl, ttr, concurrency_key, concurrency_limit, throttle) == _NO_EXTENSIONS:
+        return []  # most puts
     return pairs(
         ttl=ttl,
         ttr=ttr,
@@ -480,12 +490,21 @@ def _checked_job(
 ) -> tuple[str, str, str, float]:
     """A put's jid (a new uuid4 hex for None), klass name, data as JSON text and delay, each
     within the engine's limits (else the engine's error class for ``command``)."""
-    jid = limits.check_jid(command, "jid", uuid.uuid4().hex if jid is None else jid)
+    jid = new_jid() if jid is None else limits.check_jid(command, "jid", jid)
     # Anything but a string or a class/function is refused as the engine would refuse it.
     name = limits.check_id(command, "klass", klass_name(klass) if callable(klass) else klass)
     body = dict(data) if isinstance(data, Mapping) else ({} if data is None else data)
     payload = limits.encode_payload(command, "data", body, kind="object")
     return jid, name, payload, limits.check_delay(command, delay)
+
+
+def new_jid() -> str:
+    """A new jid: a uuid4 in hex (32 characters, a valid jid), made from 16 random bytes without
+    building a :class:`uuid.UUID`."""
+    raw = bytearray(os.urandom(16))
+    raw[6] = raw[6] & 0x0F | 0x40  # version 4
+    raw[8] = raw[8] & 0x3F | 0x80  # the RFC 4122 variant
+    return raw.hex()
 
 
 def _check_counts(command: str, priority: int | None, retries: int | None) -> None:

@@ -43,6 +43,7 @@ from scheduler.engine.connections import (
     needs_failover,
     not_run,
 )
+from scheduler.engine.direct_calls import DirectCalls, usable
 from scheduler.engine.errors import EngineError, FlowsError, translate
 
 _INCLUDE = re.compile(r"^--\s*@include\s+(\S+)\s*$")
@@ -200,6 +201,8 @@ class Engine:
         self.route = Route(client, prefix)
         self.failover = Failover(self.route, failover_wait) if needs_failover(client) else None
         self.durability = durability
+        # Calls on a single server go straight over kept connections (engine/direct_calls.py).
+        self._direct = DirectCalls(client) if self.failover is None and usable(client) else None
 
     @property
     def key_prefix(self) -> str:
@@ -257,14 +260,21 @@ class Engine:
     ) -> Any:
         if self._use_functions:
             if command in self._reads:  # runs where writes are refused (full server, replica)
-                return target.execute_command("FCALL_RO", read_function_name(), *argv)  # type: ignore[no-untyped-call]
-            return target.execute_command("FCALL", function_name(), *argv)  # type: ignore[no-untyped-call]
-        return target.execute_command("EVALSHA", self._sha, *argv)  # type: ignore[no-untyped-call]
+                call = ("FCALL_RO", read_function_name(), *argv)
+            else:
+                call = ("FCALL", function_name(), *argv)
+        else:
+            call = ("EVALSHA", self._sha, *argv)
+        if self._direct is not None and target is self.redis:
+            try:
+                return self._direct.call(*call)
+            except (redis.ConnectionError, redis.TimeoutError):
+                pass  # sent again below, with redis-py's retry policy, as it would resend it
+        return target.execute_command(*call)  # type: ignore[no-untyped-call]
 
     def fault(self, error: redis.RedisError, command: str | None = None) -> Exception:
         """``error`` as a :mod:`scheduler.engine.faults` class where it is a fault of the server or
-        the
-        connection (naming the server and namespace), else as it is."""
+        the connection (naming the server and namespace), else as it is."""
         return faults.translate(error, self.redis, self.key_prefix, command) or error
 
     def server_time(self) -> float:
@@ -277,6 +287,22 @@ class Engine:
                 raise
             raise fault from error
         return float(seconds) + float(micros) / 1_000_000
+
+    def command(self, *args: Any) -> Any:
+        """A plain Redis command (not an engine call) on this engine's server, sent as engine
+        calls are (over a kept connection where it can: engine/direct_calls.py); redis-py's
+        exceptions as ``execute_command`` raises them. Our worker waits on its inbox this way."""
+        if self._direct is not None:
+            try:
+                return self._direct.call(*args)
+            except (redis.ConnectionError, redis.TimeoutError):
+                pass  # sent again below, with redis-py's retry policy, as it would resend it
+        return self.redis.execute_command(*args)  # type: ignore[no-untyped-call]
+
+    def close(self) -> None:
+        """Give back the connections kept for direct calls (the client stays usable)."""
+        if self._direct is not None:
+            self._direct.close()
 
     # -- calling ---------------------------------------------------------------------------
 

@@ -1,0 +1,65 @@
+"""Engine calls over kept connections (scheduler/engine/direct_calls.py): the same replies and
+errors as through redis-py, a connection lost between calls is replaced, and the connections go back to
+the pool."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import redis
+from scheduler.client import Client
+from scheduler.errors import InvalidArgument
+from scheduler.scripts import Engine
+
+
+def test_calls_go_over_one_kept_connection(redis_client: redis.Redis) -> None:
+    engine = Engine(redis_client)
+    assert engine._direct is not None
+    client = Client.from_engine(engine)
+    queue = client.queues["q"]
+    jids = [queue.put("k", {"i": i}) for i in range(20)]
+    assert client.queues["q"].jobs.waiting(count=50) == jids
+    pool = redis_client.connection_pool
+    kept = engine._direct._spare
+    assert len(kept) == 1 and kept[0] in pool._in_use_connections  # type: ignore[attr-defined]
+    engine.close()
+    assert kept == [] and not pool._in_use_connections  # type: ignore[attr-defined]
+
+
+def test_an_error_reply_raises_as_before_and_keeps_the_connection(
+    redis_client: redis.Redis,
+) -> None:
+    engine = Engine(redis_client)
+    engine.call("put", "w", "q", "a", "k", "{}", 0)
+    kept = list(engine._direct._spare)  # type: ignore[union-attr]
+    with pytest.raises(InvalidArgument, match='Put\\(\\): Arg "data"'):
+        engine.call("put", "w", "q", "b", "k", "[not json", 0)
+    assert engine._direct._spare == kept  # type: ignore[union-attr]
+    assert engine.call("put", "w", "q", "c", "k", "{}", 0) == "c"
+
+
+def test_a_connection_the_server_dropped_is_replaced(redis_client: redis.Redis) -> None:
+    engine = Engine(redis_client)
+    engine.call("put", "w", "q", "a", "k", "{}", 0)
+    [connection] = engine._direct._spare  # type: ignore[union-attr]
+    connection._sock.shutdown(2)  # type: ignore[attr-defined]  # as a server closing it
+    assert engine.call("put", "w", "q", "b", "k", "{}", 0) == "b"
+    assert redis_client.zcard("ql:q:q-work") == 2
+
+
+def test_a_forked_child_opens_its_own_connections(redis_client: redis.Redis) -> None:
+    engine = Engine(redis_client)
+    engine.call("put", "w", "q", "a", "k", "{}", 0)
+    parents = list(engine._direct._spare)  # type: ignore[union-attr]
+    pid = os.fork()
+    if pid == 0:  # the child: a put on a connection of its own, the parent's left alone
+        try:
+            ok = engine.call("put", "w", "q", "child", "k", "{}", 0) == "child"
+            ok = ok and all(c not in parents for c in engine._direct._spare)  # type: ignore[union-attr]
+        finally:
+            os._exit(0 if ok else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert engine._direct._spare == parents  # type: ignore[union-attr]
+    assert engine.call("put", "w", "q", "b", "k", "{}", 0) == "b"
