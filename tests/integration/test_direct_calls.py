@@ -1,6 +1,6 @@
 """Engine calls over kept connections (scheduler/engine/direct_calls.py): the same replies and
-errors as through redis-py, a connection lost between calls is replaced, and the connections go back to
-the pool."""
+errors as through redis-py, a connection lost between calls is replaced, and the connections go
+back to the pool."""
 
 from __future__ import annotations
 
