@@ -8,9 +8,10 @@ import os
 
 import pytest
 import redis
-from scheduler.client import Client
-from scheduler.errors import InvalidArgument
-from scheduler.scripts import Engine
+
+from scheduler.engine.client import Client
+from scheduler.engine.errors import InvalidArgument
+from scheduler.engine.scripts import Engine
 
 
 def test_calls_go_over_one_kept_connection(redis_client: redis.Redis) -> None:
