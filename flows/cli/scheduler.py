@@ -17,7 +17,7 @@ from typing import Any
 import click
 
 from flows.cli.common import GuardedCommand, ago, open_client, print_json, table, user_errors
-from flows.cli.fanout import namespaces_of, run_per_namespace
+from flows.cli.namespaces import namespaces_of, run_per_namespace
 from flows.cli.options import FiniteFloat, as_json, connection
 from flows.service_source import FlowsSource
 from flows.triggering import trigger_run

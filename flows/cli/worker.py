@@ -11,7 +11,7 @@ from typing import Any
 import click
 
 from flows.cli.common import open_client, user_errors
-from flows.cli.fanout import namespaces_of, run_per_namespace
+from flows.cli.namespaces import namespaces_of, run_per_namespace
 from flows.cli.options import connection, setting_option
 from scheduler import embedded
 from scheduler.engine.client import Client
