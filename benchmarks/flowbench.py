@@ -10,6 +10,7 @@ from benchmarks import flowgen
 from benchmarks.context import Bench, wait_until
 from benchmarks.figures import Figure, Target
 from benchmarks.processes import worker_pool
+from flows import gc_pause
 from flows.run_builder import assemble_run
 from flows.submit import submit
 
@@ -33,6 +34,8 @@ def flow_round(bench: Bench, index: int) -> dict[str, Any]:
     steps = bench.sizes.flow
     text = flowgen.layered_flow("bench-flow", steps, FLOW_QUEUE)
     run_id = f"bench-flow-{index}"
+    # As `flows run` does: no cyclic collection while the file loads, expands and is assembled.
+    gc_pause.enable()
     with worker_pool(bench, FLOW_QUEUE, 2, prepare=PREPARE):
         # CPU seconds of this process too: on a busy machine they vary far less than the time.
         start, start_cpu = time.perf_counter(), time.process_time()
