@@ -28,6 +28,13 @@ def enable() -> None:
     _enabled = True
 
 
+def disable() -> None:
+    """Undo :func:`enable`: :func:`gc_paused` changes nothing again (a benchmark that measures
+    a command's work, then a service's, in one process)."""
+    global _enabled
+    _enabled = False
+
+
 @contextmanager
 def gc_paused() -> Iterator[None]:
     """No cyclic collection inside the block, where :func:`enable` was called; enabled again
