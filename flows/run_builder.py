@@ -19,6 +19,7 @@ from typing import Any
 
 from flows.expand import PutRequest, expand
 from flows.flow_outputs import RECORD_FIELD, outputs_record
+from flows.gc_pause import gc_paused
 from flows.model import Flow
 from flows.run_specs import check_limits, content_hash, job_spec
 from flows.subflow_files import child_queues
@@ -142,12 +143,9 @@ def assemble_run(
     :func:`build_run`, for callers that expand themselves: benchmarks and tests). ``outputs``:
     the flow's (:func:`flows.flow_outputs.outputs_record`); ``more_queues``: queues its child
     runs use, which a local worker of the run must also take jobs from."""
-    jobs = []
-    for request in requests:
-        spec = job_spec(request)
-        if delay > 0 and not request.depends:
-            spec["delay"] = request.delay + delay
-        jobs.append(spec)
+    # A few containers per job, among the many the expansion left alive: see flows.gc_pause.
+    with gc_paused():
+        jobs = _job_specs(requests, delay)
     queues = tuple(sorted({r.queue for r in requests} | set(more_queues)))
     record: dict[str, Any] = {
         "flow": flow,
@@ -164,8 +162,21 @@ def assemble_run(
     if outputs is not None:
         record[RECORD_FIELD] = dict(outputs)
     # The limits are checked now, before anything is sent; the engine takes the text as it is.
-    jobs_text = check_limits(run_id, jobs)
+    with gc_paused():
+        jobs_text = check_limits(run_id, jobs)
     return BuiltRun(RunRequest(run_id, record, jobs, jobs_text), queues)
+
+
+def _job_specs(requests: Sequence[PutRequest], delay: float) -> list[dict[str, Any]]:
+    """Each request's :func:`~flows.run_specs.job_spec`; the jobs without dependencies start
+    ``delay`` seconds late."""
+    jobs = []
+    for request in requests:
+        spec = job_spec(request)
+        if delay > 0 and not request.depends:
+            spec["delay"] = request.delay + delay
+        jobs.append(spec)
+    return jobs
 
 
 __all__ = ["BuiltRun", "FlowFile", "assemble_run", "build_run", "parse_flow_text", "read_flow_file"]
