@@ -16,10 +16,10 @@ from textwrap import dedent
 
 import pytest
 import redis
-from click.testing import CliRunner, Result
+from click.testing import CliRunner
+from flows_cli_support import flows, status_json
 from helpers import assert_unchanged
 
-from flows.cli import main
 from flows.expand import expand
 from flows.run_builder import assemble_run
 from flows.runs import list_runs, load_run
@@ -47,16 +47,6 @@ def cli(
 @pytest.fixture
 def client(server: EmbeddedServer, redis_client: redis.Redis) -> Client:
     return Client(server.url)
-
-
-def flows(cli: CliRunner, *args: str) -> Result:
-    return cli.invoke(main, list(args), catch_exceptions=False)
-
-
-def status_json(cli: CliRunner, run_id: str | None = None) -> dict[str, object]:
-    result = flows(cli, "status", "--json", *([run_id] if run_id else []))
-    assert result.exit_code == 0, result.output
-    return json.loads(result.stdout)
 
 
 def write_flow(folder: Path, yaml_text: str, tasks: str) -> Path:

@@ -11,9 +11,9 @@ from textwrap import dedent
 
 import pytest
 import redis
-from click.testing import CliRunner, Result
+from click.testing import CliRunner
+from flows_cli_support import flows, status_json
 
-from flows.cli import main
 from scheduler.embedded import EmbeddedServer
 from scheduler.engine.client import Client
 
@@ -35,16 +35,6 @@ def cli(
 @pytest.fixture
 def client(server: EmbeddedServer, redis_client: redis.Redis) -> Client:
     return Client(server.url)
-
-
-def flows(cli: CliRunner, *args: str) -> Result:
-    return cli.invoke(main, list(args), catch_exceptions=False)
-
-
-def status_json(cli: CliRunner, run_id: str | None = None) -> dict[str, object]:
-    result = flows(cli, "status", "--json", *([run_id] if run_id else []))
-    assert result.exit_code == 0, result.output
-    return json.loads(result.stdout)
 
 
 def steps_of(status: dict[str, object]) -> dict[str, dict[str, object]]:

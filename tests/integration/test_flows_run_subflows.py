@@ -17,10 +17,10 @@ from typing import Any
 
 import pytest
 import redis
-from click.testing import CliRunner, Result
+from click.testing import CliRunner
+from flows_cli_support import flows
 from helpers import assert_unchanged
 
-from flows.cli import main
 from flows.runs import load_run
 from flows.worker_hook import prepare
 from scheduler.embedded import EmbeddedServer
@@ -77,10 +77,6 @@ def cli(
 @pytest.fixture
 def client(server: EmbeddedServer, redis_client: redis.Redis) -> Client:
     return Client(server.url)
-
-
-def flows(cli: CliRunner, *args: str) -> Result:
-    return cli.invoke(main, list(args), catch_exceptions=False)
 
 
 def status(cli: CliRunner, run_id: str) -> dict[str, Any]:
