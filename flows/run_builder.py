@@ -1,8 +1,9 @@
 """Building a run: the one path from a flow file to what the engine takes.
 
-Every run is built here, whoever starts it: ``flows run`` (:func:`read_flow_file`), the
-scheduler service's ticks and a manual trigger from ``flows schedule trigger`` or the REST API
-(:func:`parse_flow_text` of the registered text, :mod:`flows.service_source`). The file is read,
+Every run is built here, whoever starts it: ``flows run`` and a sub-flow step's child run
+(:func:`read_flow_file`), the scheduler service's ticks and backfills, and a manual trigger from
+``flows schedule trigger`` or the REST API (:func:`parse_flow_text` of the registered text,
+:mod:`flows.service_source`). The file is read,
 validated and hashed once (:class:`FlowFile`); :func:`build_run` expands it for one run id and
 logical time, binds and checks the params, checks the engine's limits and returns the run record
 and job specs (:class:`~scheduler.service.records.RunRequest`) that ``flow.submit``,
