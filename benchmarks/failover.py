@@ -36,6 +36,7 @@ from scheduler import Client
 from scheduler.engine.doctor import deep_check
 from scheduler.engine.errors import ClusterError, OutcomeUnknown
 from scheduler.engine.queue import NewJob
+from scheduler.service.schedules import Schedules
 
 DRAIN = "drain"
 LEDGER = "ledger"
@@ -146,7 +147,20 @@ def drain_through_failover(
     run_id = submitted.stdout.split()[0]
     ledger = workdir / "ledger.txt"
     common = ["--redis", url, "--namespace", namespace]
-    processes = [
+    # The service first, running before the drain starts: one still starting when the master is
+    # killed would meet no master and stop with a start-up error instead of riding it out.
+    (workdir / "flows").mkdir(exist_ok=True)
+    service = _flows("scheduler", "--flows-dir", str(workdir / "flows"), "--id", SERVICE_ID,
+                     "--tick-interval", "0.2", *common, log=workdir / "scheduler.log")  # fmt: skip
+    launched, ready_by = time.time(), time.monotonic() + 60
+    while not any(
+        s.id == SERVICE_ID and s.last_tick >= launched for s in Schedules(client).services()
+    ):
+        if service.poll() is not None or time.monotonic() > ready_by:
+            stop_all([service])
+            raise RuntimeError(f"the scheduler service did not start: see {workdir}/scheduler.log")
+        time.sleep(0.05)
+    processes = [service] + [
         _flows("worker", "-q", f"{DRAIN},{FLOW_QUEUE}", "--strategy", "round-robin",
                "--processes", "0", "--threads", str(threads), *common,
                log=workdir / f"worker-{i}.log")
@@ -157,10 +171,6 @@ def drain_through_failover(
         start_new_session=True,
     )
     processes.append(writer)
-    (workdir / "flows").mkdir(exist_ok=True)
-    service = _flows("scheduler", "--flows-dir", str(workdir / "flows"), "--id", SERVICE_ID,
-                     "--tick-interval", "0.2", *common, log=workdir / "scheduler.log")  # fmt: skip
-    processes.append(service)
     started = time.monotonic()
     deadline = started + timeout
     try:
