@@ -9,7 +9,6 @@ per tick), a manual run by the time it was started plus ``-<random>``
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 
 from flows.run_builder import BuiltRun
@@ -27,6 +26,6 @@ def submit(client: Client, run: BuiltRun) -> Submission:
     """Write the run atomically; ``created`` is False when the run id existed (nothing written)."""
     request = run.request
     reply = client.engine.call(
-        "flow.submit", request.run_id, json.dumps(dict(request.run)), request.jobs_json()
+        "flow.submit", request.run_id, request.run_json(), request.jobs_json()
     )
     return Submission(request.run_id, reply == "submitted", len(request.jobs))

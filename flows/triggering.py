@@ -33,11 +33,6 @@ class Triggered:
     existed: bool  # the run id was taken already: nothing was submitted
 
 
-def server_time(client: Client) -> float:
-    seconds, micros = client.redis.time()
-    return float(seconds) + float(micros) / 1_000_000
-
-
 def trigger_run(client: Client, name: str, params: Mapping[str, Any] | None = None) -> Triggered:
     """Submit a manual run of the registered flow ``name``.
 
@@ -50,7 +45,7 @@ def trigger_run(client: Client, name: str, params: Mapping[str, Any] | None = No
     definition = registration.definition
     if params:
         definition = dataclasses.replace(definition, params={**definition.params, **params})
-    now = server_time(client)
+    now = client.engine.server_time()
     run_id = manual_run_id(definition.name, now)
     request = FlowsSource().build(definition, run_id, now, "manual", 0.0)
     outcome = schedules.trigger(name, request)

@@ -38,10 +38,6 @@ def register(group: click.Group) -> None:
     group.add_command(schedule)
 
 
-def _server_time(client: Client) -> float:
-    return client.engine.server_time()
-
-
 def _setup_logging(level: str) -> None:
     logging.basicConfig(
         level=level.upper(),
@@ -210,7 +206,10 @@ def scheduler_command(
     if health:
         with user_errors():
             ok, message = check_health(
-                Schedules(client), _server_time(client), service_id=service_id, max_age=max_age
+                Schedules(client),
+                client.engine.server_time(),
+                service_id=service_id,
+                max_age=max_age,
             )
         click.echo(message)
         sys.exit(0 if ok else 1)
@@ -323,7 +322,7 @@ def schedules(as_json: bool, redis_url: str | None, namespace: str | None) -> No
     """Registered schedules: next fire time in their time zone, last run, policy, paused."""
     client = open_client(redis_url, namespace)
     with user_errors():
-        now = _server_time(client)
+        now = client.engine.server_time()
         registrations = Schedules(client).all()
     if as_json:
         print_json([_as_dict(r, now) for r in registrations])
@@ -379,7 +378,7 @@ def resume(name: str, redis_url: str | None, namespace: str | None) -> None:
     client = open_client(redis_url, namespace)
     with user_errors():
         _get(client, name)
-        outcome = Schedules(client).resume(name, _server_time(client))
+        outcome = Schedules(client).resume(name, client.engine.server_time())
     click.echo(f"resumed {name}" if outcome == "resumed" else f"{name} was not paused")
 
 
@@ -439,7 +438,7 @@ def show(
     client = open_client(redis_url, namespace)
     with user_errors():
         registration = _get(client, name, skips)
-        now = _server_time(client)
+        now = client.engine.server_time()
     if as_json:
         print_json(_as_dict(registration, now))
         return

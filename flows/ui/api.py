@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from flows.runs import RunView, StepView, load_run, run_record
 from flows.steplogs import run_jobs
-from flows.triggering import UnknownFlow, server_time, trigger_run
+from flows.triggering import UnknownFlow, trigger_run
 from flows.ui import events
 from flows.ui.state import UiState, reader, state, writer
 from flows.waits import SignalRefused, signal_step
@@ -411,7 +411,9 @@ def pause_schedule(ui: Ui, name: str, body: PauseSchedule | None = None) -> dict
 def resume_schedule(ui: Ui, name: str) -> dict[str, Any]:
     """Fire the schedule again from its next tick."""
     _registration(ui.client, name)
-    outcome = engine_errors(lambda: Schedules(ui.client).resume(name, server_time(ui.client)))
+    outcome = engine_errors(
+        lambda: Schedules(ui.client).resume(name, ui.client.engine.server_time())
+    )
     return {"name": name, "paused": False, "outcome": outcome}
 
 

@@ -106,8 +106,7 @@ def read(client: Client, queues: Sequence[str] | None = None) -> Snapshot:
             offset += len(page)
             if len(page) < PAGE:
                 break
-    seconds, micros = client.redis.time()
-    snap.now = float(seconds) + float(micros) / 1e6
+    snap.now = engine.server_time()
     pipe = engine.pipeline()
     for first in range(0, len(names), 100):
         pipe.call("queue.counts", *names[first : first + 100])

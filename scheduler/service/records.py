@@ -272,6 +272,9 @@ class RunRequest:
     jobs: Sequence[Mapping[str, Any]]
     jobs_text: str = ""  # the jobs as JSON when the builder encoded them already
 
+    def run_json(self) -> str:
+        return json.dumps(dict(self.run), default=str)
+
     def jobs_json(self) -> str:
         return self.jobs_text or json.dumps(list(self.jobs), separators=(",", ":"))
 
@@ -304,7 +307,7 @@ class FireCall:
         if self.run is not None:
             args += [
                 self.run.run_id,
-                json.dumps(dict(self.run.run), default=str),
+                self.run.run_json(),
                 self.run.jobs_json(),
             ]
             if self.cancel:

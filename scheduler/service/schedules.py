@@ -228,7 +228,7 @@ class Schedules:
                 "schedule.trigger",
                 name,
                 request.run_id,
-                json.dumps(dict(request.run), default=str),
+                request.run_json(),
                 request.jobs_json(),
                 now=now,
             )
