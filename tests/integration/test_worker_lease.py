@@ -50,7 +50,10 @@ def test_a_worker_paused_past_its_lease_gives_way_to_another(
     wait_for(
         lambda: "stopping (lock-lost)" in procs.log(paused), 15, "the paused worker to stop the job"
     )
-    assert "its lease lapsed and its jobs were taken back" in procs.log(paused)
+    # Its lease thread says so on its own wake-up, which may come just after the slot's line.
+    lapsed = "its lease lapsed and its jobs were taken back"
+    wait_for(lambda: lapsed in procs.log(paused), 15, "the paused worker to see its lease lapsed")
+    assert lapsed in procs.log(paused)
     job = client.jobs[jid]
     assert (job.state, job.lost) == ("complete", 1)
     [reclaimed] = history(job, "reclaimed")
