@@ -51,8 +51,17 @@ PUT_QUEUE = "bench-peers-put"
 HUEY_NAME = "benchpeers"
 #: The instance huey's consumer loads by import path, as ``huey_consumer`` is run in practice.
 HUEY_APP = "benchmarks.huey_app.app"
-HUEY_CONSUMER = ["--worker-type", "thread", "--workers", "1", "--delay", "0.01"]
-HUEY_CONSUMER += ["--max-delay", "0.1"]  # polling delays: unused while BRPOP blocks
+#: One thread worker; the polling delays are used only after a connection error (BRPOP blocks).
+HUEY_CONSUMER = [
+    "--worker-type",
+    "thread",
+    "--workers",
+    "1",
+    "--delay",
+    "0.01",
+    "--max-delay",
+    "0.1",
+]
 MISSING = 2  # exit status without huey
 WARMUP = 20
 START_TIMEOUT = 60.0
