@@ -11,4 +11,6 @@ same client library, in the same run, and reported as a ratio to it (shared mach
 * :mod:`benchmarks.processes` -- worker pools, CPU accounting, ``--busy`` spinners;
 * :mod:`benchmarks.figures`, :mod:`benchmarks.report` -- figures, targets, the table and JSON;
 * :mod:`benchmarks.tasks` -- the job functions the benchmark's workers run.
+* :mod:`benchmarks.peers` -- the same put and latency figures for huey, side by side
+  (``python -m benchmarks.peers``; :mod:`benchmarks.huey_app` is what huey's consumer loads).
 """
