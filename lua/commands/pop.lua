@@ -82,7 +82,7 @@ local function hand_out(c, jid, f)
   table.insert(c.locks, jid)
   -- A ttl deadline is looked at again once the lock could have expired (include/ttl.lua).
   if f[2] then redis.call('zadd', Keys.ttl(c.queue), math.max(tonumber(f[2]), expires), jid) end
-  c.entry = c.entry or Job.history_entry('popped', { worker = c.worker })
+  c.entry = c.entry or Job.popped_entry(Job.popped_head(c.worker))
   Job.append_history(jid, c.entry, c.limit)
   table.insert(c.waits, Engine.now - since)
   local tracked = c.tracked ~= false and Events.tracked('popped', jid)

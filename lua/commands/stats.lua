@@ -10,16 +10,6 @@
 -- @include args
 -- @include stats
 
-local function summary(kind, day, queue)
-  local fields = {}
-  local raw = redis.call('hgetall', Keys.stats(kind, day, queue))
-  for i = 1, #raw, 2 do fields[raw[i]] = raw[i + 1] end
-  local count = tonumber(fields.total or 0)
-  local std = 0
-  if count > 1 then std = math.sqrt(tonumber(fields.vk or 0) / (count - 1)) end
-  return { count = count, mean = tonumber(fields.mean or 0), std = std, histogram = Stats.histogram(fields) }
-end
-
 api['stats'] = function(args)
   local queue = Arg.id('Stats', 'queue', args[1])
   local day = Stats.day(Arg.number('Stats', 'date', args[2], 0))
@@ -28,8 +18,8 @@ api['stats'] = function(args)
     retries = tonumber(counters[1] or 0),
     failed = tonumber(counters[2] or 0),
     failures = tonumber(counters[3] or 0),
-    wait = summary('wait', day, queue),
-    run = summary('run', day, queue),
+    wait = Stats.summary('wait', day, queue),
+    run = Stats.summary('run', day, queue),
     calls = Stats.calls(day, queue),
   })
 end

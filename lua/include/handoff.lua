@@ -19,9 +19,12 @@
 -- the job is written running in the same write as the rest of it, never enters the work queue,
 -- and `ready:<queue>` is not published (no job became waiting). The writes are those the put
 -- and the pop would have made, in one pass: the job's hash, its history (put, popped), the
--- queue's locks, the worker's jobs and activity, the wait-time sample, the inbox.
--- Keys: q:<queue>-idle (zset worker -> deadline), w:<worker>:idle (set of its queues),
--- w:<worker>:inbox (list of JSON job lists, as pop replies; '[]' wakes the worker).
+-- queue's locks, the worker's jobs, the wait-time sample, the inbox.
+-- Keys: q:<queue>-idle (zset worker -> deadline); w:<worker>:waiting (string: the start of the
+-- worker's 'popped' history entry, Job.popped_head, then its queues, a line each: what a
+-- hand-off needs of the worker, made when it starts waiting and read and dropped in one command);
+-- w:<worker>:inbox (list of JSON job lists, as pop replies; '[]' wakes the worker), dropped with
+-- the worker (its lease reaped, or its entry in `workers` pruned: include/registry.lua).
 -- Needs `api` (the command table): include it from a command file.
 -- @include keys
 -- @include engine
@@ -39,25 +42,27 @@ Handoff.nobody = {}
 -- Jobs one call hands out per queue at most (a put readies one queue; flow.submit may ready a
 -- few, each with many idle workers): keeps every call bounded.
 Handoff.MAX_PER_QUEUE = 100
--- An inbox not read for this long belongs to a worker that is gone.
-Handoff.INBOX_SECONDS = 3600
 
 -- Register `worker` as idle on `queues` until `deadline`.
 function Handoff.wait(worker, queues, deadline)
-  local mine = Keys.worker_idle(worker)
   for _, queue in ipairs(queues) do
     redis.call('zadd', Keys.idle(queue), deadline, worker)
-    redis.call('sadd', mine, queue)
   end
+  redis.call('set', Keys.worker_waiting(worker),
+    Job.popped_head(worker) .. '\n' .. table.concat(queues, '\n'))
 end
 
--- `worker` is no longer idle on any queue.
-function Handoff.stop_waiting(worker)
-  local mine = Keys.worker_idle(worker)
-  for _, queue in ipairs(redis.call('smembers', mine)) do
-    redis.call('zrem', Keys.idle(queue), worker)
+-- `worker` is no longer idle on any queue (`left`: one it was taken off already). Returns the
+-- start of its 'popped' history entry as it was when it started waiting, or nil when it was not
+-- waiting.
+function Handoff.stop_waiting(worker, left)
+  local waiting = redis.call('getdel', Keys.worker_waiting(worker))
+  if not waiting then return nil end
+  local cut = string.find(waiting, '\n', 1, true)
+  for queue in string.gmatch(string.sub(waiting, cut + 1), '[^\n]+') do
+    if queue ~= left then redis.call('zrem', Keys.idle(queue), worker) end
   end
-  redis.call('del', mine)
+  return string.sub(waiting, 1, cut - 1)
 end
 
 -- The pop our worker uses (the lean reply: commands/pop.lua).
@@ -65,72 +70,69 @@ function Handoff.pop(queue, worker, count)
   return api['pop.lean']({ queue, worker, count })
 end
 
--- The idle worker of `queue` that has waited longest, or nil. Workers past their deadline are
--- dropped on the way.
-local function next_idle(queue)
+-- The idle worker of `queue` that has waited longest, taken off the queue's idle workers (the
+-- caller puts it back when it hands it nothing), and its deadline; nil when none waits. Workers
+-- past their deadline are dropped on the way.
+local function take_idle(queue)
   local key = Keys.idle(queue)
-  local first = redis.call('zrange', key, 0, 0, 'WITHSCORES')
-  while first[1] and tonumber(first[2]) <= Engine.now do
-    redis.call('zrem', key, first[1])
-    first = redis.call('zrange', key, 0, 0, 'WITHSCORES')
+  while true do
+    local first = redis.call('zpopmin', key)
+    if not first[1] then return nil end
+    if tonumber(first[2]) > Engine.now then return first[1], first[2] end
   end
-  return first[1]
 end
 
 -- The idle worker a job of `queue` that is about to become waiting may go straight to, as
--- {worker, lock (seconds), limit (max-job-history)}; nil when an ordinary pop must decide: no
--- worker waits, the queue is paused or has a max-concurrency, or the pop would first take or
--- reclaim something else (jobs waiting, due recurring or scheduled jobs, ttl deadlines, expired
--- locks) or publish for a tracked job. Only reads (and drops idle workers past their deadline).
+-- {worker, lock (seconds), limit (max-job-history)}, now taken off the queue's idle workers; nil
+-- when an ordinary pop must decide: no worker waits, the queue is paused or has a
+-- max-concurrency, or the pop would first take or reclaim something else (jobs waiting, due
+-- recurring or scheduled jobs, ttl deadlines, expired locks) or publish for a tracked job.
 function Handoff.direct(queue)
-  local worker = next_idle(queue)
+  local worker, deadline = take_idle(queue)
   if not worker then
     Handoff.nobody[queue] = true
     return nil
   end
-  if redis.call('sismember', Keys.paused(), queue) == 1 then return nil end
   local max_concurrency, queue_heartbeat, heartbeat, limit = Config.values(
     queue .. '-max-concurrency', queue .. '-heartbeat', 'heartbeat', 'max-job-history')
-  if (tonumber(max_concurrency or 0) or 0) > 0 then return nil end
-  if redis.call('exists', Keys.work(queue), Keys.recur(queue), Keys.scheduled(queue),
-      Keys.ttl(queue), Keys.tracked()) > 0 then
-    return nil
-  end
-  if #redis.call('zrangebyscore', Keys.locks(queue), '-inf', Engine.now, 'LIMIT', 0, 1) > 0 then
+  if (tonumber(max_concurrency or 0) or 0) > 0
+    or redis.call('sismember', Keys.paused(), queue) == 1
+    or redis.call('exists', Keys.work(queue), Keys.recur(queue), Keys.scheduled(queue),
+      Keys.ttl(queue), Keys.tracked()) > 0
+    or #redis.call('zrangebyscore', Keys.locks(queue), '-inf', Engine.now, 'LIMIT', 0, 1) > 0 then
+    redis.call('zadd', Keys.idle(queue), deadline, worker) -- still idle, for the ordinary pop
     return nil
   end
   return { worker = worker, lock = tonumber(queue_heartbeat or heartbeat), limit = tonumber(limit) }
 end
 
 -- What the put of job `jid` and a pop of it by `to.worker` (Handoff.direct) write besides the
--- job's hash (which the put wrote running until `expires`), and the push to the worker's inbox:
--- the history's two entries (`entry` the put's) in one write. `f` the job's fields as Lean.job
--- reads them.
-function Handoff.give(to, queue, jid, expires, entry, f)
+-- job's hash (which the put wrote running until `expires`): the history's two entries (`entry`
+-- the put's) in one write, the locks, the wait-time sample (Stats.handed), and the push of
+-- `text` (the job as Lean.job writes it) to the worker's inbox. The worker's activity in
+-- `workers` is left as its `await` set it: it made no call.
+function Handoff.give(to, queue, jid, expires, entry, text)
   local worker = to.worker
-  Job.append_history(jid, { entry, Job.history_entry('popped', { worker = worker }) }, to.limit)
+  local head = Handoff.stop_waiting(worker, queue) or Job.popped_head(worker)
+  Job.append_history(jid, { entry, Job.popped_entry(head) }, to.limit)
   redis.call('zadd', Keys.locks(queue), expires, jid)
   redis.call('zadd', Keys.worker_jobs(worker), expires, jid)
-  Stats.sample(queue, 'wait', 0)
-  redis.call('zadd', Keys.workers(), Engine.now, worker)
-  Handoff.stop_waiting(worker)
-  local inbox = Keys.inbox(worker)
-  local text = Lean.job({ queue = queue, worker = worker }, jid, f, expires)
-  redis.call('rpush', inbox, '[' .. text .. ']')
-  redis.call('expire', inbox, Handoff.INBOX_SECONDS)
+  Stats.handed(queue)
+  redis.call('rpush', Keys.inbox(worker), '[' .. text .. ']')
 end
 
 local function deliver_queue(queue)
   if Handoff.nobody[queue] then return end
   for _ = 1, Handoff.MAX_PER_QUEUE do
-    local worker = next_idle(queue)
+    local worker, deadline = take_idle(queue)
     if not worker then return end
     local jobs = Handoff.pop(queue, worker, 1)
-    if jobs == '[]' then return end -- paused, at its concurrency cap, or nothing left
-    Handoff.stop_waiting(worker)
-    local inbox = Keys.inbox(worker)
-    redis.call('rpush', inbox, jobs)
-    redis.call('expire', inbox, Handoff.INBOX_SECONDS)
+    if jobs == '[]' then -- paused, at its concurrency cap, or nothing left
+      redis.call('zadd', Keys.idle(queue), deadline, worker)
+      return
+    end
+    Handoff.stop_waiting(worker, queue)
+    redis.call('rpush', Keys.inbox(worker), jobs)
   end
 end
 

@@ -12,6 +12,7 @@
 -- @include stats
 -- @include slots
 -- @include registry
+-- @include json_text
 local Job = {}
 
 -- Decode a JSON list, accepting the '{}' cjson writes for an empty one.
@@ -46,6 +47,22 @@ function Job.history_entry(what, extra)
   entry.what = what
   entry.when = Engine.now
   return cjson.encode(entry)
+end
+
+-- The 'popped' entry of a job handed to `worker` is `Job.popped_head(worker)`, then the time
+-- and '}': the same text as Job.history_entry('popped', { worker = worker }) would hold, spliced,
+-- and its start made once for every job of a pop (or, for an idle worker, when it starts
+-- waiting: include/handoff.lua).
+function Job.popped_head(worker)
+  local known = Registry.identity(worker)
+  local head = '{"worker":' .. JsonText.string(worker)
+  if known.host then head = head .. ',"host":' .. JsonText.string(known.host) end
+  if known.pid then head = head .. ',"pid":' .. cjson.encode(known.pid) end
+  return head .. ',"what":"popped","when":'
+end
+
+function Job.popped_entry(head)
+  return head .. cjson.encode(Engine.now) .. '}'
 end
 
 -- Append an entry (JSON text; or a list of them, in order) to a job's history, keeping the first

@@ -69,7 +69,7 @@ function Keys.leases_seen() return Engine.prefix .. 'leases-seen' end
 -- Idle hand-off (ours, include/handoff.lua): the workers waiting on a queue (score = when their
 -- wait ends), the queues one worker waits on, and the jobs handed to it while it waited.
 function Keys.idle(queue) return Engine.prefix .. 'q:' .. queue .. '-idle' end
-function Keys.worker_idle(worker) return Engine.prefix .. 'w:' .. worker .. ':idle' end
+function Keys.worker_waiting(worker) return Engine.prefix .. 'w:' .. worker .. ':waiting' end
 function Keys.inbox(worker) return Engine.prefix .. 'w:' .. worker .. ':inbox' end
 
 -- Flow runs (ours): the run record, its jids in submission order, and run ids by submit time.

@@ -436,9 +436,10 @@ function Put.write(p, old, batch)
       Queue.defer(queue, jid, Engine.now + p.delay)
     elseif handed then
       -- As pop.lean reads the job back (include/lean.lua): numbers as the hash stores them.
-      Handoff.give(to, queue, jid, handed.expires, Put.entry(queue), { [3] = p.ttr,
-        [9] = p.klass, [10] = p.data, [11] = tostring(priority), [12] = tags_text,
-        [13] = tostring(retries), [14] = tostring(retries) })
+      Handoff.give(to, queue, jid, handed.expires, Put.entry(queue),
+        Lean.job({ queue = queue, worker = to.worker }, jid, { [3] = p.ttr, [9] = p.klass,
+          [10] = p.data, [11] = tostring(priority), [12] = tags_text, [13] = tostring(retries),
+          [14] = tostring(retries) }, handed.expires))
     elseif batch then
       local waiting = batch.waiting[queue]
       if not waiting then waiting = {}; batch.waiting[queue] = waiting end
@@ -455,7 +456,8 @@ function Put.write(p, old, batch)
     -- With nothing tracked, no job of the batch can be (and tracking happens in other calls).
     if batch.tracking then Events.tracked('put', jid) end
   else
-    Stats.bump(queue, 'put', 1)
+    -- A job handed over is counted as put by Stats.handed (Handoff.give).
+    if not handed then Stats.bump(queue, 'put', 1) end
     Queue.known(queue)
     -- A job handed over directly is not tracked: Handoff.direct saw no job tracked at all.
     if not qless and not handed then Events.tracked('put', jid) end

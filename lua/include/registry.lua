@@ -69,15 +69,16 @@ function Registry.stamp(entry)
   return entry
 end
 
--- Drop workers silent for longer than max-worker-age, with their registrations (at most
--- Registry.PRUNE_PER_CALL of them). Returns how many were dropped.
+-- Drop workers silent for longer than max-worker-age, with their registrations and what an idle
+-- one was left (its inbox, its waiting: include/handoff.lua), at most Registry.PRUNE_PER_CALL of
+-- them. Returns how many were dropped.
 function Registry.prune()
   local cutoff = Engine.now - Config.number('max-worker-age')
   local dead = redis.call('zrangebyscore', Keys.workers(), '-inf', cutoff, 'LIMIT', 0,
     Registry.PRUNE_PER_CALL)
   for _, worker in ipairs(dead) do
     redis.call('zrem', Keys.workers(), worker)
-    redis.call('del', Keys.worker_info(worker))
+    redis.call('del', Keys.worker_info(worker), Keys.inbox(worker), Keys.worker_waiting(worker))
   end
   return #dead
 end

@@ -37,7 +37,7 @@ def test_an_idle_worker_is_handed_the_next_put_already_popped(lua: Lua) -> None:
     assert lua.state("a") == "running"
     assert lua.r.zscore(lua.key("q:q-locks"), "a") == T0 + 1 + 60
     # Handed one job, the worker is no longer idle: the next put waits for a pop.
-    assert not lua.r.exists(lua.key("q:q-idle"), lua.key("w:w1:idle"))
+    assert not lua.r.exists(lua.key("q:q-idle"), lua.key("w:w1:waiting"))
     lua.put("b", now=T0 + 2)
     assert lua.state("b") == "waiting"
     # The next await returns what was handed over (and empties the inbox) before popping.
@@ -70,7 +70,7 @@ def test_a_worker_idle_on_several_queues_gets_one_job_and_leaves_every_queue(lua
     lua.put("a", "other", now=T0 + 1)
     [[job]] = inbox(lua)
     assert (job["jid"], job["queue"]) == ("a", "other")
-    assert not lua.r.exists(lua.key("q:q-idle"), lua.key("q:other-idle"), lua.key("w:w1:idle"))
+    assert not lua.r.exists(lua.key("q:q-idle"), lua.key("q:other-idle"), lua.key("w:w1:waiting"))
 
 
 def test_the_hand_off_pops_by_the_queue_s_rules(lua: Lua) -> None:
@@ -101,7 +101,7 @@ def test_await_cancel_gives_back_what_was_handed_over_without_using_a_retry(lua:
     job = lua.job("a")
     assert job is not None
     assert (job["state"], job["worker"], job["remaining"]) == ("waiting", "", 5)
-    assert not lua.r.exists(lua.key("w:w1:inbox"), lua.key("w:w1:idle"), lua.key("q:q-idle"))
+    assert not lua.r.exists(lua.key("w:w1:inbox"), lua.key("w:w1:waiting"), lua.key("q:q-idle"))
     # A job taken from the worker meanwhile (here: timed out and popped by w2) stays with w2.
     await_jobs(lua, "w1", "other", now=T0 + 3)
     lua.put("b", "other", now=T0 + 4)

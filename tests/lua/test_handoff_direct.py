@@ -1,5 +1,7 @@
 """A put handed straight to an idle worker (Handoff.direct, include/handoff.lua) leaves exactly
-what the put followed by the hand-off's ordinary pop leaves.
+what the put followed by the hand-off's ordinary pop leaves: the same job, history, locks and
+inbox, the same statistics as the engine reports them (it counts the put and the wait of 0
+seconds in one field), and the worker's activity as its ``await`` left it (it made no call).
 
 Queue ``fast`` takes the direct path; queue ``slow`` has a max-concurrency far above its load, which
 changes nothing a pop does here but sends its puts through the ordinary path (push, then pop).
@@ -32,7 +34,7 @@ def left(lua: Lua, jid: str, queue: str) -> dict[str, Any]:
     job = r.hgetall(lua.key(f"j:{jid}"))
     job.pop("jid")
     job.pop("queue")
-    day = str(int(T0 - T0 % 86400))
+    stats = json.loads(lua.raw("stats", queue, T0, now=T0 + 2))
     return {
         "job": job,
         "history": [alike(entry) for entry in r.lrange(lua.key(f"j:{jid}-history"), 0, -1)],
@@ -40,11 +42,10 @@ def left(lua: Lua, jid: str, queue: str) -> dict[str, Any]:
         "lock": r.zscore(lua.key(f"q:{queue}-locks"), jid),
         "held": r.zscore(lua.key(f"w:{WORKER}:jobs"), jid),
         "work": r.exists(lua.key(f"q:{queue}-work")),
-        "idle": r.exists(lua.key(f"q:{queue}-idle"), lua.key(f"w:{WORKER}:idle")),
-        "wait": r.hgetall(lua.key(f"s:wait:{day}:{queue}")),
-        "stats": r.hgetall(lua.key(f"s:stats:{day}:{queue}")),
+        "idle": r.exists(lua.key(f"q:{queue}-idle"), lua.key(f"w:{WORKER}:waiting")),
+        "stats": stats,
+        "queue.stats": json.loads(lua.raw("queue.stats", queue, T0, now=T0 + 2))["calls"],
         "known": r.zscore(lua.key("queues"), queue) is not None,
-        "seen": r.zscore(lua.key("workers"), WORKER),
     }
 
 
@@ -74,6 +75,9 @@ def test_a_put_to_an_idle_worker_leaves_what_put_then_pop_leave(
     direct = put_to_idle(lua, "direct", "fast", T0 + 1, **options)
     assert direct == ordinary
     assert direct["job"]["state"] == "running" and direct["work"] == 0
+    assert direct["stats"]["wait"]["count"] == 1 and direct["queue.stats"]["put"] == 1
+    # The worker was last seen at its await (T0 + 1), not at the put a quarter second later.
+    assert lua.r.zscore(lua.key("workers"), WORKER) == T0 + 1
     assert [json.loads(entry)["what"] for entry in direct["history"]] == ["put", "popped"]
 
 

@@ -84,7 +84,7 @@ def test_a_job_handed_to_an_idle_worker_that_died_comes_back(lua: Lua) -> None:
     assert lua.state("a", now=T0 + 1) == "running"  # in w1's inbox
     survivor(lua, "w2", T0, T0 + LEASE + 1)
     assert lua.state("a", now=T0 + 7) == "waiting"
-    assert not lua.r.exists(lua.key("w:w1:inbox"), lua.key("w:w1:idle"), lua.key("q:q-idle"))
+    assert not lua.r.exists(lua.key("w:w1:inbox"), lua.key("w:w1:waiting"), lua.key("q:q-idle"))
     # It no longer waits idle: the next put is not handed to it.
     lua.put("b", now=T0 + 8)
     assert lua.state("b", now=T0 + 8) == "waiting"
