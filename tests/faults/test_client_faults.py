@@ -45,9 +45,9 @@ def test_a_wrong_password_and_a_missing_permission(servers: list[Valkey], tmp_pa
             wrong.jobs.get("waiting")
         viewer = Client(server.url("flows-viewer", password))
         assert viewer.jobs["waiting"].state == "waiting"
-        with pytest.raises(PermissionDenied, match="may not run Redis command 'hset'") as denied:
+        with pytest.raises(PermissionDenied, match="may not run Redis command 'zpopmin'") as denied:
             viewer.queues["q"].put("tasks.a", {})
-        assert denied.value.command == "hset"
+        assert denied.value.command == "zpopmin"
         assert isinstance(denied.value, redis.exceptions.NoPermissionError)
 
 
