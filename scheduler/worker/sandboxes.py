@@ -1,4 +1,5 @@
-"""A worker's own sandbox folder (``$TMPDIR/flows-worker-*``), and the sweep of dead workers' ones.
+"""A worker's own sandbox folder (``$TMPDIR/flows-worker-*``), the sweep of dead workers' ones,
+and each slot's folder in it, emptied between runs (:class:`SlotFolder`).
 
 A worker that stops cleanly removes its folder; one killed (SIGKILL, OOM) or leaving through the
 hard exit for a stuck job cannot. So each worker holds an exclusive ``flock`` on a file in its
@@ -16,6 +17,8 @@ import logging
 import os
 import shutil
 import tempfile
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 log = logging.getLogger("flows.worker")
@@ -39,6 +42,53 @@ class Sandbox:
             with contextlib.suppress(OSError):
                 os.close(self._fd)
             self._fd = None
+
+
+# A folder's inode, modification and change times: any entry made in it, removed, renamed or
+# re-permissioned changes them (the change time cannot be set back). They come from the file
+# system's coarse clock, so a change within the same tick as the last one may leave them alike:
+# a signature is trusted only once the last change is this much older than the time of looking.
+Signature = tuple[int, int, int]
+TRUSTED_AFTER_NS = 50_000_000
+
+
+class SlotFolder:
+    """One slot's folder: each job starts in it empty (the job's ``sandbox``)."""
+
+    def __init__(self, path: Path, clock: Callable[[], int] = time.time_ns) -> None:
+        self.path = path
+        self._clock = clock  # wall-clock nanoseconds, as the file system stamps changes
+        self._empty_as: Signature | None = None  # the folder's signature when last seen empty
+        path.mkdir(parents=True, exist_ok=True)
+
+    def empty(self) -> None:
+        """Leave the folder empty for the next job. Most jobs write nothing there: a folder whose
+        signature has not changed since it was last emptied is not scanned (one ``stat``, where
+        a scan costs about 10 µs per job)."""
+        try:
+            if _signature(self.path) == self._empty_as:
+                return
+            with os.scandir(self.path) as entries:
+                leftovers = [entry.path for entry in entries]
+        except FileNotFoundError:  # the job removed it
+            self.path.mkdir(parents=True, exist_ok=True)
+            leftovers = []
+        for path in leftovers:
+            if os.path.isdir(path) and not os.path.islink(path):
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                with contextlib.suppress(OSError):
+                    os.unlink(path)
+        self._empty_as = None
+        with contextlib.suppress(OSError):
+            signature = _signature(self.path)
+            if self._clock() - max(signature[1], signature[2]) > TRUSTED_AFTER_NS:
+                self._empty_as = signature
+
+
+def _signature(path: Path) -> Signature:
+    status = os.stat(path)
+    return (status.st_ino, status.st_mtime_ns, status.st_ctime_ns)
 
 
 def sweep(parent: Path | None = None) -> list[Path]:

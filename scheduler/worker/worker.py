@@ -37,7 +37,6 @@ import ctypes
 import json
 import logging
 import os
-import shutil
 import signal
 import socket
 import threading
@@ -70,7 +69,7 @@ from scheduler.worker.outcomes import (
     SkipJob,
     TimeoutInterrupt,
 )
-from scheduler.worker.sandboxes import Sandbox, sweep
+from scheduler.worker.sandboxes import Sandbox, SlotFolder, sweep
 
 log = logging.getLogger("flows.worker")
 
@@ -309,14 +308,14 @@ class Worker:
         slot.start()
 
     def _slot(self, sandbox: Path) -> None:
-        sandbox.mkdir(parents=True, exist_ok=True)
+        folder = SlotFolder(sandbox)
         home = os.getcwd()
         try:
             while True:
                 active = self._next_job()
                 if active is None:
                     return
-                self._execute(active, sandbox)
+                self._execute(active, folder)
                 if threading.get_ident() in self._retired:
                     return  # abandoned while stuck: a fresh slot has taken this one's place
         finally:
@@ -496,10 +495,10 @@ class Worker:
                 f"{type(error).__name__}: {error}",
             )
 
-    def _execute(self, active: Active, sandbox: Path) -> None:
+    def _execute(self, active: Active, folder: SlotFolder) -> None:
         ctx = active.ctx
         ctx.thread_id = threading.get_ident()
-        ctx.sandbox = sandbox
+        ctx.sandbox = sandbox = folder.path
         started = time.monotonic()
         with active.guard:
             active.started = started
@@ -532,7 +531,7 @@ class Worker:
         except Exception as error:
             outcome = runner.failure("prepare-error", f"{type(error).__name__}: {error}")
         finally:
-            _empty(sandbox)
+            folder.empty()
         elapsed = time.monotonic() - started
         self._pace = (
             elapsed if self._pace is None else self._pace + PACE_WEIGHT * (elapsed - self._pace)
@@ -936,22 +935,6 @@ def _lock_may_be_gone(active: Active) -> bool:
     """Whether the job's lock may have run out: it must not start then."""
     margin = min(1.0, active.lock_seconds / 10)
     return time.monotonic() >= active.lock_deadline - margin
-
-
-def _empty(sandbox: Path) -> None:
-    """Leave a slot's sandbox empty for the next job (it is usually empty already)."""
-    try:
-        with os.scandir(sandbox) as entries:
-            leftovers = [entry.path for entry in entries]
-    except FileNotFoundError:  # the job removed it
-        sandbox.mkdir(parents=True, exist_ok=True)
-        return
-    for path in leftovers:
-        if os.path.isdir(path) and not os.path.islink(path):
-            shutil.rmtree(path, ignore_errors=True)
-        else:
-            with contextlib.suppress(OSError):
-                os.unlink(path)
 
 
 def _popped_at(raw: dict[str, Any]) -> float:

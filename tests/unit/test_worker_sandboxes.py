@@ -7,9 +7,10 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
-from scheduler.worker.sandboxes import OWNER_FILE, PREFIX, Sandbox, sweep
+from scheduler.worker.sandboxes import OWNER_FILE, PREFIX, Sandbox, SlotFolder, sweep
 
 # A process that makes a sandbox under argv[1], prints its path and waits to be killed.
 OWNER = (
@@ -64,3 +65,66 @@ def test_folders_without_an_owner_file_are_left_alone(tmp_path: Path) -> None:
     linked.symlink_to(owned_by_a_killed_process(elsewhere))
     assert sweep(tmp_path) == []
     assert young.is_dir() and other.is_dir() and linked.is_symlink()
+
+
+# Slot folders: every job starts in an empty one, whether or not its emptying scanned it.
+
+HOUR_NS = 3600 * 10**9
+
+
+def later(folder: Path) -> SlotFolder:
+    """A slot folder whose clock runs an hour ahead: every change is old enough to trust."""
+    return SlotFolder(folder, clock=lambda: time.time_ns() + HOUR_NS)
+
+
+def tick_past(folder: Path) -> None:
+    """Wait until the file system's clock has moved past the folder's last change, so that a
+    change now gives it other times (coarse clocks tick every few ms; fine ones at once)."""
+    marker = folder.parent / "clock"
+    status = os.stat(folder)
+    last = max(status.st_mtime_ns, status.st_ctime_ns)
+    marker.touch()
+    while os.stat(marker).st_mtime_ns <= last:
+        os.utime(marker)
+
+
+def litter(folder: Path) -> None:
+    (folder / "out.txt").write_text("x")
+    (folder / "sub" / "deeper").mkdir(parents=True)
+    (folder / "sub" / "deeper" / "f").write_text("y")
+    os.symlink("/", folder / "link")
+
+
+def test_what_a_job_leaves_in_its_folder_is_removed(tmp_path: Path) -> None:
+    folder = later(tmp_path / "slot-1")
+    folder.empty()  # nothing to remove: the folder is trusted empty from now on
+    tick_past(folder.path)
+    litter(folder.path)
+    folder.empty()
+    assert list(folder.path.iterdir()) == []
+    folder.empty()
+    assert list(folder.path.iterdir()) == []
+
+
+def test_a_change_within_the_same_clock_tick_is_still_found(tmp_path: Path) -> None:
+    """A folder that changed just now is not trusted: a file made in the same tick of the file
+    system's clock leaves its times alike, and must be found by a scan."""
+    folder = SlotFolder(tmp_path / "slot-1", clock=time.time_ns)  # made a moment ago
+    folder.empty()
+    (folder.path / "out.txt").write_text("x")
+    folder.empty()
+    assert list(folder.path.iterdir()) == []
+
+
+def test_a_folder_the_job_removed_or_replaced_is_made_again_empty(tmp_path: Path) -> None:
+    folder = later(tmp_path / "slot-1")
+    folder.empty()
+    folder.path.rmdir()
+    folder.empty()
+    assert folder.path.is_dir() and list(folder.path.iterdir()) == []
+    folder.path.rmdir()
+    folder.path.mkdir()
+    tick_past(folder.path)
+    litter(folder.path)
+    folder.empty()
+    assert list(folder.path.iterdir()) == []
