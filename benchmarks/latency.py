@@ -5,6 +5,10 @@ measures from just before the put call to the first line of the job function
 (:func:`benchmarks.tasks.stamp`, which reports CLOCK_MONOTONIC through a Redis list). PING
 samples are interleaved with put samples, with the same pause before each, so both see the same
 machine: idle CPUs between samples (unless ``--busy``).
+
+Then, with the server's SLOWLOG recording every command (after the timed samples, so that its own
+cost stays out of them), the server time of such a put, handed straight to the idle worker, next
+to a put into a queue nobody waits on, each after the same pause: what the hand-off adds to a put.
 """
 
 from __future__ import annotations
@@ -20,8 +24,12 @@ from benchmarks.processes import worker_pool
 from benchmarks.tasks import STAMPS_KEY
 
 QUEUE = "bench-latency"
+# Nobody works this queue: a put there is an ordinary put, with no hand-off.
+UNWATCHED = "bench-latency-unwatched"
 KLASS = "benchmarks.tasks.stamp"
 WARMUP = 20
+# Samples of the server-time comparison at most (each a hand-off and an ordinary put).
+SERVER_SAMPLES = 300
 
 
 def put_to_start(bench: Bench) -> float:
@@ -50,6 +58,49 @@ def _summary(samples: list[float]) -> dict[str, float]:
     }
 
 
+def _put_durations(bench: Bench) -> dict[str, float]:
+    """Microseconds the server spent in the last put calls (SLOWLOG), by queue."""
+    durations: dict[str, float] = {}
+    for entry in bench.redis.slowlog_get(64):
+        # FCALL <function> <numkeys> [<prefix>] put <now> <worker> <queue> ... ('' for now)
+        words = entry["command"].split(b" ")
+        if words[0].upper() != b"FCALL" or len(words) < 8:
+            continue
+        at = 3 + int(words[2])
+        if words[at] == b"put":
+            durations.setdefault(words[at + 3].decode(), float(entry["duration"]))
+    return durations
+
+
+def handoff_server_time(bench: Bench, samples: int) -> tuple[list[float], list[float]]:
+    """(hand-off, ordinary) server µs of puts, each made after the same pause as the latency
+    samples. The idle worker of :data:`QUEUE` must be running."""
+    redis = bench.redis
+    saved = {str(name): str(value) for name, value in redis.config_get("slowlog-*").items()}
+    redis.config_set("slowlog-log-slower-than", 0)
+    redis.config_set("slowlog-max-len", 1024)
+    handed: list[float] = []
+    ordinary: list[float] = []
+    try:
+        for index in range(WARMUP + samples):
+            got: dict[str, float] = {}
+            for queue in (QUEUE, UNWATCHED):
+                time.sleep(bench.latency_gap)
+                if queue == QUEUE:
+                    put_to_start(bench)
+                else:
+                    bench.client.queues[queue].put(KLASS, {})
+                got.update(_put_durations(bench))
+                redis.slowlog_reset()
+            if index >= WARMUP and QUEUE in got and UNWATCHED in got:
+                handed.append(got[QUEUE])
+                ordinary.append(got[UNWATCHED])
+    finally:
+        for name, value in saved.items():
+            redis.config_set(name, value)
+    return handed, ordinary
+
+
 def latency_figures(bench: Bench) -> list[Figure]:
     count = bench.sizes.latency * bench.rounds
     bench.fresh()
@@ -64,8 +115,10 @@ def latency_figures(bench: Bench) -> list[Figure]:
             if index >= WARMUP:
                 pings.append(ping)
                 puts.append(put)
+        handed, ordinary = handoff_server_time(bench, min(SERVER_SAMPLES, count))
     ours, base = _summary(puts), _summary(pings)
     extra = {"put_to_start_ms": ours, "ping_ms": base, "samples": count, "gap_s": bench.latency_gap}
+    server = {"handed_us": _summary(handed), "ordinary_us": _summary(ordinary)}
     return [
         compared(
             f"latency_{name}",
@@ -79,4 +132,16 @@ def latency_figures(bench: Bench) -> list[Figure]:
             extra=extra,
         )
         for name, limit in (("p50", 2.0), ("p99", 4.0))
+    ] + [
+        compared(
+            "handoff_server_us",
+            "server time of a put handed to the idle worker, p50 (SLOWLOG)",
+            "µs",
+            [server["handed_us"]["p50"]],
+            [server["ordinary_us"]["p50"]],
+            "an ordinary put, nobody waiting, p50",
+            Target("ratio-max", 2.0),
+            better="lower",
+            extra={**server, "samples": len(handed), "gap_s": bench.latency_gap},
+        )
     ]

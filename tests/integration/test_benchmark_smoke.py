@@ -18,7 +18,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 # Every figure of the benchmark table; the key of each in the JSON output.
 THROUGHPUT = ["put", "bulk_put", "bulk_put_many", "flow_submit", "drain_1", "drain_2"]
-LATENCY = ["latency_p50", "latency_p99"]
+LATENCY = ["latency_p50", "latency_p99", "handoff_server_us"]
 ABSOLUTE = [
     "lifecycle_server_us",
     "lifecycle_batched_server_us",
