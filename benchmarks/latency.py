@@ -47,7 +47,8 @@ def put_to_start(bench: Bench) -> float:
     return (int(started) - start) / 1e6
 
 
-def _summary(samples: list[float]) -> dict[str, float]:
+def summary(samples: list[float]) -> dict[str, float]:
+    """Min, p50, p90, p99, max and mean of latency samples."""
     return {
         "min": min(samples),
         "p50": percentile(samples, 0.5),
@@ -116,9 +117,9 @@ def latency_figures(bench: Bench) -> list[Figure]:
                 pings.append(ping)
                 puts.append(put)
         handed, ordinary = handoff_server_time(bench, min(SERVER_SAMPLES, count))
-    ours, base = _summary(puts), _summary(pings)
+    ours, base = summary(puts), summary(pings)
     extra = {"put_to_start_ms": ours, "ping_ms": base, "samples": count, "gap_s": bench.latency_gap}
-    server = {"handed_us": _summary(handed), "ordinary_us": _summary(ordinary)}
+    server = {"handed_us": summary(handed), "ordinary_us": summary(ordinary)}
     return [
         compared(
             f"latency_{name}",

@@ -38,7 +38,7 @@ from typing import Any
 
 from benchmarks import baseline, latency, report, run
 from benchmarks.context import REPO_ROOT, Bench, Sizes, private_server, wait_until
-from benchmarks.figures import TIMES, Figure, compared, median, percentile
+from benchmarks.figures import TIMES, Figure, compared, median
 from benchmarks.measure import Sample, measured
 from benchmarks.processes import spinners, stop_all, worker_pool
 from benchmarks.tasks import STAMPS_KEY
@@ -186,16 +186,6 @@ def huey_consumer(bench: Bench) -> Iterator[subprocess.Popen[bytes]]:
         stop_all([process])
 
 
-def _summary(samples: list[float]) -> dict[str, float]:
-    return {
-        "min": min(samples),
-        "p50": percentile(samples, 0.5),
-        "p90": percentile(samples, 0.9),
-        "p99": percentile(samples, 0.99),
-        "max": max(samples),
-    }
-
-
 def latency_figures(bench: Bench, tasks: HueyTasks) -> list[Figure]:
     count = bench.sizes.latency
     bench.fresh()  # before the consumers start: a flush would drop the workers' registration
@@ -214,7 +204,7 @@ def latency_figures(bench: Bench, tasks: HueyTasks) -> list[Figure]:
                 value = measure[side]()
                 if index >= WARMUP:
                     samples[side].append(value)
-    summaries = {side: _summary(values) for side, values in samples.items()}
+    summaries = {side: latency.summary(values) for side, values in samples.items()}
     extra: dict[str, Any] = {
         "put_to_start_ms": summaries["ours"],
         "huey_put_to_start_ms": summaries["huey"],
