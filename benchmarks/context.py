@@ -113,6 +113,23 @@ def private_server() -> Iterator[tuple[EmbeddedServer, Path]]:
             shutil.rmtree(workdir, ignore_errors=True)
 
 
+@contextlib.contextmanager
+def fresh_bench(
+    sizes: Sizes, rounds: int, *, worker_log_level: str = "INFO", latency_gap: float = 0.01
+) -> Iterator[Bench]:
+    """A Bench on a fresh private server, the engine loaded, closed and removed after."""
+    with private_server() as (server, workdir):
+        redis = connect(server.url)
+        try:
+            client = Client(redis=redis)
+            client.engine.load()
+            yield Bench(
+                server, redis, client, sizes, max(1, rounds), workdir, worker_log_level, latency_gap
+            )
+        finally:
+            redis.close()
+
+
 def wait_until(done: Callable[[], bool], timeout: float, what: str, pause: float = 0.02) -> None:
     """Call ``done`` every ``pause`` seconds until it is true; TimeoutError after ``timeout``."""
     deadline = time.monotonic() + timeout

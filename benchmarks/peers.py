@@ -37,13 +37,11 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import baseline, latency, report, run
-from benchmarks.context import REPO_ROOT, Bench, Sizes, private_server, wait_until
+from benchmarks.context import REPO_ROOT, Bench, Sizes, fresh_bench, wait_until
 from benchmarks.figures import TIMES, Figure, compared, median
 from benchmarks.measure import Sample, measured
 from benchmarks.processes import spinners, stop_all, worker_pool
 from benchmarks.tasks import STAMPS_KEY
-from scheduler.embedded import connect
-from scheduler.engine.client import Client
 
 DEFAULT_JSON = REPO_ROOT / "benchmarks" / "results" / "peers.json"
 PUT_QUEUE = "bench-peers-put"
@@ -295,19 +293,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
-@contextlib.contextmanager
-def bench_for(args: argparse.Namespace) -> Iterator[Bench]:
+def bench_for(args: argparse.Namespace) -> contextlib.AbstractContextManager[Bench]:
     sizes = Sizes().replace(put=args.puts, latency=args.samples)
-    with private_server() as (server, workdir):
-        redis = connect(server.url)
-        try:
-            client = Client(redis=redis)
-            client.engine.load()
-            yield Bench(
-                server, redis, client, sizes, args.rounds, workdir, latency_gap=args.latency_gap
-            )
-        finally:
-            redis.close()
+    return fresh_bench(sizes, args.rounds, latency_gap=args.latency_gap)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -24,7 +24,7 @@ import subprocess
 import sys
 import time
 import traceback
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -33,7 +33,14 @@ if __package__ in (None, ""):  # run as a script: make the repository importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks import report
-from benchmarks.context import APPENDFSYNC, REPO_ROOT, SMOKE, Bench, Sizes, private_server
+from benchmarks.context import (
+    APPENDFSYNC,
+    REPO_ROOT,
+    SMOKE,
+    Bench,
+    Sizes,
+    fresh_bench,
+)
 from benchmarks.fanoutbench import fanout_figures
 from benchmarks.figures import Figure
 from benchmarks.flowbench import cron_figures, flow_figures
@@ -42,8 +49,6 @@ from benchmarks.observability import log_figures
 from benchmarks.processes import spinner_policy, spinners
 from benchmarks.server_cost import lifecycle_figures, memory_figures
 from benchmarks.throughput import bulk_figures, drain_figures, put_figures
-from scheduler.embedded import connect
-from scheduler.engine.client import Client
 from scheduler.engine.scripts import library_name
 
 Group = Callable[[Bench], list[Figure]]
@@ -191,27 +196,12 @@ def metadata(args: argparse.Namespace, bench: Bench) -> dict[str, Any]:
     }
 
 
-@contextlib.contextmanager
-def bench_for(args: argparse.Namespace) -> Iterator[Bench]:
+def bench_for(args: argparse.Namespace) -> contextlib.AbstractContextManager[Bench]:
     sizes = (SMOKE if args.smoke else Sizes()).replace(**dict(args.size))
     rounds = args.rounds or (1 if args.smoke else 3)
-    with private_server() as (server, workdir):
-        redis = connect(server.url)
-        try:
-            client = Client(redis=redis)
-            client.engine.load()
-            yield Bench(
-                server,
-                redis,
-                client,
-                sizes,
-                max(1, rounds),
-                workdir,
-                args.worker_log_level,
-                args.latency_gap,
-            )
-        finally:
-            redis.close()
+    return fresh_bench(
+        sizes, rounds, worker_log_level=args.worker_log_level, latency_gap=args.latency_gap
+    )
 
 
 def run_groups(bench: Bench, names: list[str]) -> tuple[list[Figure], bool]:
