@@ -61,6 +61,11 @@ class SlotFolder:
         self._empty_as: Signature | None = None  # the folder's signature when last seen empty
         path.mkdir(parents=True, exist_ok=True)
 
+    @property
+    def trusted_empty(self) -> bool:
+        """Whether the next :meth:`empty` skips the scan unless the folder changed."""
+        return self._empty_as is not None
+
     def empty(self) -> None:
         """Leave the folder empty for the next job. Most jobs write nothing there: a folder whose
         signature has not changed since it was last emptied is not scanned (one ``stat``, where

@@ -81,6 +81,22 @@ def test_a_put_to_an_idle_worker_leaves_what_put_then_pop_leave(
     assert [json.loads(entry)["what"] for entry in direct["history"]] == ["put", "popped"]
 
 
+def test_handed_jobs_join_the_wait_statistics_as_waits_of_0_seconds(lua: Lua) -> None:
+    """Waits of 2 s and 4 s popped, one of 0 s handed over: count 3, mean 2, std 2."""
+    for jid, waited in (("two", 2), ("four", 4)):
+        lua.put(jid, "fast", now=T0)
+        assert lua.pop_jids("fast", "w2", now=T0 + waited) == [jid]
+    idle(lua, "fast", T0 + 10)
+    lua.put("zero", "fast", now=T0 + 11)
+    assert lua.state("zero") == "running"
+    stats = json.loads(lua.raw("stats", "fast", T0, now=T0 + 12))
+    assert stats["wait"]["count"] == 3
+    assert stats["wait"]["mean"] == pytest.approx(2.0)
+    assert stats["wait"]["std"] == pytest.approx(2.0)
+    assert stats["wait"]["histogram"][:5] == [1, 0, 1, 0, 1]
+    assert stats["calls"]["put"] == 3 and stats["calls"]["take"] == 3
+
+
 @pytest.mark.parametrize("history", [100, 3, 1])
 def test_a_put_over_an_existing_job_goes_straight_over_too(lua: Lua, history: int) -> None:
     lua.config("slow-max-concurrency", 1000)

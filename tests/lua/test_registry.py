@@ -99,6 +99,17 @@ def test_dead_workers_age_out_with_their_registrations(lua: Lua) -> None:
     assert [w["name"] for w in lua("workers", now=later)] == ["new"]
 
 
+def test_a_dead_idle_worker_ages_out_with_its_inbox_and_its_wait(lua: Lua) -> None:
+    """An inbox carries no expiry: it goes with its worker."""
+    lua.config("max-worker-age", DAY)
+    register(lua, "old", ["q"])
+    assert lua.raw("await", "old", 30, 1, "q", now=T0) == "[]"
+    lua.r.rpush(lua.key("w:old:inbox"), "[]")  # a wake-up it never read
+    assert lua.r.exists(lua.key("w:old:inbox"), lua.key("w:old:waiting")) == 2
+    assert [w["name"] for w in listing(lua, now=T0 + DAY + 1)] == []
+    assert not lua.r.exists(lua.key("w:old:info"), lua.key("w:old:inbox"), lua.key("w:old:waiting"))
+
+
 def test_ageing_out_is_bounded_per_call_but_never_shows_the_dead(lua: Lua) -> None:
     for n in range(150):
         register(lua, f"dead{n:03d}", ["q"])

@@ -98,6 +98,7 @@ def litter(folder: Path) -> None:
 def test_what_a_job_leaves_in_its_folder_is_removed(tmp_path: Path) -> None:
     folder = later(tmp_path / "slot-1")
     folder.empty()  # nothing to remove: the folder is trusted empty from now on
+    assert folder.trusted_empty
     tick_past(folder.path)
     litter(folder.path)
     folder.empty()
@@ -111,6 +112,7 @@ def test_a_change_within_the_same_clock_tick_is_still_found(tmp_path: Path) -> N
     system's clock leaves its times alike, and must be found by a scan."""
     folder = SlotFolder(tmp_path / "slot-1", clock=time.time_ns)  # made a moment ago
     folder.empty()
+    assert not folder.trusted_empty  # so the next empty() scans
     (folder.path / "out.txt").write_text("x")
     folder.empty()
     assert list(folder.path.iterdir()) == []
