@@ -86,7 +86,6 @@ WAIT_KLASS: Final = "flows.wait"
 """The klass of every ``wait:`` job (never imported: no worker runs one)."""
 ENV_PREFIX: Final = "FLOWS_"
 """Environment names starting with this are reserved for the runtime."""
-OUTPUT_FILE_ENV: Final = "FLOWS_OUTPUT"
 CONDITION_KEY: Final = "if"
 """The meta key of a step's condition."""
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
@@ -121,7 +120,3 @@ def when(value: float | None) -> str:
     if not value:
         return ""
     return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(value))
-
-
-def is_tty() -> bool:
-    return sys.stdout.isatty()

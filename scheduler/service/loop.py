@@ -559,11 +559,15 @@ def check_health(
     ``now`` (the server's clock), and a line saying so."""
     services = [s for s in schedules.services() if service_id in (None, s.id)]
     if not services:
+        # Parenthesised: a bare second line after `return a, "…"` would be a separate statement.
         if service_id:
-            return False, f"unhealthy: scheduler {service_id} has not ticked (not running, or it "
-            "stopped cleanly)"
-        return False, "unhealthy: no scheduler service has ticked (none runs, or they stopped "
-        "cleanly)"
+            return False, (
+                f"unhealthy: scheduler {service_id} has not ticked (not running, or it stopped "
+                "cleanly)"
+            )
+        return False, (
+            "unhealthy: no scheduler service has ticked (none runs, or they stopped cleanly)"
+        )
     lines = []
     healthy = False
     for service in services:

@@ -26,7 +26,6 @@ from scheduler.cron import (
 )
 
 FireAction = Literal["fire", "skip", "buffer", "buffered"]
-FireOutcome = Literal["fired", "exists", "skipped", "buffered", "conflict"]
 
 RUN_ID_TIME = "%Y%m%dT%H%M%SZ"
 PAUSED = "paused"

@@ -301,14 +301,23 @@ def test_a_run_that_cannot_be_built_is_skipped_with_the_reason(
 
 def test_health(client: Client, folder: Path) -> None:
     schedules = Schedules(client)
-    assert check_health(schedules, T)[0] is False
+    assert check_health(schedules, T) == (
+        False,
+        "unhealthy: no scheduler service has ticked (none runs, or they stopped cleanly)",
+    )
     write_flow(folder)
     service = make_service(client, folder, service_id="svc-1")
     service.tick(T)
-    ok, message = check_health(schedules, T + 30, max_age=60)
-    assert ok and message.startswith("healthy: svc-1: last tick 30.0s ago")
-    assert check_health(schedules, T + 61, max_age=60)[0] is False
-    assert check_health(schedules, T + 30, service_id="svc-2")[0] is False
+    healthy = check_health(schedules, T + 30, max_age=60)
+    assert healthy == (True, "healthy: svc-1: last tick 30.0s ago")
+    assert check_health(schedules, T + 61, max_age=60) == (
+        False,
+        "unhealthy: svc-1: last tick 61.0s ago (too old)",
+    )
+    assert check_health(schedules, T + 30, service_id="svc-2") == (
+        False,
+        "unhealthy: scheduler svc-2 has not ticked (not running, or it stopped cleanly)",
+    )
     [entry] = schedules.services()
     assert entry.info["flows_dir"] == str(folder) and entry.info["fired"] == 0
 
