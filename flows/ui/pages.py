@@ -74,8 +74,8 @@ def duration(value: Any) -> str:
 
 
 def pretty(value: Any) -> str:
-    """A JSON value indented for people; the template escapes it like any text."""
-    return json.dumps(value, indent=2, sort_keys=True, default=str)
+    """A JSON value indented for people, its unicode as text; the template escapes it."""
+    return json.dumps(value, indent=2, sort_keys=True, default=str, ensure_ascii=False)
 
 
 templates.env.filters["when"] = when
