@@ -56,6 +56,16 @@ OPEN_AND_MEASURE = """async ([step, count]) => {
 }"""
 
 
+# Whether line `n` is drawn inside the log's visible box.
+IN_VIEW = """(n) => {
+  const row = document.querySelector(`#log .line[data-n="${n}"]:not(.pending)`);
+  if (!row) return false;
+  const box = document.getElementById('log').getBoundingClientRect();
+  const at = row.getBoundingClientRect();
+  return at.top >= box.top - 1 && at.bottom <= box.bottom + 1;
+}"""
+
+
 def lines_shown(page: Any) -> list[str]:
     return page.locator("#log .line").all_inner_texts()
 
@@ -315,9 +325,7 @@ def test_the_url_names_the_open_step_attempt_and_line_and_back_and_forward_follo
     page.goto(f"{base}/runs/{run_id}?step=extract&line=150")
     page.wait_for_selector('#log .line.marked[data-n="150"]')
     assert page.locator("#log .line.marked").inner_text() == "extract line 150"
-    box = page.locator("#log").bounding_box()
-    marked = page.locator("#log .line.marked").bounding_box()
-    assert box["y"] <= marked["y"] <= box["y"] + box["height"] - marked["height"]  # in view
+    page.wait_for_function(IN_VIEW, arg="150")
     assert page.errors == []
 
 
@@ -332,9 +340,7 @@ def test_a_failed_run_opens_at_its_first_failed_step_and_the_end_of_its_log(
     page.wait_for_selector("#step-detail .failure")
     wait_drawn(page, 2001)
     assert lines_shown(page)[-1] == "Error: it broke"
-    box = page.locator("#log").bounding_box()
-    last = page.locator('#log .line[data-n="2001"]').bounding_box()
-    assert box["y"] <= last["y"] <= box["y"] + box["height"]  # the end is what is seen
+    page.wait_for_function(IN_VIEW, arg="2001")  # the end is what is seen
     assert page.inner_text("#log-state") == "ended"
     assert page.errors == []
     # the step opened by itself replaced the URL: back leaves the run page

@@ -193,8 +193,8 @@ function setupRun(section) {
     }
   });
   section.addEventListener("flows:open-step", (e) => {
-    const { step, jid, attempt, line } = e.detail;
-    openStep(step, 0, true, { jid, attempt, line, restore: true });
+    const { step, jid, attempt, line, restore } = e.detail;
+    openStep(step, 0, true, { jid, attempt, line, restore: !!restore });
   });
   section.addEventListener("keydown", (e) => {
     const node = e.target.closest("g.node");

@@ -38,7 +38,10 @@
     function open(state) {
       const number = (v) => (v ? Number(v) || undefined : undefined);
       section.dispatchEvent(new CustomEvent("flows:open-step", {
-        detail: { step: state.step, jid: state.job, attempt: number(state.attempt), line: number(state.line) },
+        detail: {
+          step: state.step, jid: state.job, attempt: number(state.attempt), line: number(state.line),
+          restore: true,
+        },
       }));
     }
 
