@@ -58,7 +58,8 @@
     head.append(div("tl-name", ""));
     const ticks = div("tl-track");
     for (const share of [0, 0.25, 0.5, 0.75, 1]) {
-      const tick = div("tl-tick", "+" + took(share * axis.span));
+      const at = share * axis.span;
+      const tick = div("tl-tick", "+" + (axis.span < 2 ? `${at.toFixed(2)} s` : took(at)));
       tick.style.left = `${share * 100}%`;
       ticks.append(tick);
     }
