@@ -367,3 +367,64 @@ def test_a_running_step_is_followed_and_a_retry_switches_to_its_attempt(
     wait_text(page, "log-state", "text === 'ended'")
     assert not page.is_checked("#log-follow")
     assert page.errors == []
+
+
+def test_the_job_page_shows_the_jobs_log_and_names_the_line_linked(
+    page: Any, base: str, client: Client, tmp_path: Path
+) -> None:
+    _, extract = started(client, tmp_path)
+    append(client, extract, [f"job line {i}" for i in range(1, 51)])
+    extract.fail("exit-code-4", "it broke")
+    job_url = f"{base}/jobs/{urllib.parse.quote(extract.jid, safe='')}"
+    page.goto(job_url)
+    wait_drawn(page, 50)  # a failed job's log opens at its end
+    assert lines_shown(page)[-1] == "job line 50"
+    page.locator('#log .line[data-n="45"]').click(position={"x": 10, "y": 9})
+    page.wait_for_url(lambda url: url.endswith("?attempt=1&line=45"))
+    page.goto(job_url + "?line=7")
+    page.wait_for_selector('#log .line.marked[data-n="7"]')
+    assert page.errors == []
+
+
+# (line, what it reads as, the styles of its segments: [text, fg, bg, flags])
+SGR_CASES = [
+    ("plain", "plain", [["plain", None, None, []]]),
+    (
+        "\x1b[1;31mA\x1b[22mB\x1b[39mC",
+        "ABC",
+        [["A", 1, None, ["bold"]], ["B", 1, None, []], ["C", None, None, []]],
+    ),
+    ("\x1b[38;5;244mgrey", "grey", [["grey", "rgb(128,128,128)", None, []]]),
+    ("\x1b[38;5;9mbright", "bright", [["bright", 9, None, []]]),
+    ("\x1b[38:2::1:2:3mcolon", "colon", [["colon", "rgb(1,2,3)", None, []]]),
+    ("\x1b[4:3;38:5:2mwavy", "wavy", [["wavy", 2, None, ["underline"]]]),
+    ("\x1b[97;104mhi\x1b[0m", "hi", [["hi", 15, 12, []]]),
+    ("\x1b]8;;https://x.example\x1b\\link\x1b]8;;\x1b\\", "link", [["link", None, None, []]]),
+    (
+        "cut \x1b[31",
+        "cut ␛[31",
+        [["cut ", None, None, []], ["␛", None, None, ["ctl"]], ["[31", None, None, []]],
+    ),
+    ("\x1b[Kerase\x1b[2Aup", "eraseup", [["eraseup", None, None, []]]),
+    ("a\x85b\u2066c", "a<U+0085>b<U+2066>c", None),
+    ("crlf\r", "crlf", [["crlf", None, None, []]]),
+]
+
+PARSE = """(text) => window.FlowsLog.parse(text).map((s) => [
+  s.text,
+  s.style && s.style.fg !== undefined ? s.style.fg : null,
+  s.style && s.style.bg !== undefined ? s.style.bg : null,
+  s.ctl ? ['ctl'] : Object.keys(s.style || {}).filter((k) => k !== 'fg' && k !== 'bg').sort(),
+])"""
+
+
+def test_the_sgr_reader_on_sequences_real_programs_write(
+    page: Any, base: str, client: Client, tmp_path: Path
+) -> None:
+    run_id, _ = started(client, tmp_path)
+    page.goto(f"{base}/runs/{urllib.parse.quote(run_id, safe='')}")  # a page with the viewer
+    page.wait_for_function("window.FlowsLog !== undefined")
+    for text, reads, segments in SGR_CASES:
+        assert page.evaluate("(t) => window.FlowsLog.plain(t)", text) == reads, text
+        if segments is not None:
+            assert page.evaluate(PARSE, text) == segments, text

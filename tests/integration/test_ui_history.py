@@ -193,3 +193,34 @@ def test_bad_requests_are_refused_and_change_nothing(
         for count in ("0", "101", "x"):
             reply = api.get(f"/api/v1/flows/{flow['name']}/history?count={count}")
             assert reply.status == 422 and "query.count" in reply.body["detail"]
+
+
+def test_reads_of_the_new_routes_need_the_token_when_reads_are_not_open(
+    client: Client, flow: dict[str, str]
+) -> None:
+    run_id = trigger_run(client, flow["name"]).run_id
+    paths = [
+        f"/api/v1/runs/{run_id}/timeline",
+        f"/api/v1/flows/{flow['name']}/history",
+        f"/api/v1/jobs/{run_id}:extract/logs/raw",
+        f"/flows/{flow['name']}",
+    ]
+    with serve(client, Auth(TOKEN, reads_open=False)) as base:
+        closed = Api(base)
+        for path in paths:
+            assert closed.get(path, token=None).status == 401, path
+            assert closed.get(path).status == 200, path
+
+
+def test_the_raw_log_of_a_missing_job_or_attempt_is_refused(
+    api: Api, client: Client, flow: dict[str, str], redis_client: redis.Redis
+) -> None:
+    run_id = trigger_run(client, flow["name"]).run_id
+    with assert_unchanged(redis_client):
+        assert api.get("/api/v1/jobs/nope/logs/raw").status == 404
+        for attempt in ("0", "x", "100001"):
+            reply = api.get(f"/api/v1/jobs/{run_id}:extract/logs/raw?attempt={attempt}")
+            assert reply.status == 422 and "query.attempt" in reply.body["detail"]
+    # a job with no lines yet: an empty text
+    reply = api.get(f"/api/v1/jobs/{run_id}:extract/logs/raw")
+    assert reply.status == 200 and reply.body == ""

@@ -76,12 +76,35 @@
     }
   }
 
+  // Applies one SGR sequence's parameters: `;`-separated, a colour given with `:` subparameters
+  // (38:5:n, 38:2:r:g:b, 38:2:space:r:g:b) taken as one.
+  function sgr(style, raw) {
+    if (raw === "") { applySgr(style, []); return; }
+    let run = [];  // plain parameters, applied together (38;5;n spans three)
+    const apply = () => { if (run.length) applySgr(style, run); run = []; };
+    for (const part of raw.split(";")) {
+      if (!part.includes(":")) { run.push(part === "" ? 0 : Number(part)); continue; }
+      apply();
+      const parts = part.split(":").map((v) => (v === "" ? 0 : Number(v)));
+      if ((parts[0] === 38 || parts[0] === 48) && parts[1] === 2) {
+        const rgb = parts.length >= 6 ? parts.slice(3, 6) : parts.slice(2, 5);
+        applySgr(style, [parts[0], 2, ...rgb]);
+      } else if (parts[0] === 38 || parts[0] === 48) {
+        applySgr(style, parts.slice(0, 3));
+      } else {
+        applySgr(style, [parts[0]]);  // 4:3 (a curly underline): an underline
+      }
+    }
+    apply();
+  }
+
   // The segments of one line: [{text, style}] (style null: plain; ctl: a control shown).
   // Colours start afresh on every line. A carriage return inside a line (a progress bar
   // redrawn) keeps what was written after the last one, as a terminal would show it.
   function parse(text) {
-    const cr = text.replace(/\r+$/, "").lastIndexOf("\r");
-    if (cr >= 0) text = text.slice(cr + 1).replace(/\r+$/, "");
+    text = text.replace(/\r+$/, "");
+    const cr = text.lastIndexOf("\r");
+    if (cr >= 0) text = text.slice(cr + 1);
     const out = [];
     if (!CONTROL.test(text)) { if (text) out.push({ text, style: null }); return out; }
     let style = {}, buffer = "";
@@ -99,9 +122,7 @@
         if (text[j] === "m") {
           flush();
           const raw = text.slice(i + 2, j);
-          const params = /^[\d;:]*$/.test(raw)
-            ? raw.split(/[;:]/).map((v) => (v === "" ? 0 : Number(v))) : [];
-          applySgr(style, raw === "" ? [] : params);
+          if (/^[\d;:]*$/.test(raw)) sgr(style, raw);
         }
         i = j;  // other CSI sequences (cursor moves, erasing) draw nothing here
       } else if (code === 0x1b && text[i + 1] === "]") {  // OSC (titles, links): dropped
@@ -575,10 +596,33 @@
     }
   }
 
+  // A page naming one job's log (the job page) opens it at once; its URL names the attempt
+  // chosen and the line linked (?attempt=N&line=L), as the run page's does.
+  function openNamed(named) {
+    const query = new URLSearchParams(location.search);
+    const number = (key) => Number(query.get(key)) || undefined;
+    const keep = (changes) => {
+      for (const [key, value] of Object.entries(changes)) {
+        if (value) query.set(key, String(value)); else query.delete(key);
+      }
+      const text = query.toString();
+      history.replaceState(null, "", location.pathname + (text ? "?" + text : ""));
+    };
+    viewer.panel.addEventListener("flows:log-opened", (e) => {
+      if (e.detail.chosen) keep({ attempt: e.detail.attempt, line: null });
+    });
+    viewer.panel.addEventListener("flows:log-line", (e) => keep({ attempt: e.detail.attempt, line: e.detail.line }));
+    viewer.open(named.dataset.openLog, {
+      state: named.dataset.logState, attempt: number("attempt"), line: number("line"),
+    });
+  }
+
   let viewer = null;
   document.addEventListener("DOMContentLoaded", () => {
     const panel = element("log-panel");
     if (panel) viewer = new Viewer(panel);
+    const named = document.querySelector("[data-open-log]");
+    if (viewer && named) openNamed(named);
   });
 
   window.FlowsLog = {
