@@ -276,7 +276,12 @@ def test_every_page_opens_at_desktop_and_phone_width_with_reachable_buttons(
     broken.fail("boom", "it broke")
     client.engine.call("worker.register", "w-1", '{"queues": ["side"], "pid": 42, "host": "h"}')
 
-    pages = {**PAGES, "run": f"/runs/{done}", "job": f"/jobs/{extract.jid}"}
+    pages = {
+        **PAGES,
+        "run": f"/runs/{done}",
+        "job": f"/jobs/{extract.jid}",
+        "flow": f"/flows/{flow['name']}",
+    }
     for name, path in pages.items():
         page.set_viewport_size({"width": 1280, "height": 800})
         page.goto(base + path)

@@ -6,6 +6,7 @@ text, unicode as text, the raw download, attempts, and the URL naming what is op
 from __future__ import annotations
 
 import json
+import re
 import time
 import urllib.parse
 import urllib.request
@@ -238,6 +239,14 @@ def test_colours_hostile_lines_and_unicode_are_shown_as_styled_text(
     assert shown[3] == "progress 100%"  # a redrawn progress line as a terminal leaves it
     assert "stderr" in (page.locator('#log .line[data-n="5"]').get_attribute("class") or "")
     shoot(page, "log-colours")
+    # each line's time on demand; "/" goes to the search
+    page.check("#log-times")
+    stamp = page.locator('#log .line[data-n="3"] .time').inner_text()
+    assert re.fullmatch(r"\d\d:\d\d:\d\d\.\d\d\d ", stamp), stamp
+    assert page.locator('#log .line[data-n="3"]').inner_text() == stamp + UNICODE
+    page.locator("#log").focus()
+    page.keyboard.press("/")
+    assert page.evaluate("document.activeElement.id") == "log-find"
     assert page.errors == []
 
 

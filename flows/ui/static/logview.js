@@ -226,6 +226,16 @@
       element("log-search").addEventListener("submit", (e) => e.preventDefault());
       element("log-next").addEventListener("click", () => this.step(1));
       element("log-prev").addEventListener("click", () => this.step(-1));
+      element("log-times").addEventListener("change", (e) => {
+        this.times = e.target.checked;
+        this.render(true);
+      });
+      // "/" anywhere but in a field goes to the search, as in most log views
+      document.addEventListener("keydown", (e) => {
+        if (e.key !== "/" || this.panel.hidden || e.target.closest("input, textarea, select")) return;
+        e.preventDefault();
+        find.focus();
+      });
       element("log-follow").addEventListener("change", (e) => {
         if (e.target.checked) this.follow(); else this.unfollow("paused");
         if (e.target.checked) this.toEnd();
@@ -446,6 +456,13 @@
       row.className = "line " + (line.stream || "");
       if (i + 1 === this.marked) row.classList.add("marked");
       if (hit && hit.line === i) row.classList.add("current");
+      if (this.times && line.time) {
+        const time = document.createElement("span");
+        time.className = "time";
+        time.textContent = new Date(line.time * 1000).toISOString().slice(11, 23) + " ";
+        time.title = new Date(line.time * 1000).toISOString();
+        row.append(time);
+      }
       if (line.level) {
         const level = document.createElement("span");
         level.className = "level level-" + String(line.level).toLowerCase();
