@@ -106,7 +106,7 @@ def test_a_10000_line_log_opens_within_300_ms_and_draws_only_what_is_seen(
     page.goto(f"{base}/runs/{run_id}")
     page.wait_for_selector("g.node")
     times = []
-    for _ in range(3):  # the first open also warms the server up; each one must fit
+    for _ in range(3):  # the best of three: the first one also warms the server up
         page.goto(f"{base}/runs/{run_id}")
         page.wait_for_selector("g.node")
         times.append(page.evaluate(OPEN_AND_MEASURE, ["extract", "10,000"]))
@@ -367,8 +367,13 @@ def test_a_running_step_is_followed_and_a_retry_switches_to_its_attempt(
     assert page.is_checked("#log-follow")
     wait_drawn(page, 400)  # opened at the end
     append(client, extract, ["late line"])
-    page.wait_for_selector('#log .line[data-n="401"]')
+    wait_drawn(page, 401)
     assert lines_shown(page)[-1] == "late line"
+    # a burst: drawn a frame at a time, the view kept at the end
+    append(client, extract, [f"burst {i}" for i in range(1, 3001)])
+    page.wait_for_function(IN_VIEW, arg="3401")
+    assert lines_shown(page)[-1] == "burst 3000"
+    assert page.locator("#log .line").count() < 150
     append(client, extract, ["second attempt starts"], attempt=2)
     wait_text(page, "log-count", "text.includes('attempt 2 of 2')")
     assert lines_shown(page) == ["second attempt starts"]

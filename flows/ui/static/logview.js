@@ -207,8 +207,8 @@
       this.gen = 0;
       this.stream = null;
       this.reset();
-      this.view.addEventListener("scroll", () => this.schedule());
-      window.addEventListener("resize", () => this.schedule());
+      this.view.addEventListener("scroll", () => this.schedule(false));
+      window.addEventListener("resize", () => this.schedule(false));
       this.view.addEventListener("click", (e) => this.clicked(e));
       element("log-attempt").addEventListener("change", (e) => {
         this.open(this.jid, { attempt: Number(e.target.value), state: this.state, chosen: true });
@@ -257,6 +257,7 @@
       this.marked = null;    // the line a link points at
       this.drawn = "";
       this.streamCounts = {};
+      this.endWanted = false;
     }
 
     // Opens job `jid`'s log: its latest attempt (or `attempt`), following it while it runs.
@@ -335,7 +336,7 @@
           if (from < 0) break;
           const page = await this.fetch(gen, this.attempt, from, PAGE);
           if (page === null) return;
-          if (page.items.length === 0) break;
+          if (page.items.length === 0 || page.attempt !== this.attempt) break;
           this.render(false);
           if (this.wanted !== null && this.lines[this.wanted] !== undefined) this.settle();
         }
@@ -421,9 +422,16 @@
       return index * ROW;
     }
 
-    schedule() {
+    // Draws at the next frame (once, however many lines came meanwhile); `toEnd` keeps the
+    // view at the end, as when following.
+    schedule(toEnd) {
+      if (toEnd) this.endWanted = true;
       if (this.frame) return;
-      this.frame = requestAnimationFrame(() => { this.frame = null; this.render(false); });
+      this.frame = requestAnimationFrame(() => {
+        this.frame = null;
+        this.counted();
+        if (this.endWanted) { this.endWanted = false; this.toEnd(); } else this.render(false);
+      });
     }
 
     render(force) {
@@ -590,14 +598,13 @@
           this.attemptsChanged();
         }
         if (attempt !== this.attempt || index < this.total) return;
-        const stick = this.atEnd();
+        const stick = this.endWanted || this.atEnd();
         this.lines[index] = line;
         this.total = index + 1;
         if (this.query && this.plainOf(index).toLowerCase().includes(this.query.toLowerCase())) {
           this.matches.push({ line: index, at: 0 });
         }
-        this.counted();
-        if (stick) this.toEnd(); else this.schedule();
+        this.schedule(stick);
       });
       stream.addEventListener("end", () => {
         this.unfollow("ended");
