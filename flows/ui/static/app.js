@@ -112,7 +112,7 @@ function setStatusClass(element, status) {
 function setupRun(section) {
   const runId = section.dataset.run;
   const base = "/runs/" + encodeURIComponent(runId);
-  let chosen = null, panelOffset = 0, pending = null, every = 3000, opening = 0;
+  let chosen = null, panelOffset = 0, pending = null, every = 3000;
   const seen = {};
 
   function badge(status) {
@@ -158,11 +158,10 @@ function setupRun(section) {
   // line, from a link). "flows:step-opened" tells static/runlinks.js, which keeps the URL.
   async function openStep(step, offset, follow, options = {}) {
     chosen = step; panelOffset = offset;
-    const mine = ++opening;  // a step opened meanwhile wins over this one
     const reply = await fetch(`${base}/steps/${encodeURIComponent(step)}?offset=${offset}`,
       { credentials: "omit" });
     const text = reply.ok ? await reply.text() : "";
-    if (mine !== opening) return;
+    if (chosen !== step || panelOffset !== offset) return;  // another was opened meanwhile
     const panel = document.getElementById("step-detail");
     if (!reply.ok) { panel.textContent = `Could not load step ${step} (${reply.status}).`; return; }
     panel.innerHTML = text;  // server-rendered, every value escaped
