@@ -258,6 +258,7 @@
       this.drawn = "";
       this.streamCounts = {};
       this.endWanted = false;
+      this.exhausted = false;
     }
 
     // Opens job `jid`'s log: its latest attempt (or `attempt`), following it while it runs.
@@ -336,7 +337,10 @@
           if (from < 0) break;
           const page = await this.fetch(gen, this.attempt, from, PAGE);
           if (page === null) return;
-          if (page.items.length === 0 || page.attempt !== this.attempt) break;
+          if (page.items.length === 0 || page.attempt !== this.attempt) {
+            this.exhausted = true;  // the log changed under us (deleted, replaced): no retry
+            break;
+          }
           this.render(false);
           if (this.wanted !== null && this.lines[this.wanted] !== undefined) this.settle();
         }
@@ -449,7 +453,7 @@
       const hit = this.current >= 0 ? this.matches[this.current] : null;
       for (let i = from; i < to; i++) fragment.append(this.row(i, hit));
       this.rows.replaceChildren(fragment);
-      if (missing && this.jid && !this.loading) this.loadAll(this.gen);
+      if (missing && this.jid && !this.loading && !this.exhausted) this.loadAll(this.gen);
     }
 
     row(i, hit) {
@@ -556,7 +560,7 @@
       }
       this.matches = found;
       const count = found.length;
-      const complete = this.loaded() >= this.total;
+      const complete = this.loaded() >= this.total || this.exhausted;
       if (!complete) this.loadAll(this.gen);
       label.textContent = (count ? `${count.toLocaleString("en")} match${count === 1 ? "" : "es"}` : "no match")
         + (complete ? "" : " so far (loading the rest)");
