@@ -272,11 +272,19 @@ def load_run(client: Client, run_id: str) -> RunView | None:
     raw = client.engine.call("run.get", run_id)
     if raw is None:
         return None
-    record = run_record(json.loads(raw))
-    jids = [str(jid) for jid in record.pop("jids", None) or []]
+    record = json.loads(raw)
+    jids = [str(jid) for jid in record.get("jids") or []]
     jobs: dict[str, Job] = {}
     for batch in _batches(jids, BATCH):
         jobs.update((j.jid, j) for j in client.jobs.multiget(*batch))
+    return run_view(run_id, record, jobs)
+
+
+def run_view(run_id: str, raw: Mapping[str, Any], jobs: Mapping[str, Job]) -> RunView:
+    """The view of a run from its record as ``run.get`` answers it (with its ``jids``) and its
+    jobs that exist, however they were read (:func:`load_run`, or many runs at once)."""
+    record = run_record(raw)
+    jids = [str(jid) for jid in record.pop("jids", None) or []]
     canceled = bool(record.get("canceled"))
     statuses = _statuses({jid: jobs[jid] for jid in jids if jid in jobs})
     steps: dict[str, StepView] = {}
@@ -304,4 +312,5 @@ __all__ = [
     "list_runs",
     "load_run",
     "run_record",
+    "run_view",
 ]

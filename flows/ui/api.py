@@ -11,7 +11,8 @@ Engine refusals come back as 4xx with the engine's one-line message.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+import re
+from collections.abc import Callable, Iterator
 from typing import Annotated, Any, TypeVar
 
 from fastapi import APIRouter, Depends, HTTPException, Query
@@ -305,6 +306,44 @@ def job_logs(
         "limit": limit,
         "next": found.next if found.next < found.total else None,
     }
+
+
+def _log_text(client: Client, first: joblogs.LogPage) -> Iterator[str]:
+    """The attempt's lines from ``first`` on, a page per engine call, each ending in a newline;
+    a job deleted meanwhile ends the text where it was."""
+    page = first
+    while True:
+        yield "".join(line.text + "\n" for line in page.lines)
+        if not page.lines or page.next >= page.total:
+            return
+        try:
+            page = joblogs.read(client.engine, page.jid, page.attempt, page.next)
+        except JobNotFound:
+            return
+
+
+@router.get(
+    "/jobs/{jid}/logs/raw",
+    dependencies=reads,
+    tags=["jobs"],
+    response_class=StreamingResponse,
+    responses={200: {"content": {"text/plain": {}}}},
+)
+def job_log_raw(
+    ui: Ui, jid: str, attempt: Annotated[int | None, Query(ge=1, le=100_000)] = None
+) -> StreamingResponse:
+    """One attempt's log (the latest by default) as plain text, a line each, as the job wrote
+    them (colour sequences included), to download."""
+    first = engine_errors(lambda: joblogs.read(ui.client.engine, jid, attempt, 0))
+    name = re.sub(r"[^A-Za-z0-9._-]+", "_", jid).strip("_") or "job"
+    return StreamingResponse(
+        _log_text(ui.client, first),
+        media_type="text/plain; charset=utf-8",
+        headers={
+            "Content-Disposition": f'attachment; filename="{name}.attempt-{first.attempt}.log"',
+            "X-Content-Type-Options": "nosniff",
+        },
+    )
 
 
 @router.get("/jobs/{jid}/logs/stream", dependencies=reads, tags=["jobs", "events"])

@@ -20,6 +20,7 @@ from fastapi import APIRouter, Depends, HTTPException, Query, Request
 from fastapi.responses import HTMLResponse, JSONResponse
 from fastapi.templating import Jinja2Templates
 
+from flows import run_history
 from flows.runs import RunView
 from flows.ui import api, graph
 from flows.ui.state import reader
@@ -74,8 +75,8 @@ def duration(value: Any) -> str:
 
 
 def pretty(value: Any) -> str:
-    """A JSON value indented for people; the template escapes it like any text."""
-    return json.dumps(value, indent=2, sort_keys=True, default=str)
+    """A JSON value indented for people, its unicode as text; the template escapes it."""
+    return json.dumps(value, indent=2, sort_keys=True, default=str, ensure_ascii=False)
 
 
 templates.env.filters["when"] = when
@@ -164,9 +165,11 @@ def run(request: Request, ui: Ui, run_id: str) -> HTMLResponse:
     view = api._load_run(ui.client, run_id)
     needs = graph.run_needs(ui.client, view.record)
     drawn = graph.layout([step.step for step in view.steps], needs)
+    now = api.engine_errors(ui.client.engine.server_time)
     return render(
         request,
         "run.html",
+        timeline=run_history.timeline(view, needs, now),
         view=view,
         record=view.record,
         layout=drawn,

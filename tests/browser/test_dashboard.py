@@ -48,10 +48,10 @@ steps:
 XSS = '<script>window.__xss = 1</script><img src=x onerror="window.__xss = 2">'
 
 
-def register(client: Client, tmp_path: Path) -> dict[str, str]:
+def register(client: Client, tmp_path: Path, flow: str = FLOW) -> dict[str, str]:
     name, queue = f"web-{uuid.uuid4().hex[:6]}", f"q{uuid.uuid4().hex[:6]}"
     path = tmp_path / f"{name}.yaml"
-    text = FLOW.format(name=name, queue=queue)
+    text = flow.format(name=name, queue=queue)
     path.write_text(text)
     definition = FlowsSource().load(path, text, time.time())
     assert definition is not None
@@ -221,11 +221,14 @@ def test_values_from_users_and_jobs_are_shown_as_text_never_run(
     page.goto(f"{base}/runs/{request.run_id}")
     step = page.locator("g.node").first
     assert step.get_attribute("data-step") == XSS
-    step.click()
+    # a failed run opens at its failed step by itself
+    page.wait_for_url(lambda url: "?step=" in url)
     page.wait_for_selector("#step-detail .failure")
     page.wait_for_function("document.querySelectorAll('#log .line').length === 1")
     assert page.inner_text("#log") == XSS
     assert XSS in page.inner_text("#step-detail")  # data and failure, as text
+    assert page.locator("#timeline .tl-row[data-step] .tl-name").first.inner_text() == XSS
+    assert page.evaluate("window.__xss") is None
     for path in (
         f"/jobs/{extract.jid}",
         "/failures",
@@ -273,7 +276,12 @@ def test_every_page_opens_at_desktop_and_phone_width_with_reachable_buttons(
     broken.fail("boom", "it broke")
     client.engine.call("worker.register", "w-1", '{"queues": ["side"], "pid": 42, "host": "h"}')
 
-    pages = {**PAGES, "run": f"/runs/{done}", "job": f"/jobs/{extract.jid}"}
+    pages = {
+        **PAGES,
+        "run": f"/runs/{done}",
+        "job": f"/jobs/{extract.jid}",
+        "flow": f"/flows/{flow['name']}",
+    }
     for name, path in pages.items():
         page.set_viewport_size({"width": 1280, "height": 800})
         page.goto(base + path)
@@ -307,5 +315,5 @@ def test_every_page_opens_at_desktop_and_phone_width_with_reachable_buttons(
     for _ in range(3):
         page.keyboard.press("Tab")
         focused.append(page.evaluate("document.activeElement.textContent.trim()"))
-    assert focused[:2] == ["Retry run", "Cancel run"]
+    assert focused == [flow["name"], "Retry run", "Cancel run"]  # the run's flow page first
     assert page.errors == []

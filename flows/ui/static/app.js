@@ -112,7 +112,7 @@ function setStatusClass(element, status) {
 function setupRun(section) {
   const runId = section.dataset.run;
   const base = "/runs/" + encodeURIComponent(runId);
-  let chosen = null, panelOffset = 0, pending = null, logStream = null, every = 3000;
+  let chosen = null, panelOffset = 0, pending = null, every = 3000;
   const seen = {};
 
   function badge(status) {
@@ -154,37 +154,29 @@ function setupRun(section) {
 
   function soon() { if (!pending) pending = setTimeout(refresh, 250); }
 
-  async function openStep(step, offset, follow) {
+  // Opens a step's panel, and with `follow` its job's log (`options`: which job, attempt and
+  // line, from a link). "flows:step-opened" tells static/runlinks.js, which keeps the URL.
+  async function openStep(step, offset, follow, options = {}) {
     chosen = step; panelOffset = offset;
     const reply = await fetch(`${base}/steps/${encodeURIComponent(step)}?offset=${offset}`,
       { credentials: "omit" });
+    const text = reply.ok ? await reply.text() : "";
+    if (chosen !== step || panelOffset !== offset) return;  // another was opened meanwhile
     const panel = document.getElementById("step-detail");
     if (!reply.ok) { panel.textContent = `Could not load step ${step} (${reply.status}).`; return; }
-    panel.innerHTML = await reply.text();  // server-rendered, every value escaped
+    panel.innerHTML = text;  // server-rendered, every value escaped
     const single = panel.querySelector("[data-log-jid]");
-    if (follow && single) followLog(single.dataset.logJid);
+    if (follow) {
+      const jid = options.jid || (single && single.dataset.logJid);
+      const state = single && single.dataset.logJid === jid ? single.dataset.logState : "";
+      section.dispatchEvent(new CustomEvent("flows:step-opened",
+        { detail: { step, jid, restore: !!options.restore } }));
+      if (jid) followLog(jid, { ...options, state });
+    }
   }
 
-  function followLog(jid) {
-    if (logStream) logStream.close();
-    const log = document.getElementById("log");
-    const state = document.getElementById("log-state");
-    document.getElementById("log-panel").hidden = false;
-    document.getElementById("log-jid").textContent = jid;
-    log.replaceChildren();
-    state.textContent = "following";
-    logStream = new EventSource(`/api/v1/jobs/${encodeURIComponent(jid)}/logs/stream`);
-    logStream.addEventListener("line", (e) => {
-      const line = JSON.parse(e.data);
-      const row = document.createElement("div");
-      row.className = "line " + (line.stream || "");
-      row.textContent = line.text;
-      const atEnd = log.scrollTop + log.clientHeight >= log.scrollHeight - 4;
-      log.append(row);
-      if (atEnd) log.scrollTop = log.scrollHeight;
-    });
-    logStream.addEventListener("end", () => { state.textContent = "ended"; logStream.close(); });
-    logStream.onerror = () => { state.textContent = "disconnected"; };
+  function followLog(jid, options = {}) {
+    if (window.FlowsLog) window.FlowsLog.open(jid, options);
   }
 
   section.addEventListener("click", (e) => {
@@ -193,7 +185,15 @@ function setupRun(section) {
     const more = e.target.closest("[data-panel-offset]");
     if (more) { openStep(chosen, Number(more.dataset.panelOffset), false); return; }
     const log = e.target.closest("[data-log]");
-    if (log) followLog(log.dataset.log);
+    if (log) {
+      section.dispatchEvent(new CustomEvent("flows:step-opened",
+        { detail: { step: chosen, jid: log.dataset.log } }));
+      followLog(log.dataset.log, { state: log.dataset.logState });
+    }
+  });
+  section.addEventListener("flows:open-step", (e) => {
+    const { step, jid, attempt, line, restore } = e.detail;
+    openStep(step, 0, true, { jid, attempt, line, restore: !!restore });
   });
   section.addEventListener("keydown", (e) => {
     const node = e.target.closest("g.node");

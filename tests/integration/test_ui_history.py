@@ -1,0 +1,226 @@
+"""A run's timeline and a flow's history grid over real HTTP (a real ``flows ui`` on the
+embedded server): times from the jobs' histories, statuses as the run page says them, and the
+grid read in a few engine round trips whatever the number of jobs."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+from helpers import assert_unchanged
+from ui_support import TOKEN, Api, serve
+
+from flows.service_source import FlowsSource
+from flows.triggering import trigger_run
+from flows.ui.auth import Auth
+from scheduler.engine.client import Client
+from scheduler.engine.scripts import Engine
+from scheduler.service.schedules import Schedules
+
+FLOW = """\
+version: 1
+name: {name}
+queue: {queue}
+schedule: {{cron: "0 0 1 1 *"}}
+steps:
+  extract:
+    job: tasks.extract
+    retry: {{attempts: 2}}
+  load:
+    needs: [extract]
+    foreach: {{items: [a, b, c]}}
+    job: tasks.load
+  report:
+    needs: [load]
+    job: tasks.report
+"""
+
+
+@pytest.fixture
+def client(engine: Engine) -> Client:
+    return Client.from_engine(engine, worker_name="history-test")
+
+
+@pytest.fixture
+def api(client: Client) -> Iterator[Api]:
+    with serve(client, Auth(TOKEN, reads_open=True)) as base:
+        yield Api(base)
+
+
+@pytest.fixture
+def flow(client: Client, tmp_path: Path) -> dict[str, str]:
+    name, queue = f"hist-{uuid.uuid4().hex[:6]}", f"q{uuid.uuid4().hex[:6]}"
+    path = tmp_path / f"{name}.yaml"
+    text = FLOW.format(name=name, queue=queue)
+    path.write_text(text)
+    definition = FlowsSource().load(path, text, time.time())
+    assert definition is not None
+    Schedules(client).register(definition, time.time())
+    return {"name": name, "queue": queue}
+
+
+def work(client: Client, queue: str, at: float, took: float, fail: str | None = None) -> float:
+    """Pops what is ready at ``at`` and ends each job ``took`` seconds later; the end time."""
+    jobs = client.queues[queue].pop(10, now=at)
+    assert jobs
+    for job in jobs:
+        if fail and job.jid.endswith(":" + fail):
+            job.fail("exit-code-4", "it broke", now=at + took)
+        else:
+            job.complete(now=at + took)
+    return at + took
+
+
+def fcalls(redis_client: redis.Redis) -> int:
+    stats = redis_client.info("commandstats")
+    return sum(
+        int(v["calls"])
+        for k, v in stats.items()
+        if k.startswith(("cmdstat_fcall", "cmdstat_evalsha"))
+    )
+
+
+def test_the_timeline_says_when_each_step_waited_and_ran(
+    api: Api, client: Client, flow: dict[str, str]
+) -> None:
+    run_id = trigger_run(client, flow["name"]).run_id
+    base = client.engine.server_time() + 10
+    ended = work(client, flow["queue"], base, 5.0)  # extract: 5 s
+    ended = work(client, flow["queue"], ended + 2, 3.0)  # load's 3 items, 2 s after
+    line = api.get(f"/api/v1/runs/{run_id}/timeline").body
+    steps = {row["step"]: row for row in line["steps"]}
+    assert [row["step"] for row in line["steps"]] == ["extract", "load", "report"]
+    assert line["status"] == "running"
+    extract, load, report = steps["extract"], steps["load"], steps["report"]
+    assert extract["status"] == "success" and extract["items"] == 1
+    assert extract["started"] == pytest.approx(base)
+    assert extract["finished"] == pytest.approx(base + 5)
+    assert extract["ready"] <= base  # put at submission
+    assert extract["attempts"] == [[pytest.approx(base), pytest.approx(base + 5)]]
+    # load could start when extract ended, and started 2 s later
+    assert load["ready"] == pytest.approx(base + 5)
+    assert load["started"] == pytest.approx(base + 7)
+    assert load["finished"] == pytest.approx(base + 10) and load["duration"] == pytest.approx(3)
+    assert load["items"] == 3 and load["attempts"] == []  # a foreach step: one span
+    # report is ready (its need ended) and waits to be popped
+    assert report["status"] == "waiting" and report["ready"] == pytest.approx(base + 10)
+    assert report["started"] is None and report["finished"] is None
+
+
+def test_a_retried_job_shows_each_attempt(api: Api, client: Client, flow: dict[str, str]) -> None:
+    run_id = trigger_run(client, flow["name"]).run_id
+    base = client.engine.server_time() + 10
+    [job] = client.queues[flow["queue"]].pop(now=base)
+    job.retry(0, "flaky", "try again", now=base + 1)
+    [job] = client.queues[flow["queue"]].pop(now=base + 2)
+    running = api.get(f"/api/v1/runs/{run_id}/timeline").body["steps"][0]
+    assert running["status"] == "running"
+    assert running["attempts"] == [
+        [pytest.approx(base), pytest.approx(base + 1)],
+        [pytest.approx(base + 2), None],
+    ]
+    job.complete(now=base + 4)
+    done = api.get(f"/api/v1/runs/{run_id}/timeline").body["steps"][0]
+    assert done["attempts"][-1] == [pytest.approx(base + 2), pytest.approx(base + 4)]
+
+
+def test_the_history_grid_has_runs_as_columns_and_steps_as_rows_in_few_engine_calls(
+    api: Api, client: Client, flow: dict[str, str], redis_client: redis.Redis
+) -> None:
+    base = client.engine.server_time() + 10
+    first = trigger_run(client, flow["name"]).run_id
+    at = work(client, flow["queue"], base, 1.0)
+    at = work(client, flow["queue"], at, 2.0)
+    at = work(client, flow["queue"], at, 3.0)  # first: succeeded in 6 s
+    second = trigger_run(client, flow["name"]).run_id
+    work(client, flow["queue"], at + 1, 4.0, fail="extract")  # second: failed at extract
+    third = trigger_run(client, flow["name"]).run_id  # third: waiting to start
+    before = fcalls(redis_client)
+    grid = api.get(f"/api/v1/flows/{flow['name']}/history").body
+    calls = fcalls(redis_client) - before
+    assert calls <= 2 + 3  # the runs, one run.get each (one round trip), one multiget
+    assert grid["flow"] == flow["name"]
+    assert grid["steps"] == ["extract", "load", "report"]
+    assert [r["id"] for r in grid["runs"]] == [first, second, third]  # oldest first
+    assert [r["status"] for r in grid["runs"]] == ["succeeded", "failed", "running"]
+    assert grid["runs"][0]["duration"] == pytest.approx(6)
+    assert grid["runs"][1]["duration"] == pytest.approx(4)
+    assert grid["runs"][2]["duration"] is None
+    assert {s: v["status"] for s, v in grid["runs"][1]["steps"].items()} == {
+        "extract": "failed",
+        "load": "upstream_failed",
+        "report": "upstream_failed",
+    }
+    assert grid["runs"][0]["steps"]["load"] == {
+        "status": "success",
+        "duration": pytest.approx(2),
+        "items": 3,
+    }
+    # the newest two only
+    two = api.get(f"/api/v1/flows/{flow['name']}/history?count=2").body
+    assert [r["id"] for r in two["runs"]] == [second, third]
+    # a flow with no runs has an empty grid
+    assert api.get("/api/v1/flows/nothing-ran/history").body == {
+        "flow": "nothing-ran",
+        "steps": [],
+        "runs": [],
+    }
+
+
+def test_the_flow_page_draws_the_grid_with_links_to_each_step(
+    api: Api, client: Client, flow: dict[str, str]
+) -> None:
+    run_id = trigger_run(client, flow["name"]).run_id
+    work(client, flow["queue"], client.engine.server_time() + 1, 2.0, fail="extract")
+    page = api.get(f"/flows/{flow['name']}")
+    assert page.status == 200
+    html = page.body
+    assert 'class="history"' in html
+    assert f'href="/runs/{run_id.replace("@", "%40")}?step=extract"' in html
+    assert 'class="gcell st-failed"' in html and "0 0 1 1 *" in html
+    assert api.get("/flows/never-registered").status == 200  # runs of `flows run` have a page
+
+
+def test_bad_requests_are_refused_and_change_nothing(
+    api: Api, flow: dict[str, str], redis_client: redis.Redis
+) -> None:
+    with assert_unchanged(redis_client):
+        assert api.get("/api/v1/runs/nope@1/timeline").status == 404
+        for count in ("0", "101", "x"):
+            reply = api.get(f"/api/v1/flows/{flow['name']}/history?count={count}")
+            assert reply.status == 422 and "query.count" in reply.body["detail"]
+
+
+def test_reads_of_the_new_routes_need_the_token_when_reads_are_not_open(
+    client: Client, flow: dict[str, str]
+) -> None:
+    run_id = trigger_run(client, flow["name"]).run_id
+    paths = [
+        f"/api/v1/runs/{run_id}/timeline",
+        f"/api/v1/flows/{flow['name']}/history",
+        f"/api/v1/jobs/{run_id}:extract/logs/raw",
+        f"/flows/{flow['name']}",
+    ]
+    with serve(client, Auth(TOKEN, reads_open=False)) as base:
+        closed = Api(base)
+        for path in paths:
+            assert closed.get(path, token=None).status == 401, path
+            assert closed.get(path).status == 200, path
+
+
+def test_the_raw_log_of_a_missing_job_or_attempt_is_refused(
+    api: Api, client: Client, flow: dict[str, str], redis_client: redis.Redis
+) -> None:
+    run_id = trigger_run(client, flow["name"]).run_id
+    with assert_unchanged(redis_client):
+        assert api.get("/api/v1/jobs/nope/logs/raw").status == 404
+        for attempt in ("0", "x", "100001"):
+            reply = api.get(f"/api/v1/jobs/{run_id}:extract/logs/raw?attempt={attempt}")
+            assert reply.status == 422 and "query.attempt" in reply.body["detail"]
+    # a job with no lines yet: an empty text
+    reply = api.get(f"/api/v1/jobs/{run_id}:extract/logs/raw")
+    assert reply.status == 200 and reply.body == ""
