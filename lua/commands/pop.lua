@@ -42,7 +42,7 @@ end
 
 -- The reply of pop.lean (include/lean.lua).
 local function lean_reply(c, job)
-  return Lean.job(c, job.jid, job.f, job.expires)
+  return Lean.job(c, job.jid, job.f, job.expires, job.runs)
 end
 
 -- One call of pop: queue, worker; lock (seconds, for jobs without a ttr); limit (max-job-history);
@@ -78,6 +78,8 @@ local function hand_out(c, jid, f)
   local expires = Engine.now + (tonumber(f[3]) or c.lock)
   redis.call('hset', key, 'state', 'running', 'worker', c.worker, 'expires', expires,
     'popped', Engine.now, 'updated', Engine.now)
+  -- The times it started running since it was put: its step log's attempt (commands/log.lua).
+  local runs = redis.call('hincrby', key, 'runs', 1)
   table.insert(c.locks, expires)
   table.insert(c.locks, jid)
   -- A ttl deadline is looked at again once the lock could have expired (include/ttl.lua).
@@ -86,7 +88,7 @@ local function hand_out(c, jid, f)
   Job.append_history(jid, c.entry, c.limit)
   table.insert(c.waits, Engine.now - since)
   local tracked = c.tracked ~= false and Events.tracked('popped', jid)
-  table.insert(c.handed, { jid = jid, f = f, expires = expires, tracked = tracked })
+  table.insert(c.handed, { jid = jid, f = f, expires = expires, tracked = tracked, runs = runs })
 end
 
 -- Take up to `wanted` waiting jobs of the queue, looking at no more than
