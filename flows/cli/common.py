@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -43,10 +44,21 @@ def guarded(invoke: Callable[[], T]) -> T:
         return invoke()
     except (click.ClickException, click.exceptions.Exit, click.Abort):
         raise
+    except BrokenPipeError:  # the reader went away (`flows logs RUN | head`): end quietly
+        quiet_stdout()
+        raise click.exceptions.Exit(0) from None
     except Exception as error:
         if faults.debug_enabled():
             raise
         raise click.ClickException(faults.one_line(error)) from None
+
+
+def quiet_stdout() -> None:
+    """Point stdout at /dev/null, so the interpreter's last flush into a closed pipe stays
+    silent (Python's documented way to end after a BrokenPipeError)."""
+    with contextlib.suppress(OSError, ValueError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
 
 
 class GuardedCommand(click.Command):

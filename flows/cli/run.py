@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import logging
 import sys
 import threading
 import time
@@ -105,13 +106,27 @@ def _print_failures(client: Client, view: RunView) -> None:
         print_tail(client, job.jid)
 
 
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+DEFAULT_LOG_LEVEL = "INFO"
+"""The level of Python logging records steps' logs keep, as `flows worker --log-level`."""
+
+
 def _follow(
-    client: Client, run_id: str, queues: list[str], threads: int, live: bool, logs: bool = False
+    client: Client,
+    run_id: str,
+    queues: list[str],
+    threads: int,
+    live: bool,
+    logs: bool = False,
+    log_level: str = DEFAULT_LOG_LEVEL,
 ) -> tuple[RunView, bool]:
     """Run a local worker on the run's queues until the run has finished or Ctrl-C (printing
     the steps' lines as they come with ``logs``, else a live table); returns the run as it is
     then and whether it was interrupted."""
     import_path()  # job modules beside where `flows run` was started, as in every worker mode
+    # The records steps emit reach the step logs from this level on (the root logger's default,
+    # WARNING, would drop a step's logging.info); nothing more is printed here.
+    logging.getLogger().setLevel(log_level)
     worker = Worker(
         Client.from_engine(client.engine),
         queues,
@@ -156,12 +171,19 @@ def _follow(
 
 
 def work_run(
-    client: Client, run_id: str, queues: list[str], threads: int, logs: bool = False
+    client: Client,
+    run_id: str,
+    queues: list[str],
+    threads: int,
+    logs: bool = False,
+    log_level: str = DEFAULT_LOG_LEVEL,
 ) -> int:
     """Work the run here with a live view (or its steps' lines, with ``logs``) until it ends;
     the exit code: 0 when it succeeded, 1 when not, :data:`INTERRUPTED` after Ctrl-C (saying
     how to resume or cancel it)."""
-    view, interrupted = _follow(client, run_id, queues, threads, sys.stdout.isatty(), logs)
+    view, interrupted = _follow(
+        client, run_id, queues, threads, sys.stdout.isatty(), logs, log_level
+    )
     if interrupted:
         done = sum(1 for s in view.steps if s.status in ("success", "skipped"))
         click.echo(
@@ -195,6 +217,14 @@ def work_run(
     show_default=True,
     help="Jobs at once in the local worker.",
 )
+@click.option(
+    "--log-level",
+    type=click.Choice(LOG_LEVELS, case_sensitive=False),
+    default=DEFAULT_LOG_LEVEL,
+    show_default=True,
+    help="Python logging records from this level on are kept in the steps' logs (as on "
+    "`flows worker`).",
+)
 @connection
 def run(
     file: Path,
@@ -204,6 +234,7 @@ def run(
     detach: bool,
     logs: bool,
     threads: int,
+    log_level: str,
     redis_url: str | None,
     namespace: str | None,
 ) -> None:
@@ -241,7 +272,7 @@ def run(
         click.echo(run_id)
         return
     with user_errors():
-        sys.exit(work_run(client, run_id, list(built.queues), threads, logs))
+        sys.exit(work_run(client, run_id, list(built.queues), threads, logs, log_level.upper()))
 
 
 @click.command()
