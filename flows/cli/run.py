@@ -52,6 +52,8 @@ STATUS_STYLE = {
 
 SHUTDOWN_GRACE = 5.0
 """Seconds the local worker of `flows run` gives running jobs after Ctrl-C."""
+FAILURE_LINES = 12
+"""Lines of a failed job's message printed under it."""
 INTERRUPTED = 130
 """The exit code after Ctrl-C (128 + SIGINT), as shells use."""
 
@@ -101,9 +103,12 @@ def _print_failures(client: Client, view: RunView) -> None:
         err_console.print(
             Text.assemble((job.jid, "bold red"), f" {job.state}: {failure.get('group', '')}")
         )
-        message = str(failure.get("message", "")).strip().splitlines()[-8:]
+        message = str(failure.get("message", "")).strip().splitlines()
+        if len(message) > FAILURE_LINES:  # its first line says what happened, the last where
+            message = [message[0], "...", *message[-(FAILURE_LINES - 2) :]]
         err_console.print("\n".join("    " + line for line in message), markup=False)
-        print_tail(client, job.jid)
+        if not str(failure.get("group", "")).startswith("exit-code-"):
+            print_tail(client, job.jid)  # a shell step's message holds its output's tail
 
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")

@@ -61,11 +61,18 @@ def run_flow(tmp_path: Path, *args: str) -> tuple[Result, str]:
     return result, submitted.split()[2]
 
 
-def test_run_prints_the_log_tail_of_a_failed_step(url: str, tmp_path: Path) -> None:
+def test_run_prints_a_failed_shell_steps_exit_code_and_output_tail(
+    url: str, tmp_path: Path
+) -> None:
     result, run_id = run_flow(tmp_path)
     assert result.exit_code == 1
-    assert f"last 1 log lines of {run_id}:broken" in result.stderr
-    assert "| about to fail" in result.stderr
+    assert (
+        f"{run_id}:broken failed: exit-code-3\n"
+        "    command exited with code 3\n"
+        "    about to fail\n"
+        f"run {run_id} failed\n"
+    ) in result.stderr
+    assert "Traceback" not in result.output
 
 
 def test_run_with_logs_streams_every_step_prefixed(url: str, tmp_path: Path) -> None:
@@ -318,3 +325,42 @@ def test_following_a_run_loses_no_line_in_200_runs(url: str, tmp_path: Path) -> 
         worker.stop()
         thread.join(15)
     assert lost == []
+
+
+RAISING = """\
+version: 1
+name: raising
+queue: raising
+steps:
+  parse:
+    job: bad_step.run
+"""
+
+BAD_STEP = """\
+def helper(row):
+    raise ValueError(f"bad row {row}")
+
+
+def run(job):
+    helper(7)
+"""
+
+
+def test_a_python_steps_failure_shows_its_exception_and_only_its_own_frames(
+    url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "bad_step.py").write_text(BAD_STEP)
+    path = tmp_path / "raising.yaml"
+    path.write_text(RAISING)
+    result = flows("run", str(path))
+    assert result.exit_code == 1
+    run_id = next(w for w in result.stderr.split() if w.startswith("raising@"))
+    job = json.loads(flows("job", f"{run_id}:parse", "--json").stdout)
+    message = job["failure"]["message"]
+    assert job["failure"]["group"] == "ValueError"
+    assert message.startswith("Traceback (most recent call last):\n")
+    assert message.count('bad_step.py", line') == 2  # run, then helper: the user's frames
+    assert "scheduler/" not in message and "/flows/" not in message
+    assert message.rstrip().endswith("ValueError: bad row 7")
+    assert "ValueError: bad row 7" in result.stderr

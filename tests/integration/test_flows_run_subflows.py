@@ -141,7 +141,9 @@ def test_a_failed_child_fails_its_step_until_a_retry_of_the_parent_after_the_fix
     assert job["failure"]["group"] == "subflow-failed"
     message = job["failure"]["message"]
     assert f"child run {child_id} failed" in message
-    assert f"{child_id}:check failed: exit-code-3" in message
+    # the child's failed step in its own terms: its exit code and what it wrote, no traceback
+    assert "  step check failed (exit-code-3):\n    command exited with code 3" in message
+    assert "    no marker yet" in message and "Traceback" not in message
     assert f"flows retry {run_id}" in message
 
     (tmp_path / "MARKER").touch()  # the child's cause fixed
