@@ -200,3 +200,19 @@ def test_bad_params_are_refused_and_change_nothing(
             result = cli.invoke(main, ["run", str(path), "--detach", *args])
         assert result.exit_code in (1, 2), (args, result.output)
         assert expected in result.output, (args, result.output)
+
+
+def test_a_typo_in_a_step_that_another_step_reads_gives_findings_not_a_crash(
+    tmp_path: Path,
+) -> None:
+    from flows.validate import validate_file
+
+    path = tmp_path / "typo.yaml"
+    path.write_text(
+        "version: 1\nname: typo\nsteps:\n"
+        "  extract:\n    rnu: echo rows=3 >> $FLOWS_OUTPUT\n    outputs: [rows]\n"
+        "  load:\n    run: echo ${{ steps.extract.outputs.rows }}\n"
+    )
+    messages = [f.message for f in validate_file(path).findings]
+    assert "unknown key 'rnu' in steps.extract" in messages
+    assert "step 'load' reads steps.extract.outputs but does not depend on 'extract'" in messages
