@@ -11,6 +11,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
+from flows.findings import did_you_mean
 from scheduler.engine import joblogs
 from scheduler.engine.client import Client
 from scheduler.engine.errors import JobNotFound
@@ -49,7 +50,8 @@ def run_jobs(client: Client, run_id: str, step: str | None = None) -> list[tuple
     chosen = [(label, jid) for label, jid in jobs if label == step or label.startswith(step + "[")]
     if not chosen:
         steps = sorted({label.split("[", 1)[0] for label, _ in jobs})
-        raise NoSuchRun(f"run {run_id!r} has no step {step!r} (its steps: {', '.join(steps)})")
+        hint = did_you_mean(step, steps) or f"its steps: {', '.join(steps)}"
+        raise NoSuchRun(f"run {run_id!r} has no step {step!r} ({hint})")
     return chosen
 
 

@@ -15,6 +15,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from flows.findings import did_you_mean
 from scheduler.engine import faults
 from scheduler.engine.client import Client, namespace_prefix
 from scheduler.engine.errors import FlowsError
@@ -137,3 +138,19 @@ def when(value: float | None) -> str:
 
 def is_tty() -> bool:
     return sys.stdout.isatty()
+
+
+def known_queue(client: Client, name: str, *, refuse: bool = True) -> None:
+    """Refuse a queue name the namespace has never seen, with the one that was likely meant
+    (an answer of nothing for a misspelt queue would look like an empty queue); without
+    ``refuse``, only say so on stderr (a listing then shows nothing, as asked)."""
+    with user_errors():
+        names = [str(entry.get("name")) for entry in client.queues.counts()]
+    if name in names:
+        return
+    hint = did_you_mean(name, names) or (
+        f"its queues: {', '.join(sorted(names)[:10])}" if names else "it has no queues yet"
+    )
+    if refuse:
+        raise click.ClickException(f"no queue {name!r} ({hint})")
+    click.echo(f"note: no queue {name!r} ({hint})", err=True)

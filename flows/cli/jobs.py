@@ -11,7 +11,16 @@ from typing import Any
 import click
 from rich.text import Text
 
-from flows.cli.common import ago, console, open_client, print_json, table, user_errors, when
+from flows.cli.common import (
+    ago,
+    console,
+    known_queue,
+    open_client,
+    print_json,
+    table,
+    user_errors,
+    when,
+)
 from flows.cli.options import as_json, connection
 from flows.cli.run import work_run
 from flows.runs import load_run
@@ -192,6 +201,8 @@ def jobs(
 ) -> None:
     """Jobs in a state (waiting by default), newest activity last."""
     client = open_client(redis_url, namespace)
+    if queue is not None:
+        known_queue(client, queue, refuse=False)
     if state == "recurring":
         _recurring(client, queue, limit, as_json)
         return

@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.table import Table
 
 from flows import gc_pause
-from flows.cli.options import as_json, logical_time, param, run_id
+from flows.cli.options import as_json, bad_params, logical_time, param, run_id
 from flows.cli.validate import flow_file, load_or_exit
 from flows.conditions import expression_of
 from flows.durations import format_duration
@@ -55,7 +55,7 @@ def plan(
             result.flow, run_id=run, logical_time=moment, params=given, flow_dir=result.flow_dir
         )
     except ParamError as error:
-        raise click.BadParameter("; ".join(error.problems), param_hint="'-p'") from None
+        raise bad_params(error) from None
     except ExpansionError as error:
         raise click.ClickException(str(error)) from None
     if as_json:

@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from flows.cli.common import open_client, print_json, table, user_errors
+from flows.cli.common import known_queue, open_client, print_json, table, user_errors
 from flows.cli.options import as_json, connection
 
 #: ``queue.stats`` fields in the order they are shown (Tarantool's statistics).
@@ -32,6 +32,7 @@ def queue() -> None:
 def queue_stats(name: str, as_json: bool, redis_url: str | None, namespace: str | None) -> None:
     """Jobs of queue NAME by state now, and today's calls by kind."""
     client = open_client(redis_url, namespace)
+    known_queue(client, name)
     with user_errors():
         stats = client.queues[name].statistics()
     if as_json:
@@ -54,6 +55,7 @@ def queue_truncate(name: str, yes: bool, redis_url: str | None, namespace: str |
     if not yes:
         click.confirm(f"Remove every job of queue {name}?", abort=True)
     client = open_client(redis_url, namespace)
+    known_queue(client, name)
     with user_errors():
         removed = client.queues[name].truncate()
     click.echo(f"queue {name}: {removed} job(s) removed")
@@ -92,6 +94,7 @@ def queue_drop(
 def kick(name: str, count: int, redis_url: str | None, namespace: str | None) -> None:
     """Make up to COUNT buried jobs of queue NAME waiting again (the longest buried first)."""
     client = open_client(redis_url, namespace)
+    known_queue(client, name)
     with user_errors():
         kicked = client.queues[name].kick(count)
     click.echo(f"queue {name}: {kicked} job(s) kicked")

@@ -19,10 +19,10 @@ from rich.text import Text
 from flows import gc_pause
 from flows.cli.common import ago, console, err_console, open_client, print_json, table, user_errors
 from flows.cli.logs import print_tail, stream_run
-from flows.cli.options import as_json, connection, logical_time, param
+from flows.cli.options import as_json, bad_params, connection, logical_time, param
 from flows.cli.options import run_id as run_id_option
 from flows.cli.signal import print_awaiting
-from flows.params import parse_assignments
+from flows.params import ParamError, parse_assignments
 from flows.run_builder import build_run, read_flow_file
 from flows.run_specs import manual_run_id
 from flows.runs import RunView, list_runs, load_run
@@ -258,14 +258,17 @@ def run(
     moment = logical_time or datetime.now(UTC)
     moment = moment if moment.tzinfo else moment.replace(tzinfo=UTC)
     run_id = run_id or manual_run_id(flow_file.flow.name)
-    with user_errors():  # bad params, an expansion the flow cannot make, an engine limit
-        built = build_run(
-            flow_file,
-            run_id=run_id,
-            logical_time=moment,
-            params=parse_assignments(params),
-            trigger="manual",
-        )
+    with user_errors():  # an expansion the flow cannot make, an engine limit
+        try:
+            built = build_run(
+                flow_file,
+                run_id=run_id,
+                logical_time=moment,
+                params=parse_assignments(params),
+                trigger="manual",
+            )
+        except ParamError as error:
+            raise bad_params(error) from None
     client = open_client(redis_url, namespace)
     with user_errors():
         submission = submit(client, built)
