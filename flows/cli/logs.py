@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 import time
+from collections.abc import Callable
 
 import click
 
@@ -158,15 +159,20 @@ def _run_over(client: Client, run_id: str) -> bool:
     return view is None or view.finished
 
 
-def stream_run(client: Client, run_id: str) -> None:
+def stream_run(client: Client, run_id: str, tick: Callable[[], None] = lambda: None) -> None:
     """Print every line of the run's steps and of its child runs as it comes, until the run
-    has ended (``flows run --logs``)."""
+    has ended (``flows run --logs``); ``tick()`` is called between rounds."""
     printer = Printer(as_json=False)
     follower = Follower(client, run_tree_jobs(client, run_id))
+
+    def over() -> bool:
+        tick()
+        return _run_over(client, run_id)
+
     for item in follow(
         client,
         follower,
-        stop=lambda: _run_over(client, run_id),
+        stop=over,
         more=lambda: run_tree_jobs(client, run_id),
     ):
         printer.line(item)

@@ -27,9 +27,11 @@ from flows.run_builder import build_run, read_flow_file
 from flows.run_specs import manual_run_id
 from flows.runs import RunView, list_runs, load_run
 from flows.submit import submit
-from flows.validate import InvalidFlow
+from flows.validate import InvalidFlow, validate_text
 from flows.worker_hook import prepare
 from scheduler.engine.client import Client
+from scheduler.engine.errors import FlowsError
+from scheduler.service.housekeeping import time_out_waits
 from scheduler.worker import Worker
 from scheduler.worker.imports import import_path
 
@@ -52,6 +54,8 @@ STATUS_STYLE = {
 
 SHUTDOWN_GRACE = 5.0
 """Seconds the local worker of `flows run` gives running jobs after Ctrl-C."""
+WAIT_SWEEP_INTERVAL = 1.0
+"""Seconds between two looks for timed-out waits while `flows run` drives a run."""
 FAILURE_LINES = 12
 """Lines of a failed job's message printed under it."""
 INTERRUPTED = 130
@@ -116,6 +120,23 @@ DEFAULT_LOG_LEVEL = "INFO"
 """The level of Python logging records steps' logs keep, as `flows worker --log-level`."""
 
 
+class WaitTimeouts:
+    """Times out the run's `wait:` steps past their deadline while `flows run` drives it, as the
+    scheduler service does (``wait.sweep``, at most once per :data:`WAIT_SWEEP_INTERVAL`): a
+    wait's timeout fires without a service running."""
+
+    def __init__(self, client: Client) -> None:
+        self.client = client
+        self._last = 0.0
+
+    def __call__(self) -> None:
+        if time.monotonic() - self._last < WAIT_SWEEP_INTERVAL:
+            return
+        self._last = time.monotonic()
+        with contextlib.suppress(FlowsError):  # the next round tries again
+            time_out_waits(self.client, max_rounds=1)
+
+
 def _follow(
     client: Client,
     run_id: str,
@@ -145,15 +166,17 @@ def _follow(
     view = load_run(client, run_id)
     assert view is not None
     interrupted = False
+    sweep = WaitTimeouts(client)
     try:
         if logs:
-            stream_run(client, run_id)
+            stream_run(client, run_id, sweep)
             view = load_run(client, run_id) or view
             console.print(render_run(view))
             return view, False
         with Live(render_run(view), console=console, auto_refresh=False, transient=False) as screen:
             while not view.finished:
                 time.sleep(0.2)
+                sweep()
                 view = load_run(client, run_id) or view
                 if live:
                     screen.update(render_run(view), refresh=True)
@@ -230,6 +253,13 @@ def work_run(
     help="Python logging records from this level on are kept in the steps' logs (as on "
     "`flows worker`).",
 )
+@click.option(
+    "--check-imports/--no-check-imports",
+    default=True,
+    show_default=True,
+    help="Import the Python steps' modules before submitting (a module that does not import "
+    "is refused here, not at run time).",
+)
 @connection
 def run(
     file: Path,
@@ -240,6 +270,7 @@ def run(
     logs: bool,
     threads: int,
     log_level: str,
+    check_imports: bool,
     redis_url: str | None,
     namespace: str | None,
 ) -> None:
@@ -255,6 +286,8 @@ def run(
         for finding in invalid.findings:
             click.echo(finding.format(), err=True)  # plain: file:line:col must never wrap
         raise click.exceptions.Exit(1) from None
+    if check_imports:
+        _check_imports(file, flow_file.text, flow_file.flow_dir)
     moment = logical_time or datetime.now(UTC)
     moment = moment if moment.tzinfo else moment.replace(tzinfo=UTC)
     run_id = run_id or manual_run_id(flow_file.flow.name)
@@ -281,6 +314,18 @@ def run(
         return
     with user_errors():
         sys.exit(work_run(client, run_id, list(built.queues), threads, logs, log_level.upper()))
+
+
+def _check_imports(file: Path, text: str, flow_dir: Path) -> None:
+    """Refuse (exit 1, with the findings) a flow whose Python steps do not import, as a worker
+    here would import them: from the working directory and the flow's folder."""
+    import_path()
+    result = validate_text(text, file=str(file), flow_dir=flow_dir, check_imports=True)
+    if not result.ok:
+        for finding in result.findings:
+            click.echo(finding.format(), err=True)
+        click.echo("(--no-check-imports submits it anyway)", err=True)
+        raise click.exceptions.Exit(1)
 
 
 @click.command()
