@@ -257,8 +257,8 @@ def work_run(
     "--check-imports/--no-check-imports",
     default=True,
     show_default=True,
-    help="Import the Python steps' modules before submitting (a module that does not import "
-    "is refused here, not at run time).",
+    help="Import the Python steps' modules before submitting a run to work here (a module "
+    "that does not import is refused now, not at run time).",
 )
 @connection
 def run(
@@ -286,8 +286,6 @@ def run(
         for finding in invalid.findings:
             click.echo(finding.format(), err=True)  # plain: file:line:col must never wrap
         raise click.exceptions.Exit(1) from None
-    if check_imports:
-        _check_imports(file, flow_file.text, flow_file.flow_dir)
     moment = logical_time or datetime.now(UTC)
     moment = moment if moment.tzinfo else moment.replace(tzinfo=UTC)
     run_id = run_id or manual_run_id(flow_file.flow.name)
@@ -303,6 +301,10 @@ def run(
         except ParamError as error:
             raise bad_params(error) from None
     client = open_client(redis_url, namespace)
+    # The local worker will import them (with --detach, workers elsewhere, which may hold
+    # modules this machine lacks); checked last, so what else is wrong is said first.
+    if check_imports and not detach:
+        _check_imports(file, flow_file.text, flow_file.flow_dir)
     with user_errors():
         submission = submit(client, built)
     if submission.created:

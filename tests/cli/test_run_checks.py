@@ -54,8 +54,11 @@ def test_a_python_step_that_does_not_import_is_refused_before_submitting(
     assert "job 'missing_module_of_a_test.run' does not import" in result.stderr
     assert "module 'present_module_of_a_test' has no 'nope'" in result.stderr
     assert "--no-check-imports" in result.stderr
-    skipped = flows(url, "run", str(path), "--no-check-imports", "--detach")
-    assert skipped.exit_code == 0, skipped.output  # submitted: it fails at run time instead
+    skipped = flows(url, "run", str(path), "--no-check-imports")
+    assert skipped.exit_code == 1, skipped.output  # submitted: it fails at run time instead
+    assert "failed: import-error" in skipped.stderr
+    # --detach leaves the import to the workers that run it (they may have the module)
+    assert flows(url, "run", str(path), "--detach", "--run-id", "imp-2").exit_code == 0
 
 
 def test_a_wait_times_out_under_flows_run_alone(url: str, tmp_path: Path) -> None:
