@@ -12,9 +12,8 @@ from typing import Any, TypeVar
 
 import click
 from rich.console import Console
-from rich.table import Table
-from rich.text import Text
 
+from flows.cli.tables import fitted, table_console
 from flows.findings import did_you_mean
 from scheduler.engine import faults
 from scheduler.engine.client import Client, namespace_prefix
@@ -90,28 +89,18 @@ def print_json(value: Any) -> None:
     click.echo(json.dumps(value, indent=2, sort_keys=True, default=str))
 
 
-def table(title: str | None, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
-    """Print a table. Cells are shown as given (a job id, a message, a state are never read as
-    markup); a :class:`rich.text.Text` cell keeps its style."""
-    out = Table(title=title and Text(title), title_justify="left", header_style="bold")
-    cells = [[_cell(cell) for cell in row] for row in rows]
-    # The first column names things (a run id, a jid, a worker) that users copy into the next
-    # command: it is never shortened; the other columns give way on a narrow screen.
-    widest = max((row[0].cell_len for row in cells if row), default=0)
-    for index, column in enumerate(columns):
-        if index == 0:
-            out.add_column(column, no_wrap=True, min_width=max(widest, len(column)))
-        else:
-            out.add_column(column)
-    for row in cells:
-        out.add_row(*row)
-    console.print(out)
-
-
-def _cell(cell: Any) -> Text:
-    if isinstance(cell, Text):
-        return cell
-    return Text("" if cell is None else str(cell))
+def table(
+    title: str | None,
+    columns: Sequence[str],
+    rows: Sequence[Sequence[Any]],
+    *,
+    keep: Sequence[str] = (),
+) -> None:
+    """Print a table that fits the terminal (:mod:`flows.cli.tables`): the first column, the
+    statuses and the ``keep`` columns are never cut. Cells are shown as given (a job id, a
+    message, a state are never read as markup); a :class:`rich.text.Text` cell keeps its style."""
+    out = table_console()
+    out.print(fitted(title, columns, rows, width=out.width, keep=keep))
 
 
 def ago(when: float | None, now: float | None = None) -> str:

@@ -22,6 +22,7 @@ from flows.cli.logs import print_tail, stream_run
 from flows.cli.options import as_json, bad_params, connection, logical_time, param
 from flows.cli.options import run_id as run_id_option
 from flows.cli.signal import print_awaiting
+from flows.cli.tables import fitted
 from flows.params import ParamError, parse_assignments
 from flows.run_builder import build_run, read_flow_file
 from flows.run_specs import manual_run_id
@@ -77,23 +78,25 @@ def styled(word: str) -> Text:
 
 
 def render_run(view: RunView) -> Table | Group:
-    """The run's steps as a table: status, progress, attempts, duration; then the runs it is
-    linked to (its parent, its sub-flow steps' child runs)."""
-    out = Table(
-        title=Text.assemble(f"Run {view.run_id} ", styled(view.status)),
-        title_justify="left",
-        header_style="bold",
-    )
-    for column in ("step", "status", "jobs done", "attempts", "duration"):
-        out.add_column(column)
-    for step in view.steps:
-        out.add_row(
+    """The run's steps as a table (fitting the console: step and status never cut): status,
+    progress, attempts, duration; then the runs it is linked to (its parent, its sub-flow
+    steps' child runs)."""
+    rows = [
+        [
             Text(step.step),
             styled(step.status),
             step.progress,
             str(step.attempts) if step.attempts else "",
             _seconds(step.duration),
-        )
+        ]
+        for step in view.steps
+    ]
+    out = fitted(
+        Text.assemble(f"Run {view.run_id} ", styled(view.status)),
+        ("step", "status", "jobs done", "attempts", "duration"),
+        rows,
+        width=console.width,
+    )
     links = [f"step {step.step}: child run {step.child}" for step in view.steps if step.child]
     parent = view.record.get("parent_run")
     if parent:
@@ -193,8 +196,9 @@ def _follow(
         worker.stop()
         with contextlib.suppress(KeyboardInterrupt):  # a second Ctrl-C: stop waiting
             thread.join(timeout=SHUTDOWN_GRACE + 5)
-    if interrupted:
+    if interrupted:  # the table as it is now the jobs were handed back, not the last frame
         view = load_run(client, run_id) or view
+        console.print(render_run(view))
     return view, interrupted
 
 
