@@ -89,6 +89,14 @@ def print_json(value: Any) -> None:
     click.echo(json.dumps(value, indent=2, sort_keys=True, default=str))
 
 
+def report(as_json: bool, text: str, value: Any) -> None:
+    """What an action did: ``text`` for a person, or ``value`` as JSON (``--json``)."""
+    if as_json:
+        print_json(value)
+    else:
+        click.echo(text)
+
+
 def table(
     title: str | None,
     columns: Sequence[str],

@@ -148,10 +148,11 @@ def _follow(
     live: bool,
     logs: bool = False,
     log_level: str = DEFAULT_LOG_LEVEL,
+    quiet: bool = False,
 ) -> tuple[RunView, bool]:
     """Run a local worker on the run's queues until the run has finished or Ctrl-C (printing
-    the steps' lines as they come with ``logs``, else a live table); returns the run as it is
-    then and whether it was interrupted."""
+    the steps' lines as they come with ``logs``, else a live table, nothing when ``quiet``);
+    returns the run as it is then and whether it was interrupted."""
     import_path()  # job modules beside where `flows run` was started, as in every worker mode
     # The records steps emit reach the step logs from this level on (the root logger's default,
     # WARNING, would drop a step's logging.info); nothing more is printed here.
@@ -176,6 +177,12 @@ def _follow(
             view = load_run(client, run_id) or view
             console.print(render_run(view))
             return view, False
+        if quiet:  # --json: the run's JSON at the end is the whole output
+            while not view.finished:
+                time.sleep(0.2)
+                sweep()
+                view = load_run(client, run_id) or view
+            return view, False
         with Live(render_run(view), console=console, auto_refresh=False, transient=False) as screen:
             while not view.finished:
                 time.sleep(0.2)
@@ -198,7 +205,8 @@ def _follow(
             thread.join(timeout=SHUTDOWN_GRACE + 5)
     if interrupted:  # the table as it is now the jobs were handed back, not the last frame
         view = load_run(client, run_id) or view
-        console.print(render_run(view))
+        if not quiet:
+            console.print(render_run(view))
     return view, interrupted
 
 
@@ -209,13 +217,17 @@ def work_run(
     threads: int,
     logs: bool = False,
     log_level: str = DEFAULT_LOG_LEVEL,
+    as_json: bool = False,
 ) -> int:
-    """Work the run here with a live view (or its steps' lines, with ``logs``) until it ends;
-    the exit code: 0 when it succeeded, 1 when not, :data:`INTERRUPTED` after Ctrl-C (saying
-    how to resume or cancel it)."""
+    """Work the run here with a live view (or its steps' lines, with ``logs``; with
+    ``as_json`` only the run's JSON at the end, as `flows status --json` gives it) until it
+    ends; the exit code: 0 when it succeeded, 1 when not, :data:`INTERRUPTED` after Ctrl-C
+    (saying how to resume or cancel it)."""
     view, interrupted = _follow(
-        client, run_id, queues, threads, sys.stdout.isatty(), logs, log_level
+        client, run_id, queues, threads, sys.stdout.isatty(), logs, log_level, quiet=as_json
     )
+    if as_json:
+        print_json(run_json(view))
     if interrupted:
         done = sum(1 for s in view.steps if s.status in ("success", "skipped"))
         click.echo(
@@ -242,6 +254,7 @@ def work_run(
 @run_id_option("<flow>@<UTC now>-<random>, e.g. etl@20250131T020000Z-3f9a1c")
 @click.option("--detach", is_flag=True, help="Submit and return; long-lived workers run it.")
 @click.option("--logs", is_flag=True, help="Print every step's lines as they come.")
+@as_json
 @click.option(
     "--threads",
     type=click.IntRange(1, 64),
@@ -275,6 +288,7 @@ def run(
     threads: int,
     log_level: str,
     check_imports: bool,
+    as_json: bool,
     redis_url: str | None,
     namespace: str | None,
 ) -> None:
@@ -283,6 +297,8 @@ def run(
     Exit code 0 when every step succeeded, 1 when the run failed or the file is invalid, 130
     after Ctrl-C (the run stays as it is: resume it with `flows retry RUN`).
     """
+    if as_json and logs:
+        raise click.UsageError("--json and --logs both write stdout: choose one")
     gc_pause.enable()  # loading and expanding happen before the local worker's threads start
     try:
         flow_file = read_flow_file(file)
@@ -316,10 +332,16 @@ def run(
     else:
         click.echo(f"run {run_id} exists already: nothing submitted", err=True)
     if detach:
-        click.echo(run_id)
+        if as_json:
+            print_json({"id": run_id, "jobs": submission.jobs, "created": submission.created})
+        else:
+            click.echo(run_id)
         return
     with user_errors():
-        sys.exit(work_run(client, run_id, list(built.queues), threads, logs, log_level.upper()))
+        code = work_run(
+            client, run_id, list(built.queues), threads, logs, log_level.upper(), as_json
+        )
+    sys.exit(code)
 
 
 def _check_imports(file: Path, text: str, flow_dir: Path) -> None:
@@ -332,6 +354,28 @@ def _check_imports(file: Path, text: str, flow_dir: Path) -> None:
             click.echo(finding.format(), err=True)
         click.echo("(--no-check-imports submits it anyway)", err=True)
         raise click.exceptions.Exit(1)
+
+
+def run_json(view: RunView) -> dict[str, object]:
+    """A run as `flows status --json` (and `flows run --json`) print it."""
+    return {
+        "id": view.run_id,
+        "status": view.status,
+        "record": view.record,
+        "steps": [
+            {
+                "step": s.step,
+                "status": s.status,
+                "jobs": s.jids,
+                "started": s.started,
+                "finished": s.finished,
+                "duration": s.duration,
+                "attempts": s.attempts,
+                "child": s.child,
+            }
+            for s in view.steps
+        ],
+    }
 
 
 @click.command()
@@ -351,26 +395,7 @@ def status(run_id: str | None, as_json: bool, redis_url: str | None, namespace: 
     if view is None:
         raise click.ClickException(f"no run {run_id!r} (see `flows runs`)")
     if as_json:
-        print_json(
-            {
-                "id": view.run_id,
-                "status": view.status,
-                "record": view.record,
-                "steps": [
-                    {
-                        "step": s.step,
-                        "status": s.status,
-                        "jobs": s.jids,
-                        "started": s.started,
-                        "finished": s.finished,
-                        "duration": s.duration,
-                        "attempts": s.attempts,
-                        "child": s.child,
-                    }
-                    for s in view.steps
-                ],
-            }
-        )
+        print_json(run_json(view))
         return
     console.print(render_run(view))
     print_awaiting(client, view)
