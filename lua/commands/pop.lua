@@ -17,7 +17,7 @@
 -- waiting jobs, so it may return fewer jobs than it could: the jobs it passed over are parked or
 -- expired, so the next pop goes on behind them (and is woken on `ready:<queue>` at once).
 -- pop.lean (ours) is pop, with a reply made for a worker: each job as {jid, klass, queue, data,
--- priority, tags, retries, remaining, expires, popped (now), worker, state} and, when it was put
+-- priority, tags, retries, remaining, expires, popped (now), worker, state, runs} and, when it was put
 -- with them, ttr, throttle and concurrency_key, and lost once it lost a worker (reclaim.lua); no history, dependents, dependencies, tracked or
 -- failure (read them with `get`): about a third of a pop's time otherwise goes into its reply.
 -- Errors: INVALID.
