@@ -364,3 +364,42 @@ def test_a_python_steps_failure_shows_its_exception_and_only_its_own_frames(
     assert "scheduler/" not in message and "/flows/" not in message
     assert message.rstrip().endswith("ValueError: bad row 7")
     assert "ValueError: bad row 7" in result.stderr
+
+
+SLOW = """\
+version: 1
+name: slow
+queue: slow
+steps:
+  ticking:
+    run: echo "tick 1"; echo "tick 2"; sleep 30
+"""
+
+
+def test_canceling_a_running_step_keeps_what_it_logged(url: str, tmp_path: Path) -> None:
+    from scheduler.engine import joblogs as logs_of
+    from scheduler.worker import Worker
+
+    path = tmp_path / "slow.yaml"
+    path.write_text(SLOW)
+    assert flows("run", str(path), "--detach", "--run-id", "slow-1").exit_code == 0
+    client = Client(url, worker_name="test-client")
+    worker = Worker(Client(url, worker_name="w-slow"), ["slow"], poll_interval=0.05)
+    thread = threading.Thread(target=worker.run, daemon=True)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:  # waiting for another thread's job: no time to pass
+            if logs_of.read(client.engine, "slow-1:ticking").total == 2:
+                break
+            time.sleep(0.05)
+        assert flows("cancel", "slow-1").exit_code == 0
+    finally:
+        worker.stop()
+        thread.join(15)
+    assert client.engine.call("get", "slow-1:ticking") is None  # the job is gone ...
+    shown = flows("logs", "slow-1")
+    assert shown.exit_code == 0, shown.output
+    assert [line.split(" | ")[-1] for line in shown.stdout.splitlines()] == ["tick 1", "tick 2"]
+    job = json.loads(flows("logs", "--job", "slow-1:ticking", "--json").stdout.splitlines()[0])
+    assert job["text"] == "tick 1"  # ... and its log is kept with the run

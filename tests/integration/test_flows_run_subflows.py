@@ -260,3 +260,11 @@ def test_a_worker_killed_while_the_child_runs_loses_nothing(
         second.wait(20)
     assert status(cli, run_id)["status"] == "succeeded"
     assert (tmp_path / "used.txt").read_text().startswith("got counted-")
+
+
+def test_run_with_logs_streams_the_child_runs_lines_too(cli: CliRunner, tmp_path: Path) -> None:
+    parent = write(tmp_path)
+    result = flows(cli, "run", str(parent), "--logs")
+    assert result.exit_code == 1, result.output
+    lines = result.stdout.splitlines()
+    assert any(line.endswith(" child/check | no marker yet") for line in lines), result.stdout
