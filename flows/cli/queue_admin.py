@@ -79,6 +79,7 @@ def queue_drop(
         what = "its jobs and the queue" if empty else "the queue"
         click.confirm(f"Remove {what} {name}?", abort=True)
     client = open_client(redis_url, namespace)
+    known_queue(client, name)
     with user_errors():
         removed = client.queues[name].truncate() if empty else 0
         client.queues[name].drop()

@@ -50,6 +50,7 @@ def run_id(url: str, tmp_path: Path) -> str:
         (("queue", "stats", "gatd"), "no queue 'gatd' (did you mean 'gated'?)"),
         (("queue", "truncate", "gatd", "--yes"), "no queue 'gatd' (did you mean 'gated'?)"),
         (("kick", "gatd"), "no queue 'gatd' (did you mean 'gated'?)"),
+        (("queue", "drop", "gatd", "--yes"), "no queue 'gatd' (did you mean 'gated'?)"),
     ],
 )
 def test_a_misspelt_name_gets_the_likely_one_and_changes_nothing(
