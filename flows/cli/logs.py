@@ -55,6 +55,10 @@ def echo_line(item: StepLine, as_json: bool, label: bool = True) -> None:
         click.echo(format_line(item, label))
 
 
+def _lines(count: int) -> str:
+    return f"{count:,} line" + ("" if count == 1 else "s")
+
+
 class Printer:
     """Prints lines as they come, with a header where a job's next attempt starts (and, with
     ``headers``, before every job attempt), and at the end what each attempt dropped."""
@@ -77,8 +81,8 @@ class Printer:
         for (_, attempt), (label, dropped, cut) in sorted(follower.attempts.items()):
             if dropped:
                 whole = dropped - cut
-                parts = [f"{whole:,} lines dropped"] if whole else []
-                parts += [f"{cut:,} lines cut short"] if cut else []
+                parts = [f"{_lines(whole)} dropped"] if whole else []
+                parts += [f"{_lines(cut)} cut short"] if cut else []
                 click.echo(f"{_visible(label)} attempt {attempt}: {', '.join(parts)}", err=True)
 
 

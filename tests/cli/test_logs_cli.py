@@ -240,7 +240,7 @@ def test_every_attempt_under_a_header_one_with_attempt_and_a_missing_one_refused
     chatty = flows("logs", run_id, "chatty")
     assert "~ INFO chatty: an info record" in chatty.stdout
     assert "… [3,616 bytes cut]" in chatty.stdout
-    assert "chatty attempt 1: 1 lines cut short" in chatty.stderr
+    assert "chatty attempt 1: 1 line cut short" in chatty.stderr
     quiet = flows("run", str(path), "--log-level", "warning")
     quiet_id = next(w for w in quiet.stderr.split() if w.startswith("twice@"))
     assert "an info record" not in flows("logs", quiet_id, "chatty").stdout

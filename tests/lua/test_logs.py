@@ -200,3 +200,18 @@ def test_a_cut_line_counts_as_dropped_and_as_cut(lua: Lua) -> None:
     assert [(e.get("c"), e.get("l")) for e in page["lines"]] == [(5000, None), (7, "INFO")]
     assert (page["dropped"], page["cut"], page["total"]) == (2, 2, 2)
     assert append(lua, ("a", 1, [line("more")])) == ["ok"]  # a cut line does not fill the log
+
+
+def test_a_requeue_keeps_the_attempts_a_put_over_the_job_starts_afresh(lua: Lua) -> None:
+    lua.put("a")
+    [job] = lua("pop.lean", "q", "w1", 1, now=T0)
+    append(lua, ("a", job["runs"], [line("first")]))
+    lua("fail", "a", "w1", "boom", "failed", "{}", now=T0 + 1)
+    lua("requeue", "w1", "q", "a", "K", "{}", 0, now=T0 + 2)
+    [again] = lua("pop.lean", "q", "w1", 1, now=T0 + 3)
+    assert again["runs"] == 2
+    assert get(lua, "a", 1)["lines"][0]["m"] == "first"
+    lua.put("a")
+    assert get(lua, "a")["attempts"] == 0
+    [fresh] = lua("pop.lean", "q", "w1", 1, now=T0 + 4)
+    assert fresh["runs"] == 1
