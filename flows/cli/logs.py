@@ -133,7 +133,17 @@ def logs(
         _check_attempt(client, jobs, attempt, f"step {step}" if step else f"run {run_id}")
         printer = Printer(as_json, headers=step is not None)
         follower = Follower(client, jobs, live=live, attempt=attempt)
-        more = None if step else lambda: run_tree_jobs(client, run_id)
+
+        def more() -> list[tuple[str, str]]:  # a fan-out's items, child runs' jobs: made later
+            jobs = run_tree_jobs(client, run_id)
+            if step is None:
+                return jobs
+            return [
+                (label, j)
+                for label, j in jobs
+                if label.split("[", 1)[0] == step or label.startswith(f"{step}/")
+            ]
+
         for item in follow(
             client, follower, live=live, stop=lambda: _run_over(client, run_id), more=more
         ):
