@@ -42,3 +42,22 @@ def test_columns_that_cannot_fit_are_left_out_and_named() -> None:
 def test_cells_are_text_never_markup() -> None:
     text = render(120, [["profile[region=eu,size=s]", "[bold]x[/bold]", "ok", "", "", ""]])
     assert "profile[region=eu,size=s]" in text and "[bold]x[/bold]" in text
+
+
+def test_plan_names_matrix_jobs_by_their_ids(tmp_path: object) -> None:
+    from pathlib import Path
+
+    from click.testing import CliRunner
+
+    from flows.cli import main
+
+    path = Path(str(tmp_path)) / "m.yaml"
+    path.write_text(
+        "version: 1\nname: m\nsteps:\n  profile:\n    matrix: {region: [eu, us], size: [s, l]}\n"
+        "    run: echo ${{ matrix.region }}\n"
+    )
+    result = CliRunner().invoke(main, ["plan", str(path), "--run-id", "r1"])
+    assert result.exit_code == 0, result.output
+    for region in ("eu", "us"):
+        for size in ("s", "l"):
+            assert f"profile[region={region},size={size}]" in result.stdout
