@@ -48,6 +48,8 @@ INVALID_GROUP: Final = "subflow-invalid"
 FAILED_GROUP: Final = "subflow-failed"
 MAX_LISTED: Final = 5
 """Failed child jobs a failure message names (then how many more)."""
+MESSAGE_LINES: Final = 12
+"""Lines of each failed child job's message quoted (its first, then its last)."""
 
 
 def run(job: JobContext) -> dict[str, Any]:
@@ -121,15 +123,19 @@ def _depth(client: Client, run_id: str) -> int:
 
 
 def _failure(client: Client, child: str, status: str) -> str:
-    """Why the step fails: the child's end and its failed jobs."""
+    """Why the step fails, in the child's terms: the child's end, then each failed step of it
+    with its group and the end of its message (a shell step's exit code and last lines)."""
     lines = [f"child run {child} {status}"]
     view = load_run(client, child)
     failed = view.failed_jobs if view is not None else []
     for failed_job in failed[:MAX_LISTED]:
         failure = failed_job.failure or {}
+        step = failed_job.jid.removeprefix(child + ":")
+        lines.append(f"  step {step} {failed_job.state} ({failure.get('group', '')}):")
         message = str(failure.get("message", "")).strip().splitlines()
-        first = message[0] if message else ""
-        lines.append(f"  {failed_job.jid} {failed_job.state}: {failure.get('group', '')} {first}")
+        if len(message) > MESSAGE_LINES:
+            message = [message[0], "...", *message[-(MESSAGE_LINES - 2) :]]
+        lines += [f"    {line}" for line in message]
     if len(failed) > MAX_LISTED:
         lines.append(f"  ... and {len(failed) - MAX_LISTED} more")
     lines.append(f"fix the cause, then: flows retry {child.rsplit('.', 1)[0]}")

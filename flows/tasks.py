@@ -5,39 +5,43 @@
 the job kills everything it started), in ``cwd`` (default: the job's sandbox), with the
 environment plus ``env``, ``FLOWS_JID``, ``FLOWS_SANDBOX`` and ``FLOWS_OUTPUT``: a file where the
 step may write ``key=value`` lines, which become its outputs (the job's result;
-:func:`flows.outputs.parse_output_file` reads them). Exit code 0
-completes the job; any other code N fails it in group ``exit-code-N`` (after its retries), with
-the tail of the output as the message: the last lines of stderr and stdout in the order they were
-read, stderr's kept first (two pipes read by two threads have no order between them, and a slow
-stdout reader must not push the error out of the message). Every line the command writes to
-stdout or stderr goes to the job's step log as it comes (``flows logs``).
+:func:`flows.outputs.parse_output_file` reads them). Exit code 0 completes the job; any other
+code N fails it in group ``exit-code-N`` (after its retries), its message the exit code and the
+last lines the command wrote, in order.
+
+The command's stdout and stderr are one pipe, as a terminal shows them and as CI systems log a
+step: every line goes to the job's step log in the order the command wrote it (two pipes read
+by two readers have no order between them). The pipe is read in bounded chunks
+(:mod:`scheduler.worker.pipes`): a line longer than the engine keeps is stored cut, with the
+bytes cut counted, so the worker's memory does not follow the longest line.
 """
 
 from __future__ import annotations
 
-import itertools
 import os
 import signal
 import subprocess
-import threading
 from collections import deque
-from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from flows.outputs import parse_output_file
 from scheduler.worker import JobContext
+from scheduler.worker.outcomes import RetryJob
+from scheduler.worker.pipes import read_lines
 
 OUTPUT_TAIL_LINES = 60
 KILL_GRACE_SECONDS = 5.0
 
 
-class ShellError(Exception):
-    """A shell step exited with a non-zero code; ``group`` is ``exit-code-N``."""
+class ShellError(RetryJob):
+    """A shell step exited with a non-zero code: retried as any failure (group ``exit-code-N``),
+    its message the code and the tail of the output, never a traceback of the worker's."""
 
     def __init__(self, code: int, tail: str) -> None:
-        super().__init__(f"command exited with code {code}\n{tail}")
-        self.group = f"exit-code-{code}"
+        message = f"command exited with code {code}" + (f"\n{tail}" if tail else "")
+        super().__init__(message, group=f"exit-code-{code}")
+        self.code = code
 
 
 def _kill_group(process: subprocess.Popen[bytes]) -> None:
@@ -52,28 +56,9 @@ def _kill_group(process: subprocess.Popen[bytes]) -> None:
         pass
 
 
-Tail = deque[tuple[int, str]]
-"""One stream's last lines, each with its place in the order both streams were read."""
-
-
-def _read_lines(
-    pipe: IO[bytes], stream: str, job: JobContext, tail: Tail, order: Iterator[int]
-) -> None:
-    """Read ``pipe`` to its end, each line into the job's step log and the stream's tail."""
-    with pipe:  # closed even when the job is stopped (no leaked pipe)
-        for raw in pipe:
-            line = raw.decode(errors="replace").rstrip("\n")
-            tail.append((next(order), line))
-            job.log_line(line, stream)
-
-
-def output_tail(stdout: Tail, stderr: Tail, limit: int = OUTPUT_TAIL_LINES) -> str:
-    """The last ``limit`` lines of both streams in read order, every stderr line that fits
-    kept before stdout's fill the rest."""
-    errors = list(stderr)[-limit:]
-    room = limit - len(errors)
-    kept = errors + (list(stdout)[-room:] if room else [])
-    return "\n".join(line for _, line in sorted(kept))
+def output_tail(lines: deque[str]) -> str:
+    """The last lines the command wrote, in order."""
+    return "\n".join(lines)
 
 
 def shell(job: JobContext) -> dict[str, Any]:
@@ -95,21 +80,17 @@ def shell(job: JobContext) -> dict[str, Any]:
         cwd=cwd,
         env=env,
         stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
+        stderr=subprocess.STDOUT,  # one pipe: the lines stay in the order they were written
         start_new_session=True,
     )
     job.on_stop(lambda: _kill_group(process))
-    order = itertools.count()  # next() is atomic under the GIL: one sequence for both readers
-    out_tail: Tail = deque(maxlen=OUTPUT_TAIL_LINES)
-    err_tail: Tail = deque(maxlen=OUTPUT_TAIL_LINES)
-    assert process.stdout is not None and process.stderr is not None
-    errors = threading.Thread(
-        target=_read_lines, args=(process.stderr, "stderr", job, err_tail, order), daemon=True
-    )
-    errors.start()
-    _read_lines(process.stdout, "stdout", job, out_tail, order)
-    errors.join()
+    tail: deque[str] = deque(maxlen=OUTPUT_TAIL_LINES)
+    assert process.stdout is not None
+    with process.stdout:  # closed even when the job is stopped (no leaked pipe)
+        for line in read_lines(process.stdout.fileno()):
+            tail.append(line.text)
+            job.log_line(line.text, "stdout", cut=line.cut)
     code = process.wait()
     if code != 0:  # when the worker stopped the job, it reports lost or timeout instead
-        raise ShellError(code, output_tail(out_tail, err_tail))
+        raise ShellError(code, output_tail(tail))
     return parse_output_file(output_file.read_text())

@@ -222,7 +222,13 @@ class TemplateChecker:
         return step_graph(self.needs)
 
     def is_upstream(self, step_id: str, reader: str) -> bool:
-        return bool(self.graph.has_node(step_id) and nx.has_path(self.graph, step_id, reader))
+        # A step the model refused (a typo in one of its keys) is in no graph: not upstream.
+        graph = self.graph
+        return bool(
+            graph.has_node(step_id)
+            and graph.has_node(reader)
+            and nx.has_path(graph, step_id, reader)
+        )
 
     # -- the flow's outputs ---------------------------------------------------------------------
 

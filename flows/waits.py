@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from flows.findings import did_you_mean
 from scheduler.engine.client import Client
 from scheduler.engine.errors import FlowsError, InvalidArgument, JobNotFound, TooLarge, WrongState
 
@@ -107,7 +108,12 @@ def signal_step(
         if any(str(other).startswith(f"{jid}[") for other in jids):
             why = "not a wait step: a foreach or matrix step's jobs take no signal"
             raise SignalRefused(f"{where}: {why}", "state") from None
-        raise SignalRefused(f"{where}: the run has no step {step!r}", "missing") from None
+        prefix = f"{run_id}:"
+        steps = sorted(
+            {str(j)[len(prefix) :].split("[", 1)[0] for j in jids if str(j).startswith(prefix)}
+        )
+        hint = did_you_mean(step, steps) or f"its steps: {', '.join(steps)}"
+        raise SignalRefused(f"{where}: the run has no step {step!r} ({hint})", "missing") from None
     except WrongState as error:
         raise SignalRefused(f"{where}: {_why_not(client, jid, error)}", "state") from None
     except (InvalidArgument, TooLarge) as error:

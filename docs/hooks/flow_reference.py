@@ -1,24 +1,129 @@
-"""MkDocs hook: the flow file reference, generated from the JSON Schema that `flows schema` prints.
+"""The generated reference pages: the flow file reference, from the JSON Schema that
+`flows schema` prints, and the CLI reference, from the command line itself.
 
-A page holding the line ``<!-- flow-schema -->`` gets, in its place, one table per object of the
-schema (each field, its type, default and description), so the reference cannot drift from the
-model that validates the files.
+Their generated parts are committed between markers, so the pages read in the repository as on
+the site: ``<!-- flow-schema -->`` ... ``<!-- /flow-schema -->`` in flow-reference.md (one table
+per object of the schema: each field, its type, default and description) and ``<!-- cli -->``
+... ``<!-- /cli -->`` in cli.md (each command: its usage, help and options).
+
+    python docs/hooks/flow_reference.py           # rewrite them from the code
+    python docs/hooks/flow_reference.py --check   # exit 1 when they drifted (a test runs this)
+
+As an MkDocs hook it fills the same parts at build time, so the site cannot drift either.
 """
 
 from __future__ import annotations
 
 import json
+import re
+import sys
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
-MARKER = "<!-- flow-schema -->"
+PAGES = Path(__file__).resolve().parents[1] / "pages"
+REGENERATE = "python docs/hooks/flow_reference.py"
 
 
-def on_page_markdown(markdown: str, **_: Any) -> str:
-    if MARKER not in markdown:
-        return markdown
-    from flows.model import json_schema  # imported here: only this page needs the package
+def _flow_schema() -> str:
+    from flows.model import json_schema  # imported here: only these pages need the package
 
-    return markdown.replace(MARKER, render(json_schema()))
+    return render(json_schema())
+
+
+def _cli() -> str:
+    from flows.cli import main
+
+    return render_cli(main)
+
+
+# page -> (marker name, what goes between its markers)
+GENERATED: dict[str, tuple[str, Callable[[], str]]] = {
+    "flow-reference.md": ("flow-schema", _flow_schema),
+    "cli.md": ("cli", _cli),
+}
+
+
+def fill(markdown: str, name: str, content: str) -> str:
+    """``markdown`` with the part between ``<!-- name -->`` and ``<!-- /name -->`` replaced."""
+    pattern = re.compile(rf"(<!-- {name} -->\n).*?(<!-- /{name} -->)", re.DOTALL)
+    return pattern.sub(lambda m: m.group(1) + content.rstrip("\n") + "\n" + m.group(2), markdown)
+
+
+def on_page_markdown(markdown: str, page: Any = None, **_: Any) -> str:
+    source = getattr(getattr(page, "file", None), "src_uri", "")
+    if source in GENERATED:
+        name, make = GENERATED[source]
+        return fill(markdown, name, make())
+    return markdown
+
+
+def main(argv: list[str]) -> int:
+    check = "--check" in argv
+    drifted = []
+    for page, (name, make) in GENERATED.items():
+        path = PAGES / page
+        text = path.read_text()
+        fresh = fill(text, name, make())
+        if fresh != text:
+            drifted.append(page)
+            if not check:
+                path.write_text(fresh)
+    if check and drifted:
+        print(f"out of date: {', '.join(drifted)}; regenerate them: {REGENERATE}")
+        return 1
+    return 0
+
+
+# -- the CLI reference ------------------------------------------------------------------------
+
+
+def render_cli(group: Any) -> str:
+    """Markdown for every command of ``group`` (a click group), subcommands under theirs."""
+    import click
+
+    root = click.Context(group, info_name="flows")
+    sections: list[str] = []
+
+    def visit(command: click.Command, parent: click.Context, name: str) -> None:
+        ctx = click.Context(command, info_name=name, parent=parent)
+        path = ctx.command_path
+        lines = [f"### `{path}`", ""]
+        help_text = (command.help or "").strip()
+        if help_text:
+            lines += [_plain(help_text), ""]
+        usage = " ".join(command.collect_usage_pieces(ctx))
+        lines += ["```", f"{path} {usage}", "```", ""]
+        rows = [
+            record
+            for param in command.get_params(ctx)
+            if isinstance(param, click.Option)  # arguments are named in the usage line
+            and (record := param.get_help_record(ctx))
+            and record[0] != "--help"
+        ]
+        if rows:
+            lines += ["| option | what it does |", "|---|---|"]
+            for opts, what in rows:
+                cell = " ".join(what.split()).replace("|", "\\|")
+                lines.append(f"| `{opts}` | {cell} |")
+            lines.append("")
+        sections.append("\n".join(lines))
+        if isinstance(command, click.Group):
+            for sub_name in sorted(command.commands):
+                visit(command.commands[sub_name], ctx, sub_name)
+
+    for name in sorted(group.commands):
+        visit(group.commands[name], root, name)
+    return "\n".join(sections)
+
+
+def _plain(text: str) -> str:
+    """A command's help as Markdown paragraphs (click's \\b markers dropped)."""
+    paragraphs = [p.replace("\b\n", "").strip() for p in text.split("\n\n")]
+    return "\n\n".join(" ".join(p.split()) for p in paragraphs if p)
+
+
+# -- the flow file reference ------------------------------------------------------------------
 
 
 def render(schema: dict[str, Any]) -> str:
@@ -66,3 +171,8 @@ def _type(spec: dict[str, Any]) -> str:
     bounds = [f"≥ {spec['minimum']}"] if "minimum" in spec else []
     bounds += [f"≤ {spec['maximum']}"] if "maximum" in spec else []
     return " ".join([str(kind), *bounds])
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+    sys.exit(main(sys.argv[1:]))

@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
+import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
 
 import click
 from rich.console import Console
-from rich.table import Table
-from rich.text import Text
 
+from flows.cli.tables import fitted, table_console
+from flows.findings import did_you_mean
 from scheduler.engine import faults
 from scheduler.engine.client import Client, namespace_prefix
 from scheduler.engine.errors import FlowsError
@@ -42,10 +44,21 @@ def guarded(invoke: Callable[[], T]) -> T:
         return invoke()
     except (click.ClickException, click.exceptions.Exit, click.Abort):
         raise
+    except BrokenPipeError:  # the reader went away (`flows logs RUN | head`): end quietly
+        quiet_stdout()
+        raise click.exceptions.Exit(0) from None
     except Exception as error:
         if faults.debug_enabled():
             raise
         raise click.ClickException(faults.one_line(error)) from None
+
+
+def quiet_stdout() -> None:
+    """Point stdout at /dev/null, so the interpreter's last flush into a closed pipe stays
+    silent (Python's documented way to end after a BrokenPipeError)."""
+    with contextlib.suppress(OSError, ValueError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
 
 
 class GuardedCommand(click.Command):
@@ -76,28 +89,26 @@ def print_json(value: Any) -> None:
     click.echo(json.dumps(value, indent=2, sort_keys=True, default=str))
 
 
-def table(title: str | None, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
-    """Print a table. Cells are shown as given (a job id, a message, a state are never read as
-    markup); a :class:`rich.text.Text` cell keeps its style."""
-    out = Table(title=title and Text(title), title_justify="left", header_style="bold")
-    cells = [[_cell(cell) for cell in row] for row in rows]
-    # The first column names things (a run id, a jid, a worker) that users copy into the next
-    # command: it is never shortened; the other columns give way on a narrow screen.
-    widest = max((row[0].cell_len for row in cells if row), default=0)
-    for index, column in enumerate(columns):
-        if index == 0:
-            out.add_column(column, no_wrap=True, min_width=max(widest, len(column)))
-        else:
-            out.add_column(column)
-    for row in cells:
-        out.add_row(*row)
-    console.print(out)
+def report(as_json: bool, text: str, value: Any) -> None:
+    """What an action did: ``text`` for a person, or ``value`` as JSON (``--json``)."""
+    if as_json:
+        print_json(value)
+    else:
+        click.echo(text)
 
 
-def _cell(cell: Any) -> Text:
-    if isinstance(cell, Text):
-        return cell
-    return Text("" if cell is None else str(cell))
+def table(
+    title: str | None,
+    columns: Sequence[str],
+    rows: Sequence[Sequence[Any]],
+    *,
+    keep: Sequence[str] = (),
+) -> None:
+    """Print a table that fits the terminal (:mod:`flows.cli.tables`): the first column, the
+    statuses and the ``keep`` columns are never cut. Cells are shown as given (a job id, a
+    message, a state are never read as markup); a :class:`rich.text.Text` cell keeps its style."""
+    out = table_console()
+    out.print(fitted(title, columns, rows, width=out.width, keep=keep))
 
 
 def ago(when: float | None, now: float | None = None) -> str:
@@ -120,3 +131,19 @@ def when(value: float | None) -> str:
     if not value:
         return ""
     return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(value))
+
+
+def known_queue(client: Client, name: str, *, refuse: bool = True) -> None:
+    """Refuse a queue name the namespace has never seen, with the one that was likely meant
+    (an answer of nothing for a misspelt queue would look like an empty queue); without
+    ``refuse``, only say so on stderr (a listing then shows nothing, as asked)."""
+    with user_errors():
+        names = [str(entry.get("name")) for entry in client.queues.counts()]
+    if name in names:
+        return
+    hint = did_you_mean(name, names) or (
+        f"its queues: {', '.join(sorted(names)[:10])}" if names else "it has no queues yet"
+    )
+    if refuse:
+        raise click.ClickException(f"no queue {name!r} ({hint})")
+    click.echo(f"note: no queue {name!r} ({hint})", err=True)

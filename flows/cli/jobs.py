@@ -11,7 +11,17 @@ from typing import Any
 import click
 from rich.text import Text
 
-from flows.cli.common import ago, console, open_client, print_json, table, user_errors, when
+from flows.cli.common import (
+    ago,
+    console,
+    known_queue,
+    open_client,
+    print_json,
+    report,
+    table,
+    user_errors,
+    when,
+)
 from flows.cli.options import as_json, connection
 from flows.cli.run import work_run
 from flows.runs import load_run
@@ -192,6 +202,8 @@ def jobs(
 ) -> None:
     """Jobs in a state (waiting by default), newest activity last."""
     client = open_client(redis_url, namespace)
+    if queue is not None:
+        known_queue(client, queue, refuse=False)
     if state == "recurring":
         _recurring(client, queue, limit, as_json)
         return
@@ -366,15 +378,20 @@ def failed(
     show_default=True,
     help="How many failed jobs, the oldest first.",
 )
+@as_json
 @connection
 def unfail(
-    group: str, queue: str, count: int, redis_url: str | None, namespace: str | None
+    group: str, queue: str, count: int, as_json: bool, redis_url: str | None, namespace: str | None
 ) -> None:
     """Put up to COUNT failed jobs of GROUP back into QUEUE (oldest first)."""
     client = open_client(redis_url, namespace)
     with user_errors():
         moved = client.unfail(queue, group, count)
-    click.echo(f"{moved} job(s) moved from {group} to {queue}")
+    report(
+        as_json,
+        f"{moved} job(s) moved from {group} to {queue}",
+        {"group": group, "queue": queue, "moved": moved},
+    )
 
 
 def _is_run(client: Client, name: str) -> bool:
@@ -393,9 +410,15 @@ def _is_run(client: Client, name: str) -> bool:
     show_default=True,
     help="A run: jobs at once in the local worker.",
 )
+@as_json
 @connection
 def retry(
-    target: str, detach: bool, threads: int, redis_url: str | None, namespace: str | None
+    target: str,
+    detach: bool,
+    threads: int,
+    as_json: bool,
+    redis_url: str | None,
+    namespace: str | None,
 ) -> None:
     """Resume run TARGET and work it here as `flows run` does (its failed steps run again,
     completed ones do not; exit code 0 when it succeeds), or put failed job TARGET back into
@@ -406,13 +429,15 @@ def retry(
             count = int(client.engine.call("run.retry", target))
             click.echo(f"run {target}: {count} failed job(s) put back", err=True)
             if detach:
+                if as_json:
+                    print_json({"run": target, "retried": count})
                 return
             view = load_run(client, target)
             queues = view.queues if view is not None else []
-            sys.exit(work_run(client, target, queues, threads))
+            sys.exit(work_run(client, target, queues, threads, as_json=as_json))
         found = client.jobs[target]
         found.requeue(found.queue)
-    click.echo(f"{target} put back into {found.queue}")
+    report(as_json, f"{target} put back into {found.queue}", {"jid": target, "queue": found.queue})
 
 
 @click.command()
@@ -424,9 +449,14 @@ def retry(
     default=None,
     help="Cancel a backfill: submit no more of its runs and cancel those still active.",
 )
+@as_json
 @connection
 def cancel(
-    targets: tuple[str, ...], backfill_id: str | None, redis_url: str | None, namespace: str | None
+    targets: tuple[str, ...],
+    backfill_id: str | None,
+    as_json: bool,
+    redis_url: str | None,
+    namespace: str | None,
 ) -> None:
     """Cancel runs (every job not yet done) or jobs (refused while a job depends on one), or a
     backfill (--backfill ID)."""
@@ -438,15 +468,21 @@ def cancel(
             _cancel_backfill(client, backfill_id)
         runs = [t for t in targets if _is_run(client, t)]
         jids = [t for t in targets if t not in runs]
+        canceled_runs: dict[str, int] = {}
+        canceled_jobs: list[str] = []
         for run_id in runs:
-            count = int(client.engine.call("run.cancel", run_id))
-            click.echo(f"run {run_id}: canceled {count} job(s)")
+            count = canceled_runs[run_id] = int(client.engine.call("run.cancel", run_id))
+            if not as_json:
+                click.echo(f"run {run_id}: canceled {count} job(s)")
         if jids:
-            canceled = client.jobs.cancel(*jids)
-            click.echo(
-                f"canceled {len(canceled)} job(s)"
-                + (": " + ", ".join(canceled) if canceled else "")
-            )
+            canceled = canceled_jobs = list(client.jobs.cancel(*jids))
+            if not as_json:
+                click.echo(
+                    f"canceled {len(canceled)} job(s)"
+                    + (": " + ", ".join(canceled) if canceled else "")
+                )
+    if as_json:
+        print_json({"runs": canceled_runs, "jobs": canceled_jobs})
 
 
 def _cancel_backfill(client: Client, backfill_id: str) -> None:

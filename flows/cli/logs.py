@@ -5,15 +5,17 @@ from __future__ import annotations
 import json
 import re
 import time
+from collections.abc import Callable
 
 import click
 
 from flows.cli.common import open_client, user_errors
 from flows.cli.options import connection
 from flows.runs import load_run
-from flows.steplogs import NoSuchRun, StepLine, follow, run_jobs
+from flows.steplogs import Follower, NoSuchRun, StepLine, follow, run_jobs, run_tree_jobs
 from scheduler.engine import joblogs
 from scheduler.engine.client import Client
+from scheduler.engine.errors import JobNotFound
 
 # How a line's stream shows in text output (--json gives the stream by name).
 MARKS = {"stdout": "|", "stderr": "!", "log": "~", "truncated": "…"}
@@ -40,6 +42,8 @@ def format_line(item: StepLine, label: bool = True) -> str:
     millis = int(line.time * 1000) % 1000
     stamp = time.strftime("%H:%M:%S", time.localtime(line.time)) + f".{millis:03d}"
     text = _visible(f"{line.level} {line.text}" if line.level else line.text)
+    if line.cut:
+        text += f" … [{line.cut:,} bytes cut]"
     who = f" {item.label}" if label else ""
     return f"{stamp}{who} {MARKS.get(line.stream, '?')} {text}"
 
@@ -51,12 +55,43 @@ def echo_line(item: StepLine, as_json: bool, label: bool = True) -> None:
         click.echo(format_line(item, label))
 
 
+def _lines(count: int) -> str:
+    return f"{count:,} line" + ("" if count == 1 else "s")
+
+
+class Printer:
+    """Prints lines as they come, with a header where a job's next attempt starts (and, with
+    ``headers``, before every job attempt), and at the end what each attempt dropped."""
+
+    def __init__(self, as_json: bool, label: bool = True, headers: bool = False) -> None:
+        self.as_json = as_json
+        self.label = label
+        self.headers = headers
+        self._last: tuple[str, int] | None = None
+
+    def line(self, item: StepLine) -> None:
+        where = (item.jid, item.attempt)
+        if not self.as_json and where != self._last and (self.headers or item.attempt > 1):
+            click.echo(f"── {_visible(item.label)} · attempt {item.attempt} ──")
+        self._last = where
+        echo_line(item, self.as_json, self.label)
+
+    def dropped(self, follower: Follower) -> None:
+        """Say, on stderr, which attempts kept fewer lines than they wrote."""
+        for (_, attempt), (label, dropped, cut) in sorted(follower.attempts.items()):
+            if dropped:
+                whole = dropped - cut
+                parts = [f"{_lines(whole)} dropped"] if whole else []
+                parts += [f"{_lines(cut)} cut short"] if cut else []
+                click.echo(f"{_visible(label)} attempt {attempt}: {', '.join(parts)}", err=True)
+
+
 @click.command()
 @click.argument("run_id", metavar="RUN", required=False)
 @click.argument("step", required=False)
 @click.option("--job", "jid", metavar="JID", help="One job's log (instead of RUN [STEP]).")
 @click.option(
-    "--attempt", type=click.IntRange(1), help="With --job: this attempt (default: the latest)."
+    "--attempt", type=click.IntRange(1), help="Only this attempt (default: every attempt)."
 )
 @click.option("-f", "--follow", "live", is_flag=True, help="Keep printing lines as they come.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per line.")
@@ -71,27 +106,66 @@ def logs(
     redis_url: str | None,
     namespace: str | None,
 ) -> None:
-    """What a run's steps (or one job) wrote: stdout (|), stderr (!), log records (~).
+    """What a run's steps (or one job) wrote: stdout (|), stderr (!), log records (~), every
+    attempt of each job (a header where one starts).
 
     With -f, lines are printed as they come until the run (or job) has ended.
     """
     if (run_id is None) == (jid is None):
         raise click.UsageError("give a RUN (and optionally a STEP) or --job JID")
-    if attempt is not None and jid is None:
-        raise click.UsageError("--attempt goes with --job")
     client = open_client(redis_url, namespace)
     with user_errors():
         if jid is not None:
-            _job_logs(client, jid, attempt, live, as_json)
+            joblogs.read(client.engine, jid, None, 0, 1)  # JobNotFound: no job, no kept log
+            jobs = [(jid, jid)]
+            _check_attempt(client, jobs, attempt, f"job {jid}")
+            printer = Printer(as_json, label=False, headers=True)
+            follower = Follower(client, jobs, live=live, attempt=attempt)
+            for item in follow(client, follower, live=live):
+                printer.line(item)
+            printer.dropped(follower)
             return
         assert run_id is not None
         try:
             jobs = run_jobs(client, run_id, step)
         except NoSuchRun as error:
             raise click.ClickException(str(error)) from None
+        _check_attempt(client, jobs, attempt, f"step {step}" if step else f"run {run_id}")
+        printer = Printer(as_json, headers=step is not None)
+        follower = Follower(client, jobs, live=live, attempt=attempt)
 
-        for item in follow(client, jobs, live=live, stop=lambda: _run_over(client, run_id)):
-            echo_line(item, as_json)
+        def more() -> list[tuple[str, str]]:  # a fan-out's items, child runs' jobs: made later
+            jobs = run_tree_jobs(client, run_id)
+            if step is None:
+                return jobs
+            return [
+                (label, j)
+                for label, j in jobs
+                if label.split("[", 1)[0] == step or label.startswith(f"{step}/")
+            ]
+
+        for item in follow(
+            client, follower, live=live, stop=lambda: _run_over(client, run_id), more=more
+        ):
+            printer.line(item)
+        printer.dropped(follower)
+
+
+def _check_attempt(
+    client: Client, jobs: list[tuple[str, str]], attempt: int | None, what: str
+) -> None:
+    """Refuse an ``--attempt`` none of the jobs has (its lines would be none, silently)."""
+    if attempt is None:
+        return
+    most = 0
+    for _, jid in jobs:
+        try:
+            most = max(most, joblogs.read(client.engine, jid, None, 0, 1).attempts)
+        except JobNotFound:
+            continue
+    if attempt > most:
+        has = f"it has {most} attempt{'s' if most != 1 else ''}" if most else "it has no log yet"
+        raise click.ClickException(f"{what} has no attempt {attempt} ({has})")
 
 
 def _run_over(client: Client, run_id: str) -> bool:
@@ -99,27 +173,24 @@ def _run_over(client: Client, run_id: str) -> bool:
     return view is None or view.finished
 
 
-def _job_logs(client: Client, jid: str, attempt: int | None, live: bool, as_json: bool) -> None:
-    if attempt is not None:  # one attempt as stored: no following
-        offset = 0
-        while True:
-            page = joblogs.read(client.engine, jid, attempt, offset)
-            for line in page.lines:
-                echo_line(StepLine(jid, jid, page.attempt, line), as_json, label=False)
-            if len(page.lines) < joblogs.PAGE:
-                return
-            offset = page.next
-    client.jobs[jid]
-    for item in follow(client, [(jid, jid)], live=live):
-        echo_line(item, as_json, label=False)
+def stream_run(client: Client, run_id: str, tick: Callable[[], None] = lambda: None) -> None:
+    """Print every line of the run's steps and of its child runs as it comes, until the run
+    has ended (``flows run --logs``); ``tick()`` is called between rounds."""
+    printer = Printer(as_json=False)
+    follower = Follower(client, run_tree_jobs(client, run_id))
 
+    def over() -> bool:
+        tick()
+        return _run_over(client, run_id)
 
-def stream_run(client: Client, run_id: str) -> None:
-    """Print every line of the run's steps as it comes, until the run has ended (``flows run
-    --logs``)."""
-    jobs = run_jobs(client, run_id)
-    for item in follow(client, jobs, stop=lambda: _run_over(client, run_id)):
-        echo_line(item, as_json=False)
+    for item in follow(
+        client,
+        follower,
+        stop=over,
+        more=lambda: run_tree_jobs(client, run_id),
+    ):
+        printer.line(item)
+    printer.dropped(follower)
 
 
 def print_tail(client: Client, jid: str, count: int = TAIL_LINES) -> None:

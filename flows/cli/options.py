@@ -8,6 +8,7 @@ from typing import Any, TypeVar
 
 import click
 
+from flows.params import ParamError
 from scheduler.worker.settings import Setting
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -121,3 +122,9 @@ def setting_option(setting: Setting, default: Any) -> Callable[[F], F]:
         how["type"] = click.Path(file_okay=False)
         how["multiple"] = True
     return click.option(*setting.flags, setting.name, **how)
+
+
+def bad_params(error: ParamError) -> click.BadParameter:
+    """The usage error every command that takes ``-p`` gives for params it cannot use (the
+    same exit code, 2, and the same words from `flows plan` and `flows run`)."""
+    return click.BadParameter("; ".join(error.problems), param_hint="'-p'")

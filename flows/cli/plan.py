@@ -8,11 +8,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import click
-from rich.console import Console
-from rich.table import Table
 
 from flows import gc_pause
-from flows.cli.options import as_json, logical_time, param, run_id
+from flows.cli.options import as_json, bad_params, logical_time, param, run_id
+from flows.cli.tables import fitted, table_console
 from flows.cli.validate import flow_file, load_or_exit
 from flows.conditions import expression_of
 from flows.durations import format_duration
@@ -22,7 +21,6 @@ from flows.params import ParamError, parse_assignments
 from scheduler.service.records import run_id_for
 
 _SHOWN_DEPENDS = 4
-_PIPED_WIDTH = 400
 
 
 def register(group: click.Group) -> None:
@@ -55,7 +53,7 @@ def plan(
             result.flow, run_id=run, logical_time=moment, params=given, flow_dir=result.flow_dir
         )
     except ParamError as error:
-        raise click.BadParameter("; ".join(error.problems), param_hint="'-p'") from None
+        raise bad_params(error) from None
     except ExpansionError as error:
         raise click.ClickException(str(error)) from None
     if as_json:
@@ -75,15 +73,7 @@ def _trigger(request: PutRequest) -> str:
 
 def _print_table(run_id: str, requests: Sequence[PutRequest]) -> None:
     prefix = f"{run_id}:"
-    table = Table(
-        title=f"{len(requests)} jobs of run {run_id}",
-        caption=f"each jid is '{prefix}' + the id shown",
-        title_justify="left",
-        caption_justify="left",
-        header_style="bold",
-    )
-    for column in ("jid", "queue", "klass", "depends", "delay", "trigger"):
-        table.add_column(column, overflow="fold")
+    rows = []
     for request in requests:
         depends = [jid.removeprefix(prefix) for jid in request.depends]
         shown = ", ".join(depends[:_SHOWN_DEPENDS])
@@ -92,15 +82,23 @@ def _print_table(run_id: str, requests: Sequence[PutRequest]) -> None:
         jid = request.jid.removeprefix(prefix)
         if request.fanout is not None:  # one job per item, made when the producer completes
             jid += f"[*] (items: {request.fanout[0].removeprefix(prefix)}.{request.fanout[1]})"
-        table.add_row(
-            jid,
-            request.queue,
-            request.klass,
-            shown,
-            format_duration(request.delay) if request.delay else "",
-            _trigger(request),
+        rows.append(
+            [
+                jid,  # text, never markup: a matrix job's id is profile[region=eu,size=s]
+                request.queue,
+                request.klass,
+                shown,
+                format_duration(request.delay) if request.delay else "",
+                _trigger(request),
+            ]
         )
-    console = Console(highlight=False)
-    if not console.is_terminal:  # piped: no wrapping at an imagined 80 columns
-        console = Console(highlight=False, width=_PIPED_WIDTH)
-    console.print(table)
+    console = table_console()
+    console.print(
+        fitted(
+            f"{len(requests)} jobs of run {run_id}",
+            ("jid", "queue", "klass", "depends", "delay", "trigger"),
+            rows,
+            width=console.width,
+            caption=f"each jid is '{prefix}' + the id shown",
+        )
+    )

@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from flows.cli.common import open_client, print_json, table, user_errors
+from flows.cli.common import known_queue, open_client, print_json, report, table, user_errors
 from flows.cli.options import as_json, connection
 
 #: ``queue.stats`` fields in the order they are shown (Tarantool's statistics).
@@ -32,6 +32,7 @@ def queue() -> None:
 def queue_stats(name: str, as_json: bool, redis_url: str | None, namespace: str | None) -> None:
     """Jobs of queue NAME by state now, and today's calls by kind."""
     client = open_client(redis_url, namespace)
+    known_queue(client, name)
     with user_errors():
         stats = client.queues[name].statistics()
     if as_json:
@@ -47,25 +48,30 @@ def queue_stats(name: str, as_json: bool, redis_url: str | None, namespace: str 
 @queue.command("truncate")
 @click.argument("name")
 @click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
+@as_json
 @connection
-def queue_truncate(name: str, yes: bool, redis_url: str | None, namespace: str | None) -> None:
+def queue_truncate(
+    name: str, yes: bool, as_json: bool, redis_url: str | None, namespace: str | None
+) -> None:
     """Remove every job of queue NAME that is not running (waiting, parked, scheduled, depends,
     buried). Refused while a job of it runs."""
     if not yes:
         click.confirm(f"Remove every job of queue {name}?", abort=True)
     client = open_client(redis_url, namespace)
+    known_queue(client, name)
     with user_errors():
         removed = client.queues[name].truncate()
-    click.echo(f"queue {name}: {removed} job(s) removed")
+    report(as_json, f"queue {name}: {removed} job(s) removed", {"queue": name, "removed": removed})
 
 
 @queue.command("drop")
 @click.argument("name")
 @click.option("--truncate", "empty", is_flag=True, help="Remove its jobs first.")
 @click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
+@as_json
 @connection
 def queue_drop(
-    name: str, empty: bool, yes: bool, redis_url: str | None, namespace: str | None
+    name: str, empty: bool, yes: bool, as_json: bool, redis_url: str | None, namespace: str | None
 ) -> None:
     """Forget queue NAME (its place among the queues, pause and settings). Refused while it has
     jobs (use --truncate) or recurring jobs."""
@@ -73,10 +79,15 @@ def queue_drop(
         what = "its jobs and the queue" if empty else "the queue"
         click.confirm(f"Remove {what} {name}?", abort=True)
     client = open_client(redis_url, namespace)
+    known_queue(client, name)
     with user_errors():
         removed = client.queues[name].truncate() if empty else 0
         client.queues[name].drop()
-    click.echo(f"queue {name} dropped" + (f" ({removed} job(s) removed)" if empty else ""))
+    report(
+        as_json,
+        f"queue {name} dropped" + (f" ({removed} job(s) removed)" if empty else ""),
+        {"queue": name, "dropped": True, "removed": removed},
+    )
 
 
 @click.command()
@@ -88,37 +99,48 @@ def queue_drop(
     show_default=True,
     help="How many buried jobs, the longest buried first.",
 )
+@as_json
 @connection
-def kick(name: str, count: int, redis_url: str | None, namespace: str | None) -> None:
+def kick(
+    name: str, count: int, as_json: bool, redis_url: str | None, namespace: str | None
+) -> None:
     """Make up to COUNT buried jobs of queue NAME waiting again (the longest buried first)."""
     client = open_client(redis_url, namespace)
+    known_queue(client, name)
     with user_errors():
         kicked = client.queues[name].kick(count)
-    click.echo(f"queue {name}: {kicked} job(s) kicked")
+    report(as_json, f"queue {name}: {kicked} job(s) kicked", {"queue": name, "kicked": kicked})
 
 
 @click.command()
 @click.argument("jid")
 @click.option("--message", "-m", help="Why (kept in the job's history).")
+@as_json
 @connection
-def bury(jid: str, message: str | None, redis_url: str | None, namespace: str | None) -> None:
+def bury(
+    jid: str, message: str | None, as_json: bool, redis_url: str | None, namespace: str | None
+) -> None:
     """Take waiting or scheduled job JID out of circulation without failing it (see kick)."""
     client = open_client(redis_url, namespace)
     with user_errors():
         found = client.jobs[jid]
         found.bury(message)
-    click.echo(f"{jid} buried in {found.queue}")
+    report(as_json, f"{jid} buried in {found.queue}", {"jid": jid, "queue": found.queue})
 
 
 @click.command()
 @click.argument("jids", nargs=-1, required=True)
+@as_json
 @connection
-def delete(jids: tuple[str, ...], redis_url: str | None, namespace: str | None) -> None:
+def delete(
+    jids: tuple[str, ...], as_json: bool, redis_url: str | None, namespace: str | None
+) -> None:
     """Delete jobs for good (refused while one runs, or while a job not listed depends on one)."""
     client = open_client(redis_url, namespace)
     with user_errors():
         deleted = client.jobs.delete(*jids)
-    click.echo(f"deleted {len(deleted)} job(s)" + (": " + ", ".join(deleted) if deleted else ""))
+    text = f"deleted {len(deleted)} job(s)" + (": " + ", ".join(deleted) if deleted else "")
+    report(as_json, text, {"deleted": list(deleted)})
 
 
 @click.command()
@@ -152,23 +174,31 @@ def throttle() -> None:
 @throttle.command("set")
 @click.argument("name")
 @click.argument("limit", type=click.IntRange(0, 2147483647))
+@as_json
 @connection
-def throttle_set(name: str, limit: int, redis_url: str | None, namespace: str | None) -> None:
+def throttle_set(
+    name: str, limit: int, as_json: bool, redis_url: str | None, namespace: str | None
+) -> None:
     """At most LIMIT jobs of throttle NAME run at once."""
     client = open_client(redis_url, namespace)
     with user_errors():
         client.throttles[name] = limit
-    click.echo(f"throttle {name}: at most {limit} running")
+    report(as_json, f"throttle {name}: at most {limit} running", {"throttle": name, "limit": limit})
 
 
 @throttle.command("unset")
 @click.argument("name")
+@as_json
 @connection
-def throttle_unset(name: str, redis_url: str | None, namespace: str | None) -> None:
+def throttle_unset(name: str, as_json: bool, redis_url: str | None, namespace: str | None) -> None:
     """Lift throttle NAME's limit: its jobs run freely."""
     client = open_client(redis_url, namespace)
     with user_errors():
         had = name in client.throttles
         if had:
             del client.throttles[name]
-    click.echo(f"throttle {name}: " + ("limit lifted" if had else "had no limit"))
+    report(
+        as_json,
+        f"throttle {name}: " + ("limit lifted" if had else "had no limit"),
+        {"throttle": name, "lifted": had},
+    )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import logging
 import sys
 import threading
 import time
@@ -18,17 +19,20 @@ from rich.text import Text
 from flows import gc_pause
 from flows.cli.common import ago, console, err_console, open_client, print_json, table, user_errors
 from flows.cli.logs import print_tail, stream_run
-from flows.cli.options import as_json, connection, logical_time, param
+from flows.cli.options import as_json, bad_params, connection, logical_time, param
 from flows.cli.options import run_id as run_id_option
 from flows.cli.signal import print_awaiting
-from flows.params import parse_assignments
+from flows.cli.tables import fitted
+from flows.params import ParamError, parse_assignments
 from flows.run_builder import build_run, read_flow_file
 from flows.run_specs import manual_run_id
 from flows.runs import RunView, list_runs, load_run
 from flows.submit import submit
-from flows.validate import InvalidFlow
+from flows.validate import InvalidFlow, validate_text
 from flows.worker_hook import prepare
 from scheduler.engine.client import Client
+from scheduler.engine.errors import FlowsError
+from scheduler.service.housekeeping import time_out_waits
 from scheduler.worker import Worker
 from scheduler.worker.imports import import_path
 
@@ -51,6 +55,10 @@ STATUS_STYLE = {
 
 SHUTDOWN_GRACE = 5.0
 """Seconds the local worker of `flows run` gives running jobs after Ctrl-C."""
+WAIT_SWEEP_INTERVAL = 1.0
+"""Seconds between two looks for timed-out waits while `flows run` drives a run."""
+FAILURE_LINES = 12
+"""Lines of a failed job's message printed under it."""
 INTERRUPTED = 130
 """The exit code after Ctrl-C (128 + SIGINT), as shells use."""
 
@@ -70,23 +78,25 @@ def styled(word: str) -> Text:
 
 
 def render_run(view: RunView) -> Table | Group:
-    """The run's steps as a table: status, progress, attempts, duration; then the runs it is
-    linked to (its parent, its sub-flow steps' child runs)."""
-    out = Table(
-        title=Text.assemble(f"Run {view.run_id} ", styled(view.status)),
-        title_justify="left",
-        header_style="bold",
-    )
-    for column in ("step", "status", "jobs done", "attempts", "duration"):
-        out.add_column(column)
-    for step in view.steps:
-        out.add_row(
+    """The run's steps as a table (fitting the console: step and status never cut): status,
+    progress, attempts, duration; then the runs it is linked to (its parent, its sub-flow
+    steps' child runs)."""
+    rows = [
+        [
             Text(step.step),
             styled(step.status),
             step.progress,
             str(step.attempts) if step.attempts else "",
             _seconds(step.duration),
-        )
+        ]
+        for step in view.steps
+    ]
+    out = fitted(
+        Text.assemble(f"Run {view.run_id} ", styled(view.status)),
+        ("step", "status", "jobs done", "attempts", "duration"),
+        rows,
+        width=console.width,
+    )
     links = [f"step {step.step}: child run {step.child}" for step in view.steps if step.child]
     parent = view.record.get("parent_run")
     if parent:
@@ -100,18 +110,53 @@ def _print_failures(client: Client, view: RunView) -> None:
         err_console.print(
             Text.assemble((job.jid, "bold red"), f" {job.state}: {failure.get('group', '')}")
         )
-        message = str(failure.get("message", "")).strip().splitlines()[-8:]
+        message = str(failure.get("message", "")).strip().splitlines()
+        if len(message) > FAILURE_LINES:  # its first line says what happened, the last where
+            message = [message[0], "...", *message[-(FAILURE_LINES - 2) :]]
         err_console.print("\n".join("    " + line for line in message), markup=False)
-        print_tail(client, job.jid)
+        if not str(failure.get("group", "")).startswith("exit-code-"):
+            print_tail(client, job.jid)  # a shell step's message holds its output's tail
+
+
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+DEFAULT_LOG_LEVEL = "INFO"
+"""The level of Python logging records steps' logs keep, as `flows worker --log-level`."""
+
+
+class WaitTimeouts:
+    """Times out the run's `wait:` steps past their deadline while `flows run` drives it, as the
+    scheduler service does (``wait.sweep``, at most once per :data:`WAIT_SWEEP_INTERVAL`): a
+    wait's timeout fires without a service running."""
+
+    def __init__(self, client: Client) -> None:
+        self.client = client
+        self._last = 0.0
+
+    def __call__(self) -> None:
+        if time.monotonic() - self._last < WAIT_SWEEP_INTERVAL:
+            return
+        self._last = time.monotonic()
+        with contextlib.suppress(FlowsError):  # the next round tries again
+            time_out_waits(self.client, max_rounds=1)
 
 
 def _follow(
-    client: Client, run_id: str, queues: list[str], threads: int, live: bool, logs: bool = False
+    client: Client,
+    run_id: str,
+    queues: list[str],
+    threads: int,
+    live: bool,
+    logs: bool = False,
+    log_level: str = DEFAULT_LOG_LEVEL,
+    quiet: bool = False,
 ) -> tuple[RunView, bool]:
     """Run a local worker on the run's queues until the run has finished or Ctrl-C (printing
-    the steps' lines as they come with ``logs``, else a live table); returns the run as it is
-    then and whether it was interrupted."""
+    the steps' lines as they come with ``logs``, else a live table, nothing when ``quiet``);
+    returns the run as it is then and whether it was interrupted."""
     import_path()  # job modules beside where `flows run` was started, as in every worker mode
+    # The records steps emit reach the step logs from this level on (the root logger's default,
+    # WARNING, would drop a step's logging.info); nothing more is printed here.
+    logging.getLogger().setLevel(log_level)
     worker = Worker(
         Client.from_engine(client.engine),
         queues,
@@ -125,15 +170,23 @@ def _follow(
     view = load_run(client, run_id)
     assert view is not None
     interrupted = False
+    sweep = WaitTimeouts(client)
     try:
         if logs:
-            stream_run(client, run_id)
+            stream_run(client, run_id, sweep)
             view = load_run(client, run_id) or view
             console.print(render_run(view))
+            return view, False
+        if quiet:  # --json: the run's JSON at the end is the whole output
+            while not view.finished:
+                time.sleep(0.2)
+                sweep()
+                view = load_run(client, run_id) or view
             return view, False
         with Live(render_run(view), console=console, auto_refresh=False, transient=False) as screen:
             while not view.finished:
                 time.sleep(0.2)
+                sweep()
                 view = load_run(client, run_id) or view
                 if live:
                     screen.update(render_run(view), refresh=True)
@@ -150,18 +203,31 @@ def _follow(
         worker.stop()
         with contextlib.suppress(KeyboardInterrupt):  # a second Ctrl-C: stop waiting
             thread.join(timeout=SHUTDOWN_GRACE + 5)
-    if interrupted:
+    if interrupted:  # the table as it is now the jobs were handed back, not the last frame
         view = load_run(client, run_id) or view
+        if not quiet:
+            console.print(render_run(view))
     return view, interrupted
 
 
 def work_run(
-    client: Client, run_id: str, queues: list[str], threads: int, logs: bool = False
+    client: Client,
+    run_id: str,
+    queues: list[str],
+    threads: int,
+    logs: bool = False,
+    log_level: str = DEFAULT_LOG_LEVEL,
+    as_json: bool = False,
 ) -> int:
-    """Work the run here with a live view (or its steps' lines, with ``logs``) until it ends;
-    the exit code: 0 when it succeeded, 1 when not, :data:`INTERRUPTED` after Ctrl-C (saying
-    how to resume or cancel it)."""
-    view, interrupted = _follow(client, run_id, queues, threads, sys.stdout.isatty(), logs)
+    """Work the run here with a live view (or its steps' lines, with ``logs``; with
+    ``as_json`` only the run's JSON at the end, as `flows status --json` gives it) until it
+    ends; the exit code: 0 when it succeeded, 1 when not, :data:`INTERRUPTED` after Ctrl-C
+    (saying how to resume or cancel it)."""
+    view, interrupted = _follow(
+        client, run_id, queues, threads, sys.stdout.isatty(), logs, log_level, quiet=as_json
+    )
+    if as_json:
+        print_json(run_json(view))
     if interrupted:
         done = sum(1 for s in view.steps if s.status in ("success", "skipped"))
         click.echo(
@@ -188,12 +254,28 @@ def work_run(
 @run_id_option("<flow>@<UTC now>-<random>, e.g. etl@20250131T020000Z-3f9a1c")
 @click.option("--detach", is_flag=True, help="Submit and return; long-lived workers run it.")
 @click.option("--logs", is_flag=True, help="Print every step's lines as they come.")
+@as_json
 @click.option(
     "--threads",
     type=click.IntRange(1, 64),
     default=4,
     show_default=True,
     help="Jobs at once in the local worker.",
+)
+@click.option(
+    "--log-level",
+    type=click.Choice(LOG_LEVELS, case_sensitive=False),
+    default=DEFAULT_LOG_LEVEL,
+    show_default=True,
+    help="Python logging records from this level on are kept in the steps' logs (as on "
+    "`flows worker`).",
+)
+@click.option(
+    "--check-imports/--no-check-imports",
+    default=True,
+    show_default=True,
+    help="Import the Python steps' modules before submitting a run to work here (a module "
+    "that does not import is refused now, not at run time).",
 )
 @connection
 def run(
@@ -204,6 +286,9 @@ def run(
     detach: bool,
     logs: bool,
     threads: int,
+    log_level: str,
+    check_imports: bool,
+    as_json: bool,
     redis_url: str | None,
     namespace: str | None,
 ) -> None:
@@ -212,6 +297,8 @@ def run(
     Exit code 0 when every step succeeded, 1 when the run failed or the file is invalid, 130
     after Ctrl-C (the run stays as it is: resume it with `flows retry RUN`).
     """
+    if as_json and logs:
+        raise click.UsageError("--json and --logs both write stdout: choose one")
     gc_pause.enable()  # loading and expanding happen before the local worker's threads start
     try:
         flow_file = read_flow_file(file)
@@ -222,15 +309,22 @@ def run(
     moment = logical_time or datetime.now(UTC)
     moment = moment if moment.tzinfo else moment.replace(tzinfo=UTC)
     run_id = run_id or manual_run_id(flow_file.flow.name)
-    with user_errors():  # bad params, an expansion the flow cannot make, an engine limit
-        built = build_run(
-            flow_file,
-            run_id=run_id,
-            logical_time=moment,
-            params=parse_assignments(params),
-            trigger="manual",
-        )
+    with user_errors():  # an expansion the flow cannot make, an engine limit
+        try:
+            built = build_run(
+                flow_file,
+                run_id=run_id,
+                logical_time=moment,
+                params=parse_assignments(params),
+                trigger="manual",
+            )
+        except ParamError as error:
+            raise bad_params(error) from None
     client = open_client(redis_url, namespace)
+    # The local worker will import them (with --detach, workers elsewhere, which may hold
+    # modules this machine lacks); checked last, so what else is wrong is said first.
+    if check_imports and not detach:
+        _check_imports(file, flow_file.text, flow_file.flow_dir)
     with user_errors():
         submission = submit(client, built)
     if submission.created:
@@ -238,10 +332,50 @@ def run(
     else:
         click.echo(f"run {run_id} exists already: nothing submitted", err=True)
     if detach:
-        click.echo(run_id)
+        if as_json:
+            print_json({"id": run_id, "jobs": submission.jobs, "created": submission.created})
+        else:
+            click.echo(run_id)
         return
     with user_errors():
-        sys.exit(work_run(client, run_id, list(built.queues), threads, logs))
+        code = work_run(
+            client, run_id, list(built.queues), threads, logs, log_level.upper(), as_json
+        )
+    sys.exit(code)
+
+
+def _check_imports(file: Path, text: str, flow_dir: Path) -> None:
+    """Refuse (exit 1, with the findings) a flow whose Python steps do not import, as a worker
+    here would import them: from the working directory and the flow's folder."""
+    import_path()
+    result = validate_text(text, file=str(file), flow_dir=flow_dir, check_imports=True)
+    if not result.ok:
+        for finding in result.findings:
+            click.echo(finding.format(), err=True)
+        click.echo("(--no-check-imports submits it anyway)", err=True)
+        raise click.exceptions.Exit(1)
+
+
+def run_json(view: RunView) -> dict[str, object]:
+    """A run as `flows status --json` (and `flows run --json`) print it."""
+    return {
+        "id": view.run_id,
+        "status": view.status,
+        "record": view.record,
+        "steps": [
+            {
+                "step": s.step,
+                "status": s.status,
+                "jobs": s.jids,
+                "started": s.started,
+                "finished": s.finished,
+                "duration": s.duration,
+                "attempts": s.attempts,
+                "child": s.child,
+            }
+            for s in view.steps
+        ],
+    }
 
 
 @click.command()
@@ -261,26 +395,7 @@ def status(run_id: str | None, as_json: bool, redis_url: str | None, namespace: 
     if view is None:
         raise click.ClickException(f"no run {run_id!r} (see `flows runs`)")
     if as_json:
-        print_json(
-            {
-                "id": view.run_id,
-                "status": view.status,
-                "record": view.record,
-                "steps": [
-                    {
-                        "step": s.step,
-                        "status": s.status,
-                        "jobs": s.jids,
-                        "started": s.started,
-                        "finished": s.finished,
-                        "duration": s.duration,
-                        "attempts": s.attempts,
-                        "child": s.child,
-                    }
-                    for s in view.steps
-                ],
-            }
-        )
+        print_json(run_json(view))
         return
     console.print(render_run(view))
     print_awaiting(client, view)

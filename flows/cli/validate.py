@@ -94,10 +94,12 @@ def validate(files: tuple[Path, ...], output_format: str, check_imports: bool) -
             for finding in validate_file(path, check_imports=check_imports, expand=True).findings
         )
     )
+    # The files checked: those given, and the sub-flow files their findings come from.
+    checked = list(dict.fromkeys([*(str(path) for path in files), *(f.file for f in findings)]))
     if output_format == "json":
         errors = sum(f.severity is Severity.ERROR for f in findings)
         report = {
-            "files": [str(path) for path in files],
+            "files": checked,
             "errors": errors,
             "warnings": len(findings) - errors,
             "findings": [finding.to_dict() for finding in findings],
@@ -105,5 +107,5 @@ def validate(files: tuple[Path, ...], output_format: str, check_imports: bool) -
         click.echo(json.dumps(report, indent=2))
     else:
         print_findings(findings)
-        click.echo(summary(findings, len(files)))
+        click.echo(summary(findings, len(checked)))
     sys.exit(1 if has_errors(findings) else 0)

@@ -6,16 +6,22 @@
 --       most `log-lines` lines and `log-bytes` bytes of text; the lines beyond are counted as
 --       dropped, and the first of them leaves one entry {t, s = "truncated", m}. `dropped`:
 --       lines the caller already dropped (counted the same way). stream is stdout, stderr or
---       log; level is '' or a level name. A job that does not exist is skipped: its lines would
---       outlive it. Replies a JSON list, per job in the order given: "ok", "full" (the attempt
---       keeps no more lines: send none) or "gone".
+--       log; level is '' or a level name, followed by `/N` when the caller cut N bytes off the
+--       end of the line (the entry gets {c = N}; the line counts as cut). A job that does not
+--       exist is skipped (its lines would outlive it), unless its run's cancel kept its logs
+--       (Job.keep_logs): a canceled running job's last lines join them. Replies a JSON list,
+--       per job in the order given: "ok", "full" (the attempt keeps no more lines: send none)
+--       or "gone".
 --   log.get jid [attempt [offset [count]]]
---       -> JSON {jid, attempt, attempts, offset, next, lines, total, bytes, dropped}: `count`
---       (1 to 1000, default 1000) entries from `offset`; attempt '' or 0: the latest attempt
---       with lines (0 when none has). `next` is the offset to read from next.
+--       -> JSON {jid, attempt, attempts, offset, next, lines, total, bytes, dropped, cut}:
+--       `count` (1 to 1000, default 1000) entries from `offset`; attempt '' or 0: the latest
+--       attempt with lines (0 when none has). `next` is the offset to read from next.
+--       `dropped` counts the lines not kept and the lines kept cut short, `cut` the latter.
+--       A job its run's cancel deleted is read from the logs the cancel kept.
 --
 -- The counters live in the job's hash: `log-attempts` (the highest attempt with lines) and
--- `log:<attempt>` ("lines bytes dropped"); Job.drop_logs deletes lists and counters with the job.
+-- `log:<attempt>` ("lines bytes dropped cut"); Job.drop_logs deletes lists and counters with the
+-- job, Job.keep_logs moves them aside when a run's cancel deletes it.
 -- Errors: INVALID (an argument), TOOLARGE (a line over 16 KiB, more than 5,000 lines a call);
 -- log.get: NOTFOUND when the job does not exist.
 -- @include args
@@ -28,9 +34,26 @@ local LOG_MAX_LINES_PER_CALL = 5000
 local LOG_MAX_ATTEMPT = 100000
 
 local function log_counters(text)
-  if not text then return 0, 0, 0 end
-  local lines, bytes, dropped = string.match(text, '^(%d+) (%d+) (%d+)$')
-  return tonumber(lines), tonumber(bytes), tonumber(dropped)
+  if not text then return 0, 0, 0, 0 end
+  local lines, bytes, dropped, cut = string.match(text, '^(%d+) (%d+) (%d+) ?(%d*)$')
+  return tonumber(lines), tonumber(bytes), tonumber(dropped), tonumber(cut) or 0
+end
+
+-- Where a job's logs are: the job's hash and its lists, or those its run's cancel kept
+-- (Job.keep_logs); nil when neither exists. `state` is the job's state (nil once deleted).
+local function log_home(jid, state)
+  if state then return Keys.job(jid), Keys.log end
+  local kept = Keys.kept_logs(jid)
+  if redis.call('exists', kept) == 1 then return kept, Keys.kept_log end
+  return nil
+end
+
+-- A line's level argument: the level name and the bytes cut off the line (nil: not cut).
+local function split_level(cmd, text)
+  local name, cut = string.match(text, '^([^/]*)/(%d+)$')
+  if not name then name = text end
+  if #name > 16 then Arg.fail(cmd, 'Arg "level" is longer than 16 bytes') end
+  return name, tonumber(cut)
 end
 
 api['log.append'] = function(args)
@@ -56,7 +79,7 @@ api['log.append'] = function(args)
       if not LOG_STREAMS[args[at + 1]] then
         Arg.fail(cmd, 'Arg "stream" must be stdout, stderr or log: ' .. tostring(args[at + 1]))
       end
-      if #args[at + 2] > 16 then Arg.fail(cmd, 'Arg "level" is longer than 16 bytes') end
+      split_level(cmd, args[at + 2])
       if #args[at + 3] > LOG_MAX_LINE then
         Err.raise('TOOLARGE', cmd .. '(): a line of ' .. #args[at + 3] .. ' bytes, more than '
           .. LOG_MAX_LINE)
@@ -71,20 +94,23 @@ api['log.append'] = function(args)
   max_lines, max_bytes = tonumber(max_lines), tonumber(max_bytes)
   local replies = {}
   for n, b in ipairs(batches) do
-    local key = Keys.job(b.jid)
     local field = 'log:' .. b.attempt
-    local state, counters, attempts = unpack(redis.call('hmget', key, 'state', field, 'log-attempts'))
-    if not state then
+    local state = redis.call('hget', Keys.job(b.jid), 'state')
+    local key, list_key = log_home(b.jid, state)
+    if not key then
       replies[n] = 'gone'
     else
-      local lines, bytes, dropped = log_counters(counters)
+      local counters, attempts = unpack(redis.call('hmget', key, field, 'log-attempts'))
+      local lines, bytes, dropped, cut = log_counters(counters)
       local was_full = dropped > 0
       local entries = {}
       for at = b.first, b.first + b.count * 4 - 1, 4 do
         local text = args[at + 3]
         if dropped == 0 and lines < max_lines and bytes + #text <= max_bytes then
           local entry = { t = tonumber(args[at]), s = args[at + 1], m = text }
-          if args[at + 2] ~= '' then entry.l = args[at + 2] end
+          local level, cut_bytes = split_level(cmd, args[at + 2])
+          if level ~= '' then entry.l = level end
+          if cut_bytes then entry.c, cut = cut_bytes, cut + 1 end
           entries[#entries + 1] = cjson.encode(entry)
           lines, bytes = lines + 1, bytes + #text
         else
@@ -96,8 +122,8 @@ api['log.append'] = function(args)
         entries[#entries + 1] = cjson.encode({ t = Engine.now, s = 'truncated',
           m = 'log truncated: more than ' .. max_lines .. ' lines or ' .. max_bytes .. ' bytes' })
       end
-      if #entries > 0 then Engine.call_many('rpush', Keys.log(b.jid, b.attempt), entries) end
-      local fields = { field, lines .. ' ' .. bytes .. ' ' .. dropped }
+      if #entries > 0 then Engine.call_many('rpush', list_key(b.jid, b.attempt), entries) end
+      local fields = { field, lines .. ' ' .. bytes .. ' ' .. dropped .. ' ' .. cut }
       if b.attempt > (tonumber(attempts) or 0) then
         fields[3], fields[4] = 'log-attempts', b.attempt
       end
@@ -114,19 +140,18 @@ api['log.get'] = function(args)
   local attempt = Arg.optional_integer(cmd, 'attempt', args[2], 0, 0, LOG_MAX_ATTEMPT)
   local offset = Arg.optional_integer(cmd, 'offset', args[3], 0, 0)
   local count = Arg.optional_integer(cmd, 'count', args[4], 1000, 1, 1000)
-  local key = Keys.job(jid)
-  local state, attempts = unpack(redis.call('hmget', key, 'state', 'log-attempts'))
-  if not state then Err.raise('NOTFOUND', cmd .. '(): no job ' .. jid) end
-  attempts = tonumber(attempts) or 0
+  local key, list_key = log_home(jid, redis.call('hget', Keys.job(jid), 'state'))
+  if not key then Err.raise('NOTFOUND', cmd .. '(): no job ' .. jid) end
+  local attempts = tonumber(redis.call('hget', key, 'log-attempts')) or 0
   if attempt == 0 then attempt = attempts end
   local out = { jid = jid, attempt = attempt, attempts = attempts, offset = offset, next = offset,
-    total = 0, bytes = 0, dropped = 0 }
+    total = 0, bytes = 0, dropped = 0, cut = 0 }
   local lines = {}
   if attempt > 0 then
-    local _, bytes, dropped = log_counters(redis.call('hget', key, 'log:' .. attempt))
-    local list = Keys.log(jid, attempt)
+    local _, bytes, dropped, cut = log_counters(redis.call('hget', key, 'log:' .. attempt))
+    local list = list_key(jid, attempt)
     lines = redis.call('lrange', list, offset, offset + count - 1)
-    out.total, out.bytes, out.dropped = redis.call('llen', list), bytes, dropped
+    out.total, out.bytes, out.dropped, out.cut = redis.call('llen', list), bytes, dropped + cut, cut
     out.next = offset + #lines
   end
   -- The entries are JSON texts already: spliced in, not decoded and encoded again.

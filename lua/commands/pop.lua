@@ -17,7 +17,7 @@
 -- waiting jobs, so it may return fewer jobs than it could: the jobs it passed over are parked or
 -- expired, so the next pop goes on behind them (and is woken on `ready:<queue>` at once).
 -- pop.lean (ours) is pop, with a reply made for a worker: each job as {jid, klass, queue, data,
--- priority, tags, retries, remaining, expires, popped (now), worker, state} and, when it was put
+-- priority, tags, retries, remaining, expires, popped (now), worker, state, runs} and, when it was put
 -- with them, ttr, throttle and concurrency_key, and lost once it lost a worker (reclaim.lua); no history, dependents, dependencies, tracked or
 -- failure (read them with `get`): about a third of a pop's time otherwise goes into its reply.
 -- Errors: INVALID.
@@ -42,7 +42,7 @@ end
 
 -- The reply of pop.lean (include/lean.lua).
 local function lean_reply(c, job)
-  return Lean.job(c, job.jid, job.f, job.expires)
+  return Lean.job(c, job.jid, job.f, job.expires, job.runs)
 end
 
 -- One call of pop: queue, worker; lock (seconds, for jobs without a ttr); limit (max-job-history);
@@ -78,6 +78,8 @@ local function hand_out(c, jid, f)
   local expires = Engine.now + (tonumber(f[3]) or c.lock)
   redis.call('hset', key, 'state', 'running', 'worker', c.worker, 'expires', expires,
     'popped', Engine.now, 'updated', Engine.now)
+  -- The times it started running since it was put: its step log's attempt (commands/log.lua).
+  local runs = redis.call('hincrby', key, 'runs', 1)
   table.insert(c.locks, expires)
   table.insert(c.locks, jid)
   -- A ttl deadline is looked at again once the lock could have expired (include/ttl.lua).
@@ -86,7 +88,7 @@ local function hand_out(c, jid, f)
   Job.append_history(jid, c.entry, c.limit)
   table.insert(c.waits, Engine.now - since)
   local tracked = c.tracked ~= false and Events.tracked('popped', jid)
-  table.insert(c.handed, { jid = jid, f = f, expires = expires, tracked = tracked })
+  table.insert(c.handed, { jid = jid, f = f, expires = expires, tracked = tracked, runs = runs })
 end
 
 -- Take up to `wanted` waiting jobs of the queue, looking at no more than

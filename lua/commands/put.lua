@@ -36,6 +36,8 @@
 -- `PutMany jobs[3](): Arg "data" ...` (the third job), and a jid given twice is refused. The
 -- reply lists the jids in the order given. Statistics, the queue's registration and the hand-off
 -- to idle workers happen once per call.
+-- A put over an existing job drops its step logs (its attempts count from 1 again); a requeue
+-- keeps them (commands/log.lua).
 -- Errors: INVALID (arguments), TOOLARGE (sizes), NOTFOUND (requeue of a job that does not exist).
 -- @include putting
 
@@ -56,6 +58,9 @@ local function put(cmd, args, must_exist)
   -- The call's only job: it may go straight to an idle worker (Put.write). A call writing
   -- several (run.retry) leaves them to the hand-off's pops, which take the best first.
   p.alone = true
+  -- A requeue moves the job on with its life: its step logs stay, the next start numbered after
+  -- them; a put over it starts afresh.
+  p.keep_logs = must_exist
   return Put.write(p, old)
 end
 

@@ -39,6 +39,7 @@ local function reput(jid, fields, depends)
     delay = 0, priority = tonumber(fields.priority) or 0, retries = tonumber(fields.retries) or 0,
     depends = depends, ttl = tonumber(fields.ttl), ttr = tonumber(fields.ttr), ckey = fields.ckey,
     climit = tonumber(fields.climit) or 1, throttle = fields.throttle, wait = fields.wait,
+    keep_logs = true, -- the attempts so far stay readable; the next one is numbered after them
   }
 end
 
@@ -110,6 +111,7 @@ api['run.cancel'] = function(args)
       if fields.state == 'running' then Events.to_worker(fields.worker, 'canceled', jid) end
       Runs.cancel_child(jid, fields)
       Events.log({ jid = jid, event = 'canceled', worker = fields.worker or '', queue = fields.queue or '' })
+      Job.keep_logs(jid, run_id) -- what it wrote stays readable with the run
       Job.delete(jid, fields)
       canceled = canceled + 1
     end

@@ -94,7 +94,7 @@ end
 -- The hash fields a job's description is made of (`described` reads them by position).
 local DESCRIBED = { 'jid', 'klass', 'state', 'queue', 'worker', 'priority', 'expires', 'retries',
   'remaining', 'data', 'tags', 'failure', 'spawned_from_jid', 'result', 'created', 'updated',
-  'grace', 'ttl', 'ttl_at', 'ttr', 'ckey', 'climit', 'throttle', 'parked', 'lost', 'child' }
+  'grace', 'ttl', 'ttl_at', 'ttr', 'ckey', 'climit', 'throttle', 'parked', 'lost', 'child', 'runs' }
 
 -- The DESCRIBED fields of a job (absent ones false), or nil when there is no job.
 local function described_values(jid)
@@ -153,6 +153,7 @@ local function described(jid, values, tracked)
     parked = parked,
     lost = tonumber(values[25]), -- lost workers (include/reclaim.lua), once there was one
     child = values[26] or nil, -- a sub-flow step's child run (commands/subflow.lua)
+    runs = tonumber(values[27]), -- times it started running since put (commands/pop.lua)
   }
 end
 
@@ -282,6 +283,44 @@ function Job.drop_logs(jid)
     fields[attempt + 1] = 'log:' .. attempt
   end
   redis.call('hdel', key, unpack(fields))
+end
+
+-- Keep a job's step logs when its run's cancel deletes the job (commands/run_admin.lua): the
+-- lists and counters move under Keys.kept_log / Keys.kept_logs, listed in the run's
+-- Keys.run_kept_logs, and go when the run does (maintain.retention). log.get reads them and
+-- log.append adds a canceled running job's last lines to them.
+function Job.keep_logs(jid, run_id)
+  local key = Keys.job(jid)
+  local attempts = tonumber(redis.call('hget', key, 'log-attempts'))
+  if not attempts then return end
+  local fields = { 'log-attempts' }
+  local kept = { 'log-attempts', attempts }
+  for attempt = 1, attempts do
+    local field = 'log:' .. attempt
+    local counters = redis.call('hget', key, field)
+    if counters then
+      kept[#kept + 1], kept[#kept + 2] = field, counters
+      if redis.call('exists', Keys.log(jid, attempt)) == 1 then
+        redis.call('rename', Keys.log(jid, attempt), Keys.kept_log(jid, attempt))
+      end
+    end
+    fields[attempt + 1] = field
+  end
+  redis.call('del', Keys.kept_logs(jid))
+  redis.call('hset', Keys.kept_logs(jid), unpack(kept))
+  redis.call('hdel', key, unpack(fields))
+  redis.call('sadd', Keys.run_kept_logs(run_id), jid)
+end
+
+-- Delete the logs Job.keep_logs kept for a run's jobs.
+function Job.drop_kept_logs(run_id)
+  local set = Keys.run_kept_logs(run_id)
+  for _, jid in ipairs(redis.call('smembers', set)) do
+    local attempts = tonumber(redis.call('hget', Keys.kept_logs(jid), 'log-attempts')) or 0
+    for attempt = 1, attempts do redis.call('del', Keys.kept_log(jid, attempt)) end
+    redis.call('del', Keys.kept_logs(jid))
+  end
+  redis.call('del', set)
 end
 
 function Job.load_for_delete(jid)

@@ -10,6 +10,12 @@ function Keys.dependents(jid) return Engine.prefix .. 'j:' .. jid .. '-dependent
 -- A job's step log of one attempt (ours, commands/log.lua): the attempt comes first, so no jid
 -- can alias another job's key and no jid suffix needs reserving.
 function Keys.log(jid, attempt) return Engine.prefix .. 'log:' .. attempt .. ':' .. jid end
+-- The step logs of a job its run's cancel deleted, kept with the run (Job.keep_logs): the
+-- counters as the job hash held them, and one list per attempt; a new job of the same jid logs
+-- afresh under Keys.log.
+function Keys.kept_log(jid, attempt) return Engine.prefix .. 'log-kept:' .. attempt .. ':' .. jid end
+function Keys.kept_logs(jid) return Engine.prefix .. 'log-kept-counts:' .. jid end
+function Keys.run_kept_logs(run_id) return Engine.prefix .. 'run:' .. run_id .. '-kept-logs' end
 
 function Keys.work(queue) return Engine.prefix .. 'q:' .. queue .. '-work' end
 function Keys.locks(queue) return Engine.prefix .. 'q:' .. queue .. '-locks' end

@@ -17,7 +17,8 @@ end
 -- them (commands/pop.lua, CANDIDATE_LEAN: 3 ttr, 4 concurrency key, 6 throttle, 9 on klass,
 -- data, priority, tags, retries, remaining, lost). `c` holds what every job of one reply
 -- shares: queue and worker, and the text made of them and of the expiry, filled in here.
-function Lean.job(c, jid, f, expires)
+-- `runs`: the times the job started running, this run included (its step log's attempt).
+function Lean.job(c, jid, f, expires, runs)
   if not c.shared then
     c.shared = ',"queue":' .. JsonText.string(c.queue) .. ',"worker":' ..
       JsonText.string(c.worker) .. ',"popped":' .. cjson.encode(Engine.now)
@@ -34,6 +35,7 @@ function Lean.job(c, jid, f, expires)
   if f[6] then optional = optional .. ',"throttle":' .. JsonText.string(f[6]) end
   if f[4] then optional = optional .. ',"concurrency_key":' .. JsonText.string(f[4]) end
   if f[15] then optional = optional .. ',"lost":' .. JsonText.integer(f[15]) end
+  if runs then optional = optional .. ',"runs":' .. JsonText.integer(runs) end
   return '{"jid":' .. JsonText.string(jid) .. ',"klass":' .. JsonText.string(f[9] or '') ..
     c.shared .. c.expires_text .. ',"data":' .. cjson.encode(f[10] or '{}') ..
     ',"priority":' .. JsonText.integer(f[11]) .. ',"tags":' .. tags ..

@@ -246,8 +246,10 @@ end
 -- its lost workers (a new life: include/reclaim.lua), our options (a put without them clears them), and the trigger when put back to the default.
 local function stale_fields(p)
   -- `child`: a sub-flow step's child run (commands/subflow.lua); a put over it starts afresh.
+  -- `runs`: the times it started running, its step log's attempt number (commands/pop.lua).
   local stale = { 'grace', 'result', 'lost', 'scheduled', 'wait', 'wait_since', 'wait_at', 'child',
     unpack(OPTION_FIELDS) }
+  if not p.keep_logs then table.insert(stale, 'runs') end
   if p.trigger == 'all_success' then table.insert(stale, 'trigger') end
   return stale
 end
@@ -380,7 +382,8 @@ function Put.write(p, old, batch)
     else
       Job.drop_dependencies(jid)
     end
-    Job.drop_logs(jid) -- its attempts count from 1 again
+    -- Its attempts count from 1 again, unless the put resumes it (run.retry: `keep_logs`).
+    if not p.keep_logs then Job.drop_logs(jid) end
   end
   local priority = p.priority or tonumber(old and old.priority) or 0
   local retries = p.retries or tonumber(old and old.retries) or 5
@@ -409,6 +412,7 @@ function Put.write(p, old, batch)
   -- A new job has no stale fields (its hash does not exist: Job.fields found no state).
   if old then redis.call('hdel', key, unpack(stale_fields(p))) end
   redis.call('hset', key, unpack(job_fields(p, old, state, priority, retries, tags_text, handed)))
+  local runs = handed and redis.call('hincrby', key, 'runs', 1)
   if qless then
     -- qless keeps a failure until the job completes, and counts a delay after dependencies
     -- from the put (Queue.release_dependent).
@@ -439,7 +443,7 @@ function Put.write(p, old, batch)
       Handoff.give(to, queue, jid, handed.expires, Put.entry(queue),
         Lean.job({ queue = queue, worker = to.worker }, jid, { [3] = p.ttr, [9] = p.klass,
           [10] = p.data, [11] = tostring(priority), [12] = tags_text, [13] = tostring(retries),
-          [14] = tostring(retries) }, handed.expires))
+          [14] = tostring(retries) }, handed.expires, runs))
     elseif batch then
       local waiting = batch.waiting[queue]
       if not waiting then waiting = {}; batch.waiting[queue] = waiting end

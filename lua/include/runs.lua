@@ -220,6 +220,7 @@ function Runs.cancel(run_id, reason, by_parent)
     Events.tracked('canceled', jid)
     Events.log({ jid = jid, event = 'canceled', worker = fields.worker or '',
       queue = fields.queue or '' })
+    Job.keep_logs(jid, run_id) -- what it wrote stays readable with the run
     Job.delete(jid, fields)
   end
   redis.call('hset', Keys.run(run_id), 'canceled', Engine.now, 'canceled_reason', reason or '')

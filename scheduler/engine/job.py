@@ -157,8 +157,10 @@ class Job:
     complete; ours: buried, expired), ``queue``, ``worker`` (``""`` unless running),
     ``priority`` (lower runs sooner; assigning it calls the engine), ``expires`` (lock expiry,
     epoch seconds), ``retries``, ``remaining``, ``lost`` (times it ran again after a lost
-    worker, which uses none of its retries), ``data`` (dict), ``tags``, ``history`` (list of
-    ``{when, what, ...}``), ``failure`` (``{group, message, when, worker}`` or None),
+    worker, which uses none of its retries), ``runs`` (times it started running since it was
+    put, this run included: its step log's attempt; 0 before the first), ``data`` (dict),
+    ``tags``, ``history`` (list of ``{when, what, ...}``), ``failure`` (``{group, message,
+    when, worker}`` or None),
     ``dependents``, ``dependencies``, ``tracked``, ``result`` (decoded JSON, None when absent),
     ``spawned_from_jid``, ``created``, ``updated``.
 
@@ -183,6 +185,7 @@ class Job:
     retries: int
     remaining: int
     lost: int
+    runs: int
     data: dict[str, Any]
     tags: list[str]
     ttr: float | None
@@ -227,6 +230,7 @@ class Job:
         self.retries = as_int(get("retries"))
         self.remaining = as_int(get("remaining"))
         self.lost = as_int(get("lost"))
+        self.runs = as_int(get("runs"))
         self.data = as_dict(get("data"))
         self.tags = as_list(get("tags"))
         self.ttr = optional_number(get("ttr"))

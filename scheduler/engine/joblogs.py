@@ -2,7 +2,8 @@
 
 A worker captures each job's lines (:mod:`scheduler.worker.capture`) and stores them in the
 engine (``log.append``: one list per job attempt, at most ``log-lines`` lines and ``log-bytes``
-bytes of text each, see ``lua/commands/log.lua``); they are dropped with the job. Here they are
+bytes of text each, see ``lua/commands/log.lua``); they are dropped with the job (kept with
+the run when its cancel deletes the job). Here they are
 read: :func:`read` one page, :func:`tail` the last lines (``flows.steplogs`` follows them live).
 """
 
@@ -24,24 +25,29 @@ ENDED = frozenset({"complete", "failed", "canceled", "expired", "buried"})
 class LogLine:
     """One line: when it was written (epoch seconds), its stream (``stdout``, ``stderr``,
     ``log`` for a logging record, with its ``level``; ``truncated`` for the marker left where
-    the attempt's budget ran out) and its text."""
+    the attempt's budget ran out) and its text; ``cut``: the bytes cut off its end (a line
+    longer than the engine keeps), 0 for a whole line."""
 
     time: float
     stream: str
     text: str
     level: str = ""
+    cut: int = 0
 
     def as_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"time": self.time, "stream": self.stream, "text": self.text}
         if self.level:
             out["level"] = self.level
+        if self.cut:
+            out["cut"] = self.cut
         return out
 
 
 @dataclass(frozen=True, slots=True)
 class LogPage:
     """Lines ``offset`` to ``next`` of one attempt (``attempt`` 0: the job has no lines yet),
-    with the attempt's totals: ``total`` lines kept, ``dropped`` beyond its budget."""
+    with the attempt's totals: ``total`` lines kept, ``dropped`` lines not kept (beyond its
+    budget) or kept cut short, ``cut`` the latter."""
 
     jid: str
     attempt: int
@@ -51,10 +57,17 @@ class LogPage:
     total: int
     dropped: int
     lines: list[LogLine]
+    cut: int = 0
 
 
 def _line(entry: dict[str, Any]) -> LogLine:
-    return LogLine(float(entry["t"]), str(entry["s"]), str(entry["m"]), str(entry.get("l", "")))
+    return LogLine(
+        float(entry["t"]),
+        str(entry["s"]),
+        str(entry["m"]),
+        str(entry.get("l", "")),
+        int(entry.get("c", 0)),
+    )
 
 
 def read(
@@ -74,6 +87,7 @@ def read(
         total=int(reply["total"]),
         dropped=int(reply["dropped"]),
         lines=[_line(entry) for entry in lines],
+        cut=int(reply.get("cut", 0)),
     )
 
 

@@ -33,6 +33,7 @@ import redis
 
 from scheduler.engine.errors import EngineError
 from scheduler.engine.scripts import Engine, EnginePipeline
+from scheduler.worker.pipes import MAX_LINE
 
 if TYPE_CHECKING:
     from scheduler.worker.context import JobContext
@@ -46,8 +47,9 @@ FLUSH_LINES = 2000
 # Lines held unsent at most (the engine is slower than the job): beyond, they are dropped and
 # counted, as the engine counts lines beyond an attempt's budget.
 MAX_PENDING = 50000
-# The longest line stored, in bytes (the engine's bound); longer ones are cut.
-MAX_LINE = 16384
+# Characters of a text written at once measured for its bytes in one piece (a 200 MB string
+# written by a job is measured piece by piece, never encoded whole).
+MEASURE = 1 << 20
 
 # Attempts remembered as full at most (each is forgotten when it ends).
 MAX_FULL = 10000
@@ -57,13 +59,24 @@ Key = tuple[str, int]  # (jid, attempt)
 _current = threading.local()
 
 
-def _cut(text: str) -> str:
+def _utf8_size(text: str, start: int = 0, end: int | None = None) -> int:
+    """The UTF-8 size of ``text[start:end]``, measured :data:`MEASURE` characters at a time."""
+    end = len(text) if end is None else end
+    size = 0
+    for at in range(start, end, MEASURE):
+        size += len(text[at : min(at + MEASURE, end)].encode(errors="replace"))
+    return size
+
+
+def _cut(text: str) -> tuple[str, int]:
+    """``text`` cut to :data:`MAX_LINE` bytes, and the bytes cut off."""
     if len(text) * 4 <= MAX_LINE:  # cannot be too long, whatever its characters
-        return text
-    raw = text.encode(errors="replace")
-    if len(raw) <= MAX_LINE:
-        return text
-    return raw[: MAX_LINE - 3].decode(errors="ignore") + "..."
+        return text, 0
+    head = text[:MAX_LINE].encode(errors="replace")
+    if len(head) <= MAX_LINE and len(text) <= MAX_LINE:
+        return text, 0
+    kept = head[:MAX_LINE].decode(errors="ignore")
+    return kept, len(head) - len(kept.encode(errors="replace")) + _utf8_size(text, MAX_LINE)
 
 
 class LogShipper:
@@ -99,7 +112,12 @@ class LogShipper:
         with self._lock:
             self._dropped[key] = self._dropped.get(key, 0) + count
 
-    def add(self, key: Key, stream: str, text: str, level: str = "") -> None:
+    def add(self, key: Key, stream: str, text: str, level: str = "", cut: int = 0) -> None:
+        """Queue one line of an attempt (cut to the engine's bound; ``cut``: bytes the caller
+        cut off already)."""
+        text, more = _cut(text)
+        if cut or more:  # the engine's level argument carries the bytes cut (commands/log.lua)
+            level = f"{level}/{cut + more}"
         with self._lock:
             taken = self._taken.get(key, 0)
             if key in self._full or self._count >= MAX_PENDING or taken == self.max_lines:
@@ -110,7 +128,7 @@ class LogShipper:
             lines = self._pending.get(key)
             if lines is None:
                 lines = self._pending[key] = []
-            lines += (time.time(), stream, level, _cut(text))
+            lines += (time.time(), stream, level, text)
             self._count += 1
             if self._count == FLUSH_LINES:
                 self._wake.set()
@@ -239,43 +257,56 @@ class JobOutput:
     def __init__(self, shipper: LogShipper, jid: str, attempt: int) -> None:
         self.key: Key = (jid, attempt)
         self.shipper = shipper
-        self._partial: dict[str, str] = {}
+        # Per stream, the start of a line still waiting for its newline (at most MAX_LINE
+        # characters) and the bytes of it beyond those, only counted.
+        self._partial: dict[str, tuple[str, int]] = {}
         self._dropped = 0  # lines written once the attempt was full: counted, sent at close
         self._full = False
         self._wrote = False  # a job that wrote nothing costs the shipper nothing
 
-    def line(self, text: str, stream: str = "stdout", level: str = "") -> None:
-        """Add one line (without its newline) to the job's log."""
+    def line(self, text: str, stream: str = "stdout", level: str = "", cut: int = 0) -> None:
+        """Add one line (without its newline) to the job's log.
+
+        Every line a job writes (print, logging, a shell step's output) passes here, once,
+        before it is queued to be sent: the place for whatever must see each line (masking)."""
         self._wrote = True
-        self.shipper.add(self.key, stream, text, level)
+        self.shipper.add(self.key, stream, text, level, cut)
 
     def write(self, stream: str, text: str) -> None:
-        """Text written to a stream: whole lines are added, the rest waits for its newline."""
+        """Text written to a stream: whole lines are added, the rest waits for its newline
+        (bounded: a line longer than the engine keeps is held cut, its rest counted)."""
         if self._full or self.shipper.is_full(self.key):  # a flood: only count, without a lock
             self._full = True
             self._dropped += text.count("\n")
             return
         self._wrote = True
         partial = self._partial
-        if stream in partial:
-            text = partial.pop(stream) + text
-        elif text == "\n":  # print() writes the newline on its own: no partial line, no line
-            self.shipper.add(self.key, stream, "")
+        if stream not in partial and text == "\n":
+            self.line("", stream)  # print() writes the newline on its own
             return
-        *lines, rest = text.split("\n")
-        for line in lines:
-            self.shipper.add(self.key, stream, line)
-        if rest:
-            if len(rest) > MAX_LINE:
-                self.shipper.add(self.key, stream, rest)
+        start = 0
+        while True:
+            end = text.find("\n", start)
+            stop = len(text) if end < 0 else end
+            head, cut = partial.pop(stream, ("", 0))
+            room = MAX_LINE - len(head)
+            if stop - start > room:  # keep MAX_LINE characters at most; _cut measures bytes
+                cut += _utf8_size(text, start + room, stop)
+                head += text[start : start + room]
             else:
-                self._partial[stream] = rest
+                head += text[start:stop]
+            if end < 0:
+                if head or cut:
+                    partial[stream] = (head, cut)
+                return
+            self.line(head, stream, cut=cut)
+            start = end + 1
 
     def close(self) -> None:
         if not self._wrote:
             return
-        for stream, rest in self._partial.items():
-            self.shipper.add(self.key, stream, rest)
+        for stream, (rest, cut) in self._partial.items():
+            self.line(rest, stream, cut=cut)
         self._partial.clear()
         if self._dropped:
             self.shipper.drop(self.key, self._dropped)
@@ -352,7 +383,7 @@ def capturing(ctx: JobContext, shipper: LogShipper | None) -> Iterator[None]:
     if shipper is None:
         yield
         return
-    output = JobOutput(shipper, ctx.jid, ctx.attempt)
+    output = JobOutput(shipper, ctx.jid, ctx.log_attempt)
     ctx.output = output
     _current.output = output
     try:

@@ -85,6 +85,12 @@ class JobContext:
         return self.job.retries - self.job.remaining + self.job.lost + 1
 
     @property
+    def log_attempt(self) -> int:
+        """The attempt this run's step log is stored under: every start of the job counts (a
+        release, a shutdown's hand-back, a resumed run's retry), so runs never share a log."""
+        return self.job.runs or self.attempt
+
+    @property
     def envelope(self) -> dict[str, Any]:
         return self.options.envelope
 
@@ -107,11 +113,12 @@ class JobContext:
         """Renew the lock now (the worker also does this on its own)."""
         return self.job.heartbeat(data)
 
-    def log_line(self, text: str, stream: str = "stdout") -> None:
+    def log_line(self, text: str, stream: str = "stdout", *, cut: int = 0) -> None:
         """Add a line to this attempt's step log (``flows logs``); ``print`` does the same
-        from the job's own thread. ``stream``: ``stdout`` or ``stderr``."""
+        from the job's own thread. ``stream``: ``stdout`` or ``stderr``; ``cut``: bytes the
+        caller already cut off the line's end."""
         if self.output is not None:
-            self.output.line(text, stream)
+            self.output.line(text, stream, cut=cut)
 
     def log(self, message: str, **data: Any) -> None:
         """Add a custom entry to the job's history."""

@@ -8,13 +8,13 @@ handed or lost: nothing to report, the worker no longer holds the job). The work
 from __future__ import annotations
 
 import json
-import traceback
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from scheduler.engine import limits
 from scheduler.engine.errors import EngineError, InvalidArgument
 from scheduler.worker.context import JobContext
+from scheduler.worker.failures import user_traceback
 from scheduler.worker.imports import KlassNotFound, add_paths, resolve
 from scheduler.worker.outcomes import (
     BuryJob,
@@ -85,10 +85,10 @@ def run(ctx: JobContext) -> Outcome:
     try:
         add_paths(ctx.options.pythonpath)
         function = resolve(ctx.klass, ctx.queue)
-    except KlassNotFound:
-        return failure("import-error", traceback.format_exc())
-    except Exception:
-        return failure("import-error", traceback.format_exc())
+    except KlassNotFound as error:
+        return failure("import-error", str(error))
+    except Exception as error:  # the job's module raised while imported
+        return failure("import-error", user_traceback(error))
     try:
         value = function(ctx)
     except JobInterrupted as interrupt:
@@ -96,6 +96,8 @@ def run(ctx: JobContext) -> Outcome:
             return stopped(ctx, "timeout")
         return stopped(ctx, ctx.stop_reason or interrupt.reason)
     except RetryJob as retry:
+        if ctx.stopping:  # e.g. a shell step whose process the worker killed
+            return stopped(ctx, ctx.stop_reason)
         return _retry(
             ctx, retry.group or "retry", retry.message or "job asked for a retry", retry.delay
         )
@@ -108,7 +110,7 @@ def run(ctx: JobContext) -> Outcome:
             # The job failed because we stopped it (e.g. its subprocess was killed).
             return stopped(ctx, ctx.stop_reason)
         group = getattr(error, "group", None) or type(error).__name__
-        return _retry(ctx, str(group), traceback.format_exc())
+        return _retry(ctx, str(group), user_traceback(error))
     if ctx.stopping and ctx.stop_reason != "timeout":
         return stopped(ctx, ctx.stop_reason)
     return _completed(value)

@@ -9,6 +9,7 @@ the engine's size limits (65 tags, a 600 KB payload, data nested 10,000 deep).
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -200,3 +201,34 @@ def test_bad_params_are_refused_and_change_nothing(
             result = cli.invoke(main, ["run", str(path), "--detach", *args])
         assert result.exit_code in (1, 2), (args, result.output)
         assert expected in result.output, (args, result.output)
+
+
+def test_a_typo_in_a_step_that_another_step_reads_gives_findings_not_a_crash(
+    tmp_path: Path,
+) -> None:
+    from flows.validate import validate_file
+
+    path = tmp_path / "typo.yaml"
+    path.write_text(
+        "version: 1\nname: typo\nsteps:\n"
+        "  extract:\n    rnu: echo rows=3 >> $FLOWS_OUTPUT\n    outputs: [rows]\n"
+        "  load:\n    run: echo ${{ steps.extract.outputs.rows }}\n"
+    )
+    messages = [f.message for f in validate_file(path).findings]
+    assert "unknown key 'rnu' in steps.extract" in messages
+    assert "step 'load' reads steps.extract.outputs but does not depend on 'extract'" in messages
+
+
+def test_validating_a_parent_counts_its_sub_flows_file_and_findings(tmp_path: Path) -> None:
+    (tmp_path / "parent.yaml").write_text(
+        "version: 1\nname: parent\nsteps:\n  child:\n    flow: child.yaml\n"
+    )
+    (tmp_path / "child.yaml").write_text("version: 1\nname: child\nsteps:\n  a:\n    rnu: x\n")
+    parent = str(tmp_path / "parent.yaml")
+    result = CliRunner().invoke(main, ["validate", parent])
+    assert result.exit_code == 1
+    assert f"{tmp_path / 'child.yaml'}:5:5: error: unknown key 'rnu' in steps.a" in result.output
+    assert result.output.splitlines()[-1] == "2 errors in 2 files"
+    report = json.loads(CliRunner().invoke(main, ["validate", parent, "--format", "json"]).output)
+    assert report["files"] == [parent, str(tmp_path / "child.yaml")]
+    assert report["errors"] == 2

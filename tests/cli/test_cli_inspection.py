@@ -136,6 +136,7 @@ def test_jobs_of_a_queue_are_only_that_queue_s_in_every_state(url: str, client: 
         assert {j["queue"] for j in listed} == {"mine"}, state
         nowhere = flows("jobs", "--redis", url, "--state", state, "-q", "nosuchqueue", "--json")
         assert json.loads(nowhere.stdout) == [], state
+        assert "note: no queue 'nosuchqueue'" in nowhere.stderr
         both = json.loads(flows("jobs", "--redis", url, "--state", state, "--json").stdout)
         assert {j["queue"] for j in both} == {"mine", "other"}, state
         # Every state renders as a table, and each job on its own.

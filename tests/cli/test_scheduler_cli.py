@@ -199,3 +199,18 @@ def test_the_tour_s_example_fires_within_a_minute(url: str, tmp_path: Path) -> N
     assert once(url, folder, started).exit_code == 0
     fired = once(url, folder, started + 60)
     assert "fired minutely minutely@" in fired.stdout, fired.output
+
+
+def test_a_step_typo_read_by_another_step_is_reported_without_a_traceback(
+    url: str, folder: Path
+) -> None:
+    (folder / "typo.yaml").write_text(
+        "version: 1\nname: typo\nschedule: {cron: '0 2 * * *'}\nsteps:\n"
+        "  extract:\n    rnu: echo rows=3 >> $FLOWS_OUTPUT\n    outputs: [rows]\n"
+        "  load:\n    run: echo ${{ steps.extract.outputs.rows }}\n"
+    )
+    result = once(url, folder, T - 60)
+    assert result.exit_code == 0
+    assert f"invalid {folder / 'typo.yaml'}" in result.stderr
+    assert "unknown key 'rnu'" in result.stderr
+    assert "Traceback" not in result.stderr and "NodeNotFound" not in result.stderr

@@ -304,8 +304,11 @@ def test_ctrl_c_says_what_state_the_run_is_in_and_how_to_go_on(
             break
         time.sleep(0.1)  # waiting for another process to start a job; no time to pass in
     process.send_signal(signal.SIGINT)
-    _, err = process.communicate(timeout=60)
+    out, err = process.communicate(timeout=60)
     assert process.returncode == 130, err
+    # piped, the last table printed is the run as Ctrl-C left it, not the last live frame
+    last_wait_row = [line for line in out.splitlines() if "│ wait " in line][-1]
+    assert "waiting" in last_wait_row and "running" not in last_wait_row, out
     run_id = str(list_runs(client)[0]["id"])
     assert f"interrupted: run {run_id} is running (1 of 2 steps done" in err
     assert f"flows retry {run_id}" in err and f"flows cancel {run_id}" in err

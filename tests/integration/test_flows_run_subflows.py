@@ -141,7 +141,9 @@ def test_a_failed_child_fails_its_step_until_a_retry_of_the_parent_after_the_fix
     assert job["failure"]["group"] == "subflow-failed"
     message = job["failure"]["message"]
     assert f"child run {child_id} failed" in message
-    assert f"{child_id}:check failed: exit-code-3" in message
+    # the child's failed step in its own terms: its exit code and what it wrote, no traceback
+    assert "  step check failed (exit-code-3):\n    command exited with code 3" in message
+    assert "    no marker yet" in message and "Traceback" not in message
     assert f"flows retry {run_id}" in message
 
     (tmp_path / "MARKER").touch()  # the child's cause fixed
@@ -258,3 +260,11 @@ def test_a_worker_killed_while_the_child_runs_loses_nothing(
         second.wait(20)
     assert status(cli, run_id)["status"] == "succeeded"
     assert (tmp_path / "used.txt").read_text().startswith("got counted-")
+
+
+def test_run_with_logs_streams_the_child_runs_lines_too(cli: CliRunner, tmp_path: Path) -> None:
+    parent = write(tmp_path)
+    result = flows(cli, "run", str(parent), "--logs")
+    assert result.exit_code == 1, result.output
+    lines = result.stdout.splitlines()
+    assert any(line.endswith(" child/check | no marker yet") for line in lines), result.stdout

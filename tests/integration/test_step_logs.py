@@ -56,13 +56,15 @@ def test_each_attempt_has_its_own_log(engine: Engine, client: Client) -> None:
     assert latest.lines[0].text == "x 0"
 
 
-def test_a_shell_steps_output_is_captured_by_stream(engine: Engine, client: Client) -> None:
+def test_a_shell_steps_output_is_captured_in_the_order_it_was_written(
+    engine: Engine, client: Client
+) -> None:
     jid = put(client, "q", SHELL, {"command": "echo out; echo err >&2; printf 'no newline'"})
     run_burst(engine, ["q"])
-    assert sorted(texts(engine, jid)) == [
-        ("stderr", "", "err"),
-        ("stdout", "", "no newline"),
+    assert texts(engine, jid) == [
         ("stdout", "", "out"),
+        ("stdout", "", "err"),
+        ("stdout", "", "no newline"),
     ]
 
 
@@ -113,3 +115,56 @@ def test_no_capture_stores_nothing(engine: Engine, client: Client) -> None:
     jid = put(client, "q", "chatty", {"tag": "x"})
     assert run_burst(engine, ["q"], capture_logs=False) == 0
     assert joblogs.read(engine, jid).attempts == 0
+
+
+ALTERNATE = 'i=0; while [ "$i" -lt 1000 ]; do echo "out $i"; echo "err $i" >&2; i=$((i + 1)); done'
+
+
+def test_a_shell_steps_two_streams_keep_their_order_over_1000_rounds(
+    engine: Engine, client: Client
+) -> None:
+    jid = put(client, "q", SHELL, {"command": ALTERNATE})
+    run_burst(engine, ["q"])
+    expected = [text for i in range(1000) for text in (f"out {i}", f"err {i}")]
+    assert [text for _, _, text in all_lines(engine, jid)] == expected
+
+
+def test_a_python_steps_streams_and_records_keep_their_order(
+    engine: Engine, client: Client
+) -> None:
+    jid = put(client, "q", "alternating", {"rounds": 1000})
+    run_burst(engine, ["q"])
+    expected: list[tuple[str, str, str]] = []
+    for i in range(1000):
+        expected += [("stdout", "", f"out {i}"), ("stderr", "", f"err {i}")]
+        if i % 10 == 0:
+            expected.append(("log", "WARNING", f"tasks.alternating: record {i}"))
+    assert all_lines(engine, jid) == expected
+
+
+def all_lines(engine: Engine, jid: str) -> list[tuple[str, str, str]]:
+    out: list[tuple[str, str, str]] = []
+    offset = 0
+    while True:
+        page = joblogs.read(engine, jid, offset=offset)
+        out += [(line.stream, line.level, line.text) for line in page.lines]
+        if len(page.lines) < joblogs.PAGE:
+            return out
+        offset = page.next
+
+
+@pytest.mark.parametrize("where", ["shell", "python"])
+def test_a_line_longer_than_kept_is_cut_and_its_cut_counted(
+    engine: Engine, client: Client, where: str
+) -> None:
+    size = 3 * 1024 * 1024
+    if where == "shell":
+        command = f"head -c {size} /dev/zero | tr '\\0' y; echo; echo after"
+        jid = put(client, "q", SHELL, {"command": command})
+    else:
+        jid = put(client, "q", "long_line", {"size": size})
+    run_burst(engine, ["q"])
+    page = joblogs.read(engine, jid)
+    assert [line.text for line in page.lines] == ["y" * 16384, "after"]
+    assert [line.cut for line in page.lines] == [size - 16384, 0]
+    assert (page.dropped, page.cut) == (1, 1)  # the cut line counts as dropped, and as cut

@@ -244,3 +244,26 @@ def flood(job: JobContext) -> None:
     """Prints ``data["lines"]`` numbered lines as fast as it can."""
     for i in range(int(job.data["lines"])):
         print(i)
+
+
+def alternating(job: JobContext) -> None:
+    """Writes ``data["rounds"]`` pairs of lines, stdout then stderr, flushing each, with a
+    logging record every tenth round: the log must keep the order they were written in."""
+    import logging
+    import sys
+
+    for i in range(int(job.data["rounds"])):
+        print(f"out {i}", flush=True)
+        print(f"err {i}", file=sys.stderr, flush=True)
+        if i % 10 == 0:
+            logging.getLogger("tasks.alternating").warning("record %d", i)
+
+
+def long_line(job: JobContext) -> None:
+    """Writes one line of ``data["size"]`` characters in pieces, then a short one."""
+    import sys
+
+    piece = "y" * 65536
+    for _ in range(int(job.data["size"]) // len(piece)):
+        sys.stdout.write(piece)
+    sys.stdout.write("\nafter\n")

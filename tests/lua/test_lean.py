@@ -30,6 +30,7 @@ LEAN_FIELDS = {
     "remaining",
     "expires",
     "popped",
+    "runs",
 }
 
 
@@ -57,6 +58,7 @@ def test_pop_lean_replies_what_a_worker_needs(lua: Lua) -> None:
         "remaining": 3,
         "expires": T0 + 65,
         "popped": T0 + 5,
+        "runs": 1,
     }
     # the job itself is as after pop
     full = lua.job("a", now=T0 + 5)

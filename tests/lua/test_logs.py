@@ -143,3 +143,75 @@ def test_log_get_refuses_what_it_cannot_answer(lua: Lua) -> None:
     lua.put("a")
     with pytest.raises(InvalidArgument, match="LogGet"):
         lua.raw("log.get", "a", 1, 0, 1001, now=T0)
+
+
+def submit_run(lua: Lua, run_id: str, *steps: str) -> list[str]:
+    jobs = [{"jid": f"{run_id}:{step}", "queue": "q", "klass": "K", "data": "{}"} for step in steps]
+    lua.raw("flow.submit", run_id, json.dumps({"flow": "f"}), json.dumps(jobs), now=T0)
+    return [job["jid"] for job in jobs]
+
+
+def test_a_runs_cancel_keeps_what_its_jobs_wrote_until_the_run_goes(lua: Lua) -> None:
+    [jid] = submit_run(lua, "r1", "a")
+    [popped] = lua("pop.lean", "q", "w1", 1, now=T0)  # running when its run is canceled
+    assert popped["runs"] == 1
+    append(lua, (jid, 1, [line("tick 1"), line("tick 2")]))
+    lua.raw("run.cancel", "r1", now=T0 + 1)
+    assert lua("get", jid, now=T0 + 1) is None
+    # the canceled running job's last lines still join its log
+    assert append(lua, (jid, 1, [line("stopping")])) == ["ok"]
+    page = get(lua, jid)
+    assert [entry["m"] for entry in page["lines"]] == ["tick 1", "tick 2", "stopping"]
+    assert (page["attempt"], page["attempts"], page["total"]) == (1, 1, 3)
+    # a new job of the same jid logs afresh
+    lua.put(jid)
+    assert get(lua, jid)["attempts"] == 0
+    lua("cancel", jid, now=T0 + 2)
+    # the run's retention takes the kept logs with it
+    lua.raw("maintain.retention", now=T0 + 400 * DAY)
+    assert [k for k in lua.r.keys(lua.key("*")) if "log" in k] == []
+
+
+def test_each_start_of_a_job_is_its_own_attempt_across_a_release_and_a_runs_retry(
+    lua: Lua,
+) -> None:
+    [jid] = submit_run(lua, "r2", "a")
+    starts = []
+    for when in (1, 2):
+        [job] = lua("pop.lean", "q", "w1", 1, now=T0 + when)
+        starts.append(job["runs"])
+        append(lua, (jid, job["runs"], [line(f"run {job['runs']}")]))
+        if when == 1:  # handed back at shutdown: no retry used
+            lua("release", jid, "w1", now=T0 + when)
+    lua("fail", jid, "w1", "boom", "failed", "{}", now=T0 + 3)
+    assert lua.raw("run.retry", "r2", now=T0 + 4) == 1  # the run resumed: logs kept
+    [job] = lua("pop.lean", "q", "w1", 1, now=T0 + 5)
+    starts.append(job["runs"])
+    append(lua, (jid, job["runs"], [line(f"run {job['runs']}")]))
+    assert starts == [1, 2, 3]
+    assert [get(lua, jid, n)["lines"][0]["m"] for n in (1, 2, 3)] == ["run 1", "run 2", "run 3"]
+    assert get(lua, jid)["attempts"] == 3
+
+
+def test_a_cut_line_counts_as_dropped_and_as_cut(lua: Lua) -> None:
+    lua.put("a")
+    append(lua, ("a", 1, [line("x" * 10, level="/5000"), line("rec", "log", "INFO/7")]))
+    page = get(lua, "a")
+    assert [(e.get("c"), e.get("l")) for e in page["lines"]] == [(5000, None), (7, "INFO")]
+    assert (page["dropped"], page["cut"], page["total"]) == (2, 2, 2)
+    assert append(lua, ("a", 1, [line("more")])) == ["ok"]  # a cut line does not fill the log
+
+
+def test_a_requeue_keeps_the_attempts_a_put_over_the_job_starts_afresh(lua: Lua) -> None:
+    lua.put("a")
+    [job] = lua("pop.lean", "q", "w1", 1, now=T0)
+    append(lua, ("a", job["runs"], [line("first")]))
+    lua("fail", "a", "w1", "boom", "failed", "{}", now=T0 + 1)
+    lua("requeue", "w1", "q", "a", "K", "{}", 0, now=T0 + 2)
+    [again] = lua("pop.lean", "q", "w1", 1, now=T0 + 3)
+    assert again["runs"] == 2
+    assert get(lua, "a", 1)["lines"][0]["m"] == "first"
+    lua.put("a")
+    assert get(lua, "a")["attempts"] == 0
+    [fresh] = lua("pop.lean", "q", "w1", 1, now=T0 + 4)
+    assert fresh["runs"] == 1

@@ -1,0 +1,93 @@
+"""Tables that fit the terminal: the one place that decides how a table gives way.
+
+What users copy into the next command (a run id, a jid) and what they read at a glance (a
+status, a state) is never cut: those *key* columns keep their full width. The other columns
+wrap, and when even that does not fit the terminal's width, the last of them are left out, with
+a caption naming them (``--json`` has every field). Piped into another program, where there are
+no columns to fit, a table is as wide as its rows (``$COLUMNS`` sets a width), so nothing is cut
+for ``grep`` either. Every cell is text, never markup: ``profile[region=eu]`` shows as written.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Collection, Sequence
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+KEY_COLUMNS = frozenset({"status", "state"})
+"""Columns never cut besides the first (statuses: a cut one reads as another)."""
+PIPED_WIDTH = 400
+"""The width of a table written to a pipe (no wrapping at an imagined 80 columns)."""
+MIN_WRAPPED = 8
+"""The narrowest a wrapping column is made before columns are left out."""
+_EDGE, _PER_COLUMN = 1, 3  # the table's left border; each column's padding and right border
+
+
+def table_console(stderr: bool = False) -> Console:
+    """A console for tables: the terminal's width, or :data:`PIPED_WIDTH` when piped."""
+    out = Console(stderr=stderr, highlight=False)
+    if not out.is_terminal and not os.environ.get("COLUMNS"):
+        out = Console(stderr=stderr, highlight=False, width=PIPED_WIDTH)
+    return out
+
+
+def cell(value: Any) -> Text:
+    """A cell as text (a :class:`Text` keeps its style; anything else is never read as markup)."""
+    if isinstance(value, Text):
+        return value
+    return Text("" if value is None else str(value))
+
+
+def fitted(
+    title: str | Text | None,
+    columns: Sequence[str],
+    rows: Sequence[Sequence[Any]],
+    *,
+    width: int,
+    keep: Collection[str] = (),
+    caption: str | None = None,
+) -> Table:
+    """A table of ``rows`` that fits ``width`` columns: the first column and those named in
+    ``keep`` or :data:`KEY_COLUMNS` at full width, the others wrapped, the last of them left out
+    when they cannot fit."""
+    cells = [[cell(value) for value in row] for row in rows]
+    natural = [
+        max([len(name), *(row[i].cell_len for row in cells if i < len(row))])
+        for i, name in enumerate(columns)
+    ]
+    key = [i == 0 or name in KEY_COLUMNS or name in keep for i, name in enumerate(columns)]
+    shown = list(range(len(columns)))
+
+    def needed(indexes: list[int]) -> int:
+        least = sum(natural[i] if key[i] else min(natural[i], MIN_WRAPPED) for i in indexes)
+        return _EDGE + least + _PER_COLUMN * len(indexes)
+
+    left_out: list[str] = []
+    while needed(shown) > width:
+        droppable = [i for i in shown if not key[i]]
+        if not droppable:
+            break
+        shown.remove(droppable[-1])
+        left_out.insert(0, columns[droppable[-1]])
+    notes = [caption] if caption else []
+    if left_out:
+        notes.append(f"left out to fit {width} columns: {', '.join(left_out)} (--json has all)")
+    out = Table(
+        title=Text(title) if isinstance(title, str) else title,
+        title_justify="left",
+        caption="\n".join(notes) or None,
+        caption_justify="left",
+        header_style="bold",
+    )
+    for i in shown:
+        if key[i]:
+            out.add_column(columns[i], no_wrap=True, min_width=natural[i])
+        else:
+            out.add_column(columns[i], overflow="fold")
+    for row in cells:
+        out.add_row(*(row[i] if i < len(row) else Text("") for i in shown))
+    return out

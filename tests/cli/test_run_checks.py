@@ -1,0 +1,71 @@
+"""What `flows run` checks and does for the run it drives: Python steps' modules are imported
+before anything is submitted, and its `wait:` steps time out without a scheduler service."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+import redis
+from click.testing import CliRunner, Result
+from helpers import assert_unchanged
+
+from flows.cli import main
+
+IMPORTS = """\
+version: 1
+name: imp
+queue: imp
+steps:
+  a:
+    job: missing_module_of_a_test.run
+  b:
+    job: present_module_of_a_test.nope
+"""
+
+WAITS = """\
+version: 1
+name: waits
+queue: waits
+steps:
+  gate:
+    wait: {signal: go, timeout: 1s}
+  after:
+    needs: [gate]
+    run: echo never
+"""
+
+
+def flows(url: str, *args: str) -> Result:
+    return CliRunner().invoke(main, [*args], env={"FLOWS_REDIS_URL": url})
+
+
+def test_a_python_step_that_does_not_import_is_refused_before_submitting(
+    url: str, redis_client: redis.Redis, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "present_module_of_a_test.py").write_text("def run(job):\n    return 1\n")
+    path = tmp_path / "imp.yaml"
+    path.write_text(IMPORTS)
+    with assert_unchanged(redis_client):
+        result = flows(url, "run", str(path))
+    assert result.exit_code == 1
+    assert "job 'missing_module_of_a_test.run' does not import" in result.stderr
+    assert "module 'present_module_of_a_test' has no 'nope'" in result.stderr
+    assert "--no-check-imports" in result.stderr
+    skipped = flows(url, "run", str(path), "--no-check-imports")
+    assert skipped.exit_code == 1, skipped.output  # submitted: it fails at run time instead
+    assert "failed: import-error" in skipped.stderr
+    # --detach leaves the import to the workers that run it (they may have the module)
+    assert flows(url, "run", str(path), "--detach", "--run-id", "imp-2").exit_code == 0
+
+
+def test_a_wait_times_out_under_flows_run_alone(url: str, tmp_path: Path) -> None:
+    path = tmp_path / "waits.yaml"
+    path.write_text(WAITS)
+    started = time.monotonic()
+    result = flows(url, "run", str(path))
+    assert result.exit_code == 1, result.output
+    assert time.monotonic() - started < 15
+    assert "gate failed: wait-timeout" in result.stderr
