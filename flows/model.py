@@ -26,6 +26,7 @@ from pydantic_core import PydanticCustomError
 
 from flows.conditions import MAX_LENGTH as MAX_CONDITION
 from flows.durations import DURATION_EXAMPLES, DURATION_PATTERN, DurationError, parse_duration
+from flows.notify_rules import NotifyRules
 from flows.outputs import ENV_PREFIX, META_KEY
 from flows.templates import (
     MATRIX,
@@ -384,6 +385,9 @@ class Step(Action):
     flow: SubflowPath | None = None
     """A sub-flow: the step starts a run of this flow file (relative to this file) with `with`
     as its params, and succeeds with the child flow's `outputs:` when that run succeeds."""
+    notify: NotifyRules = Field(default_factory=list)
+    """Whom to tell of this step's failure, success, exhausted retries or wait
+    (docs: Notifications)."""
 
     @model_validator(mode="after")
     def _subflow(self) -> Step:
@@ -589,6 +593,9 @@ class Flow(_Model):
     """The flow's outputs: name → value, templates reading its steps' outputs
     (`${{ steps.load.outputs.rows }}`), params and run fields. A parent's sub-flow step takes
     them as its own outputs once the run succeeded."""
+    notify: NotifyRules = Field(default_factory=list)
+    """Whom to tell when a run fails or succeeds, a step's retries run out or a wait step
+    starts waiting (docs: Notifications)."""
 
 
 # -- defaults applied ---------------------------------------------------------------------------

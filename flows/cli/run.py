@@ -18,6 +18,7 @@ from rich.text import Text
 from flows import gc_pause
 from flows.cli.common import ago, console, err_console, open_client, print_json, table, user_errors
 from flows.cli.logs import print_tail, stream_run
+from flows.cli.notifications import dashboard_url, delivering, notify_deliverer
 from flows.cli.options import as_json, connection, logical_time, param
 from flows.cli.options import run_id as run_id_option
 from flows.cli.signal import print_awaiting
@@ -189,6 +190,13 @@ def work_run(
 @click.option("--detach", is_flag=True, help="Submit and return; long-lived workers run it.")
 @click.option("--logs", is_flag=True, help="Print every step's lines as they come.")
 @click.option(
+    "--env-file",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    default=None,
+    help="NAME=value lines: secrets for the run's steps and notifications, before the "
+    "environment and $FLOWS_SECRETS_DIR, /run/secrets.",
+)
+@click.option(
     "--threads",
     type=click.IntRange(1, 64),
     default=4,
@@ -203,6 +211,7 @@ def run(
     run_id: str | None,
     detach: bool,
     logs: bool,
+    env_file: Path | None,
     threads: int,
     redis_url: str | None,
     namespace: str | None,
@@ -240,8 +249,13 @@ def run(
     if detach:
         click.echo(run_id)
         return
-    with user_errors():
-        sys.exit(work_run(client, run_id, list(built.queues), threads, logs))
+    # The run's notifications are sent from here too, while it runs and a little after.
+    deliverer = None
+    if built.request.run.get("notify"):
+        deliverer = notify_deliverer(client, env_file, dashboard_url(), "run", stable=False)
+    with user_errors(), delivering(deliverer):
+        code = work_run(client, run_id, list(built.queues), threads, logs)
+    sys.exit(code)
 
 
 @click.command()

@@ -24,6 +24,7 @@
 -- @include args
 -- @include putting
 -- @include fanout
+-- @include notify
 local Runs = {}
 
 Runs.MAX_JOBS = 100000
@@ -77,6 +78,7 @@ function Runs.check(cmd, submission)
     if spec.fanout ~= nil and spec.fanout ~= cjson.null then
       p.fanout = Fanout.parse_spec(named, spec.fanout, p, parsed)
     end
+    p.notify = Notify.parse(named, spec.notify)
     puts[i] = p
     parsed[p.jid] = true
   end)
@@ -114,6 +116,10 @@ function Runs.write(submission)
   -- One batch: a job written earlier in the run is a pending dependency (nothing of the run ran
   -- yet), and the puts are counted once per queue.
   local batch = Put.batch()
+  -- Before the job is written: a wait armed by its own put already tells of it.
+  for _, p in ipairs(puts) do
+    if p.notify then redis.call('hset', Keys.job(p.jid), 'notify', p.notify, 'notify_run', run_id) end
+  end
   for _, p in ipairs(puts) do Put.write(p, nil, batch) end
   Put.finish(batch)
   for _, p in ipairs(puts) do
@@ -196,6 +202,8 @@ local function release_parent(run_id)
   end
 end
 Runs.release_parent = release_parent
+
+Notify.status = Runs.status
 
 function Runs.active(run_id)
   return Runs.status(run_id) == 'running'

@@ -37,6 +37,7 @@ from scheduler.engine.backoff import Backoff
 from scheduler.engine.client import Client
 from scheduler.engine.errors import EngineError
 from scheduler.engine.safety import check_eviction_policy
+from scheduler.notify.outbox import Deliverer
 from scheduler.service.backfills import AdvanceReport, advance
 from scheduler.service.housekeeping import (
     Check,
@@ -131,7 +132,7 @@ class SchedulerService:
     seconds. ``checks`` run every ``check_interval`` (the consistency check's hook).
     ``failpoint`` (tests only) names a step at which the service stops dead, so a test can kill
     it exactly there: ``before-fire`` or ``after-fire`` (around the first ``schedule.fire``
-    batch).
+    batch). ``deliverer`` sends the notifications' outbox every ``notify_interval`` seconds.
     """
 
     def __init__(
@@ -151,8 +152,12 @@ class SchedulerService:
         checks: Sequence[Check] = (),
         check_interval: float = 300.0,
         failpoint: str | None = None,
+        deliverer: Deliverer | None = None,
+        notify_interval: float = 1.0,
     ) -> None:
         self.client = client
+        self.deliverer = deliverer
+        self.notify_interval = notify_interval
         self.source = source
         self.flows_dir = flows_dir
         self.schedules = Schedules(client)
@@ -517,6 +522,8 @@ class SchedulerService:
         ]
         if self.checks:
             steps.append(("checks", self.run_checks, self.check_interval))
+        if self.deliverer is not None:  # the notifications' outbox (scheduler.notify)
+            steps.append(("notifications", self.deliverer.tick, self.notify_interval))
         for name, step, interval in steps:
             scheduler.add_job(
                 self._job(name, step), "interval", seconds=interval, id=name, next_run_time=first
