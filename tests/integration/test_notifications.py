@@ -14,7 +14,9 @@ from click.testing import CliRunner
 from flows_cli_support import flows
 from helpers import assert_unchanged
 from notify_support import Receiver, SmtpServer, receiver_fixture, smtp_fixture
+from ui_support import TOKEN, Api, serve
 
+from flows.ui.auth import Auth
 from scheduler.embedded import EmbeddedServer
 from scheduler.engine.client import Client
 from scheduler.notify import outbox
@@ -194,3 +196,30 @@ def test_a_delivery_cut_short_is_sent_again_with_the_same_id(
     assert again.tick() == 2
     sent = [p.json()["id"] for p in receiver.wait_for(1)]
     assert sent == [smtp.mailbox.wait_for(1)[0]["X-Flows-Event-Id"]]
+
+
+def test_the_api_and_the_page_show_what_was_given_up(
+    cli: CliRunner, client: Client, tmp_path: Path, receiver: Receiver, smtp: SmtpServer
+) -> None:
+    flows(cli, "run", "--detach", str(failing_flow(tmp_path, receiver, smtp)))
+    flows(cli, "worker", "--queues", "default", "--burst", "--processes", "0")
+    receiver.status = 503
+    deliverer = Deliverer(client, consumer="t", max_attempts=1)
+    deliverer.tick()
+    with serve(client, Auth(TOKEN, reads_open=True)) as base:
+        api = Api(base)
+        listed = api.get("/api/v1/notifications").body
+        [given_up] = listed["failed"]
+        assert given_up["undelivered"][0]["error"].endswith("HTTP 503 Service Unavailable")
+        assert {s["status"] for s in listed["recent"]} == {"delivered", "retrying"}
+        page = api.get("/notifications")
+        assert page.status == 200 and given_up["id"] in page.body and "HTTP 503" in page.body
+        with assert_unchanged(client.engine.redis):
+            assert (
+                api.post(f"/api/v1/notifications/{given_up['id']}/retry", token=None).status == 401
+            )
+            assert api.post("/api/v1/notifications/0-1/retry").status == 404
+        receiver.status = 200
+        assert api.post(f"/api/v1/notifications/{given_up['id']}/retry").status == 200
+        deliverer.tick()
+        assert api.get("/api/v1/notifications").body["failed"] == []
