@@ -88,6 +88,8 @@ ENV_PREFIX: Final = "FLOWS_"
 """Environment names starting with this are reserved for the runtime."""
 OUTPUT_FILE_ENV: Final = "FLOWS_OUTPUT"
 CONDITION_KEY: Final = "if"
+SECRETS_KEY: Final = "secrets"
+"""The meta's list of the flow's secret names (their values are resolved on the worker)."""
 """The meta key of a step's condition."""
 
 COMPLETE_STATES: Final = frozenset({"complete"})
@@ -160,6 +162,7 @@ class FlowsMeta:
     flow_dir: str
     condition: Mapping[str, Any] | None = None
     fanout: Mapping[str, str] | None = None
+    secrets: tuple[str, ...] = ()
 
     @classmethod
     def from_data(cls, data: Mapping[str, Any]) -> FlowsMeta | None:
@@ -186,6 +189,7 @@ class FlowsMeta:
             flow_dir=raw.get("flow_dir", "."),
             condition=raw.get(CONDITION_KEY),
             fanout=raw.get(FANOUT_KEY),
+            secrets=tuple(str(name) for name in raw.get(SECRETS_KEY) or ()),
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -205,6 +209,8 @@ class FlowsMeta:
             meta[CONDITION_KEY] = dict(self.condition)
         if self.fanout is not None:
             meta[FANOUT_KEY] = dict(self.fanout)
+        if self.secrets:
+            meta[SECRETS_KEY] = list(self.secrets)
         return meta
 
     def upstream_jids(self) -> list[str]:

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import os
 import re
+import threading
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 NAME: Final = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 DEFAULT_DIR: Final = Path("/run/secrets")
@@ -114,3 +115,105 @@ def mask(text: str, values: Iterable[str]) -> str:
         if value in text:
             text = text.replace(value, MASK)
     return text
+
+
+# -- this process's secrets: where they come from, and the values to mask ------------------------
+
+ENV_FILE_VARIABLE: Final = "FLOWS_ENV_FILE"
+"""The env file of this process and its children (``flows worker --env-file`` sets it)."""
+
+_lock = threading.Lock()
+_store: Secrets | None = None
+_known: frozenset[str] = frozenset()
+
+
+def store() -> Secrets:
+    """This process's sources: ``$FLOWS_ENV_FILE``, the environment, the secrets folders."""
+    global _store
+    with _lock:
+        if _store is None:
+            path = os.environ.get(ENV_FILE_VARIABLE)
+            _store = Secrets.from_env_file(Path(path) if path else None)
+        return _store
+
+
+def use_env_file(path: Path | None) -> None:
+    """Read secrets from ``path`` in this process and the worker processes it starts (checked
+    now: a bad file is an :class:`EnvFileError`)."""
+    global _store
+    secrets = Secrets.from_env_file(path)
+    with _lock:
+        _store = secrets
+        if path is not None:
+            os.environ[ENV_FILE_VARIABLE] = str(path.resolve())
+
+
+def remember(values: Iterable[str]) -> None:
+    """Mask these values from now on (each line of a value of several lines too)."""
+    global _known
+    found = set()
+    for value in values:
+        found.add(value)
+        found.update(line.strip() for line in value.splitlines() if len(line.strip()) >= 8)
+    found = {v for v in found if len(v) >= 3}
+    if found - _known:
+        with _lock:
+            _known = _known | found
+
+
+def resolve(names: Iterable[str]) -> dict[str, str]:
+    """The values of ``names`` from this process's sources, remembered for masking; raises
+    :class:`MissingSecret` naming the first one found nowhere."""
+    values = store().resolve_all(names)
+    remember(values.values())
+    return values
+
+
+def secret(name: str) -> str:
+    """One secret's value, for a Python job: ``from scheduler.secrets import secret``."""
+    return resolve([name])[name]
+
+
+def masked(text: str) -> str:
+    """``text`` with every secret this process resolved replaced by ``***``."""
+    known = _known
+    return mask(text, known) if known else text
+
+
+def masked_value(value: Any) -> Any:
+    """A JSON-like value with :func:`masked` applied to every string in it (keys too)."""
+    if not _known:
+        return value
+    if isinstance(value, str):
+        return masked(value)
+    if isinstance(value, Mapping):
+        return {masked(str(k)): masked_value(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [masked_value(v) for v in value]
+    return value
+
+
+# -- shown data: environment values named like credentials ----------------------------------------
+
+SENSITIVE_NAME: Final = re.compile(
+    r"PASS(WORD|WD)?|SECRET|TOKEN|API_?KEY|PRIVATE_?KEY|ACCESS_?KEY|CREDENTIAL|AUTH|COOKIE|SESSION",
+    re.IGNORECASE,
+)
+"""An environment variable name that says its value is a credential."""
+
+
+def sensitive_name(name: str) -> bool:
+    return bool(SENSITIVE_NAME.search(name))
+
+
+def shown_data(data: Any) -> Any:
+    """A job's data as it is shown (CLI, API, dashboard): a shell step's ``env`` values named like
+    credentials replaced by ``***`` (they are stored as given: declare them in ``secrets:`` to
+    keep them out of Redis)."""
+    if not isinstance(data, Mapping):
+        return data
+    env = data.get("env")
+    if not isinstance(env, Mapping) or not any(sensitive_name(str(k)) for k in env):
+        return data
+    hidden = {k: (MASK if sensitive_name(str(k)) else v) for k, v in env.items()}
+    return {**data, "env": hidden}

@@ -15,10 +15,11 @@ import click
 
 from flows.cli.common import ago, open_client, print_json, table
 from flows.cli.options import as_json, connection
+from scheduler import secrets
 from scheduler.engine.client import Client
 from scheduler.notify import outbox
 from scheduler.notify.outbox import Deliverer
-from scheduler.secrets import EnvFileError, Secrets
+from scheduler.secrets import EnvFileError
 
 log = logging.getLogger(__name__)
 
@@ -27,18 +28,33 @@ def register(group: click.Group) -> None:
     group.add_command(notifications)
 
 
+env_file_option = click.option(
+    "--env-file",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    default=None,
+    help="NAME=value lines: secrets (of flows' secrets: and of notifications), looked up before "
+    "the environment and $FLOWS_SECRETS_DIR, /run/secrets.",
+)
+"""The ``--env-file`` of the commands that resolve secrets (worker, run, scheduler)."""
+
+
+def use_env_file(path: Path | None) -> None:
+    """Resolve this process's secrets from ``path`` too (a bad file: a one-line error)."""
+    try:
+        secrets.use_env_file(path)
+    except EnvFileError as error:
+        raise click.ClickException(str(error)) from None
+
+
 def notify_deliverer(
     client: Client, env_file: Path | None, dashboard: str, name: str, *, stable: bool = True
 ) -> Deliverer:
     """The deliverer of a long-lived process (``stable``: a consumer name that survives its
     restarts, so what it was sending when it died is sent first when it is back) or of one
     ``flows run``. A bad env file is a one-line error."""
-    try:
-        secrets = Secrets.from_env_file(env_file)
-    except EnvFileError as error:
-        raise click.ClickException(str(error)) from None
+    use_env_file(env_file)
     consumer = f"{socket.gethostname()}:{name}" if stable else None
-    return Deliverer(client, secrets=secrets, dashboard=dashboard, consumer=consumer)
+    return Deliverer(client, secrets=secrets.store(), dashboard=dashboard, consumer=consumer)
 
 
 @click.command()

@@ -18,7 +18,13 @@ from rich.text import Text
 from flows import gc_pause
 from flows.cli.common import ago, console, err_console, open_client, print_json, table, user_errors
 from flows.cli.logs import print_tail, stream_run
-from flows.cli.notifications import dashboard_url, delivering, notify_deliverer
+from flows.cli.notifications import (
+    dashboard_url,
+    delivering,
+    env_file_option,
+    notify_deliverer,
+    use_env_file,
+)
 from flows.cli.options import as_json, connection, logical_time, param
 from flows.cli.options import run_id as run_id_option
 from flows.cli.signal import print_awaiting
@@ -189,13 +195,7 @@ def work_run(
 @run_id_option("<flow>@<UTC now>-<random>, e.g. etl@20250131T020000Z-3f9a1c")
 @click.option("--detach", is_flag=True, help="Submit and return; long-lived workers run it.")
 @click.option("--logs", is_flag=True, help="Print every step's lines as they come.")
-@click.option(
-    "--env-file",
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    default=None,
-    help="NAME=value lines: secrets for the run's steps and notifications, before the "
-    "environment and $FLOWS_SECRETS_DIR, /run/secrets.",
-)
+@env_file_option
 @click.option(
     "--threads",
     type=click.IntRange(1, 64),
@@ -221,6 +221,7 @@ def run(
     Exit code 0 when every step succeeded, 1 when the run failed or the file is invalid, 130
     after Ctrl-C (the run stays as it is: resume it with `flows retry RUN`).
     """
+    use_env_file(env_file)  # the local worker's secrets, and the notifications'
     gc_pause.enable()  # loading and expanding happen before the local worker's threads start
     try:
         flow_file = read_flow_file(file)

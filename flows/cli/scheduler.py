@@ -18,7 +18,7 @@ import click
 
 from flows.cli.common import GuardedCommand, ago, open_client, print_json, table, user_errors
 from flows.cli.namespaces import namespaces_of, run_per_namespace
-from flows.cli.notifications import notify_deliverer
+from flows.cli.notifications import env_file_option, notify_deliverer
 from flows.cli.options import FiniteFloat, as_json, connection
 from flows.service_source import FlowsSource
 from flows.triggering import trigger_run
@@ -159,13 +159,7 @@ def _skip(skip: Skip) -> dict[str, Any]:
     show_default=True,
     help="Seconds between drops of completed jobs and finished runs older than jobs-history.",
 )
-@click.option(
-    "--env-file",
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    default=None,
-    help="NAME=value lines: secrets for sending notifications (webhook signing, SMTP login), "
-    "before the environment and $FLOWS_SECRETS_DIR, /run/secrets.",
-)
+@env_file_option
 @click.option(
     "--dashboard-url",
     envvar="FLOWS_DASHBOARD_URL",

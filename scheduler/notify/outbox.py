@@ -338,11 +338,14 @@ class Deliverer:
             time.sleep(interval)
 
     def due(self) -> bool:
-        """Whether an entry waits that this deliverer would try now."""
+        """Whether an entry waits that this deliverer would try now: one no deliverer took yet,
+        or one of its own whose next attempt is due."""
         self._ensure_group()
-        info = self.redis.xinfo_groups(self.keys.outbox)
-        lag = next((g.get("lag") for g in info if g.get("name") == GROUP), 0)
-        if lag:
+        group = next(
+            (g for g in self.redis.xinfo_groups(self.keys.outbox) if g.get("name") == GROUP), None
+        )
+        last = str(group.get("last-delivered-id", "0-0")) if group else "0-0"
+        if self.redis.xrange(self.keys.outbox, min="(" + last, count=1):
             return True
         now = self.clock()
         for _, raw in self.redis.hscan_iter(self.keys.tries):

@@ -33,6 +33,7 @@ import redis
 
 from scheduler.engine.errors import EngineError
 from scheduler.engine.scripts import Engine, EnginePipeline
+from scheduler.secrets import masked
 
 if TYPE_CHECKING:
     from scheduler.worker.context import JobContext
@@ -110,7 +111,7 @@ class LogShipper:
             lines = self._pending.get(key)
             if lines is None:
                 lines = self._pending[key] = []
-            lines += (time.time(), stream, level, _cut(text))
+            lines += (time.time(), stream, level, _cut(masked(text)))  # secrets: ***
             self._count += 1
             if self._count == FLUSH_LINES:
                 self._wake.set()
