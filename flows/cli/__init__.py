@@ -34,6 +34,8 @@ COMMAND_MODULES: list[str] = [
     "doctor",
     "ui",
     "notifications",
+    "users",
+    "audit",
 ]
 
 

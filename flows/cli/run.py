@@ -16,6 +16,7 @@ from rich.table import Table
 from rich.text import Text
 
 from flows import gc_pause
+from flows.cli import auditing
 from flows.cli.common import ago, console, err_console, open_client, print_json, table, user_errors
 from flows.cli.logs import print_tail, stream_run
 from flows.cli.notifications import (
@@ -244,6 +245,7 @@ def run(
     with user_errors():
         submission = submit(client, built)
     if submission.created:
+        auditing.record(client, "run", run_id, detail=str(file))
         click.echo(f"submitted run {run_id} ({submission.jobs} jobs)", err=True)
     else:
         click.echo(f"run {run_id} exists already: nothing submitted", err=True)

@@ -11,6 +11,8 @@ import click
 from flows.cli.common import open_client, user_errors
 from flows.cli.options import connection
 from flows.ui.auth import ENV_TOKEN, Auth, TokenError, is_loopback, load_token
+from flows.ui.roles import RoleAuth
+from flows.users import Users
 
 
 def register(group: click.Group) -> None:
@@ -63,15 +65,18 @@ def ui(
         token = load_token(token_file)
     except TokenError as error:
         raise click.ClickException(str(error)) from None
-    if token is None and not is_loopback(host) and not read_only_open:
-        raise click.ClickException(
-            f"listening on {host} needs a token (--token-file or ${ENV_TOKEN}), or "
-            "--read-only-open to answer reads from anyone without one"
-        )
     client = open_client(redis_url, namespace)
+    users = Users(client)
     with user_errors():
         client.engine.load()
-    app = create_app(client, Auth.for_server(token, host, read_only_open))
+        has_users = users.any()
+    if token is None and not has_users and not is_loopback(host) and not read_only_open:
+        raise click.ClickException(
+            f"listening on {host} needs a token (--token-file or ${ENV_TOKEN}) or a user "
+            "(flows user add), or --read-only-open to answer reads from anyone without one"
+        )
+    base = Auth.for_server(token, host, read_only_open)
+    app = create_app(client, RoleAuth(base.token, base.reads_open, users=users))
     config = uvicorn.Config(
         app,
         host=host,

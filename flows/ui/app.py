@@ -15,7 +15,7 @@ from fastapi.responses import JSONResponse
 from fastapi.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from flows.ui import api, metrics, notifications, pages
+from flows.ui import api, audit_log, metrics, notifications, pages
 from flows.ui.auth import Auth
 from flows.ui.state import UiState
 from scheduler.engine.client import Client
@@ -84,6 +84,7 @@ def create_app(client: Client, auth: Auth) -> FastAPI:
     app.include_router(metrics.router)
     app.include_router(pages.router)
     app.include_router(notifications.router)
+    app.include_router(audit_log.router)
     app.mount("/static", StaticFiles(directory=pages.HERE / "static"), name="static")
 
     @app.exception_handler(RequestValidationError)
@@ -100,5 +101,6 @@ def create_app(client: Client, auth: Auth) -> FastAPI:
         log.exception("%s %s failed", request.method, request.url.path)
         return JSONResponse({"detail": f"internal error: {type(error).__name__}: {error}"}, 500)
 
+    app.add_middleware(audit_log.AuditLog, ui=app.state.ui)
     app.add_middleware(BodyLimit, limit=MAX_BODY)
     return app
