@@ -26,7 +26,7 @@ from pydantic_core import PydanticCustomError
 
 from flows.conditions import MAX_LENGTH as MAX_CONDITION
 from flows.durations import DURATION_EXAMPLES, DURATION_PATTERN, DurationError, parse_duration
-from flows.notify_rules import NotifyRules, SecretName
+from flows.notify_rules import NotifyRules, SecretName, Triggers
 from flows.outputs import ENV_PREFIX, META_KEY
 from flows.templates import (
     MATRIX,
@@ -593,6 +593,9 @@ class Flow(_Model):
     """The flow's outputs: name → value, templates reading its steps' outputs
     (`${{ steps.load.outputs.rows }}`), params and run fields. A parent's sub-flow step takes
     them as its own outputs once the run succeeded."""
+    on: Triggers | None = None
+    """Other ways to start a run: `webhook: {secret: NAME, param: payload}` (docs: Starting
+    runs)."""
     secrets: list[SecretName] = Field(default_factory=list, max_length=100)
     """Names of secrets the steps need, resolved on the worker when a job starts (an
     environment variable, a file under `$FLOWS_SECRETS_DIR` or `/run/secrets`, or the worker's

@@ -140,6 +140,22 @@ class NotifyRule(_Model):
         return []
 
 
+class WebhookTrigger(_Model):
+    """`POST /api/v1/hooks/<flow>` starts a run when signed with the secret: header
+    `X-Flows-Signature: sha256=<hex>` (HMAC-SHA256 of `<X-Flows-Timestamp>.<body>`)."""
+
+    secret: SecretName
+    """The name of the secret the sender signs with (resolved by `flows ui`)."""
+    param: Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_-]*$")] = "payload"
+    """The declared param (type object) that receives the request's JSON body."""
+
+
+class Triggers(_Model):
+    """What else starts a run of this flow, besides `flows run`, a schedule and the API."""
+
+    webhook: WebhookTrigger | None = None
+
+
 NotifyRules = Annotated[list[NotifyRule], Field(max_length=20)]
 
 # What the engine writes for a job (lua/include/notify.lua), per rule event, on a step and on

@@ -36,6 +36,17 @@ def _actions(flow: Flow) -> list[tuple[str, DataPath, Action]]:
 
 
 def check_secrets(flow: Flow, sink: FindingSink) -> None:
+    hook = flow.on.webhook if flow.on is not None else None
+    if hook is not None:
+        param = flow.params.get(hook.param)
+        if param is None or param.type != "object":
+            sink.error(
+                ("on", "webhook", "param"),
+                "webhook-param",
+                f"the webhook's body goes to param '{hook.param}', which the flow must declare "
+                "with type object",
+                f"add params: {{{hook.param}: {{type: object, default: {{}}}}}}",
+            )
     seen: set[str] = set()
     for index, name in enumerate(flow.secrets):
         if name in seen:

@@ -9,6 +9,7 @@ from pathlib import Path
 import click
 
 from flows.cli.common import open_client, user_errors
+from flows.cli.notifications import env_file_option, use_env_file
 from flows.cli.options import connection
 from flows.ui.auth import ENV_TOKEN, Auth, TokenError, is_loopback, load_token
 from flows.ui.roles import RoleAuth
@@ -40,6 +41,14 @@ def register(group: click.Group) -> None:
     help="Answer reads without a token even on a non-loopback address.",
 )
 @click.option(
+    "--flows-dir",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    default=None,
+    help="A folder of flow files: every one is listed and can be started (scheduled or not), "
+    "and its flows' webhook triggers are served.",
+)
+@env_file_option
+@click.option(
     "--log-level", default="INFO", show_default=True, help="DEBUG, INFO, WARNING or ERROR."
 )
 @connection
@@ -48,6 +57,8 @@ def ui(
     port: int,
     token_file: Path | None,
     read_only_open: bool,
+    flows_dir: Path | None,
+    env_file: Path | None,
     log_level: str,
     redis_url: str | None,
     namespace: str | None,
@@ -76,7 +87,9 @@ def ui(
             "(flows user add), or --read-only-open to answer reads from anyone without one"
         )
     base = Auth.for_server(token, host, read_only_open)
-    app = create_app(client, RoleAuth(base.token, base.reads_open, users=users))
+    use_env_file(env_file)  # the webhook triggers' secrets
+    auth = RoleAuth(base.token, base.reads_open, users=users)
+    app = create_app(client, auth, flows_dir.resolve() if flows_dir else None)
     config = uvicorn.Config(
         app,
         host=host,
