@@ -385,6 +385,9 @@ class Step(Action):
     flow: SubflowPath | None = None
     """A sub-flow: the step starts a run of this flow file (relative to this file) with `with`
     as its params, and succeeds with the child flow's `outputs:` when that run succeeds."""
+    deadline: Annotated[Duration, Field(gt=0)] | None = None
+    """The step must be done this long after it started (a wait step: after it began
+    waiting); past it unfinished, a `deadline` notification and a mark on the step, once."""
     notify: NotifyRules = Field(default_factory=list)
     """Whom to tell of this step's failure, success, exhausted retries or wait
     (docs: Notifications)."""
@@ -593,6 +596,10 @@ class Flow(_Model):
     """The flow's outputs: name → value, templates reading its steps' outputs
     (`${{ steps.load.outputs.rows }}`), params and run fields. A parent's sub-flow step takes
     them as its own outputs once the run succeeded."""
+    deadline: Annotated[Duration, Field(gt=0)] | None = None
+    """A run must be done this long after the time it stands for (a scheduled run's tick,
+    else when it was started); past it unfinished, a `deadline` notification and a mark on the
+    run, once (metric `flows_deadlines_missed_total`)."""
     on: Triggers | None = None
     """Other ways to start a run: `webhook: {secret: NAME, param: payload}` (docs: Starting
     runs)."""

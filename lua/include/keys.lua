@@ -92,3 +92,7 @@ function Keys.scheduler(id) return Engine.prefix .. 'scheduler:' .. id end
 
 -- Notifications (ours, include/notify.lua): the outbox stream the scheduler service delivers.
 function Keys.outbox() return Engine.prefix .. 'notify:outbox' end
+-- Deadlines (ours, include/deadlines.lua): runs and steps to check, score = when they could
+-- first be missed; how many deadlines were missed in all.
+function Keys.deadlines() return Engine.prefix .. 'deadlines' end
+function Keys.deadlines_missed() return Engine.prefix .. 'deadlines-missed' end

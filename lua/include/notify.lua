@@ -63,6 +63,12 @@ function Notify.run(run_id, jid)
   add(status == 'succeeded' and 'run_success' or 'run_failure', run_id, jid)
 end
 
+-- A missed deadline of the run (`jid` '') or of one of its jobs: told when the run has rules.
+function Notify.deadline(run_id, jid)
+  if run_id == '' or redis.call('hexists', Keys.run(run_id), 'notify') == 0 then return end
+  add('deadline', run_id, jid)
+end
+
 function Notify.parse(cmd, value)
   if value == nil or value == cjson.null then return nil end
   if type(value) ~= 'string' or #value > 64 then

@@ -25,6 +25,7 @@
 -- @include putting
 -- @include fanout
 -- @include notify
+-- @include deadlines
 local Runs = {}
 
 Runs.MAX_JOBS = 100000
@@ -53,6 +54,7 @@ end
 function Runs.parse(cmd, run_id, run_text, jobs_text)
   local submission = { id = Runs.id(cmd, run_id) }
   local _, run = Arg.json(cmd, 'run', run_text, 'object')
+  Deadlines.parse(cmd, run.deadline)
   if type(run.flow) ~= 'string' or run.flow == '' then
     Arg.fail(cmd, 'run.flow must be a non-empty string')
   end
@@ -79,6 +81,7 @@ function Runs.check(cmd, submission)
       p.fanout = Fanout.parse_spec(named, spec.fanout, p, parsed)
     end
     p.notify = Notify.parse(named, spec.notify)
+    p.deadline = Deadlines.parse(named, spec.deadline)
     puts[i] = p
     parsed[p.jid] = true
   end)
@@ -121,6 +124,7 @@ function Runs.write(submission)
     if p.notify then redis.call('hset', Keys.job(p.jid), 'notify', p.notify, 'notify_run', run_id) end
   end
   for _, p in ipairs(puts) do Put.write(p, nil, batch) end
+  Deadlines.write(run_id, run, puts)
   Put.finish(batch)
   for _, p in ipairs(puts) do
     if p.fanout then Fanout.write_spec(p, run_id) end

@@ -39,6 +39,7 @@ from scheduler.engine.errors import EngineError
 from scheduler.engine.safety import check_eviction_policy
 from scheduler.notify.outbox import Deliverer
 from scheduler.service.backfills import AdvanceReport, advance
+from scheduler.service.deadlines import sweep_deadlines
 from scheduler.service.housekeeping import (
     Check,
     HousekeepingReport,
@@ -233,8 +234,9 @@ class SchedulerService:
 
     def housekeep(self, now: float | None = None) -> HousekeepingReport:
         """Promote due scheduled jobs, spawn recurring ones, reap expired locks, time out
-        waits."""
+        waits, check deadlines."""
         report = maintain_queues(self.client, now)
+        sweep_deadlines(self.client, now)
         if report.busy:
             log.info(
                 "housekeeping: %d promoted, %d spawned, %d reclaimed, %d failed (retries used up), "

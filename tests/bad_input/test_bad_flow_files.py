@@ -53,6 +53,8 @@ CASES: dict[str, tuple[str, str]] = {
         "nope",
     ),
     "if-syntax": (HEAD + "steps:\n  a: {job: tasks.a, if: 'true &&'}\n", "expected a value"),
+    "deadline-zero": (HEAD + "deadline: 0\n" + STEP, "deadline"),
+    "step-deadline-text": (HEAD + "steps:\n  a: {job: tasks.a, deadline: soon}\n", "deadline"),
     "notify-unknown-channel": (
         HEAD + STEP + "notify:\n  - {on: [failure], pager: {url: 'http://x'}}\n",
         "unknown key 'pager'",

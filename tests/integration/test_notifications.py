@@ -14,6 +14,7 @@ from click.testing import CliRunner
 from flows_cli_support import flows
 from helpers import assert_unchanged
 from notify_support import Receiver, SmtpServer, receiver_fixture, smtp_fixture
+from scheduler_support import make_service
 from ui_support import TOKEN, Api, serve
 
 from flows.ui.auth import Auth
@@ -223,3 +224,42 @@ def test_the_api_and_the_page_show_what_was_given_up(
         assert api.post(f"/api/v1/notifications/{given_up['id']}/retry").status == 200
         deliverer.tick()
         assert api.get("/api/v1/notifications").body["failed"] == []
+
+
+def test_a_missed_deadline_is_told_once_and_shown(
+    cli: CliRunner, client: Client, tmp_path: Path, receiver: Receiver
+) -> None:
+    path = write(
+        tmp_path,
+        f"""
+        version: 1
+        name: late
+        queue: nobody-works-here
+        deadline: 30m
+        notify:
+          - on: [deadline]
+            webhook: {{url: "{receiver.url}/hook"}}
+        steps:
+          slow: {{run: "true"}}
+        """,
+    )
+    result = flows(cli, "run", "--detach", str(path))
+    run_id = result.stdout.strip()
+    submitted = float(json.loads(client.engine.call("run.get", run_id))["submitted"])
+    service = make_service(client, tmp_path)
+    # (the record's submit time is rounded to 14 digits: a second either side of the deadline)
+    service.housekeep(submitted + 1799)
+    assert Deliverer(client).tick() == 0
+    service.housekeep(submitted + 1801)
+    service.housekeep(submitted + 7200)  # once
+    assert Deliverer(client).tick() == 1
+    [post] = receiver.wait_for(1)
+    body = post.json()
+    assert (body["event"], body["scope"], body["run"]) == ("deadline", "run", run_id)
+    assert body["summary"] == f"[late] Run {run_id} missed its deadline"
+    with serve(client, Auth(TOKEN, reads_open=True)) as base:
+        api = Api(base)
+        run = api.get(f"/api/v1/runs/{run_id}").body
+        assert run["deadline"] == 1800 and run["deadline_missed"] == submitted + 1801
+        assert 'id="deadline-missed"' in api.get(f"/runs/{run_id}").body
+        assert "flows_deadlines_missed_total 1.0" in api.get("/metrics").body
