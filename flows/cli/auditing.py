@@ -64,6 +64,8 @@ def after(argv: Sequence[str]) -> None:
         return
     if command == ("notifications",) and "--retry" not in argv:
         return  # only --retry changes anything
+    if "--dry-run" in argv:
+        return  # it said what it would do, and stored nothing
     shown: list[str] = []
     skip = False
     for word in argv:
