@@ -20,8 +20,8 @@
 local Deadlines = {}
 
 -- States in which a step has not started: its deadline cannot run yet.
-local NOT_STARTED = { waiting = true, scheduled = true, depends = true, buried = true }
-local ACTIVE = { running = true, awaiting = true }
+Deadlines.NOT_STARTED = { waiting = true, scheduled = true, depends = true, buried = true }
+Deadlines.ACTIVE = { running = true, awaiting = true }
 
 function Deadlines.parse(cmd, value)
   if value == nil or value == cjson.null then return nil end
@@ -45,22 +45,22 @@ function Deadlines.write(run_id, run, puts)
   end
 end
 
-local function missed(key, run_id, jid)
+function Deadlines.missed(key, run_id, jid)
   redis.call('hset', key, 'deadline_missed', Engine.now)
   redis.call('incr', Keys.deadlines_missed())
   Notify.deadline(run_id, jid)
 end
 
-local function run_entry(member, run_id)
+function Deadlines.run_entry(member, run_id)
   redis.call('zrem', Keys.deadlines(), member)
   if not Notify.status then return 0 end
   local status = Notify.status(run_id)
   if status ~= 'running' then return 0 end
-  missed(Keys.run(run_id), run_id, '')
+  Deadlines.missed(Keys.run(run_id), run_id, '')
   return 1
 end
 
-local function job_entry(member, jid, due_at)
+function Deadlines.job_entry(member, jid, due_at)
   local v = redis.call('hmget', Keys.job(jid), 'state', 'popped', 'wait_since', 'deadline',
     'notify_run', 'deadline_missed')
   local state, seconds = v[1], tonumber(v[4])
@@ -68,11 +68,11 @@ local function job_entry(member, jid, due_at)
     redis.call('zrem', Keys.deadlines(), member)
     return 0
   end
-  if NOT_STARTED[state] then
+  if Deadlines.NOT_STARTED[state] then
     redis.call('zadd', Keys.deadlines(), Engine.now + seconds, member)
     return 0
   end
-  if not ACTIVE[state] then
+  if not Deadlines.ACTIVE[state] then
     redis.call('zrem', Keys.deadlines(), member)
     return 0
   end
@@ -82,7 +82,7 @@ local function job_entry(member, jid, due_at)
     return 0
   end
   redis.call('zrem', Keys.deadlines(), member)
-  missed(Keys.job(jid), v[5] or '', jid)
+  Deadlines.missed(Keys.job(jid), v[5] or '', jid)
   return 1
 end
 
@@ -94,9 +94,9 @@ function Deadlines.sweep(limit)
     local member, score = due[i], tonumber(due[i + 1])
     local kind, id = string.sub(member, 1, 1), string.sub(member, 3)
     if kind == 'r' then
-      count = count + run_entry(member, id)
+      count = count + Deadlines.run_entry(member, id)
     else
-      count = count + job_entry(member, id, score)
+      count = count + Deadlines.job_entry(member, id, score)
     end
   end
   return count, #due / 2

@@ -24,17 +24,17 @@ local Notify = {}
 Notify.KINDS = { failure = true, success = true, awaiting = true, run = true }
 Notify.status = nil
 
-local function read(jid, fields)
+function Notify.read(jid, fields)
   if fields and fields.notify ~= nil then return fields.notify, fields.notify_run end
   local v = redis.call('hmget', Keys.job(jid), 'notify', 'notify_run')
   return v[1] or false, v[2] or false
 end
 
-local function wants(flags, kind)
+function Notify.wants(flags, kind)
   return string.find(' ' .. flags .. ' ', ' ' .. kind .. ' ', 1, true) ~= nil
 end
 
-local function add(kind, run_id, jid, exhausted)
+function Notify.add(kind, run_id, jid, exhausted)
   local entry = { 'kind', kind, 'run', run_id, 'jid', jid, 'at', string.format('%.17g', Engine.now) }
   if exhausted then
     table.insert(entry, 'exhausted')
@@ -44,29 +44,47 @@ local function add(kind, run_id, jid, exhausted)
 end
 
 function Notify.job(jid, kind, fields, exhausted)
-  local flags, run_id = read(jid, fields)
+  local flags, run_id = Notify.read(jid, fields)
   if not flags or not run_id then return end
-  if wants(flags, kind) then add(kind, run_id, jid, exhausted) end
-  if kind ~= 'awaiting' and wants(flags, 'run') then
+  if Notify.wants(flags, kind) then Notify.add(kind, run_id, jid, exhausted) end
+  if kind ~= 'awaiting' and Notify.wants(flags, 'run') then
     Notify.run(run_id, jid)
   end
 end
 
+-- A quick look, newest jobs first (a fan-out's last items, a chain's next steps are the ones
+-- still going), at up to 1,000 jobs: whether one is waiting, scheduled, running or awaiting. A
+-- run's every job asks after each of its ends, so Runs.status (a scan from the first job, which
+-- grows as a run progresses) is left for when none is seen going.
+Notify.GOING = { waiting = true, scheduled = true, running = true, awaiting = true }
+function Notify.still_going(run_id)
+  local key, stop, page = Keys.run_jobs(run_id), -1, 10
+  while stop > -1000 do
+    local jids = redis.call('lrange', key, stop - page + 1, stop)
+    for i = #jids, 1, -1 do
+      if Notify.GOING[redis.call('hget', Keys.job(jids[i]), 'state')] then return true end
+    end
+    if #jids < page then return false end
+    stop, page = stop - page, 100
+  end
+  return false
+end
+
 -- The run's end, told once: a retried run that then succeeds is told again.
 function Notify.run(run_id, jid)
-  if not Notify.status then return end
+  if not Notify.status or Notify.still_going(run_id) then return end
   local status = Notify.status(run_id)
   if status ~= 'succeeded' and status ~= 'failed' then return end
   local key = Keys.run(run_id)
   if redis.call('hget', key, 'notified') == status then return end
   redis.call('hset', key, 'notified', status)
-  add(status == 'succeeded' and 'run_success' or 'run_failure', run_id, jid)
+  Notify.add(status == 'succeeded' and 'run_success' or 'run_failure', run_id, jid)
 end
 
 -- A missed deadline of the run (`jid` '') or of one of its jobs: told when the run has rules.
 function Notify.deadline(run_id, jid)
   if run_id == '' or redis.call('hexists', Keys.run(run_id), 'notify') == 0 then return end
-  add('deadline', run_id, jid)
+  Notify.add('deadline', run_id, jid)
 end
 
 function Notify.parse(cmd, value)
