@@ -75,20 +75,34 @@ class _Model(BaseModel):
     )
 
 
-class Webhook(_Model):
+class _Endpoint(_Model):
+    url: HttpUrl | None = None
+    url_secret: SecretName | None = None
+    """Instead of `url`: the name of a secret holding it (a Slack webhook's URL is a credential:
+    this way it is not stored with the run)."""
+
+    @model_validator(mode="after")
+    def _one_url(self) -> _Endpoint:
+        if (self.url is None) == (self.url_secret is None):
+            raise _problem(
+                "notify_url",
+                "give exactly one of url and url_secret",
+                "url: https://... , or url_secret: NAME for a URL that is itself a secret",
+            )
+        return self
+
+
+class Webhook(_Endpoint):
     """A JSON POST; with a `secret`, signed: `X-Flows-Signature: sha256=<hex>` (HMAC-SHA256 of
     `<X-Flows-Timestamp>.<body>`)."""
 
-    url: HttpUrl
     secret: SecretName | None = None
     """The name of the secret that signs the body (resolved where notifications are sent)."""
 
 
-class Slack(_Model):
+class Slack(_Endpoint):
     """A Slack-compatible incoming webhook (`{"text": ...}`; Mattermost, Rocket.Chat and
     Discord's `/slack` endpoints take it too)."""
-
-    url: HttpUrl
 
 
 class Email(_Model):
@@ -132,12 +146,15 @@ class NotifyRule(_Model):
 
     def secret_names(self) -> list[str]:
         """The secrets this rule's channel needs where it is sent."""
-        channel = self.webhook or self.email
-        if isinstance(channel, Webhook):
-            return [channel.secret] if channel.secret else []
-        if isinstance(channel, Email):
-            return [channel.login] if channel.login else []
-        return []
+        names: list[str] = []
+        for endpoint in (self.webhook, self.slack):
+            if endpoint is not None and endpoint.url_secret:
+                names.append(endpoint.url_secret)
+        if self.webhook is not None and self.webhook.secret:
+            names.append(self.webhook.secret)
+        if self.email is not None and self.email.login:
+            names.append(self.email.login)
+        return names
 
 
 class WebhookTrigger(_Model):

@@ -44,7 +44,9 @@ def verify(secret: str, timestamp: str, body: bytes, signature: str) -> bool:
     return hmac.compare_digest(sign(secret, timestamp, body), signature)
 
 
-def _post(url: str, body: bytes, headers: Mapping[str, str]) -> None:
+def _post(url: str, body: bytes, headers: Mapping[str, str], shown: str = "") -> None:
+    """POST ``body``; an error names ``shown`` (the URL, unless the URL is a secret)."""
+    shown = shown or url
     request = urllib.request.Request(url, data=body, method="POST")
     request.add_header("Content-Type", "application/json")
     request.add_header("User-Agent", USER_AGENT)
@@ -54,10 +56,10 @@ def _post(url: str, body: bytes, headers: Mapping[str, str]) -> None:
         with urllib.request.urlopen(request, timeout=TIMEOUT) as response:
             response.read(65536)
     except urllib.error.HTTPError as error:
-        raise DeliveryError(f"POST {url}: HTTP {error.code} {error.reason}") from None
+        raise DeliveryError(f"POST {shown}: HTTP {error.code} {error.reason}") from None
     except (urllib.error.URLError, OSError, ValueError) as error:
         reason = getattr(error, "reason", error)
-        raise DeliveryError(f"POST {url}: {reason}") from None
+        raise DeliveryError(f"POST {shown}: {reason}") from None
 
 
 def _secret(secrets: Secrets, name: str) -> str:
@@ -65,6 +67,18 @@ def _secret(secrets: Secrets, name: str) -> str:
         return secrets.resolve(name)
     except MissingSecret as error:
         raise DeliveryError(str(error)) from None
+
+
+def _url(config: Mapping[str, Any], secrets: Secrets) -> tuple[str, str]:
+    """The endpoint and how errors name it: ``url``, or the value of the secret ``url_secret``
+    names (checked here, as `flows validate` checks a written one; errors name the secret)."""
+    if config.get("url_secret"):
+        name = str(config["url_secret"])
+        url = _secret(secrets, name)
+        if urlsplit(url).scheme not in ("http", "https"):
+            raise DeliveryError(f"secret {name} does not hold an http(s) URL")
+        return url, f"(the URL in secret {name})"
+    return str(config["url"]), ""
 
 
 def send_webhook(
@@ -75,14 +89,16 @@ def send_webhook(
     headers = {EVENT_HEADER: event.id, TIMESTAMP_HEADER: timestamp}
     if config.get("secret"):
         headers[SIGNATURE_HEADER] = sign(_secret(secrets, config["secret"]), timestamp, body)
-    _post(str(config["url"]), body, headers)
+    url, shown = _url(config, secrets)
+    _post(url, body, headers, shown)
 
 
 def send_slack(
     config: Mapping[str, Any], event: Event, name: str, context: Context, secrets: Secrets
 ) -> None:
     body = json.dumps({"text": text(event, name, context)}).encode()
-    _post(str(config["url"]), body, {EVENT_HEADER: event.id})
+    url, shown = _url(config, secrets)
+    _post(url, body, {EVENT_HEADER: event.id}, shown)
 
 
 def send_email(
@@ -148,4 +164,5 @@ def describe(rule: Mapping[str, Any]) -> str:
     name, config = found
     if name == "email":
         return f"email {', '.join(config.get('to') or ())}"
-    return f"{name} {config.get('url', '')}"
+    where = config.get("url") or f"(secret {config.get('url_secret', '')})"
+    return f"{name} {where}"

@@ -263,3 +263,48 @@ def test_a_missed_deadline_is_told_once_and_shown(
         assert run["deadline"] == 1800 and run["deadline_missed"] == submitted + 1801
         assert 'id="deadline-missed"' in api.get(f"/runs/{run_id}").body
         assert "flows_deadlines_missed_total 1.0" in api.get("/metrics").body
+
+
+def test_a_url_kept_in_a_secret_is_stored_and_shown_nowhere(
+    cli: CliRunner,
+    client: Client,
+    tmp_path: Path,
+    receiver: Receiver,
+    redis_client: redis.Redis,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    hook_url = f"{receiver.url}/services/T000/B000/secret-part"
+    monkeypatch.setenv("SLACK_URL", hook_url)
+    path = write(
+        tmp_path,
+        """
+        version: 1
+        name: quiet
+        notify:
+          - on: [failure]
+            slack: {url_secret: SLACK_URL}
+        steps:
+          a: {run: "exit 1"}
+        """,
+    )
+    flows(cli, "run", "--detach", str(path))
+    flows(cli, "worker", "--queues", "default", "--burst", "--processes", "0")
+    receiver.status = 500
+    deliverer = Deliverer(client, consumer="t")
+    deliverer.tick()
+    [waiting] = outbox.waiting(client)
+    assert list(waiting["errors"].values()) == [
+        "POST (the URL in secret SLACK_URL): HTTP 500 Internal Server Error"
+    ]
+    redis_client.config_set("rdbcompression", "no")  # DUMP as the bytes it holds
+    try:
+        for key in redis_client.scan_iter():
+            dumped = redis_client.execute_command("DUMP", key, NEVER_DECODE=True)
+            assert b"secret-part" not in dumped, key
+    finally:
+        redis_client.config_set("rdbcompression", "yes")
+    assert receiver.received[0].path == "/services/T000/B000/secret-part"
+    both = "version: 1\nname: x\nnotify:\n  - slack: {url: 'http://a/b', url_secret: S}\n"
+    (tmp_path / "both.yaml").write_text(both + "steps:\n  a: {run: 'true'}\n")
+    result = flows(cli, "validate", str(tmp_path / "both.yaml"))
+    assert result.exit_code == 1 and "exactly one of url and url_secret" in result.output
