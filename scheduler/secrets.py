@@ -138,9 +138,11 @@ def store() -> Secrets:
 
 
 def use_env_file(path: Path | None) -> None:
-    """Read secrets from ``path`` in this process and the worker processes it starts (checked
-    now: a bad file is an :class:`EnvFileError`)."""
+    """Read secrets from ``path`` (None: ``$FLOWS_ENV_FILE``, when set) in this process and the
+    worker processes it starts; checked now: a bad file is an :class:`EnvFileError`."""
     global _store
+    if path is None and os.environ.get(ENV_FILE_VARIABLE):
+        path = Path(os.environ[ENV_FILE_VARIABLE])
     secrets = Secrets.from_env_file(path)
     with _lock:
         _store = secrets

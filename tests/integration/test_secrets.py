@@ -54,6 +54,7 @@ def cli(
     tmp_path: Path,
 ) -> CliRunner:
     monkeypatch.setenv("FLOWS_REDIS_URL", server.url)
+    monkeypatch.setenv("FLOWS_ENV_FILE", "")  # --env-file sets it: gone again after the test
     monkeypatch.setenv("DB_PASSWORD", FROM_ENV)
     folder = tmp_path / "secrets"
     folder.mkdir()

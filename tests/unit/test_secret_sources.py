@@ -77,3 +77,19 @@ def test_validate_warns_on_a_literal_credential_in_env(env: str, warned: bool) -
     codes = [f.code for f in result.findings]
     assert ("literal-credential" in codes) is warned
     assert result.flow is not None  # a warning: the file stays usable
+
+
+def test_the_env_file_of_the_environment_is_checked_when_the_process_starts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from scheduler import secrets
+
+    (tmp_path / "w.env").write_text("ONE=1\n")
+    monkeypatch.setenv("FLOWS_ENV_FILE", str(tmp_path / "w.env"))
+    secrets.use_env_file(None)
+    assert secrets.store().get("ONE") == "1"
+    (tmp_path / "w.env").write_text("not an assignment\n")
+    with pytest.raises(EnvFileError, match=r"w\.env:1"):
+        secrets.use_env_file(None)
+    monkeypatch.setenv("FLOWS_ENV_FILE", "")
+    secrets.use_env_file(None)
