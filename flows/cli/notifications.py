@@ -178,6 +178,7 @@ def delivering(deliverer: Deliverer | None, interval: float = 0.5) -> Iterator[N
                 "scheduler service sends them",
                 err=True,
             )
+        deliverer.forget()
 
 
 def dashboard_url() -> str:

@@ -337,6 +337,16 @@ class Deliverer:
                 return not self.due()
             time.sleep(interval)
 
+    def forget(self) -> None:
+        """Leave the group when nothing is pending on this consumer (a short-lived sender, as
+        `flows run`'s, would otherwise stay listed in the group forever)."""
+        self._ensure_group()
+        pending = self.redis.xpending_range(
+            self.keys.outbox, GROUP, min="-", max="+", count=1, consumername=self.consumer
+        )
+        if not pending:
+            self.redis.xgroup_delconsumer(self.keys.outbox, GROUP, self.consumer)
+
     def due(self) -> bool:
         """Whether an entry waits that this deliverer would try now: one no deliverer took yet,
         or one of its own whose next attempt is due."""

@@ -80,7 +80,7 @@ def failing_flow(folder: Path, receiver: Receiver, smtp: SmtpServer) -> Path:
 
 
 def test_a_failing_run_sends_one_signed_webhook_and_one_mail(
-    cli: CliRunner, tmp_path: Path, receiver: Receiver, smtp: SmtpServer
+    cli: CliRunner, client: Client, tmp_path: Path, receiver: Receiver, smtp: SmtpServer
 ) -> None:
     result = flows(cli, "run", str(failing_flow(tmp_path, receiver, smtp)))
     assert result.exit_code == 1
@@ -104,6 +104,9 @@ def test_a_failing_run_sends_one_signed_webhook_and_one_mail(
     listed = json.loads(flows(cli, "notifications", "--json").stdout)
     assert listed["failed"] == [] and listed["waiting"] == []
     assert sorted(s["channel"].split()[0] for s in listed["recent"]) == ["email", "webhook"]
+    # flows run's sender left the group once it had sent everything
+    outbox_key = client.engine.key_prefix + "notify:outbox"
+    assert client.engine.redis.xinfo_consumers(outbox_key, "deliver") == []
 
 
 def test_an_awaiting_step_notifies_with_its_approve_command(
