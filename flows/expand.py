@@ -45,7 +45,15 @@ from flows.model import (
     TriggerRule,
     matrix_id_text,
 )
-from flows.outputs import CONDITION_KEY, META_KEY, SHELL_KLASS, WAIT_KLASS, Upstream, meta_json
+from flows.outputs import (
+    CONDITION_KEY,
+    META_KEY,
+    SECRETS_KEY,
+    SHELL_KLASS,
+    WAIT_KLASS,
+    Upstream,
+    meta_json,
+)
 from flows.params import bind_params
 from flows.shell_command import shell_command
 from flows.subflows import SUBFLOW_KLASS
@@ -355,6 +363,8 @@ class _Expander:
         )
         if condition is not None:
             meta[CONDITION_KEY] = condition
+        if self.flow.secrets:  # names only: each value is resolved on the worker
+            meta[SECRETS_KEY] = list(self.flow.secrets)
         fanout = origin.fanout
         if fanout is not None:
             assert isinstance(action, Step) and action.foreach is not None

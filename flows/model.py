@@ -26,6 +26,7 @@ from pydantic_core import PydanticCustomError
 
 from flows.conditions import MAX_LENGTH as MAX_CONDITION
 from flows.durations import DURATION_EXAMPLES, DURATION_PATTERN, DurationError, parse_duration
+from flows.notify_rules import NotifyRules, SecretName, Triggers
 from flows.outputs import ENV_PREFIX, META_KEY
 from flows.templates import (
     MATRIX,
@@ -384,6 +385,12 @@ class Step(Action):
     flow: SubflowPath | None = None
     """A sub-flow: the step starts a run of this flow file (relative to this file) with `with`
     as its params, and succeeds with the child flow's `outputs:` when that run succeeds."""
+    deadline: Annotated[Duration, Field(gt=0)] | None = None
+    """The step must be done this long after it started (a wait step: after it began
+    waiting); past it unfinished, a `deadline` notification and a mark on the step, once."""
+    notify: NotifyRules = Field(default_factory=list)
+    """Whom to tell of this step's failure, success, exhausted retries or wait
+    (docs: Notifications)."""
 
     @model_validator(mode="after")
     def _subflow(self) -> Step:
@@ -589,6 +596,21 @@ class Flow(_Model):
     """The flow's outputs: name → value, templates reading its steps' outputs
     (`${{ steps.load.outputs.rows }}`), params and run fields. A parent's sub-flow step takes
     them as its own outputs once the run succeeded."""
+    deadline: Annotated[Duration, Field(gt=0)] | None = None
+    """A run must be done this long after the time it stands for (a scheduled run's tick,
+    else when it was started); past it unfinished, a `deadline` notification and a mark on the
+    run, once (metric `flows_deadlines_missed_total`)."""
+    on: Triggers | None = None
+    """Other ways to start a run: `webhook: {secret: NAME, param: payload}` (docs: Starting
+    runs)."""
+    secrets: list[SecretName] = Field(default_factory=list, max_length=100)
+    """Names of secrets the steps need, resolved on the worker when a job starts (an
+    environment variable, a file under `$FLOWS_SECRETS_DIR` or `/run/secrets`, or the worker's
+    `--env-file`): a shell step gets each as an environment variable, a Python job reads it with
+    `scheduler.secrets.secret(NAME)`. Values never reach Redis and are masked as `***`."""
+    notify: NotifyRules = Field(default_factory=list)
+    """Whom to tell when a run fails or succeeds, a step's retries run out or a wait step
+    starts waiting (docs: Notifications)."""
 
 
 # -- defaults applied ---------------------------------------------------------------------------

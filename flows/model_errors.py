@@ -208,7 +208,8 @@ def _unknown_key(path: DataPath) -> tuple[str, str]:
     if model is None:
         return f"unknown key '{key}'{where}", ""
     allowed = _keys_of(model)
-    hint = did_you_mean(key, allowed)
+    # A key that is exactly one of a nested model's (cron → schedule:) says so before a look-alike.
+    hint = _belongs_under(model, key, exact=True) or did_you_mean(key, allowed)
     if not hint and _SYNONYMS.get(key.lower()) in allowed:
         hint = f"did you mean '{_SYNONYMS[key.lower()]}'?"
     if not hint:
@@ -218,11 +219,14 @@ def _unknown_key(path: DataPath) -> tuple[str, str]:
     return f"unknown key '{key}'{where}", hint
 
 
-def _belongs_under(model: type[BaseModel], key: str) -> str:
-    """``cron`` at the top level → ``'cron' belongs under 'schedule:'``."""
+def _belongs_under(model: type[BaseModel], key: str, exact: bool = False) -> str:
+    """``cron`` at the top level → ``'cron' belongs under 'schedule:'`` (``exact``: only for a
+    key spelled as the nested model spells it)."""
     for name, info in model.model_fields.items():
         nested = _as_model(info.annotation)
-        if nested is not None and (key in _keys_of(nested) or closest(key, _keys_of(nested))):
+        if nested is None:
+            continue
+        if key in _keys_of(nested) or (not exact and closest(key, _keys_of(nested))):
             return f"'{key}' belongs under '{info.alias or name}:'"
     return ""
 

@@ -87,6 +87,8 @@ WAIT_KLASS: Final = "flows.wait"
 ENV_PREFIX: Final = "FLOWS_"
 """Environment names starting with this are reserved for the runtime."""
 CONDITION_KEY: Final = "if"
+SECRETS_KEY: Final = "secrets"
+"""The meta's list of the flow's secret names (their values are resolved on the worker)."""
 """The meta key of a step's condition."""
 
 COMPLETE_STATES: Final = frozenset({"complete"})
@@ -159,6 +161,7 @@ class FlowsMeta:
     flow_dir: str
     condition: Mapping[str, Any] | None = None
     fanout: Mapping[str, str] | None = None
+    secrets: tuple[str, ...] = ()
 
     @classmethod
     def from_data(cls, data: Mapping[str, Any]) -> FlowsMeta | None:
@@ -185,6 +188,7 @@ class FlowsMeta:
             flow_dir=raw.get("flow_dir", "."),
             condition=raw.get(CONDITION_KEY),
             fanout=raw.get(FANOUT_KEY),
+            secrets=tuple(str(name) for name in raw.get(SECRETS_KEY) or ()),
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -204,6 +208,8 @@ class FlowsMeta:
             meta[CONDITION_KEY] = dict(self.condition)
         if self.fanout is not None:
             meta[FANOUT_KEY] = dict(self.fanout)
+        if self.secrets:
+            meta[SECRETS_KEY] = list(self.secrets)
         return meta
 
     def upstream_jids(self) -> list[str]:

@@ -22,6 +22,7 @@ from flows.expand import PutRequest, expand
 from flows.flow_outputs import RECORD_FIELD, outputs_record
 from flows.gc_pause import gc_paused
 from flows.model import Flow
+from flows.notify_rules import job_flags, run_rules
 from flows.run_specs import check_limits, content_hash, job_spec
 from flows.subflow_files import child_queues
 from flows.validate import InvalidFlow, validate_text
@@ -122,7 +123,34 @@ def build_run(
         delay=delay,
         outputs=outputs,
         more_queues=child_queues(source.flow, source.flow_dir),
+        notify=notify_plan(source.flow),
     )
+
+
+@dataclass(frozen=True)
+class NotifyPlan:
+    """A run's ``notify:`` rules (the run record's ``notify``), each step's job flag, and the
+    run's and its steps' ``deadline:`` in seconds."""
+
+    rules: list[dict[str, Any]]
+    flags: dict[str, str]
+    deadline: float | None = None
+    step_deadlines: dict[str, float] | None = None
+
+
+def notify_plan(flow: Flow) -> NotifyPlan | None:
+    """What the run of ``flow`` needs for its notifications and deadlines (None: nothing)."""
+    steps = [(step_id, step.notify) for step_id, step in flow.steps.items() if step.notify]
+    deadlines = {step_id: s.deadline for step_id, s in flow.steps.items() if s.deadline}
+    if not flow.notify and not steps and not deadlines and not flow.deadline:
+        return None
+    flags: dict[str, str] = {}
+    for step_id in [*flow.steps, *(name for name, _ in flow.hooks.defined())]:
+        step = flow.steps.get(step_id)
+        flag = job_flags(flow.notify, step.notify if step is not None else ())
+        if flag:
+            flags[step_id] = flag
+    return NotifyPlan(run_rules(flow.notify, steps), flags, flow.deadline, deadlines or None)
 
 
 def assemble_run(
@@ -139,6 +167,7 @@ def assemble_run(
     delay: float = 0.0,
     outputs: Mapping[str, Any] | None = None,
     more_queues: Iterable[str] = (),
+    notify: NotifyPlan | None = None,
 ) -> BuiltRun:
     """The run record and job specs of expanded ``requests`` (the second half of
     :func:`build_run`, for callers that expand themselves: benchmarks and tests). ``outputs``:
@@ -146,7 +175,7 @@ def assemble_run(
     runs use, which a local worker of the run must also take jobs from."""
     # A few containers per job, among the many the expansion left alive: see flows.gc_pause.
     with gc_paused():
-        jobs = _job_specs(requests, delay)
+        jobs = _job_specs(requests, delay, notify)
     queues = tuple(sorted({r.queue for r in requests} | set(more_queues)))
     record: dict[str, Any] = {
         "flow": flow,
@@ -162,18 +191,30 @@ def assemble_run(
         record["tick"] = tick  # the fire time it stands for (a manual run stands for none)
     if outputs is not None:
         record[RECORD_FIELD] = dict(outputs)
+    if notify is not None and notify.rules:
+        record["notify"] = notify.rules
+    if notify is not None and notify.deadline:
+        record["deadline"] = notify.deadline
     # The limits are checked now, before anything is sent; the engine takes the text as it is.
     with gc_paused():
         jobs_text = check_limits(run_id, jobs)
     return BuiltRun(RunRequest(run_id, record, jobs, jobs_text), queues)
 
 
-def _job_specs(requests: Sequence[PutRequest], delay: float) -> list[dict[str, Any]]:
+def _job_specs(
+    requests: Sequence[PutRequest], delay: float, notify: NotifyPlan | None
+) -> list[dict[str, Any]]:
     """Each request's :func:`~flows.run_specs.job_spec`; the jobs without dependencies start
-    ``delay`` seconds late."""
+    ``delay`` seconds late; a step's notify flag and deadline go on each of its jobs."""
     jobs = []
+    flags = notify.flags if notify is not None else {}
+    deadlines = (notify.step_deadlines or {}) if notify is not None else {}
     for request in requests:
         spec = job_spec(request)
+        if flags and request.step in flags:
+            spec["notify"] = flags[request.step]
+        if deadlines and request.step in deadlines:
+            spec["deadline"] = deadlines[request.step]
         if delay > 0 and not request.depends:
             spec["delay"] = request.delay + delay
         jobs.append(spec)

@@ -57,8 +57,16 @@ _JOB_STATUS: Final = {
     "buried": "buried",
     "awaiting": "awaiting",
 }
-_RUN_FIELDS_JSON: Final = ("params", "queues", "outputs")
-_RUN_FIELDS_NUMBERS: Final = ("submitted", "jobs", "tick", "canceled", "depth")
+_RUN_FIELDS_JSON: Final = ("params", "queues", "outputs", "notify")
+_RUN_FIELDS_NUMBERS: Final = (
+    "submitted",
+    "jobs",
+    "tick",
+    "canceled",
+    "depth",
+    "deadline",
+    "deadline_missed",
+)
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,7 +25,8 @@ from collections import deque
 from pathlib import Path
 from typing import Any
 
-from flows.outputs import parse_output_file
+from flows.outputs import FlowsMeta, parse_output_file
+from scheduler import secrets
 from scheduler.worker import JobContext
 from scheduler.worker.outcomes import RetryJob
 from scheduler.worker.pipes import read_lines
@@ -74,6 +75,9 @@ def shell(job: JobContext) -> dict[str, Any]:
     output_file.touch()
     env = dict(os.environ)
     env.update({str(k): str(v) for k, v in (job.data.get("env") or {}).items()})
+    meta = FlowsMeta.from_data(job.job.data)  # the job's own data: job.data is resolved
+    if meta is not None and meta.secrets:
+        env.update(secrets.resolve(meta.secrets))  # in the environment only, never in data
     env.update(FLOWS_JID=job.jid, FLOWS_SANDBOX=str(job.sandbox), FLOWS_OUTPUT=str(output_file))
     process = subprocess.Popen(
         ["/bin/sh", "-c", command],

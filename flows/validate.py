@@ -28,6 +28,7 @@ from flows.model import Action, Flow, Param, Schedule, Step
 from flows.model_errors import report_model_errors
 from flows.run_checks import check_run
 from flows.schedule_checks import check_schedule
+from flows.secret_checks import check_secrets
 from flows.subflow_checks import check_subflows
 from flows.template_checks import TemplateChecker, check_template_places
 from flows.yaml_reader import LoadedYaml, Trap, load_file, load_yaml
@@ -198,6 +199,7 @@ def _validate_loaded(
     if flow is not None:
         _check_queues(flow, sink)
         check_heartbeats(flow, sink)
+        check_secrets(flow, sink)
         check_limits(flow, sink)
         if check_imports_too:
             check_imports(flow, flow_dir, sink)

@@ -1,4 +1,5 @@
-"""The worker's ``prepare`` hook for flow jobs: resolve upstream outputs when a job starts.
+"""The worker's ``prepare`` hook for flow jobs: resolve the flow's secrets and upstream outputs
+when a job starts.
 
 Passed to :class:`scheduler.worker.Worker` (``prepare=flows.worker_hook:prepare`` for worker
 processes). Jobs that were not put by a flow are left alone.
@@ -16,6 +17,8 @@ from flows.outputs import (
     resolve_payload,
     was_skipped,
 )
+from scheduler import secrets
+from scheduler.secrets import MissingSecret
 from scheduler.worker import FailJob, JobContext, SkipJob
 from scheduler.worker.imports import add_paths
 
@@ -25,6 +28,11 @@ def prepare(ctx: JobContext) -> None:
     if meta is None:
         return
     add_paths([meta.flow_dir])
+    if meta.secrets:  # resolved before anything runs, so a missing one fails the job here
+        try:
+            secrets.resolve(meta.secrets)
+        except MissingSecret as error:
+            raise FailJob("flows-secret", str(error)) from None
     upstream = _fetch(ctx, meta.upstream_jids())
     # A fan-out step read upstream: its items, known once its producer completed.
     upstream.update(_fetch(ctx, meta.items_to_fetch(upstream)))

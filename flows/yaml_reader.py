@@ -417,6 +417,8 @@ class _Builder:
     def bad_key(self, key: Any, event: Any) -> str:
         """Report a key that is not a string and carry on with its text."""
         text = str(event.value)
+        if text == "on" and not event.style:
+            return text  # a key named on (`notify: - on: [failure]`), as GitHub Actions reads it
         trap = _trap(event, key)
         if trap is not None:
             self.fail(event.start_mark, "yaml-trap", f"key {trap.message}", trap.hint)

@@ -33,6 +33,9 @@ COMMAND_MODULES: list[str] = [
     "backfill",
     "doctor",
     "ui",
+    "notifications",
+    "users",
+    "audit",
 ]
 
 

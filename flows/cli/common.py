@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 import click
 from rich.console import Console
 
+from flows.cli import auditing
 from flows.cli.tables import fitted, table_console
 from flows.findings import did_you_mean
 from scheduler.engine import faults
@@ -69,10 +70,23 @@ class GuardedCommand(click.Command):
 
 
 class GuardedGroup(click.Group):
-    """A group whose commands run behind :func:`guarded`."""
+    """A group whose commands run behind :func:`guarded`; a changing command that succeeded is
+    recorded in the audit log (:mod:`flows.cli.auditing`)."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        ctx.meta["flows.argv"] = list(args)
+        return super().parse_args(ctx, args)
 
     def invoke(self, ctx: click.Context) -> Any:
-        return guarded(lambda: super(GuardedGroup, self).invoke(ctx))
+        argv = ctx.meta.get("flows.argv", [])
+        try:
+            result = guarded(lambda: super(GuardedGroup, self).invoke(ctx))
+        except SystemExit as done:
+            if done.code in (0, None):
+                auditing.after(argv)
+            raise
+        auditing.after(argv)
+        return result
 
 
 def open_client(redis_url: str | None, namespace: str | None) -> Client:
@@ -82,7 +96,7 @@ def open_client(redis_url: str | None, namespace: str | None) -> Client:
     except ValueError as error:  # a malformed --namespace
         raise click.BadParameter(str(error), param_hint="'--namespace'") from None
     with user_errors():
-        return Client(redis_url, namespace=namespace)
+        return auditing.opened(Client(redis_url, namespace=namespace))
 
 
 def print_json(value: Any) -> None:

@@ -27,6 +27,7 @@ from flows.cli.run import work_run
 from flows.runs import load_run
 from scheduler.engine.client import Client
 from scheduler.engine.job import Job, RanBy, as_dict
+from scheduler.secrets import shown_data
 from scheduler.service.backfills import Backfills
 
 QUEUE_STATES = (
@@ -286,7 +287,7 @@ def job(jid: str, as_json: bool, redis_url: str | None, namespace: str | None) -
         ["tags", ", ".join(found.tags)],
         ["created", when(found.created)],
         ["updated", when(found.updated)],
-        ["data", json.dumps(found.data)],
+        ["data", json.dumps(shown_data(found.data))],
         ["result", "" if found.result is None else json.dumps(found.result)],
         ["depends on", ", ".join(found.dependencies)],
         ["dependents", ", ".join(found.dependents)],

@@ -17,8 +17,16 @@ from rich.table import Table
 from rich.text import Text
 
 from flows import gc_pause
+from flows.cli import auditing
 from flows.cli.common import ago, console, err_console, open_client, print_json, table, user_errors
 from flows.cli.logs import print_tail, stream_run
+from flows.cli.notifications import (
+    dashboard_url,
+    delivering,
+    env_file_option,
+    notify_deliverer,
+    use_env_file,
+)
 from flows.cli.options import as_json, bad_params, connection, logical_time, param
 from flows.cli.options import run_id as run_id_option
 from flows.cli.signal import print_awaiting
@@ -255,6 +263,7 @@ def work_run(
 @click.option("--detach", is_flag=True, help="Submit and return; long-lived workers run it.")
 @click.option("--logs", is_flag=True, help="Print every step's lines as they come.")
 @as_json
+@env_file_option
 @click.option(
     "--threads",
     type=click.IntRange(1, 64),
@@ -285,6 +294,7 @@ def run(
     run_id: str | None,
     detach: bool,
     logs: bool,
+    env_file: Path | None,
     threads: int,
     log_level: str,
     check_imports: bool,
@@ -299,6 +309,7 @@ def run(
     """
     if as_json and logs:
         raise click.UsageError("--json and --logs both write stdout: choose one")
+    use_env_file(env_file)  # the local worker's secrets, and the notifications'
     gc_pause.enable()  # loading and expanding happen before the local worker's threads start
     try:
         flow_file = read_flow_file(file)
@@ -328,6 +339,7 @@ def run(
     with user_errors():
         submission = submit(client, built)
     if submission.created:
+        auditing.record(client, "run", run_id, detail=str(file))
         click.echo(f"submitted run {run_id} ({submission.jobs} jobs)", err=True)
     else:
         click.echo(f"run {run_id} exists already: nothing submitted", err=True)
@@ -337,7 +349,11 @@ def run(
         else:
             click.echo(run_id)
         return
-    with user_errors():
+    # The run's notifications are sent from here too, while it runs and a little after.
+    deliverer = None
+    if built.request.run.get("notify"):
+        deliverer = notify_deliverer(client, env_file, dashboard_url(), "run", stable=False)
+    with user_errors(), delivering(deliverer):
         code = work_run(
             client, run_id, list(built.queues), threads, logs, log_level.upper(), as_json
         )

@@ -18,6 +18,7 @@ import click
 
 from flows.cli.common import GuardedCommand, ago, open_client, print_json, table, user_errors
 from flows.cli.namespaces import namespaces_of, run_per_namespace
+from flows.cli.notifications import env_file_option, notify_deliverer
 from flows.cli.options import FiniteFloat, as_json, connection
 from flows.service_source import FlowsSource
 from flows.triggering import trigger_run
@@ -158,6 +159,13 @@ def _skip(skip: Skip) -> dict[str, Any]:
     show_default=True,
     help="Seconds between drops of completed jobs and finished runs older than jobs-history.",
 )
+@env_file_option
+@click.option(
+    "--dashboard-url",
+    envvar="FLOWS_DASHBOARD_URL",
+    default="",
+    help="The dashboard's address, for the links in notifications [env FLOWS_DASHBOARD_URL].",
+)
 @click.option(
     "--log-level",
     default="INFO",
@@ -180,6 +188,8 @@ def scheduler_command(
     scan_interval: float,
     housekeeping_interval: float,
     retention_interval: float,
+    env_file: Path | None,
+    dashboard_url: str,
     log_level: str,
     now: float | None,
     as_json: bool,
@@ -243,6 +253,7 @@ def scheduler_command(
         # hourly.
         checks=[ScheduledCheck(deep_every=60)],
         check_interval=60.0,
+        deliverer=notify_deliverer(client, env_file, dashboard_url, origin or flows_dir.name),
     )
     with user_errors():
         if once:

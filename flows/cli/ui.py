@@ -9,8 +9,11 @@ from pathlib import Path
 import click
 
 from flows.cli.common import open_client, user_errors
+from flows.cli.notifications import env_file_option, use_env_file
 from flows.cli.options import connection
 from flows.ui.auth import ENV_TOKEN, Auth, TokenError, is_loopback, load_token
+from flows.ui.roles import RoleAuth
+from flows.users import Users
 
 
 def register(group: click.Group) -> None:
@@ -38,6 +41,14 @@ def register(group: click.Group) -> None:
     help="Answer reads without a token even on a non-loopback address.",
 )
 @click.option(
+    "--flows-dir",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    default=None,
+    help="A folder of flow files: every one is listed and can be started (scheduled or not), "
+    "and its flows' webhook triggers are served.",
+)
+@env_file_option
+@click.option(
     "--log-level", default="INFO", show_default=True, help="DEBUG, INFO, WARNING or ERROR."
 )
 @connection
@@ -46,6 +57,8 @@ def ui(
     port: int,
     token_file: Path | None,
     read_only_open: bool,
+    flows_dir: Path | None,
+    env_file: Path | None,
     log_level: str,
     redis_url: str | None,
     namespace: str | None,
@@ -63,15 +76,20 @@ def ui(
         token = load_token(token_file)
     except TokenError as error:
         raise click.ClickException(str(error)) from None
-    if token is None and not is_loopback(host) and not read_only_open:
-        raise click.ClickException(
-            f"listening on {host} needs a token (--token-file or ${ENV_TOKEN}), or "
-            "--read-only-open to answer reads from anyone without one"
-        )
     client = open_client(redis_url, namespace)
+    users = Users(client)
     with user_errors():
         client.engine.load()
-    app = create_app(client, Auth.for_server(token, host, read_only_open))
+        has_users = users.any()
+    if token is None and not has_users and not is_loopback(host) and not read_only_open:
+        raise click.ClickException(
+            f"listening on {host} needs a token (--token-file or ${ENV_TOKEN}) or a user "
+            "(flows user add), or --read-only-open to answer reads from anyone without one"
+        )
+    base = Auth.for_server(token, host, read_only_open)
+    use_env_file(env_file)  # the webhook triggers' secrets
+    auth = RoleAuth(base.token, base.reads_open, users=users)
+    app = create_app(client, auth, flows_dir.resolve() if flows_dir else None)
     config = uvicorn.Config(
         app,
         host=host,

@@ -6,12 +6,14 @@ import functools
 import logging
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import click
 
 from flows.cli.common import open_client, user_errors
 from flows.cli.namespaces import namespaces_of, run_per_namespace
+from flows.cli.notifications import env_file_option, use_env_file
 from flows.cli.options import connection, setting_option
 from scheduler import embedded
 from scheduler.engine.client import Client
@@ -78,12 +80,14 @@ def worker_settings(func: Callable[..., Any]) -> Callable[..., Any]:
 @click.option(
     "--metrics-host", default="127.0.0.1", show_default=True, help="Address for --metrics-port."
 )
+@env_file_option
 @connection
 def worker(
     settings: WorkerSettings,
     processes: int,
     metrics_port: int | None,
     metrics_host: str,
+    env_file: Path | None,
     redis_url: str | None,
     namespace: str | None,
 ) -> None:
@@ -91,6 +95,7 @@ def worker(
 
     With several namespaces (--namespace a,b) each gets its own worker, in a child process.
     """
+    use_env_file(env_file)  # before the pool starts: its processes inherit $FLOWS_ENV_FILE
     several = namespaces_of(namespace)
     if len(several) > 1:
         sys.exit(run_per_namespace(several))

@@ -15,7 +15,7 @@ import re
 from collections.abc import Callable, Iterator
 from typing import Annotated, Any, TypeVar
 
-from fastapi import APIRouter, Depends, HTTPException, Query
+from fastapi import APIRouter, Depends, HTTPException, Query, Request
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -23,6 +23,7 @@ from flows.runs import RunView, StepView, load_run, run_record
 from flows.steplogs import run_jobs
 from flows.triggering import UnknownFlow, trigger_run
 from flows.ui import events
+from flows.ui.roles import who
 from flows.ui.state import UiState, reader, state, writer
 from flows.waits import SignalRefused, signal_step
 from scheduler.engine import joblogs
@@ -231,12 +232,17 @@ _SIGNAL_REFUSED = {"missing": 404, "state": 409}
 
 
 @router.post("/runs/{run_id}/steps/{step}/signal", dependencies=writes, tags=["runs"])
-def signal_wait(ui: Ui, run_id: str, step: str, body: Signal | None = None) -> dict[str, Any]:
+def signal_wait(
+    ui: Ui, request: Request, run_id: str, step: str, body: Signal | None = None
+) -> dict[str, Any]:
     """Complete a `wait:` step awaiting its signal, with `data` as its outputs; its dependents
-    are released at once. 409 (nothing changed) when the step is not awaiting a signal."""
+    are released at once. 409 (nothing changed) when the step is not awaiting a signal. A
+    user's signal is recorded as the user's, whatever `by` says."""
     signal = body or Signal()
+    identity = who(request)
+    by = identity.name if identity is not None and identity.user else signal.by
     try:
-        done = signal_step(ui.client, run_id, step, signal.data, by=signal.by)
+        done = signal_step(ui.client, run_id, step, signal.data, by=by)
     except SignalRefused as error:
         raise HTTPException(_SIGNAL_REFUSED.get(error.kind, 422), str(error)) from None
     return {"id": run_id, "step": step, "jid": done.jid, "data": dict(done.data)}

@@ -8,6 +8,7 @@ before they are read, and every error answers JSON ``{"detail": message}`` with 
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -15,7 +16,7 @@ from fastapi.responses import JSONResponse
 from fastapi.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from flows.ui import api, history, metrics, pages
+from flows.ui import api, audit_log, history, metrics, notifications, pages, start
 from flows.ui.auth import Auth
 from flows.ui.state import UiState
 from scheduler.engine.client import Client
@@ -69,8 +70,9 @@ async def _too_large(limit: int, send: Send) -> None:
     await send({"type": "http.response.body", "body": response.body})
 
 
-def create_app(client: Client, auth: Auth) -> FastAPI:
-    """The ``flows ui`` app on ``client``'s namespace."""
+def create_app(client: Client, auth: Auth, flows_dir: Path | None = None) -> FastAPI:
+    """The ``flows ui`` app on ``client``'s namespace; ``flows_dir``: the folder whose flow files
+    it lists and starts (:mod:`flows.ui.start`)."""
     app = FastAPI(
         title="redis-flows",
         summary="Runs, jobs, queues, workers, schedules and failures of a redis-flows namespace.",
@@ -80,11 +82,15 @@ def create_app(client: Client, auth: Auth) -> FastAPI:
         redoc_url=None,
     )
     app.state.ui = UiState(client, auth)
+    app.state.flows_dir = flows_dir
     app.include_router(api.router)
     app.include_router(metrics.router)
     app.include_router(pages.router)
     app.include_router(history.router)
     app.include_router(history.page_router)
+    app.include_router(notifications.router)
+    app.include_router(audit_log.router)
+    app.include_router(start.router)
     app.mount("/static", StaticFiles(directory=pages.HERE / "static"), name="static")
 
     @app.exception_handler(RequestValidationError)
@@ -101,5 +107,6 @@ def create_app(client: Client, auth: Auth) -> FastAPI:
         log.exception("%s %s failed", request.method, request.url.path)
         return JSONResponse({"detail": f"internal error: {type(error).__name__}: {error}"}, 500)
 
+    app.add_middleware(audit_log.AuditLog, ui=app.state.ui)
     app.add_middleware(BodyLimit, limit=MAX_BODY)
     return app

@@ -252,9 +252,25 @@ class EngineCollector(Collector):
         yield from families(read(self.client, self.queues))
 
 
+class DeadlineCollector(Collector):
+    """``flows_deadlines_missed_total``: one more engine call per scrape (``deadline.count``)."""
+
+    def __init__(self, client: Client) -> None:
+        self.client = client
+
+    def collect(self) -> Iterator[Metric]:
+        missed = CounterMetricFamily(
+            "flows_deadlines_missed",
+            "Deadlines of runs and steps missed (each once), since the namespace began.",
+        )
+        missed.add_metric([], float(self.client.engine.call("deadline.count")))
+        yield missed
+
+
 def registry(client: Client, queues: Iterable[str] | None = None) -> CollectorRegistry:
     out = CollectorRegistry(auto_describe=False)
     out.register(EngineCollector(client, queues))
+    out.register(DeadlineCollector(client))
     return out
 
 

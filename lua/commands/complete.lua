@@ -32,6 +32,7 @@
 -- @include triggers
 -- @include lock
 -- @include fanout
+-- @include notify
 local COMPLETE_OPTIONS = { next = true, delay = true, depends = true, result = true, skipped = true }
 
 -- What complete reads of the job (nil when there is none): its lock (Lock.check_fields), what
@@ -40,11 +41,12 @@ local COMPLETE_OPTIONS = { next = true, delay = true, depends = true, result = t
 -- Job.fields does, costs as much as the read itself.
 local function job_fields(jid)
   local v = redis.call('hmget', Keys.job(jid), 'state', 'queue', 'worker', 'expires', 'grace',
-    'popped', 'ttl_at', 'ckey', 'climit', 'throttle', 'feeds')
+    'popped', 'ttl_at', 'ckey', 'climit', 'throttle', 'feeds', 'notify', 'notify_run')
   if not v[1] then return nil end
   return { state = v[1], queue = v[2] or nil, worker = v[3] or nil, expires = v[4] or nil,
     grace = v[5] or nil, popped = v[6] or nil, ttl_at = v[7] or nil, ckey = v[8] or nil,
-    climit = v[9] or nil, throttle = v[10] or nil, feeds = v[11] or nil }
+    climit = v[9] or nil, throttle = v[10] or nil, feeds = v[11] or nil, notify = v[12] or nil,
+    notify_run = v[13] or nil }
 end
 
 -- The checked arguments: jid, worker, queue, data (nil: keep the job's), next, delay, depends,
@@ -207,6 +209,7 @@ local function complete(cmd, args, b)
     Deps.settle(jid, c.skipped and 'skipped' or 'complete')
     redis.call('del', Keys.dependents(jid))
   end
+  if fields.notify then Notify.job(jid, c.skipped and 'skipped' or 'success', fields) end
   return 'complete'
 end
 

@@ -25,6 +25,7 @@
 -- @include failing
 -- @include waits
 -- @include fanout
+-- @include notify
 
 -- The job ends complete with `result` (JSON text, or nil), `skipped` when it timed out so, its
 -- history entry `what` with `extra`, and its dependents settled.
@@ -50,6 +51,7 @@ local function finish(jid, queue, result, what, extra)
     Deps.settle(jid, what == 'skipped' and 'skipped' or 'complete')
     redis.call('del', Keys.dependents(jid))
   end
+  Notify.job(jid, what == 'skipped' and 'skipped' or 'success')
 end
 
 -- Why a job that is not awaiting cannot take a signal.

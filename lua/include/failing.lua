@@ -9,6 +9,7 @@
 -- @include job
 -- @include triggers
 -- @include failed_bound
+-- @include notify
 
 -- Fail a checked job. `fields` holds state, queue, worker, failure. `exhausted` is how the job's
 -- retries ran out ('lock': its lock expired once too often; 'retry': the retry command), or nil.
@@ -49,4 +50,5 @@ function Job.fail(jid, fields, worker, group, message, data, exhausted)
     Events.tracked('failed', jid)
   end
   Deps.settle(jid, 'failed')
+  Notify.job(jid, 'failure', nil, exhausted)
 end

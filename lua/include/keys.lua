@@ -95,3 +95,10 @@ function Keys.schedules_buffered() return Engine.prefix .. 'schedules-buffered' 
 -- Scheduler services' health: service id -> time of its last tick, and what each registered.
 function Keys.schedulers() return Engine.prefix .. 'schedulers' end
 function Keys.scheduler(id) return Engine.prefix .. 'scheduler:' .. id end
+
+-- Notifications (ours, include/notify.lua): the outbox stream the scheduler service delivers.
+function Keys.outbox() return Engine.prefix .. 'notify:outbox' end
+-- Deadlines (ours, include/deadlines.lua): runs and steps to check, score = when they could
+-- first be missed; how many deadlines were missed in all.
+function Keys.deadlines() return Engine.prefix .. 'deadlines' end
+function Keys.deadlines_missed() return Engine.prefix .. 'deadlines-missed' end

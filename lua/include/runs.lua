@@ -24,6 +24,8 @@
 -- @include args
 -- @include putting
 -- @include fanout
+-- @include notify
+-- @include deadlines
 local Runs = {}
 
 Runs.MAX_JOBS = 100000
@@ -52,6 +54,7 @@ end
 function Runs.parse(cmd, run_id, run_text, jobs_text)
   local submission = { id = Runs.id(cmd, run_id) }
   local _, run = Arg.json(cmd, 'run', run_text, 'object')
+  Deadlines.parse(cmd, run.deadline)
   if type(run.flow) ~= 'string' or run.flow == '' then
     Arg.fail(cmd, 'run.flow must be a non-empty string')
   end
@@ -77,6 +80,8 @@ function Runs.check(cmd, submission)
     if spec.fanout ~= nil and spec.fanout ~= cjson.null then
       p.fanout = Fanout.parse_spec(named, spec.fanout, p, parsed)
     end
+    p.notify = Notify.parse(named, spec.notify)
+    p.deadline = Deadlines.parse(named, spec.deadline)
     puts[i] = p
     parsed[p.jid] = true
   end)
@@ -114,7 +119,12 @@ function Runs.write(submission)
   -- One batch: a job written earlier in the run is a pending dependency (nothing of the run ran
   -- yet), and the puts are counted once per queue.
   local batch = Put.batch()
+  -- Before the job is written: a wait armed by its own put already tells of it.
+  for _, p in ipairs(puts) do
+    if p.notify then redis.call('hset', Keys.job(p.jid), 'notify', p.notify, 'notify_run', run_id) end
+  end
   for _, p in ipairs(puts) do Put.write(p, nil, batch) end
+  Deadlines.write(run_id, run, puts)
   Put.finish(batch)
   for _, p in ipairs(puts) do
     if p.fanout then Fanout.write_spec(p, run_id) end
@@ -196,6 +206,8 @@ local function release_parent(run_id)
   end
 end
 Runs.release_parent = release_parent
+
+Notify.status = Runs.status
 
 function Runs.active(run_id)
   return Runs.status(run_id) == 'running'

@@ -17,6 +17,7 @@
 -- @include errors
 -- @include events
 -- @include job
+-- @include notify
 local Waits = {}
 
 Waits.STATE = 'awaiting'
@@ -77,4 +78,5 @@ function Waits.arm(jid, queue, text)
   redis.call('zadd', Keys.awaiting(), deadline or '+inf', jid)
   Job.history(jid, 'awaiting', { signal = spec.signal })
   Events.log({ jid = jid, event = 'awaiting', queue = queue, signal = spec.signal })
+  Notify.job(jid, 'awaiting')
 end

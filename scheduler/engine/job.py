@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, TypeAlias
 
 from scheduler.engine import limits
 from scheduler.engine.errors import JobNotFound, LockLost, WrongState
+from scheduler.secrets import shown_data
 
 if TYPE_CHECKING:
     from scheduler.engine.client import Client
@@ -274,7 +275,8 @@ class Job:
         return self
 
     def as_json(self) -> dict[str, Any]:
-        """The job as `flows job --json` and the REST API show it: its fields, and the put
+        """The job as `flows job --json` and the REST API show it: its fields (environment values
+        named like credentials masked: :func:`scheduler.secrets.shown_data`), and the put
         options it was put with (:meth:`put_options`)."""
         return {
             "jid": self.jid,
@@ -285,7 +287,7 @@ class Job:
             "priority": self.priority,
             "retries": self.retries,
             "remaining": self.remaining,
-            "data": self.data,
+            "data": shown_data(self.data),
             "tags": self.tags,
             "result": self.result,
             "failure": self.failure,

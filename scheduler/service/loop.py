@@ -37,7 +37,9 @@ from scheduler.engine.backoff import Backoff
 from scheduler.engine.client import Client
 from scheduler.engine.errors import EngineError
 from scheduler.engine.safety import check_eviction_policy
+from scheduler.notify.outbox import Deliverer
 from scheduler.service.backfills import AdvanceReport, advance
+from scheduler.service.deadlines import sweep_deadlines
 from scheduler.service.housekeeping import (
     Check,
     HousekeepingReport,
@@ -131,7 +133,7 @@ class SchedulerService:
     seconds. ``checks`` run every ``check_interval`` (the consistency check's hook).
     ``failpoint`` (tests only) names a step at which the service stops dead, so a test can kill
     it exactly there: ``before-fire`` or ``after-fire`` (around the first ``schedule.fire``
-    batch).
+    batch). ``deliverer`` sends the notifications' outbox every ``notify_interval`` seconds.
     """
 
     def __init__(
@@ -151,8 +153,12 @@ class SchedulerService:
         checks: Sequence[Check] = (),
         check_interval: float = 300.0,
         failpoint: str | None = None,
+        deliverer: Deliverer | None = None,
+        notify_interval: float = 1.0,
     ) -> None:
         self.client = client
+        self.deliverer = deliverer
+        self.notify_interval = notify_interval
         self.source = source
         self.flows_dir = flows_dir
         self.schedules = Schedules(client)
@@ -228,8 +234,9 @@ class SchedulerService:
 
     def housekeep(self, now: float | None = None) -> HousekeepingReport:
         """Promote due scheduled jobs, spawn recurring ones, reap expired locks, time out
-        waits."""
+        waits, check deadlines."""
         report = maintain_queues(self.client, now)
+        sweep_deadlines(self.client, now)
         if report.busy:
             log.info(
                 "housekeeping: %d promoted, %d spawned, %d reclaimed, %d failed (retries used up), "
@@ -517,6 +524,8 @@ class SchedulerService:
         ]
         if self.checks:
             steps.append(("checks", self.run_checks, self.check_interval))
+        if self.deliverer is not None:  # the notifications' outbox (scheduler.notify)
+            steps.append(("notifications", self.deliverer.tick, self.notify_interval))
         for name, step, interval in steps:
             scheduler.add_job(
                 self._job(name, step), "interval", seconds=interval, id=name, next_run_time=first

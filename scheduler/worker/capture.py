@@ -33,6 +33,7 @@ import redis
 
 from scheduler.engine.errors import EngineError
 from scheduler.engine.scripts import Engine, EnginePipeline
+from scheduler.secrets import masked
 from scheduler.worker.pipes import MAX_LINE
 
 if TYPE_CHECKING:
@@ -270,7 +271,7 @@ class JobOutput:
         Every line a job writes (print, logging, a shell step's output) passes here, once,
         before it is queued to be sent: the place for whatever must see each line (masking)."""
         self._wrote = True
-        self.shipper.add(self.key, stream, text, level, cut)
+        self.shipper.add(self.key, stream, masked(text), level, cut)  # secrets: ***
 
     def write(self, stream: str, text: str) -> None:
         """Text written to a stream: whole lines are added, the rest waits for its newline

@@ -7,10 +7,12 @@ handed or lost: nothing to report, the worker no longer holds the job). The work
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from scheduler import secrets
 from scheduler.engine import limits
 from scheduler.engine.errors import EngineError, InvalidArgument
 from scheduler.worker.context import JobContext
@@ -38,6 +40,19 @@ class Outcome:
     delay: float = 0.0
     group: str = ""
     message: str = ""
+
+
+def masked_outcome(outcome: Outcome) -> Outcome:
+    """The outcome with every secret the process resolved masked in its message and result."""
+    if outcome.message:
+        message = secrets.masked(outcome.message)
+        if message != outcome.message:
+            outcome = dataclasses.replace(outcome, message=message)
+    if outcome.result is not None:
+        result = secrets.masked_value(outcome.result)
+        if result != outcome.result:
+            outcome = dataclasses.replace(outcome, result=result)
+    return outcome
 
 
 # Most jobs complete without a result: one shared (immutable) outcome for all of them.

@@ -562,6 +562,7 @@ class Worker:
                 log.warning("job %s: late outcome %s dropped", active.ctx.jid, outcome.kind)
                 return
             active.settled = True
+        outcome = runner.masked_outcome(outcome)  # no secret this process resolved leaves it
         if outcome.kind == "complete":
             self._complete(active, outcome)
             return

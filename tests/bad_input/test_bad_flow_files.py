@@ -54,6 +54,37 @@ CASES: dict[str, tuple[str, str]] = {
         "nope",
     ),
     "if-syntax": (HEAD + "steps:\n  a: {job: tasks.a, if: 'true &&'}\n", "expected a value"),
+    "deadline-zero": (HEAD + "deadline: 0\n" + STEP, "deadline"),
+    "step-deadline-text": (HEAD + "steps:\n  a: {job: tasks.a, deadline: soon}\n", "deadline"),
+    "notify-unknown-channel": (
+        HEAD + STEP + "notify:\n  - {on: [failure], pager: {url: 'http://x'}}\n",
+        "unknown key 'pager'",
+    ),
+    "notify-no-channel": (HEAD + STEP + "notify:\n  - on: [failure]\n", "exactly one channel"),
+    "notify-two-channels": (
+        HEAD + STEP + "notify:\n  - {slack: {url: 'http://a/b'}, webhook: {url: 'http://a/c'}}\n",
+        "not webhook and slack",
+    ),
+    "notify-malformed-url": (
+        HEAD + STEP + "notify:\n  - webhook: {url: 'localhost:9000/hook'}\n",
+        "malformed URL 'localhost:9000/hook'",
+    ),
+    "notify-smtp-url": (
+        HEAD + STEP + "notify:\n  - email: {to: [a@b.org], smtp: 'http://mail:25'}\n",
+        "smtp://",
+    ),
+    "notify-bad-address": (
+        HEAD + STEP + "notify:\n  - email: {to: [nobody], smtp: 'smtp://mail:25'}\n",
+        "not an email address",
+    ),
+    "notify-unknown-event": (
+        HEAD + STEP + "notify:\n  - {on: [crash], slack: {url: 'http://a/b'}}\n",
+        "crash",
+    ),
+    "notify-bad-secret-name": (
+        HEAD + STEP + "notify:\n  - webhook: {url: 'http://a/b', secret: 'my secret'}\n",
+        "secret",
+    ),
     "wait-with-run": (HEAD + "steps:\n  a: {run: echo, wait: {signal: go}}\n", "has no 'run'"),
     "wait-on-timeout": (
         HEAD + "steps:\n  a: {wait: {signal: go, on_timeout: later}}\n",

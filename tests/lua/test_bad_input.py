@@ -860,6 +860,10 @@ case("wait.sweep", ["10", "extra"], InvalidArgument, TOO_MANY, id="too-many")
 case("wait.get", [], InvalidArgument, "jid", id="missing")
 ids("wait.get", [], "jid", jid=True)
 case("wait.get", ["waiting", "extra"], InvalidArgument, TOO_MANY, id="too-many")
+for value in ["0", "x", "10001", "1.5"]:
+    case("deadline.sweep", [value], InvalidArgument, "limit", id=f"limit={value}")
+case("deadline.sweep", ["10", "extra"], InvalidArgument, TOO_MANY, id="too-many")
+case("deadline.count", ["extra"], InvalidArgument, TOO_MANY, id="too-many")
 
 # -- Tarantool-queue extensions and unique puts (ours) ----------------------------------------
 

@@ -51,13 +51,19 @@ def test_timestamps_stay_text() -> None:
 
 
 def test_keys_read_as_booleans_or_numbers_are_refused() -> None:
-    loaded = load_yaml("steps:\n  on: {run: x}\n  7: {run: y}\n")
+    loaded = load_yaml("steps:\n  off: {run: x}\n  7: {run: y}\n")
     messages = [(f.line, f.message) for f in loaded.findings]
     assert messages == [
-        (2, "key on is read as the boolean true (YAML 1.1)"),
+        (2, "key off is read as the boolean false (YAML 1.1)"),
         (3, "keys must be strings, found the int 7"),
     ]
-    assert loaded.data == {"steps": {"on": {"run": "x"}, "7": {"run": "y"}}}
+    assert loaded.data == {"steps": {"off": {"run": "x"}, "7": {"run": "y"}}}
+
+
+def test_a_plain_on_key_is_the_text_on() -> None:
+    """`notify: - on: [failure]` reads as GitHub Actions' `on:` does: the key is the text."""
+    loaded = load_yaml("notify:\n  - on: [failure]\n")
+    assert loaded.findings == [] and loaded.data == {"notify": [{"on": ["failure"]}]}
 
 
 def test_duplicate_key_keeps_the_first_value() -> None:

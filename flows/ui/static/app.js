@@ -63,6 +63,21 @@ function setupActions() {
       }
     });
   }
+  for (const form of document.querySelectorAll("form.start")) {
+    form.addEventListener("submit", async (e) => {
+      e.preventDefault();
+      let params;
+      try { params = formParams(form); } catch (error) { flash(error.message, false); return; }
+      const reply = await act(`run ${form.dataset.flow}`,
+        "/api/v1/flows/" + encodeURIComponent(form.dataset.flow) + "/runs", { params }, false);
+      if (reply.ok) {
+        const link = document.createElement("a");
+        link.href = "/runs/" + encodeURIComponent(reply.data.id);
+        link.textContent = reply.data.id;
+        document.getElementById("flash").append(" Run ", link);
+      }
+    });
+  }
   for (const form of document.querySelectorAll("form.unfail")) {
     form.addEventListener("submit", (e) => {
       e.preventDefault();

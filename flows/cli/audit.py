@@ -1,0 +1,50 @@
+"""``flows audit``: who changed what, through the API or the command line."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import click
+
+from flows import audit as audit_log
+from flows.cli.common import open_client, print_json, table
+from flows.cli.options import as_json, connection
+
+
+def register(group: click.Group) -> None:
+    group.add_command(audit)
+
+
+@click.command()
+@click.option(
+    "-n",
+    "--count",
+    type=click.IntRange(1, 10_000),
+    default=50,
+    show_default=True,
+    help="Entries, newest first.",
+)
+@click.option("--user", "who", metavar="NAME", help="Only what NAME did.")
+@as_json
+@connection
+def audit(
+    count: int, who: str | None, as_json: bool, redis_url: str | None, namespace: str | None
+) -> None:
+    """The audit log: every change made through the API or the command line (who, with which
+    role, via which, what, on what, from where), newest first."""
+    entries = audit_log.recent(open_client(redis_url, namespace), count, who=who)
+    if as_json:
+        print_json(entries)
+        return
+    table(
+        None,
+        ["when", "who", "role", "via", "action", "target", "from"],
+        [
+            [_when(e["at"]), e["who"], e["role"], e["via"], e["action"], e["target"], e["address"]]
+            for e in entries
+        ],
+    )
+
+
+def _when(at: float) -> str:
+    return datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%d %H:%M:%S")

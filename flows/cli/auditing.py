@@ -1,0 +1,82 @@
+"""The command line's part of the audit log (:mod:`flows.audit`): a changing command that
+succeeded is recorded with who ran it ($FLOWS_USER, else the login name), from which host, and
+its arguments (``--redis`` left out: its URL may hold a password). ``flows run`` records its
+submission itself (a run that then fails was still started)."""
+
+from __future__ import annotations
+
+import getpass
+import logging
+import os
+import socket
+from collections.abc import Sequence
+from typing import Final
+
+from flows import audit
+from scheduler.engine.client import Client
+
+log = logging.getLogger(__name__)
+
+# Commands that change something, by their words (a group's command: two words).
+AUDITED: Final = frozenset(
+    {
+        ("approve",), ("backfill",), ("bury",), ("cancel",), ("delete",), ("kick",),
+        ("retry",), ("signal",), ("unfail",), ("notifications",),
+        ("schedule", "pause"), ("schedule", "remove"), ("schedule", "resume"),
+        ("schedule", "trigger"), ("queue", "drop"), ("queue", "truncate"),
+        ("throttle", "set"), ("throttle", "unset"), ("user", "add"), ("user", "revoke"),
+    }
+)  # fmt: skip
+_HIDDEN_OPTIONS: Final = ("--redis",)
+_opened: list[Client] = []
+
+
+def opened(client: Client) -> Client:
+    """Remember the client a command opened: its namespace is where the entry goes."""
+    _opened[:] = [client]
+    return client
+
+
+def who() -> str:
+    return os.environ.get("FLOWS_USER") or getpass.getuser()
+
+
+def record(client: Client, action: str, target: str, detail: str = "") -> None:
+    try:
+        audit.record(
+            client,
+            who=who(),
+            via="cli",
+            action=action,
+            target=target,
+            address=socket.gethostname(),
+            detail=detail,
+        )
+    except Exception as error:  # the change is made: a lost entry is said, not raised
+        log.warning("audit: could not record %s: %s", action, error)
+
+
+def after(argv: Sequence[str]) -> None:
+    """A command given ``argv`` (after ``flows``) succeeded: record it when it changes things."""
+    words = [w for w in argv if not w.startswith("-")]
+    command = next((tuple(words[:n]) for n in (2, 1) if tuple(words[:n]) in AUDITED), None)
+    if command is None or not _opened:
+        return
+    if command == ("notifications",) and "--retry" not in argv:
+        return  # only --retry changes anything
+    if "--dry-run" in argv:
+        return  # it said what it would do, and stored nothing
+    shown: list[str] = []
+    skip = False
+    for word in argv:
+        if skip:
+            skip = False
+            continue
+        if word in _HIDDEN_OPTIONS:
+            skip = True
+            continue
+        if word.startswith(tuple(f"{o}=" for o in _HIDDEN_OPTIONS)):
+            continue
+        shown.append(word)
+    rest = shown[len(command) :] if shown[: len(command)] == list(command) else shown
+    record(_opened[0], " ".join(command), " ".join(rest))

@@ -1,0 +1,186 @@
+"""``flows notifications``: what was sent, what waits to be, and what could not be; and the
+deliverer the scheduler service and ``flows run`` send the notifications' outbox with."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import socket
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import click
+
+from flows.cli.common import ago, open_client, print_json, table
+from flows.cli.options import as_json, connection
+from scheduler import secrets
+from scheduler.engine.client import Client
+from scheduler.notify import outbox
+from scheduler.notify.outbox import Deliverer
+from scheduler.secrets import EnvFileError
+
+log = logging.getLogger(__name__)
+
+
+def register(group: click.Group) -> None:
+    group.add_command(notifications)
+
+
+env_file_option = click.option(
+    "--env-file",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    default=None,
+    help="NAME=value lines: secrets (of flows' secrets: and of notifications), looked up before "
+    "the environment and $FLOWS_SECRETS_DIR, /run/secrets.",
+)
+"""The ``--env-file`` of the commands that resolve secrets (worker, run, scheduler)."""
+
+
+def use_env_file(path: Path | None) -> None:
+    """Resolve this process's secrets from ``path`` too (a bad file: a one-line error)."""
+    try:
+        secrets.use_env_file(path)
+    except EnvFileError as error:
+        raise click.ClickException(str(error)) from None
+
+
+def notify_deliverer(
+    client: Client, env_file: Path | None, dashboard: str, name: str, *, stable: bool = True
+) -> Deliverer:
+    """The deliverer of a long-lived process (``stable``: a consumer name that survives its
+    restarts, so what it was sending when it died is sent first when it is back) or of one
+    ``flows run``. A bad env file is a one-line error."""
+    use_env_file(env_file)
+    consumer = f"{socket.gethostname()}:{name}" if stable else None
+    return Deliverer(client, secrets=secrets.store(), dashboard=dashboard, consumer=consumer)
+
+
+@click.command()
+@click.option("--failed", "only_failed", is_flag=True, help="Only the deliveries given up.")
+@click.option("--retry", "retry_id", metavar="ID", help="Send a given-up event again.")
+@click.option(
+    "-n",
+    "--count",
+    type=click.IntRange(1, 2000),
+    default=30,
+    show_default=True,
+    help="How many of the latest sends to show.",
+)
+@as_json
+@connection
+def notifications(
+    only_failed: bool,
+    retry_id: str | None,
+    count: int,
+    as_json: bool,
+    redis_url: str | None,
+    namespace: str | None,
+) -> None:
+    """Notifications: given up (kept until retried), waiting to be sent, and the latest sends.
+
+    A delivery that keeps failing is retried with a growing wait (5s, 10s, 20s ... up to 10
+    minutes, 10 attempts), then kept here: `flows notifications --retry ID` sends it again.
+    """
+    client = open_client(redis_url, namespace)
+    if retry_id is not None:
+        if not outbox.retry_failed(client, retry_id):
+            raise click.ClickException(f"no given-up notification {retry_id}")
+        click.echo(f"notification {retry_id} is back in the outbox", err=True)
+        return
+    given_up = outbox.failed(client)
+    pending = [] if only_failed else outbox.waiting(client)
+    sent = [] if only_failed else outbox.recent(client, count)
+    if as_json:
+        print_json({"failed": given_up, "waiting": pending, "recent": sent})
+        return
+    rows = [
+        [
+            r["id"],
+            r["kind"],
+            r["run"],
+            r.get("jid", ""),
+            str(r.get("attempts", "")),
+            "; ".join(f"{u['channel']}: {u['error']}" for u in r.get("undelivered", ())),
+        ]
+        for r in given_up
+    ]
+    table("Given up", ["id", "kind", "run", "jid", "attempts", "channel: error"], rows)
+    if only_failed:
+        return
+    if pending:
+        table(
+            "Waiting",
+            ["id", "kind", "run", "jid", "attempts", "next try", "last error"],
+            [
+                [
+                    p["id"],
+                    p.get("kind", ""),
+                    p.get("run", ""),
+                    p.get("jid", ""),
+                    str(p["attempts"]),
+                    ago(p.get("due")),
+                    "; ".join(p["errors"].values()),
+                ]
+                for p in pending
+            ],
+        )
+    table(
+        "Latest sends",
+        ["id", "event", "run", "channel", "status", "attempt", "when", "error"],
+        [
+            [
+                s["id"],
+                s["event"],
+                s["run"],
+                s["channel"],
+                s["status"],
+                s["attempt"],
+                ago(float(s["at"])),
+                s.get("error", ""),
+            ]
+            for s in sent
+        ],
+    )
+
+
+DRAIN_SECONDS = 30.0
+"""How long ``flows run`` keeps sending its notifications after its run ended."""
+
+
+@contextlib.contextmanager
+def delivering(deliverer: Deliverer | None, interval: float = 0.5) -> Iterator[None]:
+    """Send the outbox in a thread while the block runs, then what is left (up to
+    :data:`DRAIN_SECONDS`); nothing when ``deliverer`` is None."""
+    if deliverer is None:
+        yield
+        return
+    stop = threading.Event()
+
+    def loop() -> None:
+        while not stop.wait(interval):
+            try:
+                deliverer.tick()
+            except Exception as error:  # Redis away for a moment: the next tick tries again
+                log.warning("notifications: %s", error)
+
+    thread = threading.Thread(target=loop, name="flows-notify", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
+        if not deliverer.drain(DRAIN_SECONDS):
+            click.echo(
+                "some notifications are not sent yet (see `flows notifications`): the "
+                "scheduler service sends them",
+                err=True,
+            )
+        deliverer.forget()
+
+
+def dashboard_url() -> str:
+    """The dashboard's address for links in notifications (``$FLOWS_DASHBOARD_URL``)."""
+    return os.environ.get("FLOWS_DASHBOARD_URL", "")

@@ -1,0 +1,67 @@
+"""``flows user add|list|revoke``: the users of ``flows ui`` and their roles."""
+
+from __future__ import annotations
+
+import getpass
+import os
+
+import click
+
+from flows.cli.common import ago, open_client, print_json, table, user_errors
+from flows.cli.options import as_json, connection
+from flows.users import ROLES, Users
+
+
+def register(group: click.Group) -> None:
+    group.add_command(user)
+
+
+def acting_user() -> str:
+    """Who runs this command: $FLOWS_USER, else the login name."""
+    return os.environ.get("FLOWS_USER") or getpass.getuser()
+
+
+@click.group()
+def user() -> None:
+    """Users of flows ui: viewer (reads), operator (also retries, reruns, cancels, approves,
+    signals, triggers), admin (also schedules, queues, throttles, users)."""
+
+
+@user.command("add")
+@click.argument("name")
+@click.option("--role", type=click.Choice(ROLES), required=True, help="What the user may do.")
+@connection
+def add(name: str, role: str, redis_url: str | None, namespace: str | None) -> None:
+    """Add user NAME and print its token, once (only its hash is kept)."""
+    client = open_client(redis_url, namespace)
+    with user_errors():
+        token = Users(client).add(name, role, by=acting_user())
+    click.echo(f"user {name} added as {role}; its token (shown only now):", err=True)
+    click.echo(token)
+
+
+@user.command("list")
+@as_json
+@connection
+def list_users(as_json: bool, redis_url: str | None, namespace: str | None) -> None:
+    """The users and their roles (never their tokens)."""
+    found = Users(open_client(redis_url, namespace)).list()
+    if as_json:
+        print_json([u.as_json() for u in found])
+        return
+    table(
+        None,
+        ["user", "role", "added", "by"],
+        [[u.name, u.role, ago(u.created), u.by] for u in found],
+    )
+
+
+@user.command("revoke")
+@click.argument("name")
+@connection
+def revoke(name: str, redis_url: str | None, namespace: str | None) -> None:
+    """Remove user NAME: its token stops working at once."""
+    client = open_client(redis_url, namespace)
+    with user_errors():
+        Users(client).revoke(name)
+    click.echo(f"user {name} revoked", err=True)

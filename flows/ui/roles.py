@@ -1,0 +1,91 @@
+"""Users and roles on top of the server's token (:mod:`flows.ui.auth`).
+
+A request's bearer token is the server's own (``--token-file``: one person, every right) or a
+user's (:mod:`flows.users`, used as soon as one exists). :data:`POLICY` says which role each
+write needs, in one place: ``viewer`` reads, ``operator`` acts on runs, jobs and failures
+(retry, rerun, cancel, approve, signal, trigger), ``admin`` manages schedules, queues,
+throttles and users. Whoever passed is kept on the request (:func:`who`) for the audit log and
+for approvals.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Final
+
+from fastapi import HTTPException, Request
+
+from flows.ui.auth import Auth
+from flows.users import User, Users, rank
+
+# (method, path pattern, role needed), first match wins; a write no line names needs operator.
+POLICY: Final = (
+    ("POST", re.compile(r"^/api/v1/schedules/[^/]+/trigger$"), "operator"),
+    ("POST", re.compile(r"^/api/v1/(schedules|queues|throttles|users)(/|$)"), "admin"),
+)
+DEFAULT_WRITE_ROLE: Final = "operator"
+SERVER_TOKEN: Final = "token"
+"""The name the server's own token acts under."""
+
+
+@dataclass(frozen=True)
+class Identity:
+    name: str
+    role: str
+    user: bool  # a user of the namespace, not the server's token
+
+
+def needed_role(method: str, path: str) -> str:
+    """The role a request needs."""
+    if method in ("GET", "HEAD", "OPTIONS"):
+        return "viewer"
+    for rule_method, pattern, role in POLICY:
+        if method == rule_method and pattern.match(path):
+            return role
+    return DEFAULT_WRITE_ROLE
+
+
+def who(request: Request) -> Identity | None:
+    """Who made the request, once it passed (None: an open read)."""
+    identity = getattr(request.state, "identity", None)
+    return identity if isinstance(identity, Identity) else None
+
+
+@dataclass(frozen=True)
+class RoleAuth(Auth):
+    """:class:`Auth` with the namespace's users: a user's token passes where the server's would,
+    within what its role may do."""
+
+    users: Users | None = field(default=None, compare=False)
+
+    def _identify(self, request: Request) -> Identity:
+        try:
+            super()._check(request)
+            return Identity(SERVER_TOKEN, "admin", user=False)
+        except HTTPException as refused:
+            if refused.status_code != 403 or self.users is None:
+                raise
+            token = request.headers.get("authorization", "").partition(" ")[2].strip()
+            found: User | None = self.users.find(token)
+            if found is None:
+                raise HTTPException(403, "the token is not this server's nor a user's") from None
+            return Identity(found.name, found.role, user=True)
+
+    def _allow(self, request: Request) -> None:
+        identity = self._identify(request)
+        needed = needed_role(request.method, request.url.path)
+        if rank(identity.role) < rank(needed):
+            raise HTTPException(
+                403,
+                f"user {identity.name} is a {identity.role}: {request.method} "
+                f"{request.url.path} needs {needed}",
+            )
+        request.state.identity = identity
+
+    def read(self, request: Request) -> None:
+        if not self.reads_open:
+            self._allow(request)
+
+    def write(self, request: Request) -> None:
+        self._allow(request)

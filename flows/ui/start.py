@@ -1,0 +1,224 @@
+"""Starting any flow from ``flows ui``: every flow file of ``--flows-dir`` (scheduled or not),
+``POST /api/v1/flows/{flow}/runs`` with params checked as ``flows validate`` and ``flows run -p``
+check them, the dashboard's "Run" page, and signed webhook triggers
+(``POST /api/v1/hooks/{flow}``, for a flow that declares ``on: webhook``).
+
+A webhook request is its own credential: ``X-Flows-Signature: sha256=<hex>``, HMAC-SHA256 with
+the flow's secret of ``<X-Flows-Timestamp>.<body>`` (:func:`scheduler.notify.channels.sign`, the
+same scheme notifications are signed with). A timestamp more than :data:`WINDOW` seconds away
+from the server's clock is refused, and so is a signature seen before (a replay): nothing is
+started for either.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Annotated, Any, Final
+
+from fastapi import APIRouter, Depends, HTTPException, Request
+from fastapi.responses import HTMLResponse
+from pydantic import BaseModel, ConfigDict, Field
+
+from flows.expand import ExpansionError
+from flows.params import ParamError
+from flows.run_builder import FlowFile, build_run, read_flow_file
+from flows.run_specs import manual_run_id
+from flows.submit import submit
+from flows.ui import api
+from flows.ui.pages import render
+from flows.ui.roles import Identity
+from flows.ui.state import UiState, reader, writer
+from flows.validate import InvalidFlow
+from scheduler import secrets
+from scheduler.engine.errors import EngineError
+from scheduler.notify.channels import SIGNATURE_HEADER, TIMESTAMP_HEADER, verify
+from scheduler.secrets import MissingSecret
+from scheduler.service.scanning import flow_files
+
+WINDOW: Final = 300.0
+"""Seconds a webhook's timestamp may be away from the server's clock."""
+
+router = APIRouter()
+
+
+class RunParams(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    params: dict[str, Any] = Field(default_factory=dict)
+    """Values of the flow's params; text is converted to the declared type as `-p` does."""
+
+
+@dataclass(frozen=True)
+class Listed:
+    path: Path
+    source: FlowFile | None
+    errors: list[dict[str, Any]]
+
+
+def flows_dir(request: Request) -> Path:
+    folder = getattr(request.app.state, "flows_dir", None)
+    if folder is None:
+        raise HTTPException(404, "flows ui was started without --flows-dir: no flow files to list")
+    return Path(folder)
+
+
+Folder = Annotated[Path, Depends(flows_dir)]
+
+
+def _listed(folder: Path) -> Iterator[Listed]:
+    for path in flow_files(folder):
+        try:
+            yield Listed(path, read_flow_file(path), [])
+        except InvalidFlow as invalid:
+            errors = [f.to_dict() for f in invalid.findings if f.severity == "error"]
+            yield Listed(path, None, errors)
+        except (OSError, ValueError) as error:
+            yield Listed(path, None, [{"message": str(error)}])
+
+
+def _describe(folder: Path, listed: Listed) -> dict[str, Any]:
+    out: dict[str, Any] = {"file": str(listed.path.relative_to(folder)), "errors": listed.errors}
+    flow = listed.source.flow if listed.source is not None else None
+    if flow is None:
+        return {**out, "name": None, "valid": False}
+    return {
+        **out,
+        "name": flow.name,
+        "valid": True,
+        "description": flow.description or "",
+        "scheduled": flow.schedule is not None,
+        "webhook": flow.on is not None and flow.on.webhook is not None,
+        "params": [
+            {
+                "name": name,
+                "type": param.type,
+                "description": param.description or "",
+                "default": param.default,
+                "required": param.is_required,
+            }
+            for name, param in flow.params.items()
+        ],
+    }
+
+
+def _find(folder: Path, name: str) -> FlowFile:
+    """The flow file of ``name``: 404 when none is, 422 (with every finding) when it is invalid."""
+    matches = []
+    for listed in _listed(folder):
+        flow_name = listed.source.flow.name if listed.source else None
+        if flow_name == name or (listed.source is None and listed.path.stem == name):
+            matches.append(listed)
+    if not matches:
+        raise HTTPException(404, f"no flow named {name!r} under the flows folder")
+    if len(matches) > 1:
+        files = ", ".join(str(m.path.relative_to(folder)) for m in matches)
+        raise HTTPException(409, f"several files define flow {name!r}: {files}")
+    found = matches[0]
+    if found.source is None:
+        raise HTTPException(422, {"message": f"flow {name!r} does not validate",
+                                  "findings": found.errors})  # fmt: skip
+    return found.source
+
+
+def _start(ui: UiState, source: FlowFile, params: dict[str, Any], trigger: str) -> dict[str, Any]:
+    now = ui.client.engine.server_time()
+    run_id = manual_run_id(source.flow.name, now)
+    try:
+        built = build_run(
+            source,
+            run_id=run_id,
+            logical_time=datetime.fromtimestamp(now, UTC),
+            params=params,
+            trigger=trigger,
+        )
+    except (ParamError, ExpansionError) as error:
+        raise HTTPException(422, str(error)) from None
+    except EngineError as error:
+        raise HTTPException(422, str(error)) from None
+    submission = api.engine_errors(lambda: submit(ui.client, built))
+    return {"id": submission.run_id, "jobs": submission.jobs, "flow": source.flow.name}
+
+
+@router.get(f"{api.PREFIX}/flows", dependencies=[Depends(reader)], tags=["flows"])
+def list_flows(folder: Folder) -> dict[str, Any]:
+    """Every flow file of the flows folder, scheduled or not: its name, params (to start it
+    with), whether it has a schedule or a webhook trigger, and its errors when it is invalid."""
+    return {"items": [_describe(folder, listed) for listed in _listed(folder)]}
+
+
+@router.post(
+    f"{api.PREFIX}/flows/{{flow}}/runs",
+    dependencies=[Depends(writer)],
+    tags=["flows"],
+    status_code=201,
+)
+def start_flow(
+    ui: api.Ui, folder: Folder, flow: str, body: RunParams | None = None
+) -> dict[str, Any]:
+    """Start a run of the flow file named ``flow`` with ``params``: 422 with what is wrong (the
+    findings of `flows validate`, an unknown or mistyped param) and nothing started."""
+    return _start(ui, _find(folder, flow), dict((body or RunParams()).params), "manual")
+
+
+@router.post(f"{api.PREFIX}/hooks/{{flow}}", tags=["flows"], status_code=201)
+async def webhook(request: Request, ui: api.Ui, folder: Folder, flow: str) -> dict[str, Any]:
+    """Start a run of a flow declaring `on: webhook`, with the JSON body as its param, when the
+    request is signed with the flow's secret (no bearer token: the signature is the credential).
+    401 for a missing, stale, replayed or wrong signature; nothing is started then."""
+    body = await request.body()
+    source = _find(folder, flow)
+    hook = source.flow.on.webhook if source.flow.on is not None else None
+    if hook is None:
+        raise HTTPException(404, f"flow {flow!r} declares no webhook trigger (on: webhook)")
+    signature = request.headers.get(SIGNATURE_HEADER, "")
+    stamp = request.headers.get(TIMESTAMP_HEADER, "")
+    if not signature or not stamp:
+        raise HTTPException(401, f"{SIGNATURE_HEADER} and {TIMESTAMP_HEADER} are required")
+    try:
+        key = secrets.resolve([hook.secret])[hook.secret]
+    except MissingSecret as error:
+        raise HTTPException(
+            503, f"the webhook's secret is not set on this server: {error}"
+        ) from None
+    if not verify(key, stamp, body, signature):
+        raise HTTPException(401, "the signature does not match the body and timestamp")
+    now = ui.client.engine.server_time()
+    try:
+        skew = abs(now - float(stamp))
+    except ValueError:
+        raise HTTPException(401, f"{TIMESTAMP_HEADER} must be epoch seconds") from None
+    if skew > WINDOW:
+        raise HTTPException(
+            401, f"the timestamp is {skew:.0f}s away from now (at most {WINDOW:.0f})"
+        )
+    try:
+        payload = json.loads(body or b"{}")
+    except ValueError:
+        raise HTTPException(422, "the body must be a JSON object") from None
+    if not isinstance(payload, dict):
+        raise HTTPException(422, "the body must be a JSON object")
+    # A signature is good once: remembered past the window, so a replay is refused.
+    seen = (
+        f"{ui.client.engine.key_prefix}hook-seen:{hashlib.sha256(signature.encode()).hexdigest()}"
+    )
+    redis: Any = ui.client.engine.redis
+    if not redis.set(seen, flow, nx=True, ex=int(WINDOW * 2) + 1):
+        raise HTTPException(409, "this signed request was received before (a replay): refused")
+    request.state.identity = Identity(f"webhook:{flow}", "", user=False)
+    try:
+        return _start(ui, source, {hook.param: payload}, "webhook")
+    except HTTPException:
+        redis.delete(seen)  # nothing started: the sender may fix its body and send again
+        raise
+
+
+@router.get("/start", response_class=HTMLResponse, include_in_schema=False,
+            dependencies=[Depends(reader)])  # fmt: skip
+def start_page(request: Request) -> HTMLResponse:
+    folder = getattr(request.app.state, "flows_dir", None)
+    items = list_flows(Path(folder))["items"] if folder is not None else []
+    return render(request, "start.html", flows=items, folder=folder)

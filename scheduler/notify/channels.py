@@ -1,0 +1,168 @@
+"""Sending one notification by one channel: a signed JSON webhook, a Slack-compatible incoming
+webhook, or a mail over SMTP (TLS or STARTTLS, login from a secret). Each raises
+:class:`DeliveryError` (one line: what failed and where) when the receiver did not take it."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import smtplib
+import socket
+import ssl
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Mapping
+from email.message import EmailMessage
+from email.utils import make_msgid
+from typing import Any, Final
+from urllib.parse import urlsplit
+
+from scheduler.notify.events import Context, Event, payload, summary, text
+from scheduler.secrets import MissingSecret, Secrets
+
+TIMEOUT: Final = 10.0
+SIGNATURE_HEADER: Final = "X-Flows-Signature"
+TIMESTAMP_HEADER: Final = "X-Flows-Timestamp"
+EVENT_HEADER: Final = "X-Flows-Event-Id"
+USER_AGENT: Final = "redis-flows-notify/1"
+
+
+class DeliveryError(Exception):
+    """A delivery the receiver refused or could not take (the message says which and why)."""
+
+
+def sign(secret: str, timestamp: str, body: bytes) -> str:
+    """``sha256=<hex>``: HMAC-SHA256 with ``secret`` of ``<timestamp>.<body>``."""
+    digest = hmac.new(secret.encode(), timestamp.encode() + b"." + body, hashlib.sha256)
+    return "sha256=" + digest.hexdigest()
+
+
+def verify(secret: str, timestamp: str, body: bytes, signature: str) -> bool:
+    """Whether ``signature`` is :func:`sign`'s for this timestamp and body (constant time)."""
+    return hmac.compare_digest(sign(secret, timestamp, body), signature)
+
+
+def _post(url: str, body: bytes, headers: Mapping[str, str], shown: str = "") -> None:
+    """POST ``body``; an error names ``shown`` (the URL, unless the URL is a secret)."""
+    shown = shown or url
+    request = urllib.request.Request(url, data=body, method="POST")
+    request.add_header("Content-Type", "application/json")
+    request.add_header("User-Agent", USER_AGENT)
+    for name, value in headers.items():
+        request.add_header(name, value)
+    try:
+        with urllib.request.urlopen(request, timeout=TIMEOUT) as response:
+            response.read(65536)
+    except urllib.error.HTTPError as error:
+        raise DeliveryError(f"POST {shown}: HTTP {error.code} {error.reason}") from None
+    except (urllib.error.URLError, OSError, ValueError) as error:
+        reason = getattr(error, "reason", error)
+        raise DeliveryError(f"POST {shown}: {reason}") from None
+
+
+def _secret(secrets: Secrets, name: str) -> str:
+    try:
+        return secrets.resolve(name)
+    except MissingSecret as error:
+        raise DeliveryError(str(error)) from None
+
+
+def _url(config: Mapping[str, Any], secrets: Secrets) -> tuple[str, str]:
+    """The endpoint and how errors name it: ``url``, or the value of the secret ``url_secret``
+    names (checked here, as `flows validate` checks a written one; errors name the secret)."""
+    if config.get("url_secret"):
+        name = str(config["url_secret"])
+        url = _secret(secrets, name)
+        if urlsplit(url).scheme not in ("http", "https"):
+            raise DeliveryError(f"secret {name} does not hold an http(s) URL")
+        return url, f"(the URL in secret {name})"
+    return str(config["url"]), ""
+
+
+def send_webhook(
+    config: Mapping[str, Any], event: Event, name: str, context: Context, secrets: Secrets
+) -> None:
+    body = json.dumps(payload(event, name, context), separators=(",", ":")).encode()
+    timestamp = str(int(time.time()))
+    headers = {EVENT_HEADER: event.id, TIMESTAMP_HEADER: timestamp}
+    if config.get("secret"):
+        headers[SIGNATURE_HEADER] = sign(_secret(secrets, config["secret"]), timestamp, body)
+    url, shown = _url(config, secrets)
+    _post(url, body, headers, shown)
+
+
+def send_slack(
+    config: Mapping[str, Any], event: Event, name: str, context: Context, secrets: Secrets
+) -> None:
+    body = json.dumps({"text": text(event, name, context)}).encode()
+    url, shown = _url(config, secrets)
+    _post(url, body, {EVENT_HEADER: event.id}, shown)
+
+
+def send_email(
+    config: Mapping[str, Any], event: Event, name: str, context: Context, secrets: Secrets
+) -> None:
+    url = urlsplit(str(config["smtp"]))
+    host = url.hostname or "localhost"
+    tls = url.scheme == "smtps"
+    port = url.port or (465 if tls else 25)
+    message = EmailMessage()
+    message["Subject"] = summary(event, name, context)[:200]
+    message["From"] = config.get("from") or f"flows@{socket.gethostname()}"
+    message["To"] = ", ".join(config.get("to") or ())
+    # The same event id makes the same Message-ID: a mail client shows a re-delivery once.
+    message["Message-ID"] = make_msgid(idstring=event.id.replace("-", "."), domain="redis-flows")
+    message[EVENT_HEADER] = event.id
+    message.set_content(text(event, name, context))
+    login = None
+    if config.get("login"):
+        user, sep, password = _secret(secrets, config["login"]).partition(":")
+        if not sep:
+            raise DeliveryError(f"secret {config['login']} must be user:password for SMTP login")
+        login = (user, password)
+    context_tls = ssl.create_default_context()
+    try:
+        smtp: smtplib.SMTP
+        if tls:
+            smtp = smtplib.SMTP_SSL(host, port, timeout=TIMEOUT, context=context_tls)
+        else:
+            smtp = smtplib.SMTP(host, port, timeout=TIMEOUT)
+        with smtp:
+            if not tls and config.get("starttls", True):
+                smtp.starttls(context=context_tls)
+            if login:
+                smtp.login(*login)
+            smtp.send_message(message)
+    except (smtplib.SMTPException, OSError) as error:
+        raise DeliveryError(f"SMTP {host}:{port}: {str(error).splitlines()[0][:200]}") from None
+
+
+Sender = Callable[[Mapping[str, Any], Event, str, Context, Secrets], None]
+SENDERS: Final[dict[str, Sender]] = {
+    "webhook": send_webhook,
+    "slack": send_slack,
+    "email": send_email,
+}
+
+
+def channel_of(rule: Mapping[str, Any]) -> tuple[str, Mapping[str, Any]] | None:
+    """The rule's one channel: (its name, its settings)."""
+    for name in SENDERS:
+        config = rule.get(name)
+        if isinstance(config, Mapping):
+            return name, config
+    return None
+
+
+def describe(rule: Mapping[str, Any]) -> str:
+    """``webhook http://...`` / ``email ops@example.com``: where a rule sends, for listings."""
+    found = channel_of(rule)
+    if found is None:
+        return "?"
+    name, config = found
+    if name == "email":
+        return f"email {', '.join(config.get('to') or ())}"
+    where = config.get("url") or f"(secret {config.get('url_secret', '')})"
+    return f"{name} {where}"

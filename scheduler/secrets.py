@@ -1,0 +1,221 @@
+"""Secrets by name, resolved where they are used (a worker, the notifications' sender), never
+stored in Redis.
+
+A name is looked up, in order, in an env file given to the process (``--env-file``: ``NAME=value``
+lines), the process's environment, and the secrets folders: ``$FLOWS_SECRETS_DIR`` (when set) and
+``/run/secrets`` (where Docker and Kubernetes mount them), a file named after the secret whose
+text, without its final newline, is the value.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, Final
+
+NAME: Final = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+DEFAULT_DIR: Final = Path("/run/secrets")
+MASK: Final = "***"
+MAX_BYTES: Final = 64 * 1024
+
+
+class MissingSecret(LookupError):
+    """A secret a flow names is found nowhere: the message says where it was looked for."""
+
+
+class EnvFileError(ValueError):
+    """An env file that cannot be read; the message names the file and the line."""
+
+
+def read_env_file(path: Path) -> dict[str, str]:
+    """``NAME=value`` lines (``#`` comments, blank lines, ``export NAME=...``, quoted values)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        raise EnvFileError(f"cannot read env file {path}: {error}") from None
+    values: dict[str, str] = {}
+    for number, raw in enumerate(text.splitlines(), 1):
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        if line.startswith("export "):
+            line = line[len("export ") :].lstrip()
+        name, sep, value = line.partition("=")
+        name = name.strip()
+        if not sep or not NAME.match(name):
+            raise EnvFileError(f"{path}:{number}: expected NAME=value")
+        value = value.strip()
+        if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+            value = value[1:-1]
+        values[name] = value
+    return values
+
+
+def default_dirs(environ: Mapping[str, str] | None = None) -> tuple[Path, ...]:
+    environ = os.environ if environ is None else environ
+    configured = environ.get("FLOWS_SECRETS_DIR")
+    return (Path(configured), DEFAULT_DIR) if configured else (DEFAULT_DIR,)
+
+
+class Secrets:
+    """Where this process finds secrets: ``values`` (an env file's), the environment, folders."""
+
+    def __init__(
+        self,
+        values: Mapping[str, str] | None = None,
+        *,
+        environ: Mapping[str, str] | None = None,
+        dirs: Sequence[Path] | None = None,
+    ) -> None:
+        self.values = dict(values or {})
+        self.environ = os.environ if environ is None else environ
+        self.dirs = tuple(dirs) if dirs is not None else default_dirs(self.environ)
+
+    @classmethod
+    def from_env_file(cls, path: Path | None) -> Secrets:
+        return cls(read_env_file(path) if path is not None else None)
+
+    def get(self, name: str) -> str | None:
+        if not NAME.match(name):
+            return None
+        if name in self.values:
+            return self.values[name]
+        if name in self.environ:
+            return self.environ[name]
+        for folder in self.dirs:
+            path = folder / name
+            try:
+                if path.is_file():
+                    data = path.read_bytes()[:MAX_BYTES].decode("utf-8", "replace")
+                    return data[:-1] if data.endswith("\n") else data
+            except OSError:
+                continue
+        return None
+
+    def resolve(self, name: str) -> str:
+        value = self.get(name)
+        if value is None:
+            where = ", ".join(str(d) for d in self.dirs)
+            raise MissingSecret(
+                f"secret {name} not found: not in the env file, the environment or {where}"
+            )
+        return value
+
+    def resolve_all(self, names: Iterable[str]) -> dict[str, str]:
+        return {name: self.resolve(name) for name in names}
+
+
+def mask(text: str, values: Iterable[str]) -> str:
+    """``text`` with every secret value replaced by ``***`` (longest first, so a value containing
+    another is masked whole; values under 3 characters are left: they would mask everything)."""
+    for value in sorted({v for v in values if len(v) >= 3}, key=len, reverse=True):
+        if value in text:
+            text = text.replace(value, MASK)
+    return text
+
+
+# -- this process's secrets: where they come from, and the values to mask ------------------------
+
+ENV_FILE_VARIABLE: Final = "FLOWS_ENV_FILE"
+"""The env file of this process and its children (``flows worker --env-file`` sets it)."""
+
+_lock = threading.Lock()
+_store: Secrets | None = None
+_known: frozenset[str] = frozenset()
+
+
+def store() -> Secrets:
+    """This process's sources: ``$FLOWS_ENV_FILE``, the environment, the secrets folders."""
+    global _store
+    with _lock:
+        if _store is None:
+            path = os.environ.get(ENV_FILE_VARIABLE)
+            _store = Secrets.from_env_file(Path(path) if path else None)
+        return _store
+
+
+def use_env_file(path: Path | None) -> None:
+    """Read secrets from ``path`` (None: ``$FLOWS_ENV_FILE``, when set) in this process and the
+    worker processes it starts; checked now: a bad file is an :class:`EnvFileError`."""
+    global _store
+    if path is None and os.environ.get(ENV_FILE_VARIABLE):
+        path = Path(os.environ[ENV_FILE_VARIABLE])
+    secrets = Secrets.from_env_file(path)
+    with _lock:
+        _store = secrets
+        if path is not None:
+            os.environ[ENV_FILE_VARIABLE] = str(path.resolve())
+
+
+def remember(values: Iterable[str]) -> None:
+    """Mask these values from now on (each line of a value of several lines too)."""
+    global _known
+    found = set()
+    for value in values:
+        found.add(value)
+        found.update(line.strip() for line in value.splitlines() if len(line.strip()) >= 8)
+    found = {v for v in found if len(v) >= 3}
+    if found - _known:
+        with _lock:
+            _known = _known | found
+
+
+def resolve(names: Iterable[str]) -> dict[str, str]:
+    """The values of ``names`` from this process's sources, remembered for masking; raises
+    :class:`MissingSecret` naming the first one found nowhere."""
+    values = store().resolve_all(names)
+    remember(values.values())
+    return values
+
+
+def secret(name: str) -> str:
+    """One secret's value, for a Python job: ``from scheduler.secrets import secret``."""
+    return resolve([name])[name]
+
+
+def masked(text: str) -> str:
+    """``text`` with every secret this process resolved replaced by ``***``."""
+    known = _known
+    return mask(text, known) if known else text
+
+
+def masked_value(value: Any) -> Any:
+    """A JSON-like value with :func:`masked` applied to every string in it (keys too)."""
+    if not _known:
+        return value
+    if isinstance(value, str):
+        return masked(value)
+    if isinstance(value, Mapping):
+        return {masked(str(k)): masked_value(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [masked_value(v) for v in value]
+    return value
+
+
+# -- shown data: environment values named like credentials ----------------------------------------
+
+SENSITIVE_NAME: Final = re.compile(
+    r"PASS(WORD|WD)?|SECRET|TOKEN|API_?KEY|PRIVATE_?KEY|ACCESS_?KEY|CREDENTIAL|AUTH|COOKIE|SESSION",
+    re.IGNORECASE,
+)
+"""An environment variable name that says its value is a credential."""
+
+
+def sensitive_name(name: str) -> bool:
+    return bool(SENSITIVE_NAME.search(name))
+
+
+def shown_data(data: Any) -> Any:
+    """A job's data as it is shown (CLI, API, dashboard): a shell step's ``env`` values named like
+    credentials replaced by ``***`` (they are stored as given: declare them in ``secrets:`` to
+    keep them out of Redis)."""
+    if not isinstance(data, Mapping):
+        return data
+    env = data.get("env")
+    if not isinstance(env, Mapping) or not any(sensitive_name(str(k)) for k in env):
+        return data
+    hidden = {k: (MASK if sensitive_name(str(k)) else v) for k, v in env.items()}
+    return {**data, "env": hidden}

@@ -1,0 +1,313 @@
+"""Notifications end to end: a real flow run, the engine's outbox, and real receivers on loopback
+(an HTTP server, an aiosmtpd SMTP server). Backoff is driven by a passed-in clock."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from textwrap import dedent
+
+import pytest
+import redis
+from click.testing import CliRunner
+from flows_cli_support import flows
+from helpers import assert_unchanged
+from notify_support import Receiver, SmtpServer, receiver_fixture, smtp_fixture
+from scheduler_support import make_service
+from ui_support import TOKEN, Api, serve
+
+from flows.ui.auth import Auth
+from scheduler.embedded import EmbeddedServer
+from scheduler.engine.client import Client
+from scheduler.notify import outbox
+from scheduler.notify.channels import verify
+from scheduler.notify.outbox import Deliverer
+from scheduler.secrets import Secrets
+
+HOOK_SECRET = "s3cret-hook-key"
+
+
+@pytest.fixture
+def receiver() -> Iterator[Receiver]:
+    yield from receiver_fixture()
+
+
+@pytest.fixture
+def smtp() -> Iterator[SmtpServer]:
+    yield from smtp_fixture()
+
+
+@pytest.fixture
+def cli(
+    server: EmbeddedServer, redis_client: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> CliRunner:
+    monkeypatch.setenv("FLOWS_REDIS_URL", server.url)
+    monkeypatch.setenv("HOOK_SECRET", HOOK_SECRET)
+    monkeypatch.setenv("SMTP_LOGIN", "ops:pw")
+    monkeypatch.setenv("FLOWS_DASHBOARD_URL", "http://127.0.0.1:8080")
+    return CliRunner()
+
+
+@pytest.fixture
+def client(server: EmbeddedServer, redis_client: redis.Redis) -> Client:
+    return Client(server.url)
+
+
+def write(folder: Path, text: str) -> Path:
+    path = folder / "flow.yaml"
+    path.write_text(dedent(text))
+    return path
+
+
+def failing_flow(folder: Path, receiver: Receiver, smtp: SmtpServer) -> Path:
+    return write(
+        folder,
+        f"""
+        version: 1
+        name: nightly
+        notify:
+          - on: [failure, awaiting]
+            webhook: {{url: "{receiver.url}/hook", secret: HOOK_SECRET}}
+          - on: [failure]
+            email: {{to: [ops@example.com], smtp: "{smtp.url}", starttls: false}}
+        steps:
+          extract: {{run: "echo extracting"}}
+          load: {{run: "echo 'disk full' >&2; exit 3", needs: extract}}
+          report: {{run: "echo done", needs: load}}
+        """,
+    )
+
+
+def test_a_failing_run_sends_one_signed_webhook_and_one_mail(
+    cli: CliRunner, client: Client, tmp_path: Path, receiver: Receiver, smtp: SmtpServer
+) -> None:
+    result = flows(cli, "run", str(failing_flow(tmp_path, receiver, smtp)))
+    assert result.exit_code == 1
+    [post] = receiver.wait_for(1)
+    [mail] = smtp.mailbox.wait_for(1)
+    body = post.json()
+    assert post.path == "/hook"
+    assert body["event"] == "failure" and body["scope"] == "run" and body["flow"] == "nightly"
+    assert body["failure"]["message"].find("disk full") >= 0 or body["failure"]["group"]
+    timestamp = post.headers["X-Flows-Timestamp"]
+    assert post.headers["X-Flows-Signature"].startswith("sha256=")
+    assert verify(HOOK_SECRET, timestamp, post.body, post.headers["X-Flows-Signature"])
+    assert not verify("wrong", timestamp, post.body, post.headers["X-Flows-Signature"])
+    assert post.headers["X-Flows-Event-Id"] == body["id"]
+    assert body["url"].startswith("http://127.0.0.1:8080/runs/nightly@")
+    assert mail["To"] == "ops@example.com"
+    assert mail["X-Flows-Event-Id"] == body["id"]  # one event, two channels, one id
+    assert "failed" in mail["Subject"] and body["run"] in mail["Subject"]
+    # Exactly one of each, and nothing left to send.
+    assert len(receiver.received) == 1 and len(smtp.mailbox.messages) == 1
+    listed = json.loads(flows(cli, "notifications", "--json").stdout)
+    assert listed["failed"] == [] and listed["waiting"] == []
+    assert sorted(s["channel"].split()[0] for s in listed["recent"]) == ["email", "webhook"]
+    # flows run's sender left the group once it had sent everything
+    outbox_key = client.engine.key_prefix + "notify:outbox"
+    assert client.engine.redis.xinfo_consumers(outbox_key, "deliver") == []
+
+
+def test_an_awaiting_step_notifies_with_its_approve_command(
+    cli: CliRunner, client: Client, tmp_path: Path, receiver: Receiver
+) -> None:
+    path = write(
+        tmp_path,
+        f"""
+        version: 1
+        name: gate
+        steps:
+          approve:
+            wait: {{signal: approve}}
+            notify:
+              - on: [awaiting]
+                slack: {{url: "{receiver.url}/slack"}}
+              - on: [awaiting]
+                webhook: {{url: "{receiver.url}/hook"}}
+        """,
+    )
+    result = flows(cli, "run", "--detach", str(path))
+    assert result.exit_code == 0, result.output
+    run_id = result.stdout.strip()
+    assert Deliverer(client, dashboard="http://dash:8080").tick() == 2
+    posts = {p.path: p for p in receiver.wait_for(2)}
+    hook = posts["/hook"].json()
+    assert hook["event"] == "awaiting" and hook["step"] == "approve"
+    assert hook["approve"]["command"] == f"flows approve '{run_id}' 'approve'"
+    assert hook["approve"]["url"] == f"http://dash:8080/runs/{run_id}/steps/approve"
+    assert "X-Flows-Signature" not in posts["/hook"].headers  # no secret: unsigned
+    text = posts["/slack"].json()["text"]
+    assert f"flows approve '{run_id}' 'approve'" in text and "is waiting for approval" in text
+
+
+def test_a_failing_delivery_is_retried_with_backoff_then_kept_and_shown(
+    cli: CliRunner, client: Client, tmp_path: Path, receiver: Receiver, smtp: SmtpServer
+) -> None:
+    flows(cli, "run", "--detach", str(failing_flow(tmp_path, receiver, smtp)))
+    result = flows(cli, "worker", "--queues", "default", "--burst", "--processes", "0")
+    assert result.exit_code == 0, result.output
+    receiver.status = 500
+    now = [1000.0]
+    deliverer = Deliverer(
+        client,
+        secrets=Secrets(environ={"HOOK_SECRET": HOOK_SECRET}),
+        consumer="t",
+        max_attempts=3,
+        clock=lambda: now[0],
+    )
+    assert deliverer.tick() == 1  # the mail went; the webhook did not
+    assert len(receiver.received) == 1 and len(smtp.mailbox.messages) == 1
+    now[0] += 1  # before the backoff (5s): nothing is tried
+    assert deliverer.tick() == 0 and len(receiver.received) == 1
+    now[0] += 5
+    deliverer.tick()
+    assert len(receiver.received) == 2 and len(smtp.mailbox.messages) == 1  # the mail is not resent
+    [waiting] = outbox.waiting(client)
+    assert waiting["attempts"] == 2 and "HTTP 500" in next(iter(waiting["errors"].values()))
+    now[0] += 10
+    deliverer.tick()  # the third attempt: given up, kept
+    assert outbox.waiting(client) == []
+    [given_up] = outbox.failed(client)
+    assert given_up["attempts"] == 3
+    assert given_up["undelivered"][0]["channel"].startswith("webhook http://127.0.0.1")
+    shown = flows(cli, "notifications", "--failed")
+    assert given_up["id"] in shown.stdout and "HTTP 500" in shown.stdout
+    # Sent again on request, to a receiver that now takes it.
+    receiver.status = 200
+    with assert_unchanged(client.engine.redis):
+        refused = flows(cli, "notifications", "--retry", "0-1")
+    assert refused.exit_code == 1 and "no given-up notification 0-1" in refused.output
+    assert flows(cli, "notifications", "--retry", given_up["id"]).exit_code == 0
+    deliverer.tick()
+    assert outbox.failed(client) == [] and len(receiver.received) == 4  # both channels again
+    assert receiver.received[-1].json()["event"] == "failure"
+
+
+def test_a_delivery_cut_short_is_sent_again_with_the_same_id(
+    client: Client, cli: CliRunner, tmp_path: Path, receiver: Receiver, smtp: SmtpServer
+) -> None:
+    flows(cli, "run", "--detach", str(failing_flow(tmp_path, receiver, smtp)))
+    flows(cli, "worker", "--queues", "default", "--burst", "--processes", "0")
+    sent: list[str] = []
+
+    def crash(config: object, event: object, name: str, context: object, secrets: object) -> None:
+        raise KeyboardInterrupt  # the process dies mid-send: nothing is acknowledged
+
+    with pytest.raises(KeyboardInterrupt):
+        Deliverer(client, consumer="svc", senders={"webhook": crash, "email": crash}).tick()
+    again = Deliverer(client, consumer="svc", secrets=Secrets(environ={"HOOK_SECRET": "k"}))
+    assert again.tick() == 2
+    sent = [p.json()["id"] for p in receiver.wait_for(1)]
+    assert sent == [smtp.mailbox.wait_for(1)[0]["X-Flows-Event-Id"]]
+
+
+def test_the_api_and_the_page_show_what_was_given_up(
+    cli: CliRunner, client: Client, tmp_path: Path, receiver: Receiver, smtp: SmtpServer
+) -> None:
+    flows(cli, "run", "--detach", str(failing_flow(tmp_path, receiver, smtp)))
+    flows(cli, "worker", "--queues", "default", "--burst", "--processes", "0")
+    receiver.status = 503
+    deliverer = Deliverer(client, consumer="t", max_attempts=1)
+    deliverer.tick()
+    with serve(client, Auth(TOKEN, reads_open=True)) as base:
+        api = Api(base)
+        listed = api.get("/api/v1/notifications").body
+        [given_up] = listed["failed"]
+        assert given_up["undelivered"][0]["error"].endswith("HTTP 503 Service Unavailable")
+        assert {s["status"] for s in listed["recent"]} == {"delivered", "retrying"}
+        page = api.get("/notifications")
+        assert page.status == 200 and given_up["id"] in page.body and "HTTP 503" in page.body
+        with assert_unchanged(client.engine.redis):
+            assert (
+                api.post(f"/api/v1/notifications/{given_up['id']}/retry", token=None).status == 401
+            )
+            assert api.post("/api/v1/notifications/0-1/retry").status == 404
+        receiver.status = 200
+        assert api.post(f"/api/v1/notifications/{given_up['id']}/retry").status == 200
+        deliverer.tick()
+        assert api.get("/api/v1/notifications").body["failed"] == []
+
+
+def test_a_missed_deadline_is_told_once_and_shown(
+    cli: CliRunner, client: Client, tmp_path: Path, receiver: Receiver
+) -> None:
+    path = write(
+        tmp_path,
+        f"""
+        version: 1
+        name: late
+        queue: nobody-works-here
+        deadline: 30m
+        notify:
+          - on: [deadline]
+            webhook: {{url: "{receiver.url}/hook"}}
+        steps:
+          slow: {{run: "true"}}
+        """,
+    )
+    result = flows(cli, "run", "--detach", str(path))
+    run_id = result.stdout.strip()
+    submitted = float(json.loads(client.engine.call("run.get", run_id))["submitted"])
+    service = make_service(client, tmp_path)
+    # (the record's submit time is rounded to 14 digits: a second either side of the deadline)
+    service.housekeep(submitted + 1799)
+    assert Deliverer(client).tick() == 0
+    service.housekeep(submitted + 1801)
+    service.housekeep(submitted + 7200)  # once
+    assert Deliverer(client).tick() == 1
+    [post] = receiver.wait_for(1)
+    body = post.json()
+    assert (body["event"], body["scope"], body["run"]) == ("deadline", "run", run_id)
+    assert body["summary"] == f"[late] Run {run_id} missed its deadline"
+    with serve(client, Auth(TOKEN, reads_open=True)) as base:
+        api = Api(base)
+        run = api.get(f"/api/v1/runs/{run_id}").body
+        assert run["deadline"] == 1800 and run["deadline_missed"] == submitted + 1801
+        assert 'id="deadline-missed"' in api.get(f"/runs/{run_id}").body
+        assert "flows_deadlines_missed_total 1.0" in api.get("/metrics").body
+
+
+def test_a_url_kept_in_a_secret_is_stored_and_shown_nowhere(
+    cli: CliRunner,
+    client: Client,
+    tmp_path: Path,
+    receiver: Receiver,
+    redis_client: redis.Redis,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    hook_url = f"{receiver.url}/services/T000/B000/secret-part"
+    monkeypatch.setenv("SLACK_URL", hook_url)
+    path = write(
+        tmp_path,
+        """
+        version: 1
+        name: quiet
+        notify:
+          - on: [failure]
+            slack: {url_secret: SLACK_URL}
+        steps:
+          a: {run: "exit 1"}
+        """,
+    )
+    flows(cli, "run", "--detach", str(path))
+    flows(cli, "worker", "--queues", "default", "--burst", "--processes", "0")
+    receiver.status = 500
+    deliverer = Deliverer(client, consumer="t")
+    deliverer.tick()
+    [waiting] = outbox.waiting(client)
+    assert list(waiting["errors"].values()) == [
+        "POST (the URL in secret SLACK_URL): HTTP 500 Internal Server Error"
+    ]
+    redis_client.config_set("rdbcompression", "no")  # DUMP as the bytes it holds
+    try:
+        for key in redis_client.scan_iter():
+            dumped = redis_client.execute_command("DUMP", key, NEVER_DECODE=True)
+            assert b"secret-part" not in dumped, key
+    finally:
+        redis_client.config_set("rdbcompression", "yes")
+    assert receiver.received[0].path == "/services/T000/B000/secret-part"
+    both = "version: 1\nname: x\nnotify:\n  - slack: {url: 'http://a/b', url_secret: S}\n"
+    (tmp_path / "both.yaml").write_text(both + "steps:\n  a: {run: 'true'}\n")
+    result = flows(cli, "validate", str(tmp_path / "both.yaml"))
+    assert result.exit_code == 1 and "exactly one of url and url_secret" in result.output

@@ -1,0 +1,224 @@
+"""Secrets end to end: a flow whose steps print, log, return and fail with their secrets, run by
+a real worker; then every key of the namespace (DUMP, and its content read by type), every API
+response and every notification is searched for each value: none holds one."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from textwrap import dedent
+from typing import Any
+
+import pytest
+import redis
+from click.testing import CliRunner
+from flows_cli_support import flows
+from helpers import assert_unchanged
+from notify_support import Receiver, receiver_fixture
+from ui_support import TOKEN, Api, serve
+
+from flows.ui.auth import Auth
+from scheduler.embedded import EmbeddedServer
+from scheduler.engine.client import Client
+from scheduler.notify.outbox import Deliverer
+
+FROM_ENV = "env-Pa55word-" + uuid.uuid4().hex[:8]
+FROM_FILE = "file-K3y-" + uuid.uuid4().hex[:8]
+FROM_ENV_FILE = "envfile-T0ken-" + uuid.uuid4().hex[:8]
+VALUES = (FROM_ENV, FROM_FILE, FROM_ENV_FILE)
+
+TASKS = """
+import logging
+from scheduler.secrets import secret
+
+def leak(job):
+    value = secret("API_TOKEN")
+    print("printing", value)
+    logging.getLogger("leaky").warning("logging %s", value)
+    return {"token": value, "nested": [value, {"k": "x" + value}]}
+"""
+
+
+@pytest.fixture
+def receiver() -> Iterator[Receiver]:
+    yield from receiver_fixture()
+
+
+@pytest.fixture
+def cli(
+    server: EmbeddedServer,
+    redis_client: redis.Redis,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> CliRunner:
+    monkeypatch.setenv("FLOWS_REDIS_URL", server.url)
+    monkeypatch.setenv("FLOWS_ENV_FILE", "")  # --env-file sets it: gone again after the test
+    monkeypatch.setenv("DB_PASSWORD", FROM_ENV)
+    folder = tmp_path / "secrets"
+    folder.mkdir()
+    (folder / "SSH_KEY").write_text(FROM_FILE + "\n")
+    monkeypatch.setenv("FLOWS_SECRETS_DIR", str(folder))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    return CliRunner()
+
+
+def leaky_flow(folder: Path, receiver: Receiver) -> Path:
+    module = f"leaky_{uuid.uuid4().hex[:8]}"
+    (folder / f"{module}.py").write_text(dedent(TASKS))
+    (folder / "worker.env").write_text(f"# the worker's\nexport API_TOKEN='{FROM_ENV_FILE}'\n")
+    path = folder / "flow.yaml"
+    path.write_text(
+        dedent(
+            f"""
+            version: 1
+            name: leaky
+            secrets: [DB_PASSWORD, SSH_KEY, API_TOKEN]
+            notify:
+              - on: [failure, success]
+                webhook: {{url: "{receiver.url}/hook", secret: API_TOKEN}}
+            steps:
+              shout:
+                run: |
+                  echo "password is $DB_PASSWORD and key $SSH_KEY"
+                  echo "to stderr: $API_TOKEN" >&2
+                  echo "leaked=$DB_PASSWORD" >> "$FLOWS_OUTPUT"
+              python:
+                job: {module}.leak
+              fail:
+                needs: [shout]
+                retry: {{attempts: 2, delay: 0}}
+                run: echo "failing with $DB_PASSWORD / $SSH_KEY" >&2; exit 4
+                notify:
+                  - on: [failure, retries_exhausted]
+                    slack: {{url: "{receiver.url}/slack"}}
+            """
+        )
+    )
+    return path
+
+
+def namespace_texts(r: redis.Redis) -> Iterator[tuple[str, bytes]]:
+    """Every key's DUMP (uncompressed) and its content as read by its type."""
+    for key in r.scan_iter(count=1000):
+        dumped = r.execute_command("DUMP", key, NEVER_DECODE=True)
+        yield key, dumped or b""
+        kind = r.type(key)
+        content: Any
+        if kind == "string":
+            content = r.get(key)
+        elif kind == "hash":
+            content = r.hgetall(key)
+        elif kind == "list":
+            content = r.lrange(key, 0, -1)
+        elif kind == "set":
+            content = sorted(r.smembers(key))
+        elif kind == "zset":
+            content = r.zrange(key, 0, -1, withscores=True)
+        elif kind == "stream":
+            content = r.xrange(key)
+        else:
+            content = ""
+        yield key, json.dumps(content, default=str).encode()
+
+
+def test_a_printed_secret_is_found_nowhere(
+    cli: CliRunner,
+    server: EmbeddedServer,
+    redis_client: redis.Redis,
+    tmp_path: Path,
+    receiver: Receiver,
+) -> None:
+    path = leaky_flow(tmp_path, receiver)
+    result = flows(cli, "run", "--env-file", str(tmp_path / "worker.env"), str(path))
+    assert result.exit_code == 1, result.output
+    client = Client(server.url)
+    run_id = json.loads(client.engine.call("runs", "leaky", 0, 1))[0]["id"]
+    shout = client.jobs[f"{run_id}:shout"]
+    assert shout.state == "complete" and shout.result == {"leaked": "***"}
+    python = client.jobs[f"{run_id}:python"]
+    assert python.result == {"token": "***", "nested": ["***", {"k": "x***"}]}
+    failed = client.jobs[f"{run_id}:fail"]
+    assert failed.state == "failed" and "failing with *** / ***" in failed.failure["message"]
+    lines = " ".join(
+        flows(cli, "logs", run_id, step).stdout for step in ("shout", "python", "fail")
+    )
+    assert "password is *** and key ***" in lines and "to stderr: ***" in lines
+    assert "printing ***" in lines and "logging ***" in lines
+    # The notifications went out (signed with a secret) and hold no value either.
+    Deliverer(client).drain(10)
+    # The run's failure to the webhook, the step's exhausted retries to Slack: one each.
+    assert sorted(p.path for p in receiver.wait_for(2)) == ["/hook", "/slack"]
+    assert (
+        "failing with *** / ***"
+        in receiver.received[0].body.decode() + receiver.received[1].body.decode()
+    )
+    # Every key, every API response, every notification and the CLI's views: 0 matches.
+    redis_client.config_set("rdbcompression", "no")  # DUMP as the bytes it holds
+    try:
+        texts = list(namespace_texts(redis_client))
+    finally:
+        redis_client.config_set("rdbcompression", "yes")
+    assert len(texts) > 20
+    with serve(client, Auth(TOKEN, reads_open=True)) as base:
+        api = Api(base)
+        paths = [
+            "/api/v1/runs",
+            f"/api/v1/runs/{run_id}",
+            f"/api/v1/runs/{run_id}/logs",
+            "/api/v1/failures",
+            "/api/v1/notifications",
+            f"/runs/{run_id}",
+            "/notifications",
+        ]
+        for step in ("shout", "python", "fail"):
+            paths += [
+                f"/api/v1/jobs/{run_id}:{step}",
+                f"/api/v1/jobs/{run_id}:{step}/logs",
+                f"/jobs/{run_id}:{step}",
+                f"/runs/{run_id}/steps/{step}",
+            ]
+        for group in api.get("/api/v1/failures").body["items"]:
+            paths.append(f"/api/v1/failures/{group['group']}")
+        replies = [(p, api.get(p)) for p in paths]
+    assert all(reply.status == 200 for _, reply in replies), [(p, r.status) for p, r in replies]
+    texts += [(p, json.dumps(r.body).encode()) for p, r in replies]
+    texts += [(r.path, r.body) for r in receiver.received]
+    texts += [
+        (f"flows job {s}", flows(cli, "job", f"{run_id}:{s}").stdout.encode())
+        for s in ("shout", "python", "fail")
+    ]
+    texts += [("flows status", flows(cli, "status", run_id).stdout.encode())]
+    for value in VALUES:
+        found = [where for where, text in texts if value.encode() in text]
+        assert found == [], f"{value} found in {found}"
+
+
+def test_a_missing_secret_fails_the_step_naming_it(
+    cli: CliRunner, server: EmbeddedServer, tmp_path: Path
+) -> None:
+    path = tmp_path / "flow.yaml"
+    path.write_text(
+        "version: 1\nname: needy\nsecrets: [NOT_SET_ANYWHERE]\nsteps:\n  a: {run: 'true'}\n"
+    )
+    result = flows(cli, "run", str(path))
+    assert result.exit_code == 1
+    job = Client(server.url).jobs.get(
+        json.loads(Client(server.url).engine.call("runs", "needy", 0, 1))[0]["id"] + ":a"
+    )
+    assert job is not None and job.failure["group"] == "flows-secret"
+    assert job.failure["message"].startswith("secret NOT_SET_ANYWHERE not found")
+
+
+def test_a_bad_env_file_is_a_one_line_error_and_changes_nothing(
+    cli: CliRunner, redis_client: redis.Redis, tmp_path: Path
+) -> None:
+    (tmp_path / "bad.env").write_text("NAME=ok\nthis is not an assignment\n")
+    (tmp_path / "flow.yaml").write_text("version: 1\nname: x\nsteps:\n  a: {run: 'true'}\n")
+    with assert_unchanged(redis_client):
+        result = flows(
+            cli, "run", "--env-file", str(tmp_path / "bad.env"), str(tmp_path / "flow.yaml")
+        )
+    assert result.exit_code == 1
+    assert result.output.strip().endswith("bad.env:2: expected NAME=value")

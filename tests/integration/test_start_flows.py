@@ -1,0 +1,170 @@
+"""Starting any flow from `flows ui --flows-dir`: every file listed, a run started with params
+checked as `flows validate` and `-p` check them, and signed webhook triggers; bad requests and
+bad or replayed signatures start nothing."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+import uvicorn
+from helpers import assert_unchanged
+from ui_support import TOKEN, Api, Reply
+
+from flows.ui.app import create_app
+from flows.ui.auth import Auth
+from scheduler.engine.client import Client
+from scheduler.engine.scripts import Engine
+from scheduler.notify.channels import sign
+
+HOOK_SECRET = "hook-secret-for-tests"
+
+FILES = {
+    "scheduled.yaml": "version: 1\nname: nightly\nschedule: {cron: '0 3 * * *'}\n"
+    "steps:\n  a: {run: 'true'}\n",
+    "adhoc.yaml": "version: 1\nname: adhoc\nparams:\n  who: {type: string}\n"
+    "  count: {type: int, default: 1}\n"
+    "steps:\n  a: {run: 'echo $WHO', env: {WHO: '${{ params.who }}'}}\n",
+    "sub/hook.yaml": "version: 1\nname: deploy\non:\n  webhook: {secret: HOOK_SECRET}\n"
+    "params:\n  payload: {type: object, default: {}}\nsteps:\n  a: {run: 'true'}\n",
+    "broken.yaml": "version: 1\nname: broken\nsteps:\n  a: {run: 'true', needs: nope}\n",
+}
+
+
+@pytest.fixture
+def folder(tmp_path: Path) -> Path:
+    for name, text in FILES.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    return tmp_path
+
+
+@pytest.fixture
+def api(
+    engine: Engine, folder: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[tuple[Api, Client]]:
+    monkeypatch.setenv("HOOK_SECRET", HOOK_SECRET)
+    client = Client.from_engine(engine)
+    with serve_app(create_app(client, Auth(TOKEN, reads_open=True), folder)) as base:
+        yield Api(base), client
+
+
+@contextmanager
+def serve_app(app: Any) -> Iterator[str]:
+    """``app`` on a free loopback port, in a thread, as `flows ui` serves it."""
+    server = uvicorn.Server(
+        uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", lifespan="off")
+    )
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not server.started:
+        assert time.monotonic() < deadline and thread.is_alive(), "the server did not start"
+        time.sleep(0.01)
+    try:
+        yield f"http://127.0.0.1:{server.servers[0].sockets[0].getsockname()[1]}"
+    finally:
+        server.should_exit = True
+        thread.join(10)
+
+
+def run_record(client: Client, run_id: str) -> dict[str, object]:
+    return json.loads(client.engine.call("run.get", run_id))
+
+
+def test_every_flow_file_is_listed_and_any_can_be_started(
+    api: tuple[Api, Client], redis_client: redis.Redis
+) -> None:
+    http, client = api
+    listed = {f["file"]: f for f in http.get("/api/v1/flows").body["items"]}
+    assert sorted(listed) == ["adhoc.yaml", "broken.yaml", "scheduled.yaml", "sub/hook.yaml"]
+    assert listed["scheduled.yaml"]["scheduled"] and not listed["adhoc.yaml"]["scheduled"]
+    assert listed["sub/hook.yaml"]["webhook"]
+    assert (
+        not listed["broken.yaml"]["valid"]
+        and "nope" in listed["broken.yaml"]["errors"][0]["message"]
+    )
+    assert [(p["name"], p["type"], p["required"]) for p in listed["adhoc.yaml"]["params"]] == [
+        ("who", "string", True), ("count", "int", False),
+    ]  # fmt: skip
+    started = http.post("/api/v1/flows/adhoc/runs", {"params": {"who": "ada", "count": 3}})
+    assert started.status == 201, started.body
+    record = run_record(client, started.body["id"])
+    assert json.loads(str(record["params"])) == {"who": "ada", "count": 3}
+    assert record["flow"] == "adhoc" and record["trigger"] == "manual"
+    page = http.get("/start")
+    assert page.status == 200 and 'data-flow="adhoc"' in page.body and "needs" in page.body
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "status", "message"),
+    [
+        (
+            "/api/v1/flows/adhoc/runs",
+            {"params": {"who": "a", "colour": "red"}},
+            422,
+            "unknown param 'colour'",
+        ),
+        ("/api/v1/flows/adhoc/runs", {"params": {"who": "a", "count": "many"}}, 422, "count"),
+        ("/api/v1/flows/adhoc/runs", {"params": {}}, 422, "who"),
+        ("/api/v1/flows/adhoc/runs", {"parameters": {}}, 422, "parameters"),
+        ("/api/v1/flows/broken/runs", {"params": {}}, 422, "nope"),
+        ("/api/v1/flows/missing/runs", {"params": {}}, 404, "no flow named 'missing'"),
+    ],
+)
+def test_bad_runs_are_refused_and_start_nothing(
+    api: tuple[Api, Client],
+    redis_client: redis.Redis,
+    path: str,
+    body: object,
+    status: int,
+    message: str,
+) -> None:
+    http, _ = api
+    with assert_unchanged(redis_client):
+        reply = http.post(path, body)
+        assert Api(http.base, None).post("/api/v1/flows/adhoc/runs", {"params": {}}).status == 401
+    assert reply.status == status and message in json.dumps(reply.body), reply.body
+
+
+def hook(http: Api, body: bytes, *, secret: str = HOOK_SECRET, at: float | None = None,
+         signature: str | None = None) -> Reply:  # fmt: skip
+    stamp = str(int(time.time() if at is None else at))
+    headers = {"X-Flows-Timestamp": stamp,
+               "X-Flows-Signature": signature or sign(secret, stamp, body)}  # fmt: skip
+    return http.request("POST", "/api/v1/hooks/deploy", raw=body, token=None, headers=headers)
+
+
+def test_a_signed_webhook_starts_a_run_once(
+    api: tuple[Api, Client], redis_client: redis.Redis
+) -> None:
+    http, client = api
+    body = json.dumps({"ref": "main", "sha": "abc123"}).encode()
+    stamp = time.time()
+    started = hook(http, body, at=stamp)
+    assert started.status == 201, started.body
+    record = run_record(client, started.body["id"])
+    assert json.loads(str(record["params"])) == {"payload": {"ref": "main", "sha": "abc123"}}
+    assert record["trigger"] == "webhook"
+    cases = [
+        (lambda: hook(http, body, at=stamp), 409, "replay"),  # the same signed request again
+        (lambda: hook(http, body, secret="not-the-secret"), 401, "does not match"),
+        (lambda: hook(http, body, at=time.time() - 3600), 401, "away from now"),
+        (lambda: hook(http, body, signature="sha256=" + "0" * 64), 401, "does not match"),
+        (lambda: http.request("POST", "/api/v1/hooks/deploy", raw=body, token=None), 401,
+         "required"),
+        (lambda: hook(http, b"[1, 2]"), 422, "JSON object"),
+        (lambda: http.request("POST", "/api/v1/hooks/adhoc", raw=body, token=None), 404,
+         "no webhook trigger"),
+    ]  # fmt: skip
+    for send, status, message in cases:
+        with assert_unchanged(redis_client):
+            reply = send()
+        assert reply.status == status and message in json.dumps(reply.body), reply.body

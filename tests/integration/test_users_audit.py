@@ -1,0 +1,140 @@
+"""Users, roles and the audit log over real HTTP: tokens made by `flows user add`, kept only as
+hashes; a viewer reads but cannot cancel, an operator cancels and approves (recorded as
+itself), an admin manages queues; every change, through the API or the command line, is in
+the audit log."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import redis
+from click.testing import CliRunner
+from flows_cli_support import flows
+from helpers import assert_unchanged
+from ui_support import Api, serve
+
+from flows.ui.roles import RoleAuth
+from flows.users import Users
+from scheduler.embedded import EmbeddedServer
+from scheduler.engine.client import Client
+
+GATE = """\
+version: 1
+name: gate
+steps:
+  build: {run: "true"}
+  approve: {wait: {signal: approve}, needs: build}
+  ship: {run: "true", needs: approve}
+"""
+
+
+@pytest.fixture
+def cli(
+    server: EmbeddedServer, redis_client: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> CliRunner:
+    monkeypatch.setenv("FLOWS_REDIS_URL", server.url)
+    monkeypatch.setenv("FLOWS_USER", "ada")
+    return CliRunner()
+
+
+@pytest.fixture
+def client(server: EmbeddedServer, redis_client: redis.Redis) -> Client:
+    return Client(server.url)
+
+
+def add_user(cli: CliRunner, name: str, role: str) -> str:
+    result = flows(cli, "user", "add", name, "--role", role)
+    assert result.exit_code == 0, result.output
+    return result.stdout.strip()
+
+
+def start(cli: CliRunner, tmp_path: Path) -> str:
+    (tmp_path / "gate.yaml").write_text(GATE)
+    result = flows(cli, "run", "--detach", str(tmp_path / "gate.yaml"))
+    assert result.exit_code == 0, result.output
+    return result.stdout.strip()
+
+
+def test_roles_decide_and_the_audit_log_remembers(
+    cli: CliRunner, client: Client, redis_client: redis.Redis, tmp_path: Path
+) -> None:
+    tokens = {name: add_user(cli, name, role) for name, role in
+              (("vera", "viewer"), ("otto", "operator"), ("ann", "admin"))}  # fmt: skip
+    assert all(t.startswith("flows_") and len(t) > 40 for t in tokens.values())
+    listed = json.loads(flows(cli, "user", "list", "--json").stdout)
+    assert [(u["name"], u["role"], u["by"]) for u in listed] == [
+        ("ann", "admin", "ada"), ("otto", "operator", "ada"), ("vera", "viewer", "ada"),
+    ]  # fmt: skip
+    redis_client.config_set("rdbcompression", "no")  # DUMP as the bytes it holds
+    try:
+        for key in redis_client.scan_iter():  # tokens are kept only as hashes
+            dumped = redis_client.execute_command("DUMP", key, NEVER_DECODE=True)
+            assert not any(t.encode() in dumped for t in tokens.values())
+    finally:
+        redis_client.config_set("rdbcompression", "yes")
+    run_id = start(cli, tmp_path)
+    with serve(client, RoleAuth(None, reads_open=False, users=Users(client))) as base:
+        vera, otto, ann = (Api(base, tokens[n]) for n in ("vera", "otto", "ann"))
+        assert vera.get(f"/api/v1/runs/{run_id}").status == 200
+        assert Api(base, None).get(f"/api/v1/runs/{run_id}").status == 401
+        assert Api(base, "flows_not-a-token-of-anyone").get("/api/v1/runs").status == 403
+        with assert_unchanged(redis_client):
+            refused = vera.post(f"/api/v1/runs/{run_id}/cancel")
+            assert refused.status == 403
+            assert refused.body["detail"] == (
+                f"user vera is a viewer: POST /api/v1/runs/{run_id}/cancel needs operator"
+            )
+            assert otto.post("/api/v1/queues/default/pause").status == 403  # admin's
+        # The step awaits its approval once build ran: an operator approves as itself.
+        flows(cli, "worker", "--queues", "default", "--burst", "--processes", "0")
+        approved = otto.post(
+            f"/api/v1/runs/{run_id}/steps/approve/signal", {"data": {}, "by": "mallory"}
+        )
+        assert approved.status == 200, approved.body
+        history = client.jobs[f"{run_id}:approve"].history
+        assert any(h.get("what") == "signaled" and h.get("by") == "otto" for h in history)
+        assert ann.post("/api/v1/queues/default/pause").status == 200
+        assert ann.post("/api/v1/queues/default/unpause").status == 200
+        second = start(cli, tmp_path)
+        assert otto.post(f"/api/v1/runs/{second}/cancel").status == 200
+        entries = otto.get("/api/v1/audit").body["items"]
+        page = vera.get("/audit")
+        # Revoked: the token stops working at once.
+        assert flows(cli, "user", "revoke", "otto").exit_code == 0
+        assert otto.post(f"/api/v1/runs/{run_id}/cancel").status == 403
+    cancel = next(e for e in entries if e["action"] == "cancel_run")
+    assert (cancel["who"], cancel["role"], cancel["via"]) == ("otto", "operator", "api")
+    assert cancel["target"] == f"run_id={second}" and cancel["address"] == "127.0.0.1"
+    assert [e["action"] for e in entries[:4]] == [
+        "cancel_run", "run", "unpause_queue", "pause_queue",
+    ]  # fmt: skip
+    assert entries[1]["via"] == "cli" and entries[1]["who"] == "ada"
+    assert not any(e["who"] == "vera" for e in entries)  # refused: nothing changed, no entry
+    assert page.status == 200 and "cancel_run" in page.body
+    # The command line's changes, with who ran them.
+    assert flows(cli, "cancel", run_id).exit_code == 0
+    shown = json.loads(flows(cli, "audit", "--json", "-n", "2").stdout)
+    assert [(e["action"], e["target"], e["via"], e["who"]) for e in shown] == [
+        ("cancel", run_id, "cli", "ada"),
+        ("user revoke", "otto", "cli", "ada"),
+    ]
+    actions = [e["action"] for e in json.loads(flows(cli, "audit", "--json").stdout)]
+    assert actions[:2] == ["cancel", "user revoke"] and actions.count("user add") == 3
+
+
+def test_bad_user_commands_are_one_line_and_change_nothing(
+    cli: CliRunner, redis_client: redis.Redis
+) -> None:
+    add_user(cli, "vera", "viewer")
+    cases = [
+        (["user", "add", "x", "--role", "root"], 2, "'root' is not one of"),
+        (["user", "add", "vera", "--role", "admin"], 1, "user vera exists: revoke it first"),
+        (["user", "add", "has space", "--role", "admin"], 1, "is not a user name"),
+        (["user", "revoke", "nobody"], 1, "no user nobody"),
+    ]
+    for args, code, message in cases:
+        with assert_unchanged(redis_client):
+            result = flows(cli, *args)
+        assert result.exit_code == code and message in result.output, result.output

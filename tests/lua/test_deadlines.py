@@ -1,0 +1,76 @@
+"""Deadlines of runs and steps: missed once when unfinished at their time, told to the outbox,
+counted; time is passed in."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from lua_support import T0, Lua, unchanged
+
+from scheduler.engine.errors import InvalidArgument
+
+RUN = "flow@run"
+
+
+def job(jid: str, **more: Any) -> dict[str, Any]:
+    return {"jid": jid, "queue": "q", "klass": "K", "data": "{}", "priority": 0, "tags": [],
+            "retries": 0, "depends": [], "delay": 0, **more}  # fmt: skip
+
+
+def submit(lua: Lua, run: dict[str, Any], *jobs: dict[str, Any]) -> None:
+    reply = lua("flow.submit", RUN, json.dumps({"flow": "flow", **run}), json.dumps(list(jobs)),
+                now=T0)  # fmt: skip
+    assert reply == "submitted"
+
+
+def sweep(lua: Lua, now: float) -> dict[str, int]:
+    return json.loads(lua("deadline.sweep", now=now))
+
+
+def outbox(lua: Lua) -> list[dict[str, str]]:
+    return [fields for _, fields in lua.r.xrange(lua.key("notify:outbox"))]
+
+
+def test_a_run_past_its_deadline_is_missed_once_and_told(lua: Lua) -> None:
+    submit(lua, {"deadline": 60, "notify": [{"on": ["deadline"]}]}, job("a"))
+    assert sweep(lua, T0 + 59) == {"missed": 0, "looked": 0}
+    assert sweep(lua, T0 + 60) == {"missed": 1, "looked": 1}
+    assert sweep(lua, T0 + 600) == {"missed": 0, "looked": 0}  # once
+    assert lua.r.hget(lua.key("run:" + RUN), "deadline_missed") == str(int(T0 + 60))
+    assert [(e["kind"], e["run"], e["jid"]) for e in outbox(lua)] == [("deadline", RUN, "")]
+    assert lua("deadline.count", now=T0) == 1
+
+
+def test_a_scheduled_run_counts_from_its_tick_and_a_finished_one_is_not_missed(lua: Lua) -> None:
+    submit(lua, {"deadline": 60, "tick": T0 - 50}, job("a"))
+    lua.pop_jids("q", "w1", now=T0 + 1)
+    lua.complete("a", now=T0 + 5)
+    assert sweep(lua, T0 + 10) == {"missed": 0, "looked": 1}
+    assert lua("deadline.count", now=T0) == 0
+    assert lua.r.zcard(lua.key("deadlines")) == 0
+
+
+def test_a_step_counts_from_its_start(lua: Lua) -> None:
+    submit(lua, {}, job("a", deadline=30), job("b", deadline=30, depends=["a"]))
+    assert sweep(lua, T0 + 100) == {"missed": 0, "looked": 2}  # neither started: later
+    lua.pop_jids("q", "w1", now=T0 + 200)
+    assert sweep(lua, T0 + 229) == {"missed": 0, "looked": 2}  # a: due at +230, b: +259
+    assert sweep(lua, T0 + 230) == {"missed": 1, "looked": 1}  # a: started at +200
+    assert lua.r.hget(lua.key("j:a"), "deadline_missed") == str(int(T0 + 230))
+    lua.complete("a", now=T0 + 231)
+    lua.pop_jids("q", "w1", now=T0 + 232)
+    lua.complete("b", now=T0 + 240)  # in time
+    assert sweep(lua, T0 + 10_000) == {"missed": 0, "looked": 1}
+    assert lua("deadline.count", now=T0) == 1 and lua.r.zcard(lua.key("deadlines")) == 0
+
+
+@pytest.mark.parametrize("value", [0, -5, "soon"])
+def test_a_bad_deadline_is_refused_and_changes_nothing(lua: Lua, value: Any) -> None:
+    with unchanged(lua.r), pytest.raises(InvalidArgument, match="deadline"):
+        lua("flow.submit", RUN, json.dumps({"flow": "flow"}),
+            json.dumps([job("a", deadline=value)]), now=T0)  # fmt: skip
+    with unchanged(lua.r), pytest.raises(InvalidArgument, match="deadline"):
+        lua("flow.submit", RUN, json.dumps({"flow": "flow", "deadline": value}),
+            json.dumps([job("a")]), now=T0)  # fmt: skip

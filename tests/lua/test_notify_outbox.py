@@ -1,0 +1,97 @@
+"""The notification outbox: an entry written by the same call as the state change it tells of."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from lua_support import T0, Lua, unchanged
+
+from scheduler.engine.errors import InvalidArgument
+
+RUN = "flow@run"
+
+
+def job(jid: str, *, notify: str | None = None, retries: int = 0, **more: Any) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "jid": jid,
+        "queue": "q",
+        "klass": "K",
+        "data": "{}",
+        "priority": 0,
+        "tags": [],
+        "retries": retries,
+        "depends": [],
+        "delay": 0,
+        "trigger": "all_success",
+        **more,
+    }
+    if notify is not None:
+        spec["notify"] = notify
+    return spec
+
+
+def submit(lua: Lua, *jobs: dict[str, Any]) -> None:
+    reply = lua("flow.submit", RUN, json.dumps({"flow": "flow"}), json.dumps(list(jobs)), now=T0)
+    assert reply == "submitted"
+
+
+def outbox(lua: Lua) -> list[dict[str, str]]:
+    return [fields for _, fields in lua.r.xrange(lua.key("notify:outbox"))]
+
+
+def test_a_failure_and_the_runs_end_are_written_with_the_fail(lua: Lua) -> None:
+    submit(lua, job("a", notify="failure run"), job("b", notify="run", depends=["a"]))
+    assert lua.pop_jids("q", "w1", now=T0 + 1) == ["a"]
+    lua("fail", "a", "w1", "boom", "it broke", now=T0 + 2)
+    entries = outbox(lua)
+    assert [e["kind"] for e in entries] == ["failure", "run_failure"]
+    assert entries[0] == {"kind": "failure", "run": RUN, "jid": "a", "at": str(int(T0 + 2))}
+    assert lua.r.hget(lua.key("run:" + RUN), "notified") == "failed"
+
+
+def test_success_is_told_per_job_and_the_run_once(lua: Lua) -> None:
+    submit(lua, job("a", notify="success run"), job("b", notify="success run"))
+    assert lua.pop_jids("q", "w1", count=2, now=T0 + 1) == ["a", "b"]
+    lua.complete("a", now=T0 + 2)
+    assert [e["kind"] for e in outbox(lua)] == ["success"]
+    lua.complete("b", now=T0 + 3)
+    assert [e["kind"] for e in outbox(lua)] == ["success", "success", "run_success"]
+
+
+def test_exhausted_retries_say_how(lua: Lua) -> None:
+    submit(lua, job("a", notify="failure", retries=1))
+    lua.pop_jids("q", "w1", now=T0 + 1)
+    lua("retry", "a", "q", "w1", 0, "flaky", "once", now=T0 + 2)
+    assert outbox(lua) == []
+    lua.pop_jids("q", "w1", now=T0 + 3)
+    lua("retry", "a", "q", "w1", 0, "flaky", "twice", now=T0 + 4)
+    [entry] = outbox(lua)
+    assert entry["kind"] == "failure" and entry["exhausted"] == "retry"
+
+
+def test_a_wait_tells_when_it_starts_awaiting(lua: Lua) -> None:
+    submit(lua, job("approve", notify="awaiting", wait={"signal": "approve"}))
+    [entry] = outbox(lua)
+    assert entry["kind"] == "awaiting" and entry["jid"] == "approve"
+
+
+def test_jobs_without_the_flag_write_nothing(lua: Lua) -> None:
+    submit(lua, job("a"))
+    lua.pop_jids("q", "w1", now=T0 + 1)
+    lua("fail", "a", "w1", "boom", "it broke", now=T0 + 2)
+    assert outbox(lua) == []
+    assert lua.r.exists(lua.key("notify:outbox")) == 0
+
+
+@pytest.mark.parametrize("flag", ["failure bogus", "x" * 65, 5])
+def test_a_bad_flag_is_refused_and_changes_nothing(lua: Lua, flag: Any) -> None:
+    with unchanged(lua.r), pytest.raises(InvalidArgument, match="notify"):
+        lua(
+            "flow.submit",
+            RUN,
+            json.dumps({"flow": "flow"}),
+            json.dumps([job("a", notify=flag)]),
+            now=T0,
+        )

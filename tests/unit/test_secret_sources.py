@@ -1,0 +1,95 @@
+"""Secrets without a server: where a name is looked up, masking, shown job data, and what
+`flows validate` says of credentials written in a file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from flows.validate import validate_text
+from scheduler.secrets import (
+    EnvFileError,
+    MissingSecret,
+    Secrets,
+    mask,
+    read_env_file,
+    shown_data,
+)
+
+
+def test_an_env_file_a_variable_and_a_file_in_that_order(tmp_path: Path) -> None:
+    (tmp_path / "A").write_text("from-file\n")
+    (tmp_path / "B").write_text("b-file")
+    secrets = Secrets({"A": "from-env-file"}, environ={"A": "env", "B": "b-env"}, dirs=[tmp_path])
+    assert secrets.resolve_all(["A", "B"]) == {"A": "from-env-file", "B": "b-env"}
+    assert Secrets(environ={}, dirs=[tmp_path]).resolve("B") == "b-file"
+    with pytest.raises(MissingSecret, match=r"^secret C not found: .* " + str(tmp_path)):
+        secrets.resolve("C")
+    assert secrets.get("../etc/passwd") is None  # a name, never a path
+
+
+def test_env_file_lines(tmp_path: Path) -> None:
+    path = tmp_path / "x.env"
+    path.write_text("# c\n\nexport A='one two'\nB=\"x=y\"\nC=plain\n")
+    assert read_env_file(path) == {"A": "one two", "B": "x=y", "C": "plain"}
+    path.write_text("A=1\n9X=2\n")
+    with pytest.raises(EnvFileError, match=r"x.env:2: expected NAME=value"):
+        read_env_file(path)
+
+
+def test_masking_takes_the_longest_value_first_and_leaves_tiny_ones() -> None:
+    assert mask("pw=abc-secret and abc", ["abc", "abc-secret"]) == "pw=*** and ***"
+    assert mask("a b", ["a"]) == "a b"
+
+
+def test_shown_data_hides_env_values_named_like_credentials() -> None:
+    data = {"command": "x", "env": {"DB_PASSWORD": "p", "API_TOKEN": "t", "REGION": "eu"}}
+    assert shown_data(data)["env"] == {"DB_PASSWORD": "***", "API_TOKEN": "***", "REGION": "eu"}
+    assert shown_data({"env": {"REGION": "eu"}}) == {"env": {"REGION": "eu"}}
+
+
+FLOW = """\
+version: 1
+name: f
+secrets: [DB_PASSWORD]
+params: {{p: {{type: string, default: x}}}}
+steps:
+  a:
+    run: echo
+    env: {env}
+"""
+
+
+@pytest.mark.parametrize(
+    ("env", "warned"),
+    [
+        ("{DB_PASSWORD: hunter22}", True),
+        ("{SERVICE_TOKEN: abcd1234}", True),
+        ("{GH: ghp_abcdefghijklmnopqrstuvwxyz0123456789}", True),
+        ("{REGION: eu-west-1}", False),
+        ('{API_TOKEN: "$VAULT_TOKEN"}', False),
+        ('{API_TOKEN: "${{ params.p }}"}', False),
+    ],
+)
+def test_validate_warns_on_a_literal_credential_in_env(env: str, warned: bool) -> None:
+    result = validate_text(FLOW.format(env=env), file="f.yaml")
+    codes = [f.code for f in result.findings]
+    assert ("literal-credential" in codes) is warned
+    assert result.flow is not None  # a warning: the file stays usable
+
+
+def test_the_env_file_of_the_environment_is_checked_when_the_process_starts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from scheduler import secrets
+
+    (tmp_path / "w.env").write_text("ONE=1\n")
+    monkeypatch.setenv("FLOWS_ENV_FILE", str(tmp_path / "w.env"))
+    secrets.use_env_file(None)
+    assert secrets.store().get("ONE") == "1"
+    (tmp_path / "w.env").write_text("not an assignment\n")
+    with pytest.raises(EnvFileError, match=r"w\.env:1"):
+        secrets.use_env_file(None)
+    monkeypatch.setenv("FLOWS_ENV_FILE", "")
+    secrets.use_env_file(None)
