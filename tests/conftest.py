@@ -34,6 +34,10 @@ def isolated_environment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[P
         patch.setenv("FLOWS_DATA_DIR", str(data_dir))
         patch.delenv("FLOWS_REDIS_URL", raising=False)
         patch.delenv("FLOWS_NAMESPACE", raising=False)
+        # xdist's workers get COLUMNS=80 from the controller's terminal: tables and help text
+        # must be laid out alike in a worker, a plain run and a pipe.
+        patch.delenv("COLUMNS", raising=False)
+        patch.delenv("LINES", raising=False)
         yield data_dir
         EmbeddedServer(data_dir).stop()
 

@@ -1,9 +1,9 @@
 """``flows ui``'s part of the audit log (:mod:`flows.audit`): a middleware that records every
 write the API answered with success, and ``GET /api/v1/audit`` and the dashboard's Audit page.
 
-The middleware reads, once the route has answered, who passed (:func:`flows.ui.roles.who`, kept
-in the request's state), the route's name and path parameters (the target) and the client's
-address; a refused request changed nothing and is not recorded.
+The middleware reads, once the route has answered and before the answer is sent, who passed
+(:func:`flows.ui.roles.who`, kept in the request's state), the route's name and path parameters
+(the target) and the client's address; a refused request changed nothing and is not recorded.
 """
 
 from __future__ import annotations
@@ -37,20 +37,22 @@ class AuditLog:
         if scope["type"] != "http" or scope.get("method") not in WRITES:
             await self.app(scope, receive, send)
             return
-        status = 0
-
         async def watched(message: Message) -> None:
-            nonlocal status
-            if message["type"] == "http.response.start":
-                status = int(message["status"])
+            # Recorded before the answer leaves: a client that saw its change succeed finds it
+            # in the audit log.
+            if message["type"] == "http.response.start" and 200 <= int(message["status"]) < 300:
+                self._record_api_write(scope)
             await send(message)
 
         await self.app(scope, receive, watched)
-        if 200 <= status < 300 and str(scope.get("path", "")).startswith(api.PREFIX + "/"):
-            try:
-                self._record(scope)
-            except Exception as error:  # the change is made: a lost entry is logged, not raised
-                log.error("audit: could not record %s: %s", scope.get("path"), error)
+
+    def _record_api_write(self, scope: Scope) -> None:
+        if not str(scope.get("path", "")).startswith(api.PREFIX + "/"):
+            return
+        try:
+            self._record(scope)
+        except Exception as error:  # the change is made: a lost entry is logged, not raised
+            log.error("audit: could not record %s: %s", scope.get("path"), error)
 
     def _record(self, scope: Scope) -> None:
         identity = (scope.get("state") or {}).get("identity")
