@@ -22,6 +22,7 @@ from flows.expand import PutRequest, expand
 from flows.flow_outputs import RECORD_FIELD, outputs_record
 from flows.gc_pause import gc_paused
 from flows.model import Flow
+from flows.run_graph import run_graph
 from flows.run_specs import check_limits, content_hash, job_spec
 from flows.subflow_files import child_queues
 from flows.validate import InvalidFlow, validate_text
@@ -122,6 +123,7 @@ def build_run(
         delay=delay,
         outputs=outputs,
         more_queues=child_queues(source.flow, source.flow_dir),
+        flow_model=source.flow,
     )
 
 
@@ -139,6 +141,7 @@ def assemble_run(
     delay: float = 0.0,
     outputs: Mapping[str, Any] | None = None,
     more_queues: Iterable[str] = (),
+    flow_model: Flow | None = None,
 ) -> BuiltRun:
     """The run record and job specs of expanded ``requests`` (the second half of
     :func:`build_run`, for callers that expand themselves: benchmarks and tests). ``outputs``:
@@ -162,6 +165,8 @@ def assemble_run(
         record["tick"] = tick  # the fire time it stands for (a manual run stands for none)
     if outputs is not None:
         record[RECORD_FIELD] = dict(outputs)
+    # The run carries its graph: every surface draws it without the flow file.
+    record["graph"] = run_graph(requests, flow_model)
     # The limits are checked now, before anything is sent; the engine takes the text as it is.
     with gc_paused():
         jobs_text = check_limits(run_id, jobs)

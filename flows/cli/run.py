@@ -24,7 +24,8 @@ from flows.cli.signal import print_awaiting
 from flows.params import parse_assignments
 from flows.run_builder import build_run, read_flow_file
 from flows.run_specs import manual_run_id
-from flows.runs import RunView, list_runs, load_run
+from flows.runs import RunView, list_run_statuses, load_run, run_document
+from flows.statuses import STYLES
 from flows.submit import submit
 from flows.validate import InvalidFlow
 from flows.worker_hook import prepare
@@ -32,21 +33,8 @@ from scheduler.engine.client import Client
 from scheduler.worker import Worker
 from scheduler.worker.imports import import_path
 
-STATUS_STYLE = {
-    "success": "green",
-    "succeeded": "green",
-    "failed": "red",
-    "expired": "red",
-    "upstream_failed": "red",
-    "running": "yellow",
-    "waiting": "dim",
-    "awaiting": "yellow",
-    "buried": "yellow",
-    "skipped": "cyan",
-    "canceled": "magenta",
-    "gone": "dim",
-}
-"""Styles of the status words (flows.runs); any other word is shown plain."""
+STATUS_STYLE = STYLES
+"""Styles of the status words (flows.statuses); any other word is shown plain."""
 
 
 SHUTDOWN_GRACE = 5.0
@@ -244,43 +232,36 @@ def run(
         sys.exit(work_run(client, run_id, list(built.queues), threads, logs))
 
 
+def latest_run(client: Client) -> str | None:
+    """The newest run that is no sub-flow's child run (None when there is none)."""
+    offset = 0
+    while True:
+        records = list_run_statuses(client, offset=offset, count=100)
+        for record in records:
+            if not record.get("parent_run"):
+                return str(record["id"])
+        if len(records) < 100:
+            return None
+        offset += len(records)
+
+
 @click.command()
 @click.argument("run_id", required=False)
 @as_json
 @connection
 def status(run_id: str | None, as_json: bool, redis_url: str | None, namespace: str | None) -> None:
-    """A run's steps (the latest run when RUN_ID is left out)."""
+    """A run's steps (the latest top-level run when RUN_ID is left out)."""
     client = open_client(redis_url, namespace)
     with user_errors():
         if run_id is None:
-            latest = list_runs(client, count=1)
-            if not latest:
+            run_id = latest_run(client)
+            if run_id is None:
                 raise click.ClickException("no runs yet: start one with `flows run FILE`")
-            run_id = str(latest[0]["id"])
         view = load_run(client, run_id)
     if view is None:
         raise click.ClickException(f"no run {run_id!r} (see `flows runs`)")
     if as_json:
-        print_json(
-            {
-                "id": view.run_id,
-                "status": view.status,
-                "record": view.record,
-                "steps": [
-                    {
-                        "step": s.step,
-                        "status": s.status,
-                        "jobs": s.jids,
-                        "started": s.started,
-                        "finished": s.finished,
-                        "duration": s.duration,
-                        "attempts": s.attempts,
-                        "child": s.child,
-                    }
-                    for s in view.steps
-                ],
-            }
-        )
+        print_json(run_document(view))
         return
     console.print(render_run(view))
     print_awaiting(client, view)
@@ -297,33 +278,43 @@ def status(run_id: str | None, as_json: bool, redis_url: str | None, namespace: 
     show_default=True,
     help="Show at most this many runs.",
 )
+@click.option("--all", "show_all", is_flag=True, help="List sub-flows' child runs too.")
 @as_json
 @connection
 def runs(
-    flow: str | None, limit: int, as_json: bool, redis_url: str | None, namespace: str | None
+    flow: str | None,
+    limit: int,
+    show_all: bool,
+    as_json: bool,
+    redis_url: str | None,
+    namespace: str | None,
 ) -> None:
-    """Recent runs, newest first."""
+    """Recent runs, newest first; a sub-flow's child runs are counted under their parent
+    (``--all`` lists them)."""
     client = open_client(redis_url, namespace)
     with user_errors():
-        records = list_runs(client, flow, limit)
-        views = [load_run(client, str(r["id"])) for r in records]
+        records = list_run_statuses(client, flow, 0, limit if show_all else min(1000, limit * 5))
+    children: dict[str, int] = {}
+    for record in records:
+        parent = record.get("parent_run")
+        if parent:
+            children[str(parent)] = children.get(str(parent), 0) + 1
+    if not show_all:
+        records = [r for r in records if not r.get("parent_run")][:limit]
+    records = [{**r, "children": children.get(str(r["id"]), 0)} for r in records]
     if as_json:
-        print_json(
-            [
-                {**r, "status": v.status if v else "unknown"}
-                for r, v in zip(records, views, strict=True)
-            ]
-        )
+        print_json(records)
         return
     rows = [
         [
             r["id"],
             r.get("flow", ""),
-            styled(v.status) if v else "",
+            styled(str(r.get("status", ""))),
             r.get("trigger", ""),
             ago(r.get("submitted")),
             r.get("jobs", ""),
+            str(r["children"]) if r["children"] else "",
         ]
-        for r, v in zip(records, views, strict=True)
+        for r in records
     ]
-    table("Runs", ("run", "flow", "status", "trigger", "submitted", "jobs"), rows)
+    table("Runs", ("run", "flow", "status", "trigger", "submitted", "jobs", "child runs"), rows)

@@ -16,6 +16,8 @@
 --
 -- The counters live in the job's hash: `log-attempts` (the highest attempt with lines) and
 -- `log:<attempt>` ("lines bytes dropped"); Job.drop_logs deletes lists and counters with the job.
+-- A job re-run by run.rerun has `attempt-base` (its attempts before): the attempt a worker names
+-- is counted on from it.
 -- Errors: INVALID (an argument), TOOLARGE (a line over 16 KiB, more than 5,000 lines a call);
 -- log.get: NOTFOUND when the job does not exist.
 -- @include args
@@ -72,6 +74,9 @@ api['log.append'] = function(args)
   local replies = {}
   for n, b in ipairs(batches) do
     local key = Keys.job(b.jid)
+    -- A re-run job (run.rerun) counts its attempts on from the earlier ones' (its worker's
+    -- count starts at 1 again), so their lines stay readable as theirs.
+    b.attempt = b.attempt + (tonumber(redis.call('hget', key, 'attempt-base')) or 0)
     local field = 'log:' .. b.attempt
     local state, counters, attempts = unpack(redis.call('hmget', key, 'state', field, 'log-attempts'))
     if not state then

@@ -247,6 +247,7 @@ end
 local function stale_fields(p)
   -- `child`: a sub-flow step's child run (commands/subflow.lua); a put over it starts afresh.
   local stale = { 'grace', 'result', 'lost', 'scheduled', 'wait', 'wait_since', 'wait_at', 'child',
+    'skipped', 'attempt-base', 'popped',
     unpack(OPTION_FIELDS) }
   if p.trigger == 'all_success' then table.insert(stale, 'trigger') end
   return stale
@@ -380,7 +381,8 @@ function Put.write(p, old, batch)
     else
       Job.drop_dependencies(jid)
     end
-    Job.drop_logs(jid) -- its attempts count from 1 again
+    -- Its attempts count from 1 again, but for a re-run (run.rerun), which keeps them.
+    if not p.keep_logs then Job.drop_logs(jid) end
   end
   local priority = p.priority or tonumber(old and old.priority) or 0
   local retries = p.retries or tonumber(old and old.retries) or 5

@@ -31,6 +31,7 @@ READ_ARGS: dict[str, list[object]] = {
     "throttle.get": [],
     "recur.get": ["every"],
     "run.get": ["no-such-run"],
+    "run.read": ["no-such-run"],
     "runs": [],
     "schedule.get": ["no-such-schedule"],
     "schedule.list": [],

@@ -330,18 +330,26 @@ def test_active_last_run(lua: Lua) -> None:
 
 @pytest.mark.parametrize(
     ("setup", "status"),
-    [("fail", "failed"), ("block", "blocked"), ("expire", "expired"), ("none", "running")],
+    [
+        ("fail", "failed"),
+        ("block", "blocked"),
+        ("outside", "running"),
+        ("expire", "expired"),
+        ("none", "running"),
+    ],
 )
 def test_last_run_status(lua: Lua, setup: str, status: str) -> None:
     register(lua)
     run = run_args("f@1", jobs=2)
-    if setup == "block":  # its first job waits for a job outside the run that waits itself
+    if setup == "outside":  # its first job waits for a job outside the run that can still run
         lua.put("outside-0")
         lua.put("outside", depends=["outside-0"])
         specs = json.loads(run[2])
         specs[0]["depends"] = ["outside"]
         run[2] = json.dumps(specs)
     fire(lua, run=run)
+    if setup == "block":  # a buried job holds the run back until it is kicked
+        lua("bury", "f@1:s0", "admin", now=TICK + 2)
     if setup == "fail":
         lua.pop(now=TICK + 2)
         lua("fail", "f@1:s0", "w1", "boom", "broken", "{}", now=TICK + 3)
