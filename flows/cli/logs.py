@@ -56,7 +56,9 @@ def echo_line(item: StepLine, as_json: bool, label: bool = True) -> None:
 @click.argument("step", required=False)
 @click.option("--job", "jid", metavar="JID", help="One job's log (instead of RUN [STEP]).")
 @click.option(
-    "--attempt", type=click.IntRange(1), help="With --job: this attempt (default: the latest)."
+    "--attempt",
+    type=click.IntRange(1),
+    help="This attempt of the job (or of each job of STEP) as stored (default: the latest).",
 )
 @click.option("-f", "--follow", "live", is_flag=True, help="Keep printing lines as they come.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per line.")
@@ -77,8 +79,8 @@ def logs(
     """
     if (run_id is None) == (jid is None):
         raise click.UsageError("give a RUN (and optionally a STEP) or --job JID")
-    if attempt is not None and jid is None:
-        raise click.UsageError("--attempt goes with --job")
+    if attempt is not None and jid is None and step is None:
+        raise click.UsageError("--attempt goes with --job or a STEP")
     client = open_client(redis_url, namespace)
     with user_errors():
         if jid is not None:
@@ -89,6 +91,10 @@ def logs(
             jobs = run_jobs(client, run_id, step)
         except NoSuchRun as error:
             raise click.ClickException(str(error)) from None
+        if attempt is not None:  # that attempt of each job of the step, as stored
+            for _, each in jobs:
+                _job_logs(client, each, attempt, False, as_json)
+            return
 
         for item in follow(client, jobs, live=live, stop=lambda: _run_over(client, run_id)):
             echo_line(item, as_json)

@@ -100,7 +100,7 @@ def test_logs_of_a_run_a_step_and_a_job(url: str, tmp_path: Path) -> None:
     [
         ((), 2, "give a RUN"),
         (("--job", "x", "some-run"), 2, "give a RUN"),
-        (("some-run", "--attempt", "2"), 2, "--attempt goes with --job"),
+        (("some-run", "--attempt", "2"), 2, "--attempt goes with --job or a STEP"),
         (("no-such-run",), 1, "no run 'no-such-run'"),
         (("--job", "no-such-job"), 1, "no-such-job"),
     ],

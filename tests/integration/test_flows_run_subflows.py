@@ -116,8 +116,8 @@ def test_the_child_runs_and_its_outputs_reach_a_later_parent_step(
 
     child = status(cli, child_id)
     assert child["status"] == "succeeded"
-    assert child["record"]["parent_run"] == run_id and child["record"]["parent_step"] == "child"
-    assert child["record"]["params"] == {"day": "2026-03-01", "n": str(tmp_path / "MARKER")}
+    assert child["parent_run"] == run_id and child["parent_step"] == "child"
+    assert child["params"] == {"day": "2026-03-01", "n": str(tmp_path / "MARKER")}
     assert f"child run of {run_id} (step child)" in flows(cli, "status", child_id).output
     job = json.loads(flows(cli, "job", f"{run_id}:child", "--json").stdout)
     assert job["result"] == {"total": "counted-2026-03-01"}
