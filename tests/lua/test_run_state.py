@@ -177,3 +177,24 @@ def test_the_vocabulary_is_the_engines() -> None:
     assert words("RUN_STATUSES") == list(statuses.RUN_STATUSES)
     assert words("STEP_STATUSES") == list(statuses.STEP_STATUSES)
     assert words("ACTIONS") == list(statuses.ACTIONS)
+
+
+def test_the_docs_table_is_the_vocabulary() -> None:
+    """docs/pages/statuses.md lists each word with its rule as flows.statuses holds them."""
+    page = (Path(__file__).parents[2] / "docs" / "pages" / "statuses.md").read_text()
+    for rules, order in (
+        (statuses.RUN_RULES, statuses.RUN_STATUSES),
+        (statuses.STEP_RULES, statuses.STEP_STATUSES),
+        (statuses.ACTION_RULES, statuses.ACTIONS),
+    ):
+        assert list(rules) == sorted(rules, key=list(order).index) or set(rules) == set(order)
+        rows = [line for line in page.splitlines() if line.startswith("| `")]
+        for word in order:
+            assert f"| `{word}` | {rules[word]} |" in rows, word
+
+
+def test_every_word_has_a_style_a_symbol_and_a_badge_colour() -> None:
+    css = (Path(__file__).parents[2] / "flows" / "ui" / "static" / "app.css").read_text()
+    for word in {*statuses.RUN_STATUSES, *statuses.STEP_STATUSES}:
+        assert word in statuses.STYLES and word in statuses.SYMBOLS, word
+        assert f".st-{word}" in css, word
