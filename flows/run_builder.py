@@ -124,6 +124,7 @@ def build_run(
         outputs=outputs,
         more_queues=child_queues(source.flow, source.flow_dir),
         flow_model=source.flow,
+        max_active_runs=source.flow.concurrency.max_active_runs,
     )
 
 
@@ -142,6 +143,7 @@ def assemble_run(
     outputs: Mapping[str, Any] | None = None,
     more_queues: Iterable[str] = (),
     flow_model: Flow | None = None,
+    max_active_runs: int | None = None,
 ) -> BuiltRun:
     """The run record and job specs of expanded ``requests`` (the second half of
     :func:`build_run`, for callers that expand themselves: benchmarks and tests). ``outputs``:
@@ -165,6 +167,9 @@ def assemble_run(
         record["tick"] = tick  # the fire time it stands for (a manual run stands for none)
     if outputs is not None:
         record[RECORD_FIELD] = dict(outputs)
+    if max_active_runs:
+        # The engine call that fires a schedule's tick holds the flow's limit.
+        record["max_active_runs"] = max_active_runs
     # The run carries its graph: every surface draws it without the flow file.
     record["graph"] = run_graph(requests, flow_model)
     # The limits are checked now, before anything is sent; the engine takes the text as it is.
