@@ -14,10 +14,11 @@ import contextlib
 import json
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Any, Final
 
-from flows.statuses import FINISHED, RUN_STATUSES, STEP_STATUSES
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from flows.statuses import FINISHED, RUN_STATUSES, STEP_STATUSES, Action, RunStatus, StepStatus
 from scheduler.engine.client import Client
 
 PAGE: Final = 100
@@ -32,93 +33,55 @@ def _list(value: Any) -> list[Any]:
     return [] if value in ({}, None) else list(value)
 
 
-def _number(value: Any) -> float | None:
-    return None if value is None else float(value)
-
-
-@dataclass(frozen=True, slots=True)
-class JobView:
+class JobView(BaseModel):
     """One job of a step, as the engine read it (``state`` None: it no longer exists)."""
+
+    model_config = ConfigDict(frozen=True)
 
     jid: str
     state: str | None
-    status: str
-    attempts: int
-    started: float | None
-    updated: float | None
-    child: str | None
-    actions: tuple[str, ...]
-    outputs: Any
-    failure: dict[str, Any] | None
+    status: StepStatus
+    attempts: int = 0
+    started: float | None = None
+    updated: float | None = None
+    child: str | None = None
+    actions: list[Action] = Field(default_factory=list)
+    outputs: Any = None
+    failure: dict[str, Any] | None = None
 
+    @field_validator("actions", mode="before")
     @classmethod
-    def from_reply(cls, raw: Mapping[str, Any]) -> JobView:
-        failure = raw.get("failure")
-        return cls(
-            jid=str(raw["jid"]),
-            state=raw.get("state"),
-            status=str(raw["status"]),
-            attempts=int(raw.get("attempts") or 0),
-            started=_number(raw.get("started")),
-            updated=_number(raw.get("updated")),
-            child=raw.get("child"),
-            actions=tuple(_list(raw.get("actions"))),
-            outputs=raw.get("outputs"),
-            failure=dict(failure) if isinstance(failure, Mapping) else None,
-        )
+    def _actions(cls, value: Any) -> Any:
+        return _list(value)
 
-    def document(self) -> dict[str, Any]:
-        return {
-            "jid": self.jid,
-            "state": self.state,
-            "status": self.status,
-            "attempts": self.attempts,
-            "started": self.started,
-            "updated": self.updated,
-            "child": self.child,
-            "actions": list(self.actions),
-            "outputs": self.outputs,
-            "failure": self.failure,
-        }
+    @field_validator("failure", mode="before")
+    @classmethod
+    def _failure(cls, value: Any) -> Any:
+        return value if isinstance(value, Mapping) and value else None
 
 
-@dataclass
-class StepView:
+class StepView(BaseModel):
     """One step of a run (a foreach step's items together): its status, counts per status,
     times and actions, and a page of its jobs (``offset``; ``next``: the next page's offset)."""
 
     step: str
-    status: str
-    counts: dict[str, int] = field(default_factory=dict)
+    status: StepStatus
+    counts: dict[str, int] = Field(default_factory=dict)
     total: int = 0
     attempts: int = 0
     started: float | None = None
     finished: float | None = None
     duration: float | None = None
     child: str | None = None
-    actions: tuple[str, ...] = ()
-    jobs: list[JobView] = field(default_factory=list)
+    actions: list[Action] = Field(default_factory=list)
     offset: int = 0
     next: int | None = None
+    jobs: list[JobView] = Field(default_factory=list)
 
+    @field_validator("actions", "jobs", mode="before")
     @classmethod
-    def from_reply(cls, raw: Mapping[str, Any]) -> StepView:
-        counts = raw.get("counts") or {}
-        return cls(
-            step=str(raw["step"]),
-            status=str(raw["status"]),
-            counts={str(k): int(v) for k, v in dict(counts).items()},
-            total=int(raw.get("total") or 0),
-            attempts=int(raw.get("attempts") or 0),
-            started=_number(raw.get("started")),
-            finished=_number(raw.get("finished")),
-            duration=_number(raw.get("duration")),
-            child=raw.get("child"),
-            actions=tuple(_list(raw.get("actions"))),
-            jobs=[JobView.from_reply(job) for job in _list(raw.get("jobs"))],
-            offset=int(raw.get("offset") or 0),
-            next=raw.get("next"),
-        )
+    def _lists(cls, value: Any) -> Any:
+        return _list(value)
 
     @property
     def jids(self) -> list[str]:
@@ -133,36 +96,46 @@ class StepView:
     def progress(self) -> str:
         return f"{self.done}/{self.total}"
 
-    def document(self) -> dict[str, Any]:
-        return {
-            "step": self.step,
-            "status": self.status,
-            "counts": dict(self.counts),
-            "total": self.total,
-            "attempts": self.attempts,
-            "started": self.started,
-            "finished": self.finished,
-            "duration": self.duration,
-            "child": self.child,
-            "actions": list(self.actions),
-            "offset": self.offset,
-            "next": self.next,
-            "jobs": [job.document() for job in self.jobs],
-        }
 
+class RunView(BaseModel):
+    """A run as the engine decided it, in the one JSON shape of a run (``flows status --json``,
+    ``GET /api/v1/runs/{id}``): its record's fields (flow, submitted, trigger, params, queues,
+    and for a child run parent_run, parent_step, ...), its status, counts per status, allowed
+    actions, its graph as submitted (None for a run submitted without one) and its steps."""
 
-@dataclass
-class RunView:
-    """A run as the engine decided it: its record, status, counts per status, allowed actions,
-    its graph as submitted (None for a run submitted without one) and its steps."""
+    model_config = ConfigDict(extra="allow")
 
-    run_id: str
-    record: dict[str, Any]
-    status: str
-    steps: list[StepView]
-    counts: dict[str, int] = field(default_factory=dict)
-    actions: tuple[str, ...] = ()
+    id: str
+    flow: str = ""
+    status: RunStatus
+    submitted: float | None = None
+    jobs: int = 0
+    trigger: str | None = None
+    params: dict[str, Any] = Field(default_factory=dict)
+    queues: list[str] = Field(default_factory=list)
+    counts: dict[str, int] = Field(default_factory=dict)
+    actions: list[Action] = Field(default_factory=list)
     graph: dict[str, Any] | None = None
+    steps: list[StepView] = Field(default_factory=list)
+
+    @field_validator("actions", "steps", "queues", mode="before")
+    @classmethod
+    def _lists(cls, value: Any) -> Any:
+        return _list(value)
+
+    @field_validator("params", "counts", mode="before")
+    @classmethod
+    def _objects(cls, value: Any) -> Any:
+        return value if isinstance(value, Mapping) else {}
+
+    @property
+    def run_id(self) -> str:
+        return self.id
+
+    @property
+    def record(self) -> dict[str, Any]:
+        """The run record's fields (what the run was submitted with)."""
+        return {k: v for k, v in self.model_dump().items() if k not in _DECIDED}
 
     @property
     def finished(self) -> bool:
@@ -173,26 +146,17 @@ class RunView:
         """The failed and expired jobs among those read."""
         return [j for s in self.steps for j in s.jobs if j.status in ("failed", "expired")]
 
-    @property
-    def queues(self) -> list[str]:
-        queues = self.record.get("queues")
-        return [str(q) for q in queues] if isinstance(queues, list) else []
-
     def step(self, name: str) -> StepView | None:
         return next((s for s in self.steps if s.step == name), None)
 
 
+# The fields the engine decides at each read, not the run's record.
+_DECIDED: Final = frozenset({"id", "status", "counts", "actions", "graph", "steps"})
+
+
 def run_document(view: RunView) -> dict[str, Any]:
     """The one JSON shape of a run (``flows status --json``, ``GET /api/v1/runs/{id}``)."""
-    return {
-        **view.record,
-        "id": view.run_id,
-        "status": view.status,
-        "counts": dict(view.counts),
-        "actions": list(view.actions),
-        "graph": view.graph,
-        "steps": [step.document() for step in view.steps],
-    }
+    return view.model_dump(mode="json")
 
 
 def run_record(raw: Mapping[str, Any]) -> dict[str, Any]:
@@ -235,16 +199,18 @@ def load_run(
         return None
     reply = json.loads(raw)
     record = run_record(reply["record"])
-    record.pop("id", None)
+    record.pop("graph", None)
     graph = reply.get("graph")
-    return RunView(
-        run_id=run_id,
-        record=record,
-        status=str(reply["status"]),
-        steps=[StepView.from_reply(step) for step in _list(reply.get("steps"))],
-        counts={str(k): int(v) for k, v in dict(reply.get("counts") or {}).items()},
-        actions=tuple(_list(reply.get("actions"))),
-        graph=graph if isinstance(graph, dict) else None,
+    return RunView.model_validate(
+        {
+            **record,
+            "id": run_id,
+            "status": reply["status"],
+            "counts": reply.get("counts"),
+            "actions": reply.get("actions"),
+            "graph": graph if isinstance(graph, dict) else None,
+            "steps": reply.get("steps"),
+        }
     )
 
 

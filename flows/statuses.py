@@ -8,12 +8,10 @@ A test compares these lists with the engine's.
 
 from __future__ import annotations
 
-from typing import Final
+from typing import Final, Literal, get_args
 
-RUN_STATUSES: Final = ("running", "succeeded", "failed", "blocked", "canceled", "expired")
-"""What a run can be, each rule in :data:`RUN_RULES`."""
-
-STEP_STATUSES: Final = (
+RunStatus = Literal["running", "succeeded", "failed", "blocked", "canceled", "expired"]
+StepStatus = Literal[
     "failed",
     "expired",
     "running",
@@ -25,11 +23,17 @@ STEP_STATUSES: Final = (
     "gone",
     "skipped",
     "success",
-)
+]
+Action = Literal["retry", "rerun", "cancel", "signal", "approve", "kick"]
+
+RUN_STATUSES: Final[tuple[str, ...]] = get_args(RunStatus)
+"""What a run can be, each rule in :data:`RUN_RULES`."""
+
+STEP_STATUSES: Final[tuple[str, ...]] = get_args(StepStatus)
 """What a step (or one job of it) can be, in precedence order: a step says the first that one
 of its jobs says (``skipped`` only when all of them were skipped, ``success`` otherwise)."""
 
-ACTIONS: Final = ("retry", "rerun", "cancel", "signal", "approve", "kick")
+ACTIONS: Final[tuple[str, ...]] = get_args(Action)
 """What an operator may do to a run, a step or a job, when the engine lists it as allowed."""
 
 RUN_RULES: Final = {
@@ -111,4 +115,7 @@ __all__ = [
     "STEP_STATUSES",
     "STYLES",
     "SYMBOLS",
+    "Action",
+    "RunStatus",
+    "StepStatus",
 ]

@@ -133,7 +133,9 @@ def list_runs(
     offset: Offset = 0,
     limit: Annotated[int, Query(ge=1, le=100)] = 25,
     flow: Annotated[str | None, Query(max_length=256)] = None,
-    status: Annotated[str | None, Query(pattern=RUN_STATUSES)] = None,
+    status: Annotated[
+        statuses.RunStatus | None, Query(description="Only runs with this status.")
+    ] = None,
     since: Annotated[
         float | None, Query(ge=0, description="Submitted at or after (epoch s).")
     ] = None,
@@ -159,7 +161,7 @@ def list_runs(
     return {"items": items, "offset": offset, "limit": limit, "next": position if more else None}
 
 
-@router.get("/runs/{run_id}", dependencies=reads, tags=["runs"])
+@router.get("/runs/{run_id}", dependencies=reads, tags=["runs"], response_model=RunView)
 def get_run(
     ui: Ui,
     run_id: str,

@@ -14,7 +14,7 @@ import time
 from collections import Counter
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, cast
 
 from fastapi import APIRouter, Depends, HTTPException, Query, Request
 from fastapi.responses import HTMLResponse, JSONResponse
@@ -115,8 +115,10 @@ def runs(
     flow: Annotated[str | None, Query(max_length=256)] = None,
     status: RunStatus = None,
 ) -> HTMLResponse:
-    flow, status = flow or None, status or None
-    listed = api.list_runs(ui, offset=offset, limit=50, flow=flow, status=status, since=None)
+    flow = flow or None
+    # the pattern let only the words of flows.statuses (or nothing) through
+    chosen = cast("statuses.RunStatus | None", status or None)
+    listed = api.list_runs(ui, offset=offset, limit=50, flow=flow, status=chosen, since=None)
     return render(
         request,
         "runs.html",
@@ -125,7 +127,7 @@ def runs(
         offset=offset,
         flow=flow or "",
         status=status or "",
-        statuses=api.RUN_STATUSES.strip("^$()").split("|"),
+        statuses=list(statuses.RUN_STATUSES),
     )
 
 

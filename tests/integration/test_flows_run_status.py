@@ -160,8 +160,9 @@ def test_a_canceled_run_renders_in_status_runs_and_json(
 
 @pytest.mark.parametrize("status", STEP_STATUSES)
 def test_every_step_status_renders(client: Client, status: str) -> None:
-    job = JobView("r-1:s", None, status, 0, None, None, None, (), None, None)
-    view = RunView("r-1", {}, "running", [StepView("s", status, total=1, jobs=[job])])
+    job = JobView(jid="r-1:s", state=None, status=status)
+    step = StepView(step="s", status=status, total=1, jobs=[job])
+    view = RunView(id="r-1", status="running", steps=[step])
     out = Console(record=True, width=200, color_system="truecolor")
     out.print(render_run(view))
     assert status in out.export_text()

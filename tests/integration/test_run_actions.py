@@ -17,6 +17,7 @@ from helpers import assert_unchanged
 from test_flows_run import flows, status_json, write_flow
 from ui_support import TOKEN, Api, serve
 
+from flows import statuses
 from flows.ui.auth import Auth
 from scheduler.embedded import EmbeddedServer
 from scheduler.engine.client import Client
@@ -160,3 +161,15 @@ def test_status_without_a_run_shows_the_latest_top_level_run(
     path = write_flow(tmp_path, FLOW, TASKS)
     assert flows(cli, "run", "--detach", "--run-id", "top", str(path)).exit_code == 0
     assert status_json(cli)["id"] == "top"  # type: ignore[index]
+
+
+def test_the_openapi_schemas_come_from_the_one_vocabulary(api: Api) -> None:
+    spec = api.get("/api/v1/openapi.json").body
+    schemas = spec["components"]["schemas"]
+    run = schemas["RunView"]["properties"]
+    assert tuple(run["status"]["enum"]) == statuses.RUN_STATUSES
+    assert tuple(schemas["StepView"]["properties"]["status"]["enum"]) == statuses.STEP_STATUSES
+    assert tuple(schemas["JobView"]["properties"]["actions"]["items"]["enum"]) == statuses.ACTIONS
+    listing = spec["paths"]["/api/v1/runs"]["get"]["parameters"]
+    status = next(p for p in listing if p["name"] == "status")
+    assert tuple(status["schema"]["anyOf"][0]["enum"]) == statuses.RUN_STATUSES
