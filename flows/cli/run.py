@@ -8,6 +8,7 @@ import threading
 import time
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import click
 from rich.console import Group
@@ -269,6 +270,24 @@ def status(run_id: str | None, as_json: bool, redis_url: str | None, namespace: 
         _print_failures(client, view)
 
 
+def _listed_runs(
+    client: Client, flow: str | None, limit: int, show_all: bool
+) -> list[dict[str, Any]]:
+    """Up to ``limit`` runs with their status and child-run count, newest first; child runs
+    only with ``show_all`` (then looking at 1,000 runs at most)."""
+    out: list[dict[str, Any]] = []
+    offset = 0
+    while len(out) < limit and offset < 1000:
+        page = list_run_statuses(client, flow, offset, 100 if not show_all else limit)
+        offset += len(page)
+        for record in page:
+            if show_all or not record.get("parent_run"):
+                out.append({**record, "children": int(record.get("children") or 0)})
+        if len(page) < (100 if not show_all else limit):
+            break
+    return out[:limit]
+
+
 @click.command()
 @click.option("--flow", help="Only runs of this flow.")
 @click.option(
@@ -293,15 +312,7 @@ def runs(
     (``--all`` lists them)."""
     client = open_client(redis_url, namespace)
     with user_errors():
-        records = list_run_statuses(client, flow, 0, limit if show_all else min(1000, limit * 5))
-    children: dict[str, int] = {}
-    for record in records:
-        parent = record.get("parent_run")
-        if parent:
-            children[str(parent)] = children.get(str(parent), 0) + 1
-    if not show_all:
-        records = [r for r in records if not r.get("parent_run")][:limit]
-    records = [{**r, "children": children.get(str(r["id"]), 0)} for r in records]
+        records = _listed_runs(client, flow, limit, show_all)
     if as_json:
         print_json(records)
         return

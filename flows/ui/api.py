@@ -139,24 +139,32 @@ def list_runs(
     since: Annotated[
         float | None, Query(ge=0, description="Submitted at or after (epoch s).")
     ] = None,
+    all_runs: Annotated[
+        bool, Query(alias="all", description="List sub-flows' child runs too.")
+    ] = False,
 ) -> dict[str, Any]:
     """Runs, newest first, each with its status (the engine's word: running, succeeded,
-    failed, blocked, canceled, expired; docs: statuses). Filtered by status, a page looks at
-    no more than 1,000 runs: follow ``next`` until it is null."""
+    failed, blocked, canceled, expired; docs: statuses) and its number of child runs
+    (``children``); a sub-flow's child runs are listed only with ``all``. Filtered, a page
+    looks at no more than 1,000 runs: follow ``next`` until it is null."""
     items: list[dict[str, Any]] = []
     position, end, more = offset, offset + MAX_RUNS_SCANNED, True
     while more and len(items) < limit and position < end:
-        count = min(100, end - position) if status else limit - len(items)
+        count = min(100, end - position) if status or not all_runs else limit - len(items)
         records = _runs_page(ui.client, flow, position, count)
         more = len(records) == count
-        for record in records:
+        for seen, record in enumerate(records, 1):
             if since is not None and float(record.get("submitted") or 0) < since:
                 more = False  # newest first: the rest are older still
                 break
             position += 1
+            if not all_runs and record.get("parent_run"):
+                continue
             if status is None or record.get("status") == status:
+                record["children"] = int(record.get("children") or 0)
                 items.append(record)
                 if len(items) == limit:
+                    more = more or seen < len(records)  # the page's rest comes next
                     break
     return {"items": items, "offset": offset, "limit": limit, "next": position if more else None}
 

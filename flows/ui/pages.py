@@ -80,11 +80,13 @@ def render(request: Request, name: str, **context: Any) -> HTMLResponse:
 @router.get("/", response_class=HTMLResponse)
 def overview(request: Request, ui: Ui) -> HTMLResponse:
     since = time.time() - 86400
-    recent = api.list_runs(ui, offset=0, limit=100, flow=None, status=None, since=since)
+    recent = api.list_runs(
+        ui, offset=0, limit=100, flow=None, status=None, since=since, all_runs=True
+    )
     runs = list(recent["items"])
     while recent["next"] is not None and len(runs) < OVERVIEW_RUNS:
         recent = api.list_runs(
-            ui, offset=recent["next"], limit=100, flow=None, status=None, since=since
+            ui, offset=recent["next"], limit=100, flow=None, status=None, since=since, all_runs=True
         )
         runs.extend(recent["items"])
     queues = api.list_queues(ui, offset=0, limit=api.MAX_LIMIT)["items"]
@@ -114,11 +116,14 @@ def runs(
     offset: api.Offset = 0,
     flow: Annotated[str | None, Query(max_length=256)] = None,
     status: RunStatus = None,
+    all_runs: Annotated[bool, Query(alias="all")] = False,
 ) -> HTMLResponse:
     flow = flow or None
     # the pattern let only the words of flows.statuses (or nothing) through
     chosen = cast("statuses.RunStatus | None", status or None)
-    listed = api.list_runs(ui, offset=offset, limit=50, flow=flow, status=chosen, since=None)
+    listed = api.list_runs(
+        ui, offset=offset, limit=50, flow=flow, status=chosen, since=None, all_runs=all_runs
+    )
     return render(
         request,
         "runs.html",
@@ -127,6 +132,7 @@ def runs(
         offset=offset,
         flow=flow or "",
         status=status or "",
+        all_runs=all_runs,
         statuses=list(statuses.RUN_STATUSES),
     )
 
