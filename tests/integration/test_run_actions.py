@@ -136,7 +136,7 @@ def test_rerun_downstream_counts_attempts_and_keeps_the_first_attempts_log(
 
 
 def test_status_json_is_the_api_document_and_the_page_draws_the_graph_without_the_file(
-    cli: CliRunner, client: Client, api: Api, tmp_path: Path
+    cli: CliRunner, client: Client, api: Api, redis_client: redis.Redis, tmp_path: Path
 ) -> None:
     path = write_flow(tmp_path, FLOW, TASKS)
     assert flows(cli, "run", "--detach", "--run-id", "a3", str(path)).exit_code == 0
@@ -153,6 +153,24 @@ def test_status_json_is_the_api_document_and_the_page_draws_the_graph_without_th
     html = str(page.body)
     assert html.count('class="edge"') == 3  # build -> check -> gate -> ship
     assert "Retry run" not in html and "Cancel run" in html
+    # an awaiting step offers its signal, never a retry; a completed one nothing while running
+    gate = str(api.get("/runs/a3/steps/gate").body)
+    assert "Signal with no data" in gate and "Retry job" not in gate and "Re-run" not in gate
+    built = str(api.get("/runs/a3/steps/build").body)
+    assert "Retry job" not in built and "Re-run step" not in built
+
+    # the API refuses what the engine refuses, with nothing changed
+    with assert_unchanged(redis_client):
+        refused = api.post("/api/v1/runs/a3/steps/build/rerun", {"downstream": True})
+        assert refused.status == 409 and "run a3 is running" in str(refused.body)
+        assert api.post("/api/v1/jobs/a3:build/retry").status == 409
+        assert api.post("/api/v1/jobs/a3:gate/retry").status == 409
+    assert flows(cli, "approve", "a3", "gate", "--note", "ok").exit_code == 0
+    work(cli, tmp_path)
+    assert "Re-run step" in str(api.get("/runs/a3/steps/build").body)
+    again = api.post("/api/v1/runs/a3/steps/check/rerun", {"downstream": True})
+    assert again.status == 200 and again.body["rerun"] == 3, again.body
+    assert status_json(cli, "a3")["status"] == "running"
 
 
 def test_status_without_a_run_shows_the_latest_top_level_run(
