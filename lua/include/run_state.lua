@@ -24,7 +24,7 @@ RunState.ACTIONS = { 'retry', 'rerun', 'cancel', 'signal', 'approve', 'kick' }
 
 -- The hash fields the decider reads of each job, by position.
 RunState.FIELDS = { 'state', 'skipped', 'child', 'popped', 'updated', 'retries', 'remaining',
-  'lost', 'attempt-base', 'queue', 'fanout', 'wait_since' }
+  'lost', 'attempt-base', 'wait_since' }
 
 -- Engine states in which a job can make progress by itself.
 RunState.ACTIVE = { waiting = true, scheduled = true, running = true, awaiting = true }
@@ -269,18 +269,19 @@ function RunState.read(run_id, limit, offsets)
     step.counts[status] = (step.counts[status] or 0) + 1
     local attempts = f[1] and RunState.attempts(f, status) or 0
     step.attempts = math.max(step.attempts, attempts)
-    local started = status ~= 'skipped' and RunState.time(f[4] or f[12]) or nil
+    local started = status ~= 'skipped' and tonumber(f[4] or f[10]) or nil
     local listed = step.total > step.offset and #step.jobs < limit
     -- A job listed starts at its first start (a retry's pop is later): its history tells.
     if listed and started then started = RunState.first_start(jid) or started end
     step.started = RunState.earliest(step.started, started)
     if not RunState.ENDED[status] then step.open = true end
-    step.updated = RunState.latest(step.updated, RunState.time(f[5]))
+    local updated = tonumber(f[5])
+    step.updated = RunState.latest(step.updated, updated)
     if f[3] and not step.child then step.child = f[3] end
     if listed then
       table.insert(step.jobs, { jid = jid, state = f[1] or cjson.null, status = status,
-        attempts = attempts, started = started or cjson.null, updated = RunState.time(f[5]) or cjson.null,
-        child = f[3] or cjson.null })
+        attempts = attempts, started = RunState.time(started) or cjson.null,
+        updated = RunState.time(updated) or cjson.null, child = f[3] or cjson.null })
     end
     return false
   end)
@@ -290,6 +291,7 @@ function RunState.read(run_id, limit, offsets)
   for i, step in ipairs(order) do
     local word = RunState.step_status(step.counts, step.total)
     step.status = word
+    step.started, step.updated = RunState.time(step.started), RunState.time(step.updated)
     local finished_at = (not step.open and step.started) and step.updated or nil
     for _, job in ipairs(step.jobs) do
       job.actions = RunState.job_actions(job.status, finished)
