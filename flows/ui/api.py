@@ -374,24 +374,7 @@ def list_workers(
 
 
 def _schedule_dict(registration: Registration) -> dict[str, Any]:
-    definition = registration.definition
-    return {
-        "name": registration.name,
-        "file": definition.file,
-        "cron": list(definition.cron),
-        "timezone": definition.timezone,
-        "overlap": definition.overlap,
-        "catchup": definition.catchup,
-        "next": registration.next,
-        "paused": registration.is_paused,
-        "pause_note": registration.pause_note,
-        "last_run": registration.last_run,
-        "last_run_status": registration.last_run_status,
-        "last_tick": registration.last_tick,
-        "fired": registration.fired,
-        "skipped": registration.skipped,
-        "triggered": registration.triggered,
-    }
+    return registration.as_json()
 
 
 def _registration(client: Client, name: str) -> Registration:
