@@ -60,7 +60,7 @@ STEP_RULES: Final = {
 }
 
 ACTION_RULES: Final = {
-    "retry": "resume what failed or expired (its retries restored); never a completed job",
+    "retry": "resume what failed, expired or was canceled (retries restored), never what completed",
     "rerun": "run ended work again (a finished run's step, with --downstream its dependents)",
     "cancel": "cancel every job of the run that has not ended",
     "signal": "complete an awaiting wait step with data as its outputs",

@@ -412,7 +412,7 @@ def retry(
                 click.echo(f"run {target}: nothing failed; working what is left", err=True)
             else:
                 count = run_actions.retry_run(client, target)
-                click.echo(f"run {target}: {count} failed job(s) put back", err=True)
+                click.echo(f"run {target}: {count} failed or canceled job(s) put back", err=True)
             if detach:
                 return
             sys.exit(work_run(client, target, view.queues, threads))

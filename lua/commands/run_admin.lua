@@ -6,7 +6,8 @@
 --   run.rerun   run_id step [downstream] [jid]   -> number of jobs put back
 --
 -- run.retry puts every failed (or expired) job of the run back into its queue with its retries
--- restored (and its put options; a wait that timed out awaits its signal again, its timeout
+-- restored, and every job canceled with the run as it was first put (Runs.keep_canceled kept
+-- it in `run-canceled:<run id>`) (and its put options; a wait that timed out awaits its signal again, its timeout
 -- counted from the retry); the jobs they were blocking (still waiting for them) then run
 -- as they complete, and nothing that completed runs again, except jobs with a trigger rule
 -- (all_done, one_failed: hooks like `finally`) that already ran because of the failure: they
@@ -64,13 +65,43 @@ function RunState.targeted(run_id, jids, target)
   return out
 end
 
+-- Put a job canceled with its run back as it was first put (`spec`: Runs.keep_canceled),
+-- waiting for what it needs that has not completed; a fan-out template feeds on its producer
+-- again.
+function RunState.restore_canceled(run_id, jid, spec)
+  local open = {}
+  for _, need in ipairs(spec.needs and cjson.decode(spec.needs) or {}) do
+    local state = redis.call('hget', Keys.job(need), 'state')
+    if state and state ~= 'complete' then table.insert(open, need) end
+  end
+  Put.write(reput(jid, spec, open), nil)
+  local restored = {}
+  if spec.trigger then table.insert(restored, 'trigger'); table.insert(restored, spec.trigger) end
+  if spec.needs then table.insert(restored, 'needs'); table.insert(restored, spec.needs) end
+  if spec.fanout then
+    table.insert(restored, 'fanout'); table.insert(restored, spec.fanout)
+    local key = Keys.job(cjson.decode(spec.fanout).from)
+    local feeds = Job.decode_list(redis.call('hget', key, 'feeds'))
+    local listed = false
+    for _, fed in ipairs(feeds) do
+      if fed == jid then listed = true end
+    end
+    if not listed then
+      table.insert(feeds, jid)
+      redis.call('hset', key, 'feeds', cjson.encode(feeds))
+    end
+  end
+  if #restored > 0 then redis.call('hset', Keys.job(jid), unpack(restored)) end
+  redis.call('hdel', Keys.run_canceled(run_id), jid)
+end
+
 -- What `target` is, for a refusal: its status and allowed actions from the run's read.
 function RunState.described_target(read, target)
   for _, step in ipairs(read.steps) do
     if step.step == target then return 'step ' .. target, step.status, step.actions end
   end
   local status = RunState.status_of_job(target, read.record.canceled)
-  return 'job ' .. target, status, RunState.job_actions(status, read.status ~= 'running')
+  return 'job ' .. target, status, RunState.job_actions(status, read.status ~= 'running', false)
 end
 
 api['run.retry'] = function(args)
@@ -87,10 +118,17 @@ api['run.retry'] = function(args)
   end
   local jobs = {}
   local any = false
+  -- Jobs canceled with the run, as they were put (Runs.keep_canceled).
+  local kept = {}
+  local raw = redis.call('hgetall', Keys.run_canceled(run_id))
+  for i = 1, #raw, 2 do kept[raw[i]] = raw[i + 1] end
   for i, jid in ipairs(jids) do
     jobs[i] = Job.fields(jid, unpack(RETRY_FIELDS))
     local state = jobs[i] and jobs[i].state
-    if (not only or only[jid]) and (state == 'failed' or state == 'expired') then any = true end
+    if (not only or only[jid]) and (state == 'failed' or state == 'expired' or
+        (not state and kept[jid])) then
+      any = true
+    end
   end
   if not any then
     local read = RunState.read(run_id, 0)
@@ -119,9 +157,17 @@ api['run.retry'] = function(args)
       Put.write(reput(jid, fields, {}), fields)
       retried = retried + 1
       reset[jid] = true
+    elseif not jobs[i] and kept[jid] and (not only or only[jid]) then
+      RunState.restore_canceled(run_id, jid, cjson.decode(kept[jid]))
+      retried = retried + 1
+      reset[jid] = true
     end
   end
   if retried == 0 then return 0 end
+  if redis.call('hlen', Keys.run_canceled(run_id)) == 0 then
+    redis.call('del', Keys.run_canceled(run_id))
+  end
+  redis.call('hdel', Keys.run(run_id), 'canceled', 'canceled_reason')
   -- Jobs whose rule fired on the failure wait for their needs again. Jobs are in dependency
   -- order, so a re-armed job's own needs were settled (reset or not) before it is looked at.
   for i, jid in ipairs(jids) do
@@ -157,25 +203,12 @@ end
 api['run.cancel'] = function(args)
   local cmd = 'RunCancel'
   local run_id = Arg.id(cmd, 'run_id', args[1])
-  local jids = run_jids(cmd, run_id)
+  run_jids(cmd, run_id)
   local read = RunState.read(run_id, 0)
   if not RunState.allows(read.actions, 'cancel') then
     RunState.refuse(cmd, 'run ' .. run_id, read.status, read.actions, 'cancel')
   end
-  local canceled = 0
-  for _, jid in ipairs(jids) do
-    local fields = Job.load_for_delete(jid)
-    if fields and fields.state ~= 'complete' and fields.state ~= 'failed' and fields.state ~= 'expired' then
-      if fields.state == 'running' then Events.to_worker(fields.worker, 'canceled', jid) end
-      Runs.cancel_child(jid, fields)
-      Events.log({ jid = jid, event = 'canceled', worker = fields.worker or '', queue = fields.queue or '' })
-      Job.delete(jid, fields)
-      canceled = canceled + 1
-    end
-  end
-  redis.call('hset', Keys.run(run_id), 'canceled', Engine.now)
-  Runs.release_parent(run_id)
-  return canceled
+  return Runs.cancel(run_id, '')
 end
 
 -- The outcome of a job's attempt, kept in its hash when it is re-run.

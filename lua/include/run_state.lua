@@ -154,10 +154,11 @@ function RunState.step_of(run_id, jid)
 end
 
 -- The actions a job allows now, given its status and whether its run has finished.
-function RunState.job_actions(status, finished)
+function RunState.job_actions(status, finished, kept)
   if status == 'failed' or status == 'expired' then
     return finished and { 'retry', 'rerun' } or { 'retry' }
   end
+  if status == 'canceled' and kept then return { 'retry' } end
   if status == 'awaiting' then return { 'signal', 'approve' } end
   if status == 'buried' then return { 'kick' } end
   if (status == 'success' or status == 'skipped') and finished then return { 'rerun' } end
@@ -173,6 +174,7 @@ function RunState.step_actions(step, finished)
     if not RunState.ENDED[word] and n > 0 then rerun = false end
   end
   if (step.counts.failed or 0) + (step.counts.expired or 0) > 0 then allowed.retry = true end
+  if (step.counts.canceled or 0) > 0 and step.kept then allowed.retry = true end
   if rerun then allowed.rerun = true end
   if step.total == 1 and step.status == 'awaiting' then
     allowed.signal, allowed.approve = true, true
@@ -184,9 +186,11 @@ function RunState.step_actions(step, finished)
   return out
 end
 
-function RunState.run_actions(status, counts)
+function RunState.run_actions(status, counts, kept)
   local out = {}
-  if (counts.failed or 0) + (counts.expired or 0) > 0 then table.insert(out, 'retry') end
+  if (counts.failed or 0) + (counts.expired or 0) > 0 or ((counts.canceled or 0) > 0 and kept) then
+    table.insert(out, 'retry')
+  end
   if status ~= 'running' then table.insert(out, 'rerun') end
   local unfinished = 0
   for _, word in ipairs({ 'running', 'waiting', 'awaiting', 'buried', 'upstream_failed' }) do
@@ -244,6 +248,8 @@ function RunState.read(run_id, limit, offsets)
   local record = RunState.record(run_id)
   if not record then return nil end
   local canceled = record.canceled
+  -- Jobs canceled with the run that a retry can put back (Runs.keep_canceled).
+  local kept = canceled and redis.call('exists', Keys.run_canceled(run_id)) == 1
   local graph = record.graph
   record.graph = nil
   local steps, order, statuses, seen = {}, {}, {}, {}
@@ -293,8 +299,11 @@ function RunState.read(run_id, limit, offsets)
     step.status = word
     step.started, step.updated = RunState.time(step.started), RunState.time(step.updated)
     local finished_at = (not step.open and step.started) and step.updated or nil
+    step.kept = kept
     for _, job in ipairs(step.jobs) do
-      job.actions = RunState.job_actions(job.status, finished)
+      local restorable = job.status == 'canceled' and kept and
+        redis.call('hexists', Keys.run_canceled(run_id), job.jid) == 1
+      job.actions = RunState.job_actions(job.status, finished, restorable)
       if job.state ~= cjson.null then
         local result, failure = unpack(redis.call('hmget', Keys.job(job.jid), 'result', 'failure'))
         job.outputs = RunState.decoded(result) or cjson.null
@@ -314,7 +323,8 @@ function RunState.read(run_id, limit, offsets)
     }
   end
   return {
-    record = record, status = status, counts = counts, actions = RunState.run_actions(status, counts),
+    record = record, status = status, counts = counts,
+    actions = RunState.run_actions(status, counts, kept),
     steps = out_steps, graph = RunState.decoded(graph) or cjson.null,
   }
 end

@@ -179,6 +179,20 @@ function Runs.active(run_id)
   return Runs.status(run_id) == 'running'
 end
 
+-- What a canceled job of a run keeps for run.retry to put it back as it was first put
+-- (`run-canceled:<run id>`, jid -> JSON of these fields).
+Runs.KEPT = { 'queue', 'klass', 'data', 'priority', 'retries', 'tags', 'trigger', 'needs', 'ttl',
+  'ttr', 'ckey', 'climit', 'throttle', 'wait', 'fanout' }
+
+function Runs.keep_canceled(run_id, jid)
+  local values = redis.call('hmget', Keys.job(jid), unpack(Runs.KEPT))
+  local kept = {}
+  for i, name in ipairs(Runs.KEPT) do
+    if values[i] then kept[name] = values[i] end
+  end
+  redis.call('hset', Keys.run_canceled(run_id), jid, cjson.encode(kept))
+end
+
 -- Cancel every unfinished job of a run at once (its complete and failed jobs stay), telling
 -- the workers of running ones, and mark the run canceled. A run's jobs depend only on each
 -- other, so no job outside it is left waiting but a sub-flow step waiting for this run (released
@@ -193,6 +207,7 @@ function Runs.cancel(run_id, reason, by_parent)
   end)
   for _, victim in ipairs(victims) do
     local jid, fields = victim[1], victim[2]
+    Runs.keep_canceled(run_id, jid)
     if fields.state == 'running' then Events.to_worker(fields.worker, 'canceled', jid) end
     Runs.cancel_child(jid, fields)
     Events.tracked('canceled', jid)

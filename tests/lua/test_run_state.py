@@ -198,3 +198,30 @@ def test_every_word_has_a_style_a_symbol_and_a_badge_colour() -> None:
     for word in {*statuses.RUN_STATUSES, *statuses.STEP_STATUSES}:
         assert word in statuses.STYLES and word in statuses.SYMBOLS, word
         assert f".st-{word}" in css, word
+
+
+def test_a_canceled_run_is_retried_from_what_its_jobs_kept(lua: Lua) -> None:
+    submit(lua, ("a", []), ("b", ["a"]), ("c", ["b"]))
+    lua.pop(now=T0 + 1)
+    lua.complete(f"{RUN}:a", now=T0 + 2)
+    assert lua.raw("run.cancel", RUN, now=T0 + 3) == 2
+    doc = read(lua, now=T0 + 4)
+    assert doc["status"] == "canceled" and doc["actions"] == ["retry", "rerun"]
+    assert steps(doc)["b"]["actions"] == ["retry"] and steps(doc)["b"]["status"] == "canceled"
+    with assert_unchanged(lua.r), pytest.raises(WrongState, match="run r@1 is canceled"):
+        lua.raw("run.cancel", RUN, now=T0 + 4)
+    assert lua.raw("run.retry", RUN, now=T0 + 5) == 2
+    doc = read(lua, now=T0 + 6)
+    assert doc["status"] == "running"
+    by = steps(doc)
+    assert (by["a"]["status"], by["b"]["status"], by["c"]["status"]) == (
+        "success",
+        "waiting",
+        "waiting",
+    )
+    assert lua.r.exists(lua.key(f"run-canceled:{RUN}")) == 0
+    assert lua.pop_jids(now=T0 + 7) == [f"{RUN}:b"]
+    lua.complete(f"{RUN}:b", now=T0 + 8)
+    assert lua.pop_jids(now=T0 + 9) == [f"{RUN}:c"]  # its need on b came back with it
+    lua.complete(f"{RUN}:c", now=T0 + 10)
+    assert read(lua, now=T0 + 11)["status"] == "succeeded"
