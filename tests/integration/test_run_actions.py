@@ -191,3 +191,28 @@ def test_the_openapi_schemas_come_from_the_one_vocabulary(api: Api) -> None:
     listing = spec["paths"]["/api/v1/runs"]["get"]["parameters"]
     status = next(p for p in listing if p["name"] == "status")
     assert tuple(status["schema"]["anyOf"][0]["enum"]) == statuses.RUN_STATUSES
+
+
+@pytest.mark.parametrize(("change", "word"), [("bury", "blocked"), ("delete", "succeeded")])
+def test_one_word_everywhere_for_a_buried_or_a_deleted_job(
+    cli: CliRunner, client: Client, api: Api, tmp_path: Path, change: str, word: str
+) -> None:
+    two = "version: 1\nname: two\nqueue: two\nsteps:\n  a: {run: echo a}\n  b: {run: echo b}\n"
+    path = tmp_path / "two.yaml"
+    path.write_text(two)
+    assert flows(cli, "run", "--detach", "--run-id", "w1", str(path)).exit_code == 0
+    [a] = client.queues["two"].pop()
+    a.complete()
+    if change == "bury":
+        client.engine.call("bury", "w1:b", "ops")
+    else:
+        assert flows(cli, "cancel", "w1:b").exit_code == 0  # a job of no dependents: deleted
+    words = {
+        "status --json": status_json(cli, "w1")["status"],
+        "runs --json": json.loads(flows(cli, "runs", "--json").stdout)[0]["status"],
+        "API run": api.get("/api/v1/runs/w1").body["status"],
+        "API list": api.get("/api/v1/runs").body["items"][0]["status"],
+    }
+    assert set(words.values()) == {word}, words
+    page = str(api.get("/runs/w1").body)
+    assert f'data-status="{word}"' in page and f"st-{word}" in page
