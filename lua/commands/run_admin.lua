@@ -164,9 +164,7 @@ api['run.retry'] = function(args)
     end
   end
   if retried == 0 then return 0 end
-  if redis.call('hlen', Keys.run_canceled(run_id)) == 0 then
-    redis.call('del', Keys.run_canceled(run_id))
-  end
+  -- (the kept jobs' hash goes when its last entry does)
   redis.call('hdel', Keys.run(run_id), 'canceled', 'canceled_reason')
   -- Jobs whose rule fired on the failure wait for their needs again. Jobs are in dependency
   -- order, so a re-armed job's own needs were settled (reset or not) before it is looked at.
