@@ -216,3 +216,18 @@ def test_one_word_everywhere_for_a_buried_or_a_deleted_job(
     assert set(words.values()) == {word}, words
     page = str(api.get("/runs/w1").body)
     assert f'data-status="{word}"' in page and f"st-{word}" in page
+
+
+def test_retries_left_never_go_below_zero(cli: CliRunner, client: Client, api: Api) -> None:
+    jid = client.queues["plain"].put("K", {}, retries=0)
+    [job] = client.queues["plain"].pop()
+    assert job.retry() < 0  # no retry left: the job failed, its remaining count below zero
+    shown = flows(cli, "job", jid)
+    assert "retries left │ 0 of 0" in shown.output
+    assert "<dd>0 of 0</dd>" in str(api.get(f"/jobs/{jid}").body)
+    # a plain job that did not fail is not put back by a retry
+    done = client.queues["plain"].put("K", {})
+    [running] = client.queues["plain"].pop()
+    running.complete()
+    refused = flows(cli, "retry", done)
+    assert refused.exit_code == 1 and "is complete" in refused.output
