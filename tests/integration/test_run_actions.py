@@ -152,7 +152,8 @@ def test_status_json_is_the_api_document_and_the_page_draws_the_graph_without_th
     assert page.status == 200
     html = str(page.body)
     assert html.count('class="edge"') == 3  # build -> check -> gate -> ship
-    assert "Retry run" not in html and "Cancel run" in html
+    assert 'data-run-action="retry" hidden' in html  # shown only once the engine allows it
+    assert 'data-run-action="cancel" data-action' in html
     # an awaiting step offers its signal, never a retry; a completed one nothing while running
     gate = str(api.get("/runs/a3/steps/gate").body)
     assert "Signal with no data" in gate and "Retry job" not in gate and "Re-run" not in gate
