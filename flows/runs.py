@@ -48,8 +48,10 @@ class JobView(BaseModel):
     actions: list[Action] = Field(default_factory=list)
     outputs: Any = None
     failure: dict[str, Any] | None = None
+    earlier: list[dict[str, Any]] = Field(default_factory=list)
+    """A re-run job's earlier attempts: each ``{attempt, status, result, failure, updated}``."""
 
-    @field_validator("actions", mode="before")
+    @field_validator("actions", "earlier", mode="before")
     @classmethod
     def _actions(cls, value: Any) -> Any:
         return _list(value)

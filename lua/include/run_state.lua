@@ -305,10 +305,12 @@ function RunState.read(run_id, limit, offsets)
         redis.call('hexists', Keys.run_canceled(run_id), job.jid) == 1
       job.actions = RunState.job_actions(job.status, finished, restorable)
       if job.state ~= cjson.null then
-        local result, failure = unpack(redis.call('hmget', Keys.job(job.jid), 'result', 'failure'))
+        local result, failure, base = unpack(redis.call('hmget', Keys.job(job.jid), 'result',
+          'failure', 'attempt-base'))
         job.outputs = RunState.decoded(result) or cjson.null
         failure = RunState.decoded(failure)
         job.failure = (type(failure) == 'table' and next(failure)) and failure or cjson.null
+        job.earlier = RunState.earlier(job.jid, tonumber(base) or 0)
       end
     end
     local actions = RunState.step_actions(step, finished)
@@ -327,6 +329,20 @@ function RunState.read(run_id, limit, offsets)
     actions = RunState.run_actions(status, counts, kept),
     steps = out_steps, graph = RunState.decoded(graph) or cjson.null,
   }
+end
+
+-- A re-run job's earlier attempts' outcomes (run.rerun keeps each as `attempt:<n>`), oldest
+-- first, each {attempt, status, result, failure, updated}; at most the last 20.
+function RunState.earlier(jid, base)
+  local out = {}
+  for attempt = math.max(1, base - 19), base do
+    local kept = RunState.decoded(redis.call('hget', Keys.job(jid), 'attempt:' .. attempt))
+    if type(kept) == 'table' then
+      kept.attempt = attempt
+      table.insert(out, kept)
+    end
+  end
+  return out
 end
 
 -- Refuse an action the state does not allow: WRONGSTATE naming the state and what is allowed.

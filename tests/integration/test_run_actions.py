@@ -125,6 +125,10 @@ def test_rerun_downstream_counts_attempts_and_keeps_the_first_attempts_log(
     shown = steps(cli, "a2")
     assert status_json(cli, "a2")["status"] == "succeeded"
     assert [shown[s]["attempts"] for s in ("build", "check", "gate", "ship")] == [1, 2, 2, 2]
+    [check] = shown["check"]["jobs"]  # type: ignore[index]
+    assert [(e["attempt"], e["status"], e["result"]) for e in check["earlier"]] == [
+        (1, "success", {"ok": True})
+    ]
     first = flows(cli, "logs", "a2", "check", "--attempt", "1")
     assert first.exit_code == 0 and "checking" in first.output, first.output
     second = flows(cli, "logs", "a2", "check", "--attempt", "2")
