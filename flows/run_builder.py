@@ -23,6 +23,7 @@ from flows.flow_outputs import RECORD_FIELD, outputs_record
 from flows.gc_pause import gc_paused
 from flows.model import Flow
 from flows.notify_rules import job_flags, run_rules
+from flows.run_graph import run_graph
 from flows.run_specs import check_limits, content_hash, job_spec
 from flows.subflow_files import child_queues
 from flows.validate import InvalidFlow, validate_text
@@ -124,6 +125,8 @@ def build_run(
         outputs=outputs,
         more_queues=child_queues(source.flow, source.flow_dir),
         notify=notify_plan(source.flow),
+        flow_model=source.flow,
+        max_active_runs=source.flow.concurrency.max_active_runs,
     )
 
 
@@ -168,6 +171,8 @@ def assemble_run(
     outputs: Mapping[str, Any] | None = None,
     more_queues: Iterable[str] = (),
     notify: NotifyPlan | None = None,
+    flow_model: Flow | None = None,
+    max_active_runs: int | None = None,
 ) -> BuiltRun:
     """The run record and job specs of expanded ``requests`` (the second half of
     :func:`build_run`, for callers that expand themselves: benchmarks and tests). ``outputs``:
@@ -195,6 +200,11 @@ def assemble_run(
         record["notify"] = notify.rules
     if notify is not None and notify.deadline:
         record["deadline"] = notify.deadline
+    if max_active_runs:
+        # The engine call that fires a schedule's tick holds the flow's limit.
+        record["max_active_runs"] = max_active_runs
+    # The run carries its graph: every surface draws it without the flow file.
+    record["graph"] = run_graph(requests, flow_model)
     # The limits are checked now, before anything is sent; the engine takes the text as it is.
     with gc_paused():
         jobs_text = check_limits(run_id, jobs)

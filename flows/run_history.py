@@ -1,26 +1,25 @@
 """A flow's recent runs side by side, and one run's steps on a time line.
 
-:func:`flow_history` reads the newest runs of a flow with their steps' statuses in three round
-trips whatever their count (the run records, every run's job list, every job: each a pipeline),
-so a grid of runs by steps, as Airflow's grid view draws it, costs no call per job.
-:func:`timeline` says when each step of a run could start, and when it ran, from the jobs'
-histories. Statuses are :mod:`flows.runs`'s, decided there once.
+:func:`flow_history` reads the newest runs of a flow with their steps' statuses in two round
+trips whatever their size (the run list, then every run's ``run.read`` without jobs in one
+pipeline), so a grid of runs by steps, as Airflow's grid view draws it, costs no call per job.
+:func:`timeline` says when each step of a run could start, and when it ran; a one-job step's
+attempts come from its job's history. Statuses are the engine's (``run.read``), decided once.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from flows.runs import BATCH, FINAL_STATES, RunView, StepView, run_view
+from flows.runs import RunView, load_run, parse_run
 from scheduler.engine.client import Client
 from scheduler.engine.job import Job, as_list
 
-# Runs a grid shows at most, and jobs it reads at most (older runs are left out beyond it).
 MAX_RUNS = 100
-MAX_JOBS = 20_000
+"""Runs a grid shows at most."""
+FINAL_STATES = frozenset({"complete", "failed", "expired"})
 
 
 @dataclass(frozen=True)
@@ -46,27 +45,12 @@ def flow_history(client: Client, flow: str, count: int = 25) -> FlowHistory:
     ids = [str(r["id"]) for r in as_list(client.engine.call("runs", flow, 0, count)) if "id" in r]
     pipe = client.engine.pipeline()
     for run_id in ids:
-        pipe.call("run.get", run_id)
-    raws: list[tuple[str, dict[str, Any]]] = []
-    jids: list[str] = []
-    for run_id, raw in zip(ids, _replies(pipe.execute()), strict=True):
-        if raw is None:  # deleted meanwhile
-            continue
-        record = json.loads(raw)
-        listed = [str(jid) for jid in record.get("jids") or []]
-        if raws and len(jids) + len(listed) > MAX_JOBS:
-            break
-        raws.append((run_id, record))
-        jids += listed
-    jobs: dict[str, Job] = {}
-    for start in range(0, len(jids), BATCH * 10):
-        pipe = client.engine.pipeline()
-        chunk = jids[start : start + BATCH * 10]
-        for at in range(0, len(chunk), BATCH):
-            pipe.call("multiget", *chunk[at : at + BATCH])
-        for reply in _replies(pipe.execute()):
-            jobs.update((j.jid, j) for j in (Job(client, raw) for raw in as_list(reply)))
-    views = [run_view(run_id, record, jobs) for run_id, record in reversed(raws)]
+        pipe.call("run.read", run_id, 0)  # statuses, counts and times; no jobs
+    views = [
+        parse_run(run_id, raw)
+        for run_id, raw in reversed(list(zip(ids, _replies(pipe.execute()), strict=True)))
+        if raw is not None  # deleted meanwhile
+    ]
     steps: list[str] = []
     for view in reversed(views):
         steps += [step.step for step in view.steps if step.step not in steps]
@@ -125,26 +109,27 @@ def attempts(job: Job) -> list[tuple[float, float | None]]:
     return spans
 
 
-def _put_time(step: StepView) -> float | None:
-    times = []
-    for job in step.jobs:
-        puts = [float(e["when"]) for e in job.history if e.get("what") == "put" and "when" in e]
-        if puts:
-            times.append(puts[-1])
-    return min(times) if times else None
+def _single_jobs(client: Client, view: RunView) -> dict[str, Job]:
+    """The job of each one-job step, by step (one job read per step: a run's size is no cost)."""
+    if any(step.total == 1 and not step.jobs for step in view.steps):
+        view = load_run(client, view.run_id, limit=1) or view
+    jids = {step.step: step.jobs[0].jid for step in view.steps if step.total == 1 and step.jobs}
+    found = {job.jid: job for job in client.jobs.multiget(*jids.values())} if jids else {}
+    return {step: found[jid] for step, jid in jids.items() if jid in found}
 
 
 def timeline(
-    view: RunView, needs: Mapping[str, Sequence[str]] | None, now: float
+    client: Client, view: RunView, needs: Mapping[str, Sequence[str]] | None, now: float
 ) -> dict[str, Any]:
-    """Each step's waiting and running spans: ``ready`` (when its needs had ended, or it was
-    put), ``started``, ``finished``, and for a one-job step each attempt's span; times in
-    epoch seconds, None where they have not happened."""
+    """Each step's waiting and running spans: ``ready`` (when its needs had ended, or the run
+    was submitted), ``started``, ``finished``, and for a one-job step each attempt's span;
+    times in epoch seconds, None where they have not happened."""
     ends = {step.step: step.finished for step in view.steps}
+    singles = _single_jobs(client, view)
+    submitted = view.submitted
     rows = []
     for step in view.steps:
-        put = _put_time(step)
-        ready = put
+        ready = submitted
         wanted = [ends.get(need) for need in (needs or {}).get(step.step, ())]
         if wanted and all(end is not None for end in wanted):
             latest = max(end for end in wanted if end is not None)
@@ -152,12 +137,12 @@ def timeline(
         started = step.started
         if ready is not None and started is not None:
             ready = min(ready, started)
-        single = step.jobs[0] if len(step.items) == 1 and step.jobs else None
+        single = singles.get(step.step)
         rows.append(
             {
                 "step": step.step,
                 "status": step.status,
-                "items": len(step.items),
+                "items": step.total,
                 "ready": ready if step.status != "skipped" else None,
                 "started": started,
                 "finished": step.finished,
@@ -189,7 +174,7 @@ def history_json(history: FlowHistory) -> dict[str, Any]:
                     step.step: {
                         "status": step.status,
                         "duration": step.duration,
-                        "items": len(step.items),
+                        "items": step.total,
                     }
                     for step in view.steps
                 },

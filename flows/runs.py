@@ -1,12 +1,11 @@
-"""Reading runs back: a run's record and the status of each of its steps.
+"""Reading runs back: a run as the engine's one decider sees it, in one call.
 
-Statuses are words for people, read from the engine's job states and histories: a complete job
-the engine skipped (its trigger rule) is ``skipped``; a job waiting for a failed (or expired, or
-itself held back) dependency is ``upstream_failed`` (``flows retry`` resumes it); a ``wait:`` step
-whose needs are met is ``awaiting`` (a signal); a job of the run that no longer exists is
-``canceled`` when the run was canceled, else ``gone``. A sub-flow step waiting for its child run
-is ``running`` (its :attr:`StepView.child` names that run); a child run's record names its parent
-(``parent_run``, ``parent_step``).
+The engine decides the status of a run, of each of its steps and jobs, and the actions each
+allows (``run.read``, lua/include/run_state.lua; the words are :mod:`flows.statuses`). This module
+only carries that reply: :func:`load_run` gives a :class:`RunView`, and
+:func:`run_document` is the one JSON shape of a run that ``flows status --json`` and
+``GET /api/v1/runs/{id}`` both send. A step lists a page of its jobs (``limit`` from its offset
+in ``offsets``): a 10,000-item step costs the same to show as a 10-item one.
 """
 
 from __future__ import annotations
@@ -14,49 +13,17 @@ from __future__ import annotations
 import contextlib
 import json
 import re
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping
 from typing import Any, Final
 
-from flows.outputs import FlowsMeta, was_skipped
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from flows.statuses import FINISHED, RUN_STATUSES, STEP_STATUSES, Action, RunStatus, StepStatus
 from scheduler.engine.client import Client
-from scheduler.engine.job import Job
 
-BATCH = 500
-FINAL_STATES = frozenset({"complete", "failed", "expired"})
-ACTIVE_STATES = frozenset({"waiting", "scheduled", "running", "stalled", "awaiting"})
-_FAILED_STATES = frozenset({"failed", "expired"})
+PAGE: Final = 100
+"""Jobs of each step a read lists unless told otherwise."""
 
-RUN_STATUSES: Final = ("running", "succeeded", "failed", "canceled")
-"""What :attr:`RunView.status` can say."""
-STEP_STATUSES: Final = (
-    "failed",
-    "expired",
-    "running",
-    "awaiting",
-    "waiting",
-    "buried",
-    "upstream_failed",
-    "canceled",
-    "gone",
-    "skipped",
-    "success",
-)
-"""What :attr:`StepView.status` can say, in precedence order: a step says the first that one of
-its jobs says (``skipped`` only when all of them were skipped; ``success`` otherwise)."""
-
-_JOB_STATUS: Final = {
-    "complete": "success",
-    "failed": "failed",
-    "expired": "expired",
-    "running": "running",
-    "stalled": "running",
-    "waiting": "waiting",
-    "scheduled": "waiting",
-    "depends": "waiting",
-    "buried": "buried",
-    "awaiting": "awaiting",
-}
 _RUN_FIELDS_JSON: Final = ("params", "queues", "outputs", "notify")
 _RUN_FIELDS_NUMBERS: Final = (
     "submitted",
@@ -69,177 +36,137 @@ _RUN_FIELDS_NUMBERS: Final = (
 )
 
 
-@dataclass(frozen=True, slots=True)
-class JobRun:
-    """One job of a step as the run view sees it: the job (None when it no longer exists) and
-    its status word."""
+def _list(value: Any) -> list[Any]:
+    """The engine writes an empty list as ``{}``."""
+    return [] if value in ({}, None) else list(value)
+
+
+class JobView(BaseModel):
+    """One job of a step, as the engine read it (``state`` None: it no longer exists)."""
+
+    model_config = ConfigDict(frozen=True)
 
     jid: str
-    job: Job | None
-    status: str
+    state: str | None
+    status: StepStatus
+    attempts: int = 0
+    started: float | None = None
+    updated: float | None = None
+    child: str | None = None
+    actions: list[Action] = Field(default_factory=list)
+    outputs: Any = None
+    failure: dict[str, Any] | None = None
+    earlier: list[dict[str, Any]] = Field(default_factory=list)
+    """A re-run job's earlier attempts: each ``{attempt, status, result, failure, updated}``."""
 
-    @property
-    def started(self) -> float | None:
-        """When its latest put was first popped (retries and lost locks included)."""
-        return self._since_put()[0]
+    @field_validator("actions", "earlier", mode="before")
+    @classmethod
+    def _actions(cls, value: Any) -> Any:
+        return _list(value)
 
-    @property
-    def attempts(self) -> int:
-        """How often it was popped since its latest put (a resume puts it again); a sub-flow
-        step's run after its child ended is no new attempt."""
-        return self._since_put()[1]
-
-    def _since_put(self) -> tuple[float | None, int]:
-        if self.job is None or self.status == "skipped":
-            return None, 0
-        first: float | None = None
-        attempts = 0
-        for entry in reversed(self.job.history):
-            what = entry.get("what")
-            if what == "put":
-                break
-            if what == "popped":
-                first, attempts = float(entry["when"]), attempts + 1
-            elif what == "awaiting":  # a wait step started waiting for its signal
-                first = float(entry["when"])
-            elif what == "waiting":  # a sub-flow step handed to the engine (its run goes on)
-                attempts -= 1
-        return first, attempts
+    @field_validator("failure", mode="before")
+    @classmethod
+    def _failure(cls, value: Any) -> Any:
+        return value if isinstance(value, Mapping) and value else None
 
 
-@dataclass
-class StepView:
-    """One step of a run (a foreach step's items together)."""
+class StepView(BaseModel):
+    """One step of a run (a foreach step's items together): its status, counts per status,
+    times and actions, and a page of its jobs (``offset``; ``next``: the next page's offset)."""
 
     step: str
-    items: list[JobRun] = field(default_factory=list)
+    status: StepStatus
+    counts: dict[str, int] = Field(default_factory=dict)
+    total: int = 0
+    attempts: int = 0
+    started: float | None = None
+    finished: float | None = None
+    duration: float | None = None
+    child: str | None = None
+    actions: list[Action] = Field(default_factory=list)
+    offset: int = 0
+    next: int | None = None
+    jobs: list[JobView] = Field(default_factory=list)
 
-    @property
-    def jobs(self) -> list[Job]:
-        """The step's jobs that still exist."""
-        return [item.job for item in self.items if item.job is not None]
+    @field_validator("actions", "jobs", mode="before")
+    @classmethod
+    def _lists(cls, value: Any) -> Any:
+        return _list(value)
 
     @property
     def jids(self) -> list[str]:
-        return [item.jid for item in self.items]
+        """The jids of the page of jobs read."""
+        return [job.jid for job in self.jobs]
 
     @property
-    def states(self) -> list[str]:
-        return [j.state for j in self.jobs]
-
-    @property
-    def status(self) -> str:
-        """One of :data:`STEP_STATUSES`."""
-        found = {item.status for item in self.items}
-        for status in STEP_STATUSES[:-2]:
-            if status in found:
-                return status
-        return "skipped" if found == {"skipped"} else "success"
-
-    @property
-    def started(self) -> float | None:
-        """When its first job first started (None before that, or when it was skipped)."""
-        found = [t for t in (item.started for item in self.items) if t is not None]
-        return min(found) if found else None
-
-    @property
-    def finished(self) -> float | None:
-        """When its last job ended; None while one has not (or none started)."""
-        if self.started is None or any(
-            item.job is None or item.job.state not in FINAL_STATES for item in self.items
-        ):
-            return None
-        times = [j.updated for j in self.jobs if j.updated is not None]
-        return max(times) if times else None
-
-    @property
-    def duration(self) -> float | None:
-        """From its first start to its end (retries included)."""
-        start, end = self.started, self.finished
-        return None if start is None or end is None else max(0.0, end - start)
-
-    @property
-    def attempts(self) -> int:
-        """The most attempts any of its jobs took (1: no retry)."""
-        return max((item.attempts for item in self.items), default=0)
-
-    @property
-    def child(self) -> str | None:
-        """The run a sub-flow step started (None for other steps, and before it started one)."""
-        return next((job.child for job in self.jobs if job.child), None)
+    def done(self) -> int:
+        return self.counts.get("success", 0) + self.counts.get("skipped", 0)
 
     @property
     def progress(self) -> str:
-        done = sum(1 for item in self.items if item.status in ("success", "skipped"))
-        return f"{done}/{len(self.items)}"
+        return f"{self.done}/{self.total}"
 
 
-@dataclass
-class RunView:
-    run_id: str
-    record: dict[str, Any]
-    steps: list[StepView]
+class RunView(BaseModel):
+    """A run as the engine decided it, in the one JSON shape of a run (``flows status --json``,
+    ``GET /api/v1/runs/{id}``): its record's fields (flow, submitted, trigger, params, queues,
+    and for a child run parent_run, parent_step, ...), its status, counts per status, allowed
+    actions, its graph as submitted (None for a run submitted without one) and its steps."""
+
+    model_config = ConfigDict(extra="allow")
+
+    id: str
+    flow: str = ""
+    status: RunStatus
+    submitted: float | None = None
+    jobs: int = 0
+    trigger: str | None = None
+    params: dict[str, Any] = Field(default_factory=dict)
+    queues: list[str] = Field(default_factory=list)
+    counts: dict[str, int] = Field(default_factory=dict)
+    actions: list[Action] = Field(default_factory=list)
+    graph: dict[str, Any] | None = None
+    steps: list[StepView] = Field(default_factory=list)
+
+    @field_validator("actions", "steps", "queues", mode="before")
+    @classmethod
+    def _lists(cls, value: Any) -> Any:
+        return _list(value)
+
+    @field_validator("params", "counts", mode="before")
+    @classmethod
+    def _objects(cls, value: Any) -> Any:
+        return value if isinstance(value, Mapping) else {}
 
     @property
-    def status(self) -> str:
-        """One of :data:`RUN_STATUSES`: running while a job can still progress; then canceled,
-        failed (a step failed, expired or was held back by one), or succeeded (every step
-        succeeded or was skipped)."""
-        if not self.steps or (self.record.get("canceled") and not self._can_progress()):
-            return "canceled"
-        if self._can_progress():
-            return "running"
-        statuses = {s.status for s in self.steps}
-        if statuses & {"failed", "expired", "upstream_failed"}:
-            return "failed"
-        if statuses <= {"success", "skipped", "gone"}:
-            return "succeeded"
-        return "running"
+    def run_id(self) -> str:
+        return self.id
 
-    def _can_progress(self) -> bool:
-        """Whether some job could still run: waiting, scheduled, running or awaiting a signal (a
-        sub-flow step waiting for its child run too)."""
-        jobs = (job for step in self.steps for job in step.jobs)
-        return any(job.state in ACTIVE_STATES or _waits_for_child(job) for job in jobs)
+    @property
+    def record(self) -> dict[str, Any]:
+        """The run record's fields (what the run was submitted with)."""
+        return {k: v for k, v in self.model_dump().items() if k not in _DECIDED}
 
     @property
     def finished(self) -> bool:
-        return self.status in ("succeeded", "failed", "canceled")
+        return self.status in FINISHED
 
     @property
-    def failed_jobs(self) -> list[Job]:
-        return [j for s in self.steps for j in s.jobs if j.state in _FAILED_STATES]
+    def failed_jobs(self) -> list[JobView]:
+        """The failed and expired jobs among those read."""
+        return [j for s in self.steps for j in s.jobs if j.status in ("failed", "expired")]
 
-    @property
-    def queues(self) -> list[str]:
-        """The queues of the run's jobs (from its record, else from the jobs left)."""
-        queues = self.record.get("queues")
-        if isinstance(queues, list) and queues:
-            return [str(q) for q in queues]
-        return sorted({j.queue for s in self.steps for j in s.jobs})
+    def step(self, name: str) -> StepView | None:
+        return next((s for s in self.steps if s.step == name), None)
 
 
-def _waits_for_child(job: Job) -> bool:
-    """Whether ``job`` is a sub-flow step waiting for its child run (lua/commands/subflow.lua)."""
-    return job.state == "depends" and job.child is not None
+# The fields the engine decides at each read, not the run's record.
+_DECIDED: Final = frozenset({"id", "status", "counts", "actions", "graph", "steps"})
 
 
-def _statuses(jobs: Mapping[str, Job]) -> dict[str, str]:
-    """Each jid's status word; ``jobs`` in dependency order (the run's submission order)."""
-    out: dict[str, str] = {}
-    for jid, job in jobs.items():
-        if _waits_for_child(job):
-            out[jid] = "running"
-        elif job.state == "complete":
-            out[jid] = "skipped" if was_skipped(job.history) else "success"
-        elif job.state == "depends" and any(
-            out.get(dependency) in ("failed", "expired", "upstream_failed")
-            for dependency in job.dependencies
-        ):
-            out[jid] = "upstream_failed"
-        else:
-            out[jid] = _JOB_STATUS.get(job.state, job.state)
-    return out
+def run_document(view: RunView) -> dict[str, Any]:
+    """The one JSON shape of a run (``flows status --json``, ``GET /api/v1/runs/{id}``)."""
+    return view.model_dump(mode="json")
 
 
 def run_record(raw: Mapping[str, Any]) -> dict[str, Any]:
@@ -262,47 +189,48 @@ def run_record(raw: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def step_of(run_id: str, jid: str) -> str:
-    """The step (or hook) of a job id ``<run id>:<step>`` or ``<run id>:<step>[<i>]``."""
+    """The step (or hook) of a job id ``<run id>:<step>`` or ``<run id>:<step>[<key>]``."""
     name = jid[len(run_id) + 1 :] if jid.startswith(f"{run_id}:") else jid.rsplit(":", 1)[-1]
     return _ITEM.sub("", name)
 
 
-_ITEM = re.compile(r"\[\d+\]$")
+_ITEM = re.compile(r"\[[^\[]*\]$")
 
 
-def _batches(items: Sequence[str], size: int) -> Iterable[Sequence[str]]:
-    for start in range(0, len(items), size):
-        yield items[start : start + size]
+def load_run(
+    client: Client, run_id: str, limit: int = PAGE, offsets: Mapping[str, int] | None = None
+) -> RunView | None:
+    """The run as the engine decides it (one call), or None when no run has that id."""
+    args: list[Any] = [run_id, limit]
+    if offsets:
+        args.append(json.dumps(dict(offsets)))
+    raw = client.engine.call("run.read", *args)
+    return None if raw is None else parse_run(run_id, raw)
 
 
-def load_run(client: Client, run_id: str) -> RunView | None:
-    """The run and its steps, or None when no run has that id."""
-    raw = client.engine.call("run.get", run_id)
-    if raw is None:
-        return None
-    record = json.loads(raw)
-    jids = [str(jid) for jid in record.get("jids") or []]
-    jobs: dict[str, Job] = {}
-    for batch in _batches(jids, BATCH):
-        jobs.update((j.jid, j) for j in client.jobs.multiget(*batch))
-    return run_view(run_id, record, jobs)
+def parse_run(run_id: str, raw: str) -> RunView:
+    """The view of a ``run.read`` reply (for callers that read many runs in one pipeline)."""
+    reply = json.loads(raw)
+    record = run_record(reply["record"])
+    record.pop("graph", None)
+    graph = reply.get("graph")
+    return RunView.model_validate(
+        {
+            **record,
+            "id": run_id,
+            "status": reply["status"],
+            "counts": reply.get("counts"),
+            "actions": reply.get("actions"),
+            "graph": graph if isinstance(graph, dict) else None,
+            "steps": reply.get("steps"),
+        }
+    )
 
 
-def run_view(run_id: str, raw: Mapping[str, Any], jobs: Mapping[str, Job]) -> RunView:
-    """The view of a run from its record as ``run.get`` answers it (with its ``jids``) and its
-    jobs that exist, however they were read (:func:`load_run`, or many runs at once)."""
-    record = run_record(raw)
-    jids = [str(jid) for jid in record.pop("jids", None) or []]
-    canceled = bool(record.get("canceled"))
-    statuses = _statuses({jid: jobs[jid] for jid in jids if jid in jobs})
-    steps: dict[str, StepView] = {}
-    for jid in jids:
-        job = jobs.get(jid)
-        meta = FlowsMeta.from_data(job.data) if job is not None else None
-        name = meta.step if meta else step_of(run_id, jid)
-        status = statuses[jid] if job is not None else ("canceled" if canceled else "gone")
-        steps.setdefault(name, StepView(name)).items.append(JobRun(jid, job, status))
-    return RunView(run_id, record, list(steps.values()))
+def run_status(client: Client, run_id: str) -> str | None:
+    """The run's status alone (None when there is no such run)."""
+    view = load_run(client, run_id, limit=0)
+    return None if view is None else view.status
 
 
 def list_runs(client: Client, flow: str | None = None, count: int = 25) -> list[dict[str, Any]]:
@@ -311,14 +239,27 @@ def list_runs(client: Client, flow: str | None = None, count: int = 25) -> list[
     return [run_record(r) for r in records]
 
 
+def list_run_statuses(
+    client: Client, flow: str | None = None, offset: int = 0, count: int = 25
+) -> list[dict[str, Any]]:
+    """Run records with their status, newest first, in one engine call."""
+    raw = json.loads(client.engine.call("runs.statuses", flow or "", offset, count))
+    return [run_record(r) for r in _list(raw)]
+
+
 __all__ = [
+    "PAGE",
     "RUN_STATUSES",
     "STEP_STATUSES",
-    "JobRun",
+    "JobView",
     "RunView",
     "StepView",
+    "list_run_statuses",
     "list_runs",
     "load_run",
+    "parse_run",
+    "run_document",
     "run_record",
-    "run_view",
+    "run_status",
+    "step_of",
 ]

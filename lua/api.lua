@@ -47,6 +47,7 @@ local api = {}
 -- @include commands/worker_info
 -- @include commands/flow
 -- @include commands/run_admin
+-- @include commands/run_read
 -- @include commands/schedule
 -- @include commands/schedule_fire
 -- @include commands/schedulers

@@ -11,6 +11,7 @@ from typing import Any
 import click
 from rich.text import Text
 
+from flows import run_actions
 from flows.cli.common import (
     ago,
     console,
@@ -45,7 +46,7 @@ JOB_STATES = (*QUEUE_STATES, "complete", "failed")
 
 
 def register(group: click.Group) -> None:
-    for command in (queues, workers, jobs, job, failed, unfail, retry, cancel):
+    for command in (queues, workers, jobs, job, failed, unfail, retry, rerun, cancel):
         group.add_command(command)
 
 
@@ -283,7 +284,7 @@ def job(jid: str, as_json: bool, redis_url: str | None, namespace: str | None) -
         ["worker", found.worker],
         ["ran by", _describe_ran_by(ran)],
         ["priority", found.priority],
-        ["retries left", f"{found.remaining} of {found.retries}"],
+        ["retries left", f"{max(0, found.remaining)} of {found.retries}"],
         ["tags", ", ".join(found.tags)],
         ["created", when(found.created)],
         ["updated", when(found.updated)],
@@ -422,23 +423,71 @@ def retry(
     namespace: str | None,
 ) -> None:
     """Resume run TARGET and work it here as `flows run` does (its failed steps run again,
-    completed ones do not; exit code 0 when it succeeds), or put failed job TARGET back into
-    its queue with its retries restored."""
+    completed ones do not; exit code 0 when it succeeds), or put a failed job TARGET back
+    (a job of a run: RUN:STEP). Refused (exit code 1, nothing changed) when TARGET has nothing
+    failed, expired or lost to resume: re-run finished work with `flows rerun`."""
     client = open_client(redis_url, namespace)
     with user_errors():
         if _is_run(client, target):
-            count = int(client.engine.call("run.retry", target))
-            click.echo(f"run {target}: {count} failed job(s) put back", err=True)
+            view = load_run(client, target, limit=0)
+            assert view is not None
+            if view.status == "running" and "retry" not in view.actions:
+                # an interrupted run: nothing to put back, its jobs wait to be worked
+                count = 0
+                click.echo(f"run {target}: nothing failed; working what is left", err=True)
+            else:
+                count = run_actions.retry_run(client, target)
+                click.echo(f"run {target}: {count} failed or canceled job(s) put back", err=True)
             if detach:
                 if as_json:
                     print_json({"run": target, "retried": count})
                 return
-            view = load_run(client, target)
-            queues = view.queues if view is not None else []
-            sys.exit(work_run(client, target, queues, threads, as_json=as_json))
-        found = client.jobs[target]
-        found.requeue(found.queue)
-    report(as_json, f"{target} put back into {found.queue}", {"jid": target, "queue": found.queue})
+            sys.exit(work_run(client, target, view.queues, threads, as_json=as_json))
+        done = run_actions.retry_job(client, target)
+    if "run" in done:
+        text = f"run {done['run']}: {done['retried']} failed job(s) of {target} put back"
+    else:
+        text = f"{target} put back into {done['queue']}"
+    report(as_json, text, done)
+
+
+@click.command()
+@click.argument("run_id", metavar="RUN")
+@click.argument("step")
+@click.option("--downstream", is_flag=True, help="Re-run every step that needs STEP too.")
+@click.option("--item", metavar="JID", help="Only this job of the step (a foreach item).")
+@click.option("--detach", is_flag=True, help="Only put the jobs back; workers run them.")
+@click.option(
+    "--threads",
+    type=click.IntRange(1, 64),
+    default=4,
+    show_default=True,
+    help="Jobs at once in the local worker.",
+)
+@connection
+def rerun(
+    run_id: str,
+    step: str,
+    downstream: bool,
+    item: str | None,
+    detach: bool,
+    threads: int,
+    redis_url: str | None,
+    namespace: str | None,
+) -> None:
+    """Run STEP of the finished run RUN again (with --downstream, every step after it), and
+    work it here as `flows run` does. Attempts count on; the earlier attempts' logs stay
+    readable (`flows logs RUN STEP --attempt 1`). Refused while the run is running."""
+    client = open_client(redis_url, namespace)
+    with user_errors():
+        if not _is_run(client, run_id):
+            raise click.ClickException(f"no run {run_id!r} (see `flows runs`)")
+        count = run_actions.rerun(client, run_id, step, downstream, item)
+        click.echo(f"run {run_id}: {count} job(s) of {step} put back to run again", err=True)
+        if detach:
+            return
+        view = load_run(client, run_id, limit=0)
+        sys.exit(work_run(client, run_id, view.queues if view else [], threads))
 
 
 @click.command()

@@ -9,6 +9,7 @@ import threading
 import time
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import click
 from rich.console import Group
@@ -34,7 +35,8 @@ from flows.cli.tables import fitted
 from flows.params import ParamError, parse_assignments
 from flows.run_builder import build_run, read_flow_file
 from flows.run_specs import manual_run_id
-from flows.runs import RunView, list_runs, load_run
+from flows.runs import RunView, list_run_statuses, load_run, run_document
+from flows.statuses import STYLES
 from flows.submit import submit
 from flows.validate import InvalidFlow, validate_text
 from flows.worker_hook import prepare
@@ -44,21 +46,8 @@ from scheduler.service.housekeeping import time_out_waits
 from scheduler.worker import Worker
 from scheduler.worker.imports import import_path
 
-STATUS_STYLE = {
-    "success": "green",
-    "succeeded": "green",
-    "failed": "red",
-    "expired": "red",
-    "upstream_failed": "red",
-    "running": "yellow",
-    "waiting": "dim",
-    "awaiting": "yellow",
-    "buried": "yellow",
-    "skipped": "cyan",
-    "canceled": "magenta",
-    "gone": "dim",
-}
-"""Styles of the status words (flows.runs); any other word is shown plain."""
+STATUS_STYLE = STYLES
+"""Styles of the status words (flows.statuses); any other word is shown plain."""
 
 
 SHUTDOWN_GRACE = 5.0
@@ -235,7 +224,7 @@ def work_run(
         client, run_id, queues, threads, sys.stdout.isatty(), logs, log_level, quiet=as_json
     )
     if as_json:
-        print_json(run_json(view))
+        print_json(run_document(view))
     if interrupted:
         done = sum(1 for s in view.steps if s.status in ("success", "skipped"))
         click.echo(
@@ -372,26 +361,18 @@ def _check_imports(file: Path, text: str, flow_dir: Path) -> None:
         raise click.exceptions.Exit(1)
 
 
-def run_json(view: RunView) -> dict[str, object]:
-    """A run as `flows status --json` (and `flows run --json`) print it."""
-    return {
-        "id": view.run_id,
-        "status": view.status,
-        "record": view.record,
-        "steps": [
-            {
-                "step": s.step,
-                "status": s.status,
-                "jobs": s.jids,
-                "started": s.started,
-                "finished": s.finished,
-                "duration": s.duration,
-                "attempts": s.attempts,
-                "child": s.child,
-            }
-            for s in view.steps
-        ],
-    }
+
+def latest_run(client: Client) -> str | None:
+    """The newest run that is no sub-flow's child run (None when there is none)."""
+    offset = 0
+    while True:
+        records = list_run_statuses(client, offset=offset, count=100)
+        for record in records:
+            if not record.get("parent_run"):
+                return str(record["id"])
+        if len(records) < 100:
+            return None
+        offset += len(records)
 
 
 @click.command()
@@ -399,24 +380,41 @@ def run_json(view: RunView) -> dict[str, object]:
 @as_json
 @connection
 def status(run_id: str | None, as_json: bool, redis_url: str | None, namespace: str | None) -> None:
-    """A run's steps (the latest run when RUN_ID is left out)."""
+    """A run's steps (the latest top-level run when RUN_ID is left out)."""
     client = open_client(redis_url, namespace)
     with user_errors():
         if run_id is None:
-            latest = list_runs(client, count=1)
-            if not latest:
+            run_id = latest_run(client)
+            if run_id is None:
                 raise click.ClickException("no runs yet: start one with `flows run FILE`")
-            run_id = str(latest[0]["id"])
         view = load_run(client, run_id)
     if view is None:
         raise click.ClickException(f"no run {run_id!r} (see `flows runs`)")
     if as_json:
-        print_json(run_json(view))
+        print_json(run_document(view))
         return
     console.print(render_run(view))
     print_awaiting(client, view)
     if view.status == "failed":
         _print_failures(client, view)
+
+
+def _listed_runs(
+    client: Client, flow: str | None, limit: int, show_all: bool
+) -> list[dict[str, Any]]:
+    """Up to ``limit`` runs with their status and child-run count, newest first; child runs
+    only with ``show_all`` (then looking at 1,000 runs at most)."""
+    out: list[dict[str, Any]] = []
+    offset = 0
+    while len(out) < limit and offset < 1000:
+        page = list_run_statuses(client, flow, offset, 100 if not show_all else limit)
+        offset += len(page)
+        for record in page:
+            if show_all or not record.get("parent_run"):
+                out.append({**record, "children": int(record.get("children") or 0)})
+        if len(page) < (100 if not show_all else limit):
+            break
+    return out[:limit]
 
 
 @click.command()
@@ -428,33 +426,35 @@ def status(run_id: str | None, as_json: bool, redis_url: str | None, namespace: 
     show_default=True,
     help="Show at most this many runs.",
 )
+@click.option("--all", "show_all", is_flag=True, help="List sub-flows' child runs too.")
 @as_json
 @connection
 def runs(
-    flow: str | None, limit: int, as_json: bool, redis_url: str | None, namespace: str | None
+    flow: str | None,
+    limit: int,
+    show_all: bool,
+    as_json: bool,
+    redis_url: str | None,
+    namespace: str | None,
 ) -> None:
-    """Recent runs, newest first."""
+    """Recent runs, newest first; a sub-flow's child runs are counted under their parent
+    (``--all`` lists them)."""
     client = open_client(redis_url, namespace)
     with user_errors():
-        records = list_runs(client, flow, limit)
-        views = [load_run(client, str(r["id"])) for r in records]
+        records = _listed_runs(client, flow, limit, show_all)
     if as_json:
-        print_json(
-            [
-                {**r, "status": v.status if v else "unknown"}
-                for r, v in zip(records, views, strict=True)
-            ]
-        )
+        print_json(records)
         return
     rows = [
         [
             r["id"],
             r.get("flow", ""),
-            styled(v.status) if v else "",
+            styled(str(r.get("status", ""))),
             r.get("trigger", ""),
             ago(r.get("submitted")),
             r.get("jobs", ""),
+            str(r["children"]) if r["children"] else "",
         ]
-        for r, v in zip(records, views, strict=True)
+        for r in records
     ]
-    table("Runs", ("run", "flow", "status", "trigger", "submitted", "jobs"), rows)
+    table("Runs", ("run", "flow", "status", "trigger", "submitted", "jobs", "child runs"), rows)

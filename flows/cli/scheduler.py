@@ -10,7 +10,6 @@ import logging
 import os
 import socket
 import sys
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -267,10 +266,7 @@ def scheduler_command(
 
 
 def _local(when: float | None, registration: Registration) -> str:
-    if when is None:
-        return ""
-    zone = registration.definition.schedule.zone
-    return datetime.fromtimestamp(when, zone).strftime("%Y-%m-%d %H:%M %Z")
+    return registration.local(when)
 
 
 def _next(registration: Registration, now: float) -> str:
@@ -294,38 +290,6 @@ def _policy(registration: Registration) -> str:
     )
 
 
-def _as_dict(registration: Registration, now: float) -> dict[str, Any]:
-    d = registration.definition
-    return {
-        "name": registration.name,
-        "source": d.origin or None,
-        "file": d.file,
-        "cron": list(d.cron),
-        "timezone": d.timezone,
-        "next": registration.next,
-        "next_local": _local(registration.next, registration),
-        "paused": registration.is_paused,
-        "paused_in_file": d.paused,
-        "pause_note": registration.pause_note,
-        "catchup": d.catchup,
-        "window": d.window,
-        "max_runs": d.max_runs,
-        "overlap": d.overlap,
-        "jitter": d.jitter,
-        "last_run": registration.last_run,
-        "last_run_status": registration.last_run_status,
-        "last_tick": registration.last_tick,
-        "fired": registration.fired,
-        "skipped": registration.skipped,
-        "triggered": registration.triggered,
-        "buffered": registration.buffered,
-        "skips": [
-            {"first": s.first, "last": s.last, "count": s.count, "reason": s.reason, "at": s.at}
-            for s in registration.skips
-        ],
-    }
-
-
 @click.command()
 @as_json
 @connection
@@ -336,7 +300,7 @@ def schedules(as_json: bool, redis_url: str | None, namespace: str | None) -> No
         now = client.engine.server_time()
         registrations = Schedules(client).all()
     if as_json:
-        print_json([_as_dict(r, now) for r in registrations])
+        print_json([r.as_json() for r in registrations])
         return
     if not registrations:
         click.echo("no schedules: start `flows scheduler --flows-dir DIR` on a folder of flows")
@@ -451,7 +415,7 @@ def show(
         registration = _get(client, name, skips)
         now = client.engine.server_time()
     if as_json:
-        print_json(_as_dict(registration, now))
+        print_json(registration.as_json())
         return
     d = registration.definition
     rows = [

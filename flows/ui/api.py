@@ -19,7 +19,8 @@ from fastapi import APIRouter, Depends, HTTPException, Query, Request
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
-from flows.runs import RunView, StepView, load_run, run_record
+from flows import run_actions, statuses
+from flows.runs import PAGE, RunView, list_run_statuses, load_run, run_document
 from flows.steplogs import run_jobs
 from flows.triggering import UnknownFlow, trigger_run
 from flows.ui import events
@@ -111,40 +112,10 @@ class Unfail(Body):
 # -- runs ------------------------------------------------------------------------------------------
 
 
-def _step_dict(step: StepView) -> dict[str, Any]:
-    return {
-        "step": step.step,
-        "status": step.status,
-        "started": step.started,
-        "finished": step.finished,
-        "duration": step.duration,
-        "child": step.child,
-        "jobs": [_run_job(job) for job in step.jobs],
-    }
-
-
-def _run_job(job: Job) -> dict[str, Any]:
-    popped = [e for e in job.history if e.get("what") == "popped"]
-    return {
-        "jid": job.jid,
-        "state": job.state,
-        "attempts": len(popped),
-        "started": float(popped[0]["when"]) if popped else None,
-        "updated": job.updated,
-        "outputs": job.result,
-        "failure": job.failure or None,
-    }
-
-
-def _run_dict(view: RunView, steps: bool) -> dict[str, Any]:
-    out: dict[str, Any] = {"id": view.run_id, "status": view.status, **view.record}
-    if steps:
-        out["steps"] = [_step_dict(step) for step in view.steps]
-    return out
-
-
-def _load_run(client: Client, run_id: str) -> RunView:
-    view = engine_errors(lambda: load_run(client, run_id))
+def _load_run(
+    client: Client, run_id: str, limit: int = PAGE, offsets: dict[str, int] | None = None
+) -> RunView:
+    view = engine_errors(lambda: load_run(client, run_id, limit, offsets))
     if view is None:
         raise HTTPException(404, f"no run {run_id!r}")
     return view
@@ -152,13 +123,10 @@ def _load_run(client: Client, run_id: str) -> RunView:
 
 def _runs_page(client: Client, flow: str | None, offset: int, count: int) -> list[Any]:
     """Run records with their statuses, newest first (one engine call), as JSON values."""
-    raw = engine_errors(
-        lambda: as_list(json.loads(client.engine.call("runs.statuses", flow or "", offset, count)))
-    )
-    return [run_record(record) for record in raw]
+    return engine_errors(lambda: list_run_statuses(client, flow, offset, count))
 
 
-RUN_STATUSES = "^(running|succeeded|failed|canceled|blocked|expired)$"
+RUN_STATUSES = "^(" + "|".join(statuses.RUN_STATUSES) + ")$"
 
 
 @router.get("/runs", dependencies=reads, tags=["runs"])
@@ -167,37 +135,56 @@ def list_runs(
     offset: Offset = 0,
     limit: Annotated[int, Query(ge=1, le=100)] = 25,
     flow: Annotated[str | None, Query(max_length=256)] = None,
-    status: Annotated[str | None, Query(pattern=RUN_STATUSES)] = None,
+    status: Annotated[
+        statuses.RunStatus | None, Query(description="Only runs with this status.")
+    ] = None,
     since: Annotated[
         float | None, Query(ge=0, description="Submitted at or after (epoch s).")
     ] = None,
+    all_runs: Annotated[
+        bool, Query(alias="all", description="List sub-flows' child runs too.")
+    ] = False,
 ) -> dict[str, Any]:
-    """Runs, newest first, each with its status (as the engine sees it: running, succeeded,
-    failed, canceled, blocked, expired). Filtered by status, a page looks at no more than 1,000
-    runs: follow ``next`` until it is null."""
+    """Runs, newest first, each with its status (the engine's word: running, succeeded,
+    failed, blocked, canceled, expired; docs: statuses) and its number of child runs
+    (``children``); a sub-flow's child runs are listed only with ``all``. Filtered, a page
+    looks at no more than 1,000 runs: follow ``next`` until it is null."""
     items: list[dict[str, Any]] = []
     position, end, more = offset, offset + MAX_RUNS_SCANNED, True
     while more and len(items) < limit and position < end:
-        count = min(100, end - position) if status else limit - len(items)
+        count = min(100, end - position) if status or not all_runs else limit - len(items)
         records = _runs_page(ui.client, flow, position, count)
         more = len(records) == count
-        for record in records:
+        for seen, record in enumerate(records, 1):
             if since is not None and float(record.get("submitted") or 0) < since:
                 more = False  # newest first: the rest are older still
                 break
             position += 1
+            if not all_runs and record.get("parent_run"):
+                continue
             if status is None or record.get("status") == status:
+                record["children"] = int(record.get("children") or 0)
                 items.append(record)
                 if len(items) == limit:
+                    more = more or seen < len(records)  # the page's rest comes next
                     break
     return {"items": items, "offset": offset, "limit": limit, "next": position if more else None}
 
 
-@router.get("/runs/{run_id}", dependencies=reads, tags=["runs"])
-def get_run(ui: Ui, run_id: str) -> dict[str, Any]:
-    """One run with its steps: each step's status, times, and its jobs' states, attempts and
-    outputs."""
-    return _run_dict(_load_run(ui.client, run_id), steps=True)
+@router.get("/runs/{run_id}", dependencies=reads, tags=["runs"], response_model=RunView)
+def get_run(
+    ui: Ui,
+    run_id: str,
+    limit: Annotated[int, Query(ge=0, le=1000, description="Jobs listed per step.")] = PAGE,
+    step: Annotated[str | None, Query(max_length=256, description="The step to page.")] = None,
+    offset: Offset = 0,
+) -> dict[str, Any]:
+    """One run as the engine decides it: its status, counts per status, allowed actions and
+    graph, and each step's status, counts, attempts, times, actions and a page of its jobs
+    (``limit`` per step; ``step`` and ``offset`` page one step's jobs). The same document as
+    ``flows status RUN --json``."""
+    offsets = {step: offset} if step else None
+    return run_document(_load_run(ui.client, run_id, limit, offsets))
 
 
 @router.post("/runs", dependencies=writes, tags=["runs"], status_code=201)
@@ -214,18 +201,40 @@ def start_run(ui: Ui, body: StartRun) -> dict[str, Any]:
 
 @router.post("/runs/{run_id}/retry", dependencies=writes, tags=["runs"])
 def retry_run(ui: Ui, run_id: str) -> dict[str, Any]:
-    """Resume a run: its failed steps run again, completed ones do not."""
-    _load_run(ui.client, run_id)
-    count = engine_errors(lambda: int(ui.client.engine.call("run.retry", run_id)))
+    """Resume a run: its failed and expired jobs run again, completed ones do not. 409
+    (nothing changed) when nothing of it failed."""
+    _load_run(ui.client, run_id, 0)
+    count = engine_errors(lambda: run_actions.retry_run(ui.client, run_id))
     return {"id": run_id, "retried": count}
 
 
 @router.post("/runs/{run_id}/cancel", dependencies=writes, tags=["runs"])
 def cancel_run(ui: Ui, run_id: str) -> dict[str, Any]:
-    """Cancel every job of the run that has not ended."""
-    _load_run(ui.client, run_id)
+    """Cancel every job of the run that has not ended. 409 (nothing changed) when none is
+    left."""
+    _load_run(ui.client, run_id, 0)
     count = engine_errors(lambda: int(ui.client.engine.call("run.cancel", run_id)))
     return {"id": run_id, "canceled": count}
+
+
+class Rerun(Body):
+    downstream: bool = Field(False, description="Re-run every step that needs it too.")
+    item: str | None = Field(
+        None, min_length=1, max_length=1024, description="Only this job of the step."
+    )
+
+
+@router.post("/runs/{run_id}/steps/{step}/rerun", dependencies=writes, tags=["runs"])
+def rerun_step(ui: Ui, run_id: str, step: str, body: Rerun | None = None) -> dict[str, Any]:
+    """Run a step of a finished run again (with ``downstream``, every step after it), its
+    attempts counting on; earlier attempts' logs stay readable. 409 (nothing changed) while
+    the run is running."""
+    chosen = body or Rerun(downstream=False, item=None)
+    _load_run(ui.client, run_id, 0)
+    count = engine_errors(
+        lambda: run_actions.rerun(ui.client, run_id, step, chosen.downstream, chosen.item)
+    )
+    return {"id": run_id, "step": step, "rerun": count}
 
 
 _SIGNAL_REFUSED = {"missing": 404, "state": 409}
@@ -278,10 +287,11 @@ def get_job(ui: Ui, jid: str) -> dict[str, Any]:
 
 @router.post("/jobs/{jid}/retry", dependencies=writes, tags=["jobs"])
 def retry_job(ui: Ui, jid: str) -> dict[str, Any]:
-    """Put a job back into its queue with its retries restored."""
-    found = _job(ui.client, jid)
-    engine_errors(lambda: found.requeue(found.queue))
-    return {"jid": jid, "queue": found.queue}
+    """Put a failed or expired job back (a job of a run by the run's rules). 409 (nothing
+    changed) for a job in any other state: a completed one is re-run, an awaiting one
+    signaled."""
+    done = engine_errors(lambda: run_actions.retry_job(ui.client, jid))
+    return {"jid": jid, **done}
 
 
 @router.post("/jobs/{jid}/cancel", dependencies=writes, tags=["jobs"])
@@ -409,24 +419,7 @@ def list_workers(
 
 
 def _schedule_dict(registration: Registration) -> dict[str, Any]:
-    definition = registration.definition
-    return {
-        "name": registration.name,
-        "file": definition.file,
-        "cron": list(definition.cron),
-        "timezone": definition.timezone,
-        "overlap": definition.overlap,
-        "catchup": definition.catchup,
-        "next": registration.next,
-        "paused": registration.is_paused,
-        "pause_note": registration.pause_note,
-        "last_run": registration.last_run,
-        "last_run_status": registration.last_run_status,
-        "last_tick": registration.last_tick,
-        "fired": registration.fired,
-        "skipped": registration.skipped,
-        "triggered": registration.triggered,
-    }
+    return registration.as_json()
 
 
 def _registration(client: Client, name: str) -> Registration:

@@ -16,7 +16,7 @@ from fastapi.responses import JSONResponse
 from fastapi.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from flows.ui import api, audit_log, history, metrics, notifications, pages, start
+from flows.ui import api, audit_log, backfills, history, metrics, notifications, pages, start
 from flows.ui.auth import Auth
 from flows.ui.state import UiState
 from scheduler.engine.client import Client
@@ -91,6 +91,8 @@ def create_app(client: Client, auth: Auth, flows_dir: Path | None = None) -> Fas
     app.include_router(notifications.router)
     app.include_router(audit_log.router)
     app.include_router(start.router)
+    app.include_router(backfills.router)
+    app.include_router(backfills.page_router)
     app.mount("/static", StaticFiles(directory=pages.HERE / "static"), name="static")
 
     @app.exception_handler(RequestValidationError)

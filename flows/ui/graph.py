@@ -1,11 +1,12 @@
 """The job graph of a run page: its steps layered by their needs, as boxes for an SVG.
 
-The needs come from the run's own flow file when it is still there unchanged (the run record
-names the file and its content hash: `flows run` writes both), else from the flow the scheduler
-service registered under the run's flow name (the run record keeps only the jobs, and the engine
-forgets a job's dependencies once they are met). A run whose flow is neither is drawn as one
-column in submission order, which is a dependency order. A ``foreach`` step is one node
-whatever its item count.
+The needs come from the graph the run carries since its submission (the run record's
+``graph``: :mod:`flows.run_graph`), so a run is drawn as it was submitted wherever it came from
+and whatever became of its file. A run submitted without one (by an older version) falls back
+to its own flow file when it is still there unchanged, else to the flow the scheduler service
+registered under the run's flow name; a run with none of these is drawn as one column in
+submission order, which is a dependency order. A ``foreach`` step is one node whatever its item
+count.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import networkx as nx
 
@@ -61,8 +63,17 @@ def _needs_of(source: str, file: str) -> Mapping[str, tuple[str, ...]] | None:
     return {name: tuple(step.needs) for name, step in result.flow.steps.items()}
 
 
-def run_needs(client: Client, record: Mapping[str, object]) -> Mapping[str, tuple[str, ...]] | None:
+def run_needs(
+    client: Client, record: Mapping[str, object], graph: Mapping[str, Any] | None = None
+) -> Mapping[str, tuple[str, ...]] | None:
     """Each step's needs in the flow a run was made from (see the module's docstring)."""
+    steps = graph.get("steps") if graph else None
+    if isinstance(steps, Mapping):
+        return {
+            str(name): tuple(str(n) for n in (entry.get("needs") or []))
+            for name, entry in steps.items()
+            if isinstance(entry, Mapping)
+        }
     file, wanted = str(record.get("file") or ""), str(record.get("hash") or "")
     if file and wanted:
         try:

@@ -48,9 +48,9 @@ def run_timeline(ui: api.Ui, run_id: str) -> dict[str, Any]:
     """Each step's waiting and running spans: ``ready`` (its needs had ended), ``started``,
     ``finished`` (epoch s, null where not yet), and a one-job step's attempts."""
     view = api._load_run(ui.client, run_id)
-    needs = api.engine_errors(lambda: graph.run_needs(ui.client, view.record))
+    needs = api.engine_errors(lambda: graph.run_needs(ui.client, view.record, view.graph))
     now = api.engine_errors(ui.client.engine.server_time)
-    return run_history.timeline(view, needs, now)
+    return api.engine_errors(lambda: run_history.timeline(ui.client, view, needs, now))
 
 
 @router.get("/flows/{flow}/history", tags=["runs"])

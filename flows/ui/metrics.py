@@ -2,11 +2,11 @@
 
 Served at ``/metrics`` by ``flows ui`` and by ``flows worker --metrics-port`` (the worker's
 queues only). A scrape makes a bounded number of engine calls, in the number of queues and
-schedules and never in the number of jobs, sent in three round trips: the queue names (1 call
-per 1,000 queues, unless given), then per 100 queues one ``queue.counts``, per queue one
-``stats`` of today, and ``worker.list``, ``runs.statuses``, ``schedule.list``, ``schedulers``;
-then one ``schedule.get`` per schedule (its skip records). ``flows_scrape_engine_calls`` says
-how many it took.
+never in the number of jobs or schedules, sent in two round trips: the queue names (1 call per
+1,000 queues, unless given), then per 100 queues one ``queue.counts``, per queue one ``stats``
+of today, and ``worker.list``, ``runs.statuses``, ``schedule.list`` (each schedule with its
+skipped ticks counted by reason), ``schedulers``. ``flows_scrape_engine_calls`` says how many
+it took.
 
 The per-queue counters and histograms are today's (UTC) figures of the engine's statistics
 (``stats``): they start again from 0 at midnight UTC, which Prometheus reads as a counter reset,
@@ -129,14 +129,8 @@ def read(client: Client, queues: Sequence[str] | None = None) -> Snapshot:
     workers, runs, schedules, services = replies[chunks + len(names) :]
     snap.workers = as_list(workers if isinstance(workers, list) else json.loads(workers))
     snap.runs = as_list(json.loads(runs))
-    listed = as_list(json.loads(schedules))
+    snap.schedules = [as_dict(s) for s in as_list(json.loads(schedules))]
     snap.services = as_list(json.loads(services))
-    if listed:
-        pipe = engine.pipeline()
-        for schedule in listed:
-            pipe.call("schedule.get", schedule["name"], 100)
-        snap.calls += len(pipe)
-        snap.schedules = [as_dict(json.loads(r)) for r in pipe.execute() if isinstance(r, str)]
     snap.seconds = time.perf_counter() - started
     return snap
 
@@ -199,23 +193,30 @@ def _run_families(snap: Snapshot) -> Iterator[Metric]:
     yield runs
 
 
+SKIPS = "skips:"
+"""A schedule's field counting its skipped ticks of one reason (lua/include/schedules.lua)."""
+
+
 def _schedule_families(snap: Snapshot) -> Iterator[Metric]:
     fires = CounterMetricFamily(
         "flows_schedule_fires", "Ticks fired, by schedule.", labels=["schedule"]
     )
     skips = CounterMetricFamily(
         "flows_schedule_skips",
-        "Ticks skipped by schedule and reason (in the schedule's newest 100 skip records).",
+        "Ticks skipped, by schedule and reason.",
         labels=["schedule", "reason"],
     )
     for schedule in snap.schedules:
         name = str(schedule.get("name"))
         fires.add_metric([name], float(schedule.get("fired") or 0))
-        reasons: Counter[str] = Counter()
-        for record in as_list(schedule.get("skips")):
-            reasons[str(record.get("reason"))] += int(record.get("count") or 1)
+        # the engine counts each schedule's skipped ticks by reason: fields `skips:<reason>`
+        reasons = {
+            key[len(SKIPS) :]: float(value)
+            for key, value in schedule.items()
+            if key.startswith(SKIPS)
+        }
         for reason, n in sorted(reasons.items()):
-            skips.add_metric([name, reason], float(n))
+            skips.add_metric([name, reason], n)
     yield from (fires, skips)
 
     if snap.services:

@@ -14,13 +14,13 @@ import time
 from collections import Counter
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, cast
 
 from fastapi import APIRouter, Depends, HTTPException, Query, Request
 from fastapi.responses import HTMLResponse, JSONResponse
 from fastapi.templating import Jinja2Templates
 
-from flows import run_history
+from flows import run_history, statuses
 from flows.runs import RunView
 from flows.ui import api, graph
 from flows.ui.state import reader
@@ -38,22 +38,7 @@ ITEMS_PAGE = 100
 # Runs looked at for the overview's last 24 h, at most.
 OVERVIEW_RUNS = 1000
 
-SYMBOLS = {
-    "success": "✓",
-    "succeeded": "✓",
-    "failed": "✗",
-    "running": "▶",
-    "waiting": "…",
-    "awaiting": "⏸",
-    "skipped": "↷",
-    "upstream_failed": "⊘",
-    "canceled": "■",
-    "expired": "◷",
-    "buried": "⚑",
-    "gone": "?",
-    "blocked": "‖",
-    "paused": "‖",
-}
+SYMBOLS = {**statuses.SYMBOLS, "paused": "‖"}
 
 
 def when(value: Any) -> str:
@@ -95,11 +80,13 @@ def render(request: Request, name: str, **context: Any) -> HTMLResponse:
 @router.get("/", response_class=HTMLResponse)
 def overview(request: Request, ui: Ui) -> HTMLResponse:
     since = time.time() - 86400
-    recent = api.list_runs(ui, offset=0, limit=100, flow=None, status=None, since=since)
+    recent = api.list_runs(
+        ui, offset=0, limit=100, flow=None, status=None, since=since, all_runs=True
+    )
     runs = list(recent["items"])
     while recent["next"] is not None and len(runs) < OVERVIEW_RUNS:
         recent = api.list_runs(
-            ui, offset=recent["next"], limit=100, flow=None, status=None, since=since
+            ui, offset=recent["next"], limit=100, flow=None, status=None, since=since, all_runs=True
         )
         runs.extend(recent["items"])
     queues = api.list_queues(ui, offset=0, limit=api.MAX_LIMIT)["items"]
@@ -129,9 +116,14 @@ def runs(
     offset: api.Offset = 0,
     flow: Annotated[str | None, Query(max_length=256)] = None,
     status: RunStatus = None,
+    all_runs: Annotated[bool, Query(alias="all")] = False,
 ) -> HTMLResponse:
-    flow, status = flow or None, status or None
-    listed = api.list_runs(ui, offset=offset, limit=50, flow=flow, status=status, since=None)
+    flow = flow or None
+    # the pattern let only the words of flows.statuses (or nothing) through
+    chosen = cast("statuses.RunStatus | None", status or None)
+    listed = api.list_runs(
+        ui, offset=offset, limit=50, flow=flow, status=chosen, since=None, all_runs=all_runs
+    )
     return render(
         request,
         "runs.html",
@@ -140,7 +132,8 @@ def runs(
         offset=offset,
         flow=flow or "",
         status=status or "",
-        statuses=api.RUN_STATUSES.strip("^$()").split("|"),
+        all_runs=all_runs,
+        statuses=list(statuses.RUN_STATUSES),
     )
 
 
@@ -151,10 +144,11 @@ def _counts(view: RunView) -> dict[str, dict[str, Any]]:
     return {
         step.step: {
             "status": step.status,
-            "items": len(step.items),
-            "counts": dict(Counter(item.status for item in step.items)),
+            "items": step.total,
+            "counts": dict(step.counts),
             "progress": step.progress,
             "duration": duration(step.duration),
+            "actions": list(step.actions),
         }
         for step in view.steps
     }
@@ -162,14 +156,16 @@ def _counts(view: RunView) -> dict[str, dict[str, Any]]:
 
 @router.get("/runs/{run_id}", response_class=HTMLResponse)
 def run(request: Request, ui: Ui, run_id: str) -> HTMLResponse:
-    view = api._load_run(ui.client, run_id)
-    needs = graph.run_needs(ui.client, view.record)
+    # The steps' counts are the engine's; their jobs are a panel away (paged), so the page does
+    # not grow with a run's size.
+    view = api._load_run(ui.client, run_id, 0)
+    needs = graph.run_needs(ui.client, view.record, view.graph)
     drawn = graph.layout([step.step for step in view.steps], needs)
     now = api.engine_errors(ui.client.engine.server_time)
     return render(
         request,
         "run.html",
-        timeline=run_history.timeline(view, needs, now),
+        timeline=run_history.timeline(ui.client, view, needs, now),
         view=view,
         record=view.record,
         layout=drawn,
@@ -181,9 +177,12 @@ def run(request: Request, ui: Ui, run_id: str) -> HTMLResponse:
 
 @router.get("/runs/{run_id}/live")
 def run_live(ui: Ui, run_id: str) -> JSONResponse:
-    """What the run page redraws: the run's status and each step's status and item counts."""
-    view = api._load_run(ui.client, run_id)
-    return JSONResponse({"status": view.status, "steps": _counts(view)})
+    """What the run page redraws: the run's status and actions and each step's status and item
+    counts."""
+    view = api._load_run(ui.client, run_id, 0)
+    return JSONResponse(
+        {"status": view.status, "actions": list(view.actions), "steps": _counts(view)}
+    )
 
 
 @router.get("/runs/{run_id}/steps/{step:path}", response_class=HTMLResponse)
@@ -191,20 +190,24 @@ def step_panel(
     request: Request, ui: Ui, run_id: str, step: str, offset: api.Offset = 0
 ) -> HTMLResponse:
     """The panel of one step (an HTML fragment): its jobs a page at a time; with one job (or
-    ``jid``), that job's attempts, timings, outputs, data and failure."""
-    view = api._load_run(ui.client, run_id)
-    found = next((s for s in view.steps if s.step == step), None)
+    ``jid``), that job's attempts, timings, outputs, data and failure, and the actions the
+    engine allows now."""
+    view = api._load_run(ui.client, run_id, ITEMS_PAGE, {step: offset})
+    found = view.step(step)
     if found is None:
         raise HTTPException(404, f"run {run_id!r} has no step {step!r}")
-    items = found.items[offset : offset + ITEMS_PAGE]
-    single = found.items[0] if len(found.items) == 1 else None
-    job = single.job.as_json() if single is not None and single.job is not None else None
+    single = found.jobs[0] if found.total == 1 and found.jobs else None
+    job = None
+    if single is not None and single.state is not None:
+        existing = api.engine_errors(lambda: ui.client.jobs.get(single.jid))
+        job = existing.as_json() if existing is not None else None
     return render(
         request,
         "step.html",
         run_id=run_id,
+        run_actions=list(view.actions),
         step=found,
-        items=items,
+        items=found.jobs,
         offset=offset,
         page=ITEMS_PAGE,
         single=single,

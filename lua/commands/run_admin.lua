@@ -1,26 +1,39 @@
--- run.retry, run.cancel: resume a failed run / stop a run (ours).
+-- run.retry, run.cancel, run.rerun: resume a failed run / stop a run / re-run finished steps
+-- (ours). Each checks the actions include/run_state.lua allows before it writes anything.
 --
---   run.retry   run_id  -> number of failed jobs put back
---   run.cancel  run_id  -> number of jobs canceled
+--   run.retry   run_id [target]                  -> number of failed jobs put back
+--   run.cancel  run_id                           -> number of jobs canceled
+--   run.rerun   run_id step [downstream] [jid]   -> number of jobs put back
 --
 -- run.retry puts every failed (or expired) job of the run back into its queue with its retries
--- restored (and its put options; a wait that timed out awaits its signal again, its timeout
+-- restored, and every job canceled with the run as it was first put (Runs.keep_canceled kept
+-- it in `run-canceled:<run id>`) (and its put options; a wait that timed out awaits its signal again, its timeout
 -- counted from the retry); the jobs they were blocking (still waiting for them) then run
 -- as they complete, and nothing that completed runs again, except jobs with a trigger rule
 -- (all_done, one_failed: hooks like `finally`) that already ran because of the failure: they
 -- wait for their dependencies again. A fan-out step that failed because its producer's output
 -- was refused (include/fanout.lua) is expanded again from that output, never run as a job; an
--- expanded step's items are jobs like the others: only the failed ones run again.
+-- expanded step's items are jobs like the others: only the failed ones run again. `target` (a
+-- step of the run, or one of its jids) limits it to that step's or job's failed jobs. Refused
+-- (WRONGSTATE, naming the state and the allowed actions) when there is nothing failed to
+-- retry: a completed job never runs again by retry, a job awaiting a signal is signaled.
 -- run.cancel cancels every job of the run that has not ended (complete, failed, expired); running
 -- jobs' workers are told `canceled`; a sub-flow step waiting for its child run cancels that run
--- too, and a canceled child run releases the step waiting for it (commands/subflow.lua). Both
--- are one call: a run never shows half of either.
--- Errors: INVALID, NOTFOUND.
+-- too, and a canceled child run releases the step waiting for it (commands/subflow.lua).
+-- Refused when no job of the run is left to cancel.
+-- run.rerun re-runs a step of a finished run (every job of it ended), or one job of it (`jid`),
+-- and with `downstream` (1) every job that needs it, directly or not: each is put again as it
+-- was first put, its attempts counting on from the earlier ones (its `runs`), whose step
+-- logs stay readable as their attempt and whose outcome stays in the job's hash as
+-- `attempt:<n>` (JSON {status, result, failure, updated}). Refused while the run is running.
+-- Each is one call: a run never shows half of any.
+-- Errors: INVALID, NOTFOUND, WRONGSTATE.
 -- @include args
 -- @include putting
 -- @include triggers
 -- @include runs
 -- @include fanout
+-- @include run_state
 
 local function run_jids(cmd, run_id)
   if redis.call('exists', Keys.run(run_id)) == 0 then
@@ -43,16 +56,96 @@ local function reput(jid, fields, depends)
   }
 end
 
+-- Which jids of the run `target` names: a jid of the run, or a step's jids; nil when neither.
+function RunState.targeted(run_id, jids, target)
+  local out = {}
+  for _, jid in ipairs(jids) do
+    if jid == target or RunState.step_of(run_id, jid) == target then out[jid] = true end
+  end
+  if next(out) == nil then return nil end
+  return out
+end
+
+-- Put a job canceled with its run back as it was first put (`spec`: Runs.keep_canceled),
+-- waiting for what it needs that has not completed; a fan-out template feeds on its producer
+-- again.
+function RunState.restore_canceled(run_id, jid, spec)
+  local open = {}
+  for _, need in ipairs(spec.needs and cjson.decode(spec.needs) or {}) do
+    local state = redis.call('hget', Keys.job(need), 'state')
+    if state and state ~= 'complete' then table.insert(open, need) end
+  end
+  Put.write(reput(jid, spec, open), nil)
+  local restored = {}
+  if spec.trigger then table.insert(restored, 'trigger'); table.insert(restored, spec.trigger) end
+  if spec.needs then table.insert(restored, 'needs'); table.insert(restored, spec.needs) end
+  if spec.fanout then
+    table.insert(restored, 'fanout'); table.insert(restored, spec.fanout)
+    local key = Keys.job(cjson.decode(spec.fanout).from)
+    local feeds = Job.decode_list(redis.call('hget', key, 'feeds'))
+    local listed = false
+    for _, fed in ipairs(feeds) do
+      if fed == jid then listed = true end
+    end
+    if not listed then
+      table.insert(feeds, jid)
+      redis.call('hset', key, 'feeds', cjson.encode(feeds))
+    end
+  end
+  if #restored > 0 then redis.call('hset', Keys.job(jid), unpack(restored)) end
+  redis.call('hdel', Keys.run_canceled(run_id), jid)
+end
+
+-- What `target` is, for a refusal: its status and allowed actions from the run's read.
+function RunState.described_target(read, target)
+  for _, step in ipairs(read.steps) do
+    if step.step == target then return 'step ' .. target, step.status, step.actions end
+  end
+  local status = RunState.status_of_job(target, read.record.canceled)
+  return 'job ' .. target, status, RunState.job_actions(status, read.status ~= 'running', false)
+end
+
 api['run.retry'] = function(args)
   local cmd = 'RunRetry'
   local run_id = Arg.id(cmd, 'run_id', args[1])
+  local target
+  if args[2] ~= nil and args[2] ~= '' then target = Arg.jid(cmd, 'target', args[2]) end
+  if args[3] ~= nil then Arg.fail(cmd, 'too many arguments') end
   local jids = run_jids(cmd, run_id)
+  local only
+  if target then
+    only = RunState.targeted(run_id, jids, target)
+    if not only then Arg.fail(cmd, 'run ' .. run_id .. ' has no step or job ' .. target) end
+  end
   local jobs = {}
-  for i, jid in ipairs(jids) do jobs[i] = Job.fields(jid, unpack(RETRY_FIELDS)) end
+  local any = false
+  -- Jobs canceled with the run, as they were put (Runs.keep_canceled).
+  local kept = {}
+  local raw = redis.call('hgetall', Keys.run_canceled(run_id))
+  for i = 1, #raw, 2 do kept[raw[i]] = raw[i + 1] end
+  for i, jid in ipairs(jids) do
+    jobs[i] = Job.fields(jid, unpack(RETRY_FIELDS))
+    local state = jobs[i] and jobs[i].state
+    if (not only or only[jid]) and (state == 'failed' or state == 'expired' or
+        (not state and kept[jid])) then
+      any = true
+    end
+  end
+  if not any then
+    local read = RunState.read(run_id, 0)
+    if target then
+      local what, status, allowed = RunState.described_target(read, target)
+      RunState.refuse(cmd, what, status, allowed, 'retry')
+    end
+    RunState.refuse(cmd, 'run ' .. run_id, read.status, read.actions, 'retry')
+  end
 
   local retried, reset = 0, {}
   for i, jid in ipairs(jids) do
     local fields = jobs[i]
+    if only and not only[jid] then
+      fields = nil
+    end
     if fields and fields.fanout and fields.state == 'failed' then
       -- A fan-out whose items were refused is expanded again from its producer's result.
       local from = cjson.decode(fields.fanout).from
@@ -65,9 +158,15 @@ api['run.retry'] = function(args)
       Put.write(reput(jid, fields, {}), fields)
       retried = retried + 1
       reset[jid] = true
+    elseif not jobs[i] and kept[jid] and (not only or only[jid]) then
+      RunState.restore_canceled(run_id, jid, cjson.decode(kept[jid]))
+      retried = retried + 1
+      reset[jid] = true
     end
   end
   if retried == 0 then return 0 end
+  -- (the kept jobs' hash goes when its last entry does)
+  redis.call('hdel', Keys.run(run_id), 'canceled', 'canceled_reason')
   -- Jobs whose rule fired on the failure wait for their needs again. Jobs are in dependency
   -- order, so a re-armed job's own needs were settled (reset or not) before it is looked at.
   for i, jid in ipairs(jids) do
@@ -103,20 +202,90 @@ end
 api['run.cancel'] = function(args)
   local cmd = 'RunCancel'
   local run_id = Arg.id(cmd, 'run_id', args[1])
+  run_jids(cmd, run_id)
+  local read = RunState.read(run_id, 0)
+  if not RunState.allows(read.actions, 'cancel') then
+    RunState.refuse(cmd, 'run ' .. run_id, read.status, read.actions, 'cancel')
+  end
+  return Runs.cancel(run_id, '')
+end
+
+-- The outcome of a job's attempt, kept in its hash when it is re-run.
+function RunState.attempt_record(jid, status)
+  local result, failure, updated = unpack(redis.call('hmget', Keys.job(jid), 'result', 'failure',
+    'updated'))
+  local record = { status = status, updated = tonumber(updated) }
+  if result then record.result = cjson.decode(result) end
+  if failure and failure ~= '{}' then record.failure = cjson.decode(failure) end
+  return cjson.encode(record)
+end
+
+api['run.rerun'] = function(args)
+  local cmd = 'RunRerun'
+  local run_id = Arg.id(cmd, 'run_id', args[1])
+  local step = Arg.id(cmd, 'step', args[2])
+  local downstream = false
+  if args[3] ~= nil and args[3] ~= '' and args[3] ~= '0' then
+    if args[3] ~= '1' then Arg.fail(cmd, 'Arg "downstream" must be 0 or 1: ' .. tostring(args[3])) end
+    downstream = true
+  end
+  local item
+  if args[4] ~= nil and args[4] ~= '' then item = Arg.jid(cmd, 'jid', args[4]) end
+  if args[5] ~= nil then Arg.fail(cmd, 'too many arguments') end
   local jids = run_jids(cmd, run_id)
-  local canceled = 0
+  local targets, found = {}, false
   for _, jid in ipairs(jids) do
-    local fields = Job.load_for_delete(jid)
-    if fields and fields.state ~= 'complete' and fields.state ~= 'failed' and fields.state ~= 'expired' then
-      if fields.state == 'running' then Events.to_worker(fields.worker, 'canceled', jid) end
-      Runs.cancel_child(jid, fields)
-      Events.log({ jid = jid, event = 'canceled', worker = fields.worker or '', queue = fields.queue or '' })
-      Job.keep_logs(jid, run_id) -- what it wrote stays readable with the run
-      Job.delete(jid, fields)
-      canceled = canceled + 1
+    if RunState.step_of(run_id, jid) == step then
+      found = true
+      if not item or item == jid then targets[jid] = true end
     end
   end
-  redis.call('hset', Keys.run(run_id), 'canceled', Engine.now)
-  Runs.release_parent(run_id)
-  return canceled
+  if not found then Arg.fail(cmd, 'run ' .. run_id .. ' has no step ' .. step) end
+  if next(targets) == nil then
+    Arg.fail(cmd, 'step ' .. step .. ' of run ' .. run_id .. ' has no job ' .. item)
+  end
+  local read = RunState.read(run_id, 0)
+  if read.status == 'running' then
+    RunState.refuse(cmd, 'run ' .. run_id, read.status, read.actions, 'rerun')
+  end
+  -- In run order (dependency order): the targets, and with `downstream` every job needing one.
+  local chosen, fields_of = {}, {}
+  for _, jid in ipairs(jids) do
+    local fields = Job.fields(jid, 'needs', 'skipped', unpack(RETRY_FIELDS))
+    local pick = targets[jid]
+    if not pick and downstream and fields and fields.needs then
+      for _, need in ipairs(cjson.decode(fields.needs)) do
+        if targets[need] then pick = true end
+      end
+    end
+    if pick then
+      local state = fields and fields.state
+      if state ~= 'complete' and state ~= 'failed' and state ~= 'expired' then
+        local status = state and state or (read.record.canceled and 'canceled' or 'gone')
+        RunState.refuse(cmd, 'job ' .. jid, status, {}, 'rerun')
+      end
+      targets[jid] = true
+      table.insert(chosen, jid)
+      fields_of[jid] = fields
+    end
+  end
+  for _, jid in ipairs(chosen) do
+    local fields = fields_of[jid]
+    local counted = redis.call('hmget', Keys.job(jid), unpack(RunState.FIELDS))
+    local status = fields.state == 'complete' and (fields.skipped and 'skipped' or 'success') or fields.state
+    local attempts = RunState.attempts(counted, status)
+    local open = {}
+    for _, need in ipairs(fields.needs and cjson.decode(fields.needs) or {}) do
+      if targets[need] then table.insert(open, need) end
+    end
+    local record = RunState.attempt_record(jid, status)
+    local p = reput(jid, fields, open)
+    p.keep_logs = true
+    Put.write(p, fields)
+    redis.call('hset', Keys.job(jid), 'attempt:' .. attempts, record)
+    Job.history(jid, 'rerun', { attempt = attempts + 1 })
+  end
+  redis.call('hdel', Keys.run(run_id), 'canceled', 'canceled_reason')
+  Events.log({ event = 'run_rerun', run = run_id, step = step, jobs = #chosen })
+  return #chosen
 end

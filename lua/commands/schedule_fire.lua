@@ -25,6 +25,12 @@
 --             buffered already);
 --   buffered  submits the buffered tick's run and clears it (the score is left alone; `next`
 --             must be '').
+-- A run whose object holds `max_active_runs` (the flow's concurrency.max_active_runs) is only
+-- submitted while fewer of the flow's runs are active (among its newest RUNS_LOOK runs; the run
+-- cancel_running cancels in the same call does not count): otherwise the overlap policy decides,
+-- in this same call: buffer_one holds the tick back (reply 'buffered', unless one is held
+-- already: then it is skipped), every other policy skips it (reply 'skipped'; the skip's reason
+-- is 'max_active_runs'); a buffered tick stays buffered until there is room.
 -- A run id that exists already is not submitted again: the reply is 'exists' and the schedule
 -- moves on as if it had fired. So two services, a crash between any two steps or a restart
 -- fire a tick once: whoever moves the score first fires it, everyone else gets 'conflict'.
@@ -37,6 +43,8 @@
 -- @include schedules
 
 local ACTIONS = { fire = true, skip = true, buffer = true, buffered = true }
+-- The newest runs of a flow looked at for its active runs (as a backfill looks).
+local RUNS_LOOK = 1000
 local SUBMITS = { fire = true, buffered = true }
 
 local function due_entry(name, score)
@@ -125,6 +133,21 @@ local function fired(name, run_id, tick, exists)
     exists = exists })
 end
 
+-- Whether the flow's max_active_runs (in the run object) leaves no room for one more run;
+-- `canceling`: a run canceled in the same call, not counted.
+local function at_limit(submission, canceling)
+  local limit = tonumber(submission.run.max_active_runs)
+  if not limit or limit <= 0 then return false end
+  local active = 0
+  for _, run_id in ipairs(redis.call('zrevrange', Keys.flow_runs(submission.run.flow), 0, RUNS_LOOK - 1)) do
+    if run_id ~= canceling and Runs.active(run_id) then
+      active = active + 1
+      if active >= limit then return true end
+    end
+  end
+  return false
+end
+
 api['schedule.fire'] = function(args)
   local cmd = 'ScheduleFire'
   local a = parse_fire(cmd, args)
@@ -133,6 +156,22 @@ api['schedule.fire'] = function(args)
   if a.submission then
     exists = Runs.exists(a.submission.id)
     if not exists then Runs.check(cmd, a.submission) end
+  end
+  if a.submission and not exists and at_limit(a.submission, a.cancel) then
+    -- The flow's max_active_runs is reached: the overlap policy decides, nothing is submitted.
+    if a.action == 'buffered' then return 'buffered' end
+    local f = redis.call('hmget', Keys.schedule(a.name), 'overlap', 'buffered')
+    Schedules.move(a.name, a.next)
+    Schedules.record_skips(a.name, a.skips)
+    if f[1] == 'buffer_one' and not f[2] then
+      redis.call('hset', Keys.schedule(a.name), 'buffered', Schedules.time(a.tick))
+      redis.call('zadd', Keys.schedules_buffered(), a.tick, a.name)
+      Events.log({ event = 'schedule_buffered', schedule = a.name, tick = a.tick })
+      return 'buffered'
+    end
+    Schedules.record_skips(a.name, { { first = a.tick, last = a.tick, count = 1,
+      reason = 'max_active_runs' } })
+    return 'skipped'
   end
 
   if a.action ~= 'buffered' then Schedules.move(a.name, a.next) end

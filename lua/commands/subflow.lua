@@ -101,7 +101,12 @@ api['subflow.wait'] = function(args)
 
   if submission then
     Runs.write(submission)
-  elseif fields.child ~= child then
+    -- The parent run counts its child runs (the run list shows them under it).
+    local parent_run = submission.run.parent_run
+    if type(parent_run) == 'string' and Runs.exists(parent_run) then
+      redis.call('hincrby', Keys.run(parent_run), 'children', 1)
+    end
+  elseif fields.child ~= child and RunState.allows(RunState.read(child, 0).actions, 'retry') then
     api['run.retry']({ child }) -- the parent was put again: so is what failed in its child
   end
   local open = open_jobs(child)

@@ -81,6 +81,7 @@ function Keys.inbox(worker) return Engine.prefix .. 'w:' .. worker .. ':inbox' e
 -- Flow runs (ours): the run record, its jids in submission order, and run ids by submit time.
 function Keys.run(run_id) return Engine.prefix .. 'run:' .. run_id end
 function Keys.run_jobs(run_id) return Engine.prefix .. 'run:' .. run_id .. '-jobs' end
+function Keys.run_canceled(run_id) return Engine.prefix .. 'run-canceled:' .. run_id end
 function Keys.runs() return Engine.prefix .. 'runs' end
 function Keys.flow_runs(flow) return Engine.prefix .. 'runs:' .. flow end
 

@@ -248,6 +248,7 @@ local function stale_fields(p)
   -- `child`: a sub-flow step's child run (commands/subflow.lua); a put over it starts afresh.
   -- `runs`: the times it started running, its step log's attempt number (commands/pop.lua).
   local stale = { 'grace', 'result', 'lost', 'scheduled', 'wait', 'wait_since', 'wait_at', 'child',
+    'skipped', 'popped',
     unpack(OPTION_FIELDS) }
   if not p.keep_logs then table.insert(stale, 'runs') end
   if p.trigger == 'all_success' then table.insert(stale, 'trigger') end
@@ -382,7 +383,8 @@ function Put.write(p, old, batch)
     else
       Job.drop_dependencies(jid)
     end
-    -- Its attempts count from 1 again, unless the put resumes it (run.retry: `keep_logs`).
+    -- Its attempts count from 1 again, unless the put resumes it (run.retry, run.rerun:
+    -- `keep_logs`: `runs` counts on).
     if not p.keep_logs then Job.drop_logs(jid) end
   end
   local priority = p.priority or tonumber(old and old.priority) or 0

@@ -14,4 +14,5 @@ local Reads = {
   ['doctor.names'] = true, ['doctor.index'] = true, ['doctor.jobs'] = true,
   ['wait.get'] = true, ['deadline.count'] = true,
   ['backfill.get'] = true, ['backfill.list'] = true, ['backfill.runs'] = true,
+  ['run.read'] = true, ['runs.statuses'] = true,
 }

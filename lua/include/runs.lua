@@ -26,13 +26,12 @@
 -- @include fanout
 -- @include notify
 -- @include deadlines
+-- @include run_state
 local Runs = {}
 
 Runs.MAX_JOBS = 100000
 Runs.MAX_BYTES = 67108864 -- 64 MiB of job specs in one submission
 
--- States in which a job can still make progress on its own: its run is active.
-local ACTIVE = { waiting = true, scheduled = true, running = true, awaiting = true }
 -- States a canceled run's jobs are removed from (complete and failed jobs stay as a record).
 local UNFINISHED = { waiting = true, scheduled = true, running = true, depends = true,
   buried = true, awaiting = true }
@@ -152,32 +151,11 @@ local function each_job(run_id, visit)
   until #jids < page
 end
 
--- What a run is doing: 'running' while a job of it waits, is scheduled, runs or awaits a signal (it can still
--- make progress by itself), else 'canceled' (canceled by a schedule's cancel_running), 'failed'
--- (a job failed or expired), 'expired' (no job left: retention removed them), 'blocked' (jobs wait for
--- dependencies that never come), 'succeeded'; 'missing' when there is no such run.
--- Stops at the first active job, so checking an active run is cheap.
+-- What a run is doing: the one decider's word (include/run_state.lua): running, succeeded,
+-- failed, blocked, canceled, expired; 'missing' when there is no such run. Stops at the first
+-- job that can progress, so checking an active run is cheap.
 function Runs.status(run_id)
-  if not run_id or run_id == '' or not Runs.exists(run_id) then return 'missing' end
-  local active, any, failed, waiting = false, false, false, false
-  each_job(run_id, function(jid)
-    local state = redis.call('hget', Keys.job(jid), 'state')
-    if state then
-      any = true
-      if ACTIVE[state] or (state == 'depends' and Runs.waits_for_child(jid)) then
-        active = true
-        return true
-      end
-      if state == 'failed' or state == 'expired' then failed = true elseif state ~= 'complete' then waiting = true end
-    end
-    return false
-  end)
-  if active then return 'running' end
-  if redis.call('hexists', Keys.run(run_id), 'canceled') == 1 then return 'canceled' end
-  if failed then return 'failed' end
-  if not any then return 'expired' end
-  if waiting then return 'blocked' end
-  return 'succeeded'
+  return RunState.status(run_id)
 end
 
 -- Whether a job in state `depends` is a sub-flow step waiting for its child run
@@ -213,6 +191,20 @@ function Runs.active(run_id)
   return Runs.status(run_id) == 'running'
 end
 
+-- What a canceled job of a run keeps for run.retry to put it back as it was first put
+-- (`run-canceled:<run id>`, jid -> JSON of these fields).
+Runs.KEPT = { 'queue', 'klass', 'data', 'priority', 'retries', 'tags', 'trigger', 'needs', 'ttl',
+  'ttr', 'ckey', 'climit', 'throttle', 'wait', 'fanout' }
+
+function Runs.keep_canceled(run_id, jid)
+  local values = redis.call('hmget', Keys.job(jid), unpack(Runs.KEPT))
+  local kept = {}
+  for i, name in ipairs(Runs.KEPT) do
+    if values[i] then kept[name] = values[i] end
+  end
+  redis.call('hset', Keys.run_canceled(run_id), jid, cjson.encode(kept))
+end
+
 -- Cancel every unfinished job of a run at once (its complete and failed jobs stay), telling
 -- the workers of running ones, and mark the run canceled. A run's jobs depend only on each
 -- other, so no job outside it is left waiting but a sub-flow step waiting for this run (released
@@ -227,6 +219,7 @@ function Runs.cancel(run_id, reason, by_parent)
   end)
   for _, victim in ipairs(victims) do
     local jid, fields = victim[1], victim[2]
+    Runs.keep_canceled(run_id, jid)
     if fields.state == 'running' then Events.to_worker(fields.worker, 'canceled', jid) end
     Runs.cancel_child(jid, fields)
     Events.tracked('canceled', jid)

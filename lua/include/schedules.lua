@@ -94,6 +94,8 @@ function Schedules.record_skips(name, skips)
       redis.call('lpush', key, cjson.encode({ first = skip.first, last = skip.last,
         count = skip.count or cjson.null, reason = skip.reason, at = Engine.now }))
     end
+    -- Skipped ticks by reason, for the metrics (one read for every schedule, not its records).
+    redis.call('hincrby', Keys.schedule(name), 'skips:' .. skip.reason, count)
     Events.log({ event = 'schedule_skipped', schedule = name, first = skip.first, last = skip.last,
       count = skip.count or cjson.null, reason = skip.reason })
   end

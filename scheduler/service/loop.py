@@ -61,6 +61,8 @@ from scheduler.service.scanning import Reloader, ScanReport
 from scheduler.service.schedules import Schedules
 
 log = logging.getLogger("flows.scheduler")
+# The reason of a tick the engine skipped in its firing call (lua/commands/schedule_fire.lua).
+LIMIT_REASON = "max_active_runs"
 
 #: Rounds of one tick: each fires at most one tick per schedule, so a schedule catching up
 #: ``all`` its missed ticks needs one round per run.
@@ -430,6 +432,13 @@ class SchedulerService:
                 call.name,
                 _local(skip.first, definition),
                 skip.reason,
+            )
+        if outcome == "skipped" and call.run is not None and call.tick is not None:
+            # The engine refused the run in the firing call: the flow's max_active_runs.
+            limit = Skip(call.tick, call.tick, 1, LIMIT_REASON)
+            report.skipped.append((call.name, limit))
+            log.info(
+                "skipped %s's tick %s: %s", call.name, _local(call.tick, definition), LIMIT_REASON
             )
         if outcome == "buffered" and call.tick is not None:
             report.buffered.append((call.name, call.tick))

@@ -11,6 +11,7 @@ import math
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from functools import cached_property
 from pathlib import Path
 from typing import Any, Literal, Protocol, cast
@@ -184,6 +185,46 @@ class Registration:
     def is_paused(self) -> bool:
         """Paused by an operator or by its file."""
         return self.paused or self.definition.paused
+
+    def local(self, when: float | None) -> str:
+        """An epoch time in the schedule's time zone ('' for none)."""
+        if when is None:
+            return ""
+        return datetime.fromtimestamp(when, self.definition.schedule.zone).strftime(
+            "%Y-%m-%d %H:%M %Z"
+        )
+
+    def as_json(self) -> dict[str, Any]:
+        """The one JSON shape of a schedule (``flows schedules --json``, the REST API)."""
+        d = self.definition
+        return {
+            "name": self.name,
+            "source": d.origin or None,
+            "file": d.file,
+            "cron": list(d.cron),
+            "timezone": d.timezone,
+            "next": self.next,
+            "next_local": self.local(self.next),
+            "paused": self.is_paused,
+            "paused_in_file": d.paused,
+            "pause_note": self.pause_note,
+            "catchup": d.catchup,
+            "window": d.window,
+            "max_runs": d.max_runs,
+            "overlap": d.overlap,
+            "jitter": d.jitter,
+            "last_run": self.last_run,
+            "last_run_status": self.last_run_status,
+            "last_tick": self.last_tick,
+            "fired": self.fired,
+            "skipped": self.skipped,
+            "triggered": self.triggered,
+            "buffered": self.buffered,
+            "skips": [
+                {"first": s.first, "last": s.last, "count": s.count, "reason": s.reason, "at": s.at}
+                for s in self.skips
+            ],
+        }
 
     @classmethod
     def from_reply(cls, raw: Mapping[str, Any]) -> Registration:

@@ -132,7 +132,7 @@ def test_trigger_runs_now(url: str, folder: Path) -> None:
     assert re.fullmatch(r"etl@\d{8}T\d{6}Z-[0-9a-f]{6}", run_id)
     assert "submitted run" in result.stderr
     status = json.loads(flows("status", run_id, "--redis", url, "--json").stdout)
-    assert status["record"]["trigger"] == "manual"
+    assert status["trigger"] == "manual"
     assert [s["step"] for s in status["steps"]] == ["extract", "load"]
     [row] = json.loads(flows("schedules", "--redis", url, "--json").stdout)
     assert (row["last_run"], row["triggered"]) == (run_id, 1)

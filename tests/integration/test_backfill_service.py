@@ -13,8 +13,10 @@ from typing import Any
 import pytest
 import redis
 from scheduler_support import MIN, T, make_service, run_ids, write_flow
+from ui_support import TOKEN, Api, serve
 
 from flows import backfill
+from flows.ui.auth import Auth
 from scheduler.cron import next_fire, plan_catchup
 from scheduler.engine.client import Client
 from scheduler.service.backfills import Backfills, backfill_ticks
@@ -245,3 +247,32 @@ def test_ticks_enumeration_is_bounded() -> None:
     assert len(backfill_ticks(every_minute, T, T + 9_999 * MIN)) == 10_000
     with pytest.raises(ValueError, match="10,000"):
         backfill_ticks(every_minute, T, T + 10_000 * MIN)
+
+
+def test_the_api_and_the_dashboard_show_a_backfills_progress_and_cancel_it(
+    client: Client, folder: Path
+) -> None:
+    path = write_flow(folder, cron="0 * * * *")
+    backfill_id, _ = start(client, path, T - 3 * H, T - 1 * H, T, max_active=1)
+    with serve(client, Auth(TOKEN, reads_open=True)) as base:
+        api = Api(base)
+        [listed] = api.get("/api/v1/backfills").body["items"]
+        one = api.get(f"/api/v1/backfills/{backfill_id}").body
+        assert listed == one
+        assert (one["state"], one["ticks"], one["handled"], one["progress"]) == (
+            "active",
+            3,
+            1,
+            round(1 / 3, 4),
+        )
+        assert len(one["active"]) == 1
+        page = api.get("/backfills").body
+        assert backfill_id in page and 'max="3" value="1"' in page and ">Cancel</button>" in page
+        assert api.post(f"/api/v1/backfills/{backfill_id}/cancel", token=None).status == 401
+        canceled = api.post(f"/api/v1/backfills/{backfill_id}/cancel")
+        assert canceled.status == 200, canceled.body
+        assert (canceled.body["runs"], canceled.body["pending"]) == (1, 2)
+        assert api.get(f"/api/v1/backfills/{backfill_id}").body["state"] == "canceled"
+        again = api.post(f"/api/v1/backfills/{backfill_id}/cancel")
+        assert again.status == 409 and "canceled" in str(again.body)
+        assert api.get("/api/v1/backfills/nope").status == 404

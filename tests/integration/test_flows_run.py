@@ -74,12 +74,12 @@ def test_example_etl_runs_to_completion(cli: CliRunner, client: Client) -> None:
         "notify",
     }
     assert len(steps["load"]["jobs"]) == 3
-    transform = client.jobs[steps["transform"]["jobs"][0]]
+    transform = client.jobs[steps["transform"]["jobs"][0]["jid"]]
     # The job keeps its references; the worker resolved them when the job started, so the
     # transform could read the three extracts' files and write totals the loads then read.
     assert transform.data["prices"] == "${{ steps.extract_prices.outputs.uri }}"
     assert transform.result["uri"].endswith("totals.json")
-    loads = [client.jobs[jid].result for jid in steps["load"]["jobs"]]
+    loads = [client.jobs[job["jid"]].result for job in steps["load"]["jobs"]]
     assert [r["region"] for r in loads] == ["de", "at", "ch"]
     assert sum(r["rows"] for r in loads) > 0
 
@@ -90,7 +90,7 @@ def test_example_fanout_of_100_items(cli: CliRunner, client: Client) -> None:
     status = status_json(cli)
     steps = {s["step"]: s for s in status["steps"]}  # type: ignore[attr-defined]
     assert len(steps["square"]["jobs"]) == 100
-    total = client.jobs[steps["total"]["jobs"][0]]
+    total = client.jobs[steps["total"]["jobs"][0]["jid"]]
     assert total.result["total"] == sum(i * i for i in range(100))
 
 
@@ -122,7 +122,7 @@ def test_diamond_passes_outputs_down_both_sides(
     assert result.exit_code == 0, result.output
     status = status_json(cli)
     bottom = next(s for s in status["steps"] if s["step"] == "bottom")  # type: ignore[attr-defined]
-    assert client.jobs[bottom["jobs"][0]].result == {"sum": 11 + 101}
+    assert client.jobs[bottom["jobs"][0]["jid"]].result == {"sum": 11 + 101}
 
 
 def test_a_failing_step_fails_the_run_with_exit_code_1(cli: CliRunner, tmp_path: Path) -> None:
@@ -256,7 +256,7 @@ def test_trigger_rules_hooks_and_retry_of_a_run(
 
     (tmp_path / "fixed").touch()
     detached = flows(cli, "retry", run_id, "--detach")
-    assert detached.exit_code == 0 and "1 failed job(s) put back" in detached.output
+    assert detached.exit_code == 0 and "1 failed or canceled job(s) put back" in detached.output
     assert status_json(cli, run_id)["status"] == "running"  # put back, not worked
     result = flows(cli, "retry", run_id)  # works the run here, as `flows run` does
     assert result.exit_code == 0, result.output
@@ -337,7 +337,7 @@ def test_runs_json_holds_json_values_and_run_ids_have_one_format(cli: CliRunner)
     assert record["params"] == {"regions": "de,at"}
     assert record["queues"] == ["etl"]
     assert isinstance(record["submitted"], float) and record["jobs"] == 7
-    assert status_json(cli, run_id)["record"]["queues"] == ["etl"]  # type: ignore[index]
+    assert status_json(cli, run_id)["queues"] == ["etl"]  # type: ignore[index]
 
     planned = json.loads(
         flows(

@@ -104,7 +104,9 @@ def test_the_example_runs_one_job_per_file_and_fans_in(
     status = status_json(cli)
     run_id = status["id"]
     steps = steps_of(status)
-    assert steps["process"]["jobs"] == [f"{run_id}:process[{i}]" for i in range(3)]
+    assert [j["jid"] for j in steps["process"]["jobs"]] == [
+        f"{run_id}:process[{i}]" for i in range(3)
+    ]
     assert {s: steps[s]["status"] for s in steps} == {
         "list": "success",
         "process": "success",
@@ -139,7 +141,7 @@ def test_a_failed_item_is_resumed_alone_by_flows_retry(
     assert f"run {run_id} succeeded" in result.output
     # Only the failed item ran again; the items were not made again.
     assert (tmp_path / "ran.log").read_text().split()[3:] == ["b.csv"]
-    assert steps_of(status_json(cli, run_id))["process"]["jobs"] == [
+    assert [j["jid"] for j in steps_of(status_json(cli, run_id))["process"]["jobs"]] == [
         f"{run_id}:process[{i}]" for i in range(3)
     ]
     assert client.jobs[f"{run_id}:report"].result["names"] == ["A.CSV", "B.CSV", "C.CSV"]
@@ -154,7 +156,7 @@ def test_no_items_succeed_with_an_empty_list(
     status = status_json(cli)
     steps = steps_of(status)
     assert steps["process"]["status"] == "success"
-    assert steps["process"]["jobs"] == [f"{status['id']}:process"]
+    assert [j["jid"] for j in steps["process"]["jobs"]] == [f"{status['id']}:process"]
     assert client.jobs[f"{status['id']}:report"].result == {"names": [], "status": "success"}
 
 

@@ -79,8 +79,8 @@ def client(server: EmbeddedServer, redis_client: redis.Redis) -> Client:
     return Client(server.url)
 
 
-def status(cli: CliRunner, run_id: str) -> dict[str, Any]:
-    result = flows(cli, "status", "--json", run_id)
+def status(cli: CliRunner, run_id: str | None = None) -> dict[str, Any]:
+    result = flows(cli, "status", "--json", *([run_id] if run_id else []))
     assert result.exit_code == 0, result.output
     out: dict[str, Any] = json.loads(result.stdout)
     return out
@@ -116,11 +116,18 @@ def test_the_child_runs_and_its_outputs_reach_a_later_parent_step(
 
     child = status(cli, child_id)
     assert child["status"] == "succeeded"
-    assert child["record"]["parent_run"] == run_id and child["record"]["parent_step"] == "child"
-    assert child["record"]["params"] == {"day": "2026-03-01", "n": str(tmp_path / "MARKER")}
+    assert child["parent_run"] == run_id and child["parent_step"] == "child"
+    assert child["params"] == {"day": "2026-03-01", "n": str(tmp_path / "MARKER")}
     assert f"child run of {run_id} (step child)" in flows(cli, "status", child_id).output
     job = json.loads(flows(cli, "job", f"{run_id}:child", "--json").stdout)
     assert job["result"] == {"total": "counted-2026-03-01"}
+
+    # the child run is counted under its parent, listed with --all; status shows the parent
+    listed = json.loads(flows(cli, "runs", "--json").stdout)
+    assert [(r["id"], r["children"]) for r in listed] == [(run_id, 1)]
+    everything = json.loads(flows(cli, "runs", "--all", "--json").stdout)
+    assert {r["id"] for r in everything} == {run_id, child_id}
+    assert status(cli)["id"] == run_id
 
 
 def test_a_failed_child_fails_its_step_until_a_retry_of_the_parent_after_the_fix(

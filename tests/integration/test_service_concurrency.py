@@ -160,3 +160,28 @@ def registration_exists(client: Client, name: str) -> bool:
     except AssertionError:
         return False
     return True
+
+
+def test_ticks_hold_the_flows_max_active_runs(
+    server: EmbeddedServer, redis_client: redis.Redis, tmp_path: Path
+) -> None:
+    """The service's own ticks respect concurrency.max_active_runs: with overlap allow and a
+    limit of 2, the third tick (two runs still active) is skipped in the firing call."""
+    folder = tmp_path / "limited"
+    folder.mkdir()
+    text = (
+        'version: 1\nname: lim\nqueue: lim\nschedule:\n  cron: "* * * * *"\n'
+        "  overlap: allow\nconcurrency: {max_active_runs: 2}\nsteps:\n  s0: {run: echo 0}\n"
+    )
+    (folder / "lim.yaml").write_text(text)
+    client = Client(server.url)
+    service = make_service(client, folder)
+    service.scan(T - 1)
+    reports = [service.tick(T + minute * MIN) for minute in range(3)]
+    assert len(run_ids(client, "lim")) == 2  # no worker: both stay active
+    assert [len(r.fired) for r in reports] == [1, 1, 0]
+    assert [(name, s.first, s.reason) for name, s in reports[2].skipped] == [
+        ("lim", T + 2 * MIN, "max_active_runs")
+    ]
+    reasons = {skip.reason for skip in registration(client, "lim").skips}
+    assert reasons == {"max_active_runs"}

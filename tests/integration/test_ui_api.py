@@ -4,6 +4,7 @@ through the API alone; auth and bad requests are refused and change nothing."""
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 import uuid
@@ -13,9 +14,11 @@ from typing import Any
 
 import pytest
 import redis
+from click.testing import CliRunner
 from helpers import digest
 from ui_support import TOKEN, Api, serve
 
+from flows.cli import main
 from flows.service_source import FlowsSource
 from flows.ui.auth import Auth
 from flows.worker_hook import prepare
@@ -272,6 +275,10 @@ def test_the_openapi_document_names_every_endpoint(api: Api) -> None:
         "/api/v1/failures",
         "/api/v1/failures/{group}",
         "/api/v1/failures/{group}/unfail",
+        "/api/v1/runs/{run_id}/steps/{step}/rerun",
+        "/api/v1/backfills",
+        "/api/v1/backfills/{backfill_id}",
+        "/api/v1/backfills/{backfill_id}/cancel",
         "/api/v1/events",
     } <= paths
 
@@ -382,3 +389,14 @@ def test_unknown_things_are_404s(api: Api) -> None:
         assert reply.status == 404 and "nope" in reply.body["detail"]
     assert api.post("/api/v1/runs/nope/retry").status == 404
     assert api.post("/api/v1/schedules/nope/trigger").status == 404
+
+
+def test_a_schedule_has_one_json_shape_in_the_cli_and_the_api(
+    api: Api, flow: dict[str, str], server: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FLOWS_REDIS_URL", server.url)
+    result = CliRunner().invoke(main, ["schedules", "--json"], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    listed = api.get("/api/v1/schedules").body["items"]
+    assert json.loads(result.stdout) == listed
+    assert listed[0]["name"] == flow["name"]

@@ -136,6 +136,21 @@ def test_a_scrape_costs_calls_in_queues_not_jobs(client: Client) -> None:
     assert small.calls == 1 + 1 + 1 + 4  # names, counts, stats of a, the four fixed calls
 
 
+def test_a_scrape_costs_the_same_calls_for_1_and_40_schedules(
+    client: Client, tmp_path: Path
+) -> None:
+    write_flow(tmp_path, "s0", overlap="skip")
+    service = make_service(client, tmp_path)
+    service.scan(T - 1)
+    one = metrics.read(client)
+    for i in range(1, 40):
+        write_flow(tmp_path, f"s{i}", overlap="skip")
+    service.scan(T)
+    many = metrics.read(client)
+    assert len(many.schedules) == 40
+    assert many.calls == one.calls <= 10
+
+
 def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))

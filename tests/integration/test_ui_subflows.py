@@ -52,3 +52,10 @@ def test_the_api_and_the_pages_link_parent_and_child(client: Client) -> None:
         assert f'<a href="/runs/{quote(CHILD, safe="")}">{CHILD}</a>' in page
         page = api.get(f"/runs/{quote(CHILD)}").body
         assert f'Child run of <a href="/runs/{quote(PARENT, safe="")}">{PARENT}</a>' in page
+
+        # the run list counts the child under its parent, and lists it only with `all`
+        listed = api.get("/api/v1/runs").body["items"]
+        assert [(r["id"], r["children"]) for r in listed] == [(PARENT, 1)]
+        everything = api.get("/api/v1/runs?all=true").body["items"]
+        assert {r["id"] for r in everything} == {PARENT, CHILD}
+        assert CHILD not in api.get("/runs").body and CHILD in api.get("/runs?all=true").body

@@ -31,6 +31,8 @@ READ_ARGS: dict[str, list[object]] = {
     "throttle.get": [],
     "recur.get": ["every"],
     "run.get": ["no-such-run"],
+    "run.read": ["no-such-run"],
+    "runs.statuses": [],
     "runs": [],
     "schedule.get": ["no-such-schedule"],
     "schedule.list": [],

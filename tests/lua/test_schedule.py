@@ -330,18 +330,26 @@ def test_active_last_run(lua: Lua) -> None:
 
 @pytest.mark.parametrize(
     ("setup", "status"),
-    [("fail", "failed"), ("block", "blocked"), ("expire", "expired"), ("none", "running")],
+    [
+        ("fail", "failed"),
+        ("block", "blocked"),
+        ("outside", "running"),
+        ("expire", "expired"),
+        ("none", "running"),
+    ],
 )
 def test_last_run_status(lua: Lua, setup: str, status: str) -> None:
     register(lua)
     run = run_args("f@1", jobs=2)
-    if setup == "block":  # its first job waits for a job outside the run that waits itself
+    if setup == "outside":  # its first job waits for a job outside the run that can still run
         lua.put("outside-0")
         lua.put("outside", depends=["outside-0"])
         specs = json.loads(run[2])
         specs[0]["depends"] = ["outside"]
         run[2] = json.dumps(specs)
     fire(lua, run=run)
+    if setup == "block":  # a buried job holds the run back until it is kicked
+        lua("bury", "f@1:s0", "admin", now=TICK + 2)
     if setup == "fail":
         lua.pop(now=TICK + 2)
         lua("fail", "f@1:s0", "w1", "boom", "broken", "{}", now=TICK + 3)
@@ -502,3 +510,54 @@ def test_a_schedule_without_an_origin_is_taken_over_by_the_first_origin(lua: Lua
 def test_an_origin_that_is_not_an_id_is_refused(lua: Lua) -> None:
     with assert_unchanged(lua.r), pytest.raises(InvalidArgument, match=r"definition\.origin"):
         register(lua, origin="two words")
+
+
+def limited_run(run_id: str, limit: int) -> list[str]:
+    """A run whose object carries the flow's max_active_runs."""
+    args = run_args(run_id)
+    args[1] = json.dumps({"flow": "f", "trigger": "schedule", "max_active_runs": limit})
+    return args
+
+
+@pytest.mark.parametrize(
+    ("overlap", "reply"),
+    [("allow", "skipped"), ("buffer_one", "buffered"), ("skip", "skipped")],
+)
+def test_a_tick_respects_max_active_runs_in_the_firing_call(
+    lua: Lua, overlap: str, reply: str
+) -> None:
+    register(lua, overlap=overlap)
+    assert fire(lua, run=limited_run("f@1", 1)) == "fired"
+    # f@1 is still active: the next tick's run would be a second one
+    got = fire(lua, expected=TICK + 60, nxt=TICK + 120, tick=TICK + 60, run=limited_run("f@2", 1))
+    assert got == reply
+    assert lua.raw("run.get", "f@2", now=TICK + 2) is None  # nothing submitted
+    assert lua.r.zscore(lua.key("schedules"), "f") == TICK + 120  # the schedule moved on
+    if reply == "skipped":
+        assert get(lua)["skips"][0]["reason"] == "max_active_runs"
+    else:
+        assert lua.r.zscore(lua.key("schedules-buffered"), "f") == TICK + 60
+    # with room (the first run done), a tick fires again
+    lua.pop(now=TICK + 3)
+    lua.complete("f@1:s0", now=TICK + 4)
+    tick = TICK + 120
+    if reply == "buffered":
+        assert fire(lua, "buffered", expected=TICK + 60, nxt="", tick=TICK + 60) == "fired"
+    else:
+        assert fire(lua, expected=tick, nxt=tick + 60, tick=tick, run=limited_run("f@3", 1)) == (
+            "fired"
+        )
+
+
+def test_cancel_running_makes_room_for_its_own_tick(lua: Lua) -> None:
+    register(lua, overlap="cancel_running")
+    assert fire(lua, run=limited_run("f@1", 1)) == "fired"
+    got = fire(
+        lua,
+        expected=TICK + 60,
+        nxt=TICK + 120,
+        tick=TICK + 60,
+        run=limited_run("f@2", 1),
+        cancel="f@1",
+    )
+    assert got == "fired"

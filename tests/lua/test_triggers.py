@@ -7,7 +7,7 @@ import json
 import pytest
 from lua_support import T0, Lua, unchanged
 
-from scheduler.engine.errors import InvalidArgument, JobNotFound
+from scheduler.engine.errors import InvalidArgument, JobNotFound, WrongState
 
 
 def run_job(lua: Lua, jid: str, outcome: str, now: float = T0 + 1) -> None:
@@ -140,7 +140,9 @@ def test_run_retry_resumes_without_rerunning_what_completed(lua: Lua) -> None:
     run_job(lua, "r:b", "complete", now=T0 + 11)
     run_job(lua, "r:notify", "complete", now=T0 + 12)
     run_job(lua, "r:finally", "complete", now=T0 + 13)
-    assert lua("run.retry", "r", now=T0 + 14) == 0  # nothing failed: nothing to do
+    # nothing failed: nothing to retry, refused with nothing changed
+    with unchanged(lua.r), pytest.raises(WrongState, match="run r is succeeded"):
+        lua("run.retry", "r", now=T0 + 14)
 
 
 def test_run_cancel_stops_what_has_not_ended(lua: Lua) -> None:

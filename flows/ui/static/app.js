@@ -114,10 +114,6 @@ function formParams(form) {
 
 // -- the run page --------------------------------------------------------------------------------
 
-const SYMBOLS = {
-  success: "✓", succeeded: "✓", failed: "✗", running: "▶", waiting: "…", awaiting: "⏸", skipped: "↷",
-  upstream_failed: "⊘", canceled: "■", expired: "◷", buried: "⚑", gone: "?", blocked: "‖",
-};
 
 function setStatusClass(element, status) {
   for (const name of [...element.classList]) if (name.startsWith("st-")) element.classList.remove(name);
@@ -129,6 +125,8 @@ function setupRun(section) {
   const base = "/runs/" + encodeURIComponent(runId);
   let chosen = null, panelOffset = 0, pending = null, every = 3000;
   const seen = {};
+  // each status word's symbol, from the server's one table (flows.statuses)
+  const SYMBOLS = JSON.parse(section.dataset.symbols || "{}");
 
   function badge(status) {
     const span = document.createElement("span");
@@ -150,6 +148,10 @@ function setupRun(section) {
     const live = await reply.json();
     section.dataset.status = live.status;
     document.getElementById("run-status").replaceChildren(badge(live.status));
+    // the run's buttons are those the engine allows now
+    for (const button of document.querySelectorAll("#run-actions [data-run-action]")) {
+      button.hidden = !live.actions.includes(button.dataset.runAction);
+    }
     let chosenChanged = false;
     for (const node of section.querySelectorAll("g.node")) {
       const step = live.steps[node.dataset.step];

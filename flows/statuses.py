@@ -1,0 +1,121 @@
+"""The one vocabulary of run and step statuses and of the actions they allow.
+
+The engine decides every status and allowed action (lua/include/run_state.lua); this module
+holds the same words for the Python surfaces, each with its rule as docs/pages/statuses.md states
+it, so the API's OpenAPI enums, the CLI's styles and the dashboard's badges all come from here.
+A test compares these lists with the engine's.
+"""
+
+from __future__ import annotations
+
+from typing import Final, Literal, get_args
+
+RunStatus = Literal["running", "succeeded", "failed", "blocked", "canceled", "expired"]
+StepStatus = Literal[
+    "failed",
+    "expired",
+    "running",
+    "awaiting",
+    "waiting",
+    "buried",
+    "upstream_failed",
+    "canceled",
+    "gone",
+    "skipped",
+    "success",
+]
+Action = Literal["retry", "rerun", "cancel", "signal", "approve", "kick"]
+
+RUN_STATUSES: Final[tuple[str, ...]] = get_args(RunStatus)
+"""What a run can be, each rule in :data:`RUN_RULES`."""
+
+STEP_STATUSES: Final[tuple[str, ...]] = get_args(StepStatus)
+"""What a step (or one job of it) can be, in precedence order: a step says the first that one
+of its jobs says (``skipped`` only when all of them were skipped, ``success`` otherwise)."""
+
+ACTIONS: Final[tuple[str, ...]] = get_args(Action)
+"""What an operator may do to a run, a step or a job, when the engine lists it as allowed."""
+
+RUN_RULES: Final = {
+    "running": "a job of it is running, waiting or awaiting a signal: it can still progress",
+    "canceled": "it was canceled and no job of it can progress",
+    "failed": "a job of it failed or expired",
+    "blocked": "nothing failed, but a job is buried or waits for one that never comes",
+    "expired": "none of its jobs exists any more (retention removed them)",
+    "succeeded": "every job of it completed or was skipped",
+}
+
+STEP_RULES: Final = {
+    "failed": "a job failed (its error, a timed-out wait, a lost worker)",
+    "expired": "a job's ttl passed before it ran",
+    "running": "a job runs (a sub-flow step: its child run has not ended)",
+    "awaiting": "a wait step awaits its signal",
+    "waiting": "a job waits for a worker, its delay, or dependencies that can still complete",
+    "buried": "a job was buried: it waits for `flows kick`",
+    "upstream_failed": "a job waits for a dependency that failed, expired, is buried or gone",
+    "canceled": "a job was canceled with its run",
+    "gone": "a job no longer exists (deleted, or removed by retention)",
+    "skipped": "every job was skipped (its trigger rule or its if:)",
+    "success": "every job completed (or was skipped)",
+}
+
+ACTION_RULES: Final = {
+    "retry": "resume what failed, expired or was canceled (retries restored), never what completed",
+    "rerun": "run ended work again (a finished run's step, with --downstream its dependents)",
+    "cancel": "cancel every job of the run that has not ended",
+    "signal": "complete an awaiting wait step with data as its outputs",
+    "approve": "signal an awaiting wait step with no data",
+    "kick": "put a buried job back into its queue",
+}
+
+STYLES: Final = {
+    "success": "green",
+    "succeeded": "green",
+    "failed": "red",
+    "expired": "red",
+    "upstream_failed": "red",
+    "running": "yellow",
+    "waiting": "dim",
+    "awaiting": "yellow",
+    "buried": "yellow",
+    "blocked": "yellow",
+    "skipped": "cyan",
+    "canceled": "magenta",
+    "gone": "dim",
+}
+"""The CLI's style of each word (rich style names)."""
+
+SYMBOLS: Final = {
+    "success": "✓",
+    "succeeded": "✓",
+    "failed": "✗",
+    "running": "▶",
+    "waiting": "…",
+    "awaiting": "⏸",
+    "skipped": "↷",
+    "upstream_failed": "⊘",
+    "canceled": "■",
+    "expired": "◷",
+    "buried": "⚑",
+    "gone": "?",
+    "blocked": "‖",
+}
+"""The dashboard badge's symbol of each word (its colour: the ``st-<word>`` class of app.css)."""
+
+FINISHED: Final = frozenset(RUN_STATUSES) - {"running"}
+"""Run statuses from which nothing progresses by itself."""
+
+__all__ = [
+    "ACTIONS",
+    "ACTION_RULES",
+    "FINISHED",
+    "RUN_RULES",
+    "RUN_STATUSES",
+    "STEP_RULES",
+    "STEP_STATUSES",
+    "STYLES",
+    "SYMBOLS",
+    "Action",
+    "RunStatus",
+    "StepStatus",
+]

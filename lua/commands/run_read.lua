@@ -1,0 +1,36 @@
+-- run.read: a whole run in one reply, as the one decider sees it (ours).
+--
+--   run.read run_id [limit=100] [offsets JSON object {step: offset}]
+--     -> JSON {record, status, counts, actions, graph, steps: [{step, status, counts, total,
+--        attempts, started, finished, duration, child, actions, offset, next,
+--        jobs: [{jid, state, status, attempts, started, updated, child, actions, outputs,
+--        failure}]}]}, or nil when there is no such run
+--
+-- Each status and action list is decided by include/run_state.lua (the tables of
+-- docs/pages/statuses.md). A step lists `limit` of its jobs (0 to 1000) from its offset in
+-- `offsets` (default 0); `next` is the offset of its next page (null at the end), so a reader
+-- pages through a 10,000-item step instead of receiving it whole. `graph` is the flow's graph
+-- as the run was submitted (the run record's `graph`, null for runs submitted without one).
+-- Errors: INVALID.
+-- @include args
+-- @include run_state
+
+api['run.read'] = function(args)
+  local cmd = 'RunRead'
+  local run_id = Arg.id(cmd, 'run_id', args[1])
+  local limit = Arg.optional_integer(cmd, 'limit', args[2], 100, 0, 1000)
+  local offsets
+  if args[3] ~= nil and args[3] ~= '' then
+    local _, value = Arg.json(cmd, 'offsets', args[3], 'object')
+    offsets = value
+    for step, offset in pairs(offsets) do
+      if type(offset) ~= 'number' or offset < 0 or offset ~= math.floor(offset) then
+        Arg.fail(cmd, 'offsets.' .. tostring(step) .. ' must be an integer >= 0')
+      end
+    end
+  end
+  if args[4] ~= nil then Arg.fail(cmd, 'too many arguments') end
+  local run = RunState.read(run_id, limit, offsets)
+  if not run then return nil end
+  return cjson.encode(run)
+end

@@ -1,0 +1,357 @@
+-- run_state: the one decider of what a flow run, each of its steps and each of its jobs is,
+-- and which actions each allows now. Every reader of a run's status goes through here: the run
+-- read (commands/run_read.lua), the run listing (runs.statuses), sub-flow parents, schedules'
+-- overlap, backfills' concurrency, metrics; and every run action (run.retry, run.cancel,
+-- run.rerun) checks the actions it decides before it writes anything.
+--
+-- The vocabulary and each word's rule are the tables of docs/pages/statuses.md; flows/statuses.py
+-- holds the same words for the Python surfaces (tests/lua/test_run_state.py compares them).
+--
+--   RunState.job_status(fields, dep_status)     -> the job's status word (fields: RunState.FIELDS)
+--   RunState.status(run_id)                     -> the run's status word, 'missing' when no run;
+--                                                  stops at the first job that can progress
+--   RunState.read(run_id, limit, offsets)       -> the whole run (commands/run_read.lua), or nil
+--   RunState.refuse(cmd, what, status, allowed, action) raises WRONGSTATE naming both
+-- @include job
+local RunState = {}
+
+RunState.RUN_STATUSES = { 'running', 'succeeded', 'failed', 'blocked', 'canceled', 'expired' }
+-- A step says the first of these that one of its jobs says; 'skipped' only when all of its jobs
+-- were skipped, 'success' otherwise.
+RunState.STEP_STATUSES = { 'failed', 'expired', 'running', 'awaiting', 'waiting', 'buried',
+  'upstream_failed', 'canceled', 'gone', 'skipped', 'success' }
+RunState.ACTIONS = { 'retry', 'rerun', 'cancel', 'signal', 'approve', 'kick' }
+
+-- The hash fields the decider reads of each job, by position.
+RunState.FIELDS = { 'state', 'skipped', 'child', 'popped', 'updated', 'retries', 'remaining',
+  'lost', 'runs', 'wait_since' }
+
+-- Engine states in which a job can make progress by itself.
+RunState.ACTIVE = { waiting = true, scheduled = true, running = true, awaiting = true }
+RunState.SIMPLE = { failed = 'failed', expired = 'expired', running = 'running', waiting = 'waiting',
+  scheduled = 'waiting', buried = 'buried', awaiting = 'awaiting' }
+-- Statuses of a job that still makes progress (its run is running while one has one).
+RunState.PROGRESSING = { running = true, waiting = true, awaiting = true }
+-- Statuses of a job that ended (a finished run's steps re-run from these).
+RunState.ENDED = { success = true, skipped = true, failed = true, expired = true }
+
+-- The status of one job; `dep_status(jid)` gives a dependency's status (a job of the run read
+-- before it, or looked up).
+function RunState.job_status(f, dep_status, jid)
+  local state = f[1]
+  if state == 'complete' then
+    return f[2] and 'skipped' or 'success'
+  end
+  if state == 'depends' then
+    if f[3] then return 'running' end -- a sub-flow step waiting for its child run
+    for _, dependency in ipairs(redis.call('smembers', Keys.dependencies(jid))) do
+      if not RunState.PROGRESSING[dep_status(dependency)] then return 'upstream_failed' end
+    end
+    return 'waiting'
+  end
+  return RunState.SIMPLE[state] or state
+end
+
+-- How often the job ran: its `runs` (every start since it was put counts, commands/pop.lua;
+-- a resumed or re-run job counts on). A skipped job never ran its step.
+function RunState.attempts(f, status)
+  if status == 'skipped' then return 0 end
+  return tonumber(f[9]) or 0
+end
+
+-- A time as replies carry it (JSON numbers keep 14 digits), so durations add up as shown.
+function RunState.time(value)
+  value = tonumber(value)
+  if not value then return nil end
+  return tonumber(string.format('%.14g', value))
+end
+
+-- When a job first started since its latest put (its first pop, or when a wait began to
+-- await its signal), from its history; nil when it has not.
+function RunState.first_start(jid)
+  local entries = redis.call('lrange', Keys.history(jid), 0, -1)
+  local first
+  for i = #entries, 1, -1 do
+    local ok, entry = pcall(cjson.decode, entries[i])
+    if ok and type(entry) == 'table' then
+      if entry.what == 'put' then break end
+      if entry.what == 'popped' or entry.what == 'awaiting' then first = tonumber(entry.when) end
+    end
+  end
+  return first
+end
+
+-- A dependency outside the run (or not yet read): its status from its own state.
+function RunState.lone_status(jid)
+  local state, skipped, child = unpack(redis.call('hmget', Keys.job(jid), 'state', 'skipped', 'child'))
+  if not state then return 'gone' end
+  if state == 'depends' then return child and 'running' or 'waiting' end
+  return RunState.job_status({ state, skipped, child }, nil, jid)
+end
+
+-- One job's status on its own (its dependencies' from their own states); `canceled`: its run
+-- was canceled (a job that no longer exists was canceled with it).
+function RunState.status_of_job(jid, canceled)
+  local f = redis.call('hmget', Keys.job(jid), 'state', 'skipped', 'child')
+  if not f[1] then return canceled and 'canceled' or 'gone' end
+  return RunState.job_status(f, RunState.lone_status, jid)
+end
+
+-- The run's status from its statuses seen (`seen[word] = true`) and whether it was canceled.
+function RunState.run_status(seen, canceled)
+  if seen.running or seen.waiting or seen.awaiting then return 'running' end
+  if canceled then return 'canceled' end
+  if seen.failed or seen.expired then return 'failed' end
+  if seen.buried or seen.upstream_failed then return 'blocked' end
+  if not (seen.success or seen.skipped) then return 'expired' end
+  return 'succeeded'
+end
+
+-- Each jid of a run in pages of 1,000; `visit(jid, i)` returns true to stop.
+function RunState.each_jid(run_id, visit)
+  local key, start, page = Keys.run_jobs(run_id), 0, 1000
+  repeat
+    local jids = redis.call('lrange', key, start, start + page - 1)
+    for i, jid in ipairs(jids) do
+      if visit(jid, start + i) then return end
+    end
+    start = start + page
+  until #jids < page
+end
+
+function RunState.status(run_id)
+  if not run_id or run_id == '' then return 'missing' end
+  local canceled = redis.call('hget', Keys.run(run_id), 'canceled')
+  if not canceled and redis.call('exists', Keys.run(run_id)) == 0 then return 'missing' end
+  local seen, statuses, active = {}, {}, false
+  local function dep_status(jid) return statuses[jid] or RunState.lone_status(jid) end
+  RunState.each_jid(run_id, function(jid)
+    local f = redis.call('hmget', Keys.job(jid), 'state', 'skipped', 'child')
+    if f[1] and (RunState.ACTIVE[f[1]] or (f[1] == 'depends' and f[3])) then
+      active = true
+      return true
+    end
+    local status = f[1] and RunState.job_status(f, dep_status, jid) or (canceled and 'canceled' or 'gone')
+    statuses[jid] = status
+    seen[status] = true
+    return false
+  end)
+  if active then return 'running' end
+  return RunState.run_status(seen, canceled)
+end
+
+-- The step of a run's job: its jid without the run's prefix and an item's `[...]`.
+function RunState.step_of(run_id, jid)
+  local name = jid
+  if string.sub(jid, 1, #run_id + 1) == run_id .. ':' then name = string.sub(jid, #run_id + 2) end
+  local bracket = string.find(name, '[', 1, true)
+  if bracket and string.sub(name, -1) == ']' then name = string.sub(name, 1, bracket - 1) end
+  return name
+end
+
+-- The actions a job allows now, given its status and whether its run has finished.
+function RunState.job_actions(status, finished, kept)
+  if status == 'failed' or status == 'expired' then
+    return finished and { 'retry', 'rerun' } or { 'retry' }
+  end
+  if status == 'canceled' and kept then return { 'retry' } end
+  if status == 'awaiting' then return { 'signal', 'approve' } end
+  if status == 'buried' then return { 'kick' } end
+  if (status == 'success' or status == 'skipped') and finished then return { 'rerun' } end
+  return {}
+end
+
+-- The actions a step allows: those of its jobs, once (signal and approve only for a step of one
+-- job: its signal names the step); rerun only when every job of it ended.
+function RunState.step_actions(step, finished)
+  local allowed, out = {}, {}
+  local rerun = finished and step.total > 0
+  for word, n in pairs(step.counts) do
+    if not RunState.ENDED[word] and n > 0 then rerun = false end
+  end
+  if (step.counts.failed or 0) + (step.counts.expired or 0) > 0 then allowed.retry = true end
+  if (step.counts.canceled or 0) > 0 and step.kept then allowed.retry = true end
+  if rerun then allowed.rerun = true end
+  if step.total == 1 and step.status == 'awaiting' then
+    allowed.signal, allowed.approve = true, true
+  end
+  if (step.counts.buried or 0) > 0 then allowed.kick = true end
+  for _, action in ipairs(RunState.ACTIONS) do
+    if allowed[action] then table.insert(out, action) end
+  end
+  return out
+end
+
+function RunState.run_actions(status, counts, kept)
+  local out = {}
+  if (counts.failed or 0) + (counts.expired or 0) > 0 or ((counts.canceled or 0) > 0 and kept) then
+    table.insert(out, 'retry')
+  end
+  if status ~= 'running' then table.insert(out, 'rerun') end
+  local unfinished = 0
+  for _, word in ipairs({ 'running', 'waiting', 'awaiting', 'buried', 'upstream_failed' }) do
+    unfinished = unfinished + (counts[word] or 0)
+  end
+  if unfinished > 0 then table.insert(out, 'cancel') end
+  return out
+end
+
+function RunState.step_status(counts, total)
+  for i = 1, #RunState.STEP_STATUSES - 2 do
+    local word = RunState.STEP_STATUSES[i]
+    if (counts[word] or 0) > 0 then return word end
+  end
+  if total > 0 and (counts.skipped or 0) == total then return 'skipped' end
+  return 'success'
+end
+
+function RunState.earliest(a, b)
+  if not a then return b end
+  if not b then return a end
+  return math.min(a, b)
+end
+
+function RunState.latest(a, b)
+  if not a then return b end
+  if not b then return a end
+  return math.max(a, b)
+end
+
+-- A run's record as stored (every field text), `submitted` and `jobs` as numbers.
+function RunState.record(run_id)
+  local raw = redis.call('hgetall', Keys.run(run_id))
+  if #raw == 0 then return nil end
+  local record = {}
+  for i = 1, #raw, 2 do record[raw[i]] = raw[i + 1] end
+  record.submitted = tonumber(record.submitted)
+  record.jobs = tonumber(record.jobs)
+  return record
+end
+
+-- A JSON value stored as text, RunState.decoded (nil when it is not valid JSON).
+function RunState.decoded(text)
+  if not text or text == '' then return nil end
+  local ok, value = pcall(cjson.decode, text)
+  if ok then return value end
+  return nil
+end
+
+-- The whole run: its record (without the graph), status, counts and actions, and each step's
+-- status, counts, attempts, times, actions and a page of its jobs (`limit` jobs from the
+-- step's `offsets[step]`, or 0). Every job's state is read once (one HMGET); a job's outputs and
+-- failure only for the jobs in a page.
+function RunState.read(run_id, limit, offsets)
+  local record = RunState.record(run_id)
+  if not record then return nil end
+  local canceled = record.canceled
+  -- Jobs canceled with the run that a retry can put back (Runs.keep_canceled).
+  local kept = canceled and redis.call('exists', Keys.run_canceled(run_id)) == 1
+  local graph = record.graph
+  record.graph = nil
+  local steps, order, statuses, seen = {}, {}, {}, {}
+  local counts = {}
+  local function dep_status(jid) return statuses[jid] or RunState.lone_status(jid) end
+  RunState.each_jid(run_id, function(jid)
+    local f = redis.call('hmget', Keys.job(jid), unpack(RunState.FIELDS))
+    local status
+    if f[1] then status = RunState.job_status(f, dep_status, jid)
+    else status = canceled and 'canceled' or 'gone' end
+    statuses[jid] = status
+    seen[status] = true
+    counts[status] = (counts[status] or 0) + 1
+    local name = RunState.step_of(run_id, jid)
+    local step = steps[name]
+    if not step then
+      step = { step = name, counts = {}, total = 0, attempts = 0, jobs = {}, offset = 0 }
+      step.offset = (offsets and tonumber(offsets[name])) or 0
+      steps[name] = step
+      table.insert(order, step)
+    end
+    step.total = step.total + 1
+    step.counts[status] = (step.counts[status] or 0) + 1
+    local attempts = f[1] and RunState.attempts(f, status) or 0
+    step.attempts = math.max(step.attempts, attempts)
+    local started = status ~= 'skipped' and tonumber(f[4] or f[10]) or nil
+    local listed = step.total > step.offset and #step.jobs < limit
+    -- A job listed starts at its first start (a retry's pop is later): its history tells.
+    if listed and started then started = RunState.first_start(jid) or started end
+    step.started = RunState.earliest(step.started, started)
+    if not RunState.ENDED[status] then step.open = true end
+    local updated = tonumber(f[5])
+    step.updated = RunState.latest(step.updated, updated)
+    if f[3] and not step.child then step.child = f[3] end
+    if listed then
+      table.insert(step.jobs, { jid = jid, state = f[1] or cjson.null, status = status,
+        attempts = attempts, started = RunState.time(started) or cjson.null,
+        updated = RunState.time(updated) or cjson.null, child = f[3] or cjson.null })
+    end
+    return false
+  end)
+  local status = RunState.run_status(seen, canceled)
+  local finished = status ~= 'running'
+  local out_steps = {}
+  for i, step in ipairs(order) do
+    local word = RunState.step_status(step.counts, step.total)
+    step.status = word
+    step.started, step.updated = RunState.time(step.started), RunState.time(step.updated)
+    local finished_at = (not step.open and step.started) and step.updated or nil
+    step.kept = kept
+    for _, job in ipairs(step.jobs) do
+      local restorable = job.status == 'canceled' and kept and
+        redis.call('hexists', Keys.run_canceled(run_id), job.jid) == 1
+      job.actions = RunState.job_actions(job.status, finished, restorable)
+      if job.state ~= cjson.null then
+        local result, failure, runs = unpack(redis.call('hmget', Keys.job(job.jid), 'result',
+          'failure', 'runs'))
+        job.outputs = RunState.decoded(result) or cjson.null
+        failure = RunState.decoded(failure)
+        job.failure = (type(failure) == 'table' and next(failure)) and failure or cjson.null
+        job.earlier = RunState.earlier(job.jid, tonumber(runs) or 0)
+      end
+    end
+    local actions = RunState.step_actions(step, finished)
+    out_steps[i] = {
+      step = step.step, status = word, counts = step.counts, total = step.total,
+      attempts = step.attempts, started = step.started or cjson.null,
+      finished = finished_at or cjson.null,
+      duration = (finished_at and step.started) and math.max(0, finished_at - step.started) or cjson.null,
+      child = step.child or cjson.null, actions = actions, jobs = step.jobs,
+      offset = step.offset,
+      next = (step.offset + #step.jobs < step.total) and (step.offset + #step.jobs) or cjson.null,
+    }
+  end
+  return {
+    record = record, status = status, counts = counts,
+    actions = RunState.run_actions(status, counts, kept),
+    steps = out_steps, graph = RunState.decoded(graph) or cjson.null,
+  }
+end
+
+-- A re-run job's earlier attempts' outcomes (run.rerun keeps each as `attempt:<n>`), oldest
+-- first, each {attempt, status, result, failure, updated}; at most the last 20.
+function RunState.earlier(jid, base)
+  local out = {}
+  for attempt = math.max(1, base - 19), base do
+    local kept = RunState.decoded(redis.call('hget', Keys.job(jid), 'attempt:' .. attempt))
+    if type(kept) == 'table' then
+      kept.attempt = attempt
+      table.insert(out, kept)
+    end
+  end
+  return out
+end
+
+-- Refuse an action the state does not allow: WRONGSTATE naming the state and what is allowed.
+function RunState.refuse(cmd, what, status, allowed, action)
+  local list = #allowed > 0 and table.concat(allowed, ', ') or 'none'
+  Err.raise('WRONGSTATE', cmd .. '(): ' .. what .. ' is ' .. status .. ': ' .. action ..
+    ' is not allowed (allowed: ' .. list .. ')')
+end
+
+-- Whether `action` is in the list `allowed`.
+function RunState.allows(allowed, action)
+  for _, a in ipairs(allowed) do
+    if a == action then return true end
+  end
+  return false
+end

@@ -1,0 +1,227 @@
+"""run.read and the actions of run.retry / run.cancel / run.rerun: one decider
+(include/run_state.lua) says what a run, its steps and jobs are and what each allows; every
+action it does not allow is refused with the keys unchanged."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from helpers import assert_unchanged
+from lua_support import T0, Lua, as_list
+
+from flows import statuses
+from scheduler.engine.errors import InvalidArgument, WrongState
+
+RUN = "r@1"
+
+
+def submit(lua: Lua, *steps: tuple[str, list[str]], now: float = T0, **extra: Any) -> None:
+    jobs = []
+    for step, needs in steps:
+        job: dict[str, Any] = {
+            "jid": f"{RUN}:{step}",
+            "queue": "q",
+            "klass": "K",
+            "data": "{}",
+            "retries": 0,
+            "depends": [f"{RUN}:{n}" for n in needs],
+            "trigger": "all_success",
+        }
+        job.update(extra.get(step, {}))
+        jobs.append(job)
+    lua.raw("flow.submit", RUN, json.dumps({"flow": "f"}), json.dumps(jobs), now=now)
+
+
+def read(lua: Lua, *args: Any, now: float = T0 + 100) -> dict[str, Any]:
+    reply = lua.raw("run.read", RUN, *args, now=now)
+    assert reply is not None
+    doc: dict[str, Any] = json.loads(reply)
+    return doc
+
+
+def steps(doc: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {s["step"]: s for s in doc["steps"]}
+
+
+def fail(lua: Lua, jid: str, now: float) -> None:
+    lua.raw("fail", jid, "w1", "boom", "it broke", "{}", now=now)
+
+
+def test_one_status_for_the_list_and_the_read(lua: Lua) -> None:
+    submit(lua, ("a", []), ("b", ["a"]))
+    doc = read(lua)
+    assert doc["status"] == "running"
+    assert {k: v["status"] for k, v in steps(doc).items()} == {"a": "waiting", "b": "waiting"}
+    assert doc["actions"] == ["cancel"]
+    lua.pop(now=T0 + 1)
+    fail(lua, f"{RUN}:a", T0 + 2)
+    doc = read(lua)
+    assert doc["status"] == "failed"
+    by = steps(doc)
+    assert by["a"]["status"] == "failed" and by["b"]["status"] == "upstream_failed"
+    assert by["a"]["actions"] == ["retry", "rerun"] and by["a"]["attempts"] == 1
+    assert doc["actions"] == ["retry", "rerun", "cancel"]
+    listed = json.loads(lua.raw("runs.statuses", now=T0 + 100))
+    assert listed[0]["status"] == doc["status"]
+
+
+def test_a_buried_job_blocks_the_run_everywhere(lua: Lua) -> None:
+    submit(lua, ("a", []), ("b", ["a"]))
+    lua.raw("bury", f"{RUN}:a", "admin", now=T0 + 1)
+    doc = read(lua)
+    assert doc["status"] == "blocked"
+    assert steps(doc)["a"]["actions"] == ["kick"]
+    assert json.loads(lua.raw("runs.statuses", now=T0 + 100))[0]["status"] == "blocked"
+
+
+def test_retry_of_a_completed_job_is_refused_and_changes_nothing(lua: Lua) -> None:
+    submit(lua, ("a", []), ("b", ["a"]))
+    lua.pop(now=T0 + 1)
+    lua.complete(f"{RUN}:a", now=T0 + 2)
+    with assert_unchanged(lua.r), pytest.raises(WrongState) as refused:
+        lua.raw("run.retry", RUN, f"{RUN}:a", now=T0 + 3)
+    assert "job r@1:a is success" in str(refused.value)
+    assert "allowed: none" in str(refused.value)
+    with assert_unchanged(lua.r), pytest.raises(WrongState, match="step a is success"):
+        lua.raw("run.retry", RUN, "a", now=T0 + 3)
+    with assert_unchanged(lua.r), pytest.raises(WrongState, match="run r@1 is running"):
+        lua.raw("run.retry", RUN, now=T0 + 3)
+    with assert_unchanged(lua.r), pytest.raises(InvalidArgument, match="no step or job"):
+        lua.raw("run.retry", RUN, "nope", now=T0 + 3)
+
+
+def test_retry_of_an_awaiting_job_is_refused(lua: Lua) -> None:
+    wait = {"signal": "go", "timeout": None, "on_timeout": "fail", "outputs": []}
+    submit(lua, ("gate", []), ("after", ["gate"]), gate={"wait": wait})
+    doc = read(lua)
+    assert steps(doc)["gate"]["status"] == "awaiting"
+    assert steps(doc)["gate"]["actions"] == ["signal", "approve"]
+    with assert_unchanged(lua.r), pytest.raises(WrongState) as refused:
+        lua.raw("run.retry", RUN, f"{RUN}:gate", now=T0 + 3)
+    assert "is awaiting" in str(refused.value) and "allowed: signal, approve" in str(refused.value)
+
+
+def test_cancel_of_a_finished_run_is_refused(lua: Lua) -> None:
+    submit(lua, ("a", []))
+    lua.pop(now=T0 + 1)
+    lua.complete(f"{RUN}:a", now=T0 + 2)
+    doc = read(lua)
+    assert doc["status"] == "succeeded" and doc["actions"] == ["rerun"]
+    with assert_unchanged(lua.r), pytest.raises(WrongState, match="run r@1 is succeeded"):
+        lua.raw("run.cancel", RUN, now=T0 + 3)
+
+
+def test_rerun_downstream_counts_attempts_on_and_keeps_earlier_logs(lua: Lua) -> None:
+    submit(lua, ("a", []), ("b", ["a"]), ("c", []))
+    for jid in ("a", "c", "b"):
+        assert lua.pop_jids(now=T0 + 1) == [f"{RUN}:{jid}"]
+        lua.raw("log.append", f"{RUN}:{jid}", 1, 0, 1, T0 + 1, "stdout", "", f"{jid} 1", now=T0 + 1)
+        lua.complete(f"{RUN}:{jid}", now=T0 + 2, result=json.dumps({"n": 1}))
+    assert read(lua)["status"] == "succeeded"
+    assert lua.raw("run.rerun", RUN, "a", 1, now=T0 + 3) == 2
+    doc = read(lua, now=T0 + 3)
+    assert doc["status"] == "running"
+    by = steps(doc)
+    assert (by["a"]["status"], by["b"]["status"], by["c"]["status"]) == (
+        "waiting",
+        "waiting",
+        "success",
+    )
+    assert by["a"]["attempts"] == 1 and as_list(by["c"]["actions"]) == []
+    assert lua.pop_jids(now=T0 + 4) == [f"{RUN}:a"]
+    # the worker counts from 1 again: its lines are attempt 2's
+    lua.raw("log.append", f"{RUN}:a", 1, 0, 1, T0 + 4, "stdout", "", "a 2", now=T0 + 4)
+    lua.complete(f"{RUN}:a", now=T0 + 5)
+    assert steps(read(lua, now=T0 + 5))["a"]["attempts"] == 2
+    first = json.loads(lua.raw("log.get", f"{RUN}:a", 1, now=T0 + 6))
+    second = json.loads(lua.raw("log.get", f"{RUN}:a", 2, now=T0 + 6))
+    assert [line["m"] for line in first["lines"]] == ["a 1"]
+    assert [line["m"] for line in second["lines"]] == ["a 2"]
+    kept = json.loads(lua.r.hget(lua.key(f"j:{RUN}:a"), "attempt:1"))
+    assert kept["status"] == "success" and kept["result"] == {"n": 1}
+
+
+def test_rerun_of_a_running_run_or_unknown_step_is_refused(lua: Lua) -> None:
+    submit(lua, ("a", []), ("b", ["a"]))
+    with assert_unchanged(lua.r), pytest.raises(WrongState, match="run r@1 is running"):
+        lua.raw("run.rerun", RUN, "a", now=T0 + 1)
+    with assert_unchanged(lua.r), pytest.raises(InvalidArgument, match="no step zz"):
+        lua.raw("run.rerun", RUN, "zz", now=T0 + 1)
+    with assert_unchanged(lua.r), pytest.raises(InvalidArgument, match="downstream"):
+        lua.raw("run.rerun", RUN, "a", "yes", now=T0 + 1)
+
+
+def test_items_are_paged(lua: Lua) -> None:
+    jobs = [{"jid": f"{RUN}:m[{i}]", "queue": "q", "klass": "K", "data": "{}"} for i in range(25)]
+    lua.raw("flow.submit", RUN, json.dumps({"flow": "f"}), json.dumps(jobs), now=T0)
+    doc = read(lua, 10)
+    step = steps(doc)["m"]
+    assert step["total"] == 25 and len(step["jobs"]) == 10 and step["next"] == 10
+    page = steps(read(lua, 10, json.dumps({"m": 20})))["m"]
+    assert [j["jid"] for j in page["jobs"]] == [f"{RUN}:m[{i}]" for i in range(20, 25)]
+    assert page["next"] is None
+
+
+def test_the_vocabulary_is_the_engines() -> None:
+    """flows.statuses holds the engine's words, in the engine's precedence order."""
+    text = (Path(__file__).parents[2] / "lua" / "include" / "run_state.lua").read_text()
+
+    def words(name: str) -> list[str]:
+        start = text.index(f"RunState.{name} = {{")
+        body = text[text.index("{", start) + 1 : text.index("}", start)]
+        return [w.strip().strip("'") for w in body.replace("\n", " ").split(",") if w.strip()]
+
+    assert words("RUN_STATUSES") == list(statuses.RUN_STATUSES)
+    assert words("STEP_STATUSES") == list(statuses.STEP_STATUSES)
+    assert words("ACTIONS") == list(statuses.ACTIONS)
+
+
+def test_the_docs_table_is_the_vocabulary() -> None:
+    """docs/pages/statuses.md lists each word with its rule as flows.statuses holds them."""
+    page = (Path(__file__).parents[2] / "docs" / "pages" / "statuses.md").read_text()
+    for rules, order in (
+        (statuses.RUN_RULES, statuses.RUN_STATUSES),
+        (statuses.STEP_RULES, statuses.STEP_STATUSES),
+        (statuses.ACTION_RULES, statuses.ACTIONS),
+    ):
+        assert list(rules) == sorted(rules, key=list(order).index) or set(rules) == set(order)
+        rows = [line for line in page.splitlines() if line.startswith("| `")]
+        for word in order:
+            assert f"| `{word}` | {rules[word]} |" in rows, word
+
+
+def test_every_word_has_a_style_a_symbol_and_a_badge_colour() -> None:
+    css = (Path(__file__).parents[2] / "flows" / "ui" / "static" / "app.css").read_text()
+    for word in {*statuses.RUN_STATUSES, *statuses.STEP_STATUSES}:
+        assert word in statuses.STYLES and word in statuses.SYMBOLS, word
+        assert f".st-{word}" in css, word
+
+
+def test_a_canceled_run_is_retried_from_what_its_jobs_kept(lua: Lua) -> None:
+    submit(lua, ("a", []), ("b", ["a"]), ("c", ["b"]))
+    lua.pop(now=T0 + 1)
+    lua.complete(f"{RUN}:a", now=T0 + 2)
+    assert lua.raw("run.cancel", RUN, now=T0 + 3) == 2
+    doc = read(lua, now=T0 + 4)
+    assert doc["status"] == "canceled" and doc["actions"] == ["retry", "rerun"]
+    assert steps(doc)["b"]["actions"] == ["retry"] and steps(doc)["b"]["status"] == "canceled"
+    with assert_unchanged(lua.r), pytest.raises(WrongState, match="run r@1 is canceled"):
+        lua.raw("run.cancel", RUN, now=T0 + 4)
+    assert lua.raw("run.retry", RUN, now=T0 + 5) == 2
+    doc = read(lua, now=T0 + 6)
+    assert doc["status"] == "running"
+    by = steps(doc)
+    assert (by["a"]["status"], by["b"]["status"], by["c"]["status"]) == (
+        "success",
+        "waiting",
+        "waiting",
+    )
+    assert lua.r.exists(lua.key(f"run-canceled:{RUN}")) == 0
+    assert lua.pop_jids(now=T0 + 7) == [f"{RUN}:b"]
+    lua.complete(f"{RUN}:b", now=T0 + 8)
+    assert lua.pop_jids(now=T0 + 9) == [f"{RUN}:c"]  # its need on b came back with it
+    lua.complete(f"{RUN}:c", now=T0 + 10)
+    assert read(lua, now=T0 + 11)["status"] == "succeeded"
