@@ -23,7 +23,8 @@
 -- job is released, in the call that settled the last of them, and a worker runs it again to
 -- report. Runs.status counts it as active (its run is running while its child runs); canceling
 -- its run cancels the child run (Runs.cancel_child), and canceling the child run releases it.
--- The field `child` stays on the job until a put over it (run.retry) clears it.
+-- The field `child` stays on the job until a put over it (run.retry) clears it. Waiting takes
+-- one off the job's `runs`: its run after the child ended is the same attempt, and logs as it.
 -- Errors: INVALID, TOOLARGE, NOTFOUND, WRONGSTATE, LOCKLOST.
 -- @include args
 -- @include job
@@ -67,6 +68,8 @@ local function wait_for(jid, queue, worker, fields, child, open)
   redis.call('hset', key, 'state', 'depends', 'worker', '', 'expires', 0, 'delay', 0,
     'child', child, 'updated', Engine.now)
   if fields.grace then redis.call('hdel', key, 'grace') end
+  -- Its run after the child ended only reports: the same attempt, not a new one (`runs`).
+  redis.call('hincrby', key, 'runs', -1)
   Engine.call_many('sadd', Keys.dependencies(jid), open)
   for _, dependency in ipairs(open) do
     redis.call('sadd', Keys.dependents(dependency), jid)

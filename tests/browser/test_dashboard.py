@@ -236,7 +236,7 @@ def test_values_from_users_and_jobs_are_shown_as_text_never_run(
     page.wait_for_function("document.querySelectorAll('#log .line').length === 1")
     assert page.inner_text("#log") == XSS
     assert XSS in page.inner_text("#step-detail")  # data and failure, as text
-    assert page.locator("#timeline .tl-row[data-step] .tl-name").first.inner_text() == XSS
+    assert page.locator("#timeline .tl-row[data-step] .tl-name").first.inner_text() == STEP_XSS
     assert page.evaluate("window.__xss") is None
     for path in (
         f"/jobs/{extract.jid}",

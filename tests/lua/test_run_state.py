@@ -132,8 +132,9 @@ def test_rerun_downstream_counts_attempts_on_and_keeps_earlier_logs(lua: Lua) ->
     )
     assert by["a"]["attempts"] == 1 and as_list(by["c"]["actions"]) == []
     assert lua.pop_jids(now=T0 + 4) == [f"{RUN}:a"]
-    # the worker counts from 1 again: its lines are attempt 2's
-    lua.raw("log.append", f"{RUN}:a", 1, 0, 1, T0 + 4, "stdout", "", "a 2", now=T0 + 4)
+    # the job's `runs` counted on: its pop named attempt 2, and the worker logs as that
+    assert lua.r.hget(lua.key(f"j:{RUN}:a"), "runs") == "2"
+    lua.raw("log.append", f"{RUN}:a", 2, 0, 1, T0 + 4, "stdout", "", "a 2", now=T0 + 4)
     lua.complete(f"{RUN}:a", now=T0 + 5)
     assert steps(read(lua, now=T0 + 5))["a"]["attempts"] == 2
     first = json.loads(lua.raw("log.get", f"{RUN}:a", 1, now=T0 + 6))
