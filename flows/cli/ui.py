@@ -2,15 +2,22 @@
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import logging
+import socket
 import sys
 from pathlib import Path
+from types import FrameType
 
 import click
 
 from flows.cli.common import open_client, user_errors
 from flows.cli.options import connection
 from flows.ui.auth import ENV_TOKEN, Auth, TokenError, is_loopback, load_token
+from scheduler.engine.backoff import wait_for_server
+
+log = logging.getLogger("flows.ui")
 
 
 def register(group: click.Group) -> None:
@@ -33,6 +40,14 @@ def register(group: click.Group) -> None:
     f"default ${ENV_TOKEN}. Without one, writes are refused.",
 )
 @click.option(
+    "--allowed-host",
+    "allowed_hosts",
+    multiple=True,
+    metavar="NAME",
+    help="Also answer requests naming this server as NAME (a DNS name or address it is reached "
+    "by, e.g. behind a proxy); repeatable. Loopback names and --host are always answered.",
+)
+@click.option(
     "--read-only-open",
     is_flag=True,
     help="Answer reads without a token even on a non-loopback address.",
@@ -45,6 +60,7 @@ def ui(
     host: str,
     port: int,
     token_file: Path | None,
+    allowed_hosts: tuple[str, ...],
     read_only_open: bool,
     log_level: str,
     redis_url: str | None,
@@ -54,7 +70,9 @@ def ui(
     /metrics."""
     import uvicorn
 
+    from flows.ui import events
     from flows.ui.app import create_app
+    from flows.ui.guard import allowed_hosts as allowed_hosts_for
 
     logging.basicConfig(
         level=log_level.upper(), stream=sys.stderr, format="%(asctime)s %(levelname)s %(message)s"
@@ -68,10 +86,16 @@ def ui(
             f"listening on {host} needs a token (--token-file or ${ENV_TOKEN}), or "
             "--read-only-open to answer reads from anyone without one"
         )
+    listening = _bind(host, port)
     client = open_client(redis_url, namespace)
     with user_errors():
-        client.engine.load()
-    app = create_app(client, Auth.for_server(token, host, read_only_open))
+        # Started before its server, or during a failover: wait for it, as workers do.
+        wait_for_server(log, "flows ui: starting", client.engine.load, client=client.redis)
+    app = create_app(
+        client,
+        Auth.for_server(token, host, read_only_open),
+        hosts=allowed_hosts_for(host, allowed_hosts),
+    )
     config = uvicorn.Config(
         app,
         host=host,
@@ -81,11 +105,45 @@ def ui(
         server_header=False,
         timeout_graceful_shutdown=5,  # open event streams would otherwise hold the stop forever
     )
-    server = uvicorn.Server(config)
+
+    class _Server(uvicorn.Server):
+        def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+            events.stop_all()  # open streams end now, so the stop waits for none of them
+            super().handle_exit(sig, frame)
+
+    server = _Server(config)
+    bound = listening.getsockname()[1]
+    shown = f"[{host}]" if ":" in host else host
     click.echo(
-        f"flows ui on http://{host}:{port} (dashboard /, API /api/v1/, metrics /metrics; writes "
-        f"{'need the token' if token else 'disabled: no token'})",
+        f"flows ui on http://{shown}:{bound} (dashboard /, API /api/v1/, metrics /metrics; "
+        f"writes {'need the token' if token else 'disabled: no token'})",
         err=True,
     )
-    server.run()
+    # uvicorn raises the SIGINT it stopped on once more: the stop was clean all the same
+    with contextlib.suppress(KeyboardInterrupt):
+        server.run(sockets=[listening])
     sys.exit(0 if server.started else 1)
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    """A socket bound to ``host``:``port``, before anything says it serves there; a busy port
+    is one line saying what to do."""
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )[0]
+    except socket.gaierror as error:
+        raise click.BadParameter(f"{host!r}: {error.strerror}", param_hint="--host") from None
+    listening = socket.socket(family, kind, proto)
+    listening.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        listening.bind(address)
+    except OSError as error:
+        listening.close()
+        if error.errno == errno.EADDRINUSE:
+            raise click.ClickException(
+                f"port {port} on {host} is already in use (another flows ui?): stop what "
+                "listens there, or choose another port with --port (0: any free port)"
+            ) from None
+        raise click.ClickException(f"cannot listen on {host}:{port}: {error.strerror}") from None
+    return listening
