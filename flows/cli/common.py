@@ -14,6 +14,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from flows.terminal import visible
 from scheduler.engine import faults
 from scheduler.engine.client import Client, namespace_prefix
 from scheduler.engine.errors import FlowsError
@@ -96,9 +97,11 @@ def table(title: str | None, columns: Sequence[str], rows: Sequence[Sequence[Any
 
 
 def _cell(cell: Any) -> Text:
+    # Cells show jobs' and users' text: no control character reaches the terminal.
     if isinstance(cell, Text):
-        return cell
-    return Text("" if cell is None else str(cell))
+        safe = visible(cell.plain)
+        return cell if safe == cell.plain else Text(safe, style=cell.style)
+    return Text("" if cell is None else visible(str(cell)))
 
 
 def ago(when: float | None, now: float | None = None) -> str:

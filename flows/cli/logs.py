@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import json
-import re
+import os
+import sys
 import time
 
 import click
@@ -12,6 +13,7 @@ from flows.cli.common import open_client, user_errors
 from flows.cli.options import connection
 from flows.runs import load_run
 from flows.steplogs import NoSuchRun, StepLine, follow, run_jobs
+from flows.terminal import Sgr, visible
 from scheduler.engine import joblogs
 from scheduler.engine.client import Client
 
@@ -25,30 +27,36 @@ def register(group: click.Group) -> None:
     group.add_command(logs)
 
 
-# Control characters a job's text may hold (terminal escapes among them), shown as \xNN: a
-# line printed must never drive the reader's terminal. Tabs stay.
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-
-
-def _visible(text: str) -> str:
-    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
-
-
-def format_line(item: StepLine, label: bool = True) -> str:
-    """``HH:MM:SS.mmm label | text`` (``!`` for stderr, ``~`` and the level for a record)."""
+def format_line(item: StepLine, label: bool = True, sgr: Sgr = "escape") -> str:
+    """``HH:MM:SS.mmm label | text`` (``!`` for stderr, ``~`` and the level for a record). The
+    text shows no control character (:func:`flows.terminal.visible`); ``sgr`` says what becomes
+    of its colour sequences."""
     line = item.line
     millis = int(line.time * 1000) % 1000
     stamp = time.strftime("%H:%M:%S", time.localtime(line.time)) + f".{millis:03d}"
-    text = _visible(f"{line.level} {line.text}" if line.level else line.text)
+    raw = f"{line.level} {line.text}" if line.level else line.text
+    text = visible(raw, sgr=sgr)
+    if sgr == "keep" and text != raw:
+        text += "\x1b[0m"  # a colour left on ends with its line
     who = f" {item.label}" if label else ""
     return f"{stamp}{who} {MARKS.get(line.stream, '?')} {text}"
 
 
-def echo_line(item: StepLine, as_json: bool, label: bool = True) -> None:
+def echo_line(item: StepLine, as_json: bool, label: bool = True, sgr: Sgr = "escape") -> None:
     if as_json:
         click.echo(json.dumps(item.as_dict(), sort_keys=True))
     else:
-        click.echo(format_line(item, label))
+        click.echo(format_line(item, label, sgr), color=sgr == "keep")
+
+
+def colour_sgr(colour: str) -> Sgr:
+    """What ``--color`` (auto, always, never) makes of a line's colour sequences: kept for a
+    terminal (auto: standard output is one, and ``NO_COLOR`` is unset), else shown as text."""
+    if colour == "always":
+        return "keep"
+    if colour == "auto" and sys.stdout.isatty() and not os.environ.get("NO_COLOR"):
+        return "keep"
+    return "escape"
 
 
 @click.command()
@@ -60,6 +68,15 @@ def echo_line(item: StepLine, as_json: bool, label: bool = True) -> None:
 )
 @click.option("-f", "--follow", "live", is_flag=True, help="Keep printing lines as they come.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per line.")
+@click.option(
+    "--color",
+    "colour",
+    type=click.Choice(["auto", "always", "never"]),
+    default="auto",
+    show_default=True,
+    help="Pass the lines' colour (SGR) sequences on: auto, to a terminal. Any other control "
+    "character is always shown as \\xNN.",
+)
 @connection
 def logs(
     run_id: str | None,
@@ -68,6 +85,7 @@ def logs(
     attempt: int | None,
     live: bool,
     as_json: bool,
+    colour: str,
     redis_url: str | None,
     namespace: str | None,
 ) -> None:
@@ -80,9 +98,10 @@ def logs(
     if attempt is not None and jid is None:
         raise click.UsageError("--attempt goes with --job")
     client = open_client(redis_url, namespace)
+    sgr = colour_sgr(colour)
     with user_errors():
         if jid is not None:
-            _job_logs(client, jid, attempt, live, as_json)
+            _job_logs(client, jid, attempt, live, as_json, sgr)
             return
         assert run_id is not None
         try:
@@ -91,7 +110,7 @@ def logs(
             raise click.ClickException(str(error)) from None
 
         for item in follow(client, jobs, live=live, stop=lambda: _run_over(client, run_id)):
-            echo_line(item, as_json)
+            echo_line(item, as_json, sgr=sgr)
 
 
 def _run_over(client: Client, run_id: str) -> bool:
@@ -99,19 +118,21 @@ def _run_over(client: Client, run_id: str) -> bool:
     return view is None or view.finished
 
 
-def _job_logs(client: Client, jid: str, attempt: int | None, live: bool, as_json: bool) -> None:
+def _job_logs(
+    client: Client, jid: str, attempt: int | None, live: bool, as_json: bool, sgr: Sgr
+) -> None:
     if attempt is not None:  # one attempt as stored: no following
         offset = 0
         while True:
             page = joblogs.read(client.engine, jid, attempt, offset)
             for line in page.lines:
-                echo_line(StepLine(jid, jid, page.attempt, line), as_json, label=False)
+                echo_line(StepLine(jid, jid, page.attempt, line), as_json, False, sgr)
             if len(page.lines) < joblogs.PAGE:
                 return
             offset = page.next
     client.jobs[jid]
     for item in follow(client, [(jid, jid)], live=live):
-        echo_line(item, as_json, label=False)
+        echo_line(item, as_json, False, sgr)
 
 
 def stream_run(client: Client, run_id: str) -> None:

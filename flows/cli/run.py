@@ -26,6 +26,7 @@ from flows.run_builder import build_run, read_flow_file
 from flows.run_specs import manual_run_id
 from flows.runs import RunView, list_runs, load_run
 from flows.submit import submit
+from flows.terminal import visible
 from flows.validate import InvalidFlow
 from flows.worker_hook import prepare
 from scheduler.engine.client import Client
@@ -98,9 +99,11 @@ def _print_failures(client: Client, view: RunView) -> None:
     for job in view.failed_jobs:
         failure = job.failure or {}
         err_console.print(
-            Text.assemble((job.jid, "bold red"), f" {job.state}: {failure.get('group', '')}")
+            Text.assemble(
+                (job.jid, "bold red"), f" {job.state}: {visible(str(failure.get('group', '')))}"
+            )
         )
-        message = str(failure.get("message", "")).strip().splitlines()[-8:]
+        message = visible(str(failure.get("message", ""))).strip().splitlines()[-8:]
         err_console.print("\n".join("    " + line for line in message), markup=False)
         print_tail(client, job.jid)
 
