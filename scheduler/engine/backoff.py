@@ -19,7 +19,7 @@ from collections.abc import Callable
 import redis
 
 from scheduler.engine import faults
-from scheduler.engine.errors import FlowsError
+from scheduler.engine.errors import ClusterDown, FlowsError, ReadOnlyReplica, SlotMoving
 
 FIRST = 0.1
 CAP = 30.0
@@ -33,6 +33,11 @@ def transient(error: BaseException) -> bool:
     return isinstance(
         error,
         (
+            # a cluster or Sentinel with no master for the namespace (a failover that outlasted
+            # the client's own wait) gets one in the end
+            ClusterDown,
+            ReadOnlyReplica,
+            SlotMoving,
             faults.ServerUnavailable,
             faults.ServerOutOfMemory,
             faults.ServerReadOnly,

@@ -186,3 +186,64 @@ def test_services_wait_for_their_server_at_start(command: str, tmp_path: Path) -
     log = waiting + more
     assert log.count("retrying") == 1, log
     assert "Traceback" not in log
+
+
+@pytest.mark.parametrize("command", ["ui", "scheduler"])
+def test_services_wait_while_sentinel_has_no_master(command: str, tmp_path: Path) -> None:
+    """Started during a failover (the Sentinel knows no master for the service), a service waits
+    and goes on once the Sentinel names one."""
+    import redis
+
+    sentinel_port, master_port, ui_port = free_port(), free_port(), free_port()
+    config = tmp_path / "sentinel.conf"
+    config.write_text(f"port {sentinel_port}\nbind 127.0.0.1\ndir {tmp_path}\n")
+    sentinel = subprocess.Popen(
+        [str(find_server_binary()), str(config), "--sentinel"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    flows_dir = tmp_path / "flows"
+    flows_dir.mkdir()
+    args = (
+        ["ui", "--port", str(ui_port)]
+        if command == "ui"
+        else ["scheduler", "--flows-dir", str(flows_dir), "--tick-interval", "0.5"]
+    )
+    process = subprocess.Popen(
+        [FLOWS, *args],
+        env=_env(f"redis+sentinel://127.0.0.1:{sentinel_port}/flows-master"),
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        waiting = _read_until(process.stderr, "retrying", 30)
+        assert process.poll() is None, waiting
+        with _late_server(master_port, tmp_path):
+            watcher = redis.Redis(port=sentinel_port)
+            deadline = time.monotonic() + 15
+            while True:
+                try:
+                    watcher.execute_command(
+                        "SENTINEL", "MONITOR", "flows-master", "127.0.0.1", master_port, 1
+                    )
+                    break
+                except redis.ConnectionError:
+                    assert time.monotonic() < deadline, "the sentinel did not start"
+                    time.sleep(0.1)
+            watcher.close()
+            more = _read_until(process.stderr, "working again", 60)
+            if command == "ui":
+                _wait_serving(process, ui_port)
+            process.send_signal(signal.SIGTERM)
+            process.wait(30)
+    finally:
+        for each in (process, sentinel):
+            if each.poll() is None:
+                each.kill()
+                each.wait()
+        assert process.stderr is not None
+        process.stderr.close()
+    log = waiting + more
+    assert log.count("retrying") == 1, log
+    assert "Traceback" not in log
