@@ -16,7 +16,6 @@ import click
 from flows.cli.common import open_client, user_errors
 from flows.cli.namespaces import namespaces_of, run_per_namespace
 from flows.cli.options import connection, setting_option
-from flows.ui.auth import ENV_TOKEN, TokenError, is_loopback, load_token
 from scheduler import embedded
 from scheduler.engine.client import Client
 from scheduler.worker import Worker, WorkerPool
@@ -133,7 +132,7 @@ def worker_settings(func: Callable[..., Any]) -> Callable[..., Any]:
 @click.option(
     "--metrics-token-file",
     type=click.Path(dir_okay=False, path_type=Path),
-    help=f"File holding the bearer token that metrics requests need; default ${ENV_TOKEN}. "
+    help="File holding the bearer token that metrics requests need; default $FLOWS_UI_TOKEN. "
     "Needed to serve metrics on a non-loopback address.",
 )
 @connection
@@ -161,6 +160,8 @@ def worker(
     with user_errors():
         url = embedded.resolve_url(redis_url)
     if metrics_port is not None:
+        from flows.ui.auth import ENV_TOKEN, TokenError, is_loopback, load_token
+
         try:
             token = load_token(metrics_token_file)
         except TokenError as error:
