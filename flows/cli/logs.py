@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import json
-import re
+import os
+import sys
 import time
 from collections.abc import Callable
 
@@ -13,6 +14,7 @@ from flows.cli.common import open_client, user_errors
 from flows.cli.options import connection
 from flows.runs import load_run
 from flows.steplogs import Follower, NoSuchRun, StepLine, follow, run_jobs, run_tree_jobs
+from flows.terminal import Sgr, visible
 from scheduler.engine import joblogs
 from scheduler.engine.client import Client
 from scheduler.engine.errors import JobNotFound
@@ -27,32 +29,38 @@ def register(group: click.Group) -> None:
     group.add_command(logs)
 
 
-# Control characters a job's text may hold (terminal escapes among them), shown as \xNN: a
-# line printed must never drive the reader's terminal. Tabs stay.
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-
-
-def _visible(text: str) -> str:
-    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
-
-
-def format_line(item: StepLine, label: bool = True) -> str:
-    """``HH:MM:SS.mmm label | text`` (``!`` for stderr, ``~`` and the level for a record)."""
+def format_line(item: StepLine, label: bool = True, sgr: Sgr = "escape") -> str:
+    """``HH:MM:SS.mmm label | text`` (``!`` for stderr, ``~`` and the level for a record). The
+    text shows no control character (:func:`flows.terminal.visible`); ``sgr`` says what becomes
+    of its colour sequences."""
     line = item.line
     millis = int(line.time * 1000) % 1000
     stamp = time.strftime("%H:%M:%S", time.localtime(line.time)) + f".{millis:03d}"
-    text = _visible(f"{line.level} {line.text}" if line.level else line.text)
+    raw = f"{line.level} {line.text}" if line.level else line.text
+    text = visible(raw, sgr=sgr)
+    if sgr == "keep" and text != raw:
+        text += "\x1b[0m"  # a colour left on ends with its line
     if line.cut:
         text += f" … [{line.cut:,} bytes cut]"
     who = f" {item.label}" if label else ""
     return f"{stamp}{who} {MARKS.get(line.stream, '?')} {text}"
 
 
-def echo_line(item: StepLine, as_json: bool, label: bool = True) -> None:
+def echo_line(item: StepLine, as_json: bool, label: bool = True, sgr: Sgr = "escape") -> None:
     if as_json:
         click.echo(json.dumps(item.as_dict(), sort_keys=True))
     else:
-        click.echo(format_line(item, label))
+        click.echo(format_line(item, label, sgr), color=sgr == "keep")
+
+
+def colour_sgr(colour: str) -> Sgr:
+    """What ``--color`` (auto, always, never) makes of a line's colour sequences: kept for a
+    terminal (auto: standard output is one, and ``NO_COLOR`` is unset), else shown as text."""
+    if colour == "always":
+        return "keep"
+    if colour == "auto" and sys.stdout.isatty() and not os.environ.get("NO_COLOR"):
+        return "keep"
+    return "escape"
 
 
 def _lines(count: int) -> str:
@@ -63,8 +71,11 @@ class Printer:
     """Prints lines as they come, with a header where a job's next attempt starts (and, with
     ``headers``, before every job attempt), and at the end what each attempt dropped."""
 
-    def __init__(self, as_json: bool, label: bool = True, headers: bool = False) -> None:
+    def __init__(
+        self, as_json: bool, label: bool = True, headers: bool = False, sgr: Sgr = "escape"
+    ) -> None:
         self.as_json = as_json
+        self.sgr = sgr
         self.label = label
         self.headers = headers
         self._last: tuple[str, int] | None = None
@@ -72,9 +83,9 @@ class Printer:
     def line(self, item: StepLine) -> None:
         where = (item.jid, item.attempt)
         if not self.as_json and where != self._last and (self.headers or item.attempt > 1):
-            click.echo(f"── {_visible(item.label)} · attempt {item.attempt} ──")
+            click.echo(f"── {visible(item.label)} · attempt {item.attempt} ──")
         self._last = where
-        echo_line(item, self.as_json, self.label)
+        echo_line(item, self.as_json, self.label, self.sgr)
 
     def dropped(self, follower: Follower) -> None:
         """Say, on stderr, which attempts kept fewer lines than they wrote."""
@@ -83,7 +94,7 @@ class Printer:
                 whole = dropped - cut
                 parts = [f"{_lines(whole)} dropped"] if whole else []
                 parts += [f"{_lines(cut)} cut short"] if cut else []
-                click.echo(f"{_visible(label)} attempt {attempt}: {', '.join(parts)}", err=True)
+                click.echo(f"{visible(label)} attempt {attempt}: {', '.join(parts)}", err=True)
 
 
 @click.command()
@@ -95,6 +106,15 @@ class Printer:
 )
 @click.option("-f", "--follow", "live", is_flag=True, help="Keep printing lines as they come.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per line.")
+@click.option(
+    "--color",
+    "colour",
+    type=click.Choice(["auto", "always", "never"]),
+    default="auto",
+    show_default=True,
+    help="Pass the lines' colour (SGR) sequences on: auto, to a terminal. Any other control "
+    "character is always shown as \\xNN.",
+)
 @connection
 def logs(
     run_id: str | None,
@@ -103,6 +123,7 @@ def logs(
     attempt: int | None,
     live: bool,
     as_json: bool,
+    colour: str,
     redis_url: str | None,
     namespace: str | None,
 ) -> None:
@@ -113,13 +134,14 @@ def logs(
     """
     if (run_id is None) == (jid is None):
         raise click.UsageError("give a RUN (and optionally a STEP) or --job JID")
+    sgr = colour_sgr(colour)
     client = open_client(redis_url, namespace)
     with user_errors():
         if jid is not None:
             joblogs.read(client.engine, jid, None, 0, 1)  # JobNotFound: no job, no kept log
             jobs = [(jid, jid)]
             _check_attempt(client, jobs, attempt, f"job {jid}")
-            printer = Printer(as_json, label=False, headers=True)
+            printer = Printer(as_json, label=False, headers=True, sgr=sgr)
             follower = Follower(client, jobs, live=live, attempt=attempt)
             for item in follow(client, follower, live=live):
                 printer.line(item)
@@ -131,7 +153,7 @@ def logs(
         except NoSuchRun as error:
             raise click.ClickException(str(error)) from None
         _check_attempt(client, jobs, attempt, f"step {step}" if step else f"run {run_id}")
-        printer = Printer(as_json, headers=step is not None)
+        printer = Printer(as_json, headers=step is not None, sgr=sgr)
         follower = Follower(client, jobs, live=live, attempt=attempt)
 
         def more() -> list[tuple[str, str]]:  # a fan-out's items, child runs' jobs: made later

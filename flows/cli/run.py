@@ -38,6 +38,7 @@ from flows.run_specs import manual_run_id
 from flows.runs import RunView, list_run_statuses, load_run, run_document
 from flows.statuses import STYLES
 from flows.submit import submit
+from flows.terminal import visible
 from flows.validate import InvalidFlow, validate_text
 from flows.worker_hook import prepare
 from scheduler.engine.client import Client
@@ -105,9 +106,11 @@ def _print_failures(client: Client, view: RunView) -> None:
     for job in view.failed_jobs:
         failure = job.failure or {}
         err_console.print(
-            Text.assemble((job.jid, "bold red"), f" {job.state}: {failure.get('group', '')}")
+            Text.assemble(
+                (job.jid, "bold red"), f" {job.state}: {visible(str(failure.get('group', '')))}"
+            )
         )
-        message = str(failure.get("message", "")).strip().splitlines()
+        message = visible(str(failure.get("message", ""))).strip().splitlines()
         if len(message) > FAILURE_LINES:  # its first line says what happened, the last where
             message = [message[0], "...", *message[-(FAILURE_LINES - 2) :]]
         err_console.print("\n".join("    " + line for line in message), markup=False)
@@ -359,7 +362,6 @@ def _check_imports(file: Path, text: str, flow_dir: Path) -> None:
             click.echo(finding.format(), err=True)
         click.echo("(--no-check-imports submits it anyway)", err=True)
         raise click.exceptions.Exit(1)
-
 
 
 def latest_run(client: Client) -> str | None:

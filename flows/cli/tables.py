@@ -18,6 +18,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from flows.terminal import visible
+
 KEY_COLUMNS = frozenset({"status", "state"})
 """Columns never cut besides the first (statuses: a cut one reads as another)."""
 PIPED_WIDTH = 400
@@ -36,10 +38,12 @@ def table_console(stderr: bool = False) -> Console:
 
 
 def cell(value: Any) -> Text:
-    """A cell as text (a :class:`Text` keeps its style; anything else is never read as markup)."""
+    """A cell as text (a :class:`Text` keeps its style; anything else is never read as markup).
+    Cells show jobs' and users' text: no control character reaches the terminal."""
     if isinstance(value, Text):
-        return value
-    return Text("" if value is None else str(value))
+        safe = visible(value.plain)
+        return value if safe == value.plain else Text(safe, style=value.style)
+    return Text("" if value is None else visible(str(value)))
 
 
 def fitted(

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import logging
+import socket
 import sys
 from pathlib import Path
+from types import FrameType
 
 import click
 
@@ -14,6 +18,9 @@ from flows.cli.options import connection
 from flows.ui.auth import ENV_TOKEN, Auth, TokenError, is_loopback, load_token
 from flows.ui.roles import RoleAuth
 from flows.users import Users
+from scheduler.engine.backoff import wait_for_server
+
+log = logging.getLogger("flows.ui")
 
 
 def register(group: click.Group) -> None:
@@ -36,6 +43,14 @@ def register(group: click.Group) -> None:
     f"default ${ENV_TOKEN}. Without one, writes are refused.",
 )
 @click.option(
+    "--allowed-host",
+    "allowed_hosts",
+    multiple=True,
+    metavar="NAME",
+    help="Also answer requests naming this server as NAME (a DNS name or address it is reached "
+    "by, e.g. behind a proxy); repeatable. Loopback names and --host are always answered.",
+)
+@click.option(
     "--read-only-open",
     is_flag=True,
     help="Answer reads without a token even on a non-loopback address.",
@@ -56,6 +71,7 @@ def ui(
     host: str,
     port: int,
     token_file: Path | None,
+    allowed_hosts: tuple[str, ...],
     read_only_open: bool,
     flows_dir: Path | None,
     env_file: Path | None,
@@ -67,7 +83,9 @@ def ui(
     /metrics."""
     import uvicorn
 
+    from flows.ui import events
     from flows.ui.app import create_app
+    from flows.ui.guard import allowed_hosts as allowed_hosts_for
 
     logging.basicConfig(
         level=log_level.upper(), stream=sys.stderr, format="%(asctime)s %(levelname)s %(message)s"
@@ -76,12 +94,15 @@ def ui(
         token = load_token(token_file)
     except TokenError as error:
         raise click.ClickException(str(error)) from None
+    listening = _bind(host, port)  # a busy port is said before anything else
     client = open_client(redis_url, namespace)
     users = Users(client)
     with user_errors():
-        client.engine.load()
+        # Started before its server, or during a failover: wait for it, as workers do.
+        wait_for_server(log, "flows ui: starting", client.engine.load, client=client.redis)
         has_users = users.any()
     if token is None and not has_users and not is_loopback(host) and not read_only_open:
+        listening.close()
         raise click.ClickException(
             f"listening on {host} needs a token (--token-file or ${ENV_TOKEN}) or a user "
             "(flows user add), or --read-only-open to answer reads from anyone without one"
@@ -89,7 +110,12 @@ def ui(
     base = Auth.for_server(token, host, read_only_open)
     use_env_file(env_file)  # the webhook triggers' secrets
     auth = RoleAuth(base.token, base.reads_open, users=users)
-    app = create_app(client, auth, flows_dir.resolve() if flows_dir else None)
+    app = create_app(
+        client,
+        auth,
+        flows_dir.resolve() if flows_dir else None,
+        hosts=allowed_hosts_for(host, allowed_hosts),
+    )
     config = uvicorn.Config(
         app,
         host=host,
@@ -99,11 +125,45 @@ def ui(
         server_header=False,
         timeout_graceful_shutdown=5,  # open event streams would otherwise hold the stop forever
     )
-    server = uvicorn.Server(config)
+
+    class _Server(uvicorn.Server):
+        def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+            events.stop_all()  # open streams end now, so the stop waits for none of them
+            super().handle_exit(sig, frame)
+
+    server = _Server(config)
+    bound = listening.getsockname()[1]
+    shown = f"[{host}]" if ":" in host else host
     click.echo(
-        f"flows ui on http://{host}:{port} (dashboard /, API /api/v1/, metrics /metrics; writes "
-        f"{'need the token' if token else 'disabled: no token'})",
+        f"flows ui on http://{shown}:{bound} (dashboard /, API /api/v1/, metrics /metrics; "
+        f"writes {'need a token' if token or has_users else 'disabled: no token'})",
         err=True,
     )
-    server.run()
+    # uvicorn raises the SIGINT it stopped on once more: the stop was clean all the same
+    with contextlib.suppress(KeyboardInterrupt):
+        server.run(sockets=[listening])
     sys.exit(0 if server.started else 1)
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    """A socket bound to ``host``:``port``, before anything says it serves there; a busy port
+    is one line saying what to do."""
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )[0]
+    except socket.gaierror as error:
+        raise click.BadParameter(f"{host!r}: {error.strerror}", param_hint="--host") from None
+    listening = socket.socket(family, kind, proto)
+    listening.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        listening.bind(address)
+    except OSError as error:
+        listening.close()
+        if error.errno == errno.EADDRINUSE:
+            raise click.ClickException(
+                f"port {port} on {host} is already in use (another flows ui?): stop what "
+                "listens there, or choose another port with --port (0: any free port)"
+            ) from None
+        raise click.ClickException(f"cannot listen on {host}:{port}: {error.strerror}") from None
+    return listening

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import functools
+import json
 import logging
+import socket
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -26,18 +28,63 @@ def register(group: click.Group) -> None:
     group.add_command(worker)
 
 
-def serve_metrics(client: Client, queues: list[str], host: str, port: int) -> None:
-    """Serve the metrics of ``queues`` (flows.ui.metrics) from a thread of this process."""
-    from prometheus_client import start_http_server
+def serve_metrics(
+    client: Client, queues: list[str], host: str, port: int, token: str | None
+) -> None:
+    """Serve the metrics of ``queues`` (flows.ui.metrics) from a thread of this process, under
+    ``flows ui``'s rules: its own names only, and the bearer ``token`` when there is one (a
+    presented token must be it)."""
+    import threading
+    from socketserver import ThreadingMixIn
+    from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
+    from prometheus_client import make_wsgi_app
+
+    from flows.ui.auth import bearer_problem, is_loopback
+    from flows.ui.guard import SECURITY_HEADERS, allowed_hosts, host_name
     from flows.ui.metrics import registry
 
+    metrics = make_wsgi_app(registry(client, queues))
+    hosts = allowed_hosts(host)
+    reads_open = is_loopback(host)
+
+    def guarded(environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
+        header = environ.get("HTTP_AUTHORIZATION", "")
+        status, detail = 0, ""
+        if host_name(environ.get("HTTP_HOST", "")) not in hosts:
+            status, detail = 400, "this server does not answer as that host"
+        elif not reads_open or header:
+            status, detail = bearer_problem(header, token) or (0, "")
+        if status:
+            reason = {400: "Bad Request", 401: "Unauthorized", 403: "Forbidden"}[status]
+            body = json.dumps({"detail": detail}).encode()
+            start_response(
+                f"{status} {reason}",
+                [("Content-Type", "application/json"), *SECURITY_HEADERS.items()]
+                + ([("WWW-Authenticate", "Bearer")] if status == 401 else []),
+            )
+            return [body]
+
+        def with_headers(status: str, headers: list[tuple[str, str]], *rest: Any) -> Any:
+            return start_response(status, [*headers, *SECURITY_HEADERS.items()], *rest)
+
+        return metrics(environ, with_headers)
+
+    class Server(ThreadingMixIn, WSGIServer):
+        daemon_threads = True
+        address_family = socket.AF_INET6 if ":" in host else socket.AF_INET
+
+    class Quiet(WSGIRequestHandler):
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
     try:
-        start_http_server(port, addr=host, registry=registry(client, queues))
+        server = make_server(host, port, guarded, Server, Quiet)
     except OSError as error:
         raise click.ClickException(
             f"cannot serve metrics on {host}:{port}: {error.strerror}"
         ) from None
+    threading.Thread(target=server.serve_forever, name="flows-metrics", daemon=True).start()
 
 
 # flows worker runs flows' own hook before each job: a flow step's upstream outputs resolved.
@@ -78,7 +125,16 @@ def worker_settings(func: Callable[..., Any]) -> Callable[..., Any]:
     help="Serve Prometheus metrics of the worker's queues on this port (at /metrics).",
 )
 @click.option(
-    "--metrics-host", default="127.0.0.1", show_default=True, help="Address for --metrics-port."
+    "--metrics-host",
+    default="127.0.0.1",
+    show_default=True,
+    help="Address for --metrics-port; any but loopback needs a token (--metrics-token-file).",
+)
+@click.option(
+    "--metrics-token-file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="File holding the bearer token that metrics requests need; default $FLOWS_UI_TOKEN. "
+    "Needed to serve metrics on a non-loopback address.",
 )
 @env_file_option
 @connection
@@ -88,6 +144,7 @@ def worker(
     metrics_port: int | None,
     metrics_host: str,
     env_file: Path | None,
+    metrics_token_file: Path | None,
     redis_url: str | None,
     namespace: str | None,
 ) -> None:
@@ -107,8 +164,19 @@ def worker(
     with user_errors():
         url = embedded.resolve_url(redis_url)
     if metrics_port is not None:
+        from flows.ui.auth import ENV_TOKEN, TokenError, is_loopback, load_token
+
+        try:
+            token = load_token(metrics_token_file)
+        except TokenError as error:
+            raise click.ClickException(str(error)) from None
+        if token is None and not is_loopback(metrics_host):
+            raise click.ClickException(
+                f"serving metrics on {metrics_host} needs a token (--metrics-token-file or "
+                f"${ENV_TOKEN})"
+            )
         client = open_client(url, namespace)
-        serve_metrics(client, list(settings.queues), metrics_host, metrics_port)
+        serve_metrics(client, list(settings.queues), metrics_host, metrics_port, token)
     with user_errors():  # an unsafe server (eviction policy) is refused with how to fix it
         if processes == 0:
             import_path(settings.paths)  # as a pool child does: see scheduler/worker/__main__.py

@@ -2,7 +2,8 @@
 
 :func:`create_app` builds it around a client and an auth policy; routers are included here,
 so a page is one more router. Request bodies larger than :data:`MAX_BODY` are refused (413)
-before they are read, and every error answers JSON ``{"detail": message}`` with no traceback.
+before the app reads them, and every error answers JSON ``{"detail": message}`` with no
+traceback. :mod:`flows.ui.guard` decides which hosts and origins are answered at all.
 """
 
 from __future__ import annotations
@@ -16,7 +17,18 @@ from fastapi.responses import JSONResponse
 from fastapi.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from flows.ui import api, audit_log, backfills, history, metrics, notifications, pages, start
+from flows.ui import (
+    api,
+    apidocs,
+    audit_log,
+    backfills,
+    guard,
+    history,
+    metrics,
+    notifications,
+    pages,
+    start,
+)
 from flows.ui.auth import Auth
 from flows.ui.state import UiState
 from scheduler.engine.client import Client
@@ -28,7 +40,8 @@ MAX_BODY = 64 * 1024
 
 
 class BodyLimit:
-    """Refuses request bodies over ``limit`` bytes with 413, by header or as they stream in."""
+    """Refuses request bodies over ``limit`` bytes with 413: by their declared length, or read
+    up to the limit when they come chunked."""
 
     def __init__(self, app: ASGIApp, limit: int) -> None:
         self.app = app
@@ -43,42 +56,53 @@ class BodyLimit:
         if declared is not None and (not declared.isdigit() or int(declared) > self.limit):
             await _too_large(self.limit, send)
             return
-        seen = 0
-
-        async def limited() -> Message:
-            nonlocal seen
-            message = await receive()
-            if message["type"] == "http.request":
+        if declared is None and b"transfer-encoding" in headers:
+            # A chunked body has no length to check up front: read it here, up to the limit, so
+            # the answer is 413 before the app sees any of it (a body is at most 64 KiB).
+            messages: list[Message] = []
+            seen = 0
+            while True:
+                message = await receive()
+                if message["type"] != "http.request":
+                    return  # the client left
                 seen += len(message.get("body", b""))
                 if seen > self.limit:
-                    raise _TooLarge
-            return message
+                    await _too_large(self.limit, send)
+                    return
+                messages.append(message)
+                if not message.get("more_body"):
+                    break
 
-        try:
-            await self.app(scope, limited, send)
-        except _TooLarge:
-            await _too_large(self.limit, send)
+            async def replay() -> Message:
+                return messages.pop(0) if messages else await receive()
 
-
-class _TooLarge(Exception):
-    pass
+            await self.app(scope, replay, send)
+            return
+        await self.app(scope, receive, send)
 
 
 async def _too_large(limit: int, send: Send) -> None:
     response = JSONResponse({"detail": f"the request body is larger than {limit} bytes"}, 413)
-    await send({"type": "http.response.start", "status": 413, "headers": response.raw_headers})
+    headers = [*response.raw_headers, (b"connection", b"close")]
+    await send({"type": "http.response.start", "status": 413, "headers": headers})
     await send({"type": "http.response.body", "body": response.body})
 
 
-def create_app(client: Client, auth: Auth, flows_dir: Path | None = None) -> FastAPI:
-    """The ``flows ui`` app on ``client``'s namespace; ``flows_dir``: the folder whose flow files
-    it lists and starts (:mod:`flows.ui.start`)."""
+def create_app(
+    client: Client,
+    auth: Auth,
+    flows_dir: Path | None = None,
+    hosts: frozenset[str] = guard.allowed_hosts("127.0.0.1"),
+) -> FastAPI:
+    """The ``flows ui`` app on ``client``'s namespace, answering as the names in ``hosts`` (see
+    :mod:`flows.ui.guard`); ``flows_dir``: the folder whose flow files it lists and starts
+    (:mod:`flows.ui.start`)."""
     app = FastAPI(
         title="redis-flows",
         summary="Runs, jobs, queues, workers, schedules and failures of a redis-flows namespace.",
         version="1",
         openapi_url=f"{api.PREFIX}/openapi.json",
-        docs_url=f"{api.PREFIX}/docs",
+        docs_url=None,  # apidocs serves it from this machine's files
         redoc_url=None,
     )
     app.state.ui = UiState(client, auth)
@@ -93,6 +117,7 @@ def create_app(client: Client, auth: Auth, flows_dir: Path | None = None) -> Fas
     app.include_router(start.router)
     app.include_router(backfills.router)
     app.include_router(backfills.page_router)
+    apidocs.mount(app)
     app.mount("/static", StaticFiles(directory=pages.HERE / "static"), name="static")
 
     @app.exception_handler(RequestValidationError)
@@ -107,8 +132,14 @@ def create_app(client: Client, auth: Auth, flows_dir: Path | None = None) -> Fas
     @app.exception_handler(Exception)
     async def crashed(request: Request, error: Exception) -> JSONResponse:
         log.exception("%s %s failed", request.method, request.url.path)
-        return JSONResponse({"detail": f"internal error: {type(error).__name__}: {error}"}, 500)
+        # Answered outside the middleware that adds the security headers: add them here.
+        return JSONResponse(
+            {"detail": f"internal error: {type(error).__name__}: {error}"},
+            500,
+            headers=guard.SECURITY_HEADERS,
+        )
 
     app.add_middleware(audit_log.AuditLog, ui=app.state.ui)
     app.add_middleware(BodyLimit, limit=MAX_BODY)
+    app.add_middleware(guard.Guard, hosts=hosts)  # outermost: refusals get the headers too
     return app

@@ -37,6 +37,7 @@ class AuditLog:
         if scope["type"] != "http" or scope.get("method") not in WRITES:
             await self.app(scope, receive, send)
             return
+
         async def watched(message: Message) -> None:
             # Recorded before the answer leaves: a client that saw its change succeed finds it
             # in the audit log.

@@ -4,9 +4,11 @@
   (``--token-file`` or ``FLOWS_UI_TOKEN``); without a configured token writes are refused. No
   cookie ever carries authority, so no request a browser makes on its own can write.
 * Reads need the token too, unless the server listens on loopback only (only this machine can
-  reach it) or was started with ``--read-only-open``.
+  reach it) or was started with ``--read-only-open``. A token that is presented is checked
+  even then: a wrong one is refused, so a bad credential is noticed the day it is set up.
 
 Missing credentials answer 401 (with ``WWW-Authenticate: Bearer``), wrong ones 403.
+:func:`bearer_problem` is the one check, also used by ``flows worker --metrics-port``.
 """
 
 from __future__ import annotations
@@ -72,33 +74,35 @@ class Auth:
         return cls(token, read_only_open or is_loopback(host))
 
     def _check(self, request: Request) -> None:
-        header = request.headers.get("authorization", "")
-        scheme, _, given = header.partition(" ")
-        if not header:
-            raise HTTPException(
-                401,
-                "a bearer token is needed (Authorization: Bearer <token>)",
-                headers={"WWW-Authenticate": "Bearer"},
-            )
-        if scheme.lower() != "bearer" or not given.strip():
-            raise HTTPException(
-                401,
-                "the Authorization header must be 'Bearer <token>'",
-                headers={"WWW-Authenticate": "Bearer"},
-            )
-        if self.token is None:
-            raise HTTPException(
-                403,
-                f"this server takes no writes: start flows ui with --token-file or ${ENV_TOKEN}",
-            )
-        if not hmac.compare_digest(given.strip().encode(), self.token.encode()):
-            raise HTTPException(403, "the token is not this server's")
+        problem = bearer_problem(request.headers.get("authorization", ""), self.token)
+        if problem is not None:
+            status, detail = problem
+            headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+            raise HTTPException(status, detail, headers=headers)
 
     def read(self, request: Request) -> None:
         """A dependency of every read endpoint."""
-        if not self.reads_open:
+        if not self.reads_open or "authorization" in request.headers:
             self._check(request)
 
     def write(self, request: Request) -> None:
         """A dependency of every write endpoint."""
         self._check(request)
+
+
+def bearer_problem(header: str, token: str | None) -> tuple[int, str] | None:
+    """What is wrong with an ``Authorization`` header for a server whose token is ``token``
+    (None: it has none), as an HTTP status and a message; None when it is the token."""
+    scheme, _, given = header.partition(" ")
+    if not header:
+        return 401, "a bearer token is needed (Authorization: Bearer <token>)"
+    if scheme.lower() != "bearer" or not given.strip():
+        return 401, "the Authorization header must be 'Bearer <token>'"
+    if token is None:
+        return 403, (
+            f"this server has no token and takes no writes: start it with --token-file or "
+            f"${ENV_TOKEN}"
+        )
+    if not hmac.compare_digest(given.strip().encode(), token.encode()):
+        return 403, "the token is not this server's"
+    return None

@@ -9,13 +9,16 @@ its place back.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 
+import anyio
 from fastapi import HTTPException
 from fastapi.responses import StreamingResponse
+from starlette.types import Receive, Scope, Send
 
 from flows.steplogs import Follower
 from scheduler.engine.client import Client
@@ -24,30 +27,52 @@ MAX_STREAMS = 32
 KEEPALIVE = 2.0
 
 _open = threading.BoundedSemaphore(MAX_STREAMS)
+# Set when the server stops: every stream ends by itself, so the stop waits for none of them.
+_stopping = threading.Event()
+
+
+def stop_all() -> None:
+    """End every open stream (within a poll's interval): the server is stopping."""
+    _stopping.set()
 
 
 def stream(events: Iterator[str]) -> StreamingResponse:
     """An event-stream response over ``events`` (each a whole event's text)."""
     if not _open.acquire(blocking=False):
         raise HTTPException(503, f"too many open event streams (at most {MAX_STREAMS})")
-    return StreamingResponse(
-        _Held(events),
-        media_type="text/event-stream",
-        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
-    )
+    return _Held(events)
 
 
-class _Held:
-    """Events holding one of the open streams' places, given back when the stream ends, or when
-    it is dropped without ever being read (a client gone before the first event)."""
+class _Held(StreamingResponse):
+    """An event stream holding one of the open streams' places.
+
+    The place is given back, and ``events`` closed (its ``finally`` runs: a subscription is
+    dropped), as soon as the response ends for any reason: the events ran out, the client went
+    (a close or a reset, noticed by the server as a disconnect or as a failed write), or the
+    server stops. Only a response that is never sent at all falls back on ``__del__``.
+    """
 
     def __init__(self, events: Iterator[str]) -> None:
         self.events = events
         self.released = False
+        super().__init__(
+            self._chunks(),
+            media_type="text/event-stream",
+            headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+        )
 
-    def __iter__(self) -> Iterator[str]:
+    async def _chunks(self) -> AsyncIterator[str]:
+        while True:
+            # Not abandoned on cancel: the thread's next() ends within a poll's timeout, and
+            # the generator must be idle before it can be closed.
+            chunk = await anyio.to_thread.run_sync(next, self.events, None)
+            if chunk is None:
+                return
+            yield chunk
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         try:
-            yield from self.events
+            await super().__call__(scope, receive, send)
         finally:
             self.release()
 
@@ -55,6 +80,11 @@ class _Held:
         if not self.released:
             self.released = True
             _open.release()
+            close = getattr(self.events, "close", None)
+            if close is not None:
+                # ValueError: still running in its thread (a server stopping): it ends with it
+                with contextlib.suppress(ValueError):
+                    close()
 
     def __del__(self) -> None:
         self.release()
@@ -73,7 +103,7 @@ def engine_events(client: Client) -> Iterator[str]:
         pubsub.subscribe(channel)
         yield ": listening\n\n"
         quiet_since = time.monotonic()
-        while True:
+        while not _stopping.is_set():
             message = pubsub.get_message(timeout=1.0)
             if message is None:
                 if time.monotonic() - quiet_since > KEEPALIVE:
@@ -96,7 +126,7 @@ def log_lines(client: Client, jid: str, interval: float = 0.2) -> Iterator[str]:
     yield ": following\n\n"
     follower = Follower(client, [(jid, jid)])
     quiet_since = time.monotonic()
-    while True:
+    while not _stopping.is_set():
         lines = follower.poll()
         for item in lines:
             yield event({"attempt": item.attempt, **item.line.as_dict()}, "line")

@@ -15,6 +15,7 @@ from collections import Counter
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any, cast
+from urllib.parse import quote
 
 from fastapi import APIRouter, Depends, HTTPException, Query, Request
 from fastapi.responses import HTMLResponse, JSONResponse
@@ -37,6 +38,11 @@ Ui = api.Ui
 ITEMS_PAGE = 100
 # Runs looked at for the overview's last 24 h, at most.
 OVERVIEW_RUNS = 1000
+# Rows of the other lists per page (a flow's row reads its recent runs: fewer of those), and
+# of the overview's short lists, which end with a link to the whole list.
+LIST_PAGE = 100
+FLOWS_PAGE = 25
+OVERVIEW_LIST = 20
 
 SYMBOLS = {**statuses.SYMBOLS, "paused": "‖"}
 
@@ -64,6 +70,13 @@ def pretty(value: Any) -> str:
     return json.dumps(value, indent=2, sort_keys=True, default=str, ensure_ascii=False)
 
 
+def urlencode(value: Any) -> str:
+    """A value as one URL part, every reserved character encoded ('/' too, unlike Jinja's own
+    ``urlencode``): an id never becomes a path of its own."""
+    return quote(str(value), safe="")
+
+
+templates.env.filters["urlencode"] = urlencode
 templates.env.filters["when"] = when
 templates.env.filters["pretty"] = pretty
 templates.env.filters["duration"] = duration
@@ -89,7 +102,8 @@ def overview(request: Request, ui: Ui) -> HTMLResponse:
             ui, offset=recent["next"], limit=100, flow=None, status=None, since=since, all_runs=True
         )
         runs.extend(recent["items"])
-    queues = api.list_queues(ui, offset=0, limit=api.MAX_LIMIT)["items"]
+    queues = api.list_queues(ui, offset=0, limit=api.MAX_LIMIT)
+    workers = api.list_workers(ui, offset=0, limit=api.MAX_LIMIT, queue=None)
     return render(
         request,
         "overview.html",
@@ -97,11 +111,16 @@ def overview(request: Request, ui: Ui) -> HTMLResponse:
         counted=len(runs),
         running=[r for r in runs if r.get("status") == "running"][:20],
         failures=[r for r in runs if r.get("status") == "failed"][:10],
-        queues=[q for q in queues if int(q.get("backlog") or 0) or int(q.get("leased") or 0)],
-        schedules=api.list_schedules(ui, offset=0, limit=api.MAX_LIMIT)["items"],
+        queues=[
+            q for q in queues["items"] if int(q.get("backlog") or 0) or int(q.get("leased") or 0)
+        ],
+        queues_more=queues["next"] is not None,
+        queues_looked=len(queues["items"]),
+        schedules=api.list_schedules(ui, offset=0, limit=OVERVIEW_LIST),
         services=api.engine_errors(Schedules(ui.client).services),
         now=time.time(),
-        workers=api.list_workers(ui, offset=0, limit=api.MAX_LIMIT, queue=None)["items"],
+        workers=workers["items"],
+        workers_more=workers["next"] is not None,
     )
 
 
@@ -236,10 +255,10 @@ def _params(source: str, file: str) -> list[dict[str, Any]]:
 
 
 @router.get("/flows", response_class=HTMLResponse)
-def flows(request: Request, ui: Ui) -> HTMLResponse:
-    schedules = api.list_schedules(ui, offset=0, limit=api.MAX_LIMIT)["items"]
+def flows(request: Request, ui: Ui, offset: api.Offset = 0) -> HTMLResponse:
+    listed = api.list_schedules(ui, offset=offset, limit=FLOWS_PAGE)
     rows = []
-    for schedule in schedules:
+    for schedule in listed["items"]:
         recent = api.list_runs(
             ui, offset=0, limit=20, flow=schedule["name"], status=None, since=None
         )["items"]
@@ -253,7 +272,7 @@ def flows(request: Request, ui: Ui) -> HTMLResponse:
                 "next_local": _local(schedule["next"], schedule["timezone"]),
             }
         )
-    return render(request, "flows.html", schedules=rows)
+    return render(request, "flows.html", schedules=rows, listed=listed)
 
 
 def _local(moment: float | None, zone: str) -> str:
@@ -268,26 +287,37 @@ def _local(moment: float | None, zone: str) -> str:
 
 
 @router.get("/queues", response_class=HTMLResponse)
-def queues(request: Request, ui: Ui) -> HTMLResponse:
-    listed = api.list_queues(ui, offset=0, limit=api.MAX_LIMIT)["items"]
-    names = [str(q["name"]) for q in listed]
+def queues(request: Request, ui: Ui, offset: api.Offset = 0) -> HTMLResponse:
+    listed = api.list_queues(ui, offset=offset, limit=LIST_PAGE)
+    names = [str(q["name"]) for q in listed["items"]]
     stats = api.engine_errors(lambda: {name: ui.client.queues[name].stats() for name in names})
-    return render(request, "queues.html", queues=listed, stats=stats)
+    return render(request, "queues.html", queues=listed["items"], stats=stats, listed=listed)
 
 
 @router.get("/workers", response_class=HTMLResponse)
-def workers(request: Request, ui: Ui) -> HTMLResponse:
-    listed = api.list_workers(ui, offset=0, limit=api.MAX_LIMIT, queue=None)["items"]
-    return render(request, "workers.html", workers=listed)
+def workers(request: Request, ui: Ui, offset: api.Offset = 0) -> HTMLResponse:
+    listed = api.list_workers(ui, offset=offset, limit=LIST_PAGE, queue=None)
+    return render(request, "workers.html", workers=listed["items"], listed=listed)
 
 
 @router.get("/failures", response_class=HTMLResponse)
 def failures(
-    request: Request, ui: Ui, group: Annotated[str | None, Query(max_length=256)] = None
+    request: Request,
+    ui: Ui,
+    group: Annotated[str | None, Query(max_length=256)] = None,
+    offset: api.Offset = 0,
 ) -> HTMLResponse:
-    groups = api.list_failure_groups(ui, offset=0, limit=api.MAX_LIMIT)["items"]
-    jobs = api.list_failures(ui, group, offset=0, limit=25)["items"] if group else []
-    return render(request, "failures.html", groups=groups, group=group or "", jobs=jobs)
+    """The failure groups; with ``group``, a page of that group's jobs (``offset``)."""
+    groups = api.list_failure_groups(ui, offset=0, limit=api.MAX_LIMIT)
+    jobs = api.list_failures(ui, group, offset=offset, limit=25) if group else None
+    return render(
+        request,
+        "failures.html",
+        groups=groups["items"],
+        groups_more=groups["next"] is not None,
+        group=group or "",
+        jobs=jobs,
+    )
 
 
 @router.get("/jobs/{jid:path}", response_class=HTMLResponse)

@@ -98,7 +98,7 @@ api['backfill.create'] = function(args)
   local id = Backfill.id(cmd, args[1])
   local _, record = Arg.json(cmd, 'record', args[2], 'object', Schedules.MAX_DEFINITION_BYTES)
   if type(record.flow) ~= 'string' then Arg.fail(cmd, 'record.flow must be a string') end
-  Arg.id(cmd, 'record.flow', record.flow)
+  Arg.name(cmd, 'record.flow', record.flow)
   if type(record.definition) ~= 'table' then Arg.fail(cmd, 'record.definition must be an object') end
   if type(record.hash) ~= 'string' then Arg.fail(cmd, 'record.hash must be a string') end
   local max_active = Backfill.limit(cmd, 'max_active', record.max_active)

@@ -81,7 +81,7 @@ end
 api['put.many'] = function(args)
   local cmd = 'PutMany'
   local worker = Arg.id(cmd, 'worker', args[1])
-  local queue = Arg.id(cmd, 'queue', args[2])
+  local queue = Arg.name(cmd, 'queue', args[2])
   local shared = shared_options(cmd, args[3])
   local values = #args - 3
   if values <= 0 or values % PER_JOB ~= 0 then

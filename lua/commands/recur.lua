@@ -44,7 +44,7 @@ end
 
 api['recur'] = function(args)
   local cmd = 'Recur'
-  local queue = Arg.id(cmd, 'queue', args[1])
+  local queue = Arg.name(cmd, 'queue', args[1])
   local jid = Arg.jid(cmd, 'jid', args[2])
   if #jid > MAX_RECUR_JID_BYTES then
     Err.raise('TOOLARGE', cmd .. '(): Arg "jid" is ' .. #jid .. ' bytes, more than the limit of ' ..

@@ -85,7 +85,7 @@ api['subflow.wait'] = function(args)
   local cmd = 'SubflowWait'
   local jid = Arg.jid(cmd, 'jid', args[1])
   local worker = Arg.id(cmd, 'worker', args[2])
-  local queue = Arg.id(cmd, 'queue', args[3])
+  local queue = Arg.name(cmd, 'queue', args[3])
   local child = Runs.id(cmd, args[4], 'child_run_id')
   if #args ~= 4 and #args ~= 6 then
     Arg.fail(cmd, 'give jid, worker, queue, child_run_id and, to submit it, run and jobs')

@@ -52,8 +52,21 @@ local function check_id(cmd, name, value)
   end
   -- One anchored match of the whole value: about twice as fast as searching for a bad
   -- character from every position ([%c ] is [%c%s]: the other white space is control).
-  if not string.find(value, '^[^%c ]*$') then
+  -- C1 control characters (U+0080..U+009F) are \194\128..\194\159 in UTF-8.
+  if not string.find(value, '^[^%c ]*$') or string.find(value, '\194[\128-\159]') then
     fail(cmd, 'Arg "' .. name .. '" contains white space or a control character: ' ..
+      string.format('%q', value))
+  end
+  return value
+end
+
+-- A name that ends up in a URL or a file path: a jid, queue, run id, step, schedule or flow
+-- name. An id (above) that holds no '/' or '\\' and is not '.' or '..', so it is always one
+-- path segment and never walks to another object's.
+local function check_name(cmd, name, value)
+  check_id(cmd, name, value)
+  if string.find(value, '[/\\]') or value == '.' or value == '..' then
+    fail(cmd, 'Arg "' .. name .. '" may not hold "/" or "\\" nor be "." or "..": ' ..
       string.format('%q', value))
   end
   return value
@@ -74,8 +87,20 @@ function Arg.id(cmd, name, value)
   return value
 end
 
+-- Names found valid lately (a memo as the one of ids above; separate: a name is stricter).
+local names = { ids = {}, count = 0 }
+
+function Arg.name(cmd, name, value)
+  if names.ids[value] then return value end
+  check_name(cmd, name, value)
+  if names.count >= MAX_CHECKED then names.ids, names.count = {}, 0 end
+  names.ids[value] = true
+  names.count = names.count + 1
+  return value
+end
+
 function Arg.jid(cmd, name, value)
-  check_id(cmd, name, value)
+  check_name(cmd, name, value)
   -- Every reserved suffix starts with '-': most jids (hex uuids) have none to look at.
   if not string.find(value, '-', 1, true) then return value end
   for _, suffix in ipairs(RESERVED_SUFFIXES) do

@@ -105,7 +105,7 @@ end
 
 function Put.parse(cmd, args)
   local worker = Arg.id(cmd, 'worker', args[1])
-  local queue = Arg.id(cmd, 'queue', args[2])
+  local queue = Arg.name(cmd, 'queue', args[2])
   local p = base(cmd, worker, queue, args[3], args[4], args[5], args[6])
   -- Most puts have no options: their defaults are above (the others are nil).
   if #args > 6 then
@@ -157,7 +157,7 @@ end
 function Put.parse_spec(cmd, spec, worker, known)
   local delay = spec.delay
   if delay == nil then delay = 0 elseif delay == cjson.null then delay = '' end
-  local p = base(cmd, worker, Arg.id(cmd, 'queue', text(spec.queue)), text(spec.jid),
+  local p = base(cmd, worker, Arg.name(cmd, 'queue', text(spec.queue)), text(spec.jid),
     text(spec.klass), text(spec.data), delay)
   if not is_empty_list(spec.tags) then
     p.tags = Arg.id_items(cmd, 'tags', spec.tags, Arg.id, Arg.MAX_TAGS)

@@ -39,7 +39,7 @@ local UNFINISHED = { waiting = true, scheduled = true, running = true, depends =
 -- A run id: an id that does not end in '-jobs' (run `x`'s job list is the key `run:x-jobs`).
 function Runs.id(cmd, value, name)
   name = name or 'run_id'
-  Arg.id(cmd, name, value)
+  Arg.name(cmd, name, value)
   if string.sub(value, -5) == '-jobs' then
     Arg.fail(cmd, 'Arg "' .. name .. '" may not end in "-jobs" (reserved by the key layout): ' .. value)
   end
@@ -57,7 +57,7 @@ function Runs.parse(cmd, run_id, run_text, jobs_text)
   if type(run.flow) ~= 'string' or run.flow == '' then
     Arg.fail(cmd, 'run.flow must be a non-empty string')
   end
-  Arg.id(cmd, 'run.flow', run.flow)
+  Arg.name(cmd, 'run.flow', run.flow)
   local _, specs = Arg.json(cmd, 'jobs', jobs_text, 'array', Runs.MAX_BYTES)
   if #specs == 0 then Arg.fail(cmd, 'a run needs at least one job') end
   if #specs > Runs.MAX_JOBS then

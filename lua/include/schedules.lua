@@ -33,7 +33,7 @@ end
 
 -- A schedule's name is its flow's name: an id.
 function Schedules.name(cmd, value)
-  return Arg.id(cmd, 'name', value)
+  return Arg.name(cmd, 'name', value)
 end
 
 -- Whether the score Redis holds (text or nil) is `expected` (a number, or nil for none).

@@ -13,11 +13,13 @@ from __future__ import annotations
 import logging
 import random
 import threading
+import time
+from collections.abc import Callable
 
 import redis
 
 from scheduler.engine import faults
-from scheduler.engine.errors import FlowsError
+from scheduler.engine.errors import ClusterDown, FlowsError, ReadOnlyReplica, SlotMoving
 
 FIRST = 0.1
 CAP = 30.0
@@ -31,6 +33,11 @@ def transient(error: BaseException) -> bool:
     return isinstance(
         error,
         (
+            # a cluster or Sentinel with no master for the namespace (a failover that outlasted
+            # the client's own wait) gets one in the end
+            ClusterDown,
+            ReadOnlyReplica,
+            SlotMoving,
             faults.ServerUnavailable,
             faults.ServerOutOfMemory,
             faults.ServerReadOnly,
@@ -111,4 +118,35 @@ class Backoff:
             self.log.debug("%s: could not start the embedded server: %s", self.what, error)
 
 
-__all__ = ["CAP", "FIRST", "Backoff", "transient"]
+def wait_for_server(
+    log: logging.Logger,
+    what: str,
+    attempt: Callable[[], object],
+    *,
+    stop: threading.Event | None = None,
+    client: redis.Redis | None = None,
+) -> bool:
+    """Call ``attempt`` until it succeeds (True), or ``stop`` is set meanwhile (False).
+
+    A long-lived process starting while its server is away (down, or a Sentinel with no master
+    during a failover) waits for it with the pauses of :class:`Backoff`, one log line per
+    change, as pool workers do. Faults that waiting cannot cure raise at once."""
+    backoff = Backoff(log, what, client=client)
+    while stop is None or not stop.is_set():
+        try:
+            attempt()
+        except Exception as error:
+            if not transient(error):
+                raise
+            pause = backoff.failed(error)
+            if stop is None:
+                time.sleep(pause)
+            else:
+                stop.wait(pause)
+            continue
+        backoff.succeeded()
+        return True
+    return False
+
+
+__all__ = ["CAP", "FIRST", "Backoff", "transient", "wait_for_server"]

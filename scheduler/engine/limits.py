@@ -9,8 +9,10 @@ payload Python cannot even encode (NaN, a value nested 10,000 deep) gets the sam
 instead of a ``ValueError`` or ``RecursionError`` from :mod:`json`.
 
 =========================  ==========================================================
-ids                        1..256 bytes (UTF-8), no white space or control character:
-                           jids, queues, workers, klasses, groups, tags
+ids                        1..256 bytes (UTF-8), no white space or control character (C0,
+                           DEL, C1): jids, queues, workers, klasses, groups, tags
+names                      ids that become one URL or path segment: no ``/`` or ``\\``, not
+                           ``.`` or ``..``: jids, queues, run ids, schedule and flow names
 jids                       may not end in ``-history``, ``-dependencies``, ``-dependents``
 payloads                   data, result, failure message: at most 512 KiB of JSON text;
                            JSON at most 1,000 levels deep (the server's JSON decoder)
@@ -47,9 +49,11 @@ MAX_FANOUT_ITEMS = 10_000
 """Items of a foreach over a step's output (the engine's ``Fanout.MAX_ITEMS``)."""
 RESERVED_JID_SUFFIXES = ("-history", "-dependencies", "-dependents")
 
-# Lua's %s and %c in the C locale: bytes 0-32 and 127.
-# White space and control bytes (0-32 and 127): the bytes Lua's Arg.id refuses.
-_FORBIDDEN_ID_CHARS = re.compile("[\\x00-\\x20\\x7f]")
+# White space and control characters (bytes 0-32 and 127, Lua's %s and %c in the C locale, and
+# the C1 controls U+0080..U+009F): what Lua's Arg.id refuses.
+_FORBIDDEN_ID_CHARS = re.compile("[\\x00-\\x20\\x7f-\\x9f]")
+# What Lua's Arg.name refuses besides.
+_FORBIDDEN_NAME_CHARS = re.compile(r"[/\\]")
 
 
 def display(command: str) -> str:
@@ -106,9 +110,20 @@ def _utf8(command: str, name: str, text: str) -> bytes:
         ) from None
 
 
+def check_name(command: str, name: str, value: Any) -> str:
+    """A name (a jid, queue, run id, schedule or flow name): an id that is always one URL or
+    path segment: no ``/`` or ``\\``, and not ``.`` or ``..``."""
+    check_id(command, name, value)
+    if _FORBIDDEN_NAME_CHARS.search(value) or value in (".", ".."):
+        raise _invalid(
+            command, f'Arg "{name}" may not hold "/" or "\\" nor be "." or "..": {value[:40]!r}'
+        )
+    return str(value)
+
+
 def check_jid(command: str, name: str, value: Any) -> str:
-    """A job id: an id that does not end in a suffix the key layout reserves."""
-    jid = check_id(command, name, value)
+    """A job id: a name that does not end in a suffix the key layout reserves."""
+    jid = check_name(command, name, value)
     for suffix in RESERVED_JID_SUFFIXES:
         if jid.endswith(suffix):
             raise _invalid(
@@ -304,6 +319,7 @@ __all__ = [
     "check_ids",
     "check_integer",
     "check_jid",
+    "check_name",
     "check_number",
     "check_payload_text",
     "check_priority",

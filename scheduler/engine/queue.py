@@ -228,7 +228,7 @@ class Queue:
         extensions: list[Any],
     ) -> PutResult:
         # The engine's own limits, checked before the round trip (scheduler/engine/limits.py).
-        limits.check_id(command, "queue", self.name)
+        limits.check_name(command, "queue", self.name)
         jid, name, payload, delay = _checked_job(command, klass, data, jid, delay)
         _check_counts(command, priority, retries)
         options: list[Any] = []
@@ -285,7 +285,7 @@ class Queue:
         refusal only the engine can make leaves the calls before it written.
         """
         command = "put.many"
-        limits.check_id(command, "queue", self.name)
+        limits.check_name(command, "queue", self.name)
         options = self._shared_options(
             command,
             priority=priority,

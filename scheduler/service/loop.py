@@ -33,7 +33,7 @@ from pathlib import Path
 from types import FrameType
 
 from scheduler.cron.catchup import DEFAULT_GRACE_SECONDS, MAX_CATCHUP_RUNS, Skip
-from scheduler.engine.backoff import Backoff
+from scheduler.engine.backoff import Backoff, wait_for_server
 from scheduler.engine.client import Client
 from scheduler.engine.errors import EngineError
 from scheduler.engine.safety import check_eviction_policy
@@ -511,9 +511,21 @@ class SchedulerService:
         interval, never two of one kind at once; a late step runs once, not once per miss."""
         from apscheduler.schedulers.background import BackgroundScheduler
 
-        check_eviction_policy(self.client.redis, who=f"scheduler service {self.service_id}")
         if install_signals:
             self._install_signals()
+        # Started during a failover or before its server: wait for it, as pool workers do.
+        ready = wait_for_server(
+            log,
+            f"scheduler {self.service_id}: starting",
+            lambda: check_eviction_policy(
+                self.client.redis, who=f"scheduler service {self.service_id}"
+            ),
+            stop=self._stopping,
+            client=self.client.redis,
+        )
+        if not ready:
+            log.info("scheduler %s stopped before its server was reachable", self.service_id)
+            return
         log.info(
             "scheduler %s watching %s as source %s", self.service_id, self.flows_dir, self.origin
         )

@@ -69,6 +69,10 @@ CASES: list[tuple[list[str], str]] = [
     (["queues", "--redis", "redis+cluster://:secret@127.0.0.1:0"], "host:port"),
     (["queues", "--redis", "redis://127.0.0.1:1/0?wait=many"], "wait=<replicas"),
     (["queues", "--redis", "redis://127.0.0.1:1/0?wait=1&wait_timeout=0"], "wait_timeout"),
+    (["run", "{flow}", "--run-id", "evil/../good", "--detach"], 'may not hold "/"'),
+    (["run", "{flow}", "--run-id", "..", "--detach"], 'nor be "." or ".."'),
+    (["run", "{flow}", "--run-id", "csi\u009b2J", "--detach"], "control character"),
+    (["job", "x/../../runs/r"], 'may not hold "/"'),
 ]
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -52,15 +53,36 @@ def browser() -> Iterator[Any]:
 @pytest.fixture
 def page(browser: Any, base: str) -> Iterator[Any]:
     """A fresh tab at 1280x800, closed before the server stops (its event streams end first);
-    ``page.errors`` collects uncaught script errors."""
+    ``page.errors`` collects uncaught script errors and what the security policy blocked."""
     context = browser.new_context(viewport={"width": 1280, "height": 800})
     opened = context.new_page()
     opened.set_default_timeout(10_000)
     errors: list[str] = []
     opened.on("pageerror", lambda error: errors.append(str(error)))
+    # anything the Content-Security-Policy blocked is an error of the page too
+    opened.on(
+        "console",
+        lambda message: (
+            errors.append(message.text) if "Content Security Policy" in message.text else None
+        ),
+    )
     opened.errors = errors
+    opened.wait_for_function = lambda expression, **options: _wait_for(opened, expression, options)
     yield opened
     context.close()
+
+
+def _wait_for(page: Any, expression: str, options: dict[str, Any]) -> None:
+    """``page.wait_for_function`` that works under the pages' Content-Security-Policy.
+
+    Playwright polls a predicate given as text with ``eval`` inside the page, which the policy
+    forbids (no 'unsafe-eval'); ``page.evaluate`` goes through the DevTools protocol, which it
+    does not govern, so the predicate is polled from here instead."""
+    deadline = time.monotonic() + float(options.get("timeout") or 10_000) / 1000
+    while not page.evaluate(expression):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out waiting for {expression}")
+        page.wait_for_timeout(50)
 
 
 @pytest.fixture

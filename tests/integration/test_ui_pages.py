@@ -38,7 +38,7 @@ def test_pages_need_the_token_when_reads_are_not_open(client: Client) -> None:
 
 def test_assets_bad_queries_and_escaping(client: Client) -> None:
     Schedules(client).ping("svc-<u>1</u>", {"host": "h"}, time.time())
-    queue = client.queues["<b>q</b>"]
+    queue = client.queues["<b>q<i>"]  # a queue name is one path segment: no '/'
     jid = queue.put("<i>klass</i>", {"note": "<script>alert(1)</script>"})
     with serve(client, Auth(None, reads_open=True)) as base:
         api = Api(base, token=None)
@@ -52,7 +52,7 @@ def test_assets_bad_queries_and_escaping(client: Client) -> None:
         overview = api.get("/").body
         assert "svc-&lt;u&gt;1&lt;/u&gt; " in overview and "last tick" in overview
         queues = api.get("/queues").body
-        assert "<b>q</b>" not in queues and "&lt;b&gt;q&lt;/b&gt;" in queues
+        assert "<b>q<i>" not in queues and "&lt;b&gt;q&lt;i&gt;" in queues
 
 
 def test_a_run_of_an_unregistered_flow_is_drawn_from_its_own_file(

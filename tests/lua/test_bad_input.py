@@ -49,9 +49,19 @@ BAD_IDS = [
     ("a\tb", InvalidArgument),
     ("a\nb", InvalidArgument),
     ("nul\x00l", InvalidArgument),
+    ("c1\u0085", InvalidArgument),
+    ("csi\u009b2J", InvalidArgument),
+]
+# Names (jids, queues, run ids, schedule and flow names) are single URL and path segments.
+BAD_NAMES = [
+    *BAD_IDS,
+    ("x/../y", InvalidArgument),
+    ("a\\b", InvalidArgument),
+    ("..", InvalidArgument),
+    (".", InvalidArgument),
 ]
 BAD_JIDS = [
-    *BAD_IDS,
+    *BAD_NAMES,
     ("x-history", InvalidArgument),
     ("x-dependents", InvalidArgument),
     ("x-dependencies", InvalidArgument),
@@ -92,10 +102,15 @@ def case(
 
 
 def ids(
-    command: str, prefix: list[Any], name: str, suffix: list[Any] | None = None, jid: bool = False
+    command: str,
+    prefix: list[Any],
+    name: str,
+    suffix: list[Any] | None = None,
+    jid: bool = False,
+    named: bool = False,
 ) -> None:
-    """Each bad id (or jid) in the place of argument `name`."""
-    for value, error in BAD_JIDS if jid else BAD_IDS:
+    """Each bad id (or jid, or name) in the place of argument `name`."""
+    for value, error in BAD_JIDS if jid else BAD_NAMES if named else BAD_IDS:
         args = [*prefix, value, *(suffix or [])]
         case(command, args, error, name, id=f"{name}={value[:12]!r}")
 
@@ -131,7 +146,7 @@ for command in ("put", "requeue"):
         name = ["worker", "queue", "jid", "klass", "data", "delay"][missing]
         case(command, PUT[:missing], InvalidArgument, name, id=f"missing-{name}")
     ids(command, [], "worker", PUT[1:])
-    ids(command, PUT[:1], "queue", PUT[2:])
+    ids(command, PUT[:1], "queue", PUT[2:], named=True)
     ids(command, PUT[:2], "jid", PUT[3:], jid=True)
     ids(command, PUT[:3], "klass", PUT[4:])
     objects(command, PUT[:4], "data", PUT[5:])
@@ -165,7 +180,7 @@ MANY = ["client", "q", "", "new-1", "K", "{}", "0", "new-2", "K", "{}", "0"]
 for missing, name in enumerate(["worker", "queue"]):
     case("put.many", MANY[:missing], InvalidArgument, name, id=f"missing-{name}")
 ids("put.many", [], "worker", MANY[1:])
-ids("put.many", MANY[:1], "queue", MANY[2:])
+ids("put.many", MANY[:1], "queue", MANY[2:], named=True)
 case("put.many", MANY[:3], InvalidArgument, "jobs", id="no-jobs")
 case("put.many", [*MANY, "new-3", "K"], InvalidArgument, "jobs", id="short-group")
 for value, error in BAD_OBJECTS[1:]:  # '' means no options
@@ -540,7 +555,7 @@ case("recur.tag", ["rec", *json.loads(TOO_MANY_TAGS)], TooLarge, "tags", id="65"
 RUN = ["run-2", '{"flow": "f"}']
 JOB = {"jid": "f-1", "queue": "q", "klass": "K", "data": "{}"}
 case("flow.submit", [], InvalidArgument, "run_id", id="missing")
-ids("flow.submit", [], "run_id", [RUN[1], json.dumps([JOB])])
+ids("flow.submit", [], "run_id", [RUN[1], json.dumps([JOB])], named=True)
 objects("flow.submit", RUN[:1], "run", [json.dumps([JOB])])
 case("flow.submit", ["run-2", "{}", json.dumps([JOB])], InvalidArgument, "flow", id="no-flow")
 case(
@@ -593,7 +608,7 @@ case(
     id="job-exists",
 )
 case("run.get", [], InvalidArgument, "run_id", id="missing")
-ids("run.get", [], "run_id")
+ids("run.get", [], "run_id", named=True)
 for value, error in BAD_IDS[1:]:  # '' means every flow
     case("runs", [value], error, "flow", id=f"flow={value[:12]!r}")
 case(

@@ -136,11 +136,11 @@ def test_entries_follow_a_worker_that_registers_again(lua: Lua) -> None:
 
 def test_a_lean_reply_says_of_each_job_what_get_says(lua: Lua) -> None:
     # Spliced together per job (pop.lua): escapes, integers, our options, two expiries in a call.
-    lua.put("a/1", klass='K"x\\y', data='{"s": "é \\"q\\" /"}', priority=-3, tags=["x/y", "z"])
+    lua.put('a"1', klass='K"x\\y', data='{"s": "é \\"q\\" /"}', priority=-3, tags=["x/y", "z"])
     lua.put("b", ttr=7, throttle="t/1", concurrency_key='k"1')
     lua.put("c", retries=0)
     popped = lua("pop.lean", "q", "w1", 3, now=T0 + 1)
-    assert [job["jid"] for job in popped] == ["a/1", "b", "c"]
+    assert [job["jid"] for job in popped] == ['a"1', "b", "c"]
     for job in popped:
         described = lua.job(job["jid"], now=T0 + 1)
         assert described is not None and job["popped"] == T0 + 1

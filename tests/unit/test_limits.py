@@ -111,3 +111,16 @@ def test_flow_submission_limits() -> None:
         limits.check_flow_submission("flow.submit", limits.MAX_FLOW_JOBS + 1, "[]")
     with pytest.raises(TooLarge, match="jobs"):
         limits.check_flow_submission("flow.submit", 1, "x" * (limits.MAX_FLOW_BYTES + 1))
+
+
+@pytest.mark.parametrize("value", ["x/../y", "a\\b", "..", ".", "c1\u0085", "a b", ""])
+def test_names_are_single_path_segments(value: str) -> None:
+    with pytest.raises(InvalidArgument, match='Arg "queue"'):
+        limits.check_name("put", "queue", value)
+    with pytest.raises(InvalidArgument, match='Arg "jid"'):
+        limits.check_jid("put", "jid", value)
+
+
+@pytest.mark.parametrize("value", ["q", "etl@20261126T105728Z-43c5d8", "run:step[3]", "a..b", "ü"])
+def test_names_may_hold_dots_colons_and_letters_of_any_script(value: str) -> None:
+    assert limits.check_name("put", "queue", value) == value

@@ -1,0 +1,79 @@
+"""``flows worker --metrics-port`` under ``flows ui``'s rules: a non-loopback address needs a
+token, a presented token must be the right one, and only the server's own names are answered."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+from scheduler.embedded import EmbeddedServer
+
+ROOT = Path(__file__).resolve().parents[2]
+FLOWS = str(Path(sys.executable).parent / "flows")
+TOKEN = "metrics-token-0123456789abcdef"
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def _status(url: str, headers: dict[str, str]) -> int:
+    request = urllib.request.Request(url, headers=headers)
+    try:
+        with urllib.request.urlopen(request, timeout=5) as reply:
+            reply.read()
+            return int(reply.status)
+    except urllib.error.HTTPError as error:
+        return int(error.code)
+
+
+def test_metrics_on_a_non_loopback_address_need_a_token(server: EmbeddedServer) -> None:
+    env = dict(os.environ, FLOWS_REDIS_URL=server.url)
+    env.pop("FLOWS_UI_TOKEN", None)
+    done = subprocess.run(
+        [FLOWS, "worker", "-q", "q", "--processes", "0", "--metrics-port", str(free_port()),
+         "--metrics-host", "0.0.0.0"],
+        env=env, cwd=ROOT, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 1
+    assert done.stderr.strip().count("\n") == 0, done.stderr
+    assert "0.0.0.0" in done.stderr and "--metrics-token-file" in done.stderr
+
+
+def test_a_presented_token_must_be_the_right_one(server: EmbeddedServer, tmp_path: Path) -> None:
+    token_file = tmp_path / "token"
+    token_file.write_text(TOKEN + "\n")
+    port = free_port()
+    env = dict(os.environ, FLOWS_REDIS_URL=server.url)
+    env.pop("FLOWS_UI_TOKEN", None)
+    worker = subprocess.Popen(
+        [FLOWS, "worker", "-q", "q", "--processes", "0", "--metrics-port", str(port),
+         "--metrics-token-file", str(token_file)],
+        env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    url = f"http://127.0.0.1:{port}/metrics"
+    try:
+        deadline = time.monotonic() + 15
+        while True:
+            try:
+                status = _status(url, {})
+                break
+            except OSError:
+                assert time.monotonic() < deadline, "no metrics served"
+                time.sleep(0.1)
+        assert status == 200  # loopback: reads are open
+        assert _status(url, {"Authorization": f"Bearer {TOKEN}"}) == 200
+        assert _status(url, {"Authorization": "Bearer wrong-" + TOKEN}) == 403
+        assert _status(url, {"Authorization": "Basic eDp5"}) == 401
+        assert _status(url, {"Host": "evil.example.com"}) == 400
+    finally:
+        worker.terminate()
+        worker.wait(30)
