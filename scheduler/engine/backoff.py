@@ -4,10 +4,10 @@ A worker or the scheduler service that cannot reach its server, or finds it full
 keeps trying with growing pauses (``first``, doubled each attempt up to ``cap``, with jitter so
 that many processes do not retry in step). The cap is 2 s, so once a failover or a healed
 partition gives the server back, every process is working again within 2 s (a 30 s cap kept
-workers idle for up to half a minute after the server was back). It logs a warning when the fault starts or changes
-(unreachable → out of memory), and one line when it is over, rather than a line per attempt. A
-process that uses the embedded server of the default data directory starts it again when it is
-down, as any ``flows`` command would.
+workers idle for up to half a minute after the server was back). It logs a warning when the
+fault starts or changes (unreachable → out of memory), and one line when it is over, rather
+than a line per attempt. A process that uses the embedded server of the default data directory
+starts it again when it is down, as any ``flows`` command would.
 """
 
 from __future__ import annotations

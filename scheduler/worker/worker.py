@@ -872,16 +872,22 @@ class Worker:
     def _renew_lease(self) -> None:
         """Renew the liveness lease (the monitor, every ``lease_seconds / LEASE_RENEWALS``).
 
-        A lease reaped since the last renewal (the process was paused longer than the lease, or
-        could not reach Redis) means other workers have taken its jobs back: every job held is
-        checked with the engine at once, and dropped or stopped when it is no longer ours.
+        Each renewal names the jobs held: one locked to this worker that it does not hold is
+        given back by the engine. A lease reaped since the last renewal (the process was paused
+        longer than the lease, or could not reach Redis) means other workers have taken its jobs
+        back: every job held is checked with the engine at once, and dropped or stopped when it
+        is no longer ours.
         """
         with self._lease_guard:
             sent = time.monotonic()
             self._next_lease = sent + self.lease_seconds / LEASE_RENEWALS
+            # The jobs held, so the engine gives back at once any job locked to this worker
+            # that it does not hold (a pop's or a complete's reply lost: lua/include/lease.lua).
+            with self._lock:
+                held = dumps(list(self._active))
             try:
                 reply = json.loads(
-                    self.client.engine.call("worker.lease", self.name, self.lease_seconds)
+                    self.client.engine.call("worker.lease", self.name, self.lease_seconds, held)
                 )
             except (redis.RedisError, EngineError, ValueError) as error:
                 log.warning("worker %s: lease not renewed (%s)", self.name, error)
@@ -889,6 +895,13 @@ class Worker:
             lost = self._leased and not reply.get("held")
             self._leased = True
             self._lease_until = sent + self.lease_seconds
+        if reply.get("returned"):
+            log.warning(
+                "worker %s: %d job(s) locked to it that it did not hold were given back (a"
+                " reply lost on the way)",
+                self.name,
+                reply["returned"],
+            )
         if lost:
             log.warning("worker %s: its lease lapsed and its jobs were taken back", self.name)
             with self._lock:
