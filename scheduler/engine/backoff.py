@@ -19,7 +19,7 @@ import threading
 import redis
 
 from scheduler.engine import faults
-from scheduler.engine.errors import FlowsError
+from scheduler.engine.errors import ClusterError, FlowsError, NamespaceNotInOneSlot
 
 FIRST = 0.1
 CAP = 2.0
@@ -30,9 +30,12 @@ def transient(error: BaseException) -> bool:
     password or a missing permission stays wrong however long one waits."""
     if isinstance(error, (faults.AuthenticationFailed, faults.PermissionDenied)):
         return False
+    if isinstance(error, NamespaceNotInOneSlot):  # a wrong namespace stays wrong
+        return False
     return isinstance(
         error,
         (
+            ClusterError,  # a failover settling, replicas away (NotReplicated): they come back
             faults.ServerUnavailable,
             faults.ServerOutOfMemory,
             faults.ServerReadOnly,

@@ -509,7 +509,10 @@ def split_durability(url: str) -> tuple[str, Durability | None]:
     query = parse_qs(parts.query, keep_blank_values=True)
     options = {key: query.pop(key)[-1] for key in DURABILITY_OPTIONS if key in query}
     rest = "&".join(f"{key}={value}" for key, values in query.items() for value in values)
-    stripped = parts._replace(query=rest).geturl()
+    # Cut by hand: urlsplit's geturl() drops the empty host of unix:///path URLs.
+    base, _, _ = url.partition("?")
+    fragment = f"#{parts.fragment}" if parts.fragment else ""
+    stripped = base + (f"?{rest}" if rest else "") + fragment
     if "wait" not in options:
         return url, None
     try:

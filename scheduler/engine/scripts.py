@@ -288,10 +288,26 @@ class Engine:
             raise fault from error
         return float(seconds) + float(micros) / 1_000_000
 
-    def command(self, *args: Any) -> Any:
+    def command(self, *args: Any, writes: bool = False) -> Any:
         """A plain Redis command (not an engine call) on this engine's server, sent as engine
         calls are (over a kept connection where it can: engine/direct_calls.py); redis-py's
-        exceptions as ``execute_command`` raises them. Our worker waits on its inbox this way."""
+        exceptions as ``execute_command`` raises them. Our worker waits on its inbox this way.
+
+        ``writes``: the command changes data (``BLPOP``), so with ``durability`` it is followed
+        by ``WAIT`` as an engine write is, and raises :class:`NotReplicated` when too few
+        replicas have it: a job taken from an inbox on a master cut off from its replicas is not
+        run (the engine gives it back once the worker's lease says it does not hold it)."""
+        if writes and self.durability is not None:
+            pipe = self.route.target().pipeline(transaction=False)
+            pipe.execute_command(*args)  # type: ignore[no-untyped-call]
+            wait = ("WAIT", self.durability.replicas, int(self.durability.timeout * 1000))
+            pipe.execute_command(*wait)  # type: ignore[no-untyped-call]
+            reply, acknowledged = pipe.execute(raise_on_error=False)
+            if isinstance(reply, Exception):
+                raise reply
+            if reply is not None:  # nothing taken, nothing to lose
+                self.durability.check(acknowledged, str(args[0]))
+            return reply
         if self._direct is not None:
             try:
                 return self._direct.call(*args)

@@ -52,7 +52,7 @@ import redis
 from scheduler.engine import limits
 from scheduler.engine.backoff import Backoff, transient
 from scheduler.engine.client import Client
-from scheduler.engine.errors import ClusterError, EngineError
+from scheduler.engine.errors import ClusterError, EngineError, NotReplicated
 from scheduler.engine.faults import ServerOutOfMemory
 from scheduler.engine.job import Job, dumps
 from scheduler.engine.safety import check_eviction_policy
@@ -285,7 +285,9 @@ class Worker:
                 check_eviction_policy(self.client.redis, who=f"worker {self.name}")
                 self._register()
             except Exception as error:
-                waits = isinstance(error, ServerOutOfMemory) or (
+                # A master without the replicas `?wait=N` asks for refuses writes until they
+                # are back: waited out as a full server is.
+                waits = isinstance(error, ServerOutOfMemory | NotReplicated) or (
                     self.wait_for_server and transient(error)
                 )
                 if not waits:

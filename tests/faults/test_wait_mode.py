@@ -1,0 +1,62 @@
+"""The mode that waits for replicas (``?wait=1``) against a master that has none, as a master cut
+off from its replicas by a partition: nothing it hands out runs, and once a replica is back every
+job runs once. Real servers, a real worker thread."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from fault_support import Valkey
+
+from scheduler.engine.client import Client
+from scheduler.engine.errors import NotReplicated
+from scheduler.worker import Worker
+
+WAIT = "?wait=1&wait_timeout=0.2"
+
+
+@pytest.fixture
+def master(servers: list[Valkey], tmp_path: Path) -> Valkey:
+    server = Valkey(tmp_path / "master", tcp=True)
+    servers.append(server)
+    return server
+
+
+def test_an_inbox_read_that_is_not_replicated_raises(master: Valkey) -> None:
+    engine = Client(master.url() + WAIT).engine
+    assert engine.command("BLPOP", "inbox", 0.05, writes=True) is None  # nothing taken
+    master.admin().rpush("inbox", "[]")
+    with pytest.raises(NotReplicated, match="BLPOP"):
+        engine.command("BLPOP", "inbox", 0.05, writes=True)
+
+
+def test_a_master_without_replicas_gives_no_job_to_a_worker_until_one_is_back(
+    master: Valkey, servers: list[Valkey], tmp_path: Path
+) -> None:
+    plain = Client(master.url())
+    jids = [plain.queues["q"].put("builtins.print", {}) for _ in range(5)]
+    worker = Worker(Client(master.url() + WAIT, worker_name="w1"), ["q"], poll_interval=0.1)
+    thread = threading.Thread(target=worker.run, daemon=True)
+    thread.start()
+    try:
+        time.sleep(3)  # the worker polls and is refused: real time, as a partition lasts
+        # Nothing ran: every pop was followed by a WAIT that no replica answered.
+        states = {plain.jobs[jid].state for jid in jids}
+        assert not states & {"complete", "failed"}, states
+        replica = Valkey(tmp_path / "replica", tcp=True)
+        servers.append(replica)
+        replica.replica_of(master)
+        deadline = time.monotonic() + 15
+        while {plain.jobs[jid].state for jid in jids} != {"complete"}:
+            assert time.monotonic() < deadline, {plain.jobs[jid].state for jid in jids}
+            time.sleep(0.05)
+    finally:
+        worker.stop()
+        thread.join(15)
+    # Each ran once, after the replica was back: a refused pop's jobs came back to the queue.
+    for jid in jids:
+        history = [entry["what"] for entry in plain.jobs[jid].history]
+        assert history.count("done") == 1, history
