@@ -494,6 +494,21 @@ class Durability:
             )
 
 
+# How a scheduler service fires ticks when its server has replicas and its URL asks for no
+# WAIT: a tick a minute can afford the round trip, and a tick written only to a master that a
+# partition then deposes would fire again on the new one (run twice).
+TICK_DURABILITY = Durability(1, 2.0)
+
+
+def connected_replicas(client: redis.Redis) -> int:
+    """How many replicas are connected to the server ``client`` reaches (0 if INFO is refused)."""
+    try:
+        info = client.info("replication")
+    except redis.RedisError:
+        return 0
+    return int(info.get("connected_slaves", 0) or 0)
+
+
 DURABILITY_OPTIONS = ("wait", "wait_timeout")
 
 
@@ -575,11 +590,13 @@ __all__ = [
     "REPLAYABLE_WRITES",
     "SCHEMES",
     "SENTINEL_SCHEMES",
+    "TICK_DURABILITY",
     "Durability",
     "Failover",
     "MasterWatch",
     "Route",
     "connect",
+    "connected_replicas",
     "detect_cluster",
     "is_cluster",
     "needs_failover",

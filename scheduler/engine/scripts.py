@@ -22,6 +22,7 @@ exceptions
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import re
 import time
@@ -376,6 +377,13 @@ class Engine:
             raise reply
         self.durability.check(acknowledged, command)
         return reply
+
+    def with_durability(self, durability: Durability) -> Engine:
+        """This engine (same server, namespace and loaded scripts) waiting for replicas after
+        each write."""
+        durable = copy.copy(self)
+        durable.durability = durability
+        return durable
 
     def pipeline(self) -> EnginePipeline:
         """Batch many engine calls in one round trip (not a transaction)."""

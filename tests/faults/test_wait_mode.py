@@ -60,3 +60,48 @@ def test_a_master_without_replicas_gives_no_job_to_a_worker_until_one_is_back(
     for jid in jids:
         history = [entry["what"] for entry in plain.jobs[jid].history]
         assert history.count("done") == 1, history
+
+
+def test_ticks_fire_in_wait_mode_whenever_the_server_has_replicas(
+    master: Valkey, servers: list[Valkey], tmp_path: Path
+) -> None:
+    from scheduler.engine.connections import TICK_DURABILITY
+    from scheduler.service.schedules import Schedules
+
+    client = Client(master.url())
+    assert Schedules(client)._fire_engine() is client.engine  # no replica: nothing to wait for
+    replica = Valkey(tmp_path / "replica", tcp=True)
+    servers.append(replica)
+    replica.replica_of(master)
+    firing = Schedules(client)._fire_engine()
+    assert firing.durability == TICK_DURABILITY
+    assert client.engine.durability is None  # the service's other calls are left as they were
+    firing.call("config.set", "probe", "1")  # replicated: acknowledged
+    replica.stop()
+    with pytest.raises(NotReplicated):
+        firing.call("config.set", "probe", "2")
+
+
+def test_doctor_reports_a_master_with_replicas_that_writes_without_them(
+    master: Valkey, servers: list[Valkey], tmp_path: Path
+) -> None:
+    import json
+
+    from fault_support import invoke
+
+    code, output = invoke(["doctor", "--redis", master.url()])
+    assert (code, "min-replicas" in output) == (0, False)  # no replica: nothing to say
+    replica = Valkey(tmp_path / "replica", tcp=True)
+    servers.append(replica)
+    replica.replica_of(master)
+    code, output = invoke(["doctor", "--redis", master.url()])
+    assert code == 0  # the namespace is consistent: the advice does not fail the check
+    assert "min-replicas-to-write is 0" in " ".join(output.split())
+    assert "min-replicas-max-lag 10" in " ".join(output.split())
+    code, output = invoke(["doctor", "--redis", master.url(), "--json"])
+    [advice] = json.loads(output)["server"]
+    assert "1 replica(s)" in advice
+    master.admin().config_set("min-replicas-to-write", 1)
+    master.admin().config_set("min-replicas-max-lag", 10)
+    code, output = invoke(["doctor", "--redis", master.url(), "--json"])
+    assert json.loads(output)["server"] == []
