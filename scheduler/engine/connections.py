@@ -27,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import socket
 import threading
 import time
 import weakref
@@ -239,7 +240,16 @@ class MasterWatch:
         if address is not None and current is not None and tuple(current) == tuple(address):
             return False
         pool.proxy.master_address = tuple(address) if address is not None else None
-        pool.disconnect(inuse_connections=True)
+        pool.disconnect(inuse_connections=False)
+        # A connection in use by another thread (a call under way, a subscription) is shut
+        # down rather than closed: the thread's read ends with a connection error it handles,
+        # where closing the socket under it breaks redis-py's parser; the pool then drops the
+        # connection when it comes back (it no longer points at the master).
+        for connection in list(getattr(pool, "_in_use_connections", ())):
+            sock = getattr(connection, "_sock", None)
+            if sock is not None:
+                with contextlib.suppress(OSError):
+                    sock.shutdown(socket.SHUT_RDWR)
         self.switches += 1
         log.warning(
             "Sentinel service %r: %s; left %s for %s",

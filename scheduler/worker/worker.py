@@ -891,7 +891,9 @@ class Worker:
                 reply = json.loads(
                     self.client.engine.call("worker.lease", self.name, self.lease_seconds, held)
                 )
-            except (redis.RedisError, EngineError, ValueError) as error:
+            except (redis.RedisError, EngineError, ClusterError, ValueError) as error:
+                # ClusterError: a failover settling, or too few replicas (NotReplicated): the
+                # renewal is tried again a second later.
                 log.warning("worker %s: lease not renewed (%s)", self.name, error)
                 return
             lost = self._leased and not reply.get("held")
@@ -923,7 +925,7 @@ class Worker:
         self._next_presence = now + self._presence_every
         try:
             self.client.engine.call("worker.register", self.name, dumps(self._info))
-        except (redis.RedisError, EngineError) as error:
+        except (redis.RedisError, EngineError, ClusterError) as error:
             log.warning("worker %s: registration not renewed (%s)", self.name, error)
 
     def _install_signals(self) -> None:

@@ -1,0 +1,134 @@
+"""Partitions, as Jepsen tried Redis Sentinel: the master n1 is cut off from its replica n2 and
+the three Sentinels n3-n5 (not from the clients in nc) by packets dropped silently, then healed.
+The clients (tests/partition/partition_workload.py) put jobs at a steady rate, fire the ticks of
+a minutely flow from two scheduler services (one following Sentinel, one pinned to n1) and run
+them on two workers (likewise); afterwards the acknowledged writes lost and the ticks run twice
+are counted on the master Sentinel names.
+
+Network namespaces and a bridge made by the test (tests/partition/netns.py; root only, skipped
+otherwise). The short scenario runs in the default test run; ``FLOWS_CHAOS=long pytest -m
+chaos tests/partition`` runs the long ones (default mode too, longer partitions).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from netns import Network, unavailable
+
+from scheduler.embedded import find_server_binary
+
+WHY_NOT = unavailable()
+pytestmark = pytest.mark.skipif(WHY_NOT is not None, reason=f"partition tests: {WHY_NOT}")
+
+NODES = ("n1", "n2", "n3", "n4", "n5", "nc")
+PORT, SENTINEL_PORT = 6379, 26379
+LONG = os.environ.get("FLOWS_CHAOS") == "long"
+WORKLOAD = Path(__file__).with_name("partition_workload.py")
+
+
+@dataclass
+class Topology:
+    net: Network
+    work: Path
+    down_after_ms: int
+
+    @property
+    def sentinel_url(self) -> str:
+        hosts = ",".join(f"{self.net.address(n)}:{SENTINEL_PORT}" for n in ("n3", "n4", "n5"))
+        return f"redis+sentinel://{hosts}/flows"
+
+    @property
+    def n1_url(self) -> str:
+        return f"redis://{self.net.address('n1')}:{PORT}"
+
+
+def start_servers(net: Network, work: Path, down_after_ms: int) -> None:
+    server = str(find_server_binary())
+    n1 = net.address("n1")
+    for name in ("n1", "n2"):
+        folder = work / name
+        folder.mkdir()
+        args = [server, "--bind", net.address(name), "--port", str(PORT), "--dir", str(folder),
+                "--protected-mode", "no", "--appendonly", "yes", "--appendfsync", "everysec",
+                "--maxmemory-policy", "noeviction", "--repl-diskless-sync-delay", "0",
+                # The replica notices a silent master within 2 s, so Sentinel's view of it is
+                # fresh when it picks the replica to promote (else it may refuse them all).
+                "--repl-ping-replica-period", "1", "--repl-timeout", "2"]  # fmt: skip
+        if name == "n2":
+            args += ["--replicaof", n1, str(PORT)]
+        net.run(name, args, folder / "log")
+    for name in ("n3", "n4", "n5"):
+        folder = work / name
+        folder.mkdir()
+        conf = folder / "sentinel.conf"
+        conf.write_text(
+            f"bind {net.address(name)}\nport {SENTINEL_PORT}\ndir {folder}\nprotected-mode no\n"
+            f"sentinel monitor flows {n1} {PORT} 2\n"
+            f"sentinel down-after-milliseconds flows {down_after_ms}\n"
+            "sentinel failover-timeout flows 2000\nsentinel parallel-syncs flows 1\n"
+        )
+        net.run(name, [server, str(conf), "--sentinel"], folder / "log")
+
+
+@pytest.fixture
+def topology(tmp_path: Path) -> Iterator[Topology]:
+    down_after = 5000 if LONG else 4000
+    # Every process started in a namespace is killed (by pid) before the namespaces go, and
+    # they go even when the test fails.
+    with Network(NODES) as net:
+        start_servers(net, tmp_path, down_after)
+        yield Topology(net, tmp_path, down_after)
+
+
+def run_scenario(
+    top: Topology, *, mode: str, partition_s: float, warmup: float = 3.0, after_heal: float = 18.0
+) -> dict[str, Any]:
+    query = "?wait=1&wait_timeout=1" if mode == "wait" else ""
+    config = {
+        "work": str(top.work),
+        "url": top.sentinel_url + query,
+        "pinned": top.n1_url + query,
+        "rate": 50,
+        "warmup": warmup,
+        "after_heal": after_heal,
+    }
+    config_path = top.work / "config.json"
+    config_path.write_text(json.dumps(config))
+    client = top.net.run("nc", [sys.executable, str(WORKLOAD), str(config_path)], top.work / "out")
+    deadline = time.monotonic() + 60
+    while not (top.work / "ready").exists():
+        assert client.poll() is None, (top.work / "out").read_text()[-3000:]
+        assert time.monotonic() < deadline, "the workload never got going"
+        time.sleep(0.05)
+    top.net.partition("n1", ["n2", "n3", "n4", "n5"])
+    time.sleep(partition_s)
+    top.net.heal()
+    (top.work / "healed").write_text("1")
+    assert client.wait(120) == 0, (top.work / "out").read_text()[-3000:]
+    result: dict[str, Any] = json.loads((top.work / "result.json").read_text())
+    print(f"\n{mode} mode, {partition_s:g} s partition: {json.dumps(result)}")
+    return result
+
+
+def test_a_partitioned_sentinel_master_in_wait_mode_loses_nothing_and_ticks_once(
+    topology: Topology,
+) -> None:
+    result = run_scenario(topology, mode="wait", partition_s=12.0)
+    assert result["switches"] >= 1, "Sentinel never promoted the replica"
+    assert result["acknowledged_puts"] > 100
+    assert result["lost_puts"] == 0, result["lost_examples"]
+    assert result["acknowledged_fires_lost"] == []
+    assert result["ran_twice"] == []
+    assert result["runs"] > 0 and result["executions"] > 0
+    # With one replica, writes wait for the old master to come back as a replica: Sentinel
+    # converts it about 10 s after the heal (it must report its role for 8 s first).
+    assert result["first_put_after_heal_s"] is not None and result["first_put_after_heal_s"] < 16
