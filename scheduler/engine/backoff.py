@@ -39,6 +39,7 @@ def transient(error: BaseException) -> bool:
             faults.ServerUnavailable,
             faults.ServerOutOfMemory,
             faults.ServerReadOnly,
+            faults.ServerWithoutReplicas,
             redis.ConnectionError,
             redis.TimeoutError,
             redis.exceptions.BusyLoadingError,

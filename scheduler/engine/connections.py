@@ -195,6 +195,7 @@ class MasterWatch:
         self.sentinel = sentinel
         self.service = service
         self.switches = 0
+        self.switched_at = 0.0  # time.monotonic() of the last switch
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self._pid = 0
@@ -251,6 +252,7 @@ class MasterWatch:
                 with contextlib.suppress(OSError):
                     sock.shutdown(socket.SHUT_RDWR)
         self.switches += 1
+        self.switched_at = time.monotonic()
         log.warning(
             "Sentinel service %r: %s; left %s for %s",
             self.service,

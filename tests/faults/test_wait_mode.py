@@ -105,3 +105,23 @@ def test_doctor_reports_a_master_with_replicas_that_writes_without_them(
     master.admin().config_set("min-replicas-max-lag", 10)
     code, output = invoke(["doctor", "--redis", master.url(), "--json"])
     assert json.loads(output)["server"] == []
+
+
+def test_a_master_short_of_min_replicas_refuses_writes_with_a_clear_error(
+    master: Valkey, servers: list[Valkey], tmp_path: Path
+) -> None:
+    from helpers import assert_unchanged, snapshot
+
+    from scheduler.engine.backoff import transient
+    from scheduler.engine.faults import ServerWithoutReplicas
+
+    client = Client(master.url())
+    assert client.queues["q"].peek() == []  # the engine is loaded while writes are taken
+    master.admin().config_set("min-replicas-to-write", 1)
+    before = snapshot(master.admin())
+    with pytest.raises(ServerWithoutReplicas, match="min-replicas-to-write") as refused:
+        client.queues["q"].put("k", {})
+    assert "'put' was not run" in str(refused.value)
+    assert transient(refused.value)
+    assert_unchanged(master.admin(), before)
+    assert client.queues["q"].counts()["waiting"] == 0  # reads work

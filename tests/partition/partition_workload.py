@@ -142,14 +142,22 @@ class Workload:
                 pipe.call("get", jid)
             present.update(jid for jid, reply in zip(page, pipe.execute(), strict=True) if reply)
         lost = [jid for jid in jids if jid not in present]
+        acked_at = dict(self.acked)
         after_heal = [t for _, t in self.acked if t >= healed_at]
         runs = json.loads(check.engine.call("runs", "tick", 0, 100_000))
         run_ids = sorted(str(r["id"]) for r in runs) if isinstance(runs, list) else []
         lines = self.ran.read_text().splitlines() if self.ran.exists() else []
         executions = Counter(line.strip() for line in lines)
         watch = MasterWatch.of(self.writer_client.redis)
+        switched_at = watch.switched_at if watch is not None and watch.switches else None
+        lost_times = [acked_at[jid] for jid in lost]
         return {
             "switches": watch.switches if watch is not None else 0,
+            # The last write acknowledged by the deposed master (it was lost), after the switch.
+            "lost_after_switch_s": (
+                max(lost_times) - switched_at if lost_times and switched_at is not None else None
+            ),
+            "lost_window_s": (max(lost_times) - min(lost_times)) if lost_times else 0.0,
             "acknowledged_puts": len(self.acked),
             "lost_puts": len(lost),
             "lost_examples": lost[:10],
