@@ -100,3 +100,40 @@ def test_a_call_that_meets_a_replica_asks_sentinel_again(group: SentinelGroup) -
     client.queues["q"].put("k", {}, jid="two")
     assert group.master().client().exists("ql:j:two") == 1
     assert open_sockets(client.redis) == [("127.0.0.1", group.master().port)]
+
+
+def test_a_cluster_client_follows_moved_after_a_failover_and_keeps_the_new_map(
+    tmp_path: Path,
+) -> None:
+    from redis.crc import key_slot
+
+    from benchmarks.topology import Cluster, wait_for
+
+    cluster = Cluster.start(tmp_path / "cluster")
+    try:
+        client = Client(f"redis+cluster://127.0.0.1:{cluster.nodes[0].port}", namespace="moved")
+        slot = key_slot(b"moved")
+        queue = client.queues["q"]
+        queue.put("k", {}, jid="before")
+        old = cluster.node_of_slot(slot)
+        assert client.engine.route.target().connection_pool.connection_kwargs["port"] == old.port
+
+        # A planned failover: the replica takes over, the old master becomes its replica and
+        # answers MOVED to whoever still writes to it.
+        def replica_of_old() -> Any:
+            for node in cluster.nodes:
+                info = node.client().info("replication")
+                if info.get("role") == "slave" and int(info.get("master_port", 0)) == old.port:
+                    return node
+            return None
+
+        wait_for(lambda: replica_of_old() is not None, 30, "the master's replica")
+        replica = replica_of_old()
+        replica.client().execute_command("CLUSTER", "FAILOVER")
+        wait_for(lambda: cluster.node_of_slot(slot) is replica, 30, "the replica's promotion")
+        queue.put("k", {}, jid="after")  # sent to the old master, MOVED, followed
+        target = client.engine.route.target().connection_pool.connection_kwargs["port"]
+        assert target == replica.port  # the slot map was refreshed: no MOVED from now on
+        assert replica.client().exists("{moved}:j:after", "{moved}:j:before") == 2
+    finally:
+        cluster.stop()

