@@ -492,10 +492,13 @@ def as_cluster_error(error: BaseException, command: str) -> ClusterError:
 @dataclass(frozen=True)
 class Durability:
     """Wait after each engine write until ``replicas`` replicas acknowledge it (``WAIT``), at
-    most ``timeout`` seconds; fewer acknowledgements raise :class:`NotReplicated`."""
+    most ``timeout`` seconds; fewer acknowledgements raise :class:`NotReplicated`. A single
+    call asks again for up to ``reconcile`` seconds in all before it raises (a lagging replica
+    or a short partition then still acknowledges it)."""
 
     replicas: int = 1
     timeout: float = 1.0
+    reconcile: float = 5.0
 
     def check(self, acknowledged: Any, command: str) -> None:
         if int(acknowledged) < self.replicas:

@@ -125,3 +125,27 @@ def test_a_master_short_of_min_replicas_refuses_writes_with_a_clear_error(
     assert transient(refused.value)
     assert_unchanged(master.admin(), before)
     assert client.queues["q"].counts()["waiting"] == 0  # reads work
+
+
+def test_a_write_a_replica_acknowledges_late_is_reconciled_not_reported_lost(
+    master: Valkey, servers: list[Valkey], tmp_path: Path
+) -> None:
+    import os
+    import signal
+
+    replica = Valkey(tmp_path / "replica", tcp=True)
+    servers.append(replica)
+    replica.replica_of(master)
+    client = Client(master.url() + "?wait=1&wait_timeout=0.3")
+    client.queues["q"].put("k", {}, jid="first")  # the engine loaded, the replica in step
+    # The replica stalls past wait_timeout (a lagging replica, a partition healed before any
+    # failover): the first WAIT says 0, a later one on the same connection says 1.
+    os.kill(replica.process.pid, signal.SIGSTOP)
+    threading.Timer(1.0, os.kill, (replica.process.pid, signal.SIGCONT)).start()
+    started = time.monotonic()
+    assert client.queues["q"].put("k", {}, jid="late") == "late"
+    assert time.monotonic() - started >= 0.9
+    deadline = time.monotonic() + 5
+    while replica.admin().exists("ql:j:late") == 0:
+        assert time.monotonic() < deadline
+        time.sleep(0.02)

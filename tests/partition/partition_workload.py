@@ -94,6 +94,7 @@ class Workload:
                 report = svc.tick(now)
             except Exception as error:  # a service logs a failed tick and carries on
                 self.tick_errors[f"{name}:{type(error).__name__}"] += 1
+                logging.getLogger("workload").info("%s: %s", name, error)
                 self.stop.wait(0.5)
                 continue
             for item in report.fired:
