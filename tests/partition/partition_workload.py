@@ -11,6 +11,7 @@ ran twice, and writes ``result.json``.
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import sys
@@ -143,6 +144,8 @@ class Workload:
                 pipe.call("get", jid)
             present.update(jid for jid, reply in zip(page, pipe.execute(), strict=True) if reply)
         lost = [jid for jid in jids if jid not in present]
+        times = sorted(t for _, t in self.acked)
+        longest_gap = max((b - a for a, b in itertools.pairwise(times)), default=0.0)
         acked_at = dict(self.acked)
         after_heal = [t for _, t in self.acked if t >= healed_at]
         runs = json.loads(check.engine.call("runs", "tick", 0, 100_000))
@@ -164,6 +167,7 @@ class Workload:
             "lost_examples": lost[:10],
             "refused_puts": dict(self.refused),
             "first_put_after_heal_s": (min(after_heal) - healed_at) if after_heal else None,
+            "longest_write_outage_s": round(longest_gap, 2),
             "fired": len(self.fired),
             "acknowledged_fires_lost": sorted({f["run"] for f in self.fired} - set(run_ids)),
             "runs": len(run_ids),
