@@ -178,11 +178,13 @@ def test_an_18_second_partition_of_a_sentinel_pair(
     top = Topology(network, tmp_path, 5000)
     result = run_scenario(top, mode=mode or "default", partition_s=18.0, after_heal=25.0)
     (tmp_path / "figures.json").write_text(json.dumps({scenario: result}))
-    assert result["switches"] >= 1
     assert result["acknowledged_fires_lost"] == []
     if mode == "wait":
+        # Promoted or not (Sentinel's attempts sometimes all abort, "no good slave"): nothing
+        # acknowledged is lost and no tick runs twice.
         assert result["lost_puts"] == 0 and result["ran_twice"] == []
     else:
+        assert result["switches"] >= 1
         # The client follows the switch: what the deposed master acknowledged was acknowledged
         # before Sentinel announced the new master (the docs state the window this leaves).
         after = result["lost_after_switch_s"]
