@@ -73,6 +73,9 @@ class FailoverResult:
     unknown: int = 0
     recovery_seconds: float = 0.0
     drain_seconds: float = 0.0
+    # From the kill to the drain's last job done: a job whose pop or complete reply the
+    # failover lost comes back within seconds (the workers' leases name the jobs they hold).
+    finished_after_kill: float = 0.0
     flow_status: str = ""
     doctor_problems: int = -1
     service_healthy: bool = False
@@ -186,6 +189,7 @@ def drain_through_failover(
         ) and time.monotonic() < deadline:
             time.sleep(0.1)
         result.drain_seconds = time.monotonic() - started
+        result.finished_after_kill = round(time.time() - killed_at, 2)
         # The service survived if it ticks again on the new master: after the kill, that is.
         time.sleep(max(0.0, killed_at + 2.5 - time.time()))
         while time.monotonic() < deadline and not result.service_healthy:

@@ -8,6 +8,7 @@ import click
 from flows.cli.common import console, open_client, print_json, table, user_errors
 from flows.cli.options import as_json, connection
 from scheduler.engine import doctor
+from scheduler.engine.safety import replication_advice
 
 
 def register(group: click.Group) -> None:
@@ -43,14 +44,19 @@ def doctor_command(
     The light check (default) reads the running set: each queue's locks and each worker's
     jobs. --deep reads everything: every job's hash and dependency edges, every index entry.
     Exit status: 0 when nothing was found, 1 when problems were found (repaired or not).
+    A master with replicas that takes writes without them (min-replicas-to-write 0) is
+    reported too, with the settings that shrink what a partition can lose.
     """
     client = open_client(redis_url, namespace)
     with user_errors():
         report = doctor.check(client, deep=deep, repair=repair, page=page)
+        advice = replication_advice(client.redis)
     if as_json:
-        print_json(report.as_dict())
+        print_json({**report.as_dict(), "server": advice})
     else:
         _print(report)
+        for line in advice:
+            console.print(f"\nserver: {line}", markup=False, highlight=False)
     if not report.clean:
         raise SystemExit(1)
 

@@ -1,19 +1,21 @@
 -- config.get, config.set, config.unset: the engine's settings (defaults in include/config.lua).
 --
 --   config.get    [option]      -> no option: JSON of the defaults merged with the stored
---                                  settings; else the value, or nil
+--                                  settings; else the value, or nil. The qless dialect gives
+--                                  qless's: its seven defaults (with `application`) under the
+--                                  stored settings as text; a default alone as a number
 --   config.set    option, value -> nil; publishes config_set on `P log`
 --   config.unset  option        -> nil; publishes config_unset on `P log`
 --
 -- Numeric settings (the defaults, <queue>-heartbeat, <queue>-max-concurrency) take a number of
 -- at least 0; those that count things (the *-count and *-history ones in days or entries,
 -- <queue>-max-concurrency) a whole number; the qless dialect takes negative ones too, as qless
--- does (and lists only qless's defaults, with `application`). Other options take any text up to
--- 512 KiB.
+-- does. Other options take any text up to 512 KiB.
 -- Errors: INVALID (for example a non-numeric value for a numeric setting), TOOLARGE.
 -- @include args
 -- @include config
 -- @include events
+-- @include qless
 
 local COUNTS = { ['jobs-history-count'] = true, ['stats-history'] = true,
   ['histogram-history'] = true, ['max-job-history'] = true, ['max-failed-per-group'] = true }
@@ -25,12 +27,20 @@ local function value_kind(option)
   return nil
 end
 
+-- The qless dialect: what qless-core replies, a stored setting as its text, a default as a
+-- number (an integer reply), the whole map with qless's defaults (include/qless.lua).
+local function qless_get(option)
+  if option == nil then return cjson.encode(Qless.config_all()) end
+  option = Arg.id('ConfigGet', 'option', option)
+  local stored = redis.call('hget', Keys.config(), option)
+  if stored then return stored end
+  return Qless.CONFIG_DEFAULTS[option]
+end
+
 api['config.get'] = function(args)
+  if Engine.qless then return qless_get(args[1]) end
   if args[1] == nil then return cjson.encode(Config.all()) end
-  local option = Arg.id('ConfigGet', 'option', args[1])
-  local value = Config.get(option)
-  -- qless names itself in its configuration (the qless dialect's whole map gets it in Qless.reply).
-  if value == nil and Engine.qless and option == 'application' then return 'qless' end
+  local value = Config.get(Arg.id('ConfigGet', 'option', args[1]))
   if value == nil then return nil end
   return tostring(value)
 end

@@ -1,6 +1,6 @@
 -- worker.lease: a worker process says it is alive (include/lease.lua; ours).
 --
---   worker.lease  worker, seconds  -> JSON {held, reaped, reclaimed, failed}
+--   worker.lease  worker, seconds, [jids]  -> JSON {held, reaped, reclaimed, failed, returned}
 --
 -- First the workers whose lease expired are reaped (at most 10 per call; none right after a
 -- stall of the server, see include/lease.lua): `reaped` of them, whose jobs went back to
@@ -8,6 +8,11 @@
 -- itself. Then `worker`'s lease runs `seconds` (more than 0, at most 3600) from now. `held`:
 -- whether it had a lease not yet reaped; false on its first call and after its lease lapsed and
 -- was reaped (its jobs were taken back: it must not start or finish any it still has).
+-- `jids` (a JSON list, optional): the jobs the worker holds (running, popped ahead, being
+-- reported). A job locked to it that two renewals at least a second apart did not name, and
+-- that is not in its inbox, waits again at once without using a retry (`returned`; history
+-- 'returned'): its pop's or its complete's reply was lost on the way, and it would otherwise
+-- stay locked until its lock expired. Not given: nothing is reconciled.
 -- worker.deregister drops the lease.
 -- Errors: INVALID.
 -- @include args
@@ -19,8 +24,16 @@ api['worker.lease'] = function(args)
   local cmd = 'WorkerLease'
   local worker = Arg.id(cmd, 'worker', args[1])
   local seconds = Arg.seconds(cmd, 'seconds', args[2], MAX_LEASE_SECONDS)
-  if args[3] ~= nil then Arg.fail(cmd, 'too many arguments') end
+  local jids
+  if args[3] ~= nil and args[3] ~= '' then
+    jids = Arg.id_list(cmd, 'jids', args[3], Arg.jid, Engine.MAX_COUNT)
+  end
+  if args[4] ~= nil then Arg.fail(cmd, 'too many arguments') end
   local reaped, reclaimed, failed = Lease.reap()
   local held = Lease.renew(worker, seconds)
-  return cjson.encode({ held = held, reaped = reaped, reclaimed = reclaimed, failed = failed })
+  -- A worker whose lease was reaped has had its jobs taken: nothing left to reconcile.
+  local returned = 0
+  if jids and held then returned = Lease.reconcile(worker, jids) end
+  return cjson.encode({ held = held, reaped = reaped, reclaimed = reclaimed, failed = failed,
+    returned = returned })
 end

@@ -5,8 +5,8 @@
 --
 -- With retries left the job waits again (or is scheduled after `delay`). With none left it fails
 -- in `group` (default failed-retries-<queue>) with `message` (at most 512 KiB). The qless dialect
--- records no `retried` entry, keeps a given group and message as the job's failure, and
--- publishes nothing when the retries run out (include/failing.lua).
+-- records no `retried` entry, keeps a given group and message as the job's failure, and when
+-- the retries run out publishes only the jid on `failed` for a tracked job (include/failing.lua).
 -- Errors: INVALID, TOOLARGE, NOTFOUND, WRONGSTATE, LOCKLOST.
 -- @include args
 -- @include job

@@ -14,7 +14,8 @@
 -- Fail a checked job. `fields` holds state, queue, worker, failure. `exhausted` is how the job's
 -- retries ran out ('lock': its lock expired once too often; 'retry': the retry command), or nil.
 -- The qless dialect writes what qless-core writes then: a history entry without the worker, a
--- failure naming no worker when the engine wrote the message, and no event for a retry.
+-- failure naming no worker when the engine wrote the message, and for a retry only the jid on
+-- the tracked `failed` channel (no log event).
 function Job.fail(jid, fields, worker, group, message, data, exhausted)
   local queue = fields.queue or ''
   Job.unindex(jid, fields)
@@ -48,6 +49,8 @@ function Job.fail(jid, fields, worker, group, message, data, exhausted)
   elseif not exhausted then
     Events.log(event) -- qless's order
     Events.tracked('failed', jid)
+  else
+    Events.tracked('failed', jid) -- retries run out by `retry`: qless logs nothing
   end
   Deps.settle(jid, 'failed')
   Notify.job(jid, 'failure', nil, exhausted)

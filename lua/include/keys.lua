@@ -77,6 +77,9 @@ function Keys.leases_seen() return Engine.prefix .. 'leases-seen' end
 function Keys.idle(queue) return Engine.prefix .. 'q:' .. queue .. '-idle' end
 function Keys.worker_waiting(worker) return Engine.prefix .. 'w:' .. worker .. ':waiting' end
 function Keys.inbox(worker) return Engine.prefix .. 'w:' .. worker .. ':inbox' end
+-- Jobs locked to a live worker that its last lease renewal did not name (include/lease.lua):
+-- jid -> when first seen so.
+function Keys.unheld(worker) return Engine.prefix .. 'w:' .. worker .. ':unheld' end
 
 -- Flow runs (ours): the run record, its jids in submission order, and run ids by submit time.
 function Keys.run(run_id) return Engine.prefix .. 'run:' .. run_id end

@@ -9,6 +9,12 @@
 -- stops being idle and its inbox is dropped. The survivors' renewals do this reaping, so no
 -- extra work falls on put, pop or complete. A worker without a lease (a qless client) is judged
 -- by its jobs' locks and heartbeats alone, as in qless.
+-- A live worker may also name the jobs it holds when it renews (Lease.reconcile): a job locked
+-- to it that it does not hold (the reply of its pop, or of its complete, was lost on the way:
+-- a failover, a broken connection) waits again at once, without using a retry, rather than
+-- staying locked until its lock expires. A job is given back only when two renewals at least
+-- Lease.SETTLE seconds apart did not name it, so a pop whose reply is still on its way when the
+-- worker renews is not taken from it; the jobs in its inbox count as held.
 -- A worker paused past its lease may wake up still holding jobs another worker now runs: the
 -- engine refuses its calls about them (include/lock.lua), and the worker checks a job with the
 -- engine before starting it once its lease may have lapsed.
@@ -26,6 +32,9 @@ local Lease = {}
 
 -- Workers whose lease expired that one call reaps at most (the next call reaps more).
 Lease.REAP_PER_CALL = 10
+-- Seconds a job locked to a live worker must have gone unnamed by its renewals before it is
+-- given back (Lease.reconcile): more than the time a pop's reply takes to reach the worker.
+Lease.SETTLE = 1
 -- Live workers renew every second or so: no renewal at all for this long means the server (or
 -- every worker's network) stalled, not that the workers died.
 Lease.STALL_SECONDS = 3
@@ -39,6 +48,7 @@ end
 
 function Lease.drop(worker)
   redis.call('zrem', Keys.leases(), worker)
+  redis.call('del', Keys.unheld(worker))
 end
 
 -- One job `jid` of `worker`, whose lease expired at `expires`: back to waiting, or failed.
@@ -91,6 +101,7 @@ function Lease.reap()
   for i = 1, #lapsed, 2 do
     local worker, expires = lapsed[i], lapsed[i + 1]
     redis.call('zrem', Keys.leases(), worker)
+    redis.call('del', Keys.unheld(worker))
     Handoff.stop_waiting(worker)
     redis.call('del', Keys.inbox(worker))
     for _, jid in ipairs(redis.call('zrange', Keys.worker_jobs(worker), 0, -1)) do
@@ -100,4 +111,69 @@ function Lease.reap()
     end
   end
   return #lapsed / 2, reclaimed, failed
+end
+
+-- The jids of the jobs waiting in `worker`'s inbox (handed over, not yet read by the worker).
+local function in_inbox(worker)
+  local jids = {}
+  for _, text in ipairs(redis.call('lrange', Keys.inbox(worker), 0, -1)) do
+    local ok, jobs = pcall(cjson.decode, text)
+    if ok and type(jobs) == 'table' then
+      for _, job in ipairs(jobs) do
+        if type(job) == 'table' and job.jid then jids[job.jid] = true end
+      end
+    end
+  end
+  return jids
+end
+
+-- One job locked to live `worker` that it no longer holds: waiting again at the front of its
+-- priority (history 'returned'), its retries and lost count untouched (the worker never ran it
+-- to an end the engine heard of, and is alive).
+local function give_back(worker, jid)
+  redis.call('zrem', Keys.worker_jobs(worker), jid)
+  local fields = Job.fields(jid, 'queue', 'worker', 'priority', 'ttl_at', 'ckey', 'climit',
+    'throttle')
+  if not fields or fields.state ~= 'running' or fields.worker ~= worker then return false end
+  local queue = fields.queue
+  redis.call('zrem', Keys.locks(queue), jid)
+  redis.call('hdel', Keys.job(jid), 'grace')
+  Lock.released(jid, queue, fields)
+  redis.call('hset', Keys.job(jid), 'worker', '', 'expires', 0, 'updated', Engine.now,
+    'state', 'waiting', 'time', Engine.now)
+  Job.history(jid, 'returned', { worker = worker })
+  redis.call('zadd', Keys.work(queue), (tonumber(fields.priority) or 0) * Queue.SEQ_SPAN, jid)
+  Events.ready(queue)
+  return true
+end
+
+-- `worker` (alive: it is renewing) holds the jobs `held` (a list of jids). Jobs locked to it
+-- that it did not name at two renewals Lease.SETTLE seconds apart are given back. Returns how
+-- many were.
+function Lease.reconcile(worker, held)
+  local holding = {}
+  for _, jid in ipairs(held) do holding[jid] = true end
+  local unheld_key = Keys.unheld(worker)
+  local seen = redis.call('hgetall', unheld_key)
+  local since = {}
+  for i = 1, #seen, 2 do since[seen[i]] = tonumber(seen[i + 1]) end
+  local inbox
+  local suspects, returned = {}, 0
+  for _, jid in ipairs(redis.call('zrange', Keys.worker_jobs(worker), 0, -1)) do
+    if not holding[jid] then
+      inbox = inbox or in_inbox(worker)
+      if not inbox[jid] then
+        local first = since[jid]
+        if first and Engine.now - first >= Lease.SETTLE then
+          if give_back(worker, jid) then returned = returned + 1 end
+        else
+          table.insert(suspects, jid)
+          table.insert(suspects, string.format('%.17g', first or Engine.now))
+        end
+      end
+    end
+  end
+  redis.call('del', unheld_key)
+  if #suspects > 0 then Engine.call_many('hset', unheld_key, suspects) end
+  return returned
 end

@@ -104,7 +104,9 @@ local function base(cmd, worker, queue, jid, klass, data, delay)
 end
 
 function Put.parse(cmd, args)
-  local worker = Arg.id(cmd, 'worker', args[1])
+  -- qless takes a put without a worker (its clients' `job.move()` sends the empty string).
+  local worker = args[1]
+  if not (Engine.qless and worker == '') then worker = Arg.id(cmd, 'worker', worker) end
   local queue = Arg.name(cmd, 'queue', args[2])
   local p = base(cmd, worker, queue, args[3], args[4], args[5], args[6])
   -- Most puts have no options: their defaults are above (the others are nil).

@@ -3,7 +3,7 @@
 --
 -- A qless client reads replies as qless-core writes them: an empty list is `{}` (cjson's
 -- encoding of an empty table), a job object has exactly qless's fields, `queues` has no counts
--- of ours, `config.get` names the application. The commands' own
+-- of ours, `config.get` lists qless's settings as stored. The commands' own
 -- code stays the one engine; only the reply's shape is translated here, at the cost of one JSON
 -- decode and encode per reply in this dialect. Semantics that differ deeply read `Engine.qless`
 -- where they are (the table in docs/pages/engine.md lists every difference).
@@ -79,21 +79,20 @@ SHAPES['stats'] = function(reply)
   return reply
 end
 
--- The settings qless lists among its defaults; ours are shown only once set.
-local QLESS_DEFAULTS = {
-  ['grace-period'] = true, heartbeat = true, ['histogram-history'] = true,
-  ['jobs-history'] = true, ['jobs-history-count'] = true, ['stats-history'] = true,
+-- qless's own defaults, as qless-core lists them (ours are shown only once set).
+Qless.CONFIG_DEFAULTS = {
+  application = 'qless', heartbeat = 60, ['grace-period'] = 10, ['stats-history'] = 30,
+  ['histogram-history'] = 7, ['jobs-history-count'] = 50000, ['jobs-history'] = 604800,
 }
 
-SHAPES['config.get'] = function(reply)
-  if type(reply) ~= 'table' then return reply end -- one setting's value
-  for name in pairs(reply) do
-    if not QLESS_DEFAULTS[name] and redis.call('hexists', Keys.config(), name) == 0 then
-      reply[name] = nil
-    end
-  end
-  reply.application = 'qless'
-  return reply
+-- `config.get` without an option: qless's defaults, each stored setting over them as the text
+-- it was set to (qless gives back what it stored: '1', not 1).
+function Qless.config_all()
+  local all = {}
+  for name, value in pairs(Qless.CONFIG_DEFAULTS) do all[name] = value end
+  local stored = redis.call('hgetall', Keys.config())
+  for i = 1, #stored, 2 do all[stored[i]] = stored[i + 1] end
+  return all
 end
 
 -- Replies that only need qless's encoding of empty lists.
@@ -107,6 +106,5 @@ SHAPES['recur.untag'] = same
 function Qless.reply(command, result, args)
   local shape = SHAPES[command]
   if not shape or type(result) ~= 'string' then return result end
-  if command == 'config.get' and args[1] ~= nil then return result end
   return cjson.encode(shape(cjson.decode(result)))
 end

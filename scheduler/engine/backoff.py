@@ -2,10 +2,12 @@
 
 A worker or the scheduler service that cannot reach its server, or finds it full or read-only,
 keeps trying with growing pauses (``first``, doubled each attempt up to ``cap``, with jitter so
-that many processes do not retry in step). It logs a warning when the fault starts or changes
-(unreachable → out of memory), and one line when it is over, rather than a line per attempt. A
-process that uses the embedded server of the default data directory starts it again when it is
-down, as any ``flows`` command would.
+that many processes do not retry in step). The cap is 2 s, so once a failover or a healed
+partition gives the server back, every process is working again within 2 s (a 30 s cap kept
+workers idle for up to half a minute after the server was back). It logs a warning when the
+fault starts or changes (unreachable → out of memory), and one line when it is over, rather
+than a line per attempt. A process that uses the embedded server of the default data directory
+starts it again when it is down, as any ``flows`` command would.
 """
 
 from __future__ import annotations
@@ -19,10 +21,10 @@ from collections.abc import Callable
 import redis
 
 from scheduler.engine import faults
-from scheduler.engine.errors import ClusterDown, FlowsError, ReadOnlyReplica, SlotMoving
+from scheduler.engine.errors import ClusterError, FlowsError, NamespaceNotInOneSlot
 
 FIRST = 0.1
-CAP = 30.0
+CAP = 2.0
 
 
 def transient(error: BaseException) -> bool:
@@ -30,17 +32,18 @@ def transient(error: BaseException) -> bool:
     password or a missing permission stays wrong however long one waits."""
     if isinstance(error, (faults.AuthenticationFailed, faults.PermissionDenied)):
         return False
+    if isinstance(error, NamespaceNotInOneSlot):  # a wrong namespace stays wrong
+        return False
     return isinstance(
         error,
         (
             # a cluster or Sentinel with no master for the namespace (a failover that outlasted
-            # the client's own wait) gets one in the end
-            ClusterDown,
-            ReadOnlyReplica,
-            SlotMoving,
+            # the client's own wait), replicas away (NotReplicated): they come back
+            ClusterError,
             faults.ServerUnavailable,
             faults.ServerOutOfMemory,
             faults.ServerReadOnly,
+            faults.ServerWithoutReplicas,
             redis.ConnectionError,
             redis.TimeoutError,
             redis.exceptions.BusyLoadingError,

@@ -25,7 +25,12 @@ only for reads and the commands in :data:`REPLAYABLE_WRITES`, and otherwise rais
 from __future__ import annotations
 
 import contextlib
+import logging
+import os
+import socket
+import threading
 import time
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar, cast
@@ -35,7 +40,7 @@ import redis
 from redis.backoff import NoBackoff
 from redis.cluster import ClusterNode, RedisCluster
 from redis.retry import Retry
-from redis.sentinel import Sentinel
+from redis.sentinel import Sentinel, SentinelConnectionPool
 
 from scheduler.engine.errors import (
     ClusterDown,
@@ -49,6 +54,8 @@ from scheduler.engine.errors import (
 )
 
 T = TypeVar("T")
+
+log = logging.getLogger("flows.connections")
 
 CLUSTER_SCHEMES = ("redis+cluster", "rediss+cluster")
 SENTINEL_SCHEMES = ("redis+sentinel", "rediss+sentinel")
@@ -157,7 +164,168 @@ def connect_sentinel(url: str) -> redis.Redis:
         options["db"] = int(path[1])
     if parts.scheme.startswith("rediss"):
         options["ssl"] = True
-    return cast(redis.Redis, sentinel.master_for(path[0], **options))  # type: ignore[no-untyped-call]
+    client = cast(redis.Redis, sentinel.master_for(path[0], **options))  # type: ignore[no-untyped-call]
+    MasterWatch.attach(client, sentinel, path[0])
+    return client
+
+
+# -- following Sentinel's master ---------------------------------------------------------------
+
+# Seconds each Sentinel's subscription is read for before the next one's: a switch is heard
+# within about this times the number of Sentinels.
+_LISTEN_SLICE = 0.2
+# Seconds before a Sentinel that could not be subscribed to is tried again.
+_RESUBSCRIBE = 1.0
+
+
+class MasterWatch:
+    """Follows the master Sentinel names for one Sentinel-managed client.
+
+    redis-py asks Sentinel for the master only when it opens a connection, so connections opened
+    before a failover keep writing to the old master, which, cut off from the others by a
+    partition, still takes writes that the heal then wipes. A watch subscribes to
+    ``+switch-master`` on every Sentinel (a daemon thread) and on the announcement drops every
+    connection of the client's pool, idle or in use, so the next command asks Sentinel again;
+    :meth:`recheck` does the same when a call found a replica (READONLY) or lost its connection.
+    The thread ends with the client's pool, and starts again in a forked child on first use.
+    """
+
+    def __init__(self, pool: SentinelConnectionPool, sentinel: Sentinel, service: str) -> None:
+        self._pool = weakref.ref(pool)
+        self.sentinel = sentinel
+        self.service = service
+        self.switches = 0
+        self.switched_at = 0.0  # time.monotonic() of the last switch
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self._pid = 0
+        self._stopped = threading.Event()
+
+    @classmethod
+    def attach(cls, client: redis.Redis, sentinel: Sentinel, service: str) -> MasterWatch:
+        pool = cast(SentinelConnectionPool, client.connection_pool)
+        watch = cls(pool, sentinel, service)
+        pool.flows_master_watch = watch  # type: ignore[attr-defined]
+        watch.ensure_running()
+        return watch
+
+    @staticmethod
+    def of(client: Any) -> MasterWatch | None:
+        watch = getattr(getattr(client, "connection_pool", None), "flows_master_watch", None)
+        return watch if isinstance(watch, MasterWatch) else None
+
+    def ensure_running(self) -> None:
+        """Start the listening thread unless it runs in this process (cheap: called per call)."""
+        if self._pid == os.getpid() and self._thread is not None and self._thread.is_alive():
+            return
+        with self._lock:
+            if self._pid == os.getpid() and self._thread is not None and self._thread.is_alive():
+                return
+            self._pid = os.getpid()
+            self._stopped.clear()
+            self._thread = threading.Thread(
+                target=self._listen, name=f"sentinel-watch-{self.service}", daemon=True
+            )
+            self._thread.start()
+
+    def stop(self) -> None:
+        self._stopped.set()
+
+    def switch(self, address: tuple[str, int] | None, why: str) -> bool:
+        """Drop every connection of the pool unless it already follows ``address`` (None: ask
+        Sentinel on the next connection). Returns whether connections were dropped."""
+        pool = self._pool()
+        if pool is None:
+            return False
+        current = pool.master_address
+        if address is not None and current is not None and tuple(current) == tuple(address):
+            return False
+        pool.proxy.master_address = tuple(address) if address is not None else None
+        pool.disconnect(inuse_connections=False)
+        # A connection in use by another thread (a call under way, a subscription) is shut
+        # down rather than closed: the thread's read ends with a connection error it handles,
+        # where closing the socket under it breaks redis-py's parser; the pool then drops the
+        # connection when it comes back (it no longer points at the master).
+        for connection in list(getattr(pool, "_in_use_connections", ())):
+            sock = getattr(connection, "_sock", None)
+            if sock is not None:
+                with contextlib.suppress(OSError):
+                    sock.shutdown(socket.SHUT_RDWR)
+        self.switches += 1
+        self.switched_at = time.monotonic()
+        log.warning(
+            "Sentinel service %r: %s; left %s for %s",
+            self.service,
+            why,
+            _address(current),
+            _address(address) if address is not None else "the master Sentinel names next",
+        )
+        return True
+
+    def recheck(self) -> None:
+        """Ask Sentinel for the master now and follow it if it moved (a call met a replica or
+        lost its connection: the master may have changed without our hearing of it)."""
+        try:
+            address = self.sentinel.discover_master(self.service)  # type: ignore[no-untyped-call]
+        except redis.RedisError:
+            return  # no master known yet: the next connection asks again
+        self.switch((str(address[0]), int(address[1])), "the master changed")
+
+    def _listen(self) -> None:
+        subscriptions: dict[int, Any] = {}
+        retry_at: dict[int, float] = {}
+        try:
+            while not self._stopped.is_set() and self._pool() is not None:
+                for index, node in enumerate(self.sentinel.sentinels):
+                    pubsub = subscriptions.get(index)
+                    if pubsub is None:
+                        if time.monotonic() < retry_at.get(index, 0.0):
+                            continue
+                        pubsub = self._subscribe(node)
+                        if pubsub is None:
+                            retry_at[index] = time.monotonic() + _RESUBSCRIBE
+                            continue
+                        subscriptions[index] = pubsub
+                    try:
+                        message = pubsub.get_message(timeout=_LISTEN_SLICE)
+                    except (redis.RedisError, OSError, ValueError):
+                        _close(pubsub)
+                        del subscriptions[index]
+                        retry_at[index] = time.monotonic() + _RESUBSCRIBE
+                        continue
+                    if message is not None and message.get("type") == "message":
+                        self._heard(message.get("data"))
+                if not subscriptions:
+                    self._stopped.wait(_LISTEN_SLICE)
+        finally:
+            for pubsub in subscriptions.values():
+                _close(pubsub)
+
+    def _subscribe(self, node: redis.Redis) -> Any:
+        pubsub = node.pubsub(ignore_subscribe_messages=True)  # type: ignore[no-untyped-call]
+        try:
+            pubsub.subscribe("+switch-master")
+        except (redis.RedisError, OSError):
+            _close(pubsub)
+            return None
+        return pubsub
+
+    def _heard(self, data: Any) -> None:
+        # "<service> <old ip> <old port> <new ip> <new port>"
+        text = data.decode() if isinstance(data, bytes) else str(data)
+        fields = text.split()
+        if len(fields) != 5 or fields[0] != self.service or not fields[4].isdigit():
+            return
+        self.switch((fields[3], int(fields[4])), "Sentinel announced a new master")
+
+
+def _address(address: Any) -> str:
+    return "?" if address is None else f"{address[0]}:{address[1]}"
+
+
+def _close(pubsub: Any) -> None:
+    with contextlib.suppress(Exception):
+        pubsub.close()
 
 
 def connect(url: str) -> redis.Redis:
@@ -233,6 +401,7 @@ class Route:
     def __init__(self, client: redis.Redis, prefix: str | None) -> None:
         self.client = client
         self.cluster = cast(RedisCluster, client) if is_cluster(client) else None
+        self.watch = MasterWatch.of(client)
         self.slot = 0
         if self.cluster is not None:
             if prefix is None:
@@ -245,6 +414,8 @@ class Route:
 
     def target(self) -> redis.Redis:
         if self.cluster is None:
+            if self.watch is not None:
+                self.watch.ensure_running()
             return self.client
         node = self.cluster.nodes_manager.get_node_from_slot(self.slot)
         return self.cluster.get_redis_connection(node)
@@ -254,7 +425,10 @@ class Route:
         return primaries(self.client)
 
     def refresh(self) -> None:
-        """Re-read the cluster's slot map (after MOVED, or while a failover settles)."""
+        """Re-read the cluster's slot map (after MOVED, or while a failover settles); under
+        Sentinel, ask it for the master and drop every connection to an old one."""
+        if self.watch is not None:
+            self.watch.recheck()
         if self.cluster is not None:
             # No node may answer yet: the next attempt tries again.
             with contextlib.suppress(redis.RedisError, redis.exceptions.RedisClusterException):
@@ -318,10 +492,13 @@ def as_cluster_error(error: BaseException, command: str) -> ClusterError:
 @dataclass(frozen=True)
 class Durability:
     """Wait after each engine write until ``replicas`` replicas acknowledge it (``WAIT``), at
-    most ``timeout`` seconds; fewer acknowledgements raise :class:`NotReplicated`."""
+    most ``timeout`` seconds; fewer acknowledgements raise :class:`NotReplicated`. A single
+    call asks again for up to ``reconcile`` seconds in all before it raises (a lagging replica
+    or a short partition then still acknowledges it)."""
 
     replicas: int = 1
     timeout: float = 1.0
+    reconcile: float = 5.0
 
     def check(self, acknowledged: Any, command: str) -> None:
         if int(acknowledged) < self.replicas:
@@ -330,6 +507,21 @@ class Durability:
                 f" {self.replicas} replicas acknowledged it within {self.timeout:g}s: a failover"
                 " now could lose it"
             )
+
+
+# How a scheduler service fires ticks when its server has replicas and its URL asks for no
+# WAIT: a tick a minute can afford the round trip, and a tick written only to a master that a
+# partition then deposes would fire again on the new one (run twice).
+TICK_DURABILITY = Durability(1, 2.0)
+
+
+def connected_replicas(client: redis.Redis) -> int:
+    """How many replicas are connected to the server ``client`` reaches (0 if INFO is refused)."""
+    try:
+        info = client.info("replication")
+    except redis.RedisError:
+        return 0
+    return int(info.get("connected_slaves", 0) or 0)
 
 
 DURABILITY_OPTIONS = ("wait", "wait_timeout")
@@ -347,7 +539,10 @@ def split_durability(url: str) -> tuple[str, Durability | None]:
     query = parse_qs(parts.query, keep_blank_values=True)
     options = {key: query.pop(key)[-1] for key in DURABILITY_OPTIONS if key in query}
     rest = "&".join(f"{key}={value}" for key, values in query.items() for value in values)
-    stripped = parts._replace(query=rest).geturl()
+    # Cut by hand: urlsplit's geturl() drops the empty host of unix:///path URLs.
+    base, _, _ = url.partition("?")
+    fragment = f"#{parts.fragment}" if parts.fragment else ""
+    stripped = base + (f"?{rest}" if rest else "") + fragment
     if "wait" not in options:
         return url, None
     try:
@@ -391,6 +586,9 @@ class Failover:
                 if not self.contacted and not redirect:
                     deadline = 0.0
                 if not safe or time.monotonic() >= deadline:
+                    if self.route.watch is not None and lost_in_flight(error):
+                        # A failed write: the master may have moved without our hearing of it.
+                        self.route.watch.recheck()
                     if safe or lost_in_flight(error):
                         raise as_cluster_error(error, command) from None
                     raise
@@ -407,10 +605,13 @@ __all__ = [
     "REPLAYABLE_WRITES",
     "SCHEMES",
     "SENTINEL_SCHEMES",
+    "TICK_DURABILITY",
     "Durability",
     "Failover",
+    "MasterWatch",
     "Route",
     "connect",
+    "connected_replicas",
     "detect_cluster",
     "is_cluster",
     "needs_failover",

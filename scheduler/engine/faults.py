@@ -8,6 +8,7 @@ also raised by the client (:class:`~scheduler.engine.scripts.Engine` translates 
     ├── AuthenticationFailed    wrong user name or password (also a redis AuthenticationError)
     ├── ServerOutOfMemory       the server is at maxmemory and refuses writes
     ├── ServerReadOnly          the server is a read-only replica
+    ├── ServerWithoutReplicas   NOREPLICAS: too few replicas for min-replicas-to-write
     └── PermissionDenied        the ACL user may not run a command (``command`` names it)
 
 Each also derives from the redis-py exception it replaces, so code that catches
@@ -58,6 +59,11 @@ class ServerOutOfMemory(ServerFault, redis.exceptions.OutOfMemoryError):
 
 class ServerReadOnly(ServerFault, redis.exceptions.ReadOnlyError):
     """The server is a read-only replica and refuses writes; reads work."""
+
+
+class ServerWithoutReplicas(ServerFault, redis.exceptions.ResponseError):
+    """The master has fewer good replicas than its ``min-replicas-to-write`` and refuses
+    writes (``NOREPLICAS``): cut off by a partition, it takes nothing the heal would wipe."""
 
 
 class PermissionDenied(ServerFault, redis.exceptions.NoPermissionError):
@@ -155,6 +161,13 @@ def translate(
             where=at,
             command=command,
         )
+    if reason.startswith("NOREPLICAS"):
+        return ServerWithoutReplicas(
+            f"{at} has fewer replicas than its min-replicas-to-write and refuses writes:"
+            f" {_call(command)} was not run; writes resume once a replica is back; reads work",
+            where=at,
+            command=command,
+        )
     if isinstance(error, redis.exceptions.NoPermissionError) or "ACL failure" in reason:
         refused = _redis_command(reason)
         what = f"Redis command {refused!r}" if refused else "a key or command it needs"
@@ -193,6 +206,7 @@ __all__ = [
     "ServerOutOfMemory",
     "ServerReadOnly",
     "ServerUnavailable",
+    "ServerWithoutReplicas",
     "address",
     "debug_enabled",
     "one_line",

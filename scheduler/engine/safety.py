@@ -102,4 +102,64 @@ def check_eviction_policy(client: redis.Redis, *, who: str = "this process") -> 
     return policy
 
 
-__all__ = ["SAFE_POLICY", "UnsafeServer", "check_eviction_policy", "eviction_policy"]
+# What shrinks the loss window of a partition (docs/pages/guarantees.md): a master that has not
+# heard from a replica for this long refuses writes instead of acknowledging what the heal wipes.
+SUGGESTED_MAX_LAG = 10
+
+
+def _setting(client: redis.Redis, name: str) -> int | None:
+    try:
+        reply = client.config_get(name)
+    except redis.ResponseError:  # NOPERM, or CONFIG renamed away
+        return None
+    value = reply.get(name) if isinstance(reply, dict) else None
+    try:
+        return None if value is None else int(_text(value))
+    except ValueError:
+        return None
+
+
+def replication_advice(client: redis.Redis) -> list[str]:
+    """What to change so that a partition loses less: one line per master that has replicas
+    but takes writes without them (``min-replicas-to-write`` 0). Empty when nothing is to be
+    said, or when the settings cannot be read."""
+    advice: list[str] = []
+    for master in primaries(client):
+        try:
+            info = master.info("replication")
+        except redis.RedisError:
+            continue
+        replicas = int(info.get("connected_slaves", 0) or 0)
+        if info.get("role") != "master" or replicas == 0:
+            continue
+        to_write = _setting(master, "min-replicas-to-write")
+        max_lag = _setting(master, "min-replicas-max-lag")
+        if to_write is None or to_write > 0:
+            continue
+        where = _where(master)
+        advice.append(
+            f"the master at {where} has {replicas} replica(s) but min-replicas-to-write is 0:"
+            " cut off from them by a partition it keeps acknowledging writes (puts, completes,"
+            " ticks) until Sentinel or the cluster deposes it, and the heal then wipes them;"
+            f" set min-replicas-to-write 1 and min-replicas-max-lag {SUGGESTED_MAX_LAG}"
+            f" (now {max_lag}) in its configuration and with CONFIG SET, so it stops taking"
+            " writes once no replica has answered for that many seconds, or use a ?wait=1 URL"
+        )
+    return advice
+
+
+def _where(client: redis.Redis) -> str:
+    kwargs = client.connection_pool.connection_kwargs
+    if kwargs.get("path"):
+        return str(kwargs["path"])
+    return f"{kwargs.get('host', '?')}:{kwargs.get('port', '?')}"
+
+
+__all__ = [
+    "SAFE_POLICY",
+    "SUGGESTED_MAX_LAG",
+    "UnsafeServer",
+    "check_eviction_policy",
+    "eviction_policy",
+    "replication_advice",
+]

@@ -22,6 +22,7 @@ exceptions
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import re
 import time
@@ -255,16 +256,17 @@ class Engine:
     def _args(self, command: str, args: Sequence[Any], now: float | str) -> list[Any]:
         return [len(self._keys), *self._keys, command, now, *args]
 
+    def _call_args(self, command: str, argv: list[Any]) -> tuple[Any, ...]:
+        if self._use_functions:
+            if command in self._reads:  # runs where writes are refused (full server, replica)
+                return ("FCALL_RO", read_function_name(), *argv)
+            return ("FCALL", function_name(), *argv)
+        return ("EVALSHA", self._sha, *argv)
+
     def _send(
         self, target: redis.Redis | redis.client.Pipeline, command: str, argv: list[Any]
     ) -> Any:
-        if self._use_functions:
-            if command in self._reads:  # runs where writes are refused (full server, replica)
-                call = ("FCALL_RO", read_function_name(), *argv)
-            else:
-                call = ("FCALL", function_name(), *argv)
-        else:
-            call = ("EVALSHA", self._sha, *argv)
+        call = self._call_args(command, argv)
         if self._direct is not None and target is self.redis:
             try:
                 return self._direct.call(*call)
@@ -288,10 +290,26 @@ class Engine:
             raise fault from error
         return float(seconds) + float(micros) / 1_000_000
 
-    def command(self, *args: Any) -> Any:
+    def command(self, *args: Any, writes: bool = False) -> Any:
         """A plain Redis command (not an engine call) on this engine's server, sent as engine
         calls are (over a kept connection where it can: engine/direct_calls.py); redis-py's
-        exceptions as ``execute_command`` raises them. Our worker waits on its inbox this way."""
+        exceptions as ``execute_command`` raises them. Our worker waits on its inbox this way.
+
+        ``writes``: the command changes data (``BLPOP``), so with ``durability`` it is followed
+        by ``WAIT`` as an engine write is, and raises :class:`NotReplicated` when too few
+        replicas have it: a job taken from an inbox on a master cut off from its replicas is not
+        run (the engine gives it back once the worker's lease says it does not hold it)."""
+        if writes and self.durability is not None:
+            pipe = self.route.target().pipeline(transaction=False)
+            pipe.execute_command(*args)  # type: ignore[no-untyped-call]
+            wait = ("WAIT", self.durability.replicas, int(self.durability.timeout * 1000))
+            pipe.execute_command(*wait)  # type: ignore[no-untyped-call]
+            reply, acknowledged = pipe.execute(raise_on_error=False)
+            if isinstance(reply, Exception):
+                raise reply
+            if reply is not None:  # nothing taken, nothing to lose
+                self.durability.check(acknowledged, str(args[0]))
+            return reply
         if self._direct is not None:
             try:
                 return self._direct.call(*args)
@@ -350,16 +368,55 @@ class Engine:
         target = self.route.target()
         if self.durability is None or command in self._reads:
             return self._send(target, command, argv)
-        # WAIT counts the writes of its own connection: one pipeline, one round trip.
-        pipe = target.pipeline(transaction=False)
-        self._send(pipe, command, argv)
-        wait = ("WAIT", self.durability.replicas, int(self.durability.timeout * 1000))
-        pipe.execute_command(*wait)  # type: ignore[no-untyped-call]
-        reply, acknowledged = pipe.execute(raise_on_error=False)
+        return self._send_durably(target, command, argv, self.durability)
+
+    def _send_durably(
+        self, target: redis.Redis, command: str, argv: list[Any], durability: Durability
+    ) -> Any:
+        """The call and ``WAIT`` in one round trip on one connection (WAIT counts the writes
+        of its own connection). When too few replicas acknowledge it in time, ``WAIT`` is
+        asked again on the same connection for up to ``durability.reconcile`` seconds: a
+        replica that lagged, or a partition healed before any failover, lets the write be
+        acknowledged after all, so the caller learns it happened instead of being told it may
+        not have (and seeing it run later). A connection cut meanwhile (Sentinel announced a
+        new master) ends the wait: the outcome stays unknown."""
+        pool = target.connection_pool
+        connection: Any = pool.get_connection()  # redis-py's Connection is untyped
+        wait = ("WAIT", durability.replicas, int(durability.timeout * 1000))
+        try:
+            connection.send_packed_command(
+                connection.pack_commands([self._call_args(command, argv), wait])
+            )
+            reply: Any
+            try:
+                reply = connection.read_response()
+            except redis.ResponseError as error:
+                reply = error
+            acknowledged = connection.read_response()
+            deadline = time.monotonic() + durability.reconcile
+            while (
+                not isinstance(reply, Exception)
+                and int(acknowledged) < durability.replicas
+                and time.monotonic() < deadline
+            ):
+                connection.send_command(*wait)
+                acknowledged = connection.read_response()
+        except BaseException:
+            connection.disconnect()
+            raise
+        finally:
+            pool.release(connection)
         if isinstance(reply, Exception):
             raise reply
-        self.durability.check(acknowledged, command)
+        durability.check(acknowledged, command)
         return reply
+
+    def with_durability(self, durability: Durability) -> Engine:
+        """This engine (same server, namespace and loaded scripts) waiting for replicas after
+        each write."""
+        durable = copy.copy(self)
+        durable.durability = durability
+        return durable
 
     def pipeline(self) -> EnginePipeline:
         """Batch many engine calls in one round trip (not a transaction)."""

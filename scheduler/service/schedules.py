@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import math
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -23,7 +24,9 @@ from scheduler.cron import (
     next_fire,
 )
 from scheduler.engine.client import Client
+from scheduler.engine.connections import TICK_DURABILITY, connected_replicas
 from scheduler.engine.errors import EngineError, JobNotFound
+from scheduler.engine.scripts import Engine
 from scheduler.service.records import (
     _PAGE,
     CAS_ATTEMPTS,
@@ -47,15 +50,34 @@ from scheduler.service.records import (
     run_id_for,
 )
 
+# Seconds between looks at whether the server has replicas (ticks then fire in WAIT mode).
+REPLICAS_RECHECK = 60.0
+
 
 class Schedules:
     """The schedules of one namespace, through the engine. ``now`` is epoch seconds."""
 
     def __init__(self, client: Client) -> None:
         self.client = client
+        self._firing: Engine | None = None
+        self._firing_checked = float("-inf")
 
     def _call(self, command: str, *args: Any, now: float | str = "") -> Any:
         return self.client.engine.call(command, *args, now=now)
+
+    def _fire_engine(self) -> Engine:
+        """The engine that fires ticks: it waits for a replica (``WAIT``) whenever the server
+        has one, even when the URL asks for no waiting, so that a tick fired on a master a
+        partition cut off is refused (and fired once on the new master) rather than run twice.
+        Whether the server has replicas is looked at again every minute."""
+        engine = self.client.engine
+        if engine.durability is not None:
+            return engine
+        if self._firing is None or time.monotonic() - self._firing_checked >= REPLICAS_RECHECK:
+            self._firing_checked = time.monotonic()
+            replicated = connected_replicas(engine.route.target()) > 0
+            self._firing = engine.with_durability(TICK_DURABILITY) if replicated else engine
+        return self._firing
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -204,7 +226,7 @@ class Schedules:
 
     def fire_many(self, calls: Sequence[FireCall], now: float) -> list[str | EngineError]:
         """Send every call in one round trip; each reply is an outcome or the refusal."""
-        pipe = self.client.engine.pipeline()
+        pipe = self._fire_engine().pipeline()
         for call in calls:
             pipe.call("schedule.fire", *call.args(), now=now)
         out: list[str | EngineError] = []
@@ -219,7 +241,7 @@ class Schedules:
 
     def fire(self, call: FireCall, now: float) -> str:
         """One ``schedule.fire``; raises what the engine refuses."""
-        return str(self._call("schedule.fire", *call.args(), now=now))
+        return str(self._fire_engine().call("schedule.fire", *call.args(), now=now))
 
     def trigger(self, name: str, request: RunRequest, *, now: float | str = "") -> str:
         """Submit a run now, outside the ticks; it becomes the schedule's last run."""

@@ -88,7 +88,7 @@ class Fetcher:
         )
         if jobs:
             return list(jobs)
-        reply = self.client.engine.command("BLPOP", self.inbox, self.poll_interval)
+        reply = self.client.engine.command("BLPOP", self.inbox, self.poll_interval, writes=True)
         return list(json.loads(reply[1])) if reply else []
 
     def wake(self) -> None:

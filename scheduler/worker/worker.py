@@ -52,7 +52,7 @@ import redis
 from scheduler.engine import limits
 from scheduler.engine.backoff import Backoff, transient
 from scheduler.engine.client import Client
-from scheduler.engine.errors import ClusterError, EngineError
+from scheduler.engine.errors import ClusterError, EngineError, NotReplicated
 from scheduler.engine.faults import ServerOutOfMemory
 from scheduler.engine.job import Job, dumps
 from scheduler.engine.safety import check_eviction_policy
@@ -285,7 +285,9 @@ class Worker:
                 check_eviction_policy(self.client.redis, who=f"worker {self.name}")
                 self._register()
             except Exception as error:
-                waits = isinstance(error, ServerOutOfMemory) or (
+                # A master without the replicas `?wait=N` asks for refuses writes until they
+                # are back: waited out as a full server is.
+                waits = isinstance(error, ServerOutOfMemory | NotReplicated) or (
                     self.wait_for_server and transient(error)
                 )
                 if not waits:
@@ -873,23 +875,38 @@ class Worker:
     def _renew_lease(self) -> None:
         """Renew the liveness lease (the monitor, every ``lease_seconds / LEASE_RENEWALS``).
 
-        A lease reaped since the last renewal (the process was paused longer than the lease, or
-        could not reach Redis) means other workers have taken its jobs back: every job held is
-        checked with the engine at once, and dropped or stopped when it is no longer ours.
+        Each renewal names the jobs held: one locked to this worker that it does not hold is
+        given back by the engine. A lease reaped since the last renewal (the process was paused
+        longer than the lease, or could not reach Redis) means other workers have taken its jobs
+        back: every job held is checked with the engine at once, and dropped or stopped when it
+        is no longer ours.
         """
         with self._lease_guard:
             sent = time.monotonic()
             self._next_lease = sent + self.lease_seconds / LEASE_RENEWALS
+            # The jobs held, so the engine gives back at once any job locked to this worker
+            # that it does not hold (a pop's or a complete's reply lost: lua/include/lease.lua).
+            with self._lock:
+                held = dumps(list(self._active))
             try:
                 reply = json.loads(
-                    self.client.engine.call("worker.lease", self.name, self.lease_seconds)
+                    self.client.engine.call("worker.lease", self.name, self.lease_seconds, held)
                 )
-            except (redis.RedisError, EngineError, ValueError) as error:
+            except (redis.RedisError, EngineError, ClusterError, ValueError) as error:
+                # ClusterError: a failover settling, or too few replicas (NotReplicated): the
+                # renewal is tried again a second later.
                 log.warning("worker %s: lease not renewed (%s)", self.name, error)
                 return
             lost = self._leased and not reply.get("held")
             self._leased = True
             self._lease_until = sent + self.lease_seconds
+        if reply.get("returned"):
+            log.warning(
+                "worker %s: %d job(s) locked to it that it did not hold were given back (a"
+                " reply lost on the way)",
+                self.name,
+                reply["returned"],
+            )
         if lost:
             log.warning("worker %s: its lease lapsed and its jobs were taken back", self.name)
             with self._lock:
@@ -909,7 +926,7 @@ class Worker:
         self._next_presence = now + self._presence_every
         try:
             self.client.engine.call("worker.register", self.name, dumps(self._info))
-        except (redis.RedisError, EngineError) as error:
+        except (redis.RedisError, EngineError, ClusterError) as error:
             log.warning("worker %s: registration not renewed (%s)", self.name, error)
 
     def _install_signals(self) -> None:

@@ -52,3 +52,11 @@ def test_one_line_per_fault_and_pauses_that_grow_to_the_cap(
     assert 0.05 <= pauses[0] <= 0.1
     assert all(1.0 <= pause <= 2.0 for pause in pauses[6:])
     assert not backoff.failing
+
+
+def test_the_default_cap_brings_a_process_back_within_two_seconds_of_its_server() -> None:
+    backoff = Backoff(logging.getLogger("flows.test-backoff"), "fetching")
+    unreachable = raised(lambda: Client("redis://127.0.0.1:1/0").queues["q"].length())
+    pauses = [backoff.failed(unreachable) for _ in range(40)]
+    assert max(pauses) <= 2.0
+    assert all(1.0 <= pause <= 2.0 for pause in pauses[5:])

@@ -6,12 +6,22 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import redis
-from test_worker import Processes, history, put, read_marks, wait_for, wait_marks, wait_state
+from test_worker import (
+    Processes,
+    history,
+    in_process_worker,
+    put,
+    read_marks,
+    wait_for,
+    wait_marks,
+    wait_state,
+)
 
 from scheduler.embedded import EmbeddedServer
 from scheduler.engine.client import Client
@@ -60,3 +70,23 @@ def test_a_worker_paused_past_its_lease_gives_way_to_another(
     assert reclaimed["worker"] == "paused"
     assert [entry["worker"] for entry in history(job, "done")] == ["other"]
     assert read_marks(marks, "finished") == []  # the first run never finished
+
+
+def test_a_job_locked_to_a_live_worker_that_does_not_hold_it_runs_again_in_seconds(
+    client: Client, engine: Engine
+) -> None:
+    with in_process_worker(engine, ["q"], name="live"):
+        wait_for(lambda: engine.redis.zscore("ql:leases", "live"), 10, "the worker's lease")
+        jid = put(client, "other", "echo", {"value": 1})
+        # A pop as the worker whose reply never reached it (lost in a failover): the job is
+        # locked to the live worker for its 60 s lock, yet the worker does not hold it.
+        lost_reply = Client.from_engine(engine, worker_name="live").queues["other"].pop()
+        assert [job.jid for job in lost_reply] == [jid]
+        popped_at = time.monotonic()
+        job = wait_state(client, jid, "waiting", timeout=10)
+        assert time.monotonic() - popped_at < 5
+        assert [entry["worker"] for entry in history(job, "returned")] == ["live"]
+        assert (job.remaining, job.lost) == (job.retries, 0)
+        with in_process_worker(engine, ["other"], name="next"):
+            wait_state(client, jid, "complete", timeout=10)
+    assert time.monotonic() - popped_at < 10

@@ -499,7 +499,9 @@ ids("worker.info", ["w1"], "worker")
 case("worker.lease", [], InvalidArgument, "worker", id="missing")
 ids("worker.lease", [], "worker", ["5"])
 numbers("worker.lease", ["w1"], "seconds", ("0", "3601"))
-case("worker.lease", ["w1", "5", "x"], InvalidArgument, "too many", id="extra")
+case("worker.lease", ["w1", "5", "x"], InvalidArgument, "jids", id="jids-not-json")
+case("worker.lease", ["w1", "5", '["a b"]'], InvalidArgument, "jids", id="jids-bad-id")
+case("worker.lease", ["w1", "5", "[]", "x"], InvalidArgument, "too many", id="extra")
 
 RECUR = ["q", "new-rec", "K", "{}", "interval", "60", "0"]
 for missing, name in enumerate(["queue", "jid", "klass", "data", "spec", "interval", "offset"]):

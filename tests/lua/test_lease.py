@@ -60,7 +60,7 @@ def test_the_jobs_of_a_worker_whose_lease_expired_wait_again_at_once(lua: Lua) -
     assert survivor(lua, "w2", T0, T0 + LEASE - 0.5)["reaped"] == 0
     assert lua.state("a", now=T0 + LEASE - 0.5) == "running"
     reply = lease(lua, "w2", T0 + LEASE)
-    assert reply == {"held": True, "reaped": 1, "reclaimed": 2, "failed": 0}
+    assert reply == {"held": True, "reaped": 1, "reclaimed": 2, "failed": 0, "returned": 0}
     for jid in "ab":
         job = lua.job(jid, now=T0 + 6)
         assert job is not None
@@ -154,3 +154,69 @@ def test_after_a_stall_of_the_server_nobody_is_reaped(lua: Lua) -> None:
     assert lua.r.zscore(lua.key("leases"), "w1") == T0 + LEASE + 10
     assert lease(lua, "w1", T0 + 12.5)["held"] is True
     assert lua.state("a", now=T0 + 13) == "running"
+
+
+def held_lease(lua: Lua, worker: str, held: list[str], now: float) -> dict[str, Any]:
+    """A renewal naming the jobs the worker holds."""
+    reply: dict[str, Any] = json.loads(
+        lua.raw("worker.lease", worker, LEASE, json.dumps(held), now=now)
+    )
+    return reply
+
+
+def test_a_job_a_live_worker_does_not_hold_is_given_back_within_two_renewals(lua: Lua) -> None:
+    for jid in "abc":
+        lua.put(jid)
+    held_lease(lua, "w1", [], T0)
+    assert lean_pop(lua, "w1", 3, T0) == ["a", "b", "c"]
+    # The reply of the pop reached the worker with "a" and "b" only ("c" was lost on the way),
+    # and the worker renews every second naming what it holds.
+    assert held_lease(lua, "w1", ["a", "b"], T0 + 0.2)["returned"] == 0  # maybe still on its way
+    assert lua.state("c", now=T0 + 0.5) == "running"
+    assert held_lease(lua, "w1", ["a", "b"], T0 + 1.2)["returned"] == 1
+    job = lua.job("c", now=T0 + 1.2)
+    assert job is not None
+    assert (job["state"], job["worker"], job["remaining"]) == ("waiting", "", 5)
+    assert job["history"][-1]["what"] == "returned"
+    assert lua.r.hget(lua.key("j:c"), "lost") is None  # neither a retry nor a lost worker's run
+    assert lua.r.zscore(lua.key("q:q-locks"), "c") is None
+    assert lua.r.zrange(lua.key("w:w1:jobs"), 0, -1) == ["a", "b"]
+    assert not lua.r.exists(lua.key("w:w1:unheld"))
+    # The jobs it holds are left alone; "c" goes to the next pop, at the front.
+    assert [lua.state(jid, now=T0 + 1.2) for jid in "ab"] == ["running", "running"]
+    lua.put("d", now=T0 + 1.3)
+    assert lean_pop(lua, "w2", 2, T0 + 1.4) == ["c", "d"]
+
+
+def test_a_job_named_again_before_the_settle_time_stays(lua: Lua) -> None:
+    lua.put("a")
+    held_lease(lua, "w1", [], T0)
+    lean_pop(lua, "w1", 1, T0)
+    # Renewed while the pop's reply was on its way, then named once it arrived.
+    assert held_lease(lua, "w1", [], T0 + 0.1)["returned"] == 0
+    assert held_lease(lua, "w1", ["a"], T0 + 1.1)["returned"] == 0
+    assert held_lease(lua, "w1", ["a"], T0 + 5)["returned"] == 0
+    assert lua.state("a", now=T0 + 5) == "running"
+
+
+def test_a_job_waiting_in_the_worker_inbox_counts_as_held(lua: Lua) -> None:
+    held_lease(lua, "w1", [], T0)
+    assert lua.raw("await", "w1", 30, 1, "q", now=T0) == "[]"
+    lua.put("a", now=T0 + 0.5)
+    assert lua.state("a", now=T0 + 0.5) == "running"  # handed over: in w1's inbox
+    assert held_lease(lua, "w1", [], T0 + 1)["returned"] == 0
+    assert held_lease(lua, "w1", [], T0 + 3)["returned"] == 0
+    # The worker read its inbox, but the reply was lost: the job is no longer anywhere.
+    lua.r.delete(lua.key("w:w1:inbox"))
+    held_lease(lua, "w1", [], T0 + 3.5)
+    assert held_lease(lua, "w1", [], T0 + 4.6)["returned"] == 1
+    assert lua.state("a", now=T0 + 4.6) == "waiting"
+
+
+def test_without_a_list_of_held_jobs_nothing_is_reconciled(lua: Lua) -> None:
+    lua.put("a")
+    lease(lua, "w1", T0)
+    lean_pop(lua, "w1", 1, T0)
+    assert lease(lua, "w1", T0 + 1)["returned"] == 0
+    assert lease(lua, "w1", T0 + 3)["returned"] == 0
+    assert lua.state("a", now=T0 + 3) == "running"

@@ -39,17 +39,41 @@ class Client:
 
 
 class Config:
+    """qless-py's dict-like view of the settings: one value read back as JSON when it is."""
+
     def __init__(self, client: Client) -> None:
         self.client = client
 
     def __getitem__(self, option: str) -> Any:
-        return self.client("config.get", option)
+        value = self.client("config.get", option)
+        if isinstance(value, str):
+            try:
+                return json.loads(value)
+            except ValueError:
+                return value
+        return value
 
     def __setitem__(self, option: str, value: Any) -> None:
         self.client("config.set", option, value)
 
+    def __delitem__(self, option: str) -> None:
+        self.client("config.unset", option)
+
     def all(self) -> dict[str, Any]:
         return dict(json.loads(self.client("config.get")))
+
+    def clear(self) -> None:
+        for option in self.all():
+            self.client("config.unset", option)
+
+    def update(self, settings: dict[str, Any]) -> None:
+        for option, value in settings.items():
+            self[option] = value
+
+    def pop(self, option: str) -> Any:
+        value = self[option]
+        del self[option]
+        return value
 
 
 class Job:
@@ -128,6 +152,21 @@ class Job:
         return self.client("depends", self.jid, "off", *jids)
 
     def move(self, queue: str, delay: float = 0, depends: Any = None) -> Any:
+        """qless-py's move: a put naming the job's own worker ('' unless it is running)."""
+        return self.client(
+            "put",
+            self.worker_name,
+            queue,
+            self.jid,
+            self.klass_name,
+            json.dumps(self.data),
+            delay,
+            "depends",
+            json.dumps(depends or []),
+        )
+
+    def requeue(self, queue: str, delay: float = 0, depends: Any = None) -> Any:
+        """qless-core's requeue, by this client's worker (a process moving another's job)."""
         return self.client(
             "requeue",
             self.client.worker_name,

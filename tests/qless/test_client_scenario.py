@@ -125,7 +125,7 @@ def test_a_qless_client_scenario(redis_client: redis.Redis, events: Events) -> N
     thief.now = client.now
     moved = thief.jobs["watched"]
     assert isinstance(moved, Job)
-    assert moved.move("elsewhere") == "watched"
+    assert moved.requeue("elsewhere") == "watched"
     stolen = thief.queue("elsewhere").pop()[0]
     with pytest.raises(redis.ResponseError, match="given out to another worker"):
         watched.heartbeat()

@@ -132,7 +132,7 @@ def test_retries_run_out_by_lock_expiry(qless: Qless, events: Events) -> None:
     ]
 
 
-def test_retries_run_out_by_retry_without_an_event(qless: Qless, events: Events) -> None:
+def test_retries_run_out_by_retry_logs_nothing(qless: Qless, events: Events) -> None:
     qless.running("jid")
     qless("put", 0, "worker", "queue", "jid", "klass", {}, 0, "retries", 0)
     qless("pop", 0, "queue", "worker", 10)
@@ -140,6 +140,17 @@ def test_retries_run_out_by_retry_without_an_event(qless: Qless, events: Events)
     assert qless("retry", 1, "jid", "queue", "worker", 0) == -1
     assert qless.job("jid")["state"] == "failed"
     assert events.collect() == []
+
+
+def test_retries_run_out_by_retry_of_a_tracked_job(qless: Qless, events: Events) -> None:
+    qless("put", 0, "worker", "queue", "jid", "klass", {}, 0, "retries", 0)
+    qless("track", 0, "track", "jid")
+    qless("pop", 0, "queue", "worker", 10)
+    events.collect()
+    assert qless("retry", 1, "jid", "queue", "worker", 0, "group", "message") == -1
+    assert qless.job("jid")["state"] == "failed"
+    # qless publishes the jid on `failed` and no `log` event.
+    assert events.collect() == [("ql:failed", "jid")]
 
 
 def test_timeout(qless: Qless, events: Events) -> None:

@@ -137,8 +137,12 @@ def test_config_is_qless_own(qless: Qless) -> None:
     assert qless("config.get", 0) == defaults
     for key, value in defaults.items():
         assert qless("config.get", 0, key) == value
+    # A stored setting comes back as the text it was set to, as qless stores it.
     qless("config.set", 0, "max-job-history", 5)
-    assert qless("config.get", 0) == {**defaults, "max-job-history": 5}
+    qless("config.set", 0, "heartbeat", 30)
+    assert qless("config.get", 0) == {**defaults, "max-job-history": "5", "heartbeat": "30"}
+    assert qless.raw("config.get", 0, "heartbeat") == "30"
+    assert qless.raw("config.get", 0, "grace-period") == 10  # a default: an integer reply
     assert qless("config.get", 0, "foo") is None
 
 

@@ -22,6 +22,10 @@ def test_the_wait_options_leave_the_url_and_become_a_durability() -> None:
     assert durability == Durability(2, 0.5)
     assert split_durability("redis://h:1/0") == ("redis://h:1/0", None)
     assert split_durability("redis://h:1/0?wait=0") == ("redis://h:1/0", None)
+    assert split_durability("unix:///tmp/s.sock?wait=1&db=2") == (
+        "unix:///tmp/s.sock?db=2",
+        Durability(1, 1.0),
+    )
 
 
 def test_fewer_acknowledgements_than_asked_raise_not_replicated() -> None:

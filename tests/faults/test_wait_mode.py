@@ -1,0 +1,151 @@
+"""The mode that waits for replicas (``?wait=1``) against a master that has none, as a master cut
+off from its replicas by a partition: nothing it hands out runs, and once a replica is back every
+job runs once. Real servers, a real worker thread."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from fault_support import Valkey
+
+from scheduler.engine.client import Client
+from scheduler.engine.errors import NotReplicated
+from scheduler.worker import Worker
+
+WAIT = "?wait=1&wait_timeout=0.2"
+
+
+@pytest.fixture
+def master(servers: list[Valkey], tmp_path: Path) -> Valkey:
+    server = Valkey(tmp_path / "master", tcp=True)
+    servers.append(server)
+    return server
+
+
+def test_an_inbox_read_that_is_not_replicated_raises(master: Valkey) -> None:
+    engine = Client(master.url() + WAIT).engine
+    assert engine.command("BLPOP", "inbox", 0.05, writes=True) is None  # nothing taken
+    master.admin().rpush("inbox", "[]")
+    with pytest.raises(NotReplicated, match="BLPOP"):
+        engine.command("BLPOP", "inbox", 0.05, writes=True)
+
+
+def test_a_master_without_replicas_gives_no_job_to_a_worker_until_one_is_back(
+    master: Valkey, servers: list[Valkey], tmp_path: Path
+) -> None:
+    plain = Client(master.url())
+    jids = [plain.queues["q"].put("builtins.print", {}) for _ in range(5)]
+    worker = Worker(Client(master.url() + WAIT, worker_name="w1"), ["q"], poll_interval=0.1)
+    thread = threading.Thread(target=worker.run, daemon=True)
+    thread.start()
+    try:
+        time.sleep(3)  # the worker polls and is refused: real time, as a partition lasts
+        # Nothing ran: every pop was followed by a WAIT that no replica answered.
+        states = {plain.jobs[jid].state for jid in jids}
+        assert not states & {"complete", "failed"}, states
+        replica = Valkey(tmp_path / "replica", tcp=True)
+        servers.append(replica)
+        replica.replica_of(master)
+        deadline = time.monotonic() + 15
+        while {plain.jobs[jid].state for jid in jids} != {"complete"}:
+            assert time.monotonic() < deadline, {plain.jobs[jid].state for jid in jids}
+            time.sleep(0.05)
+    finally:
+        worker.stop()
+        thread.join(15)
+    # Each ran once, after the replica was back: a refused pop's jobs came back to the queue.
+    for jid in jids:
+        history = [entry["what"] for entry in plain.jobs[jid].history]
+        assert history.count("done") == 1, history
+
+
+def test_ticks_fire_in_wait_mode_whenever_the_server_has_replicas(
+    master: Valkey, servers: list[Valkey], tmp_path: Path
+) -> None:
+    from scheduler.engine.connections import TICK_DURABILITY
+    from scheduler.service.schedules import Schedules
+
+    client = Client(master.url())
+    assert Schedules(client)._fire_engine() is client.engine  # no replica: nothing to wait for
+    replica = Valkey(tmp_path / "replica", tcp=True)
+    servers.append(replica)
+    replica.replica_of(master)
+    firing = Schedules(client)._fire_engine()
+    assert firing.durability == TICK_DURABILITY
+    assert client.engine.durability is None  # the service's other calls are left as they were
+    firing.call("config.set", "probe", "1")  # replicated: acknowledged
+    replica.stop()
+    with pytest.raises(NotReplicated):
+        firing.call("config.set", "probe", "2")
+
+
+def test_doctor_reports_a_master_with_replicas_that_writes_without_them(
+    master: Valkey, servers: list[Valkey], tmp_path: Path
+) -> None:
+    import json
+
+    from fault_support import invoke
+
+    code, output = invoke(["doctor", "--redis", master.url()])
+    assert (code, "min-replicas" in output) == (0, False)  # no replica: nothing to say
+    replica = Valkey(tmp_path / "replica", tcp=True)
+    servers.append(replica)
+    replica.replica_of(master)
+    code, output = invoke(["doctor", "--redis", master.url()])
+    assert code == 0  # the namespace is consistent: the advice does not fail the check
+    assert "min-replicas-to-write is 0" in " ".join(output.split())
+    assert "min-replicas-max-lag 10" in " ".join(output.split())
+    code, output = invoke(["doctor", "--redis", master.url(), "--json"])
+    [advice] = json.loads(output)["server"]
+    assert "1 replica(s)" in advice
+    master.admin().config_set("min-replicas-to-write", 1)
+    master.admin().config_set("min-replicas-max-lag", 10)
+    code, output = invoke(["doctor", "--redis", master.url(), "--json"])
+    assert json.loads(output)["server"] == []
+
+
+def test_a_master_short_of_min_replicas_refuses_writes_with_a_clear_error(
+    master: Valkey, servers: list[Valkey], tmp_path: Path
+) -> None:
+    from helpers import assert_unchanged, snapshot
+
+    from scheduler.engine.backoff import transient
+    from scheduler.engine.faults import ServerWithoutReplicas
+
+    client = Client(master.url())
+    assert client.queues["q"].peek() == []  # the engine is loaded while writes are taken
+    master.admin().config_set("min-replicas-to-write", 1)
+    before = snapshot(master.admin())
+    with pytest.raises(ServerWithoutReplicas, match="min-replicas-to-write") as refused:
+        client.queues["q"].put("k", {})
+    assert "'put' was not run" in str(refused.value)
+    assert transient(refused.value)
+    assert_unchanged(master.admin(), before)
+    assert client.queues["q"].counts()["waiting"] == 0  # reads work
+
+
+def test_a_write_a_replica_acknowledges_late_is_reconciled_not_reported_lost(
+    master: Valkey, servers: list[Valkey], tmp_path: Path
+) -> None:
+    import os
+    import signal
+
+    replica = Valkey(tmp_path / "replica", tcp=True)
+    servers.append(replica)
+    replica.replica_of(master)
+    client = Client(master.url() + "?wait=1&wait_timeout=0.3")
+    client.queues["q"].put("k", {}, jid="first")  # the engine loaded, the replica in step
+    # The replica stalls past wait_timeout (a lagging replica, a partition healed before any
+    # failover): the first WAIT says 0, a later one on the same connection says 1.
+    os.kill(replica.process.pid, signal.SIGSTOP)
+    threading.Timer(1.0, os.kill, (replica.process.pid, signal.SIGCONT)).start()
+    started = time.monotonic()
+    assert client.queues["q"].put("k", {}, jid="late") == "late"
+    assert time.monotonic() - started >= 0.9
+    deadline = time.monotonic() + 5
+    while replica.admin().exists("ql:j:late") == 0:
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
