@@ -33,6 +33,7 @@ COMMAND_MODULES: list[str] = [
     "backfill",
     "doctor",
     "ui",
+    "flowtest",
 ]
 
 
