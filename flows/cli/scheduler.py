@@ -19,6 +19,8 @@ import click
 from flows.cli.common import GuardedCommand, ago, open_client, print_json, table, user_errors
 from flows.cli.namespaces import namespaces_of, run_per_namespace
 from flows.cli.options import FiniteFloat, as_json, connection
+from flows.cli.preview import options as preview_options
+from flows.cli.preview import print_preview
 from flows.service_source import FlowsSource
 from flows.triggering import trigger_run
 from scheduler.cron import Skip
@@ -317,9 +319,18 @@ def _as_dict(registration: Registration, now: float) -> dict[str, Any]:
 
 @click.command()
 @as_json
+@preview_options
 @connection
-def schedules(as_json: bool, redis_url: str | None, namespace: str | None) -> None:
-    """Registered schedules: next fire time in their time zone, last run, policy, paused."""
+def schedules(
+    as_json: bool,
+    redis_url: str | None,
+    namespace: str | None,
+    preview: int | None = None,
+    outage: tuple[float, float] | None = None,
+) -> None:
+    """Registered schedules: next fire time in their time zone, last run, policy, paused.
+
+    With --preview N or --after-outage FROM/TO, what each schedule will do."""
     client = open_client(redis_url, namespace)
     with user_errors():
         now = client.engine.server_time()
@@ -343,6 +354,9 @@ def schedules(as_json: bool, redis_url: str | None, namespace: str | None) -> No
         for r in registrations
     ]
     table("Schedules", ("schedule", "cron", "next", "last run", "state", "policy", "paused"), rows)
+    if preview or outage:
+        for registration in registrations:
+            print_preview(registration.definition, now, preview, outage)
 
 
 @click.group()

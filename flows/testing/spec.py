@@ -38,6 +38,7 @@ from flows.findings import DataPath, Finding, FindingSink, did_you_mean, sort_fi
 from flows.run_builder import FlowFile, read_flow_file
 from flows.validate import InvalidFlow
 from flows.yaml_reader import load_file
+from scheduler.cron.preview import parse_period
 
 SUFFIX: Final = ".test.yaml"
 DEFAULT_START: Final = datetime(2026, 1, 1, tzinfo=UTC)
@@ -148,17 +149,6 @@ def parse_time(value: Any) -> datetime:
     else:
         raise ValueError("expected an ISO 8601 time such as 2026-11-01T03:00:00Z")
     return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
-
-
-def parse_period(text: str) -> tuple[float, float]:
-    """``FROM/TO``, two ISO 8601 times, as epoch seconds (``--after-outage``, ``outage:``)."""
-    parts = text.split("/")
-    if len(parts) != 2:
-        raise ValueError(f"{text!r}: expected FROM/TO, two ISO 8601 times joined by '/'")
-    start, end = (parse_time(part).timestamp() for part in parts)
-    if end <= start:
-        raise ValueError(f"{text!r}: TO must be after FROM")
-    return start, end
 
 
 class _Reader:
