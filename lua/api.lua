@@ -62,6 +62,7 @@ local api = {}
 -- @include commands/wait
 -- @include commands/backfill
 -- @include commands/subflow
+-- @include commands/explain
 
 -- 'config.get' -> 'ConfigGet': the name a command's errors start with.
 local function display(command)

@@ -34,6 +34,7 @@ COMMAND_MODULES: list[str] = [
     "doctor",
     "ui",
     "flowtest",
+    "explain",
 ]
 
 

@@ -15,7 +15,7 @@ from fastapi.responses import JSONResponse
 from fastapi.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from flows.ui import api, metrics, pages
+from flows.ui import api, explain_api, metrics, pages
 from flows.ui.auth import Auth
 from flows.ui.state import UiState
 from scheduler.engine.client import Client
@@ -83,6 +83,7 @@ def create_app(client: Client, auth: Auth) -> FastAPI:
     app.include_router(api.router)
     app.include_router(metrics.router)
     app.include_router(pages.router)
+    app.include_router(explain_api.router)
     app.mount("/static", StaticFiles(directory=pages.HERE / "static"), name="static")
 
     @app.exception_handler(RequestValidationError)

@@ -860,6 +860,9 @@ case("wait.sweep", ["10", "extra"], InvalidArgument, TOO_MANY, id="too-many")
 case("wait.get", [], InvalidArgument, "jid", id="missing")
 ids("wait.get", [], "jid", jid=True)
 case("wait.get", ["waiting", "extra"], InvalidArgument, TOO_MANY, id="too-many")
+case("job.explain", [], InvalidArgument, "jid", id="missing")
+ids("job.explain", [], "jid", jid=True)
+case("job.explain", ["waiting", "extra"], InvalidArgument, TOO_MANY, id="too-many")
 
 # -- Tarantool-queue extensions and unique puts (ours) ----------------------------------------
 

@@ -39,6 +39,7 @@ READ_ARGS: dict[str, list[object]] = {
     "doctor.index": ["work", "q"],
     "doctor.jobs": ["waiting", "failed"],
     "wait.get": ["waiting"],
+    "job.explain": ["waiting"],
     "backfill.get": ["no-such-backfill"],
     "backfill.list": [],
     "backfill.runs": ["no-such-run"],
