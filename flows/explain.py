@@ -15,7 +15,7 @@ from flows.runs import RunView
 from scheduler.engine.client import Client
 from scheduler.engine.explain import Explanation, sentence
 
-FINISHED = ("success", "skipped", "failed", "expired", "canceled", "gone")
+FINISHED = ("success", "cached", "skipped", "failed", "expired", "canceled", "gone")
 
 
 @dataclass

@@ -39,11 +39,12 @@ STEP_STATUSES: Final = (
     "upstream_failed",
     "canceled",
     "gone",
+    "cached",
     "skipped",
     "success",
 )
 """What :attr:`StepView.status` can say, in precedence order: a step says the first that one of
-its jobs says (``skipped`` only when all of them were skipped; ``success`` otherwise)."""
+its jobs says (``cached`` or ``skipped`` only when all of them were; ``success`` otherwise)."""
 
 _JOB_STATUS: Final = {
     "complete": "success",
@@ -123,10 +124,12 @@ class StepView:
     def status(self) -> str:
         """One of :data:`STEP_STATUSES`."""
         found = {item.status for item in self.items}
-        for status in STEP_STATUSES[:-2]:
+        for status in STEP_STATUSES[:-3]:
             if status in found:
                 return status
-        return "skipped" if found == {"skipped"} else "success"
+        if found in ({"skipped"}, {"cached"}):
+            return found.pop()
+        return "success"
 
     @property
     def started(self) -> float | None:
@@ -162,7 +165,7 @@ class StepView:
 
     @property
     def progress(self) -> str:
-        done = sum(1 for item in self.items if item.status in ("success", "skipped"))
+        done = sum(1 for item in self.items if item.status in ("success", "cached", "skipped"))
         return f"{done}/{len(self.items)}"
 
 
@@ -184,7 +187,7 @@ class RunView:
         statuses = {s.status for s in self.steps}
         if statuses & {"failed", "expired", "upstream_failed"}:
             return "failed"
-        if statuses <= {"success", "skipped", "gone"}:
+        if statuses <= {"success", "cached", "skipped", "gone"}:
             return "succeeded"
         return "running"
 
@@ -223,7 +226,7 @@ def _statuses(jobs: Mapping[str, Job]) -> dict[str, str]:
         if _waits_for_child(job):
             out[jid] = "running"
         elif job.state == "complete":
-            out[jid] = "skipped" if was_skipped(job.history) else "success"
+            out[jid] = "skipped" if was_skipped(job.history) else _completed(job)
         elif job.state == "depends" and any(
             out.get(dependency) in ("failed", "expired", "upstream_failed")
             for dependency in job.dependencies
@@ -232,6 +235,11 @@ def _statuses(jobs: Mapping[str, Job]) -> dict[str, str]:
         else:
             out[jid] = _JOB_STATUS.get(job.state, job.state)
     return out
+
+
+def _completed(job: Job) -> str:
+    """``cached`` for a job the step cache completed (lua/commands/cache.lua), else ``success``."""
+    return "cached" if any(e.get("what") == "cached" for e in job.history) else "success"
 
 
 def run_record(raw: Mapping[str, Any]) -> dict[str, Any]:

@@ -16,6 +16,7 @@ from flows.outputs import (
     resolve_payload,
     was_skipped,
 )
+from flows.step_cache import CACHE_KEY, use_cache
 from scheduler.worker import FailJob, JobContext, SkipJob
 from scheduler.worker.imports import add_paths
 
@@ -37,6 +38,9 @@ def prepare(ctx: JobContext) -> None:
         if expanded is not meta:
             data = {**data, META_KEY: expanded.to_json()}
         ctx.data = resolve_payload(data, upstream, item)
+        cache = ctx.job.data.get(META_KEY, {}).get(CACHE_KEY)
+        if cache:
+            use_cache(ctx, cache)
     except ConditionError as error:
         raise FailJob("flows-condition", f"if: {error}") from error
     except UnresolvedReference as error:

@@ -35,6 +35,7 @@ COMMAND_MODULES: list[str] = [
     "ui",
     "flowtest",
     "explain",
+    "cache",
 ]
 
 

@@ -43,6 +43,7 @@ STATUS_STYLE = {
     "awaiting": "yellow",
     "buried": "yellow",
     "skipped": "cyan",
+    "cached": "green",
     "canceled": "magenta",
     "gone": "dim",
 }
@@ -163,7 +164,7 @@ def work_run(
     how to resume or cancel it)."""
     view, interrupted = _follow(client, run_id, queues, threads, sys.stdout.isatty(), logs)
     if interrupted:
-        done = sum(1 for s in view.steps if s.status in ("success", "skipped"))
+        done = sum(1 for s in view.steps if s.status in ("success", "cached", "skipped"))
         click.echo(
             f"interrupted: run {run_id} is {view.status} ({done} of {len(view.steps)} steps "
             "done; unfinished jobs wait in their queues)\n"

@@ -44,7 +44,7 @@ from scheduler.engine.job import Job
 from scheduler.service.housekeeping import maintain_queues
 from scheduler.service.loop import SchedulerService
 from scheduler.service.schedules import Schedules
-from scheduler.worker import FailJob, SkipJob, runner
+from scheduler.worker import FailJob, HandedOver, SkipJob, runner
 from scheduler.worker.context import JobContext
 from scheduler.worker.envelope import BrokenPayload, split
 
@@ -151,6 +151,8 @@ class _Driver:
             outcome = runner.failure(fail.group, fail.message)
         except SkipJob as skip:
             outcome = runner.skipped(skip.message)
+        except HandedOver as handed:  # the step's cache completed it
+            outcome = runner.Outcome("handed", message=handed.message)
         except Exception as error:
             outcome = runner.failure("prepare-error", f"{type(error).__name__}: {error}")
         lock = max(1.0, job.expires - now) if job.expires else 30.0

@@ -36,26 +36,13 @@ from typing import Any, Final
 from flows.durations import DurationError, parse_duration
 from flows.findings import DataPath, Finding, FindingSink, did_you_mean, sort_findings
 from flows.run_builder import FlowFile, read_flow_file
+from flows.runs import RUN_STATUSES, STEP_STATUSES
 from flows.validate import InvalidFlow
 from flows.yaml_reader import load_file
 from scheduler.cron.preview import parse_period
 
 SUFFIX: Final = ".test.yaml"
 DEFAULT_START: Final = datetime(2026, 1, 1, tzinfo=UTC)
-RUN_STATUSES: Final = ("succeeded", "failed", "canceled", "running")
-STEP_STATUSES: Final = (
-    "success",
-    "failed",
-    "skipped",
-    "upstream_failed",
-    "expired",
-    "running",
-    "waiting",
-    "awaiting",
-    "buried",
-    "canceled",
-    "cached",
-)
 _TOP_KEYS: Final = ("flow", "cases")
 _CASE_KEYS: Final = ("name", "params", "at", "mock", "schedule", "signals", "expect")
 _STUB_KEYS: Final = ("outputs", "fail", "exit", "duration", "skip")

@@ -5,6 +5,7 @@
 -- `reason` is the one thing that decides what happens to the job next, with the facts a person
 -- needs to act on it (scheduler/engine/explain.py turns each reason into a sentence):
 --   complete | skipped                 done (skipped: with why, from its history)
+--   cached {from}                      completed by the step cache with the result of `from`
 --   failed {group, message}            failed; its dependents follow their trigger rules
 --   expired                            not started before its ttl deadline
 --   buried {message}                   out of circulation until its queue is kicked
@@ -133,13 +134,14 @@ api['job.explain'] = function(args)
   if args[2] ~= nil then Arg.fail(cmd, 'too many arguments') end
   local f = Job.fields(jid, 'queue', 'worker', 'expires', 'failure', 'child', 'wait',
     'wait_since', 'wait_at', 'ckey', 'climit', 'throttle', 'parked', 'ttl_at', 'skipped',
-    'retries', 'remaining')
+    'retries', 'remaining', 'cached')
   if not f then return nil end
   local out = { jid = jid, state = f.state, queue = f.queue or '' }
   if f.ttl_at and f.ttl_at ~= '' then out.deadline = tonumber(f.ttl_at) end
   local state = f.state
   if state == 'complete' then
-    out.reason = f.skipped and 'skipped' or 'complete'
+    out.reason = f.skipped and 'skipped' or (f.cached and 'cached' or 'complete')
+    out.from = f.cached
     if f.skipped then
       for _, entry in ipairs(history_tail(jid)) do
         if entry.what == 'skipped' then out.why = entry.why or ''; break end

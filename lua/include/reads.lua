@@ -12,6 +12,6 @@ local Reads = {
   ['config.get'] = true, ['throttle.get'] = true, ['recur.get'] = true, ['run.get'] = true,
   ['runs'] = true, ['schedule.get'] = true, ['schedule.list'] = true, ['schedulers'] = true,
   ['doctor.names'] = true, ['doctor.index'] = true, ['doctor.jobs'] = true,
-  ['wait.get'] = true, ['job.explain'] = true,
+  ['wait.get'] = true, ['job.explain'] = true, ['cache.list'] = true,
   ['backfill.get'] = true, ['backfill.list'] = true, ['backfill.runs'] = true,
 }

@@ -67,6 +67,10 @@ def _deadline(facts: Facts, now: float) -> str:
 
 _SENTENCES: dict[str, Callable[[Facts, float], str]] = {
     "complete": lambda f, now: "It completed.",
+    "cached": lambda f, now: (
+        f"It completed from the step cache with the result of {f.get('from')} (its logs have "
+        "the lines)."
+    ),
     "skipped": lambda f, now: f"It was skipped ({f.get('why') or 'its trigger rule'}).",
     "failed": lambda f, now: (
         f"It failed in group {f.get('group') or '?'}: "

@@ -98,3 +98,11 @@ def test_the_exit_code_of_the_command(url: str, tmp_path: Path) -> None:
     )
     assert failed.returncode == 1
     assert "expect.steps.total.outputs.rows: expected 7, got 6" in failed.stdout
+
+
+def test_the_scheduler_service_does_not_read_test_files_as_flows() -> None:
+    from scheduler.service.scanning import flow_files
+
+    names = {path.name for path in flow_files(EXAMPLES)}
+    assert "nightly.yaml" in names
+    assert not [name for name in names if name.endswith(".test.yaml")]

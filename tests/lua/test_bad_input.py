@@ -863,6 +863,13 @@ case("wait.get", ["waiting", "extra"], InvalidArgument, TOO_MANY, id="too-many")
 case("job.explain", [], InvalidArgument, "jid", id="missing")
 ids("job.explain", [], "jid", jid=True)
 case("job.explain", ["waiting", "extra"], InvalidArgument, TOO_MANY, id="too-many")
+case("cache.use", [], InvalidArgument, "jid", id="missing")
+case("cache.use", ["waiting", "w", "q", "k", "x", "1"], InvalidArgument, "ttl", id="ttl")
+case("cache.use", ["waiting", "w", "q", "k", "60", "0"], InvalidArgument, "attempt", id="attempt")
+case("cache.use", ["waiting", "w", "q", "k", "60", "1", "x"], InvalidArgument, TOO_MANY, id="more")
+case("cache.list", ["-1"], InvalidArgument, "offset", id="offset")
+case("cache.list", ["0", "0"], InvalidArgument, "count", id="count")
+case("cache.clear", [""], InvalidArgument, "key", id="empty-key")
 
 # -- Tarantool-queue extensions and unique puts (ours) ----------------------------------------
 

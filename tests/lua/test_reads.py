@@ -40,6 +40,7 @@ READ_ARGS: dict[str, list[object]] = {
     "doctor.jobs": ["waiting", "failed"],
     "wait.get": ["waiting"],
     "job.explain": ["waiting"],
+    "cache.list": [],
     "backfill.get": ["no-such-backfill"],
     "backfill.list": [],
     "backfill.runs": ["no-such-run"],

@@ -1,0 +1,54 @@
+"""The shared step cache (a step's ``cache: {key, ttl, files}``): the key, and its use when the
+step's job starts.
+
+The key is a SHA-256 of what decides the step's result: its callable (or shell command), its
+arguments with upstream outputs resolved, the rendered ``key`` text and the contents of the
+declared files. The worker's prepare hook hands it to the engine's ``cache.use`` (one atomic
+call, lua/commands/cache.lua): on a hit the job is completed there with the producing job's
+result (status ``cached``) and the worker runs nothing; on a miss the job runs and becomes the
+entry others hit once it completes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any, Final
+
+from scheduler.worker import HandedOver, JobContext
+
+CACHE_KEY: Final = "cache"
+"""Where the step's cache spec travels in the job's flows meta."""
+_CHUNK = 1 << 20
+
+
+def cache_key(klass: str, data: Any, spec: dict[str, Any]) -> str:
+    """The hex digest naming one step's work."""
+    digest = hashlib.sha256()
+    head = {"klass": klass, "data": data, "key": spec.get("key", "")}
+    digest.update(json.dumps(head, sort_keys=True, default=str).encode())
+    for name in spec.get("files") or []:
+        digest.update(b"\0file\0" + str(name).encode() + b"\0")
+        path = Path(str(name))
+        if not path.is_file():
+            digest.update(b"<missing>")
+            continue
+        with path.open("rb") as handle:
+            while chunk := handle.read(_CHUNK):
+                digest.update(chunk)
+    return digest.hexdigest()
+
+
+def use_cache(ctx: JobContext, spec: dict[str, Any]) -> None:
+    """Complete the job from the cache, or claim the entry; a hit raises :class:`HandedOver`
+    (the engine completed the job: the worker reports nothing)."""
+    key = cache_key(ctx.klass, ctx.data, spec)
+    job = ctx.job
+    reply = json.loads(
+        job.client.engine.call(
+            "cache.use", job.jid, job.client.worker_name, job.queue, key, spec["ttl"], ctx.attempt
+        )
+    )
+    if reply.get("hit"):
+        raise HandedOver(f"cached: the result of {reply['from']}")
