@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Final
 
@@ -24,7 +25,8 @@ _CHUNK = 1 << 20
 
 
 def cache_key(klass: str, data: Any, spec: dict[str, Any]) -> str:
-    """The hex digest naming one step's work."""
+    """The hex digest of a step's own work: its callable, its arguments, the rendered ``key``
+    and the declared files' contents (the engine adds the upstream results)."""
     digest = hashlib.sha256()
     head = {"klass": klass, "data": data, "key": spec.get("key", "")}
     digest.update(json.dumps(head, sort_keys=True, default=str).encode())
@@ -40,14 +42,26 @@ def cache_key(klass: str, data: Any, spec: dict[str, Any]) -> str:
     return digest.hexdigest()
 
 
-def use_cache(ctx: JobContext, spec: dict[str, Any]) -> None:
+def use_cache(
+    ctx: JobContext, spec: dict[str, Any], data: Any, upstream: Sequence[str] = ()
+) -> None:
     """Complete the job from the cache, or claim the entry; a hit raises :class:`HandedOver`
-    (the engine completed the job: the worker reports nothing)."""
-    key = cache_key(ctx.klass, ctx.data, spec)
+    (the engine completed the job: the worker reports nothing).
+
+    ``data`` is the step's own arguments; ``upstream`` the jobs whose results are its inputs,
+    which the engine hashes in (so a hit needs no read of them first)."""
+    key = cache_key(ctx.klass, data, spec)
     job = ctx.job
     reply = json.loads(
         job.client.engine.call(
-            "cache.use", job.jid, job.client.worker_name, job.queue, key, spec["ttl"], ctx.attempt
+            "cache.use",
+            job.jid,
+            job.client.worker_name,
+            job.queue,
+            key,
+            spec["ttl"],
+            ctx.attempt,
+            *upstream,
         )
     )
     if reply.get("hit"):

@@ -26,6 +26,14 @@ def prepare(ctx: JobContext) -> None:
     if meta is None:
         return
     add_paths([meta.flow_dir])
+    cache = ctx.job.data[META_KEY].get(CACHE_KEY)
+    # A cached step's key is its own arguments plus its upstream jobs' results, which the
+    # engine hashes in: a hit costs one call, before any upstream read. A step reading a
+    # fan-out's items hashes its resolved arguments instead (the items are known only then).
+    early = bool(cache) and not any(entry.fanout for entry in meta.upstream.values())
+    if early:
+        stable = {"data": ctx.data, "step": meta.step, "index": meta.index, "if": meta.condition}
+        use_cache(ctx, cache, stable, meta.upstream_jids())
     upstream = _fetch(ctx, meta.upstream_jids())
     # A fan-out step read upstream: its items, known once its producer completed.
     upstream.update(_fetch(ctx, meta.items_to_fetch(upstream)))
@@ -38,9 +46,8 @@ def prepare(ctx: JobContext) -> None:
         if expanded is not meta:
             data = {**data, META_KEY: expanded.to_json()}
         ctx.data = resolve_payload(data, upstream, item)
-        cache = ctx.job.data.get(META_KEY, {}).get(CACHE_KEY)
-        if cache:
-            use_cache(ctx, cache)
+        if cache and not early:
+            use_cache(ctx, cache, ctx.data)
     except ConditionError as error:
         raise FailJob("flows-condition", f"if: {error}") from error
     except UnresolvedReference as error:

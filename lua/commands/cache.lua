@@ -1,10 +1,12 @@
 -- cache.use, cache.list, cache.clear: the shared step cache (ours; a flow's `cache:` steps).
 --
---   cache.use   jid, worker, queue, key, ttl, attempt  -> JSON {hit, from, run}
+--   cache.use   jid, worker, queue, key, ttl, attempt, [upstream jid...]  -> JSON {hit, from, run}
 --   cache.list  [offset=0], [count=100]                -> JSON [{key, jid, created, ttl, state}]
 --   cache.clear [key...]                               -> how many entries were removed
 --
--- `key` is the hash the worker made of the step's work (flows/step_cache.py). An entry
+-- `key` is the hash the worker made of the step's own work (flows/step_cache.py); the results of
+-- the `upstream` jobs (its inputs) are hashed in here, so the worker reads none of them first.
+-- An entry
 -- `P cache:<key>` (hash: jid, created, ttl) names the job that produced, or is producing, the
 -- result; `P caches` lists the keys (score: when the entry was made). cache.use, by the worker
 -- holding `jid` when the job starts, either
@@ -38,7 +40,15 @@ api['cache.use'] = function(args)
   local key = Arg.id(cmd, 'key', args[4])
   local ttl = Arg.number(cmd, 'ttl', args[5], 0)
   local attempt = Arg.integer(cmd, 'attempt', args[6], 1, 100000)
-  if args[7] ~= nil then Arg.fail(cmd, 'too many arguments') end
+  if #args > 6 + 1000 then Arg.fail(cmd, 'at most 1000 upstream jobs') end
+  local inputs = { key }
+  for i = 7, #args do
+    local upstream = Arg.jid(cmd, 'upstream', args[i])
+    local f = redis.call('hmget', Keys.job(upstream), 'state', 'skipped', 'result')
+    inputs[#inputs + 1] = upstream:match('[^:]*$') .. '=' .. tostring(f[1]) .. ':'
+      .. tostring(f[2]) .. ':' .. tostring(f[3])
+  end
+  if #inputs > 1 then key = redis.sha1hex(table.concat(inputs, '\0')) end
   Lock.check_owner(cmd, jid, worker, queue)
   local entry = redis.call('hmget', cache_key(key), 'jid')
   local from = entry[1]
