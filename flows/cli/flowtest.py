@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import click
@@ -9,7 +10,7 @@ import click
 from flows.cli.common import open_client, user_errors
 from flows.cli.options import connection
 from flows.cli.validate import print_findings
-from flows.testing.session import CaseReport, run_files
+from flows.testing.session import CaseReport, private_server, run_files
 from flows.testing.spec import SUFFIX, find_test_files
 from scheduler.worker.imports import import_path
 
@@ -43,8 +44,9 @@ def test(
     """Run the flow tests in PATHS (files, or folders searched for *.test.yaml; default: .).
 
     Each case runs the flow against the real engine on a virtual clock, in a namespace of its
-    own that is removed afterwards. Exit code 0 when every case passed, 1 when one failed or a
-    test file has a mistake (printed as file:line:col findings).
+    own that is removed afterwards: on a private embedded server started for the session, or
+    on --redis / $FLOWS_REDIS_URL when given. Exit code 0 when every case passed, 1 when one
+    failed or a test file has a mistake (printed as file:line:col findings).
     """
     files = find_test_files(list(paths) or [Path(".")])
     if not files:
@@ -52,9 +54,16 @@ def test(
             f"no test files (*{SUFFIX}) in {' '.join(map(str, paths)) or '.'}"
         )
     import_path()  # job modules beside where it was started, as a worker finds them
-    client = open_client(redis_url, namespace)
+
+    def show(case: CaseReport) -> None:
+        _line(case, verbose)
+
     with user_errors():
-        session = run_files(client.redis, files, lambda r: _line(r, verbose), select)
+        if redis_url or os.environ.get("FLOWS_REDIS_URL"):
+            session = run_files(open_client(redis_url, namespace).redis, files, show, select)
+        else:
+            with private_server() as server:
+                session = run_files(server, files, show, select)
     if session.findings:
         print_findings(session.findings, stderr=True)
     failed = [c for c in session.cases if not c.passed]

@@ -2,7 +2,7 @@
 
 Registered under the ``pytest11`` entry point, so a project that installs redis-flows has its
 flow tests run by its own ``pytest`` (``pytest examples/``, or wherever its flows live). Cases
-run on ``$FLOWS_REDIS_URL`` or the embedded server, one namespace each. A test file with a
+run on ``$FLOWS_REDIS_URL`` or a private embedded server, one namespace each. A test file with a
 mistake fails as one item whose message is its file:line:col findings.
 """
 
@@ -22,11 +22,22 @@ _server: Any = None
 
 
 def _redis() -> Any:
+    """$FLOWS_REDIS_URL's server, else a private embedded one for the session."""
     global _server
     if _server is None:
-        from scheduler.engine.client import Client
+        import atexit
+        import os
 
-        _server = Client().redis
+        from flows.testing.session import private_server
+
+        if os.environ.get("FLOWS_REDIS_URL"):
+            from scheduler.engine.client import Client
+
+            _server = Client().redis
+        else:
+            session = private_server()
+            _server = session.__enter__()
+            atexit.register(session.__exit__, None, None, None)
     return _server
 
 

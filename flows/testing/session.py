@@ -7,7 +7,9 @@ prints them, and its cases are not run); each case then runs in its own namespac
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import tempfile
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -17,6 +19,24 @@ from flows.findings import Finding
 from flows.testing.driver import CaseError, Observed, run_case
 from flows.testing.expect import diff
 from flows.testing.spec import Case, read_test_file
+
+
+@contextmanager
+def private_server() -> Iterator[redis.Redis]:
+    """A server of its own for a test session: the embedded one, in a temp folder, without
+    fsync (a test's data need not survive a power cut, and fsync per write would double the
+    time of every call); stopped and removed afterwards."""
+    from scheduler.embedded import EmbeddedServer, connect
+
+    with tempfile.TemporaryDirectory(prefix="flows-test-server-") as folder:
+        server = EmbeddedServer(Path(folder), appendfsync="no")
+        server.start()
+        client = connect(server.url)
+        try:
+            yield client
+        finally:
+            client.close()
+            server.stop()
 
 
 @dataclass

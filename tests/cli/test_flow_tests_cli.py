@@ -81,8 +81,9 @@ def test_the_exit_code_of_the_command(url: str, tmp_path: Path) -> None:
         if name.name != "files.test.yaml":
             name.unlink()
     command = [str(Path(sys.executable).parent / "flows"), "test", str(folder), "--redis", url]
+    # Without --redis: a private server of its own, started and removed by the command.
     ok = subprocess.run(
-        command,
+        command[:3],
         capture_output=True,
         text=True,
         timeout=120,
@@ -106,3 +107,21 @@ def test_the_scheduler_service_does_not_read_test_files_as_flows() -> None:
     names = {path.name for path in flow_files(EXAMPLES)}
     assert "nightly.yaml" in names
     assert not [name for name in names if name.endswith(".test.yaml")]
+
+
+def test_pytest_collects_the_test_files(tmp_path: Path) -> None:
+    """The `pytest11` plugin: a project's own pytest runs its flow tests, a case per item."""
+    folder = _copy_examples(tmp_path)
+    for name in folder.glob("*.test.yaml"):
+        if name.name != "files.test.yaml":
+            name.unlink()
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(folder)]
+    passed = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert passed.returncode == 0, passed.stdout + passed.stderr
+    assert "1 passed" in passed.stdout
+    test_file = folder / "files.test.yaml"
+    test_file.write_text(test_file.read_text().replace("rows: 6", "rows: 7"))
+    failed = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert failed.returncode == 1
+    assert "expect.steps.total.outputs.rows: expected 7, got 6" in failed.stdout
+    assert "files.test.yaml::one count per listed file" in failed.stdout

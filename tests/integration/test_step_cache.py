@@ -139,6 +139,4 @@ def test_an_entry_older_than_its_ttl_is_not_used(engine_ns: object) -> None:
     assert hit == {"hit": True, "from": "a", "run": ""}
     assert json.loads(call("get", "b", now=t0 + 30))["state"] == "complete"
     call("pop", "q", "w", 1, now=t0 + 100)
-    assert json.loads(call("cache.use", "c", "w", "q", "k1", 60, 1, now=t0 + 100)) == {
-        "hit": False
-    }
+    assert json.loads(call("cache.use", "c", "w", "q", "k1", 60, 1, now=t0 + 100)) == {"hit": False}
