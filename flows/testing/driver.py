@@ -13,11 +13,13 @@ tick), and the housekeeping that promotes due jobs and times out waits runs at t
 
 from __future__ import annotations
 
+import ctypes
 import heapq
 import itertools
 import json
 import math
 import tempfile
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -47,15 +49,49 @@ from scheduler.service.schedules import Schedules
 from scheduler.worker import FailJob, HandedOver, SkipJob, runner
 from scheduler.worker.context import JobContext
 from scheduler.worker.envelope import BrokenPayload, split
+from scheduler.worker.outcomes import TimeoutInterrupt
 
 WORKER: Final = "flows-test"
 MAX_STEPS: Final = 5_000_000
 """Loop rounds one case may take before it is reported stuck (a runaway, not a real flow)."""
 POP_COUNT: Final = 100
+STOP_GRACE: Final = 10.0
+STUCK_ROUNDS: Final = 10_000
 
 
 class CaseError(Exception):
     """The case could not be run as written (a param the flow refuses, a stuck loop...)."""
+
+
+REAL_STEP_LIMIT: Final = 600.0
+"""Wall seconds a real step without a ``timeout:`` may take in a test before it is stopped."""
+
+
+def run_for_real(ctx: JobContext) -> tuple[runner.Outcome, float]:
+    """Run the step's own function as a worker's slot does, stopped (as a timeout) past its
+    ``timeout:`` of wall time; the outcome and the seconds it took."""
+    limit = ctx.options.timeout or REAL_STEP_LIMIT
+    done: list[runner.Outcome] = []
+
+    def slot() -> None:
+        ctx.thread_id = threading.get_ident()
+        done.append(runner.run(ctx))
+
+    started = time.monotonic()
+    thread = threading.Thread(target=slot, name=f"flows-test-{ctx.jid}", daemon=True)
+    thread.start()
+    thread.join(limit)
+    if thread.is_alive():
+        ctx.request_stop("timeout")  # a shell step's process group is killed
+        if ctx.interrupt_thread and ctx.thread_id is not None:
+            ctypes.pythonapi.PyThreadState_SetAsyncExc(
+                ctypes.c_ulong(ctx.thread_id), ctypes.py_object(TimeoutInterrupt)
+            )
+        thread.join(STOP_GRACE)
+        return runner.stopped(ctx, "timeout"), limit
+    return done[0] if done else runner.failure("flows-test", "the step ended without an outcome"), (
+        time.monotonic() - started
+    )
 
 
 @dataclass
@@ -97,6 +133,7 @@ class _Driver:
         self.seq = itertools.count()
         self.order: list[str] = []
         self.signaled: set[str] = set()
+        self.still = 0
 
     # -- jobs ----------------------------------------------------------------------------------
 
@@ -144,9 +181,7 @@ class _Driver:
             if stub is not None:
                 outcome, duration = self.play(ctx, stub, prepared)
             else:
-                wall = time.monotonic()
-                outcome = runner.run(ctx)
-                duration = time.monotonic() - wall
+                outcome, duration = run_for_real(ctx)
         except FailJob as fail:
             outcome = runner.failure(fail.group, fail.message)
         except SkipJob as skip:
@@ -203,18 +238,21 @@ class _Driver:
             pass  # its lock was lost meanwhile: someone else's job now, as for a worker
 
     def finish_due(self) -> int:
-        """Report every running job whose end has come; heartbeat those still running."""
+        """Report every running job whose end has come."""
         done = 0
         while self.running and self.running[0].end <= self.clock.now:
             entry = heapq.heappop(self.running)
             self.report(entry.job, entry.outcome)
             done += 1
+        return done
+
+    def beat(self) -> None:
+        """Heartbeat the jobs still running whose time for it has come, as a worker does."""
         for entry in self.running:
-            if entry.beat <= self.clock.now:
-                with suppress(EngineError):  # a lost lock: the job is reported as lost later
+            if entry.beat <= self.clock.now and entry.end > self.clock.now:
+                with suppress(EngineError):  # a lost lock: its report is refused later
                     self.engine.call("heartbeat", entry.job.jid, WORKER)
                 entry.beat = self.clock.now + entry.lock / 3
-        return done
 
     def send_signals(self) -> int:
         if not self.case.signals:
@@ -255,6 +293,7 @@ class _Driver:
 
     def settle(self, queues: list[str]) -> None:
         """Start what can start now, again and again, until nothing more can at this moment."""
+        self.beat()
         self.send_signals()
         for _ in range(MAX_STEPS):
             started = self.start_ready(queues)
@@ -263,6 +302,12 @@ class _Driver:
                 return
             self.finish_due()
         raise CaseError("the case did not settle (a loop that never ends?)")
+
+    def stalled_at(self, moment: float) -> None:
+        """Count the rounds in a row at which time cannot move on: a bug, not a long case."""
+        self.still = self.still + 1 if moment <= self.clock.now else 0
+        if self.still > STUCK_ROUNDS:
+            raise CaseError(f"the case is stuck at {self.clock.now} (nothing moves the clock on)")
 
     def housekeep(self) -> None:
         maintain_queues(self.client, self.clock.now)
@@ -346,6 +391,7 @@ def _run_once(driver: _Driver, test: TestFile, case: Case) -> Observed:
         moment, _ = driver.next_event(queues, ticks=False)
         if not math.isfinite(moment):
             break  # nothing more can happen: a wait without a timeout or a signal, say
+        driver.stalled_at(moment)
         clock.advance_to(moment)
         driver.housekeep()
     return driver.observe(run_id)
@@ -382,5 +428,6 @@ def _run_schedule(driver: _Driver, test: TestFile, case: Case) -> Observed:
         moment = min(moment, tick)
         if not math.isfinite(moment) or moment >= period.end:
             break
+        driver.stalled_at(moment)
         clock.advance_to(moment)
     return Observed(runs=fired, order=list(driver.order))
