@@ -23,6 +23,7 @@ from flows.flow_outputs import RECORD_FIELD, outputs_record
 from flows.gc_pause import gc_paused
 from flows.model import Flow
 from flows.run_specs import check_limits, content_hash, job_spec
+from flows.step_cache import seal
 from flows.subflow_files import child_queues
 from flows.validate import InvalidFlow, validate_text
 from scheduler.service.records import RunRequest
@@ -106,6 +107,7 @@ def build_run(
         params=params,
         flow_dir=source.flow_dir,
     )
+    seal(requests)  # cached steps' own keys, their declared files read now
     outputs = outputs_record(
         source.flow, requests, run_id=run_id, logical_time=logical_time, params=params
     )

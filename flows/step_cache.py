@@ -13,11 +13,16 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
+from flows.fanout import FANOUT_KEY
+from flows.outputs import META_KEY
 from scheduler.worker import HandedOver, JobContext
+
+if TYPE_CHECKING:
+    from flows.expand import PutRequest
 
 CACHE_KEY: Final = "cache"
 """Where the step's cache spec travels in the job's flows meta."""
@@ -42,6 +47,32 @@ def cache_key(klass: str, data: Any, spec: dict[str, Any]) -> str:
     return digest.hexdigest()
 
 
+def stable_data(data: Any, meta: Mapping[str, Any]) -> dict[str, Any]:
+    """What of a job decides its own work (not its run): its arguments, step, item, ``if:``."""
+    return {
+        "data": data,
+        "step": meta.get("step"),
+        "index": meta.get("index"),
+        "if": meta.get("if"),
+    }
+
+
+def seal(requests: Sequence[PutRequest]) -> None:
+    """Write each cached step's own key (``base``) into its cache spec when the run is built,
+    the declared files read then: the engine can then hash in the upstream results itself and
+    complete a chain of cached steps in one call (lua/commands/cache.lua). A step reading a
+    fan-out's items gets none (its inputs are known only when it starts)."""
+    for request in requests:
+        meta = request.data.get(META_KEY)
+        if not isinstance(meta, dict) or not isinstance(meta.get(CACHE_KEY), dict):
+            continue
+        if any(entry.get(FANOUT_KEY) for entry in (meta.get("upstream") or {}).values()):
+            continue
+        data = {k: v for k, v in request.data.items() if k != META_KEY}
+        spec = meta[CACHE_KEY]
+        spec["base"] = cache_key(request.klass, stable_data(data, meta), spec)
+
+
 def use_cache(
     ctx: JobContext, spec: dict[str, Any], data: Any, upstream: Sequence[str] = ()
 ) -> None:
@@ -50,7 +81,7 @@ def use_cache(
 
     ``data`` is the step's own arguments; ``upstream`` the jobs whose results are its inputs,
     which the engine hashes in (so a hit needs no read of them first)."""
-    key = cache_key(ctx.klass, data, spec)
+    key = str(spec.get("base") or cache_key(ctx.klass, data, spec))
     job = ctx.job
     reply = json.loads(
         job.client.engine.call(

@@ -16,7 +16,7 @@ from flows.outputs import (
     resolve_payload,
     was_skipped,
 )
-from flows.step_cache import CACHE_KEY, use_cache
+from flows.step_cache import CACHE_KEY, stable_data, use_cache
 from scheduler.worker import FailJob, JobContext, SkipJob
 from scheduler.worker.imports import add_paths
 
@@ -32,7 +32,7 @@ def prepare(ctx: JobContext) -> None:
     # fan-out's items hashes its resolved arguments instead (the items are known only then).
     early = bool(cache) and not any(entry.fanout for entry in meta.upstream.values())
     if early:
-        stable = {"data": ctx.data, "step": meta.step, "index": meta.index, "if": meta.condition}
+        stable = stable_data(ctx.data, ctx.job.data[META_KEY])
         use_cache(ctx, cache, stable, meta.upstream_jids())
     upstream = _fetch(ctx, meta.upstream_jids())
     # A fan-out step read upstream: its items, known once its producer completed.

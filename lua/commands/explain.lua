@@ -37,7 +37,7 @@
 
 local Explain = { SHOWN = 20, SCANNED = 1000 }
 
-local function history_tail(jid)
+function Explain.history_tail(jid)
   local entries = redis.call('lrange', Keys.history(jid), -5, -1)
   local out = {}
   for i = #entries, 1, -1 do
@@ -48,7 +48,7 @@ local function history_tail(jid)
 end
 
 -- Running jobs (of `queue`, or of every queue) whose hash field `field` is `value`.
-local function holders(queues, field, value)
+function Explain.holders(queues, field, value)
   local out, scanned = {}, 0
   for _, queue in ipairs(queues) do
     local running = redis.call('zrangebyscore', Keys.locks(queue), '-inf', '+inf', 'LIMIT', 0,
@@ -65,7 +65,7 @@ local function holders(queues, field, value)
   return out
 end
 
-local function dependencies(jid, out)
+function Explain.dependencies(jid, out)
   local deps = redis.call('smembers', Keys.dependencies(jid))
   table.sort(deps)
   local waiting, failed = {}, {}
@@ -86,7 +86,7 @@ local function dependencies(jid, out)
   end
 end
 
-local function waiting(jid, f, out)
+function Explain.waiting(jid, f, out)
   local queue = f.queue
   if redis.call('sismember', Keys.paused(), queue) == 1 then
     out.reason = 'queue-paused'
@@ -94,14 +94,14 @@ local function waiting(jid, f, out)
   end
   if f.parked == 'k' then
     out.reason, out.key, out.limit = 'concurrency-key', f.ckey, tonumber(f.climit) or 1
-    out.holders = holders({ queue }, 'ckey', f.ckey)
+    out.holders = Explain.holders({ queue }, 'ckey', f.ckey)
     return
   end
   if f.parked == 't' then
     out.reason, out.throttle = 'throttle', f.throttle
     out.limit = tonumber(redis.call('hget', Keys.throttles(), f.throttle))
     out.running = tonumber(redis.call('hget', Keys.throttle_running(), f.throttle)) or 0
-    out.holders = holders(redis.call('zrange', Keys.queues(), 0, -1), 'throttle', f.throttle)
+    out.holders = Explain.holders(redis.call('zrange', Keys.queues(), 0, -1), 'throttle', f.throttle)
     return
   end
   local listening, last, last_seen = 0, nil, nil
@@ -143,7 +143,7 @@ api['job.explain'] = function(args)
     out.reason = f.skipped and 'skipped' or (f.cached and 'cached' or 'complete')
     out.from = f.cached
     if f.skipped then
-      for _, entry in ipairs(history_tail(jid)) do
+      for _, entry in ipairs(Explain.history_tail(jid)) do
         if entry.what == 'skipped' then out.why = entry.why or ''; break end
       end
     end
@@ -154,7 +154,7 @@ api['job.explain'] = function(args)
   elseif state == 'expired' or state == 'buried' then
     out.reason = state
     if state == 'buried' then
-      for _, entry in ipairs(history_tail(jid)) do
+      for _, entry in ipairs(Explain.history_tail(jid)) do
         if entry.what == 'buried' then out.message = entry.message or ''; break end
       end
     end
@@ -169,7 +169,7 @@ api['job.explain'] = function(args)
   elseif state == 'depends' and f.child then
     out.reason, out.child = 'child-run', f.child
   elseif state == 'depends' then
-    dependencies(jid, out)
+    Explain.dependencies(jid, out)
   elseif state == 'scheduled' then
     out['until'] = tonumber(redis.call('zscore', Keys.scheduled(f.queue), jid))
     local retries, remaining = tonumber(f.retries) or 0, tonumber(f.remaining) or 0
@@ -178,14 +178,14 @@ api['job.explain'] = function(args)
       -- Ours records the retry in the history; the qless dialect keeps it as the failure.
       local ok, failure = pcall(cjson.decode, f.failure or '{}')
       out.group = ok and type(failure) == 'table' and failure.group or ''
-      for _, entry in ipairs(history_tail(jid)) do
+      for _, entry in ipairs(Explain.history_tail(jid)) do
         if entry.what == 'retried' then out.group = entry.group or out.group; break end
       end
     else
       out.reason = 'scheduled'
     end
   elseif state == 'waiting' then
-    waiting(jid, f, out)
+    Explain.waiting(jid, f, out)
   else
     out.reason = state
   end

@@ -140,3 +140,57 @@ def test_an_entry_older_than_its_ttl_is_not_used(engine_ns: object) -> None:
     assert json.loads(call("get", "b", now=t0 + 30))["state"] == "complete"
     call("pop", "q", "w", 1, now=t0 + 100)
     assert json.loads(call("cache.use", "c", "w", "q", "k1", 60, 1, now=t0 + 100)) == {"hit": False}
+
+
+CHAIN = """\
+version: 1
+name: chain
+queue: cq
+steps:
+  a:
+    run: echo "v=1" >> "$FLOWS_OUTPUT"
+    cache: {ttl: 1h}
+  b:
+    needs: [a]
+    run: echo "v=${{ steps.a.outputs.v }}2" >> "$FLOWS_OUTPUT"
+    cache: {ttl: 1h}
+  c:
+    needs: [b]
+    foreach: {items: [x, y]}
+    run: echo "v=${{ steps.b.outputs.v }}${{ item }}" >> "$FLOWS_OUTPUT"
+    cache: {ttl: 1h}
+"""
+
+
+def test_a_chain_of_cached_steps_ends_in_the_call_of_its_first_hit(
+    server: EmbeddedServer, redis_client: redis.Redis, tmp_path: Path
+) -> None:
+    (tmp_path / "chain.yaml").write_text(CHAIN)
+    client = Client(server.url, worker_name="w")
+    source = read_flow_file(tmp_path / "chain.yaml")
+    ids = []
+    for n in range(2):
+        run_id = f"chain@{n}"
+        built = build_run(
+            source,
+            run_id=run_id,
+            logical_time=datetime(2026, 11, 1, tzinfo=UTC),
+            params={},
+            trigger="manual",
+        )
+        submit(client, built)
+        Worker(client, ["cq"], burst=True, prepare=prepare, lease_seconds=0).run()
+        ids.append(run_id)
+    view = load_run(client, ids[1])
+    assert view is not None and view.status == "succeeded"
+    assert {s.step: s.status for s in view.steps} == {"a": "cached", "b": "cached", "c": "cached"}
+    results = [job.result for step in view.steps for job in step.jobs]
+    assert results == [{"v": "1"}, {"v": "12"}, {"v": "12x"}, {"v": "12y"}]
+    # Only the first step was taken by a worker; the engine completed the rest in that call.
+    popped = {
+        job.jid.split(":")[-1]
+        for step in view.steps
+        for job in step.jobs
+        if any(entry.get("what") == "popped" for entry in job.history)
+    }
+    assert popped == {"a"}

@@ -196,6 +196,23 @@ def test_dependencies_upstream_failure_and_endings(world: World) -> None:
     check(world, "f", "expired", "It expired: it did not start before its ttl deadline.", T0 + 10)
 
 
+def test_a_step_completed_from_the_cache(world: World) -> None:
+    world.listen()
+    world.put("p")
+    world.put("c")
+    assert world.pop() == ["p", "c"]
+    assert json.loads(world.call("cache.use", "p", "w1", "q", "k", 3600, 1)) == {"hit": False}
+    world.call("complete", "p", "w1", "q", "", "result", '{"n": 1}')
+    reply = json.loads(world.call("cache.use", "c", "w1", "q", "k", 3600, 1))
+    assert reply["hit"] is True
+    check(
+        world,
+        "c",
+        "cached",
+        "It completed from the step cache with the result of p (its logs have the lines).",
+    )
+
+
 def _submit(world: World, run_id: str, *jobs: dict[str, Any], now: float = T0) -> None:
     assert (
         world.call(
