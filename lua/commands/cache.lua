@@ -20,7 +20,8 @@
 -- So the check and the completion are one atomic call: no worker can see a half-made entry.
 -- A hit also completes, in the same call, each dependent it releases whose own key was written
 -- when its run was built (`base` in its cache spec) and whose full key hits too, and so on down
--- (at most 1,000): a run whose steps are all cached ends in the calls of its first steps.
+-- (at most 1,000), and the run's other jobs waiting to start: a run whose steps are all cached
+-- ends in the call of its first hit.
 -- An entry lives `ttl` seconds after it was made plus a day (its job may run that long); its
 -- result lives as long as its job (retention drops old completed jobs, and with them the hits).
 -- Errors: INVALID, TOOLARGE, NOTFOUND, WRONGSTATE, LOCKLOST (cache.use, as complete).
@@ -157,7 +158,15 @@ api['cache.use'] = function(args)
   Lock.check_owner(cmd, jid, worker, queue)
   local from, result = Cache.fresh(key, jid, ttl)
   if from then
+    -- What this hit may let the cache complete too: the jobs it releases and, for a flow
+    -- run, its other jobs waiting to start (the run's first steps beside this one).
     local dependents = redis.call('smembers', Keys.dependents(jid))
+    local run_id = string.match(jid, '^(.*):[^:]*$')
+    if run_id then
+      for _, other in ipairs(redis.call('lrange', Keys.run_jobs(run_id), 0, Cache.CHAIN_LIMIT)) do
+        if other ~= jid then dependents[#dependents + 1] = other end
+      end
+    end
     local complete = { jid, worker, queue, '' }
     if result then table.insert(complete, 'result'); table.insert(complete, result) end
     api['complete'](complete)

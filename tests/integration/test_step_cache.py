@@ -159,6 +159,9 @@ steps:
     foreach: {items: [x, y]}
     run: echo "v=${{ steps.b.outputs.v }}${{ item }}" >> "$FLOWS_OUTPUT"
     cache: {ttl: 1h}
+  d:
+    run: echo "v=d" >> "$FLOWS_OUTPUT"
+    cache: {ttl: 1h}
 """
 
 
@@ -183,14 +186,14 @@ def test_a_chain_of_cached_steps_ends_in_the_call_of_its_first_hit(
         ids.append(run_id)
     view = load_run(client, ids[1])
     assert view is not None and view.status == "succeeded"
-    assert {s.step: s.status for s in view.steps} == {"a": "cached", "b": "cached", "c": "cached"}
+    assert {s.step: s.status for s in view.steps} == dict.fromkeys("abcd", "cached")
     results = [job.result for step in view.steps for job in step.jobs]
-    assert results == [{"v": "1"}, {"v": "12"}, {"v": "12x"}, {"v": "12y"}]
-    # Only the first step was taken by a worker; the engine completed the rest in that call.
+    assert results == [{"v": "1"}, {"v": "12"}, {"v": "12x"}, {"v": "12y"}, {"v": "d"}]
+    # One first step was taken by a worker; the engine completed the rest in that call.
     popped = {
         job.jid.split(":")[-1]
         for step in view.steps
         for job in step.jobs
         if any(entry.get("what") == "popped" for entry in job.history)
     }
-    assert popped == {"a"}
+    assert len(popped) == 1 and popped <= {"a", "d"}
