@@ -11,11 +11,13 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from flows.runs import RunView
+from flows.runs import RunView, StepView
 from scheduler.engine.client import Client
 from scheduler.engine.explain import Explanation, sentence
 
 FINISHED = ("success", "cached", "skipped", "failed", "expired", "canceled", "gone")
+SHOWN_PER_STEP = 20
+"""Jobs of one step explained at most (a foreach of thousands says how many more there are)."""
 
 
 @dataclass
@@ -23,9 +25,21 @@ class StepReasons:
     step: str
     status: str
     jobs: list[Explanation] = field(default_factory=list)
+    more: int = 0
 
     def as_json(self) -> dict[str, Any]:
-        return {"step": self.step, "status": self.status, "jobs": [j.as_json() for j in self.jobs]}
+        return {
+            "step": self.step,
+            "status": self.status,
+            "jobs": [j.as_json() for j in self.jobs],
+            "more": self.more,
+        }
+
+
+def _chosen(step: StepView, named: bool) -> list[str]:
+    """The jobs of a step to explain: its unfinished ones (a named step with none: all)."""
+    open_items = [item.jid for item in step.items if item.status not in FINISHED]
+    return open_items or ([item.jid for item in step.items] if named else [])
 
 
 class UnknownStep(LookupError):
@@ -43,15 +57,17 @@ def explain_run(
         if not steps:
             names = ", ".join(s.step for s in view.steps)
             raise UnknownStep(f"run {view.run_id} has no step {step!r} (steps: {names})")
-    wanted = [
-        (s, jid) for s in steps if step is not None or s.status not in FINISHED for jid in s.jids
-    ]
+    chosen = {s.step: _chosen(s, step is not None) for s in steps}
+    wanted = [(s, jid) for s in steps for jid in chosen[s.step][:SHOWN_PER_STEP]]
     moment = float(now) if now != "" else client.engine.server_time()
     pipe = client.engine.pipeline()
     for _, jid in wanted:
         pipe.call("job.explain", jid, now=moment)
     replies = pipe.execute() if wanted else []
-    by_step: dict[str, StepReasons] = {s.step: StepReasons(s.step, s.status) for s in steps}
+    by_step: dict[str, StepReasons] = {
+        s.step: StepReasons(s.step, s.status, more=max(0, len(chosen[s.step]) - SHOWN_PER_STEP))
+        for s in steps
+    }
     for (s, jid), reply in zip(wanted, replies, strict=True):
         if isinstance(reply, Exception) or reply is None:
             continue

@@ -56,3 +56,5 @@ def explain(
         many = len(reasons.jobs) > 1
         for job in reasons.jobs:
             click.echo(f"    {job.jid + ': ' if many else ''}{job.sentence}")
+        if reasons.more:
+            click.echo(f"    ... and {reasons.more} more jobs of this step")

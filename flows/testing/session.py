@@ -77,6 +77,9 @@ def check_case(server: redis.Redis, file: str, test: object, case: Case) -> Case
     except CaseError as error:
         report.failure = [f"the case could not run: {error}"]
         return report
+    except Exception as error:  # an engine refusal, a server fault: the case's, said plainly
+        report.failure = [f"the case could not run: {type(error).__name__}: {error}"]
+        return report
     report.observed = observed
     report.failure = diff(case, observed)
     return report

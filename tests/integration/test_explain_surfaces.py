@@ -104,3 +104,21 @@ def test_the_api_explains_a_job_and_a_run(api: Api, run_id: str) -> None:
     assert run.body["steps"][0]["jobs"][0]["reason"] == "dependencies"
     assert api.get("/api/v1/jobs/nope/explain").status == 404
     assert api.get(f"/api/v1/runs/{run_id}/explain?step=x").status == 404
+
+
+def test_a_wide_step_is_explained_a_page_at_a_time(server: EmbeddedServer, client: Client) -> None:
+    items = ", ".join(str(i) for i in range(25))
+    flow = (
+        "version: 1\nname: wide\nqueue: wide\nsteps:\n  each:\n"
+        f"    foreach: {{items: [{items}]}}\n"
+        '    run: echo "${{ item }}"\n'
+    )
+    result = validate_text(flow, file="wide.yaml", flow_dir=Path("."))
+    assert result.flow is not None
+    requests = expand(result.flow, run_id="w1", logical_time=datetime(2026, 1, 1, tzinfo=UTC))
+    submit(client, assemble_run("w1", "wide", requests, params={}))
+    out = CliRunner().invoke(main, ["explain", "w1", "--redis", server.url]).output
+    lines = out.splitlines()
+    assert lines[1] == "  each (waiting)"
+    assert sum(1 for line in lines if "No live worker listens on its queue wide" in line) == 20
+    assert lines[-1] == "    ... and 5 more jobs of this step"
