@@ -20,7 +20,13 @@ def cache() -> None:
 
 
 @cache.command("list")
-@click.option("--limit", type=click.IntRange(1, 1000), default=100, show_default=True)
+@click.option(
+    "--limit",
+    type=click.IntRange(1, 1000),
+    default=100,
+    show_default=True,
+    help="Show at most this many entries.",
+)
 @as_json
 @connection
 def list_entries(limit: int, as_json: bool, redis_url: str | None, namespace: str | None) -> None:
