@@ -271,36 +271,49 @@ class _Driver:
             sent += 1
         return sent
 
-    def next_event(self, queues: list[str], *, ticks: bool) -> tuple[float, float]:
-        """The earliest moment after now at which a job can move, and the next tick's (inf:
-        none). One round trip: the engine's indexes are scored by these times."""
+    def next_event(self, queues: list[str], *, ticks: bool) -> tuple[float, float, bool]:
+        """The earliest moment after now at which a job can move, the next tick's (inf: none),
+        and whether a job can start right now (waiting in a queue, or a wait to signal). One
+        round trip: the engine's indexes are scored by these times."""
         times = [e.end for e in self.running] + [e.beat for e in self.running]
         pipe = self.client.redis.pipeline(transaction=False)
+        for queue in queues:
+            pipe.zcard(f"{self.prefix}q:{queue}-work")
         for queue in queues:
             pipe.zrange(f"{self.prefix}q:{queue}-scheduled", 0, 0, withscores=True)
             pipe.zrange(f"{self.prefix}q:{queue}-locks", 0, 0, withscores=True)
         pipe.zrange(f"{self.prefix}awaiting", 0, 0, withscores=True)
+        pipe.zcard(f"{self.prefix}awaiting")
         if ticks:
             pipe.zrange(f"{self.prefix}schedules", 0, 0, withscores=True)
         replies = pipe.execute()
         tick = math.inf
         if ticks:
             tick = min((score for _, score in replies.pop()), default=math.inf)
-        for reply in replies:
+        awaiting = int(replies.pop())
+        waiting = sum(int(n) for n in replies[: len(queues)])
+        for reply in replies[len(queues) :]:
             times.extend(score for _, score in reply)
         later = [t for t in times if math.isfinite(t)]
-        return min(later, default=math.inf), tick
+        # A wait to signal: one the case names, awaiting, not signaled yet (send_signals knows).
+        signal = bool(self.case.signals) and awaiting > len(self.signaled)
+        return min(later, default=math.inf), tick, bool(waiting) or signal
 
-    def settle(self, queues: list[str]) -> None:
-        """Start what can start now, again and again, until nothing more can at this moment."""
+    def settle(self, queues: list[str]) -> bool:
+        """Start what can start now and report what ends now (what that releases is started by
+        the next settle: :meth:`next_event` says whether there is any); whether anything
+        moved."""
         self.beat()
-        self.send_signals()
+        moved = self.send_signals() > 0
         for _ in range(MAX_STEPS):
             started = self.start_ready(queues)
-            ended = any(e.end <= self.clock.now for e in self.running)
-            if not ended and (started or not self.send_signals()):
-                return
+            moved = moved or started > 0
+            if not any(e.end <= self.clock.now for e in self.running):
+                if started or not self.send_signals():
+                    return moved
+                continue
             self.finish_due()
+            return True
         raise CaseError("the case did not settle (a loop that never ends?)")
 
     def stalled_at(self, moment: float) -> None:
@@ -384,11 +397,13 @@ def _run_once(driver: _Driver, test: TestFile, case: Case) -> Observed:
     submit(driver.client, built)
     for _ in range(MAX_STEPS):
         queues = driver.queues()
-        driver.settle(queues)
+        moved = driver.settle(queues)
         view = load_run(driver.client, run_id)
         if view is None or (view.finished and not driver.running):
             break
-        moment, _ = driver.next_event(queues, ticks=False)
+        moment, _, pending = driver.next_event(queues, ticks=False)
+        if pending and moved:
+            continue  # jobs released at this moment: start them before time moves on
         if not math.isfinite(moment):
             break  # nothing more can happen: a wait without a timeout or a signal, say
         driver.stalled_at(moment)
@@ -411,19 +426,24 @@ def _run_schedule(driver: _Driver, test: TestFile, case: Case) -> Observed:
     fired = 0
     queues: list[str] = []
     job_due = False
+    tick_at = period.start
     for _ in range(MAX_STEPS):
         down = outage is not None and outage[0] <= clock.now < outage[1]
-        if not down and clock.now < period.end:
+        if not down and tick_at <= clock.now < period.end:
             report = service.tick(clock.now)
             fired += len(report.fired)
             if report.fired and (fired <= 2 or fired % 64 == 0):
                 queues = driver.queues()  # a run's queues, once known (sub-flows add theirs)
         if job_due:
             driver.housekeep()
-        driver.settle(queues)
-        moment, tick = driver.next_event(queues, ticks=True)
+        moved = driver.settle(queues)
+        moment, tick, pending = driver.next_event(queues, ticks=True)
         if outage is not None and outage[0] <= tick < outage[1]:
             tick = outage[1]  # the service is down: its next look is when it is back
+        tick_at = tick
+        if pending and moved:
+            job_due = False
+            continue  # jobs released at this moment: start them before time moves on
         job_due = moment <= tick
         moment = min(moment, tick)
         if not math.isfinite(moment) or moment >= period.end:
