@@ -165,8 +165,8 @@ class _Driver:
         except BrokenPayload as error:
             self.report(job, runner.failure("broken-payload", str(error)))
             return
-        folder = Path(tempfile.mkdtemp(dir=self.sandbox))
-        ctx = JobContext(job=job, data=user_data, options=options, sandbox=folder)
+        # A real run gets an empty folder of its own (below); a stub needs none.
+        ctx = JobContext(job=job, data=user_data, options=options, sandbox=self.sandbox)
         stub = self.case.stub(meta.step, ctx.attempt) if ours and meta is not None else None
         duration = 0.0
         try:
@@ -181,6 +181,7 @@ class _Driver:
             if stub is not None:
                 outcome, duration = self.play(ctx, stub, prepared)
             else:
+                ctx.sandbox = Path(tempfile.mkdtemp(dir=self.sandbox))
                 outcome, duration = run_for_real(ctx)
         except FailJob as fail:
             outcome = runner.failure(fail.group, fail.message)
