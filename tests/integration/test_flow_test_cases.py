@@ -97,3 +97,55 @@ def test_a_wait_nobody_signals_and_a_run_that_cannot_be_built(
     assert len(failure) == 1
     assert failure[0].startswith("the case could not run: the run cannot be built:")
     assert "n" in failure[0]
+
+
+QUARTERLY = """\
+version: 1
+name: quarterly
+schedule:
+  cron: "*/15 * * * *"
+  timezone: Europe/Berlin
+steps:
+  tick:
+    run: echo tick
+"""
+
+
+def test_a_schedule_across_both_dst_nights_fires_the_exact_ticks(
+    redis_client: redis.Redis, tmp_path: Path
+) -> None:
+    """Every quarter hour in Berlin: the 23-hour spring day fires 92 times (the gap's ticks are
+    the 03:00 tick), the 25-hour autumn day 100 (an every-hour expression fires the repeated
+    hour twice), and an outage of almost two hours under catch-up latest fires one late run."""
+    (tmp_path / "quarterly.yaml").write_text(QUARTERLY)
+    test = tmp_path / "quarterly.test.yaml"
+    test.write_text(
+        dedent(
+            """\
+            flow: quarterly.yaml
+            cases:
+              - name: spring
+                schedule: {from: "2026-03-28T23:00:00Z", to: "2026-03-29T22:00:00Z"}
+                mock: all
+                expect: {runs: 92}
+              - name: autumn
+                schedule: {from: "2026-10-24T22:00:00Z", to: "2026-10-25T23:00:00Z"}
+                mock: all
+                expect: {runs: 100}
+              - name: two hours down
+                schedule:
+                  from: "2026-01-10T00:00:00Z"
+                  to: "2026-01-10T06:00:00Z"
+                  outage: "2026-01-10T01:00:00Z/2026-01-10T02:50:00Z"
+                mock: all
+                expect: {runs: 17}
+            """
+        )
+    )
+    session = run_files(redis_client, [test])
+    assert session.findings == []
+    assert {c.case: c.failure for c in session.cases} == {
+        "spring": [],
+        "autumn": [],
+        "two hours down": [],
+    }
