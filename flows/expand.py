@@ -42,6 +42,7 @@ from flows.model import (
     FlowSettings,
     Settings,
     Step,
+    StepCache,
     TriggerRule,
     matrix_id_text,
 )
@@ -56,6 +57,7 @@ from flows.outputs import (
 )
 from flows.params import bind_params
 from flows.shell_command import shell_command
+from flows.step_cache import CACHE_KEY
 from flows.subflows import SUBFLOW_KLASS
 from flows.subflows import payload as subflow_payload
 from flows.templates import KEEP, MATRIX, PARAMS, RUN, STEPS, Reference, render, select, to_text
@@ -365,6 +367,8 @@ class _Expander:
             meta[CONDITION_KEY] = condition
         if self.flow.secrets:  # names only: each value is resolved on the worker
             meta[SECRETS_KEY] = list(self.flow.secrets)
+        if isinstance(action, Step) and action.cache is not None:
+            meta[CACHE_KEY] = self.cache_spec(action.cache, scope)
         fanout = origin.fanout
         if fanout is not None:
             assert isinstance(action, Step) and action.foreach is not None
@@ -469,6 +473,15 @@ class _Expander:
         if retry is None:
             retry = self.retries[id(settings.retry)] = settings.retry.model_dump()
         return retry
+
+    def cache_spec(self, cache: StepCache, scope: _Scope) -> dict[str, Any]:
+        """What the worker hashes into the step's cache key besides its data
+        (:mod:`flows.step_cache`): the rendered `key`, the ttl, the files' absolute paths."""
+        return {
+            "key": to_text(render(cache.key, scope.lookup)),
+            "ttl": cache.ttl,
+            "files": [str(self.flow_dir / name) for name in cache.files],
+        }
 
     def payload(self, action: Action, scope: _Scope) -> dict[str, Any]:
         """The job data without meta: ``with`` for Python; command, cwd and env for shell; the

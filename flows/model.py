@@ -354,7 +354,22 @@ _NOT_FOR_WAITS: Final = (
     ("flow", "flow"),
     ("delay", "delay"),
     ("if_", "if"),
+    ("cache", "cache"),
 )
+
+
+class StepCache(_Model):
+    """Reuse a result: a step whose cache key matches a completed run of it (any flow, any
+    worker) within `ttl` completes at once with that result, as status `cached`. The key is a
+    hash of the step's command or callable, its resolved arguments (upstream outputs included),
+    `key` and the contents of `files`."""
+
+    key: str = Field(default="", max_length=1000)
+    """Text added to the key (templates of params and run fields allowed), e.g. a version."""
+    ttl: Annotated[Duration, Field(gt=0)]
+    """How long a completed result may be reused."""
+    files: list[str] = Field(default_factory=list, max_length=100)
+    """Files (relative to the flow file) whose contents are part of the key."""
 
 
 class Step(Action):
@@ -391,6 +406,8 @@ class Step(Action):
     notify: NotifyRules = Field(default_factory=list)
     """Whom to tell of this step's failure, success, exhausted retries or wait
     (docs: Notifications)."""
+    cache: StepCache | None = None
+    """Complete at once with the result of an earlier run of the same work (see StepCache)."""
 
     @model_validator(mode="after")
     def _subflow(self) -> Step:
@@ -452,7 +469,7 @@ class Step(Action):
         return self.foreach is not None or self.matrix is not None
 
 
-_NOT_FOR_SUBFLOWS: Final = ("env", "cwd", "foreach", "matrix")
+_NOT_FOR_SUBFLOWS: Final = ("env", "cwd", "foreach", "matrix", "cache")
 """Step fields a sub-flow step cannot have (checked by their truth: an empty env is none)."""
 
 

@@ -25,6 +25,7 @@ from flows.model import Flow
 from flows.notify_rules import job_flags, run_rules
 from flows.run_graph import run_graph
 from flows.run_specs import check_limits, content_hash, job_spec
+from flows.step_cache import seal
 from flows.subflow_files import child_queues
 from flows.validate import InvalidFlow, validate_text
 from scheduler.service.records import RunRequest
@@ -108,6 +109,7 @@ def build_run(
         params=params,
         flow_dir=source.flow_dir,
     )
+    seal(requests)  # cached steps' own keys, their declared files read now
     outputs = outputs_record(
         source.flow, requests, run_id=run_id, logical_time=logical_time, params=params
     )

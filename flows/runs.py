@@ -100,7 +100,7 @@ class StepView(BaseModel):
 
     @property
     def done(self) -> int:
-        return self.counts.get("success", 0) + self.counts.get("skipped", 0)
+        return sum(self.counts.get(word, 0) for word in ("success", "cached", "skipped"))
 
     @property
     def progress(self) -> str:

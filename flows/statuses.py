@@ -21,6 +21,7 @@ StepStatus = Literal[
     "upstream_failed",
     "canceled",
     "gone",
+    "cached",
     "skipped",
     "success",
 ]
@@ -31,7 +32,7 @@ RUN_STATUSES: Final[tuple[str, ...]] = get_args(RunStatus)
 
 STEP_STATUSES: Final[tuple[str, ...]] = get_args(StepStatus)
 """What a step (or one job of it) can be, in precedence order: a step says the first that one
-of its jobs says (``skipped`` only when all of them were skipped, ``success`` otherwise)."""
+of its jobs says (``cached`` or ``skipped`` only when all of them were, ``success`` otherwise)."""
 
 ACTIONS: Final[tuple[str, ...]] = get_args(Action)
 """What an operator may do to a run, a step or a job, when the engine lists it as allowed."""
@@ -42,7 +43,7 @@ RUN_RULES: Final = {
     "failed": "a job of it failed or expired",
     "blocked": "nothing failed, but a job is buried or waits for one that never comes",
     "expired": "none of its jobs exists any more (retention removed them)",
-    "succeeded": "every job of it completed or was skipped",
+    "succeeded": "every job of it completed (by running, or from the step cache) or was skipped",
 }
 
 STEP_RULES: Final = {
@@ -55,6 +56,7 @@ STEP_RULES: Final = {
     "upstream_failed": "a job waits for a dependency that failed, expired, is buried or gone",
     "canceled": "a job was canceled with its run",
     "gone": "a job no longer exists (deleted, or removed by retention)",
+    "cached": "every job completed at once with an earlier run's result (the step cache)",
     "skipped": "every job was skipped (its trigger rule or its if:)",
     "success": "every job completed (or was skipped)",
 }
@@ -80,6 +82,7 @@ STYLES: Final = {
     "buried": "yellow",
     "blocked": "yellow",
     "skipped": "cyan",
+    "cached": "green",
     "canceled": "magenta",
     "gone": "dim",
 }
@@ -93,6 +96,7 @@ SYMBOLS: Final = {
     "waiting": "…",
     "awaiting": "⏸",
     "skipped": "↷",
+    "cached": "↺",
     "upstream_failed": "⊘",
     "canceled": "■",
     "expired": "◷",

@@ -17,6 +17,7 @@ from flows.outputs import (
     resolve_payload,
     was_skipped,
 )
+from flows.step_cache import CACHE_KEY, stable_data, use_cache
 from scheduler import secrets
 from scheduler.secrets import MissingSecret
 from scheduler.worker import FailJob, JobContext, SkipJob
@@ -33,6 +34,14 @@ def prepare(ctx: JobContext) -> None:
             secrets.resolve(meta.secrets)
         except MissingSecret as error:
             raise FailJob("flows-secret", str(error)) from None
+    cache = ctx.job.data[META_KEY].get(CACHE_KEY)
+    # A cached step's key is its own arguments plus its upstream jobs' results, which the
+    # engine hashes in: a hit costs one call, before any upstream read. A step reading a
+    # fan-out's items hashes its resolved arguments instead (the items are known only then).
+    early = bool(cache) and not any(entry.fanout for entry in meta.upstream.values())
+    if early:
+        stable = stable_data(ctx.data, ctx.job.data[META_KEY])
+        use_cache(ctx, cache, stable, meta.upstream_jids())
     upstream = _fetch(ctx, meta.upstream_jids())
     # A fan-out step read upstream: its items, known once its producer completed.
     upstream.update(_fetch(ctx, meta.items_to_fetch(upstream)))
@@ -45,6 +54,8 @@ def prepare(ctx: JobContext) -> None:
         if expanded is not meta:
             data = {**data, META_KEY: expanded.to_json()}
         ctx.data = resolve_payload(data, upstream, item)
+        if cache and not early:
+            use_cache(ctx, cache, ctx.data)
     except ConditionError as error:
         raise FailJob("flows-condition", f"if: {error}") from error
     except UnresolvedReference as error:

@@ -64,6 +64,8 @@ local api = {}
 -- @include commands/backfill
 -- @include commands/subflow
 -- @include commands/deadline
+-- @include commands/explain
+-- @include commands/cache
 
 -- 'config.get' -> 'ConfigGet': the name a command's errors start with.
 local function display(command)

@@ -36,6 +36,9 @@ COMMAND_MODULES: list[str] = [
     "notifications",
     "users",
     "audit",
+    "flowtest",
+    "explain",
+    "cache",
 ]
 
 

@@ -229,7 +229,7 @@ def work_run(
     if as_json:
         print_json(run_document(view))
     if interrupted:
-        done = sum(1 for s in view.steps if s.status in ("success", "skipped"))
+        done = sum(1 for s in view.steps if s.status in ("success", "cached", "skipped"))
         click.echo(
             f"interrupted: run {run_id} is {view.status} ({done} of {len(view.steps)} steps "
             "done; unfinished jobs wait in their queues)\n"

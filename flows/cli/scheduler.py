@@ -19,6 +19,8 @@ from flows.cli.common import GuardedCommand, ago, open_client, print_json, table
 from flows.cli.namespaces import namespaces_of, run_per_namespace
 from flows.cli.notifications import env_file_option, notify_deliverer
 from flows.cli.options import FiniteFloat, as_json, connection
+from flows.cli.preview import options as preview_options
+from flows.cli.preview import print_preview
 from flows.service_source import FlowsSource
 from flows.triggering import trigger_run
 from scheduler.cron import Skip
@@ -292,9 +294,18 @@ def _policy(registration: Registration) -> str:
 
 @click.command()
 @as_json
+@preview_options
 @connection
-def schedules(as_json: bool, redis_url: str | None, namespace: str | None) -> None:
-    """Registered schedules: next fire time in their time zone, last run, policy, paused."""
+def schedules(
+    as_json: bool,
+    redis_url: str | None,
+    namespace: str | None,
+    preview: int | None = None,
+    outage: tuple[float, float] | None = None,
+) -> None:
+    """Registered schedules: next fire time in their time zone, last run, policy, paused.
+
+    With --preview N or --after-outage FROM/TO, what each schedule will do."""
     client = open_client(redis_url, namespace)
     with user_errors():
         now = client.engine.server_time()
@@ -318,6 +329,9 @@ def schedules(as_json: bool, redis_url: str | None, namespace: str | None) -> No
         for r in registrations
     ]
     table("Schedules", ("schedule", "cron", "next", "last run", "state", "policy", "paused"), rows)
+    if preview or outage:
+        for registration in registrations:
+            print_preview(registration.definition, now, preview, outage)
 
 
 @click.group()

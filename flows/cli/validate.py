@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -16,8 +17,9 @@ from rich.console import Console
 from rich.text import Text
 
 from flows import gc_pause
+from flows.cli import preview as preview_cli
 from flows.findings import Finding, Severity, has_errors
-from flows.validate import Validation, validate_file
+from flows.validate import InvalidFlow, Validation, validate_file
 
 _STYLES = {Severity.ERROR: "bold red", Severity.WARNING: "bold yellow"}
 
@@ -82,8 +84,18 @@ def load_or_exit(path: Path) -> Validation:
     is_flag=True,
     help="Also import the module of every 'job' (this runs the modules' top-level code).",
 )
-def validate(files: tuple[Path, ...], output_format: str, check_imports: bool) -> None:
-    """Check flow files: YAML, schema, graph, templates, schedule. Exit 1 on any error."""
+@preview_cli.options
+def validate(
+    files: tuple[Path, ...],
+    output_format: str,
+    check_imports: bool,
+    preview: int | None = None,
+    outage: tuple[float, float] | None = None,
+) -> None:
+    """Check flow files: YAML, schema, graph, templates, schedule. Exit 1 on any error.
+
+    With --preview N or --after-outage FROM/TO, also print what each valid flow's schedule
+    will do."""
     gc_pause.enable()  # a short single-threaded command: see flows.gc_pause
     # A sub-flow's findings come with its parent's (flows.subflow_checks): a file given too, or
     # named by two parents, is reported once.
@@ -108,4 +120,21 @@ def validate(files: tuple[Path, ...], output_format: str, check_imports: bool) -
     else:
         print_findings(findings)
         click.echo(summary(findings, len(checked)))
+        if preview or outage:
+            _previews(files, preview, outage)
     sys.exit(1 if has_errors(findings) else 0)
+
+
+def _previews(files: Sequence[Path], count: int | None, outage: tuple[float, float] | None) -> None:
+    from flows.run_builder import read_flow_file
+    from flows.service_source import definition_of
+
+    for path in files:
+        try:
+            flow_file = read_flow_file(path)
+        except InvalidFlow:
+            continue  # its findings are printed above
+        if flow_file.flow.schedule is None:
+            click.echo(f"{path}: no schedule to preview")
+            continue
+        preview_cli.print_preview(definition_of(flow_file), time.time(), count, outage)

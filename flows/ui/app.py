@@ -22,6 +22,7 @@ from flows.ui import (
     apidocs,
     audit_log,
     backfills,
+    explain_api,
     guard,
     history,
     metrics,
@@ -118,6 +119,7 @@ def create_app(
     app.include_router(backfills.router)
     app.include_router(backfills.page_router)
     apidocs.mount(app)
+    app.include_router(explain_api.router)
     app.mount("/static", StaticFiles(directory=pages.HERE / "static"), name="static")
 
     @app.exception_handler(RequestValidationError)

@@ -12,7 +12,7 @@ local Reads = {
   ['config.get'] = true, ['throttle.get'] = true, ['recur.get'] = true, ['run.get'] = true,
   ['runs'] = true, ['schedule.get'] = true, ['schedule.list'] = true, ['schedulers'] = true,
   ['doctor.names'] = true, ['doctor.index'] = true, ['doctor.jobs'] = true,
-  ['wait.get'] = true, ['deadline.count'] = true,
+  ['wait.get'] = true, ['deadline.count'] = true, ['job.explain'] = true, ['cache.list'] = true,
   ['backfill.get'] = true, ['backfill.list'] = true, ['backfill.runs'] = true,
   ['run.read'] = true, ['runs.statuses'] = true,
 }

@@ -16,15 +16,15 @@
 local RunState = {}
 
 RunState.RUN_STATUSES = { 'running', 'succeeded', 'failed', 'blocked', 'canceled', 'expired' }
--- A step says the first of these that one of its jobs says; 'skipped' only when all of its jobs
--- were skipped, 'success' otherwise.
+-- A step says the first of these that one of its jobs says; 'cached' or 'skipped' only when all
+-- of its jobs were, 'success' otherwise.
 RunState.STEP_STATUSES = { 'failed', 'expired', 'running', 'awaiting', 'waiting', 'buried',
-  'upstream_failed', 'canceled', 'gone', 'skipped', 'success' }
+  'upstream_failed', 'canceled', 'gone', 'cached', 'skipped', 'success' }
 RunState.ACTIONS = { 'retry', 'rerun', 'cancel', 'signal', 'approve', 'kick' }
 
 -- The hash fields the decider reads of each job, by position.
 RunState.FIELDS = { 'state', 'skipped', 'child', 'popped', 'updated', 'retries', 'remaining',
-  'lost', 'runs', 'wait_since' }
+  'lost', 'runs', 'wait_since', 'cached' }
 
 -- Engine states in which a job can make progress by itself.
 RunState.ACTIVE = { waiting = true, scheduled = true, running = true, awaiting = true }
@@ -33,14 +33,15 @@ RunState.SIMPLE = { failed = 'failed', expired = 'expired', running = 'running',
 -- Statuses of a job that still makes progress (its run is running while one has one).
 RunState.PROGRESSING = { running = true, waiting = true, awaiting = true }
 -- Statuses of a job that ended (a finished run's steps re-run from these).
-RunState.ENDED = { success = true, skipped = true, failed = true, expired = true }
+RunState.ENDED = { success = true, cached = true, skipped = true, failed = true, expired = true }
 
 -- The status of one job; `dep_status(jid)` gives a dependency's status (a job of the run read
 -- before it, or looked up).
 function RunState.job_status(f, dep_status, jid)
   local state = f[1]
   if state == 'complete' then
-    return f[2] and 'skipped' or 'success'
+    -- `cached`: the step cache completed it with an earlier run's result (commands/cache.lua)
+    return f[2] and 'skipped' or (f[11] and 'cached' or 'success')
   end
   if state == 'depends' then
     if f[3] then return 'running' end -- a sub-flow step waiting for its child run
@@ -81,18 +82,25 @@ function RunState.first_start(jid)
   return first
 end
 
+-- What a job's status needs of its hash, at the positions of RunState.FIELDS (state, skipped,
+-- child, cached).
+function RunState.brief(jid)
+  local f = redis.call('hmget', Keys.job(jid), 'state', 'skipped', 'child', 'cached')
+  return { f[1], f[2], f[3], [11] = f[4] }
+end
+
 -- A dependency outside the run (or not yet read): its status from its own state.
 function RunState.lone_status(jid)
-  local state, skipped, child = unpack(redis.call('hmget', Keys.job(jid), 'state', 'skipped', 'child'))
-  if not state then return 'gone' end
-  if state == 'depends' then return child and 'running' or 'waiting' end
-  return RunState.job_status({ state, skipped, child }, nil, jid)
+  local f = RunState.brief(jid)
+  if not f[1] then return 'gone' end
+  if f[1] == 'depends' then return f[3] and 'running' or 'waiting' end
+  return RunState.job_status(f, nil, jid)
 end
 
 -- One job's status on its own (its dependencies' from their own states); `canceled`: its run
 -- was canceled (a job that no longer exists was canceled with it).
 function RunState.status_of_job(jid, canceled)
-  local f = redis.call('hmget', Keys.job(jid), 'state', 'skipped', 'child')
+  local f = RunState.brief(jid)
   if not f[1] then return canceled and 'canceled' or 'gone' end
   return RunState.job_status(f, RunState.lone_status, jid)
 end
@@ -103,7 +111,7 @@ function RunState.run_status(seen, canceled)
   if canceled then return 'canceled' end
   if seen.failed or seen.expired then return 'failed' end
   if seen.buried or seen.upstream_failed then return 'blocked' end
-  if not (seen.success or seen.skipped) then return 'expired' end
+  if not (seen.success or seen.cached or seen.skipped) then return 'expired' end
   return 'succeeded'
 end
 
@@ -126,7 +134,7 @@ function RunState.status(run_id)
   local seen, statuses, active = {}, {}, false
   local function dep_status(jid) return statuses[jid] or RunState.lone_status(jid) end
   RunState.each_jid(run_id, function(jid)
-    local f = redis.call('hmget', Keys.job(jid), 'state', 'skipped', 'child')
+    local f = RunState.brief(jid)
     if f[1] and (RunState.ACTIVE[f[1]] or (f[1] == 'depends' and f[3])) then
       active = true
       return true
@@ -157,7 +165,9 @@ function RunState.job_actions(status, finished, kept)
   if status == 'canceled' and kept then return { 'retry' } end
   if status == 'awaiting' then return { 'signal', 'approve' } end
   if status == 'buried' then return { 'kick' } end
-  if (status == 'success' or status == 'skipped') and finished then return { 'rerun' } end
+  if (status == 'success' or status == 'cached' or status == 'skipped') and finished then
+    return { 'rerun' }
+  end
   return {}
 end
 
@@ -197,10 +207,11 @@ function RunState.run_actions(status, counts, kept)
 end
 
 function RunState.step_status(counts, total)
-  for i = 1, #RunState.STEP_STATUSES - 2 do
+  for i = 1, #RunState.STEP_STATUSES - 3 do
     local word = RunState.STEP_STATUSES[i]
     if (counts[word] or 0) > 0 then return word end
   end
+  if total > 0 and (counts.cached or 0) == total then return 'cached' end
   if total > 0 and (counts.skipped or 0) == total then return 'skipped' end
   return 'success'
 end

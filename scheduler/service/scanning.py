@@ -1,6 +1,7 @@
 """Keeping Redis's schedules in step with a folder of flow files (``--flows-dir``).
 
-Every scan walks the folder (``*.yaml`` and ``*.yml``, recursively), reads each file whose size
+Every scan walks the folder (``*.yaml`` and ``*.yml``, recursively, flow tests ``*.test.yaml``
+left out), reads each file whose size
 or modification time changed, and compares content hashes:
 
 - a file with a schedule is registered under this folder's source name (``origin``), and
@@ -33,6 +34,8 @@ from scheduler.service.schedules import Schedules
 log = logging.getLogger("flows.scheduler")
 
 PATTERNS = ("*.yaml", "*.yml")
+TEST_SUFFIXES = (".test.yaml", ".test.yml")
+"""Flow test files (``flows test``) live beside flows; they are not flows."""
 
 
 @dataclass
@@ -63,7 +66,11 @@ def flow_files(folder: Path) -> Iterator[Path]:
     for pattern in PATTERNS:
         for path in folder.rglob(pattern):
             parts = path.relative_to(folder).parts
-            if path.is_file() and not any(part.startswith(".") for part in parts):
+            if (
+                path.is_file()
+                and not any(part.startswith(".") for part in parts)
+                and not path.name.endswith(TEST_SUFFIXES)
+            ):
                 found.add(path)
     return iter(sorted(found))
 

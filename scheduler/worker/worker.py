@@ -63,6 +63,7 @@ from scheduler.worker.envelope import BrokenPayload, split
 from scheduler.worker.fetching import Fetcher, Raw, Strategy
 from scheduler.worker.outcomes import (
     FailJob,
+    HandedOver,
     JobInterrupted,
     LockLostInterrupt,
     ShutdownInterrupt,
@@ -530,6 +531,8 @@ class Worker:
             outcome = runner.failure(fail.group, fail.message)
         except SkipJob as skip:  # from prepare: the job need not run
             outcome = runner.skipped(skip.message)
+        except HandedOver as handed:  # from prepare: its engine call took the job (a cache hit)
+            outcome = runner.Outcome("handed", message=handed.message)
         except Exception as error:
             outcome = runner.failure("prepare-error", f"{type(error).__name__}: {error}")
         finally:

@@ -897,6 +897,16 @@ for value in ["0", "x", "10001", "1.5"]:
     case("deadline.sweep", [value], InvalidArgument, "limit", id=f"limit={value}")
 case("deadline.sweep", ["10", "extra"], InvalidArgument, TOO_MANY, id="too-many")
 case("deadline.count", ["extra"], InvalidArgument, TOO_MANY, id="too-many")
+case("job.explain", [], InvalidArgument, "jid", id="missing")
+ids("job.explain", [], "jid", jid=True)
+case("job.explain", ["waiting", "extra"], InvalidArgument, TOO_MANY, id="too-many")
+case("cache.use", [], InvalidArgument, "jid", id="missing")
+case("cache.use", ["waiting", "w", "q", "k", "x", "1"], InvalidArgument, "ttl", id="ttl")
+case("cache.use", ["waiting", "w", "q", "k", "60", "0"], InvalidArgument, "attempt", id="attempt")
+case("cache.use", ["waiting", "w", "q", "k", "60", "1", ""], InvalidArgument, "upstream", id="up")
+case("cache.list", ["-1"], InvalidArgument, "offset", id="offset")
+case("cache.list", ["0", "0"], InvalidArgument, "count", id="count")
+case("cache.clear", [""], InvalidArgument, "key", id="empty-key")
 
 # -- Tarantool-queue extensions and unique puts (ours) ----------------------------------------
 

@@ -42,6 +42,8 @@ READ_ARGS: dict[str, list[object]] = {
     "doctor.jobs": ["waiting", "failed"],
     "wait.get": ["waiting"],
     "deadline.count": [],
+    "job.explain": ["waiting"],
+    "cache.list": [],
     "backfill.get": ["no-such-backfill"],
     "backfill.list": [],
     "backfill.runs": ["no-such-run"],

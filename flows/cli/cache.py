@@ -1,0 +1,70 @@
+"""``flows cache list`` and ``flows cache clear [KEY...]``: the shared step cache's entries."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from flows.cli.common import ago, open_client, print_json, table, user_errors
+from flows.cli.options import as_json, connection
+
+
+def register(group: click.Group) -> None:
+    group.add_command(cache)
+
+
+@click.group()
+def cache() -> None:
+    """The shared step cache (steps with `cache: {key, ttl}`)."""
+
+
+@cache.command("list")
+@click.option(
+    "--limit",
+    type=click.IntRange(1, 1000),
+    default=100,
+    show_default=True,
+    help="Show at most this many entries.",
+)
+@as_json
+@connection
+def list_entries(limit: int, as_json: bool, redis_url: str | None, namespace: str | None) -> None:
+    """Cache entries, newest first: the key, the job that produced it, its state, its age."""
+    client = open_client(redis_url, namespace)
+    with user_errors():
+        entries = json.loads(client.engine.call("cache.list", 0, limit))
+    entries = [] if entries == {} else entries
+    if as_json:
+        print_json(entries)
+        return
+    if not entries:
+        click.echo("the step cache is empty")
+        return
+    rows = [
+        [e["key"][:12], e["jid"], e["state"], ago(e.get("completed")), f"{e['ttl']:g}s"]
+        for e in entries
+    ]
+    table("Step cache", ("key", "produced by", "state", "completed", "ttl"), rows)
+
+
+@cache.command("clear")
+@click.argument("keys", nargs=-1)
+@connection
+def clear(keys: tuple[str, ...], redis_url: str | None, namespace: str | None) -> None:
+    """Forget cache entries (KEYS, or the start of each as `flows cache list` shows it; none:
+    every entry). The next run of each step runs it again."""
+    client = open_client(redis_url, namespace)
+    with user_errors():
+        if keys:
+            known = [e["key"] for e in json.loads(client.engine.call("cache.list", 0, 1000)) or []]
+            full = []
+            for key in keys:
+                matches = [k for k in known if k.startswith(key)]
+                if len(matches) != 1:
+                    found = "no entry" if not matches else f"{len(matches)} entries"
+                    raise click.ClickException(f"{key!r}: {found} with a key starting so")
+                full.append(matches[0])
+            keys = tuple(full)
+        removed = int(client.engine.call("cache.clear", *keys))
+    click.echo(f"removed {removed} cache entr{'y' if removed == 1 else 'ies'}")

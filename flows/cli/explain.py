@@ -1,0 +1,60 @@
+"""``flows explain JID | RUN [STEP]``: why something is not running (or how it ended)."""
+
+from __future__ import annotations
+
+import click
+
+from flows.cli.common import open_client, print_json, user_errors
+from flows.cli.options import as_json, connection
+from flows.explain import UnknownStep, explain_run
+from flows.runs import load_run
+from scheduler.engine.explain import explain as explain_job
+
+
+def register(group: click.Group) -> None:
+    group.add_command(explain)
+
+
+@click.command()
+@click.argument("target", metavar="JID|RUN")
+@click.argument("step", required=False)
+@as_json
+@connection
+def explain(
+    target: str, step: str | None, as_json: bool, redis_url: str | None, namespace: str | None
+) -> None:
+    """Why a job, or each unfinished step of a run (or STEP of it), is where it is: waiting for
+    which dependencies, scheduled until when, parked on which throttle or concurrency key, no
+    live worker on its queue, awaiting a signal, upstream failed, ..."""
+    client = open_client(redis_url, namespace)
+    with user_errors():
+        view = load_run(client, target)
+        if view is None:
+            found = explain_job(client, target)
+            if found is None:
+                raise click.ClickException(f"no job or run {target!r} (see `flows runs`)")
+            if as_json:
+                print_json(found.as_json())
+            else:
+                click.echo(f"{found.jid}: {found.sentence}")
+            return
+        try:
+            steps = explain_run(client, view, step)
+        except UnknownStep as error:
+            raise click.ClickException(str(error)) from None
+    if as_json:
+        print_json(
+            {"run": view.run_id, "status": view.status, "steps": [s.as_json() for s in steps]}
+        )
+        return
+    click.echo(f"run {view.run_id} is {view.status}")
+    shown = [s for s in steps if s.jobs or step is not None]
+    if not shown:
+        click.echo("  every step has finished" if view.finished else "  nothing is held back")
+    for reasons in shown:
+        click.echo(f"  {reasons.step} ({reasons.status})")
+        many = len(reasons.jobs) > 1
+        for job in reasons.jobs:
+            click.echo(f"    {job.jid + ': ' if many else ''}{job.sentence}")
+        if reasons.more:
+            click.echo(f"    ... and {reasons.more} more jobs of this step")

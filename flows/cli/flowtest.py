@@ -1,0 +1,82 @@
+"""``flows test [PATH...]``: run flow test files (``*.test.yaml``) on a virtual clock."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import click
+
+from flows.cli.common import open_client, user_errors
+from flows.cli.options import connection
+from flows.cli.validate import print_findings
+from flows.testing.session import CaseReport, private_server, run_files
+from flows.testing.spec import SUFFIX, find_test_files
+from scheduler.worker.imports import import_path
+
+
+def register(group: click.Group) -> None:
+    group.add_command(test)
+
+
+def _line(report: CaseReport, verbose: bool) -> None:
+    word = click.style("PASSED", fg="green") if report.passed else click.style("FAILED", fg="red")
+    timing = ""
+    if verbose and report.observed is not None:
+        timing = (
+            f" ({report.observed.seconds:.2f}s, {report.observed.virtual_seconds:.0f}s virtual)"
+        )
+    click.echo(f"{report.nodeid} {word}{timing}")
+
+
+@click.command()
+@click.argument("paths", nargs=-1, type=click.Path(exists=True, path_type=Path))
+@click.option("-k", "select", help="Only cases whose name contains this text.")
+@click.option("-v", "--verbose", is_flag=True, help="Wall and virtual time of each case.")
+@connection
+def test(
+    paths: tuple[Path, ...],
+    select: str | None,
+    verbose: bool,
+    redis_url: str | None,
+    namespace: str | None,
+) -> None:
+    """Run the flow tests in PATHS (files, or folders searched for *.test.yaml; default: .).
+
+    Each case runs the flow against the real engine on a virtual clock, in a namespace of its
+    own that is removed afterwards: on a private embedded server started for the session, or
+    on --redis / $FLOWS_REDIS_URL when given. Exit code 0 when every case passed, 1 when one
+    failed or a test file has a mistake (printed as file:line:col findings).
+    """
+    files = find_test_files(list(paths) or [Path(".")])
+    if not files:
+        raise click.ClickException(
+            f"no test files (*{SUFFIX}) in {' '.join(map(str, paths)) or '.'}"
+        )
+    import_path()  # job modules beside where it was started, as a worker finds them
+
+    def show(case: CaseReport) -> None:
+        _line(case, verbose)
+
+    with user_errors():
+        if redis_url or os.environ.get("FLOWS_REDIS_URL"):
+            session = run_files(open_client(redis_url, namespace).redis, files, show, select)
+        else:
+            with private_server() as server:
+                session = run_files(server, files, show, select)
+    if session.findings:
+        print_findings(session.findings, stderr=True)
+    failed = [c for c in session.cases if not c.passed]
+    for report in failed:
+        click.echo("")
+        click.echo(click.style(f"_____ {report.nodeid} _____", fg="red", bold=True))
+        click.echo(f"{report.file}:{report.line}: case {report.case!r}")
+        for line in report.failure:
+            click.echo(f"    {line}" if line else "")
+    passed = len(session.cases) - len(failed)
+    summary = f"{passed} passed, {len(failed)} failed"
+    if session.findings:
+        summary += f", {sum(1 for f in session.findings if f.severity == 'error')} errors in files"
+    click.echo(click.style(summary, fg="green" if session.passed else "red"), err=False)
+    if not session.passed:
+        raise click.exceptions.Exit(1)

@@ -1,0 +1,454 @@
+"""Running one flow test case against the real engine, on a virtual clock.
+
+A case gets its own namespace on the server and a :class:`~flows.testing.clock.Clock`. The run is
+built and submitted as ``flows run`` does; a schedule is registered and fired by the real
+scheduler service (:class:`~scheduler.service.loop.SchedulerService`), whose ``tick(now)`` is
+given the clock's time. Jobs are popped, prepared (upstream outputs, ``if:``) and run by the
+worker's own runner: a stubbed step runs :func:`flows.testing.stub.play` in its place, any other
+step really runs (shell or Python). Their outcomes go back through the engine calls a worker
+makes. The clock never waits: when nothing can run now it jumps to the next moment something
+can (a job's end, a retry's delay, a scheduled job, a wait's timeout, a heartbeat, the next
+tick), and the housekeeping that promotes due jobs and times out waits runs at that moment.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import heapq
+import itertools
+import json
+import math
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+import redis
+
+from flows.outputs import FlowsMeta
+from flows.run_builder import build_run
+from flows.runs import RunView, load_run
+from flows.service_source import FlowsSource, definition_of
+from flows.submit import submit
+from flows.testing.clock import Clock, ClockedEngine
+from flows.testing.spec import Case, Stub, TestFile
+from flows.testing.stub import STUB_KEY, STUB_KLASS
+from flows.worker_hook import prepare
+from scheduler.engine import limits
+from scheduler.engine.client import Client
+from scheduler.engine.errors import EngineError
+from scheduler.engine.job import Job
+from scheduler.service.housekeeping import maintain_queues
+from scheduler.service.loop import SchedulerService
+from scheduler.service.schedules import Schedules
+from scheduler.worker import FailJob, HandedOver, SkipJob, runner
+from scheduler.worker.context import JobContext
+from scheduler.worker.envelope import BrokenPayload, split
+from scheduler.worker.outcomes import TimeoutInterrupt
+
+WORKER: Final = "flows-test"
+MAX_STEPS: Final = 5_000_000
+"""Loop rounds one case may take before it is reported stuck (a runaway, not a real flow)."""
+POP_COUNT: Final = 100
+STOP_GRACE: Final = 10.0
+STUCK_ROUNDS: Final = 10_000
+
+
+class CaseError(Exception):
+    """The case could not be run as written (a param the flow refuses, a stuck loop...)."""
+
+
+REAL_STEP_LIMIT: Final = 600.0
+"""Wall seconds a real step without a ``timeout:`` may take in a test before it is stopped."""
+
+
+def run_for_real(ctx: JobContext) -> tuple[runner.Outcome, float]:
+    """Run the step's own function as a worker's slot does, stopped (as a timeout) past its
+    ``timeout:`` of wall time; the outcome and the seconds it took."""
+    limit = ctx.options.timeout or REAL_STEP_LIMIT
+    done: list[runner.Outcome] = []
+
+    def slot() -> None:
+        ctx.thread_id = threading.get_ident()
+        done.append(runner.run(ctx))
+
+    started = time.monotonic()
+    thread = threading.Thread(target=slot, name=f"flows-test-{ctx.jid}", daemon=True)
+    thread.start()
+    thread.join(limit)
+    if thread.is_alive():
+        ctx.request_stop("timeout")  # a shell step's process group is killed
+        if ctx.interrupt_thread and ctx.thread_id is not None:
+            ctypes.pythonapi.PyThreadState_SetAsyncExc(
+                ctypes.c_ulong(ctx.thread_id), ctypes.py_object(TimeoutInterrupt)
+            )
+        thread.join(STOP_GRACE)
+        return runner.stopped(ctx, "timeout"), limit
+    return done[0] if done else runner.failure("flows-test", "the step ended without an outcome"), (
+        time.monotonic() - started
+    )
+
+
+@dataclass
+class Observed:
+    """What happened in a case, in the shape ``expect:`` is written in."""
+
+    run_id: str | None = None
+    status: str | None = None
+    steps: dict[str, dict[str, Any]] = field(default_factory=dict)
+    order: list[str] = field(default_factory=list)
+    runs: int | None = None
+    seconds: float = 0.0
+    virtual_seconds: float = 0.0
+
+
+@dataclass(order=True)
+class _Running:
+    """A job started at virtual time, ending at ``end`` with ``outcome``."""
+
+    end: float
+    seq: int
+    job: Job = field(compare=False)
+    outcome: runner.Outcome = field(compare=False)
+    beat: float = field(compare=False, default=math.inf)
+    lock: float = field(compare=False, default=30.0)
+
+
+class _Driver:
+    def __init__(self, client: Client, clock: Clock, test: TestFile, case: Case, sandbox: Path):
+        self.client = client
+        self.engine = client.engine
+        self.prefix = client.prefix
+        self.clock = clock
+        self.test = test
+        self.case = case
+        self.flow_name = test.flow.flow.name
+        self.sandbox = sandbox
+        self.running: list[_Running] = []
+        self.seq = itertools.count()
+        self.order: list[str] = []
+        self.signaled: set[str] = set()
+        self.still = 0
+
+    # -- jobs ----------------------------------------------------------------------------------
+
+    def queues(self) -> list[str]:
+        reply = json.loads(self.engine.call("queues"))
+        return [str(q["name"]) for q in reply] if isinstance(reply, list) else []
+
+    def start_ready(self, queues: list[str]) -> int:
+        """Pop and start every job that can start now; how many started."""
+        started = 0
+        for queue in queues:
+            while True:
+                jobs = self.client.queues[queue].pop(POP_COUNT)
+                for job in jobs:
+                    self.start(job)
+                started += len(jobs)
+                if len(jobs) < POP_COUNT:
+                    break
+        return started
+
+    def start(self, job: Job) -> None:
+        now = self.clock.now
+        meta = FlowsMeta.from_data(job.data)
+        ours = meta is not None and meta.flow == self.flow_name
+        if ours and meta is not None:
+            self.order.append(meta.step)
+        try:
+            user_data, options = split(job.data)
+        except BrokenPayload as error:
+            self.report(job, runner.failure("broken-payload", str(error)))
+            return
+        # A real run gets an empty folder of its own (below); a stub needs none.
+        ctx = JobContext(job=job, data=user_data, options=options, sandbox=self.sandbox)
+        stub = self.case.stub(meta.step, ctx.attempt) if ours and meta is not None else None
+        duration = 0.0
+        try:
+            prepared = True
+            try:
+                prepare(ctx)
+            except FailJob as fail:
+                # A stub needs no inputs: an unresolved reference does not stop a mocked step.
+                if stub is None or fail.group != "flows-reference":
+                    raise
+                prepared = False
+            if stub is not None:
+                outcome, duration = self.play(ctx, stub, prepared)
+            else:
+                ctx.sandbox = Path(tempfile.mkdtemp(dir=self.sandbox))
+                outcome, duration = run_for_real(ctx)
+        except FailJob as fail:
+            outcome = runner.failure(fail.group, fail.message)
+        except SkipJob as skip:
+            outcome = runner.skipped(skip.message)
+        except HandedOver as handed:  # the step's cache completed it
+            outcome = runner.Outcome("handed", message=handed.message)
+        except Exception as error:
+            outcome = runner.failure("prepare-error", f"{type(error).__name__}: {error}")
+        lock = max(1.0, job.expires - now) if job.expires else 30.0
+        entry = _Running(now + duration, next(self.seq), job, outcome, now + lock / 3, lock)
+        heapq.heappush(self.running, entry)
+
+    def play(self, ctx: JobContext, stub: Stub, prepared: bool) -> tuple[runner.Outcome, float]:
+        timeout = ctx.options.timeout
+        if timeout is not None and stub.duration > timeout:
+            return runner.stopped(ctx, "timeout"), timeout
+        if stub.skip:
+            return runner.skipped("stubbed: skip"), stub.duration
+        ctx.job.klass = STUB_KLASS
+        ctx.data = {
+            STUB_KEY: {"outputs": stub.outputs, "fail": stub.fail, "exit": stub.exit},
+        }
+        return runner.run(ctx), stub.duration
+
+    def report(self, job: Job, outcome: runner.Outcome) -> None:
+        """The outcome, sent as a worker sends it (a refused report: the job is not ours)."""
+        call = self.engine.call
+        try:
+            if outcome.kind == "complete":
+                result = ""
+                if outcome.result is not None:
+                    result = limits.encode_payload("complete", "result", outcome.result)
+                args: list[Any] = ["result", result] if result else []
+                call("complete", job.jid, WORKER, job.queue, "", *args)
+            elif outcome.kind == "retry":
+                call(
+                    "retry",
+                    job.jid,
+                    job.queue,
+                    WORKER,
+                    outcome.delay,
+                    outcome.group,
+                    outcome.message,
+                )
+            elif outcome.kind == "fail":
+                call("fail.held", job.jid, WORKER, outcome.group, outcome.message)
+            elif outcome.kind == "skip":
+                call("complete", job.jid, WORKER, job.queue, "", "skipped", outcome.message)
+            elif outcome.kind == "release":
+                call("release", job.jid, WORKER, outcome.delay)
+            elif outcome.kind == "bury":
+                call("bury", job.jid, WORKER, outcome.message)
+        except EngineError:
+            pass  # its lock was lost meanwhile: someone else's job now, as for a worker
+
+    def finish_due(self) -> int:
+        """Report every running job whose end has come."""
+        done = 0
+        while self.running and self.running[0].end <= self.clock.now:
+            entry = heapq.heappop(self.running)
+            self.report(entry.job, entry.outcome)
+            done += 1
+        return done
+
+    def beat(self) -> None:
+        """Heartbeat the jobs still running whose time for it has come, as a worker does."""
+        for entry in self.running:
+            if entry.beat <= self.clock.now and entry.end > self.clock.now:
+                with suppress(EngineError):  # a lost lock: its report is refused later
+                    self.engine.call("heartbeat", entry.job.jid, WORKER)
+                entry.beat = self.clock.now + entry.lock / 3
+
+    def send_signals(self) -> int:
+        if not self.case.signals:
+            return 0
+        sent = 0
+        for jid in map(str, self.client.redis.zrange(f"{self.prefix}awaiting", 0, -1)):
+            if jid in self.signaled:
+                continue
+            job = self.client.jobs.get(jid)
+            meta = FlowsMeta.from_data(job.data) if job is not None else None
+            if meta is None or meta.flow != self.flow_name or meta.step not in self.case.signals:
+                continue
+            data = json.dumps(dict(self.case.signals[meta.step]))
+            self.engine.call("wait.signal", jid, data, WORKER)
+            self.signaled.add(jid)
+            sent += 1
+        return sent
+
+    def next_event(self, queues: list[str], *, ticks: bool) -> tuple[float, float, bool]:
+        """The earliest moment after now at which a job can move, the next tick's (inf: none),
+        and whether a job can start right now (waiting in a queue, or a wait to signal). One
+        round trip: the engine's indexes are scored by these times."""
+        times = [e.end for e in self.running] + [e.beat for e in self.running]
+        pipe = self.client.redis.pipeline(transaction=False)
+        for queue in queues:
+            pipe.zcard(f"{self.prefix}q:{queue}-work")
+        for queue in queues:
+            pipe.zrange(f"{self.prefix}q:{queue}-scheduled", 0, 0, withscores=True)
+            pipe.zrange(f"{self.prefix}q:{queue}-locks", 0, 0, withscores=True)
+        pipe.zrange(f"{self.prefix}awaiting", 0, 0, withscores=True)
+        pipe.zcard(f"{self.prefix}awaiting")
+        if ticks:
+            pipe.zrange(f"{self.prefix}schedules", 0, 0, withscores=True)
+        replies = pipe.execute()
+        tick = math.inf
+        if ticks:
+            tick = min((score for _, score in replies.pop()), default=math.inf)
+        awaiting = int(replies.pop())
+        waiting = sum(int(n) for n in replies[: len(queues)])
+        for reply in replies[len(queues) :]:
+            times.extend(score for _, score in reply)
+        later = [t for t in times if math.isfinite(t)]
+        # A wait to signal: one the case names, awaiting, not signaled yet (send_signals knows).
+        signal = bool(self.case.signals) and awaiting > len(self.signaled)
+        return min(later, default=math.inf), tick, bool(waiting) or signal
+
+    def settle(self, queues: list[str]) -> bool:
+        """Start what can start now and report what ends now (what that releases is started by
+        the next settle: :meth:`next_event` says whether there is any); whether anything
+        moved."""
+        self.beat()
+        moved = self.send_signals() > 0
+        for _ in range(MAX_STEPS):
+            started = self.start_ready(queues)
+            moved = moved or started > 0
+            if not any(e.end <= self.clock.now for e in self.running):
+                if started or not self.send_signals():
+                    return moved
+                continue
+            self.finish_due()
+            return True
+        raise CaseError("the case did not settle (a loop that never ends?)")
+
+    def stalled_at(self, moment: float) -> None:
+        """Count the rounds in a row at which time cannot move on: a bug, not a long case."""
+        self.still = self.still + 1 if moment <= self.clock.now else 0
+        if self.still > STUCK_ROUNDS:
+            raise CaseError(f"the case is stuck at {self.clock.now} (nothing moves the clock on)")
+
+    def housekeep(self) -> None:
+        maintain_queues(self.client, self.clock.now)
+
+    # -- observing -----------------------------------------------------------------------------
+
+    def observe(self, run_id: str) -> Observed:
+        view = load_run(self.client, run_id)
+        if view is None:
+            raise CaseError(f"run {run_id} is gone")
+        return Observed(run_id, view.status, _steps(view), list(self.order))
+
+
+def _steps(view: RunView) -> dict[str, dict[str, Any]]:
+    out: dict[str, dict[str, Any]] = {}
+    for step in view.steps:
+        results = [job.outputs for job in step.jobs]
+        foreach = step.total > 1 or any(job.jid.endswith("]") for job in step.jobs)
+        outputs: Any = results if foreach else (results[0] if results else None)
+        out[step.step] = {
+            "status": step.status,
+            "attempts": step.attempts,
+            "outputs": outputs if outputs is not None else {},
+        }
+    return out
+
+
+@contextmanager
+def namespace(server: redis.Redis, clock: Clock) -> Iterator[Client]:
+    """A client on a fresh namespace at ``clock``'s time; its keys are removed afterwards."""
+    prefix = f"flows-test-{uuid.uuid4().hex[:12]}:"
+    client = Client.from_engine(ClockedEngine(server, prefix, clock), worker_name=WORKER)
+    try:
+        yield client
+    finally:
+        keys = list(server.scan_iter(match=f"{prefix}*", count=1000))
+        for start in range(0, len(keys), 1000):
+            server.unlink(*keys[start : start + 1000])
+        client.engine.close()
+
+
+def run_case(server: redis.Redis, test: TestFile, case: Case) -> Observed:
+    """Run ``case`` of ``test`` on ``server`` and say what happened."""
+    wall = time.monotonic()
+    start = case.schedule.start if case.schedule is not None else case.at.timestamp()
+    clock = Clock(start)
+    with (
+        namespace(server, clock) as client,
+        tempfile.TemporaryDirectory(prefix="flows-test-") as sandbox,
+    ):
+        driver = _Driver(client, clock, test, case, Path(sandbox))
+        if case.schedule is None:
+            observed = _run_once(driver, test, case)
+        else:
+            observed = _run_schedule(driver, test, case)
+        observed.seconds = time.monotonic() - wall
+        observed.virtual_seconds = clock.now - start
+        return observed
+
+
+def _run_once(driver: _Driver, test: TestFile, case: Case) -> Observed:
+    clock = driver.clock
+    run_id = f"{test.flow.flow.name}@test-{uuid.uuid4().hex[:8]}"
+    try:
+        built = build_run(
+            test.flow,
+            run_id=run_id,
+            logical_time=case.at,
+            params=dict(case.params),
+            trigger="manual",
+        )
+    except (ValueError, EngineError) as error:
+        raise CaseError(f"the run cannot be built: {error}") from None
+    submit(driver.client, built)
+    for _ in range(MAX_STEPS):
+        queues = driver.queues()
+        moved = driver.settle(queues)
+        view = load_run(driver.client, run_id)
+        if view is None or (view.finished and not driver.running):
+            break
+        moment, _, pending = driver.next_event(queues, ticks=False)
+        if pending and moved:
+            continue  # jobs released at this moment: start them before time moves on
+        if not math.isfinite(moment):
+            break  # nothing more can happen: a wait without a timeout or a signal, say
+        driver.stalled_at(moment)
+        clock.advance_to(moment)
+        driver.housekeep()
+    return driver.observe(run_id)
+
+
+def _run_schedule(driver: _Driver, test: TestFile, case: Case) -> Observed:
+    period = case.schedule
+    assert period is not None
+    clock, client = driver.clock, driver.client
+    definition = definition_of(test.flow)
+    # Registered just before the period starts, so a tick at its first instant is due.
+    clock.now = period.start - 1
+    Schedules(client).register(definition, clock.now)
+    clock.now = period.start
+    service = SchedulerService(client, FlowsSource(), test.flow.flow_dir, service_id=WORKER)
+    outage = period.outage
+    fired = 0
+    queues: list[str] = []
+    job_due = False
+    tick_at = period.start
+    for _ in range(MAX_STEPS):
+        down = outage is not None and outage[0] <= clock.now < outage[1]
+        if not down and tick_at <= clock.now < period.end:
+            report = service.tick(clock.now)
+            fired += len(report.fired)
+            if report.fired and (fired <= 2 or fired % 64 == 0):
+                queues = driver.queues()  # a run's queues, once known (sub-flows add theirs)
+        if job_due:
+            driver.housekeep()
+        moved = driver.settle(queues)
+        moment, tick, pending = driver.next_event(queues, ticks=True)
+        if outage is not None and outage[0] <= tick < outage[1]:
+            tick = outage[1]  # the service is down: its next look is when it is back
+        tick_at = tick
+        if pending and moved:
+            job_due = False
+            continue  # jobs released at this moment: start them before time moves on
+        job_due = moment <= tick
+        moment = min(moment, tick)
+        if not math.isfinite(moment) or moment >= period.end:
+            break
+        driver.stalled_at(moment)
+        clock.advance_to(moment)
+    return Observed(runs=fired, order=list(driver.order))

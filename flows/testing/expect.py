@@ -1,0 +1,119 @@
+"""Comparing what a case observed with its ``expect:``, and the diff a failure prints.
+
+Only what the expectation names is compared (a step left out, or a field of it, may be anything).
+A failure reads like pytest's: each mismatch on one line with its place, then the expected and
+the observed values side by side as ``-``/``+`` lines.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+from typing import Any
+
+from flows.testing.driver import Observed
+from flows.testing.spec import Case
+
+
+def _subset(expected: Any, actual: Any) -> bool:
+    """Whether ``actual`` holds what ``expected`` says (mappings: the keys named; lists and
+    scalars: equal, a number equal to a number of the same value)."""
+    if isinstance(expected, dict):
+        return isinstance(actual, dict) and all(
+            key in actual and _subset(value, actual[key]) for key, value in expected.items()
+        )
+    if isinstance(expected, list):
+        return (
+            isinstance(actual, list)
+            and len(expected) == len(actual)
+            and all(_subset(e, a) for e, a in zip(expected, actual, strict=True))
+        )
+    if isinstance(expected, int | float) and isinstance(actual, str):
+        try:
+            return float(actual) == float(expected)
+        except ValueError:
+            return False
+    return bool(expected == actual)
+
+
+def expected_view(case: Case) -> dict[str, Any]:
+    """The case's expectation as the JSON shape :func:`observed_view` has."""
+    expect = case.expect
+    view: dict[str, Any] = {}
+    if expect.status is not None:
+        view["status"] = expect.status
+    steps: dict[str, Any] = {}
+    for step, spec in expect.steps.items():
+        fields: dict[str, Any] = {}
+        if spec.status is not None:
+            fields["status"] = spec.status
+        if spec.attempts is not None:
+            fields["attempts"] = spec.attempts
+        if spec.has_outputs:
+            fields["outputs"] = spec.outputs
+        steps[step] = fields
+    if steps:
+        view["steps"] = steps
+    if expect.order is not None:
+        view["order"] = list(expect.order)
+    if expect.runs is not None:
+        view["runs"] = expect.runs
+    return view
+
+
+def observed_view(case: Case, observed: Observed) -> dict[str, Any]:
+    """What happened, cut down to what the expectation names."""
+    expected = expected_view(case)
+    view: dict[str, Any] = {}
+    if "status" in expected:
+        view["status"] = observed.status
+    if "steps" in expected:
+        view["steps"] = {
+            step: {
+                key: (observed.steps.get(step) or {}).get(key, "(not a step of the run)")
+                for key in fields
+            }
+            for step, fields in expected["steps"].items()
+        }
+    if "order" in expected:
+        # The steps named, in the order they first started.
+        named = set(expected["order"])
+        seen: list[str] = []
+        for step in observed.order:
+            if step in named and step not in seen:
+                seen.append(step)
+        view["order"] = seen
+    if "runs" in expected:
+        view["runs"] = observed.runs
+    return view
+
+
+def mismatches(expected: Any, actual: Any, path: str = "expect") -> list[str]:
+    """One line per value that differs: ``expect.steps.load.attempts: expected 2, got 3``."""
+    if isinstance(expected, dict) and isinstance(actual, dict):
+        lines: list[str] = []
+        for key, value in expected.items():
+            lines.extend(mismatches(value, actual.get(key), f"{path}.{key}"))
+        return lines
+    if _subset(expected, actual):
+        return []
+    return [f"{path}: expected {_short(expected)}, got {_short(actual)}"]
+
+
+def _short(value: Any) -> str:
+    text = json.dumps(value, sort_keys=True, default=str)
+    return text if len(text) <= 120 else text[:117] + "..."
+
+
+def diff(case: Case, observed: Observed) -> list[str]:
+    """The failure's text (empty when the case passed)."""
+    expected = expected_view(case)
+    actual = observed_view(case, observed)
+    problems = mismatches(expected, actual)
+    if not problems:
+        return []
+    left = json.dumps(expected, indent=2, sort_keys=True, default=str).splitlines()
+    right = json.dumps(actual, indent=2, sort_keys=True, default=str).splitlines()
+    lines = [*problems, "", "- expected", "+ observed"]
+    lines.extend(line for line in difflib.ndiff(left, right) if not line.startswith("?"))
+    return lines

@@ -1,0 +1,107 @@
+"""Running test files on a server and reporting like pytest (``flows test``).
+
+Each file is read first (a file with findings fails, its findings printed as ``flows validate``
+prints them, and its cases are not run); each case then runs in its own namespace
+(:func:`flows.testing.driver.run_case`).
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import redis
+
+from flows.findings import Finding
+from flows.testing.driver import CaseError, Observed, run_case
+from flows.testing.expect import diff
+from flows.testing.spec import Case, read_test_file
+
+
+@contextmanager
+def private_server() -> Iterator[redis.Redis]:
+    """A server of its own for a test session: the embedded one, in a temp folder, without
+    fsync (a test's data need not survive a power cut, and fsync per write would double the
+    time of every call); stopped and removed afterwards."""
+    from scheduler.embedded import EmbeddedServer, connect
+
+    with tempfile.TemporaryDirectory(prefix="flows-test-server-") as folder:
+        server = EmbeddedServer(Path(folder), appendfsync="no")
+        server.start()
+        client = connect(server.url)
+        try:
+            yield client
+        finally:
+            client.close()
+            server.stop()
+
+
+@dataclass
+class CaseReport:
+    file: str
+    case: str
+    line: int
+    failure: list[str] = field(default_factory=list)
+    observed: Observed | None = None
+
+    @property
+    def passed(self) -> bool:
+        return not self.failure
+
+    @property
+    def nodeid(self) -> str:
+        return f"{self.file}::{self.case}"
+
+
+@dataclass
+class SessionReport:
+    cases: list[CaseReport] = field(default_factory=list)
+    findings: list[Finding] = field(default_factory=list)
+
+    @property
+    def passed(self) -> bool:
+        return not self.findings and all(c.passed for c in self.cases)
+
+
+def check_case(server: redis.Redis, file: str, test: object, case: Case) -> CaseReport:
+    """Run one case and compare; an error running it is its failure (never a traceback)."""
+    from flows.testing.spec import TestFile
+
+    assert isinstance(test, TestFile)
+    report = CaseReport(file, case.name, case.line)
+    try:
+        observed = run_case(server, test, case)
+    except CaseError as error:
+        report.failure = [f"the case could not run: {error}"]
+        return report
+    except Exception as error:  # an engine refusal, a server fault: the case's, said plainly
+        report.failure = [f"the case could not run: {type(error).__name__}: {error}"]
+        return report
+    report.observed = observed
+    report.failure = diff(case, observed)
+    return report
+
+
+def run_files(
+    server: redis.Redis,
+    paths: Sequence[Path],
+    on_case: Callable[[CaseReport], None] = lambda _: None,
+    select: str | None = None,
+) -> SessionReport:
+    """Run every case of ``paths`` (``select``: only cases whose name contains it)."""
+    session = SessionReport()
+    for path in paths:
+        reading = read_test_file(path)
+        session.findings.extend(reading.findings)
+        if reading.test is None:
+            continue
+        for case in reading.test.cases:
+            if select is not None and select not in case.name:
+                continue
+            report = check_case(server, str(path), reading.test, case)
+            session.cases.append(report)
+            on_case(report)
+    return session

@@ -1,0 +1,34 @@
+"""``GET /api/v1/jobs/{jid}/explain`` and ``GET /api/v1/runs/{run_id}/explain[?step=]``: why a
+job or a run's steps are where they are (:mod:`flows.explain`), for the dashboard's "why?"."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, HTTPException
+
+from flows.explain import UnknownStep, explain_run
+from flows.ui.api import PREFIX, Ui, _load_run, engine_errors, reads
+from scheduler.engine.explain import explain
+
+router = APIRouter(prefix=PREFIX)
+
+
+@router.get("/jobs/{jid}/explain", dependencies=reads, tags=["jobs"])
+def explain_job(ui: Ui, jid: str) -> dict[str, Any]:
+    """Why the job is where it is: ``{jid, reason, sentence, state, queue, ...facts}``."""
+    found = engine_errors(lambda: explain(ui.client, jid))
+    if found is None:
+        raise HTTPException(404, f"no job {jid!r}")
+    return found.as_json()
+
+
+@router.get("/runs/{run_id}/explain", dependencies=reads, tags=["runs"])
+def explain_steps(ui: Ui, run_id: str, step: str | None = None) -> dict[str, Any]:
+    """Each unfinished step (or ``step``) with the reasons of its jobs."""
+    view = _load_run(ui.client, run_id)
+    try:
+        steps = engine_errors(lambda: explain_run(ui.client, view, step))
+    except UnknownStep as error:
+        raise HTTPException(404, str(error)) from None
+    return {"run": view.run_id, "status": view.status, "steps": [s.as_json() for s in steps]}

@@ -1,0 +1,26 @@
+// flows ui: the step panel's "why?" button asks the engine why the step is where it is
+// (GET /api/v1/runs/{run}/explain?step=...) and shows each job's sentence, as text.
+"use strict";
+
+document.addEventListener("click", async (e) => {
+  const button = e.target.closest("button[data-why-run]");
+  if (!button) return;
+  const out = button.parentElement.querySelector(".why-text");
+  out.textContent = "…";
+  const url = "/api/v1/runs/" + encodeURIComponent(button.dataset.whyRun)
+    + "/explain?step=" + encodeURIComponent(button.dataset.whyStep);
+  const reply = await fetch(url, { credentials: "omit" }).catch(() => null);
+  if (!reply || !reply.ok) {
+    out.textContent = `Could not ask why (${reply ? reply.status : "no answer"}).`;
+    return;
+  }
+  const data = await reply.json();
+  const jobs = (data.steps[0] || { jobs: [] }).jobs;
+  out.textContent = "";
+  if (!jobs.length) { out.textContent = "Nothing holds it back."; return; }
+  for (const job of jobs) {
+    const line = document.createElement("div");
+    line.textContent = jobs.length > 1 ? `${job.jid}: ${job.sentence}` : job.sentence;
+    out.append(line);
+  }
+});

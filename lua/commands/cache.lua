@@ -1,0 +1,219 @@
+-- cache.use, cache.list, cache.clear: the shared step cache (ours; a flow's `cache:` steps).
+--
+--   cache.use   jid, worker, queue, key, ttl, attempt, [upstream jid...]  -> JSON {hit, from, run}
+--   cache.list  [offset=0], [count=100]                -> JSON [{key, jid, created, ttl, state}]
+--   cache.clear [key...]                               -> how many entries were removed
+--
+-- `key` is the hash the worker made of the step's own work (flows/step_cache.py); the results of
+-- the `upstream` jobs (its inputs) are hashed in here, so the worker reads none of them first.
+-- An entry
+-- `P cache:<key>` (hash: jid, created, ttl) names the job that produced, or is producing, the
+-- result; `P caches` lists the keys (score: when the entry was made). cache.use, by the worker
+-- holding `jid` when the job starts, either
+--   - hits: the entry's job is another job, complete (not skipped) and completed less than `ttl`
+--     seconds ago: `jid` completes in this call with that job's result, exactly as complete
+--     would (dependents settled, fan-outs expanded), its hash `cached` = the producer's jid, a
+--     history entry 'cached' {from, worker} and a step log line naming the producer; or
+--   - misses: the entry now names `jid` (the worker runs the job; a later job of the same work
+--     uses its result once it completes). Two workers missing at once both run; the later
+--     claim is kept.
+-- So the check and the completion are one atomic call: no worker can see a half-made entry.
+-- A hit also completes, in the same call, each dependent it releases whose own key was written
+-- when its run was built (`base` in its cache spec) and whose full key hits too, and so on down
+-- (at most 1,000), and the run's other jobs waiting to start: a run whose steps are all cached
+-- ends in the call of its first hit.
+-- An entry lives `ttl` seconds after it was made plus a day (its job may run that long); its
+-- result lives as long as its job (retention drops old completed jobs, and with them the hits).
+-- Errors: INVALID, TOOLARGE, NOTFOUND, WRONGSTATE, LOCKLOST (cache.use, as complete).
+-- @include args
+-- @include job
+-- @include lock
+-- @include commands/complete
+-- @include commands/log
+-- @include fanout
+-- @include triggers
+-- @include events
+
+-- One module table: a Lua function may hold at most 200 locals (lua/README.md, no globals).
+local Cache = { KEEP_EXTRA = 86400 }
+-- Cached dependents one call completes at most (the rest wait for a worker, as any job).
+Cache.CHAIN_LIMIT = 1000
+
+function Cache.cache_key(key) return Engine.prefix .. 'cache:' .. key end
+function Cache.caches_key() return Engine.prefix .. 'caches' end
+
+function Cache.step_part(jid) return (string.match(jid, '[^:]*$')) end
+
+-- The full key: the step's own `base` with each upstream job's state and result hashed in,
+-- the upstream jobs in the order of their step names (so every caller agrees).
+function Cache.full_key(base, upstream)
+  if #upstream == 0 then return base end
+  local sorted = {}
+  for i, jid in ipairs(upstream) do sorted[i] = jid end
+  table.sort(sorted, function(a, b) return Cache.step_part(a) < Cache.step_part(b) end)
+  local inputs = { base }
+  for _, jid in ipairs(sorted) do
+    local f = redis.call('hmget', Keys.job(jid), 'state', 'skipped', 'result')
+    inputs[#inputs + 1] = Cache.step_part(jid) .. '=' .. tostring(f[1]) .. ':' .. tostring(f[2]) .. ':'
+      .. tostring(f[3])
+  end
+  return redis.sha1hex(table.concat(inputs, '\0'))
+end
+
+-- The producer of `key` and its result when it completed (not skipped) within `ttl`, and is
+-- not `jid` itself; else nil.
+function Cache.fresh(key, jid, ttl)
+  local from = redis.call('hget', Cache.cache_key(key), 'jid')
+  if not from or from == jid then return nil end
+  local producer = Job.fields(from, 'result', 'updated', 'skipped')
+  if producer and producer.state == 'complete' and not producer.skipped
+    and (tonumber(producer.updated) or 0) + ttl > Engine.now then
+    return from, producer.result
+  end
+  return nil
+end
+
+function Cache.log_hit(jid, attempt, from)
+  local run = string.match(from, '^(.*):[^:]*$') or ''
+  api['log.append']({ jid, attempt, 0, 1, Engine.now, 'log', 'info',
+    'cached: the result of ' .. from .. ' (run ' .. run .. ', `flows logs ' .. run
+    .. '` has its lines)' })
+  return run
+end
+
+-- A flow job's cache spec with its own key (`base`, written when the run was built) and its
+-- upstream jobs; nil when it has none (not cached, or it reads a fan-out's items).
+function Cache.sealed(jid)
+  local data = redis.call('hget', Keys.job(jid), 'data')
+  local ok, decoded = pcall(cjson.decode, data or '')
+  if not ok or type(decoded) ~= 'table' or type(decoded._flows) ~= 'table' then return nil end
+  local spec = decoded._flows.cache
+  if type(spec) ~= 'table' or type(spec.base) ~= 'string' or not tonumber(spec.ttl) then
+    return nil
+  end
+  local upstream, seen = {}, {}
+  local entries = decoded._flows.upstream
+  for _, entry in pairs(type(entries) == 'table' and entries or {}) do
+    if type(entry) ~= 'table' or entry.fanout then return nil end
+    for _, up in ipairs(type(entry.jids) == 'table' and entry.jids or {}) do
+      if not seen[up] then seen[up] = true; upstream[#upstream + 1] = up end
+    end
+  end
+  return spec, upstream
+end
+
+-- Complete, from the cache, the waiting dependents of a hit whose own work is cached too, and
+-- theirs in turn: a fully cached run ends in the call of its first hits. Each such job ends as
+-- a hit does (unindexed from its queue, result, `cached`, history, log line, fan-outs,
+-- dependents settled); one whose result cannot feed its fan-outs is left to a worker.
+function Cache.chain(dependents)
+  local work, done = dependents, 0
+  while #work > 0 and done < Cache.CHAIN_LIMIT do
+    local jid = table.remove(work)
+    local f = Job.fields(jid, 'queue', 'worker', 'feeds')
+    local spec, upstream
+    if f and f.state == 'waiting' then spec, upstream = Cache.sealed(jid) end
+    local from, result
+    if spec then from, result = Cache.fresh(Cache.full_key(spec.base, upstream), jid, tonumber(spec.ttl)) end
+    local fanouts, usable = nil, from ~= nil
+    if usable and f.feeds then
+      usable, fanouts = pcall(Fanout.plans, f.feeds, result)
+    end
+    if usable then
+      local next_ones = redis.call('smembers', Keys.dependents(jid))
+      Job.unindex(jid, f)
+      redis.call('zrem', Keys.ttl(f.queue), jid)
+      local written = { 'state', 'complete', 'worker', '', 'expires', 0, 'updated', Engine.now,
+        'cached', from }
+      if result then table.insert(written, 'result'); table.insert(written, result) end
+      redis.call('hset', Keys.job(jid), unpack(written))
+      redis.call('zadd', Keys.completed(), Engine.now, jid)
+      Job.history(jid, 'cached', { from = from })
+      Cache.log_hit(jid, 1, from)
+      Events.log({ jid = jid, event = 'completed', queue = f.queue })
+      Events.tracked('completed', jid)
+      for _, plan in ipairs(fanouts or {}) do Fanout.apply(plan) end
+      if #next_ones > 0 then
+        Deps.settle(jid, 'complete')
+        redis.call('del', Keys.dependents(jid))
+        for _, next_one in ipairs(next_ones) do work[#work + 1] = next_one end
+      end
+      done = done + 1
+    end
+  end
+end
+
+api['cache.use'] = function(args)
+  local cmd = 'CacheUse'
+  local jid = Arg.jid(cmd, 'jid', args[1])
+  local worker = Arg.id(cmd, 'worker', args[2])
+  local queue = Arg.id(cmd, 'queue', args[3])
+  local key = Arg.id(cmd, 'key', args[4])
+  local ttl = Arg.number(cmd, 'ttl', args[5], 0)
+  local attempt = Arg.integer(cmd, 'attempt', args[6], 1, 100000)
+  if #args > 6 + 1000 then Arg.fail(cmd, 'at most 1000 upstream jobs') end
+  local upstream = {}
+  for i = 7, #args do upstream[#upstream + 1] = Arg.jid(cmd, 'upstream', args[i]) end
+  key = Cache.full_key(key, upstream)
+  Lock.check_owner(cmd, jid, worker, queue)
+  local from, result = Cache.fresh(key, jid, ttl)
+  if from then
+    -- What this hit may let the cache complete too: the jobs it releases and, for a flow
+    -- run, its other jobs waiting to start (the run's first steps beside this one).
+    local dependents = redis.call('smembers', Keys.dependents(jid))
+    local run_id = string.match(jid, '^(.*):[^:]*$')
+    if run_id then
+      for _, other in ipairs(redis.call('lrange', Keys.run_jobs(run_id), 0, Cache.CHAIN_LIMIT)) do
+        if other ~= jid then dependents[#dependents + 1] = other end
+      end
+    end
+    local complete = { jid, worker, queue, '' }
+    if result then table.insert(complete, 'result'); table.insert(complete, result) end
+    api['complete'](complete)
+    redis.call('hset', Keys.job(jid), 'cached', from)
+    Job.history(jid, 'cached', { from = from, worker = worker })
+    local run = Cache.log_hit(jid, attempt, from)
+    Cache.chain(dependents)
+    return cjson.encode({ hit = true, from = from, run = run })
+  end
+  redis.call('hset', Cache.cache_key(key), 'jid', jid, 'created', Engine.now, 'ttl', ttl)
+  redis.call('expire', Cache.cache_key(key), math.ceil(ttl + Cache.KEEP_EXTRA))
+  redis.call('zadd', Cache.caches_key(), Engine.now, key)
+  return cjson.encode({ hit = false })
+end
+
+api['cache.list'] = function(args)
+  local cmd = 'CacheList'
+  local offset = Arg.optional_integer(cmd, 'offset', args[1], 0, 0)
+  local count = Arg.optional_integer(cmd, 'count', args[2], 100, 1, 1000)
+  if args[3] ~= nil then Arg.fail(cmd, 'too many arguments') end
+  local keys = redis.call('zrevrange', Cache.caches_key(), offset, offset + count - 1)
+  local out = {}
+  for _, key in ipairs(keys) do
+    local e = redis.call('hmget', Cache.cache_key(key), 'jid', 'created', 'ttl')
+    if e[1] then
+      local producer = Job.fields(e[1], 'updated')
+      table.insert(out, { key = key, jid = e[1], created = tonumber(e[2]), ttl = tonumber(e[3]),
+        state = producer and producer.state or 'gone',
+        completed = producer and producer.state == 'complete' and tonumber(producer.updated)
+          or nil })
+    end
+  end
+  if #out == 0 then return '[]' end
+  return cjson.encode(out)
+end
+
+api['cache.clear'] = function(args)
+  local cmd = 'CacheClear'
+  local keys = {}
+  for i, value in ipairs(args) do keys[i] = Arg.id(cmd, 'key', value) end
+  if #keys == 0 then
+    keys = redis.call('zrange', Cache.caches_key(), 0, 999)
+  end
+  local removed = 0
+  for _, key in ipairs(keys) do
+    removed = removed + redis.call('del', Cache.cache_key(key))
+    redis.call('zrem', Cache.caches_key(), key)
+  end
+  return removed
+end

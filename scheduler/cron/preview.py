@@ -1,0 +1,167 @@
+"""What a schedule will do: its next fire times, and what catch-up fires after an outage.
+
+Pure arithmetic over :mod:`scheduler.cron.fire_times` (the instants the service fires) and
+:func:`scheduler.cron.catchup.plan_catchup` (the plan the service makes when it comes back), so
+a preview says exactly what the service will do. Each fire time is given in the schedule's zone
+and in UTC, with a note where a daylight-saving change moves or repeats it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+from croniter import croniter
+
+from scheduler.cron.catchup import (
+    DEFAULT_GRACE_SECONDS,
+    CatchupPlan,
+    CatchupPolicy,
+    plan_catchup,
+)
+from scheduler.cron.expression import Schedule
+from scheduler.cron.fire_times import _fires, _resolve, _wall, next_fire
+
+_SECOND = timedelta(seconds=1)
+MAX_PREVIEW = 10_000
+
+
+@dataclass(frozen=True, slots=True)
+class PreviewTime:
+    """One fire time: ``instant`` (epoch seconds), its local and UTC text, and a DST note."""
+
+    instant: float
+    local: str
+    utc: str
+    note: str = ""
+
+    def to_json(self) -> dict[str, object]:
+        return {"instant": self.instant, "local": self.local, "utc": self.utc, "note": self.note}
+
+
+def _local(schedule: Schedule, instant: float) -> str:
+    return datetime.fromtimestamp(instant, schedule.zone).strftime("%Y-%m-%d %H:%M:%S %Z")
+
+
+def _utc(instant: float) -> str:
+    return datetime.fromtimestamp(instant, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def _gap_ticks(schedule: Schedule, instant: float) -> list[datetime]:
+    """Wall-clock ticks that do not exist because clocks jumped forward to ``instant``."""
+    zone = schedule.zone
+    before = datetime.fromtimestamp(instant - 1, zone).utcoffset()
+    after = datetime.fromtimestamp(instant, zone).utcoffset()
+    if before is None or after is None or after <= before:
+        return []
+    lo, hi = _wall(instant - 1, zone) + _SECOND, _wall(instant, zone)
+    ticks: list[datetime] = []
+    for expr in schedule._exprs:
+        walker = croniter(expr.cron, lo - _SECOND)
+        while (tick := walker.get_next(datetime)) < hi:
+            ticks.append(tick)
+    return sorted(set(ticks))
+
+
+def _note(schedule: Schedule, instant: float) -> str:
+    """Why a DST change matters to this fire time (empty when it does not)."""
+    skipped = _gap_ticks(schedule, instant)
+    if skipped:
+        shown = ", ".join(f"{t:%H:%M}" for t in skipped[:3])
+        more = f" and {len(skipped) - 3} more" if len(skipped) > 3 else ""
+        verb = "does" if len(skipped) == 1 else "do"
+        return f"DST gap: {shown}{more} {verb} not exist that night; fires here instead"
+    wall = _wall(instant, schedule.zone)
+    _, repeat = _resolve(wall, schedule.zone)
+    if repeat is None:
+        return ""
+    if instant == repeat:
+        return f"DST repeat: {wall:%H:%M} again, second occurrence (every-hour expression)"
+    every_hour = any(e.every_hour for e in schedule._exprs)
+    if every_hour:
+        return f"DST repeat: {wall:%H:%M} occurs twice; this is the first occurrence"
+    return f"DST repeat: {wall:%H:%M} occurs twice; fires once, at this first occurrence"
+
+
+def preview(schedule: Schedule, after: float, count: int) -> list[PreviewTime]:
+    """The next ``count`` fire times strictly after ``after``."""
+    out: list[PreviewTime] = []
+    for instant in _fires(schedule, after, forward=True):
+        if len(out) >= min(count, MAX_PREVIEW):
+            break
+        out.append(
+            PreviewTime(instant, _local(schedule, instant), _utc(instant), _note(schedule, instant))
+        )
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class OutagePreview:
+    """What the service does when it comes back at ``back`` after being down since ``down``:
+    the ticks it fires (with their trigger) and those it skips, with why."""
+
+    down: float
+    back: float
+    missed: int | None
+    fires: tuple[tuple[PreviewTime, str], ...]
+    skips: tuple[tuple[str, str, int | None, str], ...]
+
+
+def after_outage(
+    schedule: Schedule,
+    policy: CatchupPolicy,
+    window: float | None,
+    max_runs: int | None,
+    down: float,
+    back: float,
+    *,
+    grace_seconds: float = DEFAULT_GRACE_SECONDS,
+) -> OutagePreview:
+    """The service's catch-up plan on its return at ``back``: its next tick was the first fire
+    time after ``down``, as it would have stored it before going down."""
+    expected = next_fire(schedule, down)
+    if expected is None or expected > back:
+        return OutagePreview(down, back, 0, (), ())
+    plan: CatchupPlan = plan_catchup(
+        schedule, policy, window, max_runs, expected, back, grace_seconds=grace_seconds
+    )
+    fires = tuple(
+        (
+            PreviewTime(f.tick, _local(schedule, f.tick), _utc(f.tick), _note(schedule, f.tick)),
+            f.trigger,
+        )
+        for f in plan.fires
+    )
+    skips = tuple(
+        (_local(schedule, s.first), _local(schedule, s.last), s.count, s.reason) for s in plan.skips
+    )
+    counted: Sequence[int | None] = [s.count for s in plan.skips]
+    missed: int | None = (
+        None
+        if any(c is None for c in counted)
+        else (len(plan.fires) + sum(c or 0 for c in counted))
+    )
+    return OutagePreview(down, back, missed, fires, skips)
+
+
+def parse_time(text: str) -> float:
+    """An ISO 8601 time (``Z`` or an offset; a naive one is UTC) as epoch seconds."""
+    moment = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    return (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).timestamp()
+
+
+def parse_period(text: str) -> tuple[float, float]:
+    """``FROM/TO``, two ISO 8601 times, as epoch seconds (``--after-outage``, ``outage:``)."""
+    parts = text.split("/")
+    if len(parts) != 2:
+        raise ValueError(f"{text!r}: expected FROM/TO, two ISO 8601 times joined by '/'")
+    try:
+        start, end = (parse_time(part) for part in parts)
+    except ValueError:
+        raise ValueError(
+            f"{text!r}: FROM and TO are ISO 8601 times, e.g. 2026-11-01T03:00:00Z"
+        ) from None
+    if end <= start:
+        raise ValueError(f"{text!r}: TO must be after FROM")
+    return start, end

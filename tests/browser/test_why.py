@@ -1,0 +1,57 @@
+"""The step panel's "why?" in a real headless Chromium: the engine's reason, shown as text."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime
+from pathlib import Path
+from textwrap import dedent
+from typing import Any
+
+from flows.expand import expand
+from flows.run_builder import assemble_run
+from flows.submit import submit
+from flows.validate import validate_text
+from scheduler.engine.client import Client
+
+FLOW = """\
+version: 1
+name: why
+queue: {queue}
+steps:
+  build:
+    run: echo built
+  approve:
+    needs: [build]
+    wait: {{signal: approve}}
+"""
+
+
+def test_why_says_what_holds_a_step_back(page: Any, base: str, client: Client) -> None:
+    queue = f"q{uuid.uuid4().hex[:6]}"
+    text = dedent(FLOW.format(queue=queue))
+    result = validate_text(text, file="why.yaml", flow_dir=Path("."))
+    assert result.flow is not None
+    run_id = f"why@{uuid.uuid4().hex[:6]}"
+    requests = expand(result.flow, run_id=run_id, logical_time=datetime(2026, 1, 1, tzinfo=UTC))
+    submit(client, assemble_run(run_id, "why", requests, params={}))
+    page.goto(f"{base}/runs/{run_id}")
+    page.locator('g.node[data-step="build"]').click()
+    page.wait_for_selector("#step-detail button[data-why-run]")
+    page.get_by_role("button", name="why?").click()
+    page.wait_for_function(
+        "document.querySelector('#step-detail .why-text').textContent.includes('worker')"
+    )
+    assert page.inner_text("#step-detail .why-text") == (
+        f"No live worker listens on its queue {queue}; none has ever registered for it "
+        f"(start one: flows worker -q {queue})."
+    )
+    page.locator('g.node[data-step="approve"]').click()
+    page.wait_for_selector("#step-detail button[data-why-step='approve']")
+    page.get_by_role("button", name="why?").click()
+    page.wait_for_function(
+        "document.querySelector('#step-detail .why-text').textContent.includes('dependencies')"
+    )
+    assert page.inner_text("#step-detail .why-text") == (
+        f"It waits for its dependencies (trigger rule all_success): {run_id}:build (waiting)."
+    )

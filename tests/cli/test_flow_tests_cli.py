@@ -1,0 +1,127 @@
+"""`flows test`: the examples' test files pass on the real engine; a changed expectation fails
+with exit 1 and a readable diff; a test file with a mistake gets file:line:col findings."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import redis
+from cli_support import flows
+from helpers import assert_unchanged
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+def _copy_examples(tmp_path: Path) -> Path:
+    folder = tmp_path / "examples"
+    shutil.copytree(EXAMPLES, folder, ignore=shutil.ignore_patterns("__pycache__"))
+    return folder
+
+
+def test_the_examples_test_files_pass(url: str, redis_client: redis.Redis) -> None:
+    # Every case runs in a namespace of its own, removed afterwards.
+    with assert_unchanged(redis_client):
+        result = flows("test", str(EXAMPLES), "--redis", url)
+    assert result.exit_code == 0, result.output
+    assert "9 passed, 0 failed" in result.output
+    for name in ("etl.test.yaml", "approval.test.yaml", "nightly.test.yaml", "subflow.test.yaml"):
+        assert f"{name}::" in result.output
+
+
+def test_a_changed_expectation_fails_with_a_diff(url: str, tmp_path: Path) -> None:
+    folder = _copy_examples(tmp_path)
+    test_file = folder / "etl.test.yaml"
+    text = test_file.read_text()
+    assert "load: {status: success, attempts: 2}" in text
+    changed = text.replace(
+        "load: {status: success, attempts: 2}", "load: {status: success, attempts: 3}"
+    )
+    test_file.write_text(changed)
+    result = flows("test", str(test_file), "-k", "fails once", "--redis", url)
+    assert result.exit_code == 1
+    out = result.output
+    assert "etl.test.yaml::load fails once, then succeeds FAILED" in out
+    assert "expect.steps.load.attempts: expected 3, got 2" in out
+    assert '-       "attempts": 3' in out
+    assert '+       "attempts": 2' in out
+    assert "0 passed, 1 failed" in out
+    assert "Traceback" not in out
+
+
+def test_a_test_file_with_mistakes_gets_findings(url: str, tmp_path: Path) -> None:
+    folder = _copy_examples(tmp_path)
+    bad = folder / "bad.test.yaml"
+    bad.write_text(
+        "flow: etl.yaml\n"
+        "cases:\n"
+        "  - name: typos\n"
+        "    mock:\n"
+        "      lod: {outputs: {}}\n"
+        "    expect:\n"
+        "      status: succeded\n"
+        "      steps: {load: {status: success, attemps: 2}}\n"
+    )
+    result = flows("test", str(bad), "--redis", url)
+    assert result.exit_code == 1
+    out = result.output
+    assert f"{bad}:5:7: error: 'lod' is not a step of the flow" in out
+    assert "hint: did you mean 'load'?" in out
+    assert f"{bad}:7:15: error: 'succeded' is not a run status" in out
+    assert f"{bad}:8:39: error: unknown key 'attemps' in the expectation of step 'load'" in out
+    assert "Traceback" not in out
+
+
+def test_the_exit_code_of_the_command(url: str, tmp_path: Path) -> None:
+    """The installed command, as CI runs it: 0 when passing, 1 when a case fails."""
+    folder = _copy_examples(tmp_path)
+    for name in folder.glob("*.test.yaml"):
+        if name.name != "files.test.yaml":
+            name.unlink()
+    command = [str(Path(sys.executable).parent / "flows"), "test", str(folder), "--redis", url]
+    # Without --redis: a private server of its own, started and removed by the command.
+    ok = subprocess.run(
+        command[:3],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    test_file = folder / "files.test.yaml"
+    test_file.write_text(test_file.read_text().replace("rows: 6", "rows: 7"))
+    failed = subprocess.run(
+        command,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert failed.returncode == 1
+    assert "expect.steps.total.outputs.rows: expected 7, got 6" in failed.stdout
+
+
+def test_the_scheduler_service_does_not_read_test_files_as_flows() -> None:
+    from scheduler.service.scanning import flow_files
+
+    names = {path.name for path in flow_files(EXAMPLES)}
+    assert "nightly.yaml" in names
+    assert not [name for name in names if name.endswith(".test.yaml")]
+
+
+def test_pytest_collects_the_test_files(tmp_path: Path) -> None:
+    """The `pytest11` plugin: a project's own pytest runs its flow tests, a case per item."""
+    folder = _copy_examples(tmp_path)
+    for name in folder.glob("*.test.yaml"):
+        if name.name != "files.test.yaml":
+            name.unlink()
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(folder)]
+    passed = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert passed.returncode == 0, passed.stdout + passed.stderr
+    assert "1 passed" in passed.stdout
+    test_file = folder / "files.test.yaml"
+    test_file.write_text(test_file.read_text().replace("rows: 6", "rows: 7"))
+    failed = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert failed.returncode == 1
+    assert "expect.steps.total.outputs.rows: expected 7, got 6" in failed.stdout
+    assert "files.test.yaml::one count per listed file" in failed.stdout

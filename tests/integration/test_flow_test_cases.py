@@ -1,0 +1,151 @@
+"""Flow test cases on the virtual clock: stubs per attempt (exit codes, durations past the
+timeout, skips), a real step stopped at its timeout, retry delays passed without waiting, a wait
+that nobody signals, and a case the flow cannot build, each reported, never raised."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from textwrap import dedent
+
+import redis
+
+from flows.testing.session import run_files
+
+FLOW = """\
+version: 1
+name: steps
+params:
+  n: {type: int, default: 1}
+steps:
+  slow:
+    run: sleep 30
+    timeout: 1s
+    retry: {attempts: 2, delay: 10m, max_delay: 1h, jitter: 0}
+  flaky:
+    run: echo flaky
+    timeout: 5m
+    retry: {attempts: 3, delay: 1m, backoff: fixed, jitter: 0}
+  after:
+    needs: [slow, flaky]
+    trigger_rule: all_done
+    run: echo after
+  gate:
+    wait: {signal: go}
+"""
+
+
+def write(tmp_path: Path, cases: str) -> Path:
+    (tmp_path / "steps.yaml").write_text(FLOW)
+    test = tmp_path / "steps.test.yaml"
+    test.write_text("flow: steps.yaml\ncases:\n" + dedent(cases))
+    return test
+
+
+def test_stubs_timeouts_and_delays(redis_client: redis.Redis, tmp_path: Path) -> None:
+    test = write(
+        tmp_path,
+        """\
+        - name: mixed
+          signals: {gate: {ok: true}}
+          mock:
+            flaky: [{exit: 3}, {duration: 10m}, {outputs: {n: 1}, duration: 2m}]
+          expect:
+            status: failed
+            steps:
+              slow: {status: failed, attempts: 2}
+              flaky: {status: success, attempts: 3, outputs: {n: 1}}
+              after: success
+              gate: success
+        """,
+    )
+    started = time.monotonic()
+    session = run_files(redis_client, [test])
+    assert session.findings == []
+    [case] = session.cases
+    assert case.passed, case.failure
+    assert case.observed is not None
+    # The real step really ran twice (stopped at its 1 s timeout), retried after 10 min of
+    # virtual time; flaky's second attempt timed out after 5 min and its retries waited 1 min.
+    assert case.observed.virtual_seconds >= 600
+    assert time.monotonic() - started < 20
+
+
+def test_a_wait_nobody_signals_and_a_run_that_cannot_be_built(
+    redis_client: redis.Redis, tmp_path: Path
+) -> None:
+    test = write(
+        tmp_path,
+        """\
+        - name: never signaled
+          mock: all
+          expect: {status: running, steps: {gate: awaiting}}
+        - name: bad params
+          params: {n: many}
+          expect: {status: succeeded}
+        - name: skipped by its stub
+          mock: {slow: {skip: true}, flaky: {outputs: {}}}
+          signals: {gate: {}}
+          expect: {status: succeeded, steps: {slow: skipped}}
+        """,
+    )
+    session = run_files(redis_client, [test])
+    reports = {case.case: case for case in session.cases}
+    assert reports["never signaled"].passed, reports["never signaled"].failure
+    assert reports["skipped by its stub"].passed, reports["skipped by its stub"].failure
+    failure = reports["bad params"].failure
+    assert len(failure) == 1
+    assert failure[0].startswith("the case could not run: the run cannot be built:")
+    assert "n" in failure[0]
+
+
+QUARTERLY = """\
+version: 1
+name: quarterly
+schedule:
+  cron: "*/15 * * * *"
+  timezone: Europe/Berlin
+steps:
+  tick:
+    run: echo tick
+"""
+
+
+def test_a_schedule_across_both_dst_nights_fires_the_exact_ticks(
+    redis_client: redis.Redis, tmp_path: Path
+) -> None:
+    """Every quarter hour in Berlin: the 23-hour spring day fires 92 times (the gap's ticks are
+    the 03:00 tick), the 25-hour autumn day 100 (an every-hour expression fires the repeated
+    hour twice), and an outage of almost two hours under catch-up latest fires one late run."""
+    (tmp_path / "quarterly.yaml").write_text(QUARTERLY)
+    test = tmp_path / "quarterly.test.yaml"
+    test.write_text(
+        dedent(
+            """\
+            flow: quarterly.yaml
+            cases:
+              - name: spring
+                schedule: {from: "2026-03-28T23:00:00Z", to: "2026-03-29T22:00:00Z"}
+                mock: all
+                expect: {runs: 92}
+              - name: autumn
+                schedule: {from: "2026-10-24T22:00:00Z", to: "2026-10-25T23:00:00Z"}
+                mock: all
+                expect: {runs: 100}
+              - name: two hours down
+                schedule:
+                  from: "2026-01-10T00:00:00Z"
+                  to: "2026-01-10T06:00:00Z"
+                  outage: "2026-01-10T01:00:00Z/2026-01-10T02:50:00Z"
+                mock: all
+                expect: {runs: 17}
+            """
+        )
+    )
+    session = run_files(redis_client, [test])
+    assert session.findings == []
+    assert {c.case: c.failure for c in session.cases} == {
+        "spring": [],
+        "autumn": [],
+        "two hours down": [],
+    }

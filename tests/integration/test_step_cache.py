@@ -1,0 +1,199 @@
+"""The shared step cache: a step whose work (command, resolved inputs, key, declared files) was
+completed within its ttl completes at once from any worker with that result, as `cached`;
+changed inputs, a changed file, an expired ttl or `flows cache clear` run it again."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+import redis
+from click.testing import CliRunner
+
+from flows.cli import main
+from flows.run_builder import build_run, read_flow_file
+from flows.runs import load_run
+from flows.submit import submit
+from flows.worker_hook import prepare
+from scheduler.embedded import EmbeddedServer
+from scheduler.engine.client import Client
+from scheduler.engine.explain import explain
+from scheduler.worker import Worker
+
+FLOW = """\
+version: 1
+name: cached
+queue: cq
+params:
+  day: {type: string, default: "2026-11-01"}
+steps:
+  count:
+    run: |
+      echo ran >> "$COUNTER"
+      echo "n=$(wc -l < "$COUNTER")" >> "$FLOWS_OUTPUT"
+    env: {COUNTER: "COUNTER_FILE", DAY: "${{ params.day }}"}
+    cache: {key: v1, ttl: 1h, files: [input.txt]}
+  after:
+    needs: [count]
+    run: echo "n=${{ steps.count.outputs.n }}" >> "$FLOWS_OUTPUT"
+"""
+
+
+@pytest.fixture
+def folder(tmp_path: Path) -> Path:
+    (tmp_path / "input.txt").write_text("a\n")
+    text = FLOW.replace("COUNTER_FILE", str(tmp_path / "counter.txt"))
+    (tmp_path / "cached.yaml").write_text(text)
+    return tmp_path
+
+
+def run_once(url: str, folder: Path, worker: str, day: str = "2026-11-01") -> str:
+    """One run, worked to its end by a real worker named ``worker``; its id."""
+    client = Client(url, worker_name=worker)
+    source = read_flow_file(folder / "cached.yaml")
+    run_id = f"cached@{worker}-{day}-{len(list(folder.glob('*')))}-{datetime.now(UTC):%H%M%S%f}"
+    built = build_run(
+        source,
+        run_id=run_id,
+        logical_time=datetime(2026, 11, 1, tzinfo=UTC),
+        params={"day": day},
+        trigger="manual",
+    )
+    submit(client, built)
+    Worker(client, ["cq"], burst=True, prepare=prepare, lease_seconds=0).run()
+    return run_id
+
+
+def statuses(url: str, run_id: str) -> dict[str, str]:
+    view = load_run(Client(url), run_id)
+    assert view is not None and view.status == "succeeded"
+    return {step.step: step.status for step in view.steps}
+
+
+def ran(folder: Path) -> int:
+    return len((folder / "counter.txt").read_text().splitlines())
+
+
+def test_a_second_worker_takes_the_result_from_the_cache(
+    server: EmbeddedServer, redis_client: redis.Redis, folder: Path
+) -> None:
+    url = server.url
+    first = run_once(url, folder, "worker-a")
+    assert statuses(url, first) == {"count": "success", "after": "success"}
+    second = run_once(url, folder, "worker-b")
+    assert statuses(url, second) == {"count": "cached", "after": "success"}
+    assert ran(folder) == 1  # the command ran once
+    client = Client(url)
+    job = client.jobs.get(f"{second}:count")
+    assert job is not None and job.result == {"n": "1"}
+    after = client.jobs.get(f"{second}:after")
+    assert after is not None and after.result == {"n": "1"}  # downstream read the cached output
+    why = explain(client, f"{second}:count")
+    assert why is not None and why.reason == "cached"
+    assert why.sentence.startswith(f"It completed from the step cache with the result of {first}")
+    logs = CliRunner().invoke(main, ["logs", second, "count", "--redis", url])
+    assert f"cached: the result of {first}:count (run {first}" in logs.output
+
+
+def test_changed_inputs_files_or_a_clear_run_it_again(
+    server: EmbeddedServer, redis_client: redis.Redis, folder: Path
+) -> None:
+    url = server.url
+    run_once(url, folder, "w1")
+    other_day = run_once(url, folder, "w2", day="2026-11-02")  # an input changed
+    assert statuses(url, other_day)["count"] == "success"
+    (folder / "input.txt").write_text("b\n")  # a declared file changed
+    changed = run_once(url, folder, "w3")
+    assert statuses(url, changed)["count"] == "success"
+    assert ran(folder) == 3
+    again = run_once(url, folder, "w4")
+    assert statuses(url, again)["count"] == "cached"
+
+    listed = CliRunner().invoke(main, ["cache", "list", "--json", "--redis", url])
+    entries = json.loads(listed.output)
+    assert len(entries) == 3 and {e["state"] for e in entries} == {"complete"}
+    cleared = CliRunner().invoke(main, ["cache", "clear", "--redis", url])
+    assert "removed 3 cache entries" in cleared.output
+    after_clear = run_once(url, folder, "w5")
+    assert statuses(url, after_clear)["count"] == "success"
+    assert ran(folder) == 4
+
+
+def test_an_entry_older_than_its_ttl_is_not_used(engine_ns: object) -> None:
+    """At the engine: a producer completed more than ttl seconds ago is a miss."""
+    from scheduler.engine.scripts import Engine
+
+    assert isinstance(engine_ns, Engine)
+    t0 = 1_700_000_000.0
+    call = engine_ns.call
+    call("worker.register", "w", "{}", now=t0)
+    for jid in ("a", "b", "c"):
+        call("put", "w", "q", jid, "K", "{}", 0, now=t0)
+    call("pop", "q", "w", 1, now=t0)
+    assert json.loads(call("cache.use", "a", "w", "q", "k1", 60, 1, now=t0)) == {"hit": False}
+    call("complete", "a", "w", "q", "", "result", '{"n": 1}', now=t0 + 1)
+    call("pop", "q", "w", 1, now=t0 + 30)
+    hit = json.loads(call("cache.use", "b", "w", "q", "k1", 60, 1, now=t0 + 30))
+    assert hit == {"hit": True, "from": "a", "run": ""}
+    assert json.loads(call("get", "b", now=t0 + 30))["state"] == "complete"
+    call("pop", "q", "w", 1, now=t0 + 100)
+    assert json.loads(call("cache.use", "c", "w", "q", "k1", 60, 1, now=t0 + 100)) == {"hit": False}
+
+
+CHAIN = """\
+version: 1
+name: chain
+queue: cq
+steps:
+  a:
+    run: echo "v=1" >> "$FLOWS_OUTPUT"
+    cache: {ttl: 1h}
+  b:
+    needs: [a]
+    run: echo "v=${{ steps.a.outputs.v }}2" >> "$FLOWS_OUTPUT"
+    cache: {ttl: 1h}
+  c:
+    needs: [b]
+    foreach: {items: [x, y]}
+    run: echo "v=${{ steps.b.outputs.v }}${{ item }}" >> "$FLOWS_OUTPUT"
+    cache: {ttl: 1h}
+  d:
+    run: echo "v=d" >> "$FLOWS_OUTPUT"
+    cache: {ttl: 1h}
+"""
+
+
+def test_a_chain_of_cached_steps_ends_in_the_call_of_its_first_hit(
+    server: EmbeddedServer, redis_client: redis.Redis, tmp_path: Path
+) -> None:
+    (tmp_path / "chain.yaml").write_text(CHAIN)
+    client = Client(server.url, worker_name="w")
+    source = read_flow_file(tmp_path / "chain.yaml")
+    ids = []
+    for n in range(2):
+        run_id = f"chain@{n}"
+        built = build_run(
+            source,
+            run_id=run_id,
+            logical_time=datetime(2026, 11, 1, tzinfo=UTC),
+            params={},
+            trigger="manual",
+        )
+        submit(client, built)
+        Worker(client, ["cq"], burst=True, prepare=prepare, lease_seconds=0).run()
+        ids.append(run_id)
+    view = load_run(client, ids[1])
+    assert view is not None and view.status == "succeeded"
+    assert {s.step: s.status for s in view.steps} == dict.fromkeys("abcd", "cached")
+    results = [job.result for step in view.steps for job in step.jobs]
+    assert results == [{"v": "1"}, {"v": "12"}, {"v": "12x"}, {"v": "12y"}, {"v": "d"}]
+    # One first step was taken by a worker; the engine completed the rest in that call.
+    popped = {
+        job.jid.split(":")[-1]
+        for step in view.steps
+        for job in step.jobs
+        if any(entry.get("what") == "popped" for entry in job.history)
+    }
+    assert len(popped) == 1 and popped <= {"a", "d"}
