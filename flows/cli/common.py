@@ -1,27 +1,47 @@
-"""Helpers shared by the command modules: connecting, printing tables and JSON, errors."""
+"""Helpers shared by the command modules: connecting, printing tables and JSON, errors.
+
+Imported by ``flows --help`` too, so what only some commands need (redis and the client, rich's
+tables) is imported where it is used."""
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
-from rich.console import Console
-from rich.table import Table
-from rich.text import Text
 
-from scheduler.engine import faults
-from scheduler.engine.client import Client, namespace_prefix
-from scheduler.engine.errors import FlowsError
+from scheduler.engine.errors import FlowsError, debug_enabled
+
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.text import Text
+
+    from scheduler.engine.client import Client
 
 T = TypeVar("T")
 
-console = Console()
-err_console = Console(stderr=True)
+
+@functools.cache
+def _consoles() -> tuple[Console, Console]:
+    from rich.console import Console
+
+    return Console(), Console(stderr=True)
+
+
+def __getattr__(name: str) -> Any:
+    # `console` and `err_console` (stdout, stderr): made, and rich imported, on first use.
+    if name in ("console", "err_console"):
+        return _consoles()[name == "err_console"]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+console: Console
+err_console: Console
 
 
 @contextlib.contextmanager
@@ -30,7 +50,7 @@ def user_errors() -> Iterator[None]:
     try:
         yield
     except FlowsError as error:
-        if faults.debug_enabled():
+        if debug_enabled():
             raise
         raise click.ClickException(str(error)) from None
 
@@ -44,9 +64,11 @@ def guarded(invoke: Callable[[], T]) -> T:
     except (click.ClickException, click.exceptions.Exit, click.Abort):
         raise
     except Exception as error:
-        if faults.debug_enabled():
+        if debug_enabled():
             raise
-        raise click.ClickException(faults.one_line(error)) from None
+        from scheduler.engine.faults import one_line
+
+        raise click.ClickException(one_line(error)) from None
 
 
 class GuardedCommand(click.Command):
@@ -65,6 +87,8 @@ class GuardedGroup(click.Group):
 
 def open_client(redis_url: str | None, namespace: str | None) -> Client:
     """A client on ``--redis`` (or $FLOWS_REDIS_URL, or the embedded server)."""
+    from scheduler.engine.client import Client, namespace_prefix
+
     try:
         namespace_prefix(namespace)
     except ValueError as error:  # a malformed --namespace
@@ -80,6 +104,9 @@ def print_json(value: Any) -> None:
 def table(title: str | None, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
     """Print a table. Cells are shown as given (a job id, a message, a state are never read as
     markup); a :class:`rich.text.Text` cell keeps its style."""
+    from rich.table import Table
+    from rich.text import Text
+
     out = Table(title=title and Text(title), title_justify="left", header_style="bold")
     cells = [[_cell(cell) for cell in row] for row in rows]
     # The first column names things (a run id, a jid, a worker) that users copy into the next
@@ -92,10 +119,12 @@ def table(title: str | None, columns: Sequence[str], rows: Sequence[Sequence[Any
             out.add_column(column)
     for row in cells:
         out.add_row(*row)
-    console.print(out)
+    _consoles()[0].print(out)
 
 
 def _cell(cell: Any) -> Text:
+    from rich.text import Text
+
     if isinstance(cell, Text):
         return cell
     return Text("" if cell is None else str(cell))

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from scheduler.worker.settings import Setting
+if TYPE_CHECKING:  # the settings' dataclasses are built only by `flows worker`
+    from scheduler.worker.settings import Setting
 
 F = TypeVar("F", bound=Callable[..., Any])
 

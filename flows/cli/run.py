@@ -1,4 +1,8 @@
-"""``flows run``, ``flows status``, ``flows runs``: submit a flow and follow runs."""
+"""``flows run``, ``flows status``, ``flows runs``: submit a flow and follow runs.
+
+``flows status`` and ``flows runs`` only read: the flow model, the submission and the local
+worker are imported by the commands that use them, so the readers start in a fraction of the
+time."""
 
 from __future__ import annotations
 
@@ -11,7 +15,6 @@ from pathlib import Path
 
 import click
 from rich.console import Group
-from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
@@ -21,16 +24,8 @@ from flows.cli.logs import print_tail, stream_run
 from flows.cli.options import as_json, connection, logical_time, param
 from flows.cli.options import run_id as run_id_option
 from flows.cli.signal import print_awaiting
-from flows.params import parse_assignments
-from flows.run_builder import build_run, read_flow_file
-from flows.run_specs import manual_run_id
 from flows.runs import RunView, list_runs, load_run
-from flows.submit import submit
-from flows.validate import InvalidFlow
-from flows.worker_hook import prepare
 from scheduler.engine.client import Client
-from scheduler.worker import Worker
-from scheduler.worker.imports import import_path
 
 STATUS_STYLE = {
     "success": "green",
@@ -111,6 +106,12 @@ def _follow(
     """Run a local worker on the run's queues until the run has finished or Ctrl-C (printing
     the steps' lines as they come with ``logs``, else a live table); returns the run as it is
     then and whether it was interrupted."""
+    from rich.live import Live
+
+    from flows.worker_hook import prepare
+    from scheduler.worker import Worker
+    from scheduler.worker.imports import import_path
+
     import_path()  # job modules beside where `flows run` was started, as in every worker mode
     worker = Worker(
         Client.from_engine(client.engine),
@@ -212,6 +213,12 @@ def run(
     Exit code 0 when every step succeeded, 1 when the run failed or the file is invalid, 130
     after Ctrl-C (the run stays as it is: resume it with `flows retry RUN`).
     """
+    from flows.params import parse_assignments
+    from flows.run_builder import build_run, read_flow_file
+    from flows.run_specs import manual_run_id
+    from flows.submit import submit
+    from flows.validate import InvalidFlow
+
     gc_pause.enable()  # loading and expanding happen before the local worker's threads start
     try:
         flow_file = read_flow_file(file)
