@@ -23,7 +23,6 @@ from benchmarks.context import Bench
 from benchmarks.figures import Figure, Target
 
 ENV_BEFORE = "BENCH_CLI_BEFORE"
-SAMPLES = 5  # whole-process runs per command and round: the figure is their median
 COMMANDS: dict[str, tuple[list[str], float]] = {
     "help": (["--help"], 0.15),
     "runs": (["runs"], 0.30),
@@ -80,10 +79,11 @@ def cli_figures(bench: Bench) -> list[Figure]:
     for env in variants.values():  # once first: write the compiled modules
         for args, _ in COMMANDS.values():
             _elapsed([sys.executable, "-c", ENTRY, *args], env, bench.workdir)
+    samples_per_round = bench.sizes.cli
     samples: dict[tuple[str, str], list[tuple[float, float]]] = {}
     bare: list[float] = []
     for _ in range(bench.rounds):
-        for _ in range(SAMPLES):
+        for _ in range(samples_per_round):
             bare.append(
                 _elapsed([sys.executable, "-c", "pass"], variants["after"], bench.workdir)[0]
             )
@@ -96,10 +96,13 @@ def cli_figures(bench: Bench) -> list[Figure]:
     figures = []
     for name, (args, limit) in COMMANDS.items():
         after = [wall for wall, _ in samples[("after", name)]]
-        rounds = [statistics.median(after[i : i + SAMPLES]) for i in range(0, len(after), SAMPLES)]
+        rounds = [
+            statistics.median(after[i : i + samples_per_round])
+            for i in range(0, len(after), samples_per_round)
+        ]
         cpu = statistics.median(c for _, c in samples[("after", name)])
         extra: dict[str, object] = {"samples": after, "cpu_s": cpu}
-        note = f"whole process, median of {SAMPLES}; CPU {cpu:.3f} s"
+        note = f"whole process, median of {samples_per_round}; CPU {cpu:.3f} s"
         if before:
             earlier = samples[("before", name)]
             wall_before = statistics.median(w for w, _ in earlier)

@@ -33,6 +33,7 @@ if __package__ in (None, ""):  # run as a script: make the repository importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks import report
+from benchmarks.chain import chain_figures
 from benchmarks.cli_startup import cli_figures
 from benchmarks.context import (
     APPENDFSYNC,
@@ -65,6 +66,7 @@ GROUPS: dict[str, Group] = {
     "logs": log_figures,
     "fanout": fanout_figures,
     "cli": cli_figures,
+    "chain": chain_figures,
 }
 DEFAULT_JSON = REPO_ROOT / "benchmarks" / "results" / "latest.json"
 

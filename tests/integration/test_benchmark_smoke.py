@@ -27,6 +27,10 @@ ABSOLUTE = [
     "flow_submit_s",
     "flow_run_s",
     "fanout_expand_s",
+    "cli_help_s",
+    "cli_runs_s",
+    "cli_status_s",
+    "chain_start_ms",
 ]
 CRON = "cron_fire_s"
 
