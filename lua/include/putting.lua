@@ -341,14 +341,12 @@ local function block_later(batch, queue, jid, pending)
   end
 end
 
--- The history entry of a put into `queue`: Job.history_entry('put', { q = queue }), spliced
--- (no worker in it, so nothing for Registry.stamp to add).
+-- The history entry of a put into `queue` now (Job.put_entry).
 function Put.entry(queue)
-  return '{"q":' .. JsonText.string(queue) .. ',"what":"put","when":' .. cjson.encode(Engine.now) ..
-    '}'
+  return Job.put_entry(queue, Engine.now)
 end
 
--- The put's history entry.
+-- The put's history entry, for a job put over: a new job's is implied (Job.implied_history).
 local function record(jid, queue, batch)
   if not batch then return Job.append_history(jid, Put.entry(queue)) end
   local entry = batch.entries[queue]
@@ -374,6 +372,7 @@ function Put.write(p, old, batch)
     if old.state == 'running' and old.worker ~= '' and old.worker ~= p.worker then
       if qless then lost = old.worker else Events.to_worker(old.worker, 'lock_lost', jid) end
     end
+    Job.keep_history(jid) -- written before the queue changes, which an implied one reads
     Job.unindex(jid, old)
     if qless and #p.depends == 0 then
       pending = redis.call('smembers', Keys.dependencies(jid))
@@ -417,7 +416,8 @@ function Put.write(p, old, batch)
       redis.call('hset', key, 'delay', 0, 'scheduled', string.format('%.17g', Engine.now + p.delay))
     end
   end
-  if not handed then record(jid, queue, batch) end -- else with the pop's entry (Handoff.give)
+  -- A new job's put entry is implied; a job handed over gets it with the pop's (Handoff.give).
+  if old and not handed then record(jid, queue, batch) end
 
   if state == 'depends' then
     Engine.call_many('sadd', Keys.dependencies(jid), pending)
