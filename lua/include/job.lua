@@ -180,7 +180,7 @@ local function described(jid, values, tracked)
     spawned_from_jid = values[13] or false,
     result = values[14] or cjson.null,
     created = tonumber(values[15]) or cjson.null,
-    updated = tonumber(values[16]) or cjson.null,
+    updated = tonumber(values[16] or values[15]) or cjson.null, -- a new job's is its created
     ttl = tonumber(values[18]),
     deadline = tonumber(values[19]),
     ttr = tonumber(values[20]),

@@ -259,13 +259,20 @@ local function job_fields(p, old, state, priority, retries, tags_text, handed)
   local f = { 'jid', p.jid, 'klass', p.klass, 'data', p.data, 'priority', priority,
     'tags', tags_text, 'queue', p.queue, 'worker', handed and handed.worker or '',
     'expires', handed and handed.expires or 0, 'retries', retries, 'remaining', retries,
-    'failure', '{}', 'delay', p.delay, 'updated', Engine.now,
-    'state', handed and 'running' or state }
+    'failure', '{}', 'delay', p.delay, 'state', handed and 'running' or state }
   local n = #f
-  -- `time`: when a waiting job became eligible, the start of its wait-time sample.
-  if state == 'waiting' then f[n + 1], f[n + 2], n = 'time', Engine.now, n + 2 end
+  if old then
+    -- `time`: when a waiting job became eligible, the start of its wait-time sample. A new
+    -- job's `updated` and `time` are its `created`, which their readers fall back to (a
+    -- waiting job is smaller without them: Job.updated, commands/pop.lua).
+    f[n + 1], f[n + 2], n = 'updated', Engine.now, n + 2
+    if state == 'waiting' then f[n + 1], f[n + 2], n = 'time', Engine.now, n + 2 end
+  else
+    f[n + 1], f[n + 2], n = 'created', Engine.now, n + 2
+    -- As the pop of a waiting job writes it (commands/pop.lua).
+    if handed then f[n + 1], f[n + 2], n = 'updated', Engine.now, n + 2 end
+  end
   if handed then f[n + 1], f[n + 2], n = 'popped', Engine.now, n + 2 end
-  if not old then f[n + 1], f[n + 2], n = 'created', Engine.now, n + 2 end
   if p.trigger then
     -- The full list of needs lets run.retry re-arm jobs (see commands/run_admin.lua).
     f[n + 1], f[n + 2], n = 'needs', #p.depends == 0 and '[]' or cjson.encode(p.depends), n + 2

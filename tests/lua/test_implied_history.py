@@ -68,3 +68,16 @@ def test_a_job_done_and_deleted_leaves_no_history_key(lua: Lua) -> None:
     lua("cancel", "a", now=T0 + 1)
     assert lua.job("a") is None
     assert not lua.r.exists(history_key(lua, "a"))
+
+
+def test_a_new_job_reads_its_updated_and_wait_start_from_created(lua: Lua) -> None:
+    """Its hash holds neither `updated` nor `time` (both its `created` until it changes)."""
+    lua.put("a", "q", now=T0 + 0.5)
+    stored_fields = lua.r.hgetall(lua.key("j:a"))
+    assert "updated" not in stored_fields and "time" not in stored_fields
+    job = lua.job("a")
+    assert job is not None and job["updated"] == T0 + 0.5
+    lua.pop("q", "w1", now=T0 + 3.5)
+    stats = json.loads(lua.raw("stats", "q", T0, now=T0 + 4))
+    assert stats["wait"]["count"] == 1 and stats["wait"]["mean"] == 3.0
+    assert lua.job("a")["updated"] == T0 + 3.5  # type: ignore[index]
