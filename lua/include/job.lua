@@ -133,10 +133,12 @@ local DESCRIBED = { 'jid', 'klass', 'state', 'queue', 'worker', 'priority', 'exp
   'remaining', 'data', 'tags', 'failure', 'spawned_from_jid', 'result', 'created', 'updated',
   'grace', 'ttl', 'ttl_at', 'ttr', 'ckey', 'climit', 'throttle', 'parked', 'lost', 'child' }
 
--- The DESCRIBED fields of a job (absent ones false), or nil when there is no job.
+-- The DESCRIBED fields of a job (absent ones false), or nil when there is no job (every job has
+-- a state; a job put as new has no `jid` field: its key names it).
 local function described_values(jid)
   local values = redis.call('hmget', Keys.job(jid), unpack(DESCRIBED))
-  if not values[1] then return nil end
+  if not values[3] then return nil end
+  values[1] = jid
   return values
 end
 

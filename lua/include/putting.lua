@@ -256,7 +256,8 @@ end
 -- handed straight to an idle worker (`handed`: {worker, expires}) is written running, as a pop
 -- leaves it.
 local function job_fields(p, old, state, priority, retries, tags_text, handed)
-  local f = { 'jid', p.jid, 'klass', p.klass, 'data', p.data, 'priority', priority,
+  -- No `jid`: the key names the job (Job.describe reads it from there).
+  local f = { 'klass', p.klass, 'data', p.data, 'priority', priority,
     'tags', tags_text, 'queue', p.queue, 'worker', handed and handed.worker or '',
     'expires', handed and handed.expires or 0, 'retries', retries, 'remaining', retries,
     'failure', '{}', 'delay', p.delay, 'state', handed and 'running' or state }
