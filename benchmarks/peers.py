@@ -4,12 +4,15 @@
     python -m benchmarks.peers --busy           # with low-priority spinners keeping CPUs awake
     python -m benchmarks.peers --samples 2000 --puts 20000
 
-Two figures, each measured for redis-flows, for huey (``RedisHuey`` on the same embedded
+Three figures, each measured for redis-flows, for huey (``RedisHuey`` on the same embedded
 server's unix socket, default settings) and for the raw-Redis baseline the main benchmark uses:
 
 * put, one call per job, one process: ``queue.put(klass, {})`` against a no-op huey task called
   once per job, against one LPUSH round trip per message; rounds alternate (ours, huey, LPUSH)
   on an emptied database, medians of the rounds;
+* memory per waiting job: the growth of ``used_memory`` after ``--memory`` puts with the data
+  ``{"i": n}``, huey task calls with ``n``, or LPUSHes of the baseline's message (jid, klass,
+  data), each on an emptied database;
 * put-to-start latency with an idle consumer: a WorkerPool of one worker against huey's own
   consumer (``huey_consumer -k thread -w 1``, blocking BRPOP), each running a task whose first
   line records CLOCK_MONOTONIC (:func:`benchmarks.tasks.stamp`), against one PING; the three

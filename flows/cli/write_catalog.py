@@ -4,6 +4,7 @@ after adding or renaming a command or changing the first sentence of its docstri
 from __future__ import annotations
 
 import importlib
+import subprocess
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -67,6 +68,14 @@ def current_catalog_source() -> str:
     return render_catalog(read_catalog(COMMAND_MODULES))
 
 
+def _format(path: Path) -> None:
+    """Lay the file out as the rest of the code is (ruff, beside this interpreter, when there)."""
+    ruff = Path(sys.executable).with_name("ruff")
+    if ruff.is_file():
+        subprocess.run([str(ruff), "format", "--quiet", str(path)], check=False)
+
+
 if __name__ == "__main__":
     CATALOG_FILE.write_text(current_catalog_source())
+    _format(CATALOG_FILE)
     sys.stdout.write(f"wrote {CATALOG_FILE}\n")
