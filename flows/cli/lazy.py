@@ -7,8 +7,8 @@ command pay only for what they use. What ``--help`` lists without loading anythi
 sentence of its docstring, generated from the modules themselves (``python -m
 flows.cli.write_catalog`` rewrites it; a test fails when it is stale), so the docstrings stay
 the one place of the help text. A module of :data:`~flows.cli.COMMAND_MODULES` that the
-catalog does not know yet is loaded whenever the commands are listed or looked up, so a command
-is never missing, only slower.
+catalog does not know yet is loaded whenever the commands are listed or looked up, and a name
+the catalog does not know loads every module, so a command is never missing, only slower.
 """
 
 from __future__ import annotations
@@ -61,8 +61,9 @@ class LazyGroup(GuardedGroup):
             entry = self.catalog.get(cmd_name)
             if entry is not None:
                 self.load(entry[0])
-            else:
-                self._load_uncatalogued()
+            else:  # a typo, or a command newer than the catalog: only loading them all tells
+                for module in self.modules:
+                    self.load(module)
         return self.commands.get(cmd_name)
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
