@@ -260,15 +260,18 @@ local function job_fields(p, old, state, priority, retries, tags_text, handed)
   local f = { 'klass', p.klass, 'data', p.data, 'priority', priority,
     'tags', tags_text, 'queue', p.queue, 'worker', handed and handed.worker or '',
     'expires', handed and handed.expires or 0, 'retries', retries, 'remaining', retries,
-    'failure', '{}', 'delay', p.delay, 'state', handed and 'running' or state }
+    'state', handed and 'running' or state }
   local n = #f
   if old then
-    -- `time`: when a waiting job became eligible, the start of its wait-time sample. A new
-    -- job's `updated` and `time` are its `created`, which their readers fall back to (a
-    -- waiting job is smaller without them: Job.updated, commands/pop.lua).
+    -- A new job has no failure and no delay to clear, and every reader takes their absence as
+    -- none; its `updated` and `time` are its `created`, which their readers fall back to (a
+    -- waiting job is smaller without the four: Job.describe, commands/pop.lua).
+    -- `time`: when a waiting job became eligible, the start of its wait-time sample.
+    f[n + 1], f[n + 2], f[n + 3], f[n + 4], n = 'failure', '{}', 'delay', p.delay, n + 4
     f[n + 1], f[n + 2], n = 'updated', Engine.now, n + 2
     if state == 'waiting' then f[n + 1], f[n + 2], n = 'time', Engine.now, n + 2 end
   else
+    if p.delay ~= 0 then f[n + 1], f[n + 2], n = 'delay', p.delay, n + 2 end
     f[n + 1], f[n + 2], n = 'created', Engine.now, n + 2
     -- As the pop of a waiting job writes it (commands/pop.lua).
     if handed then f[n + 1], f[n + 2], n = 'updated', Engine.now, n + 2 end
