@@ -37,6 +37,8 @@ class Sizes:
     flow: int = 10_000  # steps of the validate + expand + submit + run flow
     schedules: int = 10_000  # cron schedules due in the same minute
     fanout: int = 10_000  # items of a fan-out from one producer's output
+    chain: int = 100  # steps of a chain, each depending on the one before
+    cli: int = 5  # runs of each `flows` command per round (the figure: their median)
 
     def replace(self, **changes: int) -> Sizes:
         return dataclasses.replace(self, **changes)
@@ -54,6 +56,8 @@ SMOKE = Sizes(
     flow=200,
     schedules=50,
     fanout=300,
+    chain=20,
+    cli=1,
 )
 
 

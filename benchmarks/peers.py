@@ -4,12 +4,15 @@
     python -m benchmarks.peers --busy           # with low-priority spinners keeping CPUs awake
     python -m benchmarks.peers --samples 2000 --puts 20000
 
-Two figures, each measured for redis-flows, for huey (``RedisHuey`` on the same embedded
+Three figures, each measured for redis-flows, for huey (``RedisHuey`` on the same embedded
 server's unix socket, default settings) and for the raw-Redis baseline the main benchmark uses:
 
 * put, one call per job, one process: ``queue.put(klass, {})`` against a no-op huey task called
   once per job, against one LPUSH round trip per message; rounds alternate (ours, huey, LPUSH)
   on an emptied database, medians of the rounds;
+* memory per waiting job: the growth of ``used_memory`` after ``--memory`` puts with the data
+  ``{"i": n}``, huey task calls with ``n``, or LPUSHes of the baseline's message (jid, klass,
+  data), each on an emptied database;
 * put-to-start latency with an idle consumer: a WorkerPool of one worker against huey's own
   consumer (``huey_consumer -k thread -w 1``, blocking BRPOP), each running a task whose first
   line records CLOCK_MONOTONIC (:func:`benchmarks.tasks.stamp`), against one PING; the three
@@ -36,7 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from benchmarks import baseline, latency, report, run
+from benchmarks import baseline, latency, report, run, server_cost
 from benchmarks.context import REPO_ROOT, Bench, Sizes, fresh_bench, wait_until
 from benchmarks.figures import TIMES, Figure, compared, median
 from benchmarks.measure import Sample, measured
@@ -89,8 +92,8 @@ def huey_tasks(url: str) -> HueyTasks:
     huey = importlib.import_module("huey")
     app = huey.RedisHuey(HUEY_NAME, url=url, blocking=True)
 
-    def noop() -> None:
-        """Nothing."""
+    def noop(*args: Any) -> None:
+        """Nothing (with arguments: a payload, for the memory figure)."""
 
     def stamp(task: Any) -> None:
         """The moment the task function starts, as :func:`benchmarks.tasks.stamp` records it."""
@@ -140,6 +143,55 @@ def put_figure(bench: Bench, tasks: HueyTasks) -> Figure:
             "per_job": [s.per_job() for s in ours],
             "huey_per_job": [s.per_job() for s in theirs],
         },
+    )
+
+
+# -- memory per waiting job -----------------------------------------------------------------------
+
+
+def _grown_by(bench: Bench, count: int, put: Callable[[], object]) -> float:
+    """Bytes of server memory per job that ``put`` leaves waiting, on an emptied database."""
+    bench.fresh()
+    before = server_cost.used_memory(bench)
+    put()
+    return (server_cost.used_memory(bench) - before) / count
+
+
+def _lpush_messages(bench: Bench, count: int) -> None:
+    """What a queue needs at least: the baseline's messages (jid, klass and data) in a list."""
+    pipe = bench.redis.pipeline(transaction=False)
+    for index in range(count):
+        pipe.lpush(baseline.SOURCE, baseline.message(index))
+    pipe.execute()
+
+
+def memory_figure(bench: Bench, tasks: HueyTasks) -> Figure:
+    """Server memory per waiting job with the payload ``{"i": n}``: ours (one put each), a huey
+    task called with ``n``, and an LPUSH of a JSON message holding the jid, klass and data."""
+    count = bench.sizes.memory
+    queue = bench.client.queues[PUT_QUEUE]
+    ours: list[float] = []
+    theirs: list[float] = []
+    base: list[float] = []
+    for _ in range(bench.rounds):
+        ours.append(
+            _grown_by(
+                bench, count, lambda: [queue.put(baseline.KLASS, {"i": i}) for i in range(count)]
+            )
+        )
+        theirs.append(_grown_by(bench, count, lambda: [tasks.noop(i) for i in range(count)]))
+        base.append(_grown_by(bench, count, lambda: _lpush_messages(bench, count)))
+    bench.fresh()
+    return compared(
+        "memory_waiting",
+        f'memory per waiting job (data {{"i": n}}, {count:,} jobs)',
+        "bytes",
+        ours,
+        base,
+        "LPUSH of the message",
+        None,
+        better="lower",
+        extra={"huey_rounds": theirs},
     )
 
 
@@ -284,17 +336,20 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--puts", type=int, default=10_000, help="jobs a put round (10000)")
     parser.add_argument("--rounds", type=int, default=3, help="put rounds (default 3)")
     parser.add_argument(
+        "--memory", type=int, default=10_000, help="jobs a memory round (default 10000)"
+    )
+    parser.add_argument(
         "--latency-gap", type=float, default=0.01, metavar="SECONDS", help="default 0.01"
     )
     parser.add_argument("--json", type=Path, default=DEFAULT_JSON, metavar="PATH")
     args = parser.parse_args(argv)
-    if min(args.samples, args.puts, args.rounds) < 1:
-        parser.error("--samples, --puts and --rounds must be at least 1")
+    if min(args.samples, args.puts, args.rounds, args.memory) < 1:
+        parser.error("--samples, --puts, --rounds and --memory must be at least 1")
     return args
 
 
 def bench_for(args: argparse.Namespace) -> contextlib.AbstractContextManager[Bench]:
-    sizes = Sizes().replace(put=args.puts, latency=args.samples)
+    sizes = Sizes().replace(put=args.puts, latency=args.samples, memory=args.memory)
     return fresh_bench(sizes, args.rounds, latency_gap=args.latency_gap)
 
 
@@ -321,6 +376,8 @@ def main(argv: list[str] | None = None) -> int:
         tasks = huey_tasks(bench.url)
         print("[peers] put ...", file=sys.stderr, flush=True)
         figures = [put_figure(bench, tasks)]
+        print("[peers] memory ...", file=sys.stderr, flush=True)
+        figures.append(memory_figure(bench, tasks))
         print("[peers] latency ...", file=sys.stderr, flush=True)
         figures += latency_figures(bench, tasks)
         meta["load_average"]["end"] = round(os.getloadavg()[0], 2)

@@ -33,6 +33,8 @@ if __package__ in (None, ""):  # run as a script: make the repository importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks import report
+from benchmarks.chain import chain_figures
+from benchmarks.cli_startup import cli_figures
 from benchmarks.context import (
     APPENDFSYNC,
     REPO_ROOT,
@@ -63,6 +65,8 @@ GROUPS: dict[str, Group] = {
     "cron": cron_figures,
     "logs": log_figures,
     "fanout": fanout_figures,
+    "cli": cli_figures,
+    "chain": chain_figures,
 }
 DEFAULT_JSON = REPO_ROOT / "benchmarks" / "results" / "latest.json"
 

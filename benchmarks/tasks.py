@@ -45,3 +45,9 @@ def flood_devnull(job: JobContext) -> None:
     with open(os.devnull, "w") as sink:
         for i in range(int(job.data.get("lines", 100_000))):
             print("line", i, file=sink)
+
+
+def link(job: JobContext) -> None:
+    """A step of a chain: records when it starts, on the clock the server's history uses
+    (CLOCK_REALTIME, shared by every process of the machine)."""
+    job.job.client.redis.rpush(STAMPS_KEY, f"{job.jid} {time.time_ns()}")

@@ -73,7 +73,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Final
 
-from flows import conditions
 from flows.fanout import FANOUT_KEY, FanoutError, item_index, item_jids, items_of
 from flows.templates import STEPS, Reference, render, select, to_text
 from scheduler.worker.envelope import ENVELOPE_KEY
@@ -388,6 +387,8 @@ def condition_holds(meta: FlowsMeta, jobs: Mapping[str, UpstreamJob], item: Item
         if item is not None and reference.root == item[0]:
             return _item_lookup(item, reference)
         return _step_value(meta, jobs, reference)
+
+    from flows import conditions  # its parser's classes cost the readers of runs (flows status)
 
     return conditions.holds(str(meta.condition.get("expression", "")), lookup)
 

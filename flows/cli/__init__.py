@@ -1,21 +1,24 @@
 """The ``flows`` command line: one click group, one module per command group.
 
-Each module in :data:`COMMAND_MODULES` defines ``register(group)``, which adds its commands.
-Options shared by many commands (``--redis``, ``--namespace``, ``--json``) live in
+Each module in :data:`COMMAND_MODULES` defines ``register(group)``, which adds its commands; a
+module is imported only when one of its commands runs (:mod:`flows.cli.lazy`), and ``--help``
+lists the commands from :mod:`flows.cli.catalog` (run ``python -m flows.cli.write_catalog``
+after adding or renaming a command, or changing the first sentence of its docstring). Options
+shared by many commands (``--redis``, ``--namespace``, ``--json``) live in
 :mod:`flows.cli.options`, declared once.
 """
 
 from __future__ import annotations
 
-import importlib
 import os
 
 import click
 
-from flows.cli.common import GuardedGroup
-from scheduler.engine.faults import ENV_DEBUG
+from flows.cli.catalog import COMMANDS
+from flows.cli.lazy import LazyGroup
+from scheduler.engine.errors import ENV_DEBUG
 
-# Modules of flows.cli that contribute commands, in the order `flows --help` lists them.
+# Modules of flows.cli that contribute commands.
 COMMAND_MODULES: list[str] = [
     "server",
     "engine",
@@ -43,7 +46,9 @@ COMMAND_MODULES: list[str] = [
 
 
 @click.group(
-    cls=GuardedGroup,
+    cls=LazyGroup,
+    modules=COMMAND_MODULES,
+    catalog=COMMANDS,
     context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
 )
 @click.version_option(package_name="redis-flows", prog_name="flows")
@@ -56,7 +61,3 @@ def main(debug: bool) -> None:
     """Declarative workflow scheduler on Redis: YAML pipelines, a job engine, workers, cron."""
     if debug:
         os.environ[ENV_DEBUG] = "1"  # also for the worker processes a supervisor starts
-
-
-for _name in COMMAND_MODULES:
-    importlib.import_module(f"flows.cli.{_name}").register(main)

@@ -1,29 +1,49 @@
-"""Helpers shared by the command modules: connecting, printing tables and JSON, errors."""
+"""Helpers shared by the command modules: connecting, printing tables and JSON, errors.
+
+Imported by ``flows --help`` too, so what only some commands need (redis and the client, rich's
+tables, the audit log) is imported where it is used."""
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
-from rich.console import Console
 
-from flows.cli import auditing
-from flows.cli.tables import fitted, table_console
 from flows.findings import did_you_mean
-from scheduler.engine import faults
-from scheduler.engine.client import Client, namespace_prefix
-from scheduler.engine.errors import FlowsError
+from scheduler.engine.errors import FlowsError, debug_enabled
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from scheduler.engine.client import Client
 
 T = TypeVar("T")
 
-console = Console()
-err_console = Console(stderr=True)
+
+
+@functools.cache
+def _consoles() -> tuple[Console, Console]:
+    from rich.console import Console
+
+    return Console(), Console(stderr=True)
+
+
+def __getattr__(name: str) -> Any:
+    # `console` and `err_console` (stdout, stderr): made, and rich imported, on first use.
+    if name in ("console", "err_console"):
+        return _consoles()[name == "err_console"]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+console: Console
+err_console: Console
 
 
 @contextlib.contextmanager
@@ -32,7 +52,7 @@ def user_errors() -> Iterator[None]:
     try:
         yield
     except FlowsError as error:
-        if faults.debug_enabled():
+        if debug_enabled():
             raise
         raise click.ClickException(str(error)) from None
 
@@ -49,9 +69,11 @@ def guarded(invoke: Callable[[], T]) -> T:
         quiet_stdout()
         raise click.exceptions.Exit(0) from None
     except Exception as error:
-        if faults.debug_enabled():
+        if debug_enabled():
             raise
-        raise click.ClickException(faults.one_line(error)) from None
+        from scheduler.engine.faults import one_line
+
+        raise click.ClickException(one_line(error)) from None
 
 
 def quiet_stdout() -> None:
@@ -78,6 +100,8 @@ class GuardedGroup(click.Group):
         return super().parse_args(ctx, args)
 
     def invoke(self, ctx: click.Context) -> Any:
+        from flows.cli import auditing
+
         argv = ctx.meta.get("flows.argv", [])
         try:
             result = guarded(lambda: super(GuardedGroup, self).invoke(ctx))
@@ -91,6 +115,9 @@ class GuardedGroup(click.Group):
 
 def open_client(redis_url: str | None, namespace: str | None) -> Client:
     """A client on ``--redis`` (or $FLOWS_REDIS_URL, or the embedded server)."""
+    from flows.cli import auditing
+    from scheduler.engine.client import Client, namespace_prefix
+
     try:
         namespace_prefix(namespace)
     except ValueError as error:  # a malformed --namespace
@@ -121,6 +148,8 @@ def table(
     """Print a table that fits the terminal (:mod:`flows.cli.tables`): the first column, the
     statuses and the ``keep`` columns are never cut. Cells are shown as given (a job id, a
     message, a state are never read as markup); a :class:`rich.text.Text` cell keeps its style."""
+    from flows.cli.tables import fitted, table_console
+
     out = table_console()
     out.print(fitted(title, columns, rows, width=out.width, keep=keep))
 

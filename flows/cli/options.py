@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from flows.params import ParamError
-from scheduler.worker.settings import Setting
+if TYPE_CHECKING:  # the flow model and the settings' dataclasses: only where a command needs them
+    from flows.params import ParamError
+    from scheduler.worker.settings import Setting
 
 F = TypeVar("F", bound=Callable[..., Any])
 

@@ -1,4 +1,8 @@
-"""``flows run``, ``flows status``, ``flows runs``: submit a flow and follow runs."""
+"""``flows run``, ``flows status``, ``flows runs``: submit a flow and follow runs.
+
+``flows status`` and ``flows runs`` only read: the flow model, the submission and the local
+worker are imported by the commands that use them, so the readers start in a fraction of the
+time."""
 
 from __future__ import annotations
 
@@ -13,7 +17,6 @@ from typing import Any
 
 import click
 from rich.console import Group
-from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
@@ -32,20 +35,11 @@ from flows.cli.options import as_json, bad_params, connection, logical_time, par
 from flows.cli.options import run_id as run_id_option
 from flows.cli.signal import print_awaiting
 from flows.cli.tables import fitted
-from flows.params import ParamError, parse_assignments
-from flows.run_builder import build_run, read_flow_file
-from flows.run_specs import manual_run_id
 from flows.runs import RunView, list_run_statuses, load_run, run_document
 from flows.statuses import STYLES
-from flows.submit import submit
 from flows.terminal import visible
-from flows.validate import InvalidFlow, validate_text
-from flows.worker_hook import prepare
 from scheduler.engine.client import Client
 from scheduler.engine.errors import FlowsError
-from scheduler.service.housekeeping import time_out_waits
-from scheduler.worker import Worker
-from scheduler.worker.imports import import_path
 
 STATUS_STYLE = STYLES
 """Styles of the status words (flows.statuses); any other word is shown plain."""
@@ -133,6 +127,8 @@ class WaitTimeouts:
         self._last = 0.0
 
     def __call__(self) -> None:
+        from scheduler.service.housekeeping import time_out_waits
+
         if time.monotonic() - self._last < WAIT_SWEEP_INTERVAL:
             return
         self._last = time.monotonic()
@@ -153,6 +149,12 @@ def _follow(
     """Run a local worker on the run's queues until the run has finished or Ctrl-C (printing
     the steps' lines as they come with ``logs``, else a live table, nothing when ``quiet``);
     returns the run as it is then and whether it was interrupted."""
+    from rich.live import Live
+
+    from flows.worker_hook import prepare
+    from scheduler.worker import Worker
+    from scheduler.worker.imports import import_path
+
     import_path()  # job modules beside where `flows run` was started, as in every worker mode
     # The records steps emit reach the step logs from this level on (the root logger's default,
     # WARNING, would drop a step's logging.info); nothing more is printed here.
@@ -299,6 +301,12 @@ def run(
     Exit code 0 when every step succeeded, 1 when the run failed or the file is invalid, 130
     after Ctrl-C (the run stays as it is: resume it with `flows retry RUN`).
     """
+    from flows.params import ParamError, parse_assignments
+    from flows.run_builder import build_run, read_flow_file
+    from flows.run_specs import manual_run_id
+    from flows.submit import submit
+    from flows.validate import InvalidFlow
+
     if as_json and logs:
         raise click.UsageError("--json and --logs both write stdout: choose one")
     use_env_file(env_file)  # the local worker's secrets, and the notifications'
@@ -355,6 +363,9 @@ def run(
 def _check_imports(file: Path, text: str, flow_dir: Path) -> None:
     """Refuse (exit 1, with the findings) a flow whose Python steps do not import, as a worker
     here would import them: from the working directory and the flow's folder."""
+    from flows.validate import validate_text
+    from scheduler.worker.imports import import_path
+
     import_path()
     result = validate_text(text, file=str(file), flow_dir=flow_dir, check_imports=True)
     if not result.ok:

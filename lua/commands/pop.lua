@@ -31,9 +31,10 @@
 
 -- What pop needs of a job: time (waiting since), ttl_at, ttr, ckey, climit, throttle, state,
 -- reserved; a lean pop reads the fields of its reply in the same read (from position 9 on).
-local CANDIDATE = { 'time', 'ttl_at', 'ttr', 'ckey', 'climit', 'throttle', 'state', 'reserved' }
+local CANDIDATE = { 'time', 'ttl_at', 'ttr', 'ckey', 'climit', 'throttle', 'state', 'reserved',
+  'created' }
 local CANDIDATE_LEAN = { 'time', 'ttl_at', 'ttr', 'ckey', 'climit', 'throttle', 'state', 'reserved',
-  'klass', 'data', 'priority', 'tags', 'retries', 'remaining', 'lost' }
+  'klass', 'data', 'priority', 'tags', 'retries', 'remaining', 'lost', 'created' }
 
 -- The reply of pop: the qless job JSON of each job.
 local function full_reply(_, job)
@@ -74,7 +75,8 @@ end
 -- Lock a job for the worker (`f` from candidate()) and record the wait-time sample.
 local function hand_out(c, jid, f)
   local key = Keys.job(jid)
-  local since = tonumber(f[1]) or Engine.now
+  -- A job waiting since its put has no `time`: its wait started when it was created.
+  local since = tonumber(f[1]) or tonumber(f[#c.names]) or Engine.now
   local expires = Engine.now + (tonumber(f[3]) or c.lock)
   redis.call('hset', key, 'state', 'running', 'worker', c.worker, 'expires', expires,
     'popped', Engine.now, 'updated', Engine.now)
@@ -85,7 +87,8 @@ local function hand_out(c, jid, f)
   -- A ttl deadline is looked at again once the lock could have expired (include/ttl.lua).
   if f[2] then redis.call('zadd', Keys.ttl(c.queue), math.max(tonumber(f[2]), expires), jid) end
   c.entry = c.entry or Job.popped_entry(Job.popped_head(c.worker))
-  Job.append_history(jid, c.entry, c.limit)
+  -- The job's queue is the one popped, so an implied history needs no read.
+  Job.append_history(jid, c.entry, c.limit, { queue = c.queue, created = f[#c.names] })
   table.insert(c.waits, Engine.now - since)
   local tracked = c.tracked ~= false and Events.tracked('popped', jid)
   table.insert(c.handed, { jid = jid, f = f, expires = expires, tracked = tracked, runs = runs })

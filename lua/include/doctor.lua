@@ -64,6 +64,7 @@ function Doctor.read(jid)
     if values[i] then fields[name] = values[i]; any = true end
   end
   if not any and redis.call('exists', Keys.job(jid)) == 0 then return nil end
+  fields.updated = fields.updated or fields.created -- a new job's is its created
   return fields
 end
 

@@ -114,7 +114,7 @@ end
 function Handoff.give(to, queue, jid, expires, entry, text)
   local worker = to.worker
   local head = Handoff.stop_waiting(worker, queue) or Job.popped_head(worker)
-  Job.append_history(jid, { entry, Job.popped_entry(head) }, to.limit)
+  Job.append_history(jid, { entry, Job.popped_entry(head) }, to.limit, false)
   redis.call('zadd', Keys.locks(queue), expires, jid)
   redis.call('zadd', Keys.worker_jobs(worker), expires, jid)
   Stats.handed(queue)

@@ -65,15 +65,52 @@ function Job.popped_entry(head)
   return head .. cjson.encode(Engine.now) .. '}'
 end
 
--- Append an entry (JSON text; or a list of them, in order) to a job's history, keeping the first
--- one and the newest `max-job-history - 1`. `limit` is that setting when the caller already read it.
-function Job.append_history(jid, entry, limit)
-  local key = Keys.history(jid)
-  local length
-  if type(entry) == 'table' then
-    length = redis.call('rpush', key, unpack(entry))
+-- The text of a 'put' history entry into `queue` at `when`: Job.history_entry('put', { q = queue })
+-- spliced (no worker in it, so nothing for Registry.stamp to add).
+function Job.put_entry(queue, when)
+  return '{"q":' .. JsonText.string(queue) .. ',"what":"put","when":' .. cjson.encode(when) .. '}'
+end
+
+-- A job put as a new job has no history list while its put is all that happened to it (a list
+-- costs a waiting job more memory than its hash): its history is then implied, the one entry of
+-- that put, made from the hash's queue and created (both unchanged until the list exists: a put
+-- over the job writes the implied entry first, Job.keep_history). The entry, or nil for a job
+-- without those fields. `origin` ({queue, created}) when the caller read them.
+function Job.implied_history(jid, origin)
+  local queue, created
+  if origin then
+    queue, created = origin.queue, origin.created
   else
-    length = redis.call('rpush', key, entry)
+    local values = redis.call('hmget', Keys.job(jid), 'queue', 'created')
+    queue, created = values[1], values[2]
+  end
+  if not queue or not created then return nil end
+  return Job.put_entry(queue, tonumber(created))
+end
+
+-- Write a job's implied history (Job.implied_history) as its list, before a change to its queue.
+function Job.keep_history(jid)
+  if redis.call('exists', Keys.history(jid)) == 1 then return end
+  local implied = Job.implied_history(jid)
+  if implied then redis.call('rpush', Keys.history(jid), implied) end
+end
+
+-- Append an entry (JSON text; or a list of them, in order) to a job's history, keeping the first
+-- one and the newest `max-job-history - 1`. `limit` is that setting when the caller already read
+-- it. The first append to a job whose history is implied writes the implied entry first;
+-- `origin` is false when the entries begin the history themselves (a put writing its own
+-- entry), else nil or what Job.implied_history takes.
+function Job.append_history(jid, entry, limit, origin)
+  local key = Keys.history(jid)
+  local length, pushed
+  if type(entry) == 'table' then
+    length, pushed = redis.call('rpush', key, unpack(entry)), #entry
+  else
+    length, pushed = redis.call('rpush', key, entry), 1
+  end
+  if length == pushed and origin ~= false then -- the list is new: the history was implied
+    local implied = Job.implied_history(jid, origin)
+    if implied then length = redis.call('lpush', key, implied) end
   end
   -- The first entry is always kept: a history of one is never trimmed, whatever the setting,
   -- so a new job's put need not read it.
@@ -87,8 +124,8 @@ function Job.append_history(jid, entry, limit)
 end
 
 -- Append a history entry (Job.history_entry, Job.append_history).
-function Job.history(jid, what, extra, limit)
-  Job.append_history(jid, Job.history_entry(what, extra), limit)
+function Job.history(jid, what, extra, limit, origin)
+  Job.append_history(jid, Job.history_entry(what, extra), limit, origin)
 end
 
 -- The hash fields a job's description is made of (`described` reads them by position).
@@ -96,10 +133,12 @@ local DESCRIBED = { 'jid', 'klass', 'state', 'queue', 'worker', 'priority', 'exp
   'remaining', 'data', 'tags', 'failure', 'spawned_from_jid', 'result', 'created', 'updated',
   'grace', 'ttl', 'ttl_at', 'ttr', 'ckey', 'climit', 'throttle', 'parked', 'lost', 'child', 'runs' }
 
--- The DESCRIBED fields of a job (absent ones false), or nil when there is no job.
+-- The DESCRIBED fields of a job (absent ones false), or nil when there is no job (every job has
+-- a state; a job put as new has no `jid` field: its key names it).
 local function described_values(jid)
   local values = redis.call('hmget', Keys.job(jid), unpack(DESCRIBED))
-  if not values[1] then return nil end
+  if not values[3] then return nil end
+  values[1] = jid
   return values
 end
 
@@ -143,7 +182,7 @@ local function described(jid, values, tracked)
     spawned_from_jid = values[13] or false,
     result = values[14] or cjson.null,
     created = tonumber(values[15]) or cjson.null,
-    updated = tonumber(values[16]) or cjson.null,
+    updated = tonumber(values[16] or values[15]) or cjson.null, -- a new job's is its created
     ttl = tonumber(values[18]),
     deadline = tonumber(values[19]),
     ttr = tonumber(values[20]),
@@ -161,13 +200,22 @@ local function is_tracked(jid)
   return redis.call('zscore', Keys.tracked(), jid) ~= false
 end
 
+-- The entries of a job's history (JSON texts), its implied one when it has no list
+-- (Job.implied_history); `values` are its DESCRIBED fields.
+local function history_entries(jid, values)
+  local entries = redis.call('lrange', Keys.history(jid), 0, -1)
+  if #entries > 0 then return entries end
+  local implied = Job.implied_history(jid, { queue = values[4], created = values[15] or nil })
+  return implied and { implied } or entries
+end
+
 -- The job as the qless job JSON object (a Lua table), or nil.
 function Job.describe(jid)
   local values = described_values(jid)
   if not values then return nil end
   local job = described(jid, values, is_tracked(jid))
   local history = {}
-  for _, entry in ipairs(redis.call('lrange', Keys.history(jid), 0, -1)) do
+  for _, entry in ipairs(history_entries(jid, values)) do
     table.insert(history, cjson.decode(entry))
   end
   job.history = history
@@ -182,7 +230,7 @@ function Job.describe_json(jid, tracked)
   if not values then return nil end
   if tracked == nil then tracked = is_tracked(jid) end
   local text = cjson.encode(described(jid, values, tracked))
-  local entries = redis.call('lrange', Keys.history(jid), 0, -1)
+  local entries = history_entries(jid, values)
   -- cjson writes an empty list as {}: kept so, as Job.describe's encoding has it.
   local history = #entries == 0 and '{}' or '[' .. table.concat(entries, ',') .. ']'
   -- `text` is an object of many fields: its last character is the closing brace.

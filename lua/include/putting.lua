@@ -261,16 +261,27 @@ end
 -- handed straight to an idle worker (`handed`: {worker, expires}) is written running, as a pop
 -- leaves it.
 local function job_fields(p, old, state, priority, retries, tags_text, handed)
-  local f = { 'jid', p.jid, 'klass', p.klass, 'data', p.data, 'priority', priority,
+  -- No `jid`: the key names the job (Job.describe reads it from there).
+  local f = { 'klass', p.klass, 'data', p.data, 'priority', priority,
     'tags', tags_text, 'queue', p.queue, 'worker', handed and handed.worker or '',
     'expires', handed and handed.expires or 0, 'retries', retries, 'remaining', retries,
-    'failure', '{}', 'delay', p.delay, 'updated', Engine.now,
     'state', handed and 'running' or state }
   local n = #f
-  -- `time`: when a waiting job became eligible, the start of its wait-time sample.
-  if state == 'waiting' then f[n + 1], f[n + 2], n = 'time', Engine.now, n + 2 end
+  if old then
+    -- A new job has no failure and no delay to clear, and every reader takes their absence as
+    -- none; its `updated` and `time` are its `created`, which their readers fall back to (a
+    -- waiting job is smaller without the four: Job.describe, commands/pop.lua).
+    -- `time`: when a waiting job became eligible, the start of its wait-time sample.
+    f[n + 1], f[n + 2], f[n + 3], f[n + 4], n = 'failure', '{}', 'delay', p.delay, n + 4
+    f[n + 1], f[n + 2], n = 'updated', Engine.now, n + 2
+    if state == 'waiting' then f[n + 1], f[n + 2], n = 'time', Engine.now, n + 2 end
+  else
+    if p.delay ~= 0 then f[n + 1], f[n + 2], n = 'delay', p.delay, n + 2 end
+    f[n + 1], f[n + 2], n = 'created', Engine.now, n + 2
+    -- As the pop of a waiting job writes it (commands/pop.lua).
+    if handed then f[n + 1], f[n + 2], n = 'updated', Engine.now, n + 2 end
+  end
   if handed then f[n + 1], f[n + 2], n = 'popped', Engine.now, n + 2 end
-  if not old then f[n + 1], f[n + 2], n = 'created', Engine.now, n + 2 end
   if p.trigger then
     -- The full list of needs lets run.retry re-arm jobs (see commands/run_admin.lua).
     f[n + 1], f[n + 2], n = 'needs', #p.depends == 0 and '[]' or cjson.encode(p.depends), n + 2
@@ -346,14 +357,12 @@ local function block_later(batch, queue, jid, pending)
   end
 end
 
--- The history entry of a put into `queue`: Job.history_entry('put', { q = queue }), spliced
--- (no worker in it, so nothing for Registry.stamp to add).
+-- The history entry of a put into `queue` now (Job.put_entry).
 function Put.entry(queue)
-  return '{"q":' .. JsonText.string(queue) .. ',"what":"put","when":' .. cjson.encode(Engine.now) ..
-    '}'
+  return Job.put_entry(queue, Engine.now)
 end
 
--- The put's history entry.
+-- The put's history entry, for a job put over: a new job's is implied (Job.implied_history).
 local function record(jid, queue, batch)
   if not batch then return Job.append_history(jid, Put.entry(queue)) end
   local entry = batch.entries[queue]
@@ -379,6 +388,7 @@ function Put.write(p, old, batch)
     if old.state == 'running' and old.worker ~= '' and old.worker ~= p.worker then
       if qless then lost = old.worker else Events.to_worker(old.worker, 'lock_lost', jid) end
     end
+    Job.keep_history(jid) -- written before the queue changes, which an implied one reads
     Job.unindex(jid, old)
     if qless and #p.depends == 0 then
       pending = redis.call('smembers', Keys.dependencies(jid))
@@ -425,7 +435,8 @@ function Put.write(p, old, batch)
       redis.call('hset', key, 'delay', 0, 'scheduled', string.format('%.17g', Engine.now + p.delay))
     end
   end
-  if not handed then record(jid, queue, batch) end -- else with the pop's entry (Handoff.give)
+  -- A new job's put entry is implied; a job handed over gets it with the pop's (Handoff.give).
+  if old and not handed then record(jid, queue, batch) end
 
   if state == 'depends' then
     Engine.call_many('sadd', Keys.dependencies(jid), pending)

@@ -168,10 +168,10 @@ function Queue.spawn_recurring(queue, limit)
         if Engine.qless then
           -- qless puts a child at the time it was due.
           Job.append_history(child,
-            cjson.encode({ what = 'put', when = math.floor(score), q = queue }))
+            cjson.encode({ what = 'put', when = math.floor(score), q = queue }), nil, false)
           Queue.enqueue(queue, child, priority, score)
         else
-          Job.history(child, 'put', { q = queue })
+          Job.history(child, 'put', { q = queue }, nil, false)
           Queue.enqueue(queue, child, priority)
         end
         score = score + interval

@@ -36,6 +36,7 @@ which this module does not import) and are importable from here too.
 
 from __future__ import annotations
 
+import os
 import re
 from typing import TYPE_CHECKING
 
@@ -59,6 +60,14 @@ _FAULTS = (
     "ServerReadOnly",
     "ServerUnavailable",
 )
+
+
+ENV_DEBUG = "FLOWS_DEBUG"
+"""Set to 1 to see the traceback of an error instead of its one line (``flows --debug``)."""
+
+
+def debug_enabled() -> bool:
+    return os.environ.get(ENV_DEBUG, "").strip().lower() in ("1", "true", "yes", "on")
 
 
 # Longest text quoted in a one-line message (a server reply, a value from a file).

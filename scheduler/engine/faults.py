@@ -22,15 +22,19 @@ traceback instead).
 
 from __future__ import annotations
 
-import os
 import re
 from typing import Any
 
 import redis
 
-from scheduler.engine.errors import EngineError, FlowsError, ServerError, shorten
-
-ENV_DEBUG = "FLOWS_DEBUG"
+from scheduler.engine.errors import (
+    ENV_DEBUG,
+    EngineError,
+    FlowsError,
+    ServerError,
+    debug_enabled,
+    shorten,
+)
 
 
 class ServerFault(ServerError):
@@ -68,10 +72,6 @@ class ServerWithoutReplicas(ServerFault, redis.exceptions.ResponseError):
 
 class PermissionDenied(ServerFault, redis.exceptions.NoPermissionError):
     """The ACL user may not run ``command`` (or read or write one of its keys)."""
-
-
-def debug_enabled() -> bool:
-    return os.environ.get(ENV_DEBUG, "").strip().lower() in ("1", "true", "yes", "on")
 
 
 # -- where ---------------------------------------------------------------------------------------
@@ -200,6 +200,7 @@ def one_line(error: BaseException) -> str:
 
 
 __all__ = [
+    "ENV_DEBUG",
     "AuthenticationFailed",
     "PermissionDenied",
     "ServerFault",

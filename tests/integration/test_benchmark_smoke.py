@@ -27,6 +27,10 @@ ABSOLUTE = [
     "flow_submit_s",
     "flow_run_s",
     "fanout_expand_s",
+    "cli_help_s",
+    "cli_runs_s",
+    "cli_status_s",
+    "chain_start_ms",
 ]
 CRON = "cron_fire_s"
 
@@ -97,3 +101,20 @@ def test_the_table_lists_every_figure(smoke: tuple[str, dict[str, dict[str, obje
     assert "mode: normal" in stdout and "appendfsync everysec" in stdout
     for figure in figures.values():
         assert f"| {figure['label']} |" in stdout
+
+
+def test_engine_ab_compares_two_checkouts() -> None:
+    """``benchmarks.engine_ab`` still runs (here this checkout against itself)."""
+    sizes = ["--puts", "20", "--steps", "50", "--rounds", "1"]
+    done = subprocess.run(
+        [sys.executable, "-m", "benchmarks.engine_ab", str(REPO), *sizes],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=90,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "round 1: put" in done.stdout
+    for version in ("before", "after"):
+        assert f"{version}: memory per waiting job" in done.stdout

@@ -38,6 +38,7 @@ def test_without_huey_it_says_how_to_install_it() -> None:
 def test_every_figure_has_ours_huey_and_the_baseline(tmp_path: Path) -> None:
     out = tmp_path / "peers.json"
     command = [sys.executable, "-m", "benchmarks.peers", "--samples", "30", "--puts", "300"]
+    command += ["--memory", "300"]
     done = subprocess.run(
         [*command, "--rounds", "1", "--json", str(out)],
         cwd=REPO,
@@ -50,7 +51,7 @@ def test_every_figure_has_ours_huey_and_the_baseline(tmp_path: Path) -> None:
     document = json.loads(out.read_text())
     assert document["huey"]["version"]
     figures = {figure["key"]: figure for figure in document["figures"]}
-    assert sorted(figures) == ["latency_p50", "latency_p99", "put"]
+    assert sorted(figures) == ["latency_p50", "latency_p99", "memory_waiting", "put"]
     for key, figure in figures.items():
         for side in ("value", "baseline"):
             assert figure[side] > 0, (key, side)

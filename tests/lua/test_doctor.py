@@ -518,6 +518,7 @@ def test_each_job_is_counted_once_whatever_pages_its_keys_land_in(lua: Lua) -> N
     still reads (and counts) each job once."""
     for n in range(300):
         lua.put(f"job-{n:03d}", now=T0)
+        lua.put(f"job-{n:03d}", now=T0)  # put over: its history is a list of two (not implied)
     assert sum(1 for _ in lua.r.scan_iter(match=lua.key("j:*-history"))) == 300
     report = run(lua, page=7)
     assert report.clean, report.findings

@@ -32,7 +32,7 @@ def left(lua: Lua, jid: str, queue: str) -> dict[str, Any]:
         return text.replace(jid, "JID").replace(f'"{queue}"', '"QUEUE"')
 
     job = r.hgetall(lua.key(f"j:{jid}"))
-    job.pop("jid")
+    job.pop("jid", None)
     job.pop("queue")
     stats = json.loads(lua.raw("stats", queue, T0, now=T0 + 2))
     return {

@@ -210,8 +210,11 @@ def test_every_option_and_command_has_help() -> None:
         for param in command.params:
             if isinstance(param, click.Option) and not param.hidden:
                 assert param.help, f"flows {' '.join(path)} {param.opts[0]} has no help"
-        if isinstance(command, click.Group):
-            for name, sub in command.commands.items():
+        if isinstance(command, click.Group):  # listed, so the lazy group loads every command
+            context = click.Context(command)
+            for name in command.list_commands(context):
+                sub = command.get_command(context, name)
+                assert sub is not None, f"flows {' '.join((*path, name))} is listed but missing"
                 walk(sub, (*path, name))
 
     walk(main, ())
