@@ -83,12 +83,19 @@ def join_includes(root: Path, entry: str = ENTRY) -> str:
             where = f" (included from {stack[-1]})" if stack else ""
             raise BundleError(f"missing Lua include {name!r}{where}: no file {path}")
         seen.add(name)
+        # A command's own lines stand in a `do ... end` block: its local helpers end with it, so
+        # the joined main chunk stays under Lua's 200 active locals however many commands there
+        # are. What it includes (shared code, used by later commands too) is emitted before it.
+        command = name.startswith("commands/")
+        body: list[str] = [] if command else out
         for line in path.read_text().splitlines():
             match = _INCLUDE.match(line)
             if match:
                 visit(match.group(1), (*stack, name))
             else:
-                out.append(line)
+                body.append(line)
+        if command:
+            out.extend(["do", *body, "end"])
 
     visit(entry, ())
     return "\n".join(out) + "\n"
