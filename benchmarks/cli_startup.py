@@ -61,8 +61,8 @@ def _one_run(bench: Bench) -> None:
     """One run of a 10-step flow in the database, submitted (not worked) as `flows run` does."""
     from datetime import UTC, datetime
 
-    from flows.run_builder import assemble_run
-    from flows.submit import submit
+    from flows.runs.build import assemble_run
+    from flows.runs.submit import submit
 
     flow = flowgen.validated(flowgen.layered_flow("bench-cli", 10, QUEUE, width=2))
     run_id = f"bench-cli@{datetime.now(UTC):%Y%m%dT%H%M%SZ}"

@@ -28,7 +28,7 @@ from redis import Redis
 
 from benchmarks import flowgen
 from benchmarks.context import private_server
-from flows.run_builder import assemble_run
+from flows.runs.build import assemble_run
 from scheduler.embedded import connect
 
 KLASS = "benchmarks.tasks.noop"

@@ -11,8 +11,8 @@ from typing import Any
 from benchmarks import flowgen
 from benchmarks.context import Bench
 from benchmarks.figures import Figure
-from flows.run_builder import assemble_run
-from flows.submit import submit
+from flows.runs.build import assemble_run
+from flows.runs.submit import submit
 
 FANOUT_QUEUE = "bench-fanout"
 WORKER = "bench-fanout-worker"

@@ -11,11 +11,11 @@ from benchmarks.context import Bench, wait_until
 from benchmarks.figures import Figure, Target
 from benchmarks.processes import worker_pool
 from flows import gc_pause
-from flows.run_builder import assemble_run
-from flows.submit import submit
+from flows.runs.build import assemble_run
+from flows.runs.submit import submit
 
 FLOW_QUEUE = "bench-flow"
-PREPARE = "flows.worker_hook:prepare"
+PREPARE = "flows.runtime.worker_hook:prepare"
 SERVICE_MODULE = "scheduler.service.loop"
 NO_SERVICE = "n/a (no service yet)"
 
@@ -150,7 +150,7 @@ def fire_due_schedules(bench: Bench, count: int) -> dict[str, Any]:
     service explicitly, as its tests do, so nothing waits for the wall clock.
     """
     service_module = importlib.import_module(SERVICE_MODULE)
-    source_module = importlib.import_module("flows.service_source")
+    source_module = importlib.import_module("flows.runs.service_source")
     bench.fresh()
     seconds, _ = bench.redis.time()
     due = (int(seconds) // 60 + 3) * 60

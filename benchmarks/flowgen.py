@@ -6,9 +6,9 @@ from datetime import UTC, datetime
 from pathlib import PurePath
 
 from benchmarks.context import REPO_ROOT
-from flows.expand import PutRequest, expand
-from flows.model import Flow
-from flows.validate import validate_text
+from flows.expand.jobs import PutRequest, expand
+from flows.spec.model import Flow
+from flows.validation.validate import validate_text
 
 NOOP = "benchmarks.tasks.noop"
 ECHO = "benchmarks.tasks.echo"

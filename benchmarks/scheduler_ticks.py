@@ -28,7 +28,7 @@ from pathlib import Path
 
 import redis
 
-from flows.service_source import FlowsSource
+from flows.runs.service_source import FlowsSource
 from scheduler.embedded import EmbeddedServer, connect
 from scheduler.engine.client import Client
 from scheduler.service.loop import SchedulerService

@@ -23,10 +23,10 @@ from pathlib import Path
 
 import yaml
 
-from flows.run_builder import build_run, read_flow_file
-from flows.runs import load_run
-from flows.submit import submit
-from flows.worker_hook import prepare
+from flows.runs.build import build_run, read_flow_file
+from flows.runs.read import load_run
+from flows.runs.submit import submit
+from flows.runtime.worker_hook import prepare
 from scheduler.embedded import EmbeddedServer
 from scheduler.engine.client import Client
 from scheduler.worker import Worker

@@ -12,9 +12,9 @@ from benchmarks.context import Bench, wait_until
 from benchmarks.figures import Figure, Target, compared
 from benchmarks.measure import Sample, completed, measured
 from benchmarks.processes import cpu_seconds, worker_pool
-from flows.expand import PutRequest
-from flows.run_builder import assemble_run
-from flows.submit import submit
+from flows.expand.jobs import PutRequest
+from flows.runs.build import assemble_run
+from flows.runs.submit import submit
 from scheduler.engine.client import Client
 from scheduler.engine.job import dumps
 from scheduler.engine.queue import NewJob

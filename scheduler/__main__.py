@@ -1,7 +1,7 @@
 """``python -m scheduler``: the scheduler service, the same command as ``flows scheduler``.
 
 The command lives with the flows command line (the service loads flow files through
-:mod:`flows.service_source`); it is imported only when this module runs, so importing the
+:mod:`flows.runs.service_source`); it is imported only when this module runs, so importing the
 ``scheduler`` package never imports ``flows``.
 """
 

@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 import click
 
-from flows import audit as audit_log
+from flows.access import audit as audit_log
 from flows.cli.common import open_client, print_json, table
 from flows.cli.options import as_json, connection
 

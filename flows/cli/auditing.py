@@ -1,4 +1,4 @@
-"""The command line's part of the audit log (:mod:`flows.audit`): a changing command that
+"""The command line's part of the audit log (:mod:`flows.access.audit`): a changing command that
 succeeded is recorded with who ran it ($FLOWS_USER, else the login name), from which host, and
 its arguments (``--redis`` left out: its URL may hold a password). ``flows run`` records its
 submission itself (a run that then fails was still started)."""
@@ -12,7 +12,7 @@ import socket
 from collections.abc import Sequence
 from typing import Final
 
-from flows import audit
+from flows.access import audit
 from scheduler.engine.client import Client
 
 log = logging.getLogger(__name__)

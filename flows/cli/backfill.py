@@ -11,7 +11,9 @@ from typing import Any
 
 import click
 
-from flows.backfill import (
+from flows.cli.common import ago, open_client, print_json, table, user_errors, when
+from flows.cli.options import as_json, connection
+from flows.runs.backfill import (
     DATE_FORMATS,
     DEFAULT_MAX_ACTIVE,
     MAX_TICKS,
@@ -22,9 +24,7 @@ from flows.backfill import (
     resolve,
     start,
 )
-from flows.cli.common import ago, open_client, print_json, table, user_errors, when
-from flows.cli.options import as_json, connection
-from flows.validate import InvalidFlow
+from flows.validation.validate import InvalidFlow
 from scheduler.engine.client import Client
 from scheduler.service.backfills import MAX_ACTIVE_LIMIT, Backfill, Backfills
 from scheduler.service.loop import check_health

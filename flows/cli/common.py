@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from flows.findings import did_you_mean
+from flows.spec.findings import did_you_mean
 from scheduler.engine.errors import FlowsError, debug_enabled
 
 if TYPE_CHECKING:
@@ -25,7 +25,6 @@ if TYPE_CHECKING:
     from scheduler.engine.client import Client
 
 T = TypeVar("T")
-
 
 
 @functools.cache

@@ -6,8 +6,8 @@ import click
 
 from flows.cli.common import open_client, print_json, user_errors
 from flows.cli.options import as_json, connection
-from flows.explain import UnknownStep, explain_run
-from flows.runs import load_run
+from flows.runs.explain import UnknownStep, explain_run
+from flows.runs.read import load_run
 from scheduler.engine.explain import explain as explain_job
 
 

@@ -11,7 +11,6 @@ from typing import Any
 import click
 from rich.text import Text
 
-from flows import run_actions
 from flows.cli.common import (
     ago,
     console,
@@ -25,8 +24,9 @@ from flows.cli.common import (
 )
 from flows.cli.options import as_json, connection
 from flows.cli.run import work_run
-from flows.runs import load_run
-from flows.terminal import visible
+from flows.cli.terminal import visible
+from flows.runs import actions as run_actions
+from flows.runs.read import load_run
 from scheduler.engine.client import Client
 from scheduler.engine.job import Job, RanBy, as_dict
 from scheduler.secrets import shown_data

@@ -12,9 +12,9 @@ import click
 
 from flows.cli.common import open_client, user_errors
 from flows.cli.options import connection
-from flows.runs import load_run
-from flows.steplogs import Follower, NoSuchRun, StepLine, follow, run_jobs, run_tree_jobs
-from flows.terminal import Sgr, visible
+from flows.cli.terminal import Sgr, visible
+from flows.runs.logs import Follower, NoSuchRun, StepLine, follow, run_jobs, run_tree_jobs
+from flows.runs.read import load_run
 from scheduler.engine import joblogs
 from scheduler.engine.client import Client
 from scheduler.engine.errors import JobNotFound
@@ -31,7 +31,7 @@ def register(group: click.Group) -> None:
 
 def format_line(item: StepLine, label: bool = True, sgr: Sgr = "escape") -> str:
     """``HH:MM:SS.mmm label | text`` (``!`` for stderr, ``~`` and the level for a record). The
-    text shows no control character (:func:`flows.terminal.visible`); ``sgr`` says what becomes
+    text shows no control character (:func:`flows.cli.terminal.visible`); ``sgr`` says what becomes
     of its colour sequences."""
     line = item.line
     millis = int(line.time * 1000) % 1000

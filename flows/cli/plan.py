@@ -13,11 +13,11 @@ from flows import gc_pause
 from flows.cli.options import as_json, bad_params, logical_time, param, run_id
 from flows.cli.tables import fitted, table_console
 from flows.cli.validate import flow_file, load_or_exit
-from flows.conditions import expression_of
-from flows.durations import format_duration
-from flows.expand import ExpansionError, PutRequest, expand
-from flows.outputs import CONDITION_KEY, META_KEY
-from flows.params import ParamError, parse_assignments
+from flows.expand.jobs import ExpansionError, PutRequest, expand
+from flows.spec.conditions import expression_of
+from flows.spec.durations import format_duration
+from flows.spec.job_data import CONDITION_KEY, META_KEY
+from flows.spec.params import ParamError, parse_assignments
 from scheduler.service.records import run_id_for
 
 _SHOWN_DEPENDS = 4

@@ -35,14 +35,14 @@ from flows.cli.options import as_json, bad_params, connection, logical_time, par
 from flows.cli.options import run_id as run_id_option
 from flows.cli.signal import print_awaiting
 from flows.cli.tables import fitted
-from flows.runs import RunView, list_run_statuses, load_run, run_document
-from flows.statuses import STYLES
-from flows.terminal import visible
+from flows.cli.terminal import visible
+from flows.runs.read import RunView, list_run_statuses, load_run, run_document
+from flows.runs.statuses import STYLES
 from scheduler.engine.client import Client
 from scheduler.engine.errors import FlowsError
 
 STATUS_STYLE = STYLES
-"""Styles of the status words (flows.statuses); any other word is shown plain."""
+"""Styles of the status words (flows.runs.statuses); any other word is shown plain."""
 
 
 SHUTDOWN_GRACE = 5.0
@@ -151,7 +151,7 @@ def _follow(
     returns the run as it is then and whether it was interrupted."""
     from rich.live import Live
 
-    from flows.worker_hook import prepare
+    from flows.runtime.worker_hook import prepare
     from scheduler.worker import Worker
     from scheduler.worker.imports import import_path
 
@@ -301,11 +301,11 @@ def run(
     Exit code 0 when every step succeeded, 1 when the run failed or the file is invalid, 130
     after Ctrl-C (the run stays as it is: resume it with `flows retry RUN`).
     """
-    from flows.params import ParamError, parse_assignments
-    from flows.run_builder import build_run, read_flow_file
-    from flows.run_specs import manual_run_id
-    from flows.submit import submit
-    from flows.validate import InvalidFlow
+    from flows.expand.run_specs import manual_run_id
+    from flows.runs.build import build_run, read_flow_file
+    from flows.runs.submit import submit
+    from flows.spec.params import ParamError, parse_assignments
+    from flows.validation.validate import InvalidFlow
 
     if as_json and logs:
         raise click.UsageError("--json and --logs both write stdout: choose one")
@@ -363,7 +363,7 @@ def run(
 def _check_imports(file: Path, text: str, flow_dir: Path) -> None:
     """Refuse (exit 1, with the findings) a flow whose Python steps do not import, as a worker
     here would import them: from the working directory and the flow's folder."""
-    from flows.validate import validate_text
+    from flows.validation.validate import validate_text
     from scheduler.worker.imports import import_path
 
     import_path()

@@ -21,8 +21,8 @@ from flows.cli.notifications import env_file_option, notify_deliverer
 from flows.cli.options import FiniteFloat, as_json, connection
 from flows.cli.preview import options as preview_options
 from flows.cli.preview import print_preview
-from flows.service_source import FlowsSource
-from flows.triggering import trigger_run
+from flows.runs.service_source import FlowsSource
+from flows.runs.trigger import trigger_run
 from scheduler.cron import Skip
 from scheduler.engine.client import Client
 from scheduler.engine.doctor import ScheduledCheck

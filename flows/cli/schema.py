@@ -1,4 +1,4 @@
-"""``flows schema``: the JSON Schema of flow files, generated from :mod:`flows.model`."""
+"""``flows schema``: the JSON Schema of flow files, generated from :mod:`flows.spec.model`."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import json
 
 import click
 
-from flows.model import json_schema
+from flows.spec.model import json_schema
 
 
 def register(group: click.Group) -> None:

@@ -1,4 +1,5 @@
-"""``flows signal`` and ``flows approve``: complete a run's ``wait:`` step (:mod:`flows.waits`)."""
+"""``flows signal`` and ``flows approve``: complete a run's ``wait:`` step
+(:mod:`flows.runs.signals`)."""
 
 from __future__ import annotations
 
@@ -11,8 +12,8 @@ import click
 
 from flows.cli.common import open_client, print_json, user_errors
 from flows.cli.options import as_json, connection
-from flows.runs import RunView
-from flows.waits import Signaled, approval, describe, parse_data, signal_step, wait_state
+from flows.runs.read import RunView
+from flows.runs.signals import Signaled, approval, describe, parse_data, signal_step, wait_state
 from scheduler.engine.client import Client
 
 

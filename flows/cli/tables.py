@@ -18,7 +18,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from flows.terminal import visible
+from flows.cli.terminal import visible
 
 KEY_COLUMNS = frozenset({"status", "state"})
 """Columns never cut besides the first (statuses: a cut one reads as another)."""

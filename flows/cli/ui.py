@@ -12,12 +12,12 @@ from types import FrameType
 
 import click
 
+from flows.access.users import Users
 from flows.cli.common import open_client, user_errors
 from flows.cli.notifications import env_file_option, use_env_file
 from flows.cli.options import connection
 from flows.ui.auth import ENV_TOKEN, Auth, TokenError, is_loopback, load_token
 from flows.ui.roles import RoleAuth
-from flows.users import Users
 from scheduler.engine.backoff import wait_for_server
 
 log = logging.getLogger("flows.ui")

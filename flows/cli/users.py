@@ -7,9 +7,9 @@ import os
 
 import click
 
+from flows.access.users import ROLES, Users
 from flows.cli.common import ago, open_client, print_json, table, user_errors
 from flows.cli.options import as_json, connection
-from flows.users import ROLES, Users
 
 
 def register(group: click.Group) -> None:

@@ -18,8 +18,8 @@ from rich.text import Text
 
 from flows import gc_pause
 from flows.cli import preview as preview_cli
-from flows.findings import Finding, Severity, has_errors
-from flows.validate import InvalidFlow, Validation, validate_file
+from flows.spec.findings import Finding, Severity, has_errors
+from flows.validation.validate import InvalidFlow, Validation, validate_file
 
 _STYLES = {Severity.ERROR: "bold red", Severity.WARNING: "bold yellow"}
 
@@ -97,8 +97,8 @@ def validate(
     With --preview N or --after-outage FROM/TO, also print what each valid flow's schedule
     will do."""
     gc_pause.enable()  # a short single-threaded command: see flows.gc_pause
-    # A sub-flow's findings come with its parent's (flows.subflow_checks): a file given too, or
-    # named by two parents, is reported once.
+    # A sub-flow's findings come with its parent's (flows.validation.subflow_checks): a file given
+    # too, or named by two parents, is reported once.
     findings = list(
         dict.fromkeys(
             finding
@@ -126,8 +126,8 @@ def validate(
 
 
 def _previews(files: Sequence[Path], count: int | None, outage: tuple[float, float] | None) -> None:
-    from flows.run_builder import read_flow_file
-    from flows.service_source import definition_of
+    from flows.runs.build import read_flow_file
+    from flows.runs.service_source import definition_of
 
     for path in files:
         try:

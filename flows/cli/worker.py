@@ -88,7 +88,7 @@ def serve_metrics(
 
 
 # flows worker runs flows' own hook before each job: a flow step's upstream outputs resolved.
-DEFAULTS: dict[str, Any] = {"prepare": "flows.worker_hook:prepare"}
+DEFAULTS: dict[str, Any] = {"prepare": "flows.runtime.worker_hook:prepare"}
 
 
 def worker_settings(func: Callable[..., Any]) -> Callable[..., Any]:

@@ -30,15 +30,15 @@ from typing import Any, Final
 
 import redis
 
-from flows.outputs import FlowsMeta
-from flows.run_builder import build_run
-from flows.runs import RunView, load_run
-from flows.service_source import FlowsSource, definition_of
-from flows.submit import submit
+from flows.runs.build import build_run
+from flows.runs.read import RunView, load_run
+from flows.runs.service_source import FlowsSource, definition_of
+from flows.runs.submit import submit
+from flows.runtime.worker_hook import prepare
+from flows.spec.job_data import FlowsMeta
 from flows.testing.clock import Clock, ClockedEngine
 from flows.testing.spec import Case, Stub, TestFile
 from flows.testing.stub import STUB_KEY, STUB_KLASS
-from flows.worker_hook import prepare
 from scheduler.engine import limits
 from scheduler.engine.client import Client
 from scheduler.engine.errors import EngineError

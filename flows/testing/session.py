@@ -15,7 +15,7 @@ from pathlib import Path
 
 import redis
 
-from flows.findings import Finding
+from flows.spec.findings import Finding
 from flows.testing.driver import CaseError, Observed, run_case
 from flows.testing.expect import diff
 from flows.testing.spec import Case, read_test_file

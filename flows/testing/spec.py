@@ -33,12 +33,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
 
-from flows.durations import DurationError, parse_duration
-from flows.findings import DataPath, Finding, FindingSink, did_you_mean, sort_findings
-from flows.run_builder import FlowFile, read_flow_file
-from flows.runs import RUN_STATUSES, STEP_STATUSES
-from flows.validate import InvalidFlow
-from flows.yaml_reader import load_file
+from flows.runs.build import FlowFile, read_flow_file
+from flows.runs.read import RUN_STATUSES, STEP_STATUSES
+from flows.spec.durations import DurationError, parse_duration
+from flows.spec.findings import DataPath, Finding, FindingSink, did_you_mean, sort_findings
+from flows.spec.yaml_reader import load_file
+from flows.validation.validate import InvalidFlow
 from scheduler.cron.preview import parse_period
 
 SUFFIX: Final = ".test.yaml"

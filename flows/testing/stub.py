@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from flows.tasks import ShellError
+from flows.runtime.tasks import ShellError
 from scheduler.worker import JobContext
 
 STUB_KLASS: Final = "flows.testing.stub.play"

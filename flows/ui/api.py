@@ -19,14 +19,15 @@ from fastapi import APIRouter, Depends, HTTPException, Query, Request
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
-from flows import run_actions, statuses
-from flows.runs import PAGE, RunView, list_run_statuses, load_run, run_document
-from flows.steplogs import run_jobs
-from flows.triggering import UnknownFlow, trigger_run
+from flows.runs import actions as run_actions
+from flows.runs import statuses
+from flows.runs.logs import run_jobs
+from flows.runs.read import PAGE, RunView, list_run_statuses, load_run, run_document
+from flows.runs.signals import SignalRefused, signal_step
+from flows.runs.trigger import UnknownFlow, trigger_run
 from flows.ui import events
 from flows.ui.roles import who
 from flows.ui.state import UiState, reader, state, writer
-from flows.waits import SignalRefused, signal_step
 from scheduler.engine import joblogs
 from scheduler.engine.client import Client
 from scheduler.engine.errors import EngineError, JobNotFound

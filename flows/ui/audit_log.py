@@ -1,4 +1,4 @@
-"""``flows ui``'s part of the audit log (:mod:`flows.audit`): a middleware that records every
+"""``flows ui``'s part of the audit log (:mod:`flows.access.audit`): a middleware that records every
 write the API answered with success, and ``GET /api/v1/audit`` and the dashboard's Audit page.
 
 The middleware reads, once the route has answered and before the answer is sent, who passed
@@ -15,7 +15,7 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import HTMLResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from flows import audit
+from flows.access import audit
 from flows.ui import api
 from flows.ui.pages import render
 from flows.ui.roles import Identity

@@ -20,7 +20,7 @@ from fastapi import HTTPException
 from fastapi.responses import StreamingResponse
 from starlette.types import Receive, Scope, Send
 
-from flows.steplogs import Follower
+from flows.runs.logs import Follower
 from scheduler.engine.client import Client
 
 MAX_STREAMS = 32

@@ -1,5 +1,5 @@
 """``GET /api/v1/jobs/{jid}/explain`` and ``GET /api/v1/runs/{run_id}/explain[?step=]``: why a
-job or a run's steps are where they are (:mod:`flows.explain`), for the dashboard's "why?"."""
+job or a run's steps are where they are (:mod:`flows.runs.explain`), for the dashboard's "why?"."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 
 from fastapi import APIRouter, HTTPException
 
-from flows.explain import UnknownStep, explain_run
+from flows.runs.explain import UnknownStep, explain_run
 from flows.ui.api import PREFIX, Ui, _load_run, engine_errors, reads
 from scheduler.engine.explain import explain
 

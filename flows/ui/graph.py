@@ -1,7 +1,7 @@
 """The job graph of a run page: its steps layered by their needs, as boxes for an SVG.
 
 The needs come from the graph the run carries since its submission (the run record's
-``graph``: :mod:`flows.run_graph`), so a run is drawn as it was submitted wherever it came from
+``graph``: :mod:`flows.runs.graph`), so a run is drawn as it was submitted wherever it came from
 and whatever became of its file. A run submitted without one (by an older version) falls back
 to its own flow file when it is still there unchanged, else to the flow the scheduler service
 registered under the run's flow name; a run with none of these is drawn as one column in
@@ -19,8 +19,8 @@ from typing import Any
 
 import networkx as nx
 
-from flows.run_specs import content_hash
-from flows.validate import validate_text
+from flows.expand.run_specs import content_hash
+from flows.validation.validate import validate_text
 from scheduler.engine.client import Client
 from scheduler.service.schedules import Schedules
 

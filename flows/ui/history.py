@@ -1,6 +1,6 @@
 """A run's timeline and a flow's history grid: their API routes and the flow's page.
 
-Both read with :mod:`flows.run_history` (a grid costs three round trips to the engine whatever
+Both read with :mod:`flows.runs.history` (a grid costs three round trips to the engine whatever
 its size); the run page draws the timeline in the browser (``static/timeline.js``), the flow
 page renders its grid on the server.
 """
@@ -12,7 +12,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import HTMLResponse
 
-from flows import run_history
+from flows.runs import history as run_history
 from flows.ui import api, graph, pages
 from flows.ui.state import reader
 from scheduler.service.schedules import Schedules

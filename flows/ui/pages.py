@@ -21,11 +21,12 @@ from fastapi import APIRouter, Depends, HTTPException, Query, Request
 from fastapi.responses import HTMLResponse, JSONResponse
 from fastapi.templating import Jinja2Templates
 
-from flows import run_history, statuses
-from flows.runs import RunView
+from flows.runs import history as run_history
+from flows.runs import statuses
+from flows.runs.read import RunView
 from flows.ui import api, graph
 from flows.ui.state import reader
-from flows.validate import validate_text
+from flows.validation.validate import validate_text
 from scheduler.service.schedules import Schedules
 
 HERE = Path(__file__).parent
@@ -138,7 +139,7 @@ def runs(
     all_runs: Annotated[bool, Query(alias="all")] = False,
 ) -> HTMLResponse:
     flow = flow or None
-    # the pattern let only the words of flows.statuses (or nothing) through
+    # the pattern let only the words of flows.runs.statuses (or nothing) through
     chosen = cast("statuses.RunStatus | None", status or None)
     listed = api.list_runs(
         ui, offset=offset, limit=50, flow=flow, status=chosen, since=None, all_runs=all_runs

@@ -1,7 +1,7 @@
 """Users and roles on top of the server's token (:mod:`flows.ui.auth`).
 
 A request's bearer token is the server's own (``--token-file``: one person, every right) or a
-user's (:mod:`flows.users`, used as soon as one exists). :data:`POLICY` says which role each
+user's (:mod:`flows.access.users`, used as soon as one exists). :data:`POLICY` says which role each
 write needs, in one place: ``viewer`` reads, ``operator`` acts on runs, jobs and failures
 (retry, rerun, cancel, approve, signal, trigger), ``admin`` manages schedules, queues,
 throttles and users. Whoever passed is kept on the request (:func:`who`) for the audit log and
@@ -16,8 +16,8 @@ from typing import Final
 
 from fastapi import HTTPException, Request
 
+from flows.access.users import User, Users, rank
 from flows.ui.auth import Auth
-from flows.users import User, Users, rank
 
 # (method, path pattern, role needed), first match wins; a write no line names needs operator.
 POLICY: Final = (

@@ -24,16 +24,16 @@ from fastapi import APIRouter, Depends, HTTPException, Request
 from fastapi.responses import HTMLResponse
 from pydantic import BaseModel, ConfigDict, Field
 
-from flows.expand import ExpansionError
-from flows.params import ParamError
-from flows.run_builder import FlowFile, build_run, read_flow_file
-from flows.run_specs import manual_run_id
-from flows.submit import submit
+from flows.expand.jobs import ExpansionError
+from flows.expand.run_specs import manual_run_id
+from flows.runs.build import FlowFile, build_run, read_flow_file
+from flows.runs.submit import submit
+from flows.spec.params import ParamError
 from flows.ui import api
 from flows.ui.pages import render
 from flows.ui.roles import Identity
 from flows.ui.state import UiState, reader, writer
-from flows.validate import InvalidFlow
+from flows.validation.validate import InvalidFlow
 from scheduler import secrets
 from scheduler.engine.errors import EngineError
 from scheduler.notify.channels import SIGNATURE_HEADER, TIMESTAMP_HEADER, verify

@@ -4,7 +4,7 @@
 --   cache.list  [offset=0], [count=100]                -> JSON [{key, jid, created, ttl, state}]
 --   cache.clear [key...]                               -> how many entries were removed
 --
--- `key` is the hash the worker made of the step's own work (flows/step_cache.py); the results of
+-- `key` is the hash the worker made of the step's own work (flows/runtime/step_cache.py); the results of
 -- the `upstream` jobs (its inputs) are hashed in here, so the worker reads none of them first.
 -- An entry
 -- `P cache:<key>` (hash: jid, created, ttl) names the job that produced, or is producing, the

@@ -4,7 +4,7 @@
 -- overlap, backfills' concurrency, metrics; and every run action (run.retry, run.cancel,
 -- run.rerun) checks the actions it decides before it writes anything.
 --
--- The vocabulary and each word's rule are the tables of docs/pages/statuses.md; flows/statuses.py
+-- The vocabulary and each word's rule are the tables of docs/pages/statuses.md; flows/runs/statuses.py
 -- holds the same words for the Python surfaces (tests/lua/test_run_state.py compares them).
 --
 --   RunState.job_status(fields, dep_status)     -> the job's status word (fields: RunState.FIELDS)

@@ -4,7 +4,7 @@ A worker captures each job's lines (:mod:`scheduler.worker.capture`) and stores 
 engine (``log.append``: one list per job attempt, at most ``log-lines`` lines and ``log-bytes``
 bytes of text each, see ``lua/commands/log.lua``); they are dropped with the job (kept with
 the run when its cancel deletes the job). Here they are
-read: :func:`read` one page, :func:`tail` the last lines (``flows.steplogs`` follows them live).
+read: :func:`read` one page, :func:`tail` the last lines (``flows.runs.logs`` follows them live).
 """
 
 from __future__ import annotations

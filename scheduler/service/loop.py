@@ -130,8 +130,8 @@ class SchedulerService:
     It registers those files as source ``origin`` (default: the folder's name) and fires only
     that source's schedules (see :mod:`scheduler.service.scanning`).
 
-    ``source`` loads files and builds runs (:class:`flows.service_source.FlowsSource`). Intervals
-    are
+    ``source`` loads files and builds runs (:class:`flows.runs.service_source.FlowsSource`).
+    Intervals are
     seconds. ``checks`` run every ``check_interval`` (the consistency check's hook).
     ``failpoint`` (tests only) names a step at which the service stops dead, so a test can kill
     it exactly there: ``before-fire`` or ``after-fire`` (around the first ``schedule.fire``

@@ -363,7 +363,8 @@ class InvalidSource(ValueError):
 
 
 class FlowSource(Protocol):
-    """What the scheduler needs from the flow layer (implemented by :mod:`flows.service_source`)."""
+    """What the scheduler needs from the flow layer (implemented by
+    :mod:`flows.runs.service_source`)."""
 
     def load(self, path: Path, text: str, now: float) -> Definition | None:
         """The definition of the flow file at ``path`` (content ``text``); None when the file

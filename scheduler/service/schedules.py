@@ -8,7 +8,7 @@ the engine each new score as a compare-and-set (``lua/commands/schedule*.lua``),
 moves from the value its writer saw.
 
 What the service needs from flows (loading a file, expanding a run) is the :class:`FlowSource`
-protocol; :mod:`flows.service_source` implements it, so this package never imports flows.
+protocol; :mod:`flows.runs.service_source` implements it, so this package never imports flows.
 """
 
 from __future__ import annotations

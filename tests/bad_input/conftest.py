@@ -48,7 +48,7 @@ def client(redis_client: redis.Redis) -> Iterator[Client]:
 @pytest.fixture
 def populated(client: Client, tmp_path: Path) -> Client:
     """Jobs in several states, a flow run and a schedule."""
-    from flows.service_source import FlowsSource
+    from flows.runs.service_source import FlowsSource
     from scheduler.service.loop import SchedulerService
 
     queue = client.queues["q"]

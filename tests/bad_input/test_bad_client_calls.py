@@ -226,9 +226,9 @@ def test_nan_and_infinities_in_a_payload_are_refused_by_the_engine(
 def test_a_flow_submission_over_the_limits_is_refused_before_the_round_trip(
     populated: Client, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from flows.expand import PutRequest
-    from flows.run_builder import assemble_run
-    from flows.submit import submit
+    from flows.expand.jobs import PutRequest
+    from flows.runs.build import assemble_run
+    from flows.runs.submit import submit
 
     def request(jid: str, data: dict[str, Any]) -> PutRequest:
         return PutRequest(

@@ -237,7 +237,7 @@ def test_bad_params_are_refused_and_change_nothing(
 def test_a_typo_in_a_step_that_another_step_reads_gives_findings_not_a_crash(
     tmp_path: Path,
 ) -> None:
-    from flows.validate import validate_file
+    from flows.validation.validate import validate_file
 
     path = tmp_path / "typo.yaml"
     path.write_text(

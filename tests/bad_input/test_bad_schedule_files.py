@@ -11,7 +11,7 @@ import pytest
 from helpers import assert_unchanged
 from test_bad_flow_files import CASES
 
-from flows.service_source import FlowsSource
+from flows.runs.service_source import FlowsSource
 from scheduler.engine.client import Client
 from scheduler.service.loop import SchedulerService
 from scheduler.service.schedules import Schedules

@@ -15,9 +15,9 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from flows.params import ParamError
-from flows.run_builder import build_run, parse_flow_text
-from flows.validate import InvalidFlow, validate_text
+from flows.runs.build import build_run, parse_flow_text
+from flows.spec.params import ParamError
+from flows.validation.validate import InvalidFlow, validate_text
 from scheduler.engine.errors import FlowsError
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"

@@ -15,7 +15,7 @@ from typing import Any
 
 from test_dashboard import node, pop, register
 
-from flows.triggering import trigger_run
+from flows.runs.trigger import trigger_run
 from scheduler.engine.client import Client
 from scheduler.engine.job import Job
 

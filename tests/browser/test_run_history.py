@@ -11,7 +11,7 @@ from typing import Any
 from test_dashboard import FLOW, node, register
 from test_log_viewer import append, wait_drawn, wait_step
 
-from flows.triggering import trigger_run
+from flows.runs.trigger import trigger_run
 from scheduler.engine.client import Client
 
 

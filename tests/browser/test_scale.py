@@ -12,8 +12,8 @@ from typing import Any
 
 from ui_support import serve
 
-from flows.service_source import FlowsSource
-from flows.triggering import trigger_run
+from flows.runs.service_source import FlowsSource
+from flows.runs.trigger import trigger_run
 from flows.ui.auth import Auth
 from flows.ui.pages import ITEMS_PAGE
 from scheduler.engine.client import Client

@@ -16,9 +16,9 @@ import redis
 import uvicorn
 from helpers import assert_unchanged
 
+from flows.access.users import Users
 from flows.ui.app import create_app
 from flows.ui.roles import RoleAuth
-from flows.users import Users
 from scheduler.engine.client import Client
 
 FLOW = """\

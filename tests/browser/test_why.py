@@ -8,10 +8,10 @@ from pathlib import Path
 from textwrap import dedent
 from typing import Any
 
-from flows.expand import expand
-from flows.run_builder import assemble_run
-from flows.submit import submit
-from flows.validate import validate_text
+from flows.expand.jobs import expand
+from flows.runs.build import assemble_run
+from flows.runs.submit import submit
+from flows.validation.validate import validate_text
 from scheduler.engine.client import Client
 
 FLOW = """\

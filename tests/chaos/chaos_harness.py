@@ -57,11 +57,11 @@ from typing import Any
 import redis
 from chaos_tasks import LOG_ENV
 
-from flows.expand import PutRequest, expand
-from flows.run_builder import assemble_run
-from flows.service_source import FlowsSource
-from flows.submit import submit
-from flows.validate import load_flow
+from flows.expand.jobs import PutRequest, expand
+from flows.runs.build import assemble_run
+from flows.runs.service_source import FlowsSource
+from flows.runs.submit import submit
+from flows.validation.validate import load_flow
 from scheduler.cron import missed_ticks, next_fire
 from scheduler.embedded import EmbeddedServer
 from scheduler.engine.client import Client

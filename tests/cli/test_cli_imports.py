@@ -23,8 +23,8 @@ from scheduler.engine.client import Client
 
 WEB = ("fastapi", "starlette", "uvicorn", "jinja2")
 # pydantic is not here: the readers parse the engine's run document into the one model of a run
-# (flows.runs), which the API's schemas come from too; building the flow model is what costs.
-FLOW_MODEL = ("networkx", "yaml", "flows.model", "flows.validate")
+# (flows.runs.read), which the API's schemas come from too; building the flow model is what costs.
+FLOW_MODEL = ("networkx", "yaml", "flows.spec.model", "flows.validation.validate")
 ALL = (*WEB, *FLOW_MODEL, "pydantic", "redis", "rich", "prometheus_client")
 
 _RUN = """
@@ -112,10 +112,10 @@ def test_only_flows_ui_imports_the_web_framework(module: str) -> None:
 def _one_run(client: Client) -> str:
     from datetime import UTC, datetime
 
-    from flows.expand import expand
-    from flows.run_builder import assemble_run
-    from flows.submit import submit
-    from flows.validate import validate_text
+    from flows.expand.jobs import expand
+    from flows.runs.build import assemble_run
+    from flows.runs.submit import submit
+    from flows.validation.validate import validate_text
 
     text = "version: 1\nname: reads\nsteps:\n  a: {job: m.f}\n  b: {job: m.f, needs: [a]}\n"
     flow = validate_text(text, file="reads.yaml").flow

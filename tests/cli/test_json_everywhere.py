@@ -8,7 +8,7 @@ from pathlib import Path
 from click.testing import CliRunner, Result
 
 from flows.cli import main
-from flows.runs import list_runs
+from flows.runs.read import list_runs
 from scheduler.engine.client import Client
 
 FLOW = """\

@@ -134,7 +134,7 @@ def test_follow_shows_a_running_shell_steps_lines_within_a_second(url: str, tmp_
     client = Client(url, worker_name="test-client")
     go = tmp_path / "go"
     command = f'echo first; while [ ! -e "{go}" ]; do sleep 0.02; done; echo second'
-    jid = client.queues["live"].put("flows.tasks.shell", {"command": command})
+    jid = client.queues["live"].put("flows.runtime.tasks.shell", {"command": command})
     env = dict(os.environ, FLOWS_REDIS_URL=url)
     worker = subprocess.Popen(
         [sys.executable, "-m", "scheduler.worker", "-q", "live", "--poll-interval", "0.1"],
@@ -286,7 +286,7 @@ def test_following_a_run_loses_no_line_in_200_runs(url: str, tmp_path: Path) -> 
     line a step stored just before the run ended must still be printed, every time. Ten
     followers at once, twenty runs each, against one worker."""
     from flows.cli.logs import _run_over
-    from flows.steplogs import follow, run_tree_jobs
+    from flows.runs.logs import follow, run_tree_jobs
     from scheduler.worker import Worker
 
     path = tmp_path / "last.yaml"

@@ -1,5 +1,5 @@
 """No job, name, datum or log drives the reader's terminal: every command shows control
-characters as ``\\xNN`` (``flows.terminal.visible``); ``flows logs --color`` passes colour
+characters as ``\\xNN`` (``flows.cli.terminal.visible``); ``flows logs --color`` passes colour
 sequences on and nothing else."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from cli_support import flows
 
-from flows.terminal import visible
+from flows.cli.terminal import visible
 from scheduler.engine.client import Client
 
 # Set the title, clear the screen and the scrollback, home the cursor; a C1 CSI; a bell.

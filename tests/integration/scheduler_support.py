@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from flows.service_source import FlowsSource
+from flows.runs.service_source import FlowsSource
 from scheduler.engine.client import Client
 from scheduler.service.loop import SchedulerService
 from scheduler.service.records import Registration

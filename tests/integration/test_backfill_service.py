@@ -15,7 +15,7 @@ import redis
 from scheduler_support import MIN, T, make_service, run_ids, write_flow
 from ui_support import TOKEN, Api, serve
 
-from flows import backfill
+from flows.runs import backfill
 from flows.ui.auth import Auth
 from scheduler.cron import next_fire, plan_catchup
 from scheduler.engine.client import Client

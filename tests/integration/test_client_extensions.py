@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from flows.expand import expand
-from flows.run_builder import assemble_run
-from flows.submit import submit
-from flows.validate import validate_text
+from flows.expand.jobs import expand
+from flows.runs.build import assemble_run
+from flows.runs.submit import submit
+from flows.validation.validate import validate_text
 from scheduler.engine.client import Client
 from scheduler.engine.errors import JobNotFound, WrongState
 from scheduler.engine.queue import PutResult

@@ -20,11 +20,11 @@ from click.testing import CliRunner
 from flows_cli_support import flows, status_json
 from helpers import assert_unchanged
 
-from flows.expand import expand
-from flows.run_builder import assemble_run
-from flows.runs import list_runs, load_run
-from flows.submit import submit
-from flows.validate import load_flow
+from flows.expand.jobs import expand
+from flows.runs.build import assemble_run
+from flows.runs.read import list_runs, load_run
+from flows.runs.submit import submit
+from flows.validation.validate import load_flow
 from scheduler.embedded import EmbeddedServer
 from scheduler.engine.client import Client
 from scheduler.engine.errors import InvalidArgument

@@ -18,11 +18,11 @@ from rich.console import Console
 
 from flows.cli import main
 from flows.cli.run import render_run
-from flows.expand import expand
-from flows.run_builder import assemble_run
-from flows.runs import STEP_STATUSES, JobView, RunView, StepView, load_run
-from flows.submit import submit
-from flows.validate import load_flow
+from flows.expand.jobs import expand
+from flows.runs.build import assemble_run
+from flows.runs.read import STEP_STATUSES, JobView, RunView, StepView, load_run
+from flows.runs.submit import submit
+from flows.validation.validate import load_flow
 from scheduler.embedded import EmbeddedServer
 from scheduler.engine.client import Client
 from scheduler.engine.job import Job

@@ -21,8 +21,8 @@ from click.testing import CliRunner
 from flows_cli_support import flows
 from helpers import assert_unchanged
 
-from flows.runs import load_run
-from flows.worker_hook import prepare
+from flows.runs.read import load_run
+from flows.runtime.worker_hook import prepare
 from scheduler.embedded import EmbeddedServer
 from scheduler.engine.client import Client
 from scheduler.worker import Worker

@@ -17,7 +17,7 @@ from helpers import assert_unchanged
 from scheduler_support import make_service
 from test_flows_run import flows, status_json, write_flow
 
-from flows.runs import load_run
+from flows.runs.read import load_run
 from scheduler.embedded import EmbeddedServer
 from scheduler.engine import doctor
 from scheduler.engine.client import Client

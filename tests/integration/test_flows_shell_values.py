@@ -11,7 +11,7 @@ import redis
 from click.testing import CliRunner, Result
 
 from flows.cli import main
-from flows.worker_hook import prepare
+from flows.runtime.worker_hook import prepare
 from scheduler.embedded import EmbeddedServer
 from scheduler.engine.client import Client
 from scheduler.worker import Worker

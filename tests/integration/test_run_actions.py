@@ -17,7 +17,7 @@ from helpers import assert_unchanged
 from test_flows_run import flows, status_json, write_flow
 from ui_support import TOKEN, Api, serve
 
-from flows import statuses
+from flows.runs import statuses
 from flows.ui.auth import Auth
 from scheduler.embedded import EmbeddedServer
 from scheduler.engine.client import Client

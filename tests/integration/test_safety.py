@@ -14,7 +14,7 @@ import redis
 from click.testing import CliRunner
 
 from flows.cli import main
-from flows.service_source import FlowsSource
+from flows.runs.service_source import FlowsSource
 from scheduler.embedded import EmbeddedServer
 from scheduler.engine.client import Client
 from scheduler.engine.safety import UnsafeServer, check_eviction_policy

@@ -19,7 +19,7 @@ from scheduler_support import (
     write_flow,
 )
 
-from flows.service_source import FlowsSource
+from flows.runs.service_source import FlowsSource
 from scheduler.cron import jitter_for
 from scheduler.engine.client import Client
 from scheduler.engine.errors import JobNotFound, WrongState

@@ -19,9 +19,9 @@ from helpers import digest
 from ui_support import TOKEN, Api, serve
 
 from flows.cli import main
-from flows.service_source import FlowsSource
+from flows.runs.service_source import FlowsSource
+from flows.runtime.worker_hook import prepare
 from flows.ui.auth import Auth
-from flows.worker_hook import prepare
 from scheduler.engine.client import Client
 from scheduler.engine.scripts import Engine
 from scheduler.service.schedules import Schedules

@@ -12,11 +12,11 @@ import redis
 from helpers import assert_unchanged
 from ui_support import TOKEN, Api, serve
 
-from flows.expand import expand
-from flows.run_builder import assemble_run
-from flows.submit import submit
+from flows.expand.jobs import expand
+from flows.runs.build import assemble_run
+from flows.runs.submit import submit
 from flows.ui.auth import Auth
-from flows.validate import validate_text
+from flows.validation.validate import validate_text
 from scheduler.engine.client import Client
 from scheduler.engine.scripts import Engine
 

@@ -14,8 +14,8 @@ import redis
 from helpers import assert_unchanged
 from ui_support import TOKEN, Api, serve
 
-from flows.service_source import FlowsSource
-from flows.triggering import trigger_run
+from flows.runs.service_source import FlowsSource
+from flows.runs.trigger import trigger_run
 from flows.ui.auth import Auth
 from scheduler.engine.client import Client
 from scheduler.engine.scripts import Engine

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from ui_support import Api, serve
 
-from flows.service_source import FlowsSource
+from flows.runs.service_source import FlowsSource
 from flows.ui import pages
 from flows.ui.auth import Auth
 from scheduler.engine.client import Client

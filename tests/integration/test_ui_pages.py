@@ -10,13 +10,13 @@ from pathlib import Path
 import pytest
 from ui_support import TOKEN, Api, serve
 
-from flows.expand import expand
-from flows.run_builder import assemble_run
-from flows.run_specs import content_hash
-from flows.submit import submit
+from flows.expand.jobs import expand
+from flows.expand.run_specs import content_hash
+from flows.runs.build import assemble_run
+from flows.runs.submit import submit
 from flows.ui import api, graph
 from flows.ui.auth import Auth
-from flows.validate import load_flow
+from flows.validation.validate import load_flow
 from scheduler.engine.client import Client
 from scheduler.engine.scripts import Engine
 from scheduler.service.schedules import Schedules

@@ -24,7 +24,7 @@ def client(engine: Engine) -> Client:
 def waiting_step(client: Client) -> None:
     """A parent run whose sub-flow step waits for its child run (as a worker leaves it)."""
     jobs = [
-        {"jid": f"{PARENT}:child", "queue": "q", "klass": "flows.subflow_task.run", "data": "{}"}
+        {"jid": f"{PARENT}:child", "queue": "q", "klass": "flows.runtime.subflow.run", "data": "{}"}
     ]
     client.engine.call("flow.submit", PARENT, json.dumps({"flow": "parent"}), json.dumps(jobs))
     [job] = client.queues["q"].pop()

@@ -15,8 +15,8 @@ from flows_cli_support import flows
 from helpers import assert_unchanged
 from ui_support import Api, serve
 
+from flows.access.users import Users
 from flows.ui.roles import RoleAuth
-from flows.users import Users
 from scheduler.embedded import EmbeddedServer
 from scheduler.engine.client import Client
 

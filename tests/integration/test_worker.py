@@ -44,7 +44,7 @@ T = TypeVar("T")
 
 TASKS_DIR = str(Path(__file__).resolve().parent)
 ROOT = Path(__file__).resolve().parents[2]
-SHELL = "flows.tasks.shell"
+SHELL = "flows.runtime.tasks.shell"
 
 
 # -- helpers ------------------------------------------------------------------------------------

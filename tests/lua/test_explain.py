@@ -231,7 +231,7 @@ def test_a_wait_and_a_sub_flow_step(world: World) -> None:
         world,
         "r@1",
         _job("r@1:gate", wait={"signal": "approve", "timeout": 3600, "on_timeout": "fail"}),
-        _job("r@1:step", klass="flows.subflow_task.run"),
+        _job("r@1:step", klass="flows.runtime.subflow.run"),
     )
     check(
         world,

@@ -12,7 +12,7 @@ import pytest
 from helpers import assert_unchanged
 from lua_support import T0, Lua, as_list
 
-from flows import statuses
+from flows.runs import statuses
 from scheduler.engine.errors import InvalidArgument, WrongState
 
 RUN = "r@1"
@@ -167,7 +167,7 @@ def test_items_are_paged(lua: Lua) -> None:
 
 
 def test_the_vocabulary_is_the_engines() -> None:
-    """flows.statuses holds the engine's words, in the engine's precedence order."""
+    """flows.runs.statuses holds the engine's words, in the engine's precedence order."""
     text = (Path(__file__).parents[2] / "lua" / "include" / "run_state.lua").read_text()
 
     def words(name: str) -> list[str]:
@@ -181,7 +181,7 @@ def test_the_vocabulary_is_the_engines() -> None:
 
 
 def test_the_docs_table_is_the_vocabulary() -> None:
-    """docs/pages/statuses.md lists each word with its rule as flows.statuses holds them."""
+    """docs/pages/statuses.md lists each word with its rule as flows.runs.statuses holds them."""
     page = (Path(__file__).parents[2] / "docs" / "pages" / "statuses.md").read_text()
     for rules, order in (
         (statuses.RUN_RULES, statuses.RUN_STATUSES),

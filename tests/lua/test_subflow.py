@@ -31,7 +31,7 @@ def child_jobs(*steps: str, chain: bool = True) -> str:
 def parent_run(lua: Lua, now: float = T0) -> None:
     """A parent run of one step (the sub-flow step) and a later step needing it."""
     jobs = [
-        {"jid": STEP, "queue": "q", "klass": "flows.subflow_task.run", "data": "{}"},
+        {"jid": STEP, "queue": "q", "klass": "flows.runtime.subflow.run", "data": "{}"},
         {"jid": f"{PARENT}:after", "queue": "q", "klass": "K", "data": "{}", "depends": [STEP]},
     ]
     lua.raw("flow.submit", PARENT, json.dumps({"flow": "p"}), json.dumps(jobs), now=now)

@@ -21,7 +21,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from flows.service_source import FlowsSource
+from flows.runs.service_source import FlowsSource
 from scheduler.engine.client import Client
 from scheduler.engine.connections import MasterWatch
 from scheduler.service.loop import SchedulerService

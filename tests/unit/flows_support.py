@@ -6,9 +6,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from textwrap import dedent
 
-from flows.findings import Finding
-from flows.model import Flow
-from flows.validate import validate_text
+from flows.spec.findings import Finding
+from flows.spec.model import Flow
+from flows.validation.validate import validate_text
 
 # 2026-01-01 00:00 UTC: schedule checks look ahead from here (DST changes in 2026).
 NOW = datetime(2026, 1, 1, tzinfo=UTC).timestamp()

@@ -111,10 +111,10 @@ def test_plan_table(files: dict[str, Path]) -> None:
     assert f"4 jobs of run {run}" in out
     rows = [line.split("│")[1:-1] for line in out.splitlines() if line.startswith("│")]
     assert [[cell.strip() for cell in row] for row in rows] == [
-        ["extract", "default", "flows.tasks.shell", "", "", "all_success"],
+        ["extract", "default", "flows.runtime.tasks.shell", "", "", "all_success"],
         ["load[0]", "default", "tasks.load", "extract", "", "all_success"],
         ["load[1]", "default", "tasks.load", "extract", "", "all_success"],
-        ["notify", "default", "flows.tasks.shell", "load[0], load[1]", "30s", "all_done"],
+        ["notify", "default", "flows.runtime.tasks.shell", "load[0], load[1]", "30s", "all_done"],
     ]
 
 

@@ -8,8 +8,8 @@ import networkx as nx
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from flows.dag import cycles, flow_graph, step_graph, topological_steps
-from flows.model import Flow
+from flows.spec.dag import cycles, flow_graph, step_graph, topological_steps
+from flows.spec.model import Flow
 
 
 @st.composite

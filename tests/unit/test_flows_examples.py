@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from flows.expand import expand
-from flows.validate import validate_file
+from flows.expand.jobs import expand
+from flows.validation.validate import validate_file
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 WHEN = datetime(2025, 1, 31, 2, tzinfo=UTC)

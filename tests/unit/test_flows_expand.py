@@ -12,10 +12,10 @@ from flows_support import valid
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from flows.expand import ExpansionError, PutRequest, expand
-from flows.model import Flow
-from flows.outputs import META_KEY, SHELL_KLASS
-from flows.params import ParamError
+from flows.expand.jobs import ExpansionError, PutRequest, expand
+from flows.spec.job_data import META_KEY, SHELL_KLASS
+from flows.spec.model import Flow
+from flows.spec.params import ParamError
 
 WHEN = datetime(2025, 1, 31, 2, 0, tzinfo=UTC)
 RUN = "etl@2025-01-31T02:00:00Z"

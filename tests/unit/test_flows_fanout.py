@@ -10,9 +10,10 @@ from typing import Any
 import pytest
 from flows_support import valid
 
-from flows.expand import expand
-from flows.fanout import MAX_ITEMS, FanoutError, item_index, items_of, source_of
-from flows.outputs import (
+from flows.expand.jobs import expand
+from flows.expand.run_specs import job_spec
+from flows.spec.fanout import MAX_ITEMS, FanoutError, item_index, items_of, source_of
+from flows.spec.job_data import (
     META_KEY,
     FlowsMeta,
     UnresolvedReference,
@@ -20,7 +21,6 @@ from flows.outputs import (
     condition_holds,
     resolve_payload,
 )
-from flows.run_specs import job_spec
 from scheduler.engine import limits
 
 RUN = "files@2026-01-01T00:00:00Z"

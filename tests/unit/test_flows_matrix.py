@@ -11,8 +11,8 @@ from click.testing import CliRunner
 from flows_support import check, one, valid
 
 from flows.cli import main
-from flows.dag import to_mermaid
-from flows.expand import ExpansionError, expand
+from flows.expand.jobs import ExpansionError, expand
+from flows.spec.dag import to_mermaid
 
 T = datetime(2026, 11, 1, tzinfo=UTC)
 

@@ -9,9 +9,9 @@ from textwrap import dedent
 
 from flows_support import check, valid
 
-from flows.expand import PutRequest, expand
-from flows.model import json_schema
-from flows.run_specs import job_spec
+from flows.expand.jobs import PutRequest, expand
+from flows.expand.run_specs import job_spec
+from flows.spec.model import json_schema
 
 RUN = "etl-1"
 

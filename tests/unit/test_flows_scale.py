@@ -10,8 +10,8 @@ import time
 from datetime import UTC, datetime
 from pathlib import PurePath
 
-from flows.expand import expand
-from flows.validate import validate_text
+from flows.expand.jobs import expand
+from flows.validation.validate import validate_text
 
 STEPS = 10_000
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from flows.shell_command import shell_command, variable_name
-from flows.templates import Reference
+from flows.expand.shell_command import shell_command, variable_name
+from flows.spec.templates import Reference
 
 HOSTILE = [
     "$(touch PWNED)",

@@ -10,14 +10,14 @@ from textwrap import dedent
 
 import pytest
 
-from flows.expand import expand
-from flows.findings import Finding
-from flows.flow_outputs import outputs_record, resolve_outputs, upstream_jids
-from flows.model import Flow
-from flows.outputs import UpstreamJob
-from flows.run_builder import build_run, read_flow_file
-from flows.subflows import MAX_DEPTH, SUBFLOW_KLASS, child_run_id
-from flows.validate import validate_file
+from flows.expand.flow_outputs import outputs_record, resolve_outputs, upstream_jids
+from flows.expand.jobs import expand
+from flows.runs.build import build_run, read_flow_file
+from flows.spec.findings import Finding
+from flows.spec.job_data import UpstreamJob
+from flows.spec.model import Flow
+from flows.spec.subflow_job import MAX_DEPTH, SUBFLOW_KLASS, child_run_id
+from flows.validation.validate import validate_file
 
 REPORT = """\
 version: 1

@@ -7,11 +7,11 @@ from datetime import UTC, datetime
 import pytest
 from flows_support import check, valid
 
-from flows.dag import to_mermaid
-from flows.expand import expand
-from flows.outputs import META_KEY, WAIT_KLASS
-from flows.run_specs import job_spec
-from flows.waits import SignalRefused, approval, parse_data
+from flows.expand.jobs import expand
+from flows.expand.run_specs import job_spec
+from flows.runs.signals import SignalRefused, approval, parse_data
+from flows.spec.dag import to_mermaid
+from flows.spec.job_data import META_KEY, WAIT_KLASS
 
 GOOD = """\
 version: 1

@@ -9,10 +9,10 @@ import sys
 import pytest
 
 PURE = [
-    "flows.model",
-    "flows.validate",
-    "flows.expand",
-    "flows.run_specs",
+    "flows.spec.model",
+    "flows.validation.validate",
+    "flows.expand.jobs",
+    "flows.expand.run_specs",
     "scheduler.cron",
     "scheduler.service.planning",
     "scheduler.service.records",

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from flows.validate import validate_text
+from flows.validation.validate import validate_text
 from scheduler.secrets import (
     EnvFileError,
     MissingSecret,

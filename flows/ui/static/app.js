@@ -125,7 +125,7 @@ function setupRun(section) {
   const base = "/runs/" + encodeURIComponent(runId);
   let chosen = null, panelOffset = 0, pending = null, every = 3000;
   const seen = {};
-  // each status word's symbol, from the server's one table (flows.statuses)
+  // each status word's symbol, from the server's one table (flows.runs.statuses)
   const SYMBOLS = JSON.parse(section.dataset.symbols || "{}");
 
   function badge(status) {

@@ -1,0 +1,1 @@
+"""Expansion: a validated flow, its params and a run id become the run's jobs. Pure: no I/O."""

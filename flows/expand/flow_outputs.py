@@ -1,0 +1,88 @@
+"""A flow's ``outputs:`` for one run: what its run record keeps so they can be read once it has
+ended (a parent's sub-flow step takes them as its outputs). Pure.
+
+:func:`outputs_record` resolves params and run fields when the run is built; step references
+stay as written, with the jids of each step they name (:class:`flows.spec.job_data.Upstream`), and
+:func:`resolve_outputs` resolves them from those jobs' results as a worker resolves a job's
+payload (:func:`flows.spec.job_data.resolve_payload`: the same values, the same errors).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any, Final
+
+from flows.expand.jobs import PutRequest, run_fields
+from flows.spec.job_data import META_KEY, Upstream, UpstreamJob, meta_json, resolve_payload
+from flows.spec.model import Flow
+from flows.spec.params import bind_params
+from flows.spec.templates import KEEP, PARAMS, RUN, STEPS, Reference, render, select
+
+RECORD_FIELD: Final = "outputs"
+"""The run record's field holding them (JSON: ``{"values": ..., "upstream": ...}``)."""
+
+
+def outputs_record(
+    flow: Flow,
+    requests: Sequence[PutRequest],
+    *,
+    run_id: str,
+    logical_time: datetime,
+    params: Mapping[str, Any],
+) -> dict[str, Any] | None:
+    """The flow's outputs for run ``run_id`` (None when it declares none): ``values`` with
+    params and run fields resolved, ``upstream`` the jobs of each step they read."""
+    if flow.outputs is None:
+        return None
+    run = run_fields(flow, run_id, logical_time)
+
+    def fixed(reference: Reference) -> Any:
+        root, rest = reference.root, reference.path[1:]
+        if root == RUN:
+            return select(run, rest, reference)
+        if root == PARAMS:
+            return select(bound, rest, reference)
+        return KEEP
+
+    bound: dict[str, Any] = {}
+    bound = bind_params(flow.params, params, lambda value: render(value, fixed))
+    read: dict[str, None] = {}
+
+    def lookup(reference: Reference) -> Any:
+        if reference.root == STEPS and len(reference.path) > 1:
+            read.setdefault(reference.path[1], None)
+        return fixed(reference)
+
+    values = render(dict(flow.outputs), lookup)
+    jids: dict[str, list[str]] = {}
+    for request in requests:
+        if request.step in read:
+            jids.setdefault(request.step, []).append(request.jid)
+    upstream = {
+        step: Upstream(tuple(jids.get(step, ())), flow.steps[step].fans_out).to_json()
+        for step in read
+        if step in flow.steps
+    }
+    return {"values": values, "upstream": upstream}
+
+
+def resolve_outputs(
+    run_id: str, record: Mapping[str, Any], jobs: Mapping[str, UpstreamJob]
+) -> dict[str, Any]:
+    """The outputs of :func:`outputs_record` with their step references resolved from ``jobs``
+    (jid → what was read of it); raises :class:`flows.spec.job_data.UnresolvedReference`."""
+    upstream = {
+        step: Upstream(tuple(entry["jids"]), bool(entry["foreach"]))
+        for step, entry in record.get("upstream", {}).items()
+    }
+    meta = meta_json(run_id, "", RECORD_FIELD, None, "python", upstream, None, None, {}, ".")
+    return resolve_payload({**record.get("values", {}), META_KEY: meta}, jobs)
+
+
+def upstream_jids(record: Mapping[str, Any]) -> list[str]:
+    """Every jid :func:`resolve_outputs` needs read."""
+    return [jid for entry in record.get("upstream", {}).values() for jid in entry["jids"]]
+
+
+__all__ = ["RECORD_FIELD", "outputs_record", "resolve_outputs", "upstream_jids"]

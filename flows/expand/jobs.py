@@ -1,0 +1,546 @@
+"""Expansion: a validated flow, params and a run id become the run's put requests. Pure.
+
+Each step becomes one job (``<run id>:<step>``), a foreach step one job per item
+(``<run id>:<step>[<i>]``), a matrix step one job per combination of its axes' values
+(``<run id>:<step>[region=de,kind=full]``, see :func:`flows.spec.model.matrix_id_text`), each hook
+one job (``<run id>:<hook>``). ``needs`` become ``depends``:
+a dependent of a foreach step depends on every item (fan-in); a foreach step that needs a foreach
+step waits for all of its items too (no item-by-item pairing).
+
+Templates in ``params``, ``run`` and the foreach variable are resolved here. References to other
+steps' outputs and status stay in the job data for the worker (:mod:`flows.spec.job_data` is that
+contract). In a shell command every template, whatever it names, becomes an environment variable
+(:mod:`flows.expand.shell_command`): values are data there, never shell syntax.
+
+``foreach.items`` is a list or a param, known now, or another step's output
+(``${{ steps.list.outputs.files }}``): then the step is one template job ``<run id>:<step>``
+that the engine turns into its items when the producer completes (:mod:`flows.spec.fanout`); its
+payload keeps the foreach variable as a template, resolved by the worker like step outputs.
+
+Hooks depend on every job of the run: ``on_success`` with trigger rule ``none_failed`` (a step
+skipped by its own trigger rule is no failure), ``on_failure`` with ``one_failed``, ``finally``
+with ``all_done``.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import PurePath
+from typing import Any, Final
+
+from flows.expand.cache_keys import CACHE_KEY
+from flows.expand.shell_command import shell_command
+from flows.gc_pause import gc_paused
+from flows.spec import conditions
+from flows.spec.dag import topological_steps
+from flows.spec.fanout import FANOUT_KEY, Source, source_of
+from flows.spec.job_data import (
+    CONDITION_KEY,
+    META_KEY,
+    SECRETS_KEY,
+    SHELL_KLASS,
+    WAIT_KLASS,
+    Upstream,
+    meta_json,
+)
+from flows.spec.model import (
+    MAX_FOREACH_ITEMS,
+    Action,
+    Flow,
+    FlowSettings,
+    Settings,
+    Step,
+    StepCache,
+    TriggerRule,
+    matrix_id_text,
+)
+from flows.spec.params import bind_params
+from flows.spec.subflow_job import SUBFLOW_KLASS
+from flows.spec.subflow_job import payload as subflow_payload
+from flows.spec.templates import (
+    KEEP,
+    MATRIX,
+    PARAMS,
+    RUN,
+    STEPS,
+    Reference,
+    render,
+    select,
+    to_text,
+)
+from scheduler.engine.errors import FlowsError
+
+MAX_JOBS_PER_RUN: Final = 100_000
+_HERE: Final = PurePath(".")
+HOOK_TRIGGER_RULES: Final[Mapping[str, TriggerRule]] = {
+    "on_success": "none_failed",
+    "on_failure": "one_failed",
+    "finally": "all_done",
+}
+
+
+class ExpansionError(FlowsError, ValueError):
+    """The flow cannot be expanded with these params (a value of the wrong shape, a cycle)."""
+
+
+@dataclass(frozen=True, slots=True)
+class PutRequest:
+    """One job of a run, with everything the engine's ``put`` needs and more.
+
+    ``depends`` lists jids; the job's ``trigger_rule`` decides how their outcomes release it.
+    ``delay`` counts from the moment the job may run. ``concurrency_key``/``concurrency_limit``
+    bound how many jobs holding the key run at once (a foreach step's ``max_parallel``);
+    ``ttl`` and ``throttle`` are the step's (see :class:`flows.spec.model.Action`).
+    """
+
+    jid: str
+    queue: str
+    klass: str
+    data: Mapping[str, Any]
+    priority: int
+    tags: tuple[str, ...]
+    retries: int
+    depends: tuple[str, ...]
+    delay: float
+    step: str
+    index: int | None
+    trigger_rule: TriggerRule
+    timeout: float | None
+    heartbeat: float | None
+    concurrency_key: str | None = None
+    concurrency_limit: int | None = None
+    ttl: float | None = None
+    throttle: str | None = None
+    wait: Mapping[str, Any] | None = None
+    fanout: tuple[str, str] | None = None
+    """A fan-out step's template: (the producer's jid, the output holding the items)."""
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-ready mapping of every field."""
+        return {
+            "jid": self.jid,
+            "queue": self.queue,
+            "klass": self.klass,
+            "data": dict(self.data),
+            "priority": self.priority,
+            "tags": list(self.tags),
+            "retries": self.retries,
+            "depends": list(self.depends),
+            "delay": self.delay,
+            "step": self.step,
+            "index": self.index,
+            "trigger_rule": self.trigger_rule,
+            "timeout": self.timeout,
+            "heartbeat": self.heartbeat,
+            "concurrency_key": self.concurrency_key,
+            "concurrency_limit": self.concurrency_limit,
+            "ttl": self.ttl,
+            "throttle": self.throttle,
+            "wait": None if self.wait is None else dict(self.wait),
+            "fanout": list(self.fanout) if self.fanout else None,
+        }
+
+
+def run_fields(flow: Flow, run_id: str, logical_time: datetime) -> dict[str, str]:
+    """The values of ``${{ run.* }}`` for one run (see :data:`flows.spec.templates.RUN_FIELDS`)."""
+    return {
+        "id": run_id,
+        "flow": flow.name,
+        "logical_date": logical_time.date().isoformat(),
+        "logical_time": logical_time.isoformat(),
+    }
+
+
+@dataclass(slots=True)
+class _Origin:
+    """The step (or hook) a job comes from, with what every one of its jobs shares."""
+
+    name: str
+    action: Action
+    settings: Settings
+    trigger_rule: TriggerRule
+    delay: float = 0.0
+    max_parallel: int | None = None
+    fanout: Source | None = None
+
+
+@dataclass
+class _Scope:
+    """What templates may read while one job is expanded, and which steps it read."""
+
+    params: Mapping[str, Any]
+    run: Mapping[str, str]
+    item_name: str | None = None
+    item: Any = None
+    on_step: Callable[[Reference], Any] = lambda _: KEEP
+    read_steps: dict[str, None] = field(default_factory=dict)
+
+    def lookup(self, reference: Reference) -> Any:
+        root, rest = reference.root, reference.path[1:]
+        if root == STEPS:
+            self.read_steps.setdefault(rest[0] if rest else "", None)
+            return self.on_step(reference)
+        try:
+            if root == PARAMS:
+                return select(self.params, rest, reference)
+            if root == RUN:
+                return select(self.run, rest, reference)
+            if root == self.item_name:
+                # A fan-out's item is known when its job starts (flows.spec.job_data).
+                return KEEP if self.item is KEEP else select(self.item, rest, reference)
+        except KeyError as error:
+            raise ExpansionError(str(error.args[0])) from None
+        raise ExpansionError(f"{reference}: unknown reference")
+
+
+def expand(
+    flow: Flow,
+    *,
+    run_id: str,
+    logical_time: datetime,
+    params: Mapping[str, Any] | None = None,
+    flow_dir: PurePath = _HERE,
+) -> list[PutRequest]:
+    """The put requests of one run of ``flow``, each after every job it depends on.
+
+    ``params`` are the values given for the run (text from ``-p`` is converted to the declared
+    types; defaults fill the rest; :class:`flows.spec.params.ParamError` when they do not fit).
+    ``flow_dir`` (absolute) is the flow file's folder: shell steps run there, Python jobs import
+    from there. ``logical_time`` is the moment the run stands for (an aware datetime).
+    """
+    with gc_paused():
+        return _expand(flow, run_id, logical_time, params or {}, flow_dir)
+
+
+def _expand(
+    flow: Flow,
+    run_id: str,
+    logical_time: datetime,
+    params: Mapping[str, Any],
+    flow_dir: PurePath,
+) -> list[PutRequest]:
+    run = run_fields(flow, run_id, logical_time)
+    bound = bind_params(flow.params, params, lambda value: render(value, _Scope({}, run).lookup))
+    expander = _Expander(flow, run_id, run, bound, flow_dir)
+    try:
+        order = topological_steps(flow)
+    except Exception as error:  # networkx reports a cycle; validation names it first
+        raise ExpansionError(f"the steps' needs form a cycle: {error}") from error
+    for step_id in order:
+        expander.add_step(step_id, flow.steps[step_id])
+    for name, hook in flow.hooks.defined():
+        expander.add_hook(name, hook)
+    return expander.puts
+
+
+class _Expander:
+    def __init__(
+        self,
+        flow: Flow,
+        run_id: str,
+        run: Mapping[str, str],
+        params: Mapping[str, Any],
+        flow_dir: PurePath,
+    ) -> None:
+        self.flow = flow
+        self.run_id = run_id
+        self.run = run
+        self.params = params
+        self.flow_dir = flow_dir
+        self.flow_dir_text = str(flow_dir)
+        self.jids: dict[str, list[str]] = {}
+        self.puts: list[PutRequest] = []
+        self.settings = FlowSettings(flow)
+        self.retries: dict[int, dict[str, Any]] = {}  # id(settings.retry) -> it as JSON
+        self.fanouts: dict[str, Source] = {}  # fan-out step -> where its items come from
+
+    def add_step(self, step_id: str, step: Step) -> None:
+        depends = [jid for need in dict.fromkeys(step.needs) for jid in self.jids[need]]
+        origin = _Origin(
+            step_id,
+            step,
+            self.settings.of(step),
+            step.trigger_rule,
+            step.delay or 0.0,
+            step.foreach.max_parallel if step.foreach else None,
+        )
+        if step.matrix is not None:
+            combinations = self.combinations(step_id, step)
+            self.jids[step_id] = [f"{self.run_id}:{step_id}[{key}]" for key, _ in combinations]
+            for index, (_, values) in enumerate(combinations):
+                scope = _Scope(self.params, self.run, MATRIX, values)
+                self.put(origin, self.jids[step_id][index], index, depends, scope)
+            return
+        if step.foreach is None:
+            self.jids[step_id] = [f"{self.run_id}:{step_id}"]
+            self.put(origin, self.jids[step_id][0], None, depends, _Scope(self.params, self.run))
+            return
+        source = source_of(step.foreach.items)
+        if source is not None:
+            # One template job; the engine puts the items when the producer completes.
+            origin.fanout = self.fanouts[step_id] = source
+            self.jids[step_id] = [f"{self.run_id}:{step_id}"]
+            scope = _Scope(self.params, self.run, step.foreach.as_, KEEP)
+            scope.read_steps[source.step] = None  # the worker reads the items from its outputs
+            self.put(origin, self.jids[step_id][0], None, depends, scope)
+            return
+        items = self.items(step_id, step)
+        self.jids[step_id] = [f"{self.run_id}:{step_id}[{i}]" for i in range(len(items))]
+        for index, item in enumerate(items):
+            scope = _Scope(self.params, self.run, step.foreach.as_, item)
+            self.put(origin, self.jids[step_id][index], index, depends, scope)
+
+    def add_hook(self, name: str, hook: Action) -> None:
+        depends = [jid for jids in self.jids.values() for jid in jids]
+        origin = _Origin(name, hook, self.settings.of(hook), HOOK_TRIGGER_RULES[name])
+        self.put(origin, f"{self.run_id}:{name}", None, depends, _Scope(self.params, self.run))
+
+    def items(self, step_id: str, step: Step) -> list[Any]:
+        assert step.foreach is not None
+        scope = _Scope(self.params, self.run, on_step=_no_steps_in_items(step_id))
+        items = render(step.foreach.items, scope.lookup)
+        if not isinstance(items, list):
+            raise ExpansionError(
+                f"steps.{step_id}.foreach.items: expected a list, got {type(items).__name__}"
+            )
+        if len(items) > MAX_FOREACH_ITEMS:
+            raise ExpansionError(
+                f"steps.{step_id}.foreach.items: {len(items)} items; the limit is "
+                f"{MAX_FOREACH_ITEMS}"
+            )
+        return items
+
+    def combinations(self, step_id: str, step: Step) -> list[tuple[str, dict[str, Any]]]:
+        """The matrix's product in axis order: each combination's id text and its values."""
+        assert step.matrix is not None
+        scope = _Scope(self.params, self.run, on_step=_no_steps_in_items(step_id))
+        axes: list[list[tuple[str, Any]]] = []
+        size = 1
+        for axis, written in step.matrix.items():
+            values = render(written, scope.lookup)
+            if not isinstance(values, list):
+                raise ExpansionError(
+                    f"steps.{step_id}.matrix.{axis}: expected a list, got {type(values).__name__}"
+                )
+            texts = [matrix_id_text(value, i) for i, value in enumerate(values)]
+            if len(set(texts)) < len(texts):
+                raise ExpansionError(f"steps.{step_id}.matrix.{axis}: a value is there twice")
+            size *= len(values)
+            if size > MAX_FOREACH_ITEMS:
+                raise ExpansionError(
+                    f"steps.{step_id}.matrix: more than {MAX_FOREACH_ITEMS} combinations"
+                )
+            axes.append(
+                [(f"{axis}={text}", value) for text, value in zip(texts, values, strict=True)]
+            )
+        names = list(step.matrix)
+        return [
+            (
+                ",".join(key for key, _ in combination),
+                dict(zip(names, (v for _, v in combination), strict=True)),
+            )
+            for combination in itertools.product(*axes)
+        ]
+
+    def put(
+        self, origin: _Origin, jid: str, index: int | None, depends: list[str], scope: _Scope
+    ) -> None:
+        if len(self.puts) >= MAX_JOBS_PER_RUN:
+            raise ExpansionError(f"the run has more than {MAX_JOBS_PER_RUN} jobs")
+        action, settings = origin.action, origin.settings
+        if isinstance(action, Step) and action.wait is not None:
+            self.put_wait(origin, jid, depends, wait_spec(action))
+            return
+        payload = self.payload(action, scope)
+        condition = self.condition(origin, scope)
+        upstream = {}
+        for step_id in scope.read_steps:
+            if step_id not in self.jids:  # validation reports such references first
+                raise ExpansionError(f"{origin.name}: reads steps.{step_id}, which is not upstream")
+            upstream[step_id] = self.upstream(step_id)
+        meta = meta_json(
+            self.run_id,
+            self.flow.name,
+            origin.name,
+            index,
+            "shell" if action.is_shell else "python",
+            upstream,
+            settings.timeout,
+            settings.heartbeat,
+            self.retry_json(settings),
+            self.flow_dir_text,
+        )
+        if condition is not None:
+            meta[CONDITION_KEY] = condition
+        if self.flow.secrets:  # names only: each value is resolved on the worker
+            meta[SECRETS_KEY] = list(self.flow.secrets)
+        if isinstance(action, Step) and action.cache is not None:
+            meta[CACHE_KEY] = self.cache_spec(action.cache, scope)
+        fanout = origin.fanout
+        if fanout is not None:
+            assert isinstance(action, Step) and action.foreach is not None
+            meta[FANOUT_KEY] = {
+                "from": fanout.step,
+                "output": fanout.output,
+                "as": action.foreach.as_,
+            }
+        limit = origin.max_parallel
+        self.puts.append(
+            PutRequest(
+                jid=jid,
+                queue=settings.queue,
+                klass=_klass(action),
+                data={**payload, META_KEY: meta},
+                priority=settings.priority,
+                tags=settings.tags,
+                retries=settings.retry.attempts - 1,
+                depends=tuple(depends),
+                delay=origin.delay,
+                step=origin.name,
+                index=index,
+                trigger_rule=origin.trigger_rule,
+                timeout=settings.timeout,
+                heartbeat=settings.heartbeat,
+                concurrency_key=f"{self.run_id}:{origin.name}" if limit else None,
+                concurrency_limit=limit,
+                ttl=settings.ttl,
+                throttle=settings.throttle,
+                fanout=(self.jids[fanout.step][0], fanout.output) if fanout else None,
+            )
+        )
+
+    def put_wait(self, origin: _Origin, jid: str, depends: list[str], wait: dict[str, Any]) -> None:
+        """A ``wait:`` step's job: no payload and nothing a worker would use (no worker runs
+        it); the engine completes it with a signal's data (:mod:`flows.runs.signals`)."""
+        settings = origin.settings
+        meta = meta_json(
+            self.run_id,
+            self.flow.name,
+            origin.name,
+            None,
+            "wait",
+            {},
+            None,
+            None,
+            self.retry_json(settings),
+            self.flow_dir_text,
+        )
+        self.puts.append(
+            PutRequest(
+                jid=jid,
+                queue=settings.queue,
+                klass=WAIT_KLASS,
+                data={META_KEY: meta},
+                priority=settings.priority,
+                tags=settings.tags,
+                retries=0,
+                depends=tuple(depends),
+                delay=0.0,
+                step=origin.name,
+                index=None,
+                trigger_rule=origin.trigger_rule,
+                timeout=None,
+                heartbeat=None,
+                wait=wait,
+            )
+        )
+
+    def upstream(self, step_id: str) -> Upstream:
+        """How a reader finds the jobs of ``step_id``: a fan-out step by its template and its
+        producer's output."""
+        source = self.fanouts.get(step_id)
+        if source is None:
+            return Upstream(tuple(self.jids[step_id]), self.flow.steps[step_id].fans_out)
+        producer = self.jids[source.step][0]
+        return Upstream(
+            tuple(self.jids[step_id]), True, {"from": producer, "output": source.output}
+        )
+
+    def condition(self, origin: _Origin, scope: _Scope) -> dict[str, Any] | None:
+        """A step's ``if`` for the worker: the expression, with what expansion resolves of it
+        (step references are noted as read, so they become upstream)."""
+        text = origin.action.if_ if isinstance(origin.action, Step) else None
+        if text is None:
+            return None
+        try:
+            node = conditions.parse(text)
+        except conditions.ConditionError as error:  # validation reports it first
+            raise ExpansionError(f"steps.{origin.name}.if: {error}") from None
+        values: dict[str, Any] = {}
+        for reference, _ in conditions.references_of(node):
+            value = scope.lookup(reference)
+            if value is not KEEP:
+                values[str(reference)] = value
+        return {"expression": text, "values": values}
+
+    def retry_json(self, settings: Settings) -> dict[str, Any]:
+        """The retry settings as JSON, made once for the jobs that share them (each job's meta
+        gets a copy)."""
+        retry = self.retries.get(id(settings.retry))
+        if retry is None:
+            retry = self.retries[id(settings.retry)] = settings.retry.model_dump()
+        return retry
+
+    def cache_spec(self, cache: StepCache, scope: _Scope) -> dict[str, Any]:
+        """What the worker hashes into the step's cache key besides its data
+        (:mod:`flows.runtime.step_cache`): the rendered `key`, the ttl, the files' absolute
+        paths."""
+        return {
+            "key": to_text(render(cache.key, scope.lookup)),
+            "ttl": cache.ttl,
+            "files": [str(self.flow_dir / name) for name in cache.files],
+        }
+
+    def payload(self, action: Action, scope: _Scope) -> dict[str, Any]:
+        """The job data without meta: ``with`` for Python; command, cwd and env for shell; the
+        child file, params and logical time for a sub-flow (:mod:`flows.spec.subflow_job`)."""
+        if not action.is_shell:
+            rendered: dict[str, Any] = render(action.with_, scope.lookup)
+            if isinstance(action, Step) and action.flow is not None:
+                file = str(self.flow_dir / action.flow)
+                return subflow_payload(file, rendered, self.run["logical_time"])
+            return rendered
+        # Env values are text; step references stay as templates for the worker.
+        env = {name: to_text(value) for name, value in render(action.env, scope.lookup).items()}
+
+        def value_of(reference: Reference) -> str:
+            value = scope.lookup(reference)  # a step reference: KEEP, and noted as read
+            return f"${{{{ {reference} }}}}" if value is KEEP else to_text(value)
+
+        # Every value reaches the shell as a variable, never as command text.
+        command, variables = shell_command(str(action.run), value_of)
+        env.update(variables)
+        cwd = render(action.cwd, scope.lookup) if action.cwd is not None else None
+        directory = self.flow_dir / str(cwd) if cwd is not None else self.flow_dir
+        return {"command": command, "cwd": str(directory), "env": env}
+
+
+def wait_spec(step: Step) -> dict[str, Any]:
+    """What the engine keeps of a ``wait:`` step (``flow.submit``'s job option ``wait``): the
+    signal, the timeout in seconds (absent: none), what a timeout does, the declared outputs."""
+    assert step.wait is not None
+    spec: dict[str, Any] = {"signal": step.wait.signal, "on_timeout": step.wait.on_timeout}
+    if step.wait.timeout is not None:
+        spec["timeout"] = step.wait.timeout
+    if step.outputs is not None:
+        spec["outputs"] = list(step.outputs)
+    return spec
+
+
+def _klass(action: Action) -> str:
+    if action.is_shell:
+        return SHELL_KLASS
+    return SUBFLOW_KLASS if action.is_subflow else str(action.job)
+
+
+def _no_steps_in_items(step_id: str) -> Callable[[Reference], Any]:
+    def refuse(reference: Reference) -> Any:
+        raise ExpansionError(
+            f"steps.{step_id}.foreach.items reads {reference}: items must be known when the run "
+            "is submitted"
+        )
+
+    return refuse

@@ -1,0 +1,209 @@
+"""Template values into a shell command as data: each becomes an environment variable.
+
+A ``run:`` command is shell syntax; the values its templates name (params, run fields, foreach
+items, other steps' outputs) come from users, schedules and jobs. Pasting them into the text
+would let a value such as ``$(rm -rf ~)`` run as code, so every template is replaced by a
+reference to an environment variable holding the value, written for the quoting it stands in:
+
+* bare: ``"${NAME}"`` (one word, exactly the value: no splitting, no globbing);
+* inside double quotes and in a here-document: ``${NAME}``;
+* inside single quotes: ``'"${NAME}"'`` (the quote is closed around it, so the value is read
+  there as it would be written there).
+
+The shell expands a variable's value once and never reads it as syntax. The quoting is followed
+through backslashes, ``#`` comments and here-documents; a quoted here-document (``<<'EOF'``)
+expands nothing, so there the variable stays as written (its value is in the environment).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from functools import lru_cache
+from typing import Final
+
+from flows.spec.job_data import env_name
+from flows.spec.templates import MATRIX, PARAMS, RUN, STEPS, Reference, split
+
+_BARE, _SINGLE, _DOUBLE, _COMMENT, _HEREDOC = range(5)
+_WORD_BREAKS: Final = frozenset(" \t\n;&|()<>")
+_CLOSING: Final = {_SINGLE: "'", _DOUBLE: '"', _COMMENT: "\n"}
+_OPENING: Final = {"'": _SINGLE, '"': _DOUBLE}
+_MODE_CHANGERS: Final = {
+    _BARE: re.compile(r"[\\'\"#<\n]"),
+    _SINGLE: re.compile("'"),
+    _DOUBLE: re.compile(r'[\\"]'),
+    _COMMENT: re.compile("\n"),
+    _HEREDOC: re.compile("\n"),
+}
+"""Per mode, the characters that may change it (or start a here-document's delimiter)."""
+FOREACH_ENV_ROOT: Final = "foreach"
+"""The foreach variable's values are ``FLOWS_FOREACH_<NAME>``: never a runtime name such as
+``FLOWS_OUTPUT``, whatever the variable is called."""
+
+
+@lru_cache(maxsize=4096)
+def variable_name(reference: Reference) -> str:
+    """The environment variable that carries ``reference`` (before any collision suffix)."""
+    if reference.root in (PARAMS, RUN, STEPS, MATRIX):
+        return env_name(reference)
+    return env_name(Reference((FOREACH_ENV_ROOT, *reference.path)))
+
+
+def shell_command(command: str, value_of: Callable[[Reference], str]) -> tuple[str, dict[str, str]]:
+    """``command`` with each template replaced by a variable, and the variables' values.
+
+    ``value_of`` gives a reference's value as text (it may also be a template the worker
+    resolves). Two references whose names would collide (``params.a-b`` and ``params.a_b``) get
+    distinct names. Raises :class:`flows.spec.templates.TemplateSyntaxError` like ``references``.
+    """
+    texts, found = split(command)
+    variables: dict[str, str] = {}
+    names: dict[Reference, str] = {}
+    pieces: list[str] = []
+    modes = _modes(texts) if sum(map(len, texts)) <= _KEPT_LENGTH else _scan(texts)
+    for index, reference in enumerate(found):
+        pieces.append(texts[index])
+        name = names.get(reference)
+        if name is None:
+            name = base = variable_name(reference)
+            suffix = 1
+            while name in variables:
+                suffix += 1
+                name = f"{base}_{suffix}"
+            names[reference] = name
+            variables[name] = value_of(reference)
+        pieces.append(_placeholder(name, modes[index]))
+    pieces.append(texts[-1])
+    return "".join(pieces), variables
+
+
+def _scan(texts: tuple[str, ...]) -> tuple[int, ...]:
+    """The quoting mode at each template between ``texts``."""
+    quoting = _Quoting()
+    modes = []
+    for text in texts[:-1]:
+        quoting.feed(text)
+        modes.append(quoting.mode)
+        quoting.feed_word()
+    return tuple(modes)
+
+
+_KEPT_LENGTH: Final = 1024
+"""Commands up to this long have their scan kept: a foreach step's jobs share one command."""
+_modes = lru_cache(maxsize=4096)(_scan)
+
+
+def _placeholder(name: str, mode: int) -> str:
+    if mode in (_DOUBLE, _HEREDOC):
+        return f"${{{name}}}"
+    if mode == _SINGLE:
+        return f"'\"${{{name}}}\"'"
+    return f'"${{{name}}}"'
+
+
+class _Quoting:
+    """Follows a command's quoting, character by character, as /bin/sh reads it."""
+
+    def __init__(self) -> None:
+        self.mode = _BARE
+        self.escaped = False
+        self.word_start = True
+        self.previous = ""
+        self.delimiter: list[str] | None = None  # the word after '<<', while it is read
+        self.strip_tabs = False
+        self.heredocs: list[tuple[str, bool]] = []  # (end line, strip tabs), from the next line
+        self.line = ""  # the current line of a here-document
+
+    def feed(self, text: str) -> None:
+        # Runs of characters that cannot change the mode are skipped with one search: expansion
+        # does this for every shell job of a run.
+        at, length = 0, len(text)
+        while at < length:
+            if self.escaped or self.delimiter is not None:
+                self._char(text[at])
+                at += 1
+                continue
+            found = _MODE_CHANGERS[self.mode].search(text, at)
+            end = found.start() if found else length
+            if end > at:
+                self._plain(text[at:end])
+                at = end
+            if found:
+                self._char(text[at])
+                at += 1
+
+    def _plain(self, chars: str) -> None:
+        """Characters that change no mode."""
+        if self.mode == _HEREDOC:
+            self.line += chars
+        self.previous = chars[-1]
+        self.word_start = self.previous in _WORD_BREAKS and self.mode == _BARE
+
+    def feed_word(self) -> None:
+        """A template stood here: part of a word."""
+        self.word_start = False
+        self.previous = "x"
+        if self.mode == _HEREDOC:
+            self.line += "\0"
+        elif self.delimiter is not None:
+            self.delimiter.append("\0")
+
+    def _char(self, char: str) -> None:
+        if self.mode == _HEREDOC:
+            self._heredoc(char)
+        elif self.escaped:
+            self.escaped = False
+        elif char == "\\" and self.mode in (_BARE, _DOUBLE):
+            self.escaped = True
+        elif self.mode != _BARE:
+            if char == _CLOSING[self.mode]:
+                self.mode = _BARE
+                if char == "\n":
+                    self._line_end()
+        else:
+            self._bare(char)
+        self.word_start = char in _WORD_BREAKS and self.mode == _BARE
+        self.previous = char
+
+    def _bare(self, char: str) -> None:
+        if self.delimiter is not None and (
+            char in _WORD_BREAKS and (self.delimiter or char not in " \t-")
+        ):
+            self._delimited()
+        if char == "\n":
+            self._line_end()
+        elif self.delimiter is not None:
+            if char == "-" and not self.delimiter:
+                self.strip_tabs = True
+            elif char not in " \t":
+                self.delimiter.append(char)
+        elif char == "<" and self.previous == "<":
+            self.delimiter, self.strip_tabs = [], False
+        elif char == "#" and self.word_start:
+            self.mode = _COMMENT
+        else:
+            self.mode = _OPENING.get(char, _BARE)
+
+    def _delimited(self) -> None:
+        assert self.delimiter is not None
+        word = "".join(self.delimiter).replace("'", "").replace('"', "").replace("\\", "")
+        self.heredocs.append((word, self.strip_tabs))
+        self.delimiter = None
+
+    def _line_end(self) -> None:
+        if self.delimiter is not None:
+            self._delimited()
+        if self.heredocs:
+            self.mode = _HEREDOC
+
+    def _heredoc(self, char: str) -> None:
+        if char != "\n":
+            self.line += char
+            return
+        end, strip_tabs = self.heredocs[0]
+        line, self.line = self.line, ""
+        if (line.lstrip("\t") if strip_tabs else line) == end:
+            self.heredocs.pop(0)
+            if not self.heredocs:
+                self.mode = _BARE

@@ -1,0 +1,65 @@
+"""The actions on runs, steps and jobs, each one engine call that checks what the engine's
+decider allows (lua/include/run_state.lua) before it writes: a refusal names the state and the
+allowed actions and changes nothing (:class:`scheduler.engine.errors.WrongState`)."""
+
+from __future__ import annotations
+
+from typing import Final
+
+from flows.spec.job_data import FlowsMeta
+from scheduler.engine.client import Client
+from scheduler.engine.errors import WrongState
+
+RETRYABLE: Final = frozenset({"failed", "expired"})
+"""States a plain job (of no run) is put back from by a retry."""
+
+
+def is_run(client: Client, name: str) -> bool:
+    return client.engine.call("run.get", name) is not None
+
+
+def run_of_job(client: Client, jid: str) -> str | None:
+    """The run a job belongs to (from its flow meta, else its ``<run>:<step>`` id), or None."""
+    job = client.jobs.get(jid)
+    meta = FlowsMeta.from_data(job.data) if job is not None else None
+    if meta is not None:
+        return meta.run
+    head = jid.split("[", 1)[0]
+    if ":" in head:
+        run_id = head.rsplit(":", 1)[0]
+        if is_run(client, run_id):
+            return run_id
+    return None
+
+
+def retry_run(client: Client, run_id: str, target: str | None = None) -> int:
+    """Put the run's failed and expired jobs back (only ``target``'s: a step or a jid)."""
+    args = [run_id] if target is None else [run_id, target]
+    return int(client.engine.call("run.retry", *args))
+
+
+def retry_job(client: Client, jid: str) -> dict[str, str | int]:
+    """Retry one job: a job of a run through its run (the engine's rules), a plain one only
+    when it failed or expired. Returns ``{run, retried}`` or ``{queue, retried}``; raises
+    :class:`~scheduler.engine.errors.JobNotFound` or :class:`WrongState`."""
+    run_id = run_of_job(client, jid)
+    if run_id is not None:
+        return {"run": run_id, "retried": retry_run(client, run_id, jid)}
+    found = client.jobs[jid]
+    if found.state not in RETRYABLE:
+        raise WrongState(
+            f"Retry(): job {jid} is {found.state}: retry is not allowed "
+            "(only a failed or expired job is put back)"
+        )
+    found.requeue(found.queue)
+    return {"queue": found.queue, "retried": 1}
+
+
+def rerun(
+    client: Client, run_id: str, step: str, downstream: bool = False, item: str | None = None
+) -> int:
+    """Run a finished run's step again (with ``downstream``, every job needing it)."""
+    return int(client.engine.call("run.rerun", run_id, step, 1 if downstream else 0, item or ""))
+
+
+__all__ = ["RETRYABLE", "is_run", "rerun", "retry_job", "retry_run", "run_of_job"]

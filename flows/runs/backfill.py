@@ -1,0 +1,214 @@
+"""Backfilling a flow: one run per past tick of its schedule (``flows backfill``).
+
+The flow is a flow file (its ``schedule:`` block) or a registered flow (the version the
+scheduler service registered). Its ticks in the range are enumerated as the service's catch-up
+enumerates them (:func:`scheduler.service.backfills.backfill_ticks`), each run id is the one the
+schedule gives the tick, and each run is built by the one run builder
+(:func:`flows.runs.build.build_run`, through :class:`flows.runs.service_source.FlowsSource`) with
+trigger ``backfill``, the tick as its logical time in the schedule's time zone.
+
+A backfill is stored in the engine with all its ticks and advanced a few runs at a time: by
+``flows backfill`` right away, then by the scheduler service as runs finish
+(:mod:`scheduler.service.backfills`). Nothing here waits for runs.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+import time
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from pathlib import Path
+from zoneinfo import ZoneInfo
+
+from flows.runs.build import FlowFile, parse_flow_text, read_flow_file
+from flows.runs.service_source import FlowsSource, definition_of
+from scheduler.engine.client import Client
+from scheduler.service.backfills import (
+    MAX_ACTIVE_LIMIT,
+    MAX_TICKS,
+    TRIGGER,
+    AdvanceReport,
+    Backfills,
+    advance,
+    backfill_ticks,
+)
+from scheduler.service.records import RUN_ID_TIME, Definition, run_id_for
+from scheduler.service.schedules import Schedules
+
+#: ``--max-active`` when not given.
+DEFAULT_MAX_ACTIVE = 10
+
+_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+DATE_FORMATS = "YYYY-MM-DD, YYYY-MM-DDTHH:MM[:SS] or either with an offset (Z, +01:00)"
+
+
+class BackfillError(ValueError):
+    """A backfill that cannot be made as asked; the message says what and why."""
+
+
+@dataclass(frozen=True)
+class Target:
+    """The flow to backfill: its validated file and its schedule's definition."""
+
+    flow_file: FlowFile
+    definition: Definition
+
+    @property
+    def name(self) -> str:
+        return self.definition.name
+
+    @property
+    def flow_max(self) -> int:
+        """The flow's ``concurrency.max_active_runs`` (0: none)."""
+        return self.flow_file.flow.concurrency.max_active_runs or 0
+
+    @property
+    def zone(self) -> ZoneInfo:
+        return self.definition.schedule.zone
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The ticks of a range, oldest first, with their run ids. ``start`` and ``end`` are the
+    range as asked; ``clamped`` is True when ``end`` was later than now (later ticks are the
+    schedule's)."""
+
+    target: Target
+    start: float
+    end: float
+    ticks: tuple[float, ...]
+    clamped: bool = False
+
+    @property
+    def run_ids(self) -> list[str]:
+        return [run_id_for(self.target.name, tick) for tick in self.ticks]
+
+    def local(self, tick: float) -> str:
+        """A tick as the schedule's wall clock reads it."""
+        return datetime.fromtimestamp(tick, self.target.zone).strftime("%Y-%m-%d %H:%M %Z")
+
+
+def resolve(client: Client, flow: str, now: float) -> Target:
+    """The flow file at ``flow``, or else the registered flow named ``flow``.
+
+    Raises :class:`flows.validation.validate.InvalidFlow` for a file with errors,
+    :class:`BackfillError`
+    for a flow without a schedule or a name that is neither."""
+    path = Path(flow)
+    if path.is_file():
+        flow_file = read_flow_file(path, now=now, expand_check=True)
+        if flow_file.flow.schedule is None:
+            raise BackfillError(
+                f"{flow}: flow {flow_file.flow.name!r} has no schedule: block, so it has no "
+                "ticks to backfill"
+            )
+        return Target(flow_file, definition_of(flow_file))
+    if path.exists():
+        raise BackfillError(f"{flow}: not a flow file")
+    if "/" in flow or path.suffix in (".yaml", ".yml"):
+        raise BackfillError(f"{flow}: no such file")
+    registration = Schedules(client).get(flow, skips=0)
+    if registration is None:
+        raise BackfillError(
+            f"{flow}: no such file, and no registered flow of that name (see `flows schedules`)"
+        )
+    definition = registration.definition
+    flow_file = parse_flow_text(definition.source, definition.file)
+    return Target(flow_file, definition)
+
+
+def parse_moment(text: str, zone: ZoneInfo, *, option: str, end: bool = False) -> float:
+    """Epoch seconds of ``--from``/``--to`` ``text``; a time without an offset is read in the
+    schedule's time zone. A date alone is the start of that day, or for ``end`` the last second
+    of it (``--to 2026-11-30`` covers the whole 30th)."""
+    value = text.strip()
+    try:
+        moment = datetime.fromisoformat(value)
+    except ValueError:
+        raise BackfillError(
+            f"{option} {text!r} is not a date or time: use {DATE_FORMATS}"
+        ) from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=zone)
+    if end and _DATE.match(value):
+        # The next day's midnight in the zone, less a second: a day may be 23 or 25 hours long.
+        following = (moment.replace(tzinfo=None) + timedelta(days=1)).replace(tzinfo=zone)
+        return following.timestamp() - 1.0
+    return moment.timestamp()
+
+
+def plan(target: Target, start: float, end: float, now: float) -> Plan:
+    """The ticks of ``target``'s schedule in ``[start, end]`` (no later than ``now``)."""
+    if start > end:
+        raise BackfillError(f"--from {_utc(start)} is after --to {_utc(end)}: nothing to backfill")
+    if start > now:
+        raise BackfillError(
+            f"--from {_utc(start)} is in the future: a backfill covers past ticks "
+            "(the schedule fires the coming ones)"
+        )
+    last = min(end, now)
+    ticks = tuple(backfill_ticks(target.definition.schedule, start, last))
+    if not ticks:
+        raise BackfillError(
+            f"the schedule of {target.name} has no tick from {_utc(start)} to {_utc(last)}"
+        )
+    return Plan(target, start, end, ticks, clamped=end > now)
+
+
+def new_backfill_id(flow: str, now: float) -> str:
+    """``<flow>-bf-<UTC time>-<random>``: printed, and listed by ``flows backfills``."""
+    stamp = time.strftime(RUN_ID_TIME, time.gmtime(now))
+    return f"{flow}-bf-{stamp}-{secrets.token_hex(2)}"
+
+
+def check_build(plan: Plan) -> None:
+    """Build the first tick's run now, so a flow whose runs cannot be built (a required param
+    without a default, a limit) is refused before anything is stored."""
+    tick = plan.ticks[0]
+    try:
+        FlowsSource().build(
+            plan.target.definition, run_id_for(plan.target.name, tick), tick, TRIGGER, 0.0
+        )
+    except ValueError as error:
+        raise BackfillError(f"cannot build the run of {plan.local(tick)}: {error}") from None
+
+
+def start(client: Client, plan: Plan, max_active: int, now: float) -> tuple[str, AdvanceReport]:
+    """Store the backfill and submit its first runs (as many as its limits allow); the
+    scheduler service submits the rest as runs finish. Returns its id and what was submitted."""
+    if not 1 <= max_active <= MAX_ACTIVE_LIMIT:
+        raise BackfillError(f"--max-active must be from 1 to {MAX_ACTIVE_LIMIT}: {max_active}")
+    check_build(plan)
+    backfill_id = new_backfill_id(plan.target.name, now)
+    Backfills(client).create(
+        backfill_id,
+        plan.target.definition,
+        plan.ticks,
+        max_active=max_active,
+        flow_max=plan.target.flow_max,
+        start=plan.start,
+        end=plan.end,
+        now=now,
+    )
+    return backfill_id, advance(client, FlowsSource(), now, backfill_id=backfill_id)
+
+
+def _utc(moment: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(moment))
+
+
+__all__ = [
+    "DEFAULT_MAX_ACTIVE",
+    "MAX_TICKS",
+    "BackfillError",
+    "Plan",
+    "Target",
+    "check_build",
+    "new_backfill_id",
+    "parse_moment",
+    "plan",
+    "resolve",
+    "start",
+]

@@ -1,0 +1,236 @@
+"""Building a run: the one path from a flow file to what the engine takes.
+
+Every run is built here, whoever starts it: ``flows run`` and a sub-flow step's child run
+(:func:`read_flow_file`), the scheduler service's ticks and backfills, and a manual trigger from
+``flows schedule trigger`` or the REST API (:func:`parse_flow_text` of the registered text,
+:mod:`flows.runs.service_source`). The file is read,
+validated and hashed once (:class:`FlowFile`); :func:`build_run` expands it for one run id and
+logical time, binds and checks the params, checks the engine's limits and returns the run record
+and job specs (:class:`~scheduler.service.records.RunRequest`) that ``flow.submit``,
+``schedule.fire`` and ``schedule.trigger`` write in one engine call. No I/O but reading the file.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from flows.expand.cache_keys import seal
+from flows.expand.flow_outputs import RECORD_FIELD, outputs_record
+from flows.expand.jobs import PutRequest, expand
+from flows.expand.run_specs import check_limits, content_hash, job_spec
+from flows.gc_pause import gc_paused
+from flows.runs.graph import run_graph
+from flows.spec.model import Flow
+from flows.spec.notify_rules import job_flags, run_rules
+from flows.spec.subflow_files import child_queues
+from flows.validation.validate import InvalidFlow, validate_text
+from scheduler.service.records import RunRequest
+
+
+@dataclass(frozen=True)
+class FlowFile:
+    """A flow file read, validated and hashed once: ``file`` is its absolute path (a registered
+    flow's recorded path), ``hash`` names the exact text a run was built from."""
+
+    flow: Flow
+    file: str
+    text: str
+    hash: str
+
+    @property
+    def flow_dir(self) -> Path:
+        """Where relative paths of the flow (job modules, working directories) start."""
+        return Path(self.file).parent
+
+
+def parse_flow_text(
+    text: str, file: str, *, now: float | None = None, expand_check: bool = False
+) -> FlowFile:
+    """The flow in ``text``, which lives (or lived) at ``file``; raises :class:`InvalidFlow` with
+    every finding when it has errors. ``expand_check``: also refuse a flow no run of which could
+    be submitted with its param defaults (what ``flows validate`` checks)."""
+    result = validate_text(
+        text, file=file, flow_dir=Path(file).parent, now=now, expand=expand_check
+    )
+    if result.flow is None:
+        raise InvalidFlow(result.findings)
+    return FlowFile(result.flow, file, text, content_hash(text))
+
+
+def read_flow_file(path: Path, *, now: float | None = None, expand_check: bool = False) -> FlowFile:
+    """:func:`parse_flow_text` of the file at ``path``; findings name the path as given."""
+    text = path.read_text()
+    flow_file = parse_flow_text(text, str(path), now=now, expand_check=expand_check)
+    # Findings name the file as the user gave it; the run records where it is.
+    return FlowFile(flow_file.flow, str(path.resolve()), text, flow_file.hash)
+
+
+@dataclass(frozen=True)
+class BuiltRun:
+    """A run ready to submit, and the queues its jobs go to (for a local worker)."""
+
+    request: RunRequest
+    queues: tuple[str, ...]
+
+    @property
+    def run_id(self) -> str:
+        return self.request.run_id
+
+
+def build_run(
+    source: FlowFile,
+    *,
+    run_id: str,
+    logical_time: datetime,
+    params: Mapping[str, Any],
+    trigger: str,
+    schedule: str | None = None,
+    tick: float | None = None,
+    delay: float = 0.0,
+) -> BuiltRun:
+    """The run ``run_id`` of ``source`` at ``logical_time``.
+
+    ``params`` are bound to the flow's declarations (text converted to the declared type,
+    unknown names and wrong types refused: :class:`~flows.spec.params.ParamError`); an expansion the
+    flow cannot make raises :class:`~flows.expand.jobs.ExpansionError`, a run over the engine's
+    limits the engine's error class. ``trigger`` says why the run was started (``manual``, or
+    the service's ``schedule``, ``catch-up``, ``buffered``), kept in the run record.
+    ``schedule`` and ``tick`` name the schedule and the fire time a scheduled run stands for;
+    the jobs without dependencies start ``delay`` seconds late (the schedule's jitter).
+    """
+    requests = expand(
+        source.flow,
+        run_id=run_id,
+        logical_time=logical_time,
+        params=params,
+        flow_dir=source.flow_dir,
+    )
+    seal(requests)  # cached steps' own keys, their declared files read now
+    outputs = outputs_record(
+        source.flow, requests, run_id=run_id, logical_time=logical_time, params=params
+    )
+    return assemble_run(
+        run_id,
+        source.flow.name,
+        requests,
+        params=params,
+        trigger=trigger,
+        file_hash=source.hash,
+        file=source.file,
+        schedule=schedule,
+        tick=tick,
+        delay=delay,
+        outputs=outputs,
+        more_queues=child_queues(source.flow, source.flow_dir),
+        notify=notify_plan(source.flow),
+        flow_model=source.flow,
+        max_active_runs=source.flow.concurrency.max_active_runs,
+    )
+
+
+@dataclass(frozen=True)
+class NotifyPlan:
+    """A run's ``notify:`` rules (the run record's ``notify``), each step's job flag, and the
+    run's and its steps' ``deadline:`` in seconds."""
+
+    rules: list[dict[str, Any]]
+    flags: dict[str, str]
+    deadline: float | None = None
+    step_deadlines: dict[str, float] | None = None
+
+
+def notify_plan(flow: Flow) -> NotifyPlan | None:
+    """What the run of ``flow`` needs for its notifications and deadlines (None: nothing)."""
+    steps = [(step_id, step.notify) for step_id, step in flow.steps.items() if step.notify]
+    deadlines = {step_id: s.deadline for step_id, s in flow.steps.items() if s.deadline}
+    if not flow.notify and not steps and not deadlines and not flow.deadline:
+        return None
+    flags: dict[str, str] = {}
+    for step_id in [*flow.steps, *(name for name, _ in flow.hooks.defined())]:
+        step = flow.steps.get(step_id)
+        flag = job_flags(flow.notify, step.notify if step is not None else ())
+        if flag:
+            flags[step_id] = flag
+    return NotifyPlan(run_rules(flow.notify, steps), flags, flow.deadline, deadlines or None)
+
+
+def assemble_run(
+    run_id: str,
+    flow: str,
+    requests: Sequence[PutRequest],
+    *,
+    params: Mapping[str, Any],
+    trigger: str = "manual",
+    file_hash: str = "",
+    file: str = "",
+    schedule: str | None = None,
+    tick: float | None = None,
+    delay: float = 0.0,
+    outputs: Mapping[str, Any] | None = None,
+    more_queues: Iterable[str] = (),
+    notify: NotifyPlan | None = None,
+    flow_model: Flow | None = None,
+    max_active_runs: int | None = None,
+) -> BuiltRun:
+    """The run record and job specs of expanded ``requests`` (the second half of
+    :func:`build_run`, for callers that expand themselves: benchmarks and tests). ``outputs``:
+    the flow's (:func:`flows.expand.flow_outputs.outputs_record`); ``more_queues``: queues its child
+    runs use, which a local worker of the run must also take jobs from."""
+    # A few containers per job, among the many the expansion left alive: see flows.gc_pause.
+    with gc_paused():
+        jobs = _job_specs(requests, delay, notify)
+    queues = tuple(sorted({r.queue for r in requests} | set(more_queues)))
+    record: dict[str, Any] = {
+        "flow": flow,
+        "params": dict(params),
+        "trigger": trigger,
+        "hash": file_hash,
+        "file": file,
+        "queues": list(queues),
+    }
+    if schedule is not None:
+        record["schedule"] = schedule
+    if tick is not None:
+        record["tick"] = tick  # the fire time it stands for (a manual run stands for none)
+    if outputs is not None:
+        record[RECORD_FIELD] = dict(outputs)
+    if notify is not None and notify.rules:
+        record["notify"] = notify.rules
+    if notify is not None and notify.deadline:
+        record["deadline"] = notify.deadline
+    if max_active_runs:
+        # The engine call that fires a schedule's tick holds the flow's limit.
+        record["max_active_runs"] = max_active_runs
+    # The run carries its graph: every surface draws it without the flow file.
+    record["graph"] = run_graph(requests, flow_model)
+    # The limits are checked now, before anything is sent; the engine takes the text as it is.
+    with gc_paused():
+        jobs_text = check_limits(run_id, jobs)
+    return BuiltRun(RunRequest(run_id, record, jobs, jobs_text), queues)
+
+
+def _job_specs(
+    requests: Sequence[PutRequest], delay: float, notify: NotifyPlan | None
+) -> list[dict[str, Any]]:
+    """Each request's :func:`~flows.expand.run_specs.job_spec`; the jobs without dependencies start
+    ``delay`` seconds late; a step's notify flag and deadline go on each of its jobs."""
+    jobs = []
+    flags = notify.flags if notify is not None else {}
+    deadlines = (notify.step_deadlines or {}) if notify is not None else {}
+    for request in requests:
+        spec = job_spec(request)
+        if flags and request.step in flags:
+            spec["notify"] = flags[request.step]
+        if deadlines and request.step in deadlines:
+            spec["deadline"] = deadlines[request.step]
+        if delay > 0 and not request.depends:
+            spec["delay"] = request.delay + delay
+        jobs.append(spec)
+    return jobs
+
+
+__all__ = ["BuiltRun", "FlowFile", "assemble_run", "build_run", "parse_flow_text", "read_flow_file"]

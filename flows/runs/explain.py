@@ -1,0 +1,80 @@
+"""``flows explain``: why a run's steps (or one job) are where they are.
+
+A job is explained by the engine in one read (:mod:`scheduler.engine.explain`); a run is its
+steps, each with its status and, for a step not finished, every unfinished job's reason (one
+pipelined round trip for all of them). The CLI and the REST API both render this.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from flows.runs.read import RunView, StepView
+from scheduler.engine.client import Client
+from scheduler.engine.explain import Explanation, sentence
+
+FINISHED = ("success", "cached", "skipped", "failed", "expired", "canceled", "gone")
+SHOWN_PER_STEP = 20
+"""Jobs of one step explained at most (a foreach of thousands says how many more there are)."""
+
+
+@dataclass
+class StepReasons:
+    step: str
+    status: str
+    jobs: list[Explanation] = field(default_factory=list)
+    more: int = 0
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "step": self.step,
+            "status": self.status,
+            "jobs": [j.as_json() for j in self.jobs],
+            "more": self.more,
+        }
+
+
+def _chosen(step: StepView, named: bool) -> list[str]:
+    """The jobs of a step to explain: its unfinished ones (a named step with none: all)."""
+    open_items = [job.jid for job in step.jobs if job.status not in FINISHED]
+    return open_items or ([job.jid for job in step.jobs] if named else [])
+
+
+class UnknownStep(LookupError):
+    """The run has no such step (the message names the steps it has)."""
+
+
+def explain_run(
+    client: Client, view: RunView, step: str | None = None, *, now: float | str = ""
+) -> list[StepReasons]:
+    """Every step of the run (or ``step`` alone) with the reasons of its unfinished jobs; a
+    named step is explained even when finished (a failed step says why)."""
+    steps = view.steps
+    if step is not None:
+        steps = [s for s in steps if s.step == step]
+        if not steps:
+            names = ", ".join(s.step for s in view.steps)
+            raise UnknownStep(f"run {view.run_id} has no step {step!r} (steps: {names})")
+    chosen = {s.step: _chosen(s, step is not None) for s in steps}
+    wanted = [(s, jid) for s in steps for jid in chosen[s.step][:SHOWN_PER_STEP]]
+    moment = float(now) if now != "" else client.engine.server_time()
+    pipe = client.engine.pipeline()
+    for _, jid in wanted:
+        pipe.call("job.explain", jid, now=moment)
+    replies = pipe.execute() if wanted else []
+    by_step: dict[str, StepReasons] = {
+        s.step: StepReasons(s.step, s.status, more=max(0, len(chosen[s.step]) - SHOWN_PER_STEP))
+        for s in steps
+    }
+    for (s, jid), reply in zip(wanted, replies, strict=True):
+        if isinstance(reply, Exception) or reply is None:
+            continue
+        facts = json.loads(reply)
+        if step is None and facts.get("state") in ("complete", "failed", "expired"):
+            continue  # the finished items of a step that goes on
+        by_step[s.step].jobs.append(
+            Explanation(jid, str(facts["reason"]), sentence(facts, moment), facts)
+        )
+    return list(by_step.values())

@@ -1,0 +1,191 @@
+"""The step logs of a run: which jobs a run's steps are, and their lines as they come.
+
+A run's jobs are ``<run id>:<step>`` and ``<run id>:<step>[<i>]``; the part after the run id is a
+job's *label* here. Lines are read with :mod:`scheduler.engine.joblogs`.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+from flows.spec.findings import did_you_mean
+from scheduler.engine import joblogs
+from scheduler.engine.client import Client
+from scheduler.engine.errors import JobNotFound
+from scheduler.engine.joblogs import ENDED, LogLine
+
+# Seconds between two looks for jobs that appeared while following (a run's new jobs).
+MORE_INTERVAL = 1.0
+
+
+class NoSuchRun(LookupError):
+    """The run (or its step) does not exist; the message says which and what there is."""
+
+
+@dataclass(frozen=True, slots=True)
+class StepLine:
+    """A line of a run's job: the job's label (``step`` or ``step[i]``), jid and attempt."""
+
+    label: str
+    jid: str
+    attempt: int
+    line: LogLine
+
+    def as_dict(self) -> dict[str, object]:
+        return {"step": self.label, "jid": self.jid, "attempt": self.attempt, **self.line.as_dict()}
+
+
+def run_jobs(client: Client, run_id: str, step: str | None = None) -> list[tuple[str, str]]:
+    """``(label, jid)`` of the run's jobs in submission order, only ``step``'s when given."""
+    raw = client.engine.call("run.get", run_id)
+    if raw is None:
+        raise NoSuchRun(f"no run {run_id!r} (see `flows runs`)")
+    jids = json.loads(raw).get("jids") or []
+    jobs = [(_label(run_id, jid), jid) for jid in jids]
+    if step is None:
+        return jobs
+    chosen = [(label, jid) for label, jid in jobs if label == step or label.startswith(step + "[")]
+    if not chosen:
+        steps = sorted({label.split("[", 1)[0] for label, _ in jobs})
+        hint = did_you_mean(step, steps) or f"its steps: {', '.join(steps)}"
+        raise NoSuchRun(f"run {run_id!r} has no step {step!r} ({hint})")
+    return chosen
+
+
+def _label(run_id: str, jid: str) -> str:
+    prefix = run_id + ":"
+    return jid[len(prefix) :] if jid.startswith(prefix) else jid
+
+
+class Follower:
+    """Reads the lines of ``jobs`` round by round: each job's attempts from its first (or only
+    ``attempt``), from where the last round stopped. A job that is gone (deleted by retention)
+    has no lines and has ended; a job its run's cancel deleted keeps its lines."""
+
+    def __init__(
+        self,
+        client: Client,
+        jobs: list[tuple[str, str]],
+        *,
+        live: bool = True,
+        attempt: int | None = None,
+    ) -> None:
+        self.client = client
+        self.live = live
+        self.only = attempt
+        self._open = list(jobs)
+        self._known = {jid for _, jid in jobs}
+        self._offsets: dict[str, tuple[int, int]] = {}  # jid -> (attempt, offset)
+        # Per (jid, attempt) read: its label, and the lines it dropped or cut (the page's count).
+        self.attempts: dict[tuple[str, int], tuple[str, int, int]] = {}
+
+    def add(self, jobs: list[tuple[str, str]]) -> None:
+        """Follow these jobs too (a fan-out's items, a child run's jobs), those not yet known."""
+        for label, jid in jobs:
+            if jid not in self._known:
+                self._known.add(jid)
+                self._open.append((label, jid))
+
+    @property
+    def done(self) -> bool:
+        """Every job has ended and its last lines were read (without ``live``: after a round)."""
+        return not self._open
+
+    def poll(self) -> list[StepLine]:
+        """One round: the lines written since the last."""
+        # States first: a job seen ended here has stored every line it will write.
+        ended = _ended(self.client, [jid for _, jid in self._open]) if self.live else None
+        out: list[StepLine] = []
+        still: list[tuple[str, str]] = []
+        for label, jid in self._open:
+            attempt, offset = self._offsets.get(jid, (self.only or 1, 0))
+            while True:
+                try:
+                    page = joblogs.read(self.client.engine, jid, attempt, offset)
+                except JobNotFound:  # deleted (retention): its lines went with it
+                    break
+                out += [StepLine(label, jid, attempt, line) for line in page.lines]
+                if page.attempts >= attempt:
+                    self.attempts[(jid, attempt)] = (label, page.dropped, page.cut)
+                offset = page.next
+                if len(page.lines) == joblogs.PAGE:
+                    continue
+                if page.attempts > attempt and self.only is None:  # a later start wrote lines
+                    attempt, offset = attempt + 1, 0
+                    continue
+                break
+            self._offsets[jid] = (attempt, offset)
+            if ended is not None and jid not in ended:
+                still.append((label, jid))
+        self._open = still
+        return out
+
+
+def follow(
+    client: Client,
+    jobs: list[tuple[str, str]] | Follower,
+    *,
+    live: bool = True,
+    interval: float = 0.2,
+    stop: Callable[[], bool] = lambda: False,
+    more: Callable[[], list[tuple[str, str]]] | None = None,
+) -> Iterator[StepLine]:
+    """The lines of ``jobs`` as they come (see :class:`Follower`); without ``live`` only what is
+    stored now. Ends when every job has ended and its last lines are read, or when ``stop()``
+    says so (the run ended): then after one more round, so the lines stored between the last
+    round and the end are read too. ``more()`` names jobs that appeared since (a fan-out's
+    items, a child run's jobs), asked before each round."""
+    follower = jobs if isinstance(jobs, Follower) else Follower(client, jobs, live=live)
+    asked = 0.0
+    while True:
+        if more is not None and time.monotonic() - asked >= MORE_INTERVAL:
+            follower.add(more())
+            asked = time.monotonic()
+        yield from follower.poll()
+        if follower.done:
+            return
+        if stop():
+            if more is not None:
+                follower.add(more())
+            yield from follower.poll()  # every job has ended: this round reads their last lines
+            return
+        time.sleep(interval)
+
+
+def run_tree_jobs(
+    client: Client, run_id: str, prefix: str = "", depth: int = 0
+) -> list[tuple[str, str]]:
+    """``(label, jid)`` of the run's jobs and, under ``step/``, its sub-flow steps' child
+    runs' jobs (and theirs, a few levels down)."""
+    jobs = [(prefix + label, jid) for label, jid in run_jobs(client, run_id)]
+    if depth >= 8:
+        return jobs
+    labels = dict((jid, label) for label, jid in jobs)
+    jids = list(labels)
+    children = []
+    for start in range(0, len(jids), 500):
+        for job in client.jobs.multiget(*jids[start : start + 500]):
+            if job.child:
+                children += run_tree_jobs(client, job.child, f"{labels[job.jid]}/", depth + 1)
+    return jobs + children
+
+
+def _ended(client: Client, jids: list[str]) -> set[str]:
+    """The jids of jobs that write no more lines (ended, or gone)."""
+    out = set(jids)
+    for start in range(0, len(jids), 500):
+        for job in client.jobs.multiget(*jids[start : start + 500]):
+            if job.state not in ENDED:
+                out.discard(job.jid)
+    return out
+
+
+def tail(client: Client, jid: str, count: int = 20) -> list[LogLine]:
+    """The last ``count`` lines of the job's latest attempt."""
+    return joblogs.tail(client.engine, jid, count)
+
+
+__all__ = ["Follower", "NoSuchRun", "StepLine", "follow", "run_jobs", "run_tree_jobs", "tail"]

@@ -1,0 +1,265 @@
+"""Reading runs back: a run as the engine's one decider sees it, in one call.
+
+The engine decides the status of a run, of each of its steps and jobs, and the actions each
+allows (``run.read``, lua/include/run_state.lua; the words are :mod:`flows.runs.statuses`). This
+module only carries that reply: :func:`load_run` gives a :class:`RunView`, and
+:func:`run_document` is the one JSON shape of a run that ``flows status --json`` and
+``GET /api/v1/runs/{id}`` both send. A step lists a page of its jobs (``limit`` from its offset
+in ``offsets``): a 10,000-item step costs the same to show as a 10-item one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+from collections.abc import Mapping
+from typing import Any, Final
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from flows.runs.statuses import FINISHED, RUN_STATUSES, STEP_STATUSES, Action, RunStatus, StepStatus
+from scheduler.engine.client import Client
+
+PAGE: Final = 100
+"""Jobs of each step a read lists unless told otherwise."""
+
+_RUN_FIELDS_JSON: Final = ("params", "queues", "outputs", "notify")
+_RUN_FIELDS_NUMBERS: Final = (
+    "submitted",
+    "jobs",
+    "tick",
+    "canceled",
+    "depth",
+    "deadline",
+    "deadline_missed",
+)
+
+
+def _list(value: Any) -> list[Any]:
+    """The engine writes an empty list as ``{}``."""
+    return [] if value in ({}, None) else list(value)
+
+
+class JobView(BaseModel):
+    """One job of a step, as the engine read it (``state`` None: it no longer exists)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    jid: str
+    state: str | None
+    status: StepStatus
+    attempts: int = 0
+    started: float | None = None
+    updated: float | None = None
+    child: str | None = None
+    actions: list[Action] = Field(default_factory=list)
+    outputs: Any = None
+    failure: dict[str, Any] | None = None
+    earlier: list[dict[str, Any]] = Field(default_factory=list)
+    """A re-run job's earlier attempts: each ``{attempt, status, result, failure, updated}``."""
+
+    @field_validator("actions", "earlier", mode="before")
+    @classmethod
+    def _actions(cls, value: Any) -> Any:
+        return _list(value)
+
+    @field_validator("failure", mode="before")
+    @classmethod
+    def _failure(cls, value: Any) -> Any:
+        return value if isinstance(value, Mapping) and value else None
+
+
+class StepView(BaseModel):
+    """One step of a run (a foreach step's items together): its status, counts per status,
+    times and actions, and a page of its jobs (``offset``; ``next``: the next page's offset)."""
+
+    step: str
+    status: StepStatus
+    counts: dict[str, int] = Field(default_factory=dict)
+    total: int = 0
+    attempts: int = 0
+    started: float | None = None
+    finished: float | None = None
+    duration: float | None = None
+    child: str | None = None
+    actions: list[Action] = Field(default_factory=list)
+    offset: int = 0
+    next: int | None = None
+    jobs: list[JobView] = Field(default_factory=list)
+
+    @field_validator("actions", "jobs", mode="before")
+    @classmethod
+    def _lists(cls, value: Any) -> Any:
+        return _list(value)
+
+    @property
+    def jids(self) -> list[str]:
+        """The jids of the page of jobs read."""
+        return [job.jid for job in self.jobs]
+
+    @property
+    def done(self) -> int:
+        return sum(self.counts.get(word, 0) for word in ("success", "cached", "skipped"))
+
+    @property
+    def progress(self) -> str:
+        return f"{self.done}/{self.total}"
+
+
+class RunView(BaseModel):
+    """A run as the engine decided it, in the one JSON shape of a run (``flows status --json``,
+    ``GET /api/v1/runs/{id}``): its record's fields (flow, submitted, trigger, params, queues,
+    and for a child run parent_run, parent_step, ...), its status, counts per status, allowed
+    actions, its graph as submitted (None for a run submitted without one) and its steps."""
+
+    model_config = ConfigDict(extra="allow")
+
+    id: str
+    flow: str = ""
+    status: RunStatus
+    submitted: float | None = None
+    jobs: int = 0
+    trigger: str | None = None
+    params: dict[str, Any] = Field(default_factory=dict)
+    queues: list[str] = Field(default_factory=list)
+    counts: dict[str, int] = Field(default_factory=dict)
+    actions: list[Action] = Field(default_factory=list)
+    graph: dict[str, Any] | None = None
+    steps: list[StepView] = Field(default_factory=list)
+
+    @field_validator("actions", "steps", "queues", mode="before")
+    @classmethod
+    def _lists(cls, value: Any) -> Any:
+        return _list(value)
+
+    @field_validator("params", "counts", mode="before")
+    @classmethod
+    def _objects(cls, value: Any) -> Any:
+        return value if isinstance(value, Mapping) else {}
+
+    @property
+    def run_id(self) -> str:
+        return self.id
+
+    @property
+    def record(self) -> dict[str, Any]:
+        """The run record's fields (what the run was submitted with)."""
+        return {k: v for k, v in self.model_dump().items() if k not in _DECIDED}
+
+    @property
+    def finished(self) -> bool:
+        return self.status in FINISHED
+
+    @property
+    def failed_jobs(self) -> list[JobView]:
+        """The failed and expired jobs among those read."""
+        return [j for s in self.steps for j in s.jobs if j.status in ("failed", "expired")]
+
+    def step(self, name: str) -> StepView | None:
+        return next((s for s in self.steps if s.step == name), None)
+
+
+# The fields the engine decides at each read, not the run's record.
+_DECIDED: Final = frozenset({"id", "status", "counts", "actions", "graph", "steps"})
+
+
+def run_document(view: RunView) -> dict[str, Any]:
+    """The one JSON shape of a run (``flows status --json``, ``GET /api/v1/runs/{id}``)."""
+    return view.model_dump(mode="json")
+
+
+def run_record(raw: Mapping[str, Any]) -> dict[str, Any]:
+    """A run record as JSON values: ``params`` and ``queues`` decoded, times and counts numbers
+    (the engine keeps every field of a run as text)."""
+    record = dict(raw)
+    for name in _RUN_FIELDS_JSON:
+        value = record.get(name)
+        if isinstance(value, str):
+            with contextlib.suppress(ValueError):
+                record[name] = json.loads(value)
+    for name in _RUN_FIELDS_NUMBERS:
+        value = record.get(name)
+        if isinstance(value, str) and value:
+            with contextlib.suppress(ValueError):
+                number = float(value)
+                whole = number.is_integer() and name in ("jobs", "depth")
+                record[name] = int(number) if whole else number
+    return record
+
+
+def step_of(run_id: str, jid: str) -> str:
+    """The step (or hook) of a job id ``<run id>:<step>`` or ``<run id>:<step>[<key>]``."""
+    name = jid[len(run_id) + 1 :] if jid.startswith(f"{run_id}:") else jid.rsplit(":", 1)[-1]
+    return _ITEM.sub("", name)
+
+
+_ITEM = re.compile(r"\[[^\[]*\]$")
+
+
+def load_run(
+    client: Client, run_id: str, limit: int = PAGE, offsets: Mapping[str, int] | None = None
+) -> RunView | None:
+    """The run as the engine decides it (one call), or None when no run has that id."""
+    args: list[Any] = [run_id, limit]
+    if offsets:
+        args.append(json.dumps(dict(offsets)))
+    raw = client.engine.call("run.read", *args)
+    return None if raw is None else parse_run(run_id, raw)
+
+
+def parse_run(run_id: str, raw: str) -> RunView:
+    """The view of a ``run.read`` reply (for callers that read many runs in one pipeline)."""
+    reply = json.loads(raw)
+    record = run_record(reply["record"])
+    record.pop("graph", None)
+    graph = reply.get("graph")
+    return RunView.model_validate(
+        {
+            **record,
+            "id": run_id,
+            "status": reply["status"],
+            "counts": reply.get("counts"),
+            "actions": reply.get("actions"),
+            "graph": graph if isinstance(graph, dict) else None,
+            "steps": reply.get("steps"),
+        }
+    )
+
+
+def run_status(client: Client, run_id: str) -> str | None:
+    """The run's status alone (None when there is no such run)."""
+    view = load_run(client, run_id, limit=0)
+    return None if view is None else view.status
+
+
+def list_runs(client: Client, flow: str | None = None, count: int = 25) -> list[dict[str, Any]]:
+    """Run records, newest first (as :func:`run_record` gives them)."""
+    records = json.loads(client.engine.call("runs", flow or "", 0, count))
+    return [run_record(r) for r in records]
+
+
+def list_run_statuses(
+    client: Client, flow: str | None = None, offset: int = 0, count: int = 25
+) -> list[dict[str, Any]]:
+    """Run records with their status, newest first, in one engine call."""
+    raw = json.loads(client.engine.call("runs.statuses", flow or "", offset, count))
+    return [run_record(r) for r in _list(raw)]
+
+
+__all__ = [
+    "PAGE",
+    "RUN_STATUSES",
+    "STEP_STATUSES",
+    "JobView",
+    "RunView",
+    "StepView",
+    "list_run_statuses",
+    "list_runs",
+    "load_run",
+    "parse_run",
+    "run_document",
+    "run_record",
+    "run_status",
+    "step_of",
+]

@@ -1,0 +1,189 @@
+"""Signals to a run's ``wait:`` steps (``flows signal``, ``flows approve``, the REST API).
+
+A ``wait:`` step is one job (``<run id>:<step>``) that no worker runs: the engine keeps it
+``awaiting`` once its needs are met (``lua/include/waits.lua``). :func:`signal_step` completes it
+with the signal's data as its outputs, and its dependents are released in that same engine call
+(``wait.signal``). A signal to a step that is not awaiting one is refused with
+:class:`SignalRefused`, naming the run, the step and its state, and nothing is written.
+Timeouts are the scheduler service's (:func:`scheduler.service.housekeeping.time_out_waits`).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from flows.spec.findings import did_you_mean
+from scheduler.engine.client import Client
+from scheduler.engine.errors import FlowsError, InvalidArgument, JobNotFound, TooLarge, WrongState
+
+APPROVED_BY = "approved_by"
+NOTE = "note"
+
+
+class SignalRefused(FlowsError, ValueError):
+    """The signal cannot be given: no such run or step (``kind`` ``missing``), the step is not a
+    wait or not awaiting a signal: its needs are not done, or it is done (``state``), or its
+    data do not fit (``data``)."""
+
+    def __init__(self, message: str, kind: str = "data") -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
+@dataclass(frozen=True, slots=True)
+class Signaled:
+    """A signal given: the wait's job completed with ``data`` as its outputs."""
+
+    run_id: str
+    step: str
+    jid: str
+    data: Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class WaitState:
+    """A wait step as the engine has it (``wait.get``): its state and spec, and while it
+    awaits its signal since when and until when (``deadline`` None: no timeout)."""
+
+    jid: str
+    state: str
+    signal: str
+    timeout: float | None
+    on_timeout: str
+    outputs: tuple[str, ...] | None
+    since: float | None
+    deadline: float | None
+
+    @classmethod
+    def from_json(cls, raw: Mapping[str, Any]) -> WaitState:
+        outputs = raw.get("outputs")
+        return cls(
+            jid=str(raw["jid"]),
+            state=str(raw["state"]),
+            signal=str(raw.get("signal", "")),
+            timeout=raw.get("timeout"),
+            on_timeout=str(raw.get("on_timeout", "fail")),
+            outputs=tuple(outputs) if isinstance(outputs, list) else None,
+            since=raw.get("since"),
+            deadline=raw.get("deadline"),
+        )
+
+
+def wait_jid(run_id: str, step: str) -> str:
+    """The job id of a run's (non-foreach) step, as expansion names it."""
+    return f"{run_id}:{step}"
+
+
+def approval(note: str | None, user: str) -> dict[str, Any]:
+    """The data of ``flows approve``: the note ('' when none) and who approved."""
+    return {NOTE: note or "", APPROVED_BY: user}
+
+
+def wait_state(client: Client, jid: str) -> WaitState | None:
+    """The wait of job ``jid``, or None when it is not a wait (or does not exist)."""
+    raw = client.engine.call("wait.get", jid)
+    return None if raw is None else WaitState.from_json(json.loads(raw))
+
+
+def signal_step(
+    client: Client, run_id: str, step: str, data: Mapping[str, Any], by: str = ""
+) -> Signaled:
+    """Complete the run's wait step ``step`` with ``data`` (its outputs), releasing its
+    dependents in the same engine call. ``by`` names who signaled (kept in the job's history).
+    Raises :class:`SignalRefused` (nothing written) when the step is not awaiting a signal."""
+    where = f"run {run_id}, step {step}"
+    text = _data_text(where, data)
+    jid = wait_jid(run_id, step)
+    record = client.engine.call("run.get", run_id)
+    if record is None:
+        raise SignalRefused(f"{where}: no run {run_id}", "missing")
+    try:
+        client.engine.call("wait.signal", jid, text, by)
+    except JobNotFound:
+        jids = json.loads(record).get("jids") or []
+        if any(str(other).startswith(f"{jid}[") for other in jids):
+            why = "not a wait step: a foreach or matrix step's jobs take no signal"
+            raise SignalRefused(f"{where}: {why}", "state") from None
+        prefix = f"{run_id}:"
+        steps = sorted(
+            {str(j)[len(prefix) :].split("[", 1)[0] for j in jids if str(j).startswith(prefix)}
+        )
+        hint = did_you_mean(step, steps) or f"its steps: {', '.join(steps)}"
+        raise SignalRefused(f"{where}: the run has no step {step!r} ({hint})", "missing") from None
+    except WrongState as error:
+        raise SignalRefused(f"{where}: {_why_not(client, jid, error)}", "state") from None
+    except (InvalidArgument, TooLarge) as error:
+        raise SignalRefused(f"{where}: {_engine_words(error)}") from None
+    return Signaled(run_id, step, jid, dict(data))
+
+
+def _data_text(where: str, data: Mapping[str, Any]) -> str:
+    if not isinstance(data, Mapping):
+        raise SignalRefused(f"{where}: the signal's data must be a JSON object")
+    try:
+        return json.dumps(dict(data), allow_nan=False, separators=(",", ":"))
+    except (TypeError, ValueError) as error:
+        raise SignalRefused(f"{where}: the signal's data are not JSON: {error}") from None
+
+
+def _why_not(client: Client, jid: str, error: WrongState) -> str:
+    wait = wait_state(client, jid)
+    if wait is None:
+        job = client.jobs.get(jid)
+        state = job.state if job is not None else "gone"
+        return f"not a wait step (state {state}): only a step with 'wait:' takes a signal"
+    if wait.state == "depends":
+        return "not awaiting a signal yet: its needs are not done (state depends)"
+    if wait.state == "complete":
+        return "already done (state complete): it took a signal or timed out"
+    if wait.state == "failed":
+        return "failed (state failed: it timed out); `flows retry RUN` makes it wait again"
+    return f"not awaiting a signal (state {wait.state}): {_engine_words(error)}"
+
+
+def _engine_words(error: Exception) -> str:
+    """The engine's message without its command prefix (``WaitSignal(): ...``)."""
+    text = str(error)
+    _, sep, rest = text.partition("(): ")
+    return rest if sep else text
+
+
+def parse_data(text: str) -> dict[str, Any]:
+    """``--data`` text as a JSON object; :class:`SignalRefused` otherwise."""
+    try:
+        value = json.loads(text, parse_constant=_no_constant)
+    except ValueError as error:
+        raise SignalRefused(f"--data is not JSON: {error}") from None
+    if not isinstance(value, dict):
+        raise SignalRefused(f"--data must be a JSON object, got {type(value).__name__}")
+    return value
+
+
+def _no_constant(name: str) -> float:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def describe(wait: WaitState, now: float) -> str:
+    """One line about an awaiting wait: its signal and when it times out."""
+    text = f"awaiting signal {wait.signal!r}"
+    if wait.deadline is not None and math.isfinite(wait.deadline):
+        left = max(0.0, wait.deadline - now)
+        text += f", times out ({wait.on_timeout}) in {left:.0f}s"
+    return text
+
+
+__all__ = [
+    "SignalRefused",
+    "Signaled",
+    "WaitState",
+    "approval",
+    "describe",
+    "parse_data",
+    "signal_step",
+    "wait_jid",
+    "wait_state",
+]

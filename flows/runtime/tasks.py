@@ -1,0 +1,100 @@
+"""Built-in job functions.
+
+``flows.runtime.tasks.shell`` runs a flow's ``run:`` step: data ``{"command": str, "cwd": str |
+None, "env": {str: str}}``. The command runs under ``/bin/sh`` in its own process group (so stopping
+the job kills everything it started), in ``cwd`` (default: the job's sandbox), with the
+environment plus ``env``, ``FLOWS_JID``, ``FLOWS_SANDBOX`` and ``FLOWS_OUTPUT``: a file where the
+step may write ``key=value`` lines, which become its outputs (the job's result;
+:func:`flows.spec.job_data.parse_output_file` reads them). Exit code 0 completes the job; any other
+code N fails it in group ``exit-code-N`` (after its retries), its message the exit code and the
+last lines the command wrote, in order.
+
+The command's stdout and stderr are one pipe, as a terminal shows them and as CI systems log a
+step: every line goes to the job's step log in the order the command wrote it (two pipes read
+by two readers have no order between them). The pipe is read in bounded chunks
+(:mod:`scheduler.worker.pipes`): a line longer than the engine keeps is stored cut, with the
+bytes cut counted, so the worker's memory does not follow the longest line.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+from collections import deque
+from pathlib import Path
+from typing import Any
+
+from flows.spec.job_data import FlowsMeta, parse_output_file
+from scheduler import secrets
+from scheduler.worker import JobContext
+from scheduler.worker.outcomes import RetryJob
+from scheduler.worker.pipes import read_lines
+
+OUTPUT_TAIL_LINES = 60
+KILL_GRACE_SECONDS = 5.0
+
+
+class ShellError(RetryJob):
+    """A shell step exited with a non-zero code: retried as any failure (group ``exit-code-N``),
+    its message the code and the tail of the output, never a traceback of the worker's."""
+
+    def __init__(self, code: int, tail: str) -> None:
+        message = f"command exited with code {code}" + (f"\n{tail}" if tail else "")
+        super().__init__(message, group=f"exit-code-{code}")
+        self.code = code
+
+
+def _kill_group(process: subprocess.Popen[bytes]) -> None:
+    if process.poll() is not None:
+        return
+    try:
+        os.killpg(process.pid, signal.SIGTERM)
+        process.wait(KILL_GRACE_SECONDS)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def output_tail(lines: deque[str]) -> str:
+    """The last lines the command wrote, in order."""
+    return "\n".join(lines)
+
+
+def shell(job: JobContext) -> dict[str, Any]:
+    # Stopped through on_stop (the killed process ends the read below), never by an exception
+    # raised in this thread: one landing just after Popen would leave the process running.
+    job.interrupt_thread = False
+    command = job.data.get("command")
+    if not isinstance(command, str) or not command.strip():
+        raise ValueError("a shell job needs data.command (a non-empty string)")
+    cwd = Path(str(job.data.get("cwd") or job.sandbox))
+    output_file = job.sandbox / "outputs.env"
+    output_file.parent.mkdir(parents=True, exist_ok=True)
+    output_file.touch()
+    env = dict(os.environ)
+    env.update({str(k): str(v) for k, v in (job.data.get("env") or {}).items()})
+    meta = FlowsMeta.from_data(job.job.data)  # the job's own data: job.data is resolved
+    if meta is not None and meta.secrets:
+        env.update(secrets.resolve(meta.secrets))  # in the environment only, never in data
+    env.update(FLOWS_JID=job.jid, FLOWS_SANDBOX=str(job.sandbox), FLOWS_OUTPUT=str(output_file))
+    process = subprocess.Popen(
+        ["/bin/sh", "-c", command],
+        cwd=cwd,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,  # one pipe: the lines stay in the order they were written
+        start_new_session=True,
+    )
+    job.on_stop(lambda: _kill_group(process))
+    tail: deque[str] = deque(maxlen=OUTPUT_TAIL_LINES)
+    assert process.stdout is not None
+    with process.stdout:  # closed even when the job is stopped (no leaked pipe)
+        for line in read_lines(process.stdout.fileno()):
+            tail.append(line.text)
+            job.log_line(line.text, "stdout", cut=line.cut)
+    code = process.wait()
+    if code != 0:  # when the worker stopped the job, it reports lost or timeout instead
+        raise ShellError(code, output_tail(tail))
+    return parse_output_file(output_file.read_text())

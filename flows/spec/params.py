@@ -1,0 +1,177 @@
+"""Params: ``-p key=value`` parsing, values checked against declared types, defaults applied.
+
+Types and their values (JSON-ready): ``string``; ``int``; ``number`` (int or float); ``bool``;
+``date`` (text ``YYYY-MM-DD``); ``array`` (items of ``items.type``); ``object`` (a mapping).
+On the command line an array is JSON (``[1, 2]``) or comma-separated (``de,at,ch``), an object
+is JSON, a bool is true/false, yes/no, on/off or 1/0.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from datetime import date
+from typing import Any
+
+from flows.spec.findings import describe, did_you_mean
+from flows.spec.model import Param
+from flows.spec.templates import OPEN, strings
+from scheduler.engine.errors import FlowsError
+
+_TRUE = frozenset({"true", "yes", "on", "1"})
+_FALSE = frozenset({"false", "no", "off", "0"})
+_EXPECTED = {
+    "string": "a string",
+    "int": "an integer",
+    "number": "a number",
+    "bool": "true or false",
+    "date": "a date such as 2025-01-31",
+    "array": "a list",
+    "object": "a mapping",
+}
+
+
+class ParamError(FlowsError, ValueError):
+    """Params that cannot be used; ``problems`` lists each with what to do."""
+
+    def __init__(self, problems: Sequence[str]) -> None:
+        super().__init__("; ".join(problems))
+        self.problems = list(problems)
+
+
+def parse_assignments(pairs: Sequence[str]) -> dict[str, str]:
+    """``["date=2025-01-31", "regions=de,at"]`` → a mapping; each name at most once."""
+    given: dict[str, str] = {}
+    problems: list[str] = []
+    for pair in pairs:
+        name, equals, value = pair.partition("=")
+        name = name.strip()
+        if not equals or not name:
+            problems.append(f"'{pair}' is not name=value (e.g. -p date=2025-01-31)")
+        elif name in given:
+            problems.append(f"param '{name}' is given twice")
+        else:
+            given[name] = value
+    if problems:
+        raise ParamError(problems)
+    return given
+
+
+def type_problem(value: Any, param: Param) -> str | None:
+    """Why ``value`` is not a valid ``param.type`` value, or None when it is."""
+    expected = _EXPECTED[param.type]
+    if not _matches(value, param.type):
+        return f"expected {expected}, got {describe(value)}"
+    if param.type == "array" and param.items is not None:
+        for index, item in enumerate(value):
+            if not _matches(item, param.items.type):
+                wanted = _EXPECTED[param.items.type]
+                return f"item {index}: expected {wanted}, got {describe(item)}"
+    return None
+
+
+def _matches(value: Any, kind: str) -> bool:
+    checks: dict[str, Callable[[Any], bool]] = {
+        "string": lambda v: isinstance(v, str),
+        "int": lambda v: isinstance(v, int) and not isinstance(v, bool),
+        "number": lambda v: isinstance(v, int | float) and not isinstance(v, bool),
+        "bool": lambda v: isinstance(v, bool),
+        "date": _is_date,
+        "array": lambda v: isinstance(v, list),
+        "object": lambda v: isinstance(v, dict),
+    }
+    return checks[kind](value)
+
+
+def _is_date(value: Any) -> bool:
+    if not isinstance(value, str) or len(value) != 10:
+        return False
+    try:
+        date.fromisoformat(value)
+    except ValueError:
+        return False
+    return True
+
+
+def from_text(text: str, param: Param) -> Any:
+    """A command-line value as ``param.type``; raises ValueError saying what was expected."""
+    try:
+        return _convert(text, param)
+    except ValueError as error:
+        if str(error).startswith("expected"):
+            raise
+        raise ValueError(f"expected {_EXPECTED[param.type]}, got {text!r}") from None
+
+
+def _convert(text: str, param: Param) -> Any:
+    kind = param.type
+    if kind == "array":
+        items = json.loads(text) if text.lstrip().startswith("[") else _split(text)
+        item_param = Param(type=param.items.type) if param.items else Param()
+        if isinstance(items, list) and param.items is not None and param.items.type != "string":
+            items = [from_text(i, item_param) if isinstance(i, str) else i for i in items]
+        return items
+    if kind == "object":
+        return json.loads(text)
+    if kind == "int":
+        return int(text)
+    if kind == "number":
+        number = float(text)
+        return int(number) if number.is_integer() and "." not in text else number
+    if kind == "bool":
+        lowered = text.strip().lower()
+        if lowered not in _TRUE | _FALSE:
+            raise ValueError(f"expected true or false (or yes/no, on/off, 1/0), got {text!r}")
+        return lowered in _TRUE
+    return text
+
+
+def _split(text: str) -> list[str]:
+    return [part.strip() for part in text.split(",")] if text.strip() else []
+
+
+def bind_params(
+    declared: Mapping[str, Param],
+    given: Mapping[str, Any],
+    render_default: Callable[[Any], Any],
+) -> dict[str, Any]:
+    """Every declared param's value for a run: given (text is converted), else its default.
+
+    ``render_default`` resolves the templates a default may hold (``${{ run.logical_date }}``).
+    Raises :class:`ParamError` listing unknown names (with the closest declared one), missing
+    required params and values of the wrong type.
+    """
+    problems: list[str] = []
+    for name in given:
+        if name not in declared:
+            hint = did_you_mean(name, declared) or (
+                f"declared: {', '.join(declared)}" if declared else "the flow declares no params"
+            )
+            problems.append(f"unknown param '{name}' ({hint})")
+    values: dict[str, Any] = {}
+    for name, param in declared.items():
+        if name in given:
+            value = given[name]
+            if isinstance(value, str) and param.type != "string":
+                try:
+                    value = from_text(value, param)
+                except ValueError as error:
+                    problems.append(f"param '{name}': {error}")
+                    continue
+            if any(OPEN in text for _, text in strings(value)):
+                problems.append(f"param '{name}': values cannot contain '{OPEN}'")
+                continue
+        elif param.has_default:
+            value = render_default(param.default)
+        elif param.is_required:
+            problems.append(f"missing required param '{name}' (give it with -p {name}=...)")
+            continue
+        else:
+            value = None
+        problem = None if value is None and not param.is_required else type_problem(value, param)
+        if problem:
+            problems.append(f"param '{name}': {problem}")
+        values[name] = value
+    if problems:
+        raise ParamError(problems)
+    return values

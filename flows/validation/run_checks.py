@@ -1,0 +1,63 @@
+"""What ``flows run`` would refuse that only expanding the flow shows, as validation findings.
+
+The file alone does not tell how many items a ``foreach`` over a param gets, or how large a
+job's data is once params and templates are filled in. ``flows validate`` finds out the way a
+run does, with the same code: it expands the flow with its param defaults
+(:func:`flows.expand.jobs.expand`) and checks the submission against the engine's limits
+(:func:`flows.expand.run_specs.check_limits`). A flow with a required param (no default) is not
+expanded: its values are only known when a run gives them.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime
+from pathlib import Path
+
+from flows.expand.jobs import ExpansionError, expand
+from flows.expand.run_specs import check_limits, job_spec, manual_run_id
+from flows.spec.findings import DataPath, FindingSink
+from flows.spec.model import Flow
+from flows.spec.params import ParamError
+from scheduler.engine.errors import EngineError, shorten
+
+_EXPANSION_PLACE = re.compile(r"^steps\.([A-Za-z0-9_-]+)\.foreach\.items:")
+_JOB = re.compile(r"^job \S+?:([A-Za-z0-9_-]+)(?:\[\d+\])?: ")
+
+
+def check_run(flow: Flow, flow_dir: Path, sink: FindingSink, now: float) -> None:
+    """Report what a run of ``flow`` with its param defaults would be refused for."""
+    if any(param.is_required for param in flow.params.values()):
+        return
+    run_id = manual_run_id(flow.name, now)
+    try:
+        requests = expand(
+            flow, run_id=run_id, logical_time=datetime.fromtimestamp(now, UTC), flow_dir=flow_dir
+        )
+        check_limits(run_id, [job_spec(request) for request in requests])
+    except ParamError:
+        return  # a default of the wrong type: the param checks report it
+    except ExpansionError as error:
+        place = _EXPANSION_PLACE.match(str(error))
+        path: DataPath = ("steps", place.group(1), "foreach", "items") if place else ()
+        sink.error(
+            path,
+            "run-limits",
+            shorten(str(error)),
+            "a run would be refused: split the items over several runs or steps",
+        )
+    except EngineError as error:
+        job = _JOB.match(str(error))
+        name = job.group(1) if job else ""
+        kind = "hook" if name in type(flow.hooks).model_fields else "step"
+        said = f"{kind} '{name}': {str(error)[job.end() :]}" if job else str(error)
+        sink.error(
+            (f"{kind}s", name, "with") if job else (),
+            "run-limits",
+            shorten(said),
+            "a run would be refused: pass a reference (a path or URL) to large data, not the "
+            "data itself, in params and 'with'",
+        )
+
+
+__all__ = ["check_run"]
