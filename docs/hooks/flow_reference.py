@@ -26,7 +26,7 @@ REGENERATE = "python docs/hooks/flow_reference.py"
 
 
 def _flow_schema() -> str:
-    from flows.model import json_schema  # imported here: only these pages need the package
+    from flows.spec.model import json_schema  # imported here: only these pages need the package
 
     return render(json_schema())
 
@@ -109,11 +109,16 @@ def render_cli(group: Any) -> str:
             lines.append("")
         sections.append("\n".join(lines))
         if isinstance(command, click.Group):
-            for sub_name in sorted(command.commands):
-                visit(command.commands[sub_name], ctx, sub_name)
+            visit_all(command, ctx)
 
-    for name in sorted(group.commands):
-        visit(group.commands[name], root, name)
+    def visit_all(holder: click.Group, ctx: click.Context) -> None:
+        # list_commands/get_command, not .commands: the `flows` group loads its commands lazily
+        for sub_name in sorted(holder.list_commands(ctx)):
+            sub = holder.get_command(ctx, sub_name)
+            if sub is not None:
+                visit(sub, ctx, sub_name)
+
+    visit_all(group, root)
     return "\n".join(sections)
 
 
