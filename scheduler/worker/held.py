@@ -10,8 +10,10 @@ slot waiting for the next fetch).
 from __future__ import annotations
 
 import threading
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 
+from scheduler.worker.capture import LogShipper, capturing
 from scheduler.worker.context import JobContext
 
 
@@ -33,6 +35,34 @@ class Active:
     # Whether its slot was given back (by the slot, or by the monitor abandoning a stuck thread).
     slot_freed: bool = False
     guard: threading.Lock = field(default_factory=threading.Lock)
+
+
+class Running:
+    """Around a job's function: the job may be stopped by an exception raised in its thread,
+    and what it writes is its step log. Gives False when it was stopped before it started."""
+
+    __slots__ = ("active", "capture", "logs")
+
+    def __init__(self, active: Active, logs: LogShipper | None) -> None:
+        self.active = active
+        self.logs = logs
+        self.capture: AbstractContextManager[None] | None = None
+
+    def __enter__(self) -> bool:
+        active = self.active
+        self.capture = capturing(active.ctx, self.logs)
+        self.capture.__enter__()
+        with active.guard:
+            active.interruptible = not active.ctx.stopping
+            return active.interruptible
+
+    def __exit__(self, *exc: object) -> None:
+        try:
+            if self.capture is not None:
+                self.capture.__exit__(*exc)  # type: ignore[arg-type]
+        finally:
+            with self.active.guard:
+                self.active.interruptible = False
 
 
 class Held:

@@ -10,7 +10,6 @@ secret the process resolved is masked before the outcome leaves here.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import json
 from collections.abc import Callable
@@ -42,7 +41,7 @@ Kind = Literal["complete", "skip", "retry", "fail", "release", "bury", "handed",
 Prepare = Callable[[JobContext], None]
 # Entered around the part of a run that may be interrupted (the import and the job's function);
 # it gives False when the job was stopped before it started.
-Around = Callable[[JobContext], AbstractContextManager[bool]]
+Around = AbstractContextManager[bool]
 
 
 @dataclass(frozen=True)
@@ -89,18 +88,22 @@ def _masked(outcome: Outcome) -> Outcome:
     return outcome
 
 
-@contextlib.contextmanager
-def _always(ctx: JobContext) -> Any:
-    yield True
+class _Always:
+    def __enter__(self) -> bool:
+        return True
+
+    def __exit__(self, *exc: object) -> None:
+        return None
 
 
-def run(ctx: JobContext, prepare: Prepare | None = None, around: Around = _always) -> Outcome:
-    """Prepare and run the job; return what should happen to it."""
+def run(ctx: JobContext, prepare: Prepare | None = None, around: Around | None = None) -> Outcome:
+    """Prepare and run the job (``around`` the import and the job's function); return what
+    should happen to it."""
     stage = "prepare-error"
     try:
         if prepare is not None:
             prepare(ctx)
-        with around(ctx) as starts:
+        with around or _Always() as starts:
             if not starts:
                 return stopped(ctx, ctx.stop_reason or "interrupted")
             stage = "import-error"

@@ -27,7 +27,7 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from types import FrameType
 
@@ -38,7 +38,7 @@ from scheduler.engine.errors import ClusterError, EngineError
 from scheduler.worker import capture, runner
 from scheduler.worker.context import JobContext
 from scheduler.worker.fetching import Strategy
-from scheduler.worker.held import Active, Held
+from scheduler.worker.held import Active, Held, Running
 from scheduler.worker.imports import load_object
 from scheduler.worker.leases import Keeper
 from scheduler.worker.outcomes import JobInterrupted, ShutdownInterrupt
@@ -222,30 +222,21 @@ class Worker:
             log.debug(
                 "job %s started: %s in %s (attempt %d)", ctx.jid, ctx.klass, ctx.queue, ctx.attempt
             )
-        # The working directory is per process: only a single-threaded worker may move it. It
-        # stays there between runs (the slot moves back when it ends), saving two system calls
-        # per job; a job that moved elsewhere is moved back by the next run's chdir.
-        if self.settings.threads == 1:
-            os.chdir(folder.path)
         try:
-            outcome = runner.run(ctx, self.prepare, lambda ctx: self._interruptible(active))
+            outcome = runner.run(ctx, self._prepare, Running(active, self._logs))
         finally:
             folder.empty()
         self.slots.ended(active, time.monotonic() - started)
         self.reporter.settle(active, outcome)
 
-    @contextlib.contextmanager
-    def _interruptible(self, active: Active) -> Iterator[bool]:
-        """Around the job's function: the job may be stopped by an exception raised in its
-        thread, and what it writes is its step log. Gives False when stopped before it starts."""
-        with active.guard:
-            active.interruptible = not active.ctx.stopping
-        try:
-            with capture.capturing(active.ctx, self._logs):
-                yield active.interruptible
-        finally:
-            with active.guard:
-                active.interruptible = False
+    def _prepare(self, ctx: JobContext) -> None:
+        # The working directory is per process: only a single-threaded worker may move it. It
+        # stays there between runs (the slot moves back when it ends), saving two system calls
+        # per job; a job that moved elsewhere is moved back by the next run's chdir.
+        if self.settings.threads == 1:
+            os.chdir(ctx.sandbox)
+        if self.prepare is not None:
+            self.prepare(ctx)
 
     # -- stopping jobs ---------------------------------------------------------------------------
 
