@@ -183,7 +183,7 @@ def worker(
             client = open_client(url, namespace)
             if settings.name:
                 client.worker_name = settings.name
-            code = Worker(client, settings.queues, **settings.worker_options()).run()
+            code = Worker(client, settings=settings).run()
         else:
             code = WorkerPool(url, settings, processes=processes, namespace=namespace).run()
     sys.exit(code)

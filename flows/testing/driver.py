@@ -39,7 +39,6 @@ from flows.spec.job_data import FlowsMeta
 from flows.testing.clock import Clock, ClockedEngine
 from flows.testing.spec import Case, Stub, TestFile
 from flows.testing.stub import STUB_KEY, STUB_KLASS
-from scheduler.engine import limits
 from scheduler.engine.client import Client
 from scheduler.engine.errors import EngineError
 from scheduler.engine.job import Job
@@ -212,10 +211,7 @@ class _Driver:
         call = self.engine.call
         try:
             if outcome.kind == "complete":
-                result = ""
-                if outcome.result is not None:
-                    result = limits.encode_payload("complete", "result", outcome.result)
-                args: list[Any] = ["result", result] if result else []
+                args: list[Any] = ["result", outcome.result] if outcome.result else []
                 call("complete", job.jid, WORKER, job.queue, "", *args)
             elif outcome.kind == "retry":
                 call(

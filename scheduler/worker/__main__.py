@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
+from dataclasses import replace
 
 from scheduler.engine.backoff import transient
 from scheduler.engine.client import Client
@@ -37,14 +38,10 @@ def main(argv: list[str] | None = None) -> int:
             namespace=os.environ.get("FLOWS_NAMESPACE"),
             worker_name=settings.name,
         )
-        worker = Worker(
-            client,
-            settings.queues,
-            **settings.worker_options(),
-            wait_for_server=True,  # the pool checked it at start: it is away only for a while
-        )
+        # The pool checked the server at start: it is away only for a while.
+        worker = Worker(client, settings=replace(settings, wait_for_server=True))
         # A pool child: stop with the supervisor, however it dies.
-        watch_supervisor(worker.stop, settings.shutdown_grace + worker.kill_after + 5)
+        watch_supervisor(worker.stop, settings.shutdown_grace + settings.kill_after + 5)
         return worker.run()
     except Exception as error:  # one line that says what to fix (the traceback with FLOWS_DEBUG)
         logging.getLogger("flows.worker").error(

@@ -12,7 +12,8 @@ A job function may raise:
 
 A worker's ``prepare`` hook may raise :class:`FailJob`, or :class:`SkipJob` -- complete without
 running, as skipped: dependents that need its success are skipped too (a flow step whose ``if:``
-is false).
+is false). The hook and the job are run in one place (:mod:`scheduler.worker.runner`), so
+either may raise any of these.
 
 :class:`RetryPolicy` turns an attempt number into the delay before the next try.
 """

@@ -1,14 +1,19 @@
-"""Run one job and decide its outcome; no engine writes happen here.
+"""Run one job and decide its outcome, once; no engine writes happen here.
 
-:func:`run` calls the job's function inside the job's sandbox and maps what happened to an
-:class:`Outcome` (complete with a result, retry with a delay, fail in a group, release, bury, or
-handed or lost: nothing to report, the worker no longer holds the job). The worker applies outcomes.
+:func:`run` calls the worker's ``prepare`` hook and then the job's function, and maps what
+happened to an :class:`Outcome` (complete with its result encoded, skip, retry with a delay,
+fail in a group, release, bury, or handed or lost: nothing to report, the worker no longer holds
+the job). What a job or hook raises to choose its outcome is caught in one place, and every
+secret the process resolved is masked before the outcome leaves here.
+:mod:`scheduler.worker.reporting` sends outcomes to the engine.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -23,36 +28,32 @@ from scheduler.worker.outcomes import (
     FailJob,
     HandedOver,
     JobInterrupted,
+    JobOutcome,
     ReleaseJob,
     RetryJob,
+    SkipJob,
     TimeoutInterrupt,
 )
 
 MAX_MESSAGE = 16384
 
 Kind = Literal["complete", "skip", "retry", "fail", "release", "bury", "handed", "lost"]
+Prepare = Callable[[JobContext], None]
+# Entered around the part of a run that may be interrupted (the import and the job's function);
+# it gives False when the job was stopped before it started.
+Around = AbstractContextManager[bool]
 
 
 @dataclass(frozen=True)
 class Outcome:
+    """What should happen to a job: ``kind`` and what that needs (``result``: the result as
+    the JSON text the engine stores, "" for none)."""
+
     kind: Kind
-    result: Any = None
+    result: str = ""
     delay: float = 0.0
     group: str = ""
     message: str = ""
-
-
-def masked_outcome(outcome: Outcome) -> Outcome:
-    """The outcome with every secret the process resolved masked in its message and result."""
-    if outcome.message:
-        message = secrets.masked(outcome.message)
-        if message != outcome.message:
-            outcome = dataclasses.replace(outcome, message=message)
-    if outcome.result is not None:
-        result = secrets.masked_value(outcome.result)
-        if result != outcome.result:
-            outcome = dataclasses.replace(outcome, result=result)
-    return outcome
 
 
 # Most jobs complete without a result: one shared (immutable) outcome for all of them.
@@ -77,58 +78,83 @@ def _retry(ctx: JobContext, group: str, message: str, delay: float | None = None
     return Outcome("retry", delay=delay, group=group, message=_tail(message))
 
 
-def _json_result(value: Any) -> Any:
-    """The result as stored on the job: JSON-serialisable values as they are, others as text."""
+def _masked(outcome: Outcome) -> Outcome:
+    """The outcome with every secret the process resolved masked in its message (a result is
+    masked before it is encoded)."""
+    if outcome.message:
+        message = secrets.masked(outcome.message)
+        if message != outcome.message:
+            return dataclasses.replace(outcome, message=message)
+    return outcome
+
+
+class _Always:
+    def __enter__(self) -> bool:
+        return True
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+def run(ctx: JobContext, prepare: Prepare | None = None, around: Around | None = None) -> Outcome:
+    """Prepare and run the job (``around`` the import and the job's function); return what
+    should happen to it."""
+    stage = "prepare-error"
     try:
-        json.dumps(value)
-    except (TypeError, ValueError):
-        return repr(value)
-    return value
+        if prepare is not None:
+            prepare(ctx)
+        with around or _Always() as starts:
+            if not starts:
+                return stopped(ctx, ctx.stop_reason or "interrupted")
+            stage = "import-error"
+            add_paths(ctx.options.pythonpath)
+            function = resolve(ctx.klass, ctx.queue)
+            stage = ""
+            value = function(ctx)
+    except JobInterrupted as interrupt:
+        timeout = isinstance(interrupt, TimeoutInterrupt)
+        return stopped(ctx, "timeout" if timeout else ctx.stop_reason or interrupt.reason)
+    except JobOutcome as chosen:
+        return _masked(_chosen(ctx, chosen))
+    except Exception as error:
+        return _masked(_error(ctx, stage, error))
+    if ctx.stopping and ctx.stop_reason != "timeout":
+        return stopped(ctx, ctx.stop_reason)
+    return _completed(value)
 
 
-def _chosen(chosen: ReleaseJob | BuryJob | HandedOver) -> Outcome:
-    """The outcome a job chose that uses no retry and reports no result."""
+def _chosen(ctx: JobContext, chosen: JobOutcome) -> Outcome:
+    """The outcome a job (or the prepare hook) chose by raising it."""
+    if isinstance(chosen, RetryJob):
+        if ctx.stopping:  # e.g. a shell step whose process the worker killed
+            return stopped(ctx, ctx.stop_reason)
+        message = chosen.message or "job asked for a retry"
+        return _retry(ctx, chosen.group or "retry", message, chosen.delay)
+    if isinstance(chosen, FailJob):
+        return failure(chosen.group, chosen.message or chosen.group)
+    if isinstance(chosen, SkipJob):
+        return skipped(chosen.message)
     if isinstance(chosen, ReleaseJob):
         return Outcome("release", delay=chosen.delay)
     if isinstance(chosen, BuryJob):
         return Outcome("bury", message=_tail(chosen.message))
-    return Outcome("handed", message=_tail(chosen.message))
+    if isinstance(chosen, HandedOver):
+        return Outcome("handed", message=_tail(chosen.message))
+    return _error(ctx, "", chosen)
 
 
-def run(ctx: JobContext) -> Outcome:
-    """Run the job's function and return what should happen to the job."""
-    try:
-        add_paths(ctx.options.pythonpath)
-        function = resolve(ctx.klass, ctx.queue)
-    except KlassNotFound as error:
-        return failure("import-error", str(error))
-    except Exception as error:  # the job's module raised while imported
-        return failure("import-error", user_traceback(error))
-    try:
-        value = function(ctx)
-    except JobInterrupted as interrupt:
-        if isinstance(interrupt, TimeoutInterrupt):
-            return stopped(ctx, "timeout")
-        return stopped(ctx, ctx.stop_reason or interrupt.reason)
-    except RetryJob as retry:
-        if ctx.stopping:  # e.g. a shell step whose process the worker killed
-            return stopped(ctx, ctx.stop_reason)
-        return _retry(
-            ctx, retry.group or "retry", retry.message or "job asked for a retry", retry.delay
-        )
-    except FailJob as fail:
-        return failure(fail.group, fail.message or fail.group)
-    except (ReleaseJob, BuryJob, HandedOver) as chosen:
-        return _chosen(chosen)
-    except Exception as error:
-        if ctx.stopping:
-            # The job failed because we stopped it (e.g. its subprocess was killed).
-            return stopped(ctx, ctx.stop_reason)
-        group = getattr(error, "group", None) or type(error).__name__
-        return _retry(ctx, str(group), user_traceback(error))
-    if ctx.stopping and ctx.stop_reason != "timeout":
+def _error(ctx: JobContext, stage: str, error: Exception) -> Outcome:
+    """The outcome of an exception: the hook's or the import's fail the job, the job's are
+    retried (unless the worker stopped it: its subprocess was killed, say)."""
+    if stage == "prepare-error":
+        return failure(stage, f"{type(error).__name__}: {error}")
+    if stage == "import-error":
+        text = str(error) if isinstance(error, KlassNotFound) else user_traceback(error)
+        return failure(stage, text)
+    if ctx.stopping:
         return stopped(ctx, ctx.stop_reason)
-    return _completed(value)
+    group = getattr(error, "group", None) or type(error).__name__
+    return _retry(ctx, str(group), user_traceback(error))
 
 
 def _completed(value: Any) -> Outcome:
@@ -141,13 +167,23 @@ def _completed(value: Any) -> Outcome:
             raise InvalidArgument(
                 f'Complete(): Arg "result" nests more than {limits.MAX_JSON_DEPTH} levels deep'
             )
-        result = _json_result(value)
-        limits.encode_payload("complete", "result", result)
+        return Outcome("complete", result=_encoded(secrets.masked_value(value)))
     except RecursionError:
         return failure("bad-result", "the job's result nests too deeply to encode")
     except EngineError as error:
         return failure("bad-result", f"the job's result cannot be stored: {error}")
-    return Outcome("complete", result=result)
+
+
+def _encoded(value: Any) -> str:
+    """The result as the engine stores it: a value JSON cannot hold is stored as its text."""
+    try:
+        return limits.encode_payload("complete", "result", value)
+    except EngineError:
+        try:
+            json.dumps(value)
+        except (TypeError, ValueError):
+            return limits.encode_payload("complete", "result", secrets.masked(repr(value)))
+        raise
 
 
 def stopped(ctx: JobContext, reason: str) -> Outcome:
@@ -158,4 +194,4 @@ def stopped(ctx: JobContext, reason: str) -> Outcome:
         return _retry(ctx, "timeout", f"job exceeded its timeout of {ctx.options.timeout}s")
     if reason == "shutdown":
         return Outcome("release")
-    return Outcome("lost", message=reason)
+    return Outcome("lost", message=_tail(secrets.masked(reason)))

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
 if TYPE_CHECKING:
     from scheduler.worker.fetching import Strategy
-    from scheduler.worker.worker import Prepare
+    from scheduler.worker.runner import Prepare
 
 Kind = Literal["flag", "int", "float", "choice", "text", "names", "folders"]
 """How a setting is written on a command line: ``flag`` (present or not), ``int``, ``float``
@@ -130,7 +130,9 @@ class Setting:
 
     def argv(self, value: Any) -> list[str]:
         """``value`` on a command line (``--flag=value``: a value starting with ``-`` stays one)."""
-        if self.kind == "flag":
+        if self.kind == "flag":  # a flag on by default is turned off with --no-<flag>
+            if self.default is True:
+                return [] if value else [f"--no-{self.flag[2:]}"]
             return [self.flag] if value else []
         if self.kind == "folders":
             return [f"{self.flag}={folder}" for folder in value]
@@ -277,6 +279,47 @@ class WorkerSettings:
         ),
     )
 
+    kill_after: float = field(
+        default=10.0,
+        metadata=setting(
+            "--kill-after",
+            kind="float",
+            minimum=0,
+            cli=False,
+            help="Seconds a stopped job's thread gets to return before it is given up on.",
+        ),
+    )
+    lease_seconds: float = field(
+        default=5.0,
+        metadata=setting(
+            "--lease-seconds",
+            kind="float",
+            minimum=0,
+            cli=False,
+            help="Length of the worker's liveness lease: the jobs of a worker that died go back "
+            "this long after its last renewal (0: no lease; they come back when their locks "
+            "expire).",
+        ),
+    )
+    capture_logs: bool = field(
+        default=True,
+        metadata=setting(
+            "--capture-logs",
+            kind="flag",
+            cli=False,
+            help="Store what each job writes as its step log.",
+        ),
+    )
+    wait_for_server: bool = field(
+        default=False,
+        metadata=setting(
+            "--wait-for-server",
+            kind="flag",
+            cli=False,
+            help="At start, wait for a server that is away instead of exiting.",
+        ),
+    )
+
     def __post_init__(self) -> None:
         for each in table():
             value = getattr(self, each.name)
@@ -317,8 +360,8 @@ class WorkerSettings:
             parser.error(str(error))
 
     def worker_options(self) -> WorkerOptions:
-        """The :class:`~scheduler.worker.worker.Worker` keywords these settings give
-        (``Worker(client, settings.queues, **settings.worker_options())``).
+        """The :class:`~scheduler.worker.worker.Worker` keywords these settings give (a
+        worker also takes the settings themselves: ``Worker(client, settings=settings)``).
 
         ``prepare`` is imported here: call it after :func:`~scheduler.worker.imports.import_path`
         with ``paths``.
@@ -335,6 +378,32 @@ class WorkerSettings:
             exit_on_stuck=self.exit_on_stuck,
             prepare=load_object(self.prepare) if self.prepare else None,
         )
+
+
+# The fields a Worker also takes as keywords, overriding its settings' (its `prepare` is a
+# function; the others are the process's).
+OVERRIDES = frozenset(each.name for each in fields(WorkerSettings)) - {
+    "queues",
+    "prepare",
+    "name",
+    "paths",
+    "log_level",
+}
+
+
+def overridden(
+    settings: WorkerSettings | None, queues: Sequence[str], given: dict[str, Any]
+) -> WorkerSettings:
+    """``settings`` (default: the defaults, on ``queues``) with ``queues`` and the values of
+    ``given`` that are not None instead of their own."""
+    values = {name: value for name, value in given.items() if value is not None}
+    if queues:
+        values["queues"] = tuple(queues)
+    if settings is None:
+        if not queues:
+            raise ValueError("a worker needs at least one queue")
+        return WorkerSettings(**values)
+    return replace(settings, **values) if values else settings
 
 
 @functools.cache
@@ -357,6 +426,8 @@ def _argparse_options(each: Setting) -> dict[str, Any]:
         "help": f"{each.help} (default: {each.default})" if shown else each.help,
     }
     if each.kind == "flag":
+        if each.default is True:
+            return {**options, "action": argparse.BooleanOptionalAction, "default": True}
         return {**options, "action": "store_true"}
 
     def convert(text: str) -> Any:

@@ -122,11 +122,11 @@ def test_a_job_held_past_its_lock_is_not_started(client: Client, engine: Engine)
     client.jobs[jid].timeout()  # w1's lock is taken away ...
     engine.call("pop.lean", "q", "w2", 1)  # ... and w2 runs the job now
     worker = Worker(Client.from_engine(engine, worker_name="w1"), ["q"], burst=True)
-    held = worker._hold(raw, asked=time.monotonic() - 3600)  # popped an hour ago, then paused
+    held = worker.slots.hold(raw, asked=time.monotonic() - 3600)  # popped an hour ago, then paused
     assert held is not None
-    worker._buffer.append(held)
-    assert worker._next_job() is None  # not started; nothing else to do in a burst
-    assert not worker._active
+    worker.slots.buffer.append(held)
+    assert worker.slots.next_job() is None  # not started; nothing else to do in a burst
+    assert not worker.held.jobs
     assert client.jobs[jid].worker == "w2"
 
 

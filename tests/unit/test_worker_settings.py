@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from flows.cli.worker import DEFAULTS, worker
 from scheduler.worker.fetching import Strategy
 from scheduler.worker.pool import WorkerPool
-from scheduler.worker.settings import SettingError, WorkerSettings, table
+from scheduler.worker.settings import OVERRIDES, SettingError, WorkerSettings, overridden, table
 from scheduler.worker.worker import Worker
 
 BY_NAME = {each.name: each for each in table()}
@@ -183,3 +183,32 @@ def test_flows_worker_offers_the_tables_settings_with_their_defaults_and_help() 
         if not each.hidden:
             assert each.help in page
     assert "--poll-interval" not in page and "--exit-on-stuck" not in page
+
+
+def test_a_worker_takes_its_settings_and_keywords_override_them_without_defaults_of_their_own() -> (
+    None
+):
+    keywords = inspect.signature(Worker).parameters
+    overrides = set(keywords) - {"client", "queues", "settings", "prepare", "sandbox_root"}
+    assert overrides == OVERRIDES
+    assert all(keywords[name].default is None for name in overrides)  # the settings' defaults
+    given = WorkerSettings(queues=("a",), threads=3)
+    assert overridden(given, (), {"threads": None}) is given
+    assert overridden(given, ["b"], {"burst": True}) == dataclasses.replace(
+        given, queues=("b",), burst=True
+    )
+    assert overridden(None, ["q"], {"lease_seconds": 0.0}) == WorkerSettings(
+        queues=("q",), lease_seconds=0.0
+    )
+    with pytest.raises(SettingError, match="--threads"):
+        overridden(given, (), {"threads": 0})
+    with pytest.raises(ValueError, match="at least one queue"):
+        overridden(None, (), {})
+
+
+def test_a_setting_on_by_default_is_turned_off_on_a_command_line() -> None:
+    quiet = WorkerSettings(queues=("q",), capture_logs=False, kill_after=2.5)
+    argv = quiet.to_argv()
+    assert "--no-capture-logs" in argv and "--kill-after=2.5" in argv
+    assert WorkerSettings.from_argv(argv) == quiet
+    assert WorkerSettings.from_argv(["-q", "q"]).capture_logs is True

@@ -1,0 +1,94 @@
+"""The jobs a worker holds (popped and locked to it: buffered, running or being reported).
+
+Every part of the worker reads this one registry: the slots add to it, the lock keeper
+heartbeats and times out what is in it, the reporter lets a job go once the engine has its
+outcome. ``lock`` guards it and the slots' state; ``wake`` wakes slots waiting for a job,
+``ended`` those waiting for held jobs to end (kept apart so that a job ending does not wake a
+slot waiting for the next fetch).
+"""
+
+from __future__ import annotations
+
+import threading
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+
+from scheduler.worker.capture import LogShipper, capturing
+from scheduler.worker.context import JobContext
+
+
+@dataclass(eq=False)
+class Active:
+    """A job this worker holds: buffered (popped, not started), running, or being reported."""
+
+    ctx: JobContext
+    lock_seconds: float
+    lock_deadline: float  # monotonic: when the lock runs out unless heartbeated
+    next_heartbeat: float
+    started: float | None = None  # monotonic; None while buffered
+    deadline: float | None = None
+    stop_requested: float | None = None
+    interruptible: bool = False
+    # Set once, under `guard`, by whoever reports the outcome: the job's thread, or the monitor
+    # when the thread is stuck past kill_after (the thread's late outcome is then dropped).
+    settled: bool = False
+    # Whether its slot was given back (by the slot, or by the monitor abandoning a stuck thread).
+    slot_freed: bool = False
+    guard: threading.Lock = field(default_factory=threading.Lock)
+
+
+class Running:
+    """Around a job's function: the job may be stopped by an exception raised in its thread,
+    and what it writes is its step log. Gives False when it was stopped before it started."""
+
+    __slots__ = ("active", "capture", "logs")
+
+    def __init__(self, active: Active, logs: LogShipper | None) -> None:
+        self.active = active
+        self.logs = logs
+        self.capture: AbstractContextManager[None] | None = None
+
+    def __enter__(self) -> bool:
+        active = self.active
+        self.capture = capturing(active.ctx, self.logs)
+        self.capture.__enter__()
+        with active.guard:
+            active.interruptible = not active.ctx.stopping
+            return active.interruptible
+
+    def __exit__(self, *exc: object) -> None:
+        try:
+            if self.capture is not None:
+                self.capture.__exit__(*exc)  # type: ignore[arg-type]
+        finally:
+            with self.active.guard:
+                self.active.interruptible = False
+
+
+class Held:
+    """Every job held, by jid, and how many ran."""
+
+    def __init__(self) -> None:
+        self.jobs: dict[str, Active] = {}
+        self.lock = threading.Lock()
+        self.wake = threading.Condition(self.lock)
+        self.ended = threading.Condition(self.lock)
+        self.processed = 0
+
+    def add(self, active: Active) -> None:
+        with self.lock:
+            self.jobs[active.ctx.jid] = active
+
+    def all(self) -> list[Active]:
+        with self.lock:
+            return list(self.jobs.values())
+
+    def let_go(self, active: Active, *, ran: bool = True) -> None:
+        """The job is no longer this worker's (its outcome reported, or handed back)."""
+        with self.lock:
+            # Only this run's entry: after a lost lock this worker may hold a newer run of it.
+            if self.jobs.get(active.ctx.jid) is active:
+                del self.jobs[active.ctx.jid]
+            if ran:
+                self.processed += 1
+            self.ended.notify_all()

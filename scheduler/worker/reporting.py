@@ -1,0 +1,206 @@
+"""Reporting outcomes: one table from a job's :class:`~scheduler.worker.runner.Outcome` to the
+engine call that reports it.
+
+A complete goes into the next batch (:mod:`scheduler.worker.batching`: it leaves with the next
+pop, when the batch is full, or after a couple of milliseconds); every other outcome is sent at
+once, after the job's waiting step log lines. Each outcome is reported once (the first to settle
+a job wins: its thread, or the monitor giving up on a stuck thread), and the job is let go of
+once the engine has it. A refused report means the lock was lost: the job is someone else's.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+import redis
+
+from scheduler.engine.client import Client
+from scheduler.engine.errors import ClusterError, EngineError
+from scheduler.engine.job import Job
+from scheduler.worker.batching import MAX_BATCH, Batcher
+from scheduler.worker.capture import LogShipper
+from scheduler.worker.held import Active, Held
+from scheduler.worker.runner import Kind, Outcome
+
+log = logging.getLogger("flows.worker")
+
+
+class Reporter:
+    """Reports the outcomes of worker ``client.worker_name``'s jobs; ``wake_monitor`` is told
+    when a batch starts (the monitor sends it if nobody else has within its delay)."""
+
+    def __init__(
+        self, client: Client, held: Held, logs: LogShipper | None, wake_monitor: Callable[[], None]
+    ) -> None:
+        self.client = client
+        self.name = client.worker_name
+        self.held = held
+        self.logs = logs
+        self.batcher = Batcher(client.engine, self.name, logs)
+        self._wake_monitor = wake_monitor
+
+    def settle(self, active: Active, outcome: Outcome) -> None:
+        """Report a job's outcome once; the job is let go of once the engine has it."""
+        with active.guard:
+            if active.settled:
+                log.warning("job %s: late outcome %s dropped", active.ctx.jid, outcome.kind)
+                return
+            active.settled = True
+        _REPORTS[outcome.kind](self, active, outcome)
+
+    def give_back(self, active: Active) -> None:
+        """Hand back a job held but not started (the worker is stopping, or a lock ran out)."""
+        active.settled = True
+        self.release(active.ctx.jid)
+        self.held.let_go(active, ran=False)
+
+    def release(self, jid: str) -> None:
+        with contextlib.suppress(EngineError, ClusterError, redis.RedisError):
+            self.client.engine.call("release", jid, self.name, 0)
+
+    def broken(self, job: Job, error: Exception) -> None:
+        """A popped job whose payload cannot be read fails at once."""
+        log.error("job %s has a broken payload: %s", job.jid, error)
+        with contextlib.suppress(EngineError):
+            message = f"{type(error).__name__}: {error}"
+            self.client.engine.call("fail.held", job.jid, self.name, "broken-payload", message)
+
+    # -- the batch of completes -----------------------------------------------------------------
+
+    def flush(self) -> None:
+        self.batcher.flush()
+
+    def flush_and_call(self, command: str, *args: Any) -> Any:
+        """The pending completes, then ``command``, in one round trip (see the Batcher)."""
+        return self.batcher.flush_and_call(command, *args)
+
+    def pending(self) -> int:
+        return len(self.batcher)
+
+    def send_due(self) -> float | None:
+        """Send the batch if it waited long enough; seconds until the next one is due, or None."""
+        due = self.batcher.due_in()
+        if due is not None and due <= 0:
+            self.batcher.flush()
+            return None
+        return due
+
+    def batch(self, active: Active, outcome: Outcome) -> None:
+        """Queue the complete for the next batch. The job keeps the data it has: the engine is
+        not sent it back."""
+        job = active.ctx.job
+        started = active.started
+
+        def on_reply(reply: Any) -> None:
+            try:
+                if isinstance(reply, EngineError):
+                    # The lock was lost meanwhile: the job belongs to someone else now.
+                    log.warning("job %s: lock lost, outcome complete dropped (%s)", job.jid, reply)
+                elif isinstance(reply, Exception):
+                    log.warning("job %s: complete not reported (%s)", job.jid, reply)
+                else:
+                    # At INFO the batch is logged in one line (batching.py): a line per job
+                    # would cost more than the rest of a short job's handling.
+                    job.state, job.worker = str(reply), ""
+                    if log.isEnabledFor(logging.DEBUG) and started is not None:
+                        log.debug("job %s done in %.1f ms", job.jid, _elapsed_ms(active))
+            finally:
+                self.held.let_go(active)
+
+        pending = self.batcher.add(job.jid, job.queue, outcome.result, on_reply)
+        if pending >= MAX_BATCH:
+            self.batcher.flush()
+        elif pending == 1:
+            self._wake_monitor()
+
+
+def _elapsed_ms(active: Active) -> float:
+    return (time.monotonic() - (active.started or time.monotonic())) * 1000
+
+
+# -- the table: outcome -> engine call ---------------------------------------------------------
+
+Call = Callable[[Reporter, Active, Outcome, float], None]
+Report = Callable[[Reporter, Active, Outcome], None]
+
+
+def _at_once(call: Call) -> Report:
+    """Report with ``call`` now, after the job's waiting log lines; then let the job go."""
+
+    def report(reporter: Reporter, active: Active, outcome: Outcome) -> None:
+        if reporter.logs is not None and reporter.logs.pending:
+            reporter.logs.flush()  # the job's lines are stored before its outcome is
+        jid = active.ctx.jid
+        try:
+            call(reporter, active, outcome, _elapsed_ms(active))
+        except EngineError as error:
+            # The lock was lost meanwhile: the job belongs to someone else now.
+            log.warning("job %s: lock lost, outcome %s dropped (%s)", jid, outcome.kind, error)
+        except (redis.RedisError, ClusterError) as error:
+            log.warning("job %s: outcome %s not reported (%s)", jid, outcome.kind, error)
+        finally:
+            reporter.held.let_go(active)
+
+    return report
+
+
+def _retry(reporter: Reporter, active: Active, outcome: Outcome, elapsed: float) -> None:
+    jid = active.ctx.jid
+    left = active.ctx.job.retry(outcome.delay, outcome.group, outcome.message)
+    if left < 0:
+        log.warning(
+            "job %s failed (%s) after %.1f ms: no retries left", jid, outcome.group, elapsed
+        )
+    else:
+        log.warning(
+            "job %s retried in %.1fs (%s, %d retries left)", jid, outcome.delay, outcome.group, left
+        )
+
+
+def _fail(reporter: Reporter, active: Active, outcome: Outcome, elapsed: float) -> None:
+    jid = active.ctx.jid
+    reporter.client.engine.call("fail.held", jid, reporter.name, outcome.group, outcome.message)
+    log.warning("job %s failed (%s) after %.1f ms", jid, outcome.group, elapsed)
+
+
+def _skip(reporter: Reporter, active: Active, outcome: Outcome, elapsed: float) -> None:
+    jid, queue = active.ctx.jid, active.ctx.job.queue
+    reporter.client.engine.call(
+        "complete", jid, reporter.name, queue, "", "skipped", outcome.message
+    )
+    log.info("job %s skipped: %s", jid, outcome.message)
+
+
+def _release(reporter: Reporter, active: Active, outcome: Outcome, elapsed: float) -> None:
+    reporter.client.engine.call("release", active.ctx.jid, reporter.name, outcome.delay)
+    log.info("job %s released for %.1fs", active.ctx.jid, outcome.delay)
+
+
+def _bury(reporter: Reporter, active: Active, outcome: Outcome, elapsed: float) -> None:
+    active.ctx.job.bury(outcome.message or None)
+    log.warning("job %s buried: %s", active.ctx.jid, outcome.message or "(no reason)")
+
+
+def _handed(reporter: Reporter, active: Active, outcome: Outcome, elapsed: float) -> None:
+    log.info("job %s handed over: %s", active.ctx.jid, outcome.message)
+
+
+def _lost(reporter: Reporter, active: Active, outcome: Outcome, elapsed: float) -> None:
+    reason = active.ctx.stop_reason or outcome.message
+    log.warning("job %s stopped (%s) after %.1f ms; not reported", active.ctx.jid, reason, elapsed)
+
+
+_REPORTS: dict[Kind, Report] = {
+    "complete": Reporter.batch,  # in the next batch; its reply lets the job go
+    "retry": _at_once(_retry),
+    "fail": _at_once(_fail),
+    "skip": _at_once(_skip),
+    "release": _at_once(_release),
+    "bury": _at_once(_bury),
+    "handed": _at_once(_handed),  # nothing to send: the job's own call took it
+    "lost": _at_once(_lost),  # nothing to send: the job is someone else's
+}
