@@ -10,9 +10,10 @@ command line after a changing command succeeded (:func:`flows.cli.common.audited
 from __future__ import annotations
 
 import time
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
-from scheduler.engine.client import Client
+if TYPE_CHECKING:  # `flows validate` and other commands that change nothing import no redis
+    from scheduler.engine.client import Client
 
 MAX_ENTRIES: Final = 100_000
 """The stream keeps about this many entries (the oldest go first)."""

