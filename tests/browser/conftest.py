@@ -67,19 +67,22 @@ def page(browser: Any, base: str) -> Iterator[Any]:
         ),
     )
     opened.errors = errors
-    opened.wait_for_function = lambda expression, **options: _wait_for(opened, expression, options)
+    opened.wait_for_function = lambda expression, arg=None, **options: _wait_for(
+        opened, expression, arg, options
+    )
     yield opened
     context.close()
 
 
-def _wait_for(page: Any, expression: str, options: dict[str, Any]) -> None:
+def _wait_for(page: Any, expression: str, arg: Any, options: dict[str, Any]) -> None:
     """``page.wait_for_function`` that works under the pages' Content-Security-Policy.
 
     Playwright polls a predicate given as text with ``eval`` inside the page, which the policy
     forbids (no 'unsafe-eval'); ``page.evaluate`` goes through the DevTools protocol, which it
-    does not govern, so the predicate is polled from here instead."""
+    does not govern, so the predicate is polled from here instead (with its ``arg``, as
+    Playwright passes it)."""
     deadline = time.monotonic() + float(options.get("timeout") or 10_000) / 1000
-    while not page.evaluate(expression):
+    while not page.evaluate(expression, arg):
         if time.monotonic() > deadline:
             raise TimeoutError(f"timed out waiting for {expression}")
         page.wait_for_timeout(50)
