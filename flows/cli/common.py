@@ -16,6 +16,7 @@ from rich.console import Console
 from flows.cli import auditing
 from flows.cli.tables import fitted, table_console
 from flows.findings import did_you_mean
+from scheduler import connect
 from scheduler.engine import faults
 from scheduler.engine.client import Client, namespace_prefix
 from scheduler.engine.errors import FlowsError
@@ -96,7 +97,7 @@ def open_client(redis_url: str | None, namespace: str | None) -> Client:
     except ValueError as error:  # a malformed --namespace
         raise click.BadParameter(str(error), param_hint="'--namespace'") from None
     with user_errors():
-        return auditing.opened(Client(redis_url, namespace=namespace))
+        return auditing.opened(connect.Client(redis_url, namespace=namespace))
 
 
 def print_json(value: Any) -> None:

@@ -12,8 +12,8 @@ import logging
 import os
 import sys
 
+from scheduler.connect import Client
 from scheduler.engine.backoff import transient
-from scheduler.engine.client import Client
 from scheduler.engine.errors import FlowsError
 from scheduler.engine.faults import debug_enabled, one_line
 from scheduler.worker.imports import import_path
