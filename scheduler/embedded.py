@@ -509,7 +509,8 @@ class EmbeddedServer:
 def embedded_at(client: redis.Redis) -> EmbeddedServer | None:
     """The embedded server of the default data directory if ``client`` connects to it, else None
     (a process that lost it may start it again, as any command would)."""
-    path = client.connection_pool.connection_kwargs.get("path")
+    pool = getattr(client, "connection_pool", None)  # a cluster client has none: not ours
+    path = pool.connection_kwargs.get("path") if pool is not None else None
     if not path:
         return None
     embedded = EmbeddedServer()
