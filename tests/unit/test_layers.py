@@ -17,6 +17,7 @@ PURE = [
     "scheduler.service.planning",
     "scheduler.service.records",
     "scheduler.engine.limits",
+    "scheduler.engine.errors",
 ]
 
 
