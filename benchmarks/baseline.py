@@ -24,7 +24,7 @@ import redis
 
 from benchmarks.context import REPO_ROOT, Bench, wait_until
 from benchmarks.processes import cpu_seconds, stop_all
-from scheduler.embedded import connect
+from scheduler.engine.connections import connect
 
 SOURCE = "bench:queue"
 STAGING = "bench:staging"

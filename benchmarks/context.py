@@ -15,8 +15,9 @@ from typing import Any
 
 from redis import Redis
 
-from scheduler.embedded import EmbeddedServer, connect
+from scheduler.embedded import EmbeddedServer
 from scheduler.engine.client import Client
+from scheduler.engine.connections import connect
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 APPENDFSYNC = "everysec"

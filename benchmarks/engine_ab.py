@@ -29,7 +29,7 @@ from redis import Redis
 from benchmarks import flowgen
 from benchmarks.context import private_server
 from flows.runs.build import assemble_run
-from scheduler.embedded import connect
+from scheduler.engine.connections import connect
 
 KLASS = "benchmarks.tasks.noop"
 _LIBRARY = (

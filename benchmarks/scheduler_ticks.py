@@ -29,8 +29,9 @@ from pathlib import Path
 import redis
 
 from flows.runs.service_source import FlowsSource
-from scheduler.embedded import EmbeddedServer, connect
+from scheduler.embedded import EmbeddedServer
 from scheduler.engine.client import Client
+from scheduler.engine.connections import connect
 from scheduler.service.loop import SchedulerService
 
 TICK = datetime(2026, 1, 5, 12, 0, tzinfo=UTC).timestamp()

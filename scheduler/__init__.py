@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING
 from scheduler.lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from scheduler.engine.client import Client, Config, FailedJobs, Jobs, Tagged, Tracked, Workers
+    from scheduler.connect import Client
+    from scheduler.engine.client import Config, FailedJobs, Jobs, Tagged, Tracked, Workers
     from scheduler.engine.errors import (
         EngineError,
         FlowsError,
@@ -44,7 +45,7 @@ if TYPE_CHECKING:
 
 _EXPORTS: dict[str, str] = {
     "AuthenticationFailed": "scheduler.engine.faults",
-    "Client": "scheduler.engine.client",
+    "Client": "scheduler.connect",
     "Config": "scheduler.engine.client",
     "Engine": "scheduler.engine.scripts",
     "EngineError": "scheduler.engine.errors",

@@ -1,4 +1,4 @@
-"""The embedded Redis-compatible server, and how a command finds its Redis.
+"""The embedded Redis-compatible server: start, stop and describe it.
 
 When the user gives no URL, ``flows`` runs a private ``valkey-server`` (or ``redis-server``) that
 listens only on a unix socket inside a data directory and keeps its data in an append-only file
@@ -7,9 +7,10 @@ server is daemonized: it outlives the command that started it, and the next comm
 
 * :func:`find_server_binary` -- which server binary to run;
 * :class:`EmbeddedServer` -- start (or reuse), stop and describe the server of one data directory;
-* :func:`resolve_url` -- the URL a command uses: option, then ``$FLOWS_REDIS_URL``, then embedded;
-* :func:`connect` -- a ``redis.Redis`` for a URL (``redis://``, ``rediss://``, ``unix://``; a
-  Redis Cluster or Sentinel, see :mod:`scheduler.engine.connections`).
+* :func:`embedded_at` -- the server a client connects to, if it is the default one.
+
+Connecting to a URL is the engine layer's (:func:`scheduler.engine.connections.connect`); which
+URL a command uses, and the embedded server when none is given, is :mod:`scheduler.connect`'s.
 """
 
 from __future__ import annotations
@@ -19,7 +20,6 @@ import fcntl
 import hashlib
 import importlib.util
 import os
-import re
 import shutil
 import signal
 import subprocess
@@ -28,13 +28,13 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any, Literal
-from urllib.parse import quote, urlsplit
+from urllib.parse import quote
 
 import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from scheduler.engine import connections
+from scheduler.engine.connections import connect
 from scheduler.engine.errors import ServerError
 
 ENV_BINARY = "FLOWS_SERVER_BINARY"
@@ -44,7 +44,6 @@ ENV_URL = "FLOWS_REDIS_URL"
 BINARY_NAMES = ("valkey-server", "redis-server")
 FSYNC_POLICIES = ("always", "everysec", "no")
 DEFAULT_APPENDFSYNC = "always"
-URL_SCHEMES = ("redis", "rediss", "unix", *connections.SCHEMES)
 
 SOCKET_NAME = "redis.sock"
 # sun_path holds 108 bytes on Linux and 104 on macOS, terminating NUL included.
@@ -56,9 +55,6 @@ PROBE_TIMEOUT = 1.0
 LOG_TAIL_LINES = 20
 
 State = Literal["up", "loading", "down"]
-
-_USERINFO = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*://)([^:@]*)(:.*)?@", re.DOTALL)
-_QUERY_PASSWORD = re.compile(r"([?&]password=)[^&#]*")
 
 
 # -- finding the binary ----------------------------------------------------------------------
@@ -513,88 +509,20 @@ class EmbeddedServer:
 def embedded_at(client: redis.Redis) -> EmbeddedServer | None:
     """The embedded server of the default data directory if ``client`` connects to it, else None
     (a process that lost it may start it again, as any command would)."""
-    path = client.connection_pool.connection_kwargs.get("path")
+    pool = getattr(client, "connection_pool", None)  # a cluster client has none: not ours
+    path = pool.connection_kwargs.get("path") if pool is not None else None
     if not path:
         return None
     embedded = EmbeddedServer()
     return embedded if Path(str(path)) == embedded.socket_path else None
 
 
-# -- URLs --------------------------------------------------------------------------------------
-
-
-def resolve_url(option: str | None = None) -> str:
-    """The URL to use: ``option``, else ``$FLOWS_REDIS_URL``, else the embedded server's.
-
-    The embedded server (in :func:`default_data_dir`) is started on demand.
-    """
-    if option:
-        return option
-    from_env = os.environ.get(ENV_URL)
-    if from_env:
-        return from_env
-    server = EmbeddedServer()
-    server.start()
-    return server.url
-
-
-def redact_url(url: str) -> str:
-    """``url`` with any password (in the user info or a ``password=`` query) replaced by ***.
-
-    Works on the raw text, so a malformed URL (say, a password with an unencoded ``/``) is
-    redacted too: everything between ``://`` and the last ``@`` is user info.
-    """
-    url = _USERINFO.sub(lambda m: m.group(1) + m.group(2) + (":***@" if m.group(3) else "@"), url)
-    return _QUERY_PASSWORD.sub(r"\1***", url)
-
-
-def connect(url: str) -> redis.Redis:
-    """A client for ``url`` (``redis://``, ``rediss://``, ``unix://``, ``redis+cluster://``,
-    ``redis+sentinel://``), ``decode_responses=True``.
-
-    Errors name the URL with its password redacted. ``rediss://`` checks the server certificate
-    and host name unless the URL's query says otherwise. A ``redis://`` or ``rediss://`` URL
-    naming a Redis Cluster node gives a cluster client.
-    """
-    try:
-        url, _ = connections.split_durability(url)  # for the engine calls, see Client
-        scheme = urlsplit(url).scheme
-    except ValueError:  # "Invalid IPv6 URL": a malformed host part
-        raise _invalid_url(url) from None
-    if scheme not in URL_SCHEMES:
-        raise ServerError(
-            f"unsupported Redis URL {redact_url(url)!r}: it must start with redis://, rediss://,"
-            " unix://, redis+cluster:// or redis+sentinel://"
-        )
-    if scheme in connections.SCHEMES:
-        return connections.connect(url)
-    # Explicit because redis-py 5 did not check host names by default; the URL query still wins.
-    tls: dict[str, Any] = {"ssl_cert_reqs": "required", "ssl_check_hostname": True}
-    options = tls if scheme == "rediss" else {}
-    try:
-        client = redis.Redis.from_url(url, decode_responses=True, **options)
-    except ValueError:
-        # redis-py's message can quote part of a malformed password, so it is not repeated.
-        raise _invalid_url(url) from None
-    return client if scheme == "unix" else connections.detect_cluster(client, url)
-
-
-def _invalid_url(url: str) -> ServerError:
-    return ServerError(
-        f"invalid Redis URL {redact_url(url)!r}: check the host, port and database number"
-        " (percent-encode '/', '@' and ':' in a password)"
-    )
-
-
 __all__ = [
     "DEFAULT_APPENDFSYNC",
     "FSYNC_POLICIES",
     "EmbeddedServer",
-    "connect",
     "default_data_dir",
     "embedded_at",
     "find_server_binary",
-    "redact_url",
-    "resolve_url",
     "socket_path_for",
 ]

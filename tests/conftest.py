@@ -20,7 +20,8 @@ from pathlib import Path
 import pytest
 import redis
 
-from scheduler.embedded import EmbeddedServer, connect
+from scheduler.embedded import EmbeddedServer
+from scheduler.engine.connections import connect
 from scheduler.engine.scripts import Engine
 
 NAMESPACE = "{test}:"

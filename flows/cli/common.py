@@ -115,14 +115,15 @@ class GuardedGroup(click.Group):
 def open_client(redis_url: str | None, namespace: str | None) -> Client:
     """A client on ``--redis`` (or $FLOWS_REDIS_URL, or the embedded server)."""
     from flows.cli import auditing
-    from scheduler.engine.client import Client, namespace_prefix
+    from scheduler import connect
+    from scheduler.engine.client import namespace_prefix
 
     try:
         namespace_prefix(namespace)
     except ValueError as error:  # a malformed --namespace
         raise click.BadParameter(str(error), param_hint="'--namespace'") from None
     with user_errors():
-        return auditing.opened(Client(redis_url, namespace=namespace))
+        return auditing.opened(connect.Client(redis_url, namespace=namespace))
 
 
 def print_json(value: Any) -> None:

@@ -17,7 +17,7 @@ from flows.cli.common import open_client, user_errors
 from flows.cli.namespaces import namespaces_of, run_per_namespace
 from flows.cli.notifications import env_file_option, use_env_file
 from flows.cli.options import connection, setting_option
-from scheduler import embedded
+from scheduler.connect import resolve_url
 from scheduler.engine.client import Client
 from scheduler.worker import Worker, WorkerPool
 from scheduler.worker.imports import import_path
@@ -162,7 +162,7 @@ def worker(
         format="%(asctime)s %(levelname)s %(name)s[%(process)d] %(message)s",
     )
     with user_errors():
-        url = embedded.resolve_url(redis_url)
+        url = resolve_url(redis_url)
     if metrics_port is not None:
         from flows.ui.auth import ENV_TOKEN, TokenError, is_loopback, load_token
 

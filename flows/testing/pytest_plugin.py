@@ -31,9 +31,9 @@ def _redis() -> Any:
         from flows.testing.session import private_server
 
         if os.environ.get("FLOWS_REDIS_URL"):
-            from scheduler.engine.client import Client
+            from scheduler.connect import connect
 
-            _server = Client().redis
+            _server = connect()
         else:
             session = private_server()
             _server = session.__enter__()

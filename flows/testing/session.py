@@ -26,7 +26,8 @@ def private_server() -> Iterator[redis.Redis]:
     """A server of its own for a test session: the embedded one, in a temp folder, without
     fsync (a test's data need not survive a power cut, and fsync per write would double the
     time of every call); stopped and removed afterwards."""
-    from scheduler.embedded import EmbeddedServer, connect
+    from scheduler.embedded import EmbeddedServer
+    from scheduler.engine.connections import connect
 
     with tempfile.TemporaryDirectory(prefix="flows-test-server-") as folder:
         server = EmbeddedServer(Path(folder), appendfsync="no")

@@ -6,8 +6,10 @@ that many processes do not retry in step). The cap is 2 s, so once a failover or
 partition gives the server back, every process is working again within 2 s (a 30 s cap kept
 workers idle for up to half a minute after the server was back). It logs a warning when the
 fault starts or changes (unreachable → out of memory), and one line when it is over, rather
-than a line per attempt. A process that uses the embedded server of the default data directory
-starts it again when it is down, as any ``flows`` command would.
+than a line per attempt. A process whose server has a
+:class:`~scheduler.engine.connections.Keeper` (the embedded server of the default data directory,
+registered by :mod:`scheduler.connect`) starts it again when it is down, as any ``flows`` command
+would.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from collections.abc import Callable
 import redis
 
 from scheduler.engine import faults
+from scheduler.engine.connections import keeper_of
 from scheduler.engine.errors import ClusterError, FlowsError, NamespaceNotInOneSlot
 
 FIRST = 0.1
@@ -108,14 +111,12 @@ class Backoff:
             self.attempts = 0
 
     def _revive(self) -> None:
-        """Start the embedded server again if this process uses it and it is down."""
-        from scheduler.embedded import embedded_at
-
-        embedded = embedded_at(self.client) if self.client is not None else None
-        if embedded is None:
+        """Start the server again if its keeper can (the embedded server) and it is down."""
+        keeper = keeper_of(self.client)
+        if keeper is None:
             return
         try:
-            if embedded.start():
+            if keeper.start():
                 self.log.warning("%s: started the embedded server again", self.what)
         except Exception as error:  # retried at the next failure
             self.log.debug("%s: could not start the embedded server: %s", self.what, error)

@@ -2,7 +2,7 @@
 
 ::
 
-    client = Client()                                    # the embedded server (or Client(url))
+    client = Client("redis://localhost:6379/0")          # scheduler.Client(): the embedded server
     jid = client.queues["etl"].put("tasks.extract", {"day": "2024-05-01"}, priority=-1)
     [job] = client.queues["etl"].pop()
     job.complete(result={"rows": 42})
@@ -22,12 +22,13 @@ import os
 import socket
 from collections.abc import Iterator, MutableMapping
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, NamedTuple, overload
+from typing import Any, NamedTuple, overload
 
 import redis as redis_py
 
-from scheduler.engine.connections import Durability, split_durability
+from scheduler.engine.connections import Durability, connect, split_durability
 from scheduler.engine.errors import JobNotFound
+from scheduler.engine.events import EventListener
 from scheduler.engine.job import (
     Job,
     Now,
@@ -38,9 +39,6 @@ from scheduler.engine.job import (
 )
 from scheduler.engine.queue import Queues
 from scheduler.engine.scripts import Engine
-
-if TYPE_CHECKING:
-    from scheduler.engine.events import EventListener
 
 ConfigValue = str | int | float
 
@@ -301,8 +299,9 @@ class Client:
 
     ``url``: a ``redis://``, ``rediss://`` or ``unix://`` URL, or a Redis Cluster
     (``redis+cluster://``, or ``redis://`` naming any node) or Sentinel
-    (``redis+sentinel://host:port[,host:port]/service``) one; None starts (or reuses) the
-    embedded server (see :func:`scheduler.embedded.resolve_url`). ``?wait=N&wait_timeout=S`` in
+    (``redis+sentinel://host:port[,host:port]/service``) one. This layer connects only to a URL
+    it is given: ``scheduler.Client`` (:class:`scheduler.connect.Client`) also takes none, for
+    ``$FLOWS_REDIS_URL`` or the embedded server. ``?wait=N&wait_timeout=S`` in
     the URL: each engine write waits until N replicas have it (see ``durability``).
     ``namespace``: keys go under ``{namespace}:`` instead of qless's ``ql:`` (a value ending in
     ``:``, such as ``{billing}:``, is used as the prefix as it is); a cluster needs one.
@@ -329,11 +328,13 @@ class Client:
             raise ValueError("pass either url or redis, not both")
         owns = redis is None
         if redis is None:
-            from scheduler import embedded  # the embedded server is started only when needed
-
-            url = embedded.resolve_url(url)
+            if not url:
+                raise ValueError(
+                    "give a Redis URL or a redis client (scheduler.Client() without one uses"
+                    " $FLOWS_REDIS_URL or the embedded server)"
+                )
             durability = split_durability(url)[1] or durability
-            redis = embedded.connect(url)
+            redis = connect(url)
         if not redis.get_connection_kwargs().get("decode_responses"):
             raise ValueError("the redis client must be created with decode_responses=True")
         try:
@@ -411,8 +412,6 @@ class Client:
     def events(self, **options: Any) -> EventListener:
         """An :class:`~scheduler.engine.events.EventListener` on this namespace (not yet
         subscribed)."""
-        from scheduler.engine.events import EventListener
-
         return EventListener(self, **options)
 
     # -- lifetime -------------------------------------------------------------------------------

@@ -1,6 +1,13 @@
-"""Redis Cluster and Sentinel: connecting, routing a namespace to its shard, riding out failovers.
+"""Connecting to Redis for a URL; Redis Cluster and Sentinel: routing a namespace to its shard,
+riding out failovers.
 
-URLs (see ``docs/pages/scaling-out.md``):
+:func:`connect` gives a client for any URL the project takes (``redis://``, ``rediss://``,
+``unix://``, and the cluster and Sentinel ones), and :func:`redact_url` the URL fit to show. Which
+URL to use when none is given (``$FLOWS_REDIS_URL``, else the embedded server) is decided above
+this layer, in :mod:`scheduler.connect`; what the engine layer needs to know of that server comes
+back as a :class:`Keeper` registered on the client.
+
+Cluster and Sentinel URLs (see ``docs/pages/scaling-out.md``):
 
 * ``redis+cluster://host:port[,host:port...]`` (``rediss+cluster://`` with TLS): a Redis Cluster,
   through any of its nodes. A plain ``redis://`` URL naming a cluster node is detected too (one
@@ -27,6 +34,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import re
 import socket
 import threading
 import time
@@ -60,6 +68,10 @@ log = logging.getLogger("flows.connections")
 CLUSTER_SCHEMES = ("redis+cluster", "rediss+cluster")
 SENTINEL_SCHEMES = ("redis+sentinel", "rediss+sentinel")
 SCHEMES = (*CLUSTER_SCHEMES, *SENTINEL_SCHEMES)
+URL_SCHEMES = ("redis", "rediss", "unix", *SCHEMES)
+
+_USERINFO = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*://)([^:@]*)(:.*)?@", re.DOTALL)
+_QUERY_PASSWORD = re.compile(r"([?&]password=)[^&#]*")
 
 # Long enough for a cluster (node timeout + election) or Sentinel (down-after + election) to
 # promote a replica with their usual settings; only spent while calls keep failing.
@@ -110,17 +122,89 @@ def _hosts(netloc: str, url: str) -> tuple[dict[str, str], list[tuple[str, int]]
         host, sep, port = item.strip().rpartition(":")
         if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
             raise ServerError(
-                f"invalid Redis URL {redact(url)!r}: each server must be host:port,"
+                f"invalid Redis URL {redact_url(url)!r}: each server must be host:port,"
                 f" got {item.strip()!r}"
             )
         found.append((host.strip("[]"), int(port)))
     return auth, found
 
 
-def redact(url: str) -> str:
-    from scheduler.embedded import redact_url
+def redact_url(url: str) -> str:
+    """``url`` with any password (in the user info or a ``password=`` query) replaced by ***.
 
-    return redact_url(url)
+    Works on the raw text, so a malformed URL (say, a password with an unencoded ``/``) is
+    redacted too: everything between ``://`` and the last ``@`` is user info.
+    """
+    url = _USERINFO.sub(lambda m: m.group(1) + m.group(2) + (":***@" if m.group(3) else "@"), url)
+    return _QUERY_PASSWORD.sub(r"\1***", url)
+
+
+def connect(url: str) -> redis.Redis:
+    """A client for ``url`` (``redis://``, ``rediss://``, ``unix://``, ``redis+cluster://``,
+    ``redis+sentinel://``), ``decode_responses=True``.
+
+    Errors name the URL with its password redacted. ``rediss://`` checks the server certificate
+    and host name unless the URL's query says otherwise. A ``redis://`` or ``rediss://`` URL
+    naming a Redis Cluster node gives a cluster client. Durability options (``?wait=``) are
+    dropped here: :class:`~scheduler.engine.client.Client` reads them.
+    """
+    try:
+        url, _ = split_durability(url)
+        scheme = urlsplit(url).scheme
+    except ValueError:  # "Invalid IPv6 URL": a malformed host part
+        raise _invalid_url(url) from None
+    if scheme not in URL_SCHEMES:
+        raise ServerError(
+            f"unsupported Redis URL {redact_url(url)!r}: it must start with redis://, rediss://,"
+            " unix://, redis+cluster:// or redis+sentinel://"
+        )
+    if scheme in CLUSTER_SCHEMES:
+        return connect_cluster(url)
+    if scheme in SENTINEL_SCHEMES:
+        return connect_sentinel(url)
+    # Explicit because redis-py 5 did not check host names by default; the URL query still wins.
+    tls: dict[str, Any] = {"ssl_cert_reqs": "required", "ssl_check_hostname": True}
+    options = tls if scheme == "rediss" else {}
+    try:
+        client = redis.Redis.from_url(url, decode_responses=True, **options)
+    except ValueError:
+        # redis-py's message can quote part of a malformed password, so it is not repeated.
+        raise _invalid_url(url) from None
+    return client if scheme == "unix" else detect_cluster(client, url)
+
+
+def _invalid_url(url: str) -> ServerError:
+    return ServerError(
+        f"invalid Redis URL {redact_url(url)!r}: check the host, port and database number"
+        " (percent-encode '/', '@' and ':' in a password)"
+    )
+
+
+# -- the keeper of a server ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Keeper:
+    """What the code that connected knows of the server, told to the engine layer, which cannot
+    know it (the embedded server is managed above it): ``start`` starts the server again if it
+    is down (True if this call did), ``unreachable`` is the advice when it cannot be reached."""
+
+    start: Callable[[], bool]
+    unreachable: str
+
+
+# Keyed by the redis-py client (by identity), so a Keeper lives as long as its client.
+_KEEPERS: weakref.WeakKeyDictionary[Any, Keeper] = weakref.WeakKeyDictionary()
+
+
+def set_keeper(client: Any, keeper: Keeper) -> None:
+    """Register ``keeper`` for the server ``client`` connects to."""
+    _KEEPERS[client] = keeper
+
+
+def keeper_of(client: Any) -> Keeper | None:
+    """The :class:`Keeper` registered for ``client``, if any."""
+    return _KEEPERS.get(client) if client is not None else None
 
 
 def connect_cluster(url: str) -> redis.Redis:
@@ -147,7 +231,7 @@ def connect_sentinel(url: str) -> redis.Redis:
     path = [unquote(p) for p in parts.path.split("/") if p]
     if not path or len(path) > 2 or (len(path) == 2 and not path[1].isdigit()):
         raise ServerError(
-            f"invalid Sentinel URL {redact(url)!r}: it must end with /<service name>[/<db>]"
+            f"invalid Sentinel URL {redact_url(url)!r}: it must end with /<service name>[/<db>]"
         )
     query = parse_qs(parts.query)
     sentinel_auth: dict[str, str] = {}
@@ -326,14 +410,6 @@ def _address(address: Any) -> str:
 def _close(pubsub: Any) -> None:
     with contextlib.suppress(Exception):
         pubsub.close()
-
-
-def connect(url: str) -> redis.Redis:
-    """A client for a ``redis+cluster://`` or ``redis+sentinel://`` URL."""
-    scheme = urlsplit(url).scheme
-    if scheme in CLUSTER_SCHEMES:
-        return connect_cluster(url)
-    return connect_sentinel(url)
 
 
 def detect_cluster(client: redis.Redis, url: str) -> redis.Redis:
@@ -552,7 +628,7 @@ def split_durability(url: str) -> tuple[str, Durability | None]:
         replicas, timeout = -1, -1.0
     if replicas < 0 or not 0 < timeout <= 3600:
         raise ServerError(
-            f"invalid durability options in {redact(url)!r}: wait=<replicas, 0 or more>"
+            f"invalid durability options in {redact_url(url)!r}: wait=<replicas, 0 or more>"
             " and wait_timeout=<seconds, over 0>"
         )
     return stripped, Durability(replicas, timeout) if replicas else None
@@ -606,16 +682,21 @@ __all__ = [
     "SCHEMES",
     "SENTINEL_SCHEMES",
     "TICK_DURABILITY",
+    "URL_SCHEMES",
     "Durability",
     "Failover",
+    "Keeper",
     "MasterWatch",
     "Route",
     "connect",
     "connected_replicas",
     "detect_cluster",
     "is_cluster",
+    "keeper_of",
     "needs_failover",
     "not_run",
     "primaries",
+    "redact_url",
+    "set_keeper",
     "split_durability",
 ]

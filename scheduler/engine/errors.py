@@ -29,9 +29,9 @@ The engine replies to a refused call with a Redis error whose first word is a st
         ├── NotReplicated           the write ran, but no replica acknowledged it in time (WAIT)
         └── NamespaceNotInOneSlot   the namespace's keys would not share one hash slot
 
-The fault classes live in :mod:`scheduler.engine.faults` (they also derive from redis-py's
-exceptions,
-which this module does not import) and are importable from here too.
+The fault classes live in :mod:`scheduler.engine.faults` and are imported from there: they also
+derive from redis-py's exceptions, and this module stays free of redis (the pure flows modules
+derive from :class:`FlowsError`), so it does not import them.
 """
 
 from __future__ import annotations
@@ -42,24 +42,6 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # redis-free at import time: the pure flows modules derive from FlowsError
     import redis
-
-    from scheduler.engine.faults import (
-        AuthenticationFailed,
-        PermissionDenied,
-        ServerFault,
-        ServerOutOfMemory,
-        ServerReadOnly,
-        ServerUnavailable,
-    )
-
-_FAULTS = (
-    "AuthenticationFailed",
-    "PermissionDenied",
-    "ServerFault",
-    "ServerOutOfMemory",
-    "ServerReadOnly",
-    "ServerUnavailable",
-)
 
 
 ENV_DEBUG = "FLOWS_DEBUG"
@@ -189,30 +171,15 @@ def translate(error: redis.ResponseError, command: str | None = None) -> FlowsEr
     return cls(rest or text, command=command)
 
 
-def __getattr__(name: str) -> object:
-    # The fault classes import redis; loaded on first use so that flows' pure modules do not.
-    if name in _FAULTS:
-        from scheduler.engine import faults
-
-        return getattr(faults, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
 __all__ = [
     "ERRORS_BY_CODE",
-    "AuthenticationFailed",
     "EngineError",
     "FlowsError",
     "HasDependents",
     "InvalidArgument",
     "JobNotFound",
     "LockLost",
-    "PermissionDenied",
     "ServerError",
-    "ServerFault",
-    "ServerOutOfMemory",
-    "ServerReadOnly",
-    "ServerUnavailable",
     "TooLarge",
     "UnknownCommand",
     "WrongState",

@@ -34,15 +34,27 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import redis
 from redis.client import PubSub
 
-if TYPE_CHECKING:
-    from scheduler.engine.client import Client
-
 logger = logging.getLogger(__name__)
+
+
+class Subscriber(Protocol):
+    """What a listener needs of its :class:`~scheduler.engine.client.Client`: named here, so this
+    module does not depend on the client module (which builds listeners)."""
+
+    @property
+    def prefix(self) -> str: ...
+
+    @property
+    def redis(self) -> redis.Redis: ...
+
+    @property
+    def worker_name(self) -> str: ...
+
 
 #: Channels on which the engine publishes a tracked job's bare jid.
 TRACKED_CHANNELS = (
@@ -92,7 +104,7 @@ class EventListener:
 
     def __init__(
         self,
-        client: Client,
+        client: Subscriber,
         *,
         workers: Iterable[str] | None = None,
         log: bool = True,
@@ -297,4 +309,4 @@ class EventListener:
         self.stop()
 
 
-__all__ = ["TRACKED_CHANNELS", "Event", "EventListener"]
+__all__ = ["TRACKED_CHANNELS", "Event", "EventListener", "Subscriber"]

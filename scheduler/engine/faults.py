@@ -27,6 +27,7 @@ from typing import Any
 
 import redis
 
+from scheduler.engine.connections import keeper_of, redact_url
 from scheduler.engine.errors import (
     ENV_DEBUG,
     EngineError,
@@ -95,12 +96,6 @@ def where(client: redis.Redis, prefix: str | None = None) -> str:
     return f"Redis at {address(client)}" + (f" (namespace {prefix})" if prefix else "")
 
 
-def _is_embedded(client: redis.Redis) -> bool:
-    from scheduler.embedded import embedded_at
-
-    return embedded_at(client) is not None
-
-
 # -- translating ---------------------------------------------------------------------------------
 
 _REDIS_COMMAND = re.compile(r"run the '([^']+)' command")
@@ -140,9 +135,10 @@ def translate(
             command=command,
         )
     if isinstance(error, (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError)):
+        keeper = keeper_of(client)
         fix = (
-            "start it with `flows server start` (any flows command starts the embedded server)"
-            if _is_embedded(client)
+            keeper.unreachable
+            if keeper is not None
             else "start the server, or check the host and port in --redis or $FLOWS_REDIS_URL"
         )
         return ServerUnavailable(f"cannot reach {at}: {reason}; {fix}", where=at, command=command)
@@ -183,8 +179,6 @@ def translate(
 
 def one_line(error: BaseException) -> str:
     """What a user is told about ``error``: one line, without a traceback or a password."""
-    from scheduler.embedded import redact_url
-
     if isinstance(error, (FlowsError, EngineError)):
         text = str(error)
     elif isinstance(error, redis.exceptions.ConnectionError):

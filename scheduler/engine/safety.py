@@ -22,6 +22,7 @@ import redis
 
 from scheduler.engine.connections import is_cluster, primaries
 from scheduler.engine.errors import ServerError
+from scheduler.engine.faults import translate
 
 log = logging.getLogger("flows.safety")
 
@@ -80,8 +81,6 @@ def check_eviction_policy(client: redis.Redis, *, who: str = "this process") -> 
     ``who`` names the caller in the message ("the worker", "the scheduler service"). A server
     that cannot be reached raises a :mod:`scheduler.engine.faults` class.
     """
-    from scheduler.engine.faults import translate
-
     try:
         policy = eviction_policy(client)
     except redis.RedisError as error:

@@ -13,8 +13,8 @@ import os
 import sys
 from dataclasses import replace
 
+from scheduler.connect import Client
 from scheduler.engine.backoff import transient
-from scheduler.engine.client import Client
 from scheduler.engine.errors import FlowsError
 from scheduler.engine.faults import debug_enabled, one_line
 from scheduler.worker.imports import import_path

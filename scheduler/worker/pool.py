@@ -144,7 +144,7 @@ class WorkerPool:
         return status
 
     def _check_server(self) -> None:
-        from scheduler.embedded import connect
+        from scheduler.engine.connections import connect
         from scheduler.engine.safety import check_eviction_policy
 
         client = connect(self.url)

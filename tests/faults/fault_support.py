@@ -23,8 +23,9 @@ import redis
 from click.testing import CliRunner
 
 from flows.cli import main
-from scheduler.embedded import connect, find_server_binary
+from scheduler.embedded import find_server_binary
 from scheduler.engine.client import Client
+from scheduler.engine.connections import connect
 
 ROOT = Path(__file__).resolve().parents[2]
 # The page of the least-privilege users (docs/pages/ once the docs are a site).

@@ -13,7 +13,7 @@ from fault_support import Valkey
 
 from scheduler.engine.backoff import Backoff, transient
 from scheduler.engine.client import Client
-from scheduler.engine.errors import ServerOutOfMemory, ServerUnavailable
+from scheduler.engine.faults import ServerOutOfMemory, ServerUnavailable
 
 
 def raised(call: object) -> Exception:

@@ -18,7 +18,7 @@ from fault_support import Valkey, acl_users, invoke, populate
 from helpers import assert_unchanged
 
 from flows.cli import main
-from scheduler.engine.errors import ServerUnavailable
+from scheduler.engine.faults import ServerUnavailable
 
 UNREACHABLE = "redis://flows-user:s3cret-pw@127.0.0.1:1/0"
 

@@ -13,10 +13,10 @@ from fault_support import Valkey, acl_users, populate
 from helpers import assert_unchanged
 
 from scheduler.engine.client import Client
-from scheduler.engine.errors import (
+from scheduler.engine.errors import ServerError
+from scheduler.engine.faults import (
     AuthenticationFailed,
     PermissionDenied,
-    ServerError,
     ServerOutOfMemory,
     ServerReadOnly,
     ServerUnavailable,

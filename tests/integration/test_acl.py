@@ -25,8 +25,9 @@ from urllib.parse import quote
 import pytest
 import redis
 
-from scheduler.embedded import EmbeddedServer, connect
+from scheduler.embedded import EmbeddedServer
 from scheduler.engine.client import Client
+from scheduler.engine.connections import connect
 from scheduler.engine.errors import EngineError
 from scheduler.engine.safety import check_eviction_policy
 from scheduler.engine.scripts import join_includes, lua_dir

@@ -22,19 +22,18 @@ from typing import Any
 import pytest
 from helpers import needs_server
 
+from scheduler.connect import resolve_url
 from scheduler.embedded import (
     DEFAULT_APPENDFSYNC,
     MAX_SOCKET_PATH,
     EmbeddedServer,
     _pid_alive,
     _poll,
-    connect,
     default_data_dir,
     find_server_binary,
-    redact_url,
-    resolve_url,
     socket_path_for,
 )
+from scheduler.engine.connections import connect, redact_url
 from scheduler.engine.errors import ServerError
 
 # -- helpers -----------------------------------------------------------------------------------

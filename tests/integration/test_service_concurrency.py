@@ -13,8 +13,9 @@ import pytest
 import redis
 from scheduler_support import MIN, T, make_service, registration, run_ids, write_flow
 
-from scheduler.embedded import EmbeddedServer, connect
+from scheduler.embedded import EmbeddedServer
 from scheduler.engine.client import Client
+from scheduler.engine.connections import connect
 from scheduler.service.loop import SchedulerService, TickReport
 
 FLOWS = 4

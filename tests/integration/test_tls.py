@@ -28,8 +28,10 @@ from urllib.parse import quote
 import pytest
 import redis
 
-from scheduler.embedded import ServerError, connect, find_server_binary
+from scheduler.embedded import find_server_binary
 from scheduler.engine.client import Client
+from scheduler.engine.connections import connect
+from scheduler.engine.errors import ServerError
 
 DEADLINE = 30.0
 

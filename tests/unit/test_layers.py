@@ -17,6 +17,7 @@ PURE = [
     "scheduler.service.planning",
     "scheduler.service.records",
     "scheduler.engine.limits",
+    "scheduler.engine.errors",
 ]
 
 
@@ -32,3 +33,13 @@ def test_a_pure_module_loads_no_redis(module: str) -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
     )
     assert done.stdout.strip() == ""
+
+
+def test_the_engine_client_loads_no_embedded_server() -> None:
+    # Connecting to a URL is the engine's; the embedded server is decided above it.
+    code = (
+        "import sys, scheduler.engine.client, scheduler.engine.backoff\n"
+        "assert 'scheduler.embedded' not in sys.modules\n"
+        "assert 'scheduler.connect' not in sys.modules"
+    )
+    subprocess.run([sys.executable, "-c", code], timeout=60, check=True)
