@@ -12,16 +12,14 @@ import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any
 
 from flows.spec.fanout import FANOUT_KEY
-from flows.spec.job_data import META_KEY
+from flows.spec.job_data import CACHE_KEY, META_KEY
 
 if TYPE_CHECKING:
     from flows.expand.jobs import PutRequest
 
-CACHE_KEY: Final = "cache"
-"""Where the step's cache spec travels in the job's flows meta."""
 _CHUNK = 1 << 20
 
 

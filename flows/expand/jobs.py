@@ -31,13 +31,13 @@ from datetime import datetime
 from pathlib import PurePath
 from typing import Any, Final
 
-from flows.expand.cache_keys import CACHE_KEY
 from flows.expand.shell_command import shell_command
 from flows.gc_pause import gc_paused
 from flows.spec import conditions
 from flows.spec.dag import topological_steps
 from flows.spec.fanout import FANOUT_KEY, Source, source_of
 from flows.spec.job_data import (
+    CACHE_KEY,
     CONDITION_KEY,
     META_KEY,
     SECRETS_KEY,

@@ -7,10 +7,11 @@ processes). Jobs that were not put by a flow are left alone.
 
 from __future__ import annotations
 
-from flows.expand.cache_keys import CACHE_KEY, stable_data
+from flows.expand.cache_keys import stable_data
 from flows.runtime.step_cache import use_cache
 from flows.spec.conditions import ConditionError
 from flows.spec.job_data import (
+    CACHE_KEY,
     META_KEY,
     FlowsMeta,
     UnresolvedReference,

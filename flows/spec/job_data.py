@@ -87,6 +87,8 @@ ENV_PREFIX: Final = "FLOWS_"
 """Environment names starting with this are reserved for the runtime."""
 CONDITION_KEY: Final = "if"
 SECRETS_KEY: Final = "secrets"
+CACHE_KEY: Final = "cache"
+"""The meta's cache spec of a step with ``cache:`` (its key: :mod:`flows.expand.cache_keys`)."""
 """The meta's list of the flow's secret names (their values are resolved on the worker)."""
 """The meta key of a step's condition."""
 
