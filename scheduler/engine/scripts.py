@@ -443,6 +443,12 @@ class EnginePipeline:
         self._calls.append((command, self.engine._args(command, args, now)))
         return self
 
+    def read(self, *args: Any) -> EnginePipeline:
+        """A plain Redis read (of the namespace's keys, say) in the same round trip, after the
+        calls queued before it; its slot holds redis-py's reply."""
+        self._calls.append(("", list(args)))
+        return self
+
     def __len__(self) -> int:
         return len(self._calls)
 
@@ -451,8 +457,11 @@ class EnginePipeline:
         pipe = engine.route.target().pipeline(transaction=False)
         names = []
         for command, argv in calls:
-            engine._send(pipe, command, argv)
-            names.append(command)
+            if command:
+                engine._send(pipe, command, argv)
+                names.append(command)
+            else:
+                pipe.execute_command(*argv)  # type: ignore[no-untyped-call]
         durability = engine.durability
         if durability is not None and not all(name in engine._reads for name in names):
             wait = ("WAIT", durability.replicas, int(durability.timeout * 1000))
@@ -508,7 +517,7 @@ class EnginePipeline:
                 results[i] = result
         out: list[Any] = []
         for (command, _), result in zip(calls, results, strict=True):
-            if isinstance(result, redis.ResponseError):
+            if command and isinstance(result, redis.ResponseError):
                 if not_run(result):  # a failover that outlasted the wait
                     result = as_cluster_error(result, command)
                 else:
