@@ -145,11 +145,13 @@ class _Driver:
         return [str(q["name"]) for q in reply] if isinstance(reply, list) else []
 
     def start_ready(self, queues: list[str]) -> int:
-        """Pop and start every job that can start now; how many started."""
+        """Pop and start every job that can start now; how many started. A worker's pop
+        (``pop.lean``: what running a job needs, its history and the rest read if asked)."""
         started = 0
         for queue in queues:
             while True:
-                jobs = self.client.queues[queue].pop(POP_COUNT)
+                raws = json.loads(self.engine.call("pop.lean", queue, WORKER, POP_COUNT))
+                jobs = [Job(self.client, raw) for raw in raws]
                 for job in jobs:
                     self.start(job)
                 started += len(jobs)
