@@ -511,9 +511,13 @@ class EnginePipeline:
             i for i, r in enumerate(results) if isinstance(r, Exception) and _is_missing_script(r)
         ]
         if missing:
-            # Those calls never ran (the script was gone), so sending them again is safe.
+            # Those calls never ran (the script was gone), so sending them again is safe; the
+            # plain reads after the first of them go again too, to see what those calls wrote.
             self.engine.load()
-            for i, result in zip(missing, self._run(calls[i] for i in missing), strict=True):
+            again = sorted(
+                {*missing, *(i for i, c in enumerate(calls) if not c[0] and i > missing[0])}
+            )
+            for i, result in zip(again, self._run(calls[i] for i in again), strict=True):
                 results[i] = result
         out: list[Any] = []
         for (command, _), result in zip(calls, results, strict=True):
