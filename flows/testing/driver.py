@@ -102,6 +102,8 @@ class Observed:
     steps: dict[str, dict[str, Any]] = field(default_factory=dict)
     order: list[str] = field(default_factory=list)
     runs: int | None = None
+    ticks: list[float] = field(default_factory=list)
+    """A schedule case's fired ticks (epoch seconds), in firing order."""
     seconds: float = 0.0
     virtual_seconds: float = 0.0
 
@@ -133,6 +135,7 @@ class _Driver:
         self.order: list[str] = []
         self.signaled: set[str] = set()
         self.still = 0
+        self.outbox = self.engine.pipeline()
 
     # -- jobs ----------------------------------------------------------------------------------
 
@@ -141,11 +144,13 @@ class _Driver:
         return [str(q["name"]) for q in reply] if isinstance(reply, list) else []
 
     def start_ready(self, queues: list[str]) -> int:
-        """Pop and start every job that can start now; how many started."""
+        """Pop and start every job that can start now; how many started. A worker's pop
+        (``pop.lean``: what running a job needs, its history and the rest read if asked)."""
         started = 0
         for queue in queues:
             while True:
-                jobs = self.client.queues[queue].pop(POP_COUNT)
+                raws = json.loads(self.engine.call("pop.lean", queue, WORKER, POP_COUNT))
+                jobs = [Job(self.client, raw) for raw in raws]
                 for job in jobs:
                     self.start(job)
                 started += len(jobs)
@@ -207,35 +212,36 @@ class _Driver:
         return runner.run(ctx), stub.duration
 
     def report(self, job: Job, outcome: runner.Outcome) -> None:
-        """The outcome, sent as a worker sends it (a refused report: the job is not ours)."""
-        call = self.engine.call
-        try:
-            if outcome.kind == "complete":
-                args: list[Any] = ["result", outcome.result] if outcome.result else []
-                call("complete", job.jid, WORKER, job.queue, "", *args)
-            elif outcome.kind == "retry":
-                call(
-                    "retry",
-                    job.jid,
-                    job.queue,
-                    WORKER,
-                    outcome.delay,
-                    outcome.group,
-                    outcome.message,
-                )
-            elif outcome.kind == "fail":
-                call("fail.held", job.jid, WORKER, outcome.group, outcome.message)
-            elif outcome.kind == "skip":
-                call("complete", job.jid, WORKER, job.queue, "", "skipped", outcome.message)
-            elif outcome.kind == "release":
-                call("release", job.jid, WORKER, outcome.delay)
-            elif outcome.kind == "bury":
-                call("bury", job.jid, WORKER, outcome.message)
-        except EngineError:
-            pass  # its lock was lost meanwhile: someone else's job now, as for a worker
+        """The outcome, queued to be sent as a worker sends it (:meth:`flush`, or with the reads
+        of :meth:`next_event`: one round trip for a moment's reports and what follows)."""
+        call = self.outbox.call
+        if outcome.kind == "complete":
+            args: list[Any] = ["result", outcome.result] if outcome.result else []
+            call("complete", job.jid, WORKER, job.queue, "", *args)
+        elif outcome.kind == "retry":
+            call("retry", job.jid, job.queue, WORKER, outcome.delay, outcome.group, outcome.message)
+        elif outcome.kind == "fail":
+            call("fail.held", job.jid, WORKER, outcome.group, outcome.message)
+        elif outcome.kind == "skip":
+            call("complete", job.jid, WORKER, job.queue, "", "skipped", outcome.message)
+        elif outcome.kind == "release":
+            call("release", job.jid, WORKER, outcome.delay)
+        elif outcome.kind == "bury":
+            call("bury", job.jid, WORKER, outcome.message)
+
+    def flush(self, reads: int = 0) -> list[Any]:
+        """Send the queued reports (and the ``reads`` queued after them); the reads' replies.
+        A refused report is not an error: its lock was lost meanwhile (someone else's job now,
+        as for a worker)."""
+        replies = self.outbox.execute()
+        reports = replies[: len(replies) - reads]
+        for reply in reports:
+            if isinstance(reply, Exception) and not isinstance(reply, EngineError):
+                raise reply
+        return replies[len(reports) :]
 
     def finish_due(self) -> int:
-        """Report every running job whose end has come."""
+        """Report every running job whose end has come (queued: :meth:`flush`)."""
         done = 0
         while self.running and self.running[0].end <= self.clock.now:
             entry = heapq.heappop(self.running)
@@ -273,24 +279,23 @@ class _Driver:
         and whether a job can start right now (waiting in a queue, or a wait to signal). One
         round trip: the engine's indexes are scored by these times."""
         times = [e.end for e in self.running] + [e.beat for e in self.running]
-        pipe = self.client.redis.pipeline(transaction=False)
+        pipe = self.outbox  # after the reports queued at this moment, in their round trip
         for queue in queues:
-            pipe.zcard(f"{self.prefix}q:{queue}-work")
+            pipe.read("zcard", f"{self.prefix}q:{queue}-work")
         for queue in queues:
-            pipe.zrange(f"{self.prefix}q:{queue}-scheduled", 0, 0, withscores=True)
-            pipe.zrange(f"{self.prefix}q:{queue}-locks", 0, 0, withscores=True)
-        pipe.zrange(f"{self.prefix}awaiting", 0, 0, withscores=True)
-        pipe.zcard(f"{self.prefix}awaiting")
+            pipe.read("zrange", f"{self.prefix}q:{queue}-scheduled", 0, 0, "withscores")
+            pipe.read("zrange", f"{self.prefix}q:{queue}-locks", 0, 0, "withscores")
+        pipe.read("zrange", f"{self.prefix}awaiting", 0, 0, "withscores")
+        pipe.read("zcard", f"{self.prefix}awaiting")
         if ticks:
-            pipe.zrange(f"{self.prefix}schedules", 0, 0, withscores=True)
-        replies = pipe.execute()
+            pipe.read("zrange", f"{self.prefix}schedules", 0, 0, "withscores")
+        replies = self.flush(reads=2 + 3 * len(queues) + (1 if ticks else 0))
         tick = math.inf
         if ticks:
-            tick = min((score for _, score in replies.pop()), default=math.inf)
+            tick = _first_score(replies.pop())
         awaiting = int(replies.pop())
         waiting = sum(int(n) for n in replies[: len(queues)])
-        for reply in replies[len(queues) :]:
-            times.extend(score for _, score in reply)
+        times.extend(_first_score(reply) for reply in replies[len(queues) :])
         later = [t for t in times if math.isfinite(t)]
         # A wait to signal: one the case names, awaiting, not signaled yet (send_signals knows).
         signal = bool(self.case.signals) and awaiting > len(self.signaled)
@@ -329,6 +334,15 @@ class _Driver:
         if view is None:
             raise CaseError(f"run {run_id} is gone")
         return Observed(run_id, view.status, _steps(view), list(self.order))
+
+
+def _first_score(reply: Any) -> float:
+    """The score of a ``ZRANGE key 0 0 WITHSCORES`` reply, flat (RESP2) or in pairs (RESP3);
+    inf when the set is empty."""
+    if not reply:
+        return math.inf
+    first = reply[0]
+    return float(first[1] if isinstance(first, list | tuple) else reply[1])
 
 
 def _steps(view: RunView) -> dict[str, dict[str, Any]]:
@@ -395,6 +409,7 @@ def _run_once(driver: _Driver, test: TestFile, case: Case) -> Observed:
     for _ in range(MAX_STEPS):
         queues = driver.queues()
         moved = driver.settle(queues)
+        driver.flush()
         view = load_run(driver.client, run_id)
         if view is None or (view.finished and not driver.running):
             break
@@ -420,7 +435,7 @@ def _run_schedule(driver: _Driver, test: TestFile, case: Case) -> Observed:
     clock.now = period.start
     service = SchedulerService(client, FlowsSource(), test.flow.flow_dir, service_id=WORKER)
     outage = period.outage
-    fired = 0
+    fired: list[float] = []
     queues: list[str] = []
     job_due = False
     tick_at = period.start
@@ -428,8 +443,8 @@ def _run_schedule(driver: _Driver, test: TestFile, case: Case) -> Observed:
         down = outage is not None and outage[0] <= clock.now < outage[1]
         if not down and tick_at <= clock.now < period.end:
             report = service.tick(clock.now)
-            fired += len(report.fired)
-            if report.fired and (fired <= 2 or fired % 64 == 0):
+            fired.extend(f.tick for f in report.fired)
+            if report.fired and (len(fired) <= 2 or len(fired) % 64 == 0):
                 queues = driver.queues()  # a run's queues, once known (sub-flows add theirs)
         if job_due:
             driver.housekeep()
@@ -447,4 +462,4 @@ def _run_schedule(driver: _Driver, test: TestFile, case: Case) -> Observed:
             break
         driver.stalled_at(moment)
         clock.advance_to(moment)
-    return Observed(runs=fired, order=list(driver.order))
+    return Observed(runs=len(fired), order=list(driver.order), ticks=fired)

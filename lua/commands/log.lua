@@ -28,12 +28,15 @@
 -- @include config
 -- @include job
 
-local LOG_STREAMS = { stdout = true, stderr = true, log = true }
-local LOG_MAX_LINE = 16384
-local LOG_MAX_LINES_PER_CALL = 5000
-local LOG_MAX_ATTEMPT = 100000
+-- One table, not top-level locals: the joined script's main chunk may hold at most 200.
+local Log = {
+  STREAMS = { stdout = true, stderr = true, log = true },
+  MAX_LINE = 16384,
+  MAX_LINES_PER_CALL = 5000,
+  MAX_ATTEMPT = 100000,
+}
 
-local function log_counters(text)
+function Log.counters(text)
   if not text then return 0, 0, 0, 0 end
   local lines, bytes, dropped, cut = string.match(text, '^(%d+) (%d+) (%d+) ?(%d*)$')
   return tonumber(lines), tonumber(bytes), tonumber(dropped), tonumber(cut) or 0
@@ -41,7 +44,7 @@ end
 
 -- Where a job's logs are: the job's hash and its lists, or those its run's cancel kept
 -- (Job.keep_logs); nil when neither exists. `state` is the job's state (nil once deleted).
-local function log_home(jid, state)
+function Log.home(jid, state)
   if state then return Keys.job(jid), Keys.log end
   local kept = Keys.kept_logs(jid)
   if redis.call('exists', kept) == 1 then return kept, Keys.kept_log end
@@ -49,7 +52,7 @@ local function log_home(jid, state)
 end
 
 -- A line's level argument: the level name and the bytes cut off the line (nil: not cut).
-local function split_level(cmd, text)
+function Log.split_level(cmd, text)
   local name, cut = string.match(text, '^([^/]*)/(%d+)$')
   if not name then name = text end
   if #name > 16 then Arg.fail(cmd, 'Arg "level" is longer than 16 bytes') end
@@ -63,12 +66,12 @@ api['log.append'] = function(args)
   local batches, i, lines_total = {}, 1, 0
   while i <= #args do
     local jid = Arg.jid(cmd, 'jid', args[i])
-    local attempt = Arg.integer(cmd, 'attempt', args[i + 1], 1, LOG_MAX_ATTEMPT)
+    local attempt = Arg.integer(cmd, 'attempt', args[i + 1], 1, Log.MAX_ATTEMPT)
     local dropped = Arg.integer(cmd, 'dropped', args[i + 2], 0)
     local count = Arg.integer(cmd, 'count', args[i + 3], 0)
     lines_total = lines_total + count
-    if lines_total > LOG_MAX_LINES_PER_CALL then
-      Err.raise('TOOLARGE', cmd .. '(): more than ' .. LOG_MAX_LINES_PER_CALL .. ' lines in one call')
+    if lines_total > Log.MAX_LINES_PER_CALL then
+      Err.raise('TOOLARGE', cmd .. '(): more than ' .. Log.MAX_LINES_PER_CALL .. ' lines in one call')
     end
     local first = i + 4
     if #args < first + count * 4 - 1 then
@@ -76,13 +79,13 @@ api['log.append'] = function(args)
     end
     for at = first, first + count * 4 - 1, 4 do
       Arg.number(cmd, 'time', args[at], 0)
-      if not LOG_STREAMS[args[at + 1]] then
+      if not Log.STREAMS[args[at + 1]] then
         Arg.fail(cmd, 'Arg "stream" must be stdout, stderr or log: ' .. tostring(args[at + 1]))
       end
-      split_level(cmd, args[at + 2])
-      if #args[at + 3] > LOG_MAX_LINE then
+      Log.split_level(cmd, args[at + 2])
+      if #args[at + 3] > Log.MAX_LINE then
         Err.raise('TOOLARGE', cmd .. '(): a line of ' .. #args[at + 3] .. ' bytes, more than '
-          .. LOG_MAX_LINE)
+          .. Log.MAX_LINE)
       end
     end
     table.insert(batches, { jid = jid, attempt = attempt, dropped = dropped, first = first,
@@ -96,19 +99,19 @@ api['log.append'] = function(args)
   for n, b in ipairs(batches) do
     local field = 'log:' .. b.attempt
     local state = redis.call('hget', Keys.job(b.jid), 'state')
-    local key, list_key = log_home(b.jid, state)
+    local key, list_key = Log.home(b.jid, state)
     if not key then
       replies[n] = 'gone'
     else
       local counters, attempts = unpack(redis.call('hmget', key, field, 'log-attempts'))
-      local lines, bytes, dropped, cut = log_counters(counters)
+      local lines, bytes, dropped, cut = Log.counters(counters)
       local was_full = dropped > 0
       local entries = {}
       for at = b.first, b.first + b.count * 4 - 1, 4 do
         local text = args[at + 3]
         if dropped == 0 and lines < max_lines and bytes + #text <= max_bytes then
           local entry = { t = tonumber(args[at]), s = args[at + 1], m = text }
-          local level, cut_bytes = split_level(cmd, args[at + 2])
+          local level, cut_bytes = Log.split_level(cmd, args[at + 2])
           if level ~= '' then entry.l = level end
           if cut_bytes then entry.c, cut = cut_bytes, cut + 1 end
           entries[#entries + 1] = cjson.encode(entry)
@@ -137,10 +140,10 @@ end
 api['log.get'] = function(args)
   local cmd = 'LogGet'
   local jid = Arg.jid(cmd, 'jid', args[1])
-  local attempt = Arg.optional_integer(cmd, 'attempt', args[2], 0, 0, LOG_MAX_ATTEMPT)
+  local attempt = Arg.optional_integer(cmd, 'attempt', args[2], 0, 0, Log.MAX_ATTEMPT)
   local offset = Arg.optional_integer(cmd, 'offset', args[3], 0, 0)
   local count = Arg.optional_integer(cmd, 'count', args[4], 1000, 1, 1000)
-  local key, list_key = log_home(jid, redis.call('hget', Keys.job(jid), 'state'))
+  local key, list_key = Log.home(jid, redis.call('hget', Keys.job(jid), 'state'))
   if not key then Err.raise('NOTFOUND', cmd .. '(): no job ' .. jid) end
   local attempts = tonumber(redis.call('hget', key, 'log-attempts')) or 0
   if attempt == 0 then attempt = attempts end
@@ -148,7 +151,7 @@ api['log.get'] = function(args)
     total = 0, bytes = 0, dropped = 0, cut = 0 }
   local lines = {}
   if attempt > 0 then
-    local _, bytes, dropped, cut = log_counters(redis.call('hget', key, 'log:' .. attempt))
+    local _, bytes, dropped, cut = Log.counters(redis.call('hget', key, 'log:' .. attempt))
     local list = list_key(jid, attempt)
     lines = redis.call('lrange', list, offset, offset + count - 1)
     out.total, out.bytes, out.dropped, out.cut = redis.call('llen', list), bytes, dropped + cut, cut

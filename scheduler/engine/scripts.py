@@ -95,7 +95,7 @@ def join_includes(root: Path, entry: str = ENTRY) -> str:
             else:
                 body.append(line)
         if command:
-            out.extend(["do", *body, "end"])
+            out.extend([f"do -- {name}", *body, f"end -- {name}"])
 
     visit(entry, ())
     return "\n".join(out) + "\n"
@@ -450,6 +450,12 @@ class EnginePipeline:
         self._calls.append((command, self.engine._args(command, args, now)))
         return self
 
+    def read(self, *args: Any) -> EnginePipeline:
+        """A plain Redis read (of the namespace's keys, say) in the same round trip, after the
+        calls queued before it; its slot holds redis-py's reply."""
+        self._calls.append(("", list(args)))
+        return self
+
     def __len__(self) -> int:
         return len(self._calls)
 
@@ -458,8 +464,11 @@ class EnginePipeline:
         pipe = engine.route.target().pipeline(transaction=False)
         names = []
         for command, argv in calls:
-            engine._send(pipe, command, argv)
-            names.append(command)
+            if command:
+                engine._send(pipe, command, argv)
+                names.append(command)
+            else:
+                pipe.execute_command(*argv)  # type: ignore[no-untyped-call]
         durability = engine.durability
         if durability is not None and not all(name in engine._reads for name in names):
             wait = ("WAIT", durability.replicas, int(durability.timeout * 1000))
@@ -509,13 +518,17 @@ class EnginePipeline:
             i for i, r in enumerate(results) if isinstance(r, Exception) and _is_missing_script(r)
         ]
         if missing:
-            # Those calls never ran (the script was gone), so sending them again is safe.
+            # Those calls never ran (the script was gone), so sending them again is safe; the
+            # plain reads after the first of them go again too, to see what those calls wrote.
             self.engine.load()
-            for i, result in zip(missing, self._run(calls[i] for i in missing), strict=True):
+            again = sorted(
+                {*missing, *(i for i, c in enumerate(calls) if not c[0] and i > missing[0])}
+            )
+            for i, result in zip(again, self._run(calls[i] for i in again), strict=True):
                 results[i] = result
         out: list[Any] = []
         for (command, _), result in zip(calls, results, strict=True):
-            if isinstance(result, redis.ResponseError):
+            if command and isinstance(result, redis.ResponseError):
                 if not_run(result):  # a failover that outlasted the wait
                     result = as_cluster_error(result, command)
                 else:

@@ -17,9 +17,9 @@ A due entry's score is the tick the schedule meant to fire next. At ``now``:
 
 from __future__ import annotations
 
+import bisect
 import math
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Literal
 
 from scheduler.cron import (
@@ -110,11 +110,30 @@ def _on_time(
 
 
 # Fire times are a pure function of the schedule, and many schedules share one (every flow on
-# "0 * * * *" in UTC): remember recent answers.
-@lru_cache(maxsize=16384)
+# "0 * * * *" in UTC): keep a block of each schedule's upcoming fire times and answer from it
+# while the tick lies inside, so walking the cron expressions (a croniter built each time) is
+# paid once per block, not once per tick.
+_BLOCK = 64
+_MAX_BLOCKS = 16384
+_blocks: dict[Schedule, tuple[float, tuple[float, ...]]] = {}
+
+
 def _two_from(schedule: Schedule, tick: float) -> tuple[float, ...]:
     """The first two fire times at or after ``tick``."""
-    return tuple(missed_ticks(schedule, math.ceil(tick) - 1.0, math.inf, limit=2))
+    bound = math.ceil(tick) - 1.0
+    cached = _blocks.get(schedule)
+    if cached is not None:
+        start, block = cached
+        # The block holds every fire time in (start, block[-1]], all of them when it is short.
+        if start <= bound:
+            i = bisect.bisect_right(block, bound)
+            if i + 2 <= len(block) or len(block) < _BLOCK:
+                return block[i : i + 2]
+    block = tuple(missed_ticks(schedule, bound, math.inf, limit=_BLOCK))
+    if len(_blocks) >= _MAX_BLOCKS:
+        _blocks.clear()
+    _blocks[schedule] = (bound, block)
+    return block[:2]
 
 
 def _overlap(

@@ -811,3 +811,27 @@ def test_job_accepts_empty_objects_where_lists_are_meant(client: Client) -> None
     assert job.tags == [] and job.history == [] and job.dependents == []
     assert job.dependencies == [] and job.failure is None and job.spawned_from_jid is None
     assert job.result is None and job.created is None and job.updated is None
+
+
+@pytest.mark.parametrize("use_functions", [True, False], ids=["functions", "evalsha"])
+def test_a_pipelines_plain_reads_see_the_calls_queued_before_them(
+    redis_client: redis.Redis, use_functions: bool
+) -> None:
+    engine = Engine(redis_client, use_functions=use_functions)
+    client = Client.from_engine(engine, worker_name="w")
+    client.queues["q"].put("k", {})
+    for flushed in (False, True):
+        if flushed:  # the calls go again after the reload, and so do the reads after them
+            if use_functions:
+                redis_client.function_flush()
+            else:
+                redis_client.script_flush()
+        pipe = engine.pipeline()
+        pipe.read("zcard", "ql:q:q-work")
+        pipe.call("pop", "q", "w", 1)
+        pipe.read("zcard", "ql:q:q-work")
+        pipe.read("zcard", "ql:q:q-locks")
+        pipe.call("put", "w", "q", f"again-{flushed}", "k", "{}", 0)
+        before, popped, work, locks, put = pipe.execute()
+        assert (before, work, locks, put) == (1, 0, 1 + flushed, f"again-{flushed}")
+        assert len(as_list(popped)) == 1

@@ -3,13 +3,14 @@ schedule."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 from datetime import UTC, datetime
 
 import pytest
 
-from scheduler.cron import Skip, jitter_for
-from scheduler.service.planning import Decision, decide, start_delay
+from scheduler.cron import Skip, jitter_for, missed_ticks
+from scheduler.service.planning import Decision, _two_from, decide, start_delay
 from scheduler.service.records import Definition, DueEntry, run_id_for
 
 T = datetime(2026, 1, 5, 12, 0, tzinfo=UTC).timestamp()  # a tick of */5
@@ -135,3 +136,26 @@ def test_start_delay_is_the_jitter_less_the_lateness() -> None:
     assert start_delay(definition, T, T) == pytest.approx(jitter)
     assert start_delay(definition, T, T + 100) == 0.0
     assert start_delay(BASE, T, T) == 0.0
+
+
+@pytest.mark.parametrize(
+    ("cron", "zone", "end"),
+    [
+        ("* * * * *", "Europe/Berlin", None),  # across the spring-forward night
+        ("30 2 * * *", "Europe/Berlin", None),  # a wall time in the gap, and repeated
+        ("*/7 * * * *", "America/New_York", None),
+        ("0 * * * *", "UTC", datetime(2026, 3, 29, 5, tzinfo=UTC).timestamp()),  # an end
+    ],
+)
+def test_on_time_planning_answers_from_its_block_as_the_cron_walk_does(
+    cron: str, zone: str, end: float | None
+) -> None:
+    """The on-time path reads a block of upcoming fire times; every answer is the one a fresh
+    walk gives, inside a block, at its edges and past it, going forward or back."""
+    definition = replace(BASE, cron=(cron,), timezone=zone, end=end)
+    schedule = definition.schedule
+    start = datetime(2026, 3, 28, 20, tzinfo=UTC).timestamp()
+    ticks = missed_ticks(schedule, start, start + 40 * 86400, limit=600)
+    for tick in [*ticks, *reversed(ticks[:200]), ticks[len(ticks) // 2] + 0.5]:
+        expected = missed_ticks(schedule, math.ceil(tick) - 1.0, math.inf, limit=2)
+        assert _two_from(schedule, tick) == tuple(expected)

@@ -1,0 +1,89 @@
+"""A minutely schedule across the DST nights through ``flows test``'s machinery: the real
+scheduler service fires every tick the cron library says, once each, and nothing else.
+
+The month (44,640 runs) is marked slow; its wall time is measured by
+``python -m benchmarks.flow_test_clock``, not asserted here."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+import redis
+
+from flows.testing.session import run_files
+from scheduler.cron import Schedule, missed_ticks
+
+FLOW = """\
+version: 1
+name: minutely
+queue: ticks
+schedule:
+  cron: "* * * * *"
+  timezone: Europe/Berlin
+steps:
+  tick:
+    run: echo tick
+"""
+
+
+def run_period(
+    server: redis.Redis, tmp_path: Path, start: datetime, end: datetime
+) -> tuple[list[float], list[float]]:
+    """The ticks the case fired over [start, end), and those the cron library gives."""
+    (tmp_path / "minutely.yaml").write_text(FLOW)
+    test = tmp_path / "minutely.test.yaml"
+    stamp = "%Y-%m-%dT%H:%M:%SZ"
+    expected = [
+        t
+        for t in missed_ticks(
+            Schedule(("* * * * *",), "Europe/Berlin"),
+            start.timestamp() - 1,
+            end.timestamp(),
+            limit=10**6,
+        )
+        if t < end.timestamp()
+    ]
+    test.write_text(
+        "flow: minutely.yaml\ncases:\n"
+        f'  - name: minutely\n    schedule: {{from: "{start:{stamp}}", to: "{end:{stamp}}"}}\n'
+        f"    mock: all\n    expect: {{runs: {len(expected)}}}\n"
+    )
+    session = run_files(server, [test])
+    assert session.findings == []
+    [case] = session.cases
+    assert case.passed, case.failure
+    assert case.observed is not None
+    return case.observed.ticks, expected
+
+
+@pytest.mark.parametrize(
+    ("start", "end"),
+    [
+        # Clocks spring forward at 02:00 CET (01:00 UTC), and fall back at 03:00 CEST.
+        (datetime(2026, 3, 28, 22, tzinfo=UTC), datetime(2026, 3, 29, 4, tzinfo=UTC)),
+        (datetime(2026, 10, 24, 22, tzinfo=UTC), datetime(2026, 10, 25, 4, tzinfo=UTC)),
+    ],
+    ids=["spring-forward", "fall-back"],
+)
+def test_every_minute_of_a_dst_night_fires_once(
+    redis_client: redis.Redis, tmp_path: Path, start: datetime, end: datetime
+) -> None:
+    fired, expected = run_period(redis_client, tmp_path, start, end)
+    # A minutely schedule fires every real minute: none lost in the gap, none doubled in the
+    # repeated hour (the hour field is `*`, so both of its occurrences fire).
+    assert len(expected) == 6 * 60
+    assert expected == [start.timestamp() + 60 * i for i in range(6 * 60)]
+    assert fired == expected
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)  # about 75 s of CPU; minutes of wall time on a busy machine
+def test_a_month_of_a_minutely_schedule_across_the_dst_night(
+    redis_client: redis.Redis, tmp_path: Path
+) -> None:
+    start, end = datetime(2026, 3, 1, tzinfo=UTC), datetime(2026, 4, 1, tzinfo=UTC)
+    fired, expected = run_period(redis_client, tmp_path, start, end)
+    assert len(expected) == 31 * 24 * 60 == 44_640
+    assert fired == expected
