@@ -575,7 +575,8 @@ class Schedule(_Model):
 
 class Concurrency(_Model):
     max_active_runs: int | None = Field(default=None, ge=1, le=10_000)
-    """Runs of this flow active at once (no limit when unset)."""
+    """Runs of this flow active at once (no limit when unset): a run started by hand is
+    refused at the limit, a scheduled tick follows the schedule's overlap policy."""
 
 
 class Defaults(_Model):
