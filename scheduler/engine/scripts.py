@@ -33,7 +33,7 @@ from typing import Any
 
 import redis
 
-from scheduler.engine import faults
+from scheduler.engine import faults, server_support
 from scheduler.engine.connections import (
     FAILOVER_WAIT,
     REPLAYABLE_WRITES,
@@ -251,7 +251,12 @@ class Engine:
                 if "already exists" not in str(error):
                     raise
         else:
-            self._sha = target.script_load(native_bundle())
+            try:
+                self._sha = target.script_load(native_bundle())
+            except redis.ResponseError as error:
+                if server_support.is_unknown_command(error):
+                    raise server_support.no_loader(target) from None
+                raise
 
     def _args(self, command: str, args: Sequence[Any], now: float | str) -> list[Any]:
         return [len(self._keys), *self._keys, command, now, *args]
@@ -360,9 +365,20 @@ class Engine:
             if not_run(error):
                 raise  # MOVED, CLUSTERDOWN, READONLY...: Failover retries it
             engine_error = translate(error, command)
+            # An engine bug (INTERNAL) or a bare server error may be a command it lacks.
+            bare = engine_error is None or type(engine_error) is EngineError
+            if bare and server_support.is_unknown_command(error):
+                raise self._lacking(command, error) from None
             if engine_error is None:
                 raise
             raise engine_error from None
+
+    def _lacking(self, command: str, error: redis.ResponseError) -> FlowsError:
+        """The server answered "unknown command" to a command the engine sent or its Lua
+        called: which one it lacks, named with the server's version."""
+        sent = server_support.sent_command(error)
+        used = {sent} if sent else server_support.engine_commands(engine_source())
+        return server_support.lacking(self.route.target(), used, command)
 
     def _send_once(self, command: str, argv: list[Any]) -> Any:
         target = self.route.target()
