@@ -24,7 +24,7 @@ from pathlib import Path
 
 from flows.findings import DataPath, Finding, FindingSink, did_you_mean, has_errors, names_hint
 from flows.model import Action, Flow, Step
-from flows.params import type_problem
+from flows.params import value_problem
 from flows.subflows import MAX_DEPTH
 from flows.templates import (
     OPEN,
@@ -166,7 +166,7 @@ def _check_params(step_id: str, step: Step, child: Flow, shown: str, sink: Findi
             continue
         if any(OPEN in text for _, text in strings(value)):
             continue  # known when the step runs: checked then
-        problem = type_problem(value, param)
+        problem = value_problem(value, param)
         if problem is not None:
             sink.error(
                 (*base, name),

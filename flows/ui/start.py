@@ -99,6 +99,7 @@ def _describe(folder: Path, listed: Listed) -> dict[str, Any]:
                 "description": param.description or "",
                 "default": param.default,
                 "required": param.is_required,
+                "choices": param.choices,
             }
             for name, param in flow.params.items()
         ],
