@@ -1,7 +1,8 @@
 """Bundle the engine's Lua sources and call the engine.
 
 The sources in ``lua/`` are joined into one script (``-- @include`` lines expanded once each, in
-first-include order; a missing file or a cycle is refused). The same text is wrapped two ways:
+first-include order; a missing file or a cycle is refused; each command file's own code in a
+``do ... end`` block of its own, its includes before it). The same text is wrapped two ways:
 
 * :func:`qless_bundle` -- for ``EVAL``/``EVALSHA``, the qless calling convention and dialect
   (what any qless client loads: replies, events and semantics as qless-core's);
@@ -49,6 +50,7 @@ from scheduler.engine.errors import EngineError, FlowsError, translate
 
 _INCLUDE = re.compile(r"^--\s*@include\s+(\S+)\s*$")
 ENTRY = "api"
+COMMANDS = "commands/"
 READS_FILE = "include/reads.lua"
 _READS_BLOCK = re.compile(r"^local Reads = \{(.*?)^\}", re.DOTALL | re.MULTILINE)
 
@@ -83,12 +85,19 @@ def join_includes(root: Path, entry: str = ENTRY) -> str:
             where = f" (included from {stack[-1]})" if stack else ""
             raise BundleError(f"missing Lua include {name!r}{where}: no file {path}")
         seen.add(name)
+        # A command file's own locals are its business: its code goes in a block of its own, so
+        # the bundle's main chunk stays under Lua's 200 locals (the modules its includes define
+        # come first, outside the block, for the files after it).
+        scoped = name.startswith(COMMANDS)
+        own: list[str] = []
         for line in path.read_text().splitlines():
             match = _INCLUDE.match(line)
             if match:
                 visit(match.group(1), (*stack, name))
             else:
-                out.append(line)
+                (own if scoped else out).append(line)
+        if scoped:
+            out.extend(["do", *own, "end"])
 
     visit(entry, ())
     return "\n".join(out) + "\n"
