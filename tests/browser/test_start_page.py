@@ -1,6 +1,7 @@
 """The dashboard's Run page in a real browser: a flow that is not scheduled is started with a
-form built from its params (a list for a param's choices) by a user with the operator role (a viewer's click is refused and
-starts nothing), and the Audit and Notifications pages show what happened."""
+form built from its params (a list for a param's choices) by a user with the operator role (a
+viewer's click is refused and starts nothing), and the Audit and Notifications pages show what
+happened."""
 
 from __future__ import annotations
 
