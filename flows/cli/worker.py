@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import logging
@@ -177,8 +178,9 @@ def worker(
             )
         client = open_client(url, namespace)
         serve_metrics(client, list(settings.queues), metrics_host, metrics_port, token)
-    # A queue no job has used yet is fine for a worker: only a likely typo gets a note.
-    with user_errors():
+    # A queue no job has used yet is fine for a worker: only a likely typo gets a note. A
+    # server not there yet is the worker's to wait for, below, not the note's to report.
+    with contextlib.suppress(Exception):
         note_new_queues(open_client(url, namespace), settings.queues)
     with user_errors():  # an unsafe server (eviction policy) is refused with how to fix it
         if processes == 0:
