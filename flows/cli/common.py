@@ -190,3 +190,17 @@ def known_queue(client: Client, name: str, *, refuse: bool = True) -> None:
     if refuse:
         raise click.ClickException(f"no queue {name!r} ({hint})")
     click.echo(f"note: no queue {name!r} ({hint})", err=True)
+
+
+def note_new_queues(client: Client, names: Sequence[str]) -> None:
+    """Where a queue may well be new (a worker listening on it, unfail's target): a note on
+    stderr for each name the namespace has not seen when one it has is close to it (a likely
+    typo); never refuses, and says nothing when the server cannot tell."""
+    try:
+        known = {str(entry.get("name")) for entry in client.queues.counts()}
+    except Exception:  # a hint only: the command's own work reports a fault
+        return
+    for name in names:
+        hint = did_you_mean(name, known) if name not in known else ""
+        if hint:
+            click.echo(f"note: no queue {name!r} yet ({hint}); taking it as a new queue", err=True)

@@ -15,6 +15,7 @@ from flows.cli.common import (
     ago,
     console,
     known_queue,
+    note_new_queues,
     open_client,
     print_json,
     report,
@@ -388,6 +389,7 @@ def unfail(
 ) -> None:
     """Put up to COUNT failed jobs of GROUP back into QUEUE (oldest first)."""
     client = open_client(redis_url, namespace)
+    note_new_queues(client, [queue])
     with user_errors():
         moved = client.unfail(queue, group, count)
     report(

@@ -15,7 +15,15 @@ from typing import Any
 
 import click
 
-from flows.cli.common import GuardedCommand, ago, open_client, print_json, table, user_errors
+from flows.cli.common import (
+    GuardedCommand,
+    ago,
+    open_client,
+    print_json,
+    report,
+    table,
+    user_errors,
+)
 from flows.cli.namespaces import namespaces_of, run_per_namespace
 from flows.cli.notifications import env_file_option, notify_deliverer
 from flows.cli.options import FiniteFloat, as_json, connection
@@ -349,32 +357,38 @@ def _get(client: Client, name: str, skips: int = 0) -> Registration:
 @schedule.command()
 @click.argument("name")
 @click.option("--note", default="", help="Why (shown by `flows schedules`).")
+@as_json
 @connection
-def pause(name: str, note: str, redis_url: str | None, namespace: str | None) -> None:
+def pause(
+    name: str, note: str, as_json: bool, redis_url: str | None, namespace: str | None
+) -> None:
     """Stop firing NAME: its ticks are skipped (reason 'paused') until resumed."""
     client = open_client(redis_url, namespace)
     with user_errors():
         _get(client, name)
         Schedules(client).pause(name, note)
-    click.echo(f"paused {name}")
+    report(as_json, f"paused {name}", {"name": name, "paused": True, "note": note})
 
 
 @schedule.command()
 @click.argument("name")
+@as_json
 @connection
-def resume(name: str, redis_url: str | None, namespace: str | None) -> None:
+def resume(name: str, as_json: bool, redis_url: str | None, namespace: str | None) -> None:
     """Fire NAME again from its next tick (ticks due while paused stay skipped)."""
     client = open_client(redis_url, namespace)
     with user_errors():
         _get(client, name)
         outcome = Schedules(client).resume(name, client.engine.server_time())
-    click.echo(f"resumed {name}" if outcome == "resumed" else f"{name} was not paused")
+    text = f"resumed {name}" if outcome == "resumed" else f"{name} was not paused"
+    report(as_json, text, {"name": name, "paused": False, "outcome": outcome})
 
 
 @schedule.command()
 @click.argument("name")
+@as_json
 @connection
-def trigger(name: str, redis_url: str | None, namespace: str | None) -> None:
+def trigger(name: str, as_json: bool, redis_url: str | None, namespace: str | None) -> None:
     """Run NAME now with its schedule's params (a manual run; the ticks are unchanged)."""
     client = open_client(redis_url, namespace)
     with user_errors():
@@ -387,13 +401,14 @@ def trigger(name: str, redis_url: str | None, namespace: str | None) -> None:
     click.echo(f"submitted run {run_id} ({triggered.jobs} jobs)", err=True)
     if triggered.existed:
         click.echo(f"run {run_id} existed already", err=True)
-    click.echo(run_id)
+    report(as_json, run_id, triggered.as_json())
 
 
 @schedule.command()
 @click.argument("name")
+@as_json
 @connection
-def remove(name: str, redis_url: str | None, namespace: str | None) -> None:
+def remove(name: str, as_json: bool, redis_url: str | None, namespace: str | None) -> None:
     """Unregister NAME: no service fires it any more (its runs and their jobs stay).
 
     A file in a service's folder that still schedules it registers it again at that
@@ -406,7 +421,8 @@ def remove(name: str, redis_url: str | None, namespace: str | None) -> None:
     if outcome != "unregistered":  # removed by someone else meanwhile
         raise click.ClickException(f"no schedule {name!r} (see `flows schedules`)")
     source = registration.definition.origin
-    click.echo(f"removed {name}" + (f" (source {source})" if source else ""))
+    text = f"removed {name}" + (f" (source {source})" if source else "")
+    report(as_json, text, {"name": name, "removed": True, "source": source or None})
 
 
 @schedule.command()

@@ -60,7 +60,8 @@ def register(group: click.Group) -> None:
     type=click.Path(exists=True, file_okay=False, path_type=Path),
     default=None,
     help="A folder of flow files: every one is listed and can be started (scheduled or not), "
-    "and its flows' webhook triggers are served.",
+    "and its flows' webhook triggers are served. Default: the flow files the scheduler "
+    "services publish of their folders.",
 )
 @env_file_option
 @click.option(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import logging
@@ -13,7 +14,7 @@ from typing import Any
 
 import click
 
-from flows.cli.common import open_client, user_errors
+from flows.cli.common import note_new_queues, open_client, user_errors
 from flows.cli.namespaces import namespaces_of, run_per_namespace
 from flows.cli.notifications import env_file_option, use_env_file
 from flows.cli.options import connection, setting_option
@@ -177,6 +178,10 @@ def worker(
             )
         client = open_client(url, namespace)
         serve_metrics(client, list(settings.queues), metrics_host, metrics_port, token)
+    # A queue no job has used yet is fine for a worker: only a likely typo gets a note. A
+    # server not there yet is the worker's to wait for, below, not the note's to report.
+    with contextlib.suppress(Exception):
+        note_new_queues(open_client(url, namespace), settings.queues)
     with user_errors():  # an unsafe server (eviction policy) is refused with how to fix it
         if processes == 0:
             import_path(settings.paths)  # as a pool child does: see scheduler/worker/__main__.py

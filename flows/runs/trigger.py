@@ -32,6 +32,10 @@ class Triggered:
     jobs: int
     existed: bool  # the run id was taken already: nothing was submitted
 
+    def as_json(self) -> dict[str, Any]:
+        """The one JSON shape of a triggered run (the API's answer, ``--json``)."""
+        return {"id": self.run_id, "jobs": self.jobs, "existed": self.existed}
+
 
 def trigger_run(client: Client, name: str, params: Mapping[str, Any] | None = None) -> Triggered:
     """Submit a manual run of the registered flow ``name``.

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import date, datetime
 from typing import Annotated, Any, Final, Literal
 
 from pydantic import (
@@ -18,6 +18,9 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    StrictFloat,
+    StrictInt,
+    StrictStr,
     StringConstraints,
     WithJsonSchema,
     model_validator,
@@ -509,6 +512,11 @@ class Param(_Model):
     """Item type of an array param."""
     required: bool | None = None
     """Must the run give it? Default: yes exactly when there is no default."""
+    choices: list[StrictStr | StrictInt | StrictFloat] | None = Field(
+        default=None, min_length=1, max_length=1000
+    )
+    """The only values it may take (a string, int, number or date param); the dashboard's Run
+    form offers them as a list."""
 
     @model_validator(mode="after")
     def _consistent(self) -> Param:
@@ -518,6 +526,8 @@ class Param(_Model):
                 f"'items' applies to array params, not to type {self.type}",
                 "remove 'items', or set 'type: array'",
             )
+        if self.choices is not None:
+            _check_choices(self.type, self.choices)
         if self.required and self.has_default:
             raise problem(
                 "required_default",
@@ -533,6 +543,48 @@ class Param(_Model):
     @property
     def is_required(self) -> bool:
         return self.required if self.required is not None else not self.has_default
+
+
+_CHOICE_TYPES: dict[str, tuple[type, ...]] = {
+    "string": (str,),
+    "date": (str,),
+    "int": (int,),
+    "number": (int, float),
+}
+
+
+def _check_choices(kind: str, choices: list[str | int | float]) -> None:
+    """A param's choices: of a scalar type, each a value of it, none twice."""
+    if kind not in _CHOICE_TYPES:
+        raise problem(
+            "choices_type",
+            f"'choices' applies to string, int, number and date params, not to type {kind}",
+            "remove 'choices'" + (" (a bool has two values already)" if kind == "bool" else ""),
+        )
+    for choice in choices:
+        ok = isinstance(choice, _CHOICE_TYPES[kind])
+        if ok and kind == "date":
+            ok = _is_date_text(str(choice))
+        if not ok:
+            article = "an" if kind == "int" else "a"
+            raise problem(
+                "choices_value",
+                f"choice {choice!r} is not {article} {kind} value",
+                f"give every choice as {article} {kind}"
+                + (" such as 2026-01-31" if kind == "date" else ""),
+            )
+    seen: set[str | int | float] = set()
+    for choice in choices:
+        if choice in seen:
+            raise problem("choices_twice", f"choice {choice!r} is listed twice", "list it once")
+        seen.add(choice)
+
+
+def _is_date_text(text: str) -> bool:
+    try:
+        return len(text) == 10 and bool(date.fromisoformat(text))
+    except ValueError:
+        return False
 
 
 class Catchup(_Model):
@@ -575,7 +627,8 @@ class Schedule(_Model):
 
 class Concurrency(_Model):
     max_active_runs: int | None = Field(default=None, ge=1, le=10_000)
-    """Runs of this flow active at once (no limit when unset)."""
+    """Runs of this flow active at once (no limit when unset): a run started by hand is
+    refused at the limit, a scheduled tick follows the schedule's overlap policy."""
 
 
 class Defaults(_Model):

@@ -70,6 +70,21 @@ def type_problem(value: Any, param: Param) -> str | None:
     return None
 
 
+def choice_problem(value: Any, param: Param) -> str | None:
+    """Why ``value`` is not one of ``param.choices``, or None when it is (or there are none)."""
+    if param.choices is None or value in param.choices:
+        return None
+    shown = ", ".join(str(choice) for choice in param.choices[:20])
+    more = f" and {len(param.choices) - 20} more" if len(param.choices) > 20 else ""
+    hint = did_you_mean(str(value), [str(choice) for choice in param.choices])
+    return f"{value!r} is not one of its choices ({shown}{more})" + (f"; {hint}" if hint else "")
+
+
+def value_problem(value: Any, param: Param) -> str | None:
+    """Why ``value`` cannot be ``param``'s value (its type, then its choices), or None."""
+    return type_problem(value, param) or choice_problem(value, param)
+
+
 def _matches(value: Any, kind: str) -> bool:
     checks: dict[str, Callable[[Any], bool]] = {
         "string": lambda v: isinstance(v, str),
@@ -139,7 +154,7 @@ def bind_params(
 
     ``render_default`` resolves the templates a default may hold (``${{ run.logical_date }}``).
     Raises :class:`ParamError` listing unknown names (with the closest declared one), missing
-    required params and values of the wrong type.
+    required params, values of the wrong type and values not among the param's choices.
     """
     problems: list[str] = []
     for name in given:
@@ -168,7 +183,7 @@ def bind_params(
             continue
         else:
             value = None
-        problem = None if value is None and not param.is_required else type_problem(value, param)
+        problem = None if value is None and not param.is_required else value_problem(value, param)
         if problem:
             problems.append(f"param '{name}': {problem}")
         values[name] = value

@@ -197,7 +197,7 @@ def start_run(ui: Ui, body: StartRun) -> dict[str, Any]:
         raise HTTPException(404, str(error)) from None
     except ValueError as error:
         raise HTTPException(422, str(error)) from None
-    return {"id": triggered.run_id, "jobs": triggered.jobs, "existed": triggered.existed}
+    return triggered.as_json()
 
 
 @router.post("/runs/{run_id}/retry", dependencies=writes, tags=["runs"])

@@ -1,4 +1,5 @@
-"""Starting any flow from ``flows ui``: every flow file of ``--flows-dir`` (scheduled or not),
+"""Starting any flow from ``flows ui``: every flow file of ``--flows-dir`` (scheduled or not;
+without it, of the scheduler services' folders, from the catalogue they publish),
 ``POST /api/v1/flows/{flow}/runs`` with params checked as ``flows validate`` and ``flows run -p``
 check them, the dashboard's "Run" page, and signed webhook triggers
 (``POST /api/v1/hooks/{flow}``, for a flow that declares ``on: webhook``).
@@ -14,10 +15,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from pathlib import Path
+from functools import partial
+from pathlib import Path, PurePosixPath
 from typing import Annotated, Any, Final
 
 from fastapi import APIRouter, Depends, HTTPException, Request
@@ -26,7 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from flows.expand.jobs import ExpansionError
 from flows.expand.run_specs import manual_run_id
-from flows.runs.build import FlowFile, build_run, read_flow_file
+from flows.runs.build import FlowFile, build_run, parse_flow_text, read_flow_file
 from flows.runs.submit import submit
 from flows.spec.params import ParamError
 from flows.ui import api
@@ -35,9 +37,11 @@ from flows.ui.roles import Identity
 from flows.ui.state import UiState, reader, writer
 from flows.validation.validate import InvalidFlow
 from scheduler import secrets
+from scheduler.engine.client import Client
 from scheduler.engine.errors import EngineError
 from scheduler.notify.channels import SIGNATURE_HEADER, TIMESTAMP_HEADER, verify
 from scheduler.secrets import MissingSecret
+from scheduler.service import catalog
 from scheduler.service.scanning import flow_files
 
 WINDOW: Final = 300.0
@@ -54,34 +58,52 @@ class RunParams(BaseModel):
 
 @dataclass(frozen=True)
 class Listed:
-    path: Path
+    file: str  # the path within its folder
     source: FlowFile | None
     errors: list[dict[str, Any]]
+    origin: str | None = None  # the scheduler service's source it came from (None: --flows-dir)
 
 
-def flows_dir(request: Request) -> Path:
+@dataclass(frozen=True)
+class Shelf:
+    """Where the flows to list and start come from: the folder of ``--flows-dir``, else the
+    catalogue the scheduler services publish of their folders (every flow file, scheduled or
+    not: :mod:`scheduler.service.catalog`), so a dashboard anywhere can start them."""
+
+    folder: Path | None
+    client: Client
+
+    def listed(self) -> Iterator[Listed]:
+        if self.folder is not None:
+            for path in flow_files(self.folder):
+                file = str(path.relative_to(self.folder))
+                yield _judged(file, None, partial(read_flow_file, path))
+            return
+        for entry in catalog.entries(self.client):
+            where = str(PurePosixPath(entry.folder) / entry.path)
+            yield _judged(entry.path, entry.source, partial(parse_flow_text, entry.text, where))
+
+
+def _judged(file: str, origin: str | None, load: Callable[[], FlowFile]) -> Listed:
+    try:
+        return Listed(file, load(), [], origin)
+    except InvalidFlow as invalid:
+        errors = [f.to_dict() for f in invalid.findings if f.severity == "error"]
+        return Listed(file, None, errors, origin)
+    except (OSError, ValueError) as error:
+        return Listed(file, None, [{"message": str(error)}], origin)
+
+
+def shelf(request: Request, ui: api.Ui) -> Shelf:
     folder = getattr(request.app.state, "flows_dir", None)
-    if folder is None:
-        raise HTTPException(404, "flows ui was started without --flows-dir: no flow files to list")
-    return Path(folder)
+    return Shelf(None if folder is None else Path(folder), ui.client)
 
 
-Folder = Annotated[Path, Depends(flows_dir)]
+Flows = Annotated[Shelf, Depends(shelf)]
 
 
-def _listed(folder: Path) -> Iterator[Listed]:
-    for path in flow_files(folder):
-        try:
-            yield Listed(path, read_flow_file(path), [])
-        except InvalidFlow as invalid:
-            errors = [f.to_dict() for f in invalid.findings if f.severity == "error"]
-            yield Listed(path, None, errors)
-        except (OSError, ValueError) as error:
-            yield Listed(path, None, [{"message": str(error)}])
-
-
-def _describe(folder: Path, listed: Listed) -> dict[str, Any]:
-    out: dict[str, Any] = {"file": str(listed.path.relative_to(folder)), "errors": listed.errors}
+def _describe(listed: Listed) -> dict[str, Any]:
+    out: dict[str, Any] = {"file": listed.file, "source": listed.origin, "errors": listed.errors}
     flow = listed.source.flow if listed.source is not None else None
     if flow is None:
         return {**out, "name": None, "valid": False}
@@ -99,23 +121,29 @@ def _describe(folder: Path, listed: Listed) -> dict[str, Any]:
                 "description": param.description or "",
                 "default": param.default,
                 "required": param.is_required,
+                "choices": param.choices,
             }
             for name, param in flow.params.items()
         ],
     }
 
 
-def _find(folder: Path, name: str) -> FlowFile:
+def _where(listed: Listed) -> str:
+    return f"{listed.origin}:{listed.file}" if listed.origin else listed.file
+
+
+def _find(flows: Shelf, name: str) -> FlowFile:
     """The flow file of ``name``: 404 when none is, 422 (with every finding) when it is invalid."""
     matches = []
-    for listed in _listed(folder):
+    for listed in flows.listed():
         flow_name = listed.source.flow.name if listed.source else None
-        if flow_name == name or (listed.source is None and listed.path.stem == name):
+        if flow_name == name or (listed.source is None and PurePosixPath(listed.file).stem == name):
             matches.append(listed)
     if not matches:
-        raise HTTPException(404, f"no flow named {name!r} under the flows folder")
+        where = "under the flows folder" if flows.folder is not None else "in the services' folders"
+        raise HTTPException(404, f"no flow named {name!r} {where}")
     if len(matches) > 1:
-        files = ", ".join(str(m.path.relative_to(folder)) for m in matches)
+        files = ", ".join(_where(m) for m in matches)
         raise HTTPException(409, f"several files define flow {name!r}: {files}")
     found = matches[0]
     if found.source is None:
@@ -144,10 +172,11 @@ def _start(ui: UiState, source: FlowFile, params: dict[str, Any], trigger: str) 
 
 
 @router.get(f"{api.PREFIX}/flows", dependencies=[Depends(reader)], tags=["flows"])
-def list_flows(folder: Folder) -> dict[str, Any]:
-    """Every flow file of the flows folder, scheduled or not: its name, params (to start it
-    with), whether it has a schedule or a webhook trigger, and its errors when it is invalid."""
-    return {"items": [_describe(folder, listed) for listed in _listed(folder)]}
+def list_flows(flows: Flows) -> dict[str, Any]:
+    """Every flow file of the flows folder (``--flows-dir``; else of the scheduler services'
+    folders), scheduled or not: its name, params (to start it with), whether it has a schedule
+    or a webhook trigger, its source (a service's, or null), and its errors when invalid."""
+    return {"items": [_describe(listed) for listed in flows.listed()]}
 
 
 @router.post(
@@ -157,20 +186,20 @@ def list_flows(folder: Folder) -> dict[str, Any]:
     status_code=201,
 )
 def start_flow(
-    ui: api.Ui, folder: Folder, flow: str, body: RunParams | None = None
+    ui: api.Ui, flows: Flows, flow: str, body: RunParams | None = None
 ) -> dict[str, Any]:
     """Start a run of the flow file named ``flow`` with ``params``: 422 with what is wrong (the
     findings of `flows validate`, an unknown or mistyped param) and nothing started."""
-    return _start(ui, _find(folder, flow), dict((body or RunParams()).params), "manual")
+    return _start(ui, _find(flows, flow), dict((body or RunParams()).params), "manual")
 
 
 @router.post(f"{api.PREFIX}/hooks/{{flow}}", tags=["flows"], status_code=201)
-async def webhook(request: Request, ui: api.Ui, folder: Folder, flow: str) -> dict[str, Any]:
+async def webhook(request: Request, ui: api.Ui, flows: Flows, flow: str) -> dict[str, Any]:
     """Start a run of a flow declaring `on: webhook`, with the JSON body as its param, when the
     request is signed with the flow's secret (no bearer token: the signature is the credential).
     401 for a missing, stale, replayed or wrong signature; nothing is started then."""
     body = await request.body()
-    source = _find(folder, flow)
+    source = _find(flows, flow)
     hook = source.flow.on.webhook if source.flow.on is not None else None
     if hook is None:
         raise HTTPException(404, f"flow {flow!r} declares no webhook trigger (on: webhook)")
@@ -218,7 +247,6 @@ async def webhook(request: Request, ui: api.Ui, folder: Folder, flow: str) -> di
 
 @router.get("/start", response_class=HTMLResponse, include_in_schema=False,
             dependencies=[Depends(reader)])  # fmt: skip
-def start_page(request: Request) -> HTMLResponse:
-    folder = getattr(request.app.state, "flows_dir", None)
-    items = list_flows(Path(folder))["items"] if folder is not None else []
-    return render(request, "start.html", flows=items, folder=folder)
+def start_page(request: Request, flows: Flows) -> HTMLResponse:
+    items = list_flows(flows)["items"]
+    return render(request, "start.html", flows=items, folder=flows.folder)

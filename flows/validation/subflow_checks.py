@@ -24,7 +24,7 @@ from pathlib import Path
 
 from flows.spec.findings import DataPath, Finding, FindingSink, did_you_mean, has_errors, names_hint
 from flows.spec.model import Action, Flow, Step
-from flows.spec.params import type_problem
+from flows.spec.params import value_problem
 from flows.spec.subflow_job import MAX_DEPTH
 from flows.spec.templates import (
     OPEN,
@@ -166,7 +166,7 @@ def _check_params(step_id: str, step: Step, child: Flow, shown: str, sink: Findi
             continue
         if any(OPEN in text for _, text in strings(value)):
             continue  # known when the step runs: checked then
-        problem = type_problem(value, param)
+        problem = value_problem(value, param)
         if problem is not None:
             sink.error(
                 (*base, name),

@@ -22,7 +22,7 @@ from flows.spec.dag import step_graph
 from flows.spec.fanout import is_source_reference
 from flows.spec.findings import DataPath, FindingSink, did_you_mean, names_hint, path_text
 from flows.spec.model import MAX_FOREACH_ITEMS, Action, Param, Step, matrix_id_text
-from flows.spec.params import type_problem
+from flows.spec.params import choice_problem, type_problem
 from flows.spec.templates import (
     LEAVES,
     MATRIX,
@@ -443,6 +443,14 @@ class TemplateChecker:
                 continue
             problem = type_problem(param.default, param) if param.default is not None else None
             if problem is None:
+                choice = choice_problem(param.default, param) if param.default is not None else None
+                if choice is not None:
+                    self.sink.error(
+                        path,
+                        "param-default",
+                        f"the default of param '{name}' is not among its choices: {choice}",
+                        "make the default one of the choices, or add it to them",
+                    )
                 continue
             trap = traps.get(path)
             if trap is not None:

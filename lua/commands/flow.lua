@@ -13,8 +13,10 @@
 -- a run, and a run id that exists already makes it a no-op ('exists'): submitting the same run
 -- twice never duplicates it. Each job is checked exactly as `put` checks its arguments, all of
 -- them before the first write; include/runs.lua (shared with schedule.fire) states the job
--- objects, the run object and the run id's rules.
--- Errors: INVALID, TOOLARGE.
+-- objects, the run object and the run id's rules. A run object with `max_active_runs` (the
+-- flow's concurrency.max_active_runs) is refused while that many of the flow's runs are active
+-- (WRONGSTATE, naming the limit and the active runs; nothing written).
+-- Errors: INVALID, TOOLARGE, WRONGSTATE.
 -- @include runs
 
 api['flow.submit'] = function(args)

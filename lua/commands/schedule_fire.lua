@@ -26,7 +26,7 @@
 --   buffered  submits the buffered tick's run and clears it (the score is left alone; `next`
 --             must be '').
 -- A run whose object holds `max_active_runs` (the flow's concurrency.max_active_runs) is only
--- submitted while fewer of the flow's runs are active (among its newest RUNS_LOOK runs; the run
+-- submitted while fewer of the flow's runs are active (among its newest Runs.LIMIT_LOOK; the run
 -- cancel_running cancels in the same call does not count): otherwise the overlap policy decides,
 -- in this same call: buffer_one holds the tick back (reply 'buffered', unless one is held
 -- already: then it is skipped), every other policy skips it (reply 'skipped'; the skip's reason
@@ -35,16 +35,15 @@
 -- moves on as if it had fired. So two services, a crash between any two steps or a restart
 -- fire a tick once: whoever moves the score first fires it, everyone else gets 'conflict'.
 -- schedule.trigger submits a run now, outside the cron ticks (the score is left alone); it
--- becomes the schedule's last run.
+-- becomes the schedule's last run. At the flow's max_active_runs it is refused as flow.submit
+-- refuses a run (WRONGSTATE, naming the limit and the active runs), changing nothing.
 -- Errors: INVALID, TOOLARGE (the arguments, the run as flow.submit checks it), NOTFOUND
--- (trigger).
+-- (trigger), WRONGSTATE (trigger at the limit).
 -- @include args
 -- @include runs
 -- @include schedules
 
 local ACTIONS = { fire = true, skip = true, buffer = true, buffered = true }
--- The newest runs of a flow looked at for its active runs (as a backfill looks).
-local RUNS_LOOK = 1000
 local SUBMITS = { fire = true, buffered = true }
 
 local function due_entry(name, score)
@@ -133,21 +132,6 @@ local function fired(name, run_id, tick, exists)
     exists = exists })
 end
 
--- Whether the flow's max_active_runs (in the run object) leaves no room for one more run;
--- `canceling`: a run canceled in the same call, not counted.
-local function at_limit(submission, canceling)
-  local limit = tonumber(submission.run.max_active_runs)
-  if not limit or limit <= 0 then return false end
-  local active = 0
-  for _, run_id in ipairs(redis.call('zrevrange', Keys.flow_runs(submission.run.flow), 0, RUNS_LOOK - 1)) do
-    if run_id ~= canceling and Runs.active(run_id) then
-      active = active + 1
-      if active >= limit then return true end
-    end
-  end
-  return false
-end
-
 api['schedule.fire'] = function(args)
   local cmd = 'ScheduleFire'
   local a = parse_fire(cmd, args)
@@ -157,7 +141,7 @@ api['schedule.fire'] = function(args)
     exists = Runs.exists(a.submission.id)
     if not exists then Runs.check(cmd, a.submission) end
   end
-  if a.submission and not exists and at_limit(a.submission, a.cancel) then
+  if a.submission and not exists and Runs.at_limit(a.submission, a.cancel) then
     -- The flow's max_active_runs is reached: the overlap policy decides, nothing is submitted.
     if a.action == 'buffered' then return 'buffered' end
     local f = redis.call('hmget', Keys.schedule(a.name), 'overlap', 'buffered')
@@ -205,7 +189,9 @@ api['schedule.trigger'] = function(args)
     Err.raise('NOTFOUND', cmd .. '(): no schedule ' .. name)
   end
   if Runs.exists(submission.id) then return 'exists' end
-  Runs.write(Runs.check(cmd, submission))
+  Runs.check(cmd, submission)
+  Runs.hold_limit(cmd, submission)
+  Runs.write(submission)
   redis.call('hset', Keys.schedule(name), 'last_run', submission.id,
     'last_fired_at', Schedules.time(Engine.now))
   redis.call('hincrby', Keys.schedule(name), 'triggered', 1)

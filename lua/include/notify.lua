@@ -9,7 +9,7 @@
 -- the job's retries); the stream entry's id is the event's id, stable across deliveries.
 --
 --   Notify.job(jid, kind, fields, exhausted) -> the job's event, when it asks for this kind
---       (`skipped` is never told, but may end the run);
+--       (`skipped` and `expired`, include/ttl.lua, are never told, but may end the run);
 --       `fields` may hold `notify` and `notify_run` already read (else they are read here)
 --   Notify.run(jid, fields)                  -> `run_success` / `run_failure` once the job's run
 --       ended so (once per ending: the run record's `notified` says which was last told)

@@ -15,4 +15,5 @@ local Reads = {
   ['wait.get'] = true, ['deadline.count'] = true, ['job.explain'] = true, ['cache.list'] = true,
   ['backfill.get'] = true, ['backfill.list'] = true, ['backfill.runs'] = true,
   ['run.read'] = true, ['runs.statuses'] = true,
+  ['catalog.list'] = true,
 }

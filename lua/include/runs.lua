@@ -11,6 +11,9 @@
 --                                                   raises INVALID / TOOLARGE, writes nothing
 --   Runs.write(submission)                       -> writes the run and every job
 --   Runs.submit(cmd, run_id, run_text, jobs_text) -> 'submitted', or 'exists' (nothing written)
+--   Runs.at_limit(submission, canceling)         -> the flow's active runs when its
+--                                                   max_active_runs leaves no room, else nil
+--   Runs.hold_limit(cmd, submission)             -> raises WRONGSTATE at that limit
 --
 -- Each job is {jid, queue, klass, data (JSON text), priority, tags, retries, depends, delay} and
 -- optionally trigger, ttl, ttr, concurrency_key, concurrency_limit, throttle (put's options)
@@ -134,8 +137,44 @@ end
 function Runs.submit(cmd, run_id, run_text, jobs_text)
   local submission = Runs.parse(cmd, run_id, run_text, jobs_text)
   if Runs.exists(submission.id) then return 'exists' end
-  Runs.write(Runs.check(cmd, submission))
+  Runs.check(cmd, submission)
+  Runs.hold_limit(cmd, submission)
+  Runs.write(submission)
   return 'submitted'
+end
+
+-- The newest runs of a flow looked at for its active runs (as a backfill looks).
+Runs.LIMIT_LOOK = 1000
+
+-- The flow's concurrency.max_active_runs (the run object's `max_active_runs`): the ids of its
+-- active runs, newest first, when they leave no room for one more; nil when there is room or
+-- no limit. `canceling`: a run canceled in the same call, not counted.
+function Runs.at_limit(submission, canceling)
+  local limit = tonumber(submission.run.max_active_runs)
+  if not limit or limit <= 0 then return nil end
+  local active = {}
+  for _, run_id in ipairs(redis.call('zrevrange', Keys.flow_runs(submission.run.flow), 0,
+      Runs.LIMIT_LOOK - 1)) do
+    if run_id ~= canceling and Runs.active(run_id) then
+      table.insert(active, run_id)
+      if #active >= limit then return active, limit end
+    end
+  end
+  return nil
+end
+
+-- A run started by hand (flow.submit, schedule.trigger) is refused, WRONGSTATE, while its
+-- flow's max_active_runs is reached; the message names the limit and the active runs.
+function Runs.hold_limit(cmd, submission)
+  local active, limit = Runs.at_limit(submission)
+  if not active then return end
+  local shown = {}
+  for i = 1, math.min(#active, 5) do shown[i] = active[i] end
+  local more = #active > 5 and (' and ' .. (#active - 5) .. ' more') or ''
+  Err.raise('WRONGSTATE', cmd .. '(): flow ' .. submission.run.flow ..
+    ' is at its concurrency.max_active_runs (' .. limit .. '), active: ' ..
+    table.concat(shown, ', ') .. more .. '; run ' .. submission.id ..
+    ' not submitted: start it again when one of them ends')
 end
 
 -- Each jid of a run, in pages, so a 100,000-job run is never one huge reply; `visit` returns

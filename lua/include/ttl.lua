@@ -5,7 +5,8 @@
 -- Queue.arm_ttl). A job still waiting, scheduled or buried at its deadline is expired: out of its
 -- queue, state 'expired', history 'expired', an `expired` event (P log and, when tracked, the
 -- `expired` channel) and the queue's `expired` statistic; its dependents are settled as after a
--- failure (include/triggers.lua). A running job is not stopped by its deadline (its lock is its
+-- failure (include/triggers.lua), and its run's end is notified when the expiry ended it
+-- (include/notify.lua). A running job is not stopped by its deadline (its lock is its
 -- ttr), but once it is handed back (release, retry with a delay, lock expiry) it expires there
 -- too. `touch` moves the deadline. Expired jobs are kept, like completed ones, by jobs-history
 -- and jobs-history-count (index `expired`, trimmed as jobs expire).
@@ -21,6 +22,7 @@
 -- @include stats
 -- @include job
 -- @include triggers
+-- @include notify
 local Ttl = {}
 
 -- Jobs looked at per call of pop or peek.
@@ -43,6 +45,8 @@ function Ttl.expire(jid, fields)
   Events.tracked('expired', jid)
   Events.log({ jid = jid, event = 'expired', queue = queue })
   Deps.settle(jid, 'failed')
+  -- Not a step's `failure` (it never ran), but it may end its run: told as every ending is.
+  Notify.job(jid, 'expired')
 end
 
 -- Look at the jobs of `queue` due in its ttl index (at most `limit`): expire those past their

@@ -14,6 +14,8 @@ The engine replies to a refused call with a Redis error whose first word is a st
     │   ├── TooLarge                TOOLARGE: a payload, id or list is over its size limit
     │   └── UnknownCommand          UNKNOWNCOMMAND: the engine has no such command
     ├── ServerError                 no usable Redis server (not found, failed to start, bad policy)
+    │   ├── UnsupportedServer       it lacks a command the engine calls, or Functions and scripts
+    │   │                           (scheduler.engine.server_support; names the server's version)
     │   └── ServerFault             the server refused or the connection failed
     (scheduler.engine.faults):
     │       ├── ServerUnavailable   cannot connect, or the connection broke

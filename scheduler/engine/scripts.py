@@ -1,7 +1,8 @@
 """Bundle the engine's Lua sources and call the engine.
 
 The sources in ``lua/`` are joined into one script (``-- @include`` lines expanded once each, in
-first-include order; a missing file or a cycle is refused). The same text is wrapped two ways:
+first-include order; a missing file or a cycle is refused; each command file's own code in a
+``do ... end`` block of its own, its includes before it). The same text is wrapped two ways:
 
 * :func:`qless_bundle` -- for ``EVAL``/``EVALSHA``, the qless calling convention and dialect
   (what any qless client loads: replies, events and semantics as qless-core's);
@@ -33,7 +34,7 @@ from typing import Any
 
 import redis
 
-from scheduler.engine import faults
+from scheduler.engine import faults, server_support
 from scheduler.engine.connections import (
     FAILOVER_WAIT,
     REPLAYABLE_WRITES,
@@ -49,6 +50,7 @@ from scheduler.engine.errors import EngineError, FlowsError, translate
 
 _INCLUDE = re.compile(r"^--\s*@include\s+(\S+)\s*$")
 ENTRY = "api"
+COMMANDS = "commands/"
 READS_FILE = "include/reads.lua"
 _READS_BLOCK = re.compile(r"^local Reads = \{(.*?)^\}", re.DOTALL | re.MULTILINE)
 
@@ -86,7 +88,7 @@ def join_includes(root: Path, entry: str = ENTRY) -> str:
         # A command's own lines stand in a `do ... end` block: its local helpers end with it, so
         # the joined main chunk stays under Lua's 200 active locals however many commands there
         # are. What it includes (shared code, used by later commands too) is emitted before it.
-        command = name.startswith("commands/")
+        command = name.startswith(COMMANDS)
         body: list[str] = [] if command else out
         for line in path.read_text().splitlines():
             match = _INCLUDE.match(line)
@@ -258,7 +260,12 @@ class Engine:
                 if "already exists" not in str(error):
                     raise
         else:
-            self._sha = target.script_load(native_bundle())
+            try:
+                self._sha = target.script_load(native_bundle())
+            except redis.ResponseError as error:
+                if server_support.is_unknown_command(error):
+                    raise server_support.no_loader(target) from None
+                raise
 
     def _args(self, command: str, args: Sequence[Any], now: float | str) -> list[Any]:
         return [len(self._keys), *self._keys, command, now, *args]
@@ -367,9 +374,20 @@ class Engine:
             if not_run(error):
                 raise  # MOVED, CLUSTERDOWN, READONLY...: Failover retries it
             engine_error = translate(error, command)
+            # An engine bug (INTERNAL) or a bare server error may be a command it lacks.
+            bare = engine_error is None or type(engine_error) is EngineError
+            if bare and server_support.is_unknown_command(error):
+                raise self._lacking(command, error) from None
             if engine_error is None:
                 raise
             raise engine_error from None
+
+    def _lacking(self, command: str, error: redis.ResponseError) -> FlowsError:
+        """The server answered "unknown command" to a command the engine sent or its Lua
+        called: which one it lacks, named with the server's version."""
+        sent = server_support.sent_command(error)
+        used = {sent} if sent else server_support.engine_commands(engine_source())
+        return server_support.lacking(self.route.target(), used, command)
 
     def _send_once(self, command: str, argv: list[Any]) -> Any:
         target = self.route.target()

@@ -13,7 +13,9 @@ or modification time changed, and compares content hashes:
   repository checked out at different paths on two machines is one source. A schedule
   registered before sources existed (no origin) is taken over by the source whose folder holds
   its file;
-- two files naming the same flow: the one already registered keeps it, the other is reported.
+- two files naming the same flow: the one already registered keeps it, the other is reported;
+- every file, scheduled or not, valid or not, is published in the catalogue
+  (:mod:`scheduler.service.catalog`) when the folder's files changed, for ``flows ui``.
 
 A file is judged by its content hash, so touching a file, or several services scanning the
 same folder, registers nothing twice (the engine answers 'unchanged').
@@ -28,6 +30,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from scheduler.service import catalog
 from scheduler.service.records import Definition, FlowSource, Indexed, InvalidSource
 from scheduler.service.schedules import Schedules
 
@@ -58,6 +61,7 @@ class _Seen:
     hash: str
     definition: Definition | None
     error: str | None
+    text: str | None = None  # for the catalogue (None: not read)
 
 
 def flow_files(folder: Path) -> Iterator[Path]:
@@ -92,6 +96,7 @@ class Reloader:
         self.folder = folder.resolve()
         self.origin = origin or default_origin(self.folder)
         self._seen: dict[Path, _Seen] = {}
+        self._published: str | None = None  # the catalogue's content last published
 
     def scan(self, now: float) -> ScanReport:
         """One pass over the folder; ``now`` is the time fire times are computed from."""
@@ -121,7 +126,30 @@ class Reloader:
             if held is None or (held.hash, held.origin) != (definition.hash, self.origin):
                 self._register(definition, now, report)
         self._unregister_gone(registered, wanted, report, now)
+        self._publish(paths)
         return report
+
+    def _publish(self, paths: list[Path]) -> None:
+        """Every flow file of the folder, scheduled or not, into the catalogue (``flows ui``
+        lists and starts them), when the files or their texts changed since last published."""
+        files: dict[str, str] = {}
+        for path in paths:
+            seen = self._seen.get(path)
+            if seen is None or seen.text is None:
+                continue
+            if len(seen.text.encode()) > catalog.MAX_TEXT:
+                log.warning("%s is over %d bytes: not in the catalogue", path, catalog.MAX_TEXT)
+                continue
+            files[self._relative(path)] = seen.text
+        content = catalog.digest(files)
+        if content == self._published:
+            return
+        try:
+            catalog.publish(self.schedules.client, self.origin, str(self.folder), files)
+        except Exception:  # the catalogue is for listing: a refusal must not stop the scan
+            log.exception("cannot publish the flow files of %s", self.folder)
+            return
+        self._published = content
 
     def _unregister_gone(
         self,
@@ -160,9 +188,9 @@ class Reloader:
             return old or _Seen((0, 0), "", None, f"{path}: cannot read: {error}")
         digest = _digest(text)
         if old is not None and old.hash == digest:
-            seen = _Seen(stamp, digest, old.definition, old.error)
+            seen = _Seen(stamp, digest, old.definition, old.error, text)
         else:
-            seen = self._judge(path, text, digest, stamp, now)
+            seen = dataclasses.replace(self._judge(path, text, digest, stamp, now), text=text)
         self._seen[path] = seen
         return seen
 

@@ -1,6 +1,7 @@
 """The dashboard's Run page in a real browser: a flow that is not scheduled is started with a
-form built from its params by a user with the operator role (a viewer's click is refused and
-starts nothing), and the Audit and Notifications pages show what happened."""
+form built from its params (a list for a param's choices) by a user with the operator role (a
+viewer's click is refused and starts nothing), and the Audit and Notifications pages show what
+happened."""
 
 from __future__ import annotations
 
@@ -29,6 +30,8 @@ params:
   rows: {type: int, default: 10}
   full: {type: bool, default: false}
   tables: {type: array, default: [a, b]}
+  target: {type: string, choices: [staging, prod], default: staging}
+  workers: {type: int, choices: [1, 2, 4], default: 1}
 steps:
   load: {run: "true"}
 """
@@ -67,6 +70,12 @@ def test_an_operator_starts_an_unscheduled_flow_from_its_form(
     section.locator('input[name="day"]').fill("2026-11-28")
     section.locator('input[name="rows"]').fill("25")
     section.locator('input[name="full"]').check()
+    # a param with choices is a list to pick from, its default picked
+    target = section.locator('select[name="target"]')
+    assert target.input_value() == "staging"
+    assert target.locator("option").all_inner_texts() == ["staging", "prod"]
+    target.select_option("prod")
+    section.locator('select[name="workers"]').select_option("4")
     page.fill("#token", viewer)
     with assert_unchanged(redis_client):
         section.get_by_role("button", name="Run").click()
@@ -79,6 +88,7 @@ def test_an_operator_starts_an_unscheduled_flow_from_its_form(
     record = json.loads(client.engine.call("run.get", run_id))
     assert json.loads(record["params"]) == {
         "day": "2026-11-28", "rows": 25, "full": True, "tables": ["a", "b"],
+        "target": "prod", "workers": 4,
     }  # fmt: skip
     shoot(page, "start")
     page.goto(f"{base}/audit")

@@ -67,3 +67,29 @@ def test_an_unknown_queue_in_a_listing_is_noted(url: str, client: Client, run_id
     result = flows(url, "jobs", "-q", "gatd")
     assert result.exit_code == 0
     assert "note: no queue 'gatd' (did you mean 'gated'?)" in result.stderr
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("worker", "-q", "gatd", "--burst", "--processes", "0"),
+        ("unfail", "some-group", "-q", "gatd"),
+    ],
+)
+def test_a_likely_misspelt_new_queue_is_noted_never_refused(
+    url: str, run_id: str, args: tuple[str, ...]
+) -> None:
+    """A worker may listen on, and unfail may fill, a queue no job has used yet: a close name
+    gets a note on stderr, and the command does its work."""
+    result = flows(url, *args)
+    assert result.exit_code == 0, result.output
+    assert (
+        "note: no queue 'gatd' yet (did you mean 'gated'?); taking it as a new queue"
+        in result.stderr
+    )
+    # A new name close to none, and a known one, get no note.
+    for queue in ("reports", "gated"):
+        other = tuple(queue if a == "gatd" else a for a in args)
+        result = flows(url, *other)
+        assert result.exit_code == 0, result.output
+        assert "note:" not in result.stderr

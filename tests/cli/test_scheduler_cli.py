@@ -214,3 +214,26 @@ def test_a_step_typo_read_by_another_step_is_reported_without_a_traceback(
     assert f"invalid {folder / 'typo.yaml'}" in result.stderr
     assert "unknown key 'rnu'" in result.stderr
     assert "Traceback" not in result.stderr and "NodeNotFound" not in result.stderr
+
+
+def test_schedule_actions_answer_in_json_as_the_api_does(url: str, folder: Path) -> None:
+    once(url, folder, T - 60)
+
+    def as_json(*args: str) -> object:
+        result = flows("schedule", *args, "--redis", url, "--json")
+        assert result.exit_code == 0, result.output
+        return json.loads(result.stdout)
+
+    assert as_json("pause", "etl", "--note", "migration") == {
+        "name": "etl",
+        "paused": True,
+        "note": "migration",
+    }
+    assert as_json("resume", "etl") == {"name": "etl", "paused": False, "outcome": "resumed"}
+    assert as_json("resume", "etl") == {"name": "etl", "paused": False, "outcome": "not-paused"}
+    triggered = as_json("trigger", "etl")
+    assert isinstance(triggered, dict)
+    assert set(triggered) == {"id", "jobs", "existed"}
+    assert re.fullmatch(r"etl@\d{8}T\d{6}Z-[0-9a-f]{6}", triggered["id"])
+    assert (triggered["jobs"], triggered["existed"]) == (2, False)
+    assert as_json("remove", "etl") == {"name": "etl", "removed": True, "source": "pipelines"}

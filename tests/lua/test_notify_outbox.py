@@ -95,3 +95,23 @@ def test_a_bad_flag_is_refused_and_changes_nothing(lua: Lua, flag: Any) -> None:
             json.dumps([job("a", notify=flag)]),
             now=T0,
         )
+
+
+def test_a_run_ended_by_a_ttl_expiry_tells_its_end(lua: Lua) -> None:
+    """A job that expires (never started within its ttl) is no step failure, but when it ends
+    its run, the run's end is told in the call that expired it, as every ending is."""
+    submit(
+        lua,
+        job("a", notify="failure run", ttl=10),
+        job("b", notify="failure run", depends=["a"]),
+    )
+    lua("maintain", "q", now=T0 + 5)
+    assert outbox(lua) == []  # not expired yet
+    lua("maintain", "q", now=T0 + 11)
+    assert lua.r.hget(lua.key("j:a"), "state") == "expired"
+    [entry] = outbox(lua)
+    assert entry == {"kind": "run_failure", "run": RUN, "jid": "a", "at": str(int(T0 + 11))}
+    assert lua.r.hget(lua.key("run:" + RUN), "notified") == "failed"
+    # told once
+    lua("maintain", "q", now=T0 + 20)
+    assert len(outbox(lua)) == 1

@@ -33,6 +33,7 @@ READ_ARGS: dict[str, list[object]] = {
     "run.get": ["no-such-run"],
     "run.read": ["no-such-run"],
     "runs.statuses": [],
+    "catalog.list": [],
     "runs": [],
     "schedule.get": ["no-such-schedule"],
     "schedule.list": [],

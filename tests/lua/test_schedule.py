@@ -561,3 +561,33 @@ def test_cancel_running_makes_room_for_its_own_tick(lua: Lua) -> None:
         cancel="f@1",
     )
     assert got == "fired"
+
+
+@pytest.mark.parametrize("command", ["flow.submit", "schedule.trigger"])
+def test_a_run_started_by_hand_is_refused_at_max_active_runs(lua: Lua, command: str) -> None:
+    """flow.submit and schedule.trigger hold the flow's limit in the call that would submit:
+    refused with the limit and the active runs named, and nothing written."""
+    register(lua)
+    prefix = ["f"] if command == "schedule.trigger" else []
+    assert lua.raw(command, *prefix, *limited_run("f@1", 2), now=TICK) in ("fired", "submitted")
+    assert lua.raw(command, *prefix, *limited_run("f@2", 2), now=TICK + 1) in (
+        "fired",
+        "submitted",
+    )
+    with assert_unchanged(lua.r), pytest.raises(WrongState) as refused:
+        lua.raw(command, *prefix, *limited_run("f@3", 2), now=TICK + 2)
+    message = str(refused.value)
+    assert "concurrency.max_active_runs (2)" in message
+    assert "active: f@2, f@1" in message
+    assert "run f@3 not submitted" in message
+    # A run id that exists already is still 'exists' (nothing to refuse), and a run of another
+    # flow, or one without the limit, is not held by it.
+    assert lua.raw(command, *prefix, *limited_run("f@1", 2), now=TICK + 2) == "exists"
+    assert lua.raw("flow.submit", *run_args("g@1", flow="g"), now=TICK + 2) == "submitted"
+    # An ended run makes room.
+    lua.pop(now=TICK + 3)
+    lua.complete("f@1:s0", now=TICK + 4)
+    assert lua.raw(command, *prefix, *limited_run("f@3", 2), now=TICK + 5) in (
+        "fired",
+        "submitted",
+    )

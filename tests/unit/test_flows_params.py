@@ -107,3 +107,36 @@ def test_missing_required_param() -> None:
 def test_values_cannot_smuggle_templates() -> None:
     with pytest.raises(ParamError, match="values cannot contain"):
         bind({"customer": "${{ steps.secret.outputs.token }}"})
+
+
+CHOICES = {
+    "env": Param.model_validate({"type": "string", "choices": ["dev", "staging", "prod"]}),
+    "workers": Param.model_validate({"type": "int", "choices": [1, 2, 4], "default": 2}),
+}
+
+
+def test_a_value_among_the_choices_is_taken_and_others_are_refused_with_the_likely_one() -> None:
+    assert bind({"env": "prod", "workers": "4"}, CHOICES) == {"env": "prod", "workers": 4}
+    assert bind({"env": "dev"}, CHOICES)["workers"] == 2  # the default, one of the choices
+    with pytest.raises(ParamError) as error:
+        bind({"env": "prdo", "workers": "3"}, CHOICES)
+    assert error.value.problems == [
+        "param 'env': 'prdo' is not one of its choices (dev, staging, prod); did you mean 'prod'?",
+        "param 'workers': 3 is not one of its choices (1, 2, 4)",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ({"type": "bool", "choices": ["x"]}, "'choices' applies to string, int, number and date"),
+        ({"type": "array", "choices": ["x"]}, "not to type array"),
+        ({"type": "int", "choices": [1, "two"]}, "choice 'two' is not an int value"),
+        ({"type": "date", "choices": ["2026-02-30"]}, "choice '2026-02-30' is not a date value"),
+        ({"type": "string", "choices": ["a", "a"]}, "choice 'a' is listed twice"),
+        ({"type": "string", "choices": []}, "at least 1"),
+    ],
+)
+def test_choices_that_cannot_be_are_refused(spec: dict[str, Any], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        Param.model_validate(spec)

@@ -928,3 +928,22 @@ def test_a_clean_file_has_no_findings() -> None:
         )
         == []
     )
+
+
+def test_a_default_outside_the_choices_is_a_finding() -> None:
+    finding = one(
+        """\
+        version: 1
+        name: x
+        params:
+          env: {type: string, choices: [dev, prod], default: prdo}
+        steps:
+          a: {run: echo}
+        """,
+        "param-default",
+    )
+    assert finding.line == 4
+    assert finding.message == (
+        "the default of param 'env' is not among its choices: "
+        "'prdo' is not one of its choices (dev, prod); did you mean 'prod'?"
+    )
