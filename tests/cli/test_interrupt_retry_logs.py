@@ -13,7 +13,7 @@ from pathlib import Path
 from click.testing import CliRunner, Result
 
 from flows.cli import main
-from flows.runs import list_runs, load_run
+from flows.runs.read import list_runs, load_run
 from scheduler.engine.client import Client
 
 FLOW = """\
