@@ -60,9 +60,7 @@ def queues(as_json: bool, redis_url: str | None, namespace: str | None) -> None:
     are what an autoscaler reads."""
     client = open_client(redis_url, namespace)
     with user_errors():
-        counts = client.queues.counts()
-        load = {c["name"]: c for c in client.queues.load(*(c["name"] for c in counts))}
-    merged = [{**c, **{k: load[c["name"]][k] for k in LOAD_FIELDS}} for c in counts]
+        merged = client.queues.documents()
     if as_json:
         print_json(merged)
         return
@@ -91,10 +89,7 @@ def workers(queue: str | None, as_json: bool, redis_url: str | None, namespace: 
     """
     client = open_client(redis_url, namespace)
     with user_errors():
-        registry = client.workers.registry(queue)
-    merged = [
-        {**as_dict(w.get("info")), **{k: v for k, v in w.items() if k != "info"}} for w in registry
-    ]
+        merged = client.workers.documents(queue)
     if as_json:
         print_json(merged)
         return

@@ -385,8 +385,8 @@ def list_queues(ui: Ui, offset: Offset = 0, limit: Limit = 100) -> dict[str, Any
             )
         ]
     )
-    counts = engine_errors(lambda: ui.client.queues.load(*names)) if names else []
-    return page(counts, offset, limit)
+    queues = engine_errors(lambda: ui.client.queues.documents(*names)) if names else []
+    return page(queues, offset, limit)
 
 
 @router.post("/queues/{queue}/pause", dependencies=writes, tags=["queues"])
@@ -411,7 +411,7 @@ def list_workers(
     queue: Annotated[str | None, Query(max_length=256)] = None,
 ) -> dict[str, Any]:
     """Live workers, most recently active first, with host, pid, queues and jobs held."""
-    workers = engine_errors(lambda: ui.client.workers.registry(queue))
+    workers = engine_errors(lambda: ui.client.workers.documents(queue))
     chosen = workers[offset : offset + limit]
     return page(chosen, offset, limit, more=len(workers) > offset + limit)
 

@@ -252,6 +252,15 @@ class Workers:
         args = [] if queue is None else [queue]
         return as_list(self.client.engine.call("worker.list", *args, now=now))
 
+    def documents(self, queue: str | None = None, *, now: Now = "") -> list[dict[str, Any]]:
+        """The one JSON shape of a worker (``flows workers --json``, ``GET /api/v1/workers``):
+        a :meth:`registry` entry with what the worker registered (host, pid, queues, ...)
+        beside its name, jobs and times, instead of nested under ``info``."""
+        return [
+            {**as_dict(entry.get("info")), **{k: v for k, v in entry.items() if k != "info"}}
+            for entry in self.registry(queue, now=now)
+        ]
+
     def __iter__(self) -> Iterator[dict[str, Any]]:
         """``for worker in client.workers``: the entries of :meth:`counts`."""
         return iter(self.counts())

@@ -532,6 +532,15 @@ class Queues:
         """Every known queue's ``{name, waiting, running, ...}`` (see :meth:`Queue.counts`)."""
         return as_list(self.client.engine.call("queues", now=now))
 
+    def documents(self, *names: str, now: Now = "") -> list[dict[str, Any]]:
+        """The one JSON shape of a queue (``flows queues --json``, ``GET /api/v1/queues``): its
+        counts by state (:meth:`counts`) and its load (:meth:`load`: due, backlog, leased),
+        for ``names`` (every known queue when none are given), in that order."""
+        counts = {str(c["name"]): c for c in self.counts(now=now)}
+        wanted = list(names) or list(counts)
+        load = {str(entry["name"]): entry for entry in self.load(*wanted, now=now)}
+        return [{**counts.get(name, {"name": name}), **load.get(name, {})} for name in wanted]
+
     def load(self, *names: str, now: Now = "") -> list[dict[str, Any]]:
         """How much work each queue holds (``queue.counts``), every known queue when no names
         are given: ``{name, backlog, leased, waiting, due, running, stalled, scheduled, depends,

@@ -236,3 +236,21 @@ def test_retries_left_never_go_below_zero(cli: CliRunner, client: Client, api: A
     running.complete()
     refused = flows(cli, "retry", done)
     assert refused.exit_code == 1 and "is complete" in refused.output
+
+
+def test_queues_and_workers_are_one_document_in_the_cli_and_the_api(
+    cli: CliRunner, client: Client, api: Api, tmp_path: Path
+) -> None:
+    path = write_flow(tmp_path, FLOW, TASKS)
+    assert flows(cli, "run", "--detach", "--run-id", "q1", str(path)).exit_code == 0
+    client.queues["acts"].pause()
+    client.engine.call("worker.register", "w-doc", '{"queues": ["acts"], "pid": 7, "host": "h"}')
+    for command, route in (("queues", "/api/v1/queues"), ("workers", "/api/v1/workers")):
+        shown = flows(cli, command, "--json")
+        assert shown.exit_code == 0, shown.output
+        items = api.get(route).body["items"]
+        assert items and json.loads(shown.output) == items  # one shape, decided once
+    [queue] = api.get("/api/v1/queues").body["items"]
+    assert queue["name"] == "acts" and queue["paused"] and queue["backlog"] == 1
+    [worker] = api.get("/api/v1/workers").body["items"]
+    assert (worker["name"], worker["host"], worker["pid"]) == ("w-doc", "h", 7)
