@@ -14,7 +14,7 @@ or modification time changed, and compares content hashes:
   registered before sources existed (no origin) is taken over by the source whose folder holds
   its file;
 - two files naming the same flow: the one already registered keeps it, the other is reported;
-- every file, scheduled or not, valid or not, is published in the catalogue
+- every file that validates, scheduled or not, is published in the catalogue
   (:mod:`scheduler.service.catalog`) when the folder's files changed, for ``flows ui``.
 
 A file is judged by its content hash, so touching a file, or several services scanning the
@@ -97,6 +97,7 @@ class Reloader:
         self.origin = origin or default_origin(self.folder)
         self._seen: dict[Path, _Seen] = {}
         self._published: str | None = None  # the catalogue's content last published
+        self._published_files: dict[str, str] = {}  # and its files
 
     def scan(self, now: float) -> ScanReport:
         """One pass over the folder; ``now`` is the time fire times are computed from."""
@@ -130,11 +131,19 @@ class Reloader:
         return report
 
     def _publish(self, paths: list[Path]) -> None:
-        """Every flow file of the folder, scheduled or not, into the catalogue (``flows ui``
-        lists and starts them), when the files or their texts changed since last published."""
+        """Every flow file of the folder that validates, scheduled or not, into the catalogue
+        (``flows ui`` lists and starts them), when the files or their texts changed since last
+        published; a file gone bad keeps what was published of it."""
         files: dict[str, str] = {}
         for path in paths:
             seen = self._seen.get(path)
+            if seen is not None and seen.error is not None:
+                # A file that does not validate changes nothing (its error is logged): what was
+                # published of it stays, as its schedule stays registered.
+                kept = self._published_files.get(self._relative(path))
+                if kept is not None:
+                    files[self._relative(path)] = kept
+                continue
             if seen is None or seen.text is None:
                 continue
             if len(seen.text.encode()) > catalog.MAX_TEXT:
@@ -146,10 +155,11 @@ class Reloader:
             return
         try:
             catalog.publish(self.schedules.client, self.origin, str(self.folder), files)
-        except Exception:  # the catalogue is for listing: a refusal must not stop the scan
-            log.exception("cannot publish the flow files of %s", self.folder)
+        except Exception as error:  # the catalogue is for listing: a refusal must not stop the scan
+            log.warning("cannot publish the flow files of %s: %s", self.folder, error)
             return
         self._published = content
+        self._published_files = files
 
     def _unregister_gone(
         self,
