@@ -7,13 +7,19 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from scheduler.worker.envelope import JobOptions
 
 if TYPE_CHECKING:
     from scheduler.engine.job import Job
-    from scheduler.worker.capture import JobOutput
+
+
+class LineSink(Protocol):
+    """Where a run's step log lines go: what a context needs of the worker's capture
+    (:class:`scheduler.worker.capture.JobOutput`), so the two modules do not import each other."""
+
+    def line(self, text: str, stream: str = "stdout", level: str = "", cut: int = 0) -> None: ...
 
 _MAKING_EVENTS = threading.Lock()
 
@@ -41,7 +47,7 @@ class JobContext:
     thread_id: int | None = None
     interrupt_thread: bool = True
     # Where this run's step log lines go (None: the worker stores none), see log_line.
-    output: JobOutput | None = None
+    output: LineSink | None = None
     _on_stop: list[Callable[[], None]] = field(default_factory=list)
     # Made on first use: most runs are never stopped, and an Event costs more to make than the
     # rest of a job's context (a worker makes one context per job it runs).
