@@ -26,6 +26,7 @@ AUDITED: Final = frozenset(
         ("retry",), ("signal",), ("unfail",), ("notifications",),
         ("schedule", "pause"), ("schedule", "remove"), ("schedule", "resume"),
         ("schedule", "trigger"), ("queue", "drop"), ("queue", "truncate"),
+        ("queue", "pause"), ("queue", "unpause"),
         ("throttle", "set"), ("throttle", "unset"), ("user", "add"), ("user", "revoke"),
     }
 )  # fmt: skip

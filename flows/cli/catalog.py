@@ -67,7 +67,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "Notifications: given up (kept until retried), waiting to be sent, and the latest sends.",
     ),
     "plan": ("plan", "Show the jobs one run of FILE would put: ids, queues, dependencies, delays."),
-    "queue": ("queue_admin", "One queue: statistics by state and by call, truncate, drop."),
+    "queue": (
+        "queue_admin",
+        "One queue: statistics by state and by call, pause, unpause, truncate, drop.",
+    ),
     "queues": (
         "jobs",
         "Queues with their job counts; backlog (waiting and due) and leased (running and "

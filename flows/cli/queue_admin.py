@@ -1,4 +1,5 @@
-"""Tarantool-queue style operations: ``flows queue stats|truncate|drop``, ``flows kick``,
+"""Tarantool-queue style operations: ``flows queue stats|pause|unpause|truncate|drop``,
+``flows kick``,
 ``flows bury``, ``flows delete``, ``flows throttles`` and ``flows throttle set|unset``."""
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ def register(group: click.Group) -> None:
 
 @click.group()
 def queue() -> None:
-    """One queue: statistics by state and by call, truncate, drop."""
+    """One queue: statistics by state and by call, pause, unpause, truncate, drop."""
 
 
 @queue.command("stats")
@@ -43,6 +44,40 @@ def queue_stats(name: str, as_json: bool, redis_url: str | None, namespace: str 
     rows = [["jobs", state, tasks.get(state, 0)] for state in TASK_STATES]
     rows += [["calls today", call, calls.get(call, 0)] for call in CALLS]
     table(f"Queue {name}", ("", "what", "count"), rows)
+
+
+def _pause(
+    name: str, paused: bool, as_json: bool, redis_url: str | None, namespace: str | None
+) -> None:
+    client = open_client(redis_url, namespace)
+    known_queue(client, name)
+    with user_errors():
+        handle = client.queues[name]
+        handle.pause() if paused else handle.unpause()
+    # The API's reply (POST /api/v1/queues/{queue}/pause|unpause), for --json.
+    report(
+        as_json,
+        f"queue {name} {'paused' if paused else 'unpaused'}",
+        {"queue": name, "paused": paused},
+    )
+
+
+@queue.command("pause")
+@click.argument("name")
+@as_json
+@connection
+def queue_pause(name: str, as_json: bool, redis_url: str | None, namespace: str | None) -> None:
+    """Stop handing out the jobs of queue NAME (running ones go on; puts are still taken)."""
+    _pause(name, True, as_json, redis_url, namespace)
+
+
+@queue.command("unpause")
+@click.argument("name")
+@as_json
+@connection
+def queue_unpause(name: str, as_json: bool, redis_url: str | None, namespace: str | None) -> None:
+    """Hand out the jobs of queue NAME again."""
+    _pause(name, False, as_json, redis_url, namespace)
 
 
 @queue.command("truncate")

@@ -112,7 +112,7 @@ _SENTENCES: dict[str, Callable[[Facts, float], str]] = {
     ),
     "scheduled": lambda f, now: f"It is scheduled: due at {_when(f.get('until'), now)}.",
     "queue-paused": lambda f, now: (
-        f"Its queue {f.get('queue')} is paused (flows queue resume {f.get('queue')})."
+        f"Its queue {f.get('queue')} is paused (flows queue unpause {f.get('queue')})."
     ),
     "concurrency-key": lambda f, now: (
         f"It is parked: its concurrency key {f.get('key')!r} allows {f.get('limit')} at once, "

@@ -96,3 +96,16 @@ def test_queues_and_job_show_the_extensions(url: str, client: Client) -> None:
     )
     table = flows("job", "a", "--redis", url).output
     assert "concurrency key" in table and "ttr (s)" in table
+
+
+def test_pause_holds_the_queues_jobs_and_unpause_hands_them_out(url: str, client: Client) -> None:
+    client.queues["q"].put("t.f", {}, jid="p0")
+    paused = flows("queue", "pause", "q", "--json", "--redis", url)
+    assert paused.exit_code == 0, paused.output
+    assert json.loads(paused.output) == {"queue": "q", "paused": True}
+    assert client.queues["q"].pop() == []  # held while paused
+    said = flows("explain", "p0", "--redis", url).output
+    assert "flows queue unpause q" in said  # the sentence names a command that exists
+    assert flows("queue", "unpause", "q", "--redis", url).output.strip() == "queue q unpaused"
+    [popped] = client.queues["q"].pop()
+    assert popped.jid == "p0"

@@ -76,7 +76,7 @@ def test_waiting_jobs(world: World) -> None:
         now=T0 + 600,
     )
     world.call("pause", "q")
-    check(world, "a", "queue-paused", "Its queue q is paused (flows queue resume q).")
+    check(world, "a", "queue-paused", "Its queue q is paused (flows queue unpause q).")
 
 
 def test_a_full_queue(world: World) -> None:
