@@ -10,7 +10,6 @@ import sys
 import time
 from pathlib import Path
 
-import pytest
 import redis
 from click.testing import CliRunner
 from helpers import assert_unchanged
@@ -21,21 +20,6 @@ from flows.runs.read import load_run
 from scheduler.embedded import EmbeddedServer
 from scheduler.engine import doctor
 from scheduler.engine.client import Client
-
-
-@pytest.fixture
-def cli(
-    server: EmbeddedServer, redis_client: redis.Redis, monkeypatch: pytest.MonkeyPatch
-) -> CliRunner:
-    monkeypatch.setenv("FLOWS_REDIS_URL", server.url)
-    monkeypatch.setenv("FLOWS_USER", "ada")
-    return CliRunner()
-
-
-@pytest.fixture
-def client(server: EmbeddedServer, redis_client: redis.Redis) -> Client:
-    return Client(server.url)
-
 
 WAIT_FLOW = """
     version: 1

@@ -19,7 +19,6 @@ from ui_support import TOKEN, Api, serve
 
 from flows.runs import statuses
 from flows.ui.auth import Auth
-from scheduler.embedded import EmbeddedServer
 from scheduler.engine.client import Client
 
 FLOW = """
@@ -48,20 +47,6 @@ TASKS = """
     def ship(job):
         return {"shipped": True}
 """
-
-
-@pytest.fixture
-def cli(
-    server: EmbeddedServer, redis_client: redis.Redis, monkeypatch: pytest.MonkeyPatch
-) -> CliRunner:
-    monkeypatch.setenv("FLOWS_REDIS_URL", server.url)
-    monkeypatch.setenv("FLOWS_USER", "ada")
-    return CliRunner()
-
-
-@pytest.fixture
-def client(server: EmbeddedServer, redis_client: redis.Redis) -> Client:
-    return Client(server.url)
 
 
 @pytest.fixture

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pytest
 import redis
 from click.testing import CliRunner
 from flows_cli_support import flows
@@ -17,7 +16,6 @@ from ui_support import Api, serve
 
 from flows.access.users import Users
 from flows.ui.roles import RoleAuth
-from scheduler.embedded import EmbeddedServer
 from scheduler.engine.client import Client
 
 GATE = """\
@@ -28,20 +26,6 @@ steps:
   approve: {wait: {signal: approve}, needs: build}
   ship: {run: "true", needs: approve}
 """
-
-
-@pytest.fixture
-def cli(
-    server: EmbeddedServer, redis_client: redis.Redis, monkeypatch: pytest.MonkeyPatch
-) -> CliRunner:
-    monkeypatch.setenv("FLOWS_REDIS_URL", server.url)
-    monkeypatch.setenv("FLOWS_USER", "ada")
-    return CliRunner()
-
-
-@pytest.fixture
-def client(server: EmbeddedServer, redis_client: redis.Redis) -> Client:
-    return Client(server.url)
 
 
 def add_user(cli: CliRunner, name: str, role: str) -> str:
