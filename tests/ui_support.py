@@ -8,6 +8,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -16,9 +17,11 @@ from typing import Any
 
 import uvicorn
 
+from flows.runs.service_source import FlowsSource
 from flows.ui.app import create_app
 from flows.ui.auth import Auth
 from scheduler.engine.client import Client
+from scheduler.service.schedules import Schedules
 
 TOKEN = "t0ken-for-the-tests-0123456789"
 
@@ -121,3 +124,19 @@ def serve(
     finally:
         server.should_exit = True
         thread.join(10)
+
+
+def register_flow(
+    client: Client, folder: Path, template: str, prefix: str, **fields: str
+) -> dict[str, str]:
+    """Register a flow as the scheduler service does: ``template`` formatted with a fresh
+    ``name`` and ``queue`` (and ``fields``), written to ``folder``; returns the name and queue."""
+    name, queue = f"{prefix}-{uuid.uuid4().hex[:6]}", f"q{uuid.uuid4().hex[:6]}"
+    path = folder / f"{name}.yaml"
+    text = template.format(name=name, queue=queue, **fields)
+    path.write_text(text)
+    now = time.time()
+    definition = FlowsSource().load(path, text, now)
+    assert definition is not None, text
+    Schedules(client).register(definition, now)
+    return {"name": name, "queue": queue}

@@ -9,13 +9,12 @@ import dataclasses
 import json
 import re
 import time
-import uuid
 from pathlib import Path
 from typing import Any
 
 import redis
 from helpers import assert_unchanged
-from ui_support import TOKEN
+from ui_support import TOKEN, register_flow
 
 from flows.runs.service_source import FlowsSource
 from flows.runs.trigger import trigger_run
@@ -51,14 +50,7 @@ STEP_XSS = '"><script>window.__xss=1<i>'
 
 
 def register(client: Client, tmp_path: Path, flow: str = FLOW) -> dict[str, str]:
-    name, queue = f"web-{uuid.uuid4().hex[:6]}", f"q{uuid.uuid4().hex[:6]}"
-    path = tmp_path / f"{name}.yaml"
-    text = flow.format(name=name, queue=queue)
-    path.write_text(text)
-    definition = FlowsSource().load(path, text, time.time())
-    assert definition is not None
-    Schedules(client).register(definition, time.time())
-    return {"name": name, "queue": queue}
+    return register_flow(client, tmp_path, flow, "web")
 
 
 def pop(client: Client, queue: str) -> Job:

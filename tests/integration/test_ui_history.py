@@ -4,22 +4,18 @@ grid read in a few engine round trips whatever the number of jobs."""
 
 from __future__ import annotations
 
-import time
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import redis
 from helpers import assert_unchanged
-from ui_support import TOKEN, Api, serve
+from ui_support import TOKEN, Api, register_flow, serve
 
-from flows.runs.service_source import FlowsSource
 from flows.runs.trigger import trigger_run
 from flows.ui.auth import Auth
 from scheduler.engine.client import Client
 from scheduler.engine.scripts import Engine
-from scheduler.service.schedules import Schedules
 
 FLOW = """\
 version: 1
@@ -53,14 +49,7 @@ def api(client: Client) -> Iterator[Api]:
 
 @pytest.fixture
 def flow(client: Client, tmp_path: Path) -> dict[str, str]:
-    name, queue = f"hist-{uuid.uuid4().hex[:6]}", f"q{uuid.uuid4().hex[:6]}"
-    path = tmp_path / f"{name}.yaml"
-    text = FLOW.format(name=name, queue=queue)
-    path.write_text(text)
-    definition = FlowsSource().load(path, text, time.time())
-    assert definition is not None
-    Schedules(client).register(definition, time.time())
-    return {"name": name, "queue": queue}
+    return register_flow(client, tmp_path, FLOW, "hist")
 
 
 def work(client: Client, queue: str, at: float, took: float, fail: str | None = None) -> float:
