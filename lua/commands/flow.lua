@@ -18,24 +18,15 @@
 -- (WRONGSTATE, naming the limit and the active runs; nothing written).
 -- Errors: INVALID, TOOLARGE, WRONGSTATE.
 -- @include runs
+-- @include run_state
 
 api['flow.submit'] = function(args)
   return Runs.submit('FlowSubmit', args[1], args[2], args[3])
 end
 
-local function run_record(run_id)
-  local raw = redis.call('hgetall', Keys.run(run_id))
-  if #raw == 0 then return nil end
-  local record = {}
-  for i = 1, #raw, 2 do record[raw[i]] = raw[i + 1] end
-  record.submitted = tonumber(record.submitted)
-  record.jobs = tonumber(record.jobs)
-  return record
-end
-
 api['run.get'] = function(args)
   local run_id = Runs.id('RunGet', args[1])
-  local record = run_record(run_id)
+  local record = RunState.record(run_id)
   if not record then return nil end
   record.jids = redis.call('lrange', Keys.run_jobs(run_id), 0, -1)
   return cjson.encode(record)
@@ -51,7 +42,7 @@ local function list_runs(cmd, args, max_count, with_status)
   local out = {}
   if count > 0 then
     for _, run_id in ipairs(redis.call('zrevrange', key, offset, offset + count - 1)) do
-      local record = run_record(run_id)
+      local record = RunState.record(run_id)
       if record then
         if with_status then record.status = Runs.status(run_id) end
         table.insert(out, record)
