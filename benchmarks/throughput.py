@@ -16,8 +16,8 @@ from flows.expand.jobs import PutRequest
 from flows.runs.build import assemble_run
 from flows.runs.submit import submit
 from scheduler.engine.client import Client
-from scheduler.engine.job import dumps
 from scheduler.engine.queue import NewJob
+from scheduler.engine.replies import dumps
 
 PUT_QUEUE = "bench-put"
 DRAIN_QUEUE = "bench-drain"

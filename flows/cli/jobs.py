@@ -29,7 +29,8 @@ from flows.cli.terminal import visible
 from flows.runs import actions as run_actions
 from flows.runs.read import load_run
 from scheduler.engine.client import Client
-from scheduler.engine.job import Job, RanBy, as_dict
+from scheduler.engine.job import Job, RanBy
+from scheduler.engine.replies import as_dict
 from scheduler.secrets import shown_data
 from scheduler.service.backfills import Backfills
 

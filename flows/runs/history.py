@@ -15,7 +15,8 @@ from typing import Any
 
 from flows.runs.read import RunView, load_run, parse_run
 from scheduler.engine.client import Client
-from scheduler.engine.job import Job, as_list
+from scheduler.engine.job import Job
+from scheduler.engine.replies import as_list
 
 MAX_RUNS = 100
 """Runs a grid shows at most."""

@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from flows.runs.statuses import FINISHED, RUN_STATUSES, STEP_STATUSES, Action, RunStatus, StepStatus
 from scheduler.engine.client import Client
+from scheduler.engine.job import Session
 
 PAGE: Final = 100
 """Jobs of each step a read lists unless told otherwise."""
@@ -198,7 +199,7 @@ _ITEM = re.compile(r"\[[^\[]*\]$")
 
 
 def load_run(
-    client: Client, run_id: str, limit: int = PAGE, offsets: Mapping[str, int] | None = None
+    client: Session, run_id: str, limit: int = PAGE, offsets: Mapping[str, int] | None = None
 ) -> RunView | None:
     """The run as the engine decides it (one call), or None when no run has that id."""
     args: list[Any] = [run_id, limit]

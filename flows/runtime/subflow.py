@@ -34,7 +34,6 @@ from flows.spec.job_data import FlowsMeta, UnresolvedReference, UpstreamJob, was
 from flows.spec.params import ParamError
 from flows.spec.subflow_job import FILE_KEY, LOGICAL_TIME_KEY, MAX_DEPTH, PARAMS_KEY, child_run_id
 from flows.validation.validate import InvalidFlow
-from scheduler.engine.client import Client
 from scheduler.engine.errors import (
     EngineError,
     FlowsError,
@@ -42,6 +41,7 @@ from scheduler.engine.errors import (
     JobNotFound,
     TooLarge,
 )
+from scheduler.engine.job import Session
 from scheduler.worker import FailJob, HandedOver, JobContext
 
 INVALID_GROUP: Final = "subflow-invalid"
@@ -76,12 +76,12 @@ def run(job: JobContext) -> dict[str, Any]:
     return _outputs(client, child)
 
 
-def _wait(client: Client, job: JobContext, child: str, *submission: str) -> Any:
+def _wait(client: Session, job: JobContext, child: str, *submission: str) -> Any:
     return client.engine.call("subflow.wait", job.jid, job.worker, job.queue, child, *submission)
 
 
 def _build(
-    client: Client, job: JobContext, meta: FlowsMeta, child: str
+    client: Session, job: JobContext, meta: FlowsMeta, child: str
 ) -> tuple[dict[str, Any], str]:
     """The child run's record and jobs (JSON), or :class:`FailJob` saying why there are none."""
     depth = _depth(client, meta.run) + 1
@@ -111,7 +111,7 @@ def _build(
     return record, built.request.jobs_json()
 
 
-def _depth(client: Client, run_id: str) -> int:
+def _depth(client: Session, run_id: str) -> int:
     """How deep run ``run_id`` is among sub-flows (0: started by itself)."""
     raw = client.engine.call("run.get", run_id)
     if raw is None:
@@ -122,7 +122,7 @@ def _depth(client: Client, run_id: str) -> int:
         return 0
 
 
-def _failure(client: Client, child: str, status: str) -> str:
+def _failure(client: Session, child: str, status: str) -> str:
     """Why the step fails, in the child's terms: the child's end, then each failed step of it
     with its group and the end of its message (a shell step's exit code and last lines)."""
     lines = [f"child run {child} {status}"]
@@ -142,7 +142,7 @@ def _failure(client: Client, child: str, status: str) -> str:
     return "\n".join(lines)
 
 
-def _outputs(client: Client, child: str) -> dict[str, Any]:
+def _outputs(client: Session, child: str) -> dict[str, Any]:
     """The child flow's ``outputs:``, read from its steps' results ({} when it has none)."""
     raw = client.engine.call("run.get", child)
     record = json.loads(raw) if raw is not None else {}

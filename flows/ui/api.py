@@ -31,7 +31,8 @@ from flows.ui.state import UiState, reader, state, writer
 from scheduler.engine import joblogs
 from scheduler.engine.client import Client
 from scheduler.engine.errors import EngineError, JobNotFound
-from scheduler.engine.job import Job, as_list
+from scheduler.engine.job import Job
+from scheduler.engine.replies import as_list
 from scheduler.service.records import Registration
 from scheduler.service.schedules import Schedules
 

@@ -35,7 +35,7 @@ from prometheus_client.registry import Collector
 
 from flows.ui.state import reader
 from scheduler.engine.client import Client
-from scheduler.engine.job import as_dict, as_list
+from scheduler.engine.replies import as_dict, as_list
 
 # Job states counted per queue (the fields of queue.counts).
 STATES = ("waiting", "running", "stalled", "scheduled", "depends")

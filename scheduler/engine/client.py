@@ -29,15 +29,9 @@ import redis as redis_py
 from scheduler.engine.connections import Durability, connect, split_durability
 from scheduler.engine.errors import JobNotFound
 from scheduler.engine.events import EventListener
-from scheduler.engine.job import (
-    Job,
-    Now,
-    RecurringJob,
-    as_dict,
-    as_int,
-    as_list,
-)
+from scheduler.engine.job import Job, RecurringJob
 from scheduler.engine.queue import Queues
+from scheduler.engine.replies import Now, as_dict, as_int, as_list
 from scheduler.engine.scripts import Engine
 
 ConfigValue = str | int | float

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 import redis
 
 from scheduler.engine.errors import EngineError
-from scheduler.engine.job import as_dict, as_list
+from scheduler.engine.replies import as_dict, as_list
 
 if TYPE_CHECKING:
     from scheduler.engine.client import Client

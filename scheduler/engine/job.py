@@ -11,101 +11,69 @@ Methods that change the job also update the snapshot's fields they know about; c
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any, NamedTuple, TypeAlias
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from scheduler.engine import limits
 from scheduler.engine.errors import JobNotFound, LockLost, WrongState
 from scheduler.secrets import shown_data
 
 if TYPE_CHECKING:
-    from scheduler.engine.client import Client
+    import redis
 
-#: A time argument: epoch seconds, or ``""`` for the server's clock.
-Now: TypeAlias = float | str
-#: A job class: a dotted path, or a class / function whose dotted path is used.
-Klass: TypeAlias = str | Callable[..., Any]
+    from scheduler.engine.scripts import Engine
 
-
-# -- wire helpers (shared by the client modules) -----------------------------------------------
-
-
-def dumps(value: Any) -> str:
-    """JSON text for the engine (compact)."""
-    return json.dumps(value, separators=(",", ":"))
-
-
-def loads(reply: Any) -> Any:
-    """Decode a JSON reply; None and ``""`` stay None, non-text replies pass through."""
-    if reply is None or reply == "":
-        return None
-    if isinstance(reply, bytes | str):
-        return json.loads(reply)
-    return reply
+from scheduler.engine.replies import (
+    Klass,
+    Now,
+    as_bool,
+    as_dict,
+    as_int,
+    as_list,
+    as_number,
+    dumps,
+    klass_name,
+    loads,
+    optional_number,
+    pairs,
+)
 
 
-def as_list(value: Any) -> list[Any]:
-    """A list from a reply (JSON text or a Redis array); ``{}`` (cjson's empty) and None: ``[]``."""
-    value = loads(value)
-    if not value:
-        return []
-    if isinstance(value, list):
-        return value
-    raise TypeError(f"expected a list from the engine, got {value!r}")
+class Requeuing(Protocol):
+    """A queue, as a job asks it to take the job back (:meth:`Job.requeue`)."""
+
+    def requeue(self, *args: Any, **options: Any) -> str: ...
 
 
-def as_dict(value: Any) -> dict[str, Any]:
-    """A dict from a reply: JSON text or a mapping; ``[]`` and None (empty) are ``{}``."""
-    value = loads(value)
-    if not value:
-        return {}
-    if isinstance(value, dict):
-        return value
-    raise TypeError(f"expected an object from the engine, got {value!r}")
+class QueueLookup(Protocol):
+    def __getitem__(self, name: str) -> Requeuing: ...
 
 
-def as_bool(value: Any) -> bool:
-    """A boolean from a reply: Lua true arrives as 1, JSON as ``"true"``."""
-    return value in (True, 1, "1", "true")
+class JobLookup(Protocol):
+    def get(self, jid: str, *, now: Now = "") -> Job | None: ...
+
+    def multiget(self, *jids: str, now: Now = "") -> list[Job]: ...
 
 
-def as_number(value: Any, default: float = 0.0) -> float:
-    """A float from a reply field that may be missing, ``""`` or ``false``."""
-    if value is None or value == "" or value is False:
-        return default
-    return float(value)
+class Session(Protocol):
+    """What a job needs of the :class:`~scheduler.engine.client.Client` that read it: named
+    here, so this module does not depend on the client module (which builds jobs)."""
 
+    @property
+    def engine(self) -> Engine: ...
 
-def as_int(value: Any, default: int = 0) -> int:
-    """An int from a reply field (see :func:`as_number`)."""
-    return int(as_number(value, default))
+    @property
+    def worker_name(self) -> str: ...
 
+    @property
+    def redis(self) -> redis.Redis: ...
 
-def optional_number(value: Any) -> float | None:
-    """A float from a reply field, or None when it is missing, ``""`` or ``false``."""
-    return None if value is None or value == "" or value is False else float(value)
+    @property
+    def queues(self) -> QueueLookup: ...
 
-
-def klass_name(klass: Klass) -> str:
-    """The dotted path the engine stores for ``klass``."""
-    if isinstance(klass, str):
-        return klass
-    return f"{klass.__module__}.{klass.__qualname__}"
-
-
-def pairs(**options: Any) -> list[Any]:
-    """Trailing ``(name, value)`` argument pairs for the options that are not None.
-
-    Lists and dicts are sent as JSON text. Keyword names map to engine names with ``_`` kept.
-    """
-    out: list[Any] = []
-    for name, value in options.items():
-        if value is None:
-            continue
-        out += [name, dumps(value) if isinstance(value, list | tuple | dict) else value]
-    return out
+    @property
+    def jobs(self) -> JobLookup: ...
 
 
 # -- jobs ----------------------------------------------------------------------------------------
@@ -208,12 +176,12 @@ class Job:
     parked: str | None
     child: str | None
 
-    def __init__(self, client: Client, raw: Mapping[str, Any]) -> None:
+    def __init__(self, client: Session, raw: Mapping[str, Any]) -> None:
         self.client = client
         self._load(raw, fresh=True)
 
     @classmethod
-    def from_reply(cls, client: Client, reply: Any) -> Job | None:
+    def from_reply(cls, client: Session, reply: Any) -> Job | None:
         """A job from a ``get``-style reply (JSON text), or None for nil."""
         raw = as_dict(reply)
         return cls(client, raw) if raw else None
@@ -560,7 +528,7 @@ class RecurringJob:
     (jobs spawned so far), ``data``, ``tags``, ``backlog``.
     """
 
-    def __init__(self, client: Client, raw: Mapping[str, Any]) -> None:
+    def __init__(self, client: Session, raw: Mapping[str, Any]) -> None:
         self.client = client
         self._load(raw)
 

@@ -12,12 +12,12 @@ import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from scheduler.engine import limits
 from scheduler.engine.errors import EngineError
-from scheduler.engine.job import (
-    Job,
+from scheduler.engine.job import Job, Session
+from scheduler.engine.replies import (
     Klass,
     Now,
     as_bool,
@@ -29,8 +29,14 @@ from scheduler.engine.job import (
     pairs,
 )
 
-if TYPE_CHECKING:
-    from scheduler.engine.client import Client
+
+class QueueSession(Session, Protocol):
+    """What a queue needs of the :class:`~scheduler.engine.client.Client` that made it (what a
+    job needs, and its queues as they are): named here, so this module does not depend on the
+    client module (which builds queues)."""
+
+    @property
+    def queues(self) -> Queues: ...
 
 
 class PutResult(str):
@@ -111,7 +117,7 @@ class QueueJobs:
 class Queue:
     """One named queue of a :class:`~scheduler.engine.client.Client`'s namespace."""
 
-    def __init__(self, client: Client, name: str) -> None:
+    def __init__(self, client: QueueSession, name: str) -> None:
         self.client = client
         self.name = name
         self.jobs = QueueJobs(self)
@@ -522,7 +528,7 @@ _LOAD_BATCH = 100
 class Queues:
     """``client.queues[name]`` is a :class:`Queue`; ``client.queues.counts()`` lists them all."""
 
-    def __init__(self, client: Client) -> None:
+    def __init__(self, client: QueueSession) -> None:
         self.client = client
 
     def __getitem__(self, name: str) -> Queue:

@@ -21,6 +21,7 @@ class LineSink(Protocol):
 
     def line(self, text: str, stream: str = "stdout", level: str = "", cut: int = 0) -> None: ...
 
+
 _MAKING_EVENTS = threading.Lock()
 
 

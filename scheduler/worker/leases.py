@@ -28,7 +28,7 @@ from scheduler.engine.backoff import Backoff, transient
 from scheduler.engine.client import Client
 from scheduler.engine.errors import ClusterError, EngineError, NotReplicated
 from scheduler.engine.faults import ServerOutOfMemory
-from scheduler.engine.job import dumps
+from scheduler.engine.replies import dumps
 from scheduler.engine.safety import check_eviction_policy
 from scheduler.worker.held import Active, Held
 from scheduler.worker.outcomes import JobInterrupted, LockLostInterrupt, TimeoutInterrupt

@@ -28,7 +28,7 @@ from scheduler import (
     WrongState,
 )
 from scheduler.engine.errors import translate
-from scheduler.engine.job import as_list
+from scheduler.engine.replies import as_list
 from scheduler.engine.scripts import Engine
 
 T0 = 1_700_000_000.0  # 22:13 UTC: T0 + a few hours stays within one day for the stats

@@ -36,7 +36,8 @@ from scheduler.embedded import EmbeddedServer
 from scheduler.engine import doctor
 from scheduler.engine.client import Client
 from scheduler.engine.errors import LockLost
-from scheduler.engine.job import Job, RanBy, dumps
+from scheduler.engine.job import Job, RanBy
+from scheduler.engine.replies import dumps
 from scheduler.engine.scripts import Engine
 from scheduler.worker import Worker, WorkerPool
 
