@@ -13,12 +13,12 @@ from flows import gc_pause
 from flows.cli.options import as_json, bad_params, logical_time, param, run_id
 from flows.cli.tables import fitted, table_console
 from flows.cli.validate import flow_file, load_or_exit
-from flows.expand.jobs import ExpansionError, PutRequest, expand
+from flows.expand.jobs import ExpansionError, JobSpec, expand
 from flows.spec.conditions import expression_of
 from flows.spec.durations import format_duration
 from flows.spec.job_data import CONDITION_KEY, META_KEY
 from flows.spec.params import ParamError, parse_assignments
-from scheduler.service.records import run_id_for
+from scheduler.engine.run_ids import run_id_for
 
 _SHOWN_DEPENDS = 4
 
@@ -63,15 +63,15 @@ def plan(
         _print_table(run, requests)
 
 
-def _trigger(request: PutRequest) -> str:
+def _trigger(request: JobSpec) -> str:
     """The trigger rule, and the step's condition when it has one."""
     condition = request.data.get(META_KEY, {}).get(CONDITION_KEY)
     if condition is None:
-        return request.trigger_rule
-    return f"{request.trigger_rule}, if {expression_of(condition['expression'])}"
+        return request.trigger
+    return f"{request.trigger}, if {expression_of(condition['expression'])}"
 
 
-def _print_table(run_id: str, requests: Sequence[PutRequest]) -> None:
+def _print_table(run_id: str, requests: Sequence[JobSpec]) -> None:
     prefix = f"{run_id}:"
     rows = []
     for request in requests:
