@@ -311,26 +311,29 @@ def run(
         raise click.UsageError("--json and --logs both write stdout: choose one")
     use_env_file(env_file)  # the local worker's secrets, and the notifications'
     gc_pause.enable()  # loading and expanding happen before the local worker's threads start
-    try:
-        flow_file = read_flow_file(file)
-    except InvalidFlow as invalid:
-        for finding in invalid.findings:
-            click.echo(finding.format(), err=True)  # plain: file:line:col must never wrap
-        raise click.exceptions.Exit(1) from None
-    moment = logical_time or datetime.now(UTC)
-    moment = moment if moment.tzinfo else moment.replace(tzinfo=UTC)
-    run_id = run_id or manual_run_id(flow_file.flow.name)
-    with user_errors():  # an expansion the flow cannot make, an engine limit
+    # One pause from reading the file to the run's JSON: the collector back between the
+    # steps would pass over everything they left alive each time (see flows.gc_pause).
+    with gc_pause.gc_paused():
         try:
-            built = build_run(
-                flow_file,
-                run_id=run_id,
-                logical_time=moment,
-                params=parse_assignments(params),
-                trigger="manual",
-            )
-        except ParamError as error:
-            raise bad_params(error) from None
+            flow_file = read_flow_file(file)
+        except InvalidFlow as invalid:
+            for finding in invalid.findings:
+                click.echo(finding.format(), err=True)  # plain: file:line:col must never wrap
+            raise click.exceptions.Exit(1) from None
+        moment = logical_time or datetime.now(UTC)
+        moment = moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+        run_id = run_id or manual_run_id(flow_file.flow.name)
+        with user_errors():  # an expansion the flow cannot make, an engine limit
+            try:
+                built = build_run(
+                    flow_file,
+                    run_id=run_id,
+                    logical_time=moment,
+                    params=parse_assignments(params),
+                    trigger="manual",
+                )
+            except ParamError as error:
+                raise bad_params(error) from None
     client = open_client(redis_url, namespace)
     # The local worker will import them (with --detach, workers elsewhere, which may hold
     # modules this machine lacks); checked last, so what else is wrong is said first.

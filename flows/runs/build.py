@@ -111,34 +111,36 @@ def build_run(
     ``schedule`` and ``tick`` name the schedule and the fire time a scheduled run stands for;
     the jobs without dependencies start ``delay`` seconds late (the schedule's jitter).
     """
-    jobs = expand(
-        source.flow,
-        run_id=run_id,
-        logical_time=logical_time,
-        params=params,
-        flow_dir=source.flow_dir,
-    )
-    seal(jobs)  # cached steps' own keys, their declared files read now
-    outputs = outputs_record(
-        source.flow, jobs, run_id=run_id, logical_time=logical_time, params=params
-    )
-    return assemble_run(
-        run_id,
-        source.flow.name,
-        jobs,
-        params=params,
-        trigger=trigger,
-        file_hash=source.hash,
-        file=source.file,
-        schedule=schedule,
-        tick=tick,
-        delay=delay,
-        outputs=outputs,
-        more_queues=child_queues(source.flow, source.flow_dir),
-        notify=notify_plan(source.flow),
-        flow_model=source.flow,
-        max_active_runs=source.flow.concurrency.max_active_runs,
-    )
+    # One pause for all of it: see flows.gc_pause.
+    with gc_paused():
+        jobs = expand(
+            source.flow,
+            run_id=run_id,
+            logical_time=logical_time,
+            params=params,
+            flow_dir=source.flow_dir,
+        )
+        seal(jobs)  # cached steps' own keys, their declared files read now
+        outputs = outputs_record(
+            source.flow, jobs, run_id=run_id, logical_time=logical_time, params=params
+        )
+        return assemble_run(
+            run_id,
+            source.flow.name,
+            jobs,
+            params=params,
+            trigger=trigger,
+            file_hash=source.hash,
+            file=source.file,
+            schedule=schedule,
+            tick=tick,
+            delay=delay,
+            outputs=outputs,
+            more_queues=child_queues(source.flow, source.flow_dir),
+            notify=notify_plan(source.flow),
+            flow_model=source.flow,
+            max_active_runs=source.flow.concurrency.max_active_runs,
+        )
 
 
 @dataclass(frozen=True)
@@ -189,35 +191,35 @@ def assemble_run(
     :func:`build_run`, for callers that expand themselves: benchmarks and tests). ``outputs``:
     the flow's (:func:`flows.expand.flow_outputs.outputs_record`); ``more_queues``: queues its child
     runs use, which a local worker of the run must also take jobs from."""
-    queues = tuple(sorted({job.queue for job in jobs} | set(more_queues)))
-    record: dict[str, Any] = {
-        "flow": flow,
-        "params": dict(params),
-        "trigger": trigger,
-        "hash": file_hash,
-        "file": file,
-        "queues": list(queues),
-    }
-    if schedule is not None:
-        record["schedule"] = schedule
-    if tick is not None:
-        record["tick"] = tick  # the fire time it stands for (a manual run stands for none)
-    if outputs is not None:
-        record[RECORD_FIELD] = dict(outputs)
-    if notify is not None and notify.rules:
-        record["notify"] = notify.rules
-    if notify is not None and notify.deadline:
-        record["deadline"] = notify.deadline
-    if max_active_runs:
-        # The engine call that fires a schedule's tick holds the flow's limit.
-        record["max_active_runs"] = max_active_runs
-    # The run carries its graph: every surface draws it without the flow file.
-    record["graph"] = run_graph(jobs, flow_model)
-    # The limits are checked now, before anything is sent; the engine takes the text as it is.
     # A few containers per job, among the many the expansion left alive: see flows.gc_pause.
     with gc_paused():
+        queues = tuple(sorted({job.queue for job in jobs} | set(more_queues)))
+        record: dict[str, Any] = {
+            "flow": flow,
+            "params": dict(params),
+            "trigger": trigger,
+            "hash": file_hash,
+            "file": file,
+            "queues": list(queues),
+        }
+        if schedule is not None:
+            record["schedule"] = schedule
+        if tick is not None:
+            record["tick"] = tick  # the fire time it stands for (a manual run stands for none)
+        if outputs is not None:
+            record[RECORD_FIELD] = dict(outputs)
+        if notify is not None and notify.rules:
+            record["notify"] = notify.rules
+        if notify is not None and notify.deadline:
+            record["deadline"] = notify.deadline
+        if max_active_runs:
+            # The engine call that fires a schedule's tick holds the flow's limit.
+            record["max_active_runs"] = max_active_runs
+        # The run carries its graph: every surface draws it without the flow file.
+        record["graph"] = run_graph(jobs, flow_model)
+        # The limits are checked now, before anything is sent; the engine takes the text as it is.
         jobs_text = check_limits(run_id, _adjusted(jobs, delay, notify))
-    return BuiltRun(RunRequest(run_id, record, jobs_text, len(jobs)), queues)
+        return BuiltRun(RunRequest(run_id, record, jobs_text, len(jobs)), queues)
 
 
 def _adjusted(

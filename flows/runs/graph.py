@@ -33,9 +33,10 @@ def run_graph(jobs: Sequence[JobSpec], flow: Flow | None = None) -> dict[str, An
             entry["items"] += 1
             continue
         model = flow.steps.get(job.step) if flow is not None else None
-        needs = list(dict.fromkeys(step_of.get(jid, jid) for jid in job.depends))
         if model is not None:
             needs = list(model.needs)
+        else:
+            needs = list(dict.fromkeys(step_of.get(jid, jid) for jid in job.depends))
         wait: Mapping[str, Any] | None = job.wait
         steps[job.step] = {
             "needs": needs,
