@@ -86,11 +86,13 @@ class ExpansionError(FlowsError, ValueError):
     """The flow cannot be expanded with these params (a value of the wrong shape, a cycle)."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class JobSpec:
     """One job of a run, named as ``flow.submit`` names its job options
     (``lua/include/runs.lua``), so it is sent as it is (:meth:`to_engine`); ``step`` and
     ``index`` are the flow's, for the run's graph, outputs and ``flows plan``, and not sent.
+    Not changed once made (:func:`dataclasses.replace` makes a changed copy); not frozen, as
+    a frozen dataclass is made three times slower, and a run makes one per job.
 
     ``depends`` lists jids; ``trigger`` (the step's ``trigger_rule``) decides how their outcomes
     release the job. ``delay`` counts from the moment the job may run. ``ttr`` is the step's
@@ -124,14 +126,14 @@ class JobSpec:
     notify: str | None = None
     deadline: float | None = None
 
-    def to_engine(self, encode_data: Callable[[Any], str]) -> dict[str, Any]:
-        """The job as ``flow.submit`` takes it, ``data`` as JSON text (``encode_data``): the
-        engine keeps it verbatim. Options left unset are left out."""
+    def to_engine(self, encode: Callable[[Any], str]) -> dict[str, Any]:
+        """The job as ``flow.submit`` takes it, ``data`` as JSON text (``encode``): the engine
+        keeps it verbatim. Options left unset are left out."""
         spec: dict[str, Any] = {
             "jid": self.jid,
             "queue": self.queue,
             "klass": self.klass,
-            "data": encode_data(self.data),
+            "data": encode(self.data),
             "priority": self.priority,
             "tags": list(self.tags),
             "retries": self.retries,

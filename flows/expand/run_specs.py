@@ -43,8 +43,8 @@ def content_hash(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def encode_data(data: Any) -> str:
-    """A job's data as compact JSON text, the way the engine keeps it."""
+def compact_json(data: Any) -> str:
+    """``data`` as compact JSON text: a job's data, as the engine keeps it."""
     if _ENCODE_DATA is None:  # a Python without the C accelerator
         return _COMPACT_JSON.encode(data)
     return "".join(_ENCODE_DATA(data, 0))
@@ -58,7 +58,7 @@ def check_limits(run_id: str, jobs: Sequence[JobSpec]) -> str:
     limits.check_name(command, "run_id", run_id)
     specs: list[dict[str, Any]] = []
     for job in jobs:
-        spec = job.to_engine(encode_data)
+        spec = job.to_engine(compact_json)
         jid = limits.check_jid(command, "jid", job.jid)
         try:
             limits.check_text(command, "data", spec["data"])

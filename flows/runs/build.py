@@ -23,7 +23,7 @@ from typing import Any
 from flows.expand.cache_keys import seal
 from flows.expand.flow_outputs import RECORD_FIELD, outputs_record
 from flows.expand.jobs import JobSpec, expand
-from flows.expand.run_specs import check_limits, content_hash
+from flows.expand.run_specs import check_limits, compact_json, content_hash
 from flows.gc_pause import gc_paused
 from flows.runs.graph import run_graph
 from flows.spec.model import Flow
@@ -215,8 +215,9 @@ def assemble_run(
         if max_active_runs:
             # The engine call that fires a schedule's tick holds the flow's limit.
             record["max_active_runs"] = max_active_runs
-        # The run carries its graph: every surface draws it without the flow file.
-        record["graph"] = run_graph(jobs, flow_model)
+        # The run carries its graph: every surface draws it without the flow file. As JSON
+        # text, which the engine keeps as it is (an object it would decode and encode again).
+        record["graph"] = compact_json(run_graph(jobs, flow_model))
         # The limits are checked now, before anything is sent; the engine takes the text as it is.
         jobs_text = check_limits(run_id, _adjusted(jobs, delay, notify))
         return BuiltRun(RunRequest(run_id, record, jobs_text, len(jobs)), queues)
