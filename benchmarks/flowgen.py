@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 from pathlib import PurePath
 
 from benchmarks.context import REPO_ROOT
-from flows.expand.jobs import PutRequest, expand
+from flows.expand.jobs import JobSpec, expand
 from flows.spec.model import Flow
 from flows.validation.validate import validate_text
 
@@ -47,5 +47,5 @@ def validated(text: str) -> Flow:
     return result.flow
 
 
-def expanded(flow: Flow, run_id: str) -> list[PutRequest]:
+def expanded(flow: Flow, run_id: str) -> list[JobSpec]:
     return expand(flow, run_id=run_id, logical_time=datetime.now(UTC), flow_dir=PurePath(REPO_ROOT))

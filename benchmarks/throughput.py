@@ -12,7 +12,7 @@ from benchmarks.context import Bench, wait_until
 from benchmarks.figures import Figure, Target, compared
 from benchmarks.measure import Sample, completed, measured
 from benchmarks.processes import cpu_seconds, worker_pool
-from flows.expand.jobs import PutRequest
+from flows.expand.jobs import JobSpec
 from flows.runs.build import assemble_run
 from flows.runs.submit import submit
 from scheduler.engine.client import Client
@@ -205,6 +205,6 @@ def _per_job(samples: list[Sample]) -> dict[str, Any]:
     return {"per_job": [s.per_job() for s in samples]}
 
 
-def submit_expanded(client: Client, run_id: str, flow: str, puts: list[PutRequest]) -> None:
+def submit_expanded(client: Client, run_id: str, flow: str, puts: list[JobSpec]) -> None:
     """A run's submission as `flows run` makes it once expanded: specs, limit checks, one call."""
     submit(client, assemble_run(run_id, flow, puts, params={}))

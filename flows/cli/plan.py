@@ -13,12 +13,12 @@ from flows import gc_pause
 from flows.cli.options import as_json, bad_params, logical_time, param, run_id
 from flows.cli.tables import fitted, table_console
 from flows.cli.validate import flow_file, load_or_exit
-from flows.expand.jobs import ExpansionError, PutRequest, expand
+from flows.expand.jobs import ExpansionError, JobSpec, expand
 from flows.spec.conditions import expression_of
 from flows.spec.durations import format_duration
 from flows.spec.job_data import CONDITION_KEY, META_KEY
 from flows.spec.params import ParamError, parse_assignments
-from scheduler.service.records import run_id_for
+from scheduler.engine.run_ids import run_id_for
 
 _SHOWN_DEPENDS = 4
 
@@ -49,7 +49,7 @@ def plan(
     run = run_id or run_id_for(result.flow.name, moment.timestamp())
     try:
         given = parse_assignments(params)
-        requests = expand(
+        jobs = expand(
             result.flow, run_id=run, logical_time=moment, params=given, flow_dir=result.flow_dir
         )
     except ParamError as error:
@@ -57,45 +57,44 @@ def plan(
     except ExpansionError as error:
         raise click.ClickException(str(error)) from None
     if as_json:
-        jobs = [request.to_json() for request in requests]
-        click.echo(json.dumps({"run_id": run, "jobs": jobs}, indent=2))
+        click.echo(json.dumps({"run_id": run, "jobs": [job.to_json() for job in jobs]}, indent=2))
     else:
-        _print_table(run, requests)
+        _print_table(run, jobs)
 
 
-def _trigger(request: PutRequest) -> str:
+def _trigger(job: JobSpec) -> str:
     """The trigger rule, and the step's condition when it has one."""
-    condition = request.data.get(META_KEY, {}).get(CONDITION_KEY)
+    condition = job.data.get(META_KEY, {}).get(CONDITION_KEY)
     if condition is None:
-        return request.trigger_rule
-    return f"{request.trigger_rule}, if {expression_of(condition['expression'])}"
+        return job.trigger
+    return f"{job.trigger}, if {expression_of(condition['expression'])}"
 
 
-def _print_table(run_id: str, requests: Sequence[PutRequest]) -> None:
+def _print_table(run_id: str, jobs: Sequence[JobSpec]) -> None:
     prefix = f"{run_id}:"
     rows = []
-    for request in requests:
-        depends = [jid.removeprefix(prefix) for jid in request.depends]
+    for job in jobs:
+        depends = [jid.removeprefix(prefix) for jid in job.depends]
         shown = ", ".join(depends[:_SHOWN_DEPENDS])
         if len(depends) > _SHOWN_DEPENDS:
             shown += f", … (+{len(depends) - _SHOWN_DEPENDS})"
-        jid = request.jid.removeprefix(prefix)
-        if request.fanout is not None:  # one job per item, made when the producer completes
-            jid += f"[*] (items: {request.fanout[0].removeprefix(prefix)}.{request.fanout[1]})"
+        jid = job.jid.removeprefix(prefix)
+        if job.fanout is not None:  # one job per item, made when the producer completes
+            jid += f"[*] (items: {job.fanout[0].removeprefix(prefix)}.{job.fanout[1]})"
         rows.append(
             [
                 jid,  # text, never markup: a matrix job's id is profile[region=eu,size=s]
-                request.queue,
-                request.klass,
+                job.queue,
+                job.klass,
                 shown,
-                format_duration(request.delay) if request.delay else "",
-                _trigger(request),
+                format_duration(job.delay) if job.delay else "",
+                _trigger(job),
             ]
         )
     console = table_console()
     console.print(
         fitted(
-            f"{len(requests)} jobs of run {run_id}",
+            f"{len(jobs)} jobs of run {run_id}",
             ("jid", "queue", "klass", "depends", "delay", "trigger"),
             rows,
             width=console.width,

@@ -301,36 +301,39 @@ def run(
     Exit code 0 when every step succeeded, 1 when the run failed or the file is invalid, 130
     after Ctrl-C (the run stays as it is: resume it with `flows retry RUN`).
     """
-    from flows.expand.run_specs import manual_run_id
     from flows.runs.build import build_run, read_flow_file
     from flows.runs.submit import submit
     from flows.spec.params import ParamError, parse_assignments
     from flows.validation.validate import InvalidFlow
+    from scheduler.engine.run_ids import manual_run_id
 
     if as_json and logs:
         raise click.UsageError("--json and --logs both write stdout: choose one")
     use_env_file(env_file)  # the local worker's secrets, and the notifications'
     gc_pause.enable()  # loading and expanding happen before the local worker's threads start
-    try:
-        flow_file = read_flow_file(file)
-    except InvalidFlow as invalid:
-        for finding in invalid.findings:
-            click.echo(finding.format(), err=True)  # plain: file:line:col must never wrap
-        raise click.exceptions.Exit(1) from None
-    moment = logical_time or datetime.now(UTC)
-    moment = moment if moment.tzinfo else moment.replace(tzinfo=UTC)
-    run_id = run_id or manual_run_id(flow_file.flow.name)
-    with user_errors():  # an expansion the flow cannot make, an engine limit
+    # One pause from reading the file to the run's JSON: the collector back between the
+    # steps would pass over everything they left alive each time (see flows.gc_pause).
+    with gc_pause.gc_paused():
         try:
-            built = build_run(
-                flow_file,
-                run_id=run_id,
-                logical_time=moment,
-                params=parse_assignments(params),
-                trigger="manual",
-            )
-        except ParamError as error:
-            raise bad_params(error) from None
+            flow_file = read_flow_file(file)
+        except InvalidFlow as invalid:
+            for finding in invalid.findings:
+                click.echo(finding.format(), err=True)  # plain: file:line:col must never wrap
+            raise click.exceptions.Exit(1) from None
+        moment = logical_time or datetime.now(UTC)
+        moment = moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+        run_id = run_id or manual_run_id(flow_file.flow.name)
+        with user_errors():  # an expansion the flow cannot make, an engine limit
+            try:
+                built = build_run(
+                    flow_file,
+                    run_id=run_id,
+                    logical_time=moment,
+                    params=parse_assignments(params),
+                    trigger="manual",
+                )
+            except ParamError as error:
+                raise bad_params(error) from None
     client = open_client(redis_url, namespace)
     # The local worker will import them (with --detach, workers elsewhere, which may hold
     # modules this machine lacks); checked last, so what else is wrong is said first.

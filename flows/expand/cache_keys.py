@@ -18,7 +18,7 @@ from flows.spec.fanout import FANOUT_KEY
 from flows.spec.job_data import CACHE_KEY, META_KEY
 
 if TYPE_CHECKING:
-    from flows.expand.jobs import PutRequest
+    from flows.expand.jobs import JobSpec
 
 _CHUNK = 1 << 20
 
@@ -51,17 +51,17 @@ def stable_data(data: Any, meta: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def seal(requests: Sequence[PutRequest]) -> None:
+def seal(jobs: Sequence[JobSpec]) -> None:
     """Write each cached step's own key (``base``) into its cache spec when the run is built,
     the declared files read then: the engine can then hash in the upstream results itself and
     complete a chain of cached steps in one call (lua/commands/cache.lua). A step reading a
     fan-out's items gets none (its inputs are known only when it starts)."""
-    for request in requests:
-        meta = request.data.get(META_KEY)
+    for job in jobs:
+        meta = job.data.get(META_KEY)
         if not isinstance(meta, dict) or not isinstance(meta.get(CACHE_KEY), dict):
             continue
         if any(entry.get(FANOUT_KEY) for entry in (meta.get("upstream") or {}).values()):
             continue
-        data = {k: v for k, v in request.data.items() if k != META_KEY}
+        data = {k: v for k, v in job.data.items() if k != META_KEY}
         spec = meta[CACHE_KEY]
-        spec["base"] = cache_key(request.klass, stable_data(data, meta), spec)
+        spec["base"] = cache_key(job.klass, stable_data(data, meta), spec)

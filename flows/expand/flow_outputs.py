@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any, Final
 
-from flows.expand.jobs import PutRequest, run_fields
+from flows.expand.jobs import JobSpec, run_fields
 from flows.spec.job_data import META_KEY, Upstream, UpstreamJob, meta_json, resolve_payload
 from flows.spec.model import Flow
 from flows.spec.params import bind_params
@@ -25,7 +25,7 @@ RECORD_FIELD: Final = "outputs"
 
 def outputs_record(
     flow: Flow,
-    requests: Sequence[PutRequest],
+    jobs: Sequence[JobSpec],
     *,
     run_id: str,
     logical_time: datetime,
@@ -56,9 +56,9 @@ def outputs_record(
 
     values = render(dict(flow.outputs), lookup)
     jids: dict[str, list[str]] = {}
-    for request in requests:
-        if request.step in read:
-            jids.setdefault(request.step, []).append(request.jid)
+    for job in jobs:
+        if job.step in read:
+            jids.setdefault(job.step, []).append(job.jid)
     upstream = {
         step: Upstream(tuple(jids.get(step, ())), flow.steps[step].fans_out).to_json()
         for step in read

@@ -1,4 +1,4 @@
-"""Expansion: a validated flow, params and a run id become the run's put requests. Pure.
+"""Expansion: a validated flow, params and a run id become the run's jobs. Pure.
 
 Each step becomes one job (``<run id>:<step>``), a foreach step one job per item
 (``<run id>:<step>[<i>]``), a matrix step one job per combination of its axes' values
@@ -86,14 +86,22 @@ class ExpansionError(FlowsError, ValueError):
     """The flow cannot be expanded with these params (a value of the wrong shape, a cycle)."""
 
 
-@dataclass(frozen=True, slots=True)
-class PutRequest:
-    """One job of a run, with everything the engine's ``put`` needs and more.
+@dataclass(slots=True)
+class JobSpec:
+    """One job of a run, named as ``flow.submit`` names its job options
+    (``lua/include/runs.lua``), so it is sent as it is (:meth:`to_engine`); ``step`` and
+    ``index`` are the flow's, for the run's graph, outputs and ``flows plan``, and not sent.
+    Not changed once made (:func:`dataclasses.replace` makes a changed copy); not frozen, as
+    a frozen dataclass is made three times slower, and a run makes one per job.
 
-    ``depends`` lists jids; the job's ``trigger_rule`` decides how their outcomes release it.
-    ``delay`` counts from the moment the job may run. ``concurrency_key``/``concurrency_limit``
-    bound how many jobs holding the key run at once (a foreach step's ``max_parallel``);
-    ``ttl`` and ``throttle`` are the step's (see :class:`flows.spec.model.Action`).
+    ``depends`` lists jids; ``trigger`` (the step's ``trigger_rule``) decides how their outcomes
+    release the job. ``delay`` counts from the moment the job may run. ``ttr`` is the step's
+    ``heartbeat`` (None: the queue's). ``concurrency_key``/``concurrency_limit`` bound how many
+    jobs holding the key run at once (a foreach step's ``max_parallel``); ``ttl`` and
+    ``throttle`` are the step's (see :class:`flows.spec.model.Action`); ``wait`` a ``wait:``
+    step's spec; ``fanout`` a fan-out step's template: (the producer's jid, the output holding
+    the items). ``notify`` and ``deadline`` are the step's notify flag and deadline in seconds,
+    set when the run is assembled (:mod:`flows.runs.build`). None: not sent.
     """
 
     jid: str
@@ -105,43 +113,58 @@ class PutRequest:
     retries: int
     depends: tuple[str, ...]
     delay: float
+    trigger: TriggerRule
     step: str
     index: int | None
-    trigger_rule: TriggerRule
-    timeout: float | None
-    heartbeat: float | None
+    ttr: float | None = None
     concurrency_key: str | None = None
     concurrency_limit: int | None = None
     ttl: float | None = None
     throttle: str | None = None
     wait: Mapping[str, Any] | None = None
     fanout: tuple[str, str] | None = None
-    """A fan-out step's template: (the producer's jid, the output holding the items)."""
+    notify: str | None = None
+    deadline: float | None = None
 
-    def to_json(self) -> dict[str, Any]:
-        """A JSON-ready mapping of every field."""
-        return {
+    def to_engine(self, encode: Callable[[Any], str]) -> dict[str, Any]:
+        """The job as ``flow.submit`` takes it, ``data`` as JSON text (``encode``): the engine
+        keeps it verbatim. Options left unset are left out."""
+        spec: dict[str, Any] = {
             "jid": self.jid,
             "queue": self.queue,
             "klass": self.klass,
-            "data": dict(self.data),
+            "data": encode(self.data),
             "priority": self.priority,
             "tags": list(self.tags),
             "retries": self.retries,
             "depends": list(self.depends),
             "delay": self.delay,
-            "step": self.step,
-            "index": self.index,
-            "trigger_rule": self.trigger_rule,
-            "timeout": self.timeout,
-            "heartbeat": self.heartbeat,
-            "concurrency_key": self.concurrency_key,
-            "concurrency_limit": self.concurrency_limit,
-            "ttl": self.ttl,
-            "throttle": self.throttle,
-            "wait": None if self.wait is None else dict(self.wait),
-            "fanout": list(self.fanout) if self.fanout else None,
+            "trigger": self.trigger,
         }
+        if self.ttr is not None:
+            spec["ttr"] = self.ttr
+        if self.concurrency_key is not None:
+            spec["concurrency_key"] = self.concurrency_key
+            spec["concurrency_limit"] = self.concurrency_limit
+        if self.ttl is not None:
+            spec["ttl"] = self.ttl
+        if self.throttle is not None:
+            spec["throttle"] = self.throttle
+        if self.wait is not None:
+            spec["wait"] = dict(self.wait)
+        if self.fanout is not None:
+            spec["fanout"] = {"from": self.fanout[0], "output": self.fanout[1]}
+        if self.notify is not None:
+            spec["notify"] = self.notify
+        if self.deadline is not None:
+            spec["deadline"] = self.deadline
+        return spec
+
+    def to_json(self) -> dict[str, Any]:
+        """Every field, ``data`` as it is (``flows plan --json``)."""
+        spec = self.to_engine(lambda data: data)
+        spec["step"], spec["index"] = self.step, self.index
+        return spec
 
 
 def run_fields(flow: Flow, run_id: str, logical_time: datetime) -> dict[str, str]:
@@ -203,8 +226,9 @@ def expand(
     logical_time: datetime,
     params: Mapping[str, Any] | None = None,
     flow_dir: PurePath = _HERE,
-) -> list[PutRequest]:
-    """The put requests of one run of ``flow``, each after every job it depends on.
+) -> list[JobSpec]:
+    """The jobs of one run of ``flow`` (as ``flow.submit`` takes them), each after every job it
+    depends on.
 
     ``params`` are the values given for the run (text from ``-p`` is converted to the declared
     types; defaults fill the rest; :class:`flows.spec.params.ParamError` when they do not fit).
@@ -221,7 +245,7 @@ def _expand(
     logical_time: datetime,
     params: Mapping[str, Any],
     flow_dir: PurePath,
-) -> list[PutRequest]:
+) -> list[JobSpec]:
     run = run_fields(flow, run_id, logical_time)
     bound = bind_params(flow.params, params, lambda value: render(value, _Scope({}, run).lookup))
     expander = _Expander(flow, run_id, run, bound, flow_dir)
@@ -233,7 +257,7 @@ def _expand(
         expander.add_step(step_id, flow.steps[step_id])
     for name, hook in flow.hooks.defined():
         expander.add_hook(name, hook)
-    return expander.puts
+    return expander.jobs
 
 
 class _Expander:
@@ -252,7 +276,7 @@ class _Expander:
         self.flow_dir = flow_dir
         self.flow_dir_text = str(flow_dir)
         self.jids: dict[str, list[str]] = {}
-        self.puts: list[PutRequest] = []
+        self.jobs: list[JobSpec] = []
         self.settings = FlowSettings(flow)
         self.retries: dict[int, dict[str, Any]] = {}  # id(settings.retry) -> it as JSON
         self.fanouts: dict[str, Source] = {}  # fan-out step -> where its items come from
@@ -348,7 +372,7 @@ class _Expander:
     def put(
         self, origin: _Origin, jid: str, index: int | None, depends: list[str], scope: _Scope
     ) -> None:
-        if len(self.puts) >= MAX_JOBS_PER_RUN:
+        if len(self.jobs) >= MAX_JOBS_PER_RUN:
             raise ExpansionError(f"the run has more than {MAX_JOBS_PER_RUN} jobs")
         action, settings = origin.action, origin.settings
         if isinstance(action, Step) and action.wait is not None:
@@ -388,8 +412,8 @@ class _Expander:
                 "as": action.foreach.as_,
             }
         limit = origin.max_parallel
-        self.puts.append(
-            PutRequest(
+        self.jobs.append(
+            JobSpec(
                 jid=jid,
                 queue=settings.queue,
                 klass=_klass(action),
@@ -399,14 +423,13 @@ class _Expander:
                 retries=settings.retry.attempts - 1,
                 depends=tuple(depends),
                 delay=origin.delay,
+                trigger=origin.trigger_rule,
                 step=origin.name,
                 index=index,
-                trigger_rule=origin.trigger_rule,
-                timeout=settings.timeout,
-                heartbeat=settings.heartbeat,
+                ttr=settings.heartbeat or None,  # 0: the queue's heartbeat
                 concurrency_key=f"{self.run_id}:{origin.name}" if limit else None,
-                concurrency_limit=limit,
-                ttl=settings.ttl,
+                concurrency_limit=limit or None,
+                ttl=settings.ttl or None,
                 throttle=settings.throttle,
                 fanout=(self.jids[fanout.step][0], fanout.output) if fanout else None,
             )
@@ -428,8 +451,8 @@ class _Expander:
             self.retry_json(settings),
             self.flow_dir_text,
         )
-        self.puts.append(
-            PutRequest(
+        self.jobs.append(
+            JobSpec(
                 jid=jid,
                 queue=settings.queue,
                 klass=WAIT_KLASS,
@@ -439,11 +462,9 @@ class _Expander:
                 retries=0,
                 depends=tuple(depends),
                 delay=0.0,
+                trigger=origin.trigger_rule,
                 step=origin.name,
                 index=None,
-                trigger_rule=origin.trigger_rule,
-                timeout=None,
-                heartbeat=None,
                 wait=wait,
             )
         )

@@ -1,5 +1,5 @@
-"""What a run is made of, as the engine takes it, with no I/O: each job's spec for
-``flow.submit``, the checks of the engine's limits before any round trip, and the run ids.
+"""What a run is made of, as the engine takes it, with no I/O: the checks of the engine's
+limits before any round trip, the jobs' JSON text for ``flow.submit``, and the file's hash.
 
 :mod:`flows.runs.submit` sends a run; validation (:mod:`flows.validation.run_checks`) uses the same
 checks, so a file `flows validate` passes is one `flows run` can submit.
@@ -9,83 +9,64 @@ from __future__ import annotations
 
 import hashlib
 import json
-import secrets
-import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from flows.expand.jobs import PutRequest
+from flows.expand.jobs import JobSpec
 from scheduler.engine import limits
 from scheduler.engine.errors import EngineError
-from scheduler.service.records import run_id_for
 
 # As json.dumps(..., separators=(",", ":")), made once: a run encodes every job's data (and
 # then the list of its jobs).
 _COMPACT_JSON = json.JSONEncoder(separators=(",", ":"))
-
-
-def manual_run_id(flow: str, now: float | None = None) -> str:
-    """``<flow>@<UTC time>-<random>``: the one run id format (a tick's run is
-    ``<flow>@<UTC fire time>``, :func:`scheduler.service.schedules.run_id_for`), made unique for a
-    run
-    that no tick stands for."""
-    return f"{run_id_for(flow, time.time() if now is None else now)}-{secrets.token_hex(3)}"
+# The C encoder behind it, made once too (JSONEncoder.encode makes one per call), without the
+# check for circular data: job data is a tree built from YAML and JSON values.
+_C_ENCODER: Callable[..., Any] | None = getattr(json.encoder, "c_make_encoder", None)
+_ENCODE_DATA = (
+    _C_ENCODER(
+        None,
+        _COMPACT_JSON.default,
+        json.encoder.encode_basestring_ascii,
+        None,
+        ":",
+        ",",
+        False,
+        False,
+        True,
+    )
+    if _C_ENCODER is not None
+    else None
+)
 
 
 def content_hash(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def job_spec(request: PutRequest) -> dict[str, Any]:
-    """What ``flow.submit`` takes for one job (data as JSON text: the engine keeps it verbatim).
-
-    A step's ``heartbeat`` becomes the job's ``ttr`` (its lock time); a foreach step's
-    ``max_parallel`` its ``concurrency_key``/``concurrency_limit``; ``ttl`` and ``throttle`` pass
-    as they are; a ``wait:`` step's spec is its ``wait`` (``lua/include/waits.lua``); a fan-out
-    step's template has ``fanout`` ``{from, output}`` (:mod:`flows.spec.fanout`). Unset ones (and a
-    heartbeat or ttl of 0) are left out.
-    """
-    spec: dict[str, Any] = {
-        "jid": request.jid,
-        "queue": request.queue,
-        "klass": request.klass,
-        "data": _COMPACT_JSON.encode(request.data),
-        "priority": request.priority,
-        "tags": list(request.tags),
-        "retries": request.retries,
-        "depends": list(request.depends),
-        "delay": request.delay,
-        "trigger": request.trigger_rule,
-    }
-    if request.heartbeat:  # 0: the queue's heartbeat
-        spec["ttr"] = request.heartbeat
-    if request.concurrency_key is not None:
-        spec["concurrency_key"] = request.concurrency_key
-        spec["concurrency_limit"] = request.concurrency_limit or 1
-    if request.ttl:
-        spec["ttl"] = request.ttl
-    if request.throttle is not None:
-        spec["throttle"] = request.throttle
-    if request.wait is not None:
-        spec["wait"] = dict(request.wait)
-    if request.fanout is not None:
-        spec["fanout"] = {"from": request.fanout[0], "output": request.fanout[1]}
-    return spec
+def compact_json(data: Any) -> str:
+    """``data`` as compact JSON text: a job's data, as the engine keeps it."""
+    if _ENCODE_DATA is None:  # a Python without the C accelerator
+        return _COMPACT_JSON.encode(data)
+    return "".join(_ENCODE_DATA(data, 0))
 
 
-def check_limits(run_id: str, specs: Sequence[dict[str, Any]]) -> str:
-    """The jobs as JSON text, once every job and the whole run are within the engine's limits
-    (:mod:`scheduler.engine.limits`); raises the engine's error class naming the job otherwise."""
+def check_limits(run_id: str, jobs: Sequence[JobSpec]) -> str:
+    """The jobs as the JSON text ``flow.submit`` takes (:meth:`JobSpec.to_engine`), once every
+    job and the whole run are within the engine's limits (:mod:`scheduler.engine.limits`);
+    raises the engine's error class naming the job otherwise."""
     command = "flow.submit"
     limits.check_name(command, "run_id", run_id)
-    for spec in specs:
-        jid = limits.check_jid(command, "jid", spec["jid"])
+    specs: list[dict[str, Any]] = []
+    for job in jobs:
+        spec = job.to_engine(compact_json)
+        jid = limits.check_jid(command, "jid", job.jid)
         try:
             limits.check_text(command, "data", spec["data"])
-            if spec["tags"]:  # most jobs have none
-                limits.check_tags(command, spec["tags"])
+            if job.tags:  # most jobs have none
+                limits.check_tags(command, job.tags)
         except EngineError as error:
             raise type(error)(f"job {jid}: {error}", command=command) from None
+        specs.append(spec)
     # Compact: a large run's text is a few percent smaller, to send and for the engine to decode.
     jobs_text = _COMPACT_JSON.encode(specs)
     limits.check_flow_submission(command, len(specs), jobs_text)

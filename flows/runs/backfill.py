@@ -25,6 +25,7 @@ from zoneinfo import ZoneInfo
 from flows.runs.build import FlowFile, parse_flow_text, read_flow_file
 from flows.runs.service_source import FlowsSource, definition_of
 from scheduler.engine.client import Client
+from scheduler.engine.run_ids import RUN_ID_TIME, run_id_for
 from scheduler.service.backfills import (
     MAX_ACTIVE_LIMIT,
     MAX_TICKS,
@@ -34,7 +35,7 @@ from scheduler.service.backfills import (
     advance,
     backfill_ticks,
 )
-from scheduler.service.records import RUN_ID_TIME, Definition, run_id_for
+from scheduler.service.records import Definition
 from scheduler.service.schedules import Schedules
 
 #: ``--max-active`` when not given.

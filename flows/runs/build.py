@@ -6,22 +6,24 @@ Every run is built here, whoever starts it: ``flows run`` and a sub-flow step's 
 :mod:`flows.runs.service_source`). The file is read,
 validated and hashed once (:class:`FlowFile`); :func:`build_run` expands it for one run id and
 logical time, binds and checks the params, checks the engine's limits and returns the run record
-and job specs (:class:`~scheduler.service.records.RunRequest`) that ``flow.submit``,
-``schedule.fire`` and ``schedule.trigger`` write in one engine call. No I/O but reading the file.
+and its jobs' JSON text (:class:`~scheduler.service.records.RunRequest`) that ``flow.submit``,
+``schedule.fire`` and ``schedule.trigger`` write in one engine call. A job has one shape on the
+way: the :class:`~flows.expand.jobs.JobSpec` expansion makes, encoded once. No I/O but reading
+the file.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from flows.expand.cache_keys import seal
 from flows.expand.flow_outputs import RECORD_FIELD, outputs_record
-from flows.expand.jobs import PutRequest, expand
-from flows.expand.run_specs import check_limits, content_hash, job_spec
+from flows.expand.jobs import JobSpec, expand
+from flows.expand.run_specs import check_limits, compact_json, content_hash
 from flows.gc_pause import gc_paused
 from flows.runs.graph import run_graph
 from flows.spec.model import Flow
@@ -48,13 +50,20 @@ class FlowFile:
 
 
 def parse_flow_text(
-    text: str, file: str, *, now: float | None = None, expand_check: bool = False
+    text: str,
+    file: str,
+    *,
+    shown: str | None = None,
+    now: float | None = None,
+    expand_check: bool = False,
 ) -> FlowFile:
     """The flow in ``text``, which lives (or lived) at ``file``; raises :class:`InvalidFlow` with
-    every finding when it has errors. ``expand_check``: also refuse a flow no run of which could
-    be submitted with its param defaults (what ``flows validate`` checks)."""
+    every finding when it has errors. Findings name the file ``shown`` (default: ``file``), and
+    its relative paths start from that one's folder. ``expand_check``: also refuse a flow no run
+    of which could be submitted with its param defaults (what ``flows validate`` checks)."""
+    shown = file if shown is None else shown
     result = validate_text(
-        text, file=file, flow_dir=Path(file).parent, now=now, expand=expand_check
+        text, file=shown, flow_dir=Path(shown).parent, now=now, expand=expand_check
     )
     if result.flow is None:
         raise InvalidFlow(result.findings)
@@ -62,11 +71,11 @@ def parse_flow_text(
 
 
 def read_flow_file(path: Path, *, now: float | None = None, expand_check: bool = False) -> FlowFile:
-    """:func:`parse_flow_text` of the file at ``path``; findings name the path as given."""
-    text = path.read_text()
-    flow_file = parse_flow_text(text, str(path), now=now, expand_check=expand_check)
-    # Findings name the file as the user gave it; the run records where it is.
-    return FlowFile(flow_file.flow, str(path.resolve()), text, flow_file.hash)
+    """:func:`parse_flow_text` of the file at ``path``; findings name the path as given, the
+    run records where it is."""
+    return parse_flow_text(
+        path.read_text(), str(path.resolve()), shown=str(path), now=now, expand_check=expand_check
+    )
 
 
 @dataclass(frozen=True)
@@ -102,34 +111,36 @@ def build_run(
     ``schedule`` and ``tick`` name the schedule and the fire time a scheduled run stands for;
     the jobs without dependencies start ``delay`` seconds late (the schedule's jitter).
     """
-    requests = expand(
-        source.flow,
-        run_id=run_id,
-        logical_time=logical_time,
-        params=params,
-        flow_dir=source.flow_dir,
-    )
-    seal(requests)  # cached steps' own keys, their declared files read now
-    outputs = outputs_record(
-        source.flow, requests, run_id=run_id, logical_time=logical_time, params=params
-    )
-    return assemble_run(
-        run_id,
-        source.flow.name,
-        requests,
-        params=params,
-        trigger=trigger,
-        file_hash=source.hash,
-        file=source.file,
-        schedule=schedule,
-        tick=tick,
-        delay=delay,
-        outputs=outputs,
-        more_queues=child_queues(source.flow, source.flow_dir),
-        notify=notify_plan(source.flow),
-        flow_model=source.flow,
-        max_active_runs=source.flow.concurrency.max_active_runs,
-    )
+    # One pause for all of it: see flows.gc_pause.
+    with gc_paused():
+        jobs = expand(
+            source.flow,
+            run_id=run_id,
+            logical_time=logical_time,
+            params=params,
+            flow_dir=source.flow_dir,
+        )
+        seal(jobs)  # cached steps' own keys, their declared files read now
+        outputs = outputs_record(
+            source.flow, jobs, run_id=run_id, logical_time=logical_time, params=params
+        )
+        return assemble_run(
+            run_id,
+            source.flow.name,
+            jobs,
+            params=params,
+            trigger=trigger,
+            file_hash=source.hash,
+            file=source.file,
+            schedule=schedule,
+            tick=tick,
+            delay=delay,
+            outputs=outputs,
+            more_queues=child_queues(source.flow, source.flow_dir),
+            notify=notify_plan(source.flow),
+            flow_model=source.flow,
+            max_active_runs=source.flow.concurrency.max_active_runs,
+        )
 
 
 @dataclass(frozen=True)
@@ -161,7 +172,7 @@ def notify_plan(flow: Flow) -> NotifyPlan | None:
 def assemble_run(
     run_id: str,
     flow: str,
-    requests: Sequence[PutRequest],
+    jobs: Sequence[JobSpec],
     *,
     params: Mapping[str, Any],
     trigger: str = "manual",
@@ -176,61 +187,62 @@ def assemble_run(
     flow_model: Flow | None = None,
     max_active_runs: int | None = None,
 ) -> BuiltRun:
-    """The run record and job specs of expanded ``requests`` (the second half of
+    """The run record and jobs' JSON text of expanded ``jobs`` (the second half of
     :func:`build_run`, for callers that expand themselves: benchmarks and tests). ``outputs``:
     the flow's (:func:`flows.expand.flow_outputs.outputs_record`); ``more_queues``: queues its child
     runs use, which a local worker of the run must also take jobs from."""
     # A few containers per job, among the many the expansion left alive: see flows.gc_pause.
     with gc_paused():
-        jobs = _job_specs(requests, delay, notify)
-    queues = tuple(sorted({r.queue for r in requests} | set(more_queues)))
-    record: dict[str, Any] = {
-        "flow": flow,
-        "params": dict(params),
-        "trigger": trigger,
-        "hash": file_hash,
-        "file": file,
-        "queues": list(queues),
-    }
-    if schedule is not None:
-        record["schedule"] = schedule
-    if tick is not None:
-        record["tick"] = tick  # the fire time it stands for (a manual run stands for none)
-    if outputs is not None:
-        record[RECORD_FIELD] = dict(outputs)
-    if notify is not None and notify.rules:
-        record["notify"] = notify.rules
-    if notify is not None and notify.deadline:
-        record["deadline"] = notify.deadline
-    if max_active_runs:
-        # The engine call that fires a schedule's tick holds the flow's limit.
-        record["max_active_runs"] = max_active_runs
-    # The run carries its graph: every surface draws it without the flow file.
-    record["graph"] = run_graph(requests, flow_model)
-    # The limits are checked now, before anything is sent; the engine takes the text as it is.
-    with gc_paused():
-        jobs_text = check_limits(run_id, jobs)
-    return BuiltRun(RunRequest(run_id, record, jobs, jobs_text), queues)
+        queues = tuple(sorted({job.queue for job in jobs} | set(more_queues)))
+        record: dict[str, Any] = {
+            "flow": flow,
+            "params": dict(params),
+            "trigger": trigger,
+            "hash": file_hash,
+            "file": file,
+            "queues": list(queues),
+        }
+        if schedule is not None:
+            record["schedule"] = schedule
+        if tick is not None:
+            record["tick"] = tick  # the fire time it stands for (a manual run stands for none)
+        if outputs is not None:
+            record[RECORD_FIELD] = dict(outputs)
+        if notify is not None and notify.rules:
+            record["notify"] = notify.rules
+        if notify is not None and notify.deadline:
+            record["deadline"] = notify.deadline
+        if max_active_runs:
+            # The engine call that fires a schedule's tick holds the flow's limit.
+            record["max_active_runs"] = max_active_runs
+        # The run carries its graph: every surface draws it without the flow file. As JSON
+        # text, which the engine keeps as it is (an object it would decode and encode again).
+        record["graph"] = compact_json(run_graph(jobs, flow_model))
+        # The limits are checked now, before anything is sent; the engine takes the text as it is.
+        jobs_text = check_limits(run_id, _adjusted(jobs, delay, notify))
+        return BuiltRun(RunRequest(run_id, record, jobs_text, len(jobs)), queues)
 
 
-def _job_specs(
-    requests: Sequence[PutRequest], delay: float, notify: NotifyPlan | None
-) -> list[dict[str, Any]]:
-    """Each request's :func:`~flows.expand.run_specs.job_spec`; the jobs without dependencies start
-    ``delay`` seconds late; a step's notify flag and deadline go on each of its jobs."""
-    jobs = []
+def _adjusted(
+    jobs: Sequence[JobSpec], delay: float, notify: NotifyPlan | None
+) -> Sequence[JobSpec]:
+    """The jobs as the run sends them: those without dependencies ``delay`` seconds late; a
+    step's notify flag and deadline on each of its jobs."""
     flags = notify.flags if notify is not None else {}
     deadlines = (notify.step_deadlines or {}) if notify is not None else {}
-    for request in requests:
-        spec = job_spec(request)
-        if flags and request.step in flags:
-            spec["notify"] = flags[request.step]
-        if deadlines and request.step in deadlines:
-            spec["deadline"] = deadlines[request.step]
-        if delay > 0 and not request.depends:
-            spec["delay"] = request.delay + delay
-        jobs.append(spec)
-    return jobs
+    if not flags and not deadlines and delay <= 0:
+        return jobs
+    adjusted = []
+    for job in jobs:
+        changes: dict[str, Any] = {}
+        if job.step in flags:
+            changes["notify"] = flags[job.step]
+        if job.step in deadlines:
+            changes["deadline"] = deadlines[job.step]
+        if delay > 0 and not job.depends:
+            changes["delay"] = job.delay + delay
+        adjusted.append(replace(job, **changes) if changes else job)
+    return adjusted
 
 
 __all__ = ["BuiltRun", "FlowFile", "assemble_run", "build_run", "parse_flow_text", "read_flow_file"]

@@ -7,12 +7,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from flows.expand.jobs import PutRequest
+from flows.expand.jobs import JobSpec
 from flows.spec.model import Flow, Step
 
 
-def _kind(step: Step | None, request: PutRequest) -> str:
-    if request.wait is not None:
+def _kind(step: Step | None, job: JobSpec) -> str:
+    if job.wait is not None:
         return "wait"
     if step is not None and step.flow is not None:
         return "flow"
@@ -21,33 +21,34 @@ def _kind(step: Step | None, request: PutRequest) -> str:
     return "job"
 
 
-def run_graph(requests: Sequence[PutRequest], flow: Flow | None = None) -> dict[str, Any]:
+def run_graph(jobs: Sequence[JobSpec], flow: Flow | None = None) -> dict[str, Any]:
     """``{"steps": {step: {needs, kind, items, foreach, fanout, flow, wait, if,
     trigger_rule}}}`` of a run's expanded jobs (``flow``, when known, adds what only the flow
     file says: sub-flow paths, ``if:`` text, whether items come from a foreach or a matrix)."""
-    step_of = {r.jid: r.step for r in requests}
+    step_of = {job.jid: job.step for job in jobs}
     steps: dict[str, dict[str, Any]] = {}
-    for request in requests:
-        entry = steps.get(request.step)
+    for job in jobs:
+        entry = steps.get(job.step)
         if entry is not None:
             entry["items"] += 1
             continue
-        model = flow.steps.get(request.step) if flow is not None else None
-        needs = list(dict.fromkeys(step_of.get(jid, jid) for jid in request.depends))
+        model = flow.steps.get(job.step) if flow is not None else None
         if model is not None:
             needs = list(model.needs)
-        wait: Mapping[str, Any] | None = request.wait
-        steps[request.step] = {
+        else:
+            needs = list(dict.fromkeys(step_of.get(jid, jid) for jid in job.depends))
+        wait: Mapping[str, Any] | None = job.wait
+        steps[job.step] = {
             "needs": needs,
-            "kind": _kind(model, request),
+            "kind": _kind(model, job),
             "items": 1,
-            "foreach": request.index is not None or request.fanout is not None,
+            "foreach": job.index is not None or job.fanout is not None,
             "matrix": bool(model is not None and model.matrix),
-            "fanout": step_of.get(request.fanout[0]) if request.fanout else None,
+            "fanout": step_of.get(job.fanout[0]) if job.fanout else None,
             "flow": str(model.flow) if model is not None and model.flow is not None else None,
             "wait": dict(wait) if wait is not None else None,
             "if": model.if_ if model is not None else None,
-            "trigger_rule": request.trigger_rule,
+            "trigger_rule": job.trigger,
             "hook": flow is not None and model is None,
         }
     return {"steps": steps}

@@ -41,13 +41,14 @@ class FlowsSource:
         try:
             # Expanded too, as flows validate does: a flow no run of which could be submitted
             # is refused now, not at each tick.
-            flow_file = parse_flow_text(text, str(path), now=now, expand_check=True)
+            flow_file = parse_flow_text(
+                text, str(path.resolve()), shown=str(path), now=now, expand_check=True
+            )
         except InvalidFlow as invalid:
             errors = [f.format() for f in invalid.findings if f.severity == "error"]
             raise InvalidSource("\n".join(errors) or f"{path}: invalid flow") from None
         if flow_file.flow.schedule is None:
             return None
-        flow_file = FlowFile(flow_file.flow, str(path.resolve()), text, flow_file.hash)
         self._remember(flow_file)
         return definition_of(flow_file)
 

@@ -4,7 +4,7 @@
 Nothing of a run is visible until all of it is: the run record and every job are written by one
 Lua call. Every run id is ``<flow>@<UTC time>``: a tick's run is named by its fire time (one id
 per tick), a manual run by the time it was started plus ``-<random>``
-(:func:`flows.expand.run_specs.manual_run_id`). Submitting an existing run id changes nothing.
+(:mod:`scheduler.engine.run_ids`). Submitting an existing run id changes nothing.
 """
 
 from __future__ import annotations
@@ -28,4 +28,4 @@ def submit(client: Client, run: BuiltRun) -> Submission:
     reply = client.engine.call(
         "flow.submit", request.run_id, request.run_json(), request.jobs_json()
     )
-    return Submission(request.run_id, reply == "submitted", len(request.jobs))
+    return Submission(request.run_id, reply == "submitted", request.job_count)

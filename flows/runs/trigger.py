@@ -15,9 +15,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from flows.expand.run_specs import manual_run_id
 from flows.runs.service_source import FlowsSource
 from scheduler.engine.client import Client
+from scheduler.engine.run_ids import manual_run_id
 from scheduler.service.schedules import Schedules
 
 
@@ -53,4 +53,4 @@ def trigger_run(client: Client, name: str, params: Mapping[str, Any] | None = No
     run_id = manual_run_id(definition.name, now)
     request = FlowsSource().build(definition, run_id, now, "manual", 0.0)
     outcome = schedules.trigger(name, request)
-    return Triggered(run_id, len(request.jobs), outcome == "exists")
+    return Triggered(run_id, request.job_count, outcome == "exists")

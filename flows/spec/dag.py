@@ -56,6 +56,11 @@ def _kahn(needs: Mapping[str, Sequence[str]]) -> list[str]:
     """
     ids = list(needs)
     position = {step_id: index for index, step_id in enumerate(ids)}
+    # The usual file lists each step after what it needs: then the order is the written one
+    # (the first free step is always the next written), found without the heap.
+    at = position.get
+    if all(at(need, -1) < index for index, wanted in enumerate(needs.values()) for need in wanted):
+        return ids
     dependents: dict[str, list[str]] = {step_id: [] for step_id in ids}
     waiting: dict[str, int] = {}
     for step_id, wanted in needs.items():

@@ -15,11 +15,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from flows.expand.jobs import ExpansionError, expand
-from flows.expand.run_specs import check_limits, job_spec, manual_run_id
+from flows.expand.run_specs import check_limits
 from flows.spec.findings import DataPath, FindingSink
 from flows.spec.model import Flow
 from flows.spec.params import ParamError
 from scheduler.engine.errors import EngineError, shorten
+from scheduler.engine.run_ids import manual_run_id
 
 _EXPANSION_PLACE = re.compile(r"^steps\.([A-Za-z0-9_-]+)\.foreach\.items:")
 _JOB = re.compile(r"^job \S+?:([A-Za-z0-9_-]+)(?:\[\d+\])?: ")
@@ -31,10 +32,10 @@ def check_run(flow: Flow, flow_dir: Path, sink: FindingSink, now: float) -> None
         return
     run_id = manual_run_id(flow.name, now)
     try:
-        requests = expand(
+        jobs = expand(
             flow, run_id=run_id, logical_time=datetime.fromtimestamp(now, UTC), flow_dir=flow_dir
         )
-        check_limits(run_id, [job_spec(request) for request in requests])
+        check_limits(run_id, jobs)
     except ParamError:
         return  # a default of the wrong type: the param checks report it
     except ExpansionError as error:

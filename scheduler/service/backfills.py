@@ -8,7 +8,7 @@ start now (``backfill.due``: its own ``max_active`` and the flow's ``max_active_
 for them), builds their runs with the service's :class:`~scheduler.service.records.FlowSource`
 and hands each to ``backfill.submit``, which submits it in the same call that moves the
 backfill past its tick (compare-and-set: two services never handle a tick twice). A tick's run
-id is the one the schedule gives the tick (:func:`~scheduler.service.records.run_id_for`), so a
+id is the one the schedule gives the tick (:func:`~scheduler.engine.run_ids.run_id_for`), so a
 tick that ran on schedule is not run again, and a scheduled tick that was backfilled finds its
 run existing. Keys and replies: ``lua/commands/backfill.lua``.
 """
@@ -25,7 +25,8 @@ from typing import Any
 from scheduler.cron import Schedule, missed_ticks
 from scheduler.engine.client import Client
 from scheduler.engine.errors import EngineError
-from scheduler.service.records import Definition, FlowSource, _list, run_id_for
+from scheduler.engine.run_ids import run_id_for
+from scheduler.service.records import Definition, FlowSource, _list
 
 log = logging.getLogger("flows.scheduler")
 

@@ -36,6 +36,7 @@ from scheduler.cron.catchup import DEFAULT_GRACE_SECONDS, MAX_CATCHUP_RUNS, Skip
 from scheduler.engine.backoff import Backoff, wait_for_server
 from scheduler.engine.client import Client
 from scheduler.engine.errors import EngineError
+from scheduler.engine.run_ids import run_id_for
 from scheduler.engine.safety import check_eviction_policy
 from scheduler.notify.outbox import Deliverer
 from scheduler.service.backfills import AdvanceReport, advance
@@ -55,7 +56,6 @@ from scheduler.service.records import (
     FireCall,
     FlowSource,
     RunRequest,
-    run_id_for,
 )
 from scheduler.service.scanning import Reloader, ScanReport
 from scheduler.service.schedules import Schedules

@@ -1,15 +1,15 @@
 """What the schedule registry holds, as plain data: definitions, registrations, due entries,
-skip records, the run a tick makes, and the ids of tick runs. No I/O: the calls that read and
-write them are :class:`scheduler.service.schedules.Schedules`; the catch-up planning
-(:mod:`scheduler.service.planning`) and the flows that build runs take these types from here.
+skip records and the run a tick makes (named by :mod:`scheduler.engine.run_ids`). No I/O: the
+calls that read and write them are :class:`scheduler.service.schedules.Schedules`; the catch-up
+planning (:mod:`scheduler.service.planning`) and the flows that build runs take these types from
+here.
 """
 
 from __future__ import annotations
 
 import json
 import math
-import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import cached_property
@@ -28,18 +28,11 @@ from scheduler.cron import (
 
 FireAction = Literal["fire", "skip", "buffer", "buffered"]
 
-RUN_ID_TIME = "%Y%m%dT%H%M%SZ"
 PAUSED = "paused"
 #: Compare-and-set attempts of one registration or resume before giving up (each lost attempt
 #: means another writer made progress).
 CAS_ATTEMPTS = 20
 _PAGE = 500
-
-
-def run_id_for(flow: str, tick: float) -> str:
-    """The deterministic id of a tick's run: ``<flow>@<UTC fire time>``, e.g.
-    ``nightly@20261123T021500Z``."""
-    return f"{flow}@{time.strftime(RUN_ID_TIME, time.gmtime(tick))}"
 
 
 def _time(value: Any) -> float | None:
@@ -305,18 +298,20 @@ class DueBatch:
 
 @dataclass(frozen=True)
 class RunRequest:
-    """A run ready for the engine: its id, record fields and job specs (as flow.submit takes)."""
+    """A run ready for the engine: its id, record fields, and its jobs as the JSON array
+    ``flow.submit`` takes (encoded once, by the builder: :mod:`flows.runs.build`)."""
 
     run_id: str
     run: Mapping[str, Any]
-    jobs: Sequence[Mapping[str, Any]]
-    jobs_text: str = ""  # the jobs as JSON when the builder encoded them already
+    jobs_text: str
+    job_count: int
 
     def run_json(self) -> str:
-        return json.dumps(dict(self.run), default=str)
+        # Compact: a large run's graph is a tenth smaller (the engine keeps fields re-encoded).
+        return json.dumps(dict(self.run), default=str, separators=(",", ":"))
 
     def jobs_json(self) -> str:
-        return self.jobs_text or json.dumps(list(self.jobs), separators=(",", ":"))
+        return self.jobs_text
 
 
 @dataclass(frozen=True)

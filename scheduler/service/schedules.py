@@ -47,7 +47,6 @@ from scheduler.service.records import (
     _skip_json,
     _time,
     paused_skip,
-    run_id_for,
 )
 
 # Seconds between looks at whether the server has replicas (ticks then fire in WAIT mode).
@@ -288,5 +287,4 @@ __all__ = [
     "ServiceHealth",
     "SkipRecord",
     "paused_skip",
-    "run_id_for",
 ]

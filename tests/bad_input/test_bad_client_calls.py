@@ -226,12 +226,12 @@ def test_nan_and_infinities_in_a_payload_are_refused_by_the_engine(
 def test_a_flow_submission_over_the_limits_is_refused_before_the_round_trip(
     populated: Client, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from flows.expand.jobs import PutRequest
+    from flows.expand.jobs import JobSpec
     from flows.runs.build import assemble_run
     from flows.runs.submit import submit
 
-    def request(jid: str, data: dict[str, Any]) -> PutRequest:
-        return PutRequest(
+    def request(jid: str, data: dict[str, Any]) -> JobSpec:
+        return JobSpec(
             jid=jid,
             queue="q",
             klass="tasks.a",
@@ -241,11 +241,9 @@ def test_a_flow_submission_over_the_limits_is_refused_before_the_round_trip(
             retries=0,
             depends=(),
             delay=0,
+            trigger="all_success",
             step="a",
             index=None,
-            trigger_rule="all_success",
-            timeout=None,
-            heartbeat=None,
             concurrency_key=None,
             concurrency_limit=None,
         )

@@ -203,7 +203,8 @@ def test_values_from_users_and_jobs_are_shown_as_text_never_run(
     )
     # a step named with markup, as a hand-made run could name it (a step is its jid's name)
     renamed = {f"{request.run_id}:extract": f"{request.run_id}:{STEP_XSS}"}
-    for job in request.jobs:
+    jobs = json.loads(request.jobs_json())
+    for job in jobs:
         data = json.loads(job["data"])
         if data[META_KEY]["step"] == "extract":
             data[META_KEY]["step"] = STEP_XSS
@@ -211,7 +212,7 @@ def test_values_from_users_and_jobs_are_shown_as_text_never_run(
             job["data"] = json.dumps(data)
         job["jid"] = renamed.get(job["jid"], job["jid"])
         job["depends"] = [renamed.get(jid, jid) for jid in job.get("depends") or []]
-    request = dataclasses.replace(request, jobs_text="")  # sent as changed, not as built
+    request = dataclasses.replace(request, jobs_text=json.dumps(jobs))  # as changed, not as built
     Schedules(client).trigger(flow["name"], request)
     extract = pop(client, flow["queue"])
     client.engine.call("log.append", extract.jid, 1, 0, 1, time.time(), "stdout", "", XSS)

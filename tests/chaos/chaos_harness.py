@@ -57,7 +57,7 @@ from typing import Any
 import redis
 from chaos_tasks import LOG_ENV
 
-from flows.expand.jobs import PutRequest, expand
+from flows.expand.jobs import JobSpec, expand
 from flows.runs.build import assemble_run
 from flows.runs.service_source import FlowsSource
 from flows.runs.submit import submit
@@ -295,7 +295,7 @@ class Harness:
         self.server = EmbeddedServer(self.dir / "server", appendfsync="always")
         self.faults: list[Fault] = []
         self.report = Report(scenario, mode)
-        self.accepted: dict[str, PutRequest | None] = {}
+        self.accepted: dict[str, JobSpec | None] = {}
         self.schedules: dict[str, float] = {}  # name -> first next after registration
         self.procs: dict[tuple[str, int], Proc] = {}
         self.stopping = threading.Event()
@@ -863,7 +863,7 @@ class Checker:
                 dep = self.jobs.get(dependency, {})
                 done = [float(h["when"]) for h in _history(dep, "done")]
                 failed = [float(h["when"]) for h in _history(dep, "failed")]
-                if dep.get("state") == "failed" and request.trigger_rule == "all_success":
+                if dep.get("state") == "failed" and request.trigger == "all_success":
                     self.report.violate(f"{jid} ran although {dependency} failed (5)")
                 ended = done or failed
                 if not ended or first < min(ended):

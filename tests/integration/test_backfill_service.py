@@ -19,9 +19,9 @@ from flows.runs import backfill
 from flows.ui.auth import Auth
 from scheduler.cron import next_fire, plan_catchup
 from scheduler.engine.client import Client
+from scheduler.engine.run_ids import run_id_for
 from scheduler.service.backfills import Backfills, backfill_ticks
 from scheduler.service.loop import SchedulerService
-from scheduler.service.records import run_id_for
 
 H = 60 * MIN
 

@@ -24,7 +24,7 @@ from scheduler_support import MIN, T, make_service, registration, run_ids, write
 
 from scheduler.embedded import EmbeddedServer
 from scheduler.engine.client import Client
-from scheduler.service.records import run_id_for
+from scheduler.engine.run_ids import run_id_for
 from scheduler.service.schedules import Schedules
 
 pytestmark = pytest.mark.slow  # real services killed and restarted: seconds each

@@ -44,7 +44,7 @@ def test_etl_shape() -> None:
         "r:notify",
     ]
     notify = puts[-1]
-    assert (notify.trigger_rule, notify.depends) == (
+    assert (notify.trigger, notify.depends) == (
         "all_done",
         ("r:load[0]", "r:load[1]", "r:load[2]"),
     )

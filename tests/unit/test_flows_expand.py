@@ -12,7 +12,7 @@ from flows_support import valid
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from flows.expand.jobs import ExpansionError, PutRequest, expand
+from flows.expand.jobs import ExpansionError, JobSpec, expand
 from flows.spec.job_data import META_KEY, SHELL_KLASS
 from flows.spec.model import Flow
 from flows.spec.params import ParamError
@@ -21,13 +21,13 @@ WHEN = datetime(2025, 1, 31, 2, 0, tzinfo=UTC)
 RUN = "etl@2025-01-31T02:00:00Z"
 
 
-def plan(text: str, **params: Any) -> list[PutRequest]:
+def plan(text: str, **params: Any) -> list[JobSpec]:
     return expand(
         valid(text), run_id=RUN, logical_time=WHEN, params=params, flow_dir=PurePath("/srv/etl")
     )
 
 
-def edges(puts: list[PutRequest]) -> dict[str, list[str]]:
+def edges(puts: list[JobSpec]) -> dict[str, list[str]]:
     """Job ids without the run prefix, each with its depends (also without the prefix)."""
     cut = len(RUN) + 1
     return {p.jid[cut:]: [d[cut:] for d in p.depends] for p in puts}
@@ -104,7 +104,7 @@ def test_trigger_rules_of_steps_and_hooks() -> None:
             "{run: x}\n  b", "{run: x, trigger_rule: none_failed}\n  b", 1
         )
     )
-    rules = {p.step: p.trigger_rule for p in puts}
+    rules = {p.step: p.trigger for p in puts}
     assert rules == {
         "a": "none_failed",
         "b": "all_success",
@@ -129,8 +129,8 @@ def test_defaults_are_applied() -> None:
         1,
         60.0,
     )
-    assert (put.timeout, put.heartbeat) == (600.0, 30.0)
     meta = put.data[META_KEY]
+    assert (meta["timeout"], put.ttr) == (600.0, 30.0)
     assert meta["retry"] == {
         "attempts": 2,
         "backoff": "fixed",

@@ -11,7 +11,7 @@ import pytest
 from flows_support import valid
 
 from flows.expand.jobs import expand
-from flows.expand.run_specs import job_spec
+from flows.expand.run_specs import compact_json
 from flows.spec.fanout import MAX_ITEMS, FanoutError, item_index, items_of, source_of
 from flows.spec.job_data import (
     META_KEY,
@@ -69,8 +69,8 @@ def test_a_fanout_step_is_one_template_job_with_its_source() -> None:
     assert data == {"name": "${{ f }}", "size": "${{ f.size }}", "run": RUN}
     assert meta["fanout"] == {"from": "list", "output": "files", "as": "f"}
     assert meta["upstream"] == {"list": {"jids": [f"{RUN}:list"], "foreach": False}}
-    assert job_spec(process)["fanout"] == {"from": f"{RUN}:list", "output": "files"}
-    assert "fanout" not in job_spec(puts["list"])
+    assert process.to_engine(compact_json)["fanout"] == {"from": f"{RUN}:list", "output": "files"}
+    assert "fanout" not in puts["list"].to_engine(compact_json)
     # A shell step gets the item as a variable, like any other value.
     shell = dict(puts["shell"].data)
     assert shell["command"] == 'wc -c "${FLOWS_FOREACH_F}"'

@@ -9,14 +9,14 @@ from textwrap import dedent
 
 from flows_support import check, valid
 
-from flows.expand.jobs import PutRequest, expand
-from flows.expand.run_specs import job_spec
+from flows.expand.jobs import JobSpec, expand
+from flows.expand.run_specs import compact_json
 from flows.spec.model import json_schema
 
 RUN = "etl-1"
 
 
-def plan(text: str) -> dict[str, PutRequest]:
+def plan(text: str) -> dict[str, JobSpec]:
     flow = valid(text)
     puts = expand(
         flow,
@@ -48,20 +48,21 @@ FLOW = dedent(
 
 def test_the_step_options_become_put_options() -> None:
     puts = plan(FLOW)
-    extract = job_spec(puts["extract"])
+    extract = puts["extract"].to_engine(compact_json)
     assert extract["ttl"] == 600.0 and extract["throttle"] == "warehouse"
     assert "ttr" not in extract and "concurrency_key" not in extract  # heartbeat 0: the queue's
     for index in range(3):
-        load = job_spec(puts[f"load[{index}]"])
+        load = puts[f"load[{index}]"].to_engine(compact_json)
         assert (load["ttr"], load["throttle"]) == (30.0, "api:v2")
         assert (load["concurrency_key"], load["concurrency_limit"]) == (f"{RUN}:load", 2)
         assert "ttl" not in load
-    hook = job_spec(puts["finally"])
+    hook = puts["finally"].to_engine(compact_json)
     assert (hook["ttl"], hook["ttr"], hook["throttle"]) == (3600.0, 30.0, "warehouse")
 
 
 def test_a_plain_step_sends_none_of_them() -> None:
-    spec = job_spec(plan("version: 1\nname: etl\nsteps:\n  a: {job: tasks.a}\n")["a"])
+    job = plan("version: 1\nname: etl\nsteps:\n  a: {job: tasks.a}\n")["a"]
+    spec = job.to_engine(compact_json)
     assert not {"ttl", "ttr", "concurrency_key", "concurrency_limit", "throttle"} & set(spec)
 
 

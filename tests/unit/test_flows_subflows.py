@@ -189,7 +189,8 @@ def test_the_step_expands_to_one_sub_flow_job(tmp_path: Path) -> None:
     source = read_flow_file(write(tmp_path, "parent.yaml", PARENT))
     moment = datetime(2026, 3, 1, 2, tzinfo=UTC)
     built = build_run(source, run_id="parent@1", logical_time=moment, params={}, trigger="manual")
-    job = next(j for j in built.request.jobs if j["jid"] == "parent@1:child")
+    jobs = __import__("json").loads(built.request.jobs_json())
+    job = next(j for j in jobs if j["jid"] == "parent@1:child")
     assert job["klass"] == SUBFLOW_KLASS
     data = __import__("json").loads(job["data"])
     assert data["flow"] == str(tmp_path / "report.yaml")

@@ -8,7 +8,7 @@ import pytest
 from flows_support import check, valid
 
 from flows.expand.jobs import expand
-from flows.expand.run_specs import job_spec
+from flows.expand.run_specs import compact_json
 from flows.runs.signals import SignalRefused, approval, parse_data
 from flows.spec.dag import to_mermaid
 from flows.spec.job_data import META_KEY, WAIT_KLASS
@@ -39,7 +39,7 @@ def test_a_wait_step_validates_and_expands_into_a_job_no_worker_runs() -> None:
     )
     puts = expand(flow, run_id="r", logical_time=datetime(2026, 1, 1, tzinfo=UTC))
     approve = next(p for p in puts if p.step == "approve")
-    spec = job_spec(approve)
+    spec = approve.to_engine(compact_json)
     assert spec["klass"] == WAIT_KLASS
     assert spec["depends"] == ["r:child"]
     assert spec["wait"] == {
@@ -67,7 +67,7 @@ def test_a_wait_without_timeout_or_needs_is_fine_and_ignores_the_defaults() -> N
         """
     )
     (put,) = expand(flow, run_id="r", logical_time=datetime(2026, 1, 1, tzinfo=UTC))
-    spec = job_spec(put)
+    spec = put.to_engine(compact_json)
     assert spec["wait"] == {"signal": "go", "on_timeout": "fail"}
     assert "ttl" not in spec and "ttr" not in spec and spec["retries"] == 0
 

@@ -10,8 +10,9 @@ from datetime import UTC, datetime
 import pytest
 
 from scheduler.cron import Skip, jitter_for, missed_ticks
+from scheduler.engine.run_ids import run_id_for
 from scheduler.service.planning import Decision, _two_from, decide, start_delay
-from scheduler.service.records import Definition, DueEntry, run_id_for
+from scheduler.service.records import Definition, DueEntry
 
 T = datetime(2026, 1, 5, 12, 0, tzinfo=UTC).timestamp()  # a tick of */5
 MIN = 60.0
