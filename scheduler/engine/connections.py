@@ -60,6 +60,7 @@ from scheduler.engine.errors import (
     ServerError,
     SlotMoving,
 )
+from scheduler.engine.fencing import Fence
 
 T = TypeVar("T")
 
@@ -280,6 +281,8 @@ class MasterWatch:
         self.service = service
         self.switches = 0
         self.switched_at = 0.0  # time.monotonic() of the last switch
+        self.fences: list[Fence] = []  # deposed masters made replicas (fence_deposed on)
+        self._fencing = False
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self._pid = 0
@@ -314,6 +317,12 @@ class MasterWatch:
 
     def stop(self) -> None:
         self._stopped.set()
+
+    def fence_deposed(self) -> None:
+        """From now on, on each ``+switch-master``, make the old master a replica of the new one
+        if it still claims to be a master and we reach it (see :mod:`.fencing`). Only a client
+        with that authority turns this on: the scheduler service."""
+        self._fencing = True
 
     def switch(self, address: tuple[str, int] | None, why: str) -> bool:
         """Drop every connection of the pool unless it already follows ``address`` (None: ask
@@ -400,7 +409,23 @@ class MasterWatch:
         fields = text.split()
         if len(fields) != 5 or fields[0] != self.service or not fields[4].isdigit():
             return
-        self.switch((fields[3], int(fields[4])), "Sentinel announced a new master")
+        new = (fields[3], int(fields[4]))
+        self.switch(new, "Sentinel announced a new master")
+        if self._fencing and fields[2].isdigit():
+            self._fence((fields[1], int(fields[2])), new)
+
+    def _fence(self, old: tuple[str, int], new: tuple[str, int]) -> None:
+        # Every Sentinel announces the switch: one fence for each.
+        if old == new or any(f.old == old and f.new == new for f in self.fences):
+            return
+        pool = self._pool()
+        kwargs = pool.connection_kwargs if pool is not None else {}
+        options = {k: kwargs[k] for k in ("username", "password") if kwargs.get(k) is not None}
+        if pool is not None and issubclass(pool.connection_class, redis.SSLConnection):
+            options["ssl"] = True
+        fence = Fence(self.sentinel.sentinels, self.service, old, new, options)
+        self.fences.append(fence)
+        fence.start()
 
 
 def _address(address: Any) -> str:
@@ -577,6 +602,10 @@ class Durability:
     reconcile: float = 5.0
 
     def check(self, acknowledged: Any, command: str) -> None:
+        # An error in WAIT's place (refused or unblocked: the server became a replica) means
+        # the call ran and no replica acknowledged it.
+        if isinstance(acknowledged, Exception):
+            acknowledged = 0
         if int(acknowledged) < self.replicas:
             raise NotReplicated(
                 f"engine call {command!r} ran on the master but {acknowledged} of"

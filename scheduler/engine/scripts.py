@@ -417,15 +417,16 @@ class Engine:
                 reply = connection.read_response()
             except redis.ResponseError as error:
                 reply = error
-            acknowledged = connection.read_response()
+            acknowledged = _read_acknowledged(connection)
             deadline = time.monotonic() + durability.reconcile
             while (
                 not isinstance(reply, Exception)
+                and not isinstance(acknowledged, Exception)
                 and int(acknowledged) < durability.replicas
                 and time.monotonic() < deadline
             ):
                 connection.send_command(*wait)
-                acknowledged = connection.read_response()
+                acknowledged = _read_acknowledged(connection)
         except BaseException:
             connection.disconnect()
             raise
@@ -451,6 +452,15 @@ class Engine:
             except redis.RedisError as error:
                 raise faults.translate(error, self.redis, self.key_prefix) or error from error
         return EnginePipeline(self)
+
+
+def _read_acknowledged(connection: Any) -> Any:
+    """WAIT's reply: the count, or the error that took its place (WAIT refused or unblocked:
+    the server became a replica, fenced or demoted; :meth:`Durability.check` counts it 0)."""
+    try:
+        return connection.read_response()
+    except redis.ResponseError as error:
+        return error
 
 
 class EnginePipeline:
@@ -492,6 +502,13 @@ class EnginePipeline:
             wait = ("WAIT", durability.replicas, int(durability.timeout * 1000))
             pipe.execute_command(*wait)  # type: ignore[no-untyped-call]
             *results, acknowledged = pipe.execute(raise_on_error=False)
+            if isinstance(acknowledged, Exception):
+                # WAIT refused or unblocked: the server became a replica (fenced or demoted).
+                # Calls it refused say so (READONLY: a failover follows it); calls that ran
+                # are acknowledged by no replica (NotReplicated).
+                refused = [r for r in results if isinstance(r, redis.ReadOnlyError)]
+                if refused:
+                    raise refused[0]
             durability.check(acknowledged, names[0] if len(set(names)) == 1 else "pipeline")
             return results
         return list(pipe.execute(raise_on_error=False))

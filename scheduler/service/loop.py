@@ -35,6 +35,7 @@ from types import FrameType
 from scheduler.cron.catchup import DEFAULT_GRACE_SECONDS, MAX_CATCHUP_RUNS, Skip
 from scheduler.engine.backoff import Backoff, wait_for_server
 from scheduler.engine.client import Client
+from scheduler.engine.connections import MasterWatch
 from scheduler.engine.errors import EngineError
 from scheduler.engine.run_ids import run_id_for
 from scheduler.engine.safety import check_eviction_policy
@@ -159,6 +160,10 @@ class SchedulerService:
         notify_interval: float = 1.0,
     ) -> None:
         self.client = client
+        watch = MasterWatch.of(client.redis)
+        if watch is not None:
+            # The service is the one that makes a deposed master a replica (see fencing).
+            watch.fence_deposed()
         self.deliverer = deliverer
         self.notify_interval = notify_interval
         self.source = source

@@ -34,6 +34,13 @@ def test_fewer_acknowledgements_than_asked_raise_not_replicated() -> None:
         Durability(2, 1.0).check(0, "complete")
 
 
+def test_an_error_in_place_of_wait_reply_counts_as_no_acknowledgement() -> None:
+    # The server became a replica under the call (fenced): WAIT was unblocked, or refused.
+    unblocked = redis.ResponseError("UNBLOCKED force unblock from blocking operation")
+    with pytest.raises(NotReplicated, match=r"'put' ran on the master but 0 of 1"):
+        Durability(1, 1.0).check(unblocked, "put")
+
+
 @pytest.mark.parametrize(
     ("error", "ran"),
     [
