@@ -33,7 +33,7 @@
 local Runs = {}
 
 Runs.MAX_JOBS = 100000
-Runs.MAX_BYTES = 67108864 -- 64 MiB of job specs in one submission
+Runs.MAX_BYTES = 67108864 -- 64 MiB of job specs, and of run record (its graph grows with the steps)
 
 -- States a canceled run's jobs are removed from (complete and failed jobs stay as a record).
 local UNFINISHED = { waiting = true, scheduled = true, running = true, depends = true,
@@ -55,7 +55,7 @@ end
 
 function Runs.parse(cmd, run_id, run_text, jobs_text)
   local submission = { id = Runs.id(cmd, run_id) }
-  local _, run = Arg.json(cmd, 'run', run_text, 'object')
+  local _, run = Arg.json(cmd, 'run', run_text, 'object', Runs.MAX_BYTES)
   Deadlines.parse(cmd, run.deadline)
   if type(run.flow) ~= 'string' or run.flow == '' then
     Arg.fail(cmd, 'run.flow must be a non-empty string')

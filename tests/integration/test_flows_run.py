@@ -160,6 +160,25 @@ def test_detach_submits_and_prints_the_run_id(cli: CliRunner, client: Client) ->
     assert [r["id"] for r in listing] == [run_id]
 
 
+def test_a_run_of_5000_layered_steps_is_submitted_whole(
+    cli: CliRunner, client: Client, tmp_path: Path
+) -> None:
+    # The run record carries the run's graph, which grows with the steps: well past the size
+    # of an ordinary JSON argument at this many, and still one submission.
+    lines = ["version: 1", "name: wide", "queue: wide", "steps:"]
+    for index in range(5000):
+        needs = f", needs: [s{index - 10}]" if index >= 10 else ""
+        lines.append(f"  s{index}: {{run: echo {index}{needs}}}")
+    path = tmp_path / "wide.yaml"
+    path.write_text("\n".join(lines) + "\n")
+    result = flows(cli, "run", "--detach", str(path))
+    assert result.exit_code == 0, result.output
+    view = load_run(client, result.stdout.strip())
+    assert view is not None and view.status == "running"
+    assert view.jobs == 5000
+    assert view.graph is not None and len(view.graph["steps"]) == 5000
+
+
 def test_an_invalid_file_exits_1_and_writes_nothing(
     cli: CliRunner, redis_client: redis.Redis, tmp_path: Path
 ) -> None:
