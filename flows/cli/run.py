@@ -13,7 +13,7 @@ import threading
 import time
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 from rich.console import Group
@@ -40,6 +40,9 @@ from flows.runs.read import RunView, list_run_statuses, load_run, run_document
 from flows.runs.statuses import STYLES
 from scheduler.engine.client import Client
 from scheduler.engine.errors import FlowsError
+
+if TYPE_CHECKING:  # the flow model is loaded by the commands that read flow files
+    from flows.runs.build import FlowFile
 
 STATUS_STYLE = STYLES
 """Styles of the status words (flows.runs.statuses); any other word is shown plain."""
@@ -338,7 +341,7 @@ def run(
     # The local worker will import them (with --detach, workers elsewhere, which may hold
     # modules this machine lacks); checked last, so what else is wrong is said first.
     if check_imports and not detach:
-        _check_imports(file, flow_file.text, flow_file.flow_dir)
+        _check_imports(file, flow_file)
     with user_errors():
         submission = submit(client, built)
     if submission.created:
@@ -363,16 +366,18 @@ def run(
     sys.exit(code)
 
 
-def _check_imports(file: Path, text: str, flow_dir: Path) -> None:
+def _check_imports(file: Path, flow_file: FlowFile) -> None:
     """Refuse (exit 1, with the findings) a flow whose Python steps do not import, as a worker
     here would import them: from the working directory and the flow's folder."""
-    from flows.validation.validate import validate_text
+    from flows.validation.validate import import_findings
     from scheduler.worker.imports import import_path
 
     import_path()
-    result = validate_text(text, file=str(file), flow_dir=flow_dir, check_imports=True)
-    if not result.ok:
-        for finding in result.findings:
+    findings = import_findings(
+        flow_file.flow, flow_file.text, file=str(file), flow_dir=flow_file.flow_dir
+    )
+    if findings:
+        for finding in findings:
             click.echo(finding.format(), err=True)
         click.echo("(--no-check-imports submits it anyway)", err=True)
         raise click.exceptions.Exit(1)

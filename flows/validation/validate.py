@@ -265,6 +265,17 @@ def validate_text(
     return result
 
 
+def import_findings(flow: Flow, text: str, *, file: str, flow_dir: Path) -> list[Finding]:
+    """The findings of a valid flow whose Python steps do not import here, as a worker here
+    would import them (``flows run`` without ``--detach``). The model is checked; the text is
+    read again only when something does not import, to place the findings (file:line:col)."""
+    probe = FindingSink(file, lambda _path, _at_key: (0, 0))
+    check_imports(flow, flow_dir, probe)
+    if not probe.findings:
+        return []
+    return validate_text(text, file=file, flow_dir=flow_dir, check_imports=True).findings
+
+
 def validate_file(
     path: Path, *, check_imports: bool = False, now: float | None = None, expand: bool = False
 ) -> Validation:
