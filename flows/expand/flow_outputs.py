@@ -9,54 +9,39 @@ payload (:func:`flows.spec.job_data.resolve_payload`: the same values, the same 
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from datetime import datetime
+from collections.abc import Mapping
 from typing import Any, Final
 
-from flows.expand.jobs import JobSpec, run_fields
+from flows.expand.jobs import Expansion
 from flows.spec.job_data import META_KEY, Upstream, UpstreamJob, meta_json, resolve_payload
 from flows.spec.model import Flow
-from flows.spec.params import bind_params
 from flows.spec.templates import KEEP, PARAMS, RUN, STEPS, Reference, render, select
 
 RECORD_FIELD: Final = "outputs"
 """The run record's field holding them (JSON: ``{"values": ..., "upstream": ...}``)."""
 
 
-def outputs_record(
-    flow: Flow,
-    jobs: Sequence[JobSpec],
-    *,
-    run_id: str,
-    logical_time: datetime,
-    params: Mapping[str, Any],
-) -> dict[str, Any] | None:
-    """The flow's outputs for run ``run_id`` (None when it declares none): ``values`` with
-    params and run fields resolved, ``upstream`` the jobs of each step they read."""
+def outputs_record(flow: Flow, expansion: Expansion) -> dict[str, Any] | None:
+    """The flow's outputs for the run ``expansion`` made (None when it declares none):
+    ``values`` with params and run fields resolved, ``upstream`` the jobs of each step they
+    read."""
     if flow.outputs is None:
         return None
-    run = run_fields(flow, run_id, logical_time)
-
-    def fixed(reference: Reference) -> Any:
-        root, rest = reference.root, reference.path[1:]
-        if root == RUN:
-            return select(run, rest, reference)
-        if root == PARAMS:
-            return select(bound, rest, reference)
-        return KEEP
-
-    bound: dict[str, Any] = {}
-    bound = bind_params(flow.params, params, lambda value: render(value, fixed))
     read: dict[str, None] = {}
 
     def lookup(reference: Reference) -> Any:
-        if reference.root == STEPS and len(reference.path) > 1:
-            read.setdefault(reference.path[1], None)
-        return fixed(reference)
+        root, rest = reference.root, reference.path[1:]
+        if root == RUN:
+            return select(expansion.run, rest, reference)
+        if root == PARAMS:
+            return select(expansion.params, rest, reference)
+        if root == STEPS and rest:
+            read.setdefault(rest[0], None)
+        return KEEP
 
     values = render(dict(flow.outputs), lookup)
     jids: dict[str, list[str]] = {}
-    for job in jobs:
+    for job in expansion.jobs:
         if job.step in read:
             jids.setdefault(job.step, []).append(job.jid)
     upstream = {

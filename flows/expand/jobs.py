@@ -219,6 +219,16 @@ class _Scope:
         raise ExpansionError(f"{reference}: unknown reference")
 
 
+@dataclass(frozen=True, slots=True)
+class Expansion:
+    """One run of a flow expanded: its jobs, its params bound to their declarations, and the
+    values of ``${{ run.* }}`` (what the run's ``outputs:`` resolve against)."""
+
+    jobs: list[JobSpec]
+    params: Mapping[str, Any]
+    run: Mapping[str, str]
+
+
 def expand(
     flow: Flow,
     *,
@@ -228,7 +238,22 @@ def expand(
     flow_dir: PurePath = _HERE,
 ) -> list[JobSpec]:
     """The jobs of one run of ``flow`` (as ``flow.submit`` takes them), each after every job it
-    depends on.
+    depends on: :func:`expand_run`'s jobs."""
+    return expand_run(
+        flow, run_id=run_id, logical_time=logical_time, params=params, flow_dir=flow_dir
+    ).jobs
+
+
+def expand_run(
+    flow: Flow,
+    *,
+    run_id: str,
+    logical_time: datetime,
+    params: Mapping[str, Any] | None = None,
+    flow_dir: PurePath = _HERE,
+) -> Expansion:
+    """One run of ``flow``: its jobs, each after every job it depends on, and what they were
+    expanded with.
 
     ``params`` are the values given for the run (text from ``-p`` is converted to the declared
     types; defaults fill the rest; :class:`flows.spec.params.ParamError` when they do not fit).
@@ -245,7 +270,7 @@ def _expand(
     logical_time: datetime,
     params: Mapping[str, Any],
     flow_dir: PurePath,
-) -> list[JobSpec]:
+) -> Expansion:
     run = run_fields(flow, run_id, logical_time)
     bound = bind_params(flow.params, params, lambda value: render(value, _Scope({}, run).lookup))
     expander = _Expander(flow, run_id, run, bound, flow_dir)
@@ -257,7 +282,7 @@ def _expand(
         expander.add_step(step_id, flow.steps[step_id])
     for name, hook in flow.hooks.defined():
         expander.add_hook(name, hook)
-    return expander.jobs
+    return Expansion(expander.jobs, bound, run)
 
 
 class _Expander:

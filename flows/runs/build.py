@@ -22,7 +22,7 @@ from typing import Any
 
 from flows.expand.cache_keys import seal
 from flows.expand.flow_outputs import RECORD_FIELD, outputs_record
-from flows.expand.jobs import JobSpec, expand
+from flows.expand.jobs import JobSpec, expand_run
 from flows.expand.run_specs import check_limits, compact_json, content_hash
 from flows.gc_pause import gc_paused
 from flows.runs.graph import run_graph
@@ -113,17 +113,16 @@ def build_run(
     """
     # One pause for all of it: see flows.gc_pause.
     with gc_paused():
-        jobs = expand(
+        expansion = expand_run(
             source.flow,
             run_id=run_id,
             logical_time=logical_time,
             params=params,
             flow_dir=source.flow_dir,
         )
+        jobs = expansion.jobs
         seal(jobs)  # cached steps' own keys, their declared files read now
-        outputs = outputs_record(
-            source.flow, jobs, run_id=run_id, logical_time=logical_time, params=params
-        )
+        outputs = outputs_record(source.flow, expansion)
         return assemble_run(
             run_id,
             source.flow.name,

@@ -11,7 +11,7 @@ from textwrap import dedent
 import pytest
 
 from flows.expand.flow_outputs import outputs_record, resolve_outputs, upstream_jids
-from flows.expand.jobs import expand
+from flows.expand.jobs import expand_run
 from flows.runs.build import build_run, read_flow_file
 from flows.spec.findings import Finding
 from flows.spec.job_data import UpstreamJob
@@ -204,10 +204,8 @@ def test_the_step_expands_to_one_sub_flow_job(tmp_path: Path) -> None:
 def test_the_child_outputs_resolve_from_its_jobs(tmp_path: Path) -> None:
     flow = Flow.model_validate(__import__("yaml").safe_load(REPORT))
     moment = datetime(2026, 3, 1, tzinfo=UTC)
-    requests = expand(flow, run_id="c", logical_time=moment, params={"day": "2026-03-01"})
-    record = outputs_record(
-        flow, requests, run_id="c", logical_time=moment, params={"day": "2026-03-01"}
-    )
+    expansion = expand_run(flow, run_id="c", logical_time=moment, params={"day": "2026-03-01"})
+    record = outputs_record(flow, expansion)
     assert record is not None and upstream_jids(record) == ["c:count"]
     jobs = {"c:count": UpstreamJob("complete", {"total": "3"})}
     assert resolve_outputs("c", record, jobs) == {"total": "3", "day": "2026-03-01"}
