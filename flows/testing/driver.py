@@ -36,8 +36,9 @@ from flows.runs.service_source import FlowsSource, definition_of
 from flows.runs.submit import submit
 from flows.runtime.worker_hook import prepare
 from flows.spec.job_data import FlowsMeta
+from flows.spec.test_cases import Case, Stub
 from flows.testing.clock import Clock, ClockedEngine
-from flows.testing.spec import Case, Stub, TestFile
+from flows.testing.spec import TestFile
 from flows.testing.stub import STUB_KEY, STUB_KLASS
 from scheduler.engine.client import Client
 from scheduler.engine.errors import EngineError
