@@ -79,7 +79,7 @@ def test_every_minute_of_a_dst_night_fires_once(
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(900)  # about 75 s of CPU; minutes of wall time on a busy machine
+@pytest.mark.timeout(900)  # about 51 s of CPU; a minute or more of wall time on a busy machine
 def test_a_month_of_a_minutely_schedule_across_the_dst_night(
     redis_client: redis.Redis, tmp_path: Path
 ) -> None:
