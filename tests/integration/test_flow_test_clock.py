@@ -109,3 +109,21 @@ def test_ticks_while_the_last_run_still_runs_follow_the_overlap_policy(
     assert case.observed is not None
     start = datetime(2026, 3, 2, tzinfo=UTC).timestamp()
     assert case.observed.ticks == [start + 120 * i for i in range(30)]
+
+
+def test_a_reply_read_ahead_answers_only_the_next_call_if_it_matches(
+    redis_client: redis.Redis,
+) -> None:
+    from flows.testing.clock import Clock, ClockedEngine
+
+    clock = Clock(1_000.0)
+    engine = ClockedEngine(redis_client, "clocked:", clock)
+    real = engine.call("schedule.due", 0, 500, now=1_060.0)
+    engine.read_ahead(("schedule.due", (0, 500), 1_060.0), "read ahead")
+    assert engine.call("schedule.due", 0, 500, now=1_060.0) == "read ahead"
+    assert engine.call("schedule.due", 0, 500, now=1_060.0) == real  # taken once
+    engine.read_ahead(("schedule.due", (0, 500), 1_060.0), "read ahead")
+    assert engine.call("schedule.due", 0, 500, now=1_120.0) == real  # another time: sent
+    engine.read_ahead(("schedule.due", (0, 500), 1_060.0), "read ahead")
+    engine.pipeline().read("zcard", "clocked:x").execute()  # a round trip in between
+    assert engine.call("schedule.due", 0, 500, now=1_060.0) == real
