@@ -117,7 +117,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "status": ("run", "A run's steps (the latest top-level run when RUN_ID is left out)."),
     "test": (
         "flowtest",
-        "Run the flow tests in PATHS (files, or folders searched for *.test.yaml; default: .).",
+        "Run the flow tests in PATHS: test files (*.test.yaml) and flow files with a "
+        "tests: section, named or found in the folders named (default: .).",
     ),
     "throttle": (
         "queue_admin",

@@ -1,4 +1,5 @@
-"""``flows test [PATH...]``: run flow test files (``*.test.yaml``) on a virtual clock."""
+"""``flows test [PATH...]``: run flow tests (``*.test.yaml``, a flow's ``tests:``) on a virtual
+clock."""
 
 from __future__ import annotations
 
@@ -41,7 +42,8 @@ def test(
     redis_url: str | None,
     namespace: str | None,
 ) -> None:
-    """Run the flow tests in PATHS (files, or folders searched for *.test.yaml; default: .).
+    """Run the flow tests in PATHS: test files (*.test.yaml) and flow files with a tests:
+    section, named or found in the folders named (default: .).
 
     Each case runs the flow against the real engine on a virtual clock, in a namespace of its
     own that is removed afterwards: on a private embedded server started for the session, or
@@ -51,7 +53,8 @@ def test(
     files = find_test_files(list(paths) or [Path(".")])
     if not files:
         raise click.ClickException(
-            f"no test files (*{SUFFIX}) in {' '.join(map(str, paths)) or '.'}"
+            f"no test files (*{SUFFIX}) or flow files with tests: in "
+            f"{' '.join(map(str, paths)) or '.'}"
         )
     import_path()  # job modules beside where it was started, as a worker finds them
 

@@ -1,8 +1,10 @@
 """The one vocabulary of run and step statuses and of the actions they allow.
 
 The engine decides every status and allowed action (lua/include/run_state.lua); this module
-holds the same words for the Python surfaces, each with its rule as docs/pages/statuses.md states
-it, so the API's OpenAPI enums, the CLI's styles and the dashboard's badges all come from here.
+holds the same words for the Python surfaces (the status words themselves are
+:mod:`flows.spec.status_words`, which a flow file's tests name), each with its rule as
+docs/pages/statuses.md states it, so the API's OpenAPI enums, the CLI's styles and the
+dashboard's badges all come from here.
 A test compares these lists with the engine's.
 """
 
@@ -10,29 +12,12 @@ from __future__ import annotations
 
 from typing import Final, Literal, get_args
 
-RunStatus = Literal["running", "succeeded", "failed", "blocked", "canceled", "expired"]
-StepStatus = Literal[
-    "failed",
-    "expired",
-    "running",
-    "awaiting",
-    "waiting",
-    "buried",
-    "upstream_failed",
-    "canceled",
-    "gone",
-    "cached",
-    "skipped",
-    "success",
-]
+from flows.spec.status_words import RUN_STATUSES as RUN_STATUSES
+from flows.spec.status_words import STEP_STATUSES as STEP_STATUSES
+from flows.spec.status_words import RunStatus as RunStatus
+from flows.spec.status_words import StepStatus as StepStatus
+
 Action = Literal["retry", "rerun", "cancel", "signal", "approve", "kick"]
-
-RUN_STATUSES: Final[tuple[str, ...]] = get_args(RunStatus)
-"""What a run can be, each rule in :data:`RUN_RULES`."""
-
-STEP_STATUSES: Final[tuple[str, ...]] = get_args(StepStatus)
-"""What a step (or one job of it) can be, in precedence order: a step says the first that one
-of its jobs says (``cached`` or ``skipped`` only when all of them were, ``success`` otherwise)."""
 
 ACTIONS: Final[tuple[str, ...]] = get_args(Action)
 """What an operator may do to a run, a step or a job, when the engine lists it as allowed."""

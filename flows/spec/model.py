@@ -681,6 +681,10 @@ class Flow(_Model):
     notify: NotifyRules = Field(default_factory=list)
     """Whom to tell when a run fails or succeeds, a step's retries run out or a wait step
     starts waiting (docs: Notifications)."""
+    tests: list[dict[str, Any]] | None = Field(default=None, min_length=1)
+    """The flow's own test cases, run by `flows test` and pytest on a virtual clock: the same
+    list as a test file's `cases:` (name, params, at, mock, schedule, signals, expect), the flow
+    being this file (docs: Flow tests). Runs ignore it."""
 
 
 # -- defaults applied ---------------------------------------------------------------------------

@@ -4,6 +4,13 @@ Every engine command takes ``now`` as an argument (lua/README.md, Time); the cli
 (the server's clock) by default. :class:`ClockedEngine` sends the clock's time instead, so the
 unchanged client, the flows layer and the scheduler service run at virtual time: a retry delay
 of an hour, a wait's timeout or a month of ticks pass by setting the clock, never by sleeping.
+
+It also lets the test's driver share round trips with the scheduler service it drives, the
+calls unchanged and in the order they would run one by one (nobody else writes to a case's
+namespace): calls queued as a *rider* go after the service's next ``schedule.fire`` batch, in
+its round trip (the worker's pop of the run just fired), and a call's reply read ahead of time
+(the service's due read of the next tick, after the driver's reports of this moment) answers
+that call if it comes next, with the same arguments at the same time.
 """
 
 from __future__ import annotations
@@ -13,7 +20,10 @@ from typing import Any
 
 import redis
 
-from scheduler.engine.scripts import Engine
+from scheduler.engine.scripts import Engine, EnginePipeline
+
+#: A call as the engine takes it: (command, args, now); command '' for a plain Redis read.
+Call = tuple[str, tuple[Any, ...], float]
 
 
 class Clock:
@@ -35,9 +45,61 @@ class ClockedEngine(Engine):
     def __init__(self, client: redis.Redis, prefix: str, clock: Clock) -> None:
         super().__init__(client, prefix)
         self.clock = clock
+        self.rider: list[tuple[str, tuple[Any, ...]]] = []
+        """Calls (``''``: a plain read) to send after the next ``schedule.fire`` batch."""
+        self.rider_replies: list[Any] | None = None
+        self._ahead: tuple[int, Call, Any] | None = None
+        self._sent = 0  # round trips so far: a reply read ahead holds until the next one
 
     def _args(self, command: str, args: Sequence[Any], now: float | str) -> list[Any]:
         return super()._args(command, args, self.clock.now if now == "" else now)
 
     def server_time(self) -> float:
         return self.clock.now
+
+    def read_ahead(self, call: Call, reply: Any) -> None:
+        """``reply`` answers ``call`` if it is the next call this engine gets."""
+        self._ahead = (self._sent, call, reply)
+
+    def call(self, command: str, *args: Any, now: float | str = "") -> Any:
+        ahead, self._ahead = self._ahead, None
+        when = self.clock.now if now == "" else float(now)
+        if ahead is not None and ahead[0] == self._sent and ahead[1] == (command, args, when):
+            return ahead[2]
+        self._sent += 1
+        return super().call(command, *args, now=now)
+
+    def command(self, *args: Any, writes: bool = False) -> Any:
+        self._ahead = None
+        self._sent += 1
+        return super().command(*args, writes=writes)
+
+    def pipeline(self) -> EnginePipeline:
+        super().pipeline()  # the library loaded first, as for any pipeline
+        return _RiderPipeline(self)
+
+
+class _RiderPipeline(EnginePipeline):
+    """A pipeline that takes its engine's rider along after a ``schedule.fire`` batch."""
+
+    def __init__(self, engine: ClockedEngine) -> None:
+        super().__init__(engine)
+        self.clocked = engine
+
+    def execute(self) -> list[Any]:
+        engine = self.clocked
+        engine._ahead = None
+        engine._sent += 1
+        rider: list[tuple[str, tuple[Any, ...]]] = []
+        if engine.rider and any(command == "schedule.fire" for command, _ in self._calls):
+            rider, engine.rider = engine.rider, []
+            for command, args in rider:
+                if command:
+                    self.call(command, *args)
+                else:
+                    self.read(*args)
+        replies = super().execute()
+        if not rider:
+            return replies
+        engine.rider_replies = replies[len(replies) - len(rider) :]
+        return replies[: len(replies) - len(rider)]

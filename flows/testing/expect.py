@@ -11,8 +11,8 @@ import difflib
 import json
 from typing import Any
 
+from flows.spec.test_cases import Case
 from flows.testing.driver import Observed
-from flows.testing.spec import Case
 
 
 def _subset(expected: Any, actual: Any) -> bool:

@@ -1,4 +1,5 @@
-"""A pytest plugin: ``pytest`` collects ``*.test.yaml`` files and runs each case as a test item.
+"""A pytest plugin: ``pytest`` collects ``*.test.yaml`` files and the flow files with a ``tests:``
+section, and runs each case as a test item.
 
 Registered under the ``pytest11`` entry point, so a project that installs redis-flows has its
 flow tests run by its own ``pytest`` (``pytest examples/``, or wherever its flows live). Cases
@@ -15,7 +16,8 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 if TYPE_CHECKING:
-    from flows.testing.spec import Case, TestFile
+    from flows.spec.test_cases import Case
+    from flows.testing.spec import TestFile
 
 SUFFIX = ".test.yaml"  # flows.testing.spec's, not imported: every pytest run loads this plugin
 _server: Any = None
@@ -48,6 +50,11 @@ class FlowTestFailure(Exception):
 def pytest_collect_file(parent: pytest.Collector, file_path: Path) -> pytest.Collector | None:
     if file_path.name.endswith(SUFFIX):
         return FlowTestFile.from_parent(parent, path=file_path)
+    if file_path.suffix in (".yaml", ".yml"):
+        from flows.testing.spec import has_tests  # only where there is YAML to look at
+
+        if has_tests(file_path):
+            return FlowTestFile.from_parent(parent, path=file_path)
     return None
 
 

@@ -16,9 +16,10 @@ from pathlib import Path
 import redis
 
 from flows.spec.findings import Finding
+from flows.spec.test_cases import Case
 from flows.testing.driver import CaseError, Observed, run_case
 from flows.testing.expect import diff
-from flows.testing.spec import Case, read_test_file
+from flows.testing.spec import read_test_file
 
 
 @contextmanager

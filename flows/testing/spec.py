@@ -1,4 +1,8 @@
-"""Reading a flow test file (``*.test.yaml``) into cases; every mistake a finding with its place.
+"""Reading flow tests into cases; every mistake a finding with its place.
+
+Cases live in a test file (``*.test.yaml``, naming its flow) or in a flow file's own ``tests:``
+section (the same list as ``cases:``, the flow being the file itself). A case's shape is
+:mod:`flows.spec.test_cases`.
 
 ```yaml
 flow: etl.yaml                    # the flow under test, relative to this file
@@ -19,97 +23,26 @@ cases:
     expect: {runs: 31}
 ```
 
-A stub is a mapping of ``outputs`` (the step's result), ``fail`` (raise an error in that group:
-retried as the step's policy says), ``exit`` (a shell step's exit code), ``duration`` (virtual
-time the attempt takes) and ``skip`` (complete as skipped). The last stub of a list serves every
-later attempt. A step without a stub really runs. Reading only files: no engine, no clock.
+Reading only files: no engine, no clock.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final
+from typing import Final
 
 from flows.runs.build import FlowFile, read_flow_file
-from flows.runs.read import RUN_STATUSES, STEP_STATUSES
-from flows.spec.durations import DurationError, parse_duration
-from flows.spec.findings import DataPath, Finding, FindingSink, did_you_mean, sort_findings
-from flows.spec.yaml_reader import load_file
+from flows.spec.findings import Finding, FindingSink, sort_findings
+from flows.spec.test_cases import Case, CaseReader, read_cases
+from flows.spec.yaml_reader import load_file, load_yaml
 from flows.validation.validate import InvalidFlow
-from scheduler.cron.preview import parse_period
 
 SUFFIX: Final = ".test.yaml"
-DEFAULT_START: Final = datetime(2026, 1, 1, tzinfo=UTC)
 _TOP_KEYS: Final = ("flow", "cases")
-_CASE_KEYS: Final = ("name", "params", "at", "mock", "schedule", "signals", "expect")
-_STUB_KEYS: Final = ("outputs", "fail", "exit", "duration", "skip")
-_EXPECT_KEYS: Final = ("status", "steps", "order", "runs", "outputs")
-_STEP_EXPECT_KEYS: Final = ("status", "attempts", "outputs")
-_SCHEDULE_KEYS: Final = ("from", "to", "outage")
-
-
-@dataclass(frozen=True)
-class Stub:
-    """What one attempt of a mocked step does instead of running."""
-
-    outputs: Mapping[str, Any] | None = None
-    fail: str | None = None
-    exit: int | None = None
-    duration: float = 0.0
-    skip: bool = False
-
-
-ALL_SUCCEED: Final = Stub(outputs={})
-"""``mock: all``: every step (not otherwise stubbed) succeeds at once with no outputs."""
-
-
-@dataclass(frozen=True)
-class StepExpect:
-    status: str | None = None
-    attempts: int | None = None
-    outputs: Any = None
-    has_outputs: bool = False
-
-
-@dataclass(frozen=True)
-class Expect:
-    status: str | None = None
-    steps: Mapping[str, StepExpect] = field(default_factory=dict)
-    order: tuple[str, ...] | None = None
-    runs: int | None = None
-
-
-@dataclass(frozen=True)
-class Period:
-    """A schedule's ticks from ``start`` to ``end`` (epoch seconds), the service down during
-    ``outage`` (``(from, to)`` or None)."""
-
-    start: float
-    end: float
-    outage: tuple[float, float] | None = None
-
-
-@dataclass(frozen=True)
-class Case:
-    name: str
-    line: int
-    params: Mapping[str, Any]
-    at: datetime
-    mocks: Mapping[str, tuple[Stub, ...]]
-    mock_all: bool
-    schedule: Period | None
-    signals: Mapping[str, Mapping[str, Any]]
-    expect: Expect
-
-    def stub(self, step: str, attempt: int) -> Stub | None:
-        """The stub of ``step``'s attempt ``attempt`` (1-based), or None: it really runs."""
-        stubs = self.mocks.get(step)
-        if stubs:
-            return stubs[min(attempt, len(stubs)) - 1]
-        return ALL_SUCCEED if self.mock_all else None
+_TESTS_KEY: Final = re.compile(r"^tests\s*:", re.MULTILINE)
 
 
 @dataclass(frozen=True)
@@ -127,247 +60,18 @@ class Reading:
     findings: list[Finding]
 
 
-def parse_time(value: Any) -> datetime:
-    """An ISO 8601 time (``Z`` or an offset; a naive one is UTC)."""
-    if isinstance(value, datetime):
-        moment = value
-    elif isinstance(value, str):
-        moment = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
-    else:
-        raise ValueError("expected an ISO 8601 time such as 2026-11-01T03:00:00Z")
-    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
-
-
-class _Reader:
-    def __init__(self, sink: FindingSink, steps: Sequence[str]) -> None:
-        self.sink = sink
-        self.steps = list(steps)
-
-    def keys(
-        self, raw: Mapping[str, Any], allowed: Sequence[str], path: DataPath, what: str
-    ) -> None:
-        for key in raw:
-            if key not in allowed:
-                self.sink.error(
-                    (*path, key),
-                    "test-key",
-                    f"unknown key {key!r} in {what}",
-                    did_you_mean(str(key), allowed) or f"allowed: {', '.join(allowed)}",
-                    at_key=True,
-                )
-
-    def step(self, name: Any, path: DataPath) -> bool:
-        if name in self.steps:
-            return True
-        self.sink.error(
-            path,
-            "test-step",
-            f"{name!r} is not a step of the flow",
-            did_you_mean(str(name), self.steps) or f"steps: {', '.join(self.steps)}",
-            at_key=True,
-        )
-        return False
-
-    def mapping(self, raw: Any, path: DataPath, what: str) -> dict[str, Any] | None:
-        if isinstance(raw, dict):
-            return raw
-        self.sink.error(path, "test-type", f"{what} must be a mapping")
-        return None
-
-    def time(self, raw: Any, path: DataPath) -> datetime | None:
-        try:
-            return parse_time(raw)
-        except ValueError as error:
-            self.sink.error(path, "test-time", f"not a time: {error}", "e.g. 2026-11-01T03:00:00Z")
-            return None
-
-    def stub(self, raw: Any, path: DataPath) -> Stub | None:
-        body = self.mapping(raw, path, "a stub")
-        if body is None:
-            return None
-        self.keys(body, _STUB_KEYS, path, "a stub")
-        ok = True
-        outputs = body.get("outputs")
-        if outputs is not None and not isinstance(outputs, dict):
-            self.sink.error((*path, "outputs"), "test-type", "outputs must be a mapping")
-            ok = False
-        code = body.get("exit")
-        if code is not None and (isinstance(code, bool) or not isinstance(code, int) or code == 0):
-            self.sink.error((*path, "exit"), "test-type", "exit must be a non-zero exit code")
-            ok = False
-        fail = body.get("fail")
-        if fail is not None and not isinstance(fail, str):
-            self.sink.error((*path, "fail"), "test-type", "fail must be text: the error's group")
-            ok = False
-        duration = 0.0
-        if "duration" in body:
-            try:
-                duration = parse_duration(body["duration"])
-            except DurationError as error:
-                self.sink.error((*path, "duration"), "test-duration", str(error))
-                ok = False
-        if sum(1 for k in ("outputs", "fail", "exit", "skip") if body.get(k) is not None) > 1:
-            self.sink.error(path, "test-stub", "a stub has one of outputs, fail, exit or skip")
-            ok = False
-        if not ok:
-            return None
-        return Stub(
-            outputs=outputs,
-            fail=fail,
-            exit=code,
-            duration=duration,
-            skip=bool(body.get("skip")),
-        )
-
-    def mocks(self, raw: Any, path: DataPath) -> tuple[dict[str, tuple[Stub, ...]], bool]:
-        if raw is None:
-            return {}, False
-        if raw == "all":
-            return {}, True
-        body = self.mapping(raw, path, "mock (a mapping of steps, or 'all')")
-        if body is None:
-            return {}, False
-        mock_all = False
-        out: dict[str, tuple[Stub, ...]] = {}
-        for step, spec in body.items():
-            if step == "all":
-                mock_all = bool(spec)
-                continue
-            if not self.step(step, (*path, step)):
-                continue
-            specs = spec if isinstance(spec, list) else [spec]
-            if not specs:
-                self.sink.error((*path, step), "test-stub", "an empty list of stubs")
-                continue
-            stubs = [
-                self.stub(s, (*path, step, i) if isinstance(spec, list) else (*path, step))
-                for i, s in enumerate(specs)
-            ]
-            if all(s is not None for s in stubs):
-                out[str(step)] = tuple(s for s in stubs if s is not None)
-        return out, mock_all
-
-    def schedule(self, raw: Any, path: DataPath, scheduled: bool) -> Period | None:
-        body = self.mapping(raw, path, "schedule")
-        if body is None:
-            return None
-        if not scheduled:
-            self.sink.error(path, "test-schedule", "the flow has no schedule: to test")
-            return None
-        self.keys(body, _SCHEDULE_KEYS, path, "schedule")
-        start = self.time(body.get("from"), (*path, "from"))
-        end = self.time(body.get("to"), (*path, "to"))
-        outage: tuple[float, float] | None = None
-        if "outage" in body:
-            try:
-                outage = parse_period(str(body["outage"]))
-            except ValueError as error:
-                self.sink.error((*path, "outage"), "test-time", str(error))
-                return None
-        if start is None or end is None:
-            return None
-        if end <= start:
-            self.sink.error((*path, "to"), "test-time", "'to' must be after 'from'")
-            return None
-        return Period(start.timestamp(), end.timestamp(), outage)
-
-    def step_expect(self, step: Any, spec: Any, where: DataPath) -> StepExpect | None:
-        if not self.step(step, where):
-            return None
-        if isinstance(spec, str):  # `load: success` for short
-            spec = {"status": spec}
-        item = self.mapping(spec, where, f"the expectation of step {step!r}")
-        if item is None:
-            return None
-        self.keys(item, _STEP_EXPECT_KEYS, where, f"the expectation of step {step!r}")
-        word = item.get("status")
-        if word is not None and word not in STEP_STATUSES:
-            self.sink.error(
-                (*where, "status"),
-                "test-status",
-                f"{word!r} is not a step status",
-                did_you_mean(str(word), STEP_STATUSES) or f"one of: {', '.join(STEP_STATUSES)}",
-            )
-        attempts = item.get("attempts")
-        if attempts is not None and (isinstance(attempts, bool) or not isinstance(attempts, int)):
-            self.sink.error((*where, "attempts"), "test-type", "attempts must be a number")
-        return StepExpect(word, attempts, item.get("outputs"), "outputs" in item)
-
-    def case(self, raw: Any, where: DataPath, scheduled: bool, names: set[str]) -> Case | None:
-        body = self.mapping(raw, where, "a case")
-        if body is None:
-            return None
-        self.keys(body, _CASE_KEYS, where, "a case")
-        name = body.get("name")
-        if not isinstance(name, str) or not name.strip():
-            self.sink.error(where, "test-name", "a case needs a name")
-            return None
-        if name in names:
-            self.sink.error((*where, "name"), "test-name", f"two cases are named {name!r}")
-        names.add(name)
-        at = DEFAULT_START if "at" not in body else self.time(body["at"], (*where, "at"))
-        params = body.get("params") or {}
-        self.mapping(params, (*where, "params"), "params")
-        mocks, mock_all = self.mocks(body.get("mock"), (*where, "mock"))
-        period = None
-        if "schedule" in body:
-            period = self.schedule(body["schedule"], (*where, "schedule"), scheduled)
-        signals = body.get("signals") or {}
-        if self.mapping(signals, (*where, "signals"), "signals") is not None:
-            for step, value in signals.items():
-                if self.step(step, (*where, "signals", step)):
-                    self.mapping(value, (*where, "signals", step), "a signal's data")
-        expect = self.expect(body.get("expect") or {}, (*where, "expect"))
-        if at is None or expect is None or not isinstance(params, dict):
-            return None
-        line = self.sink.locate(where, False)[0]
-        return Case(str(name), line, params, at, mocks, mock_all, period, signals, expect)
-
-    def expect(self, raw: Any, path: DataPath) -> Expect | None:
-        body = self.mapping(raw, path, "expect")
-        if body is None:
-            return None
-        self.keys(body, _EXPECT_KEYS, path, "expect")
-        status = body.get("status")
-        if status is not None and status not in RUN_STATUSES:
-            self.sink.error(
-                (*path, "status"),
-                "test-status",
-                f"{status!r} is not a run status",
-                did_you_mean(str(status), RUN_STATUSES) or f"one of: {', '.join(RUN_STATUSES)}",
-            )
-        steps: dict[str, StepExpect] = {}
-        raw_steps = body.get("steps") or {}
-        if self.mapping(raw_steps, (*path, "steps"), "expect.steps") is not None:
-            for step, spec in raw_steps.items():
-                found = self.step_expect(step, spec, (*path, "steps", step))
-                if found is not None:
-                    steps[str(step)] = found
-        order = body.get("order")
-        if order is not None:
-            if not isinstance(order, list):
-                self.sink.error((*path, "order"), "test-type", "order must be a list of steps")
-                order = None
-            else:
-                for i, step in enumerate(order):
-                    self.step(step, (*path, "order", i))
-        runs = body.get("runs")
-        if runs is not None and (isinstance(runs, bool) or not isinstance(runs, int) or runs < 0):
-            self.sink.error((*path, "runs"), "test-type", "runs must be a number >= 0")
-        return Expect(
-            status, steps, tuple(str(s) for s in order) if order is not None else None, runs
-        )
-
-
 def read_test_file(path: Path) -> Reading:
-    """The test file at ``path`` and the flow it names, or every finding in them."""
+    """The cases at ``path`` with the flow they test, or every finding in them: a test file's
+    (``*.test.yaml``, naming its flow) or a flow file's own ``tests:`` section."""
+    if not path.name.endswith(SUFFIX):
+        return _read_flow_tests(path)
     shown = str(path)
     loaded = load_file(path, shown)
     if loaded.data is None or loaded.findings:
         return Reading(None, sort_findings(loaded.findings))
     data = loaded.data
     sink = FindingSink(shown, loaded.source_map.locate)
-    reader = _Reader(sink, [])
+    reader = CaseReader(sink, [])
     reader.keys(data, _TOP_KEYS, (), "a test file")
     flow_name = data.get("flow")
     if not isinstance(flow_name, str) or not flow_name.strip():
@@ -383,30 +87,55 @@ def read_test_file(path: Path) -> Reading:
         return Reading(None, sort_findings([*sink.findings, *invalid.findings]))
     reader.steps = list(flow_file.flow.steps)
     scheduled = flow_file.flow.schedule is not None
-    raw_cases = data.get("cases")
-    if not isinstance(raw_cases, list) or not raw_cases:
-        sink.error(("cases",), "test-cases", "a test file has a list of cases", at_key=True)
-        return Reading(None, sort_findings(sink.findings))
-    cases: list[Case] = []
-    names: set[str] = set()
-    for index, raw in enumerate(raw_cases):
-        case = reader.case(raw, ("cases", index), scheduled, names)
-        if case is not None:
-            cases.append(case)
-    if sink.has_errors:
+    cases = read_cases(data.get("cases"), ("cases",), reader, scheduled, "a test file's cases")
+    if cases is None or sink.has_errors:
         return Reading(None, sort_findings(sink.findings))
     return Reading(TestFile(shown, flow_file, tuple(cases)), sort_findings(sink.findings))
 
 
+def _read_flow_tests(path: Path) -> Reading:
+    """A flow file's own cases (its ``tests:``). Validating the flow checks them (a mistake is
+    an :class:`InvalidFlow` finding); they are read again here, from the same text, into cases."""
+    shown = str(path)
+    try:
+        flow_file = read_flow_file(path)
+    except InvalidFlow as invalid:
+        return Reading(None, sort_findings(invalid.findings))
+    loaded = load_yaml(flow_file.text, shown)
+    sink = FindingSink(shown, loaded.source_map.locate)
+    if loaded.data is None or "tests" not in loaded.data:
+        sink.error((), "test-cases", "the flow file has no tests: section (nor is it *.test.yaml)")
+        return Reading(None, sort_findings(sink.findings))
+    reader = CaseReader(sink, list(flow_file.flow.steps))
+    scheduled = flow_file.flow.schedule is not None
+    cases = read_cases(loaded.data["tests"], ("tests",), reader, scheduled, "tests")
+    if cases is None or sink.has_errors:
+        return Reading(None, sort_findings(sink.findings))
+    return Reading(TestFile(shown, flow_file, tuple(cases)), sort_findings(sink.findings))
+
+
+def has_tests(path: Path) -> bool:
+    """Whether the flow file at ``path`` has a top-level ``tests:`` section (a look at its
+    text, enough to collect it: reading it says what is wrong with it)."""
+    try:
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError):
+        return False
+    return _TESTS_KEY.search(text) is not None
+
+
 def find_test_files(paths: Sequence[Path]) -> list[Path]:
-    """The test files named, and those under the folders named (hidden folders left out)."""
+    """The test files named, and under the folders named (hidden folders left out) the test
+    files and the flow files with a ``tests:`` section."""
     found: list[Path] = []
     for path in paths:
         if path.is_dir():
             found.extend(
                 p
-                for p in sorted(path.rglob(f"*{SUFFIX}"))
+                for p in sorted(path.rglob("*.y*ml"))
                 if not any(part.startswith(".") for part in p.relative_to(path).parts)
+                and p.suffix in (".yaml", ".yml")
+                and (p.name.endswith(SUFFIX) or has_tests(p))
             )
         else:
             found.append(path)

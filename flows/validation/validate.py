@@ -32,6 +32,7 @@ from flows.validation.schedule_checks import check_schedule
 from flows.validation.secret_checks import check_secrets
 from flows.validation.subflow_checks import check_subflows
 from flows.validation.template_checks import TemplateChecker, check_template_places
+from flows.validation.test_checks import check_tests
 from scheduler.engine.errors import FlowsError
 
 
@@ -196,6 +197,7 @@ def _validate_loaded(
     if parts.schedule is not None:
         raw_cron = _mapping(data.get("schedule")).get("cron")
         check_schedule(parts.schedule, raw_cron, parts.params, sink, now or time.time())
+    check_tests(data, parts.step_ids, parts.schedule is not None, sink)
     if flow is not None:
         _check_queues(flow, sink)
         check_heartbeats(flow, sink)

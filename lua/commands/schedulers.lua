@@ -5,9 +5,10 @@
 --   scheduler.forget  id                    -> 'forgotten' | 'missing' (a clean shutdown)
 --   schedulers        [count=100]           -> JSON list [{id, last_tick, info}], newest first
 --
--- A service pings after each tick, so a supervisor can tell a stuck or dead one by the age of
--- its last tick (`flows scheduler --health`). Services silent for longer than `max-worker-age`
--- seconds are dropped by the next ping (a bounded number per call).
+-- A service pings at each tick (in the round trip of its last fire batch when it fires), so a
+-- supervisor can tell a stuck or dead one by the age of its last tick (`flows scheduler
+-- --health`). Services silent for longer than `max-worker-age` seconds are dropped by the next
+-- ping (a bounded number per call).
 -- Errors: INVALID, TOOLARGE.
 -- @include args
 -- @include config

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import weakref
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import redis
@@ -54,40 +55,72 @@ class DirectCalls:
 
     def __init__(self, client: redis.Redis) -> None:
         self.pool: redis.ConnectionPool = client.connection_pool
+        self.callbacks = client.response_callbacks
         self._pid = os.getpid()
         self._spare: list[Connection] = []
         self._finalizer = weakref.finalize(self, _give_back, self.pool, self._spare, self._pid)
 
     def call(self, *args: Any) -> Any:
         """Send one command and return its reply (an error reply raises its ResponseError)."""
-        if os.getpid() != self._pid:  # forked: the spare connections are the parent's
-            self._finalizer.detach()
-            self._pid, self._spare = os.getpid(), []
-            self._finalizer = weakref.finalize(self, _give_back, self.pool, self._spare, self._pid)
-        spare = self._spare
+        connection = self._borrow()
         try:
-            connection = spare.pop()
-        except IndexError:
-            connection = self.pool.get_connection()
-        try:
-            if hiredis is not None and isinstance(
-                connection._command_packer, HiredisRespSerializer
-            ):
-                # What redis-py's hiredis packer sends for these arguments (text, numbers),
-                # without its per-argument pass.
-                connection.send_packed_command([hiredis.pack_command(args)])  # type: ignore[no-untyped-call]
-            else:
-                connection.send_command(*args)  # type: ignore[no-untyped-call]
+            self._send(connection, [args])
             reply = connection.read_response()
         except redis.ResponseError:
             self._keep(connection)  # an error reply, read whole: the connection is idle
             raise
         except BaseException:
-            connection.disconnect()  # type: ignore[no-untyped-call]
-            self.pool.release(connection)
+            self._drop(connection)
             raise
         self._keep(connection)
         return reply
+
+    def call_many(self, commands: Sequence[tuple[Any, ...]]) -> list[Any]:
+        """Send ``commands`` in one round trip, as redis-py's pipeline (not a transaction) does:
+        the replies in order, each parsed by the client's response callback for its command,
+        an error reply's slot holding its ResponseError."""
+        connection = self._borrow()
+        replies: list[Any] = []
+        try:
+            self._send(connection, commands)
+            for args in commands:
+                try:
+                    reply = connection.read_response()
+                except redis.ResponseError as error:
+                    replies.append(error)
+                    continue
+                callback = self.callbacks.get(args[0])  # type: ignore[no-untyped-call]
+                replies.append(reply if callback is None else callback(reply))
+        except BaseException:
+            self._drop(connection)
+            raise
+        self._keep(connection)
+        return replies
+
+    def _borrow(self) -> Connection:
+        if os.getpid() != self._pid:  # forked: the spare connections are the parent's
+            self._finalizer.detach()
+            self._pid, self._spare = os.getpid(), []
+            self._finalizer = weakref.finalize(self, _give_back, self.pool, self._spare, self._pid)
+        try:
+            return self._spare.pop()
+        except IndexError:
+            return self.pool.get_connection()
+
+    def _send(self, connection: Connection, commands: Sequence[tuple[Any, ...]]) -> None:
+        if hiredis is not None and isinstance(connection._command_packer, HiredisRespSerializer):
+            # What redis-py's hiredis packer sends for these arguments (text, numbers),
+            # without its per-argument pass.
+            # One write for the batch: redis-py writes each piece of a list on its own.
+            packed = [b"".join([hiredis.pack_command(args) for args in commands])]
+            connection.send_packed_command(packed)  # type: ignore[no-untyped-call]
+        else:
+            connection.send_packed_command(connection.pack_commands(commands))  # type: ignore[no-untyped-call]
+
+    def _drop(self, connection: Connection) -> None:
+        """A connection that failed mid-way: what it holds unread is lost with it."""
+        connection.disconnect()  # type: ignore[no-untyped-call]
+        self.pool.release(connection)
 
     def _keep(self, connection: Connection) -> None:
         if len(self._spare) < MAX_SPARE:

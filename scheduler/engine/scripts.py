@@ -489,7 +489,17 @@ class EnginePipeline:
 
     def _run(self, calls: Iterable[tuple[str, list[Any]]]) -> list[Any]:
         engine = self.engine
-        pipe = engine.route.target().pipeline(transaction=False)
+        calls = list(calls)
+        target = engine.route.target()
+        if engine._direct is not None and target is engine.redis and engine.durability is None:
+            # One round trip without redis-py's pipeline machinery (engine.direct_calls), which
+            # costs a small batch several times its own round trip.
+            batch = [engine._call_args(c, argv) if c else tuple(argv) for c, argv in calls]
+            try:
+                return engine._direct.call_many(batch)
+            except (redis.ConnectionError, redis.TimeoutError):
+                pass  # sent again below: redis-py's retry policy resends a whole pipeline too
+        pipe = target.pipeline(transaction=False)
         names = []
         for command, argv in calls:
             if command:

@@ -210,7 +210,9 @@ class SchedulerService:
         report = TickReport(now)
         stuck = 0  # due entries at the head that could not be moved: page past them
         tried: set[str] = set()  # buffered ticks get one attempt per tick
+        pinged = False  # by the last round's fire batch
         for _ in range(MAX_ROUNDS):
+            pinged = False
             batch = self.schedules.due(now, offset=stuck, limit=self.batch)
             # Other sources' schedules are theirs to fire: paged past.
             due = [e for e in batch.due if e.origin in ("", self.origin)]
@@ -231,17 +233,19 @@ class SchedulerService:
                     calls.append(pending)
             if calls:
                 conflicts = report.conflicts
-                stuck += self._send(calls, now, report)
-                if _settled(batch.due, batch.buffered, calls, now, self.batch) and (
-                    report.conflicts == conflicts
-                ):
+                # A round that leaves nothing due is the last: its fire batch carries the
+                # health ping (one round trip less per tick that fires).
+                pinged = _settled(batch.due, batch.buffered, calls, now, self.batch)
+                stuck += self._send(calls, now, report, pinged)
+                if pinged and report.conflicts == conflicts:
                     break
             elif len(batch.due) < self.batch:
                 break
+        if not pinged:  # nothing fired, or a round after the ping's
+            self.schedules.ping(self.service_id, self._health(now, report), now)
         self.totals["fired"] += len(report.fired)
         self.totals["skipped"] += len(report.skipped)
         self.totals["conflicts"] += report.conflicts
-        self._ping(now)
         return report
 
     def housekeep(self, now: float | None = None) -> HousekeepingReport:
@@ -395,10 +399,12 @@ class SchedulerService:
 
     # -- firing ----------------------------------------------------------------------------
 
-    def _send(self, calls: list[_Pending], now: float, report: TickReport) -> int:
-        """Fire a batch; returns how many due entries could not be moved at all."""
+    def _send(self, calls: list[_Pending], now: float, report: TickReport, ping: bool) -> int:
+        """Fire a batch (with the health ping: ``ping``); returns how many due entries could
+        not be moved at all."""
         self._failpoint("before-fire")
-        outcomes = self.schedules.fire_many([p.call for p in calls], now)
+        health = (self.service_id, self._health(now, report)) if ping else None
+        outcomes = self.schedules.fire_many([p.call for p in calls], now, health)
         self._failpoint("after-fire")
         refused: list[_Pending] = []
         for pending, outcome in zip(calls, outcomes, strict=True):
@@ -472,17 +478,20 @@ class SchedulerService:
 
     # -- health ----------------------------------------------------------------------------
 
-    def _ping(self, now: float) -> None:
-        info = {
+    def _health(self, now: float, report: TickReport) -> dict[str, object]:
+        """What the ping of the tick at ``now`` records: the totals include ``report`` so far
+        (a ping sent with a fire batch counts up to the batch before it)."""
+        return {
             "host": socket.gethostname(),
             "pid": os.getpid(),
             "flows_dir": str(self.flows_dir),
             "source": self.origin,
             "started": self.started,
             "last_tick": now,
-            **self.totals,
+            "fired": self.totals["fired"] + len(report.fired),
+            "skipped": self.totals["skipped"] + len(report.skipped),
+            "conflicts": self.totals["conflicts"] + report.conflicts,
         }
-        self.schedules.ping(self.service_id, info, now)
 
     def _failpoint(self, name: str) -> None:
         if self.failpoint != name:

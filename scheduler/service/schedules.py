@@ -223,13 +223,25 @@ class Schedules:
                 return str(reply)
         raise EngineError(f"schedule {name}: kept changing while being resumed")
 
-    def fire_many(self, calls: Sequence[FireCall], now: float) -> list[str | EngineError]:
-        """Send every call in one round trip; each reply is an outcome or the refusal."""
+    def fire_many(
+        self,
+        calls: Sequence[FireCall],
+        now: float,
+        ping: tuple[str, Mapping[str, Any]] | None = None,
+    ) -> list[str | EngineError]:
+        """Send every call in one round trip; each reply is an outcome or the refusal.
+        ``ping``: a service's :meth:`ping` (its id and info), sent after them in that round
+        trip; raises what it raises."""
         pipe = self._fire_engine().pipeline()
         for call in calls:
             pipe.call("schedule.fire", *call.args(), now=now)
+        if ping is not None:
+            pipe.call("scheduler.ping", ping[0], _info_json(ping[1]), now=now)
+        replies = pipe.execute()
+        if ping is not None and isinstance(pinged := replies.pop(), Exception):
+            raise pinged
         out: list[str | EngineError] = []
-        for reply in pipe.execute():
+        for reply in replies:
             if isinstance(reply, EngineError):
                 out.append(reply)
             elif isinstance(reply, Exception):
@@ -259,7 +271,7 @@ class Schedules:
 
     def ping(self, service_id: str, info: Mapping[str, Any], now: float) -> None:
         """Record ``now`` as the service's last tick."""
-        self._call("scheduler.ping", service_id, json.dumps(dict(info), default=str), now=now)
+        self._call("scheduler.ping", service_id, _info_json(info), now=now)
 
     def forget_service(self, service_id: str) -> None:
         self._call("scheduler.forget", service_id)
@@ -270,6 +282,10 @@ class Schedules:
         return [
             ServiceHealth(str(s["id"]), float(s["last_tick"]), s.get("info") or {}) for s in raw
         ]
+
+
+def _info_json(info: Mapping[str, Any]) -> str:
+    return json.dumps(dict(info), default=str)
 
 
 __all__ = [

@@ -1,5 +1,6 @@
-"""`flows test`: the examples' test files pass on the real engine; a changed expectation fails
-with exit 1 and a readable diff; a test file with a mistake gets file:line:col findings."""
+"""`flows test`: the examples' test files (and a flow's own `tests:`) pass on the real engine; a
+changed expectation fails with exit 1 and a readable diff; a test file or a flow's `tests:` with a
+mistake gets file:line:col findings."""
 
 from __future__ import annotations
 
@@ -26,8 +27,9 @@ def test_the_examples_test_files_pass(url: str, redis_client: redis.Redis) -> No
     with assert_unchanged(redis_client):
         result = flows("test", str(EXAMPLES), "--redis", url)
     assert result.exit_code == 0, result.output
-    assert "9 passed, 0 failed" in result.output
-    for name in ("etl.test.yaml", "approval.test.yaml", "nightly.test.yaml", "subflow.test.yaml"):
+    assert "11 passed, 0 failed" in result.output
+    names = ("etl.test.yaml", "approval.test.yaml", "nightly.test.yaml", "subflow.test.yaml")
+    for name in (*names, "report.yaml"):
         assert f"{name}::" in result.output
 
 
@@ -49,6 +51,55 @@ def test_a_changed_expectation_fails_with_a_diff(url: str, tmp_path: Path) -> No
     assert '+       "attempts": 2' in out
     assert "0 passed, 1 failed" in out
     assert "Traceback" not in out
+
+
+def test_a_changed_expectation_in_a_flows_own_tests_fails_with_a_diff(
+    url: str, tmp_path: Path
+) -> None:
+    folder = _copy_examples(tmp_path)
+    flow = folder / "report.yaml"
+    text = flow.read_text()
+    assert 'outputs: {total: "40"}' in text
+    flow.write_text(text.replace('outputs: {total: "40"}', 'outputs: {total: "41"}'))
+    result = flows("test", str(folder), "-k", "ten times", "--redis", url)
+    assert result.exit_code == 1, result.output
+    out = result.output
+    assert "report.yaml::the total is ten times the orders FAILED" in out
+    assert 'expect.steps.count.outputs.total: expected "41", got "40"' in out
+    assert '-         "total": "41"' in out
+    assert '+         "total": "40"' in out
+    assert "0 passed, 1 failed" in out
+    assert "Traceback" not in out
+
+
+def test_a_flows_own_tests_with_mistakes_get_findings(url: str, tmp_path: Path) -> None:
+    """As for a test file, in `flows test` and in `flows validate` alike: the cases are part of
+    the flow file."""
+    flow = tmp_path / "report.yaml"
+    text = (EXAMPLES / "report.yaml").read_text()
+    cut = text.index("tests:")
+    flow.write_text(
+        text[:cut] + "tests:\n"
+        "  - name: typos\n"
+        "    mock: {cont: {exit: 2}}\n"
+        "    expect: {status: faild, steps: {count: {attemps: 1}}}\n"
+    )
+    line = text[:cut].count("\n") + 1  # the line of `tests:`
+    for args in (("test", str(flow), "--redis", url), ("validate", str(flow))):
+        result = flows(*args)
+        assert result.exit_code == 1, result.output
+        out = result.output
+        assert f"{flow}:{line + 2}:12: error: 'cont' is not a step of the flow" in out
+        assert "hint: did you mean 'count'?" in out
+        assert f"{flow}:{line + 3}:22: error: 'faild' is not a run status" in out
+        assert f"{flow}:{line + 3}:45: error: unknown key 'attemps'" in out
+        assert "Traceback" not in out
+
+
+def test_a_flow_file_without_tests_is_no_test(url: str) -> None:
+    result = flows("test", str(EXAMPLES / "shell.yaml"), "--redis", url)
+    assert result.exit_code == 1
+    assert "has no tests: section" in result.output
 
 
 def test_a_test_file_with_mistakes_gets_findings(url: str, tmp_path: Path) -> None:
@@ -110,7 +161,8 @@ def test_the_scheduler_service_does_not_read_test_files_as_flows() -> None:
 
 
 def test_pytest_collects_the_test_files(tmp_path: Path) -> None:
-    """The `pytest11` plugin: a project's own pytest runs its flow tests, a case per item."""
+    """The `pytest11` plugin: a project's own pytest runs its flow tests, a case per item (a
+    flow's own `tests:` too)."""
     folder = _copy_examples(tmp_path)
     for name in folder.glob("*.test.yaml"):
         if name.name != "files.test.yaml":
@@ -118,10 +170,11 @@ def test_pytest_collects_the_test_files(tmp_path: Path) -> None:
     command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(folder)]
     passed = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert passed.returncode == 0, passed.stdout + passed.stderr
-    assert "1 passed" in passed.stdout
+    assert "3 passed" in passed.stdout
     test_file = folder / "files.test.yaml"
     test_file.write_text(test_file.read_text().replace("rows: 6", "rows: 7"))
     failed = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert failed.returncode == 1
     assert "expect.steps.total.outputs.rows: expected 7, got 6" in failed.stdout
     assert "files.test.yaml::one count per listed file" in failed.stdout
+    assert "2 passed" in failed.stdout  # report.yaml's own cases

@@ -64,3 +64,45 @@ def test_a_forked_child_opens_its_own_connections(redis_client: redis.Redis) -> 
     assert os.waitstatus_to_exitcode(status) == 0
     assert engine._direct._spare == parents  # type: ignore[union-attr]
     assert engine.call("put", "w", "q", "b", "k", "{}", 0) == "b"
+
+
+def test_a_pipeline_goes_over_a_kept_connection_with_redis_pys_replies(
+    redis_client: redis.Redis,
+) -> None:
+    """One write and one round trip: each slot as redis-py's pipeline fills it (its response
+    callbacks for plain reads, a refused call's exception in its slot)."""
+    engine = Engine(redis_client)
+    redis_client.hset("h", mapping={"a": "1"})
+    redis_client.zadd("z", {"m": 2.5})
+
+    def batch(pipe: object) -> None:
+        assert hasattr(pipe, "call") and hasattr(pipe, "read")
+        pipe.call("put", "w", "q", "a", "k", "{}", 0)
+        pipe.call("put", "w", "q", "b", "k", "[not json", 0)
+        pipe.read("hgetall", "h")
+        pipe.read("zrange", "z", 0, -1, "withscores")
+        pipe.read("zcard", "z")
+
+    direct = engine.pipeline()
+    batch(direct)
+    got = direct.execute()
+    assert engine._direct is not None and len(engine._direct._spare) == 1
+    assert got[0] == "a" and isinstance(got[1], InvalidArgument)
+    plain = redis_client.pipeline(transaction=False)
+    plain.hgetall("h")
+    plain.execute_command("zrange", "z", 0, -1, "withscores")
+    plain.zcard("z")
+    assert got[2:] == plain.execute()
+
+
+def test_a_pipeline_on_a_dropped_connection_goes_again_through_redis_py(
+    redis_client: redis.Redis,
+) -> None:
+    engine = Engine(redis_client)
+    engine.call("put", "w", "q", "a", "k", "{}", 0)
+    [connection] = engine._direct._spare  # type: ignore[union-attr]
+    connection._sock.shutdown(2)  # type: ignore[attr-defined]  # as a server closing it
+    pipe = engine.pipeline()
+    pipe.call("put", "w", "q", "b", "k", "{}", 0)
+    pipe.read("zcard", "ql:q:q-work")
+    assert pipe.execute() == ["b", 2]

@@ -947,3 +947,49 @@ def test_a_default_outside_the_choices_is_a_finding() -> None:
         "the default of param 'env' is not among its choices: "
         "'prdo' is not one of its choices (dev, prod); did you mean 'prod'?"
     )
+
+
+# -- tests: a flow's own test cases -----------------------------------------------------------
+
+_WITH_TESTS = """\
+version: 1
+name: x
+steps:
+  a:
+    run: echo a
+tests:
+"""
+
+
+def test_a_flows_own_tests_are_accepted_and_ignored_by_runs() -> None:
+    flow = valid(
+        _WITH_TESTS
+        + "  - name: ok\n    mock: {a: {outputs: {n: 1}}}\n    expect: {status: succeeded}\n"
+    )
+    assert flow.tests is not None and flow.tests[0]["name"] == "ok"
+    assert list(flow.steps) == ["a"]
+
+
+def test_a_mistake_in_a_flows_own_tests_is_a_finding_at_its_place() -> None:
+    findings = check(
+        _WITH_TESTS
+        + "  - name: typo\n"
+        + "    mock: {b: {outputs: {}}}\n"
+        + "    schedule: {from: 2026-01-01T00:00:00Z, to: 2026-01-02T00:00:00Z}\n"
+        + "    expect: {status: done}\n"
+        + "  - name: typo\n"
+    )
+    got = {(f.code, f.line, f.col) for f in findings}
+    assert ("test-step", 8, 12) in got  # b: not a step of the flow
+    assert ("test-schedule", 9, 15) in got  # the flow has no schedule
+    assert ("test-status", 10, 22) in got  # done: not a run status
+    assert ("test-name", 11, 11) in got  # the name again
+    assert has_errors(findings)
+
+
+@pytest.mark.parametrize("value", ["[]", "3", "[3]"])
+def test_tests_must_be_a_list_of_cases(value: str) -> None:
+    findings = check(_WITH_TESTS.replace("tests:\n", f"tests: {value}\n"))
+    assert [f.line for f in findings if f.severity == "error"] == [6], [
+        f.format() for f in findings
+    ]

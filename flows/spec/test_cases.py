@@ -1,0 +1,344 @@
+"""The shape of a flow test case, read into a :class:`Case`; every mistake a finding.
+
+A case is written in a test file's ``cases:`` (``*.test.yaml``, :mod:`flows.testing.spec`) or in
+a flow file's own ``tests:`` section; both read through :class:`CaseReader`, so ``flows
+validate`` reports a mistake in a flow's ``tests:`` (at its file:line:col) as it reports one in
+its steps, and ``flows test`` runs the same :class:`Case`. Reading only: no engine, no clock.
+
+A stub is a mapping of ``outputs`` (the step's result), ``fail`` (raise an error in that group:
+retried as the step's policy says), ``exit`` (a shell step's exit code), ``duration`` (virtual
+time the attempt takes) and ``skip`` (complete as skipped). The last stub of a list serves every
+later attempt. A step without a stub really runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Final
+
+from flows.spec.durations import DurationError, parse_duration
+from flows.spec.findings import DataPath, FindingSink, did_you_mean
+from flows.spec.status_words import RUN_STATUSES, STEP_STATUSES
+from scheduler.cron.preview import parse_period
+
+DEFAULT_START: Final = datetime(2026, 1, 1, tzinfo=UTC)
+_CASE_KEYS: Final = ("name", "params", "at", "mock", "schedule", "signals", "expect")
+_STUB_KEYS: Final = ("outputs", "fail", "exit", "duration", "skip")
+_EXPECT_KEYS: Final = ("status", "steps", "order", "runs", "outputs")
+_STEP_EXPECT_KEYS: Final = ("status", "attempts", "outputs")
+_SCHEDULE_KEYS: Final = ("from", "to", "outage")
+
+
+@dataclass(frozen=True)
+class Stub:
+    """What one attempt of a mocked step does instead of running."""
+
+    outputs: Mapping[str, Any] | None = None
+    fail: str | None = None
+    exit: int | None = None
+    duration: float = 0.0
+    skip: bool = False
+
+
+ALL_SUCCEED: Final = Stub(outputs={})
+"""``mock: all``: every step (not otherwise stubbed) succeeds at once with no outputs."""
+
+
+@dataclass(frozen=True)
+class StepExpect:
+    status: str | None = None
+    attempts: int | None = None
+    outputs: Any = None
+    has_outputs: bool = False
+
+
+@dataclass(frozen=True)
+class Expect:
+    status: str | None = None
+    steps: Mapping[str, StepExpect] = field(default_factory=dict)
+    order: tuple[str, ...] | None = None
+    runs: int | None = None
+
+
+@dataclass(frozen=True)
+class Period:
+    """A schedule's ticks from ``start`` to ``end`` (epoch seconds), the service down during
+    ``outage`` (``(from, to)`` or None)."""
+
+    start: float
+    end: float
+    outage: tuple[float, float] | None = None
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    line: int
+    params: Mapping[str, Any]
+    at: datetime
+    mocks: Mapping[str, tuple[Stub, ...]]
+    mock_all: bool
+    schedule: Period | None
+    signals: Mapping[str, Mapping[str, Any]]
+    expect: Expect
+
+    def stub(self, step: str, attempt: int) -> Stub | None:
+        """The stub of ``step``'s attempt ``attempt`` (1-based), or None: it really runs."""
+        stubs = self.mocks.get(step)
+        if stubs:
+            return stubs[min(attempt, len(stubs)) - 1]
+        return ALL_SUCCEED if self.mock_all else None
+
+
+def parse_time(value: Any) -> datetime:
+    """An ISO 8601 time (``Z`` or an offset; a naive one is UTC)."""
+    if isinstance(value, datetime):
+        moment = value
+    elif isinstance(value, str):
+        moment = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+    else:
+        raise ValueError("expected an ISO 8601 time such as 2026-11-01T03:00:00Z")
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+class CaseReader:
+    """Reads cases of a flow with ``steps`` into :class:`Case` objects, every mistake a
+    finding in ``sink``."""
+
+    def __init__(self, sink: FindingSink, steps: Sequence[str]) -> None:
+        self.sink = sink
+        self.steps = list(steps)
+
+    def keys(
+        self, raw: Mapping[str, Any], allowed: Sequence[str], path: DataPath, what: str
+    ) -> None:
+        for key in raw:
+            if key not in allowed:
+                self.sink.error(
+                    (*path, key),
+                    "test-key",
+                    f"unknown key {key!r} in {what}",
+                    did_you_mean(str(key), allowed) or f"allowed: {', '.join(allowed)}",
+                    at_key=True,
+                )
+
+    def step(self, name: Any, path: DataPath) -> bool:
+        if name in self.steps:
+            return True
+        self.sink.error(
+            path,
+            "test-step",
+            f"{name!r} is not a step of the flow",
+            did_you_mean(str(name), self.steps) or f"steps: {', '.join(self.steps)}",
+            at_key=True,
+        )
+        return False
+
+    def mapping(self, raw: Any, path: DataPath, what: str) -> dict[str, Any] | None:
+        if isinstance(raw, dict):
+            return raw
+        self.sink.error(path, "test-type", f"{what} must be a mapping")
+        return None
+
+    def time(self, raw: Any, path: DataPath) -> datetime | None:
+        try:
+            return parse_time(raw)
+        except ValueError as error:
+            self.sink.error(path, "test-time", f"not a time: {error}", "e.g. 2026-11-01T03:00:00Z")
+            return None
+
+    def stub(self, raw: Any, path: DataPath) -> Stub | None:
+        body = self.mapping(raw, path, "a stub")
+        if body is None:
+            return None
+        self.keys(body, _STUB_KEYS, path, "a stub")
+        ok = True
+        outputs = body.get("outputs")
+        if outputs is not None and not isinstance(outputs, dict):
+            self.sink.error((*path, "outputs"), "test-type", "outputs must be a mapping")
+            ok = False
+        code = body.get("exit")
+        if code is not None and (isinstance(code, bool) or not isinstance(code, int) or code == 0):
+            self.sink.error((*path, "exit"), "test-type", "exit must be a non-zero exit code")
+            ok = False
+        fail = body.get("fail")
+        if fail is not None and not isinstance(fail, str):
+            self.sink.error((*path, "fail"), "test-type", "fail must be text: the error's group")
+            ok = False
+        duration = 0.0
+        if "duration" in body:
+            try:
+                duration = parse_duration(body["duration"])
+            except DurationError as error:
+                self.sink.error((*path, "duration"), "test-duration", str(error))
+                ok = False
+        if sum(1 for k in ("outputs", "fail", "exit", "skip") if body.get(k) is not None) > 1:
+            self.sink.error(path, "test-stub", "a stub has one of outputs, fail, exit or skip")
+            ok = False
+        if not ok:
+            return None
+        return Stub(
+            outputs=outputs,
+            fail=fail,
+            exit=code,
+            duration=duration,
+            skip=bool(body.get("skip")),
+        )
+
+    def mocks(self, raw: Any, path: DataPath) -> tuple[dict[str, tuple[Stub, ...]], bool]:
+        if raw is None:
+            return {}, False
+        if raw == "all":
+            return {}, True
+        body = self.mapping(raw, path, "mock (a mapping of steps, or 'all')")
+        if body is None:
+            return {}, False
+        mock_all = False
+        out: dict[str, tuple[Stub, ...]] = {}
+        for step, spec in body.items():
+            if step == "all":
+                mock_all = bool(spec)
+                continue
+            if not self.step(step, (*path, step)):
+                continue
+            specs = spec if isinstance(spec, list) else [spec]
+            if not specs:
+                self.sink.error((*path, step), "test-stub", "an empty list of stubs")
+                continue
+            stubs = [
+                self.stub(s, (*path, step, i) if isinstance(spec, list) else (*path, step))
+                for i, s in enumerate(specs)
+            ]
+            if all(s is not None for s in stubs):
+                out[str(step)] = tuple(s for s in stubs if s is not None)
+        return out, mock_all
+
+    def schedule(self, raw: Any, path: DataPath, scheduled: bool) -> Period | None:
+        body = self.mapping(raw, path, "schedule")
+        if body is None:
+            return None
+        if not scheduled:
+            self.sink.error(path, "test-schedule", "the flow has no schedule: to test")
+            return None
+        self.keys(body, _SCHEDULE_KEYS, path, "schedule")
+        start = self.time(body.get("from"), (*path, "from"))
+        end = self.time(body.get("to"), (*path, "to"))
+        outage: tuple[float, float] | None = None
+        if "outage" in body:
+            try:
+                outage = parse_period(str(body["outage"]))
+            except ValueError as error:
+                self.sink.error((*path, "outage"), "test-time", str(error))
+                return None
+        if start is None or end is None:
+            return None
+        if end <= start:
+            self.sink.error((*path, "to"), "test-time", "'to' must be after 'from'")
+            return None
+        return Period(start.timestamp(), end.timestamp(), outage)
+
+    def step_expect(self, step: Any, spec: Any, where: DataPath) -> StepExpect | None:
+        if not self.step(step, where):
+            return None
+        if isinstance(spec, str):  # `load: success` for short
+            spec = {"status": spec}
+        item = self.mapping(spec, where, f"the expectation of step {step!r}")
+        if item is None:
+            return None
+        self.keys(item, _STEP_EXPECT_KEYS, where, f"the expectation of step {step!r}")
+        word = item.get("status")
+        if word is not None and word not in STEP_STATUSES:
+            self.sink.error(
+                (*where, "status"),
+                "test-status",
+                f"{word!r} is not a step status",
+                did_you_mean(str(word), STEP_STATUSES) or f"one of: {', '.join(STEP_STATUSES)}",
+            )
+        attempts = item.get("attempts")
+        if attempts is not None and (isinstance(attempts, bool) or not isinstance(attempts, int)):
+            self.sink.error((*where, "attempts"), "test-type", "attempts must be a number")
+        return StepExpect(word, attempts, item.get("outputs"), "outputs" in item)
+
+    def case(self, raw: Any, where: DataPath, scheduled: bool, names: set[str]) -> Case | None:
+        body = self.mapping(raw, where, "a case")
+        if body is None:
+            return None
+        self.keys(body, _CASE_KEYS, where, "a case")
+        name = body.get("name")
+        if not isinstance(name, str) or not name.strip():
+            self.sink.error(where, "test-name", "a case needs a name")
+            return None
+        if name in names:
+            self.sink.error((*where, "name"), "test-name", f"two cases are named {name!r}")
+        names.add(name)
+        at = DEFAULT_START if "at" not in body else self.time(body["at"], (*where, "at"))
+        params = body.get("params") or {}
+        self.mapping(params, (*where, "params"), "params")
+        mocks, mock_all = self.mocks(body.get("mock"), (*where, "mock"))
+        period = None
+        if "schedule" in body:
+            period = self.schedule(body["schedule"], (*where, "schedule"), scheduled)
+        signals = body.get("signals") or {}
+        if self.mapping(signals, (*where, "signals"), "signals") is not None:
+            for step, value in signals.items():
+                if self.step(step, (*where, "signals", step)):
+                    self.mapping(value, (*where, "signals", step), "a signal's data")
+        expect = self.expect(body.get("expect") or {}, (*where, "expect"))
+        if at is None or expect is None or not isinstance(params, dict):
+            return None
+        line = self.sink.locate(where, False)[0]
+        return Case(str(name), line, params, at, mocks, mock_all, period, signals, expect)
+
+    def expect(self, raw: Any, path: DataPath) -> Expect | None:
+        body = self.mapping(raw, path, "expect")
+        if body is None:
+            return None
+        self.keys(body, _EXPECT_KEYS, path, "expect")
+        status = body.get("status")
+        if status is not None and status not in RUN_STATUSES:
+            self.sink.error(
+                (*path, "status"),
+                "test-status",
+                f"{status!r} is not a run status",
+                did_you_mean(str(status), RUN_STATUSES) or f"one of: {', '.join(RUN_STATUSES)}",
+            )
+        steps: dict[str, StepExpect] = {}
+        raw_steps = body.get("steps") or {}
+        if self.mapping(raw_steps, (*path, "steps"), "expect.steps") is not None:
+            for step, spec in raw_steps.items():
+                found = self.step_expect(step, spec, (*path, "steps", step))
+                if found is not None:
+                    steps[str(step)] = found
+        order = body.get("order")
+        if order is not None:
+            if not isinstance(order, list):
+                self.sink.error((*path, "order"), "test-type", "order must be a list of steps")
+                order = None
+            else:
+                for i, step in enumerate(order):
+                    self.step(step, (*path, "order", i))
+        runs = body.get("runs")
+        if runs is not None and (isinstance(runs, bool) or not isinstance(runs, int) or runs < 0):
+            self.sink.error((*path, "runs"), "test-type", "runs must be a number >= 0")
+        return Expect(
+            status, steps, tuple(str(s) for s in order) if order is not None else None, runs
+        )
+
+
+def read_cases(
+    raw: Any, where: DataPath, reader: CaseReader, scheduled: bool, what: str
+) -> list[Case] | None:
+    """The cases of the list ``raw`` at ``where`` (a test file's ``cases``, a flow's
+    ``tests``); None (a finding made) when it is not a non-empty list."""
+    if not isinstance(raw, list) or not raw:
+        reader.sink.error(where, "test-cases", f"{what} is a list of cases", at_key=True)
+        return None
+    cases: list[Case] = []
+    names: set[str] = set()
+    for index, item in enumerate(raw):
+        case = reader.case(item, (*where, index), scheduled, names)
+        if case is not None:
+            cases.append(case)
+    return cases

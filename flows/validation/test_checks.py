@@ -1,0 +1,29 @@
+"""A flow file's own test cases (its ``tests:`` section), checked as ``flows test`` reads them.
+
+The cases are read by :class:`flows.spec.test_cases.CaseReader` against the flow's steps, so a
+mistake in one is a finding at its file:line:col in ``flows validate``, ``flows run`` and the
+scheduler service alike, not only when the tests run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from flows.spec.findings import FindingSink
+from flows.spec.test_cases import CaseReader
+
+
+def check_tests(
+    data: Mapping[str, Any], steps: Sequence[str], scheduled: bool, sink: FindingSink
+) -> None:
+    """Findings for the cases of ``data``'s ``tests:``. What is not a list of mappings the
+    model reports (the flow's ``tests`` field): only the mappings are read here."""
+    raw = data.get("tests")
+    if not isinstance(raw, list):
+        return
+    reader = CaseReader(sink, steps)
+    names: set[str] = set()
+    for index, item in enumerate(raw):
+        if isinstance(item, dict):
+            reader.case(item, ("tests", index), scheduled, names)
