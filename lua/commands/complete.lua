@@ -23,9 +23,15 @@
 -- nothing of it and nothing of the others. The worker's activity and the retention sweep are
 -- done once per batch, and so are the writes its jobs share (each queue's locks and run-time
 -- statistics, the worker's jobs, the completed set). At most 1,000 jobs.
+-- complete.pop (ours) is complete.many followed by `pop.lean queue worker count` in the same
+-- call, replying both: what a worker sends when it has free slots. A job its completes release
+-- into `queue` is popped at once, with no second call: the pop is the ordinary one (its rules,
+-- its order), so it hands out exactly what a pop right after the completes would.
+--   complete.pop  worker, queue, count, (jid, queue, result)...
+--                                               -> [complete.many's reply, pop.lean's reply]
 -- Errors: INVALID, TOOLARGE, NOTFOUND, WRONGSTATE (not running, or running in another queue),
--- LOCKLOST (another worker holds it, or the lock expired); complete.many raises only INVALID
--- and TOOLARGE for the call itself (its jobs' errors are in its reply).
+-- LOCKLOST (another worker holds it, or the lock expired); complete.many and complete.pop raise
+-- only INVALID and TOOLARGE for the call itself (its jobs' errors are in its reply).
 -- @include args
 -- @include job
 -- @include queue
@@ -244,8 +250,8 @@ local function error_text(raised)
   return 'INTERNAL ' .. tostring(raised)
 end
 
-api['complete.many'] = function(args)
-  local cmd = 'CompleteMany'
+-- complete.many's work, its errors named `cmd`.
+local function complete_many(cmd, args)
   local worker = Arg.id(cmd, 'worker', args[1])
   local given = #args - 1
   if given == 0 or given % 3 ~= 0 then
@@ -268,4 +274,18 @@ api['complete.many'] = function(args)
   end
   finish(b, worker, math.max(100, #replies))
   return cjson.encode(replies)
+end
+
+api['complete.many'] = function(args) return complete_many('CompleteMany', args) end
+
+api['complete.pop'] = function(args)
+  local cmd = 'CompletePop'
+  local worker = Arg.id(cmd, 'worker', args[1])
+  -- The pop's arguments are checked before the completes write anything.
+  local queue = Arg.id(cmd, 'queue', args[2])
+  Arg.integer(cmd, 'count', args[3], 0, Engine.MAX_COUNT)
+  local many = { worker }
+  for i = 4, #args do many[i - 2] = args[i] end
+  local done = complete_many(cmd, many)
+  return { done, api['pop.lean']({ queue, worker, args[3] }) }
 end

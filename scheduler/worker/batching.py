@@ -2,11 +2,12 @@
 
 A worker running short jobs would otherwise spend a round trip and an engine call per job on
 its ``complete``. Completes wait here until the worker flushes: before it asks for more jobs
-(:meth:`Batcher.flush_and_call`: the pending completes and the pop go in one round trip), when
-a batch is full, or when the oldest has waited :data:`MAX_DELAY` seconds (the monitor thread
-sees to that). Flushes are serialized, so completes reach the engine in the order they were
-added. The step log lines waiting (:mod:`scheduler.worker.capture`) go ahead of a batch in its
-round trip: a job's lines are stored before it is reported complete.
+(:meth:`Batcher.flush_and_call`: the pending completes and the pop go in one engine call,
+``complete.pop``, so a job they release is popped in the same call), when a batch is full, or
+when the oldest has waited :data:`MAX_DELAY` seconds (the monitor thread sees to that). Flushes
+are serialized, so completes reach the engine in the order they were added. The step log lines
+waiting (:mod:`scheduler.worker.capture`) go ahead of a batch in its round trip: a job's lines
+are stored before it is reported complete.
 """
 
 from __future__ import annotations
@@ -87,8 +88,9 @@ class Batcher:
 
     def flush_and_call(self, command: str, *args: Any) -> Any:
         """Flush, with the engine call ``command`` sent after the completes in the same round
-        trip (a pop: the completes free their locks and may make jobs ready first); returns
-        its reply, or raises its error."""
+        trip (a pop: the completes free their locks and may make jobs ready first; a
+        ``pop.lean`` goes in the same engine call, ``complete.pop``); returns its reply, or
+        raises its error."""
         with self._sending:
             batches = self._take()
             if not batches:
@@ -96,10 +98,19 @@ class Batcher:
             for batch in batches[:-1]:
                 self._send(batch)
             last = batches[-1]
+            # A pop goes in the completes' own call (complete.pop): a job they release is
+            # popped at once, with no second engine call.
+            joined = command == "pop.lean"
+            if joined and (self.logs is None or not self.logs.pending):
+                return self._complete_and_pop(last, *args)
             pipe = self.engine.pipeline()
             with self._logs_into(pipe) as logged:
-                pipe.call("complete.many", self.worker, *_arguments(last))
-                pipe.call(command, *args)
+                if joined:
+                    queue, worker, count = args
+                    pipe.call("complete.pop", worker, queue, count, *_arguments(last))
+                else:
+                    pipe.call("complete.many", self.worker, *_arguments(last))
+                    pipe.call(command, *args)
                 try:
                     replies = pipe.execute()
                 except (redis.RedisError, ClusterError) as error:
@@ -107,10 +118,29 @@ class Batcher:
                     self._deliver(last, error)
                     raise
                 logged.replied(replies)
-            texts, reply = replies[len(logged) :]
+            if joined:
+                both = replies[len(logged)]
+                texts, reply = (both, both) if isinstance(both, Exception) else both
+            else:
+                texts, reply = replies[len(logged) :]
             self._deliver(last, texts)
         if isinstance(reply, Exception):
             raise reply
+        return reply
+
+    def _complete_and_pop(
+        self, batch: list[Completion], queue: str, worker: str, count: int
+    ) -> Any:
+        """The completes and the pop in one engine call (``complete.pop``): a job they release
+        into ``queue`` is popped in the same call. Returns the pop's reply."""
+        try:
+            texts, reply = self.engine.call(
+                "complete.pop", worker, queue, count, *_arguments(batch)
+            )
+        except (redis.RedisError, ClusterError, EngineError) as error:
+            self._deliver(batch, error)
+            raise
+        self._deliver(batch, texts)
         return reply
 
     def _take(self) -> list[list[Completion]]:

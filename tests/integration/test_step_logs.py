@@ -168,3 +168,19 @@ def test_a_line_longer_than_kept_is_cut_and_its_cut_counted(
     assert [line.text for line in page.lines] == ["y" * 16384, "after"]
     assert [line.cut for line in page.lines] == [size - 16384, 0]
     assert (page.dropped, page.cut) == (1, 1)  # the cut line counts as dropped, and as cut
+
+
+def test_a_chain_of_steps_stores_each_steps_lines_with_its_complete(
+    engine: Engine, client: Client
+) -> None:
+    # Lines waiting go in the round trip of the complete that pops the next link (complete.pop).
+    jids: list[str] = []
+    for i in range(10):
+        depends = jids[-1:] or None
+        jids.append(put(client, "q", "chatty", {"tag": str(i), "lines": 2}, depends=depends))
+    assert run_burst(engine, ["q"]) == 0
+    for i, jid in enumerate(jids):
+        job = client.jobs[jid]
+        assert job.state == "complete"
+        assert [entry["what"] for entry in job.history] == ["put", "popped", "done"]
+        assert [line for _, _, line in texts(engine, jid)][:2] == [f"{i} 0", f"{i} 1"]

@@ -130,7 +130,7 @@ def test_a_job_held_past_its_lock_is_not_started(client: Client, engine: Engine)
     assert client.jobs[jid].worker == "w2"
 
 
-def test_pending_completes_go_with_the_next_pop_in_one_round_trip(
+def test_pending_completes_go_with_the_next_pop_in_one_engine_call(
     client: Client,
     engine: Engine,
     monkeypatch: pytest.MonkeyPatch,
@@ -158,7 +158,7 @@ def test_pending_completes_go_with_the_next_pop_in_one_round_trip(
     monkeypatch.setattr(EnginePipeline, "execute", counted_execute)
     with caplog.at_level(logging.INFO, logger="flows.worker"):
         reply = batcher.flush_and_call("pop.lean", "q", "w1", 1)
-    assert trips == ["pipeline"]
+    assert trips == ["call"]  # complete.pop
     # The timed-out job is waiting again, like the fourth: the pop takes one of them.
     assert [raw["jid"] in (held[2]["jid"], jids[3]) for raw in json.loads(reply)] == [True]
     assert replies[:2] == ["complete", "complete"]
@@ -186,3 +186,58 @@ def test_only_the_first_pop_of_a_fetch_goes_with_the_completes(
 
     assert [raw["jid"] for raw in fetcher.pop(2, send)] == [jid]
     assert sent == ["a"]  # queue a through `send`; queue b as a plain call
+
+
+def test_a_chain_runs_in_order_each_link_popped_with_the_complete_before_it(
+    client: Client, engine: Engine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log = tmp_path / "log"
+    jids: list[str] = []
+    for n in range(20):
+        depends = jids[-1:] or None
+        jids.append(put(client, "q", "record", {"log": str(log), "tag": str(n)}, depends=depends))
+    calls: list[str] = []
+    call = Engine.call
+
+    def counted_call(self: Engine, command: str, *args: Any, **options: Any) -> Any:
+        calls.append(command)
+        return call(self, command, *args, **options)
+
+    monkeypatch.setattr(Engine, "call", counted_call)
+    burst(engine, ["q"])
+    assert log.read_text().split() == [str(n) for n in range(20)]
+    for jid in jids:
+        job = client.jobs[jid]
+        assert job.state == "complete"
+        assert [entry["what"] for entry in job.history] == ["put", "popped", "done"]
+    # Every link after the first came with its dependency's complete, none by a pop of its own.
+    assert calls.count("complete.pop") >= 19
+    assert calls.count("pop.lean") <= 1 + calls.count("await"), calls
+
+
+def test_a_job_popped_with_a_complete_while_the_worker_stops_goes_back_unrun(
+    client: Client, engine: Engine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log = tmp_path / "log"
+    first = put(client, "q", "record", {"log": str(log), "tag": "first"})
+    second = put(client, "q", "record", {"log": str(log), "tag": "second"}, depends=[first])
+    worker = Worker(Client.from_engine(engine, worker_name="w1"), ["q"], burst=True)
+    joined = batching.Batcher._complete_and_pop
+
+    def stopping_meanwhile(self: batching.Batcher, *args: Any) -> Any:
+        reply = joined(self, *args)
+        worker.stop()  # between the engine handing the job over and the slot taking it
+        return reply
+
+    monkeypatch.setattr(batching.Batcher, "_complete_and_pop", stopping_meanwhile)
+    codes: list[int] = []
+    thread = threading.Thread(target=lambda: codes.append(worker.run()), daemon=True)
+    thread.start()
+    thread.join(30)
+    assert codes == [0]
+    assert log.read_text().split() == ["first"]
+    assert client.jobs[first].state == "complete"
+    handed_back = client.jobs[second]
+    assert handed_back.state == "waiting"
+    assert handed_back.remaining == handed_back.retries  # no retry used
+    assert [entry["what"] for entry in handed_back.history][-2:] == ["popped", "released"]

@@ -489,6 +489,18 @@ case("complete.many", ["w1"], InvalidArgument, "triples", id="no-jobs")
 case("complete.many", ["w1", "running", "q"], InvalidArgument, "triples", id="not-triples")
 ids("complete.many", [], "worker", ["running", "q", ""])
 case("complete.many", ["w1", *(["running", "q", ""] * 1001)], TooLarge, "1000", id="too-many")
+case("complete.pop", [], InvalidArgument, "worker", id="missing")
+case("complete.pop", ["w1"], InvalidArgument, "queue", id="missing-queue")
+case("complete.pop", ["w1", "q"], InvalidArgument, "count", id="missing-count")
+case("complete.pop", ["w1", "q", "1"], InvalidArgument, "triples", id="no-jobs")
+case("complete.pop", ["w1", "q", "1", "running", "q"], InvalidArgument, "triples", id="not-triples")
+ids("complete.pop", [], "worker", ["q", "1", "running", "q", ""])
+ids("complete.pop", ["w1"], "queue", ["1", "running", "q", ""])
+for value in ("-1", "1.5", "x", "100001"):
+    pop_args = ["w1", "q", value, "running", "q", ""]
+    case("complete.pop", pop_args, InvalidArgument, "count", id=f"count={value}")
+pop_args = ["w1", "q", "1", *(["running", "q", ""] * 1001)]
+case("complete.pop", pop_args, TooLarge, "1000", id="too-many")
 case("await.cancel", [], InvalidArgument, "worker", id="missing")
 ids("await.cancel", [], "worker")
 case("worker.register", [], InvalidArgument, "worker", id="missing")
