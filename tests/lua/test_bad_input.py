@@ -37,6 +37,8 @@ from scheduler.engine.scripts import join_includes, lua_dir
 LONG_ID = "j" * 257
 BIG = '{"x": "' + "x" * (512 * 1024) + '"}'  # an object just over 512 KiB
 BIG_TEXT = "m" * (512 * 1024 + 1)
+# A run record carries the run's graph, so it may be as large as the run's jobs (64 MiB).
+BIG_RUN = '{"x": "' + "x" * (64 * 1024 * 1024) + '"}'
 DEEP_OBJECT = '{"a":' * 10000 + "1" + "}" * 10000
 DEEP_ARRAY = "[" * 10000 + "]" * 10000
 NESTED_101 = '{"a":' * 101 + "1" + "}" * 101  # decodes, but too deep to embed in a reply
@@ -115,8 +117,15 @@ def ids(
         case(command, args, error, name, id=f"{name}={value[:12]!r}")
 
 
-def objects(command: str, prefix: list[Any], name: str, suffix: list[Any] | None = None) -> None:
+def objects(
+    command: str,
+    prefix: list[Any],
+    name: str,
+    suffix: list[Any] | None = None,
+    big: str = BIG,
+) -> None:
     for value, error in BAD_OBJECTS:
+        value = big if value is BIG else value
         case(command, [*prefix, value, *(suffix or [])], error, name, id=f"{name}={value[:12]!r}")
 
 
@@ -570,7 +579,7 @@ RUN = ["run-2", '{"flow": "f"}']
 JOB = {"jid": "f-1", "queue": "q", "klass": "K", "data": "{}"}
 case("flow.submit", [], InvalidArgument, "run_id", id="missing")
 ids("flow.submit", [], "run_id", [RUN[1], json.dumps([JOB])], named=True)
-objects("flow.submit", RUN[:1], "run", [json.dumps([JOB])])
+objects("flow.submit", RUN[:1], "run", [json.dumps([JOB])], big=BIG_RUN)
 case("flow.submit", ["run-2", "{}", json.dumps([JOB])], InvalidArgument, "flow", id="no-flow")
 case(
     "flow.submit",
@@ -1164,7 +1173,7 @@ for value, error in BAD_IDS[1:]:  # '' is every active backfill
 BF_RUN = json.dumps({"flow": "f", "tick": 1})
 BF_JOBS = json.dumps([{"jid": "f@1:a", "queue": "q", "klass": "K", "data": "{}"}])
 ids("backfill.submit", ["bf-1", "0"], "run_id", [BF_RUN, BF_JOBS])
-objects("backfill.submit", ["bf-1", "0", "f@1"], "run", [BF_JOBS])
+objects("backfill.submit", ["bf-1", "0", "f@1"], "run", [BF_JOBS], big=BIG_RUN)
 ids("backfill.submit", [], "id", ["0", "f@1", BF_RUN, BF_JOBS])
 numbers("backfill.submit", ["bf-1"], "index", ("-1", "0.5"), ["f@1", BF_RUN, BF_JOBS])
 case("backfill.submit", ["nope", "0", "f@1", BF_RUN, BF_JOBS], JobNotFound, "nope", id="missing")
