@@ -98,7 +98,7 @@ local function base(cmd, worker, queue, jid, klass, data, delay)
     klass = Arg.id(cmd, 'klass', klass),
     data = Arg.json(cmd, 'data', data, 'payload'),
     -- qless reads a negative delay as none.
-    delay = Arg.number(cmd, 'delay', delay, not Engine.qless and 0 or nil),
+    delay = Arg.number(cmd, 'delay', delay, not Dialect.lenient_arguments() and 0 or nil),
     depends = NONE, climit = 1, unique = false,
   }
 end
@@ -106,7 +106,7 @@ end
 function Put.parse(cmd, args)
   -- qless takes a put without a worker (its clients' `job.move()` sends the empty string).
   local worker = args[1]
-  if not (Engine.qless and worker == '') then worker = Arg.id(cmd, 'worker', worker) end
+  if not (Dialect.lenient_arguments() and worker == '') then worker = Arg.id(cmd, 'worker', worker) end
   local queue = Arg.name(cmd, 'queue', args[2])
   local p = base(cmd, worker, queue, args[3], args[4], args[5], args[6])
   -- Most puts have no options: their defaults are above (the others are nil).
