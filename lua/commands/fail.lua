@@ -18,6 +18,7 @@
 -- @include queue
 -- @include lock
 -- @include failing
+-- @include dialect
 
 api['fail'] = function(args)
   local cmd = 'Fail'
@@ -31,8 +32,8 @@ api['fail'] = function(args)
   if not fields then
     Err.raise('NOTFOUND', cmd .. '(): Job ' .. jid .. ' does not exist')
   end
-  if Engine.qless then
-    -- qless fails only a running job, by the worker it was given to (lock expired or not).
+  if Dialect.fail_by_given_worker() then
+    -- Its worker fails it whether its lock expired or not.
     if fields.state ~= 'running' then
       Err.raise('WRONGSTATE', cmd .. '(): Job not currently running: ' .. fields.state)
     elseif fields.worker ~= worker then

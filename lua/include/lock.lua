@@ -8,6 +8,7 @@
 -- @include engine
 -- @include errors
 -- @include job
+-- @include dialect
 local Lock = {}
 
 -- Whether a running job's lock (its hash fields `expires` and `grace`) is still valid.
@@ -23,8 +24,7 @@ function Lock.check_held(cmd, jid, worker, fields)
     local said = Engine.qless and cmd == 'Heartbeat' and ' given out to' or ' has been handed to'
     Err.raise('LOCKLOST', cmd .. '(): Job ' .. jid .. said .. ' another worker: ' .. fields.worker)
   end
-  -- qless: the worker a job was given to holds it until the job is given to another.
-  if Engine.qless then return end
+  if Dialect.lock_held_until_taken() then return end
   if not Lock.valid(fields) then
     Err.raise('LOCKLOST', cmd .. '(): Job ' .. jid .. "'s lock expired at " .. tostring(fields.expires) ..
       ' (now ' .. Engine.now .. ')')

@@ -18,6 +18,7 @@
 -- @include queue
 -- @include failing
 -- @include registry
+-- @include dialect
 
 Queue.LOST_GROUP = 'worker-lost'
 
@@ -110,7 +111,7 @@ function Queue.invalidate_locks(queue, limit, handing_out, qless_rule)
       end
       redis.call('zrem', Keys.worker_jobs(worker), jid)
       local again
-      if qless_rule or Engine.qless then
+      if Dialect.lost_lock_uses_retry(qless_rule) then
         again = tonumber(redis.call('hincrby', Keys.job(jid), 'remaining', -1)) >= 0
         if not again then exhaust(queue, jid, worker) end
       else
