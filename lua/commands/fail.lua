@@ -106,8 +106,7 @@ api['unfail'] = function(args)
       Job.unindex(jid, fields)
       local key = Keys.job(jid)
       local retries = redis.call('hget', key, 'retries')
-      -- qless keeps the failure until the job completes.
-      local failure = Engine.qless and fields.failure or '{}'
+      local failure = Dialect.failure_kept_until_complete() and fields.failure or '{}'
       redis.call('hset', key, 'queue', queue, 'remaining', retries, 'failure', failure,
         'updated', Engine.now)
       redis.call('hdel', key, 'lost') -- lost workers count again from 0, as retries do

@@ -36,8 +36,12 @@ function Dialect.lost_lock_uses_retry(by_qless_pop)
   return by_qless_pop or Engine.qless
 end
 
--- History entries as qless writes them: `done` and `timed-out` name no worker.
-function Dialect.entries_without_worker() return Engine.qless end
+-- The fields of a `done` or `timed-out` history entry by `worker`: none as qless writes them
+-- (ours name the worker).
+function Dialect.entry_by(worker)
+  if Engine.qless then return nil end
+  return { worker = worker }
+end
 
 -- A lock's time-out is recorded in the job's history even with no grace period.
 function Dialect.timeout_always_recorded() return Engine.qless end

@@ -10,6 +10,7 @@
 -- @include triggers
 -- @include failed_bound
 -- @include notify
+-- @include dialect
 
 -- Fail a checked job. `fields` holds state, queue, worker, failure. `exhausted` is how the job's
 -- retries ran out ('lock': its lock expired once too often; 'retry': the retry command), or nil.
@@ -22,7 +23,7 @@ function Job.fail(jid, fields, worker, group, message, data, exhausted)
   if fields.state == 'depends' then Job.drop_dependencies(jid) end
   local key = Keys.job(jid)
   local when, named, entry = Engine.now, worker, { worker = worker, group = group }
-  if Engine.qless then
+  if Dialect.failure_as_qless() then
     if exhausted then entry.worker = nil end
     if exhausted == 'lock' or (exhausted == 'retry' and fields.defaulted) then
       named = ''
