@@ -29,8 +29,8 @@ api['cancel'] = function(args)
         for _, dependent in ipairs(redis.call('smembers', Keys.dependents(jid))) do
           if not listed[dependent] then
             -- Either way round, for the words qless's clients look for.
-            local edge = Engine.qless and (jid .. ' is a dependency of ' .. dependent)
-              or (dependent .. ' is a dependent of ' .. jid)
+            local edge = Dialect.words(dependent .. ' is a dependent of ' .. jid,
+              jid .. ' is a dependency of ' .. dependent)
             Err.raise('HASDEPENDENTS', cmd .. '(): ' .. edge ..
               ' but is not mentioned to be canceled')
           end

@@ -21,7 +21,8 @@ end
 function Lock.check_held(cmd, jid, worker, fields)
   if fields.worker ~= worker then
     -- qless's heartbeat says it so, and its clients look for these words.
-    local said = Engine.qless and cmd == 'Heartbeat' and ' given out to' or ' has been handed to'
+    local said = cmd == 'Heartbeat' and Dialect.words(' has been handed to', ' given out to')
+      or ' has been handed to'
     Err.raise('LOCKLOST', cmd .. '(): Job ' .. jid .. said .. ' another worker: ' .. fields.worker)
   end
   if Dialect.lock_held_until_taken() then return end
