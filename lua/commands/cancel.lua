@@ -44,21 +44,7 @@ api['cancel'] = function(args)
     local fields = jobs[jid]
     if fields then
       jobs[jid] = nil
-      local event = { jid = jid, event = 'canceled', worker = fields.worker or '',
-        queue = fields.queue or '' }
-      if Engine.qless then
-        -- qless: one message on `log`, the same one to the worker, then the tracked jid.
-        local message = cjson.encode(event)
-        Events.publish('log', message)
-        if event.worker ~= '' then Events.publish('w:' .. event.worker, message) end
-        Events.tracked('canceled', jid)
-      else
-        if fields.state == 'running' then
-          Events.to_worker(fields.worker, 'canceled', jid)
-        end
-        Events.tracked('canceled', jid)
-        Events.log(event)
-      end
+      Events.canceled(jid, fields)
       Job.delete(jid, fields)
       table.insert(canceled, jid)
     end

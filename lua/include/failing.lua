@@ -43,16 +43,7 @@ function Job.fail(jid, fields, worker, group, message, data, exhausted)
     Stats.bump(queue, 'failures', 1)
     Stats.bump(queue, 'failed', 1)
   end
-  local event = { jid = jid, event = 'failed', worker = worker, group = group, message = message }
-  if not Engine.qless or exhausted == 'lock' then
-    Events.tracked('failed', jid)
-    Events.log(event)
-  elseif not exhausted then
-    Events.log(event) -- qless's order
-    Events.tracked('failed', jid)
-  else
-    Events.tracked('failed', jid) -- retries run out by `retry`: qless logs nothing
-  end
+  Events.failed(jid, worker, group, message, exhausted)
   Deps.settle(jid, 'failed')
   Notify.job(jid, 'failure', nil, exhausted)
 end
