@@ -83,7 +83,8 @@ end
 
 local function run(keys, args, native)
   local command = args[1]
-  local handler = api[command]
+  -- The qless dialect's own reading of a command, where qless answers from other data.
+  local handler = not native and Qless.COMMANDS[command] or api[command]
   if not handler then
     Err.raise('UNKNOWNCOMMAND', 'Engine(): unknown command ' .. string.format('%q', tostring(command)))
   end

@@ -18,6 +18,7 @@
 -- @include queue
 -- @include lock
 -- @include failing
+-- @include qless
 -- @include dialect
 
 api['fail'] = function(args)
@@ -59,24 +60,27 @@ api['fail.held'] = function(args)
   return jid
 end
 
-api['failed'] = function(args)
+-- `failed` without a group: each group's count of failed jobs, in both dialects.
+local function failed_counts()
+  local counts = {}
+  for _, group in ipairs(redis.call('smembers', Keys.failures())) do
+    counts[group] = redis.call('llen', Keys.failed(group))
+  end
+  if next(counts) == nil then return '{}' end
+  return cjson.encode(counts)
+end
+
+-- `failed group [start [limit]]`'s checked arguments.
+local function failed_range(args)
   local cmd = 'Failed'
-  if args[1] == nil then
-    local counts = {}
-    for _, group in ipairs(redis.call('smembers', Keys.failures())) do
-      counts[group] = redis.call('llen', Keys.failed(group))
-    end
-    if next(counts) == nil then return '{}' end
-    return cjson.encode(counts)
-  end
-  local group = Arg.id(cmd, 'group', args[1])
-  local start = Arg.optional_integer(cmd, 'start', args[2], 0, 0, Engine.MAX_OFFSET)
-  local limit = Arg.optional_integer(cmd, 'limit', args[3], 25, 0, Engine.MAX_COUNT)
-  if Engine.qless then
-    -- qless lists the group's jids as they are (a client fetches the jobs with multiget).
-    return cjson.encode({ total = redis.call('llen', Keys.failed(group)),
-      jobs = redis.call('lrange', Keys.failed(group), start, start + limit - 1) })
-  end
+  return Arg.id(cmd, 'group', args[1]),
+    Arg.optional_integer(cmd, 'start', args[2], 0, 0, Engine.MAX_OFFSET),
+    Arg.optional_integer(cmd, 'limit', args[3], 25, 0, Engine.MAX_COUNT)
+end
+
+api['failed'] = function(args)
+  if args[1] == nil then return failed_counts() end
+  local group, start, limit = failed_range(args)
   local jobs = {}
   if limit > 0 then
     for _, jid in ipairs(redis.call('lrange', Keys.failed(group), start, start + limit - 1)) do
@@ -89,6 +93,15 @@ api['failed'] = function(args)
   local encoded = cjson.encode(reply)
   if #jobs == 0 then encoded = string.gsub(encoded, '"jobs":{}', '"jobs":[]') end
   return encoded
+end
+
+-- The qless dialect lists a group's jids as they are (a client fetches the jobs with multiget),
+-- up to start + limit - 1 whatever the limit.
+Qless.COMMANDS['failed'] = function(args)
+  if args[1] == nil then return failed_counts() end
+  local group, start, limit = failed_range(args)
+  return cjson.encode({ total = redis.call('llen', Keys.failed(group)),
+    jobs = redis.call('lrange', Keys.failed(group), start, start + limit - 1) })
 end
 
 api['unfail'] = function(args)

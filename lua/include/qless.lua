@@ -9,6 +9,7 @@
 -- where they are (the table in docs/pages/engine.md lists every difference).
 -- @include engine
 -- @include keys
+-- @include args
 local Qless = {}
 
 -- The fields of a qless job object; ours (created, updated, result, ttl, ...) are left out.
@@ -93,6 +94,20 @@ function Qless.config_all()
   local stored = redis.call('hgetall', Keys.config())
   for i = 1, #stored, 2 do all[stored[i]] = stored[i + 1] end
   return all
+end
+
+-- command -> function(args) -> its reply in the qless dialect, where qless answers from other
+-- data than ours (the dispatch calls it instead of the command; its errors are the command's).
+Qless.COMMANDS = {}
+
+-- A stored setting as its text, a default of qless's as a number (an integer reply).
+Qless.COMMANDS['config.get'] = function(args)
+  local option = args[1]
+  if option == nil then return cjson.encode(Qless.config_all()) end
+  option = Arg.id('ConfigGet', 'option', option)
+  local stored = redis.call('hget', Keys.config(), option)
+  if stored then return stored end
+  return Qless.CONFIG_DEFAULTS[option]
 end
 
 -- Replies that only need qless's encoding of empty lists.
