@@ -10,8 +10,9 @@
 -- Two dialects, one engine (the table in docs/pages/engine.md): `Engine.dispatch(keys, args)`
 -- (the qless bundle) speaks qless-core's dialect; `Engine.dispatch(keys, args, true)` (the
 -- Functions library, and the script our own client loads for EVALSHA) is native. The qless
--- dialect is a translation here (include/qless.lua: replies) plus `Engine.qless` read by the few
--- shared paths whose behaviour differs.
+-- dialect is a translation at the edges (replies: include/qless.lua, its Qless.COMMANDS called
+-- here instead of the command; events: include/events.lua) plus the rules of include/dialect.lua
+-- that shared paths read by name where qless's behaviour differs.
 -- Engine.dispatch_read is the read-only entry (FCALL_RO): the commands of include/reads.lua only.
 -- @include engine
 -- @include errors

@@ -1,12 +1,13 @@
 -- qless: the qless dialect's replies (api.lua calls Qless.reply after every command of a call in
--- the qless convention; the native dialect never comes here).
+-- the qless convention, or a command of Qless.COMMANDS instead of ours; the native dialect never
+-- comes here).
 --
 -- A qless client reads replies as qless-core writes them: an empty list is `{}` (cjson's
 -- encoding of an empty table), a job object has exactly qless's fields, `queues` has no counts
 -- of ours, `config.get` lists qless's settings as stored. The commands' own
 -- code stays the one engine; only the reply's shape is translated here, at the cost of one JSON
--- decode and encode per reply in this dialect. Semantics that differ deeply read `Engine.qless`
--- where they are (the table in docs/pages/engine.md lists every difference).
+-- decode and encode per reply in this dialect. Rules that differ deeply are read by name from
+-- include/dialect.lua (the table in docs/pages/engine.md lists every difference).
 -- @include engine
 -- @include keys
 -- @include args
