@@ -17,6 +17,7 @@
 -- @include engine
 -- @include errors
 -- @include args
+-- @include dialect
 -- @include events
 -- @include qless
 -- @include reads
@@ -100,6 +101,7 @@ local function run(keys, args, native)
   end
   Engine.now = clock(command, args[2])
   Engine.qless = not native
+  Dialect.rules = native and Dialect.OURS or Dialect.QLESS
   Events.readied = {}
   Handoff.nobody = {}
   -- unpack() into a constructor sizes the table once; a long argument list (flow.submit, tag

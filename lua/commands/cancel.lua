@@ -73,7 +73,7 @@ api['timeout'] = function(args)
       -- The worker is told now, so the next pop may take the job without another grace period;
       -- like a lock that expired, it counts as a retry of the queue when its worker is told.
       -- (qless writes the expiry as 0, and the entry without the worker.)
-      local expires = Dialect.lock_held_until_taken() and 0 or Engine.now
+      local expires = Dialect.rules.lock_held_until_taken and 0 or Engine.now
       redis.call('hset', Keys.job(jid), 'expires', expires, 'grace', 1, 'updated', Engine.now)
       redis.call('zadd', Keys.locks(fields.queue), Engine.now, jid)
       redis.call('zrem', Keys.worker_jobs(fields.worker), jid)

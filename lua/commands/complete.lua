@@ -102,7 +102,7 @@ local function advance(c)
   if pending > 0 then
     redis.call('zadd', Keys.depends(next_queue), Engine.now, jid)
     redis.call('hset', key, 'state', 'depends')
-    if Dialect.delay_counts_from_put() and delay and delay > 0 then
+    if Dialect.rules.delay_counts_from_put and delay and delay > 0 then
       -- Counted from now (Queue.release_dependent).
       redis.call('hset', key, 'delay', 0, 'scheduled', string.format('%.17g', Engine.now + delay))
     end
@@ -185,7 +185,7 @@ local function complete(cmd, args, b)
   -- The job's hash in one write (its state too, unless it moves on).
   local written = { 'worker', '', 'expires', 0, 'updated', Engine.now }
   -- A failure the qless dialect kept over a re-put ends here, as in qless.
-  if Dialect.failure_kept_until_complete() then
+  if Dialect.rules.failure_kept_until_complete then
     table.insert(written, 'failure'); table.insert(written, '{}')
   end
   if c.data then table.insert(written, 'data'); table.insert(written, c.data) end

@@ -42,7 +42,7 @@ api['config.set'] = function(args)
   local kind = value_kind(option)
   -- qless takes negative values (a negative jobs-history drops completed jobs at once); both
   -- dialects refuse what is no number, or not finite.
-  local min = not Dialect.negative_settings() and 0 or nil
+  local min = not Dialect.rules.negative_settings and 0 or nil
   if kind == 'integer' then
     Arg.integer(cmd, 'value', value, min and 0 or -Engine.MAX_OFFSET, Engine.MAX_OFFSET)
   elseif kind == 'number' then

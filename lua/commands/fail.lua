@@ -33,7 +33,7 @@ api['fail'] = function(args)
   if not fields then
     Err.raise('NOTFOUND', cmd .. '(): Job ' .. jid .. ' does not exist')
   end
-  if Dialect.fail_by_given_worker() then
+  if Dialect.rules.fail_by_given_worker then
     -- Its worker fails it whether its lock expired or not.
     if fields.state ~= 'running' then
       Err.raise('WRONGSTATE', cmd .. '(): Job not currently running: ' .. fields.state)
@@ -119,7 +119,7 @@ api['unfail'] = function(args)
       Job.unindex(jid, fields)
       local key = Keys.job(jid)
       local retries = redis.call('hget', key, 'retries')
-      local failure = Dialect.failure_kept_until_complete() and fields.failure or '{}'
+      local failure = Dialect.rules.failure_kept_until_complete and fields.failure or '{}'
       redis.call('hset', key, 'queue', queue, 'remaining', retries, 'failure', failure,
         'updated', Engine.now)
       redis.call('hdel', key, 'lost') -- lost workers count again from 0, as retries do

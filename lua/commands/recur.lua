@@ -31,7 +31,7 @@ local MAX_RECUR_JID_BYTES = Arg.MAX_ID_BYTES - 11
 -- qless does not, and a recurring job defined in the qless dialect says so (`tagged` '0'), so
 -- that no later call takes out of the indexes what was never put there.
 local function index_tags(key, jid, tags)
-  if Dialect.recurring_untagged() then
+  if Dialect.rules.recurring_untagged then
     redis.call('hset', key, 'tagged', '0')
   else
     redis.call('hdel', key, 'tagged')
@@ -133,7 +133,7 @@ api['recur.update'] = function(args)
   local queue = redis.call('hget', key, 'queue')
   if not queue then Err.raise('NOTFOUND', cmd .. '(): No recurring job ' .. jid) end
   for field, value in pairs(updates) do
-    if field == 'interval' and Dialect.qless_recurring_spawns() then
+    if field == 'interval' and Dialect.rules.qless_recurring_spawns then
       -- The next spawn moves by the change of interval.
       local before = tonumber(redis.call('hget', key, 'interval')) or value
       local current = redis.call('hget', key, 'queue')

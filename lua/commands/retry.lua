@@ -38,7 +38,7 @@ api['retry'] = function(args)
   end
   redis.call('hset', Keys.job(jid), 'worker', '', 'expires', 0, 'updated', Engine.now)
   redis.call('hdel', Keys.job(jid), 'grace')
-  if Dialect.retry_records_failure() then
+  if Dialect.rules.retry_records_failure then
     if group and message then
       redis.call('hset', Keys.job(jid), 'failure', cjson.encode({ group = group, message = message,
         when = math.floor(Engine.now), worker = worker }))

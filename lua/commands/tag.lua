@@ -37,7 +37,7 @@ api['tag'] = function(args)
     local offset = Arg.optional_integer(cmd, 'offset', args[3], 0, 0, Engine.MAX_OFFSET)
     local count = Arg.optional_integer(cmd, 'count', args[4], 25, 0, Engine.MAX_COUNT)
     local jobs = {}
-    if count > 0 or Dialect.zero_count_reads_all() then
+    if count > 0 or Dialect.rules.zero_count_reads_all then
       jobs = redis.call('zrange', Keys.tag(tag), offset, offset + count - 1)
     end
     local encoded = cjson.encode({ total = redis.call('zcard', Keys.tag(tag)), jobs = jobs })

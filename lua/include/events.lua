@@ -1,8 +1,9 @@
 -- events: what the engine publishes (channels listed in lua/README.md), in each dialect's order
--- where they differ: a call of the qless bundle (`Engine.qless`) publishes what qless-core does,
--- in its order.
+-- where they differ: a call of the qless bundle publishes what qless-core does, in its order
+-- (Dialect.rules.qless_events).
 -- @include keys
 -- @include engine
+-- @include dialect
 -- @include json_text
 local Events = {}
 
@@ -41,19 +42,13 @@ function Events.to_worker(worker, event, jid)
   Events.publish('log', message)
 end
 
--- Whether this call publishes in qless's order, where a command's events differ between the
--- dialects (Events.failed, Events.canceled, a put's: include/putting.lua).
-function Events.in_qless_order()
-  return Engine.qless
-end
-
 -- Wake workers blocked on this queue: jobs became waiting in it.
 function Events.ready(queue)
   if not Events.readied[queue] then
     Events.readied[queue] = true
     -- Not a qless channel: a qless client's call does not publish it (idle workers of ours
     -- still get the job, from the hand-off that reads `readied`).
-    if not Engine.qless then Events.publish('ready:' .. queue, queue) end
+    if not Dialect.rules.qless_events then Events.publish('ready:' .. queue, queue) end
   end
 end
 
@@ -62,7 +57,7 @@ end
 -- retries, the tracked jid first when a lock expired once too often.
 function Events.failed(jid, worker, group, message, exhausted)
   local event = { jid = jid, event = 'failed', worker = worker, group = group, message = message }
-  if not Engine.qless or exhausted == 'lock' then
+  if not Dialect.rules.qless_events or exhausted == 'lock' then
     Events.tracked('failed', jid)
     Events.log(event)
   elseif not exhausted then
@@ -79,7 +74,7 @@ end
 function Events.canceled(jid, fields)
   local event = { jid = jid, event = 'canceled', worker = fields.worker or '',
     queue = fields.queue or '' }
-  if Engine.qless then
+  if Dialect.rules.qless_events then
     local message = cjson.encode(event)
     Events.publish('log', message)
     if event.worker ~= '' then Events.publish('w:' .. event.worker, message) end

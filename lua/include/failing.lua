@@ -23,7 +23,7 @@ function Job.fail(jid, fields, worker, group, message, data, exhausted)
   if fields.state == 'depends' then Job.drop_dependencies(jid) end
   local key = Keys.job(jid)
   local when, named, entry = Engine.now, worker, { worker = worker, group = group }
-  if Dialect.failure_as_qless() then
+  if Dialect.rules.failure_as_qless then
     if exhausted then entry.worker = nil end
     if exhausted == 'lock' or (exhausted == 'retry' and fields.defaulted) then
       named = ''

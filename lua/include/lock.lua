@@ -25,7 +25,7 @@ function Lock.check_held(cmd, jid, worker, fields)
       or ' has been handed to'
     Err.raise('LOCKLOST', cmd .. '(): Job ' .. jid .. said .. ' another worker: ' .. fields.worker)
   end
-  if Dialect.lock_held_until_taken() then return end
+  if Dialect.rules.lock_held_until_taken then return end
   if not Lock.valid(fields) then
     Err.raise('LOCKLOST', cmd .. '(): Job ' .. jid .. "'s lock expired at " .. tostring(fields.expires) ..
       ' (now ' .. Engine.now .. ')')

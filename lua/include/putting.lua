@@ -99,7 +99,7 @@ local function base(cmd, worker, queue, jid, klass, data, delay)
     klass = Arg.id(cmd, 'klass', klass),
     data = Arg.json(cmd, 'data', data, 'payload'),
     -- qless reads a negative delay as none.
-    delay = Arg.number(cmd, 'delay', delay, not Dialect.lenient_arguments() and 0 or nil),
+    delay = Arg.number(cmd, 'delay', delay, not Dialect.rules.lenient_arguments and 0 or nil),
     depends = NONE, climit = 1, unique = false,
   }
 end
@@ -107,7 +107,7 @@ end
 function Put.parse(cmd, args)
   -- qless takes a put without a worker (its clients' `job.move()` sends the empty string).
   local worker = args[1]
-  if not (Dialect.lenient_arguments() and worker == '') then worker = Arg.id(cmd, 'worker', worker) end
+  if not (Dialect.rules.lenient_arguments and worker == '') then worker = Arg.id(cmd, 'worker', worker) end
   local queue = Arg.name(cmd, 'queue', args[2])
   local p = base(cmd, worker, queue, args[3], args[4], args[5], args[6])
   -- Most puts have no options: their defaults are above (the others are nil).
@@ -381,7 +381,7 @@ function Put.write(p, old, batch)
   local old_tags = NONE
   -- A put of its own keeps the qless dialect's order of events and its rules (Dialect); a batch
   -- put keeps ours.
-  local qless_order = not batch and Events.in_qless_order()
+  local qless_order = not batch and Dialect.rules.qless_events
   local lost
   local pending
   if old then
@@ -391,7 +391,7 @@ function Put.write(p, old, batch)
     end
     Job.keep_history(jid) -- written before the queue changes, which an implied one reads
     Job.unindex(jid, old)
-    if not batch and Dialect.reput_keeps_dependencies() and #p.depends == 0 then
+    if not batch and Dialect.rules.reput_keeps_dependencies and #p.depends == 0 then
       pending = redis.call('smembers', Keys.dependencies(jid))
     else
       Job.drop_dependencies(jid)
@@ -419,7 +419,7 @@ function Put.write(p, old, batch)
   -- The job of a put alone (`p.alone`) that becomes waiting may go straight to an idle worker
   -- (include/handoff.lua): not in the qless dialect (its order of events), nor a job whose ttl,
   -- concurrency key or throttle a pop must look at.
-  local to = p.alone and state == 'waiting' and not Events.in_qless_order() and not p.ttl and
+  local to = p.alone and state == 'waiting' and not Dialect.rules.qless_events and not p.ttl and
     not p.ckey and not p.throttle and Handoff.direct(queue)
   local handed = to and { worker = to.worker, expires = Engine.now + (p.ttr or to.lock) }
   local tags_text = #tags == 0 and '{}' or cjson.encode(tags)
@@ -428,10 +428,10 @@ function Put.write(p, old, batch)
   if old then redis.call('hdel', key, unpack(stale_fields(p))) end
   redis.call('hset', key, unpack(job_fields(p, old, state, priority, retries, tags_text, handed)))
   local runs = handed and redis.call('hincrby', key, 'runs', 1)
-  if not batch and Dialect.failure_kept_until_complete() and old and old.failure then
+  if not batch and Dialect.rules.failure_kept_until_complete and old and old.failure then
     redis.call('hset', key, 'failure', old.failure)
   end
-  if not batch and Dialect.delay_counts_from_put() and state == 'depends' and p.delay > 0 then
+  if not batch and Dialect.rules.delay_counts_from_put and state == 'depends' and p.delay > 0 then
     -- Queue.release_dependent makes it scheduled until then.
     redis.call('hset', key, 'delay', 0, 'scheduled', string.format('%.17g', Engine.now + p.delay))
   end

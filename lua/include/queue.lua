@@ -140,7 +140,7 @@ function Queue.spawn_recurring(queue, limit)
       local count = tonumber(r[7]) or 0
       local backlog = tonumber(r[8]) or 0
       local missed = math.floor((Engine.now - score) / interval) + 1
-      if backlog > 0 and Dialect.qless_recurring_spawns() then
+      if backlog > 0 and Dialect.rules.qless_recurring_spawns then
         -- Skip whole intervals beyond the backlog counted from the first due spawn (one more
         -- child than the backlog when now falls on a spawn time).
         local behind = (Engine.now - score) / interval
@@ -166,7 +166,7 @@ function Queue.spawn_recurring(queue, limit)
           'expires', 0, 'queue', queue, 'retries', r[5] or 5, 'remaining', r[5] or 5,
           'spawned_from_jid', jid, 'failure', '{}', 'created', Engine.now, 'updated', Engine.now)
         Job.retag(child, {}, tags)
-        if Dialect.qless_recurring_spawns() then
+        if Dialect.rules.qless_recurring_spawns then
           -- Put at the time it was due.
           Job.append_history(child,
             cjson.encode({ what = 'put', when = math.floor(score), q = queue }), nil, false)

@@ -103,14 +103,14 @@ function Queue.invalidate_locks(queue, limit, handing_out, qless_rule)
       Events.to_worker(worker, 'lock_lost', jid)
     else
       if grace <= 0 then
-        if Dialect.timeout_always_recorded() then Job.history(jid, 'timed-out') end
+        if Dialect.rules.timeout_always_recorded then Job.history(jid, 'timed-out') end
         Events.tracked('stalled', jid)
         Events.to_worker(worker, 'lock_lost', jid)
         Stats.bump(queue, 'retries', 1)
       end
       redis.call('zrem', Keys.worker_jobs(worker), jid)
       local again
-      if Dialect.lost_lock_uses_retry(qless_rule) then
+      if qless_rule or Dialect.rules.lost_lock_uses_retry then
         again = tonumber(redis.call('hincrby', Keys.job(jid), 'remaining', -1)) >= 0
         if not again then exhaust(queue, jid, worker) end
       else
