@@ -122,7 +122,9 @@ end
 function Engine.dispatch(keys, args, native)
   local ok, result = pcall(run, keys, args, native)
   if ok then return result end
-  return Err.reply(result, display(tostring(args[1])))
+  local reply = Err.reply(result, display(tostring(args[1])))
+  if not native then return Qless.error(reply) end
+  return reply
 end
 
 function Engine.dispatch_read(keys, args)

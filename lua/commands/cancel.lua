@@ -28,10 +28,8 @@ api['cancel'] = function(args)
       if fields then
         for _, dependent in ipairs(redis.call('smembers', Keys.dependents(jid))) do
           if not listed[dependent] then
-            -- Either way round, for the words qless's clients look for.
-            local edge = Dialect.words(dependent .. ' is a dependent of ' .. jid,
-              jid .. ' is a dependency of ' .. dependent)
-            Err.raise('HASDEPENDENTS', cmd .. '(): ' .. edge ..
+            -- qless's words say it the other way round (Qless.error).
+            Err.raise('HASDEPENDENTS', cmd .. '(): ' .. dependent .. ' is a dependent of ' .. jid ..
               ' but is not mentioned to be canceled')
           end
         end

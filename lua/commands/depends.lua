@@ -31,8 +31,7 @@ api['depends'] = function(args)
   end
   local state = redis.call('hget', Keys.job(jid), 'state')
   if not state then
-    local said = Dialect.words(' does not exist', ' does not exist: not in the depends state')
-    Err.raise('NOTFOUND', cmd .. '(): Job ' .. jid .. said)
+    Err.raise('NOTFOUND', cmd .. '(): Job ' .. jid .. ' does not exist')
   end
   if state ~= 'depends' then
     Err.raise('WRONGSTATE', cmd .. '(): Job ' .. jid .. ' is not in the depends state: ' .. state)

@@ -77,9 +77,3 @@ function Dialect.entry_by(worker)
   if Dialect.rules.entries_without_worker then return nil end
   return { worker = worker }
 end
-
--- Error words: `qless`, the words qless's clients look for, in the qless dialect; else `ours`.
-function Dialect.words(ours, qless_words)
-  if Engine.qless then return qless_words end
-  return ours
-end

@@ -20,10 +20,9 @@ end
 -- grace) with a valid lock.
 function Lock.check_held(cmd, jid, worker, fields)
   if fields.worker ~= worker then
-    -- qless's heartbeat says it so, and its clients look for these words.
-    local said = cmd == 'Heartbeat' and Dialect.words(' has been handed to', ' given out to')
-      or ' has been handed to'
-    Err.raise('LOCKLOST', cmd .. '(): Job ' .. jid .. said .. ' another worker: ' .. fields.worker)
+    -- A qless heartbeat's words: Qless.error.
+    Err.raise('LOCKLOST', cmd .. '(): Job ' .. jid .. ' has been handed to another worker: ' ..
+      fields.worker)
   end
   if Dialect.rules.lock_held_until_taken then return end
   if not Lock.valid(fields) then

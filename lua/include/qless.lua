@@ -118,6 +118,25 @@ SHAPES['tag'] = same
 SHAPES['recur.tag'] = same
 SHAPES['recur.untag'] = same
 
+-- The words qless's clients look for in an error, in place of ours: {pattern, replacement} on
+-- the error reply's text (ids and jids hold no white space).
+local WORDS = {
+  { '^(NOTFOUND Depends%(%): Job %S+ does not exist)$', '%1: not in the depends state' },
+  { '^(HASDEPENDENTS Cancel%(%): )(%S+) is a dependent of (%S+) ', '%1%3 is a dependency of %2 ' },
+  { '^(LOCKLOST Heartbeat%(%): Job %S+) has been handed to ', '%1 given out to ' },
+}
+
+-- An error reply (redis.error_reply's) in qless's words.
+function Qless.error(reply)
+  local text = reply.err
+  if type(text) ~= 'string' then return reply end
+  for _, words in ipairs(WORDS) do
+    local said, found = string.gsub(text, words[1], words[2])
+    if found > 0 then return redis.error_reply(said) end
+  end
+  return reply
+end
+
 -- The reply of `command` (called with `args`) for a qless client.
 function Qless.reply(command, result, args)
   local shape = SHAPES[command]
