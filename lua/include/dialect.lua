@@ -1,14 +1,14 @@
 -- dialect: where the qless dialect's rules differ from ours, each rule named in one table.
 --
 -- The qless dialect (a call of the qless bundle: `Engine.qless`, set by the dispatch) is mostly a
--- translation at the edges: replies in include/qless.lua (and `Qless.COMMANDS`, the reads qless
--- answers from other data), events in include/events.lua. What is left is here: a rule of
--- qless-core that a shared command path keeps in that dialect because qless's clients depend on
--- it (what they may send, what they are allowed to do, what the engine writes). A command path
--- reads a rule by its name, `Dialect.rules.<name>`: true in the qless dialect, false in ours
--- (the dispatch picks the table each call), so this file is the whole list of differences
--- (lua/README.md says why each exists; docs/pages/engine.md shows them to users). A rule costs
--- two table reads: the native hot paths do nothing more.
+-- translation at the edges: replies in include/qless.lua (`Qless.COMMANDS`, the reads qless answers
+-- from other data; `Qless.error`, its error words), events in include/events.lua (by the rule
+-- `qless_events`). What is left is here: a rule of qless-core that a shared command path keeps in
+-- that dialect because qless's clients depend on it (what they may send, what they are allowed to
+-- do, what the engine writes). A command path reads a rule by its name, `Dialect.rules.<name>`:
+-- true in the qless dialect, false in ours (the dispatch picks the table each call), so this file
+-- is the whole list of differences (lua/README.md says why each exists; docs/pages/engine.md shows
+-- them to users). A rule costs two table reads: the native hot paths do nothing more.
 -- @include engine
 local Dialect = {}
 
