@@ -10,12 +10,14 @@
 -- Two dialects, one engine (the table in docs/pages/engine.md): `Engine.dispatch(keys, args)`
 -- (the qless bundle) speaks qless-core's dialect; `Engine.dispatch(keys, args, true)` (the
 -- Functions library, and the script our own client loads for EVALSHA) is native. The qless
--- dialect is a translation here (include/qless.lua: replies) plus `Engine.qless` read by the few
--- shared paths whose behaviour differs.
+-- dialect is a translation at the edges (replies: include/qless.lua, its Qless.COMMANDS called
+-- here instead of the command; events: include/events.lua) plus the rules of include/dialect.lua
+-- that shared paths read by name where qless's behaviour differs.
 -- Engine.dispatch_read is the read-only entry (FCALL_RO): the commands of include/reads.lua only.
 -- @include engine
 -- @include errors
 -- @include args
+-- @include dialect
 -- @include events
 -- @include qless
 -- @include reads
@@ -83,7 +85,8 @@ end
 
 local function run(keys, args, native)
   local command = args[1]
-  local handler = api[command]
+  -- The qless dialect's own reading of a command, where qless answers from other data.
+  local handler = not native and Qless.COMMANDS[command] or api[command]
   if not handler then
     Err.raise('UNKNOWNCOMMAND', 'Engine(): unknown command ' .. string.format('%q', tostring(command)))
   end
@@ -98,6 +101,7 @@ local function run(keys, args, native)
   end
   Engine.now = clock(command, args[2])
   Engine.qless = not native
+  Dialect.rules = native and Dialect.OURS or Dialect.QLESS
   Events.readied = {}
   Handoff.nobody = {}
   -- unpack() into a constructor sizes the table once; a long argument list (flow.submit, tag
@@ -118,7 +122,9 @@ end
 function Engine.dispatch(keys, args, native)
   local ok, result = pcall(run, keys, args, native)
   if ok then return result end
-  return Err.reply(result, display(tostring(args[1])))
+  local reply = Err.reply(result, display(tostring(args[1])))
+  if not native then return Qless.error(reply) end
+  return reply
 end
 
 function Engine.dispatch_read(keys, args)

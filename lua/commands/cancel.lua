@@ -12,6 +12,7 @@
 -- @include args
 -- @include job
 -- @include events
+-- @include dialect
 
 api['cancel'] = function(args)
   local cmd = 'Cancel'
@@ -27,10 +28,8 @@ api['cancel'] = function(args)
       if fields then
         for _, dependent in ipairs(redis.call('smembers', Keys.dependents(jid))) do
           if not listed[dependent] then
-            -- Either way round, for the words qless's clients look for.
-            local edge = Engine.qless and (jid .. ' is a dependency of ' .. dependent)
-              or (dependent .. ' is a dependent of ' .. jid)
-            Err.raise('HASDEPENDENTS', cmd .. '(): ' .. edge ..
+            -- qless's words say it the other way round (Qless.error).
+            Err.raise('HASDEPENDENTS', cmd .. '(): ' .. dependent .. ' is a dependent of ' .. jid ..
               ' but is not mentioned to be canceled')
           end
         end
@@ -43,21 +42,7 @@ api['cancel'] = function(args)
     local fields = jobs[jid]
     if fields then
       jobs[jid] = nil
-      local event = { jid = jid, event = 'canceled', worker = fields.worker or '',
-        queue = fields.queue or '' }
-      if Engine.qless then
-        -- qless: one message on `log`, the same one to the worker, then the tracked jid.
-        local message = cjson.encode(event)
-        Events.publish('log', message)
-        if event.worker ~= '' then Events.publish('w:' .. event.worker, message) end
-        Events.tracked('canceled', jid)
-      else
-        if fields.state == 'running' then
-          Events.to_worker(fields.worker, 'canceled', jid)
-        end
-        Events.tracked('canceled', jid)
-        Events.log(event)
-      end
+      Events.canceled(jid, fields)
       Job.delete(jid, fields)
       table.insert(canceled, jid)
     end
@@ -86,11 +71,11 @@ api['timeout'] = function(args)
       -- The worker is told now, so the next pop may take the job without another grace period;
       -- like a lock that expired, it counts as a retry of the queue when its worker is told.
       -- (qless writes the expiry as 0, and the entry without the worker.)
-      local expires = Engine.qless and 0 or Engine.now
+      local expires = Dialect.rules.lock_held_until_taken and 0 or Engine.now
       redis.call('hset', Keys.job(jid), 'expires', expires, 'grace', 1, 'updated', Engine.now)
       redis.call('zadd', Keys.locks(fields.queue), Engine.now, jid)
       redis.call('zrem', Keys.worker_jobs(fields.worker), jid)
-      Job.history(jid, 'timed-out', not Engine.qless and { worker = fields.worker } or nil)
+      Job.history(jid, 'timed-out', Dialect.entry_by(fields.worker))
       Stats.bump(fields.queue, 'retries', 1)
       Events.tracked('stalled', jid)
       Events.to_worker(fields.worker, 'lock_lost', jid)

@@ -39,6 +39,7 @@
 -- @include lock
 -- @include fanout
 -- @include notify
+-- @include dialect
 local COMPLETE_OPTIONS = { next = true, delay = true, depends = true, result = true, skipped = true }
 
 -- What complete reads of the job (nil when there is none): its lock (Lock.check_fields), what
@@ -107,8 +108,8 @@ local function advance(c)
   if pending > 0 then
     redis.call('zadd', Keys.depends(next_queue), Engine.now, jid)
     redis.call('hset', key, 'state', 'depends')
-    if Engine.qless and delay and delay > 0 then
-      -- qless counts the delay from now (Queue.release_dependent).
+    if Dialect.rules.delay_counts_from_put and delay and delay > 0 then
+      -- Counted from now (Queue.release_dependent).
       redis.call('hset', key, 'delay', 0, 'scheduled', string.format('%.17g', Engine.now + delay))
     end
     return 'depends'
@@ -184,13 +185,15 @@ local function complete(cmd, args, b)
   if c.skipped then
     Job.history(jid, 'skipped', { worker = worker, why = c.skipped }, tonumber(b.config[1]))
   else
-    b.entry = b.entry or Job.history_entry('done', not Engine.qless and { worker = worker } or nil)
+    b.entry = b.entry or Job.history_entry('done', Dialect.entry_by(worker))
     Job.append_history(jid, b.entry, tonumber(b.config[1]))
   end
   -- The job's hash in one write (its state too, unless it moves on).
   local written = { 'worker', '', 'expires', 0, 'updated', Engine.now }
   -- A failure the qless dialect kept over a re-put ends here, as in qless.
-  if Engine.qless then table.insert(written, 'failure'); table.insert(written, '{}') end
+  if Dialect.rules.failure_kept_until_complete then
+    table.insert(written, 'failure'); table.insert(written, '{}')
+  end
   if c.data then table.insert(written, 'data'); table.insert(written, c.data) end
   if c.result then table.insert(written, 'result'); table.insert(written, c.result) end
   if not c.next then table.insert(written, 'state'); table.insert(written, 'complete') end

@@ -4,6 +4,7 @@
 --                                  settings; else the value, or nil. The qless dialect gives
 --                                  qless's: its seven defaults (with `application`) under the
 --                                  stored settings as text; a default alone as a number
+--                                  (Qless.COMMANDS, include/qless.lua)
 --   config.set    option, value -> nil; publishes config_set on `P log`
 --   config.unset  option        -> nil; publishes config_unset on `P log`
 --
@@ -15,7 +16,7 @@
 -- @include args
 -- @include config
 -- @include events
--- @include qless
+-- @include dialect
 
 local COUNTS = { ['jobs-history-count'] = true, ['stats-history'] = true,
   ['histogram-history'] = true, ['max-job-history'] = true, ['max-failed-per-group'] = true }
@@ -27,18 +28,7 @@ local function value_kind(option)
   return nil
 end
 
--- The qless dialect: what qless-core replies, a stored setting as its text, a default as a
--- number (an integer reply), the whole map with qless's defaults (include/qless.lua).
-local function qless_get(option)
-  if option == nil then return cjson.encode(Qless.config_all()) end
-  option = Arg.id('ConfigGet', 'option', option)
-  local stored = redis.call('hget', Keys.config(), option)
-  if stored then return stored end
-  return Qless.CONFIG_DEFAULTS[option]
-end
-
 api['config.get'] = function(args)
-  if Engine.qless then return qless_get(args[1]) end
   if args[1] == nil then return cjson.encode(Config.all()) end
   local value = Config.get(Arg.id('ConfigGet', 'option', args[1]))
   if value == nil then return nil end
@@ -52,7 +42,7 @@ api['config.set'] = function(args)
   local kind = value_kind(option)
   -- qless takes negative values (a negative jobs-history drops completed jobs at once); both
   -- dialects refuse what is no number, or not finite.
-  local min = not Engine.qless and 0 or nil
+  local min = not Dialect.rules.negative_settings and 0 or nil
   if kind == 'integer' then
     Arg.integer(cmd, 'value', value, min and 0 or -Engine.MAX_OFFSET, Engine.MAX_OFFSET)
   elseif kind == 'number' then

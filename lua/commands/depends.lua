@@ -10,6 +10,7 @@
 -- @include args
 -- @include job
 -- @include queue
+-- @include dialect
 
 api['depends'] = function(args)
   local cmd = 'Depends'
@@ -30,9 +31,7 @@ api['depends'] = function(args)
   end
   local state = redis.call('hget', Keys.job(jid), 'state')
   if not state then
-    -- qless says a missing job is not in the depends state.
-    local said = Engine.qless and ' does not exist: not in the depends state' or ' does not exist'
-    Err.raise('NOTFOUND', cmd .. '(): Job ' .. jid .. said)
+    Err.raise('NOTFOUND', cmd .. '(): Job ' .. jid .. ' does not exist')
   end
   if state ~= 'depends' then
     Err.raise('WRONGSTATE', cmd .. '(): Job ' .. jid .. ' is not in the depends state: ' .. state)

@@ -18,6 +18,8 @@
 -- @include queue
 -- @include lock
 -- @include failing
+-- @include qless
+-- @include dialect
 
 api['fail'] = function(args)
   local cmd = 'Fail'
@@ -31,8 +33,8 @@ api['fail'] = function(args)
   if not fields then
     Err.raise('NOTFOUND', cmd .. '(): Job ' .. jid .. ' does not exist')
   end
-  if Engine.qless then
-    -- qless fails only a running job, by the worker it was given to (lock expired or not).
+  if Dialect.rules.fail_by_given_worker then
+    -- Its worker fails it whether its lock expired or not.
     if fields.state ~= 'running' then
       Err.raise('WRONGSTATE', cmd .. '(): Job not currently running: ' .. fields.state)
     elseif fields.worker ~= worker then
@@ -58,24 +60,27 @@ api['fail.held'] = function(args)
   return jid
 end
 
-api['failed'] = function(args)
+-- `failed` without a group: each group's count of failed jobs, in both dialects.
+local function failed_counts()
+  local counts = {}
+  for _, group in ipairs(redis.call('smembers', Keys.failures())) do
+    counts[group] = redis.call('llen', Keys.failed(group))
+  end
+  if next(counts) == nil then return '{}' end
+  return cjson.encode(counts)
+end
+
+-- `failed group [start [limit]]`'s checked arguments.
+local function failed_range(args)
   local cmd = 'Failed'
-  if args[1] == nil then
-    local counts = {}
-    for _, group in ipairs(redis.call('smembers', Keys.failures())) do
-      counts[group] = redis.call('llen', Keys.failed(group))
-    end
-    if next(counts) == nil then return '{}' end
-    return cjson.encode(counts)
-  end
-  local group = Arg.id(cmd, 'group', args[1])
-  local start = Arg.optional_integer(cmd, 'start', args[2], 0, 0, Engine.MAX_OFFSET)
-  local limit = Arg.optional_integer(cmd, 'limit', args[3], 25, 0, Engine.MAX_COUNT)
-  if Engine.qless then
-    -- qless lists the group's jids as they are (a client fetches the jobs with multiget).
-    return cjson.encode({ total = redis.call('llen', Keys.failed(group)),
-      jobs = redis.call('lrange', Keys.failed(group), start, start + limit - 1) })
-  end
+  return Arg.id(cmd, 'group', args[1]),
+    Arg.optional_integer(cmd, 'start', args[2], 0, 0, Engine.MAX_OFFSET),
+    Arg.optional_integer(cmd, 'limit', args[3], 25, 0, Engine.MAX_COUNT)
+end
+
+api['failed'] = function(args)
+  if args[1] == nil then return failed_counts() end
+  local group, start, limit = failed_range(args)
   local jobs = {}
   if limit > 0 then
     for _, jid in ipairs(redis.call('lrange', Keys.failed(group), start, start + limit - 1)) do
@@ -88,6 +93,15 @@ api['failed'] = function(args)
   local encoded = cjson.encode(reply)
   if #jobs == 0 then encoded = string.gsub(encoded, '"jobs":{}', '"jobs":[]') end
   return encoded
+end
+
+-- The qless dialect lists a group's jids as they are (a client fetches the jobs with multiget),
+-- up to start + limit - 1 whatever the limit.
+Qless.COMMANDS['failed'] = function(args)
+  if args[1] == nil then return failed_counts() end
+  local group, start, limit = failed_range(args)
+  return cjson.encode({ total = redis.call('llen', Keys.failed(group)),
+    jobs = redis.call('lrange', Keys.failed(group), start, start + limit - 1) })
 end
 
 api['unfail'] = function(args)
@@ -105,8 +119,7 @@ api['unfail'] = function(args)
       Job.unindex(jid, fields)
       local key = Keys.job(jid)
       local retries = redis.call('hget', key, 'retries')
-      -- qless keeps the failure until the job completes.
-      local failure = Engine.qless and fields.failure or '{}'
+      local failure = Dialect.rules.failure_kept_until_complete and fields.failure or '{}'
       redis.call('hset', key, 'queue', queue, 'remaining', retries, 'failure', failure,
         'updated', Engine.now)
       redis.call('hdel', key, 'lost') -- lost workers count again from 0, as retries do

@@ -18,11 +18,11 @@
 -- @include args
 -- @include job
 -- @include queue
+-- @include dialect
 
 local function counts(queue)
   local locks = Keys.locks(queue)
-  -- qless makes due scheduled jobs waiting before it counts them.
-  if Engine.qless then Queue.promote(queue, redis.call('zcard', Keys.scheduled(queue))) end
+  if Dialect.rules.reads_promote_scheduled then Queue.promote(queue, redis.call('zcard', Keys.scheduled(queue))) end
   return {
     name = queue,
     waiting = redis.call('zcard', Keys.work(queue)),
@@ -105,7 +105,7 @@ api['jobs'] = function(args)
     local queue = Arg.id(cmd, 'queue', args[2])
     local offset = Arg.optional_integer(cmd, 'offset', args[3], 0, 0, Engine.MAX_OFFSET)
     local count = Arg.optional_integer(cmd, 'count', args[4], 25, 0, Engine.MAX_COUNT)
-    if state == 'scheduled' and Engine.qless then
+    if state == 'scheduled' and Dialect.rules.reads_promote_scheduled then
       Queue.promote(queue, redis.call('zcard', Keys.scheduled(queue)))
     end
     jids = count > 0 and lister(queue, offset, count) or {}

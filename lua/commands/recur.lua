@@ -21,6 +21,7 @@
 -- @include args
 -- @include job
 -- @include queue
+-- @include dialect
 
 local RECUR_OPTIONS = { priority = true, tags = true, retries = true, backlog = true }
 -- Room for the children's '-<count>' (up to 10 digits) within Arg.MAX_ID_BYTES.
@@ -30,7 +31,7 @@ local MAX_RECUR_JID_BYTES = Arg.MAX_ID_BYTES - 11
 -- qless does not, and a recurring job defined in the qless dialect says so (`tagged` '0'), so
 -- that no later call takes out of the indexes what was never put there.
 local function index_tags(key, jid, tags)
-  if Engine.qless then
+  if Dialect.rules.recurring_untagged then
     redis.call('hset', key, 'tagged', '0')
   else
     redis.call('hdel', key, 'tagged')
@@ -132,8 +133,8 @@ api['recur.update'] = function(args)
   local queue = redis.call('hget', key, 'queue')
   if not queue then Err.raise('NOTFOUND', cmd .. '(): No recurring job ' .. jid) end
   for field, value in pairs(updates) do
-    if field == 'interval' and Engine.qless then
-      -- qless moves the next spawn by the change of interval.
+    if field == 'interval' and Dialect.rules.qless_recurring_spawns then
+      -- The next spawn moves by the change of interval.
       local before = tonumber(redis.call('hget', key, 'interval')) or value
       local current = redis.call('hget', key, 'queue')
       if redis.call('zscore', Keys.recur(current), jid) then

@@ -13,6 +13,7 @@
 -- @include queue
 -- @include lock
 -- @include commands/fail
+-- @include dialect
 
 api['retry'] = function(args)
   local cmd = 'Retry'
@@ -37,8 +38,7 @@ api['retry'] = function(args)
   end
   redis.call('hset', Keys.job(jid), 'worker', '', 'expires', 0, 'updated', Engine.now)
   redis.call('hdel', Keys.job(jid), 'grace')
-  if Engine.qless then
-    -- qless records no history entry for a retry, but the failure it was given.
+  if Dialect.rules.retry_records_failure then
     if group and message then
       redis.call('hset', Keys.job(jid), 'failure', cjson.encode({ group = group, message = message,
         when = math.floor(Engine.now), worker = worker }))

@@ -8,6 +8,7 @@
 -- Errors: INVALID, NOTFOUND, TOOLARGE.
 -- @include args
 -- @include job
+-- @include dialect
 
 local function tag_edit(cmd, args, adding)
   local jid = Arg.jid(cmd, 'jid', args[2])
@@ -36,8 +37,7 @@ api['tag'] = function(args)
     local offset = Arg.optional_integer(cmd, 'offset', args[3], 0, 0, Engine.MAX_OFFSET)
     local count = Arg.optional_integer(cmd, 'count', args[4], 25, 0, Engine.MAX_COUNT)
     local jobs = {}
-    -- qless reads a range to offset + count - 1 whatever count is (0 from 0: every job).
-    if count > 0 or Engine.qless then
+    if count > 0 or Dialect.rules.zero_count_reads_all then
       jobs = redis.call('zrange', Keys.tag(tag), offset, offset + count - 1)
     end
     local encoded = cjson.encode({ total = redis.call('zcard', Keys.tag(tag)), jobs = jobs })

@@ -5,6 +5,7 @@
 -- converted (numbers as numbers, JSON as text that is known to decode).
 -- @include errors
 -- @include engine
+-- @include dialect
 local Arg = {}
 
 -- Size limits, also enforced by the Python client (scheduler/engine/limits.py) so users hear of them
@@ -200,7 +201,7 @@ local function decode(cmd, name, value, kind, max_bytes)
   local first = string.match(value, '^%s*(.)')
   -- A job's payload: an object; in the qless dialect an array too, as qless takes either.
   if kind == 'payload' then
-    if Engine.qless and first == '[' and type(decoded) == 'table' then return value, decoded end
+    if Dialect.rules.lenient_arguments and first == '[' and type(decoded) == 'table' then return value, decoded end
     kind = 'object'
   end
   if kind == 'object' and (type(decoded) ~= 'table' or first ~= '{') then
@@ -258,7 +259,7 @@ function Arg.id_items(cmd, name, list, check, max)
   local seen, out = {}, {}
   for i, item in ipairs(list) do
     -- qless takes numbers among tags: the qless dialect takes them as their text.
-    if Engine.qless and type(item) == 'number' and item == item and item ~= HUGE
+    if Dialect.rules.lenient_arguments and type(item) == 'number' and item == item and item ~= HUGE
       and item ~= -HUGE then
       item = tostring(item)
     end

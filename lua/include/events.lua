@@ -1,6 +1,9 @@
--- events: what the engine publishes (channels listed in lua/README.md).
+-- events: what the engine publishes (channels listed in lua/README.md), in each dialect's order
+-- where they differ: a call of the qless bundle publishes what qless-core does, in its order
+-- (Dialect.rules.qless_events).
 -- @include keys
 -- @include engine
+-- @include dialect
 -- @include json_text
 local Events = {}
 
@@ -45,6 +48,42 @@ function Events.ready(queue)
     Events.readied[queue] = true
     -- Not a qless channel: a qless client's call does not publish it (idle workers of ours
     -- still get the job, from the hand-off that reads `readied`).
-    if not Engine.qless then Events.publish('ready:' .. queue, queue) end
+    if not Dialect.rules.qless_events then Events.publish('ready:' .. queue, queue) end
+  end
+end
+
+-- A job failed (`exhausted`: how its retries ran out, as Job.fail takes it). Ours: the tracked
+-- jid, then the `log` event. qless's: the `log` event first, none when `retry` ran out of
+-- retries, the tracked jid first when a lock expired once too often.
+function Events.failed(jid, worker, group, message, exhausted)
+  local event = { jid = jid, event = 'failed', worker = worker, group = group, message = message }
+  if not Dialect.rules.qless_events or exhausted == 'lock' then
+    Events.tracked('failed', jid)
+    Events.log(event)
+  elseif not exhausted then
+    Events.log(event)
+    Events.tracked('failed', jid)
+  else
+    Events.tracked('failed', jid)
+  end
+end
+
+-- A job (`fields`: its worker, queue, state) is canceled. Ours: its worker told when it was
+-- running, the tracked jid, then the `log` event. qless's: one message on `log`, the same one to
+-- the worker it names, then the tracked jid.
+function Events.canceled(jid, fields)
+  local event = { jid = jid, event = 'canceled', worker = fields.worker or '',
+    queue = fields.queue or '' }
+  if Dialect.rules.qless_events then
+    local message = cjson.encode(event)
+    Events.publish('log', message)
+    if event.worker ~= '' then Events.publish('w:' .. event.worker, message) end
+    Events.tracked('canceled', jid)
+  else
+    if fields.state == 'running' then
+      Events.to_worker(fields.worker, 'canceled', jid)
+    end
+    Events.tracked('canceled', jid)
+    Events.log(event)
   end
 end

@@ -10,6 +10,7 @@
 -- @include triggers
 -- @include failed_bound
 -- @include notify
+-- @include dialect
 
 -- Fail a checked job. `fields` holds state, queue, worker, failure. `exhausted` is how the job's
 -- retries ran out ('lock': its lock expired once too often; 'retry': the retry command), or nil.
@@ -22,7 +23,7 @@ function Job.fail(jid, fields, worker, group, message, data, exhausted)
   if fields.state == 'depends' then Job.drop_dependencies(jid) end
   local key = Keys.job(jid)
   local when, named, entry = Engine.now, worker, { worker = worker, group = group }
-  if Engine.qless then
+  if Dialect.rules.failure_as_qless then
     if exhausted then entry.worker = nil end
     if exhausted == 'lock' or (exhausted == 'retry' and fields.defaulted) then
       named = ''
@@ -42,16 +43,7 @@ function Job.fail(jid, fields, worker, group, message, data, exhausted)
     Stats.bump(queue, 'failures', 1)
     Stats.bump(queue, 'failed', 1)
   end
-  local event = { jid = jid, event = 'failed', worker = worker, group = group, message = message }
-  if not Engine.qless or exhausted == 'lock' then
-    Events.tracked('failed', jid)
-    Events.log(event)
-  elseif not exhausted then
-    Events.log(event) -- qless's order
-    Events.tracked('failed', jid)
-  else
-    Events.tracked('failed', jid) -- retries run out by `retry`: qless logs nothing
-  end
+  Events.failed(jid, worker, group, message, exhausted)
   Deps.settle(jid, 'failed')
   Notify.job(jid, 'failure', nil, exhausted)
 end

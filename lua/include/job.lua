@@ -13,6 +13,7 @@
 -- @include slots
 -- @include registry
 -- @include json_text
+-- @include dialect
 local Job = {}
 
 -- Decode a JSON list, accepting the '{}' cjson writes for an empty one.
@@ -150,7 +151,7 @@ local function described(jid, values, tracked)
   -- The lock's rule (include/lock.lua): valid while expires > now and not taken away. qless
   -- says `stalled` only of a job `timeout` took away (its lock's expiry 0), else `running`.
   if state == 'running' then
-    if Engine.qless then
+    if Dialect.rules.lock_held_until_taken then
       if values[17] == '1' and expires == 0 then state = 'stalled' end
     elseif expires <= Engine.now or values[17] == '1' then
       state = 'stalled'

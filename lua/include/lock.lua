@@ -8,6 +8,7 @@
 -- @include engine
 -- @include errors
 -- @include job
+-- @include dialect
 local Lock = {}
 
 -- Whether a running job's lock (its hash fields `expires` and `grace`) is still valid.
@@ -19,12 +20,11 @@ end
 -- grace) with a valid lock.
 function Lock.check_held(cmd, jid, worker, fields)
   if fields.worker ~= worker then
-    -- qless's heartbeat says it so, and its clients look for these words.
-    local said = Engine.qless and cmd == 'Heartbeat' and ' given out to' or ' has been handed to'
-    Err.raise('LOCKLOST', cmd .. '(): Job ' .. jid .. said .. ' another worker: ' .. fields.worker)
+    -- A qless heartbeat's words: Qless.error.
+    Err.raise('LOCKLOST', cmd .. '(): Job ' .. jid .. ' has been handed to another worker: ' ..
+      fields.worker)
   end
-  -- qless: the worker a job was given to holds it until the job is given to another.
-  if Engine.qless then return end
+  if Dialect.rules.lock_held_until_taken then return end
   if not Lock.valid(fields) then
     Err.raise('LOCKLOST', cmd .. '(): Job ' .. jid .. "'s lock expired at " .. tostring(fields.expires) ..
       ' (now ' .. Engine.now .. ')')

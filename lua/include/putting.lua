@@ -12,6 +12,7 @@
 -- @include triggers
 -- @include handoff
 -- @include json_text
+-- @include dialect
 local Put = {}
 
 local PUT_OPTIONS = { priority = true, tags = true, retries = true, depends = true, trigger = true,
@@ -98,7 +99,7 @@ local function base(cmd, worker, queue, jid, klass, data, delay)
     klass = Arg.id(cmd, 'klass', klass),
     data = Arg.json(cmd, 'data', data, 'payload'),
     -- qless reads a negative delay as none.
-    delay = Arg.number(cmd, 'delay', delay, not Engine.qless and 0 or nil),
+    delay = Arg.number(cmd, 'delay', delay, not Dialect.rules.lenient_arguments and 0 or nil),
     depends = NONE, climit = 1, unique = false,
   }
 end
@@ -106,7 +107,7 @@ end
 function Put.parse(cmd, args)
   -- qless takes a put without a worker (its clients' `job.move()` sends the empty string).
   local worker = args[1]
-  if not (Engine.qless and worker == '') then worker = Arg.id(cmd, 'worker', worker) end
+  if not (Dialect.rules.lenient_arguments and worker == '') then worker = Arg.id(cmd, 'worker', worker) end
   local queue = Arg.name(cmd, 'queue', args[2])
   local p = base(cmd, worker, queue, args[3], args[4], args[5], args[6])
   -- Most puts have no options: their defaults are above (the others are nil).
@@ -378,19 +379,19 @@ end
 function Put.write(p, old, batch)
   local jid, queue = p.jid, p.queue
   local old_tags = NONE
-  -- The qless dialect (a put of its own) keeps qless's order of events and a re-put's
-  -- dependencies when it names none (ours: a put states all of the job's dependencies).
-  local qless = Engine.qless and not batch
+  -- A put of its own keeps the qless dialect's order of events and its rules (Dialect); a batch
+  -- put keeps ours.
+  local qless_order = not batch and Dialect.rules.qless_events
   local lost
   local pending
   if old then
     old_tags = Job.decode_list(old.tags)
     if old.state == 'running' and old.worker ~= '' and old.worker ~= p.worker then
-      if qless then lost = old.worker else Events.to_worker(old.worker, 'lock_lost', jid) end
+      if qless_order then lost = old.worker else Events.to_worker(old.worker, 'lock_lost', jid) end
     end
     Job.keep_history(jid) -- written before the queue changes, which an implied one reads
     Job.unindex(jid, old)
-    if qless and #p.depends == 0 then
+    if not batch and Dialect.rules.reput_keeps_dependencies and #p.depends == 0 then
       pending = redis.call('smembers', Keys.dependencies(jid))
     else
       Job.drop_dependencies(jid)
@@ -418,7 +419,7 @@ function Put.write(p, old, batch)
   -- The job of a put alone (`p.alone`) that becomes waiting may go straight to an idle worker
   -- (include/handoff.lua): not in the qless dialect (its order of events), nor a job whose ttl,
   -- concurrency key or throttle a pop must look at.
-  local to = p.alone and state == 'waiting' and not Engine.qless and not p.ttl and
+  local to = p.alone and state == 'waiting' and not Dialect.rules.qless_events and not p.ttl and
     not p.ckey and not p.throttle and Handoff.direct(queue)
   local handed = to and { worker = to.worker, expires = Engine.now + (p.ttr or to.lock) }
   local tags_text = #tags == 0 and '{}' or cjson.encode(tags)
@@ -427,13 +428,12 @@ function Put.write(p, old, batch)
   if old then redis.call('hdel', key, unpack(stale_fields(p))) end
   redis.call('hset', key, unpack(job_fields(p, old, state, priority, retries, tags_text, handed)))
   local runs = handed and redis.call('hincrby', key, 'runs', 1)
-  if qless then
-    -- qless keeps a failure until the job completes, and counts a delay after dependencies
-    -- from the put (Queue.release_dependent).
-    if old and old.failure then redis.call('hset', key, 'failure', old.failure) end
-    if state == 'depends' and p.delay > 0 then
-      redis.call('hset', key, 'delay', 0, 'scheduled', string.format('%.17g', Engine.now + p.delay))
-    end
+  if not batch and Dialect.rules.failure_kept_until_complete and old and old.failure then
+    redis.call('hset', key, 'failure', old.failure)
+  end
+  if not batch and Dialect.rules.delay_counts_from_put and state == 'depends' and p.delay > 0 then
+    -- Queue.release_dependent makes it scheduled until then.
+    redis.call('hset', key, 'delay', 0, 'scheduled', string.format('%.17g', Engine.now + p.delay))
   end
   -- A new job's put entry is implied; a job handed over gets it with the pop's (Handoff.give).
   if old and not handed then record(jid, queue, batch) end
@@ -479,10 +479,10 @@ function Put.write(p, old, batch)
     if not handed then Stats.bump(queue, 'put', 1) end
     Queue.known(queue)
     -- A job handed over directly is not tracked: Handoff.direct saw no job tracked at all.
-    if not qless and not handed then Events.tracked('put', jid) end
+    if not qless_order and not handed then Events.tracked('put', jid) end
   end
   Events.log_put(jid, queue)
-  if qless then
+  if qless_order then
     if lost then Events.to_worker(lost, 'lock_lost', jid) end
     Events.tracked('put', jid)
   end

@@ -1,14 +1,16 @@
 -- qless: the qless dialect's replies (api.lua calls Qless.reply after every command of a call in
--- the qless convention; the native dialect never comes here).
+-- the qless convention, or a command of Qless.COMMANDS instead of ours; the native dialect never
+-- comes here).
 --
 -- A qless client reads replies as qless-core writes them: an empty list is `{}` (cjson's
 -- encoding of an empty table), a job object has exactly qless's fields, `queues` has no counts
 -- of ours, `config.get` lists qless's settings as stored. The commands' own
 -- code stays the one engine; only the reply's shape is translated here, at the cost of one JSON
--- decode and encode per reply in this dialect. Semantics that differ deeply read `Engine.qless`
--- where they are (the table in docs/pages/engine.md lists every difference).
+-- decode and encode per reply in this dialect. Rules that differ deeply are read by name from
+-- include/dialect.lua (the table in docs/pages/engine.md lists every difference).
 -- @include engine
 -- @include keys
+-- @include args
 local Qless = {}
 
 -- The fields of a qless job object; ours (created, updated, result, ttl, ...) are left out.
@@ -95,12 +97,45 @@ function Qless.config_all()
   return all
 end
 
+-- command -> function(args) -> its reply in the qless dialect, where qless answers from other
+-- data than ours (the dispatch calls it instead of the command; its errors are the command's).
+Qless.COMMANDS = {}
+
+-- A stored setting as its text, a default of qless's as a number (an integer reply).
+Qless.COMMANDS['config.get'] = function(args)
+  local option = args[1]
+  if option == nil then return cjson.encode(Qless.config_all()) end
+  option = Arg.id('ConfigGet', 'option', option)
+  local stored = redis.call('hget', Keys.config(), option)
+  if stored then return stored end
+  return Qless.CONFIG_DEFAULTS[option]
+end
+
 -- Replies that only need qless's encoding of empty lists.
 local function same(reply) return reply end
 SHAPES['workers'] = same
 SHAPES['tag'] = same
 SHAPES['recur.tag'] = same
 SHAPES['recur.untag'] = same
+
+-- The words qless's clients look for in an error, in place of ours: {pattern, replacement} on
+-- the error reply's text (ids and jids hold no white space).
+local WORDS = {
+  { '^(NOTFOUND Depends%(%): Job %S+ does not exist)$', '%1: not in the depends state' },
+  { '^(HASDEPENDENTS Cancel%(%): )(%S+) is a dependent of (%S+) ', '%1%3 is a dependency of %2 ' },
+  { '^(LOCKLOST Heartbeat%(%): Job %S+) has been handed to ', '%1 given out to ' },
+}
+
+-- An error reply (redis.error_reply's) in qless's words.
+function Qless.error(reply)
+  local text = reply.err
+  if type(text) ~= 'string' then return reply end
+  for _, words in ipairs(WORDS) do
+    local said, found = string.gsub(text, words[1], words[2])
+    if found > 0 then return redis.error_reply(said) end
+  end
+  return reply
+end
 
 -- The reply of `command` (called with `args`) for a qless client.
 function Qless.reply(command, result, args)

@@ -6,6 +6,7 @@
 -- @include stats
 -- @include job
 -- @include waits
+-- @include dialect
 local Queue = {}
 
 -- Work-queue scores: priority * 2^32 + insertion sequence. Lower pops first, equal priorities
@@ -139,9 +140,9 @@ function Queue.spawn_recurring(queue, limit)
       local count = tonumber(r[7]) or 0
       local backlog = tonumber(r[8]) or 0
       local missed = math.floor((Engine.now - score) / interval) + 1
-      if backlog > 0 and Engine.qless then
-        -- qless's rule: skip whole intervals beyond the backlog counted from the first due
-        -- spawn (one more child than the backlog when now falls on a spawn time).
+      if backlog > 0 and Dialect.rules.qless_recurring_spawns then
+        -- Skip whole intervals beyond the backlog counted from the first due spawn (one more
+        -- child than the backlog when now falls on a spawn time).
         local behind = (Engine.now - score) / interval
         if behind > backlog then score = score + math.ceil(behind - backlog) * interval end
         missed = math.floor((Engine.now - score) / interval) + 1
@@ -165,8 +166,8 @@ function Queue.spawn_recurring(queue, limit)
           'expires', 0, 'queue', queue, 'retries', r[5] or 5, 'remaining', r[5] or 5,
           'spawned_from_jid', jid, 'failure', '{}', 'created', Engine.now, 'updated', Engine.now)
         Job.retag(child, {}, tags)
-        if Engine.qless then
-          -- qless puts a child at the time it was due.
+        if Dialect.rules.qless_recurring_spawns then
+          -- Put at the time it was due.
           Job.append_history(child,
             cjson.encode({ what = 'put', when = math.floor(score), q = queue }), nil, false)
           Queue.enqueue(queue, child, priority, score)

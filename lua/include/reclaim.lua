@@ -18,6 +18,7 @@
 -- @include queue
 -- @include failing
 -- @include registry
+-- @include dialect
 
 Queue.LOST_GROUP = 'worker-lost'
 
@@ -96,21 +97,20 @@ function Queue.invalidate_locks(queue, limit, handing_out, qless_rule)
       redis.call('zrem', Keys.worker_jobs(worker), jid)
       redis.call('zadd', Keys.locks(queue), Engine.now + grace, jid)
       redis.call('hset', Keys.job(jid), 'grace', 1)
-      Job.history(jid, 'timed-out', not Engine.qless and { worker = worker } or nil)
+      Job.history(jid, 'timed-out', Dialect.entry_by(worker))
       Stats.bump(queue, 'retries', 1)
       Events.tracked('stalled', jid)
       Events.to_worker(worker, 'lock_lost', jid)
     else
       if grace <= 0 then
-        -- qless records the time-out whatever the grace period.
-        if Engine.qless then Job.history(jid, 'timed-out') end
+        if Dialect.rules.timeout_always_recorded then Job.history(jid, 'timed-out') end
         Events.tracked('stalled', jid)
         Events.to_worker(worker, 'lock_lost', jid)
         Stats.bump(queue, 'retries', 1)
       end
       redis.call('zrem', Keys.worker_jobs(worker), jid)
       local again
-      if qless_rule or Engine.qless then
+      if qless_rule or Dialect.rules.lost_lock_uses_retry then
         again = tonumber(redis.call('hincrby', Keys.job(jid), 'remaining', -1)) >= 0
         if not again then exhaust(queue, jid, worker) end
       else
