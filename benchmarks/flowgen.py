@@ -7,7 +7,7 @@ from pathlib import PurePath
 
 from benchmarks.context import REPO_ROOT
 from flows.expand.jobs import JobSpec, expand
-from flows.spec.model import Flow
+from flows.flowfile.model import Flow
 from flows.validation.validate import validate_text
 
 NOOP = "benchmarks.tasks.noop"

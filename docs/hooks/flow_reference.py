@@ -26,7 +26,7 @@ REGENERATE = "python docs/hooks/flow_reference.py"
 
 
 def _flow_schema() -> str:
-    from flows.spec.model import json_schema  # imported here: only these pages need the package
+    from flows.flowfile.model import json_schema  # imported here: only these pages need the package
 
     return render(json_schema())
 

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from flows.spec.findings import did_you_mean
+from flows.flowfile.findings import did_you_mean
 from scheduler.engine.errors import FlowsError, debug_enabled
 
 if TYPE_CHECKING:

@@ -11,8 +11,8 @@ import click
 from flows.cli.common import open_client, user_errors
 from flows.cli.options import connection
 from flows.cli.validate import print_findings
+from flows.testing.files import SUFFIX, find_test_files
 from flows.testing.session import CaseReport, private_server, run_files
-from flows.testing.spec import SUFFIX, find_test_files
 from scheduler.worker.imports import import_path
 
 

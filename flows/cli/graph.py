@@ -8,7 +8,7 @@ import click
 
 from flows import gc_pause
 from flows.cli.validate import flow_file, load_or_exit
-from flows.spec.dag import to_dot, to_mermaid
+from flows.flowfile.dag import to_dot, to_mermaid
 
 
 def register(group: click.Group) -> None:

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 
 if TYPE_CHECKING:  # the flow model and the settings' dataclasses: only where a command needs them
-    from flows.spec.params import ParamError
+    from flows.flowfile.params import ParamError
     from scheduler.worker.settings import Setting
 
 F = TypeVar("F", bound=Callable[..., Any])

@@ -14,10 +14,10 @@ from flows.cli.options import as_json, bad_params, logical_time, param, run_id
 from flows.cli.tables import fitted, table_console
 from flows.cli.validate import flow_file, load_or_exit
 from flows.expand.jobs import ExpansionError, JobSpec, expand
-from flows.spec.conditions import expression_of
-from flows.spec.durations import format_duration
-from flows.spec.job_data import CONDITION_KEY, META_KEY
-from flows.spec.params import ParamError, parse_assignments
+from flows.flowfile.conditions import expression_of
+from flows.flowfile.durations import format_duration
+from flows.flowfile.job_data import CONDITION_KEY, META_KEY
+from flows.flowfile.params import ParamError, parse_assignments
 from scheduler.engine.run_ids import run_id_for
 
 _SHOWN_DEPENDS = 4

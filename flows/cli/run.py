@@ -304,9 +304,9 @@ def run(
     Exit code 0 when every step succeeded, 1 when the run failed or the file is invalid, 130
     after Ctrl-C (the run stays as it is: resume it with `flows retry RUN`).
     """
+    from flows.flowfile.params import ParamError, parse_assignments
     from flows.runs.build import build_run, read_flow_file
     from flows.runs.submit import submit
-    from flows.spec.params import ParamError, parse_assignments
     from flows.validation.validate import InvalidFlow
     from scheduler.engine.run_ids import manual_run_id
 

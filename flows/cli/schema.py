@@ -1,4 +1,4 @@
-"""``flows schema``: the JSON Schema of flow files, generated from :mod:`flows.spec.model`."""
+"""``flows schema``: the JSON Schema of flow files, generated from :mod:`flows.flowfile.model`."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import json
 
 import click
 
-from flows.spec.model import json_schema
+from flows.flowfile.model import json_schema
 
 
 def register(group: click.Group) -> None:

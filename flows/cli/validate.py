@@ -18,7 +18,7 @@ from rich.text import Text
 
 from flows import gc_pause
 from flows.cli import preview as preview_cli
-from flows.spec.findings import Finding, Severity, has_errors
+from flows.flowfile.findings import Finding, Severity, has_errors
 from flows.validation.validate import InvalidFlow, Validation, validate_file
 
 _STYLES = {Severity.ERROR: "bold red", Severity.WARNING: "bold yellow"}

@@ -14,8 +14,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from flows.spec.fanout import FANOUT_KEY
-from flows.spec.job_data import CACHE_KEY, META_KEY
+from flows.flowfile.fanout import FANOUT_KEY
+from flows.flowfile.job_data import CACHE_KEY, META_KEY
 
 if TYPE_CHECKING:
     from flows.expand.jobs import JobSpec

@@ -2,9 +2,9 @@
 ended (a parent's sub-flow step takes them as its outputs). Pure.
 
 :func:`outputs_record` resolves params and run fields when the run is built; step references
-stay as written, with the jids of each step they name (:class:`flows.spec.job_data.Upstream`), and
-:func:`resolve_outputs` resolves them from those jobs' results as a worker resolves a job's
-payload (:func:`flows.spec.job_data.resolve_payload`: the same values, the same errors).
+stay as written, with the jids of each step they name (:class:`flows.flowfile.job_data.Upstream`),
+and :func:`resolve_outputs` resolves them from those jobs' results as a worker resolves a job's
+payload (:func:`flows.flowfile.job_data.resolve_payload`: the same values, the same errors).
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from flows.expand.jobs import Expansion
-from flows.spec.job_data import META_KEY, Upstream, UpstreamJob, meta_json, resolve_payload
-from flows.spec.model import Flow
-from flows.spec.templates import KEEP, PARAMS, RUN, STEPS, Reference, render, select
+from flows.flowfile.job_data import META_KEY, Upstream, UpstreamJob, meta_json, resolve_payload
+from flows.flowfile.model import Flow
+from flows.flowfile.templates import KEEP, PARAMS, RUN, STEPS, Reference, render, select
 
 RECORD_FIELD: Final = "outputs"
 """The run record's field holding them (JSON: ``{"values": ..., "upstream": ...}``)."""
@@ -56,7 +56,7 @@ def resolve_outputs(
     run_id: str, record: Mapping[str, Any], jobs: Mapping[str, UpstreamJob]
 ) -> dict[str, Any]:
     """The outputs of :func:`outputs_record` with their step references resolved from ``jobs``
-    (jid → what was read of it); raises :class:`flows.spec.job_data.UnresolvedReference`."""
+    (jid → what was read of it); raises :class:`flows.flowfile.job_data.UnresolvedReference`."""
     upstream = {
         step: Upstream(tuple(entry["jids"]), bool(entry["foreach"]))
         for step, entry in record.get("upstream", {}).items()

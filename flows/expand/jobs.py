@@ -2,19 +2,19 @@
 
 Each step becomes one job (``<run id>:<step>``), a foreach step one job per item
 (``<run id>:<step>[<i>]``), a matrix step one job per combination of its axes' values
-(``<run id>:<step>[region=de,kind=full]``, see :func:`flows.spec.model.matrix_id_text`), each hook
-one job (``<run id>:<hook>``). ``needs`` become ``depends``:
+(``<run id>:<step>[region=de,kind=full]``, see :func:`flows.flowfile.model.matrix_id_text`), each
+hook one job (``<run id>:<hook>``). ``needs`` become ``depends``:
 a dependent of a foreach step depends on every item (fan-in); a foreach step that needs a foreach
 step waits for all of its items too (no item-by-item pairing).
 
 Templates in ``params``, ``run`` and the foreach variable are resolved here. References to other
-steps' outputs and status stay in the job data for the worker (:mod:`flows.spec.job_data` is that
-contract). In a shell command every template, whatever it names, becomes an environment variable
-(:mod:`flows.expand.shell_command`): values are data there, never shell syntax.
+steps' outputs and status stay in the job data for the worker (:mod:`flows.flowfile.job_data` is
+that contract). In a shell command every template, whatever it names, becomes an environment
+variable (:mod:`flows.expand.shell_command`): values are data there, never shell syntax.
 
 ``foreach.items`` is a list or a param, known now, or another step's output
 (``${{ steps.list.outputs.files }}``): then the step is one template job ``<run id>:<step>``
-that the engine turns into its items when the producer completes (:mod:`flows.spec.fanout`); its
+that the engine turns into its items when the producer completes (:mod:`flows.flowfile.fanout`); its
 payload keeps the foreach variable as a template, resolved by the worker like step outputs.
 
 Hooks depend on every job of the run: ``on_success`` with trigger rule ``none_failed`` (a step
@@ -32,11 +32,10 @@ from pathlib import PurePath
 from typing import Any, Final
 
 from flows.expand.shell_command import shell_command
-from flows.gc_pause import gc_paused
-from flows.spec import conditions
-from flows.spec.dag import topological_steps
-from flows.spec.fanout import FANOUT_KEY, Source, source_of
-from flows.spec.job_data import (
+from flows.flowfile import conditions
+from flows.flowfile.dag import topological_steps
+from flows.flowfile.fanout import FANOUT_KEY, Source, source_of
+from flows.flowfile.job_data import (
     CACHE_KEY,
     CONDITION_KEY,
     META_KEY,
@@ -46,7 +45,7 @@ from flows.spec.job_data import (
     Upstream,
     meta_json,
 )
-from flows.spec.model import (
+from flows.flowfile.model import (
     MAX_FOREACH_ITEMS,
     Action,
     Flow,
@@ -57,10 +56,10 @@ from flows.spec.model import (
     TriggerRule,
     matrix_id_text,
 )
-from flows.spec.params import bind_params
-from flows.spec.subflow_job import SUBFLOW_KLASS
-from flows.spec.subflow_job import payload as subflow_payload
-from flows.spec.templates import (
+from flows.flowfile.params import bind_params
+from flows.flowfile.subflow_job import SUBFLOW_KLASS
+from flows.flowfile.subflow_job import payload as subflow_payload
+from flows.flowfile.templates import (
     KEEP,
     MATRIX,
     PARAMS,
@@ -71,6 +70,7 @@ from flows.spec.templates import (
     select,
     to_text,
 )
+from flows.gc_pause import gc_paused
 from scheduler.engine.errors import FlowsError
 
 MAX_JOBS_PER_RUN: Final = 100_000
@@ -98,7 +98,7 @@ class JobSpec:
     release the job. ``delay`` counts from the moment the job may run. ``ttr`` is the step's
     ``heartbeat`` (None: the queue's). ``concurrency_key``/``concurrency_limit`` bound how many
     jobs holding the key run at once (a foreach step's ``max_parallel``); ``ttl`` and
-    ``throttle`` are the step's (see :class:`flows.spec.model.Action`); ``wait`` a ``wait:``
+    ``throttle`` are the step's (see :class:`flows.flowfile.model.Action`); ``wait`` a ``wait:``
     step's spec; ``fanout`` a fan-out step's template: (the producer's jid, the output holding
     the items). ``notify`` and ``deadline`` are the step's notify flag and deadline in seconds,
     set when the run is assembled (:mod:`flows.runs.build`). None: not sent.
@@ -168,7 +168,8 @@ class JobSpec:
 
 
 def run_fields(flow: Flow, run_id: str, logical_time: datetime) -> dict[str, str]:
-    """The values of ``${{ run.* }}`` for one run (see :data:`flows.spec.templates.RUN_FIELDS`)."""
+    """The values of ``${{ run.* }}`` for one run (see
+    :data:`flows.flowfile.templates.RUN_FIELDS`)."""
     return {
         "id": run_id,
         "flow": flow.name,
@@ -212,7 +213,7 @@ class _Scope:
             if root == RUN:
                 return select(self.run, rest, reference)
             if root == self.item_name:
-                # A fan-out's item is known when its job starts (flows.spec.job_data).
+                # A fan-out's item is known when its job starts (flows.flowfile.job_data).
                 return KEEP if self.item is KEEP else select(self.item, rest, reference)
         except KeyError as error:
             raise ExpansionError(str(error.args[0])) from None
@@ -256,7 +257,7 @@ def expand_run(
     expanded with.
 
     ``params`` are the values given for the run (text from ``-p`` is converted to the declared
-    types; defaults fill the rest; :class:`flows.spec.params.ParamError` when they do not fit).
+    types; defaults fill the rest; :class:`flows.flowfile.params.ParamError` when they do not fit).
     ``flow_dir`` (absolute) is the flow file's folder: shell steps run there, Python jobs import
     from there. ``logical_time`` is the moment the run stands for (an aware datetime).
     """
@@ -542,7 +543,7 @@ class _Expander:
 
     def payload(self, action: Action, scope: _Scope) -> dict[str, Any]:
         """The job data without meta: ``with`` for Python; command, cwd and env for shell; the
-        child file, params and logical time for a sub-flow (:mod:`flows.spec.subflow_job`)."""
+        child file, params and logical time for a sub-flow (:mod:`flows.flowfile.subflow_job`)."""
         if not action.is_shell:
             rendered: dict[str, Any] = render(action.with_, scope.lookup)
             if isinstance(action, Step) and action.flow is not None:

@@ -22,8 +22,8 @@ from collections.abc import Callable
 from functools import lru_cache
 from typing import Final
 
-from flows.spec.job_data import env_name
-from flows.spec.templates import MATRIX, PARAMS, RUN, STEPS, Reference, split
+from flows.flowfile.job_data import env_name
+from flows.flowfile.templates import MATRIX, PARAMS, RUN, STEPS, Reference, split
 
 _BARE, _SINGLE, _DOUBLE, _COMMENT, _HEREDOC = range(5)
 _WORD_BREAKS: Final = frozenset(" \t\n;&|()<>")
@@ -55,7 +55,8 @@ def shell_command(command: str, value_of: Callable[[Reference], str]) -> tuple[s
 
     ``value_of`` gives a reference's value as text (it may also be a template the worker
     resolves). Two references whose names would collide (``params.a-b`` and ``params.a_b``) get
-    distinct names. Raises :class:`flows.spec.templates.TemplateSyntaxError` like ``references``.
+    distinct names. Raises :class:`flows.flowfile.templates.TemplateSyntaxError` like
+    ``references``.
     """
     texts, found = split(command)
     variables: dict[str, str] = {}

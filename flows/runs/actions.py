@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from flows.spec.job_data import FlowsMeta
+from flows.flowfile.job_data import FlowsMeta
 from scheduler.engine.client import Client
 from scheduler.engine.errors import WrongState
 

@@ -24,11 +24,11 @@ from flows.expand.cache_keys import seal
 from flows.expand.flow_outputs import RECORD_FIELD, outputs_record
 from flows.expand.jobs import JobSpec, expand_run
 from flows.expand.run_specs import check_limits, compact_json, content_hash
+from flows.flowfile.model import Flow
+from flows.flowfile.notify_rules import job_flags, run_rules
+from flows.flowfile.subflow_files import child_queues
 from flows.gc_pause import gc_paused
 from flows.runs.graph import run_graph
-from flows.spec.model import Flow
-from flows.spec.notify_rules import job_flags, run_rules
-from flows.spec.subflow_files import child_queues
 from flows.validation.validate import InvalidFlow, validate_text
 from scheduler.service.records import RunRequest
 
@@ -104,8 +104,8 @@ def build_run(
     """The run ``run_id`` of ``source`` at ``logical_time``.
 
     ``params`` are bound to the flow's declarations (text converted to the declared type,
-    unknown names and wrong types refused: :class:`~flows.spec.params.ParamError`); an expansion the
-    flow cannot make raises :class:`~flows.expand.jobs.ExpansionError`, a run over the engine's
+    unknown names and wrong types refused: :class:`~flows.flowfile.params.ParamError`); an expansion
+    the flow cannot make raises :class:`~flows.expand.jobs.ExpansionError`, a run over the engine's
     limits the engine's error class. ``trigger`` says why the run was started (``manual``, or
     the service's ``schedule``, ``catch-up``, ``buffered``), kept in the run record.
     ``schedule`` and ``tick`` name the schedule and the fire time a scheduled run stands for;

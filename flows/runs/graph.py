@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from flows.expand.jobs import JobSpec
-from flows.spec.model import Flow, Step
+from flows.flowfile.model import Flow, Step
 
 
 def _kind(step: Step | None, job: JobSpec) -> str:

@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from flows.spec.findings import did_you_mean
+from flows.flowfile.findings import did_you_mean
 from scheduler.engine import joblogs
 from scheduler.engine.client import Client
 from scheduler.engine.errors import JobNotFound

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from flows.spec.findings import did_you_mean
+from flows.flowfile.findings import did_you_mean
 from scheduler.engine.client import Client
 from scheduler.engine.errors import FlowsError, InvalidArgument, JobNotFound, TooLarge, WrongState
 

@@ -2,7 +2,7 @@
 
 The engine decides every status and allowed action (lua/include/run_state.lua); this module
 holds the same words for the Python surfaces (the status words themselves are
-:mod:`flows.spec.status_words`, which a flow file's tests name), each with its rule as
+:mod:`flows.flowfile.status_words`, which a flow file's tests name), each with its rule as
 docs/pages/statuses.md states it, so the API's OpenAPI enums, the CLI's styles and the
 dashboard's badges all come from here.
 A test compares these lists with the engine's.
@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from typing import Final, Literal, get_args
 
-from flows.spec.status_words import RUN_STATUSES as RUN_STATUSES
-from flows.spec.status_words import STEP_STATUSES as STEP_STATUSES
-from flows.spec.status_words import RunStatus as RunStatus
-from flows.spec.status_words import StepStatus as StepStatus
+from flows.flowfile.status_words import RUN_STATUSES as RUN_STATUSES
+from flows.flowfile.status_words import STEP_STATUSES as STEP_STATUSES
+from flows.flowfile.status_words import RunStatus as RunStatus
+from flows.flowfile.status_words import StepStatus as StepStatus
 
 Action = Literal["retry", "rerun", "cancel", "signal", "approve", "kick"]
 

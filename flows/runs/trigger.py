@@ -40,7 +40,7 @@ class Triggered:
 def trigger_run(client: Client, name: str, params: Mapping[str, Any] | None = None) -> Triggered:
     """Submit a manual run of the registered flow ``name``.
 
-    Raises :class:`UnknownFlow`, or ValueError (:class:`flows.spec.params.ParamError`,
+    Raises :class:`UnknownFlow`, or ValueError (:class:`flows.flowfile.params.ParamError`,
     :class:`flows.expand.jobs.ExpansionError`) when the params do not fit the flow."""
     schedules = Schedules(client)
     registration = schedules.get(name, skips=0)

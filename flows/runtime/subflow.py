@@ -1,5 +1,5 @@
-"""The job of a sub-flow step (klass :data:`flows.spec.subflow_job.SUBFLOW_KLASS`): start the child
-run, hand the step to the engine while it runs, and report how it ended.
+"""The job of a sub-flow step (klass :data:`flows.flowfile.subflow_job.SUBFLOW_KLASS`): start the
+child run, hand the step to the engine while it runs, and report how it ended.
 
 A worker runs it like any flow job (its ``with`` resolved first: :mod:`flows.runtime.worker_hook`).
 It holds no worker while the child runs; each run of it is short and safe to repeat:
@@ -28,11 +28,17 @@ from pathlib import Path
 from typing import Any, Final
 
 from flows.expand.flow_outputs import RECORD_FIELD, resolve_outputs, upstream_jids
+from flows.flowfile.job_data import FlowsMeta, UnresolvedReference, UpstreamJob, was_skipped
+from flows.flowfile.params import ParamError
+from flows.flowfile.subflow_job import (
+    FILE_KEY,
+    LOGICAL_TIME_KEY,
+    MAX_DEPTH,
+    PARAMS_KEY,
+    child_run_id,
+)
 from flows.runs.build import build_run, read_flow_file
 from flows.runs.read import load_run
-from flows.spec.job_data import FlowsMeta, UnresolvedReference, UpstreamJob, was_skipped
-from flows.spec.params import ParamError
-from flows.spec.subflow_job import FILE_KEY, LOGICAL_TIME_KEY, MAX_DEPTH, PARAMS_KEY, child_run_id
 from flows.validation.validate import InvalidFlow
 from scheduler.engine.errors import (
     EngineError,

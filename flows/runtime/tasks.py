@@ -5,9 +5,9 @@ None, "env": {str: str}}``. The command runs under ``/bin/sh`` in its own proces
 the job kills everything it started), in ``cwd`` (default: the job's sandbox), with the
 environment plus ``env``, ``FLOWS_JID``, ``FLOWS_SANDBOX`` and ``FLOWS_OUTPUT``: a file where the
 step may write ``key=value`` lines, which become its outputs (the job's result;
-:func:`flows.spec.job_data.parse_output_file` reads them). Exit code 0 completes the job; any other
-code N fails it in group ``exit-code-N`` (after its retries), its message the exit code and the
-last lines the command wrote, in order.
+:func:`flows.flowfile.job_data.parse_output_file` reads them). Exit code 0 completes the job; any
+other code N fails it in group ``exit-code-N`` (after its retries), its message the exit code and
+the last lines the command wrote, in order.
 
 The command's stdout and stderr are one pipe, as a terminal shows them and as CI systems log a
 step: every line goes to the job's step log in the order the command wrote it (two pipes read
@@ -25,7 +25,7 @@ from collections import deque
 from pathlib import Path
 from typing import Any
 
-from flows.spec.job_data import FlowsMeta, parse_output_file
+from flows.flowfile.job_data import FlowsMeta, parse_output_file
 from scheduler import secrets
 from scheduler.worker import JobContext
 from scheduler.worker.outcomes import RetryJob

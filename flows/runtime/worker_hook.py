@@ -8,9 +8,8 @@ processes). Jobs that were not put by a flow are left alone.
 from __future__ import annotations
 
 from flows.expand.cache_keys import stable_data
-from flows.runtime.step_cache import use_cache
-from flows.spec.conditions import ConditionError
-from flows.spec.job_data import (
+from flows.flowfile.conditions import ConditionError
+from flows.flowfile.job_data import (
     CACHE_KEY,
     META_KEY,
     FlowsMeta,
@@ -20,6 +19,7 @@ from flows.spec.job_data import (
     resolve_payload,
     was_skipped,
 )
+from flows.runtime.step_cache import use_cache
 from scheduler import secrets
 from scheduler.secrets import MissingSecret
 from scheduler.worker import FailJob, JobContext, SkipJob

@@ -35,15 +35,15 @@ from typing import Any, Final
 
 import redis
 
+from flows.flowfile.cases import Case, Stub
+from flows.flowfile.job_data import FlowsMeta
 from flows.runs.build import build_run
 from flows.runs.read import RunView, load_run
 from flows.runs.service_source import FlowsSource, definition_of
 from flows.runs.submit import submit
 from flows.runtime.worker_hook import prepare
-from flows.spec.job_data import FlowsMeta
-from flows.spec.test_cases import Case, Stub
 from flows.testing.clock import Clock, ClockedEngine
-from flows.testing.spec import TestFile
+from flows.testing.files import TestFile
 from flows.testing.stub import STUB_KEY, STUB_KLASS
 from scheduler.engine.client import Client
 from scheduler.engine.errors import EngineError

@@ -11,7 +11,7 @@ import difflib
 import json
 from typing import Any
 
-from flows.spec.test_cases import Case
+from flows.flowfile.cases import Case
 from flows.testing.driver import Observed
 
 

@@ -16,10 +16,10 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 if TYPE_CHECKING:
-    from flows.spec.test_cases import Case
-    from flows.testing.spec import TestFile
+    from flows.flowfile.cases import Case
+    from flows.testing.files import TestFile
 
-SUFFIX = ".test.yaml"  # flows.testing.spec's, not imported: every pytest run loads this plugin
+SUFFIX = ".test.yaml"  # flows.testing.files's, not imported: every pytest run loads this plugin
 _server: Any = None
 
 
@@ -51,7 +51,7 @@ def pytest_collect_file(parent: pytest.Collector, file_path: Path) -> pytest.Col
     if file_path.name.endswith(SUFFIX):
         return FlowTestFile.from_parent(parent, path=file_path)
     if file_path.suffix in (".yaml", ".yml"):
-        from flows.testing.spec import has_tests  # only where there is YAML to look at
+        from flows.testing.files import has_tests  # only where there is YAML to look at
 
         if has_tests(file_path):
             return FlowTestFile.from_parent(parent, path=file_path)
@@ -60,7 +60,7 @@ def pytest_collect_file(parent: pytest.Collector, file_path: Path) -> pytest.Col
 
 class FlowTestFile(pytest.File):
     def collect(self) -> Iterator[pytest.Item]:
-        from flows.testing.spec import read_test_file
+        from flows.testing.files import read_test_file
 
         reading = read_test_file(self.path)
         if reading.test is None:

@@ -15,11 +15,11 @@ from pathlib import Path
 
 import redis
 
-from flows.spec.findings import Finding
-from flows.spec.test_cases import Case
+from flows.flowfile.cases import Case
+from flows.flowfile.findings import Finding
 from flows.testing.driver import CaseError, Observed, run_case
 from flows.testing.expect import diff
-from flows.testing.spec import read_test_file
+from flows.testing.files import read_test_file
 
 
 @contextmanager
@@ -70,7 +70,7 @@ class SessionReport:
 
 def check_case(server: redis.Redis, file: str, test: object, case: Case) -> CaseReport:
     """Run one case and compare; an error running it is its failure (never a traceback)."""
-    from flows.testing.spec import TestFile
+    from flows.testing.files import TestFile
 
     assert isinstance(test, TestFile)
     report = CaseReport(file, case.name, case.line)

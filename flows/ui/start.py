@@ -27,9 +27,9 @@ from fastapi.responses import HTMLResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from flows.expand.jobs import ExpansionError
+from flows.flowfile.params import ParamError
 from flows.runs.build import FlowFile, build_run, parse_flow_text, read_flow_file
 from flows.runs.submit import submit
-from flows.spec.params import ParamError
 from flows.ui import api
 from flows.ui.pages import render
 from flows.ui.roles import Identity

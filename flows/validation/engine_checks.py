@@ -9,9 +9,9 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-from flows.spec.durations import format_duration
-from flows.spec.findings import DataPath, FindingSink, did_you_mean
-from flows.spec.model import Action, Flow, FlowSettings
+from flows.flowfile.durations import format_duration
+from flows.flowfile.findings import DataPath, FindingSink, did_you_mean
+from flows.flowfile.model import Action, Flow, FlowSettings
 
 
 def _actions(flow: Flow) -> Iterator[tuple[str, DataPath, Action]]:

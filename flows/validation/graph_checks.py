@@ -1,15 +1,15 @@
 """Graph checks: needs that name no step, a step needing itself, cycles, needs listed twice.
 
 Step ids that collide with generated job ids (``load[0]``, a hook's name) are refused by the
-model's step-id type (:func:`flows.spec.model._step_id`), since the key itself is the problem.
+model's step-id type (:func:`flows.flowfile.model._step_id`), since the key itself is the problem.
 """
 
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
 
-from flows.spec.dag import cycles
-from flows.spec.findings import FindingSink, did_you_mean, names_hint
+from flows.flowfile.dag import cycles
+from flows.flowfile.findings import FindingSink, did_you_mean, names_hint
 
 
 def check_graph(

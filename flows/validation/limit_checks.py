@@ -12,8 +12,8 @@ from __future__ import annotations
 import json
 from typing import Final
 
-from flows.spec.findings import FindingSink
-from flows.spec.model import Action, Flow, job_tags
+from flows.flowfile.findings import FindingSink
+from flows.flowfile.model import Action, Flow, job_tags
 from scheduler.engine import limits
 
 # As json.dumps(..., separators=(",", ":"), default=str), made once: this runs for every step.

@@ -17,10 +17,17 @@ from typing import Annotated, Any, Union, get_args, get_origin
 from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
-from flows.spec.findings import DataPath, FindingSink, closest, describe, did_you_mean, path_text
-from flows.spec.model import ID_PATTERN, Flow
-from flows.spec.templates import OPEN
-from flows.spec.yaml_reader import Trap
+from flows.flowfile.findings import (
+    DataPath,
+    FindingSink,
+    closest,
+    describe,
+    did_you_mean,
+    path_text,
+)
+from flows.flowfile.model import ID_PATTERN, Flow
+from flows.flowfile.templates import OPEN
+from flows.flowfile.yaml_reader import Trap
 from flows.validation.template_checks import template_place_problem
 
 _EXPECTED = {
@@ -145,7 +152,7 @@ def _describe(details: ErrorDetails, path: DataPath, missing: str | None) -> tup
     value = details.get("input")
     if isinstance(value, str) and OPEN in value and kind == "string_pattern_mismatch":
         return ("template-place", *template_place_problem(path))
-    if "message" in ctx:  # raised by the model with its own words (flows.spec.model.problem)
+    if "message" in ctx:  # raised by the model with its own words (flows.flowfile.model.problem)
         message = (
             ctx["message"]
             if kind in ("generated_id", "reserved_id")

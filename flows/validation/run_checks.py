@@ -16,9 +16,9 @@ from pathlib import Path
 
 from flows.expand.jobs import ExpansionError, expand
 from flows.expand.run_specs import check_limits
-from flows.spec.findings import DataPath, FindingSink
-from flows.spec.model import Flow
-from flows.spec.params import ParamError
+from flows.flowfile.findings import DataPath, FindingSink
+from flows.flowfile.model import Flow
+from flows.flowfile.params import ParamError
 from scheduler.engine.errors import EngineError, shorten
 from scheduler.engine.run_ids import manual_run_id
 

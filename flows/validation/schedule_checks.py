@@ -12,8 +12,8 @@ from datetime import datetime
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from flows.spec.findings import DataPath, FindingSink, Severity
-from flows.spec.model import Param, Schedule
+from flows.flowfile.findings import DataPath, FindingSink, Severity
+from flows.flowfile.model import Param, Schedule
 from scheduler.cron import validate_schedule
 
 _FIELD_PART = re.compile(r"([^.\[\]]+)|\[(\d+)\]")

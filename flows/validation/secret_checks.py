@@ -6,8 +6,8 @@ from __future__ import annotations
 import re
 from typing import Final
 
-from flows.spec.findings import DataPath, FindingSink
-from flows.spec.model import Action, Flow
+from flows.flowfile.findings import DataPath, FindingSink
+from flows.flowfile.model import Action, Flow
 from scheduler.secrets import sensitive_name
 
 # Shapes of well-known credentials, whatever the variable is called.

@@ -8,7 +8,7 @@ as literals are checked against the child's params (unknown names, wrong types);
 templates are checked when the step runs, as are all of them again. The step's outputs are the
 child's ``outputs:``: what it declares, and what the flow reads of it, must be among them. A
 chain of sub-flows that comes back to a file it passed (``a.yaml → b.yaml → a.yaml``) is an
-error, and so is one deeper than :data:`flows.spec.subflow_job.MAX_DEPTH`.
+error, and so is one deeper than :data:`flows.flowfile.subflow_job.MAX_DEPTH`.
 
 Reads files; runs nothing. The validation of a child goes through ``validate_child`` (given by
 :mod:`flows.validation.validate`, which this module cannot import); the chain of files being
@@ -22,11 +22,18 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from flows.spec.findings import DataPath, Finding, FindingSink, did_you_mean, has_errors, names_hint
-from flows.spec.model import Action, Flow, Step
-from flows.spec.params import value_problem
-from flows.spec.subflow_job import MAX_DEPTH
-from flows.spec.templates import (
+from flows.flowfile.findings import (
+    DataPath,
+    Finding,
+    FindingSink,
+    did_you_mean,
+    has_errors,
+    names_hint,
+)
+from flows.flowfile.model import Action, Flow, Step
+from flows.flowfile.params import value_problem
+from flows.flowfile.subflow_job import MAX_DEPTH
+from flows.flowfile.templates import (
     OPEN,
     STEPS,
     Reference,

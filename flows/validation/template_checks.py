@@ -1,7 +1,7 @@
 """Template checks: every ``${{ ... }}`` names something that will exist when it is resolved.
 
 Where templates may appear: a step's or hook's ``run``, ``with``, ``env`` and ``cwd``, a step's
-``foreach.items`` (a param, or one output of a step it needs: :mod:`flows.spec.fanout`), param
+``foreach.items`` (a param, or one output of a step it needs: :mod:`flows.flowfile.fanout`), param
 defaults (``run.*`` only) and the flow's ``outputs``. Anywhere else they would stay literal text,
 so they are reported. References are checked against the params, the run fields, the steps
 upstream of the reader (a step's outputs are readable only once it is done: it must be needed,
@@ -17,13 +17,13 @@ from typing import Any
 
 import networkx as nx
 
-from flows.spec import conditions
-from flows.spec.dag import step_graph
-from flows.spec.fanout import is_source_reference
-from flows.spec.findings import DataPath, FindingSink, did_you_mean, names_hint, path_text
-from flows.spec.model import MAX_FOREACH_ITEMS, Action, Param, Step, matrix_id_text
-from flows.spec.params import choice_problem, type_problem
-from flows.spec.templates import (
+from flows.flowfile import conditions
+from flows.flowfile.dag import step_graph
+from flows.flowfile.fanout import is_source_reference
+from flows.flowfile.findings import DataPath, FindingSink, did_you_mean, names_hint, path_text
+from flows.flowfile.model import MAX_FOREACH_ITEMS, Action, Param, Step, matrix_id_text
+from flows.flowfile.params import choice_problem, type_problem
+from flows.flowfile.templates import (
     LEAVES,
     MATRIX,
     OPEN,
@@ -38,7 +38,7 @@ from flows.spec.templates import (
     strings,
     whole_reference,
 )
-from flows.spec.yaml_reader import Trap
+from flows.flowfile.yaml_reader import Trap
 
 _ROOTS = (PARAMS, RUN, STEPS, MATRIX)
 _ACTION_FIELDS = ("run", "with", "env", "cwd")
@@ -300,8 +300,8 @@ class TemplateChecker:
                     self.sink.error(item_path, "foreach-items", *problem)
 
     def check_fanout(self, step_id: str, step: Step, reference: Reference, path: DataPath) -> None:
-        """``foreach.items`` that reads a step's output (:mod:`flows.spec.fanout`): one output of a
-        step the step needs directly, which runs as one job."""
+        """``foreach.items`` that reads a step's output (:mod:`flows.flowfile.fanout`): one output
+        of a step the step needs directly, which runs as one job."""
         problem = self.fanout_problem(step_id, step, reference)
         if problem is not None:
             self.sink.error(path, "foreach-items", *problem)

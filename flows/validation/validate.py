@@ -19,10 +19,11 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from flows.flowfile.findings import DataPath, Finding, FindingSink, has_errors, sort_findings
+from flows.flowfile.model import Action, Flow, Param, Schedule, Step
+from flows.flowfile.yaml_reader import LoadedYaml, Trap, load_file, load_yaml
 from flows.gc_pause import gc_paused
-from flows.spec.findings import DataPath, Finding, FindingSink, has_errors, sort_findings
-from flows.spec.model import Action, Flow, Param, Schedule, Step
-from flows.spec.yaml_reader import LoadedYaml, Trap, load_file, load_yaml
+from flows.validation.case_checks import check_tests
 from flows.validation.engine_checks import check_heartbeats, check_imports
 from flows.validation.graph_checks import check_graph
 from flows.validation.limit_checks import check_limits
@@ -32,7 +33,6 @@ from flows.validation.schedule_checks import check_schedule
 from flows.validation.secret_checks import check_secrets
 from flows.validation.subflow_checks import check_subflows
 from flows.validation.template_checks import TemplateChecker, check_template_places
-from flows.validation.test_checks import check_tests
 from scheduler.engine.errors import FlowsError
 
 

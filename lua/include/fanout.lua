@@ -25,7 +25,7 @@
 -- Which of these happens is decided before the call writes anything (Fanout.plan), so a
 -- refused complete changes nothing and a reader never sees a step half expanded.
 -- An item finds its item by its index (the `[i]` of its jid) in the producer's output when it
--- starts (flows/spec/job_data.py), as step outputs are resolved.
+-- starts (flows/flowfile/job_data.py), as step outputs are resolved.
 -- run.retry (commands/run_admin.lua) expands a template failed this way again from the
 -- producer's stored result.
 -- @include args

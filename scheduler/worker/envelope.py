@@ -47,7 +47,7 @@ def split(data: Any) -> tuple[dict[str, Any], JobOptions]:
     user = {k: v for k, v in data.items() if k != ENVELOPE_KEY}
     try:
         timeout = envelope.get("timeout")
-        # flow_dir: a flow's folder, so its `job:` modules import (see flows.spec.job_data).
+        # flow_dir: a flow's folder, so its `job:` modules import (see flows.flowfile.job_data).
         paths = [
             *(envelope.get("pythonpath") or ()),
             *([envelope["flow_dir"]] if envelope.get("flow_dir") else []),

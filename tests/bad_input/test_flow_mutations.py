@@ -15,8 +15,8 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from flows.flowfile.params import ParamError
 from flows.runs.build import build_run, parse_flow_text
-from flows.spec.params import ParamError
 from flows.validation.validate import InvalidFlow, validate_text
 from scheduler.engine.errors import FlowsError
 

@@ -16,9 +16,9 @@ import redis
 from helpers import assert_unchanged
 from ui_support import TOKEN, register_flow
 
+from flows.flowfile.job_data import META_KEY
 from flows.runs.service_source import FlowsSource
 from flows.runs.trigger import trigger_run
-from flows.spec.job_data import META_KEY
 from scheduler.engine.client import Client
 from scheduler.engine.job import Job
 from scheduler.service.schedules import Schedules

@@ -24,7 +24,7 @@ from scheduler.engine.client import Client
 WEB = ("fastapi", "starlette", "uvicorn", "jinja2")
 # pydantic is not here: the readers parse the engine's run document into the one model of a run
 # (flows.runs.read), which the API's schemas come from too; building the flow model is what costs.
-FLOW_MODEL = ("networkx", "yaml", "flows.spec.model", "flows.validation.validate")
+FLOW_MODEL = ("networkx", "yaml", "flows.flowfile.model", "flows.validation.validate")
 ALL = (*WEB, *FLOW_MODEL, "pydantic", "redis", "rich", "prometheus_client")
 
 _RUN = """

@@ -12,7 +12,7 @@ import click
 import pytest
 
 from flows.cli import main
-from flows.spec.model import json_schema
+from flows.flowfile.model import json_schema
 
 REPO = Path(__file__).resolve().parents[2]
 MKDOCS_BUILD = [sys.executable, "-m", "mkdocs", "build", "--strict", "-q", "-f", "docs/mkdocs.yml"]

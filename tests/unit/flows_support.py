@@ -6,8 +6,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from textwrap import dedent
 
-from flows.spec.findings import Finding
-from flows.spec.model import Flow
+from flows.flowfile.findings import Finding
+from flows.flowfile.model import Flow
 from flows.validation.validate import validate_text
 
 # 2026-01-01 00:00 UTC: schedule checks look ahead from here (DST changes in 2026).

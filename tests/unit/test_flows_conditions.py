@@ -1,4 +1,5 @@
-"""``if:`` conditions: the expression language (flows.spec.conditions) and what validation says."""
+"""``if:`` conditions: the expression language (flows.flowfile.conditions) and what validation
+says."""
 
 from __future__ import annotations
 
@@ -7,9 +8,9 @@ from typing import Any
 import pytest
 from flows_support import check, one, valid
 
-from flows.spec.conditions import ConditionError, check_types, holds, parse
-from flows.spec.dag import to_dot, to_mermaid
-from flows.spec.templates import Reference
+from flows.flowfile.conditions import ConditionError, check_types, holds, parse
+from flows.flowfile.dag import to_dot, to_mermaid
+from flows.flowfile.templates import Reference
 
 VALUES: dict[str, Any] = {
     "params.publish": True,

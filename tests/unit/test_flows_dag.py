@@ -8,8 +8,8 @@ import networkx as nx
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from flows.spec.dag import cycles, flow_graph, step_graph, topological_steps
-from flows.spec.model import Flow
+from flows.flowfile.dag import cycles, flow_graph, step_graph, topological_steps
+from flows.flowfile.model import Flow
 
 
 @st.composite

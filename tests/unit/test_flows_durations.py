@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from flows.spec.durations import DurationError, format_duration, parse_duration
+from flows.flowfile.durations import DurationError, format_duration, parse_duration
 
 
 @pytest.mark.parametrize(

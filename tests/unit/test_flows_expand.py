@@ -13,9 +13,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from flows.expand.jobs import ExpansionError, JobSpec, expand
-from flows.spec.job_data import META_KEY, SHELL_KLASS
-from flows.spec.model import Flow
-from flows.spec.params import ParamError
+from flows.flowfile.job_data import META_KEY, SHELL_KLASS
+from flows.flowfile.model import Flow
+from flows.flowfile.params import ParamError
 
 WHEN = datetime(2025, 1, 31, 2, 0, tzinfo=UTC)
 RUN = "etl@2025-01-31T02:00:00Z"

@@ -12,8 +12,8 @@ from flows_support import valid
 
 from flows.expand.jobs import expand
 from flows.expand.run_specs import compact_json
-from flows.spec.fanout import MAX_ITEMS, FanoutError, item_index, items_of, source_of
-from flows.spec.job_data import (
+from flows.flowfile.fanout import MAX_ITEMS, FanoutError, item_index, items_of, source_of
+from flows.flowfile.job_data import (
     META_KEY,
     FlowsMeta,
     UnresolvedReference,

@@ -9,7 +9,7 @@ import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
-from flows.spec.yaml_reader import MAX_DEPTH, load_file, load_yaml
+from flows.flowfile.yaml_reader import MAX_DEPTH, load_file, load_yaml
 
 
 def codes(text: str) -> list[tuple[str, int, int]]:

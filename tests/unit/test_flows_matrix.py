@@ -12,7 +12,7 @@ from flows_support import check, one, valid
 
 from flows.cli import main
 from flows.expand.jobs import ExpansionError, expand
-from flows.spec.dag import to_mermaid
+from flows.flowfile.dag import to_mermaid
 
 T = datetime(2026, 11, 1, tzinfo=UTC)
 

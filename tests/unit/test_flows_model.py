@@ -9,8 +9,8 @@ from click.testing import CliRunner
 from flows_support import valid
 from pydantic import ValidationError
 
-from flows.spec.durations import DURATION_PATTERN
-from flows.spec.model import Flow, Retry, json_schema, settings_for
+from flows.flowfile.durations import DURATION_PATTERN
+from flows.flowfile.model import Flow, Retry, json_schema, settings_for
 
 
 def test_defaults_of_an_empty_step() -> None:

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from flows.spec.job_data import (
+from flows.flowfile.job_data import (
     META_KEY,
     FlowsMeta,
     UnresolvedReference,
@@ -17,7 +17,7 @@ from flows.spec.job_data import (
     resolve_payload,
     step_status,
 )
-from flows.spec.templates import Reference
+from flows.flowfile.templates import Reference
 
 
 def job_data(payload: dict[str, Any], kind: str = "python") -> dict[str, Any]:

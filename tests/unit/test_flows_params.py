@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from flows.spec.model import Param
-from flows.spec.params import ParamError, bind_params, parse_assignments
+from flows.flowfile.model import Param
+from flows.flowfile.params import ParamError, bind_params, parse_assignments
 
 DECLARED = {
     "date": Param(type="date", default="2025-01-31"),

@@ -11,7 +11,7 @@ from flows_support import check, valid
 
 from flows.expand.jobs import JobSpec, expand
 from flows.expand.run_specs import compact_json
-from flows.spec.model import json_schema
+from flows.flowfile.model import json_schema
 
 RUN = "etl-1"
 

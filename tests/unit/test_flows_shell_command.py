@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from flows.expand.shell_command import shell_command, variable_name
-from flows.spec.templates import Reference
+from flows.flowfile.templates import Reference
 
 HOSTILE = [
     "$(touch PWNED)",

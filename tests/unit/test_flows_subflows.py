@@ -12,11 +12,11 @@ import pytest
 
 from flows.expand.flow_outputs import outputs_record, resolve_outputs, upstream_jids
 from flows.expand.jobs import expand_run
+from flows.flowfile.findings import Finding
+from flows.flowfile.job_data import UpstreamJob
+from flows.flowfile.model import Flow
+from flows.flowfile.subflow_job import MAX_DEPTH, SUBFLOW_KLASS, child_run_id
 from flows.runs.build import build_run, read_flow_file
-from flows.spec.findings import Finding
-from flows.spec.job_data import UpstreamJob
-from flows.spec.model import Flow
-from flows.spec.subflow_job import MAX_DEPTH, SUBFLOW_KLASS, child_run_id
 from flows.validation.validate import validate_file
 
 REPORT = """\

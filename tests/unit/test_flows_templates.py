@@ -1,5 +1,5 @@
-"""Template parsing and rendering (:mod:`flows.spec.templates`): the same answers for a text parsed
-the first time, found again among the kept parses, or too long to be kept."""
+"""Template parsing and rendering (:mod:`flows.flowfile.templates`): the same answers for a text
+parsed the first time, found again among the kept parses, or too long to be kept."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from flows.spec.templates import (
+from flows.flowfile.templates import (
     KEEP,
     Reference,
     TemplateSyntaxError,

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from flows_support import check, one, valid
 
-from flows.spec.findings import Severity, has_errors
+from flows.flowfile.findings import Severity, has_errors
 
 # -- YAML -------------------------------------------------------------------------------------
 

@@ -9,9 +9,9 @@ from flows_support import check, valid
 
 from flows.expand.jobs import expand
 from flows.expand.run_specs import compact_json
+from flows.flowfile.dag import to_mermaid
+from flows.flowfile.job_data import META_KEY, WAIT_KLASS
 from flows.runs.signals import SignalRefused, approval, parse_data
-from flows.spec.dag import to_mermaid
-from flows.spec.job_data import META_KEY, WAIT_KLASS
 
 GOOD = """\
 version: 1

@@ -9,7 +9,7 @@ import sys
 import pytest
 
 PURE = [
-    "flows.spec.model",
+    "flows.flowfile.model",
     "flows.validation.validate",
     "flows.expand.jobs",
     "flows.expand.run_specs",

@@ -30,8 +30,8 @@ from typing import Any, Final, Literal
 import yaml
 from yaml.constructor import SafeConstructor
 
+from flows.flowfile.findings import DataPath, Finding, Severity
 from flows.gc_pause import gc_paused
-from flows.spec.findings import DataPath, Finding, Severity
 
 MAX_FILE_BYTES: Final = 10 * 1024 * 1024
 MAX_DEPTH: Final = 64

@@ -13,9 +13,9 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import date
 from typing import Any
 
-from flows.spec.findings import describe, did_you_mean
-from flows.spec.model import Param
-from flows.spec.templates import OPEN, strings
+from flows.flowfile.findings import describe, did_you_mean
+from flows.flowfile.model import Param
+from flows.flowfile.templates import OPEN, strings
 from scheduler.engine.errors import FlowsError
 
 _TRUE = frozenset({"true", "yes", "on", "1"})

@@ -1,6 +1,6 @@
 """The shape of a flow test case, read into a :class:`Case`; every mistake a finding.
 
-A case is written in a test file's ``cases:`` (``*.test.yaml``, :mod:`flows.testing.spec`) or in
+A case is written in a test file's ``cases:`` (``*.test.yaml``, :mod:`flows.testing.files`) or in
 a flow file's own ``tests:`` section; both read through :class:`CaseReader`, so ``flows
 validate`` reports a mistake in a flow's ``tests:`` (at its file:line:col) as it reports one in
 its steps, and ``flows test`` runs the same :class:`Case`. Reading only: no engine, no clock.
@@ -18,9 +18,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Final
 
-from flows.spec.durations import DurationError, parse_duration
-from flows.spec.findings import DataPath, FindingSink, did_you_mean
-from flows.spec.status_words import RUN_STATUSES, STEP_STATUSES
+from flows.flowfile.durations import DurationError, parse_duration
+from flows.flowfile.findings import DataPath, FindingSink, did_you_mean
+from flows.flowfile.status_words import RUN_STATUSES, STEP_STATUSES
 from scheduler.cron.preview import parse_period
 
 DEFAULT_START: Final = datetime(2026, 1, 1, tzinfo=UTC)

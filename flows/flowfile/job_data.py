@@ -19,7 +19,7 @@ A ``wait`` job (a ``wait:`` step) has klass :data:`WAIT_KLASS` and no payload: n
 it. The engine completes it with a signal's data as its result (``lua/commands/wait.lua``), so
 ``steps.<wait>.outputs.<key>`` reads the signal's data like any step's outputs.
 
-``fanout`` is there only for the jobs of a fan-out step (:mod:`flows.spec.fanout`): ``{"from":
+``fanout`` is there only for the jobs of a fan-out step (:mod:`flows.flowfile.fanout`): ``{"from":
 "<producer step>", "output": "<key>", "as": "<item name>"}``; an ``upstream`` entry of a
 fan-out step also has ``"fanout": {"from": "<producer jid>", "output": "<key>"}`` and lists its
 template's jid (the worker finds the items: :meth:`FlowsMeta.expanded`).
@@ -43,7 +43,7 @@ true). Shell commands never hold them: expansion moves each into an environment 
 1. ``meta = FlowsMeta.from_data(job.data)`` (None: not a flow job, run it as is);
 2. fetches the state, stored result and history of every jid in ``meta.upstream_jids()``;
 3. when the meta has ``if``: :func:`condition_holds` (false: complete the job as skipped,
-   without running it; :class:`flows.spec.conditions.ConditionError` fails it, group
+   without running it; :class:`flows.flowfile.conditions.ConditionError` fails it, group
    ``flows-condition``);
    Before that, a fan-out step read upstream is :meth:`FlowsMeta.expanded` into its items
    (fetched too: :meth:`FlowsMeta.items_to_fetch`), and a fan-out item finds its item
@@ -73,8 +73,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Final
 
-from flows.spec.fanout import FANOUT_KEY, FanoutError, item_index, item_jids, items_of
-from flows.spec.templates import STEPS, Reference, render, select, to_text
+from flows.flowfile.fanout import FANOUT_KEY, FanoutError, item_index, item_jids, items_of
+from flows.flowfile.templates import STEPS, Reference, render, select, to_text
 from scheduler.worker.envelope import ENVELOPE_KEY
 
 # One fact, one place: the worker reads the same key (scheduler.worker.envelope).
@@ -132,8 +132,9 @@ def was_skipped(history: Sequence[Mapping[str, Any]]) -> bool:
 @dataclass(frozen=True, slots=True)
 class Upstream:
     """The jobs of one upstream step, in item order for a foreach step. A fan-out step
-    (:mod:`flows.spec.fanout`) is known by its template's jid and ``fanout``: ``{"from": <producer
-    jid>, "output": <key>}``, which tell where its items are (:meth:`FlowsMeta.expanded`)."""
+    (:mod:`flows.flowfile.fanout`) is known by its template's jid and ``fanout``: ``{"from":
+    <producer jid>, "output": <key>}``, which tell where its items are
+    (:meth:`FlowsMeta.expanded`)."""
 
     jids: tuple[str, ...]
     foreach: bool
@@ -376,7 +377,7 @@ def resolve_payload(
 
 def condition_holds(meta: FlowsMeta, jobs: Mapping[str, UpstreamJob], item: Item = None) -> bool:
     """Whether the job's ``if`` holds (true without one). Raises
-    :class:`flows.spec.conditions.ConditionError` when the expression cannot be evaluated, and
+    :class:`flows.flowfile.conditions.ConditionError` when the expression cannot be evaluated, and
     :class:`UnresolvedReference` as :func:`resolve_payload` does."""
     if meta.condition is None:
         return True
@@ -390,7 +391,7 @@ def condition_holds(meta: FlowsMeta, jobs: Mapping[str, UpstreamJob], item: Item
             return _item_lookup(item, reference)
         return _step_value(meta, jobs, reference)
 
-    from flows.spec import (
+    from flows.flowfile import (
         conditions,  # its parser's classes cost the readers of runs (flows status)
     )
 

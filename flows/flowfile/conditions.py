@@ -29,8 +29,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from flows.spec.findings import did_you_mean
-from flows.spec.templates import CLOSE, OPEN, SEGMENT_PATTERN, Reference
+from flows.flowfile.findings import did_you_mean
+from flows.flowfile.templates import CLOSE, OPEN, SEGMENT_PATTERN, Reference
 
 MAX_LENGTH: Final = 1000
 MAX_DEPTH: Final = 64

@@ -2,7 +2,7 @@
 
 Cases live in a test file (``*.test.yaml``, naming its flow) or in a flow file's own ``tests:``
 section (the same list as ``cases:``, the flow being the file itself). A case's shape is
-:mod:`flows.spec.test_cases`.
+:mod:`flows.flowfile.cases`.
 
 ```yaml
 flow: etl.yaml                    # the flow under test, relative to this file
@@ -34,10 +34,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
+from flows.flowfile.cases import Case, CaseReader, read_cases
+from flows.flowfile.findings import Finding, FindingSink, sort_findings
+from flows.flowfile.yaml_reader import load_file, load_yaml
 from flows.runs.build import FlowFile, read_flow_file
-from flows.spec.findings import Finding, FindingSink, sort_findings
-from flows.spec.test_cases import Case, CaseReader, read_cases
-from flows.spec.yaml_reader import load_file, load_yaml
 from flows.validation.validate import InvalidFlow
 
 SUFFIX: Final = ".test.yaml"

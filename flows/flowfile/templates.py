@@ -9,7 +9,7 @@ string is replaced by the value as text (see :func:`to_text`). Rendering is a si
 that a value brings in is never scanned for templates again.
 
 Roots: ``params``, ``run`` and the foreach variable are resolved at expansion; ``steps`` only
-when the job starts (:mod:`flows.spec.job_data`).
+when the job starts (:mod:`flows.flowfile.job_data`).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Final, NamedTuple
 
-from flows.spec.findings import DataPath
+from flows.flowfile.findings import DataPath
 
 OPEN: Final = "${{"
 CLOSE: Final = "}}"

@@ -11,7 +11,7 @@ a list of at most :data:`MAX_ITEMS` items fails it in group :data:`INVALID_GROUP
 The jobs hold no item: each finds it when it starts, like step outputs, as item ``i`` (the
 ``[i]`` of its jid) of :func:`items_of` the producer's output (the producer is one of its
 upstream steps). A step that reads such a step's outputs finds its item jobs the same way
-(:meth:`flows.spec.job_data.FlowsMeta.expanded`).
+(:meth:`flows.flowfile.job_data.FlowsMeta.expanded`).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from flows.spec.templates import STEPS, Reference, whole_reference
+from flows.flowfile.templates import STEPS, Reference, whole_reference
 from scheduler.engine.limits import MAX_FANOUT_ITEMS
 
 MAX_ITEMS: Final = MAX_FANOUT_ITEMS
@@ -30,7 +30,7 @@ MAX_ITEMS: Final = MAX_FANOUT_ITEMS
 INVALID_GROUP: Final = "fanout-invalid"
 """The failure group of a fan-out step whose producer's output is not a list of items."""
 FANOUT_KEY: Final = "fanout"
-"""The meta key (:mod:`flows.spec.job_data`) of a fan-out step's jobs:
+"""The meta key (:mod:`flows.flowfile.job_data`) of a fan-out step's jobs:
 ``{"from": <producer step>, "output": <key>, "as": <item name>}``."""
 
 _ITEM_INDEX = re.compile(r"\[(\d+)\]$")

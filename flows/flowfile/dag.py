@@ -12,8 +12,8 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import networkx as nx
 
-from flows.spec.conditions import expression_of
-from flows.spec.model import Flow, Step
+from flows.flowfile.conditions import expression_of
+from flows.flowfile.model import Flow, Step
 
 
 def step_graph(needs: Mapping[str, Sequence[str]]) -> nx.DiGraph:

@@ -27,11 +27,16 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from flows.spec.conditions import MAX_LENGTH as MAX_CONDITION
-from flows.spec.durations import DURATION_EXAMPLES, DURATION_PATTERN, DurationError, parse_duration
-from flows.spec.job_data import ENV_PREFIX, META_KEY
-from flows.spec.notify_rules import NotifyRules, SecretName, Triggers
-from flows.spec.templates import (
+from flows.flowfile.conditions import MAX_LENGTH as MAX_CONDITION
+from flows.flowfile.durations import (
+    DURATION_EXAMPLES,
+    DURATION_PATTERN,
+    DurationError,
+    parse_duration,
+)
+from flows.flowfile.job_data import ENV_PREFIX, META_KEY
+from flows.flowfile.notify_rules import NotifyRules, SecretName, Triggers
+from flows.flowfile.templates import (
     MATRIX,
     PARAMS,
     RUN,

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from flows.spec.model import Flow, FlowSettings
-from flows.spec.subflow_job import MAX_DEPTH
-from flows.spec.yaml_reader import load_file
+from flows.flowfile.model import Flow, FlowSettings
+from flows.flowfile.subflow_job import MAX_DEPTH
+from flows.flowfile.yaml_reader import load_file
 
 
 def child_file(flow_dir: Path, written: str) -> Path:

@@ -1,6 +1,6 @@
 """A flow file's own test cases (its ``tests:`` section), checked as ``flows test`` reads them.
 
-The cases are read by :class:`flows.spec.test_cases.CaseReader` against the flow's steps, so a
+The cases are read by :class:`flows.flowfile.cases.CaseReader` against the flow's steps, so a
 mistake in one is a finding at its file:line:col in ``flows validate``, ``flows run`` and the
 scheduler service alike, not only when the tests run.
 """
@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from flows.spec.findings import FindingSink
-from flows.spec.test_cases import CaseReader
+from flows.flowfile.cases import CaseReader
+from flows.flowfile.findings import FindingSink
 
 
 def check_tests(
