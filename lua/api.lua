@@ -48,6 +48,7 @@ local api = {}
 -- @include commands/flow
 -- @include commands/run_admin
 -- @include commands/run_read
+-- @include commands/run_counts
 -- @include commands/schedule
 -- @include commands/schedule_fire
 -- @include commands/schedulers
@@ -100,6 +101,7 @@ local function run(keys, args, native)
   Engine.qless = not native
   Events.readied = {}
   Handoff.nobody = {}
+  RunCounts.reset()
   -- unpack() into a constructor sizes the table once; a long argument list (flow.submit, tag
   -- lists) is copied instead, as unpack of it would overflow Lua's C stack.
   local rest
@@ -111,6 +113,7 @@ local function run(keys, args, native)
   end
   local result = handler(rest)
   Handoff.deliver()
+  RunCounts.settle() -- after the hand-offs, which start jobs too
   if not native then return Qless.reply(command, result, rest) end
   return result
 end

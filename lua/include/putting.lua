@@ -377,6 +377,8 @@ end
 -- (Put.batch, or nil for a put of its own) when the call writes many puts.
 function Put.write(p, old, batch)
   local jid, queue = p.jid, p.queue
+  RunCounts.touch(jid)
+  if old then RunCounts.again(jid) end
   local old_tags = NONE
   -- The qless dialect (a put of its own) keeps qless's order of events and a re-put's
   -- dependencies when it names none (ours: a put states all of the job's dependencies).
