@@ -13,17 +13,6 @@
 -- @include args
 -- @include run_counts
 
-local function kept_counts(run_id)
-  local raw = redis.call('hgetall', Keys.run_counts(run_id))
-  if #raw == 0 then return cjson.null end
-  local out = {}
-  for i = 1, #raw, 2 do
-    local first = string.sub(raw[i], 1, 1)
-    if first ~= '#' and first ~= '!' and not string.find(raw[i], ':@', 1, true) then out[raw[i]] = tonumber(raw[i + 1]) end
-  end
-  return out
-end
-
 local function run_arg(cmd, args)
   local run_id = Arg.id(cmd, 'run_id', args[1])
   if args[2] ~= nil then Arg.fail(cmd, 'too many arguments') end
@@ -35,7 +24,7 @@ api['run.counts'] = function(args)
   local run_id = run_arg('RunCounts', args)
   if not run_id then return nil end
   local scanned = RunCounts.recount(run_id)
-  return cjson.encode({ kept = kept_counts(run_id), scanned = scanned })
+  return cjson.encode({ kept = RunCounts.kept(run_id) or cjson.null, scanned = scanned })
 end
 
 api['run.recount'] = function(args)

@@ -136,11 +136,12 @@ local function add(deltas, run_id, step, class, n)
 end
 
 -- What a job adds to its step's times and attempts (`f`: RunCounts.FIELDS), into `into`:
--- {attempts (most starts), started (earliest start), updated (latest change), child}.
-function RunCounts.widen(into, f, class)
+-- {attempts (most starts), started (earliest start), updated (latest change), child}. A job that
+-- started and then skipped itself (its `if:`) counts too; a step of skipped jobs only shows
+-- neither (RunState.read).
+function RunCounts.widen(into, f)
   local updated = tonumber(f[9])
   if updated and (not into.updated or updated > into.updated) then into.updated = updated end
-  if class == 'skipped' then return end -- a skipped job never ran its step
   local runs, started = tonumber(f[6]), tonumber(f[7] or f[8])
   if runs and runs > (into.attempts or 0) then into.attempts = runs end
   if started and (not into.started or started < into.started) then into.started = started end
@@ -169,13 +170,15 @@ local function settle_one(jid, deltas)
     add(deltas, run_id, step, now, 1)
   end
   if joining then run.joined[step] = true end
-  RunCounts.widen(step_deltas(run, step), f, now)
-  -- A job put again, deleted or skipped takes back what it added to its step's times and
-  -- attempts: read them again.
-  if RunCounts.reput[jid] or (now ~= was and (now == 'gone' or now == 'skipped')) then
-    run.rewiden = true
+  RunCounts.widen(step_deltas(run, step), f)
+  -- A job put again or deleted takes back what it added to its step's times and attempts: read
+  -- them again (a few admin actions: a re-run, a retry of a canceled run, a cancel).
+  if RunCounts.reput[jid] or (now ~= was and now == 'gone') then
+    run.rewiden = run.rewiden or {}
+    run.rewiden[step] = true
   elseif RunCounts.recounted[jid] then
-    run.reattempt = true
+    run.reattempt = run.reattempt or {}
+    run.reattempt[step] = true
   end
 end
 
@@ -240,21 +243,25 @@ local function apply(deltas)
     end
     place_steps(key, run)
     for _, step in ipairs(run.order) do widen_step(key, step, run.steps[step]) end
-    if run.rewiden then
-      RunCounts.rewiden(run_id)
-    elseif run.reattempt then
-      local _, _, steps, _, wide = RunCounts.recount(run_id)
-      for _, step in ipairs(steps) do
-        redis.call('hset', key, step .. ':@attempts', wide[step].attempts or 0)
+    if run.rewiden then RunCounts.rewiden(run_id, run.rewiden) end
+    if run.reattempt then
+      local _, _, _, _, wide = RunCounts.recount(run_id)
+      for step in pairs(run.reattempt) do
+        if wide[step] then redis.call('hset', key, step .. ':@attempts', wide[step].attempts or 0) end
       end
     end
   end
 end
 
--- Read a run's steps' times and attempts again from its jobs.
-function RunCounts.rewiden(run_id)
+-- Read the times and attempts of a run's steps `only` ({step -> true}) again from its jobs (the
+-- other steps keep theirs: a start kept is the first since the job's put, as its history says).
+function RunCounts.rewiden(run_id, only)
   local _, _, steps, _, wide = RunCounts.recount(run_id)
-  RunCounts.write_wide(Keys.run_counts(run_id), steps, wide)
+  local some = {}
+  for _, step in ipairs(steps) do
+    if only[step] then some[#some + 1] = step end
+  end
+  RunCounts.write_wide(Keys.run_counts(run_id), some, wide)
 end
 
 -- Write the steps' times and attempts (`wide[step]`, RunCounts.widen's) over the kept ones.
@@ -292,8 +299,8 @@ function RunCounts.settle()
     if RunCounts.touched[jid] then settle_one(jid, deltas) end
   end
   apply(deltas)
-  for run_id in pairs(RunCounts.stale) do
-    if redis.call('exists', Keys.run_counts(run_id)) == 1 then RunCounts.rewiden(run_id) end
+  for run_id, only in pairs(RunCounts.stale) do
+    if redis.call('exists', Keys.run_counts(run_id)) == 1 then RunCounts.rewiden(run_id, only) end
   end
   RunCounts.reset()
 end
@@ -310,7 +317,8 @@ function RunCounts.forget(jid)
     local step = RunCounts.step_of(run_id, jid)
     add(deltas, run_id, step, was, -1)
     add(deltas, run_id, step, 'gone', 1)
-    RunCounts.stale[run_id] = true
+    RunCounts.stale[run_id] = RunCounts.stale[run_id] or {}
+    RunCounts.stale[run_id][step] = true
   end
   apply(deltas)
 end
@@ -342,7 +350,7 @@ function RunCounts.recount(run_id)
       local class = RunCounts.class(f[2], f[3], f[4], f[5])
       local step = RunCounts.step_of(run_id, jid)
       if not seen[step] then seen[step] = {}; table.insert(steps, step) end
-      RunCounts.widen(seen[step], f, class)
+      RunCounts.widen(seen[step], f)
       counts[class] = (counts[class] or 0) + 1
       counts[step .. ':' .. class] = (counts[step .. ':' .. class] or 0) + 1
       if f[2] and f[1] ~= class .. ' ' .. run_id then wrong[jid] = class end
@@ -398,4 +406,36 @@ function RunCounts.rebuild(run_id)
   end
   table.sort(differed)
   return differed, fixed
+end
+
+-- The counts kept for a run as RunCounts.recount gives them (no places, flags, times or
+-- attempts), or nil when it has none.
+function RunCounts.kept(run_id)
+  local raw = redis.call('hgetall', Keys.run_counts(run_id))
+  if #raw == 0 then return nil end
+  local out = {}
+  for i = 1, #raw, 2 do
+    local first = string.sub(raw[i], 1, 1)
+    if first ~= '#' and first ~= '!' and not string.find(raw[i], ':@', 1, true) then
+      out[raw[i]] = tonumber(raw[i + 1])
+    end
+  end
+  return out
+end
+
+-- Whether a run's kept counts differ from a scan's (a run whose counts are not kept, or that
+-- has none, does not drift: the decider scans it).
+function RunCounts.drifted(run_id)
+  local key = Keys.run_counts(run_id)
+  if redis.call('exists', key) == 0 or redis.call('hexists', key, '!unkept') == 1 then
+    return false
+  end
+  local kept, scanned = RunCounts.kept(run_id) or {}, RunCounts.recount(run_id)
+  for field, n in pairs(scanned) do
+    if kept[field] ~= n then return true end
+  end
+  for field, n in pairs(kept) do
+    if scanned[field] ~= n then return true end
+  end
+  return false
 end

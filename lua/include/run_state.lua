@@ -312,12 +312,15 @@ function RunState.scanned_steps(run_id, canceled, limit, offsets)
     step.total = step.total + 1
     step.counts[status] = (step.counts[status] or 0) + 1
     local attempts = f[1] and RunState.attempts(f, status) or 0
-    step.attempts = math.max(step.attempts, attempts)
-    local started = status ~= 'skipped' and tonumber(f[4] or f[10]) or nil
+    -- A job that started and then skipped itself (its `if:`) counts in its step's attempts and
+    -- start, as the counts keep them (RunCounts.widen).
+    step.attempts = math.max(step.attempts, tonumber(f[9]) or 0)
+    local started = tonumber(f[4] or f[10])
     local listed = step.total > step.offset and #step.jobs < limit
     -- A job listed starts at its first start (a retry's pop is later): its history tells.
     if listed and started then started = RunState.first_start(jid) or started end
     step.started = RunState.earliest(step.started, started)
+    if status == 'skipped' then started = nil end
     if not RunState.ENDED[status] then step.open = true end
     local updated = tonumber(f[5])
     step.updated = RunState.latest(step.updated, updated)
@@ -423,6 +426,8 @@ function RunState.read(run_id, limit, offsets)
   for i, step in ipairs(order) do
     local word = RunState.step_status(step.counts, step.total)
     step.status = word
+    -- A step of skipped jobs never ran, even if its jobs started to decide so.
+    if word == 'skipped' then step.attempts, step.started = 0, nil end
     step.started, step.updated = RunState.time(step.started), RunState.time(step.updated)
     local finished_at = (not step.open and step.started) and step.updated or nil
     step.kept = kept

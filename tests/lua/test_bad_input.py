@@ -1108,6 +1108,9 @@ case(
     "jid",
     id="group-with-jid",
 )
+case("doctor.repair", ["run-counts", "run", "r", "x"], InvalidArgument, "jid", id="run-with-jid")
+case("doctor.repair", ["run-counts", "run", "a/b"], InvalidArgument, "name", id="run-name")
+case("doctor.repair", ["run-counts", "job", "r", "x"], InvalidArgument, "index", id="run-index")
 case(
     "doctor.repair",
     ["missing-job", "completed", "x", "waiting"],
