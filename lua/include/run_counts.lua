@@ -236,9 +236,18 @@ end
 local function apply(deltas)
   for run_id, run in pairs(deltas) do
     local key = Keys.run_counts(run_id)
-    for field, n in pairs(run.fields) do
-      if n ~= 0 then
-        if redis.call('hincrby', key, field, n) == 0 then redis.call('hdel', key, field) end
+    if next(run.joined) ~= nil and redis.call('exists', key) == 0 then
+      -- A new run's counts: every field is new, one HSET (in slices) writes them all.
+      local values = {}
+      for field, n in pairs(run.fields) do
+        if n ~= 0 then values[#values + 1] = field; values[#values + 1] = n end
+      end
+      Engine.call_many('hset', key, values)
+    else
+      for field, n in pairs(run.fields) do
+        if n ~= 0 then
+          if redis.call('hincrby', key, field, n) == 0 then redis.call('hdel', key, field) end
+        end
       end
     end
     place_steps(key, run)
