@@ -9,10 +9,12 @@ import json
 from typing import Any
 
 import pytest
+import redis
 from helpers import assert_unchanged
 from lua_support import T0, Lua
 
 from scheduler.engine.errors import InvalidArgument
+from scheduler.engine.scripts import Engine, qless_bundle
 
 RUN = "r@1"
 
@@ -124,3 +126,34 @@ def test_counts_of_a_missing_run_are_nil_and_bad_input_changes_nothing(lua: Lua)
             lua.raw(command, RUN, "extra", now=T0)
         with assert_unchanged(lua.r), pytest.raises(InvalidArgument, match="run_id"):
             lua.raw(command, "", now=T0)
+
+
+def test_the_qless_dialect_moves_a_runs_counts_too(redis_client: redis.Redis) -> None:
+    """A qless client working a run's jobs (pop, fail, a re-put, complete) keeps its counts."""
+    engine = Engine(redis_client)
+    specs = [
+        {"jid": f"{RUN}:{step}", "queue": "q", "klass": "K", "data": "{}", "depends": needs}
+        for step, needs in (("a", []), ("b", [f"{RUN}:a"]))
+    ]
+    engine.call("flow.submit", RUN, json.dumps({"flow": "f"}), json.dumps(specs), now=T0)
+    sha = redis_client.script_load(qless_bundle())
+
+    def qless(command: str, now: float, *args: Any) -> None:
+        redis_client.evalsha(
+            sha, 0, command, now, *(a if isinstance(a, str | int) else json.dumps(a) for a in args)
+        )
+
+    def counts() -> dict[str, int]:
+        reply = json.loads(engine.call("run.counts", RUN, now=T0))
+        assert reply["kept"] == reply["scanned"]
+        kept: dict[str, int] = reply["kept"]
+        return kept
+
+    qless("pop", T0 + 1, "q", "w1", 1)
+    qless("fail", T0 + 2, f"{RUN}:a", "w1", "boom", "it broke", {})
+    assert counts() == {"failed": 1, "a:failed": 1, "pending": 1, "b:pending": 1}
+    qless("put", T0 + 3, "w1", "q", f"{RUN}:a", "K", {}, 0)
+    assert counts() == {"waiting": 1, "a:waiting": 1, "pending": 1, "b:pending": 1}
+    qless("pop", T0 + 4, "q", "w1", 1)
+    qless("complete", T0 + 5, f"{RUN}:a", "w1", "q", {})
+    assert counts() == {"success": 1, "a:success": 1, "waiting": 1, "b:waiting": 1}
