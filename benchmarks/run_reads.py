@@ -1,9 +1,9 @@
 """Reading one big run: the engine's ``run.read`` and ``runs.statuses``, ``flows runs`` and
 ``flows status RUN`` as whole processes, and the dashboard's run page, ``GET /api/v1/runs/{id}``,
-``/metrics``, ``/flows`` and ``/runs``, with a finished run of ``--items`` fan-out items (and two
-small runs) in the namespace.
+``/metrics``, ``/flows`` and ``/runs``, with a finished run of ``--items`` fan-out items, two small
+runs, and ``--runs`` older one-job runs and ``--schedules`` schedules in the namespace.
 
-    python -m benchmarks.run_reads [--items 10000] [--samples 5]
+    python -m benchmarks.run_reads [--items 10000] [--runs 10000] [--schedules 1000] [--samples 5]
 
 Prints each figure's median; the engine's figures are server time (INFO commandstats), which
 the machine's load disturbs less than wall time. Run it in two checkouts to compare them.
@@ -60,6 +60,30 @@ def _finished_run(bench: Bench, items: int) -> None:
                 call("complete", job["jid"], WORKER, FANOUT_QUEUE, "", "result", "{}")
 
 
+def _crowd(bench: Bench, runs: int, schedules: int) -> None:
+    """`runs` one-job runs (submitted, not worked) and `schedules` schedules."""
+    call = bench.client.engine.call
+    for index in range(runs):
+        run_id = f"bench-crowd-{index}"
+        job = {"jid": f"{run_id}:a", "queue": "bench-crowd", "klass": "K", "data": "{}"}
+        call("flow.submit", run_id, json.dumps({"flow": "crowd"}), json.dumps([job]))
+    for index in range(schedules):
+        name = f"bench-schedule-{index}"
+        definition = {
+            "flow": name,
+            "hash": "h",
+            "file": f"/flows/{name}.yaml",
+            "cron": ["0 0 * * *"],
+            "timezone": "UTC",
+            "overlap": "skip",
+            "catchup": "latest",
+            "jitter": 0,
+            "params": {},
+            "paused": False,
+        }
+        call("schedule.register", name, json.dumps(definition), "bench", time.time() + 3600, "", "")
+
+
 def _median_ms(action: Callable[[], object], samples: int) -> float:
     times = []
     for _ in range(samples):
@@ -110,11 +134,17 @@ def _get(url: str) -> bytes:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="benchmarks.run_reads", description=__doc__)
     parser.add_argument("--items", type=int, default=10_000, help="fan-out items (10000)")
+    parser.add_argument("--runs", type=int, default=0, help="older one-job runs (0)")
+    parser.add_argument("--schedules", type=int, default=0, help="schedules (0)")
     parser.add_argument("--samples", type=int, default=5, help="samples per figure (5)")
     args = parser.parse_args(argv)
     with fresh_bench(Sizes(), 1) as bench:
+        _crowd(bench, args.runs, args.schedules)
         _finished_run(bench, args.items)
-        print(f"load average {os.getloadavg()[0]:.2f}; a finished run of {args.items} items")
+        print(
+            f"load average {os.getloadavg()[0]:.2f}; a finished run of {args.items} items,"
+            f" {args.runs} more runs, {args.schedules} schedules"
+        )
         n = args.samples
         print(f"run.read server time: {_server_ms(bench, n, 'run.read', RUN):.2f} ms")
         statuses = _server_ms(bench, n, "runs.statuses", "", 0, 100)
@@ -127,6 +157,9 @@ def main(argv: list[str] | None = None) -> None:
             took = _median_ms(functools.partial(_run, argv_, env), n)
             print(f"flows {' '.join(words)}: {took:.0f} ms whole process")
         with _served(bench) as base:
+            scrape = _get(base + "/metrics").decode().splitlines()
+            calls = [line.split()[1] for line in scrape if line.startswith("flows_scrape_engine")]
+            print(f"/metrics engine calls: {calls[0] if calls else '?'}")
             for path in (f"/runs/{RUN}", f"/api/v1/runs/{RUN}", "/metrics", "/flows", "/runs"):
                 size = len(_get(base + path))
                 took = _median_ms(functools.partial(_get, base + path), n)
