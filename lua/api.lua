@@ -50,6 +50,7 @@ local api = {}
 -- @include commands/flow
 -- @include commands/run_admin
 -- @include commands/run_read
+-- @include commands/run_counts
 -- @include commands/schedule
 -- @include commands/schedule_fire
 -- @include commands/schedulers
@@ -104,6 +105,7 @@ local function run(keys, args, native)
   Dialect.rules = native and Dialect.OURS or Dialect.QLESS
   Events.readied = {}
   Handoff.nobody = {}
+  RunCounts.reset()
   -- unpack() into a constructor sizes the table once; a long argument list (flow.submit, tag
   -- lists) is copied instead, as unpack of it would overflow Lua's C stack.
   local rest
@@ -115,6 +117,7 @@ local function run(keys, args, native)
   end
   local result = handler(rest)
   Handoff.deliver()
+  RunCounts.settle() -- after the hand-offs, which start jobs too
   if not native then return Qless.reply(command, result, rest) end
   return result
 end

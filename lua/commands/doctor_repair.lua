@@ -30,9 +30,12 @@
 --                        not in `workers` (index worker-info, name)
 --   failure-group        a group with failed jobs missing from        -> added / removed
 --                        `failures`, or listed there without any
+--   run-counts           a run's kept counts differ from its jobs     -> counted again from them
+--                        (index run, name: the run id)                   (RunCounts.rebuild)
 -- Errors: INVALID, TOOLARGE.
 -- @include args
 -- @include doctor
+-- @include run_counts
 
 function Doctor.remove_entry(index, name, jid)
   if index == 'failed' then
@@ -191,6 +194,16 @@ function Doctor.fix_failure_group(t, dry)
   return 'repaired', 'removed from the failure groups'
 end
 
+-- A run whose kept counts drifted from its jobs: counted again.
+function Doctor.fix_run_counts(t, dry)
+  if redis.call('exists', Keys.run(t.name)) == 0 or not RunCounts.drifted(t.name) then
+    return 'gone'
+  end
+  if dry then return 'found' end
+  local differed = RunCounts.rebuild(t.name)
+  return 'repaired', 'counted again (' .. table.concat(differed, ', ') .. ')'
+end
+
 -- kind -> {repair, the indexes its findings name, what `name` is: id, jid or none}
 Doctor.ENTRY_INDEXES = { work = true, parked = true, scheduled = true, depends = true, locks = true,
   buried = true, worker = true, completed = true, expired = true, awaiting = true, failed = true }
@@ -207,6 +220,7 @@ Doctor.REPAIRS = {
   ['stuck-depends'] = { Doctor.fix_stuck, { job = true } },
   ['orphan-key'] = { Doctor.fix_orphan_key, { job = true, ['worker-info'] = true } },
   ['failure-group'] = { Doctor.fix_failure_group, { failures = true } },
+  ['run-counts'] = { Doctor.fix_run_counts, { run = true } },
 }
 
 -- The target of a repair, checked: {index, name, jid}.
@@ -214,6 +228,11 @@ function Doctor.repair_target(cmd, kind, index, name, jid)
   local spec = Doctor.REPAIRS[kind]
   if not spec[2][index] then Arg.fail(cmd, 'Arg "index" ' .. tostring(index) .. ' does not go with kind ' .. kind) end
   local t = { index = index, name = '', jid = '' }
+  if index == 'run' then
+    t.name = Arg.name(cmd, 'name', name)
+    if jid ~= nil and jid ~= '' then Arg.fail(cmd, 'Arg "jid" must be empty for index run') end
+    return t
+  end
   if index == 'job' then
     t.jid = Arg.jid(cmd, 'jid', jid)
     if spec[3] == 'jid' then t.name = Arg.jid(cmd, 'name', name)

@@ -48,7 +48,8 @@ end
 
 local function drop_run(run_id)
   local flow = redis.call('hget', Keys.run(run_id), 'flow')
-  redis.call('del', Keys.run(run_id), Keys.run_jobs(run_id), Keys.run_canceled(run_id))
+  redis.call('del', Keys.run(run_id), Keys.run_jobs(run_id), Keys.run_canceled(run_id),
+    Keys.run_counts(run_id))
   Job.drop_kept_logs(run_id)
   redis.call('zrem', Keys.runs(), run_id)
   if flow then redis.call('zrem', Keys.flow_runs(flow), run_id) end

@@ -75,6 +75,7 @@ end
 -- Lock a job for the worker (`f` from candidate()) and record the wait-time sample.
 local function hand_out(c, jid, f)
   local key = Keys.job(jid)
+  RunCounts.touch(jid)
   -- A job waiting since its put has no `time`: its wait started when it was created.
   local since = tonumber(f[1]) or tonumber(f[#c.names]) or Engine.now
   local expires = Engine.now + (tonumber(f[3]) or c.lock)

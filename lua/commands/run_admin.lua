@@ -75,6 +75,7 @@ function RunState.restore_canceled(run_id, jid, spec)
     local state = redis.call('hget', Keys.job(need), 'state')
     if state and state ~= 'complete' then table.insert(open, need) end
   end
+  RunCounts.join(jid, run_id, 'gone')
   Put.write(reput(jid, spec, open), nil)
   local restored = {}
   if spec.trigger then table.insert(restored, 'trigger'); table.insert(restored, spec.trigger) end

@@ -9,8 +9,10 @@
 -- Each status and action list is decided by include/run_state.lua (the tables of
 -- docs/pages/statuses.md). A step lists `limit` of its jobs (0 to 1000) from its offset in
 -- `offsets` (default 0); `next` is the offset of its next page (null at the end), so a reader
--- pages through a 10,000-item step instead of receiving it whole. `graph` is the flow's graph
--- as the run was submitted (the run record's `graph`, null for runs submitted without one).
+-- pages through a 10,000-item step instead of receiving it whole; a run's counts
+-- (include/run_counts.lua) make the read cost the same for 10 jobs and 10,000. `graph` is the
+-- flow's graph as the run was submitted (the run record's `graph`, null for runs submitted
+-- without one).
 -- Errors: INVALID.
 -- @include args
 -- @include run_state

@@ -70,6 +70,7 @@ local function wait_for(jid, queue, worker, fields, child, open)
   if fields.grace then redis.call('hdel', key, 'grace') end
   -- Its run after the child ended only reports: the same attempt, not a new one (`runs`).
   redis.call('hincrby', key, 'runs', -1)
+  RunCounts.again(jid, true) -- its step's attempts are read again (include/run_counts.lua)
   Engine.call_many('sadd', Keys.dependencies(jid), open)
   for _, dependency in ipairs(open) do
     redis.call('sadd', Keys.dependents(dependency), jid)

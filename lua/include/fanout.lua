@@ -180,10 +180,11 @@ local function replace_in_run(run_id, jid, jids)
       after[#after + 1] = one
     end
   end
-  if not found then return end
+  if not found then return false end
   redis.call('del', key)
   Engine.call_many('rpush', key, after)
   redis.call('hincrby', Keys.run(run_id), 'jobs', #jids - 1)
+  return true
 end
 
 -- The item puts of `plan`: copies of the template, each waiting for the template's needs but
@@ -234,7 +235,10 @@ local function expand(plan, puts)
   if #dependents > 0 then
     for _, item in ipairs(jids) do Engine.call_many('sadd', Keys.dependents(item), dependents) end
   end
-  replace_in_run(plan.spec.run, jid, jids)
+  if replace_in_run(plan.spec.run, jid, jids) then
+    for _, item in ipairs(jids) do RunCounts.join(item, plan.spec.run) end
+    RunCounts.leave(jid)
+  end
   redis.call('del', Keys.dependents(jid))
   Job.delete(jid, fields)
   Events.log({ jid = jid, event = 'fanout', items = #jids, run = plan.spec.run })

@@ -14,6 +14,7 @@
 -- @include registry
 -- @include json_text
 -- @include dialect
+-- @include run_counts
 local Job = {}
 
 -- Decode a JSON list, accepting the '{}' cjson writes for an empty one.
@@ -102,6 +103,7 @@ end
 -- `origin` is false when the entries begin the history themselves (a put writing its own
 -- entry), else nil or what Job.implied_history takes.
 function Job.append_history(jid, entry, limit, origin)
+  RunCounts.touch(jid) -- an entry tells of a change: its run's counts settle after the call
   local key = Keys.history(jid)
   local length, pushed
   if type(entry) == 'table' then
@@ -311,6 +313,7 @@ end
 -- Delete a job and everything that points at it. `fields` as for Job.unindex, plus tags.
 -- An expired job stays in `tracked`, so `track` can report it as expired; a canceled one leaves.
 function Job.delete(jid, fields, keep_tracked)
+  RunCounts.forget(jid)
   Job.unindex(jid, fields)
   Job.retag(jid, decode_list(fields.tags), {})
   Job.drop_dependencies(jid)

@@ -85,6 +85,7 @@ function Keys.unheld(worker) return Engine.prefix .. 'w:' .. worker .. ':unheld'
 function Keys.run(run_id) return Engine.prefix .. 'run:' .. run_id end
 function Keys.run_jobs(run_id) return Engine.prefix .. 'run:' .. run_id .. '-jobs' end
 function Keys.run_canceled(run_id) return Engine.prefix .. 'run-canceled:' .. run_id end
+function Keys.run_counts(run_id) return Engine.prefix .. 'run-counts:' .. run_id end
 function Keys.runs() return Engine.prefix .. 'runs' end
 function Keys.flow_runs(flow) return Engine.prefix .. 'runs:' .. flow end
 

@@ -378,6 +378,8 @@ end
 -- (Put.batch, or nil for a put of its own) when the call writes many puts.
 function Put.write(p, old, batch)
   local jid, queue = p.jid, p.queue
+  RunCounts.touch(jid)
+  if old then RunCounts.again(jid) end
   local old_tags = NONE
   -- A put of its own keeps the qless dialect's order of events and its rules (Dialect); a batch
   -- put keeps ours.

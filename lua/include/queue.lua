@@ -56,6 +56,7 @@ end
 -- `since` (default now) is when it became eligible: the start of its wait-time sample.
 function Queue.enqueue(queue, jid, priority, since)
   Queue.push(queue, jid, priority)
+  RunCounts.touch(jid)
   redis.call('hset', Keys.job(jid), 'state', 'waiting', 'time', since or Engine.now)
 end
 
@@ -67,6 +68,7 @@ end
 -- The job becomes scheduled in `queue` until `when`.
 function Queue.schedule(queue, jid, when)
   Queue.defer(queue, jid, when)
+  RunCounts.touch(jid)
   redis.call('hset', Keys.job(jid), 'state', 'scheduled')
 end
 

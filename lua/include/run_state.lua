@@ -9,10 +9,14 @@
 --
 --   RunState.job_status(fields, dep_status)     -> the job's status word (fields: RunState.FIELDS)
 --   RunState.status(run_id)                     -> the run's status word, 'missing' when no run;
---                                                  stops at the first job that can progress
---   RunState.read(run_id, limit, offsets)       -> the whole run (commands/run_read.lua), or nil
+--                                                  from its counts (include/run_counts.lua), or
+--                                                  a scan of a run that has none
+--   RunState.read(run_id, limit, offsets)       -> the whole run (commands/run_read.lua), or nil;
+--                                                  from its counts and each step's page of
+--                                                  jobs, or a scan when the counts cannot tell
 --   RunState.refuse(cmd, what, status, allowed, action) raises WRONGSTATE naming both
 -- @include job
+-- @include run_counts
 local RunState = {}
 
 RunState.RUN_STATUSES = { 'running', 'succeeded', 'failed', 'blocked', 'canceled', 'expired' }
@@ -127,10 +131,52 @@ function RunState.each_jid(run_id, visit)
   until #jids < page
 end
 
+-- The run's counts per class ({class -> n}), nil when it has none (submitted before counts),
+-- or a job of it waits for one outside it (then only a scan tells whether it can progress), or
+-- they are not kept (RunCounts.unkept).
+function RunState.counted(run_id)
+  RunCounts.settle() -- a state changed earlier in this call counts already
+  local key = Keys.run_counts(run_id)
+  local values = redis.call('hmget', key, '#', '!outside', '!unkept', unpack(RunState.CLASSES))
+  if not values[1] or values[2] or values[3] then return nil end
+  local counts = {}
+  for i, class in ipairs(RunState.CLASSES) do counts[class] = tonumber(values[i + 3]) end
+  return counts
+end
+
+-- The classes RunCounts counts (include/run_counts.lua).
+RunState.CLASSES = { 'running', 'waiting', 'awaiting', 'pending', 'buried', 'failed', 'expired',
+  'success', 'cached', 'skipped', 'gone' }
+
+-- Whether a run of these counts can still progress: a job of it runs, waits or awaits.
+function RunState.going(counts)
+  return (counts.running or 0) + (counts.waiting or 0) + (counts.awaiting or 0) > 0
+end
+
+-- What a class counts as, as a status word: a job waiting for its dependencies is waiting while
+-- its run progresses and upstream_failed once nothing of it can (each of its dependencies has
+-- then ended without success, or waits for one that has); a deleted job was canceled with its
+-- run, or is gone.
+function RunState.word_of(class, going, canceled)
+  if class == 'pending' then return going and 'waiting' or 'upstream_failed' end
+  if class == 'gone' then return canceled and 'canceled' or 'gone' end
+  return class
+end
+
 function RunState.status(run_id)
   if not run_id or run_id == '' then return 'missing' end
   local canceled = redis.call('hget', Keys.run(run_id), 'canceled')
   if not canceled and redis.call('exists', Keys.run(run_id)) == 0 then return 'missing' end
+  local counts = RunState.counted(run_id)
+  if counts then
+    local going = RunState.going(counts)
+    if going then return 'running' end
+    local seen = {}
+    for class, n in pairs(counts) do
+      if n > 0 then seen[RunState.word_of(class, going, canceled)] = true end
+    end
+    return RunState.run_status(seen, canceled)
+  end
   local seen, statuses, active = {}, {}, false
   local function dep_status(jid) return statuses[jid] or RunState.lone_status(jid) end
   RunState.each_jid(run_id, function(jid)
@@ -148,14 +194,7 @@ function RunState.status(run_id)
   return RunState.run_status(seen, canceled)
 end
 
--- The step of a run's job: its jid without the run's prefix and an item's `[...]`.
-function RunState.step_of(run_id, jid)
-  local name = jid
-  if string.sub(jid, 1, #run_id + 1) == run_id .. ':' then name = string.sub(jid, #run_id + 2) end
-  local bracket = string.find(name, '[', 1, true)
-  if bracket and string.sub(name, -1) == ']' then name = string.sub(name, 1, bracket - 1) end
-  return name
-end
+RunState.step_of = RunCounts.step_of
 
 -- The actions a job allows now, given its status and whether its run has finished.
 function RunState.job_actions(status, finished, kept)
@@ -247,18 +286,10 @@ function RunState.decoded(text)
   return nil
 end
 
--- The whole run: its record (without the graph), status, counts and actions, and each step's
--- status, counts, attempts, times, actions and a page of its jobs (`limit` jobs from the
--- step's `offsets[step]`, or 0). Every job's state is read once (one HMGET); a job's outputs and
--- failure only for the jobs in a page.
-function RunState.read(run_id, limit, offsets)
-  local record = RunState.record(run_id)
-  if not record then return nil end
-  local canceled = record.canceled
-  -- Jobs canceled with the run that a retry can put back (Runs.keep_canceled).
-  local kept = canceled and redis.call('exists', Keys.run_canceled(run_id)) == 1
-  local graph = record.graph
-  record.graph = nil
+-- Each step of the run from a scan of its jobs (one HMGET each): {step, counts, total, attempts,
+-- started, updated, open, child, offset, jobs (the page)} in the run's order, the statuses seen
+-- and the run's counts per status.
+function RunState.scanned_steps(run_id, canceled, limit, offsets)
   local steps, order, statuses, seen = {}, {}, {}, {}
   local counts = {}
   local function dep_status(jid) return statuses[jid] or RunState.lone_status(jid) end
@@ -281,29 +312,122 @@ function RunState.read(run_id, limit, offsets)
     step.total = step.total + 1
     step.counts[status] = (step.counts[status] or 0) + 1
     local attempts = f[1] and RunState.attempts(f, status) or 0
-    step.attempts = math.max(step.attempts, attempts)
-    local started = status ~= 'skipped' and tonumber(f[4] or f[10]) or nil
+    -- A job that started and then skipped itself (its `if:`) counts in its step's attempts and
+    -- start, as the counts keep them (RunCounts.widen).
+    step.attempts = math.max(step.attempts, tonumber(f[9]) or 0)
+    local started = tonumber(f[4] or f[10])
     local listed = step.total > step.offset and #step.jobs < limit
     -- A job listed starts at its first start (a retry's pop is later): its history tells.
     if listed and started then started = RunState.first_start(jid) or started end
     step.started = RunState.earliest(step.started, started)
+    if status == 'skipped' then started = nil end
     if not RunState.ENDED[status] then step.open = true end
     local updated = tonumber(f[5])
     step.updated = RunState.latest(step.updated, updated)
     if f[3] and not step.child then step.child = f[3] end
-    if listed then
-      table.insert(step.jobs, { jid = jid, state = f[1] or cjson.null, status = status,
-        attempts = attempts, started = RunState.time(started) or cjson.null,
-        updated = RunState.time(updated) or cjson.null, child = f[3] or cjson.null })
-    end
+    if listed then table.insert(step.jobs, RunState.listed(jid, f, status, attempts, started)) end
     return false
   end)
+  return order, seen, counts
+end
+
+-- One job of a step's page.
+function RunState.listed(jid, f, status, attempts, started)
+  return { jid = jid, state = f[1] or cjson.null, status = status, attempts = attempts,
+    started = RunState.time(started) or cjson.null,
+    updated = RunState.time(tonumber(f[5])) or cjson.null, child = f[3] or cjson.null }
+end
+
+-- The same from the run's counts (include/run_counts.lua) and a read of the jobs in each
+-- step's page only; nil when the counts cannot tell: a run without them, one whose job waits
+-- for a job outside it, or one that can still progress with jobs waiting for dependencies and
+-- others failed (which of those waiting are upstream_failed only their dependencies tell). A
+-- step's jobs are one stretch of the run's job list (a fan-out's items replace its template in
+-- place), so its page is one LRANGE; a job there of another step also means: scan.
+function RunState.counted_steps(run_id, canceled, limit, offsets)
+  RunCounts.settle()
+  local raw = redis.call('hgetall', Keys.run_counts(run_id))
+  local fields = {}
+  for i = 1, #raw, 2 do fields[raw[i]] = raw[i + 1] end
+  if not fields['#'] or fields['!outside'] or fields['!unkept'] then return nil end
+  local classes = {}
+  for _, class in ipairs(RunState.CLASSES) do classes[class] = tonumber(fields[class]) or 0 end
+  local going = RunState.going(classes)
+  if going and classes.pending > 0 and
+      classes.failed + classes.expired + classes.buried + classes.gone > 0 then
+    return nil
+  end
+  local places = {}
+  for field, value in pairs(fields) do
+    if #field > 1 and string.sub(field, 1, 1) == '#' then
+      table.insert(places, { string.sub(field, 2), tonumber(value) })
+    end
+  end
+  table.sort(places, function(a, b) return a[2] < b[2] end)
+  local order, seen, counts, position = {}, {}, {}, 0
+  local key = Keys.run_jobs(run_id)
+  for _, place in ipairs(places) do
+    local name = place[1]
+    local step = { step = name, counts = {}, total = 0, jobs = {},
+      offset = (offsets and tonumber(offsets[name])) or 0,
+      attempts = tonumber(fields[name .. ':@attempts']) or 0,
+      started = tonumber(fields[name .. ':@started']),
+      updated = tonumber(fields[name .. ':@updated']), child = fields[name .. ':@child'] }
+    for _, class in ipairs(RunState.CLASSES) do
+      local n = tonumber(fields[name .. ':' .. class])
+      if n and n > 0 then
+        local word = RunState.word_of(class, going, canceled)
+        step.counts[word] = (step.counts[word] or 0) + n
+        counts[word] = (counts[word] or 0) + n
+        seen[word] = true
+        step.total = step.total + n
+        if not RunState.ENDED[word] then step.open = true end
+      end
+    end
+    if step.total > 0 then
+      local first, last = position + step.offset, position + math.min(step.total, step.offset + limit) - 1
+      if first <= last then
+        for _, jid in ipairs(redis.call('lrange', key, first, last)) do
+          if RunState.step_of(run_id, jid) ~= name then return nil end
+          local f = redis.call('hmget', Keys.job(jid), unpack(RunState.FIELDS))
+          local status = RunState.word_of(RunCounts.class(f[1], f[2], f[3], f[11]), going, canceled)
+          local attempts = f[1] and RunState.attempts(f, status) or 0
+          local started = status ~= 'skipped' and tonumber(f[4] or f[10]) or nil
+          if started then started = RunState.first_start(jid) or started end
+          table.insert(step.jobs, RunState.listed(jid, f, status, attempts, started))
+        end
+      end
+      position = position + step.total
+      table.insert(order, step)
+    end
+  end
+  if position ~= redis.call('llen', key) then return nil end
+  return order, seen, counts
+end
+
+-- The whole run: its record (without the graph), status, counts and actions, and each step's
+-- status, counts, attempts, times, actions and a page of its jobs (`limit` jobs from the
+-- step's `offsets[step]`, or 0): from the run's counts and the jobs of each page
+-- (RunState.counted_steps), else from every job's state (RunState.scanned_steps); a job's
+-- outputs and failure only for the jobs in a page.
+function RunState.read(run_id, limit, offsets)
+  local record = RunState.record(run_id)
+  if not record then return nil end
+  local canceled = record.canceled
+  -- Jobs canceled with the run that a retry can put back (Runs.keep_canceled).
+  local kept = canceled and redis.call('exists', Keys.run_canceled(run_id)) == 1
+  local graph = record.graph
+  record.graph = nil
+  local order, seen, counts = RunState.counted_steps(run_id, canceled, limit, offsets)
+  if not order then order, seen, counts = RunState.scanned_steps(run_id, canceled, limit, offsets) end
   local status = RunState.run_status(seen, canceled)
   local finished = status ~= 'running'
   local out_steps = {}
   for i, step in ipairs(order) do
     local word = RunState.step_status(step.counts, step.total)
     step.status = word
+    -- A step of skipped jobs never ran, even if its jobs started to decide so.
+    if word == 'skipped' then step.attempts, step.started = 0, nil end
     step.started, step.updated = RunState.time(step.started), RunState.time(step.updated)
     local finished_at = (not step.open and step.started) and step.updated or nil
     step.kept = kept

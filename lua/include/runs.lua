@@ -125,7 +125,17 @@ function Runs.write(submission)
   for _, p in ipairs(puts) do
     if p.notify then redis.call('hset', Keys.job(p.jid), 'notify', p.notify, 'notify_run', run_id) end
   end
-  for _, p in ipairs(puts) do Put.write(p, nil, batch) end
+  local ours = {}
+  for _, p in ipairs(puts) do
+    Put.write(p, nil, batch)
+    RunCounts.join(p.jid, run_id)
+    ours[p.jid] = true
+  end
+  for _, p in ipairs(puts) do
+    for _, dependency in ipairs(p.depends) do
+      if not ours[dependency] then RunCounts.outside(run_id) end
+    end
+  end
   Deadlines.write(run_id, run, puts)
   Put.finish(batch)
   for _, p in ipairs(puts) do

@@ -11,7 +11,8 @@ depths (after Redis Work Queue's light and deep cleaning):
 * **deep** -- everything: one ``SCAN`` of the namespace (never ``KEYS``), every job's hash checked
   against its index and its dependency edges, and every index (queues' work, parked, scheduled,
   depends, locks and buried; workers' jobs; completed, expired, awaiting; failed lists) checked
-  entry by entry. Slow on a big namespace; run it rarely.
+  entry by entry, and every run's kept counts (``run-counts``, lua/README.md) against its jobs.
+  Slow on a big namespace; run it rarely.
 
 Every engine call is one bounded page (``lua/commands/doctor.lua``): at most ``page`` entries or
 jobs. Each finding names a kind (:data:`KINDS`), the job, and the index it was seen in. With
@@ -60,6 +61,7 @@ KINDS: tuple[str, ...] = (
     "stuck-depends",
     "orphan-key",
     "failure-group",
+    "run-counts",
 )
 
 #: What each kind means (``flows doctor`` prints it).
@@ -76,6 +78,7 @@ MEANINGS: dict[str, str] = {
     "stuck-depends": "a job waits for dependencies but has none left",
     "orphan-key": "keys left by a job or a worker that no longer exists",
     "failure-group": "a failure group missing from, or left over in, the list of groups",
+    "run-counts": "a run's kept counts of its jobs per status differ from its jobs",
 }
 
 _QUEUE_INDEXES = ("work", "parked", "scheduled", "depends", "locks", "buried")
@@ -94,8 +97,8 @@ class Finding:
     """One problem: its kind, the job (``""`` when it is about a group or a worker), the index it
     was seen in (``work``, ``parked``, ``scheduled``, ``depends``, ``locks``, ``buried``,
     ``worker``, ``completed``, ``expired``, ``awaiting``, ``failed``, ``job``, ``worker-info``,
-    ``failures``), that index's name (a queue, worker or group; for edges, the other job) and a
-    sentence saying what is wrong."""
+    ``failures``, ``run``), that index's name (a queue, worker, group or run; for edges, the other
+    job) and a sentence saying what is wrong."""
 
     kind: str
     jid: str
@@ -130,6 +133,8 @@ class Finding:
             return f"registration of worker {self.name}"
         if self.index == "failures":
             return f"failure group {self.name}"
+        if self.index == "run":
+            return f"counts of run {self.name}"
         if self.index == "job" and self.name:
             return f"edge to {self.name}"
         return self.index
@@ -204,7 +209,9 @@ class Report:
         return text
 
     def _read(self) -> str:
-        names = [n for n in ("entries", "jobs", "keys") if n == "entries" or self.checked[n]]
+        names = [
+            n for n in ("entries", "jobs", "keys", "runs") if n == "entries" or self.checked[n]
+        ]
         return ", ".join(
             f"{self.checked[n]} {n} read" if n == "entries" else f"{self.checked[n]} {n}"
             for n in names
@@ -410,6 +417,25 @@ class _Checker:
         lists: dict[str, list[str]] = {}
         self.indexes(sorted(targets), lists)
         self._failed_lists(lists, failed_jobs)
+        self._run_counts()
+
+    def _run_counts(self) -> None:
+        """Each run whose kept counts differ from its jobs (one recount per run, in the engine)."""
+        offset = 0
+        while True:
+            records = as_list(self.call("runs", "", offset, self.page))
+            for record in records:
+                run_id = str(as_dict(record).get("id") or "")
+                self.checked["runs"] += 1
+                reply = as_dict(self.call("doctor.repair", "run-counts", "run", run_id, "", "dry"))
+                if reply.get("status") == "found":
+                    detail = f"the counts kept for run {run_id} differ from a count of its jobs"
+                    self.add(
+                        [{"kind": "run-counts", "index": "run", "name": run_id, "detail": detail}]
+                    )
+            if len(records) < self.page:
+                return
+            offset += self.page
 
     def _scan(
         self, targets: set[tuple[str, str]], workers: set[str], groups: set[str]

@@ -118,3 +118,18 @@ def test_engine_ab_compares_two_checkouts() -> None:
     assert "round 1: put" in done.stdout
     for version in ("before", "after"):
         assert f"{version}: memory per waiting job" in done.stdout
+
+
+def test_run_reads_measures_every_read() -> None:
+    """``benchmarks.run_reads`` still runs (a small run, one sample)."""
+    done = subprocess.run(
+        [sys.executable, "-m", "benchmarks.run_reads", "--items", "20", "--samples", "1"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    for figure in ("run.read server time", "flows runs", "GET /metrics", "GET /flows"):
+        assert figure in done.stdout

@@ -169,11 +169,43 @@ class Lua:
         return [entry["what"] for entry in job["history"]]
 
 
+def assert_counts_kept(api: Lua) -> None:
+    """Every run's kept counts (include/run_counts.lua) are what a scan of its jobs finds, and
+    the status the run list gives from them is the one run.read decides from its jobs."""
+    marker = api.prefix + "run-counts:"
+    runs = [key[len(marker) :] for key in api.r.scan_iter(match=marker + "*", count=500)]
+    if not runs:
+        return
+    listed = {r["id"]: r["status"] for r in json.loads(api("runs.statuses", "", 0, 1000, now=T0))}
+    for run_id in runs:
+        if not api.r.exists(api.prefix + "run:" + run_id) or api.r.hexists(
+            key_of(api, run_id), "!unkept"
+        ):
+            continue  # not kept: a jid of it does not start with the run's id (always scanned)
+        reply = json.loads(api("run.counts", run_id, now=T0))
+        assert reply["kept"] == reply["scanned"], f"run {run_id}: counts drifted"
+        read = json.loads(api("run.read", run_id, now=T0))
+        if run_id in listed:
+            assert listed[run_id] == read["status"], f"run {run_id}: statuses differ"
+        # the same read from a scan of every job (a run without counts is read so)
+        api.r.rename(key_of(api, run_id), key_of(api, run_id) + "-aside")
+        try:
+            scanned = json.loads(api("run.read", run_id, now=T0))
+        finally:
+            api.r.rename(key_of(api, run_id) + "-aside", key_of(api, run_id))
+        assert read == scanned, f"run {run_id}: the read from counts differs from a scan"
+
+
+def key_of(api: Lua, run_id: str) -> str:
+    return api.prefix + "run-counts:" + run_id
+
+
 def lua_in_mode(mode: tuple[bool, str | None], redis_client: redis.Redis) -> Iterator[Lua]:
     """The Lua helper for one mode; afterwards, no key may exist outside its namespace."""
     use_functions, prefix = mode
     api = Lua(Engine(redis_client, prefix=prefix, use_functions=use_functions), redis_client)
     yield api
+    assert_counts_kept(api)
     stray = sorted(k for k in redis_client.scan_iter(count=500) if not k.startswith(api.prefix))
     assert not stray, f"keys written outside the namespace {api.prefix!r}: {stray[:10]}"
 

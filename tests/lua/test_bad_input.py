@@ -682,6 +682,10 @@ case("run.read", ["r", "1001"], InvalidArgument, "limit", id="limit=1001")
 case("run.read", ["r", "1", "[1]"], InvalidArgument, "offsets", id="offsets-list")
 case("run.read", ["r", "1", '{"a": -1}'], InvalidArgument, "offsets.a", id="offsets-negative")
 case("run.read", ["r", "1", "{}", "x"], InvalidArgument, "too many", id="extra")
+for _counts in ("run.counts", "run.recount"):
+    case(_counts, [], InvalidArgument, "run_id", id="missing")
+    ids(_counts, [], "run_id")
+    case(_counts, ["r", "x"], InvalidArgument, "too many", id="extra")
 case("run.rerun", [], InvalidArgument, "run_id", id="missing")
 ids("run.rerun", [], "run_id", ["a"])
 case("run.rerun", ["r"], InvalidArgument, "step", id="missing-step")
@@ -1125,6 +1129,9 @@ case(
     "jid",
     id="group-with-jid",
 )
+case("doctor.repair", ["run-counts", "run", "r", "x"], InvalidArgument, "jid", id="run-with-jid")
+case("doctor.repair", ["run-counts", "run", "a/b"], InvalidArgument, "name", id="run-name")
+case("doctor.repair", ["run-counts", "job", "r", "x"], InvalidArgument, "index", id="run-index")
 case(
     "doctor.repair",
     ["missing-job", "completed", "x", "waiting"],

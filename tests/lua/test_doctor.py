@@ -146,6 +146,20 @@ def test_an_empty_namespace_is_clean(lua: Lua) -> None:
     assert run(lua, deep=True).clean
 
 
+def test_a_runs_drifted_counts_are_counted_again(lua: Lua) -> None:
+    specs = [
+        {"jid": f"r@1:{step}", "queue": "q", "klass": "K", "data": "{}", "depends": needs}
+        for step, needs in (("a", []), ("b", ["r@1:a"]))
+    ]
+    lua("flow.submit", "r@1", json.dumps({"flow": "f"}), json.dumps(specs), now=T0)
+    assert run(lua).clean
+    lua.r.hincrby(lua.key("run-counts:r@1"), "a:waiting", 2)
+    report = repaired(lua, {("run-counts", "", "run", "r@1")})
+    assert report.findings[0].where == "counts of run r@1"
+    counts = json.loads(lua("run.counts", "r@1", now=T0))
+    assert counts["kept"] == counts["scanned"]
+
+
 # -- index entries ---------------------------------------------------------------------------
 
 

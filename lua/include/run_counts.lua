@@ -1,0 +1,450 @@
+-- run_counts: each flow run's jobs counted by class, for the run and for each step, kept as the
+-- jobs change state, so that the one decider (include/run_state.lua) reads a run's counts
+-- instead of every job of it.
+--
+-- `run-counts:<run id>` (hash): `<class>` -> jobs of the run in it; `<step>:<class>` -> jobs of
+-- the step in it; `#<step>` -> the step's place among the run's steps (1, 2, ...: the order its
+-- first job joined). A job of a run holds `counted` = '<class> <run id>': what it is counted as.
+-- A class is what the job's own fields say of it (RunCounts.class): running, waiting, awaiting,
+-- buried, failed, expired, success, cached, skipped, `pending` (waiting for its dependencies:
+-- waiting or upstream_failed, as the decider tells from the run's other counts) and `gone` (its
+-- hash was deleted: canceled with its run, or expired from the history).
+--
+-- Each write of a job's state marks the job (RunCounts.touch: Put.write, Job.append_history, the
+-- pop, Queue.enqueue/schedule); the dispatch settles the marked jobs once the command is done
+-- (RunCounts.settle): a job whose class changed moves, in one HINCRBY per changed count. A
+-- delete settles the job at once (RunCounts.forget). A run's jobs join at its submit, a fan-out's
+-- items when the template expands (RunCounts.join); the template leaves (RunCounts.leave). A
+-- run submitted before counts existed has no counts key: the decider scans it instead.
+-- RunCounts.recount gives the counts a scan finds (doctor's check, tests).
+-- @include keys
+-- @include engine
+local RunCounts = {}
+
+-- jid -> true: the jobs marked in this call (reset by the dispatch); `marked`: them in order (a
+-- run's steps take their places in the order their first jobs join).
+RunCounts.touched = {}
+RunCounts.marked = {}
+-- jid -> {run id, class it was}: jobs that join a run in this call.
+RunCounts.joining = {}
+
+function RunCounts.class(state, skipped, child, cached)
+  if not state then return 'gone' end
+  if state == 'complete' then
+    return skipped and 'skipped' or (cached and 'cached' or 'success')
+  end
+  if state == 'depends' then return child and 'running' or 'pending' end
+  if state == 'scheduled' then return 'waiting' end
+  return state
+end
+
+-- The step of a run's job: its jid without the run's prefix and an item's `[...]`.
+function RunCounts.step_of(run_id, jid)
+  local name = jid
+  if string.sub(jid, 1, #run_id + 1) == run_id .. ':' then name = string.sub(jid, #run_id + 2) end
+  local bracket = string.find(name, '[', 1, true)
+  if bracket and string.sub(name, -1) == ']' then name = string.sub(name, 1, bracket - 1) end
+  return name
+end
+
+-- jid -> true: jobs put again over themselves in this call (a re-run, a retry of a canceled
+-- job): their start, attempts and child are cleared, so their run's kept times are read again.
+RunCounts.reput = {}
+
+-- run id -> true: runs whose steps' times and attempts are read again when the call settles
+-- (a job of them was deleted: its hash is gone only after RunCounts.forget).
+RunCounts.stale = {}
+-- jid -> true: jobs whose `runs` went down (a sub-flow step parks: commands/subflow.lua): their
+-- run's steps' attempts are read again.
+RunCounts.recounted = {}
+
+-- Whether a table above holds anything: a call that touched no job of a run resets nothing.
+RunCounts.used = false
+
+function RunCounts.reset()
+  if not RunCounts.used then return end
+  RunCounts.touched, RunCounts.marked, RunCounts.joining, RunCounts.reput = {}, {}, {}, {}
+  RunCounts.stale, RunCounts.recounted = {}, {}
+  RunCounts.used = false
+end
+
+-- Whether a jid can be a run's job: '<run id>:<step>' (see RunCounts.touch).
+local function runs_job(jid)
+  return string.find(jid, ':', 1, true) ~= nil
+end
+
+-- Mark a job whose start, attempts and child a put cleared (Put.write over it), or whose `runs`
+-- went down (`recounted`: commands/subflow.lua): its run's steps' times are read again.
+function RunCounts.again(jid, recounted)
+  if not runs_job(jid) then return end
+  RunCounts.used = true
+  if recounted then RunCounts.recounted[jid] = true else RunCounts.reput[jid] = true end
+end
+
+-- A job of a run has its run's id and ':' in its jid (RunCounts.join keeps the counts of a run
+-- with another job from the decider): any other job costs nothing here.
+function RunCounts.touch(jid)
+  if RunCounts.touched[jid] or not runs_job(jid) then return end
+  RunCounts.used = true
+  RunCounts.touched[jid] = true
+  RunCounts.marked[#RunCounts.marked + 1] = jid
+end
+
+-- `jid` joins run `run_id` (counted as `was` until now: 'gone' for a canceled job put back).
+function RunCounts.join(jid, run_id, was)
+  if string.sub(jid, 1, #run_id + 1) ~= run_id .. ':' then RunCounts.unkept(run_id) end
+  RunCounts.used = true
+  RunCounts.joining[jid] = { run_id, was }
+  RunCounts.touched[jid] = true
+  RunCounts.marked[#RunCounts.marked + 1] = jid
+end
+
+-- The counted class and run of a job (`counted` as stored), or nil.
+local function parse(counted)
+  if not counted then return nil end
+  local space = string.find(counted, ' ', 1, true)
+  if not space then return nil end
+  return string.sub(counted, 1, space - 1), string.sub(counted, space + 1)
+end
+
+local function run_deltas(deltas, run_id)
+  local run = deltas[run_id]
+  if not run then
+    run = { fields = {}, steps = {}, order = {}, joined = {} }
+    deltas[run_id] = run
+  end
+  return run
+end
+
+local function step_deltas(run, step)
+  local wide = run.steps[step]
+  if not wide then
+    wide = {}
+    run.steps[step] = wide
+    run.order[#run.order + 1] = step
+  end
+  return wide
+end
+
+-- Add `n` to the counts of `class` in run `run_id` and its `step`, into `deltas`.
+local function add(deltas, run_id, step, class, n)
+  local run = run_deltas(deltas, run_id)
+  run.fields[class] = (run.fields[class] or 0) + n
+  local field = step .. ':' .. class
+  run.fields[field] = (run.fields[field] or 0) + n
+  step_deltas(run, step)
+end
+
+-- What a job adds to its step's times and attempts (`f`: RunCounts.FIELDS), into `into`:
+-- {attempts (most starts), started (earliest start), updated (latest change), child}. A job that
+-- started and then skipped itself (its `if:`) counts too; a step of skipped jobs only shows
+-- neither (RunState.read).
+function RunCounts.widen(into, f)
+  local updated = tonumber(f[9])
+  if updated and (not into.updated or updated > into.updated) then into.updated = updated end
+  local runs, started = tonumber(f[6]), tonumber(f[7] or f[8])
+  if runs and runs > (into.attempts or 0) then into.attempts = runs end
+  if started and (not into.started or started < into.started) then into.started = started end
+  if f[4] and not into.child then into.child = f[4] end
+end
+
+-- The job's fields the counts read, by position.
+RunCounts.FIELDS = { 'counted', 'state', 'skipped', 'child', 'cached', 'runs', 'popped',
+  'wait_since', 'updated' }
+
+-- Move one job between its counted class and what its hash says now, and widen its step's
+-- times, into `deltas`.
+local function settle_one(jid, deltas)
+  local key = Keys.job(jid)
+  local f = redis.call('hmget', key, unpack(RunCounts.FIELDS))
+  local was, run_id = parse(f[1])
+  local joining = RunCounts.joining[jid]
+  if joining and not run_id then run_id, was = joining[1], joining[2] end
+  if not run_id then return end
+  local now = RunCounts.class(f[2], f[3], f[4], f[5])
+  local step = RunCounts.step_of(run_id, jid)
+  local run = run_deltas(deltas, run_id)
+  if now ~= was then
+    if f[2] then redis.call('hset', key, 'counted', now .. ' ' .. run_id) end
+    if was then add(deltas, run_id, step, was, -1) end
+    add(deltas, run_id, step, now, 1)
+  end
+  if joining then run.joined[step] = true end
+  RunCounts.widen(step_deltas(run, step), f)
+  -- A job put again or deleted takes back what it added to its step's times and attempts: read
+  -- them again (a few admin actions: a re-run, a retry of a canceled run, a cancel).
+  if RunCounts.reput[jid] or (now ~= was and now == 'gone') then
+    run.rewiden = run.rewiden or {}
+    run.rewiden[step] = true
+  elseif RunCounts.recounted[jid] then
+    run.reattempt = run.reattempt or {}
+    run.reattempt[step] = true
+  end
+end
+
+-- A step's kept times and attempts: `<step>:@attempts`, `:@started`, `:@updated`, `:@child`.
+RunCounts.WIDE = { 'attempts', 'started', 'updated', 'child' }
+
+-- The steps of `run` (deltas) that have no place yet get the next ones, in the order they joined.
+local function place_steps(key, run)
+  local names = {}
+  for _, step in ipairs(run.order) do
+    if run.joined[step] then names[#names + 1] = '#' .. step end
+  end
+  local missing = {}
+  for first = 1, #names, 1000 do
+    local slice = { unpack(names, first, math.min(#names, first + 999)) }
+    local kept = redis.call('hmget', key, unpack(slice))
+    for i, name in ipairs(slice) do
+      if not kept[i] then missing[#missing + 1] = name end
+    end
+  end
+  if #missing == 0 then return end
+  local last = redis.call('hincrby', key, '#', #missing)
+  local values = {}
+  for i, name in ipairs(missing) do
+    values[#values + 1] = name
+    values[#values + 1] = last - #missing + i
+  end
+  Engine.call_many('hset', key, values)
+end
+
+-- Widen one step's kept attempts and times with what its settled jobs added (`wide`).
+local function widen_step(key, step, wide)
+  if next(wide) == nil then return end
+  local fields = {}
+  for i, name in ipairs(RunCounts.WIDE) do fields[i] = step .. ':@' .. name end
+  local kept = redis.call('hmget', key, unpack(fields))
+  local changed = {}
+  if wide.attempts and wide.attempts > (tonumber(kept[1]) or 0) then
+    changed[#changed + 1] = fields[1]; changed[#changed + 1] = wide.attempts
+  end
+  local started = tonumber(kept[2])
+  if wide.started and (not started or wide.started < started) then
+    changed[#changed + 1] = fields[2]; changed[#changed + 1] = string.format('%.17g', wide.started)
+  end
+  local updated = tonumber(kept[3])
+  if wide.updated and (not updated or wide.updated > updated) then
+    changed[#changed + 1] = fields[3]; changed[#changed + 1] = string.format('%.17g', wide.updated)
+  end
+  if wide.child and not kept[4] then
+    changed[#changed + 1] = fields[4]; changed[#changed + 1] = wide.child
+  end
+  if #changed > 0 then redis.call('hset', key, unpack(changed)) end
+end
+
+local function apply(deltas)
+  for run_id, run in pairs(deltas) do
+    local key = Keys.run_counts(run_id)
+    if next(run.joined) ~= nil and redis.call('exists', key) == 0 then
+      -- A new run's counts: every field is new, one HSET (in slices) writes them all.
+      local values = {}
+      for field, n in pairs(run.fields) do
+        if n ~= 0 then values[#values + 1] = field; values[#values + 1] = n end
+      end
+      Engine.call_many('hset', key, values)
+    else
+      for field, n in pairs(run.fields) do
+        if n ~= 0 then
+          if redis.call('hincrby', key, field, n) == 0 then redis.call('hdel', key, field) end
+        end
+      end
+    end
+    place_steps(key, run)
+    for _, step in ipairs(run.order) do widen_step(key, step, run.steps[step]) end
+    if run.rewiden then RunCounts.rewiden(run_id, run.rewiden) end
+    if run.reattempt then
+      local _, _, _, _, wide = RunCounts.recount(run_id)
+      for step in pairs(run.reattempt) do
+        if wide[step] then redis.call('hset', key, step .. ':@attempts', wide[step].attempts or 0) end
+      end
+    end
+  end
+end
+
+-- Read the times and attempts of a run's steps `only` ({step -> true}) again from its jobs (the
+-- other steps keep theirs: a start kept is the first since the job's put, as its history says).
+function RunCounts.rewiden(run_id, only)
+  local _, _, steps, _, wide = RunCounts.recount(run_id)
+  local some = {}
+  for _, step in ipairs(steps) do
+    if only[step] then some[#some + 1] = step end
+  end
+  RunCounts.write_wide(Keys.run_counts(run_id), some, wide)
+end
+
+-- Write the steps' times and attempts (`wide[step]`, RunCounts.widen's) over the kept ones.
+function RunCounts.write_wide(key, steps, wide)
+  for _, step in ipairs(steps) do
+    for _, name in ipairs(RunCounts.WIDE) do redis.call('hdel', key, step .. ':@' .. name) end
+    local now = wide[step]
+    if now.attempts then redis.call('hset', key, step .. ':@attempts', now.attempts) end
+    if now.started then
+      redis.call('hset', key, step .. ':@started', string.format('%.17g', now.started))
+    end
+    if now.updated then
+      redis.call('hset', key, step .. ':@updated', string.format('%.17g', now.updated))
+    end
+    if now.child then redis.call('hset', key, step .. ':@child', now.child) end
+  end
+end
+
+-- The run has a job that waits for one outside it (whether its `pending` jobs can progress is
+-- then not in its counts), or a job whose jid does not start with '<run id>:' (whose changes
+-- RunCounts.touch does not see): the decider scans it.
+function RunCounts.outside(run_id)
+  redis.call('hset', Keys.run_counts(run_id), '!outside', 1)
+end
+
+function RunCounts.unkept(run_id)
+  redis.call('hset', Keys.run_counts(run_id), '!unkept', 1)
+end
+
+-- Settle every job marked in this call (the dispatch calls it after the command).
+function RunCounts.settle()
+  if #RunCounts.marked == 0 and next(RunCounts.stale) == nil then return end
+  local deltas = {}
+  for _, jid in ipairs(RunCounts.marked) do
+    if RunCounts.touched[jid] then settle_one(jid, deltas) end
+  end
+  apply(deltas)
+  for run_id, only in pairs(RunCounts.stale) do
+    if redis.call('exists', Keys.run_counts(run_id)) == 1 then RunCounts.rewiden(run_id, only) end
+  end
+  RunCounts.reset()
+end
+
+-- Before a job's hash is deleted: it is counted `gone` from now on.
+function RunCounts.forget(jid)
+  if not runs_job(jid) then return end
+  RunCounts.used = true
+  local deltas = {}
+  settle_one(jid, deltas)
+  RunCounts.touched[jid], RunCounts.joining[jid] = nil, nil
+  local was, run_id = parse(redis.call('hget', Keys.job(jid), 'counted'))
+  if run_id then
+    local step = RunCounts.step_of(run_id, jid)
+    add(deltas, run_id, step, was, -1)
+    add(deltas, run_id, step, 'gone', 1)
+    RunCounts.stale[run_id] = RunCounts.stale[run_id] or {}
+    RunCounts.stale[run_id][step] = true
+  end
+  apply(deltas)
+end
+
+-- A job that leaves its run (a fan-out template, replaced by its items): no longer counted.
+function RunCounts.leave(jid)
+  if not runs_job(jid) then return end
+  local deltas = {}
+  settle_one(jid, deltas)
+  RunCounts.touched[jid], RunCounts.joining[jid] = nil, nil
+  local was, run_id = parse(redis.call('hget', Keys.job(jid), 'counted'))
+  if run_id then
+    add(deltas, run_id, RunCounts.step_of(run_id, jid), was, -1)
+    redis.call('hdel', Keys.job(jid), 'counted')
+  end
+  apply(deltas)
+end
+
+-- The counts a scan of the run's jobs finds: {field -> n} as RunCounts keeps them (without the
+-- steps' places), {jid -> class} of the jobs whose `counted` disagrees, the steps in order, and
+-- whether a job waits for one outside the run.
+function RunCounts.recount(run_id)
+  local counts, wrong, steps, seen, ours, waiting = {}, {}, {}, {}, {}, {}
+  local key, start, page = Keys.run_jobs(run_id), 0, 1000
+  repeat
+    local jids = redis.call('lrange', key, start, start + page - 1)
+    for _, jid in ipairs(jids) do
+      local f = redis.call('hmget', Keys.job(jid), unpack(RunCounts.FIELDS))
+      local class = RunCounts.class(f[2], f[3], f[4], f[5])
+      local step = RunCounts.step_of(run_id, jid)
+      if not seen[step] then seen[step] = {}; table.insert(steps, step) end
+      RunCounts.widen(seen[step], f)
+      counts[class] = (counts[class] or 0) + 1
+      counts[step .. ':' .. class] = (counts[step .. ':' .. class] or 0) + 1
+      if f[2] and f[1] ~= class .. ' ' .. run_id then wrong[jid] = class end
+      ours[jid] = true
+      if f[2] == 'depends' then table.insert(waiting, jid) end
+    end
+    start = start + page
+  until #jids < page
+  local outside = false
+  for _, jid in ipairs(waiting) do
+    for _, dependency in ipairs(redis.call('smembers', Keys.dependencies(jid))) do
+      if not ours[dependency] then outside = true end
+    end
+  end
+  return counts, wrong, steps, outside, seen
+end
+
+-- Write the counts a scan finds over the stored ones (a run without counts gets them); returns
+-- the fields that differed, sorted, and how many jobs' `counted` was wrong.
+function RunCounts.rebuild(run_id)
+  local counts, wrong, steps, outside, wide = RunCounts.recount(run_id)
+  local key = Keys.run_counts(run_id)
+  if outside then RunCounts.outside(run_id) end
+  local stored = redis.call('hgetall', key)
+  local differed, seen = {}, {}
+  for i = 1, #stored, 2 do
+    local field = stored[i]
+    local first = string.sub(field, 1, 1)
+    if first ~= '#' and first ~= '!' and not string.find(field, ':@', 1, true) then
+      seen[field] = true
+      if tonumber(stored[i + 1]) ~= counts[field] then
+        table.insert(differed, field)
+        redis.call('hdel', key, field)
+      end
+    end
+  end
+  for field, n in pairs(counts) do
+    if not seen[field] or redis.call('hexists', key, field) == 0 then
+      if seen[field] == nil then table.insert(differed, field) end
+      redis.call('hset', key, field, n)
+    end
+  end
+  for _, step in ipairs(steps) do
+    if redis.call('hexists', key, '#' .. step) == 0 then
+      redis.call('hset', key, '#' .. step, redis.call('hincrby', key, '#', 1))
+    end
+  end
+  RunCounts.write_wide(key, steps, wide)
+  local fixed = 0
+  for jid, class in pairs(wrong) do
+    redis.call('hset', Keys.job(jid), 'counted', class .. ' ' .. run_id)
+    fixed = fixed + 1
+  end
+  table.sort(differed)
+  return differed, fixed
+end
+
+-- The counts kept for a run as RunCounts.recount gives them (no places, flags, times or
+-- attempts), or nil when it has none.
+function RunCounts.kept(run_id)
+  local raw = redis.call('hgetall', Keys.run_counts(run_id))
+  if #raw == 0 then return nil end
+  local out = {}
+  for i = 1, #raw, 2 do
+    local first = string.sub(raw[i], 1, 1)
+    if first ~= '#' and first ~= '!' and not string.find(raw[i], ':@', 1, true) then
+      out[raw[i]] = tonumber(raw[i + 1])
+    end
+  end
+  return out
+end
+
+-- Whether a run's kept counts differ from a scan's (a run whose counts are not kept, or that
+-- has none, does not drift: the decider scans it).
+function RunCounts.drifted(run_id)
+  local key = Keys.run_counts(run_id)
+  if redis.call('exists', key) == 0 or redis.call('hexists', key, '!unkept') == 1 then
+    return false
+  end
+  local kept, scanned = RunCounts.kept(run_id) or {}, RunCounts.recount(run_id)
+  for field, n in pairs(scanned) do
+    if kept[field] ~= n then return true end
+  end
+  for field, n in pairs(kept) do
+    if scanned[field] ~= n then return true end
+  end
+  return false
+end

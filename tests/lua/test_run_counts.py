@@ -1,0 +1,159 @@
+"""A run's counts (include/run_counts.lua): kept per run and per step as its jobs change state,
+read by the decider instead of every job; run.counts compares them with a scan, run.recount
+repairs them. (Every test of this tier also checks, on teardown, that each run's kept counts
+equal a scan's and that the listed status equals run.read's: lua_support.assert_counts_kept.)"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+import redis
+from helpers import assert_unchanged
+from lua_support import T0, Lua
+
+from scheduler.engine.errors import InvalidArgument
+from scheduler.engine.scripts import Engine, qless_bundle
+
+RUN = "r@1"
+
+
+def submit(lua: Lua, *steps: tuple[str, list[str]], **extra: Any) -> None:
+    jobs = [
+        {
+            "jid": f"{RUN}:{step}",
+            "queue": "q",
+            "klass": "K",
+            "data": "{}",
+            "retries": 0,
+            "depends": [f"{RUN}:{n}" for n in needs],
+            "trigger": "all_success",
+            **extra.get(step, {}),
+        }
+        for step, needs in steps
+    ]
+    lua.raw("flow.submit", RUN, json.dumps({"flow": "f"}), json.dumps(jobs), now=T0)
+
+
+def kept(lua: Lua) -> dict[str, int]:
+    reply = json.loads(lua.raw("run.counts", RUN, now=T0))
+    assert reply["kept"] == reply["scanned"]
+    counts: dict[str, int] = reply["kept"]
+    return counts
+
+
+def listed_status(lua: Lua) -> str:
+    status: str = json.loads(lua.raw("runs.statuses", now=T0 + 100))[0]["status"]
+    return status
+
+
+def test_counts_follow_each_job_through_put_pop_fail_retry_and_complete(lua: Lua) -> None:
+    submit(lua, ("a", []), ("b", ["a"]))
+    assert kept(lua) == {"waiting": 1, "a:waiting": 1, "pending": 1, "b:pending": 1}
+    lua.pop(now=T0 + 1)
+    assert kept(lua) == {"running": 1, "a:running": 1, "pending": 1, "b:pending": 1}
+    lua.raw("fail", f"{RUN}:a", "w1", "boom", "it broke", "{}", now=T0 + 2)
+    assert kept(lua) == {"failed": 1, "a:failed": 1, "pending": 1, "b:pending": 1}
+    # nothing of the run can progress: the job waiting for `a` is upstream_failed
+    assert listed_status(lua) == "failed"
+    lua.raw("run.retry", RUN, now=T0 + 3)
+    assert kept(lua) == {"waiting": 1, "a:waiting": 1, "pending": 1, "b:pending": 1}
+    assert listed_status(lua) == "running"
+    lua.pop(now=T0 + 4)
+    lua.complete(f"{RUN}:a", now=T0 + 5)
+    lua.pop(now=T0 + 6)
+    lua.complete(f"{RUN}:b", now=T0 + 7)
+    assert kept(lua) == {"success": 2, "a:success": 1, "b:success": 1}
+    assert listed_status(lua) == "succeeded"
+    lua.raw("run.rerun", RUN, "a", 1, now=T0 + 8)
+    assert kept(lua) == {"waiting": 1, "a:waiting": 1, "pending": 1, "b:pending": 1}
+
+
+def test_a_canceled_run_counts_its_deleted_jobs_gone_and_a_retry_puts_them_back(
+    lua: Lua,
+) -> None:
+    submit(lua, ("a", []), ("b", ["a"]))
+    lua.raw("run.cancel", RUN, now=T0 + 1)
+    assert kept(lua) == {"gone": 2, "a:gone": 1, "b:gone": 1}
+    assert listed_status(lua) == "canceled"
+    lua.raw("run.retry", RUN, now=T0 + 2)
+    assert kept(lua) == {"waiting": 1, "a:waiting": 1, "pending": 1, "b:pending": 1}
+    assert listed_status(lua) == "running"
+
+
+def test_a_fanout_counts_its_items_in_the_template_step(lua: Lua) -> None:
+    template = {"fanout": {"from": f"{RUN}:list", "output": "files"}}
+    submit(lua, ("list", []), ("each", ["list"]), ("join", ["each"]), each=template)
+    assert lua.pop_jids("q", "w1", count=1, now=T0 + 1) == [f"{RUN}:list"]
+    lua.complete(f"{RUN}:list", now=T0 + 1, result=json.dumps({"files": ["x", "y", "z"]}))
+    assert kept(lua) == {
+        "success": 1,
+        "list:success": 1,
+        "waiting": 3,
+        "each:waiting": 3,
+        "pending": 1,
+        "join:pending": 1,
+    }
+
+
+def test_recount_repairs_drifted_counts_and_gives_an_older_run_its_counts(lua: Lua) -> None:
+    submit(lua, ("a", []), ("b", ["a"]))
+    key = lua.key(f"run-counts:{RUN}")
+    lua.r.hset(key, mapping={"a:waiting": 5, "a:failed": 1})
+    drifted = json.loads(lua.raw("run.counts", RUN, now=T0))
+    assert drifted["kept"] != drifted["scanned"]
+    repaired = json.loads(lua.raw("run.recount", RUN, now=T0))
+    assert repaired == {"differed": ["a:failed", "a:waiting"], "jobs": 0}
+    assert kept(lua) == {"waiting": 1, "a:waiting": 1, "pending": 1, "b:pending": 1}
+    # A run without counts (submitted before they were kept) is scanned, then recounted.
+    lua.pop(now=T0 + 1)
+    lua.raw("fail", f"{RUN}:a", "w1", "boom", "it broke", "{}", now=T0 + 2)
+    lua.r.delete(key)
+    assert json.loads(lua.raw("run.counts", RUN, now=T0))["kept"] is None
+    assert listed_status(lua) == "failed"
+    lua.raw("run.recount", RUN, now=T0)
+    assert kept(lua) == {"failed": 1, "a:failed": 1, "pending": 1, "b:pending": 1}
+    assert listed_status(lua) == "failed"
+
+
+def test_counts_of_a_missing_run_are_nil_and_bad_input_changes_nothing(lua: Lua) -> None:
+    submit(lua, ("a", []))
+    assert lua.raw("run.counts", "nope", now=T0) is None
+    assert lua.raw("run.recount", "nope", now=T0) is None
+    for command in ("run.counts", "run.recount"):
+        with assert_unchanged(lua.r), pytest.raises(InvalidArgument, match="too many arguments"):
+            lua.raw(command, RUN, "extra", now=T0)
+        with assert_unchanged(lua.r), pytest.raises(InvalidArgument, match="run_id"):
+            lua.raw(command, "", now=T0)
+
+
+def test_the_qless_dialect_moves_a_runs_counts_too(redis_client: redis.Redis) -> None:
+    """A qless client working a run's jobs (pop, fail, a re-put, complete) keeps its counts."""
+    engine = Engine(redis_client)
+    specs = [
+        {"jid": f"{RUN}:{step}", "queue": "q", "klass": "K", "data": "{}", "depends": needs}
+        for step, needs in (("a", []), ("b", [f"{RUN}:a"]))
+    ]
+    engine.call("flow.submit", RUN, json.dumps({"flow": "f"}), json.dumps(specs), now=T0)
+    sha = redis_client.script_load(qless_bundle())
+
+    def qless(command: str, now: float, *args: Any) -> None:
+        redis_client.evalsha(
+            sha, 0, command, now, *(a if isinstance(a, str | int) else json.dumps(a) for a in args)
+        )
+
+    def counts() -> dict[str, int]:
+        reply = json.loads(engine.call("run.counts", RUN, now=T0))
+        assert reply["kept"] == reply["scanned"]
+        kept: dict[str, int] = reply["kept"]
+        return kept
+
+    qless("pop", T0 + 1, "q", "w1", 1)
+    qless("fail", T0 + 2, f"{RUN}:a", "w1", "boom", "it broke", {})
+    assert counts() == {"failed": 1, "a:failed": 1, "pending": 1, "b:pending": 1}
+    qless("put", T0 + 3, "w1", "q", f"{RUN}:a", "K", {}, 0)
+    assert counts() == {"waiting": 1, "a:waiting": 1, "pending": 1, "b:pending": 1}
+    qless("pop", T0 + 4, "q", "w1", 1)
+    qless("complete", T0 + 5, f"{RUN}:a", "w1", "q", {})
+    assert counts() == {"success": 1, "a:success": 1, "waiting": 1, "b:waiting": 1}
