@@ -1,8 +1,9 @@
 -- run.counts, run.recount: a run's kept counts against a scan of its jobs (ours).
 --
---   run.counts  run_id -> JSON {kept: {field: n}, scanned: {field: n}} (fields as
+--   run.counts  run_id -> JSON {kept: {field: n}, scanned: {field: n}, drifted} (fields as
 --                         include/run_counts.lua keeps them, without the steps' places; `kept`
---                         is null for a run without counts), or nil when there is no such run
+--                         is null for a run without counts; `drifted`: kept counts that differ
+--                         from the scan, what doctor repairs), or nil when there is no such run
 --   run.recount run_id -> JSON {differed: [field], jobs: n}: the kept counts rewritten from a
 --                         scan (a run without counts gets them), the fields that differed and
 --                         how many jobs' `counted` was wrong; nil when there is no such run
@@ -23,8 +24,9 @@ end
 api['run.counts'] = function(args)
   local run_id = run_arg('RunCounts', args)
   if not run_id then return nil end
-  local scanned = RunCounts.recount(run_id)
-  return cjson.encode({ kept = RunCounts.kept(run_id) or cjson.null, scanned = scanned })
+  local kept, scanned = RunCounts.kept(run_id), RunCounts.recount(run_id)
+  local drifted = RunCounts.counting(run_id) and RunCounts.differ(kept, scanned)
+  return cjson.encode({ kept = kept or cjson.null, scanned = scanned, drifted = drifted })
 end
 
 api['run.recount'] = function(args)

@@ -434,12 +434,16 @@ end
 
 -- Whether a run's kept counts differ from a scan's (a run whose counts are not kept, or that
 -- has none, does not drift: the decider scans it).
-function RunCounts.drifted(run_id)
+-- Whether the run's counts are kept (a run submitted before counts were kept has none, and a
+-- run whose jobs wait on jobs outside it is marked `!unkept`: neither can drift).
+function RunCounts.counting(run_id)
   local key = Keys.run_counts(run_id)
-  if redis.call('exists', key) == 0 or redis.call('hexists', key, '!unkept') == 1 then
-    return false
-  end
-  local kept, scanned = RunCounts.kept(run_id) or {}, RunCounts.recount(run_id)
+  return redis.call('exists', key) == 1 and redis.call('hexists', key, '!unkept') == 0
+end
+
+-- Whether kept counts differ from scanned ones (RunCounts.recount's first value).
+function RunCounts.differ(kept, scanned)
+  kept = kept or {}
   for field, n in pairs(scanned) do
     if kept[field] ~= n then return true end
   end
@@ -447,4 +451,9 @@ function RunCounts.drifted(run_id)
     if scanned[field] ~= n then return true end
   end
   return false
+end
+
+function RunCounts.drifted(run_id)
+  if not RunCounts.counting(run_id) then return false end
+  return RunCounts.differ(RunCounts.kept(run_id), (RunCounts.recount(run_id)))
 end
