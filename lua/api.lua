@@ -101,7 +101,6 @@ local function run(keys, args, native)
     Engine.prefix = 'ql:'
   end
   Engine.now = clock(command, args[2])
-  Engine.qless = not native
   Dialect.rules = native and Dialect.OURS or Dialect.QLESS
   Events.readied = {}
   Handoff.nobody = {}

@@ -1,6 +1,6 @@
 -- dialect: where the qless dialect's rules differ from ours, each rule named in one table.
 --
--- The qless dialect (a call of the qless bundle: `Engine.qless`, set by the dispatch) is mostly a
+-- The qless dialect (a call of the qless bundle, as the dispatch knows it) is mostly a
 -- translation at the edges: replies in include/qless.lua (`Qless.COMMANDS`, the reads qless answers
 -- from other data; `Qless.error`, its error words), events in include/events.lua (by the rule
 -- `qless_events`). What is left is here: a rule of qless-core that a shared command path keeps in

@@ -1,9 +1,9 @@
 -- engine: per-call state shared by every helper and command.
 --
--- `Engine.prefix`, `Engine.now` and `Engine.qless` (a call of the qless bundle: the qless
--- dialect, include/qless.lua) are set by the dispatch (api.lua) at the start of each call.
+-- `Engine.prefix` and `Engine.now` are set by the dispatch (api.lua) at the start of each call
+-- (the dialect's rules: `Dialect.rules`, include/dialect.lua).
 -- The Functions library keeps this table between calls, so nothing else may be cached in it.
-local Engine = { prefix = 'ql:', now = 0, qless = false }
+local Engine = { prefix = 'ql:', now = 0 }
 
 -- Integer above which a count (of jobs, items, retries) is considered out of range.
 Engine.MAX_COUNT = 100000

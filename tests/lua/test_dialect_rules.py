@@ -23,3 +23,14 @@ def test_every_rule_read_is_listed() -> None:
     assert listed
     assert {name for name, _ in read} <= listed, sorted(read)
     assert listed <= {name for name, _ in read}, "a rule nothing reads"
+
+
+def test_no_command_path_asks_which_dialect_it_runs_in() -> None:
+    # A difference is a named rule (above) or an encoding at an edge, never a dialect flag.
+    root = lua_dir()
+    asking = [
+        path.relative_to(root).as_posix()
+        for path in root.rglob("*.lua")
+        if re.search(r"Engine\.qless\b", path.read_text())
+    ]
+    assert asking == []
