@@ -123,7 +123,13 @@ def open_client(redis_url: str | None, namespace: str | None) -> Client:
     except ValueError as error:  # a malformed --namespace
         raise click.BadParameter(str(error), param_hint="'--namespace'") from None
     with user_errors():
-        return auditing.opened(connect.Client(redis_url, namespace=namespace))
+        client = auditing.opened(connect.Client(redis_url, namespace=namespace))
+    # Closed when the command ends, not left to the garbage collector: a command run in a
+    # longer-lived process (a test's runner, a program calling `main`) keeps no sockets open.
+    ctx = click.get_current_context(silent=True)
+    if ctx is not None:
+        ctx.find_root().call_on_close(client.close)
+    return client
 
 
 def print_json(value: Any) -> None:

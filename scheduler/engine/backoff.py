@@ -29,6 +29,10 @@ from scheduler.engine.errors import ClusterError, FlowsError, NamespaceNotInOneS
 FIRST = 0.1
 CAP = 2.0
 
+# Our own generator: moving the process's shared `random` state from a library thread would
+# disturb whoever seeded it (a test's property generator, a user's simulation).
+_jitter = random.Random()
+
 
 def transient(error: BaseException) -> bool:
     """Whether waiting may cure ``error``: the server is away, full or read-only. A wrong
@@ -98,7 +102,7 @@ class Backoff:
             self.attempts += 1
         if isinstance(error, redis.ConnectionError):
             self._revive()
-        return float(pause * random.uniform(0.5, 1.0))
+        return float(pause * _jitter.uniform(0.5, 1.0))
 
     def succeeded(self) -> None:
         """Note a successful attempt: the fault, if any, is over."""

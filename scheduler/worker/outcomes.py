@@ -24,6 +24,9 @@ import random
 from dataclasses import dataclass
 from typing import Any, Literal
 
+# Our own generator, so retries never move the process's shared `random` state.
+_jitter = random.Random()
+
 
 class JobOutcome(Exception):
     """Base of the exceptions a job raises to choose its outcome."""
@@ -122,7 +125,7 @@ class RetryPolicy:
         if self.jitter <= 0 or base <= 0:
             return base
         spread = base * self.jitter
-        return max(0.0, base + (rng or random).uniform(-spread, spread))
+        return max(0.0, base + (rng or _jitter).uniform(-spread, spread))
 
     @classmethod
     def from_dict(cls, raw: dict[str, Any] | None) -> RetryPolicy:
