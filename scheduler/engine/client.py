@@ -26,7 +26,7 @@ from typing import Any, NamedTuple, overload
 
 import redis as redis_py
 
-from scheduler.engine.connections import Durability, connect, split_durability
+from scheduler.engine.connections import Durability, MasterWatch, connect, split_durability
 from scheduler.engine.errors import JobNotFound
 from scheduler.engine.events import EventListener
 from scheduler.engine.job import Job, RecurringJob
@@ -420,9 +420,13 @@ class Client:
     # -- lifetime -------------------------------------------------------------------------------
 
     def close(self) -> None:
-        """Close the connection if this client opened it."""
+        """Close the connection if this client opened it (a Sentinel client's watch of the
+        master stops too; a later call starts it again)."""
         self.engine.close()
         if self._owns_redis:
+            watch = MasterWatch.of(self.redis)
+            if watch is not None:
+                watch.stop()
             self.redis.close()
 
     def __enter__(self) -> Client:

@@ -240,7 +240,9 @@ def connect_sentinel(url: str) -> redis.Redis:
         sentinel_auth["password"] = query["sentinel_password"][0]
     sentinel = Sentinel(  # type: ignore[no-untyped-call]
         hosts,
-        sentinel_kwargs={"socket_timeout": 2.0, **sentinel_auth},
+        # Ours to retry (MasterWatch resubscribes, discovery asks the next Sentinel); redis-py's
+        # own retry would also draw its jitter from the process's shared random generator.
+        sentinel_kwargs={"socket_timeout": 2.0, "retry": _no_retry(), **sentinel_auth},
         socket_timeout=10.0,
         socket_connect_timeout=2.0,
     )
@@ -303,10 +305,16 @@ class MasterWatch:
 
     def ensure_running(self) -> None:
         """Start the listening thread unless it runs in this process (cheap: called per call)."""
-        if self._pid == os.getpid() and self._thread is not None and self._thread.is_alive():
+        if (
+            self._pid == os.getpid()
+            and self._thread is not None
+            and self._thread.is_alive()
+            and not self._stopped.is_set()
+        ):
             return
         with self._lock:
             if self._pid == os.getpid() and self._thread is not None and self._thread.is_alive():
+                self._stopped.clear()  # used again after a close: the stopping thread goes on
                 return
             self._pid = os.getpid()
             self._stopped.clear()
@@ -316,6 +324,7 @@ class MasterWatch:
             self._thread.start()
 
     def stop(self) -> None:
+        """Let the thread end (the client was closed); :meth:`ensure_running` starts it again."""
         self._stopped.set()
 
     def fence_deposed(self) -> None:

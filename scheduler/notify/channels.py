@@ -15,7 +15,6 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable, Mapping
 from email.message import EmailMessage
-from email.utils import make_msgid
 from typing import Any, Final
 from urllib.parse import urlsplit
 
@@ -101,6 +100,14 @@ def send_slack(
     _post(url, body, {EVENT_HEADER: event.id}, shown)
 
 
+def message_id(event: Event, name: str, to: str) -> str:
+    """The mail's ``Message-ID``: the same for every delivery of one event to one rule's
+    recipients (a re-delivery after a crash shows once in a mail client), different for
+    another event or rule. Nothing random, nothing from the clock."""
+    rule = hashlib.sha256(f"{name}\0{to}".encode()).hexdigest()[:12]
+    return f"<{event.id.replace('-', '.')}.{rule}@redis-flows>"
+
+
 def send_email(
     config: Mapping[str, Any], event: Event, name: str, context: Context, secrets: Secrets
 ) -> None:
@@ -112,8 +119,7 @@ def send_email(
     message["Subject"] = summary(event, name, context)[:200]
     message["From"] = config.get("from") or f"flows@{socket.gethostname()}"
     message["To"] = ", ".join(config.get("to") or ())
-    # The same event id makes the same Message-ID: a mail client shows a re-delivery once.
-    message["Message-ID"] = make_msgid(idstring=event.id.replace("-", "."), domain="redis-flows")
+    message["Message-ID"] = message_id(event, name, message["To"])
     message[EVENT_HEADER] = event.id
     message.set_content(text(event, name, context))
     login = None

@@ -21,7 +21,8 @@ from flows.ui.auth import Auth
 from scheduler.embedded import EmbeddedServer
 from scheduler.engine.client import Client
 from scheduler.notify import outbox
-from scheduler.notify.channels import verify
+from scheduler.notify.channels import send_email, verify
+from scheduler.notify.events import Context, Event
 from scheduler.notify.outbox import Deliverer
 from scheduler.secrets import Secrets
 
@@ -200,6 +201,19 @@ def test_a_delivery_cut_short_is_sent_again_with_the_same_id(
     assert again.tick() == 2
     sent = [p.json()["id"] for p in receiver.wait_for(1)]
     assert sent == [smtp.mailbox.wait_for(1)[0]["X-Flows-Event-Id"]]
+
+
+def test_a_mail_sent_again_keeps_its_message_id(smtp: SmtpServer) -> None:
+    config = {"smtp": smtp.url, "to": ["ops@example.com"], "starttls": False}
+    event = Event(id="1733450000000-0", kind="failure", run="nightly@x", jid="nightly@x:a", at=0)
+    other = Event(id="1733450000001-0", kind="failure", run="nightly@x", jid="nightly@x:b", at=0)
+    for sent in (event, event, other):  # a delivery, its re-delivery, another event
+        send_email(config, sent, "ops", Context(flow="nightly"), Secrets(environ={}))
+    send_email({**config, "to": ["dev@example.com"]}, event, "dev", Context(), Secrets(environ={}))
+    first, again, another, elsewhere = (m["Message-ID"] for m in smtp.mailbox.wait_for(4))
+    assert first == again  # nothing random, nothing from the clock
+    assert first.startswith("<1733450000000.0.") and first.endswith("@redis-flows>")
+    assert len({first, another, elsewhere}) == 3
 
 
 def test_the_api_and_the_page_show_what_was_given_up(
