@@ -14,11 +14,11 @@ from flows.cli.options import as_json, bad_params, logical_time, param, run_id
 from flows.cli.tables import fitted, table_console
 from flows.cli.validate import flow_file, load_or_exit
 from flows.expand.jobs import ExpansionError, JobSpec, expand
+from flows.expand.run_ids import run_id_for
 from flows.flowfile.conditions import expression_of
 from flows.flowfile.durations import format_duration
 from flows.flowfile.job_data import CONDITION_KEY, META_KEY
 from flows.flowfile.params import ParamError, parse_assignments
-from scheduler.engine.run_ids import run_id_for
 
 _SHOWN_DEPENDS = 4
 

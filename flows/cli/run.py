@@ -304,11 +304,11 @@ def run(
     Exit code 0 when every step succeeded, 1 when the run failed or the file is invalid, 130
     after Ctrl-C (the run stays as it is: resume it with `flows retry RUN`).
     """
+    from flows.expand.run_ids import manual_run_id
     from flows.flowfile.params import ParamError, parse_assignments
     from flows.runs.build import build_run, read_flow_file
     from flows.runs.submit import submit
     from flows.validation.validate import InvalidFlow
-    from scheduler.engine.run_ids import manual_run_id
 
     if as_json and logs:
         raise click.UsageError("--json and --logs both write stdout: choose one")

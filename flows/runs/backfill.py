@@ -22,10 +22,10 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
+from flows.expand.run_ids import RUN_ID_TIME, run_id_for
 from flows.runs.build import FlowFile, parse_flow_text, read_flow_file
 from flows.runs.service_source import FlowsSource, definition_of
 from scheduler.engine.client import Client
-from scheduler.engine.run_ids import RUN_ID_TIME, run_id_for
 from scheduler.service.backfills import (
     MAX_ACTIVE_LIMIT,
     MAX_TICKS,
@@ -187,6 +187,7 @@ def start(client: Client, plan: Plan, max_active: int, now: float) -> tuple[str,
         backfill_id,
         plan.target.definition,
         plan.ticks,
+        [run_id_for(plan.target.definition.name, tick) for tick in plan.ticks],
         max_active=max_active,
         flow_max=plan.target.flow_max,
         start=plan.start,

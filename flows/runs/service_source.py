@@ -15,6 +15,7 @@ from datetime import datetime
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
+from flows.expand.run_ids import run_id_for
 from flows.runs.build import FlowFile, build_run, parse_flow_text
 from flows.validation.schedule_checks import epoch
 from flows.validation.validate import InvalidFlow
@@ -51,6 +52,10 @@ class FlowsSource:
             return None
         self._remember(flow_file)
         return definition_of(flow_file)
+
+    def run_id(self, flow: str, tick: float) -> str:
+        """``<flow>@<UTC fire time>`` (:mod:`flows.expand.run_ids`)."""
+        return run_id_for(flow, tick)
 
     def build(
         self, definition: Definition, run_id: str, tick: float, trigger: str, delay: float

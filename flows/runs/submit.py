@@ -4,7 +4,7 @@
 Nothing of a run is visible until all of it is: the run record and every job are written by one
 Lua call. Every run id is ``<flow>@<UTC time>``: a tick's run is named by its fire time (one id
 per tick), a manual run by the time it was started plus ``-<random>``
-(:mod:`scheduler.engine.run_ids`). Submitting an existing run id changes nothing.
+(:mod:`flows.expand.run_ids`). Submitting an existing run id changes nothing.
 """
 
 from __future__ import annotations

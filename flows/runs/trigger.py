@@ -15,9 +15,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from flows.expand.run_ids import manual_run_id
 from flows.runs.service_source import FlowsSource
 from scheduler.engine.client import Client
-from scheduler.engine.run_ids import manual_run_id
 from scheduler.service.schedules import Schedules
 
 

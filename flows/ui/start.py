@@ -27,6 +27,7 @@ from fastapi.responses import HTMLResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from flows.expand.jobs import ExpansionError
+from flows.expand.run_ids import manual_run_id
 from flows.flowfile.params import ParamError
 from flows.runs.build import FlowFile, build_run, parse_flow_text, read_flow_file
 from flows.runs.submit import submit
@@ -38,7 +39,6 @@ from flows.validation.validate import InvalidFlow
 from scheduler import secrets
 from scheduler.engine.client import Client
 from scheduler.engine.errors import EngineError
-from scheduler.engine.run_ids import manual_run_id
 from scheduler.notify.channels import SIGNATURE_HEADER, TIMESTAMP_HEADER, verify
 from scheduler.secrets import MissingSecret
 from scheduler.service import catalog

@@ -15,12 +15,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from flows.expand.jobs import ExpansionError, expand
+from flows.expand.run_ids import manual_run_id
 from flows.expand.run_specs import check_limits
 from flows.flowfile.findings import DataPath, FindingSink
 from flows.flowfile.model import Flow
 from flows.flowfile.params import ParamError
 from scheduler.engine.errors import EngineError, shorten
-from scheduler.engine.run_ids import manual_run_id
 
 _EXPANSION_PLACE = re.compile(r"^steps\.([A-Za-z0-9_-]+)\.foreach\.items:")
 _JOB = re.compile(r"^job \S+?:([A-Za-z0-9_-]+)(?:\[\d+\])?: ")

@@ -8,7 +8,7 @@ start now (``backfill.due``: its own ``max_active`` and the flow's ``max_active_
 for them), builds their runs with the service's :class:`~scheduler.service.records.FlowSource`
 and hands each to ``backfill.submit``, which submits it in the same call that moves the
 backfill past its tick (compare-and-set: two services never handle a tick twice). A tick's run
-id is the one the schedule gives the tick (:func:`~scheduler.engine.run_ids.run_id_for`), so a
+id is the one the schedule gives the tick (the flow source's ``run_id``), so a
 tick that ran on schedule is not run again, and a scheduled tick that was backfilled finds its
 run existing. Keys and replies: ``lua/commands/backfill.lua``.
 """
@@ -25,7 +25,6 @@ from typing import Any
 from scheduler.cron import Schedule, missed_ticks
 from scheduler.engine.client import Client
 from scheduler.engine.errors import EngineError
-from scheduler.engine.run_ids import run_id_for
 from scheduler.service.records import Definition, FlowSource, _list
 
 log = logging.getLogger("flows.scheduler")
@@ -198,6 +197,7 @@ class Backfills:
         backfill_id: str,
         definition: Definition,
         ticks: Sequence[float],
+        run_ids: Sequence[str],
         *,
         max_active: int = 0,
         flow_max: int = 0,
@@ -205,7 +205,8 @@ class Backfills:
         end: float | None = None,
         now: float | str = "",
     ) -> str:
-        """Store a new backfill of ``definition`` over ``ticks``: 'created', or 'exists'."""
+        """Store a new backfill of ``definition`` over ``ticks`` (``run_ids``: their runs' ids,
+        in the same order): 'created', or 'exists'."""
         record = {
             "flow": definition.name,
             "definition": definition.to_json(),
@@ -223,7 +224,7 @@ class Backfills:
                 json.dumps(record, default=str),
                 definition.source,
                 json.dumps(list(ticks)),
-                json.dumps([run_id_for(definition.name, tick) for tick in ticks]),
+                json.dumps(list(run_ids)),
                 now=now,
             )
         )

@@ -37,7 +37,6 @@ from scheduler.engine.backoff import Backoff, wait_for_server
 from scheduler.engine.client import Client
 from scheduler.engine.connections import MasterWatch
 from scheduler.engine.errors import EngineError
-from scheduler.engine.run_ids import run_id_for
 from scheduler.engine.safety import check_eviction_policy
 from scheduler.notify.outbox import Deliverer
 from scheduler.service.backfills import AdvanceReport, advance
@@ -388,7 +387,7 @@ class SchedulerService:
         self, definition: Definition, tick: float, trigger: str, now: float
     ) -> RunRequest | str:
         """The tick's run, or why it cannot be built (then the tick is skipped with it)."""
-        run_id = run_id_for(definition.name, tick)
+        run_id = self.source.run_id(definition.name, tick)
         try:
             return self.source.build(
                 definition, run_id, tick, trigger, start_delay(definition, tick, now)

@@ -1,8 +1,8 @@
 """What the schedule registry holds, as plain data: definitions, registrations, due entries,
-skip records and the run a tick makes (named by :mod:`scheduler.engine.run_ids`). No I/O: the
-calls that read and write them are :class:`scheduler.service.schedules.Schedules`; the catch-up
-planning (:mod:`scheduler.service.planning`) and the flows that build runs take these types from
-here.
+skip records and the run a tick makes (named by the flow source: :meth:`FlowSource.run_id`).
+No I/O: the calls that read and write them are :class:`scheduler.service.schedules.Schedules`;
+the catch-up planning (:mod:`scheduler.service.planning`) and the flows that build runs take
+these types from here.
 """
 
 from __future__ import annotations
@@ -364,6 +364,12 @@ class FlowSource(Protocol):
     def load(self, path: Path, text: str, now: float) -> Definition | None:
         """The definition of the flow file at ``path`` (content ``text``); None when the file
         has no schedule. Raises :class:`InvalidSource` when it does not validate."""
+        ...
+
+    def run_id(self, flow: str, tick: float) -> str:
+        """The id of the run ``flow``'s ``tick`` makes: the same every time it is asked, so that
+        firing a tick twice (two services, a retried call, a backfill of a tick that ran on
+        schedule) names one run."""
         ...
 
     def build(

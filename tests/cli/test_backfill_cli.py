@@ -12,8 +12,8 @@ import redis
 from cli_support import flows
 from helpers import assert_unchanged
 
+from flows.expand.run_ids import run_id_for
 from scheduler.engine.client import Client
-from scheduler.engine.run_ids import run_id_for
 
 # 2026-01-05 00:00 UTC: long past when the suite runs, so every tick here is a past tick.
 T = 1_767_571_200.0

@@ -15,11 +15,11 @@ import redis
 from scheduler_support import MIN, T, make_service, run_ids, write_flow
 from ui_support import TOKEN, Api, serve
 
+from flows.expand.run_ids import run_id_for
 from flows.runs import backfill
 from flows.ui.auth import Auth
 from scheduler.cron import next_fire, plan_catchup
 from scheduler.engine.client import Client
-from scheduler.engine.run_ids import run_id_for
 from scheduler.service.backfills import Backfills, backfill_ticks
 from scheduler.service.loop import SchedulerService
 

@@ -19,11 +19,11 @@ from scheduler_support import (
     write_flow,
 )
 
+from flows.expand.run_ids import run_id_for
 from flows.runs.service_source import FlowsSource
 from scheduler.cron import jitter_for
 from scheduler.engine.client import Client
 from scheduler.engine.errors import JobNotFound, WrongState
-from scheduler.engine.run_ids import run_id_for
 from scheduler.service.loop import check_health
 from scheduler.service.schedules import Schedules
 

@@ -22,9 +22,9 @@ import pytest
 import redis
 from scheduler_support import MIN, T, make_service, registration, run_ids, write_flow
 
+from flows.expand.run_ids import run_id_for
 from scheduler.embedded import EmbeddedServer
 from scheduler.engine.client import Client
-from scheduler.engine.run_ids import run_id_for
 from scheduler.service.schedules import Schedules
 
 pytestmark = pytest.mark.slow  # real services killed and restarted: seconds each

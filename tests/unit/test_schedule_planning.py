@@ -9,8 +9,8 @@ from datetime import UTC, datetime
 
 import pytest
 
+from flows.expand.run_ids import run_id_for
 from scheduler.cron import Skip, jitter_for, missed_ticks
-from scheduler.engine.run_ids import run_id_for
 from scheduler.service.planning import Decision, _two_from, decide, start_delay
 from scheduler.service.records import Definition, DueEntry
 

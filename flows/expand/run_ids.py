@@ -2,9 +2,8 @@
 
 A schedule's tick names its run by its fire time (one id per tick, so firing a tick twice
 changes nothing), a run no tick stands for by the time it was started plus ``-<random>``.
-The flows side names every run; it lives here, at the bottom of the scheduler package,
-because the scheduler service names tick runs too and may import nothing of ``flows``.
-No I/O.
+The flows side names every run: the scheduler service asks its flow source
+(:meth:`~scheduler.service.records.FlowSource.run_id`) for a tick's. No I/O.
 """
 
 from __future__ import annotations
