@@ -42,7 +42,8 @@ steps:
 
 @pytest.fixture
 def client(redis_client: redis.Redis) -> Iterator[Client]:
-    yield Client(redis=redis_client, worker_name="w1")
+    with Client(redis=redis_client, worker_name="w1") as client:
+        yield client
 
 
 @pytest.fixture

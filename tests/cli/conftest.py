@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
 import redis
 
@@ -15,5 +17,6 @@ def url(server: EmbeddedServer, redis_client: redis.Redis) -> str:
 
 
 @pytest.fixture
-def client(url: str) -> Client:
-    return Client(url, worker_name="cli-test")
+def client(url: str) -> Iterator[Client]:
+    with Client(url, worker_name="cli-test") as client:
+        yield client

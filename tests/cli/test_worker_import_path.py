@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -22,8 +23,9 @@ TASK = "def hello(job):\n    return {'from': __file__}\n"
 
 
 @pytest.fixture
-def client(server: EmbeddedServer, redis_client: redis.Redis) -> Client:
-    return Client(server.url)
+def client(server: EmbeddedServer, redis_client: redis.Redis) -> Iterator[Client]:
+    with Client(server.url) as client:
+        yield client
 
 
 def burst(server: EmbeddedServer, cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:

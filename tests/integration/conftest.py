@@ -3,6 +3,8 @@ session's server (its database emptied first by ``redis_client``)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
 import redis
 from click.testing import CliRunner
@@ -23,5 +25,6 @@ def cli(
 
 
 @pytest.fixture
-def client(server: EmbeddedServer, redis_client: redis.Redis) -> Client:
-    return Client(server.url)
+def client(server: EmbeddedServer, redis_client: redis.Redis) -> Iterator[Client]:
+    with Client(server.url) as client:
+        yield client

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -27,8 +28,9 @@ H = 60 * MIN
 
 
 @pytest.fixture
-def client(redis_client: redis.Redis) -> Client:
-    return Client(redis=redis_client, worker_name="w")
+def client(redis_client: redis.Redis) -> Iterator[Client]:
+    with Client(redis=redis_client, worker_name="w") as client:
+        yield client
 
 
 @pytest.fixture

@@ -44,11 +44,6 @@ def cli(
     return CliRunner()
 
 
-@pytest.fixture
-def client(server: EmbeddedServer, redis_client: redis.Redis) -> Client:
-    return Client(server.url)
-
-
 def write_flow(folder: Path, yaml_text: str, tasks: str) -> Path:
     """A flow file and its tasks module, named uniquely: workers cache imported modules."""
     module = f"flowtasks_{uuid.uuid4().hex[:8]}"

@@ -22,11 +22,6 @@ def cli(
     return CliRunner()
 
 
-@pytest.fixture
-def client(server: EmbeddedServer, redis_client: redis.Redis) -> Client:
-    return Client(server.url)
-
-
 COND_FLOW = """
     version: 1
     name: cond

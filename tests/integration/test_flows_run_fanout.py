@@ -32,11 +32,6 @@ def cli(
     return CliRunner()
 
 
-@pytest.fixture
-def client(server: EmbeddedServer, redis_client: redis.Redis) -> Client:
-    return Client(server.url)
-
-
 def steps_of(status: dict[str, object]) -> dict[str, dict[str, object]]:
     return {s["step"]: s for s in status["steps"]}  # type: ignore[attr-defined]
 

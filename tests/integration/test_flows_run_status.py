@@ -31,11 +31,6 @@ T = time.time() + 10_000  # engine time for the pops and completes below, after 
 
 
 @pytest.fixture
-def client(server: EmbeddedServer, redis_client: redis.Redis) -> Client:
-    return Client(server.url)
-
-
-@pytest.fixture
 def url(server: EmbeddedServer, redis_client: redis.Redis) -> str:
     return server.url
 

@@ -74,11 +74,6 @@ def cli(
     return CliRunner()
 
 
-@pytest.fixture
-def client(server: EmbeddedServer, redis_client: redis.Redis) -> Client:
-    return Client(server.url)
-
-
 def status(cli: CliRunner, run_id: str | None = None) -> dict[str, Any]:
     result = flows(cli, "status", "--json", *([run_id] if run_id else []))
     assert result.exit_code == 0, result.output

@@ -50,11 +50,6 @@ def cli(
     return CliRunner()
 
 
-@pytest.fixture
-def client(server: EmbeddedServer, redis_client: redis.Redis) -> Client:
-    return Client(server.url)
-
-
 def write(folder: Path, text: str) -> Path:
     path = folder / "flow.yaml"
     path.write_text(dedent(text))

@@ -4,6 +4,7 @@ trigger and health. Time is always passed to ``tick(now)``; nothing sleeps."""
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -29,8 +30,9 @@ from scheduler.service.schedules import Schedules
 
 
 @pytest.fixture
-def client(redis_client: redis.Redis) -> Client:
-    return Client(redis=redis_client)
+def client(redis_client: redis.Redis) -> Iterator[Client]:
+    with Client(redis=redis_client) as client:
+        yield client
 
 
 @pytest.fixture

@@ -16,6 +16,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -33,8 +34,9 @@ DEADLINE = 60.0
 
 
 @pytest.fixture
-def client(redis_client: redis.Redis) -> Client:
-    return Client(redis=redis_client)
+def client(redis_client: redis.Redis) -> Iterator[Client]:
+    with Client(redis=redis_client) as client:
+        yield client
 
 
 @pytest.fixture

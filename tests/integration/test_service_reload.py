@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -15,8 +16,9 @@ from scheduler.service.schedules import Schedules
 
 
 @pytest.fixture
-def client(redis_client: redis.Redis) -> Client:
-    return Client(redis=redis_client)
+def client(redis_client: redis.Redis) -> Iterator[Client]:
+    with Client(redis=redis_client) as client:
+        yield client
 
 
 @pytest.fixture
