@@ -30,8 +30,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from types import FrameType
 
+from scheduler import stop_signals
 from scheduler.cron.catchup import DEFAULT_GRACE_SECONDS, MAX_CATCHUP_RUNS, Skip
 from scheduler.engine.backoff import Backoff, wait_for_server
 from scheduler.engine.client import Client
@@ -583,14 +583,14 @@ class SchedulerService:
         log.info("scheduler %s stopped", self.service_id)
 
     def _install_signals(self) -> None:
-        def handle(signum: int, frame: FrameType | None) -> None:
-            if self._stopping.is_set():  # a second signal: stop now
-                os._exit(1)
+        def first(signum: int) -> None:
             log.info("received %s", signal.Signals(signum).name)
             self.stop()
 
-        signal.signal(signal.SIGTERM, handle)
-        signal.signal(signal.SIGINT, handle)
+        def again(signum: int, count: int) -> None:
+            os._exit(1)
+
+        stop_signals.install(first, again)
 
 
 def _settled(

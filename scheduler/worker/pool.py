@@ -23,9 +23,9 @@ import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from types import FrameType
 from typing import Any
 
+from scheduler import stop_signals
 from scheduler.worker.settings import WorkerSettings
 from scheduler.worker.supervision import Lifeline
 
@@ -72,7 +72,6 @@ class WorkerPool:
         self.processes = max(1, processes)
         self.namespace = namespace
         self._children: dict[int, Child] = {}
-        self._signals = 0
         self._stopping = threading.Event()
 
     def _command(self, index: int) -> list[str]:
@@ -155,20 +154,12 @@ class WorkerPool:
 
     def _stop_children(self) -> None:
         self._stopping.set()
-        for child in self._children.values():
+        for child in list(self._children.values()):  # from a signal's thread, too
             child.process.send_signal(signal.SIGTERM)
 
     def _install_signals(self) -> None:
-        if threading.current_thread() is not threading.main_thread():
-            return
-        for signum in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(signum, self._on_signal)
+        stop_signals.install(lambda signum: self._stop_children(), self._kill_children)
 
-    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
-        self._signals += 1
-        self._stopping.set()
-        for child in self._children.values():
-            if self._signals == 1:
-                child.process.send_signal(signal.SIGTERM)
-            else:
-                child.process.kill()
+    def _kill_children(self, signum: int, count: int) -> None:
+        for child in list(self._children.values()):
+            child.process.kill()  # its poll takes its lock only if free: safe in a handler

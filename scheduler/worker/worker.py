@@ -29,10 +29,10 @@ import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from types import FrameType
 
 import redis
 
+from scheduler import stop_signals
 from scheduler.engine.client import Client
 from scheduler.engine.errors import ClusterError, EngineError
 from scheduler.worker import capture, runner
@@ -104,7 +104,6 @@ class Worker:
             sandbox_root = self._own_sandbox.path
         self.sandbox_root = sandbox_root
         self._wake = threading.Event()  # for run(): stop requested, or a burst is over
-        self._signals = 0
         self._abandoned = 0
         self._slot_threads: list[threading.Thread] = []
         self._retired: set[int] = set()  # idents of abandoned slot threads
@@ -274,7 +273,7 @@ class Worker:
             self.reporter.settle(active, _stopped(active.ctx))
 
     def _wait_for_jobs(self, deadline: float) -> None:
-        while self.held.jobs and time.monotonic() < deadline and self._signals < 2:
+        while self.held.jobs and time.monotonic() < deadline:
             self.reporter.flush()
             with self.held.lock:
                 if self.held.jobs:
@@ -307,23 +306,20 @@ class Worker:
     # -- process plumbing ----------------------------------------------------------------------
 
     def _install_signals(self) -> None:
-        if threading.current_thread() is not threading.main_thread():
-            return
-        for signum in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(signum, self._on_signal)
+        stop_signals.install(self._on_signal, _exit_now)
 
-    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
-        self._signals += 1
-        if self._signals == 1:
-            log.info(
-                "worker %s: %s, finishing running jobs (again to stop at once)",
-                self.name,
-                signal.Signals(signum).name,
-            )
-            self.stop()
-        else:
-            log.warning("worker %s: second signal, stopping at once", self.name)
-            os._exit(1)
+    def _on_signal(self, signum: int) -> None:
+        log.info(
+            "worker %s: %s, finishing running jobs (again to stop at once)",
+            self.name,
+            signal.Signals(signum).name,
+        )
+        self.stop()
+
+
+def _exit_now(signum: int, count: int) -> None:
+    os.write(2, b"worker: signalled again, stopping at once\n")  # no lock: see stop_signals
+    os._exit(1)
 
 
 def _stopped(ctx: JobContext) -> runner.Outcome:
