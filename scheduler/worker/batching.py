@@ -60,6 +60,7 @@ class Batcher:
         self._oldest = 0.0
         self._lock = threading.Lock()
         self._sending = threading.Lock()
+        self._done: list[str] = []  # jids reported complete, for the next "jobs done" line
 
     def add(self, jid: str, queue: str, result: str, on_reply: OnReply) -> int:
         """Queue a complete; returns how many are pending now (flush at :data:`MAX_BATCH`;
@@ -85,6 +86,19 @@ class Batcher:
         with self._sending:
             for batch in self._take():
                 self._send(batch)
+        self.log_done()
+
+    def log_done(self) -> None:
+        """Log the jobs reported complete since the last line, in one line at INFO.
+
+        Not written as a reply comes in: in a chain of steps that write would sit between a
+        step's complete and the start of the next step its reply hands over (a third of a
+        short job's time in the worker). The monitor thread writes it (Keeper), and a flush.
+        """
+        with self._lock:
+            done, self._done = self._done, []
+        if done:
+            log.info("%d job%s done: %s", len(done), "" if len(done) == 1 else "s", " ".join(done))
 
     def flush_and_call(self, command: str, *args: Any) -> Any:
         """Flush, with the engine call ``command`` sent after the completes in the same round
@@ -186,10 +200,12 @@ class Batcher:
             replies = [_reply(text) for text in json.loads(texts)]
         for completion, reply in zip(batch, replies, strict=True):
             completion.on_reply(reply)
-        # One line per batch at INFO: a line per job would cost more than handling a short job.
+        # Logged later, many batches a line (log_done): a line per job would cost more than
+        # handling a short job.
         done = [c.jid for c, reply in zip(batch, replies, strict=True) if isinstance(reply, str)]
         if done:
-            log.info("%d job%s done: %s", len(done), "" if len(done) == 1 else "s", " ".join(done))
+            with self._lock:
+                self._done += done
 
 
 def _arguments(batch: list[Completion]) -> list[str]:

@@ -82,11 +82,13 @@ class Reporter:
         return len(self.batcher)
 
     def send_due(self) -> float | None:
-        """Send the batch if it waited long enough; seconds until the next one is due, or None."""
+        """Send the batch if it waited long enough (and log the jobs done since the last
+        line); seconds until the next batch is due, or None."""
         due = self.batcher.due_in()
         if due is not None and due <= 0:
             self.batcher.flush()
             return None
+        self.batcher.log_done()
         return due
 
     def batch(self, active: Active, outcome: Outcome) -> None:

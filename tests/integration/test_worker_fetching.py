@@ -158,6 +158,8 @@ def test_pending_completes_go_with_the_next_pop_in_one_engine_call(
     monkeypatch.setattr(EnginePipeline, "execute", counted_execute)
     with caplog.at_level(logging.INFO, logger="flows.worker"):
         reply = batcher.flush_and_call("pop.lean", "q", "w1", 1)
+        assert caplog.records == []  # not on the way to the popped job: logged after it
+        batcher.log_done()
     assert trips == ["call"]  # complete.pop
     # The timed-out job is waiting again, like the fourth: the pop takes one of them.
     assert [raw["jid"] in (held[2]["jid"], jids[3]) for raw in json.loads(reply)] == [True]
