@@ -207,6 +207,8 @@ class Backfills:
     ) -> str:
         """Store a new backfill of ``definition`` over ``ticks`` (``run_ids``: their runs' ids,
         in the same order): 'created', or 'exists'."""
+        if len(run_ids) != len(ticks):
+            raise ValueError(f"{len(ticks)} ticks but {len(run_ids)} run ids")
         record = {
             "flow": definition.name,
             "definition": definition.to_json(),
