@@ -105,6 +105,7 @@ local function run(keys, args, native)
   Events.readied = {}
   Handoff.nobody = {}
   RunCounts.reset()
+  Notify.reset()
   -- unpack() into a constructor sizes the table once; a long argument list (flow.submit, tag
   -- lists) is copied instead, as unpack of it would overflow Lua's C stack.
   local rest
@@ -117,6 +118,7 @@ local function run(keys, args, native)
   local result = handler(rest)
   Handoff.deliver()
   RunCounts.settle() -- after the hand-offs, which start jobs too
+  Notify.settle() -- a run's end, read from the settled counts
   if not native then return Qless.reply(command, result, rest) end
   return result
 end

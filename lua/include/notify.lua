@@ -11,8 +11,9 @@
 --   Notify.job(jid, kind, fields, exhausted) -> the job's event, when it asks for this kind
 --       (`skipped` and `expired`, include/ttl.lua, are never told, but may end the run);
 --       `fields` may hold `notify` and `notify_run` already read (else they are read here)
---   Notify.run(jid, fields)                  -> `run_success` / `run_failure` once the job's run
---       ended so (once per ending: the run record's `notified` says which was last told)
+--   Notify.run(run_id, jid)                  -> `run_success` / `run_failure` once the job's run
+--       ended so (once per ending: the run record's `notified` says which was last told),
+--       looked at once per run and call by Notify.settle, after the call's counts settled
 --   Notify.parse(cmd, spec)                  -> the checked `notify` text of a job spec
 -- Runs.status, which Notify.run needs, is set as Notify.status by include/runs.lua (included
 -- later; runs.lua includes this file through failing.lua).
@@ -52,12 +53,21 @@ function Notify.job(jid, kind, fields, exhausted)
   end
 end
 
--- A quick look, newest jobs first (a fan-out's last items, a chain's next steps are the ones
--- still going), at up to 1,000 jobs: whether one is waiting, scheduled, running or awaiting. A
--- run's every job asks after each of its ends, so Runs.status (a scan from the first job, which
--- grows as a run progresses) is left for when none is seen going.
+-- Whether a job of the run is waiting, scheduled, running or awaiting: every end of a run's job
+-- asks, so the decider (Runs.status) is left for when none is. The run's counts say it in one
+-- read once the call's changes are settled; a run whose counts are not kept (submitted before
+-- they were, or with jobs they do not see) gets a quick look instead, newest jobs first (a
+-- fan-out's last items, a chain's next steps are the ones still going), at up to 1,000 jobs.
 Notify.GOING = { waiting = true, scheduled = true, running = true, awaiting = true }
 function Notify.still_going(run_id)
+  local counts = Keys.run_counts(run_id)
+  if redis.call('exists', counts) == 1 then
+    -- `scheduled` is counted as waiting (RunCounts.class).
+    local n = redis.call('hmget', counts, 'running', 'waiting', 'awaiting', '!unkept')
+    if not n[4] then
+      return (tonumber(n[1]) or 0) + (tonumber(n[2]) or 0) + (tonumber(n[3]) or 0) > 0
+    end
+  end
   local key, stop, page = Keys.run_jobs(run_id), -1, 10
   while stop > -1000 do
     local jids = redis.call('lrange', key, stop - page + 1, stop)
@@ -70,15 +80,38 @@ function Notify.still_going(run_id)
   return false
 end
 
--- The run's end, told once: a retried run that then succeeds is told again.
+-- The runs whose end may have come in this call, in the order first asked (`ended`: run id ->
+-- the last job whose end asked); reset by the dispatch.
+Notify.ending, Notify.ended = {}, {}
+function Notify.reset()
+  Notify.ending, Notify.ended = {}, {}
+end
+
+-- A job of `run_id` ended: its run's end is looked at when the call is done (Notify.settle),
+-- once however many of its jobs ended in the call, and with the call's counts settled.
 function Notify.run(run_id, jid)
-  if not Notify.status or Notify.still_going(run_id) then return end
+  if not Notify.status then return end
+  if not Notify.ended[run_id] then Notify.ending[#Notify.ending + 1] = run_id end
+  Notify.ended[run_id] = jid
+end
+
+-- The run's end, told once: a retried run that then succeeds is told again.
+local function tell_end(run_id, jid)
+  if Notify.still_going(run_id) then return end
   local status = Notify.status(run_id)
   if status ~= 'succeeded' and status ~= 'failed' then return end
   local key = Keys.run(run_id)
   if redis.call('hget', key, 'notified') == status then return end
   redis.call('hset', key, 'notified', status)
   Notify.add(status == 'succeeded' and 'run_success' or 'run_failure', run_id, jid)
+end
+
+-- The dispatch calls it after RunCounts.settle: each run a job's end asked about in this call.
+function Notify.settle()
+  if #Notify.ending == 0 then return end
+  local ending, ended = Notify.ending, Notify.ended
+  Notify.reset()
+  for _, run_id in ipairs(ending) do tell_end(run_id, ended[run_id]) end
 end
 
 -- A missed deadline of the run (`jid` '') or of one of its jobs: told when the run has rules.

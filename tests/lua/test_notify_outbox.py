@@ -115,3 +115,25 @@ def test_a_run_ended_by_a_ttl_expiry_tells_its_end(lua: Lua) -> None:
     # told once
     lua("maintain", "q", now=T0 + 20)
     assert len(outbox(lua)) == 1
+
+
+def test_jobs_ending_in_one_call_tell_the_runs_end_once_from_its_counts(lua: Lua) -> None:
+    # Jids under the run's id: its counts are kept, and they say whether a job is still going.
+    a, b, c = (f"{RUN}:{step}" for step in "abc")
+    submit(lua, job(a, notify="run"), job(b, notify="run"), job(c, notify="run", depends=[a]))
+    assert lua.pop_jids("q", "w1", count=2, now=T0 + 1) == [a, b]
+    lua("complete.many", "w1", a, "q", "", b, "q", "", now=T0 + 2)
+    assert outbox(lua) == []  # c was released by a's complete: waiting, so the run goes on
+    assert lua.pop_jids("q", "w1", now=T0 + 3) == [c]
+    lua.complete(c, now=T0 + 4)
+    [entry] = outbox(lua)
+    assert (entry["kind"], entry["jid"]) == ("run_success", c)
+
+
+def test_two_ends_of_a_run_in_one_call_make_one_entry_naming_the_last(lua: Lua) -> None:
+    a, b = f"{RUN}:a", f"{RUN}:b"
+    submit(lua, job(a, notify="run"), job(b, notify="run"))
+    assert lua.pop_jids("q", "w1", count=2, now=T0 + 1) == [a, b]
+    lua("complete.many", "w1", a, "q", "", b, "q", "", now=T0 + 2)
+    [entry] = outbox(lua)
+    assert (entry["kind"], entry["jid"]) == ("run_success", b)
