@@ -73,6 +73,7 @@ class WorkerPool:
         self.namespace = namespace
         self._children: dict[int, Child] = {}
         self._stopping = threading.Event()
+        self._told = False  # the children were sent SIGTERM (by the main loop only)
 
     def _command(self, index: int) -> list[str]:
         name = self.settings.name
@@ -113,6 +114,8 @@ class WorkerPool:
             self._spawn(index)
         status = 0
         while self._children:
+            if self._stopping.is_set():
+                self._stop_children()  # a signal's stop, also of a child started meanwhile
             for index, child in list(self._children.items()):
                 code = child.process.poll()
                 if code is None:
@@ -153,12 +156,18 @@ class WorkerPool:
             client.close()
 
     def _stop_children(self) -> None:
+        """SIGTERM to every child, once (a second would stop them at once). The main loop's
+        alone: a child it starts is then either seen here or never started."""
         self._stopping.set()
-        for child in list(self._children.values()):  # from a signal's thread, too
+        if self._told:
+            return
+        self._told = True
+        for child in self._children.values():
             child.process.send_signal(signal.SIGTERM)
 
     def _install_signals(self) -> None:
-        stop_signals.install(lambda signum: self._stop_children(), self._kill_children)
+        # The first signal only asks (the main loop tells the children); a second kills them.
+        stop_signals.install(lambda signum: self._stopping.set(), self._kill_children)
 
     def _kill_children(self, signum: int, count: int) -> None:
         for child in list(self._children.values()):
