@@ -169,6 +169,27 @@ class Lua:
         return [entry["what"] for entry in job["history"]]
 
 
+def submit_steps(
+    lua: Lua, run_id: str, *steps: tuple[str, list[str]], now: float = T0, **extra: Any
+) -> None:
+    """``flow.submit`` of run ``run_id``: a job ``<run id>:<step>`` per ``(step, needs)``, each
+    needing its steps' jobs; ``extra`` maps a step to more fields of its job."""
+    jobs = [
+        {
+            "jid": f"{run_id}:{step}",
+            "queue": "q",
+            "klass": "K",
+            "data": "{}",
+            "retries": 0,
+            "depends": [f"{run_id}:{n}" for n in needs],
+            "trigger": "all_success",
+            **extra.get(step, {}),
+        }
+        for step, needs in steps
+    ]
+    lua.raw("flow.submit", run_id, json.dumps({"flow": "f"}), json.dumps(jobs), now=now)
+
+
 def assert_counts_kept(api: Lua) -> None:
     """Every run's kept counts (include/run_counts.lua) are what a scan of its jobs finds, and
     the status the run list gives from them is the one run.read decides from its jobs."""

@@ -125,9 +125,12 @@ def test_jobs_ending_in_one_call_tell_the_runs_end_once_from_its_counts(lua: Lua
     lua("complete.many", "w1", a, "q", "", b, "q", "", now=T0 + 2)
     assert outbox(lua) == []  # c was released by a's complete: waiting, so the run goes on
     assert lua.pop_jids("q", "w1", now=T0 + 3) == [c]
+    lua.r.config_resetstat()
     lua.complete(c, now=T0 + 4)
     [entry] = outbox(lua)
     assert (entry["kind"], entry["jid"]) == ("run_success", c)
+    # Asked of the counts: the run's list of jobs was not read (the scan reads it first).
+    assert "cmdstat_lrange" not in lua.r.info("commandstats")
 
 
 def test_two_ends_of_a_run_in_one_call_make_one_entry_naming_the_last(lua: Lua) -> None:

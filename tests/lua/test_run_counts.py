@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import redis
 from helpers import assert_unchanged
-from lua_support import T0, Lua
+from lua_support import T0, Lua, submit_steps
 
 from scheduler.engine.errors import InvalidArgument
 from scheduler.engine.scripts import Engine, qless_bundle
@@ -20,20 +20,7 @@ RUN = "r@1"
 
 
 def submit(lua: Lua, *steps: tuple[str, list[str]], **extra: Any) -> None:
-    jobs = [
-        {
-            "jid": f"{RUN}:{step}",
-            "queue": "q",
-            "klass": "K",
-            "data": "{}",
-            "retries": 0,
-            "depends": [f"{RUN}:{n}" for n in needs],
-            "trigger": "all_success",
-            **extra.get(step, {}),
-        }
-        for step, needs in steps
-    ]
-    lua.raw("flow.submit", RUN, json.dumps({"flow": "f"}), json.dumps(jobs), now=T0)
+    submit_steps(lua, RUN, *steps, **extra)
 
 
 def kept(lua: Lua) -> dict[str, int]:

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 from helpers import assert_unchanged
-from lua_support import T0, Lua, as_list
+from lua_support import T0, Lua, as_list, submit_steps
 
 from flows.runs import statuses
 from scheduler.engine.errors import InvalidArgument, WrongState
@@ -19,20 +19,7 @@ RUN = "r@1"
 
 
 def submit(lua: Lua, *steps: tuple[str, list[str]], now: float = T0, **extra: Any) -> None:
-    jobs = []
-    for step, needs in steps:
-        job: dict[str, Any] = {
-            "jid": f"{RUN}:{step}",
-            "queue": "q",
-            "klass": "K",
-            "data": "{}",
-            "retries": 0,
-            "depends": [f"{RUN}:{n}" for n in needs],
-            "trigger": "all_success",
-        }
-        job.update(extra.get(step, {}))
-        jobs.append(job)
-    lua.raw("flow.submit", RUN, json.dumps({"flow": "f"}), json.dumps(jobs), now=now)
+    submit_steps(lua, RUN, *steps, now=now, **extra)
 
 
 def read(lua: Lua, *args: Any, now: float = T0 + 100) -> dict[str, Any]:
