@@ -14,9 +14,8 @@ import contextlib
 import json
 import re
 from collections.abc import Mapping
-from typing import Any, Final
-
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any, ClassVar, Final
 
 from flows.runs.statuses import FINISHED, RUN_STATUSES, STEP_STATUSES, Action, RunStatus, StepStatus
 from scheduler.engine.client import Client
@@ -36,16 +35,36 @@ _RUN_FIELDS_NUMBERS: Final = (
     "deadline_missed",
 )
 
+# Plain dataclasses, built from the engine's reply by the parsers below: reading a run is what
+# every ``flows status`` does, and a validation library's import and model building would cost
+# it a fifth of its start. The API documents the same classes (FastAPI reads dataclasses).
+
 
 def _list(value: Any) -> list[Any]:
     """The engine writes an empty list as ``{}``."""
     return [] if value in ({}, None) else list(value)
 
 
-class JobView(BaseModel):
-    """One job of a step, as the engine read it (``state`` None: it no longer exists)."""
+def _object(value: Any) -> dict[str, Any]:
+    return dict(value) if isinstance(value, Mapping) else {}
 
-    model_config = ConfigDict(frozen=True)
+
+def _number(value: Any) -> float | None:
+    """A time as a float (the engine's JSON writes a whole number without a point)."""
+    return None if value is None or value == "" else float(value)
+
+
+def _whole(value: Any) -> int:
+    return 0 if value is None or value == "" else int(value)
+
+
+def _text(value: Any) -> str | None:
+    return None if value is None else str(value)
+
+
+@dataclass(frozen=True)
+class JobView:
+    """One job of a step, as the engine read it (``state`` None: it no longer exists)."""
 
     jid: str
     state: str | None
@@ -54,45 +73,69 @@ class JobView(BaseModel):
     started: float | None = None
     updated: float | None = None
     child: str | None = None
-    actions: list[Action] = Field(default_factory=list)
+    actions: list[Action] = field(default_factory=list)
     outputs: Any = None
     failure: dict[str, Any] | None = None
-    earlier: list[dict[str, Any]] = Field(default_factory=list)
+    earlier: list[dict[str, Any]] = field(default_factory=list)
     """A re-run job's earlier attempts: each ``{attempt, status, result, failure, updated}``."""
 
-    @field_validator("actions", "earlier", mode="before")
     @classmethod
-    def _actions(cls, value: Any) -> Any:
-        return _list(value)
+    def parse(cls, raw: Mapping[str, Any]) -> JobView:
+        """The view of one job of a ``run.read`` reply."""
+        failure = raw.get("failure")
+        return cls(
+            jid=str(raw["jid"]),
+            state=_text(raw.get("state")),
+            status=raw["status"],
+            attempts=_whole(raw.get("attempts")),
+            started=_number(raw.get("started")),
+            updated=_number(raw.get("updated")),
+            child=_text(raw.get("child")),
+            actions=_list(raw.get("actions")),
+            outputs=raw.get("outputs"),
+            failure=dict(failure) if isinstance(failure, Mapping) and failure else None,
+            earlier=_list(raw.get("earlier")),
+        )
 
-    @field_validator("failure", mode="before")
-    @classmethod
-    def _failure(cls, value: Any) -> Any:
-        return value if isinstance(value, Mapping) and value else None
 
-
-class StepView(BaseModel):
+@dataclass
+class StepView:
     """One step of a run (a foreach step's items together): its status, counts per status,
     times and actions, and a page of its jobs (``offset``; ``next``: the next page's offset)."""
 
     step: str
     status: StepStatus
-    counts: dict[str, int] = Field(default_factory=dict)
+    counts: dict[str, int] = field(default_factory=dict)
     total: int = 0
     attempts: int = 0
     started: float | None = None
     finished: float | None = None
     duration: float | None = None
     child: str | None = None
-    actions: list[Action] = Field(default_factory=list)
+    actions: list[Action] = field(default_factory=list)
     offset: int = 0
     next: int | None = None
-    jobs: list[JobView] = Field(default_factory=list)
+    jobs: list[JobView] = field(default_factory=list)
 
-    @field_validator("actions", "jobs", mode="before")
     @classmethod
-    def _lists(cls, value: Any) -> Any:
-        return _list(value)
+    def parse(cls, raw: Mapping[str, Any]) -> StepView:
+        """The view of one step of a ``run.read`` reply."""
+        after = raw.get("next")
+        return cls(
+            step=str(raw["step"]),
+            status=raw["status"],
+            counts={str(k): int(v) for k, v in _object(raw.get("counts")).items()},
+            total=_whole(raw.get("total")),
+            attempts=_whole(raw.get("attempts")),
+            started=_number(raw.get("started")),
+            finished=_number(raw.get("finished")),
+            duration=_number(raw.get("duration")),
+            child=_text(raw.get("child")),
+            actions=_list(raw.get("actions")),
+            offset=_whole(raw.get("offset")),
+            next=None if after is None else int(after),
+            jobs=[JobView.parse(job) for job in _list(raw.get("jobs"))],
+        )
 
     @property
     def jids(self) -> list[str]:
@@ -108,36 +151,34 @@ class StepView(BaseModel):
         return f"{self.done}/{self.total}"
 
 
-class RunView(BaseModel):
+@dataclass
+class RunView:
     """A run as the engine decided it, in the one JSON shape of a run (``flows status --json``,
     ``GET /api/v1/runs/{id}``): its record's fields (flow, submitted, trigger, params, queues,
-    and for a child run parent_run, parent_step, ...), its status, counts per status, allowed
-    actions, its graph as submitted (None for a run submitted without one) and its steps."""
+    and in ``extra`` the others, as a child run's parent_run and parent_step), its status,
+    counts per status, allowed actions, its graph as submitted (None for a run submitted
+    without one) and its steps."""
 
-    model_config = ConfigDict(extra="allow")
+    # The API's schema says what the document says: a run's other record fields come too.
+    __pydantic_config__: ClassVar[dict[str, Any]] = {"extra": "allow"}
 
     id: str
-    flow: str = ""
     status: RunStatus
+    flow: str = ""
     submitted: float | None = None
     jobs: int = 0
     trigger: str | None = None
-    params: dict[str, Any] = Field(default_factory=dict)
-    queues: list[str] = Field(default_factory=list)
-    counts: dict[str, int] = Field(default_factory=dict)
-    actions: list[Action] = Field(default_factory=list)
+    params: dict[str, Any] = field(default_factory=dict)
+    queues: list[str] = field(default_factory=list)
+    counts: dict[str, int] = field(default_factory=dict)
+    actions: list[Action] = field(default_factory=list)
     graph: dict[str, Any] | None = None
-    steps: list[StepView] = Field(default_factory=list)
+    steps: list[StepView] = field(default_factory=list)
 
-    @field_validator("actions", "steps", "queues", mode="before")
-    @classmethod
-    def _lists(cls, value: Any) -> Any:
-        return _list(value)
-
-    @field_validator("params", "counts", mode="before")
-    @classmethod
-    def _objects(cls, value: Any) -> Any:
-        return value if isinstance(value, Mapping) else {}
+    def __post_init__(self) -> None:
+        # The record's other fields (parent_run, parent_step, tick, schedule, ...), as stored.
+        # Not a field: the API's schema has them at the top level, as the document does.
+        self.extra: dict[str, Any] = {}
 
     @property
     def run_id(self) -> str:
@@ -146,7 +187,7 @@ class RunView(BaseModel):
     @property
     def record(self) -> dict[str, Any]:
         """The run record's fields (what the run was submitted with)."""
-        return {k: v for k, v in self.model_dump().items() if k not in _DECIDED}
+        return {k: v for k, v in run_document(self).items() if k not in _DECIDED}
 
     @property
     def finished(self) -> bool:
@@ -163,11 +204,21 @@ class RunView(BaseModel):
 
 # The fields the engine decides at each read, not the run's record.
 _DECIDED: Final = frozenset({"id", "status", "counts", "actions", "graph", "steps"})
+# The run's fields in the document's order: the record's declared fields, then what it decides.
+_ORDER: Final = ("id", "flow", "status", "submitted", "jobs", "trigger", "params", "queues")
 
 
 def run_document(view: RunView) -> dict[str, Any]:
-    """The one JSON shape of a run (``flows status --json``, ``GET /api/v1/runs/{id}``)."""
-    return view.model_dump(mode="json")
+    """The one JSON shape of a run (``flows status --json``, ``GET /api/v1/runs/{id}``): its
+    declared fields, then the record's others."""
+    document = {f.name: getattr(view, f.name) for f in fields(view)}
+    document["steps"] = [asdict(step) for step in view.steps]
+    document["params"] = dict(view.params)
+    document["queues"] = list(view.queues)
+    document["counts"] = dict(view.counts)
+    document["actions"] = list(view.actions)
+    ordered = {name: document.pop(name) for name in _ORDER}
+    return {**ordered, **document, **view.extra}
 
 
 def run_record(raw: Mapping[str, Any]) -> dict[str, Any]:
@@ -213,19 +264,25 @@ def parse_run(run_id: str, raw: str) -> RunView:
     """The view of a ``run.read`` reply (for callers that read many runs in one pipeline)."""
     reply = json.loads(raw)
     record = run_record(reply["record"])
-    record.pop("graph", None)
     graph = reply.get("graph")
-    return RunView.model_validate(
-        {
-            **record,
-            "id": run_id,
-            "status": reply["status"],
-            "counts": reply.get("counts"),
-            "actions": reply.get("actions"),
-            "graph": graph if isinstance(graph, dict) else None,
-            "steps": reply.get("steps"),
-        }
+    declared = {f.name for f in fields(RunView)} | {"graph"}
+    trigger = record.get("trigger")
+    view = RunView(
+        id=run_id,
+        status=reply["status"],
+        flow=str(record.get("flow") or ""),
+        submitted=_number(record.get("submitted")),
+        jobs=_whole(record.get("jobs")),
+        trigger=None if trigger is None else str(trigger),
+        params=_object(record.get("params")),
+        queues=_list(record.get("queues")),
+        counts={str(k): int(v) for k, v in _object(reply.get("counts")).items()},
+        actions=_list(reply.get("actions")),
+        graph=graph if isinstance(graph, dict) else None,
+        steps=[StepView.parse(step) for step in _list(reply.get("steps"))],
     )
+    view.extra.update((k, v) for k, v in record.items() if k not in declared)
+    return view
 
 
 def run_status(client: Client, run_id: str) -> str | None:
