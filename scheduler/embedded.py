@@ -223,6 +223,9 @@ class EmbeddedServer:
     directory: ``server.conf`` (rewritten at each start), ``server.pid``, ``server.log``,
     ``server.lock`` and ``appendonlydir/``, plus ``redis.sock`` unless that path is too long for a
     socket.
+
+    ``scratch=True`` writes no append-only file at all: a server whose data is thrown away with
+    its folder (``flows test``'s), spared the file's writes after every command.
     """
 
     def __init__(
@@ -231,6 +234,8 @@ class EmbeddedServer:
         binary: str | Path | None = None,
         appendfsync: str = DEFAULT_APPENDFSYNC,
         start_timeout: float = START_TIMEOUT,
+        *,
+        scratch: bool = False,
     ) -> None:
         if appendfsync not in FSYNC_POLICIES:
             raise ValueError(f"appendfsync must be one of {', '.join(FSYNC_POLICIES)}")
@@ -238,6 +243,7 @@ class EmbeddedServer:
         self.data_dir = Path(data_dir or default_data_dir()).expanduser().resolve()
         self.binary = str(binary) if binary else None
         self.appendfsync = appendfsync
+        self.scratch = scratch
         self.start_timeout = start_timeout
         self.socket_path = socket_path_for(self.data_dir)
 
@@ -353,7 +359,7 @@ class EmbeddedServer:
             "port 0",
             "unixsocketperm 700",
             "daemonize yes",
-            "appendonly yes",
+            "appendonly no" if self.scratch else "appendonly yes",
             f"appendfsync {self.appendfsync}",
             'save ""',
             "maxmemory-policy noeviction",

@@ -264,6 +264,17 @@ def test_configuration(make_server: MakeServer, tmp_path: Path) -> None:
     assert (embedded.data_dir / "appendonlydir").is_dir()
 
 
+def test_a_scratch_server_keeps_no_file(make_server: MakeServer, tmp_path: Path) -> None:
+    """``flows test``'s server: its data goes with its folder, so it writes no append-only file."""
+    embedded = make_server(tmp_path / "data", scratch=True)
+    embedded.start()
+    with embedded.client() as client:
+        client.set("k", "v")
+        assert client.config_get("appendonly")["appendonly"] == "no"
+        assert client.config_get("save")["save"] == ""
+    assert not (embedded.data_dir / "appendonlydir").exists()
+
+
 def test_info(make_server: MakeServer, tmp_path: Path) -> None:
     embedded = make_server(tmp_path / "data")
     stopped = embedded.info()
