@@ -52,6 +52,10 @@ SHUTDOWN_GRACE = 5.0
 """Seconds the local worker of `flows run` gives running jobs after Ctrl-C."""
 WAIT_SWEEP_INTERVAL = 1.0
 """Seconds between two looks for timed-out waits while `flows run` drives a run."""
+FOLLOW_PAUSES = (0.02, 0.2)
+"""Seconds between two reads of the run `flows run` follows: the first after the run changed,
+then doubling up to the second while it does not (a run's end shows within tens of
+milliseconds, and a long quiet step costs five reads a second)."""
 FAILURE_LINES = 12
 """Lines of a failed job's message printed under it."""
 INTERRUPTED = 130
@@ -139,6 +143,18 @@ class WaitTimeouts:
             time_out_waits(self.client, max_rounds=1)
 
 
+def _read_again(
+    client: Client, run_id: str, view: RunView, pause: float, sweep: WaitTimeouts
+) -> tuple[RunView, float]:
+    """The run read again after ``pause``, and the pause before the next read
+    (:data:`FOLLOW_PAUSES`)."""
+    time.sleep(pause)
+    sweep()
+    again = load_run(client, run_id) or view
+    first, longest = FOLLOW_PAUSES
+    return again, first if again != view else min(pause * 2, longest)
+
+
 def _follow(
     client: Client,
     run_id: str,
@@ -182,17 +198,14 @@ def _follow(
             view = load_run(client, run_id) or view
             console.print(render_run(view))
             return view, False
+        pause = FOLLOW_PAUSES[0]
         if quiet:  # --json: the run's JSON at the end is the whole output
             while not view.finished:
-                time.sleep(0.2)
-                sweep()
-                view = load_run(client, run_id) or view
+                view, pause = _read_again(client, run_id, view, pause, sweep)
             return view, False
         with Live(render_run(view), console=console, auto_refresh=False, transient=False) as screen:
             while not view.finished:
-                time.sleep(0.2)
-                sweep()
-                view = load_run(client, run_id) or view
+                view, pause = _read_again(client, run_id, view, pause, sweep)
                 if live:
                     screen.update(render_run(view), refresh=True)
             screen.update(render_run(view), refresh=True)

@@ -37,6 +37,10 @@ from scheduler.worker.settings import WorkerSettings
 
 log = logging.getLogger("flows.worker")
 
+LISTEN_LOOK = 0.5
+"""Seconds the listener waits for a message before it looks whether the worker stopped (a
+stop wakes it at once: :meth:`Keeper._wake_listener`)."""
+
 # The registration is renewed at this fraction of the engine's `worker-silent-after`, so that
 # `flows workers` marks silent only a worker that stopped talking (a job with a long lock is
 # heartbeated rarely; an idle worker talks at every poll anyway).
@@ -78,6 +82,7 @@ class Keeper:
         self._leased = False  # a renewal has succeeded since the worker started
         self._lease_until = 0.0  # monotonic: the lease surely runs until then
         self._next_lease = float("inf")
+        self._pubsub: Any = None  # the listener's subscription (see _wake_listener)
 
     def threads(self) -> list[threading.Thread]:
         return [
@@ -92,6 +97,18 @@ class Keeper:
     def stop(self) -> None:
         self.done.set()
         self._wake.set()
+        self._wake_listener()
+
+    def _wake_listener(self) -> None:
+        """End the listener's wait for a message at once, not at its next half-second look: a
+        worker that stops (``flows run`` at its run's end) would otherwise wait that long to
+        exit. Shutting the socket down wakes the thread blocked reading it, no round trip
+        needed (the server may be gone); the listener then closes it."""
+        pubsub = self._pubsub
+        sock = getattr(getattr(pubsub, "connection", None), "_sock", None)
+        if isinstance(sock, socket.socket):
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
 
     # -- presence and the lease -----------------------------------------------------------------
 
@@ -278,10 +295,11 @@ class Keeper:
         mine = f"{self.client.engine.key_prefix}w:{self.name}"
         while not self.done.is_set():
             pubsub = self.client.redis.pubsub(ignore_subscribe_messages=True)  # type: ignore[no-untyped-call]
+            self._pubsub = pubsub
             try:
                 pubsub.subscribe(mine)
                 while not self.done.is_set():
-                    message = pubsub.get_message(timeout=0.5)
+                    message = pubsub.get_message(timeout=LISTEN_LOOK)
                     if message is not None and message["channel"] == mine:
                         self._on_worker_message(message["data"])
             except (redis.ConnectionError, redis.TimeoutError):

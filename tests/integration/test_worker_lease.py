@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import signal
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,6 +27,7 @@ from test_worker import (
 from scheduler.embedded import EmbeddedServer
 from scheduler.engine.client import Client
 from scheduler.engine.scripts import Engine
+from scheduler.worker import leases
 
 
 @pytest.fixture
@@ -90,3 +92,16 @@ def test_a_job_locked_to_a_live_worker_that_does_not_hold_it_runs_again_in_secon
         with in_process_worker(engine, ["other"], name="next"):
             wait_state(client, jid, "complete", timeout=10)
     assert time.monotonic() - popped_at < 10
+
+
+def test_a_stopping_worker_does_not_wait_for_its_listener_to_look_again(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`flows run` stops its worker when the run ends: the listener of lock-lost messages is
+    woken then, not at its next look (made an hour here, so only the wake-up can end it)."""
+    monkeypatch.setattr(leases, "LISTEN_LOOK", 3600.0)
+    with in_process_worker(engine, ["q"], name="stops") as worker:
+        wait_for(lambda: worker.keeper._pubsub is not None, 10, "the listener to subscribe")
+        listener = next(t for t in threading.enumerate() if t.name == "flows-listener")
+    listener.join(15)  # the worker has stopped (in_process_worker checked it)
+    assert not listener.is_alive()
