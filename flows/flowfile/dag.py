@@ -9,11 +9,14 @@ from __future__ import annotations
 import heapq
 import json
 from collections.abc import Iterable, Mapping, Sequence
-
-import networkx as nx
+from typing import TYPE_CHECKING
 
 from flows.flowfile.conditions import expression_of
 from flows.flowfile.model import Flow, Step
+
+if TYPE_CHECKING:  # networkx is imported where a graph is built: a tenth of a second, which
+    # `flows run` and `flows validate` of a flow without a cycle never need to spend
+    import networkx as nx
 
 
 def step_graph(needs: Mapping[str, Sequence[str]]) -> nx.DiGraph:
@@ -21,6 +24,8 @@ def step_graph(needs: Mapping[str, Sequence[str]]) -> nx.DiGraph:
 
     Needs that name no step are left out (validation reports them).
     """
+    import networkx as nx
+
     graph = nx.DiGraph()
     graph.add_nodes_from(needs)
     graph.add_edges_from(
@@ -41,6 +46,8 @@ def topological_steps(flow: Flow) -> list[str]:
     """
     order = _kahn({step_id: step.needs for step_id, step in flow.steps.items()})
     if len(order) < len(flow.steps):
+        import networkx as nx
+
         written = {step_id: index for index, step_id in enumerate(flow.steps)}
         # Only networkx's error is wanted here: the same message as ever for a cycle.
         list(nx.lexicographical_topological_sort(flow_graph(flow), key=written.__getitem__))
@@ -82,6 +89,8 @@ def _kahn(needs: Mapping[str, Sequence[str]]) -> list[str]:
 
 def upstream(graph: nx.DiGraph, step_id: str) -> set[str]:
     """Every step that is done before ``step_id`` starts: its needs, their needs, and so on."""
+    import networkx as nx
+
     return set(nx.ancestors(graph, step_id))
 
 
@@ -92,6 +101,8 @@ def cycles(needs: Mapping[str, Sequence[str]]) -> list[list[str]]:
     """
     if len(_kahn(needs)) == len(needs):
         return []  # the usual case, found without building a graph
+    import networkx as nx
+
     graph = step_graph(needs)
     found: list[list[str]] = []
     for component in nx.strongly_connected_components(graph):

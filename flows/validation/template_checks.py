@@ -13,9 +13,7 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any
-
-import networkx as nx
+from typing import TYPE_CHECKING, Any
 
 from flows.flowfile import conditions
 from flows.flowfile.dag import step_graph
@@ -39,6 +37,9 @@ from flows.flowfile.templates import (
     whole_reference,
 )
 from flows.flowfile.yaml_reader import Trap
+
+if TYPE_CHECKING:  # built only when a step reads beyond its direct needs
+    import networkx as nx
 
 _ROOTS = (PARAMS, RUN, STEPS, MATRIX)
 _ACTION_FIELDS = ("run", "with", "env", "cwd")
@@ -222,6 +223,8 @@ class TemplateChecker:
         return step_graph(self.needs)
 
     def is_upstream(self, step_id: str, reader: str) -> bool:
+        import networkx as nx
+
         # A step the model refused (a typo in one of its keys) is in no graph: not upstream.
         graph = self.graph
         return bool(

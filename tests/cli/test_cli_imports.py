@@ -143,3 +143,5 @@ def test_flows_validate_does_not_import_redis(tmp_path: Path) -> None:
     loaded = loaded_by("validate", str(flow))
     assert "pydantic" in loaded
     assert not loaded & {"redis", *WEB}
+    # The graph library is for a flow with a cycle, or a step reading beyond its needs.
+    assert "networkx" not in loaded
