@@ -11,6 +11,7 @@ in ``offsets``): a 10,000-item step costs the same to show as a 10-item one.
 from __future__ import annotations
 
 import contextlib
+import copy
 import json
 import re
 from collections.abc import Mapping
@@ -204,21 +205,17 @@ class RunView:
 
 # The fields the engine decides at each read, not the run's record.
 _DECIDED: Final = frozenset({"id", "status", "counts", "actions", "graph", "steps"})
-# The run's fields in the document's order: the record's declared fields, then what it decides.
+# The document's first keys, in its order (the class lists `status`, which has no default,
+# before `flow`); the other fields follow in the class's order, then the record's others.
 _ORDER: Final = ("id", "flow", "status", "submitted", "jobs", "trigger", "params", "queues")
 
 
 def run_document(view: RunView) -> dict[str, Any]:
     """The one JSON shape of a run (``flows status --json``, ``GET /api/v1/runs/{id}``): its
-    declared fields, then the record's others."""
-    document = {f.name: getattr(view, f.name) for f in fields(view)}
-    document["steps"] = [asdict(step) for step in view.steps]
-    document["params"] = dict(view.params)
-    document["queues"] = list(view.queues)
-    document["counts"] = dict(view.counts)
-    document["actions"] = list(view.actions)
+    fields, then the record's others; a copy, which the caller may change."""
+    document = asdict(view)
     ordered = {name: document.pop(name) for name in _ORDER}
-    return {**ordered, **document, **view.extra}
+    return {**ordered, **document, **copy.deepcopy(view.extra)}
 
 
 def run_record(raw: Mapping[str, Any]) -> dict[str, Any]:
@@ -265,15 +262,13 @@ def parse_run(run_id: str, raw: str) -> RunView:
     reply = json.loads(raw)
     record = run_record(reply["record"])
     graph = reply.get("graph")
-    declared = {f.name for f in fields(RunView)} | {"graph"}
-    trigger = record.get("trigger")
     view = RunView(
         id=run_id,
         status=reply["status"],
         flow=str(record.get("flow") or ""),
         submitted=_number(record.get("submitted")),
         jobs=_whole(record.get("jobs")),
-        trigger=None if trigger is None else str(trigger),
+        trigger=_text(record.get("trigger")),
         params=_object(record.get("params")),
         queues=_list(record.get("queues")),
         counts={str(k): int(v) for k, v in _object(reply.get("counts")).items()},
@@ -281,6 +276,8 @@ def parse_run(run_id: str, raw: str) -> RunView:
         graph=graph if isinstance(graph, dict) else None,
         steps=[StepView.parse(step) for step in _list(reply.get("steps"))],
     )
+    # The record's own `graph` (its text) and the fields above are not repeated.
+    declared = {f.name for f in fields(RunView)}
     view.extra.update((k, v) for k, v in record.items() if k not in declared)
     return view
 
