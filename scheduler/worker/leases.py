@@ -103,7 +103,8 @@ class Keeper:
         """End the listener's wait for a message at once, not at its next half-second look: a
         worker that stops (``flows run`` at its run's end) would otherwise wait that long to
         exit. Shutting the socket down wakes the thread blocked reading it, no round trip
-        needed (the server may be gone); the listener then closes it."""
+        needed (the server may be gone); the listener then closes it. redis-py keeps the
+        socket as ``_sock``: without one there, the listener ends at its next look."""
         pubsub = self._pubsub
         sock = getattr(getattr(pubsub, "connection", None), "_sock", None)
         if isinstance(sock, socket.socket):
