@@ -36,6 +36,7 @@ from flows.cli.options import run_id as run_id_option
 from flows.cli.signal import print_awaiting
 from flows.cli.tables import fitted
 from flows.cli.terminal import visible
+from flows.runs.logs import QUICK_PAUSE
 from flows.runs.read import RunView, list_run_statuses, load_run, run_document
 from flows.runs.statuses import STYLES
 from scheduler.engine.client import Client
@@ -52,7 +53,7 @@ SHUTDOWN_GRACE = 5.0
 """Seconds the local worker of `flows run` gives running jobs after Ctrl-C."""
 WAIT_SWEEP_INTERVAL = 1.0
 """Seconds between two looks for timed-out waits while `flows run` drives a run."""
-FOLLOW_PAUSES = (0.02, 0.2)
+FOLLOW_PAUSES = (QUICK_PAUSE, 0.2)
 """Seconds between two reads of the run `flows run` follows: the first after the run changed,
 then doubling up to the second while it does not (a run's end shows within tens of
 milliseconds, and a long quiet step costs five reads a second)."""

@@ -19,6 +19,10 @@ from scheduler.engine.joblogs import ENDED, LogLine
 
 # Seconds between two looks for jobs that appeared while following (a run's new jobs).
 MORE_INTERVAL = 1.0
+# Seconds before the next look after one that found something new (lines, a change of a run):
+# the pause then doubles up to the caller's interval while nothing comes, so a burst of lines
+# and a run's end show at once, and a quiet tail costs a few reads a second.
+QUICK_PAUSE = 0.02
 
 
 class NoSuchRun(LookupError):
@@ -134,17 +138,22 @@ def follow(
     more: Callable[[], list[tuple[str, str]]] | None = None,
 ) -> Iterator[StepLine]:
     """The lines of ``jobs`` as they come (see :class:`Follower`); without ``live`` only what is
-    stored now. Ends when every job has ended and its last lines are read, or when ``stop()``
-    says so (the run ended): then after one more round, so the lines stored between the last
-    round and the end are read too. ``more()`` names jobs that appeared since (a fan-out's
+    stored now. Looks again :data:`QUICK_PAUSE` after lines came, then less often, up to every
+    ``interval`` seconds. Ends when every job has ended and its last lines are read, or when
+    ``stop()`` says so (the run ended): then after one more round, so the lines stored between
+    the last round and the end are read too. ``more()`` names jobs that appeared since (a fan-out's
     items, a child run's jobs), asked before each round."""
     follower = jobs if isinstance(jobs, Follower) else Follower(client, jobs, live=live)
     asked = 0.0
+    pause = min(QUICK_PAUSE, interval)
     while True:
         if more is not None and time.monotonic() - asked >= MORE_INTERVAL:
             follower.add(more())
             asked = time.monotonic()
-        yield from follower.poll()
+        came = False
+        for line in follower.poll():
+            came = True
+            yield line
         if follower.done:
             return
         if stop():
@@ -152,7 +161,8 @@ def follow(
                 follower.add(more())
             yield from follower.poll()  # every job has ended: this round reads their last lines
             return
-        time.sleep(interval)
+        time.sleep(pause)
+        pause = min(QUICK_PAUSE, interval) if came else min(pause * 2, interval)
 
 
 def run_tree_jobs(
