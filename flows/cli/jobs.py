@@ -399,6 +399,12 @@ def _is_run(client: Client, name: str) -> bool:
     return client.engine.call("run.get", name) is not None
 
 
+def _unknown(names: list[str]) -> click.ClickException:
+    """The error for targets that are neither a run nor a job (as `flows explain` says it)."""
+    listed = ", ".join(repr(name) for name in names)
+    return click.ClickException(f"no job or run {listed} (see `flows runs`)")
+
+
 @click.command()
 @click.argument("target")
 @click.option(
@@ -442,6 +448,8 @@ def retry(
                     print_json({"run": target, "retried": count})
                 return
             sys.exit(work_run(client, target, view.queues, threads, as_json=as_json))
+        if client.jobs.get(target) is None:
+            raise _unknown([target])
         done = run_actions.retry_job(client, target)
     if "run" in done:
         text = f"run {done['run']}: {done['retried']} failed job(s) of {target} put back"
@@ -513,10 +521,14 @@ def cancel(
         raise click.UsageError("name a run or job to cancel, or --backfill ID")
     client = open_client(redis_url, namespace)
     with user_errors():
-        if backfill_id is not None:
-            _cancel_backfill(client, backfill_id)
         runs = [t for t in targets if _is_run(client, t)]
         jids = [t for t in targets if t not in runs]
+        # Every target checked before the first is canceled: a typo cancels nothing.
+        found = {job.jid for job in client.jobs.multiget(*jids)} if jids else set()
+        if missing := [jid for jid in jids if jid not in found]:
+            raise _unknown(missing)
+        if backfill_id is not None:
+            _cancel_backfill(client, backfill_id)
         canceled_runs: dict[str, int] = {}
         canceled_jobs: list[str] = []
         for run_id in runs:

@@ -239,3 +239,17 @@ def test_queues_and_workers_are_one_document_in_the_cli_and_the_api(
     assert queue["name"] == "acts" and queue["paused"] and queue["backlog"] == 1
     [worker] = api.get("/api/v1/workers").body["items"]
     assert (worker["name"], worker["host"], worker["pid"]) == ("w-doc", "h", 7)
+
+
+def test_retry_and_cancel_of_an_unknown_target_name_it_and_change_nothing(
+    cli: CliRunner, client: Client, redis_client: redis.Redis
+) -> None:
+    jid = client.queues["plain"].put("K", {})
+    for args in (("retry", "no-such"), ("cancel", jid, "no-such", "nor-this")):
+        with assert_unchanged(redis_client):
+            refused = flows(cli, *args)
+        assert refused.exit_code == 1, refused.output
+        assert "no job or run 'no-such'" in refused.output, refused.output
+        assert "Traceback" not in refused.output and "Get()" not in refused.output
+    assert "'nor-this'" in refused.output
+    assert client.jobs.get(jid) is not None  # named with the typos: not canceled
