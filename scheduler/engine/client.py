@@ -100,7 +100,7 @@ class Jobs:
         """The job; raises :class:`~scheduler.engine.errors.JobNotFound` if there is none."""
         job = self.get(jid)
         if job is None:
-            raise JobNotFound(f"Get(): Job {jid} does not exist", command="get")
+            raise JobNotFound(f"no job {jid!r}", command="get")
         return job
 
     def multiget(self, *jids: str, now: Now = "") -> list[Job]:
@@ -154,9 +154,7 @@ class Jobs:
         """The recurring job's definition; raises JobNotFound if there is none."""
         raw = as_dict(self._call("recur.get", jid, now=now))
         if not raw:
-            raise JobNotFound(
-                f"Recur.get(): Recurring job {jid} does not exist", command="recur.get"
-            )
+            raise JobNotFound(f"no recurring job {jid!r}", command="recur.get")
         return RecurringJob(self.client, raw)
 
     def cancel(self, *jids: str, now: Now = "") -> list[str]:
