@@ -187,8 +187,9 @@ class RunView:
 
     @property
     def record(self) -> dict[str, Any]:
-        """The run record's fields (what the run was submitted with)."""
-        return {k: v for k, v in run_document(self).items() if k not in _DECIDED}
+        """The run record's fields (what the run was submitted with), a copy."""
+        kept = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in _DECIDED}
+        return copy.deepcopy({**kept, **self.extra})
 
     @property
     def finished(self) -> bool:
