@@ -36,7 +36,7 @@ from flows.cli.options import run_id as run_id_option
 from flows.cli.signal import print_awaiting
 from flows.cli.tables import fitted
 from flows.cli.terminal import visible
-from flows.runs.logs import QUICK_PAUSE
+from flows.runs import pacing
 from flows.runs.read import RunView, list_run_statuses, load_run, run_document
 from flows.runs.statuses import STYLES
 from scheduler.engine.client import Client
@@ -53,10 +53,10 @@ SHUTDOWN_GRACE = 5.0
 """Seconds the local worker of `flows run` gives running jobs after Ctrl-C."""
 WAIT_SWEEP_INTERVAL = 1.0
 """Seconds between two looks for timed-out waits while `flows run` drives a run."""
-FOLLOW_PAUSES = (QUICK_PAUSE, 0.2)
-"""Seconds between two reads of the run `flows run` follows: the first after the run changed,
-then doubling up to the second while it does not (a run's end shows within tens of
-milliseconds, and a long quiet step costs five reads a second)."""
+FOLLOW_LONGEST = 0.2
+"""The longest pause between two reads of the run `flows run` follows (:mod:`flows.runs.pacing`
+decides each: a run's end shows within tens of milliseconds, a long quiet step costs five
+reads a second)."""
 FAILURE_LINES = 12
 """Lines of a failed job's message printed under it."""
 INTERRUPTED = 130
@@ -147,13 +147,13 @@ class WaitTimeouts:
 def _read_again(
     client: Client, run_id: str, view: RunView, pause: float, sweep: WaitTimeouts
 ) -> tuple[RunView, float]:
-    """The run read again after ``pause``, and the pause before the next read
-    (:data:`FOLLOW_PAUSES`)."""
+    """The run read again after ``pause``, and the pause before the next read."""
     time.sleep(pause)
     sweep()
+    started = time.monotonic()
     again = load_run(client, run_id) or view
-    first, longest = FOLLOW_PAUSES
-    return again, first if again != view else min(pause * 2, longest)
+    spent = time.monotonic() - started
+    return again, pacing.next_pause(pause, again != view, spent, FOLLOW_LONGEST)
 
 
 def _follow(
@@ -199,7 +199,7 @@ def _follow(
             view = load_run(client, run_id) or view
             console.print(render_run(view))
             return view, False
-        pause = FOLLOW_PAUSES[0]
+        pause = pacing.QUICK
         if quiet:  # --json: the run's JSON at the end is the whole output
             while not view.finished:
                 view, pause = _read_again(client, run_id, view, pause, sweep)

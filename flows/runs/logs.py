@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from flows.flowfile.findings import did_you_mean
+from flows.runs import pacing
 from scheduler.engine import joblogs
 from scheduler.engine.client import Client
 from scheduler.engine.errors import JobNotFound
@@ -19,10 +20,6 @@ from scheduler.engine.joblogs import ENDED, LogLine
 
 # Seconds between two looks for jobs that appeared while following (a run's new jobs).
 MORE_INTERVAL = 1.0
-# Seconds before the next look after one that found something new (lines, a change of a run):
-# the pause then doubles up to the caller's interval while nothing comes, so a burst of lines
-# and a run's end show at once, and a quiet tail costs a few reads a second.
-QUICK_PAUSE = 0.02
 
 
 class NoSuchRun(LookupError):
@@ -138,22 +135,22 @@ def follow(
     more: Callable[[], list[tuple[str, str]]] | None = None,
 ) -> Iterator[StepLine]:
     """The lines of ``jobs`` as they come (see :class:`Follower`); without ``live`` only what is
-    stored now. Looks again :data:`QUICK_PAUSE` after lines came, then less often, up to every
-    ``interval`` seconds. Ends when every job has ended and its last lines are read, or when
-    ``stop()`` says so (the run ended): then after one more round, so the lines stored between
-    the last round and the end are read too. ``more()`` names jobs that appeared since (a fan-out's
-    items, a child run's jobs), asked before each round."""
+    stored now. Looks again soon after lines came, then less often, up to every ``interval``
+    seconds (:mod:`flows.runs.pacing`). Ends when every job has ended and its last lines are
+    read, or when ``stop()`` says so (the run ended): then after one more round, so the lines
+    stored between the last round and the end are read too. ``more()`` names jobs that
+    appeared since (a fan-out's items, a child run's jobs), asked before each round."""
     follower = jobs if isinstance(jobs, Follower) else Follower(client, jobs, live=live)
     asked = 0.0
-    pause = min(QUICK_PAUSE, interval)
+    pause = min(pacing.QUICK, interval)
     while True:
         if more is not None and time.monotonic() - asked >= MORE_INTERVAL:
             follower.add(more())
             asked = time.monotonic()
-        came = False
-        for line in follower.poll():
-            came = True
-            yield line
+        started = time.monotonic()
+        lines = follower.poll()
+        spent = time.monotonic() - started
+        yield from lines
         if follower.done:
             return
         if stop():
@@ -162,7 +159,7 @@ def follow(
             yield from follower.poll()  # every job has ended: this round reads their last lines
             return
         time.sleep(pause)
-        pause = min(QUICK_PAUSE, interval) if came else min(pause * 2, interval)
+        pause = pacing.next_pause(pause, bool(lines), spent, interval)
 
 
 def run_tree_jobs(
