@@ -30,11 +30,12 @@
 -- @include lean
 
 -- What pop needs of a job: time (waiting since), ttl_at, ttr, ckey, climit, throttle, state,
--- reserved; a lean pop reads the fields of its reply in the same read (from position 9 on).
+-- reserved, and last runs and created; a lean pop reads the fields of its reply in the same read
+-- (from position 9 on).
 local CANDIDATE = { 'time', 'ttl_at', 'ttr', 'ckey', 'climit', 'throttle', 'state', 'reserved',
-  'created' }
+  'runs', 'created' }
 local CANDIDATE_LEAN = { 'time', 'ttl_at', 'ttr', 'ckey', 'climit', 'throttle', 'state', 'reserved',
-  'klass', 'data', 'priority', 'tags', 'retries', 'remaining', 'lost', 'created' }
+  'klass', 'data', 'priority', 'tags', 'retries', 'remaining', 'lost', 'runs', 'created' }
 
 -- The reply of pop: the qless job JSON of each job.
 local function full_reply(_, job)
@@ -79,10 +80,11 @@ local function hand_out(c, jid, f)
   -- A job waiting since its put has no `time`: its wait started when it was created.
   local since = tonumber(f[1]) or tonumber(f[#c.names]) or Engine.now
   local expires = Engine.now + (tonumber(f[3]) or c.lock)
+  -- `runs`: the times it started running since it was put, its step log's attempt
+  -- (commands/log.lua); read with the candidate, so the job is written once.
+  local runs = (tonumber(f[#c.names - 1]) or 0) + 1
   redis.call('hset', key, 'state', 'running', 'worker', c.worker, 'expires', expires,
-    'popped', Engine.now, 'updated', Engine.now)
-  -- The times it started running since it was put: its step log's attempt (commands/log.lua).
-  local runs = redis.call('hincrby', key, 'runs', 1)
+    'popped', Engine.now, 'updated', Engine.now, 'runs', runs)
   table.insert(c.locks, expires)
   table.insert(c.locks, jid)
   -- A ttl deadline is looked at again once the lock could have expired (include/ttl.lua).

@@ -125,9 +125,14 @@ end
 
 -- The run of a tick becomes the schedule's last run.
 local function fired(name, run_id, tick, exists)
-  redis.call('hset', Keys.schedule(name), 'last_run', run_id, 'last_fired_at', Schedules.time(Engine.now))
-  if tick then redis.call('hset', Keys.schedule(name), 'last_tick', Schedules.time(tick)) end
-  redis.call('hincrby', Keys.schedule(name), 'fired', 1)
+  local key = Keys.schedule(name)
+  if tick then
+    redis.call('hset', key, 'last_run', run_id, 'last_fired_at', Schedules.time(Engine.now),
+      'last_tick', Schedules.time(tick))
+  else
+    redis.call('hset', key, 'last_run', run_id, 'last_fired_at', Schedules.time(Engine.now))
+  end
+  redis.call('hincrby', key, 'fired', 1)
   Events.log({ event = 'schedule_fired', schedule = name, run = run_id, tick = tick or cjson.null,
     exists = exists })
 end

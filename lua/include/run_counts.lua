@@ -12,10 +12,11 @@
 --
 -- Each write of a job's state marks the job (RunCounts.touch: Put.write, Job.append_history, the
 -- pop, Queue.enqueue/schedule); the dispatch settles the marked jobs once the command is done
--- (RunCounts.settle): a job whose class changed moves, in one HINCRBY per changed count. A
--- delete settles the job at once (RunCounts.forget). A run's jobs join at its submit, a fan-out's
--- items when the template expands (RunCounts.join); the template leaves (RunCounts.leave). A
--- run submitted before counts existed has no counts key: the decider scans it instead.
+-- (RunCounts.settle): a job whose class changed moves; a run's changed counts are written in one
+-- HSET (and one HDEL for those back to 0). A delete settles the job at once (RunCounts.forget).
+-- A run's jobs join at its submit, a fan-out's items when the template expands (RunCounts.join);
+-- the template leaves (RunCounts.leave). A run submitted before counts existed has no counts
+-- key: the decider scans it instead.
 -- RunCounts.recount gives the counts a scan finds (doctor's check, tests).
 -- @include keys
 -- @include engine
@@ -185,73 +186,77 @@ end
 -- A step's kept times and attempts: `<step>:@attempts`, `:@started`, `:@updated`, `:@child`.
 RunCounts.WIDE = { 'attempts', 'started', 'updated', 'child' }
 
--- The steps of `run` (deltas) that have no place yet get the next ones, in the order they joined.
-local function place_steps(key, run)
-  local names = {}
-  for _, step in ipairs(run.order) do
-    if run.joined[step] then names[#names + 1] = '#' .. step end
+-- Write one run's settled `run` (deltas) to its counts at `key`: the counts moved (a count back
+-- to 0 deleted), the steps that joined and have no place yet given the next ones in the order
+-- they joined, and the steps' kept attempts and times widened. One read of every field this
+-- changes, then one HSET and at most one HDEL (in slices): each write of a script is its own
+-- entry in the append-only file and the replicas' stream.
+local function write_run(key, run)
+  local fields, placing, widening = {}, {}, {}
+  for field, n in pairs(run.fields) do
+    if n ~= 0 then fields[#fields + 1] = field end
   end
-  local missing = {}
-  for first = 1, #names, 1000 do
-    local slice = { unpack(names, first, math.min(#names, first + 999)) }
-    local kept = redis.call('hmget', key, unpack(slice))
-    for i, name in ipairs(slice) do
-      if not kept[i] then missing[#missing + 1] = name end
+  for _, step in ipairs(run.order) do
+    if run.joined[step] then
+      placing[#placing + 1] = step
+      fields[#fields + 1] = '#' .. step
+    end
+    if next(run.steps[step]) ~= nil then
+      widening[#widening + 1] = step
+      for _, name in ipairs(RunCounts.WIDE) do fields[#fields + 1] = step .. ':@' .. name end
     end
   end
-  if #missing == 0 then return end
-  local last = redis.call('hincrby', key, '#', #missing)
-  local values = {}
-  for i, name in ipairs(missing) do
-    values[#values + 1] = name
-    values[#values + 1] = last - #missing + i
+  if #placing > 0 then fields[#fields + 1] = '#' end
+  if #fields == 0 then return end
+  local kept = {}
+  for first = 1, #fields, 1000 do
+    local slice = { unpack(fields, first, math.min(#fields, first + 999)) }
+    local values = redis.call('hmget', key, unpack(slice))
+    for i, field in ipairs(slice) do kept[field] = values[i] end
   end
-  Engine.call_many('hset', key, values)
-end
 
--- Widen one step's kept attempts and times with what its settled jobs added (`wide`).
-local function widen_step(key, step, wide)
-  if next(wide) == nil then return end
-  local fields = {}
-  for i, name in ipairs(RunCounts.WIDE) do fields[i] = step .. ':@' .. name end
-  local kept = redis.call('hmget', key, unpack(fields))
-  local changed = {}
-  if wide.attempts and wide.attempts > (tonumber(kept[1]) or 0) then
-    changed[#changed + 1] = fields[1]; changed[#changed + 1] = wide.attempts
+  local set, gone = {}, {}
+  local function write(field, value)
+    set[#set + 1] = field
+    set[#set + 1] = value
   end
-  local started = tonumber(kept[2])
-  if wide.started and (not started or wide.started < started) then
-    changed[#changed + 1] = fields[2]; changed[#changed + 1] = string.format('%.17g', wide.started)
+  for field, n in pairs(run.fields) do
+    if n ~= 0 then
+      local total = (tonumber(kept[field]) or 0) + n
+      if total == 0 then gone[#gone + 1] = field else write(field, total) end
+    end
   end
-  local updated = tonumber(kept[3])
-  if wide.updated and (not updated or wide.updated > updated) then
-    changed[#changed + 1] = fields[3]; changed[#changed + 1] = string.format('%.17g', wide.updated)
+  local last = tonumber(kept['#']) or 0
+  for _, step in ipairs(placing) do
+    if not kept['#' .. step] then
+      last = last + 1
+      write('#' .. step, last)
+    end
   end
-  if wide.child and not kept[4] then
-    changed[#changed + 1] = fields[4]; changed[#changed + 1] = wide.child
+  if last ~= (tonumber(kept['#']) or 0) then write('#', last) end
+  for _, step in ipairs(widening) do
+    local wide, at = run.steps[step], step .. ':@'
+    if wide.attempts and wide.attempts > (tonumber(kept[at .. 'attempts']) or 0) then
+      write(at .. 'attempts', wide.attempts)
+    end
+    local started = tonumber(kept[at .. 'started'])
+    if wide.started and (not started or wide.started < started) then
+      write(at .. 'started', string.format('%.17g', wide.started))
+    end
+    local updated = tonumber(kept[at .. 'updated'])
+    if wide.updated and (not updated or wide.updated > updated) then
+      write(at .. 'updated', string.format('%.17g', wide.updated))
+    end
+    if wide.child and not kept[at .. 'child'] then write(at .. 'child', wide.child) end
   end
-  if #changed > 0 then redis.call('hset', key, unpack(changed)) end
+  if #set > 0 then Engine.call_many('hset', key, set) end
+  if #gone > 0 then Engine.call_many('hdel', key, gone) end
 end
 
 local function apply(deltas)
   for run_id, run in pairs(deltas) do
     local key = Keys.run_counts(run_id)
-    if next(run.joined) ~= nil and redis.call('exists', key) == 0 then
-      -- A new run's counts: every field is new, one HSET (in slices) writes them all.
-      local values = {}
-      for field, n in pairs(run.fields) do
-        if n ~= 0 then values[#values + 1] = field; values[#values + 1] = n end
-      end
-      Engine.call_many('hset', key, values)
-    else
-      for field, n in pairs(run.fields) do
-        if n ~= 0 then
-          if redis.call('hincrby', key, field, n) == 0 then redis.call('hdel', key, field) end
-        end
-      end
-    end
-    place_steps(key, run)
-    for _, step in ipairs(run.order) do widen_step(key, step, run.steps[step]) end
+    write_run(key, run)
     if run.rewiden then RunCounts.rewiden(run_id, run.rewiden) end
     if run.reattempt then
       local _, _, _, _, wide = RunCounts.recount(run_id)

@@ -108,11 +108,15 @@ end
 function Runs.write(submission)
   local run_id, run, puts = submission.id, submission.run, submission.puts
   local key = Keys.run(run_id)
-  redis.call('hset', key, 'id', run_id, 'submitted', Engine.now, 'jobs', #puts)
+  -- One HSET: each write of a script is its own entry in the append-only file and the replicas'
+  -- stream.
+  local fields = { 'id', run_id, 'submitted', Engine.now, 'jobs', #puts }
   for field, value in pairs(run) do
     if type(value) == 'table' then value = cjson.encode(value) end
-    redis.call('hset', key, field, tostring(value))
+    fields[#fields + 1] = field
+    fields[#fields + 1] = tostring(value)
   end
+  Engine.call_many('hset', key, fields)
   local jids = {}
   for i, p in ipairs(puts) do jids[i] = p.jid end
   Engine.call_many('rpush', Keys.run_jobs(run_id), jids)

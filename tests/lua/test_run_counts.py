@@ -57,6 +57,31 @@ def test_counts_follow_each_job_through_put_pop_fail_retry_and_complete(lua: Lua
     assert kept(lua) == {"waiting": 1, "a:waiting": 1, "pending": 1, "b:pending": 1}
 
 
+def test_a_jobs_move_writes_its_run_counts_once(lua: Lua) -> None:
+    """Each write of a script is its own entry in the append-only file and the replicas' stream:
+    a pop and a complete write the job, what it is counted as, the queue's statistics and the
+    run's counts (a count back to 0 deleted), one HSET each, and no HINCRBY."""
+    submit(lua, ("a", []), ("b", ["a"]))
+
+    def writes() -> dict[str, int]:
+        stats = lua.r.info("commandstats")
+        return {
+            name: int(stats[f"cmdstat_{name}"]["calls"])
+            for name in ("hset", "hincrby", "hdel")
+            if f"cmdstat_{name}" in stats
+        }
+
+    lua.r.config_resetstat()
+    lua.pop(now=T0 + 1)
+    assert writes() == {"hset": 4, "hdel": 1}
+    assert kept(lua) == {"running": 1, "a:running": 1, "pending": 1, "b:pending": 1}
+    lua.r.config_resetstat()
+    lua.complete(f"{RUN}:a", now=T0 + 2)
+    # and the dependent released: written waiting, counted so
+    assert writes() == {"hset": 6, "hdel": 1}
+    assert kept(lua) == {"success": 1, "a:success": 1, "waiting": 1, "b:waiting": 1}
+
+
 def test_a_canceled_run_counts_its_deleted_jobs_gone_and_a_retry_puts_them_back(
     lua: Lua,
 ) -> None:
