@@ -40,6 +40,7 @@ class Sizes:
     fanout: int = 10_000  # items of a fan-out from one producer's output
     chain: int = 100  # steps of a chain, each depending on the one before
     cli: int = 5  # runs of each `flows` command per round (the figure: their median)
+    writes: int = 2_000  # jobs, and steps of the flow, whose append-only file bytes are measured
 
     def replace(self, **changes: int) -> Sizes:
         return dataclasses.replace(self, **changes)
@@ -59,6 +60,7 @@ SMOKE = Sizes(
     fanout=300,
     chain=20,
     cli=1,
+    writes=100,
 )
 
 

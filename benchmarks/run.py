@@ -51,6 +51,7 @@ from benchmarks.observability import log_figures
 from benchmarks.processes import spinner_policy, spinners
 from benchmarks.server_cost import lifecycle_figures, memory_figures
 from benchmarks.throughput import bulk_figures, drain_figures, put_figures
+from benchmarks.writes import write_figures
 from scheduler.engine.scripts import library_name
 
 Group = Callable[[Bench], list[Figure]]
@@ -61,6 +62,7 @@ GROUPS: dict[str, Group] = {
     "latency": latency_figures,
     "lifecycle": lifecycle_figures,
     "memory": memory_figures,
+    "writes": write_figures,
     "flow": flow_figures,
     "cron": cron_figures,
     "logs": log_figures,

@@ -33,6 +33,8 @@ ABSOLUTE = [
     "chain_start_ms",
 ]
 CRON = "cron_fire_s"
+#: Bytes of append-only file per job, against a raw list queue's (no target).
+WRITES = ["aof_bytes_plain", "aof_bytes_flow"]
 
 
 @pytest.fixture(scope="module")
@@ -55,7 +57,9 @@ def smoke(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, dict[str, dict
 
 def test_every_figure_is_measured(smoke: tuple[str, dict[str, dict[str, object]]]) -> None:
     _, figures = smoke
-    missing = [key for key in [*THROUGHPUT, *LATENCY, *ABSOLUTE, CRON] if key not in figures]
+    missing = [
+        key for key in [*THROUGHPUT, *LATENCY, *ABSOLUTE, *WRITES, CRON] if key not in figures
+    ]
     assert not missing
     for key in [*THROUGHPUT, *LATENCY, *ABSOLUTE]:
         value = figures[key]["value"]
@@ -72,6 +76,21 @@ def test_throughput_and_latency_have_a_baseline_and_a_ratio(
         assert isinstance(figure["ratio"], float) and figure["ratio"] > 0, key
         assert figure["target"], key
         assert figure["met"] is _met(figure), key
+
+
+def test_a_jobs_writes_are_measured_against_a_list_queues(
+    smoke: tuple[str, dict[str, dict[str, object]]],
+) -> None:
+    """The engine writes more per job than a bare list queue (its state, history, statistics),
+    and the figure says how much: both sides measured, in bytes of append-only file."""
+    _, figures = smoke
+    for key in WRITES:
+        figure = figures[key]
+        value, baseline, ratio = figure["value"], figure["baseline"], figure["ratio"]
+        assert isinstance(baseline, float) and baseline > 0, key
+        assert isinstance(value, float) and value > baseline, key
+        assert isinstance(ratio, float) and ratio == value / baseline, key
+        assert "commands a job" in str(figure["note"]), key
 
 
 def _met(figure: dict[str, object]) -> bool:
