@@ -105,15 +105,24 @@ end
 function Job.append_history(jid, entry, limit, origin)
   RunCounts.touch(jid) -- an entry tells of a change: its run's counts settle after the call
   local key = Keys.history(jid)
-  local length, pushed
-  if type(entry) == 'table' then
-    length, pushed = redis.call('rpush', key, unpack(entry)), #entry
+  local entries = type(entry) == 'table' and entry or { entry }
+  local length
+  if type(origin) == 'table' then
+    -- The caller read the job's origin (the pop, whose append usually starts the list): a new
+    -- list is written in one RPUSH, the implied entry first, one write fewer in the append-only
+    -- file and the replicas' stream than an RPUSH and an LPUSH.
+    local implied = redis.call('exists', key) == 0 and Job.implied_history(jid, origin)
+    if implied then
+      length = redis.call('rpush', key, implied, unpack(entries))
+    else
+      length = redis.call('rpush', key, unpack(entries))
+    end
   else
-    length, pushed = redis.call('rpush', key, entry), 1
-  end
-  if length == pushed and origin ~= false then -- the list is new: the history was implied
-    local implied = Job.implied_history(jid, origin)
-    if implied then length = redis.call('lpush', key, implied) end
+    length = redis.call('rpush', key, unpack(entries))
+    if length == #entries and origin ~= false then -- the list is new: the history was implied
+      local implied = Job.implied_history(jid, origin)
+      if implied then length = redis.call('lpush', key, implied) end
+    end
   end
   -- The first entry is always kept: a history of one is never trimmed, whatever the setting,
   -- so a new job's put need not read it.
