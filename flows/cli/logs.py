@@ -79,13 +79,21 @@ class Printer:
         self.label = label
         self.headers = headers
         self._last: tuple[str, int] | None = None
+        self.printed = 0
 
     def line(self, item: StepLine) -> None:
+        self.printed += 1
         where = (item.jid, item.attempt)
         if not self.as_json and where != self._last and (self.headers or item.attempt > 1):
             click.echo(f"── {visible(item.label)} · attempt {item.attempt} ──")
         self._last = where
         echo_line(item, self.as_json, self.label, self.sgr)
+
+    def silent(self, what: str, attempt: int | None) -> None:
+        """Say, on stderr, that the attempt asked for wrote nothing (it ran: `--attempt` was
+        checked against the attempts made)."""
+        if attempt is not None and not self.printed:
+            click.echo(f"{what}: attempt {attempt} wrote no lines", err=True)
 
     def dropped(self, follower: Follower) -> None:
         """Say, on stderr, which attempts kept fewer lines than they wrote."""
@@ -145,6 +153,7 @@ def logs(
             follower = Follower(client, jobs, live=live, attempt=attempt)
             for item in follow(client, follower, live=live):
                 printer.line(item)
+            printer.silent(f"job {jid}", attempt)
             printer.dropped(follower)
             return
         assert run_id is not None
@@ -170,17 +179,23 @@ def logs(
             client, follower, live=live, stop=lambda: _run_over(client, run_id), more=more
         ):
             printer.line(item)
+        printer.silent(f"step {step}" if step else f"run {run_id}", attempt)
         printer.dropped(follower)
 
 
 def _check_attempt(
     client: Client, jobs: list[tuple[str, str]], attempt: int | None, what: str
 ) -> None:
-    """Refuse an ``--attempt`` none of the jobs has (its lines would be none, silently)."""
+    """Refuse an ``--attempt`` none of the jobs made. An attempt counts once the job started
+    it (its ``runs``, the attempts `flows status` shows), whether or not it wrote a line; a job
+    its run's cancel deleted counts the attempts its kept logs have."""
     if attempt is None:
         return
     most = 0
     for _, jid in jobs:
+        job = client.jobs.get(jid)
+        if job is not None:
+            most = max(most, job.runs)
         try:
             most = max(most, joblogs.read(client.engine, jid, None, 0, 1).attempts)
         except JobNotFound:

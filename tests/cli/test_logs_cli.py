@@ -403,3 +403,38 @@ def test_canceling_a_running_step_keeps_what_it_logged(url: str, tmp_path: Path)
     assert [line.split(" | ")[-1] for line in shown.stdout.splitlines()] == ["tick 1", "tick 2"]
     job = json.loads(flows("logs", "--job", "slow-1:ticking", "--json").stdout.splitlines()[0])
     assert job["text"] == "tick 1"  # ... and its log is kept with the run
+
+
+QUIET_RETRY = """\
+version: 1
+name: quiet
+queue: quiet
+steps:
+  once:
+    retry: {attempts: 2, delay: 0}
+    run: |
+      if [ -e "$FLOWS_SANDBOX/../tried-$FLOWS_JID" ]; then exit 0; fi
+      touch "$FLOWS_SANDBOX/../tried-$FLOWS_JID"
+      echo "first try"; exit 4
+"""
+
+
+def test_an_attempt_that_wrote_nothing_is_an_attempt(url: str, tmp_path: Path) -> None:
+    """`--attempt` is checked against the attempts made (`flows status`), not the attempts that
+    wrote a line: the second, silent attempt is there, and says it wrote nothing."""
+    path = tmp_path / "quiet.yaml"
+    path.write_text(QUIET_RETRY)
+    result = flows("run", str(path))
+    assert result.exit_code == 0, result.output
+    run_id = next(w for w in result.stderr.split() if w.startswith("quiet@"))
+    status = json.loads(flows("status", run_id, "--json").stdout)
+    assert [s["attempts"] for s in status["steps"]] == [2]
+    second = flows("logs", run_id, "once", "--attempt", "2")
+    assert second.exit_code == 0, second.output
+    assert second.stdout == ""
+    assert second.stderr == "step once: attempt 2 wrote no lines\n"
+    job = flows("logs", "--job", f"{run_id}:once", "--attempt", "2")
+    assert (job.exit_code, job.stderr) == (0, f"job {run_id}:once: attempt 2 wrote no lines\n")
+    third = flows("logs", run_id, "once", "--attempt", "3")
+    assert third.exit_code == 1
+    assert "step once has no attempt 3 (it has 2 attempts)" in third.stderr
