@@ -67,7 +67,7 @@ param = click.option(
 )
 logical_time = click.option(
     "--logical-time",
-    type=click.DateTime(["%Y-%m-%d", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%dT%H:%M:%S%z"]),
+    type=click.DateTime(["%Y-%m-%d", "%Y-%m-%dT%H:%M", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%dT%H:%M:%S%z"]),
     default=None,
     help="The moment the run stands for (${{ run.logical_date }}; UTC unless an offset is "
     "given). Default: now.",

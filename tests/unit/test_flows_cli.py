@@ -116,6 +116,10 @@ def test_plan_table(files: dict[str, Path]) -> None:
         ["load[1]", "default", "tasks.load", "extract", "", "all_success"],
         ["notify", "default", "flows.runtime.tasks.shell", "load[0], load[1]", "30s", "all_done"],
     ]
+    # a time to the minute, as `flows backfill --from` takes it
+    code, out, _ = invoke("plan", str(files["good"]), "--logical-time", "2025-01-31T02:30")
+    assert code == 0, out
+    assert "4 jobs of run etl@20250131T023000Z" in out
 
 
 def test_plan_table_shows_a_fanout_from_an_output() -> None:
