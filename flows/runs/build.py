@@ -104,10 +104,12 @@ def build_run(
     """The run ``run_id`` of ``source`` at ``logical_time``.
 
     ``params`` are bound to the flow's declarations (text converted to the declared type,
-    unknown names and wrong types refused: :class:`~flows.flowfile.params.ParamError`); an expansion
-    the flow cannot make raises :class:`~flows.expand.jobs.ExpansionError`, a run over the engine's
-    limits the engine's error class. ``trigger`` says why the run was started (``manual``, or
-    the service's ``schedule``, ``catch-up``, ``buffered``), kept in the run record.
+    defaults filled, unknown names and wrong types refused:
+    :class:`~flows.flowfile.params.ParamError`); the run record keeps the bound values. An
+    expansion the flow cannot make raises :class:`~flows.expand.jobs.ExpansionError`, a run over
+    the engine's limits the engine's error class. ``trigger`` says why the run was started
+    (``manual``, or the service's ``schedule``, ``catch-up``, ``buffered``), kept in the run
+    record.
     ``schedule`` and ``tick`` name the schedule and the fire time a scheduled run stands for;
     the jobs without dependencies start ``delay`` seconds late (the schedule's jitter).
     """
@@ -127,7 +129,8 @@ def build_run(
             run_id,
             source.flow.name,
             jobs,
-            params=params,
+            # As bound, not as given: typed (`-p n=5` is 5), defaults filled, whoever started it.
+            params=expansion.params,
             trigger=trigger,
             file_hash=source.hash,
             file=source.file,

@@ -343,12 +343,14 @@ RUN_ID = re.compile(r"^sales-etl@\d{8}T\d{6}Z-[0-9a-f]{6}$")
 
 
 def test_runs_json_holds_json_values_and_run_ids_have_one_format(cli: CliRunner) -> None:
-    result = flows(cli, "run", "--detach", str(EXAMPLES / "etl.yaml"), "-p", "regions=de,at")
-    run_id = result.stdout.strip()
+    etl = str(EXAMPLES / "etl.yaml")
+    given = ("-p", "regions=de,at", "--logical-time", "2026-11-01")
+    run_id = flows(cli, "run", "--detach", etl, *given).stdout.strip()
     assert RUN_ID.match(run_id), run_id
     [record] = json.loads(flows(cli, "runs", "--json").stdout)
     assert record["id"] == run_id
-    assert record["params"] == {"regions": "de,at"}
+    # the params as bound: the list typed, the date's default filled
+    assert record["params"] == {"date": "2026-11-01", "regions": ["de", "at"]}
     assert record["queues"] == ["etl"]
     assert isinstance(record["submitted"], float) and record["jobs"] == 7
     assert status_json(cli, run_id)["queues"] == ["etl"]  # type: ignore[index]

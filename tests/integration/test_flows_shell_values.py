@@ -111,7 +111,9 @@ def test_scheduled_and_triggered_runs_pass_values_as_data(url: str, tmp_path: Pa
     Worker(Client(url), ["injsched"], burst=True, prepare=prepare).run()
     runs = json.loads(flows("runs", "--redis", url, "--json", "--flow", "injsched").stdout)
     check_outputs(folder, who, runs[0]["id"], "injsched")
-    assert (runs[0]["params"], runs[0]["queues"]) == ({}, ["injsched"])  # JSON, not text
+    # JSON, not text; the params the run was bound to, its defaults here
+    assert runs[0]["params"] == {"who": who, "items": HOSTILE}
+    assert runs[0]["queues"] == ["injsched"]
 
     for out in folder.glob("*.out"):
         out.unlink()

@@ -15,11 +15,14 @@ from typing import Any
 import pytest
 import redis
 import uvicorn
+from click.testing import CliRunner
+from flows_cli_support import flows, status_json
 from helpers import assert_unchanged
 from ui_support import TOKEN, Api, Reply
 
 from flows.ui.app import create_app
 from flows.ui.auth import Auth
+from scheduler.embedded import EmbeddedServer
 from scheduler.engine.client import Client
 from scheduler.engine.scripts import Engine
 from scheduler.notify.channels import sign
@@ -101,6 +104,32 @@ def test_every_flow_file_is_listed_and_any_can_be_started(
     assert record["flow"] == "adhoc" and record["trigger"] == "manual"
     page = http.get("/start")
     assert page.status == 200 and 'data-flow="adhoc"' in page.body and "needs" in page.body
+
+
+def test_a_run_keeps_its_params_as_bound_whichever_surface_started_it(
+    api: tuple[Api, Client], folder: Path, server: EmbeddedServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    http, _ = api
+    monkeypatch.setenv("FLOWS_REDIS_URL", server.url)
+    cli = CliRunner()
+    adhoc = str(folder / "adhoc.yaml")
+    started = [
+        flows(cli, "run", "--detach", adhoc, "-p", "who=ada", "-p", "count=3").stdout.strip(),
+        http.post("/api/v1/flows/adhoc/runs", {"params": {"who": "ada", "count": 3}}).body["id"],
+        http.post("/api/v1/flows/adhoc/runs", {"params": {"who": "ada", "count": "3"}}).body["id"],
+    ]
+    for run_id in started:
+        # typed (`count=3` is 3), the same in the detail and the list of every surface
+        assert status_json(cli, run_id)["params"] == {"who": "ada", "count": 3}
+        assert http.get(f"/api/v1/runs/{run_id}").body["params"] == {"who": "ada", "count": 3}
+    listed = [
+        *json.loads(flows(cli, "runs", "--json").stdout),
+        *http.get("/api/v1/runs").body["items"],
+    ]
+    assert [r["params"] for r in listed] == [{"who": "ada", "count": 3}] * 6
+    # a default is what the run was bound to as well
+    defaulted = http.post("/api/v1/flows/adhoc/runs", {"params": {"who": "bo"}}).body["id"]
+    assert status_json(cli, defaulted)["params"] == {"who": "bo", "count": 1}
 
 
 @pytest.mark.parametrize(
