@@ -25,7 +25,9 @@ from scheduler.engine.job import Session
 PAGE: Final = 100
 """Jobs of each step a read lists unless told otherwise."""
 
-_RUN_FIELDS_JSON: Final = ("params", "queues", "outputs", "notify")
+# The record's fields kept as JSON text, decoded here for the list and the detail alike (the
+# engine sends `graph` as its text: decoded in Lua, a step's empty needs would become {}).
+_RUN_FIELDS_JSON: Final = ("params", "queues", "outputs", "notify", "graph")
 _RUN_FIELDS_NUMBERS: Final = (
     "submitted",
     "jobs",
@@ -220,8 +222,9 @@ def run_document(view: RunView) -> dict[str, Any]:
 
 
 def run_record(raw: Mapping[str, Any]) -> dict[str, Any]:
-    """A run record as JSON values: ``params`` and ``queues`` decoded, times and counts numbers
-    (the engine keeps every field of a run as text)."""
+    """A run record as JSON values: ``params``, ``queues``, ``graph`` and the other JSON fields
+    decoded, times and counts numbers (the engine keeps every field of a run as text). The
+    one shape of these fields, in the run listing and in :func:`parse_run`'s view."""
     record = dict(raw)
     for name in _RUN_FIELDS_JSON:
         value = record.get(name)
@@ -261,8 +264,9 @@ def load_run(
 def parse_run(run_id: str, raw: str) -> RunView:
     """The view of a ``run.read`` reply (for callers that read many runs in one pipeline)."""
     reply = json.loads(raw)
-    record = run_record(reply["record"])
-    graph = reply.get("graph")
+    # run.read sends the record's graph beside it, as its text: decoded as a listing's is.
+    record = run_record({**reply["record"], "graph": reply.get("graph")})
+    graph = record.get("graph")
     view = RunView(
         id=run_id,
         status=reply["status"],
@@ -277,7 +281,7 @@ def parse_run(run_id: str, raw: str) -> RunView:
         graph=graph if isinstance(graph, dict) else None,
         steps=[StepView.parse(step) for step in _list(reply.get("steps"))],
     )
-    # The record's own `graph` (its text) and the fields above are not repeated.
+    # The fields above are not repeated.
     declared = {f.name for f in fields(RunView)}
     view.extra.update((k, v) for k, v in record.items() if k not in declared)
     return view

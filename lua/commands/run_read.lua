@@ -11,8 +11,9 @@
 -- `offsets` (default 0); `next` is the offset of its next page (null at the end), so a reader
 -- pages through a 10,000-item step instead of receiving it whole; a run's counts
 -- (include/run_counts.lua) make the read cost the same for 10 jobs and 10,000. `graph` is the
--- flow's graph as the run was submitted (the run record's `graph`, null for runs submitted
--- without one).
+-- flow's graph as the run was submitted: the run record's `graph`, its JSON text as stored (as
+-- `runs` and `runs.statuses` list it; decoding and encoding it again would turn its empty lists
+-- into {}), null for runs submitted without one.
 -- Errors: INVALID.
 -- @include args
 -- @include run_state

@@ -405,11 +405,11 @@ function RunState.counted_steps(run_id, canceled, limit, offsets)
   return order, seen, counts
 end
 
--- The whole run: its record (without the graph), status, counts and actions, and each step's
--- status, counts, attempts, times, actions and a page of its jobs (`limit` jobs from the
--- step's `offsets[step]`, or 0): from the run's counts and the jobs of each page
--- (RunState.counted_steps), else from every job's state (RunState.scanned_steps); a job's
--- outputs and failure only for the jobs in a page.
+-- The whole run: its record (without the graph), its graph (the record's JSON text), status,
+-- counts and actions, and each step's status, counts, attempts, times, actions and a page of
+-- its jobs (`limit` jobs from the step's `offsets[step]`, or 0): from the run's counts and
+-- the jobs of each page (RunState.counted_steps), else from every job's state
+-- (RunState.scanned_steps); a job's outputs and failure only for the jobs in a page.
 function RunState.read(run_id, limit, offsets)
   local record = RunState.record(run_id)
   if not record then return nil end
@@ -458,7 +458,9 @@ function RunState.read(run_id, limit, offsets)
   return {
     record = record, status = status, counts = counts,
     actions = RunState.run_actions(status, counts, kept),
-    steps = out_steps, graph = RunState.decoded(graph) or cjson.null,
+    -- The graph's text as stored, never decoded here: cjson would write its empty lists
+    -- (a step's needs) back as {}. The reader decodes it as it decodes the listing's records.
+    steps = out_steps, graph = graph or cjson.null,
   }
 end
 

@@ -253,3 +253,21 @@ def test_retry_and_cancel_of_an_unknown_target_name_it_and_change_nothing(
         assert "Traceback" not in refused.output and "Get()" not in refused.output
     assert "'nor-this'" in refused.output
     assert client.jobs.get(jid) is not None  # named with the typos: not canceled
+
+
+def test_a_run_has_one_shape_in_the_list_and_the_detail(
+    cli: CliRunner, api: Api, tmp_path: Path
+) -> None:
+    path = write_flow(tmp_path, FLOW, TASKS)
+    assert flows(cli, "run", "--detach", "--run-id", "a4", str(path)).exit_code == 0
+    [cli_listed] = json.loads(flows(cli, "runs", "--json").stdout)
+    [api_listed] = api.get("/api/v1/runs").body["items"]
+    cli_doc, api_doc = status_json(cli, "a4"), api.get("/api/v1/runs/a4").body
+    steps = cli_doc["graph"]["steps"]  # type: ignore[index]
+    # an object, each step's needs a list: none is [], never the engine's {}
+    assert steps["build"]["needs"] == [] and steps["check"]["needs"] == ["build"]
+    for listed, document in ((cli_listed, cli_doc), (api_listed, api_doc)):
+        shared = sorted(set(listed) & set(document))
+        assert {"graph", "params", "queues", "status"} <= set(shared)
+        assert {k: listed[k] for k in shared} == {k: document[k] for k in shared}
+        assert document["graph"] == cli_doc["graph"]
