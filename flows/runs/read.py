@@ -95,10 +95,28 @@ class JobView:
             updated=_number(raw.get("updated")),
             child=_text(raw.get("child")),
             actions=_list(raw.get("actions")),
-            outputs=raw.get("outputs"),
+            outputs=_json(raw.get("outputs")),
             failure=dict(failure) if isinstance(failure, Mapping) and failure else None,
-            earlier=_list(raw.get("earlier")),
+            earlier=[_attempt(kept) for kept in _list(raw.get("earlier"))],
         )
+
+
+def _json(text: Any) -> Any:
+    """A value the engine sends as the JSON text it keeps (a job's result: decoded in Lua, its
+    empty lists would come back as {}); None for none, or for text that is not JSON."""
+    if not isinstance(text, str):
+        return None
+    try:
+        return json.loads(text)
+    except ValueError:
+        return None
+
+
+def _attempt(kept: Any) -> dict[str, Any]:
+    """An earlier attempt of a re-run job: its kept record, with its number."""
+    record = _json(kept.get("record")) if isinstance(kept, Mapping) else None
+    attempt = kept.get("attempt") if isinstance(kept, Mapping) else None
+    return {**(record if isinstance(record, dict) else {}), "attempt": attempt}
 
 
 @dataclass

@@ -215,10 +215,13 @@ end
 function RunState.attempt_record(jid, status)
   local result, failure, updated = unpack(redis.call('hmget', Keys.job(jid), 'result', 'failure',
     'updated'))
-  local record = { status = status, updated = tonumber(updated) }
-  if result then record.result = cjson.decode(result) end
-  if failure and failure ~= '{}' then record.failure = cjson.decode(failure) end
-  return cjson.encode(record)
+  -- The result and failure spliced in as the JSON text they are kept as (checked when they
+  -- were written): decoded and encoded again, a result's empty lists would become {}.
+  local record = '{"status":' .. JsonText.string(status)
+  if tonumber(updated) then record = record .. ',"updated":' .. string.format('%.17g', updated) end
+  if result then record = record .. ',"result":' .. result end
+  if failure and failure ~= '{}' then record = record .. ',"failure":' .. failure end
+  return record .. '}'
 end
 
 api['run.rerun'] = function(args)

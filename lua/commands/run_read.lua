@@ -4,7 +4,7 @@
 --     -> JSON {record, status, counts, actions, graph, steps: [{step, status, counts, total,
 --        attempts, started, finished, duration, child, actions, offset, next,
 --        jobs: [{jid, state, status, attempts, started, updated, child, actions, outputs,
---        failure}]}]}, or nil when there is no such run
+--        failure, earlier: [{attempt, record}]}]}]}, or nil when there is no such run
 --
 -- Each status and action list is decided by include/run_state.lua (the tables of
 -- docs/pages/statuses.md). A step lists `limit` of its jobs (0 to 1000) from its offset in
@@ -13,7 +13,9 @@
 -- (include/run_counts.lua) make the read cost the same for 10 jobs and 10,000. `graph` is the
 -- flow's graph as the run was submitted: the run record's `graph`, its JSON text as stored (as
 -- `runs` and `runs.statuses` list it; decoding and encoding it again would turn its empty lists
--- into {}), null for runs submitted without one.
+-- into {}), null for runs submitted without one. The same holds for a job's `outputs` (its
+-- result's text, null for none) and each earlier attempt's `record` (the JSON text run.rerun
+-- kept: {status, updated, result, failure}): the reader decodes them.
 -- Errors: INVALID.
 -- @include args
 -- @include run_state

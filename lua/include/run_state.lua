@@ -438,7 +438,9 @@ function RunState.read(run_id, limit, offsets)
       if job.state ~= cjson.null then
         local result, failure, runs = unpack(redis.call('hmget', Keys.job(job.jid), 'result',
           'failure', 'runs'))
-        job.outputs = RunState.decoded(result) or cjson.null
+        -- The result's JSON text as stored, decoded by the reader: decoded here, cjson would
+        -- write its empty lists back as {} (as for the graph).
+        job.outputs = result or cjson.null
         failure = RunState.decoded(failure)
         job.failure = (type(failure) == 'table' and next(failure)) and failure or cjson.null
         job.earlier = RunState.earlier(job.jid, tonumber(runs) or 0)
@@ -465,15 +467,13 @@ function RunState.read(run_id, limit, offsets)
 end
 
 -- A re-run job's earlier attempts' outcomes (run.rerun keeps each as `attempt:<n>`), oldest
--- first, each {attempt, status, result, failure, updated}; at most the last 20.
+-- first, each {attempt, record}: the record's JSON text as kept ({status, result, failure,
+-- updated}), decoded by the reader for the reason the outputs are; at most the last 20.
 function RunState.earlier(jid, base)
   local out = {}
   for attempt = math.max(1, base - 19), base do
-    local kept = RunState.decoded(redis.call('hget', Keys.job(jid), 'attempt:' .. attempt))
-    if type(kept) == 'table' then
-      kept.attempt = attempt
-      table.insert(out, kept)
-    end
+    local kept = redis.call('hget', Keys.job(jid), 'attempt:' .. attempt)
+    if kept then table.insert(out, { attempt = attempt, record = kept }) end
   end
   return out
 end

@@ -271,3 +271,39 @@ def test_a_run_has_one_shape_in_the_list_and_the_detail(
         assert {"graph", "params", "queues", "status"} <= set(shared)
         assert {k: listed[k] for k in shared} == {k: document[k] for k in shared}
         assert document["graph"] == cli_doc["graph"]
+
+
+EMPTY_LISTS = """
+    version: 1
+    name: lists
+    queue: acts
+    steps:
+      make: {job: flowtasks.make}
+"""
+
+EMPTY_LISTS_TASKS = """
+    def make(job):
+        return {"items": [], "nested": {"seen": []}, "empty": {}}
+"""
+
+
+def test_a_steps_outputs_keep_their_empty_lists_now_and_after_a_rerun(
+    cli: CliRunner, api: Api, tmp_path: Path
+) -> None:
+    """The engine keeps a result as its JSON text: read back through the run (status, the API,
+    an earlier attempt's outcome) it is that JSON, empty lists included, not lists turned into
+    the {} a Lua table encodes as."""
+    path = write_flow(tmp_path, EMPTY_LISTS, EMPTY_LISTS_TASKS)
+    assert flows(cli, "run", "--run-id", "e1", str(path)).exit_code == 0
+    made = {"items": [], "nested": {"seen": []}, "empty": {}}
+    [job] = steps(cli, "e1")["make"]["jobs"]  # type: ignore[misc]
+    assert job["outputs"] == made
+    assert flows(cli, "rerun", "e1", "make", "--detach").exit_code == 0
+    work(cli, tmp_path)
+    for document in (status_json(cli, "e1"), api.get("/api/v1/runs/e1").body):
+        [step] = document["steps"]  # type: ignore[index]
+        [job] = step["jobs"]
+        assert job["outputs"] == made
+        assert [(e["attempt"], e["status"], e["result"]) for e in job["earlier"]] == [
+            (1, "success", made)
+        ]
