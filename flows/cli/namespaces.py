@@ -2,19 +2,20 @@
 
 Each child is the same command with one namespace (``$FLOWS_NAMESPACE``), so a namespace's
 worker or service is exactly the single-namespace one, and the namespaces of a cluster's shards
-are served in parallel. SIGTERM/SIGINT are passed on; the command exits 0 when every child did.
+are served in parallel. The first SIGTERM/SIGINT is passed on (each child finishes what it runs,
+however many copies of it reach it), a second one tells them to stop at once; the command exits
+0 when every child did.
 """
 
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
-from types import FrameType
 
 import click
 
+from scheduler import stop_signals
 from scheduler.worker.supervision import terminate_with_parent
 
 CHILD = "import sys; from flows.cli import main; sys.exit(main(prog_name='flows'))"
@@ -52,9 +53,9 @@ def run_per_namespace(namespaces: list[str], argv: list[str] | None = None) -> i
     children = [
         subprocess.Popen(
             [sys.executable, "-c", CHILD, *args],
-            env={**os.environ, "FLOWS_NAMESPACE": namespace},
-            # Own sessions: a terminal's Ctrl-C reaches only this process, which passes it on
-            # once (twice would stop the children at once).
+            env={**os.environ, "FLOWS_NAMESPACE": namespace, **stop_signals.child_env()},
+            # Own sessions: a terminal's Ctrl-C reaches only this process, which passes it on.
+            # Under systemd it reaches them too: they take it as the same request.
             start_new_session=True,
             # This process killed (kill -9 included): each child stops as on SIGTERM.
             preexec_fn=terminate_with_parent(os.getpid()),
@@ -62,12 +63,12 @@ def run_per_namespace(namespaces: list[str], argv: list[str] | None = None) -> i
         for namespace in namespaces
     ]
 
-    def forward(signum: int, frame: FrameType | None) -> None:
+    def tell(signum: int) -> None:
         for child in children:
+            # Its poll takes its lock only if free (wait() below holds it): safe in a handler.
             if child.poll() is None:
                 child.send_signal(signum)
 
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, forward)
+    stop_signals.install(tell, lambda signum, count: tell(stop_signals.NOW))
     codes = [child.wait() for child in children]
     return 0 if all(code == 0 for code in codes) else 1

@@ -151,6 +151,11 @@ def worker(
 ) -> None:
     """Run jobs from QUEUES until stopped (SIGTERM/SIGINT: finish, then hand back; twice: now).
 
+    One SIGTERM/SIGINT, sent to this process or to all its processes at once (Ctrl-C, a process
+    group, systemd), lets running jobs finish for --shutdown-grace seconds, hands back the rest
+    and exits 0; a second stops at once (exit 1: the jobs left running wait again within
+    seconds).
+
     With several namespaces (--namespace a,b) each gets its own worker, in a child process.
     """
     use_env_file(env_file)  # before the pool starts: its processes inherit $FLOWS_ENV_FILE

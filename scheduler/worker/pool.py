@@ -3,8 +3,11 @@
 Each child is ``python -m scheduler.worker`` running one :class:`~scheduler.worker.worker.Worker`,
 its command line written from the pool's :class:`~scheduler.worker.settings.WorkerSettings`.
 A child that dies is started again (with a growing pause if it keeps dying at once). SIGTERM or
-SIGINT is passed on to the children, which finish or hand back their jobs; a second signal kills
-them. With ``burst`` the pool ends when every child has ended after finding its queues empty.
+SIGINT is passed on to the children, which finish or hand back their jobs; a second signal tells
+them to stop at once (:data:`~scheduler.stop_signals.NOW`), a third kills them. The children
+take any number of SIGTERM/SIGINT as one request: a signal sent to the whole process group
+reaches them as well as this process. With ``burst`` the pool ends when every child has ended
+after finding its queues empty.
 Children also stop when the supervisor dies without a word (``kill -9``): see
 :mod:`scheduler.worker.supervision`. They import job modules from the supervisor's working
 directory, then each of ``paths``.
@@ -74,6 +77,7 @@ class WorkerPool:
         self._children: dict[int, Child] = {}
         self._stopping = threading.Event()
         self._told = False  # the children were sent SIGTERM (by the main loop only)
+        self._now = False  # told to stop at once: no lock, set in a signal handler
 
     def _command(self, index: int) -> list[str]:
         name = self.settings.name
@@ -92,6 +96,7 @@ class WorkerPool:
         # thread that runs the pool, which lives as long as the children.
         lifeline = Lifeline()
         env.update(lifeline.env)
+        env.update(stop_signals.child_env())  # "now" is this process's word alone
         try:
             process = subprocess.Popen(self._command(index), env=env, pass_fds=(lifeline.fd,))
         except BaseException:
@@ -114,7 +119,7 @@ class WorkerPool:
             self._spawn(index)
         status = 0
         while self._children:
-            if self._stopping.is_set():
+            if self._stopping.is_set() or self._now:
                 self._stop_children()  # a signal's stop, also of a child started meanwhile
             for index, child in list(self._children.items()):
                 code = child.process.poll()
@@ -122,7 +127,7 @@ class WorkerPool:
                     continue
                 del self._children[index]
                 child.lifeline.close()
-                if self._stopping.is_set() or (self.settings.burst and code == 0):
+                if self._stopping.is_set() or self._now or (self.settings.burst and code == 0):
                     status = status or (0 if code in (0, -signal.SIGTERM) else 1)
                     continue
                 if code == EXIT_CONFIG:  # its one-line error says what to fix; waiting won't
@@ -140,7 +145,7 @@ class WorkerPool:
                     code,
                 )
                 self._stopping.wait(min(30.0, 0.5 * 2**failures) if quick else 0)
-                if not self._stopping.is_set():
+                if not (self._stopping.is_set() or self._now):
                     self._spawn(index, failures)
             self._stopping.wait(0.1)
         return status
@@ -166,9 +171,12 @@ class WorkerPool:
             child.process.send_signal(signal.SIGTERM)
 
     def _install_signals(self) -> None:
-        # The first signal only asks (the main loop tells the children); a second kills them.
+        # The first signal only asks (the main loop tells the children); a second tells them to
+        # stop at once, a third kills them (a child too stuck to act on the second).
         stop_signals.install(lambda signum: self._stopping.set(), self._kill_children)
 
     def _kill_children(self, signum: int, count: int) -> None:
+        self._now = True
         for child in list(self._children.values()):
-            child.process.kill()  # its poll takes its lock only if free: safe in a handler
+            # Its poll takes its lock only if free: safe in a handler.
+            child.process.send_signal(stop_signals.NOW if count == 2 else signal.SIGKILL)

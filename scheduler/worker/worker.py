@@ -310,15 +310,20 @@ class Worker:
 
     def _on_signal(self, signum: int) -> None:
         log.info(
-            "worker %s: %s, finishing running jobs (again to stop at once)",
+            "worker %s: %s, finishing running jobs (%s to stop at once)",
             self.name,
             signal.Signals(signum).name,
+            "signal its supervisor again" if stop_signals.supervised() else "again",
         )
         self.stop()
 
 
 def _exit_now(signum: int, count: int) -> None:
-    os.write(2, b"worker: signalled again, stopping at once\n")  # no lock: see stop_signals
+    # No lock: see stop_signals.
+    if stop_signals.supervised():  # only its supervisor's NOW comes here
+        os.write(2, b"worker: stopping at once, as its supervisor says\n")
+    else:
+        os.write(2, b"worker: signalled again, stopping at once\n")
     os._exit(1)
 
 

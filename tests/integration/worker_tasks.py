@@ -96,6 +96,16 @@ def blocked(job: JobContext) -> str:
     return "finished"
 
 
+def gated(job: JobContext) -> str:
+    """Run until the file ``data["gate"]`` exists (a test opens it once it has stopped the
+    worker), then finish: a job that takes as long as the test needs."""
+    mark(job, "started")
+    while not os.path.exists(str(job.data["gate"])):
+        time.sleep(0.01)
+    mark(job, "finished")
+    return "finished"
+
+
 def blocked_first_attempt(job: JobContext) -> int:
     """Attempt 1 is ``blocked``; later attempts are ``busy`` for ``data["seconds"]``."""
     if job.attempt == 1:
