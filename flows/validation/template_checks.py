@@ -67,9 +67,14 @@ class TemplateChecker:
         step_ids: Collection[str],
         needs: Mapping[str, Sequence[str]],
         sink: FindingSink,
+        *,
+        untyped: Collection[str] = (),
     ) -> None:
+        """``untyped``: params whose ``type`` was refused; their values, keys and defaults are
+        not checked against the stand-in type (the bad type is reported on its own)."""
         self.steps = steps
         self.params = params
+        self.untyped = frozenset(untyped)
         self.step_ids = frozenset(step_ids)
         self.needs = needs
         self.sink = sink
@@ -160,7 +165,7 @@ class TemplateChecker:
             )
             return f"unknown param '{name}' in '{reference}'", hint
         kind = self.params[name].type
-        if len(reference.path) > 2 and kind != "object":
+        if len(reference.path) > 2 and kind != "object" and name not in self.untyped:
             return (
                 f"'{reference}' reads a key of params.{name}, which is of type {kind}",
                 "only object params have keys",
@@ -267,7 +272,7 @@ class TemplateChecker:
 
         def kind_of(reference: Reference) -> str:
             root, rest = reference.root, reference.path[1:]
-            if root == PARAMS and len(rest) == 1:
+            if root == PARAMS and len(rest) == 1 and rest[0] not in self.untyped:
                 return conditions.param_kind(self.params[rest[0]].type)
             if root == RUN:
                 return "string"
@@ -425,7 +430,7 @@ class TemplateChecker:
             return f"{label} must be a list: '{reference}' is text", "use an array param"
         name = reference.path[1]
         kind = self.params[name].type
-        if len(reference.path) == 2 and kind != "array":
+        if len(reference.path) == 2 and kind != "array" and name not in self.untyped:
             return (
                 f"{label} must be a list: params.{name} is of type {kind}",
                 f"declare params.{name} with 'type: array'",
@@ -444,6 +449,8 @@ class TemplateChecker:
             if any(OPEN in text for _, text in texts):
                 self.check_default_templates(name, param, texts)
                 continue
+            if name in self.untyped:
+                continue  # checked against the stand-in type, it would take the type's blame
             problem = type_problem(param.default, param) if param.default is not None else None
             if problem is None:
                 choice = choice_problem(param.default, param) if param.default is not None else None
@@ -485,7 +492,11 @@ class TemplateChecker:
                 problem = _run_problem(reference)
                 if problem is not None:
                     self.sink.error(path, "template", *problem)
-                elif param.type not in ("string", "date") and whole_reference(text) is not None:
+                elif (
+                    param.type not in ("string", "date")
+                    and name not in self.untyped
+                    and whole_reference(text) is not None
+                ):
                     self.sink.error(
                         path,
                         "param-default",

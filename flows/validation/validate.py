@@ -71,6 +71,9 @@ class _Parts:
     params: dict[str, Param] = field(default_factory=dict)
     hooks: list[tuple[str, Action]] = field(default_factory=list)
     schedule: Schedule | None = None
+    # Params whose declared type the model refused: kept (templates may name them), but their
+    # stand-in type is not what the author meant, so nothing is checked against it.
+    untyped: set[str] = field(default_factory=set)
 
     @classmethod
     def of(cls, flow: Flow) -> _Parts:
@@ -96,6 +99,8 @@ class _Parts:
             param = _valid(Param, raw)
             if param is not None:
                 parts.params[name] = param
+                if "type" in _mapping(raw) and "type" not in param.model_fields_set:
+                    parts.untyped.add(name)
         for name, raw in hooks.items():
             hook = _valid(Action, raw)
             if hook is not None and name in ("on_success", "on_failure", "finally"):
@@ -188,7 +193,9 @@ def _validate_loaded(
     needs = {step_id: step.needs for step_id, step in parts.steps.items()}
     # A valid model holds every step's needs; otherwise the refused steps' needs count too.
     check_graph(needs if flow is not None else {**_raw_needs(data), **needs}, parts.step_ids, sink)
-    checker = TemplateChecker(parts.steps, parts.params, parts.step_ids, needs, sink)
+    checker = TemplateChecker(
+        parts.steps, parts.params, parts.step_ids, needs, sink, untyped=parts.untyped
+    )
     explained |= checker.check(parts.hooks, loaded.traps)
     if flow is not None and flow.outputs:
         checker.check_outputs(flow.outputs)

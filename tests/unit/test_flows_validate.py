@@ -705,6 +705,43 @@ def test_param_default_that_does_not_match_its_type() -> None:
     )
 
 
+_TYPES = "string, int, number, bool, date, array, object"
+
+
+def test_a_misspelt_param_type_is_the_only_finding_about_that_param() -> None:
+    """The default, keys, items and comparisons are not checked against the stand-in type
+    (string) the model falls back to: they would blame the param's uses for its type's
+    mistake. The templates of a default are still checked."""
+    findings = check(
+        """\
+        version: 1
+        name: x
+        params:
+          n: {type: integer, default: 1}
+          r: {type: arrray, default: [a]}
+          o: {type: objekt, default: {a: 1}}
+          e: {type: integr, default: "${{ run.idd }}"}
+        steps:
+          a:
+            run: echo ${{ params.o.a }}
+            foreach: {items: "${{ params.r }}"}
+            if: ${{ params.n > 2 }}
+        """
+    )
+    assert [f.format() for f in findings] == [
+        f"flow.yaml:4:13: error: params.n.type: 'integer' is not one of: {_TYPES}\n"
+        "    hint: did you mean 'int'?",
+        f"flow.yaml:5:13: error: params.r.type: 'arrray' is not one of: {_TYPES}\n"
+        "    hint: did you mean 'array'?",
+        f"flow.yaml:6:13: error: params.o.type: 'objekt' is not one of: {_TYPES}\n"
+        "    hint: did you mean 'object'?",
+        f"flow.yaml:7:13: error: params.e.type: 'integr' is not one of: {_TYPES}\n"
+        "    hint: did you mean 'int'?",
+        "flow.yaml:7:30: error: unknown reference 'run.idd'\n    hint: did you mean 'id'?",
+    ]
+    assert [f.code for f in findings] == ["bad-value"] * 4 + ["template"]
+
+
 def test_malformed_template() -> None:
     finding = one(
         """\
