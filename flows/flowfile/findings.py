@@ -20,6 +20,13 @@ DataPath = tuple[str | int, ...]
 Locate = Callable[[DataPath, bool], tuple[int, int]]
 """Map a data path (and whether the key rather than the value is meant) to (line, col)."""
 
+LocateIn = Callable[[DataPath, str, int], "tuple[int, int] | None"]
+"""Map a data path, a piece of the string there and which occurrence of it (from 0) to the
+piece's (line, col); None when it cannot be placed (the string's own position is used)."""
+
+Within = tuple[str, int]
+"""A piece of a string (a template, as written) and which occurrence of it, from 0."""
+
 
 class Severity(StrEnum):
     """An error makes the file unusable (exit 1); a warning is printed but does not fail."""
@@ -65,12 +72,21 @@ class FindingSink:
     file: str
     locate: Locate
     findings: list[Finding] = field(default_factory=list)
+    locate_in: LocateIn | None = None
 
     def error(
-        self, path: DataPath, code: str, message: str, hint: str = "", *, at_key: bool = False
+        self,
+        path: DataPath,
+        code: str,
+        message: str,
+        hint: str = "",
+        *,
+        at_key: bool = False,
+        within: Within | None = None,
     ) -> None:
-        """Record an error about the value at ``path`` (or its key, with ``at_key``)."""
-        self.add(Severity.ERROR, path, code, message, hint, at_key=at_key)
+        """Record an error about the value at ``path`` (or its key, with ``at_key``; or a piece
+        of it, such as one template of a string, with ``within``)."""
+        self.add(Severity.ERROR, path, code, message, hint, at_key=at_key, within=within)
 
     def warning(
         self, path: DataPath, code: str, message: str, hint: str = "", *, at_key: bool = False
@@ -87,10 +103,12 @@ class FindingSink:
         hint: str = "",
         *,
         at_key: bool = False,
+        within: Within | None = None,
     ) -> None:
         """Record a finding of any severity (long words in it shortened: a 10,000-character
         key is named by its start and its length, not quoted whole)."""
-        line, col = self.locate(path, at_key)
+        placed = self.locate_in(path, *within) if within and self.locate_in else None
+        line, col = placed or self.locate(path, at_key)
         message, hint = shorten_words(message), shorten_words(hint)
         self.findings.append(Finding(self.file, line, col, severity, code, message, hint))
 

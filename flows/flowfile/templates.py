@@ -133,6 +133,38 @@ def references(text: str) -> list[Reference]:
     return list(parsed.references)
 
 
+@dataclass(frozen=True, slots=True)
+class Template:
+    """One template of a text, parsed on its own: ``written`` as in the text (``${{ x }}``), the
+    ``occurrence``-th (from 0) of that writing there, and its ``reference`` or its ``error``."""
+
+    written: str
+    occurrence: int
+    reference: Reference | None = None
+    error: TemplateSyntaxError | None = None
+
+
+def templates(text: str) -> list[Template]:
+    """Every template of ``text`` in order, a malformed one among them: one does not hide the
+    others (validation reports each). A ``${{`` left unclosed comes last, written ``${{``."""
+    if OPEN not in text:
+        return []
+    found: list[Template] = []
+    end = 0
+    for match in _TEMPLATE.finditer(text):  # from each '${{' to the next '}}'
+        end = match.end()
+        written, occurrence = match.group(0), text.count(match.group(0), 0, match.start())
+        try:
+            found.append(Template(written, occurrence, _parse(match.group(1))))
+        except TemplateSyntaxError as error:
+            found.append(Template(written, occurrence, error=error))
+    unclosed = text.find(OPEN, end)
+    if unclosed >= 0:
+        not_closed = TemplateSyntaxError("'${{' is not closed with '}}'")
+        found.append(Template(OPEN, text.count(OPEN, 0, unclosed), error=not_closed))
+    return found
+
+
 def split(text: str) -> tuple[tuple[str, ...], tuple[Reference, ...]]:
     """``text`` as the pieces around its templates (one more than the references) and the
     references in order; raises :class:`TemplateSyntaxError` as :func:`references` does."""

@@ -21,7 +21,9 @@ model shows the author meant text (see :mod:`flows.validation.model_errors`).
 
 from __future__ import annotations
 
+import bisect
 import math
+import re
 from collections.abc import Callable, Container, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,6 +33,7 @@ import yaml
 from yaml.constructor import SafeConstructor
 
 from flows.flowfile.findings import DataPath, Finding, Severity
+from flows.flowfile.templates import OPEN
 from flows.gc_pause import gc_paused
 
 MAX_FILE_BYTES: Final = 10 * 1024 * 1024
@@ -45,6 +48,7 @@ _TIMESTAMP, _MERGE, _MAP, _SEQ = (_CORE + t for t in ("timestamp", "merge", "map
 
 _Parser = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _SCALARS = SafeConstructor()  # reused for YAML 1.1 int, float and bool spellings
+_LINE_BREAK = re.compile(r"\r\n|[\r\n\x85\u2028\u2029]")  # YAML's, which its marks count
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +86,11 @@ class SourceMap:
 
     def __init__(self) -> None:
         self.root: Any = None
+        self.text = ""  # the document, set by the loader
+        # Where each string holding a template ends, by where it starts: a finding about one
+        # template of it is placed at that template (:meth:`locate_in`).
+        self.ends: dict[Position, Position] = {}
+        self._line_starts: list[int] | None = None
 
     @property
     def values(self) -> dict[DataPath, Position]:
@@ -120,6 +129,44 @@ class SourceMap:
                 break
             found = inner
         return _position(found.mark if isinstance(found, _Collection) else found)
+
+    def locate_in(self, path: DataPath, needle: str, occurrence: int = 0) -> Position | None:
+        """Position of the ``occurrence``-th (0-based) ``needle`` in the source of the string
+        at ``path``: a template of it, say. None when it is not there as written (an escape in
+        a quoted string, a folded line) or nothing is recorded for ``path`` itself."""
+        found = self.root
+        for part in path:
+            found = _inner(found, part)
+            if found is None:
+                return None
+        if isinstance(found, _Collection):
+            return None
+        start = _position(found)
+        end = self.ends.get(start)
+        if end is None:
+            return None
+        begin, stop = self._offset(start), self._offset(end)
+        at = begin - 1
+        for _ in range(occurrence + 1):
+            at = self.text.find(needle, at + 1, stop)
+            if at < 0:
+                return None
+        return self._position_of(at)
+
+    def _offset(self, position: Position) -> int:
+        line, col = position
+        return self._starts()[min(line, len(self._starts())) - 1] + col - 1
+
+    def _position_of(self, offset: int) -> Position:
+        starts = self._starts()
+        line = bisect.bisect_right(starts, offset) - 1
+        return line + 1, offset - starts[line] + 1
+
+    def _starts(self) -> list[int]:
+        """Where each line of the text starts (built at the first template finding)."""
+        if self._line_starts is None:
+            self._line_starts = [0, *(m.end() for m in _LINE_BREAK.finditer(self.text))]
+        return self._line_starts
 
 
 def _inner(place: Any, part: str | int) -> Any:
@@ -326,6 +373,8 @@ class _Builder:
                 self.take_key(top, value, event)
                 return
         self.place(event.start_mark)
+        if type(value) is str and OPEN in value:
+            self.source_map.ends[_position(event.start_mark)] = _position(event.end_mark)
         if value is not None and type(value) is not str:  # text is never a trap
             trap = _trap(event, value)
             if trap is not None:
@@ -341,6 +390,8 @@ class _Builder:
             self.place(mark)
             self.attach(text, 1, new=0)  # reports the bound
         top.size += 1
+        if OPEN in text:
+            self.source_map.ends[_position(mark)] = _position(event.end_mark)
         if top.is_map:
             top.marks[top.key] = mark
             if not top.discarding:
@@ -585,6 +636,7 @@ def load_yaml(text: str, file: str = "<string>") -> LoadedYaml:
 def _load(text: str, file: str, parser_class: Any = _Parser) -> _Builder:
     parser = parser_class(text)
     builder = _Builder(file, parser)
+    builder.source_map.text = text
     try:
         builder.feed(parser)
     except yaml.MarkedYAMLError as error:

@@ -37,9 +37,8 @@ from flows.flowfile.templates import (
     OPEN,
     STEPS,
     Reference,
-    TemplateSyntaxError,
-    references,
     strings,
+    templates,
 )
 
 ValidateChild = Callable[[Path, str], tuple[Flow | None, list[Finding]]]
@@ -206,7 +205,10 @@ def _check_outputs_read(flow: Flow, children: dict[str, Flow], sink: FindingSink
                     _outputs_hint(key, child, flow.steps[step_id].flow),
                 )
     for path, text in _template_strings(flow):
-        for reference in _safe_references(text):
+        for template in templates(text):
+            reference = template.reference
+            if reference is None:
+                continue  # the template checks report it
             reader, rest = _output_read(reference)
             read = children.get(reader) if reader else None
             if read is None or flow.steps[reader].outputs is not None or not rest:
@@ -218,6 +220,7 @@ def _check_outputs_read(flow: Flow, children: dict[str, Flow], sink: FindingSink
                     "subflow-output",
                     f"'{reference}': sub-flow {shown} has no output '{rest[0]}'",
                     _outputs_hint(rest[0], read, shown),
+                    within=(template.written, template.occurrence),
                 )
 
 
@@ -242,13 +245,6 @@ def _template_strings(flow: Flow) -> list[tuple[DataPath, str]]:
     if flow.outputs:
         found += strings(dict(flow.outputs), ("outputs",))
     return found
-
-
-def _safe_references(text: str) -> list[Reference]:
-    try:
-        return references(text)
-    except TemplateSyntaxError:
-        return []  # the template checks report it
 
 
 def _output_read(reference: Reference) -> tuple[str, tuple[str, ...]]:

@@ -18,7 +18,14 @@ from typing import TYPE_CHECKING, Any
 from flows.flowfile import conditions
 from flows.flowfile.dag import step_graph
 from flows.flowfile.fanout import is_source_reference
-from flows.flowfile.findings import DataPath, FindingSink, did_you_mean, names_hint, path_text
+from flows.flowfile.findings import (
+    DataPath,
+    FindingSink,
+    Within,
+    did_you_mean,
+    names_hint,
+    path_text,
+)
 from flows.flowfile.model import MAX_FOREACH_ITEMS, Action, Param, Step, matrix_id_text
 from flows.flowfile.params import choice_problem, type_problem
 from flows.flowfile.templates import (
@@ -31,9 +38,8 @@ from flows.flowfile.templates import (
     STEP_FIELDS,
     STEPS,
     Reference,
-    TemplateSyntaxError,
-    references,
     strings,
+    templates,
     whole_reference,
 )
 from flows.flowfile.yaml_reader import Trap
@@ -114,17 +120,23 @@ class TemplateChecker:
             if not values[field]:
                 continue  # None, '' or {}: no template to read
             for path, text in strings(values[field], (*base, field)):
-                for reference in self.parse(path, text):
+                for reference, within in self.parse(path, text):
                     problem = self.reference_problem(reference, reader, field)
                     if problem is not None:
-                        self.sink.error(path, "template", *problem)
+                        self.sink.error(path, "template", *problem, within=within)
 
-    def parse(self, path: DataPath, text: str) -> list[Reference]:
-        try:
-            return references(text)
-        except TemplateSyntaxError as error:
-            self.sink.error(path, "template-syntax", str(error), "write ${{ params.name }}")
-            return []
+    def parse(self, path: DataPath, text: str) -> list[tuple[Reference, Within]]:
+        """The references of ``text``, each with where it is written; each malformed template
+        is reported at its own place, and the others are still returned to be checked."""
+        found: list[tuple[Reference, Within]] = []
+        for template in templates(text):
+            within = (template.written, template.occurrence)
+            if template.reference is not None:
+                found.append((template.reference, within))
+            else:
+                hint = "write ${{ params.name }}"
+                self.sink.error(path, "template-syntax", str(template.error), hint, within=within)
+        return found
 
     def reference_problem(
         self, reference: Reference, reader: _Reader, field: str
@@ -244,10 +256,10 @@ class TemplateChecker:
         """The flow's ``outputs:`` read what a hook may: every step, the params, the run."""
         reader = _Reader("the flow's outputs", None, (), None)
         for path, text in strings(dict(outputs), ("outputs",)):
-            for reference in self.parse(path, text):
+            for reference, within in self.parse(path, text):
                 problem = self.reference_problem(reference, reader, "outputs")
                 if problem is not None:
-                    self.sink.error(path, "template", *problem)
+                    self.sink.error(path, "template", *problem, within=within)
 
     # -- conditions -----------------------------------------------------------------------------
 
@@ -302,10 +314,10 @@ class TemplateChecker:
                     self.sink.error(path, "foreach-items", *problem)
             return
         for item_path, text in strings(items, path):
-            for reference in self.parse(item_path, text):
+            for reference, within in self.parse(item_path, text):
                 problem = self.items_problem(reference, reader, in_list=True)
                 if problem is not None:
-                    self.sink.error(item_path, "foreach-items", *problem)
+                    self.sink.error(item_path, "foreach-items", *problem, within=within)
 
     def check_fanout(self, step_id: str, step: Step, reference: Reference, path: DataPath) -> None:
         """``foreach.items`` that reads a step's output (:mod:`flows.flowfile.fanout`): one output
@@ -325,13 +337,15 @@ class TemplateChecker:
         assert step.foreach is not None
         item = step.foreach.as_
         for text_path, text in strings(step.cwd, ("steps", step_id, "cwd")) if step.cwd else ():
-            if any(found.root == item for found in self.parse(text_path, text)):
+            read = [within for found, within in self.parse(text_path, text) if found.root == item]
+            if read:
                 self.sink.error(
                     text_path,
                     "template",
                     f"'{item}' in cwd: the items of step '{step_id}' are known only when "
                     f"'{reference.path[1]}' completes, and the working directory is fixed before",
                     "pass the item through env instead",
+                    within=read[0],
                 )
 
     def fanout_problem(
@@ -397,10 +411,10 @@ class TemplateChecker:
                         self.sink.error(path, "matrix", *problem)
                 continue
             for item_path, text in strings(values, path):
-                for reference in self.parse(item_path, text):
+                for reference, within in self.parse(item_path, text):
                     problem = self.items_problem(reference, reader, in_list=True, label=label)
                     if problem is not None:
-                        self.sink.error(item_path, "matrix", *problem)
+                        self.sink.error(item_path, "matrix", *problem, within=within)
         if size > MAX_FOREACH_ITEMS:
             self.sink.error(
                 ("steps", step_id, "matrix"),
@@ -479,7 +493,7 @@ class TemplateChecker:
         self, name: str, param: Param, texts: list[tuple[DataPath, str]]
     ) -> None:
         for path, text in texts:
-            for reference in self.parse(path, text):
+            for reference, within in self.parse(path, text):
                 if reference.root != RUN:
                     self.sink.error(
                         path,
@@ -487,11 +501,12 @@ class TemplateChecker:
                         f"the default of param '{name}' reads '{reference}'; defaults can only "
                         "read run.* (params are set before anything else)",
                         "use run.id, run.flow, run.logical_date or run.logical_time",
+                        within=within,
                     )
                     continue
                 problem = _run_problem(reference)
                 if problem is not None:
-                    self.sink.error(path, "template", *problem)
+                    self.sink.error(path, "template", *problem, within=within)
                 elif (
                     param.type not in ("string", "date")
                     and name not in self.untyped

@@ -179,7 +179,12 @@ def _validate_loaded(
     now: float | None,
     expand_too: bool = False,
 ) -> Validation:
-    sink = FindingSink(loaded.file, loaded.source_map.locate, list(loaded.findings))
+    sink = FindingSink(
+        loaded.file,
+        loaded.source_map.locate,
+        list(loaded.findings),
+        loaded.source_map.locate_in,
+    )
     data = loaded.data
     if data is None:
         return Validation(loaded.file, flow_dir, None, sort_findings(sink.findings))

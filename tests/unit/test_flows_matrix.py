@@ -97,7 +97,7 @@ def test_reading_an_axis_it_does_not_have_names_the_axes() -> None:
     finding = one(text, "template")
     assert finding.message == "'matrix.knd' names no axis of the matrix of step 'grid'"
     assert finding.hint == "did you mean 'kind'?"
-    assert (finding.line, finding.col) == (10, 50)
+    assert (finding.line, finding.col) == (10, 51)
 
 
 def test_matrix_outside_a_matrix_step_and_with_foreach_are_refused() -> None:

@@ -92,7 +92,7 @@ def test_the_child_findings_name_the_child_file(tmp_path: Path) -> None:
     found = findings(parent)
     child = [f for f in found if f.file == str(tmp_path / "sub" / "report.yaml")]
     assert [f.code for f in child] == ["template"]
-    assert (child[0].line, child[0].col) == (12, 10)
+    assert (child[0].line, child[0].col) == (12, 11)
     assert "names no step 'count'" in child[0].message
     summary = only(parent, "subflow-invalid")
     assert (summary.line, summary.col) == (7, 11)
@@ -180,7 +180,7 @@ def test_flow_outputs_templates_are_checked(tmp_path: Path) -> None:
     text = REPORT.replace("steps.count.outputs.total", "steps.count.outputs.totl")
     path = write(tmp_path, "report.yaml", text)
     finding = only(path, "template")
-    assert (finding.line, finding.col) == (12, 10)
+    assert (finding.line, finding.col) == (12, 11)
     assert finding.message == "'steps.count.outputs.totl': step 'count' declares no output 'totl'"
 
 
@@ -219,7 +219,7 @@ def test_what_the_parent_reads_of_the_step_must_be_a_child_output(tmp_path: Path
     )
     parent = write(tmp_path, "parent.yaml", text)
     finding = only(parent, "subflow-output")
-    assert (finding.line, finding.col) == (12, 10)
+    assert (finding.line, finding.col) == (12, 16)
     assert finding.message == (
         "'steps.child.outputs.totl': sub-flow report.yaml has no output 'totl'"
     )

@@ -682,7 +682,7 @@ def test_a_fanout_item_cannot_be_read_in_cwd() -> None:
         """,
         "template",
     )
-    assert (finding.line, finding.col) == (9, 10)
+    assert (finding.line, finding.col) == (9, 16)
     assert finding.message.startswith("'f' in cwd: the items of step 'process' are known only")
 
 
@@ -737,7 +737,7 @@ def test_a_misspelt_param_type_is_the_only_finding_about_that_param() -> None:
         "    hint: did you mean 'object'?",
         f"flow.yaml:7:13: error: params.e.type: 'integr' is not one of: {_TYPES}\n"
         "    hint: did you mean 'int'?",
-        "flow.yaml:7:30: error: unknown reference 'run.idd'\n    hint: did you mean 'id'?",
+        "flow.yaml:7:31: error: unknown reference 'run.idd'\n    hint: did you mean 'id'?",
     ]
     assert [f.code for f in findings] == ["bad-value"] * 4 + ["template"]
 
@@ -754,6 +754,64 @@ def test_malformed_template() -> None:
     )
     assert finding.line == 4
     assert "is not a reference" in finding.message
+
+
+_NOT_A_REFERENCE = (
+    "is not a reference: a template holds a dotted path such as params.date or "
+    "steps.extract.outputs.uri, nothing else"
+)
+
+
+def test_each_template_of_a_string_is_checked_and_placed_on_its_own() -> None:
+    """A malformed template hides none of the others; each finding is at its template's column
+    (in a quoted string, a block scalar, twice the same template), or at the string when an
+    escape means the template is not written as it reads."""
+    findings = check(
+        """\
+        version: 1
+        name: x
+        steps:
+          a:
+            run: echo a
+            outputs: [x]
+          b:
+            needs: [a]
+            run: echo "${{ steps.a.outputs.x | upper }} ${{ run.idd }} ${{ steps.a.output.x }}"
+            env:
+              LINES: |
+                first
+                ${{ run.fl }} and ${{ run.fl }}
+              ESCAPED: "\\u0024{{ run.x }}"
+              OPEN: ${{ run.id }} ${{ run.id
+        """
+    )
+    assert [(f.line, f.col, f.code, f.message, f.hint) for f in findings] == [
+        (
+            9,
+            16,
+            "template-syntax",
+            f"'${{{{ steps.a.outputs.x | upper }}}}' {_NOT_A_REFERENCE}",
+            "write ${{ params.name }}",
+        ),
+        (9, 49, "template", "unknown reference 'run.idd'", "did you mean 'id'?"),
+        (
+            9,
+            64,
+            "template",
+            "'steps.a.output.x': a step has outputs and status",
+            "did you mean 'outputs'?",
+        ),
+        (13, 9, "template", "unknown reference 'run.fl'", "did you mean 'flow'?"),
+        (13, 27, "template", "unknown reference 'run.fl'", "did you mean 'flow'?"),
+        (
+            14,
+            16,
+            "template",
+            "unknown reference 'run.x'",
+            "run has: id, flow, logical_date, logical_time",
+        ),
+        (15, 27, "template-syntax", "'${{' is not closed with '}}'", "write ${{ params.name }}"),
+    ]
 
 
 def test_template_where_nothing_is_rendered() -> None:

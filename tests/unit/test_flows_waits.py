@@ -112,7 +112,7 @@ BAD = [
         "steps:\n  w:\n    wait: {signal: go}\n    outputs: [note]\n"
         "  b:\n    needs: [w]\n    run: echo ${{ steps.w.outputs.nope }}\n",
         None,
-        (9, 10),
+        (9, 15),
         "declares no output 'nope'",
     ),
 ]
