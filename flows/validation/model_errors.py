@@ -10,6 +10,7 @@ number or boolean reports that trap instead (``on is read as the boolean true; q
 from __future__ import annotations
 
 import re
+import time
 import types
 from collections.abc import Mapping
 from typing import Annotated, Any, Union, get_args, get_origin
@@ -29,6 +30,7 @@ from flows.flowfile.model import ID_PATTERN, Flow
 from flows.flowfile.templates import OPEN
 from flows.flowfile.yaml_reader import Trap
 from flows.validation.template_checks import template_place_problem
+from scheduler.cron import validate_schedule
 
 _EXPECTED = {
     "string_type": "a string",
@@ -171,10 +173,8 @@ def _describe(details: ErrorDetails, path: DataPath, missing: str | None) -> tup
         message = f"{field}: {value!r} is not one of: {', '.join(choices)}"
         return "bad-value", message, did_you_mean(str(value), choices)
     if kind in _EXPECTED:
-        hint = "a step is a mapping with 'run:' or 'job:'" if _is_step(path) else ""
-        if kind == "string_type" and isinstance(value, int | float):
-            hint = f"quote it: '{value}'"
-        return "wrong-type", f"{field}: expected {_EXPECTED[kind]}, got {describe(value)}", hint
+        message = f"{field}: expected {_EXPECTED[kind]}, got {describe(value)}"
+        return "wrong-type", message, _wrong_type_hint(kind, path, value)
     if kind in _RANGE:
         symbol, key = _RANGE[kind]
         return (
@@ -193,6 +193,24 @@ def _describe(details: ErrorDetails, path: DataPath, missing: str | None) -> tup
         hint = _PATTERN_HINTS.get(str(ctx.get("pattern")), f"must match {ctx.get('pattern')}")
         return "bad-format", f"{field}: {value!r} is not allowed here", hint
     return kind.replace("_", "-"), f"{field}: {details['msg']}", ""
+
+
+def _wrong_type_hint(kind: str, path: DataPath, value: Any) -> str:
+    if kind == "string_type" and isinstance(value, int | float):
+        return f"quote it: '{value}'"
+    if path == ("schedule",) and isinstance(value, str):
+        return _schedule_hint(value)
+    return "a step is a mapping with 'run:' or 'job:'" if _is_step(path) else ""
+
+
+def _schedule_hint(text: str) -> str:
+    """``schedule: "0 2 * * *"``: the mapping it should be, and whether the text would do as
+    its cron (the expression's first problem if not)."""
+    written = f'write schedule: {{cron: "{text}"}}'
+    errors = [p for p in validate_schedule(text, now=time.time()) if p.severity == "error"]
+    if not errors:
+        return f"{written} ('{text}' is a valid cron expression)"
+    return f"{written}, and fix the expression: {errors[0].message}"
 
 
 def _is_mapping(data: Any, path: DataPath) -> bool:

@@ -873,6 +873,31 @@ def test_cron_list_entries_are_located_one_by_one() -> None:
     assert "minute value 61 is out of range 0-59" in finding.message
 
 
+@pytest.mark.parametrize(
+    ("cron", "hint"),
+    [
+        (
+            "0 2 * * *",
+            "write schedule: {cron: \"0 2 * * *\"} ('0 2 * * *' is a valid cron expression)",
+        ),
+        (
+            "0 2 * *",
+            'write schedule: {cron: "0 2 * *"}, and fix the expression: '
+            "'0 2 * *': 4 fields, expected 5",
+        ),
+    ],
+)
+def test_a_schedule_written_as_its_cron_says_how_to_write_it(cron: str, hint: str) -> None:
+    [finding] = check(f'version: 1\nname: x\nschedule: "{cron}"\nsteps:\n  a: {{run: echo}}\n')
+    assert (finding.line, finding.col, finding.code, finding.message, finding.hint) == (
+        3,
+        11,
+        "wrong-type",
+        f"schedule: expected a mapping, got the string '{cron}'",
+        hint,
+    )
+
+
 def test_unknown_time_zone_suggests_one() -> None:
     [finding] = _schedule('"0 4 * * *"', "Europe/Berln")
     assert finding == "5: error: unknown time zone 'Europe/Berln' | did you mean 'Europe/Berlin'?"
