@@ -149,6 +149,15 @@ def templates(text: str) -> list[Template]:
     others (validation reports each). A ``${{`` left unclosed comes last, written ``${{``."""
     if OPEN not in text:
         return []
+    parsed = _parsed(text)
+    if parsed is not None and parsed.closed:
+        # Every template parses, the usual case: the parse kept from validation's other reads.
+        seen: dict[str, int] = {}
+        kept: list[Template] = []
+        for written, reference in zip(parsed.written, parsed.references, strict=True):
+            kept.append(Template(written, seen.get(written, 0), reference))
+            seen[written] = seen.get(written, 0) + 1
+        return kept
     found: list[Template] = []
     end = 0
     for match in _TEMPLATE.finditer(text):  # from each '${{' to the next '}}'
