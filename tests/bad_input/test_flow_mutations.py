@@ -12,11 +12,11 @@ from typing import Any
 
 import pytest
 import yaml
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from flows.flowfile.params import ParamError
-from flows.runs.build import build_run, parse_flow_text
+from flows.runs.build import FlowFile, build_run, parse_flow_text
 from flows.validation.validate import InvalidFlow, validate_text
 from scheduler.engine.errors import FlowsError
 
@@ -97,6 +97,23 @@ def mutants(draw: st.DrawFn) -> tuple[str, Any]:
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 @given(mutants())
+@example(  # an array param defaulting to null, fanned out over: valid, but no run can start
+    (
+        "fanout.yaml",
+        {
+            "version": 1,
+            "name": "fanout",
+            "params": {"shards": {"type": "array", "items": {"type": "int"}, "default": None}},
+            "steps": {
+                "square": {
+                    "job": "tasks.square",
+                    "foreach": {"items": "${{ params.shards }}", "as": "shard"},
+                    "with": {"shard": "${{ shard }}"},
+                }
+            },
+        },
+    )
+)
 def test_a_mutated_flow_gets_findings_or_validates_never_a_crash(mutant: tuple[str, Any]) -> None:
     name, doc = mutant
     text = yaml.safe_dump(doc, sort_keys=False, allow_unicode=True)
@@ -107,20 +124,30 @@ def test_a_mutated_flow_gets_findings_or_validates_never_a_crash(mutant: tuple[s
         assert finding.message and finding.format()
     if not result.ok:
         assert any(f.severity == "error" for f in result.findings)
-        with pytest.raises(InvalidFlow):
-            parse_flow_text(text, file)
+        if not validate_text(text, file=file, flow_dir=EXAMPLES).ok:
+            with pytest.raises(InvalidFlow):
+                parse_flow_text(text, file)
+            return
+        # A valid file whose run with the defaults would be refused (`expand`'s findings):
+        # building that run refuses it too, saying why.
+        with pytest.raises((ParamError, FlowsError)) as refused:
+            build(parse_flow_text(text, file))
+        assert str(refused.value)
         return
-    flow_file = parse_flow_text(text, file)
     try:
-        build_run(
-            flow_file,
-            run_id="mutant@1",
-            logical_time=datetime(2026, 1, 1, tzinfo=UTC),
-            params={},
-            trigger="manual",
-        )
+        build(parse_flow_text(text, file))
     except (ParamError, FlowsError) as refused:  # a required param, a limit: said clearly
         assert str(refused)
+
+
+def build(flow_file: FlowFile) -> None:
+    build_run(
+        flow_file,
+        run_id="mutant@1",
+        logical_time=datetime(2026, 1, 1, tzinfo=UTC),
+        params={},
+        trigger="manual",
+    )
 
 
 def test_the_examples_themselves_validate() -> None:
