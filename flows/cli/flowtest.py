@@ -48,7 +48,8 @@ def test(
     Each case runs the flow against the real engine on a virtual clock, in a namespace of its
     own that is removed afterwards: on a private embedded server started for the session, or
     on --redis / $FLOWS_REDIS_URL when given. Exit code 0 when every case passed, 1 when one
-    failed or a test file has a mistake (printed as file:line:col findings).
+    failed or a test file has a mistake (printed as file:line:col findings), 2 when -k selects
+    no case.
     """
     files = find_test_files(list(paths) or [Path(".")])
     if not files:
@@ -69,6 +70,13 @@ def test(
                 session = run_files(server, files, show, select)
     if session.findings:
         print_findings(session.findings, stderr=True)
+    if select is not None and not session.cases and session.passed:
+        # As pytest's -k: a selection of nothing is a mistake, not a pass.
+        raise click.BadParameter(
+            f"no case name contains {select!r} (in {len(files)} file(s); without -k every "
+            "case runs)",
+            param_hint="'-k'",
+        )
     failed = [c for c in session.cases if not c.passed]
     for report in failed:
         click.echo("")

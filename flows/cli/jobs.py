@@ -26,6 +26,7 @@ from flows.cli.common import (
 from flows.cli.options import as_json, connection
 from flows.cli.run import work_run
 from flows.cli.terminal import visible
+from flows.flowfile.findings import did_you_mean
 from flows.runs import actions as run_actions
 from flows.runs.read import load_run
 from scheduler.engine.client import Client
@@ -383,8 +384,19 @@ def failed(
 def unfail(
     group: str, queue: str, count: int, as_json: bool, redis_url: str | None, namespace: str | None
 ) -> None:
-    """Put up to COUNT failed jobs of GROUP back into QUEUE (oldest first)."""
+    """Put up to COUNT failed jobs of GROUP back into QUEUE (oldest first).
+
+    Refused (exit 1, nothing changed) when GROUP has no failed jobs: `flows failed` lists the
+    groups."""
     client = open_client(redis_url, namespace)
+    with user_errors():
+        groups = client.failed()
+    if not groups.get(group):
+        hint = did_you_mean(group, [g for g, n in groups.items() if n])
+        raise click.ClickException(
+            f"no failed jobs in group {group!r} ({hint + '; ' if hint else ''}"
+            "`flows failed` lists the groups); nothing moved"
+        )
     note_new_queues(client, [queue])
     with user_errors():
         moved = client.unfail(queue, group, count)

@@ -170,9 +170,15 @@ def bury(
 def delete(
     jids: tuple[str, ...], as_json: bool, redis_url: str | None, namespace: str | None
 ) -> None:
-    """Delete jobs for good (refused while one runs, or while a job not listed depends on one)."""
+    """Delete jobs for good (refused while one runs, or while a job not listed depends on one).
+
+    Every JID is looked up first: one that names no job deletes nothing (exit 1)."""
     client = open_client(redis_url, namespace)
     with user_errors():
+        found = {job.jid for job in client.jobs.multiget(*jids)}
+        if missing := [jid for jid in dict.fromkeys(jids) if jid not in found]:
+            listed = ", ".join(repr(jid) for jid in missing)
+            raise click.ClickException(f"no job {listed} (see `flows jobs`); nothing deleted")
         deleted = client.jobs.delete(*jids)
     text = f"deleted {len(deleted)} job(s)" + (": " + ", ".join(deleted) if deleted else "")
     report(as_json, text, {"deleted": list(deleted)})

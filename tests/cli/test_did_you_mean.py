@@ -47,6 +47,7 @@ def run_id(url: str, tmp_path: Path) -> str:
         (("approve", "gated-1", "aprove"), "no step 'aprove' (did you mean 'approve'?)"),
         (("signal", "gated-1", "aprove"), "no step 'aprove' (did you mean 'approve'?)"),
         (("logs", "gated-1", "publsh"), "no step 'publsh' (did you mean 'publish'?)"),
+        (("unfail", "gatd", "-q", "gated"), "no failed jobs in group 'gatd'"),
         (("queue", "stats", "gatd"), "no queue 'gatd' (did you mean 'gated'?)"),
         (("queue", "truncate", "gatd", "--yes"), "no queue 'gatd' (did you mean 'gated'?)"),
         (("kick", "gatd"), "no queue 'gatd' (did you mean 'gated'?)"),
@@ -81,6 +82,12 @@ def test_a_likely_misspelt_new_queue_is_noted_never_refused(
 ) -> None:
     """A worker may listen on, and unfail may fill, a queue no job has used yet: a close name
     gets a note on stderr, and the command does its work."""
+    if args[0] == "unfail":  # a failed job for each of the three unfails (one each)
+        args = (*args, "--count", "1")
+        with Client(url, worker_name="w") as client:
+            for n in range(3):
+                client.queues["broken"].put("tasks.x", {}, jid=f"broken-{n}")
+                client.queues["broken"].pop()[0].fail("some-group", "it broke")
     result = flows(url, *args)
     assert result.exit_code == 0, result.output
     assert (

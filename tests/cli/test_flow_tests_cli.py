@@ -178,3 +178,12 @@ def test_pytest_collects_the_test_files(tmp_path: Path) -> None:
     assert "expect.steps.total.outputs.rows: expected 7, got 6" in failed.stdout
     assert "files.test.yaml::one count per listed file" in failed.stdout
     assert "2 passed" in failed.stdout  # report.yaml's own cases
+
+
+def test_a_k_that_selects_no_case_is_a_usage_error(url: str, redis_client: redis.Redis) -> None:
+    # As pytest's -k: selecting nothing is a mistake (a typo), not "0 passed".
+    with assert_unchanged(redis_client):
+        result = flows("test", str(EXAMPLES), "-k", "nomatch", "--redis", url)
+    assert result.exit_code == 2, result.output
+    assert "Invalid value for '-k': no case name contains 'nomatch'" in result.output
+    assert "passed" not in result.output

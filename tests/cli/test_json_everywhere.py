@@ -58,11 +58,15 @@ def test_actions_and_runs_answer_in_json(url: str, client: Client, tmp_path: Pat
         "queue": "side",
         "removed": 1,
     }
-    assert as_json(flows(url, "unfail", "nogroup", "-q", "js", "--json")) == {
-        "group": "nogroup",
+    client.queues["side"].put("K", {}, jid="broken")
+    client.queues["side"].pop()[0].fail("some-group", "it broke")
+    assert as_json(flows(url, "unfail", "some-group", "-q", "js", "--json")) == {
+        "group": "some-group",
         "queue": "js",
-        "moved": 0,
+        "moved": 1,
     }
+    # A group without failed jobs is refused (a typo), with --json as without.
+    assert flows(url, "unfail", "nogroup", "-q", "js", "--json").exit_code == 1
 
 
 def test_json_and_logs_together_are_refused_before_submitting(

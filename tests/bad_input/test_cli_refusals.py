@@ -1,0 +1,46 @@
+"""Commands that would do nothing because of a typo, or that meet an argument the engine would
+refuse, say so with the exit code the CLI documents (1 a refusal, 2 a usage error) and change
+nothing; an engine refusal is said without the engine's name for its command."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from helpers import assert_unchanged
+
+from flows.cli import main
+from scheduler.engine.client import Client
+
+# (arguments, exit code, the error's words); {flow} is a good flow file.
+CASES: list[tuple[list[str], int, str]] = [
+    (["delete", "nope"], 1, "no job 'nope' (see `flows jobs`); nothing deleted"),
+    # One unknown jid among known ones: none is deleted.
+    (["delete", "waiting", "nope"], 1, "no job 'nope'"),
+    (
+        ["unfail", "nope", "-q", "x"],
+        1,
+        "no failed jobs in group 'nope' (`flows failed` lists the groups); nothing moved",
+    ),
+    (["unfail", "bom", "-q", "q"], 1, "did you mean 'boom'?"),
+]
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "expected"), CASES, ids=[" ".join(c[0])[:40] for c in CASES]
+)
+def test_a_command_that_would_do_nothing_or_wrong_says_so_and_changes_nothing(
+    args: list[str], code: int, expected: str, cli: CliRunner, populated: Client, tmp_path: Path
+) -> None:
+    flow = tmp_path / "good.yaml"
+    flow.write_text("version: 1\nname: good\nqueue: q\nsteps:\n  a: {job: tasks.a}\n")
+    argv = [a.replace("{flow}", str(flow)) for a in args]
+    with assert_unchanged(populated.redis):
+        result = cli.invoke(main, argv)
+    output = result.output
+    assert result.exit_code == code, (result.exit_code, output, result.exception)
+    assert result.exception is None or isinstance(result.exception, SystemExit), output
+    assert "Traceback" not in output
+    assert expected in output, output
+    assert "(): " not in output, "the engine's name for a command reached the user"
