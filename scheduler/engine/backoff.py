@@ -58,6 +58,14 @@ def transient(error: BaseException) -> bool:
     )
 
 
+def hopeless(error: BaseException) -> bool:
+    """Whether ``error`` says the process itself is wrong, so that retrying the call can never
+    succeed: one of this project's errors that is not :func:`transient` (a wrong password, a
+    missing permission, an argument the engine refuses, a server without what the engine
+    needs). A bug (any other exception) is not: it may depend on what was read."""
+    return isinstance(error, FlowsError) and not transient(error)
+
+
 class Backoff:
     """The pauses between attempts of one activity (``what``) under faults; thread-safe."""
 
@@ -157,4 +165,4 @@ def wait_for_server(
     return False
 
 
-__all__ = ["CAP", "FIRST", "Backoff", "transient", "wait_for_server"]
+__all__ = ["CAP", "FIRST", "Backoff", "hopeless", "transient", "wait_for_server"]

@@ -133,6 +133,18 @@ def check_jid(command: str, name: str, value: Any) -> str:
     return jid
 
 
+def id_problem(value: Any, *, name: bool = False) -> str | None:
+    """What keeps ``value`` from being an id (:func:`check_id`; with ``name``, a name as
+    :func:`check_name`), in the engine's words without its command and argument names ("contains
+    white space or a control character: 'a b'"); None when it is one. For checking a value
+    where it is given (an option), before any engine call."""
+    try:
+        (check_name if name else check_id)("", "value", value)
+    except (InvalidArgument, TooLarge) as error:
+        return error.message.split('Arg "value" ', 1)[-1]
+    return None
+
+
 def check_ids(command: str, name: str, values: Iterable[Any], *, jids: bool = False) -> list[str]:
     """Each of ``values`` as :func:`check_id` (or :func:`check_jid`); returns them as a list."""
     check = check_jid if jids else check_id
@@ -327,5 +339,6 @@ __all__ = [
     "check_tags",
     "check_text",
     "encode_payload",
+    "id_problem",
     "json_depth",
 ]

@@ -19,6 +19,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import MISSING, dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
+from scheduler.engine.limits import id_problem
+
 if TYPE_CHECKING:
     from scheduler.worker.fetching import Strategy
     from scheduler.worker.runner import Prepare
@@ -149,7 +151,15 @@ def setting(*flags: str, help: str, **how: Any) -> dict[str, Setting]:
 
 
 def _some_queues(queues: tuple[str, ...]) -> str | None:
-    return None if queues else "give at least one queue"
+    """At least one queue, each a name the engine takes: refused at start, not retried at
+    every fetch."""
+    if not queues:
+        return "give at least one queue"
+    for queue in queues:
+        problem = id_problem(queue)
+        if problem is not None:
+            return f"a queue name {problem}"
+    return None
 
 
 def _log_level(level: Any) -> str | None:

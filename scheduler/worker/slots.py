@@ -24,7 +24,7 @@ from typing import Any
 
 import redis
 
-from scheduler.engine.backoff import Backoff
+from scheduler.engine.backoff import Backoff, hopeless
 from scheduler.engine.client import Client
 from scheduler.engine.errors import ClusterError
 from scheduler.engine.job import Job
@@ -73,6 +73,8 @@ class Slots:
         self.halt = threading.Event()  # set once when stopping: ends pauses between retries
         self._burst_over = burst_over
         self._fetching = False
+        # The error that ended the worker (hopeless at fetch), raised by Worker.run.
+        self.fatal: Exception | None = None
         self._running = 0
         self._pace: float | None = None  # running mean of run times, seconds
         self._refill = threading.Event()  # for the refiller: the buffer runs low
@@ -119,10 +121,21 @@ class Slots:
             try:
                 jobs = self._fetch()
                 self._backoff.succeeded()
-            except Exception as error:  # the other slots wait for this one's next attempt
-                self.halt.wait(self._backoff.failed(error))
+            except Exception as error:
+                if hopeless(error):  # waiting cannot mend it: the worker ends with it
+                    self._give_up(error)
+                else:  # the other slots wait for this one's next attempt
+                    self.halt.wait(self._backoff.failed(error))
             finally:
                 self._end_fetch(jobs)
+
+    def _give_up(self, error: Exception) -> None:
+        """Stop the worker on an error no retry can mend; :meth:`Worker.run` raises it."""
+        with self.held.wake:
+            if self.fatal is None:
+                self.fatal = error
+        self.stop()
+        self._burst_over.set()  # wakes Worker.run, which then stops the other slots
 
     def _check(self, active: Active) -> None:
         """A job that may have lost its lock while buffered: back to the front of the buffer

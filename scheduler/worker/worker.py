@@ -129,7 +129,9 @@ class Worker:
         """Work until stopped; returns the exit code (0 after a graceful stop or a burst).
 
         Raises :class:`~scheduler.engine.safety.UnsafeServer` before taking any job when the
-        server's eviction policy could drop jobs.
+        server's eviction policy could drop jobs, and, after stopping, an error at fetching
+        that waiting cannot mend (:func:`~scheduler.engine.backoff.hopeless`: a wrong
+        password, a missing permission, a queue name the engine refuses).
         """
         self._install_signals()
         if not self.keeper.start(lambda: self.slots.stopping, self.slots.halt):
@@ -173,6 +175,8 @@ class Worker:
             if self._own_sandbox is not None:
                 self._own_sandbox.remove()
             log.info("worker %s stopped after %d jobs", self.name, self.processed)
+        if self.slots.fatal is not None:  # an error no retry can mend ended it (at fetch)
+            raise self.slots.fatal
         return 0
 
     def stop(self) -> None:

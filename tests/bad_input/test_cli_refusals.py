@@ -24,6 +24,8 @@ CASES: list[tuple[list[str], int, str]] = [
         "no failed jobs in group 'nope' (`flows failed` lists the groups); nothing moved",
     ),
     (["unfail", "bom", "-q", "q"], 1, "did you mean 'boom'?"),
+    (["worker", "-q", "a b", "--burst"], 2, "a queue name contains white space"),
+    (["worker", "-q", "q,a\tb", "--burst", "--processes", "0"], 2, "'-q' / '--queues'"),
 ]
 
 

@@ -18,6 +18,7 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from flows.cli.worker import DEFAULTS, worker
+from scheduler.engine.limits import id_problem
 from scheduler.worker.fetching import Strategy
 from scheduler.worker.pool import WorkerPool
 from scheduler.worker.settings import OVERRIDES, SettingError, WorkerSettings, overridden, table
@@ -27,7 +28,12 @@ BY_NAME = {each.name: each for each in table()}
 
 # What a command line can carry: no NUL, no lone surrogates.
 text = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"))
-queue = text.map(lambda name: name.replace(",", "").strip()).filter(bool)
+# A queue name the engine takes: no white space or control character, at most 256 bytes.
+queue = (
+    text.map(lambda name: name.replace(",", "").strip())
+    .filter(bool)
+    .filter(lambda name: id_problem(name) is None)
+)
 
 
 @st.composite
@@ -96,6 +102,8 @@ def test_the_command_lines_written_before_the_table_still_read() -> None:
         ("queues", ("a,b",), "'a,b' is not a name"),
         ("queues", (" a",), "' a' is not a name"),
         ("queues", "etl", "not a list"),
+        ("queues", ("q", "a b"), "a queue name contains white space or a control character"),
+        ("queues", ("q" * 257,), "a queue name is 257 bytes, more than the limit of 256"),
         ("threads", 0, "0 is not at least 1"),
         ("threads", 1.5, "not a whole number"),
         ("prefetch", -1, "-1 is not at least 0"),

@@ -1,0 +1,65 @@
+"""A worker ends on a fetch refused for a reason waiting cannot mend (errors.md, "Workers and the
+scheduler service"), instead of retrying it every 2 s for ever; faults of the server that pass
+(away, full, read-only) are still waited out (test_worker_supervision, the fault tiers)."""
+
+from __future__ import annotations
+
+import secrets
+import threading
+import time
+from collections.abc import Iterator
+from urllib.parse import quote
+
+import pytest
+import redis
+
+from scheduler.embedded import EmbeddedServer
+from scheduler.engine.client import Client
+from scheduler.engine.faults import PermissionDenied
+from scheduler.worker import Worker
+
+USER = "flows-gives-up-test"
+
+
+@pytest.fixture
+def worker_url(server: EmbeddedServer, redis_client: redis.Redis) -> Iterator[str]:
+    """A URL of an ACL user that may do everything, until the test takes it away."""
+    password = secrets.token_urlsafe(16)
+    redis_client.execute_command("ACL", "SETUSER", USER, "on", f">{password}", "~*", "&*", "+@all")
+    try:
+        yield f"unix://{USER}:{quote(password, safe='')}@{server.socket_path}"
+    finally:
+        redis_client.execute_command("ACL", "DELUSER", USER)
+
+
+def test_a_permission_taken_away_ends_the_worker_with_it(
+    worker_url: str, redis_client: redis.Redis
+) -> None:
+    client = Client(worker_url, worker_name="gives-up")
+    worker = Worker(client, ["q"], poll_interval=0.1, shutdown_grace=1.0)
+    raised: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            worker.run()
+        except BaseException as error:
+            raised.append(error)
+
+    thread = threading.Thread(target=run, name="worker-gives-up", daemon=True)
+    thread.start()
+    try:
+        admin = Client(redis=redis_client, worker_name="admin")
+        deadline = time.monotonic() + 10
+        while "gives-up" not in {w["name"] for w in admin.workers.documents()}:
+            assert time.monotonic() < deadline, "the worker did not register"
+            time.sleep(0.05)
+        # Every entry to the engine's calls taken away (its event channel stays allowed).
+        entries = ("fcall", "fcall_ro", "evalsha", "evalsha_ro", "eval", "eval_ro")
+        redis_client.execute_command("ACL", "SETUSER", USER, *(f"-{name}" for name in entries))
+        thread.join(15)
+        assert not thread.is_alive(), "the worker kept retrying a fetch it may not make"
+    finally:
+        worker.stop()
+        thread.join(15)
+        client.close()
+    assert len(raised) == 1 and isinstance(raised[0], PermissionDenied), raised
