@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 
 from flows.flowfile.findings import did_you_mean
-from scheduler.engine.errors import FlowsError, debug_enabled
+from scheduler.engine.errors import EngineError, FlowsError, debug_enabled, without_command
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -45,21 +45,31 @@ console: Console
 err_console: Console
 
 
+def error_text(error: BaseException) -> str:
+    """The one line every command prints for ``error`` (the only place that decides it): the
+    text of :func:`scheduler.engine.faults.one_line`, for an engine refusal without the engine's
+    name for its command (:func:`~scheduler.engine.errors.without_command`)."""
+    from scheduler.engine.faults import one_line
+
+    text = one_line(error)
+    return without_command(text) if isinstance(error, EngineError) else text
+
+
 @contextlib.contextmanager
 def user_errors() -> Iterator[None]:
-    """Turn this project's errors into one-line CLI errors (exit status 1)."""
+    """Turn this project's errors into one-line CLI errors (exit status 1), as
+    :func:`error_text` words them."""
     try:
         yield
     except FlowsError as error:
         if debug_enabled():
             raise
-        raise click.ClickException(str(error)) from None
+        raise click.ClickException(error_text(error)) from None
 
 
 def guarded(invoke: Callable[[], T]) -> T:
     """The CLI's error boundary: any error but a usage error becomes one line and exit status 1
-    (:func:`scheduler.engine.faults.one_line`); ``--debug`` or ``FLOWS_DEBUG=1`` shows the
-    traceback."""
+    (:func:`error_text`); ``flows --debug`` or ``FLOWS_DEBUG=1`` shows the traceback."""
     try:
         return invoke()
     except (click.ClickException, click.exceptions.Exit, click.Abort):
@@ -70,9 +80,7 @@ def guarded(invoke: Callable[[], T]) -> T:
     except Exception as error:
         if debug_enabled():
             raise
-        from scheduler.engine.faults import one_line
-
-        raise click.ClickException(one_line(error)) from None
+        raise click.ClickException(error_text(error)) from None
 
 
 def quiet_stdout() -> None:

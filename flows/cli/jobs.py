@@ -28,8 +28,10 @@ from flows.cli.run import work_run
 from flows.cli.terminal import visible
 from flows.flowfile.findings import did_you_mean
 from flows.runs import actions as run_actions
+from flows.runs.logs import NoSuchRun, run_jobs
 from flows.runs.read import load_run
 from scheduler.engine.client import Client
+from scheduler.engine.errors import InvalidArgument
 from scheduler.engine.job import Job, RanBy
 from scheduler.engine.replies import as_dict
 from scheduler.secrets import shown_data
@@ -501,7 +503,14 @@ def rerun(
     with user_errors():
         if not _is_run(client, run_id):
             raise click.ClickException(f"no run {run_id!r} (see `flows runs`)")
-        count = run_actions.rerun(client, run_id, step, downstream, item)
+        try:
+            count = run_actions.rerun(client, run_id, step, downstream, item)
+        except InvalidArgument:
+            try:  # a step the run lacks: said with the one likely meant, as `flows logs` does
+                run_jobs(client, run_id, step)
+            except NoSuchRun as missing:
+                raise click.ClickException(str(missing)) from None
+            raise
         click.echo(f"run {run_id}: {count} job(s) of {step} put back to run again", err=True)
         if detach:
             return

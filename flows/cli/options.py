@@ -74,12 +74,26 @@ logical_time = click.option(
 )
 
 
+def _checked_run_id(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """A ``--run-id`` the engine would refuse is a usage error, said before anything is
+    submitted."""
+    from scheduler.engine.limits import id_problem
+
+    if value is None:
+        return None
+    problem = "is empty" if value == "" else id_problem(value, name=True)
+    if problem is not None:
+        raise click.BadParameter(f"a run id {problem}", ctx, param)
+    return value
+
+
 def run_id(default: str) -> Callable[[F], F]:
     """``--run-id``, whose default ``default`` describes."""
     return click.option(
         "--run-id",
         default=None,
         metavar="ID",
+        callback=_checked_run_id,
         help=f"The run's id (its jobs are ID:<step>). Default: {default}.",
     )
 

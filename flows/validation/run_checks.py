@@ -20,7 +20,7 @@ from flows.expand.run_specs import check_limits
 from flows.flowfile.findings import DataPath, FindingSink
 from flows.flowfile.model import Flow
 from flows.flowfile.params import ParamError
-from scheduler.engine.errors import EngineError, shorten
+from scheduler.engine.errors import EngineError, shorten, without_command
 
 _EXPANSION_PLACE = re.compile(r"^steps\.([A-Za-z0-9_-]+)\.foreach\.items:")
 _JOB = re.compile(r"^job \S+?:([A-Za-z0-9_-]+)(?:\[\d+\])?: ")
@@ -51,7 +51,8 @@ def check_run(flow: Flow, flow_dir: Path, sink: FindingSink, now: float) -> None
         job = _JOB.match(str(error))
         name = job.group(1) if job else ""
         kind = "hook" if name in type(flow.hooks).model_fields else "step"
-        said = f"{kind} '{name}': {str(error)[job.end() :]}" if job else str(error)
+        said = without_command(str(error)[job.end() :] if job else str(error))
+        said = f"{kind} '{name}': {said}" if job else said
         sink.error(
             (f"{kind}s", name, "with") if job else (),
             "run-limits",

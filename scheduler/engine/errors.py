@@ -66,6 +66,19 @@ def shorten(text: str, limit: int = MAX_QUOTE) -> str:
     return f"{flat[:limit]}... ({len(flat) - limit:,} more characters)"
 
 
+# The engine's name for the command it refused, which its messages start with ("RunRerun(): ");
+# also after a prefix the client adds to one ("job j: FlowSubmit(): ").
+_COMMAND_NAME = re.compile(r"(^|: )[A-Z][A-Za-z0-9]*\(\): ")
+
+
+def without_command(text: str) -> str:
+    """An engine refusal's ``text`` without the engine's name for the command it refused
+    (``RunRerun(): run r has no step s`` -> ``run r has no step s``): how the command line and
+    flow findings say it, in the words of the command the user gave. The API's error bodies
+    and the logs keep the name."""
+    return _COMMAND_NAME.sub(r"\1", text, count=1)
+
+
 class FlowsError(Exception):
     """Base class of every error this project raises on purpose."""
 
@@ -187,4 +200,5 @@ __all__ = [
     "WrongState",
     "shorten",
     "translate",
+    "without_command",
 ]

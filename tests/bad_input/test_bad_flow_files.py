@@ -174,8 +174,7 @@ SINGLE = ("plain-key-over-1024", "question-key-10000", "literal-foreach-of-10001
 # Where flows validate reports the expansion cases (line:col of the value to change).
 PLACES = {
     "foreach-over-a-param-of-10001": "bad.yaml:7:38: error: steps.a.foreach.items: 10001 items",
-    "a-param-default-over-the-payload-limit": "bad.yaml:7:27: error: step 'a': FlowSubmit(): "
-    'Arg "data" is 600',
+    "a-param-default-over-the-payload-limit": "bad.yaml:7:27: error: step 'a': Arg \"data\" is 600",
 }
 
 

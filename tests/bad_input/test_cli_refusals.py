@@ -26,6 +26,11 @@ CASES: list[tuple[list[str], int, str]] = [
     (["unfail", "bom", "-q", "q"], 1, "did you mean 'boom'?"),
     (["worker", "-q", "a b", "--burst"], 2, "a queue name contains white space"),
     (["worker", "-q", "q,a\tb", "--burst", "--processes", "0"], 2, "'-q' / '--queues'"),
+    (["run", "{flow}", "--run-id", "has space", "--detach"], 2, "Invalid value for '--run-id'"),
+    (["plan", "{flow}", "--run-id", ""], 2, "a run id is empty"),
+    (["logs", "--job", "run-1:lod"], 1, "Error: no job run-1:lod"),
+    (["rerun", "run-1", "lod", "--detach"], 1, "run 'run-1' has no step 'lod' (its steps: a)"),
+    (["unfail", "boom", "-q", "a b"], 1, 'Error: Arg "queue" contains white space'),
 ]
 
 

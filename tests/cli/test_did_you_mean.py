@@ -47,6 +47,7 @@ def run_id(url: str, tmp_path: Path) -> str:
         (("approve", "gated-1", "aprove"), "no step 'aprove' (did you mean 'approve'?)"),
         (("signal", "gated-1", "aprove"), "no step 'aprove' (did you mean 'approve'?)"),
         (("logs", "gated-1", "publsh"), "no step 'publsh' (did you mean 'publish'?)"),
+        (("rerun", "gated-1", "publsh"), "no step 'publsh' (did you mean 'publish'?)"),
         (("unfail", "gatd", "-q", "gated"), "no failed jobs in group 'gatd'"),
         (("queue", "stats", "gatd"), "no queue 'gatd' (did you mean 'gated'?)"),
         (("queue", "truncate", "gatd", "--yes"), "no queue 'gatd' (did you mean 'gated'?)"),
