@@ -323,10 +323,31 @@ class EmbeddedServer:
     @contextlib.contextmanager
     def _lock(self) -> Iterator[None]:
         """Serialize start and stop across processes; the lock dies with its holder."""
-        self.data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-        with open(self.lock_path, "a") as handle:
+        try:
+            self.data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+            handle = open(self.lock_path, "a")  # noqa: SIM115 (closed below, after the yield)
+        except OSError as error:
+            raise self._unusable(error) from None
+        with handle:
             fcntl.flock(handle, fcntl.LOCK_EX)
             yield
+
+    def _unusable(self, error: OSError) -> ServerError:
+        """The data directory cannot be made or written: which one, why, and where it was
+        set, with what to do."""
+        if isinstance(error, (FileExistsError, NotADirectoryError)):
+            why = "it (or a folder above it) is a file, not a directory"
+        else:
+            why = (error.strerror or str(error)).lower()
+        given = os.environ.get(ENV_DATA_DIR)
+        if given and Path(given).expanduser().resolve() == self.data_dir:
+            source, fix = f" (${ENV_DATA_DIR})", f"set ${ENV_DATA_DIR} to a directory you can write"
+        else:
+            source, fix = "", "choose a directory you can write"
+        return ServerError(
+            f"cannot use the embedded server's data directory {self.data_dir}{source}: {why}; "
+            f"{fix}, or use a server of your own with --redis or ${ENV_URL}"
+        )
 
     def start(self) -> bool:
         """Make sure the server runs; return True if this call started it, False if reused.

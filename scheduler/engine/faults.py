@@ -186,7 +186,10 @@ def one_line(error: BaseException) -> str:
     elif isinstance(error, redis.RedisError):
         text = f"Redis refused the command: {error}"
     else:
-        text = f"unexpected error ({type(error).__name__}: {error}); run with --debug for details"
+        text = (
+            f"unexpected error ({type(error).__name__}: {error}); for the traceback, run it "
+            f"again as `flows --debug COMMAND ...` (or with {ENV_DEBUG}=1)"
+        )
     lines = [line for line in redact_url(text).splitlines() if line.strip()]
     return shorten(lines[0] if lines else type(error).__name__, 2000) + (
         "" if len(lines) <= 1 else "\n" + "\n".join(lines[1:])

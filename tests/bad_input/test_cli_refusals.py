@@ -51,3 +51,22 @@ def test_a_command_that_would_do_nothing_or_wrong_says_so_and_changes_nothing(
     assert "Traceback" not in output
     assert expected in output, output
     assert "(): " not in output, "the engine's name for a command reached the user"
+
+
+@pytest.mark.parametrize("kind", ["a file", "below a file"])
+def test_an_unusable_data_directory_is_named_with_its_variable(
+    kind: str, cli: CliRunner, populated: Client, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("FLOWS_REDIS_URL")
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("")
+    data_dir = blocker if kind == "a file" else blocker / "flows"
+    monkeypatch.setenv("FLOWS_DATA_DIR", str(data_dir))
+    with assert_unchanged(populated.redis):
+        result = cli.invoke(main, ["runs"])
+    assert result.exit_code == 1, result.output
+    assert result.output.splitlines() == [
+        f"Error: cannot use the embedded server's data directory {data_dir} ($FLOWS_DATA_DIR):"
+        " it (or a folder above it) is a file, not a directory; set $FLOWS_DATA_DIR to a"
+        " directory you can write, or use a server of your own with --redis or $FLOWS_REDIS_URL"
+    ]
