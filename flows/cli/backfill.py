@@ -1,7 +1,8 @@
 """``flows backfill FLOW --from DATE --to DATE``, ``flows backfills [ID]``.
 
-Canceling one is ``flows cancel --backfill ID`` (:mod:`flows.cli.jobs`). Exit codes: 1 on bad
-input (nothing stored) or an unknown backfill.
+Canceling one is ``flows cancel --backfill ID`` (:mod:`flows.cli.jobs`). Exit codes: 2 for a
+--from or --to that is no date or ends the range before it starts, 1 on other bad input (nothing
+stored) or an unknown backfill.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from flows.runs.backfill import (
     MAX_TICKS,
     BackfillError,
     Plan,
+    check_range,
     parse_moment,
     plan,
     resolve,
@@ -87,8 +89,12 @@ def backfill(
         try:
             target = resolve(client, flow, now)
             zone = target.zone
-            first = parse_moment(start_text, zone, option="--from")
-            last = parse_moment(end_text, zone, option="--to", end=True)
+            try:  # --from and --to that are no dates, or out of order: usage errors (exit 2)
+                first = parse_moment(start_text, zone, option="--from")
+                last = parse_moment(end_text, zone, option="--to", end=True)
+                check_range(first, last)
+            except BackfillError as error:
+                raise click.UsageError(str(error)) from None
             ticks = plan(target, first, last, now)
         except InvalidFlow as invalid:
             for finding in invalid.findings:

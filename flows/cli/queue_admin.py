@@ -212,9 +212,34 @@ def throttle() -> None:
     """Set or lift a throttle's limit (jobs put with throttle=NAME, over all queues)."""
 
 
-@throttle.command("set")
+MAX_THROTTLE = 2147483647
+
+
+class ThrottleLimit(click.IntRange):
+    """A throttle's limit: a whole number of jobs from 0 to :data:`MAX_THROTTLE`; anything
+    else (a negative number, text) is refused saying what is expected."""
+
+    name = "limit"
+
+    def __init__(self) -> None:
+        super().__init__(0, MAX_THROTTLE)
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        try:
+            return super().convert(value, param, ctx)
+        except click.BadParameter:
+            self.fail(
+                f"{value!r}: expected how many of its jobs may run at once, a whole number from "
+                f"0 to {MAX_THROTTLE} (to lift the limit: flows throttle unset NAME)",
+                param,
+                ctx,
+            )
+
+
+# "-1" is a (refused) limit, not an option: click passes what is no option of the command on.
+@throttle.command("set", context_settings={"ignore_unknown_options": True})
 @click.argument("name")
-@click.argument("limit", type=click.IntRange(0, 2147483647))
+@click.argument("limit", type=ThrottleLimit())
 @as_json
 @connection
 def throttle_set(

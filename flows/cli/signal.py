@@ -13,7 +13,15 @@ import click
 from flows.cli.common import open_client, print_json, user_errors
 from flows.cli.options import as_json, connection
 from flows.runs.read import RunView
-from flows.runs.signals import Signaled, approval, describe, parse_data, signal_step, wait_state
+from flows.runs.signals import (
+    Signaled,
+    SignalRefused,
+    approval,
+    describe,
+    parse_data,
+    signal_step,
+    wait_state,
+)
 from scheduler.engine.client import Client
 
 
@@ -76,9 +84,14 @@ def signal(
     """Complete STEP of RUN, a `wait:` step awaiting its signal, with --data as its outputs.
 
     Refused (exit 1, nothing changed) when the step is not awaiting a signal: its needs are not
-    done yet, it is done already, or it is not a wait step."""
-    with user_errors():
+    done yet, it is done already, or it is not a wait step; --data that is not a JSON object is
+    a usage error (exit 2)."""
+    try:
         values = parse_data(data)
+    except SignalRefused as error:  # a usage error: said before connecting, nothing changed
+        raise click.BadParameter(
+            str(error).removeprefix("--data "), param_hint="'--data'"
+        ) from None
     client = open_client(redis_url, namespace)
     with user_errors():
         done = signal_step(client, run_id, step, values, by=_user())

@@ -140,10 +140,15 @@ def parse_moment(text: str, zone: ZoneInfo, *, option: str, end: bool = False) -
     return moment.timestamp()
 
 
-def plan(target: Target, start: float, end: float, now: float) -> Plan:
-    """The ticks of ``target``'s schedule in ``[start, end]`` (no later than ``now``)."""
+def check_range(start: float, end: float) -> None:
+    """Refuse a range that ends before it starts (:class:`BackfillError`)."""
     if start > end:
         raise BackfillError(f"--from {_utc(start)} is after --to {_utc(end)}: nothing to backfill")
+
+
+def plan(target: Target, start: float, end: float, now: float) -> Plan:
+    """The ticks of ``target``'s schedule in ``[start, end]`` (no later than ``now``)."""
+    check_range(start, end)
     if start > now:
         raise BackfillError(
             f"--from {_utc(start)} is in the future: a backfill covers past ticks "
@@ -208,6 +213,7 @@ __all__ = [
     "Plan",
     "Target",
     "check_build",
+    "check_range",
     "new_backfill_id",
     "parse_moment",
     "plan",

@@ -28,10 +28,10 @@ FILES = {
 # (arguments, exit code, a piece of the error); {d} is the folder holding FILES.
 CASES: list[tuple[list[str], int, str]] = [
     (["{d}/unscheduled.yaml", "--from", "2026-01-01", "--to", "2026-01-02"], 1, "no schedule:"),
-    (["{d}/nightly.yaml", "--from", "2026-01-05", "--to", "2026-01-01"], 1, "is after --to"),
+    (["{d}/nightly.yaml", "--from", "2026-01-05", "--to", "2026-01-01"], 2, "is after --to"),
     (["{d}/minutely.yaml", "--from", "2026-01-01", "--to", "2026-02-01"], 1, "10,000 ticks"),
-    (["{d}/nightly.yaml", "--from", "yesterday", "--to", "2026-01-02"], 1, "--from 'yesterday'"),
-    (["{d}/nightly.yaml", "--from", "2026-01-01", "--to", "2026-13-01"], 1, "--to '2026-13-01'"),
+    (["{d}/nightly.yaml", "--from", "yesterday", "--to", "2026-01-02"], 2, "--from 'yesterday'"),
+    (["{d}/nightly.yaml", "--from", "2026-01-01", "--to", "2026-13-01"], 2, "--to '2026-13-01'"),
     (["{d}/nightly.yaml", "--from", "2999-01-01", "--to", "2999-01-02"], 1, "in the future"),
     (["{d}/nightly.yaml", "--from", "2026-01-01T03:00", "--to", "2026-01-01T04:00"], 1, "no tick"),
     (
