@@ -27,7 +27,7 @@ from typing import Any
 
 from flows.flowfile.job_data import FlowsMeta, parse_output_file
 from scheduler import secrets
-from scheduler.worker import JobContext
+from scheduler.worker import JobContext, sessions
 from scheduler.worker.outcomes import RetryJob
 from scheduler.worker.pipes import read_lines
 
@@ -87,14 +87,20 @@ def shell(job: JobContext) -> dict[str, Any]:
         stderr=subprocess.STDOUT,  # one pipe: the lines stay in the order they were written
         start_new_session=True,
     )
-    job.on_stop(lambda: _kill_group(process))
-    tail: deque[str] = deque(maxlen=OUTPUT_TAIL_LINES)
-    assert process.stdout is not None
-    with process.stdout:  # closed even when the job is stopped (no leaked pipe)
-        for line in read_lines(process.stdout.fileno()):
-            tail.append(line.text)
-            job.log_line(line.text, "stdout", cut=line.cut)
-    code = process.wait()
+    sessions.started(process.pid)  # killed with the worker if it ends at once
+    try:
+        job.on_stop(lambda: _kill_group(process))
+        tail: deque[str] = deque(maxlen=OUTPUT_TAIL_LINES)
+        assert process.stdout is not None
+        with process.stdout:  # closed even when the job is stopped (no leaked pipe)
+            for line in read_lines(process.stdout.fileno()):
+                tail.append(line.text)
+                job.log_line(line.text, "stdout", cut=line.cut)
+        code = process.wait()
+    finally:
+        if process.poll() is None:  # left by an error here: it must not run on unseen
+            _kill_group(process)
+        sessions.ended(process.pid)  # reaped: its pid may be another's from now on
     if code != 0:  # when the worker stopped the job, it reports lost or timeout instead
         raise ShellError(code, output_tail(tail))
     return parse_output_file(output_file.read_text())

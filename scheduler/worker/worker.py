@@ -35,7 +35,7 @@ import redis
 from scheduler import stop_signals
 from scheduler.engine.client import Client
 from scheduler.engine.errors import ClusterError, EngineError
-from scheduler.worker import capture, runner
+from scheduler.worker import capture, runner, sessions
 from scheduler.worker.context import JobContext
 from scheduler.worker.fetching import Strategy
 from scheduler.worker.held import Active, Held, Running
@@ -303,6 +303,7 @@ class Worker:
         for other in self.held.all():
             self.reporter.release(other.ctx.jid)
         log.error("worker %s: exiting so the pool can start a clean process", self.name)
+        sessions.kill_all()  # the jobs given back must not run on here too
         if self._own_sandbox is not None:
             self._own_sandbox.remove()  # the stuck thread's files go too: it dies with us
         os._exit(EXIT_STUCK)
@@ -328,6 +329,8 @@ def _exit_now(signum: int, count: int) -> None:
         os.write(2, b"worker: stopping at once, as its supervisor says\n")
     else:
         os.write(2, b"worker: signalled again, stopping at once\n")
+    # Its jobs are left to be given back: the commands they started must not run on meanwhile.
+    sessions.kill_all()
     os._exit(1)
 
 

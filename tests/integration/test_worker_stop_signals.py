@@ -229,3 +229,35 @@ def test_a_pool_process_signalled_on_its_own_finishes_and_is_replaced(
     )
     assert worker.poll() is None
     assert "stopping at once" not in procs.log(worker)
+
+
+def alive(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+@pytest.mark.parametrize("how", ["supervisor", "group"])
+def test_a_stop_at_once_ends_the_commands_its_jobs_started(
+    procs: Commands, redis_client: redis.Redis, how: How
+) -> None:
+    """A shell step's command runs in a session of its own, which no signal to the worker
+    reaches. A worker stopped at once kills it: it must not run on while its job, given back
+    when the worker's lease lapses, runs again elsewhere."""
+    client = client_of(redis_client)
+    pid_file = procs.tmp_path / "command.pid"
+    command = f"echo $$ > {pid_file}.tmp && mv {pid_file}.tmp {pid_file} && exec sleep 300"
+    jid = put(client, "q", "flows.runtime.tasks.shell", {"command": command})
+    worker = procs.flows_worker("-q", "q", "--shutdown-grace", "60")
+    wait_running(client, jid)
+    wait_for(pid_file.exists, 30, "the command to start")
+    pid = int(pid_file.read_text())
+    assert alive(pid)
+
+    procs.send(worker, signal.SIGTERM, how)
+    wait_told(procs, worker)
+    procs.send(worker, signal.SIGTERM, how)
+    assert procs.wait_exit(worker, timeout=10) == 1
+    wait_for(lambda: not alive(pid), 10, "the job's command to end")
+    assert state_of(client, jid) == "running"  # given back by the lease, not by the kill
