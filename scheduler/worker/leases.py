@@ -75,6 +75,9 @@ class Keeper:
         self.done = threading.Event()  # the worker has stopped: the threads end
         self._wake = threading.Event()
         self._beat_backoff = Backoff(log, f"worker {self.name}: heartbeats", client=client.redis)
+        self._listen_backoff = Backoff(
+            log, f"worker {self.name}: lock-lost messages", client=client.redis
+        )
         self._info: dict[str, Any] = {}
         self._presence_every = 20.0
         self._next_presence = 0.0
@@ -299,12 +302,20 @@ class Keeper:
             self._pubsub = pubsub
             try:
                 pubsub.subscribe(mine)
+                self._listen_backoff.succeeded()
                 while not self.done.is_set():
                     message = pubsub.get_message(timeout=LISTEN_LOOK)
                     if message is not None and message["channel"] == mine:
                         self._on_worker_message(message["data"])
             except (redis.ConnectionError, redis.TimeoutError):
+                # The server away (the fetch and the heartbeats say so), or the stop shutting
+                # the socket down (_wake_listener).
                 self.done.wait(0.5)
+            except (redis.RedisError, ClusterError) as error:
+                # The messages only hasten what a heartbeat finds too: any other refusal (a
+                # user without `subscribe`) is said once and waited out, never the listener's
+                # end.
+                self.done.wait(self._listen_backoff.failed(error))
             finally:
                 with contextlib.suppress(Exception):
                     pubsub.close()

@@ -4,6 +4,7 @@ scheduler service"), instead of retrying it every 2 s for ever; faults of the se
 
 from __future__ import annotations
 
+import logging
 import secrets
 import threading
 import time
@@ -12,6 +13,7 @@ from urllib.parse import quote
 
 import pytest
 import redis
+from test_worker import put
 
 from scheduler.embedded import EmbeddedServer
 from scheduler.engine.client import Client
@@ -63,3 +65,37 @@ def test_a_permission_taken_away_ends_the_worker_with_it(
         thread.join(15)
         client.close()
     assert len(raised) == 1 and isinstance(raised[0], PermissionDenied), raised
+
+
+def test_a_user_without_subscribe_still_works_its_jobs(
+    worker_url: str, redis_client: redis.Redis, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The lock-lost messages only hasten what a heartbeat finds: a worker whose user may not
+    subscribe says so once, runs its jobs and stops as any worker does; its listener waits the
+    refusal out instead of dying on it."""
+    redis_client.execute_command("ACL", "SETUSER", USER, "-subscribe")
+    admin = Client(redis=redis_client, worker_name="admin")
+    jids = [put(admin, "q", "echo", {"value": n}) for n in range(3)]
+    client = Client(worker_url, worker_name="no-subscribe")
+    worker = Worker(client, ["q"], poll_interval=0.05)
+    thread = threading.Thread(target=worker.run, name="worker-no-subscribe", daemon=True)
+
+    def refused() -> list[logging.LogRecord]:
+        return [r for r in caplog.records if "lock-lost messages" in r.getMessage()]
+
+    with caplog.at_level(logging.WARNING, logger="flows.worker"):
+        thread.start()
+        try:
+            deadline = time.monotonic() + 15
+            while not refused() or any(admin.jobs[j].state != "complete" for j in jids):
+                assert time.monotonic() < deadline, ([admin.jobs[j].state for j in jids], refused())
+                time.sleep(0.05)
+            assert "flows-listener" in {t.name for t in threading.enumerate()}
+        finally:
+            worker.stop()
+            thread.join(15)
+            client.close()
+    assert not thread.is_alive()
+    [said] = refused()
+    assert "subscribe" in said.getMessage()
+    assert "flows-listener" not in {t.name for t in threading.enumerate()}
