@@ -26,7 +26,8 @@ PAGE: Final = 100
 """Jobs of each step a read lists unless told otherwise."""
 
 # The record's fields kept as JSON text, decoded here for the list and the detail alike (the
-# engine sends `graph` as its text: decoded in Lua, a step's empty needs would become {}).
+# engine sends `graph`, with a run read whole, as its text: decoded in Lua, a step's empty needs
+# would become {}; a listing leaves it out).
 _RUN_FIELDS_JSON: Final = ("params", "queues", "outputs", "notify", "graph")
 _RUN_FIELDS_NUMBERS: Final = (
     "submitted",

@@ -4,7 +4,8 @@
 --   run.get     run_id                                      -> JSON {id, flow, submitted, jobs
 --                                                              (how many), ..., jids: [jid]}, or nil
 --   runs        [flow], [offset=0], [count=25]              -> JSON list of run records, newest
---                                                              first (without their jobs)
+--                                                              first (without their jobs and
+--                                                              their graph: run.read has it)
 --   runs.statuses [flow], [offset=0], [count=25]            -> the same records, each with its
 --                                                              `status` as Runs.status decides it
 --                                                              (ours; count at most 1000)
@@ -44,6 +45,8 @@ local function list_runs(cmd, args, max_count, with_status)
     for _, run_id in ipairs(redis.call('zrevrange', key, offset, offset + count - 1)) do
       local record = RunState.record(run_id)
       if record then
+        -- A listing is a summary: a run's graph (megabytes for a big flow) is read with the run.
+        record.graph = nil
         if with_status then record.status = Runs.status(run_id) end
         table.insert(out, record)
       end
