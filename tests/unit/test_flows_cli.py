@@ -57,6 +57,31 @@ def test_validate_clean_file_exits_0(files: dict[str, Path]) -> None:
     assert (code, out) == (0, "no problems in 1 file\n")
 
 
+def test_validate_a_folder_checks_its_flow_files_as_the_scheduler_reads_them(
+    files: dict[str, Path], tmp_path: Path
+) -> None:
+    # files: good.yaml and bad.yaml; beside them, what the scheduler's --flows-dir skips too
+    (tmp_path / "good.test.yaml").write_text("flow: good.yaml\ncases: []\n")
+    (tmp_path / ".hidden").mkdir()
+    (tmp_path / ".hidden" / "x.yaml").write_text("not: a flow\n")
+    (tmp_path / "nested").mkdir()
+    (tmp_path / "nested" / "also.yml").write_text(dedent(GOOD))
+    code, out, _ = invoke("validate", str(tmp_path))
+    assert code == 1
+    assert out.count(f"{files['bad']}:") >= 1 and out.endswith(" in 3 files\n"), out
+    assert "hidden" not in out and ".test.yaml" not in out
+    (tmp_path / "bad.yaml").unlink()
+    assert invoke("validate", str(tmp_path), str(files["good"])) == (
+        0,
+        "no problems in 2 files\n",
+        "",
+    )
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    code, _, err = invoke("validate", str(empty))
+    assert code == 2 and f"no flow files (*.yaml, *.yml) in folder {empty}" in err
+
+
 def test_validate_reports_findings_and_exits_1(files: dict[str, Path]) -> None:
     code, out, _ = invoke("validate", str(files["good"]), str(files["bad"]))
     assert code == 1
