@@ -161,7 +161,13 @@ def logs(
             jobs = run_jobs(client, run_id, step)
         except NoSuchRun as error:
             raise click.ClickException(str(error)) from None
-        _check_attempt(client, jobs, attempt, f"step {step}" if step else f"run {run_id}")
+        _check_attempt(
+            client,
+            jobs,
+            attempt,
+            f"step {step}" if step else f"run {run_id}",
+            made=_attempts_made(client, run_id, step),
+        )
         printer = Printer(as_json, headers=step is not None, sgr=sgr)
         follower = Follower(client, jobs, live=live, attempt=attempt)
 
@@ -183,15 +189,25 @@ def logs(
         printer.dropped(follower)
 
 
+def _attempts_made(client: Client, run_id: str, step: str | None) -> int:
+    """The most attempts a step of the run (``step``, or any) made, as `flows status` counts
+    them: one read of the run, without its jobs."""
+    view = load_run(client, run_id, limit=0)
+    if view is None:
+        return 0
+    return max((s.attempts for s in view.steps if step in (None, s.step)), default=0)
+
+
 def _check_attempt(
-    client: Client, jobs: list[tuple[str, str]], attempt: int | None, what: str
+    client: Client, jobs: list[tuple[str, str]], attempt: int | None, what: str, made: int = 0
 ) -> None:
     """Refuse an ``--attempt`` none of the jobs made. An attempt counts once the job started
-    it (its ``runs``, the attempts `flows status` shows), whether or not it wrote a line; a job
-    its run's cancel deleted counts the attempts its kept logs have."""
-    if attempt is None:
+    it (its ``runs``, the attempts `flows status` shows: ``made`` when the run's read gave
+    them), whether or not it wrote a line; a job its run's cancel deleted counts the attempts
+    its kept logs have. Each job is looked at only when ``made`` does not cover the attempt."""
+    if attempt is None or attempt <= made:
         return
-    most = 0
+    most = made
     for _, jid in jobs:
         job = client.jobs.get(jid)
         if job is not None:
