@@ -169,6 +169,13 @@ class Lua:
         return [entry["what"] for entry in job["history"]]
 
 
+def calls(lua: Lua, *names: str) -> dict[str, int]:
+    """How often each of the Redis commands ``names`` ran since CONFIG RESETSTAT (those that did):
+    the writes a call makes, each an entry of the append-only file and the replicas' stream."""
+    stats = lua.r.info("commandstats")
+    return {n: int(stats[f"cmdstat_{n}"]["calls"]) for n in names if f"cmdstat_{n}" in stats}
+
+
 def submit_steps(
     lua: Lua, run_id: str, *steps: tuple[str, list[str]], now: float = T0, **extra: Any
 ) -> None:

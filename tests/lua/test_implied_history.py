@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from lua_support import T0, Lua
+from lua_support import T0, Lua, calls
 
 
 def history_key(lua: Lua, jid: str) -> str:
@@ -29,28 +29,19 @@ def test_a_new_job_keeps_no_history_list_and_reads_its_put(lua: Lua) -> None:
     assert stored(lua, "b") == [job["history"][0]] * 2
 
 
-def list_writes(lua: Lua) -> dict[str, int]:
-    stats = lua.r.info("commandstats")
-    return {
-        n: int(stats[f"cmdstat_{n}"]["calls"])
-        for n in ("rpush", "lpush")
-        if f"cmdstat_{n}" in stats
-    }
-
-
 def test_the_first_pop_writes_the_put_entry_as_it_was(lua: Lua) -> None:
     lua.put("a", "q", now=T0)
     lua.r.config_resetstat()
     lua.pop("q", "w1", now=T0 + 5)
     # both entries in one write (each is an entry of the append-only file and the replicas')
-    assert list_writes(lua) == {"rpush": 1}
+    assert calls(lua, "rpush", "lpush") == {"rpush": 1}
     assert [e["what"] for e in stored(lua, "a")] == ["put", "popped"]
     assert stored(lua, "a")[0] == {"q": "q", "what": "put", "when": T0}
     assert lua.job("a")["history"][1]["when"] == T0 + 5  # type: ignore[index]
     lua.raw("retry", "a", "q", "w1", 0, "g", "m", now=T0 + 6)
     lua.r.config_resetstat()
     lua.pop("q", "w1", now=T0 + 7)
-    assert list_writes(lua) == {"rpush": 1}
+    assert calls(lua, "rpush", "lpush") == {"rpush": 1}
     assert [e["what"] for e in stored(lua, "a")] == ["put", "popped", "retried", "popped"]
 
 
