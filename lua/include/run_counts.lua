@@ -226,14 +226,15 @@ local function write_run(key, run)
       if total == 0 then gone[#gone + 1] = field else write(field, total) end
     end
   end
-  local last = tonumber(kept['#']) or 0
+  local placed = tonumber(kept['#']) or 0
+  local last = placed
   for _, step in ipairs(placing) do
     if not kept['#' .. step] then
       last = last + 1
       write('#' .. step, last)
     end
   end
-  if last ~= (tonumber(kept['#']) or 0) then write('#', last) end
+  if last ~= placed then write('#', last) end
   for _, step in ipairs(widening) do
     local wide, at = run.steps[step], step .. ':@'
     if wide.attempts and wide.attempts > (tonumber(kept[at .. 'attempts']) or 0) then
