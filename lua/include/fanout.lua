@@ -217,12 +217,16 @@ local function expand(plan, puts)
   local jid, fields = plan.jid, plan.fields
   local jids = {}
   for i, p in ipairs(puts) do jids[i] = p.jid end
+  -- The items take the template's place in its run's list and join its counts, each counted
+  -- and given the template's full needs in its one write.
+  local run_id = replace_in_run(plan.spec.run, jid, jids) and plan.spec.run or nil
   local batch = Put.batch()
-  for _, p in ipairs(puts) do Put.write(p, nil, batch) end
-  Put.finish(batch)
-  if fields.needs then
-    for _, item in ipairs(jids) do redis.call('hset', Keys.job(item), 'needs', fields.needs) end
+  for _, p in ipairs(puts) do
+    p.count_in, p.needs = run_id, fields.needs
+    Put.write(p, nil, batch)
+    if run_id then RunCounts.join(p.jid, run_id, nil, p.counted) end
   end
+  Put.finish(batch)
   -- Fan-in: whoever waited for the template waits for every item.
   local dependents = redis.call('smembers', Keys.dependents(jid))
   for _, dependent in ipairs(dependents) do
@@ -235,10 +239,7 @@ local function expand(plan, puts)
   if #dependents > 0 then
     for _, item in ipairs(jids) do Engine.call_many('sadd', Keys.dependents(item), dependents) end
   end
-  if replace_in_run(plan.spec.run, jid, jids) then
-    for _, item in ipairs(jids) do RunCounts.join(item, plan.spec.run) end
-    RunCounts.leave(jid)
-  end
+  if run_id then RunCounts.leave(jid) end
   redis.call('del', Keys.dependents(jid))
   Job.delete(jid, fields)
   Events.log({ jid = jid, event = 'fanout', items = #jids, run = plan.spec.run })

@@ -283,16 +283,26 @@ local function job_fields(p, old, state, priority, retries, tags_text, handed)
     if handed then f[n + 1], f[n + 2], n = 'updated', Engine.now, n + 2 end
   end
   if handed then f[n + 1], f[n + 2], n = 'popped', Engine.now, n + 2 end
-  if p.trigger then
+  if p.needs then
+    -- A fan-out's item: the template's needs (include/fanout.lua).
+    f[n + 1], f[n + 2], n = 'needs', p.needs, n + 2
+  elseif p.trigger then
     -- The full list of needs lets run.retry re-arm jobs (see commands/run_admin.lua).
     f[n + 1], f[n + 2], n = 'needs', #p.depends == 0 and '[]' or cjson.encode(p.depends), n + 2
-    if p.trigger ~= 'all_success' then f[n + 1], f[n + 2], n = 'trigger', p.trigger, n + 2 end
   end
+  if p.trigger and p.trigger ~= 'all_success' then f[n + 1], f[n + 2], n = 'trigger', p.trigger, n + 2 end
   if p.ttl then f[n + 1], f[n + 2], n = 'ttl', p.ttl, n + 2 end
   if p.ttr then f[n + 1], f[n + 2], n = 'ttr', p.ttr, n + 2 end
   if p.ckey then f[n + 1], f[n + 2], f[n + 3], f[n + 4], n = 'ckey', p.ckey, 'climit', p.climit, n + 4 end
   if p.throttle then f[n + 1], f[n + 2], n = 'throttle', p.throttle, n + 2 end
-  if p.wait then f[n + 1], f[n + 2] = 'wait', p.wait end
+  if p.wait then f[n + 1], f[n + 2], n = 'wait', p.wait, n + 2 end
+  -- A run's job that tells of its state (include/notify.lua), in the job's first write: a wait
+  -- armed by its own put already tells of it.
+  if p.notify then
+    f[n + 1], f[n + 2], f[n + 3], f[n + 4], n = 'notify', p.notify, 'notify_run', p.count_in, n + 4
+  end
+  -- A run's new job is counted in the same write (RunCounts.join: its counts need no read).
+  if p.counted then f[n + 1], f[n + 2] = 'counted', p.counted .. ' ' .. p.count_in end
   return f
 end
 
@@ -425,6 +435,9 @@ function Put.write(p, old, batch)
     not p.ckey and not p.throttle and Handoff.direct(queue)
   local handed = to and { worker = to.worker, expires = Engine.now + (p.ttr or to.lock) }
   local tags_text = #tags == 0 and '{}' or cjson.encode(tags)
+  -- `count_in`: the run a new job joins (include/runs.lua); its class as the counts see it,
+  -- unless a wait's arming (which writes its start) or a hand-off makes it more than its state.
+  if p.count_in and not old and not handed and not p.wait then p.counted = RunCounts.class(state) end
   local key = Keys.job(jid)
   -- A new job has no stale fields (its hash does not exist: Job.fields found no state).
   if old then redis.call('hdel', key, unpack(stale_fields(p))) end

@@ -85,17 +85,27 @@ end
 -- A job of a run has its run's id and ':' in its jid (RunCounts.join keeps the counts of a run
 -- with another job from the decider): any other job costs nothing here.
 function RunCounts.touch(jid)
-  if RunCounts.touched[jid] or not runs_job(jid) then return end
+  if RunCounts.touched[jid] then
+    -- Written again after its put counted it: settled from what its hash says then.
+    local joining = RunCounts.joining[jid]
+    if joining then joining[3] = nil end
+    return
+  end
+  if not runs_job(jid) then return end
   RunCounts.used = true
   RunCounts.touched[jid] = true
   RunCounts.marked[#RunCounts.marked + 1] = jid
 end
 
 -- `jid` joins run `run_id` (counted as `was` until now: 'gone' for a canceled job put back).
-function RunCounts.join(jid, run_id, was)
+-- `counted`: the class its put just wrote as its `counted` (Put.write's `count_in`): while
+-- nothing writes the job again in this call, it settles without reading the job back (a new
+-- job adds nothing to its step's times and attempts).
+function RunCounts.join(jid, run_id, was, counted)
   if string.sub(jid, 1, #run_id + 1) ~= run_id .. ':' then RunCounts.unkept(run_id) end
   RunCounts.used = true
-  RunCounts.joining[jid] = { run_id, was }
+  RunCounts.joining[jid] = { run_id, was, counted }
+  if RunCounts.touched[jid] then return end
   RunCounts.touched[jid] = true
   RunCounts.marked[#RunCounts.marked + 1] = jid
 end
@@ -156,17 +166,30 @@ RunCounts.FIELDS = { 'counted', 'state', 'skipped', 'child', 'cached', 'runs', '
 -- Move one job between its counted class and what its hash says now, and widen its step's
 -- times, into `deltas`.
 local function settle_one(jid, deltas)
+  local joining = RunCounts.joining[jid]
+  if joining and joining[3] then
+    local run_id, was, now = joining[1], joining[2], joining[3]
+    local step = RunCounts.step_of(run_id, jid)
+    if now ~= was then
+      if was then add(deltas, run_id, step, was, -1) end
+      add(deltas, run_id, step, now, 1)
+    end
+    run_deltas(deltas, run_id).joined[step] = true
+    step_deltas(run_deltas(deltas, run_id), step)
+    return
+  end
   local key = Keys.job(jid)
   local f = redis.call('hmget', key, unpack(RunCounts.FIELDS))
   local was, run_id = parse(f[1])
-  local joining = RunCounts.joining[jid]
-  if joining and not run_id then run_id, was = joining[1], joining[2] end
+  -- A joining job was counted as `was` in its run until now, whatever its put wrote.
+  if joining then run_id, was = joining[1], joining[2] end
   if not run_id then return end
   local now = RunCounts.class(f[2], f[3], f[4], f[5])
   local step = RunCounts.step_of(run_id, jid)
   local run = run_deltas(deltas, run_id)
   if now ~= was then
-    if f[2] then redis.call('hset', key, 'counted', now .. ' ' .. run_id) end
+    local counted = now .. ' ' .. run_id
+    if f[2] and f[1] ~= counted then redis.call('hset', key, 'counted', counted) end
     if was then add(deltas, run_id, step, was, -1) end
     add(deltas, run_id, step, now, 1)
   end

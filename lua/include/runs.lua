@@ -125,14 +125,11 @@ function Runs.write(submission)
   -- One batch: a job written earlier in the run is a pending dependency (nothing of the run ran
   -- yet), and the puts are counted once per queue.
   local batch = Put.batch()
-  -- Before the job is written: a wait armed by its own put already tells of it.
-  for _, p in ipairs(puts) do
-    if p.notify then redis.call('hset', Keys.job(p.jid), 'notify', p.notify, 'notify_run', run_id) end
-  end
   local ours = {}
   for _, p in ipairs(puts) do
+    p.count_in = run_id
     Put.write(p, nil, batch)
-    RunCounts.join(p.jid, run_id)
+    RunCounts.join(p.jid, run_id, nil, p.counted)
     ours[p.jid] = true
   end
   for _, p in ipairs(puts) do

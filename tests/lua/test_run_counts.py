@@ -74,6 +74,27 @@ def test_a_jobs_move_writes_its_run_counts_once(lua: Lua) -> None:
     assert kept(lua) == {"success": 1, "a:success": 1, "waiting": 1, "b:waiting": 1}
 
 
+def test_a_submit_writes_each_job_once_with_what_it_is_counted_as(lua: Lua) -> None:
+    """A job's put writes what its run counts it as in the job's one HSET: the counts settle
+    without reading the jobs back or writing them again. Three jobs, the run record and the
+    run's counts: five HSETs, and one HMGET (the counts' fields it changes)."""
+    lua.r.config_resetstat()
+    submit(lua, ("a", []), ("b", ["a"]), ("c", ["a"]))
+    assert calls(lua, "hset", "hmget") == {"hset": 5, "hmget": 1}
+    assert lua.r.hget(lua.key(f"j:{RUN}:b"), "counted") == f"pending {RUN}"
+    assert kept(lua) == {"waiting": 1, "a:waiting": 1, "pending": 2, "b:pending": 1, "c:pending": 1}
+
+
+def test_a_job_moved_in_its_submit_is_counted_as_it_ends_the_call(lua: Lua) -> None:
+    """A submitted job that an idle worker's hand-off pops in the same call is counted running,
+    not as its put wrote it."""
+    assert lua.raw("await", "w1", 5, 1, "q", now=T0) == "[]"
+    submit(lua, ("a", []), ("b", ["a"]))
+    assert lua.r.hget(lua.key(f"j:{RUN}:a"), "state") == "running"
+    assert lua.r.hget(lua.key(f"j:{RUN}:a"), "counted") == f"running {RUN}"
+    assert kept(lua) == {"running": 1, "a:running": 1, "pending": 1, "b:pending": 1}
+
+
 def test_a_canceled_run_counts_its_deleted_jobs_gone_and_a_retry_puts_them_back(
     lua: Lua,
 ) -> None:
