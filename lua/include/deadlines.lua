@@ -37,11 +37,9 @@ function Deadlines.write(run_id, run, puts)
     local base = tonumber(run.tick) or Engine.now
     redis.call('zadd', Keys.deadlines(), base + seconds, 'r:' .. run_id)
   end
+  -- Each job's `deadline` field is written by its put (include/putting.lua).
   for _, p in ipairs(puts) do
-    if p.deadline then
-      redis.call('hset', Keys.job(p.jid), 'deadline', p.deadline)
-      redis.call('zadd', Keys.deadlines(), Engine.now + p.deadline, 'j:' .. p.jid)
-    end
+    if p.deadline then redis.call('zadd', Keys.deadlines(), Engine.now + p.deadline, 'j:' .. p.jid) end
   end
 end
 

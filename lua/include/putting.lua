@@ -297,10 +297,11 @@ local function job_fields(p, old, state, priority, retries, tags_text, handed)
   if p.throttle then f[n + 1], f[n + 2], n = 'throttle', p.throttle, n + 2 end
   if p.wait then f[n + 1], f[n + 2], n = 'wait', p.wait, n + 2 end
   -- A run's job that tells of its state (include/notify.lua), in the job's first write: a wait
-  -- armed by its own put already tells of it.
+  -- armed by its own put already tells of it. Its step's deadline (include/deadlines.lua).
   if p.notify then
     f[n + 1], f[n + 2], f[n + 3], f[n + 4], n = 'notify', p.notify, 'notify_run', p.count_in, n + 4
   end
+  if p.deadline then f[n + 1], f[n + 2], n = 'deadline', p.deadline, n + 2 end
   -- A run's new job is counted in the same write (RunCounts.join: its counts need no read).
   if p.counted then f[n + 1], f[n + 2] = 'counted', p.counted .. ' ' .. p.count_in end
   return f
