@@ -13,10 +13,13 @@ import json
 import statistics
 from typing import Any
 
+from benchmarks import flowgen
 from benchmarks.context import Bench
 from benchmarks.figures import Figure, Target, median
 from benchmarks.measure import Sample, measured
 from benchmarks.throughput import KLASS, put_pipelined
+from flows.runs.build import assemble_run
+from flows.runs.submit import submit
 from scheduler.engine.client import Client
 from scheduler.engine.job import Job
 from scheduler.engine.scripts import Engine
@@ -196,7 +199,28 @@ def memory_round(bench: Bench) -> dict[str, Any]:
     }
 
 
+def flow_memory_round(bench: Bench) -> dict[str, Any]:
+    """Memory per waiting job of a submitted layered flow (``sizes.memory`` steps): each job
+    carries its flow's few hundred bytes of data, its dependencies and its place in its run."""
+    bench.fresh()
+    steps = bench.sizes.memory
+    flow = flowgen.validated(flowgen.layered_flow("bench-memory-flow", steps, MEMORY_QUEUE))
+    run_id = "bench-memory-flow-1"
+    built = assemble_run(run_id, flow.name, flowgen.expanded(flow, run_id), params={})
+    before = used_memory(bench)
+    submit(bench.client, built)
+    after = used_memory(bench)
+    sample = f"{run_id}:s{steps - 1}"
+    key = bench.client.prefix + JOB_KEY + sample
+    return {
+        "waiting": (after - before) / steps,
+        "job_hash": int(bench.redis.memory_usage(key, samples=0) or 0),
+        "encoding": str(bench.redis.object("encoding", key)),
+    }
+
+
 def memory_figures(bench: Bench) -> list[Figure]:
+    flow_rounds = [flow_memory_round(bench) for _ in range(bench.rounds)]
     rounds = [memory_round(bench) for _ in range(bench.rounds)]
     data = '`{"i": n}`'
     figures = []
@@ -214,4 +238,17 @@ def memory_figures(bench: Bench) -> list[Figure]:
                 extra={"keys": rounds[0][f"{state}_keys"]},
             )
         )
+    flow_values = [r["waiting"] for r in flow_rounds]
+    figures.append(
+        Figure(
+            key="memory_flow_waiting",
+            label=f"memory in Redis per waiting job of a {bench.sizes.memory:,}-step flow run",
+            unit="bytes",
+            value=statistics.median(flow_values),
+            better="lower",
+            rounds=flow_values,
+            note="growth of INFO used_memory (less client and AOF buffers) over the submit",
+            extra={"job_hash": flow_rounds[0]["job_hash"], "encoding": flow_rounds[0]["encoding"]},
+        )
+    )
     return figures

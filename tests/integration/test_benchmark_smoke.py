@@ -24,6 +24,7 @@ ABSOLUTE = [
     "lifecycle_batched_server_us",
     "memory_waiting",
     "memory_completed",
+    "memory_flow_waiting",
     "flow_submit_s",
     "flow_run_s",
     "fanout_expand_s",

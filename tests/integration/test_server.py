@@ -33,6 +33,7 @@ from scheduler.embedded import (
     find_server_binary,
     socket_path_for,
 )
+from scheduler.engine.client import Client
 from scheduler.engine.connections import connect, redact_url
 from scheduler.engine.errors import ServerError
 
@@ -262,6 +263,20 @@ def test_configuration(make_server: MakeServer, tmp_path: Path) -> None:
     assert Path(config["dir"]) == embedded.data_dir
     assert embedded.pid_path.is_file() and embedded.log_path.is_file()
     assert (embedded.data_dir / "appendonlydir").is_dir()
+
+
+def test_a_job_with_a_flows_data_stays_in_the_compact_encoding(
+    make_server: MakeServer, tmp_path: Path
+) -> None:
+    """A flow's job carries a few hundred bytes of data: the server's default limit (64-byte
+    values) would store its hash as a table, about a third more memory a job."""
+    embedded = make_server(tmp_path / "data")
+    embedded.start()
+    with embedded.client() as client:
+        engine = Client(redis=client)
+        jid = engine.queues["q"].put("k", {"text": "x" * 600})
+        assert client.object("encoding", f"{engine.prefix}j:{jid}") == "listpack"
+        assert client.config_get("hash-max-listpack-value")["hash-max-listpack-value"] == "1024"
 
 
 def test_a_scratch_server_keeps_no_file(make_server: MakeServer, tmp_path: Path) -> None:
