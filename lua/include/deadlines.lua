@@ -39,7 +39,9 @@ function Deadlines.write(run_id, run, puts)
   end
   -- Each job's `deadline` field is written by its put (include/putting.lua).
   for _, p in ipairs(puts) do
-    if p.deadline then redis.call('zadd', Keys.deadlines(), Engine.now + p.deadline, 'j:' .. p.jid) end
+    if p.deadline then
+      redis.call('zadd', Keys.deadlines(), Engine.now + p.deadline, 'j:' .. p.jid)
+    end
   end
 end
 

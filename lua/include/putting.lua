@@ -290,7 +290,9 @@ local function job_fields(p, old, state, priority, retries, tags_text, handed)
     -- The full list of needs lets run.retry re-arm jobs (see commands/run_admin.lua).
     f[n + 1], f[n + 2], n = 'needs', #p.depends == 0 and '[]' or cjson.encode(p.depends), n + 2
   end
-  if p.trigger and p.trigger ~= 'all_success' then f[n + 1], f[n + 2], n = 'trigger', p.trigger, n + 2 end
+  if p.trigger and p.trigger ~= 'all_success' then
+    f[n + 1], f[n + 2], n = 'trigger', p.trigger, n + 2
+  end
   if p.ttl then f[n + 1], f[n + 2], n = 'ttl', p.ttl, n + 2 end
   if p.ttr then f[n + 1], f[n + 2], n = 'ttr', p.ttr, n + 2 end
   if p.ckey then f[n + 1], f[n + 2], f[n + 3], f[n + 4], n = 'ckey', p.ckey, 'climit', p.climit, n + 4 end
@@ -438,7 +440,9 @@ function Put.write(p, old, batch)
   local tags_text = #tags == 0 and '{}' or cjson.encode(tags)
   -- `count_in`: the run a new job joins (include/runs.lua); its class as the counts see it,
   -- unless a wait's arming (which writes its start) or a hand-off makes it more than its state.
-  if p.count_in and not old and not handed and not p.wait then p.counted = RunCounts.class(state) end
+  if p.count_in and not old and not handed and not p.wait then
+    p.counted = RunCounts.class(state)
+  end
   local key = Keys.job(jid)
   -- A new job has no stale fields (its hash does not exist: Job.fields found no state).
   if old then redis.call('hdel', key, unpack(stale_fields(p))) end

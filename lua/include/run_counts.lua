@@ -174,8 +174,9 @@ local function settle_one(jid, deltas)
       if was then add(deltas, run_id, step, was, -1) end
       add(deltas, run_id, step, now, 1)
     end
-    run_deltas(deltas, run_id).joined[step] = true
-    step_deltas(run_deltas(deltas, run_id), step)
+    local run = run_deltas(deltas, run_id)
+    run.joined[step] = true
+    step_deltas(run, step)
     return
   end
   local key = Keys.job(jid)
