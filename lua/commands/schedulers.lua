@@ -1,7 +1,8 @@
 -- scheduler.ping, scheduler.forget, schedulers: the health of the scheduler services (ours).
 --
 --   scheduler.ping    id, info JSON object  -> 'ok'; records now as the service's last tick
---                                              (info up to 64 KiB and 100 levels deep)
+--                                              and its info (up to 64 KiB and 100 levels
+--                                              deep), written only when it changed
 --   scheduler.forget  id                    -> 'forgotten' | 'missing' (a clean shutdown)
 --   schedulers        [count=100]           -> JSON list [{id, last_tick, info}], newest first
 --
@@ -28,7 +29,10 @@ api['scheduler.ping'] = function(args)
     redis.call('del', Keys.scheduler(old))
   end
   redis.call('zadd', Keys.schedulers(), Engine.now, id)
-  redis.call('set', Keys.scheduler(id), info)
+  -- A service pings every second or so, its info mostly the same: each write is an entry of the
+  -- append-only file and the replicas' stream, a read is not.
+  local key = Keys.scheduler(id)
+  if redis.call('get', key) ~= info then redis.call('set', key, info) end
   return 'ok'
 end
 

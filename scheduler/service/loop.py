@@ -479,14 +479,14 @@ class SchedulerService:
 
     def _health(self, now: float, report: TickReport) -> dict[str, object]:
         """What the ping of the tick at ``now`` records: the totals include ``report`` so far
-        (a ping sent with a fire batch counts up to the batch before it)."""
+        (a ping sent with a fire batch counts up to the batch before it). Not the tick's time:
+        the ping records that apart, and the engine writes the info only when it changed."""
         return {
             "host": socket.gethostname(),
             "pid": os.getpid(),
             "flows_dir": str(self.flows_dir),
             "source": self.origin,
             "started": self.started,
-            "last_tick": now,
             "fired": self.totals["fired"] + len(report.fired),
             "skipped": self.totals["skipped"] + len(report.skipped),
             "conflicts": self.totals["conflicts"] + report.conflicts,

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 from helpers import assert_unchanged
-from lua_support import T0, Lua
+from lua_support import T0, Lua, calls
 
 from scheduler.engine.errors import InvalidArgument, JobNotFound, WrongState
 
@@ -473,6 +473,20 @@ def test_scheduler_ping_list_forget(lua: Lua) -> None:
     assert lua.r.exists(lua.key("scheduler:b")) == 0
     lua.raw("scheduler.forget", "c", now=T0)
     assert lua.raw("schedulers", now=T0) == "[]"
+
+
+def test_a_ping_writes_the_info_only_when_it_changed(lua: Lua) -> None:
+    """A service pings every second or so: the time always, its info (the same between fires)
+    only when it differs from what is kept."""
+    lua.raw("scheduler.ping", "a", json.dumps({"fired": 1}), now=T0)
+    lua.r.config_resetstat()
+    lua.raw("scheduler.ping", "a", json.dumps({"fired": 1}), now=T0 + 1)
+    assert calls(lua, "set", "zadd") == {"zadd": 1}
+    lua.raw("scheduler.ping", "a", json.dumps({"fired": 2}), now=T0 + 2)
+    assert calls(lua, "set", "zadd") == {"set": 1, "zadd": 2}
+    assert json.loads(lua.raw("schedulers", now=T0)) == [
+        {"id": "a", "last_tick": str(int(T0 + 2)), "info": {"fired": 2}},
+    ]
 
 
 # -- origins: the service source a schedule belongs to ------------------------------------------
