@@ -123,16 +123,18 @@ local function unchanged(a)
   return true
 end
 
--- The run of a tick becomes the schedule's last run.
+-- The run of a tick becomes the schedule's last run: one HSET, its `fired` count read first
+-- (each write is an entry of the append-only file and the replicas' stream).
 local function fired(name, run_id, tick, exists)
   local key = Keys.schedule(name)
+  local count = (tonumber(redis.call('hget', key, 'fired')) or 0) + 1
   if tick then
     redis.call('hset', key, 'last_run', run_id, 'last_fired_at', Schedules.time(Engine.now),
-      'last_tick', Schedules.time(tick))
+      'last_tick', Schedules.time(tick), 'fired', count)
   else
-    redis.call('hset', key, 'last_run', run_id, 'last_fired_at', Schedules.time(Engine.now))
+    redis.call('hset', key, 'last_run', run_id, 'last_fired_at', Schedules.time(Engine.now),
+      'fired', count)
   end
-  redis.call('hincrby', key, 'fired', 1)
   Events.log({ event = 'schedule_fired', schedule = name, run = run_id, tick = tick or cjson.null,
     exists = exists })
 end
@@ -197,9 +199,9 @@ api['schedule.trigger'] = function(args)
   Runs.check(cmd, submission)
   Runs.hold_limit(cmd, submission)
   Runs.write(submission)
-  redis.call('hset', Keys.schedule(name), 'last_run', submission.id,
-    'last_fired_at', Schedules.time(Engine.now))
-  redis.call('hincrby', Keys.schedule(name), 'triggered', 1)
+  local key = Keys.schedule(name)
+  redis.call('hset', key, 'last_run', submission.id, 'last_fired_at', Schedules.time(Engine.now),
+    'triggered', (tonumber(redis.call('hget', key, 'triggered')) or 0) + 1)
   Events.log({ event = 'schedule_triggered', schedule = name, run = submission.id })
   return 'fired'
 end
