@@ -219,38 +219,41 @@ def flow_memory_round(bench: Bench) -> dict[str, Any]:
     }
 
 
+def _bytes_figure(key: str, label: str, values: list[float], extra: dict[str, Any]) -> Figure:
+    """A memory figure: the median of its rounds' bytes per job, lower is better."""
+    return Figure(
+        key=key,
+        label=label,
+        unit="bytes",
+        value=statistics.median(values),
+        better="lower",
+        rounds=values,
+        note="growth of INFO used_memory (less client and AOF buffers)",
+        extra=extra,
+    )
+
+
 def memory_figures(bench: Bench) -> list[Figure]:
     rounds = [memory_round(bench) for _ in range(bench.rounds)]
     # After the plain rounds: what a large submit leaves in the server's allocations for a while
     # (its arguments, its replies) would be given back during their puts, below their zero.
     flow_rounds = [flow_memory_round(bench) for _ in range(bench.rounds)]
     data = '`{"i": n}`'
-    figures = []
-    for state in ("waiting", "completed"):
-        values = [r[state] for r in rounds]
-        figures.append(
-            Figure(
-                key=f"memory_{state}",
-                label=f"memory in Redis per {state} job (data {data})",
-                unit="bytes",
-                value=statistics.median(values),
-                better="lower",
-                rounds=values,
-                note="growth of INFO used_memory (less client and AOF buffers)",
-                extra={"keys": rounds[0][f"{state}_keys"]},
-            )
+    figures = [
+        _bytes_figure(
+            f"memory_{state}",
+            f"memory in Redis per {state} job (data {data})",
+            [r[state] for r in rounds],
+            {"keys": rounds[0][f"{state}_keys"]},
         )
-    flow_values = [r["waiting"] for r in flow_rounds]
+        for state in ("waiting", "completed")
+    ]
     figures.append(
-        Figure(
-            key="memory_flow_waiting",
-            label=f"memory in Redis per waiting job of a {bench.sizes.memory:,}-step flow run",
-            unit="bytes",
-            value=statistics.median(flow_values),
-            better="lower",
-            rounds=flow_values,
-            note="growth of INFO used_memory (less client and AOF buffers) over the submit",
-            extra={"job_hash": flow_rounds[0]["job_hash"], "encoding": flow_rounds[0]["encoding"]},
+        _bytes_figure(
+            "memory_flow_waiting",
+            f"memory in Redis per waiting job of a {bench.sizes.memory:,}-step flow run",
+            [r["waiting"] for r in flow_rounds],
+            {"job_hash": flow_rounds[0]["job_hash"], "encoding": flow_rounds[0]["encoding"]},
         )
     )
     return figures
