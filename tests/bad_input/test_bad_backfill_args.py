@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 from helpers import assert_unchanged
+from refusal_support import refused
 
 from flows.cli import main
 from scheduler.engine.client import Client
@@ -55,12 +56,7 @@ def test_bad_backfills_are_refused_clearly_and_change_nothing(
     for name, text in FILES.items():
         (tmp_path / name).write_text(text)
     argv = ["backfill", *(a.replace("{d}", str(tmp_path)) for a in args)]
-    with assert_unchanged(populated.redis):
-        result = cli.invoke(main, argv)
-    output = result.output
-    assert result.exit_code == code, (result.exit_code, output, result.exception)
-    assert result.exception is None or isinstance(result.exception, SystemExit), output
-    assert "Traceback" not in output
+    output = refused(cli, populated.redis, argv, (code,))
     assert expected.lower() in output.lower(), output
     assert len(output.splitlines()) <= 12, output
 

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 from helpers import assert_unchanged
+from refusal_support import refused
 
 from flows.cli import main
 from scheduler.engine.client import Client
@@ -47,12 +48,7 @@ def test_a_command_that_would_do_nothing_or_wrong_says_so_and_changes_nothing(
     flow = tmp_path / "good.yaml"
     flow.write_text("version: 1\nname: good\nqueue: q\nsteps:\n  a: {job: tasks.a}\n")
     argv = [a.replace("{flow}", str(flow)) for a in args]
-    with assert_unchanged(populated.redis):
-        result = cli.invoke(main, argv)
-    output = result.output
-    assert result.exit_code == code, (result.exit_code, output, result.exception)
-    assert result.exception is None or isinstance(result.exception, SystemExit), output
-    assert "Traceback" not in output
+    output = refused(cli, populated.redis, argv, (code,))
     assert expected in output, output
     assert "(): " not in output, "the engine's name for a command reached the user"
 
