@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 import redis
-from lua_support import T0, Lua, unchanged
+from lua_support import T0, Lua, calls, unchanged
 
 from scheduler.engine import limits
 from scheduler.engine.errors import InvalidArgument, LockLost
@@ -277,3 +277,22 @@ def test_a_signal_to_a_wait_that_feeds_a_fanout_expands_it_in_that_call(lua: Lua
     assert run_jobs(lua) == [gate, *items(2), JOIN]
     assert [lua.state(jid) for jid in items(2)] == ["waiting", "waiting"]
     assert lua.state(JOIN) == "depends"
+
+
+def test_each_item_is_written_once_needs_and_count_included(lua: Lua) -> None:
+    """An item's put writes its needs and what its run counts it as in its one HSET: each item
+    more costs the call one HSET and no read of the item back (HMGET)."""
+    writes = []
+    for count in (1, 4):
+        for key in list(lua.r.scan_iter(match=lua.key("*"))):
+            lua.r.delete(key)
+        submit(lua)
+        assert lua.pop_jids("q", "w1", count=1, now=T0 + 1) == [LIST]
+        lua.r.config_resetstat()
+        lua.complete(LIST, now=T0 + 1, result=json.dumps({"files": [str(i) for i in range(count)]}))
+        writes.append(calls(lua, "hset", "hmget"))
+        item = lua.r.hgetall(lua.key(f"j:{items(count)[-1]}"))
+        assert item["needs"] == json.dumps([LIST]).replace(" ", "")
+        assert item["counted"] == f"waiting {RUN}"
+    assert writes[1]["hset"] - writes[0]["hset"] == 3
+    assert writes[1].get("hmget", 0) == writes[0].get("hmget", 0)
