@@ -24,7 +24,10 @@ ACTIONS: Final[tuple[str, ...]] = get_args(Action)
 
 RUN_RULES: Final = {
     "running": "a job of it is running, waiting or awaiting a signal: it can still progress",
-    "canceled": "it was canceled and no job of it can progress",
+    "canceled": (
+        "it, or a job of it that had not completed, was canceled (or deleted), and no job"
+        " of it can progress"
+    ),
     "failed": "a job of it failed or expired",
     "blocked": "nothing failed, but a job is buried or waits for one that never comes",
     "expired": "none of its jobs exists any more (retention removed them)",
@@ -39,8 +42,8 @@ STEP_RULES: Final = {
     "waiting": "a job waits for a worker, its delay, or dependencies that can still complete",
     "buried": "a job was buried: it waits for `flows kick`",
     "upstream_failed": "a job waits for a dependency that failed, expired, is buried or gone",
-    "canceled": "a job was canceled with its run",
-    "gone": "a job no longer exists (deleted, or removed by retention)",
+    "canceled": "a job was canceled with its run, or canceled or deleted alone before it completed",
+    "gone": "a completed job no longer exists (deleted, or removed by retention)",
     "cached": "every job completed at once with an earlier run's result (the step cache)",
     "skipped": "every job was skipped (its trigger rule or its if:)",
     "success": "every job completed (or was skipped)",

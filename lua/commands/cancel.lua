@@ -4,7 +4,9 @@
 --   timeout  jid...  -> nil
 --
 -- cancel is refused, changing nothing, while a dependent of a listed job is not listed too:
--- it would wait forever. A canceled running job's worker is told `canceled`.
+-- it would wait forever. A canceled running job's worker is told `canceled`. A job of a flow
+-- run that had not completed leaves its run canceled (Runs.drop_job: a retry of the run puts it
+-- back, its attempts and step logs kept).
 -- timeout expires a running job's lock now: its worker is told lock_lost and its late
 -- heartbeat or complete is refused; the next pop of the queue takes it (using one retry). Like
 -- an expired lock it counts in the queue's `retries` statistic; a jid listed twice counts once.
@@ -13,6 +15,7 @@
 -- @include job
 -- @include events
 -- @include dialect
+-- @include runs
 
 api['cancel'] = function(args)
   local cmd = 'Cancel'
@@ -43,6 +46,7 @@ api['cancel'] = function(args)
     if fields then
       jobs[jid] = nil
       Events.canceled(jid, fields)
+      Runs.drop_job(jid, fields, 'canceled')
       Job.delete(jid, fields)
       table.insert(canceled, jid)
     end

@@ -10,7 +10,8 @@
 --                                       depends, done, total}, calls: {put, take, ack, release,
 --                                       bury, kick, delete, touch, expire}}
 --
--- delete removes jobs for good, like cancel, but refuses a running job (its worker would be left
+-- delete removes jobs for good, like cancel (a job of a flow run that had not completed leaves
+-- its run canceled: Runs.drop_job), but refuses a running job (its worker would be left
 -- running a job that no longer exists: cancel tells it, or wait for it). queue.truncate removes
 -- every job of the queue that does not run (waiting, parked, scheduled, depends, buried), at most
 -- `limit` per call, and refuses while any job of the queue runs (or is stalled). Both refuse when
@@ -28,10 +29,12 @@
 -- @include job
 -- @include stats
 -- @include events
+-- @include runs
 
 local function deleted(jid, fields)
   Events.tracked('canceled', jid)
   Events.log({ jid = jid, event = 'deleted', queue = fields.queue or '' })
+  Runs.drop_job(jid, fields, 'deleted')
   Job.delete(jid, fields)
   if fields.queue and fields.queue ~= '' then Stats.bump(fields.queue, 'delete', 1) end
 end

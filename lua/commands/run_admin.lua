@@ -80,6 +80,9 @@ function RunState.restore_canceled(run_id, jid, spec)
   local restored = {}
   if spec.trigger then table.insert(restored, 'trigger'); table.insert(restored, spec.trigger) end
   if spec.needs then table.insert(restored, 'needs'); table.insert(restored, spec.needs) end
+  -- Its attempts count on from those before its cancel, whose step logs come back with it.
+  if spec.runs then table.insert(restored, 'runs'); table.insert(restored, spec.runs) end
+  Job.restore_logs(jid, run_id)
   if spec.fanout then
     table.insert(restored, 'fanout'); table.insert(restored, spec.fanout)
     local key = Keys.job(cjson.decode(spec.fanout).from)
@@ -141,13 +144,45 @@ api['run.retry'] = function(args)
     RunState.refuse(cmd, 'run ' .. run_id, read.status, read.actions, 'retry')
   end
 
+  -- What this retry puts back, decided before anything is written: the failed, expired and
+  -- canceled jobs it retries, then (jobs come in dependency order) each completed job whose
+  -- trigger rule fired on the failure (a need of it is put back, or still has not completed):
+  -- it waits for its needs again.
+  local back, chosen = {}, false
+  for i, jid in ipairs(jids) do
+    local state = jobs[i] and jobs[i].state
+    if (not only or only[jid]) and (state == 'failed' or state == 'expired' or
+        (not jobs[i] and kept[jid])) then
+      back[jid], chosen = true, true
+    end
+  end
+  for i, jid in ipairs(jids) do
+    local fields = jobs[i]
+    if chosen and fields and fields.state == 'complete' and fields.trigger and fields.needs then
+      for _, need in ipairs(cjson.decode(fields.needs)) do
+        local state = redis.call('hget', Keys.job(need), 'state')
+        if back[need] or (state and state ~= 'complete') then
+          back[jid] = 'rearmed'
+          break
+        end
+      end
+    end
+  end
+
+  -- Written in dependency order: a job put back waits for those of its needs put back before
+  -- it (a re-armed need runs again first, a hook waits for the step it follows).
   local retried, reset = 0, {}
   for i, jid in ipairs(jids) do
     local fields = jobs[i]
-    if only and not only[jid] then
-      fields = nil
-    end
-    if fields and fields.fanout and fields.state == 'failed' then
+    if fields and back[jid] == 'rearmed' then
+      local open = {}
+      for _, need in ipairs(cjson.decode(fields.needs)) do
+        local state = redis.call('hget', Keys.job(need), 'state')
+        if state and state ~= 'complete' then table.insert(open, need) end
+      end
+      Put.write(reput(jid, fields, open), fields)
+      reset[jid] = true
+    elseif fields and back[jid] and fields.fanout and fields.state == 'failed' then
       -- A fan-out whose items were refused is expanded again from its producer's result.
       local from = cjson.decode(fields.fanout).from
       local plan = Fanout.plan(jid, redis.call('hget', Keys.job(from), 'result') or nil, true)
@@ -155,11 +190,15 @@ api['run.retry'] = function(args)
         Fanout.apply(plan)
         retried = retried + 1
       end
-    elseif fields and (fields.state == 'failed' or fields.state == 'expired') then
-      Put.write(reput(jid, fields, {}), fields)
+    elseif fields and back[jid] then
+      local waits = {}
+      for _, need in ipairs(fields.needs and cjson.decode(fields.needs) or {}) do
+        if reset[need] then table.insert(waits, need) end
+      end
+      Put.write(reput(jid, fields, waits), fields)
       retried = retried + 1
       reset[jid] = true
-    elseif not jobs[i] and kept[jid] and (not only or only[jid]) then
+    elseif back[jid] then
       RunState.restore_canceled(run_id, jid, cjson.decode(kept[jid]))
       retried = retried + 1
       reset[jid] = true
@@ -168,22 +207,6 @@ api['run.retry'] = function(args)
   if retried == 0 then return 0 end
   -- (the kept jobs' hash goes when its last entry does)
   redis.call('hdel', Keys.run(run_id), 'canceled', 'canceled_reason')
-  -- Jobs whose rule fired on the failure wait for their needs again. Jobs are in dependency
-  -- order, so a re-armed job's own needs were settled (reset or not) before it is looked at.
-  for i, jid in ipairs(jids) do
-    local fields = jobs[i]
-    if fields and fields.state == 'complete' and fields.trigger and fields.needs then
-      local open = {}
-      for _, need in ipairs(cjson.decode(fields.needs)) do
-        local state = redis.call('hget', Keys.job(need), 'state')
-        if state and state ~= 'complete' then table.insert(open, need) end
-      end
-      if #open > 0 then
-        Put.write(reput(jid, fields, open), fields)
-        reset[jid] = true
-      end
-    end
-  end
   -- A job still waiting also waits again for what it needed and was reset (its edge to a
   -- re-armed job was removed when that job first completed).
   for _, jid in ipairs(jids) do

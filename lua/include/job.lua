@@ -373,6 +373,23 @@ function Job.keep_logs(jid, run_id)
   redis.call('sadd', Keys.run_kept_logs(run_id), jid)
 end
 
+-- Give a job its run's retry puts back the step logs Job.keep_logs kept: its attempts stay
+-- readable where they were, and the next is numbered after them.
+function Job.restore_logs(jid, run_id)
+  local kept = Keys.kept_logs(jid)
+  local counters = redis.call('hgetall', kept)
+  if #counters == 0 then return end
+  local attempts = tonumber(redis.call('hget', kept, 'log-attempts')) or 0
+  for attempt = 1, attempts do
+    if redis.call('exists', Keys.kept_log(jid, attempt)) == 1 then
+      redis.call('rename', Keys.kept_log(jid, attempt), Keys.log(jid, attempt))
+    end
+  end
+  redis.call('hset', Keys.job(jid), unpack(counters))
+  redis.call('del', kept)
+  redis.call('srem', Keys.run_kept_logs(run_id), jid)
+end
+
 -- Delete the logs Job.keep_logs kept for a run's jobs.
 function Job.drop_kept_logs(run_id)
   local set = Keys.run_kept_logs(run_id)

@@ -242,9 +242,10 @@ function Runs.active(run_id)
 end
 
 -- What a canceled job of a run keeps for run.retry to put it back as it was first put
--- (`run-canceled:<run id>`, jid -> JSON of these fields).
+-- (`run-canceled:<run id>`, jid -> JSON of these fields), and `runs`: its attempts so far,
+-- which the put back counts on from.
 Runs.KEPT = { 'queue', 'klass', 'data', 'priority', 'retries', 'tags', 'trigger', 'needs', 'ttl',
-  'ttr', 'ckey', 'climit', 'throttle', 'wait', 'fanout' }
+  'ttr', 'ckey', 'climit', 'throttle', 'wait', 'fanout', 'runs' }
 
 function Runs.keep_canceled(run_id, jid)
   local values = redis.call('hmget', Keys.job(jid), unpack(Runs.KEPT))
@@ -253,6 +254,24 @@ function Runs.keep_canceled(run_id, jid)
     if values[i] then kept[name] = values[i] end
   end
   redis.call('hset', Keys.run_canceled(run_id), jid, cjson.encode(kept))
+end
+
+-- A job of a run removed on its own (cancel, delete) before it completed: its run can no longer
+-- end as submitted, so it is marked canceled as Runs.cancel marks it (its other jobs go on;
+-- once none can progress the run is `canceled`, and run.retry puts this job back as it was
+-- first put), the job's step logs stay with the run, and a sub-flow step's child run is
+-- canceled too. A completed job removed so is history gone early, as retention removes it.
+-- `fields`: Job.load_for_delete's. Call it before Job.delete.
+function Runs.drop_job(jid, fields, how)
+  if fields.state == 'complete' then return end
+  local run_id = string.match(redis.call('hget', Keys.job(jid), 'counted') or '', '^%S+ (.+)$')
+  if not run_id or redis.call('exists', Keys.run(run_id)) == 0 then return end
+  Runs.keep_canceled(run_id, jid)
+  Runs.cancel_child(jid, fields)
+  Job.keep_logs(jid, run_id)
+  if redis.call('hsetnx', Keys.run(run_id), 'canceled', Engine.now) == 1 then
+    redis.call('hset', Keys.run(run_id), 'canceled_reason', 'job ' .. jid .. ' was ' .. how)
+  end
 end
 
 -- Cancel every unfinished job of a run at once (its complete and failed jobs stay), telling

@@ -183,7 +183,7 @@ def test_the_openapi_schemas_come_from_the_one_vocabulary(api: Api) -> None:
     assert tuple(status["schema"]["anyOf"][0]["enum"]) == statuses.RUN_STATUSES
 
 
-@pytest.mark.parametrize(("change", "word"), [("bury", "blocked"), ("delete", "succeeded")])
+@pytest.mark.parametrize(("change", "word"), [("bury", "blocked"), ("delete", "canceled")])
 def test_one_word_everywhere_for_a_buried_or_a_deleted_job(
     cli: CliRunner, client: Client, api: Api, tmp_path: Path, change: str, word: str
 ) -> None:
@@ -196,7 +196,7 @@ def test_one_word_everywhere_for_a_buried_or_a_deleted_job(
     if change == "bury":
         client.engine.call("bury", "w1:b", "ops")
     else:
-        assert flows(cli, "cancel", "w1:b").exit_code == 0  # a job of no dependents: deleted
+        assert flows(cli, "cancel", "w1:b").exit_code == 0  # alone, before it ran
     words = {
         "status --json": status_json(cli, "w1")["status"],
         "runs --json": json.loads(flows(cli, "runs", "--json").stdout)[0]["status"],

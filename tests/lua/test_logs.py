@@ -215,3 +215,27 @@ def test_a_requeue_keeps_the_attempts_a_put_over_the_job_starts_afresh(lua: Lua)
     assert get(lua, "a")["attempts"] == 0
     [fresh] = lua("pop.lean", "q", "w1", 1, now=T0 + 4)
     assert fresh["runs"] == 1
+
+
+def test_a_canceled_runs_retry_keeps_the_attempts_before_it(lua: Lua) -> None:
+    """Its step logs come back with the job, and its next start is numbered after them."""
+    [jid] = submit_run(lua, "r3", "a")
+    for attempt in (1, 2):
+        [job] = lua("pop.lean", "q", "w1", 1, now=T0 + attempt)
+        assert job["runs"] == attempt
+        append(lua, (jid, attempt, [line(f"attempt {attempt}")]))
+        if attempt == 1:
+            lua.raw("fail", jid, "w1", "boom", "it broke", "{}", now=T0 + 1.5)
+            lua.raw("run.retry", "r3", now=T0 + 1.6)
+    lua.raw("run.cancel", "r3", now=T0 + 3)
+    assert get(lua, jid)["attempts"] == 2
+    lua.raw("run.retry", "r3", now=T0 + 4)
+    assert get(lua, jid, 1)["lines"][0]["m"] == "attempt 1"
+    assert get(lua, jid, 2)["lines"][0]["m"] == "attempt 2"
+    [job] = lua("pop.lean", "q", "w1", 1, now=T0 + 5)
+    assert job["runs"] == 3
+    append(lua, (jid, 3, [line("attempt 3")]))
+    page = get(lua, jid)
+    assert (page["attempt"], page["attempts"]) == (3, 3)
+    assert lua.r.exists(lua.key(f"log-kept-counts:{jid}")) == 0
+    assert lua.r.smembers(lua.key("run:r3-kept-logs")) == set()

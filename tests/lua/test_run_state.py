@@ -213,3 +213,90 @@ def test_a_canceled_run_is_retried_from_what_its_jobs_kept(lua: Lua) -> None:
     assert lua.pop_jids(now=T0 + 9) == [f"{RUN}:c"]  # its need on b came back with it
     lua.complete(f"{RUN}:c", now=T0 + 10)
     assert read(lua, now=T0 + 11)["status"] == "succeeded"
+
+
+@pytest.mark.parametrize("how", ["cancel", "delete"])
+def test_a_job_removed_alone_leaves_its_run_canceled_not_succeeded(lua: Lua, how: str) -> None:
+    """A run whose job was canceled (or deleted) before it completed cannot say it succeeded:
+    it says canceled once nothing else can progress, and a retry puts the job back."""
+    submit(lua, ("a", []), ("b", []))
+    lua.pop(now=T0 + 1)
+    lua.complete(f"{RUN}:a", now=T0 + 2)
+    assert lua.raw(how, f"{RUN}:b", now=T0 + 3) == [f"{RUN}:b"]
+    doc = read(lua, now=T0 + 4)
+    assert doc["status"] == "canceled" and doc["actions"] == ["retry", "rerun"]
+    by = steps(doc)
+    assert (by["a"]["status"], by["b"]["status"]) == ("success", "canceled")
+    assert by["b"]["actions"] == ["retry"]
+    listed = json.loads(lua.raw("runs.statuses", now=T0 + 4))
+    assert listed[0]["status"] == "canceled"
+    assert lua.raw("run.retry", RUN, now=T0 + 5) == 1
+    assert lua.pop_jids(now=T0 + 6) == [f"{RUN}:b"]
+    lua.complete(f"{RUN}:b", now=T0 + 7)
+    assert read(lua, now=T0 + 8)["status"] == "succeeded"
+
+
+def test_a_job_canceled_alone_while_others_run_leaves_the_run_running(lua: Lua) -> None:
+    submit(lua, ("a", []), ("b", []))
+    assert lua.pop_jids(now=T0 + 1) == [f"{RUN}:a"]
+    lua.raw("cancel", f"{RUN}:b", now=T0 + 2)
+    assert read(lua, now=T0 + 3)["status"] == "running"
+    lua.complete(f"{RUN}:a", now=T0 + 4)
+    assert read(lua, now=T0 + 5)["status"] == "canceled"
+
+
+def test_deleting_a_completed_job_of_a_run_is_history_gone_early(lua: Lua) -> None:
+    """As retention removes it: the run keeps what it was."""
+    submit(lua, ("a", []))
+    lua.pop(now=T0 + 1)
+    lua.complete(f"{RUN}:a", now=T0 + 2)
+    lua.raw("delete", f"{RUN}:a", now=T0 + 3)
+    doc = read(lua, now=T0 + 4)
+    assert doc["status"] == "expired" and steps(doc)["a"]["status"] == "gone"
+    assert lua.r.exists(lua.key(f"run-canceled:{RUN}")) == 0
+
+
+def test_a_retry_runs_a_rearmed_step_before_the_failed_step_that_needs_it(lua: Lua) -> None:
+    """pre fails; mid (all_done) runs on the failure; post, which needs mid, fails. A retry puts
+    pre and post back and re-arms mid: post runs only after mid has run again."""
+    submit(lua, ("pre", []), ("mid", ["pre"]), ("post", ["mid"]), mid={"trigger": "all_done"})
+    assert lua.pop_jids(now=T0 + 1) == [f"{RUN}:pre"]
+    fail(lua, f"{RUN}:pre", T0 + 2)
+    assert lua.pop_jids(now=T0 + 3) == [f"{RUN}:mid"]
+    lua.complete(f"{RUN}:mid", now=T0 + 4)
+    assert lua.pop_jids(now=T0 + 5) == [f"{RUN}:post"]
+    fail(lua, f"{RUN}:post", T0 + 6)
+    assert lua.raw("run.retry", RUN, now=T0 + 7) == 2
+    by = steps(read(lua, now=T0 + 8))
+    assert (by["pre"]["status"], by["mid"]["status"], by["post"]["status"]) == (
+        "waiting",
+        "waiting",
+        "waiting",
+    )
+    order = []
+    for moment in range(9, 12):
+        [jid] = lua.pop_jids(count=3, now=T0 + moment)
+        order.append(jid.split(":")[1])
+        lua.complete(jid, now=T0 + moment)
+    assert order == ["pre", "mid", "post"]
+    assert read(lua, now=T0 + 12)["status"] == "succeeded"
+
+
+def test_a_retry_asks_again_for_an_approval_the_failure_let_through(lua: Lua) -> None:
+    """A wait step (all_done) approved after pre failed is re-armed with pre: the step after it
+    waits for the new approval, never runs on the old one."""
+    wait = {"trigger": "all_done", "wait": {"signal": "approve"}}
+    submit(lua, ("pre", []), ("approve", ["pre"]), ("ship", ["approve"]), approve=wait)
+    lua.pop(now=T0 + 1)
+    fail(lua, f"{RUN}:pre", T0 + 2)
+    assert lua.raw("wait.signal", f"{RUN}:approve", "{}", "ada", now=T0 + 3) == "complete"
+    assert lua.pop_jids(now=T0 + 4) == [f"{RUN}:ship"]
+    fail(lua, f"{RUN}:ship", T0 + 5)
+    lua.raw("run.retry", RUN, now=T0 + 6)
+    assert lua.pop_jids(count=3, now=T0 + 7) == [f"{RUN}:pre"]
+    lua.complete(f"{RUN}:pre", now=T0 + 8)
+    assert lua.pop_jids(count=3, now=T0 + 9) == []  # ship waits for the approval
+    by = steps(read(lua, now=T0 + 9))
+    assert (by["approve"]["status"], by["ship"]["status"]) == ("awaiting", "waiting")
+    assert lua.raw("wait.signal", f"{RUN}:approve", "{}", "ada", now=T0 + 10) == "complete"
+    assert lua.pop_jids(count=3, now=T0 + 11) == [f"{RUN}:ship"]

@@ -353,8 +353,11 @@ def test_last_run_status(lua: Lua, setup: str, status: str) -> None:
     if setup == "fail":
         lua.pop(now=TICK + 2)
         lua("fail", "f@1:s0", "w1", "boom", "broken", "{}", now=TICK + 3)
-    elif setup == "expire":
-        lua("cancel", "f@1:s0", "f@1:s1", now=TICK + 2)
+    elif setup == "expire":  # its completed jobs removed from the history
+        for jid in ("f@1:s0", "f@1:s1"):
+            assert lua.pop_jids(now=TICK + 2) == [jid]
+            lua.complete(jid, now=TICK + 3)
+        lua("delete", "f@1:s0", "f@1:s1", now=TICK + 4)
     assert get(lua)["last_run_status"] == status
 
 
