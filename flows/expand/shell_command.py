@@ -12,13 +12,16 @@ reference to an environment variable holding the value, written for the quoting 
 
 The shell expands a variable's value once and never reads it as syntax. The quoting is followed
 through backslashes, ``#`` comments and here-documents; a quoted here-document (``<<'EOF'``)
-expands nothing, so there the variable stays as written (its value is in the environment).
+expands nothing, so there the variable stays as written (its value is in the environment). A
+command substitution (``$(...)``, backquotes) starts its own quoting, even inside double quotes:
+a template there is bare again. ``<<`` in an arithmetic expansion (``$((1<<2))``) is a shift.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Final
 
@@ -30,9 +33,9 @@ _WORD_BREAKS: Final = frozenset(" \t\n;&|()<>")
 _CLOSING: Final = {_SINGLE: "'", _DOUBLE: '"', _COMMENT: "\n"}
 _OPENING: Final = {"'": _SINGLE, '"': _DOUBLE}
 _MODE_CHANGERS: Final = {
-    _BARE: re.compile(r"[\\'\"#<\n]"),
+    _BARE: re.compile(r"[\\'\"#<\n()`]"),
     _SINGLE: re.compile("'"),
-    _DOUBLE: re.compile(r'[\\"]'),
+    _DOUBLE: re.compile(r'[\\"(`]'),
     _COMMENT: re.compile("\n"),
     _HEREDOC: re.compile("\n"),
 }
@@ -103,6 +106,16 @@ def _placeholder(name: str, mode: int) -> str:
     return f'"${{{name}}}"'
 
 
+@dataclass
+class _Substitution:
+    """A command substitution (or arithmetic expansion) being read."""
+
+    outer: int  # the mode it stands in, back when it closes
+    closer: str  # ')' or '`'
+    depth: int = 1  # its open parentheses
+    arithmetic: bool = False
+
+
 class _Quoting:
     """Follows a command's quoting, character by character, as /bin/sh reads it."""
 
@@ -115,6 +128,8 @@ class _Quoting:
         self.strip_tabs = False
         self.heredocs: list[tuple[str, bool]] = []  # (end line, strip tabs), from the next line
         self.line = ""  # the current line of a here-document
+        self.before = ""  # the character before `previous`
+        self.substitutions: list[_Substitution] = []  # open around here, innermost last
 
     def feed(self, text: str) -> None:
         # Runs of characters that cannot change the mode are skipped with one search: expansion
@@ -138,6 +153,7 @@ class _Quoting:
         """Characters that change no mode."""
         if self.mode == _HEREDOC:
             self.line += chars
+        self.before = chars[-2] if len(chars) > 1 else self.previous
         self.previous = chars[-1]
         self.word_start = self.previous in _WORD_BREAKS and self.mode == _BARE
 
@@ -151,12 +167,16 @@ class _Quoting:
             self.delimiter.append("\0")
 
     def _char(self, char: str) -> None:
+        was_escaped = self.escaped
         if self.mode == _HEREDOC:
             self._heredoc(char)
         elif self.escaped:
             self.escaped = False
         elif char == "\\" and self.mode in (_BARE, _DOUBLE):
             self.escaped = True
+        elif self.mode == _DOUBLE and char in "(`":
+            if char == "`" or self.previous == "$":
+                self._substitution(char)
         elif self.mode != _BARE:
             if char == _CLOSING[self.mode]:
                 self.mode = _BARE
@@ -165,13 +185,45 @@ class _Quoting:
         else:
             self._bare(char)
         self.word_start = char in _WORD_BREAKS and self.mode == _BARE
-        self.previous = char
+        # An escaped character is itself only: `\$(` opens nothing, `\<<` is no here-document.
+        self.before, self.previous = self.previous, "\\" + char if was_escaped else char
+
+    def _substitution(self, char: str) -> None:
+        """``$(`` or a backquote: a command of its own, read bare, until its closer."""
+        self.substitutions.append(_Substitution(self.mode, ")" if char == "(" else "`"))
+        self.mode = _BARE
+
+    def _parenthesis(self, char: str) -> bool:
+        """Follow ``(``, ``)`` and backquotes in bare text; whether ``char`` was one of them."""
+        top = self.substitutions[-1] if self.substitutions else None
+        if char == "`":
+            if top is not None and top.closer == "`":
+                self.mode = self.substitutions.pop().outer
+            else:
+                self._substitution(char)
+        elif char == "(" and self.previous == "$":
+            self._substitution(char)
+        elif top is not None and top.closer == ")":
+            if char == "(":
+                if self.previous == "(" and self.before == "$" and top.depth == 1:
+                    top.arithmetic = True  # `$((`
+                top.depth += 1
+            elif char == ")":
+                top.depth -= 1
+                if top.depth == 0:
+                    self.mode = self.substitutions.pop().outer
+        return char in "()`"
+
+    def _arithmetic(self) -> bool:
+        return any(substitution.arithmetic for substitution in self.substitutions)
 
     def _bare(self, char: str) -> None:
         if self.delimiter is not None and (
             char in _WORD_BREAKS and (self.delimiter or char not in " \t-")
         ):
             self._delimited()
+        if self.delimiter is None and self._parenthesis(char):
+            return
         if char == "\n":
             self._line_end()
         elif self.delimiter is not None:
@@ -179,7 +231,7 @@ class _Quoting:
                 self.strip_tabs = True
             elif char not in " \t":
                 self.delimiter.append(char)
-        elif char == "<" and self.previous == "<":
+        elif char == "<" and self.previous == "<" and not self._arithmetic():
             self.delimiter, self.strip_tabs = [], False
         elif char == "#" and self.word_start:
             self.mode = _COMMENT

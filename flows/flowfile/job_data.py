@@ -443,14 +443,17 @@ def env_name(reference: Reference) -> str:
 def parse_output_file(text: str) -> dict[str, str]:
     """Outputs a shell step wrote to ``$FLOWS_OUTPUT``: ``key=value`` lines, ``key<<EOF`` blocks.
 
-    Values are kept as written (no stripping); blank lines and ``#`` comments are skipped; a
-    later key replaces an earlier one. Raises ValueError with the line number for anything else.
+    Lines end at a newline only. Values are kept as written (no stripping); blank lines and
+    ``#`` comments are skipped; a later key replaces an earlier one. Raises ValueError with the line number for anything else.
     """
     outputs: dict[str, str] = {}
-    lines = text.splitlines()
+    # Only a newline ends a line (and a CR before it goes): str.splitlines would also split on
+    # U+2028, form feeds and the like, which a value taken from a param can carry, and a line
+    # made so would set an output of its own.
+    lines = [line.removesuffix("\r") for line in text.split("\n")]
     number = 0
     while number < len(lines):
-        line = lines[number].rstrip("\r")
+        line = lines[number]
         number += 1
         if not line.strip() or line.lstrip().startswith("#"):
             continue

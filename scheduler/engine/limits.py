@@ -100,6 +100,14 @@ def check_id(command: str, name: str, value: Any) -> str:
     return value
 
 
+def id_from(text: str, default: str) -> str:
+    """``text`` made an id the engine takes (a failure group named by a job's exception, say):
+    white space and control characters become ``_``, and it is cut to the size limit on a
+    character boundary; ``default`` when nothing is left."""
+    made = _FORBIDDEN_ID_CHARS.sub("_", text).encode("utf-8", "replace")[:MAX_ID_BYTES]
+    return made.decode("utf-8", "ignore") or default
+
+
 def _utf8(command: str, name: str, text: str) -> bytes:
     try:
         return text.encode("utf-8")
@@ -339,6 +347,7 @@ __all__ = [
     "check_tags",
     "check_text",
     "encode_payload",
+    "id_from",
     "id_problem",
     "json_depth",
 ]

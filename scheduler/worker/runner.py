@@ -65,7 +65,13 @@ def _tail(text: str) -> str:
 
 
 def failure(group: str, message: str) -> Outcome:
-    return Outcome("fail", group=group, message=_tail(message))
+    return Outcome("fail", group=_group(group, "failed"), message=_tail(message))
+
+
+def _group(name: str, default: str) -> str:
+    # A group comes from the job (an exception's class name or `group`): one the engine would
+    # refuse (a space in it, say) would leave the outcome unreported and the job running again.
+    return limits.id_from(name, default)
 
 
 def skipped(message: str) -> Outcome:
@@ -75,7 +81,7 @@ def skipped(message: str) -> Outcome:
 def _retry(ctx: JobContext, group: str, message: str, delay: float | None = None) -> Outcome:
     if delay is None:
         delay = ctx.options.retry.delay_for(ctx.attempt)
-    return Outcome("retry", delay=delay, group=group, message=_tail(message))
+    return Outcome("retry", delay=delay, group=_group(group, "retry"), message=_tail(message))
 
 
 def _masked(outcome: Outcome) -> Outcome:

@@ -701,6 +701,21 @@ def test_shell_outputs_become_the_result(client: Client, engine: Engine) -> None
     assert result == {"rows": "42", "name": "hi", "jid": jid, "notes": "line 1\nline 2"}
 
 
+def test_a_group_the_engine_would_refuse_is_made_an_id_not_a_job_run_forever(
+    client: Client, engine: Engine, tmp_path: Path
+) -> None:
+    """Before, the refused retry call was taken for a lost lock: the outcome was dropped and
+    the job ran again as attempt 1, for ever."""
+    marks = tmp_path / "marks"
+    jid = put(client, "q", "fails_oddly_named", {"marks": str(marks)}, retries=1, retry=NO_BACKOFF)
+    with in_process_worker(engine, ["q"], poll_interval=0.02):
+        job = wait_state(client, jid, "failed")
+    assert job.failure is not None
+    assert job.failure["group"] == "tab_here_" + "x" * 247  # cut at 256 bytes
+    assert [h["group"] for h in history(job, "retried")] == ["Bad_Name"]
+    assert len(read_marks(marks, "started")) == 2
+
+
 def test_retries_back_off_then_fail_in_the_exception_type_group(
     client: Client, engine: Engine, tmp_path: Path
 ) -> None:

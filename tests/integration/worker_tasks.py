@@ -152,6 +152,16 @@ def fails(job: JobContext) -> None:
     raise Boom(f"attempt {job.attempt} failed")
 
 
+def fails_oddly_named(job: JobContext) -> None:
+    """Raise an exception whose class name and ``group`` the engine would refuse as a group:
+    white space, a control character, more than 256 bytes."""
+    mark(job, "started")
+    error = type("Bad Name", (Exception,), {})(f"attempt {job.attempt} failed")
+    if job.attempt > 1:
+        error.group = "tab\there " + "x" * 300  # type: ignore[attr-defined]
+    raise error
+
+
 def retry_once(job: JobContext) -> int:
     """Attempt 1 asks for a retry (group ``again``, no delay); attempt 2 completes."""
     mark(job, "started")

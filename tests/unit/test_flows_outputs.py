@@ -129,3 +129,13 @@ def test_parse_output_file() -> None:
         parse_output_file("nonsense\n")
     with pytest.raises(ValueError, match="no closing 'EOF'"):
         parse_output_file("a<<EOF\nx\n")
+
+
+@pytest.mark.parametrize("separator", ["\u2028", "\u2029", "\x85", "\x1e", "\x0b", "\x0c"])
+def test_only_a_newline_ends_an_output_line(separator: str) -> None:
+    """A value carrying another line separator (from a param, say) sets no output of its own."""
+    text = f"target=/srv/site\ngreeting=hello bob{separator}target=/etc/shadow\r\n"
+    assert parse_output_file(text) == {
+        "target": "/srv/site",
+        "greeting": f"hello bob{separator}target=/etc/shadow",
+    }

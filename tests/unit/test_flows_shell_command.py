@@ -21,6 +21,7 @@ HOSTILE = [
     "$HOME ${HOME} *",
     "\\$(touch PWNED)\\",
     "a\nEOF\ntouch PWNED",
+    "-o PWNED /etc/pass*",
 ]
 
 # (command, what it prints for value v)
@@ -35,6 +36,14 @@ COMMANDS = [
     ("cat <<EOF\n<${{ params.v }}>\nEOF\n", "<{v}>\n"),
     ("cat <<-EOF\n\t${{ params.v }}\n\tEOF\nprintf %s ${{ params.v }}", "{v}\n{v}"),
     ("printf '%s ' $((1<<2)); printf %s ${{ params.v }}", "4 {v}"),
+    # A command substitution quotes afresh, inside double quotes too.
+    ('out="$(printf [%s] ${{ params.v }})"; printf %s "$out"', "[{v}]"),
+    ('out="`printf [%s] ${{ params.v }}`"; printf %s "$out"', "[{v}]"),
+    ('printf %s "$(printf %s "${{ params.v }}")"', "{v}"),
+    ("printf %s \"$(printf '(%s)' ${{ params.v }})\"", "({v})"),
+    ('printf %s "$(echo $((2*(1+1))) | tr -d 4)${{ params.v }}"', "{v}"),
+    # `<<` in an arithmetic expansion is a shift: the next line is no here-document.
+    ("x=$((1<<2))\nprintf %s ${{ params.v }}", "{v}"),
     # A quoted here-document expands nothing: the variable stays as written.
     ("cat <<'EOF'\n${{ params.v }}\nEOF\n", "${{FLOWS_PARAMS_V}}\n"),
 ]
