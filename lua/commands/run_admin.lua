@@ -25,7 +25,10 @@
 -- and with `downstream` (1) every job that needs it, directly or not: each is put again as it
 -- was first put, its attempts counting on from the earlier ones (its `runs`), whose step
 -- logs stay readable as their attempt and whose outcome stays in the job's hash as
--- `attempt:<n>` (JSON {status, result, failure, updated}). Refused while the run is running.
+-- `attempt:<n>` (JSON {status, result, failure, updated}); a job downstream that was canceled
+-- is put back as it was first put, as run.retry puts it. Refused while the run is running, and
+-- for a job that did not finish (a canceled one: retry it). A run stays canceled while a job
+-- canceled with it has not been put back (by either).
 -- Each is one call: a run never shows half of any.
 -- Errors: INVALID, NOTFOUND, WRONGSTATE.
 -- @include args
@@ -101,12 +104,28 @@ function RunState.restore_canceled(run_id, jid, spec)
 end
 
 -- What `target` is, for a refusal: its status and allowed actions from the run's read.
-function RunState.described_target(read, target)
+function RunState.described_target(run_id, read, target)
   for _, step in ipairs(read.steps) do
     if step.step == target then return 'step ' .. target, step.status, step.actions end
   end
   local status = RunState.status_of_job(target, read.record.canceled)
-  return 'job ' .. target, status, RunState.job_actions(status, read.status ~= 'running', false)
+  local kept = redis.call('hexists', Keys.run_canceled(run_id), target) == 1
+  return 'job ' .. target, status, RunState.job_actions(status, read.status ~= 'running', kept)
+end
+
+-- The run is canceled while a job canceled with it (or alone) has not been put back.
+local function uncancel_when_nothing_kept(run_id)
+  if redis.call('exists', Keys.run_canceled(run_id)) == 0 then
+    redis.call('hdel', Keys.run(run_id), 'canceled', 'canceled_reason')
+  end
+end
+
+-- Jobs canceled with their run (or alone), as they were put: jid -> JSON (Runs.keep_canceled).
+local function kept_canceled(run_id)
+  local kept = {}
+  local raw = redis.call('hgetall', Keys.run_canceled(run_id))
+  for i = 1, #raw, 2 do kept[raw[i]] = raw[i + 1] end
+  return kept
 end
 
 api['run.retry'] = function(args)
@@ -123,10 +142,7 @@ api['run.retry'] = function(args)
   end
   local jobs = {}
   local any = false
-  -- Jobs canceled with the run, as they were put (Runs.keep_canceled).
-  local kept = {}
-  local raw = redis.call('hgetall', Keys.run_canceled(run_id))
-  for i = 1, #raw, 2 do kept[raw[i]] = raw[i + 1] end
+  local kept = kept_canceled(run_id)
   for i, jid in ipairs(jids) do
     jobs[i] = Job.fields(jid, unpack(RETRY_FIELDS))
     local state = jobs[i] and jobs[i].state
@@ -138,7 +154,7 @@ api['run.retry'] = function(args)
   if not any then
     local read = RunState.read(run_id, 0)
     if target then
-      local what, status, allowed = RunState.described_target(read, target)
+      local what, status, allowed = RunState.described_target(run_id, read, target)
       RunState.refuse(cmd, what, status, allowed, 'retry')
     end
     RunState.refuse(cmd, 'run ' .. run_id, read.status, read.actions, 'retry')
@@ -205,8 +221,8 @@ api['run.retry'] = function(args)
     end
   end
   if retried == 0 then return 0 end
-  -- (the kept jobs' hash goes when its last entry does)
-  redis.call('hdel', Keys.run(run_id), 'canceled', 'canceled_reason')
+  -- (the kept jobs' hash goes when its last entry does; one retried alone leaves the others)
+  uncancel_when_nothing_kept(run_id)
   -- A job still waiting also waits again for what it needed and was reset (its edge to a
   -- re-armed job was removed when that job first completed).
   for _, jid in ipairs(jids) do
@@ -275,21 +291,27 @@ api['run.rerun'] = function(args)
   if read.status == 'running' then
     RunState.refuse(cmd, 'run ' .. run_id, read.status, read.actions, 'rerun')
   end
-  -- In run order (dependency order): the targets, and with `downstream` every job needing one.
-  local chosen, fields_of = {}, {}
+  -- In run order (dependency order): the targets, and with `downstream` every job needing one;
+  -- one of those canceled (kept) is put back as it was first put, as a retry would.
+  local kept = kept_canceled(run_id)
+  local chosen, fields_of, restored = {}, {}, {}
   for _, jid in ipairs(jids) do
     local fields = Job.fields(jid, 'needs', 'skipped', unpack(RETRY_FIELDS))
+    local spec = not fields and kept[jid] and cjson.decode(kept[jid]) or nil
+    local needs = (fields and fields.needs) or (spec and spec.needs)
     local pick = targets[jid]
-    if not pick and downstream and fields and fields.needs then
-      for _, need in ipairs(cjson.decode(fields.needs)) do
+    if not pick and downstream and needs then
+      for _, need in ipairs(cjson.decode(needs)) do
         if targets[need] then pick = true end
       end
     end
     if pick then
       local state = fields and fields.state
-      if state ~= 'complete' and state ~= 'failed' and state ~= 'expired' then
-        local status = state and state or (read.record.canceled and 'canceled' or 'gone')
-        RunState.refuse(cmd, 'job ' .. jid, status, {}, 'rerun')
+      if spec and not targets[jid] then
+        restored[jid] = spec
+      elseif state ~= 'complete' and state ~= 'failed' and state ~= 'expired' then
+        local what, status, allowed = RunState.described_target(run_id, read, jid)
+        RunState.refuse(cmd, what, status, allowed, 'rerun')
       end
       targets[jid] = true
       table.insert(chosen, jid)
@@ -297,22 +319,32 @@ api['run.rerun'] = function(args)
     end
   end
   for _, jid in ipairs(chosen) do
-    local fields = fields_of[jid]
-    local counted = redis.call('hmget', Keys.job(jid), unpack(RunState.FIELDS))
-    local status = fields.state == 'complete' and (fields.skipped and 'skipped' or 'success') or fields.state
-    local attempts = RunState.attempts(counted, status)
-    local open = {}
-    for _, need in ipairs(fields.needs and cjson.decode(fields.needs) or {}) do
-      if targets[need] then table.insert(open, need) end
+    if restored[jid] then
+      RunState.restore_canceled(run_id, jid, restored[jid])
+    else
+      RunState.rerun_job(jid, fields_of[jid], targets)
     end
-    local record = RunState.attempt_record(jid, status)
-    local p = reput(jid, fields, open)
-    p.keep_logs = true
-    Put.write(p, fields)
-    redis.call('hset', Keys.job(jid), 'attempt:' .. attempts, record)
-    Job.history(jid, 'rerun', { attempt = attempts + 1 })
   end
-  redis.call('hdel', Keys.run(run_id), 'canceled', 'canceled_reason')
+  uncancel_when_nothing_kept(run_id)
   Events.log({ event = 'run_rerun', run = run_id, step = step, jobs = #chosen })
   return #chosen
+end
+
+-- Put a finished job back for run.rerun as it was first put, waiting for the `targets` it
+-- needs, its attempts counting on and this one's outcome kept as `attempt:<n>`.
+function RunState.rerun_job(jid, fields, targets)
+  local counted = redis.call('hmget', Keys.job(jid), unpack(RunState.FIELDS))
+  local status = fields.state == 'complete' and (fields.skipped and 'skipped' or 'success')
+    or fields.state
+  local attempts = RunState.attempts(counted, status)
+  local open = {}
+  for _, need in ipairs(fields.needs and cjson.decode(fields.needs) or {}) do
+    if targets[need] then table.insert(open, need) end
+  end
+  local record = RunState.attempt_record(jid, status)
+  local p = reput(jid, fields, open)
+  p.keep_logs = true
+  Put.write(p, fields)
+  redis.call('hset', Keys.job(jid), 'attempt:' .. attempts, record)
+  Job.history(jid, 'rerun', { attempt = attempts + 1 })
 end

@@ -300,3 +300,49 @@ def test_a_retry_asks_again_for_an_approval_the_failure_let_through(lua: Lua) ->
     assert (by["approve"]["status"], by["ship"]["status"]) == ("awaiting", "waiting")
     assert lua.raw("wait.signal", f"{RUN}:approve", "{}", "ada", now=T0 + 10) == "complete"
     assert lua.pop_jids(count=3, now=T0 + 11) == [f"{RUN}:ship"]
+
+
+def test_a_rerun_downstream_of_a_canceled_run_puts_its_canceled_jobs_back(lua: Lua) -> None:
+    submit(lua, ("a", []), ("b", ["a"]), ("c", ["b"]))
+    lua.pop(now=T0 + 1)
+    lua.complete(f"{RUN}:a", now=T0 + 2)
+    lua.raw("run.cancel", RUN, now=T0 + 3)
+    assert lua.raw("run.rerun", RUN, "a", 1, now=T0 + 4) == 3
+    by = steps(read(lua, now=T0 + 5))
+    assert (by["a"]["status"], by["b"]["status"], by["c"]["status"]) == (
+        "waiting",
+        "waiting",
+        "waiting",
+    )
+    assert lua.r.exists(lua.key(f"run-canceled:{RUN}")) == 0
+    for moment, step in ((6, "a"), (7, "b"), (8, "c")):
+        assert lua.pop_jids(count=3, now=T0 + moment) == [f"{RUN}:{step}"]
+        lua.complete(f"{RUN}:{step}", now=T0 + moment)
+    assert read(lua, now=T0 + 9)["status"] == "succeeded"
+
+
+def test_a_rerun_of_one_step_leaves_a_canceled_run_canceled(lua: Lua) -> None:
+    """The jobs canceled with it stay canceled: the run says so, and allows their retry."""
+    submit(lua, ("a", []), ("b", ["a"]))
+    lua.pop(now=T0 + 1)
+    lua.complete(f"{RUN}:a", now=T0 + 2)
+    lua.raw("run.cancel", RUN, now=T0 + 3)
+    assert lua.raw("run.rerun", RUN, "a", now=T0 + 4) == 1
+    lua.pop(now=T0 + 5)
+    lua.complete(f"{RUN}:a", now=T0 + 6)
+    doc = read(lua, now=T0 + 7)
+    assert doc["status"] == "canceled" and steps(doc)["b"]["status"] == "canceled"
+    assert "retry" in doc["actions"]
+    # A rerun of the canceled step itself is refused with what the read allows.
+    with assert_unchanged(lua.r), pytest.raises(WrongState, match=r"allowed: retry"):
+        lua.raw("run.rerun", RUN, "b", "", f"{RUN}:b", now=T0 + 8)
+
+
+def test_a_retry_of_one_step_leaves_the_others_canceled(lua: Lua) -> None:
+    submit(lua, ("a", []), ("b", []))
+    lua.raw("run.cancel", RUN, now=T0 + 1)
+    assert lua.raw("run.retry", RUN, "a", now=T0 + 2) == 1
+    lua.pop(now=T0 + 3)
+    lua.complete(f"{RUN}:a", now=T0 + 4)
+    doc = read(lua, now=T0 + 5)
+    assert doc["status"] == "canceled" and steps(doc)["b"]["status"] == "canceled"
