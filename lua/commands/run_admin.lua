@@ -110,7 +110,8 @@ function RunState.described_target(run_id, read, target)
   end
   local status = RunState.status_of_job(target, read.record.canceled)
   local kept = redis.call('hexists', Keys.run_canceled(run_id), target) == 1
-  return 'job ' .. target, status, RunState.job_actions(status, read.status ~= 'running', kept)
+  return 'job ' .. target, status,
+    RunState.job_actions(status, read.status ~= 'running', kept, target)
 end
 
 -- The run is canceled while a job canceled with it (or alone) has not been put back.

@@ -17,6 +17,7 @@
 --   RunState.refuse(cmd, what, status, allowed, action) raises WRONGSTATE naming both
 -- @include job
 -- @include run_counts
+-- @include waits
 local RunState = {}
 
 RunState.RUN_STATUSES = { 'running', 'succeeded', 'failed', 'blocked', 'canceled', 'expired' }
@@ -196,13 +197,23 @@ end
 
 RunState.step_of = RunCounts.step_of
 
--- The actions a job allows now, given its status and whether its run has finished.
-function RunState.job_actions(status, finished, kept)
+-- Whether awaiting job `jid` can be approved, that is signaled with no data: its wait declares
+-- no outputs (wait.signal refuses data that lacks one).
+function RunState.approvable(jid)
+  local outputs = Waits.spec(redis.call('hget', Keys.job(jid), 'wait')).outputs
+  return type(outputs) ~= 'table' or #outputs == 0
+end
+
+-- The actions a job allows now, given its status, whether its run has finished, whether it
+-- was kept when canceled, and (to tell whether it can be approved) its jid.
+function RunState.job_actions(status, finished, kept, jid)
   if status == 'failed' or status == 'expired' then
     return finished and { 'retry', 'rerun' } or { 'retry' }
   end
   if status == 'canceled' and kept then return { 'retry' } end
-  if status == 'awaiting' then return { 'signal', 'approve' } end
+  if status == 'awaiting' then
+    return (jid and not RunState.approvable(jid)) and { 'signal' } or { 'signal', 'approve' }
+  end
   if status == 'buried' then return { 'kick' } end
   if (status == 'success' or status == 'cached' or status == 'skipped') and finished then
     return { 'rerun' }
@@ -212,7 +223,7 @@ end
 
 -- The actions a step allows: those of its jobs, once (signal and approve only for a step of one
 -- job: its signal names the step); rerun only when every job of it ended.
-function RunState.step_actions(step, finished)
+function RunState.step_actions(run_id, step, finished)
   local allowed, out = {}, {}
   local rerun = finished and step.total > 0
   for word, n in pairs(step.counts) do
@@ -222,7 +233,9 @@ function RunState.step_actions(step, finished)
   if (step.counts.canceled or 0) > 0 and step.kept then allowed.retry = true end
   if rerun then allowed.rerun = true end
   if step.total == 1 and step.status == 'awaiting' then
-    allowed.signal, allowed.approve = true, true
+    local job = step.jobs[1]
+    allowed.signal = true
+    allowed.approve = RunState.approvable(job and job.jid or (run_id .. ':' .. step.step))
   end
   if (step.counts.buried or 0) > 0 then allowed.kick = true end
   for _, action in ipairs(RunState.ACTIONS) do
@@ -434,7 +447,7 @@ function RunState.read(run_id, limit, offsets)
     for _, job in ipairs(step.jobs) do
       local restorable = job.status == 'canceled' and kept and
         redis.call('hexists', Keys.run_canceled(run_id), job.jid) == 1
-      job.actions = RunState.job_actions(job.status, finished, restorable)
+      job.actions = RunState.job_actions(job.status, finished, restorable, job.jid)
       if job.state ~= cjson.null then
         local result, failure, runs = unpack(redis.call('hmget', Keys.job(job.jid), 'result',
           'failure', 'runs'))
@@ -446,7 +459,7 @@ function RunState.read(run_id, limit, offsets)
         job.earlier = RunState.earlier(job.jid, tonumber(runs) or 0)
       end
     end
-    local actions = RunState.step_actions(step, finished)
+    local actions = RunState.step_actions(run_id, step, finished)
     out_steps[i] = {
       step = step.step, status = word, counts = step.counts, total = step.total,
       attempts = step.attempts, started = step.started or cjson.null,

@@ -66,7 +66,10 @@ def test_a_signal_through_the_api_completes_the_wait(
     path = f"/api/v1/runs/{run_id}/steps/approve/signal"
     panel = api.get(f"/runs/{run_id}/steps/approve")
     assert panel.status == 200
-    assert "Awaiting a signal" in panel.body and "flows approve g1 approve" in panel.body
+    assert "Awaiting a signal" in panel.body and "flows signal g1 approve --data" in panel.body
+    # It declares an output: an approval (a signal without data) would be refused, so none is
+    # offered.
+    assert "flows approve" not in panel.body and ">Approve</button>" not in panel.body
     assert "awaiting" in api.get(f"/runs/{run_id}").body  # the graph's node
     refused = [
         (f"/api/v1/runs/{run_id}/steps/later/signal", {}, 409, "state depends"),

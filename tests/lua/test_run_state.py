@@ -346,3 +346,18 @@ def test_a_retry_of_one_step_leaves_the_others_canceled(lua: Lua) -> None:
     lua.complete(f"{RUN}:a", now=T0 + 4)
     doc = read(lua, now=T0 + 5)
     assert doc["status"] == "canceled" and steps(doc)["b"]["status"] == "canceled"
+
+
+@pytest.mark.parametrize(
+    ("wait", "actions"), [({}, ["signal", "approve"]), ({"outputs": ["note"]}, ["signal"])]
+)
+def test_a_wait_that_declares_outputs_allows_a_signal_not_an_approval(
+    lua: Lua, wait: dict[str, Any], actions: list[str]
+) -> None:
+    """An approval is a signal without data, which such a wait refuses."""
+    submit(lua, ("gate", []), gate={"wait": {"signal": "go", **wait}})
+    for limit in (0, 10):  # listed or not, the step's actions are the same
+        step = steps(read(lua, limit))["gate"]
+        assert step["status"] == "awaiting" and step["actions"] == actions
+    [job] = steps(read(lua, 10))["gate"]["jobs"]
+    assert job["actions"] == actions
