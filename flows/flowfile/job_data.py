@@ -444,7 +444,8 @@ def parse_output_file(text: str) -> dict[str, str]:
     """Outputs a shell step wrote to ``$FLOWS_OUTPUT``: ``key=value`` lines, ``key<<EOF`` blocks.
 
     Lines end at a newline only. Values are kept as written (no stripping); blank lines and
-    ``#`` comments are skipped; a later key replaces an earlier one. Raises ValueError with the line number for anything else.
+    ``#`` comments are skipped; a later key replaces an earlier one. Raises ValueError with the
+    line number for anything else.
     """
     outputs: dict[str, str] = {}
     # Only a newline ends a line (and a CR before it goes): str.splitlines would also split on
