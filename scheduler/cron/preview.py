@@ -18,6 +18,7 @@ from scheduler.cron.catchup import (
     DEFAULT_GRACE_SECONDS,
     CatchupPlan,
     CatchupPolicy,
+    Skip,
     plan_catchup,
 )
 from scheduler.cron.expression import Schedule
@@ -134,7 +135,8 @@ def after_outage(
         for f in plan.fires
     )
     skips = tuple(
-        (_local(schedule, s.first), _local(schedule, s.last), s.count, s.reason) for s in plan.skips
+        (_local(schedule, s.first), _local(schedule, s.last), s.count, s.reason)
+        for s in _folded(plan.skips, [f.tick for f in plan.fires])
     )
     counted: Sequence[int | None] = [s.count for s in plan.skips]
     missed: int | None = (
@@ -143,6 +145,24 @@ def after_outage(
         else (len(plan.fires) + sum(c or 0 for c in counted))
     )
     return OutagePreview(down, back, missed, fires, skips)
+
+
+def _folded(skips: Sequence[Skip], fired: Sequence[float]) -> list[Skip]:
+    """Skips of one reason next to each other, with no fire between them, as one: the plan
+    records the newest skipped ticks one by one (the service logs each), a reader wants spans."""
+    out: list[Skip] = []
+    for skip in skips:
+        last = out[-1] if out else None
+        if (
+            last is not None
+            and last.reason == skip.reason
+            and not any(last.last < tick < skip.first for tick in fired)
+        ):
+            count = None if last.count is None or skip.count is None else last.count + skip.count
+            out[-1] = Skip(last.first, skip.last, count, skip.reason)
+        else:
+            out.append(skip)
+    return out
 
 
 def parse_time(text: str) -> float:

@@ -35,5 +35,7 @@ def test_the_registered_schedules_preview(url: str, tmp_path: Path) -> None:
         "(catch-up policy latest, window 12h)"
     ) in out
     assert "fires 2026-03-05 03:15:00 CET      2026-03-05 02:15:00 UTC  [catch-up]" in out
-    assert "skips 2026-03-03 03:15:00 CET  (1: outside catch-up window 12h)" in out
+    assert (
+        "skips 2026-03-03 03:15:00 CET .. 2026-03-04 03:15:00 CET  (2: outside catch-up window 12h)"
+    ) in out
     assert "nightly.test" not in out

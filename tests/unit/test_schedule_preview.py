@@ -70,7 +70,9 @@ def test_after_an_outage_each_policy_says_what_fires() -> None:
     assert [(t.utc, trigger) for t, trigger in latest.fires] == [
         ("2026-03-05 02:15:00 UTC", "catch-up")
     ]
-    assert [s[3] for s in latest.skips] == ["outside catch-up window 12h"] * 2
+    assert latest.skips == (
+        ("2026-03-03 03:15:00 CET", "2026-03-04 03:15:00 CET", 2, "outside catch-up window 12h"),
+    )
     every = after_outage(schedule, "all", None, None, down, back)
     assert [t.utc for t, _ in every.fires] == [
         "2026-03-03 02:15:00 UTC",
@@ -79,6 +81,33 @@ def test_after_an_outage_each_policy_says_what_fires() -> None:
     ]
     none = after_outage(schedule, "none", None, None, down, back)
     assert none.fires == () and none.missed == 3
+
+
+def test_skipped_ticks_of_one_reason_are_one_span() -> None:
+    """However many the plan records one by one: two days of a minutely schedule is one line
+    for the ticks outside the window and one for those a newer run superseded."""
+    schedule = Schedule("* * * * *", "UTC")
+    plan = after_outage(
+        schedule, "latest", 300, None, _at("2026-11-01T00:00:00"), _at("2026-11-03T00:00:00")
+    )
+    assert plan.missed == 2880
+    assert [(t.utc, trigger) for t, trigger in plan.fires] == [
+        ("2026-11-03 00:00:00 UTC", "schedule")
+    ]
+    assert plan.skips == (
+        (
+            "2026-11-01 00:01:00 UTC",
+            "2026-11-02 23:54:00 UTC",
+            2874,
+            "outside catch-up window 5m",
+        ),
+        (
+            "2026-11-02 23:55:00 UTC",
+            "2026-11-02 23:59:00 UTC",
+            5,
+            "catch-up policy latest (superseded by a newer run)",
+        ),
+    )
 
 
 def test_flows_validate_preview_and_after_outage(tmp_path: Path) -> None:
