@@ -40,7 +40,10 @@ def sign(secret: str, timestamp: str, body: bytes) -> str:
 
 def verify(secret: str, timestamp: str, body: bytes, signature: str) -> bool:
     """Whether ``signature`` is :func:`sign`'s for this timestamp and body (constant time)."""
-    return hmac.compare_digest(sign(secret, timestamp, body), signature)
+    # Compared as bytes: compare_digest raises TypeError on text holding non-ASCII characters,
+    # and a header is whatever the sender chose. Such a signature cannot match: it is wrong.
+    given = signature.encode("utf-8", "surrogatepass")
+    return hmac.compare_digest(sign(secret, timestamp, body).encode(), given)
 
 
 def _post(url: str, body: bytes, headers: Mapping[str, str], shown: str = "") -> None:

@@ -5,6 +5,7 @@ bad or replayed signatures start nothing."""
 from __future__ import annotations
 
 import json
+import logging
 import threading
 import time
 from collections.abc import Iterator
@@ -197,6 +198,28 @@ def test_a_signed_webhook_starts_a_run_once(
         with assert_unchanged(redis_client):
             reply = send()
         assert reply.status == status and message in json.dumps(reply.body), reply.body
+
+
+@pytest.mark.parametrize(
+    "signature",
+    [
+        "sha256=\xe9",  # one Latin-1 byte, as a client may send it
+        "sha256=" + "é".encode().decode("latin-1"),  # UTF-8 bytes, read as the server reads them
+        "sha256=" + "\xe9" * 64,  # as long as a real signature
+    ],
+)
+def test_a_signature_of_non_ascii_text_is_a_wrong_one(
+    api: tuple[Api, Client],
+    redis_client: redis.Redis,
+    caplog: pytest.LogCaptureFixture,
+    signature: str,
+) -> None:
+    http, _ = api
+    body = json.dumps({"ref": "main"}).encode()
+    with caplog.at_level(logging.ERROR), assert_unchanged(redis_client):
+        reply = hook(http, body, signature=signature)
+    assert reply.status == 401 and "does not match" in reply.body["detail"], reply.body
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR], caplog.text
 
 
 def test_a_param_with_choices_is_a_list_in_the_run_form_and_other_values_are_refused(
