@@ -12,7 +12,7 @@ import redis
 from click.testing import CliRunner
 from flows_cli_support import flows
 from helpers import assert_unchanged
-from ui_support import Api, serve
+from ui_support import TOKEN, Api, serve
 
 from flows.access.users import Users
 from flows.ui.roles import RoleAuth
@@ -122,3 +122,21 @@ def test_bad_user_commands_are_one_line_and_change_nothing(
         with assert_unchanged(redis_client):
             result = flows(cli, *args)
         assert result.exit_code == code and message in result.output, result.output
+
+
+def test_open_reads_refuse_a_token_that_is_sent_and_wrong(
+    cli: CliRunner, client: Client, redis_client: redis.Redis
+) -> None:
+    vera = add_user(cli, "vera", "viewer")
+    # As `flows ui` builds it on loopback: reads open, the server's token and the users.
+    with serve(client, RoleAuth(TOKEN, reads_open=True, users=Users(client))) as base:
+        for path in ("/api/v1/runs", "/metrics", "/", "/audit", "/api/v1/events"):
+            wrong = Api(base, "flows_not-a-token-of-anyone").get(path)
+            assert wrong.status == 403, (path, wrong.body)
+            assert "not this server's nor a user's" in wrong.body["detail"]
+            malformed = Api(base, None).get(path, headers={"Authorization": "Basic eDp5"})
+            assert malformed.status == 401, (path, malformed.body)
+            if path == "/api/v1/events":
+                continue  # a stream: answered 200, it never ends
+            for token in (None, TOKEN, vera):  # none at all, the server's, a user's
+                assert Api(base, token).get(path).status == 200, (path, token)
