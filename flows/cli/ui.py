@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import ipaddress
 import logging
 import socket
 import sys
@@ -56,6 +57,16 @@ def register(group: click.Group) -> None:
     help="Answer reads without a token even on a non-loopback address.",
 )
 @click.option(
+    "--trusted-proxy",
+    "trusted_proxies",
+    multiple=True,
+    metavar="ADDR",
+    callback=lambda _ctx, _param, values: _proxies(values),
+    help="Believe X-Forwarded-For and X-Forwarded-Proto from this address or network (a "
+    "reverse proxy in front, e.g. 127.0.0.1); repeatable. Default: from no one, so the audit "
+    "log records the address that connected.",
+)
+@click.option(
     "--flows-dir",
     type=click.Path(exists=True, file_okay=False, path_type=Path),
     default=None,
@@ -74,6 +85,7 @@ def ui(
     token_file: Path | None,
     allowed_hosts: tuple[str, ...],
     read_only_open: bool,
+    trusted_proxies: tuple[str, ...],
     flows_dir: Path | None,
     env_file: Path | None,
     log_level: str,
@@ -125,6 +137,11 @@ def ui(
         access_log=False,
         server_header=False,
         timeout_graceful_shutdown=5,  # open event streams would otherwise hold the stop forever
+        # uvicorn believes X-Forwarded-For from 127.0.0.1 (or $FORWARDED_ALLOW_IPS) unless told
+        # otherwise: anyone on this machine could then choose the address the audit log
+        # records. Only a proxy named with --trusted-proxy is believed.
+        proxy_headers=bool(trusted_proxies),
+        forwarded_allow_ips=list(trusted_proxies),
     )
 
     class _Server(uvicorn.Server):
@@ -144,6 +161,27 @@ def ui(
     with contextlib.suppress(KeyboardInterrupt):
         server.run(sockets=[listening])
     sys.exit(0 if server.started else 1)
+
+
+def _proxies(values: tuple[str, ...]) -> tuple[str, ...]:
+    """Each ``--trusted-proxy`` as uvicorn matches it (an address, or a network in its normal
+    form); anything else is refused, as uvicorn would take it for a name that never matches (or
+    ``*`` for anyone) without a word."""
+    out = []
+    for value in values:
+        text = value.strip()
+        try:
+            out.append(
+                str(ipaddress.ip_network(text, strict=False))
+                if "/" in text
+                else str(ipaddress.ip_address(text))
+            )
+        except ValueError:
+            raise click.BadParameter(
+                f"{value!r} is not an IP address or network (e.g. 127.0.0.1, 10.0.0.0/8)",
+                param_hint="--trusted-proxy",
+            ) from None
+    return tuple(out)
 
 
 def _bind(host: str, port: int) -> socket.socket:

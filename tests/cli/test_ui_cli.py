@@ -10,14 +10,18 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 import redis
 from click.testing import CliRunner
 
+from flows.access import audit
 from flows.cli import main
 from scheduler.embedded import EmbeddedServer
+from scheduler.engine.client import Client
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -86,3 +90,73 @@ def test_a_short_token_is_refused(
     result = CliRunner().invoke(main, ["ui", "--token-file", str(token)], catch_exceptions=False)
     assert result.exit_code == 1
     assert "holds a token of 5 characters: use at least 16" in result.stderr
+
+
+@contextmanager
+def flows_ui(server: EmbeddedServer, *args: str) -> Iterator[str]:
+    """A real `flows ui` process with ``args`` on a free loopback port; yields its base URL."""
+    port = free_port()
+    env = dict(os.environ, FLOWS_REDIS_URL=server.url)
+    env.pop("FLOWS_UI_TOKEN", None)
+    env.pop("FORWARDED_ALLOW_IPS", None)  # uvicorn's own setting: not what this test is about
+    process = subprocess.Popen(
+        [str(Path(sys.executable).parent / "flows"), "ui", "--port", str(port), *args],
+        env=env,
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                with urllib.request.urlopen(f"{base}/api/v1/openapi.json", timeout=5):
+                    break
+            except OSError:
+                assert process.poll() is None, process.communicate()[1]
+                assert time.monotonic() < deadline, "flows ui did not start"
+                time.sleep(0.1)
+        yield base
+    finally:
+        process.terminate()
+        process.communicate(timeout=30)
+
+
+@pytest.mark.parametrize(
+    ("args", "recorded"),
+    [
+        ([], "127.0.0.1"),  # the header is anyone's to write: the connection's address counts
+        (["--trusted-proxy", "127.0.0.1"], "6.6.6.6"),  # the proxy named says who it forwards
+    ],
+)
+def test_the_audit_log_believes_x_forwarded_for_only_from_a_trusted_proxy(
+    server: EmbeddedServer,
+    redis_client: redis.Redis,
+    tmp_path: Path,
+    args: list[str],
+    recorded: str,
+) -> None:
+    token = "a-token-for-the-proxy-test-0123"
+    (tmp_path / "token").write_text(token + "\n")
+    with flows_ui(server, "--token-file", str(tmp_path / "token"), *args) as base:
+        request = urllib.request.Request(f"{base}/api/v1/queues/etl/pause", method="POST")
+        request.add_header("Authorization", f"Bearer {token}")
+        request.add_header("X-Forwarded-For", "6.6.6.6")
+        with urllib.request.urlopen(request, timeout=10) as reply:
+            assert reply.status == 200
+        with Client(server.url) as client:
+            entry = audit.recent(client, 1)[0]
+    assert (entry["action"], entry["target"]) == ("pause_queue", "queue=etl")
+    assert entry["address"] == recorded
+
+
+@pytest.mark.parametrize("value", ["*", "localhost", "10.0.0.300"])
+def test_a_trusted_proxy_must_be_an_address_or_a_network(
+    server: EmbeddedServer, monkeypatch: pytest.MonkeyPatch, value: str
+) -> None:
+    monkeypatch.setenv("FLOWS_REDIS_URL", server.url)
+    result = CliRunner().invoke(main, ["ui", "--trusted-proxy", value], catch_exceptions=False)
+    assert result.exit_code == 2
+    assert "is not an IP address or network" in result.stderr
