@@ -3,6 +3,7 @@ served from the package, bad queries are refused in one line, and values are esc
 
 from __future__ import annotations
 
+import re
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -53,6 +54,21 @@ def test_assets_bad_queries_and_escaping(client: Client) -> None:
         assert "svc-&lt;u&gt;1&lt;/u&gt; " in overview and "last tick" in overview
         queues = api.get("/queues").body
         assert "<b>q<i>" not in queues and "&lt;b&gt;q&lt;i&gt;" in queues
+
+
+def test_every_title_is_text_and_the_job_page_loads_its_log_viewer_once(client: Client) -> None:
+    jid = client.queues["titles"].put("Klass", {})
+    with serve(client, Auth(None, reads_open=True)) as base:
+        api = Api(base, token=None)
+        for path in ("/", "/runs", "/flows", "/queues", "/workers", "/failures", f"/jobs/{jid}"):
+            page = api.get(path)
+            assert page.status == 200, path
+            titles = re.findall(r"<title>(.*?)</title>", page.body, re.DOTALL)
+            assert len(titles) == 1 and "<" not in titles[0], (path, titles)
+        page = api.get(f"/jobs/{jid}").body
+    assert re.findall(r"<title>(.*?)</title>", page, re.DOTALL) == [f"{jid} · flows ui"]
+    viewer = '<script src="/static/logview.js" defer></script>'
+    assert page.count(viewer) == 1 and page.index(viewer) > page.index("</title>")
 
 
 def test_a_run_of_an_unregistered_flow_is_drawn_from_its_own_file(
