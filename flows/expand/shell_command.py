@@ -14,7 +14,8 @@ The shell expands a variable's value once and never reads it as syntax. The quot
 through backslashes, ``#`` comments and here-documents; a quoted here-document (``<<'EOF'``)
 expands nothing, so there the variable stays as written (its value is in the environment). A
 command substitution (``$(...)``, backquotes) starts its own quoting, even inside double quotes:
-a template there is bare again. ``<<`` in an arithmetic expansion (``$((1<<2))``) is a shift.
+a template there is bare again. In an arithmetic expansion (``$((...))``) it is ``${NAME}``, as
+in double quotes, and ``<<`` there is a shift.
 """
 
 from __future__ import annotations
@@ -88,7 +89,10 @@ def _scan(texts: tuple[str, ...]) -> tuple[int, ...]:
     modes = []
     for text in texts[:-1]:
         quoting.feed(text)
-        modes.append(quoting.mode)
+        # An arithmetic expansion reads its text as if in double quotes (and sh refuses quotes
+        # there): no splitting, no globbing.
+        arithmetic = quoting.mode == _BARE and quoting.arithmetic()
+        modes.append(_DOUBLE if arithmetic else quoting.mode)
         quoting.feed_word()
     return tuple(modes)
 
@@ -214,7 +218,7 @@ class _Quoting:
                     self.mode = self.substitutions.pop().outer
         return char in "()`"
 
-    def _arithmetic(self) -> bool:
+    def arithmetic(self) -> bool:
         return any(substitution.arithmetic for substitution in self.substitutions)
 
     def _bare(self, char: str) -> None:
@@ -231,7 +235,7 @@ class _Quoting:
                 self.strip_tabs = True
             elif char not in " \t":
                 self.delimiter.append(char)
-        elif char == "<" and self.previous == "<" and not self._arithmetic():
+        elif char == "<" and self.previous == "<" and not self.arithmetic():
             self.delimiter, self.strip_tabs = [], False
         elif char == "#" and self.word_start:
             self.mode = _COMMENT

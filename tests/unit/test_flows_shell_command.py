@@ -72,6 +72,20 @@ def test_a_hostile_value_is_printed_never_run(
     assert not (tmp_path / "PWNED").exists()
 
 
+@pytest.mark.parametrize(
+    "command",
+    [
+        'echo "total=$(( ${{ params.n }} * 10 ))"',
+        "echo total=$(( ${{ params.n }} * 10 ))",
+        'echo "total=$(printf %s $(( (${{ params.n }}) * 10 )))"',
+    ],
+)
+def test_a_value_in_an_arithmetic_expansion_is_a_number_there(command: str, tmp_path: Path) -> None:
+    """sh reads an arithmetic expansion as if in double quotes, and refuses quotes in it."""
+    text, env = shell_command(command, lambda reference: "4")
+    assert run_shell(text, env, tmp_path) == "total=40\n"
+
+
 def test_each_root_has_its_own_variables() -> None:
     names = {
         str(r): variable_name(r)
