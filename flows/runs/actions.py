@@ -4,6 +4,7 @@ allowed actions and changes nothing (:class:`scheduler.engine.errors.WrongState`
 
 from __future__ import annotations
 
+import json
 from typing import Final
 
 from flows.flowfile.job_data import FlowsMeta
@@ -55,6 +56,23 @@ def retry_job(client: Client, jid: str) -> dict[str, str | int]:
     return {"queue": found.queue, "retried": 1}
 
 
+def job_actions(client: Client, jid: str, state: str | None) -> list[str]:
+    """What may be done to job ``jid`` (in ``state``) now: for a job of a run, what the
+    engine's decider allows (``run.job``, the words of :mod:`flows.runs.statuses`); for a
+    plain job, ``retry`` when it failed or expired and ``cancel`` until it completes."""
+    run_id = run_of_job(client, jid)
+    if run_id is not None:
+        reply = client.engine.call("run.job", run_id, jid)
+        allowed = json.loads(reply).get("actions") if reply else None
+        return list(allowed) if isinstance(allowed, list) else []  # [] comes as {} from Lua
+    plain = []
+    if state in RETRYABLE:
+        plain.append("retry")
+    if state is not None and state != "complete":
+        plain.append("cancel")
+    return plain
+
+
 def rerun(
     client: Client, run_id: str, step: str, downstream: bool = False, item: str | None = None
 ) -> int:
@@ -62,4 +80,12 @@ def rerun(
     return int(client.engine.call("run.rerun", run_id, step, 1 if downstream else 0, item or ""))
 
 
-__all__ = ["RETRYABLE", "is_run", "rerun", "retry_job", "retry_run", "run_of_job"]
+__all__ = [
+    "RETRYABLE",
+    "is_run",
+    "job_actions",
+    "rerun",
+    "retry_job",
+    "retry_run",
+    "run_of_job",
+]

@@ -108,10 +108,7 @@ function RunState.described_target(run_id, read, target)
   for _, step in ipairs(read.steps) do
     if step.step == target then return 'step ' .. target, step.status, step.actions end
   end
-  local status = RunState.status_of_job(target, read.record.canceled)
-  local kept = redis.call('hexists', Keys.run_canceled(run_id), target) == 1
-  return 'job ' .. target, status,
-    RunState.job_actions(status, read.status ~= 'running', kept, target)
+  return 'job ' .. target, RunState.job_view(run_id, read, target)
 end
 
 -- The run is canceled while a job canceled with it (or alone) has not been put back.

@@ -16,6 +16,9 @@
 -- into {}), null for runs submitted without one. The same holds for a job's `outputs` (its
 -- result's text, null for none) and each earlier attempt's `record` (the JSON text run.rerun
 -- kept: {status, updated, result, failure}): the reader decodes them.
+--
+--   run.job run_id jid -> JSON {status, actions}: one job of the run as the same decider sees
+--                         it (the job page's buttons), or nil when there is no such run
 -- Errors: INVALID.
 -- @include args
 -- @include run_state
@@ -38,4 +41,15 @@ api['run.read'] = function(args)
   local run = RunState.read(run_id, limit, offsets)
   if not run then return nil end
   return cjson.encode(run)
+end
+
+api['run.job'] = function(args)
+  local cmd = 'RunJob'
+  local run_id = Arg.id(cmd, 'run_id', args[1])
+  local jid = Arg.jid(cmd, 'jid', args[2])
+  if args[3] ~= nil then Arg.fail(cmd, 'too many arguments') end
+  local read = RunState.read(run_id, 0)
+  if not read then return nil end
+  local status, actions = RunState.job_view(run_id, read, jid)
+  return cjson.encode({ status = status, actions = actions })
 end

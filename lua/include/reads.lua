@@ -14,6 +14,6 @@ local Reads = {
   ['doctor.names'] = true, ['doctor.index'] = true, ['doctor.jobs'] = true,
   ['wait.get'] = true, ['deadline.count'] = true, ['job.explain'] = true, ['cache.list'] = true,
   ['backfill.get'] = true, ['backfill.list'] = true, ['backfill.runs'] = true,
-  ['run.read'] = true, ['runs.statuses'] = true, ['run.counts'] = true,
+  ['run.read'] = true, ['run.job'] = true, ['runs.statuses'] = true, ['run.counts'] = true,
   ['catalog.list'] = true,
 }

@@ -221,6 +221,14 @@ function RunState.job_actions(status, finished, kept, jid)
   return {}
 end
 
+-- One job of a run as the decider sees it: its status and the actions it allows now (`read`:
+-- the run's RunState.read, which says whether the run has finished and was canceled).
+function RunState.job_view(run_id, read, jid)
+  local status = RunState.status_of_job(jid, read.record.canceled)
+  local kept = status == 'canceled' and redis.call('hexists', Keys.run_canceled(run_id), jid) == 1
+  return status, RunState.job_actions(status, read.status ~= 'running', kept, jid)
+end
+
 -- The actions a step allows: those of its jobs, once (signal and approve only for a step of one
 -- job: its signal names the step); rerun only when every job of it ended.
 function RunState.step_actions(run_id, step, finished)

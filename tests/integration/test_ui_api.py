@@ -400,3 +400,38 @@ def test_a_schedule_has_one_json_shape_in_the_cli_and_the_api(
     listed = api.get("/api/v1/schedules").body["items"]
     assert json.loads(result.stdout) == listed
     assert listed[0]["name"] == flow["name"]
+
+
+def test_the_job_page_offers_only_what_the_job_allows(api: Api, client: Client) -> None:
+    """A plain job: retry once it failed, cancel until it completed. A job of a run: what its
+    run's decider allows (the API's job says the same), and a link to the run."""
+    queue = client.queues["side"]
+    done, broken = queue.put("K", {}), queue.put("K", {})
+    for job in queue.pop(2):
+        if job.jid == done:
+            job.complete()
+        else:
+            job.fail("boom", "it broke")
+    waiting = queue.put("K", {})
+
+    def buttons(jid: str) -> tuple[bool, bool]:
+        page = str(api.get(f"/jobs/{jid}").body)
+        return ">Retry job</button>" in page, ">Cancel job</button>" in page
+
+    assert buttons(done) == (False, False)
+    assert buttons(broken) == (True, True)
+    assert buttons(waiting) == (False, True)
+    assert api.get(f"/api/v1/jobs/{broken}").body["actions"] == ["retry", "cancel"]
+
+    jobs = [{"jid": f"jr:{step}", "queue": "jr", "klass": "K", "data": "{}"} for step in "ab"]
+    client.engine.call("flow.submit", "jr", json.dumps({"flow": "f"}), json.dumps(jobs))
+    for job in client.queues["jr"].pop(2):
+        if job.jid == "jr:a":
+            job.complete()
+        else:
+            job.fail("boom", "it broke")
+    assert buttons("jr:a") == (False, False)  # a run's job is canceled with its run
+    assert buttons("jr:b") == (True, False)
+    assert '<a href="/runs/jr">jr</a>' in str(api.get("/jobs/jr:a").body)
+    doc = api.get("/api/v1/jobs/jr:b").body
+    assert (doc["run"], doc["actions"]) == ("jr", ["retry", "rerun"])

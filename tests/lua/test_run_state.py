@@ -361,3 +361,33 @@ def test_a_wait_that_declares_outputs_allows_a_signal_not_an_approval(
         assert step["status"] == "awaiting" and step["actions"] == actions
     [job] = steps(read(lua, 10))["gate"]["jobs"]
     assert job["actions"] == actions
+
+
+def job_view(lua: Lua, jid: str, now: float = T0 + 100) -> Any:
+    reply = lua.raw("run.job", RUN, jid, now=now)
+    return None if reply is None else json.loads(reply)
+
+
+def test_one_job_as_the_decider_sees_it(lua: Lua) -> None:
+    """`run.job`: the status and actions the run's read gives the job, without the read."""
+    submit(lua, ("a", []), ("b", []), ("gate", ["a"]), gate={"wait": {"signal": "go"}})
+    assert job_view(lua, f"{RUN}:a") == {"status": "waiting", "actions": {}}
+    lua.pop(now=T0 + 1)
+    lua.complete(f"{RUN}:a", now=T0 + 2)
+    lua.pop(now=T0 + 3)
+    fail(lua, f"{RUN}:b", T0 + 4)
+    assert job_view(lua, f"{RUN}:gate") == {"status": "awaiting", "actions": ["signal", "approve"]}
+    assert job_view(lua, f"{RUN}:a") == {"status": "success", "actions": {}}  # still running
+    assert job_view(lua, f"{RUN}:b") == {"status": "failed", "actions": ["retry"]}
+    lua.raw("run.cancel", RUN, now=T0 + 5)
+    assert job_view(lua, f"{RUN}:gate") == {"status": "canceled", "actions": ["retry"]}
+    assert job_view(lua, f"{RUN}:a") == {"status": "success", "actions": ["rerun"]}
+    assert job_view(lua, f"{RUN}:b") == {"status": "failed", "actions": ["retry", "rerun"]}
+    by = steps(read(lua))
+    for step in ("a", "b", "gate"):
+        [job] = by[step]["jobs"]
+        assert job_view(lua, job["jid"]) == {
+            "status": job["status"],
+            "actions": job["actions"] or {},
+        }
+    assert lua.raw("run.job", "nope", f"{RUN}:a", now=T0) is None
