@@ -20,6 +20,7 @@ from flows.cli.options import connection
 from flows.ui.auth import ENV_TOKEN, Auth, TokenError, is_loopback, load_token
 from flows.ui.roles import RoleAuth
 from scheduler.engine.backoff import wait_for_server
+from scheduler.terminal import log_to_stderr
 
 log = logging.getLogger("flows.ui")
 
@@ -100,9 +101,7 @@ def ui(
     from flows.ui.app import create_app
     from flows.ui.guard import allowed_hosts as allowed_hosts_for
 
-    logging.basicConfig(
-        level=log_level.upper(), stream=sys.stderr, format="%(asctime)s %(levelname)s %(message)s"
-    )
+    log_to_stderr(log_level.upper(), "%(asctime)s %(levelname)s %(message)s")
     try:
         token = load_token(token_file)
     except TokenError as error:

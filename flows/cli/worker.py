@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
-import logging
 import socket
 import sys
 from collections.abc import Callable
@@ -20,6 +19,7 @@ from flows.cli.notifications import env_file_option, use_env_file
 from flows.cli.options import connection, setting_option
 from scheduler.connect import resolve_url
 from scheduler.engine.client import Client
+from scheduler.terminal import log_to_stderr
 from scheduler.worker import Worker, WorkerPool
 from scheduler.worker.imports import import_path
 from scheduler.worker.settings import SettingError, WorkerSettings, table
@@ -162,11 +162,9 @@ def worker(
     several = namespaces_of(namespace)
     if len(several) > 1:
         sys.exit(run_per_namespace(several))
-    logging.basicConfig(
-        level=settings.log_level,
-        stream=sys.stderr,
-        format="%(asctime)s %(levelname)s %(name)s[%(process)d] %(message)s",
-    )
+    # With --processes 0 a job's own log records reach this stderr too (the pool's children
+    # set theirs up alike): shown, not obeyed, by the terminal.
+    log_to_stderr(settings.log_level, "%(asctime)s %(levelname)s %(name)s[%(process)d] %(message)s")
     with user_errors():
         url = resolve_url(redis_url)
     if metrics_port is not None:

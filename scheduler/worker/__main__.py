@@ -17,6 +17,7 @@ from scheduler.connect import Client
 from scheduler.engine.backoff import transient
 from scheduler.engine.errors import FlowsError
 from scheduler.engine.faults import debug_enabled, one_line
+from scheduler.terminal import log_to_stderr
 from scheduler.worker.imports import import_path
 from scheduler.worker.pool import EXIT_CONFIG
 from scheduler.worker.settings import WorkerSettings
@@ -27,11 +28,8 @@ from scheduler.worker.worker import Worker
 def main(argv: list[str] | None = None) -> int:
     settings = WorkerSettings.from_argv(argv)
     import_path(settings.paths)
-    logging.basicConfig(
-        level=settings.log_level,
-        stream=sys.stderr,
-        format="%(asctime)s %(levelname)s %(name)s[%(process)d] %(message)s",
-    )
+    # A job's own log records reach this stderr too: shown, not obeyed, by the terminal.
+    log_to_stderr(settings.log_level, "%(asctime)s %(levelname)s %(name)s[%(process)d] %(message)s")
     try:
         client = Client(
             os.environ.get("FLOWS_REDIS_URL"),

@@ -4,7 +4,10 @@ sequences on and nothing else."""
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -28,6 +31,8 @@ steps:
       exit 3
 """
 RAW = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+# The console script, in processes of its own: logging is set up by the command, as for a user.
+FLOWS = str(Path(sys.executable).parent / "flows")
 
 
 def _clean(text: str) -> None:
@@ -82,3 +87,39 @@ def test_visible_escapes_c0_c1_and_del_and_keeps_tab_and_newline() -> None:
     assert visible("\x1b]0;T\x07\r\x7f\x9b") == "\\x1b]0;T\\x07\\x0d\\x7f\\x9b"
     assert visible("a\nb", newlines=False) == "a\\x0ab"
     assert visible("\x1b[1;31mx\x1b[0m\x1b[2J", sgr="keep") == "\x1b[1;31mx\x1b[0m\\x1b[2J"
+
+
+# A job's own log record and its bury message carry the data as they are.
+JOB_MODULE = """\
+import logging
+
+from scheduler.worker.outcomes import BuryJob
+
+
+def noisy(job):
+    logging.getLogger(__name__).warning("record: %s", job.data["x"])
+    raise BuryJob("bury: " + job.data["x"])
+"""
+
+
+@pytest.mark.parametrize("processes", ["1", "0"])
+def test_flows_worker_logs_what_a_job_wrote_as_text(
+    url: str, client: Client, tmp_path: Path, processes: str
+) -> None:
+    (tmp_path / "hostilejobs.py").write_text(JOB_MODULE)
+    data = "\x1b]0;TITLE\x07\x1b[2J café 日本"
+    noisy = client.queues["q"].put("hostilejobs.noisy", {"x": data})
+    done = subprocess.run(
+        [FLOWS, "worker", "-q", "q", "--burst", "--processes", processes],
+        cwd=tmp_path,
+        env=dict(os.environ, FLOWS_REDIS_URL=url),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert client.jobs[noisy].state == "buried"
+    _clean(done.stderr)
+    shown = "\\x1b]0;TITLE\\x07\\x1b[2J café 日本"  # other text as it is
+    assert f"record: {shown}" in done.stderr
+    assert f"bury: {shown}" in done.stderr
