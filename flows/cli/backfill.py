@@ -14,6 +14,7 @@ import click
 
 from flows.cli.common import ago, open_client, print_json, table, user_errors, when
 from flows.cli.options import as_json, connection
+from flows.cli.terminal import visible
 from flows.runs.backfill import (
     DATE_FORMATS,
     DEFAULT_MAX_ACTIVE,
@@ -98,7 +99,7 @@ def backfill(
             ticks = plan(target, first, last, now)
         except InvalidFlow as invalid:
             for finding in invalid.findings:
-                click.echo(finding.format(), err=True)
+                click.echo(visible(finding.format()), err=True)
             raise click.exceptions.Exit(1) from None
         except BackfillError as error:
             raise click.ClickException(str(error)) from None

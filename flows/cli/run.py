@@ -334,8 +334,8 @@ def run(
         try:
             flow_file = read_flow_file(file)
         except InvalidFlow as invalid:
-            for finding in invalid.findings:
-                click.echo(finding.format(), err=True)  # plain: file:line:col must never wrap
+            for finding in invalid.findings:  # plain: file:line:col must never wrap
+                click.echo(visible(finding.format()), err=True)
             raise click.exceptions.Exit(1) from None
         moment = logical_time or datetime.now(UTC)
         moment = moment if moment.tzinfo else moment.replace(tzinfo=UTC)
@@ -392,7 +392,7 @@ def _check_imports(file: Path, flow_file: FlowFile) -> None:
     )
     if findings:
         for finding in findings:
-            click.echo(finding.format(), err=True)
+            click.echo(visible(finding.format()), err=True)
         click.echo("(--no-check-imports submits it anyway)", err=True)
         raise click.exceptions.Exit(1)
 

@@ -29,6 +29,7 @@ from flows.cli.notifications import env_file_option, notify_deliverer
 from flows.cli.options import FiniteFloat, as_json, connection
 from flows.cli.preview import options as preview_options
 from flows.cli.preview import print_preview
+from flows.cli.terminal import visible
 from flows.runs.service_source import FlowsSource
 from flows.runs.trigger import trigger_run
 from scheduler.cron import Skip
@@ -37,6 +38,7 @@ from scheduler.engine.doctor import ScheduledCheck
 from scheduler.service.loop import Fired, OnceReport, SchedulerService, check_health
 from scheduler.service.records import Registration
 from scheduler.service.schedules import Schedules
+from scheduler.terminal import log_to_stderr
 
 #: Tests only: the step at which the service stops dead (see SchedulerService).
 FAILPOINT_ENV = "FLOWS_SCHEDULER_FAILPOINT"
@@ -49,11 +51,8 @@ def register(group: click.Group) -> None:
 
 
 def _setup_logging(level: str) -> None:
-    logging.basicConfig(
-        level=level.upper(),
-        stream=sys.stderr,
-        format="%(asctime)s %(levelname)s %(name)s[%(process)d]: %(message)s",
-    )
+    # The lines name schedules, files and their findings: text of flow files, shown as text.
+    log_to_stderr(level.upper(), "%(asctime)s %(levelname)s %(name)s[%(process)d]: %(message)s")
     # APScheduler reports each run of each step at INFO, and a tick still running at the next
     # interval as a WARNING: both are normal here.
     logging.getLogger("apscheduler").setLevel(logging.ERROR)
@@ -84,16 +83,18 @@ def _print_once(report: OnceReport, as_json_output: bool) -> None:
             }
         )
         return
+    # Names, files and findings come from flow files: each line shown by visible().
     for fired in tick.fired:
-        click.echo(f"fired {fired.name} {fired.run_id} ({fired.trigger})")
+        click.echo(visible(f"fired {fired.name} {fired.run_id} ({fired.trigger})"))
     for name, skip in tick.skipped:
-        click.echo(f"skipped {name} {skip.count or '?'} tick(s): {skip.reason}")
+        click.echo(visible(f"skipped {name} {skip.count or '?'} tick(s): {skip.reason}"))
     for name, at in tick.buffered:
-        click.echo(f"buffered {name} tick {at:.0f}")
+        click.echo(visible(f"buffered {name} tick {at:.0f}"))
     for run_id in report.backfills.submitted:
-        click.echo(f"backfill submitted {run_id}")
+        click.echo(visible(f"backfill submitted {run_id}"))
     for file, why in report.scan.invalid.items():
-        click.echo(f"invalid {file}: {why.splitlines()[0] if why else ''}", err=True)
+        first = why.splitlines()[0] if why else ""
+        click.echo(visible(f"invalid {file}: {first}"), err=True)
 
 
 def _fired(fired: Fired) -> dict[str, Any]:

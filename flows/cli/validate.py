@@ -18,6 +18,7 @@ from rich.text import Text
 
 from flows import gc_pause
 from flows.cli import preview as preview_cli
+from flows.cli.terminal import visible
 from flows.flowfile.findings import Finding, Severity, has_errors
 from flows.validation.validate import InvalidFlow, Validation, validate_file
 
@@ -31,17 +32,20 @@ def register(group: click.Group) -> None:
 
 
 def print_findings(findings: Sequence[Finding], *, stderr: bool = False) -> None:
-    """``file:line:col: severity: message`` and an indented hint; colored on a terminal."""
+    """``file:line:col: severity: message`` and an indented hint; colored on a terminal.
+
+    Every part is shown by :func:`visible`: a step id, a ``needs`` entry or a hint quotes the
+    file as written, and a flow file from an untrusted pull request must not drive the CI log."""
     console = Console(stderr=stderr, highlight=False, soft_wrap=True)
     for finding in findings:
         line = Text.assemble(
-            (f"{finding.file}:{finding.line}:{finding.col}: ", "bold"),
+            (f"{visible(finding.file)}:{finding.line}:{finding.col}: ", "bold"),
             (str(finding.severity), _STYLES[finding.severity]),
-            f": {finding.message}",
+            f": {visible(finding.message)}",
         )
         console.print(line)
         if finding.hint:
-            console.print(Text.assemble("    ", ("hint:", "cyan"), f" {finding.hint}"))
+            console.print(Text.assemble("    ", ("hint:", "cyan"), f" {visible(finding.hint)}"))
 
 
 def summary(findings: Sequence[Finding], files: int) -> str:

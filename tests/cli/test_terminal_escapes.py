@@ -89,6 +89,54 @@ def test_visible_escapes_c0_c1_and_del_and_keeps_tab_and_newline() -> None:
     assert visible("\x1b[1;31mx\x1b[0m\x1b[2J", sgr="keep") == "\x1b[1;31mx\x1b[0m\\x1b[2J"
 
 
+# A step id, a `needs` entry and a param's `choices` as a pull request could write them.
+HOSTILE_FLOW = """\
+version: 1
+name: hostile
+queue: q
+schedule: {cron: "*/5 * * * *"}
+params:
+  env: {type: string, choices: ["prod\\e[2J", dev], default: test}
+steps:
+  "a\\e[2Jb": {run: echo a}
+  c:
+    needs: ["a\\e[2Jc", "b\\e]0;TITLE\\a"]
+    run: echo c
+"""
+
+
+def test_flows_validate_and_run_show_a_flow_file_s_escapes_as_text(tmp_path: Path) -> None:
+    path = tmp_path / "hostile.yaml"
+    path.write_text(HOSTILE_FLOW)
+    result = flows("validate", str(path))
+    assert result.exit_code == 1
+    _clean(result.stdout + result.stderr)
+    assert "needs 'a\\x1b[2Jc', which is not a step" in result.stdout
+    assert "did you mean 'a\\x1b[2Jb'?" in result.stdout  # a hint quotes the file too
+    assert "(prod\\x1b[2J, dev)" in result.stdout
+    ran = flows("run", str(path))
+    assert ran.exit_code == 1
+    _clean(ran.stdout + ran.stderr)
+    assert "needs 'a\\x1b[2Jc', which is not a step" in ran.stderr
+
+
+def test_flows_scheduler_once_logs_a_flow_file_s_escapes_as_text(url: str, tmp_path: Path) -> None:
+    folder = tmp_path / "pipelines"
+    folder.mkdir()
+    (folder / "hostile.yaml").write_text(HOSTILE_FLOW)
+    # A process of its own: the log lines come from the handler the command installs.
+    done = subprocess.run(
+        [FLOWS, "scheduler", "--redis", url, "--flows-dir", str(folder), "--once"],
+        env=dict(os.environ, FLOWS_REDIS_URL=url),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    _clean(done.stdout + done.stderr)
+    assert "does not validate" in done.stderr
+    assert "needs 'a\\x1b[2Jc', which is not a step" in done.stderr
+
+
 # A job's own log record and its bury message carry the data as they are.
 JOB_MODULE = """\
 import logging
