@@ -2,11 +2,13 @@
 
 A job's output, its log records, a failure message or a step id may hold control characters,
 and among them escape sequences that set the terminal's title, clear its screen and scrollback,
-move the cursor or answer back. Printed as they are, they drive the reader's terminal (or a CI
-log's viewer). :func:`visible` shows each of them as ``\\xNN`` instead, except tab and
-newline. The ``flows`` commands print such text through it (by way of ``flows.cli.terminal``),
-and the worker's and the service's logs through :class:`VisibleFormatter`: one place, in the
-library, because the worker logs what jobs wrote and must not import the command line.
+move the cursor or answer back; bidirectional controls make a line display other than what it
+holds. Printed as they are, they drive the reader's terminal (or a CI log's viewer).
+:func:`visible` shows each of them as ``\\xNN`` (``\\uNNNN`` for a bidirectional control)
+instead, except tab and newline. The ``flows`` commands print such text through it (by way of
+``flows.cli.terminal``), and the worker's and the service's logs through
+:class:`VisibleFormatter`: one place, in the library, because the worker logs what jobs wrote
+and must not import the command line.
 """
 
 from __future__ import annotations
@@ -15,19 +17,23 @@ import logging
 import re
 import sys
 
-# C0 controls but tab and newline, DEL, and the C1 controls (U+0080..U+009F; U+009B is a CSI).
-CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-CONTROL_OR_NEWLINE = re.compile(r"[\x00-\x08\x0a-\x1f\x7f-\x9f]")
+# C0 controls but tab and newline, DEL, the C1 controls (U+0080..U+009F; U+009B is a CSI), and
+# the bidirectional marks, embeddings, overrides and isolates, which can make a line read as
+# something else ("Trojan Source"). Other non-ASCII text (accents, CJK, emoji) is left as is.
+_BIDI = r"\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069"
+CONTROL = re.compile(rf"[\x00-\x08\x0b-\x1f\x7f-\x9f{_BIDI}]")
+CONTROL_OR_NEWLINE = re.compile(rf"[\x00-\x08\x0a-\x1f\x7f-\x9f{_BIDI}]")
 
 
 def escape(match: re.Match[str]) -> str:
-    """One matched control character as text: ``\\x1b``."""
-    return f"\\x{ord(match.group()):02x}"
+    """One matched control character as text: ``\\x1b``, ``\\u202e``."""
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
 
 
 def visible(text: str, *, newlines: bool = True) -> str:
-    """``text`` with every control character shown as ``\\xNN`` (tab kept, and newline unless
-    ``newlines`` is false)."""
+    """``text`` with every control character shown as ``\\xNN`` and every bidirectional control
+    as ``\\uNNNN`` (tab kept, and newline unless ``newlines`` is false)."""
     return (CONTROL if newlines else CONTROL_OR_NEWLINE).sub(escape, text)
 
 

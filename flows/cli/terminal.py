@@ -2,11 +2,12 @@
 
 A job's output, a failure message or a run's params may hold control characters, and among them
 escape sequences that set the terminal's title, clear its screen and scrollback, move the
-cursor or answer back. Printed as they are, they drive the reader's terminal (or a CI log's
-viewer). :func:`visible` shows each control character as ``\\xNN`` instead, except tab and
-newline; every command prints such text through it. Which characters and how they are shown is
-:mod:`scheduler.terminal`'s, shared with the worker's logs. Colour (SGR) sequences may be kept
-for ``flows logs --color``, and nothing else.
+cursor or answer back, or bidirectional controls that make a line display other than what it
+holds. Printed as they are, they drive the reader's terminal (or a CI log's viewer).
+:func:`visible` shows each control character as ``\\xNN`` (a bidirectional one as ``\\uNNNN``)
+instead, except tab and newline; every command prints such text through it. Which characters
+and how they are shown is :mod:`scheduler.terminal`'s, shared with the worker's logs. Colour
+(SGR) sequences may be kept for ``flows logs --color``, and nothing else.
 """
 
 from __future__ import annotations
@@ -23,9 +24,9 @@ Sgr = Literal["escape", "keep"]
 
 
 def visible(text: str, *, newlines: bool = True, sgr: Sgr = "escape") -> str:
-    """``text`` with every control character shown as ``\\xNN`` (tab kept, and newline unless
-    ``newlines`` is false). ``sgr``: colour sequences are escaped like the rest, or kept (for a
-    terminal that shows colour)."""
+    """``text`` with every control character shown as ``\\xNN`` and every bidirectional control
+    as ``\\uNNNN`` (tab kept, and newline unless ``newlines`` is false). ``sgr``: colour
+    sequences are escaped like the rest, or kept (for a terminal that shows colour)."""
     control = CONTROL if newlines else CONTROL_OR_NEWLINE
     if sgr == "escape" or "\x1b" not in text:
         return control.sub(escape, text)

@@ -16,8 +16,9 @@ from cli_support import flows
 from flows.cli.terminal import visible
 from scheduler.engine.client import Client
 
-# Set the title, clear the screen and the scrollback, home the cursor; a C1 CSI; a bell.
-HOSTILE = "\\033]0;TITLE\\033\\\\\\033[2J\\033[3J\\033[H\\302\\2332J\\007"
+# Set the title, clear the screen and the scrollback, home the cursor; a C1 CSI; a bell; a
+# right-to-left override (U+202E, in UTF-8).
+HOSTILE = "\\033]0;TITLE\\033\\\\\\033[2J\\033[3J\\033[H\\302\\2332J\\007 \\342\\200\\256gnp.exe"
 FLOW = f"""\
 version: 1
 name: hostile
@@ -30,7 +31,8 @@ steps:
       printf '{HOSTILE}\\n' >&2
       exit 3
 """
-RAW = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+# Control characters, and the bidirectional controls that reorder how a line displays.
+RAW = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 # The console script, in processes of its own: logging is set up by the command, as for a user.
 FLOWS = str(Path(sys.executable).parent / "flows")
 
@@ -80,6 +82,7 @@ def test_flows_logs_passes_colour_only_when_asked(failed_run: tuple[str, str]) -
     rest = re.sub("\x1b\\[[0-9;]*m", "", coloured)
     _clean(rest)  # no other sequence got through
     assert "\\x1b]0;TITLE" in rest and "\\x9b2J" in rest
+    assert "\\u202egnp.exe" in plain.stdout and "\\u202egnp.exe" in rest
 
 
 def test_visible_escapes_c0_c1_and_del_and_keeps_tab_and_newline() -> None:
@@ -89,7 +92,16 @@ def test_visible_escapes_c0_c1_and_del_and_keeps_tab_and_newline() -> None:
     assert visible("\x1b[1;31mx\x1b[0m\x1b[2J", sgr="keep") == "\x1b[1;31mx\x1b[0m\\x1b[2J"
 
 
-# A step id, a `needs` entry and a param's `choices` as a pull request could write them.
+def test_visible_shows_bidirectional_controls_and_keeps_other_text() -> None:
+    bidi = "\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
+    shown = "".join(f"\\u{ord(c):04x}" for c in bidi)
+    assert visible(bidi) == shown
+    assert visible(f"x{bidi}", sgr="keep") == f"x{shown}"
+    assert visible("café 日本語 🎉 \u200d") == "café 日本語 🎉 \u200d"  # a joiner is no control
+
+
+# A step id, a `needs` entry and a param's `choices` as a pull request could write them, and a
+# bidirectional override.
 HOSTILE_FLOW = """\
 version: 1
 name: hostile
@@ -102,6 +114,7 @@ steps:
   c:
     needs: ["a\\e[2Jc", "b\\e]0;TITLE\\a"]
     run: echo c
+  "e\\u202egnp.exe": {run: echo e}
 """
 
 
@@ -114,6 +127,7 @@ def test_flows_validate_and_run_show_a_flow_file_s_escapes_as_text(tmp_path: Pat
     assert "needs 'a\\x1b[2Jc', which is not a step" in result.stdout
     assert "did you mean 'a\\x1b[2Jb'?" in result.stdout  # a hint quotes the file too
     assert "(prod\\x1b[2J, dev)" in result.stdout
+    assert "e\\u202egnp.exe" in result.stdout
     ran = flows("run", str(path))
     assert ran.exit_code == 1
     _clean(ran.stdout + ran.stderr)
@@ -135,18 +149,24 @@ def test_flows_scheduler_once_logs_a_flow_file_s_escapes_as_text(url: str, tmp_p
     _clean(done.stdout + done.stderr)
     assert "does not validate" in done.stderr
     assert "needs 'a\\x1b[2Jc', which is not a step" in done.stderr
+    assert "e\\u202egnp.exe" in done.stderr
 
 
-# A job's own log record and its bury message carry the data as they are.
+# A job's own log record and its bury message carry the data as they are; the fail group is
+# the engine's id (control characters made `_`), which a bidirectional override survives.
 JOB_MODULE = """\
 import logging
 
-from scheduler.worker.outcomes import BuryJob
+from scheduler.worker.outcomes import BuryJob, FailJob
 
 
 def noisy(job):
     logging.getLogger(__name__).warning("record: %s", job.data["x"])
     raise BuryJob("bury: " + job.data["x"])
+
+
+def spoof(job):
+    raise FailJob("evil\\u202etxt.exe", "spoofed")
 """
 
 
@@ -155,8 +175,9 @@ def test_flows_worker_logs_what_a_job_wrote_as_text(
     url: str, client: Client, tmp_path: Path, processes: str
 ) -> None:
     (tmp_path / "hostilejobs.py").write_text(JOB_MODULE)
-    data = "\x1b]0;TITLE\x07\x1b[2J café 日本"
+    data = "\x1b]0;TITLE\x07\x1b[2J café 日本 \u202eevil"
     noisy = client.queues["q"].put("hostilejobs.noisy", {"x": data})
+    spoof = client.queues["q"].put("hostilejobs.spoof", {})
     done = subprocess.run(
         [FLOWS, "worker", "-q", "q", "--burst", "--processes", processes],
         cwd=tmp_path,
@@ -166,8 +187,9 @@ def test_flows_worker_logs_what_a_job_wrote_as_text(
         timeout=60,
     )
     assert done.returncode == 0, done.stderr
-    assert client.jobs[noisy].state == "buried"
+    assert client.jobs[noisy].state == "buried" and client.jobs[spoof].state == "failed"
     _clean(done.stderr)
-    shown = "\\x1b]0;TITLE\\x07\\x1b[2J café 日本"  # other text as it is
+    shown = "\\x1b]0;TITLE\\x07\\x1b[2J café 日本 \\u202eevil"  # other text as it is
     assert f"record: {shown}" in done.stderr
     assert f"bury: {shown}" in done.stderr
+    assert "(evil\\u202etxt.exe)" in done.stderr
