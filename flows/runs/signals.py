@@ -105,6 +105,8 @@ def signal_step(
         client.engine.call("wait.signal", jid, text, by)
     except JobNotFound:
         jids = json.loads(record).get("jids") or []
+        if jid in jids:  # the step's job is gone: canceled (with its run or alone), or removed
+            raise SignalRefused(f"{where}: {_gone(client, run_id, jid)}", "state") from None
         if any(str(other).startswith(f"{jid}[") for other in jids):
             why = "not a wait step: a foreach or matrix step's jobs take no signal"
             raise SignalRefused(f"{where}: {why}", "state") from None
@@ -119,6 +121,18 @@ def signal_step(
     except (InvalidArgument, TooLarge) as error:
         raise SignalRefused(f"{where}: {_engine_words(error)}") from None
     return Signaled(run_id, step, jid, dict(data))
+
+
+def _gone(client: Client, run_id: str, jid: str) -> str:
+    """Why a wait whose job no longer exists takes no signal, in its run decider's words."""
+    reply = client.engine.call("run.job", run_id, jid)
+    view = json.loads(reply) if reply else {}
+    status = view.get("status", "gone")
+    allowed = view.get("actions")
+    text = f"not awaiting a signal (it is {status})"
+    if isinstance(allowed, list) and "retry" in allowed:
+        text += f": `flows retry {run_id}` puts it back to wait again"
+    return text
 
 
 def _data_text(where: str, data: Mapping[str, Any]) -> str:

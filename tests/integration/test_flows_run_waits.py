@@ -134,6 +134,23 @@ def test_detach_then_signal_then_a_worker_finishes_the_run(
     assert status_json(cli, "r1")["status"] == "succeeded"
 
 
+def test_a_wait_canceled_with_its_run_is_refused_as_canceled_not_missing(
+    cli: CliRunner, client: Client, redis_client: redis.Redis, tmp_path: Path
+) -> None:
+    path = wait_flow(tmp_path)
+    assert flows(cli, "run", "--detach", "--run-id", "c1", str(path)).exit_code == 0
+    work(cli, tmp_path)
+    assert flows(cli, "cancel", "c1").exit_code == 0
+    with assert_unchanged(redis_client):
+        refused = flows(cli, "approve", "c1", "approve", "--note", "late")
+    assert refused.exit_code == 1, refused.output
+    assert "run c1, step approve: not awaiting a signal (it is canceled)" in refused.output
+    assert "`flows retry c1` puts it back" in refused.output
+    assert "has no step" not in refused.output
+    assert flows(cli, "retry", "c1", "--detach").exit_code == 0
+    assert flows(cli, "approve", "c1", "approve", "--note", "now").exit_code == 0
+
+
 def test_flows_run_in_the_background_finishes_once_signaled(
     client: Client, server: EmbeddedServer, redis_client: redis.Redis, tmp_path: Path
 ) -> None:
