@@ -27,7 +27,7 @@ from typing import Any
 
 from flows.flowfile.job_data import FlowsMeta, parse_output_file
 from scheduler import secrets
-from scheduler.worker import JobContext, sessions
+from scheduler.worker import FailJob, JobContext, sessions
 from scheduler.worker.outcomes import RetryJob
 from scheduler.worker.pipes import read_lines
 
@@ -79,6 +79,9 @@ def shell(job: JobContext) -> dict[str, Any]:
     if meta is not None and meta.secrets:
         env.update(secrets.resolve(meta.secrets))  # in the environment only, never in data
     env.update(FLOWS_JID=job.jid, FLOWS_SANDBOX=str(job.sandbox), FLOWS_OUTPUT=str(output_file))
+    for name, value in env.items():
+        if "\0" in value:  # the same on every attempt: failed, not retried
+            raise FailJob("bad-value", f"${name} holds a NUL character: no variable can carry one")
     process = subprocess.Popen(
         ["/bin/sh", "-c", command],
         cwd=cwd,
@@ -103,4 +106,10 @@ def shell(job: JobContext) -> dict[str, Any]:
         sessions.ended(process.pid)  # reaped: its pid may be another's from now on
     if code != 0:  # when the worker stopped the job, it reports lost or timeout instead
         raise ShellError(code, output_tail(tail))
-    return parse_output_file(output_file.read_text())
+    try:
+        written = output_file.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise FailJob(
+            "bad-output", f"$FLOWS_OUTPUT is not UTF-8 text (byte {error.start} of the file)"
+        ) from None
+    return parse_output_file(written)

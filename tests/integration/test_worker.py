@@ -680,6 +680,34 @@ def test_a_shell_exit_code_fails_the_job_with_the_output_tail(
     assert "Traceback" not in message
 
 
+@pytest.mark.parametrize(
+    ("data", "group", "words"),
+    [
+        (
+            {"command": "echo never", "env": {"NOTE": "a\x00b"}},
+            "bad-value",
+            "$NOTE holds a NUL character",
+        ),
+        (
+            {"command": "printf 'k=\\377\\n' >> \"$FLOWS_OUTPUT\""},
+            "bad-output",
+            "$FLOWS_OUTPUT is not UTF-8 text (byte 2 of the file)",
+        ),
+    ],
+)
+def test_a_shell_job_that_can_never_run_or_report_fails_saying_why(
+    client: Client, engine: Engine, data: dict[str, Any], group: str, words: str
+) -> None:
+    """Not a worker's traceback, and no retry spent on what would fail the same way."""
+    jid = put(client, "q", SHELL, data, retries=3)
+    assert run_burst(engine, ["q"]) == 0
+    job = client.jobs[jid]
+    assert job.state == "failed" and job.failure is not None, job.history
+    assert job.failure["group"] == group and words in job.failure["message"]
+    assert "Traceback" not in job.failure["message"]
+    assert history(job, "retried") == []
+
+
 def test_shell_outputs_become_the_result(client: Client, engine: Engine) -> None:
     lines = [
         "rows=42",
