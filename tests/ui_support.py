@@ -9,13 +9,14 @@ import time
 import urllib.error
 import urllib.request
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import uvicorn
+from fastapi import FastAPI
 
 from flows.runs.service_source import FlowsSource
 from flows.ui.app import create_app
@@ -101,14 +102,18 @@ def serve(
     auth: Auth,
     hosts: frozenset[str] | None = None,
     flows_dir: Path | None = None,
+    also: Callable[[FastAPI], None] | None = None,
 ) -> Iterator[str]:
     """The app on a free loopback port, in a thread; yields its base URL. ``hosts``: the names
-    it answers as (default: the loopback names); ``flows_dir``: the folder of flows it starts."""
+    it answers as (default: the loopback names); ``flows_dir``: the folder of flows it starts;
+    ``also``: called with the app before it serves (a test's own route)."""
     app = (
         create_app(client, auth, flows_dir)
         if hosts is None
         else create_app(client, auth, flows_dir, hosts=hosts)
     )
+    if also is not None:
+        also(app)
     config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", lifespan="off")
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, name="flows-ui-test", daemon=True)

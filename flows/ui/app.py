@@ -9,6 +9,7 @@ traceback. :mod:`flows.ui.guard` decides which hosts and origins are answered at
 from __future__ import annotations
 
 import logging
+import secrets
 from pathlib import Path
 
 from fastapi import FastAPI, Request
@@ -133,10 +134,14 @@ def create_app(
 
     @app.exception_handler(Exception)
     async def crashed(request: Request, error: Exception) -> JSONResponse:
-        log.exception("%s %s failed", request.method, request.url.path)
+        # The error's own words stay in the server's log: they may name internals (a key, a
+        # path, a server's address) that a client has no business reading. The reference
+        # finds the traceback there.
+        reference = secrets.token_hex(4)
+        log.exception("%s %s failed [%s]", request.method, request.url.path, reference)
         # Answered outside the middleware that adds the security headers: add them here.
         return JSONResponse(
-            {"detail": f"internal error: {type(error).__name__}: {error}"},
+            {"detail": f"internal error {reference}: the server's log has what went wrong"},
             500,
             headers=guard.SECURITY_HEADERS,
         )

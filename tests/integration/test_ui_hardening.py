@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from urllib.parse import urlsplit
 
 import pytest
+from fastapi import FastAPI
 from helpers import assert_unchanged
 from ui_support import TOKEN, Api, serve
 
@@ -246,3 +247,29 @@ def test_a_chunked_body_over_the_limit_gets_413(base: str, client: Client) -> No
     head = _head(sock)
     sock.close()
     assert head.startswith(b"HTTP/1.1 404"), head[:200]
+
+
+def test_a_crash_answers_500_with_a_reference_never_the_errors_own_words(
+    client: Client, caplog: pytest.LogCaptureFixture
+) -> None:
+    """What went wrong may name internals: it goes to the server's log, found by the
+    reference the client gets."""
+
+    def crashing_route(app: FastAPI) -> None:
+        def crash() -> None:
+            raise RuntimeError("no key ql:secret-thing at /srv/private/path")
+
+        app.add_api_route("/api/v1/crash", crash)
+
+    with serve(client, Auth(TOKEN, reads_open=True), also=crashing_route) as base:
+        reply = Api(base).get("/api/v1/crash")
+    assert reply.status == 500
+    detail = str(reply.body["detail"])
+    assert "secret-thing" not in detail and "RuntimeError" not in detail
+    match = re.fullmatch(
+        r"internal error ([0-9a-f]{8}): the server's log has what went wrong", detail
+    )
+    assert match is not None, detail
+    logged = [r for r in caplog.records if match.group(1) in r.getMessage()]
+    assert logged and logged[0].exc_info is not None
+    assert "secret-thing" in str(logged[0].exc_info[1])
