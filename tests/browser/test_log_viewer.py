@@ -205,7 +205,7 @@ COLOURED = (
 )
 HOSTILE = (
     '<img src=x onerror="window.__xss = 3"><script>window.__xss = 4</script>'
-    "\x1b]0;a title\x07\x1b[2J\x1b[1;1H\x00bell\x07 back\x08 \u202eevil\x1b"
+    "\x1b]0;a title\x07\x1b[2J\x1b[1;1H\x00bell\x07 back\x08 \u202eevil\u061c\x1b"
 )
 UNICODE = "✔ done — naïve café, 日本語, emoji 🎉, tab\there"
 
@@ -236,11 +236,11 @@ def test_colours_hostile_lines_and_unicode_are_shown_as_styled_text(
     # nothing of the hostile line ran or became markup; its controls are visible symbols
     assert (
         shown[1] == '<img src=x onerror="window.__xss = 3"><script>window.__xss = 4</script>'
-        "␀bell␇ back␈ <U+202E>evil␛"
+        "␀bell␇ back␈ <U+202E>evil<U+061C>␛"
     )
     assert page.locator("#log img, #log script").count() == 0
     assert page.evaluate("window.__xss") is None
-    assert page.locator('#log .line[data-n="2"] .ctl').count() == 5
+    assert page.locator('#log .line[data-n="2"] .ctl').count() == 6
     assert shown[2] == UNICODE
     assert shown[3] == "progress 100%"  # a redrawn progress line as a terminal leaves it
     assert "stderr" in (page.locator('#log .line[data-n="5"]').get_attribute("class") or "")

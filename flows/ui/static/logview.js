@@ -14,7 +14,7 @@
 
   // -- SGR: a line's text as segments of styled text ------------------------------------------
 
-  const CONTROL = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u200e\u200f\u202a-\u202e\u2066-\u2069]/;
+  const CONTROL = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]/;
   const SGR = /\x1b\[[0-9;:]*m/g;
   const NAMED = { 0x1b: "␛", 0x7f: "␡", 0x0d: "␍" };
 
