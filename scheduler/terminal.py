@@ -38,12 +38,14 @@ def visible(text: str, *, newlines: bool = True) -> str:
 
 
 class VisibleFormatter(logging.Formatter):
-    """A log line as :func:`visible` shows it: a record's message, its arguments and its
-    traceback may hold what a job or a flow file wrote (a job's own log records reach the
-    worker's stderr too)."""
+    """A log record as :func:`visible` shows it, its lines after the first indented: a record's
+    message, its arguments and its traceback may hold what a job or a flow file wrote (a job's
+    own log records reach the worker's stderr too)."""
 
     def format(self, record: logging.LogRecord) -> str:
-        return visible(super().format(record))
+        # Its later lines (a message's, a traceback's) are indented: a message cannot forge
+        # a record of its own on the next line.
+        return visible(super().format(record)).replace("\n", "\n  ")
 
 
 def log_to_stderr(level: int | str, fmt: str) -> None:

@@ -162,6 +162,7 @@ from scheduler.worker.outcomes import BuryJob, FailJob
 
 def noisy(job):
     logging.getLogger(__name__).warning("record: %s", job.data["x"])
+    logging.getLogger(__name__).warning("two lines\\nFORGED INFO flows.worker: all jobs done")
     raise BuryJob("bury: " + job.data["x"])
 
 
@@ -192,4 +193,6 @@ def test_flows_worker_logs_what_a_job_wrote_as_text(
     shown = "\\x1b]0;TITLE\\x07\\x1b[2J café 日本 \\u202eevil"  # other text as it is
     assert f"record: {shown}" in done.stderr
     assert f"bury: {shown}" in done.stderr
+    # A record's later lines are indented: none starts like a record of its own.
+    assert "\n  FORGED INFO" in done.stderr and "\nFORGED" not in done.stderr
     assert "(evil\\u202etxt.exe)" in done.stderr
