@@ -332,8 +332,11 @@ def read_cases(
 ) -> list[Case] | None:
     """The cases of the list ``raw`` at ``where`` (a test file's ``cases``, a flow's
     ``tests``); None (a finding made) when it is not a non-empty list."""
-    if not isinstance(raw, list) or not raw:
+    if not isinstance(raw, list):
         reader.sink.error(where, "test-cases", f"{what} is a list of cases", at_key=True)
+        return None
+    if not raw:
+        reader.sink.error(where, "test-cases", f"{what} is empty: add at least one case")
         return None
     cases: list[Case] = []
     names: set[str] = set()

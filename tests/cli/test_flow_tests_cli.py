@@ -125,6 +125,16 @@ def test_a_test_file_with_mistakes_gets_findings(url: str, tmp_path: Path) -> No
     assert "Traceback" not in out
 
 
+def test_a_test_file_without_cases_says_so_at_its_list(url: str, tmp_path: Path) -> None:
+    folder = _copy_examples(tmp_path)
+    empty = folder / "empty.test.yaml"
+    empty.write_text("flow: etl.yaml\ncases: []\n")
+    result = flows("test", str(empty), "--redis", url)
+    assert result.exit_code == 1
+    said = f"{empty}:2:8: error: a test file's cases is empty: add at least one case"
+    assert said in result.output
+
+
 def test_the_exit_code_of_the_command(url: str, tmp_path: Path) -> None:
     """The installed command, as CI runs it: 0 when passing, 1 when a case fails."""
     folder = _copy_examples(tmp_path)
