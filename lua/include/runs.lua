@@ -269,8 +269,9 @@ function Runs.drop_job(jid, fields, how)
   Runs.keep_canceled(run_id, jid)
   Runs.cancel_child(jid, fields)
   Job.keep_logs(jid, run_id)
-  if redis.call('hsetnx', Keys.run(run_id), 'canceled', Engine.now) == 1 then
-    redis.call('hset', Keys.run(run_id), 'canceled_reason', 'job ' .. jid .. ' was ' .. how)
+  if redis.call('hexists', Keys.run(run_id), 'canceled') == 0 then -- the first cancel stays
+    redis.call('hset', Keys.run(run_id), 'canceled', Engine.now,
+      'canceled_reason', 'job ' .. jid .. ' was ' .. how)
   end
 end
 

@@ -91,7 +91,7 @@ def test_links_encode_every_reserved_character(api: Api, client: Client) -> None
     client.queues["enc"].put("K", {}, jid=jid)
     encoded = "odd%3F%23%25%26%3B%3D%2Bid"
     page = api.get(f"/jobs/{encoded}").body
-    assert f'data-action="/api/v1/jobs/{encoded}/retry"' in page
+    assert f'data-action="/api/v1/jobs/{encoded}/cancel"' in page  # waiting: cancel only
     assert api.get(f"/api/v1/jobs/{encoded}").body["jid"] == jid
 
 

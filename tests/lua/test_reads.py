@@ -32,6 +32,7 @@ READ_ARGS: dict[str, list[object]] = {
     "recur.get": ["every"],
     "run.get": ["no-such-run"],
     "run.read": ["no-such-run"],
+    "run.job": ["no-such-run", "no-such-run:a"],
     "run.counts": ["no-such-run"],
     "runs.statuses": [],
     "catalog.list": [],
