@@ -67,12 +67,31 @@ def user_errors() -> Iterator[None]:
         raise click.ClickException(error_text(error)) from None
 
 
+INTERRUPTED = 130
+"""The exit code after Ctrl-C (128 + SIGINT), as shells use."""
+
+
+def interrupted() -> click.exceptions.Exit:
+    """Ctrl-C: one line on stderr, then exit :data:`INTERRUPTED` (left to click, a command
+    would say ``Aborted!`` and exit 1, which scripts read as a failure)."""
+    # On a terminal the line would follow the echoed ^C.
+    click.echo(("\n" if sys.stderr.isatty() else "") + "interrupted", err=True)
+    return click.exceptions.Exit(INTERRUPTED)
+
+
 def guarded(invoke: Callable[[], T]) -> T:
     """The CLI's error boundary: any error but a usage error becomes one line and exit status 1
-    (:func:`error_text`); ``flows --debug`` or ``FLOWS_DEBUG=1`` shows the traceback."""
+    (:func:`error_text`); ``flows --debug`` or ``FLOWS_DEBUG=1`` shows the traceback. Ctrl-C
+    ends any command with :func:`interrupted`."""
     try:
         return invoke()
-    except (click.ClickException, click.exceptions.Exit, click.Abort):
+    except KeyboardInterrupt:
+        raise interrupted() from None
+    except click.Abort as abort:
+        if isinstance(abort.__context__, KeyboardInterrupt):  # Ctrl-C at a prompt
+            raise interrupted() from None
+        raise
+    except (click.ClickException, click.exceptions.Exit):
         raise
     except BrokenPipeError:  # the reader went away (`flows logs RUN | head`): end quietly
         quiet_stdout()

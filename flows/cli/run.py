@@ -22,7 +22,16 @@ from rich.text import Text
 
 from flows import gc_pause
 from flows.cli import auditing
-from flows.cli.common import ago, console, err_console, open_client, print_json, table, user_errors
+from flows.cli.common import (
+    INTERRUPTED,
+    ago,
+    console,
+    err_console,
+    open_client,
+    print_json,
+    table,
+    user_errors,
+)
 from flows.cli.logs import print_tail, stream_run
 from flows.cli.notifications import (
     dashboard_url,
@@ -59,8 +68,6 @@ decides each: a run's end shows within tens of milliseconds, a long quiet step c
 reads a second)."""
 FAILURE_LINES = 12
 """Lines of a failed job's message printed under it."""
-INTERRUPTED = 130
-"""The exit code after Ctrl-C (128 + SIGINT), as shells use."""
 
 
 def register(group: click.Group) -> None:

@@ -85,7 +85,11 @@ def run_for_real(ctx: JobContext) -> tuple[runner.Outcome, float]:
     started = time.monotonic()
     thread = threading.Thread(target=slot, name=f"flows-test-{ctx.jid}", daemon=True)
     thread.start()
-    thread.join(limit)
+    try:
+        thread.join(limit)
+    except KeyboardInterrupt:  # Ctrl-C of `flows test`: the step's processes end with it
+        ctx.request_stop("interrupted")
+        raise
     if thread.is_alive():
         ctx.request_stop("timeout")  # a shell step's process group is killed
         if ctx.interrupt_thread and ctx.thread_id is not None:

@@ -1,0 +1,118 @@
+"""Ctrl-C ends every command with exit code 130 and one line, `interrupted`: real `flows`
+processes sent SIGINT while they follow a run's log, run a flow test's real step, or wait at a
+confirmation prompt (never click's `Aborted!` with exit 1, never a traceback)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import select
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from cli_support import flows
+
+from scheduler.engine.client import Client
+
+FLOWS = str(Path(sys.executable).parent / "flows")
+
+
+def _start(url: str, *args: str) -> subprocess.Popen[str]:
+    """``flows ARGS...`` in a process of its own, SIGINT at its default (a shell that started
+    the tests in the background may have left it ignored, and a child inherits that)."""
+    return subprocess.Popen(
+        [FLOWS, *args],
+        env={**os.environ, "FLOWS_REDIS_URL": url},
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+
+
+def _read_until(process: subprocess.Popen[str], text: str, timeout: float = 60) -> str:
+    """What the process wrote on stdout until ``text`` (it may end without a newline); read
+    from the pipe itself, so nothing waits in a buffer that ``select`` cannot see."""
+    assert process.stdout is not None
+    fd = process.stdout.fileno()
+    seen = ""
+    deadline = time.monotonic() + timeout
+    while text not in seen:
+        assert time.monotonic() < deadline, f"no {text!r} on stdout: {seen!r}"
+        if select.select([fd], [], [], 0.5)[0]:
+            chunk = os.read(fd, 4096)
+            assert chunk, f"stdout closed before {text!r}: {seen!r}"
+            seen += chunk.decode()
+    return seen
+
+
+def _interrupted(process: subprocess.Popen[str]) -> str:
+    """Send SIGINT; the process must end with exit code 130; returns its stderr."""
+    process.send_signal(signal.SIGINT)
+    _, err = process.communicate(timeout=60)
+    assert process.returncode == 130, err
+    assert "Aborted!" not in err and "Traceback" not in err, err
+    return err
+
+
+def test_ctrl_c_while_following_a_runs_log(url: str, client: Client, tmp_path: Path) -> None:
+    flow = tmp_path / "wait.yaml"
+    flow.write_text("version: 1\nname: wait\nqueue: nobody\nsteps:\n  a: {run: echo hi}\n")
+    submitted = flows("run", str(flow), "--detach", "--run-id", "r1", "--redis", url)
+    assert submitted.exit_code == 0, submitted.output
+    # A line already in the log: once it is printed, `flows logs -f` is following the run,
+    # which no worker works, so it would follow it forever.
+    client.engine.call("log.append", "r1:a", 1, 0, 1, time.time(), "stdout", "", "hello")
+    process = _start(url, "logs", "-f", "r1")
+    _read_until(process, "a | hello\n")
+    assert _interrupted(process) == "interrupted\n"
+
+
+def test_ctrl_c_while_a_flow_tests_real_step_runs(url: str, tmp_path: Path) -> None:
+    pid_file = tmp_path / "step.pid"
+    (tmp_path / "sleepy.yaml").write_text(
+        f"version: 1\nname: sleepy\nsteps:\n  nap:\n    run: echo $$ > {pid_file}; exec sleep 120\n"
+    )
+    test_file = tmp_path / "sleepy.test.yaml"
+    test_file.write_text(
+        "flow: sleepy.yaml\ncases:\n  - name: naps\n    expect: {status: succeeded}\n"
+    )
+    process = _start(url, "test", str(test_file), "--redis", url)
+    deadline = time.monotonic() + 60
+    while not pid_file.exists() or not pid_file.read_text().strip():
+        assert time.monotonic() < deadline and process.poll() is None, process.communicate()
+        time.sleep(0.05)
+    step = int(pid_file.read_text())
+    try:
+        assert _interrupted(process).splitlines()[-1] == "interrupted"
+        # The step's process ends with the command, as a worker's would: none is left behind.
+        deadline = time.monotonic() + 10
+        while _alive(step):
+            assert time.monotonic() < deadline, f"the step's process {step} outlived the command"
+            time.sleep(0.05)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(step, signal.SIGKILL)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # A zombie whose parent went away is reaped by init; its state says it is done.
+    with contextlib.suppress(OSError):
+        return Path(f"/proc/{pid}/stat").read_text().split(") ", 1)[1][:1] != "Z"
+    return True
+
+
+def test_ctrl_c_at_a_confirmation_prompt(url: str, client: Client) -> None:
+    client.queues["q"].put("K", {}, jid="j1")
+    process = _start(url, "queue", "truncate", "q")
+    _read_until(process, "[y/N]: ")
+    assert _interrupted(process).splitlines()[-1] == "interrupted"
+    assert client.jobs.get("j1") is not None
