@@ -10,7 +10,7 @@ import click
 
 from flows.cli.common import open_client, user_errors
 from flows.cli.options import connection
-from flows.cli.validate import print_findings
+from flows.cli.validate import checked_files, print_findings, summary
 from flows.testing.files import SUFFIX, find_test_files
 from flows.testing.session import CaseReport, private_server, run_files
 from scheduler.worker.imports import import_path
@@ -85,9 +85,9 @@ def test(
         for line in report.failure:
             click.echo(f"    {line}" if line else "")
     passed = len(session.cases) - len(failed)
-    summary = f"{passed} passed, {len(failed)} failed"
-    if session.findings:
-        summary += f", {sum(1 for f in session.findings if f.severity == 'error')} errors in files"
-    click.echo(click.style(summary, fg="green" if session.passed else "red"), err=False)
+    counts = f"{passed} passed, {len(failed)} failed"
+    if session.findings:  # worded as `flows validate` words them
+        counts += f", {summary(session.findings, len(checked_files(files, session.findings)))}"
+    click.echo(click.style(counts, fg="green" if session.passed else "red"), err=False)
     if not session.passed:
         raise click.exceptions.Exit(1)

@@ -11,9 +11,10 @@ import logging
 import sys
 import threading
 import time
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 from rich.console import Group
@@ -52,6 +53,7 @@ from scheduler.engine.client import Client
 from scheduler.engine.errors import FlowsError
 
 if TYPE_CHECKING:  # the flow model is loaded by the commands that read flow files
+    from flows.flowfile.findings import Finding
     from flows.runs.build import FlowFile
 
 STATUS_STYLE = STYLES
@@ -341,9 +343,7 @@ def run(
         try:
             flow_file = read_flow_file(file)
         except InvalidFlow as invalid:
-            for finding in invalid.findings:  # plain: file:line:col must never wrap
-                click.echo(visible(finding.format()), err=True)
-            raise click.exceptions.Exit(1) from None
+            _refuse(file, invalid.findings)
         moment = logical_time or datetime.now(UTC)
         moment = moment if moment.tzinfo else moment.replace(tzinfo=UTC)
         run_id = run_id or manual_run_id(flow_file.flow.name)
@@ -398,10 +398,20 @@ def _check_imports(file: Path, flow_file: FlowFile) -> None:
         flow_file.flow, flow_file.text, file=str(file), flow_dir=flow_file.flow_dir
     )
     if findings:
-        for finding in findings:
-            click.echo(visible(finding.format()), err=True)
-        click.echo("(--no-check-imports submits it anyway)", err=True)
-        raise click.exceptions.Exit(1)
+        _refuse(file, findings, "(--no-check-imports submits it anyway)")
+
+
+def _refuse(file: Path, findings: Sequence[Finding], note: str = "") -> NoReturn:
+    """Print the findings that keep FILE from running, ``note``, and the summary line
+    `flows validate` ends with; exit 1."""
+    from flows.cli.validate import checked_files, summary
+
+    for finding in findings:  # plain: file:line:col must never wrap
+        click.echo(visible(finding.format()), err=True)
+    if note:
+        click.echo(note, err=True)
+    click.echo(summary(findings, len(checked_files([file], findings))), err=True)
+    raise click.exceptions.Exit(1)
 
 
 def latest_run(client: Client) -> str | None:

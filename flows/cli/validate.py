@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import click
@@ -48,8 +48,14 @@ def print_findings(findings: Sequence[Finding], *, stderr: bool = False) -> None
             console.print(Text.assemble("    ", ("hint:", "cyan"), f" {visible(finding.hint)}"))
 
 
+def checked_files(given: Iterable[str | Path], findings: Sequence[Finding]) -> list[str]:
+    """The files read: those given, and the files (a sub-flow's) findings come from, once each."""
+    return list(dict.fromkeys([*(str(path) for path in given), *(f.file for f in findings)]))
+
+
 def summary(findings: Sequence[Finding], files: int) -> str:
-    """``2 errors, 1 warning in 3 files`` (or ``no problems in 3 files``)."""
+    """``2 errors, 1 warning in 3 files`` (or ``no problems in 3 files``): the last line of
+    every command that reports findings."""
     errors = sum(f.severity is Severity.ERROR for f in findings)
     warnings = len(findings) - errors
     parts = [_count(errors, "error")] if errors else []
@@ -68,7 +74,7 @@ def load_or_exit(path: Path) -> Validation:
     if result.findings:
         print_findings(result.findings, stderr=True)
     if result.flow is None:
-        click.echo(summary(result.findings, 1), err=True)
+        click.echo(summary(result.findings, len(checked_files([path], result.findings))), err=True)
         sys.exit(1)
     return result
 
@@ -132,7 +138,7 @@ def validate(
         )
     )
     # The files checked: those given, and the sub-flow files their findings come from.
-    checked = list(dict.fromkeys([*(str(path) for path in files), *(f.file for f in findings)]))
+    checked = checked_files(files, findings)
     if output_format == "json":
         errors = sum(f.severity is Severity.ERROR for f in findings)
         report = {

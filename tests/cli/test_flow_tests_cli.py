@@ -197,3 +197,19 @@ def test_a_k_that_selects_no_case_is_a_usage_error(url: str, redis_client: redis
     assert result.exit_code == 2, result.output
     assert "Invalid value for '-k': no case name contains 'nomatch'" in result.output
     assert "passed" not in result.output
+
+
+def test_findings_end_with_the_summary_line_flows_validate_ends_with(
+    url: str, tmp_path: Path
+) -> None:
+    (tmp_path / "flow.yaml").write_text("version: 1\nname: f\nsteps:\n  a: {run: echo hi}\n")
+    bad = tmp_path / "bad.test.yaml"
+    for statuses, errors in ((("succeded",), "1 error"), (("succeded", "faild"), "2 errors")):
+        steps = ", ".join(f"a: {status}" for status in statuses[1:])
+        bad.write_text(
+            "flow: flow.yaml\ncases:\n  - name: typo\n"
+            f"    expect: {{status: {statuses[0]}, steps: {{{steps}}}}}\n"
+        )
+        result = flows("test", str(bad), "--redis", url)
+        assert result.exit_code == 1, result.output
+        assert result.stdout.splitlines()[-1] == f"0 passed, 0 failed, {errors} in 1 file"

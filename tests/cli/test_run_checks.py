@@ -54,6 +54,7 @@ def test_a_python_step_that_does_not_import_is_refused_before_submitting(
     assert "job 'missing_module_of_a_test.run' does not import" in result.stderr
     assert "module 'present_module_of_a_test' has no 'nope'" in result.stderr
     assert "--no-check-imports" in result.stderr
+    assert result.stderr.splitlines()[-1] == "2 errors in 1 file"  # as `flows validate` ends
     skipped = flows(url, "run", str(path), "--no-check-imports")
     assert skipped.exit_code == 1, skipped.output  # submitted: it fails at run time instead
     assert "failed: import-error" in skipped.stderr
@@ -69,3 +70,16 @@ def test_a_wait_times_out_under_flows_run_alone(url: str, tmp_path: Path) -> Non
     assert result.exit_code == 1, result.output
     assert time.monotonic() - started < 15
     assert "gate failed: wait-timeout" in result.stderr
+
+
+def test_an_invalid_file_ends_with_the_summary_line_of_flows_validate(
+    url: str, redis_client: redis.Redis, tmp_path: Path
+) -> None:
+    path = tmp_path / "bad.yaml"
+    path.write_text("version: 1\nname: bad\nsteps:\n  a:\n    rnu: echo hi\n")
+    with assert_unchanged(redis_client):
+        result = flows(url, "run", str(path))
+    assert result.exit_code == 1, result.output
+    validated = flows(url, "validate", str(path))
+    assert result.stderr.splitlines() == validated.stdout.splitlines()
+    assert result.stderr.splitlines()[-1] == "1 error in 1 file"
