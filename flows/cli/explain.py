@@ -5,10 +5,11 @@ from __future__ import annotations
 import click
 
 from flows.cli.common import open_client, print_json, user_errors
-from flows.cli.options import as_json, connection
+from flows.cli.options import as_json, connection, id_argument
 from flows.runs.explain import UnknownStep, explain_run
 from flows.runs.read import load_run
 from scheduler.engine.explain import explain as explain_job
+from scheduler.engine.limits import id_fault
 
 
 def register(group: click.Group) -> None:
@@ -16,7 +17,7 @@ def register(group: click.Group) -> None:
 
 
 @click.command()
-@click.argument("target", metavar="JID|RUN")
+@id_argument("target", "job or run id", metavar="JID|RUN")
 @click.argument("step", required=False)
 @as_json
 @connection
@@ -30,7 +31,8 @@ def explain(
     with user_errors():
         view = load_run(client, target)
         if view is None:
-            found = explain_job(client, target)
+            # No run; a name no job can have (a run's id may end in -history) is no job either.
+            found = explain_job(client, target) if id_fault(target, "jid") is None else None
             if found is None:
                 raise click.ClickException(f"no job or run {target!r} (see `flows runs`)")
             if as_json:

@@ -23,7 +23,7 @@ from flows.cli.common import (
     user_errors,
     when,
 )
-from flows.cli.options import as_json, connection
+from flows.cli.options import as_json, connection, id_argument, id_option
 from flows.cli.run import work_run
 from flows.cli.terminal import visible
 from flows.flowfile.findings import did_you_mean
@@ -33,6 +33,7 @@ from flows.runs.read import load_run
 from scheduler.engine.client import Client
 from scheduler.engine.errors import InvalidArgument
 from scheduler.engine.job import Job, RanBy
+from scheduler.engine.limits import id_fault
 from scheduler.engine.replies import as_dict
 from scheduler.secrets import shown_data
 from scheduler.service.backfills import Backfills
@@ -266,7 +267,7 @@ def _describe_ran_by(ran: RanBy | None) -> str:
 
 
 @click.command()
-@click.argument("jid")
+@id_argument("jid", "job id", "jid")
 @as_json
 @connection
 def job(jid: str, as_json: bool, redis_url: str | None, namespace: str | None) -> None:
@@ -413,6 +414,11 @@ def _is_run(client: Client, name: str) -> bool:
     return client.engine.call("run.get", name) is not None
 
 
+def _may_be_job(name: str) -> bool:
+    """Whether ``name``, no run, can be a jid: a run's id may end in ``-history``, a jid not."""
+    return id_fault(name, "jid") is None
+
+
 def _unknown(names: list[str]) -> click.ClickException:
     """The error for targets that are neither a run nor a job (as `flows explain` says it)."""
     listed = ", ".join(repr(name) for name in names)
@@ -420,7 +426,7 @@ def _unknown(names: list[str]) -> click.ClickException:
 
 
 @click.command()
-@click.argument("target")
+@id_argument("target", "run or job id")
 @click.option(
     "--detach", is_flag=True, help="A run: only put its failed jobs back; workers run them."
 )
@@ -473,10 +479,12 @@ def retry(
 
 
 @click.command()
-@click.argument("run_id", metavar="RUN")
+@id_argument("run_id", "run id", metavar="RUN")
 @click.argument("step")
 @click.option("--downstream", is_flag=True, help="Re-run every step that needs STEP too.")
-@click.option("--item", metavar="JID", help="Only this job of the step (a foreach item).")
+@id_option(
+    "--item", what="job id", metavar="JID", help="Only this job of the step (a foreach item)."
+)
 @click.option("--detach", is_flag=True, help="Only put the jobs back; workers run them.")
 @click.option(
     "--threads",
@@ -519,7 +527,7 @@ def rerun(
 
 
 @click.command()
-@click.argument("targets", nargs=-1)
+@id_argument("targets", "run or job id", nargs=-1)
 @click.option(
     "--backfill",
     "backfill_id",
@@ -545,7 +553,8 @@ def cancel(
         runs = [t for t in targets if _is_run(client, t)]
         jids = [t for t in targets if t not in runs]
         # Every target checked before the first is canceled: a typo cancels nothing.
-        found = {job.jid for job in client.jobs.multiget(*jids)} if jids else set()
+        asked = [jid for jid in jids if _may_be_job(jid)]
+        found = {job.jid for job in client.jobs.multiget(*asked)} if asked else set()
         if missing := [jid for jid in jids if jid not in found]:
             raise _unknown(missing)
         if backfill_id is not None:

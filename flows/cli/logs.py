@@ -11,7 +11,7 @@ from collections.abc import Callable
 import click
 
 from flows.cli.common import open_client, user_errors
-from flows.cli.options import connection
+from flows.cli.options import connection, id_argument, id_option
 from flows.cli.terminal import Sgr, visible
 from flows.runs.logs import Follower, NoSuchRun, StepLine, follow, run_jobs, run_tree_jobs
 from flows.runs.read import load_run
@@ -106,9 +106,11 @@ class Printer:
 
 
 @click.command()
-@click.argument("run_id", metavar="RUN", required=False)
+@id_argument("run_id", "run id", metavar="RUN", required=False)
 @click.argument("step", required=False)
-@click.option("--job", "jid", metavar="JID", help="One job's log (instead of RUN [STEP]).")
+@id_option(
+    "--job", "jid", what="job id", metavar="JID", help="One job's log (instead of RUN [STEP])."
+)
 @click.option(
     "--attempt", type=click.IntRange(1), help="Only this attempt (default: every attempt)."
 )

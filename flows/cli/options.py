@@ -10,6 +10,7 @@ import click
 
 if TYPE_CHECKING:  # the flow model and the settings' dataclasses: only where a command needs them
     from flows.flowfile.params import ParamError
+    from scheduler.engine.limits import IdKind
     from scheduler.worker.settings import Setting
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -74,16 +75,59 @@ logical_time = click.option(
 )
 
 
+SHOWN_ID_CHARS = 40
+"""Characters of a refused id a message quotes."""
+
+
+def id_refusal(what: str, value: str, kind: IdKind = "name") -> str | None:
+    """Why the engine would refuse ``value`` as ``what`` (a run id, a job id: ``kind`` says
+    by which rules, :func:`scheduler.engine.limits.id_fault`), in the command's words: "run id
+    'a b' contains white space or a control character"; None when it would take it. The value
+    is quoted with its control characters escaped and cut short, and left out when it is empty
+    or too long (its size is the fault)."""
+    from scheduler.engine.limits import MAX_ID_BYTES, id_fault
+
+    fault = id_fault(value, kind)
+    if fault is None:
+        return None
+    if value == "" or len(value.encode("utf-8", "surrogatepass")) > MAX_ID_BYTES:
+        return f"{what} {fault}"
+    cut = value if len(value) <= SHOWN_ID_CHARS else value[:SHOWN_ID_CHARS] + "…"
+    return f"{what} {cut!r} {fault}"
+
+
+def _checked_ids(what: str, kind: IdKind) -> Callable[[click.Context, click.Parameter, Any], Any]:
+    """A callback that refuses, as a usage error (exit code 2) before anything is sent, an
+    argument's value (one, or each of ``nargs=-1``) the engine would refuse as ``what``."""
+
+    def check(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
+        for one in value if isinstance(value, tuple) else (value,):
+            refusal = None if one is None else id_refusal(what, one, kind)
+            if refusal is not None:
+                raise click.UsageError(refusal, ctx)
+        return value
+
+    return check
+
+
+def id_argument(name: str, what: str, kind: IdKind = "name", **attrs: Any) -> Callable[[F], F]:
+    """A positional argument naming a run or a job (``what``: "run id", "job id", "run or job
+    id"), checked by the engine's rules for ``kind`` (a run id is a name, a jid has reserved
+    suffixes besides) before the command runs."""
+    return click.argument(name, callback=_checked_ids(what, kind), **attrs)
+
+
+def id_option(*decls: str, what: str, kind: IdKind = "jid", **attrs: Any) -> Callable[[F], F]:
+    """An option naming a job (or a run), checked as :func:`id_argument` checks an argument."""
+    return click.option(*decls, callback=_checked_ids(what, kind), **attrs)
+
+
 def _checked_run_id(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
     """A ``--run-id`` the engine would refuse is a usage error, said before anything is
     submitted."""
-    from scheduler.engine.limits import id_problem
-
-    if value is None:
-        return None
-    problem = "is empty" if value == "" else id_problem(value, name=True)
-    if problem is not None:
-        raise click.BadParameter(f"a run id {problem}", ctx, param)
+    refusal = None if value is None else id_refusal("run id", value)
+    if refusal is not None:
+        raise click.BadParameter(refusal, ctx, param)
     return value
 
 

@@ -9,7 +9,7 @@ from typing import Any
 import click
 
 from flows.cli.common import known_queue, open_client, print_json, report, table, user_errors
-from flows.cli.options import as_json, connection
+from flows.cli.options import as_json, connection, id_argument
 
 #: ``queue.stats`` fields in the order they are shown (Tarantool's statistics).
 TASK_STATES = ("ready", "taken", "buried", "delayed", "depends", "done", "total")
@@ -148,7 +148,7 @@ def kick(
 
 
 @click.command()
-@click.argument("jid")
+@id_argument("jid", "job id", "jid")
 @click.option("--message", "-m", help="Why (kept in the job's history).")
 @as_json
 @connection
@@ -164,7 +164,7 @@ def bury(
 
 
 @click.command()
-@click.argument("jids", nargs=-1, required=True)
+@id_argument("jids", "job id", "jid", nargs=-1, required=True)
 @as_json
 @connection
 def delete(

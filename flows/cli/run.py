@@ -41,7 +41,7 @@ from flows.cli.notifications import (
     notify_deliverer,
     use_env_file,
 )
-from flows.cli.options import as_json, bad_params, connection, logical_time, param
+from flows.cli.options import as_json, bad_params, connection, id_argument, logical_time, param
 from flows.cli.options import run_id as run_id_option
 from flows.cli.signal import print_awaiting
 from flows.cli.tables import fitted
@@ -428,7 +428,7 @@ def latest_run(client: Client) -> str | None:
 
 
 @click.command()
-@click.argument("run_id", required=False)
+@id_argument("run_id", "run id", required=False)
 @as_json
 @connection
 def status(run_id: str | None, as_json: bool, redis_url: str | None, namespace: str | None) -> None:

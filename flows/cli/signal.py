@@ -11,7 +11,7 @@ import time
 import click
 
 from flows.cli.common import open_client, print_json, user_errors
-from flows.cli.options import as_json, connection
+from flows.cli.options import as_json, connection, id_argument
 from flows.runs.read import RunView
 from flows.runs.signals import (
     Signaled,
@@ -62,7 +62,7 @@ def _report(done: Signaled, as_json_output: bool) -> None:
 
 
 @click.command()
-@click.argument("run_id", metavar="RUN")
+@id_argument("run_id", "run id", metavar="RUN")
 @click.argument("step")
 @click.option(
     "--data",
@@ -99,7 +99,7 @@ def signal(
 
 
 @click.command()
-@click.argument("run_id", metavar="RUN")
+@id_argument("run_id", "run id", metavar="RUN")
 @click.argument("step")
 @click.option("--note", default=None, metavar="TEXT", help="A note, the step's outputs.note.")
 @as_json

@@ -32,7 +32,7 @@ import json
 import math
 import re
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, Literal
 
 from scheduler.engine.errors import InvalidArgument, TooLarge
 
@@ -150,6 +150,37 @@ def id_problem(value: Any, *, name: bool = False) -> str | None:
         (check_name if name else check_id)("", "value", value)
     except (InvalidArgument, TooLarge) as error:
         return error.message.split('Arg "value" ', 1)[-1]
+    return None
+
+
+IdKind = Literal["id", "name", "jid"]
+"""The rules a value must meet: :func:`check_id`'s, :func:`check_name`'s or :func:`check_jid`'s."""
+
+
+def id_fault(value: str, kind: IdKind = "id") -> str | None:
+    """What keeps ``value`` from being an id, a name or a jid (``kind``), by the rules of
+    :func:`check_id`, :func:`check_name` and :func:`check_jid`, in words that follow the name
+    of the value and leave the value out ("is empty", "contains white space or a control
+    character", "is 300 bytes, more than the limit of 256 bytes"); None when the engine takes
+    it. For a command's own message about a value it was given, before any engine call."""
+    if value == "":
+        return "is empty"
+    try:
+        size = len(value.encode("utf-8"))
+    except UnicodeEncodeError:
+        return "is not valid UTF-8 text (it holds a lone surrogate)"
+    if size > MAX_ID_BYTES:
+        return f"is {size} bytes, more than the limit of {MAX_ID_BYTES} bytes"
+    if _FORBIDDEN_ID_CHARS.search(value):
+        return "contains white space or a control character"
+    if kind == "id":
+        return None
+    if _FORBIDDEN_NAME_CHARS.search(value) or value in (".", ".."):
+        return 'may not hold "/" or "\\" nor be "." or ".."'
+    if kind == "jid":
+        for suffix in RESERVED_JID_SUFFIXES:
+            if value.endswith(suffix):
+                return f'may not end in "{suffix}" (reserved by the key layout)'
     return None
 
 
@@ -332,6 +363,7 @@ __all__ = [
     "MAX_PUT_MANY",
     "MAX_TAGS",
     "RESERVED_JID_SUFFIXES",
+    "IdKind",
     "check_delay",
     "check_distinct_jids",
     "check_flow_submission",
@@ -347,6 +379,7 @@ __all__ = [
     "check_tags",
     "check_text",
     "encode_payload",
+    "id_fault",
     "id_from",
     "id_problem",
     "json_depth",

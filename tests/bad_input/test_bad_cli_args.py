@@ -18,12 +18,12 @@ LONG = "j" * 257
 # (arguments, a piece of the error message); "{flow}" is a valid flow file, "{dir}" a folder.
 CASES: list[tuple[list[str], str]] = [
     (["job", "a b"], "a b"),
-    (["job", ""], "jid"),
+    (["job", ""], "job id is empty"),
     (["job", LONG], "256"),
     (["job", "x-history"], "reserved"),
     (["job", "nul\x01l"], "control"),
     (["cancel", "a b"], "a b"),
-    (["cancel", "waiting", "x-history"], "reserved"),
+    (["cancel", "waiting", "x-history"], "no job or run 'x-history'"),
     (["retry", "a b"], "a b"),
     (["retry", "no-such-run-or-job"], "no-such-run-or-job"),
     (["unfail", "boom", "-q", "a b"], "queue"),

@@ -28,7 +28,7 @@ CASES: list[tuple[list[str], int, str]] = [
     (["worker", "-q", "a b", "--burst"], 2, "a queue name contains white space"),
     (["worker", "-q", "q,a\tb", "--burst", "--processes", "0"], 2, "'-q' / '--queues'"),
     (["run", "{flow}", "--run-id", "has space", "--detach"], 2, "Invalid value for '--run-id'"),
-    (["plan", "{flow}", "--run-id", ""], 2, "a run id is empty"),
+    (["plan", "{flow}", "--run-id", ""], 2, "run id is empty"),
     (["signal", "run-1", "a", "--data", "notjson"], 2, "Invalid value for '--data': is not JSON"),
     (["signal", "run-1", "a", "--data", "[1]"], 2, "must be a JSON object"),
     (["throttle", "set", "x", "-1"], 2, "expected how many of its jobs may run at once"),

@@ -53,6 +53,40 @@ def test_reserved_jid_suffixes() -> None:
     assert limits.check_jid("complete", "jid", "job-history-2") == "job-history-2"
 
 
+ID_VALUES = [
+    "ok",
+    "",
+    "a b",
+    "a\x9bb",
+    "a\u00a0b",
+    "é" * 128,
+    "é" * 128 + "x",
+    "a/b",
+    "a\\b",
+    ".",
+    "..",
+    "job-history",
+    "job-dependents",
+    "job-history-2",
+    "lone\udcff",
+]
+
+
+@pytest.mark.parametrize("kind", ["id", "name", "jid"])
+@pytest.mark.parametrize("value", ID_VALUES)
+def test_id_fault_says_a_fault_exactly_when_the_check_refuses(kind: str, value: str) -> None:
+    check = {"id": limits.check_id, "name": limits.check_name, "jid": limits.check_jid}[kind]
+    try:
+        check("put", "jid", value)
+    except (InvalidArgument, TooLarge):
+        refused = True
+    else:
+        refused = False
+    fault = limits.id_fault(value, kind)  # type: ignore[arg-type]
+    assert (fault is not None) == refused, fault
+    assert fault is None or not fault.startswith("Arg")  # the caller names the value
+
+
 @pytest.mark.parametrize("value", [math.nan, math.inf, -math.inf, True, "1", None])
 def test_numbers_must_be_finite_reals(value: Any) -> None:
     with pytest.raises(InvalidArgument, match="not a finite number"):
