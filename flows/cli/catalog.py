@@ -59,8 +59,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     ),
     "logs": (
         "logs",
-        "What a run's steps (or one job) wrote: stdout (|), stderr (!), log records (~), "
-        "every attempt of each job (a header where one starts).",
+        "What a run's steps (or one job) wrote: stdout (|), a Python step's stderr (!), "
+        "log records (~), every attempt of each job (a header where one starts).",
     ),
     "notifications": (
         "notifications",

@@ -137,8 +137,11 @@ def logs(
     redis_url: str | None,
     namespace: str | None,
 ) -> None:
-    """What a run's steps (or one job) wrote: stdout (|), stderr (!), log records (~), every
-    attempt of each job (a header where one starts).
+    """What a run's steps (or one job) wrote: stdout (|), a Python step's stderr (!), log
+    records (~), every attempt of each job (a header where one starts).
+
+    A shell step's stdout and stderr share one pipe, so its lines keep the order it wrote them
+    in and all show as stdout (|); only what a Python step writes to sys.stderr is marked !.
 
     With -f, lines are printed as they come until the run (or job) has ended.
     """

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
 from pathlib import Path
 
 import pytest
@@ -438,3 +439,31 @@ def test_an_attempt_that_wrote_nothing_is_an_attempt(url: str, tmp_path: Path) -
     third = flows("logs", run_id, "once", "--attempt", "3")
     assert third.exit_code == 1
     assert "step once has no attempt 3 (it has 2 attempts)" in third.stderr
+
+
+def test_only_a_python_steps_stderr_is_marked_as_the_help_says(
+    url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    module = f"warns_{uuid.uuid4().hex[:8]}"  # workers cache imported modules
+    (tmp_path / f"{module}.py").write_text(
+        "import sys\n\ndef run(job):\n    print('careful', file=sys.stderr)\n"
+    )
+    path = tmp_path / "both.yaml"
+    path.write_text(
+        "version: 1\nname: both\nqueue: both\nsteps:\n"
+        f"  py: {{job: {module}.run}}\n  sh: {{run: echo careful >&2}}\n"
+    )
+    monkeypatch.chdir(tmp_path)
+    assert flows("run", str(path), "--run-id", "both").exit_code == 0
+    lines = flows("logs", "both").stdout.splitlines()
+    assert [line.split(" ", 1)[1] for line in sorted(lines, key=lambda x: x.split()[1])] == [
+        "py ! careful",
+        "sh | careful",
+    ]
+    shown = " ".join(flows("logs", "--help").stdout.split())
+    assert "stdout (|), a Python step's stderr (!), log records (~)" in shown
+    assert (
+        "A shell step's stdout and stderr share one pipe, so its lines keep the order it wrote "
+        "them in and all show as stdout (|); only what a Python step writes to sys.stderr is "
+        "marked !."
+    ) in shown
