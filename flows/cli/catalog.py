@@ -84,8 +84,9 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "retry": (
         "jobs",
         "Resume run TARGET and work it here as `flows run` does (its failed steps run "
-        "again, completed ones do not; exit code 0 when it succeeds), or put a failed job "
-        "TARGET back (a job of a run: RUN:STEP).",
+        "again, completed ones do not; exit code 0 when it succeeds), or put the failed "
+        "jobs of TARGET back: a step of a run (RUN:STEP, a foreach step's items too) or a "
+        "job.",
     ),
     "run": ("run", "Validate FILE, submit a run, and (unless --detach) run it here until it ends."),
     "runs": (

@@ -31,7 +31,7 @@ from flows.runs import actions as run_actions
 from flows.runs.logs import NoSuchRun, run_jobs
 from flows.runs.read import load_run
 from scheduler.engine.client import Client
-from scheduler.engine.errors import InvalidArgument
+from scheduler.engine.errors import InvalidArgument, JobNotFound
 from scheduler.engine.job import Job, RanBy
 from scheduler.engine.limits import id_fault
 from scheduler.engine.replies import as_dict
@@ -448,9 +448,14 @@ def retry(
     namespace: str | None,
 ) -> None:
     """Resume run TARGET and work it here as `flows run` does (its failed steps run again,
-    completed ones do not; exit code 0 when it succeeds), or put a failed job TARGET back
-    (a job of a run: RUN:STEP). Refused (exit code 1, nothing changed) when TARGET has nothing
-    failed, expired or lost to resume: re-run finished work with `flows rerun`."""
+    completed ones do not; exit code 0 when it succeeds), or put the failed jobs of TARGET
+    back: a step of a run (RUN:STEP, a foreach step's items too) or a job.
+
+    A run still running with nothing failed, expired or canceled (an interrupted `flows run`)
+    is resumed as it is: nothing is put back, and what is left is worked here. Anything else
+    with nothing failed, expired or canceled to put back (a run that is not running, a step,
+    a job) is refused (exit code 1, nothing changed): re-run finished work with `flows
+    rerun`."""
     client = open_client(redis_url, namespace)
     with user_errors():
         if _is_run(client, target):
@@ -468,14 +473,31 @@ def retry(
                     print_json({"run": target, "retried": count})
                 return
             sys.exit(work_run(client, target, view.queues, threads, as_json=as_json))
-        if client.jobs.get(target) is None:
+        if not _may_be_job(target):
             raise _unknown([target])
-        done = run_actions.retry_job(client, target)
+        try:
+            done = run_actions.retry_job(client, target)
+        except JobNotFound:
+            raise _unknown([target]) from None
+        except InvalidArgument:
+            _no_such_step(client, target)
+            raise
     if "run" in done:
         text = f"run {done['run']}: {done['retried']} failed job(s) of {target} put back"
     else:
         text = f"{target} put back into {done['queue']}"
     report(as_json, text, done)
+
+
+def _no_such_step(client: Client, target: str) -> None:
+    """For RUN:STEP naming no step of RUN: say so with the one likely meant, as `flows logs`
+    does (the engine's refusal names no step)."""
+    run_id = run_actions.run_of_job(client, target)
+    if run_id is not None:
+        try:
+            run_jobs(client, run_id, target[len(run_id) + 1 :].split("[", 1)[0])
+        except NoSuchRun as missing:
+            raise click.ClickException(str(missing)) from None
 
 
 @click.command()

@@ -21,15 +21,24 @@ def is_run(client: Client, name: str) -> bool:
 
 def run_of_job(client: Client, jid: str) -> str | None:
     """The run a job belongs to (from its flow meta, else its ``<run>:<step>`` id), or None."""
-    job = client.jobs.get(jid)
+    found = _run_target(client, jid)
+    return None if found is None else found[0]
+
+
+def _run_target(client: Client, name: str) -> tuple[str, str] | None:
+    """The run ``name`` is of, and the target that names it to the engine's ``run.retry``:
+    a job of a run (by its flow meta, else its ``<run>:<step>`` id) by its jid, and a
+    ``<run>:<step>`` that is no job by the step (a foreach step's jobs are
+    ``<run>:<step>[i]``: the engine targets them all by the step's name); None when neither."""
+    job = client.jobs.get(name)
     meta = FlowsMeta.from_data(job.data) if job is not None else None
     if meta is not None:
-        return meta.run
-    head = jid.split("[", 1)[0]
+        return meta.run, name
+    head = name.split("[", 1)[0]
     if ":" in head:
         run_id = head.rsplit(":", 1)[0]
         if is_run(client, run_id):
-            return run_id
+            return run_id, name if job is not None else name[len(run_id) + 1 :]
     return None
 
 
@@ -40,12 +49,14 @@ def retry_run(client: Client, run_id: str, target: str | None = None) -> int:
 
 
 def retry_job(client: Client, jid: str) -> dict[str, str | int]:
-    """Retry one job: a job of a run through its run (the engine's rules), a plain one only
-    when it failed or expired. Returns ``{run, retried}`` or ``{queue, retried}``; raises
+    """Retry one job, or a step of a run (``<run>:<step>``, a foreach step's too): a job of a
+    run through its run (the engine's rules), a plain one only when it failed or expired.
+    Returns ``{run, retried}`` or ``{queue, retried}``; raises
     :class:`~scheduler.engine.errors.JobNotFound` or :class:`WrongState`."""
-    run_id = run_of_job(client, jid)
-    if run_id is not None:
-        return {"run": run_id, "retried": retry_run(client, run_id, jid)}
+    of_run = _run_target(client, jid)
+    if of_run is not None:
+        run_id, target = of_run
+        return {"run": run_id, "retried": retry_run(client, run_id, target)}
     found = client.jobs[jid]
     if found.state not in RETRYABLE:
         raise WrongState(

@@ -294,9 +294,10 @@ def get_job(ui: Ui, jid: str) -> dict[str, Any]:
 
 @router.post("/jobs/{jid}/retry", dependencies=writes, tags=["jobs"])
 def retry_job(ui: Ui, jid: str) -> dict[str, Any]:
-    """Put a failed or expired job back (a job of a run by the run's rules). 409 (nothing
-    changed) for a job in any other state: a completed one is re-run, an awaiting one
-    signaled."""
+    """Put a failed or expired job back (a job of a run by the run's rules), or the failed
+    jobs of a run's step named as ``RUN:STEP`` (a foreach step's items, ``RUN:STEP[i]``, too).
+    409 (nothing changed) for a job in any other state: a completed one is re-run, an awaiting
+    one signaled."""
     done = engine_errors(lambda: run_actions.retry_job(ui.client, jid))
     return {"jid": jid, **done}
 

@@ -309,3 +309,28 @@ def test_a_steps_outputs_keep_their_empty_lists_now_and_after_a_rerun(
         assert [(e["attempt"], e["status"], e["result"]) for e in job["earlier"]] == [
             (1, "success", made)
         ]
+
+
+def test_the_api_retries_a_foreach_step_by_its_name(
+    cli: CliRunner, client: Client, api: Api, redis_client: redis.Redis, tmp_path: Path
+) -> None:
+    """POST /api/v1/jobs/RUN:STEP/retry names a step as `flows retry RUN:STEP` does: a foreach
+    step's failed items (RUN:STEP[i]) are put back."""
+    flow = tmp_path / "fe.yaml"
+    flow.write_text(
+        "version: 1\nname: fe\nqueue: fe\ndefaults: {retry: {attempts: 1, delay: 0}}\n"
+        "steps:\n  each:\n    foreach: {items: [1, 2, 3], as: n}\n"
+        '    run: test "${{ n }}" != 2\n'
+    )
+    assert flows(cli, "run", "--run-id", "f1", str(flow)).exit_code == 1
+    with assert_unchanged(redis_client):
+        unknown = api.post("/api/v1/jobs/f1:eech/retry")
+    assert unknown.status == 400 and "run f1 has no step or job eech" in str(unknown.body)
+    retried = api.post("/api/v1/jobs/f1:each/retry")
+    assert retried.status == 200, retried.body
+    assert retried.body == {"jid": "f1:each", "run": "f1", "retried": 1}
+    assert [client.jobs[f"f1:each[{i}]"].state for i in range(3)] == [
+        "complete",
+        "waiting",
+        "complete",
+    ]
