@@ -90,10 +90,14 @@ class Printer:
         echo_line(item, self.as_json, self.label, self.sgr)
 
     def silent(self, what: str, attempt: int | None) -> None:
-        """Say, on stderr, that the attempt asked for wrote nothing (it ran: `--attempt` was
-        checked against the attempts made)."""
-        if attempt is not None and not self.printed:
+        """Say, on stderr, that what was asked for has no line (the attempt ran: `--attempt`
+        was checked against the attempts made): an empty output is no answer."""
+        if self.printed:
+            return
+        if attempt is not None:
             click.echo(f"{what}: attempt {attempt} wrote no lines", err=True)
+        else:
+            click.echo(f"{what}: no lines", err=True)
 
     def dropped(self, follower: Follower) -> None:
         """Say, on stderr, which attempts kept fewer lines than they wrote."""

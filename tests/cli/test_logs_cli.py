@@ -436,6 +436,17 @@ def test_an_attempt_that_wrote_nothing_is_an_attempt(url: str, tmp_path: Path) -
     assert second.stderr == "step once: attempt 2 wrote no lines\n"
     job = flows("logs", "--job", f"{run_id}:once", "--attempt", "2")
     assert (job.exit_code, job.stderr) == (0, f"job {run_id}:once: attempt 2 wrote no lines\n")
+    quiet = """\
+version: 1
+name: mute
+steps:
+  hush: {run: "true"}
+"""
+    path.write_text(quiet)
+    assert flows("run", str(path), "--run-id", "mute-1").exit_code == 0
+    nothing = flows("logs", "mute-1", "hush")
+    assert (nothing.exit_code, nothing.stdout) == (0, "")
+    assert nothing.stderr == "step hush: no lines\n"
     third = flows("logs", run_id, "once", "--attempt", "3")
     assert third.exit_code == 1
     assert "step once has no attempt 3 (it has 2 attempts)" in third.stderr
