@@ -469,6 +469,17 @@ def _listed_runs(
     return out[:limit]
 
 
+def _no_runs(client: Client, flow: str | None) -> str:
+    if flow is None:
+        return "no runs yet"
+    from flows.flowfile.findings import did_you_mean
+
+    with user_errors():
+        flows = {str(r.get("flow", "")) for r in _listed_runs(client, None, 1000, True)}
+    hint = did_you_mean(flow, sorted(flows - {""}))
+    return f"no runs of flow {visible(repr(flow))}" + (f" ({hint})" if hint else "")
+
+
 @click.command()
 @click.option("--flow", help="Only runs of this flow.")
 @click.option(
@@ -496,6 +507,9 @@ def runs(
         records = _listed_runs(client, flow, limit, show_all)
     if as_json:
         print_json(records)
+        return
+    if not records:  # an empty table reads as a hang, or hides a typo in --flow
+        click.echo(_no_runs(client, flow), err=True)
         return
     rows = [
         [

@@ -153,6 +153,11 @@ def test_detach_submits_and_prints_the_run_id(cli: CliRunner, client: Client) ->
     assert view is not None and view.status == "running"
     listing = json.loads(flows(cli, "runs", "--json").stdout)
     assert [r["id"] for r in listing] == [run_id]
+    # An empty listing says so, and a --flow that matches nothing names the flows that do.
+    typo = flows(cli, "runs", "--flow", "sales-elt")
+    assert (typo.exit_code, typo.stdout) == (0, "")
+    assert typo.stderr.strip() == "no runs of flow 'sales-elt' (did you mean 'sales-etl'?)"
+    assert json.loads(flows(cli, "runs", "--flow", "sales-elt", "--json").stdout) == []
 
 
 def test_a_run_of_5000_layered_steps_is_submitted_whole(
