@@ -141,18 +141,6 @@ def check_jid(command: str, name: str, value: Any) -> str:
     return jid
 
 
-def id_problem(value: Any, *, name: bool = False) -> str | None:
-    """What keeps ``value`` from being an id (:func:`check_id`; with ``name``, a name as
-    :func:`check_name`), in the engine's words without its command and argument names ("contains
-    white space or a control character: 'a b'"); None when it is one. For checking a value
-    where it is given (an option), before any engine call."""
-    try:
-        (check_name if name else check_id)("", "value", value)
-    except (InvalidArgument, TooLarge) as error:
-        return error.message.split('Arg "value" ', 1)[-1]
-    return None
-
-
 IdKind = Literal["id", "name", "jid"]
 """The rules a value must meet: :func:`check_id`'s, :func:`check_name`'s or :func:`check_jid`'s."""
 
@@ -381,6 +369,5 @@ __all__ = [
     "encode_payload",
     "id_fault",
     "id_from",
-    "id_problem",
     "json_depth",
 ]

@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import MISSING, dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
-from scheduler.engine.limits import id_problem
+from scheduler.engine.limits import MAX_ID_BYTES, id_fault
 
 if TYPE_CHECKING:
     from scheduler.worker.fetching import Strategy
@@ -156,9 +156,11 @@ def _some_queues(queues: tuple[str, ...]) -> str | None:
     if not queues:
         return "give at least one queue"
     for queue in queues:
-        problem = id_problem(queue)
-        if problem is not None:
-            return f"a queue name {problem}"
+        fault = id_fault(queue)
+        if fault is not None:  # the name shown, unless its size is what is wrong
+            size = len(queue.encode("utf-8", "surrogatepass"))
+            shown = f": {queue[:40]!r}" if 0 < size <= MAX_ID_BYTES else ""
+            return f"a queue name {fault}{shown}"
     return None
 
 

@@ -18,7 +18,7 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from flows.cli.worker import DEFAULTS, worker
-from scheduler.engine.limits import id_problem
+from scheduler.engine.limits import id_fault
 from scheduler.worker.fetching import Strategy
 from scheduler.worker.pool import WorkerPool
 from scheduler.worker.settings import OVERRIDES, SettingError, WorkerSettings, overridden, table
@@ -32,7 +32,7 @@ text = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters=
 queue = (
     text.map(lambda name: name.replace(",", "").strip())
     .filter(bool)
-    .filter(lambda name: id_problem(name) is None)
+    .filter(lambda name: id_fault(name) is None)
 )
 
 
