@@ -67,11 +67,11 @@ def retry_job(client: Client, jid: str) -> dict[str, str | int]:
     return {"queue": found.queue, "retried": 1}
 
 
-def job_actions(client: Client, jid: str, state: str | None) -> list[str]:
-    """What may be done to job ``jid`` (in ``state``) now: for a job of a run, what the
-    engine's decider allows (``run.job``, the words of :mod:`flows.runs.statuses`); for a
-    plain job, ``retry`` when it failed or expired and ``cancel`` until it completes."""
-    run_id = run_of_job(client, jid)
+def job_actions(client: Client, jid: str, state: str | None, run_id: str | None) -> list[str]:
+    """What may be done to job ``jid`` (in ``state``) now: for a job of run ``run_id``
+    (:func:`run_of_job`), what the engine's decider allows (``run.job``, the words of
+    :mod:`flows.runs.statuses`); for a plain job (None), ``retry`` when it failed or expired
+    and ``cancel`` until it completes."""
     if run_id is not None:
         reply = client.engine.call("run.job", run_id, jid)
         allowed = json.loads(reply).get("actions") if reply else None

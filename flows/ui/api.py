@@ -287,8 +287,8 @@ def get_job(ui: Ui, jid: str) -> dict[str, Any]:
     """One job: state, data, result, failure, history, and the actions allowed on it now (a
     job of a run: as its run's decider says; `run` names the run)."""
     doc = _job(ui.client, jid).as_json()
-    doc["run"] = run_actions.run_of_job(ui.client, jid)
-    doc["actions"] = run_actions.job_actions(ui.client, jid, doc.get("state"))
+    doc["run"] = run_id = run_actions.run_of_job(ui.client, jid)
+    doc["actions"] = run_actions.job_actions(ui.client, jid, doc.get("state"), run_id)
     return doc
 
 
