@@ -82,7 +82,13 @@ def queues(as_json: bool, redis_url: str | None, namespace: str | None) -> None:
 
 
 @click.command()
-@click.option("--queue", "-q", help="Only workers that registered this queue (its listeners).")
+@id_option(
+    "--queue",
+    "-q",
+    what="queue name",
+    kind="id",
+    help="Only workers that registered this queue (its listeners).",
+)
 @as_json
 @connection
 def workers(queue: str | None, as_json: bool, redis_url: str | None, namespace: str | None) -> None:
@@ -186,7 +192,9 @@ def _filtered(page: Page, queue: str | None, limit: int) -> list[Job]:
     show_default=True,
     help="The jobs' state.",
 )
-@click.option("--queue", "-q", help="Only jobs of this queue (for every state).")
+@id_option(
+    "--queue", "-q", what="queue name", kind="id", help="Only jobs of this queue (for every state)."
+)
 @click.option(
     "--limit",
     type=click.IntRange(1, 10000),
@@ -318,7 +326,7 @@ def job(jid: str, as_json: bool, redis_url: str | None, namespace: str | None) -
 
 
 @click.command()
-@click.argument("group", required=False)
+@id_argument("group", "failure group", kind="id", required=False)
 @click.option(
     "--limit",
     type=click.IntRange(1, 10000),
@@ -373,8 +381,15 @@ def failed(
 
 
 @click.command()
-@click.argument("group")
-@click.option("--queue", "-q", required=True, help="Queue to put the jobs back into.")
+@id_argument("group", "failure group", kind="id")
+@id_option(
+    "--queue",
+    "-q",
+    what="queue name",
+    kind="id",
+    required=True,
+    help="Queue to put the jobs back into.",
+)
 @click.option(
     "--count",
     type=click.IntRange(1, 100000),

@@ -27,7 +27,7 @@ def queue() -> None:
 
 
 @queue.command("stats")
-@click.argument("name")
+@id_argument("name", "queue name", kind="id")
 @as_json
 @connection
 def queue_stats(name: str, as_json: bool, redis_url: str | None, namespace: str | None) -> None:
@@ -63,7 +63,7 @@ def _pause(
 
 
 @queue.command("pause")
-@click.argument("name")
+@id_argument("name", "queue name", kind="id")
 @as_json
 @connection
 def queue_pause(name: str, as_json: bool, redis_url: str | None, namespace: str | None) -> None:
@@ -72,7 +72,7 @@ def queue_pause(name: str, as_json: bool, redis_url: str | None, namespace: str 
 
 
 @queue.command("unpause")
-@click.argument("name")
+@id_argument("name", "queue name", kind="id")
 @as_json
 @connection
 def queue_unpause(name: str, as_json: bool, redis_url: str | None, namespace: str | None) -> None:
@@ -81,7 +81,7 @@ def queue_unpause(name: str, as_json: bool, redis_url: str | None, namespace: st
 
 
 @queue.command("truncate")
-@click.argument("name")
+@id_argument("name", "queue name", kind="id")
 @click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
 @as_json
 @connection
@@ -100,7 +100,7 @@ def queue_truncate(
 
 
 @queue.command("drop")
-@click.argument("name")
+@id_argument("name", "queue name", kind="id")
 @click.option("--truncate", "empty", is_flag=True, help="Remove its jobs first.")
 @click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
 @as_json
@@ -126,7 +126,7 @@ def queue_drop(
 
 
 @click.command()
-@click.argument("name")
+@id_argument("name", "queue name", kind="id")
 @click.option(
     "--count",
     type=click.IntRange(1, 100000),
@@ -238,7 +238,7 @@ class ThrottleLimit(click.IntRange):
 
 # "-1" is a (refused) limit, not an option: click passes what is no option of the command on.
 @throttle.command("set", context_settings={"ignore_unknown_options": True})
-@click.argument("name")
+@id_argument("name", "queue name", kind="id")
 @click.argument("limit", type=ThrottleLimit())
 @as_json
 @connection
@@ -253,7 +253,7 @@ def throttle_set(
 
 
 @throttle.command("unset")
-@click.argument("name")
+@id_argument("name", "queue name", kind="id")
 @as_json
 @connection
 def throttle_unset(name: str, as_json: bool, redis_url: str | None, namespace: str | None) -> None:
