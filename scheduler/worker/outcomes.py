@@ -109,19 +109,23 @@ class ShutdownInterrupt(JobInterrupted):
 class RetryPolicy:
     """Delay before retry number ``attempt`` (1 = the first retry).
 
-    ``fixed``: always ``delay``. ``exponential``: ``delay * 2 ** (attempt - 1)``. Both capped at
-    ``max_delay`` and then spread by ``jitter`` (a fraction: 0.2 means +-20 %), so that many jobs
-    failing together do not come back together.
+    ``fixed``: always ``delay``. ``exponential``: ``delay * 2 ** (attempt - 1)``, capped at
+    ``max_delay`` (None: not capped). Then spread by ``jitter`` (a fraction: 0.2 means +-20 %),
+    so that many jobs failing together do not come back together.
     """
 
     backoff: Literal["fixed", "exponential"] = "exponential"
     delay: float = 1.0
-    max_delay: float = 300.0
+    max_delay: float | None = 300.0
     jitter: float = 0.2
 
     def delay_for(self, attempt: int, rng: random.Random | None = None) -> float:
-        base = self.delay if self.backoff == "fixed" else self.delay * 2 ** max(0, attempt - 1)
-        base = min(base, self.max_delay)
+        if self.backoff == "fixed":
+            base = self.delay  # what was asked for, however long: the cap is the growth's
+        else:
+            base = self.delay * 2 ** max(0, attempt - 1)
+            if self.max_delay is not None:
+                base = min(base, self.max_delay)
         if self.jitter <= 0 or base <= 0:
             return base
         spread = base * self.jitter
@@ -139,6 +143,9 @@ class RetryPolicy:
         return cls(
             backoff="fixed" if raw.get("backoff") == "fixed" else "exponential",
             delay=number("delay", cls.delay),
-            max_delay=number("max_delay", cls.max_delay),
+            # A flow's retry always names it; null there is "no cap" (the flow reference).
+            max_delay=None
+            if "max_delay" in raw and raw["max_delay"] is None
+            else number("max_delay", 300.0),
             jitter=number("jitter", cls.jitter),
         )
