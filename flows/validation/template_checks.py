@@ -124,6 +124,24 @@ class TemplateChecker:
                     problem = self.reference_problem(reference, reader, field)
                     if problem is not None:
                         self.sink.error(path, "template", *problem, within=within)
+        if isinstance(action, Step) and action.cache is not None and OPEN in action.cache.key:
+            self.check_cache_key((*base, "cache", "key"), action.cache.key)
+
+    def check_cache_key(self, path: DataPath, key: str) -> None:
+        """A cache key is rendered when the run is made, before any step ran: of params and
+        run fields only."""
+        for reference, within in self.parse(path, key):
+            if reference.root == PARAMS:
+                problem = self.param_problem(reference)
+            elif reference.root == RUN:
+                problem = _run_problem(reference)
+            else:
+                problem = (
+                    f"a cache key may read params and run fields, not '{reference}'",
+                    "what the step reads from upstream is in its key already",
+                )
+            if problem is not None:
+                self.sink.error(path, "template", *problem, within=within)
 
     def parse(self, path: DataPath, text: str) -> list[tuple[Reference, Within]]:
         """The references of ``text``, each with where it is written; each malformed template
@@ -603,6 +621,8 @@ def _all_rendered(path: DataPath) -> bool:
         return True
     if path[0] == "steps" and path[2] == "if":
         return True
+    if path[0] == "steps" and path[2:4] == ("cache", "key"):
+        return True  # checked by TemplateChecker.check_cache_key
     if len(path) >= 4 and path[0] == "steps" and path[2:4] == ("foreach", "items"):
         return True
     if len(path) >= 4 and path[0] == "steps" and path[2] == "matrix":

@@ -1113,3 +1113,44 @@ def test_tests_must_be_a_list_of_cases(value: str) -> None:
     assert [f.line for f in findings if f.severity == "error"] == [6], [
         f.format() for f in findings
     ]
+
+
+def test_a_cache_key_takes_templates_of_params_and_run_fields() -> None:
+    flow = valid(
+        """
+        version: 1
+        name: c
+        params: {day: {type: string, default: "x"}}
+        steps:
+          count:
+            run: echo hi
+            cache: {key: "v1-${{ params.day }}-${{ run.flow }}", ttl: 1m}
+        """
+    )
+    assert flow.steps["count"].cache is not None
+
+
+@pytest.mark.parametrize(
+    ("key", "message"),
+    [
+        ("${{ params.dya }}", "unknown param 'dya'"),
+        ("${{ steps.a.outputs.n }}", "a cache key may read params and run fields"),
+        ("${{ run.nope }}", "run.nope"),
+    ],
+)
+def test_a_cache_key_reading_anything_else_is_refused_at_its_column(key: str, message: str) -> None:
+    finding = one(
+        f"""
+        version: 1
+        name: c
+        params: {{day: {{type: string, default: "x"}}}}
+        steps:
+          a: {{run: echo a}}
+          count:
+            needs: [a]
+            run: echo hi
+            cache: {{key: "{key}", ttl: 1m}}
+        """,
+        "template",
+    )
+    assert message in finding.message and finding.line == 10  # the dedented text starts blank
