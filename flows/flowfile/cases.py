@@ -60,6 +60,8 @@ class Expect:
     steps: Mapping[str, StepExpect] = field(default_factory=dict)
     order: tuple[str, ...] | None = None
     runs: int | None = None
+    outputs: Mapping[str, Any] | None = None
+    """The run's outputs (the flow's ``outputs:``) by the keys named."""
 
 
 @dataclass(frozen=True)
@@ -322,8 +324,18 @@ class CaseReader:
         runs = body.get("runs")
         if runs is not None and (isinstance(runs, bool) or not isinstance(runs, int) or runs < 0):
             self.sink.error((*path, "runs"), "test-type", "runs must be a number >= 0")
+        outputs = body.get("outputs")
+        if outputs is not None and not isinstance(outputs, Mapping):
+            self.sink.error(
+                (*path, "outputs"), "test-type", "outputs must map the run's outputs to values"
+            )
+            outputs = None
         return Expect(
-            status, steps, tuple(str(s) for s in order) if order is not None else None, runs
+            status,
+            steps,
+            tuple(str(s) for s in order) if order is not None else None,
+            runs,
+            dict(outputs) if outputs is not None else None,
         )
 
 

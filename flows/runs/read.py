@@ -326,6 +326,28 @@ def list_run_statuses(
     return [run_record(r) for r in _list(raw)]
 
 
+def run_outputs(client: Session, run_id: str) -> dict[str, Any]:
+    """The run's outputs (its flow's ``outputs:``), read from its steps' results; {} when the
+    flow declares none or there is no such run. Raises
+    :class:`flows.flowfile.job_data.UnresolvedReference` when a step they read has no result
+    (it failed, or has not run), :class:`~scheduler.engine.errors.EngineError` on a refusal."""
+    from flows.expand.flow_outputs import RECORD_FIELD, resolve_outputs, upstream_jids
+    from flows.flowfile.job_data import UpstreamJob, was_skipped
+
+    raw = client.engine.call("run.get", run_id)
+    record = json.loads(raw) if raw is not None else {}
+    text = record.get(RECORD_FIELD)
+    if not text:
+        return {}
+    outputs = json.loads(text) if isinstance(text, str) else text
+    jids = upstream_jids(outputs)
+    jobs = {
+        found.jid: UpstreamJob(found.state, found.result, was_skipped(found.history))
+        for found in (client.jobs.multiget(*jids) if jids else [])
+    }
+    return resolve_outputs(run_id, outputs, jobs)
+
+
 __all__ = [
     "PAGE",
     "RUN_STATUSES",
@@ -338,6 +360,7 @@ __all__ = [
     "load_run",
     "parse_run",
     "run_document",
+    "run_outputs",
     "run_record",
     "run_status",
     "step_of",

@@ -27,8 +27,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Final
 
-from flows.expand.flow_outputs import RECORD_FIELD, resolve_outputs, upstream_jids
-from flows.flowfile.job_data import FlowsMeta, UnresolvedReference, UpstreamJob, was_skipped
+from flows.flowfile.job_data import FlowsMeta, UnresolvedReference
 from flows.flowfile.params import ParamError
 from flows.flowfile.subflow_job import (
     FILE_KEY,
@@ -38,7 +37,7 @@ from flows.flowfile.subflow_job import (
     child_run_id,
 )
 from flows.runs.build import build_run, read_flow_file
-from flows.runs.read import load_run
+from flows.runs.read import load_run, run_outputs
 from flows.validation.validate import InvalidFlow
 from scheduler.engine.errors import (
     EngineError,
@@ -150,19 +149,8 @@ def _failure(client: Session, child: str, status: str) -> str:
 
 def _outputs(client: Session, child: str) -> dict[str, Any]:
     """The child flow's ``outputs:``, read from its steps' results ({} when it has none)."""
-    raw = client.engine.call("run.get", child)
-    record = json.loads(raw) if raw is not None else {}
-    text = record.get(RECORD_FIELD)
-    if not text:
-        return {}
-    outputs = json.loads(text) if isinstance(text, str) else text
-    jids = upstream_jids(outputs)
-    jobs = {
-        found.jid: UpstreamJob(found.state, found.result, was_skipped(found.history))
-        for found in (client.jobs.multiget(*jids) if jids else [])
-    }
     try:
-        return resolve_outputs(child, outputs, jobs)
+        return run_outputs(client, child)
     except (UnresolvedReference, EngineError) as error:
         raise FailJob("flows-reference", f"the child's outputs: {error}") from None
 

@@ -36,9 +36,9 @@ from typing import Any, Final
 import redis
 
 from flows.flowfile.cases import Case, Stub
-from flows.flowfile.job_data import FlowsMeta
+from flows.flowfile.job_data import FlowsMeta, UnresolvedReference
 from flows.runs.build import build_run
-from flows.runs.read import RunView, load_run
+from flows.runs.read import RunView, load_run, run_outputs
 from flows.runs.service_source import FlowsSource, definition_of
 from flows.runs.submit import submit
 from flows.runtime.worker_hook import prepare
@@ -112,6 +112,8 @@ class Observed:
     steps: dict[str, dict[str, Any]] = field(default_factory=dict)
     order: list[str] = field(default_factory=list)
     runs: int | None = None
+    outputs: dict[str, Any] | None = None
+    """The run's outputs (the flow's ``outputs:``); None when a step they read has none."""
     ticks: list[float] = field(default_factory=list)
     """A schedule case's fired ticks (epoch seconds), in firing order."""
     seconds: float = 0.0
@@ -377,7 +379,11 @@ class _Driver:
         view = load_run(self.client, run_id)
         if view is None:
             raise CaseError(f"run {run_id} is gone")
-        return Observed(run_id, view.status, _steps(view), list(self.order))
+        try:
+            outputs: dict[str, Any] | None = run_outputs(self.client, run_id)
+        except (UnresolvedReference, EngineError):
+            outputs = None  # a step they read failed or never ran
+        return Observed(run_id, view.status, _steps(view), list(self.order), outputs=outputs)
 
 
 def _first_score(reply: Any) -> float:

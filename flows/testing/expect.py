@@ -28,12 +28,27 @@ def _subset(expected: Any, actual: Any) -> bool:
             and len(expected) == len(actual)
             and all(_subset(e, a) for e, a in zip(expected, actual, strict=True))
         )
-    if isinstance(expected, int | float) and isinstance(actual, str):
-        try:
+    number_and_text = (_number(expected) and isinstance(actual, str)) or (
+        _number(actual) and isinstance(expected, str)
+    )
+    if number_and_text:
+        try:  # a shell step's outputs are text: 40 and "40" are the same output, either way
             return float(actual) == float(expected)
         except ValueError:
             return False
     return bool(expected == actual)
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _aligned(expected: Any, actual: Any) -> Any:
+    """``actual`` with each value that matches ``expected`` written as expected: the diff then
+    shows only what differs (40 against "40" is no difference)."""
+    if isinstance(expected, dict) and isinstance(actual, dict):
+        return {key: _aligned(expected.get(key), value) for key, value in actual.items()}
+    return expected if _subset(expected, actual) else actual
 
 
 def expected_view(case: Case) -> dict[str, Any]:
@@ -58,6 +73,8 @@ def expected_view(case: Case) -> dict[str, Any]:
         view["order"] = list(expect.order)
     if expect.runs is not None:
         view["runs"] = expect.runs
+    if expect.outputs is not None:
+        view["outputs"] = dict(expect.outputs)
     return view
 
 
@@ -85,6 +102,9 @@ def observed_view(case: Case, observed: Observed) -> dict[str, Any]:
         view["order"] = seen
     if "runs" in expected:
         view["runs"] = observed.runs
+    if "outputs" in expected:
+        got = observed.outputs
+        view["outputs"] = None if got is None else {k: got.get(k) for k in expected["outputs"]}
     return view
 
 
@@ -113,7 +133,8 @@ def diff(case: Case, observed: Observed) -> list[str]:
     if not problems:
         return []
     left = json.dumps(expected, indent=2, sort_keys=True, default=str).splitlines()
-    right = json.dumps(actual, indent=2, sort_keys=True, default=str).splitlines()
+    shown = _aligned(expected, actual)
+    right = json.dumps(shown, indent=2, sort_keys=True, default=str).splitlines()
     lines = [*problems, "", "- expected", "+ observed"]
     lines.extend(line for line in difflib.ndiff(left, right) if not line.startswith("?"))
     return lines

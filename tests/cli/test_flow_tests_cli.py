@@ -53,6 +53,18 @@ def test_a_changed_expectation_fails_with_a_diff(url: str, tmp_path: Path) -> No
     assert "Traceback" not in out
 
 
+def test_the_runs_outputs_are_compared_by_key(url: str, tmp_path: Path) -> None:
+    folder = _copy_examples(tmp_path)
+    flow = folder / "report.yaml"
+    text = flow.read_text()
+    assert 'outputs: {total: "40", day: "2026-11-01"}' in text
+    flow.write_text(text.replace('outputs: {total: "40", day', 'outputs: {total: "41", day'))
+    result = flows("test", str(flow), "-k", "ten times", "--redis", url)
+    assert result.exit_code == 1, result.output
+    assert 'expect.outputs.total: expected "41", got "40"' in result.output
+    assert "expect.outputs.day" not in result.output
+
+
 def test_a_changed_expectation_in_a_flows_own_tests_fails_with_a_diff(
     url: str, tmp_path: Path
 ) -> None:
