@@ -32,7 +32,9 @@ def _line(report: CaseReport, verbose: bool) -> None:
 
 @click.command()
 @click.argument("paths", nargs=-1, type=click.Path(exists=True, path_type=Path))
-@click.option("-k", "select", help="Only cases whose name contains this text.")
+@click.option(
+    "-k", "select", help="Only cases whose name contains this text (in any case of letters)."
+)
 @click.option("-v", "--verbose", is_flag=True, help="Wall and virtual time of each case.")
 @connection
 def test(

@@ -93,7 +93,8 @@ def run_files(
     on_case: Callable[[CaseReport], None] = lambda _: None,
     select: str | None = None,
 ) -> SessionReport:
-    """Run every case of ``paths`` (``select``: only cases whose name contains it)."""
+    """Run every case of ``paths`` (``select``: only cases whose name contains it, in any case
+    of letters, as pytest's ``-k`` matches)."""
     session = SessionReport()
     for path in paths:
         reading = read_test_file(path)
@@ -101,7 +102,7 @@ def run_files(
         if reading.test is None:
             continue
         for case in reading.test.cases:
-            if select is not None and select not in case.name:
+            if select is not None and select.casefold() not in case.name.casefold():
                 continue
             report = check_case(server, str(path), reading.test, case)
             session.cases.append(report)

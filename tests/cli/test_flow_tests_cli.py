@@ -59,7 +59,7 @@ def test_the_runs_outputs_are_compared_by_key(url: str, tmp_path: Path) -> None:
     text = flow.read_text()
     assert 'outputs: {total: "40", day: "2026-11-01"}' in text
     flow.write_text(text.replace('outputs: {total: "40", day', 'outputs: {total: "41", day'))
-    result = flows("test", str(flow), "-k", "ten times", "--redis", url)
+    result = flows("test", str(flow), "-k", "TEN Times", "--redis", url)  # as pytest: any case
     assert result.exit_code == 1, result.output
     assert 'expect.outputs.total: expected "41", got "40"' in result.output
     assert "expect.outputs.day" not in result.output
