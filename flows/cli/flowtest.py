@@ -10,6 +10,7 @@ import click
 
 from flows.cli.common import open_client, user_errors
 from flows.cli.options import connection
+from flows.cli.terminal import visible
 from flows.cli.validate import checked_files, print_findings, summary
 from flows.testing.files import SUFFIX, find_test_files
 from flows.testing.session import CaseReport, private_server, run_files
@@ -27,7 +28,7 @@ def _line(report: CaseReport, verbose: bool) -> None:
         timing = (
             f" ({report.observed.seconds:.2f}s, {report.observed.virtual_seconds:.0f}s virtual)"
         )
-    click.echo(f"{report.nodeid} {word}{timing}")
+    click.echo(f"{visible(report.nodeid)} {word}{timing}")
 
 
 @click.command()
@@ -82,10 +83,10 @@ def test(
     failed = [c for c in session.cases if not c.passed]
     for report in failed:
         click.echo("")
-        click.echo(click.style(f"_____ {report.nodeid} _____", fg="red", bold=True))
-        click.echo(f"{report.file}:{report.line}: case {report.case!r}")
-        for line in report.failure:
-            click.echo(f"    {line}" if line else "")
+        click.echo(click.style(f"_____ {visible(report.nodeid)} _____", fg="red", bold=True))
+        click.echo(visible(f"{report.file}:{report.line}: case {report.case!r}"))
+        for line in report.failure:  # values and messages from jobs: as text, never escapes
+            click.echo(f"    {visible(line)}" if line else "")
     passed = len(session.cases) - len(failed)
     counts = f"{passed} passed, {len(failed)} failed"
     if session.findings:  # worded as `flows validate` words them

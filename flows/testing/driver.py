@@ -114,6 +114,8 @@ class Observed:
     runs: int | None = None
     outputs: dict[str, Any] | None = None
     """The run's outputs (the flow's ``outputs:``); None when a step they read has none."""
+    failures: list[str] = field(default_factory=list)
+    """How each failed job failed, a line each: what a failed case says besides the diff."""
     ticks: list[float] = field(default_factory=list)
     """A schedule case's fired ticks (epoch seconds), in firing order."""
     seconds: float = 0.0
@@ -383,7 +385,14 @@ class _Driver:
             outputs: dict[str, Any] | None = run_outputs(self.client, run_id)
         except (UnresolvedReference, EngineError):
             outputs = None  # a step they read failed or never ran
-        return Observed(run_id, view.status, _steps(view), list(self.order), outputs=outputs)
+        return Observed(
+            run_id,
+            view.status,
+            _steps(view),
+            list(self.order),
+            outputs=outputs,
+            failures=_failures(view),
+        )
 
 
 def _first_score(reply: Any) -> float:
@@ -393,6 +402,19 @@ def _first_score(reply: Any) -> float:
         return math.inf
     first = reply[0]
     return float(first[1] if isinstance(first, list | tuple) else reply[1])
+
+
+def _failures(view: RunView) -> list[str]:
+    """``step load (r:load): timeout: the last line of its message``, for each failed job."""
+    lines = []
+    for step in view.steps:
+        for job in step.jobs:
+            if job.failure is None:
+                continue
+            message = str(job.failure.get("message", "")).strip().splitlines()
+            last = f": {message[-1][:200]}" if message else ""
+            lines.append(f"step {step.step} ({job.jid}): {job.failure.get('group', '?')}{last}")
+    return lines
 
 
 def _steps(view: RunView) -> dict[str, dict[str, Any]]:

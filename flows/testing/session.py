@@ -84,6 +84,8 @@ def check_case(server: redis.Redis, file: str, test: object, case: Case) -> Case
         return report
     report.observed = observed
     report.failure = diff(case, observed)
+    if report.failure and observed.failures:
+        report.failure += ["", "how its jobs failed:", *(f"  {f}" for f in observed.failures)]
     return report
 
 

@@ -63,6 +63,21 @@ def test_the_runs_outputs_are_compared_by_key(url: str, tmp_path: Path) -> None:
     assert result.exit_code == 1, result.output
     assert 'expect.outputs.total: expected "41", got "40"' in result.output
     assert "expect.outputs.day" not in result.output
+    assert "how its jobs failed" not in result.output  # none did
+
+
+def test_a_failed_case_says_how_its_jobs_failed_as_text(url: str, tmp_path: Path) -> None:
+    flow = tmp_path / "boom.yaml"
+    flow.write_text(
+        "version: 1\nname: boom\nsteps:\n"
+        "  a: {run: 'printf \"bad \\033[2J thing\\n\"; exit 3'}\n"
+        "tests:\n  - name: it works\n    expect: {status: succeeded}\n"
+    )
+    result = flows("test", str(flow), "--redis", url)
+    assert result.exit_code == 1, result.output
+    assert "how its jobs failed:" in result.output
+    assert "step a (" in result.output and "exit-code-3: bad \\x1b[2J thing" in result.output
+    assert "\x1b[2J" not in result.output
 
 
 def test_a_changed_expectation_in_a_flows_own_tests_fails_with_a_diff(
