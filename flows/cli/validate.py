@@ -132,9 +132,7 @@ def validate(
     # too, or named by two parents, is reported once.
     findings = list(
         dict.fromkeys(
-            finding
-            for path in files
-            for finding in validate_file(path, check_imports=check_imports, expand=True).findings
+            finding for path in files for finding in _file_findings(path, check_imports)
         )
     )
     # The files checked: those given, and the sub-flow files their findings come from.
@@ -156,11 +154,24 @@ def validate(
     sys.exit(1 if has_errors(findings) else 0)
 
 
+def _file_findings(path: Path, check_imports: bool) -> list[Finding]:
+    """A flow file's findings; a test file named on the command line (``*.test.yaml``) is
+    checked as `flows test` reads it, not as a flow."""
+    from flows.testing.files import SUFFIX, read_test_file
+
+    if path.name.endswith(SUFFIX):
+        return list(read_test_file(path).findings)
+    return validate_file(path, check_imports=check_imports, expand=True).findings
+
+
 def _previews(files: Sequence[Path], count: int | None, outage: tuple[float, float] | None) -> None:
     from flows.runs.build import read_flow_file
     from flows.runs.service_source import definition_of
+    from flows.testing.files import SUFFIX as TEST_SUFFIX
 
     for path in files:
+        if path.name.endswith(TEST_SUFFIX):  # a test file: no schedule of its own
+            continue
         try:
             flow_file = read_flow_file(path)
         except InvalidFlow:

@@ -162,6 +162,17 @@ def test_a_test_file_without_cases_says_so_at_its_list(url: str, tmp_path: Path)
     assert said in result.output
 
 
+def test_flows_validate_reads_a_test_file_as_flows_test_does(tmp_path: Path) -> None:
+    """Not as a flow (whose version, name and steps it lacks): its own mistakes only."""
+    folder = _copy_examples(tmp_path)
+    bad = folder / "bad.test.yaml"
+    bad.write_text("flow: etl.yaml\ncases:\n  - name: x\n    mock: {lod: {outputs: {}}}\n")
+    result = flows("validate", str(bad), str(folder / "etl.test.yaml"))
+    assert result.exit_code == 1
+    assert f"{bad}:4:12: error: 'lod' is not a step of the flow" in result.output
+    assert "version" not in result.output and "1 error in 2 files" in result.output
+
+
 def test_the_exit_code_of_the_command(url: str, tmp_path: Path) -> None:
     """The installed command, as CI runs it: 0 when passing, 1 when a case fails."""
     folder = _copy_examples(tmp_path)
