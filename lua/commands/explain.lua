@@ -14,7 +14,7 @@
 --                                      reclaims it
 --   awaiting {signal, since, deadline} a wait step waiting for its signal
 --   child-run {child}                  a sub-flow step waiting for its child run
---   upstream-failed {failed, rule}     a dependency failed (or expired): held back by its rule
+--   upstream-failed {failed, rule}     a dependency failed, expired, is buried or gone: held back
 --   dependencies {waiting, rule}       dependencies not done yet (each {jid, state}, at most 20;
 --                                      `more`: how many beyond)
 --   retry-delay {until, attempt, group} a retry waiting for its backoff delay
@@ -71,7 +71,8 @@ function Explain.dependencies(jid, out)
   local waiting, failed = {}, {}
   for _, dep in ipairs(deps) do
     local state = redis.call('hget', Keys.job(dep), 'state') or 'gone'
-    if state == 'failed' or state == 'expired' then
+    -- What the decider calls upstream_failed: a dependency that cannot complete by itself.
+    if state == 'failed' or state == 'expired' or state == 'buried' or state == 'gone' then
       table.insert(failed, { jid = dep, state = state })
     elseif #waiting < Explain.SHOWN then
       table.insert(waiting, { jid = dep, state = state })

@@ -99,8 +99,9 @@ _SENTENCES: dict[str, Callable[[Facts, float], str]] = {
     ),
     "child-run": lambda f, now: f"It waits for its child run {f.get('child')} to end.",
     "upstream-failed": lambda f, now: (
-        f"An upstream job failed: {_jobs(f.get('failed'))}; under its trigger rule "
-        f"{f.get('rule')} it does not run until that is retried and succeeds."
+        f"An upstream job will not complete by itself: {_jobs(f.get('failed'))}; under its "
+        f"trigger rule {f.get('rule')} it does not run until that one is put back (flows retry, "
+        "or flows kick for a buried one) and succeeds."
     ),
     "dependencies": lambda f, now: (
         f"It waits for its dependencies (trigger rule {f.get('rule')}): "

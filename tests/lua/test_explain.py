@@ -171,8 +171,9 @@ def test_dependencies_upstream_failure_and_endings(world: World) -> None:
         world,
         "b",
         "upstream-failed",
-        "An upstream job failed: a (failed); under its trigger rule all_success it does not run "
-        "until that is retried and succeeds.",
+        "An upstream job will not complete by itself: a (failed); under its trigger rule "
+        "all_success it does not run until that one is put back (flows retry, or flows kick for "
+        "a buried one) and succeeds.",
     )
     world.put("c")
     assert world.pop() == ["c"]
@@ -190,6 +191,16 @@ def test_dependencies_upstream_failure_and_endings(world: World) -> None:
         "buried",
         "It is buried (bad input file): it runs again only when its queue q is kicked "
         "(flows kick q).",
+    )
+    # A buried dependency holds its dependents back as a failed one does (upstream_failed).
+    world.put("g", "depends", json.dumps(["e"]))
+    check(
+        world,
+        "g",
+        "upstream-failed",
+        "An upstream job will not complete by itself: e (buried); under its trigger rule "
+        "all_success it does not run until that one is put back (flows retry, or flows kick for "
+        "a buried one) and succeeds.",
     )
     world.put("f", "ttl", 5)
     world.call("maintain", "q", 100, now=T0 + 10)
