@@ -13,13 +13,13 @@ later attempt. A step without a stub really runs.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Final
 
 from flows.flowfile.durations import DurationError, parse_duration
-from flows.flowfile.findings import DataPath, FindingSink, did_you_mean
+from flows.flowfile.findings import DataPath, FindingSink, did_you_mean, names_hint
 from flows.flowfile.status_words import RUN_STATUSES, STEP_STATUSES
 from scheduler.cron.preview import parse_period
 
@@ -109,9 +109,13 @@ class CaseReader:
     """Reads cases of a flow with ``steps`` into :class:`Case` objects, every mistake a
     finding in ``sink``."""
 
-    def __init__(self, sink: FindingSink, steps: Sequence[str]) -> None:
+    def __init__(
+        self, sink: FindingSink, steps: Sequence[str], waits: Collection[str] = ()
+    ) -> None:
         self.sink = sink
         self.steps = list(steps)
+        self.waits = set(waits)
+        """The ``wait:`` steps: they take a signal, never a stub."""
 
     def keys(
         self, raw: Mapping[str, Any], allowed: Sequence[str], path: DataPath, what: str
@@ -205,6 +209,15 @@ class CaseReader:
                 continue
             if not self.step(step, (*path, step)):
                 continue
+            if step in self.waits:  # no worker runs it: a stub would never be used
+                self.sink.error(
+                    (*path, step),
+                    "test-stub",
+                    f"{step!r} is a wait step: it takes a signal, not a stub",
+                    f"give its data under signals: {{{step}: {{...}}}}",
+                    at_key=True,
+                )
+                continue
             specs = spec if isinstance(spec, list) else [spec]
             if not specs:
                 self.sink.error((*path, step), "test-stub", "an empty list of stubs")
@@ -285,13 +298,57 @@ class CaseReader:
         signals = body.get("signals") or {}
         if self.mapping(signals, (*where, "signals"), "signals") is not None:
             for step, value in signals.items():
-                if self.step(step, (*where, "signals", step)):
-                    self.mapping(value, (*where, "signals", step), "a signal's data")
+                if not self.step(step, (*where, "signals", step)):
+                    continue
+                if self.steps and step not in self.waits:  # never awaited: never delivered
+                    self.sink.error(
+                        (*where, "signals", step),
+                        "test-signal",
+                        f"{step!r} is not a wait step: only a step with wait: takes a signal",
+                        names_hint("wait steps", sorted(self.waits)) if self.waits else "",
+                        at_key=True,
+                    )
+                    continue
+                self.mapping(value, (*where, "signals", step), "a signal's data")
         expect = self.expect(body.get("expect") or {}, (*where, "expect"))
+        if expect is not None:
+            self.unused(body, expect, where, period is not None)
         if at is None or expect is None or not isinstance(params, dict):
             return None
         line = self.sink.locate(where, False)[0]
         return Case(str(name), line, params, at, mocks, mock_all, period, signals, expect)
+
+    def unused(
+        self, body: Mapping[str, Any], expect: Expect, where: DataPath, scheduled: bool
+    ) -> None:
+        """What a case may hold but would never use: a schedule case runs the flow at each
+        tick of its period and counts the runs; any other case runs it once."""
+        raw = body.get("expect") or {}
+        if scheduled:
+            if "at" in body:
+                self.sink.error(
+                    (*where, "at"),
+                    "test-key",
+                    "a schedule case starts at its schedule's from: at is not used",
+                    at_key=True,
+                )
+            for key in ("status", "steps", "outputs"):
+                if key in raw:
+                    self.sink.error(
+                        (*where, "expect", key),
+                        "test-key",
+                        f"a schedule case compares its runs and their order, not expect.{key}",
+                        "test one run in a case of its own (with at:)",
+                        at_key=True,
+                    )
+        elif expect.runs is not None:
+            self.sink.error(
+                (*where, "expect", "runs"),
+                "test-key",
+                "runs counts a schedule case's runs: this case runs the flow once",
+                "give the case a schedule: {from: ..., to: ...}",
+                at_key=True,
+            )
 
     def expect(self, raw: Any, path: DataPath) -> Expect | None:
         body = self.mapping(raw, path, "expect")

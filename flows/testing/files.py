@@ -86,11 +86,16 @@ def read_test_file(path: Path) -> Reading:
     except InvalidFlow as invalid:
         return Reading(None, sort_findings([*sink.findings, *invalid.findings]))
     reader.steps = list(flow_file.flow.steps)
+    reader.waits = _wait_steps(flow_file)
     scheduled = flow_file.flow.schedule is not None
     cases = read_cases(data.get("cases"), ("cases",), reader, scheduled, "a test file's cases")
     if cases is None or sink.has_errors:
         return Reading(None, sort_findings(sink.findings))
     return Reading(TestFile(shown, flow_file, tuple(cases)), sort_findings(sink.findings))
+
+
+def _wait_steps(flow_file: FlowFile) -> set[str]:
+    return {name for name, step in flow_file.flow.steps.items() if step.wait is not None}
 
 
 def _read_flow_tests(path: Path) -> Reading:
@@ -106,7 +111,7 @@ def _read_flow_tests(path: Path) -> Reading:
     if loaded.data is None or "tests" not in loaded.data:
         sink.error((), "test-cases", "the flow file has no tests: section (nor is it *.test.yaml)")
         return Reading(None, sort_findings(sink.findings))
-    reader = CaseReader(sink, list(flow_file.flow.steps))
+    reader = CaseReader(sink, list(flow_file.flow.steps), _wait_steps(flow_file))
     scheduled = flow_file.flow.schedule is not None
     cases = read_cases(loaded.data["tests"], ("tests",), reader, scheduled, "tests")
     if cases is None or sink.has_errors:

@@ -22,7 +22,12 @@ def check_tests(
     raw = data.get("tests")
     if not isinstance(raw, list):
         return
-    reader = CaseReader(sink, steps)
+    waits = [
+        name
+        for name, spec in (data.get("steps") or {}).items()
+        if isinstance(spec, Mapping) and spec.get("wait") is not None
+    ]
+    reader = CaseReader(sink, steps, waits)
     names: set[str] = set()
     for index, item in enumerate(raw):
         if isinstance(item, dict):

@@ -162,6 +162,39 @@ def test_a_test_file_without_cases_says_so_at_its_list(url: str, tmp_path: Path)
     assert said in result.output
 
 
+def test_what_a_case_would_never_use_is_a_finding(url: str, tmp_path: Path) -> None:
+    """A stub for a wait step, a signal to a step without wait:, a schedule case's at: and
+    run expectations, a run case's runs: each would pass unnoticed."""
+    folder = _copy_examples(tmp_path)
+    bad = folder / "unused.test.yaml"
+    bad.write_text(
+        "flow: approval.yaml\n"
+        "cases:\n"
+        "  - name: stubbed wait\n"
+        "    mock: {approve: {outputs: {note: x}}}\n"
+        "    signals: {build: {}}\n"
+        "    expect: {runs: 1}\n"
+    )
+    nightly = folder / "unused-nightly.test.yaml"
+    nightly.write_text(
+        "flow: nightly.yaml\n"
+        "cases:\n"
+        "  - name: a week\n"
+        '    at: "2026-03-01T00:00:00Z"\n'
+        '    schedule: {from: "2026-03-01T00:00:00Z", to: "2026-03-08T00:00:00Z"}\n'
+        "    mock: all\n"
+        "    expect: {runs: 7, status: succeeded}\n"
+    )
+    result = flows("test", str(bad), str(nightly), "--redis", url)
+    assert result.exit_code == 1
+    out = result.output
+    assert f"{bad}:4:12: error: 'approve' is a wait step: it takes a signal, not a stub" in out
+    assert f"{bad}:5:15: error: 'build' is not a wait step" in out
+    assert f"{bad}:6:14: error: runs counts a schedule case's runs" in out
+    assert f"{nightly}:4:5: error: a schedule case starts at its schedule's from" in out
+    assert f"{nightly}:7:23: error: a schedule case compares its runs" in out
+
+
 def test_flows_validate_reads_a_test_file_as_flows_test_does(tmp_path: Path) -> None:
     """Not as a flow (whose version, name and steps it lacks): its own mistakes only."""
     folder = _copy_examples(tmp_path)
