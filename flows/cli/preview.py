@@ -44,6 +44,12 @@ def options(function: F) -> F:
     )(function)
 
 
+_OVERLAP_NOTES = {
+    "skip": "these fire in one tick, so each one after the first is skipped while the first runs",
+    "buffer_one": "these fire in one tick: the first runs, the second waits, the rest are skipped",
+}
+
+
 def print_preview(
     definition: Definition, now: float, count: int | None, outage: tuple[float, float] | None
 ) -> None:
@@ -82,6 +88,11 @@ def print_preview(
         for t, trigger in plan.fires:
             note = f"  ({t.note})" if t.note else ""
             click.echo(f"  fires {t.local:<28} {t.utc}  [{trigger}]{note}")
+        meets = _OVERLAP_NOTES.get(definition.overlap)
+        if len(plan.fires) > 1 and meets:
+            # The plan is the catch-up policy's; fired in one tick, the runs then meet the
+            # overlap policy one after the other.
+            click.echo(f"  (overlap {definition.overlap}: {meets}; only overlap allow fires all)")
         for first, last, n, why in plan.skips:
             span = first if first == last else f"{first} .. {last}"
             click.echo(f"  skips {span}  ({'?' if n is None else n}: {why})")

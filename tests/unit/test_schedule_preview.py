@@ -145,6 +145,8 @@ def test_flows_validate_preview_and_after_outage(tmp_path: Path) -> None:
     )
     assert "fires 2030-03-31 03:00:00 CEST     2030-03-31 01:00:00 UTC  [catch-up]" in out
     assert "skips 2030-03-30 02:30:00 CET  (1: outside catch-up window 2d)" in out
+    # Two fires in one tick meet the default overlap policy, skip: the note says so.
+    assert "(overlap skip: these fire in one tick, so each one after the first" in out
 
 
 def test_a_bad_outage_is_refused_plainly(tmp_path: Path) -> None:
