@@ -80,7 +80,8 @@ def print_preview(
         limit = f", max_runs {definition.max_runs}" if definition.max_runs else ""
         missed = "an uncounted number of" if plan.missed is None else str(plan.missed)
         click.echo(
-            f"{title}: down from {_utc(outage[0])} to {_utc(outage[1])}, {missed} ticks missed "
+            f"{title}: down from {_utc(outage[0])} to {_utc(outage[1])}, {missed} "
+            f"tick{'' if plan.missed == 1 else 's'} missed "
             f"(catch-up policy {definition.catchup}, {window}{limit})"
         )
         if not plan.fires:
