@@ -32,6 +32,7 @@ from scheduler.service.backfills import (
     TRIGGER,
     AdvanceReport,
     Backfills,
+    TooManyTicks,
     advance,
     backfill_ticks,
 )
@@ -155,7 +156,10 @@ def plan(target: Target, start: float, end: float, now: float) -> Plan:
             "(the schedule fires the coming ones)"
         )
     last = min(end, now)
-    ticks = tuple(backfill_ticks(target.definition.schedule, start, last))
+    try:
+        ticks = tuple(backfill_ticks(target.definition.schedule, start, last))
+    except TooManyTicks as error:  # a range to split: the user's to fix, said in one line
+        raise BackfillError(str(error)) from None
     if not ticks:
         raise BackfillError(
             f"the schedule of {target.name} has no tick from {_utc(start)} to {_utc(last)}"

@@ -140,3 +140,18 @@ def test_cancel_backfill(url: str, client: Client, flow: Path) -> None:
     assert again.exit_code == 0 and "canceled already" in again.output
     missing = flows("cancel", "--backfill", "nope", "--redis", url)
     assert missing.exit_code == 1 and "no backfill nope" in missing.output
+
+
+def test_a_range_of_too_many_ticks_is_one_line_and_changes_nothing(
+    url: str, redis_client: redis.Redis, flow: Path
+) -> None:
+    """Two years of an hourly schedule: more than one backfill covers."""
+    with assert_unchanged(redis_client):
+        result = flows(
+            "backfill", str(flow), "--from", "2024-01-01", "--to", "2025-12-31", "--redis", url
+        )
+    assert result.exit_code == 1, result.output
+    assert result.output.strip() == (
+        "Error: the range holds more than 10,000 ticks (the most one backfill covers): "
+        "split it into several backfills"
+    )
