@@ -234,6 +234,8 @@ def _worker_families(snap: Snapshot) -> Iterator[Metric]:
     )
     per_queue: Counter[str] = Counter()
     for worker in snap.workers:
+        if worker.get("silent"):  # not heard from for worker-silent-after: most likely dead
+            continue
         info = as_dict(worker.get("info"))
         for queue in as_list(info.get("queues")):
             per_queue[str(queue)] += 1

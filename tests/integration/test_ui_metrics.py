@@ -75,6 +75,9 @@ def workload(client: Client) -> None:
     popped[2].fail("boom", "it broke", now=now + 3)
     client.engine.call("worker.register", "w-m", '{"queues": ["m", "n"], "pid": 1}')
     client.engine.call("worker.register", "w-n", '{"queues": ["n"], "pid": 2}')
+    # Not heard from for ten minutes (worker-silent-after is 60 s): most likely dead, not live.
+    silent = time.time() - 600
+    client.engine.call("worker.register", "w-gone", '{"queues": ["n"], "pid": 3}', now=silent)
 
 
 def test_metrics_show_a_known_workload(api: Api, client: Client) -> None:
