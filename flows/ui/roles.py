@@ -78,7 +78,8 @@ class RoleAuth(Auth):
         if rank(identity.role) < rank(needed):
             raise HTTPException(
                 403,
-                f"user {identity.name} is a {identity.role}: {request.method} "
+                f"user {identity.name} is {_article(identity.role)} {identity.role}: "
+                f"{request.method} "
                 f"{request.url.path} needs {needed}",
             )
         request.state.identity = identity
@@ -91,3 +92,7 @@ class RoleAuth(Auth):
 
     def write(self, request: Request) -> None:
         self._allow(request)
+
+
+def _article(word: str) -> str:
+    return "an" if word[:1] in "aeiou" else "a"
