@@ -131,9 +131,7 @@ def validate(
     # A sub-flow's findings come with its parent's (flows.validation.subflow_checks): a file given
     # too, or named by two parents, is reported once.
     findings = list(
-        dict.fromkeys(
-            finding for path in files for finding in _file_findings(path, check_imports)
-        )
+        dict.fromkeys(finding for path in files for finding in _file_findings(path, check_imports))
     )
     # The files checked: those given, and the sub-flow files their findings come from.
     checked = checked_files(files, findings)
