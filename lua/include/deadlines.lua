@@ -62,7 +62,7 @@ end
 
 function Deadlines.job_entry(member, jid, due_at)
   local v = redis.call('hmget', Keys.job(jid), 'state', 'popped', 'wait_since', 'deadline',
-    'notify_run', 'deadline_missed')
+    'notify_run', 'deadline_missed', 'counted')
   local state, seconds = v[1], tonumber(v[4])
   if not state or not seconds or v[6] then
     redis.call('zrem', Keys.deadlines(), member)
@@ -82,7 +82,10 @@ function Deadlines.job_entry(member, jid, due_at)
     return 0
   end
   redis.call('zrem', Keys.deadlines(), member)
-  Deadlines.missed(Keys.job(jid), v[5] or '', jid)
+  -- Its run: `notify_run` is there only when its rules ask for other kinds too; a job of a
+  -- run is counted in it (`counted` = '<class> <run id>'), so a rule on deadline alone hears.
+  local run_id = v[5] or string.match(v[7] or '', '^%S+ (.+)$') or ''
+  Deadlines.missed(Keys.job(jid), run_id, jid)
   return 1
 end
 

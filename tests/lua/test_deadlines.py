@@ -66,6 +66,18 @@ def test_a_step_counts_from_its_start(lua: Lua) -> None:
     assert lua("deadline.count", now=T0) == 1 and lua.r.zcard(lua.key("deadlines")) == 0
 
 
+def test_a_steps_deadline_is_told_when_its_rules_ask_for_nothing_else(lua: Lua) -> None:
+    """The run's jobs carry notify_run only when they write other kinds: a step whose only rule
+    is `on: [deadline]` is told through the run it is counted in."""
+    rules = [{"on": ["deadline"], "step": "slow"}]
+    submit(lua, {"notify": rules}, job(f"{RUN}:slow", deadline=3))
+    lua.pop_jids("q", "w1", now=T0 + 1)
+    assert sweep(lua, T0 + 4) == {"missed": 1, "looked": 1}
+    assert [(e["kind"], e["run"], e["jid"]) for e in outbox(lua)] == [
+        ("deadline", RUN, f"{RUN}:slow")
+    ]
+
+
 @pytest.mark.parametrize("value", [0, -5, "soon"])
 def test_a_bad_deadline_is_refused_and_changes_nothing(lua: Lua, value: Any) -> None:
     with unchanged(lua.r), pytest.raises(InvalidArgument, match="deadline"):
