@@ -19,6 +19,7 @@ after it, the tick is done. Nothing in between exists: the call is atomic on the
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import signal
@@ -224,7 +225,12 @@ class SchedulerService:
             tried.update(e.name for e in ready)
             self._prefetch([(e.name, e.hash) for e in due] + [(e.name, e.hash) for e in ready])
             calls = [p for p in (self._buffered(e, now) for e in ready) if p is not None]
+            firing = {p.call.name for p in calls}
             for entry in due:
+                if entry.name in firing:
+                    # Its buffered tick fires first in this same batch: the due tick meets that
+                    # run (active, the buffer emptied), never the snapshot from before it.
+                    entry = dataclasses.replace(entry, active=True, buffered=None)
                 pending = self._due(entry, now, report)
                 if pending is None:
                     stuck += 1

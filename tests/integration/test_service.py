@@ -161,6 +161,26 @@ def test_overlap_buffer_one(client: Client, folder: Path) -> None:
     assert run_ids(client) == [run_id_for("f", T), run_id_for("f", T + 5 * MIN)]
 
 
+def test_overlap_buffer_one_never_fires_a_due_tick_beside_its_buffered_one(
+    client: Client, folder: Path
+) -> None:
+    """The run ends just before the next tick: the buffered tick fires, and the due one meets
+    that new run (buffered), never the snapshot that saw no run active."""
+    write_flow(folder, overlap="buffer_one")
+    service = make_service(client, folder)
+    service.scan(T - 1)
+    service.tick(T)
+    [jid] = _pop_all(client)
+    assert service.tick(T + 5 * MIN).buffered == [("f", T + 5 * MIN)]
+    client.jobs[jid].complete()  # ends between two ticks: no tick ran since
+    report = service.tick(T + 10 * MIN)
+    assert [(f.run_id, f.trigger) for f in report.fired] == [
+        (run_id_for("f", T + 5 * MIN), "buffered")
+    ]
+    assert report.buffered == [("f", T + 10 * MIN)]
+    assert run_ids(client) == [run_id_for("f", T), run_id_for("f", T + 5 * MIN)]
+
+
 def test_overlap_cancel_running(client: Client, folder: Path) -> None:
     write_flow(folder, overlap="cancel_running", steps=2)
     service = make_service(client, folder)
