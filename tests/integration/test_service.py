@@ -25,7 +25,7 @@ from flows.runs.service_source import FlowsSource
 from scheduler.cron import jitter_for
 from scheduler.engine.client import Client
 from scheduler.engine.errors import JobNotFound, WrongState
-from scheduler.service.loop import check_health
+from scheduler.service.loop import SchedulerService, check_health
 from scheduler.service.schedules import Schedules
 
 
@@ -142,13 +142,20 @@ def test_overlap_skip(client: Client, folder: Path) -> None:
     assert [f.tick for f in service.tick(T + 10 * MIN).fired] == [T + 10 * MIN]
 
 
-def test_overlap_buffer_one(client: Client, folder: Path) -> None:
+def _buffered_behind_a_running_run(client: Client, folder: Path) -> tuple[SchedulerService, str]:
+    """A buffer_one schedule whose first run (the job returned) runs and whose tick T+5m is
+    buffered behind it."""
     write_flow(folder, overlap="buffer_one")
     service = make_service(client, folder)
     service.scan(T - 1)
     service.tick(T)
     [jid] = _pop_all(client)
     assert service.tick(T + 5 * MIN).buffered == [("f", T + 5 * MIN)]
+    return service, jid
+
+
+def test_overlap_buffer_one(client: Client, folder: Path) -> None:
+    service, jid = _buffered_behind_a_running_run(client, folder)
     report = service.tick(T + 10 * MIN)  # one is buffered already: this one is dropped
     assert [s.reason for _, s in report.skipped] == [
         "overlap buffer_one: a run is already buffered"
@@ -166,12 +173,7 @@ def test_overlap_buffer_one_never_fires_a_due_tick_beside_its_buffered_one(
 ) -> None:
     """The run ends just before the next tick: the buffered tick fires, and the due one meets
     that new run (buffered), never the snapshot that saw no run active."""
-    write_flow(folder, overlap="buffer_one")
-    service = make_service(client, folder)
-    service.scan(T - 1)
-    service.tick(T)
-    [jid] = _pop_all(client)
-    assert service.tick(T + 5 * MIN).buffered == [("f", T + 5 * MIN)]
+    service, jid = _buffered_behind_a_running_run(client, folder)
     client.jobs[jid].complete()  # ends between two ticks: no tick ran since
     report = service.tick(T + 10 * MIN)
     assert [(f.run_id, f.trigger) for f in report.fired] == [
