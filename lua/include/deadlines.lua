@@ -17,6 +17,7 @@
 -- @include keys
 -- @include engine
 -- @include notify
+-- @include run_counts
 local Deadlines = {}
 
 -- States in which a step has not started: its deadline cannot run yet.
@@ -84,7 +85,7 @@ function Deadlines.job_entry(member, jid, due_at)
   redis.call('zrem', Keys.deadlines(), member)
   -- Its run: `notify_run` is there only when its rules ask for other kinds too; a job of a
   -- run is counted in it (`counted` = '<class> <run id>'), so a rule on deadline alone hears.
-  local run_id = v[5] or string.match(v[7] or '', '^%S+ (.+)$') or ''
+  local run_id = v[5] or RunCounts.run_in(v[7]) or ''
   Deadlines.missed(Keys.job(jid), run_id, jid)
   return 1
 end

@@ -118,6 +118,12 @@ local function parse(counted)
   return string.sub(counted, 1, space - 1), string.sub(counted, space + 1)
 end
 
+-- The run a job is counted in, from its `counted` field as stored (nil: none).
+function RunCounts.run_in(counted)
+  local _, run_id = parse(counted)
+  return run_id
+end
+
 local function run_deltas(deltas, run_id)
   local run = deltas[run_id]
   if not run then

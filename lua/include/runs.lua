@@ -264,7 +264,7 @@ end
 -- `fields`: Job.load_for_delete's. Call it before Job.delete.
 function Runs.drop_job(jid, fields, how)
   if fields.state == 'complete' then return end
-  local run_id = string.match(redis.call('hget', Keys.job(jid), 'counted') or '', '^%S+ (.+)$')
+  local run_id = RunCounts.run_in(redis.call('hget', Keys.job(jid), 'counted'))
   if not run_id or redis.call('exists', Keys.run(run_id)) == 0 then return end
   Runs.keep_canceled(run_id, jid)
   Runs.cancel_child(jid, fields)
