@@ -69,15 +69,22 @@ function RunState.targeted(run_id, jids, target)
   return out
 end
 
+-- Of a job's `needs` (JSON text, or nil), those that exist and have not completed: what it
+-- waits for when it is put back.
+local function unfinished(needs)
+  local open = {}
+  for _, need in ipairs(needs and cjson.decode(needs) or {}) do
+    local state = redis.call('hget', Keys.job(need), 'state')
+    if state and state ~= 'complete' then table.insert(open, need) end
+  end
+  return open
+end
+
 -- Put a job canceled with its run back as it was first put (`spec`: Runs.keep_canceled),
 -- waiting for what it needs that has not completed; a fan-out template feeds on its producer
 -- again.
 function RunState.restore_canceled(run_id, jid, spec)
-  local open = {}
-  for _, need in ipairs(spec.needs and cjson.decode(spec.needs) or {}) do
-    local state = redis.call('hget', Keys.job(need), 'state')
-    if state and state ~= 'complete' then table.insert(open, need) end
-  end
+  local open = unfinished(spec.needs)
   RunCounts.join(jid, run_id, 'gone')
   Put.write(reput(jid, spec, open), nil)
   local restored = {}
@@ -189,12 +196,7 @@ api['run.retry'] = function(args)
   for i, jid in ipairs(jids) do
     local fields = jobs[i]
     if fields and back[jid] == 'rearmed' then
-      local open = {}
-      for _, need in ipairs(cjson.decode(fields.needs)) do
-        local state = redis.call('hget', Keys.job(need), 'state')
-        if state and state ~= 'complete' then table.insert(open, need) end
-      end
-      Put.write(reput(jid, fields, open), fields)
+      Put.write(reput(jid, fields, unfinished(fields.needs)), fields)
       reset[jid] = true
     elseif fields and back[jid] and fields.fanout and fields.state == 'failed' then
       -- A fan-out whose items were refused is expanded again from its producer's result.
