@@ -29,7 +29,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, tzinfo
 from pathlib import Path
 
 from scheduler import stop_signals
@@ -120,9 +120,20 @@ def default_service_id() -> str:
     return f"{socket.gethostname()}-{os.getpid()}"
 
 
-def _local(tick: float, definition: Definition | None) -> str:
-    zone = definition.schedule.zone if definition is not None else UTC
-    return datetime.fromtimestamp(tick, zone).strftime("%Y-%m-%d %H:%M:%S %Z")
+@dataclass(frozen=True, slots=True)
+class _Local:
+    """A tick in its schedule's zone, for a log line: formatted only when the line is written
+    (the service logs every tick it fires; a flow test's month of ticks logs none)."""
+
+    tick: float
+    zone: tzinfo
+
+    def __str__(self) -> str:
+        return datetime.fromtimestamp(self.tick, self.zone).strftime("%Y-%m-%d %H:%M:%S %Z")
+
+
+def _local(tick: float, definition: Definition | None) -> _Local:
+    return _Local(tick, definition.schedule.zone if definition is not None else UTC)
 
 
 class SchedulerService:
@@ -184,6 +195,7 @@ class SchedulerService:
         self.started = time.time()
         self.totals = {"fired": 0, "skipped": 0, "conflicts": 0}
         self._definitions: dict[tuple[str, str], Definition] = {}
+        self._files_here: dict[str, bool] = {}  # a file without a source: under flows_dir?
         self._lock = threading.Lock()
         self._stopping = threading.Event()
 
@@ -340,7 +352,13 @@ class SchedulerService:
 
     def _mine(self, origin: str, definition: Definition) -> bool:
         """A schedule registered without a source is this one's when its file is here."""
-        return origin == self.origin or Path(definition.file).is_relative_to(self.reloader.folder)
+        if origin == self.origin:
+            return True
+        mine = self._files_here.get(definition.file)
+        if mine is None:  # a path test per file, not per tick: the folder never changes
+            mine = Path(definition.file).is_relative_to(self.reloader.folder)
+            self._files_here[definition.file] = mine
+        return mine
 
     def _due(self, entry: DueEntry, now: float, report: TickReport) -> _Pending | None:
         definition = self._definition(entry.name, entry.hash)
