@@ -298,14 +298,20 @@ class Keeper:
     def _listen(self) -> None:
         mine = f"{self.client.engine.key_prefix}w:{self.name}"
         while not self.done.is_set():
-            pubsub = self.client.redis.pubsub(ignore_subscribe_messages=True)  # type: ignore[no-untyped-call]
+            pubsub = self.client.redis.pubsub()  # type: ignore[no-untyped-call]
             self._pubsub = pubsub
             try:
+                # SUBSCRIBE's reply (or its refusal) comes as the first message: the fault is
+                # over only when the server confirmed it, else a refused subscription would
+                # be "working again" and refused anew at every retry, a warning each time.
                 pubsub.subscribe(mine)
-                self._listen_backoff.succeeded()
                 while not self.done.is_set():
                     message = pubsub.get_message(timeout=LISTEN_LOOK)
-                    if message is not None and message["channel"] == mine:
+                    if message is None or message["channel"] != mine:
+                        continue
+                    if message["type"] == "subscribe":
+                        self._listen_backoff.succeeded()
+                    elif message["type"] == "message":
                         self._on_worker_message(message["data"])
             except (redis.ConnectionError, redis.TimeoutError):
                 # The server away (the fetch and the heartbeats say so), or the stop shutting
