@@ -32,6 +32,7 @@ from flows.cli.common import (
     print_json,
     table,
     user_errors,
+    when,
 )
 from flows.cli.logs import print_tail, stream_run
 from flows.cli.notifications import (
@@ -110,7 +111,32 @@ def render_run(view: RunView) -> Table | Group:
     parent = view.record.get("parent_run")
     if parent:
         links.insert(0, f"child run of {parent} (step {view.record.get('parent_step', '')})")
+    links.extend(_missed_deadlines(view))
     return Group(out, Text("\n".join(links))) if links else out
+
+
+def _missed_deadlines(view: RunView) -> list[str]:
+    """A line for the run's missed ``deadline:`` and one for each step's, with when it was
+    found missed (local time, as the other times the command prints)."""
+    record = view.record
+    lines = []
+    if record.get("deadline_missed"):
+        spelled, missed = _spelled(record.get("deadline")), when(record["deadline_missed"])
+        lines.append(f"deadline {spelled} missed at {missed}")
+    for step in view.steps:
+        if step.deadline_missed:
+            lines.append(f"step {step.step}: deadline missed at {when(step.deadline_missed)}")
+    return lines
+
+
+def _spelled(seconds: Any) -> str:
+    """A ``deadline:`` in seconds as the flow file spells durations (``1h30m``)."""
+    from flows.flowfile.durations import format_duration
+
+    try:
+        return format_duration(float(seconds))
+    except (TypeError, ValueError):
+        return "?"
 
 
 def _print_failures(client: Client, view: RunView) -> None:

@@ -77,6 +77,8 @@ class JobView:
     started: float | None = None
     updated: float | None = None
     child: str | None = None
+    deadline_missed: float | None = None
+    """When the job was found still running past its step's ``deadline:`` (None: not missed)."""
     actions: list[Action] = field(default_factory=list)
     outputs: Any = None
     failure: dict[str, Any] | None = None
@@ -95,6 +97,7 @@ class JobView:
             started=_number(raw.get("started")),
             updated=_number(raw.get("updated")),
             child=_text(raw.get("child")),
+            deadline_missed=_number(raw.get("deadline_missed")),
             actions=_list(raw.get("actions")),
             outputs=_json(raw.get("outputs")),
             failure=dict(failure) if isinstance(failure, Mapping) and failure else None,
@@ -134,6 +137,8 @@ class StepView:
     finished: float | None = None
     duration: float | None = None
     child: str | None = None
+    deadline_missed: float | None = None
+    """The earliest time one of its jobs was found past the step's ``deadline:``."""
     actions: list[Action] = field(default_factory=list)
     offset: int = 0
     next: int | None = None
@@ -153,6 +158,7 @@ class StepView:
             finished=_number(raw.get("finished")),
             duration=_number(raw.get("duration")),
             child=_text(raw.get("child")),
+            deadline_missed=_number(raw.get("deadline_missed")),
             actions=_list(raw.get("actions")),
             offset=_whole(raw.get("offset")),
             next=None if after is None else int(after),

@@ -169,6 +169,7 @@ def _counts(view: RunView) -> dict[str, dict[str, Any]]:
             "progress": step.progress,
             "duration": duration(step.duration),
             "actions": list(step.actions),
+            "deadline_missed": step.deadline_missed,
         }
         for step in view.steps
     }

@@ -2,9 +2,10 @@
 --
 --   run.read run_id [limit=100] [offsets JSON object {step: offset}]
 --     -> JSON {record, status, counts, actions, graph, steps: [{step, status, counts, total,
---        attempts, started, finished, duration, child, actions, offset, next,
---        jobs: [{jid, state, status, attempts, started, updated, child, actions, outputs,
---        failure, earlier: [{attempt, record}]}]}]}, or nil when there is no such run
+--        attempts, started, finished, duration, child, deadline_missed, actions, offset, next,
+--        jobs: [{jid, state, status, attempts, started, updated, child, deadline_missed,
+--        actions, outputs, failure, earlier: [{attempt, record}]}]}]}, or nil when there is no
+--        such run (a step's deadline_missed: the earliest miss of its jobs' `deadline:`)
 --
 -- Each status and action list is decided by include/run_state.lua (the tables of
 -- docs/pages/statuses.md). A step lists `limit` of its jobs (0 to 1000) from its offset in

@@ -48,6 +48,8 @@ end
 
 function Deadlines.missed(key, run_id, jid)
   redis.call('hset', key, 'deadline_missed', Engine.now)
+  -- A run's job: its step's kept `deadline_missed` settles from it (include/run_counts.lua).
+  if jid ~= '' then RunCounts.touch(jid) end
   redis.call('incr', Keys.deadlines_missed())
   Notify.deadline(run_id, jid)
 end

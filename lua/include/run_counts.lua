@@ -153,7 +153,8 @@ local function add(deltas, run_id, step, class, n)
 end
 
 -- What a job adds to its step's times and attempts (`f`: RunCounts.FIELDS), into `into`:
--- {attempts (most starts), started (earliest start), updated (latest change), child}. A job that
+-- {attempts (most starts), started (earliest start), updated (latest change), child,
+-- deadline_missed (the earliest miss of a job's deadline: include/deadlines.lua)}. A job that
 -- started and then skipped itself (its `if:`) counts too; a step of skipped jobs only shows
 -- neither (RunState.read).
 function RunCounts.widen(into, f)
@@ -163,11 +164,15 @@ function RunCounts.widen(into, f)
   if runs and runs > (into.attempts or 0) then into.attempts = runs end
   if started and (not into.started or started < into.started) then into.started = started end
   if f[4] and not into.child then into.child = f[4] end
+  local missed = tonumber(f[10])
+  if missed and (not into.deadline_missed or missed < into.deadline_missed) then
+    into.deadline_missed = missed
+  end
 end
 
 -- The job's fields the counts read, by position.
 RunCounts.FIELDS = { 'counted', 'state', 'skipped', 'child', 'cached', 'runs', 'popped',
-  'wait_since', 'updated' }
+  'wait_since', 'updated', 'deadline_missed' }
 
 -- Move one job between its counted class and what its hash says now, and widen its step's
 -- times, into `deltas`.
@@ -213,8 +218,9 @@ local function settle_one(jid, deltas)
   end
 end
 
--- A step's kept times and attempts: `<step>:@attempts`, `:@started`, `:@updated`, `:@child`.
-RunCounts.WIDE = { 'attempts', 'started', 'updated', 'child' }
+-- A step's kept times and attempts: `<step>:@attempts`, `:@started`, `:@updated`, `:@child`,
+-- `:@deadline_missed`.
+RunCounts.WIDE = { 'attempts', 'started', 'updated', 'child', 'deadline_missed' }
 
 -- Write one run's settled `run` (deltas) to its counts at `key`: the counts moved (a count back
 -- to 0 deleted), the steps that joined and have no place yet given the next ones in the order
@@ -279,6 +285,10 @@ local function write_run(key, run)
       write(at .. 'updated', string.format('%.17g', wide.updated))
     end
     if wide.child and not kept[at .. 'child'] then write(at .. 'child', wide.child) end
+    local missed = tonumber(kept[at .. 'deadline_missed'])
+    if wide.deadline_missed and (not missed or wide.deadline_missed < missed) then
+      write(at .. 'deadline_missed', string.format('%.17g', wide.deadline_missed))
+    end
   end
   if #set > 0 then Engine.call_many('hset', key, set) end
   if #gone > 0 then Engine.call_many('hdel', key, gone) end
@@ -322,6 +332,10 @@ function RunCounts.write_wide(key, steps, wide)
       redis.call('hset', key, step .. ':@updated', string.format('%.17g', now.updated))
     end
     if now.child then redis.call('hset', key, step .. ':@child', now.child) end
+    if now.deadline_missed then
+      redis.call('hset', key, step .. ':@deadline_missed',
+        string.format('%.17g', now.deadline_missed))
+    end
   end
 end
 

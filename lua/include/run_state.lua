@@ -29,7 +29,7 @@ RunState.ACTIONS = { 'retry', 'rerun', 'cancel', 'signal', 'approve', 'kick' }
 
 -- The hash fields the decider reads of each job, by position.
 RunState.FIELDS = { 'state', 'skipped', 'child', 'popped', 'updated', 'retries', 'remaining',
-  'lost', 'runs', 'wait_since', 'cached' }
+  'lost', 'runs', 'wait_since', 'cached', 'deadline_missed' }
 
 -- Engine states in which a job can make progress by itself.
 RunState.ACTIVE = { waiting = true, scheduled = true, running = true, awaiting = true }
@@ -346,6 +346,7 @@ function RunState.scanned_steps(run_id, canceled, limit, offsets)
     local updated = tonumber(f[5])
     step.updated = RunState.latest(step.updated, updated)
     if f[3] and not step.child then step.child = f[3] end
+    step.deadline_missed = RunState.earliest(step.deadline_missed, tonumber(f[12]))
     if listed then table.insert(step.jobs, RunState.listed(jid, f, status, attempts, started)) end
     return false
   end)
@@ -356,7 +357,8 @@ end
 function RunState.listed(jid, f, status, attempts, started)
   return { jid = jid, state = f[1] or cjson.null, status = status, attempts = attempts,
     started = RunState.time(started) or cjson.null,
-    updated = RunState.time(tonumber(f[5])) or cjson.null, child = f[3] or cjson.null }
+    updated = RunState.time(tonumber(f[5])) or cjson.null, child = f[3] or cjson.null,
+    deadline_missed = RunState.time(tonumber(f[12])) or cjson.null }
 end
 
 -- The same from the run's counts (include/run_counts.lua) and a read of the jobs in each
@@ -393,7 +395,8 @@ function RunState.counted_steps(run_id, canceled, limit, offsets)
       offset = (offsets and tonumber(offsets[name])) or 0,
       attempts = tonumber(fields[name .. ':@attempts']) or 0,
       started = tonumber(fields[name .. ':@started']),
-      updated = tonumber(fields[name .. ':@updated']), child = fields[name .. ':@child'] }
+      updated = tonumber(fields[name .. ':@updated']), child = fields[name .. ':@child'],
+      deadline_missed = tonumber(fields[name .. ':@deadline_missed']) }
     for _, class in ipairs(RunState.CLASSES) do
       local n = tonumber(fields[name .. ':' .. class])
       if n and n > 0 then
@@ -474,6 +477,7 @@ function RunState.read(run_id, limit, offsets)
       finished = finished_at or cjson.null,
       duration = (finished_at and step.started) and math.max(0, finished_at - step.started) or cjson.null,
       child = step.child or cjson.null, actions = actions, jobs = step.jobs,
+      deadline_missed = RunState.time(step.deadline_missed) or cjson.null,
       offset = step.offset,
       next = (step.offset + #step.jobs < step.total) and (step.offset + #step.jobs) or cjson.null,
     }

@@ -144,3 +144,25 @@ def test_jobs_of_a_queue_are_only_that_queue_s_in_every_state(url: str, client: 
         if state != "recurring":
             shown = flows("job", mine[state], "--redis", url)
             assert shown.exit_code == 0 and mine[state] in shown.stdout, shown.output
+
+
+def test_status_tells_a_missed_deadline_of_the_run_and_of_a_step(url: str, client: Client) -> None:
+    now = float(client.redis.time()[0])
+    run = {"flow": "late", "deadline": 60}
+    jobs = [
+        {"jid": "late@r:slow", "queue": "q", "klass": "K", "data": "{}", "deadline": 5},
+        {"jid": "late@r:quick", "queue": "q", "klass": "K", "data": "{}"},
+    ]
+    client.engine.call("flow.submit", "late@r", json.dumps(run), json.dumps(jobs), now=now)
+    client.engine.call("pop.lean", "q", "cli-test", 1, now=now)
+    client.engine.call("deadline.sweep", now=now + 100)
+    shown = flows("status", "late@r", "--redis", url)
+    assert shown.exit_code == 0, shown.output
+    missed = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(now + 100))
+    assert f"deadline 1m missed at {missed}" in shown.output
+    assert f"step slow: deadline missed at {missed}" in shown.output
+    assert "step quick: deadline" not in shown.output
+    document = json.loads(flows("status", "late@r", "--redis", url, "--json").output)
+    steps = {s["step"]: s["deadline_missed"] for s in document["steps"]}
+    assert steps == {"slow": now + 100, "quick": None}
+    assert document["deadline_missed"] == now + 100

@@ -277,6 +277,36 @@ def test_a_missed_deadline_is_told_once_and_shown(
         assert "flows_deadlines_missed_total 1.0" in api.get("/metrics").body
 
 
+def test_a_steps_missed_deadline_is_shown_on_the_run(
+    cli: CliRunner, client: Client, tmp_path: Path
+) -> None:
+    path = write(
+        tmp_path,
+        """
+        version: 1
+        name: late-step
+        queue: held
+        steps:
+          slow: {run: "true", deadline: 5m}
+        """,
+    )
+    run_id = flows(cli, "run", "--detach", str(path)).stdout.strip()
+    started = float(client.redis.time()[0])
+    client.engine.call("pop.lean", "held", "somebody", 1, now=started)  # started, never ends
+    service = make_service(client, tmp_path)
+    service.housekeep(started + 299)
+    assert json.loads(client.engine.call("run.read", run_id))["steps"][0]["deadline_missed"] is None
+    service.housekeep(started + 301)
+    with serve(client, Auth(TOKEN, reads_open=True)) as base:
+        api = Api(base)
+        [step] = api.get(f"/api/v1/runs/{run_id}").body["steps"]
+        assert step["deadline_missed"] == started + 301
+        assert step["jobs"][0]["deadline_missed"] == started + 301
+        assert "deadline_missed" not in api.get(f"/api/v1/runs/{run_id}").body  # the run's own
+        assert "step slow: running, deadline missed" in api.get(f"/runs/{run_id}").body
+        assert 'id="step-deadline-missed"' in api.get(f"/runs/{run_id}/steps/slow").body
+
+
 def test_a_url_kept_in_a_secret_is_stored_and_shown_nowhere(
     cli: CliRunner,
     client: Client,

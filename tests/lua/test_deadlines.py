@@ -86,3 +86,24 @@ def test_a_bad_deadline_is_refused_and_changes_nothing(lua: Lua, value: Any) -> 
     with unchanged(lua.r), pytest.raises(InvalidArgument, match="deadline"):
         lua("flow.submit", RUN, json.dumps({"flow": "flow", "deadline": value}),
             json.dumps([job("a")]), now=T0)  # fmt: skip
+
+
+def test_a_steps_missed_deadline_is_in_the_runs_read(lua: Lua) -> None:
+    """The step's and its job's `deadline_missed` are read from the run's counts, and a scan of
+    a run without counts (submitted before they were kept) finds the same."""
+    submit(lua, {}, job(f"{RUN}:slow", deadline=3), job(f"{RUN}:quick"))
+    lua.pop_jids("q", "w1", now=T0 + 1)
+    lua.pop_jids("q", "w1", now=T0 + 1)
+    assert sweep(lua, T0 + 4) == {"missed": 1, "looked": 1}
+
+    def steps() -> dict[str, Any]:
+        read = json.loads(lua("run.read", RUN, now=T0 + 5))
+        return {
+            s["step"]: (s["deadline_missed"], s["jobs"][0]["deadline_missed"])
+            for s in read["steps"]
+        }
+
+    assert steps() == {"slow": (T0 + 4, T0 + 4), "quick": (None, None)}
+    assert json.loads(lua("run.counts", RUN, now=T0 + 5))["drifted"] is False
+    lua.r.delete(lua.key("run-counts:" + RUN))
+    assert steps() == {"slow": (T0 + 4, T0 + 4), "quick": (None, None)}
