@@ -27,6 +27,7 @@ from flows.cli.common import (
 from flows.cli.namespaces import namespaces_of, run_per_namespace
 from flows.cli.notifications import env_file_option, notify_deliverer
 from flows.cli.options import FiniteFloat, as_json, connection
+from flows.cli.preview import build as build_preview
 from flows.cli.preview import options as preview_options
 from flows.cli.preview import print_preview
 from flows.cli.terminal import visible
@@ -314,13 +315,27 @@ def schedules(
 ) -> None:
     """Registered schedules: next fire time in their time zone, last run, policy, paused.
 
-    With --preview N or --after-outage FROM/TO, what each schedule will do."""
+    With --preview N or --after-outage FROM/TO, what each schedule will do (with --json, as each
+    schedule's `preview` and `after_outage`)."""
     client = open_client(redis_url, namespace)
     with user_errors():
         now = client.engine.server_time()
         registrations = Schedules(client).all()
+    previews = {
+        r.name: build_preview(
+            r.definition, now, preview, outage, paused=r.paused, pause_note=r.pause_note
+        )
+        for r in registrations
+        if preview or outage
+    }
     if as_json:
-        print_json([r.as_json() for r in registrations])
+        # With --preview or --after-outage, each schedule's also has `preview`, `after_outage`.
+        print_json(
+            [
+                r.as_json() | (previews[r.name].to_json() if r.name in previews else {})
+                for r in registrations
+            ]
+        )
         return
     if not registrations:
         click.echo("no schedules: start `flows scheduler --flows-dir DIR` on a folder of flows")
@@ -338,9 +353,8 @@ def schedules(
         for r in registrations
     ]
     table("Schedules", ("schedule", "cron", "next", "last run", "state", "policy", "paused"), rows)
-    if preview or outage:
-        for registration in registrations:
-            print_preview(registration.definition, now, preview, outage)
+    for shown in previews.values():
+        print_preview(shown)
 
 
 @click.group()

@@ -125,7 +125,8 @@ def validate(
 
     A folder stands for every flow file in it, as `flows scheduler --flows-dir` reads it
     (*.yaml and *.yml, recursively; hidden ones and *.test.yaml left out). With --preview N or
-    --after-outage FROM/TO, also print what each valid flow's schedule will do."""
+    --after-outage FROM/TO, also print what each valid flow's schedule will do (with --format
+    json, as `previews`)."""
     gc_pause.enable()  # a short single-threaded command: see flows.gc_pause
     files = tuple(_flow_files(files))
     # A sub-flow's findings come with its parent's (flows.validation.subflow_checks): a file given
@@ -135,20 +136,31 @@ def validate(
     )
     # The files checked: those given, and the sub-flow files their findings come from.
     checked = checked_files(files, findings)
+    previews = _previews(files, preview, outage) if preview or outage else []
     if output_format == "json":
         errors = sum(f.severity is Severity.ERROR for f in findings)
-        report = {
+        report: dict[str, object] = {
             "files": checked,
             "errors": errors,
             "warnings": len(findings) - errors,
             "findings": [finding.to_dict() for finding in findings],
         }
+        if preview or outage:
+            # One entry per valid flow file with a schedule: its flow, file and previews.
+            report["previews"] = [
+                {"flow": p.definition.name, "file": p.definition.file, **p.to_json()}
+                for p in previews
+                if not isinstance(p, Path)
+            ]
         click.echo(json.dumps(report, indent=2))
     else:
         print_findings(findings)
         click.echo(summary(findings, len(checked)))
-        if preview or outage:
-            _previews(files, preview, outage)
+        for shown in previews:
+            if isinstance(shown, Path):
+                click.echo(f"{shown}: no schedule to preview")
+            else:
+                preview_cli.print_preview(shown)
     sys.exit(1 if has_errors(findings) else 0)
 
 
@@ -162,11 +174,16 @@ def _file_findings(path: Path, check_imports: bool) -> list[Finding]:
     return validate_file(path, check_imports=check_imports, expand=True).findings
 
 
-def _previews(files: Sequence[Path], count: int | None, outage: tuple[float, float] | None) -> None:
+def _previews(
+    files: Sequence[Path], count: int | None, outage: tuple[float, float] | None
+) -> list[preview_cli.SchedulePreview | Path]:
+    """The preview of each valid flow file's schedule; a file without one: its path."""
     from flows.runs.build import read_flow_file
     from flows.runs.service_source import definition_of
     from flows.testing.files import SUFFIX as TEST_SUFFIX
 
+    now = time.time()
+    out: list[preview_cli.SchedulePreview | Path] = []
     for path in files:
         if path.name.endswith(TEST_SUFFIX):  # a test file: no schedule of its own
             continue
@@ -175,6 +192,7 @@ def _previews(files: Sequence[Path], count: int | None, outage: tuple[float, flo
         except InvalidFlow:
             continue  # its findings are printed above
         if flow_file.flow.schedule is None:
-            click.echo(f"{path}: no schedule to preview")
+            out.append(path)
             continue
-        preview_cli.print_preview(definition_of(flow_file), time.time(), count, outage)
+        out.append(preview_cli.build(definition_of(flow_file), now, count, outage))
+    return out

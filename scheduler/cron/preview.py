@@ -3,7 +3,10 @@
 Pure arithmetic over :mod:`scheduler.cron.fire_times` (the instants the service fires) and
 :func:`scheduler.cron.catchup.plan_catchup` (the plan the service makes when it comes back), so
 a preview says exactly what the service will do. Each fire time is given in the schedule's zone
-and in UTC, with a note where a daylight-saving change moves or repeats it.
+and in UTC, with a note where a daylight-saving change moves or repeats it. Fire times outside the
+schedule's ``start`` and ``end`` bounds (inclusive) do not exist, here as for the service.
+
+The JSON of a preview (``--json``, ``--format json``) is the ``to_json`` of these dataclasses.
 """
 
 from __future__ import annotations
@@ -38,7 +41,13 @@ class PreviewTime:
     note: str = ""
 
     def to_json(self) -> dict[str, object]:
-        return {"instant": self.instant, "local": self.local, "utc": self.utc, "note": self.note}
+        """``local`` (in the schedule's zone), ``utc`` (ISO 8601), ``epoch``, ``note``."""
+        return {
+            "local": self.local,
+            "utc": iso_utc(self.instant),
+            "epoch": self.instant,
+            "note": self.note,
+        }
 
 
 def _local(schedule: Schedule, instant: float) -> str:
@@ -47,6 +56,21 @@ def _local(schedule: Schedule, instant: float) -> str:
 
 def _utc(instant: float) -> str:
     return datetime.fromtimestamp(instant, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def iso_utc(instant: float) -> str:
+    """``2030-03-29T01:30:00Z``: an epoch time as ISO 8601 UTC."""
+    return datetime.fromtimestamp(instant, UTC).isoformat().replace("+00:00", "Z")
+
+
+def _time(schedule: Schedule, instant: float) -> PreviewTime:
+    return PreviewTime(instant, _local(schedule, instant), _utc(instant), _note(schedule, instant))
+
+
+def _end(schedule: Schedule) -> PreviewTime | None:
+    """The schedule's end bound (no DST note: it is a bound, not a fire time)."""
+    end = schedule.end
+    return None if end is None else PreviewTime(end, _local(schedule, end), _utc(end))
 
 
 def _gap_ticks(schedule: Schedule, instant: float) -> list[datetime]:
@@ -86,27 +110,112 @@ def _note(schedule: Schedule, instant: float) -> str:
 
 
 def preview(schedule: Schedule, after: float, count: int) -> list[PreviewTime]:
-    """The next ``count`` fire times strictly after ``after``."""
+    """The next ``count`` fire times strictly after ``after`` (fewer when the schedule ends
+    first: none after its ``end``, as :func:`~scheduler.cron.fire_times.next_fire` says)."""
     out: list[PreviewTime] = []
     for instant in _fires(schedule, after, forward=True):
         if len(out) >= min(count, MAX_PREVIEW):
             break
-        out.append(
-            PreviewTime(instant, _local(schedule, instant), _utc(instant), _note(schedule, instant))
-        )
+        out.append(_time(schedule, instant))
     return out
+
+
+@dataclass(frozen=True, slots=True)
+class UpcomingPreview:
+    """The next fire times after ``after``: ``asked`` for, ``times`` found (fewer when the
+    schedule ends first), and the schedule's ``end`` bound (None: it has none)."""
+
+    after: float
+    asked: int
+    times: tuple[PreviewTime, ...]
+    end: PreviewTime | None
+
+    @property
+    def cut_short(self) -> bool:
+        """Fewer fire times remain than were asked for."""
+        return len(self.times) < self.asked
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "asked": self.asked,
+            "times": [t.to_json() for t in self.times],
+            "end": None if self.end is None else self.end.to_json(),
+        }
+
+
+def upcoming(schedule: Schedule, after: float, count: int) -> UpcomingPreview:
+    """:func:`preview`, with how many were asked for and where the schedule ends."""
+    return UpcomingPreview(after, count, tuple(preview(schedule, after, count)), _end(schedule))
+
+
+@dataclass(frozen=True, slots=True)
+class SkippedTicks:
+    """Skipped ticks ``first``..``last`` (one tick: equal), ``count`` of them (None: too many
+    to count), and why."""
+
+    first: PreviewTime
+    last: PreviewTime
+    count: int | None
+    reason: str
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "first": self.first.to_json(),
+            "last": self.last.to_json(),
+            "count": self.count,
+            "reason": self.reason,
+        }
 
 
 @dataclass(frozen=True, slots=True)
 class OutagePreview:
     """What the service does when it comes back at ``back`` after being down since ``down``:
-    the ticks it fires (with their trigger) and those it skips, with why."""
+    the ticks it fires (with their trigger) and those it skips, with why; ``missed`` counts
+    both (None: too many to count); ``end`` is the schedule's end bound (None: it has none)."""
 
     down: float
     back: float
     missed: int | None
     fires: tuple[tuple[PreviewTime, str], ...]
-    skips: tuple[tuple[str, str, int | None, str], ...]
+    skips: tuple[SkippedTicks, ...]
+    end: PreviewTime | None = None
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "down": iso_utc(self.down),
+            "back": iso_utc(self.back),
+            "missed": self.missed,
+            "fires": [{**t.to_json(), "trigger": trigger} for t, trigger in self.fires],
+            "skips": [s.to_json() for s in self.skips],
+            "end": None if self.end is None else self.end.to_json(),
+        }
+
+
+def outage_due(schedule: Schedule, down: float, back: float) -> float | None:
+    """The tick the service stored before going down at ``down``, if it comes due by ``back``
+    (None: nothing was missed)."""
+    expected = next_fire(schedule, down)
+    return None if expected is None or expected > back else expected
+
+
+def outage_preview(
+    schedule: Schedule, down: float, back: float, plan: CatchupPlan | None
+) -> OutagePreview:
+    """A plan for the return at ``back`` (None: nothing was due), as a preview."""
+    if plan is None:
+        return OutagePreview(down, back, 0, (), (), _end(schedule))
+    fires = tuple((_time(schedule, f.tick), f.trigger) for f in plan.fires)
+    skips = tuple(
+        SkippedTicks(_time(schedule, s.first), _time(schedule, s.last), s.count, s.reason)
+        for s in _folded(plan.skips, [f.tick for f in plan.fires])
+    )
+    counted: Sequence[int | None] = [s.count for s in plan.skips]
+    missed: int | None = (
+        None
+        if any(c is None for c in counted)
+        else (len(plan.fires) + sum(c or 0 for c in counted))
+    )
+    return OutagePreview(down, back, missed, fires, skips, _end(schedule))
 
 
 def after_outage(
@@ -121,30 +230,13 @@ def after_outage(
 ) -> OutagePreview:
     """The service's catch-up plan on its return at ``back``: its next tick was the first fire
     time after ``down``, as it would have stored it before going down."""
-    expected = next_fire(schedule, down)
-    if expected is None or expected > back:
-        return OutagePreview(down, back, 0, (), ())
-    plan: CatchupPlan = plan_catchup(
+    expected = outage_due(schedule, down, back)
+    if expected is None:
+        return outage_preview(schedule, down, back, None)
+    plan = plan_catchup(
         schedule, policy, window, max_runs, expected, back, grace_seconds=grace_seconds
     )
-    fires = tuple(
-        (
-            PreviewTime(f.tick, _local(schedule, f.tick), _utc(f.tick), _note(schedule, f.tick)),
-            f.trigger,
-        )
-        for f in plan.fires
-    )
-    skips = tuple(
-        (_local(schedule, s.first), _local(schedule, s.last), s.count, s.reason)
-        for s in _folded(plan.skips, [f.tick for f in plan.fires])
-    )
-    counted: Sequence[int | None] = [s.count for s in plan.skips]
-    missed: int | None = (
-        None
-        if any(c is None for c in counted)
-        else (len(plan.fires) + sum(c or 0 for c in counted))
-    )
-    return OutagePreview(down, back, missed, fires, skips)
+    return outage_preview(schedule, down, back, plan)
 
 
 def _folded(skips: Sequence[Skip], fired: Sequence[float]) -> list[Skip]:

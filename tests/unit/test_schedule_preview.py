@@ -4,6 +4,7 @@ catch-up fires after an outage, as the service's own arithmetic decides
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -11,11 +12,15 @@ from click.testing import CliRunner
 
 from flows.cli import main
 from scheduler.cron.expression import Schedule
-from scheduler.cron.preview import after_outage, parse_period, preview
+from scheduler.cron.preview import OutagePreview, after_outage, parse_period, preview, upcoming
 
 
 def _at(text: str) -> float:
     return datetime.fromisoformat(text).replace(tzinfo=UTC).timestamp()
+
+
+def _spans(plan: OutagePreview) -> list[tuple[str, str, int | None, str]]:
+    return [(s.first.local, s.last.local, s.count, s.reason) for s in plan.skips]
 
 
 def test_a_spring_forward_gap_is_marked() -> None:
@@ -70,9 +75,9 @@ def test_after_an_outage_each_policy_says_what_fires() -> None:
     assert [(t.utc, trigger) for t, trigger in latest.fires] == [
         ("2026-03-05 02:15:00 UTC", "catch-up")
     ]
-    assert latest.skips == (
+    assert _spans(latest) == [
         ("2026-03-03 03:15:00 CET", "2026-03-04 03:15:00 CET", 2, "outside catch-up window 12h"),
-    )
+    ]
     every = after_outage(schedule, "all", None, None, down, back)
     assert [t.utc for t, _ in every.fires] == [
         "2026-03-03 02:15:00 UTC",
@@ -94,7 +99,7 @@ def test_skipped_ticks_of_one_reason_are_one_span() -> None:
     assert [(t.utc, trigger) for t, trigger in plan.fires] == [
         ("2026-11-03 00:00:00 UTC", "schedule")
     ]
-    assert plan.skips == (
+    assert _spans(plan) == [
         (
             "2026-11-01 00:01:00 UTC",
             "2026-11-02 23:54:00 UTC",
@@ -107,7 +112,7 @@ def test_skipped_ticks_of_one_reason_are_one_span() -> None:
             5,
             "catch-up policy latest (superseded by a newer run)",
         ),
-    )
+    ]
 
 
 def test_flows_validate_preview_and_after_outage(tmp_path: Path) -> None:
@@ -155,3 +160,131 @@ def test_a_bad_outage_is_refused_plainly(tmp_path: Path) -> None:
     assert result.exit_code == 2
     assert "expected FROM/TO" in result.output
     assert "Traceback" not in result.output
+
+
+def test_a_preview_holds_to_the_bounds_and_says_where_the_schedule_ends() -> None:
+    # A tick on each bound: both fire (the bounds are inclusive), none outside them.
+    schedule = Schedule(
+        "0 6 * * 1", "Asia/Tokyo", _at("2030-01-06T21:00:00"), _at("2030-01-13T21:00:00")
+    )
+    shown = upcoming(schedule, _at("2029-12-01T00:00:00"), 5)
+    assert [t.utc for t in shown.times] == ["2030-01-06 21:00:00 UTC", "2030-01-13 21:00:00 UTC"]
+    assert shown.cut_short and shown.end is not None
+    assert shown.end.local == "2030-01-14 06:00:00 JST"
+    assert shown.to_json()["times"] == [
+        {
+            "local": "2030-01-07 06:00:00 JST",
+            "utc": "2030-01-06T21:00:00Z",
+            "epoch": _at("2030-01-06T21:00:00"),
+            "note": "",
+        },
+        {
+            "local": "2030-01-14 06:00:00 JST",
+            "utc": "2030-01-13T21:00:00Z",
+            "epoch": _at("2030-01-13T21:00:00"),
+            "note": "",
+        },
+    ]
+    assert upcoming(schedule, _at("2030-01-13T21:00:00"), 1).times == ()
+
+
+HELD = (
+    "version: 1\nname: held\nschedule:\n"
+    '  cron: "0 6 * * 1"\n  timezone: Asia/Tokyo\n'
+    '  start: "2030-01-01"\n  end: "2030-01-20T06:00:00"\n  paused: true\n'
+    "steps:\n  a: {run: echo}\n"
+)
+PERIOD = "2030-01-05T00:00:00Z/2030-01-16T00:00:00Z"
+
+
+def test_flows_validate_previews_a_paused_schedule_up_to_its_end(tmp_path: Path) -> None:
+    (tmp_path / "held.yaml").write_text(HELD)
+    (tmp_path / "plain.yaml").write_text("version: 1\nname: plain\nsteps:\n  a: {run: echo}\n")
+    result = CliRunner().invoke(
+        main,
+        [
+            "validate",
+            str(tmp_path / "held.yaml"),
+            str(tmp_path / "plain.yaml"),
+            "--preview",
+            "5",
+            "--after-outage",
+            PERIOD,
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    paused = "paused: nothing fires until its file drops schedule.paused: true"
+    assert result.output.splitlines() == [
+        "no problems in 2 files",
+        "held: 0 6 * * 1 (Asia/Tokyo): only 2 fire times left (5 asked): "
+        "the schedule ends at 2030-01-20 06:00:00 JST",
+        f"  ({paused}; these are the times it would fire)",
+        "  1  2030-01-07 06:00:00 JST      2030-01-06 21:00:00 UTC",
+        "  2  2030-01-14 06:00:00 JST      2030-01-13 21:00:00 UTC",
+        "held: 0 6 * * 1 (Asia/Tokyo): down from 2030-01-05T00:00:00Z to 2030-01-16T00:00:00Z, "
+        "2 ticks missed (catch-up policy latest, window 1d)",
+        f"  ({paused}; on return it skips the ticks it missed)",
+        "  fires nothing on return",
+        "  skips 2030-01-07 06:00:00 JST .. 2030-01-14 06:00:00 JST  (2: paused)",
+        f"{tmp_path / 'plain.yaml'}: no schedule to preview",
+    ]
+
+
+def test_flows_validate_json_carries_the_previews(tmp_path: Path) -> None:
+    flow = tmp_path / "held.yaml"
+    flow.write_text(HELD)
+    plain = CliRunner().invoke(main, ["validate", str(flow), "--format", "json"])
+    result = CliRunner().invoke(
+        main,
+        ["validate", str(flow), "--format", "json", "--preview", "1", "--after-outage", PERIOD],
+    )
+    assert plain.exit_code == result.exit_code == 0, result.output
+    report = json.loads(result.output)
+    previews = report.pop("previews")
+    assert report == json.loads(plain.output)  # the other keys are unchanged
+    first = {
+        "local": "2030-01-07 06:00:00 JST",
+        "utc": "2030-01-06T21:00:00Z",
+        "epoch": _at("2030-01-06T21:00:00"),
+        "note": "",
+    }
+    end = {
+        "local": "2030-01-20 06:00:00 JST",
+        "utc": "2030-01-19T21:00:00Z",
+        "epoch": _at("2030-01-19T21:00:00"),
+        "note": "",
+    }
+    paused = "paused: nothing fires until its file drops schedule.paused: true"
+    assert previews == [
+        {
+            "flow": "held",
+            "file": str(flow),
+            "preview": {
+                "asked": 1,
+                "times": [first],
+                "end": end,
+                "notes": [f"{paused}; these are the times it would fire"],
+            },
+            "after_outage": {
+                "down": "2030-01-05T00:00:00Z",
+                "back": "2030-01-16T00:00:00Z",
+                "missed": 2,
+                "fires": [],
+                "skips": [
+                    {
+                        "first": first,
+                        "last": {
+                            "local": "2030-01-14 06:00:00 JST",
+                            "utc": "2030-01-13T21:00:00Z",
+                            "epoch": _at("2030-01-13T21:00:00"),
+                            "note": "",
+                        },
+                        "count": 2,
+                        "reason": "paused",
+                    }
+                ],
+                "end": end,
+                "notes": [f"{paused}; on return it skips the ticks it missed"],
+            },
+        }
+    ]
