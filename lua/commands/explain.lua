@@ -13,12 +13,18 @@
 --   stalled {worker, expires}          its worker's lock ran out: the next pop or maintain
 --                                      reclaims it
 --   awaiting {signal, since, deadline} a wait step waiting for its signal
+--   timed-out {signal, since, deadline, on_timeout}  a wait whose timeout passed: the next
+--                                      wait.sweep fails or skips it (a signal until then
+--                                      still completes it)
 --   child-run {child}                  a sub-flow step waiting for its child run
 --   upstream-failed {failed, rule}     a dependency failed, expired, is buried or gone: held back
 --   dependencies {waiting, rule}       dependencies not done yet (each {jid, state}, at most 20;
 --                                      `more`: how many beyond)
 --   retry-delay {until, attempt, group} a retry waiting for its backoff delay
 --   scheduled {until}                  put with a delay, due at `until`
+--                                      (a scheduled job already due, `due`: since when, is
+--                                      explained as a waiting one: the next pop or maintain
+--                                      makes it waiting, so what holds a waiting job holds it)
 --   queue-paused                       its queue is paused
 --   concurrency-key {key, limit, holders}  parked: its key has no free slot (holders: the
 --                                      running jobs of the key, at most 20)
@@ -27,12 +33,20 @@
 --   no-worker {last, last_seen}        no live worker listens on its queue (`last`: the one
 --                                      heard from last that listened on it, when known)
 --   queued {ahead, workers}            waiting its turn: `ahead` jobs pop before it
+--   expiring {deadline}                its ttl deadline passed while it waited, was scheduled
+--                                      or buried: the next pop or maintain expires it
 -- Each also carries `deadline` when the job must start by then (its ttl).
+-- Each reason is decided at `now`: a delay, a ttl deadline or a wait's timeout at or before
+-- `now` has passed, as the calls acting on it count it (Queue.promote, Ttl.expire_due,
+-- wait.sweep), and no longer explains the job.
 -- Errors: INVALID, TOOLARGE.
 -- @include args
 -- @include job
 -- @include registry
 -- @include config
+-- @include queue
+-- @include ttl
+-- @include waits
 -- @include commands/worker_list
 
 local Explain = { SHOWN = 20, SCANNED = 1000 }
@@ -126,7 +140,24 @@ function Explain.waiting(jid, f, out)
     return
   end
   out.reason, out.workers = 'queued', listening
-  out.ahead = redis.call('zrank', Keys.work(queue), jid) or 0
+  out.ahead = redis.call('zrank', Keys.work(queue), jid) or Explain.ahead_when_promoted(jid, f)
+end
+
+-- How many jobs pop before a due scheduled job once it is promoted: it joins the end of its
+-- priority (Queue.promote), after the waiting jobs of that priority or a lower one, and after
+-- the due jobs promoted before it (in the order of the scheduled set) that are not behind it.
+function Explain.ahead_when_promoted(jid, f)
+  local priority = tonumber(f.priority) or 0
+  local below = string.format('(%.17g', (priority + 1) * Queue.SEQ_SPAN)
+  local ahead = redis.call('zcount', Keys.work(f.queue), '-inf', below)
+  local rank = math.min(redis.call('zrank', Keys.scheduled(f.queue), jid) or 0, Explain.SCANNED)
+  if rank == 0 then return ahead end
+  for _, other in ipairs(redis.call('zrange', Keys.scheduled(f.queue), 0, rank - 1)) do
+    if (tonumber(redis.call('hget', Keys.job(other), 'priority')) or 0) <= priority then
+      ahead = ahead + 1
+    end
+  end
+  return ahead
 end
 
 api['job.explain'] = function(args)
@@ -135,12 +166,15 @@ api['job.explain'] = function(args)
   if args[2] ~= nil then Arg.fail(cmd, 'too many arguments') end
   local f = Job.fields(jid, 'queue', 'worker', 'expires', 'failure', 'child', 'wait',
     'wait_since', 'wait_at', 'ckey', 'climit', 'throttle', 'parked', 'ttl_at', 'skipped',
-    'retries', 'remaining', 'cached')
+    'retries', 'remaining', 'cached', 'priority')
   if not f then return nil end
   local out = { jid = jid, state = f.state, queue = f.queue or '' }
   if f.ttl_at and f.ttl_at ~= '' then out.deadline = tonumber(f.ttl_at) end
   local state = f.state
-  if state == 'complete' then
+  if out.deadline and Ttl.EXPIRABLE[state] and out.deadline <= Engine.now then
+    -- Past its deadline, whatever held it: the next look at its queue's ttl index expires it.
+    out.reason = 'expiring'
+  elseif state == 'complete' then
     out.reason = f.skipped and 'skipped' or (f.cached and 'cached' or 'complete')
     out.from = f.cached
     if f.skipped then
@@ -163,19 +197,27 @@ api['job.explain'] = function(args)
     out.worker, out.expires = f.worker or '', tonumber(f.expires) or 0
     out.reason = out.expires > Engine.now and 'running' or 'stalled'
   elseif state == 'awaiting' then
-    local spec = f.wait and cjson.decode(f.wait) or {}
+    local spec = Waits.spec(f.wait)
     out.reason, out.signal = 'awaiting', spec.signal or ''
     out.since = tonumber(f.wait_since)
     out.deadline = tonumber(f.wait_at)
+    if out.deadline and out.deadline <= Engine.now then
+      -- wait.sweep takes the awaiting jobs due at or before now.
+      out.reason, out.on_timeout = 'timed-out', spec.on_timeout
+    end
   elseif state == 'depends' and f.child then
     out.reason, out.child = 'child-run', f.child
   elseif state == 'depends' then
     Explain.dependencies(jid, out)
   elseif state == 'scheduled' then
-    out['until'] = tonumber(redis.call('zscore', Keys.scheduled(f.queue), jid))
+    local due = tonumber(redis.call('zscore', Keys.scheduled(f.queue), jid))
     local retries, remaining = tonumber(f.retries) or 0, tonumber(f.remaining) or 0
-    if remaining < retries then
-      out.reason, out.attempt = 'retry-delay', retries - remaining + 1
+    if due and due <= Engine.now then
+      -- Due (Queue.promote takes the jobs scheduled at or before now): no longer its delay.
+      out.due = due
+      Explain.waiting(jid, f, out)
+    elseif remaining < retries then
+      out['until'], out.reason, out.attempt = due, 'retry-delay', retries - remaining + 1
       -- Ours records the retry in the history; the qless dialect keeps it as the failure.
       local ok, failure = pcall(cjson.decode, f.failure or '{}')
       out.group = ok and type(failure) == 'table' and failure.group or ''
@@ -183,7 +225,7 @@ api['job.explain'] = function(args)
         if entry.what == 'retried' then out.group = entry.group or out.group; break end
       end
     else
-      out.reason = 'scheduled'
+      out['until'], out.reason = due, 'scheduled'
     end
   elseif state == 'waiting' then
     Explain.waiting(jid, f, out)

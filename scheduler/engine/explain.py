@@ -32,13 +32,14 @@ class Explanation:
 
 
 def _when(value: Any, now: float) -> str:
-    """``2026-11-01 03:00:05 UTC (in 1h 2m)`` / ``(5m ago)``."""
+    """``2026-11-01 03:00:05 UTC (1h 2m from now)`` / ``(5m ago)``: a moment at ``now`` is past,
+    as the engine counts a deadline at ``now`` (``0s ago``)."""
     if value is None:
         return "an unknown time"
     moment = float(value)
     text = datetime.fromtimestamp(moment, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
     delta = moment - now
-    return f"{text} ({_span(delta)} from now)" if delta >= 0 else f"{text} ({_span(-delta)} ago)"
+    return f"{text} ({_span(delta)} from now)" if delta > 0 else f"{text} ({_span(-delta)} ago)"
 
 
 def _span(seconds: float) -> str:
@@ -60,7 +61,9 @@ def _jobs(entries: Any) -> str:
 
 def _deadline(facts: Facts, now: float) -> str:
     deadline = facts.get("deadline")
-    if deadline is None or facts.get("state") not in ("waiting", "scheduled", "depends"):
+    if deadline is None or facts.get("reason") == "expiring":
+        return ""  # past: the reason says so
+    if facts.get("state") not in ("waiting", "scheduled", "depends", "buried"):
         return ""  # a wait's deadline is its timeout, said already; a started job has none
     return f" It must start by {_when(deadline, now)} or it expires."
 
@@ -77,6 +80,10 @@ _SENTENCES: dict[str, Callable[[Facts, float], str]] = {
         f"{(str(f.get('message') or '').strip().splitlines() or [''])[-1]}"
     ),
     "expired": lambda f, now: "It expired: it did not start before its ttl deadline.",
+    "expiring": lambda f, now: (
+        f"It did not start before its ttl deadline, {_when(f.get('deadline'), now)}: the next "
+        "pop or housekeeping expires it."
+    ),
     "buried": lambda f, now: (
         f"It is buried ({f.get('message') or 'no reason given'}): it runs again only when its "
         f"queue {f.get('queue')} is kicked (flows kick {f.get('queue')})."
@@ -96,6 +103,12 @@ _SENTENCES: dict[str, Callable[[Facts, float], str]] = {
             if f.get("deadline") is not None
             else ", with no timeout."
         )
+    ),
+    "timed-out": lambda f, now: (
+        f"Its wait for the signal {f.get('signal')!r} timed out at "
+        f"{_when(f.get('deadline'), now)}: the next housekeeping "
+        f"{'skips' if f.get('on_timeout') == 'skip' else 'fails'} it (on_timeout "
+        f"{f.get('on_timeout')}); a signal before then still completes it."
     ),
     "child-run": lambda f, now: f"It waits for its child run {f.get('child')} to end.",
     "upstream-failed": lambda f, now: (

@@ -33,6 +33,11 @@ class World:
     def pop(self, queue: str = "q", worker: str = "w1", now: float = T0) -> list[str]:
         return [j["jid"] for j in json.loads(self.call("pop", queue, worker, 10, now=now))]
 
+    def facts(self, jid: str, now: float = T0) -> dict[str, Any]:
+        found = explain(self.client, jid, now=now)
+        assert found is not None
+        return found.facts
+
     def why(self, jid: str, now: float = T0) -> tuple[str, str]:
         found = explain(self.client, jid, now=now)
         assert found is not None
@@ -154,6 +159,100 @@ def test_running_stalled_scheduled_and_retry_delay(world: World) -> None:
     )
 
 
+def test_a_retry_whose_delay_passed_is_explained_as_waiting(world: World) -> None:
+    """Once its delay passed, a retry is due: what holds it is what holds a waiting job, until
+    pop or housekeeping promotes it and after."""
+    world.listen()
+    world.put("a", "retries", 2)
+    assert world.pop() == ["a"]
+    world.call("retry", "a", "q", "w1", 30, "timeout", "took too long", now=T0 + 10)
+    no_worker = (
+        "No live worker listens on its queue q; the last one, w1, was seen "
+        "2023-11-14 01:00:10 UTC (9m ago)."
+    )
+    check(world, "a", "no-worker", no_worker, now=T0 + 600)
+    facts = world.facts("a", now=T0 + 600)
+    assert facts["state"] == "scheduled" and facts["due"] == T0 + 40 and "until" not in facts
+    # Due at its time exactly, as Queue.promote counts it; the worker is still live then.
+    check(
+        world,
+        "a",
+        "queued",
+        "It is waiting its turn in queue q: 0 job(s) ahead, 1 live worker(s) listening.",
+        now=T0 + 40,
+    )
+    # Promoted by housekeeping, it says the same.
+    world.call("maintain", "q", now=T0 + 600)
+    assert world.facts("a", now=T0 + 600)["state"] == "waiting"
+    check(world, "a", "no-worker", no_worker, now=T0 + 600)
+
+
+def test_a_due_scheduled_job_counts_the_jobs_it_will_queue_behind(world: World) -> None:
+    world.put("later", delay=3600)
+    check(
+        world,
+        "later",
+        "no-worker",
+        "No live worker listens on its queue q; none has ever registered for it "
+        "(start one: flows worker -q q).",
+        now=T0 + 3600,
+    )
+    world.put("first", delay=60)  # due before it: promoted before it
+    world.put("urgent", "priority", -1)
+    world.put("same", "priority", 0)
+    world.put("behind", "priority", 1)
+    world.put("low-due", "priority", 1, delay=30)  # due first, but of a lower priority
+    world.listen(now=T0 + 3600)
+    check(
+        world,
+        "later",
+        "queued",
+        "It is waiting its turn in queue q: 3 job(s) ahead, 1 live worker(s) listening.",
+        now=T0 + 3600,
+    )
+    world.call("maintain", "q", now=T0 + 3600)
+    assert world.facts("later", now=T0 + 3600)["state"] == "waiting"
+    check(
+        world,
+        "later",
+        "queued",
+        "It is waiting its turn in queue q: 3 job(s) ahead, 1 live worker(s) listening.",
+        now=T0 + 3600,
+    )
+
+
+def test_a_job_past_its_ttl_deadline_is_about_to_expire(world: World) -> None:
+    world.listen()
+    world.put("soon", "ttl", 300)
+    world.put("held", "ttl", 300, delay=60)  # scheduled: its deadline counts from its delay
+    world.put("kept", "ttl", 300)
+    world.call("bury", "kept", "w1", "bad input file")
+    check(
+        world,
+        "kept",
+        "buried",
+        "It is buried (bad input file): it runs again only when its queue q is kicked "
+        "(flows kick q). It must start by 2023-11-14 01:05:00 UTC (5m from now) or it expires.",
+    )
+    expiring = (
+        "It did not start before its ttl deadline, 2023-11-14 01:05:00 UTC (0s ago): the next "
+        "pop or housekeeping expires it."
+    )
+    check(world, "soon", "expiring", expiring, now=T0 + 300)
+    check(world, "kept", "expiring", expiring, now=T0 + 300)
+    check(
+        world,
+        "held",
+        "expiring",
+        "It did not start before its ttl deadline, 2023-11-14 01:06:00 UTC (1m ago): the next "
+        "pop or housekeeping expires it.",
+        now=T0 + 420,
+    )
+    world.call("maintain", "q", now=T0 + 420)
+    for jid in ("soon", "held", "kept"):
+        check(world, jid, "expired", "It expired: it did not start before its ttl deadline.")
+
+
 def test_dependencies_upstream_failure_and_endings(world: World) -> None:
     world.listen()
     world.put("a", "retries", 0)
@@ -248,7 +347,7 @@ def test_a_wait_and_a_sub_flow_step(world: World) -> None:
         world,
         "r@1:gate",
         "awaiting",
-        "It awaits the signal 'approve' since 2023-11-14 01:00:00 UTC (0s from now), until "
+        "It awaits the signal 'approve' since 2023-11-14 01:00:00 UTC (0s ago), until "
         "2023-11-14 02:00:00 UTC (1h from now).",
     )
     assert world.pop(now=T0 + 1) == ["r@1:step"]
@@ -257,6 +356,40 @@ def test_a_wait_and_a_sub_flow_step(world: World) -> None:
     reply = world.call("subflow.wait", "r@1:step", "w1", "q", "r@1.step", run, child, now=T0 + 1)
     assert reply == "waiting"
     check(world, "r@1:step", "child-run", "It waits for its child run r@1.step to end.", T0 + 1)
+
+
+def test_a_wait_past_its_timeout_is_about_to_time_out(world: World) -> None:
+    _submit(
+        world,
+        "r@1",
+        _job("r@1:gate", wait={"signal": "approve", "timeout": 3600, "on_timeout": "fail"}),
+        _job("r@1:opt", wait={"signal": "extra", "timeout": 60, "on_timeout": "skip"}),
+    )
+    check(
+        world,
+        "r@1:gate",
+        "timed-out",
+        "Its wait for the signal 'approve' timed out at 2023-11-14 02:00:00 UTC (0s ago): the "
+        "next housekeeping fails it (on_timeout fail); a signal before then still completes it.",
+        now=T0 + 3600,
+    )
+    check(
+        world,
+        "r@1:opt",
+        "timed-out",
+        "Its wait for the signal 'extra' timed out at 2023-11-14 01:01:00 UTC (59m ago): the "
+        "next housekeeping skips it (on_timeout skip); a signal before then still completes it.",
+        now=T0 + 3600,
+    )
+    assert json.loads(world.call("wait.sweep", now=T0 + 3600)) == {"failed": 1, "skipped": 1}
+    check(
+        world,
+        "r@1:gate",
+        "failed",
+        'It failed in group wait-timeout: no signal "approve" came within 3600 seconds of the '
+        "wait becoming ready",
+        now=T0 + 3600,
+    )
 
 
 def test_every_reason_has_a_sentence_and_a_test() -> None:
