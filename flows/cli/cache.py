@@ -30,7 +30,9 @@ def cache() -> None:
 @as_json
 @connection
 def list_entries(limit: int, as_json: bool, redis_url: str | None, namespace: str | None) -> None:
-    """Cache entries, newest first: the key, the job that produced it, its state, its age."""
+    """Cache entries, newest first: the key, the job that produced it, its status (fresh: the
+    next job of its key takes its result; expired: past its ttl, not used; else its job's state),
+    when it completed, its ttl."""
     client = open_client(redis_url, namespace)
     with user_errors():
         entries = json.loads(client.engine.call("cache.list", 0, limit))
@@ -42,10 +44,10 @@ def list_entries(limit: int, as_json: bool, redis_url: str | None, namespace: st
         click.echo("the step cache is empty")
         return
     rows = [
-        [e["key"][:12], e["jid"], e["state"], ago(e.get("completed")), f"{e['ttl']:g}s"]
+        [e["key"][:12], e["jid"], e["status"], ago(e.get("completed")), f"{e['ttl']:g}s"]
         for e in entries
     ]
-    table("Step cache", ("key", "produced by", "state", "completed", "ttl"), rows)
+    table("Step cache", ("key", "produced by", "status", "completed", "ttl"), rows)
 
 
 @cache.command("clear")

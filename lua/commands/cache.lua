@@ -1,7 +1,8 @@
 -- cache.use, cache.list, cache.clear: the shared step cache (ours; a flow's `cache:` steps).
 --
 --   cache.use   jid, worker, queue, key, ttl, attempt, [upstream jid...]  -> JSON {hit, from, run}
---   cache.list  [offset=0], [count=100]                -> JSON [{key, jid, created, ttl, state}]
+--   cache.list  [offset=0], [count=100]                -> JSON [{key, jid, created, ttl, state,
+--                                                         completed, status}]
 --   cache.clear [key...]                               -> how many entries were removed
 --
 -- `key` is the hash the worker made of the step's own work (flows/runtime/step_cache.py); the results of
@@ -18,6 +19,10 @@
 --     uses its result once it completes). Two workers missing at once both run; the later
 --     claim is kept.
 -- So the check and the completion are one atomic call: no worker can see a half-made entry.
+-- cache.list says of each entry, in `status`, what cache.use would do with it now (Cache.status,
+-- the rule cache.use decides by, with the entry's ttl): `fresh` (a hit), `expired` (completed
+-- `ttl` seconds ago or more: not used), else why it is not used: its job's state while it has
+-- not completed (`running`, `waiting`, ..., `failed`), `skipped`, or `gone`.
 -- A hit also completes, in the same call, each dependent it releases whose own key was written
 -- when its run was built (`base` in its cache spec) and whose full key hits too, and so on down
 -- (at most 1,000), and the run's other jobs waiting to start: a run whose steps are all cached
@@ -60,16 +65,25 @@ function Cache.full_key(base, upstream)
   return redis.sha1hex(table.concat(inputs, '\0'))
 end
 
--- The producer of `key` and its result when it completed (not skipped) within `ttl`, and is
--- not `jid` itself; else nil.
+-- What a job of an entry's key starting now does with its producer's result (`producer`: its
+-- fields state, updated and skipped, or nil): `fresh` when the producer completed (not
+-- skipped) less than `ttl` seconds ago, the only status a job takes the result in; `expired`
+-- when it completed earlier; else the producer's state, `skipped` or `gone`.
+function Cache.status(producer, ttl)
+  if not producer then return 'gone' end
+  if producer.state ~= 'complete' then return producer.state end
+  if producer.skipped then return 'skipped' end
+  if (tonumber(producer.updated) or 0) + ttl > Engine.now then return 'fresh' end
+  return 'expired'
+end
+
+-- The producer of `key` and its result when it is fresh for `ttl` (Cache.status), and is not
+-- `jid` itself; else nil.
 function Cache.fresh(key, jid, ttl)
   local from = redis.call('hget', Cache.cache_key(key), 'jid')
   if not from or from == jid then return nil end
   local producer = Job.fields(from, 'result', 'updated', 'skipped')
-  if producer and producer.state == 'complete' and not producer.skipped
-    and (tonumber(producer.updated) or 0) + ttl > Engine.now then
-    return from, producer.result
-  end
+  if Cache.status(producer, ttl) == 'fresh' then return from, producer.result end
   return nil
 end
 
@@ -192,11 +206,13 @@ api['cache.list'] = function(args)
   for _, key in ipairs(keys) do
     local e = redis.call('hmget', Cache.cache_key(key), 'jid', 'created', 'ttl')
     if e[1] then
-      local producer = Job.fields(e[1], 'updated')
-      table.insert(out, { key = key, jid = e[1], created = tonumber(e[2]), ttl = tonumber(e[3]),
+      local producer = Job.fields(e[1], 'updated', 'skipped')
+      local ttl = tonumber(e[3]) or 0
+      table.insert(out, { key = key, jid = e[1], created = tonumber(e[2]), ttl = ttl,
         state = producer and producer.state or 'gone',
         completed = producer and producer.state == 'complete' and tonumber(producer.updated)
-          or nil })
+          or nil,
+        status = Cache.status(producer, ttl) })
     end
   end
   if #out == 0 then return '[]' end

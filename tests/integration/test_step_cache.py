@@ -20,6 +20,7 @@ from flows.runtime.worker_hook import prepare
 from scheduler.embedded import EmbeddedServer
 from scheduler.engine.client import Client
 from scheduler.engine.explain import explain
+from scheduler.engine.scripts import Engine
 from scheduler.worker import Worker
 
 FLOW = """\
@@ -114,6 +115,7 @@ def test_changed_inputs_files_or_a_clear_run_it_again(
     listed = CliRunner().invoke(main, ["cache", "list", "--json", "--redis", url])
     entries = json.loads(listed.output)
     assert len(entries) == 3 and {e["state"] for e in entries} == {"complete"}
+    assert {e["status"] for e in entries} == {"fresh"}
     cleared = CliRunner().invoke(main, ["cache", "clear", "--redis", url])
     assert "removed 3 cache entries" in cleared.output
     after_clear = run_once(url, folder, "w5")
@@ -138,8 +140,43 @@ def test_an_entry_older_than_its_ttl_is_not_used(engine_ns: object) -> None:
     hit = json.loads(call("cache.use", "b", "w", "q", "k1", 60, 1, now=t0 + 30))
     assert hit == {"hit": True, "from": "a", "run": ""}
     assert json.loads(call("get", "b", now=t0 + 30))["state"] == "complete"
+    # cache.list says what cache.use does: fresh until ttl seconds after the completion.
+    assert [e["status"] for e in json.loads(call("cache.list", now=t0 + 60.9))] == ["fresh"]
+    assert [e["status"] for e in json.loads(call("cache.list", now=t0 + 61))] == ["expired"]
     call("pop", "q", "w", 1, now=t0 + 100)
     assert json.loads(call("cache.use", "c", "w", "q", "k1", 60, 1, now=t0 + 100)) == {"hit": False}
+    # The entry now names the job that runs again: not used until it completes.
+    (entry,) = json.loads(call("cache.list", now=t0 + 100))
+    assert (entry["jid"], entry["state"], entry["status"]) == ("c", "running", "running")
+
+
+def test_the_list_shows_an_entry_past_its_ttl_as_expired(
+    server: EmbeddedServer, engine: Engine
+) -> None:
+    """`flows cache list` renders the engine's status: an entry made long ago with a short ttl is
+    expired (not used), one with a ttl still running is fresh; clear forgets either."""
+    t0 = 1_700_000_000.0  # 2023: long before the server's clock
+    call = engine.call
+    call("worker.register", "w", "{}", now=t0)
+    for jid, key, ttl in (("old", "short", 60), ("kept", "long", 1e10)):
+        call("put", "w", "q", jid, "K", "{}", 0, now=t0)
+        call("pop", "q", "w", 1, now=t0)
+        assert json.loads(call("cache.use", jid, "w", "q", key, ttl, 1, now=t0)) == {"hit": False}
+        call("complete", jid, "w", "q", "", "result", "{}", now=t0 + 1)
+    listed = CliRunner().invoke(main, ["cache", "list", "--json", "--redis", server.url])
+    statuses = {e["jid"]: (e["state"], e["status"]) for e in json.loads(listed.output)}
+    assert statuses == {"old": ("complete", "expired"), "kept": ("complete", "fresh")}
+    shown = CliRunner().invoke(main, ["cache", "list", "--redis", server.url])
+    rows = {
+        line.split("│")[2].strip(): line.split("│")[3].strip()
+        for line in shown.output.splitlines()
+        if line.count("│") > 3
+    }
+    assert rows == {"old": "expired", "kept": "fresh"}
+    cleared = CliRunner().invoke(main, ["cache", "clear", "short", "--redis", server.url])
+    assert "removed 1 cache entry" in cleared.output
+    left = CliRunner().invoke(main, ["cache", "list", "--json", "--redis", server.url])
+    assert [e["jid"] for e in json.loads(left.output)] == ["kept"]
 
 
 CHAIN = """\
