@@ -1,23 +1,27 @@
--- catalog.sync, catalog.list: the flow files of each scheduler service's folder, scheduled or
--- not, so `flows ui` lists and starts any of them from any machine (ours).
+-- catalog.sync, catalog.list, catalog.sources, catalog.remove: the flow files of each scheduler
+-- service's folder, scheduled or not, so `flows ui` lists and starts any of them from any machine
+-- (ours).
 --
---   catalog.sync  source, digest, folder, files JSON  -> 'synced' | 'unchanged'
+--   catalog.sync     source, digest, folder, files JSON  -> 'synced' | 'unchanged'
 --       files: an object {path within the folder: the file's text}; replaces what `source`
 --       published before, in this one call (an empty object forgets the source). `digest`
 --       names the content (the caller's: the same digest again is 'unchanged', nothing
 --       written); `folder` is where the folder is on the service's machine (kept for the runs'
 --       records).
---   catalog.list  -> JSON list [{source, folder, path, text}], by source and path (read-only)
+--   catalog.list     -> JSON list [{source, folder, path, text}], by source and path (read-only)
+--   catalog.sources  -> JSON list [{source, folder, files, synced, seen}], by source (read-only):
+--       `synced` when its content was last published, `seen` (absent until then) when a service
+--       of the source last left the services' health list (stopped: scheduler.forget; silent
+--       past max-worker-age: pruned by a ping), commands/schedulers.lua. Whether a source is
+--       live is the caller's to say, from `schedulers` (scheduler/service/catalog.py).
+--   catalog.remove   source  -> 'removed': forgets what `source` published (a service retired,
+--       moved or renamed leaves its folder here otherwise); NOTFOUND when it published nothing
 --
 -- At most 10,000 files per source and 1 MiB per file; 64 MiB per call.
--- Keys: `P catalog` (hash: source -> JSON {digest, folder, files, synced}) and
--- `P catalog:<source>` (hash: path -> text).
--- Errors: INVALID, TOOLARGE.
+-- Keys: `P catalog` (hash: source -> JSON {digest, folder, files, synced, seen}) and
+-- `P catalog:<source>` (hash: path -> text), include/keys.lua.
+-- Errors: INVALID, TOOLARGE, NOTFOUND (catalog.remove).
 -- @include args
-
--- No local of its own: the bundle's main chunk is at Lua's limit of 200 locals.
-Keys.catalog = function() return Engine.prefix .. 'catalog' end
-Keys.catalog_files = function(source) return Engine.prefix .. 'catalog:' .. source end
 
 api['catalog.sync'] = function(args)
   local cmd = 'CatalogSync'
@@ -80,4 +84,30 @@ api['catalog.list'] = function(args)
   end
   if #out == 0 then return '[]' end
   return cjson.encode(out)
+end
+
+api['catalog.sources'] = function(args)
+  if args[1] ~= nil then Arg.fail('CatalogSources', 'too many arguments') end
+  local raw = redis.call('hgetall', Keys.catalog())
+  local out = {}
+  for i = 1, #raw, 2 do
+    local meta = cjson.decode(raw[i + 1])
+    table.insert(out, { source = raw[i], folder = meta.folder, files = meta.files,
+      synced = meta.synced, seen = meta.seen })
+  end
+  if #out == 0 then return '[]' end
+  table.sort(out, function(a, b) return a.source < b.source end)
+  return cjson.encode(out)
+end
+
+api['catalog.remove'] = function(args)
+  local cmd = 'CatalogRemove'
+  local source = Arg.id(cmd, 'source', args[1])
+  if args[2] ~= nil then Arg.fail(cmd, 'too many arguments') end
+  if redis.call('hexists', Keys.catalog(), source) == 0 then
+    Err.raise('NOTFOUND', cmd .. '(): no source ' .. source .. ' has published flow files')
+  end
+  redis.call('del', Keys.catalog_files(source))
+  redis.call('hdel', Keys.catalog(), source)
+  return 'removed'
 end

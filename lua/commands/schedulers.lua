@@ -10,6 +10,10 @@
 -- supervisor can tell a stuck or dead one by the age of its last tick (`flows scheduler
 -- --health`). Services silent for longer than `max-worker-age` seconds are dropped by the next
 -- ping (a bounded number per call).
+-- A service that leaves the list (forgotten, or dropped so) leaves the time it was last seen on
+-- its source's catalogue (`seen`, when its info names a `source` that published files:
+-- commands/catalog.lua), so `flows sources` can say when a source whose services are gone was
+-- last seen.
 -- Errors: INVALID, TOOLARGE.
 -- @include args
 -- @include config
@@ -17,16 +21,30 @@
 
 local PRUNE_PER_CALL = 100
 
+-- The service `id` (its info still kept) was last seen at `when`: so was its source.
+local function leave(id, when)
+  local info = redis.call('get', Keys.scheduler(id))
+  local ok, decoded = pcall(cjson.decode, info or '')
+  if not ok or type(decoded) ~= 'table' or type(decoded.source) ~= 'string' then return end
+  local held = redis.call('hget', Keys.catalog(), decoded.source)
+  if not held then return end
+  local meta = cjson.decode(held)
+  if (tonumber(meta.seen) or 0) >= when then return end
+  meta.seen = when
+  redis.call('hset', Keys.catalog(), decoded.source, cjson.encode(meta))
+end
+
 api['scheduler.ping'] = function(args)
   local cmd = 'SchedulerPing'
   local id = Arg.id(cmd, 'id', args[1])
   local info = Arg.json(cmd, 'info', args[2], 'object', 65536, Arg.MAX_NESTING)
   if args[3] ~= nil then Arg.fail(cmd, 'too many arguments') end
   local stale = redis.call('zrangebyscore', Keys.schedulers(), '-inf',
-    Engine.now - Config.number('max-worker-age'), 'LIMIT', 0, PRUNE_PER_CALL)
-  for _, old in ipairs(stale) do
-    redis.call('zrem', Keys.schedulers(), old)
-    redis.call('del', Keys.scheduler(old))
+    Engine.now - Config.number('max-worker-age'), 'WITHSCORES', 'LIMIT', 0, PRUNE_PER_CALL)
+  for i = 1, #stale, 2 do
+    leave(stale[i], tonumber(stale[i + 1]))
+    redis.call('zrem', Keys.schedulers(), stale[i])
+    redis.call('del', Keys.scheduler(stale[i]))
   end
   redis.call('zadd', Keys.schedulers(), Engine.now, id)
   -- A service pings every second or so, its info mostly the same: each write is an entry of the
@@ -38,7 +56,9 @@ end
 
 api['scheduler.forget'] = function(args)
   local id = Arg.id('SchedulerForget', 'id', args[1])
-  if redis.call('zrem', Keys.schedulers(), id) == 0 then return 'missing' end
+  if redis.call('zscore', Keys.schedulers(), id) == false then return 'missing' end
+  leave(id, Engine.now)
+  redis.call('zrem', Keys.schedulers(), id)
   redis.call('del', Keys.scheduler(id))
   return 'forgotten'
 end

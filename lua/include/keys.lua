@@ -100,6 +100,10 @@ function Keys.schedules_buffered() return Engine.prefix .. 'schedules-buffered' 
 -- Scheduler services' health: service id -> time of its last tick, and what each registered.
 function Keys.schedulers() return Engine.prefix .. 'schedulers' end
 function Keys.scheduler(id) return Engine.prefix .. 'scheduler:' .. id end
+-- The catalogue of the services' folders (commands/catalog.lua): source -> JSON {digest, folder,
+-- files, synced, seen}; a source's files, path -> text.
+function Keys.catalog() return Engine.prefix .. 'catalog' end
+function Keys.catalog_files(source) return Engine.prefix .. 'catalog:' .. source end
 
 -- Notifications (ours, include/notify.lua): the outbox stream the scheduler service delivers.
 function Keys.outbox() return Engine.prefix .. 'notify:outbox' end

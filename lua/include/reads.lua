@@ -15,5 +15,5 @@ local Reads = {
   ['wait.get'] = true, ['deadline.count'] = true, ['job.explain'] = true, ['cache.list'] = true,
   ['backfill.get'] = true, ['backfill.list'] = true, ['backfill.runs'] = true,
   ['run.read'] = true, ['run.job'] = true, ['runs.statuses'] = true, ['run.counts'] = true,
-  ['catalog.list'] = true,
+  ['catalog.list'] = true, ['catalog.sources'] = true,
 }

@@ -916,6 +916,11 @@ case(
 )
 case("catalog.sync", [*CATALOG, "extra"], InvalidArgument, TOO_MANY, id="too-many")
 case("catalog.list", ["extra"], InvalidArgument, TOO_MANY, id="too-many")
+case("catalog.sources", ["extra"], InvalidArgument, TOO_MANY, id="too-many")
+case("catalog.remove", [], InvalidArgument, "source", id="missing")
+ids("catalog.remove", [], "source")
+case("catalog.remove", ["nope"], JobNotFound, "nope", id="unknown")
+case("catalog.remove", ["nope", "extra"], InvalidArgument, TOO_MANY, id="too-many")
 
 case("maintain", [], InvalidArgument, "queue", id="missing")
 ids("maintain", [], "queue")
@@ -1248,7 +1253,8 @@ def fill(lua: Lua) -> None:
     lua("flow.submit", "run-1", '{"flow": "f"}', json.dumps([{**JOB, "jid": "f-0"}]), now=T0)
     assert lua("schedule.register", *REGISTER, now=T0) == "registered"
     lua("schedule.pause", "sched", "maintenance", now=T0)
-    lua("scheduler.ping", "s1", '{"host": "h"}', now=T0)
+    lua("scheduler.ping", "s1", '{"host": "h", "source": "pipelines"}', now=T0)
+    lua("catalog.sync", "pipelines", "d1", "/srv/pipelines", '{"a.yaml": "x"}', now=T0)
     # Ours: a buried job, a parked job with its key's slot taken, a throttle, a ttl deadline, and
     # a dependent in another queue (q4 cannot be truncated without it).
     lua.put("buried", "q3", ttl=600)

@@ -36,6 +36,7 @@ READ_ARGS: dict[str, list[object]] = {
     "run.counts": ["no-such-run"],
     "runs.statuses": [],
     "catalog.list": [],
+    "catalog.sources": [],
     "runs": [],
     "schedule.get": ["no-such-schedule"],
     "schedule.list": [],
