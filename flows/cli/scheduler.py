@@ -37,7 +37,7 @@ from scheduler.cron import Skip
 from scheduler.engine.client import Client
 from scheduler.engine.doctor import ScheduledCheck
 from scheduler.service.loop import Fired, OnceReport, SchedulerService, check_health
-from scheduler.service.records import Registration
+from scheduler.service.records import LIVE_TICK_AGE, Registration
 from scheduler.service.schedules import Schedules
 from scheduler.terminal import log_to_stderr
 
@@ -137,7 +137,7 @@ def _skip(skip: Skip) -> dict[str, Any]:
 @click.option(
     "--max-age",
     type=FiniteFloat(min=0),
-    default=60.0,
+    default=LIVE_TICK_AGE,
     show_default=True,
     help="--health: how old the last tick may be, in seconds.",
 )

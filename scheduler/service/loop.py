@@ -51,6 +51,7 @@ from scheduler.service.housekeeping import (
 )
 from scheduler.service.planning import Decision, decide, start_delay
 from scheduler.service.records import (
+    LIVE_TICK_AGE,
     BufferedEntry,
     Definition,
     DueEntry,
@@ -644,7 +645,11 @@ def _skip_instead(call: FireCall, reason: str) -> FireCall:
 
 
 def check_health(
-    schedules: Schedules, now: float, *, service_id: str | None = None, max_age: float = 60.0
+    schedules: Schedules,
+    now: float,
+    *,
+    service_id: str | None = None,
+    max_age: float = LIVE_TICK_AGE,
 ) -> tuple[bool, str]:
     """Whether a service (``service_id``, else any) ticked within ``max_age`` seconds of
     ``now`` (the server's clock), and a line saying so."""
@@ -663,7 +668,7 @@ def check_health(
     healthy = False
     for service in services:
         age = now - service.last_tick
-        ok = age <= max_age
+        ok = service.alive(now, max_age)
         healthy = healthy or ok
         lines.append(f"{service.id}: last tick {age:.1f}s ago{'' if ok else ' (too old)'}")
     state = "healthy" if healthy else "unhealthy"

@@ -33,6 +33,11 @@ PAUSED = "paused"
 #: means another writer made progress).
 CAS_ATTEMPTS = 20
 _PAGE = 500
+#: Seconds since its last tick within which a scheduler service is alive: ``flows scheduler
+#: --health``'s default ``--max-age``, the one notion of a live service (a service pings at each
+#: tick, every ``--tick-interval``: a second by default). A catalogue source is live while one
+#: of its services is (:mod:`scheduler.service.catalog`).
+LIVE_TICK_AGE = 60.0
 
 
 def _time(value: Any) -> float | None:
@@ -390,6 +395,16 @@ class ServiceHealth:
     id: str
     last_tick: float
     info: Mapping[str, Any]
+
+    def alive(self, now: float, max_age: float = LIVE_TICK_AGE) -> bool:
+        """Whether it ticked within ``max_age`` seconds of ``now`` (the server's clock)."""
+        return now - self.last_tick <= max_age
+
+    @property
+    def source(self) -> str | None:
+        """The source it publishes and fires (its ``--source``), as its ping says."""
+        source = self.info.get("source")
+        return source if isinstance(source, str) else None
 
 
 def paused_skip(schedule: Schedule, first_due: float, now: float) -> Skip | None:

@@ -127,13 +127,13 @@ class Reloader:
             if held is None or (held.hash, held.origin) != (definition.hash, self.origin):
                 self._register(definition, now, report)
         self._unregister_gone(registered, wanted, report, now)
-        self._publish(paths)
+        self._publish(paths, now)
         return report
 
-    def _publish(self, paths: list[Path]) -> None:
+    def _publish(self, paths: list[Path], now: float) -> None:
         """Every flow file of the folder that validates, scheduled or not, into the catalogue
         (``flows ui`` lists and starts them), when the files or their texts changed since last
-        published; a file gone bad keeps what was published of it."""
+        published (at ``now``); a file gone bad keeps what was published of it."""
         files: dict[str, str] = {}
         for path in paths:
             seen = self._seen.get(path)
@@ -154,7 +154,7 @@ class Reloader:
         if content == self._published:
             return
         try:
-            catalog.publish(self.schedules.client, self.origin, str(self.folder), files)
+            catalog.publish(self.schedules.client, self.origin, str(self.folder), files, now=now)
         except Exception as error:  # the catalogue is for listing: a refusal must not stop the scan
             log.warning("cannot publish the flow files of %s: %s", self.folder, error)
             return
