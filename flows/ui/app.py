@@ -29,6 +29,7 @@ from flows.ui import (
     metrics,
     notifications,
     pages,
+    sources,
     start,
 )
 from flows.ui.auth import Auth
@@ -117,6 +118,7 @@ def create_app(
     app.include_router(notifications.router)
     app.include_router(audit_log.router)
     app.include_router(start.router)
+    app.include_router(sources.router)
     app.include_router(backfills.router)
     app.include_router(backfills.page_router)
     apidocs.mount(app)

@@ -10,7 +10,6 @@ change anything. Live updates come from the API's event streams (``static/app.js
 from __future__ import annotations
 
 import json
-import time
 from collections import Counter
 from datetime import UTC, datetime
 from pathlib import Path
@@ -45,7 +44,7 @@ LIST_PAGE = 100
 FLOWS_PAGE = 25
 OVERVIEW_LIST = 20
 
-SYMBOLS = {**statuses.SYMBOLS, "paused": "‖"}
+SYMBOLS = {**statuses.SYMBOLS, "paused": "‖", "stale": "○"}
 
 
 def when(value: Any) -> str:
@@ -93,7 +92,8 @@ def render(request: Request, name: str, **context: Any) -> HTMLResponse:
 
 @router.get("/", response_class=HTMLResponse)
 def overview(request: Request, ui: Ui) -> HTMLResponse:
-    since = time.time() - 86400
+    now = api.engine_errors(ui.client.engine.server_time)  # services are alive by its clock
+    since = now - 86400
     recent = api.list_runs(
         ui, offset=0, limit=100, flow=None, status=None, since=since, all_runs=True
     )
@@ -118,8 +118,8 @@ def overview(request: Request, ui: Ui) -> HTMLResponse:
         queues_more=queues["next"] is not None,
         queues_looked=len(queues["items"]),
         schedules=api.list_schedules(ui, offset=0, limit=OVERVIEW_LIST),
-        services=api.engine_errors(Schedules(ui.client).services),
-        now=time.time(),
+        services=[(s, s.alive(now)) for s in api.engine_errors(Schedules(ui.client).services)],
+        now=now,
         workers=workers["items"],
         workers_more=workers["next"] is not None,
     )

@@ -4,6 +4,12 @@ without it, of the scheduler services' folders, from the catalogue they publish)
 check them, the dashboard's "Run" page, and signed webhook triggers
 (``POST /api/v1/hooks/{flow}``, for a flow that declares ``on: webhook``).
 
+A flow defined in the catalogue by one live source (:mod:`scheduler.service.catalog`: a
+service of it ticks) and by stale ones (a service retired, moved or renamed) is started from the
+live source's file; several files are a conflict (409) only when two live sources define the
+flow, or only stale ones do, and the answer names each source, live or stale, and how to
+remove a stale one.
+
 A webhook request is its own credential: ``X-Flows-Signature: sha256=<hex>``, HMAC-SHA256 with
 the flow's secret of ``<X-Flows-Timestamp>.<body>`` (:func:`scheduler.notify.channels.sign`, the
 same scheme notifications are signed with). A timestamp more than :data:`WINDOW` seconds away
@@ -42,6 +48,7 @@ from scheduler.engine.errors import EngineError
 from scheduler.notify.channels import SIGNATURE_HEADER, TIMESTAMP_HEADER, verify
 from scheduler.secrets import MissingSecret
 from scheduler.service import catalog
+from scheduler.service.records import LIVE_TICK_AGE
 from scheduler.service.scanning import flow_files
 
 WINDOW: Final = 300.0
@@ -62,6 +69,21 @@ class Listed:
     source: FlowFile | None
     errors: list[dict[str, Any]]
     origin: str | None = None  # the scheduler service's source it came from (None: --flows-dir)
+    published: catalog.Source | None = None  # the origin's record (None: removed meanwhile)
+
+    @property
+    def live(self) -> bool | None:
+        """Whether a service of its source is alive (None: a file of ``--flows-dir``)."""
+        if self.origin is None:
+            return None
+        return self.published is not None and self.published.live
+
+    @property
+    def name(self) -> str | None:
+        """The flow it defines (None: a file that does not validate)."""
+        if self.source is not None:
+            return self.source.flow.name
+        return None
 
 
 @dataclass(frozen=True)
@@ -79,19 +101,27 @@ class Shelf:
                 file = str(path.relative_to(self.folder))
                 yield _judged(file, None, partial(read_flow_file, path))
             return
+        now = self.client.engine.server_time()
+        published = {s.name: s for s in catalog.sources(self.client, now)}
         for entry in catalog.entries(self.client):
             where = str(PurePosixPath(entry.folder) / entry.path)
-            yield _judged(entry.path, entry.source, partial(parse_flow_text, entry.text, where))
+            load = partial(parse_flow_text, entry.text, where)
+            yield _judged(entry.path, entry.source, load, published.get(entry.source))
 
 
-def _judged(file: str, origin: str | None, load: Callable[[], FlowFile]) -> Listed:
+def _judged(
+    file: str,
+    origin: str | None,
+    load: Callable[[], FlowFile],
+    published: catalog.Source | None = None,
+) -> Listed:
     try:
-        return Listed(file, load(), [], origin)
+        return Listed(file, load(), [], origin, published)
     except InvalidFlow as invalid:
         errors = [f.to_dict() for f in invalid.findings if f.severity == "error"]
-        return Listed(file, None, errors, origin)
+        return Listed(file, None, errors, origin, published)
     except (OSError, ValueError) as error:
-        return Listed(file, None, [{"message": str(error)}], origin)
+        return Listed(file, None, [{"message": str(error)}], origin, published)
 
 
 def shelf(request: Request, ui: api.Ui) -> Shelf:
@@ -102,8 +132,15 @@ def shelf(request: Request, ui: api.Ui) -> Shelf:
 Flows = Annotated[Shelf, Depends(shelf)]
 
 
-def _describe(listed: Listed) -> dict[str, Any]:
-    out: dict[str, Any] = {"file": listed.file, "source": listed.origin, "errors": listed.errors}
+def _describe(listed: Listed, shadowed: bool = False) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "file": listed.file,
+        "source": listed.origin,
+        "live": listed.live,
+        "last_seen": listed.published.last_seen if listed.published else None,
+        "shadowed": shadowed,
+        "errors": listed.errors,
+    }
     flow = listed.source.flow if listed.source is not None else None
     if flow is None:
         return {**out, "name": None, "valid": False}
@@ -129,23 +166,62 @@ def _describe(listed: Listed) -> dict[str, Any]:
 
 
 def _where(listed: Listed) -> str:
-    return f"{listed.origin}:{listed.file}" if listed.origin else listed.file
+    if listed.origin is None:
+        return listed.file
+    if listed.live:
+        return f"{listed.origin}:{listed.file} (source {listed.origin}, live)"
+    when = f", last seen {_utc(listed.published.last_seen)}" if listed.published else ""
+    return f"{listed.origin}:{listed.file} (source {listed.origin}, stale{when})"
+
+
+def _utc(when: float) -> str:
+    return datetime.fromtimestamp(when, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def _defines(listed: Listed, name: str) -> bool:
+    if listed.name is not None:
+        return listed.name == name
+    return PurePosixPath(listed.file).stem == name
+
+
+def _shadowed(listed: Listed, live_names: set[str]) -> bool:
+    """A stale source's copy of a flow a live source defines too: starting it starts that."""
+    return listed.live is False and listed.name in live_names
+
+
+def _pick(name: str, matches: list[Listed]) -> Listed:
+    """The file to start of those defining ``name``: the only one, else the only one of a live
+    source (or of ``--flows-dir``); 409 naming each, live or stale, when that is not one."""
+    if len(matches) == 1:
+        return matches[0]
+    live = [m for m in matches if m.live is not False]
+    if len(live) == 1:
+        return live[0]
+    message = f"several files define flow {name!r}: " + "; ".join(_where(m) for m in matches)
+    if len({m.origin for m in live if m.origin is not None}) > 1:
+        message += (
+            ". Two live sources define it: rename the flow in one of their folders, or stop "
+            "the service of one"
+        )
+    stale = sorted({m.origin for m in matches if m.origin is not None and not m.live})
+    if stale:
+        commands = ", ".join(f"`flows sources remove {s}`" for s in stale)
+        message += (
+            f". A stale source (no service of it has ticked for {LIVE_TICK_AGE:.0f} s: retired, "
+            f"moved or renamed) keeps its files here until removed: {commands} "
+            f"(or POST {api.PREFIX}/sources/<source>/remove)"
+        )
+    raise HTTPException(409, message)
 
 
 def _find(flows: Shelf, name: str) -> FlowFile:
-    """The flow file of ``name``: 404 when none is, 422 (with every finding) when it is invalid."""
-    matches = []
-    for listed in flows.listed():
-        flow_name = listed.source.flow.name if listed.source else None
-        if flow_name == name or (listed.source is None and PurePosixPath(listed.file).stem == name):
-            matches.append(listed)
+    """The flow file of ``name``: 404 when none is, 409 when several are and no one of them is
+    its live source's (:func:`_pick`), 422 (with every finding) when it is invalid."""
+    matches = [listed for listed in flows.listed() if _defines(listed, name)]
     if not matches:
         where = "under the flows folder" if flows.folder is not None else "in the services' folders"
         raise HTTPException(404, f"no flow named {name!r} {where}")
-    if len(matches) > 1:
-        files = ", ".join(_where(m) for m in matches)
-        raise HTTPException(409, f"several files define flow {name!r}: {files}")
-    found = matches[0]
+    found = _pick(name, matches)
     if found.source is None:
         raise HTTPException(422, {"message": f"flow {name!r} does not validate",
                                   "findings": found.errors})  # fmt: skip
@@ -175,8 +251,12 @@ def _start(ui: UiState, source: FlowFile, params: dict[str, Any], trigger: str) 
 def list_flows(flows: Flows) -> dict[str, Any]:
     """Every flow file of the flows folder (``--flows-dir``; else of the scheduler services'
     folders), scheduled or not: its name, params (to start it with), whether it has a schedule
-    or a webhook trigger, its source (a service's, or null), and its errors when invalid."""
-    return {"items": [_describe(listed) for listed in flows.listed()]}
+    or a webhook trigger, its source (a service's, or null) and whether a service of that
+    source is alive (``live``; ``shadowed``: a stale source's copy of a flow a live source
+    defines too, which starting the flow does not start), and its errors when invalid."""
+    listed = list(flows.listed())
+    live_names = {f.name for f in listed if f.live is not False and f.name is not None}
+    return {"items": [_describe(f, _shadowed(f, live_names)) for f in listed]}
 
 
 @router.post(
@@ -249,4 +329,4 @@ async def webhook(request: Request, ui: api.Ui, flows: Flows, flow: str) -> dict
             dependencies=[Depends(reader)])  # fmt: skip
 def start_page(request: Request, flows: Flows) -> HTMLResponse:
     items = list_flows(flows)["items"]
-    return render(request, "start.html", flows=items, folder=flows.folder)
+    return render(request, "start.html", flows=items, folder=flows.folder, live_age=LIVE_TICK_AGE)

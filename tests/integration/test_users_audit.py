@@ -71,6 +71,7 @@ def test_roles_decide_and_the_audit_log_remembers(
                 f"user vera is a viewer: POST /api/v1/runs/{run_id}/cancel needs operator"
             )
             assert otto.post("/api/v1/queues/default/pause").status == 403  # admin's
+            assert otto.post("/api/v1/sources/pipelines/remove").status == 403  # admin's too
         # The step awaits its approval once build ran: an operator approves as itself.
         flows(cli, "worker", "--queues", "default", "--burst", "--processes", "0")
         approved = otto.post(
