@@ -33,6 +33,7 @@ COMMAND_MODULES: list[str] = [
     "graph",
     "schema",
     "scheduler",
+    "sources",
     "backfill",
     "doctor",
     "ui",

@@ -25,7 +25,7 @@ AUDITED: Final = frozenset(
         ("approve",), ("backfill",), ("bury",), ("cancel",), ("delete",), ("kick",),
         ("retry",), ("signal",), ("unfail",), ("notifications",),
         ("schedule", "pause"), ("schedule", "remove"), ("schedule", "resume"),
-        ("schedule", "trigger"), ("queue", "drop"), ("queue", "truncate"),
+        ("schedule", "trigger"), ("sources", "remove"), ("queue", "drop"), ("queue", "truncate"),
         ("queue", "pause"), ("queue", "unpause"),
         ("throttle", "set"), ("throttle", "unset"), ("user", "add"), ("user", "revoke"),
     }

@@ -115,6 +115,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "signal",
         "Complete STEP of RUN, a `wait:` step awaiting its signal, with --data as its outputs.",
     ),
+    "sources": (
+        "sources",
+        "The scheduler services' sources: the folder each published, live or stale.",
+    ),
     "status": ("run", "A run's steps (the latest top-level run when RUN_ID is left out)."),
     "test": (
         "flowtest",

@@ -39,6 +39,12 @@ CASES: list[tuple[list[str], int, str]] = [
     (["failed", "a b"], 2, "failure group 'a b' contains white space"),
     (["jobs", "--queue", "a\x1bb"], 2, "queue name 'a\\x1bb' contains white space"),
     (["queue", "pause", ""], 2, "queue name is empty"),
+    (
+        ["sources", "remove", "registerd"],
+        1,
+        "no source 'registerd' has published flow files; did you mean 'registered'?",
+    ),
+    (["sources", "remove", "a b"], 1, "no source 'a b' has published flow files"),
 ]
 
 
