@@ -8,8 +8,9 @@ import logging
 import os
 import socket
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -59,7 +60,12 @@ def notify_deliverer(
 
 @click.command()
 @click.option("--failed", "only_failed", is_flag=True, help="Only the deliveries given up.")
-@click.option("--retry", "retry_id", metavar="ID", help="Send a given-up event again.")
+@click.option(
+    "--retry",
+    "retry_id",
+    metavar="ID",
+    help="Send a given-up event again (to the channels that did not take it).",
+)
 @click.option(
     "-n",
     "--count",
@@ -81,7 +87,8 @@ def notifications(
     """Notifications: given up (kept until retried), waiting to be sent, and the latest sends.
 
     A delivery that keeps failing is retried with a growing wait (5s, 10s, 20s ... up to 10
-    minutes, 10 attempts), then kept here: `flows notifications --retry ID` sends it again.
+    minutes, 10 attempts), then kept here with each channel's status: `flows notifications
+    --retry ID` sends it again to the channels that did not take it.
     """
     client = open_client(redis_url, namespace)
     if retry_id is not None:
@@ -102,17 +109,17 @@ def notifications(
             r["run"],
             r.get("jid", ""),
             str(r.get("attempts", "")),
-            "; ".join(f"{u['channel']}: {u['error']}" for u in r.get("undelivered", ())),
+            channel_lines(r.get("channels", ())),
         ]
         for r in given_up
     ]
-    table("Given up", ["id", "kind", "run", "jid", "attempts", "channel: error"], rows)
+    table("Given up", ["id", "kind", "run", "jid", "attempts", "channel: status"], rows)
     if only_failed:
         return
     if pending:
         table(
             "Waiting",
-            ["id", "kind", "run", "jid", "attempts", "next try", "last error"],
+            ["id", "kind", "run", "jid", "attempts", "next try", "channel: status"],
             [
                 [
                     p["id"],
@@ -121,14 +128,14 @@ def notifications(
                     p.get("jid", ""),
                     str(p["attempts"]),
                     ago(p.get("due")),
-                    "; ".join(p["errors"].values()),
+                    channel_lines(p.get("channels", ())),
                 ]
                 for p in pending
             ],
         )
     table(
         "Latest sends",
-        ["id", "event", "run", "channel", "status", "attempt", "when", "error"],
+        ["id", "event", "run", "channel", "status", "attempt", "by", "when", "error"],
         [
             [
                 s["id"],
@@ -137,11 +144,21 @@ def notifications(
                 s["channel"],
                 s["status"],
                 s["attempt"],
+                s.get("by", ""),
                 ago(float(s["at"])),
                 s.get("error", ""),
             ]
             for s in sent
         ],
+    )
+
+
+def channel_lines(channels: Iterable[Mapping[str, Any]]) -> str:
+    """One line per channel of an event: ``webhook https://...: delivered`` / ``...: failed
+    (HTTP 502 Bad Gateway)``."""
+    return "\n".join(
+        f"{c['channel']}: {c['status']}" + (f" ({c['error']})" if c.get("error") else "")
+        for c in channels
     )
 
 

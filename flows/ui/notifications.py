@@ -22,8 +22,9 @@ Count = Annotated[int, Query(ge=1, le=2000, description="How many of the latest 
 
 @router.get(f"{api.PREFIX}/notifications", dependencies=[Depends(reader)], tags=["notifications"])
 def list_notifications(ui: api.Ui, recent: Count = 50) -> dict[str, Any]:
-    """``{failed, waiting, recent}``: deliveries given up with each channel's last error, events
-    not sent yet with their attempts, and the latest sends (newest first)."""
+    """``{failed, waiting, recent}``: deliveries given up and events not sent yet, each with its
+    channels (``channels``: each one's status, attempts and last error: a channel that took
+    it is not sent it again), and the latest sends (newest first)."""
     return {
         "failed": outbox.failed(ui.client),
         "waiting": outbox.waiting(ui.client),
@@ -37,7 +38,8 @@ def list_notifications(ui: api.Ui, recent: Count = 50) -> dict[str, Any]:
     tags=["notifications"],
 )
 def retry_notification(ui: api.Ui, event_id: str) -> dict[str, Any]:
-    """Put a given-up event back in the outbox for another round of attempts."""
+    """Put a given-up event back in the outbox for another round of attempts, to the channels
+    that did not take it."""
     if not outbox.retry_failed(ui.client, event_id):
         raise HTTPException(404, f"no given-up notification {event_id}")
     return {"id": event_id, "retried": True}

@@ -165,6 +165,19 @@ def channel_of(rule: Mapping[str, Any]) -> tuple[str, Mapping[str, Any]] | None:
     return None
 
 
+SECRET_FIELDS: Final = {
+    "webhook": ("url_secret", "secret"),
+    "slack": ("url_secret",),
+    "email": ("login",),
+}
+"""The fields of each channel that name a secret (resolved where the notification is sent)."""
+
+
+def secret_names(channel: str, config: Mapping[str, Any]) -> list[str]:
+    """The secrets a channel's settings name: what a sender must resolve to send by it."""
+    return [str(config[key]) for key in SECRET_FIELDS.get(channel, ()) if config.get(key)]
+
+
 def describe(rule: Mapping[str, Any]) -> str:
     """``webhook http://...`` / ``email ops@example.com``: where a rule sends, for listings."""
     found = channel_of(rule)

@@ -31,7 +31,9 @@ _STEP_ON: Final = {
 class Event:
     """One outbox entry: ``id`` (the stream entry's, stable across deliveries), ``kind``
     (``failure``, ``success``, ``awaiting``, ``run_failure``, ``run_success``, ``deadline``),
-    its run and job (a run's own event names the job that ended it; a run deadline none)."""
+    its run and job (a run's own event names the job that ended it; a run deadline none).
+    ``rules``: the only rules (indexes in the run's list) it is for, when it is a given-up
+    event sent again (its other channels had it already); None: every rule it concerns."""
 
     id: str
     kind: str
@@ -39,6 +41,7 @@ class Event:
     jid: str
     at: float
     exhausted: str = ""
+    rules: tuple[int, ...] | None = None
 
     @classmethod
     def from_entry(cls, entry_id: str, fields: Mapping[str, str]) -> Event:
@@ -49,6 +52,7 @@ class Event:
             jid=fields.get("jid", ""),
             at=float(fields.get("at") or 0),
             exhausted=fields.get("exhausted", ""),
+            rules=_indexes(fields["rules"]) if "rules" in fields else None,
         )
 
     @property
@@ -82,6 +86,10 @@ class Event:
             return "retries_exhausted" if self.exhausted and "retries_exhausted" in on else None
         name = _STEP_ON.get(self.kind)
         return name if name in on else None
+
+
+def _indexes(text: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in text.split() if part.isdigit())
 
 
 @dataclass(frozen=True)
@@ -182,9 +190,12 @@ def text(event: Event, name: str, context: Context) -> str:
 
 
 def concerned(event: Event, rules: Sequence[Mapping[str, Any]]) -> list[tuple[int, str]]:
-    """The indexes of the rules this event concerns, with the name each knows it by."""
+    """The indexes of the rules this event concerns, with the name each knows it by (of an
+    event sent again, only the rules it is sent again to)."""
     out = []
     for index, rule in enumerate(rules):
+        if event.rules is not None and index not in event.rules:
+            continue
         name = event.matches(rule)
         if name is not None:
             out.append((index, name))

@@ -1,15 +1,27 @@
 """Delivering the outbox: at least once, with retries and backoff, failures kept and shown.
 
 The engine appends each event to ``P notify:outbox`` in the call that made it happen
-(``lua/include/notify.lua``). Deliverers read it as consumer group ``deliver``: an entry is
-acknowledged and deleted only once every rule it concerns has taken it, or its attempts ran
-out, so an entry whose deliverer died (``kill -9`` mid-send) is still pending: read again by a
-deliverer of the same name when it restarts, or claimed by another after :data:`CLAIM_AFTER`.
-A re-sent event carries the same id (the stream entry's), so a receiver can drop duplicates.
+(``lua/include/notify.lua``). Every sender of the namespace (each scheduler service, a ``flows
+run``) reads it as one consumer group, ``deliver``, so each entry is held by one deliverer at a
+time: two never send it at once. An entry is acknowledged and deleted only once every channel
+it concerns has taken it or was given up, so an entry whose deliverer died (``kill -9``
+mid-send) is still pending: read again by a deliverer of the same name when it restarts, or
+claimed by another after :data:`CLAIM_AFTER`. A re-sent event carries the same id (the stream
+entry's), so a receiver can drop duplicates.
 
-Keys (``P`` the namespace's prefix): ``notify:tries`` (entry id → JSON ``{attempts, due, done,
-errors}``), ``notify:failed`` (entry id → JSON of a delivery given up, until it is retried or
-dropped) and ``notify:log`` (a capped stream of what was sent: one entry per send).
+Senders need not be alike: each resolves secrets from its own env file, environment and
+folders, and may lack a channel. A deliverer that cannot send some channel of an entry it holds
+(a secret it cannot resolve) sends the channels it can, notes who could not and why, and
+releases the entry: hands it to the group's :data:`PARKED` consumer, idle, where any deliverer
+that did not find it could not send it claims it, by a compare-and-set on the entry's idle time
+(``XCLAIM`` with a minimum idle time), so one takes it. A deliverer looks again at an entry it
+could not send after :data:`RECHECK_AFTER`; a channel no deliverer that took it could send for
+:data:`GIVE_UP_AFTER` is given up with their reasons. Times are the Redis server's clock.
+
+Keys (``P`` the namespace's prefix): ``notify:tries`` (entry id → JSON of its channels:
+:mod:`scheduler.notify.tries`), ``notify:failed`` (entry id → JSON of a delivery given up, with
+each channel's status, until it is retried or dropped) and ``notify:log`` (a capped stream of
+what was sent: one entry per send).
 """
 
 from __future__ import annotations
@@ -26,16 +38,33 @@ from typing import Any, Final
 import redis
 
 from scheduler.engine.client import Client
-from scheduler.notify.channels import SENDERS, DeliveryError, channel_of, describe
+from scheduler.notify.channels import (
+    SENDERS,
+    DeliveryError,
+    channel_of,
+    describe,
+    secret_names,
+)
 from scheduler.notify.events import Context, Event, concerned
-from scheduler.secrets import Secrets
+from scheduler.notify.tries import DELIVERED, FAILED, LEFT, Channel, Tries
+from scheduler.secrets import MissingSecret, Secrets
 
 log = logging.getLogger(__name__)
 
 GROUP: Final = "deliver"
+PARKED: Final = "~released"
+"""The consumer that holds the entries a deliverer released (never reads: others claim them)."""
 BATCH: Final = 100
+CLAIM_PAGES: Final = 50
+"""Pages of :data:`BATCH` idle entries one claim pass looks through at most."""
 CLAIM_AFTER: Final = 60.0
 """Seconds an entry taken by another deliverer may sit unacknowledged before this one takes it."""
+RECHECK_AFTER: Final = 60.0
+"""Seconds before a deliverer takes again an entry it could not send (its secrets may be there
+now, and it may have to give it up)."""
+GIVE_UP_AFTER: Final = 1800.0
+"""Seconds a channel may wait for a deliverer that can send it before it is given up (about
+as long as the attempts at a receiver that keeps refusing take)."""
 MAX_ATTEMPTS: Final = 10
 BACKOFF: Final = 5.0
 MAX_BACKOFF: Final = 600.0
@@ -78,10 +107,16 @@ class Keys:
         return f"{self.prefix}j:{jid}"
 
 
+Runs = dict[str, tuple[list[dict[str, Any]], str]]
+"""Run id → (its rules, its flow): read once per pass."""
+
+
 class Deliverer:
     """Sends what the outbox holds. ``consumer``: a name stable across restarts of one process
     (the scheduler service's), so what it was sending when it died is sent first when it comes
-    back; ``clock`` gives the time used for backoff (tests pass their own)."""
+    back; ``clock`` gives the time used for backoff and for how long an entry waited (default:
+    the Redis server's, which every sender shares; tests pass their own); ``senders``: the
+    channels it has (default: all)."""
 
     def __init__(
         self,
@@ -93,7 +128,9 @@ class Deliverer:
         max_attempts: int = MAX_ATTEMPTS,
         base_backoff: float = BACKOFF,
         claim_after: float = CLAIM_AFTER,
-        clock: Callable[[], float] = time.time,
+        recheck_after: float = RECHECK_AFTER,
+        give_up_after: float = GIVE_UP_AFTER,
+        clock: Callable[[], float] | None = None,
         senders: Mapping[str, Any] | None = None,
     ) -> None:
         # Any: redis-py's reply types are unions this module reads as the server sends them.
@@ -102,11 +139,17 @@ class Deliverer:
         self.secrets = secrets or Secrets()
         self.dashboard = dashboard
         self.consumer = consumer or default_consumer()
+        if self.consumer == PARKED:
+            raise ValueError(f"{PARKED!r} is the group's own consumer")
         self.max_attempts = max_attempts
         self.base_backoff = base_backoff
         self.claim_after = claim_after
-        self.clock = clock
+        self.recheck_after = recheck_after
+        self.give_up_after = give_up_after
+        self.clock = clock or client.engine.server_time
         self.senders = dict(senders or SENDERS)
+        self.released: set[str] = set()
+        """The entries this deliverer released (it could not send some channel of them)."""
         self._group_ready = False
 
     # -- reading ------------------------------------------------------------------------------
@@ -128,52 +171,90 @@ class Deliverer:
             entries.extend((entry_id, fields or None) for entry_id, fields in items)
         return entries
 
-    def _claim(self) -> None:
-        """Take entries other deliverers left unacknowledged for longer than ``claim_after``."""
-        self.redis.xautoclaim(
-            self.keys.outbox,
-            GROUP,
-            self.consumer,
-            int(self.claim_after * 1000),
-            start_id="0-0",
-            count=BATCH,
-            justid=True,
-        )
+    def _held(self) -> Iterator[tuple[str, dict[str, str] | None]]:
+        """The entries this consumer holds, page by page (reading one marks it as being
+        worked on: nobody claims it while this deliverer keeps reading it)."""
+        start = "0"
+        while True:
+            page = self._read(start)
+            yield from page
+            if len(page) < BATCH:
+                return
+            start = page[-1][0]
 
-    def pending(self) -> Iterator[tuple[str, dict[str, str] | None]]:
-        """This consumer's entries first (taken before and not yet done), then new ones."""
+    def _claim(self, now: float) -> None:
+        """Take the entries idle for ``claim_after`` that this deliverer should look at: those
+        a deliverer took and left (it died), and those released to :data:`PARKED` that it did
+        not find it cannot send. The claim is a compare-and-set on the idle time: of two
+        deliverers claiming one entry, one gets it."""
+        idle = int(self.claim_after * 1000)
+        start = "-"
+        claimed = 0
+        for _ in range(CLAIM_PAGES):
+            rows = self.redis.xpending_range(
+                self.keys.outbox, GROUP, min=start, max="+", count=BATCH, idle=idle
+            )
+            ids = [str(r["message_id"]) for r in rows if r["consumer"] != self.consumer]
+            if ids:
+                states = self.redis.hmget(self.keys.tries, ids)
+                wanted = [i for i, raw in zip(ids, states, strict=True) if self._wants(raw, now)]
+                if wanted:
+                    got = self.redis.xclaim(
+                        self.keys.outbox, GROUP, self.consumer, idle, wanted, justid=True
+                    )
+                    claimed += len(got or ())
+                    self.released.difference_update(str(i) for i in got or ())
+            if len(rows) < BATCH or claimed >= BATCH:
+                return
+            start = "(" + str(rows[-1]["message_id"])
+
+    def _wants(self, raw: str | None, now: float) -> bool:
+        """Whether to claim an idle entry: one its holder left (it died) always; a released one
+        when a channel still open is due and this deliverer did not find, in the last
+        ``recheck_after``, that it cannot send it; or when a channel is to be given up."""
+        tries = Tries.loads(raw)
+        if not tries.released:
+            return True
+        for channel in tries.channels.values():
+            if channel.delivered or channel.attempts >= self.max_attempts:
+                continue
+            if self._stranded_out(channel, now):
+                return True  # to be given up
+            mine = channel.unable.get(self.consumer)
+            if channel.due <= now and (mine is None or now - mine[1] >= self.recheck_after):
+                return True
+        return False
+
+    def pending(self, now: float | None = None) -> Iterator[tuple[str, dict[str, str] | None]]:
+        """This consumer's entries first (taken before and not yet done, claimed), then new
+        ones."""
         self._ensure_group()
-        self._claim()
-        yield from self._read("0")
+        self._claim(self.clock() if now is None else now)
+        yield from self._held()
         yield from self._read(">")
 
     # -- delivering ---------------------------------------------------------------------------
 
-    def tick(self) -> int:
-        """One pass: every entry due now is tried. Returns how many sends succeeded."""
+    def tick(self, now: float | None = None) -> int:
+        """One pass at ``now`` (default: the clock): every channel due is tried, by this
+        deliverer if it can send it. Returns how many sends succeeded."""
+        now = self.clock() if now is None else now
         sent = 0
-        runs: dict[str, tuple[list[dict[str, Any]], str]] = {}
+        runs: Runs = {}
         seen: set[str] = set()
-        for entry_id, fields in self.pending():
+        for entry_id, fields in self.pending(now):
             if entry_id in seen:
                 continue
             seen.add(entry_id)
             if fields is None:  # deleted while pending: nothing left to send
                 self._finish(entry_id)
                 continue
-            sent += self._deliver(Event.from_entry(entry_id, fields), runs)
+            sent += self._deliver(Event.from_entry(entry_id, fields), runs, now)
         return sent
 
-    def _run(
-        self, run_id: str, runs: dict[str, tuple[list[dict[str, Any]], str]]
-    ) -> tuple[list[dict[str, Any]], str]:
+    def _run(self, run_id: str, runs: Runs) -> tuple[list[dict[str, Any]], str]:
         if run_id not in runs:
-            raw, flow = self.redis.hmget(self.keys.run(run_id), "notify", "flow")
-            try:
-                rules = json.loads(raw) if raw else []
-            except ValueError:
-                rules = []
-            runs[run_id] = (rules if isinstance(rules, list) else [], flow or "")
+            runs[run_id] = rules_of(self.redis, self.keys, run_id)
         return runs[run_id]
 
     def _context(self, event: Event, flow: str) -> Context:
@@ -194,62 +275,148 @@ class Deliverer:
                     signal = ""
         return Context(flow=flow, failure=failure, dashboard=self.dashboard, signal=signal)
 
-    def _deliver(self, event: Event, runs: dict[str, tuple[list[dict[str, Any]], str]]) -> int:
-        now = self.clock()
-        state = self._state(event.id)
-        if state.get("due", 0) > now:
-            return 0
+    def _closed(self, channel: Channel, now: float) -> bool:
+        """Delivered, or given up: its attempts ran out, or no deliverer could send it."""
+        return (
+            channel.delivered
+            or channel.attempts >= self.max_attempts
+            or self._stranded_out(channel, now)
+        )
+
+    def _stranded_out(self, channel: Channel, now: float) -> bool:
+        return channel.stranded is not None and now - channel.stranded >= self.give_up_after
+
+    def cannot(self, rule: Mapping[str, Any]) -> str | None:
+        """Why this deliverer cannot send by ``rule``'s channel (None: it can try): it lacks
+        the channel, or a secret the channel names is found nowhere it looks."""
+        found = channel_of(rule)
+        if found is None:
+            return None  # a rule without a channel fails where it is tried, whoever tries it
+        name, config = found
+        if name not in self.senders:
+            return f"no {name} channel here"
+        for secret in secret_names(name, config):
+            try:
+                self.secrets.resolve(secret)
+            except MissingSecret as error:
+                return str(error)
+        return None
+
+    def _deliver(self, event: Event, runs: Runs, now: float) -> int:
+        """Try each channel of ``event`` that is due and this deliverer can send, then keep
+        the entry, release it for another deliverer, finish it or give it up."""
+        raw = self.redis.hget(self.keys.tries, event.id)
+        tries = Tries.loads(raw)
         rules, flow = self._run(event.run, runs)
         targets = concerned(event, rules)
-        done: set[int] = set(state.get("done", ()))
-        errors: dict[str, str] = {}
-        context = self._context(event, flow)
+        contexts: list[Context] = []  # read once, and only when something is sent
         sent = 0
-        attempt = int(state.get("attempts", 0)) + 1
         for index, name in targets:
-            if index in done:
+            channel = tries.channel(index)
+            if channel.delivered or channel.attempts >= self.max_attempts:
                 continue
-            rule = rules[index]
-            found = channel_of(rule)
-            try:
-                if found is None:
-                    raise DeliveryError("the rule names no channel")
-                self.senders[found[0]](found[1], event, name, context, self.secrets)
-            except DeliveryError as error:
-                errors[str(index)] = str(error)
-                self._log(event, name, rule, "retrying", attempt, str(error))
+            reason = self.cannot(rules[index])
+            if reason is not None:
+                if not self._stranded_out(channel, now):  # else: given up below
+                    self._leave(event, name, rules[index], channel, reason, now)
                 continue
-            except Exception as error:
-                errors[str(index)] = f"{type(error).__name__}: {error}"
-                self._log(event, name, rule, "retrying", attempt, errors[str(index)])
+            channel.unable.clear()  # this one can: nothing is stranded
+            channel.stranded = None
+            if channel.due > now:
                 continue
-            done.add(index)
-            sent += 1
-            # Recorded at once: a crash after this send does not repeat it.
-            self._save(event.id, {**state, "done": sorted(done)})
-            self._log(event, name, rule, "delivered", attempt, "")
-        if not errors:
-            self._finish(event.id)
-            return sent
-        if attempt >= self.max_attempts:
-            self._give_up(event, rules, targets, done, errors, attempt)
-            return sent
-        due = now + backoff(attempt, self.base_backoff)
-        self._save(
-            event.id, {"attempts": attempt, "due": due, "done": sorted(done), "errors": errors}
-        )
+            contexts = contexts or [self._context(event, flow)]
+            if self._attempt(event, name, rules[index], tries, channel, contexts[0], now):
+                sent += 1
+        open_channels = [c for i, _ in targets if not self._closed(c := tries.channel(i), now)]
+        if not open_channels:
+            if all(tries.channel(i).delivered for i, _ in targets):
+                self._finish(event.id)
+            else:
+                self._give_up(event, rules, targets, tries, now)
+        elif any(c.unable for c in open_channels):
+            self._release(event.id, tries)  # another deliverer may send what this one cannot
+        else:
+            tries.released = False
+            if tries.dumps() != raw:  # nothing was due: nothing is written
+                self._save(event.id, tries)
         return sent
 
-    def _state(self, entry_id: str) -> dict[str, Any]:
-        raw = self.redis.hget(self.keys.tries, entry_id)
-        try:
-            state = json.loads(raw) if raw else {}
-        except ValueError:
-            state = {}
-        return state if isinstance(state, dict) else {}
+    def _leave(
+        self,
+        event: Event,
+        name: str,
+        rule: Mapping[str, Any],
+        channel: Channel,
+        reason: str,
+        now: float,
+    ) -> None:
+        """Note that this deliverer cannot send ``channel`` (logged once per reason)."""
+        if channel.unable.get(self.consumer, ("",))[0] != reason:
+            self._log(event, name, rule, LEFT, channel.attempts, reason, now)
+        channel.unable[self.consumer] = (reason, now)
+        if channel.stranded is None:
+            channel.stranded = now
 
-    def _save(self, entry_id: str, state: Mapping[str, Any]) -> None:
-        self.redis.hset(self.keys.tries, entry_id, json.dumps(state))
+    def _attempt(
+        self,
+        event: Event,
+        name: str,
+        rule: Mapping[str, Any],
+        tries: Tries,
+        channel: Channel,
+        context: Context,
+        now: float,
+    ) -> bool:
+        """One attempt at ``channel``, one of ``tries``: whether the receiver took it (else
+        it is due again after the backoff)."""
+        channel.attempts += 1
+        error = self._send(rule, event, name, context)
+        if error is None:
+            channel.delivered, channel.error, channel.due = True, "", 0.0
+            # Recorded at once: a crash after this send does not repeat it.
+            self._save(event.id, tries)
+            self._log(event, name, rule, DELIVERED, channel.attempts, "", now)
+            return True
+        channel.error = error
+        channel.due = now + backoff(channel.attempts, self.base_backoff)
+        self._log(event, name, rule, "retrying", channel.attempts, error, now)
+        return False
+
+    def _send(
+        self, rule: Mapping[str, Any], event: Event, name: str, context: Context
+    ) -> str | None:
+        """Send by the rule's channel: None when the receiver took it, else the error."""
+        found = channel_of(rule)
+        try:
+            if found is None:
+                raise DeliveryError("the rule names no channel")
+            self.senders[found[0]](found[1], event, name, context, self.secrets)
+        except DeliveryError as error:
+            return str(error)
+        except Exception as error:
+            return f"{type(error).__name__}: {error}"
+        return None
+
+    def _save(self, entry_id: str, tries: Tries) -> None:
+        self.redis.hset(self.keys.tries, entry_id, tries.dumps())
+
+    def _release(self, entry_id: str, tries: Tries) -> None:
+        """Hand the entry to :data:`PARKED`, idle as long as a claim needs: the next deliverer
+        that may send it claims it (its state is written first, in the same transaction)."""
+        tries.released = True
+        pipe = self.redis.pipeline(transaction=True)
+        pipe.hset(self.keys.tries, entry_id, tries.dumps())
+        pipe.xclaim(
+            self.keys.outbox,
+            GROUP,
+            PARKED,
+            0,
+            [entry_id],
+            idle=int(self.claim_after * 1000),
+            justid=True,
+        )
+        pipe.execute()
+        self.released.add(entry_id)
 
     def _finish(self, entry_id: str) -> None:
         pipe = self.redis.pipeline(transaction=True)
@@ -257,16 +424,38 @@ class Deliverer:
         pipe.xdel(self.keys.outbox, entry_id)
         pipe.hdel(self.keys.tries, entry_id)
         pipe.execute()
+        self.released.discard(entry_id)
 
     def _give_up(
         self,
         event: Event,
         rules: Sequence[Mapping[str, Any]],
         targets: Sequence[tuple[int, str]],
-        done: set[int],
-        errors: Mapping[str, str],
-        attempts: int,
+        tries: Tries,
+        now: float,
     ) -> None:
+        channels = []
+        for index, name in targets:
+            channel = tries.channel(index)
+            error = channel.error
+            if channel.unable and channel.attempts < self.max_attempts:
+                minutes = self.give_up_after / 60
+                error = f"no sender could send it in {minutes:g} min ({channel.unable_reason()})"
+            channels.append(
+                {
+                    "rule": index,
+                    "event": name,
+                    "channel": describe(rules[index]),
+                    "status": DELIVERED if channel.delivered else FAILED,
+                    "attempts": channel.attempts,
+                    "error": "" if channel.delivered else error,
+                }
+            )
+        undelivered = [
+            {k: c[k] for k in ("rule", "event", "channel", "error")}
+            for c in channels
+            if c["status"] != DELIVERED
+        ]
         record = {
             "id": event.id,
             "kind": event.kind,
@@ -274,18 +463,10 @@ class Deliverer:
             "jid": event.jid,
             "at": event.at,
             "exhausted": event.exhausted,
-            "attempts": attempts,
-            "failed_at": self.clock(),
-            "undelivered": [
-                {
-                    "rule": index,
-                    "event": name,
-                    "channel": describe(rules[index]),
-                    "error": errors.get(str(index), ""),
-                }
-                for index, name in targets
-                if index not in done
-            ],
+            "attempts": tries.attempts,
+            "failed_at": now,
+            "channels": channels,
+            "undelivered": undelivered,
         }
         pipe = self.redis.pipeline(transaction=True)
         pipe.hset(self.keys.failed, event.id, json.dumps(record))
@@ -293,12 +474,12 @@ class Deliverer:
         pipe.xdel(self.keys.outbox, event.id)
         pipe.hdel(self.keys.tries, event.id)
         pipe.execute()
+        self.released.discard(event.id)
         log.warning(
-            "notification %s of run %s undelivered after %d attempts: %s",
+            "notification %s of run %s undelivered: %s",
             event.id,
             event.run,
-            attempts,
-            "; ".join(errors.values()),
+            "; ".join(f"{u['channel']}: {u['error']}" for u in undelivered),
         )
 
     def _log(
@@ -309,6 +490,7 @@ class Deliverer:
         status: str,
         attempt: int,
         error: str,
+        now: float,
     ) -> None:
         self.redis.xadd(
             self.keys.log,
@@ -321,7 +503,8 @@ class Deliverer:
                 "status": status,
                 "attempt": attempt,
                 "error": error,
-                "at": f"{self.clock():.3f}",
+                "at": f"{now:.3f}",
+                "by": self.consumer,
             },
             maxlen=LOG_LENGTH,
             approximate=True,
@@ -329,13 +512,24 @@ class Deliverer:
 
     def drain(self, timeout: float, interval: float = 0.2) -> bool:
         """Deliver until nothing is due (backoffs aside) or ``timeout`` passed: whether the
-        outbox's due entries were all sent."""
+        outbox's due entries were all sent, and none this deliverer could not send waits."""
         deadline = time.monotonic() + timeout
         while True:
             self.tick()
             if not self.due() or time.monotonic() >= deadline:
-                return not self.due()
+                return not self.due() and not self.left()
             time.sleep(interval)
+
+    def left(self) -> list[str]:
+        """The entries this deliverer released that are still in the outbox (another sender
+        is to send them)."""
+        ids = sorted(self.released)
+        if not ids:
+            return []
+        pipe = self.redis.pipeline(transaction=False)
+        for entry_id in ids:
+            pipe.xrange(self.keys.outbox, min=entry_id, max=entry_id, count=1)
+        return [i for i, found in zip(ids, pipe.execute(), strict=True) if found]
 
     def forget(self) -> None:
         """Leave the group when nothing is pending on this consumer (a short-lived sender, as
@@ -349,7 +543,7 @@ class Deliverer:
 
     def due(self) -> bool:
         """Whether an entry waits that this deliverer would try now: one no deliverer took yet,
-        or one of its own whose next attempt is due."""
+        one whose next attempt is due, or a released one it would claim."""
         self._ensure_group()
         group = next(
             (g for g in self.redis.xinfo_groups(self.keys.outbox) if g.get("name") == GROUP), None
@@ -359,12 +553,25 @@ class Deliverer:
             return True
         now = self.clock()
         for _, raw in self.redis.hscan_iter(self.keys.tries):
-            try:
-                if float(json.loads(raw).get("due", 0)) <= now:
+            tries = Tries.loads(raw)
+            if tries.released:
+                if self._wants(raw, now):
                     return True
-            except (ValueError, AttributeError):
                 continue
+            due = tries.next_due()
+            if due is not None and due <= now:
+                return True
         return False
+
+
+def rules_of(r: Any, keys: Keys, run_id: str) -> tuple[list[dict[str, Any]], str]:
+    """A run's notify rules and its flow's name (no rules: a run without, or gone)."""
+    raw, flow = r.hmget(keys.run(run_id), "notify", "flow")
+    try:
+        rules = json.loads(raw) if raw else []
+    except ValueError:
+        rules = []
+    return (rules if isinstance(rules, list) else [], flow or "")
 
 
 # -- reading what was sent, for `flows notifications` and the API -------------------------------
@@ -381,42 +588,70 @@ def recent(client: Client, count: int = 50) -> list[dict[str, Any]]:
 
 
 def failed(client: Client) -> list[dict[str, Any]]:
-    """Deliveries given up, oldest first."""
+    """Deliveries given up, oldest first, each with its channels: ``delivered`` or
+    ``failed`` (with the last error)."""
     keys = Keys(client.engine.key_prefix)
     records = []
     for raw in client.engine.redis.hvals(keys.failed):
         try:
-            records.append(json.loads(raw))
+            record = json.loads(raw)
         except ValueError:
             continue
+        if "channels" not in record:  # given up before channels were followed
+            attempts = record.get("attempts", 0)
+            record["channels"] = [
+                {**u, "status": FAILED, "attempts": attempts} for u in record.get("undelivered", ())
+            ]
+        records.append(record)
     return sorted(records, key=lambda r: tuple(int(p) for p in str(r.get("id", "0-0")).split("-")))
 
 
-def waiting(client: Client) -> list[dict[str, Any]]:
-    """Events not delivered yet: in the outbox, with their attempts so far."""
+def waiting(client: Client, count: int = 1000) -> list[dict[str, Any]]:
+    """Events not delivered yet: in the outbox, with their attempts so far and each channel's
+    status (``delivered``, ``pending``, ``retrying``, or ``left``: no sender that took it could
+    send it yet, ``error`` says who and why)."""
     keys = Keys(client.engine.key_prefix)
     r: Any = client.engine.redis
+    entries = r.xrange(keys.outbox, count=count)
+    states = r.hmget(keys.tries, [entry_id for entry_id, _ in entries]) if entries else []
+    runs: Runs = {}
     out = []
-    for entry_id, fields in r.xrange(keys.outbox, count=1000):
-        raw = r.hget(keys.tries, entry_id)
-        try:
-            state = json.loads(raw) if raw else {}
-        except ValueError:
-            state = {}
+    for (entry_id, fields), raw in zip(entries, states, strict=True):
+        tries = Tries.loads(raw)
+        event = Event.from_entry(entry_id, fields)
+        if event.run not in runs:
+            runs[event.run] = rules_of(r, keys, event.run)
+        rules = runs[event.run][0]
+        channels = []
+        for index, name in concerned(event, rules):
+            channel = tries.channels.get(index) or Channel()
+            channels.append(
+                {
+                    "rule": index,
+                    "event": name,
+                    "channel": describe(rules[index]),
+                    "status": channel.status(),
+                    "attempts": channel.attempts,
+                    "due": channel.due or None,
+                    "error": channel.last_error(),
+                }
+            )
         out.append(
             {
                 "id": entry_id,
                 **fields,
-                "attempts": state.get("attempts", 0),
-                "due": state.get("due"),
-                "errors": state.get("errors", {}),
+                "attempts": tries.attempts,
+                "due": tries.next_due(),
+                "errors": tries.errors(),
+                "channels": channels,
             }
         )
     return out
 
 
 def retry_failed(client: Client, event_id: str) -> bool:
-    """Put a given-up event back in the outbox (a new entry: a new id), for another round."""
+    """Put a given-up event back in the outbox (a new entry: a new id), for another round, to
+    the channels that did not take it only (``rules``: their indexes in the run's list)."""
     keys = Keys(client.engine.key_prefix)
     r: Any = client.engine.redis
     raw = r.hget(keys.failed, event_id)
@@ -426,6 +661,8 @@ def retry_failed(client: Client, event_id: str) -> bool:
     fields = {k: str(record[k]) for k in ("kind", "run", "jid", "at") if record.get(k) is not None}
     if record.get("exhausted"):
         fields["exhausted"] = str(record["exhausted"])
+    fields["rules"] = " ".join(str(int(u["rule"])) for u in record.get("undelivered", ()))
+    fields["retry_of"] = event_id
     pipe = r.pipeline(transaction=True)
     pipe.xadd(keys.outbox, fields)
     pipe.hdel(keys.failed, event_id)

@@ -305,6 +305,14 @@ class SchedulerService:
             log.info("retention: dropped %d completed jobs, %d runs", report.jobs, report.runs)
         return report
 
+    def deliver(self, now: float | None = None) -> int:
+        """Send what the notifications' outbox holds that this service can send (its secrets,
+        its channels; the rest is left to another sender: :mod:`scheduler.notify.outbox`).
+        Returns how many sends succeeded."""
+        if self.deliverer is None:
+            return 0
+        return self.deliverer.tick(now)
+
     def run_checks(self, now: float | None = None) -> None:
         for check in self.checks:
             check(self.client, now)
@@ -589,7 +597,7 @@ class SchedulerService:
         if self.checks:
             steps.append(("checks", self.run_checks, self.check_interval))
         if self.deliverer is not None:  # the notifications' outbox (scheduler.notify)
-            steps.append(("notifications", self.deliverer.tick, self.notify_interval))
+            steps.append(("notifications", self.deliver, self.notify_interval))
         for name, step, interval in steps:
             scheduler.add_job(
                 self._job(name, step), "interval", seconds=interval, id=name, next_run_time=first

@@ -167,16 +167,27 @@ def test_a_failing_delivery_is_retried_with_backoff_then_kept_and_shown(
     [given_up] = outbox.failed(client)
     assert given_up["attempts"] == 3
     assert given_up["undelivered"][0]["channel"].startswith("webhook http://127.0.0.1")
+    # Each channel's outcome is kept: the mail went on the first attempt, the webhook never.
+    statuses = {c["channel"].split()[0]: c for c in given_up["channels"]}
+    assert statuses["email"]["status"] == "delivered" and statuses["email"]["attempts"] == 1
+    assert statuses["webhook"]["status"] == "failed" and statuses["webhook"]["attempts"] == 3
+    assert statuses["webhook"]["error"].endswith("HTTP 500 Internal Server Error")
     shown = flows(cli, "notifications", "--failed")
     assert given_up["id"] in shown.stdout and "HTTP 500" in shown.stdout
+    assert "email ops@example.com: delivered" in shown.stdout
     # Sent again on request, to a receiver that now takes it.
     receiver.status = 200
     with assert_unchanged(client.engine.redis):
         refused = flows(cli, "notifications", "--retry", "0-1")
     assert refused.exit_code == 1 and "no given-up notification 0-1" in refused.output
     assert flows(cli, "notifications", "--retry", given_up["id"]).exit_code == 0
+    [again] = outbox.waiting(client)
+    assert again["retry_of"] == given_up["id"] and again["id"] != given_up["id"]
+    assert [c["channel"].split()[0] for c in again["channels"]] == ["webhook"]
     deliverer.tick()
-    assert outbox.failed(client) == [] and len(receiver.received) == 4  # both channels again
+    # Only the channel that had not taken it: the mail is not sent a second time.
+    assert outbox.failed(client) == [] and outbox.waiting(client) == []
+    assert len(receiver.received) == 4 and len(smtp.mailbox.messages) == 1
     assert receiver.received[-1].json()["event"] == "failure"
 
 
@@ -232,10 +243,14 @@ def test_the_api_and_the_page_show_what_was_given_up(
                 api.post(f"/api/v1/notifications/{given_up['id']}/retry", token=None).status == 401
             )
             assert api.post("/api/v1/notifications/0-1/retry").status == 404
+        statuses = {c["channel"].split()[0]: c["status"] for c in given_up["channels"]}
+        assert statuses == {"webhook": "failed", "email": "delivered"}
+        assert "ops@example.com: delivered" in page.body
         receiver.status = 200
         assert api.post(f"/api/v1/notifications/{given_up['id']}/retry").status == 200
         deliverer.tick()
         assert api.get("/api/v1/notifications").body["failed"] == []
+        assert len(smtp.mailbox.messages) == 1  # the mail had gone: not sent again
 
 
 def test_a_missed_deadline_is_told_once_and_shown(
