@@ -3,7 +3,8 @@
 * the engine commands each user is granted are exactly what the Lua sources call (worker and
   scheduler) or the read-only part of it (viewer);
 * the documented ``ACL SETUSER`` lines, run as they are, let a worker process, a worker pool and
-  the scheduler service do their work, and a viewer read but not write;
+  the scheduler service do their work (its notification senders too), and a viewer read but not
+  write;
 * a worker and a pool started with a password in ``FLOWS_REDIS_URL`` never show it: not in their
   log output, not in the command line (``/proc/<pid>/cmdline``) of any of their processes.
 """
@@ -11,6 +12,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import secrets
@@ -24,6 +26,7 @@ from urllib.parse import quote
 
 import pytest
 import redis
+from notify_support import Receiver, receiver_fixture
 
 from scheduler.embedded import EmbeddedServer
 from scheduler.engine.client import Client
@@ -31,6 +34,9 @@ from scheduler.engine.connections import connect
 from scheduler.engine.errors import EngineError
 from scheduler.engine.safety import check_eviction_policy
 from scheduler.engine.scripts import join_includes, lua_dir
+from scheduler.notify import outbox
+from scheduler.notify.outbox import Deliverer
+from scheduler.secrets import Secrets
 
 ROOT = Path(__file__).resolve().parents[2]
 ACL_DOC = ROOT / "docs" / "pages" / "acl.md"
@@ -263,6 +269,42 @@ def test_the_scheduler_service_runs_under_its_user(
     assert "refuses to run" not in text and "cannot read the server's maxmemory-policy" not in text
     assert password.encode() not in cmdline and password not in text
     viewer.close()
+
+
+@pytest.fixture
+def receiver() -> Iterator[Receiver]:
+    yield from receiver_fixture()
+
+
+def test_notification_senders_work_under_the_scheduler_user(
+    redis_client: redis.Redis, server: EmbeddedServer, passwords: dict[str, str], receiver: Receiver
+) -> None:
+    run = "acl@20261128T000000Z"
+    signed = {"url": f"{receiver.url}/signed", "secret": "ACL_HOOK_KEY"}
+    rules = [
+        {"on": ["failure"], "step": None, "webhook": {"url": f"{receiver.url}/open"}},
+        {"on": ["failure"], "step": None, "webhook": signed},
+    ]
+    job = {"jid": f"{run}:a", "queue": "acl", "klass": "K", "data": "{}", "notify": "run"}
+    admin = Client(redis=redis_client)
+    submitted = admin.engine.call(
+        "flow.submit", run, json.dumps({"flow": "acl", "notify": rules}), json.dumps([job])
+    )
+    assert submitted == "submitted"
+    [popped] = json.loads(admin.engine.call("pop", "acl", "w", 1))
+    admin.engine.call("fail", popped["jid"], "w", "boom", "it broke")
+    url = url_for(server, "flows-scheduler", passwords["flows-scheduler"])
+    with Client(url) as first, Client(url) as second:
+        # One sender lacks the signing key: it sends the open webhook and leaves the other
+        # (claimed, released, acknowledged: every stream command under the documented user).
+        lacking = Deliverer(first, secrets=Secrets(environ={}, dirs=()), consumer="a")
+        holding = Deliverer(
+            second, secrets=Secrets({"ACL_HOOK_KEY": "k"}, environ={}, dirs=()), consumer="b"
+        )
+        assert lacking.tick(1000.0) == 1 and holding.tick(1000.0) == 1
+        assert not lacking.due() and not holding.due()
+    assert sorted(p.path for p in receiver.received) == ["/open", "/signed"]
+    assert outbox.waiting(admin) == [] and outbox.failed(admin) == []
 
 
 def test_the_viewer_reads_but_cannot_write(
