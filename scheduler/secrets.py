@@ -9,6 +9,7 @@ text, without its final newline, is the value.
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import threading
@@ -60,8 +61,24 @@ def default_dirs(environ: Mapping[str, str] | None = None) -> tuple[Path, ...]:
     return (Path(configured), DEFAULT_DIR) if configured else (DEFAULT_DIR,)
 
 
+log = logging.getLogger("flows.secrets")
+
+
+def _stamp(path: Path) -> tuple[int, int] | None:
+    """What tells that a file changed: its modification time and size (None: unreadable)."""
+    try:
+        status = path.stat()
+    except OSError:
+        return None
+    return status.st_mtime_ns, status.st_size
+
+
 class Secrets:
-    """Where this process finds secrets: ``values`` (an env file's), the environment, folders."""
+    """Where this process finds secrets: ``values`` (an env file's), the environment, folders.
+
+    Made from an env file (:meth:`from_env_file`), it reads the file again when it changes, so
+    a rotated secret is used without a restart (as the secrets folders' files are read at each
+    look); a changed file that no longer reads keeps the values read last, with a warning."""
 
     def __init__(
         self,
@@ -69,18 +86,43 @@ class Secrets:
         *,
         environ: Mapping[str, str] | None = None,
         dirs: Sequence[Path] | None = None,
+        env_file: Path | None = None,
     ) -> None:
         self.values = dict(values or {})
         self.environ = os.environ if environ is None else environ
         self.dirs = tuple(dirs) if dirs is not None else default_dirs(self.environ)
+        self.env_file = env_file
+        self._read_at = _stamp(env_file) if env_file is not None else None
+        self._reading = threading.Lock()
 
     @classmethod
     def from_env_file(cls, path: Path | None) -> Secrets:
-        return cls(read_env_file(path) if path is not None else None)
+        """The secrets of ``path`` (checked now: a bad file is an :class:`EnvFileError`), the
+        environment and the folders."""
+        if path is None:
+            return cls()
+        return cls(read_env_file(path), env_file=path)
+
+    def _reread(self) -> None:
+        """Read the env file again if it changed since it was read (a stat per look)."""
+        if self.env_file is None:
+            return
+        stamp = _stamp(self.env_file)
+        if stamp == self._read_at or stamp is None:
+            return  # unchanged, or gone for a moment (a rotation's rename): keep what was read
+        with self._reading:
+            if stamp == self._read_at:
+                return
+            self._read_at = stamp
+            try:
+                self.values = read_env_file(self.env_file)
+            except EnvFileError as error:
+                log.warning("%s; the values read before are kept", error)
 
     def get(self, name: str) -> str | None:
         if not NAME.match(name):
             return None
+        self._reread()
         if name in self.values:
             return self.values[name]
         if name in self.environ:

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -27,6 +28,28 @@ def test_an_env_file_a_variable_and_a_file_in_that_order(tmp_path: Path) -> None
     with pytest.raises(MissingSecret, match=r"^secret C not found: .* " + str(tmp_path)):
         secrets.resolve("C")
     assert secrets.get("../etc/passwd") is None  # a name, never a path
+
+
+def test_an_env_file_is_read_again_when_it_changes(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A rotated secret is used without a restart; a rotation that leaves the file unreadable
+    keeps the values read last, and says why."""
+    path = tmp_path / "worker.env"
+    path.write_text("TOKEN=old\n")
+    os.utime(path, ns=(1_000_000_000, 1_000_000_000))
+    secrets = Secrets.from_env_file(path)
+    secrets.environ, secrets.dirs = {}, ()
+    assert secrets.resolve("TOKEN") == "old"
+    path.write_text("TOKEN=new\nOTHER=2\n")
+    os.utime(path, ns=(2_000_000_000, 2_000_000_000))
+    assert secrets.resolve_all(["TOKEN", "OTHER"]) == {"TOKEN": "new", "OTHER": "2"}
+    path.write_text("TOKEN=newer\n9BAD\n")
+    os.utime(path, ns=(3_000_000_000, 3_000_000_000))
+    assert secrets.resolve("TOKEN") == "new"
+    assert "worker.env:2: expected NAME=value; the values read before are kept" in caplog.text
+    path.unlink()  # gone for a moment, as a rotation by rename leaves it
+    assert secrets.resolve("TOKEN") == "new"
 
 
 def test_env_file_lines(tmp_path: Path) -> None:
