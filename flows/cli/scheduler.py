@@ -1,7 +1,8 @@
 """``flows scheduler`` (the service), ``flows schedules``, ``flows schedule ACTION NAME``.
 
-Exit codes: ``flows scheduler --health`` 0 when healthy, 1 when not; ``--once`` 1 when a
-schedule could not be handled; the others 1 on an error (an unknown schedule, say).
+Exit codes: ``flows scheduler --health`` 0 when healthy, 1 when not; ``--once`` 1 when a file
+under --flows-dir could not be loaded (its findings printed as ``flows validate`` prints them)
+or a schedule could not be handled; the others 1 on an error (an unknown schedule, say).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from flows.cli.preview import build as build_preview
 from flows.cli.preview import options as preview_options
 from flows.cli.preview import print_preview
 from flows.cli.terminal import visible
+from flows.flowfile.findings import Finding
 from flows.runs.service_source import FlowsSource
 from flows.runs.trigger import trigger_run
 from scheduler.cron import Skip
@@ -38,6 +40,7 @@ from scheduler.engine.client import Client
 from scheduler.engine.doctor import ScheduledCheck
 from scheduler.service.loop import Fired, OnceReport, SchedulerService, check_health
 from scheduler.service.records import LIVE_TICK_AGE, Registration
+from scheduler.service.scanning import ScanReport
 from scheduler.service.schedules import Schedules
 from scheduler.terminal import log_to_stderr
 
@@ -69,6 +72,7 @@ def _print_once(report: OnceReport, as_json_output: bool) -> None:
                 "updated": report.scan.updated,
                 "unregistered": report.scan.unregistered,
                 "invalid": report.scan.invalid,
+                "findings": [finding.to_dict() for finding in _findings(report.scan)],
                 "fired": [_fired(f) for f in tick.fired],
                 "skipped": [{"schedule": name, **_skip(skip)} for name, skip in tick.skipped],
                 "buffered": [{"schedule": n, "tick": t} for n, t in tick.buffered],
@@ -93,9 +97,35 @@ def _print_once(report: OnceReport, as_json_output: bool) -> None:
         click.echo(visible(f"buffered {name} tick {at:.0f}"))
     for run_id in report.backfills.submitted:
         click.echo(visible(f"backfill submitted {run_id}"))
-    for file, why in report.scan.invalid.items():
-        first = why.splitlines()[0] if why else ""
-        click.echo(visible(f"invalid {file}: {first}"), err=True)
+
+
+def _findings(scan: ScanReport) -> list[Finding]:
+    """The findings of the files the scan found not to validate, file by file."""
+    return [
+        finding
+        for file in scan.invalid
+        for finding in scan.findings.get(file, ())
+        if isinstance(finding, Finding)
+    ]
+
+
+def _print_invalid(scan: ScanReport) -> None:
+    """On stderr, what kept each file the scan could not load from being registered: a flow
+    file's findings as `flows validate` prints them (and its summary line), another reason (a
+    flow another file or source schedules, an unreadable file) in one line."""
+    if not scan.invalid:
+        return
+    from flows.cli.validate import print_findings, summary
+
+    for file, why in scan.invalid.items():
+        findings = [f for f in scan.findings.get(file, ()) if isinstance(f, Finding)]
+        if findings:
+            print_findings(findings, stderr=True)
+        else:  # names and paths come from flow files: shown by visible()
+            click.echo(visible(why if why.startswith(f"{file}:") else f"{file}: {why}"), err=True)
+    findings = _findings(scan)
+    if findings:
+        click.echo(summary(findings, scan.files), err=True)
 
 
 def _fired(fired: Fired) -> dict[str, Any]:
@@ -214,9 +244,14 @@ def scheduler_command(
     gone from the folder at the next scan. Runs until SIGTERM. Any number of services may run
     at once (run two, on two machines, for safety): each tick fires exactly once. Files
     added, changed or removed are picked up every --scan-interval seconds; a file that does
-    not validate is reported and its schedule stays as it was registered. Also promotes
+    not validate is reported (once, and again when it changes) and its schedule stays as it
+    was registered. Also promotes
     scheduled jobs, spawns recurring jobs, reaps expired locks and drops old completed jobs and
     runs, even when no worker pops.
+
+    With --once, a file that does not validate has its findings printed on stderr, as `flows
+    validate` prints them, and the exit code is 1 (the other files are registered and fired
+    all the same).
 
     With several namespaces (--namespace a,b) each gets its own service, in a child process.
     """
@@ -265,12 +300,14 @@ def scheduler_command(
         checks=[ScheduledCheck(deep_every=60)],
         check_interval=60.0,
         deliverer=notify_deliverer(client, env_file, dashboard_url, origin or flows_dir.name),
+        log_invalid=not once,  # --once prints them itself, as `flows validate` does
     )
     with user_errors():
         if once:
             report = service.once(now)
             _print_once(report, as_json)
-            sys.exit(1 if report.tick.errors else 0)
+            _print_invalid(report.scan)
+            sys.exit(1 if report.tick.errors or report.scan.invalid else 0)
         service.run()
 
 

@@ -37,7 +37,8 @@ class FlowsSource:
         """The file's schedule definition; None without a ``schedule:`` block.
 
         Raises :class:`~scheduler.service.records.InvalidSource` with every error
-        ``flows validate`` would print when the file does not validate.
+        ``flows validate`` would print when the file does not validate (its ``findings``: the
+        error :class:`~flows.flowfile.findings.Finding` objects).
         """
         try:
             # Expanded too, as flows validate does: a flow no run of which could be submitted
@@ -46,8 +47,9 @@ class FlowsSource:
                 text, str(path.resolve()), shown=str(path), now=now, expand_check=True
             )
         except InvalidFlow as invalid:
-            errors = [f.format() for f in invalid.findings if f.severity == "error"]
-            raise InvalidSource("\n".join(errors) or f"{path}: invalid flow") from None
+            errors = [f for f in invalid.findings if f.severity == "error"]
+            message = "\n".join(f.format() for f in errors) or f"{path}: invalid flow"
+            raise InvalidSource(message, errors) from None
         if flow_file.flow.schedule is None:
             return None
         self._remember(flow_file)

@@ -149,6 +149,8 @@ class SchedulerService:
     ``failpoint`` (tests only) names a step at which the service stops dead, so a test can kill
     it exactly there: ``before-fire`` or ``after-fire`` (around the first ``schedule.fire``
     batch). ``deliverer`` sends the notifications' outbox every ``notify_interval`` seconds.
+    Without ``log_invalid`` the files a scan cannot load are only in its report (``flows
+    scheduler --once`` prints them itself).
     """
 
     def __init__(
@@ -170,6 +172,7 @@ class SchedulerService:
         failpoint: str | None = None,
         deliverer: Deliverer | None = None,
         notify_interval: float = 1.0,
+        log_invalid: bool = True,
     ) -> None:
         self.client = client
         watch = MasterWatch.of(client.redis)
@@ -181,7 +184,7 @@ class SchedulerService:
         self.source = source
         self.flows_dir = flows_dir
         self.schedules = Schedules(client)
-        self.reloader = Reloader(self.schedules, source, flows_dir, origin)
+        self.reloader = Reloader(self.schedules, source, flows_dir, origin, log_invalid=log_invalid)
         self.origin = self.reloader.origin
         self.service_id = service_id or default_service_id()
         self.batch = batch

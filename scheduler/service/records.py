@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import cached_property
@@ -359,7 +359,13 @@ class FireCall:
 
 
 class InvalidSource(ValueError):
-    """A flow file that cannot be registered; the message lists every error."""
+    """A flow file that cannot be registered; the message lists every error. ``findings``
+    holds them as the source made them (the flow layer's own, opaque here), for a caller that
+    prints them as that layer's tools do (``flows scheduler --once``)."""
+
+    def __init__(self, message: str, findings: Sequence[object] = ()) -> None:
+        super().__init__(message)
+        self.findings = tuple(findings)
 
 
 class FlowSource(Protocol):

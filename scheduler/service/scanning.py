@@ -7,6 +7,7 @@ or modification time changed, and compares content hashes:
 - a file with a schedule is registered under this folder's source name (``origin``), and
   registered again when its content changes;
 - a file that does not validate is reported, and the registration it had stays as it was;
+  a file's problem is logged once, when it is first seen or changes, not at every scan;
 - a schedule of this source whose file is gone, no longer has a schedule, or now names another
   flow is unregistered; schedules of other sources are never touched (a flow that another
   source schedules is reported, not taken over). A source is a name, not a path, so the same
@@ -50,6 +51,9 @@ class ScanReport:
     unregistered: list[str] = field(default_factory=list)
     invalid: dict[str, str] = field(default_factory=dict)
     """File → why it was not loaded (its previous registration is kept)."""
+    findings: dict[str, tuple[object, ...]] = field(default_factory=dict)
+    """File → the findings of a file of :attr:`invalid` that does not validate, as its source
+    made them (:attr:`InvalidSource.findings`)."""
     files: int = 0
 
 
@@ -62,6 +66,7 @@ class _Seen:
     definition: Definition | None
     error: str | None
     text: str | None = None  # for the catalogue (None: not read)
+    findings: tuple[object, ...] = ()  # of a file that does not validate
 
 
 def flow_files(folder: Path) -> Iterator[Path]:
@@ -86,16 +91,28 @@ def _digest(text: str) -> str:
 
 class Reloader:
     """Scans ``folder`` and registers what changed as source ``origin`` (see the module doc;
-    default: the folder's name)."""
+    default: the folder's name). Without ``log_invalid`` the files it cannot load are only in
+    its reports (for a caller that prints them itself: ``flows scheduler --once``)."""
 
     def __init__(
-        self, schedules: Schedules, source: FlowSource, folder: Path, origin: str | None = None
+        self,
+        schedules: Schedules,
+        source: FlowSource,
+        folder: Path,
+        origin: str | None = None,
+        *,
+        log_invalid: bool = True,
     ) -> None:
         self.schedules = schedules
         self.source = source
         self.folder = folder.resolve()
         self.origin = origin or default_origin(self.folder)
+        self.log_invalid = log_invalid
         self._seen: dict[Path, _Seen] = {}
+        # What was logged of each file's problem, at the last scan and at this one: a problem
+        # that stays is logged once, not at every scan.
+        self._said: dict[str, str] = {}
+        self._saying: dict[str, str] = {}
         self._published: str | None = None  # the catalogue's content last published
         self._published_files: dict[str, str] = {}  # and its files
 
@@ -109,6 +126,8 @@ class Reloader:
             report.files += 1
             if seen.error is not None:
                 report.invalid[str(path)] = seen.error
+                if seen.findings:
+                    report.findings[str(path)] = seen.findings
             elif seen.definition is not None:
                 candidates.setdefault(seen.definition.name, []).append(seen.definition)
         for gone in set(self._seen) - set(paths):
@@ -121,14 +140,22 @@ class Reloader:
                 for other in definitions:
                     self._refuse(other, held, report)
                 continue
-            wanted[name] = _pick(definitions, held.file if held else None, report)
+            wanted[name] = self._pick(definitions, held.file if held else None, report)
         for name, definition in wanted.items():
             held = registered.get(name)
             if held is None or (held.hash, held.origin) != (definition.hash, self.origin):
                 self._register(definition, now, report)
         self._unregister_gone(registered, wanted, report, now)
         self._publish(paths, now)
+        self._said, self._saying = self._saying, {}
         return report
+
+    def _say(self, key: str, message: str, level: int, text: str, *args: object) -> None:
+        """Log ``text % args`` about ``key`` (a file) unless the last scan logged ``message``
+        about it already: a problem that stays is logged once, and again when it changes."""
+        self._saying[key] = message
+        if self.log_invalid and self._said.get(key) != message:
+            log.log(level, text, *args)
 
     def _publish(self, paths: list[Path], now: float) -> None:
         """Every flow file of the folder that validates, scheduled or not, into the catalogue
@@ -194,11 +221,12 @@ class Reloader:
         except (OSError, UnicodeDecodeError) as error:
             # Unreadable right now (being replaced, permissions): keep what we knew, or report
             # it (which also keeps its registration), and look again next scan.
-            log.warning("cannot read %s: %s", path, error)
-            return old or _Seen((0, 0), "", None, f"{path}: cannot read: {error}")
+            message = f"{path}: cannot read: {error}"
+            self._say(str(path), message, logging.WARNING, "cannot read %s: %s", path, error)
+            return old or _Seen((0, 0), "", None, message)
         digest = _digest(text)
         if old is not None and old.hash == digest:
-            seen = _Seen(stamp, digest, old.definition, old.error, text)
+            seen = dataclasses.replace(old, stamp=stamp, text=text)
         else:
             seen = dataclasses.replace(self._judge(path, text, digest, stamp, now), text=text)
         self._seen[path] = seen
@@ -214,8 +242,17 @@ class Reloader:
                     definition, origin=self.origin, path=self._relative(path)
                 )
         except InvalidSource as invalid:
-            log.error("%s does not validate; its schedule stays as registered:\n%s", path, invalid)
-            return _Seen(stamp, digest, None, str(invalid))
+            # Judged once per content: what a file that stays the same says is logged once.
+            message = str(invalid)
+            self._say(
+                str(path),
+                message,
+                logging.ERROR,
+                "%s does not validate; its schedule stays as registered:\n%s",
+                path,
+                message,
+            )
+            return _Seen(stamp, digest, None, message, findings=invalid.findings)
         except Exception as error:  # a bug in one check must not stop the other files
             log.exception("cannot load %s", path)
             return _Seen(stamp, digest, None, f"{path}: {type(error).__name__}: {error}")
@@ -238,6 +275,22 @@ class Reloader:
         elif outcome == "updated":
             log.info("updated schedule %s from %s", definition.name, definition.file)
             report.updated.append(definition.name)
+
+    def _pick(
+        self, definitions: list[Definition], owner_file: str | None, report: ScanReport
+    ) -> Definition:
+        """Of files naming one flow, the registered one (else the first); the rest are
+        reported."""
+        chosen = next((d for d in definitions if d.file == owner_file), definitions[0])
+        for other in definitions:
+            if other is not chosen:
+                message = (
+                    f"{other.file}: flow '{other.name}' is already scheduled by {chosen.file}; "
+                    "rename one of the flows"
+                )
+                self._say(other.file, message, logging.ERROR, "%s", message)
+                report.invalid[other.file] = message
+        return chosen
 
     def _ours(self, held: Indexed) -> bool:
         """Whether a registration is this source's: by name, or (registered before sources
@@ -263,7 +316,7 @@ class Reloader:
             f"({held.file}), not '{self.origin}'; `flows schedule remove {definition.name}` "
             "to schedule it from here"
         )
-        log.error("%s", message)
+        self._say(definition.file, message, logging.ERROR, "%s", message)
         report.invalid[definition.file] = message
 
 
@@ -272,20 +325,6 @@ def default_origin(folder: Path) -> str:
     the same checkout at another path is the same source."""
     name = folder.resolve().name or "root"
     return "".join("_" if char.isspace() else char for char in name)[:256]
-
-
-def _pick(definitions: list[Definition], owner_file: str | None, report: ScanReport) -> Definition:
-    """Of files naming one flow, the registered one (else the first); the rest are reported."""
-    chosen = next((d for d in definitions if d.file == owner_file), definitions[0])
-    for other in definitions:
-        if other is not chosen:
-            message = (
-                f"{other.file}: flow '{other.name}' is already scheduled by {chosen.file}; "
-                "rename one of the flows"
-            )
-            log.error("%s", message)
-            report.invalid[other.file] = message
-    return chosen
 
 
 __all__ = ["PATTERNS", "Reloader", "ScanReport", "default_origin", "flow_files"]

@@ -165,11 +165,61 @@ def test_health(url: str, folder: Path) -> None:
     assert strict.exit_code == 1
 
 
-def test_an_invalid_file_is_reported(url: str, folder: Path) -> None:
-    (folder / "bad.yaml").write_text("version: 1\nname: bad\nschedule: {cron: 'x'}\nsteps: {}\n")
+BAD = "version: 1\nname: bad\nschedule: {cron: 'x'}\nsteps:\n  a: {run: echo, needs: [b]}\n"
+
+
+def test_once_prints_an_invalid_file_s_findings_and_fails_after_the_rest_of_the_pass(
+    url: str, folder: Path
+) -> None:
+    """Run from cron or CI, --once must fail visibly: the findings on stderr as `flows validate`
+    prints them (file:line:col, message, hint), exit code 1, the other files handled all the
+    same."""
+    bad = folder / "bad.yaml"
+    bad.write_text(BAD)
     result = once(url, folder, T - 60)
-    assert result.exit_code == 0
-    assert f"invalid {folder / 'bad.yaml'}" in result.stderr
+    assert result.exit_code == 1
+    validated = flows("validate", str(bad))
+    assert validated.exit_code == 1
+    findings = validated.stdout.splitlines()[:-1]  # its summary counts the one file it read
+    assert [line.split(":")[:3] for line in findings if not line.startswith(" ")] == [
+        [str(bad), "3", "18"],
+        [str(bad), "5", "26"],
+    ]
+    assert result.stderr == "\n".join([*findings, "2 errors in 2 files"]) + "\n"
+    assert result.stdout == ""
+    # etl.yaml was registered: the next pass fires it, and fails again while bad.yaml is bad.
+    fired = once(url, folder, T + 1)
+    assert fired.exit_code == 1
+    assert fired.stdout == "fired etl etl@20260105T120000Z (schedule)\n"
+    assert "error: step 'a' needs 'b', which is not a step" in fired.stderr
+    bad.unlink()
+    assert once(url, folder, T + 2).exit_code == 0
+
+
+def test_once_json_carries_an_invalid_file_s_findings(url: str, folder: Path) -> None:
+    (folder / "bad.yaml").write_text(BAD)
+    result = once(url, folder, T - 60, "--json")
+    assert result.exit_code == 1
+    report = json.loads(result.stdout)
+    assert report["registered"] == ["etl"]
+    assert list(report["invalid"]) == [str(folder / "bad.yaml")]
+    assert [(f["line"], f["col"], f["code"]) for f in report["findings"]] == [
+        (3, 18, "schedule"),
+        (5, 26, "unknown-need"),
+    ]
+    assert "needs 'b', which is not a step" in result.stderr  # on stderr too
+
+
+def test_once_says_why_a_valid_file_was_not_registered(url: str, folder: Path) -> None:
+    assert once(url, folder, T - 60).exit_code == 0
+    (folder / "copy.yaml").write_text(FLOW)  # a second file of flow etl
+    result = once(url, folder, T - 30)
+    assert result.exit_code == 1
+    copy = folder / "copy.yaml"
+    assert result.stderr == (
+        f"{copy}: flow 'etl' is already scheduled by {folder / 'etl.yaml'}; "
+        "rename one of the flows\n"
+    )
 
 
 def test_usage_errors(url: str, folder: Path, tmp_path: Path) -> None:
@@ -210,9 +260,8 @@ def test_a_step_typo_read_by_another_step_is_reported_without_a_traceback(
         "  load:\n    run: echo ${{ steps.extract.outputs.rows }}\n"
     )
     result = once(url, folder, T - 60)
-    assert result.exit_code == 0
-    assert f"invalid {folder / 'typo.yaml'}" in result.stderr
-    assert "unknown key 'rnu'" in result.stderr
+    assert result.exit_code == 1
+    assert f"{folder / 'typo.yaml'}:6:5: error: unknown key 'rnu'" in result.stderr
     assert "Traceback" not in result.stderr and "NodeNotFound" not in result.stderr
 
 

@@ -134,7 +134,7 @@ def test_flows_validate_and_run_show_a_flow_file_s_escapes_as_text(tmp_path: Pat
     assert "needs 'a\\x1b[2Jc', which is not a step" in ran.stderr
 
 
-def test_flows_scheduler_once_logs_a_flow_file_s_escapes_as_text(url: str, tmp_path: Path) -> None:
+def test_flows_scheduler_once_shows_a_flow_file_s_escapes_as_text(url: str, tmp_path: Path) -> None:
     folder = tmp_path / "pipelines"
     folder.mkdir()
     (folder / "hostile.yaml").write_text(HOSTILE_FLOW)
@@ -146,10 +146,39 @@ def test_flows_scheduler_once_logs_a_flow_file_s_escapes_as_text(url: str, tmp_p
         text=True,
         timeout=60,
     )
+    assert done.returncode == 1
     _clean(done.stdout + done.stderr)
-    assert "does not validate" in done.stderr
-    assert "needs 'a\\x1b[2Jc', which is not a step" in done.stderr
+    assert "error: step 'c' needs 'a\\x1b[2Jc', which is not a step" in done.stderr
     assert "e\\u202egnp.exe" in done.stderr
+
+
+def test_the_scheduler_service_logs_a_flow_file_s_escapes_as_text(url: str, tmp_path: Path) -> None:
+    folder = tmp_path / "pipelines"
+    folder.mkdir()
+    (folder / "hostile.yaml").write_text(HOSTILE_FLOW)
+    service = subprocess.Popen(
+        [FLOWS, "scheduler", "--redis", url, "--flows-dir", str(folder)],
+        env=dict(os.environ, FLOWS_REDIS_URL=url),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert service.stderr is not None
+        lines: list[str] = []
+        for line in service.stderr:  # the scan's record, written at once: to its last line
+            lines.append(line)
+            if ":12:3: error:" in line:  # the last finding; its hint is the record's last line
+                lines.append(service.stderr.readline())
+                break
+    finally:
+        service.terminate()
+        service.communicate(timeout=60)
+    logged = "".join(lines)
+    _clean(logged)
+    assert "does not validate" in logged
+    assert "needs 'a\\x1b[2Jc', which is not a step" in logged
+    assert "e\\u202egnp.exe" in logged
 
 
 # A job's own log record and its bury message carry the data as they are; the fail group is

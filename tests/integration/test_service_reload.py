@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -111,6 +112,58 @@ def test_a_broken_file_is_reported_with_its_findings(client: Client, folder: Pat
     )
     message = service.scan(T).invalid[str(path)]
     assert f"{path}:3:" in message and "minute value 61 is out of range" in message
+
+
+def test_a_file_s_problem_is_logged_once_and_again_when_it_changes(
+    client: Client, folder: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The long-running service scans every --scan-interval: a file that stays broken is
+    logged at the scan that first sees it, not at every scan after."""
+    service = make_service(client, folder)
+    broken = folder / "x.yaml"
+    bad_cron = "version: 1\nname: x\nschedule: {cron: '61 * * * *'}\nsteps:\n  s: {run: echo}\n"
+    broken.write_text(bad_cron)
+    write_flow(folder, "a", file="a.yaml")
+    clash = write_flow(folder, "a", file="b.yaml")  # names the flow a.yaml schedules
+
+    def logged(scans: int) -> dict[str, list[str]]:
+        """What ``scans`` scans logged, by file."""
+        caplog.clear()
+        with caplog.at_level(logging.INFO, logger="flows.scheduler"):
+            for _ in range(scans):
+                report = service.scan(T)
+        assert set(report.invalid) == {str(broken), str(clash)}
+        messages = [record.getMessage() for record in caplog.records]
+        return {f: [m for m in messages if m.startswith(f)] for f in (str(broken), str(clash))}
+
+    first = logged(3)
+    assert len(first[str(broken)]) == 1 and len(first[str(clash)]) == 1
+    assert "does not validate" in first[str(broken)][0]
+    assert "minute value 61 is out of range" in first[str(broken)][0]
+    assert "already scheduled by" in first[str(clash)][0]
+    broken.write_text(bad_cron.replace("61 *", "0 25"))  # broken otherwise: said again
+    [again] = logged(2)[str(broken)]
+    assert "hour value 25 is out of range" in again
+    broken.write_text(bad_cron.replace("61", "0"))  # mended, then broken as before
+    clash.unlink()  # the clash is over
+    service.scan(T)
+    broken.write_text(bad_cron)
+    write_flow(folder, "a", file="b.yaml")  # and back
+    back = logged(2)
+    assert len(back[str(broken)]) == 1 and len(back[str(clash)]) == 1
+
+
+def test_a_service_that_reports_its_scans_itself_logs_no_file(
+    client: Client, folder: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    service = make_service(client, folder, log_invalid=False)  # as `flows scheduler --once`
+    broken = folder / "x.yaml"
+    broken.write_text("version: 1\nname: x\nschedule: {cron: '61 * * * *'}\nsteps: {}\n")
+    with caplog.at_level(logging.INFO, logger="flows.scheduler"):
+        report = service.scan(T)
+    assert list(report.invalid) == [str(broken)]
+    assert [f.line for f in report.findings[str(broken)]] == [3, 4]  # type: ignore[attr-defined]
+    assert caplog.records == []
 
 
 def test_two_files_naming_one_flow(client: Client, folder: Path) -> None:
