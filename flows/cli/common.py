@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
+from flows.entry import INTERRUPTED as INTERRUPTED
+from flows.entry import interrupted_line
 from flows.flowfile.findings import did_you_mean
 from scheduler.engine.errors import EngineError, FlowsError, debug_enabled, without_command
 
@@ -67,15 +69,11 @@ def user_errors() -> Iterator[None]:
         raise click.ClickException(error_text(error)) from None
 
 
-INTERRUPTED = 130
-"""The exit code after Ctrl-C (128 + SIGINT), as shells use."""
-
-
 def interrupted() -> click.exceptions.Exit:
     """Ctrl-C: one line on stderr, then exit :data:`INTERRUPTED` (left to click, a command
-    would say ``Aborted!`` and exit 1, which scripts read as a failure)."""
-    # On a terminal the line would follow the echoed ^C.
-    click.echo(("\n" if sys.stderr.isatty() else "") + "interrupted", err=True)
+    would say ``Aborted!`` and exit 1, which scripts read as a failure). The same as the
+    console script says for a Ctrl-C before the command line is imported (:mod:`flows.entry`)."""
+    click.echo(interrupted_line(), err=True)
     return click.exceptions.Exit(INTERRUPTED)
 
 
@@ -119,13 +117,29 @@ class GuardedCommand(click.Command):
 
 class GuardedGroup(click.Group):
     """A group whose commands run behind :func:`guarded`; a changing command that succeeded is
-    recorded in the audit log (:mod:`flows.cli.auditing`)."""
+    recorded in the audit log (:mod:`flows.cli.auditing`). Ctrl-C while the arguments are read
+    or the audit log is loaded ends as :func:`guarded` says too."""
+
+    def make_context(
+        self,
+        info_name: str | None,
+        args: list[str],
+        parent: click.Context | None = None,
+        **extra: Any,
+    ) -> click.Context:
+        try:  # reading the arguments: `--help` prints the listing from here
+            return super().make_context(info_name, args, parent, **extra)
+        except KeyboardInterrupt:
+            raise interrupted() from None
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         ctx.meta["flows.argv"] = list(args)
         return super().parse_args(ctx, args)
 
     def invoke(self, ctx: click.Context) -> Any:
+        return guarded(lambda: self._invoke_audited(ctx))
+
+    def _invoke_audited(self, ctx: click.Context) -> Any:
         from flows.cli import auditing
 
         argv = ctx.meta.get("flows.argv", [])

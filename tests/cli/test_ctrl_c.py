@@ -1,6 +1,7 @@
 """Ctrl-C ends every command with exit code 130 and one line, `interrupted`: real `flows`
-processes sent SIGINT while they follow a run's log, run a flow test's real step, or wait at a
-confirmation prompt (never click's `Aborted!` with exit 1, never a traceback)."""
+processes sent SIGINT while they are still importing the command line, follow a run's log, run
+a flow test's real step, or wait at a confirmation prompt (never click's `Aborted!` with exit 1,
+never a traceback)."""
 
 from __future__ import annotations
 
@@ -11,8 +12,10 @@ import signal
 import subprocess
 import sys
 import time
+import tomllib
 from pathlib import Path
 
+import pytest
 from cli_support import flows
 
 from scheduler.engine.client import Client
@@ -57,6 +60,75 @@ def _interrupted(process: subprocess.Popen[str]) -> str:
     assert process.returncode == 130, err
     assert "Aborted!" not in err and "Traceback" not in err, err
     return err
+
+
+PYPROJECT = Path(__file__).resolve().parents[2] / "pyproject.toml"
+
+# Put on PYTHONPATH as sitecustomize (run before the script): the import of the module named by
+# $FLOWS_TEST_SLOW_IMPORT says so on stdout, then waits for a signal. A Ctrl-C sent then lands
+# in that import every time, not by luck of timing.
+SLOW_IMPORT = """
+import os, sys, time
+
+class _Slow:
+    def find_spec(self, name, path=None, target=None):
+        if name == os.environ["FLOWS_TEST_SLOW_IMPORT"]:
+            sys.meta_path.remove(self)
+            os.write(1, b"importing " + name.encode() + b"\\n")
+            time.sleep(120)
+        return None
+
+sys.meta_path.insert(0, _Slow())
+"""
+
+
+def _console_script(folder: Path) -> Path:
+    """The ``flows`` script as pip writes it from pyproject.toml's [project.scripts] (the one in
+    the environment was written when the package was installed, maybe from an older entry)."""
+    entry = tomllib.loads(PYPROJECT.read_text())["project"]["scripts"]["flows"]
+    module, _, function = entry.partition(":")
+    script = folder / "flows"
+    script.write_text(
+        f"#!{sys.executable}\n"
+        "import re\n"
+        "import sys\n"
+        f"from {module} import {function}\n"
+        "if __name__ == '__main__':\n"
+        "    sys.argv[0] = re.sub(r'(-script\\.pyw|\\.exe)?$', '', sys.argv[0])\n"
+        f"    sys.exit({function}())\n"
+    )
+    script.chmod(0o755)
+    return script
+
+
+@pytest.mark.parametrize(
+    "module",
+    [
+        "flows.cli",  # the command line itself, before any of it exists
+        "click",  # inside it
+        "flows.cli.auditing",  # the audit log's part, around the command
+        "flows.cli.schema",  # the command's module
+    ],
+)
+def test_ctrl_c_while_the_command_line_is_imported(tmp_path: Path, module: str) -> None:
+    hook = tmp_path / "hook"
+    hook.mkdir()
+    (hook / "sitecustomize.py").write_text(SLOW_IMPORT)
+    path = [str(hook), *filter(None, [os.environ.get("PYTHONPATH")])]
+    process = subprocess.Popen(
+        [str(_console_script(tmp_path)), "schema"],
+        env={
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join(path),
+            "FLOWS_TEST_SLOW_IMPORT": module,
+        },
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    _read_until(process, f"importing {module}\n")
+    assert _interrupted(process) == "interrupted\n"
 
 
 def test_ctrl_c_while_following_a_runs_log(url: str, client: Client, tmp_path: Path) -> None:
