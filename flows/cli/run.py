@@ -11,12 +11,13 @@ import logging
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 
 import click
+from click.core import ParameterSource
 from rich.console import Group
 from rich.table import Table
 from rich.text import Text
@@ -158,6 +159,47 @@ def _print_failures(client: Client, view: RunView) -> None:
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 DEFAULT_LOG_LEVEL = "INFO"
 """The level of Python logging records steps' logs keep, as `flows worker --log-level`."""
+WORKER_LOG_LEVEL = "WARNING"
+"""The level from which the local worker's own records are printed on stderr (unless
+``--log-level`` is given)."""
+LIBRARY_LOGGERS = frozenset({"flows", "scheduler"})
+"""The loggers (and those under them) whose records the local worker's stderr shows: the
+worker's, the engine client's, the notifications', the audit log's. A step's records go to its
+log."""
+
+
+def worker_log(level: str, stream: TextIO) -> logging.Handler:
+    """The handler that prints the local worker's log records on ``stream`` (stderr): those of
+    :data:`LIBRARY_LOGGERS` from ``level`` on (a lost lock, a report the server did not take, a
+    notification not delivered), shown by :class:`~scheduler.terminal.VisibleFormatter` (the
+    text of a job or a flow file in them cannot drive the terminal). Left out: a step's own
+    records, which are its log (``--logs``, `flows logs`), and the records of jobs' outcomes
+    (done, failed, retried, ...), which the run's table and its failures say already."""
+    from scheduler.terminal import VisibleFormatter
+    from scheduler.worker.batching import OUTCOME_RECORD
+
+    def shown(record: logging.LogRecord) -> bool:
+        ours = record.name.partition(".")[0] in LIBRARY_LOGGERS
+        return ours and not getattr(record, OUTCOME_RECORD, False)
+
+    handler = logging.StreamHandler(stream)
+    handler.setLevel(level)
+    handler.setFormatter(VisibleFormatter("%(levelname)s %(name)s: %(message)s"))
+    handler.addFilter(shown)
+    return handler
+
+
+@contextlib.contextmanager
+def worker_log_on_stderr(level: str) -> Iterator[None]:
+    """:func:`worker_log` on stderr while the local worker works (the root logger's handler:
+    the worker logs from threads of its own)."""
+    handler = worker_log(level, sys.stderr)
+    root = logging.getLogger()
+    root.addHandler(handler)
+    try:
+        yield
+    finally:
+        root.removeHandler(handler)
 
 
 class WaitTimeouts:
@@ -272,14 +314,17 @@ def work_run(
     logs: bool = False,
     log_level: str = DEFAULT_LOG_LEVEL,
     as_json: bool = False,
+    stderr_level: str = WORKER_LOG_LEVEL,
 ) -> int:
     """Work the run here with a live view (or its steps' lines, with ``logs``; with
     ``as_json`` only the run's JSON at the end, as `flows status --json` gives it) until it
-    ends; the exit code: 0 when it succeeded, 1 when not, :data:`INTERRUPTED` after Ctrl-C
-    (saying how to resume or cancel it)."""
-    view, interrupted = _follow(
-        client, run_id, queues, threads, sys.stdout.isatty(), logs, log_level, quiet=as_json
-    )
+    ends, the worker's own records from ``stderr_level`` on printed on stderr
+    (:func:`worker_log`); the exit code: 0 when it succeeded, 1 when not, :data:`INTERRUPTED`
+    after Ctrl-C (saying how to resume or cancel it)."""
+    with worker_log_on_stderr(stderr_level):
+        view, interrupted = _follow(
+            client, run_id, queues, threads, sys.stdout.isatty(), logs, log_level, quiet=as_json
+        )
     if as_json:
         print_json(run_document(view))
     if interrupted:
@@ -323,7 +368,8 @@ def work_run(
     default=DEFAULT_LOG_LEVEL,
     show_default=True,
     help="Python logging records from this level on are kept in the steps' logs (as on "
-    "`flows worker`).",
+    "`flows worker`); the local worker's own records are printed on stderr from this level "
+    "when it is given, else from WARNING.",
 )
 @click.option(
     "--check-imports/--no-check-imports",
@@ -349,6 +395,10 @@ def run(
     namespace: str | None,
 ) -> None:
     """Validate FILE, submit a run, and (unless --detach) run it here until it ends.
+
+    The local worker's warnings and errors (a lost lock, a report the server did not take, a
+    notification not delivered) are printed on stderr; what the steps log is in their logs
+    (--logs prints it), and the run's failures are printed when it ends.
 
     Exit code 0 when every step succeeded, 1 when the run failed or the file is invalid, 130
     after Ctrl-C (the run stays as it is: resume it with `flows retry RUN`).
@@ -406,9 +456,18 @@ def run(
     deliverer = None
     if built.request.run.get("notify"):
         deliverer = notify_deliverer(client, env_file, dashboard_url(), "run", stable=False)
+    given = click.get_current_context().get_parameter_source("log_level")
+    stderr_level = log_level.upper() if given is ParameterSource.COMMANDLINE else WORKER_LOG_LEVEL
     with user_errors(), delivering(deliverer):
         code = work_run(
-            client, run_id, list(built.queues), threads, logs, log_level.upper(), as_json
+            client,
+            run_id,
+            list(built.queues),
+            threads,
+            logs,
+            log_level.upper(),
+            as_json,
+            stderr_level,
         )
     sys.exit(code)
 

@@ -29,6 +29,13 @@ from scheduler.worker.capture import LogShipper, Queued
 
 log = logging.getLogger("flows.worker")
 
+OUTCOME_RECORD = "job_outcome"
+"""An attribute set (true) on the worker's records that tell a job's outcome (done, failed,
+retried, buried, skipped, released, handed over): a command that shows the outcomes of the jobs
+it works in its own words (``flows run``) leaves these records out of its stderr."""
+OUTCOME: dict[str, object] = {OUTCOME_RECORD: True}
+"""``extra`` of those records."""
+
 # A full batch is sent at once (the engine takes up to 1,000 per call).
 MAX_BATCH = 256
 # The longest a complete waits for its batch, in seconds.
@@ -98,7 +105,10 @@ class Batcher:
         with self._lock:
             done, self._done = self._done, []
         if done:
-            log.info("%d job%s done: %s", len(done), "" if len(done) == 1 else "s", " ".join(done))
+            count = len(done)
+            log.info(
+                "%d job%s done: %s", count, "" if count == 1 else "s", " ".join(done), extra=OUTCOME
+            )
 
     def flush_and_call(self, command: str, *args: Any) -> Any:
         """Flush, with the engine call ``command`` sent after the completes in the same round

@@ -21,7 +21,7 @@ import redis
 from scheduler.engine.client import Client
 from scheduler.engine.errors import ClusterError, EngineError
 from scheduler.engine.job import Job
-from scheduler.worker.batching import MAX_BATCH, Batcher
+from scheduler.worker.batching import MAX_BATCH, OUTCOME, Batcher
 from scheduler.worker.capture import LogShipper
 from scheduler.worker.held import Active, Held
 from scheduler.worker.runner import Kind, Outcome
@@ -109,7 +109,9 @@ class Reporter:
                     # would cost more than the rest of a short job's handling.
                     job.state, job.worker = str(reply), ""
                     if log.isEnabledFor(logging.DEBUG) and started is not None:
-                        log.debug("job %s done in %.1f ms", job.jid, _elapsed_ms(active))
+                        log.debug(
+                            "job %s done in %.1f ms", job.jid, _elapsed_ms(active), extra=OUTCOME
+                        )
             finally:
                 self.held.let_go(active)
 
@@ -155,18 +157,27 @@ def _retry(reporter: Reporter, active: Active, outcome: Outcome, elapsed: float)
     left = active.ctx.job.retry(outcome.delay, outcome.group, outcome.message)
     if left < 0:
         log.warning(
-            "job %s failed (%s) after %.1f ms: no retries left", jid, outcome.group, elapsed
+            "job %s failed (%s) after %.1f ms: no retries left",
+            jid,
+            outcome.group,
+            elapsed,
+            extra=OUTCOME,
         )
     else:
         log.warning(
-            "job %s retried in %.1fs (%s, %d retries left)", jid, outcome.delay, outcome.group, left
+            "job %s retried in %.1fs (%s, %d retries left)",
+            jid,
+            outcome.delay,
+            outcome.group,
+            left,
+            extra=OUTCOME,
         )
 
 
 def _fail(reporter: Reporter, active: Active, outcome: Outcome, elapsed: float) -> None:
     jid = active.ctx.jid
     reporter.client.engine.call("fail.held", jid, reporter.name, outcome.group, outcome.message)
-    log.warning("job %s failed (%s) after %.1f ms", jid, outcome.group, elapsed)
+    log.warning("job %s failed (%s) after %.1f ms", jid, outcome.group, elapsed, extra=OUTCOME)
 
 
 def _skip(reporter: Reporter, active: Active, outcome: Outcome, elapsed: float) -> None:
@@ -174,21 +185,23 @@ def _skip(reporter: Reporter, active: Active, outcome: Outcome, elapsed: float) 
     reporter.client.engine.call(
         "complete", jid, reporter.name, queue, "", "skipped", outcome.message
     )
-    log.info("job %s skipped: %s", jid, outcome.message)
+    log.info("job %s skipped: %s", jid, outcome.message, extra=OUTCOME)
 
 
 def _release(reporter: Reporter, active: Active, outcome: Outcome, elapsed: float) -> None:
     reporter.client.engine.call("release", active.ctx.jid, reporter.name, outcome.delay)
-    log.info("job %s released for %.1fs", active.ctx.jid, outcome.delay)
+    log.info("job %s released for %.1fs", active.ctx.jid, outcome.delay, extra=OUTCOME)
 
 
 def _bury(reporter: Reporter, active: Active, outcome: Outcome, elapsed: float) -> None:
     active.ctx.job.bury(outcome.message or None)
-    log.warning("job %s buried: %s", active.ctx.jid, outcome.message or "(no reason)")
+    log.warning(
+        "job %s buried: %s", active.ctx.jid, outcome.message or "(no reason)", extra=OUTCOME
+    )
 
 
 def _handed(reporter: Reporter, active: Active, outcome: Outcome, elapsed: float) -> None:
-    log.info("job %s handed over: %s", active.ctx.jid, outcome.message)
+    log.info("job %s handed over: %s", active.ctx.jid, outcome.message, extra=OUTCOME)
 
 
 def _lost(reporter: Reporter, active: Active, outcome: Outcome, elapsed: float) -> None:
