@@ -149,3 +149,52 @@ def test_a_schedule_across_both_dst_nights_fires_the_exact_ticks(
         "autumn": [],
         "two hours down": [],
     }
+
+
+HOURLY = """\
+version: 1
+name: hourly
+schedule:
+  cron: "0 * * * *"
+  catchup: {{policy: all}}
+  overlap: {overlap}
+steps:
+  a:
+    run: "true"
+"""
+
+
+def test_catch_up_meets_the_overlap_policy_as_the_service_does(
+    redis_client: redis.Redis, tmp_path: Path
+) -> None:
+    """Five hours down under catch-up all: the five missed ticks fire in one tick of the
+    service, so under skip the first runs and the others are skipped, under buffer_one the
+    second fires when the first run ends (the service looks every second: at once here), not
+    at the next fire time, and under allow all five run."""
+    fired = {}
+    for overlap in ("skip", "buffer_one", "allow"):
+        (tmp_path / "hourly.yaml").write_text(HOURLY.format(overlap=overlap))
+        test = tmp_path / "hourly.test.yaml"
+        test.write_text(
+            dedent(
+                """\
+                flow: hourly.yaml
+                cases:
+                  - name: five hours down
+                    schedule:
+                      from: "2026-03-01T00:00:00Z"
+                      to: "2026-03-01T12:00:00Z"
+                      outage: "2026-03-01T02:30:00Z/2026-03-01T07:30:00Z"
+                    mock: all
+                """
+            )
+        )
+        [case] = run_files(redis_client, [test]).cases
+        assert case.observed is not None
+        fired[overlap] = [time.strftime("%H", time.gmtime(t)) for t in case.observed.ticks]
+    before, after = ["00", "01", "02"], ["08", "09", "10", "11"]
+    assert fired == {
+        "skip": [*before, "03", *after],
+        "buffer_one": [*before, "03", "04", *after],
+        "allow": [*before, "03", "04", "05", "06", "07", *after],
+    }
