@@ -13,11 +13,13 @@ from typing import Any, TypeVar
 
 import click
 
+from flows.cli.terminal import visible
 from scheduler.cron.catchup import CatchupPlan, _fmt_duration
 from scheduler.cron.preview import (
     OutagePreview,
     UpcomingPreview,
     after_outage,
+    meet_overlap,
     outage_due,
     outage_preview,
     parse_period,
@@ -56,8 +58,12 @@ def options(function: F) -> F:
 
 
 _OVERLAP_NOTES = {
-    "skip": "these fire in one tick, so each one after the first is skipped while the first runs",
-    "buffer_one": "these fire in one tick: the first runs, the second waits, the rest are skipped",
+    "skip": "the catch-up runs go in one tick, so each after the first meets it running and is"
+    " skipped",
+    "buffer_one": "the catch-up runs go in one tick: the first runs, the second waits for it to"
+    " end, the rest are skipped",
+    "cancel_running": "the catch-up runs go in one tick, each canceling the run before it: only"
+    " the last runs to its end",
 }
 
 
@@ -71,6 +77,8 @@ class SchedulePreview:
     upcoming: UpcomingPreview | None
     outage: OutagePreview | None
     pause: str = ""
+    catching_up: int = 0
+    """The runs the catch-up policy alone would fire on return, before the overlap policy."""
 
     @property
     def upcoming_pause(self) -> str:
@@ -93,11 +101,9 @@ class SchedulePreview:
     def outage_overlap(self) -> str:
         """How several catch-up fires meet the overlap policy ('' when they do not)."""
         meets = _OVERLAP_NOTES.get(self.definition.overlap)
-        if self.outage is None or len(self.outage.fires) < 2 or not meets:
+        if self.outage is None or self.catching_up < 2 or not meets:
             return ""
-        # The plan is the catch-up policy's; fired in one tick, the runs then meet the
-        # overlap policy one after the other.
-        return f"overlap {self.definition.overlap}: {meets}; only overlap allow fires all"
+        return f"overlap {self.definition.overlap}: {meets}; only overlap allow runs all"
 
     @property
     def outage_end(self) -> str:
@@ -145,6 +151,7 @@ def build(
     schedule = definition.schedule
     pause = _paused(definition, paused, pause_note)
     plan = None
+    catching_up = 0
     if outage is not None:
         down, back = outage
         if pause:  # the service skips a paused schedule's due ticks (scheduler.service.planning)
@@ -161,8 +168,10 @@ def build(
                 down,
                 back,
             )
+            catching_up = len(plan.fires)
+            plan = meet_overlap(plan, definition.overlap)
     times = upcoming(schedule, now, count) if count else None
-    return SchedulePreview(definition, times, plan, pause)
+    return SchedulePreview(definition, times, plan, pause, catching_up)
 
 
 def print_preview(preview: SchedulePreview) -> None:
@@ -174,7 +183,7 @@ def print_preview(preview: SchedulePreview) -> None:
         found = len(times.times)
         ends = f": {preview.upcoming_end}" if preview.upcoming_end else ""
         if not times.cut_short:
-            click.echo(f"{title}: next {found} fire times")
+            click.echo(f"{title}: next {found} fire time{'' if found == 1 else 's'}")
         elif found:
             s = "" if found == 1 else "s"
             click.echo(f"{title}: only {found} fire time{s} left ({times.asked} asked){ends}")
@@ -215,8 +224,8 @@ def print_preview(preview: SchedulePreview) -> None:
 
 
 def _note(text: str) -> None:
-    if text:
-        click.echo(f"  ({text})")
+    if text:  # a pause note is an operator's text: shown, never obeyed by the terminal
+        click.echo(f"  ({visible(text)})")
 
 
 def _utc(instant: float) -> str:

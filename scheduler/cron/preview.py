@@ -11,6 +11,7 @@ The JSON of a preview (``--json``, ``--format json``) is the ``to_json`` of thes
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -21,7 +22,9 @@ from scheduler.cron.catchup import (
     DEFAULT_GRACE_SECONDS,
     CatchupPlan,
     CatchupPolicy,
+    OverlapPolicy,
     Skip,
+    decide_overlap,
     plan_catchup,
 )
 from scheduler.cron.expression import Schedule
@@ -189,6 +192,37 @@ class OutagePreview:
             "skips": [s.to_json() for s in self.skips],
             "end": None if self.end is None else self.end.to_json(),
         }
+
+
+def meet_overlap(plan: OutagePreview, overlap: OverlapPolicy) -> OutagePreview:
+    """``plan`` as the engine fires it: the catch-up runs go in one tick of the service, one
+    after the other, each meeting the one before it still active (none ends within a tick), so
+    the overlap policy decides each (:func:`~scheduler.cron.catchup.decide_overlap`): under
+    ``skip`` the first runs and the others are skipped, under ``buffer_one`` the second waits
+    for the first to end (trigger ``buffered``) and the rest are skipped; ``allow`` and
+    ``cancel_running`` fire all (the latter canceling each run for the next)."""
+    fires: list[tuple[PreviewTime, str]] = []
+    held: list[tuple[PreviewTime, str]] = []  # skipped by the policy, with its reason
+    active = buffered = False
+    for time, trigger in plan.fires:
+        decision = decide_overlap(overlap, active, buffered)
+        if decision.action == "skip":
+            held.append((time, decision.reason or "overlap"))
+            continue
+        buffered = buffered or decision.action == "buffer"
+        fires.append((time, "buffered" if decision.action == "buffer" else trigger))
+        active = True
+    if not held:
+        return plan
+    spans: list[SkippedTicks] = []
+    for time, reason in held:
+        last = spans[-1] if spans else None
+        if last is not None and last.reason == reason:
+            spans[-1] = SkippedTicks(last.first, time, (last.count or 0) + 1, reason)
+        else:
+            spans.append(SkippedTicks(time, time, 1, reason))
+    skips = sorted((*plan.skips, *spans), key=lambda s: s.first.instant)
+    return dataclasses.replace(plan, fires=tuple(fires), skips=tuple(skips))
 
 
 def outage_due(schedule: Schedule, down: float, back: float) -> float | None:

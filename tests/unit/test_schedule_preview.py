@@ -5,14 +5,25 @@ catch-up fires after an outage, as the service's own arithmetic decides
 from __future__ import annotations
 
 import json
+import time
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
+import pytest
 from click.testing import CliRunner
 
 from flows.cli import main
+from scheduler.cron.catchup import OverlapPolicy
 from scheduler.cron.expression import Schedule
-from scheduler.cron.preview import OutagePreview, after_outage, parse_period, preview, upcoming
+from scheduler.cron.preview import (
+    OutagePreview,
+    after_outage,
+    meet_overlap,
+    parse_period,
+    preview,
+    upcoming,
+)
 
 
 def _at(text: str) -> float:
@@ -150,8 +161,11 @@ def test_flows_validate_preview_and_after_outage(tmp_path: Path) -> None:
     )
     assert "fires 2030-03-31 03:00:00 CEST     2030-03-31 01:00:00 UTC  [catch-up]" in out
     assert "skips 2030-03-30 02:30:00 CET  (1: outside catch-up window 2d)" in out
-    # Two fires in one tick meet the default overlap policy, skip: the note says so.
-    assert "(overlap skip: these fire in one tick, so each one after the first" in out
+    # Two catch-up fires in one tick meet the default overlap policy, skip: the second is
+    # listed as the skip it will be, and a note says why.
+    assert "fires 2030-04-01" not in out
+    assert "skips 2030-04-01 02:30:00 CEST  (1: overlap skip: previous run still active)" in out
+    assert "(overlap skip: the catch-up runs go in one tick, so each after the first" in out
 
 
 def test_a_bad_outage_is_refused_plainly(tmp_path: Path) -> None:
@@ -288,3 +302,38 @@ def test_flows_validate_json_carries_the_previews(tmp_path: Path) -> None:
             },
         }
     ]
+
+
+@pytest.mark.parametrize(
+    ("overlap", "fired", "skipped"),
+    [
+        (
+            "skip",
+            [("03", "catch-up")],
+            [("04", "07", 4, "overlap skip: previous run still active")],
+        ),
+        (
+            "buffer_one",
+            [("03", "catch-up"), ("04", "buffered")],
+            [("05", "07", 3, "overlap buffer_one: a run is already buffered")],
+        ),
+        ("allow", [(h, "catch-up") for h in ("03", "04", "05", "06", "07")], []),
+        ("cancel_running", [(h, "catch-up") for h in ("03", "04", "05", "06", "07")], []),
+    ],
+)
+def test_an_outage_plan_meets_the_overlap_policy_as_the_service_does(
+    overlap: OverlapPolicy, fired: list[tuple[str, str]], skipped: list[tuple[Any, ...]]
+) -> None:
+    """The catch-up fires of one return go in one tick: each meets the one before it active
+    (the flow tests run the service over the same outage: tests/integration)."""
+    schedule = Schedule("0 * * * *")
+    down, back = (datetime(2026, 3, 1, h, 30, tzinfo=UTC).timestamp() for h in (2, 7))
+    plan = meet_overlap(after_outage(schedule, "all", None, None, down, back), overlap)
+    hour = "%H"
+    assert [(time.strftime(hour, time.gmtime(t.instant)), why) for t, why in plan.fires] == fired
+    assert [
+        (time.strftime(hour, time.gmtime(s.first.instant)),
+         time.strftime(hour, time.gmtime(s.last.instant)), s.count, s.reason)
+        for s in plan.skips
+    ] == skipped  # fmt: skip
+    assert plan.missed == 5
