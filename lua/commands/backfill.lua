@@ -1,6 +1,6 @@
--- backfill.create, backfill.get, backfill.list, backfill.due, backfill.submit, backfill.skip,
--- backfill.cancel, backfill.runs: one run per past schedule tick, submitted a few at a time as
--- earlier ones finish (ours).
+-- backfill.create, backfill.get, backfill.list, backfill.due, backfill.submit, backfill.resume,
+-- backfill.skip, backfill.cancel, backfill.runs: one run per past schedule tick, submitted a few
+-- at a time as earlier ones finish (ours).
 --
 --   backfill.create  id, record JSON, source, ticks JSON, run_ids JSON -> 'created' | 'exists'
 --   backfill.get     id, [with_source]                     -> JSON backfill (below) with `active`
@@ -9,11 +9,16 @@
 --   backfill.list    [offset=0], [count=100]               -> JSON list of backfills, newest first
 --                                                             (without source and definition)
 --   backfill.due     [count=100], [id]                     -> JSON list {id, flow, next, ticks,
---                                                             runs, hash, definition, source} of the
---                                                             active backfills (or just `id`)
---                                                             that may submit runs now
---   backfill.submit  id, index, run_id, run JSON, jobs JSON -> 'submitted' | 'exists' |
---                                                             'conflict' | 'done' | 'canceled'
+--                                                             runs, statuses, hash, definition,
+--                                                             source} of the active backfills
+--                                                             (or just `id`) that may submit
+--                                                             runs now
+--   backfill.submit  id, index, run_id, run JSON, jobs JSON -> 'submitted' | 'resumed' | 'exists' |
+--                                                             'skipped' | 'conflict' | 'done' |
+--                                                             'canceled'
+--   backfill.resume  id, index, run_id                     -> 'resumed' | 'exists' | 'missing' |
+--                                                             'skipped' | 'conflict' | 'done' |
+--                                                             'canceled'
 --   backfill.skip    id, index, reason                     -> 'skipped' | 'conflict' | 'done' |
 --                                                             'canceled'
 --   backfill.cancel  id                                    -> JSON {state, changed, runs, jobs,
@@ -25,26 +30,38 @@
 -- source (the flow file's text), hash, file, first and last (its first and last tick), from
 -- and to (the range asked for, when given), total (ticks), next (index of the first tick not handled yet), max_active (its own limit of active
 -- runs, 0: none), flow_max (the flow's concurrency.max_active_runs, 0: none), state (active,
--- done, canceled), created, updated, submitted, existed, failed, last_error, canceled. Its
+-- done, canceled), created, updated, submitted, resumed, existed, failed, last_error, canceled. Its
 -- ticks, oldest first, are the list `backfill:<id>-ticks` (exact '%.17g' text), their run ids
--- the list `backfill:<id>-runs`; the runs it submitted that may still be active are the set
--- `backfill:<id>-active`. `backfills` holds every id, `backfills-active` the active ones, both
+-- the list `backfill:<id>-runs`; the runs it submitted or resumed that may still be active are
+-- the set `backfill:<id>-active`. `backfills` holds every id, `backfills-active` the active ones, both
 -- scored by creation time.
 --
 -- The engine knows no cron: the caller enumerates the ticks and names their runs
 -- (scheduler/service/backfills.py) and builds each run. backfill.due first forgets the runs
--- that ended and moves past the next ticks whose run exists already (counted as `existed`, at
--- most SKIP_EXISTING a call: they take no slot), then offers each active backfill its next
--- ticks, as many as its limits leave room for: `max_active` minus its active runs, and
--- `flow_max` minus the flow's active runs (its own, and those among the flow's FLOW_LOOK newest
--- runs, started by the schedule, `flows run` or another backfill). Without either limit it
--- offers DUE_TICKS ticks a call. A backfill whose ticks are all handled and whose runs all
--- ended becomes `done`.
--- backfill.submit is a compare-and-set on `next`: it handles tick `index` only when that is
--- the next one (else 'conflict', nothing written), so two services advancing the same backfill
--- never handle a tick twice. The run is submitted as flow.submit does; a run id that exists
--- already (the tick ran on schedule meanwhile) is not submitted again: 'exists', counted, the
--- tick is handled. `run_id` must be the run id at `index`, `run.tick` its tick.
+-- that ended and moves past the next ticks whose run exists already and is not canceled
+-- (counted as `existed`, at most SKIP_EXISTING a call: they take no slot), then offers each
+-- active backfill its next ticks, as many as its limits leave room for: `max_active` minus its
+-- active runs, and `flow_max` minus the flow's active runs (its own, and those among the flow's
+-- FLOW_LOOK newest runs, started by the schedule, `flows run` or another backfill), each with
+-- its run's status (`statuses`: RunState.status, 'missing' when it has none). Without either
+-- limit it offers DUE_TICKS ticks a call. A backfill whose ticks are all handled and whose runs
+-- all ended becomes `done`.
+-- A tick whose run exists and is `canceled` (the one decider's word, include/run_state.lua:
+-- canceled by `flows cancel`, a backfill's cancel, ...) is a tick still to run: it takes a
+-- slot as a new run does, and its run is resumed as run.retry resumes it (RunState.retry: the
+-- jobs its cancel kept are put back as they were first put, its failed ones retried), then
+-- counts as one of the backfill's active runs (`resumed`). A run that ended otherwise
+-- (succeeded, failed, ...) ran: its tick is passed over.
+-- backfill.submit and backfill.resume are a compare-and-set on `next`: each handles tick
+-- `index` only when that is the next one (else 'conflict', nothing written), so two services
+-- advancing the same backfill never handle a tick twice. backfill.submit submits the run as
+-- flow.submit does; backfill.resume is for a tick whose run exists and needs no run built. At
+-- the call, a run that exists canceled is resumed ('resumed'; one that keeps nothing to put
+-- back is handed over as failed, 'skipped'); a run that exists otherwise (the tick ran on
+-- schedule meanwhile) is not run again: 'exists', counted, the tick is handled; and
+-- backfill.resume of a run that no longer exists writes nothing ('missing': the next
+-- backfill.due offers the tick to be submitted). `run_id` must be the run id at `index`,
+-- `run.tick` its tick.
 -- backfill.skip hands a tick over without a run (its run could not be built), keeping `reason`.
 -- backfill.cancel stops a backfill: no further tick is submitted and its active runs are
 -- canceled (Runs.cancel). Canceling a backfill that is no longer active changes nothing
@@ -52,7 +69,9 @@
 -- Errors: INVALID, TOOLARGE, NOTFOUND.
 -- @include args
 -- @include runs
+-- @include run_state
 -- @include schedules
+-- @include commands/run_admin
 
 local Backfill = {}
 Backfill.MAX_TICKS = 10000
@@ -128,7 +147,7 @@ api['backfill.create'] = function(args)
     'file', tostring(record.file or ''), 'first', Schedules.time(ticks[1]),
     'last', Schedules.time(ticks[#ticks]), 'total', #ticks, 'next', 0, 'max_active', max_active,
     'flow_max', flow_max, 'state', 'active', 'created', Engine.now, 'updated', Engine.now,
-    'submitted', 0, 'existed', 0, 'failed', 0)
+    'submitted', 0, 'resumed', 0, 'existed', 0, 'failed', 0)
   if Backfill.finite(record.from) then redis.call('hset', Keys.backfill(id), 'from', Schedules.time(record.from)) end
   if Backfill.finite(record.to) then redis.call('hset', Keys.backfill(id), 'to', Schedules.time(record.to)) end
   Engine.call_many('rpush', Keys.backfill_ticks(id), texts)
@@ -139,8 +158,8 @@ api['backfill.create'] = function(args)
   return 'created'
 end
 
-Backfill.NUMBERS = { 'total', 'next', 'max_active', 'flow_max', 'submitted', 'existed', 'failed',
-  'created', 'updated', 'first', 'last', 'from', 'to', 'canceled' }
+Backfill.NUMBERS = { 'total', 'next', 'max_active', 'flow_max', 'submitted', 'resumed', 'existed',
+  'failed', 'created', 'updated', 'first', 'last', 'from', 'to', 'canceled' }
 Backfill.TEXTS = { 'id', 'flow', 'hash', 'file', 'state', 'last_error' }
 
 -- The backfill's fields (the source and definition, which may be large, only `with_source`).
@@ -247,13 +266,16 @@ api['backfill.due'] = function(args)
       if b.next >= b.total and next(active) == nil then
         Backfill.finish(b, 'done')
         Events.log({ event = 'backfill_done', backfill = id, flow = b.flow,
-          submitted = b.submitted, existed = b.existed, failed = b.failed })
+          submitted = b.submitted, resumed = b.resumed or 0, existed = b.existed,
+          failed = b.failed })
       elseif room > 0 then
         local f = redis.call('hmget', Keys.backfill(id), 'definition', 'source')
         local ticks = redis.call('lrange', Keys.backfill_ticks(id), b.next, b.next + room - 1)
         local runs = redis.call('lrange', Keys.backfill_runs(id), b.next, b.next + room - 1)
+        local statuses = {}
+        for i, run_id in ipairs(runs) do statuses[i] = RunState.status(run_id) end
         table.insert(out, { id = id, flow = b.flow, next = b.next, ticks = ticks, runs = runs,
-          hash = b.hash, definition = f[1], source = f[2] })
+          statuses = statuses, hash = b.hash, definition = f[1], source = f[2] })
       end
     end
   end
@@ -261,12 +283,18 @@ api['backfill.due'] = function(args)
   return cjson.encode(out)
 end
 
--- Move `b` past its next ticks whose run exists already (they ran on schedule, or in an
--- earlier backfill), a bounded number of them.
+-- Whether a tick whose run has `status` is still to run: it has no run, or its run was canceled.
+function Backfill.to_run(status)
+  return status == 'missing' or status == 'canceled'
+end
+
+-- Move `b` past its next ticks whose run exists already and was not canceled (they ran on
+-- schedule, or in an earlier backfill), a bounded number of them.
 function Backfill.skip_existing(b)
   local from = b.next
   while b.next < b.total and b.next - from < Backfill.SKIP_EXISTING do
-    if not Runs.exists(redis.call('lindex', Keys.backfill_runs(b.id), b.next)) then break end
+    local run_id = redis.call('lindex', Keys.backfill_runs(b.id), b.next)
+    if Backfill.to_run(RunState.status(run_id)) then break end
     b.next = b.next + 1
   end
   if b.next > from then
@@ -294,28 +322,63 @@ function Backfill.handled(b, counter, ...)
   redis.call('hset', Keys.backfill(b.id), 'next', b.next + 1, 'updated', Engine.now, ...)
 end
 
+-- Refuse `run_id` unless it is the run id of `b`'s next tick.
+function Backfill.check_run(cmd, b, run_id)
+  local expected = redis.call('lindex', Keys.backfill_runs(b.id), b.next)
+  if run_id ~= expected then
+    Arg.fail(cmd, 'run_id must be the run id at index ' .. b.next .. ': ' .. expected)
+  end
+end
+
+-- Handle `b`'s next tick, whose run exists with `status`: a canceled run is resumed as
+-- run.retry resumes it and becomes one of the backfill's active runs ('resumed'; one that
+-- keeps nothing to put back is handed over as failed: 'skipped'); any other ran ('exists').
+function Backfill.handle_existing(b, run_id, status)
+  if status ~= 'canceled' then
+    Backfill.handled(b, 'existed')
+    return 'exists'
+  end
+  local retried = RunState.retry(run_id, redis.call('lrange', Keys.run_jobs(run_id), 0, -1), nil)
+  if not retried then
+    Backfill.handled(b, 'failed', 'last_error',
+      'run ' .. run_id .. ' is canceled and keeps no job to put back')
+    return 'skipped'
+  end
+  redis.call('sadd', Keys.backfill_active(b.id), run_id)
+  Backfill.handled(b, 'resumed')
+  Events.log({ event = 'backfill_resumed', backfill = b.id, run = run_id, jobs = retried })
+  return 'resumed'
+end
+
 api['backfill.submit'] = function(args)
   local cmd = 'BackfillSubmit'
   -- Every argument is checked before anything is written, whatever the backfill's state.
   local submission = Runs.parse(cmd, args[3], args[4], args[5])
   local b, reply = Backfill.claim(cmd, args)
   if not b then return reply end
-  local run_id = redis.call('lindex', Keys.backfill_runs(b.id), b.next)
-  if submission.id ~= run_id then
-    Arg.fail(cmd, 'run_id must be the run id at index ' .. b.next .. ': ' .. run_id)
-  end
+  Backfill.check_run(cmd, b, submission.id)
   local tick = tonumber(redis.call('lindex', Keys.backfill_ticks(b.id), b.next))
   if tonumber(submission.run.tick) ~= tick then
     Arg.fail(cmd, 'run.tick must be the tick at index ' .. b.next .. ': ' .. Schedules.time(tick))
   end
-  if Runs.exists(submission.id) then
-    Backfill.handled(b, 'existed')
-    return 'exists'
-  end
+  local status = RunState.status(submission.id)
+  if status ~= 'missing' then return Backfill.handle_existing(b, submission.id, status) end
   Runs.write(Runs.check(cmd, submission))
   redis.call('sadd', Keys.backfill_active(b.id), submission.id)
   Backfill.handled(b, 'submitted')
   return 'submitted'
+end
+
+api['backfill.resume'] = function(args)
+  local cmd = 'BackfillResume'
+  local run_id = Runs.id(cmd, args[3])
+  if args[4] ~= nil then Arg.fail(cmd, 'too many arguments') end
+  local b, reply = Backfill.claim(cmd, args)
+  if not b then return reply end
+  Backfill.check_run(cmd, b, run_id)
+  local status = RunState.status(run_id)
+  if status == 'missing' then return 'missing' end
+  return Backfill.handle_existing(b, run_id, status)
 end
 
 api['backfill.skip'] = function(args)

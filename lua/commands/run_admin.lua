@@ -29,7 +29,8 @@
 -- is put back as it was first put, as run.retry puts it. Refused while the run is running, and
 -- for a job that did not finish (a canceled one: retry it). A run stays canceled while a job
 -- canceled with it has not been put back (by either).
--- Each is one call: a run never shows half of any.
+-- Each is one call: a run never shows half of any. RunState.retry is run.retry's work, which a
+-- backfill shares to resume a tick's canceled run (commands/backfill.lua).
 -- Errors: INVALID, NOTFOUND, WRONGSTATE.
 -- @include args
 -- @include putting
@@ -145,6 +146,22 @@ api['run.retry'] = function(args)
     only = RunState.targeted(run_id, jids, target)
     if not only then Arg.fail(cmd, 'run ' .. run_id .. ' has no step or job ' .. target) end
   end
+  local retried = RunState.retry(run_id, jids, only)
+  if not retried then
+    local read = RunState.read(run_id, 0)
+    if target then
+      local what, status, allowed = RunState.described_target(run_id, read, target)
+      RunState.refuse(cmd, what, status, allowed, 'retry')
+    end
+    RunState.refuse(cmd, 'run ' .. run_id, read.status, read.actions, 'retry')
+  end
+  return retried
+end
+
+-- run.retry of run `run_id` (its `jids`; `only`: the jids its target names, nil: all): how many
+-- jobs it put back, or nil when it has nothing to put back (then nothing is written). A
+-- backfill resumes a tick's canceled run with it (commands/backfill.lua).
+function RunState.retry(run_id, jids, only)
   local jobs = {}
   local any = false
   local kept = kept_canceled(run_id)
@@ -156,14 +173,7 @@ api['run.retry'] = function(args)
       any = true
     end
   end
-  if not any then
-    local read = RunState.read(run_id, 0)
-    if target then
-      local what, status, allowed = RunState.described_target(run_id, read, target)
-      RunState.refuse(cmd, what, status, allowed, 'retry')
-    end
-    RunState.refuse(cmd, 'run ' .. run_id, read.status, read.actions, 'retry')
-  end
+  if not any then return nil end
 
   -- What this retry puts back, decided before anything is written: the failed, expired and
   -- canceled jobs it retries, then (jobs come in dependency order) each completed job whose

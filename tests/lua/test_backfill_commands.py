@@ -221,6 +221,204 @@ def test_cancel_cancels_active_runs_and_stops_submitting(lua: Lua) -> None:
         lua.raw("backfill.cancel", "nope", now=T0)
 
 
+def resume(lua: Lua, bid: str, index: int, tick: float, *, now: float) -> Any:
+    return lua.raw("backfill.resume", bid, index, run_id(tick), now=now)
+
+
+def statuses(lua: Lua, *ticks: float) -> list[str]:
+    return list(json.loads(lua.raw("backfill.runs", *(run_id(t) for t in ticks), now=T0)))
+
+
+def canceled_by_a_backfill(lua: Lua) -> None:
+    """Backfill b0 ran tick 0, then was canceled with ticks 1 and 2 running: their runs are
+    canceled, ticks 3 and 4 never submitted."""
+    create(lua, "b0", max_active=3)
+    for index in range(3):
+        assert submit(lua, "b0", index, TICKS[index], now=T0) == "submitted"
+    finish(lua, TICKS[0], T0 + 1)
+    assert json.loads(lua.raw("backfill.cancel", "b0", now=T0 + 2))["runs"] == 2
+    assert statuses(lua, *TICKS) == ["succeeded", "canceled", "canceled", "missing", "missing"]
+
+
+def test_a_tick_whose_run_was_canceled_is_offered_and_resumed(lua: Lua) -> None:
+    canceled_by_a_backfill(lua)
+    create(lua, max_active=1)
+    [offer] = due(lua, T0 + 3)
+    # tick 0 ran: passed over without a slot; tick 1's canceled run takes the one slot
+    assert (offer["next"], offer["runs"], offer["statuses"]) == (
+        1,
+        [run_id(TICKS[1])],
+        ["canceled"],
+    )
+    assert get(lua)["existed"] == 1
+    assert resume(lua, "b1", 1, TICKS[1], now=T0 + 4) == "resumed"
+    # resumed as `flows retry RUN` resumes it: its canceled job back as it was first put
+    rid = run_id(TICKS[1])
+    assert lua.state(f"{rid}:a") == "waiting"
+    assert statuses(lua, TICKS[1]) == ["running"]
+    assert lua.r.exists(lua.key(f"run-canceled:{rid}")) == 0
+    assert lua.r.hget(lua.key(f"run:{rid}"), "canceled") is None
+    assert lua.r.lrange(lua.key(f"run:{rid}-jobs"), 0, -1) == [f"{rid}:a"]
+    b = get(lua)
+    assert (b["next"], b["resumed"], b["submitted"], b["existed"], b["active"]) == (
+        2,
+        1,
+        0,
+        1,
+        [rid],
+    )
+    assert due(lua, T0 + 5) == []  # the resumed run holds the one slot
+    finish(lua, TICKS[1], T0 + 6)
+    [offer] = due(lua, T0 + 7)
+    assert (offer["next"], offer["statuses"]) == (2, ["canceled"])
+    assert resume(lua, "b1", 2, TICKS[2], now=T0 + 8) == "resumed"
+    finish(lua, TICKS[2], T0 + 9)
+    [offer] = due(lua, T0 + 10)
+    assert (offer["next"], offer["statuses"]) == (3, ["missing"])
+    assert submit(lua, "b1", 3, TICKS[3], now=T0 + 11) == "submitted"
+    finish(lua, TICKS[3], T0 + 12)
+    assert submit(lua, "b1", 4, TICKS[4], now=T0 + 13) == "submitted"
+    finish(lua, TICKS[4], T0 + 14)
+    assert due(lua, T0 + 15) == []
+    b = get(lua)
+    assert (b["state"], b["submitted"], b["resumed"], b["existed"], b["failed"]) == (
+        "done",
+        2,
+        2,
+        1,
+        0,
+    )
+    assert statuses(lua, *TICKS) == ["succeeded"] * 5
+
+
+def test_a_resumed_run_is_what_run_retry_makes_of_it(lua: Lua) -> None:
+    """Two runs canceled while running: one resumed by a backfill, the other by run.retry (as
+    `flows retry RUN`), at the same time, end up the same, attempts and history included."""
+    create(lua, "b0", max_active=2)
+    for index in (0, 1):
+        submit(lua, "b0", index, TICKS[index], now=T0)
+    assert len(lua.pop_jids(count=2, now=T0 + 1)) == 2
+    lua.raw("backfill.cancel", "b0", now=T0 + 2)
+    create(lua, ticks=TICKS[:1])
+    assert resume(lua, "b1", 0, TICKS[0], now=T0 + 3) == "resumed"
+    assert lua.raw("run.retry", run_id(TICKS[1]), now=T0 + 3) == 1
+
+    def seen(tick: float) -> str:
+        rid = run_id(tick)
+        job = lua.job(f"{rid}:a", now=T0 + 4)
+        read = json.loads(lua.raw("run.read", rid, now=T0 + 4))
+        return json.dumps([job, read["status"], read["actions"]]).replace(rid, "R")
+
+    assert seen(TICKS[0]) == seen(TICKS[1])
+    assert lua.history(f"{run_id(TICKS[0])}:a", now=T0 + 4)[-1] == "put"
+    assert lua.job(f"{run_id(TICKS[0])}:a")["state"] == "waiting"  # type: ignore[index]
+
+
+def test_offers_are_oldest_first_with_each_runs_status(lua: Lua) -> None:
+    canceled_by_a_backfill(lua)
+    ran(lua, TICKS[3], T0 + 3)
+    lua.raw("run.cancel", run_id(TICKS[3]), now=T0 + 3)  # canceled by hand: resumed too
+    create(lua, max_active=10)
+    [offer] = due(lua, T0 + 4)
+    assert offer["next"] == 1
+    assert offer["runs"] == [run_id(t) for t in TICKS[1:]]
+    assert offer["statuses"] == ["canceled", "canceled", "canceled", "missing"]
+    for index in (1, 2, 3):
+        assert resume(lua, "b1", index, TICKS[index], now=T0 + 5) == "resumed"
+    assert submit(lua, "b1", 4, TICKS[4], now=T0 + 5) == "submitted"
+    b = get(lua)
+    assert (b["resumed"], b["submitted"], len(b["active"])) == (3, 1, 4)
+    assert lua.state(f"{run_id(TICKS[3])}:a") == "waiting"  # its own queue, as it was put
+
+
+def test_the_flows_max_active_runs_holds_for_resumed_runs(lua: Lua) -> None:
+    canceled_by_a_backfill(lua)
+    other = "f@manual"
+    jobs = json.dumps([{"jid": "manual:a", "queue": "other", "klass": "K", "data": "{}"}])
+    lua.raw("flow.submit", other, json.dumps({"flow": "f"}), jobs, now=T0 + 3)
+    create(lua, max_active=5, flow_max=2)
+    [offer] = due(lua, T0 + 4)
+    assert offer["statuses"] == ["canceled"]  # the manual run takes one of the flow's two
+    assert resume(lua, "b1", 1, TICKS[1], now=T0 + 4) == "resumed"
+    assert due(lua, T0 + 5) == []  # the resumed run takes the other
+    assert statuses(lua, TICKS[2]) == ["canceled"]
+
+
+def test_submit_of_a_tick_whose_run_was_canceled_resumes_it(lua: Lua) -> None:
+    canceled_by_a_backfill(lua)
+    create(lua, max_active=5)
+    assert submit(lua, "b1", 0, TICKS[0], now=T0 + 3) == "exists"  # succeeded: it ran
+    rid = run_id(TICKS[1])
+    assert submit(lua, "b1", 1, TICKS[1], now=T0 + 3) == "resumed"  # not built again
+    assert lua.r.lrange(lua.key(f"run:{rid}-jobs"), 0, -1) == [f"{rid}:a"]
+    assert lua.r.hget(lua.key(f"run:{rid}"), "trigger") == "backfill"
+    b = get(lua)
+    assert (b["next"], b["existed"], b["resumed"], b["submitted"], b["active"]) == (
+        2,
+        1,
+        1,
+        0,
+        [rid],
+    )
+
+
+def test_a_run_that_ended_otherwise_is_not_resumed(lua: Lua) -> None:
+    rid = ran(lua, TICKS[0], T0)
+    assert lua.pop_jids("other", now=T0 + 1) == [f"{rid}:a"]
+    lua.raw("fail", f"{rid}:a", "w1", "boom", "it broke", now=T0 + 1)
+    assert statuses(lua, TICKS[0]) == ["failed"]
+    create(lua, max_active=1)
+    with assert_unchanged(lua.r, lua.prefix + "run*"):
+        [offer] = due(lua, T0 + 2)  # passed over: it ran
+        assert (offer["next"], offer["statuses"]) == (1, ["missing"])
+    assert lua.state(f"{rid}:a") == "failed"
+    assert get(lua)["existed"] == 1
+    # and resume, told of a tick whose run ended otherwise, counts it as having run
+    create(lua, "b2")
+    with assert_unchanged(lua.r, lua.prefix + "run*"):
+        assert resume(lua, "b2", 0, TICKS[0], now=T0 + 3) == "exists"
+    assert (get(lua, "b2")["next"], get(lua, "b2")["existed"]) == (1, 1)
+
+
+def test_resume_is_a_compare_and_set_and_writes_nothing_otherwise(lua: Lua) -> None:
+    canceled_by_a_backfill(lua)
+    create(lua)
+    with assert_unchanged(lua.r):
+        assert resume(lua, "b1", 1, TICKS[1], now=T0 + 3) == "conflict"  # tick 0 is next
+        with pytest.raises(InvalidArgument, match="run_id"):
+            lua.raw("backfill.resume", "b1", 0, run_id(TICKS[1]), now=T0 + 3)
+    assert resume(lua, "b1", 0, TICKS[0], now=T0 + 3) == "exists"
+    assert resume(lua, "b1", 1, TICKS[1], now=T0 + 3) == "resumed"
+    assert resume(lua, "b1", 1, TICKS[1], now=T0 + 3) == "conflict"  # handled once
+    assert resume(lua, "b1", 2, TICKS[2], now=T0 + 3) == "resumed"
+    with assert_unchanged(lua.r):  # tick 3 has no run (dropped meanwhile): it is to be submitted
+        assert resume(lua, "b1", 3, TICKS[3], now=T0 + 4) == "missing"
+    assert submit(lua, "b1", 3, TICKS[3], now=T0 + 4) == "submitted"
+    lua.raw("backfill.cancel", "b1", now=T0 + 5)
+    with assert_unchanged(lua.r):
+        assert resume(lua, "b1", 4, TICKS[4], now=T0 + 6) == "canceled"
+        with pytest.raises(JobNotFound):
+            lua.raw("backfill.resume", "nope", 0, run_id(TICKS[0]), now=T0)
+    b = get(lua)
+    assert (b["resumed"], b["existed"], b["submitted"], b["next"]) == (2, 1, 1, 4)
+
+
+def test_a_canceled_run_that_keeps_nothing_to_put_back_is_handed_over_as_failed(
+    lua: Lua,
+) -> None:
+    canceled_by_a_backfill(lua)
+    rid = run_id(TICKS[1])
+    lua.r.delete(lua.key(f"run-canceled:{rid}"))  # its kept jobs gone by hand
+    assert statuses(lua, TICKS[1]) == ["canceled"]
+    create(lua)
+    assert resume(lua, "b1", 0, TICKS[0], now=T0 + 3) == "exists"
+    with assert_unchanged(lua.r, lua.prefix + "run*"):
+        assert resume(lua, "b1", 1, TICKS[1], now=T0 + 3) == "skipped"
+    b = get(lua)
+    assert (b["next"], b["failed"], b["resumed"], b["active"]) == (2, 1, 0, [])
+    assert b["last_error"] == f"run {rid} is canceled and keeps no job to put back"
+
+
 @pytest.mark.parametrize(
     ("args", "error", "match"),
     [
