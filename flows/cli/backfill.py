@@ -29,7 +29,7 @@ from flows.runs.backfill import (
 )
 from flows.validation.validate import InvalidFlow
 from scheduler.engine.client import Client
-from scheduler.service.backfills import MAX_ACTIVE_LIMIT, Backfill, Backfills
+from scheduler.service.backfills import MAX_ACTIVE_LIMIT, MISSING, Backfill, Backfills
 from scheduler.service.loop import check_health
 from scheduler.service.schedules import Schedules
 
@@ -66,7 +66,10 @@ def register(group: click.Group) -> None:
     "concurrency.max_active_runs also holds).",
 )
 @click.option(
-    "--dry-run", is_flag=True, help="List the ticks and which already ran; store nothing."
+    "--dry-run",
+    is_flag=True,
+    help="List the ticks: which already ran, which have a canceled run to resume, which are "
+    "new; store nothing.",
 )
 @as_json
 @connection
@@ -82,8 +85,9 @@ def backfill(
 ) -> None:
     """Run FLOW once per schedule tick from --from to --to (a flow file, or a registered flow's
     name). Each run has its tick's logical time and the run id the schedule gives that tick,
-    so a tick that already ran is not run again. The first runs start now; the scheduler
-    service submits the rest as runs finish."""
+    so a tick that already ran is not run again; a tick whose run was canceled is resumed (as
+    `flows retry RUN` resumes it). The first runs start now; the scheduler service submits the
+    rest as runs finish."""
     client = open_client(redis_url, namespace)
     with user_errors():
         now = client.engine.server_time()
@@ -131,6 +135,7 @@ def _started(made: Backfill, ticks: Plan, healthy: bool) -> None:
         click.echo("  (ticks after now are left to the schedule)", file=err)
     click.echo(
         f"submitted {made.submitted} run(s) now"
+        + (f", resumed {made.resumed} canceled run(s)" if made.resumed else "")
         + (f", {made.existed} tick(s) had run already" if made.existed else "")
         + (f", {made.failed} could not be submitted" if made.failed else "")
         + f"; at most {_limit(made.max_active, made.flow_max)} active at once",
@@ -159,24 +164,33 @@ def _dry_run(client: Client, ticks: Plan, as_json_output: bool) -> None:
             "local": ticks.local(tick),
             "run_id": run_id,
             "status": status,
-            "runs": status == "missing",
+            "runs": status in (MISSING, "canceled"),
+            "resume": status == "canceled",
         }
         for tick, run_id, status in zip(ticks.ticks, run_ids, statuses, strict=True)
     ]
     to_run = sum(1 for r in rows if r["runs"])
+    to_resume = sum(1 for r in rows if r["resume"])
     if as_json_output:
-        print_json({"flow": ticks.target.name, "ticks": rows, "to_run": to_run})
+        print_json(
+            {"flow": ticks.target.name, "ticks": rows, "to_run": to_run, "to_resume": to_resume}
+        )
         return
+    resumed = f", {to_resume} of them canceled runs to resume" if to_resume else ""
     table(
-        f"{ticks.target.name}: {len(rows)} tick(s), {to_run} to run (dry run: nothing stored)",
+        f"{ticks.target.name}: {len(rows)} tick(s), {to_run} to run{resumed} "
+        "(dry run: nothing stored)",
         ["run id", "tick", "run"],
-        [
-            [r["run_id"], r["local"], "new" if r["runs"] else f"exists ({r['status']})"]
-            for r in rows
-        ],
+        [[r["run_id"], r["local"], _dry_run_word(r)] for r in rows],
     )
     if ticks.clamped:
         click.echo("(ticks after now are left to the schedule)", err=True)
+
+
+def _dry_run_word(row: dict[str, Any]) -> str:
+    if row["resume"]:
+        return "resume (canceled)"
+    return "new" if row["runs"] else f"exists ({row['status']})"
 
 
 def _limit(max_active: int, flow_max: int) -> str:
@@ -202,8 +216,8 @@ def _row(b: Backfill) -> list[Any]:
 def backfills(
     backfill_id: str | None, as_json: bool, redis_url: str | None, namespace: str | None
 ) -> None:
-    """Backfills, newest first (or one, ID): how many ticks are handled, runs submitted, ticks
-    that had run already, runs active."""
+    """Backfills, newest first (or one, ID): how many ticks are handled, runs submitted,
+    canceled runs resumed, ticks that had run already, runs active."""
     client = open_client(redis_url, namespace)
     with user_errors():
         store = Backfills(client)
@@ -228,8 +242,9 @@ def backfills(
     if backfill_id is not None:
         b = found[0]
         click.echo(
-            f"  {b.total} tick(s) of {b.flow}: {b.submitted} run(s) submitted, {b.existed} had"
-            f" run already, {b.failed} could not be submitted, {b.pending} pending"
+            f"  {b.total} tick(s) of {b.flow}: {b.submitted} run(s) submitted, {b.resumed}"
+            f" canceled run(s) resumed, {b.existed} had run already, {b.failed} could not be"
+            f" submitted, {b.pending} pending"
         )
         for run_id in b.active:
             click.echo(f"  active: {run_id}")

@@ -21,7 +21,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "backfills": (
         "backfill",
         "Backfills, newest first (or one, ID): how many ticks are handled, runs "
-        "submitted, ticks that had run already, runs active.",
+        "submitted, canceled runs resumed, ticks that had run already, runs active.",
     ),
     "bury": (
         "queue_admin",

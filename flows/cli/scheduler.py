@@ -82,6 +82,7 @@ def _print_once(report: OnceReport, as_json_output: bool) -> None:
                 "retention": report.retention.__dict__,
                 "backfills": {
                     "submitted": report.backfills.submitted,
+                    "resumed": report.backfills.resumed,
                     "existed": report.backfills.existed,
                     "failed": report.backfills.failed,
                 },
@@ -97,6 +98,8 @@ def _print_once(report: OnceReport, as_json_output: bool) -> None:
         click.echo(visible(f"buffered {name} tick {at:.0f}"))
     for run_id in report.backfills.submitted:
         click.echo(visible(f"backfill submitted {run_id}"))
+    for run_id in report.backfills.resumed:
+        click.echo(visible(f"backfill resumed {run_id}"))
 
 
 def _findings(scan: ScanReport) -> list[Finding]:

@@ -1,6 +1,7 @@
 """Backfills in the REST API and the dashboard: each with its progress (ticks handled of all,
-runs submitted, ticks that had run already, runs active), and cancel. The JSON of a backfill is
-:meth:`scheduler.service.backfills.Backfill.as_json`, as ``flows backfills --json`` prints it."""
+runs submitted, canceled runs resumed, ticks that had run already, runs active), and cancel.
+The JSON of a backfill is :meth:`scheduler.service.backfills.Backfill.as_json`, as
+``flows backfills --json`` prints it."""
 
 from __future__ import annotations
 
@@ -39,7 +40,8 @@ def list_backfills(ui: Ui, offset: Offset = 0, limit: Limit = 100) -> dict[str, 
 
 @router.get("/backfills/{backfill_id}", dependencies=reads, tags=["backfills"])
 def get_backfill(ui: Ui, backfill_id: str) -> dict[str, Any]:
-    """One backfill: its ticks handled, runs submitted, ticks that had run, runs active."""
+    """One backfill: its ticks handled, runs submitted, canceled runs resumed, ticks that had
+    run, runs active."""
     return _document(_backfill(ui, backfill_id))
 
 

@@ -10,7 +10,9 @@ and hands each to ``backfill.submit``, which submits it in the same call that mo
 backfill past its tick (compare-and-set: two services never handle a tick twice). A tick's run
 id is the one the schedule gives the tick (the flow source's ``run_id``), so a
 tick that ran on schedule is not run again, and a scheduled tick that was backfilled finds its
-run existing. Keys and replies: ``lua/commands/backfill.lua``.
+run existing. A tick whose run exists canceled (the engine's run status) is still to run: it
+is offered as a new one is, and ``backfill.resume`` resumes its run as ``flows retry RUN``
+would, with no run built. Keys and replies: ``lua/commands/backfill.lua``.
 """
 
 from __future__ import annotations
@@ -37,6 +39,8 @@ MAX_ACTIVE_LIMIT = 10_000
 DUE_BATCH = 100
 #: The trigger recorded in a backfilled run.
 TRIGGER = "backfill"
+#: The engine's status of a run that does not exist.
+MISSING = "missing"
 
 BackfillState = str  # active, done, canceled
 
@@ -68,7 +72,8 @@ class Backfill:
     state: BackfillState
     total: int
     next: int
-    """Ticks handled so far (submitted, existing or failed): the index of the next one."""
+    """Ticks handled so far (submitted, resumed, existing or failed): the index of the next
+    one."""
     submitted: int
     existed: int
     failed: int
@@ -85,6 +90,8 @@ class Backfill:
     canceled: float | None = None
     active: tuple[str, ...] = ()
     """Its runs that were active when it was last advanced."""
+    resumed: int = 0
+    """Ticks whose run existed canceled, resumed (not counted in ``submitted``)."""
 
     @property
     def pending(self) -> int:
@@ -117,6 +124,7 @@ class Backfill:
             last_error=str(raw.get("last_error") or ""),
             canceled=time("canceled"),
             active=tuple(str(r) for r in _list(raw.get("active"))),
+            resumed=int(raw.get("resumed") or 0),
         )
 
     def as_json(self) -> dict[str, Any]:
@@ -128,6 +136,7 @@ class Backfill:
             "handled": self.next,
             "pending": self.pending,
             "submitted": self.submitted,
+            "resumed": self.resumed,
             "existed": self.existed,
             "failed": self.failed,
             "active": list(self.active),
@@ -159,27 +168,31 @@ class Canceled:
 
 @dataclass
 class AdvanceReport:
-    """What one step of :func:`advance` did: runs submitted, ticks whose run existed already,
-    ticks whose run could not be built, and compare-and-set races lost to another advancer."""
+    """What one step of :func:`advance` did: runs submitted, canceled runs resumed, ticks whose
+    run existed already, ticks whose run could not be built or resumed, and compare-and-set
+    races lost to another advancer (or a run dropped meanwhile: offered again next step)."""
 
     submitted: list[str] = field(default_factory=list)
     existed: list[str] = field(default_factory=list)
     failed: list[str] = field(default_factory=list)
     conflicts: int = 0
+    resumed: list[str] = field(default_factory=list)
 
     @property
     def busy(self) -> bool:
-        return bool(self.submitted or self.existed or self.failed)
+        return bool(self.submitted or self.resumed or self.existed or self.failed)
 
     def add(self, reply: str, run_id: str) -> None:
-        """Count one reply of ``backfill.submit`` or ``backfill.skip``."""
+        """Count one reply of ``backfill.submit``, ``backfill.resume`` or ``backfill.skip``."""
         if reply == "submitted":
             self.submitted.append(run_id)
+        elif reply == "resumed":
+            self.resumed.append(run_id)
         elif reply == "exists":
             self.existed.append(run_id)
         elif reply == "skipped":
             self.failed.append(run_id)
-        elif reply == "conflict":
+        elif reply in ("conflict", "missing"):
             self.conflicts += 1
 
 
@@ -269,7 +282,8 @@ def advance(
     batch: int = DUE_BATCH,
 ) -> AdvanceReport:
     """One bounded step: submit the next ticks' runs of every active backfill (or just
-    ``backfill_id``) as far as their limits allow, in one round trip for the submissions."""
+    ``backfill_id``), or resume those that exist canceled, as far as their limits allow, in one
+    round trip for the submissions."""
     at: float | str = "" if now is None else now
     report = AdvanceReport()
     due = _list(json.loads(client.engine.call("backfill.due", batch, backfill_id or "", now=at)))
@@ -306,15 +320,19 @@ class _Call:
 
 
 def _calls(entry: Mapping[str, Any], source: FlowSource) -> list[_Call]:
-    """The submit (or skip) of each tick ``backfill.due`` offered in ``entry``."""
+    """The submit (or skip) of each tick ``backfill.due`` offered in ``entry``; for a tick
+    whose run exists (canceled: to be resumed), its resume, with no run built."""
     name, index = str(entry["flow"]), int(entry["next"])
     definition = Definition.from_json(name, json.loads(entry["definition"]), entry["source"])
     calls = []
-    for offset, (text, run_id) in enumerate(
-        zip(_list(entry["ticks"]), _list(entry["runs"]), strict=True)
-    ):
+    ticks, runs = _list(entry["ticks"]), _list(entry["runs"])
+    statuses = _list(entry.get("statuses")) or [MISSING] * len(runs)
+    for offset, (text, run_id, status) in enumerate(zip(ticks, runs, statuses, strict=True)):
         tick = float(text)
         position = [entry["id"], index + offset]
+        if status != MISSING:  # the engine decides again in the call: resumed, or it ran
+            calls.append(_Call("backfill.resume", [*position, run_id], run_id))
+            continue
         try:
             request = source.build(definition, run_id, tick, TRIGGER, 0.0)
         except Exception as error:  # params, expansion, a stored flow that no longer loads
@@ -332,6 +350,7 @@ def _calls(entry: Mapping[str, Any], source: FlowSource) -> list[_Call]:
 __all__ = [
     "MAX_ACTIVE_LIMIT",
     "MAX_TICKS",
+    "MISSING",
     "AdvanceReport",
     "Backfill",
     "Backfills",

@@ -294,8 +294,10 @@ class SchedulerService:
         report = advance(self.client, self.source, now)
         if report.busy:
             log.info(
-                "backfills: %d runs submitted, %d existed already, %d could not be submitted",
+                "backfills: %d runs submitted, %d canceled runs resumed, %d existed already, "
+                "%d could not be submitted",
                 len(report.submitted),
+                len(report.resumed),
                 len(report.existed),
                 len(report.failed),
             )

@@ -3,6 +3,8 @@ a usage error), never a traceback, and not one key of the namespace changed."""
 
 from __future__ import annotations
 
+import json
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -11,6 +13,7 @@ from helpers import assert_unchanged
 from refusal_support import refused
 
 from flows.cli import main
+from flows.expand.run_ids import run_id_for
 from scheduler.engine.client import Client
 
 FILES = {
@@ -59,6 +62,28 @@ def test_bad_backfills_are_refused_clearly_and_change_nothing(
     output = refused(cli, populated.redis, argv, (code,))
     assert expected.lower() in output.lower(), output
     assert len(output.splitlines()) <= 12, output
+
+
+NIGHTLY = [c for c in CASES if c[0][0] == "{d}/nightly.yaml"]
+
+
+@pytest.mark.parametrize("case", NIGHTLY, ids=[" ".join(c[0][1:3]) for c in NIGHTLY])
+def test_a_refused_backfill_resumes_no_canceled_run(
+    case: tuple[list[str], int, str], cli: CliRunner, populated: Client, tmp_path: Path
+) -> None:
+    """A tick of the range whose run was canceled stays canceled when the backfill is refused."""
+    tick = datetime(2026, 1, 1, 2, tzinfo=UTC).timestamp()
+    run_id = run_id_for("nightly2", tick)
+    job = {"jid": f"{run_id}:a", "queue": "q", "klass": "tasks.a", "data": "{}"}
+    run = json.dumps({"flow": "nightly2", "tick": tick})
+    populated.engine.call("flow.submit", run_id, run, json.dumps([job]))
+    populated.engine.call("run.cancel", run_id)
+    args, code, expected = case
+    (tmp_path / "nightly.yaml").write_text(FILES["nightly.yaml"])
+    argv = ["backfill", *(a.replace("{d}", str(tmp_path)) for a in args)]
+    output = refused(cli, populated.redis, argv, (code,))
+    assert expected.lower() in output.lower(), output
+    assert json.loads(populated.engine.call("backfill.runs", run_id)) == ["canceled"]
 
 
 @pytest.mark.parametrize(

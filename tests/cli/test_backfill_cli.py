@@ -142,6 +142,50 @@ def test_cancel_backfill(url: str, client: Client, flow: Path) -> None:
     assert missing.exit_code == 1 and "no backfill nope" in missing.output
 
 
+def test_a_canceled_backfill_started_again_resumes_the_canceled_ticks(
+    url: str, client: Client, redis_client: redis.Redis, flow: Path, tmp_path: Path
+) -> None:
+    args = ["backfill", str(flow), "--from", "2026-01-05", "--to", "2026-01-05T03:00"]
+    first = flows(*args, "--max-active", "2", "--redis", url).stdout.strip().splitlines()[-1]
+    assert work_all(client) == 2
+    empty = tmp_path / "empty"  # no flow files: the service step advances backfills only
+    empty.mkdir()
+    once = ["scheduler", "--flows-dir", str(empty), "--once", "--redis", url]
+    flows(*once, "--now", str(T + 10 * H))  # ticks 2 and 3 submitted
+    assert "canceled 2 active run(s)" in flows("cancel", "--backfill", first, "--redis", url).output
+
+    with assert_unchanged(redis_client):
+        dry = flows(*args, "--dry-run", "--json", "--redis", url)
+        text = flows(*args, "--dry-run", "--redis", url)
+    assert dry.exit_code == 0, dry.output
+    out = json.loads(dry.output)
+    assert [t["status"] for t in out["ticks"]] == ["succeeded"] * 2 + ["canceled"] * 2
+    assert [t["resume"] for t in out["ticks"]] == [False, False, True, True]
+    assert (out["to_run"], out["to_resume"]) == (2, 2)
+    assert text.exit_code == 0, text.output
+    assert "4 tick(s), 2 to run, 2 of them canceled runs to resume" in text.output
+    assert text.output.count("resume (canceled)") == 2
+    assert text.output.count("exists (succeeded)") == 2
+
+    again = flows(*args, "--max-active", "1", "--redis", url)
+    assert again.exit_code == 0, again.output
+    backfill_id = again.stdout.strip().splitlines()[-1]
+    assert "submitted 0 run(s) now, resumed 1 canceled run(s), 2 tick(s) had run already" in (
+        again.stderr
+    )
+    assert work_all(client) == 1
+    step = flows(*once, "--now", str(T + 11 * H))
+    assert step.stdout.splitlines() == [f"backfill resumed {ids(T + 3 * H, 1)[0]}"]
+    assert work_all(client) == 1
+    flows(*once, "--now", str(T + 12 * H))
+    one = json.loads(flows("backfills", backfill_id, "--json", "--redis", url).output)
+    assert (one["state"], one["resumed"], one["submitted"], one["existed"]) == ("done", 2, 0, 2)
+    shown = flows("backfills", backfill_id, "--redis", url).output
+    assert "0 run(s) submitted, 2 canceled run(s) resumed, 2 had run already" in shown
+    statuses = json.loads(flows(*args, "--dry-run", "--json", "--redis", url).output)
+    assert [t["status"] for t in statuses["ticks"]] == ["succeeded"] * 4
+
+
 def test_a_range_of_too_many_ticks_is_one_line_and_changes_nothing(
     url: str, redis_client: redis.Redis, flow: Path
 ) -> None:

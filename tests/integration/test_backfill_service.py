@@ -211,6 +211,50 @@ def test_cancel_stops_the_backfill_and_cancels_its_active_runs(
     assert _statuses(client, plan)[-1] == "missing"
 
 
+def test_a_canceled_backfill_started_again_resumes_its_canceled_runs(
+    client: Client, folder: Path
+) -> None:
+    """The range of a canceled backfill, started again: the ticks whose runs were canceled run
+    (their runs resumed as `flows retry RUN` resumes them: what completed stays), oldest first
+    within --max-active, and the schedule firing those ticks later finds the runs existing."""
+    path = write_flow(folder, cron="0 * * * *", catchup="all", window="1d", steps=2)
+    service = make_service(client, folder)
+    service.scan(T - 4 * H - 1)  # the service's next tick: T - 4 h, fired only at the end
+    first, plan = start(client, path, T - 4 * H, T - 1 * H, T, max_active=2)
+    assert sorted(work_all(client, T + 1)) == plan.run_ids[:2]  # each one's s0
+    Backfills(client).cancel(first, now=T + 2)
+    assert _statuses(client, plan) == ["canceled", "canceled", "missing", "missing"]
+    s0 = [record(client, r)["jids"][0] for r in plan.run_ids[:2]]
+    assert [client.jobs[jid].state for jid in s0] == ["complete", "complete"]
+
+    again, _ = start(client, path, T - 4 * H, T - 1 * H, T + 10, max_active=1)
+    b = Backfills(client).get(again)
+    assert b is not None
+    assert (b.resumed, b.submitted, b.existed, b.active) == (1, 0, 0, (plan.run_ids[0],))
+    assert _statuses(client, plan) == ["running", "canceled", "missing", "missing"]
+    order: list[str] = []
+    resumed: list[str] = []
+    for step in range(8):
+        order += work_all(client, T + 20 + step)
+        resumed += service.advance_backfills(T + 20 + step).resumed
+    # each tick's remaining work once, oldest tick first; s0 of a resumed run did not run again
+    new = [r for r in plan.run_ids[2:] for _ in ("s0", "s1")]
+    assert order == [*plan.run_ids[:2], *new]
+    assert resumed == [plan.run_ids[1]]
+    for jid in s0:
+        assert [e["what"] for e in client.jobs[jid].history].count("popped") == 1
+    b = Backfills(client).get(again)
+    assert b is not None
+    assert (b.state, b.resumed, b.submitted, b.existed, b.failed) == ("done", 2, 2, 0, 0)
+    assert _statuses(client, plan) == ["succeeded"] * 4
+    assert record(client, plan.run_ids[0])["backfill"] == first  # the run it always was
+
+    # the schedule, catching up over the range, finds every backfilled tick's run existing
+    fired = {f.run_id: f.outcome for f in service.tick(T + 100).fired}
+    assert {fired[r] for r in plan.run_ids} == {"exists"}
+    assert run_ids(client) == sorted([*plan.run_ids, run_id_for("f", T)])
+
+
 def test_two_services_advancing_one_backfill_handle_each_tick_once(
     client: Client, folder: Path, tmp_path: Path
 ) -> None:
