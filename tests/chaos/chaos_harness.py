@@ -812,7 +812,17 @@ class Checker:
                     continue  # a retry the job asked for, not a duplicate
                 cause = self._explain(previous, current, job)
                 if cause is None:
-                    unexplained.append(f"{jid}: {previous.worker} then {current.worker}")
+                    # With the job's history, so a failure says what the engine recorded.
+                    told = [
+                        f"{h.get('what')}@{float(h.get('when', 0)) - previous.start:+.2f}s"
+                        f"/{h.get('worker', '')}"
+                        for h in job.get("history") or []
+                        if isinstance(h, dict)
+                    ]
+                    unexplained.append(
+                        f"{jid}: {previous.worker} then {current.worker}"
+                        f" (started {current.start - previous.start:.2f}s apart; history {told})"
+                    )
                     continue
                 self.report.duplicates[cause] += 1
                 if previous.end is not None and previous.end > current.start:
