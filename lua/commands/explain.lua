@@ -31,7 +31,10 @@
 --   throttle {throttle, limit, running, holders}  parked on a full throttle
 --   queue-full {limit, running}        the queue's max-concurrency is reached
 --   no-worker {last, last_seen}        no live worker listens on its queue (`last`: the one
---                                      heard from last that listened on it, when known)
+--                                      heard from last that listened on it, when known: a
+--                                      registered worker, or one gone since, kept in
+--                                      `workers-last` by worker.deregister and the registry's
+--                                      pruning)
 --   queued {ahead, workers}            waiting its turn: `ahead` jobs pop before it
 --   expiring {deadline}                its ttl deadline passed while it waited, was scheduled
 --                                      or buried: the next pop or maintain expires it
@@ -128,6 +131,11 @@ function Explain.waiting(jid, f, out)
       if seen > heard_after then listening = listening + 1 end
       if not last_seen or seen > last_seen then last, last_seen = worker, seen end
     end
+  end
+  -- A worker that stopped (deregistered) or was pruned left its queues a trace.
+  local left = Registry.last(queue)
+  if left and (not last_seen or left.seen > last_seen) then
+    last, last_seen = left.worker, left.seen
   end
   if listening == 0 then
     out.reason, out.last, out.last_seen = 'no-worker', last, last_seen

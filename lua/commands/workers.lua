@@ -3,7 +3,8 @@
 --   workers              -> JSON [{name, jobs, stalled}], most recently active first
 --   workers worker       -> JSON {jobs: [jid...], stalled: [jid...]}
 --   worker.deregister worker...  -> nil (jobs handed to an idle worker and not taken go back, as
---                                   with await.cancel; its lease, if any, is dropped)
+--                                   with await.cancel; its lease, if any, is dropped; it is kept
+--                                   in `workers-last` as the last worker of the queues it listed)
 --
 -- Workers silent for longer than max-worker-age are left out, and dropped with their
 -- registrations as the list is read (include/registry.lua).
@@ -44,6 +45,7 @@ api['worker.deregister'] = function(args)
   if #args == 0 then Arg.fail('WorkerDeregister', 'no workers given') end
   for _, worker in ipairs(args) do Arg.id('WorkerDeregister', 'worker', worker) end
   for _, worker in ipairs(args) do
+    Registry.remember(worker, Engine.now)  -- job.explain names the last worker of its queues
     redis.call('zrem', Keys.workers(), worker)
     redis.call('del', Keys.worker_info(worker))
     Handoff.give_back(worker)

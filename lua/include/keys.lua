@@ -68,6 +68,9 @@ end
 
 function Keys.channel(name) return Engine.prefix .. name end
 function Keys.worker_info(worker) return Engine.prefix .. 'w:' .. worker .. ':info' end
+-- The last worker that listened on each queue, kept when it left `workers` (include/registry.lua):
+-- queue -> JSON {worker, seen}.
+function Keys.workers_last() return Engine.prefix .. 'workers-last' end
 -- Worker liveness leases (ours, include/lease.lua): worker -> when its lease expires.
 function Keys.leases() return Engine.prefix .. 'leases' end
 -- When the last lease renewal happened (a gap longer than a few seconds is a stall).

@@ -69,18 +69,75 @@ function Registry.stamp(entry)
   return entry
 end
 
+-- The last worker that listened on a queue once it is gone: `P workers-last`, queue -> JSON
+-- {worker, seen}, written when a worker leaves `workers` with its registration (worker.deregister:
+-- seen = when it deregistered; Registry.prune: its last activity), so job.explain can still name
+-- it. Bounded: a registration's first Registry.LAST_QUEUES queues are kept, and the hash holds
+-- at most Registry.LAST_MAX queues (the one whose worker was seen longest ago makes room).
+Registry.LAST_QUEUES = 100
+Registry.LAST_MAX = 1000
+
+-- The last worker that listened on `queue` and left, as {worker, seen}, or nil.
+function Registry.last(queue)
+  local text = redis.call('hget', Keys.workers_last(), queue)
+  if not text then return nil end
+  local ok, entry = pcall(cjson.decode, text)
+  if not ok or type(entry) ~= 'table' or type(entry.worker) ~= 'string'
+    or type(entry.seen) ~= 'number' then
+    return nil
+  end
+  return entry
+end
+
+-- Keep `worker` (last heard from at `seen`) as the last worker of each queue its registration
+-- lists, unless one seen later is kept already. Call it before the registration is dropped.
+function Registry.remember(worker, seen)
+  local info = Registry.info(worker, false)
+  if not info or type(info.queues) ~= 'table' then return end
+  local entry = cjson.encode({ worker = worker, seen = seen })
+  local changes = {}
+  for i, queue in ipairs(info.queues) do
+    if i > Registry.LAST_QUEUES then break end
+    if type(queue) == 'string' and #queue > 0 and #queue <= 256 then
+      local known = Registry.last(queue)
+      if not known or known.seen <= seen then
+        table.insert(changes, queue)
+        table.insert(changes, entry)
+      end
+    end
+  end
+  if #changes == 0 then return end
+  local key = Keys.workers_last()
+  redis.call('hset', key, unpack(changes))
+  local over = redis.call('hlen', key) - Registry.LAST_MAX
+  if over <= 0 then return end
+  -- Rare (more queues than LAST_MAX had workers): drop the ones seen longest ago.
+  local all, kept = redis.call('hgetall', key), {}
+  for i = 1, #all, 2 do
+    local ok, known = pcall(cjson.decode, all[i + 1])
+    local when = ok and type(known) == 'table' and tonumber(known.seen) or -math.huge
+    table.insert(kept, { queue = all[i], seen = when })
+  end
+  table.sort(kept, function(a, b) return a.seen < b.seen end)
+  local dropped = {}
+  for i = 1, over do table.insert(dropped, kept[i].queue) end
+  redis.call('hdel', key, unpack(dropped))
+end
+
 -- Drop workers silent for longer than max-worker-age, with their registrations and what an idle
 -- one was left (its inbox, its waiting: include/handoff.lua), at most Registry.PRUNE_PER_CALL of
--- them. Returns how many were dropped.
+-- them, each kept as its queues' last worker (Registry.remember). Returns how many were dropped.
 function Registry.prune()
   local cutoff = Engine.now - Config.number('max-worker-age')
-  local dead = redis.call('zrangebyscore', Keys.workers(), '-inf', cutoff, 'LIMIT', 0,
-    Registry.PRUNE_PER_CALL)
-  for _, worker in ipairs(dead) do
+  local dead = redis.call('zrangebyscore', Keys.workers(), '-inf', cutoff, 'WITHSCORES', 'LIMIT',
+    0, Registry.PRUNE_PER_CALL)
+  for i = 1, #dead, 2 do
+    local worker = dead[i]
+    Registry.remember(worker, tonumber(dead[i + 1]))
     redis.call('zrem', Keys.workers(), worker)
     redis.call('del', Keys.worker_info(worker), Keys.inbox(worker), Keys.worker_waiting(worker))
   end
-  return #dead
+  return #dead / 2
 end
 
 -- Workers active within max-worker-age, most recently active first.

@@ -4,6 +4,10 @@ walked state by state in tests/lua/test_explain.py)."""
 
 from __future__ import annotations
 
+import os
+import re
+import subprocess
+import sys
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -74,6 +78,43 @@ def test_the_command_explains_a_run_a_step_and_a_job(
         "    It waits for its dependencies (trigger rule all_success): g1:build (waiting).",
     ]
     assert job.output.startswith("g1:build: No live worker listens on its queue gate")
+
+
+def test_a_burst_worker_that_just_stopped_is_named_as_the_last_one(
+    server: EmbeddedServer, client: Client, run_id: str
+) -> None:
+    """A worker that stops cleanly deregisters; the no-worker reason still names it."""
+    env = {**os.environ, "FLOWS_REDIS_URL": server.url}
+    command = [sys.executable, "-c", "from flows.cli import main; main()", "worker"]
+    worker = subprocess.run(
+        [*command, "-q", "gate", "--burst", "--processes", "1"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert worker.returncode == 0, worker.stderr
+    done = client.jobs["g1:build"]
+    assert done is not None and done.state == "complete" and done.ran_by is not None
+    assert client.workers.registry("gate") == []  # it deregistered on its way out
+    later = validate_text(dedent(FLOW), file="gate.yaml", flow_dir=Path("."))
+    assert later.flow is not None
+    requests = expand(later.flow, run_id="g2", logical_time=datetime(2026, 1, 2, tzinfo=UTC))
+    submit(client, assemble_run("g2", "gate", requests, params={}))
+
+    shown = CliRunner().invoke(main, ["explain", "g2", "build", "--redis", server.url])
+    assert shown.exit_code == 0, shown.output
+    name = re.escape(done.ran_by.worker)
+    expected = (
+        rf"No live worker listens on its queue gate; the last one, {name}, "
+        r"was seen \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC \(\d+s ago\)\."
+    )
+    assert re.fullmatch(expected, shown.output.splitlines()[-1].strip()), shown.output
+    assert "none has ever registered" not in shown.output
+    with serve(client, Auth(TOKEN, reads_open=True)) as base:
+        reply = Api(base).get("/api/v1/jobs/g2:build/explain").body
+    assert (reply["reason"], reply["last"]) == ("no-worker", done.ran_by.worker)
+    assert re.fullmatch(expected, reply["sentence"]), reply
 
 
 def test_unknown_targets_are_refused_plainly(server: EmbeddedServer, run_id: str) -> None:

@@ -84,6 +84,39 @@ def test_waiting_jobs(world: World) -> None:
     check(world, "a", "queue-paused", "Its queue q is paused (flows queue unpause q).")
 
 
+def test_a_worker_that_stopped_or_aged_out_is_still_named_as_the_last_one(world: World) -> None:
+    """A worker that stops cleanly deregisters, and one silent past max-worker-age is pruned:
+    either way its registration is gone, and its queues keep it as their last worker."""
+    world.put("a")
+    world.put("b", queue="r")
+    world.listen("w1", ("q", "r"), now=T0)
+    world.call("worker.deregister", "w1", now=T0 + 5)  # a burst worker's clean stop
+    check(
+        world,
+        "a",
+        "no-worker",
+        "No live worker listens on its queue q; the last one, w1, was seen "
+        "2023-11-14 01:00:05 UTC (3s ago).",
+        now=T0 + 8,
+    )
+    assert world.facts("b", now=T0 + 8)["last"] == "w1"
+    # A worker registered since (now silent) was seen after it: it is the last one.
+    world.listen("w2", ("q",), now=T0 + 10)
+    assert world.facts("a", now=T0 + 100)["last"] == "w2"
+    assert world.facts("b", now=T0 + 100)["last"] == "w1"
+    # w2 ages out: pruned by the next listing, it is kept as q's last worker.
+    world.call("config.set", "max-worker-age", 50)
+    assert world.call("worker.list", now=T0 + 100) == "[]"
+    assert world.call("worker.info", "w2", now=T0 + 100) == "{}"
+    facts = world.facts("a", now=T0 + 100)
+    assert (facts["last"], facts["last_seen"]) == ("w2", T0 + 10)
+    # A worker pruned later but seen earlier does not replace the one seen last.
+    world.listen("w0", ("q",), now=T0 + 2)
+    world.call("config.set", "max-worker-age", 0)
+    world.call("workers", now=T0 + 200)
+    assert world.facts("a", now=T0 + 200)["last"] == "w2"
+
+
 def test_a_full_queue(world: World) -> None:
     world.listen()
     world.call("config.set", "q-max-concurrency", 1)

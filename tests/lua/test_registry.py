@@ -152,3 +152,36 @@ def test_worker_list_marks_workers_not_heard_from_for_worker_silent_after(lua: L
         ("old", False),
         ("new", True),
     ]
+
+
+def last_workers(lua: Lua) -> dict[str, dict[str, Any]]:
+    return {q: json.loads(v) for q, v in lua.r.hgetall(lua.key("workers-last")).items()}
+
+
+def test_a_worker_gone_is_kept_as_the_last_worker_of_its_queues(lua: Lua) -> None:
+    register(lua, "w1", ["q", "r"])
+    register(lua, "w2", ["r"], now=T0 + 1)
+    lua.pop_jids(worker="poller", now=T0 + 2)  # never registered: listens on nothing known
+    lua("worker.deregister", "w2", "poller", now=T0 + 3)
+    assert last_workers(lua) == {"r": {"worker": "w2", "seen": T0 + 3}}
+    lua.config("max-worker-age", DAY)
+    assert listing(lua, now=T0 + DAY + 1) == []  # w1 aged out, seen at T0
+    assert last_workers(lua) == {
+        "q": {"worker": "w1", "seen": T0},
+        "r": {"worker": "w2", "seen": T0 + 3},  # seen after w1: kept
+    }
+
+
+def test_the_last_workers_are_bounded(lua: Lua) -> None:
+    many = [f"q{n:04d}" for n in range(150)]
+    register(lua, "wide", many)
+    lua("worker.deregister", "wide", now=T0)
+    assert sorted(last_workers(lua)) == many[:100]  # a registration's first 100 queues
+    for n in range(10):  # 1,100 queues in all: the ones seen longest ago make room
+        queues = [f"w{n}-{k:03d}" for k in range(100)]
+        register(lua, f"w{n}", queues, now=T0 + n)
+        lua("worker.deregister", f"w{n}", now=T0 + 10 + n)
+    kept = last_workers(lua)
+    assert len(kept) == 1000
+    assert not any(q in kept for q in many)
+    assert kept["w9-099"] == {"worker": "w9", "seen": T0 + 19}
