@@ -6,23 +6,15 @@ from __future__ import annotations
 import getpass
 import os
 import shlex
-import time
 
 import click
 
 from flows.cli.common import open_client, print_json, user_errors
 from flows.cli.options import as_json, connection, id_argument
 from flows.runs.read import RunView
-from flows.runs.signals import (
-    Signaled,
-    SignalRefused,
-    approval,
-    describe,
-    parse_data,
-    signal_step,
-    wait_state,
-)
+from flows.runs.signals import Signaled, SignalRefused, approval, parse_data, signal_step
 from scheduler.engine.client import Client
+from scheduler.engine.explain import explain, wait_line
 
 
 def register(group: click.Group) -> None:
@@ -38,17 +30,22 @@ def _user() -> str:
         return "unknown"
 
 
-def print_awaiting(client: Client, view: RunView) -> None:
-    """Below a run's table (``flows status``): each step awaiting a signal, and how to give it."""
-    for step in view.steps:
-        if step.status != "awaiting" or len(step.jids) != 1:
-            continue
-        wait = wait_state(client, step.jids[0])
-        if wait is None or wait.state != "awaiting":
+def print_awaiting(client: Client, view: RunView, now: float | None = None) -> None:
+    """Below a run's table (``flows status``): each step awaiting a signal, when it times out
+    (or that it timed out: the engine's ``job.explain`` decides, at ``now``, the server's clock
+    by default, as ``flows explain`` does), and how to give it."""
+    waits = [s for s in view.steps if s.status == "awaiting" and len(s.jids) == 1]
+    if not waits:
+        return
+    moment = client.engine.server_time() if now is None else now
+    for step in waits:
+        found = explain(client, step.jids[0], now=moment)
+        line = wait_line(found.facts, moment) if found is not None else None
+        if line is None:
             continue
         run, name = shlex.quote(view.run_id), shlex.quote(step.step)
         click.echo(
-            f"{step.step}: {describe(wait, time.time())}\n"
+            f"{step.step}: {line}\n"
             f"  flows approve {run} {name} --note TEXT   (or: flows signal {run} {name} "
             "--data JSON)"
         )

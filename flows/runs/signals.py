@@ -11,7 +11,6 @@ Timeouts are the scheduler service's (:func:`scheduler.service.housekeeping.time
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -181,21 +180,11 @@ def _no_constant(name: str) -> float:
     raise ValueError(f"{name} is not a JSON number")
 
 
-def describe(wait: WaitState, now: float) -> str:
-    """One line about an awaiting wait: its signal and when it times out."""
-    text = f"awaiting signal {wait.signal!r}"
-    if wait.deadline is not None and math.isfinite(wait.deadline):
-        left = max(0.0, wait.deadline - now)
-        text += f", times out ({wait.on_timeout}) in {left:.0f}s"
-    return text
-
-
 __all__ = [
     "SignalRefused",
     "Signaled",
     "WaitState",
     "approval",
-    "describe",
     "parse_data",
     "signal_step",
     "wait_jid",

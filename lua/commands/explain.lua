@@ -12,7 +12,7 @@
 --   running {worker, expires}          a worker holds it, its lock valid until `expires`
 --   stalled {worker, expires}          its worker's lock ran out: the next pop or maintain
 --                                      reclaims it
---   awaiting {signal, since, deadline} a wait step waiting for its signal
+--   awaiting {signal, since, deadline, on_timeout}  a wait step waiting for its signal
 --   timed-out {signal, since, deadline, on_timeout}  a wait whose timeout passed: the next
 --                                      wait.sweep fails or skips it (a signal until then
 --                                      still completes it)
@@ -209,9 +209,10 @@ api['job.explain'] = function(args)
     out.reason, out.signal = 'awaiting', spec.signal or ''
     out.since = tonumber(f.wait_since)
     out.deadline = tonumber(f.wait_at)
+    out.on_timeout = spec.on_timeout or 'fail'
     if out.deadline and out.deadline <= Engine.now then
       -- wait.sweep takes the awaiting jobs due at or before now.
-      out.reason, out.on_timeout = 'timed-out', spec.on_timeout
+      out.reason = 'timed-out'
     end
   elseif state == 'depends' and f.child then
     out.reason, out.child = 'child-run', f.child

@@ -68,6 +68,17 @@ def _deadline(facts: Facts, now: float) -> str:
     return f" It must start by {_when(deadline, now)} or it expires."
 
 
+def _timed_out(facts: Facts) -> str:
+    """What becomes of a wait whose timeout passed (reason ``timed-out``): the one wording of it,
+    in its sentence and in :func:`wait_line`."""
+    on_timeout = facts.get("on_timeout")
+    verb = "skips" if on_timeout == "skip" else "fails"
+    return (
+        f"the scheduler's next housekeeping {verb} it (on_timeout {on_timeout}); a signal "
+        "before then still completes it"
+    )
+
+
 _SENTENCES: dict[str, Callable[[Facts, float], str]] = {
     "complete": lambda f, now: "It completed.",
     "cached": lambda f, now: (
@@ -106,9 +117,7 @@ _SENTENCES: dict[str, Callable[[Facts, float], str]] = {
     ),
     "timed-out": lambda f, now: (
         f"Its wait for the signal {f.get('signal')!r} timed out at "
-        f"{_when(f.get('deadline'), now)}: the next housekeeping "
-        f"{'skips' if f.get('on_timeout') == 'skip' else 'fails'} it (on_timeout "
-        f"{f.get('on_timeout')}); a signal before then still completes it."
+        f"{_when(f.get('deadline'), now)}: {_timed_out(f)}."
     ),
     "child-run": lambda f, now: f"It waits for its child run {f.get('child')} to end.",
     "upstream-failed": lambda f, now: (
@@ -164,6 +173,23 @@ def sentence(facts: Facts, now: float) -> str:
     word = _SENTENCES.get(reason)
     text = word(facts, now) if word is not None else f"It is {facts.get('state')}."
     return text + _deadline(facts, now)
+
+
+def wait_line(facts: Facts, now: float) -> str | None:
+    """One line about a wait step awaiting its signal (``flows status``), from its
+    ``job.explain`` reply: its signal and when it times out, or, once the engine says it timed
+    out (reason ``timed-out``), how long ago and what happens next, in its sentence's words.
+    None when the job is not awaiting a signal."""
+    reason = facts.get("reason")
+    if reason not in ("awaiting", "timed-out"):
+        return None
+    text = f"awaiting signal {facts.get('signal')!r}"
+    deadline = facts.get("deadline")
+    if deadline is None:
+        return text  # no timeout (a timed-out wait has its deadline)
+    if reason == "timed-out":
+        return f"{text}, timed out {_span(now - float(deadline))} ago: {_timed_out(facts)}"
+    return f"{text}, times out ({facts.get('on_timeout')}) in {_span(float(deadline) - now)}"
 
 
 def explain(client: Client, jid: str, *, now: float | str = "") -> Explanation | None:

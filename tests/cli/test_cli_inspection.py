@@ -5,12 +5,15 @@ server."""
 from __future__ import annotations
 
 import json
+import re
 import time
 
 import redis
 from cli_support import flows
+from ui_support import TOKEN, Api, serve
 
 from flows.cli.jobs import JOB_STATES
+from flows.ui.auth import Auth
 from scheduler.engine.client import Client
 
 
@@ -166,3 +169,36 @@ def test_status_tells_a_missed_deadline_of_the_run_and_of_a_step(url: str, clien
     steps = {s["step"]: s["deadline_missed"] for s in document["steps"]}
     assert steps == {"slow": now + 100, "quick": None}
     assert document["deadline_missed"] == now + 100
+
+
+def test_status_tells_a_wait_past_its_timeout_as_explain_and_the_api_do(
+    url: str, client: Client
+) -> None:
+    """Past its timeout and before housekeeping ran, a wait has timed out: every surface says
+    so in the engine's words, at the server's clock."""
+    now = client.engine.server_time()
+    wait = {"signal": "approve", "timeout": 60, "on_timeout": "skip"}
+    jobs = [{"jid": "gate@r:approve", "queue": "q", "klass": "K", "data": "{}", "wait": wait}]
+    run = json.dumps({"flow": "gate"})
+    # It became ready 63 s ago: it timed out 3 s ago.
+    client.engine.call("flow.submit", "gate@r", run, json.dumps(jobs), now=now - 63)
+    outcome = (
+        "the scheduler's next housekeeping skips it (on_timeout skip); a signal before then "
+        "still completes it"
+    )
+    shown = flows("status", "gate@r", "--redis", url)
+    assert shown.exit_code == 0, shown.output
+    line = next(x for x in shown.output.splitlines() if x.startswith("approve: "))
+    found = re.fullmatch(r"approve: awaiting signal 'approve', timed out (\d+)s ago: (.*)", line)
+    assert found is not None, shown.output
+    assert int(found[1]) in (3, 4) and found[2] == outcome
+    assert "times out" not in shown.output
+    explained = flows("explain", "gate@r", "--redis", url)
+    assert f"): {outcome}." in explained.output, explained.output
+    assert "timed out at " in explained.output
+    with serve(client, Auth(TOKEN, reads_open=True)) as base:
+        reply = Api(base).get("/api/v1/runs/gate@r/explain?step=approve").body
+    [job] = reply["steps"][0]["jobs"]
+    assert job["reason"] == "timed-out" and job["sentence"].endswith(f"): {outcome}.")
+    client.engine.call("wait.sweep")  # the housekeeping: skipped, no longer awaiting
+    assert "approve: " not in flows("status", "gate@r", "--redis", url).output

@@ -12,7 +12,7 @@ from lua_support import T0
 
 from scheduler.engine.client import Client
 from scheduler.engine.errors import InvalidArgument
-from scheduler.engine.explain import REASONS, explain
+from scheduler.engine.explain import REASONS, explain, wait_line
 from scheduler.engine.scripts import Engine
 
 
@@ -397,13 +397,15 @@ def test_a_wait_past_its_timeout_is_about_to_time_out(world: World) -> None:
         "r@1",
         _job("r@1:gate", wait={"signal": "approve", "timeout": 3600, "on_timeout": "fail"}),
         _job("r@1:opt", wait={"signal": "extra", "timeout": 60, "on_timeout": "skip"}),
+        _job("r@1:free", wait={"signal": "any"}),
     )
     check(
         world,
         "r@1:gate",
         "timed-out",
         "Its wait for the signal 'approve' timed out at 2023-11-14 02:00:00 UTC (0s ago): the "
-        "next housekeeping fails it (on_timeout fail); a signal before then still completes it.",
+        "scheduler's next housekeeping fails it (on_timeout fail); a signal before then still "
+        "completes it.",
         now=T0 + 3600,
     )
     check(
@@ -411,9 +413,22 @@ def test_a_wait_past_its_timeout_is_about_to_time_out(world: World) -> None:
         "r@1:opt",
         "timed-out",
         "Its wait for the signal 'extra' timed out at 2023-11-14 01:01:00 UTC (59m ago): the "
-        "next housekeeping skips it (on_timeout skip); a signal before then still completes it.",
+        "scheduler's next housekeeping skips it (on_timeout skip); a signal before then still "
+        "completes it.",
         now=T0 + 3600,
     )
+    # `flows status` words a wait from the same reply, in the same words.
+    lines = {
+        T0 + 57: "awaiting signal 'extra', times out (skip) in 3s",
+        T0 + 63: "awaiting signal 'extra', timed out 3s ago: the scheduler's next housekeeping "
+        "skips it (on_timeout skip); a signal before then still completes it",
+    }
+    for moment, line in lines.items():
+        assert wait_line(world.facts("r@1:opt", moment), moment) == line
+    assert wait_line(world.facts("r@1:gate", T0 + 60), T0 + 60) == (
+        "awaiting signal 'approve', times out (fail) in 59m"
+    )
+    assert wait_line(world.facts("r@1:free", T0 + 60), T0 + 60) == "awaiting signal 'any'"
     assert json.loads(world.call("wait.sweep", now=T0 + 3600)) == {"failed": 1, "skipped": 1}
     check(
         world,
@@ -423,6 +438,7 @@ def test_a_wait_past_its_timeout_is_about_to_time_out(world: World) -> None:
         "wait becoming ready",
         now=T0 + 3600,
     )
+    assert wait_line(world.facts("r@1:gate", T0 + 3600), T0 + 3600) is None
 
 
 def test_every_reason_has_a_sentence_and_a_test() -> None:
