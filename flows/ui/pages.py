@@ -22,7 +22,7 @@ from fastapi.templating import Jinja2Templates
 
 from flows.runs import history as run_history
 from flows.runs import statuses
-from flows.runs.read import RunView
+from flows.runs.read import RunView, StepView
 from flows.ui import api, graph
 from flows.ui.state import reader
 from flows.validation.validate import validate_text
@@ -45,6 +45,8 @@ FLOWS_PAGE = 25
 OVERVIEW_LIST = 20
 
 SYMBOLS = {**statuses.SYMBOLS, "paused": "‖", "stale": "○"}
+# A missed deadline's mark: the clock of `expired` (on a graph node and in its badges).
+DEADLINE_MARK = statuses.SYMBOLS["expired"]
 
 
 def when(value: Any) -> str:
@@ -81,6 +83,7 @@ templates.env.filters["when"] = when
 templates.env.filters["pretty"] = pretty
 templates.env.filters["duration"] = duration
 templates.env.globals["symbols"] = SYMBOLS
+templates.env.globals["deadline_mark"] = DEADLINE_MARK
 
 
 def render(request: Request, name: str, **context: Any) -> HTMLResponse:
@@ -161,6 +164,8 @@ def runs(
 
 
 def _counts(view: RunView) -> dict[str, dict[str, Any]]:
+    """Each step as the run page draws its graph node, at load (run.html) and at each redraw
+    (``/live``, static/app.js): the same values, its accessible name (``label``) included."""
     return {
         step.step: {
             "status": step.status,
@@ -170,8 +175,27 @@ def _counts(view: RunView) -> dict[str, dict[str, Any]]:
             "duration": duration(step.duration),
             "actions": list(step.actions),
             "deadline_missed": step.deadline_missed,
+            "label": _node_label(step),
         }
         for step in view.steps
+    }
+
+
+def _node_label(step: StepView) -> str:
+    label = f"step {step.step}: {step.status}"
+    return f"{label}, deadline missed" if step.deadline_missed is not None else label
+
+
+def _run_deadline(view: RunView) -> dict[str, Any]:
+    """The run's missed deadline as its page shows it (None: not missed) and its badge's title,
+    at load and at each redraw."""
+    missed = view.extra.get("deadline_missed")
+    if missed is None:
+        return {"deadline_missed": None, "deadline_title": None}
+    deadline = duration(view.extra.get("deadline"))
+    return {
+        "deadline_missed": missed,
+        "deadline_title": f"deadline {deadline} missed at {when(missed)} UTC",
     }
 
 
@@ -191,6 +215,7 @@ def run(request: Request, ui: Ui, run_id: str) -> HTMLResponse:
         record=view.record,
         layout=drawn,
         steps=_counts(view),
+        deadline=_run_deadline(view),
         graph=graph,
         children={step.step: step.child for step in view.steps if step.child},
     )
@@ -198,11 +223,16 @@ def run(request: Request, ui: Ui, run_id: str) -> HTMLResponse:
 
 @router.get("/runs/{run_id}/live")
 def run_live(ui: Ui, run_id: str) -> JSONResponse:
-    """What the run page redraws: the run's status and actions and each step's status and item
-    counts."""
+    """What the run page redraws: the run's status, actions and missed deadline, and each
+    step's status, item counts and missed deadline, as the page drew them."""
     view = api._load_run(ui.client, run_id, 0)
     return JSONResponse(
-        {"status": view.status, "actions": list(view.actions), "steps": _counts(view)}
+        {
+            "status": view.status,
+            "actions": list(view.actions),
+            **_run_deadline(view),
+            "steps": _counts(view),
+        }
     )
 
 

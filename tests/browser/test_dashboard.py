@@ -111,6 +111,76 @@ def test_a_step_turns_running_then_success_live_and_its_log_follows(
     assert page.errors == []
 
 
+LATE_FLOW = """\
+version: 1
+name: {name}
+queue: {queue}
+schedule: {{cron: "0 0 1 1 *"}}
+deadline: 30m
+steps:
+  slow: {{job: tasks.slow, deadline: 5m}}
+  then: {{needs: [slow], foreach: {{items: [a, b]}}, job: tasks.then}}
+"""
+
+
+def drawn(page: Any) -> dict[str, str]:
+    """What the run page shows of the run and of each step: its heading, its graph's nodes (but
+    the durations static/timeline.js adds, which grow as time goes by)."""
+    shown: dict[str, str] = page.evaluate(
+        """() => Object.fromEntries([
+            ["heading", document.querySelector("#run h1").innerHTML],
+            ...[...document.querySelectorAll("g.node")].map((node) => {
+                const copy = node.cloneNode(true);
+                copy.querySelectorAll("text.dur").forEach((d) => d.remove());
+                return [node.dataset.step, copy.outerHTML];
+            }),
+        ])"""
+    )
+    return shown
+
+
+def test_a_deadline_missed_while_the_page_is_open_shows_as_a_reload_would(
+    page: Any, base: str, client: Client, tmp_path: Path, shoot: Any
+) -> None:
+    flow = register(client, tmp_path, LATE_FLOW)
+    run_id = trigger_run(client, flow["name"]).run_id
+    submitted = float(json.loads(client.engine.call("run.get", run_id))["submitted"])
+    pop(client, flow["queue"])  # slow runs, and runs on past both deadlines
+    page.goto(f"{base}/runs/{run_id}")
+    page.evaluate("window.__same_page = true")
+    assert page.locator("#deadline-missed").count() == 0
+    assert node(page, "slow").get_attribute("aria-label") == "step slow: running"
+    assert node(page, "slow").locator(".missed").count() == 0
+    node(page, "slow").click()
+    page.wait_for_selector("#step-detail h2")
+    assert page.locator("#step-deadline-missed").count() == 0
+
+    # The scheduler's housekeeping, at a moment past both deadlines.
+    swept = json.loads(client.engine.call("deadline.sweep", now=submitted + 1801))
+    assert swept["missed"] == 2
+    # The page's poll (the run is running) draws both misses, and the open step's badge.
+    page.wait_for_selector("#run-deadline #deadline-missed")
+    page.wait_for_selector('g.node[data-step="slow"] .missed')
+    page.wait_for_selector("#step-detail #step-deadline-missed")
+    when = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(submitted + 1801))
+    badge = page.locator("#deadline-missed")
+    assert badge.inner_text().strip() == "◷ deadline missed"
+    assert badge.get_attribute("title") == f"deadline 30 m 00 s missed at {when} UTC"
+    assert node(page, "slow").get_attribute("aria-label") == "step slow: running, deadline missed"
+    assert node(page, "slow").locator("text.state").text_content() == "▶ running ◷"
+    assert node(page, "then").get_attribute("aria-label") == "step then: waiting"
+    assert page.evaluate("window.__same_page") is True  # no reload happened
+    shoot(page, "run-deadline-missed")
+
+    # Exactly what the server draws for a page opened now.
+    live = drawn(page)
+    fresh = page.context.new_page()
+    fresh.goto(f"{base}/runs/{run_id}")
+    assert drawn(fresh) == live
+    fresh.close()
+    assert page.errors == []
+
+
 def test_a_failed_run_retried_and_a_run_canceled_from_the_buttons(
     page: Any, base: str, client: Client, tmp_path: Path, shoot: Any
 ) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from textwrap import dedent
 
@@ -289,6 +290,12 @@ def test_a_missed_deadline_is_told_once_and_shown(
         run = api.get(f"/api/v1/runs/{run_id}").body
         assert run["deadline"] == 1800 and run["deadline_missed"] == submitted + 1801
         assert 'id="deadline-missed"' in api.get(f"/runs/{run_id}").body
+        # What the run page redraws from carries it too, with its badge's words.
+        live = api.get(f"/runs/{run_id}/live").body
+        at = datetime.fromtimestamp(submitted + 1801, UTC).strftime("%Y-%m-%d %H:%M:%S")
+        assert live["deadline_missed"] == submitted + 1801
+        assert live["deadline_title"] == f"deadline 30 m 00 s missed at {at} UTC"
+        assert live["steps"]["slow"]["label"] == "step slow: waiting"
         assert "flows_deadlines_missed_total 1.0" in api.get("/metrics").body
 
 
@@ -319,6 +326,10 @@ def test_a_steps_missed_deadline_is_shown_on_the_run(
         assert step["jobs"][0]["deadline_missed"] == started + 301
         assert "deadline_missed" not in api.get(f"/api/v1/runs/{run_id}").body  # the run's own
         assert "step slow: running, deadline missed" in api.get(f"/runs/{run_id}").body
+        live = api.get(f"/runs/{run_id}/live").body
+        assert live["deadline_missed"] is None and live["deadline_title"] is None
+        assert live["steps"]["slow"]["deadline_missed"] == started + 301
+        assert live["steps"]["slow"]["label"] == "step slow: running, deadline missed"
         assert 'id="step-deadline-missed"' in api.get(f"/runs/{run_id}/steps/slow").body
 
 

@@ -125,17 +125,48 @@ function setupRun(section) {
   const base = "/runs/" + encodeURIComponent(runId);
   let chosen = null, panelOffset = 0, pending = null, every = 3000;
   const seen = {};
-  // each status word's symbol, from the server's one table (flows.runs.statuses)
+  // each status word's symbol, from the server's one table (flows.runs.statuses), and the mark
+  // of a missed deadline
   const SYMBOLS = JSON.parse(section.dataset.symbols || "{}");
+  const MARK = section.dataset.deadlineMark;
+  const SVG = "http://www.w3.org/2000/svg";
 
-  function badge(status) {
+  // What templates/run.html draws, from the values of /live (the ones the page was drawn from):
+  // the text and the words are the server's, so a redraw shows what a reload would.
+  function badgeOf(className, symbol, text) {
     const span = document.createElement("span");
-    span.className = "badge st-" + status;
+    span.className = className;
     const sym = document.createElement("span");
     sym.className = "sym";
-    sym.textContent = SYMBOLS[status] || "•";
-    span.append(sym, " " + status);
+    sym.setAttribute("aria-hidden", "true");
+    sym.textContent = symbol;
+    span.append(sym, " " + text);
     return span;
+  }
+
+  function badge(status) { return badgeOf("badge st-" + status, SYMBOLS[status] || "•", status); }
+
+  function deadlineBadge(live) {
+    if (live.deadline_missed == null) return [];
+    const span = badgeOf("badge st-expired", MARK, "deadline missed");
+    span.id = "deadline-missed";
+    span.title = live.deadline_title;
+    return [" ", span];
+  }
+
+  function tspan(className, text) {
+    const part = document.createElementNS(SVG, "tspan");
+    part.setAttribute("class", className);
+    part.textContent = text;
+    return part;
+  }
+
+  // A graph node's second line: symbol, status, a foreach step's progress, a missed deadline.
+  function nodeState(step) {
+    const parts = [tspan("sym", SYMBOLS[step.status] || "•"), " ", tspan("label", step.status)];
+    if (step.items > 1) parts.push(" ", tspan("progress", step.progress));
+    if (step.deadline_missed != null) parts.push(" ", tspan("sym missed", MARK));
+    return parts;
   }
 
   async function refresh() {
@@ -148,6 +179,7 @@ function setupRun(section) {
     const live = await reply.json();
     section.dataset.status = live.status;
     document.getElementById("run-status").replaceChildren(badge(live.status));
+    document.getElementById("run-deadline").replaceChildren(...deadlineBadge(live));
     // the run's buttons are those the engine allows now
     for (const button of document.querySelectorAll("#run-actions [data-run-action]")) {
       button.hidden = !live.actions.includes(button.dataset.runAction);
@@ -157,12 +189,10 @@ function setupRun(section) {
       const step = live.steps[node.dataset.step];
       if (!step) continue;
       setStatusClass(node, step.status);
-      node.querySelector(".sym").textContent = SYMBOLS[step.status] || "•";
-      node.querySelector(".label").textContent = step.status;
-      const progress = node.querySelector(".progress");
-      if (progress) progress.textContent = step.progress;
-      node.setAttribute("aria-label", `step ${node.dataset.step}: ${step.status}`);
-      const key = step.status + " " + step.progress;
+      node.querySelector("text.state").replaceChildren(...nodeState(step));
+      node.setAttribute("aria-label", step.label);
+      // the chosen step's panel is drawn again when what it shows changed
+      const key = `${step.status} ${step.progress} ${step.deadline_missed}`;
       if (seen[node.dataset.step] !== key && node.dataset.step === chosen) chosenChanged = true;
       seen[node.dataset.step] = key;
     }
