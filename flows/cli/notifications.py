@@ -8,9 +8,8 @@ import logging
 import os
 import socket
 import threading
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
 
 import click
 
@@ -19,6 +18,7 @@ from flows.cli.options import as_json, connection
 from scheduler import secrets
 from scheduler.engine.client import Client
 from scheduler.notify import outbox
+from scheduler.notify.documents import ChannelDocument, EventDocument, SendDocument
 from scheduler.notify.outbox import Deliverer
 from scheduler.secrets import EnvFileError
 
@@ -92,9 +92,13 @@ def notifications(
     """
     client = open_client(redis_url, namespace)
     if retry_id is not None:
-        if not outbox.retry_failed(client, retry_id):
-            raise click.ClickException(f"no given-up notification {retry_id}")
-        click.echo(f"notification {retry_id} is back in the outbox", err=True)
+        new_id = outbox.retry_failed(client, retry_id)
+        if new_id is None:
+            raise click.ClickException(outbox.not_given_up(client, retry_id))
+        if as_json:
+            print_json(outbox.retried(retry_id, new_id))
+        else:
+            click.echo(f"notification {retry_id} is back in the outbox as {new_id}", err=True)
         return
     given_up = outbox.failed(client)
     pending = [] if only_failed else outbox.waiting(client)
@@ -102,37 +106,28 @@ def notifications(
     if as_json:
         print_json({"failed": given_up, "waiting": pending, "recent": sent})
         return
-    rows = [
-        [
-            r["id"],
-            r["kind"],
-            r["run"],
-            r.get("jid", ""),
-            str(r.get("attempts", "")),
-            channel_lines(r.get("channels", ())),
-        ]
-        for r in given_up
-    ]
-    table("Given up", ["id", "kind", "run", "jid", "attempts", "channel: status"], rows)
+    show_events("Given up", given_up, next_try=False)
     if only_failed:
         return
     if pending:
-        table(
-            "Waiting",
-            ["id", "kind", "run", "jid", "attempts", "next try", "channel: status"],
-            [
-                [
-                    p["id"],
-                    p.get("kind", ""),
-                    p.get("run", ""),
-                    p.get("jid", ""),
-                    str(p["attempts"]),
-                    ago(p.get("due")),
-                    channel_lines(p.get("channels", ())),
-                ]
-                for p in pending
-            ],
-        )
+        show_events("Waiting", pending, next_try=True)
+    show_sends(sent)
+
+
+def show_events(title: str, events: Sequence[EventDocument], *, next_try: bool) -> None:
+    """A table of events (given up, or waiting: then with their next try), one row each."""
+    columns = ["id", "kind", "scope", "run", "jid", "attempts"]
+    columns += ["next try", "channel: status"] if next_try else ["channel: status"]
+    rows = []
+    for e in events:
+        row = [e["id"], e["kind"], e["scope"], e["run"], e["jid"] or "", str(e["attempts"])]
+        row += [ago(e["due"])] if next_try else []
+        rows.append([*row, channel_lines(e["channels"])])
+    table(title, columns, rows)
+
+
+def show_sends(sends: Sequence[SendDocument]) -> None:
+    """The latest sends, newest first."""
     table(
         "Latest sends",
         ["id", "event", "run", "channel", "status", "attempt", "by", "when", "error"],
@@ -143,21 +138,21 @@ def notifications(
                 s["run"],
                 s["channel"],
                 s["status"],
-                s["attempt"],
-                s.get("by", ""),
-                ago(float(s["at"])),
-                s.get("error", ""),
+                str(s["attempt"]),
+                s["by"],
+                ago(s["at"]),
+                s["error"],
             ]
-            for s in sent
+            for s in sends
         ],
     )
 
 
-def channel_lines(channels: Iterable[Mapping[str, Any]]) -> str:
+def channel_lines(channels: Iterable[ChannelDocument]) -> str:
     """One line per channel of an event: ``webhook https://...: delivered`` / ``...: failed
     (HTTP 502 Bad Gateway)``."""
     return "\n".join(
-        f"{c['channel']}: {c['status']}" + (f" ({c['error']})" if c.get("error") else "")
+        f"{c['channel']}: {c['status']}" + (f" ({c['error']})" if c["error"] else "")
         for c in channels
     )
 

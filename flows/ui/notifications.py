@@ -1,7 +1,8 @@
 """Notifications in ``flows ui``: ``GET /api/v1/notifications`` and the dashboard's page.
 
 One answer for both: deliveries given up (kept until retried), events waiting to be sent with
-their attempts so far, and the latest sends (:mod:`scheduler.notify.outbox`).
+their attempts so far, and the latest sends, as the documents of
+:mod:`scheduler.notify.documents` (`flows notifications --json` prints the same).
 """
 
 from __future__ import annotations
@@ -39,10 +40,12 @@ def list_notifications(ui: api.Ui, recent: Count = 50) -> dict[str, Any]:
 )
 def retry_notification(ui: api.Ui, event_id: str) -> dict[str, Any]:
     """Put a given-up event back in the outbox for another round of attempts, to the channels
-    that did not take it."""
-    if not outbox.retry_failed(ui.client, event_id):
-        raise HTTPException(404, f"no given-up notification {event_id}")
-    return {"id": event_id, "retried": True}
+    that did not take it: a new entry, ``retried_as`` (its ``retry_of`` this one). 404 when it
+    is not given up: the detail says which entry it became if it was sent again already."""
+    new_id = outbox.retry_failed(ui.client, event_id)
+    if new_id is None:
+        raise HTTPException(404, outbox.not_given_up(ui.client, event_id))
+    return dict(outbox.retried(event_id, new_id))
 
 
 @router.get(

@@ -29,11 +29,13 @@ _STEP_ON: Final = {
 
 @dataclass(frozen=True)
 class Event:
-    """One outbox entry: ``id`` (the stream entry's, stable across deliveries), ``kind``
-    (``failure``, ``success``, ``awaiting``, ``run_failure``, ``run_success``, ``deadline``),
-    its run and job (a run's own event names the job that ended it; a run deadline none).
-    ``rules``: the only rules (indexes in the run's list) it is for, when it is a given-up
-    event sent again (its other channels had it already); None: every rule it concerns."""
+    """One outbox entry: ``id`` (the stream entry's, stable across deliveries), ``kind`` (the
+    engine's: ``failure``, ``success``, ``awaiting``, ``run_failure``, ``run_success``,
+    ``deadline``; shown and sent as :attr:`name` and :attr:`scope`), its run and job (a run's
+    own event names the job that ended it; a run deadline none). ``rules``: the only rules
+    (indexes in the run's list) it is for, when it is a given-up event sent again (its other
+    channels had it already); None: every rule it concerns. ``retry_of``: the given-up event
+    it sends again."""
 
     id: str
     kind: str
@@ -42,6 +44,7 @@ class Event:
     at: float
     exhausted: str = ""
     rules: tuple[int, ...] | None = None
+    retry_of: str = ""
 
     @classmethod
     def from_entry(cls, entry_id: str, fields: Mapping[str, str]) -> Event:
@@ -53,7 +56,20 @@ class Event:
             at=float(fields.get("at") or 0),
             exhausted=fields.get("exhausted", ""),
             rules=_indexes(fields["rules"]) if "rules" in fields else None,
+            retry_of=fields.get("retry_of", ""),
         )
+
+    @property
+    def name(self) -> str:
+        """What the event is called wherever it is shown or sent (a rule's ``on``, a webhook's
+        ``event``): ``failure``, ``success``, ``awaiting`` or ``deadline``, of the run or of a
+        step as :attr:`scope` says (the engine's ``run_failure`` is a ``failure`` of a run)."""
+        return self.kind.removeprefix("run_")
+
+    @property
+    def scope(self) -> str:
+        """``run`` for the run's own event, ``step`` for a step's (a webhook's ``scope``)."""
+        return "step" if self.step is not None else "run"
 
     @property
     def step(self) -> str | None:
@@ -111,7 +127,7 @@ def payload(event: Event, name: str, context: Context) -> dict[str, Any]:
     body: dict[str, Any] = {
         "id": event.id,
         "event": name,
-        "scope": "step" if event.step is not None else "run",
+        "scope": event.scope,
         "flow": context.flow,
         "run": event.run,
         "step": event.job_step if event.step is not None else None,

@@ -21,7 +21,9 @@ could not send after :data:`RECHECK_AFTER`; a channel no deliverer that took it 
 Keys (``P`` the namespace's prefix): ``notify:tries`` (entry id → JSON of its channels:
 :mod:`scheduler.notify.tries`), ``notify:failed`` (entry id → JSON of a delivery given up, with
 each channel's status, until it is retried or dropped) and ``notify:log`` (a capped stream of
-what was sent: one entry per send).
+what was sent: one entry per send, and one per channel given up).
+
+What the listings show of them: :mod:`scheduler.notify.documents`.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ import socket
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, TypedDict
 
 import redis
 
@@ -45,8 +47,16 @@ from scheduler.notify.channels import (
     describe,
     secret_names,
 )
+from scheduler.notify.documents import (
+    EventDocument,
+    SendDocument,
+    channel_document,
+    event_document,
+    given_up_document,
+    send_document,
+)
 from scheduler.notify.events import Context, Event, concerned
-from scheduler.notify.tries import DELIVERED, FAILED, LEFT, Channel, Tries
+from scheduler.notify.tries import DELIVERED, FAILED, LEFT, RETRYING, Channel, Tries
 from scheduler.secrets import MissingSecret, Secrets
 
 log = logging.getLogger(__name__)
@@ -216,7 +226,7 @@ class Deliverer:
         if not tries.released:
             return True
         for channel in tries.channels.values():
-            if channel.delivered or channel.attempts >= self.max_attempts:
+            if self._spent(channel):
                 continue
             if self._stranded_out(channel, now):
                 return True  # to be given up
@@ -275,13 +285,11 @@ class Deliverer:
                     signal = ""
         return Context(flow=flow, failure=failure, dashboard=self.dashboard, signal=signal)
 
-    def _closed(self, channel: Channel, now: float) -> bool:
-        """Delivered, or given up: its attempts ran out, or no deliverer could send it."""
-        return (
-            channel.delivered
-            or channel.attempts >= self.max_attempts
-            or self._stranded_out(channel, now)
-        )
+    def _spent(self, channel: Channel) -> bool:
+        """Delivered, or given up (its attempts ran out, or no deliverer could send it): not
+        tried again. (A channel whose attempts ran out before give-ups were recorded has only
+        its count to say so.)"""
+        return channel.delivered or channel.given_up or channel.attempts >= self.max_attempts
 
     def _stranded_out(self, channel: Channel, now: float) -> bool:
         return channel.stranded is not None and now - channel.stranded >= self.give_up_after
@@ -313,11 +321,13 @@ class Deliverer:
         sent = 0
         for index, name in targets:
             channel = tries.channel(index)
-            if channel.delivered or channel.attempts >= self.max_attempts:
+            if self._spent(channel):
                 continue
             reason = self.cannot(rules[index])
             if reason is not None:
-                if not self._stranded_out(channel, now):  # else: given up below
+                if self._stranded_out(channel, now):
+                    self._abandon(event, name, rules[index], channel, now)
+                else:
                     self._leave(event, name, rules[index], channel, reason, now)
                 continue
             channel.unable.clear()  # this one can: nothing is stranded
@@ -327,7 +337,7 @@ class Deliverer:
             contexts = contexts or [self._context(event, flow)]
             if self._attempt(event, name, rules[index], tries, channel, contexts[0], now):
                 sent += 1
-        open_channels = [c for i, _ in targets if not self._closed(c := tries.channel(i), now)]
+        open_channels = [c for i, _ in targets if not self._spent(c := tries.channel(i))]
         if not open_channels:
             if all(tries.channel(i).delivered for i, _ in targets):
                 self._finish(event.id)
@@ -357,6 +367,15 @@ class Deliverer:
         if channel.stranded is None:
             channel.stranded = now
 
+    def _abandon(
+        self, event: Event, name: str, rule: Mapping[str, Any], channel: Channel, now: float
+    ) -> None:
+        """Give ``channel`` up: no deliverer that took the entry could send it in time."""
+        minutes = self.give_up_after / 60
+        channel.given_up, channel.due = True, 0.0
+        channel.error = f"no sender could send it in {minutes:g} min ({channel.unable_reason()})"
+        self._log(event, name, rule, FAILED, channel.attempts, channel.error, now)
+
     def _attempt(
         self,
         event: Event,
@@ -368,7 +387,7 @@ class Deliverer:
         now: float,
     ) -> bool:
         """One attempt at ``channel``, one of ``tries``: whether the receiver took it (else
-        it is due again after the backoff)."""
+        it is due again after the backoff, or given up when it was its last attempt)."""
         channel.attempts += 1
         error = self._send(rule, event, name, context)
         if error is None:
@@ -378,8 +397,12 @@ class Deliverer:
             self._log(event, name, rule, DELIVERED, channel.attempts, "", now)
             return True
         channel.error = error
-        channel.due = now + backoff(channel.attempts, self.base_backoff)
-        self._log(event, name, rule, "retrying", channel.attempts, error, now)
+        if channel.attempts >= self.max_attempts:
+            channel.given_up, channel.due = True, 0.0
+            self._log(event, name, rule, FAILED, channel.attempts, error, now)
+        else:
+            channel.due = now + backoff(channel.attempts, self.base_backoff)
+            self._log(event, name, rule, RETRYING, channel.attempts, error, now)
         return False
 
     def _send(
@@ -437,37 +460,29 @@ class Deliverer:
         channels = []
         for index, name in targets:
             channel = tries.channel(index)
-            error = channel.error
-            if channel.unable and channel.attempts < self.max_attempts:
-                minutes = self.give_up_after / 60
-                error = f"no sender could send it in {minutes:g} min ({channel.unable_reason()})"
-            channels.append(
-                {
-                    "rule": index,
-                    "event": name,
-                    "channel": describe(rules[index]),
-                    "status": DELIVERED if channel.delivered else FAILED,
-                    "attempts": channel.attempts,
-                    "error": "" if channel.delivered else error,
-                }
-            )
+            channel.given_up = not channel.delivered
+            channels.append(channel_document(index, name, describe(rules[index]), channel))
         undelivered = [
             {k: c[k] for k in ("rule", "event", "channel", "error")}
             for c in channels
             if c["status"] != DELIVERED
         ]
-        record = {
+        record: dict[str, Any] = {
             "id": event.id,
-            "kind": event.kind,
+            "kind": event.kind,  # the engine's: what is sent again if it is retried
             "run": event.run,
             "jid": event.jid,
             "at": event.at,
             "exhausted": event.exhausted,
-            "attempts": tries.attempts,
+            "attempts": max((c["attempts"] for c in channels), default=0),
             "failed_at": now,
             "channels": channels,
             "undelivered": undelivered,
         }
+        if event.rules is not None:
+            record["rules"] = list(event.rules)
+        if event.retry_of:
+            record["retry_of"] = event.retry_of
         pipe = self.redis.pipeline(transaction=True)
         pipe.hset(self.keys.failed, event.id, json.dumps(record))
         pipe.xack(self.keys.outbox, GROUP, event.id)
@@ -492,23 +507,21 @@ class Deliverer:
         error: str,
         now: float,
     ) -> None:
-        self.redis.xadd(
-            self.keys.log,
-            {
-                "id": event.id,
-                "event": name,
-                "run": event.run,
-                "jid": event.jid,
-                "channel": describe(rule),
-                "status": status,
-                "attempt": attempt,
-                "error": error,
-                "at": f"{now:.3f}",
-                "by": self.consumer,
-            },
-            maxlen=LOG_LENGTH,
-            approximate=True,
-        )
+        fields: dict[str, Any] = {
+            "id": event.id,
+            "event": name,
+            "run": event.run,
+            "jid": event.jid,
+            "channel": describe(rule),
+            "status": status,
+            "attempt": attempt,
+            "error": error,
+            "at": f"{now:.3f}",
+            "by": self.consumer,
+        }
+        if event.retry_of:
+            fields["retry_of"] = event.retry_of
+        self.redis.xadd(self.keys.log, fields, maxlen=LOG_LENGTH, approximate=True)
 
     def drain(self, timeout: float, interval: float = 0.2) -> bool:
         """Deliver until nothing is due (backoffs aside) or ``timeout`` passed: whether the
@@ -575,41 +588,51 @@ def rules_of(r: Any, keys: Keys, run_id: str) -> tuple[list[dict[str, Any]], str
 
 
 # -- reading what was sent, for `flows notifications` and the API -------------------------------
+# Each returns the documents of :mod:`scheduler.notify.documents`: one shape wherever shown.
 
 
-def recent(client: Client, count: int = 50) -> list[dict[str, Any]]:
-    """The newest sends (delivered, or an attempt that failed), newest first."""
+def recent(client: Client, count: int = 50) -> list[SendDocument]:
+    """The newest sends (delivered, an attempt that failed, a channel given up or left),
+    newest first."""
     keys = Keys(client.engine.key_prefix)
-    out = []
     r: Any = client.engine.redis
-    for entry_id, fields in r.xrevrange(keys.log, count=count):
-        out.append({"log_id": entry_id, **fields})
-    return out
+    return [
+        send_document(entry_id, fields) for entry_id, fields in r.xrevrange(keys.log, count=count)
+    ]
 
 
-def failed(client: Client) -> list[dict[str, Any]]:
-    """Deliveries given up, oldest first, each with its channels: ``delivered`` or
-    ``failed`` (with the last error)."""
-    keys = Keys(client.engine.key_prefix)
+def _records(r: Any, keys: Keys) -> list[dict[str, Any]]:
     records = []
-    for raw in client.engine.redis.hvals(keys.failed):
+    for raw in r.hvals(keys.failed):
         try:
             record = json.loads(raw)
         except ValueError:
             continue
-        if "channels" not in record:  # given up before channels were followed
-            attempts = record.get("attempts", 0)
-            record["channels"] = [
-                {**u, "status": FAILED, "attempts": attempts} for u in record.get("undelivered", ())
-            ]
-        records.append(record)
-    return sorted(records, key=lambda r: tuple(int(p) for p in str(r.get("id", "0-0")).split("-")))
+        if isinstance(record, dict):
+            records.append(record)
+    return records
 
 
-def waiting(client: Client, count: int = 1000) -> list[dict[str, Any]]:
+def failed(client: Client) -> list[EventDocument]:
+    """Deliveries given up, oldest first, each with its channels: ``delivered`` or
+    ``failed`` (with the last error)."""
+    records = _records(client.engine.redis, Keys(client.engine.key_prefix))
+    documents = [given_up_document(record) for record in records]
+    return sorted(documents, key=lambda d: _order(d["id"]))
+
+
+def _order(entry_id: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(part) for part in entry_id.split("-"))
+    except ValueError:
+        return (0,)
+
+
+def waiting(client: Client, count: int = 1000) -> list[EventDocument]:
     """Events not delivered yet: in the outbox, with their attempts so far and each channel's
-    status (``delivered``, ``pending``, ``retrying``, or ``left``: no sender that took it could
-    send it yet, ``error`` says who and why)."""
+    status (``delivered``, ``pending``, ``retrying``, ``failed`` when given up while another
+    channel is still tried, or ``left``: no sender that took it could send it yet, ``error``
+    says who and why)."""
     keys = Keys(client.engine.key_prefix)
     r: Any = client.engine.redis
     entries = r.xrange(keys.outbox, count=count)
@@ -622,41 +645,25 @@ def waiting(client: Client, count: int = 1000) -> list[dict[str, Any]]:
         if event.run not in runs:
             runs[event.run] = rules_of(r, keys, event.run)
         rules = runs[event.run][0]
-        channels = []
-        for index, name in concerned(event, rules):
-            channel = tries.channels.get(index) or Channel()
-            channels.append(
-                {
-                    "rule": index,
-                    "event": name,
-                    "channel": describe(rules[index]),
-                    "status": channel.status(),
-                    "attempts": channel.attempts,
-                    "due": channel.due or None,
-                    "error": channel.last_error(),
-                }
+        channels = [
+            channel_document(
+                index, name, describe(rules[index]), tries.channels.get(index) or Channel()
             )
-        out.append(
-            {
-                "id": entry_id,
-                **fields,
-                "attempts": tries.attempts,
-                "due": tries.next_due(),
-                "errors": tries.errors(),
-                "channels": channels,
-            }
-        )
+            for index, name in concerned(event, rules)
+        ]
+        out.append(event_document(event, channels))
     return out
 
 
-def retry_failed(client: Client, event_id: str) -> bool:
-    """Put a given-up event back in the outbox (a new entry: a new id), for another round, to
-    the channels that did not take it only (``rules``: their indexes in the run's list)."""
+def retry_failed(client: Client, event_id: str) -> str | None:
+    """Put a given-up event back in the outbox (a new entry: a new id, its ``retry_of`` this
+    one), for another round, to the channels that did not take it only (``rules``: their
+    indexes in the run's list). The new entry's id; None when ``event_id`` is not given up."""
     keys = Keys(client.engine.key_prefix)
     r: Any = client.engine.redis
     raw = r.hget(keys.failed, event_id)
     if raw is None:
-        return False
+        return None
     record = json.loads(raw)
     fields = {k: str(record[k]) for k in ("kind", "run", "jid", "at") if record.get(k) is not None}
     if record.get("exhausted"):
@@ -666,5 +673,78 @@ def retry_failed(client: Client, event_id: str) -> bool:
     pipe = r.pipeline(transaction=True)
     pipe.xadd(keys.outbox, fields)
     pipe.hdel(keys.failed, event_id)
-    pipe.execute()
-    return True
+    new_id, _ = pipe.execute()
+    return str(new_id)
+
+
+class Retried(TypedDict):
+    """What a retry answers: the given-up event's id and the new entry's."""
+
+    id: str
+    retried: bool
+    retried_as: str
+
+
+def retried(event_id: str, new_id: str) -> Retried:
+    return {"id": event_id, "retried": True, "retried_as": new_id}
+
+
+SENT_AGAIN_WAITING: Final = "waiting"
+SENT_AGAIN_GIVEN_UP: Final = "given up"
+SENT_AGAIN_DONE: Final = "done"
+
+
+def sent_again_as(client: Client, event_id: str) -> tuple[str, str] | None:
+    """What became of a given-up event sent again: the newest entry of its line (each one's
+    ``retry_of`` the one before it) and where that is: :data:`SENT_AGAIN_GIVEN_UP`,
+    :data:`SENT_AGAIN_WAITING` (in the outbox) or :data:`SENT_AGAIN_DONE` (its channels took
+    it). An event never given up that is still in the outbox is itself, waiting. None:
+    ``event_id`` was never sent again (or its line's latest sends are gone from the capped
+    log). Reads the outbox, the given-up events and the latest sends: for an answer
+    to a mistaken retry, not for a hot path."""
+    keys = Keys(client.engine.key_prefix)
+    r: Any = client.engine.redis
+    given_up = {str(rec.get("id")): str(rec.get("retry_of") or "") for rec in _records(r, keys)}
+    queued: dict[str, str] = {}
+    start = "-"
+    while True:
+        page = r.xrange(keys.outbox, min=start, count=1000)
+        queued.update((entry_id, fields.get("retry_of", "")) for entry_id, fields in page)
+        if len(page) < 1000:
+            break
+        start = "(" + page[-1][0]
+    successor: dict[str, str] = {}
+    for _, fields in r.xrevrange(keys.log, count=LOG_LENGTH * 2):
+        if fields.get("retry_of"):
+            successor.setdefault(fields["retry_of"], fields.get("id", ""))
+    for entry_id, retry_of in (*given_up.items(), *queued.items()):
+        if retry_of:
+            successor[retry_of] = entry_id
+    current, seen = event_id, {event_id}
+    while successor.get(current) and successor[current] not in seen:
+        current = successor[current]
+        seen.add(current)
+    if current == event_id and event_id not in queued:
+        return None
+    if current in given_up:
+        return current, SENT_AGAIN_GIVEN_UP
+    if current in queued:
+        return current, SENT_AGAIN_WAITING
+    return current, SENT_AGAIN_DONE
+
+
+def not_given_up(client: Client, event_id: str) -> str:
+    """Why ``event_id`` cannot be sent again: it is not a given-up event, or it was sent again
+    already (then which entry it is now, and where)."""
+    found = sent_again_as(client, event_id)
+    if found is None:
+        return f"no given-up notification {event_id}"
+    latest, where = found
+    if latest == event_id:
+        return f"notification {event_id} is waiting to be sent: it was not given up"
+    said = f"notification {event_id} was sent again already, as {latest}"
+    if where == SENT_AGAIN_GIVEN_UP:
+        return f"{said}, given up in turn: retry {latest}"
+    if where == SENT_AGAIN_WAITING:
+        return f"{said}, which is waiting to be sent"
+    return f"{said}, which is neither waiting nor given up any more (see its latest sends)"

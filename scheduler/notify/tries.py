@@ -4,9 +4,9 @@ An entry concerns some rules of its run (by index in the run's ``notify`` list);
 channel, and each is followed on its own: whether it was delivered, how many attempts it took,
 when it is due again and its last error, and which deliverers could not send it at all (a
 secret they cannot resolve, a channel they do not have), since when none that took the entry
-could. Stored as JSON in ``P notify:tries`` (entry id → ``{"channels": {index: {...}},
-"released": bool}``); a state written before channels were followed (``{attempts, due, done,
-errors}``) is read as its channels.
+could, and whether it was given up. Stored as JSON in ``P notify:tries`` (entry id →
+``{"channels": {index: {...}}, "released": bool}``); a state written before channels were
+followed (``{attempts, due, done, errors}``) is read as its channels.
 """
 
 from __future__ import annotations
@@ -30,9 +30,11 @@ FAILED: Final = "failed"
 class Channel:
     """One rule's channel for one entry. ``unable``: deliverer → (why it cannot send it, when it
     last found so); ``stranded``: since when no deliverer that took the entry could (None: one
-    could, or none looked yet)."""
+    could, or none looked yet); ``given_up``: its last attempt was its last, or no deliverer
+    could send it in time (``error`` says why): it is not tried again."""
 
     delivered: bool = False
+    given_up: bool = False
     attempts: int = 0
     due: float = 0.0
     error: str = ""
@@ -40,19 +42,23 @@ class Channel:
     stranded: float | None = None
 
     def status(self) -> str:
-        """``delivered``; ``retrying`` once tried (by a deliverer that could); ``left`` when
-        no deliverer that took the entry could try it yet; else ``pending``."""
+        """``delivered``; ``failed`` once given up; ``retrying`` once tried (by a deliverer that
+        could); ``left`` when no deliverer that took the entry could try it yet; else
+        ``pending``."""
         if self.delivered:
             return DELIVERED
+        if self.given_up:
+            return FAILED
         if self.attempts:
             return RETRYING
         return LEFT if self.unable else PENDING
 
     def last_error(self) -> str:
-        """The last attempt's error; of a channel never tried, who could not try it and why."""
+        """The last attempt's error (or why it was given up); of a channel never tried, who could
+        not try it and why."""
         if self.delivered:
             return ""
-        return self.error if self.attempts else self.unable_reason()
+        return self.error if self.attempts or self.given_up else self.unable_reason()
 
     def unable_reason(self, limit: int = 5) -> str:
         """``host:src: secret X not found ...; ...``: who could not send it, and why."""
@@ -63,6 +69,8 @@ class Channel:
         out: dict[str, Any] = {"attempts": self.attempts}
         if self.delivered:
             out["delivered"] = True
+        if self.given_up:
+            out["given_up"] = True
         if self.due:
             out["due"] = self.due
         if self.error:
@@ -84,6 +92,7 @@ class Channel:
         stranded = raw.get("stranded")
         return cls(
             delivered=bool(raw.get("delivered")),
+            given_up=bool(raw.get("given_up")),
             attempts=int(raw.get("attempts") or 0),
             due=float(raw.get("due") or 0),
             error=str(raw.get("error") or ""),
@@ -109,8 +118,13 @@ class Tries:
         return max((c.attempts for c in self.channels.values()), default=0)
 
     def next_due(self) -> float | None:
-        """When the next attempt of a channel not delivered is due (None: none is waiting)."""
-        dues = [c.due for c in self.channels.values() if not c.delivered and c.attempts]
+        """When the next attempt of a channel neither delivered nor given up is due (None: none
+        is waiting)."""
+        dues = [
+            c.due
+            for c in self.channels.values()
+            if not c.delivered and not c.given_up and c.attempts
+        ]
         return min(dues) if dues else None
 
     def errors(self) -> dict[str, str]:

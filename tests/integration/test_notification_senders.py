@@ -183,6 +183,9 @@ def test_an_event_no_service_can_send_is_given_up_with_their_reasons(
     assert hook["status"] == "failed" and hook["attempts"] == 0
     assert hook["error"].startswith("no sender could send it in 10 min (")
     assert "host-beta:beta: secret GAMMA_KEY not found" in hook["error"]
+    # The give-up is a send record of its own, with the same reasons, by the one that gave up.
+    [last] = [s for s in outbox.recent(client) if s["status"] == "failed"]
+    assert (last["attempt"], last["error"], last["by"]) == (0, hook["error"], "host-alpha:alpha")
     shown = flows(cli, "notifications", "--failed")
     assert "no sender could send it" in shown.stdout and "delivered" in shown.stdout
     # Once a service has the secret, the event sent again reaches the channel that missed it

@@ -4,10 +4,13 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from textwrap import dedent
+from typing import Any
+from unittest.mock import ANY
 
 import pytest
 import redis
@@ -236,7 +239,7 @@ def test_the_api_and_the_page_show_what_was_given_up(
         listed = api.get("/api/v1/notifications").body
         [given_up] = listed["failed"]
         assert given_up["undelivered"][0]["error"].endswith("HTTP 503 Service Unavailable")
-        assert {s["status"] for s in listed["recent"]} == {"delivered", "retrying"}
+        assert {s["status"] for s in listed["recent"]} == {"delivered", "failed"}  # its last
         page = api.get("/notifications")
         assert page.status == 200 and given_up["id"] in page.body and "HTTP 503" in page.body
         with assert_unchanged(client.engine.redis):
@@ -252,6 +255,190 @@ def test_the_api_and_the_page_show_what_was_given_up(
         deliverer.tick()
         assert api.get("/api/v1/notifications").body["failed"] == []
         assert len(smtp.mailbox.messages) == 1  # the mail had gone: not sent again
+
+
+def listing(cli: CliRunner, api: Api, recent: int) -> dict[str, Any]:
+    """``flows notifications --json -n RECENT``, checked to be what the API answers."""
+    result = flows(cli, "notifications", "--json", "-n", str(recent))
+    assert result.exit_code == 0, result.output
+    listed: dict[str, Any] = json.loads(result.stdout)
+    assert api.get(f"/api/v1/notifications?recent={recent}").body == listed
+    return listed
+
+
+def test_an_event_is_one_document_in_the_cli_the_api_and_the_page(
+    cli: CliRunner, client: Client, tmp_path: Path, receiver: Receiver, smtp: SmtpServer
+) -> None:
+    """A run's failure whose webhook keeps refusing: waiting, then given up after its 10th
+    attempt. `flows notifications --json` and the API give the same documents, which name the
+    event as its webhook body does, with times as numbers and counts as integers; the last
+    attempt is logged as the give-up it is."""
+    flows(cli, "run", "--detach", str(failing_flow(tmp_path, receiver, smtp)))
+    flows(cli, "worker", "--queues", "default", "--burst", "--processes", "0")
+    [(event_id, fields)] = client.engine.redis.xrange(client.engine.key_prefix + "notify:outbox")
+    assert fields["kind"] == "run_failure"  # the engine's name: shown as a failure of the run
+    run_id, at = fields["run"], float(fields["at"])
+    receiver.status = 502
+    now = [1000.0]
+    deliverer = Deliverer(
+        client,
+        secrets=Secrets(environ={"HOOK_SECRET": HOOK_SECRET}),
+        consumer="t",
+        clock=lambda: now[0],
+    )
+    tried_at = []
+    for attempt in range(1, outbox.MAX_ATTEMPTS):
+        deliverer.tick()
+        tried_at.append(now[0])
+        now[0] += outbox.backoff(attempt)
+    hook, mail = f"webhook {receiver.url}/hook", "email ops@example.com"
+    error = f"POST {receiver.url}/hook: HTTP 502 Bad Gateway"
+    delivered = {
+        "rule": 1,
+        "event": "failure",
+        "channel": mail,
+        "status": "delivered",
+        "attempts": 1,
+        "due": None,
+        "error": "",
+    }
+    waiting = {
+        "id": event_id,
+        "kind": "failure",
+        "scope": "run",
+        "run": run_id,
+        "step": None,
+        "jid": f"{run_id}:load",
+        "at": at,
+        "exhausted": None,
+        "rules": None,
+        "retry_of": None,
+        "attempts": 9,
+        "due": now[0],
+        "failed_at": None,
+        "channels": [
+            {
+                "rule": 0,
+                "event": "failure",
+                "channel": hook,
+                "status": "retrying",
+                "attempts": 9,
+                "due": now[0],
+                "error": error,
+            },
+            delivered,
+        ],
+        "errors": {"0": error},
+        "undelivered": [{"rule": 0, "event": "failure", "channel": hook, "error": error}],
+    }
+
+    def send(status: str, attempt: int, when: float) -> dict[str, Any]:
+        return {
+            "log_id": ANY,
+            "id": event_id,
+            "event": "failure",
+            "run": run_id,
+            "jid": f"{run_id}:load",
+            "channel": hook,
+            "status": status,
+            "attempt": attempt,
+            "error": error,
+            "at": when,
+            "by": "t",
+            "retry_of": None,
+        }
+
+    with serve(client, Auth(TOKEN, reads_open=True)) as base:
+        api = Api(base)
+        listed = listing(cli, api, recent=2)
+        assert listed == {
+            "failed": [],
+            "waiting": [waiting],
+            "recent": [send("retrying", 9, tried_at[8]), send("retrying", 8, tried_at[7])],
+        }
+        deliverer.tick()  # the 10th attempt, refused: the last
+        listed = listing(cli, api, recent=2)
+        hook_given_up = {**waiting["channels"][0], "status": "failed", "attempts": 10, "due": None}
+        assert listed == {
+            "failed": [
+                {
+                    **waiting,
+                    "attempts": 10,
+                    "due": None,
+                    "failed_at": now[0],
+                    "channels": [hook_given_up, delivered],
+                }
+            ],
+            "waiting": [],
+            "recent": [send("failed", 10, now[0]), send("retrying", 9, tried_at[8])],
+        }
+        page = api.get("/notifications").body
+    # The receivers were told the same name and scope.
+    posts = [p.json() for p in receiver.received]
+    assert len(posts) == 10 and {(p["event"], p["scope"], p["id"]) for p in posts} == {
+        ("failure", "run", event_id)
+    }
+    assert "run_failure" not in page
+    assert f"<td>{event_id}</td><td>failure</td><td>run</td>" in page
+    assert "<td>failed</td><td>10</td>" in page and "<td>retrying</td><td>10</td>" not in page
+    table = flows(cli, "notifications", "-n", "1").stdout
+    assert "run_failure" not in table and "retrying" not in table
+    assert re.search(rf"{event_id} +│ failure +│ run +│", table)
+    assert re.search(r"│ failed +│ 10 +│ t +│", table)
+
+
+def test_retrying_an_event_sent_again_names_the_entry_it_became(
+    cli: CliRunner, client: Client, tmp_path: Path, receiver: Receiver, smtp: SmtpServer
+) -> None:
+    flows(cli, "run", "--detach", str(failing_flow(tmp_path, receiver, smtp)))
+    flows(cli, "worker", "--queues", "default", "--burst", "--processes", "0")
+    receiver.status = 503
+    deliverer = Deliverer(
+        client,
+        secrets=Secrets(environ={"HOOK_SECRET": HOOK_SECRET}),
+        consumer="t",
+        max_attempts=1,
+    )
+    deliverer.tick()
+    [old] = [e["id"] for e in outbox.failed(client)]
+    first = flows(cli, "notifications", "--retry", old)
+    assert first.exit_code == 0, first.output
+    [again] = outbox.waiting(client)
+    new = again["id"]
+    assert first.stderr == f"notification {old} is back in the outbox as {new}\n"
+    assert (again["retry_of"], again["rules"]) == (old, [0])  # the webhook's rule only
+    with serve(client, Auth(TOKEN, reads_open=True)) as base:
+        api = Api(base)
+
+        def refused(event_id: str) -> str:
+            with assert_unchanged(client.engine.redis):
+                result = flows(cli, "notifications", "--retry", event_id)
+                reply = api.post(f"/api/v1/notifications/{event_id}/retry")
+            assert result.exit_code == 1 and reply.status == 404
+            message: str = reply.body["detail"]
+            assert result.stderr == f"Error: {message}\n"
+            return message
+
+        said = f"notification {old} was sent again already, as {new}"
+        assert refused(old) == f"{said}, which is waiting to be sent"
+        assert refused(new) == f"notification {new} is waiting to be sent: it was not given up"
+        deliverer.tick()  # refused again: given up again
+        [given_up] = outbox.failed(client)
+        assert (given_up["id"], given_up["retry_of"], given_up["rules"]) == (new, old, [0])
+        assert refused(old) == f"{said}, given up in turn: retry {new}"
+        receiver.status = 200
+        retried = api.post(f"/api/v1/notifications/{new}/retry").body
+        [newest] = [e["id"] for e in outbox.waiting(client)]
+        assert retried == {"id": new, "retried": True, "retried_as": newest}
+        deliverer.tick()
+        assert outbox.waiting(client) == [] and outbox.failed(client) == []
+        [sent] = [s for s in outbox.recent(client) if s["status"] == "delivered" and s["retry_of"]]
+        assert (sent["id"], sent["retry_of"]) == (newest, new)
+        gone = "which is neither waiting nor given up any more (see its latest sends)"
+        assert refused(old) == f"notification {old} was sent again already, as {newest}, {gone}"
+        assert refused(new) == f"notification {new} was sent again already, as {newest}, {gone}"
+        assert refused("0-1") == "no given-up notification 0-1"
+    assert len(smtp.mailbox.messages) == 1  # the mail went once, the first time
 
 
 def test_a_missed_deadline_is_told_once_and_shown(
