@@ -7,7 +7,9 @@ environment plus ``env``, ``FLOWS_JID``, ``FLOWS_SANDBOX`` and ``FLOWS_OUTPUT``:
 step may write ``key=value`` lines, which become its outputs (the job's result;
 :func:`flows.flowfile.job_data.parse_output_file` reads them). Exit code 0 completes the job; any
 other code N fails it in group ``exit-code-N`` (after its retries), its message the exit code and
-the last lines the command wrote, in order.
+the last lines the command wrote, in order. A command that can never start fails at once, in
+one line, not retried: ``bad-command`` for a NUL character in the command, ``bad-value`` for one
+in the working directory or a variable (:func:`_unrunnable`).
 
 The command's stdout and stderr are one pipe, as a terminal shows them and as CI systems log a
 step: every line goes to the job's step log in the order the command wrote it (two pipes read
@@ -57,6 +59,27 @@ def _kill_group(process: subprocess.Popen[bytes]) -> None:
         pass
 
 
+def _unrunnable(command: str, cwd: str, env: dict[str, str]) -> FailJob | None:
+    """Why the command can never start, the same way on every attempt, as a failure; None when
+    it can. A NUL character cannot be carried by a command line, a path or a variable (`flows
+    validate` reports one written in the flow file: this one came with a job put by hand or
+    with a value of the run), nor can a variable's name hold ``=``."""
+    if "\0" in command:
+        return FailJob(
+            "bad-command", "the command contains a NUL character, which no shell can run"
+        )
+    if "\0" in cwd:
+        return FailJob(
+            "bad-value", "the working directory contains a NUL character, which no path can hold"
+        )
+    for name, value in env.items():
+        if "\0" in name or "=" in name:
+            return FailJob("bad-value", f"{name!r} cannot name a variable: it holds NUL or '='")
+        if "\0" in value:
+            return FailJob("bad-value", f"${name} holds a NUL character: no variable can carry one")
+    return None
+
+
 def output_tail(lines: deque[str]) -> str:
     """The last lines the command wrote, in order."""
     return "\n".join(lines)
@@ -79,9 +102,9 @@ def shell(job: JobContext) -> dict[str, Any]:
     if meta is not None and meta.secrets:
         env.update(secrets.resolve(meta.secrets))  # in the environment only, never in data
     env.update(FLOWS_JID=job.jid, FLOWS_SANDBOX=str(job.sandbox), FLOWS_OUTPUT=str(output_file))
-    for name, value in env.items():
-        if "\0" in value:  # the same on every attempt: failed, not retried
-            raise FailJob("bad-value", f"${name} holds a NUL character: no variable can carry one")
+    unrunnable = _unrunnable(command, str(cwd), env)
+    if unrunnable is not None:  # the same on every attempt: failed, not retried
+        raise unrunnable
     process = subprocess.Popen(
         ["/bin/sh", "-c", command],
         cwd=cwd,

@@ -31,6 +31,7 @@ from flows.validation.model_errors import report_model_errors
 from flows.validation.run_checks import check_run
 from flows.validation.schedule_checks import check_schedule
 from flows.validation.secret_checks import check_secrets
+from flows.validation.shell_checks import check_nul_characters
 from flows.validation.subflow_checks import check_subflows
 from flows.validation.template_checks import TemplateChecker, check_template_places
 from scheduler.engine.errors import FlowsError
@@ -205,6 +206,7 @@ def _validate_loaded(
     if flow is not None and flow.outputs:
         checker.check_outputs(flow.outputs)
     check_template_places(data, sink)
+    check_nul_characters(data, sink)
     _report_traps(loaded.traps, explained, sink)
     if parts.schedule is not None:
         raw_cron = _mapping(data.get("schedule")).get("cron")

@@ -83,3 +83,22 @@ def test_an_invalid_file_ends_with_the_summary_line_of_flows_validate(
     validated = flows(url, "validate", str(path))
     assert result.stderr.splitlines() == validated.stdout.splitlines()
     assert result.stderr.splitlines()[-1] == "1 error in 1 file"
+
+
+def test_a_nul_character_in_a_command_is_refused_before_submitting(
+    url: str, redis_client: redis.Redis, tmp_path: Path
+) -> None:
+    """YAML double quotes read \\0 as NUL: `flows validate` and `flows run` say so at the step's
+    `run:`, where the job would have failed with a Python traceback from the exec."""
+    path = tmp_path / "nul.yaml"
+    path.write_text("version: 1\nname: nul\nsteps:\n  a:\n    run: \"printf '\\0'\"\n")
+    validated = flows(url, "validate", str(path))
+    assert validated.exit_code == 1, validated.output
+    assert validated.stdout.splitlines()[0] == (
+        f"{path}:5:10: error: step 'a': the command contains a NUL character, which no shell "
+        "can run"
+    )
+    with assert_unchanged(redis_client):
+        result = flows(url, "run", str(path))
+    assert result.exit_code == 1, result.output
+    assert result.stderr.splitlines() == validated.stdout.splitlines()

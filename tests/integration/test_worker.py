@@ -693,18 +693,36 @@ def test_a_shell_exit_code_fails_the_job_with_the_output_tail(
             "bad-output",
             "$FLOWS_OUTPUT is not UTF-8 text (byte 2 of the file)",
         ),
+        # A job put by hand: `flows validate` refuses these in a flow file.
+        (
+            {"command": "printf '\x00'"},
+            "bad-command",
+            "the command contains a NUL character, which no shell can run",
+        ),
+        (
+            {"command": "pwd", "cwd": "a\x00b"},
+            "bad-value",
+            "the working directory contains a NUL character, which no path can hold",
+        ),
+        (
+            {"command": "echo never", "env": {"A=B": "x"}},
+            "bad-value",
+            "'A=B' cannot name a variable: it holds NUL or '='",
+        ),
     ],
 )
 def test_a_shell_job_that_can_never_run_or_report_fails_saying_why(
     client: Client, engine: Engine, data: dict[str, Any], group: str, words: str
 ) -> None:
-    """Not a worker's traceback, and no retry spent on what would fail the same way."""
+    """Not a worker's traceback in many lines, and no retry spent on what would fail the same
+    way."""
     jid = put(client, "q", SHELL, data, retries=3)
     assert run_burst(engine, ["q"]) == 0
     job = client.jobs[jid]
     assert job.state == "failed" and job.failure is not None, job.history
     assert job.failure["group"] == group and words in job.failure["message"]
     assert "Traceback" not in job.failure["message"]
+    assert "\n" not in job.failure["message"]  # one line
     assert history(job, "retried") == []
 
 

@@ -828,6 +828,81 @@ def test_template_where_nothing_is_rendered() -> None:
     assert (finding.line, finding.message) == (3, "templates are not expanded in tags[0]")
 
 
+# -- shell commands -------------------------------------------------------------------------
+
+
+def test_a_nul_character_in_a_command_is_refused_at_its_run() -> None:
+    """YAML double quotes read \0 as NUL: the command could never start (no exec can carry
+    it), so it is said here, not by a job failing at run time."""
+    finding = one(
+        """\
+        version: 1
+        name: x
+        steps:
+          a:
+            run: "printf '\\0'"
+        """,
+        "nul-character",
+    )
+    assert (finding.line, finding.col, finding.severity) == (5, 10, Severity.ERROR)
+    assert finding.message == (
+        "step 'a': the command contains a NUL character, which no shell can run"
+    )
+    assert "write \\\\0 there, or use single quotes" in finding.hint
+
+
+def test_a_nul_character_in_env_or_cwd_is_refused_where_it_is_written() -> None:
+    findings = [
+        f"{f.line}:{f.col}: {f.message}"
+        for f in check(
+            """\
+            version: 1
+            name: x
+            steps:
+              a:
+                run: echo "$V"
+                env: {V: "a\\0b", W: fine}
+                cwd: "data\\0"
+            hooks:
+              finally:
+                run: "echo \\0"
+            """
+        )
+        if f.code == "nul-character"
+    ]
+    assert findings == [
+        "6:14: step 'a': env V contains a NUL character, which no environment variable can carry",
+        "7:10: step 'a': cwd contains a NUL character, which no path can hold",
+        "10:10: hook 'finally': the command contains a NUL character, which no shell can run",
+    ]
+
+
+def test_a_step_the_model_refuses_still_has_its_command_checked() -> None:
+    findings = check(
+        """\
+        version: 1
+        name: x
+        steps:
+          a:
+            run: "\\0"
+            timeout: soon
+        """
+    )
+    assert {f.code for f in findings} >= {"nul-character"}, [f.format() for f in findings]
+
+
+def test_a_backslash_zero_for_the_shell_is_fine() -> None:
+    valid(
+        """\
+        version: 1
+        name: x
+        steps:
+          a: {run: "printf '\\\\0' | od -c"}
+          b: {run: printf '\\0' | od -c}
+        """
+    )
+
+
 # -- schedule -------------------------------------------------------------------------------
 
 SCHEDULED = """\
