@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import signal
 import sys
 import threading
 import time
 from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
+from types import FrameType
 from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 
 import click
@@ -57,6 +59,7 @@ from scheduler.engine.errors import FlowsError
 if TYPE_CHECKING:  # the flow model is loaded by the commands that read flow files
     from flows.flowfile.findings import Finding
     from flows.runs.build import FlowFile
+    from scheduler.worker import Worker
 
 STATUS_STYLE = STYLES
 """Styles of the status words (flows.runs.statuses); any other word is shown plain."""
@@ -264,6 +267,8 @@ def _follow(
         poll_interval=0.5,
         shutdown_grace=SHUTDOWN_GRACE,
     )
+    presses: list[int] = []
+    previous = _count_ctrl_c(presses)
     thread = threading.Thread(target=worker.run, name="flows-run-worker", daemon=True)
     thread.start()
     view = load_run(client, run_id)
@@ -291,19 +296,64 @@ def _follow(
             console.line()  # Live leaves the last frame without its newline when piped
     except KeyboardInterrupt:
         interrupted = True
-        err_console.print(
-            f"stopping: running jobs get {SHUTDOWN_GRACE:g}s to finish, then wait again",
-            markup=False,
+        click.echo(
+            f"stopping: running jobs get {SHUTDOWN_GRACE:g}s to finish, then wait again "
+            "(Ctrl-C again: stop them now)",
+            err=True,
         )
     finally:
-        worker.stop()
-        with contextlib.suppress(KeyboardInterrupt):  # a second Ctrl-C: stop waiting
-            thread.join(timeout=SHUTDOWN_GRACE + 5)
+        try:
+            _stop_worker(worker, thread, presses)
+        finally:
+            if previous is not None:
+                signal.signal(signal.SIGINT, previous)
     if interrupted:  # the table as it is now the jobs were handed back, not the last frame
         view = load_run(client, run_id) or view
         if not quiet:
             console.print(render_run(view))
     return view, interrupted
+
+
+def _count_ctrl_c(presses: list[int]) -> Any:
+    """From now on the first Ctrl-C raises KeyboardInterrupt, as by default, and each one is
+    counted in ``presses`` (only appended to, by the handler: no lock, see
+    :mod:`scheduler.stop_signals`); later ones raise nothing, and :func:`_stop_worker` acts on
+    them. Returns the handler to put back (None: none installed, outside the main thread or
+    where SIGINT is ignored)."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    previous = signal.getsignal(signal.SIGINT)
+    if previous is None or previous == signal.SIG_IGN:  # None: a handler not set in Python
+        return None
+
+    def pressed(signum: int, frame: FrameType | None) -> None:
+        presses.append(signum)
+        if len(presses) == 1:
+            raise KeyboardInterrupt
+
+    signal.signal(signal.SIGINT, pressed)
+    return previous
+
+
+def _stop_worker(worker: Worker, thread: threading.Thread, presses: list[int]) -> None:
+    """Stop the local worker and wait for it: running jobs get :data:`SHUTDOWN_GRACE` to
+    finish, then are handed back. A Ctrl-C after the first (counted in ``presses``) stops them
+    now: the commands they started are killed at once, and the jobs are handed back as soon as
+    their threads end; one more stops waiting."""
+    worker.stop()
+    deadline = time.monotonic() + SHUTDOWN_GRACE + 5
+    now = False
+    while thread.is_alive() and time.monotonic() < deadline:
+        if len(presses) > 1 and not now:
+            now = True
+            click.echo("stopping now: running jobs are killed and wait again", err=True)
+            worker.stop_now()
+            deadline = time.monotonic() + worker.settings.kill_after + 5
+        if len(presses) > 2:
+            return  # their commands were killed above: only the hand-back is not waited for
+        # The first Ctrl-C comes here when the run had ended already: the jobs get their grace.
+        with contextlib.suppress(KeyboardInterrupt):
+            thread.join(0.05)
 
 
 def work_run(
@@ -401,7 +451,9 @@ def run(
     (--logs prints it), and the run's failures are printed when it ends.
 
     Exit code 0 when every step succeeded, 1 when the run failed or the file is invalid, 130
-    after Ctrl-C (the run stays as it is: resume it with `flows retry RUN`).
+    after Ctrl-C (the run stays as it is: resume it with `flows retry RUN`). Ctrl-C gives
+    running jobs 5 s to finish, then hands them back; a second Ctrl-C kills their commands and
+    hands them back at once.
     """
     from flows.expand.run_ids import manual_run_id
     from flows.flowfile.params import ParamError, parse_assignments

@@ -20,6 +20,7 @@ bytes cut counted, so the worker's memory does not follow the longest line.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -48,6 +49,8 @@ class ShellError(RetryJob):
 
 
 def _kill_group(process: subprocess.Popen[bytes]) -> None:
+    """Stop the command: SIGTERM to its process group, SIGKILL if its shell is still there after
+    :data:`KILL_GRACE_SECONDS`."""
     if process.poll() is not None:
         return
     try:
@@ -57,6 +60,13 @@ def _kill_group(process: subprocess.Popen[bytes]) -> None:
         os.killpg(process.pid, signal.SIGKILL)
     except ProcessLookupError:
         pass
+
+
+def _kill_group_now(process: subprocess.Popen[bytes]) -> None:
+    """Stop the command now (the job is stopped with no grace): SIGKILL to its process group."""
+    if process.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
 
 
 def _unrunnable(command: str, cwd: str, env: dict[str, str]) -> FailJob | None:
@@ -105,16 +115,18 @@ def shell(job: JobContext) -> dict[str, Any]:
     unrunnable = _unrunnable(command, str(cwd), env)
     if unrunnable is not None:  # the same on every attempt: failed, not retried
         raise unrunnable
-    process = subprocess.Popen(
-        ["/bin/sh", "-c", command],
-        cwd=cwd,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,  # one pipe: the lines stay in the order they were written
-        start_new_session=True,
-    )
-    sessions.started(process.pid)  # killed with the worker if it ends at once
+    with sessions.starting():  # a worker ending at once waits to kill it too
+        process = subprocess.Popen(
+            ["/bin/sh", "-c", command],
+            cwd=cwd,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,  # one pipe: the lines stay in the order they were written
+            start_new_session=True,
+        )
+        sessions.started(process.pid)  # killed with the worker if it ends at once
     try:
+        job.on_kill(lambda: _kill_group_now(process))
         job.on_stop(lambda: _kill_group(process))
         tail: deque[str] = deque(maxlen=OUTPUT_TAIL_LINES)
         assert process.stdout is not None

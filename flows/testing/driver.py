@@ -88,7 +88,10 @@ def run_for_real(ctx: JobContext) -> tuple[runner.Outcome, float]:
     try:
         thread.join(limit)
     except KeyboardInterrupt:  # Ctrl-C of `flows test`: the step's processes end with it
-        ctx.request_stop("interrupted")
+        try:
+            ctx.request_stop("interrupted")  # a shell step's: SIGTERM, then SIGKILL after 5 s
+        except KeyboardInterrupt:  # Ctrl-C again meanwhile: SIGKILL now, none left behind
+            ctx.request_stop("interrupted", now=True)
         raise
     if thread.is_alive():
         ctx.request_stop("timeout")  # a shell step's process group is killed

@@ -33,11 +33,13 @@ class JobContext:
     outputs resolved). ``sandbox`` is an empty directory for this run (its slot's, emptied
     between runs). ``stopped`` (an Event) is set when the worker wants the job to stop (lock
     lost, timeout, shutdown): long-running jobs may poll it, or ``stopping``, or wait on it;
-    callbacks registered with :meth:`on_stop` run then (the shell task kills its process group).
-    Then the worker raises an exception inside the job's thread, unless the job set
-    ``interrupt_thread`` to False: it stops on its own when told (the shell task does, since an
-    exception raised at any point could land between starting a process and registering the
-    callback that kills it).
+    callbacks registered with :meth:`on_stop` run then (the shell task ends its process group:
+    SIGTERM, then SIGKILL after a grace). A stop *now* (``request_stop(..., now=True)``, as on a
+    second Ctrl-C) first runs the :meth:`on_kill` callbacks, which end what the job started with
+    no grace (the shell task SIGKILLs its process group). Then the worker raises an exception
+    inside the job's thread, unless the job set ``interrupt_thread`` to False: it stops on its
+    own when told (the shell task does, since an exception raised at any point could land
+    between starting a process and registering the callback that kills it).
     """
 
     job: Job
@@ -50,6 +52,8 @@ class JobContext:
     # Where this run's step log lines go (None: the worker stores none), see log_line.
     output: LineSink | None = None
     _on_stop: list[Callable[[], None]] = field(default_factory=list)
+    _on_kill: list[Callable[[], None]] = field(default_factory=list)
+    _killed: bool = False
     # Made on first use: most runs are never stopped, and an Event costs more to make than the
     # rest of a job's context (a worker makes one context per job it runs).
     _stopped: threading.Event | None = field(default=None, repr=False)
@@ -107,14 +111,28 @@ class JobContext:
         if self.stopped.is_set():
             callback()
 
-    def request_stop(self, reason: str) -> None:
-        if self.stopped.is_set():
-            return
-        self.stop_reason = reason
-        self.stopped.set()
-        for callback in list(self._on_stop):
-            with contextlib.suppress(Exception):  # one broken callback must not stop the rest
-                callback()
+    def on_kill(self, callback: Callable[[], None]) -> None:
+        """Run ``callback`` when the worker stops this job now, with no grace (at once if it
+        already has)."""
+        self._on_kill.append(callback)
+        if self._killed:
+            callback()
+
+    def request_stop(self, reason: str, *, now: bool = False) -> None:
+        """Tell the job to stop (``reason``: ``shutdown``, ``timeout``, a lost lock...) and run
+        the :meth:`on_stop` callbacks, once. ``now`` runs the :meth:`on_kill` callbacks first,
+        once, a job told to stop already included (a stop being waited for becomes one at
+        once); ``stopped`` is set before them, so that the job sees a stop, not a failure, when
+        its process dies."""
+        first = not self.stopped.is_set()
+        if first:
+            self.stop_reason = reason
+            self.stopped.set()
+        if now and not self._killed:
+            self._killed = True  # before the callbacks are read: see on_kill
+            _run_all(self._on_kill)
+        if first:
+            _run_all(self._on_stop)
 
     def heartbeat(self, data: dict[str, Any] | None = None) -> float:
         """Renew the lock now (the worker also does this on its own)."""
@@ -130,3 +148,9 @@ class JobContext:
     def log(self, message: str, **data: Any) -> None:
         """Add a custom entry to the job's history."""
         self.job.log(message, data or None)
+
+
+def _run_all(callbacks: list[Callable[[], None]]) -> None:
+    for callback in list(callbacks):
+        with contextlib.suppress(Exception):  # one broken callback must not stop the rest
+            callback()

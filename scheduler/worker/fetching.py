@@ -71,11 +71,14 @@ class Fetcher:
             jobs += got
         return jobs
 
-    def wait(self, count: int) -> list[Raw]:
+    def wait(self, count: int, stopping: Callable[[], bool] = lambda: False) -> list[Raw]:
         """Jobs popped at once or handed over within about ``poll_interval``; [] when none.
 
         The engine registers the worker as idle for a little longer than it blocks here, so a
-        job put while this call returns is handed over, and found by the next call.
+        job put while this call returns is handed over, and found by the next call. When
+        ``stopping()`` has become true meanwhile, the registration is cancelled at once (the
+        worker stopping may have cancelled it before this call made it): a job the worker
+        hands back is not handed to it again.
         """
         order = self.queues
         if self.strategy == "round-robin":
@@ -88,8 +91,16 @@ class Fetcher:
         )
         if jobs:
             return list(jobs)
+        if stopping():
+            self.cancel()
+            return []
         reply = self.client.engine.command("BLPOP", self.inbox, self.poll_interval, writes=True)
         return list(json.loads(reply[1])) if reply else []
+
+    def cancel(self) -> None:
+        """Stop being idle (stopping): no job is handed over from now on, and those handed over
+        but not taken go back to their queues."""
+        self.client.engine.call("await.cancel", self.name)
 
     def wake(self) -> None:
         """Make a :meth:`wait` blocked in another thread return now."""

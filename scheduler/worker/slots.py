@@ -26,7 +26,7 @@ import redis
 
 from scheduler.engine.backoff import Backoff, hopeless
 from scheduler.engine.client import Client
-from scheduler.engine.errors import ClusterError
+from scheduler.engine.errors import ClusterError, EngineError
 from scheduler.engine.job import Job
 from scheduler.worker.context import JobContext
 from scheduler.worker.envelope import BrokenPayload, split
@@ -179,12 +179,16 @@ class Slots:
             self.reporter.give_back(active)
 
     def wake_fetcher(self) -> None:
-        """Stopping: slots waiting for a job return, and so does a fetch blocked idle."""
+        """Stopping: slots waiting for a job return, and so does a fetch blocked idle, whose
+        wait is cancelled first: a job released meanwhile (one of its own, stopped) is not
+        handed to it again."""
         with self.held.wake:
             self.held.wake.notify_all()
             self.held.ended.notify_all()  # a burst's fetch waiting for running jobs to end
             idle = self._fetching
         if idle:
+            with contextlib.suppress(redis.RedisError, ClusterError, EngineError):
+                self.fetcher.cancel()
             with contextlib.suppress(redis.RedisError, ClusterError):
                 self.fetcher.wake()
 
@@ -207,7 +211,7 @@ class Slots:
             # A job handed over was popped at some point while this thread waited: its lock
             # runs from no earlier than the start of the wait.
             asked = time.monotonic()
-            raws = self.fetcher.wait(wanted)
+            raws = self.fetcher.wait(wanted, lambda: self.stopping)
         return self._hold_all(raws, asked)
 
     def _end_fetch(self, jobs: list[Active]) -> None:

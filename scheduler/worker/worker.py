@@ -12,8 +12,9 @@ several in child processes), in parts, each with one job:
 * :mod:`~scheduler.worker.held` is the registry of the jobs held that they share.
 
 This module starts and stops them, runs each job in its slot and stops jobs. Stopping a job: its
-:class:`JobContext` is told (``stopped`` event, ``on_stop`` callbacks: the shell task kills its
-process group), then an exception is raised inside its thread. A thread stuck in C code past
+:class:`JobContext` is told (``stopped`` event, ``on_stop`` callbacks: the shell task ends its
+process group; a stop now also runs the ``on_kill`` ones first: the shell task SIGKILLs it), then
+an exception is raised inside its thread. A thread stuck in C code past
 ``kill_after`` is abandoned: a fresh slot thread takes its place (and a pool child exits, so the
 pool starts a clean process).
 """
@@ -104,6 +105,7 @@ class Worker:
             sandbox_root = self._own_sandbox.path
         self.sandbox_root = sandbox_root
         self._wake = threading.Event()  # for run(): stop requested, or a burst is over
+        self._stopping_now = False  # stop_now() was called: no grace for running jobs
         self._abandoned = 0
         self._slot_threads: list[threading.Thread] = []
         self._retired: set[int] = set()  # idents of abandoned slot threads
@@ -185,6 +187,19 @@ class Worker:
         self.slots.halt.set()
         self._wake.set()
 
+    def stop_now(self) -> None:
+        """Stop taking jobs and stop the running ones now, with no grace (a second Ctrl-C on
+        `flows run`): the commands their shell steps started are killed (SIGKILL to each
+        process group) before this returns, and each job is handed back as soon as its thread
+        has ended; :meth:`run` then returns (within ``kill_after`` for a thread that does not
+        end). Unlike a worker process stopped at once by a signal, the jobs wait again now, not
+        when its lease lapses. Call it from another thread than :meth:`run`'s."""
+        self._stopping_now = True
+        self.stop()
+        self.slots.wake_fetcher()  # before any job is handed back: none is handed to it again
+        for active in self.held.all():
+            self._stop_job(active, "shutdown", ShutdownInterrupt, now=True)
+
     # -- slots: run their jobs ------------------------------------------------------------------
 
     def _add_slot(self) -> None:
@@ -243,18 +258,25 @@ class Worker:
 
     # -- stopping jobs ---------------------------------------------------------------------------
 
-    def _stop_job(self, active: Active, reason: str, exc: type[JobInterrupted]) -> None:
+    def _stop_job(
+        self, active: Active, reason: str, exc: type[JobInterrupted], *, now: bool = False
+    ) -> None:
         ctx = active.ctx
-        if ctx.stopped.is_set():
+        with active.guard:  # stopped once, though the monitor, the drain and stop_now may race
+            again = active.stop_requested is not None
+            if not again:
+                active.stop_requested = time.monotonic()
+        if again:
+            if now:  # told to stop already: what it started is killed now, not after a grace
+                ctx.request_stop(reason, now=True)
             return
         if self.slots.unbuffer(active):  # never started: nothing runs, nothing to report
             log.warning("job %s: dropped before it started (%s)", ctx.jid, reason)
             ctx.request_stop(reason)
             self.held.let_go(active, ran=False)
             return
-        log.warning("job %s: stopping (%s)", ctx.jid, reason)
-        active.stop_requested = time.monotonic()
-        ctx.request_stop(reason)
+        log.warning("job %s: stopping (%s%s)", ctx.jid, reason, ", now" if now else "")
+        ctx.request_stop(reason, now=now)
         with active.guard:
             if active.interruptible and ctx.interrupt_thread and ctx.thread_id is not None:
                 _raise_in_thread(ctx.thread_id, exc)
@@ -268,16 +290,20 @@ class Worker:
         still be running here, and the wait for a stuck thread is bounded.
         """
         self.slots.give_back_buffer()
-        self._wait_for_jobs(time.monotonic() + self.settings.shutdown_grace)
+        self._wait_for_jobs(time.monotonic() + self.settings.shutdown_grace, grace=True)
         for active in self.held.all():
-            self._stop_job(active, "shutdown", ShutdownInterrupt)
+            self._stop_job(active, "shutdown", ShutdownInterrupt, now=self._stopping_now)
         self._wait_for_jobs(time.monotonic() + self.settings.kill_after + 1)
         for active in self.held.all():  # the monitor did not get to them: give up here
             self._abandoned += 1
             self.reporter.settle(active, _stopped(active.ctx))
 
-    def _wait_for_jobs(self, deadline: float) -> None:
+    def _wait_for_jobs(self, deadline: float, *, grace: bool = False) -> None:
+        """Until no job is held or ``deadline``; a ``grace`` ends too when :meth:`stop_now`
+        is called."""
         while self.held.jobs and time.monotonic() < deadline:
+            if grace and self._stopping_now:
+                return
             self.reporter.flush()
             with self.held.lock:
                 if self.held.jobs:

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 from cli_support import flows
 
+from flows.cli.run import SHUTDOWN_GRACE
 from scheduler.engine.client import Client
 
 FLOWS = str(Path(sys.executable).parent / "flows")
@@ -37,15 +38,18 @@ def _start(url: str, *args: str) -> subprocess.Popen[str]:
     )
 
 
-def _read_until(process: subprocess.Popen[str], text: str, timeout: float = 60) -> str:
-    """What the process wrote on stdout until ``text`` (it may end without a newline); read
-    from the pipe itself, so nothing waits in a buffer that ``select`` cannot see."""
-    assert process.stdout is not None
-    fd = process.stdout.fileno()
+def _read_until(
+    process: subprocess.Popen[str], text: str, timeout: float = 60, stream: str = "stdout"
+) -> str:
+    """What the process wrote on ``stream`` until ``text`` (it may end without a newline);
+    read from the pipe itself, so nothing waits in a buffer that ``select`` cannot see."""
+    pipe = process.stdout if stream == "stdout" else process.stderr
+    assert pipe is not None
+    fd = pipe.fileno()
     seen = ""
     deadline = time.monotonic() + timeout
     while text not in seen:
-        assert time.monotonic() < deadline, f"no {text!r} on stdout: {seen!r}"
+        assert time.monotonic() < deadline, f"no {text!r} on {stream}: {seen!r}"
         if select.select([fd], [], [], 0.5)[0]:
             chunk = os.read(fd, 4096)
             assert chunk, f"stdout closed before {text!r}: {seen!r}"
@@ -171,6 +175,54 @@ def test_ctrl_c_while_a_flow_tests_real_step_runs(url: str, tmp_path: Path) -> N
             os.kill(step, signal.SIGKILL)
 
 
+STUBBORN = """\
+version: 1
+name: stubborn
+steps:
+  nap:
+    run: |
+      trap 'echo term > "$MARK"' TERM
+      (trap '' TERM; exec sleep 120) &
+      echo "$$ $!" > "$PIDS.tmp" && mv "$PIDS.tmp" "$PIDS"
+      while :; do wait; done
+    env: {{MARK: "{mark}", PIDS: "{pids}"}}
+"""
+
+
+def test_a_second_ctrl_c_kills_a_flow_tests_step_that_ignores_sigterm(
+    url: str, tmp_path: Path
+) -> None:
+    """The first Ctrl-C ends a real step with SIGTERM, then SIGKILL 5 s later; a step that
+    shrugs SIGTERM off is killed at once by a second one, not left running by the exit."""
+    mark, pids = tmp_path / "term", tmp_path / "step.pids"
+    (tmp_path / "stubborn.yaml").write_text(STUBBORN.format(mark=mark, pids=pids))
+    test_file = tmp_path / "stubborn.test.yaml"
+    test_file.write_text("flow: stubborn.yaml\ncases:\n  - name: naps\n")
+    process = _start(url, "test", str(test_file), "--redis", url)
+    deadline = time.monotonic() + 60
+    while not pids.exists():
+        assert time.monotonic() < deadline and process.poll() is None, process.communicate()
+        time.sleep(0.05)
+    step = [int(pid) for pid in pids.read_text().split()]
+    try:
+        process.send_signal(signal.SIGINT)
+        while not mark.exists():  # the step got its SIGTERM (and stays)
+            assert time.monotonic() < deadline and process.poll() is None, process.communicate()
+            time.sleep(0.05)
+        assert all(_alive(pid) for pid in step)
+        pressed = time.monotonic()
+        assert _interrupted(process).splitlines()[-1] == "interrupted"
+        assert time.monotonic() - pressed < 4, "the second Ctrl-C waited for the SIGKILL's grace"
+        deadline = time.monotonic() + 10
+        while any(_alive(pid) for pid in step):
+            assert time.monotonic() < deadline, f"the step's processes {step} outlived the command"
+            time.sleep(0.05)
+    finally:
+        for pid in step:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -188,3 +240,65 @@ def test_ctrl_c_at_a_confirmation_prompt(url: str, client: Client) -> None:
     _read_until(process, "[y/N]: ")
     assert _interrupted(process).splitlines()[-1] == "interrupted"
     assert client.jobs.get("j1") is not None
+
+
+NAP = """\
+version: 1
+name: nap
+queue: nap
+steps:
+  nap:
+    run: |
+      sleep 30 &
+      echo "$$ $!" > "$PIDS.tmp" && mv "$PIDS.tmp" "$PIDS"
+      wait
+      echo end
+    env: {{PIDS: "{pids}"}}
+"""
+
+
+@pytest.mark.parametrize("command", ["run", "retry"])
+def test_a_second_ctrl_c_kills_the_steps_commands_and_hands_its_job_back(
+    url: str, client: Client, tmp_path: Path, command: str
+) -> None:
+    """The first Ctrl-C gives the running step its grace (5 s); a second stops it now: every
+    process of its group is killed (none left running on, re-parented to init) and its job
+    waits again at once, as after the grace, not left running on a worker that is gone."""
+    pids = tmp_path / "step.pids"
+    flow = tmp_path / "nap.yaml"
+    flow.write_text(NAP.format(pids=pids))
+    if command == "run":
+        process = _start(url, "run", str(flow), "--run-id", "r1")
+    else:  # an interrupted run, resumed: worked here as `flows run` does
+        assert flows("run", str(flow), "--detach", "--run-id", "r1", "--redis", url).exit_code == 0
+        process = _start(url, "retry", "r1")
+    deadline = time.monotonic() + 60
+    while not pids.exists():
+        assert time.monotonic() < deadline and process.poll() is None, process.communicate()
+        time.sleep(0.05)
+    shell, sleep = (int(pid) for pid in pids.read_text().split())
+    try:
+        process.send_signal(signal.SIGINT)
+        said = _read_until(process, "stopping: running jobs get", stream="stderr")
+        assert _alive(shell) and _alive(sleep)  # the grace: nothing is killed yet
+        pressed = time.monotonic()
+        process.send_signal(signal.SIGINT)
+        _, err = process.communicate(timeout=60)
+        assert process.returncode == 130, said + err
+        assert time.monotonic() - pressed < SHUTDOWN_GRACE, "it waited out the grace"
+        assert "(Ctrl-C again: stop them now)" in said + err
+        assert "stopping now: running jobs are killed and wait again" in err
+        assert "Traceback" not in err and "interrupted: run r1 is running" in err, err
+        deadline = time.monotonic() + 10
+        while _alive(shell) or _alive(sleep):  # SIGKILL was sent: only its delivery is waited
+            assert time.monotonic() < deadline, "the step's processes outlived the command"
+            time.sleep(0.05)
+    finally:
+        for pid in (shell, sleep):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+    job = client.jobs["r1:nap"]
+    assert job is not None
+    whats = [str(entry["what"]) for entry in job.history]
+    # Handed back once, by the worker that ran it: not popped for it again while it stopped.
+    assert (job.state, whats) == ("waiting", ["put", "popped", "released"]), job.history

@@ -238,26 +238,34 @@ def alive(pid: int) -> bool:
         return False
 
 
-@pytest.mark.parametrize("how", ["supervisor", "group"])
+@pytest.mark.parametrize(
+    ("how", "signum", "processes"),
+    [
+        ("supervisor", signal.SIGTERM, "1"),
+        ("group", signal.SIGTERM, "1"),
+        ("group", signal.SIGINT, "1"),  # Ctrl-C twice in a terminal
+        ("group", signal.SIGINT, "0"),  # ... on a worker without a pool
+    ],
+)
 def test_a_stop_at_once_ends_the_commands_its_jobs_started(
-    procs: Commands, redis_client: redis.Redis, how: How
+    procs: Commands, redis_client: redis.Redis, how: How, signum: int, processes: str
 ) -> None:
     """A shell step's command runs in a session of its own, which no signal to the worker
-    reaches. A worker stopped at once kills it: it must not run on while its job, given back
-    when the worker's lease lapses, runs again elsewhere."""
+    reaches. A worker stopped at once kills every process of it: none may run on while its
+    job, given back when the worker's lease lapses, runs again elsewhere."""
     client = client_of(redis_client)
-    pid_file = procs.tmp_path / "command.pid"
-    command = f"echo $$ > {pid_file}.tmp && mv {pid_file}.tmp {pid_file} && exec sleep 300"
+    pid_file = procs.tmp_path / "command.pids"
+    command = f'sleep 300 & echo "$$ $!" > {pid_file}.tmp && mv {pid_file}.tmp {pid_file}; wait'
     jid = put(client, "q", "flows.runtime.tasks.shell", {"command": command})
-    worker = procs.flows_worker("-q", "q", "--shutdown-grace", "60")
+    worker = procs.flows_worker("-q", "q", "--shutdown-grace", "60", "--processes", processes)
     wait_running(client, jid)
     wait_for(pid_file.exists, 30, "the command to start")
-    pid = int(pid_file.read_text())
-    assert alive(pid)
+    pids = [int(pid) for pid in pid_file.read_text().split()]
+    assert all(alive(pid) for pid in pids)
 
-    procs.send(worker, signal.SIGTERM, how)
+    procs.send(worker, signum, how)
     wait_told(procs, worker)
-    procs.send(worker, signal.SIGTERM, how)
+    procs.send(worker, signum, how)
     assert procs.wait_exit(worker, timeout=10) == 1
-    wait_for(lambda: not alive(pid), 10, "the job's command to end")
+    wait_for(lambda: not any(alive(pid) for pid in pids), 10, "the job's command to end")
     assert state_of(client, jid) == "running"  # given back by the lease, not by the kill
