@@ -245,10 +245,10 @@ def _follow(
     logs: bool = False,
     log_level: str = DEFAULT_LOG_LEVEL,
     quiet: bool = False,
-) -> tuple[RunView, bool]:
-    """Run a local worker on the run's queues until the run has finished or Ctrl-C (printing
-    the steps' lines as they come with ``logs``, else a live table, nothing when ``quiet``);
-    returns the run as it is then and whether it was interrupted."""
+) -> tuple[RunView, int | None]:
+    """Run a local worker on the run's queues until the run has finished or Ctrl-C or SIGTERM
+    (printing the steps' lines as they come with ``logs``, else a live table, nothing when
+    ``quiet``); returns the run as it is then and the signal that interrupted it (None)."""
     from rich.live import Live
 
     from flows.runtime.worker_hook import prepare
@@ -280,12 +280,12 @@ def _follow(
             stream_run(client, run_id, sweep)
             view = load_run(client, run_id) or view
             console.print(render_run(view))
-            return view, False
+            return view, None
         pause = pacing.QUICK
         if quiet:  # --json: the run's JSON at the end is the whole output
             while not view.finished:
                 view, pause = _read_again(client, run_id, view, pause, sweep)
-            return view, False
+            return view, None
         with Live(render_run(view), console=console, auto_refresh=False, transient=False) as screen:
             while not view.finished:
                 view, pause = _read_again(client, run_id, view, pause, sweep)
@@ -296,42 +296,48 @@ def _follow(
             console.line()  # Live leaves the last frame without its newline when piped
     except KeyboardInterrupt:
         interrupted = True
+        again = "Ctrl-C" if presses[:1] != [signal.SIGTERM] else "SIGTERM"
         click.echo(
             f"stopping: running jobs get {SHUTDOWN_GRACE:g}s to finish, then wait again "
-            "(Ctrl-C again: stop them now)",
+            f"({again} again: stop them now)",
             err=True,
         )
     finally:
         try:
             _stop_worker(worker, thread, presses)
         finally:
-            if previous is not None:
-                signal.signal(signal.SIGINT, previous)
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
     if interrupted:  # the table as it is now the jobs were handed back, not the last frame
         view = load_run(client, run_id) or view
         if not quiet:
             console.print(render_run(view))
-    return view, interrupted
+        return view, presses[0] if presses else signal.SIGINT
+    return view, None
 
 
-def _count_ctrl_c(presses: list[int]) -> Any:
-    """From now on the first Ctrl-C raises KeyboardInterrupt, as by default, and each one is
-    counted in ``presses`` (only appended to, by the handler: no lock, see
-    :mod:`scheduler.stop_signals`); later ones raise nothing, and :func:`_stop_worker` acts on
-    them. Returns the handler to put back (None: none installed, outside the main thread or
-    where SIGINT is ignored)."""
+def _count_ctrl_c(presses: list[int]) -> dict[int, Any]:
+    """From now on the first Ctrl-C or SIGTERM raises KeyboardInterrupt, as Ctrl-C does by
+    default, and each one is counted in ``presses`` (only appended to, by the handler: no lock,
+    see :mod:`scheduler.stop_signals`); later ones raise nothing, and :func:`_stop_worker` acts
+    on them. SIGTERM (a service manager, `timeout`) stops the run as Ctrl-C does: by default it
+    would end the process at once and leave the step's command running. Returns the handlers to
+    put back (none installed outside the main thread, nor for a signal that is ignored)."""
     if threading.current_thread() is not threading.main_thread():
-        return None
-    previous = signal.getsignal(signal.SIGINT)
-    if previous is None or previous == signal.SIG_IGN:  # None: a handler not set in Python
-        return None
+        return {}
 
     def pressed(signum: int, frame: FrameType | None) -> None:
         presses.append(signum)
         if len(presses) == 1:
             raise KeyboardInterrupt
 
-    signal.signal(signal.SIGINT, pressed)
+    previous: dict[int, Any] = {}
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        handler = signal.getsignal(signum)
+        if handler is None or handler == signal.SIG_IGN:  # None: a handler not set in Python
+            continue
+        previous[signum] = handler
+        signal.signal(signum, pressed)
     return previous
 
 
@@ -370,24 +376,25 @@ def work_run(
     ``as_json`` only the run's JSON at the end, as `flows status --json` gives it) until it
     ends, the worker's own records from ``stderr_level`` on printed on stderr
     (:func:`worker_log`); the exit code: 0 when it succeeded, 1 when not, :data:`INTERRUPTED`
-    after Ctrl-C (saying how to resume or cancel it)."""
+    after Ctrl-C and 143 after SIGTERM (saying how to resume or cancel it)."""
     with worker_log_on_stderr(stderr_level):
         view, interrupted = _follow(
             client, run_id, queues, threads, sys.stdout.isatty(), logs, log_level, quiet=as_json
         )
     if as_json:
         print_json(run_document(view))
-    if interrupted:
+    if interrupted is not None:
         done = sum(1 for s in view.steps if s.status in ("success", "cached", "skipped"))
+        how = "interrupted" if interrupted == signal.SIGINT else "terminated"
         click.echo(
-            f"interrupted: run {run_id} is {view.status} ({done} of {len(view.steps)} steps "
+            f"{how}: run {run_id} is {view.status} ({done} of {len(view.steps)} steps "
             "done; unfinished jobs wait in their queues)\n"
             f"  resume it here:       flows retry {run_id}\n"
             f"  or with workers:      flows worker -q {','.join(queues)}\n"
             f"  cancel what is left:  flows cancel {run_id}",
             err=True,
         )
-        return INTERRUPTED
+        return INTERRUPTED if interrupted == signal.SIGINT else 128 + interrupted
     if view.status != "succeeded":
         _print_failures(client, view)
         click.echo(f"run {run_id} {view.status}", err=True)
@@ -451,9 +458,9 @@ def run(
     (--logs prints it), and the run's failures are printed when it ends.
 
     Exit code 0 when every step succeeded, 1 when the run failed or the file is invalid, 130
-    after Ctrl-C (the run stays as it is: resume it with `flows retry RUN`). Ctrl-C gives
-    running jobs 5 s to finish, then hands them back; a second Ctrl-C kills their commands and
-    hands them back at once.
+    after Ctrl-C, 143 after SIGTERM (the run stays as it is: resume it with `flows retry RUN`).
+    Ctrl-C or SIGTERM gives running jobs 5 s to finish, then hands them back; a second kills
+    their commands and hands them back at once.
     """
     from flows.expand.run_ids import manual_run_id
     from flows.flowfile.params import ParamError, parse_assignments

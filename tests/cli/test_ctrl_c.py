@@ -257,13 +257,17 @@ steps:
 """
 
 
-@pytest.mark.parametrize("command", ["run", "retry"])
+@pytest.mark.parametrize(
+    ("command", "signum"),
+    [("run", signal.SIGINT), ("retry", signal.SIGINT), ("run", signal.SIGTERM)],
+)
 def test_a_second_ctrl_c_kills_the_steps_commands_and_hands_its_job_back(
-    url: str, client: Client, tmp_path: Path, command: str
+    url: str, client: Client, tmp_path: Path, command: str, signum: signal.Signals
 ) -> None:
     """The first Ctrl-C gives the running step its grace (5 s); a second stops it now: every
     process of its group is killed (none left running on, re-parented to init) and its job
-    waits again at once, as after the grace, not left running on a worker that is gone."""
+    waits again at once, as after the grace, not left running on a worker that is gone.
+    SIGTERM (a service manager, `timeout`) does the same, and the exit code says which."""
     pids = tmp_path / "step.pids"
     flow = tmp_path / "nap.yaml"
     flow.write_text(NAP.format(pids=pids))
@@ -278,17 +282,20 @@ def test_a_second_ctrl_c_kills_the_steps_commands_and_hands_its_job_back(
         time.sleep(0.05)
     shell, sleep = (int(pid) for pid in pids.read_text().split())
     try:
-        process.send_signal(signal.SIGINT)
+        process.send_signal(signum)
         said = _read_until(process, "stopping: running jobs get", stream="stderr")
         assert _alive(shell) and _alive(sleep)  # the grace: nothing is killed yet
         pressed = time.monotonic()
-        process.send_signal(signal.SIGINT)
+        process.send_signal(signum)
         _, err = process.communicate(timeout=60)
-        assert process.returncode == 130, said + err
+        assert process.returncode == 128 + signum, said + err
         assert time.monotonic() - pressed < SHUTDOWN_GRACE, "it waited out the grace"
-        assert "(Ctrl-C again: stop them now)" in said + err
+        again, how = (
+            ("Ctrl-C", "interrupted") if signum == signal.SIGINT else ("SIGTERM", "terminated")
+        )
+        assert f"({again} again: stop them now)" in said + err
         assert "stopping now: running jobs are killed and wait again" in err
-        assert "Traceback" not in err and "interrupted: run r1 is running" in err, err
+        assert "Traceback" not in err and f"{how}: run r1 is running" in err, err
         deadline = time.monotonic() + 10
         while _alive(shell) or _alive(sleep):  # SIGKILL was sent: only its delivery is waited
             assert time.monotonic() < deadline, "the step's processes outlived the command"
