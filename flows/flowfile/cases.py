@@ -242,8 +242,14 @@ class CaseReader:
         end = self.time(body.get("to"), (*path, "to"))
         outage: tuple[float, float] | None = None
         if "outage" in body:
+            raw = body["outage"]
             try:
-                outage = parse_period(str(body["outage"]))
+                if not isinstance(raw, str):  # a mapping's text would be Python's, not the file's
+                    raise ValueError(
+                        "outage is one text, FROM/TO: two ISO 8601 times joined by '/', e.g. "
+                        '"2026-03-01T02:30:00Z/2026-03-01T07:30:00Z"'
+                    )
+                outage = parse_period(raw)
             except ValueError as error:
                 self.sink.error((*path, "outage"), "test-time", str(error))
                 return None
@@ -312,7 +318,9 @@ class CaseReader:
                 self.mapping(value, (*where, "signals", step), "a signal's data")
         expect = self.expect(body.get("expect") or {}, (*where, "expect"))
         if expect is not None:
-            self.unused(body, expect, where, period is not None)
+            # A schedule: given but in error is a schedule case all the same: its own finding
+            # says what is wrong, not a second one about keys only a schedule case uses.
+            self.unused(body, expect, where, period is not None or "schedule" in body)
         if at is None or expect is None or not isinstance(params, dict):
             return None
         line = self.sink.locate(where, False)[0]

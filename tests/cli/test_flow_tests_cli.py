@@ -195,6 +195,31 @@ def test_what_a_case_would_never_use_is_a_finding(url: str, tmp_path: Path) -> N
     assert f"{nightly}:7:23: error: a schedule case compares its runs" in out
 
 
+def test_a_schedule_in_error_is_one_finding_not_two(url: str, tmp_path: Path) -> None:
+    """An outage written as a mapping is said once, in the file's words; the case stays a
+    schedule case, so its runs: is not a second finding."""
+    folder = _copy_examples(tmp_path)
+    bad = folder / "outage.test.yaml"
+    bad.write_text(
+        "flow: nightly.yaml\n"
+        "cases:\n"
+        "  - name: down a day\n"
+        "    schedule:\n"
+        '      from: "2026-03-01T00:00:00Z"\n'
+        '      to: "2026-03-08T00:00:00Z"\n'
+        '      outage: {from: "2026-03-02T00:00:00Z", to: "2026-03-03T00:00:00Z"}\n'
+        "    mock: all\n"
+        "    expect: {runs: 6}\n"
+    )
+    result = flows("test", str(bad), "--redis", url)
+    assert result.exit_code == 1
+    findings = [line for line in result.output.splitlines() if ": error: " in line]
+    assert findings == [
+        f"{bad}:7:15: error: outage is one text, FROM/TO: two ISO 8601 times joined by '/', "
+        'e.g. "2026-03-01T02:30:00Z/2026-03-01T07:30:00Z"'
+    ]
+
+
 def test_flows_validate_reads_a_test_file_as_flows_test_does(tmp_path: Path) -> None:
     """Not as a flow (whose version, name and steps it lacks): its own mistakes only."""
     folder = _copy_examples(tmp_path)
