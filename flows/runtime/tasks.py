@@ -9,7 +9,8 @@ step may write ``key=value`` lines, which become its outputs (the job's result;
 other code N fails it in group ``exit-code-N`` (after its retries), its message the exit code and
 the last lines the command wrote, in order. A command that can never start fails at once, in
 one line, not retried: ``bad-command`` for a NUL character in the command, ``bad-value`` for one
-in the working directory or a variable (:func:`_unrunnable`).
+in the working directory or a variable, ``bad-cwd`` for a working directory that is missing or
+may not be entered (:func:`_unrunnable`).
 
 The command's stdout and stderr are one pipe, as a terminal shows them and as CI systems log a
 step: every line goes to the job's step log in the order the command wrote it (two pipes read
@@ -82,6 +83,10 @@ def _unrunnable(command: str, cwd: str, env: dict[str, str]) -> FailJob | None:
         return FailJob(
             "bad-value", "the working directory contains a NUL character, which no path can hold"
         )
+    if not os.path.isdir(cwd):  # a chdir refused would otherwise be a traceback, retried
+        return FailJob("bad-cwd", f"the working directory {cwd} does not exist or is no folder")
+    if not os.access(cwd, os.X_OK):
+        return FailJob("bad-cwd", f"the working directory {cwd} may not be entered by this worker")
     for name, value in env.items():
         if "\0" in name or "=" in name:
             return FailJob("bad-value", f"{name!r} cannot name a variable: it holds NUL or '='")

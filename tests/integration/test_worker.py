@@ -709,6 +709,11 @@ def test_a_shell_exit_code_fails_the_job_with_the_output_tail(
             "bad-value",
             "'A=B' cannot name a variable: it holds NUL or '='",
         ),
+        (
+            {"command": "pwd", "cwd": "/no/such/folder"},
+            "bad-cwd",
+            "the working directory /no/such/folder does not exist or is no folder",
+        ),
     ],
 )
 def test_a_shell_job_that_can_never_run_or_report_fails_saying_why(
