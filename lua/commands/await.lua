@@ -4,7 +4,8 @@
 --                                                      `worker` (as pop)
 --   await.cancel  worker                            -> how many handed-over jobs went back
 --
--- await returns what was handed to the worker since it last asked (its inbox), if anything;
+-- await returns what was handed to the worker since it last asked (its inbox) and is still its
+-- to start (Handoff.take_fresh: not a job whose lock ran out meanwhile), if anything;
 -- else it pops up to `count` jobs from the queues in the order given (each as `pop`); else it
 -- registers the worker as idle on those queues for `seconds` and returns '[]'. The worker then
 -- blocks on `BLPOP P w:<worker>:inbox` for about that long and calls await again: whatever is
@@ -27,7 +28,7 @@ api['await'] = function(args)
   for i = 4, #args do table.insert(queues, Arg.id(cmd, 'queue', args[i])) end
   if #queues == 0 then Arg.fail(cmd, 'no queues given') end
 
-  local handed = Handoff.take_inbox(worker)
+  local handed = Handoff.take_fresh(worker)
   if handed then return handed end
   local parts = {}
   for _, queue in ipairs(queues) do

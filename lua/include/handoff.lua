@@ -164,6 +164,30 @@ function Handoff.give_back(worker)
   return count
 end
 
+-- The inbox's jobs `worker` may still start, as one JSON list text (nil: none), the inbox
+-- emptied. A job handed over while the worker did not read its inbox (paused, or busy between
+-- two waits) may have lost its lock meanwhile: the worker would start it with a lock it no
+-- longer has, beside whoever reclaims it. Only the jobs still running for it under a valid lock
+-- are returned; one taken by another worker meanwhile is no longer its, and one whose lock ran
+-- out is left to the reclaim of expired locks (`await` pops next, so it comes back to this
+-- worker at once, timed out, under a new lock).
+function Handoff.take_fresh(worker)
+  local jobs = Handoff.take_inbox(worker)
+  if not jobs then return nil end
+  local fresh, stale = {}, false
+  for _, job in ipairs(cjson.decode(jobs)) do
+    local held = redis.call('hmget', Keys.job(job.jid), 'state', 'worker', 'expires')
+    if held[1] == 'running' and held[2] == worker and (tonumber(held[3]) or 0) > Engine.now then
+      fresh[#fresh + 1] = job
+    else
+      stale = true
+    end
+  end
+  if #fresh == 0 then return nil end
+  -- Re-encoded only when a job was left out: the inbox's own text otherwise.
+  return stale and cjson.encode(fresh) or jobs
+end
+
 -- Everything in `worker`'s inbox, as one JSON list text (the inbox is emptied).
 function Handoff.take_inbox(worker)
   local inbox = Keys.inbox(worker)

@@ -126,3 +126,33 @@ def test_a_wake_marker_in_the_inbox_is_not_a_job(lua: Lua) -> None:
     lua.put("a", now=T0 + 2)
     lua.r.rpush(lua.key("w:w1:inbox"), "[]")
     assert [job["jid"] for job in await_jobs(lua, now=T0 + 3)] == ["a"]
+
+
+def test_await_never_returns_a_handed_job_whose_lock_ran_out_before_it_was_read(
+    lua: Lua,
+) -> None:
+    """A worker paused (or busy) between two waits reads its inbox late: a job whose lock ran
+    out meanwhile is not started on a lock it no longer has, beside whoever reclaims it. Its
+    await pops next, so it gets the job back at once, timed out, under a new lock; a job taken
+    by another worker meanwhile is not returned at all; one read in time is, as handed."""
+    lua("config.set", "heartbeat", 2, now=T0)
+    lua("config.set", "grace-period", 0, now=T0)  # an expired lock is reclaimed at once
+    await_jobs(lua, "w1", count=3, now=T0)
+    lua.put("late", now=T0 + 1)  # handed to w1, locked until T0 + 3, read only at T0 + 5
+    [job] = await_jobs(lua, "w1", count=3, now=T0 + 5)
+    assert (job["jid"], job["expires"]) == ("late", T0 + 5 + 2)  # reclaimed, a new lock
+    whats = [entry["what"] for entry in lua("get", "late", now=T0 + 5)["history"]]
+    assert whats == ["put", "popped", "popped"]  # handed, then taken again by its reclaim
+    # Handed to w1, then timed out and taken by w2 while w1 did not look: not w1's any more.
+    await_jobs(lua, "w1", count=3, now=T0 + 5)
+    lua.put("gone", now=T0 + 6)
+    # (w2 also reclaims `late`, whose new lock with w1 ran out at T0 + 7)
+    assert [job["jid"] for job in await_jobs(lua, "w2", count=3, now=T0 + 12)] == ["late", "gone"]
+    assert await_jobs(lua, "w1", count=3, now=T0 + 12) == []
+    assert lua.state("gone") == "running"
+    [entry] = [e for e in lua("get", "gone", now=T0 + 12)["history"][-1:]]
+    assert entry["worker"] == "w2"
+    # One read in time is returned as it was handed.
+    lua.put("fresh", now=T0 + 13)
+    [[handed]] = inbox(lua)
+    assert await_jobs(lua, "w1", count=3, now=T0 + 14) == [handed]
