@@ -63,9 +63,16 @@ def clear(keys: tuple[str, ...], redis_url: str | None, namespace: str | None) -
             full = []
             for key in keys:
                 matches = [k for k in known if k.startswith(key)]
-                if len(matches) != 1:
-                    found = "no entry" if not matches else f"{len(matches)} entries"
-                    raise click.ClickException(f"{key!r}: {found} with a key starting so")
+                if not matches:
+                    raise click.ClickException(
+                        f"{key!r}: no entry with a key starting so (see `flows cache list`)"
+                    )
+                if len(matches) > 1:  # the reader picks: the start of each, as the list shows
+                    shown = ", ".join(sorted(m[: len(key) + 8] for m in matches)[:5])
+                    raise click.ClickException(
+                        f"{key!r}: {len(matches)} entries have a key starting so ({shown}"
+                        f"{', ...' if len(matches) > 5 else ''}): give more of the one to clear"
+                    )
                 full.append(matches[0])
             keys = tuple(full)
         removed = int(client.engine.call("cache.clear", *keys))

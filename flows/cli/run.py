@@ -125,22 +125,14 @@ def _missed_deadlines(view: RunView) -> list[str]:
     record = view.record
     lines = []
     if record.get("deadline_missed"):
-        spelled, missed = _spelled(record.get("deadline")), when(record["deadline_missed"])
+        from flows.flowfile.durations import spelled as spell
+
+        spelled, missed = spell(record.get("deadline")), when(record["deadline_missed"])
         lines.append(f"deadline {spelled} missed at {missed}")
     for step in view.steps:
         if step.deadline_missed:
             lines.append(f"step {step.step}: deadline missed at {when(step.deadline_missed)}")
     return lines
-
-
-def _spelled(seconds: Any) -> str:
-    """A ``deadline:`` in seconds as the flow file spells durations (``1h30m``)."""
-    from flows.flowfile.durations import format_duration
-
-    try:
-        return format_duration(float(seconds))
-    except (TypeError, ValueError):
-        return "?"
 
 
 def _print_failures(client: Client, view: RunView) -> None:

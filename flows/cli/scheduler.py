@@ -104,12 +104,21 @@ def _print_once(report: OnceReport, as_json_output: bool) -> None:
 
 def _findings(scan: ScanReport) -> list[Finding]:
     """The findings of the files the scan found not to validate, file by file."""
-    return [
-        finding
-        for file in scan.invalid
-        for finding in scan.findings.get(file, ())
-        if isinstance(finding, Finding)
-    ]
+    return [finding for file in scan.invalid for finding in _file_findings(scan, file)]
+
+
+def _file_findings(scan: ScanReport, file: str) -> list[Finding]:
+    """A file's findings as `flows validate` gives them: the scan's, or for a file the service
+    could not read (not UTF-8 text), what validate's own reader says of it."""
+    found = [f for f in scan.findings.get(file, ()) if isinstance(f, Finding)]
+    if found or ": cannot read: " not in scan.invalid.get(file, ""):
+        return found
+    from flows.flowfile.yaml_reader import load_file
+
+    try:
+        return list(load_file(Path(file)).findings)
+    except OSError:  # unreadable to validate too (permissions): the scan's line says why
+        return []
 
 
 def _print_invalid(scan: ScanReport) -> None:
@@ -121,7 +130,7 @@ def _print_invalid(scan: ScanReport) -> None:
     from flows.cli.validate import print_findings, summary
 
     for file, why in scan.invalid.items():
-        findings = [f for f in scan.findings.get(file, ()) if isinstance(f, Finding)]
+        findings = _file_findings(scan, file)
         if findings:
             print_findings(findings, stderr=True)
         else:  # names and paths come from flow files: shown by visible()

@@ -103,3 +103,12 @@ def _suggest(text: str) -> str | None:
         position = match.end()
     suggestion = "".join(parts)
     return suggestion if parts and _DURATION.match(suggestion) else None
+
+
+def spelled(seconds: object) -> str:
+    """A duration kept in seconds (a `deadline:`) as a flow file spells it, for people: what
+    every surface shows; '?' for a value that is not one."""
+    try:
+        return format_duration(float(seconds))  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return "?"

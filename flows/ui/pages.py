@@ -20,6 +20,7 @@ from fastapi import APIRouter, Depends, HTTPException, Query, Request
 from fastapi.responses import HTMLResponse, JSONResponse
 from fastapi.templating import Jinja2Templates
 
+from flows.flowfile.durations import spelled
 from flows.runs import history as run_history
 from flows.runs import statuses
 from flows.runs.read import RunView, StepView
@@ -192,7 +193,7 @@ def _run_deadline(view: RunView) -> dict[str, Any]:
     missed = view.extra.get("deadline_missed")
     if missed is None:
         return {"deadline_missed": None, "deadline_title": None}
-    deadline = duration(view.extra.get("deadline"))
+    deadline = spelled(view.extra.get("deadline"))  # as the file and the CLI spell it
     return {
         "deadline_missed": missed,
         "deadline_title": f"deadline {deadline} missed at {when(missed)} UTC",

@@ -210,6 +210,18 @@ def test_once_json_carries_an_invalid_file_s_findings(url: str, folder: Path) ->
     assert "needs 'b', which is not a step" in result.stderr  # on stderr too
 
 
+def test_once_words_a_file_that_is_not_text_as_flows_validate_does(url: str, folder: Path) -> None:
+    """A file the service cannot read as UTF-8: the same finding and the same count."""
+    binary = folder / "binary.yaml"
+    binary.write_bytes(b"\x00\xff")
+    result = once(url, folder, T - 60)
+    assert result.exit_code == 1
+    validated = flows("validate", str(folder))
+    assert f"{binary}:1:1: error: the file is not UTF-8 text (byte 1)" in validated.stdout
+    assert result.stderr == validated.stdout
+    assert "codec" not in result.stderr
+
+
 def test_once_says_why_a_valid_file_was_not_registered(url: str, folder: Path) -> None:
     assert once(url, folder, T - 60).exit_code == 0
     (folder / "copy.yaml").write_text(FLOW)  # a second file of flow etl

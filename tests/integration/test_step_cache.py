@@ -173,6 +173,9 @@ def test_the_list_shows_an_entry_past_its_ttl_as_expired(
         if line.count("│") > 3
     }
     assert rows == {"old": "expired", "kept": "fresh"}
+    both = CliRunner().invoke(main, ["cache", "clear", "", "--redis", server.url])
+    assert both.exit_code == 1
+    assert "2 entries have a key starting so (long, short): give more of the one" in both.output
     cleared = CliRunner().invoke(main, ["cache", "clear", "short", "--redis", server.url])
     assert "removed 1 cache entry" in cleared.output
     left = CliRunner().invoke(main, ["cache", "list", "--json", "--redis", server.url])
