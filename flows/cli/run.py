@@ -50,6 +50,7 @@ from flows.cli.options import run_id as run_id_option
 from flows.cli.signal import print_awaiting
 from flows.cli.tables import fitted
 from flows.cli.terminal import visible
+from flows.flowfile.durations import spelled
 from flows.runs import pacing
 from flows.runs.read import RunView, list_run_statuses, load_run, run_document
 from flows.runs.statuses import STYLES
@@ -125,10 +126,8 @@ def _missed_deadlines(view: RunView) -> list[str]:
     record = view.record
     lines = []
     if record.get("deadline_missed"):
-        from flows.flowfile.durations import spelled as spell
-
-        spelled, missed = spell(record.get("deadline")), when(record["deadline_missed"])
-        lines.append(f"deadline {spelled} missed at {missed}")
+        deadline, missed = spelled(record.get("deadline")), when(record["deadline_missed"])
+        lines.append(f"deadline {deadline} missed at {missed}")
     for step in view.steps:
         if step.deadline_missed:
             lines.append(f"step {step.step}: deadline missed at {when(step.deadline_missed)}")

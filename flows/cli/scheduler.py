@@ -108,10 +108,12 @@ def _findings(scan: ScanReport) -> list[Finding]:
 
 
 def _file_findings(scan: ScanReport, file: str) -> list[Finding]:
-    """A file's findings as `flows validate` gives them: the scan's, or for a file the service
-    could not read (not UTF-8 text), what validate's own reader says of it."""
+    """A file's findings as `flows validate` gives them: the scan's, else what validate's own
+    reader says of the file (the service reads files itself: one it could not read as UTF-8
+    text has no findings of its own). None for a file that reads well: its scan line says why
+    it was not registered (a flow another file schedules)."""
     found = [f for f in scan.findings.get(file, ()) if isinstance(f, Finding)]
-    if found or ": cannot read: " not in scan.invalid.get(file, ""):
+    if found:
         return found
     from flows.flowfile.yaml_reader import load_file
 

@@ -105,10 +105,10 @@ def _suggest(text: str) -> str | None:
     return suggestion if parts and _DURATION.match(suggestion) else None
 
 
-def spelled(seconds: object) -> str:
-    """A duration kept in seconds (a `deadline:`) as a flow file spells it, for people: what
-    every surface shows; '?' for a value that is not one."""
+def spelled(seconds: float | str | None) -> str:
+    """A duration kept in seconds (a `deadline:`, as a record's number or text) as a flow file
+    spells it, for people: what every surface shows; '?' for a value that is not one."""
     try:
-        return format_duration(float(seconds))  # type: ignore[arg-type]
-    except (TypeError, ValueError):
+        return format_duration(float(seconds if seconds is not None else "nan"))
+    except ValueError:
         return "?"
