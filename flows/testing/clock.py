@@ -10,12 +10,13 @@ calls unchanged and in the order they would run one by one (nobody else writes t
 namespace): calls queued as a *rider* go after the service's next ``schedule.fire`` batch, in
 its round trip (the worker's pop of the run just fired), and a call's reply read ahead of time
 (the service's due read of the next tick, after the driver's reports of this moment) answers
-that call if it comes next, with the same arguments at the same time.
+that call if it comes next, with the same arguments at the same time. Work the driver can
+do ahead (:attr:`ClockedEngine.meanwhile`) runs while the server works on a fire batch.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import redis
@@ -48,6 +49,9 @@ class ClockedEngine(Engine):
         self.rider: list[tuple[str, tuple[Any, ...]]] = []
         """Calls (``''``: a plain read) to send after the next ``schedule.fire`` batch."""
         self.rider_replies: list[Any] | None = None
+        self.meanwhile: Callable[[], None] | None = None
+        """Work to do while the server runs a ``schedule.fire`` batch (the next tick's run,
+        built ahead): the client's turn and the server's overlap instead of alternating."""
         self._ahead: tuple[int, Call, Any] | None = None
         self._sent = 0  # round trips so far: a reply read ahead holds until the next one
 
@@ -91,7 +95,10 @@ class _RiderPipeline(EnginePipeline):
         engine._ahead = None
         engine._sent += 1
         rider: list[tuple[str, tuple[Any, ...]]] = []
-        if engine.rider and any(command == "schedule.fire" for command, _ in self._calls):
+        firing = any(command == "schedule.fire" for command, _ in self._calls)
+        if firing:
+            self.meanwhile = engine.meanwhile
+        if engine.rider and firing:
             rider, engine.rider = engine.rider, []
             for command, args in rider:
                 if command:

@@ -42,6 +42,7 @@ from flows.runs.read import RunView, load_run, run_outputs
 from flows.runs.service_source import FlowsSource, definition_of
 from flows.runs.submit import submit
 from flows.runtime.worker_hook import prepare
+from flows.testing.ahead import AheadSource, builds_alike_ahead
 from flows.testing.clock import Clock, ClockedEngine
 from flows.testing.files import TestFile
 from flows.testing.stub import STUB_KEY, STUB_KLASS
@@ -514,7 +515,11 @@ def _run_schedule(driver: _Driver, test: TestFile, case: Case) -> Observed:
     clock.now = period.start - 1
     Schedules(client).register(definition, clock.now)
     clock.now = period.start
-    service = SchedulerService(client, FlowsSource(), test.flow.flow_dir, service_id=WORKER)
+    source = FlowsSource()
+    if builds_alike_ahead(test.flow.flow):
+        source = ahead = AheadSource(definition)
+        driver.engine.meanwhile = lambda: ahead.build_after(clock.now)
+    service = SchedulerService(client, source, test.flow.flow_dir, service_id=WORKER)
     driver.due_limit = service.batch
     outage = period.outage
     fired: list[float] = []

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import os
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import redis
@@ -75,14 +75,19 @@ class DirectCalls:
         self._keep(connection)
         return reply
 
-    def call_many(self, commands: Sequence[tuple[Any, ...]]) -> list[Any]:
+    def call_many(
+        self, commands: Sequence[tuple[Any, ...]], meanwhile: Callable[[], None] | None = None
+    ) -> list[Any]:
         """Send ``commands`` in one round trip, as redis-py's pipeline (not a transaction) does:
         the replies in order, each parsed by the client's response callback for its command,
-        an error reply's slot holding its ResponseError."""
+        an error reply's slot holding its ResponseError. ``meanwhile`` runs after the send,
+        while the server works on them (it must not raise)."""
         connection = self._borrow()
         replies: list[Any] = []
         try:
             self._send(connection, commands)
+            if meanwhile is not None:
+                meanwhile()
             for args in commands:
                 try:
                     reply = connection.read_response()

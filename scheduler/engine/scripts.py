@@ -27,7 +27,7 @@ import copy
 import hashlib
 import re
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -473,6 +473,10 @@ class EnginePipeline:
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
         self._calls: list[tuple[str, list[Any]]] = []
+        self.meanwhile: Callable[[], None] | None = None
+        """Work to do while the server runs the next batch, once, between its send and its
+        replies. It must not raise, and may not run at all (only the direct path has that gap):
+        work done ahead on a guess, such as the next tick's run."""
 
     def call(self, command: str, *args: Any, now: float | str = "") -> EnginePipeline:
         self._calls.append((command, self.engine._args(command, args, now)))
@@ -495,8 +499,9 @@ class EnginePipeline:
             # One round trip without redis-py's pipeline machinery (engine.direct_calls), which
             # costs a small batch several times its own round trip.
             batch = [engine._call_args(c, argv) if c else tuple(argv) for c, argv in calls]
+            meanwhile, self.meanwhile = self.meanwhile, None
             try:
-                return engine._direct.call_many(batch)
+                return engine._direct.call_many(batch, meanwhile)
             except (redis.ConnectionError, redis.TimeoutError):
                 pass  # sent again below: redis-py's retry policy resends a whole pipeline too
         pipe = target.pipeline(transaction=False)

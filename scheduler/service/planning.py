@@ -136,6 +136,13 @@ def _two_from(schedule: Schedule, tick: float) -> tuple[float, ...]:
     return block[:2]
 
 
+def fire_after(schedule: Schedule, moment: float) -> float | None:
+    """:func:`scheduler.cron.next_fire` (fire times are whole seconds), answered from the
+    block of fire times kept for on-time ticks."""
+    ticks = _two_from(schedule, math.floor(moment) + 1.0)
+    return ticks[0] if ticks else None
+
+
 def _overlap(
     definition: Definition,
     entry: DueEntry,
@@ -162,4 +169,4 @@ def start_delay(definition: Definition, tick: float, now: float) -> float:
     return max(0.0, round(tick + jitter - now, 3))
 
 
-__all__ = ["Decision", "decide", "start_delay"]
+__all__ = ["Decision", "decide", "fire_after", "start_delay"]

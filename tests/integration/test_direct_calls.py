@@ -9,7 +9,9 @@ import os
 import pytest
 import redis
 
+from scheduler.embedded import EmbeddedServer
 from scheduler.engine.client import Client
+from scheduler.engine.connections import connect
 from scheduler.engine.errors import InvalidArgument
 from scheduler.engine.scripts import Engine
 
@@ -106,3 +108,25 @@ def test_a_pipeline_on_a_dropped_connection_goes_again_through_redis_py(
     pipe.call("put", "w", "q", "b", "k", "{}", 0)
     pipe.read("zcard", "ql:q:q-work")
     assert pipe.execute() == ["b", 2]
+
+
+def test_meanwhile_runs_after_the_batch_is_sent_and_before_its_replies(
+    redis_client: redis.Redis, server: EmbeddedServer
+) -> None:
+    """A pipeline's ``meanwhile`` runs while the server works on the batch: here the batch's
+    blocking pop is already waiting when ``meanwhile`` pushes (on another connection) what it
+    pops, and its reply is read after."""
+    engine = Engine(redis_client, "mw:")
+    other = connect(server.url)
+    seen: list[object] = []
+
+    def push() -> None:
+        seen.append(other.lpush("mw:list", "pushed meanwhile"))
+
+    pipe = engine.pipeline()
+    pipe.read("blpop", "mw:list", 5)
+    pipe.meanwhile = push
+    assert pipe.execute() == [("mw:list", "pushed meanwhile")]
+    assert seen == [1]
+    assert pipe.meanwhile is None  # once
+    other.close()

@@ -10,8 +10,8 @@ from datetime import UTC, datetime
 import pytest
 
 from flows.expand.run_ids import run_id_for
-from scheduler.cron import Skip, jitter_for, missed_ticks
-from scheduler.service.planning import Decision, _two_from, decide, start_delay
+from scheduler.cron import Skip, jitter_for, missed_ticks, next_fire
+from scheduler.service.planning import Decision, _two_from, decide, fire_after, start_delay
 from scheduler.service.records import Definition, DueEntry
 
 T = datetime(2026, 1, 5, 12, 0, tzinfo=UTC).timestamp()  # a tick of */5
@@ -160,3 +160,15 @@ def test_on_time_planning_answers_from_its_block_as_the_cron_walk_does(
     for tick in [*ticks, *reversed(ticks[:200]), ticks[len(ticks) // 2] + 0.5]:
         expected = missed_ticks(schedule, math.ceil(tick) - 1.0, math.inf, limit=2)
         assert _two_from(schedule, tick) == tuple(expected)
+
+
+@pytest.mark.parametrize(
+    ("cron", "zone"),
+    [("* * * * *", "Europe/Berlin"), ("30 2 * * *", "Europe/Berlin"), ("0 * * * *", "UTC")],
+)
+def test_fire_after_is_the_next_fire_time_strictly_after(cron: str, zone: str) -> None:
+    schedule = replace(BASE, cron=(cron,), timezone=zone).schedule
+    start = datetime(2026, 3, 28, 20, tzinfo=UTC).timestamp()
+    ticks = missed_ticks(schedule, start, start + 10 * 86400, limit=600)
+    for moment in [*ticks, *(t - 0.5 for t in ticks[:50]), *(t + 0.25 for t in ticks[:50])]:
+        assert fire_after(schedule, moment) == next_fire(schedule, moment)
