@@ -63,6 +63,9 @@ MAX_STEPS: Final = 5_000_000
 POP_COUNT: Final = 100
 STOP_GRACE: Final = 10.0
 STUCK_ROUNDS: Final = 10_000
+PING_INTERVAL: Final = 3600.0
+"""Virtual seconds between the scheduler service's health pings: nothing in a case reads them,
+and one a tick was a twentieth of a minutely schedule's time."""
 
 
 class CaseError(Exception):
@@ -519,7 +522,9 @@ def _run_schedule(driver: _Driver, test: TestFile, case: Case) -> Observed:
     if builds_alike_ahead(test.flow.flow):
         source = ahead = AheadSource(definition)
         driver.engine.meanwhile = lambda: ahead.build_after(clock.now)
-    service = SchedulerService(client, source, test.flow.flow_dir, service_id=WORKER)
+    service = SchedulerService(
+        client, source, test.flow.flow_dir, service_id=WORKER, ping_interval=PING_INTERVAL
+    )
     driver.due_limit = service.batch
     outage = period.outage
     fired: list[float] = []

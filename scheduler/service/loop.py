@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import math
 import os
 import signal
 import socket
@@ -145,7 +146,9 @@ class SchedulerService:
 
     ``source`` loads files and builds runs (:class:`flows.runs.service_source.FlowsSource`).
     Intervals are
-    seconds. ``checks`` run every ``check_interval`` (the consistency check's hook).
+    seconds. ``checks`` run every ``check_interval`` (the consistency check's hook). The health
+    ping goes with every tick, or at most every ``ping_interval`` seconds of the service's clock
+    (a flow test's virtual month needs no health record a minute).
     ``failpoint`` (tests only) names a step at which the service stops dead, so a test can kill
     it exactly there: ``before-fire`` or ``after-fire`` (around the first ``schedule.fire``
     batch). ``deliverer`` sends the notifications' outbox every ``notify_interval`` seconds.
@@ -173,6 +176,7 @@ class SchedulerService:
         deliverer: Deliverer | None = None,
         notify_interval: float = 1.0,
         log_invalid: bool = True,
+        ping_interval: float = 0.0,
     ) -> None:
         self.client = client
         watch = MasterWatch.of(client.redis)
@@ -198,6 +202,8 @@ class SchedulerService:
         self.failpoint = failpoint
         self.started = time.time()
         self.totals = {"fired": 0, "skipped": 0, "conflicts": 0}
+        self.ping_interval = ping_interval
+        self._pinged_at = -math.inf  # the service clock's time of the last health ping
         self._definitions: dict[tuple[str, str], Definition] = {}
         self._files_here: dict[str, bool] = {}  # a file without a source: under flows_dir?
         self._lock = threading.Lock()
@@ -226,6 +232,7 @@ class SchedulerService:
         report = TickReport(now)
         stuck = 0  # due entries at the head that could not be moved: page past them
         tried: set[str] = set()  # buffered ticks get one attempt per tick
+        ping = now - self._pinged_at >= self.ping_interval
         pinged = False  # by the last round's fire batch
         for _ in range(MAX_ROUNDS):
             pinged = False
@@ -256,14 +263,17 @@ class SchedulerService:
                 conflicts = report.conflicts
                 # A round that leaves nothing due is the last: its fire batch carries the
                 # health ping (one round trip less per tick that fires).
-                pinged = _settled(batch.due, batch.buffered, calls, now, self.batch)
+                settled = _settled(batch.due, batch.buffered, calls, now, self.batch)
+                pinged = settled and ping
                 stuck += self._send(calls, now, report, pinged)
-                if pinged and report.conflicts == conflicts:
+                if settled and report.conflicts == conflicts:
                     break
             elif len(batch.due) < self.batch:
                 break
-        if not pinged:  # nothing fired, or a round after the ping's
+        if ping and not pinged:  # nothing fired, or a round after the ping's
             self.schedules.ping(self.service_id, self._health(now, report), now)
+        if ping:
+            self._pinged_at = now
         self.totals["fired"] += len(report.fired)
         self.totals["skipped"] += len(report.skipped)
         self.totals["conflicts"] += report.conflicts

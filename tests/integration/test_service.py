@@ -346,6 +346,29 @@ def test_health(client: Client, folder: Path) -> None:
     assert entry.info["flows_dir"] == str(folder) and entry.info["fired"] == 0
 
 
+def test_a_ping_interval_pings_at_most_that_often_fires_or_not(
+    client: Client, folder: Path
+) -> None:
+    write_flow(folder)  # every 5 minutes
+    schedules = Schedules(client)
+    service = make_service(client, folder, ping_interval=3600.0)
+    service.scan(T - 100)
+
+    def last_ping() -> tuple[float, object]:
+        [entry] = schedules.services()
+        return entry.last_tick, entry.info["fired"]
+
+    service.tick(T - 60)  # nothing due: the ping alone
+    assert last_ping() == (T - 60, 0)
+    for minutes in range(0, 60, 5):  # the ticks of the hour fire without a ping
+        assert len(service.tick(T + minutes * MIN).fired) == 1
+    assert last_ping() == (T - 60, 0)
+    assert len(service.tick(T + 60 * MIN).fired) == 1  # an hour on: in the fire batch
+    assert last_ping() == (T + 60 * MIN, 12)
+    assert len(service.tick(T + 120 * MIN + 30).fired) == 1  # catch-up: the latest tick
+    assert last_ping() == (T + 120 * MIN + 30, 13)
+
+
 def test_once_runs_every_step_and_the_checks_hook(client: Client, folder: Path) -> None:
     write_flow(folder)
     calls: list[float | None] = []
