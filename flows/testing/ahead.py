@@ -45,9 +45,16 @@ class AheadSource(FlowsSource):
             run_id = self.run_id(definition.name, tick)
             delay = start_delay(definition, tick, tick)
             run = super().build(definition, run_id, tick, "schedule", delay)
-        except Exception:
+            run.run_json()  # encoded now too: the fire call sends it
+        except Exception:  # the tick's own build, on time, reports what is wrong
             return
         self._ahead = ((definition.hash, run_id, tick, "schedule", delay), run)
+
+    def run_id(self, flow: str, tick: float) -> str:
+        ahead = self._ahead
+        if ahead is not None and ahead[0][2] == tick and flow == self.definition.name:
+            return ahead[0][1]  # named ahead, with the run built for that tick
+        return super().run_id(flow, tick)
 
     def build(
         self, definition: Definition, run_id: str, tick: float, trigger: str, delay: float

@@ -310,10 +310,17 @@ class RunRequest:
     run: Mapping[str, Any]
     jobs_text: str
     job_count: int
+    _run_text: str | None = field(default=None, init=False, repr=False, compare=False)
 
     def run_json(self) -> str:
-        # Compact: a large run's graph is a tenth smaller (the engine keeps fields re-encoded).
-        return json.dumps(dict(self.run), default=str, separators=(",", ":"))
+        """The record as JSON, encoded once (the record is not changed after it is built)."""
+        text = self._run_text
+        if text is None:
+            # Compact: a large run's graph is a tenth smaller (the engine keeps fields
+            # re-encoded).
+            text = json.dumps(dict(self.run), default=str, separators=(",", ":"))
+            object.__setattr__(self, "_run_text", text)  # a memo, not a change: frozen stays
+        return text
 
     def jobs_json(self) -> str:
         return self.jobs_text
