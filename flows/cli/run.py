@@ -493,7 +493,8 @@ def run(
         submission = submit(client, built)
     if submission.created:
         auditing.record(client, "run", run_id, detail=str(file))
-        click.echo(f"submitted run {run_id} ({submission.jobs} jobs)", err=True)
+        n = submission.jobs
+        click.echo(f"submitted run {run_id} ({n} job{'' if n == 1 else 's'})", err=True)
     else:
         click.echo(f"run {run_id} exists already: nothing submitted", err=True)
     if detach:

@@ -464,7 +464,8 @@ def trigger(name: str, as_json: bool, redis_url: str | None, namespace: str | No
         except ValueError as error:
             raise click.ClickException(f"cannot build a run of {name}: {error}") from None
     run_id = triggered.run_id
-    click.echo(f"submitted run {run_id} ({triggered.jobs} jobs)", err=True)
+    n = triggered.jobs
+    click.echo(f"submitted run {run_id} ({n} job{'' if n == 1 else 's'})", err=True)
     if triggered.existed:
         click.echo(f"run {run_id} existed already", err=True)
     report(as_json, run_id, triggered.as_json())

@@ -62,6 +62,17 @@ def test_a_python_step_that_does_not_import_is_refused_before_submitting(
     assert flows(url, "run", str(path), "--detach", "--run-id", "imp-2").exit_code == 0
 
 
+def test_the_submitted_line_counts_jobs_in_words(url: str, tmp_path: Path) -> None:
+    path = tmp_path / "one.yaml"
+    path.write_text("version: 1\nname: one\nsteps:\n  only: {run: echo one}\n")
+    result = flows(url, "run", str(path), "--detach", "--run-id", "one-1")
+    assert result.exit_code == 0, result.output
+    assert "submitted run one-1 (1 job)\n" in result.stderr
+    path.write_text(WAITS)
+    result = flows(url, "run", str(path), "--detach", "--run-id", "two-1")
+    assert "submitted run two-1 (2 jobs)\n" in result.stderr
+
+
 def test_a_wait_times_out_under_flows_run_alone(url: str, tmp_path: Path) -> None:
     path = tmp_path / "waits.yaml"
     path.write_text(WAITS)
