@@ -123,9 +123,14 @@ def _dst_message(
 
 
 def _dst_problems(schedule: Schedule, now: float, fields: Sequence[str]) -> list[Problem]:
-    """One warning per expression and kind (gap, overlap): the first case and how many more."""
-    until = now + DST_LOOKAHEAD_YEARS * 365.25 * 86400
-    changes = list(_transitions(schedule.zone, now, until))
+    """One warning per expression and kind (gap, overlap): the first case and how many more,
+    among the changes while the schedule can fire (from its ``start`` when that is later than
+    ``now``, up to its ``end``)."""
+    since = max(now, schedule.start) if schedule.start is not None else now
+    until = since + DST_LOOKAHEAD_YEARS * 365.25 * 86400
+    if schedule.end is not None:
+        until = min(until, schedule.end)
+    changes = list(_transitions(schedule.zone, since, until))
     problems = []
     for expr, where in zip(schedule._exprs, fields, strict=True):
         by_kind: dict[str, list[str]] = {}

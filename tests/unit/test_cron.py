@@ -979,6 +979,18 @@ def test_validate_reports_errors_first_and_counts_repeats() -> None:
     assert "(and 2 more within 3 years)" in overlap.message
 
 
+def test_dst_warnings_cover_only_the_time_a_schedule_can_fire() -> None:
+    # NOW is in 2026: the changes of 2026 to 2028 are warned of, not those outside the bounds.
+    start, end = u("2031-01-01T00:00"), u("2031-06-01T00:00")
+    (gap,) = validate_schedule("30 2 * * *", "Europe/Berlin", now=NOW, start=start, end=end)
+    assert "on 2031-03-30" in gap.message and "more" not in gap.message
+    ended = u("2026-02-01T00:00")
+    assert validate_schedule("30 2 * * *", "Europe/Berlin", now=NOW, end=ended) == []
+    far = u("2040-01-01T00:00")
+    gap, overlap = validate_schedule("30 2 * * *", "Europe/Berlin", now=NOW, start=far)
+    assert "2040-03-25" in gap.message and "2040-10-28" in overlap.message
+
+
 def test_schedule_normalises_its_expressions() -> None:
     schedule = Schedule(["0 2 * * *", "@hourly"], "Europe/Berlin")
     assert schedule.cron == ("0 2 * * *", "@hourly")
