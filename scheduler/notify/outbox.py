@@ -661,20 +661,33 @@ def retry_failed(client: Client, event_id: str) -> str | None:
     indexes in the run's list). The new entry's id; None when ``event_id`` is not given up."""
     keys = Keys(client.engine.key_prefix)
     r: Any = client.engine.redis
-    raw = r.hget(keys.failed, event_id)
-    if raw is None:
-        return None
-    record = json.loads(raw)
+    # Watched: two retries of one event at once (two operators, a double click) put it back
+    # once; the one that finds the event gone since it read it answers None.
+    with r.pipeline(transaction=True) as pipe:
+        while True:
+            try:
+                pipe.watch(keys.failed)
+                raw = pipe.hget(keys.failed, event_id)
+                if raw is None:
+                    return None
+                record = json.loads(raw)
+                pipe.multi()
+                pipe.xadd(keys.outbox, _sent_again(event_id, record))
+                pipe.hdel(keys.failed, event_id)
+                new_id, _ = pipe.execute()
+                return str(new_id)
+            except redis.WatchError:
+                continue  # the given-up events changed meanwhile: read this one again
+
+
+def _sent_again(event_id: str, record: Mapping[str, Any]) -> dict[str, str]:
+    """The outbox entry of given-up event ``event_id`` (``record``) sent again."""
     fields = {k: str(record[k]) for k in ("kind", "run", "jid", "at") if record.get(k) is not None}
     if record.get("exhausted"):
         fields["exhausted"] = str(record["exhausted"])
     fields["rules"] = " ".join(str(int(u["rule"])) for u in record.get("undelivered", ()))
     fields["retry_of"] = event_id
-    pipe = r.pipeline(transaction=True)
-    pipe.xadd(keys.outbox, fields)
-    pipe.hdel(keys.failed, event_id)
-    new_id, _ = pipe.execute()
-    return str(new_id)
+    return fields
 
 
 class Retried(TypedDict):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -24,6 +25,7 @@ from ui_support import TOKEN, Api, serve
 from flows.ui.auth import Auth
 from scheduler.embedded import EmbeddedServer
 from scheduler.engine.client import Client
+from scheduler.engine.connections import connect
 from scheduler.notify import outbox
 from scheduler.notify.channels import send_email, verify
 from scheduler.notify.events import Context, Event
@@ -438,6 +440,38 @@ def test_retrying_an_event_sent_again_names_the_entry_it_became(
         assert refused(old) == f"notification {old} was sent again already, as {newest}, {gone}"
         assert refused(new) == f"notification {new} was sent again already, as {newest}, {gone}"
         assert refused("0-1") == "no given-up notification 0-1"
+
+
+def test_retries_of_one_given_up_event_at_once_put_it_back_once(
+    cli: CliRunner,
+    client: Client,
+    server: EmbeddedServer,
+    tmp_path: Path,
+    receiver: Receiver,
+    smtp: SmtpServer,
+) -> None:
+    flows(cli, "run", "--detach", str(failing_flow(tmp_path, receiver, smtp)))
+    flows(cli, "worker", "--queues", "default", "--burst", "--processes", "0")
+    receiver.status = 503
+    secrets = Secrets(environ={"HOOK_SECRET": HOOK_SECRET})
+    Deliverer(client, secrets=secrets, consumer="t", max_attempts=1).tick()
+    [old] = [e["id"] for e in outbox.failed(client)]
+    start = threading.Barrier(8)
+    answers: list[str | None] = []
+
+    def retry() -> None:
+        with Client(redis=connect(server.url)) as own:  # each its own connection
+            start.wait()
+            answers.append(outbox.retry_failed(own, old))
+
+    threads = [threading.Thread(target=retry) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    [new] = [a for a in answers if a is not None]
+    assert answers.count(None) == 7
+    assert [e["id"] for e in outbox.waiting(client)] == [new] and outbox.failed(client) == []
     assert len(smtp.mailbox.messages) == 1  # the mail went once, the first time
 
 
