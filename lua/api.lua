@@ -81,6 +81,10 @@ local function clock(command, value)
     local time = redis.call('time')
     return tonumber(time[1]) + tonumber(time[2]) / 1000000
   end
+  -- The common case checked here; only a bad value pays for the display name (a gsub) that
+  -- Arg.number's error starts with, by letting it raise that error.
+  local n = tonumber(value)
+  if n and n >= 0 and n - n == 0 then return n end -- (n - n is NaN for an infinity or NaN)
   return Arg.number(display(command), 'now', value, 0)
 end
 
@@ -102,10 +106,12 @@ local function run(keys, args, native)
   end
   Engine.now = clock(command, args[2])
   Dialect.rules = native and Dialect.OURS or Dialect.QLESS
-  Events.readied = {}
-  Handoff.nobody = {}
+  -- Per-call state, emptied only when the last call left something in it (most calls leave
+  -- nothing: no table to allocate, and none for the garbage collector to sweep).
+  if next(Events.readied) ~= nil then Events.readied = {} end
+  if next(Handoff.nobody) ~= nil then Handoff.nobody = {} end
   RunCounts.reset()
-  Notify.reset()
+  if next(Notify.ended) ~= nil then Notify.reset() end
   -- unpack() into a constructor sizes the table once; a long argument list (flow.submit, tag
   -- lists) is copied instead, as unpack of it would overflow Lua's C stack.
   local rest
