@@ -62,11 +62,23 @@ RunCounts.recounted = {}
 -- Whether a table above holds anything: a call that touched no job of a run resets nothing.
 RunCounts.used = false
 
-function RunCounts.reset()
-  if not RunCounts.used then return end
-  RunCounts.touched, RunCounts.marked, RunCounts.joining, RunCounts.reput = {}, {}, {}, {}
-  RunCounts.stale, RunCounts.recounted = {}, {}
-  RunCounts.used = false
+-- The tables are emptied in place, not replaced: a new table per call (and its growth as the
+-- first jobs are marked) costs an allocation each, and the garbage collector's time later.
+do
+  local function clear(set)
+    for key in pairs(set) do set[key] = nil end
+  end
+  function RunCounts.reset()
+    if not RunCounts.used then return end
+    local marked = RunCounts.marked
+    for i = #marked, 1, -1 do marked[i] = nil end
+    clear(RunCounts.touched)
+    clear(RunCounts.joining)
+    clear(RunCounts.reput)
+    clear(RunCounts.stale)
+    clear(RunCounts.recounted)
+    RunCounts.used = false
+  end
 end
 
 -- Whether a jid can be a run's job: '<run id>:<step>' (see RunCounts.touch).
@@ -222,76 +234,126 @@ end
 -- `:@deadline_missed`.
 RunCounts.WIDE = { 'attempts', 'started', 'updated', 'child', 'deadline_missed' }
 
+-- Each step's field names in the run's counts: its kept times and attempts (RunCounts.WIDE's
+-- order, by position) and its place (`place`). A memo of a pure function (a step's names are the
+-- same whatever the data), bounded, so it may outlive the call: a settle does not build a dozen
+-- strings for every step it writes.
+do
+  local memo, count = {}, 0
+  function RunCounts.step_names(step)
+    local names = memo[step]
+    if names then return names end
+    names = { place = '#' .. step }
+    for i, name in ipairs(RunCounts.WIDE) do names[i] = step .. ':@' .. name end
+    if count >= 256 then memo, count = {}, 0 end
+    memo[step] = names
+    count = count + 1
+    return names
+  end
+end
+
 -- Write one run's settled `run` (deltas) to its counts at `key`: the counts moved (a count back
 -- to 0 deleted), the steps that joined and have no place yet given the next ones in the order
 -- they joined, and the steps' kept attempts and times widened. One read of every field this
 -- changes, then one HSET and at most one HDEL (in slices): each write of a script is its own
 -- entry in the append-only file and the replicas' stream.
+-- The fields are read in the order the writes below visit them (pairs() of a table not changed
+-- meanwhile visits it in the same order), so each value read is found by its position: no
+-- table of them by name to build.
 local function write_run(key, run)
-  local fields, placing, widening = {}, {}, {}
+  local fields = {}
   for field, n in pairs(run.fields) do
     if n ~= 0 then fields[#fields + 1] = field end
   end
+  local counted = #fields
   for _, step in ipairs(run.order) do
-    if run.joined[step] then
-      placing[#placing + 1] = step
-      fields[#fields + 1] = '#' .. step
-    end
+    if run.joined[step] then fields[#fields + 1] = RunCounts.step_names(step).place end
+  end
+  local placing = #fields
+  if placing > counted then fields[#fields + 1] = '#' end
+  local widening = #fields
+  for _, step in ipairs(run.order) do
     if next(run.steps[step]) ~= nil then
-      widening[#widening + 1] = step
-      for _, name in ipairs(RunCounts.WIDE) do fields[#fields + 1] = step .. ':@' .. name end
+      local names = RunCounts.step_names(step)
+      for i = 1, #RunCounts.WIDE do fields[#fields + 1] = names[i] end
     end
   end
-  if #placing > 0 then fields[#fields + 1] = '#' end
   if #fields == 0 then return end
-  local kept = {}
-  for first = 1, #fields, 1000 do
-    local slice = { unpack(fields, first, math.min(#fields, first + 999)) }
-    local values = redis.call('hmget', key, unpack(slice))
-    for i, field in ipairs(slice) do kept[field] = values[i] end
+  local kept
+  if #fields <= 1000 then
+    kept = redis.call('hmget', key, unpack(fields))
+  else
+    kept = {}
+    for first = 1, #fields, 1000 do
+      local values = redis.call('hmget', key, unpack(fields, first, math.min(#fields, first + 999)))
+      for i = 1, #values do kept[first + i - 1] = values[i] end
+    end
   end
 
-  local set, gone = {}, {}
-  local function write(field, value)
-    set[#set + 1] = field
-    set[#set + 1] = value
-  end
+  local set, gone = {}, nil
+  local at = 0
   for field, n in pairs(run.fields) do
     if n ~= 0 then
-      local total = (tonumber(kept[field]) or 0) + n
-      if total == 0 then gone[#gone + 1] = field else write(field, total) end
+      at = at + 1
+      local total = (tonumber(kept[at]) or 0) + n
+      if total == 0 then
+        gone = gone or {}
+        gone[#gone + 1] = field
+      else
+        set[#set + 1] = field
+        set[#set + 1] = total
+      end
     end
   end
-  local placed = tonumber(kept['#']) or 0
-  local last = placed
-  for _, step in ipairs(placing) do
-    if not kept['#' .. step] then
-      last = last + 1
-      write('#' .. step, last)
+  if placing > counted then
+    local placed = tonumber(kept[placing + 1]) or 0
+    local last = placed
+    for i = counted + 1, placing do
+      if not kept[i] then
+        last = last + 1
+        set[#set + 1] = fields[i]
+        set[#set + 1] = last
+      end
+    end
+    if last ~= placed then
+      set[#set + 1] = '#'
+      set[#set + 1] = last
     end
   end
-  if last ~= placed then write('#', last) end
-  for _, step in ipairs(widening) do
-    local wide, at = run.steps[step], step .. ':@'
-    if wide.attempts and wide.attempts > (tonumber(kept[at .. 'attempts']) or 0) then
-      write(at .. 'attempts', wide.attempts)
-    end
-    local started = tonumber(kept[at .. 'started'])
-    if wide.started and (not started or wide.started < started) then
-      write(at .. 'started', string.format('%.17g', wide.started))
-    end
-    local updated = tonumber(kept[at .. 'updated'])
-    if wide.updated and (not updated or wide.updated > updated) then
-      write(at .. 'updated', string.format('%.17g', wide.updated))
-    end
-    if wide.child and not kept[at .. 'child'] then write(at .. 'child', wide.child) end
-    local missed = tonumber(kept[at .. 'deadline_missed'])
-    if wide.deadline_missed and (not missed or wide.deadline_missed < missed) then
-      write(at .. 'deadline_missed', string.format('%.17g', wide.deadline_missed))
+  at = widening
+  for _, step in ipairs(run.order) do
+    local wide = run.steps[step]
+    if next(wide) ~= nil then
+      local names = RunCounts.step_names(step)
+      -- names[1..5]: attempts, started, updated, child, deadline_missed (RunCounts.WIDE)
+      if wide.attempts and wide.attempts > (tonumber(kept[at + 1]) or 0) then
+        set[#set + 1] = names[1]
+        set[#set + 1] = wide.attempts
+      end
+      local started = tonumber(kept[at + 2])
+      if wide.started and (not started or wide.started < started) then
+        set[#set + 1] = names[2]
+        set[#set + 1] = string.format('%.17g', wide.started)
+      end
+      local updated = tonumber(kept[at + 3])
+      if wide.updated and (not updated or wide.updated > updated) then
+        set[#set + 1] = names[3]
+        set[#set + 1] = string.format('%.17g', wide.updated)
+      end
+      if wide.child and not kept[at + 4] then
+        set[#set + 1] = names[4]
+        set[#set + 1] = wide.child
+      end
+      local missed = tonumber(kept[at + 5])
+      if wide.deadline_missed and (not missed or wide.deadline_missed < missed) then
+        set[#set + 1] = names[5]
+        set[#set + 1] = string.format('%.17g', wide.deadline_missed)
+      end
+      at = at + #RunCounts.WIDE
     end
   end
   if #set > 0 then Engine.call_many('hset', key, set) end
-  if #gone > 0 then Engine.call_many('hdel', key, gone) end
+  if gone then Engine.call_many('hdel', key, gone) end
 end
 
 local function apply(deltas)
