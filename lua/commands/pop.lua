@@ -105,12 +105,15 @@ local function take(c, wanted)
   local budget = wanted + Slots.LOOKAHEAD
   local got, work, size = 0, Keys.work(queue), wanted
   while got < wanted and budget > 0 do
-    local batch = redis.call('zrange', work, 0, math.min(size, budget) - 1, 'WITHSCORES')
+    local asked = math.min(size, budget)
+    local batch = redis.call('zrange', work, 0, asked - 1, 'WITHSCORES')
     if #batch == 0 then return end
     -- Out of the work queue before any is looked at: a job this pass parks can be unparked back
     -- into it by a later one (a reservation given back by an expiry), and must then stay there.
     redis.call('zremrangebyrank', work, 0, #batch / 2 - 1)
     local passed = #batch + 1
+    -- Whether this pass expired or parked a job (either may put jobs back into the work queue).
+    local moved = false
     for i = 1, #batch, 2 do
       if got >= wanted then passed = i; break end
       local jid = batch[i]
@@ -120,8 +123,10 @@ local function take(c, wanted)
       local gate = gates and Slots.blocked(queue, gates)
       if not f[7] then -- an index entry without its job: dropped, never handed out
       elseif f[2] and tonumber(f[2]) <= Engine.now then
+        moved = true
         Ttl.expire(jid, { state = 'waiting', queue = queue })
       elseif gate then
+        moved = true
         Slots.park(queue, jid, batch[i + 1], gates, gate)
       else
         if gates then Slots.started(queue, jid, gates) end
@@ -136,6 +141,9 @@ local function take(c, wanted)
       entries[#entries + 1] = batch[i]
     end
     Engine.call_many('zadd', work, entries)
+    -- Fewer jobs than asked for, each handed out or dropped: the work queue is empty now, so
+    -- the next read would find nothing (the usual end of a pop that takes every waiting job).
+    if #batch < 2 * asked and not moved then return end
     size = math.max(wanted - got, 16)
   end
   -- Stopped by the look-ahead bound: whoever pops next goes on behind the jobs passed over.

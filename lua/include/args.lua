@@ -114,7 +114,7 @@ end
 
 -- A finite number (not NaN, not infinite), at least `min` when given.
 function Arg.number(cmd, name, value, min)
-  Arg.present(cmd, name, value)
+  if value == nil or value == '' then fail(cmd, 'Arg "' .. name .. '" missing') end -- Arg.present
   local n = tonumber(value)
   if n == nil or n ~= n or n == math.huge or n == -math.huge then
     fail(cmd, 'Arg "' .. name .. '" is not a finite number: ' .. tostring(value))

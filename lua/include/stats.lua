@@ -46,6 +46,7 @@ end
 -- figures of a batch are exactly those of its samples added one by one.
 function Stats.add(queue, kind, samples)
   if #samples == 0 then return end
+  if #samples == 1 then return Stats.sample(queue, kind, samples[1]) end
   local key = Keys.stats(kind, Stats.today(), queue)
   local names, position, slots = { 'total', 'mean', 'vk' }, {}, {}
   for i, seconds in ipairs(samples) do
@@ -77,9 +78,21 @@ function Stats.add(queue, kind, samples)
   redis.call('hset', key, unpack(written))
 end
 
--- One sample (Stats.add of one).
+-- One sample: what Stats.add writes for a list of one (the same read and the same HSET, its
+-- fields in the same order), without the tables that sort many samples into their buckets. A
+-- lone pop or complete adds one.
 function Stats.sample(queue, kind, seconds)
-  Stats.add(queue, kind, { seconds })
+  local key = Keys.stats(kind, Stats.today(), queue)
+  seconds = math.max(0, seconds)
+  local slot = bucket(seconds)
+  local current = redis.call('hmget', key, 'total', 'mean', 'vk', slot)
+  local count = tonumber(current[1] or 0) + 1
+  local mean = tonumber(current[2] or 0)
+  local vk = tonumber(current[3] or 0)
+  local delta = seconds - mean
+  mean = mean + delta / count
+  vk = vk + delta * (seconds - mean)
+  redis.call('hset', key, 'total', count, 'mean', mean, 'vk', vk, slot, tonumber(current[4] or 0) + 1)
 end
 
 -- A job put and handed straight to an idle worker (include/handoff.lua): one put and one wait of
