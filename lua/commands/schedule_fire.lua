@@ -108,9 +108,11 @@ local function parse_fire(cmd, args)
   return a
 end
 
--- Whether the schedule is still as the caller saw it (see the header).
+-- Whether the schedule is still as the caller saw it (see the header). Reads its `fired` count
+-- with the rest (a.fired), for fired(): nothing the call writes before it changes that field.
 local function unchanged(a)
-  local f = redis.call('hmget', Keys.schedule(a.name), 'hash', 'last_run', 'buffered')
+  local f = redis.call('hmget', Keys.schedule(a.name), 'hash', 'last_run', 'buffered', 'fired')
+  a.fired = f[4]
   if f[1] ~= a.hash then return false end
   if a.action == 'buffered' then
     return Schedules.same_score(redis.call('zscore', Keys.schedules_buffered(), a.name), a.expected)
@@ -123,11 +125,12 @@ local function unchanged(a)
   return true
 end
 
--- The run of a tick becomes the schedule's last run: one HSET, its `fired` count read first
--- (each write is an entry of the append-only file and the replicas' stream).
-local function fired(name, run_id, tick, exists)
+-- The run of a tick becomes the schedule's last run: one HSET, its `fired` count (`before`, as
+-- unchanged() read it) read first (each write is an entry of the append-only file and the
+-- replicas' stream).
+local function fired(name, run_id, tick, exists, before)
   local key = Keys.schedule(name)
-  local count = (tonumber(redis.call('hget', key, 'fired')) or 0) + 1
+  local count = (tonumber(before) or 0) + 1
   if tick then
     redis.call('hset', key, 'last_run', run_id, 'last_fired_at', Schedules.time(Engine.now),
       'last_tick', Schedules.time(tick), 'fired', count)
@@ -182,7 +185,7 @@ api['schedule.fire'] = function(args)
     Runs.cancel(a.cancel, 'cancel_running: superseded by ' .. a.submission.id)
   end
   if not exists then Runs.write(a.submission) end
-  fired(a.name, a.submission.id, a.tick, exists)
+  fired(a.name, a.submission.id, a.tick, exists, a.fired)
   if exists then return 'exists' end
   return 'fired'
 end
