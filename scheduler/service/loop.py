@@ -232,7 +232,9 @@ class SchedulerService:
         report = TickReport(now)
         stuck = 0  # due entries at the head that could not be moved: page past them
         tried: set[str] = set()  # buffered ticks get one attempt per tick
-        ping = now - self._pinged_at >= self.ping_interval
+        # Due after the interval, and at once when the clock went back (a failover to a server
+        # whose clock is behind): a health record must not wait for the clock to catch up.
+        ping = not 0 <= now - self._pinged_at < self.ping_interval
         pinged = False  # by the last round's fire batch
         for _ in range(MAX_ROUNDS):
             pinged = False

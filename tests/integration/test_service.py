@@ -367,6 +367,12 @@ def test_a_ping_interval_pings_at_most_that_often_fires_or_not(
     assert last_ping() == (T + 60 * MIN, 12)
     assert len(service.tick(T + 120 * MIN + 30).fired) == 1  # catch-up: the latest tick
     assert last_ping() == (T + 120 * MIN + 30, 13)
+    service.tick(T + 60 * MIN)  # the clock went back (a failover): a ping at once
+    assert last_ping()[0] == T + 60 * MIN
+    every_tick = make_service(client, folder, service_id="svc-2")  # the default: each tick
+    every_tick.tick(T + 121 * MIN)
+    every_tick.tick(T + 121 * MIN)
+    assert {(s.id, s.last_tick) for s in schedules.services()} >= {("svc-2", T + 121 * MIN)}
 
 
 def test_once_runs_every_step_and_the_checks_hook(client: Client, folder: Path) -> None:
