@@ -6,6 +6,7 @@ import click
 
 from flows.cli.common import open_client, print_json, user_errors
 from flows.cli.options import as_json, connection, id_argument
+from flows.cli.terminal import visible
 from flows.runs.explain import UnknownStep, explain_run
 from flows.runs.read import load_run
 from scheduler.engine.explain import explain as explain_job
@@ -38,7 +39,8 @@ def explain(
             if as_json:
                 print_json(found.as_json())
             else:
-                click.echo(f"{found.jid}: {found.sentence}")
+                # A sentence quotes a failure's or a bury's message, any text a job gave.
+                click.echo(visible(f"{found.jid}: {found.sentence}"))
             return
         try:
             steps = explain_run(client, view, step)
@@ -54,9 +56,9 @@ def explain(
     if not shown:
         click.echo("  every step has finished" if view.finished else "  nothing is held back")
     for reasons in shown:
-        click.echo(f"  {reasons.step} ({reasons.status})")
+        click.echo(visible(f"  {reasons.step} ({reasons.status})"))
         many = len(reasons.jobs) > 1
         for job in reasons.jobs:
-            click.echo(f"    {job.jid + ': ' if many else ''}{job.sentence}")
+            click.echo(visible(f"    {job.jid + ': ' if many else ''}{job.sentence}"))
         if reasons.more:
             click.echo(f"    ... and {reasons.more} more jobs of this step")

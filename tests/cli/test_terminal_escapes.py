@@ -61,9 +61,17 @@ def test_flows_job_failed_and_status_show_escapes_as_text(
     failed_run: tuple[str, str], client: Client
 ) -> None:
     run_id, jid = failed_run
-    for args in (["job", jid], ["failed"], ["status", run_id], ["jobs", "--state", "failed"]):
+    for args in (
+        ["job", jid],
+        ["failed"],
+        ["status", run_id],
+        ["jobs", "--state", "failed"],
+        ["explain", jid],
+        ["explain", run_id, "noisy"],
+    ):
         result = flows(*args)
         _clean(result.stdout + result.stderr)
+    assert "\\x1b]0;TITLE" in flows("explain", jid).stdout  # the failure, shown not obeyed
     group = client.jobs[jid].failure["group"]  # type: ignore[index]
     result = flows("failed", group)
     _clean(result.stdout + result.stderr)
