@@ -212,8 +212,8 @@ def meet_overlap(plan: OutagePreview, overlap: OverlapPolicy) -> OutagePreview:
         buffered = buffered or decision.action == "buffer"
         fires.append((time, "buffered" if decision.action == "buffer" else trigger))
         active = True
-    if not held:
-        return plan
+    if not held:  # nothing skipped, but a buffered fire's trigger still says it waits
+        return dataclasses.replace(plan, fires=tuple(fires))
     spans: list[SkippedTicks] = []
     for time, reason in held:
         last = spans[-1] if spans else None

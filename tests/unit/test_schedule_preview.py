@@ -337,3 +337,17 @@ def test_an_outage_plan_meets_the_overlap_policy_as_the_service_does(
         for s in plan.skips
     ] == skipped  # fmt: skip
     assert plan.missed == 5
+
+
+def test_a_second_catch_up_fire_buffered_with_none_skipped_is_marked_buffered() -> None:
+    """Two catch-up fires under buffer_one: the second waits for the first (trigger
+    ``buffered``) even though the policy skips none of them."""
+    schedule = Schedule("0 * * * *")
+    down, back = (datetime(2026, 3, 1, h, 30, tzinfo=UTC).timestamp() for h in (2, 4))
+    plan = meet_overlap(after_outage(schedule, "all", None, None, down, back), "buffer_one")
+    hour = "%H"
+    assert [(time.strftime(hour, time.gmtime(t.instant)), why) for t, why in plan.fires] == [
+        ("03", "catch-up"),
+        ("04", "buffered"),
+    ]
+    assert plan.skips == ()
