@@ -88,8 +88,10 @@ class SchedulePreview:
     def upcoming_end(self) -> str:
         """Why fewer fire times remain than were asked for ('' when not fewer)."""
         times = self.upcoming
-        if times is None or not times.cut_short or times.end is None:
+        if times is None or not times.cut_short:
             return ""
+        if times.end is None:  # no bound: the walk reached the calendar's last year
+            return "fire times end with the year 9999"
         tense = "ends" if times.end.instant > times.after else "ended"
         return f"the schedule {tense} at {times.end.local}"
 

@@ -137,7 +137,9 @@ def _expr_instants(expr: _Expr, tz: ZoneInfo, bound: float, forward: bool) -> It
     while True:
         try:
             tick: datetime = step(datetime)
-        except (CroniterBadDateError, OverflowError):
+        except (CroniterBadDateError, OverflowError, ValueError):
+            # No tick before the calendar ends: croniter's date arithmetic past year 9999
+            # raises ValueError (a yearly schedule previewed 10,000 times gets there).
             break
         first, repeat = _resolve(tick, tz)
         instants = [first] if repeat is None or not expr.every_hour else [first, repeat]

@@ -31,6 +31,8 @@ from scheduler.cron.expression import Schedule
 from scheduler.cron.fire_times import _fires, _resolve, _wall, next_fire
 
 _SECOND = timedelta(seconds=1)
+_LAST_YEAR = datetime(9999, 1, 1, tzinfo=UTC).timestamp()
+"""The start of the calendar's last year: an outage must end before it."""
 MAX_PREVIEW = 10_000
 
 
@@ -310,4 +312,6 @@ def parse_period(text: str) -> tuple[float, float]:
         ) from None
     if end <= start:
         raise ValueError(f"{text!r}: TO must be after FROM")
+    if end >= _LAST_YEAR:  # the walks around TO, in any zone, must stay inside the calendar
+        raise ValueError(f"{text!r}: TO must be before 9999-01-01")
     return start, end

@@ -351,3 +351,24 @@ def test_a_second_catch_up_fire_buffered_with_none_skipped_is_marked_buffered() 
         ("04", "buffered"),
     ]
     assert plan.skips == ()
+
+
+def test_a_preview_reaching_the_year_9999_ends_there(tmp_path: Path) -> None:
+    """A yearly schedule previewed 10,000 times runs out of calendar: the fire times up to
+    9999 and why there are no more, no error; an outage ending in 9999 is refused, its walks
+    would leave the calendar."""
+    flow = tmp_path / "yearly.yaml"
+    flow.write_text(
+        'version: 1\nname: yearly\nschedule:\n  cron: "0 0 1 1 *"\nsteps:\n  a: {run: echo}\n'
+    )
+    result = CliRunner().invoke(main, ["validate", str(flow), "--preview", "10000"])
+    assert result.exit_code == 0, result.output
+    assert "fire times left (10000 asked): fire times end with the year 9999" in result.output
+    assert result.output.rstrip().endswith("9999-01-01 00:00:00 UTC      9999-01-01 00:00:00 UTC")
+    times = upcoming(Schedule("0 0 1 1 *", "Pacific/Kiritimati"), 0, 10_000)
+    assert times.cut_short and times.times[-1].local.startswith("9999-01-01 00:00:00")
+    outage = "9999-12-30T00:00:00Z/9999-12-31T23:59:59Z"
+    late = CliRunner().invoke(main, ["validate", str(flow), "--after-outage", outage])
+    assert late.exit_code == 2
+    assert "TO must be before 9999-01-01" in late.output
+    assert "unexpected error" not in late.output
