@@ -36,6 +36,11 @@ def explain(
             found = explain_job(client, target) if id_fault(target, "jid") is None else None
             if found is None:
                 raise click.ClickException(f"no job or run {target!r} (see `flows runs`)")
+            if step is not None:  # not ignored: the reader asked about a step of a run
+                raise click.UsageError(
+                    f"{target!r} is a job, not a run: STEP goes with a run "
+                    f"(flows explain {target}, or flows explain RUN {step})"
+                )
             if as_json:
                 print_json(found.as_json())
             else:

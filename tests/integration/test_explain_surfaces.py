@@ -126,6 +126,10 @@ def test_unknown_targets_are_refused_plainly(server: EmbeddedServer, run_id: str
     assert step.exit_code == 1
     assert "run g1 has no step 'shipp' (steps: build, approve)" in step.output
     assert "Traceback" not in missing.output + step.output
+    # A job with a STEP: refused, not answered as if STEP were not there.
+    job_step = runner.invoke(main, ["explain", f"{run_id}:build", "build", "--redis", server.url])
+    assert job_step.exit_code == 2
+    assert "'g1:build' is a job, not a run: STEP goes with a run" in job_step.output
 
 
 @pytest.fixture
