@@ -6,7 +6,7 @@ import json
 
 import click
 
-from flows.cli.common import ago, open_client, print_json, table, user_errors
+from flows.cli.common import ago, open_client, print_json, report, table, user_errors
 from flows.cli.options import as_json, connection
 
 
@@ -52,8 +52,11 @@ def list_entries(limit: int, as_json: bool, redis_url: str | None, namespace: st
 
 @cache.command("clear")
 @click.argument("keys", nargs=-1)
+@as_json
 @connection
-def clear(keys: tuple[str, ...], redis_url: str | None, namespace: str | None) -> None:
+def clear(
+    keys: tuple[str, ...], as_json: bool, redis_url: str | None, namespace: str | None
+) -> None:
     """Forget cache entries (KEYS, or the start of each as `flows cache list` shows it; none:
     every entry). The next run of each step runs it again."""
     client = open_client(redis_url, namespace)
@@ -76,4 +79,5 @@ def clear(keys: tuple[str, ...], redis_url: str | None, namespace: str | None) -
                 full.append(matches[0])
             keys = tuple(full)
         removed = int(client.engine.call("cache.clear", *keys))
-    click.echo(f"removed {removed} cache entr{'y' if removed == 1 else 'ies'}")
+    text = f"removed {removed} cache entr{'y' if removed == 1 else 'ies'}"
+    report(as_json, text, {"removed": removed})

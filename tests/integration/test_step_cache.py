@@ -180,6 +180,9 @@ def test_the_list_shows_an_entry_past_its_ttl_as_expired(
     assert "removed 1 cache entry" in cleared.output
     left = CliRunner().invoke(main, ["cache", "list", "--json", "--redis", server.url])
     assert [e["jid"] for e in json.loads(left.output)] == ["kept"]
+    # For scripts, as every command that acts: one JSON document.
+    again = CliRunner().invoke(main, ["cache", "clear", "long", "--json", "--redis", server.url])
+    assert (again.exit_code, json.loads(again.output)) == (0, {"removed": 1})
 
 
 CHAIN = """\
