@@ -42,6 +42,13 @@ def _chosen(step: StepView, named: bool) -> list[str]:
     return open_items or ([job.jid for job in step.jobs] if named else [])
 
 
+# A job of the run the engine no longer has (job.explain: nil), as the run's record tells it.
+_ENDED_WITHOUT_A_JOB = {
+    "canceled": "It was canceled (or deleted): it runs only if the run is retried (flows retry).",
+    "gone": "Its job no longer exists (deleted, or dropped by retention).",
+}
+
+
 class UnknownStep(LookupError):
     """The run has no such step (the message names the steps it has)."""
 
@@ -68,7 +75,15 @@ def explain_run(
         s.step: StepReasons(s.step, s.status, more=max(0, len(chosen[s.step]) - SHOWN_PER_STEP))
         for s in steps
     }
+    status = {job.jid: job.status for s in steps for job in s.jobs}
     for (s, jid), reply in zip(wanted, replies, strict=True):
+        if reply is None and step is not None and status.get(jid) in _ENDED_WITHOUT_A_JOB:
+            # A canceled job is deleted: the step asked about still says how it ended, where
+            # an empty answer read as nothing holding it back (the dashboard's "why?").
+            word = str(status[jid])
+            facts = {"jid": jid, "state": None, "reason": word}
+            by_step[s.step].jobs.append(Explanation(jid, word, _ENDED_WITHOUT_A_JOB[word], facts))
+            continue
         if isinstance(reply, Exception) or reply is None:
             continue
         facts = json.loads(reply)

@@ -151,6 +151,26 @@ def test_the_api_explains_a_job_and_a_run(api: Api, run_id: str) -> None:
     assert api.get(f"/api/v1/runs/{run_id}/explain?step=x").status == 404
 
 
+def test_a_canceled_step_says_it_was_canceled(
+    server: EmbeddedServer, run_id: str, client: Client
+) -> None:
+    """Canceling deletes the jobs: a step asked about still says how it ended, over the command
+    line and to the dashboard's "why?", where an empty answer read as nothing holding it."""
+    runner = CliRunner()
+    assert runner.invoke(main, ["cancel", run_id, "--redis", server.url]).exit_code == 0
+    shown = runner.invoke(main, ["explain", run_id, "approve", "--redis", server.url])
+    assert shown.exit_code == 0, shown.output
+    assert shown.output.splitlines()[1:] == [
+        "  approve (canceled)",
+        "    It was canceled (or deleted): it runs only if the run is retried (flows retry).",
+    ]
+    with serve(client, Auth(TOKEN, reads_open=True)) as base:
+        reply = Api(base).get(f"/api/v1/runs/{run_id}/explain?step=approve").body
+    assert [(j["jid"], j["reason"]) for j in reply["steps"][0]["jobs"]] == [
+        ("g1:approve", "canceled")
+    ]
+
+
 def test_a_wide_step_is_explained_a_page_at_a_time(server: EmbeddedServer, client: Client) -> None:
     items = ", ".join(str(i) for i in range(25))
     flow = (
