@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import itertools
 import json
+from typing import Final
 
 import click
 
 from flows.cli.common import ago, open_client, print_json, report, table, user_errors
 from flows.cli.options import as_json, connection
+from scheduler.engine.client import Client
 
 
 def register(group: click.Group) -> None:
@@ -50,6 +53,22 @@ def list_entries(limit: int, as_json: bool, redis_url: str | None, namespace: st
     table("Step cache", ("key", "produced by", "status", "completed", "ttl"), rows)
 
 
+PAGE: Final = 1000
+"""Entries a ``cache.list`` reads in one engine call (at most: the engine's bound, as for an
+unnamed ``cache.clear``)."""
+
+
+def _every_key(client: Client) -> list[str]:
+    """The key of every entry, newest first, a page of them a call."""
+    keys: list[str] = []
+    for offset in itertools.count(0, PAGE):
+        page = json.loads(client.engine.call("cache.list", offset, PAGE)) or []
+        if not page:
+            break
+        keys += [e["key"] for e in page]
+    return keys
+
+
 @cache.command("clear")
 @click.argument("keys", nargs=-1)
 @as_json
@@ -62,7 +81,7 @@ def clear(
     client = open_client(redis_url, namespace)
     with user_errors():
         if keys:
-            known = [e["key"] for e in json.loads(client.engine.call("cache.list", 0, 1000)) or []]
+            known = _every_key(client)
             full = []
             for key in keys:
                 matches = [k for k in known if k.startswith(key)]
@@ -78,6 +97,13 @@ def clear(
                     )
                 full.append(matches[0])
             keys = tuple(full)
-        removed = int(client.engine.call("cache.clear", *keys))
+            removed = int(client.engine.call("cache.clear", *keys))
+        else:
+            removed = 0
+            while True:  # every entry: the engine clears a page of them a call
+                cleared = int(client.engine.call("cache.clear"))
+                removed += cleared
+                if not cleared:
+                    break
     text = f"removed {removed} cache entr{'y' if removed == 1 else 'ies'}"
     report(as_json, text, {"removed": removed})

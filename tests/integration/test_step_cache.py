@@ -185,6 +185,32 @@ def test_the_list_shows_an_entry_past_its_ttl_as_expired(
     assert (again.exit_code, json.loads(again.output)) == (0, {"removed": 1})
 
 
+def test_clear_goes_through_every_entry_not_a_first_page(
+    server: EmbeddedServer, engine: Engine
+) -> None:
+    """Past the engine's page of 1,000 entries a call: a key's start finds the oldest entry,
+    and a clear of all forgets every one."""
+    t0 = 1_700_000_000.0
+    call = engine.call
+    call("worker.register", "w", "{}", now=t0)
+    count = 1_050
+    pipe = engine.pipeline()
+    for i in range(count):
+        pipe.call("put", "w", "q", f"j{i}", "K", "{}", 0, now=t0 + i)
+    pipe.execute()
+    for _ in range(2):
+        call("pop", "q", "w", 1000, now=t0 + count)
+    pipe = engine.pipeline()
+    for i in range(count):  # key0000 is the oldest: outside the newest 1,000
+        pipe.call("cache.use", f"j{i}", "w", "q", f"key{i:04d}", 3600, 1, now=t0 + count)
+    assert all(json.loads(r) == {"hit": False} for r in pipe.execute())
+    one = CliRunner().invoke(main, ["cache", "clear", "key0000", "--redis", server.url])
+    assert (one.exit_code, one.output) == (0, "removed 1 cache entry\n"), one.output
+    every = CliRunner().invoke(main, ["cache", "clear", "--json", "--redis", server.url])
+    assert json.loads(every.output) == {"removed": count - 1}
+    assert json.loads(call("cache.list", 0, 1000)) == []
+
+
 CHAIN = """\
 version: 1
 name: chain
