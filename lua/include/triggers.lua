@@ -33,15 +33,16 @@ local function pending(jid)
   return redis.call('scard', Keys.dependencies(jid))
 end
 
--- Mark a waiting-for-dependencies job complete without running it.
-local function skip(jid)
+-- Mark a waiting-for-dependencies job complete without running it; `why` (the rule and what
+-- met it) goes into its history entry, for `explain`.
+local function skip(jid, why)
   local fields = Job.fields(jid, 'queue')
   redis.call('zrem', Keys.depends(fields.queue), jid)
   Job.drop_dependencies(jid)
   redis.call('hset', Keys.job(jid), 'state', 'complete', 'skipped', 1, 'worker', '', 'expires', 0,
     'updated', Engine.now)
   redis.call('zadd', Keys.completed(), Engine.now, jid)
-  Job.history(jid, 'skipped')
+  Job.history(jid, 'skipped', { why = why })
   Events.log({ jid = jid, event = 'skipped', queue = fields.queue })
 end
 
@@ -68,7 +69,9 @@ function Deps.settle(jid, outcome)
           local skipped_upstream = result == 'skipped' and rule == 'all_success'
           if skipped_upstream or (rule == 'one_failed' and pending(dependent) == 0) then
             seen[dependent] = true
-            skip(dependent)
+            skip(dependent, skipped_upstream
+              and ('trigger rule all_success: ' .. source .. ' was skipped')
+              or 'trigger rule one_failed: no dependency failed')
             table.insert(work, { dependent, 'skipped' })
           elseif pending(dependent) == 0 then
             Queue.release_dependent(dependent)

@@ -312,9 +312,17 @@ def test_dependencies_upstream_failure_and_endings(world: World) -> None:
     world.call("complete", "c", "w1", "q", "{}")
     check(world, "c", "complete", "It completed.")
     world.put("d")
-    assert world.pop() == ["d"]
+    world.put("d2", "depends", json.dumps(["d"]))  # all_success: skipped when d is skipped
+    world.put("c2")
+    world.put("alarm", "depends", json.dumps(["c2"]), "trigger", "one_failed")
+    assert world.pop() == ["d", "c2"]
     world.call("complete", "d", "w1", "q", "", "skipped", "its if: condition is false")
     check(world, "d", "skipped", "It was skipped (its if: condition is false).")
+    check(world, "d2", "skipped", "It was skipped (trigger rule all_success: d was skipped).")
+    world.call("complete", "c2", "w1", "q", "{}")
+    check(
+        world, "alarm", "skipped", "It was skipped (trigger rule one_failed: no dependency failed)."
+    )
     world.put("e")
     world.call("bury", "e", "w1", "bad input file")
     check(

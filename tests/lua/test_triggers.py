@@ -66,6 +66,15 @@ def test_one_failed_is_skipped_when_everything_succeeds(lua: Lua) -> None:
     assert lua.history("alarm")[-1] == "skipped"
     assert lua.history("after")[-1] == "skipped"  # all_success downstream of a skip is skipped
     assert sorted(lua.zset("completed")) == ["a", "after", "alarm"]
+    # Each says which rule and what met it (`flows explain` quotes it).
+    whys = {
+        jid: (lua.job(jid, now=T0 + 5) or {})["history"][-1].get("why")
+        for jid in states(lua, "alarm", "after")
+    }
+    assert whys == {
+        "alarm": "trigger rule one_failed: no dependency failed",
+        "after": "trigger rule all_success: alarm was skipped",
+    }
 
 
 def test_a_blocked_job_counts_as_failed_downstream(lua: Lua) -> None:
