@@ -21,6 +21,7 @@ class Received:
     path: str
     headers: dict[str, str]
     body: bytes
+    method: str = "POST"
 
     def json(self) -> Any:
         return json.loads(self.body)
@@ -28,12 +29,14 @@ class Received:
 
 @dataclass
 class Receiver:
-    """Records each POST. ``status`` is the reply's code; ``hold`` (set) keeps each request
-    open until ``release`` is set (a delivery in progress)."""
+    """Records each request. ``status`` is the reply's code (with ``location`` as its
+    ``Location`` header when set: a redirect); ``hold`` (set) keeps each request open until
+    ``release`` is set (a delivery in progress)."""
 
     server: ThreadingHTTPServer
     received: list[Received] = field(default_factory=list)
     status: int = 200
+    location: str = ""
     hold: threading.Event = field(default_factory=threading.Event)
     release: threading.Event = field(default_factory=threading.Event)
     arrived: threading.Condition = field(default_factory=threading.Condition)
@@ -56,13 +59,18 @@ def _handler(receiver_box: list[Receiver]) -> type[BaseHTTPRequestHandler]:
             length = int(self.headers.get("Content-Length") or 0)
             body = self.rfile.read(length)
             with receiver.arrived:
-                receiver.received.append(Received(self.path, dict(self.headers.items()), body))
+                received = Received(self.path, dict(self.headers.items()), body, self.command)
+                receiver.received.append(received)
                 receiver.arrived.notify_all()
             if receiver.hold.is_set():
                 receiver.release.wait(60)
             self.send_response(receiver.status)
+            if receiver.location:
+                self.send_header("Location", receiver.location)
             self.send_header("Content-Length", "0")
             self.end_headers()
+
+        do_GET = do_POST  # a sender that followed a redirect as a GET is recorded too
 
         def log_message(self, format: str, *args: Any) -> None:
             pass

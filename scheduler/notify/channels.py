@@ -46,8 +46,21 @@ def verify(secret: str, timestamp: str, body: bytes, signature: str) -> bool:
     return hmac.compare_digest(sign(secret, timestamp, body).encode(), given)
 
 
+class _NoRedirects(urllib.request.HTTPRedirectHandler):
+    """Refuse every redirect: urllib follows a 301/302/303 of a POST as a GET without the body
+    (the event lost, yet counted delivered) and sends the signature headers along to wherever
+    the receiver points; a 3xx is a refusal like any status but 2xx."""
+
+    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
+        return None  # urllib then raises the 3xx as an HTTPError
+
+
+_OPENER: Final = urllib.request.build_opener(_NoRedirects)
+
+
 def _post(url: str, body: bytes, headers: Mapping[str, str], shown: str = "") -> None:
     """POST ``body``; an error names ``shown`` (the URL, unless the URL is a secret)."""
+    secret_url = bool(shown)
     shown = shown or url
     request = urllib.request.Request(url, data=body, method="POST")
     request.add_header("Content-Type", "application/json")
@@ -55,10 +68,18 @@ def _post(url: str, body: bytes, headers: Mapping[str, str], shown: str = "") ->
     for name, value in headers.items():
         request.add_header(name, value)
     try:
-        with urllib.request.urlopen(request, timeout=TIMEOUT) as response:
+        with _OPENER.open(request, timeout=TIMEOUT) as response:
             response.read(65536)
     except urllib.error.HTTPError as error:
-        raise DeliveryError(f"POST {shown}: HTTP {error.code} {error.reason}") from None
+        said = f"POST {shown}: HTTP {error.code} {error.reason}"
+        if 300 <= error.code < 400:
+            # Where it points is said for a URL written in the flow, not for one kept secret.
+            location = error.headers.get("Location") if error.headers else None
+            to = f", to {location}" if location and not secret_url else ""
+            said += (
+                f"{to}: redirects are not followed (name the address it redirects to in the rule)"
+            )
+        raise DeliveryError(said) from None
     except (urllib.error.URLError, OSError, ValueError) as error:
         reason = getattr(error, "reason", error)
         raise DeliveryError(f"POST {shown}: {reason}") from None

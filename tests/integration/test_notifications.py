@@ -597,3 +597,38 @@ def test_a_url_kept_in_a_secret_is_stored_and_shown_nowhere(
     (tmp_path / "both.yaml").write_text(both + "steps:\n  a: {run: 'true'}\n")
     result = flows(cli, "validate", str(tmp_path / "both.yaml"))
     assert result.exit_code == 1 and "exactly one of url and url_secret" in result.output
+
+
+def webhook_flow(folder: Path, url: str) -> Path:
+    """A flow whose one step fails, with one webhook rule (signed) to ``url``."""
+    return write(
+        folder,
+        f"""
+        version: 1
+        name: hooked
+        notify:
+          - webhook: {{url: "{url}", secret: HOOK_SECRET}}
+        steps:
+          a: {{run: "exit 1"}}
+        """,
+    )
+
+
+def test_a_redirect_is_a_refusal_not_a_delivery(
+    cli: CliRunner, client: Client, tmp_path: Path, receiver: Receiver
+) -> None:
+    flows(cli, "run", "--detach", str(webhook_flow(tmp_path, f"{receiver.url}/hook")))
+    flows(cli, "worker", "--queues", "default", "--burst", "--processes", "0")
+    receiver.status, receiver.location = 302, f"{receiver.url}/elsewhere"
+    deliverer = Deliverer(client, secrets=Secrets(environ={"HOOK_SECRET": HOOK_SECRET}))
+    assert deliverer.tick() == 0
+    # Followed, a POST redirected by a 302 becomes a GET without the body (and with the
+    # signature, to wherever the receiver says): the event would be lost, yet counted sent.
+    assert [(r.method, r.path) for r in receiver.received] == [("POST", "/hook")]
+    [waiting] = outbox.waiting(client)
+    [channel] = waiting["channels"]
+    assert channel["status"] == "retrying"
+    assert channel["error"] == (
+        f"POST {receiver.url}/hook: HTTP 302 Found, to {receiver.url}/elsewhere: redirects "
+        "are not followed (name the address it redirects to in the rule)"
+    )
