@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import http.client
 import json
+import re
 import smtplib
 import socket
 import ssl
@@ -19,7 +21,7 @@ from typing import Any, Final
 from urllib.parse import urlsplit
 
 from scheduler.notify.events import Context, Event, payload, summary, text
-from scheduler.secrets import MissingSecret, Secrets
+from scheduler.secrets import MissingSecret, Secrets, mask
 
 TIMEOUT: Final = 10.0
 SIGNATURE_HEADER: Final = "X-Flows-Signature"
@@ -80,8 +82,11 @@ def _post(url: str, body: bytes, headers: Mapping[str, str], shown: str = "") ->
                 f"{to}: redirects are not followed (name the address it redirects to in the rule)"
             )
         raise DeliveryError(said) from None
-    except (urllib.error.URLError, OSError, ValueError) as error:
-        reason = getattr(error, "reason", error)
+    except (urllib.error.URLError, OSError, ValueError, http.client.HTTPException) as error:
+        reason = str(getattr(error, "reason", error))
+        if secret_url:  # a refusal may quote the URL or a part of it: not one kept secret
+            parts = urlsplit(url)
+            reason = mask(reason, (url, parts.netloc, parts.path, parts.query))
         raise DeliveryError(f"POST {shown}: {reason}") from None
 
 
@@ -92,14 +97,25 @@ def _secret(secrets: Secrets, name: str) -> str:
         raise DeliveryError(str(error)) from None
 
 
+_NOT_IN_URL: Final = re.compile(r"[\x00-\x20\x7f-\x9f\s]")
+"""What a URL never holds (http.client refuses it)."""
+
+
 def _url(config: Mapping[str, Any], secrets: Secrets) -> tuple[str, str]:
     """The endpoint and how errors name it: ``url``, or the value of the secret ``url_secret``
     names (checked here, as `flows validate` checks a written one; errors name the secret)."""
     if config.get("url_secret"):
         name = str(config["url_secret"])
-        url = _secret(secrets, name)
+        url = _secret(secrets, name).strip()  # as urllib strips it
         if urlsplit(url).scheme not in ("http", "https"):
             raise DeliveryError(f"secret {name} does not hold an http(s) URL")
+        if _NOT_IN_URL.search(url):
+            # Said here, without the value: http.client's refusal quotes the URL's path, which
+            # for a Slack hook is the credential itself.
+            raise DeliveryError(
+                f"secret {name} does not hold an http(s) URL: it holds white space or a "
+                "control character"
+            )
         return url, f"(the URL in secret {name})"
     return str(config["url"]), ""
 

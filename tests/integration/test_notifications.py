@@ -632,3 +632,47 @@ def test_a_redirect_is_a_refusal_not_a_delivery(
         f"POST {receiver.url}/hook: HTTP 302 Found, to {receiver.url}/elsewhere: redirects "
         "are not followed (name the address it redirects to in the rule)"
     )
+
+
+@pytest.mark.parametrize("flaw", [" ", "\n", "\x01"])
+def test_a_url_secret_that_is_no_url_is_said_without_its_value(
+    cli: CliRunner,
+    client: Client,
+    tmp_path: Path,
+    receiver: Receiver,
+    redis_client: redis.Redis,
+    monkeypatch: pytest.MonkeyPatch,
+    flaw: str,
+) -> None:
+    # A value with a stray space or line in it (a pasted URL, a file written by hand):
+    # http.client's refusal quotes the URL's path, the very part that is the credential.
+    monkeypatch.setenv("SLACK_URL", f"{receiver.url}/services/T000/B000/secret{flaw}part")
+    path = write(
+        tmp_path,
+        """
+        version: 1
+        name: quiet
+        notify:
+          - on: [failure]
+            slack: {url_secret: SLACK_URL}
+        steps:
+          a: {run: "exit 1"}
+        """,
+    )
+    flows(cli, "run", "--detach", str(path))
+    flows(cli, "worker", "--queues", "default", "--burst", "--processes", "0")
+    Deliverer(client, consumer="t").tick()
+    [waiting] = outbox.waiting(client)
+    assert list(waiting["errors"].values()) == [
+        "secret SLACK_URL does not hold an http(s) URL: it holds white space or a control character"
+    ]
+    assert receiver.received == []
+    shown = flows(cli, "notifications", "--json").stdout
+    assert "secret" in shown and "T000" not in shown and "part" not in shown
+    redis_client.config_set("rdbcompression", "no")  # DUMP as the bytes it holds
+    try:
+        for key in redis_client.scan_iter():
+            dumped = redis_client.execute_command("DUMP", key, NEVER_DECODE=True)
+            assert b"B000" not in dumped, key
+    finally:
+        redis_client.config_set("rdbcompression", "yes")
