@@ -20,6 +20,7 @@ from typing import Any, Final
 
 from scheduler.engine.client import Client
 from scheduler.engine.errors import FlowsError
+from scheduler.terminal import visible
 
 ROLES: Final = ("viewer", "operator", "admin")
 NAME: Final = re.compile(r"^[A-Za-z0-9_.@-]{1,64}$")
@@ -62,9 +63,9 @@ class Users:
     def add(self, name: str, role: str, by: str = "") -> str:
         """A new user; returns its token (shown once: only its hash is kept)."""
         if not NAME.match(name):
-            raise UserError(f"'{name}' is not a user name (1 to 64 of A-Z a-z 0-9 _ . @ -)")
+            raise UserError(f"'{_shown(name)}' is not a user name (1 to 64 of A-Z a-z 0-9 _ . @ -)")
         if role not in ROLES:
-            raise UserError(f"'{role}' is not a role: viewer, operator or admin")
+            raise UserError(f"'{_shown(role)}' is not a role: viewer, operator or admin")
         token = TOKEN_PREFIX + secrets.token_urlsafe(32)
         record = json.dumps({"name": name, "role": role, "created": time.time(), "by": by})
         if not self.redis.hsetnx(self.key, name, record):
@@ -75,7 +76,7 @@ class Users:
     def revoke(self, name: str) -> None:
         """Remove a user: its token stops working at once."""
         if not self.redis.hexists(self.key, name):
-            raise UserError(f"no user {name} (see `flows user list`)")
+            raise UserError(f"no user {_shown(name)} (see `flows user list`)")
         stale = [h for h, owner in self.redis.hgetall(self.tokens_key).items() if owner == name]
         pipe = self.redis.pipeline(transaction=True)
         pipe.hdel(self.key, name)
@@ -98,6 +99,12 @@ class Users:
             return None
         raw = self.redis.hget(self.key, name)
         return _user(raw) if raw is not None else None
+
+
+def _shown(name: str) -> str:
+    """A name as a message quotes it: a refused one may hold anything typed, escape sequences
+    that would drive the terminal the message is printed on included."""
+    return visible(name, newlines=False)
 
 
 def _user(raw: str) -> User:

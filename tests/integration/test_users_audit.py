@@ -118,11 +118,15 @@ def test_bad_user_commands_are_one_line_and_change_nothing(
         (["user", "add", "vera", "--role", "admin"], 1, "user vera exists: revoke it first"),
         (["user", "add", "has space", "--role", "admin"], 1, "is not a user name"),
         (["user", "revoke", "nobody"], 1, "no user nobody"),
+        # What was typed is quoted, its escape sequences shown, not sent to the terminal.
+        (["user", "add", "a\x1b]0;pwned\x07", "--role", "admin"], 1, "'a\\x1b]0;pwned\\x07'"),
+        (["user", "revoke", "b\x1b[2J\nc"], 1, "no user b\\x1b[2J\\x0ac (see"),
     ]
     for args, code, message in cases:
         with assert_unchanged(redis_client):
             result = flows(cli, *args)
         assert result.exit_code == code and message in result.output, result.output
+        assert "\x1b" not in result.output
 
 
 def test_open_reads_refuse_a_token_that_is_sent_and_wrong(
