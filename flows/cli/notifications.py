@@ -15,6 +15,7 @@ import click
 
 from flows.cli.common import ago, open_client, print_json, table
 from flows.cli.options import as_json, connection
+from flows.cli.terminal import visible
 from scheduler import secrets
 from scheduler.engine.client import Client
 from scheduler.notify import outbox
@@ -58,12 +59,22 @@ def notify_deliverer(
     return Deliverer(client, secrets=secrets.store(), dashboard=dashboard, consumer=consumer)
 
 
+def _checked_event_id(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """A ``--retry`` that is no event id is a usage error, quoted with its control characters
+    shown (it was typed or pasted: it may hold anything)."""
+    problem = None if value is None else outbox.id_problem(value)
+    if problem is not None:
+        raise click.BadParameter(f"{visible(repr(value))} {problem}", ctx, param)
+    return value
+
+
 @click.command()
 @click.option("--failed", "only_failed", is_flag=True, help="Only the deliveries given up.")
 @click.option(
     "--retry",
     "retry_id",
     metavar="ID",
+    callback=_checked_event_id,
     help="Send a given-up event again (to the channels that did not take it).",
 )
 @click.option(

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, HTTPException, Query, Request
+from fastapi import APIRouter, Depends, HTTPException, Path, Query, Request
 from fastapi.responses import HTMLResponse
 
 from flows.ui import api
@@ -19,6 +19,9 @@ from scheduler.notify import outbox
 
 router = APIRouter()
 Count = Annotated[int, Query(ge=1, le=2000, description="How many of the latest sends.")]
+EventId = Annotated[
+    str, Path(pattern=outbox.EVENT_ID, description="The given-up event's id (1795832000123-0).")
+]
 
 
 @router.get(f"{api.PREFIX}/notifications", dependencies=[Depends(reader)], tags=["notifications"])
@@ -38,10 +41,11 @@ def list_notifications(ui: api.Ui, recent: Count = 50) -> dict[str, Any]:
     dependencies=[Depends(writer)],
     tags=["notifications"],
 )
-def retry_notification(ui: api.Ui, event_id: str) -> dict[str, Any]:
+def retry_notification(ui: api.Ui, event_id: EventId) -> dict[str, Any]:
     """Put a given-up event back in the outbox for another round of attempts, to the channels
     that did not take it: a new entry, ``retried_as`` (its ``retry_of`` this one). 404 when it
-    is not given up: the detail says which entry it became if it was sent again already."""
+    is not given up: the detail says which entry it became if it was sent again already; 422
+    when ``event_id`` is no event's id."""
     new_id = outbox.retry_failed(ui.client, event_id)
     if new_id is None:
         raise HTTPException(404, outbox.not_given_up(ui.client, event_id))

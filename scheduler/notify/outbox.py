@@ -31,6 +31,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import socket
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -653,6 +654,18 @@ def waiting(client: Client, count: int = 1000) -> list[EventDocument]:
         ]
         out.append(event_document(event, channels))
     return out
+
+
+EVENT_ID: Final = r"^\d+-\d+$"
+"""What an event's id looks like: its outbox entry's (``1795832000123-0``)."""
+
+
+def id_problem(event_id: str) -> str | None:
+    """Why ``event_id`` is no event's id, said without the value (a caller quotes it as its
+    reader can see it); None when it is one."""
+    return (
+        None if re.match(EVENT_ID, event_id) else "is not a notification id (like 1795832000123-0)"
+    )
 
 
 def retry_failed(client: Client, event_id: str) -> str | None:

@@ -186,6 +186,11 @@ def test_a_failing_delivery_is_retried_with_backoff_then_kept_and_shown(
     with assert_unchanged(client.engine.redis):
         refused = flows(cli, "notifications", "--retry", "0-1")
     assert refused.exit_code == 1 and "no given-up notification 0-1" in refused.output
+    for typed in ("", "yesterday", "1-0\x1b]0;pwned\x07"):  # not an id: a usage error
+        with assert_unchanged(client.engine.redis):
+            refused = flows(cli, "notifications", "--retry", typed)
+        assert refused.exit_code == 2 and "is not a notification id" in refused.output
+        assert "\x1b" not in refused.output
     assert flows(cli, "notifications", "--retry", given_up["id"]).exit_code == 0
     [again] = outbox.waiting(client)
     assert again["retry_of"] == given_up["id"] and again["id"] != given_up["id"]
@@ -249,6 +254,8 @@ def test_the_api_and_the_page_show_what_was_given_up(
                 api.post(f"/api/v1/notifications/{given_up['id']}/retry", token=None).status == 401
             )
             assert api.post("/api/v1/notifications/0-1/retry").status == 404
+            malformed = api.post("/api/v1/notifications/%1b%5d0;x/retry")
+            assert malformed.status == 422 and "event_id" in str(malformed.body)
         statuses = {c["channel"].split()[0]: c["status"] for c in given_up["channels"]}
         assert statuses == {"webhook": "failed", "email": "delivered"}
         assert "ops@example.com: delivered" in page.body
