@@ -9,6 +9,7 @@ outbox, ``lua/include/notify.lua``).
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from collections.abc import Iterable, Sequence
 from typing import Annotated, Any, Final, Literal
@@ -58,6 +59,16 @@ def _url(schemes: tuple[str, ...]) -> AfterValidator:
 
 HttpUrl = Annotated[str, Field(max_length=2048), _url(("http", "https"))]
 SmtpUrl = Annotated[str, Field(max_length=2048), _url(("smtp", "smtps"))]
+
+
+def _loopback(host: str) -> bool:
+    """Whether ``host`` (an address or ``localhost``) is this machine."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def _address(value: str) -> str:
@@ -118,6 +129,20 @@ class Email(_Model):
     """The name of a secret holding `user:password` for the SMTP login."""
     from_: Address | None = Field(default=None, alias="from")
     """The sender (default: flows@ the sending host's name)."""
+
+    @model_validator(mode="after")
+    def _login_not_in_clear(self) -> Email:
+        # Without TLS the SMTP login crosses the network as base64 of user:password: it is
+        # taken only where no network is crossed.
+        parts = urlsplit(self.smtp)
+        in_clear = parts.scheme == "smtp" and not self.starttls
+        if self.login and in_clear and not _loopback(parts.hostname or ""):
+            raise _problem(
+                "notify_login",
+                f"starttls: false with a login would send the login in clear to {parts.hostname}",
+                "keep starttls (the default) or use smtps://; false is for a relay on loopback",
+            )
+        return self
 
 
 class NotifyRule(_Model):

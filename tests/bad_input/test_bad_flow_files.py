@@ -81,6 +81,13 @@ CASES: dict[str, tuple[str, str]] = {
         HEAD + STEP + "notify:\n  - {on: [crash], slack: {url: 'http://a/b'}}\n",
         "crash",
     ),
+    "notify-login-in-clear": (
+        HEAD
+        + STEP
+        + "notify:\n  - email: {to: [a@b.org], smtp: 'smtp://mail.example.com:25',"
+        + " starttls: false, login: SMTP_LOGIN}\n",
+        "would send the login in clear",
+    ),
     "notify-bad-secret-name": (
         HEAD + STEP + "notify:\n  - webhook: {url: 'http://a/b', secret: 'my secret'}\n",
         "secret",
