@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import socket
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from email import message_from_bytes
@@ -37,6 +38,8 @@ class Receiver:
     received: list[Received] = field(default_factory=list)
     status: int = 200
     location: str = ""
+    trickle: bool = False
+    """Answer a long body a byte at a time, one every 50 ms (until the sender goes)."""
     hold: threading.Event = field(default_factory=threading.Event)
     release: threading.Event = field(default_factory=threading.Event)
     arrived: threading.Condition = field(default_factory=threading.Condition)
@@ -64,6 +67,9 @@ def _handler(receiver_box: list[Receiver]) -> type[BaseHTTPRequestHandler]:
                 receiver.arrived.notify_all()
             if receiver.hold.is_set():
                 receiver.release.wait(60)
+            if receiver.trickle:
+                self._trickle()
+                return
             self.send_response(receiver.status)
             if receiver.location:
                 self.send_header("Location", receiver.location)
@@ -71,6 +77,16 @@ def _handler(receiver_box: list[Receiver]) -> type[BaseHTTPRequestHandler]:
             self.end_headers()
 
         do_GET = do_POST  # a sender that followed a redirect as a GET is recorded too
+
+        def _trickle(self) -> None:
+            self.wfile.write(b"HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\n")
+            for _ in range(1200):  # a minute at most
+                try:
+                    self.wfile.write(b".")
+                    self.wfile.flush()
+                except OSError:
+                    return  # the sender hung up
+                time.sleep(0.05)
 
         def log_message(self, format: str, *args: Any) -> None:
             pass

@@ -4,6 +4,7 @@ webhook, or a mail over SMTP (TLS or STARTTLS, login from a secret). Each raises
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import hmac
 import http.client
@@ -12,6 +13,7 @@ import re
 import smtplib
 import socket
 import ssl
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -57,21 +59,93 @@ class _NoRedirects(urllib.request.HTTPRedirectHandler):
         return None  # urllib then raises the 3xx as an HTTPError
 
 
-_OPENER: Final = urllib.request.build_opener(_NoRedirects)
+DEADLINE: Final = 30.0
+"""Seconds a POST may take in all: ``TIMEOUT`` bounds each wait for a byte, not a receiver that
+sends one every few seconds, which would hold every notification behind it for ever."""
+
+
+def _tracking(http_class: Any, opened: list[socket.socket]) -> Any:
+    """``http_class`` noting the socket of each connection it makes (urllib lets go of the
+    connection once the headers are read: the body is read from its socket still)."""
+
+    def connection(*args: Any, **kwargs: Any) -> http.client.HTTPConnection:
+        made: http.client.HTTPConnection = http_class(*args, **kwargs)
+        connect = made.connect
+
+        def connect_noted() -> None:
+            connect()
+            if made.sock is not None:
+                opened.append(made.sock)
+
+        made.connect = connect_noted  # type: ignore[method-assign]
+        return made
+
+    return connection
+
+
+class _HttpTracked(urllib.request.HTTPHandler):
+    """Notes the socket of each connection it opens, for :func:`_open` to cut at its deadline."""
+
+    def __init__(self, opened: list[socket.socket]) -> None:
+        super().__init__()
+        self.opened = opened
+
+    def do_open(self, http_class: Any, req: Any, **kwargs: Any) -> Any:
+        return super().do_open(_tracking(http_class, self.opened), req, **kwargs)
+
+
+class _HttpsTracked(urllib.request.HTTPSHandler):
+    """:class:`_HttpTracked` for https."""
+
+    def __init__(self, opened: list[socket.socket]) -> None:
+        super().__init__()
+        self.opened = opened
+
+    def do_open(self, http_class: Any, req: Any, **kwargs: Any) -> Any:
+        return super().do_open(_tracking(http_class, self.opened), req, **kwargs)
+
+
+def _cut(opened: list[socket.socket], late: threading.Event) -> None:
+    """Past the deadline: shut the POST's connection, which ends the read it waits in."""
+    late.set()
+    for sock in opened:
+        with contextlib.suppress(OSError):
+            sock.shutdown(socket.SHUT_RDWR)
+
+
+def _open(url: str, body: bytes, headers: Mapping[str, str], shown: str) -> None:
+    """The POST itself, within :data:`DEADLINE`."""
+    request = urllib.request.Request(url, data=body, method="POST")
+    request.add_header("Content-Type", "application/json")
+    request.add_header("User-Agent", USER_AGENT)
+    for name, value in headers.items():
+        request.add_header(name, value)
+    opened: list[socket.socket] = []
+    late = threading.Event()
+    opener = urllib.request.build_opener(_NoRedirects, _HttpTracked(opened), _HttpsTracked(opened))
+    timer = threading.Timer(DEADLINE, _cut, (opened, late))
+    timer.daemon = True
+    timer.start()
+    try:
+        with opener.open(request, timeout=TIMEOUT) as response:
+            response.read(65536)
+    except Exception:
+        if not late.is_set():
+            raise
+    finally:
+        timer.cancel()
+    # Cut short, the answer may even read as a whole one (its headers ended by the cut): it
+    # is not taken as one.
+    if late.is_set():
+        raise DeliveryError(f"POST {shown}: no whole answer in {DEADLINE:g}s")
 
 
 def _post(url: str, body: bytes, headers: Mapping[str, str], shown: str = "") -> None:
     """POST ``body``; an error names ``shown`` (the URL, unless the URL is a secret)."""
     secret_url = bool(shown)
     shown = shown or url
-    request = urllib.request.Request(url, data=body, method="POST")
-    request.add_header("Content-Type", "application/json")
-    request.add_header("User-Agent", USER_AGENT)
-    for name, value in headers.items():
-        request.add_header(name, value)
     try:
-        with _OPENER.open(request, timeout=TIMEOUT) as response:
-            response.read(65536)
+        _open(url, body, headers, shown)
     except urllib.error.HTTPError as error:
         said = f"POST {shown}: HTTP {error.code} {error.reason}"
         if 300 <= error.code < 400:

@@ -26,7 +26,7 @@ from flows.ui.auth import Auth
 from scheduler.embedded import EmbeddedServer
 from scheduler.engine.client import Client
 from scheduler.engine.connections import connect
-from scheduler.notify import outbox
+from scheduler.notify import channels, outbox
 from scheduler.notify.channels import send_email, verify
 from scheduler.notify.events import Context, Event
 from scheduler.notify.outbox import Deliverer
@@ -683,3 +683,26 @@ def test_a_url_secret_that_is_no_url_is_said_without_its_value(
             assert b"B000" not in dumped, key
     finally:
         redis_client.config_set("rdbcompression", "yes")
+
+
+def test_a_receiver_that_never_finishes_answering_is_cut_at_the_deadline(
+    cli: CliRunner,
+    client: Client,
+    tmp_path: Path,
+    receiver: Receiver,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    flows(cli, "run", "--detach", str(webhook_flow(tmp_path, f"{receiver.url}/hook")))
+    flows(cli, "worker", "--queues", "default", "--burst", "--processes", "0")
+    # A byte every 50 ms: each wait for one is short, the answer takes hours. Without a
+    # deadline for the whole POST it held this sender (and every event after it) as long.
+    receiver.trickle = True
+    monkeypatch.setattr(channels, "DEADLINE", 0.5)
+    deliverer = Deliverer(client, secrets=Secrets(environ={"HOOK_SECRET": HOOK_SECRET}))
+    done = threading.Event()
+    threading.Thread(target=lambda: (deliverer.tick(), done.set()), daemon=True).start()
+    assert done.wait(20), "the sender is still waiting for the receiver's answer"
+    [waiting] = outbox.waiting(client)
+    [channel] = waiting["channels"]
+    assert channel["status"] == "retrying"
+    assert channel["error"] == f"POST {receiver.url}/hook: no whole answer in 0.5s"
