@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
+from flows.cli.terminal import visible
 from flows.entry import INTERRUPTED as INTERRUPTED
 from flows.entry import interrupted_line
 from flows.flowfile.findings import did_you_mean
@@ -89,7 +90,14 @@ def guarded(invoke: Callable[[], T]) -> T:
         if isinstance(abort.__context__, KeyboardInterrupt):  # Ctrl-C at a prompt
             raise interrupted() from None
         raise
-    except (click.ClickException, click.exceptions.Exit):
+    except click.ClickException as error:
+        # Its message may quote what was typed or stored (a name, an id, a file's text): the
+        # terminal shows it, never obeys it, whichever command raised it.
+        escaped = visible(error.message)
+        if escaped != error.message:
+            error.__dict__["message"] = escaped  # Final in click's types only
+        raise
+    except click.exceptions.Exit:
         raise
     except BrokenPipeError:  # the reader went away (`flows logs RUN | head`): end quietly
         quiet_stdout()

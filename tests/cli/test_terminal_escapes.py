@@ -233,3 +233,26 @@ def test_flows_worker_logs_what_a_job_wrote_as_text(
     # A record's later lines are indented: none starts like a record of its own.
     assert "\n  FORGED INFO" in done.stderr and "\nFORGED" not in done.stderr
     assert "(evil\\u202etxt.exe)" in done.stderr
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ("schedule", "show"),  # the engine's refusal quotes the name it was given
+        ("schedule", "pause"),
+        ("backfills",),
+        ("jobs",),  # click's own usage error quotes the extra argument
+        ("user", "revoke"),
+        ("cancel",),
+    ],
+)
+def test_an_error_quoting_what_was_typed_shows_its_escapes_as_text(
+    url: str, monkeypatch: pytest.MonkeyPatch, command: tuple[str, ...]
+) -> None:
+    """Whichever command refuses it and however it words the refusal, a typed name's control
+    characters reach the terminal as text."""
+    monkeypatch.setenv("FLOWS_REDIS_URL", url)
+    result = flows(*command, "ab\x1b]0;TITLE\x07cd")
+    assert result.exit_code in (1, 2), result.output
+    _clean(result.stdout + result.stderr)
+    assert "ab\\x1b]0;TITLE\\x07cd" in result.stderr
