@@ -43,6 +43,7 @@ from flows.validation.validate import InvalidFlow
 SUFFIX: Final = ".test.yaml"
 _TOP_KEYS: Final = ("flow", "cases")
 _TESTS_KEY: Final = re.compile(r"^tests\s*:", re.MULTILINE)
+_STEPS_KEY: Final = re.compile(r"^steps\s*:", re.MULTILINE)
 
 
 @dataclass(frozen=True)
@@ -120,13 +121,15 @@ def _read_flow_tests(path: Path) -> Reading:
 
 
 def has_tests(path: Path) -> bool:
-    """Whether the flow file at ``path`` has a top-level ``tests:`` section (a look at its
-    text, enough to collect it: reading it says what is wrong with it)."""
+    """Whether ``path`` is a flow file with a top-level ``tests:`` section (a look at its text,
+    enough to collect it: reading it says what is wrong with it). A flow has ``steps:`` too: the
+    pytest plugin looks at every YAML file of a project, and a CI or tool config with a
+    ``tests:`` key of its own is no flow test to fail."""
     try:
         text = path.read_text()
     except (OSError, UnicodeDecodeError):
         return False
-    return _TESTS_KEY.search(text) is not None
+    return _TESTS_KEY.search(text) is not None and _STEPS_KEY.search(text) is not None
 
 
 def find_test_files(paths: Sequence[Path]) -> list[Path]:
