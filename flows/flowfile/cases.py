@@ -340,6 +340,17 @@ class CaseReader:
                     "a schedule case starts at its schedule's from: at is not used",
                     at_key=True,
                 )
+            if "params" in body:
+                # The service fires a tick with the flow's defaults (a schedule has no params
+                # of its own): the case's would be silently ignored.
+                self.sink.error(
+                    (*where, "params"),
+                    "test-key",
+                    "a schedule case's runs take the flow's param defaults, as the scheduler's "
+                    "do: params is not used",
+                    "test params in a case of its own (with at:)",
+                    at_key=True,
+                )
             for key in ("status", "steps", "outputs"):
                 if key in raw:
                     self.sink.error(

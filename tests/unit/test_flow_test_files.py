@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from flows.testing.files import find_test_files, has_tests
+from flows.testing.files import find_test_files, has_tests, read_test_file
 
 
 def test_only_a_flow_with_tests_is_collected_not_any_yaml_with_a_tests_key(
@@ -19,3 +19,37 @@ def test_only_a_flow_with_tests_is_collected_not_any_yaml_with_a_tests_key(
     assert has_tests(flow)
     assert not has_tests(config)
     assert find_test_files([tmp_path]) == [flow]
+
+
+SCHEDULED = """\
+version: 1
+name: nightly
+params:
+  n: {type: int, default: 1}
+schedule: {cron: "0 3 * * *"}
+steps:
+  a: {run: echo}
+"""
+
+
+def test_params_in_a_schedule_case_are_a_finding_not_silently_ignored(tmp_path: Path) -> None:
+    # The service fires each tick with the flow's defaults: the case's params never reach a run.
+    (tmp_path / "nightly.yaml").write_text(SCHEDULED)
+    test = tmp_path / "nightly.test.yaml"
+    test.write_text(
+        "flow: nightly.yaml\ncases:\n"
+        "  - name: a week\n"
+        "    params: {n: 5}\n"
+        '    schedule: {from: "2026-03-01T00:00:00Z", to: "2026-03-08T00:00:00Z"}\n'
+        "    expect: {runs: 7}\n"
+    )
+    reading = read_test_file(test)
+    assert reading.test is None
+    assert [(f.line, f.col, f.message) for f in reading.findings] == [
+        (
+            4,
+            5,
+            "a schedule case's runs take the flow's param defaults, as the scheduler's do: "
+            "params is not used",
+        )
+    ]
