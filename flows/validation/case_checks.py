@@ -22,9 +22,11 @@ def check_tests(
     raw = data.get("tests")
     if not isinstance(raw, list):
         return
+    # `steps:` that is not a mapping is the model's finding: its cases then know no waits.
+    steps_raw = data.get("steps")
     waits = [
         name
-        for name, spec in (data.get("steps") or {}).items()
+        for name, spec in (steps_raw.items() if isinstance(steps_raw, Mapping) else ())
         if isinstance(spec, Mapping) and spec.get("wait") is not None
     ]
     reader = CaseReader(sink, steps, waits)

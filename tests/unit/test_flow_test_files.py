@@ -53,3 +53,15 @@ def test_params_in_a_schedule_case_are_a_finding_not_silently_ignored(tmp_path: 
             "params is not used",
         )
     ]
+
+
+def test_a_flow_with_tests_whose_steps_are_not_a_mapping_is_a_finding(tmp_path: Path) -> None:
+    # The cases' check looked for wait steps in `steps:` as a mapping and crashed on anything
+    # else (flows validate, flows test and pytest alike): the model's finding says it instead.
+    for steps in ("1", "[a, b]"):
+        flow = tmp_path / "x.yaml"
+        flow.write_text(f"version: 1\nname: x\nsteps: {steps}\ntests:\n  - name: a\n")
+        reading = read_test_file(flow)
+        assert reading.test is None
+        assert [(f.line, f.col) for f in reading.findings] == [(3, 8)]
+        assert reading.findings[0].message.startswith("steps: expected a mapping")
