@@ -20,6 +20,8 @@ from typing import Any, Final
 
 from flows.flowfile.durations import DurationError, parse_duration
 from flows.flowfile.findings import DataPath, FindingSink, did_you_mean, names_hint
+from flows.flowfile.model import Param
+from flows.flowfile.params import ParamError, bind_params
 from flows.flowfile.status_words import RUN_STATUSES, STEP_STATUSES
 from scheduler.cron.preview import parse_period
 
@@ -110,12 +112,18 @@ class CaseReader:
     finding in ``sink``."""
 
     def __init__(
-        self, sink: FindingSink, steps: Sequence[str], waits: Collection[str] = ()
+        self,
+        sink: FindingSink,
+        steps: Sequence[str],
+        waits: Collection[str] = (),
+        params: Mapping[str, Param] | None = None,
     ) -> None:
         self.sink = sink
         self.steps = list(steps)
         self.waits = set(waits)
         """The ``wait:`` steps: they take a signal, never a stub."""
+        self.params = params
+        """The flow's declared params (None: not known, a case's are not checked)."""
 
     def keys(
         self, raw: Mapping[str, Any], allowed: Sequence[str], path: DataPath, what: str
@@ -296,7 +304,8 @@ class CaseReader:
         names.add(name)
         at = DEFAULT_START if "at" not in body else self.time(body["at"], (*where, "at"))
         params = body.get("params") or {}
-        self.mapping(params, (*where, "params"), "params")
+        # A schedule case's params are a finding of their own (unused).
+        self.check_params(params, (*where, "params"), "schedule" in body)
         mocks, mock_all = self.mocks(body.get("mock"), (*where, "mock"))
         period = None
         if "schedule" in body:
@@ -325,6 +334,41 @@ class CaseReader:
             return None
         line = self.sink.locate(where, False)[0]
         return Case(str(name), line, params, at, mocks, mock_all, period, signals, expect)
+
+    def check_params(self, raw: Any, where: DataPath, scheduled: bool) -> None:
+        """Each param the case gives, bound as the run binds it (an unknown name, a value the
+        param refuses), and each required one it leaves out: a finding at its place now, not a
+        case that cannot run."""
+        given = self.mapping(raw, where, "params")
+        declared = self.params
+        if given is None or declared is None or scheduled:
+            return
+        for name, value in given.items():
+            param = declared.get(name)
+            if param is None:
+                self.sink.error(
+                    (*where, name),
+                    "test-param",
+                    f"unknown param {name!r}",
+                    did_you_mean(str(name), declared)
+                    or (names_hint("declared", list(declared)) if declared else "")
+                    or "the flow declares no params",
+                    at_key=True,
+                )
+                continue
+            try:  # defaults are not rendered: only what the case gives is bound
+                bind_params({name: param}, {name: value}, lambda default: default)
+            except ParamError as error:
+                self.sink.error((*where, name), "test-param", "; ".join(error.problems))
+        for name, param in declared.items():
+            if name not in given and param.is_required:
+                self.sink.error(
+                    where if given else where[:-1],
+                    "test-param",
+                    f"missing required param {name!r}",
+                    f"give it under params: {{{name}: ...}}",
+                    at_key=True,
+                )
 
     def unused(
         self, body: Mapping[str, Any], expect: Expect, where: DataPath, scheduled: bool

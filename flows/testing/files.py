@@ -88,6 +88,7 @@ def read_test_file(path: Path) -> Reading:
         return Reading(None, sort_findings([*sink.findings, *invalid.findings]))
     reader.steps = list(flow_file.flow.steps)
     reader.waits = _wait_steps(flow_file)
+    reader.params = flow_file.flow.params
     scheduled = flow_file.flow.schedule is not None
     cases = read_cases(data.get("cases"), ("cases",), reader, scheduled, "a test file's cases")
     if cases is None or sink.has_errors:
@@ -112,7 +113,9 @@ def _read_flow_tests(path: Path) -> Reading:
     if loaded.data is None or "tests" not in loaded.data:
         sink.error((), "test-cases", "the flow file has no tests: section (nor is it *.test.yaml)")
         return Reading(None, sort_findings(sink.findings))
-    reader = CaseReader(sink, list(flow_file.flow.steps), _wait_steps(flow_file))
+    reader = CaseReader(
+        sink, list(flow_file.flow.steps), _wait_steps(flow_file), flow_file.flow.params
+    )
     scheduled = flow_file.flow.schedule is not None
     cases = read_cases(loaded.data["tests"], ("tests",), reader, scheduled, "tests")
     if cases is None or sink.has_errors:

@@ -12,13 +12,20 @@ from typing import Any
 
 from flows.flowfile.cases import CaseReader
 from flows.flowfile.findings import FindingSink
+from flows.flowfile.model import Param
 
 
 def check_tests(
-    data: Mapping[str, Any], steps: Sequence[str], scheduled: bool, sink: FindingSink
+    data: Mapping[str, Any],
+    steps: Sequence[str],
+    scheduled: bool,
+    sink: FindingSink,
+    params: Mapping[str, Param] | None = None,
 ) -> None:
     """Findings for the cases of ``data``'s ``tests:``. What is not a list of mappings the
-    model reports (the flow's ``tests`` field): only the mappings are read here."""
+    model reports (the flow's ``tests`` field): only the mappings are read here. ``params``:
+    the flow's declared params that validate (a case's are checked against them when every
+    declared one does: a name left out for its own mistake is not unknown)."""
     raw = data.get("tests")
     if not isinstance(raw, list):
         return
@@ -29,7 +36,9 @@ def check_tests(
         for name, spec in (steps_raw.items() if isinstance(steps_raw, Mapping) else ())
         if isinstance(spec, Mapping) and spec.get("wait") is not None
     ]
-    reader = CaseReader(sink, steps, waits)
+    declared = data.get("params") or {}
+    complete = params is not None and isinstance(declared, Mapping) and len(declared) == len(params)
+    reader = CaseReader(sink, steps, waits, params if complete else None)
     names: set[str] = set()
     for index, item in enumerate(raw):
         if isinstance(item, dict):

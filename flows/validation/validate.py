@@ -211,7 +211,7 @@ def _validate_loaded(
     if parts.schedule is not None:
         raw_cron = _mapping(data.get("schedule")).get("cron")
         check_schedule(parts.schedule, raw_cron, parts.params, sink, now or time.time())
-    check_tests(data, parts.step_ids, parts.schedule is not None, sink)
+    check_tests(data, parts.step_ids, parts.schedule is not None, sink, parts.params)
     if flow is not None:
         _check_queues(flow, sink)
         check_heartbeats(flow, sink)

@@ -1,6 +1,6 @@
 """Flow test cases on the virtual clock: stubs per attempt (exit codes, durations past the
 timeout, skips), a real step stopped at its timeout, retry delays passed without waiting, a wait
-that nobody signals, and a case the flow cannot build, each reported, never raised."""
+that nobody signals, and params the flow refuses, each reported, never raised."""
 
 from __future__ import annotations
 
@@ -71,7 +71,7 @@ def test_stubs_timeouts_and_delays(redis_client: redis.Redis, tmp_path: Path) ->
     assert time.monotonic() - started < 20
 
 
-def test_a_wait_nobody_signals_and_a_run_that_cannot_be_built(
+def test_a_wait_nobody_signals_and_params_the_flow_refuses(
     redis_client: redis.Redis, tmp_path: Path
 ) -> None:
     test = write(
@@ -80,9 +80,6 @@ def test_a_wait_nobody_signals_and_a_run_that_cannot_be_built(
         - name: never signaled
           mock: all
           expect: {status: running, steps: {gate: awaiting}}
-        - name: bad params
-          params: {n: many}
-          expect: {status: succeeded}
         - name: skipped by its stub
           mock: {slow: {skip: true}, flaky: {outputs: {}}}
           signals: {gate: {}}
@@ -93,10 +90,20 @@ def test_a_wait_nobody_signals_and_a_run_that_cannot_be_built(
     reports = {case.case: case for case in session.cases}
     assert reports["never signaled"].passed, reports["never signaled"].failure
     assert reports["skipped by its stub"].passed, reports["skipped by its stub"].failure
-    failure = reports["bad params"].failure
-    assert len(failure) == 1
-    assert failure[0].startswith("the case could not run: the run cannot be built:")
-    assert "n" in failure[0]
+    # Params the run would refuse are the file's finding, at their place: no case runs.
+    test = write(
+        tmp_path,
+        """\
+        - name: bad params
+          params: {n: many}
+          expect: {status: succeeded}
+        """,
+    )
+    session = run_files(redis_client, [test])
+    assert session.cases == []
+    assert [(f.line, f.col, f.message) for f in session.findings] == [
+        (4, 15, "param 'n': expected an integer, got 'many'")
+    ]
 
 
 QUARTERLY = """\

@@ -65,3 +65,40 @@ def test_a_flow_with_tests_whose_steps_are_not_a_mapping_is_a_finding(tmp_path: 
         assert reading.test is None
         assert [(f.line, f.col) for f in reading.findings] == [(3, 8)]
         assert reading.findings[0].message.startswith("steps: expected a mapping")
+
+
+def test_a_cases_params_are_bound_when_read_each_mistake_at_its_place(tmp_path: Path) -> None:
+    # A name the flow does not declare, a value its param refuses and a required param left
+    # out were found only when the case ran: "could not run", at the case's line. They are
+    # findings now, in a test file and in a flow's own tests: (flows validate) alike.
+    flow = tmp_path / "report.yaml"
+    flow.write_text(
+        "version: 1\nname: report\n"
+        "params:\n  day: {type: date}\n  go: {type: bool, default: true}\n"
+        "steps:\n  a: {run: echo}\n"
+    )
+    cases = (
+        "  - name: unknown\n"  # 3
+        "    params: {day: 2026-11-01, goo: 1}\n"  # 4
+        "  - name: refused\n"  # 5
+        "    params: {day: tomorrow, go: maybe}\n"  # 6
+        "  - name: no day\n"  # 7
+        "    params: {go: 'no'}\n"  # 8
+        "  - name: fine\n"
+        "    params: {day: '2026-11-01', go: 'off'}\n"
+    )
+    test = tmp_path / "report.test.yaml"
+    test.write_text("flow: report.yaml\ncases:\n" + cases)
+    expected = [
+        (4, 31, "unknown param 'goo'", "did you mean 'go'?"),
+        (6, 19, "param 'day': expected a date such as 2025-01-31, got the string 'tomorrow'", ""),
+        (6, 33, "param 'go': expected true or false (or yes/no, on/off, 1/0), got 'maybe'", ""),
+        (8, 5, "missing required param 'day'", "give it under params: {day: ...}"),
+    ]
+    reading = read_test_file(test)
+    assert reading.test is None
+    assert [(f.line, f.col, f.message, f.hint) for f in reading.findings] == expected
+    own = tmp_path / "own.yaml"
+    own.write_text(flow.read_text() + "tests:\n" + cases)
+    reading = read_test_file(own)
+    assert [(f.line - 6, f.col, f.message, f.hint) for f in reading.findings] == expected
