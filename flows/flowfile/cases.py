@@ -440,7 +440,15 @@ class CaseReader:
                 order = None
             else:
                 for i, step in enumerate(order):
-                    self.step(step, (*path, "order", i))
+                    if self.step(step, (*path, "order", i)) and step in order[:i]:
+                        # Compared with the order steps *first* started: a second mention of
+                        # one (a retry, another tick's run) can never match.
+                        self.sink.error(
+                            (*path, "order", i),
+                            "test-order",
+                            f"{step!r} is named twice: order is the order steps first started",
+                            "name each step once",
+                        )
         runs = body.get("runs")
         if runs is not None and (isinstance(runs, bool) or not isinstance(runs, int) or runs < 0):
             self.sink.error((*path, "runs"), "test-type", "runs must be a number >= 0")

@@ -102,3 +102,21 @@ def test_a_cases_params_are_bound_when_read_each_mistake_at_its_place(tmp_path: 
     own.write_text(flow.read_text() + "tests:\n" + cases)
     reading = read_test_file(own)
     assert [(f.line - 6, f.col, f.message, f.hint) for f in reading.findings] == expected
+
+
+def test_a_step_named_twice_in_order_is_a_finding(tmp_path: Path) -> None:
+    # order compares the order steps first started: [a, b, a] could never pass.
+    (tmp_path / "nightly.yaml").write_text(SCHEDULED + "  b: {run: echo}\n")
+    test = tmp_path / "nightly.test.yaml"
+    test.write_text(
+        "flow: nightly.yaml\ncases:\n"
+        "  - name: two nights\n"
+        '    schedule: {from: "2026-03-01T00:00:00Z", to: "2026-03-03T00:00:00Z"}\n'
+        "    expect: {runs: 2, order: [a, b, a, b]}\n"
+    )
+    reading = read_test_file(test)
+    assert reading.test is None
+    assert [(f.line, f.col, f.message) for f in reading.findings] == [
+        (5, 37, "'a' is named twice: order is the order steps first started"),
+        (5, 40, "'b' is named twice: order is the order steps first started"),
+    ]
