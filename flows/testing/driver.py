@@ -425,8 +425,11 @@ def _failures(view: RunView) -> list[str]:
             if job.failure is None:
                 continue
             message = str(job.failure.get("message", "")).strip().splitlines()
-            last = f": {message[-1][:200]}" if message else ""
-            lines.append(f"step {step.step} ({job.jid}): {job.failure.get('group', '?')}{last}")
+            group = str(job.failure.get("group", "?"))
+            last = message[-1][:200] if message else ""
+            # A Python exception's last line names its class, which is its group too.
+            said = last if last.startswith(f"{group}:") else f"{group}: {last}" if last else group
+            lines.append(f"step {step.step} ({job.jid}): {said}")
     return lines
 
 

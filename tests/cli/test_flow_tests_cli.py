@@ -80,6 +80,20 @@ def test_a_failed_case_says_how_its_jobs_failed_as_text(url: str, tmp_path: Path
     assert "\x1b[2J" not in result.output
 
 
+def test_a_python_exception_is_named_once_in_how_its_job_failed(url: str, tmp_path: Path) -> None:
+    (tmp_path / "boomtasks.py").write_text("def boom(job):\n    raise RuntimeError('kaboom')\n")
+    flow = tmp_path / "pyboom.yaml"
+    flow.write_text(
+        "version: 1\nname: pyboom\nsteps:\n"
+        "  a: {job: boomtasks.boom, retry: {attempts: 1}}\n"
+        "tests:\n  - name: it works\n    expect: {status: succeeded}\n"
+    )
+    result = flows("test", str(flow), "--redis", url)
+    assert result.exit_code == 1, result.output
+    assert "): RuntimeError: kaboom\n" in result.output
+    assert "RuntimeError: RuntimeError" not in result.output
+
+
 def test_a_changed_expectation_in_a_flows_own_tests_fails_with_a_diff(
     url: str, tmp_path: Path
 ) -> None:
