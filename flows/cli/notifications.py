@@ -117,12 +117,18 @@ def notifications(
     if as_json:
         print_json({"failed": given_up, "waiting": pending, "recent": sent})
         return
-    show_events("Given up", given_up, next_try=False)
+    if given_up:
+        show_events("Given up", given_up, next_try=False)
+    elif only_failed:
+        click.echo("no notification was given up")
     if only_failed:
         return
     if pending:
         show_events("Waiting", pending, next_try=True)
-    show_sends(sent)
+    if sent:
+        show_sends(sent)
+    elif not given_up and not pending:
+        click.echo("no notification was sent, is waiting or was given up")
 
 
 def show_events(title: str, events: Sequence[EventDocument], *, next_try: bool) -> None:

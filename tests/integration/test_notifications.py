@@ -706,3 +706,11 @@ def test_a_receiver_that_never_finishes_answering_is_cut_at_the_deadline(
     [channel] = waiting["channels"]
     assert channel["status"] == "retrying"
     assert channel["error"] == f"POST {receiver.url}/hook: no whole answer in 0.5s"
+
+
+def test_nothing_to_list_says_so_instead_of_empty_tables(cli: CliRunner, client: Client) -> None:
+    assert flows(cli, "notifications", "--failed").stdout == "no notification was given up\n"
+    assert (
+        flows(cli, "notifications").stdout
+        == "no notification was sent, is waiting or was given up\n"
+    )
