@@ -241,6 +241,12 @@ def send_email(
         user, sep, password = _secret(secrets, config["login"]).partition(":")
         if not sep:
             raise DeliveryError(f"secret {config['login']} must be user:password for SMTP login")
+        if not (user + password).isascii():
+            # smtplib sends a login as ASCII; its error would quote the character and where.
+            raise DeliveryError(
+                f"secret {config['login']} holds a character outside ASCII, which an SMTP "
+                "login cannot carry"
+            )
         login = (user, password)
     context_tls = ssl.create_default_context()
     try:

@@ -27,7 +27,7 @@ from scheduler.embedded import EmbeddedServer
 from scheduler.engine.client import Client
 from scheduler.engine.connections import connect
 from scheduler.notify import channels, outbox
-from scheduler.notify.channels import send_email, verify
+from scheduler.notify.channels import DeliveryError, send_email, verify
 from scheduler.notify.events import Context, Event
 from scheduler.notify.outbox import Deliverer
 from scheduler.secrets import Secrets
@@ -218,6 +218,17 @@ def test_a_delivery_cut_short_is_sent_again_with_the_same_id(
     assert again.tick() == 2
     sent = [p.json()["id"] for p in receiver.wait_for(1)]
     assert sent == [smtp.mailbox.wait_for(1)[0]["X-Flows-Event-Id"]]
+
+
+def test_a_login_outside_ascii_is_refused_by_the_secret_s_name_alone(smtp: SmtpServer) -> None:
+    config = {"smtp": smtp.url, "to": ["ops@example.com"], "starttls": False, "login": "SMTP_LOGIN"}
+    event = Event(id="1733450000000-0", kind="failure", run="nightly@x", jid="nightly@x:a", at=0)
+    secrets = Secrets(environ={"SMTP_LOGIN": "ops:p\u00e4ss"})
+    with pytest.raises(DeliveryError) as refused:
+        send_email(config, event, "ops", Context(), secrets)
+    assert str(refused.value) == (
+        "secret SMTP_LOGIN holds a character outside ASCII, which an SMTP login cannot carry"
+    )
 
 
 def test_a_mail_sent_again_keeps_its_message_id(smtp: SmtpServer) -> None:
