@@ -10,21 +10,30 @@
 For the whole session ``$FLOWS_DATA_DIR`` points into the session's temp dir and
 ``$FLOWS_REDIS_URL`` / ``$FLOWS_NAMESPACE`` are unset, so no test can touch the user's own data
 directory or flush a server named in their shell.
+
+Property tests (hypothesis) explore new examples on a developer's machine; under ``$CI`` they
+run a fixed set (derandomized), so a CI run is red only for what every run of that commit finds.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import redis
+from hypothesis import settings
 
 from scheduler.embedded import EmbeddedServer
 from scheduler.engine.connections import connect
 from scheduler.engine.scripts import Engine
 
 NAMESPACE = "{test}:"
+
+settings.register_profile("ci", derandomize=True, print_blob=True)
+if os.environ.get("CI"):
+    settings.load_profile("ci")
 
 
 @pytest.fixture(scope="session", autouse=True)
