@@ -10,8 +10,9 @@
 -- it in `run-canceled:<run id>`) (and its put options; a wait that timed out awaits its signal again, its timeout
 -- counted from the retry); the jobs they were blocking (still waiting for them) then run
 -- as they complete, and nothing that completed runs again, except jobs with a trigger rule
--- (all_done, one_failed: hooks like `finally`) that already ran because of the failure: they
--- wait for their dependencies again. A fan-out step that failed because its producer's output
+-- (all_done, one_failed: hooks like `finally`) that already ran because of a failure it puts
+-- back: they wait for their dependencies again (a hook after a failure left alone, by a retry
+-- of another step, stays as it ran). A fan-out step that failed because its producer's output
 -- was refused (include/fanout.lua) is expanded again from that output, never run as a job; an
 -- expanded step's items are jobs like the others: only the failed ones run again. `target` (a
 -- step of the run, or one of its jids) limits it to that step's or job's failed jobs. Refused
@@ -177,24 +178,36 @@ function RunState.retry(run_id, jids, only)
 
   -- What this retry puts back, decided before anything is written: the failed, expired and
   -- canceled jobs it retries, then (jobs come in dependency order) each completed job whose
-  -- trigger rule fired on the failure (a need of it is put back, or still has not completed):
-  -- it waits for its needs again.
-  local back, chosen = {}, false
+  -- trigger rule fired on the failure and one of whose needs moves again (it is put back, runs
+  -- or waits by itself, or waits for one that moves): it waits for its needs again. A need
+  -- that stays failed (a retry of another step) leaves the hooks after it as they ran.
+  local back, chosen, moving = {}, false, {}
   for i, jid in ipairs(jids) do
     local state = jobs[i] and jobs[i].state
     if (not only or only[jid]) and (state == 'failed' or state == 'expired' or
         (not jobs[i] and kept[jid])) then
-      back[jid], chosen = true, true
+      back[jid], chosen, moving[jid] = true, true, true
     end
   end
-  for i, jid in ipairs(jids) do
+  for i, jid in ipairs(chosen and jids or {}) do
     local fields = jobs[i]
-    if chosen and fields and fields.state == 'complete' and fields.trigger and fields.needs then
-      for _, need in ipairs(cjson.decode(fields.needs)) do
-        local state = redis.call('hget', Keys.job(need), 'state')
-        if back[need] or (state and state ~= 'complete') then
-          back[jid] = 'rearmed'
-          break
+    local state = fields and fields.state
+    if state and not moving[jid] then
+      if RunState.ACTIVE[state] then
+        moving[jid] = true
+      elseif state == 'depends' then
+        -- waiting for dependencies (or, none left, for a sub-flow's child run)
+        local waits = redis.call('smembers', Keys.dependencies(jid))
+        if #waits == 0 then moving[jid] = true end
+        for _, need in ipairs(waits) do
+          if moving[need] then moving[jid] = true end
+        end
+      elseif state == 'complete' and fields.trigger and fields.needs then
+        for _, need in ipairs(cjson.decode(fields.needs)) do
+          if moving[need] then
+            back[jid], moving[jid] = 'rearmed', true
+            break
+          end
         end
       end
     end

@@ -391,3 +391,25 @@ def test_one_job_as_the_decider_sees_it(lua: Lua) -> None:
             "actions": job["actions"] or {},
         }
     assert lua.raw("run.job", "nope", f"{RUN}:a", now=T0) is None
+
+
+def test_a_retry_of_one_step_leaves_the_hooks_of_another_failure_as_they_ran(lua: Lua) -> None:
+    """b1 and b2 fail, and the all_done hook after each ran. Retrying b1 alone re-arms its hook
+    only: b2 stays failed, so its hook keeps its success instead of waiting for b2 forever."""
+    hook = {"trigger": "all_done"}
+    submit(lua, ("b1", []), ("b2", []), ("h1", ["b1"]), ("h2", ["b2"]), h1=hook, h2=hook)
+    assert lua.pop_jids(count=2, now=T0 + 1) == [f"{RUN}:b1", f"{RUN}:b2"]
+    fail(lua, f"{RUN}:b1", T0 + 2)
+    fail(lua, f"{RUN}:b2", T0 + 2)
+    assert lua.pop_jids(count=2, now=T0 + 3) == [f"{RUN}:h1", f"{RUN}:h2"]
+    lua.complete(f"{RUN}:h1", now=T0 + 4)
+    lua.complete(f"{RUN}:h2", now=T0 + 4)
+    assert lua.raw("run.retry", RUN, "b1", now=T0 + 5) == 1
+    by = steps(read(lua, now=T0 + 6))
+    assert {name: by[name]["status"] for name in ("b1", "b2", "h1", "h2")} == {
+        "b1": "waiting",
+        "b2": "failed",
+        "h1": "waiting",
+        "h2": "success",
+    }
+    assert lua.state(f"{RUN}:h2") == "complete"
