@@ -392,3 +392,24 @@ def test_every_page_opens_at_desktop_and_phone_width_with_reachable_buttons(
         focused.append(page.evaluate("document.activeElement.textContent.trim()"))
     assert focused[:2] == [flow["name"], "Cancel run"]  # the run's flow page first
     assert page.errors == []
+
+
+def test_a_step_canceled_with_its_run_offers_the_retry_the_engine_allows(
+    page: Any, base: str, client: Client, tmp_path: Path
+) -> None:
+    """Its job no longer exists (canceled), yet the engine allows its retry: the panel offers
+    it, and the button puts the run back."""
+    flow = register(client, tmp_path)
+    run_id = trigger_run(client, flow["name"]).run_id
+    client.engine.call("run.cancel", run_id)
+    page.goto(f"{base}/runs/{run_id}")
+    node(page, "extract").click()
+    page.wait_for_selector("#step-detail h2 .st-canceled")
+    read = json.loads(client.engine.call("run.job", run_id, f"{run_id}:extract"))
+    assert read["actions"] == ["retry"]
+    set_token(page, TOKEN)
+    page.get_by_role("button", name="Retry job").click()
+    page.wait_for_selector("#flash.ok")
+    page.wait_for_selector('g.node[data-step="extract"].st-waiting')
+    assert client.jobs[f"{run_id}:extract"].state == "waiting"
+    assert page.errors == []
