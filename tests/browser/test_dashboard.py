@@ -413,3 +413,34 @@ def test_a_step_canceled_with_its_run_offers_the_retry_the_engine_allows(
     page.wait_for_selector('g.node[data-step="extract"].st-waiting')
     assert client.jobs[f"{run_id}:extract"].state == "waiting"
     assert page.errors == []
+
+
+def test_an_open_step_panel_follows_its_actions_when_only_the_run_changes(
+    page: Any, base: str, client: Client, tmp_path: Path
+) -> None:
+    """extract succeeded; its status stays success while the engine's actions for it change
+    with the run's: none while the run runs, a re-run once it is canceled, none once it is
+    retried. The open panel shows each as a reload would, without one."""
+    flow = register(client, tmp_path)
+    run_id = trigger_run(client, flow["name"]).run_id
+    pop(client, flow["queue"]).complete()
+    page.goto(f"{base}/runs/{run_id}")
+    node(page, "extract").click()
+    page.wait_for_selector("#step-detail h2 .st-success")
+    with page.expect_response(lambda reply: reply.url.endswith("/live")):
+        pass  # the page redrew once from what it shows now
+    assert page.locator("#step-actions button").count() == 0
+
+    page.on("dialog", lambda dialog: dialog.accept())
+    set_token(page, TOKEN)
+    page.get_by_role("button", name="Cancel run").click()
+    page.wait_for_selector("#run-status .st-canceled")
+    page.wait_for_selector("#step-actions button")
+    assert page.inner_text("#step-actions") == "Re-run step"
+
+    page.get_by_role("button", name="Retry run").click()
+    page.wait_for_selector("#run-status .st-running")
+    page.wait_for_function("!document.querySelector('#step-actions button')")
+    steps = {s["step"]: s for s in json.loads(client.engine.call("run.read", run_id))["steps"]}
+    assert steps["extract"]["status"] == "success" and not steps["extract"]["actions"]
+    assert page.errors == []

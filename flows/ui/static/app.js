@@ -191,8 +191,9 @@ function setupRun(section) {
       setStatusClass(node, step.status);
       node.querySelector("text.state").replaceChildren(...nodeState(step));
       node.setAttribute("aria-label", step.label);
-      // the chosen step's panel is drawn again when what it shows changed
-      const key = `${step.status} ${step.progress} ${step.deadline_missed}`;
+      // the chosen step's panel is drawn again when what it shows changed: its actions too,
+      // which change with the run's (a step re-runs only once its run is not running)
+      const key = `${step.status} ${step.progress} ${step.deadline_missed} ${step.actions}`;
       if (seen[node.dataset.step] !== key && node.dataset.step === chosen) chosenChanged = true;
       seen[node.dataset.step] = key;
     }
