@@ -4,7 +4,8 @@
 --   timeout  jid...  -> nil
 --
 -- cancel is refused, changing nothing, while a dependent of a listed job is not listed too:
--- it would wait forever. A canceled running job's worker is told `canceled`. A job of a flow
+-- it would wait forever, and for a completed job of a flow run (WRONGSTATE: it is the run's
+-- result; `delete` removes it for good). A canceled running job's worker is told `canceled`. A job of a flow
 -- run that had not completed leaves its run canceled (Runs.drop_job: a retry of the run puts it
 -- back, its attempts and step logs kept).
 -- timeout expires a running job's lock now: its worker is told lock_lost and its late
@@ -16,6 +17,14 @@
 -- @include events
 -- @include dialect
 -- @include runs
+
+-- The run of a completed job that a flow run counts, or nil: such a job is the run's result
+-- (its outputs, what a re-run starts from), never removed by a cancel.
+local function finished_run_job(jid)
+  local run_id = RunCounts.run_in(redis.call('hget', Keys.job(jid), 'counted'))
+  if run_id and redis.call('exists', Keys.run(run_id)) == 1 then return run_id end
+  return nil
+end
 
 api['cancel'] = function(args)
   local cmd = 'Cancel'
@@ -29,6 +38,12 @@ api['cancel'] = function(args)
     if not jobs[jid] then
       local fields = Job.load_for_delete(jid)
       if fields then
+        local run_id = fields.state == 'complete' and finished_run_job(jid)
+        if run_id then
+          Err.raise('WRONGSTATE', cmd .. '(): job ' .. jid .. ' of run ' .. run_id ..
+            ' has completed: cancel stops what has not ended (flows rerun runs it again, ' ..
+            'flows delete removes it for good)')
+        end
         for _, dependent in ipairs(redis.call('smembers', Keys.dependents(jid))) do
           if not listed[dependent] then
             -- qless's words say it the other way round (Qless.error).

@@ -155,6 +155,10 @@ def test_status_json_is_the_api_document_and_the_page_draws_the_graph_without_th
         assert refused.status == 409 and "run a3 is running" in str(refused.body)
         assert api.post("/api/v1/jobs/a3:build/retry").status == 409
         assert api.post("/api/v1/jobs/a3:gate/retry").status == 409
+        # a completed job is the run's result: no cancel removes it (delete does)
+        assert api.post("/api/v1/jobs/a3:build/cancel").status == 409
+        canceled = flows(cli, "cancel", "a3:build")
+        assert canceled.exit_code == 1 and "a3:build of run a3 has completed" in canceled.output
     assert flows(cli, "approve", "a3", "gate", "--note", "ok").exit_code == 0
     work(cli, tmp_path)
     assert "Re-run step" in str(api.get("/runs/a3/steps/build").body)

@@ -245,6 +245,26 @@ def test_a_job_canceled_alone_while_others_run_leaves_the_run_running(lua: Lua) 
     assert read(lua, now=T0 + 5)["status"] == "canceled"
 
 
+def test_cancel_of_a_completed_job_of_a_run_is_refused_and_changes_nothing(lua: Lua) -> None:
+    """A completed job is its run's result (outputs, what a re-run starts from): a cancel stops
+    what has not ended, so it leaves that job alone and says what does remove it."""
+    submit(lua, ("a", []), ("b", []))
+    lua.pop(now=T0 + 1)
+    lua.complete(f"{RUN}:a", now=T0 + 2)
+    with assert_unchanged(lua.r), pytest.raises(WrongState) as refused:
+        lua.raw("cancel", f"{RUN}:b", f"{RUN}:a", now=T0 + 3)  # b is not canceled either
+    assert str(refused.value).endswith(
+        "job r@1:a of run r@1 has completed: cancel stops what has not ended (flows rerun runs "
+        "it again, flows delete removes it for good)"
+    )
+    assert steps(read(lua))["a"]["status"] == "success"
+    # A completed job of no run is removed as before (qless's cancel).
+    lua.put("plain", queue="other")
+    assert lua.pop_jids("other", now=T0 + 4) == ["plain"]
+    lua.complete("plain", queue="other", now=T0 + 5)
+    assert lua.raw("cancel", "plain", now=T0 + 6) == ["plain"]
+
+
 def test_deleting_a_completed_job_of_a_run_is_history_gone_early(lua: Lua) -> None:
     """As retention removes it: the run keeps what it was."""
     submit(lua, ("a", []))
