@@ -134,11 +134,24 @@ def parse_moment(text: str, zone: ZoneInfo, *, option: str, end: bool = False) -
         ) from None
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=zone)
-    if end and _DATE.match(value):
-        # The next day's midnight in the zone, less a second: a day may be 23 or 25 hours long.
-        following = (moment.replace(tzinfo=None) + timedelta(days=1)).replace(tzinfo=zone)
-        return following.timestamp() - 1.0
-    return moment.timestamp()
+    try:
+        seconds = moment.timestamp()
+        if end and _DATE.match(value):
+            # The next day's midnight in the zone, less a second: a day may be 23 or 25 hours
+            # long. The last day of the calendar has no next one: its last second then.
+            try:
+                following = (moment.replace(tzinfo=None) + timedelta(days=1)).replace(tzinfo=zone)
+                seconds = following.timestamp() - 1.0
+            except OverflowError:
+                seconds = moment.replace(hour=23, minute=59, second=59).timestamp()
+    except (OverflowError, ValueError, OSError):
+        seconds = -1.0  # beyond what a clock holds: out of range below
+    if seconds < 0:
+        raise BackfillError(
+            f"{option} {text!r} is before 1970-01-01 00:00 UTC or out of range: a backfill "
+            "covers ticks from then on"
+        )
+    return seconds
 
 
 def check_range(start: float, end: float) -> None:

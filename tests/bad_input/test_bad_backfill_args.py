@@ -44,6 +44,8 @@ CASES: list[tuple[list[str], int, str]] = [
         "max-active",
     ),
     (["{d}/nightly.yaml", "--to", "2026-01-02"], 2, "--from"),
+    (["{d}/nightly.yaml", "--from", "1969-12-25", "--to", "1970-01-03"], 2, "--from '1969-12-25'"),
+    (["{d}/nightly.yaml", "--from", "0001-01-01", "--to", "0001-01-02"], 2, "--from '0001-01-01'"),
     (["{d}/broken.yaml", "--from", "2026-01-01", "--to", "2026-01-02"], 1, "'nope'"),
     (["{d}/missing.yaml", "--from", "2026-01-01", "--to", "2026-01-02"], 1, "no such file"),
     (["no-such-flow", "--from", "2026-01-01", "--to", "2026-01-02"], 1, "no registered flow"),

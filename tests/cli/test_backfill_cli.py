@@ -5,6 +5,7 @@ against the session's real server; the service's steps run with ``flows schedule
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -199,3 +200,16 @@ def test_a_range_of_too_many_ticks_is_one_line_and_changes_nothing(
         "Error: the range holds more than 10,000 ticks (the most one backfill covers): "
         "split it into several backfills"
     )
+
+
+def test_the_last_day_of_the_calendar_ends_a_range(
+    url: str, redis_client: redis.Redis, flow: Path
+) -> None:
+    """``--to 9999-12-31`` (the whole day, as any date) means up to now: its end is the day's
+    last second, though the calendar has no next day to count back from."""
+    dry = ("--dry-run", "--json", "--redis")
+    start = time.strftime("%Y-%m-%dT%H:00Z", time.gmtime(time.time() - 3 * H))
+    with assert_unchanged(redis_client):
+        result = flows("backfill", str(flow), "--from", start, "--to", "9999-12-31", *dry, url)
+    assert result.exit_code == 0, result.output
+    assert len(json.loads(result.stdout)["ticks"]) in (3, 4)
