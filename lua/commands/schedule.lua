@@ -20,7 +20,8 @@
 -- score is a compare-and-set: `expected_next` is the score the caller computed from ('' for
 -- none) and `expected_hash` the content hash it replaces ('' for a new schedule); when either
 -- changed meanwhile the reply is 'conflict' and nothing is written. Registering the content
--- already registered is 'unchanged' (several services register the same files). Registering
+-- already registered from the same path is 'unchanged' (several services register the same
+-- files; a file moved within its folder is registered again, so the schedule names it). Registering
 -- anew keeps the operator's pause, the last run, counters and skip records.
 -- `definition.origin` (optional, an id) names the folder of flow files (the service's source)
 -- the schedule belongs to, `definition.path` its file within that folder: a schedule belongs to
@@ -87,10 +88,10 @@ api['schedule.register'] = function(args)
   if type(path) ~= 'string' then path = '' end
 
   local key = Keys.schedule(name)
-  local held = redis.call('hmget', key, 'hash', 'origin')
+  local held = redis.call('hmget', key, 'hash', 'origin', 'path')
   local current, owner = held[1], held[2] or ''
   if owner ~= '' and owner ~= origin then return 'owned' end
-  if current == hash and owner == origin then return 'unchanged' end
+  if current == hash and owner == origin and (held[3] or '') == path then return 'unchanged' end
   if (current or '') ~= expected_hash then return 'conflict' end
   if not Schedules.same_score(redis.call('zscore', Keys.schedules(), name), expected_next) then
     return 'conflict'

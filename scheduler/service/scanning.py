@@ -5,7 +5,8 @@ left out), reads each file whose size
 or modification time changed, and compares content hashes:
 
 - a file with a schedule is registered under this folder's source name (``origin``), and
-  registered again when its content changes;
+  registered again when its content changes or it moves within the folder (runs resolve its
+  sub-flows and its own folder from the registered file);
 - a file that does not validate is reported, and the registration it had stays as it was;
   a file's problem is logged once, when it is first seen or changes, not at every scan;
 - a schedule of this source whose file is gone, no longer has a schedule, or now names another
@@ -143,7 +144,11 @@ class Reloader:
             wanted[name] = self._pick(definitions, held.file if held else None, report)
         for name, definition in wanted.items():
             held = registered.get(name)
-            if held is None or (held.hash, held.origin) != (definition.hash, self.origin):
+            if held is None or (held.hash, held.origin, self._path_of(held)) != (
+                definition.hash,
+                self.origin,
+                definition.path,
+            ):
                 self._register(definition, now, report)
         self._unregister_gone(registered, wanted, report, now)
         self._publish(paths, now)

@@ -68,6 +68,26 @@ def test_a_renamed_flow_moves_its_schedule(client: Client, folder: Path) -> None
     assert (report.registered, report.unregistered) == (["new"], ["old"])
 
 
+def test_a_file_moved_within_the_folder_is_registered_from_where_it_is(
+    client: Client, folder: Path
+) -> None:
+    """The same text at another path: the schedule names the file where it now is (its runs
+    resolve its sub-flows from there), and so does a later unregistration."""
+    service = make_service(client, folder)
+    old = write_flow(folder, "a", file="a.yaml")
+    service.scan(T - 1)
+    (folder / "nested").mkdir()
+    new = old.rename(folder / "nested" / "moved.yaml")
+    report = service.scan(T - 1)
+    assert (report.registered, report.updated, report.unregistered) == ([], ["a"], [])
+    held = registration(client, "a").definition
+    assert (held.file, held.path) == (str(new), "nested/moved.yaml")
+    # Scanned again, unmoved: nothing to register.
+    assert service.scan(T - 1).updated == []
+    # A second service on the folder, not yet told of the move, finds it registered as it is.
+    assert make_service(client, folder).scan(T - 1).updated == []
+
+
 def test_a_changed_file_keeps_its_due_ticks(client: Client, folder: Path) -> None:
     # A tick due but not yet fired when the file changes is not lost to the change.
     service = make_service(client, folder)
