@@ -1,7 +1,8 @@
 """Step logs captured in the worker: every line a job writes, stored per job attempt.
 
 What is captured, per slot thread (jobs running side by side in threads never mix their lines):
-``print`` and other writes to ``sys.stdout`` / ``sys.stderr`` (both are replaced, once per
+``print`` and other writes to ``sys.stdout`` / ``sys.stderr`` and to their ``buffer`` (bytes,
+decoded as UTF-8 with a replacement character for what is not) (both are replaced, once per
 process, by routers that send a thread's writes to the job it runs and everything else where it
 went before), the ``logging`` records emitted while the job runs (as far as the logging
 configuration lets them through; stream ``log`` with their level), and what a task hands over
@@ -20,6 +21,7 @@ a lock or a send: a job writing 100,000 lines sends the budget and no more.
 
 from __future__ import annotations
 
+import codecs
 import contextlib
 import json
 import logging
@@ -27,7 +29,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
-from typing import IO, TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TextIO
 
 import redis
 
@@ -253,7 +255,7 @@ class Queued:
 class JobOutput:
     """The lines of one run of one job (one attempt), handed to the shipper line by line."""
 
-    __slots__ = ("_dropped", "_full", "_partial", "_wrote", "key", "shipper")
+    __slots__ = ("_decoders", "_dropped", "_full", "_partial", "_wrote", "key", "shipper")
 
     def __init__(self, shipper: LogShipper, jid: str, attempt: int) -> None:
         self.key: Key = (jid, attempt)
@@ -264,6 +266,8 @@ class JobOutput:
         self._dropped = 0  # lines written once the attempt was full: counted, sent at close
         self._full = False
         self._wrote = False  # a job that wrote nothing costs the shipper nothing
+        # Per stream, bytes written to its buffer: a character may come in two writes.
+        self._decoders: dict[str, codecs.IncrementalDecoder] = {}
 
     def line(self, text: str, stream: str = "stdout", level: str = "", cut: int = 0) -> None:
         """Add one line (without its newline) to the job's log.
@@ -303,7 +307,22 @@ class JobOutput:
             self.line(head, stream, cut=cut)
             start = end + 1
 
+    def write_bytes(self, stream: str, data: bytes) -> None:
+        """Bytes written to a stream's ``buffer``: decoded as UTF-8 (what is not becomes the
+        replacement character, as in a shell step's output), then as :meth:`write`."""
+        decoder = self._decoders.get(stream)
+        if decoder is None:
+            decoder = self._decoders[stream] = codecs.getincrementaldecoder("utf-8")("replace")
+        text = decoder.decode(data)
+        if text:
+            self.write(stream, text)
+
     def close(self) -> None:
+        for stream, decoder in self._decoders.items():
+            rest = decoder.decode(b"", final=True)
+            if rest:
+                self.write(stream, rest)
+        self._decoders.clear()
         if not self._wrote:
             return
         for stream, (rest, cut) in self._partial.items():
@@ -318,9 +337,10 @@ class _Router:
     """Stands in for ``sys.stdout`` / ``sys.stderr``: a slot thread's writes while it runs a job
     go to the job's log, all others to the stream it replaced."""
 
-    def __init__(self, original: IO[str], stream: str) -> None:
+    def __init__(self, original: TextIO, stream: str) -> None:
         self.original = original
         self.stream = stream
+        self.buffer = _BufferRouter(self)
 
     def write(self, text: str) -> int:
         output: JobOutput | None = getattr(_current, "output", None)
@@ -342,6 +362,39 @@ class _Router:
 
     def __getattr__(self, name: str) -> Any:  # encoding, fileno, isatty, ...
         return getattr(self.original, name)
+
+
+class _BufferRouter:
+    """Stands in for ``sys.stdout.buffer`` / ``sys.stderr.buffer``: a slot thread's bytes while
+    it runs a job go to the job's log (decoded), all others to the buffer of the stream its
+    router replaced. Without it, bytes a job wrote there (control sequences included) reached
+    the worker's own output as they were."""
+
+    def __init__(self, router: _Router) -> None:
+        self.router = router
+
+    def write(self, data: bytes | bytearray | memoryview) -> int:
+        output: JobOutput | None = getattr(_current, "output", None)
+        if output is None:
+            written: int = self.router.original.buffer.write(data)
+            return written
+        raw = bytes(data)
+        if output._full:
+            output._dropped += raw.count(b"\n")
+        else:
+            output.write_bytes(self.router.stream, raw)
+        return len(raw)
+
+    def writelines(self, lines: list[bytes]) -> None:
+        for data in lines:
+            self.write(data)
+
+    def flush(self) -> None:
+        if getattr(_current, "output", None) is None:
+            self.router.original.buffer.flush()
+
+    def __getattr__(self, name: str) -> Any:  # fileno, raw, ...
+        return getattr(self.router.original.buffer, name)
 
 
 class _RecordHandler(logging.Handler):

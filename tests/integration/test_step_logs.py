@@ -7,7 +7,15 @@ import json
 import threading
 
 import pytest
-from test_worker import NO_BACKOFF, SHELL, put, run_burst
+from test_worker import (  # noqa: F401
+    NO_BACKOFF,
+    SHELL,
+    Processes,
+    procs,
+    put,
+    run_burst,
+    wait_state,
+)
 
 from scheduler.engine import joblogs
 from scheduler.engine.client import Client
@@ -184,3 +192,23 @@ def test_a_chain_of_steps_stores_each_steps_lines_with_its_complete(
         assert job.state == "complete"
         assert [entry["what"] for entry in job.history] == ["put", "popped", "done"]
         assert [line for _, _, line in texts(engine, jid)][:2] == [f"{i} 0", f"{i} 1"]
+
+
+def test_bytes_written_to_the_streams_buffers_go_to_the_log_not_the_workers_output(
+    engine: Engine,
+    client: Client,
+    procs: Processes,  # noqa: F811
+) -> None:
+    """``sys.stdout.buffer.write`` is a write to stdout: stored decoded (the replacement
+    character for what is not UTF-8, a character cut over two writes whole), and never sent
+    raw to the worker's own output, where a control sequence would reach the terminal."""
+    jid = put(client, "bytes", "bytes_out")
+    worker = procs.worker(["bytes"], name="bytes-worker")
+    wait_state(client, jid, "complete")
+    assert texts(engine, jid) == [
+        ("stdout", "", "\x1b[2J clear \ufffd"),
+        ("stdout", "", "caf\u00e9"),
+        ("stderr", "", "err bytes"),
+    ]
+    output = procs.log(worker)
+    assert "clear" not in output and "\x1b" not in output, output

@@ -240,6 +240,18 @@ def litter(job: JobContext) -> list[str]:
 _side_by_side = threading.Barrier(2, timeout=10)
 
 
+def bytes_out(job: JobContext) -> None:
+    """Writes bytes to ``sys.stdout.buffer`` and ``sys.stderr.buffer``: a terminal's control
+    sequence, a byte that is not UTF-8, and a character cut in two by two writes."""
+    import sys
+
+    sys.stdout.buffer.write(b"\x1b[2J clear \xff\n")
+    sys.stdout.buffer.write("caf\u00e9".encode()[:-1])
+    sys.stdout.buffer.write("caf\u00e9\n".encode()[-2:])
+    sys.stdout.buffer.flush()
+    sys.stderr.buffer.writelines([b"err ", b"bytes"])
+
+
 def chatty(job: JobContext) -> None:
     """Writes ``data["lines"]`` lines tagged with ``data["tag"]`` to stdout, one to stderr and
     a logging record; with ``data["together"]``, first waits for a second chatty job to run at
