@@ -248,14 +248,23 @@ def known_queue(client: Client, name: str, *, refuse: bool = True) -> None:
 
 
 def note_new_queues(client: Client, names: Sequence[str]) -> None:
-    """Where a queue may well be new (a worker listening on it, unfail's target): a note on
-    stderr for each name the namespace has not seen when one it has is close to it (a likely
-    typo); never refuses, and says nothing when the server cannot tell."""
+    """Where a queue may well be new (a worker listening on it, unfail's target, the queues
+    `flows run` works): a note on stderr for each name the namespace has not seen when one it
+    has is close to it (a likely typo), and for each that is paused (its jobs would wait with
+    no word why); never refuses, and says nothing when the server cannot tell."""
     try:
-        known = {str(entry.get("name")) for entry in client.queues.counts()}
+        counts = client.queues.counts()
     except Exception:  # a hint only: the command's own work reports a fault
         return
+    known = {str(entry.get("name")) for entry in counts}
+    paused = {str(entry.get("name")) for entry in counts if entry.get("paused")}
     for name in names:
         hint = did_you_mean(name, known) if name not in known else ""
         if hint:
             click.echo(f"note: no queue {name!r} yet ({hint}); taking it as a new queue", err=True)
+        elif name in paused:
+            click.echo(
+                f"note: queue '{visible(name)}' is paused: its jobs wait until "
+                f"`flows queue unpause {visible(name)}`",
+                err=True,
+            )

@@ -31,6 +31,7 @@ from flows.cli.common import (
     ago,
     console,
     err_console,
+    note_new_queues,
     open_client,
     print_json,
     table,
@@ -368,6 +369,7 @@ def work_run(
     ends, the worker's own records from ``stderr_level`` on printed on stderr
     (:func:`worker_log`); the exit code: 0 when it succeeded, 1 when not, :data:`INTERRUPTED`
     after Ctrl-C and 143 after SIGTERM (saying how to resume or cancel it)."""
+    note_new_queues(client, queues)  # a paused queue: its jobs would wait with no word why
     with worker_log_on_stderr(stderr_level):
         view, interrupted = _follow(
             client, run_id, queues, threads, sys.stdout.isatty(), logs, log_level, quiet=as_json

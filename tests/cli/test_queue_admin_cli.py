@@ -109,3 +109,23 @@ def test_pause_holds_the_queues_jobs_and_unpause_hands_them_out(url: str, client
     assert flows("queue", "unpause", "q", "--redis", url).output.strip() == "queue q unpaused"
     [popped] = client.queues["q"].pop()
     assert popped.jid == "p0"
+
+
+def test_a_worker_on_a_paused_queue_says_so(url: str, client: Client) -> None:
+    """A worker started on a paused queue (and unfail filling one) notes it on stderr, with the
+    command that lifts it: else its jobs just wait, with no word why."""
+    client.queues["held"].put("t.f", {}, jid="h0")
+    assert flows("queue", "pause", "held", "--redis", url).exit_code == 0
+    note = "note: queue 'held' is paused: its jobs wait until `flows queue unpause held`"
+    worker = flows("worker", "-q", "held,other", "--burst", "--processes", "0", "--redis", url)
+    assert worker.exit_code == 0, worker.output
+    assert note in worker.stderr and "'other'" not in worker.stderr
+    assert client.jobs["h0"].state == "waiting"  # paused: not handed out
+    client.queues["broken"].put("t.f", {}, jid="b0")
+    client.queues["broken"].pop()[0].fail("some-group", "it broke")
+    unfail = flows("unfail", "some-group", "-q", "held", "--redis", url)
+    assert unfail.exit_code == 0, unfail.output
+    assert note in unfail.stderr
+    assert flows("queue", "unpause", "held", "--redis", url).exit_code == 0
+    worker = flows("worker", "-q", "held", "--burst", "--processes", "0", "--redis", url)
+    assert "note:" not in worker.stderr
