@@ -379,6 +379,16 @@ def work_run(
     if interrupted is not None:
         done = sum(1 for s in view.steps if s.status in ("success", "cached", "skipped"))
         how = "interrupted" if interrupted == signal.SIGINT else "terminated"
+        code = INTERRUPTED if interrupted == signal.SIGINT else 128 + interrupted
+        if view.finished:  # its last jobs ended in their grace: nothing waits to be resumed
+            if view.status != "succeeded":
+                _print_failures(client, view)
+            click.echo(
+                f"{how}: run {run_id} {view.status} while stopping ({done} of "
+                f"{len(view.steps)} steps done)",
+                err=True,
+            )
+            return code
         click.echo(
             f"{how}: run {run_id} is {view.status} ({done} of {len(view.steps)} steps "
             "done; unfinished jobs wait in their queues)\n"
@@ -387,7 +397,7 @@ def work_run(
             f"  cancel what is left:  flows cancel {run_id}",
             err=True,
         )
-        return INTERRUPTED if interrupted == signal.SIGINT else 128 + interrupted
+        return code
     if view.status != "succeeded":
         _print_failures(client, view)
         click.echo(f"run {run_id} {view.status}", err=True)

@@ -309,3 +309,39 @@ def test_a_second_ctrl_c_kills_the_steps_commands_and_hands_its_job_back(
     whats = [str(entry["what"]) for entry in job.history]
     # Handed back once, by the worker that ran it: not popped for it again while it stopped.
     assert (job.state, whats) == ("waiting", ["put", "popped", "released"]), job.history
+
+
+GATE = """\
+version: 1
+name: gate
+queue: gate
+steps:
+  gate:
+    run: |
+      touch "$DIR/started"
+      while [ ! -e "$DIR/go" ]; do sleep 0.05; done
+      echo end
+    env: {{DIR: "{dir}"}}
+"""
+
+
+def test_a_run_that_ends_in_the_grace_after_ctrl_c_says_how_it_ended(
+    url: str, client: Client, tmp_path: Path
+) -> None:
+    """Its step finishes in the grace the first Ctrl-C gives it: the run succeeded, and the last
+    line says so, not that it "is succeeded" with jobs left to resume."""
+    flow = tmp_path / "gate.yaml"
+    flow.write_text(GATE.format(dir=tmp_path))
+    process = _start(url, "run", str(flow), "--run-id", "g1")
+    deadline = time.monotonic() + 60
+    while not (tmp_path / "started").exists():
+        assert time.monotonic() < deadline and process.poll() is None, process.communicate()
+        time.sleep(0.05)
+    process.send_signal(signal.SIGINT)
+    _read_until(process, "stopping: running jobs get", stream="stderr")
+    (tmp_path / "go").touch()
+    _, err = process.communicate(timeout=60)
+    assert process.returncode == 130, err
+    assert "interrupted: run g1 succeeded while stopping (1 of 1 steps done)" in err, err
+    assert "resume it here" not in err and "is succeeded" not in err, err
+    assert client.jobs["g1:gate"].state == "complete"
