@@ -221,6 +221,12 @@ class Worker:
                 self._execute(active, folder)
                 if threading.get_ident() in self._retired:
                     return  # abandoned while stuck: a fresh slot has taken this one's place
+        except BaseException:
+            if threading.get_ident() not in self._retired:
+                raise
+            # Abandoned while stuck: what it raises when it comes back (the stop it was sent
+            # arriving late, its job's end) is nobody's now, and no traceback for the user.
+            log.debug("an abandoned slot thread ended with an error", exc_info=True)
         finally:
             if self.settings.threads == 1:
                 os.chdir(home)

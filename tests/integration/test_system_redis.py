@@ -35,5 +35,5 @@ def test_engine_worker_and_flow_tests_pass_on_the_systems_redis_server() -> None
         [sys.executable, "-m", "pytest", "-q", "-p", "no:randomly", "-x", "-rs", *TIER],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=900, check=False,
     )  # fmt: skip
-    tail = "\n".join(done.stdout.splitlines()[-30:])
+    tail = "\n".join(done.stdout.splitlines()[-150:])  # a failure's whole traceback
     assert done.returncode == 0, f"on {found}:\n{tail}\n{done.stderr[-2000:]}"
