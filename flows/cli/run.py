@@ -260,7 +260,8 @@ def _follow(
         shutdown_grace=SHUTDOWN_GRACE,
     )
     presses: list[int] = []
-    previous = _count_ctrl_c(presses)
+    announced: list[bool] = []  # the stop was said: a signal from now on is a second one
+    previous = _count_ctrl_c(presses, announced)
     thread = threading.Thread(target=worker.run, name="flows-run-worker", daemon=True)
     thread.start()
     view = load_run(client, run_id)
@@ -289,12 +290,14 @@ def _follow(
     except KeyboardInterrupt:
         interrupted = True
         again = "Ctrl-C" if presses[:1] != [signal.SIGTERM] else "SIGTERM"
+        announced.append(True)  # before the line: whoever reads it may press again at once
         click.echo(
             f"stopping: running jobs get {SHUTDOWN_GRACE:g}s to finish, then wait again "
             f"({again} again: stop them now)",
             err=True,
         )
     finally:
+        announced.append(True)  # the first one may come while the worker stops, unsaid
         try:
             _stop_worker(worker, thread, presses)
         finally:
@@ -308,17 +311,21 @@ def _follow(
     return view, None
 
 
-def _count_ctrl_c(presses: list[int]) -> dict[int, Any]:
+def _count_ctrl_c(presses: list[int], announced: list[bool]) -> dict[int, Any]:
     """From now on the first Ctrl-C or SIGTERM raises KeyboardInterrupt, as Ctrl-C does by
     default, and each one is counted in ``presses`` (only appended to, by the handler: no lock,
     see :mod:`scheduler.stop_signals`); later ones raise nothing, and :func:`_stop_worker` acts
     on them. SIGTERM (a service manager, `timeout`) stops the run as Ctrl-C does: by default it
-    would end the process at once and leave the step's command running. Returns the handlers to
-    put back (none installed outside the main thread, nor for a signal that is ignored)."""
+    would end the process at once and leave the step's command running. A signal before the
+    stop is ``announced`` is the first one again: `timeout` signals the process and then its
+    whole group, so one request can arrive twice. Returns the handlers to put back (none
+    installed outside the main thread, nor for a signal that is ignored)."""
     if threading.current_thread() is not threading.main_thread():
         return {}
 
     def pressed(signum: int, frame: FrameType | None) -> None:
+        if presses and not announced:
+            return  # the same request delivered again, before anyone could see the stop
         presses.append(signum)
         if len(presses) == 1:
             raise KeyboardInterrupt

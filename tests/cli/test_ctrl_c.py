@@ -345,3 +345,26 @@ def test_a_run_that_ends_in_the_grace_after_ctrl_c_says_how_it_ended(
     assert "interrupted: run g1 succeeded while stopping (1 of 1 steps done)" in err, err
     assert "resume it here" not in err and "is succeeded" not in err, err
     assert client.jobs["g1:gate"].state == "complete"
+
+
+def test_a_stop_delivered_twice_before_it_is_said_counts_once() -> None:
+    """`timeout` sends its signal to `flows run` and then to its whole process group: one
+    request, two deliveries. Until the stop is announced a repeat is the same request (the step
+    keeps its grace); after it, a signal is the second one that stops the steps now."""
+    from flows.cli.run import _count_ctrl_c
+
+    presses: list[int] = []
+    announced: list[bool] = []
+    previous = _count_ctrl_c(presses, announced)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(5)  # the handler raises at the next instruction: never waited out
+        os.kill(os.getpid(), signal.SIGTERM)  # the group's copy, before the stop was said
+        assert presses == [signal.SIGTERM]
+        announced.append(True)
+        os.kill(os.getpid(), signal.SIGINT)  # a real second request
+        assert presses == [signal.SIGTERM, signal.SIGINT]
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
