@@ -44,11 +44,12 @@ def print_awaiting(client: Client, view: RunView, now: float | None = None) -> N
         if line is None:
             continue
         run, name = shlex.quote(view.run_id), shlex.quote(step.step)
-        click.echo(
-            f"{step.step}: {line}\n"
-            f"  flows approve {run} {name} --note TEXT   (or: flows signal {run} {name} "
-            "--data JSON)"
-        )
+        signal_hint = f"flows signal {run} {name} --data JSON"
+        if "approve" in step.actions:  # the engine's word: its wait takes an approval's data
+            hint = f"flows approve {run} {name} --note TEXT   (or: {signal_hint})"
+        else:
+            hint = f"{signal_hint}   (the data naming each output the step declares)"
+        click.echo(f"{step.step}: {line}\n  {hint}")
 
 
 def _report(done: Signaled, as_json_output: bool) -> None:

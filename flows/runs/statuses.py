@@ -54,7 +54,7 @@ ACTION_RULES: Final = {
     "rerun": "run ended work again (a finished run's step, with --downstream its dependents)",
     "cancel": "cancel every job of the run that has not ended",
     "signal": "complete an awaiting wait step with data as its outputs",
-    "approve": "signal an awaiting wait step with no data",
+    "approve": "signal an awaiting wait step with an approval's data: a note and who approved",
     "kick": "put a buried job back into its queue",
 }
 

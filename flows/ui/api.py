@@ -23,7 +23,7 @@ from flows.runs import actions as run_actions
 from flows.runs import statuses
 from flows.runs.logs import run_jobs
 from flows.runs.read import PAGE, RunView, list_run_statuses, load_run, run_document
-from flows.runs.signals import SignalRefused, signal_step
+from flows.runs.signals import SignalRefused, approval, signal_step
 from flows.runs.trigger import UnknownFlow, trigger_run
 from flows.ui import events
 from flows.ui.roles import who
@@ -99,6 +99,16 @@ class Signal(Body):
     )
     by: str = Field(
         default="api", min_length=1, max_length=256, description="Who gives the signal."
+    )
+
+
+class Approve(Body):
+    note: str = Field(default="", max_length=4096, description="The step's `outputs.note`.")
+    by: str = Field(
+        default="api",
+        min_length=1,
+        max_length=256,
+        description="Who approves (a user's own name when the token is a user's).",
     )
 
 
@@ -255,6 +265,24 @@ def signal_wait(
     by = identity.name if identity is not None and identity.user else signal.by
     try:
         done = signal_step(ui.client, run_id, step, signal.data, by=by)
+    except SignalRefused as error:
+        raise HTTPException(_SIGNAL_REFUSED.get(error.kind, 422), str(error)) from None
+    return {"id": run_id, "step": step, "jid": done.jid, "data": dict(done.data)}
+
+
+@router.post("/runs/{run_id}/steps/{step}/approve", dependencies=writes, tags=["runs"])
+def approve_wait(
+    ui: Ui, request: Request, run_id: str, step: str, body: Approve | None = None
+) -> dict[str, Any]:
+    """Approve a `wait:` step awaiting its signal, as `flows approve` does: the signal's data is
+    `{"note": NOTE, "approved_by": WHO}`. Nothing changes when it is refused: 404 for an unknown
+    run or step, 409 when the step is not awaiting a signal, 422 when its wait declares an
+    output an approval does not give (signal it instead)."""
+    given = body or Approve()
+    identity = who(request)
+    by = identity.name if identity is not None and identity.user else given.by
+    try:
+        done = signal_step(ui.client, run_id, step, approval(given.note, by), by=by)
     except SignalRefused as error:
         raise HTTPException(_SIGNAL_REFUSED.get(error.kind, 422), str(error)) from None
     return {"id": run_id, "step": step, "jid": done.jid, "data": dict(done.data)}

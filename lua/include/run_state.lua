@@ -197,11 +197,19 @@ end
 
 RunState.step_of = RunCounts.step_of
 
--- Whether awaiting job `jid` can be approved, that is signaled with no data: its wait declares
--- no outputs (wait.signal refuses data that lacks one).
+-- What an approval's data holds (flows.runs.signals.approval: the note, '' without one, and who
+-- approved): a wait whose declared outputs are among these can be approved.
+local APPROVAL_FIELDS = { note = true, approved_by = true }
+
+-- Whether awaiting job `jid` can be approved: an approval's data holds every output its wait
+-- declares (wait.signal refuses data that lacks one).
 function RunState.approvable(jid)
   local outputs = Waits.spec(redis.call('hget', Keys.job(jid), 'wait')).outputs
-  return type(outputs) ~= 'table' or #outputs == 0
+  if type(outputs) ~= 'table' then return true end
+  for _, name in ipairs(outputs) do
+    if not APPROVAL_FIELDS[name] then return false end
+  end
+  return true
 end
 
 -- The actions a job allows now, given its status, whether its run has finished, whether it

@@ -8,6 +8,8 @@ from pathlib import Path
 from textwrap import dedent
 from typing import Any
 
+from ui_support import TOKEN
+
 from flows.expand.jobs import expand
 from flows.runs.build import assemble_run
 from flows.runs.submit import submit
@@ -55,3 +57,34 @@ def test_why_says_what_holds_a_step_back(page: Any, base: str, client: Client) -
     assert page.inner_text("#step-detail .why-text") == (
         f"It waits for its dependencies (trigger rule all_success): {run_id}:build (waiting)."
     )
+
+
+def test_approve_on_the_panel_gives_what_flows_approve_gives(
+    page: Any, base: str, client: Client
+) -> None:
+    """The panel's Approve posts the approval (a note and who approved), the CLI's data: a wait
+    that declares `outputs: [note]` is approved from the dashboard too."""
+    text = dedent(
+        """\
+        version: 1
+        name: gate
+        queue: qgate
+        steps:
+          gate:
+            wait: {signal: go}
+            outputs: [note]
+        """
+    )
+    result = validate_text(text, file="gate.yaml", flow_dir=Path("."))
+    assert result.flow is not None
+    run_id = f"gate@{uuid.uuid4().hex[:6]}"
+    requests = expand(result.flow, run_id=run_id, logical_time=datetime(2026, 1, 1, tzinfo=UTC))
+    submit(client, assemble_run(run_id, "gate", requests, params={}))
+    page.goto(f"{base}/runs/{run_id}")
+    page.fill("#token", TOKEN)
+    page.locator('g.node[data-step="gate"]').click()
+    page.get_by_role("button", name="Approve").click()
+    page.wait_for_function("document.querySelector('#flash').textContent.includes('Done')")
+    job = client.jobs[f"{run_id}:gate"]
+    assert job is not None and job.state == "complete"
+    assert job.result == {"note": "", "approved_by": "api"}

@@ -1,4 +1,5 @@
-"""``POST /api/v1/runs/{run}/steps/{step}/signal``: a wait step signaled over real HTTP."""
+"""``POST /api/v1/runs/{run}/steps/{step}/signal`` and ``.../approve``: a wait step signaled or
+approved over real HTTP."""
 
 from __future__ import annotations
 
@@ -37,6 +38,9 @@ steps:
   each:
     foreach: {items: [1, 2]}
     run: echo "${{ item }}"
+  ticketed:
+    wait: {signal: ticket}
+    outputs: [ticket]
 """
 
 
@@ -67,9 +71,10 @@ def test_a_signal_through_the_api_completes_the_wait(
     panel = api.get(f"/runs/{run_id}/steps/approve")
     assert panel.status == 200
     assert "Awaiting a signal" in panel.body and "flows signal g1 approve --data" in panel.body
-    # It declares an output: an approval (a signal without data) would be refused, so none is
-    # offered.
-    assert "flows approve" not in panel.body and ">Approve</button>" not in panel.body
+    # Its one output is the note an approval gives: an approval is offered, as the CLI does.
+    assert "flows approve g1 approve" in panel.body and ">Approve</button>" in panel.body
+    ticketed = api.get(f"/runs/{run_id}/steps/ticketed").body
+    assert "flows approve" not in ticketed and ">Approve</button>" not in ticketed
     assert "awaiting" in api.get(f"/runs/{run_id}").body  # the graph's node
     refused = [
         (f"/api/v1/runs/{run_id}/steps/later/signal", {}, 409, "state depends"),
@@ -95,8 +100,30 @@ def test_a_signal_through_the_api_completes_the_wait(
     }
     assert client.jobs["g1:ship"].state == "waiting"
     steps = {s["step"]: s["status"] for s in api.get(f"/api/v1/runs/{run_id}").body["steps"]}
-    assert steps == {"approve": "success", "ship": "waiting", "later": "waiting", "each": "waiting"}
+    assert steps == {
+        "approve": "success",
+        "ship": "waiting",
+        "later": "waiting",
+        "each": "waiting",
+        "ticketed": "awaiting",
+    }
 
     with assert_unchanged(redis_client):
         again = api.post(path, {"data": {"note": "again"}})
     assert again.status == 409 and "already done" in again.body["detail"]
+
+
+def test_an_approval_through_the_api_is_the_cli_s(
+    api: Api, client: Client, redis_client: redis.Redis, run_id: str
+) -> None:
+    """The dashboard's Approve and `POST .../approve` give what `flows approve` gives: the note
+    and who approved, as the step's outputs; a wait that declares another output refuses it."""
+    with assert_unchanged(redis_client):
+        refused = api.post(f"/api/v1/runs/{run_id}/steps/ticketed/approve", {"note": "x"})
+    assert refused.status == 422 and 'lacks "ticket"' in refused.body["detail"]
+    reply = api.post(f"/api/v1/runs/{run_id}/steps/approve/approve", {"note": "ok", "by": "ops"})
+    assert reply.status == 200, reply.body
+    assert reply.body["data"] == {"note": "ok", "approved_by": "ops"}
+    [ship] = [s for s in api.get(f"/api/v1/runs/{run_id}").body["steps"] if s["step"] == "ship"]
+    assert ship["status"] == "waiting"
+    assert client.jobs["g1:approve"].result == {"note": "ok", "approved_by": "ops"}

@@ -369,12 +369,19 @@ def test_a_retry_of_one_step_leaves_the_others_canceled(lua: Lua) -> None:
 
 
 @pytest.mark.parametrize(
-    ("wait", "actions"), [({}, ["signal", "approve"]), ({"outputs": ["note"]}, ["signal"])]
+    ("wait", "actions"),
+    [
+        ({}, ["signal", "approve"]),
+        ({"outputs": ["note"]}, ["signal", "approve"]),
+        ({"outputs": ["note", "approved_by"]}, ["signal", "approve"]),
+        ({"outputs": ["note", "ticket"]}, ["signal"]),
+    ],
 )
-def test_a_wait_that_declares_outputs_allows_a_signal_not_an_approval(
+def test_a_wait_declaring_outputs_an_approval_lacks_allows_a_signal_not_an_approval(
     lua: Lua, wait: dict[str, Any], actions: list[str]
 ) -> None:
-    """An approval is a signal without data, which such a wait refuses."""
+    """An approval is a signal with a note and who approved: a wait that declares any other
+    output refuses it."""
     submit(lua, ("gate", []), gate={"wait": {"signal": "go", **wait}})
     for limit in (0, 10):  # listed or not, the step's actions are the same
         step = steps(read(lua, limit))["gate"]
