@@ -83,12 +83,16 @@ class Follower:
         # Per (jid, attempt) read: its label, and the lines it dropped or cut (the page's count).
         self.attempts: dict[tuple[str, int], tuple[str, int, int]] = {}
 
-    def add(self, jobs: list[tuple[str, str]]) -> None:
-        """Follow these jobs too (a fan-out's items, a child run's jobs), those not yet known."""
+    def add(self, jobs: list[tuple[str, str]]) -> int:
+        """Follow these jobs too (a fan-out's items, a child run's jobs), those not yet known;
+        returns how many were new."""
+        added = 0
         for label, jid in jobs:
             if jid not in self._known:
                 self._known.add(jid)
                 self._open.append((label, jid))
+                added += 1
+        return added
 
     @property
     def done(self) -> bool:
@@ -139,7 +143,8 @@ def follow(
     seconds (:mod:`flows.runs.pacing`). Ends when every job has ended and its last lines are
     read, or when ``stop()`` says so (the run ended): then after one more round, so the lines
     stored between the last round and the end are read too. ``more()`` names jobs that
-    appeared since (a fan-out's items, a child run's jobs), asked before each round."""
+    appeared since (a fan-out's items, a child run's jobs), asked at most every
+    :data:`MORE_INTERVAL` seconds and once more before ending."""
     follower = jobs if isinstance(jobs, Follower) else Follower(client, jobs, live=live)
     asked = 0.0
     pause = min(pacing.QUICK, interval)
@@ -151,7 +156,9 @@ def follow(
         lines = follower.poll()
         spent = time.monotonic() - started
         yield from lines
-        if follower.done:
+        # Every known job has ended: jobs that appeared since the last look (a short child run
+        # started and ended in between) are read too, else their lines would be skipped.
+        if follower.done and (more is None or not follower.add(more())):
             return
         if stop():
             if more is not None:

@@ -478,3 +478,58 @@ def test_only_a_python_steps_stderr_is_marked_as_the_help_says(
         "them in and all show as stdout (|); only what a Python step writes to sys.stderr is "
         "marked !."
     ) in shown
+
+
+SHORT_CHILD = """\
+version: 1
+name: short-child
+queue: talk
+steps:
+  inner:
+    run: echo "from the child"
+"""
+
+SHORT_PARENT = """\
+version: 1
+name: short-parent
+queue: talk
+steps:
+  first:
+    run: echo "from the parent"
+  sub:
+    flow: short-child.yaml
+    needs: [first]
+"""
+
+
+def test_following_reads_a_child_run_that_started_and_ended_between_two_looks(
+    url: str, tmp_path: Path
+) -> None:
+    """A child run is found by asking for the run's jobs again (at most once a second): one
+    that started and ended between two asks, after which every job known had ended, was
+    skipped by `flows logs -f` and `flows run --logs`."""
+    from flows.cli.logs import _run_over
+    from flows.runs.logs import Follower, follow, run_jobs, run_tree_jobs
+
+    (tmp_path / "short-child.yaml").write_text(SHORT_CHILD)
+    (tmp_path / "short-parent.yaml").write_text(SHORT_PARENT)
+    ran = flows("run", str(tmp_path / "short-parent.yaml"), "--run-id", "short")
+    assert ran.exit_code == 0, ran.output
+    client = Client(url, worker_name="test-client")
+    asked: list[int] = []
+
+    def more() -> list[tuple[str, str]]:
+        # The first ask saw the run as it was before its child run existed; later ones see it.
+        asked.append(1)
+        return run_jobs(client, "short") if len(asked) == 1 else run_tree_jobs(client, "short")
+
+    texts = [
+        f"{item.label}: {item.line.text}"
+        for item in follow(
+            client,
+            Follower(client, run_jobs(client, "short")),
+            stop=lambda: _run_over(client, "short"),
+            more=more,
+        )
+    ]
+    assert texts == ["first: from the parent", "sub/inner: from the child"]
