@@ -339,7 +339,10 @@ def job(jid: str, as_json: bool, redis_url: str | None, namespace: str | None) -
 def failed(
     group: str | None, limit: int, as_json: bool, redis_url: str | None, namespace: str | None
 ) -> None:
-    """Failure groups with counts, or the failed jobs of GROUP."""
+    """Failure groups with counts, or the failed jobs of GROUP.
+
+    A GROUP without failed jobs is said on stderr, with the group likely meant: group names
+    are case-sensitive, and an empty listing of a misspelt one reads as no failures."""
     client = open_client(redis_url, namespace)
     with user_errors():
         if group is None:
@@ -354,6 +357,8 @@ def failed(
                 table("Failed", ("group", "jobs", "dropped"), rows)
             return
         listing = client.failed(group, 0, limit)
+        if not listing.total and not listing.dropped:
+            _note_unknown_group(client, group)
     if as_json:
         print_json(
             {
@@ -378,6 +383,16 @@ def failed(
     title = f"Failed: {group} ({listing.total}"
     title += f", {listing.dropped} older ones dropped)" if listing.dropped else ")"
     table(title, ("jid", "queue", "klass", "when", "last line"), rows)
+
+
+def _note_unknown_group(client: Client, group: str) -> None:
+    """Say on stderr that ``group`` has no failed jobs, with the group likely meant (the
+    listing still prints: empty, as asked)."""
+    names = sorted(name for name, count in client.failed().items() if count)
+    hint = did_you_mean(group, names) or (
+        f"its groups: {', '.join(names[:10])}" if names else "no job has failed"
+    )
+    click.echo(f"note: no failed jobs in group {group!r} ({hint})", err=True)
 
 
 @click.command()

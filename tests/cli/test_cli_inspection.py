@@ -93,6 +93,22 @@ def test_failed_shows_what_the_bound_dropped(url: str, client: Client) -> None:
     assert "3 older ones dropped" in flows("failed", "boom", "--redis", url).output
 
 
+def test_failed_of_a_group_without_failed_jobs_names_the_one_likely_meant(
+    url: str, client: Client
+) -> None:
+    # Group names are case-sensitive: an empty listing of a misspelt one read as "no failures".
+    jid = client.queues["q"].put("K", {}, jid="f-typo")
+    client.jobs[jid].fail("TimeoutError", "too slow")
+    for args in (("timeouterror",), ("timeouterror", "--json")):
+        listing = flows("failed", *args, "--redis", url)
+        assert listing.exit_code == 0
+        assert listing.stderr == (
+            "note: no failed jobs in group 'timeouterror' (did you mean 'TimeoutError'?)\n"
+        )
+    assert "its groups: TimeoutError" in flows("failed", "zzz", "--redis", url).stderr
+    assert flows("failed", "TimeoutError", "--redis", url).stderr == ""
+
+
 def test_queues_show_backlog_and_leased(url: str, client: Client) -> None:
     for _ in range(3):
         client.queues["q"].put("K", {})
