@@ -13,7 +13,16 @@ import click
 from flows.cli.common import open_client, user_errors
 from flows.cli.options import connection, id_argument, id_option
 from flows.cli.terminal import Sgr, visible
-from flows.runs.logs import Follower, NoSuchRun, StepLine, follow, run_jobs, run_tree_jobs
+from flows.runs.logs import (
+    Follower,
+    NoSuchRun,
+    StepLine,
+    follow,
+    of_step,
+    run_jobs,
+    run_tree_jobs,
+    step_jobs,
+)
 from flows.runs.read import load_run
 from scheduler.engine import joblogs
 from scheduler.engine.client import Client
@@ -147,6 +156,9 @@ def logs(
     A shell step's stdout and stderr share one pipe, so its lines keep the order it wrote them
     in and all show as stdout (|); only what a Python step writes to sys.stderr is marked !.
 
+    STEP is a step of RUN (its items too, and the steps of the child run it started) or, as
+    the lines of a child run's step are labelled, STEP/CHILD-STEP.
+
     With -f, lines are printed as they come until the run (or job) has ended.
     """
     if (run_id is None) == (jid is None):
@@ -167,7 +179,7 @@ def logs(
             return
         assert run_id is not None
         try:
-            jobs = run_jobs(client, run_id, step)
+            jobs = run_jobs(client, run_id) if step is None else step_jobs(client, run_id, step)
         except NoSuchRun as error:
             raise click.ClickException(str(error)) from None
         _check_attempt(
@@ -184,11 +196,7 @@ def logs(
             jobs = run_tree_jobs(client, run_id)
             if step is None:
                 return jobs
-            return [
-                (label, j)
-                for label, j in jobs
-                if label.split("[", 1)[0] == step or label.startswith(f"{step}/")
-            ]
+            return [(label, j) for label, j in jobs if of_step(label, step)]
 
         for item in follow(
             client, follower, live=live, stop=lambda: _run_over(client, run_id), more=more

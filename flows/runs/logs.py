@@ -56,6 +56,30 @@ def run_jobs(client: Client, run_id: str, step: str | None = None) -> list[tuple
     return chosen
 
 
+def of_step(label: str, step: str) -> bool:
+    """Whether the job labelled ``label`` is of ``step``: the step's own job, its items
+    (``step[i]``) or a job of the child run it started (``step/child-step``)."""
+    return label == step or label.startswith((f"{step}[", f"{step}/"))
+
+
+def step_jobs(client: Client, run_id: str, step: str) -> list[tuple[str, str]]:
+    """``(label, jid)`` of ``step``'s jobs as :func:`run_jobs`; ``step`` may also be a label a
+    sub-flow step's child run gives (``report/count``, as the lines of the run are labelled)."""
+    if "/" not in step:
+        return run_jobs(client, run_id, step)
+    head = step.split("/", 1)[0]
+    run_jobs(client, run_id, head)  # NoSuchRun: no such run, or no such step of it
+    tree = run_tree_jobs(client, run_id)
+    chosen = [(label, jid) for label, jid in tree if of_step(label, step)]
+    if chosen:
+        return chosen
+    steps = sorted({label.split("[", 1)[0] for label, _ in tree if label.startswith(f"{head}/")})
+    if not steps:
+        raise NoSuchRun(f"run {run_id!r} has no step {step!r} (step {head!r} has no child run)")
+    hint = did_you_mean(step, steps) or f"its steps: {', '.join(steps)}"
+    raise NoSuchRun(f"run {run_id!r} has no step {step!r} ({hint})")
+
+
 def _label(run_id: str, jid: str) -> str:
     prefix = run_id + ":"
     return jid[len(prefix) :] if jid.startswith(prefix) else jid
@@ -202,4 +226,14 @@ def tail(client: Client, jid: str, count: int = 20) -> list[LogLine]:
     return joblogs.tail(client.engine, jid, count)
 
 
-__all__ = ["Follower", "NoSuchRun", "StepLine", "follow", "run_jobs", "run_tree_jobs", "tail"]
+__all__ = [
+    "Follower",
+    "NoSuchRun",
+    "StepLine",
+    "follow",
+    "of_step",
+    "run_jobs",
+    "run_tree_jobs",
+    "step_jobs",
+    "tail",
+]

@@ -533,3 +533,28 @@ def test_following_reads_a_child_run_that_started_and_ended_between_two_looks(
         )
     ]
     assert texts == ["first: from the parent", "sub/inner: from the child"]
+
+
+def test_a_child_run_steps_label_names_its_lines(
+    url: str, redis_client: redis.Redis, tmp_path: Path
+) -> None:
+    """`flows logs RUN` labels a child run's lines `step/child-step`: that label, as STEP, gives
+    those lines (it was refused as no step of the run)."""
+    (tmp_path / "short-child.yaml").write_text(SHORT_CHILD)
+    (tmp_path / "short-parent.yaml").write_text(SHORT_PARENT)
+    ran = flows("run", str(tmp_path / "short-parent.yaml"), "--run-id", "labels")
+    assert ran.exit_code == 0, ran.output
+    assert " sub/inner | from the child" in flows("logs", "labels").stdout
+    one = flows("logs", "labels", "sub/inner", "--json")
+    assert one.exit_code == 0, one.output
+    assert [(row["step"], row["text"]) for row in map(json.loads, one.stdout.splitlines())] == [
+        ("sub/inner", "from the child")
+    ]
+    for step, message in [
+        ("sub/iner", "run 'labels' has no step 'sub/iner' (did you mean 'sub/inner'?)"),
+        ("first/inner", "run 'labels' has no step 'first/inner' (step 'first' has no child run)"),
+        ("sib/inner", "run 'labels' has no step 'sib' (did you mean 'sub'?)"),
+    ]:
+        with assert_unchanged(redis_client):
+            refused = flows("logs", "labels", step)
+        assert (refused.exit_code, refused.stderr) == (1, f"Error: {message}\n")
