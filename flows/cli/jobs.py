@@ -220,7 +220,8 @@ def jobs(
         _recurring(client, queue, limit, as_json)
         return
     with user_errors():
-        found = _listed(client, state, queue, limit)
+        found = _listed(client, state, queue, limit + 1)  # one more: whether the list is cut
+    more, found = len(found) > limit, found[:limit]
     if as_json:
         print_json([j.as_json() for j in found])
         return
@@ -228,6 +229,12 @@ def jobs(
     table(
         f"Jobs ({state})", ("jid", "state", "queue", "klass", "worker", "priority", "updated"), rows
     )
+    if more:  # a cut list must not read as all there is (other queues' jobs may be left out)
+        click.echo(
+            f"note: the list stops at --limit {limit}; more jobs in state {state} exist "
+            "(-q QUEUE lists one queue's)",
+            err=True,
+        )
 
 
 def _recurring(client: Client, queue: str | None, limit: int, as_json: bool) -> None:

@@ -165,6 +165,19 @@ def test_jobs_of_a_queue_are_only_that_queue_s_in_every_state(url: str, client: 
             assert shown.exit_code == 0 and mine[state] in shown.stdout, shown.output
 
 
+def test_a_list_cut_at_its_limit_says_so(url: str, client: Client) -> None:
+    """`--limit 4` over two queues of 6 and 6 waiting jobs shows 4 (the first queue's): a
+    note says more exist, so the other queue's jobs are not taken for none."""
+    for queue in ("qa", "qb"):
+        for i in range(6):
+            client.queues[queue].put("K", {}, jid=f"{queue}-{i}")
+    cut = flows("jobs", "--redis", url, "--limit", "4")
+    assert cut.exit_code == 0
+    assert "note: the list stops at --limit 4; more jobs in state waiting exist" in cut.stderr
+    whole = flows("jobs", "--redis", url, "--limit", "12")
+    assert "note:" not in whole.stderr and "qb-5" in whole.stdout
+
+
 def test_status_tells_a_missed_deadline_of_the_run_and_of_a_step(url: str, client: Client) -> None:
     now = float(client.redis.time()[0])
     run = {"flow": "late", "deadline": 60}
