@@ -18,6 +18,8 @@ if TYPE_CHECKING:  # `flows validate` and other commands that change nothing imp
 MAX_ENTRIES: Final = 100_000
 """The stream keeps about this many entries (the oldest go first)."""
 FIELDS: Final = ("at", "who", "role", "via", "action", "target", "address", "detail")
+MAX_ID_PART: Final = 2**64 - 1
+"""A stream id's two parts (milliseconds, sequence) are 64-bit: Redis refuses larger ones."""
 
 
 def key(client: Client) -> str:
@@ -50,10 +52,23 @@ def record(
     return str(redis.xadd(key(client), entry, maxlen=MAX_ENTRIES, approximate=True))
 
 
+def _id_part(text: str) -> bool:
+    # ASCII digits only: a regex's \d and str.isdigit() take other scripts' digits too, which
+    # Redis refuses
+    return text.isascii() and text.isdigit() and int(text) <= MAX_ID_PART
+
+
 def recent(
     client: Client, count: int = 100, before: str | None = None, who: str | None = None
 ) -> list[dict[str, Any]]:
-    """The newest entries first (``before``: older than that id; ``who``: that user's only)."""
+    """The newest entries first (``before``: older than that id, ``MS-SEQ``; ``who``: that
+    user's only). Raises ValueError for a ``before`` that is no stream id."""
+    if before is not None:
+        parts = before.split("-")
+        if len(parts) != 2 or not all(_id_part(p) for p in parts):
+            raise ValueError(f"{before!r} is no audit entry id (MS-SEQ, each at most 2**64-1)")
+        if int(parts[0]) == int(parts[1]) == 0:
+            return []  # nothing is older than the first id (Redis refuses "(0-0" as a bound)
     redis: Any = client.engine.redis
     out: list[dict[str, Any]] = []
     last = "+" if before is None else f"({before}"

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Query, Request
+from fastapi import APIRouter, Depends, HTTPException, Query, Request
 from fastapi.responses import HTMLResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -80,12 +80,17 @@ Count = Annotated[int, Query(ge=1, le=api.MAX_LIMIT, description="Entries, newes
 def list_audit(
     ui: api.Ui,
     limit: Count = 100,
-    before: Annotated[str | None, Query(pattern=r"^\d+-\d+$", description="Older than.")] = None,
+    before: Annotated[
+        str | None, Query(pattern=r"^[0-9]+-[0-9]+$", description="Older than (an entry's id).")
+    ] = None,
     who: Annotated[str | None, Query(max_length=64)] = None,
 ) -> dict[str, Any]:
     """Changes made through the API and the command line, newest first: ``{items, next}``
     (``next``: the ``before`` of the next page, null at the end)."""
-    items = audit.recent(ui.client, limit, before, who)
+    try:
+        items = audit.recent(ui.client, limit, before, who)
+    except ValueError as error:  # an id out of a stream id's range: the client's mistake
+        raise HTTPException(422, f"query.before: {error}") from None
     return {"items": items, "next": items[-1]["id"] if len(items) == limit else None}
 
 

@@ -1,0 +1,54 @@
+"""Reads of ``flows ui`` given values a client should not send, over real HTTP on a real
+server: each is answered with a 4xx naming what is wrong (never a 500), and changes nothing."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+import redis
+from helpers import assert_unchanged
+from ui_support import TOKEN, Api, serve
+
+from flows.access import audit
+from flows.ui.auth import Auth
+from scheduler.engine.client import Client
+from scheduler.engine.scripts import Engine
+
+
+@pytest.fixture
+def client(engine: Engine) -> Client:
+    return Client.from_engine(engine, worker_name="ui-bad-reads")
+
+
+@pytest.fixture
+def api(client: Client) -> Iterator[Api]:
+    with serve(client, Auth(TOKEN, reads_open=True)) as url:
+        yield Api(url, token=None)
+
+
+@pytest.mark.parametrize(
+    "before",
+    [
+        "18446744073709551616-0",  # past a stream id's 64 bits
+        "0-18446744073709551616",
+        "99999999999999999999999-0",
+        "%D9%A1-%D9%A1",  # Arabic-Indic digits: a regex's \d takes them, Redis does not
+    ],
+)
+def test_an_audit_page_before_no_entry_id_is_a_422(
+    api: Api, client: Client, redis_client: redis.Redis, before: str
+) -> None:
+    audit.record(client, who="ada", action="cancel", target="x", via="cli")
+    with assert_unchanged(redis_client):
+        reply = api.get(f"/api/v1/audit?before={before}")
+    assert reply.status == 422, reply.body
+    assert reply.body["detail"].startswith("query.before: "), reply.body
+
+
+def test_an_audit_page_before_the_first_id_is_empty(api: Api, client: Client) -> None:
+    first = audit.record(client, who="ada", action="cancel", target="x", via="cli")
+    assert api.get(f"/api/v1/audit?before={first}").body == {"items": [], "next": None}
+    assert api.get("/api/v1/audit?before=0-0").body == {"items": [], "next": None}
+    newest = api.get("/api/v1/audit?before=18446744073709551615-18446744073709551615")
+    assert [entry["id"] for entry in newest.body["items"]] == [first]
