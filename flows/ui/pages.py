@@ -10,6 +10,7 @@ change anything. Live updates come from the API's event streams (``static/app.js
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
 from datetime import UTC, datetime
 from pathlib import Path
@@ -19,6 +20,7 @@ from urllib.parse import quote
 from fastapi import APIRouter, Depends, HTTPException, Query, Request
 from fastapi.responses import HTMLResponse, JSONResponse
 from fastapi.templating import Jinja2Templates
+from markupsafe import Markup
 
 from flows.flowfile.durations import spelled
 from flows.runs import history as run_history
@@ -85,6 +87,41 @@ templates.env.filters["pretty"] = pretty
 templates.env.filters["duration"] = duration
 templates.env.globals["symbols"] = SYMBOLS
 templates.env.globals["deadline_mark"] = DEADLINE_MARK
+
+
+# C0 controls but tab and newline, DEL, the C1 controls and the bidirectional marks, embeddings,
+# overrides and isolates (as scheduler.terminal and static/logview.js list them). A run id, a job's
+# data or a failure holding a right-to-left override would reorder the page's text after it
+# (a run's heading, its badge, another job's id): each is shown as the log viewer shows it.
+_HIDDEN = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+_NAMED = {0x1B: "\u241b", 0x7F: "\u2421", 0x0D: "\u240d"}
+
+
+def _symbol(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    if code in _NAMED:
+        return _NAMED[code]
+    return chr(0x2400 + code) if code < 0x20 else f"<U+{code:04X}>"
+
+
+class Exact(str):
+    """A value the page holds as it is (the ``exact`` filter): an attribute a script reads to
+    call the API with (a run id, a jid, a group) or a form field's value."""
+
+    __slots__ = ()
+
+
+def shown(value: Any) -> Any:
+    """Every ``{{ value }}`` of a template (Jinja's ``finalize``): text with its control and
+    bidirectional characters made visible; markup a macro made, and ``exact`` values, as they
+    are."""
+    if isinstance(value, str) and not isinstance(value, Exact | Markup):
+        return _HIDDEN.sub(_symbol, value)
+    return value
+
+
+templates.env.finalize = shown
+templates.env.filters["exact"] = Exact
 
 
 def render(request: Request, name: str, **context: Any) -> HTMLResponse:

@@ -11,6 +11,7 @@ import re
 import time
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import redis
 from helpers import assert_unchanged
@@ -314,6 +315,40 @@ def test_values_from_users_and_jobs_are_shown_as_text_never_run(
     assert page.locator("script:not([src])").count() == 0
     assert page.locator("b", has_text="bold").count() == 0  # the group name, as text
     assert alerts == [] and page.errors == []
+
+
+RLO = "\u202e"  # RIGHT-TO-LEFT OVERRIDE: the text after it reads backwards
+
+
+def test_bidirectional_and_control_characters_show_as_marks_and_reorder_nothing(
+    page: Any, base: str, client: Client, tmp_path: Path
+) -> None:
+    flow = register(client, tmp_path)
+    definition = Schedules(client).get(flow["name"], skips=0)
+    assert definition is not None
+    run_id = f"{flow['name']}@{RLO}live"  # a run id may hold it: it is no control character
+    request = FlowsSource().build(definition.definition, run_id, time.time(), "manual", 0.0)
+    Schedules(client).trigger(flow["name"], request)
+    extract = pop(client, flow["queue"])
+    extract.fail("boom", f"bad{RLO}news \x1b[2J")
+    shown_run = f"{flow['name']}@<U+202E>live"
+
+    page.goto(f"{base}/runs/{quote(run_id, safe='')}")
+    page.wait_for_url(lambda url: "?step=" in url)  # the scripts read the id as it is
+    page.wait_for_selector("#step-detail .failure")
+    page.wait_for_function("document.querySelectorAll('#log-jid').length === 1")
+    # the heading reads as written, its badge after the id, not inside it
+    assert page.inner_text("h1").startswith(f"{shown_run} ✗ failed")
+    assert "bad<U+202E>news \u241b[2J" in page.inner_text("#step-detail .failure")
+    assert page.inner_text("#log-jid") == f"{shown_run}:extract"
+    assert RLO not in page.inner_text("body") and RLO not in page.title()
+    assert page.evaluate("document.getElementById('run').dataset.run") == run_id
+    page.goto(f"{base}/jobs/{quote(extract.jid, safe='')}")
+    assert page.title() == f"{shown_run}:extract · flows ui"
+    assert RLO not in page.inner_text("body")
+    page.wait_for_function("document.getElementById('log-jid').textContent !== ''")
+    assert page.inner_text("#log-jid") == f"{shown_run}:extract"
+    assert page.errors == []
 
 
 # Elements reaching past the screen's right edge, outside a scrolling box.

@@ -25,6 +25,12 @@
     return "<U+" + code.toString(16).toUpperCase().padStart(4, "0") + ">";
   }
 
+  // A name (a jid) as text with its control characters shown: a bidirectional override in it
+  // would reorder the heading it is in.
+  function shownName(text) {
+    return String(text).replace(new RegExp(CONTROL.source, "g"), (c) => visible(c.charCodeAt(0)));
+  }
+
   function xterm256(n) {
     if (n < 16) return null;  // the 16 colours: classes
     if (n >= 232) { const v = 8 + (n - 232) * 10; return `rgb(${v},${v},${v})`; }
@@ -270,7 +276,7 @@
       this.jid = jid;
       this.state = options.state || "";
       this.panel.hidden = false;
-      element("log-jid").textContent = jid;
+      element("log-jid").textContent = shownName(jid);
       element("log-state").textContent = "loading";
       element("log-count").textContent = "";
       this.view.scrollTop = 0;
