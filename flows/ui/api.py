@@ -193,11 +193,14 @@ def get_run(
 ) -> JSONResponse:
     """One run as the engine decides it: its status, counts per status, allowed actions and
     graph, and each step's status, counts, attempts, times, actions and a page of its jobs
-    (``limit`` per step; ``step`` and ``offset`` page one step's jobs). The same document as
-    ``flows status RUN --json``."""
+    (``limit`` per step; ``step`` and ``offset`` page one step's jobs: 404 when the run has no
+    such step). The same document as ``flows status RUN --json``."""
     offsets = {step: offset} if step else None
+    view = _load_run(ui.client, run_id, limit, offsets)
+    if step and view.step(step) is None:  # else the whole run came back, as if it were paged
+        raise HTTPException(404, f"run {run_id!r} has no step {step!r}")
     # Sent as built: `response_model` documents the shape, whose record fields vary by run.
-    return JSONResponse(run_document(_load_run(ui.client, run_id, limit, offsets)))
+    return JSONResponse(run_document(view))
 
 
 @router.post("/runs", dependencies=writes, tags=["runs"], status_code=201)

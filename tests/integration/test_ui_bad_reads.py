@@ -4,6 +4,8 @@ server: each is answered with a 4xx naming what is wrong (never a 500), and chan
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
 
 import pytest
 import redis
@@ -11,7 +13,12 @@ from helpers import assert_unchanged
 from ui_support import TOKEN, Api, serve
 
 from flows.access import audit
+from flows.expand.jobs import expand
+from flows.expand.run_specs import content_hash
+from flows.runs.build import assemble_run
+from flows.runs.submit import submit
 from flows.ui.auth import Auth
+from flows.validation.validate import load_flow
 from scheduler.engine.client import Client
 from scheduler.engine.scripts import Engine
 
@@ -52,3 +59,26 @@ def test_an_audit_page_before_the_first_id_is_empty(api: Api, client: Client) ->
     assert api.get("/api/v1/audit?before=0-0").body == {"items": [], "next": None}
     newest = api.get("/api/v1/audit?before=18446744073709551615-18446744073709551615")
     assert [entry["id"] for entry in newest.body["items"]] == [first]
+
+
+def _submit(client: Client, tmp_path: Path, run_id: str) -> None:
+    path = tmp_path / "two.yaml"
+    text = "version: 1\nname: two\nsteps:\n  first: {run: 'true'}\n  second: {run: 'true'}\n"
+    path.write_text(text)
+    flow = load_flow(path)
+    requests = expand(
+        flow, run_id=run_id, logical_time=datetime.now(UTC), params={}, flow_dir=tmp_path
+    )
+    run = assemble_run(run_id, flow.name, requests, params={}, file_hash=content_hash(text))
+    submit(client, run)
+
+
+def test_a_run_paged_at_a_step_it_does_not_have_is_a_404(
+    api: Api, client: Client, redis_client: redis.Redis, tmp_path: Path
+) -> None:
+    _submit(client, tmp_path, "two@1")
+    assert api.get("/api/v1/runs/two@1?step=second&offset=0").status == 200
+    with assert_unchanged(redis_client):
+        reply = api.get("/api/v1/runs/two@1?step=third&offset=5")
+    assert reply.status == 404, reply.body
+    assert reply.body == {"detail": "run 'two@1' has no step 'third'"}
