@@ -30,6 +30,7 @@ from flows.ui import api, graph
 from flows.ui.state import reader
 from flows.validation.validate import validate_text
 from scheduler.service.schedules import Schedules
+from scheduler.terminal import CONTROL
 
 HERE = Path(__file__).parent
 templates = Jinja2Templates(directory=HERE / "templates")
@@ -89,11 +90,11 @@ templates.env.globals["symbols"] = SYMBOLS
 templates.env.globals["deadline_mark"] = DEADLINE_MARK
 
 
-# C0 controls but tab and newline, DEL, the C1 controls and the bidirectional marks, embeddings,
-# overrides and isolates (as scheduler.terminal and static/logview.js list them). A run id, a job's
-# data or a failure holding a right-to-left override would reorder the page's text after it
-# (a run's heading, its badge, another job's id): each is shown as the log viewer shows it.
-_HIDDEN = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+# The characters a terminal would obey (scheduler.terminal's CONTROL: C0 but tab and newline,
+# DEL, C1, the bidirectional controls). A run id, a job's data or a failure holding a
+# right-to-left override would reorder the page's text after it (a run's heading, its badge,
+# another job's id): each is shown as the log viewer shows it.
+_HIDDEN = CONTROL
 _NAMED = {0x1B: "\u241b", 0x7F: "\u2421", 0x0D: "\u240d"}
 
 
