@@ -17,9 +17,10 @@ from flows.access.users import Users
 from flows.cli.common import open_client, user_errors
 from flows.cli.notifications import env_file_option, use_env_file
 from flows.cli.options import connection
-from flows.ui.auth import ENV_TOKEN, Auth, TokenError, is_loopback, load_token
+from flows.ui.auth import ENV_TOKEN, Auth, TokenError, load_token
 from flows.ui.roles import RoleAuth
 from scheduler.engine.backoff import wait_for_server
+from scheduler.hosts import is_loopback
 from scheduler.terminal import log_to_stderr
 
 log = logging.getLogger("flows.ui")

@@ -41,9 +41,10 @@ def serve_metrics(
 
     from prometheus_client import make_wsgi_app
 
-    from flows.ui.auth import bearer_problem, is_loopback
+    from flows.ui.auth import bearer_problem
     from flows.ui.guard import SECURITY_HEADERS, allowed_hosts, host_name
     from flows.ui.metrics import registry
+    from scheduler.hosts import is_loopback
 
     metrics = make_wsgi_app(registry(client, queues))
     hosts = allowed_hosts(host)
@@ -168,7 +169,8 @@ def worker(
     with user_errors():
         url = resolve_url(redis_url)
     if metrics_port is not None:
-        from flows.ui.auth import ENV_TOKEN, TokenError, is_loopback, load_token
+        from flows.ui.auth import ENV_TOKEN, TokenError, load_token
+        from scheduler.hosts import is_loopback
 
         try:
             token = load_token(metrics_token_file)

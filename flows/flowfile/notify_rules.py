@@ -9,7 +9,6 @@ outbox, ``lua/include/notify.lua``).
 
 from __future__ import annotations
 
-import ipaddress
 import re
 from collections.abc import Iterable, Sequence
 from typing import Annotated, Any, Final, Literal
@@ -24,6 +23,8 @@ from pydantic import (
     model_validator,
 )
 from pydantic_core import PydanticCustomError
+
+from scheduler.hosts import is_loopback
 
 Event = Literal["failure", "success", "retries_exhausted", "awaiting", "deadline"]
 EVENTS: Final = ("failure", "success", "retries_exhausted", "awaiting", "deadline")
@@ -59,16 +60,6 @@ def _url(schemes: tuple[str, ...]) -> AfterValidator:
 
 HttpUrl = Annotated[str, Field(max_length=2048), _url(("http", "https"))]
 SmtpUrl = Annotated[str, Field(max_length=2048), _url(("smtp", "smtps"))]
-
-
-def _loopback(host: str) -> bool:
-    """Whether ``host`` (an address or ``localhost``) is this machine."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def _address(value: str) -> str:
@@ -136,7 +127,7 @@ class Email(_Model):
         # taken only where no network is crossed.
         parts = urlsplit(self.smtp)
         in_clear = parts.scheme == "smtp" and not self.starttls
-        if self.login and in_clear and not _loopback(parts.hostname or ""):
+        if self.login and in_clear and not is_loopback(parts.hostname or ""):
             raise _problem(
                 "notify_login",
                 f"starttls: false with a login would send the login in clear to {parts.hostname}",

@@ -14,12 +14,13 @@ Missing credentials answer 401 (with ``WWW-Authenticate: Bearer``), wrong ones 4
 from __future__ import annotations
 
 import hmac
-import ipaddress
 import os
 from dataclasses import dataclass
 from pathlib import Path
 
 from fastapi import HTTPException, Request
+
+from scheduler.hosts import is_loopback
 
 ENV_TOKEN = "FLOWS_UI_TOKEN"
 # A token shorter than this is refused at start: it could be guessed.
@@ -50,16 +51,6 @@ def load_token(token_file: Path | None) -> str | None:
             f"{MIN_TOKEN_LENGTH} (e.g. `openssl rand -hex 32`)"
         )
     return token
-
-
-def is_loopback(host: str) -> bool:
-    """Whether ``host`` (an address or ``localhost``) can only be reached from this machine."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 @dataclass(frozen=True)
