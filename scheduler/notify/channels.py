@@ -83,8 +83,9 @@ def _tracking(http_class: Any, opened: list[socket.socket]) -> Any:
     return connection
 
 
-class _HttpTracked(urllib.request.HTTPHandler):
-    """Notes the socket of each connection it opens, for :func:`_open` to cut at its deadline."""
+class _Tracked(urllib.request.AbstractHTTPHandler):
+    """Notes the socket of each connection it opens, for :func:`_open` to cut at its deadline
+    (mixed into the http and the https handler)."""
 
     def __init__(self, opened: list[socket.socket]) -> None:
         super().__init__()
@@ -94,15 +95,12 @@ class _HttpTracked(urllib.request.HTTPHandler):
         return super().do_open(_tracking(http_class, self.opened), req, **kwargs)
 
 
-class _HttpsTracked(urllib.request.HTTPSHandler):
-    """:class:`_HttpTracked` for https."""
+class _HttpTracked(_Tracked, urllib.request.HTTPHandler):
+    pass
 
-    def __init__(self, opened: list[socket.socket]) -> None:
-        super().__init__()
-        self.opened = opened
 
-    def do_open(self, http_class: Any, req: Any, **kwargs: Any) -> Any:
-        return super().do_open(_tracking(http_class, self.opened), req, **kwargs)
+class _HttpsTracked(_Tracked, urllib.request.HTTPSHandler):
+    pass
 
 
 def _cut(opened: list[socket.socket], late: threading.Event) -> None:

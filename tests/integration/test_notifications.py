@@ -572,18 +572,10 @@ def test_a_steps_missed_deadline_is_shown_on_the_run(
         assert 'id="step-deadline-missed"' in api.get(f"/runs/{run_id}/steps/slow").body
 
 
-def test_a_url_kept_in_a_secret_is_stored_and_shown_nowhere(
-    cli: CliRunner,
-    client: Client,
-    tmp_path: Path,
-    receiver: Receiver,
-    redis_client: redis.Redis,
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    hook_url = f"{receiver.url}/services/T000/B000/secret-part"
-    monkeypatch.setenv("SLACK_URL", hook_url)
+def failed_run_telling_slack(cli: CliRunner, folder: Path) -> None:
+    """A run that failed, of a flow telling Slack at the URL in secret SLACK_URL, worked here."""
     path = write(
-        tmp_path,
+        folder,
         """
         version: 1
         name: quiet
@@ -596,6 +588,19 @@ def test_a_url_kept_in_a_secret_is_stored_and_shown_nowhere(
     )
     flows(cli, "run", "--detach", str(path))
     flows(cli, "worker", "--queues", "default", "--burst", "--processes", "0")
+
+
+def test_a_url_kept_in_a_secret_is_stored_and_shown_nowhere(
+    cli: CliRunner,
+    client: Client,
+    tmp_path: Path,
+    receiver: Receiver,
+    redis_client: redis.Redis,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    hook_url = f"{receiver.url}/services/T000/B000/secret-part"
+    monkeypatch.setenv("SLACK_URL", hook_url)
+    failed_run_telling_slack(cli, tmp_path)
     receiver.status = 500
     deliverer = Deliverer(client, consumer="t")
     deliverer.tick()
@@ -665,20 +670,7 @@ def test_a_url_secret_that_is_no_url_is_said_without_its_value(
     # A value with a stray space or line in it (a pasted URL, a file written by hand):
     # http.client's refusal quotes the URL's path, the very part that is the credential.
     monkeypatch.setenv("SLACK_URL", f"{receiver.url}/services/T000/B000/secret{flaw}part")
-    path = write(
-        tmp_path,
-        """
-        version: 1
-        name: quiet
-        notify:
-          - on: [failure]
-            slack: {url_secret: SLACK_URL}
-        steps:
-          a: {run: "exit 1"}
-        """,
-    )
-    flows(cli, "run", "--detach", str(path))
-    flows(cli, "worker", "--queues", "default", "--burst", "--processes", "0")
+    failed_run_telling_slack(cli, tmp_path)
     Deliverer(client, consumer="t").tick()
     [waiting] = outbox.waiting(client)
     assert list(waiting["errors"].values()) == [
