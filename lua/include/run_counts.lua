@@ -234,6 +234,11 @@ end
 -- `:@deadline_missed`.
 RunCounts.WIDE = { 'attempts', 'started', 'updated', 'child', 'deadline_missed' }
 
+-- The classes a run's jobs are counted in (RunCounts.class), `gone` last: a step whose every
+-- job is gone has nothing left to read its times from.
+RunCounts.CLASSES = { 'running', 'waiting', 'awaiting', 'pending', 'buried', 'failed', 'expired',
+  'success', 'cached', 'skipped', 'gone' }
+
 -- Each step's field names in the run's counts: its kept times and attempts (RunCounts.WIDE's
 -- order, by position) and its place (`place`). A memo of a pure function (a step's names are the
 -- same whatever the data), bounded, so it may outlive the call: a settle does not build a dozen
@@ -370,15 +375,38 @@ local function apply(deltas)
   end
 end
 
+local function any_count(values, n)
+  for i = 1, n do
+    if values[i] then return true end
+  end
+  return false
+end
+
 -- Read the times and attempts of a run's steps `only` ({step -> true}) again from its jobs (the
 -- other steps keep theirs: a start kept is the first since the job's put, as its history says).
+-- A step whose jobs are all gone (retention dropping a finished run's jobs, most often) has none
+-- left: its times are cleared without the scan of the run, which for a big run's jobs dropped a
+-- hundred per call would read every job of the run in each call.
 function RunCounts.rewiden(run_id, only)
+  local key = Keys.run_counts(run_id)
+  local live, last = {}, #RunCounts.CLASSES - 1
+  for step in pairs(only) do
+    local fields = {}
+    for i = 1, last do fields[i] = step .. ':' .. RunCounts.CLASSES[i] end
+    local counts = redis.call('hmget', key, unpack(fields))
+    if any_count(counts, last) then
+      live[step] = true
+    else
+      redis.call('hdel', key, unpack(RunCounts.step_names(step)))
+    end
+  end
+  if next(live) == nil then return end
   local _, _, steps, _, wide = RunCounts.recount(run_id)
   local some = {}
   for _, step in ipairs(steps) do
-    if only[step] then some[#some + 1] = step end
+    if live[step] then some[#some + 1] = step end
   end
-  RunCounts.write_wide(Keys.run_counts(run_id), some, wide)
+  RunCounts.write_wide(key, some, wide)
 end
 
 -- Write the steps' times and attempts (`wide[step]`, RunCounts.widen's) over the kept ones.

@@ -146,8 +146,7 @@ function RunState.counted(run_id)
 end
 
 -- The classes RunCounts counts (include/run_counts.lua).
-RunState.CLASSES = { 'running', 'waiting', 'awaiting', 'pending', 'buried', 'failed', 'expired',
-  'success', 'cached', 'skipped', 'gone' }
+RunState.CLASSES = RunCounts.CLASSES
 
 -- Whether a run of these counts can still progress: a job of it runs, waits or awaits.
 function RunState.going(counts)

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import redis
 from helpers import assert_unchanged
-from lua_support import T0, Lua, calls, submit_steps
+from lua_support import DAY, T0, Lua, calls, submit_steps
 
 from scheduler.engine.errors import InvalidArgument
 from scheduler.engine.scripts import Engine, qless_bundle
@@ -182,3 +182,34 @@ def test_the_qless_dialect_moves_a_runs_counts_too(redis_client: redis.Redis) ->
     qless("pop", T0 + 4, "q", "w1", 1)
     qless("complete", T0 + 5, f"{RUN}:a", "w1", "q", {})
     assert counts() == {"success": 1, "a:success": 1, "waiting": 1, "b:waiting": 1}
+
+
+def test_retention_drops_a_big_runs_jobs_without_reading_the_rest_of_the_run(lua: Lua) -> None:
+    """Jobs dropped by retention (here jobs-history-count) are counted gone and their steps
+    show no times (as a scan of the run finds them), and dropping them reads only the dropped
+    jobs: each complete that drops a few of a big run's jobs must not read all the others."""
+    submit(lua, *[(f"s{i}", []) for i in range(100)])
+    for i in range(100):
+        assert lua.pop_jids("q", now=T0 + 1 + i) == [f"{RUN}:s{i}"]
+        lua.complete(f"{RUN}:s{i}", now=T0 + 2 + i)
+    lua.raw("config.set", "jobs-history-count", 95, now=T0 + 200)
+    lua.put("plain", queue="other", now=T0 + 200)
+    assert lua.pop_jids("other", now=T0 + 200) == ["plain"]
+    lua.r.config_resetstat()
+    lua.complete("plain", queue="other", now=T0 + 201)
+    # a few reads for each dropped job; a scan of the run would add one for each of its jobs
+    assert calls(lua, "hmget")["hmget"] <= 5 * 6 + 5
+    dropped = [i for i in range(100) if not lua.r.exists(lua.key(f"j:{RUN}:s{i}"))]
+    assert dropped == [0, 1, 2, 3, 4, 5]  # the oldest, 101 completed jobs kept down to 95
+    assert kept(lua) == {
+        "gone": 6,
+        "success": 94,
+        **{f"s{i}:{'gone' if i in dropped else 'success'}": 1 for i in range(100)},
+    }
+    steps = {s["step"]: s for s in json.loads(lua.raw("run.read", RUN, now=T0 + 300))["steps"]}
+    assert (steps["s0"]["status"], steps["s0"].get("started"), steps["s0"]["attempts"]) == (
+        "gone",
+        None,
+        0,
+    )
+    assert (steps["s6"]["status"], steps["s6"]["started"]) == ("success", T0 + 7)
