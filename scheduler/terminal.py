@@ -20,9 +20,9 @@ import sys
 # C0 controls but tab and newline, DEL, the C1 controls (U+0080..U+009F; U+009B is a CSI), and
 # the bidirectional marks, embeddings, overrides and isolates, which can make a line read as
 # something else ("Trojan Source"). Other non-ASCII text (accents, CJK, emoji) is left as is.
-_BIDI = r"\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069"
-CONTROL = re.compile(rf"[\x00-\x08\x0b-\x1f\x7f-\x9f{_BIDI}]")
-CONTROL_OR_NEWLINE = re.compile(rf"[\x00-\x08\x0a-\x1f\x7f-\x9f{_BIDI}]")
+BIDI_CONTROLS = r"\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069"
+CONTROL = re.compile(rf"[\x00-\x08\x0b-\x1f\x7f-\x9f{BIDI_CONTROLS}]")
+CONTROL_OR_NEWLINE = re.compile(rf"[\x00-\x08\x0a-\x1f\x7f-\x9f{BIDI_CONTROLS}]")
 
 
 def escape(match: re.Match[str]) -> str:

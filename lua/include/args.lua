@@ -45,6 +45,14 @@ function Arg.text(cmd, name, value, max_bytes)
 end
 
 -- A job id, queue, worker, group or tag: non-empty, bounded, printable, no white space.
+-- The bidirectional controls (U+061C, U+200E, U+200F, U+202A..U+202E, U+2066..U+2069) in
+-- UTF-8: they make an id display as another ("Trojan Source"), in a terminal and on a page
+-- alike, so an id holds none (scheduler/terminal.py lists the same characters).
+local function bidi_control(value)
+  return string.find(value, '\216\156') or string.find(value, '\226\128[\142\143\170-\174]')
+    or string.find(value, '\226\129[\166-\169]')
+end
+
 local function check_id(cmd, name, value)
   Arg.present(cmd, name, value)
   if #value > Arg.MAX_ID_BYTES then
@@ -54,7 +62,8 @@ local function check_id(cmd, name, value)
   -- One anchored match of the whole value: about twice as fast as searching for a bad
   -- character from every position ([%c ] is [%c%s]: the other white space is control).
   -- C1 control characters (U+0080..U+009F) are \194\128..\194\159 in UTF-8.
-  if not string.find(value, '^[^%c ]*$') or string.find(value, '\194[\128-\159]') then
+  if not string.find(value, '^[^%c ]*$') or string.find(value, '\194[\128-\159]')
+      or (string.find(value, '[\216\226]') and bidi_control(value)) then
     fail(cmd, 'Arg "' .. name .. '" contains white space or a control character: ' ..
       string.format('%q', value))
   end

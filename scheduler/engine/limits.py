@@ -35,6 +35,7 @@ from collections.abc import Iterable
 from typing import Any, Literal
 
 from scheduler.engine.errors import InvalidArgument, TooLarge
+from scheduler.terminal import BIDI_CONTROLS
 
 MAX_ID_BYTES = 256
 MAX_PAYLOAD_BYTES = 512 * 1024
@@ -49,9 +50,9 @@ MAX_FANOUT_ITEMS = 10_000
 """Items of a foreach over a step's output (the engine's ``Fanout.MAX_ITEMS``)."""
 RESERVED_JID_SUFFIXES = ("-history", "-dependencies", "-dependents")
 
-# White space and control characters (bytes 0-32 and 127, Lua's %s and %c in the C locale, and
-# the C1 controls U+0080..U+009F): what Lua's Arg.id refuses.
-_FORBIDDEN_ID_CHARS = re.compile("[\\x00-\\x20\\x7f-\\x9f]")
+# White space and control characters (bytes 0-32 and 127, Lua's %s and %c in the C locale, the
+# C1 controls U+0080..U+009F, and the bidirectional controls): what Lua's Arg.id refuses.
+_FORBIDDEN_ID_CHARS = re.compile(f"[\\x00-\\x20\\x7f-\\x9f{BIDI_CONTROLS}]")
 # What Lua's Arg.name refuses besides.
 _FORBIDDEN_NAME_CHARS = re.compile(r"[/\\]")
 

@@ -53,6 +53,9 @@ BAD_IDS = [
     ("nul\x00l", InvalidArgument),
     ("c1\u0085", InvalidArgument),
     ("csi\u009b2J", InvalidArgument),
+    ("rlo\u202eid", InvalidArgument),  # bidirectional controls: an id displayed as another
+    ("isolate\u2066x", InvalidArgument),
+    ("mark\u200f", InvalidArgument),
 ]
 # Names (jids, queues, run ids, schedule and flow names) are single URL and path segments.
 BAD_NAMES = [

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 from lua_support import T0, Lua
 
-from scheduler.engine.errors import JobNotFound, LockLost, WrongState
+from scheduler.engine import limits
+from scheduler.engine.errors import InvalidArgument, JobNotFound, LockLost, WrongState
 
 
 def test_put_creates_a_waiting_job(lua: Lua) -> None:
@@ -245,3 +246,28 @@ def test_server_clock_when_now_is_empty(lua: Lua) -> None:
     job = lua.job("a", now=server_now)
     assert job is not None
     assert abs(job["created"] - server_now) < 60
+
+
+@pytest.mark.parametrize(
+    "jid",
+    [
+        "caf\u00e9",
+        "en\u2013dash",  # the same first two bytes as U+200E..U+202E in UTF-8
+        "euro\u20ac",
+        "shin\u0634",  # the same first byte as U+061C
+        "alm\u061c",
+        "rlm\u200f",
+        "rlo\u202e",
+        "pdi\u2069",
+    ],
+)
+def test_the_engine_refuses_exactly_the_ids_the_client_refuses(lua: Lua, jid: str) -> None:
+    """A bidirectional control makes an id display as another, so no id holds one; other
+    text is taken. The engine and the client's own check (scheduler.engine.limits) agree."""
+    fault = limits.id_fault(jid, "jid")
+    if fault is None:
+        lua.put(jid)
+        assert lua.r.hget(lua.key(f"j:{jid}"), "state") == "waiting"
+    else:
+        with pytest.raises(InvalidArgument, match="white space or a control character"):
+            lua.put(jid)

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import redis
 from helpers import assert_unchanged
-from lua_support import DAY, T0, Lua, calls, submit_steps
+from lua_support import T0, Lua, calls, submit_steps
 
 from scheduler.engine.errors import InvalidArgument
 from scheduler.engine.scripts import Engine, qless_bundle

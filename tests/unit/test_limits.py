@@ -35,7 +35,19 @@ def test_ids_are_counted_in_bytes_and_refuse_ascii_space_and_controls() -> None:
     assert limits.check_id("put", "jid", "é" * 128) == "é" * 128  # 256 bytes
     with pytest.raises(TooLarge, match="257 bytes"):
         limits.check_id("put", "jid", "é" * 128 + "x")
-    for bad in ("a b", "a\tb", "a\nb", "a\rb", "a\x0bb", "a\x0cb", "a\x00b", "a\x1fb", "a\x7fb"):
+    bidi = ("a\u202eb", "a\u2066b", "a\u200fb", "a\u061cb")  # display an id as another
+    for bad in (
+        "a b",
+        "a\tb",
+        "a\nb",
+        "a\rb",
+        "a\x0bb",
+        "a\x0cb",
+        "a\x00b",
+        "a\x1fb",
+        "a\x7fb",
+        *bidi,
+    ):
         with pytest.raises(InvalidArgument, match="white space or a control character"):
             limits.check_id("put", "jid", bad)
     # Like the engine's Lua patterns, only ASCII white space counts.
@@ -69,6 +81,8 @@ ID_VALUES = [
     "job-dependents",
     "job-history-2",
     "lone\udcff",
+    "rlo\u202eid",
+    "en\u2013dash",
 ]
 
 
