@@ -651,13 +651,26 @@ def _load(text: str, file: str, parser_class: Any = _Parser) -> _Builder:
             message = f"a plain key is {key:,} characters; YAML allows at most {MAX_PLAIN_KEY:,}"
             hint = "use a shorter key (a step id is at most 64 characters)"
         builder.fail(mark, "yaml-syntax", message, hint)
-    except yaml.YAMLError as error:  # reader errors: control characters and the like
+    except yaml.reader.ReaderError as error:  # a character YAML does not allow
+        builder.report(*_reader_finding(error, text))
+    except yaml.YAMLError as error:
         builder.report((1, 1), "yaml-syntax", str(error).splitlines()[0])
     except _Stop:
         pass
     finally:
         parser.dispose()
     return builder
+
+
+def _reader_finding(error: yaml.reader.ReaderError, text: str) -> tuple[Position, str, str]:
+    """Where the character YAML refused is (its line and column), and what it is, by name: an
+    escape or a bidirectional control is invisible in an editor."""
+    before = text[: error.position]
+    line = before.count("\n") + 1
+    col = error.position - (before.rfind("\n") + 1) + 1
+    code = error.character if isinstance(error.character, int) else ord(error.character)
+    message = f"the character U+{code:04X} is not allowed in YAML ({error.reason})"
+    return (line, col), "yaml-syntax", message
 
 
 def _own_finding_before(prefix: str, file: str) -> _Builder | None:

@@ -109,6 +109,12 @@ def test_refusals_carry_their_line(text: str, code: str, line: int) -> None:
     assert (found, at) == (code, line)
 
 
+def test_a_character_yaml_refuses_is_named_where_it_is() -> None:
+    [finding] = load_yaml("a: 1\nb: clear \x1b[2J screen\n").findings
+    assert (finding.code, finding.line, finding.col) == ("yaml-syntax", 2, 10)
+    assert finding.message.startswith("the character U+001B is not allowed in YAML")
+
+
 def test_tabs_get_a_hint() -> None:
     [finding] = load_yaml("a:\n\t- b\n").findings
     assert finding.hint == "indent with spaces, not tabs"
