@@ -513,7 +513,7 @@ end
 -- Refuse an action the state does not allow: WRONGSTATE naming the state and what is allowed.
 function RunState.refuse(cmd, what, status, allowed, action)
   local list = #allowed > 0 and table.concat(allowed, ', ') or 'none'
-  Err.raise('WRONGSTATE', cmd .. '(): ' .. what .. ' is ' .. status .. ': ' .. action ..
+  Err.raise('WRONGSTATE', cmd .. '(): ' .. what .. ' has status ' .. status .. ': ' .. action ..
     ' is not allowed (allowed: ' .. list .. ')')
 end
 

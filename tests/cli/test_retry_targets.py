@@ -64,8 +64,8 @@ def test_retry_of_what_has_nothing_failed_is_refused(
     failed_item.touch()
     assert flows("retry", "fe1").exit_code == 0  # it fails no more: the run succeeds
     for target, words in (
-        ("fe1", "run fe1 is succeeded: retry is not allowed (allowed: rerun)"),
-        ("fe1:each", "step each is success: retry is not allowed (allowed: rerun)"),
+        ("fe1", "run fe1 has status succeeded: retry is not allowed (allowed: rerun)"),
+        ("fe1:each", "step each has status success: retry is not allowed (allowed: rerun)"),
         ("fe1:eech", "run 'fe1' has no step 'eech' (did you mean 'each'?)"),
     ):
         with assert_unchanged(redis_client):

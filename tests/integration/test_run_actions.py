@@ -77,7 +77,7 @@ def test_refused_retries_change_nothing_and_approve_still_works(
     assert shown["gate"]["actions"] == ["signal", "approve"]
     assert shown["build"]["actions"] == []  # the run is running: nothing to do to it
 
-    for target, words in (("a1:build", "job a1:build is success"), ("a1:gate", "is awaiting")):
+    for target, words in (("a1:build", "job a1:build has status success"), ("a1:gate", "has status awaiting")):
         with assert_unchanged(redis_client):
             refused = flows(cli, "retry", target)
         assert refused.exit_code == 1, refused.output
@@ -121,7 +121,7 @@ def test_rerun_downstream_counts_attempts_and_keeps_the_first_attempts_log(
     # still refused for a running run, with nothing changed
     flows(cli, "rerun", "a2", "build", "--detach")
     refused = flows(cli, "rerun", "a2", "build", "--detach")
-    assert refused.exit_code == 1 and "run a2 is running" in refused.output
+    assert refused.exit_code == 1 and "run a2 has status running" in refused.output
 
 
 def test_status_json_is_the_api_document_and_the_page_draws_the_graph_without_the_file(
@@ -152,7 +152,7 @@ def test_status_json_is_the_api_document_and_the_page_draws_the_graph_without_th
     # the API refuses what the engine refuses, with nothing changed
     with assert_unchanged(redis_client):
         refused = api.post("/api/v1/runs/a3/steps/build/rerun", {"downstream": True})
-        assert refused.status == 409 and "run a3 is running" in str(refused.body)
+        assert refused.status == 409 and "run a3 has status running" in str(refused.body)
         assert api.post("/api/v1/jobs/a3:build/retry").status == 409
         assert api.post("/api/v1/jobs/a3:gate/retry").status == 409
         # a completed job is the run's result: no cancel removes it (delete does)

@@ -70,11 +70,11 @@ def test_retry_of_a_completed_job_is_refused_and_changes_nothing(lua: Lua) -> No
     lua.complete(f"{RUN}:a", now=T0 + 2)
     with assert_unchanged(lua.r), pytest.raises(WrongState) as refused:
         lua.raw("run.retry", RUN, f"{RUN}:a", now=T0 + 3)
-    assert "job r@1:a is success" in str(refused.value)
+    assert "job r@1:a has status success" in str(refused.value)
     assert "allowed: none" in str(refused.value)
-    with assert_unchanged(lua.r), pytest.raises(WrongState, match="step a is success"):
+    with assert_unchanged(lua.r), pytest.raises(WrongState, match="step a has status success"):
         lua.raw("run.retry", RUN, "a", now=T0 + 3)
-    with assert_unchanged(lua.r), pytest.raises(WrongState, match="run r@1 is running"):
+    with assert_unchanged(lua.r), pytest.raises(WrongState, match="run r@1 has status running"):
         lua.raw("run.retry", RUN, now=T0 + 3)
     with assert_unchanged(lua.r), pytest.raises(InvalidArgument, match="no step or job"):
         lua.raw("run.retry", RUN, "nope", now=T0 + 3)
@@ -88,7 +88,7 @@ def test_retry_of_an_awaiting_job_is_refused(lua: Lua) -> None:
     assert steps(doc)["gate"]["actions"] == ["signal", "approve"]
     with assert_unchanged(lua.r), pytest.raises(WrongState) as refused:
         lua.raw("run.retry", RUN, f"{RUN}:gate", now=T0 + 3)
-    assert "is awaiting" in str(refused.value) and "allowed: signal, approve" in str(refused.value)
+    assert "has status awaiting" in str(refused.value) and "allowed: signal, approve" in str(refused.value)
 
 
 def test_cancel_of_a_finished_run_is_refused(lua: Lua) -> None:
@@ -97,7 +97,7 @@ def test_cancel_of_a_finished_run_is_refused(lua: Lua) -> None:
     lua.complete(f"{RUN}:a", now=T0 + 2)
     doc = read(lua)
     assert doc["status"] == "succeeded" and doc["actions"] == ["rerun"]
-    with assert_unchanged(lua.r), pytest.raises(WrongState, match="run r@1 is succeeded"):
+    with assert_unchanged(lua.r), pytest.raises(WrongState, match="run r@1 has status succeeded"):
         lua.raw("run.cancel", RUN, now=T0 + 3)
 
 
@@ -134,7 +134,7 @@ def test_rerun_downstream_counts_attempts_on_and_keeps_earlier_logs(lua: Lua) ->
 
 def test_rerun_of_a_running_run_or_unknown_step_is_refused(lua: Lua) -> None:
     submit(lua, ("a", []), ("b", ["a"]))
-    with assert_unchanged(lua.r), pytest.raises(WrongState, match="run r@1 is running"):
+    with assert_unchanged(lua.r), pytest.raises(WrongState, match="run r@1 has status running"):
         lua.raw("run.rerun", RUN, "a", now=T0 + 1)
     with assert_unchanged(lua.r), pytest.raises(InvalidArgument, match="no step zz"):
         lua.raw("run.rerun", RUN, "zz", now=T0 + 1)
@@ -196,7 +196,7 @@ def test_a_canceled_run_is_retried_from_what_its_jobs_kept(lua: Lua) -> None:
     doc = read(lua, now=T0 + 4)
     assert doc["status"] == "canceled" and doc["actions"] == ["retry", "rerun"]
     assert steps(doc)["b"]["actions"] == ["retry"] and steps(doc)["b"]["status"] == "canceled"
-    with assert_unchanged(lua.r), pytest.raises(WrongState, match="run r@1 is canceled"):
+    with assert_unchanged(lua.r), pytest.raises(WrongState, match="run r@1 has status canceled"):
         lua.raw("run.cancel", RUN, now=T0 + 4)
     assert lua.raw("run.retry", RUN, now=T0 + 5) == 2
     doc = read(lua, now=T0 + 6)

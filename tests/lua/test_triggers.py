@@ -150,7 +150,7 @@ def test_run_retry_resumes_without_rerunning_what_completed(lua: Lua) -> None:
     run_job(lua, "r:notify", "complete", now=T0 + 12)
     run_job(lua, "r:finally", "complete", now=T0 + 13)
     # nothing failed: nothing to retry, refused with nothing changed
-    with unchanged(lua.r), pytest.raises(WrongState, match="run r is succeeded"):
+    with unchanged(lua.r), pytest.raises(WrongState, match="run r has status succeeded"):
         lua("run.retry", "r", now=T0 + 14)
 
 
