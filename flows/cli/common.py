@@ -231,20 +231,22 @@ def when(value: float | None) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(value))
 
 
-def known_queue(client: Client, name: str, *, refuse: bool = True) -> None:
+def known_queue(client: Client, name: str, *, refuse: bool = True) -> bool:
     """Refuse a queue name the namespace has never seen, with the one that was likely meant
     (an answer of nothing for a misspelt queue would look like an empty queue); without
-    ``refuse``, only say so on stderr (a listing then shows nothing, as asked)."""
+    ``refuse``, only say so on stderr (a listing then shows nothing, as asked) and return
+    False. True when the namespace knows the queue."""
     with user_errors():
         names = [str(entry.get("name")) for entry in client.queues.counts()]
     if name in names:
-        return
+        return True
     hint = did_you_mean(name, names) or (
         f"its queues: {', '.join(sorted(names)[:10])}" if names else "it has no queues yet"
     )
     if refuse:
         raise click.ClickException(f"no queue {name!r} ({hint})")
     click.echo(f"note: no queue {name!r} ({hint})", err=True)
+    return False
 
 
 def note_new_queues(client: Client, names: Sequence[str]) -> None:

@@ -97,10 +97,14 @@ def workers(queue: str | None, as_json: bool, redis_url: str | None, namespace: 
     A worker not heard from for longer than the worker-silent-after setting (60 s) is marked
     silent: a live worker renews its registration well within that, so it most likely died.
     Workers silent for longer than the max-worker-age setting are left out (and forgotten).
+    With --queue, a listing without a live worker says why on stderr: there is no such queue,
+    or no live worker listens on it.
     """
     client = open_client(redis_url, namespace)
     with user_errors():
         merged = client.workers.documents(queue)
+    if queue is not None and all(w.get("silent") for w in merged):
+        _note_no_listener(client, queue, silent=len(merged))
     if as_json:
         print_json(merged)
         return
@@ -120,6 +124,19 @@ def workers(queue: str | None, as_json: bool, redis_url: str | None, namespace: 
     title = "Workers" if queue is None else f"Workers listening on {queue}"
     columns = ("worker", "host", "pid", "queues", "jobs", "stalled", "started", "last seen")
     table(title, columns, rows)
+
+
+def _note_no_listener(client: Client, queue: str, silent: int) -> None:
+    """Say on stderr why no live worker is listed as listening on ``queue`` (the listing still
+    prints, as asked): there is no such queue (with the one likely meant), or no live worker
+    listens on it (the ``silent`` ones listed most likely died)."""
+    if not silent and not known_queue(client, queue, refuse=False):
+        return
+    dead = f" ({silent} silent worker{'s' if silent != 1 else ''}, most likely dead)"
+    click.echo(
+        f"note: no live worker listens on queue {visible(repr(queue))}{dead if silent else ''}",
+        err=True,
+    )
 
 
 def _last_seen(worker: dict[str, Any]) -> str:

@@ -79,6 +79,36 @@ def test_workers_by_queue_and_who_ran_a_job(url: str, client: Client) -> None:
     }
 
 
+def test_workers_of_a_queue_nobody_listens_on_say_why(url: str, client: Client) -> None:
+    """An empty `flows workers -q QUEUE` reads as "nothing to see": a note on stderr says the
+    queue does not exist (with the one likely meant) or that no live worker listens on it."""
+    info = {"host": "node-7", "pid": 4242, "queues": ["reports", "fresh"], "started": 1.0}
+    client.engine.call("worker.register", "cli-test", json.dumps(info))
+    for queue in ("reports", "idle", "dead"):
+        client.queues[queue].put("K", {})
+    seconds, _ = client.redis.time()  # a worker last heard from two minutes ago is silent
+    ghost = {**info, "queues": ["dead"]}
+    client.engine.call("worker.register", "ghost", json.dumps(ghost), now=float(seconds) - 120)
+    for json_flag in ((), ("--json",)):
+        typo = flows("workers", "--redis", url, "-q", "reprots", *json_flag)
+        assert typo.exit_code == 0, typo.output
+        assert typo.stderr == "note: no queue 'reprots' (did you mean 'reports'?)\n"
+        idle = flows("workers", "--redis", url, "-q", "idle", *json_flag)
+        assert idle.exit_code == 0, idle.output
+        assert idle.stderr == "note: no live worker listens on queue 'idle'\n"
+        dead = flows("workers", "--redis", url, "-q", "dead", *json_flag)
+        assert dead.exit_code == 0, dead.output
+        assert dead.stderr == (
+            "note: no live worker listens on queue 'dead' (1 silent worker, most likely dead)\n"
+        )
+    assert json.loads(flows("workers", "--redis", url, "-q", "idle", "--json").stdout) == []
+    # A listened-on queue gets no note, even one no job has used yet.
+    for queue in ("reports", "fresh"):
+        listed = flows("workers", "--redis", url, "-q", queue)
+        assert listed.exit_code == 0 and "cli-test" in listed.stdout
+        assert listed.stderr == ""
+
+
 def test_failed_shows_what_the_bound_dropped(url: str, client: Client) -> None:
     client.config["max-failed-per-group"] = 2
     for n in range(5):
