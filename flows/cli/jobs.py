@@ -365,19 +365,20 @@ def failed(
 ) -> None:
     """Failure groups with counts, or the failed jobs of GROUP.
 
+    A group keeps its latest failed jobs (the max-failed-per-group setting): the older ones
+    it dropped are counted. With --json, the groups are a list of {group, total, dropped}
+    (total: failed jobs kept), and GROUP's jobs an object of total, dropped and jobs.
+
     A GROUP without failed jobs is said on stderr, with the group likely meant: group names
     are case-sensitive, and an empty listing of a misspelt one reads as no failures."""
     client = open_client(redis_url, namespace)
     with user_errors():
         if group is None:
-            counts = client.failed()
-            dropped = client.jobs.dropped()
+            groups = _failure_groups(client)
             if as_json:
-                print_json(counts)
+                print_json(groups)
             else:
-                rows = [
-                    [g, counts.get(g, 0), dropped.get(g, 0)] for g in sorted({*counts, *dropped})
-                ]
+                rows = [[g["group"], g["total"], g["dropped"]] for g in groups]
                 table("Failed", ("group", "jobs", "dropped"), rows)
             return
         listing = client.failed(group, 0, limit)
@@ -407,6 +408,18 @@ def failed(
     title = f"Failed: {group} ({listing.total}"
     title += f", {listing.dropped} older ones dropped)" if listing.dropped else ")"
     table(title, ("jid", "queue", "klass", "when", "last line"), rows)
+
+
+def _failure_groups(client: Client) -> list[dict[str, Any]]:
+    """The failure groups as `flows failed` shows them, the table and --json alike: each
+    group's failed jobs kept (``total``) and dropped by the bound (``dropped``), by name; a
+    group that only dropped jobs too."""
+    counts = client.failed()
+    dropped = client.jobs.dropped()
+    return [
+        {"group": g, "total": counts.get(g, 0), "dropped": dropped.get(g, 0)}
+        for g in sorted({*counts, *dropped})
+    ]
 
 
 def _note_unknown_group(client: Client, group: str) -> None:

@@ -123,6 +123,27 @@ def test_failed_shows_what_the_bound_dropped(url: str, client: Client) -> None:
     assert "3 older ones dropped" in flows("failed", "boom", "--redis", url).output
 
 
+def test_failed_json_carries_the_dropped_counts_the_table_shows(url: str, client: Client) -> None:
+    client.config["max-failed-per-group"] = 2
+    for n in range(5):
+        jid = client.queues["q"].put("K", {}, jid=f"f{n}")
+        client.jobs[jid].fail("boom", "it broke")
+    jid = client.queues["q"].put("K", {}, jid="other")
+    client.jobs[jid].fail("alone", "it broke too")
+    assert json.loads(flows("failed", "--redis", url, "--json").stdout) == [
+        {"group": "alone", "total": 1, "dropped": 0},
+        {"group": "boom", "total": 2, "dropped": 3},
+    ]
+    # A group whose kept jobs were all put back still shows what it dropped, as the table does.
+    assert flows("unfail", "boom", "-q", "q", "--redis", url).exit_code == 0
+    assert json.loads(flows("failed", "--redis", url, "--json").stdout) == [
+        {"group": "alone", "total": 1, "dropped": 0},
+        {"group": "boom", "total": 0, "dropped": 3},
+    ]
+    [row] = [line for line in flows("failed", "--redis", url).stdout.splitlines() if "boom" in line]
+    assert row.replace("│", " ").split() == ["boom", "0", "3"]
+
+
 def test_failed_of_a_group_without_failed_jobs_names_the_one_likely_meant(
     url: str, client: Client
 ) -> None:
