@@ -159,7 +159,9 @@ def logs(
     STEP is a step of RUN (its items too, and the steps of the child run it started) or, as
     the lines of a child run's step are labelled, STEP/CHILD-STEP.
 
-    With -f, lines are printed as they come until the run (or job) has ended.
+    With -f, lines are printed as they come until the run (or job) has ended. With -f and
+    --attempt N, an attempt not started yet is waited for while it may still come (the job
+    waits for a retry or runs an earlier attempt); a job that ends before it is an error.
     """
     if (run_id is None) == (jid is None):
         raise click.UsageError("give a RUN (and optionally a STEP) or --job JID")
@@ -169,11 +171,13 @@ def logs(
         if jid is not None:
             joblogs.read(client.engine, jid, None, 0, 1)  # JobNotFound: no job, no kept log
             jobs = [(jid, jid)]
-            _check_attempt(client, jobs, attempt, f"job {jid}")
+            waits = _check_attempt(client, jobs, attempt, f"job {jid}", live=live)
             printer = Printer(as_json, label=False, headers=True, sgr=sgr)
             follower = Follower(client, jobs, live=live, attempt=attempt)
             for item in follow(client, follower, live=live):
                 printer.line(item)
+            if waits:
+                _check_attempt(client, jobs, attempt, f"job {jid}", live=live, ended=True)
             printer.silent(f"job {jid}", attempt)
             printer.dropped(follower)
             return
@@ -182,13 +186,9 @@ def logs(
             jobs = run_jobs(client, run_id) if step is None else step_jobs(client, run_id, step)
         except NoSuchRun as error:
             raise click.ClickException(str(error)) from None
-        _check_attempt(
-            client,
-            jobs,
-            attempt,
-            f"step {step}" if step else f"run {run_id}",
-            made=_attempts_made(client, run_id, step),
-        )
+        what = f"step {step}" if step else f"run {run_id}"
+        made = _attempts_made(client, run_id, step)
+        waits = _check_attempt(client, jobs, attempt, what, made=made, live=live)
         printer = Printer(as_json, headers=step is not None, sgr=sgr)
         follower = Follower(client, jobs, live=live, attempt=attempt)
 
@@ -202,7 +202,10 @@ def logs(
             client, follower, live=live, stop=lambda: _run_over(client, run_id), more=more
         ):
             printer.line(item)
-        printer.silent(f"step {step}" if step else f"run {run_id}", attempt)
+        if waits:
+            made = _attempts_made(client, run_id, step)
+            _check_attempt(client, more(), attempt, what, made=made, live=live, ended=True)
+        printer.silent(what, attempt)
         printer.dropped(follower)
 
 
@@ -215,27 +218,67 @@ def _attempts_made(client: Client, run_id: str, step: str | None) -> int:
     return max((s.attempts for s in view.steps if step in (None, s.step)), default=0)
 
 
+# How a job that ended before an attempt ended, by its state (a gone job: "ended").
+ENDINGS = {
+    "complete": "completed",
+    "failed": "failed for good",
+    "canceled": "was canceled",
+    "expired": "expired",
+    "buried": "was buried",
+}
+
+
+def _attempts(count: int) -> str:
+    return f"{count} attempt{'s' if count != 1 else ''}"
+
+
 def _check_attempt(
-    client: Client, jobs: list[tuple[str, str]], attempt: int | None, what: str, made: int = 0
-) -> None:
+    client: Client,
+    jobs: list[tuple[str, str]],
+    attempt: int | None,
+    what: str,
+    made: int = 0,
+    *,
+    live: bool = False,
+    ended: bool = False,
+) -> bool:
     """Refuse an ``--attempt`` none of the jobs made. An attempt counts once the job started
     it (its ``runs``, the attempts `flows status` shows: ``made`` when the run's read gave
     them), whether or not it wrote a line; a job its run's cancel deleted counts the attempts
-    its kept logs have. Each job is looked at only when ``made`` does not cover the attempt."""
+    its kept logs have. Each job is looked at only when ``made`` does not cover the attempt.
+
+    With ``live`` (-f), an attempt not made yet is waited for while a job may still start it
+    (one has not ended: it waits, is scheduled for a retry, runs an earlier attempt): said on
+    stderr, and True returned; once every job has ended without it (``ended``: after the
+    follow), it is refused with how the job ended."""
     if attempt is None or attempt <= made:
-        return
+        return False
     most = made
+    states: list[str | None] = []
     for _, jid in jobs:
         job = client.jobs.get(jid)
+        states.append(None if job is None else job.state)
         if job is not None:
             most = max(most, job.runs)
         try:
             most = max(most, joblogs.read(client.engine, jid, None, 0, 1).attempts)
         except JobNotFound:
             continue
-    if attempt > most:
-        has = f"it has {most} attempt{'s' if most != 1 else ''}" if most else "it has no log yet"
+    if attempt <= most:
+        return False
+    if not live:
+        has = f"it has {_attempts(most)}" if most else "it has no log yet"
         raise click.ClickException(f"{what} has no attempt {attempt} ({has})")
+    if not ended and any(state is not None and state not in joblogs.ENDED for state in states):
+        made_so_far = f"has made {_attempts(most)}" if most else "has made no attempt yet"
+        click.echo(
+            f"note: {visible(what)} {made_so_far}; waiting for attempt {attempt} to start",
+            err=True,
+        )
+        return True
+    how = ENDINGS.get(str(states[0]), "ended") if len(states) == 1 else "ended"
+    after = f"after {_attempts(most)}" if most else "before its first attempt"
+    raise click.ClickException(f"{what} has no attempt {attempt}: it {how} {after}")
 
 
 def _run_over(client: Client, run_id: str) -> bool:

@@ -169,6 +169,75 @@ def test_follow_shows_a_running_shell_steps_lines_within_a_second(url: str, tmp_
             process.communicate(timeout=30)  # also closes its pipes
 
 
+def _follow_attempt(url: str, jid: str, attempt: int) -> subprocess.Popen[str]:
+    """`flows logs --job JID -f --attempt N --json` in its own process."""
+    flows_script = str(Path(sys.executable).parent / "flows")
+    return subprocess.Popen(
+        [flows_script, "logs", "--job", jid, "-f", "--attempt", str(attempt), "--json"],
+        env=dict(os.environ, FLOWS_REDIS_URL=url),
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def test_follow_waits_for_an_attempt_that_has_not_started_yet(url: str) -> None:
+    """`-f --attempt 2` of a job waiting for its retry waits for the second attempt to start,
+    as -f waits for a job's lines, and prints that attempt's lines (it was refused at once)."""
+    client = Client(url, worker_name="test-client")
+    queue = client.queues["again"]
+    jid = queue.put("K", {}, retries=2)
+    [job] = queue.pop()
+    client.engine.call("log.append", jid, 1, 0, 1, 1.0, "stdout", "", "first try")
+    job.retry()  # waiting for its second attempt
+    follower = _follow_attempt(url, jid, 2)
+    try:
+        assert follower.stdout is not None and follower.stderr is not None
+        waiting = f"note: job {jid} has made 1 attempt; waiting for attempt 2 to start\n"
+        assert follower.stderr.readline() == waiting  # said once it waits: the job moves now
+        [job] = queue.pop()
+        client.engine.call("log.append", jid, 2, 0, 1, 2.0, "stdout", "", "second try")
+        line = json.loads(follower.stdout.readline())
+        assert (line["attempt"], line["text"]) == (2, "second try")
+        job.complete()
+        out, err = follower.communicate(timeout=30)  # the job ended: -f stops
+        assert (follower.returncode, out, err) == (0, "", "")
+    finally:
+        follower.kill()
+        follower.communicate(timeout=30)
+
+
+def test_follow_of_an_attempt_the_job_no_longer_reaches_stops_and_says_why(url: str) -> None:
+    client = Client(url, worker_name="test-client")
+    queue = client.queues["again"]
+    jid = queue.put("K", {}, retries=2)
+    [job] = queue.pop()  # running its first attempt
+    follower = _follow_attempt(url, jid, 2)
+    try:
+        assert follower.stderr is not None
+        waiting = f"note: job {jid} has made 1 attempt; waiting for attempt 2 to start\n"
+        assert follower.stderr.readline() == waiting
+        job.complete()  # the first attempt succeeded: there will be no second
+        out, err = follower.communicate(timeout=30)
+        assert (follower.returncode, out) == (1, "")
+        assert err == f"Error: job {jid} has no attempt 2: it completed after 1 attempt\n"
+    finally:
+        follower.kill()
+        follower.communicate(timeout=30)
+    # Asked once the job has ended, -f says so at once.
+    ended = flows("logs", "--job", jid, "-f", "--attempt", "2")
+    assert ended.exit_code == 1
+    assert ended.stderr == f"Error: job {jid} has no attempt 2: it completed after 1 attempt\n"
+    failed = queue.put("K", {}, retries=0)
+    queue.pop()[0].fail("boom", "it broke")
+    for_good = flows("logs", "--job", failed, "-f", "--attempt", "2")
+    assert for_good.exit_code == 1
+    assert for_good.stderr == (
+        f"Error: job {failed} has no attempt 2: it failed for good after 1 attempt\n"
+    )
+
+
 def test_logs_of_a_canceled_run_skip_its_deleted_jobs(url: str, tmp_path: Path) -> None:
     path = tmp_path / "talk.yaml"
     path.write_text(FLOW)
@@ -237,6 +306,11 @@ def test_every_attempt_under_a_header_one_with_attempt_and_a_missing_one_refused
     missing = flows("logs", run_id, "flaky", "--attempt", "3")
     assert missing.exit_code == 1
     assert "step flaky has no attempt 3 (it has 2 attempts)" in missing.stderr
+    followed = flows("logs", run_id, "flaky", "-f", "--attempt", "3")  # -f: it will never come
+    assert (followed.exit_code, followed.stderr) == (
+        1,
+        "Error: step flaky has no attempt 3: it completed after 2 attempts\n",
+    )
     # flows run keeps a step's logging.info (the default --log-level is INFO, as a worker's)
     chatty = flows("logs", run_id, "chatty")
     assert "~ INFO chatty: an info record" in chatty.stdout
