@@ -40,7 +40,11 @@ def test_actions_and_runs_answer_in_json(url: str, client: Client, tmp_path: Pat
     assert {s["step"]: s["status"] for s in run["steps"]} == {"a": "success", "b": "failed"}
     detached = as_json(flows(url, "run", str(path), "--json", "--detach", "--run-id", "js-2"))
     assert detached == {"id": "js-2", "jobs": 2, "created": True}
-    assert as_json(flows(url, "cancel", "js-2", "--json")) == {"runs": {"js-2": 2}, "jobs": []}
+    assert as_json(flows(url, "cancel", "js-2", "--json")) == {
+        "runs": {"js-2": 2},
+        "child_runs": {},
+        "jobs": [],
+    }
     retried = as_json(flows(url, "retry", run["id"], "--json", "--detach"))
     assert retried == {"run": run["id"], "retried": 1}
     jid = client.queues["side"].put("K", {})
