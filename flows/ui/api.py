@@ -449,6 +449,9 @@ def list_workers(
     queue: Annotated[str | None, Query(max_length=256)] = None,
 ) -> dict[str, Any]:
     """Live workers, most recently active first, with host, pid, queues and jobs held."""
+    # `queue` filters, it names no resource: a queue exists for the engine from its first put
+    # or as soon as a worker listens on it, and one named only in a flow may have no worker
+    # yet. No worker is an answer (an empty page), not a missing name.
     workers = engine_errors(lambda: ui.client.workers.documents(queue))
     chosen = workers[offset : offset + limit]
     return page(chosen, offset, limit, more=len(workers) > offset + limit)

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Query, Request
+from fastapi import APIRouter, Depends, HTTPException, Query, Request
 from fastapi.responses import HTMLResponse
 
 from flows.runs import history as run_history
 from flows.ui import api, graph, pages
 from flows.ui.state import reader
+from scheduler.service.records import Registration
 from scheduler.service.schedules import Schedules
 
 router = APIRouter(prefix=api.PREFIX, dependencies=[Depends(reader)])
@@ -53,11 +54,26 @@ def run_timeline(ui: api.Ui, run_id: str) -> dict[str, Any]:
     return api.engine_errors(lambda: run_history.timeline(ui.client, view, needs, now))
 
 
+def _flow(ui: api.Ui, flow: str, count: int) -> tuple[run_history.FlowHistory, Registration | None]:
+    """The flow's history and its schedule; 404 when the engine knows no such flow.
+
+    A flow exists while a scheduler service has it registered (``schedule:<name>``) or the
+    engine's run index of the flow (``runs:<flow>``) still holds a run: a flow started only with
+    `flows run` is never registered, and a registered one may not have run yet. A flow file no
+    one registered or ran is not the engine's to know."""
+    found = api.engine_errors(lambda: run_history.flow_history(ui.client, flow, count))
+    registration = api.engine_errors(lambda: Schedules(ui.client).get(flow, skips=0))
+    if registration is None and not found.runs:
+        raise HTTPException(404, f"no flow named {flow!r}")
+    return found, registration
+
+
 @router.get("/flows/{flow}/history", tags=["runs"])
 def flow_history(ui: api.Ui, flow: str, count: Count = 25) -> dict[str, Any]:
     """The flow's newest runs (oldest first) by its steps: each run's status and duration, and
-    each of its steps' status and duration, as a grid."""
-    found = api.engine_errors(lambda: run_history.flow_history(ui.client, flow, count))
+    each of its steps' status and duration, as a grid. 404 for a flow that is neither
+    registered nor has a run."""
+    found, _ = _flow(ui, flow, count)
     return run_history.history_json(found)
 
 
@@ -81,8 +97,7 @@ def _cells(found: run_history.FlowHistory) -> list[dict[str, Any]]:
 @page_router.get("/flows/{flow}", response_class=HTMLResponse)
 def flow_page(request: Request, ui: api.Ui, flow: str, count: Count = 25) -> HTMLResponse:
     """A flow: its schedule when one is registered, and its recent runs as a grid."""
-    found = api.engine_errors(lambda: run_history.flow_history(ui.client, flow, count))
-    registration = api.engine_errors(lambda: Schedules(ui.client).get(flow, skips=0))
+    found, registration = _flow(ui, flow, count)
     return pages.render(
         request,
         "flow.html",

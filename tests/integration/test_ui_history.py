@@ -4,7 +4,9 @@ grid read in a few engine round trips whatever the number of jobs."""
 
 from __future__ import annotations
 
+import urllib.parse
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -12,6 +14,8 @@ import redis
 from helpers import assert_unchanged
 from ui_support import TOKEN, Api, register_flow, serve
 
+from flows.runs.build import build_run, read_flow_file
+from flows.runs.submit import submit
 from flows.runs.trigger import trigger_run
 from flows.ui.auth import Auth
 from scheduler.engine.client import Client
@@ -118,7 +122,7 @@ def test_a_retried_job_shows_each_attempt(api: Api, client: Client, flow: dict[s
 
 
 def test_the_history_grid_has_runs_as_columns_and_steps_as_rows_in_few_engine_calls(
-    api: Api, client: Client, flow: dict[str, str], redis_client: redis.Redis
+    api: Api, client: Client, flow: dict[str, str], redis_client: redis.Redis, tmp_path: Path
 ) -> None:
     base = client.engine.server_time() + 10
     first = trigger_run(client, flow["name"]).run_id
@@ -152,9 +156,10 @@ def test_the_history_grid_has_runs_as_columns_and_steps_as_rows_in_few_engine_ca
     # the newest two only
     two = api.get(f"/api/v1/flows/{flow['name']}/history?count=2").body
     assert [r["id"] for r in two["runs"]] == [second, third]
-    # a flow with no runs has an empty grid
-    assert api.get("/api/v1/flows/nothing-ran/history").body == {
-        "flow": "nothing-ran",
+    # a registered flow with no runs has an empty grid
+    other = register_flow(client, tmp_path, FLOW, "none")
+    assert api.get(f"/api/v1/flows/{other['name']}/history").body == {
+        "flow": other["name"],
         "steps": [],
         "runs": [],
     }
@@ -171,7 +176,37 @@ def test_the_flow_page_draws_the_grid_with_links_to_each_step(
     assert 'class="history"' in html
     assert f'href="/runs/{run_id.replace("@", "%40")}?step=extract"' in html
     assert 'class="gcell st-failed"' in html and "0 0 1 1 *" in html
-    assert api.get("/flows/never-registered").status == 200  # runs of `flows run` have a page
+
+
+def test_a_flow_neither_registered_nor_run_is_a_404_naming_it(
+    api: Api, client: Client, tmp_path: Path, redis_client: redis.Redis
+) -> None:
+    with assert_unchanged(redis_client):
+        for name in ("NOSUCH", "<b>x"):
+            quoted = urllib.parse.quote(name, safe="")
+            for path in (f"/flows/{quoted}", f"/api/v1/flows/{quoted}/history"):
+                reply = api.get(path)
+                assert reply.status == 404, path
+                assert reply.body == {"detail": f"no flow named {name!r}"}, path
+    # registered and never run: its page says so
+    registered = register_flow(client, tmp_path, FLOW, "idle")
+    page = api.get(f"/flows/{registered['name']}")
+    assert page.status == 200 and "No runs of this flow yet." in page.body
+    # run with `flows run`, never registered: its page draws its runs
+    path = tmp_path / "adhoc.yaml"
+    path.write_text("version: 1\nname: adhoc\nsteps:\n  only: {run: 'true'}\n")
+    built = build_run(
+        read_flow_file(path),
+        run_id="adhoc@1",
+        logical_time=datetime.now(UTC),
+        params={},
+        trigger="manual",
+    )
+    submit(client, built)
+    page = api.get("/flows/adhoc")
+    assert page.status == 200 and "Not registered with a scheduler service" in page.body
+    assert 'href="/runs/adhoc%401?step=only"' in page.body
+    assert [r["id"] for r in api.get("/api/v1/flows/adhoc/history").body["runs"]] == ["adhoc@1"]
 
 
 def test_bad_requests_are_refused_and_change_nothing(
