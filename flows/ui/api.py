@@ -340,6 +340,32 @@ def cancel_job(ui: Ui, jid: str) -> dict[str, Any]:
     return {"canceled": engine_errors(lambda: ui.client.jobs.cancel(jid))}
 
 
+def _log_page(
+    client: Client, jid: str, attempt: int | None, offset: int = 0, count: int = joblogs.PAGE
+) -> joblogs.LogPage:
+    """A page of the job's log (:func:`scheduler.engine.joblogs.read`); 404 in plain words when
+    there is no such job, or when it never made ``attempt``. An attempt counts once the job
+    started it (its ``runs``), whether or not it wrote a line, as `flows logs --attempt` counts
+    it; the job is read for that only when its log does not cover the attempt."""
+
+    def read() -> joblogs.LogPage:
+        try:
+            return joblogs.read(client.engine, jid, attempt, offset, count)
+        except JobNotFound:  # its message names the engine's command
+            raise HTTPException(404, f"no job {jid!r}") from None
+
+    found = engine_errors(read)
+    if attempt is not None and attempt > found.attempts:
+        job = engine_errors(lambda: client.jobs.get(jid))
+        made = max(found.attempts, job.runs if job is not None else 0)
+        if attempt > made:
+            has = (
+                f"it has {made} attempt{'s' if made != 1 else ''}" if made else "it has no log yet"
+            )
+            raise HTTPException(404, f"job {jid!r} has no attempt {attempt} ({has})")
+    return found
+
+
 @router.get("/jobs/{jid}/logs", dependencies=reads, tags=["jobs"])
 def job_logs(
     ui: Ui,
@@ -348,8 +374,9 @@ def job_logs(
     offset: Offset = 0,
     limit: Annotated[int, Query(ge=1, le=joblogs.PAGE)] = joblogs.PAGE,
 ) -> dict[str, Any]:
-    """A page of one attempt's log lines (the latest attempt by default)."""
-    found = engine_errors(lambda: joblogs.read(ui.client.engine, jid, attempt, offset, limit))
+    """A page of one attempt's log lines (the latest attempt by default). 404 for a job that is
+    not there, and for an attempt it never made (the detail says how many it has)."""
+    found = _log_page(ui.client, jid, attempt, offset, limit)
     return {
         "jid": jid,
         "attempt": found.attempt,
@@ -388,8 +415,8 @@ def job_log_raw(
     ui: Ui, jid: str, attempt: Annotated[int | None, Query(ge=1, le=100_000)] = None
 ) -> StreamingResponse:
     """One attempt's log (the latest by default) as plain text, a line each, as the job wrote
-    them (colour sequences included), to download."""
-    first = engine_errors(lambda: joblogs.read(ui.client.engine, jid, attempt, 0))
+    them (colour sequences included), to download. 404 as the lines' page."""
+    first = _log_page(ui.client, jid, attempt)
     name = re.sub(r"[^A-Za-z0-9._-]+", "_", jid).strip("_") or "job"
     return StreamingResponse(
         _log_text(ui.client, first),

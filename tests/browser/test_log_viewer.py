@@ -406,6 +406,29 @@ def test_the_job_page_shows_the_jobs_log_and_names_the_line_linked(
     assert page.errors == []
 
 
+def test_an_attempt_the_job_never_made_is_told_apart_from_a_job_that_is_gone(
+    page: Any, base: str, client: Client, tmp_path: Path
+) -> None:
+    _, extract = started(client, tmp_path)
+    append(client, extract, ["the only attempt"])
+    extract.fail("exit-code-4", "it broke")
+    job_url = f"{base}/jobs/{urllib.parse.quote(extract.jid, safe='')}"
+    page.goto(job_url + "?attempt=999")  # a link naming an attempt the job never made
+    wait_text(page, "log-state", "text.includes('no attempt')")
+    assert page.inner_text("#log-state") == (
+        f"job '{extract.jid}' has no attempt 999 (it has 1 attempt)"
+    )
+    page.goto(job_url)  # its attempt is still there
+    wait_drawn(page, 1)
+    assert lines_shown(page) == ["the only attempt"]
+    # a job that is gone is still said to be gone, an attempt named or not
+    gone = "the job no longer exists (its log went with it)"
+    for options in ("{attempt: 2}", "{}"):
+        page.evaluate(f"window.FlowsLog.open('no-such-job', {options})")
+        wait_text(page, "log-state", f"text === {json.dumps(gone)}")
+    assert page.errors == []
+
+
 # (line, what it reads as, the styles of its segments: [text, fg, bg, flags])
 SGR_CASES = [
     ("plain", "plain", [["plain", None, None, []]]),

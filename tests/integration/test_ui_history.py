@@ -248,3 +248,39 @@ def test_the_raw_log_of_a_missing_job_or_attempt_is_refused(
     # a job with no lines yet: an empty text
     reply = api.get(f"/api/v1/jobs/{run_id}:extract/logs/raw")
     assert reply.status == 200 and reply.body == ""
+
+
+def test_a_log_attempt_the_job_never_had_is_a_404_saying_how_many_it_has(
+    api: Api, client: Client, flow: dict[str, str], redis_client: redis.Redis
+) -> None:
+    run_id = trigger_run(client, flow["name"]).run_id
+    jid = f"{run_id}:extract"
+    quoted = urllib.parse.quote(jid, safe="")
+    base = client.engine.server_time() + 10
+    [job] = client.queues[flow["queue"]].pop(now=base)
+    client.engine.call("log.append", jid, 1, 0, 1, base, "stdout", "", "first try")
+    job.retry(0, "flaky", "try again", now=base + 1)
+    client.queues[flow["queue"]].pop(now=base + 2)  # attempt 2 runs, no line yet
+    with assert_unchanged(redis_client):
+        for route in ("logs", "logs/raw"):
+            made = api.get(f"/api/v1/jobs/{quoted}/{route}?attempt=2")
+            assert made.status == 200, (route, made.body)  # made, nothing written yet
+            missing = api.get(f"/api/v1/jobs/{quoted}/{route}?attempt=999")
+            assert missing.status == 404, route
+            assert missing.body == {
+                "detail": f"job {jid!r} has no attempt 999 (it has 2 attempts)"
+            }, route
+            # a job that is not there: said in plain words, no engine function named
+            gone = api.get(f"/api/v1/jobs/nope/{route}")
+            assert gone.status == 404 and gone.body == {"detail": "no job 'nope'"}, route
+            gone = api.get(f"/api/v1/jobs/nope/{route}?attempt=1")
+            assert gone.status == 404 and gone.body == {"detail": "no job 'nope'"}, route
+    assert api.get(f"/api/v1/jobs/{quoted}/logs?attempt=2").body["items"] == []
+    first = api.get(f"/api/v1/jobs/{quoted}/logs?attempt=1").body
+    assert [line["text"] for line in first["items"]] == ["first try"]
+    # a job that has not started: no attempt yet
+    waiting = client.queues["idle"].put("K", {}, jid="idle-1")
+    reply = api.get(f"/api/v1/jobs/{waiting}/logs?attempt=1")
+    assert reply.status == 404
+    assert reply.body == {"detail": "job 'idle-1' has no attempt 1 (it has no log yet)"}
+    assert api.get(f"/api/v1/jobs/{waiting}/logs").status == 200  # the latest: none yet

@@ -204,6 +204,19 @@
 
   function element(id) { return document.getElementById(id); }
 
+  // What a refused read of a log says. The API's 404 tells a job that is not there ("no job
+  // ...") from an attempt the job never made ("... has no attempt N (it has M attempts)"): the
+  // latter is shown in the API's words (as text, its control characters visible), anything
+  // else not found means the job went, and its log with it.
+  async function refusal(reply) {
+    if (!reply) return "could not load the log (network)";
+    if (reply.status !== 404) return `could not load the log (${reply.status})`;
+    let detail = "";
+    try { detail = String((await reply.json()).detail || ""); } catch (error) { detail = ""; }
+    if (/ has no attempt \d+ \(/.test(detail)) return shownName(detail);
+    return "the job no longer exists (its log went with it)";
+  }
+
   class Viewer {
     constructor(panel) {
       this.panel = panel;
@@ -317,9 +330,8 @@
       } catch (error) { reply = null; }
       if (gen !== this.gen) return null;
       if (!reply || !reply.ok) {
-        element("log-state").textContent = reply && reply.status === 404
-          ? "the job no longer exists (its log went with it)"
-          : `could not load the log (${reply ? reply.status : "network"})`;
+        const said = await refusal(reply);
+        if (gen === this.gen) element("log-state").textContent = said;
         return null;
       }
       const page = await reply.json();
