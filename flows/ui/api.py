@@ -141,6 +141,14 @@ def _runs_page(client: Client, flow: str | None, offset: int, count: int) -> lis
 RUN_STATUSES = "^(" + "|".join(statuses.RUN_STATUSES) + ")$"
 
 
+def listed(record: dict[str, Any], status: str | None, all_runs: bool) -> bool:
+    """Whether a run listing filtered by ``status`` (and without child runs unless
+    ``all_runs``) shows ``record``."""
+    if not all_runs and record.get("parent_run"):
+        return False
+    return status is None or record.get("status") == status
+
+
 @router.get("/runs", dependencies=reads, tags=["runs"])
 def list_runs(
     ui: Ui,
@@ -172,9 +180,7 @@ def list_runs(
                 more = False  # newest first: the rest are older still
                 break
             position += 1
-            if not all_runs and record.get("parent_run"):
-                continue
-            if status is None or record.get("status") == status:
+            if listed(record, status, all_runs):
                 record["children"] = int(record.get("children") or 0)
                 items.append(record)
                 if len(items) == limit:

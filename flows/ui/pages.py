@@ -27,7 +27,7 @@ from flows.runs import history as run_history
 from flows.runs import statuses
 from flows.runs.read import RunView, StepView
 from flows.ui import api, graph
-from flows.ui.state import reader
+from flows.ui.state import UiState, reader
 from flows.validation.validate import validate_text
 from scheduler.service.schedules import Schedules
 from scheduler.terminal import CONTROL
@@ -46,6 +46,7 @@ OVERVIEW_RUNS = 1000
 # of the overview's short lists, which end with a link to the whole list.
 LIST_PAGE = 100
 FLOWS_PAGE = 25
+RUNS_PAGE = 50
 OVERVIEW_LIST = 20
 
 SYMBOLS = {**statuses.SYMBOLS, "paused": "‖", "stale": "○"}
@@ -184,19 +185,74 @@ def runs(
     # the pattern let only the words of flows.runs.statuses (or nothing) through
     chosen = cast("statuses.RunStatus | None", status or None)
     listed = api.list_runs(
-        ui, offset=offset, limit=50, flow=flow, status=chosen, since=None, all_runs=all_runs
+        ui,
+        offset=offset,
+        limit=RUNS_PAGE,
+        flow=flow,
+        status=chosen,
+        since=None,
+        all_runs=all_runs,
     )
+    found, after = listed["items"], listed["next"]
+    # A filtered page looks at MAX_RUNS_SCANNED runs at most: a page short of matches with more
+    # runs after it stopped there, and says so (the runs it did not look at may match).
+    cut = _filtered(chosen, all_runs) and after is not None and len(found) < RUNS_PAGE
+    newer = _newer(ui, flow, chosen, all_runs, offset)
+
+    def link(at: int) -> str:
+        return _runs_link(flow, chosen, all_runs, at)
+
     return render(
         request,
         "runs.html",
-        runs=listed["items"],
-        next=listed["next"],
+        runs=found,
+        next=after,
         offset=offset,
+        cut=cut,
+        newer=None if newer is None else link(newer),
+        older=None if after is None else link(after),
         flow=flow or "",
         status=status or "",
         all_runs=all_runs,
         statuses=list(statuses.RUN_STATUSES),
     )
+
+
+def _filtered(status: str | None, all_runs: bool) -> bool:
+    """Whether a run listing leaves runs out (by status, or child runs): its offsets are then
+    positions in the engine's run index, not counts of the runs it shows."""
+    return status is not None or not all_runs
+
+
+def _runs_link(flow: str | None, status: str | None, all_runs: bool, offset: int) -> str:
+    """The runs page at ``offset`` with the same filters, each value encoded whole."""
+    query = {"flow": flow, "status": status, "all": "true" if all_runs else None}
+    parts = [f"{key}={urlencode(value)}" for key, value in query.items() if value]
+    return "/runs?" + "&".join([*parts, f"offset={offset}"])
+
+
+def _newer(
+    ui: UiState, flow: str | None, status: str | None, all_runs: bool, offset: int
+) -> int | None:
+    """Where the page before the one at ``offset`` starts (None: this is the first). Filtered,
+    the run index is read backwards from ``offset`` in chunks of 100 until a page of matches
+    is found, the index's start, or MAX_RUNS_SCANNED runs looked at: a page from there looks
+    forward as far as one request does, so it reaches ``offset`` and says where it stopped."""
+    if offset <= 0:
+        return None
+    if not _filtered(status, all_runs):
+        return max(offset - RUNS_PAGE, 0)
+    position, floor, matched = offset, max(offset - api.MAX_RUNS_SCANNED, 0), 0
+    while position > floor:
+        start = max(position - 100, floor)
+        records = api._runs_page(ui.client, flow, start, position - start)
+        for index in range(len(records) - 1, -1, -1):
+            if api.listed(records[index], status, all_runs):
+                matched += 1
+                if matched == RUNS_PAGE:
+                    return start + index
+        position = start
+    return position
 
 
 # -- a run -----------------------------------------------------------------------------------------

@@ -5,13 +5,18 @@ from __future__ import annotations
 
 import re
 import time
+import urllib.parse
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 from ui_support import Api, serve
 
+from flows.runs.build import build_run, read_flow_file
 from flows.runs.service_source import FlowsSource
+from flows.runs.submit import submit
+from flows.ui import api as api_module
 from flows.ui import pages
 from flows.ui.auth import Auth
 from scheduler.engine.client import Client
@@ -101,3 +106,72 @@ def test_the_templates_url_filter_encodes_slashes_too() -> None:
         id="x/../../runs/other"
     )
     assert rendered == '<a href="/runs/x%2F..%2F..%2Fruns%2Fother">'
+
+
+def _runs(client: Client, tmp_path: Path, count: int, prefix: str) -> list[str]:
+    """``count`` runs of a one-step flow, oldest first (each submitted a moment later)."""
+    path = tmp_path / "one.yaml"
+    path.write_text("version: 1\nname: one\nsteps:\n  only: {run: 'true'}\n")
+    source = read_flow_file(path)
+    ids = []
+    for i in range(count):
+        run_id = f"one@{prefix}{i:04d}"
+        built = build_run(
+            source,
+            run_id=run_id,
+            logical_time=datetime.now(UTC),
+            params={},
+            trigger="manual",
+        )
+        submit(client, built)
+        ids.append(run_id)
+    return ids
+
+
+def _run_ids(page: str) -> list[str]:
+    return [urllib.parse.unquote(i) for i in re.findall(r'href="/runs/([^"?]+)"', page)]
+
+
+def test_the_runs_page_filtered_pages_through_matches_a_bounded_scan_at_a_time(
+    api: Api, client: Client, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Smaller bounds, the same rules: a page of 10, at most 100 runs looked at per request.
+    monkeypatch.setattr(pages, "RUNS_PAGE", 10)
+    monkeypatch.setattr(api_module, "MAX_RUNS_SCANNED", 100)
+    old = _runs(client, tmp_path, 25, "a")
+    for run_id in old:
+        client.engine.call("run.cancel", run_id)
+    _runs(client, tmp_path, 150, "b")  # newer, still running
+    newest_first = list(reversed(old))  # index positions 150..174
+    # the newest 100 hold no canceled run: the page says how far it looked, not "No runs."
+    first = api.get("/runs?status=canceled").body
+    assert _run_ids(first) == []
+    assert "No runs." not in first
+    assert "None of runs 1\u2013100 matched." in first
+    assert 'href="/runs?status=canceled&amp;offset=100">look further' in first
+    assert "\u2190 newer" not in first
+    # further: the first 10 matches; newer goes back to the start
+    second = api.get("/runs?status=canceled&offset=100").body
+    assert _run_ids(second) == newest_first[:10]
+    assert 'href="/runs?status=canceled&amp;offset=0">\u2190 newer' in second
+    assert 'href="/runs?status=canceled&amp;offset=160">older \u2192' in second
+    # the next 10; newer is the page before, not 10 runs of the unfiltered list back
+    third = api.get("/runs?status=canceled&offset=160").body
+    assert _run_ids(third) == newest_first[10:20]
+    assert 'href="/runs?status=canceled&amp;offset=150">\u2190 newer' in third
+    assert _run_ids(api.get("/runs?status=canceled&offset=150").body) == newest_first[:10]
+    last = api.get("/runs?status=canceled&offset=170").body
+    assert _run_ids(last) == newest_first[20:]
+    assert "older \u2192" not in last and "look further" not in last
+    # a status no run has: bounded, honest, then "No runs." once the end is reached
+    failed = api.get("/runs?status=failed").body
+    assert "None of runs 1\u2013100 matched." in failed
+    end = api.get("/runs?status=failed&offset=100").body
+    assert "No runs." in end and "look further" not in end
+    # the filters stay in every link, the flow's encoded whole
+    named = api.get("/runs?flow=%3Cb%3Eone&status=canceled&all=true&offset=5").body
+    assert "<b>one" not in named
+    assert 'href="/runs?flow=%3Cb%3Eone&amp;status=canceled&amp;all=true&amp;offset=0">' in named
+    # unfiltered (child runs too, any status): newer steps back a page of the list itself
+    plain = api.get("/runs?all=true&offset=30").body
+    assert 'href="/runs?all=true&amp;offset=20">\u2190 newer' in plain
