@@ -77,7 +77,10 @@ def test_refused_retries_change_nothing_and_approve_still_works(
     assert shown["gate"]["actions"] == ["signal", "approve"]
     assert shown["build"]["actions"] == []  # the run is running: nothing to do to it
 
-    for target, words in (("a1:build", "job a1:build has status success"), ("a1:gate", "has status awaiting")):
+    for target, words in (
+        ("a1:build", "job a1:build has status success"),
+        ("a1:gate", "has status awaiting"),
+    ):
         with assert_unchanged(redis_client):
             refused = flows(cli, "retry", target)
         assert refused.exit_code == 1, refused.output

@@ -88,7 +88,8 @@ def test_retry_of_an_awaiting_job_is_refused(lua: Lua) -> None:
     assert steps(doc)["gate"]["actions"] == ["signal", "approve"]
     with assert_unchanged(lua.r), pytest.raises(WrongState) as refused:
         lua.raw("run.retry", RUN, f"{RUN}:gate", now=T0 + 3)
-    assert "has status awaiting" in str(refused.value) and "allowed: signal, approve" in str(refused.value)
+    said = str(refused.value)
+    assert "has status awaiting" in said and "allowed: signal, approve" in said
 
 
 def test_cancel_of_a_finished_run_is_refused(lua: Lua) -> None:
