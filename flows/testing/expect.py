@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import difflib
 import json
+from datetime import UTC, datetime
 from typing import Any
 
 from flows.flowfile.cases import Case
@@ -135,6 +136,34 @@ def diff(case: Case, observed: Observed) -> list[str]:
     left = json.dumps(expected, indent=2, sort_keys=True, default=str).splitlines()
     shown = _aligned(expected, actual)
     right = json.dumps(shown, indent=2, sort_keys=True, default=str).splitlines()
-    lines = [*problems, "", "- expected", "+ observed"]
+    lines = [*problems]
+    if "runs" in expected and actual.get("runs") != expected["runs"]:
+        lines.append(fired_ticks(observed.ticks))
+    lines.extend(["", "- expected", "+ observed"])
     lines.extend(line for line in difflib.ndiff(left, right) if not line.startswith("?"))
     return lines
+
+
+#: Ticks a failing schedule case lists at each end of what it fired.
+SHOWN_TICKS = 6
+
+
+def fired_ticks(ticks: list[float]) -> str:
+    """The ticks a schedule case fired, in UTC, the first and last few: a count alone does not
+    say which tick an overlap, catch-up or DST rule fired or skipped."""
+    if not ticks:
+        return "  no tick fired"
+
+    def utc(tick: float) -> str:
+        return datetime.fromtimestamp(tick, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+    if len(ticks) <= 2 * SHOWN_TICKS:
+        shown = [utc(t) for t in ticks]
+    else:
+        left_out = len(ticks) - 2 * SHOWN_TICKS
+        shown = [
+            *(utc(t) for t in ticks[:SHOWN_TICKS]),
+            f"... {left_out} more ...",
+            *(utc(t) for t in ticks[-SHOWN_TICKS:]),
+        ]
+    return "  ticks fired (UTC): " + ", ".join(shown)

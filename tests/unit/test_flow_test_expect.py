@@ -33,3 +33,19 @@ def test_the_runs_outputs_are_compared_by_the_keys_named() -> None:
     assert diff(case(expected), Observed("r", outputs={"total": "40", "day": "x"})) == []
     lines = diff(case(expected), Observed("r", outputs=None))
     assert lines[0] == 'expect.outputs: expected {"total": "40"}, got null'
+
+
+def test_a_schedule_case_with_other_runs_lists_the_ticks_it_fired() -> None:
+    """A count alone does not say which tick an overlap or catch-up rule fired or skipped."""
+    start = datetime(2026, 5, 1, tzinfo=UTC).timestamp()
+    ticks = [start + 90 * i for i in range(3)]
+    lines = diff(case(Expect(runs=5)), Observed(runs=3, ticks=ticks))
+    assert lines[:2] == [
+        "expect.runs: expected 5, got 3",
+        "  ticks fired (UTC): 2026-05-01T00:00:00Z, 2026-05-01T00:01:30Z, 2026-05-01T00:03:00Z",
+    ]
+    many = [start + 60 * i for i in range(20)]
+    [_, listed] = diff(case(Expect(runs=5)), Observed(runs=20, ticks=many))[:2]
+    assert "2026-05-01T00:05:00Z, ... 8 more ..., 2026-05-01T00:14:00Z" in listed
+    assert diff(case(Expect(runs=0)), Observed(runs=2, ticks=many[:2]))[1].endswith("00:01:00Z")
+    assert diff(case(Expect(runs=1)), Observed(runs=0))[1] == "  no tick fired"
