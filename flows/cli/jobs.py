@@ -633,8 +633,8 @@ def cancel(
     redis_url: str | None,
     namespace: str | None,
 ) -> None:
-    """Cancel runs (every job not yet done) or jobs (refused while a job depends on one), or a
-    backfill (--backfill ID).
+    """Cancel runs (every job not yet done) or jobs (refused while a job depends on one, and for
+    a completed job: `flows delete` removes one), or a backfill (--backfill ID).
 
     A run's cancel cancels the child runs its sub-flow steps wait for too: a run's count
     includes their jobs, said per child run (with --json, runs: {run: jobs}, child_runs:

@@ -4,8 +4,10 @@
 --   timeout  jid...  -> nil
 --
 -- cancel is refused, changing nothing, while a dependent of a listed job is not listed too:
--- it would wait forever, and for a completed job of a flow run (WRONGSTATE: it is the run's
--- result; `delete` removes it for good). A canceled running job's worker is told `canceled`. A job of a flow
+-- it would wait forever, and for a completed job (WRONGSTATE: a cancel stops what has not ended;
+-- a flow run's completed job is the run's result; `delete` removes a job for good). The qless
+-- dialect removes a completed job that is no flow run's, as qless does
+-- (`cancel_removes_completed`). A canceled running job's worker is told `canceled`. A job of a flow
 -- run that had not completed leaves its run canceled (Runs.drop_job: a retry of the run puts it
 -- back, its attempts and step logs kept).
 -- timeout expires a running job's lock now: its worker is told lock_lost and its late
@@ -43,6 +45,9 @@ api['cancel'] = function(args)
           Err.raise('WRONGSTATE', cmd .. '(): job ' .. jid .. ' of run ' .. run_id ..
             ' has completed: cancel stops what has not ended (flows rerun runs it again, ' ..
             'flows delete removes it for good)')
+        elseif fields.state == 'complete' and not Dialect.rules.cancel_removes_completed then
+          Err.raise('WRONGSTATE', cmd .. '(): job ' .. jid .. ' has completed: cancel stops ' ..
+            'what has not ended (flows delete removes it for good)')
         end
         for _, dependent in ipairs(redis.call('smembers', Keys.dependents(jid))) do
           if not listed[dependent] then

@@ -59,6 +59,9 @@ Dialect.QLESS = {
   -- A recurring job is indexed under no tag (ours: `tag get` finds the template); one defined in
   -- this dialect says so (`tagged` '0'), so that no later call unindexes what was never indexed.
   recurring_untagged = true,
+  -- `cancel` of a completed job removes it, its result with it (ours refuse: a cancel stops
+  -- what has not ended, and `delete` removes a job for good).
+  cancel_removes_completed = true,
   -- Events on qless-core's channels (no `ready:<queue>`) and in its order: include/events.lua
   -- publishes them (Events.failed, Events.canceled, Events.ready); a put, whose events come
   -- between its writes, reads the rule itself.

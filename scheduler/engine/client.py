@@ -158,7 +158,9 @@ class Jobs:
         return RecurringJob(self.client, raw)
 
     def cancel(self, *jids: str, now: Now = "") -> list[str]:
-        """Cancel several jobs at once (a job and its dependents must go together)."""
+        """Cancel several jobs at once (a job and its dependents must go together). A completed
+        job is refused (WrongState): a cancel stops what has not ended; :meth:`delete` removes
+        a job for good."""
         return as_list(self._call("cancel", *jids, now=now))
 
     def delete(self, *jids: str, now: Now = "") -> list[str]:

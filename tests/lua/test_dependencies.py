@@ -227,7 +227,10 @@ def test_cancel_each_state(lua: Lua) -> None:
     for jid in popped:
         if jid not in ("running", "complete", "failed"):
             lua("retry", jid, "q", "w1", now=T0)
-    jids = ["waiting", "scheduled", "running", "failed", "complete", "depends", "dep"]
+    with pytest.raises(WrongState, match="job complete has completed"):
+        lua("cancel", "complete", now=T0)  # a cancel stops what has not ended
+    assert lua("delete", "complete", now=T0) is not None
+    jids = ["waiting", "scheduled", "running", "failed", "depends", "dep"]
     assert lua("cancel", *jids, now=T0) == jids
     day = int(T0 - T0 % 86400)
     left = {"queues", "seq", "workers", f"s:wait:{day}:q", f"s:run:{day}:q", f"s:stats:{day}:q"}

@@ -9,11 +9,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import redis
 from helpers import assert_unchanged
 from lua_support import T0, Lua, as_list, submit_steps
 
 from flows.runs import statuses
 from scheduler.engine.errors import InvalidArgument, WrongState
+from scheduler.engine.scripts import Engine, qless_bundle
 
 RUN = "r@1"
 
@@ -259,11 +261,29 @@ def test_cancel_of_a_completed_job_of_a_run_is_refused_and_changes_nothing(lua: 
         "it again, flows delete removes it for good)"
     )
     assert steps(read(lua))["a"]["status"] == "success"
-    # A completed job of no run is removed as before (qless's cancel).
+    # A completed job of no run too: a cancel stops what has not ended.
     lua.put("plain", queue="other")
     assert lua.pop_jids("other", now=T0 + 4) == ["plain"]
     lua.complete("plain", queue="other", now=T0 + 5)
-    assert lua.raw("cancel", "plain", now=T0 + 6) == ["plain"]
+    with assert_unchanged(lua.r), pytest.raises(WrongState) as refused:
+        lua.raw("cancel", "plain", now=T0 + 6)
+    assert str(refused.value).endswith(
+        "job plain has completed: cancel stops what has not ended (flows delete removes it for "
+        "good)"
+    )
+    assert lua.raw("delete", "plain", now=T0 + 7) is not None
+    assert lua.r.exists(lua.key("j:plain")) == 0
+
+
+def test_the_qless_dialect_cancels_a_completed_job_as_qless_does(redis_client: redis.Redis) -> None:
+    """qless's cancel removes a completed job (its clients and tests rely on it)."""
+    engine = Engine(redis_client)
+    engine.call("put", "w", "q", "plain", "K", "{}", 0, now=T0)
+    engine.call("pop", "q", "w", 1, now=T0 + 1)
+    engine.call("complete", "plain", "w", "q", "{}", now=T0 + 2)
+    sha = redis_client.script_load(qless_bundle())
+    assert redis_client.evalsha(sha, 0, "cancel", T0 + 3, "plain") == ["plain"]
+    assert redis_client.exists("ql:j:plain") == 0
 
 
 def test_deleting_a_completed_job_of_a_run_is_history_gone_early(lua: Lua) -> None:
