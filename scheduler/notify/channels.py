@@ -33,7 +33,17 @@ USER_AGENT: Final = "redis-flows-notify/1"
 
 
 class DeliveryError(Exception):
-    """A delivery the receiver refused or could not take (the message says which and why)."""
+    """A delivery the receiver refused or could not take (the message says which and why).
+    ``final``: sending it again would get the same answer (the receiver said the request
+    itself is wrong), so the channel is given up at once instead of retried."""
+
+    def __init__(self, message: str, *, final: bool = False) -> None:
+        super().__init__(message)
+        self.final = final
+
+
+#: 4xx answers that say "later", not "never": a time-out, too early, too many requests.
+TRANSIENT_4XX: Final = frozenset({408, 425, 429})
 
 
 def sign(secret: str, timestamp: str, body: bytes) -> str:
@@ -153,7 +163,10 @@ def _post(url: str, body: bytes, headers: Mapping[str, str], shown: str = "") ->
             said += (
                 f"{to}: redirects are not followed (name the address it redirects to in the rule)"
             )
-        raise DeliveryError(said) from None
+        final = 400 <= error.code < 500 and error.code not in TRANSIENT_4XX
+        if final:
+            said += " (a refusal of the request itself: not retried)"
+        raise DeliveryError(said, final=final) from None
     except (urllib.error.URLError, OSError, ValueError, http.client.HTTPException) as error:
         reason = str(getattr(error, "reason", error))
         if secret_url:  # a refusal may quote the URL or a part of it: not one kept secret

@@ -390,7 +390,7 @@ class Deliverer:
         """One attempt at ``channel``, one of ``tries``: whether the receiver took it (else
         it is due again after the backoff, or given up when it was its last attempt)."""
         channel.attempts += 1
-        error = self._send(rule, event, name, context)
+        error, final = self._send(rule, event, name, context)
         if error is None:
             channel.delivered, channel.error, channel.due = True, "", 0.0
             # Recorded at once: a crash after this send does not repeat it.
@@ -398,7 +398,7 @@ class Deliverer:
             self._log(event, name, rule, DELIVERED, channel.attempts, "", now)
             return True
         channel.error = error
-        if channel.attempts >= self.max_attempts:
+        if final or channel.attempts >= self.max_attempts:
             channel.given_up, channel.due = True, 0.0
             self._log(event, name, rule, FAILED, channel.attempts, error, now)
         else:
@@ -408,18 +408,19 @@ class Deliverer:
 
     def _send(
         self, rule: Mapping[str, Any], event: Event, name: str, context: Context
-    ) -> str | None:
-        """Send by the rule's channel: None when the receiver took it, else the error."""
+    ) -> tuple[str | None, bool]:
+        """Send by the rule's channel: (None, False) when the receiver took it, else the error
+        and whether it is final (:class:`DeliveryError`'s ``final``: not worth a retry)."""
         found = channel_of(rule)
         try:
             if found is None:
                 raise DeliveryError("the rule names no channel")
             self.senders[found[0]](found[1], event, name, context, self.secrets)
         except DeliveryError as error:
-            return str(error)
+            return str(error), error.final
         except Exception as error:
-            return f"{type(error).__name__}: {error}"
-        return None
+            return f"{type(error).__name__}: {error}", False
+        return None, False
 
     def _save(self, entry_id: str, tries: Tries) -> None:
         self.redis.hset(self.keys.tries, entry_id, tries.dumps())

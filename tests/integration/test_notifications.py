@@ -143,6 +143,41 @@ def test_an_awaiting_step_notifies_with_its_approve_command(
     assert f"flows approve '{run_id}' 'approve'" in text and "is waiting for approval" in text
 
 
+@pytest.mark.parametrize(
+    ("status", "final"), [(404, True), (401, True), (429, False), (408, False)]
+)
+def test_a_4xx_refusal_of_the_request_is_given_up_at_once_unless_it_says_later(
+    cli: CliRunner,
+    client: Client,
+    tmp_path: Path,
+    receiver: Receiver,
+    smtp: SmtpServer,
+    status: int,
+    final: bool,
+) -> None:
+    """A 404 or 401 says the request itself is wrong (a hook removed, a token revoked): a retry
+    gets the same answer, so the channel is given up on the first; 408 and 429 say later."""
+    flows(cli, "run", "--detach", str(failing_flow(tmp_path, receiver, smtp)))
+    result = flows(cli, "worker", "--queues", "default", "--burst", "--processes", "0")
+    assert result.exit_code == 0, result.output
+    receiver.status = status
+    secrets = Secrets(environ={"HOOK_SECRET": HOOK_SECRET})
+    deliverer = Deliverer(client, secrets=secrets, consumer="t", clock=lambda: 1000.0)
+    assert deliverer.tick() == 1  # the mail went; the webhook did not
+    if final:
+        assert outbox.waiting(client) == []
+        [given_up] = outbox.failed(client)
+        webhook = next(c for c in given_up["channels"] if c["channel"].startswith("webhook"))
+        assert (webhook["status"], webhook["attempts"]) == ("failed", 1)
+        assert webhook["error"].endswith("(a refusal of the request itself: not retried)")
+    else:
+        [waiting] = outbox.waiting(client)
+        assert waiting["attempts"] == 1 and f"HTTP {status}" in next(
+            iter(waiting["errors"].values())
+        )
+        assert outbox.failed(client) == []
+
+
 def test_a_failing_delivery_is_retried_with_backoff_then_kept_and_shown(
     cli: CliRunner, client: Client, tmp_path: Path, receiver: Receiver, smtp: SmtpServer
 ) -> None:
