@@ -25,6 +25,7 @@ from scheduler.engine.errors import EngineError, FlowsError, debug_enabled, with
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from flows.runs.logs import NoSuchRun
     from scheduler.engine.client import Client
 
 T = TypeVar("T")
@@ -229,6 +230,12 @@ def when(value: float | None) -> str:
     if not value:
         return ""
     return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(value))
+
+
+def missing_run(error: NoSuchRun) -> click.ClickException:
+    """A run (or its step) that does not exist, as the CLI says it: a missing run points at the
+    listing of runs."""
+    return click.ClickException(f"{error} (see `flows runs`)" if error.step is None else str(error))
 
 
 def known_queue(client: Client, name: str, *, refuse: bool = True) -> bool:

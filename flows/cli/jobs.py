@@ -15,6 +15,7 @@ from flows.cli.common import (
     ago,
     console,
     known_queue,
+    missing_run,
     note_new_queues,
     open_client,
     print_json,
@@ -564,7 +565,7 @@ def _no_such_step(client: Client, target: str) -> None:
         try:
             run_jobs(client, run_id, target[len(run_id) + 1 :].split("[", 1)[0])
         except NoSuchRun as missing:
-            raise click.ClickException(str(missing)) from None
+            raise missing_run(missing) from None
 
 
 @click.command()
@@ -606,7 +607,7 @@ def rerun(
             try:  # a step the run lacks: said with the one likely meant, as `flows logs` does
                 run_jobs(client, run_id, step)
             except NoSuchRun as missing:
-                raise click.ClickException(str(missing)) from None
+                raise missing_run(missing) from None
             raise
         click.echo(f"run {run_id}: {count} job(s) of {step} put back to run again", err=True)
         if detach:

@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 import click
 
-from flows.cli.common import open_client, user_errors
+from flows.cli.common import missing_run, open_client, user_errors
 from flows.cli.options import connection, id_argument, id_option
 from flows.cli.terminal import Sgr, visible
 from flows.runs.logs import (
@@ -185,7 +185,7 @@ def logs(
         try:
             jobs = run_jobs(client, run_id) if step is None else step_jobs(client, run_id, step)
         except NoSuchRun as error:
-            raise click.ClickException(str(error)) from None
+            raise missing_run(error) from None
         what = f"step {step}" if step else f"run {run_id}"
         made = _attempts_made(client, run_id, step)
         waits = _check_attempt(client, jobs, attempt, what, made=made, live=live)

@@ -23,7 +23,12 @@ MORE_INTERVAL = 1.0
 
 
 class NoSuchRun(LookupError):
-    """The run (or its step) does not exist; the message says which and what there is."""
+    """The run (or its step) does not exist; the message says which and what there is.
+    ``step`` names the missing step (None: the run is missing)."""
+
+    def __init__(self, message: str, step: str | None = None) -> None:
+        super().__init__(message)
+        self.step = step
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,7 +48,7 @@ def run_jobs(client: Client, run_id: str, step: str | None = None) -> list[tuple
     """``(label, jid)`` of the run's jobs in submission order, only ``step``'s when given."""
     raw = client.engine.call("run.get", run_id)
     if raw is None:
-        raise NoSuchRun(f"no run {run_id!r} (see `flows runs`)")
+        raise NoSuchRun(f"no run {run_id!r}")
     jids = json.loads(raw).get("jids") or []
     jobs = [(_label(run_id, jid), jid) for jid in jids]
     if step is None:
@@ -52,7 +57,7 @@ def run_jobs(client: Client, run_id: str, step: str | None = None) -> list[tuple
     if not chosen:
         steps = sorted({label.split("[", 1)[0] for label, _ in jobs})
         hint = did_you_mean(step, steps) or f"its steps: {', '.join(steps)}"
-        raise NoSuchRun(f"run {run_id!r} has no step {step!r} ({hint})")
+        raise NoSuchRun(f"run {run_id!r} has no step {step!r} ({hint})", step)
     return chosen
 
 
@@ -75,9 +80,11 @@ def step_jobs(client: Client, run_id: str, step: str) -> list[tuple[str, str]]:
         return chosen
     steps = sorted({label.split("[", 1)[0] for label, _ in tree if label.startswith(f"{head}/")})
     if not steps:
-        raise NoSuchRun(f"run {run_id!r} has no step {step!r} (step {head!r} has no child run)")
+        raise NoSuchRun(
+            f"run {run_id!r} has no step {step!r} (step {head!r} has no child run)", step
+        )
     hint = did_you_mean(step, steps) or f"its steps: {', '.join(steps)}"
-    raise NoSuchRun(f"run {run_id!r} has no step {step!r} ({hint})")
+    raise NoSuchRun(f"run {run_id!r} has no step {step!r} ({hint})", step)
 
 
 def _label(run_id: str, jid: str) -> str:

@@ -110,7 +110,7 @@ def test_logs_of_a_run_a_step_and_a_job(url: str, tmp_path: Path) -> None:
         ((), 2, "give a RUN"),
         (("--job", "x", "some-run"), 2, "give a RUN"),
         (("some-run", "--attempt", "2"), 1, "no run 'some-run'"),
-        (("no-such-run",), 1, "no run 'no-such-run'"),
+        (("no-such-run",), 1, "no run 'no-such-run' (see `flows runs`)"),
         (("--job", "no-such-job"), 1, "no-such-job"),
     ],
 )
@@ -129,6 +129,7 @@ def test_logs_of_an_unknown_step_names_the_steps(url: str, tmp_path: Path) -> No
     result = flows("logs", run_id, "nope")
     assert result.exit_code == 1
     assert "has no step 'nope' (its steps: broken, each, hello)" in result.stderr
+    assert "flows runs" not in result.stderr  # the run is there: no pointer to the listing
 
 
 def test_follow_shows_a_running_shell_steps_lines_within_a_second(url: str, tmp_path: Path) -> None:

@@ -47,6 +47,9 @@ def test_assets_bad_queries_and_escaping(client: Client) -> None:
         assert script.status == 200 and "EventSource" in script.body
         assert api.get("/runs?status=bogus").status == 422
         assert api.get("/runs/no-such-run").body == {"detail": "no run 'no-such-run'"}
+        # the API's words, with no pointer to a command
+        logs = api.get("/api/v1/runs/no-such-run/logs")
+        assert (logs.status, logs.body) == (404, {"detail": "no run 'no-such-run'"})
         page = api.get(f"/jobs/{jid}").body
         assert "<script>alert(1)" not in page and "&lt;script&gt;alert(1)" in page
         assert "<i>klass</i>" not in page and "&lt;i&gt;klass&lt;/i&gt;" in page
