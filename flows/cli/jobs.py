@@ -375,7 +375,7 @@ def failed(
     client = open_client(redis_url, namespace)
     with user_errors():
         if group is None:
-            groups = _failure_groups(client)
+            groups = client.jobs.failure_groups()
             if as_json:
                 print_json(groups)
             else:
@@ -409,18 +409,6 @@ def failed(
     title = f"Failed: {group} ({listing.total}"
     title += f", {listing.dropped} older ones dropped)" if listing.dropped else ")"
     table(title, ("jid", "queue", "klass", "when", "last line"), rows)
-
-
-def _failure_groups(client: Client) -> list[dict[str, Any]]:
-    """The failure groups as `flows failed` shows them, the table and --json alike: each
-    group's failed jobs kept (``total``) and dropped by the bound (``dropped``), by name; a
-    group that only dropped jobs too."""
-    counts = client.failed()
-    dropped = client.jobs.dropped()
-    return [
-        {"group": g, "total": counts.get(g, 0), "dropped": dropped.get(g, 0)}
-        for g in sorted({*counts, *dropped})
-    ]
 
 
 def _note_unknown_group(client: Client, group: str) -> None:

@@ -541,11 +541,10 @@ def trigger_schedule(ui: Ui, name: str) -> dict[str, Any]:
 
 @router.get("/failures", dependencies=reads, tags=["failures"])
 def list_failure_groups(ui: Ui, offset: Offset = 0, limit: Limit = 100) -> dict[str, Any]:
-    """Failure groups with how many failed jobs each holds."""
-    groups = engine_errors(lambda: ui.client.failed())
-    names = sorted(groups)[offset : offset + limit]
-    items = [{"group": name, "count": groups[name]} for name in names]
-    return page(items, offset, limit, more=len(groups) > offset + limit)
+    """Failure groups by name: each ``{group, total, dropped}``, its failed jobs kept and
+    those dropped for good by ``max-failed-per-group`` (a group that only dropped jobs too)."""
+    groups = engine_errors(lambda: ui.client.jobs.failure_groups())
+    return page(groups[offset : offset + limit], offset, limit, more=len(groups) > offset + limit)
 
 
 @router.get("/failures/{group}", dependencies=reads, tags=["failures"])

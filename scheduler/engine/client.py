@@ -150,6 +150,17 @@ class Jobs:
         reply = as_dict(self._call("failed.dropped", *groups, now=now))
         return {group: as_int(count) for group, count in reply.items()}
 
+    def failure_groups(self, *, now: Now = "") -> list[dict[str, Any]]:
+        """Every failure group by name, as the CLI, the API and the dashboard list them:
+        ``{group, total, dropped}``, its failed jobs kept and those dropped for good by
+        ``max-failed-per-group``; a group that only dropped jobs is listed too."""
+        counts = self.failed(now=now)
+        dropped = self.dropped(now=now)
+        return [
+            {"group": g, "total": counts.get(g, 0), "dropped": dropped.get(g, 0)}
+            for g in sorted({*counts, *dropped})
+        ]
+
     def recurring(self, jid: str, *, now: Now = "") -> RecurringJob:
         """The recurring job's definition; raises JobNotFound if there is none."""
         raw = as_dict(self._call("recur.get", jid, now=now))

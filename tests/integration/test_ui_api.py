@@ -202,7 +202,7 @@ def test_queues_workers_schedules_and_failures(
     assert not queue.paused()
 
     groups = api.get("/api/v1/failures").body["items"]
-    assert groups == [{"group": "boom", "count": 1}]
+    assert groups == [{"group": "boom", "total": 1, "dropped": 0}]
     failures = api.get("/api/v1/failures/boom").body
     assert [j["jid"] for j in failures["items"]] == [job.jid] and failures["total"] == 1
     moved = api.post("/api/v1/failures/boom/unfail", {"queue": "side", "count": 5})
