@@ -522,7 +522,12 @@ def show(
         ("next", _next(registration, now)),
         ("policy", _policy(registration)),
         ("paused", _paused(registration)),
-        ("last run", f"{registration.last_run or ''} {registration.last_run_status}".strip()),
+        (
+            "last run",
+            "- (none yet)"
+            if registration.last_run is None
+            else f"{registration.last_run} {registration.last_run_status}",
+        ),
         (
             "fired / skipped / triggered",
             f"{registration.fired} / {registration.skipped} / {registration.triggered}",

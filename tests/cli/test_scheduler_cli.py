@@ -107,6 +107,16 @@ def test_schedules_lists_next_fire_last_run_policy_paused(url: str, folder: Path
     assert "etl" in table and "13:05 CET" in table and "running" in table
 
 
+def test_show_says_a_schedule_that_never_ran_has_no_last_run(url: str, folder: Path) -> None:
+    once(url, folder, T - 60)
+    shown = flows("schedule", "show", "etl", "--redis", url).stdout
+    [row] = [line for line in shown.splitlines() if "last run" in line]
+    assert "none yet" in row and "missing" not in row
+    once(url, folder, T + 1)
+    shown = flows("schedule", "show", "etl", "--redis", url).stdout
+    assert "etl@20260105T120000Z running" in shown
+
+
 def test_pause_resume(url: str, folder: Path) -> None:
     once(url, folder, T - 60)
     assert flows("schedule", "pause", "etl", "--note", "db migration", "--redis", url).stdout == (
