@@ -38,9 +38,10 @@ if TYPE_CHECKING:
         ServerOutOfMemory,
         ServerReadOnly,
         ServerUnavailable,
+        ServerWithoutReplicas,
     )
     from scheduler.engine.job import Job, RanBy, RecurringJob
-    from scheduler.engine.queue import NewJob, Queue, QueueJobs, Queues
+    from scheduler.engine.queue import NewJob, PutResult, Queue, QueueJobs, Queues
     from scheduler.engine.scripts import Engine, EnginePipeline
 
 _EXPORTS: dict[str, str] = {
@@ -62,6 +63,7 @@ _EXPORTS: dict[str, str] = {
     "LockLost": "scheduler.engine.errors",
     "NewJob": "scheduler.engine.queue",
     "PermissionDenied": "scheduler.engine.faults",
+    "PutResult": "scheduler.engine.queue",
     "Queue": "scheduler.engine.queue",
     "QueueJobs": "scheduler.engine.queue",
     "Queues": "scheduler.engine.queue",
@@ -72,6 +74,7 @@ _EXPORTS: dict[str, str] = {
     "ServerOutOfMemory": "scheduler.engine.faults",
     "ServerReadOnly": "scheduler.engine.faults",
     "ServerUnavailable": "scheduler.engine.faults",
+    "ServerWithoutReplicas": "scheduler.engine.faults",
     "Tagged": "scheduler.engine.client",
     "TooLarge": "scheduler.engine.errors",
     "Tracked": "scheduler.engine.client",
@@ -103,6 +106,7 @@ __all__ = [
     "LockLost",
     "NewJob",
     "PermissionDenied",
+    "PutResult",
     "Queue",
     "QueueJobs",
     "Queues",
@@ -113,6 +117,7 @@ __all__ = [
     "ServerOutOfMemory",
     "ServerReadOnly",
     "ServerUnavailable",
+    "ServerWithoutReplicas",
     "Tagged",
     "TooLarge",
     "Tracked",
