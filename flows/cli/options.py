@@ -185,5 +185,10 @@ def setting_option(setting: Setting, default: Any) -> Callable[[F], F]:
 
 def bad_params(error: ParamError) -> click.BadParameter:
     """The usage error every command that takes ``-p`` gives for params it cannot use (the
-    same exit code, 2, and the same words from `flows plan` and `flows run`)."""
-    return click.BadParameter("; ".join(error.problems), param_hint="'-p'")
+    same exit code, 2, and the same words from `flows plan` and `flows run`), saying how to
+    give the required params missing."""
+    text = "; ".join(error.problems)
+    if error.missing:
+        them = "it" if len(error.missing) == 1 else "them"
+        text += f" (give {them} with " + " ".join(f"-p {n}=..." for n in error.missing) + ")"
+    return click.BadParameter(text, param_hint="'-p'")

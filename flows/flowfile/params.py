@@ -32,11 +32,14 @@ _EXPECTED = {
 
 
 class ParamError(FlowsError, ValueError):
-    """Params that cannot be used; ``problems`` lists each with what to do."""
+    """Params that cannot be used; ``problems`` lists each with what to do, and ``missing``
+    the required params not given (how to give one is the caller's to say: ``-p`` on the
+    command line, a JSON body in the API)."""
 
-    def __init__(self, problems: Sequence[str]) -> None:
+    def __init__(self, problems: Sequence[str], missing: Sequence[str] = ()) -> None:
         super().__init__("; ".join(problems))
         self.problems = list(problems)
+        self.missing = list(missing)
 
 
 def parse_assignments(pairs: Sequence[str]) -> dict[str, str]:
@@ -164,6 +167,7 @@ def bind_params(
             )
             problems.append(f"unknown param '{name}' ({hint})")
     values: dict[str, Any] = {}
+    missing: list[str] = []
     for name, param in declared.items():
         if name in given:
             value = given[name]
@@ -179,7 +183,8 @@ def bind_params(
         elif param.has_default:
             value = render_default(param.default)
         elif param.is_required:
-            problems.append(f"missing required param '{name}' (give it with -p {name}=...)")
+            problems.append(f"missing required param '{name}'")
+            missing.append(name)
             continue
         else:
             value = None
@@ -188,5 +193,5 @@ def bind_params(
             problems.append(f"param '{name}': {problem}")
         values[name] = value
     if problems:
-        raise ParamError(problems)
+        raise ParamError(problems, missing)
     return values

@@ -91,24 +91,27 @@ def test_bad_arguments_are_refused_clearly_and_change_nothing(
 
 
 @pytest.mark.parametrize(
-    ("assignment", "message"),
+    ("assignments", "message"),
     [
-        ("dya=1", "unknown param 'dya' (did you mean 'day'?)"),
-        ("count=abc", "param 'count': expected an integer, got 'abc'"),
+        (["dya=1", "who=a"], "unknown param 'dya' (did you mean 'day'?)"),
+        (["count=abc", "who=a"], "param 'count': expected an integer, got 'abc'"),
+        (["day=x"], "missing required param 'who' (give it with -p who=...)"),
     ],
 )
 def test_plan_and_run_answer_a_bad_param_alike(
-    assignment: str, message: str, cli: CliRunner, populated: Client, tmp_path: Path
+    assignments: list[str], message: str, cli: CliRunner, populated: Client, tmp_path: Path
 ) -> None:
     flow = tmp_path / "p.yaml"
     flow.write_text(
         "version: 1\nname: p\nqueue: q\n"
         "params:\n  day: {type: string, default: x}\n  count: {type: int, default: 1}\n"
+        "  who: {type: string}\n"
         "steps:\n  a: {run: echo hi}\n"
     )
+    given = [part for assignment in assignments for part in ("-p", assignment)]
     answers = []
     for extra in (["plan"], ["run", "--detach"]):
         with assert_unchanged(populated.redis):
-            result = cli.invoke(main, [*extra, str(flow), "-p", assignment])
+            result = cli.invoke(main, [*extra, str(flow), *given])
         answers.append((result.exit_code, result.output.splitlines()[-1]))
     assert answers[0] == answers[1] == (2, f"Error: Invalid value for '-p': {message}")

@@ -98,9 +98,7 @@ def test_every_problem_is_reported_at_once() -> None:
 
 
 def test_missing_required_param() -> None:
-    with pytest.raises(
-        ParamError, match=r"missing required param 'date' \(give it with -p date=...\)"
-    ):
+    with pytest.raises(ParamError, match=r"^missing required param 'date'$"):
         bind({}, {"date": Param(type="date")})
 
 
