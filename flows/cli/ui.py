@@ -17,7 +17,7 @@ from flows.access.users import Users
 from flows.cli.common import open_client, user_errors
 from flows.cli.notifications import env_file_option, use_env_file
 from flows.cli.options import connection
-from flows.ui.auth import ENV_TOKEN, Auth, TokenError, load_token
+from flows.ui.auth import ENV_TOKEN, Auth, TokenError, load_token, reached_through
 from flows.ui.roles import RoleAuth
 from scheduler.engine.backoff import wait_for_server
 from scheduler.hosts import is_loopback
@@ -42,7 +42,8 @@ def register(group: click.Group) -> None:
 @click.option(
     "--token-file",
     type=click.Path(dir_okay=False, path_type=Path),
-    help=f"File holding the bearer token that writes (and non-loopback reads) need; "
+    help=f"File holding the bearer token that writes (and reads, off loopback or behind a "
+    f"proxy) need; "
     f"default ${ENV_TOKEN}. Without one, writes are refused.",
 )
 @click.option(
@@ -51,12 +52,13 @@ def register(group: click.Group) -> None:
     multiple=True,
     metavar="NAME",
     help="Also answer requests naming this server as NAME (a DNS name or address it is reached "
-    "by, e.g. behind a proxy); repeatable. Loopback names and --host are always answered.",
+    "by, e.g. behind a proxy); repeatable. Loopback names and --host are always answered. A "
+    "name that is not loopback means reads need a token.",
 )
 @click.option(
     "--read-only-open",
     is_flag=True,
-    help="Answer reads without a token even on a non-loopback address.",
+    help="Answer reads without a token even on a non-loopback address or behind a proxy.",
 )
 @click.option(
     "--trusted-proxy",
@@ -66,7 +68,7 @@ def register(group: click.Group) -> None:
     callback=lambda _ctx, _param, values: _proxies(values),
     help="Believe X-Forwarded-For and X-Forwarded-Proto from this address or network (a "
     "reverse proxy in front, e.g. 127.0.0.1); repeatable. Default: from no one, so the audit "
-    "log records the address that connected.",
+    "log records the address that connected. Reads then need a token.",
 )
 @click.option(
     "--flows-dir",
@@ -114,13 +116,19 @@ def ui(
         # Started before its server, or during a failover: wait for it, as workers do.
         wait_for_server(log, "flows ui: starting", client.engine.load, client=client.redis)
         has_users = users.any()
-    if token is None and not has_users and not is_loopback(host) and not read_only_open:
+    # A proxy on this machine forwards anyone's requests from loopback: listening there is
+    # then no longer "only this machine".
+    proxy = reached_through(allowed_hosts, trusted_proxies)
+    exposed = f"listening on {host}" if not is_loopback(host) else None
+    if exposed is None and proxy is not None:
+        exposed = f"answering requests forwarded from elsewhere ({proxy})"
+    if exposed is not None and token is None and not has_users and not read_only_open:
         listening.close()
         raise click.ClickException(
-            f"listening on {host} needs a token (--token-file or ${ENV_TOKEN}) or a user "
+            f"{exposed} needs a token (--token-file or ${ENV_TOKEN}) or a user "
             "(flows user add), or --read-only-open to answer reads from anyone without one"
         )
-    base = Auth.for_server(token, host, read_only_open)
+    base = Auth.for_server(token, host, read_only_open, proxied=proxy is not None)
     use_env_file(env_file)  # the webhook triggers' secrets
     auth = RoleAuth(base.token, base.reads_open, users=users)
     app = create_app(
@@ -154,6 +162,7 @@ def ui(
     shown = f"[{host}]" if ":" in host else host
     click.echo(
         f"flows ui on http://{shown}:{bound} (dashboard /, API /api/v1/, metrics /metrics; "
+        f"reads {'open' if base.reads_open else 'need a token'}; "
         f"writes {'need a token' if token or has_users else 'disabled: no token'})",
         err=True,
     )

@@ -3,9 +3,12 @@
 * Every write (POST) needs ``Authorization: Bearer <token>``, the token given to the server
   (``--token-file`` or ``FLOWS_UI_TOKEN``); without a configured token writes are refused. No
   cookie ever carries authority, so no request a browser makes on its own can write.
-* Reads need the token too, unless the server listens on loopback only (only this machine can
-  reach it) or was started with ``--read-only-open``. A token that is presented is checked
-  even then: a wrong one is refused, so a bad credential is noticed the day it is set up.
+* Reads need the token too, unless the server listens on loopback only and is not reached
+  through a proxy (only this machine can reach it) or was started with ``--read-only-open``.
+  A server told of a proxy (``--trusted-proxy``) or answering as a name other than the loopback
+  ones (``--allowed-host``) is reached from elsewhere: its reads need the token. A token that
+  is presented is checked even then: a wrong one is refused, so a bad credential is noticed the
+  day it is set up.
 
 Missing credentials answer 401 (with ``WWW-Authenticate: Bearer``), wrong ones 403.
 :func:`bearer_problem` is the one check, also used by ``flows worker --metrics-port``.
@@ -15,11 +18,13 @@ from __future__ import annotations
 
 import hmac
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
 from fastapi import HTTPException, Request
 
+from flows.ui.guard import host_name
 from scheduler.hosts import is_loopback
 
 ENV_TOKEN = "FLOWS_UI_TOKEN"
@@ -61,8 +66,12 @@ class Auth:
     reads_open: bool
 
     @classmethod
-    def for_server(cls, token: str | None, host: str, read_only_open: bool) -> Auth:
-        return cls(token, read_only_open or is_loopback(host))
+    def for_server(
+        cls, token: str | None, host: str, read_only_open: bool, proxied: bool = False
+    ) -> Auth:
+        """The policy of a server listening on ``host``; ``proxied``: reached through a proxy
+        (see :func:`reached_through`), so loopback is no longer this machine only."""
+        return cls(token, read_only_open or (is_loopback(host) and not proxied))
 
     def _check(self, request: Request) -> None:
         problem = bearer_problem(request.headers.get("authorization", ""), self.token)
@@ -79,6 +88,21 @@ class Auth:
     def write(self, request: Request) -> None:
         """A dependency of every write endpoint."""
         self._check(request)
+
+
+def reached_through(allowed_hosts: Iterable[str], trusted_proxies: Iterable[str]) -> str | None:
+    """Why a server is reached from elsewhere than this machine whatever address it listens on,
+    as the option that says so (None: nothing says it): a ``--trusted-proxy``, or an
+    ``--allowed-host`` that is not a loopback name. A proxy on this machine forwards anyone's
+    requests from a loopback address."""
+    proxy = next(iter(trusted_proxies), None)
+    if proxy is not None:
+        return f"--trusted-proxy {proxy}"
+    for name in allowed_hosts:
+        bare = host_name(name).removeprefix("[").removesuffix("]")
+        if bare and not is_loopback(bare):
+            return f"--allowed-host {name.strip()}"
+    return None
 
 
 def bearer_problem(header: str, token: str | None) -> tuple[int, str] | None:

@@ -9,6 +9,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -68,6 +69,16 @@ def test_flows_ui_serves_the_api(server: EmbeddedServer, redis_client: redis.Red
     ("args", "message"),
     [
         (["--host", "0.0.0.0"], "listening on 0.0.0.0 needs a token"),
+        # a proxy on this machine forwards anyone's requests from loopback
+        (
+            ["--allowed-host", "flows.example.com"],
+            "answering requests forwarded from elsewhere (--allowed-host flows.example.com) "
+            "needs a token",
+        ),
+        (
+            ["--trusted-proxy", "127.0.0.1"],
+            "answering requests forwarded from elsewhere (--trusted-proxy 127.0.0.1) needs a token",
+        ),
         (["--token-file", "/nonexistent/token"], "cannot read the token file"),
     ],
 )
@@ -160,3 +171,35 @@ def test_a_trusted_proxy_must_be_an_address_or_a_network(
     result = CliRunner().invoke(main, ["ui", "--trusted-proxy", value], catch_exceptions=False)
     assert result.exit_code == 2
     assert "is not an IP address or network" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "status"),
+    [
+        ([], 200),  # loopback, no proxy named: only this machine reaches it
+        (["--allowed-host", "localhost"], 200),  # a loopback name is this machine still
+        (["--allowed-host", "flows.example.com"], 401),
+        (["--trusted-proxy", "127.0.0.1"], 401),
+        (["--allowed-host", "flows.example.com", "--read-only-open"], 200),
+    ],
+)
+def test_reads_on_loopback_behind_a_proxy_need_the_token(
+    server: EmbeddedServer, tmp_path: Path, args: list[str], status: int
+) -> None:
+    """Behind a proxy on this machine, loopback is whoever the proxy lets through: a page of
+    runs, job data and logs is not for anyone on the internet."""
+    token = "a-token-for-the-proxy-test-0123"
+    (tmp_path / "token").write_text(token + "\n")
+    with flows_ui(server, "--token-file", str(tmp_path / "token"), *args) as base:
+        hosts = ["127.0.0.1", *(["flows.example.com"] if "flows.example.com" in args else [])]
+        for host in hosts:
+            request = urllib.request.Request(f"{base}/api/v1/runs", headers={"Host": host})
+            try:
+                with urllib.request.urlopen(request, timeout=10) as reply:
+                    got = reply.status
+            except urllib.error.HTTPError as error:
+                got = error.code
+            assert got == status, (host, args)
+            request.add_header("Authorization", f"Bearer {token}")
+            with urllib.request.urlopen(request, timeout=10) as reply:
+                assert reply.status == 200
