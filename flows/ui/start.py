@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
+import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -34,6 +36,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from flows.expand.jobs import ExpansionError
 from flows.expand.run_ids import manual_run_id
+from flows.flowfile.notify_rules import WebhookTrigger
 from flows.flowfile.params import ParamError
 from flows.runs.build import FlowFile, build_run, parse_flow_text, read_flow_file
 from flows.runs.submit import submit
@@ -50,6 +53,8 @@ from scheduler.secrets import MissingSecret
 from scheduler.service import catalog
 from scheduler.service.records import LIVE_TICK_AGE
 from scheduler.service.scanning import flow_files
+
+log = logging.getLogger("flows.ui")
 
 WINDOW: Final = 300.0
 """Seconds a webhook's timestamp may be away from the server's clock."""
@@ -279,10 +284,7 @@ async def webhook(request: Request, ui: api.Ui, flows: Flows, flow: str) -> dict
     request is signed with the flow's secret (no bearer token: the signature is the credential).
     401 for a missing, stale, replayed or wrong signature; nothing is started then."""
     body = await request.body()
-    source = _find(flows, flow)
-    hook = source.flow.on.webhook if source.flow.on is not None else None
-    if hook is None:
-        raise HTTPException(404, f"flow {flow!r} declares no webhook trigger (on: webhook)")
+    source, hook = _hooked(flows, flow)
     signature = request.headers.get(SIGNATURE_HEADER, "")
     stamp = request.headers.get(TIMESTAMP_HEADER, "")
     if not signature or not stamp:
@@ -290,20 +292,13 @@ async def webhook(request: Request, ui: api.Ui, flows: Flows, flow: str) -> dict
     try:
         key = secrets.resolve([hook.secret])[hook.secret]
     except MissingSecret as error:
+        log.warning("webhook of flow %r: %s", flow, error)  # where it was looked for: the log's
         raise HTTPException(
-            503, f"the webhook's secret is not set on this server: {error}"
+            503, "the webhook's secret is not set on this server (its log says where it looked)"
         ) from None
     if not verify(key, stamp, body, signature):
         raise HTTPException(401, "the signature does not match the body and timestamp")
-    now = ui.client.engine.server_time()
-    try:
-        skew = abs(now - float(stamp))
-    except ValueError:
-        raise HTTPException(401, f"{TIMESTAMP_HEADER} must be epoch seconds") from None
-    if skew > WINDOW:
-        raise HTTPException(
-            401, f"the timestamp is {skew:.0f}s away from now (at most {WINDOW:.0f})"
-        )
+    _check_time(stamp, ui.client.engine.server_time())
     try:
         payload = json.loads(body or b"{}")
     except ValueError:
@@ -323,6 +318,43 @@ async def webhook(request: Request, ui: api.Ui, flows: Flows, flow: str) -> dict
     except HTTPException:
         redis.delete(seen)  # nothing started: the sender may fix its body and send again
         raise
+
+
+def _hooked(flows: Shelf, flow: str) -> tuple[FlowFile, WebhookTrigger]:
+    """The flow file of ``flow`` and its webhook trigger. Nobody is known yet: a refusal tells
+    no more than that the flow cannot be started so, never a file's findings, paths or sources
+    (reads behind the token tell those)."""
+    try:
+        source = _find(flows, flow)
+    except HTTPException as refused:
+        if refused.status_code == 409:
+            raise HTTPException(
+                409, f"several files define flow {flow!r}: GET {api.PREFIX}/flows lists them"
+            ) from None
+        source = None
+    hook = source.flow.on.webhook if source is not None and source.flow.on is not None else None
+    if source is None or hook is None:
+        raise HTTPException(
+            404,
+            f"flow {flow!r} has no webhook trigger here: no such flow, no `on: webhook`, or "
+            "its file does not validate",
+        )
+    return source, hook
+
+
+def _check_time(stamp: str, now: float) -> None:
+    """401 unless ``stamp`` is epoch seconds within :data:`WINDOW` of ``now``."""
+    try:
+        sent = float(stamp)
+    except ValueError:
+        sent = math.nan
+    if not math.isfinite(sent):  # "nan" and "inf" are floats, and no time: never stale
+        raise HTTPException(401, f"{TIMESTAMP_HEADER} must be epoch seconds")
+    skew = abs(now - sent)
+    if skew > WINDOW:
+        raise HTTPException(
+            401, f"the timestamp is {skew:.0f}s away from now (at most {WINDOW:.0f})"
+        )
 
 
 @router.get("/start", response_class=HTMLResponse, include_in_schema=False,

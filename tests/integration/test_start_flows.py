@@ -200,6 +200,49 @@ def test_a_signed_webhook_starts_a_run_once(
         assert reply.status == status and message in json.dumps(reply.body), reply.body
 
 
+def test_a_webhook_tells_an_unsigned_caller_nothing_of_the_flows_files(
+    engine: Engine, folder: Path, redis_client: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The webhook is the one route without a token: on a server whose reads need one, it must
+    not read out a file's findings, its path or where secrets are looked for."""
+    (folder / "copy").mkdir()
+    (folder / "copy" / "adhoc.yaml").write_text(FILES["adhoc.yaml"])
+    monkeypatch.delenv("HOOK_SECRET", raising=False)
+    client = Client.from_engine(engine)
+    body = b"{}"
+    with serve_app(create_app(client, Auth(TOKEN, reads_open=False), folder)) as base:
+        http = Api(base, token=None)
+        cases = [
+            ("broken", 404, "has no webhook trigger here"),  # a file that does not validate
+            ("missing", 404, "has no webhook trigger here"),
+            ("nightly", 404, "has no webhook trigger here"),
+            ("adhoc", 409, "several files define flow 'adhoc'"),
+            ("deploy", 503, "secret is not set on this server"),
+        ]
+        for flow, status, message in cases:
+            with assert_unchanged(redis_client):
+                reply = http.request("POST", f"/api/v1/hooks/{flow}", raw=body, headers={
+                    "X-Flows-Timestamp": "1", "X-Flows-Signature": "sha256=0"})  # fmt: skip
+            assert reply.status == status and message in reply.body["detail"], reply.body
+            for hidden in ("nope", "yaml", "copy", "HOOK_SECRET", "/run/secrets", "findings"):
+                assert hidden not in json.dumps(reply.body), (flow, reply.body)
+        # what the token's holder reads of the same flows
+        assert Api(base).post("/api/v1/flows/broken/runs", {}).status == 422
+
+
+@pytest.mark.parametrize("stamp", ["nan", "NaN", "inf", "-infinity"])
+def test_a_webhook_signed_with_no_time_is_refused(
+    api: tuple[Api, Client], redis_client: redis.Redis, stamp: str
+) -> None:
+    """``float`` reads "nan": a stamp that is no time must not pass as never stale."""
+    http, _ = api
+    body = b"{}"
+    headers = {"X-Flows-Timestamp": stamp, "X-Flows-Signature": sign(HOOK_SECRET, stamp, body)}
+    with assert_unchanged(redis_client):
+        reply = http.request("POST", "/api/v1/hooks/deploy", raw=body, token=None, headers=headers)
+    assert reply.status == 401 and "must be epoch seconds" in reply.body["detail"], reply.body
+
+
 @pytest.mark.parametrize(
     "signature",
     [
