@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 from collections import Counter
 from datetime import UTC, datetime
 from pathlib import Path
@@ -83,7 +84,14 @@ def urlencode(value: Any) -> str:
     return quote(str(value), safe="")
 
 
+def shell(value: Any) -> str:
+    """A value as one word of a command shown to be copied into a shell, as the command line
+    prints it: a run id may hold ``$(...)``, ``;`` or a quote."""
+    return shlex.quote(str(value))
+
+
 templates.env.filters["urlencode"] = urlencode
+templates.env.filters["shell"] = shell
 templates.env.filters["when"] = when
 templates.env.filters["pretty"] = pretty
 templates.env.filters["duration"] = duration

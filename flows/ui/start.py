@@ -23,6 +23,7 @@ import hashlib
 import json
 import logging
 import math
+import shlex
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -210,7 +211,7 @@ def _pick(name: str, matches: list[Listed]) -> Listed:
         )
     stale = sorted({m.origin for m in matches if m.origin is not None and not m.live})
     if stale:
-        commands = ", ".join(f"`flows sources remove {s}`" for s in stale)
+        commands = ", ".join(f"`flows sources remove {shlex.quote(s)}`" for s in stale)
         message += (
             f". A stale source (no service of it has ticked for {LIVE_TICK_AGE:.0f} s: retired, "
             f"moved or renamed) keeps its files here until removed: {commands} "

@@ -3,14 +3,17 @@ approved over real HTTP."""
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from textwrap import dedent
+from urllib.parse import quote
 
 import pytest
 import redis
 from helpers import assert_unchanged
+from markupsafe import escape
 from ui_support import TOKEN, Api, serve
 
 from flows.expand.jobs import expand
@@ -127,3 +130,22 @@ def test_an_approval_through_the_api_is_the_cli_s(
     [ship] = [s for s in api.get(f"/api/v1/runs/{run_id}").body["steps"] if s["step"] == "ship"]
     assert ship["status"] == "waiting"
     assert client.jobs["g1:approve"].result == {"note": "ok", "approved_by": "ops"}
+
+
+def test_the_commands_shown_to_copy_quote_the_run_id_for_the_shell(
+    api: Api, client: Client
+) -> None:
+    """A run id may hold ``$(...)``, ``;`` and quotes (no white space): the panel's `flows
+    approve` and `flows signal` lines are quoted as the command line prints them, so pasting
+    one runs nothing but flows."""
+    hostile = "g@$(touch${IFS}pwned);'x'`id`"
+    result = validate_text(dedent(FLOW), file="gate.yaml", flow_dir=Path("."))
+    assert result.flow is not None
+    requests = expand(result.flow, run_id=hostile, logical_time=datetime(2026, 1, 1, tzinfo=UTC))
+    submit(client, assemble_run(hostile, "gate", requests, params={}))
+    panel = api.get(f"/runs/{quote(hostile, safe='')}/steps/approve")
+    assert panel.status == 200, panel.body
+    word = str(escape(shlex.quote(hostile)))  # as the template escapes it
+    assert word.startswith("&#39;") and word != str(escape(hostile))
+    assert f"flows approve {word} approve --note TEXT" in panel.body
+    assert f"flows signal {word} approve --data JSON" in panel.body
