@@ -4,6 +4,7 @@ is sent for it. Pure."""
 from __future__ import annotations
 
 import re
+import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -158,10 +159,13 @@ def run_url(event: Event, context: Context) -> str:
 
 
 def approval(event: Event, context: Context) -> dict[str, str]:
-    """How to approve an awaiting step: the command and, with a dashboard, its page."""
-    out = {"command": f"flows approve '{event.run}' '{event.job_step}'"}
+    """How to approve an awaiting step: the command (its words quoted for a shell: a run id
+    may hold quotes, ``$(...)`` or ``;``, and a reader pastes the line) and, with a dashboard,
+    its page."""
+    run, step = shlex.quote(event.run), shlex.quote(event.job_step)
+    out = {"command": f"flows approve {run} {step}"}
     if context.signal and context.signal != "approve":
-        out["command"] = f"flows signal '{event.run}' '{event.job_step}' --data '{{}}'"
+        out["command"] = f"flows signal {run} {step} --data '{{}}'"
     if context.dashboard:
         out["url"] = run_url(event, context)
     return out

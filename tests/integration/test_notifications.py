@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -136,11 +137,13 @@ def test_an_awaiting_step_notifies_with_its_approve_command(
     posts = {p.path: p for p in receiver.wait_for(2)}
     hook = posts["/hook"].json()
     assert hook["event"] == "awaiting" and hook["step"] == "approve"
-    assert hook["approve"]["command"] == f"flows approve '{run_id}' 'approve'"
+    assert hook["approve"]["command"] == f"flows approve {shlex.quote(run_id)} approve"
     assert hook["approve"]["url"] == f"http://dash:8080/runs/{run_id}/steps/approve"
     assert "X-Flows-Signature" not in posts["/hook"].headers  # no secret: unsigned
     text = posts["/slack"].json()["text"]
-    assert f"flows approve '{run_id}' 'approve'" in text and "is waiting for approval" in text
+    assert (
+        f"flows approve {shlex.quote(run_id)} approve" in text and "is waiting for approval" in text
+    )
 
 
 @pytest.mark.parametrize(

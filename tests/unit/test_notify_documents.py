@@ -4,6 +4,7 @@ event and per send, with fixed names and types, whatever version wrote what it i
 from __future__ import annotations
 
 import json
+import shlex
 
 from scheduler.notify.documents import (
     channel_document,
@@ -11,7 +12,7 @@ from scheduler.notify.documents import (
     given_up_document,
     send_document,
 )
-from scheduler.notify.events import Event
+from scheduler.notify.events import Context, Event, approval
 from scheduler.notify.tries import Channel, Tries
 
 
@@ -105,3 +106,12 @@ def test_a_send_record_s_text_fields_are_read_as_numbers() -> None:
     }
     assert send_document("9-1", {**fields, "jid": "", "retry_of": "0-5"})["jid"] is None
     assert Channel(given_up=True, attempts=3).status() == "failed"
+
+
+def test_the_approve_command_a_message_shows_quotes_its_words_for_a_shell() -> None:
+    """A run id may hold quotes and ``$(...)``; a reader pastes the line into a shell."""
+    event = Event(id="1-0", kind="awaiting", run="r'$(touch x)'", jid="r'$(touch x)':gate", at=0)
+    command = approval(event, Context())["command"]
+    assert shlex.split(command) == ["flows", "approve", "r'$(touch x)'", "gate"]
+    signal = approval(event, Context(signal="go"))["command"]
+    assert shlex.split(signal) == ["flows", "signal", "r'$(touch x)'", "gate", "--data", "{}"]
