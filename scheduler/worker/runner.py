@@ -122,7 +122,9 @@ def run(ctx: JobContext, prepare: Prepare | None = None, around: Around | None =
         return stopped(ctx, "timeout" if timeout else ctx.stop_reason or interrupt.reason)
     except JobOutcome as chosen:
         return _masked(_chosen(ctx, chosen))
-    except Exception as error:
+    except BaseException as error:
+        # SystemExit (sys.exit) and KeyboardInterrupt too: raised by the job's own code (no
+        # signal reaches a slot thread), they end a script, not the worker's thread.
         return _masked(_error(ctx, stage, error))
     if ctx.stopping and ctx.stop_reason != "timeout":
         return stopped(ctx, ctx.stop_reason)
@@ -149,11 +151,11 @@ def _chosen(ctx: JobContext, chosen: JobOutcome) -> Outcome:
     return _error(ctx, "", chosen)
 
 
-def _error(ctx: JobContext, stage: str, error: Exception) -> Outcome:
+def _error(ctx: JobContext, stage: str, error: BaseException) -> Outcome:
     """The outcome of an exception: the hook's or the import's fail the job, the job's are
     retried (unless the worker stopped it: its subprocess was killed, say)."""
     if stage == "prepare-error":
-        return failure(stage, f"{type(error).__name__}: {error}")
+        return failure(stage, f"{type(error).__name__}: {_text(error)}")
     if stage == "import-error":
         text = str(error) if isinstance(error, KlassNotFound) else user_traceback(error)
         return failure(stage, text)
@@ -176,8 +178,23 @@ def _completed(value: Any) -> Outcome:
         return Outcome("complete", result=_encoded(secrets.masked_value(value)))
     except RecursionError:
         return failure("bad-result", "the job's result nests too deeply to encode")
-    except EngineError as error:
-        return failure("bad-result", f"the job's result cannot be stored: {error}")
+    except (EngineError, _Unstorable) as error:
+        return _masked(failure("bad-result", f"the job's result cannot be stored: {error}"))
+    except Exception as error:  # the result's own code raised (a key whose str() fails, say)
+        message = f"the job's result cannot be read: {type(error).__name__}: {_text(error)}"
+        return _masked(failure("bad-result", message))
+
+
+class _Unstorable(ValueError):
+    """A result that is neither JSON nor text: its repr() raised."""
+
+
+def _text(error: BaseException) -> str:
+    """``str(error)``, or a word for it when its own ``__str__`` raises."""
+    try:
+        return str(error)
+    except Exception:
+        return f"<{type(error).__name__} whose str() failed>"
 
 
 def _encoded(value: Any) -> str:
@@ -187,8 +204,15 @@ def _encoded(value: Any) -> str:
     except EngineError:
         try:
             json.dumps(value)
-        except (TypeError, ValueError):
-            return limits.encode_payload("complete", "result", secrets.masked(repr(value)))
+        except (TypeError, ValueError) as not_json:
+            try:
+                text = repr(value)
+            except Exception as error:
+                raise _Unstorable(
+                    f"it is not JSON ({not_json}) and its repr() raised "
+                    f"{type(error).__name__}: {_text(error)}"
+                ) from None
+            return limits.encode_payload("complete", "result", secrets.masked(text))
         raise
 
 

@@ -816,6 +816,48 @@ def test_fail_job_fails_at_once_in_its_group(client: Client, engine: Engine) -> 
     assert history(job, "retried") == []
 
 
+@pytest.mark.parametrize(
+    ("data", "group", "last_line"),
+    [
+        ({"code": 3}, "SystemExit", "SystemExit: 3"),
+        ({"code": 0}, "SystemExit", "SystemExit: 0"),
+        ({"interrupt": True}, "KeyboardInterrupt", "KeyboardInterrupt"),
+    ],
+)
+def test_a_job_raising_system_exit_or_keyboard_interrupt_fails_and_the_slot_goes_on(
+    client: Client, engine: Engine, data: dict[str, Any], group: str, last_line: str
+) -> None:
+    """Before, they went past the runner and ended the slot's thread: the job stayed running,
+    heartbeated, for ever, and the worker had one thread less (none with --threads 1)."""
+    jid = put(client, "q", "exits", data, retries=1, retry=NO_BACKOFF)
+    after = put(client, "q", "echo", {"value": "after"})
+    with in_process_worker(engine, ["q"], threads=1, poll_interval=0.02):
+        job = wait_state(client, jid, "failed")
+        assert wait_state(client, after, "complete").result == "after"
+    assert job.failure is not None
+    assert job.failure["group"] == group
+    assert job.failure["message"].rstrip().endswith(last_line)
+    assert "Traceback (most recent call last)" in job.failure["message"]
+    assert [h["group"] for h in history(job, "retried")] == [group]
+
+
+def test_a_result_neither_json_nor_printable_fails_the_job_and_the_slot_goes_on(
+    client: Client, engine: Engine
+) -> None:
+    jid = put(client, "q", "unprintable_result", retries=2, retry=NO_BACKOFF)
+    after = put(client, "q", "echo", {"value": "after"})
+    with in_process_worker(engine, ["q"], threads=1, poll_interval=0.02):
+        job = wait_state(client, jid, "failed")
+        assert wait_state(client, after, "complete").result == "after"
+    assert job.failure is not None
+    assert job.failure["group"] == "bad-result"
+    assert job.failure["message"] == (
+        "the job's result cannot be stored: it is not JSON (Object of type _Unprintable is not "
+        "JSON serializable) and its repr() raised RuntimeError: repr() of this object fails"
+    )
+    assert history(job, "retried") == []  # the same result every time: failed at once
+
+
 def test_release_job_hands_the_job_back_without_using_a_retry(
     client: Client, engine: Engine
 ) -> None:

@@ -170,6 +170,26 @@ def retry_once(job: JobContext) -> int:
     return job.attempt
 
 
+def exits(job: JobContext) -> None:
+    """Raise what ends a script, not a job: ``SystemExit(data["code"])`` (``sys.exit``), or
+    ``KeyboardInterrupt`` with ``data["interrupt"]``."""
+    import sys
+
+    if job.data.get("interrupt"):
+        raise KeyboardInterrupt
+    sys.exit(job.data.get("code", 3))
+
+
+class _Unprintable:
+    def __repr__(self) -> str:
+        raise RuntimeError("repr() of this object fails")
+
+
+def unprintable_result(job: JobContext) -> dict[str, Any]:
+    """Return a result JSON cannot hold whose repr() raises."""
+    return {"value": _Unprintable()}
+
+
 def fail_now(job: JobContext) -> None:
     """Fail in group ``given-up`` without using a retry."""
     raise FailJob("given-up", "the job decided to fail")
