@@ -224,6 +224,17 @@ def masked(text: str) -> str:
     return mask(text, known) if known else text
 
 
+def masked_cut(text: str) -> str:
+    """:func:`masked` for a line cut short: its end too is masked when it is the start of a
+    secret (3 characters or more), which the cut went through."""
+    text = masked(text)
+    for value in sorted(_known, key=len, reverse=True):
+        for size in range(min(len(value) - 1, len(text)), 2, -1):
+            if text.endswith(value[:size]):
+                return text[:-size] + MASK
+    return text
+
+
 def masked_value(value: Any) -> Any:
     """A JSON-like value with :func:`masked` applied to every string in it (keys too)."""
     if not _known:

@@ -137,7 +137,8 @@ def shell(job: JobContext) -> dict[str, Any]:
         assert process.stdout is not None
         with process.stdout:  # closed even when the job is stopped (no leaked pipe)
             for line in read_lines(process.stdout.fileno()):
-                tail.append(line.text)
+                # A line cut through a secret ends with its start: masked here, as in the log.
+                tail.append(secrets.masked_cut(line.text) if line.cut else line.text)
                 job.log_line(line.text, "stdout", cut=line.cut)
         code = process.wait()
     finally:

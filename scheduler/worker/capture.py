@@ -35,7 +35,7 @@ import redis
 
 from scheduler.engine.errors import EngineError
 from scheduler.engine.scripts import Engine, EnginePipeline
-from scheduler.secrets import masked
+from scheduler.secrets import masked, masked_cut
 from scheduler.worker.pipes import MAX_LINE
 
 if TYPE_CHECKING:
@@ -275,7 +275,8 @@ class JobOutput:
         Every line a job writes (print, logging, a shell step's output) passes here, once,
         before it is queued to be sent: the place for whatever must see each line (masking)."""
         self._wrote = True
-        self.shipper.add(self.key, stream, masked(text), level, cut)  # secrets: ***
+        shown = masked_cut(text) if cut else masked(text)  # secrets: ***, cut through one too
+        self.shipper.add(self.key, stream, shown, level, cut)
 
     def write(self, stream: str, text: str) -> None:
         """Text written to a stream: whole lines are added, the rest waits for its newline

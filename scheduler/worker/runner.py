@@ -10,7 +10,6 @@ secret the process resolved is masked before the outcome leaves here.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from collections.abc import Callable
 from contextlib import AbstractContextManager
@@ -61,6 +60,9 @@ _COMPLETE = Outcome("complete")
 
 
 def _tail(text: str) -> str:
+    """A message as it is reported: every secret the process resolved masked, then its end
+    kept (masked first, so the cut cannot leave the end of a secret unmasked)."""
+    text = secrets.masked(text)
     return text if len(text) <= MAX_MESSAGE else "...\n" + text[-MAX_MESSAGE:]
 
 
@@ -82,16 +84,6 @@ def _retry(ctx: JobContext, group: str, message: str, delay: float | None = None
     if delay is None:
         delay = ctx.options.retry.delay_for(ctx.attempt)
     return Outcome("retry", delay=delay, group=_group(group, "retry"), message=_tail(message))
-
-
-def _masked(outcome: Outcome) -> Outcome:
-    """The outcome with every secret the process resolved masked in its message (a result is
-    masked before it is encoded)."""
-    if outcome.message:
-        message = secrets.masked(outcome.message)
-        if message != outcome.message:
-            return dataclasses.replace(outcome, message=message)
-    return outcome
 
 
 class _Always:
@@ -121,11 +113,11 @@ def run(ctx: JobContext, prepare: Prepare | None = None, around: Around | None =
         timeout = isinstance(interrupt, TimeoutInterrupt)
         return stopped(ctx, "timeout" if timeout else ctx.stop_reason or interrupt.reason)
     except JobOutcome as chosen:
-        return _masked(_chosen(ctx, chosen))
+        return _chosen(ctx, chosen)
     except BaseException as error:
         # SystemExit (sys.exit) and KeyboardInterrupt too: raised by the job's own code (no
         # signal reaches a slot thread), they end a script, not the worker's thread.
-        return _masked(_error(ctx, stage, error))
+        return _error(ctx, stage, error)
     if ctx.stopping and ctx.stop_reason != "timeout":
         return stopped(ctx, ctx.stop_reason)
     return _completed(value)
@@ -179,10 +171,10 @@ def _completed(value: Any) -> Outcome:
     except RecursionError:
         return failure("bad-result", "the job's result nests too deeply to encode")
     except (EngineError, _Unstorable) as error:
-        return _masked(failure("bad-result", f"the job's result cannot be stored: {error}"))
+        return failure("bad-result", f"the job's result cannot be stored: {error}")
     except Exception as error:  # the result's own code raised (a key whose str() fails, say)
         message = f"the job's result cannot be read: {type(error).__name__}: {_text(error)}"
-        return _masked(failure("bad-result", message))
+        return failure("bad-result", message)
 
 
 class _Unstorable(ValueError):
@@ -224,4 +216,4 @@ def stopped(ctx: JobContext, reason: str) -> Outcome:
         return _retry(ctx, "timeout", f"job exceeded its timeout of {ctx.options.timeout}s")
     if reason == "shutdown":
         return Outcome("release")
-    return Outcome("lost", message=_tail(secrets.masked(reason)))
+    return Outcome("lost", message=_tail(reason))

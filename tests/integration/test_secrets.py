@@ -222,3 +222,54 @@ def test_a_bad_env_file_is_a_one_line_error_and_changes_nothing(
         )
     assert result.exit_code == 1
     assert result.output.strip().endswith("bad.env:2: expected NAME=value")
+
+
+CUT_TASKS = """
+from scheduler.secrets import secret
+
+def long_line(job):
+    print("c" * 16381 + secret("DB_PASSWORD"))
+"""
+
+
+def test_a_secret_a_cut_goes_through_is_masked_at_the_cut(
+    cli: CliRunner, server: EmbeddedServer, tmp_path: Path
+) -> None:
+    """A log line is kept to 16384 bytes and a failure message to its last 16384 characters:
+    before, they were cut first and masked after, so the cut left the start (log) or the end
+    (failure) of a secret in clear."""
+    module = f"cut_{uuid.uuid4().hex[:8]}"
+    (tmp_path / f"{module}.py").write_text(dedent(CUT_TASKS))
+    path = tmp_path / "flow.yaml"
+    path.write_text(
+        dedent(
+            f"""
+            version: 1
+            name: cut
+            secrets: [DB_PASSWORD]
+            steps:
+              shell:
+                run: printf '%16380s%s\\n' '' "$DB_PASSWORD"
+              python:
+                job: {module}.long_line
+              fail:
+                run: printf 'x%s\\n%16379s\\n' "$DB_PASSWORD" ''; exit 4
+            """
+        )
+    )
+    result = flows(cli, "run", str(path))
+    assert result.exit_code == 1, result.output
+    run_id = json.loads(Client(server.url).engine.call("runs", "cut", 0, 1))[0]["id"]
+    lines = {
+        step: [
+            json.loads(line)["text"]
+            for line in flows(cli, "logs", run_id, step, "--json").stdout.splitlines()
+        ]
+        for step in ("shell", "python")
+    }
+    assert lines["shell"] == [" " * 16380 + "***"]
+    assert lines["python"] == ["c" * 16381 + "***"]
+    failure = Client(server.url).jobs[f"{run_id}:fail"].failure
+    assert failure is not None and failure["message"].startswith("...\n")
+    assert FROM_ENV[-3:] not in failure["message"]
+    assert not failure["message"].startswith("...\n" + FROM_ENV[-1])
