@@ -10,7 +10,8 @@ other code N fails it in group ``exit-code-N`` (after its retries), its message 
 the last lines the command wrote, in order. A command that can never start fails at once, in
 one line, not retried: ``bad-command`` for a NUL character in the command, ``bad-value`` for one
 in the working directory or a variable, ``bad-cwd`` for a working directory that is missing or
-may not be entered (:func:`_unrunnable`).
+may not be entered (:func:`_unrunnable`). Outputs that cannot be read fail it the same way, in
+``bad-output`` (:func:`read_output_file`, and a line that is not ``key=value``).
 
 The command's stdout and stderr are one pipe, as a terminal shows them and as CI systems log a
 step: every line goes to the job's step log in the order the command wrote it (two pipes read
@@ -24,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import stat
 import subprocess
 from collections import deque
 from pathlib import Path
@@ -31,11 +33,15 @@ from typing import Any
 
 from flows.flowfile.job_data import FlowsMeta, parse_output_file
 from scheduler import secrets
+from scheduler.engine import limits
 from scheduler.worker import FailJob, JobContext, sessions
 from scheduler.worker.outcomes import RetryJob
 from scheduler.worker.pipes import read_lines
 
 OUTPUT_TAIL_LINES = 60
+MAX_OUTPUT_BYTES = limits.MAX_PAYLOAD_BYTES
+"""The largest ``$FLOWS_OUTPUT`` read: its outputs are the job's result, which the engine keeps
+to this size."""
 KILL_GRACE_SECONDS = 5.0
 
 
@@ -148,9 +154,38 @@ def shell(job: JobContext) -> dict[str, Any]:
     if code != 0:  # when the worker stopped the job, it reports lost or timeout instead
         raise ShellError(code, output_tail(tail))
     try:
-        written = output_file.read_bytes().decode("utf-8")
+        return parse_output_file(read_output_file(output_file))
+    except ValueError as error:  # a line that is not key=value, say
+        raise FailJob("bad-output", f"$FLOWS_OUTPUT {error}") from None
+
+
+def read_output_file(path: Path) -> str:
+    """The text of ``$FLOWS_OUTPUT`` once the command ended ("" when it removed it). Raises
+    :class:`FailJob` (``bad-output``) for a file that is not UTF-8 text, is larger than a job's
+    result may be, or is no longer a regular file (``/dev/zero`` or a named pipe would be read
+    for ever): the worker reads at most :data:`MAX_OUTPUT_BYTES`, whatever is there."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a named pipe's writer is not awaited
+    except FileNotFoundError:
+        return ""
+    except OSError as error:  # one it may not read
+        raise FailJob("bad-output", f"$FLOWS_OUTPUT cannot be read: {error.strerror}") from None
+    with os.fdopen(fd, "rb") as file:
+        status = os.fstat(fd)
+        if not stat.S_ISREG(status.st_mode):
+            raise FailJob("bad-output", "$FLOWS_OUTPUT is no longer a regular file")
+        if status.st_size > MAX_OUTPUT_BYTES:
+            raise FailJob(
+                "bad-output",
+                f"$FLOWS_OUTPUT holds {status.st_size} bytes: a step's outputs may hold "
+                f"{MAX_OUTPUT_BYTES} at most",
+            )
+        written = file.read(MAX_OUTPUT_BYTES + 1)
+    if len(written) > MAX_OUTPUT_BYTES:  # it grew meanwhile (a process left behind writes on)
+        raise FailJob("bad-output", f"$FLOWS_OUTPUT holds more than {MAX_OUTPUT_BYTES} bytes")
+    try:
+        return written.decode("utf-8")
     except UnicodeDecodeError as error:
         raise FailJob(
             "bad-output", f"$FLOWS_OUTPUT is not UTF-8 text (byte {error.start} of the file)"
         ) from None
-    return parse_output_file(written)

@@ -693,6 +693,36 @@ def test_a_shell_exit_code_fails_the_job_with_the_output_tail(
             "bad-output",
             "$FLOWS_OUTPUT is not UTF-8 text (byte 2 of the file)",
         ),
+        (
+            {"command": "printf 'rows=1\\nnot a line\\n' > \"$FLOWS_OUTPUT\""},
+            "bad-output",
+            "$FLOWS_OUTPUT line 2: expected key=value, got 'not a line'",
+        ),
+        (
+            {"command": "printf 'k<<END\\nx\\n' > \"$FLOWS_OUTPUT\""},
+            "bad-output",
+            "$FLOWS_OUTPUT line 3: no closing 'END' for 'k'",
+        ),
+        (
+            {"command": "echo 'bad key=1' > \"$FLOWS_OUTPUT\""},
+            "bad-output",
+            "$FLOWS_OUTPUT line 1: 'bad key' is not a valid output name",
+        ),
+        (
+            {"command": "head -c 600000 /dev/zero | tr '\\0' a > \"$FLOWS_OUTPUT\""},
+            "bad-output",
+            "$FLOWS_OUTPUT holds 600000 bytes: a step's outputs may hold 524288 at most",
+        ),
+        (
+            {"command": 'ln -sf /dev/zero "$FLOWS_OUTPUT"'},
+            "bad-output",
+            "$FLOWS_OUTPUT is no longer a regular file",
+        ),
+        (
+            {"command": 'rm "$FLOWS_OUTPUT" && mkfifo "$FLOWS_OUTPUT"'},
+            "bad-output",
+            "$FLOWS_OUTPUT is no longer a regular file",
+        ),
         # A job put by hand: `flows validate` refuses these in a flow file.
         (
             {"command": "printf '\x00'"},
@@ -750,6 +780,17 @@ def test_shell_outputs_become_the_result(client: Client, engine: Engine) -> None
     result = job.result
     assert result.pop("cwd") == result.pop("sandbox")
     assert result == {"rows": "42", "name": "hi", "jid": jid, "notes": "line 1\nline 2"}
+
+
+def test_a_shell_step_that_removes_its_output_file_completes_with_no_outputs(
+    client: Client, engine: Engine
+) -> None:
+    """Before, reading the file raised FileNotFoundError: a worker's traceback, retried."""
+    jid = put(client, "q", SHELL, {"command": 'echo k=v > "$FLOWS_OUTPUT"; rm "$FLOWS_OUTPUT"'})
+    assert run_burst(engine, ["q"]) == 0
+    job = client.jobs[jid]
+    assert job.state == "complete", job.failure
+    assert job.result in ({}, None)
 
 
 def test_a_group_the_engine_would_refuse_is_made_an_id_not_a_job_run_forever(
