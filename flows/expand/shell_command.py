@@ -15,7 +15,8 @@ through backslashes, ``#`` comments and here-documents; a quoted here-document (
 expands nothing, so there the variable stays as written (its value is in the environment). A
 command substitution (``$(...)``, backquotes) starts its own quoting, even inside double quotes:
 a template there is bare again. In an arithmetic expansion (``$((...))``) it is ``${NAME}``, as
-in double quotes, and ``<<`` there is a shift.
+in double quotes, and ``<<`` there is a shift; the shell evaluates the value there, so its
+variable is a ``FLOWS_NUMBER_`` one, which the worker lets through only as an integer.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Final
 
-from flows.flowfile.job_data import env_name
+from flows.flowfile.job_data import ENV_PREFIX, NUMBER_ENV_PREFIX, env_name
 from flows.flowfile.templates import MATRIX, PARAMS, RUN, STEPS, Reference, split
 
 _BARE, _SINGLE, _DOUBLE, _COMMENT, _HEREDOC = range(5)
@@ -54,6 +55,12 @@ def variable_name(reference: Reference) -> str:
     return env_name(Reference((FOREACH_ENV_ROOT, *reference.path)))
 
 
+def number_name(reference: Reference) -> str:
+    """The variable that carries ``reference`` into an arithmetic expansion: ``params.n`` →
+    ``FLOWS_NUMBER_PARAMS_N`` (:data:`~flows.flowfile.job_data.NUMBER_ENV_PREFIX`)."""
+    return NUMBER_ENV_PREFIX + variable_name(reference).removeprefix(ENV_PREFIX)
+
+
 def shell_command(command: str, value_of: Callable[[Reference], str]) -> tuple[str, dict[str, str]]:
     """``command`` with each template replaced by a variable, and the variables' values.
 
@@ -64,35 +71,39 @@ def shell_command(command: str, value_of: Callable[[Reference], str]) -> tuple[s
     """
     texts, found = split(command)
     variables: dict[str, str] = {}
-    names: dict[Reference, str] = {}
+    names: dict[tuple[Reference, bool], str] = {}
     pieces: list[str] = []
     modes = _modes(texts) if sum(map(len, texts)) <= _KEPT_LENGTH else _scan(texts)
     for index, reference in enumerate(found):
         pieces.append(texts[index])
-        name = names.get(reference)
+        mode, arithmetic = modes[index]
+        name = names.get((reference, arithmetic))
         if name is None:
-            name = base = variable_name(reference)
+            name = base = number_name(reference) if arithmetic else variable_name(reference)
             suffix = 1
             while name in variables:
                 suffix += 1
                 name = f"{base}_{suffix}"
-            names[reference] = name
+            names[reference, arithmetic] = name
             variables[name] = value_of(reference)
-        pieces.append(_placeholder(name, modes[index]))
+        pieces.append(_placeholder(name, mode))
     pieces.append(texts[-1])
     return "".join(pieces), variables
 
 
-def _scan(texts: tuple[str, ...]) -> tuple[int, ...]:
-    """The quoting mode at each template between ``texts``."""
+def _scan(texts: tuple[str, ...]) -> tuple[tuple[int, bool], ...]:
+    """The quoting mode at each template between ``texts``, and whether it stands in an
+    arithmetic expansion (its value is then a number's: :data:`NUMBER_ENV_PREFIX`)."""
     quoting = _Quoting()
     modes = []
     for text in texts[:-1]:
         quoting.feed(text)
+        arithmetic = quoting.in_arithmetic()
         # An arithmetic expansion reads its text as if in double quotes (and sh refuses quotes
         # there): no splitting, no globbing.
-        arithmetic = quoting.mode == _BARE and quoting.arithmetic()
-        modes.append(_DOUBLE if arithmetic else quoting.mode)
+        modes.append(
+            (_DOUBLE if arithmetic and quoting.mode == _BARE else quoting.mode, arithmetic)
+        )
         quoting.feed_word()
     return tuple(modes)
 
@@ -220,6 +231,11 @@ class _Quoting:
 
     def arithmetic(self) -> bool:
         return any(substitution.arithmetic for substitution in self.substitutions)
+
+    def in_arithmetic(self) -> bool:
+        """Whether the text here is read as an arithmetic expression (the innermost expansion
+        open is one: a command substitution inside it is a command again)."""
+        return bool(self.substitutions) and self.substitutions[-1].arithmetic
 
     def _bare(self, char: str) -> None:
         if self.delimiter is not None and (

@@ -440,6 +440,23 @@ def env_name(reference: Reference) -> str:
     return ENV_PREFIX + _ENV_UNSAFE.sub("_", "_".join(reference.path)).upper()
 
 
+NUMBER_ENV_PREFIX: Final = ENV_PREFIX + "NUMBER_"
+"""A template inside an arithmetic expansion (``$(( ${{ params.n }} * 10 ))``) is carried by a
+variable of its own, ``FLOWS_NUMBER_<...>``: the shell evaluates the text it expands to there,
+and bash (``/bin/sh`` on some systems) runs the command of ``a[$(cmd)]``. The worker starts the
+command only when each such variable holds an integer (:func:`number_problem`)."""
+_INTEGER = re.compile(r"\s*[+-]?(?:0[xX][0-9A-Fa-f]+|[0-9]+)\s*")
+
+
+def number_problem(name: str, value: str) -> str | None:
+    """Why variable ``name`` (a :data:`NUMBER_ENV_PREFIX` one) may not reach an arithmetic
+    expansion with ``value``, or None when it holds an integer (decimal, octal or hex)."""
+    if _INTEGER.fullmatch(value):
+        return None
+    shown = repr(value if len(value) <= 80 else value[:80] + "...")
+    return f"${name} is {shown}: a value in an arithmetic expansion $((...)) must be an integer"
+
+
 def parse_output_file(text: str) -> dict[str, str]:
     """Outputs a shell step wrote to ``$FLOWS_OUTPUT``: ``key=value`` lines, ``key<<EOF`` blocks.
 

@@ -9,7 +9,8 @@ step may write ``key=value`` lines, which become its outputs (the job's result;
 other code N fails it in group ``exit-code-N`` (after its retries), its message the exit code and
 the last lines the command wrote, in order. A command that can never start fails at once, in
 one line, not retried: ``bad-command`` for a NUL character in the command, ``bad-value`` for one
-in the working directory or a variable, ``bad-cwd`` for a working directory that is missing or
+in the working directory or a variable (or a variable of an arithmetic expansion that holds no
+integer), ``bad-cwd`` for a working directory that is missing or
 may not be entered (:func:`_unrunnable`). Outputs that cannot be read fail it the same way, in
 ``bad-output`` (:func:`read_output_file`, and a line that is not ``key=value``).
 
@@ -31,7 +32,12 @@ from collections import deque
 from pathlib import Path
 from typing import Any
 
-from flows.flowfile.job_data import FlowsMeta, parse_output_file
+from flows.flowfile.job_data import (
+    NUMBER_ENV_PREFIX,
+    FlowsMeta,
+    number_problem,
+    parse_output_file,
+)
 from scheduler import secrets
 from scheduler.engine import limits
 from scheduler.worker import FailJob, JobContext, sessions
@@ -101,6 +107,17 @@ def _unrunnable(command: str, cwd: str, env: dict[str, str]) -> FailJob | None:
     return None
 
 
+def _not_numbers(env: dict[str, str]) -> FailJob | None:
+    """A value that stands in an arithmetic expansion and is no integer, as a failure: the
+    shell would evaluate it there (bash runs the command of ``a[$(cmd)]``)."""
+    for name, value in env.items():
+        if name.startswith(NUMBER_ENV_PREFIX):
+            problem = number_problem(name, value)
+            if problem is not None:
+                return FailJob("bad-value", problem)
+    return None
+
+
 def output_tail(lines: deque[str]) -> str:
     """The last lines the command wrote, in order."""
     return "\n".join(lines)
@@ -118,12 +135,13 @@ def shell(job: JobContext) -> dict[str, Any]:
     output_file.parent.mkdir(parents=True, exist_ok=True)
     output_file.touch()
     env = dict(os.environ)
-    env.update({str(k): str(v) for k, v in (job.data.get("env") or {}).items()})
+    given = {str(k): str(v) for k, v in (job.data.get("env") or {}).items()}
+    env.update(given)
     meta = FlowsMeta.from_data(job.job.data)  # the job's own data: job.data is resolved
     if meta is not None and meta.secrets:
         env.update(secrets.resolve(meta.secrets))  # in the environment only, never in data
     env.update(FLOWS_JID=job.jid, FLOWS_SANDBOX=str(job.sandbox), FLOWS_OUTPUT=str(output_file))
-    unrunnable = _unrunnable(command, str(cwd), env)
+    unrunnable = _unrunnable(command, str(cwd), env) or _not_numbers(given)
     if unrunnable is not None:  # the same on every attempt: failed, not retried
         raise unrunnable
     with sessions.starting():  # a worker ending at once waits to kill it too

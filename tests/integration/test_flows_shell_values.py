@@ -121,3 +121,43 @@ def test_scheduled_and_triggered_runs_pass_values_as_data(url: str, tmp_path: Pa
     assert triggered.exit_code == 0, triggered.output
     Worker(Client(url), ["injsched"], burst=True, prepare=prepare).run()
     check_outputs(folder, who, triggered.stdout.strip().splitlines()[-1], "injsched")
+
+
+ARITHMETIC_FLOW = """\
+version: 1
+name: arith
+queue: arith
+params:
+  n: {type: string, default: "4"}
+steps:
+  produce:
+    run: printf 'n=%s\\n' "$N" > "$FLOWS_OUTPUT"
+    env: {N: "${{ params.n }}"}
+  times:
+    needs: [produce]
+    run: echo "$(( ${{ steps.produce.outputs.n }} * 10 ))/$(( ${{ params.n }} + 1 ))" > times.out
+"""
+
+
+@pytest.mark.parametrize("n", ["a[$(touch PWNED)]", "x[`touch PWNED`]", "HOME", "4; touch PWNED"])
+def test_a_value_in_an_arithmetic_expansion_runs_only_as_an_integer(
+    url: str, tmp_path: Path, n: str
+) -> None:
+    """Where /bin/sh is bash, an arithmetic expansion runs the command of `a[$(cmd)]` in the
+    text a variable expands to: such a value fails the step before its command starts."""
+    path = tmp_path / "arith.yaml"
+    path.write_text(ARITHMETIC_FLOW)
+    assert flows("run", str(path), "--redis", url).exit_code == 0
+    assert (tmp_path / "times.out").read_text() == "40/5\n"
+    (tmp_path / "times.out").unlink()
+    result = flows("run", str(path), "--redis", url, "-p", f"n={n}")
+    assert result.exit_code == 1, result.output
+    run_id = json.loads(flows("runs", "--redis", url, "--json", "--limit", "1").stdout)[0]["id"]
+    job = Client(url).jobs[f"{run_id}:times"]
+    assert job.state == "failed" and job.failure is not None
+    assert job.failure["group"] == "bad-value"
+    assert job.failure["message"] == (
+        f"$FLOWS_NUMBER_STEPS_PRODUCE_OUTPUTS_N is {n!r}: a value in an arithmetic expansion "
+        "$((...)) must be an integer"
+    )
+    assert not (tmp_path / "PWNED").exists() and not (tmp_path / "times.out").exists()

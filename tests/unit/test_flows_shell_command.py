@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
 from flows.expand.shell_command import shell_command, variable_name
+from flows.flowfile.job_data import number_problem
 from flows.flowfile.templates import Reference
 
 HOSTILE = [
@@ -23,6 +25,9 @@ HOSTILE = [
     "a\nEOF\ntouch PWNED",
     "-o PWNED /etc/pass*",
 ]
+
+SHELLS = [shell for shell in ("/bin/sh", "bash") if shutil.which(shell)]
+"""The worker's shell, and bash: /bin/sh where it is bash evaluates more in arithmetic."""
 
 # (command, what it prints for value v)
 COMMANDS = [
@@ -84,6 +89,55 @@ def test_a_value_in_an_arithmetic_expansion_is_a_number_there(command: str, tmp_
     """sh reads an arithmetic expansion as if in double quotes, and refuses quotes in it."""
     text, env = shell_command(command, lambda reference: "4")
     assert run_shell(text, env, tmp_path) == "total=40\n"
+
+
+ARITHMETIC_HOSTILE = [
+    *HOSTILE,
+    "a[$(touch PWNED)]",  # bash (where /bin/sh is bash) runs a subscript's command here
+    "x[`touch PWNED`]",
+    "HOME",  # a name: bash reads its value as arithmetic in turn
+    "1+a[$(touch PWNED)]",
+]
+
+
+@pytest.mark.parametrize("value", ARITHMETIC_HOSTILE)
+def test_a_value_in_an_arithmetic_expansion_is_refused_unless_a_number(value: str) -> None:
+    """An arithmetic expansion evaluates the text a variable expands to: in bash (/bin/sh on
+    Fedora, RHEL, Arch) `a[$(cmd)]` there runs cmd. Such a variable is one of its own, which
+    the worker refuses to start the command with unless it holds an integer."""
+    text, env = shell_command("echo $(( ${{ params.n }} * 10 ))", lambda reference: value)
+    assert text == "echo $(( ${FLOWS_NUMBER_PARAMS_N} * 10 ))"
+    assert env == {"FLOWS_NUMBER_PARAMS_N": value}
+    assert number_problem("FLOWS_NUMBER_PARAMS_N", value) == (
+        f"$FLOWS_NUMBER_PARAMS_N is {value!r}: a value in an arithmetic expansion $((...)) "
+        "must be an integer"
+    )
+
+
+@pytest.mark.parametrize("shell", SHELLS)
+@pytest.mark.parametrize(
+    ("value", "times_ten"),
+    [("4", 40), (" 4 ", 40), ("-4", -40), ("+4", 40), ("0x4", 40), ("04", 40)],
+)
+def test_an_integer_in_an_arithmetic_expansion_is_taken(
+    value: str, times_ten: int, shell: str
+) -> None:
+    text, env = shell_command("echo $(( ${{ params.n }} * 10 ))", lambda reference: value)
+    assert number_problem("FLOWS_NUMBER_PARAMS_N", value) is None
+    done = subprocess.run(
+        [shell, "-c", text], env={**os.environ, **env}, capture_output=True, text=True, check=True
+    )
+    assert done.stdout == f"{times_ten}\n"
+
+
+def test_a_reference_in_and_out_of_an_arithmetic_expansion_has_two_variables(
+    tmp_path: Path,
+) -> None:
+    text, env = shell_command(
+        'echo "${{ params.n }}=$(( ${{ params.n }} ))"', lambda reference: "7"
+    )
+    assert env == {"FLOWS_PARAMS_N": "7", "FLOWS_NUMBER_PARAMS_N": "7"}
+    assert run_shell(text, env, tmp_path) == "7=7\n"
 
 
 def test_each_root_has_its_own_variables() -> None:
