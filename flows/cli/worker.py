@@ -22,6 +22,7 @@ from scheduler.engine.client import Client
 from scheduler.terminal import log_to_stderr
 from scheduler.worker import Worker, WorkerPool
 from scheduler.worker.imports import import_path
+from scheduler.worker.pool import MAX_PROCESSES
 from scheduler.worker.settings import SettingError, WorkerSettings, table
 
 
@@ -116,7 +117,7 @@ def worker_settings(func: Callable[..., Any]) -> Callable[..., Any]:
 @worker_settings
 @click.option(
     "--processes",
-    type=click.IntRange(min=0),
+    type=click.IntRange(0, MAX_PROCESSES),
     default=1,
     show_default=True,
     help="Worker processes kept alive by a supervisor; 0 runs jobs in this process.",

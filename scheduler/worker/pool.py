@@ -48,6 +48,11 @@ class Child:
     failures: int = 0
 
 
+#: Worker processes one supervisor keeps at most: a guard against a typo (``--processes 10000``
+#: forks until the machine stalls); more processes are more supervisors (``flows worker``).
+MAX_PROCESSES = 1024
+
+
 class WorkerPool:
     """Supervise ``processes`` worker processes, each running ``threads`` jobs at once."""
 
@@ -71,6 +76,10 @@ class WorkerPool:
             settings = WorkerSettings(queues=tuple(settings), **options)
         # Children start in this working directory, which they put on their import path.
         self.settings = replace(settings, paths=tuple(os.path.abspath(p) for p in settings.paths))
+        if processes > MAX_PROCESSES:
+            raise ValueError(
+                f"processes: {processes} is more than {MAX_PROCESSES}, the most a pool keeps"
+            )
         self.url = url
         self.processes = max(1, processes)
         self.namespace = namespace

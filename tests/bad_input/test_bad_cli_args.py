@@ -42,6 +42,7 @@ CASES: list[tuple[list[str], str]] = [
     (["worker", "-q", ""], "queue"),
     (["worker", "-q", "q", "--threads", "0"], "threads"),
     (["worker", "-q", "q", "--processes", "-1"], "processes"),
+    (["worker", "-q", "q", "--processes", "100000"], "100000 is not in the range 0<=x<=1024"),
     (["worker", "-q", "q", "--strategy", "random"], "random"),
     (["worker", "-q", "q", "--shutdown-grace", "nan"], "finite"),
     (["worker", "-q", "q", "--shutdown-grace", "inf"], "finite"),

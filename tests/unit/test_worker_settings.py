@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from flows.cli.worker import DEFAULTS, worker
 from scheduler.engine.limits import id_fault
 from scheduler.worker.fetching import Strategy
-from scheduler.worker.pool import WorkerPool
+from scheduler.worker.pool import MAX_PROCESSES, WorkerPool
 from scheduler.worker.settings import OVERRIDES, SettingError, WorkerSettings, overridden, table
 from scheduler.worker.worker import Worker
 
@@ -220,3 +220,10 @@ def test_a_setting_on_by_default_is_turned_off_on_a_command_line() -> None:
     assert "--no-capture-logs" in argv and "--kill-after=2.5" in argv
     assert WorkerSettings.from_argv(argv) == quiet
     assert WorkerSettings.from_argv(["-q", "q"]).capture_logs is True
+
+
+def test_a_pool_keeps_at_most_max_processes() -> None:
+    """A typo (10000 for 10) must not fork until the machine stalls."""
+    assert WorkerPool("redis://127.0.0.1:1", ["q"], processes=MAX_PROCESSES).processes == 1024
+    with pytest.raises(ValueError, match="processes: 1025 is more than 1024"):
+        WorkerPool("redis://127.0.0.1:1", ["q"], processes=MAX_PROCESSES + 1)
