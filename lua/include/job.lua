@@ -321,8 +321,9 @@ end
 
 -- Delete a job and everything that points at it. `fields` as for Job.unindex, plus tags.
 -- An expired job stays in `tracked`, so `track` can report it as expired; a canceled one leaves.
-function Job.delete(jid, fields, keep_tracked)
-  RunCounts.forget(jid)
+-- `counts`: the run counts' deltas of a batch of deletes (RunCounts.forget).
+function Job.delete(jid, fields, keep_tracked, counts)
+  RunCounts.forget(jid, counts)
   Job.unindex(jid, fields)
   Job.retag(jid, decode_list(fields.tags), {})
   Job.drop_dependencies(jid)
@@ -424,14 +425,16 @@ function Job.expire_finished(key, limit, max_age, max_count)
     local more = redis.call('zrange', key, #victims, #victims + math.min(excess, limit - #victims) - 1)
     for _, jid in ipairs(more) do table.insert(victims, jid) end
   end
+  local counts = {}
   for _, jid in ipairs(victims) do
     local fields = Job.load_for_delete(jid)
     if fields then
-      Job.delete(jid, fields, true)
+      Job.delete(jid, fields, true, counts)
     else
       redis.call('zrem', key, jid)
     end
   end
+  RunCounts.apply(counts)
   return #victims
 end
 

@@ -187,8 +187,9 @@ RunCounts.FIELDS = { 'counted', 'state', 'skipped', 'child', 'cached', 'runs', '
   'wait_since', 'updated', 'deadline_missed' }
 
 -- Move one job between its counted class and what its hash says now, and widen its step's
--- times, into `deltas`.
-local function settle_one(jid, deltas)
+-- times, into `deltas`. Returns the class it is counted as now and its run (nil: no run's).
+-- `deleting`: its hash goes in this call, so its `counted` is not written.
+local function settle_one(jid, deltas, deleting)
   local joining = RunCounts.joining[jid]
   if joining and joining[3] then
     local run_id, was, now = joining[1], joining[2], joining[3]
@@ -200,7 +201,7 @@ local function settle_one(jid, deltas)
     local run = run_deltas(deltas, run_id)
     run.joined[step] = true
     step_deltas(run, step)
-    return
+    return now, run_id
   end
   local key = Keys.job(jid)
   local f = redis.call('hmget', key, unpack(RunCounts.FIELDS))
@@ -213,7 +214,7 @@ local function settle_one(jid, deltas)
   local run = run_deltas(deltas, run_id)
   if now ~= was then
     local counted = now .. ' ' .. run_id
-    if f[2] and f[1] ~= counted then redis.call('hset', key, 'counted', counted) end
+    if f[2] and f[1] ~= counted and not deleting then redis.call('hset', key, 'counted', counted) end
     if was then add(deltas, run_id, step, was, -1) end
     add(deltas, run_id, step, now, 1)
   end
@@ -228,6 +229,7 @@ local function settle_one(jid, deltas)
     run.reattempt = run.reattempt or {}
     run.reattempt[step] = true
   end
+  return now, run_id
 end
 
 -- A step's kept times and attempts: `<step>:@attempts`, `:@started`, `:@updated`, `:@child`,
@@ -454,14 +456,15 @@ function RunCounts.settle()
   RunCounts.reset()
 end
 
--- Before a job's hash is deleted: it is counted `gone` from now on.
-function RunCounts.forget(jid)
+-- Before a job's hash is deleted: it is counted `gone` from now on. `batch`: deltas several
+-- deletes gather, written once by RunCounts.apply (retention drops a hundred jobs a call, most
+-- of one run); without it they are written at once.
+function RunCounts.forget(jid, batch)
   if not runs_job(jid) then return end
   RunCounts.used = true
-  local deltas = {}
-  settle_one(jid, deltas)
+  local deltas = batch or {}
+  local was, run_id = settle_one(jid, deltas, true)
   RunCounts.touched[jid], RunCounts.joining[jid] = nil, nil
-  local was, run_id = parse(redis.call('hget', Keys.job(jid), 'counted'))
   if run_id then
     local step = RunCounts.step_of(run_id, jid)
     add(deltas, run_id, step, was, -1)
@@ -469,6 +472,11 @@ function RunCounts.forget(jid)
     RunCounts.stale[run_id] = RunCounts.stale[run_id] or {}
     RunCounts.stale[run_id][step] = true
   end
+  if not batch then apply(deltas) end
+end
+
+-- Write the deltas RunCounts.forget gathered in a batch.
+function RunCounts.apply(deltas)
   apply(deltas)
 end
 

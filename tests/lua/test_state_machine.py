@@ -298,9 +298,13 @@ class JobMachine(RuleBasedStateMachine):
         m = self.model
         listed = set(jids)
         existing = [jid for jid in dict.fromkeys(jids) if jid in m.jobs]
-        if any(m.jobs[jid].dependents - listed for jid in existing):
-            self.refused(HasDependents, "cancel", *jids)
-            return
+        for jid in existing:  # checked in order: a completed job, then its dependents
+            if m.jobs[jid].state == "complete":  # a cancel stops what has not ended
+                self.refused(WrongState, "cancel", *jids)
+                return
+            if m.jobs[jid].dependents - listed:
+                self.refused(HasDependents, "cancel", *jids)
+                return
         assert self.call("cancel", *jids) == existing
         event(f"cancel: {len(existing)} jobs")
         for jid in existing:
