@@ -41,6 +41,7 @@ class Sizes:
     chain: int = 100  # steps of a chain, each depending on the one before
     cli: int = 5  # runs of each `flows` command per round (the figure: their median)
     writes: int = 2_000  # jobs, and steps of the flow, whose append-only file bytes are measured
+    retention: int = 5_000  # completed jobs of a run that ages out while completes come
 
     def replace(self, **changes: int) -> Sizes:
         return dataclasses.replace(self, **changes)
@@ -61,6 +62,7 @@ SMOKE = Sizes(
     chain=20,
     cli=1,
     writes=100,
+    retention=300,
 )
 
 

@@ -49,6 +49,7 @@ from benchmarks.flowbench import cron_figures, flow_figures
 from benchmarks.latency import latency_figures
 from benchmarks.observability import log_figures
 from benchmarks.processes import spinner_policy, spinners
+from benchmarks.retention import retention_figures
 from benchmarks.server_cost import lifecycle_figures, memory_figures
 from benchmarks.throughput import bulk_figures, drain_figures, put_figures
 from benchmarks.writes import write_figures
@@ -69,6 +70,7 @@ GROUPS: dict[str, Group] = {
     "fanout": fanout_figures,
     "cli": cli_figures,
     "chain": chain_figures,
+    "retention": retention_figures,
 }
 DEFAULT_JSON = REPO_ROOT / "benchmarks" / "results" / "latest.json"
 

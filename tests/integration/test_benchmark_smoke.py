@@ -32,6 +32,7 @@ ABSOLUTE = [
     "cli_runs_s",
     "cli_status_s",
     "chain_start_ms",
+    "retention_complete_ms",
 ]
 CRON = "cron_fire_s"
 #: Bytes of append-only file per job, against a raw list queue's (no target).
