@@ -12,6 +12,7 @@ The JSON of a preview (``--json``, ``--format json``) is the ``to_json`` of thes
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -228,9 +229,10 @@ def meet_overlap(plan: OutagePreview, overlap: OverlapPolicy) -> OutagePreview:
 
 
 def outage_due(schedule: Schedule, down: float, back: float) -> float | None:
-    """The tick the service stored before going down at ``down``, if it comes due by ``back``
+    """The first tick the service missed, down from ``down`` (a tick at that very instant is
+    missed: the service is down then, as a flow test's ``outage:`` has it) until ``back``
     (None: nothing was missed)."""
-    expected = next_fire(schedule, down)
+    expected = next_fire(schedule, math.ceil(down) - 1.0)  # fire times are whole seconds
     return None if expected is None or expected > back else expected
 
 
@@ -265,7 +267,7 @@ def after_outage(
     grace_seconds: float = DEFAULT_GRACE_SECONDS,
 ) -> OutagePreview:
     """The service's catch-up plan on its return at ``back``: its next tick was the first fire
-    time after ``down``, as it would have stored it before going down."""
+    time at or after ``down`` (:func:`outage_due`), as it had stored it before going down."""
     expected = outage_due(schedule, down, back)
     if expected is None:
         return outage_preview(schedule, down, back, None)

@@ -10,7 +10,11 @@ from textwrap import dedent
 
 import redis
 
+from flows.cli.preview import build
+from flows.runs.build import read_flow_file
+from flows.runs.service_source import definition_of
 from flows.testing.session import run_files
+from scheduler.cron.preview import parse_period
 
 FLOW = """\
 version: 1
@@ -205,3 +209,41 @@ def test_catch_up_meets_the_overlap_policy_as_the_service_does(
         "buffer_one": [*before, "03", "04", *after],
         "allow": [*before, "03", "04", "05", "06", "07", *after],
     }
+
+
+def test_an_outage_from_a_tick_misses_it_in_the_service_and_in_the_preview(
+    redis_client: redis.Redis, tmp_path: Path
+) -> None:
+    """Down from 03:00 sharp: the service does not tick at 03:00, so on its return at 05:30
+    catch-up fires 03:00 too, and `--after-outage` says the same (it took the tick at FROM
+    for one fired before the outage)."""
+    (tmp_path / "hourly.yaml").write_text(HOURLY.format(overlap="allow"))
+    period = "2026-03-01T03:00:00Z/2026-03-01T05:30:00Z"
+    test = tmp_path / "hourly.test.yaml"
+    test.write_text(
+        dedent(
+            f"""\
+            flow: hourly.yaml
+            cases:
+              - name: down from a tick
+                schedule:
+                  from: "2026-03-01T00:00:00Z"
+                  to: "2026-03-01T07:00:00Z"
+                  outage: "{period}"
+                mock: all
+            """
+        )
+    )
+    [case] = run_files(redis_client, [test]).cases
+    assert case.observed is not None
+    fired = [time.strftime("%H", time.gmtime(t)) for t in case.observed.ticks]
+    assert fired == ["00", "01", "02", "03", "04", "05", "06"]
+    flow = read_flow_file(tmp_path / "hourly.yaml")
+    plan = build(definition_of(flow), 0.0, None, parse_period(period)).outage
+    assert plan is not None
+    assert [time.strftime("%H", time.gmtime(t.instant)) for t, _ in plan.fires] == [
+        "03",
+        "04",
+        "05",
+    ]
+    assert plan.missed == 3

@@ -101,20 +101,21 @@ def test_after_an_outage_each_policy_says_what_fires() -> None:
 
 def test_skipped_ticks_of_one_reason_are_one_span() -> None:
     """However many the plan records one by one: two days of a minutely schedule is one line
-    for the ticks outside the window and one for those a newer run superseded."""
+    for the ticks outside the window and one for those a newer run superseded (down from
+    00:00 sharp, the service missed the tick at 00:00 too)."""
     schedule = Schedule("* * * * *", "UTC")
     plan = after_outage(
         schedule, "latest", 300, None, _at("2026-11-01T00:00:00"), _at("2026-11-03T00:00:00")
     )
-    assert plan.missed == 2880
+    assert plan.missed == 2881
     assert [(t.utc, trigger) for t, trigger in plan.fires] == [
         ("2026-11-03 00:00:00 UTC", "schedule")
     ]
     assert _spans(plan) == [
         (
-            "2026-11-01 00:01:00 UTC",
+            "2026-11-01 00:00:00 UTC",
             "2026-11-02 23:54:00 UTC",
-            2874,
+            2875,
             "outside catch-up window 5m",
         ),
         (
