@@ -125,21 +125,21 @@ def _file_findings(scan: ScanReport, file: str) -> list[Finding]:
 
 def _print_invalid(scan: ScanReport) -> None:
     """On stderr, what kept each file the scan could not load from being registered: a flow
-    file's findings as `flows validate` prints them (and its summary line), another reason (a
-    flow another file or source schedules, an unreadable file) in one line."""
+    file's findings as `flows validate` prints them, another reason (a flow another file or
+    source schedules, an unreadable file) in one line, one error each in the summary line."""
     if not scan.invalid:
         return
     from flows.cli.validate import print_findings, summary
 
+    others = 0
     for file, why in scan.invalid.items():
         findings = _file_findings(scan, file)
         if findings:
             print_findings(findings, stderr=True)
         else:  # names and paths come from flow files: shown by visible()
+            others += 1
             click.echo(visible(why if why.startswith(f"{file}:") else f"{file}: {why}"), err=True)
-    findings = _findings(scan)
-    if findings:
-        click.echo(summary(findings, scan.files), err=True)
+    click.echo(summary(_findings(scan), scan.files, other_errors=others), err=True)
 
 
 def _fired(fired: Fired) -> dict[str, Any]:
@@ -414,10 +414,21 @@ def schedule() -> None:
 
 
 def _get(client: Client, name: str, skips: int = 0) -> Registration:
-    registration = Schedules(client).get(name, skips=skips)
+    schedules = Schedules(client)
+    registration = schedules.get(name, skips=skips)
     if registration is None:
-        raise click.ClickException(f"no schedule {name!r} (see `flows schedules`)")
+        raise _unknown(name, schedules)
     return registration
+
+
+def _unknown(name: str, schedules: Schedules) -> click.ClickException:
+    """No schedule ``name``: with the one likely meant, as `flows sources remove` says it."""
+    from flows.flowfile.findings import did_you_mean
+
+    hint = did_you_mean(name, schedules.index())
+    return click.ClickException(
+        f"no schedule {name!r}" + (f"; {hint}" if hint else "") + " (see `flows schedules`)"
+    )
 
 
 @schedule.command()
@@ -486,7 +497,7 @@ def remove(name: str, as_json: bool, redis_url: str | None, namespace: str | Non
         registration = _get(client, name)
         outcome = Schedules(client).unregister(name)
     if outcome != "unregistered":  # removed by someone else meanwhile
-        raise click.ClickException(f"no schedule {name!r} (see `flows schedules`)")
+        raise _unknown(name, Schedules(client))
     source = registration.definition.origin
     text = f"removed {name}" + (f" (source {source})" if source else "")
     report(as_json, text, {"name": name, "removed": True, "source": source or None})

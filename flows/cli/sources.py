@@ -89,7 +89,8 @@ def remove(
             raise click.ClickException(f"{unknown}: see `flows sources`") from None
         except catalog.LiveSource as live:
             raise click.ClickException(f"{live}, or pass --force") from None
-    text = f"removed source {name}: {removed.files} flow files published from {removed.folder}"
+    files = f"{removed.files} flow file{'' if removed.files == 1 else 's'}"
+    text = f"removed source {name}: {files} published from {removed.folder}"
     if removed.live:
         text += " (its service is alive: it publishes them again when it restarts or they change)"
     report(

@@ -53,11 +53,13 @@ def checked_files(given: Iterable[str | Path], findings: Sequence[Finding]) -> l
     return list(dict.fromkeys([*(str(path) for path in given), *(f.file for f in findings)]))
 
 
-def summary(findings: Sequence[Finding], files: int) -> str:
+def summary(findings: Sequence[Finding], files: int, *, other_errors: int = 0) -> str:
     """``2 errors, 1 warning in 3 files`` (or ``no problems in 3 files``): the last line of
-    every command that reports findings."""
-    errors = sum(f.severity is Severity.ERROR for f in findings)
-    warnings = len(findings) - errors
+    every command that reports findings; ``other_errors`` counts errors said otherwise than
+    as findings (a flow another file schedules already)."""
+    found = sum(f.severity is Severity.ERROR for f in findings)
+    warnings = len(findings) - found
+    errors = found + other_errors
     parts = [_count(errors, "error")] if errors else []
     parts += [_count(warnings, "warning")] if warnings else []
     return f"{', '.join(parts) or 'no problems'} in {_count(files, 'file')}"

@@ -156,6 +156,20 @@ def test_unknown_schedule(url: str, redis_client: redis.Redis, action: str) -> N
     assert "no schedule 'nope'" in result.stderr
 
 
+@pytest.mark.parametrize("action", ["pause", "resume", "trigger", "show", "remove"])
+def test_a_misspelt_schedule_is_refused_with_the_one_meant(
+    url: str, folder: Path, redis_client: redis.Redis, action: str
+) -> None:
+    """As `flows sources remove` does: the registered name closest to the one typed."""
+    assert once(url, folder, T - 60).exit_code == 0
+    with assert_unchanged(redis_client):
+        result = flows("schedule", action, "elt", "--redis", url)
+    assert result.exit_code == 1
+    assert result.stderr == (
+        "Error: no schedule 'elt'; did you mean 'etl'? (see `flows schedules`)\n"
+    )
+
+
 def test_health(url: str, folder: Path) -> None:
     result = flows("scheduler", "--health", "--redis", url)
     assert result.exit_code == 1
@@ -240,8 +254,21 @@ def test_once_says_why_a_valid_file_was_not_registered(url: str, folder: Path) -
     copy = folder / "copy.yaml"
     assert result.stderr == (
         f"{copy}: flow 'etl' is already scheduled by {folder / 'etl.yaml'}; "
-        "rename one of the flows\n"
+        "rename one of the flows\n1 error in 2 files\n"
     )
+
+
+def test_once_counts_a_file_not_registered_among_the_errors(url: str, folder: Path) -> None:
+    """A flow scheduled by another file is an error as a finding is: the summary counts both
+    (it said "2 errors" for the bad file's two findings alone)."""
+    assert once(url, folder, T - 60).exit_code == 0
+    (folder / "copy.yaml").write_text(FLOW)
+    (folder / "bad.yaml").write_text(BAD)
+    result = once(url, folder, T - 30)
+    assert result.exit_code == 1
+    lines = result.stderr.splitlines()
+    assert f"{folder / 'copy.yaml'}: flow 'etl' is already scheduled by" in result.stderr
+    assert lines[-1] == "3 errors in 3 files"
 
 
 def test_usage_errors(url: str, folder: Path, tmp_path: Path) -> None:

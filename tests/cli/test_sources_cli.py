@@ -90,7 +90,7 @@ def test_a_stale_source_is_removed_and_a_live_one_only_with_force(
     removed = flows("sources", "remove", "old", "--redis", url)
     assert removed.exit_code == 0, removed.output
     assert removed.stdout == (
-        f"removed source old: 1 flow files published from {(tmp_path / 'old').resolve()}\n"
+        f"removed source old: 1 flow file published from {(tmp_path / 'old').resolve()}\n"
     )
     assert [s.name for s in catalog.sources(client, now)] == ["new"]
     forced = flows("sources", "remove", "new", "--force", "--json", "--redis", url)
