@@ -237,8 +237,7 @@ def flow_files(size: Size, rng: random.Random) -> dict[str, str]:
 def schedule_file(name: str, policy: str) -> str:
     """A flow fired every minute with catch-up ``policy`` over a 2-hour window.
 
-    ``all`` gets ``max_runs`` too: without it, validating a per-minute schedule with a window
-    walks 20,000 fire times (seconds of CPU; see scheduler.cron.checks._busiest_window).
+    ``all`` gets ``max_runs`` too, so a service's catch-up stays bounded.
     """
     max_runs = ", max_runs: 500" if policy == "all" else ""
     return (

@@ -8,6 +8,7 @@ Transition days used below:
 
 from __future__ import annotations
 
+import time
 from datetime import UTC, date, datetime, timedelta
 from itertools import pairwise
 from zoneinfo import ZoneInfo
@@ -1060,3 +1061,62 @@ def test_a_bound_a_hair_before_a_spring_forward_keeps_the_tick_the_gap_moves_the
     assert next_fire(schedule, transition - 1.192092896e-07) == transition
     assert next_fire(schedule, transition - 1) == transition
     assert next_fire(schedule, transition) == u("2026-03-30T00:30")
+
+
+# The days before each daylight-saving change of 2026 in these zones.
+_CHANGES = {
+    "Europe/Berlin": ("2026-03-28T00:00", "2026-10-24T00:00"),
+    "America/New_York": ("2026-03-07T00:00", "2026-10-31T00:00"),
+    "Australia/Lord_Howe": ("2026-04-04T00:00", "2026-10-03T00:00"),  # 30-minute changes
+    "UTC": ("2026-02-28T00:00", "2026-06-01T00:00"),
+}
+
+
+@pytest.mark.parametrize(
+    ("expr", "zone"),
+    [
+        ("* * * * *", "Europe/Berlin"),
+        ("*/7 * * * *", "America/New_York"),
+        ("0,15,30,45 * * * *", "Australia/Lord_Howe"),
+        ("* 2 * * *", "Europe/Berlin"),  # every minute of the hour that springs forward
+        ("*/5 1-3 * * *", "America/New_York"),
+        ("0 * * * *", "Europe/Berlin"),
+        ("* * 1 * *", "UTC"),
+        ("30 2 * * *", "Europe/Berlin"),
+    ],
+)
+def test_the_busiest_window_s_bound_holds_across_daylight_saving_changes(
+    expr: str, zone: str
+) -> None:
+    """The bound that spares validation its walk of the fire times is never below what the
+    walk finds, over two days around each change of a year."""
+    from scheduler.cron.checks import _at_most
+    from scheduler.cron.fire_times import _fires
+
+    schedule = Schedule(expr, zone)
+    for start in _CHANGES[zone]:
+        ticks: list[float] = []
+        for tick in _fires(schedule, u(start), True):
+            if tick > u(start) + 2 * 86400:
+                break
+            ticks.append(tick)
+        for window in (59.0, 3600.0, 5400.0, 7200.0, 86400.0):
+            busiest, first = 0, 0
+            for last, tick in enumerate(ticks):
+                while ticks[first] < tick - window:
+                    first += 1
+                busiest = max(busiest, last - first + 1)
+            assert busiest <= _at_most(schedule, window), (start, window, busiest)
+
+
+def test_a_minutely_catch_up_all_with_a_window_validates_without_walking_its_ticks() -> None:
+    """Ten files of a minutely schedule, catch-up all in a 2h window: each validated in a
+    blink (it took over a second each, walking 20,000 fire times, so a folder of such files
+    kept a scheduler service from registering anything for minutes)."""
+    began = time.perf_counter()
+    for _ in range(10):
+        problems = validate_schedule(
+            "* * * * *", "Europe/Berlin", now=NOW, catchup_policy="all", catchup_window=7200.0
+        )
+        assert problems == []
+    assert time.perf_counter() - began < 5.0
