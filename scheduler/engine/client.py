@@ -338,6 +338,9 @@ class Client:
         worker_name: str | None = None,
         durability: Durability | None = None,
     ) -> None:
+        for name, value in (("url", url), ("namespace", namespace), ("worker_name", worker_name)):
+            if value is not None and not isinstance(value, str):
+                raise TypeError(f"Client(): {name} must be text, not {type(value).__name__}")
         if redis is not None and url is not None:
             raise ValueError("pass either url or redis, not both")
         owns = redis is None

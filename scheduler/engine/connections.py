@@ -166,12 +166,64 @@ def connect(url: str) -> redis.Redis:
     # Explicit because redis-py 5 did not check host names by default; the URL query still wins.
     tls: dict[str, Any] = {"ssl_cert_reqs": "required", "ssl_check_hostname": True}
     options = tls if scheme == "rediss" else {}
+    _check_path(url, scheme)
     try:
         client = redis.Redis.from_url(url, decode_responses=True, **options)
-    except ValueError:
-        # redis-py's message can quote part of a malformed password, so it is not repeated.
+    except ValueError as error:
+        # redis-py's message can quote part of a malformed password, so it is not repeated;
+        # only the name of an option whose value it refused is.
+        option = _REFUSED_VALUE.search(str(error))
+        if option is not None:
+            raise ServerError(
+                f"invalid Redis URL {redact_url(url)!r}: the value of {option.group(1)!r} is"
+                " not one it takes"
+            ) from None
         raise _invalid_url(url) from None
+    _check_options(client, url)
     return client if scheme == "unix" else detect_cluster(client, url)
+
+
+_REFUSED_VALUE = re.compile(r"^Invalid value for '(\w+)' in connection URL")
+
+# A redis:// or rediss:// URL's path: nothing, or the database number.
+_DATABASE_PATH = re.compile(r"/?(\d+/?)?")
+
+
+def _check_path(url: str, scheme: str) -> None:
+    """Refuse what redis-py would let through and then use wrongly: a ``unix://`` URL without
+    a socket path (it would connect to nothing, reported as localhost:6379), a database that is
+    not a number (it would silently use database 0)."""
+    path = unquote(urlsplit(url).path)
+    if scheme == "unix" and not path:
+        raise ServerError(
+            f"invalid Redis URL {redact_url(url)!r}: a unix:// URL needs the socket's path"
+            " (unix:///path/to/redis.sock)"
+        )
+    if scheme != "unix" and not _DATABASE_PATH.fullmatch(path):
+        raise ServerError(
+            f"invalid Redis URL {redact_url(url)!r}: the path must be the database number"
+            f" (redis://host:6379/0), not {path!r}"
+        )
+
+
+_UNEXPECTED_OPTION = re.compile(r"unexpected keyword argument '([^']+)'")
+
+
+def _check_options(client: redis.Redis, url: str) -> None:
+    """Refuse a query option the connection does not take (``?foo=1``, ``?ssl_cert_reqs=``
+    on a plain ``redis://`` URL): redis-py passes every option on to the connection, which
+    refuses it with a ``TypeError`` only when it is first made, at the first command. Making
+    one here opens no socket."""
+    pool = client.connection_pool
+    try:
+        pool.connection_class(**pool.connection_kwargs)
+    except TypeError as error:
+        match = _UNEXPECTED_OPTION.search(str(error))
+        option = repr(match.group(1)) if match else "an option"
+        raise ServerError(
+            f"invalid Redis URL {redact_url(url)!r}: {option} is not an option of a"
+            f" {urlsplit(url).scheme}:// connection"
+        ) from None
 
 
 def _invalid_url(url: str) -> ServerError:
@@ -213,13 +265,21 @@ def connect_cluster(url: str) -> redis.Redis:
     parts = urlsplit(url)
     auth, hosts = _hosts(parts.netloc, url)
     tls = parts.scheme.startswith("rediss")
-    cluster = RedisCluster(
-        startup_nodes=[ClusterNode(host, port) for host, port in hosts],  # type: ignore[no-untyped-call]
-        decode_responses=True,
-        ssl=tls,
-        retry=_no_retry(),
-        **auth,  # type: ignore[arg-type]
-    )
+    try:
+        cluster = RedisCluster(
+            startup_nodes=[ClusterNode(host, port) for host, port in hosts],  # type: ignore[no-untyped-call]
+            decode_responses=True,
+            ssl=tls,
+            retry=_no_retry(),
+            **auth,  # type: ignore[arg-type]
+        )
+    except (redis.RedisError, redis.exceptions.RedisClusterException) as error:
+        # The client reads the slot map from a node when it is made: none answered.
+        nodes = ", ".join(f"{host}:{port}" for host, port in hosts)
+        raise ClusterDown(
+            f"cannot reach the Redis Cluster at {nodes} ({_brief(error).rstrip('.')}): start"
+            " it, or check the hosts and ports in --redis or $FLOWS_REDIS_URL"
+        ) from None
     # RedisCluster answers the same command methods; typed as Redis so callers keep one type.
     return cast(redis.Redis, cluster)
 

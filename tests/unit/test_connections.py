@@ -6,12 +6,20 @@ from __future__ import annotations
 import pytest
 import redis
 
-from scheduler.engine.connections import Durability, as_cluster_error, not_run, split_durability
+from scheduler.engine.client import Client
+from scheduler.engine.connections import (
+    Durability,
+    as_cluster_error,
+    connect,
+    not_run,
+    split_durability,
+)
 from scheduler.engine.errors import (
     ClusterDown,
     NotReplicated,
     OutcomeUnknown,
     ReadOnlyReplica,
+    ServerError,
     SlotMoving,
 )
 
@@ -72,3 +80,48 @@ def test_each_failover_error_gets_its_class() -> None:
     lost = as_cluster_error(redis.ConnectionError("Connection closed by server."), "pop")
     assert isinstance(lost, OutcomeUnknown)
     assert "'pop'" in str(lost) and "may or may not have run" in str(lost)
+
+
+@pytest.mark.parametrize(
+    ("url", "says"),
+    [
+        # redis-py passes an unknown query option on to the connection, which refused it with
+        # a TypeError at the first command (`unexpected error` on the command line).
+        ("redis://:secret@127.0.0.1:1/0?foo=1", "'foo' is not an option of a redis://"),
+        ("unix:///tmp/x.sock?ssl_cert_reqs=none", "'ssl_cert_reqs' is not an option of a unix://"),
+        ("redis://127.0.0.1:1/0?socket_timeout=soon", "the value of 'socket_timeout'"),
+        # A database that is not a number was silently database 0.
+        ("redis://127.0.0.1:1/abc", "the path must be the database number"),
+        ("redis://127.0.0.1:1/-1", "the path must be the database number"),
+        # No socket path: reported as unreachable at localhost:6379.
+        ("unix://", "a unix:// URL needs the socket's path"),
+    ],
+)
+def test_a_url_redis_py_would_take_and_misuse_is_refused_at_once(url: str, says: str) -> None:
+    with pytest.raises(ServerError) as refused:
+        connect(url)
+    assert says in str(refused.value)
+    assert "secret" not in str(refused.value)
+
+
+@pytest.mark.parametrize(
+    "url", ["redis://127.0.0.1:1", "redis://127.0.0.1:1/", "rediss://127.0.0.1:1/15"]
+)
+def test_a_url_with_or_without_a_database_number_is_taken(url: str) -> None:
+    connect(url).close()
+
+
+def test_an_unreachable_cluster_is_a_cluster_error_naming_its_nodes() -> None:
+    # Was redis-py's RedisClusterException, which is no RedisError: `unexpected error`.
+    with pytest.raises(ClusterDown) as refused:
+        connect("redis+cluster://127.0.0.1:1,127.0.0.1:2")
+    assert str(refused.value).startswith(
+        "cannot reach the Redis Cluster at 127.0.0.1:1, 127.0.0.1:2"
+    )
+    assert "--redis" in str(refused.value)
+
+
+@pytest.mark.parametrize("option", ["url", "namespace", "worker_name"])
+def test_the_client_says_which_argument_is_not_text(option: str) -> None:
+    with pytest.raises(TypeError, match=rf"^Client\(\): {option} must be text, not int$"):
+        Client(**{option: 1})  # type: ignore[arg-type]
