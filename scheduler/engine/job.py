@@ -357,7 +357,7 @@ class Job:
         self, group: str, message: str, *, data: Mapping[str, Any] | None = None, now: Now = ""
     ) -> str:
         """Mark the job failed in ``group`` with ``message`` (optionally replacing its data)."""
-        args = [] if data is None else [dumps(dict(data))]
+        args = _data_arg("fail", data)
         jid = str(self._call("fail", self.jid, self._worker, group, message, *args, now=now))
         if data is not None:
             self.data = dict(data)
@@ -386,7 +386,7 @@ class Job:
 
     def heartbeat(self, data: Mapping[str, Any] | None = None, *, now: Now = "") -> float:
         """Renew this worker's lock (optionally replacing the data); returns the new expiry."""
-        args = [] if data is None else [dumps(dict(data))]
+        args = _data_arg("heartbeat", data)
         self.expires = as_number(self._call("heartbeat", self.jid, self._worker, *args, now=now))
         if data is not None:
             self.data = dict(data)
@@ -517,8 +517,17 @@ class Job:
 
     def log(self, message: str, data: Mapping[str, Any] | None = None, *, now: Now = "") -> None:
         """Append a custom entry ``{what: message, ...data}`` to the job's history."""
-        args = [] if data is None else [dumps(dict(data))]
+        args = _data_arg("log", data)
         self._call("log", self.jid, message, *args, now=now)
+
+
+def _data_arg(command: str, data: Mapping[str, Any] | None) -> list[str]:
+    """A call's optional ``data`` (a JSON object) as its argument list, refused as the engine
+    would refuse it (not a mapping, not JSON) before the round trip."""
+    if data is None:
+        return []
+    body = dict(data) if isinstance(data, Mapping) else data
+    return [limits.encode_payload(command, "data", body, kind="object")]
 
 
 class RecurringJob:

@@ -174,7 +174,15 @@ def id_fault(value: str, kind: IdKind = "id") -> str | None:
 
 
 def check_ids(command: str, name: str, values: Iterable[Any], *, jids: bool = False) -> list[str]:
-    """Each of ``values`` as :func:`check_id` (or :func:`check_jid`); returns them as a list."""
+    """Each of ``values`` as :func:`check_id` (or :func:`check_jid`); returns them as a list.
+
+    One text is refused, not taken as the list of its characters (``tags="urgent"`` would
+    tag the job ``u``, ``r``, ...)."""
+    if isinstance(values, str):
+        text = values[:40]
+        raise _invalid(command, f'Arg "{name}" is one text, not a list: {text!r} (give [{text!r}])')
+    if isinstance(values, bytes) or not isinstance(values, Iterable):
+        raise _invalid(command, f'Arg "{name}" is not a list: {type(values).__name__}')
     check = check_jid if jids else check_id
     return [check(command, f"{name}[{i}]", value) for i, value in enumerate(values, 1)]
 

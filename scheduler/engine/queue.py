@@ -15,7 +15,7 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from scheduler.engine import limits
-from scheduler.engine.errors import EngineError
+from scheduler.engine.errors import EngineError, InvalidArgument
 from scheduler.engine.job import Job, Session
 from scheduler.engine.replies import (
     Klass,
@@ -340,7 +340,7 @@ class Queue:
         """
         options = pairs(
             priority=priority,
-            tags=None if tags is None else list(tags),
+            tags=None if tags is None else limits.check_tags("recur", tags),
             retries=retries,
             backlog=backlog,
         )
@@ -484,6 +484,12 @@ def _many_arguments(index: int, job: NewJob) -> tuple[str, str, str, float]:
     """One job's ``jid klass data delay`` for put.many, checked as :meth:`Queue.put` checks
     them; an error names the job as the engine would (``PutMany jobs[3](): ...``)."""
     command = "put.many"
+    if not isinstance(job, NewJob):
+        raise InvalidArgument(
+            f"PutMany jobs[{index}](): not a NewJob: {type(job).__name__}"
+            " (give NewJob(klass, data, jid=..., delay=...))",
+            command=command,
+        )
     try:
         return _checked_job(command, job.klass, job.data, job.jid, job.delay)
     except EngineError as error:

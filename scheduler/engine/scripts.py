@@ -34,7 +34,7 @@ from typing import Any
 
 import redis
 
-from scheduler.engine import faults, server_support
+from scheduler.engine import faults, limits, server_support
 from scheduler.engine.connections import (
     FAILOVER_WAIT,
     REPLAYABLE_WRITES,
@@ -46,7 +46,7 @@ from scheduler.engine.connections import (
     not_run,
 )
 from scheduler.engine.direct_calls import DirectCalls, usable
-from scheduler.engine.errors import EngineError, FlowsError, translate
+from scheduler.engine.errors import EngineError, FlowsError, InvalidArgument, shorten, translate
 
 _INCLUDE = re.compile(r"^--\s*@include\s+(\S+)\s*$")
 ENTRY = "api"
@@ -344,10 +344,15 @@ class Engine:
         try:
             return self._call(command, args, now)
         except redis.RedisError as error:
+            if isinstance(error, redis.DataError):
+                _check_encodable(command, args, now)
             fault = self.fault(error, command)
             if fault is error:
                 raise
             raise fault from error
+        except TypeError:
+            _check_encodable(command, args, now)
+            raise
 
     def _call(self, command: str, args: Sequence[Any], now: float | str) -> Any:
         if not self._loaded:
@@ -461,6 +466,21 @@ def _read_acknowledged(connection: Any) -> Any:
         return connection.read_response()
     except redis.ResponseError as error:
         return error
+
+
+def _check_encodable(command: str, args: Sequence[Any], now: Any) -> None:
+    """Raise :class:`InvalidArgument` naming the first of a call's arguments that Redis cannot
+    carry (None, a list, a dict, a bool): what a caller gave where text or a number belongs,
+    which redis-py refuses with a ``TypeError`` or ``DataError`` that names neither the
+    command nor the value. Nothing was sent. Called only once such an error was raised."""
+    for position, value in [("now", now), *enumerate(args, 1)]:
+        if isinstance(value, bool) or not isinstance(value, str | bytes | int | float):
+            where = "now" if position == "now" else f"argument {position}"
+            raise InvalidArgument(
+                f"{limits.display(command)}(): {where} is not text or a number:"
+                f" {type(value).__name__} {shorten(repr(value), 60)}",
+                command=command,
+            )
 
 
 class EnginePipeline:

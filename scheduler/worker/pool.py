@@ -73,7 +73,9 @@ class WorkerPool:
             if options:
                 raise TypeError(f"give {', '.join(sorted(options))} in the WorkerSettings")
         else:
-            settings = WorkerSettings(queues=tuple(settings), **options)
+            # One text stays one, for the settings to refuse, not a queue per character.
+            queues: Any = settings if isinstance(settings, str | bytes) else tuple(settings)
+            settings = WorkerSettings(queues=queues, **options)
         # Children start in this working directory, which they put on their import path.
         self.settings = replace(settings, paths=tuple(os.path.abspath(p) for p in settings.paths))
         if processes > MAX_PROCESSES:

@@ -410,7 +410,9 @@ def overridden(
     ``given`` that are not None instead of their own."""
     values = {name: value for name, value in given.items() if value is not None}
     if queues:
-        values["queues"] = tuple(queues)
+        # One text stays one value, for the settings to refuse ("is not a list of texts"),
+        # rather than a queue per character.
+        values["queues"] = queues if isinstance(queues, str | bytes) else tuple(queues)
     if settings is None:
         if not queues:
             raise ValueError("a worker needs at least one queue")

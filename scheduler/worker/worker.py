@@ -91,6 +91,11 @@ class Worker:
         wait_for_server: bool | None = None,
         lease_seconds: float | None = None,
     ) -> None:
+        if not isinstance(client, Client):
+            raise TypeError(
+                f"Worker(): client must be a scheduler.Client, not {type(client).__name__}"
+                " (a URL is WorkerPool's first argument)"
+            )
         given = {name: value for name, value in locals().items() if name in OVERRIDES}
         settings = overridden(settings, queues, given)
         self.settings = settings

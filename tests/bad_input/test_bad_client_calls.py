@@ -19,6 +19,7 @@ from scheduler.engine import limits
 from scheduler.engine.client import Client
 from scheduler.engine.errors import EngineError, InvalidArgument, TooLarge
 from scheduler.engine.job import Job
+from scheduler.engine.queue import NewJob
 
 DATA = "{}"
 PUT = ["w1", "q", "new-job", "tasks.a", DATA, 0]
@@ -299,3 +300,81 @@ def test_text_outside_the_basic_plane_still_round_trips(populated: Client) -> No
     """Surrogate pairs in the JSON text (an emoji) are fine: only a lone surrogate is refused."""
     jid = populated.queues["q"].put("tasks.a", {"emoji": "😀", "ü": ["\U0001f600"]})
     assert populated.jobs[jid].data == {"emoji": "😀", "ü": ["\U0001f600"]}
+
+
+def untyped(value: Any) -> Any:
+    """``value`` as a caller without type checking gives it."""
+    return value
+
+
+# Values of the wrong shape, each of which reached the user as a TypeError, ValueError or
+# AttributeError from inside redis-py or the client, or (a text where a list belongs) was
+# taken as the list of its characters: `tags="urgent"` tagged the job u, r, g, e, n, t.
+WRONG_SHAPES: dict[str, tuple[Call, str]] = {
+    "put-tags-text": (
+        lambda c, _: c.queues["q"].put("tasks.a", {}, tags="urgent"),
+        r"""^Put\(\): Arg "tags" is one text, not a list: 'urgent' \(give \['urgent'\]\)$""",
+    ),
+    "put-depends-text": (
+        lambda c, _: c.queues["q"].put("tasks.a", {}, depends="waiting"),
+        r'^Put\(\): Arg "depends" is one text, not a list',
+    ),
+    "put-tags-number": (
+        lambda c, _: c.queues["q"].put("tasks.a", {}, tags=untyped(5)),
+        r'^Put\(\): Arg "tags" is not a list: int$',
+    ),
+    "put-many-tags-text": (
+        lambda c, _: c.queues["q"].put_many([NewJob("tasks.a")], tags="urgent"),
+        r'^PutMany\(\): Arg "tags" is one text',
+    ),
+    "recur-tags-text": (
+        lambda c, _: c.queues["q"].recur("tasks.a", {}, 60, tags="urgent"),
+        r'^Recur\(\): Arg "tags" is one text',
+    ),
+    "put-many-not-a-new-job": (
+        lambda c, _: c.queues["q"].put_many([NewJob("tasks.a"), untyped({"klass": "tasks.a"})]),
+        r"^PutMany jobs\[2\]\(\): not a NewJob: dict",
+    ),
+    "fail-message-none": (
+        lambda _, job: job.fail("boom", untyped(None)),
+        r"^Fail\(\): argument 4 is not text or a number: NoneType None$",
+    ),
+    "tag-a-list": (
+        lambda _, job: job.tag(untyped(["a", "b"])),
+        r"^Tag\(\): argument 3 is not text or a number: list \['a', 'b'\]$",
+    ),
+    "get-none": (
+        lambda c, _: c.jobs.get(untyped(None)),
+        r"^Get\(\): argument 1 is not text or a number: NoneType",
+    ),
+    "config-set-none": (
+        lambda c, _: c.config.__setitem__("heartbeat", untyped(None)),
+        r"^ConfigSet\(\): argument 2 is not text or a number",
+    ),
+    "now-none": (
+        lambda c, _: c.queues["q"].peek(1, now=untyped(None)),
+        r"^Peek\(\): now is not text or a number: NoneType",
+    ),
+    "log-data-list": (
+        lambda _, job: job.log("note", untyped([1])),
+        r'^Log\(\): Arg "data" is not a JSON object: list$',
+    ),
+    "heartbeat-data-text": (
+        lambda _, job: job.heartbeat(untyped("x")),
+        r'^Heartbeat\(\): Arg "data" is not a JSON object: str$',
+    ),
+    "fail-data-set": (
+        lambda _, job: job.fail("boom", "m", data={"a": {1}}),
+        r'^Fail\(\): Arg "data" is not valid JSON',
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(WRONG_SHAPES))
+def test_a_value_of_the_wrong_shape_is_an_invalid_argument_naming_the_call(
+    populated: Client, name: str
+) -> None:
+    call, message = WRONG_SHAPES[name]
+    running = populated.jobs["running"]
+    with assert_unchanged(populated.redis), pytest.raises(InvalidArgument, match=message):
+        call(populated, running)

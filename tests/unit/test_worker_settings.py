@@ -18,6 +18,7 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from flows.cli.worker import DEFAULTS, worker
+from scheduler.engine.client import Client
 from scheduler.engine.limits import id_fault
 from scheduler.worker.fetching import Strategy
 from scheduler.worker.pool import MAX_PROCESSES, WorkerPool
@@ -227,3 +228,23 @@ def test_a_pool_keeps_at_most_max_processes() -> None:
     assert WorkerPool("redis://127.0.0.1:1", ["q"], processes=MAX_PROCESSES).processes == 1024
     with pytest.raises(ValueError, match="processes: 1025 is more than 1024"):
         WorkerPool("redis://127.0.0.1:1", ["q"], processes=MAX_PROCESSES + 1)
+
+
+def test_one_queue_given_as_text_is_refused_not_split_into_letters() -> None:
+    # WorkerSettings refused queues="etl", but Worker and WorkerPool made it ("e", "t", "l"):
+    # a worker that listened on three queues nobody uses.
+    client = Client("redis://127.0.0.1:1")  # never contacted: refused before
+    untyped: typing.Any = "etl"
+    for make in (
+        lambda: Worker(client, untyped),
+        lambda: WorkerPool("redis://127.0.0.1:1", untyped),
+        lambda: overridden(None, untyped, {}),
+    ):
+        with pytest.raises(SettingError, match=r"^--queues: 'etl' is not a list of texts$"):
+            make()
+
+
+def test_a_worker_given_a_url_instead_of_a_client_says_so() -> None:
+    untyped: typing.Any = "redis://127.0.0.1:1"
+    with pytest.raises(TypeError, match=r"^Worker\(\): client must be a scheduler.Client, not str"):
+        Worker(untyped, ["etl"])
