@@ -39,6 +39,9 @@ from typing import Any, Protocol
 import redis
 from redis.client import PubSub
 
+from scheduler.engine import faults
+from scheduler.engine.faults import one_line
+
 logger = logging.getLogger(__name__)
 
 
@@ -138,10 +141,10 @@ class EventListener:
         if self._pubsub is not None:
             return self
         pubsub = self.client.redis.pubsub()  # type: ignore[no-untyped-call]
-        pubsub.subscribe(*self.channels, self._wake)
         pending = {*self.channels, self._wake}
         deadline = time.monotonic() + SUBSCRIBE_TIMEOUT
         try:
+            pubsub.subscribe(*self.channels, self._wake)
             while pending:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
@@ -153,11 +156,20 @@ class EventListener:
                     pending.discard(message["channel"])
                 else:
                     self._buffer.append(message)
+        except redis.RedisError as error:
+            pubsub.close()
+            raise self._fault(error) from error
         except BaseException:
             pubsub.close()
             raise
         self._pubsub = pubsub
         return self
+
+    def _fault(self, error: redis.RedisError) -> Exception:
+        """``error`` as the client's calls raise it: a fault of the server or the connection
+        as its :mod:`~scheduler.engine.faults` class (a ``ServerError`` naming the server and
+        namespace, and still the redis-py class it replaces)."""
+        return faults.translate(error, self.client.redis, self.prefix, "subscribe") or error
 
     # -- reading -----------------------------------------------------------------------------
 
@@ -171,10 +183,13 @@ class EventListener:
             if message is None:
                 wait = None if deadline is None else max(0.0, deadline - time.monotonic())
                 # redis-py documents timeout=None as "wait for ever" but types it as float.
-                message = pubsub.get_message(
-                    ignore_subscribe_messages=True,
-                    timeout=wait,  # type: ignore[arg-type]
-                )
+                try:
+                    message = pubsub.get_message(
+                        ignore_subscribe_messages=True,
+                        timeout=wait,  # type: ignore[arg-type]
+                    )
+                except redis.RedisError as error:
+                    raise self._fault(error) from error
             if message is not None and message["type"] == "message":
                 if message["channel"] == self._wake:
                     return None
@@ -247,9 +262,9 @@ class EventListener:
             try:
                 # A finite wait only as a safety net: stop() wakes the read at once.
                 event = self.get(timeout=1.0)
-            except redis.RedisError:
+            except redis.RedisError as error:
                 # redis-py reconnects and re-subscribes on the next read.
-                logger.warning("event subscription failed; retrying in 1 s", exc_info=True)
+                logger.warning("event subscription failed (%s); retrying in 1 s", one_line(error))
                 self._stopping.wait(1.0)
                 continue
             if event is not None:

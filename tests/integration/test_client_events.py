@@ -13,8 +13,9 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+import redis
 
-from scheduler import Client, Event, EventListener
+from scheduler import Client, Event, EventListener, ServerUnavailable
 from scheduler.engine.scripts import Engine
 
 WAIT = 5.0  # generous bound on delivery of one message
@@ -230,3 +231,20 @@ def test_client_events_shortcut(client: Client) -> None:
     with client.events(tracked=False, timeout=0.5) as events:
         jid = client.queues["q"].put("k", {})
         assert [e.jid for e in events] == [jid]
+
+
+def test_a_listener_on_an_unreachable_server_raises_the_clients_fault() -> None:
+    # It raised redis-py's bare ConnectionError, where every other call of the client raises
+    # ServerUnavailable (a ServerError naming the server, and still a redis ConnectionError).
+    with Client("redis://127.0.0.1:1/0") as unreachable, pytest.raises(ServerUnavailable) as raised:
+        unreachable.events().get(timeout=0.1)
+    assert isinstance(raised.value, redis.ConnectionError)
+    assert str(raised.value).startswith("cannot reach Redis at 127.0.0.1:1 (namespace ql:)")
+
+
+def test_a_subscription_cut_while_reading_raises_the_clients_fault(
+    client: Client, listener: EventListener, redis_client: redis.Redis
+) -> None:
+    assert redis_client.client_kill_filter(_type="pubsub") >= 1
+    with pytest.raises(ServerUnavailable, match=r"^cannot reach Redis at "):
+        listener.get(timeout=WAIT)
