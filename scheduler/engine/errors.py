@@ -95,30 +95,48 @@ class EngineError(FlowsError):
 
 
 class InvalidArgument(EngineError):
+    """An argument is missing, malformed or out of range (``INVALID``); nothing was done."""
+
     code = "INVALID"
 
 
 class JobNotFound(EngineError):
+    """No such job, or recurring job (``NOTFOUND``)."""
+
     code = "NOTFOUND"
 
 
 class WrongState(EngineError):
+    """The job is not in a state the command accepts (``WRONGSTATE``): completing a job
+    that is not running, say; nothing was done."""
+
     code = "WRONGSTATE"
 
 
 class LockLost(EngineError):
+    """This worker no longer holds the job's lock (``LOCKLOST``): it timed out, or another
+    worker took the job; the call was refused."""
+
     code = "LOCKLOST"
 
 
 class HasDependents(EngineError):
+    """Canceling the job would strand a job that depends on it (``HASDEPENDENTS``);
+    cancel them together."""
+
     code = "HASDEPENDENTS"
 
 
 class TooLarge(EngineError):
+    """A payload, id or list is over its size limit (``TOOLARGE``; the limits are
+    :mod:`scheduler.engine.limits`)."""
+
     code = "TOOLARGE"
 
 
 class UnknownCommand(EngineError):
+    """The engine has no such command (``UNKNOWNCOMMAND``)."""
+
     code = "UNKNOWNCOMMAND"
 
 
@@ -188,13 +206,20 @@ def translate(error: redis.ResponseError, command: str | None = None) -> FlowsEr
 
 __all__ = [
     "ERRORS_BY_CODE",
+    "ClusterDown",
+    "ClusterError",
     "EngineError",
     "FlowsError",
     "HasDependents",
     "InvalidArgument",
     "JobNotFound",
     "LockLost",
+    "NamespaceNotInOneSlot",
+    "NotReplicated",
+    "OutcomeUnknown",
+    "ReadOnlyReplica",
     "ServerError",
+    "SlotMoving",
     "TooLarge",
     "UnknownCommand",
     "WrongState",

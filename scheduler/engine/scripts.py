@@ -216,6 +216,7 @@ class Engine:
 
     @property
     def key_prefix(self) -> str:
+        """The prefix of the namespace's keys (qless's ``ql:`` when none was given)."""
         return "ql:" if self.prefix is None else self.prefix
 
     # -- loading ---------------------------------------------------------------------------
@@ -499,6 +500,7 @@ class EnginePipeline:
         work done ahead on a guess, such as the next tick's run."""
 
     def call(self, command: str, *args: Any, now: float | str = "") -> EnginePipeline:
+        """Queue one engine command (as :meth:`Engine.call` takes it); returns the pipeline."""
         self._calls.append((command, self.engine._args(command, args, now)))
         return self
 
@@ -571,6 +573,8 @@ class EnginePipeline:
                 results[i] = result
 
     def execute(self) -> list[Any]:
+        """Send the queued calls in one round trip: their replies in order, a refused call's
+        exception in its place; faults of the server or the connection are raised."""
         try:
             return self._execute()
         except redis.RedisError as error:

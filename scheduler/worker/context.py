@@ -76,18 +76,22 @@ class JobContext:
 
     @property
     def jid(self) -> str:
+        """The job's id."""
         return self.job.jid
 
     @property
     def klass(self) -> str:
+        """The dotted path the worker resolved to the function running now."""
         return self.job.klass
 
     @property
     def queue(self) -> str:
+        """The queue the job was popped from."""
         return self.job.queue
 
     @property
     def worker(self) -> str:
+        """The name of the worker running the job."""
         return self.job.worker
 
     @property
@@ -103,6 +107,8 @@ class JobContext:
 
     @property
     def envelope(self) -> dict[str, Any]:
+        """What the worker itself reads of the job's data (``data._flows``: its timeout, the
+        flow run and step it belongs to, ...), kept out of :attr:`data`."""
         return self.options.envelope
 
     def on_stop(self, callback: Callable[[], None]) -> None:

@@ -120,6 +120,8 @@ class RetryPolicy:
     jitter: float = 0.2
 
     def delay_for(self, attempt: int, rng: random.Random | None = None) -> float:
+        """Seconds before retry number ``attempt``, jitter drawn from ``rng`` (default: the
+        module's own generator)."""
         if self.backoff == "fixed":
             base = self.delay  # what was asked for, however long: the cap is the growth's
         else:
@@ -133,6 +135,8 @@ class RetryPolicy:
 
     @classmethod
     def from_dict(cls, raw: dict[str, Any] | None) -> RetryPolicy:
+        """The policy a job's ``retry`` mapping asks for (a flow step's ``retry:``); the
+        defaults for what it leaves out, and for None."""
         if not raw:
             return cls()
 

@@ -4,7 +4,10 @@ pages say: the client's from ``scheduler``, a job function's and a worker's from
 
 from __future__ import annotations
 
+import inspect
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -53,3 +56,88 @@ def test_what_put_returns_is_exported() -> None:
     assert "a `PutResult`" in (PAGES / "python-api.md").read_text()
     assert scheduler.PutResult.__module__ == "scheduler.engine.queue"
     assert "PutResult" in scheduler.__all__
+
+
+USER_CODE = """\
+from scheduler import Client, JobNotFound, PutResult
+from scheduler.worker import JobContext, WorkerPool
+
+
+def main(client: Client) -> PutResult:
+    jid = client.queues["q"].put("app.task", {"a": 1})
+    reveal_type(client.jobs[jid])
+    try:
+        client.jobs["x"]
+    except JobNotFound as error:
+        print(error.command)
+    return jid
+"""
+
+
+def test_a_strict_type_checker_of_an_installed_copy_sees_the_types(tmp_path: Path) -> None:
+    """mypy --strict, run by a user whose environment has the package installed (found
+    through site-packages, as an installed or editable copy is), gets the package's own type
+    hints: only with a ``py.typed`` marker (PEP 561) does it read them instead of refusing the
+    import."""
+    root = Path(__file__).resolve().parents[2]
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    python = venv / "bin" / "python"
+    site = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    (Path(site) / "redis_flows_under_test.pth").write_text(f"{root}\n")
+    (tmp_path / "app.py").write_text(USER_CODE)
+    mypy = [sys.executable, "-m", "mypy", "--strict", "--no-incremental"]
+    checked = subprocess.run(
+        [*mypy, "--python-executable", str(python), "app.py"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+    )
+    assert 'Revealed type is "scheduler.engine.job.Job"' in checked.stdout, checked.stdout
+    assert checked.returncode == 0, checked.stdout
+
+
+def test_every_error_class_is_exported_from_scheduler() -> None:
+    """The Python API page: "every error class" is re-exported from ``scheduler`` (the cluster
+    and Sentinel errors and ``UnsupportedServer`` were not)."""
+    from scheduler.engine import errors, faults, server_support
+
+    for module in (errors, faults, server_support):
+        for name, value in vars(module).items():
+            ours = isinstance(value, type) and value.__module__ == module.__name__
+            if ours and issubclass(value, Exception):
+                assert name in scheduler.__all__, f"{module.__name__}.{name}"
+                assert getattr(scheduler, name) is value
+
+
+def _public_members(owner: type) -> list[tuple[str, object]]:
+    members = []
+    for name, value in vars(owner).items():
+        if name.startswith("_"):
+            continue
+        function = value.fget if isinstance(value, property) else getattr(value, "__func__", value)
+        if inspect.isfunction(function):
+            members.append((name, function))
+    return members
+
+
+def test_every_public_name_and_method_has_a_docstring() -> None:
+    """What the reference pages render (and ``help()`` shows): no empty entry."""
+    undocumented = []
+    for package in (scheduler, scheduler.worker):
+        for name in package.__all__:
+            value = getattr(package, name)
+            if not (value.__doc__ or "").strip():  # its own: getdoc() would take a base's
+                undocumented.append(f"{package.__name__}.{name}")
+            if inspect.isclass(value):
+                undocumented += [
+                    f"{package.__name__}.{name}.{member}"
+                    for member, function in _public_members(value)
+                    if not (getattr(function, "__doc__", None) or "").strip()
+                ]
+    assert undocumented == []
