@@ -16,6 +16,8 @@ import threading
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from scheduler.engine.errors import FlowsError
+
 JobFunction = Callable[[Any], Any]
 
 
@@ -98,9 +100,25 @@ def resolve(klass: str, queue: str) -> JobFunction:
         return found
 
 
-def load_object(spec: str) -> Any:
-    """The object named by ``module:attribute`` (hooks given on the command line)."""
+class HookNotFound(FlowsError):
+    """A hook named in the settings (``--prepare module:function``) does not import, or names
+    nothing callable: the worker cannot start (and a pool does not start it again)."""
+
+
+def load_object(spec: str, option: str = "--prepare") -> Any:
+    """The callable named by ``module:attribute`` (a hook given as the setting ``option``);
+    :class:`HookNotFound`, naming the option, when it cannot be had."""
     module, _, name = spec.partition(":")
     if not module or not name:
-        raise KlassNotFound(f"{spec!r} is not of the form module:attribute")
-    return getattr(importlib.import_module(module), name)
+        raise HookNotFound(f"{option} {spec!r}: not of the form module:function")
+    try:
+        found = getattr(importlib.import_module(module), name)
+    except AttributeError:
+        raise HookNotFound(f"{option} {spec!r}: module {module!r} has no {name!r}") from None
+    except Exception as error:  # ImportError, or whatever the module raised as it ran
+        raise HookNotFound(
+            f"{option} {spec!r}: cannot import module {module!r}: {type(error).__name__}: {error}"
+        ) from error
+    if not callable(found):
+        raise HookNotFound(f"{option} {spec!r}: {name!r} is not callable")
+    return found

@@ -91,3 +91,38 @@ def test_flows_run_imports_job_modules_from_the_working_directory(
     [jid] = [j for j in client.redis.keys("ql:j:*") if j.endswith(":hello")]
     job = client.jobs[jid.removeprefix("ql:j:")]
     assert job.result == {"from": str(tmp_path / "cwdtasks.py")}
+
+
+@pytest.mark.parametrize(
+    ("spec", "says"),
+    [
+        ("nomod:prepare", "cannot import module 'nomod': ModuleNotFoundError: No module named"),
+        ("broken:prepare", "cannot import module 'broken': RuntimeError: needs FOO"),
+        ("hooks:nothere", "module 'hooks' has no 'nothere'"),
+        ("hooks:NAME", "'NAME' is not callable"),
+        ("hooks", "not of the form module:function"),
+    ],
+)
+def test_a_prepare_hook_that_does_not_import_stops_the_pool_with_one_line(
+    server: EmbeddedServer, tmp_path: Path, spec: str, says: str
+) -> None:
+    # It was an "unexpected error (ModuleNotFoundError ...)", and the pool restarted its
+    # process over it for ever: now a configuration error, which stops the pool.
+    (tmp_path / "hooks.py").write_text("NAME = 'x'\n")
+    (tmp_path / "broken.py").write_text("raise RuntimeError('needs FOO')\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FLOWS_")}
+    env["PYTHONPATH"] = str(Path(__file__).resolve().parents[2])  # this checkout's code
+    code = "import sys; sys.argv[0] = 'flows'; from flows.entry import main; main()"
+    options = ["-q", "q", "--processes", "1", "--redis", server.url, "--prepare", spec]
+    pool = subprocess.run(
+        [sys.executable, "-c", code, "worker", *options],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert pool.returncode == 1, pool.stderr
+    assert f"--prepare {spec!r}: {says}" in pool.stderr, pool.stderr
+    assert "cannot work (see above); stopping" in pool.stderr, pool.stderr
+    assert "restarting" not in pool.stderr and "unexpected error" not in pool.stderr
