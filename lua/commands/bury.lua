@@ -1,19 +1,25 @@
--- bury, kick: take a job out of circulation without failing it, and bring buried jobs back
--- (ours, from Tarantool's queue).
+-- bury, kick, kick.jobs: take a job out of circulation without failing it, and bring buried jobs
+-- back, a queue's oldest or the ones named (ours, from Tarantool's queue).
 --
---   bury  jid, worker, [message]  -> 'buried'
---   kick  queue, [count=1]        -> number of buried jobs of `queue` made waiting again
+--   bury       jid, worker, [message]  -> 'buried'
+--   kick       queue, [count=1]        -> number of buried jobs of `queue` made waiting again
+--   kick.jobs  jid...                  -> list of the jids made waiting again, in the order given
 --
 -- bury takes a waiting or scheduled job, or a running one from the worker holding its lock (its
 -- concurrency-key and throttle slots are given back), into state 'buried': indexed in
 -- q:<queue>-buried by the time it was buried, never popped, kept until kicked, put again or
 -- canceled; its dependents keep waiting. History 'buried' records `worker` and `message`.
 -- kick makes up to `count` buried jobs of the queue waiting again, the longest buried first
--- (history 'kicked'). A buried job with a ttl still expires at its deadline (include/ttl.lua).
--- Both count in the queue's statistics (bury, kick) and log `buried` / `kicked` on P log.
+-- (history 'kicked'). kick.jobs makes the named buried jobs waiting again, whatever their queue
+-- (a jid listed twice is kicked once); every jid is checked before anything is written, so a
+-- list with one job that is missing (NOTFOUND) or not buried (WRONGSTATE, naming its state)
+-- kicks none. Both kicks go through one function: each job waits again at its priority, its
+-- run's counts move (a run's step is no longer buried). A buried job with a ttl still expires
+-- at its deadline (include/ttl.lua).
+-- All three count in the queue's statistics (bury, kick) and log `buried` / `kicked` on P log.
 -- Errors: INVALID, TOOLARGE (message over 512 KiB), NOTFOUND, WRONGSTATE (bury of a job that is
--- not waiting, scheduled or running), LOCKLOST (bury of a running job by another worker, or
--- after its lock expired).
+-- not waiting, scheduled or running; kick.jobs of a job that is not buried), LOCKLOST (bury of a
+-- running job by another worker, or after its lock expired).
 -- @include args
 -- @include job
 -- @include queue
@@ -55,6 +61,15 @@ api['bury'] = function(args)
   return 'buried'
 end
 
+-- Buried job `jid` (already out of q:<queue>-buried) waits again in `queue` at `priority`: the
+-- one way both kicks bring a job back. The caller counts it in the queue's statistics.
+local function kick_one(jid, queue, priority)
+  redis.call('hset', Keys.job(jid), 'updated', Engine.now)
+  Job.history(jid, 'kicked', { q = queue })
+  Queue.enqueue(queue, jid, tonumber(priority) or 0)
+  Events.log({ jid = jid, event = 'kicked', queue = queue })
+end
+
 api['kick'] = function(args)
   local cmd = 'Kick'
   local queue = Arg.id(cmd, 'queue', args[1])
@@ -68,13 +83,38 @@ api['kick'] = function(args)
   for _, jid in ipairs(jids) do
     local fields = Job.fields(jid, 'queue', 'priority')
     if fields and fields.state == 'buried' and fields.queue == queue then
-      redis.call('hset', Keys.job(jid), 'updated', Engine.now)
-      Job.history(jid, 'kicked', { q = queue })
-      Queue.enqueue(queue, jid, tonumber(fields.priority) or 0)
-      Events.log({ jid = jid, event = 'kicked', queue = queue })
+      kick_one(jid, queue, fields.priority)
       kicked = kicked + 1
     end
   end
   if kicked > 0 then Stats.bump(queue, 'kick', kicked) end
   return kicked
+end
+
+api['kick.jobs'] = function(args)
+  local cmd = 'KickJobs'
+  if #args == 0 then Arg.fail(cmd, 'no jids given') end
+  local jids, jobs = {}, {}
+  for _, jid in ipairs(args) do
+    Arg.jid(cmd, 'jid', jid)
+    if not jobs[jid] then
+      local fields = Job.fields(jid, 'queue', 'priority')
+      if not fields then Err.raise('NOTFOUND', cmd .. '(): Job ' .. jid .. ' does not exist') end
+      if fields.state ~= 'buried' then
+        Err.raise('WRONGSTATE', cmd .. '(): Job ' .. jid .. ' is not buried: ' .. fields.state)
+      end
+      jobs[jid] = fields
+      jids[#jids + 1] = jid
+    end
+  end
+  local per_queue, queues = {}, {}
+  for _, jid in ipairs(jids) do
+    local queue = jobs[jid].queue
+    redis.call('zrem', Keys.buried(queue), jid)
+    kick_one(jid, queue, jobs[jid].priority)
+    if not per_queue[queue] then queues[#queues + 1] = queue end
+    per_queue[queue] = (per_queue[queue] or 0) + 1
+  end
+  for _, queue in ipairs(queues) do Stats.bump(queue, 'kick', per_queue[queue]) end
+  return jids
 end

@@ -174,6 +174,14 @@ class Jobs:
         a job for good."""
         return as_list(self._call("cancel", *jids, now=now))
 
+    def kick(self, *jids: str, now: Now = "") -> list[str]:
+        """Put buried jobs back into their queues, each waiting again at its priority (a job of
+        a run: its step no longer buried); returns the jids kicked. Every jid is checked first:
+        one that names no job (JobNotFound) or a job that is not buried (WrongState, naming its
+        state) kicks none. :meth:`~scheduler.engine.queue.Queue.kick` kicks a queue's
+        longest-buried jobs instead."""
+        return as_list(self._call("kick.jobs", *jids, now=now)) if jids else []
+
     def delete(self, *jids: str, now: Now = "") -> list[str]:
         """Delete several jobs at once, like :meth:`cancel`, but refused (WrongState) if one of
         them runs: its worker would be orphaned. Returns the jids deleted."""

@@ -414,12 +414,21 @@ class Job:
 
     def bury(self, message: str | None = None, *, now: Now = "") -> str:
         """Take the job out of circulation without failing it (a waiting or scheduled job, or a
-        running one this worker holds); :meth:`~scheduler.engine.queue.Queue.kick` brings it
-        back."""
+        running one this worker holds); :meth:`kick` brings it back (or
+        :meth:`~scheduler.engine.queue.Queue.kick`, a queue's longest-buried jobs)."""
         args = [] if message is None else [message]
         state = str(self._call("bury", self.jid, self._worker, *args, now=now))
         self.state, self.worker = state, ""
         return state
+
+    def kick(self, *, now: Now = "") -> str:
+        """Put the buried job back into its queue, waiting again at its priority (a job of a
+        run: its step no longer buried); returns its state, ``waiting``. Raises
+        :class:`~scheduler.engine.errors.WrongState` when it is not buried and
+        :class:`~scheduler.engine.errors.JobNotFound` when it no longer exists."""
+        self._call("kick.jobs", self.jid, now=now)
+        self.state = "waiting"
+        return self.state
 
     # -- management -----------------------------------------------------------------------------
 

@@ -424,7 +424,8 @@ class Queue:
         return as_dict(self._call("queue.stats", self.name, *args, now=now))
 
     def kick(self, count: int = 1, *, now: Now = "") -> int:
-        """Make up to ``count`` buried jobs waiting again, the longest buried first; how many."""
+        """Make up to ``count`` buried jobs waiting again, the longest buried first; how many.
+        ``client.jobs.kick(*jids)`` kicks named jobs instead."""
         return as_int(self._call("kick", self.name, count, now=now))
 
     def truncate(self, *, batch: int = TRUNCATE_BATCH, now: Now = "") -> int:

@@ -1,6 +1,6 @@
 """The Python client's side of the Tarantool-queue extensions and unique puts: put options and
-the result of a unique put, Job.release/touch/bury/delete, Queue.kick/truncate/drop/statistics,
-client.throttles. Time is passed explicitly."""
+the result of a unique put, Job.release/touch/bury/kick/delete, client.jobs.kick,
+Queue.kick/truncate/drop/statistics, client.throttles. Time is passed explicitly."""
 
 from __future__ import annotations
 
@@ -87,6 +87,27 @@ def test_release_touch_and_bury_from_the_worker(client: Client) -> None:
     assert queue.jobs.buried(now=T0 + 8) == ["a"]
     assert queue.kick(5, now=T0 + 9) == 1
     assert client.jobs["a"].state == "waiting"
+
+
+def test_kick_named_buried_jobs_from_the_client_and_the_job(client: Client) -> None:
+    queue = client.queues["q"]
+    for jid in ("a", "b", "w"):
+        queue.put("K", {}, jid=jid, now=T0)
+    for jid in ("a", "b"):
+        client.jobs[jid].bury(now=T0 + 1)
+    with pytest.raises(WrongState, match="Job w is not buried: waiting"):
+        client.jobs.kick("a", "w", now=T0 + 2)
+    with pytest.raises(JobNotFound, match="nope"):
+        client.jobs.kick("a", "nope", now=T0 + 2)
+    assert queue.jobs.buried(now=T0 + 2) == ["a", "b"]  # a refused list kicks none
+    assert client.jobs.kick() == []
+    assert client.jobs.kick("b", now=T0 + 3) == ["b"]
+    job = client.jobs["a"]
+    assert job.kick(now=T0 + 4) == "waiting" and job.state == "waiting"
+    assert client.jobs["a"].history[-1]["what"] == "kicked"
+    with pytest.raises(WrongState, match="not buried: waiting"):
+        job.kick(now=T0 + 5)
+    assert queue.statistics(now=T0 + 5)["calls"]["kick"] == 2
 
 
 def test_delete_truncate_drop_and_statistics(client: Client) -> None:

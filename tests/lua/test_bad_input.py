@@ -1042,6 +1042,13 @@ ids("kick", [], "queue", ["1"])
 for value in BAD_COUNTS:
     case("kick", ["q", value], InvalidArgument, "count", id=f"count={value}")
 case("kick", ["q", "1", "extra"], InvalidArgument, TOO_MANY, id="too-many")
+case("kick.jobs", [], InvalidArgument, "jids", id="missing")
+ids("kick.jobs", [], "jid", jid=True)
+ids("kick.jobs", ["buried"], "jid", jid=True)  # a bad second jid: the first is not kicked
+case("kick.jobs", ["nope"], JobNotFound, "nope", id="unknown-job")
+case("kick.jobs", ["buried", "nope"], JobNotFound, "nope", id="unknown-second")
+for state in ("waiting", "scheduled", "depends", "running", "failed", "complete"):
+    case("kick.jobs", ["buried", state], WrongState, f"{state} is not buried: {state}", id=state)
 
 case("throttle.set", [], InvalidArgument, "name", id="missing")
 case("throttle.set", ["th"], InvalidArgument, "limit", id="missing-limit")

@@ -283,6 +283,54 @@ def test_bury_refusals_change_nothing(lua: Lua) -> None:
         lua("bury", "nope", "w1", now=T0)
 
 
+def test_kick_jobs_brings_back_the_named_buried_jobs_as_kick_does(lua: Lua, channels: Any) -> None:
+    lua.put("a", priority=3)
+    lua.put("b")
+    lua.put("c", "q2")
+    lua.put("d")
+    for n, jid in enumerate("abcd"):
+        lua("bury", jid, "admin", now=T0 + 1 + n)
+    channels.collect()
+
+    assert lua("kick.jobs", "c", "a", "a", now=T0 + 10) == ["c", "a"]
+    assert lua.zset("q:q-buried") == ["b", "d"] and lua.zset("q:q2-buried") == []
+    assert lua.state("a") == "waiting" and lua.state("c") == "waiting"
+    assert lua.state("b") == "buried"
+    # at its priority, as a put of it would have been scored
+    score = lua.r.zscore(lua.key("q:q-work"), "a")
+    assert score is not None and int(score) // 2**32 == 3
+    job = lua.job("a", now=T0 + 10)
+    assert job is not None and job["history"][-1] == {"what": "kicked", "when": T0 + 10, "q": "q"}
+    assert job["updated"] == T0 + 10
+    assert stats(lua, now=T0 + 10)["calls"]["kick"] == 1
+    assert stats(lua, "q2", now=T0 + 10)["calls"]["kick"] == 1
+    logged = [json.loads(data) for channel, data in channels.collect() if channel.endswith("log")]
+    assert logged == [
+        {"jid": "c", "event": "kicked", "queue": "q2"},
+        {"jid": "a", "event": "kicked", "queue": "q"},
+    ]
+    assert lua.pop_jids("q2", now=T0 + 11) == ["c"]
+    # the queue's kick takes the rest, the longest buried first
+    assert lua("kick", "q", 5, now=T0 + 12) == 2
+    assert stats(lua, now=T0 + 12)["calls"]["kick"] == 3
+
+
+def test_kick_jobs_refusals_name_the_job_and_kick_none(lua: Lua) -> None:
+    lua.put("a")
+    lua.put("w")
+    lua("bury", "a", "admin", now=T0)
+    with (
+        unchanged(lua.r),
+        pytest.raises(WrongState, match="KickJobs\\(\\): Job w is not buried: waiting"),
+    ):
+        lua("kick.jobs", "a", "w", now=T0 + 1)
+    with unchanged(lua.r), pytest.raises(JobNotFound, match="Job nope does not exist"):
+        lua("kick.jobs", "a", "nope", now=T0 + 1)
+    assert lua("kick.jobs", "a", now=T0 + 1) == ["a"]
+    with unchanged(lua.r), pytest.raises(WrongState, match="not buried: waiting"):
+        lua("kick.jobs", "a", now=T0 + 2)
+
+
 # -- concurrency keys (utube) and throttles ------------------------------------------------------
 
 

@@ -66,6 +66,20 @@ def test_a_buried_job_blocks_the_run_everywhere(lua: Lua) -> None:
     assert json.loads(lua.raw("runs.statuses", now=T0 + 100))[0]["status"] == "blocked"
 
 
+def test_kick_jobs_of_a_buried_step_makes_the_run_running_again(lua: Lua) -> None:
+    submit(lua, ("a", []), ("b", ["a"]))
+    lua.raw("bury", f"{RUN}:a", "admin", now=T0 + 1)
+    job = json.loads(lua.raw("run.job", RUN, f"{RUN}:a", now=T0 + 2))
+    assert job["actions"] == ["kick"]
+    assert lua("kick.jobs", f"{RUN}:a", now=T0 + 2) == [f"{RUN}:a"]
+    doc = read(lua)
+    assert doc["status"] == "running"
+    assert steps(doc)["a"]["status"] == "waiting" and not steps(doc)["a"]["actions"]  # {}: none
+    assert steps(doc)["a"]["counts"] == {"waiting": 1}
+    assert json.loads(lua.raw("runs.statuses", now=T0 + 100))[0]["status"] == "running"
+    assert lua.pop_jids(now=T0 + 3) == [f"{RUN}:a"]
+
+
 def test_retry_of_a_completed_job_is_refused_and_changes_nothing(lua: Lua) -> None:
     submit(lua, ("a", []), ("b", ["a"]))
     lua.pop(now=T0 + 1)

@@ -1,6 +1,6 @@
 """Random sequences over jobs with concurrency keys, a throttle and ttls: put, pop, complete, fail,
-retry, release, bury, kick, touch, cancel, delete, timeout, maintain, priority, throttle limits,
-with time advanced explicitly.
+retry, release, bury, kick, kick.jobs, touch, cancel, delete, timeout, maintain, priority,
+throttle limits, with time advanced explicitly.
 
 No model of who runs what: after every step the engine's own state must be consistent. Each key's
 and the throttle's running count is exactly the running jobs holding it (for a key, also its jobs
@@ -147,6 +147,10 @@ class SlotMachine(RuleBasedStateMachine):
     @rule(count=st.integers(1, 3))
     def kick(self, count: int) -> None:
         self.call("kick", "q", count)
+
+    @rule(data=st.data())
+    def kick_jobs(self, data: st.DataObject) -> None:
+        self.call("kick.jobs", self.pick(data, "buried"), self.pick(data, "buried"))
 
     @rule(data=st.data())
     def touch(self, data: st.DataObject) -> None:
