@@ -31,7 +31,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "cancel": (
         "jobs",
         "Cancel runs (every job not yet done) or jobs (refused while a job depends on "
-        "one), or a backfill (--backfill ID).",
+        "one, and for a completed job: `flows delete` removes one), or a backfill "
+        "(--backfill ID).",
     ),
     "delete": (
         "queue_admin",
@@ -55,7 +56,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "jobs": ("jobs", "Jobs in a state (waiting by default), newest activity last."),
     "kick": (
         "queue_admin",
-        "Make up to COUNT buried jobs of queue NAME waiting again (the longest buried first).",
+        "Make up to COUNT buried jobs of queue NAME waiting again (the longest buried "
+        "first), or the buried jobs named with --job, whatever their queue.",
     ),
     "logs": (
         "logs",

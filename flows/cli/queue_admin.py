@@ -1,5 +1,5 @@
 """Tarantool-queue style operations: ``flows queue stats|pause|unpause|truncate|drop``,
-``flows kick``,
+``flows kick`` (a queue's oldest buried jobs, or ``--job JID`` each),
 ``flows bury``, ``flows delete``, ``flows throttles`` and ``flows throttle set|unset``."""
 
 from __future__ import annotations
@@ -8,8 +8,17 @@ from typing import Any
 
 import click
 
-from flows.cli.common import known_queue, open_client, print_json, report, table, user_errors
-from flows.cli.options import as_json, connection, id_argument
+from flows.cli.common import (
+    error_text,
+    known_queue,
+    open_client,
+    print_json,
+    report,
+    table,
+    user_errors,
+)
+from flows.cli.options import as_json, connection, id_argument, id_option
+from scheduler.engine.errors import JobNotFound, WrongState
 
 #: ``queue.stats`` fields in the order they are shown (Tarantool's statistics).
 TASK_STATES = ("ready", "taken", "buried", "delayed", "depends", "done", "total")
@@ -126,25 +135,70 @@ def queue_drop(
 
 
 @click.command()
-@id_argument("name", "queue name", kind="id")
+@id_argument("name", "queue name", kind="id", required=False)
 @click.option(
     "--count",
     type=click.IntRange(1, 100000),
-    default=1,
-    show_default=True,
-    help="How many buried jobs, the longest buried first.",
+    default=None,
+    help="How many buried jobs of queue NAME, the longest buried first. Default: 1.",
+)
+@id_option(
+    "--job",
+    "-j",
+    "jobs",
+    what="job id",
+    multiple=True,
+    metavar="JID",
+    help="Kick this buried job instead of a queue's oldest (repeatable). Every JID is checked "
+    "first: one that is missing or not buried kicks none.",
 )
 @as_json
 @connection
 def kick(
-    name: str, count: int, as_json: bool, redis_url: str | None, namespace: str | None
+    name: str | None,
+    count: int | None,
+    jobs: tuple[str, ...],
+    as_json: bool,
+    redis_url: str | None,
+    namespace: str | None,
 ) -> None:
-    """Make up to COUNT buried jobs of queue NAME waiting again (the longest buried first)."""
+    """Make up to COUNT buried jobs of queue NAME waiting again (the longest buried first), or
+    the buried jobs named with --job, whatever their queue.
+
+    Each job waits again at its priority; a job of a run makes its step waiting again."""
+    if jobs:
+        if name is not None:
+            raise click.UsageError("give a queue NAME or --job JID, not both")
+        if count is not None:
+            raise click.UsageError("--count is for a queue's buried jobs, not with --job")
+        _kick_jobs(jobs, as_json, redis_url, namespace)
+        return
+    if name is None:
+        raise click.UsageError("name a queue to kick, or a buried job with --job JID")
     client = open_client(redis_url, namespace)
     known_queue(client, name)
     with user_errors():
-        kicked = client.queues[name].kick(count)
+        kicked = client.queues[name].kick(count or 1)
     report(as_json, f"queue {name}: {kicked} job(s) kicked", {"queue": name, "kicked": kicked})
+
+
+def _kick_jobs(
+    jids: tuple[str, ...], as_json: bool, redis_url: str | None, namespace: str | None
+) -> None:
+    """``flows kick --job JID...``: the engine checks every job before it kicks one."""
+    client = open_client(redis_url, namespace)
+    with user_errors():
+        try:
+            kicked = client.jobs.kick(*jids)
+        except (JobNotFound, WrongState) as refused:
+            if len(set(jids)) == 1:
+                raise
+            raise click.ClickException(f"{error_text(refused)}; nothing kicked") from None
+    report(
+        as_json,
+        f"kicked {len(kicked)} job(s): {', '.join(kicked)}",
+        {"kicked": len(kicked), "jobs": kicked},
+    )
 
 
 @click.command()

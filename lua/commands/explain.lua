@@ -8,7 +8,7 @@
 --   cached {from}                      completed by the step cache with the result of `from`
 --   failed {group, message}            failed; its dependents follow their trigger rules
 --   expired                            not started before its ttl deadline
---   buried {message}                   out of circulation until its queue is kicked
+--   buried {message}                   out of circulation until it is kicked (kick.jobs, kick)
 --   running {worker, expires}          a worker holds it, its lock valid until `expires`
 --   stalled {worker, expires}          its worker's lock ran out: the next pop or maintain
 --                                      reclaims it

@@ -9,6 +9,7 @@ same thing.
 from __future__ import annotations
 
 import json
+import shlex
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -96,8 +97,9 @@ _SENTENCES: dict[str, Callable[[Facts, float], str]] = {
         "pop or housekeeping expires it."
     ),
     "buried": lambda f, now: (
-        f"It is buried ({f.get('message') or 'no reason given'}): it runs again only when its "
-        f"queue {f.get('queue')} is kicked (flows kick {f.get('queue')})."
+        f"It is buried ({f.get('message') or 'no reason given'}): it runs again only when it is "
+        f"kicked (flows kick --job {shlex.quote(str(f.get('jid')))}, or its queue's "
+        f"longest-buried jobs: flows kick {shlex.quote(str(f.get('queue')))})."
     ),
     "running": lambda f, now: (
         f"It is running on worker {f.get('worker')}, its lock valid until "

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import json
 
+import redis
 from cli_support import flows
 from click.testing import CliRunner
+from helpers import assert_unchanged
 
 from flows.cli import main
 from scheduler.engine.client import Client
@@ -27,6 +29,37 @@ def test_bury_list_and_kick(url: str, client: Client) -> None:
     result = flows("kick", "q", "--count", "5", "--redis", url)
     assert result.exit_code == 0 and "2 job(s) kicked" in result.output
     assert queue.jobs.buried() == []
+
+
+def test_kick_named_jobs_checks_every_one_first(
+    url: str, client: Client, redis_client: redis.Redis
+) -> None:
+    for jid, queue in (("a", "q"), ("b", "q"), ("c", "side"), ("w", "q")):
+        client.queues[queue].put("K", {}, jid=jid)
+    for jid in "abc":
+        client.jobs[jid].bury()
+    with assert_unchanged(redis_client):
+        refused = flows("kick", "--job", "a", "--job", "w", "--redis", url)
+        assert refused.exit_code == 1
+        assert "Job w is not buried: waiting; nothing kicked" in refused.output
+        missing = flows("kick", "-j", "nope", "--redis", url)
+        assert missing.exit_code == 1 and "Job nope does not exist" in missing.output
+        both = flows("kick", "q", "--job", "a", "--redis", url)
+        assert both.exit_code == 2 and "not both" in both.output
+        counted = flows("kick", "--job", "a", "--count", "2", "--redis", url)
+        assert counted.exit_code == 2 and "--count" in counted.output
+        neither = flows("kick", "--redis", url)
+        assert neither.exit_code == 2 and "--job JID" in neither.output
+        bad = flows("kick", "--job", "a b", "--redis", url)
+        assert bad.exit_code == 2 and "job id 'a b'" in bad.output
+    kicked = flows("kick", "-j", "c", "-j", "a", "--json", "--redis", url)
+    assert kicked.exit_code == 0 and json.loads(kicked.output) == {"kicked": 2, "jobs": ["c", "a"]}
+    assert [client.jobs[jid].state for jid in "abc"] == ["waiting", "buried", "waiting"]
+    assert client.queues["side"].statistics()["calls"]["kick"] == 1
+    text = flows("kick", "--job", "b", "--redis", url)
+    assert text.exit_code == 0 and "kicked 1 job(s): b" in text.output
+    [entry] = json.loads(flows("audit", "--json", "-n", "1", "--redis", url).output)
+    assert (entry["via"], entry["action"], entry["target"]) == ("cli", "kick", "--job b")
 
 
 def test_queue_stats_table_and_json(url: str, client: Client) -> None:

@@ -264,8 +264,9 @@ def test_a_job_past_its_ttl_deadline_is_about_to_expire(world: World) -> None:
         world,
         "kept",
         "buried",
-        "It is buried (bad input file): it runs again only when its queue q is kicked "
-        "(flows kick q). It must start by 2023-11-14 01:05:00 UTC (5m from now) or it expires.",
+        "It is buried (bad input file): it runs again only when it is kicked (flows kick "
+        "--job kept, or its queue's longest-buried jobs: flows kick q). It must start by "
+        "2023-11-14 01:05:00 UTC (5m from now) or it expires.",
     )
     expiring = (
         "It did not start before its ttl deadline, 2023-11-14 01:05:00 UTC (0s ago): the next "
@@ -329,8 +330,8 @@ def test_dependencies_upstream_failure_and_endings(world: World) -> None:
         world,
         "e",
         "buried",
-        "It is buried (bad input file): it runs again only when its queue q is kicked "
-        "(flows kick q).",
+        "It is buried (bad input file): it runs again only when it is kicked (flows kick "
+        "--job e, or its queue's longest-buried jobs: flows kick q).",
     )
     # A buried dependency holds its dependents back as a failed one does (upstream_failed).
     world.put("g", "depends", json.dumps(["e"]))
