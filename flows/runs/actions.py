@@ -70,8 +70,8 @@ def retry_job(client: Client, jid: str) -> dict[str, str | int]:
 def job_actions(client: Client, jid: str, state: str | None, run_id: str | None) -> list[str]:
     """What may be done to job ``jid`` (in ``state``) now: for a job of run ``run_id``
     (:func:`run_of_job`), what the engine's decider allows (``run.job``, the words of
-    :mod:`flows.runs.statuses`); for a plain job (None), ``retry`` when it failed or expired
-    and ``cancel`` until it completes."""
+    :mod:`flows.runs.statuses`); for a plain job (None), ``retry`` when it failed or expired,
+    ``cancel`` until it completes and ``kick`` while it is buried."""
     if run_id is not None:
         reply = client.engine.call("run.job", run_id, jid)
         allowed = json.loads(reply).get("actions") if reply else None
@@ -81,6 +81,8 @@ def job_actions(client: Client, jid: str, state: str | None, run_id: str | None)
         plain.append("retry")
     if state is not None and state != "complete":
         plain.append("cancel")
+    if state == "buried":
+        plain.append("kick")
     return plain
 
 

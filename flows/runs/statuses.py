@@ -40,7 +40,7 @@ STEP_RULES: Final = {
     "running": "a job runs (a sub-flow step: its child run has not ended)",
     "awaiting": "a wait step awaits its signal",
     "waiting": "a job waits for a worker, its delay, or dependencies that can still complete",
-    "buried": "a job was buried: it waits for `flows kick`",
+    "buried": "a job was buried: it waits for `flows kick --job JID` (or the Kick button)",
     "upstream_failed": "a job waits for a dependency that failed, expired, is buried or gone",
     "canceled": "a job was canceled with its run, or canceled or deleted alone before it completed",
     "gone": "a completed job no longer exists (deleted, or removed by retention)",
@@ -55,7 +55,10 @@ ACTION_RULES: Final = {
     "cancel": "cancel every job of the run that has not ended",
     "signal": "complete an awaiting wait step with data as its outputs",
     "approve": "signal an awaiting wait step with an approval's data: a note and who approved",
-    "kick": "put a buried job back into its queue",
+    "kick": (
+        "put a buried job back into its queue (`flows kick --job JID`, "
+        "`POST /api/v1/jobs/{jid}/kick`, the Kick button)"
+    ),
 }
 
 STYLES: Final = {

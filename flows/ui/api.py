@@ -339,6 +339,15 @@ def retry_job(ui: Ui, jid: str) -> dict[str, Any]:
     return {"jid": jid, **done}
 
 
+@router.post("/jobs/{jid}/kick", dependencies=writes, tags=["jobs"])
+def kick_job(ui: Ui, jid: str) -> dict[str, Any]:
+    """Put a buried job back into its queue, waiting again at its priority (a job of a run:
+    its step waits again). 409 (nothing changed) when the job is not buried."""
+    found = _job(ui.client, jid)
+    kicked = engine_errors(lambda: ui.client.jobs.kick(jid))
+    return {"jid": jid, "queue": found.queue, "kicked": len(kicked)}
+
+
 @router.post("/jobs/{jid}/cancel", dependencies=writes, tags=["jobs"])
 def cancel_job(ui: Ui, jid: str) -> dict[str, Any]:
     """Cancel a job (refused while a job depends on it)."""

@@ -3,7 +3,7 @@
 A request's bearer token is the server's own (``--token-file``: one person, every right) or a
 user's (:mod:`flows.access.users`, used as soon as one exists). :data:`POLICY` says which role each
 write needs, in one place: ``viewer`` reads, ``operator`` acts on runs, jobs and failures
-(retry, rerun, cancel, approve, signal, trigger), ``admin`` manages schedules, queues,
+(retry, rerun, cancel, kick, approve, signal, trigger), ``admin`` manages schedules, queues,
 throttles, users and the services' sources. Whoever passed is kept on the request
 (:func:`who`) for the audit log and for approvals.
 """

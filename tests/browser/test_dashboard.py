@@ -449,6 +449,30 @@ def test_a_step_canceled_with_its_run_offers_the_retry_the_engine_allows(
     assert page.errors == []
 
 
+def test_a_buried_step_offers_kick_and_the_button_puts_it_back(
+    page: Any, base: str, client: Client, tmp_path: Path
+) -> None:
+    """A run's job buried by its worker: the step is buried, its panel offers Kick job (the
+    engine allows kick), and the button makes the step waiting again, live."""
+    flow = register(client, tmp_path)
+    run_id = trigger_run(client, flow["name"]).run_id
+    pop(client, flow["queue"]).bury("bad input file")
+    page.goto(f"{base}/runs/{run_id}")
+    node(page, "extract").click()
+    page.wait_for_selector("#step-detail h2 .st-buried")
+    kick = page.get_by_role("button", name="Kick job")
+    assert kick.get_attribute("data-action") == f"/api/v1/jobs/{quote(run_id)}%3Aextract/kick"
+    set_token(page, TOKEN)
+    kick.click()
+    page.wait_for_selector("#flash.ok")
+    page.wait_for_selector('g.node[data-step="extract"].st-waiting')
+    page.wait_for_selector("#step-detail h2 .st-waiting")
+    assert page.get_by_role("button", name="Kick job").count() == 0
+    job = client.jobs[f"{run_id}:extract"]
+    assert job.state == "waiting" and job.history[-1]["what"] == "kicked"
+    assert page.errors == []
+
+
 def test_an_open_step_panel_follows_its_actions_when_only_the_run_changes(
     page: Any, base: str, client: Client, tmp_path: Path
 ) -> None:

@@ -15,13 +15,16 @@ from typing import Any
 import pytest
 import redis
 from click.testing import CliRunner
-from helpers import digest
+from helpers import assert_unchanged, digest
 from ui_support import TOKEN, Api, serve
 
+from flows.access import audit
+from flows.access.users import Users
 from flows.cli import main
 from flows.runs.service_source import FlowsSource
 from flows.runtime.worker_hook import prepare
 from flows.ui.auth import Auth
+from flows.ui.roles import RoleAuth
 from scheduler.engine.client import Client
 from scheduler.engine.scripts import Engine
 from scheduler.service.schedules import Schedules
@@ -261,6 +264,7 @@ def test_the_openapi_document_names_every_endpoint(api: Api) -> None:
         "/api/v1/runs/{run_id}/cancel",
         "/api/v1/jobs/{jid}",
         "/api/v1/jobs/{jid}/retry",
+        "/api/v1/jobs/{jid}/kick",
         "/api/v1/jobs/{jid}/cancel",
         "/api/v1/jobs/{jid}/logs",
         "/api/v1/jobs/{jid}/logs/stream",
@@ -293,6 +297,7 @@ WRITES = [
     ("/api/v1/runs/RUN/steps/approve/signal", None),
     ("/api/v1/runs/RUN/steps/approve/approve", None),
     ("/api/v1/jobs/JID/retry", None),
+    ("/api/v1/jobs/BURIED/kick", None),
     ("/api/v1/jobs/JID/cancel", None),
     ("/api/v1/queues/q/pause", None),
     ("/api/v1/queues/q/unpause", None),
@@ -310,7 +315,9 @@ def busy(client: Client, flow: dict[str, str]) -> dict[str, str]:
     [job] = client.queues["q"].pop()
     job.fail("boom", "x")
     client.queues["q"].put("K", {}, jid="other")
-    return {"FLOW": flow["name"], "JID": "other", "RUN": "none"}
+    client.queues["q"].put("K", {}, jid="kept")
+    client.jobs["kept"].bury("aside")
+    return {"FLOW": flow["name"], "JID": "other", "RUN": "none", "BURIED": "kept"}
 
 
 def _path(path: str, names: dict[str, str]) -> str:
@@ -437,3 +444,60 @@ def test_the_job_page_offers_only_what_the_job_allows(api: Api, client: Client) 
     assert '<a href="/runs/jr">jr</a>' in str(api.get("/jobs/jr:a").body)
     doc = api.get("/api/v1/jobs/jr:b").body
     assert (doc["run"], doc["actions"]) == ("jr", ["retry", "rerun"])
+
+
+def test_a_buried_job_is_kicked_over_http_by_the_engines_rules(
+    api: Api, client: Client, redis_client: redis.Redis
+) -> None:
+    """A plain buried job: its actions and its page offer kick; the kick puts it back, and
+    a second one is refused with the engine's words, changing nothing. A run's buried job:
+    its step's panel offers it, and the kick makes the step waiting again."""
+    queue = client.queues["side"]
+    jid = queue.put("K", {}, priority=2)
+    client.jobs[jid].bury("bad input")
+    assert api.get(f"/api/v1/jobs/{jid}").body["actions"] == ["cancel", "kick"]
+    page = str(api.get(f"/jobs/{jid}").body)
+    assert f'data-action="/api/v1/jobs/{jid}/kick"' in page and ">Kick job</button>" in page
+    kicked = api.post(f"/api/v1/jobs/{jid}/kick")
+    assert kicked.status == 200 and kicked.body == {"jid": jid, "queue": "side", "kicked": 1}
+    assert client.jobs[jid].state == "waiting"
+    assert ">Kick job</button>" not in str(api.get(f"/jobs/{jid}").body)
+    with assert_unchanged(redis_client):
+        again = api.post(f"/api/v1/jobs/{jid}/kick")
+        assert again.status == 409
+        assert again.body["detail"] == f"KickJobs(): Job {jid} is not buried: waiting"
+        missing = api.post("/api/v1/jobs/nope/kick")
+        assert missing.status == 404 and "nope" in missing.body["detail"]
+        bad = api.post("/api/v1/jobs/x-history/kick")
+        assert bad.status == 400 and "jid" in bad.body["detail"]
+    entry = api.get("/api/v1/audit?limit=1").body["items"][0]
+    assert (entry["action"], entry["target"]) == ("kick_job", f"jid={jid}")
+
+    jobs = [{"jid": f"kr:{step}", "queue": "kr", "klass": "K", "data": "{}"} for step in "ab"]
+    client.engine.call("flow.submit", "kr", json.dumps({"flow": "f"}), json.dumps(jobs))
+    client.jobs["kr:a"].bury("later")
+    panel = str(api.get("/runs/kr/steps/a").body)
+    assert 'data-action="/api/v1/jobs/kr%3Aa/kick"' in panel and ">Kick job</button>" in panel
+    assert api.get("/api/v1/jobs/kr:a").body["actions"] == ["kick"]
+    assert api.post("/api/v1/jobs/kr:a/kick").status == 200
+    steps = {s["step"]: s for s in api.get("/api/v1/runs/kr").body["steps"]}
+    assert steps["a"]["status"] == "waiting" and not steps["a"]["actions"]
+    assert ">Kick job</button>" not in str(api.get("/runs/kr/steps/a").body)
+
+
+def test_a_kick_needs_an_operator(client: Client, redis_client: redis.Redis) -> None:
+    users = Users(client)
+    viewer, operator = users.add("vic", "viewer"), users.add("opal", "operator")
+    jid = client.queues["side"].put("K", {})
+    client.jobs[jid].bury()
+    with serve(client, RoleAuth(None, reads_open=True, users=users)) as base:
+        with assert_unchanged(redis_client):
+            refused = Api(base, viewer).post(f"/api/v1/jobs/{jid}/kick")
+        assert refused.status == 403
+        assert refused.body["detail"] == (
+            f"user vic is a viewer: POST /api/v1/jobs/{jid}/kick needs operator"
+        )
+        assert Api(base, operator).post(f"/api/v1/jobs/{jid}/kick").status == 200
+    assert client.jobs[jid].state == "waiting"
+    entry = audit.recent(client, 1)[0]
+    assert (entry["who"], entry["role"], entry["action"]) == ("opal", "operator", "kick_job")
