@@ -35,7 +35,6 @@ from scheduler.engine.client import Client
 from scheduler.engine.errors import InvalidArgument, JobNotFound
 from scheduler.engine.job import Job, RanBy
 from scheduler.engine.limits import id_fault
-from scheduler.engine.replies import as_dict
 from scheduler.secrets import shown_data
 from scheduler.service.backfills import Backfills
 
@@ -273,21 +272,6 @@ def _recurring(client: Client, queue: str | None, limit: int, as_json: bool) -> 
     table("Jobs (recurring)", ("jid", "queue", "klass", "every", "spawned", "priority"), rows)
 
 
-def _ran_by(client: Client, j: Job) -> RanBy | None:
-    """Who ran it last, with host and pid; from the worker's registration when the history has
-    none (the worker registered after it popped the job)."""
-    ran = j.ran_by
-    if ran is None or (ran.host and ran.pid is not None):
-        return ran
-    info = as_dict(as_dict(client.engine.call("worker.info", ran.worker)).get(ran.worker))
-    pid = info.get("pid")
-    return RanBy(
-        ran.worker,
-        ran.host or (str(info["host"]) if info.get("host") else None),
-        ran.pid if ran.pid is not None else (int(pid) if isinstance(pid, int) else None),
-    )
-
-
 def _describe_ran_by(ran: RanBy | None) -> str:
     if ran is None:
         return ""
@@ -308,10 +292,10 @@ def job(jid: str, as_json: bool, redis_url: str | None, namespace: str | None) -
     client = open_client(redis_url, namespace)
     with user_errors():
         found = client.jobs[jid]
-        ran = _ran_by(client, found)
-    if as_json:
-        print_json({**found.as_json(), "ran_by": None if ran is None else ran._asdict()})
-        return
+        if as_json:
+            print_json(run_actions.job_document(client, found))
+            return
+        ran = run_actions.ran_by(client, found)
     rows: list[list[Any]] = [
         ["state", found.state],
         ["queue", found.queue],

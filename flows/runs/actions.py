@@ -5,11 +5,13 @@ allowed actions and changes nothing (:class:`scheduler.engine.errors.WrongState`
 from __future__ import annotations
 
 import json
-from typing import Final
+from typing import Any, Final
 
 from flows.flowfile.job_data import FlowsMeta
 from scheduler.engine.client import Client
 from scheduler.engine.errors import WrongState
+from scheduler.engine.job import Job, RanBy
+from scheduler.engine.replies import as_dict
 
 RETRYABLE: Final = frozenset({"failed", "expired"})
 """States a plain job (of no run) is put back from by a retry."""
@@ -86,6 +88,33 @@ def job_actions(client: Client, jid: str, state: str | None, run_id: str | None)
     return plain
 
 
+def ran_by(client: Client, job: Job) -> RanBy | None:
+    """Who ran ``job`` last, with host and pid; from the worker's registration when the
+    history has none (the worker registered after it popped the job)."""
+    ran = job.ran_by
+    if ran is None or (ran.host and ran.pid is not None):
+        return ran
+    info = as_dict(as_dict(client.engine.call("worker.info", ran.worker)).get(ran.worker))
+    pid = info.get("pid")
+    return RanBy(
+        ran.worker,
+        ran.host or (str(info["host"]) if info.get("host") else None),
+        ran.pid if ran.pid is not None else (int(pid) if isinstance(pid, int) else None),
+    )
+
+
+def job_document(client: Client, job: Job) -> dict[str, Any]:
+    """One job as every surface gives it (`flows job --json`, ``GET /api/v1/jobs/{jid}``): its
+    fields, the run it belongs to (``run``, or None), the actions allowed on it now
+    (:func:`job_actions`) and who ran it last (``ran_by``: worker, host, pid; or None)."""
+    doc = job.as_json()
+    doc["run"] = run_id = run_of_job(client, job.jid)
+    doc["actions"] = job_actions(client, job.jid, doc.get("state"), run_id)
+    ran = ran_by(client, job)
+    doc["ran_by"] = None if ran is None else ran._asdict()
+    return doc
+
+
 def rerun(
     client: Client, run_id: str, step: str, downstream: bool = False, item: str | None = None
 ) -> int:
@@ -97,6 +126,8 @@ __all__ = [
     "RETRYABLE",
     "is_run",
     "job_actions",
+    "job_document",
+    "ran_by",
     "rerun",
     "retry_job",
     "retry_run",

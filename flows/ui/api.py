@@ -322,11 +322,10 @@ def _job(client: Client, jid: str) -> Job:
 @router.get("/jobs/{jid}", dependencies=reads, tags=["jobs"])
 def get_job(ui: Ui, jid: str) -> dict[str, Any]:
     """One job: state, data, result, failure, history, and the actions allowed on it now (a
-    job of a run: as its run's decider says; `run` names the run)."""
-    doc = _job(ui.client, jid).as_json()
-    doc["run"] = run_id = run_actions.run_of_job(ui.client, jid)
-    doc["actions"] = run_actions.job_actions(ui.client, jid, doc.get("state"), run_id)
-    return doc
+    job of a run: as its run's decider says; `run` names the run), and who ran it last
+    (`ran_by`). The same document as ``flows job JID --json``."""
+    found = _job(ui.client, jid)
+    return engine_errors(lambda: run_actions.job_document(ui.client, found))
 
 
 @router.post("/jobs/{jid}/retry", dependencies=writes, tags=["jobs"])

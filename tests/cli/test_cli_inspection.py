@@ -282,3 +282,46 @@ def test_status_tells_a_wait_past_its_timeout_as_explain_and_the_api_do(
     assert job["reason"] == "timed-out" and job["sentence"].endswith(f"): {outcome}.")
     client.engine.call("wait.sweep")  # the housekeeping: skipped, no longer awaiting
     assert "approve: " not in flows("status", "gate@r", "--redis", url).output
+
+
+def test_the_cli_json_and_the_api_give_one_shape_per_fact(url: str, client: Client) -> None:
+    """What `flows ... --json` prints and what ``GET /api/v1/...`` answers for the same fact
+    (a run listed, a run, a job of a run, a plain job, queues, workers, failure groups and a
+    group's jobs) is one document: the same keys and values."""
+    info = {"host": "node-7", "pid": 4242, "queues": ["q"], "started": 1.0}
+    client.engine.call("worker.register", "cli-test", json.dumps(info))
+    run = json.dumps({"flow": "shape"})
+    jobs = [
+        {"jid": "shape@r:a", "queue": "q", "klass": "K", "data": "{}"},
+        {"jid": "shape@r:b", "queue": "q", "klass": "K", "data": "{}", "depends": ["shape@r:a"]},
+    ]
+    client.engine.call("flow.submit", "shape@r", run, json.dumps(jobs))
+    [first] = client.queues["q"].pop()
+    first.complete(result={"rows": 3})
+    plain = client.queues["p"].put("K", {}, jid="plain")
+    [job] = client.queues["p"].pop()
+    job.fail("broken", "it broke")
+
+    def cli(*args: str) -> object:
+        result = flows(*args, "--redis", url, "--json")
+        assert result.exit_code == 0, result.output
+        return json.loads(result.stdout)
+
+    with serve(client, Auth(TOKEN, reads_open=True)) as base:
+        api = Api(base)
+        pairs = [
+            (cli("runs"), api.get("/api/v1/runs").body["items"]),
+            (cli("status", "shape@r"), api.get("/api/v1/runs/shape@r").body),
+            (cli("job", "shape@r:a"), api.get("/api/v1/jobs/shape@r:a").body),
+            (cli("job", plain), api.get(f"/api/v1/jobs/{plain}").body),
+            (cli("queues"), api.get("/api/v1/queues").body["items"]),
+            (cli("workers"), api.get("/api/v1/workers").body["items"]),
+            (cli("failed"), api.get("/api/v1/failures").body["items"]),
+            (cli("failed", "broken")["jobs"], api.get("/api/v1/failures/broken").body["items"]),
+        ]
+    for from_cli, from_api in pairs:
+        assert from_cli == from_api
+    done = cli("job", "shape@r:a")
+    assert done["run"] == "shape@r" and done["ran_by"]["worker"] == "cli-test"
+    failed = cli("job", plain)
+    assert failed["run"] is None and failed["actions"] == ["retry", "cancel"]
