@@ -9,6 +9,7 @@ import click
 from flows.access import audit as audit_log
 from flows.cli.common import open_client, print_json, table
 from flows.cli.options import as_json, connection
+from flows.cli.terminal import visible
 
 
 def register(group: click.Group) -> None:
@@ -43,6 +44,7 @@ def audit(
             [_when(e["at"]), e["who"], e["role"], e["via"], e["action"], e["target"], e["address"]]
             for e in entries
         ],
+        empty=f"nothing by {visible(who)} in the audit log" if who else "the audit log is empty",
     )
 
 

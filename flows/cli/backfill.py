@@ -232,7 +232,9 @@ def backfills(
         print_json([b.as_json() for b in found] if backfill_id is None else found[0].as_json())
         return
     if not found:
-        click.echo("no backfills (start one with `flows backfill FLOW --from DATE --to DATE`)")
+        click.echo(
+            "no backfills (start one with `flows backfill FLOW --from DATE --to DATE`)", err=True
+        )
         return
     table(
         None,

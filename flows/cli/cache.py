@@ -44,7 +44,7 @@ def list_entries(limit: int, as_json: bool, redis_url: str | None, namespace: st
         print_json(entries)
         return
     if not entries:
-        click.echo("the step cache is empty")
+        click.echo("the step cache is empty", err=True)
         return
     rows = [
         [e["key"][:12], e["jid"], e["status"], ago(e.get("completed")), f"{e['ttl']:g}s"]

@@ -200,12 +200,19 @@ def table(
     rows: Sequence[Sequence[Any]],
     *,
     keep: Sequence[str] = (),
+    empty: str | None = None,
 ) -> None:
     """Print a table that fits the terminal (:mod:`flows.cli.tables`): the first column, the
     statuses and the ``keep`` columns are never cut. Cells are shown as given (a job id, a
-    message, a state are never read as markup); a :class:`rich.text.Text` cell keeps its style."""
+    message, a state are never read as markup); a :class:`rich.text.Text` cell keeps its style.
+    Without rows, a listing says so in words instead, ``empty`` on stderr (an empty table reads
+    as a hang, or hides a typo), as every listing does: stdout stays empty, as ``--json``'s
+    list is, for a script that counts its lines."""
     from flows.cli.tables import fitted, table_console
 
+    if not rows and empty is not None:
+        click.echo(empty, err=True)
+        return
     out = table_console()
     out.print(fitted(title, columns, rows, width=out.width, keep=keep))
 

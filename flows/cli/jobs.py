@@ -78,7 +78,10 @@ def queues(as_json: bool, redis_url: str | None, namespace: str | None) -> None:
         ]
         for c in merged
     ]
-    table("Queues", columns, rows)
+    empty = (
+        "no queues yet: a queue appears with the first job put into it or the first worker on it"
+    )
+    table("Queues", columns, rows, empty=empty)
 
 
 @click.command()
@@ -121,9 +124,11 @@ def workers(queue: str | None, as_json: bool, redis_url: str | None, namespace: 
         ]
         for w in merged
     ]
+    if not rows and queue is not None:
+        return  # the note on stderr said why
     title = "Workers" if queue is None else f"Workers listening on {queue}"
     columns = ("worker", "host", "pid", "queues", "jobs", "stalled", "started", "last seen")
-    table(title, columns, rows)
+    table(title, columns, rows, empty="no live workers: start one with `flows worker -q QUEUE`")
 
 
 def _note_no_listener(client: Client, queue: str, silent: int) -> None:
@@ -244,7 +249,10 @@ def jobs(
         return
     rows = [[j.jid, j.state, j.queue, j.klass, j.worker, j.priority, ago(j.updated)] for j in found]
     table(
-        f"Jobs ({state})", ("jid", "state", "queue", "klass", "worker", "priority", "updated"), rows
+        f"Jobs ({state})",
+        ("jid", "state", "queue", "klass", "worker", "priority", "updated"),
+        rows,
+        empty=_no_jobs(state, queue),
     )
     if more:  # a cut list must not read as all there is (other queues' jobs may be left out)
         click.echo(
@@ -252,6 +260,10 @@ def jobs(
             "(-q QUEUE lists one queue's)",
             err=True,
         )
+
+
+def _no_jobs(state: str, queue: str | None) -> str:
+    return f"no jobs in state {state}" + ("" if queue is None else f" in queue {visible(queue)}")
 
 
 def _recurring(client: Client, queue: str | None, limit: int, as_json: bool) -> None:
@@ -269,7 +281,8 @@ def _recurring(client: Client, queue: str | None, limit: int, as_json: bool) -> 
         )
         return
     rows = [[r.jid, r.queue, r.klass, f"{r.interval:g}s", r.count, r.priority] for r in found]
-    table("Jobs (recurring)", ("jid", "queue", "klass", "every", "spawned", "priority"), rows)
+    columns = ("jid", "queue", "klass", "every", "spawned", "priority")
+    table("Jobs (recurring)", columns, rows, empty=_no_jobs("recurring", queue))
 
 
 def _describe_ran_by(ran: RanBy | None) -> str:
@@ -364,7 +377,7 @@ def failed(
                 print_json(groups)
             else:
                 rows = [[g["group"], g["total"], g["dropped"]] for g in groups]
-                table("Failed", ("group", "jobs", "dropped"), rows)
+                table("Failed", ("group", "jobs", "dropped"), rows, empty="no job has failed")
             return
         listing = client.failed(group, 0, limit)
         if not listing.total and not listing.dropped:
@@ -390,9 +403,17 @@ def failed(
         ]
         for j in listing.jobs
     ]
+    if not rows and not listing.dropped:
+        return  # the note on stderr said so
     title = f"Failed: {group} ({listing.total}"
     title += f", {listing.dropped} older ones dropped)" if listing.dropped else ")"
-    table(title, ("jid", "queue", "klass", "when", "last line"), rows)
+    table(
+        title,
+        ("jid", "queue", "klass", "when", "last line"),
+        rows,
+        empty=f"no failed jobs kept in group {visible(repr(group))} "
+        f"({listing.dropped} older ones dropped)",
+    )
 
 
 def _note_unknown_group(client: Client, group: str) -> None:

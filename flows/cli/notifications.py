@@ -120,7 +120,7 @@ def notifications(
     if given_up:
         show_events("Given up", given_up, next_try=False)
     elif only_failed:
-        click.echo("no notification was given up")
+        click.echo("no notification was given up", err=True)
     if only_failed:
         return
     if pending:
@@ -128,7 +128,7 @@ def notifications(
     if sent:
         show_sends(sent)
     elif not given_up and not pending:
-        click.echo("no notification was sent, is waiting or was given up")
+        click.echo("no notification was sent, is waiting or was given up", err=True)
 
 
 def show_events(title: str, events: Sequence[EventDocument], *, next_try: bool) -> None:

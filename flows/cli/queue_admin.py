@@ -258,7 +258,7 @@ def throttles(as_json: bool, redis_url: str | None, namespace: str | None) -> No
         ]
         for name, entry in sorted(info.items())
     ]
-    table("Throttles", ("throttle", "limit", "running", "parked"), rows)
+    table("Throttles", ("throttle", "limit", "running", "parked"), rows, empty="no throttles")
 
 
 @click.group()

@@ -610,16 +610,17 @@ def _listed_runs(
     client: Client, flow: str | None, limit: int, show_all: bool
 ) -> list[dict[str, Any]]:
     """Up to ``limit`` runs with their status and child-run count, newest first; child runs
-    only with ``show_all`` (then looking at 1,000 runs at most)."""
+    only with ``show_all`` (looking at 1,000 runs at most, or ``limit``)."""
     out: list[dict[str, Any]] = []
     offset = 0
-    while len(out) < limit and offset < 1000:
-        page = list_run_statuses(client, flow, offset, 100 if not show_all else limit)
+    size = min(limit, 1000) if show_all else 100  # the engine's page is 1,000 runs at most
+    while len(out) < limit and offset < max(1000, limit):
+        page = list_run_statuses(client, flow, offset, size)
         offset += len(page)
         for record in page:
             if show_all or not record.get("parent_run"):
                 out.append({**record, "children": int(record.get("children") or 0)})
-        if len(page) < (100 if not show_all else limit):
+        if len(page) < size:
             break
     return out[:limit]
 
@@ -659,7 +660,8 @@ def runs(
     (``--all`` lists them)."""
     client = open_client(redis_url, namespace)
     with user_errors():
-        records = _listed_runs(client, flow, limit, show_all)
+        records = _listed_runs(client, flow, limit + 1, show_all)  # one more: is the list cut
+    more, records = len(records) > limit, records[:limit]
     if as_json:
         print_json(records)
         return
@@ -679,3 +681,6 @@ def runs(
         for r in records
     ]
     table("Runs", ("run", "flow", "status", "trigger", "submitted", "jobs", "child runs"), rows)
+    if more:  # a cut list must not read as all there is
+        hint = " (--flow FLOW lists one flow's)" if flow is None else ""
+        click.echo(f"note: the list stops at --limit {limit}; older runs exist{hint}", err=True)

@@ -389,7 +389,9 @@ def schedules(
         )
         return
     if not registrations:
-        click.echo("no schedules: start `flows scheduler --flows-dir DIR` on a folder of flows")
+        click.echo(
+            "no schedules: start `flows scheduler --flows-dir DIR` on a folder of flows", err=True
+        )
         return
     rows = [
         [

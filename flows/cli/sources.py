@@ -41,7 +41,9 @@ def sources(
         print_json([s.as_json() for s in found])
         return
     if not found:
-        click.echo("no source has published flow files: `flows scheduler --flows-dir DIR` does")
+        click.echo(
+            "no source has published flow files: `flows scheduler --flows-dir DIR` does", err=True
+        )
         return
     rows = [
         [

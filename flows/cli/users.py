@@ -53,6 +53,7 @@ def list_users(as_json: bool, redis_url: str | None, namespace: str | None) -> N
         None,
         ["user", "role", "added", "by"],
         [[u.name, u.role, ago(u.created), u.by] for u in found],
+        empty="no users: add one with `flows user add NAME --role ROLE`",
     )
 
 

@@ -229,6 +229,25 @@ def test_a_list_cut_at_its_limit_says_so(url: str, client: Client) -> None:
     assert "note:" not in whole.stderr and "qb-5" in whole.stdout
 
 
+def test_a_list_of_runs_cut_at_its_limit_says_so(url: str, client: Client) -> None:
+    """`flows runs` shows 20 runs by default: a note says older ones exist (as `flows jobs`
+    says it), also at the largest --limit, so the listing is not taken for all there is."""
+    for i in range(25):
+        run_id = f"many@r{i:02d}"
+        job = {"jid": f"{run_id}:a", "queue": "q", "klass": "K", "data": "{}"}
+        client.engine.call("flow.submit", run_id, json.dumps({"flow": "many"}), json.dumps([job]))
+    cut = flows("runs", "--redis", url)
+    assert cut.exit_code == 0
+    assert cut.stderr == (
+        "note: the list stops at --limit 20; older runs exist (--flow FLOW lists one flow's)\n"
+    )
+    assert "note:" not in flows("runs", "--redis", url, "--limit", "25").stderr
+    cut = flows("runs", "--redis", url, "--flow", "many", "--limit", "24", "--all")
+    assert cut.stderr == "note: the list stops at --limit 24; older runs exist\n"
+    listed = json.loads(flows("runs", "--redis", url, "--limit", "24", "--json").stdout)
+    assert len(listed) == 24
+
+
 def test_status_tells_a_missed_deadline_of_the_run_and_of_a_step(url: str, client: Client) -> None:
     now = float(client.redis.time()[0])
     run = {"flow": "late", "deadline": 60}
@@ -325,3 +344,34 @@ def test_the_cli_json_and_the_api_give_one_shape_per_fact(url: str, client: Clie
     assert done["run"] == "shape@r" and done["ran_by"]["worker"] == "cli-test"
     failed = cli("job", plain)
     assert failed["run"] is None and failed["actions"] == ["retry", "cancel"]
+
+
+EMPTY_LISTINGS = [
+    ("runs",),
+    ("runs", "--flow", "nothing"),
+    ("jobs",),
+    ("jobs", "--state", "failed"),
+    ("jobs", "--state", "recurring"),
+    ("queues",),
+    ("workers",),
+    ("failed",),
+    ("throttles",),
+    ("schedules",),
+    ("backfills",),
+    ("sources",),
+    ("notifications",),
+    ("cache", "list"),
+    ("audit",),
+    ("user", "list"),
+]
+
+
+def test_every_listing_says_in_words_that_it_is_empty(url: str) -> None:
+    """On an empty namespace each listing says so in one line on stderr, not as a table without
+    rows (which reads as a hang, or hides a typo); stdout stays empty, as ``--json``'s list."""
+    for args in EMPTY_LISTINGS:
+        result = flows(*args, "--redis", url)
+        assert result.exit_code == 0, (args, result.output)
+        assert result.stdout == "", args
+        assert len(result.stderr.splitlines()) == 1, (args, result.stderr)
+        assert re.match(r"(no|the|nothing) ", result.stderr), (args, result.stderr)

@@ -95,7 +95,7 @@ def test_once_json(url: str, folder: Path) -> None:
 
 
 def test_schedules_lists_next_fire_last_run_policy_paused(url: str, folder: Path) -> None:
-    assert "no schedules" in flows("schedules", "--redis", url).stdout
+    assert "no schedules" in flows("schedules", "--redis", url).stderr
     once(url, folder, T - 60)
     once(url, folder, T + 1)
     [row] = json.loads(flows("schedules", "--redis", url, "--json").stdout)

@@ -38,7 +38,7 @@ def published(url: str, folder: Path, source: str, now: float, *names: str) -> N
 def test_sources_are_listed_live_or_stale_with_when_each_was_last_seen(
     url: str, client: Client, tmp_path: Path
 ) -> None:
-    assert flows("sources", "--redis", url).stdout == (
+    assert flows("sources", "--redis", url).stderr == (
         "no source has published flow files: `flows scheduler --flows-dir DIR` does\n"
     )
     now = client.engine.server_time()

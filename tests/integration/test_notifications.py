@@ -750,8 +750,10 @@ def test_a_receiver_that_never_finishes_answering_is_cut_at_the_deadline(
 
 
 def test_nothing_to_list_says_so_instead_of_empty_tables(cli: CliRunner, client: Client) -> None:
-    assert flows(cli, "notifications", "--failed").stdout == "no notification was given up\n"
-    assert (
-        flows(cli, "notifications").stdout
-        == "no notification was sent, is waiting or was given up\n"
+    given_up = flows(cli, "notifications", "--failed")
+    assert (given_up.stdout, given_up.stderr) == ("", "no notification was given up\n")
+    listed = flows(cli, "notifications")
+    assert (listed.stdout, listed.stderr) == (
+        "",
+        "no notification was sent, is waiting or was given up\n",
     )
