@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-
 import click
 
 from flows.access import audit as audit_log
-from flows.cli.common import open_client, print_json, table
+from flows.cli.common import open_client, print_json, table, when
 from flows.cli.options import as_json, connection
 from flows.cli.terminal import visible
 
@@ -41,12 +39,10 @@ def audit(
         None,
         ["when", "who", "role", "via", "action", "target", "from"],
         [
-            [_when(e["at"]), e["who"], e["role"], e["via"], e["action"], e["target"], e["address"]]
+            [when(e["at"]), e["who"], e["role"], e["via"], e["action"], e["target"], e["address"]]
             for e in entries
         ],
-        empty=f"nothing by {visible(who)} in the audit log" if who else "the audit log is empty",
+        empty="the audit log is empty"
+        if who is None
+        else f"nothing by {visible(who)} in the audit log",
     )
-
-
-def _when(at: float) -> str:
-    return datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%d %H:%M:%S")

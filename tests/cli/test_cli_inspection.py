@@ -8,6 +8,7 @@ import json
 import re
 import time
 
+import pytest
 import redis
 from cli_support import flows
 from ui_support import TOKEN, Api, serve
@@ -375,3 +376,21 @@ def test_every_listing_says_in_words_that_it_is_empty(url: str) -> None:
         assert result.stdout == "", args
         assert len(result.stderr.splitlines()) == 1, (args, result.stderr)
         assert re.match(r"(no|the|nothing) ", result.stderr), (args, result.stderr)
+
+
+def test_audit_times_are_local_as_every_other_time_the_commands_print(
+    url: str, client: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`flows audit` printed UTC, unmarked, beside `flows job`'s local times: one clock."""
+    monkeypatch.setenv("TZ", "Asia/Kolkata")  # UTC+05:30: no minute of it is UTC's
+    time.tzset()
+    try:
+        assert flows("throttle", "set", "t", "2", "--redis", url).exit_code == 0
+        [entry] = json.loads(flows("audit", "--redis", url, "--json").stdout)
+        shown = flows("audit", "--redis", url).stdout
+        local = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(entry["at"]))
+    finally:
+        monkeypatch.undo()
+        time.tzset()
+    utc = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(entry["at"]))
+    assert local in shown and utc not in shown, shown
