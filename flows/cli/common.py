@@ -208,13 +208,13 @@ def table(
     Without rows, a listing says so in words instead, ``empty`` on stderr (an empty table reads
     as a hang, or hides a typo), as every listing does: stdout stays empty, as ``--json``'s
     list is, for a script that counts its lines."""
-    from flows.cli.tables import fitted, table_console
+    from flows.cli.tables import fitted, show, table_console
 
     if not rows and empty is not None:
         click.echo(empty, err=True)
         return
     out = table_console()
-    out.print(fitted(title, columns, rows, width=out.width, keep=keep))
+    show(out, fitted(title, columns, rows, width=out.width, keep=keep))
 
 
 def ago(when: float | None, now: float | None = None) -> str:

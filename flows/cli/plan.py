@@ -11,7 +11,7 @@ import click
 
 from flows import gc_pause
 from flows.cli.options import as_json, bad_params, logical_time, param, run_id
-from flows.cli.tables import fitted, table_console
+from flows.cli.tables import fitted, show, table_console
 from flows.cli.validate import flow_file, load_or_exit
 from flows.expand.jobs import ExpansionError, JobSpec, expand
 from flows.expand.run_ids import run_id_for
@@ -92,12 +92,13 @@ def _print_table(run_id: str, jobs: Sequence[JobSpec]) -> None:
             ]
         )
     console = table_console()
-    console.print(
+    show(
+        console,
         fitted(
             f"{len(jobs)} jobs of run {run_id}",
             ("jid", "queue", "klass", "depends", "delay", "trigger"),
             rows,
             width=console.width,
             caption=f"each jid is '{prefix}' + the id shown",
-        )
+        ),
     )

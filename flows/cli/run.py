@@ -49,7 +49,7 @@ from flows.cli.notifications import (
 from flows.cli.options import as_json, bad_params, connection, id_argument, logical_time, param
 from flows.cli.options import run_id as run_id_option
 from flows.cli.signal import print_awaiting
-from flows.cli.tables import fitted
+from flows.cli.tables import fitted, show, table_console
 from flows.cli.terminal import visible
 from flows.flowfile.durations import spelled
 from flows.runs import pacing
@@ -93,10 +93,11 @@ def styled(word: str) -> Text:
     return Text(word, style=STATUS_STYLE.get(word, ""))
 
 
-def render_run(view: RunView) -> Table | Group:
-    """The run's steps as a table (fitting the console: step and status never cut): status,
-    progress, attempts, duration; then the runs it is linked to (its parent, its sub-flow
-    steps' child runs)."""
+def render_run(view: RunView, width: int | None = None, live: bool = False) -> Table | Group:
+    """The run's steps as a table (fitting ``width``, the console's by default: step and status
+    never cut; ``live``: redrawn in place, so folded when they cannot fit): status, progress,
+    attempts, duration; then the runs it is linked to (its parent, its sub-flow steps' child
+    runs)."""
     rows = [
         [
             Text(step.step),
@@ -111,7 +112,8 @@ def render_run(view: RunView) -> Table | Group:
         Text.assemble(f"Run {view.run_id} ", styled(view.status)),
         ("step", "status", "jobs done", "attempts", "duration"),
         rows,
-        width=console.width,
+        width=console.width if width is None else width,
+        fold_keys=live,
     )
     links = [f"step {step.step}: child run {step.child}" for step in view.steps if step.child]
     parent = view.record.get("parent_run")
@@ -119,6 +121,13 @@ def render_run(view: RunView) -> Table | Group:
         links.insert(0, f"child run of {parent} (step {view.record.get('parent_step', '')})")
     links.extend(_missed_deadlines(view))
     return Group(out, Text("\n".join(links))) if links else out
+
+
+def print_run(view: RunView) -> None:
+    """Print the run's table (:func:`render_run`) as every table is printed: as wide as the
+    terminal, or as its rows when piped, never cropped (:mod:`flows.cli.tables`)."""
+    out = table_console()
+    show(out, render_run(view, out.width))
 
 
 def _missed_deadlines(view: RunView) -> list[str]:
@@ -272,21 +281,23 @@ def _follow(
         if logs:
             stream_run(client, run_id, sweep)
             view = load_run(client, run_id) or view
-            console.print(render_run(view))
+            print_run(view)
             return view, None
         pause = pacing.QUICK
-        if quiet:  # --json: the run's JSON at the end is the whole output
+        if quiet or not live:  # --json, or piped: no frames, the table once at the end
             while not view.finished:
                 view, pause = _read_again(client, run_id, view, pause, sweep)
+            if not quiet:  # --json: the run's JSON at the end is the whole output
+                print_run(view)
             return view, None
-        with Live(render_run(view), console=console, auto_refresh=False, transient=False) as screen:
+        # Transient: the frames go, and the table is printed once, as it is at the end or
+        # when the jobs were handed back after Ctrl-C.
+        frame = render_run(view, live=True)
+        with Live(frame, console=console, auto_refresh=False, transient=True) as screen:
             while not view.finished:
                 view, pause = _read_again(client, run_id, view, pause, sweep)
-                if live:
-                    screen.update(render_run(view), refresh=True)
-            screen.update(render_run(view), refresh=True)
-        if not console.is_terminal:
-            console.line()  # Live leaves the last frame without its newline when piped
+                screen.update(render_run(view, live=True), refresh=True)
+        print_run(view)
     except KeyboardInterrupt:
         interrupted = True
         again = "Ctrl-C" if presses[:1] != [signal.SIGTERM] else "SIGTERM"
@@ -306,7 +317,7 @@ def _follow(
     if interrupted:  # the table as it is now the jobs were handed back, not the last frame
         view = load_run(client, run_id) or view
         if not quiet:
-            console.print(render_run(view))
+            print_run(view)
         return view, presses[0] if presses else signal.SIGINT
     return view, None
 
@@ -600,7 +611,7 @@ def status(run_id: str | None, as_json: bool, redis_url: str | None, namespace: 
     if as_json:
         print_json(run_document(view))
         return
-    console.print(render_run(view))
+    print_run(view)
     print_awaiting(client, view)
     if view.status == "failed":
         _print_failures(client, view)

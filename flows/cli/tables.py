@@ -3,9 +3,13 @@
 What users copy into the next command (a run id, a jid) and what they read at a glance (a
 status, a state) is never cut: those *key* columns keep their full width. The other columns
 wrap, and when even that does not fit the terminal's width, the last of them are left out, with
-a caption naming them (``--json`` has every field). Piped into another program, where there are
-no columns to fit, a table is as wide as its rows (``$COLUMNS`` sets a width), so nothing is cut
-for ``grep`` either. Every cell is text, never markup: ``profile[region=eu]`` shows as written.
+a caption naming them (``--json`` has every field). When the key columns alone are wider than
+the terminal, the table is as wide as they need and printed uncropped (:func:`show`): the
+terminal wraps its lines, and an id stays whole on its line, to copy; a table redrawn in place
+(`flows run`'s live view) folds them inside their cells instead (``fold_keys``). Piped into
+another program, where there are no columns to fit, a table is as wide as its rows
+(``$COLUMNS`` sets a width), so nothing is cut for ``grep`` either. Every cell is text, never
+markup: ``profile[region=eu]`` shows as written.
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ import os
 from collections.abc import Collection, Sequence
 from typing import Any
 
-from rich.console import Console
+from rich.console import Console, RenderableType
 from rich.table import Table
 from rich.text import Text
 
@@ -37,6 +41,13 @@ def table_console(stderr: bool = False) -> Console:
     return out
 
 
+def show(out: Console, renderable: RenderableType) -> None:
+    """Print a table (or a group holding one) of :func:`fitted` on ``out``, never cropped to
+    its width: what :func:`fitted` made wider than the terminal (key columns that do not fit)
+    is wrapped by the terminal, every character kept."""
+    out.print(renderable, crop=False)
+
+
 def cell(value: Any) -> Text:
     """A cell as text (a :class:`Text` keeps its style; anything else is never read as markup).
     Cells show jobs' and users' text: no control character reaches the terminal."""
@@ -54,10 +65,12 @@ def fitted(
     width: int,
     keep: Collection[str] = (),
     caption: str | None = None,
+    fold_keys: bool = False,
 ) -> Table:
     """A table of ``rows`` that fits ``width`` columns: the first column and those named in
     ``keep`` or :data:`KEY_COLUMNS` at full width, the others wrapped, the last of them left out
-    when they cannot fit."""
+    when they cannot fit. When the key columns alone do not fit, the table is as wide as they
+    need (print it with :func:`show`), or with ``fold_keys`` they are folded to fit."""
     cells = [[cell(value) for value in row] for row in rows]
     natural = [
         max([len(name), *(row[i].cell_len for row in cells if i < len(row))])
@@ -80,15 +93,19 @@ def fitted(
     notes = [caption] if caption else []
     if left_out:
         notes.append(f"left out to fit {width} columns: {', '.join(left_out)} (--json has all)")
+    too_wide = needed(shown) > width
     out = Table(
         title=Text(title) if isinstance(title, str) else title,
         title_justify="left",
         caption="\n".join(notes) or None,
         caption_justify="left",
         header_style="bold",
+        width=needed(shown) if too_wide and not fold_keys else None,
     )
     for i in shown:
-        if key[i]:
+        if key[i] and too_wide and fold_keys:
+            out.add_column(columns[i], overflow="fold")
+        elif key[i]:
             out.add_column(columns[i], no_wrap=True, min_width=natural[i])
         else:
             out.add_column(columns[i], overflow="fold")

@@ -394,3 +394,20 @@ def test_audit_times_are_local_as_every_other_time_the_commands_print(
         time.tzset()
     utc = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(entry["at"]))
     assert local in shown and utc not in shown, shown
+
+
+def test_a_run_s_table_piped_is_as_wide_as_its_rows_as_every_table(
+    url: str, client: Client
+) -> None:
+    """Piped (no terminal, no $COLUMNS), `flows status` laid its table out for 80 columns and
+    left columns out; every other table is as wide as its rows there, for grep."""
+    step = "extract_everything_from_the_upstream_warehouse_in_one_go_" + "x" * 7
+    run_id = "a_flow_with_a_long_enough_name_to_fill_a_line@20260101T000000Z-3f9a1c"
+    job = {"jid": f"{run_id}:{step}", "queue": "q", "klass": "K", "data": "{}"}
+    client.engine.call("flow.submit", run_id, json.dumps({"flow": "long"}), json.dumps([job]))
+    shown = flows("status", run_id, "--redis", url)
+    assert shown.exit_code == 0, shown.output
+    assert "left out" not in shown.stdout, shown.stdout
+    assert f"Run {run_id} running" in shown.stdout
+    [row] = [line for line in shown.stdout.splitlines() if step in line]
+    assert "waiting" in row and "0/1" in row, shown.stdout

@@ -325,7 +325,8 @@ def test_ctrl_c_says_what_state_the_run_is_in_and_how_to_go_on(
     process.send_signal(signal.SIGINT)
     out, err = process.communicate(timeout=60)
     assert process.returncode == 130, err
-    # piped, the last table printed is the run as Ctrl-C left it, not the last live frame
+    # piped, the one table printed is the run as Ctrl-C left it, not a frame before it
+    assert out.count("Run slow@") == 1 and out.startswith("Run slow@"), out
     last_wait_row = [line for line in out.splitlines() if "│ wait " in line][-1]
     assert "waiting" in last_wait_row and "running" not in last_wait_row, out
     run_id = str(list_runs(client)[0]["id"])

@@ -7,7 +7,7 @@ import io
 
 from rich.console import Console
 
-from flows.cli.tables import fitted
+from flows.cli.tables import fitted, show
 
 RUN_ID = "nightly-data-quality@20260301T020000Z-3f9a1c"
 COLUMNS = ("run", "flow", "status", "trigger", "submitted", "jobs")
@@ -15,7 +15,7 @@ COLUMNS = ("run", "flow", "status", "trigger", "submitted", "jobs")
 
 def render(width: int, rows: list[list[str]], **options: object) -> str:
     console = Console(width=width, record=True, file=io.StringIO())
-    console.print(fitted("Runs", COLUMNS, rows, width=width, **options))  # type: ignore[arg-type]
+    show(console, fitted("Runs", COLUMNS, rows, width=width, **options))  # type: ignore[arg-type]
     return console.export_text()
 
 
@@ -61,3 +61,18 @@ def test_plan_names_matrix_jobs_by_their_ids(tmp_path: object) -> None:
     for region in ("eu", "us"):
         for size in ("s", "l"):
             assert f"profile[region={region},size={size}]" in result.stdout
+
+
+def test_ids_wider_than_the_terminal_are_never_cut() -> None:
+    """At 40 columns a run id and its status do not fit: the table is as wide as they need and
+    printed uncropped (the terminal wraps the lines), so the id is whole on its line, to copy;
+    folded, for a view redrawn in place, every character is kept inside the width."""
+    rows = [[RUN_ID, "nightly-data-quality", "upstream_failed", "schedule", "3m ago", "41"]]
+    text = render(40, rows)
+    [row] = [line for line in text.splitlines() if RUN_ID in line]
+    assert "upstream_failed" in row, text
+    assert "left out to fit 40 columns: flow, trigger, submitted, jobs" in text
+    folded = render(40, rows, fold_keys=True)
+    assert all(len(line) <= 40 for line in folded.splitlines()), folded
+    cells = "".join(line.split("│")[1].strip() for line in folded.splitlines() if "│" in line)
+    assert RUN_ID in cells and "upstream_failed" in folded.replace("│", "")
