@@ -277,6 +277,12 @@ def _follow(
     assert view is not None
     interrupted = False
     sweep = WaitTimeouts(client)
+    told: list[str] = []
+
+    def tell(view: RunView) -> None:  # a step awaiting its signal: how to give it, once
+        if any(s.status == "awaiting" and s.step not in told for s in view.steps):
+            told.extend(print_awaiting(client, view, told=told, err=True))
+
     try:
         if logs:
             stream_run(client, run_id, sweep)
@@ -287,6 +293,7 @@ def _follow(
         if quiet or not live:  # --json, or piped: no frames, the table once at the end
             while not view.finished:
                 view, pause = _read_again(client, run_id, view, pause, sweep)
+                tell(view)
             if not quiet:  # --json: the run's JSON at the end is the whole output
                 print_run(view)
             return view, None
@@ -297,6 +304,7 @@ def _follow(
             while not view.finished:
                 view, pause = _read_again(client, run_id, view, pause, sweep)
                 screen.update(render_run(view, live=True), refresh=True)
+                tell(view)
         print_run(view)
     except KeyboardInterrupt:
         interrupted = True

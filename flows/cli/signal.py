@@ -6,6 +6,8 @@ from __future__ import annotations
 import getpass
 import os
 import shlex
+import sys
+from collections.abc import Collection
 
 import click
 
@@ -30,14 +32,25 @@ def _user() -> str:
         return "unknown"
 
 
-def print_awaiting(client: Client, view: RunView, now: float | None = None) -> None:
-    """Below a run's table (``flows status``): each step awaiting a signal, when it times out
-    (or that it timed out: the engine's ``job.explain`` decides, at ``now``, the server's clock
-    by default, as ``flows explain`` does), and how to give it."""
-    waits = [s for s in view.steps if s.status == "awaiting" and len(s.jids) == 1]
+def print_awaiting(
+    client: Client,
+    view: RunView,
+    now: float | None = None,
+    *,
+    told: Collection[str] = (),
+    err: bool = False,
+) -> list[str]:
+    """Below a run's table (``flows status``; on stderr, ``err``, while `flows run` works it):
+    each step awaiting a signal (but those in ``told``), when it times out (or that it timed
+    out: the engine's ``job.explain`` decides, at ``now``, the server's clock by default, as
+    ``flows explain`` does), and how to give it. Returns the steps it told of."""
+    waits = [
+        s for s in view.steps if s.status == "awaiting" and len(s.jids) == 1 and s.step not in told
+    ]
     if not waits:
-        return
+        return []
     moment = client.engine.server_time() if now is None else now
+    shown = []
     for step in waits:
         found = explain(client, step.jids[0], now=moment)
         line = wait_line(found.facts, moment) if found is not None else None
@@ -49,7 +62,10 @@ def print_awaiting(client: Client, view: RunView, now: float | None = None) -> N
             hint = f"flows approve {run} {name} --note TEXT   (or: {signal_hint})"
         else:
             hint = f"{signal_hint}   (the data naming each output the step declares)"
-        click.echo(f"{step.step}: {line}\n  {hint}")
+        # sys.stderr as it is now: under `flows run`'s live view, its proxy prints above it.
+        click.echo(f"{step.step}: {line}\n  {hint}", file=sys.stderr if err else None)
+        shown.append(step.step)
+    return shown
 
 
 def _report(done: Signaled, as_json_output: bool) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import select
 import signal
 import subprocess
 import sys
@@ -336,6 +337,59 @@ def test_ctrl_c_says_what_state_the_run_is_in_and_how_to_go_on(
     view = load_run(client, run_id)
     assert view is not None
     assert {s.step: s.status for s in view.steps} == {"first": "success", "wait": "waiting"}
+
+
+def test_a_run_worked_here_says_how_to_give_the_signal_a_step_awaits(
+    cli: CliRunner, server: EmbeddedServer, client: Client, tmp_path: Path
+) -> None:
+    """`flows run` works a run until it ends: a step awaiting a signal would keep it there with
+    no word of what to do. It says so once on stderr, as `flows status` does, with the command
+    that gives the signal."""
+    path = tmp_path / "gate.yaml"
+    path.write_text(
+        "version: 1\nname: gate\nqueue: gate\nsteps:\n"
+        "  approve: {wait: {signal: approve}}\n  ship: {run: 'true', needs: [approve]}\n"
+    )
+    env = {**os.environ, "FLOWS_REDIS_URL": server.url}
+    process = subprocess.Popen(
+        [str(Path(sys.executable).parent / "flows"), "run", str(path)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        said = _read_until(process, "--data JSON)\n")
+        run_id = str(list_runs(client)[0]["id"])
+        assert said.splitlines()[-2:] == [
+            "approve: awaiting signal 'approve'",
+            f"  flows approve {run_id} approve --note TEXT   (or: flows signal {run_id} approve "
+            "--data JSON)",
+        ], said
+        assert flows(cli, "approve", run_id, "approve").exit_code == 0
+        out, err = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+    assert process.returncode == 0, err
+    assert "flows approve" not in err and f"run {run_id} succeeded" in err  # said once
+    assert f"Run {run_id} succeeded" in out
+
+
+def _read_until(process: subprocess.Popen[str], text: str, timeout: float = 60) -> str:
+    """What the process wrote on stderr until ``text``, read from the pipe itself (nothing
+    waits in a buffer ``select`` cannot see); fails after ``timeout`` seconds without it."""
+    assert process.stderr is not None
+    fd, seen = process.stderr.fileno(), ""
+    deadline = time.monotonic() + timeout
+    while text not in seen:
+        assert time.monotonic() < deadline, f"no {text!r} on stderr: {seen!r}"
+        if select.select([fd], [], [], 0.5)[0]:
+            chunk = os.read(fd, 4096)
+            assert chunk, f"stderr closed before {text!r}: {seen!r}"
+            seen += chunk.decode()
+    return seen
 
 
 def test_cancel_a_run(cli: CliRunner, client: Client) -> None:
