@@ -307,14 +307,7 @@ def test_ctrl_c_says_what_state_the_run_is_in_and_how_to_go_on(
         "version: 1\nname: slow\nqueue: slow\nsteps:\n"
         "  first: {run: 'true'}\n  wait: {run: sleep 60, needs: [first]}\n"
     )
-    env = {**os.environ, "FLOWS_REDIS_URL": server.url}
-    process = subprocess.Popen(
-        [str(Path(sys.executable).parent / "flows"), "run", str(path)],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    process = _flows_run(server, path)
     client = Client(server.url)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
@@ -350,14 +343,7 @@ def test_a_run_worked_here_says_how_to_give_the_signal_a_step_awaits(
         "version: 1\nname: gate\nqueue: gate\nsteps:\n"
         "  approve: {wait: {signal: approve}}\n  ship: {run: 'true', needs: [approve]}\n"
     )
-    env = {**os.environ, "FLOWS_REDIS_URL": server.url}
-    process = subprocess.Popen(
-        [str(Path(sys.executable).parent / "flows"), "run", str(path)],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    process = _flows_run(server, path)
     try:
         said = _read_until(process, "--data JSON)\n")
         run_id = str(list_runs(client)[0]["id"])
@@ -375,6 +361,18 @@ def test_a_run_worked_here_says_how_to_give_the_signal_a_step_awaits(
     assert process.returncode == 0, err
     assert "flows approve" not in err and f"run {run_id} succeeded" in err  # said once
     assert f"Run {run_id} succeeded" in out
+
+
+def _flows_run(server: EmbeddedServer, path: Path) -> subprocess.Popen[str]:
+    """`flows run PATH` as a process of its own on ``server``, its output piped."""
+    env = {**os.environ, "FLOWS_REDIS_URL": server.url}
+    return subprocess.Popen(
+        [str(Path(sys.executable).parent / "flows"), "run", str(path)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def _read_until(process: subprocess.Popen[str], text: str, timeout: float = 60) -> str:
