@@ -18,9 +18,13 @@ from typing import Any
 from flows.flowfile.findings import did_you_mean
 from scheduler.engine.client import Client
 from scheduler.engine.errors import FlowsError, InvalidArgument, JobNotFound, TooLarge, WrongState
+from scheduler.engine.limits import json_depth
 
 APPROVED_BY = "approved_by"
 NOTE = "note"
+#: How deeply a signal's data may nest: every surface that shows the step's outputs (the API,
+#: the dashboard, ``flows status --json``) reads them well within it.
+MAX_DATA_DEPTH = 64
 
 
 class SignalRefused(FlowsError, ValueError):
@@ -92,10 +96,16 @@ def signal_step(
     client: Client, run_id: str, step: str, data: Mapping[str, Any], by: str = ""
 ) -> Signaled:
     """Complete the run's wait step ``step`` with ``data`` (its outputs), releasing its
-    dependents in the same engine call. ``by`` names who signaled (kept in the job's history).
+    dependents in the same engine call. ``by`` names who signaled (kept in the job's history);
+    data naming an ``approved_by`` must name ``by``: an approval's output tells who gave it.
     Raises :class:`SignalRefused` (nothing written) when the step is not awaiting a signal."""
     where = f"run {run_id}, step {step}"
     text = _data_text(where, data)
+    if by and APPROVED_BY in data and data[APPROVED_BY] != by:
+        raise SignalRefused(
+            f"{where}: the data's {APPROVED_BY} is {data[APPROVED_BY]!r}, but the signal is "
+            f"given by {by!r}: an approval names who gives it (flows approve sets it)"
+        )
     jid = wait_jid(run_id, step)
     record = client.engine.call("run.get", run_id)
     if record is None:
@@ -137,6 +147,8 @@ def _gone(client: Client, run_id: str, jid: str) -> str:
 def _data_text(where: str, data: Mapping[str, Any]) -> str:
     if not isinstance(data, Mapping):
         raise SignalRefused(f"{where}: the signal's data must be a JSON object")
+    if json_depth(data, MAX_DATA_DEPTH) > MAX_DATA_DEPTH:
+        raise SignalRefused(f"{where}: the signal's data nest more than {MAX_DATA_DEPTH} deep")
     try:
         return json.dumps(dict(data), allow_nan=False, separators=(",", ":"))
     except (TypeError, ValueError) as error:
@@ -171,8 +183,12 @@ def parse_data(text: str) -> dict[str, Any]:
         value = json.loads(text, parse_constant=_no_constant)
     except ValueError as error:
         raise SignalRefused(f"--data is not JSON: {error}") from None
+    except RecursionError:  # deeper than this interpreter's decoder goes
+        raise SignalRefused(f"--data nests more than {MAX_DATA_DEPTH} deep") from None
     if not isinstance(value, dict):
         raise SignalRefused(f"--data must be a JSON object, got {type(value).__name__}")
+    if json_depth(value, MAX_DATA_DEPTH) > MAX_DATA_DEPTH:
+        raise SignalRefused(f"--data nests more than {MAX_DATA_DEPTH} deep")
     return value
 
 

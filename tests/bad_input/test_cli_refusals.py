@@ -31,6 +31,17 @@ CASES: list[tuple[list[str], int, str]] = [
     (["plan", "{flow}", "--run-id", ""], 2, "run id is empty"),
     (["signal", "run-1", "a", "--data", "notjson"], 2, "Invalid value for '--data': is not JSON"),
     (["signal", "run-1", "a", "--data", "[1]"], 2, "must be a JSON object"),
+    # Deeper than Python's decoder goes, or than the surfaces that show outputs read.
+    (
+        ["signal", "run-1", "a", "--data", '{"a":' + "[" * 5000 + "]" * 5000 + "}"],
+        2,
+        "Invalid value for '--data': nests more than 64 deep",
+    ),
+    (
+        ["signal", "run-1", "a", "--data", '{"a":' + "[" * 65 + "]" * 65 + "}"],
+        2,
+        "nests more than 64 deep",
+    ),
     (["throttle", "set", "x", "-1"], 2, "expected how many of its jobs may run at once"),
     (["throttle", "set", "x", "abc"], 2, "a whole number from 0 to 2147483647"),
     (["logs", "--job", "run-1:lod"], 1, "Error: no job run-1:lod"),

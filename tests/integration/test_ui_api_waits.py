@@ -149,3 +149,22 @@ def test_the_commands_shown_to_copy_quote_the_run_id_for_the_shell(
     assert word.startswith("&#39;") and word != str(escape(hostile))
     assert f"flows approve {word} approve --note TEXT" in panel.body
     assert f"flows signal {word} approve --data JSON" in panel.body
+
+
+def test_data_nested_deeper_than_every_reader_goes_is_refused(
+    api: Api, client: Client, redis_client: redis.Redis, run_id: str
+) -> None:
+    """Data nested 300 deep would be the step's outputs, which the job's API document could
+    no longer encode (a 500 after the signal was given): refused first, nothing changed."""
+    deep: object = "x"
+    for _ in range(300):
+        deep = [deep]
+    with assert_unchanged(redis_client):
+        reply = api.post(f"/api/v1/runs/{run_id}/steps/approve/signal", {"data": {"note": deep}})
+    assert reply.status == 422, reply.body
+    assert reply.body["detail"] == (
+        f"run {run_id}, step approve: the signal's data nest more than 64 deep"
+    )
+    given = api.post(f"/api/v1/runs/{run_id}/steps/approve/signal", {"data": {"note": [[1]]}})
+    assert given.status == 200, given.body
+    assert api.get("/api/v1/jobs/g1:approve").status == 200

@@ -145,3 +145,29 @@ def test_open_reads_refuse_a_token_that_is_sent_and_wrong(
                 continue  # a stream: answered 200, it never ends
             for token in (None, TOKEN, vera):  # none at all, the server's, a user's
                 assert Api(base, token).get(path).status == 200, (path, token)
+
+
+def test_an_operator_cannot_sign_an_approval_with_another_name(
+    cli: CliRunner, client: Client, redis_client: redis.Redis, tmp_path: Path
+) -> None:
+    """A user's signal is the user's: its data may not name another approver (a step reading
+    `steps.approve.outputs.approved_by` believes it), and an approval names the user, whatever
+    the body's `by` says."""
+    otto = add_user(cli, "otto", "operator")
+    run_id = start(cli, tmp_path)
+    flows(cli, "worker", "--queues", "default", "--burst", "--processes", "0")
+    path = f"/api/v1/runs/{run_id}/steps/approve"
+    with serve(client, RoleAuth(None, reads_open=False, users=Users(client))) as base:
+        api = Api(base, otto)
+        with assert_unchanged(redis_client):
+            forged = api.post(f"{path}/signal", {"data": {"approved_by": "boss"}, "by": "boss"})
+        assert forged.status == 422, forged.body
+        assert forged.body["detail"] == (
+            f"run {run_id}, step approve: the data's approved_by is 'boss', but the signal is "
+            "given by 'otto': an approval names who gives it (flows approve sets it)"
+        )
+        approved = api.post(f"{path}/approve", {"note": "ok", "by": "boss"})
+        assert approved.status == 200, approved.body
+    assert client.jobs[f"{run_id}:approve"].result == {"note": "ok", "approved_by": "otto"}
+    entry = json.loads(flows(cli, "audit", "--json", "-n", "1").stdout)[0]
+    assert (entry["who"], entry["role"], entry["action"]) == ("otto", "operator", "approve_wait")
