@@ -115,15 +115,27 @@ class CaseReader:
         self,
         sink: FindingSink,
         steps: Sequence[str],
-        waits: Collection[str] = (),
+        waits: Collection[str] | Mapping[str, Sequence[str] | None] = (),
         params: Mapping[str, Param] | None = None,
     ) -> None:
         self.sink = sink
         self.steps = list(steps)
-        self.waits = set(waits)
+        self.waits: set[str] = set()
         """The ``wait:`` steps: they take a signal, never a stub."""
+        self.wait_outputs: dict[str, tuple[str, ...]] = {}
+        """The outputs each wait step declares: what a signal to it must give."""
+        self.set_waits(waits)
         self.params = params
         """The flow's declared params (None: not known, a case's are not checked)."""
+
+    def set_waits(self, waits: Collection[str] | Mapping[str, Sequence[str] | None]) -> None:
+        """The flow's ``wait:`` steps, with the outputs each declares when ``waits`` maps them."""
+        self.waits = {str(name) for name in waits}
+        self.wait_outputs = (
+            {str(k): tuple(str(o) for o in v or ()) for k, v in waits.items()}
+            if isinstance(waits, Mapping)
+            else {}
+        )
 
     def keys(
         self, raw: Mapping[str, Any], allowed: Sequence[str], path: DataPath, what: str
@@ -324,7 +336,20 @@ class CaseReader:
                         at_key=True,
                     )
                     continue
-                self.mapping(value, (*where, "signals", step), "a signal's data")
+                data = self.mapping(value, (*where, "signals", step), "a signal's data")
+                declared = self.wait_outputs.get(str(step), ())
+                lacking = [name for name in declared if data is not None and name not in data]
+                if lacking:  # the engine would refuse the signal: the case could not run
+                    keys = ", ".join(f"{name}: ..." for name in declared)
+                    self.sink.error(
+                        (*where, "signals", step),
+                        "test-signal",
+                        f"the signal to {step!r} lacks "
+                        f"{', '.join(repr(n) for n in lacking)}: the wait declares the outputs "
+                        f"{', '.join(declared)}",
+                        f"give each: signals: {{{step}: {{{keys}}}}}",
+                        at_key=True,
+                    )
         expect = self.expect(body.get("expect") or {}, (*where, "expect"))
         if expect is not None:
             # A schedule: given but in error is a schedule case all the same: its own finding

@@ -87,7 +87,7 @@ def read_test_file(path: Path) -> Reading:
     except InvalidFlow as invalid:
         return Reading(None, sort_findings([*sink.findings, *invalid.findings]))
     reader.steps = list(flow_file.flow.steps)
-    reader.waits = _wait_steps(flow_file)
+    reader.set_waits(_wait_steps(flow_file))
     reader.params = flow_file.flow.params
     scheduled = flow_file.flow.schedule is not None
     cases = read_cases(data.get("cases"), ("cases",), reader, scheduled, "a test file's cases")
@@ -96,8 +96,10 @@ def read_test_file(path: Path) -> Reading:
     return Reading(TestFile(shown, flow_file, tuple(cases)), sort_findings(sink.findings))
 
 
-def _wait_steps(flow_file: FlowFile) -> set[str]:
-    return {name for name, step in flow_file.flow.steps.items() if step.wait is not None}
+def _wait_steps(flow_file: FlowFile) -> dict[str, list[str] | None]:
+    """The flow's ``wait:`` steps and the outputs each declares."""
+    steps = flow_file.flow.steps.items()
+    return {name: step.outputs for name, step in steps if step.wait is not None}
 
 
 def _read_flow_tests(path: Path) -> Reading:

@@ -31,11 +31,11 @@ def check_tests(
         return
     # `steps:` that is not a mapping is the model's finding: its cases then know no waits.
     steps_raw = data.get("steps")
-    waits = [
-        name
+    waits = {
+        name: _declared(spec.get("outputs"))
         for name, spec in (steps_raw.items() if isinstance(steps_raw, Mapping) else ())
         if isinstance(spec, Mapping) and spec.get("wait") is not None
-    ]
+    }
     declared = data.get("params") or {}
     complete = params is not None and isinstance(declared, Mapping) and len(declared) == len(params)
     reader = CaseReader(sink, steps, waits, params if complete else None)
@@ -43,3 +43,10 @@ def check_tests(
     for index, item in enumerate(raw):
         if isinstance(item, dict):
             reader.case(item, ("tests", index), scheduled, names)
+
+
+def _declared(outputs: Any) -> list[str] | None:
+    """A step's ``outputs:`` as written, when it is a list of names (else the model's finding)."""
+    if isinstance(outputs, list) and all(isinstance(o, str) for o in outputs):
+        return outputs
+    return None

@@ -209,6 +209,45 @@ def test_what_a_case_would_never_use_is_a_finding(url: str, tmp_path: Path) -> N
     assert f"{nightly}:7:23: error: a schedule case compares its runs" in out
 
 
+def test_a_signal_lacking_a_declared_output_is_a_finding(url: str, tmp_path: Path) -> None:
+    """The engine refuses such a signal: said at its place before any case runs, in a test
+    file and in a flow's own tests: (so by flows validate too), not as a case that could not
+    run with the engine's words."""
+    folder = _copy_examples(tmp_path)
+    bad = folder / "lacking.test.yaml"
+    bad.write_text(
+        "flow: approval.yaml\n"
+        "cases:\n"
+        "  - name: no note\n"
+        "    mock: all\n"
+        "    signals: {approve: {approved_by: ada}}\n"
+        "    expect: {status: succeeded}\n"
+    )
+    result = flows("test", str(bad), "--redis", url)
+    assert result.exit_code == 1
+    assert result.output.splitlines()[:2] == [
+        f"{bad}:5:15: error: the signal to 'approve' lacks 'note': the wait declares the "
+        "outputs note",
+        "    hint: give each: signals: {approve: {note: ...}}",
+    ]
+    assert "could not run" not in result.output and "WaitSignal" not in result.output
+    own = folder / "own.yaml"
+    own.write_text(
+        "version: 1\nname: own\nsteps:\n"
+        "  gate: {wait: {signal: go}, outputs: [ticket, note]}\n"
+        "tests:\n"
+        "  - name: t\n"
+        "    signals: {gate: {}}\n"
+        "    expect: {status: succeeded}\n"
+    )
+    checked = flows("validate", str(own))
+    assert checked.exit_code == 1
+    assert (
+        f"{own}:7:15: error: the signal to 'gate' lacks 'ticket', 'note': the wait declares "
+        "the outputs ticket, note"
+    ) in checked.output
+
+
 def test_a_schedule_in_error_is_one_finding_not_two(url: str, tmp_path: Path) -> None:
     """An outage written as a mapping is said once, in the file's words; the case stays a
     schedule case, so its runs: is not a second finding."""
