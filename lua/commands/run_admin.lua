@@ -48,7 +48,8 @@ local function run_jids(cmd, run_id)
 end
 
 local RETRY_FIELDS = { 'queue', 'worker', 'failure', 'tags', 'priority', 'retries', 'klass', 'data',
-  'trigger', 'needs', 'ttl', 'ttr', 'ckey', 'climit', 'throttle', 'wait', 'fanout' }
+  'trigger', 'needs', 'ttl', 'ttr', 'ckey', 'climit', 'throttle', 'wait', 'fanout', 'deadline',
+  'deadline_missed' }
 
 -- The put that sends a job back to its queue as it was first put, waiting for `depends`.
 local function reput(jid, fields, depends)
@@ -57,6 +58,8 @@ local function reput(jid, fields, depends)
     delay = 0, priority = tonumber(fields.priority) or 0, retries = tonumber(fields.retries) or 0,
     depends = depends, ttl = tonumber(fields.ttl), ttr = tonumber(fields.ttr), ckey = fields.ckey,
     climit = tonumber(fields.climit) or 1, throttle = fields.throttle, wait = fields.wait,
+    -- its step's deadline counts again from its next start, unless it was missed already
+    deadline = tonumber(fields.deadline), deadline_missed = fields.deadline_missed,
     keep_logs = true, -- the attempts so far stay readable; the next one is numbered after them
   }
 end
@@ -94,6 +97,9 @@ function RunState.restore_canceled(run_id, jid, spec)
   if spec.needs then table.insert(restored, 'needs'); table.insert(restored, spec.needs) end
   -- Its attempts count on from those before its cancel, whose step logs come back with it.
   if spec.runs then table.insert(restored, 'runs'); table.insert(restored, spec.runs) end
+  if spec.deadline_missed then -- the miss happened: told once
+    table.insert(restored, 'deadline_missed'); table.insert(restored, spec.deadline_missed)
+  end
   Job.restore_logs(jid, run_id)
   if spec.fanout then
     table.insert(restored, 'fanout'); table.insert(restored, spec.fanout)

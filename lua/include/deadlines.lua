@@ -8,10 +8,12 @@
 -- still unfinished at its deadline is missed, once: field `deadline_missed` (when) on the run
 -- record or the job, `P deadlines-missed` counts it, and an outbox event `deadline` is written
 -- for the run's notify rules (include/notify.lua). A step not started yet is looked at again a
--- deadline after now (it cannot be late sooner); one done, or gone, leaves the zset.
+-- deadline after now (it cannot be late sooner); one done, or gone, leaves the zset, and comes
+-- back when run.retry or run.rerun puts it back (its deadline counts from its next start),
+-- unless it missed its deadline already.
 --
 --   Deadlines.parse(cmd, value)       -> seconds (> 0), or nil
---   Deadlines.write(run_id, run, puts) -> the run's and its jobs' entries (from Runs.write)
+--   Deadlines.write(run_id, run)      -> the run's entry (from Runs.write; a job's: its put)
 --   Deadlines.sweep(limit)            -> how many were missed in this call
 -- @include args
 -- @include keys
@@ -32,18 +34,14 @@ function Deadlines.parse(cmd, value)
   return value
 end
 
-function Deadlines.write(run_id, run, puts)
+function Deadlines.write(run_id, run)
   local seconds = Deadlines.parse('FlowSubmit', run.deadline)
   if seconds then
     local base = tonumber(run.tick) or Engine.now
     redis.call('zadd', Keys.deadlines(), base + seconds, 'r:' .. run_id)
   end
-  -- Each job's `deadline` field is written by its put (include/putting.lua).
-  for _, p in ipairs(puts) do
-    if p.deadline then
-      redis.call('zadd', Keys.deadlines(), Engine.now + p.deadline, 'j:' .. p.jid)
-    end
-  end
+  -- Each job's `deadline` field and entry are written by its put (include/putting.lua), which
+  -- writes them again when run.retry or run.rerun puts the job back.
 end
 
 function Deadlines.missed(key, run_id, jid)

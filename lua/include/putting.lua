@@ -447,6 +447,11 @@ function Put.write(p, old, batch)
   -- A new job has no stale fields (its hash does not exist: Job.fields found no state).
   if old then redis.call('hdel', key, unpack(stale_fields(p))) end
   redis.call('hset', key, unpack(job_fields(p, old, state, priority, retries, tags_text, handed)))
+  -- Its step's deadline (include/deadlines.lua) counts from its start: looked at from now on
+  -- (a job put back by run.retry or run.rerun too, unless it missed it already).
+  if p.deadline and not p.deadline_missed then
+    redis.call('zadd', Keys.deadlines(), Engine.now + p.deadline, 'j:' .. jid)
+  end
   local runs = handed and redis.call('hincrby', key, 'runs', 1)
   if not batch and Dialect.rules.failure_kept_until_complete and old and old.failure then
     redis.call('hset', key, 'failure', old.failure)

@@ -137,7 +137,7 @@ function Runs.write(submission)
       if not ours[dependency] then RunCounts.outside(run_id) end
     end
   end
-  Deadlines.write(run_id, run, puts)
+  Deadlines.write(run_id, run)
   Put.finish(batch)
   for _, p in ipairs(puts) do
     if p.fanout then Fanout.write_spec(p, run_id) end
@@ -245,7 +245,7 @@ end
 -- (`run-canceled:<run id>`, jid -> JSON of these fields), and `runs`: its attempts so far,
 -- which the put back counts on from.
 Runs.KEPT = { 'queue', 'klass', 'data', 'priority', 'retries', 'tags', 'trigger', 'needs', 'ttl',
-  'ttr', 'ckey', 'climit', 'throttle', 'wait', 'fanout', 'runs' }
+  'ttr', 'ckey', 'climit', 'throttle', 'wait', 'fanout', 'runs', 'deadline', 'deadline_missed' }
 
 function Runs.keep_canceled(run_id, jid)
   local values = redis.call('hmget', Keys.job(jid), unpack(Runs.KEPT))

@@ -107,3 +107,67 @@ def test_a_steps_missed_deadline_is_in_the_runs_read(lua: Lua) -> None:
     assert json.loads(lua("run.counts", RUN, now=T0 + 5))["drifted"] is False
     lua.r.delete(lua.key("run-counts:" + RUN))
     assert steps() == {"slow": (T0 + 4, T0 + 4), "quick": (None, None)}
+
+
+def test_a_retried_step_s_deadline_counts_again_from_its_next_start(lua: Lua) -> None:
+    """The sweep let go of the step when it failed; `run.retry` puts it back, and with it its
+    deadline, counted from when it starts again."""
+    slow = f"{RUN}:slow"
+    submit(lua, {"notify": [{"on": ["deadline"], "step": "slow"}]}, job(slow, deadline=30))
+    lua.pop_jids("q", "w1", now=T0 + 1)
+    lua("fail", slow, "w1", "boom", "it broke", now=T0 + 2)
+    assert sweep(lua, T0 + 40) == {"missed": 0, "looked": 1}  # failed: let go
+    assert lua.r.zcard(lua.key("deadlines")) == 0
+    assert lua("run.retry", RUN, now=T0 + 100) == 1
+    lua.pop_jids("q", "w1", now=T0 + 110)
+    assert sweep(lua, T0 + 139) == {"missed": 0, "looked": 1}  # due again at +140
+    assert sweep(lua, T0 + 140) == {"missed": 1, "looked": 1}
+    assert lua.r.hget(lua.key("j:" + slow), "deadline_missed") == str(int(T0 + 140))
+    assert [(e["kind"], e["jid"]) for e in outbox(lua)] == [("deadline", slow)]
+
+
+def test_a_rerun_step_s_deadline_counts_again_and_a_miss_is_told_once(lua: Lua) -> None:
+    submit(lua, {}, job(f"{RUN}:a", deadline=30), job(f"{RUN}:b", deadline=30))
+    lua.pop_jids("q", "w1", count=2, now=T0 + 1)
+    lua.complete(f"{RUN}:a", now=T0 + 2)  # in time
+    assert sweep(lua, T0 + 31) == {"missed": 1, "looked": 2}  # b: late, still running
+    lua.complete(f"{RUN}:b", now=T0 + 40)
+    assert lua("run.rerun", RUN, "b", now=T0 + 50) == 1
+    lua.pop_jids("q", "w1", now=T0 + 60)
+    assert sweep(lua, T0 + 100) == {"missed": 0, "looked": 0}  # b: missed once, told once
+    lua.complete(f"{RUN}:b", now=T0 + 101)
+    assert lua("run.rerun", RUN, "a", now=T0 + 110) == 1
+    lua.pop_jids("q", "w1", now=T0 + 120)
+    assert sweep(lua, T0 + 149) == {"missed": 0, "looked": 1}  # looked at: due at +150
+    assert sweep(lua, T0 + 150) == {"missed": 1, "looked": 1}  # a: late this time
+    assert lua.r.hget(lua.key(f"j:{RUN}:a"), "deadline_missed") == str(int(T0 + 150))
+    assert lua.r.hget(lua.key(f"j:{RUN}:b"), "deadline_missed") == str(int(T0 + 31))
+    assert lua("deadline.count", now=T0) == 2
+
+
+def test_a_step_canceled_with_its_run_keeps_its_deadline_and_its_miss(lua: Lua) -> None:
+    submit(lua, {}, job(f"{RUN}:a", deadline=30), job(f"{RUN}:b", deadline=30))
+    lua.pop_jids("q", "w1", count=2, now=T0 + 1)
+    lua.complete(f"{RUN}:a", now=T0 + 2)
+    assert lua("run.cancel", RUN, now=T0 + 5) == 1  # b, before its deadline
+    assert sweep(lua, T0 + 100) == {"missed": 0, "looked": 2}  # a done, b gone: let go
+    assert lua("run.retry", RUN, now=T0 + 200) == 1
+    lua.pop_jids("q", "w1", now=T0 + 210)
+    assert sweep(lua, T0 + 240) == {"missed": 1, "looked": 1}
+    assert lua("run.cancel", RUN, now=T0 + 250) == 1  # late: its mark goes with it
+    assert lua("run.retry", RUN, now=T0 + 260) == 1
+    lua.pop_jids("q", "w1", now=T0 + 270)
+    assert sweep(lua, T0 + 10_000) == {"missed": 0, "looked": 0}
+    assert lua.r.hget(lua.key(f"j:{RUN}:b"), "deadline_missed") == str(int(T0 + 240))
+    assert lua("deadline.count", now=T0) == 1
+
+
+def test_a_wait_retried_after_its_timeout_has_its_deadline_again(lua: Lua) -> None:
+    gate = f"{RUN}:gate"
+    wait = {"signal": "go", "timeout": 60}
+    submit(lua, {}, job(gate, deadline=100, wait=wait))
+    assert json.loads(lua("wait.sweep", now=T0 + 60)) == {"failed": 1, "skipped": 0}
+    assert sweep(lua, T0 + 70) == {"missed": 0, "looked": 0}  # due at +100
+    assert sweep(lua, T0 + 100) == {"missed": 0, "looked": 1}  # failed: let go
+    assert lua("run.retry", RUN, now=T0 + 200) == 1
+    assert sweep(lua, T0 + 300) == {"missed": 1, "looked": 1}  # awaiting since the retry
