@@ -140,11 +140,20 @@ class Secrets:
     def resolve(self, name: str) -> str:
         value = self.get(name)
         if value is None:
-            where = ", ".join(str(d) for d in self.dirs)
-            raise MissingSecret(
-                f"secret {name} not found: not in the env file, the environment or {where}"
-            )
+            raise MissingSecret(f"secret {name} not found: not in {self.places()}")
         return value
+
+    def places(self) -> str:
+        """Where a name is looked for, in order, in words: the env file this process was given
+        (by its path; none given, none named), its environment, the secrets folders."""
+        places = []
+        if self.env_file is not None:
+            places.append(f"the env file {self.env_file}")
+        elif self.values:
+            places.append("the values given")
+        places.append("the environment")
+        places.extend(str(folder) for folder in self.dirs)
+        return ", ".join(places[:-1]) + " or " + places[-1] if len(places) > 1 else places[0]
 
     def resolve_all(self, names: Iterable[str]) -> dict[str, str]:
         return {name: self.resolve(name) for name in names}

@@ -116,3 +116,26 @@ def test_the_env_file_of_the_environment_is_checked_when_the_process_starts(
         secrets.use_env_file(None)
     monkeypatch.setenv("FLOWS_ENV_FILE", "")
     secrets.use_env_file(None)
+
+
+def test_a_missing_secret_names_the_places_looked_in(tmp_path: Path) -> None:
+    """The env file by its path, and only when there is one: a worker given none was not
+    looking in one."""
+    path = tmp_path / "worker.env"
+    path.write_text("A=1\n")
+    given = Secrets.from_env_file(path)
+    given.environ, given.dirs = {}, (tmp_path / "s", Path("/run/secrets"))
+    with pytest.raises(MissingSecret) as missing:
+        given.resolve("DB_PASSWORD")
+    assert str(missing.value) == (
+        f"secret DB_PASSWORD not found: not in the env file {path}, the environment, "
+        f"{tmp_path / 's'} or /run/secrets"
+    )
+    with pytest.raises(MissingSecret) as missing:
+        Secrets(environ={}, dirs=[Path("/run/secrets")]).resolve("DB_PASSWORD")
+    assert str(missing.value) == (
+        "secret DB_PASSWORD not found: not in the environment or /run/secrets"
+    )
+    with pytest.raises(MissingSecret) as missing:
+        Secrets(environ={}, dirs=[]).resolve("DB_PASSWORD")
+    assert str(missing.value) == "secret DB_PASSWORD not found: not in the environment"
