@@ -8,10 +8,10 @@
 --
 -- wait.signal completes an awaiting job with `data` as its result (its outputs), history
 -- 'signaled' (signal, by), and settles its dependents in the same call, as a worker's complete
--- would. When the wait declares `outputs`, each of them must be a key of `data`. Refused,
--- changing nothing, for a job that is not awaiting: NOTFOUND (no such job), WRONGSTATE (not a
--- wait, or a wait whose needs are not done yet, or one already done), the message naming the
--- job and its state.
+-- would. When the wait declares `outputs`, each of them must be a key of `data` (a refusal names
+-- every one it lacks). Refused, changing nothing, for a job that is not awaiting: NOTFOUND (no
+-- such job), WRONGSTATE (not a wait, or a wait whose needs are not done yet, or one already
+-- done), the message naming the job and its state.
 -- wait.sweep times out up to `limit` awaiting jobs whose deadline is at or before now, oldest
 -- deadline first: on_timeout fail fails the job in group `wait-timeout` (its dependents then
 -- follow their trigger rules, and run.retry makes it await again), skip completes it as skipped
@@ -81,11 +81,13 @@ api['wait.signal'] = function(args)
   if not fields then Err.raise('NOTFOUND', cmd .. '(): no job ' .. jid) end
   if fields.state ~= Waits.STATE or not fields.wait then refusal(cmd, jid, fields) end
   local spec = Waits.spec(fields.wait)
+  local lacking = {}
   for _, name in ipairs(spec.outputs or {}) do
-    if decoded[name] == nil then
-      Arg.fail(cmd, 'Arg "data" lacks "' .. name .. '": the wait of job ' .. jid ..
-        ' declares the outputs ' .. table.concat(spec.outputs, ', '))
-    end
+    if decoded[name] == nil then table.insert(lacking, '"' .. name .. '"') end
+  end
+  if #lacking > 0 then
+    Arg.fail(cmd, 'Arg "data" lacks ' .. table.concat(lacking, ', ') .. ': the wait of job ' ..
+      jid .. ' declares the outputs ' .. table.concat(spec.outputs, ', '))
   end
   finish(jid, fields.queue, data, 'signaled', { signal = spec.signal, by = by })
   return 'complete'

@@ -125,6 +125,17 @@ def test_declared_outputs_must_be_in_the_signal(lua: Lua) -> None:
     assert lua("wait.signal", "approve", json.dumps({"note": "", "x": 1}), now=T0 + 5) == "complete"
 
 
+def test_a_signal_lacking_declared_outputs_names_every_one(lua: Lua) -> None:
+    approval_run(lua, outputs=["note", "ticket", "owner"])
+    finish_child(lua)
+    with unchanged(lua.r), pytest.raises(InvalidArgument) as refused:
+        lua("wait.signal", "approve", json.dumps({"ticket": "T-1"}), now=T0 + 5)
+    assert str(refused.value) == (
+        'WaitSignal(): Arg "data" lacks "note", "owner": the wait of job approve declares the '
+        "outputs note, ticket, owner"
+    )
+
+
 @pytest.mark.parametrize(
     ("jid", "error", "words"),
     [
