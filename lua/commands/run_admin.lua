@@ -371,9 +371,38 @@ function RunState.rerun_job(jid, fields, targets)
     if targets[need] then table.insert(open, need) end
   end
   local record = RunState.attempt_record(jid, status)
+  -- A sub-flow step re-runs its child run: the put clears `child`, so the flag tells its next
+  -- subflow.wait to put the child's jobs back too (commands/subflow.lua).
+  local child = redis.call('hget', Keys.job(jid), 'child')
   local p = reput(jid, fields, open)
   p.keep_logs = true
   Put.write(p, fields)
   redis.call('hset', Keys.job(jid), 'attempt:' .. attempts, record)
+  if child then redis.call('hset', Keys.job(jid), 'rerun_child', child) end
   Job.history(jid, 'rerun', { attempt = attempts + 1 })
+end
+
+-- Re-run every job of the finished run `run_id` (a sub-flow step's child run, when that step
+-- is re-run): each ended job is put back as it was first put, waiting for its needs; each job
+-- canceled with it is put back as run.retry would; jobs held back by a failed need wait for it
+-- as they did. Returns how many jobs were put back.
+function RunState.rerun_run(run_id)
+  local jids = redis.call('lrange', Keys.run_jobs(run_id), 0, -1)
+  local kept = kept_canceled(run_id)
+  local targets, count = {}, 0
+  for _, jid in ipairs(jids) do targets[jid] = true end
+  for _, jid in ipairs(jids) do
+    local fields = Job.fields(jid, 'needs', 'skipped', unpack(RETRY_FIELDS))
+    local state = fields and fields.state
+    if state == 'complete' or state == 'failed' or state == 'expired' then
+      RunState.rerun_job(jid, fields, targets)
+      count = count + 1
+    elseif not fields and kept[jid] then
+      RunState.restore_canceled(run_id, jid, cjson.decode(kept[jid]))
+      count = count + 1
+    end
+  end
+  uncancel_when_nothing_kept(run_id)
+  Events.log({ event = 'run_rerun', run = run_id, step = '', jobs = count })
+  return count
 end

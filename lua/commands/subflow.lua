@@ -12,8 +12,10 @@
 -- `parent_jid`; without them the call is refused. A run that exists must name this job as its
 -- parent. The first call after the job was put (its run was submitted, or run.retry put it
 -- back) also puts the child's failed and expired jobs back, as run.retry of the child would: a
--- retry of the parent retries the child. Later calls (the job was released, or its worker died
--- and another took it) only report.
+-- retry of the parent retries the child; after run.rerun of the step (field `rerun_child`) it
+-- re-runs every job of the child instead (RunState.rerun_run), unless the child is running
+-- again by itself. Later calls (the job was released, or its worker died and another took it)
+-- only report.
 --
 -- Waiting: the job leaves its worker (as complete does) and waits in state `depends` (field
 -- `child` = the child run's id; no delay when released) for every job of the child that can
@@ -92,7 +94,7 @@ api['subflow.wait'] = function(args)
     Arg.fail(cmd, 'give jid, worker, queue, child_run_id and, to submit it, run and jobs')
   end
   local fields = Lock.check_fields(cmd, jid, worker, queue, Job.fields(jid, 'queue', 'worker',
-    'expires', 'grace', 'ttl_at', 'ckey', 'climit', 'throttle', 'child'))
+    'expires', 'grace', 'ttl_at', 'ckey', 'climit', 'throttle', 'child', 'rerun_child'))
   local submission
   if Runs.exists(child) then
     check_parent(cmd, child, jid)
@@ -110,12 +112,16 @@ api['subflow.wait'] = function(args)
     if type(parent_run) == 'string' and Runs.exists(parent_run) then
       redis.call('hincrby', Keys.run(parent_run), 'children', 1)
     end
+  elseif fields.rerun_child == child and RunState.read(child, 0).status ~= 'running' then
+    RunState.rerun_run(child) -- the step was re-run: so is its child, every job of it
   elseif fields.child ~= child and RunState.allows(RunState.read(child, 0).actions, 'retry') then
     api['run.retry']({ child }) -- the parent was put again: so is what failed in its child
   end
+  if fields.rerun_child then redis.call('hdel', Keys.job(jid), 'rerun_child') end
   local open = open_jobs(child)
   if #open == 0 then
     redis.call('hset', Keys.job(jid), 'child', child)
+    RunCounts.touch(jid) -- its step's kept `child` (include/run_counts.lua)
     return Runs.status(child)
   end
   wait_for(jid, queue, worker, fields, child, open)

@@ -250,8 +250,9 @@ end
 local function stale_fields(p)
   -- `child`: a sub-flow step's child run (commands/subflow.lua); a put over it starts afresh.
   -- `runs`: the times it started running, its step log's attempt number (commands/pop.lua).
+  -- `rerun_child`: the child run a re-run of the step runs again (commands/run_admin.lua).
   local stale = { 'grace', 'result', 'lost', 'scheduled', 'wait', 'wait_since', 'wait_at', 'child',
-    'skipped', 'popped',
+    'rerun_child', 'skipped', 'popped',
     unpack(OPTION_FIELDS) }
   if not p.keep_logs then table.insert(stale, 'runs') end
   if p.trigger == 'all_success' then table.insert(stale, 'trigger') end

@@ -21,7 +21,13 @@ def child_jobs(*steps: str, chain: bool = True) -> str:
     """The child run's jobs, each needing the one before it (with ``chain``)."""
     jobs: list[dict[str, Any]] = []
     for i, step in enumerate(steps):
-        job: dict[str, Any] = {"jid": f"{CHILD}:{step}", "queue": "c", "klass": "K", "data": "{}"}
+        job: dict[str, Any] = {
+            "jid": f"{CHILD}:{step}",
+            "queue": "c",
+            "klass": "K",
+            "data": "{}",
+            "trigger": "all_success",  # as a flow's jobs are put: their needs are kept
+        }
         if chain and i:
             job["depends"] = [f"{CHILD}:{steps[i - 1]}"]
         jobs.append(job)
@@ -207,3 +213,52 @@ def test_a_waiting_step_is_where_its_state_says(lua: Lua) -> None:
     report = json.loads(lua.raw("doctor.jobs", STEP, f"{CHILD}:a", now=T0 + 2))
     assert report["failed"] == [] and report["findings"] in ([], {}), report
     assert STEP in lua.zset("q:q-depends")
+
+
+def test_rerunning_the_step_runs_its_child_again(lua: Lua) -> None:
+    started(lua, "a", "b")
+    for i, step in enumerate(("a", "b")):
+        lua.pop("c", now=T0 + 2 + i)
+        lua.complete(f"{CHILD}:{step}", queue="c", now=T0 + 2 + i)
+    lua.pop(now=T0 + 4)
+    assert wait(lua, now=T0 + 4) == "succeeded"
+    lua.complete(STEP, now=T0 + 5, result=json.dumps({"total": 3}))
+    lua.pop(now=T0 + 6)
+    lua.complete(f"{PARENT}:after", now=T0 + 6)
+    assert status(lua, PARENT, T0 + 6) == "succeeded"
+
+    assert lua("run.rerun", PARENT, "child", now=T0 + 7) == 1
+    assert lua.pop_jids(now=T0 + 8) == [STEP]
+    # Re-run, the step runs its child again (every job of it) and waits for it, as a new
+    # step would: it does not complete at once with what the child gave the first time.
+    assert wait(lua, now=T0 + 8) == "waiting"
+    assert lua.state(f"{CHILD}:a", now=T0 + 8) == "waiting"
+    assert lua.state(f"{CHILD}:b", now=T0 + 8) == "depends"
+    assert status(lua, CHILD, T0 + 8) == "running"
+    job = lua.job(STEP, now=T0 + 8)
+    assert job is not None
+    assert sorted(job["dependencies"]) == [f"{CHILD}:a", f"{CHILD}:b"]
+    for i, step in enumerate(("a", "b")):
+        assert lua.pop_jids("c", now=T0 + 9 + i) == [f"{CHILD}:{step}"]
+        lua.complete(f"{CHILD}:{step}", queue="c", now=T0 + 9 + i)
+    assert lua.pop_jids(now=T0 + 11) == [STEP]
+    # Released by its child, the step reports; it re-runs nothing a second time.
+    with assert_unchanged(lua.r):
+        assert wait(lua, now=T0 + 11) == "succeeded"
+
+
+def test_a_retry_after_a_rerun_does_not_run_the_child_again(lua: Lua) -> None:
+    started(lua, "a")
+    lua.pop("c", now=T0 + 2)
+    lua.complete(f"{CHILD}:a", queue="c", now=T0 + 2)
+    lua.pop(now=T0 + 3)
+    assert wait(lua, now=T0 + 3) == "succeeded"
+    lua("fail", STEP, "w1", "boom", "the outputs did not fit", now=T0 + 4)
+    assert lua("run.rerun", PARENT, "child", now=T0 + 5) == 1
+    lua.pop(now=T0 + 6)
+    lua("fail", STEP, "w1", "boom", "lost before it asked", now=T0 + 6)  # flag still set
+    assert lua("run.retry", PARENT, now=T0 + 7) == 1
+    lua.pop(now=T0 + 8)
+    # The retry's put cleared the re-run: the child, which succeeded, is only reported.
+    assert wait(lua, now=T0 + 8) == "succeeded"
+    assert lua.state(f"{CHILD}:a", now=T0 + 8) == "complete"
