@@ -131,7 +131,7 @@ function Cache.chain(dependents)
     if spec then from, result = Cache.fresh(Cache.full_key(spec.base, upstream), jid, tonumber(spec.ttl)) end
     local fanouts, usable = nil, from ~= nil
     if usable and f.feeds then
-      usable, fanouts = pcall(Fanout.plans, f.feeds, result)
+      usable, fanouts = pcall(Fanout.plans, f.feeds, result, jid)
     end
     if usable then
       local next_ones = redis.call('smembers', Keys.dependents(jid))

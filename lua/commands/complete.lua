@@ -177,7 +177,8 @@ local function complete(cmd, args, b)
   -- the first write.
   local fanouts
   if fields.feeds and not c.next and not c.skipped then
-    fanouts = Fanout.plans(fields.feeds, c.result or redis.call('hget', key, 'result') or nil)
+    fanouts = Fanout.plans(fields.feeds, c.result or redis.call('hget', key, 'result') or nil,
+      jid)
   end
   if not b.looked then look(b, { jid }) end
   unlocked(b, jid, queue, worker, fields, Engine.now - (tonumber(fields.popped) or Engine.now))

@@ -235,6 +235,9 @@ function RunState.retry(run_id, jids, only)
         Fanout.apply(plan)
         retried = retried + 1
       end
+    elseif fields and back[jid] and fields.state == 'failed' and Fanout.refail_item(jid, fields) then
+      -- An item whose producer's output no longer fits its expansion fails again, saying so.
+      retried = retried + 1
     elseif fields and back[jid] then
       local waits = {}
       for _, need in ipairs(fields.needs and cjson.decode(fields.needs) or {}) do

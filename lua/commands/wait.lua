@@ -34,7 +34,7 @@ local function finish(jid, queue, result, what, extra)
   -- worker's complete does; decided before the first write.
   local fanouts
   local feeds = redis.call('hget', Keys.job(jid), 'feeds')
-  if feeds and what ~= 'skipped' then fanouts = Fanout.plans(feeds, result) end
+  if feeds and what ~= 'skipped' then fanouts = Fanout.plans(feeds, result, jid) end
   local written = { 'state', 'complete', 'worker', '', 'expires', 0, 'updated', Engine.now }
   if result then table.insert(written, 'result'); table.insert(written, result) end
   if what == 'skipped' then table.insert(written, 'skipped'); table.insert(written, 1) end

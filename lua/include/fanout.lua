@@ -28,6 +28,10 @@
 -- starts (flows/flowfile/job_data.py), as step outputs are resolved.
 -- run.retry (commands/run_admin.lua) expands a template failed this way again from the
 -- producer's stored result.
+-- An expansion leaves `fed:<template>` ({output, items}) on the producer: when the producer
+-- completes again with the items waiting for it (run.rerun with its downstream jobs), they run
+-- again, each its item of the new output, if it has as many items; otherwise they fail in
+-- `fanout-invalid` saying so (the step is never expanded twice: Fanout.replan).
 -- @include args
 -- @include putting
 -- @include failing
@@ -123,20 +127,89 @@ function Fanout.plan(jid, result, retrying)
   return plan
 end
 
--- The plans of every template `feeds` (JSON text: the producer's field) lists.
-function Fanout.plans(feeds, result)
+-- Why the items the producer `from` made of the template `jid` (its `fed:<jid>`) cannot run
+-- with its output now (`result`: JSON text, or nil): another number of items, or no list; nil
+-- when they can (or it never expanded it). Reads only.
+function Fanout.mismatch(jid, from, result)
+  local fed = redis.call('hget', Keys.job(from), 'fed:' .. jid)
+  if not fed then return nil end
+  fed = cjson.decode(fed)
+  local ok, decoded = false, nil
+  if result then ok, decoded = pcall(cjson.decode, result) end
+  if not ok or type(decoded) ~= 'table' then
+    return 'the producer ' .. from .. ' completed without outputs (an object)'
+  end
+  local count, why = count_items(decoded[fed.output], fed.output)
+  if count == fed.items then return nil end
+  if not count then return why end
+  return 'output "' .. fed.output .. '" has ' .. count .. ' items now, but the step was ' ..
+    'expanded into ' .. fed.items .. ' when ' .. from .. ' first completed; a re-run runs ' ..
+    'the same items: start a new run for another list'
+end
+
+-- A template the producer `from` expanded before, whose items wait for it again (it was re-run
+-- with them: `flows rerun --downstream`): its items are the ones first made, each reading its
+-- item of the new output by its index, so an output of another length (or no list) fails
+-- those items instead of leaving items out or running some past its end. nil when nothing is
+-- to be done: the same number of items, or none of them waits for the producer. Reads only.
+function Fanout.replan(jid, from, result)
+  local fed = redis.call('hget', Keys.job(from), 'fed:' .. jid)
+  if not fed then return nil end
+  local waiting = {}
+  for i = 0, cjson.decode(fed).items - 1 do
+    local item = jid .. '[' .. i .. ']'
+    local fields = Job.fields(item, unpack(TEMPLATE_FIELDS))
+    if fields and fields.state == 'depends' and
+        redis.call('sismember', Keys.dependencies(item), from) == 1 then
+      waiting[#waiting + 1] = { jid = item, fields = fields }
+    end
+  end
+  if #waiting == 0 then return nil end
+  local why = Fanout.mismatch(jid, from, result)
+  if not why then return nil end
+  return { jid = jid, spec = { from = from }, invalid = why, items_waiting = waiting }
+end
+
+-- run.retry of an item (`fields`: its hash's) that failed in this group because its producer's
+-- output no longer fits the expansion: it fails again, saying why, and true; false when it
+-- can be put back (another failure, or the output fits now).
+function Fanout.refail_item(jid, fields)
+  local failure = fields.failure and cjson.decode(fields.failure)
+  if type(failure) ~= 'table' or failure.group ~= Fanout.GROUP then return false end
+  local template = string.match(jid, '^(.+)%[%d+%]$')
+  if not template then return false end
+  for _, need in ipairs(Job.decode_list(fields.needs)) do
+    if redis.call('hexists', Keys.job(need), 'fed:' .. template) == 1 then
+      local why = Fanout.mismatch(template, need, redis.call('hget', Keys.job(need), 'result') or nil)
+      if not why then return false end
+      Job.fail(jid, fields, 'flows', Fanout.GROUP, 'foreach.items from ' .. need .. ': ' .. why)
+      return true
+    end
+  end
+  return false
+end
+
+-- The plans of every template `feeds` (JSON text: the producer's field) lists; `from`, the
+-- producer's jid, also checks templates it expanded before (Fanout.replan).
+function Fanout.plans(feeds, result, from)
   local plans = {}
   for _, jid in ipairs(Job.decode_list(feeds)) do
     local plan = Fanout.plan(jid, result, false)
+    if not plan and from and not Job.exists(jid) then plan = Fanout.replan(jid, from, result) end
     if plan then table.insert(plans, plan) end
   end
   return plans
 end
 
 local function fail(plan, message)
-  local fields = plan.fields
-  Job.fail(plan.jid, fields, 'flows', Fanout.GROUP, 'foreach.items from ' .. plan.spec.from ..
-    ': ' .. message)
+  local text = 'foreach.items from ' .. plan.spec.from .. ': ' .. message
+  if plan.items_waiting then
+    for _, item in ipairs(plan.items_waiting) do
+      Job.fail(item.jid, item.fields, 'flows', Fanout.GROUP, text)
+    end
+    return
+  end
+  Job.fail(plan.jid, plan.fields, 'flows', Fanout.GROUP, text)
 end
 
 -- No items: the template completes at once, its result the empty list.
@@ -242,6 +315,9 @@ local function expand(plan, puts)
   if run_id then RunCounts.leave(jid) end
   redis.call('del', Keys.dependents(jid))
   Job.delete(jid, fields)
+  -- What a later complete of the producer checks its items against (Fanout.replan).
+  redis.call('hset', Keys.job(plan.spec.from), 'fed:' .. jid,
+    cjson.encode({ output = plan.spec.output, items = #jids }))
   Events.log({ jid = jid, event = 'fanout', items = #jids, run = plan.spec.run })
 end
 

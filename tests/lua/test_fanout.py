@@ -296,3 +296,84 @@ def test_each_item_is_written_once_needs_and_count_included(lua: Lua) -> None:
         assert item["counted"] == f"waiting {RUN}"
     assert writes[1]["hset"] - writes[0]["hset"] == 3
     assert writes[1].get("hmget", 0) == writes[0].get("hmget", 0)
+
+
+def finish_all(lua: Lua, now: float) -> None:
+    """Pop and complete every job the queue hands out, until none is left."""
+    while jids := lua.pop_jids("q", "w1", count=10, now=now):
+        for jid in jids:
+            lua.complete(jid, now=now)
+
+
+def rerun_list_with(lua: Lua, files: list[str]) -> None:
+    """A finished run whose list gave three files, re-run from list with `files` this time."""
+    submit(lua)
+    produce(lua, {"files": ["a", "b", "c"]})
+    finish_all(lua, T0 + 2)
+    assert lua.state(JOIN, now=T0 + 2) == "complete"
+    assert lua("run.rerun", RUN, "list", "1", now=T0 + 3) == 6
+    produce(lua, {"files": files}, now=T0 + 4)
+
+
+def test_a_rerun_whose_list_has_as_many_items_runs_the_same_items(lua: Lua) -> None:
+    rerun_list_with(lua, ["x", "y", "z"])
+    assert [lua.state(jid, now=T0 + 4) for jid in items(3)] == ["waiting"] * 3
+    finish_all(lua, T0 + 5)
+    assert lua.state(JOIN, now=T0 + 5) == "complete"
+    assert run_jobs(lua) == [LIST, *items(3), JOIN, FINALLY]
+
+
+@pytest.mark.parametrize(
+    ("files", "told"),
+    [
+        (["x"], 'output "files" has 1 items now, but the step was expanded into 3'),
+        (["w", "x", "y", "z"], 'output "files" has 4 items now, but the step was expanded into 3'),
+        ("not a list", 'output "files" is text that is not a JSON array'),
+    ],
+    ids=["fewer", "more", "not-a-list"],
+)
+def test_a_rerun_whose_list_changed_length_fails_the_items_saying_so(
+    lua: Lua, files: Any, told: str
+) -> None:
+    # Before: item i ran with item i of the new list, so a longer list lost its new items
+    # without a word and a shorter one failed items past its end in a lookup error.
+    rerun_list_with(lua, files)
+    assert lua.state(LIST, now=T0 + 4) == "complete"
+    for jid in items(3):
+        job = lua.job(jid, now=T0 + 4)
+        assert job is not None and job["state"] == "failed"
+        assert job["failure"]["group"] == "fanout-invalid"
+        assert told in job["failure"]["message"]
+        assert f"foreach.items from {LIST}" in job["failure"]["message"]
+    assert lua.pop_jids("q", "w1", count=10, now=T0 + 5) == [FINALLY]  # all_done: it runs
+    assert lua.state(JOIN, now=T0 + 5) == "depends"
+    assert run_jobs(lua) == [LIST, *items(3), JOIN, FINALLY]
+
+
+def test_a_rerun_of_the_producer_alone_leaves_its_items_as_they_ran(lua: Lua) -> None:
+    submit(lua)
+    produce(lua, {"files": ["a", "b", "c"]})
+    finish_all(lua, T0 + 2)
+    assert lua("run.rerun", RUN, "list", now=T0 + 3) == 1
+    produce(lua, {"files": ["x"]}, now=T0 + 4)
+    assert [lua.state(jid, now=T0 + 4) for jid in items(3)] == ["complete"] * 3
+
+
+def test_a_retry_of_items_whose_list_changed_length_fails_them_again(lua: Lua) -> None:
+    rerun_list_with(lua, ["w", "x", "y", "z"])
+    finish_all(lua, T0 + 5)  # the finally hook
+    assert lua("run.retry", RUN, now=T0 + 6) == 3
+    # Put back, items 0-2 would run with w, x, y and leave z out without a word.
+    for jid in items(3):
+        job = lua.job(jid, now=T0 + 6)
+        assert job is not None and job["state"] == "failed"
+        assert "has 4 items now" in job["failure"]["message"]
+    assert lua.pop_jids("q", "w1", count=10, now=T0 + 7) == []
+
+
+def test_a_retry_of_items_whose_list_fits_again_puts_them_back(lua: Lua) -> None:
+    rerun_list_with(lua, ["x"])
+    assert lua.state(f"{STEP}[0]", now=T0 + 4) == "failed"
+    lua.r.hset(lua.key(f"j:{LIST}"), "result", json.dumps({"files": ["x", "y", "z"]}))
+    assert lua("run.retry", RUN, "process", now=T0 + 5) == 3
+    assert [lua.state(jid, now=T0 + 5) for jid in items(3)] == ["waiting"] * 3
