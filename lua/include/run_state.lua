@@ -477,6 +477,12 @@ function RunState.read(run_id, limit, offsets)
         job.earlier = RunState.earlier(job.jid, tonumber(runs) or 0)
       end
     end
+    -- A canceled sub-flow step's job is gone with its `child`: its child run still names it.
+    if not step.child and word == 'canceled' then
+      local id = run_id .. '.' .. step.step
+      local parent = redis.call('hmget', Keys.run(id), 'parent_run', 'parent_step')
+      if parent[1] == run_id and parent[2] == step.step then step.child = id end
+    end
     local actions = RunState.step_actions(run_id, step, finished)
     out_steps[i] = {
       step = step.step, status = word, counts = step.counts, total = step.total,

@@ -145,6 +145,9 @@ def test_canceling_the_parent_cancels_the_child(lua: Lua) -> None:
     assert status(lua, PARENT, T0 + 3) == "canceled"
     # Nothing is left waiting or indexed.
     assert lua.zset("q:q-depends") == [] and lua.zset("q:c-locks") == []
+    # The step still names its child run (its job, which held `child`, went with the cancel).
+    steps = json.loads(lua.raw("run.read", PARENT, now=T0 + 3))["steps"]
+    assert [(step["step"], step["child"]) for step in steps] == [("child", CHILD), ("after", None)]
 
 
 def test_a_canceled_child_releases_its_step(lua: Lua) -> None:
