@@ -17,7 +17,8 @@
 --                                      wait.sweep fails or skips it (a signal until then
 --                                      still completes it)
 --   child-run {child}                  a sub-flow step waiting for its child run
---   upstream-failed {failed, rule}     a dependency failed, expired, is buried or gone: held back
+--   upstream-failed {failed, rule}     a dependency failed, expired, is buried or gone, or waits
+--                                      for one so (state `upstream_failed`): held back
 --   dependencies {waiting, rule}       dependencies not done yet (each {jid, state}, at most 20;
 --                                      `more`: how many beyond)
 --   retry-delay {until, attempt, group} a retry waiting for its backoff delay
@@ -51,6 +52,7 @@
 -- @include ttl
 -- @include waits
 -- @include commands/worker_list
+-- @include run_state
 
 local Explain = { SHOWN = 20, SCANNED = 1000 }
 
@@ -82,15 +84,35 @@ function Explain.holders(queues, field, value)
   return out
 end
 
+-- A dependency's status as the decider (include/run_state.lua) gives it in a run's read: a job
+-- waiting for dependencies is `upstream_failed` when one of them cannot progress, and so on up
+-- a chain. `seen` memoizes; after Explain.SCANNED jobs one waiting for dependencies counts as
+-- waiting (the explanation stays a bounded read).
+function Explain.dep_status(jid, seen)
+  if seen[jid] then return seen[jid] end
+  local f = RunState.brief(jid)
+  if not f[1] then return 'gone' end
+  if f[1] == 'depends' and not f[3] then
+    seen.looked = (seen.looked or 0) + 1
+    if seen.looked > Explain.SCANNED then return 'waiting' end
+  end
+  seen[jid] = 'waiting' -- (a run has no cycle; this ends one if a job was put so)
+  local status = RunState.job_status(f, function(dep) return Explain.dep_status(dep, seen) end, jid)
+  seen[jid] = status
+  return status
+end
+
 function Explain.dependencies(jid, out)
   local deps = redis.call('smembers', Keys.dependencies(jid))
   table.sort(deps)
-  local waiting, failed = {}, {}
+  local waiting, failed, seen = {}, {}, {}
   for _, dep in ipairs(deps) do
     local state = redis.call('hget', Keys.job(dep), 'state') or 'gone'
-    -- What the decider calls upstream_failed: a dependency that cannot complete by itself.
-    if state == 'failed' or state == 'expired' or state == 'buried' or state == 'gone' then
-      table.insert(failed, { jid = dep, state = state })
+    -- What the decider calls upstream_failed: a dependency that cannot progress by itself
+    -- (failed, expired, buried, gone, or itself held back by one of its own).
+    local status = Explain.dep_status(dep, seen)
+    if not RunState.PROGRESSING[status] then
+      table.insert(failed, { jid = dep, state = status == 'upstream_failed' and status or state })
     elseif #waiting < Explain.SHOWN then
       table.insert(waiting, { jid = dep, state = state })
     end

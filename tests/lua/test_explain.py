@@ -308,6 +308,16 @@ def test_dependencies_upstream_failure_and_endings(world: World) -> None:
         "all_success it does not run until that one is put back (flows retry, or flows kick for "
         "a buried one) and succeeds.",
     )
+    # Held back by a job held back itself: upstream_failed, as the run's read says of it.
+    world.put("b2", "depends", json.dumps(["b"]), "trigger", "none_failed")
+    check(
+        world,
+        "b2",
+        "upstream-failed",
+        "An upstream job will not complete by itself: b (upstream_failed); under its trigger "
+        "rule none_failed it does not run until that one is put back (flows retry, or flows "
+        "kick for a buried one) and succeeds.",
+    )
     world.put("c")
     assert world.pop() == ["c"]
     world.call("complete", "c", "w1", "q", "{}")
