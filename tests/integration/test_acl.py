@@ -6,7 +6,10 @@
   the scheduler service do their work (its notification senders too), and a viewer read but not
   write;
 * a worker and a pool started with a password in ``FLOWS_REDIS_URL`` never show it: not in their
-  log output, not in the command line (``/proc/<pid>/cmdline``) of any of their processes.
+  log output, not in the command line (``/proc/<pid>/cmdline``) of any of their processes;
+* the commands and the dashboard's pages and API each user is documented for work under it,
+  and the server's ACL log shows no command refused to them (what Python sends outside the
+  engine, the notifications' and the audit log's reads, is in the lines too).
 """
 
 from __future__ import annotations
@@ -26,8 +29,12 @@ from urllib.parse import quote
 
 import pytest
 import redis
+from click.testing import CliRunner
+from flows_cli_support import flows
 from notify_support import Receiver, receiver_fixture
+from ui_support import TOKEN, Api, serve
 
+from flows.ui.auth import Auth
 from scheduler.embedded import EmbeddedServer
 from scheduler.engine.client import Client
 from scheduler.engine.connections import connect
@@ -337,8 +344,119 @@ def test_the_eviction_check_reads_info_when_config_is_denied(
     with pytest.raises(redis.ResponseError):
         worker.config_get("maxmemory-policy")
     assert check_eviction_policy(worker) == "noeviction"
-    viewer = connect(url_for(server, "flows-viewer", passwords["flows-viewer"]))
-    assert check_eviction_policy(viewer) is None  # neither CONFIG nor INFO: a warning
-    assert "cannot read the server's maxmemory-policy" in caplog.text
+    admin = connect(server.url)
+    admin.execute_command(
+        "ACL", "SETUSER", "flows-blind", "on", ">blind", "~ql:*", "-@all", "+ping", "+fcall"
+    )
+    try:
+        blind = connect(url_for(server, "flows-blind", "blind"))
+        assert check_eviction_policy(blind) is None  # neither CONFIG nor INFO: a warning
+        assert "cannot read the server's maxmemory-policy" in caplog.text
+        blind.close()
+    finally:
+        admin.execute_command("ACL", "DELUSER", "flows-blind")
+        admin.close()
     worker.close()
-    viewer.close()
+
+
+# What a flows user may be refused without a defect: the eviction check's CONFIG GET falls back
+# to INFO (above), and redis-py names its library (CLIENT SETINFO, Redis 7.2+) when it may.
+EXPECTED_REFUSALS = {"config|get", "client|setinfo"}
+
+
+def refused(admin: redis.Redis) -> list[tuple[str, str]]:
+    """(user, command) of every refusal in the server's ACL log, beyond the expected ones."""
+    entries = admin.execute_command("ACL", "LOG", "128")
+    found = []
+    for entry in entries:
+        if not isinstance(entry, dict):  # RESP2 on Redis 7.0: a flat list of names and values
+            entry = dict(zip(entry[::2], entry[1::2], strict=True))
+        fields = entry
+        if fields.get("username") in USERS and fields.get("object") not in EXPECTED_REFUSALS:
+            found.append((str(fields["username"]), str(fields["object"])))
+    return found
+
+
+@pytest.fixture
+def acl_log(redis_client: redis.Redis) -> Iterator[redis.Redis]:
+    """The admin's client, with the server's ACL log emptied first."""
+    redis_client.execute_command("ACL", "LOG", "RESET")
+    yield redis_client
+
+
+def _a_failed_run(server: EmbeddedServer, passwords: dict[str, str], tmp_path: Path) -> str:
+    """A run whose one step failed, submitted and worked under the documented users (the submit
+    is in the audit log); its id."""
+    flow = tmp_path / "acl-read.yaml"
+    flow.write_text(
+        "version: 1\nname: acl-read\nqueue: acl-read\nsteps:\n  a: {run: 'echo hello; exit 3'}\n"
+    )
+    env = {"FLOWS_REDIS_URL": url_for(server, "flows-scheduler", passwords["flows-scheduler"])}
+    result = flows(CliRunner(env=env), "run", "--detach", str(flow))
+    assert result.exit_code == 0, result.output
+    run_id = result.stdout.strip()
+    code, text, _ = _run_sampled(
+        [sys.executable, "-m", "scheduler.worker", "-q", "acl-read", "--burst"],
+        url_for(server, "flows-worker", passwords["flows-worker"]),
+        tmp_path / "worker.log",
+    )
+    assert code == 0, text
+    return run_id
+
+
+def _read_everything(api: Api, run_id: str) -> dict[str, int]:
+    """path -> status of every page and API read the dashboard offers on ``run_id``."""
+    jid = f"{run_id}:a"
+    paths = [
+        "/", "/runs", f"/runs/{run_id}", "/flows", "/queues", "/workers", "/failures",
+        "/backfills", "/notifications", "/audit", f"/jobs/{jid}",
+        "/api/v1/runs", f"/api/v1/runs/{run_id}", f"/api/v1/runs/{run_id}/explain",
+        f"/api/v1/runs/{run_id}/logs", f"/api/v1/runs/{run_id}/timeline", f"/api/v1/jobs/{jid}",
+        f"/api/v1/jobs/{jid}/explain", f"/api/v1/jobs/{jid}/logs", "/api/v1/queues",
+        "/api/v1/workers", "/api/v1/schedules", "/api/v1/failures", "/api/v1/sources",
+        "/api/v1/backfills", "/api/v1/notifications", "/api/v1/audit", "/api/v1/flows",
+        "/metrics",
+    ]  # fmt: skip
+    return {path: api.get(path).status for path in paths}
+
+
+def test_the_viewer_reads_every_page_and_listing(
+    server: EmbeddedServer, acl_log: redis.Redis, passwords: dict[str, str], tmp_path: Path
+) -> None:
+    run_id = _a_failed_run(server, passwords, tmp_path)
+    url = url_for(server, "flows-viewer", passwords["flows-viewer"])
+    cli = CliRunner(env={"FLOWS_REDIS_URL": url})
+    for command in (
+        ["status", run_id], ["runs"], ["jobs", "--state", "failed"], ["job", f"{run_id}:a"],
+        ["logs", run_id], ["explain", run_id], ["failed"], ["queues"], ["workers"],
+        ["schedules"], ["backfills"], ["sources"], ["notifications"], ["audit"], ["doctor"],
+    ):  # fmt: skip
+        result = flows(cli, *command)
+        assert result.exit_code == 0, (command, result.output)
+    with Client(url) as viewer, serve(viewer, Auth(None, reads_open=True)) as base:
+        statuses = _read_everything(Api(base, None), run_id)
+    assert {path: status for path, status in statuses.items() if status != 200} == {}
+    assert refused(acl_log) == []
+
+
+def test_a_dashboard_that_writes_works_under_the_scheduler_user(
+    server: EmbeddedServer, acl_log: redis.Redis, passwords: dict[str, str], tmp_path: Path
+) -> None:
+    run_id = _a_failed_run(server, passwords, tmp_path)
+    url = url_for(server, "flows-scheduler", passwords["flows-scheduler"])
+    with Client(url) as scheduler, serve(scheduler, Auth(TOKEN, reads_open=True)) as base:
+        api = Api(base)
+        for path in ("/api/v1/queues/acl-read/pause", "/api/v1/queues/acl-read/unpause",
+                     f"/api/v1/runs/{run_id}/retry"):  # fmt: skip
+            answer = api.post(path)
+            assert answer.status == 200, (path, answer.body)
+        statuses = _read_everything(api, run_id)
+        assert api.post(f"/api/v1/runs/{run_id}/cancel").status == 200
+        audited = [entry["action"] for entry in api.get("/api/v1/audit").body["items"]]
+    assert {path: status for path, status in statuses.items() if status != 200} == {}
+    assert len(audited) >= 4
+    cli = CliRunner(env={"FLOWS_REDIS_URL": url})
+    for command in (["notifications"], ["audit"], ["status", run_id]):
+        result = flows(cli, *command)
+        assert result.exit_code == 0, (command, result.output)
+    assert refused(acl_log) == []
