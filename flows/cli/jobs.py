@@ -25,7 +25,7 @@ from flows.cli.common import (
     when,
 )
 from flows.cli.options import as_json, connection, id_argument, id_option
-from flows.cli.run import work_run
+from flows.cli.run import check_server, work_run
 from flows.cli.terminal import visible
 from flows.flowfile.findings import did_you_mean
 from flows.runs import actions as run_actions
@@ -522,6 +522,8 @@ def retry(
         if _is_run(client, target):
             view = load_run(client, target, limit=0)
             assert view is not None
+            if not detach:
+                check_server(client, "flows retry")
             if view.status == "running" and "retry" not in view.actions:
                 # an interrupted run: nothing to put back, its jobs wait to be worked
                 count = 0
@@ -594,6 +596,8 @@ def rerun(
     with user_errors():
         if not _is_run(client, run_id):
             raise click.ClickException(f"no run {run_id!r} (see `flows runs`)")
+        if not detach:
+            check_server(client, "flows rerun")
         try:
             count = run_actions.rerun(client, run_id, step, downstream, item)
         except InvalidArgument:

@@ -12,7 +12,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from types import FrameType
@@ -225,8 +225,41 @@ class WaitTimeouts:
             time_out_waits(self.client, max_rounds=1)
 
 
+def check_server(client: Client, command: str) -> None:
+    """Refuse, before anything is changed, to work a run here on a server whose eviction policy
+    may drop jobs: the local worker would refuse it (as every worker does) only once the run
+    was submitted or put back, and the run would wait for it."""
+    from scheduler.engine.safety import check_eviction_policy
+
+    with user_errors():
+        check_eviction_policy(client.redis, who=command)
+
+
+class LocalWorker:
+    """The worker of `flows run`, run in a thread (:meth:`work`). Called between the reads of
+    the run, it raises again an error that ended the worker (a server it refuses, a permission
+    it lacks), said as every error is, instead of the run being followed while no one works
+    it; then ``sweep``."""
+
+    def __init__(self, worker: Worker, sweep: Callable[[], None]) -> None:
+        self.worker = worker
+        self.sweep = sweep
+        self.error: Exception | None = None
+
+    def work(self) -> None:
+        try:
+            self.worker.run()
+        except Exception as error:
+            self.error = error
+
+    def __call__(self) -> None:
+        if self.error is not None:
+            raise self.error
+        self.sweep()
+
+
 def _read_again(
-    client: Client, run_id: str, view: RunView, pause: float, sweep: WaitTimeouts
+    client: Client, run_id: str, view: RunView, pause: float, sweep: Callable[[], None]
 ) -> tuple[RunView, float]:
     """The run read again after ``pause``, and the pause before the next read."""
     time.sleep(pause)
@@ -271,12 +304,13 @@ def _follow(
     presses: list[int] = []
     announced: list[bool] = []  # the stop was said: a signal from now on is a second one
     previous = _count_ctrl_c(presses, announced)
-    thread = threading.Thread(target=worker.run, name="flows-run-worker", daemon=True)
+    # Called between the reads of the run: the local worker's end, then the waits' timeouts.
+    between_reads = LocalWorker(worker, WaitTimeouts(client))
+    thread = threading.Thread(target=between_reads.work, name="flows-run-worker", daemon=True)
     thread.start()
     view = load_run(client, run_id)
     assert view is not None
     interrupted = False
-    sweep = WaitTimeouts(client)
     told: list[str] = []
 
     def tell(view: RunView) -> None:  # a step awaiting its signal: how to give it, once
@@ -285,14 +319,14 @@ def _follow(
 
     try:
         if logs:
-            stream_run(client, run_id, sweep)
+            stream_run(client, run_id, between_reads)
             view = load_run(client, run_id) or view
             print_run(view)
             return view, None
         pause = pacing.QUICK
         if quiet or not live:  # --json, or piped: no frames, the table once at the end
             while not view.finished:
-                view, pause = _read_again(client, run_id, view, pause, sweep)
+                view, pause = _read_again(client, run_id, view, pause, between_reads)
                 tell(view)
             if not quiet:  # --json: the run's JSON at the end is the whole output
                 print_run(view)
@@ -302,7 +336,7 @@ def _follow(
         frame = render_run(view, live=True)
         with Live(frame, console=console, auto_refresh=False, transient=True) as screen:
             while not view.finished:
-                view, pause = _read_again(client, run_id, view, pause, sweep)
+                view, pause = _read_again(client, run_id, view, pause, between_reads)
                 screen.update(render_run(view, live=True), refresh=True)
                 tell(view)
         print_run(view)
@@ -527,6 +561,8 @@ def run(
     # modules this machine lacks); checked last, so what else is wrong is said first.
     if check_imports and not detach:
         _check_imports(file, flow_file)
+    if not detach:
+        check_server(client, "flows run")
     with user_errors():
         submission = submit(client, built)
     if submission.created:

@@ -12,8 +12,10 @@ from pathlib import Path
 import pytest
 import redis
 from click.testing import CliRunner
+from helpers import assert_unchanged
 
 from flows.cli import main
+from flows.cli.run import work_run
 from flows.runs.service_source import FlowsSource
 from scheduler.embedded import EmbeddedServer
 from scheduler.engine.client import Client
@@ -93,3 +95,51 @@ def test_the_commands_exit_with_the_fix_and_no_traceback(
     assert_explains(child.stderr)
     assert "Traceback" not in child.stderr
     assert evicting.jobs["job-1"].state == "waiting"
+
+
+FLOW = "version: 1\nname: safe\nqueue: safe\nsteps:\n  a: {run: 'true'}\n"
+
+
+@pytest.mark.timeout(60)  # before the refusal, `flows run` followed its unworked run forever
+def test_working_a_run_here_is_refused_before_anything_changes(
+    evicting: Client,
+    redis_client: redis.Redis,
+    server: EmbeddedServer,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("FLOWS_REDIS_URL", server.url)
+    flow = tmp_path / "safe.yaml"
+    flow.write_text(FLOW)
+    runner = CliRunner()
+    running = runner.invoke(main, ["run", "--detach", str(flow)])  # workers elsewhere: allowed
+    assert running.exit_code == 0, running.output
+    finished = runner.invoke(main, ["run", "--detach", str(flow)]).stdout.strip()
+    for job in evicting.queues["safe"].pop(count=2):
+        if job.jid == f"{finished}:a":
+            job.complete()
+    assert evicting.jobs[f"{finished}:a"].state == "complete"
+    for args in (
+        ["run", str(flow)],
+        ["retry", running.stdout.strip()],
+        ["rerun", finished, "a"],
+    ):
+        with assert_unchanged(redis_client):
+            result = runner.invoke(main, args)
+        assert result.exit_code == 1, (args, result.output)
+        assert_explains(result.output)
+        assert f"flows {args[0]} refuses to run" in result.output
+        assert "Traceback" not in result.output
+
+
+@pytest.mark.timeout(60)
+def test_a_local_worker_that_cannot_work_ends_the_follow_with_its_error(
+    evicting: Client, server: EmbeddedServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FLOWS_REDIS_URL", server.url)
+    flow = tmp_path / "safe.yaml"
+    flow.write_text(FLOW)
+    run_id = CliRunner().invoke(main, ["run", "--detach", str(flow)]).stdout.strip()
+    with pytest.raises(UnsafeServer) as refused:
+        work_run(evicting, run_id, ["safe"], threads=1)
+    assert_explains(str(refused.value))
