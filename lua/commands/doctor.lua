@@ -182,15 +182,16 @@ api['doctor.jobs'] = function(args)
       local trouble, unknown = Doctor.judge(fields)
       if unknown then
         skipped = skipped + 1
-      elseif trouble then
-        table.insert(findings, Doctor.finding('bad-state', jid, 'job', '', trouble))
       else
-        if fields.state == 'failed' then
+        if trouble then
+          table.insert(findings, Doctor.finding('bad-state', jid, 'job', '', trouble))
+        elseif fields.state == 'failed' then
           table.insert(failed, { jid, Doctor.group(fields) })
         elseif not Doctor.indexed(jid, fields) then
           table.insert(findings, Doctor.finding('unindexed', jid, 'job', '',
             Doctor.describe(fields) .. ', but no index lists it'))
         end
+        -- A job set aside keeps its edges: checked in the same pass, so one repair mends all.
         Doctor.check_edges(jid, fields, findings)
       end
     end

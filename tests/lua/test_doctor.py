@@ -328,6 +328,25 @@ def test_a_job_without_a_usable_state_is_set_aside_as_failed(
     assert run(lua).clean
 
 
+def test_the_edges_of_a_job_without_a_state_are_checked_in_the_same_pass(lua: Lua) -> None:
+    lua.put("a")
+    lua.put("b", depends=["a"])
+    lua.put("c", depends=["a"])
+    lua.r.hdel(lua.key("j:a"), "state")
+    lua.r.sadd(lua.key("j:a-dependents"), "ghost")
+    lua.r.sadd(lua.key("j:a-dependencies"), "gone")
+    repaired(
+        lua,
+        {
+            ("stray-entry", "a", "work", "q"),
+            ("bad-state", "a", "job", ""),
+            ("dangling-dependent", "a", "job", "ghost"),
+            ("dangling-dependency", "a", "job", "gone"),
+        },
+    )
+    assert lua.r.smembers(lua.key("j:a-dependents")) == {"b", "c"}
+
+
 def test_buried_parked_and_expired_jobs_are_checked_too(lua: Lua) -> None:
     lua.put("b")
     lua("bury", "b", "w1", now=T0)
