@@ -177,12 +177,30 @@ def translate(
     return None
 
 
+_ACL_USER = re.compile(r"^User (\S+) has no permissions")
+
+
+def _refused_by_acl(text: str) -> str:
+    """A NOPERM reply to a command sent outside the engine, worded as :func:`translate` words
+    the engine's (the user is named where the server's reply names it: Valkey, Redis 7.2+)."""
+    user = _ACL_USER.search(text)
+    refused = _redis_command(text)
+    who = f"ACL user {user.group(1)!r}" if user else "the ACL user"
+    what = f"Redis command {refused!r}" if refused else "a key or command it needs"
+    return (
+        f"Redis refused the command: {who} may not run {what};"
+        ' use a user granted it (see "Least-privilege Redis users" in the docs)'
+    )
+
+
 def one_line(error: BaseException) -> str:
     """What a user is told about ``error``: one line, without a traceback or a password."""
     if isinstance(error, (FlowsError, EngineError)):
         text = str(error)
     elif isinstance(error, redis.exceptions.ConnectionError):
         text = f"cannot reach Redis: {error}; start the server, or check --redis / $FLOWS_REDIS_URL"
+    elif isinstance(error, redis.exceptions.NoPermissionError):  # a command sent, not the engine
+        text = _refused_by_acl(str(error))
     elif isinstance(error, redis.RedisError):
         text = f"Redis refused the command: {error}"
     else:

@@ -460,3 +460,20 @@ def test_a_dashboard_that_writes_works_under_the_scheduler_user(
         result = flows(cli, *command)
         assert result.exit_code == 0, (command, result.output)
     assert refused(acl_log) == []
+
+
+def test_a_command_a_user_lacks_outside_the_engine_is_named_in_one_line(
+    server: EmbeddedServer, redis_client: redis.Redis
+) -> None:
+    password = secrets.token_urlsafe(24)
+    line = documented_lines()["flows-viewer"].replace("CHANGE-ME", password)
+    words = [w for w in line.split()[3:] if w not in ("+hvals", "+xrange", "+xrevrange")]
+    redis_client.execute_command("ACL", "SETUSER", "flows-narrow", *words)
+    try:
+        cli = CliRunner(env={"FLOWS_REDIS_URL": url_for(server, "flows-narrow", password)})
+        result = flows(cli, "notifications")
+    finally:
+        redis_client.execute_command("ACL", "DELUSER", "flows-narrow")
+    assert result.exit_code == 1
+    assert "may not run Redis command 'hvals'; use a user granted it" in result.output
+    assert "Traceback" not in result.output and password not in result.output
