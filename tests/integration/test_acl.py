@@ -477,3 +477,24 @@ def test_a_command_a_user_lacks_outside_the_engine_is_named_in_one_line(
     assert result.exit_code == 1
     assert "may not run Redis command 'hvals'; use a user granted it" in result.output
     assert "Traceback" not in result.output and password not in result.output
+
+
+def test_flows_run_under_the_worker_user_sends_its_notifications(
+    server: EmbeddedServer,
+    acl_log: redis.Redis,
+    passwords: dict[str, str],
+    receiver: Receiver,
+    tmp_path: Path,
+) -> None:
+    flow = tmp_path / "acl-notify.yaml"
+    flow.write_text(
+        "version: 1\nname: acl-notify\nqueue: acl-notify\n"
+        f"notify: [{{on: [failure], webhook: {{url: '{receiver.url}/hook'}}}}]\n"
+        "steps:\n  a: {run: 'exit 1'}\n"
+    )
+    url = url_for(server, "flows-worker", passwords["flows-worker"])
+    result = flows(CliRunner(env={"FLOWS_REDIS_URL": url}), "run", str(flow))
+    assert result.exit_code == 1, result.output
+    assert "Error" not in result.output, result.output
+    assert [p.path for p in receiver.wait_for(1)] == ["/hook"]
+    assert refused(acl_log) == []
