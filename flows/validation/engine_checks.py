@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib
 import sys
+import traceback
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -57,7 +58,7 @@ def check_imports(flow: Flow, flow_dir: Path, sink: FindingSink) -> None:
     try:
         for _, base, action in _actions(flow):
             if action.job is not None:
-                problem = _import_problem(action.job)
+                problem = _import_problem(action.job, flow_dir)
                 if problem is not None:
                     sink.error((*base, "job"), "import", *problem)
     finally:
@@ -69,14 +70,14 @@ def check_imports(flow: Flow, flow_dir: Path, sink: FindingSink) -> None:
                 del sys.modules[name]
 
 
-def _import_problem(dotted: str) -> tuple[str, str] | None:
+def _import_problem(dotted: str, flow_dir: Path) -> tuple[str, str] | None:
     module_name, _, attribute = dotted.rpartition(".")
     try:
         module = importlib.import_module(module_name)
     except Exception as error:  # any failure of the user's module is the finding
         return (
             f"job '{dotted}' does not import: {type(error).__name__}: {error}",
-            f"make '{module_name}' importable from the flow file's folder",
+            _import_hint(module_name, error, flow_dir),
         )
     if not hasattr(module, attribute):
         names = [name for name in vars(module) if not name.startswith("_")]
@@ -85,3 +86,34 @@ def _import_problem(dotted: str) -> tuple[str, str] | None:
     if not callable(getattr(module, attribute)):
         return f"job '{dotted}' is not callable", "name a function or a class"
     return None
+
+
+def _import_hint(module_name: str, error: Exception, flow_dir: Path) -> str:
+    """What to do about a module that does not import: make it importable when it is not
+    there, else fix what its own code does at the line that failed."""
+    if isinstance(error, ModuleNotFoundError):
+        missing = error.name or ""
+        parts = module_name.split(".")
+        if not missing or missing in {".".join(parts[:n]) for n in range(1, len(parts) + 1)}:
+            return f"make '{module_name}' importable from the flow file's folder"
+        return (
+            f"'{module_name}' imports '{missing}', which is not installed: install it where "
+            "the workers run, or fix that import"
+        )
+    if isinstance(error, SyntaxError) and error.filename:
+        return f"fix the syntax error at {_shown(error.filename, flow_dir)}:{error.lineno}"
+    frames = traceback.extract_tb(error.__traceback__)
+    base = flow_dir.resolve()
+    own = [frame for frame in frames if Path(frame.filename).resolve().is_relative_to(base)]
+    if own or frames:
+        frame = (own or frames)[-1]
+        where = f"{_shown(frame.filename, flow_dir)}:{frame.lineno}"
+        return f"'{module_name}' raises {type(error).__name__} when imported: fix {where}"
+    return f"'{module_name}' raises {type(error).__name__} when imported: fix it"
+
+
+def _shown(filename: str, flow_dir: Path) -> str:
+    """A source file as the user knows it: relative to the flow file's folder when inside it."""
+    path = Path(filename).resolve()
+    base = flow_dir.resolve()
+    return str(path.relative_to(base)) if path.is_relative_to(base) else str(path)

@@ -1052,7 +1052,8 @@ def test_job_whose_module_does_not_import(tmp_path: Path) -> None:
             4,
             "job 'broken_tasks.extract' does not import: ModuleNotFoundError: "
             "No module named 'not_a_module_anywhere'",
-            "make 'broken_tasks' importable from the flow file's folder",
+            "'broken_tasks' imports 'not_a_module_anywhere', which is not installed: install it"
+            " where the workers run, or fix that import",
         ),
         (
             5,
@@ -1061,6 +1062,31 @@ def test_job_whose_module_does_not_import(tmp_path: Path) -> None:
         ),
     ]
     assert not [f for f in check(text, flow_dir=tmp_path) if f.code == "import"]  # opt-in only
+
+
+def test_job_whose_module_is_missing_or_raises_at_import(tmp_path: Path) -> None:
+    """The hint names the real cause: the module itself is missing, or it is there but its
+    own code fails (a syntax error, an exception), at the file and line to fix."""
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    (tmp_path / "pkg" / "syn.py").write_text("def fn(job)\n    pass\n")
+    (tmp_path / "pkg" / "zero.py").write_text("import os\nx = 1 / 0\n")
+    text = """\
+        version: 1
+        name: x
+        steps:
+          a: {job: pkg.nothere.fn}
+          b: {job: nopkg.tasks.fn}
+          c: {job: pkg.syn.fn}
+          d: {job: pkg.zero.fn}
+        """
+    findings = [f for f in check(text, flow_dir=tmp_path, check_imports=True) if f.code == "import"]
+    assert [f.hint for f in findings] == [
+        "make 'pkg.nothere' importable from the flow file's folder",
+        "make 'nopkg.tasks' importable from the flow file's folder",
+        "fix the syntax error at pkg/syn.py:1",
+        "'pkg.zero' raises ZeroDivisionError when imported: fix pkg/zero.py:2",
+    ]
 
 
 def test_heartbeat_not_shorter_than_timeout() -> None:
