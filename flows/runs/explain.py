@@ -11,6 +11,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from flows.flowfile.findings import did_you_mean
 from flows.runs.read import RunView, StepView
 from scheduler.engine.client import Client
 from scheduler.engine.explain import Explanation, sentence
@@ -62,8 +63,9 @@ def explain_run(
     if step is not None:
         steps = [s for s in steps if s.step == step]
         if not steps:
-            names = ", ".join(s.step for s in view.steps)
-            raise UnknownStep(f"run {view.run_id} has no step {step!r} (steps: {names})")
+            names = [s.step for s in view.steps]
+            hint = did_you_mean(step, names) or f"its steps: {', '.join(names)}"
+            raise UnknownStep(f"run {view.run_id} has no step {step!r} ({hint})")
     chosen = {s.step: _chosen(s, step is not None) for s in steps}
     wanted = [(s, jid) for s in steps for jid in chosen[s.step][:SHOWN_PER_STEP]]
     moment = float(now) if now != "" else client.engine.server_time()

@@ -124,8 +124,12 @@ def test_unknown_targets_are_refused_plainly(server: EmbeddedServer, run_id: str
     assert "no job or run 'nope'" in missing.output
     step = runner.invoke(main, ["explain", run_id, "shipp", "--redis", server.url])
     assert step.exit_code == 1
-    assert "run g1 has no step 'shipp' (steps: build, approve)" in step.output
-    assert "Traceback" not in missing.output + step.output
+    assert "run g1 has no step 'shipp' (its steps: build, approve)" in step.output
+    # A misspelt step is answered with the one likely meant, as `flows logs` answers it.
+    typo = runner.invoke(main, ["explain", run_id, "biuld", "--redis", server.url])
+    assert typo.exit_code == 1
+    assert "run g1 has no step 'biuld' (did you mean 'build'?)" in typo.output
+    assert "Traceback" not in missing.output + step.output + typo.output
     # A job with a STEP: refused, not answered as if STEP were not there.
     job_step = runner.invoke(main, ["explain", f"{run_id}:build", "build", "--redis", server.url])
     assert job_step.exit_code == 2
