@@ -113,7 +113,14 @@ def _read_flow_tests(path: Path) -> Reading:
     loaded = load_yaml(flow_file.text, shown)
     sink = FindingSink(shown, loaded.source_map.locate)
     if loaded.data is None or "tests" not in loaded.data:
-        sink.error((), "test-cases", "the flow file has no tests: section (nor is it *.test.yaml)")
+        beside = path.with_name(path.name.removesuffix(path.suffix) + SUFFIX)
+        hint = (
+            f"its cases are in {beside}: flows test {beside}"
+            if beside.is_file()
+            else f"add a tests: section, or cases in {beside.name} beside it"
+        )
+        message = "the flow file has no tests: section (nor is it *.test.yaml)"
+        sink.error((), "test-cases", message, hint)
         return Reading(None, sort_findings(sink.findings))
     reader = CaseReader(
         sink, list(flow_file.flow.steps), _wait_steps(flow_file), flow_file.flow.params

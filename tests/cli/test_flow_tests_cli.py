@@ -141,6 +141,17 @@ def test_a_flow_file_without_tests_is_no_test(url: str) -> None:
     result = flows("test", str(EXAMPLES / "shell.yaml"), "--redis", url)
     assert result.exit_code == 1
     assert "has no tests: section" in result.output
+    assert "hint: add a tests: section, or cases in shell.test.yaml beside it" in result.output
+
+
+def test_a_flow_file_with_a_test_file_beside_it_points_there(url: str) -> None:
+    """`flows test etl.yaml` is the first thing a newcomer types: the cases are in
+    etl.test.yaml beside it, and the hint says so with the command that runs them."""
+    result = flows("test", str(EXAMPLES / "etl.yaml"), "--redis", url)
+    assert result.exit_code == 1
+    beside = EXAMPLES / "etl.test.yaml"
+    assert f"hint: its cases are in {beside}: flows test {beside}" in result.output
+    assert "Traceback" not in result.output
 
 
 def test_a_test_file_with_mistakes_gets_findings(url: str, tmp_path: Path) -> None:
