@@ -1,14 +1,20 @@
 """Helpers shared by the test tiers (import as ``from helpers import ...``).
 
 * :func:`assert_unchanged` / :func:`digest`: prove that bad input changed nothing in Redis;
-* :func:`snapshot`: every key's DUMP, to RESTORE a prepared state quickly.
+* :func:`snapshot`: every key's DUMP, to RESTORE a prepared state quickly;
+* :func:`dumped`: every key's bytes as the server holds them (a secret must be in none);
+* :func:`read_until`: a process's output up to a text, read from its pipe.
 """
 
 from __future__ import annotations
 
+import os
+import select
+import subprocess
+import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, Literal
 
 import redis
 
@@ -158,3 +164,39 @@ def needs_server(r: redis.Redis, version: tuple[int, ...], feature: str) -> None
     if have < version:
         wanted = ".".join(str(part) for part in version)
         pytest.skip(f"{feature} needs Redis or Valkey {wanted}+; this server is {name} {running}")
+
+
+def dumped(r: redis.Redis) -> list[tuple[str, bytes]]:
+    """Every key with its DUMP, uncompressed (the bytes it holds): what a test searches for a
+    value that must be stored nowhere (a secret, a token)."""
+    r.config_set("rdbcompression", "no")
+    try:
+        return [
+            (str(key), r.execute_command("DUMP", key, NEVER_DECODE=True))  # type: ignore[no-untyped-call]
+            for key in r.scan_iter()
+        ]
+    finally:
+        r.config_set("rdbcompression", "yes")
+
+
+def read_until(
+    process: subprocess.Popen[str],
+    text: str,
+    timeout: float = 60,
+    stream: Literal["stdout", "stderr"] = "stdout",
+) -> str:
+    """What the process wrote on ``stream`` until ``text`` (it may end without a newline),
+    read from the pipe itself, so nothing waits in a buffer that ``select`` cannot see; fails
+    after ``timeout`` seconds without it."""
+    pipe = process.stdout if stream == "stdout" else process.stderr
+    assert pipe is not None
+    fd = pipe.fileno()
+    seen = ""
+    deadline = time.monotonic() + timeout
+    while text not in seen:
+        assert time.monotonic() < deadline, f"no {text!r} on {stream}: {seen!r}"
+        if select.select([fd], [], [], 0.5)[0]:
+            chunk = os.read(fd, 4096)
+            assert chunk, f"{stream} closed before {text!r}: {seen!r}"
+            seen += chunk.decode()
+    return seen

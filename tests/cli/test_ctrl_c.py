@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import select
 import signal
 import subprocess
 import sys
@@ -17,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from cli_support import flows
+from helpers import read_until
 
 from flows.cli.run import SHUTDOWN_GRACE
 from scheduler.engine.client import Client
@@ -36,25 +36,6 @@ def _start(url: str, *args: str) -> subprocess.Popen[str]:
         text=True,
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
-
-
-def _read_until(
-    process: subprocess.Popen[str], text: str, timeout: float = 60, stream: str = "stdout"
-) -> str:
-    """What the process wrote on ``stream`` until ``text`` (it may end without a newline);
-    read from the pipe itself, so nothing waits in a buffer that ``select`` cannot see."""
-    pipe = process.stdout if stream == "stdout" else process.stderr
-    assert pipe is not None
-    fd = pipe.fileno()
-    seen = ""
-    deadline = time.monotonic() + timeout
-    while text not in seen:
-        assert time.monotonic() < deadline, f"no {text!r} on {stream}: {seen!r}"
-        if select.select([fd], [], [], 0.5)[0]:
-            chunk = os.read(fd, 4096)
-            assert chunk, f"stdout closed before {text!r}: {seen!r}"
-            seen += chunk.decode()
-    return seen
 
 
 def _interrupted(process: subprocess.Popen[str]) -> str:
@@ -131,7 +112,7 @@ def test_ctrl_c_while_the_command_line_is_imported(tmp_path: Path, module: str) 
         text=True,
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
-    _read_until(process, f"importing {module}\n")
+    read_until(process, f"importing {module}\n")
     assert _interrupted(process) == "interrupted\n"
 
 
@@ -144,7 +125,7 @@ def test_ctrl_c_while_following_a_runs_log(url: str, client: Client, tmp_path: P
     # which no worker works, so it would follow it forever.
     client.engine.call("log.append", "r1:a", 1, 0, 1, time.time(), "stdout", "", "hello")
     process = _start(url, "logs", "-f", "r1")
-    _read_until(process, "a | hello\n")
+    read_until(process, "a | hello\n")
     assert _interrupted(process) == "interrupted\n"
 
 
@@ -237,7 +218,7 @@ def _alive(pid: int) -> bool:
 def test_ctrl_c_at_a_confirmation_prompt(url: str, client: Client) -> None:
     client.queues["q"].put("K", {}, jid="j1")
     process = _start(url, "queue", "truncate", "q")
-    _read_until(process, "[y/N]: ")
+    read_until(process, "[y/N]: ")
     assert _interrupted(process).splitlines()[-1] == "interrupted"
     assert client.jobs.get("j1") is not None
 
@@ -283,7 +264,7 @@ def test_a_second_ctrl_c_kills_the_steps_commands_and_hands_its_job_back(
     shell, sleep = (int(pid) for pid in pids.read_text().split())
     try:
         process.send_signal(signum)
-        said = _read_until(process, "stopping: running jobs get", stream="stderr")
+        said = read_until(process, "stopping: running jobs get", stream="stderr")
         assert _alive(shell) and _alive(sleep)  # the grace: nothing is killed yet
         pressed = time.monotonic()
         process.send_signal(signum)
@@ -338,7 +319,7 @@ def test_a_run_that_ends_in_the_grace_after_ctrl_c_says_how_it_ended(
         assert time.monotonic() < deadline and process.poll() is None, process.communicate()
         time.sleep(0.05)
     process.send_signal(signal.SIGINT)
-    _read_until(process, "stopping: running jobs get", stream="stderr")
+    read_until(process, "stopping: running jobs get", stream="stderr")
     (tmp_path / "go").touch()
     _, err = process.communicate(timeout=60)
     assert process.returncode == 130, err

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import select
 import signal
 import subprocess
 import sys
@@ -19,7 +18,7 @@ import pytest
 import redis
 from click.testing import CliRunner
 from flows_cli_support import flows, status_json
-from helpers import assert_unchanged
+from helpers import assert_unchanged, read_until
 
 from flows.expand.jobs import expand
 from flows.runs.build import assemble_run
@@ -345,7 +344,7 @@ def test_a_run_worked_here_says_how_to_give_the_signal_a_step_awaits(
     )
     process = _flows_run(server, path)
     try:
-        said = _read_until(process, "--data JSON)\n")
+        said = read_until(process, "--data JSON)\n", stream="stderr")
         run_id = str(list_runs(client)[0]["id"])
         assert said.splitlines()[-2:] == [
             "approve: awaiting signal 'approve'",
@@ -373,21 +372,6 @@ def _flows_run(server: EmbeddedServer, path: Path) -> subprocess.Popen[str]:
         stderr=subprocess.PIPE,
         text=True,
     )
-
-
-def _read_until(process: subprocess.Popen[str], text: str, timeout: float = 60) -> str:
-    """What the process wrote on stderr until ``text``, read from the pipe itself (nothing
-    waits in a buffer ``select`` cannot see); fails after ``timeout`` seconds without it."""
-    assert process.stderr is not None
-    fd, seen = process.stderr.fileno(), ""
-    deadline = time.monotonic() + timeout
-    while text not in seen:
-        assert time.monotonic() < deadline, f"no {text!r} on stderr: {seen!r}"
-        if select.select([fd], [], [], 0.5)[0]:
-            chunk = os.read(fd, 4096)
-            assert chunk, f"stderr closed before {text!r}: {seen!r}"
-            seen += chunk.decode()
-    return seen
 
 
 def test_cancel_a_run(cli: CliRunner, client: Client) -> None:

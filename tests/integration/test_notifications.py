@@ -18,7 +18,7 @@ import pytest
 import redis
 from click.testing import CliRunner
 from flows_cli_support import flows
-from helpers import assert_unchanged
+from helpers import assert_unchanged, dumped
 from notify_support import Receiver, SmtpServer, receiver_fixture, smtp_fixture
 from scheduler_support import make_service
 from ui_support import TOKEN, Api, serve
@@ -646,13 +646,8 @@ def test_a_url_kept_in_a_secret_is_stored_and_shown_nowhere(
     assert list(waiting["errors"].values()) == [
         "POST (the URL in secret SLACK_URL): HTTP 500 Internal Server Error"
     ]
-    redis_client.config_set("rdbcompression", "no")  # DUMP as the bytes it holds
-    try:
-        for key in redis_client.scan_iter():
-            dumped = redis_client.execute_command("DUMP", key, NEVER_DECODE=True)
-            assert b"secret-part" not in dumped, key
-    finally:
-        redis_client.config_set("rdbcompression", "yes")
+    for key, held in dumped(redis_client):
+        assert b"secret-part" not in held, key
     assert receiver.received[0].path == "/services/T000/B000/secret-part"
     both = "version: 1\nname: x\nnotify:\n  - slack: {url: 'http://a/b', url_secret: S}\n"
     (tmp_path / "both.yaml").write_text(both + "steps:\n  a: {run: 'true'}\n")
@@ -717,13 +712,8 @@ def test_a_url_secret_that_is_no_url_is_said_without_its_value(
     assert receiver.received == []
     shown = flows(cli, "notifications", "--json").stdout
     assert "secret" in shown and "T000" not in shown and "part" not in shown
-    redis_client.config_set("rdbcompression", "no")  # DUMP as the bytes it holds
-    try:
-        for key in redis_client.scan_iter():
-            dumped = redis_client.execute_command("DUMP", key, NEVER_DECODE=True)
-            assert b"B000" not in dumped, key
-    finally:
-        redis_client.config_set("rdbcompression", "yes")
+    for key, held in dumped(redis_client):
+        assert b"B000" not in held, key
 
 
 def test_a_receiver_that_never_finishes_answering_is_cut_at_the_deadline(

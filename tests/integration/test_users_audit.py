@@ -11,7 +11,7 @@ from pathlib import Path
 import redis
 from click.testing import CliRunner
 from flows_cli_support import flows
-from helpers import assert_unchanged
+from helpers import assert_unchanged, dumped
 from ui_support import TOKEN, Api, serve
 
 from flows.access.users import Users
@@ -51,13 +51,8 @@ def test_roles_decide_and_the_audit_log_remembers(
     assert [(u["name"], u["role"], u["by"]) for u in listed] == [
         ("ann", "admin", "ada"), ("otto", "operator", "ada"), ("vera", "viewer", "ada"),
     ]  # fmt: skip
-    redis_client.config_set("rdbcompression", "no")  # DUMP as the bytes it holds
-    try:
-        for key in redis_client.scan_iter():  # tokens are kept only as hashes
-            dumped = redis_client.execute_command("DUMP", key, NEVER_DECODE=True)
-            assert not any(t.encode() in dumped for t in tokens.values())
-    finally:
-        redis_client.config_set("rdbcompression", "yes")
+    for key, held in dumped(redis_client):  # tokens are kept only as hashes
+        assert not any(t.encode() in held for t in tokens.values()), key
     run_id = start(cli, tmp_path)
     with serve(client, RoleAuth(None, reads_open=False, users=Users(client))) as base:
         vera, otto, ann = (Api(base, tokens[n]) for n in ("vera", "otto", "ann"))
