@@ -128,12 +128,42 @@ class JobSpec:
 
     def to_engine(self, encode: Callable[[Any], str]) -> dict[str, Any]:
         """The job as ``flow.submit`` takes it, ``data`` as JSON text (``encode``): the engine
-        keeps it verbatim. Options left unset are left out."""
+        keeps it verbatim. Options left unset are left out, and so are a priority of 0, no
+        tags, no dependencies and no delay: the engine's defaults for a new job."""
         spec: dict[str, Any] = {
             "jid": self.jid,
             "queue": self.queue,
             "klass": self.klass,
             "data": encode(self.data),
+            "retries": self.retries,
+            "trigger": self.trigger,
+        }
+        if self.concurrency_key is not None:
+            spec["concurrency_key"] = self.concurrency_key
+            spec["concurrency_limit"] = self.concurrency_limit
+        optional: dict[str, Any] = {
+            "priority": self.priority or None,
+            "tags": list(self.tags) or None,
+            "depends": list(self.depends) or None,
+            "delay": self.delay or None,
+            "ttr": self.ttr,
+            "ttl": self.ttl,
+            "throttle": self.throttle,
+            "wait": dict(self.wait) if self.wait is not None else None,
+            "fanout": {"from": self.fanout[0], "output": self.fanout[1]} if self.fanout else None,
+            "notify": self.notify,
+            "deadline": self.deadline,
+        }
+        spec.update((name, value) for name, value in optional.items() if value is not None)
+        return spec
+
+    def to_json(self) -> dict[str, Any]:
+        """Every field, ``data`` as it is (``flows plan --json``)."""
+        spec: dict[str, Any] = {
+            "jid": self.jid,
+            "queue": self.queue,
+            "klass": self.klass,
+            "data": self.data,
             "priority": self.priority,
             "tags": list(self.tags),
             "retries": self.retries,
@@ -141,28 +171,7 @@ class JobSpec:
             "delay": self.delay,
             "trigger": self.trigger,
         }
-        if self.ttr is not None:
-            spec["ttr"] = self.ttr
-        if self.concurrency_key is not None:
-            spec["concurrency_key"] = self.concurrency_key
-            spec["concurrency_limit"] = self.concurrency_limit
-        if self.ttl is not None:
-            spec["ttl"] = self.ttl
-        if self.throttle is not None:
-            spec["throttle"] = self.throttle
-        if self.wait is not None:
-            spec["wait"] = dict(self.wait)
-        if self.fanout is not None:
-            spec["fanout"] = {"from": self.fanout[0], "output": self.fanout[1]}
-        if self.notify is not None:
-            spec["notify"] = self.notify
-        if self.deadline is not None:
-            spec["deadline"] = self.deadline
-        return spec
-
-    def to_json(self) -> dict[str, Any]:
-        """Every field, ``data`` as it is (``flows plan --json``)."""
-        spec = self.to_engine(lambda data: data)
+        spec.update(self.to_engine(lambda data: data))  # and the options given
         spec["step"], spec["index"] = self.step, self.index
         return spec
 

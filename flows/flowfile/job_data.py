@@ -7,13 +7,18 @@ written. This module is the contract for the worker, and has no Redis in it.
 **Job data.** A JSON object. The reserved key :data:`META_KEY` (``"_flows"``) holds::
 
     {"run": "<run id>", "flow": "<flow name>", "step": "<step id or hook name>",
-     "index": <foreach item index> | null, "kind": "shell" | "python" | "wait",
+     "index": <foreach item index>, "kind": "shell" | "python" | "wait",
      "upstream": {"<step id>": {"jids": ["<jid>", ...], "foreach": true | false}},
-     "timeout": <seconds> | null, "heartbeat": <seconds> | null,
+     "timeout": <seconds>, "heartbeat": <seconds>,
      "retry": {"attempts": n, "backoff": "fixed" | "exponential", "delay": s,
                "max_delay": s | null, "jitter": 0..1},
      "flow_dir": "<absolute folder of the flow file>",
      "if": {"expression": "<the step's if:>", "values": {"<reference>": <value>, ...}}}
+
+``index``, ``upstream``, ``timeout`` and ``heartbeat`` are there only when the job has one
+(no item index, no upstream step, no limit otherwise); ``retry`` only when the step has more
+than one attempt: a job without retries never waits for a retry's delay (the engine fails it
+at its first failure), so the worker's own default policy stands in for it.
 
 A ``wait`` job (a ``wait:`` step) has klass :data:`WAIT_KLASS` and no payload: no worker runs
 it. The engine completes it with a signal's data as its result (``lua/commands/wait.lua``), so
@@ -276,19 +281,24 @@ def meta_json(
     retry: Mapping[str, Any],
     flow_dir: str,
 ) -> dict[str, Any]:
-    """``FlowsMeta(...).to_json()`` without the object: expansion makes one per job."""
-    return {
-        "run": run,
-        "flow": flow,
-        "step": step,
-        "index": index,
-        "kind": kind,
-        "upstream": {step: entry.to_json() for step, entry in upstream.items()},
-        "timeout": timeout,
-        "heartbeat": heartbeat,
-        "retry": dict(retry),
-        "flow_dir": flow_dir,
-    }
+    """``FlowsMeta(...).to_json()`` without the object: expansion makes one per job.
+
+    What is at its default is left out (see the module's docstring): every job of a run
+    carries its meta, in its payload, its hash and every pop's reply."""
+    meta: dict[str, Any] = {"run": run, "flow": flow, "step": step}
+    if index is not None:
+        meta["index"] = index
+    meta["kind"] = kind
+    if upstream:
+        meta["upstream"] = {step: entry.to_json() for step, entry in upstream.items()}
+    if timeout is not None:
+        meta["timeout"] = timeout
+    if heartbeat is not None:
+        meta["heartbeat"] = heartbeat
+    if int(retry.get("attempts") or 1) > 1:
+        meta["retry"] = dict(retry)
+    meta["flow_dir"] = flow_dir
+    return meta
 
 
 def step_status(jobs: Sequence[UpstreamJob]) -> str:

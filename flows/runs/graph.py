@@ -1,14 +1,41 @@
 """A run's graph as it was submitted, kept in the run record (``graph``) so every surface draws
 the run's own graph without its flow file: each step (and hook) with its needs, kind, item
-count, sub-flow, wait, ``if:`` text and trigger rule, in submission order."""
+count, sub-flow, wait, ``if:`` text and trigger rule, in submission order.
+
+The record keeps each step's entry without the fields at their default
+(:func:`stored_graph`): a plain step is ``{}``, a step with needs ``{"needs": [...]}``, so a
+10,000-step run's record is a fifth of the size it was, for every reader. :func:`full_graph`
+gives every field back; :func:`flows.runs.read.run_record` applies it, so no reader sees the
+stored form.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, Final
 
-from flows.expand.jobs import JobSpec
-from flows.flowfile.model import Flow, Step
+if TYPE_CHECKING:  # the readers import this module: no flow model or expansion for them
+    from flows.expand.jobs import JobSpec
+    from flows.flowfile.model import Flow, Step
+
+#: A step's entry in the graph unless it says otherwise.
+STEP_DEFAULTS: Final[Mapping[str, Any]] = MappingProxyType(
+    {
+        "needs": (),
+        "kind": "job",
+        "items": 1,
+        "foreach": False,
+        "matrix": False,
+        "fanout": None,
+        "flow": None,
+        "wait": None,
+        "if": None,
+        "trigger_rule": "all_success",
+        "hook": False,
+    }
+)
+_ABSENT: Final = object()
 
 
 def _kind(step: Step | None, job: JobSpec) -> str:
@@ -54,4 +81,44 @@ def run_graph(jobs: Sequence[JobSpec], flow: Flow | None = None) -> dict[str, An
     return {"steps": steps}
 
 
-__all__ = ["run_graph"]
+def stored_graph(graph: Mapping[str, Any]) -> dict[str, Any]:
+    """``graph`` (:func:`run_graph`) as the run record keeps it: each entry without the fields
+    at their default (:data:`STEP_DEFAULTS`)."""
+    steps = graph.get("steps") or {}
+    return {
+        "steps": {
+            name: {key: value for key, value in entry.items() if not _is_default(key, value)}
+            for name, entry in steps.items()
+        }
+    }
+
+
+def full_graph(stored: Any) -> Any:
+    """A stored graph with every field of each entry (what :func:`run_graph` made); anything
+    that is not a graph is given back as it is (a record written by hand, an older run's full
+    entries)."""
+    if not isinstance(stored, dict) or not isinstance(stored.get("steps"), dict):
+        return stored
+    steps: dict[str, Any] = {}
+    for name, entry in stored["steps"].items():
+        if isinstance(entry, dict):
+            full = {key: _default(value) for key, value in STEP_DEFAULTS.items()}
+            full.update(entry)
+            entry = full
+        steps[name] = entry
+    return {**stored, "steps": steps}
+
+
+def _is_default(key: str, value: Any) -> bool:
+    default = STEP_DEFAULTS.get(key, _ABSENT)
+    if isinstance(default, tuple):
+        return isinstance(value, list | tuple) and len(value) == 0
+    # `is` for the booleans: 1 == True, and an item count of 1 is not `foreach: true`.
+    return type(value) is type(default) and value == default
+
+
+def _default(value: Any) -> Any:
+    return list(value) if isinstance(value, tuple) else value
+
+
+__all__ = ["STEP_DEFAULTS", "full_graph", "run_graph", "stored_graph"]

@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, ClassVar, Final
 
+from flows.runs.graph import full_graph
 from flows.runs.statuses import FINISHED, RUN_STATUSES, STEP_STATUSES, Action, RunStatus, StepStatus
 from scheduler.engine.client import Client
 from scheduler.engine.job import Session
@@ -263,6 +264,8 @@ def run_record(raw: Mapping[str, Any]) -> dict[str, Any]:
                 number = float(value)
                 whole = number.is_integer() and name in ("jobs", "depth")
                 record[name] = int(number) if whole else number
+    if "graph" in record:
+        record["graph"] = full_graph(record["graph"])
     return record
 
 

@@ -49,7 +49,7 @@ def test_a_wait_step_validates_and_expands_into_a_job_no_worker_runs() -> None:
         "outputs": ["note"],
     }
     assert approve.data[META_KEY]["kind"] == "wait"
-    assert "ttr" not in spec and "ttl" not in spec and spec["delay"] == 0
+    assert "ttr" not in spec and "ttl" not in spec and "delay" not in spec
     ship = next(p for p in puts if p.step == "ship")
     assert ship.depends == ("r:approve",)
     assert ship.data[META_KEY]["upstream"] == {"approve": {"jids": ["r:approve"], "foreach": False}}
