@@ -42,7 +42,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "doctor",
         "Check that every job is in exactly the index its state names, and repair it.",
     ),
-    "engine": ("engine", "The Lua job engine: print it for other qless clients, show its version."),
+    "engine": (
+        "engine",
+        "The Lua job engine: print it for other qless clients, show its version, load it.",
+    ),
     "explain": (
         "explain",
         "Why a job, or each unfinished step of a run (or STEP of it), is where it is: "

@@ -4,7 +4,8 @@
 ``EVALSHA <sha> 0 <command> <now> <args...>`` from any qless client, which gets qless-core's
 replies, events and semantics: the qless dialect); ``--functions`` prints the Redis Functions
 library the Python client loads instead (the native dialect). ``flows engine info`` shows the names
-and hashes by which a server knows this version of the engine.
+and hashes by which a server knows this version of the engine. ``flows engine load`` loads it
+into a server (an operator's step where workers may not: docs/pages/acl.md).
 """
 
 from __future__ import annotations
@@ -14,8 +15,10 @@ import json
 from typing import Any
 
 import click
+import redis
 
-from flows.cli.options import as_json
+from flows.cli.common import open_client, user_errors
+from flows.cli.options import as_json, connection
 from flows.cli.server import print_fields
 from scheduler.engine import scripts
 
@@ -34,7 +37,7 @@ def _source(functions: bool) -> str:
 
 @click.group()
 def engine() -> None:
-    """The Lua job engine: print it for other qless clients, show its version."""
+    """The Lua job engine: print it for other qless clients, show its version, load it."""
 
 
 @engine.command()
@@ -70,3 +73,27 @@ def info(as_json: bool) -> None:
         click.echo(json.dumps(data, indent=2))
         return
     print_fields(data)
+
+
+@engine.command()
+@connection
+def load(redis_url: str | None, namespace: str | None) -> None:
+    """Load this release's engine into the server, or check the one loaded there.
+
+    Every command loads it when it is missing, as its user may; run this as an operator after
+    an upgrade where the workers' and the service's users may not (no function|load). A
+    Functions library under the engine's name whose code is not this release's is refused,
+    and left for an operator to delete.
+    """
+    client = open_client(redis_url, namespace)
+    engine = client.engine
+    with user_errors():
+        try:
+            loaded = engine.load()
+        except redis.RedisError as error:
+            raise engine.fault(error, "load") from error
+    if engine.uses_functions:
+        state = "loaded" if loaded else "already loaded, its code checked"
+        click.echo(f"{scripts.library_name()}: {state}")
+    else:
+        click.echo(f"script {engine.script_sha}: loaded (the server has no Functions)")

@@ -16,6 +16,8 @@ The engine replies to a refused call with a Redis error whose first word is a st
     ├── ServerError                 no usable Redis server (not found, failed to start, bad policy)
     │   ├── UnsupportedServer       it lacks a command the engine calls, or Functions and scripts
     │   │                           (scheduler.engine.server_support; names the server's version)
+    │   ├── ForeignEngine           a Functions library under the engine's name whose code is not
+    │   │                           this release's: never run
     │   └── ServerFault             the server refused or the connection failed
     (scheduler.engine.faults):
     │       ├── ServerUnavailable   cannot connect, or the connection broke
@@ -144,6 +146,12 @@ class ServerError(FlowsError):
     """No usable Redis server: none found, it failed to start, or it is configured unsafely."""
 
 
+class ForeignEngine(ServerError):
+    """The server holds a Functions library (or function) under the engine's versioned name
+    whose code is not this release's engine, byte for byte: the client refuses to call it, since
+    whoever could load it chose what it runs with the caller's rights."""
+
+
 class ClusterError(FlowsError):
     """A Redis Cluster or Sentinel could not serve an engine call. Every class but
     :class:`OutcomeUnknown` and :class:`NotReplicated` means the call did not run."""
@@ -210,6 +218,7 @@ __all__ = [
     "ClusterError",
     "EngineError",
     "FlowsError",
+    "ForeignEngine",
     "HasDependents",
     "InvalidArgument",
     "JobNotFound",

@@ -19,6 +19,12 @@ it refuses writes (at maxmemory, a replica, a read-only ACL user).
 function (also inside pipelines), and turns error replies into :mod:`scheduler.engine.errors`
 exceptions
 (and the server's refusals into :mod:`scheduler.engine.faults` ones).
+
+A library is called by name, and whoever may ``FUNCTION LOAD`` chooses a name's code: before its
+first call an :class:`Engine` reads the code of the library it found under the engine's name
+(``FUNCTION LIST ... WITHCODE``) and refuses it (:class:`ForeignEngine`) unless it is this
+release's, byte for byte. A script is called by the SHA1 of its text, so ``EVALSHA`` needs no
+such check.
 """
 
 from __future__ import annotations
@@ -46,7 +52,14 @@ from scheduler.engine.connections import (
     not_run,
 )
 from scheduler.engine.direct_calls import DirectCalls, usable
-from scheduler.engine.errors import EngineError, FlowsError, InvalidArgument, shorten, translate
+from scheduler.engine.errors import (
+    EngineError,
+    FlowsError,
+    ForeignEngine,
+    InvalidArgument,
+    shorten,
+    translate,
+)
 
 _INCLUDE = re.compile(r"^--\s*@include\s+(\S+)\s*$")
 ENTRY = "api"
@@ -151,14 +164,34 @@ def library_name() -> str:
 def functions_library() -> str:
     """The same engine as a Redis Functions library: :func:`function_name` and its read-only
     entry :func:`read_function_name`."""
+    header, trailer = _library_frame()
+    return header + engine_source() + trailer
+
+
+def _library_frame() -> tuple[str, str]:
+    """What :func:`functions_library` puts before and after the engine's source."""
     return (
-        f"#!lua name={library_name()}\n"
-        + engine_source()
-        + f"redis.register_function('{function_name()}', "
+        f"#!lua name={library_name()}\n",
+        f"redis.register_function('{function_name()}', "
         "function(keys, args) return Engine.dispatch(keys, args, true) end)\n"
         + f"redis.register_function{{function_name='{read_function_name()}', "
         "callback=function(keys, args) return Engine.dispatch_read(keys, args) end, "
-        "flags={'no-writes'}}\n"
+        "flags={'no-writes'}}\n",
+    )
+
+
+def is_functions_library(code: object) -> bool:
+    """Whether ``code`` is exactly :func:`functions_library`, compared in place (building the
+    ~530 KB text to compare costs about a millisecond, this some microseconds)."""
+    if not isinstance(code, str):
+        return False
+    header, trailer = _library_frame()
+    source = engine_source()
+    return (
+        len(code) == len(header) + len(source) + len(trailer)
+        and code.startswith(header)
+        and code.startswith(source, len(header))
+        and code.endswith(trailer)
     )
 
 
@@ -167,15 +200,49 @@ def _is_missing_script(error: BaseException) -> bool:
     return isinstance(error, redis.exceptions.NoScriptError) or "Function not found" in text
 
 
-def _library_of(entry: Any) -> str | None:
-    """The library name in one FUNCTION LIST entry (a flat list, or a dict under RESP3)."""
+def _fields(entry: Any) -> dict[str, Any]:
+    """One FUNCTION LIST entry (a library, or one of its functions) as a dict: RESP2 sends a
+    flat list of names and values, RESP3 a map."""
     if isinstance(entry, dict):
-        name = entry.get("library_name")
+        pairs = entry
     else:
         items = list(entry)
         pairs = dict(zip(items[::2], items[1::2], strict=False))
-        name = pairs.get("library_name")
-    return name.decode() if isinstance(name, bytes) else name
+    return {_text(name): value for name, value in pairs.items()}
+
+
+def _text(value: Any) -> Any:
+    return value.decode() if isinstance(value, bytes) else value
+
+
+def _library_of(entry: Any) -> str | None:
+    """The library name in one FUNCTION LIST entry."""
+    name: str | None = _text(_fields(entry).get("library_name"))
+    return name
+
+
+def _listed_library(listed: Any) -> dict[str, Any] | None:
+    """The entry of :func:`library_name` in a FUNCTION LIST reply (a pattern lists more)."""
+    for entry in listed or []:
+        if _library_of(entry) == library_name():
+            return _fields(entry)
+    return None
+
+
+def _owner_of_functions(listed: Any) -> tuple[str, str] | None:
+    """(library, function) of the first library in a whole FUNCTION LIST reply that registers
+    one of the engine's function names."""
+    for entry in listed or []:
+        fields = _fields(entry)
+        names = {_text(_fields(f).get("name")) for f in fields.get("functions") or []}
+        for name in (function_name(), read_function_name()):
+            if name in names:
+                return str(_text(fields.get("library_name"))), name
+    return None
+
+
+def _is_refused(error: redis.ResponseError) -> bool:
+    return isinstance(error, redis.exceptions.NoPermissionError) or str(error).startswith("NOPERM")
 
 
 class Engine:
@@ -215,58 +282,125 @@ class Engine:
         self._direct = DirectCalls(client) if self.failover is None and usable(client) else None
 
     @property
+    def uses_functions(self) -> bool | None:
+        """Whether the engine is called as a Functions library (None: not known before a load)."""
+        return self._use_functions
+
+    @property
+    def script_sha(self) -> str | None:
+        """The SHA1 the engine's script is called by where the server has no Functions."""
+        return self._sha
+
+    @property
     def key_prefix(self) -> str:
         """The prefix of the namespace's keys (qless's ``ql:`` when none was given)."""
         return "ql:" if self.prefix is None else self.prefix
 
     # -- loading ---------------------------------------------------------------------------
 
-    def _detect(self, target: redis.Redis) -> bool:
-        if self._use_functions is None:
-            try:
-                target.execute_command("FUNCTION", "LIST", "LIBRARYNAME", "flows_")  # type: ignore[no-untyped-call]
-                self._use_functions = True
-            except redis.ResponseError:
-                self._use_functions = False
-        return self._use_functions
+    def _listed(self, target: redis.Redis) -> Any:
+        """The server's entry of the engine's library with its code (FUNCTION LIST ... WITHCODE),
+        in one round trip that also tells whether Functions are used: None when they are not
+        (the server has none, or the user may not list them: the script is used instead)."""
+        if self._use_functions is False:
+            return None
+        command = ("FUNCTION", "LIST", "LIBRARYNAME", library_name(), "WITHCODE")
+        try:
+            listed = target.execute_command(*command)  # type: ignore[no-untyped-call]
+        except redis.ResponseError:
+            if self._use_functions:
+                raise
+            self._use_functions = False
+            return None
+        self._use_functions = True
+        return listed or []
 
-    def _library_loaded(self, target: redis.Redis) -> bool:
-        listed = target.execute_command("FUNCTION", "LIST", "LIBRARYNAME", library_name())  # type: ignore[no-untyped-call]
-        return any(_library_of(entry) == library_name() for entry in listed or [])
+    def _check_code(self, target: redis.Redis, library: dict[str, Any]) -> None:
+        """Refuse the library found under the engine's name unless its code is the engine's."""
+        if not is_functions_library(_text(library.get("library_code"))):
+            raise ForeignEngine(
+                f"{faults.where(target, self.prefix)}: the Functions library {library_name()}"
+                " there is not this release's engine (its code differs), so it was not run and"
+                " nothing was done. A Redis user allowed FUNCTION LOAD put it there: find out"
+                f" who, then an operator deletes it (FUNCTION DELETE {library_name()}) and runs"
+                " `flows engine load`"
+            )
 
-    def load(self) -> None:
-        """Make sure the server has this version of the engine (idempotent, cheap after once).
+    def _foreign_functions(self, target: redis.Redis) -> ForeignEngine | None:
+        """The refusal when another library registers one of the engine's function names."""
+        owner = _owner_of_functions(target.execute_command("FUNCTION", "LIST"))  # type: ignore[no-untyped-call]
+        if owner is None:
+            return None
+        library, function = owner
+        return ForeignEngine(
+            f"{faults.where(target, self.prefix)}: the function {function}, by which this"
+            f" release's engine is called, belongs to the Functions library {shorten(library, 80)}"
+            f" there, not to the engine ({library_name()}), so it was not run and nothing was"
+            " done. A Redis user allowed FUNCTION LOAD put it there: find out who, then an"
+            f" operator deletes it (FUNCTION DELETE {shorten(library, 80)}) and runs"
+            " `flows engine load`"
+        )
+
+    def _not_loadable(self, target: redis.Redis) -> Exception:
+        """FUNCTION LOAD refused to this user (no ``function|load``: docs/pages/acl.md)."""
+        at = faults.where(target, self.prefix)
+        return faults.PermissionDenied(
+            f"{at}: this release's engine (the Functions library {library_name()}) is not"
+            f" loaded there, and ACL user {faults.user_of(target)!r} may not load it (Redis"
+            " command 'function|load'): an operator loads it once per release with `flows"
+            ' engine load` (see "Least-privilege Redis users" in the docs)',
+            where=at,
+            command="function|load",
+        )
+
+    def load(self) -> bool:
+        """Make sure the server has this version of the engine (idempotent, cheap after once),
+        and that the library under its name is exactly it (:class:`ForeignEngine` if not).
+        True if this call loaded it (on some master), False if it was there already.
 
         On a cluster, every master gets it (a replica copies its master's)."""
         if self.failover is None:
-            self._load_on(self.redis)
+            loaded = self._load_on(self.redis)
         else:
             # Loading twice is harmless (an existing library is kept), so a lost reply is resent.
-            self.failover.run("load", self._load_everywhere, replayable=True)
+            loaded = self.failover.run("load", self._load_everywhere, replayable=True)
         self._loaded = True
+        return loaded
 
-    def _load_everywhere(self) -> None:
-        for target in self.route.primaries():
-            self._load_on(target)
+    def _load_everywhere(self) -> bool:
+        return any([self._load_on(target) for target in self.route.primaries()])
 
-    def _load_on(self, target: redis.Redis) -> None:
-        if self._detect(target):
-            # Checked first so that a user allowed FCALL but not FUNCTION LOAD (a read-only
-            # viewer, see docs/pages/acl.md) can use a library a worker or an operator loaded.
-            if self._library_loaded(target):
-                return
-            try:
-                target.execute_command("FUNCTION", "LOAD", functions_library())  # type: ignore[no-untyped-call]
-            except redis.ResponseError as error:
-                if "already exists" not in str(error):
-                    raise
-        else:
+    def _load_on(self, target: redis.Redis) -> bool:
+        listed = self._listed(target)
+        if listed is None:
             try:
                 self._sha = target.script_load(native_bundle())
             except redis.ResponseError as error:
                 if server_support.is_unknown_command(error):
                     raise server_support.no_loader(target) from None
                 raise
+            return False  # content-addressed: the SHA names this text and no other
+        # Looked at first so that a user allowed FCALL but not FUNCTION LOAD (a read-only
+        # viewer, see docs/pages/acl.md) can use a library an operator loaded.
+        library = _listed_library(listed)
+        if library is not None:
+            self._check_code(target, library)
+            return False
+        try:
+            target.execute_command("FUNCTION", "LOAD", functions_library())  # type: ignore[no-untyped-call]
+        except redis.ResponseError as error:
+            if _is_refused(error):
+                raise self._not_loadable(target) from None
+            if "already exists" not in str(error):
+                raise
+            # Another client loaded it meanwhile, or another library holds one of its
+            # function names (which FCALL would then run): look again before any call.
+            library = _listed_library(self._listed(target))
+            if library is None:
+                raise self._foreign_functions(target) or error from None
+            self._check_code(target, library)
+            return False
+        return True
 
     def _args(self, command: str, args: Sequence[Any], now: float | str) -> list[Any]:
         return [len(self._keys), *self._keys, command, now, *args]
@@ -616,6 +750,7 @@ __all__ = [
     "Engine",
     "EngineError",
     "EnginePipeline",
+    "ForeignEngine",
     "engine_source",
     "functions_library",
     "native_bundle",

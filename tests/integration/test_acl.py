@@ -5,6 +5,9 @@
 * the documented ``ACL SETUSER`` lines, run as they are, let a worker process, a worker pool and
   the scheduler service do their work (its notification senders too), and a viewer read but not
   write;
+* none of them may load a Functions library (which would choose what the engine's name runs for
+  every user of the server): an operator loads the engine (``flows engine load``), and a
+  process that finds it missing says so in one line;
 * a worker and a pool started with a password in ``FLOWS_REDIS_URL`` never show it: not in their
   log output, not in the command line (``/proc/<pid>/cmdline``) of any of their processes;
 * the commands and the dashboard's pages and API each user is documented for work under it,
@@ -31,6 +34,7 @@ import pytest
 import redis
 from click.testing import CliRunner
 from flows_cli_support import flows
+from helpers import assert_unchanged
 from notify_support import Receiver, receiver_fixture
 from ui_support import TOKEN, Api, serve
 
@@ -39,8 +43,9 @@ from scheduler.embedded import EmbeddedServer
 from scheduler.engine.client import Client
 from scheduler.engine.connections import connect
 from scheduler.engine.errors import EngineError
+from scheduler.engine.faults import PermissionDenied
 from scheduler.engine.safety import check_eviction_policy
-from scheduler.engine.scripts import join_includes, lua_dir
+from scheduler.engine.scripts import Engine, join_includes, library_name, lua_dir
 from scheduler.notify import outbox
 from scheduler.notify.outbox import Deliverer
 from scheduler.secrets import Secrets
@@ -97,13 +102,16 @@ def test_the_documented_users_cover_exactly_what_the_engine_calls(
     for line in lines.values():
         assert "-@all" in line and "resetkeys" in line and "resetchannels" in line
         assert "+config" not in line and "+@" not in line and "allkeys" not in line
+        assert "+function|load" not in line and "+function " not in f"{line} "
 
 
 @pytest.fixture
 def passwords(server: EmbeddedServer) -> Iterator[dict[str, str]]:
-    """The documented users, created on the session's server with fresh passwords."""
+    """The documented users, created on the session's server with fresh passwords, and the
+    engine loaded by the operator (as ``flows engine load`` does: they may not)."""
     admin = connect(server.url)
     made = {user: secrets.token_urlsafe(24) for user in USERS}
+    Engine(admin).load()
     try:
         for user, line in documented_lines().items():
             words = line.replace("CHANGE-ME", made[user]).split()[2:]
@@ -312,6 +320,32 @@ def test_notification_senders_work_under_the_scheduler_user(
         assert not lacking.due() and not holding.due()
     assert sorted(p.path for p in receiver.received) == ["/open", "/signed"]
     assert outbox.waiting(admin) == [] and outbox.failed(admin) == []
+
+
+def test_only_an_operator_loads_the_engine(
+    server: EmbeddedServer, redis_client: redis.Redis, passwords: dict[str, str]
+) -> None:
+    redis_client.function_flush()  # a new release: its library is not on the server yet
+    try:
+        for user in ("flows-worker", "flows-scheduler"):
+            url = url_for(server, user, passwords[user])
+            with assert_unchanged(redis_client), Client(url) as client:
+                with pytest.raises(PermissionDenied) as refused:
+                    client.queues["q"].put("tasks.a", {})
+                with pytest.raises(redis.exceptions.NoPermissionError):  # nor replace one
+                    client.redis.execute_command("FUNCTION", "LOAD", "REPLACE", "#!lua name=x\n")
+            assert f"ACL user {user!r} may not load it" in str(refused.value)
+            assert "`flows engine load`" in str(refused.value)
+            result = flows(CliRunner(env={"FLOWS_REDIS_URL": url}), "engine", "load")
+            assert result.exit_code == 1 and "Traceback" not in result.output
+            assert "`flows engine load`" in result.output and passwords[user] not in result.output
+        assert redis_client.function_list() == []
+        operator = flows(CliRunner(env={"FLOWS_REDIS_URL": server.url}), "engine", "load")
+        assert operator.output == f"{library_name()}: loaded\n"
+        with Client(url_for(server, "flows-worker", passwords["flows-worker"])) as worker:
+            assert worker.queues["q"].put("tasks.a", {})
+    finally:
+        Engine(redis_client).load()
 
 
 def test_the_viewer_reads_but_cannot_write(

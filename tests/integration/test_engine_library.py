@@ -1,0 +1,116 @@
+"""The engine's Functions library is called by name, and any user allowed FUNCTION LOAD chooses
+what a name runs: the client runs a library under the engine's name only when its code is this
+release's, byte for byte (scheduler/engine/scripts.py), on a real server.
+
+* a library under the engine's name with other code (a worker's user loaded it before the
+  release that carries that name was installed) is refused before any call, by the Python
+  client, its pipelines and an operator's command (``flows doctor --repair``), and nothing runs;
+* so is another library that registers the engine's function names;
+* the engine's own library, loaded by another client, is used; ``flows engine load`` loads it,
+  or checks the one there;
+* the script path (``EVALSHA``) is content-addressed and needs no such check.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+
+import pytest
+import redis
+from click.testing import CliRunner
+from flows_cli_support import flows
+from helpers import assert_unchanged
+
+from scheduler.embedded import EmbeddedServer
+from scheduler.engine import scripts
+from scheduler.engine.errors import ForeignEngine
+from scheduler.engine.scripts import Engine, function_name, library_name, read_function_name
+
+PWNED = "ql:pwned"
+
+
+def impostor(name: str | None = None) -> str:
+    """A library registering the engine's two function names, whose code writes a key and
+    answers as the engine would (so a client that ran it would not notice)."""
+    body = f"redis.call('SET', '{PWNED}', 'ran'); return '[]'"
+    return (
+        f"#!lua name={name or library_name()}\n"
+        f"redis.register_function('{function_name()}', function(keys, args) {body} end)\n"
+        f"redis.register_function{{function_name='{read_function_name()}',"
+        " callback=function(keys, args) return '[]' end, flags={'no-writes'}}\n"
+    )
+
+
+@pytest.fixture
+def functions(redis_client: redis.Redis) -> Iterator[redis.Redis]:
+    """The admin's client on a server without any library; the engine's own is loaded again
+    at the end (FLUSHALL keeps libraries: the session's other tests share them)."""
+    redis_client.function_flush()
+    yield redis_client
+    redis_client.function_flush()
+    Engine(redis_client).load()
+
+
+@pytest.mark.parametrize("holder", ["the engine's name", "another name"])
+def test_a_library_that_is_not_the_engine_is_never_run(functions: redis.Redis, holder: str) -> None:
+    other = None if holder == "the engine's name" else "helper"
+    functions.execute_command("FUNCTION", "LOAD", impostor(other))
+    engine = Engine(functions)
+    with assert_unchanged(functions), pytest.raises(ForeignEngine) as refused:
+        engine.call("put", "w", "q", "j1", "K", "{}", 0, now=1000)
+    message = str(refused.value)
+    assert functions.exists(PWNED) == 0
+    assert f"FUNCTION DELETE {other or library_name()}" in message
+    assert "`flows engine load`" in message and "nothing was done" in message
+    if other:
+        assert f"the function {function_name()}" in message and "library helper" in message
+    else:
+        assert f"library {library_name()} there is not this release's engine" in message
+    # a pipeline loads through the same check
+    with assert_unchanged(functions), pytest.raises(ForeignEngine):
+        Engine(functions).pipeline().call("put", "w", "q", "j2", "K", "{}", 0, now=1000).execute()
+    assert functions.exists(PWNED) == 0
+
+
+def test_an_operator_command_refuses_the_impostor_in_one_line(
+    functions: redis.Redis, server: EmbeddedServer
+) -> None:
+    functions.execute_command("FUNCTION", "LOAD", impostor())
+    cli = CliRunner(env={"FLOWS_REDIS_URL": server.url})
+    for command in (["doctor", "--repair"], ["engine", "load"], ["runs"]):
+        with assert_unchanged(functions):
+            result = flows(cli, *command)
+        assert result.exit_code == 1, (command, result.output)
+        assert "Traceback" not in result.output
+        assert f"FUNCTION DELETE {library_name()}" in result.output, (command, result.output)
+        assert len(result.output.strip().splitlines()) == 1, result.output
+    assert functions.exists(PWNED) == 0
+    assert functions.function_list(library_name())  # left for an operator to look into
+
+
+def test_the_engines_own_library_is_checked_and_used(
+    functions: redis.Redis, server: EmbeddedServer
+) -> None:
+    cli = CliRunner(env={"FLOWS_REDIS_URL": server.url})
+    loaded = flows(cli, "engine", "load")
+    assert loaded.exit_code == 0 and loaded.output == f"{library_name()}: loaded\n"
+    again = flows(cli, "engine", "load")
+    assert again.output == f"{library_name()}: already loaded, its code checked\n"
+    engine = Engine(functions)  # a client that did not load it
+    assert engine.load() is False
+    assert engine.call("put", "w", "q", "j1", "K", "{}", 0, now=1000) == "j1"
+    assert json.loads(engine.call("get", "j1", now=1000))["state"] == "waiting"
+    [listed] = functions.function_list(library_name(), withcode=True)
+    if not isinstance(listed, dict):  # RESP2: names and values in turn
+        listed = dict(zip(listed[::2], listed[1::2], strict=True))
+    assert listed["library_code"] == scripts.functions_library()
+
+
+def test_the_script_path_is_content_addressed(functions: redis.Redis) -> None:
+    """EVALSHA names the text by its SHA1: a library under the engine's name is not used."""
+    functions.execute_command("FUNCTION", "LOAD", impostor())
+    engine = Engine(functions, use_functions=False)
+    assert engine.call("put", "w", "q", "j1", "K", "{}", 0, now=1000) == "j1"
+    assert engine.script_sha == functions.script_load(scripts.native_bundle())
+    assert functions.exists(PWNED) == 0
