@@ -9,6 +9,7 @@ disk, so every service fires exactly the version that was registered.
 
 from __future__ import annotations
 
+import re
 import threading
 from collections import OrderedDict
 from datetime import datetime
@@ -49,7 +50,7 @@ class FlowsSource:
         except InvalidFlow as invalid:
             errors = [f for f in invalid.findings if f.severity == "error"]
             message = "\n".join(f.format() for f in errors) or f"{path}: invalid flow"
-            raise InvalidSource(message, errors) from None
+            raise InvalidSource(message, errors, declared_name(text)) from None
         if flow_file.flow.schedule is None:
             return None
         self._remember(flow_file)
@@ -99,6 +100,20 @@ class FlowsSource:
                 self._flows.popitem(last=False)
 
 
+# A top-level `name: x` line (quoted or not, a comment after it): read without YAML, so that a
+# file whose YAML is broken still says which flow it is.
+_NAME_LINE = re.compile(
+    r"""^name:[ \t]*(["']?)([a-z0-9_-]{1,64})\1[ \t]*(?:#.*)?\r?$""", re.MULTILINE
+)
+
+
+def declared_name(text: str) -> str | None:
+    """The flow name a file declares on a top-level ``name:`` line, whether or not the rest
+    of it validates; None when it has no such line."""
+    found = _NAME_LINE.search(text)
+    return found.group(2) if found else None
+
+
 def definition_of(flow_file: FlowFile) -> Definition:
     """The schedule definition of a validated flow that has a schedule."""
     flow = flow_file.flow
@@ -123,4 +138,4 @@ def definition_of(flow_file: FlowFile) -> Definition:
     )
 
 
-__all__ = ["FlowsSource", "definition_of"]
+__all__ = ["FlowsSource", "declared_name", "definition_of"]

@@ -368,11 +368,16 @@ class FireCall:
 class InvalidSource(ValueError):
     """A flow file that cannot be registered; the message lists every error. ``findings``
     holds them as the source made them (the flow layer's own, opaque here), for a caller that
-    prints them as that layer's tools do (``flows scheduler --once``)."""
+    prints them as that layer's tools do (``flows scheduler --once``). ``name`` is the flow's
+    name as the file still declares it (None when it cannot be read): a file moved and broken
+    in one change keeps the schedule of that name until it validates again."""
 
-    def __init__(self, message: str, findings: Sequence[object] = ()) -> None:
+    def __init__(
+        self, message: str, findings: Sequence[object] = (), name: str | None = None
+    ) -> None:
         super().__init__(message)
         self.findings = tuple(findings)
+        self.name = name
 
 
 class FlowSource(Protocol):

@@ -7,8 +7,12 @@ or modification time changed, and compares content hashes:
 - a file with a schedule is registered under this folder's source name (``origin``), and
   registered again when its content changes or it moves within the folder (runs resolve its
   sub-flows and its own folder from the registered file);
-- a file that does not validate is reported, and the registration it had stays as it was;
-  a file's problem is logged once, when it is first seen or changes, not at every scan;
+- a file that does not validate is reported, and the registration it had stays as it was,
+  also when it moved in the same change: a broken file that still declares its flow's name
+  (a top-level ``name:`` line) keeps that flow's schedule while the file registered for it is
+  gone from the folder, until it validates and is registered from where it now is. Its log line
+  says which: the schedule it keeps, or that nothing is registered from it. A file's problem is
+  logged once, when it is first seen or changes, not at every scan;
 - a schedule of this source whose file is gone, no longer has a schedule, or now names another
   flow is unregistered; schedules of other sources are never touched (a flow that another
   source schedules is reported, not taken over). A source is a name, not a path, so the same
@@ -68,6 +72,8 @@ class _Seen:
     error: str | None
     text: str | None = None  # for the catalogue (None: not read)
     findings: tuple[object, ...] = ()  # of a file that does not validate
+    broken: bool = False  # it does not validate (its problem is logged by the scan)
+    name: str | None = None  # the flow name a file that does not validate still declares
 
 
 def flow_files(folder: Path) -> Iterator[Path]:
@@ -121,6 +127,7 @@ class Reloader:
         """One pass over the folder; ``now`` is the time fire times are computed from."""
         report = ScanReport()
         candidates: dict[str, list[Definition]] = {}
+        broken: dict[Path, _Seen] = {}
         paths = list(flow_files(self.folder))
         for path in paths:
             seen = self._load(path, now)
@@ -129,6 +136,8 @@ class Reloader:
                 report.invalid[str(path)] = seen.error
                 if seen.findings:
                     report.findings[str(path)] = seen.findings
+                if seen.broken:
+                    broken[path] = seen
             elif seen.definition is not None:
                 candidates.setdefault(seen.definition.name, []).append(seen.definition)
         for gone in set(self._seen) - set(paths):
@@ -150,8 +159,9 @@ class Reloader:
                 definition.path,
             ):
                 self._register(definition, now, report)
-        self._unregister_gone(registered, wanted, report, now)
-        self._publish(paths, now)
+        kept = self._keep_broken(broken, paths, registered, wanted)
+        self._unregister_gone(registered, wanted, kept, report, now)
+        self._publish(paths, now, {self._path_of(registered[name]) for name in kept})
         self._said, self._saying = self._saying, {}
         return report
 
@@ -162,11 +172,61 @@ class Reloader:
         if self.log_invalid and self._said.get(key) != message:
             log.log(level, text, *args)
 
-    def _publish(self, paths: list[Path], now: float) -> None:
+    def _keep_broken(
+        self,
+        broken: dict[Path, _Seen],
+        paths: list[Path],
+        registered: dict[str, Indexed],
+        wanted: dict[str, Definition],
+    ) -> set[str]:
+        """The schedules that files that do not validate keep, each file's problem logged
+        with what it keeps: the schedule registered from that very file, or (moved and broken
+        in one change) the schedule of the flow it declares whose registered file is gone."""
+        present = {self._relative(path) for path in paths}
+        by_path = {
+            self._path_of(held): name
+            for name, held in registered.items()
+            if self._ours(held) and name not in wanted
+        }
+        kept: set[str] = set()
+        for path, seen in broken.items():
+            name = by_path.get(self._relative(path))
+            held = registered.get(seen.name) if seen.name else None
+            if name is not None:
+                status = f"its schedule {name} stays as registered"
+            elif (
+                held is not None
+                and seen.name not in wanted
+                and self._ours(held)
+                and self._path_of(held) not in present
+            ):
+                name = seen.name
+                status = (
+                    f"schedule {name} stays as registered from {held.file}, which is gone, "
+                    "until this file validates"
+                )
+            else:
+                status = "no schedule is registered from it"
+            if name is not None:
+                kept.add(name)
+            message = f"{status}\n{seen.error}"
+            self._say(
+                str(path),
+                message,
+                logging.ERROR,
+                "%s does not validate; %s:\n%s",
+                path,
+                status,
+                seen.error,
+            )
+        return kept
+
+    def _publish(self, paths: list[Path], now: float, moved: set[str]) -> None:
         """Every flow file of the folder that validates, scheduled or not, into the catalogue
         (``flows ui`` lists and starts them), when the files or their texts changed since last
-        published (at ``now``); a file gone bad keeps what was published of it."""
-        files: dict[str, str] = {}
+        published (at ``now``); a file gone bad keeps what was published of it, and so does
+        the gone file (``moved``: paths) of a schedule that a moved file gone bad keeps."""
+        files = {p: self._published_files[p] for p in moved if p in self._published_files}
         for path in paths:
             seen = self._seen.get(path)
             if seen is not None and seen.error is not None:
@@ -197,14 +257,17 @@ class Reloader:
         self,
         registered: dict[str, Indexed],
         wanted: dict[str, Definition],
+        kept: set[str],
         report: ScanReport,
         now: float,
     ) -> None:
         """This source's schedules that no file of it schedules any more (a file that does not
-        validate keeps its schedule)."""
+        validate keeps its schedule: ``kept``, and those of the files that could not be read)."""
         invalid = {self._relative(Path(file)) for file in report.invalid}
         for name, held in registered.items():
-            if name in wanted or not self._ours(held) or self._path_of(held) in invalid:
+            if name in wanted or name in kept or not self._ours(held):
+                continue
+            if self._path_of(held) in invalid:
                 continue
             outcome = self.schedules.unregister(name, held.hash, now=now)
             if outcome == "unregistered":
@@ -247,17 +310,16 @@ class Reloader:
                     definition, origin=self.origin, path=self._relative(path)
                 )
         except InvalidSource as invalid:
-            # Judged once per content: what a file that stays the same says is logged once.
-            message = str(invalid)
-            self._say(
-                str(path),
-                message,
-                logging.ERROR,
-                "%s does not validate; its schedule stays as registered:\n%s",
-                path,
-                message,
+            # Logged by the scan, which knows what registration the file keeps.
+            return _Seen(
+                stamp,
+                digest,
+                None,
+                str(invalid),
+                findings=invalid.findings,
+                broken=True,
+                name=invalid.name,
             )
-            return _Seen(stamp, digest, None, message, findings=invalid.findings)
         except Exception as error:  # a bug in one check must not stop the other files
             log.exception("cannot load %s", path)
             return _Seen(stamp, digest, None, f"{path}: {type(error).__name__}: {error}")

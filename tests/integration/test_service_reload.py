@@ -13,6 +13,7 @@ from helpers import assert_unchanged
 from scheduler_support import MIN, T, make_service, registration, run_ids, write_flow
 
 from scheduler.engine.client import Client
+from scheduler.service import catalog
 from scheduler.service.schedules import Schedules
 
 
@@ -86,6 +87,84 @@ def test_a_file_moved_within_the_folder_is_registered_from_where_it_is(
     assert service.scan(T - 1).updated == []
     # A second service on the folder, not yet told of the move, finds it registered as it is.
     assert make_service(client, folder).scan(T - 1).updated == []
+
+
+def test_a_file_moved_and_changed_is_registered_from_where_it_is(
+    client: Client, folder: Path
+) -> None:
+    service = make_service(client, folder)
+    old = write_flow(folder, "a", file="a.yaml")
+    service.scan(T - 1)
+    old.unlink()
+    (folder / "nested").mkdir()
+    new = write_flow(folder / "nested", "a", file="moved.yaml", steps=2)
+    report = service.scan(T - 1)
+    assert (report.registered, report.updated, report.unregistered) == ([], ["a"], [])
+    held = registration(client, "a").definition
+    assert (held.file, held.path) == (str(new), "nested/moved.yaml")
+    assert "s1:" in held.source  # the new text
+
+
+@pytest.mark.parametrize(
+    "broken",
+    [
+        "version: 1\nname: a\n  steps: [\n",  # YAML
+        "version: 1\nname: 'a'  # moved\nsteps:\n  s: {run: echo, need: [x]}\n",  # schema
+    ],
+    ids=["yaml", "schema"],
+)
+def test_a_file_moved_and_broken_keeps_its_schedule(
+    client: Client, folder: Path, broken: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A broken file keeps its last good registration until fixed, moved in the same change
+    too: the flow it declares keeps its schedule, the log says so, and it keeps firing."""
+    service = make_service(client, folder)
+    old = write_flow(folder, "a", file="a.yaml")
+    service.scan(T - 1)
+    before = registration(client, "a").definition
+    old.unlink()
+    (folder / "nested").mkdir()
+    new = folder / "nested" / "moved.yaml"
+    new.write_text(broken)
+    with caplog.at_level(logging.INFO, logger="flows.scheduler"):
+        for _ in range(2):  # and at the next scan: still kept, logged once
+            with assert_unchanged(client.redis):
+                report = service.scan(T - 1)
+            assert (report.registered, report.updated, report.unregistered) == ([], [], [])
+            assert list(report.invalid) == [str(new)]
+    [said] = [r.getMessage() for r in caplog.records]
+    assert said.startswith(f"{new} does not validate; schedule a stays as registered from {old}")
+    assert registration(client, "a").definition == before
+    assert [e.path for e in catalog.entries(client)] == ["a.yaml"]  # as published, kept too
+    assert [f.tick for f in service.tick(T).fired] == [T]  # the registered version fires
+    # Fixed where it now is: registered from there.
+    write_flow(folder / "nested", "a", file="moved.yaml", steps=2)
+    report = service.scan(T + 1)
+    assert (report.updated, report.unregistered, report.invalid) == (["a"], [], {})
+    held = registration(client, "a").definition
+    assert (held.file, held.path) == (str(new), "nested/moved.yaml")
+
+
+def test_a_broken_file_says_what_it_keeps(
+    client: Client, folder: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The log line of a file that does not validate says what stays registered, truthfully:
+    a file that declares no name it could keep is not said to keep a schedule."""
+    service = make_service(client, folder)
+    old = write_flow(folder, "a", file="a.yaml")
+    service.scan(T - 1)
+    old.unlink()
+    new = folder / "b.yaml"
+    new.write_text("version: 1\nsteps: [\n")  # moved, and its name is unreadable
+    other = folder / "c.yaml"
+    other.write_text("version: 1\nname: c\nsteps:\n  s: {run: echo, need: [x]}\n")  # new
+    with caplog.at_level(logging.INFO, logger="flows.scheduler"):
+        report = service.scan(T - 1)
+    assert report.unregistered == ["a"]
+    said = [r.getMessage() for r in caplog.records]
+    assert any(m.startswith(f"{new} does not validate; no schedule is registered") for m in said)
+    assert any(m.startswith(f"{other} does not validate; no schedule is registered") for m in said)
+    assert not any("stays as registered" in m for m in said)
 
 
 def test_a_changed_file_keeps_its_due_ticks(client: Client, folder: Path) -> None:
