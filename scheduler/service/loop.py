@@ -28,7 +28,7 @@ import socket
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, tzinfo
 from pathlib import Path
@@ -188,7 +188,14 @@ class SchedulerService:
         self.source = source
         self.flows_dir = flows_dir
         self.schedules = Schedules(client)
-        self.reloader = Reloader(self.schedules, source, flows_dir, origin, log_invalid=log_invalid)
+        self.reloader = Reloader(
+            self.schedules,
+            source,
+            flows_dir,
+            origin,
+            log_invalid=log_invalid,
+            settle=self._settle,
+        )
         self.origin = self.reloader.origin
         self.service_id = service_id or default_service_id()
         self.batch = batch
@@ -226,26 +233,34 @@ class SchedulerService:
         self._remember(self.reloader.definitions())
         return report
 
-    def tick(self, now: float | None = None) -> TickReport:
-        """Handle every due tick at ``now``: fire, skip or buffer each, exactly once."""
+    def tick(self, now: float | None = None, *, only: Collection[str] | None = None) -> TickReport:
+        """Handle every due tick at ``now``: fire, skip or buffer each, exactly once. ``only``:
+        the ticks of these schedules alone (no health ping)."""
         now = self._now(now)
         report = TickReport(now)
         stuck = 0  # due entries at the head that could not be moved: page past them
         tried: set[str] = set()  # buffered ticks get one attempt per tick
         # Due after the interval, and at once when the clock went back (a failover to a server
         # whose clock is behind): a health record must not wait for the clock to catch up.
-        ping = not 0 <= now - self._pinged_at < self.ping_interval
+        ping = only is None and not 0 <= now - self._pinged_at < self.ping_interval
         pinged = False  # by the last round's fire batch
         for _ in range(MAX_ROUNDS):
             pinged = False
             batch = self.schedules.due(now, offset=stuck, limit=self.batch)
             # Other sources' schedules are theirs to fire: paged past.
-            due = [e for e in batch.due if e.origin in ("", self.origin)]
+            due = [
+                e
+                for e in batch.due
+                if e.origin in ("", self.origin) and (only is None or e.name in only)
+            ]
             stuck += len(batch.due) - len(due)
             ready = [
                 e
                 for e in batch.buffered
-                if e.origin in ("", self.origin) and not e.active and e.name not in tried
+                if e.origin in ("", self.origin)
+                and not e.active
+                and e.name not in tried
+                and (only is None or e.name in only)
             ]
             tried.update(e.name for e in ready)
             self._prefetch([(e.name, e.hash) for e in due] + [(e.name, e.hash) for e in ready])
@@ -280,6 +295,23 @@ class SchedulerService:
         self.totals["skipped"] += len(report.skipped)
         self.totals["conflicts"] += report.conflicts
         return report
+
+    def _settle(self, name: str, now: float) -> None:
+        """Before a change of when schedule ``name`` fires is registered (a scan found its
+        cron, time zone, start or end changed): the ticks due at ``now`` are the registered
+        definition's, so they are handled as it has them (fired with its text, or skipped,
+        under its catch-up and overlap policies), as a tick just before the scan would have.
+        The change applies from the first tick after ``now``: none due is passed over
+        silently."""
+        self.tick(now, only={name})
+        held = self.schedules.get(name, skips=0, now=now)
+        if held is not None and held.next is not None and held.next <= now:
+            log.warning(
+                "schedule %s: its ticks due from %s could not be handled before its new "
+                "schedule was registered; the new schedule passes over them",
+                name,
+                _local(held.next, held.definition),
+            )
 
     def housekeep(self, now: float | None = None) -> HousekeepingReport:
         """Promote due scheduled jobs, spawn recurring ones, reap expired locks, time out

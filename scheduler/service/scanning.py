@@ -32,7 +32,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -99,7 +99,9 @@ def _digest(text: str) -> str:
 class Reloader:
     """Scans ``folder`` and registers what changed as source ``origin`` (see the module doc;
     default: the folder's name). Without ``log_invalid`` the files it cannot load are only in
-    its reports (for a caller that prints them itself: ``flows scheduler --once``)."""
+    its reports (for a caller that prints them itself: ``flows scheduler --once``). ``settle``
+    handles the due ticks of a schedule whose fire times a change moves before it is
+    registered (:meth:`Schedules.register`; the service fires them)."""
 
     def __init__(
         self,
@@ -109,8 +111,10 @@ class Reloader:
         origin: str | None = None,
         *,
         log_invalid: bool = True,
+        settle: Callable[[str, float], object] | None = None,
     ) -> None:
         self.schedules = schedules
+        self.settle = settle
         self.source = source
         self.folder = folder.resolve()
         self.origin = origin or default_origin(self.folder)
@@ -327,7 +331,7 @@ class Reloader:
 
     def _register(self, definition: Definition, now: float, report: ScanReport) -> None:
         try:
-            outcome = self.schedules.register(definition, now)
+            outcome = self.schedules.register(definition, now, settle=self.settle)
         except Exception as error:  # one refused registration must not stop the scan
             log.exception("cannot register %s", definition.name)
             report.invalid[definition.file] = f"{type(error).__name__}: {error}"

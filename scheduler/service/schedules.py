@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import math
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from scheduler.cron import (
@@ -159,17 +159,37 @@ class Schedules:
 
     # -- registering -----------------------------------------------------------------------
 
-    def register(self, definition: Definition, now: float) -> str:
+    def register(
+        self,
+        definition: Definition,
+        now: float,
+        *,
+        settle: Callable[[str, float], object] | None = None,
+    ) -> str:
         """Register or update; 'registered', 'updated' or 'unchanged'; 'owned' (nothing
         written) when the schedule belongs to another source than ``definition.origin``.
 
         The new score is the definition's first fire time after ``now``, or, when the current
         score is already due, after it: ticks that came due and were not fired yet stay due
         (their catch-up policy decides). Retries when another writer changed the schedule.
+
+        A change of when the schedule fires (cron, time zone, start, end) would pass over the
+        ticks already due, which are the registered definition's, not the new one's: first
+        ``settle(name, now)`` handles them as the registered definition has them (the service
+        fires or skips them under its policies, moving the score past ``now``), then the new
+        definition is registered from ``now``.
         """
         schedule = definition.schedule
         for _ in range(CAS_ATTEMPTS):
             current = self.get(definition.name, skips=0, now=now)
+            if (
+                settle is not None
+                and current is not None
+                and _reschedules_due(current, definition, now)
+            ):
+                settle(definition.name, now)
+                settle = None  # once: what it could not move is passed over (it says so)
+                continue
             after = now
             if current is not None and current.next is not None:
                 after = min(now, math.ceil(current.next) - 1.0)
@@ -282,6 +302,20 @@ class Schedules:
         return [
             ServiceHealth(str(s["id"]), float(s["last_tick"]), s.get("info") or {}) for s in raw
         ]
+
+
+def _reschedules_due(current: Registration, definition: Definition, now: float) -> bool:
+    """Whether registering ``definition`` over ``current`` changes when the schedule fires
+    while ticks of ``current`` are due at ``now``."""
+    if current.next is None or current.next > now:
+        return False
+    old = current.definition
+    return (old.cron, old.timezone, old.start, old.end) != (
+        definition.cron,
+        definition.timezone,
+        definition.start,
+        definition.end,
+    )
 
 
 def _info_json(info: Mapping[str, Any]) -> str:

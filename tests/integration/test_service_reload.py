@@ -10,11 +10,22 @@ from pathlib import Path
 import pytest
 import redis
 from helpers import assert_unchanged
-from scheduler_support import MIN, T, make_service, registration, run_ids, write_flow
+from scheduler_support import (
+    MIN,
+    T,
+    make_service,
+    registration,
+    run_ids,
+    skipped_ticks,
+    write_flow,
+)
 
+from flows.expand.run_ids import run_id_for
 from scheduler.engine.client import Client
 from scheduler.service import catalog
 from scheduler.service.schedules import Schedules
+
+HOUR = 60 * MIN
 
 
 @pytest.fixture
@@ -178,6 +189,54 @@ def test_a_changed_file_keeps_its_due_ticks(client: Client, folder: Path) -> Non
     [fired] = service.tick(T + 30).fired
     assert fired.tick == T
     assert client.jobs.get(f"{fired.run_id}:s1") is not None  # the new version fired
+
+
+def test_a_time_zone_change_fires_the_tick_due_before_it(client: Client, folder: Path) -> None:
+    """The tick due at noon UTC when the file moves the schedule to New York (noon there is
+    17:00 UTC) came due under the registered definition: it fires as that one has it (its
+    text), as a tick just before the scan would have, and the new zone applies after it."""
+    service = make_service(client, folder)
+    write_flow(folder, "a", cron="0 12 * * *")
+    service.scan(T - 1)
+    write_flow(folder, "a", cron="0 12 * * *", timezone="America/New_York", steps=2)
+    report = service.scan(T + 20)
+    assert report.updated == ["a"]
+    assert run_ids(client, "a") == [run_id_for("a", T)]
+    assert client.jobs.get(f"{run_id_for('a', T)}:s1") is None  # the registered version
+    reg = registration(client, "a")
+    assert (reg.next, reg.last_tick, reg.definition.timezone) == (
+        T + 5 * HOUR,
+        T,
+        "America/New_York",
+    )
+    assert service.tick(T + 20).fired == []
+    [fired] = service.tick(T + 5 * HOUR).fired
+    assert client.jobs.get(f"{fired.run_id}:s1") is not None  # the new version from then on
+
+
+@pytest.mark.parametrize(
+    ("catchup", "fired", "skipped"),
+    [("none", [], 4), ("latest", [3], 3), ("all", [0, 1, 2, 3], 0)],
+)
+def test_a_time_zone_change_after_downtime_keeps_the_catch_up_policy(
+    client: Client, folder: Path, catchup: str, fired: list[int], skipped: int
+) -> None:
+    """Four hourly ticks in UTC came due while no service ran; the file now says Kolkata
+    (every hour at :30 UTC). The first scan after the outage handles those four under the
+    catch-up policy they came due with, each fired or recorded as skipped, then moves on."""
+    options = {"cron": "0 * * * *", "catchup": catchup, "window": "1d", "overlap": "allow"}
+    if catchup == "all":
+        options["max_runs"] = 100
+    service = make_service(client, folder)
+    write_flow(folder, "a", **options)
+    service.scan(T - 1)
+    write_flow(folder, "a", **options, timezone="Asia/Kolkata")
+    now = T + 3 * HOUR + 2 * MIN
+    assert service.scan(now).updated == ["a"]
+    assert run_ids(client, "a") == sorted(run_id_for("a", T + h * HOUR) for h in fired)
+    reg = registration(client, "a")
+    assert (reg.next, skipped_ticks(reg)) == (T + 3 * HOUR + 30 * MIN, skipped)
+    assert service.tick(now).fired == []
 
 
 def test_a_broken_file_leaves_the_old_registration_in_place(client: Client, folder: Path) -> None:
