@@ -188,6 +188,7 @@ class SchedulerService:
         self.source = source
         self.flows_dir = flows_dir
         self.schedules = Schedules(client)
+        self._stopping = threading.Event()
         self.reloader = Reloader(
             self.schedules,
             source,
@@ -195,6 +196,7 @@ class SchedulerService:
             origin,
             log_invalid=log_invalid,
             settle=self._settle,
+            stop=self._stopping,
         )
         self.origin = self.reloader.origin
         self.service_id = service_id or default_service_id()
@@ -214,7 +216,6 @@ class SchedulerService:
         self._definitions: dict[tuple[str, str], Definition] = {}
         self._files_here: dict[str, bool] = {}  # a file without a source: under flows_dir?
         self._lock = threading.Lock()
-        self._stopping = threading.Event()
 
     # -- time ------------------------------------------------------------------------------
 
@@ -603,7 +604,8 @@ class SchedulerService:
         return run
 
     def stop(self) -> None:
-        """Ask :meth:`run` to finish the steps in progress and return."""
+        """Ask :meth:`run` to finish the steps in progress and return (a scan in progress
+        ends at its next file)."""
         self._stopping.set()
 
     def run(self, *, install_signals: bool = True) -> None:

@@ -25,6 +25,11 @@ or modification time changed, and compares content hashes:
 
 A file is judged by its content hash, so touching a file, or several services scanning the
 same folder, registers nothing twice (the engine answers 'unchanged').
+
+A scan looks at the service's stop request between files (walking the folder, reading them,
+registering them): a service told to stop (SIGTERM) does not wait for a large folder or a slow
+filesystem. A scan stopped before it read every file changes nothing more: what it did not
+see is neither registered nor unregistered, and the catalogue stays as it was.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import logging
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -60,6 +66,9 @@ class ScanReport:
     """File → the findings of a file of :attr:`invalid` that does not validate, as its source
     made them (:attr:`InvalidSource.findings`)."""
     files: int = 0
+    stopped: bool = False
+    """The service was told to stop: the scan ended before it read every file (so it
+    unregistered nothing and published nothing)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,11 +85,14 @@ class _Seen:
     name: str | None = None  # the flow name a file that does not validate still declares
 
 
-def flow_files(folder: Path) -> Iterator[Path]:
-    """Flow files under ``folder``, sorted, skipping hidden files and folders."""
+def flow_files(folder: Path, stop: threading.Event | None = None) -> Iterator[Path]:
+    """Flow files under ``folder``, sorted, skipping hidden files and folders. Once ``stop``
+    is set, those found so far: a caller that passes it must look at it afterwards."""
     found: set[Path] = set()
     for pattern in PATTERNS:
         for path in folder.rglob(pattern):
+            if stop is not None and stop.is_set():
+                return iter(sorted(found))
             parts = path.relative_to(folder).parts
             if (
                 path.is_file()
@@ -101,7 +113,8 @@ class Reloader:
     default: the folder's name). Without ``log_invalid`` the files it cannot load are only in
     its reports (for a caller that prints them itself: ``flows scheduler --once``). ``settle``
     handles the due ticks of a schedule whose fire times a change moves before it is
-    registered (:meth:`Schedules.register`; the service fires them)."""
+    registered (:meth:`Schedules.register`; the service fires them). Once ``stop`` is set, a
+    scan in progress ends at the next file (see the module doc)."""
 
     def __init__(
         self,
@@ -112,9 +125,11 @@ class Reloader:
         *,
         log_invalid: bool = True,
         settle: Callable[[str, float], object] | None = None,
+        stop: threading.Event | None = None,
     ) -> None:
         self.schedules = schedules
         self.settle = settle
+        self.stop = stop
         self.source = source
         self.folder = folder.resolve()
         self.origin = origin or default_origin(self.folder)
@@ -130,20 +145,11 @@ class Reloader:
     def scan(self, now: float) -> ScanReport:
         """One pass over the folder; ``now`` is the time fire times are computed from."""
         report = ScanReport()
-        candidates: dict[str, list[Definition]] = {}
-        broken: dict[Path, _Seen] = {}
-        paths = list(flow_files(self.folder))
-        for path in paths:
-            seen = self._load(path, now)
-            report.files += 1
-            if seen.error is not None:
-                report.invalid[str(path)] = seen.error
-                if seen.findings:
-                    report.findings[str(path)] = seen.findings
-                if seen.broken:
-                    broken[path] = seen
-            elif seen.definition is not None:
-                candidates.setdefault(seen.definition.name, []).append(seen.definition)
+        paths = list(flow_files(self.folder, self.stop))
+        read = self._read(paths, now, report)
+        if read is None:
+            return report
+        candidates, broken = read
         for gone in set(self._seen) - set(paths):
             del self._seen[gone]
         registered = self.schedules.index(now=now)
@@ -156,6 +162,8 @@ class Reloader:
                 continue
             wanted[name] = self._pick(definitions, held.file if held else None, report)
         for name, definition in wanted.items():
+            if self._stopped(report, len(paths)):
+                return report
             held = registered.get(name)
             if held is None or (held.hash, held.origin, self._path_of(held)) != (
                 definition.hash,
@@ -168,6 +176,44 @@ class Reloader:
         self._publish(paths, now, {self._path_of(registered[name]) for name in kept})
         self._said, self._saying = self._saying, {}
         return report
+
+    def _read(
+        self, paths: list[Path], now: float, report: ScanReport
+    ) -> tuple[dict[str, list[Definition]], dict[Path, _Seen]] | None:
+        """Every file read and judged: the definitions by flow name and the files that do not
+        validate; None when the service was told to stop first (the walk included)."""
+        candidates: dict[str, list[Definition]] = {}
+        broken: dict[Path, _Seen] = {}
+        for path in paths:
+            if self._stopped(report, len(paths)):
+                return None
+            seen = self._load(path, now)
+            report.files += 1
+            if seen.error is not None:
+                report.invalid[str(path)] = seen.error
+                if seen.findings:
+                    report.findings[str(path)] = seen.findings
+                if seen.broken:
+                    broken[path] = seen
+            elif seen.definition is not None:
+                candidates.setdefault(seen.definition.name, []).append(seen.definition)
+        if self._stopped(report, len(paths)):
+            return None
+        return candidates, broken
+
+    def _stopped(self, report: ScanReport, files: int) -> bool:
+        """Whether the service was told to stop; then the scan ends (with what it did)."""
+        if self.stop is None or not self.stop.is_set():
+            return False
+        report.stopped = True
+        self._saying = {}
+        log.info(
+            "scan of %s stopped after %d of the %d files found: the service is stopping",
+            self.folder,
+            report.files,
+            files,
+        )
+        return True
 
     def _say(self, key: str, message: str, level: int, text: str, *args: object) -> None:
         """Log ``text % args`` about ``key`` (a file) unless the last scan logged ``message``

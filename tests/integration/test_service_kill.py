@@ -11,6 +11,7 @@ time pass: each waits for a line the process prints, with a deadline.
 from __future__ import annotations
 
 import os
+import re
 import select
 import signal
 import subprocess
@@ -179,6 +180,33 @@ def test_sigterm_stops_the_service_cleanly(
     assert Schedules(client).services() == []  # deregistered on the way out
     unhealthy = _health(server, "sigterm-test")
     assert unhealthy.returncode == 1 and b"unhealthy" in unhealthy.stdout
+
+
+def test_sigterm_stops_a_scan_in_progress(
+    server: EmbeddedServer, client: Client, folder: Path
+) -> None:
+    """A large folder takes seconds to validate: SIGTERM ends the scan at the next file, and
+    the service exits without registering or unregistering anything of that pass."""
+    # Sorted first: its 'cannot read' line says the scan has started and has files to go.
+    (folder / "000-unreadable.yaml").write_bytes(b"version: 1\nname: \xff\n")
+    files = 1000
+    for i in range(files):
+        write_flow(folder, f"f{i:04d}")
+    process = _scheduler(server, "--flows-dir", str(folder), "--id", "scan-stop-test")
+    try:
+        said = _wait_for(process, "cannot read")
+        process.send_signal(signal.SIGTERM)
+        _, err = process.communicate(timeout=DEADLINE)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    said += err.decode(errors="replace")
+    assert process.returncode == 0, said
+    stopped = re.search(rf"scan of \S+ stopped after (\d+) of the {files + 1} files found", said)
+    assert stopped is not None, said
+    assert int(stopped.group(1)) < files + 1
+    assert said.rstrip().endswith("scan-stop-test stopped")
+    assert Schedules(client).all() == []  # the scan registered none of the files it read
 
 
 def _health(server: EmbeddedServer, service_id: str) -> subprocess.CompletedProcess[bytes]:

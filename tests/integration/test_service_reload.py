@@ -262,6 +262,21 @@ def test_a_broken_file_leaves_the_old_registration_in_place(client: Client, fold
     assert service.scan(T + 1).updated == ["a"]
 
 
+def test_a_scan_told_to_stop_changes_nothing(client: Client, folder: Path) -> None:
+    """Stopped before it read the folder, a scan neither registers what it did not judge nor
+    unregisters what it did not see (the service stops at the next file: test_service_kill)."""
+    service = make_service(client, folder)
+    old = write_flow(folder, "a")
+    service.scan(T - 1)
+    old.unlink()
+    write_flow(folder, "b")
+    service.stop()
+    with assert_unchanged(client.redis):
+        report = service.scan(T)
+    assert report.stopped
+    assert (report.files, report.registered, report.unregistered) == (0, [], [])
+
+
 def test_a_broken_file_is_reported_with_its_findings(client: Client, folder: Path) -> None:
     service = make_service(client, folder)
     path = folder / "x.yaml"
