@@ -19,6 +19,7 @@ from helpers import assert_unchanged
 from ui_support import TOKEN, register_flow
 
 from flows.flowfile.job_data import META_KEY
+from flows.runs.read import load_run
 from flows.runs.service_source import FlowsSource
 from flows.runs.trigger import trigger_run
 from scheduler.engine.client import Client
@@ -303,6 +304,13 @@ def test_values_from_users_and_jobs_are_shown_as_text_never_run(
     assert page.inner_text("#log") == XSS
     assert XSS in page.inner_text("#step-detail")  # data and failure, as text
     assert page.locator("#timeline .tl-row[data-step] .tl-name").first.inner_text() == STEP_XSS
+    # its Retry step carries the step's name as text: in its question, and encoded in its URL
+    retry = page.get_by_role("button", name="Retry step")
+    assert retry.get_attribute("data-confirm") == (
+        f"Retry step {STEP_XSS}? Its failed jobs run again; completed ones do not."
+    )
+    target = quote(f"{request.run_id}:{STEP_XSS}", safe="")
+    assert retry.get_attribute("data-action") == f"/api/v1/jobs/{target}/retry"
     assert page.evaluate("window.__xss") is None
     for path in (
         f"/jobs/{extract.jid}",
@@ -442,7 +450,8 @@ def test_a_step_canceled_with_its_run_offers_the_retry_the_engine_allows(
     read = json.loads(client.engine.call("run.job", run_id, f"{run_id}:extract"))
     assert read["actions"] == ["retry"]
     set_token(page, TOKEN)
-    page.get_by_role("button", name="Retry job").click()
+    page.on("dialog", lambda dialog: dialog.accept())
+    page.get_by_role("button", name="Retry step").click()
     page.wait_for_selector("#flash.ok")
     page.wait_for_selector('g.node[data-step="extract"].st-waiting')
     assert client.jobs[f"{run_id}:extract"].state == "waiting"
@@ -501,4 +510,134 @@ def test_an_open_step_panel_follows_its_actions_when_only_the_run_changes(
     page.wait_for_function("!document.querySelector('#step-actions button')")
     steps = {s["step"]: s for s in json.loads(client.engine.call("run.read", run_id))["steps"]}
     assert steps["extract"]["status"] == "success" and not steps["extract"]["actions"]
+    assert page.errors == []
+
+
+# Each action's button in the step panel: the step's own, and a foreach item's.
+STEP_BUTTONS = {"retry": "Retry step", "rerun": "Re-run step"}
+ITEM_BUTTONS = {"retry": "retry", "rerun": "re-run", "kick": "kick"}
+# The panel's action buttons: the step's (under "step"), then each item row's by its jid.
+PANEL_BUTTONS = """() => {
+  const out = {step: [...document.querySelectorAll('#step-actions button[data-action]')]
+    .map(b => b.textContent)};
+  for (const row of document.querySelectorAll('#step-detail table.items tbody tr')) {
+    out[row.querySelector('a').textContent] = [...row.querySelectorAll('button[data-action]')]
+      .map(b => b.textContent);
+  }
+  return out;
+}"""
+
+
+def decided(client: Client, run_id: str, step: str) -> dict[str, list[str]]:
+    """The buttons the engine's decider allows for ``step`` and its items (a foreach step's),
+    as PANEL_BUTTONS reads them from the page."""
+    view = load_run(client, run_id, 100)
+    assert view is not None
+    found = view.step(step)
+    assert found is not None
+    out = {"step": [STEP_BUTTONS[a] for a in STEP_BUTTONS if a in found.actions]}
+    for job in found.jobs if found.total > 1 else []:  # a step of one job lists no items
+        out[job.jid[len(run_id) + 1 :]] = [
+            ITEM_BUTTONS[a] for a in ITEM_BUTTONS if a in job.actions
+        ]
+    return out
+
+
+def test_a_fan_out_step_offers_its_retry_and_each_item_its_rerun_as_the_engine_allows(
+    page: Any, base: str, client: Client, redis_client: redis.Redis, tmp_path: Path, shoot: Any
+) -> None:
+    """Retry step and each item's re-run show exactly where the engine's decider lists them,
+    ask first, need the token, and change the engine's state. The run id holds quotes and
+    markup, which every attribute the buttons carry keeps as text."""
+    flow = register(client, tmp_path)
+    definition = Schedules(client).get(flow["name"], skips=0)
+    assert definition is not None
+    run_id = f"{flow['name']}@'\"<i>&x"
+    request = FlowsSource().build(definition.definition, run_id, time.time(), "manual", 0.0)
+    Schedules(client).trigger(flow["name"], request)
+    pop(client, flow["queue"]).complete()  # extract
+    first, second, third = sorted(client.queues[flow["queue"]].pop(3), key=lambda j: j.jid)
+    dialogs: list[str] = []
+    answer = {"accept": True}
+
+    def confirm(dialog: Any) -> None:
+        dialogs.append(dialog.message)
+        dialog.accept() if answer["accept"] else dialog.dismiss()
+
+    page.on("dialog", confirm)
+    posts: list[str] = []
+    page.on("request", lambda sent: posts.append(sent.url) if sent.method == "POST" else None)
+    page.goto(f"{base}/runs/{quote(run_id, safe='')}")
+    node(page, "load").click()
+    page.wait_for_selector("#step-detail table.items")
+    # running items: nothing to retry or re-run
+    assert page.evaluate(PANEL_BUTTONS) == decided(client, run_id, "load")
+    assert page.evaluate(PANEL_BUTTONS) == {
+        "step": [], "load[0]": [], "load[1]": [], "load[2]": []
+    }  # fmt: skip
+
+    first.complete()
+    second.fail("boom", "item b broke")
+    third.complete()
+    # the run has failed (report waits for load): the open panel follows without a reload
+    page.wait_for_selector("#step-actions button:has-text('Retry step')")
+    buttons = page.evaluate(PANEL_BUTTONS)
+    assert buttons == decided(client, run_id, "load")
+    assert buttons == {
+        "step": ["Retry step", "Re-run step"],
+        "load[0]": ["re-run"],
+        "load[1]": ["retry", "re-run"],
+        "load[2]": ["re-run"],
+    }
+    shoot(page, "run-fan-out-actions")
+    # a step that completed offers no retry, only its re-run
+    node(page, "extract").click()
+    page.wait_for_selector("#step-detail h2 .st-success")
+    assert page.evaluate(PANEL_BUTTONS) == decided(client, run_id, "extract")
+    assert page.evaluate(PANEL_BUTTONS) == {"step": ["Re-run step"]}
+    node(page, "load").click()
+    page.wait_for_selector("#step-detail table.items")
+
+    # an open viewer without the token, then a wrong one, and a dismissed question: nothing
+    retry = page.get_by_role("button", name="Retry step")
+    rerun = page.locator("#step-detail tbody tr").first.get_by_role("button", name="re-run")
+    with assert_unchanged(redis_client):
+        for token in ("", "not-the-token-of-this-server"):
+            set_token(page, token)
+            for button in (retry, rerun):
+                page.evaluate("document.getElementById('flash').className = ''")
+                button.click()
+                page.wait_for_selector("#flash.error")
+        answer["accept"] = False
+        set_token(page, TOKEN)
+        for button in (retry, rerun):
+            button.click()
+    assert dialogs[:2] == [
+        "Retry step load? Its failed jobs run again; completed ones do not.",
+        f"Run {first.jid} again?",
+    ]
+    assert len(dialogs) == 6 and len(posts) == 4  # the questions answered no sent nothing
+
+    # with the token and a yes: one item runs again, its earlier attempt kept
+    answer["accept"] = True
+    rerun.click()
+    page.wait_for_selector("#flash.ok")
+    assert len(posts) == 5
+    assert client.jobs[first.jid].state == "waiting"
+    assert client.jobs[second.jid].state == "failed"
+    assert client.jobs[third.jid].state == "complete"
+    page.wait_for_selector("#run-status .st-running")
+    # the run runs again: no re-run now, the failed item's retry still
+    page.wait_for_function("!document.querySelector('#step-detail button[data-body]')")
+    assert page.evaluate(PANEL_BUTTONS) == decided(client, run_id, "load")
+    assert page.evaluate(PANEL_BUTTONS)["step"] == ["Retry step"]
+
+    page.evaluate("document.getElementById('flash').className = ''")
+    page.get_by_role("button", name="Retry step").click()
+    page.wait_for_selector("#flash.ok")
+    assert client.jobs[second.jid].state == "waiting"
+    assert client.jobs[third.jid].state == "complete"  # completed: not run again
+    page.wait_for_function("!document.querySelector('#step-actions button')")
+    assert page.evaluate(PANEL_BUTTONS) == decided(client, run_id, "load")
+    assert page.locator("#step-detail i").count() == 0  # the run id's markup, as text
     assert page.errors == []

@@ -148,9 +148,9 @@ def test_status_json_is_the_api_document_and_the_page_draws_the_graph_without_th
     assert 'data-run-action="cancel" data-action' in html
     # an awaiting step offers its signal, never a retry; a completed one nothing while running
     gate = str(api.get("/runs/a3/steps/gate").body)
-    assert ">Approve</button>" in gate and "Retry job" not in gate and "Re-run" not in gate
+    assert ">Approve</button>" in gate and "Retry" not in gate and "Re-run" not in gate
     built = str(api.get("/runs/a3/steps/build").body)
-    assert "Retry job" not in built and "Re-run step" not in built
+    assert "Retry" not in built and "Re-run step" not in built
 
     # the API refuses what the engine refuses, with nothing changed
     with assert_unchanged(redis_client):

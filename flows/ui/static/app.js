@@ -46,7 +46,9 @@ function setupActions() {
     const button = e.target.closest("button[data-action]");
     if (!button) return;
     if (button.dataset.confirm && !confirm(button.dataset.confirm)) return;
-    act(button.dataset.label, button.dataset.action, {}, button.dataset.reload);
+    // a body the server wrote as JSON (`data-body`: which item of a step), else none
+    const body = button.dataset.body ? JSON.parse(button.dataset.body) : {};
+    act(button.dataset.label, button.dataset.action, body, button.dataset.reload);
   });
   for (const form of document.querySelectorAll("form.trigger")) {
     form.addEventListener("submit", async (e) => {
