@@ -641,3 +641,52 @@ def test_a_fan_out_step_offers_its_retry_and_each_item_its_rerun_as_the_engine_a
     assert page.evaluate(PANEL_BUTTONS) == decided(client, run_id, "load")
     assert page.locator("#step-detail i").count() == 0  # the run id's markup, as text
     assert page.errors == []
+
+
+SIDE_FLOW = """\
+version: 1
+name: {name}
+queue: {queue}
+schedule: {{cron: "0 0 1 1 *"}}
+steps:
+  load:
+    foreach: {{items: [a, b, c]}}
+    job: tasks.load
+  side:
+    job: tasks.side
+"""
+
+
+def test_an_open_fan_out_panel_offers_its_items_reruns_once_another_step_ends_the_run(
+    page: Any, base: str, client: Client, tmp_path: Path
+) -> None:
+    """load's items: failed, buried, succeeded; its status and its own actions stay the same
+    when side, the last job running, completes and the run ends, but its ended items can be
+    re-run from then on: the open panel shows them without a reload."""
+    flow = register(client, tmp_path, SIDE_FLOW)
+    run_id = trigger_run(client, flow["name"]).run_id
+    jobs = {job.jid[len(run_id) + 1 :]: job for job in client.queues[flow["queue"]].pop(4)}
+    jobs["load[0]"].fail("boom", "a broke")
+    jobs["load[1]"].bury("bad input")
+    jobs["load[2]"].complete()
+    page.goto(f"{base}/runs/{run_id}")
+    page.evaluate("window.__same_page = true")
+    node(page, "load").click()
+    page.wait_for_selector("#step-detail table.items")
+    before = {"step": ["Retry step"], "load[0]": ["retry"], "load[1]": ["kick"], "load[2]": []}
+    assert page.evaluate(PANEL_BUTTONS) == decided(client, run_id, "load") == before
+    with page.expect_response(lambda reply: "/steps/load?" in reply.url):
+        pass  # the page's first redraw draws the open panel again, from what it shows now
+
+    jobs["side"].complete()
+    page.wait_for_selector("#run-status .st-failed")
+    page.wait_for_selector("#step-detail button[data-body]")
+    after = {
+        "step": ["Retry step"],
+        "load[0]": ["retry", "re-run"],
+        "load[1]": ["kick"],
+        "load[2]": ["re-run"],
+    }
+    assert page.evaluate(PANEL_BUTTONS) == decided(client, run_id, "load") == after
+    assert page.evaluate("window.__same_page") is True  # no reload happened
+    assert page.errors == []

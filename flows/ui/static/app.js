@@ -194,8 +194,10 @@ function setupRun(section) {
       node.querySelector("text.state").replaceChildren(...nodeState(step));
       node.setAttribute("aria-label", step.label);
       // the chosen step's panel is drawn again when what it shows changed: its actions too,
-      // which change with the run's (a step re-runs only once its run is not running)
-      const key = `${step.status} ${step.progress} ${step.deadline_missed} ${step.actions}`;
+      // and its items', which change with the run's status (a step or an item re-runs only
+      // once its run is not running) even where the step's own words stay the same
+      const key = [live.status, step.status, step.progress, step.deadline_missed, step.actions]
+        .join(" ");
       if (seen[node.dataset.step] !== key && node.dataset.step === chosen) chosenChanged = true;
       seen[node.dataset.step] = key;
     }
