@@ -31,16 +31,17 @@ def _run_target(client: Client, name: str) -> tuple[str, str] | None:
     """The run ``name`` is of, and the target that names it to the engine's ``run.retry``:
     a job of a run (by its flow meta, else its ``<run>:<step>`` id) by its jid, and a
     ``<run>:<step>`` that is no job by the step (a foreach step's jobs are
-    ``<run>:<step>[i]``: the engine targets them all by the step's name); None when neither."""
+    ``<run>:<step>[i]``: the engine targets them all by the step's name); None when neither.
+    A run id may hold ``[`` itself (``--run-id 'nightly[eu]'``): the whole name is tried too."""
     job = client.jobs.get(name)
     meta = FlowsMeta.from_data(job.data) if job is not None else None
     if meta is not None:
         return meta.run, name
-    head = name.split("[", 1)[0]
-    if ":" in head:
-        run_id = head.rsplit(":", 1)[0]
-        if is_run(client, run_id):
-            return run_id, name if job is not None else name[len(run_id) + 1 :]
+    for head in dict.fromkeys((name.split("[", 1)[0], name)):
+        if ":" in head:
+            run_id = head.rsplit(":", 1)[0]
+            if is_run(client, run_id):
+                return run_id, name if job is not None else name[len(run_id) + 1 :]
     return None
 
 

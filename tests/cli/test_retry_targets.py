@@ -85,3 +85,20 @@ def test_retry_help_says_when_it_resumes_and_when_it_refuses() -> None:
         "Anything else with nothing failed, expired or canceled to put back (a run that is not "
         "running, a step, a job) is refused (exit code 1, nothing changed)"
     ) in shown
+
+
+def test_retry_of_a_step_of_a_run_whose_id_holds_a_bracket(
+    url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, client: Client
+) -> None:
+    """A run id may hold ``[`` (``--run-id 'fe[eu]'``): RUN:STEP is still its step, not the item
+    of a run ``fe`` (the dashboard's Retry step sends the same target)."""
+    monkeypatch.setenv("FLOWS_REDIS_URL", url)
+    mark = tmp_path / "fixed"
+    flow = tmp_path / "fe.yaml"
+    flow.write_text(FLOW.format(mark=mark))
+    assert flows("run", str(flow), "--run-id", "fe[eu]").exit_code == 1
+    mark.touch()
+    retried = flows("retry", "fe[eu]:each", "--detach")
+    assert retried.exit_code == 0, retried.output
+    assert retried.stdout == "run fe[eu]: 1 failed job(s) of fe[eu]:each put back\n"
+    assert client.jobs["fe[eu]:each[1]"].state == "waiting"
