@@ -13,8 +13,17 @@
 -- to it that it does not hold (the reply of its pop, or of its complete, was lost on the way:
 -- a failover, a broken connection) waits again at once, without using a retry, rather than
 -- staying locked until its lock expires. A job is given back only when two renewals at least
--- Lease.SETTLE seconds apart did not name it, so a pop whose reply is still on its way when the
--- worker renews is not taken from it; the jobs in its inbox count as held.
+-- Lease.SETTLE seconds apart did not name it; the jobs in its inbox count as held.
+-- Pops in flight: a pop's reply may take any time to become a held job (the worker starved of
+-- CPU, its pop of several queues not done), and a renewal meanwhile does not name it. So the
+-- worker numbers its renewals (1, 2, ...) and says in each one `settled`: the number of a
+-- renewal whose reply it had received before it sent every pop still in flight (with none in
+-- flight, the latest reply it received). A job first found unnamed by renewal `r` was popped
+-- (or taken from the inbox) before that renewal ran, so by a pop sent before the worker
+-- received renewal `r`'s reply: once `settled` >= `r`, the worker is done with that pop (its
+-- jobs taken in, or its reply lost) and the job, had the worker got it, would be named. Until
+-- then it may be on its way and is left alone. The
+-- pops themselves carry nothing: the guard costs the fast path no argument and no round trip.
 -- A worker paused past its lease may wake up still holding jobs another worker now runs: the
 -- engine refuses its calls about them (include/lock.lua), and the worker checks a job with the
 -- engine before starting it once its lease may have lapsed.
@@ -147,28 +156,48 @@ local function give_back(worker, jid)
   return true
 end
 
+-- When a job was first found unnamed, as kept in `w:<worker>:unheld`: "<time>" (a renewal
+-- without numbers) or "<time> <renewal>".
+local function first_unnamed(text)
+  if not text then return nil, nil end
+  local at, renewal = string.match(text, '^(%S+) (%S+)$')
+  if at then return tonumber(at), tonumber(renewal) end
+  return tonumber(text), nil
+end
+
 -- `worker` (alive: it is renewing) holds the jobs `held` (a list of jids). Jobs locked to it
--- that it did not name at two renewals Lease.SETTLE seconds apart are given back. Returns how
--- many were.
-function Lease.reconcile(worker, held)
+-- that it did not name at two renewals Lease.SETTLE seconds apart are given back. With
+-- `renewal` (this renewal's number) and `settled` (every pop the worker sent before it had
+-- renewal `settled`'s reply is answered), only a job first found unnamed by a renewal numbered
+-- `settled` or lower: one found later may still be on its way to the worker. Returns how many
+-- were given back.
+function Lease.reconcile(worker, held, renewal, settled)
   local holding = {}
   for _, jid in ipairs(held) do holding[jid] = true end
   local unheld_key = Keys.unheld(worker)
   local seen = redis.call('hgetall', unheld_key)
   local since = {}
-  for i = 1, #seen, 2 do since[seen[i]] = tonumber(seen[i + 1]) end
+  for i = 1, #seen, 2 do since[seen[i]] = seen[i + 1] end
   local inbox
   local suspects, returned = {}, 0
   for _, jid in ipairs(redis.call('zrange', Keys.worker_jobs(worker), 0, -1)) do
     if not holding[jid] then
       inbox = inbox or in_inbox(worker)
       if not inbox[jid] then
-        local first = since[jid]
-        if first and Engine.now - first >= Lease.SETTLE then
+        local first, found_by = first_unnamed(since[jid])
+        -- Found by a renewal without numbers, or by one numbered above this one (the worker
+        -- restarted under its name): counted as found by this one.
+        if renewal and first and (not found_by or found_by > renewal) then
+          first, found_by = nil, nil
+        end
+        local answered = not renewal or (found_by ~= nil and found_by <= settled)
+        if first and Engine.now - first >= Lease.SETTLE and answered then
           if give_back(worker, jid) then returned = returned + 1 end
         else
+          local mark = string.format('%.17g', first or Engine.now)
+          if renewal then mark = mark .. ' ' .. string.format('%.17g', found_by or renewal) end
           table.insert(suspects, jid)
-          table.insert(suspects, string.format('%.17g', first or Engine.now))
+          table.insert(suspects, mark)
         end
       end
     end

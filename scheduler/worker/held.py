@@ -66,7 +66,9 @@ class Running:
 
 
 class Held:
-    """Every job held, by jid, and how many ran."""
+    """Every job held, by jid, and how many ran; and the fetches whose jobs may not be held yet
+    (:meth:`fetching`), which each lease renewal reports as ``settled`` (lua/include/lease.lua).
+    """
 
     def __init__(self) -> None:
         self.jobs: dict[str, Active] = {}
@@ -74,6 +76,21 @@ class Held:
         self.wake = threading.Condition(self.lock)
         self.ended = threading.Condition(self.lock)
         self.processed = 0
+        # The number of the latest lease renewal whose reply came back (the keeper sets it).
+        self.renewed = 0
+        # Each fetch in flight -> `renewed` when it sent the first call whose jobs it still has
+        # to add here.
+        self._fetches: dict[Fetch, int] = {}
+
+    def fetching(self) -> Fetch:
+        """A fetch starting (``with held.fetching() as fetch:``): its pops' jobs are added before
+        it ends, and until then no renewal lets the engine take them for jobs not held."""
+        return Fetch(self)
+
+    def settled(self) -> int:
+        """The renewal number every fetch in flight was sent after: the pops sent before that
+        renewal's reply came back are done with, their jobs here or let go. Under ``lock``."""
+        return min(self._fetches.values(), default=self.renewed)
 
     def add(self, active: Active) -> None:
         with self.lock:
@@ -92,3 +109,23 @@ class Held:
             if ran:
                 self.processed += 1
             self.ended.notify_all()
+
+
+class Fetch:
+    """One fetch of jobs in flight (:meth:`Held.fetching`)."""
+
+    def __init__(self, held: Held) -> None:
+        self.held = held
+
+    def __enter__(self) -> Fetch:
+        self.again()
+        return self
+
+    def again(self) -> None:
+        """Nothing this fetch popped so far is on its way: it counts from the next call on."""
+        with self.held.lock:
+            self.held._fetches[self] = self.held.renewed
+
+    def __exit__(self, *exc: object) -> None:
+        with self.held.lock:
+            self.held._fetches.pop(self, None)

@@ -85,6 +85,7 @@ class Keeper:
         self._leased = False  # a renewal has succeeded since the worker started
         self._lease_until = 0.0  # monotonic: the lease surely runs until then
         self._next_lease = float("inf")
+        self._renewals = 0  # lease renewals sent, each numbered (lua/include/lease.lua)
         self._pubsub: Any = None  # the listener's subscription (see _wake_listener)
 
     def threads(self) -> list[threading.Thread]:
@@ -169,27 +170,38 @@ class Keeper:
         """Renew the liveness lease (the monitor, every ``lease_seconds / LEASE_RENEWALS``).
 
         Each renewal names the jobs held: one locked to this worker that it does not hold is
-        given back by the engine. A lease reaped since the last renewal (the process was paused
-        longer than the lease, or could not reach Redis) means other workers have taken its jobs
-        back: every job held is checked with the engine at once, and dropped or stopped when it
-        is no longer ours.
+        given back by the engine, once every pop that may have given it is done with (the
+        renewals are numbered, and each says which number the fetches in flight were sent
+        after: :meth:`Held.settled`; lua/include/lease.lua). A lease reaped since the last
+        renewal (the process was paused longer than the lease, or could not reach Redis) means
+        other workers have taken its jobs back: every job held is checked with the engine at
+        once, and dropped or stopped when it is no longer ours.
         """
         seconds = self.settings.lease_seconds
         with self._lease_guard:
             sent = time.monotonic()
             self._next_lease = sent + seconds / LEASE_RENEWALS
+            self._renewals += 1
+            number = self._renewals
             # The jobs held, so the engine gives back at once any job locked to this worker
-            # that it does not hold (a pop's or a complete's reply lost: lua/include/lease.lua).
+            # that it does not hold (a pop's or a complete's reply lost: lua/include/lease.lua),
+            # and, read with them, the fetches in flight, whose jobs are not held yet.
             with self.held.lock:
                 jids = dumps(list(self.held.jobs))
+                settled = self.held.settled()
             try:
-                text = self.client.engine.call("worker.lease", self.name, seconds, jids)
+                text = self.client.engine.call(
+                    "worker.lease", self.name, seconds, jids, number, settled
+                )
                 reply = json.loads(text)
             except (redis.RedisError, EngineError, ClusterError, ValueError) as error:
                 # ClusterError: a failover settling, or too few replicas (NotReplicated): the
                 # renewal is tried again a second later.
                 log.warning("worker %s: lease not renewed (%s)", self.name, error)
                 return
+            with self.held.lock:
+                # A pop sent from now on was sent after this renewal's reply came back.
+                self.held.renewed = number
             lost = self._leased and not reply.get("held")
             self._leased = True
             self._lease_until = sent + seconds

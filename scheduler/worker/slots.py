@@ -201,18 +201,21 @@ class Slots:
     def _fetch(self) -> list[Active]:
         """Jobs for the free slots (and the prefetch); waits idle when there are none."""
         wanted = self._wanted()
-        asked = time.monotonic()
-        # Outcomes first, in the same round trip: they may make jobs ready, and free locks.
-        raws = self.fetcher.pop(wanted, self.reporter.flush_and_call)
+        # Until its jobs are held, the lease renewals say that a fetch is in flight.
+        with self.held.fetching() as fetch:
+            asked = time.monotonic()
+            # Outcomes first, in the same round trip: they may make jobs ready, and free locks.
+            raws = self.fetcher.pop(wanted, self.reporter.flush_and_call)
+            if not raws and not self.settings.burst and not self.stopping:
+                fetch.again()  # nothing popped so far: no older reply to wait for
+                # A job handed over was popped at some point while this thread waited: its
+                # lock runs from no earlier than the start of the wait.
+                asked = time.monotonic()
+                raws = self.fetcher.wait(wanted, lambda: self.stopping)
+            jobs = self._hold_all(raws, asked)
         if not raws and self.settings.burst:
             self._burst_wait()
-            return []
-        if not raws and not self.stopping:
-            # A job handed over was popped at some point while this thread waited: its lock
-            # runs from no earlier than the start of the wait.
-            asked = time.monotonic()
-            raws = self.fetcher.wait(wanted, lambda: self.stopping)
-        return self._hold_all(raws, asked)
+        return jobs
 
     def _end_fetch(self, jobs: list[Active]) -> None:
         """Buffer what a fetch got (or hand it back when stopping) and let the slots go on."""
@@ -239,9 +242,10 @@ class Slots:
             try:
                 wanted = self._wanted()
                 if wanted > 0:
-                    asked = time.monotonic()
-                    raws = self.fetcher.pop(wanted, self.reporter.flush_and_call)
-                    jobs = self._hold_all(raws, asked)
+                    with self.held.fetching():
+                        asked = time.monotonic()
+                        raws = self.fetcher.pop(wanted, self.reporter.flush_and_call)
+                        jobs = self._hold_all(raws, asked)
                 else:
                     self.reporter.flush()
             except Exception:

@@ -24,10 +24,11 @@ from test_worker import (
     wait_state,
 )
 
+from flows.testing.clock import Clock, ClockedEngine
 from scheduler.embedded import EmbeddedServer
 from scheduler.engine.client import Client
 from scheduler.engine.scripts import Engine
-from scheduler.worker import leases
+from scheduler.worker import Worker, leases
 
 
 @pytest.fixture
@@ -105,3 +106,41 @@ def test_a_stopping_worker_does_not_wait_for_its_listener_to_look_again(
         listener = next(t for t in threading.enumerate() if t.name == "flows-listener")
     listener.join(15)  # the worker has stopped (in_process_worker checked it)
     assert not listener.is_alive()
+
+
+def test_a_job_popped_by_a_starved_worker_is_not_given_back_before_it_is_held(
+    redis_client: redis.Redis, tmp_path: Path
+) -> None:
+    """The worker's own parts driven step by step on a virtual clock: its fetch has the pop's
+    reply, but the process, starved of CPU, has not made the job a held one when its lease is
+    renewed 1.2 s and 2.5 s later (the renewals do not name it): the engine leaves it to the
+    worker. A job whose pop's reply was lost before that fetch still goes back."""
+    clock = Clock(1_700_000_000.0)
+    client = Client.from_engine(ClockedEngine(redis_client, "ql:", clock), worker_name="starved")
+    worker = Worker(client, ["q"], sandbox_root=tmp_path, lease_seconds=5)
+    lost = put(client, "q", "echo", {"value": 1})
+    jid = put(client, "q", "echo", {"value": 2})
+    worker.keeper.register()  # renewal 1
+    # A pop as the worker whose reply never reached it: that fetch is over.
+    assert [job.jid for job in client.queues["q"].pop()] == [lost]
+    clock.advance(0.1)
+    with worker.held.fetching():
+        [raw] = worker.slots.fetcher.pop(1)
+        clock.advance(1.2)
+        worker.keeper.renew_lease()  # names neither
+        clock.advance(1.3)
+        worker.keeper.renew_lease()
+        assert (client.jobs[jid].state, client.jobs[jid].worker) == ("running", "starved")
+        # While a fetch sent before the lost job was found unnamed is in flight, that job may
+        # be the fetch's too: it stays until the fetch is over.
+        assert client.jobs[lost].state == "running"
+        active = worker.slots.hold(raw, time.monotonic())
+    assert active is not None and active.ctx.jid == jid
+    clock.advance(1.1)
+    worker.keeper.renew_lease()  # names the job held; the lost one goes back
+    job = client.jobs[jid]
+    assert (job.state, job.worker) == ("running", "starved")
+    assert history(job, "returned") == []
+    returned = client.jobs[lost]
+    assert (returned.state, returned.remaining, returned.lost) == ("waiting", returned.retries, 0)
+    assert [entry["worker"] for entry in history(returned, "returned")] == ["starved"]

@@ -525,7 +525,13 @@ ids("worker.lease", [], "worker", ["5"])
 numbers("worker.lease", ["w1"], "seconds", ("0", "3601"))
 case("worker.lease", ["w1", "5", "x"], InvalidArgument, "jids", id="jids-not-json")
 case("worker.lease", ["w1", "5", '["a b"]'], InvalidArgument, "jids", id="jids-bad-id")
-case("worker.lease", ["w1", "5", "[]", "x"], InvalidArgument, "too many", id="extra")
+numbers("worker.lease", ["w1", "5", "[]"], "renewal", ("0", "1.5"), suffix=["0"])
+case("worker.lease", ["w1", "5", "[]", "2"], InvalidArgument, "settled", id="no-settled")
+for value in ("-1", "2", "3", "0.5", "x"):
+    lease_args = ["w1", "5", "[]", "2", value]
+    case("worker.lease", lease_args, InvalidArgument, "settled", id=f"settled={value}")
+case("worker.lease", ["w1", "5", "", "2", "1"], InvalidArgument, "jids", id="numbers-no-jids")
+case("worker.lease", ["w1", "5", "[]", "2", "1", "x"], InvalidArgument, "too many", id="extra")
 
 RECUR = ["q", "new-rec", "K", "{}", "interval", "60", "0"]
 for missing, name in enumerate(["queue", "jid", "klass", "data", "spec", "interval", "offset"]):

@@ -156,10 +156,13 @@ def test_after_a_stall_of_the_server_nobody_is_reaped(lua: Lua) -> None:
     assert lua.state("a", now=T0 + 13) == "running"
 
 
-def held_lease(lua: Lua, worker: str, held: list[str], now: float) -> dict[str, Any]:
-    """A renewal naming the jobs the worker holds."""
+def held_lease(
+    lua: Lua, worker: str, held: list[str], now: float, numbers: tuple[int, int] | None = None
+) -> dict[str, Any]:
+    """A renewal naming the jobs the worker holds; ``numbers``: the renewal's own number and
+    ``settled``, the number every pop in flight was sent after (as the worker sends them)."""
     reply: dict[str, Any] = json.loads(
-        lua.raw("worker.lease", worker, LEASE, json.dumps(held), now=now)
+        lua.raw("worker.lease", worker, LEASE, json.dumps(held), *(numbers or ()), now=now)
     )
     return reply
 
@@ -220,3 +223,55 @@ def test_without_a_list_of_held_jobs_nothing_is_reconciled(lua: Lua) -> None:
     assert lease(lua, "w1", T0 + 1)["returned"] == 0
     assert lease(lua, "w1", T0 + 3)["returned"] == 0
     assert lua.state("a", now=T0 + 3) == "running"
+
+
+def test_a_pop_still_on_its_way_to_a_starved_worker_is_not_given_back(lua: Lua) -> None:
+    """The worker sent a pop after renewal 1's reply came back; starved of CPU, it has not made
+    the popped job a held one when it renews at T0 + 1.2 and T0 + 2.5 (so those renewals do
+    not name it, and say the pop sent after renewal 1 is still in flight): the job stays its."""
+    lua.put("a")
+    held_lease(lua, "w1", [], T0, (1, 0))
+    assert lean_pop(lua, "w1", 1, T0 + 0.1) == ["a"]
+    assert held_lease(lua, "w1", [], T0 + 1.2, (2, 1))["returned"] == 0
+    assert held_lease(lua, "w1", [], T0 + 2.5, (3, 1))["returned"] == 0
+    assert lua.state("a", now=T0 + 2.5) == "running"
+    # Its reply processed at last, the worker names the job: nothing is left to suspect.
+    assert held_lease(lua, "w1", ["a"], T0 + 3.6, (4, 3))["returned"] == 0
+    assert not lua.r.exists(lua.key("w:w1:unheld"))
+    job = lua.job("a", now=T0 + 3.6)
+    assert job is not None and (job["state"], job["worker"]) == ("running", "w1")
+    assert "returned" not in [entry["what"] for entry in job["history"]]
+    lua("complete", "a", "w1", "q", "{}", now=T0 + 4)
+    assert lua.state("a", now=T0 + 4) == "complete"
+
+
+def test_a_job_the_worker_lost_is_given_back_while_a_later_pop_is_in_flight(lua: Lua) -> None:
+    """A job whose pop was answered (its reply lost on the way) goes back within two renewals,
+    even while the worker starves over the reply of a pop sent later."""
+    for jid in "lo":
+        lua.put(jid)
+    held_lease(lua, "w1", [], T0, (1, 0))
+    assert lean_pop(lua, "w1", 1, T0 + 0.1) == ["l"]  # its reply lost: the pop is over
+    assert held_lease(lua, "w1", [], T0 + 1, (2, 1))["returned"] == 0  # "l" found unnamed
+    assert lean_pop(lua, "w1", 1, T0 + 1.1) == ["o"]  # sent after renewal 2's reply: on its way
+    assert held_lease(lua, "w1", [], T0 + 2.2, (3, 2))["returned"] == 1
+    assert held_lease(lua, "w1", [], T0 + 3.5, (4, 2))["returned"] == 0
+    lost = lua.job("l", now=T0 + 3.5)
+    assert lost is not None and (lost["state"], lost["worker"]) == ("waiting", "")
+    assert lost["history"][-1]["what"] == "returned"
+    assert lua.state("o", now=T0 + 3.5) == "running"
+    # Once the pop of "o" is answered and "o" is let go of unreported (a complete whose reply
+    # was lost and that never happened), it goes back too.
+    assert held_lease(lua, "w1", [], T0 + 4.6, (5, 4))["returned"] == 1
+    assert lua.state("o", now=T0 + 4.6) == "waiting"
+
+
+def test_a_worker_restarted_under_its_name_counts_its_renewals_afresh(lua: Lua) -> None:
+    """What renewals numbered above this one found unnamed is counted from this one."""
+    lua.put("a")
+    held_lease(lua, "w1", [], T0, (40, 39))
+    lean_pop(lua, "w1", 1, T0 + 0.1)
+    held_lease(lua, "w1", [], T0 + 1, (41, 40))  # found unnamed by renewal 41
+    assert held_lease(lua, "w1", [], T0 + 2, (1, 0))["returned"] == 0
+    assert held_lease(lua, "w1", [], T0 + 3, (2, 1))["returned"] == 1
+    assert lua.state("a", now=T0 + 3) == "waiting"
