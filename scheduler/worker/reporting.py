@@ -63,11 +63,17 @@ class Reporter:
             self.client.engine.call("release", jid, self.name, 0)
 
     def broken(self, job: Job, error: Exception) -> None:
-        """A popped job whose payload cannot be read fails at once."""
+        """A popped job whose payload cannot be read fails at once. When the fail cannot be
+        sent (the server away or full), the job is not held: it goes back to its queue (the
+        lease renewals, or its lock) and the next pop fails it. The fetch it came in goes on."""
         log.error("job %s has a broken payload: %s", job.jid, error)
-        with contextlib.suppress(EngineError):
-            message = f"{type(error).__name__}: {error}"
+        message = f"{type(error).__name__}: {error}"
+        try:
             self.client.engine.call("fail.held", job.jid, self.name, "broken-payload", message)
+        except EngineError:
+            pass  # no longer this worker's
+        except (redis.RedisError, ClusterError) as failure:
+            log.warning("job %s: its fail was not sent (%s)", job.jid, failure)
 
     # -- the batch of completes -----------------------------------------------------------------
 

@@ -18,6 +18,7 @@ from test_worker import (
     history,
     in_process_worker,
     put,
+    raw_job,
     read_marks,
     wait_for,
     wait_marks,
@@ -144,3 +145,36 @@ def test_a_job_popped_by_a_starved_worker_is_not_given_back_before_it_is_held(
     returned = client.jobs[lost]
     assert (returned.state, returned.remaining, returned.lost) == ("waiting", returned.retries, 0)
     assert [entry["worker"] for entry in history(returned, "returned")] == ["starved"]
+
+
+def test_a_broken_payload_whose_fail_is_refused_leaves_the_fetch_s_other_jobs_held(
+    redis_client: redis.Redis, tmp_path: Path
+) -> None:
+    """A fetch's broken payload is failed as its jobs are taken in; when the server refuses that
+    fail (full: at maxmemory), the jobs of the fetch taken in before it are still the worker's
+    to run (not held for ever, heartbeated but never started), and the broken one, not held, goes
+    back to its queue to be failed by the next pop."""
+    clock = Clock(1_700_000_000.0)
+    client = Client.from_engine(ClockedEngine(redis_client, "ql:", clock), worker_name="full")
+    worker = Worker(client, ["q"], sandbox_root=tmp_path, lease_seconds=5)
+    good = put(client, "q", "echo", {"value": 1})
+    broken = put(client, "q", "echo", {"value": 2})
+    redis_client.hset(f"ql:j:{broken}", "data", "{not json")
+    worker.keeper.register()
+    limit = redis_client.config_get("maxmemory")["maxmemory"]
+    with worker.held.fetching():
+        raws = worker.slots.fetcher.pop(2)
+        redis_client.config_set("maxmemory", 1)
+        try:
+            actives = [worker.slots.hold(raw, time.monotonic()) for raw in raws]
+        finally:
+            redis_client.config_set("maxmemory", limit)
+    assert [active.ctx.jid if active else None for active in actives] == [good, None]
+    assert list(worker.held.jobs) == [good]
+    clock.advance(1)
+    worker.keeper.renew_lease()
+    clock.advance(1.1)
+    worker.keeper.renew_lease()
+    job = raw_job(client.engine, broken)
+    assert (job["state"], job["history"][-1]["what"]) == ("waiting", "returned")
+    assert client.jobs[good].state == "running"
