@@ -17,6 +17,12 @@ from flows.flowfile.findings import describe, did_you_mean
 from flows.flowfile.model import Param
 from flows.flowfile.templates import OPEN, strings
 from scheduler.engine.errors import FlowsError
+from scheduler.engine.limits import MAX_RESULT_DEPTH, json_depth
+
+MAX_DEPTH = MAX_RESULT_DEPTH
+"""How deeply a param's value may nest: as a step's outputs and a signal's data, so that a run's
+record and its jobs' data, which hold it a few levels down, stay within what the engine stores
+and every surface reads back."""
 
 _TRUE = frozenset({"true", "yes", "on", "1"})
 _FALSE = frozenset({"false", "no", "off", "0"})
@@ -115,6 +121,8 @@ def from_text(text: str, param: Param) -> Any:
     """A command-line value as ``param.type``; raises ValueError saying what was expected."""
     try:
         return _convert(text, param)
+    except RecursionError:  # deeper than this interpreter's JSON decoder goes
+        raise ValueError(f"nests more than {MAX_DEPTH} levels deep") from None
     except ValueError as error:
         if str(error).startswith("expected"):
             raise
@@ -148,6 +156,21 @@ def _split(text: str) -> list[str]:
     return [part.strip() for part in text.split(",")] if text.strip() else []
 
 
+def _given(value: Any, param: Param) -> tuple[Any, str | None]:
+    """A given value as ``param.type`` (text is converted), or why it cannot be used: it does
+    not convert, nests too deeply, or holds a template."""
+    if isinstance(value, str) and param.type != "string":
+        try:
+            value = from_text(value, param)
+        except ValueError as error:
+            return value, str(error)
+    if json_depth(value, MAX_DEPTH) > MAX_DEPTH:
+        return value, f"nests more than {MAX_DEPTH} levels deep"
+    if any(OPEN in text for _, text in strings(value)):
+        return value, f"values cannot contain '{OPEN}'"
+    return value, None
+
+
 def bind_params(
     declared: Mapping[str, Param],
     given: Mapping[str, Any],
@@ -170,15 +193,9 @@ def bind_params(
     missing: list[str] = []
     for name, param in declared.items():
         if name in given:
-            value = given[name]
-            if isinstance(value, str) and param.type != "string":
-                try:
-                    value = from_text(value, param)
-                except ValueError as error:
-                    problems.append(f"param '{name}': {error}")
-                    continue
-            if any(OPEN in text for _, text in strings(value)):
-                problems.append(f"param '{name}': values cannot contain '{OPEN}'")
+            value, problem = _given(given[name], param)
+            if problem:
+                problems.append(f"param '{name}': {problem}")
                 continue
         elif param.has_default:
             value = render_default(param.default)

@@ -18,13 +18,14 @@ from typing import Any
 from flows.flowfile.findings import did_you_mean
 from scheduler.engine.client import Client
 from scheduler.engine.errors import FlowsError, InvalidArgument, JobNotFound, TooLarge, WrongState
-from scheduler.engine.limits import json_depth
+from scheduler.engine.limits import MAX_RESULT_DEPTH, json_depth
 
 APPROVED_BY = "approved_by"
 NOTE = "note"
-#: How deeply a signal's data may nest: every surface that shows the step's outputs (the API,
-#: the dashboard, ``flows status --json``) reads them well within it.
-MAX_DATA_DEPTH = 64
+#: How deeply a signal's data may nest: the data become the step's outputs, so the limit of
+#: every job's result (the engine's; every surface that shows outputs, the API, the dashboard,
+#: ``flows status --json``, reads them well within it).
+MAX_DATA_DEPTH = MAX_RESULT_DEPTH
 
 
 class SignalRefused(FlowsError, ValueError):

@@ -10,7 +10,8 @@
 -- Without `next` the job is complete: kept by jobs-history (age) and jobs-history-count, and every
 -- dependent whose last dependency this was is released in this same call. With `next` it moves
 -- to that queue (waiting, scheduled after `delay`, or waiting for `depends`), retries reset.
--- `result` (our extension) is JSON text stored on the job as its result (a flow step's outputs).
+-- `result` (our extension) is JSON text stored on the job as its result (a flow step's outputs),
+-- at most Arg.MAX_RESULT_NESTING levels deep (data: Arg.MAX_NESTING).
 -- A job that feeds fan-outs (include/fanout.lua) expands them in this same call, before its
 -- dependents are settled.
 -- `skipped` (ours) is why the job chose not to run (a flow step whose `if:` is false): it ends
@@ -77,7 +78,7 @@ local function parse(cmd, args)
       end
     end
   end
-  if options.result then c.result = Arg.json(cmd, 'result', options.result, 'any') end
+  if options.result then c.result = Arg.json(cmd, 'result', options.result, 'any', nil, Arg.MAX_RESULT_NESTING) end
   if options.skipped then
     if options.next then Arg.fail(cmd, '"skipped" and "next" exclude each other') end
     c.skipped = Arg.text(cmd, 'skipped', options.skipped)

@@ -6,7 +6,8 @@
 --   wait.get    jid                          -> JSON {jid, state, queue, signal, timeout,
 --                                               on_timeout, outputs, since, deadline}, or nil
 --
--- wait.signal completes an awaiting job with `data` as its result (its outputs), history
+-- wait.signal completes an awaiting job with `data` as its result (its outputs; at most
+-- Arg.MAX_RESULT_NESTING levels deep, as complete's result), history
 -- 'signaled' (signal, by), and settles its dependents in the same call, as a worker's complete
 -- would. When the wait declares `outputs`, each of them must be a key of `data` (a refusal names
 -- every one it lacks). Refused, changing nothing, for a job that is not awaiting: NOTFOUND (no
@@ -73,7 +74,7 @@ end
 api['wait.signal'] = function(args)
   local cmd = 'WaitSignal'
   local jid = Arg.jid(cmd, 'jid', args[1])
-  local data, decoded = Arg.json(cmd, 'data', args[2], 'object')
+  local data, decoded = Arg.json(cmd, 'data', args[2], 'object', nil, Arg.MAX_RESULT_NESTING)
   local by = ''
   if args[3] ~= nil and args[3] ~= '' then by = Arg.text(cmd, 'by', args[3], 256) end
   if args[4] ~= nil then Arg.fail(cmd, 'too many arguments') end

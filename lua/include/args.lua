@@ -13,10 +13,18 @@ local Arg = {}
 Arg.MAX_ID_BYTES = 256
 Arg.MAX_PAYLOAD_BYTES = 524288
 Arg.MAX_TAGS = 64
--- Nesting allowed in JSON the engine decodes and later encodes again inside a larger reply (log
--- data in a job's history, worker and scheduler info): cjson refuses to encode more than 1000
--- levels, so a deeper value would make every later read of it fail.
+-- Nesting allowed in JSON the engine stores and hands back: a job's data (every 'payload'), a
+-- run's record, log data in a job's history, worker and scheduler info. Every reader must read
+-- it back inside a larger document: cjson refuses to encode more than 1000 levels, and the
+-- Python readers (the API's serializer stops at about 250 levels, the json module and
+-- dataclasses at Python's recursion limit) less; a deeper value would make every later read
+-- of it fail, so it is refused when it comes in.
 Arg.MAX_NESTING = 100
+-- Nesting allowed in a job's result (a flow step's outputs; a wait's signal data becomes its
+-- result): less than data, as a result is copied into what reads it (a downstream step's
+-- data, a run's outputs, a sub-flow step's result) a few levels down. The same number as
+-- scheduler/engine/limits.py MAX_RESULT_DEPTH.
+Arg.MAX_RESULT_NESTING = 64
 
 -- Suffixes the key layout appends to a jid: a jid ending in one would alias another job's keys.
 local RESERVED_SUFFIXES = { '-history', '-dependencies', '-dependents' }
@@ -165,33 +173,25 @@ function Arg.optional_integer(cmd, name, value, default, min, max)
   return Arg.integer(cmd, name, value, min, max)
 end
 
--- How deeply `value` nests (0 for a scalar), counting no further than `limit`.
-local function nesting(value, limit)
-  if type(value) ~= 'table' then return 0 end
-  local deepest = 0
-  for _, item in pairs(value) do
-    if deepest >= limit then break end
-    local depth = nesting(item, limit)
-    if depth > deepest then deepest = depth end
-  end
-  return deepest + 1
-end
-
--- Whether a decoded value holds NaN or an infinity anywhere (the server's cjson accepts them
--- as extensions, but they are not JSON and no other client could read them back). Only values
--- are looked at: cjson gives object keys as strings and array keys as 1..n. Inline type tests,
--- not a call per value: this walk is most of the cost of checking a job's data.
+-- What is wrong with a decoded value: 'nan' when it holds NaN or an infinity anywhere (the
+-- server's cjson accepts them as extensions, but they are not JSON and no other client could
+-- read them back), 'deep' when a table in it is more than `room` levels down (the value itself
+-- is level 1), or nil. Only values are looked at: cjson gives object keys as strings and array
+-- keys as 1..n. One walk for both, with inline type tests, not a call per value: this walk is
+-- most of the cost of checking a job's data.
 local HUGE = 1 / 0 -- math.huge (a library's top level may not read the math table)
-local function non_finite(value)
+local function unfit(value, room)
+  if room < 1 then return 'deep' end
   for _, item in pairs(value) do
     local kind = type(item)
     if kind == 'number' then
-      if item ~= item or item == HUGE or item == -HUGE then return true end
-    elseif kind == 'table' and non_finite(item) then
-      return true
+      if item ~= item or item == HUGE or item == -HUGE then return 'nan' end
+    elseif kind == 'table' then
+      local found = unfit(item, room - 1)
+      if found then return found end
     end
   end
-  return false
+  return nil
 end
 
 -- Arg.json but for the finite-number and nesting checks: text, decoded value.
@@ -224,20 +224,22 @@ end
 
 -- JSON text that decodes; `kind` is 'object', 'array', 'any' or 'payload' (a job's data: an
 -- object, in the qless dialect an array too); at most `max_bytes` (default
--- Arg.MAX_PAYLOAD_BYTES) and, when given, at most `max_depth` levels deep. Returns text,
--- decoded value.
+-- Arg.MAX_PAYLOAD_BYTES) and at most `max_depth` levels deep (default: Arg.MAX_NESTING for a
+-- payload, else what the decoder takes). Returns text, decoded value.
 function Arg.json(cmd, name, value, kind, max_bytes, max_depth)
+  if max_depth == nil and kind == 'payload' then max_depth = Arg.MAX_NESTING end
   local _, decoded = decode(cmd, name, value, kind, max_bytes)
   -- Walked, not searched for in the text: a pattern search costs more per byte than the walk
   -- costs per value (a payload of one long string is one value).
+  local found
   if type(decoded) == 'table' then
-    if non_finite(decoded) then
-      fail(cmd, 'Arg "' .. name .. '" is not valid JSON: NaN and Infinity are not JSON numbers')
-    end
-  elseif non_finite({ decoded }) then
-    fail(cmd, 'Arg "' .. name .. '" is not valid JSON: NaN and Infinity are not JSON numbers')
+    found = unfit(decoded, max_depth or HUGE)
+  elseif decoded ~= decoded or decoded == HUGE or decoded == -HUGE then
+    found = 'nan'
   end
-  if max_depth and nesting(decoded, max_depth + 1) > max_depth then
+  if found == 'nan' then
+    fail(cmd, 'Arg "' .. name .. '" is not valid JSON: NaN and Infinity are not JSON numbers')
+  elseif found == 'deep' then
     fail(cmd, 'Arg "' .. name .. '" nests more than ' .. max_depth .. ' levels deep')
   end
   return value, decoded

@@ -55,7 +55,7 @@ end
 
 function Runs.parse(cmd, run_id, run_text, jobs_text)
   local submission = { id = Runs.id(cmd, run_id) }
-  local _, run = Arg.json(cmd, 'run', run_text, 'object', Runs.MAX_BYTES)
+  local _, run = Arg.json(cmd, 'run', run_text, 'object', Runs.MAX_BYTES, Arg.MAX_NESTING)
   Deadlines.parse(cmd, run.deadline)
   if type(run.flow) ~= 'string' or run.flow == '' then
     Arg.fail(cmd, 'run.flow must be a non-empty string')

@@ -326,7 +326,12 @@ class Job:
         """
         args = pairs(next=next, delay=delay, depends=None if depends is None else list(depends))
         if result is not None:
-            args += ["result", limits.encode_payload("complete", "result", result)]
+            args += [
+                "result",
+                limits.encode_payload(
+                    "complete", "result", result, max_depth=limits.MAX_RESULT_DEPTH
+                ),
+            ]
         state = str(
             self._call(
                 "complete", self.jid, self._worker, self.queue, dumps(self.data), *args, now=now

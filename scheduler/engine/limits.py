@@ -15,7 +15,9 @@ names                      ids that become one URL or path segment: no ``/`` or 
                            ``.`` or ``..``: jids, queues, run ids, schedule and flow names
 jids                       may not end in ``-history``, ``-dependencies``, ``-dependents``
 payloads                   data, result, failure message: at most 512 KiB of JSON text;
-                           JSON at most 1,000 levels deep (the server's JSON decoder)
+                           data (and a run's record) at most 100 levels deep, a result (a
+                           step's outputs, a signal's data) at most 64: what every reader
+                           (the API, ``flows status --json``, the pages) reads back
 tags                       at most 64 per job
 priorities                 integers within +-1,000,000
 retries, counts            integers within 0..100,000
@@ -39,7 +41,12 @@ from scheduler.terminal import BIDI_CONTROLS
 
 MAX_ID_BYTES = 256
 MAX_PAYLOAD_BYTES = 512 * 1024
-MAX_JSON_DEPTH = 1000
+MAX_JSON_DEPTH = 100
+"""How deeply a job's data (and a run's record) may nest (the engine's ``Arg.MAX_NESTING``)."""
+MAX_RESULT_DEPTH = 64
+"""How deeply a job's result may nest (``Arg.MAX_RESULT_NESTING``): a step's outputs, a signal's
+data. Less than data: a result is read back a few levels down in what copies it (a downstream
+step's data, a run's outputs, a sub-flow step's result)."""
 MAX_TAGS = 64
 MAX_PRIORITY = 1_000_000
 MAX_COUNT = 100_000
@@ -271,27 +278,28 @@ def encode_payload(
     *,
     kind: str = "any",
     max_bytes: int = MAX_PAYLOAD_BYTES,
+    max_depth: int = MAX_JSON_DEPTH,
 ) -> str:
     """``value`` as compact JSON text the engine will accept, or the engine's error.
 
     ``kind`` 'object' requires a mapping (job data). Refuses values nested more than
-    :data:`MAX_JSON_DEPTH` levels, NaN and infinities (not JSON), values :mod:`json` cannot
-    encode, values it would change (a key that is not a string: ``{1: 'a', '1': 'b'}`` would
-    read back as ``{'1': 'b'}``; text with a lone surrogate, which is not UTF-8), and text over
-    ``max_bytes``.
+    ``max_depth`` levels (:data:`MAX_JSON_DEPTH`; a result: :data:`MAX_RESULT_DEPTH`), NaN
+    and infinities (not JSON), values :mod:`json` cannot encode, values it would change (a key
+    that is not a string: ``{1: 'a', '1': 'b'}`` would read back as ``{'1': 'b'}``; text with
+    a lone surrogate, which is not UTF-8), and text over ``max_bytes``.
     """
     if kind == "object" and not isinstance(value, dict):
         raise _invalid(command, f'Arg "{name}" is not a JSON object: {type(value).__name__}')
     try:
         text = json.dumps(value, separators=(",", ":"), allow_nan=False)
     except (TypeError, ValueError, RecursionError) as error:
-        _check_depth(command, name, value)  # a cycle, or too deep: say so first
+        _check_depth(command, name, value, max_depth)  # a cycle, or too deep: say so first
         if isinstance(error, RecursionError):  # deeper than this interpreter's encoder can go
             raise _invalid(command, f'Arg "{name}" nests too deeply to encode') from None
         raise _invalid(command, f'Arg "{name}" is not valid JSON: {error}') from None
     # Each level takes at least two characters: short text cannot nest too deeply.
-    if len(text) > 2 * MAX_JSON_DEPTH:
-        _check_depth(command, name, value)
+    if len(text) > 2 * max_depth:
+        _check_depth(command, name, value, max_depth)
     _check_faithful(command, name, value, surrogates="\\ud" in text)
     return check_text(command, name, text, max_bytes)
 
@@ -321,9 +329,9 @@ def _check_faithful(command: str, name: str, value: Any, *, surrogates: bool) ->
             _utf8(command, name, item)
 
 
-def _check_depth(command: str, name: str, value: Any) -> None:
-    if json_depth(value) > MAX_JSON_DEPTH:
-        raise _invalid(command, f'Arg "{name}" nests more than {MAX_JSON_DEPTH} levels deep')
+def _check_depth(command: str, name: str, value: Any, max_depth: int = MAX_JSON_DEPTH) -> None:
+    if json_depth(value, max_depth) > max_depth:
+        raise _invalid(command, f'Arg "{name}" nests more than {max_depth} levels deep')
 
 
 def check_payload_text(
@@ -358,6 +366,7 @@ __all__ = [
     "MAX_PAYLOAD_BYTES",
     "MAX_PRIORITY",
     "MAX_PUT_MANY",
+    "MAX_RESULT_DEPTH",
     "MAX_TAGS",
     "RESERVED_JID_SUFFIXES",
     "IdKind",

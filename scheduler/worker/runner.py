@@ -163,9 +163,9 @@ def _completed(value: Any) -> Outcome:
     if value is None:  # most jobs: nothing to check
         return _COMPLETE
     try:
-        if limits.json_depth(value) > limits.MAX_JSON_DEPTH:
+        if limits.json_depth(value, limits.MAX_RESULT_DEPTH) > limits.MAX_RESULT_DEPTH:
             raise InvalidArgument(
-                f'Complete(): Arg "result" nests more than {limits.MAX_JSON_DEPTH} levels deep'
+                f'Complete(): Arg "result" nests more than {limits.MAX_RESULT_DEPTH} levels deep'
             )
         return Outcome("complete", result=_encoded(secrets.masked_value(value)))
     except RecursionError:
@@ -192,7 +192,7 @@ def _text(error: BaseException) -> str:
 def _encoded(value: Any) -> str:
     """The result as the engine stores it: a value JSON cannot hold is stored as its text."""
     try:
-        return limits.encode_payload("complete", "result", value)
+        return limits.encode_payload("complete", "result", value, max_depth=limits.MAX_RESULT_DEPTH)
     except EngineError:
         try:
             json.dumps(value)
@@ -204,7 +204,9 @@ def _encoded(value: Any) -> str:
                     f"it is not JSON ({not_json}) and its repr() raised "
                     f"{type(error).__name__}: {_text(error)}"
                 ) from None
-            return limits.encode_payload("complete", "result", secrets.masked(text))
+            return limits.encode_payload(
+                "complete", "result", secrets.masked(text), max_depth=limits.MAX_RESULT_DEPTH
+            )
         raise
 
 

@@ -173,7 +173,7 @@ def test_the_limits_match_the_engine_at_the_boundary(populated: Client) -> None:
         {"jid": "ok-1", "priority": limits.MAX_PRIORITY},
         {"jid": "ok-2", "priority": -limits.MAX_PRIORITY},
         {"jid": "ok-3", "tags": [f"t{i}" for i in range(limits.MAX_TAGS)]},
-        {"jid": "ok-4", "data": deep(500)},
+        {"jid": "ok-4", "data": deep(limits.MAX_JSON_DEPTH)},
         {"jid": "ok-5", "data": {"x": "x" * (limits.MAX_PAYLOAD_BYTES - 8)}},
         {"jid": "é" * 128},  # 256 bytes of UTF-8
         {"jid": "nb\u00a0sp"},  # only ASCII white space is refused, on both sides
@@ -187,10 +187,13 @@ def test_the_limits_match_the_engine_at_the_boundary(populated: Client) -> None:
         queue.put("tasks.a", {"x": "x" * (limits.MAX_PAYLOAD_BYTES - 7)}, jid="big")
     with pytest.raises(TooLarge), assert_unchanged(populated.redis):
         populated.engine.call("put", *put_args(jid="é" * 128 + "x"))
-    # JSON depth: the engine decodes 1,000 levels and refuses 1,001 (its decoder's limit).
+    # JSON depth: both take data MAX_JSON_DEPTH levels deep and refuse one level more.
     depth = limits.MAX_JSON_DEPTH
-    text = '{"a":' * (depth - 1) + "1" + "}" * (depth - 1)
+    text = '{"a":' * (depth - 1) + "{}" + "}" * (depth - 1)
     assert populated.engine.call("put", *put_args(jid="deep-ok", data=text)) == "deep-ok"
+    deeper = '{"a":' + text + "}"
+    with pytest.raises(InvalidArgument), assert_unchanged(populated.redis):
+        populated.engine.call("put", *put_args(jid="deep-no", data=deeper))
     with pytest.raises(InvalidArgument), assert_unchanged(populated.redis):
         queue.put("tasks.a", deep(depth + 1), jid="deep-no")
 

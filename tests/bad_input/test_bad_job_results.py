@@ -26,6 +26,12 @@ def deep(job):
         value = [value]
     return value
 
+def one_too_deep(job):
+    value = 1
+    for _ in range(65):  # the limit of a result is 64 levels
+        value = [value]
+    return value
+
 def fine(job):
     return {"ok": True}
 """
@@ -37,6 +43,7 @@ def fine(job):
         ("megabyte", "more than the limit of 524288"),
         ("not_a_number", "not valid JSON"),
         ("deep", "nests"),
+        ("one_too_deep", 'Arg "result" nests more than 64 levels deep'),
     ],
 )
 def test_a_result_the_engine_would_refuse_fails_the_job_once(

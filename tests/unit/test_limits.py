@@ -132,13 +132,24 @@ def test_json_depth_is_iterative_and_bounded() -> None:
         ([math.inf], InvalidArgument, "not valid JSON"),
         ({"x": object()}, InvalidArgument, "not valid JSON"),
         ({1, 2}, InvalidArgument, "not valid JSON"),
-        (nested(10_000), InvalidArgument, "nests more than 1000"),
+        (nested(10_000), InvalidArgument, "nests more than 100 levels"),
         ("x" * (512 * 1024), TooLarge, "more than the limit of 524288"),
     ],
 )
 def test_payloads(value: Any, error: type[Exception], match: str) -> None:
     with pytest.raises(error, match=match):
         limits.encode_payload("complete", "result", value)
+
+
+def test_data_nests_at_most_100_levels_and_a_result_64() -> None:
+    data, result = limits.MAX_JSON_DEPTH, limits.MAX_RESULT_DEPTH
+    assert (data, result) == (100, 64)
+    assert limits.encode_payload("put", "data", {"a": nested(data - 1)}, kind="object")
+    with pytest.raises(InvalidArgument, match=f'"data" nests more than {data} levels deep'):
+        limits.encode_payload("put", "data", {"a": nested(data)}, kind="object")
+    assert limits.encode_payload("complete", "result", nested(result), max_depth=result)
+    with pytest.raises(InvalidArgument, match=f'"result" nests more than {result} levels deep'):
+        limits.encode_payload("complete", "result", nested(result + 1), max_depth=result)
 
 
 def test_job_data_must_be_an_object() -> None:
