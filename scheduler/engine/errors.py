@@ -44,6 +44,8 @@ import os
 import re
 from typing import TYPE_CHECKING
 
+from scheduler.terminal import CONTROL_OR_NEWLINE, escape
+
 if TYPE_CHECKING:  # redis-free at import time: the pure flows modules derive from FlowsError
     import redis
 
@@ -86,11 +88,19 @@ class FlowsError(Exception):
 
 
 class EngineError(FlowsError):
-    """The engine refused a call. ``code`` is the reply's first word, ``command`` the command."""
+    """The engine refused a call. ``code`` is the reply's first word, ``command`` the command.
+
+    The message shows every control character (newline too) as ``\\xNN`` and every
+    bidirectional control as ``\\uNNNN`` (:mod:`scheduler.terminal`): it may quote a value the
+    caller sent (a jid, a queue, a klass, a number that is none), and a library's caller prints
+    or logs it as it is. Escaped here, once for every message, whoever made it: the engine (its
+    Lua ``%q`` leaves control characters but newline and NUL as they are, and some messages
+    quote a value without it), an engine of another version, or the client's own checks."""
 
     code = "INTERNAL"
 
     def __init__(self, message: str, *, command: str | None = None) -> None:
+        message = CONTROL_OR_NEWLINE.sub(escape, message)
         super().__init__(message)
         self.message = message
         self.command = command
