@@ -18,6 +18,7 @@ from flows.runs.logs import (
     NoSuchRun,
     StepLine,
     follow,
+    job_label,
     of_step,
     run_jobs,
     run_tree_jobs,
@@ -94,9 +95,14 @@ class Printer:
         self.printed += 1
         where = (item.jid, item.attempt)
         if not self.as_json and where != self._last and (self.headers or item.attempt > 1):
-            click.echo(f"── {visible(item.label)} · attempt {item.attempt} ──")
+            click.echo(f"── {visible(self._who(item.label, item.jid))} · attempt {item.attempt} ──")
         self._last = where
         echo_line(item, self.as_json, self.label, self.sgr)
+
+    def _who(self, label: str, jid: str) -> str:
+        """How a job is named in a header: by its label among a run's jobs, by its jid when
+        the lines are one job's (``--job``)."""
+        return label if self.label else jid
 
     def silent(self, what: str, attempt: int | None) -> None:
         """Say, on stderr, that what was asked for has no line (the attempt ran: `--attempt`
@@ -110,12 +116,13 @@ class Printer:
 
     def dropped(self, follower: Follower) -> None:
         """Say, on stderr, which attempts kept fewer lines than they wrote."""
-        for (_, attempt), (label, dropped, cut) in sorted(follower.attempts.items()):
+        for (jid, attempt), (label, dropped, cut) in sorted(follower.attempts.items()):
             if dropped:
                 whole = dropped - cut
                 parts = [f"{_lines(whole)} dropped"] if whole else []
                 parts += [f"{_lines(cut)} cut short"] if cut else []
-                click.echo(f"{visible(label)} attempt {attempt}: {', '.join(parts)}", err=True)
+                who = visible(self._who(label, jid))
+                click.echo(f"{who} attempt {attempt}: {', '.join(parts)}", err=True)
 
 
 @click.command()
@@ -170,7 +177,7 @@ def logs(
     with user_errors():
         if jid is not None:
             joblogs.read(client.engine, jid, None, 0, 1)  # JobNotFound: no job, no kept log
-            jobs = [(jid, jid)]
+            jobs = [(job_label(client, jid), jid)]
             waits = _check_attempt(client, jobs, attempt, f"job {jid}", live=live)
             printer = Printer(as_json, label=False, headers=True, sgr=sgr)
             follower = Follower(client, jobs, live=live, attempt=attempt)

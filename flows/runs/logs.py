@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from flows.flowfile.findings import did_you_mean
 from flows.runs import pacing
+from flows.runs.actions import run_of_job
 from scheduler.engine import joblogs
 from scheduler.engine.client import Client
 from scheduler.engine.errors import JobNotFound
@@ -33,7 +34,8 @@ class NoSuchRun(LookupError):
 
 @dataclass(frozen=True, slots=True)
 class StepLine:
-    """A line of a run's job: the job's label (``step`` or ``step[i]``), jid and attempt."""
+    """A line of a run's job: the job's label (``step`` or ``step[i]``; empty for a job of no
+    run), jid and attempt."""
 
     label: str
     jid: str
@@ -41,7 +43,17 @@ class StepLine:
     line: LogLine
 
     def as_dict(self) -> dict[str, object]:
-        return {"step": self.label, "jid": self.jid, "attempt": self.attempt, **self.line.as_dict()}
+        """The one JSON shape of a log line (``flows logs --json``, the API's pages and
+        stream): ``step`` (the label, or None), ``jid``, ``attempt``, then the line's fields."""
+        step = self.label or None
+        return {"step": step, "jid": self.jid, "attempt": self.attempt, **self.line.as_dict()}
+
+
+def job_label(client: Client, jid: str) -> str:
+    """The label job ``jid`` has in its run's logs (``step``, ``step[i]``); empty for a job of
+    no run. A job its run's cancel deleted is labelled from its ``<run>:<step>`` id."""
+    run_id = run_of_job(client, jid)
+    return "" if run_id is None else _label(run_id, jid)
 
 
 def run_jobs(client: Client, run_id: str, step: str | None = None) -> list[tuple[str, str]]:
@@ -238,6 +250,7 @@ __all__ = [
     "NoSuchRun",
     "StepLine",
     "follow",
+    "job_label",
     "of_step",
     "run_jobs",
     "run_tree_jobs",

@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from flows.runs import actions as run_actions
 from flows.runs import statuses
-from flows.runs.logs import run_jobs
+from flows.runs.logs import StepLine, job_label, run_jobs
 from flows.runs.read import PAGE, RunView, list_run_statuses, load_run, run_document
 from flows.runs.signals import SignalRefused, approval, signal_step
 from flows.runs.trigger import UnknownFlow, trigger_run
@@ -388,16 +388,19 @@ def job_logs(
     offset: Offset = 0,
     limit: Annotated[int, Query(ge=1, le=joblogs.PAGE)] = joblogs.PAGE,
 ) -> dict[str, Any]:
-    """A page of one attempt's log lines (the latest attempt by default). 404 for a job that is
-    not there, and for an attempt it never made (the detail says how many it has)."""
+    """A page of one attempt's log lines (the latest attempt by default), each in the shape
+    `flows logs --json` prints (`step`, `jid`, `attempt`, `time`, `stream`, `text`, ...). 404
+    for a job that is not there, and for an attempt it never made (the detail says how many it
+    has)."""
     found = _log_page(ui.client, jid, attempt, offset, limit)
+    label = engine_errors(lambda: job_label(ui.client, jid))
     return {
         "jid": jid,
         "attempt": found.attempt,
         "attempts": found.attempts,
         "total": found.total,
         "dropped": found.dropped,
-        "items": [line.as_dict() for line in found.lines],
+        "items": [StepLine(label, jid, found.attempt, line).as_dict() for line in found.lines],
         "offset": found.offset,
         "limit": limit,
         "next": found.next if found.next < found.total else None,

@@ -20,7 +20,7 @@ from fastapi import HTTPException
 from fastapi.responses import StreamingResponse
 from starlette.types import Receive, Scope, Send
 
-from flows.runs.logs import Follower
+from flows.runs.logs import Follower, job_label
 from scheduler.engine.client import Client
 
 MAX_STREAMS = 32
@@ -121,15 +121,16 @@ def engine_events(client: Client) -> Iterator[str]:
 
 
 def log_lines(client: Client, jid: str, interval: float = 0.2) -> Iterator[str]:
-    """The job's lines (``event: line``), then ``event: end`` once it has ended. Something is
+    """The job's lines (``event: line``, each in the shape ``flows logs --json`` prints:
+    :meth:`~flows.runs.logs.StepLine.as_dict`), then ``event: end`` once it has ended. Something is
     sent at least every :data:`KEEPALIVE` seconds, so a stream whose client left ends then."""
     yield ": following\n\n"
-    follower = Follower(client, [(jid, jid)])
+    follower = Follower(client, [(job_label(client, jid), jid)])
     quiet_since = time.monotonic()
     while not _stopping.is_set():
         lines = follower.poll()
         for item in lines:
-            yield event({"attempt": item.attempt, **item.line.as_dict()}, "line")
+            yield event(item.as_dict(), "line")
         if follower.done:
             break
         if lines:

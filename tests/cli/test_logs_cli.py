@@ -102,6 +102,10 @@ def test_logs_of_a_run_a_step_and_a_job(url: str, tmp_path: Path) -> None:
         "hello from tests",
         "careful",
     ]
+    # the step's name in `step`, as `flows logs RUN --json` gives it, the jid in its own field
+    assert {
+        (json.loads(line)["step"], json.loads(line)["jid"]) for line in job.stdout.splitlines()
+    } == {("hello", f"{run_id}:hello")}
 
 
 @pytest.mark.parametrize(
@@ -479,6 +483,7 @@ def test_canceling_a_running_step_keeps_what_it_logged(url: str, tmp_path: Path)
     assert [line.split(" | ")[-1] for line in shown.stdout.splitlines()] == ["tick 1", "tick 2"]
     job = json.loads(flows("logs", "--job", "slow-1:ticking", "--json").stdout.splitlines()[0])
     assert job["text"] == "tick 1"  # ... and its log is kept with the run
+    assert job["step"] == "ticking"  # named from its jid: the job is gone
 
 
 QUIET_RETRY = """\
