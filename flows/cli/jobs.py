@@ -635,8 +635,7 @@ def cancel(
     a completed job: `flows delete` removes one), or a backfill (--backfill ID).
 
     A run's cancel cancels the child runs its sub-flow steps wait for too: a run's count
-    includes their jobs, said per child run (with --json, runs: {run: jobs}, child_runs:
-    {child run: jobs}, jobs: the jobs canceled)."""
+    includes their jobs (with --json, runs: {run: jobs}, jobs: the jobs canceled)."""
     if not targets and backfill_id is None:
         raise click.UsageError("name a run or job to cancel, or --backfill ID")
     client = open_client(redis_url, namespace)
@@ -651,23 +650,12 @@ def cancel(
         if backfill_id is not None:
             _cancel_backfill(client, backfill_id)
         canceled_runs: dict[str, int] = {}
-        canceled_children: dict[str, int] = {}
         canceled_jobs: list[str] = []
         for run_id in runs:
-            # The engine cancels the child runs its sub-flow steps wait for, and counts the
-            # run's own jobs: the children's are counted by their canceled jobs, before and after.
-            children = _child_runs(client, run_id)
-            before = {child: _canceled_count(client, child) for child in children}
-            own = int(client.engine.call("run.cancel", run_id))
-            theirs = {
-                child: count
-                for child in children
-                if (count := _canceled_count(client, child) - before[child]) > 0
-            }
-            canceled_runs[run_id] = own + sum(theirs.values())
-            canceled_children.update(theirs)
+            # The engine's count: the run's jobs and those of the child runs canceled with it.
+            canceled_runs[run_id] = count = int(client.engine.call("run.cancel", run_id))
             if not as_json:
-                click.echo(_canceled_line(run_id, own, theirs))
+                click.echo(f"run {visible(run_id)}: canceled {count} job(s)")
         if jids:
             canceled = canceled_jobs = list(client.jobs.cancel(*jids))
             if not as_json:
@@ -676,39 +664,7 @@ def cancel(
                     + (": " + ", ".join(canceled) if canceled else "")
                 )
     if as_json:
-        print_json({"runs": canceled_runs, "child_runs": canceled_children, "jobs": canceled_jobs})
-
-
-def _child_runs(client: Client, run_id: str, depth: int = 0) -> list[str]:
-    """The child runs a cancel of the run cancels with it: those its sub-flow steps wait for,
-    and theirs (a few levels down, as `flows logs` follows them)."""
-    try:
-        jids = [jid for _, jid in run_jobs(client, run_id)]
-    except NoSuchRun:  # a child run retention dropped
-        return []
-    found: list[str] = []
-    for start in range(0, len(jids), 500):
-        for job in client.jobs.multiget(*jids[start : start + 500]):
-            if job.child and job.state == "depends":
-                found.append(job.child)
-                if depth < 8:
-                    found += _child_runs(client, job.child, depth + 1)
-    return found
-
-
-def _canceled_count(client: Client, run_id: str) -> int:
-    view = load_run(client, run_id, limit=0)
-    return 0 if view is None else view.counts.get("canceled", 0)
-
-
-def _canceled_line(run_id: str, own: int, children: dict[str, int]) -> str:
-    """``run R: canceled 5 job(s): 2 of its own, 3 of child run C`` (no breakdown without
-    child runs)."""
-    line = f"run {visible(run_id)}: canceled {own + sum(children.values())} job(s)"
-    if not children:
-        return line
-    parts = [f"{count} of child run {visible(child)}" for child, count in children.items()]
-    return f"{line}: {own} of its own, " + ", ".join(parts)
+        print_json({"runs": canceled_runs, "jobs": canceled_jobs})
 
 
 def _cancel_backfill(client: Client, backfill_id: str) -> None:

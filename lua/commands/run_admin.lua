@@ -2,7 +2,7 @@
 -- (ours). Each checks the actions include/run_state.lua allows before it writes anything.
 --
 --   run.retry   run_id [target]                  -> number of failed jobs put back
---   run.cancel  run_id                           -> number of jobs canceled
+--   run.cancel  run_id                           -> number of jobs canceled (its child runs' too)
 --   run.rerun   run_id step [downstream] [jid]   -> number of jobs put back
 --
 -- run.retry puts every failed (or expired) job of the run back into its queue with its retries
@@ -20,7 +20,8 @@
 -- retry: a completed job never runs again by retry, a job awaiting a signal is signaled.
 -- run.cancel cancels every job of the run that has not ended (complete, failed, expired); running
 -- jobs' workers are told `canceled`; a sub-flow step waiting for its child run cancels that run
--- too, and a canceled child run releases the step waiting for it (commands/subflow.lua).
+-- too (its jobs counted in the reply, and its children's), and a canceled child run releases
+-- the step waiting for it (commands/subflow.lua).
 -- Refused when no job of the run is left to cancel.
 -- run.rerun re-runs a step of a finished run (every job of it ended), or one job of it (`jid`),
 -- and with `downstream` (1) every job that needs it, directly or not: each is put again as it

@@ -215,11 +215,15 @@ function Runs.waits_for_child(jid)
 end
 
 -- A sub-flow step's job, canceled with its run (`fields` as Job.load_for_delete reads them):
--- when it waits for its child run, that run is canceled too (and its own children).
+-- when it waits for its child run, that run is canceled too (and its own children). Returns
+-- how many jobs of child runs were canceled so.
 function Runs.cancel_child(jid, fields)
-  if fields.state ~= 'depends' then return end
+  if fields.state ~= 'depends' then return 0 end
   local child = redis.call('hget', Keys.job(jid), 'child')
-  if child and Runs.exists(child) then Runs.cancel(child, 'its parent run was canceled', true) end
+  if child and Runs.exists(child) then
+    return Runs.cancel(child, 'its parent run was canceled', true)
+  end
+  return 0
 end
 
 -- A canceled child run: its parent step, when it waits for it, waits no more (it reports the
@@ -279,7 +283,8 @@ end
 -- the workers of running ones, and mark the run canceled. A run's jobs depend only on each
 -- other, so no job outside it is left waiting but a sub-flow step waiting for this run (released
 -- unless `by_parent`: its own run is being canceled). Child runs its steps wait for are
--- canceled with it. Returns how many jobs were canceled.
+-- canceled with it. Returns how many jobs were canceled: the run's own and those of the child
+-- runs canceled with it (theirs too, all the way down), each job once.
 function Runs.cancel(run_id, reason, by_parent)
   local victims = {}
   each_job(run_id, function(jid)
@@ -287,11 +292,12 @@ function Runs.cancel(run_id, reason, by_parent)
     if fields and UNFINISHED[fields.state] then table.insert(victims, { jid, fields }) end
     return false
   end)
+  local children = 0
   for _, victim in ipairs(victims) do
     local jid, fields = victim[1], victim[2]
     Runs.keep_canceled(run_id, jid)
     if fields.state == 'running' then Events.to_worker(fields.worker, 'canceled', jid) end
-    Runs.cancel_child(jid, fields)
+    children = children + Runs.cancel_child(jid, fields)
     Events.tracked('canceled', jid)
     Events.log({ jid = jid, event = 'canceled', worker = fields.worker or '',
       queue = fields.queue or '' })
@@ -300,6 +306,7 @@ function Runs.cancel(run_id, reason, by_parent)
   end
   redis.call('hset', Keys.run(run_id), 'canceled', Engine.now, 'canceled_reason', reason or '')
   if not by_parent then release_parent(run_id) end
+  -- (each child run's own event counts its jobs)
   Events.log({ event = 'run_canceled', run = run_id, jobs = #victims, reason = reason or '' })
-  return #victims
+  return #victims + children
 end

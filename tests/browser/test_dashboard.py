@@ -201,6 +201,7 @@ def test_a_failed_run_retried_and_a_run_canceled_from_the_buttons(
     set_token(page, TOKEN)
     page.get_by_role("button", name="Retry run").click()
     page.wait_for_selector("#flash.ok")
+    assert page.inner_text("#flash") == "Done: retry the run: 1 job put back."
     page.wait_for_selector('g.node[data-step="extract"].st-waiting')
     assert client.jobs[f"{run_id}:extract"].state == "waiting"
     assert "running" in page.inner_text("#run-status")
@@ -211,6 +212,9 @@ def test_a_failed_run_retried_and_a_run_canceled_from_the_buttons(
     page.get_by_role("button", name="Cancel run").click()
     page.wait_for_selector("#run-status .st-canceled")
     assert client.jobs.get(f"{run_id}:extract") is None
+    # The engine's one count, as the API and `flows cancel` say it: extract, load's three
+    # items and report.
+    assert page.inner_text("#flash") == "Done: cancel the run: 5 jobs canceled."
     assert page.errors == []
 
 

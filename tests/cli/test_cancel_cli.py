@@ -1,12 +1,15 @@
 """``flows cancel`` of a run whose sub-flow step waits for its child run: the summary counts the
-child run's jobs it cancels too, through click's runner against the session's real server."""
+child run's jobs it cancels too (the engine's one count, at every surface), through click's
+runner and a real ``flows ui`` against the session's real server."""
 
 from __future__ import annotations
 
 import json
 
 from cli_support import flows
+from ui_support import TOKEN, Api, serve
 
+from flows.ui.auth import Auth
 from scheduler.engine.client import Client
 
 PARENT = "p@1"
@@ -40,9 +43,8 @@ def test_canceling_a_parent_run_counts_its_child_runs_jobs(url: str, client: Cli
     _parent_waiting_for_its_child(client)
     canceled = flows("cancel", PARENT, "--redis", url)
     assert canceled.exit_code == 0, canceled.output
-    assert canceled.stdout == (
-        f"run {PARENT}: canceled 5 job(s): 2 of its own, 3 of child run {CHILD}\n"
-    )
+    # The engine's one count: the run's two jobs and its child run's three.
+    assert canceled.stdout == f"run {PARENT}: canceled 5 job(s)\n"
     assert client.jobs.get(f"{CHILD}:a") is None
 
 
@@ -52,8 +54,13 @@ def test_the_json_of_a_canceled_parent_run_counts_its_child_runs_jobs(
     _parent_waiting_for_its_child(client)
     canceled = flows("cancel", PARENT, "--redis", url, "--json")
     assert canceled.exit_code == 0, canceled.output
-    assert json.loads(canceled.stdout) == {
-        "runs": {PARENT: 5},
-        "child_runs": {CHILD: 3},
-        "jobs": [],
-    }
+    assert json.loads(canceled.stdout) == {"runs": {PARENT: 5}, "jobs": []}
+
+
+def test_the_api_gives_the_same_one_count_of_a_parent_run_and_its_child(client: Client) -> None:
+    _parent_waiting_for_its_child(client)
+    with serve(client, Auth(TOKEN, reads_open=True)) as base:
+        canceled = Api(base).post(f"/api/v1/runs/{PARENT}/cancel")
+    assert canceled.status == 200, canceled.body
+    assert canceled.body == {"id": PARENT, "canceled": 5}
+    assert client.jobs.get(f"{CHILD}:a") is None

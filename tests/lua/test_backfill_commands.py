@@ -458,3 +458,20 @@ def test_bad_submits_change_nothing(lua: Lua) -> None:
             lua.raw("backfill.submit", "b1", 0, "r", "[]", "[]", now=T0)
         with pytest.raises(InvalidArgument, match="count"):
             lua.raw("backfill.due", 0, now=T0)
+
+
+def test_cancel_counts_the_jobs_of_the_child_runs_it_cancels(lua: Lua) -> None:
+    """A tick's run whose sub-flow step waits for its child run of three jobs: the cancel's
+    `jobs` counts the step and the child's three, as run.cancel's reply does."""
+    create(lua, max_active=1)
+    assert submit(lua, "b1", 0, TICKS[0], now=T0) == "submitted"
+    step = f"{run_id(TICKS[0])}:a"
+    assert lua.pop_jids(now=T0 + 1) == [step]
+    child = f"{run_id(TICKS[0])}.a"
+    jobs = [{"jid": f"{child}:{name}", "queue": "c", "klass": "K", "data": "{}"} for name in "xyz"]
+    record = json.dumps({"flow": "c", "parent_run": run_id(TICKS[0]), "parent_step": "a"})
+    waiting = lua.raw("subflow.wait", step, "w1", "q", child, record, json.dumps(jobs), now=T0 + 1)
+    assert waiting == "waiting"
+    reply = json.loads(lua.raw("backfill.cancel", "b1", now=T0 + 2))
+    assert reply == {"state": "canceled", "changed": True, "runs": 1, "jobs": 4, "pending": 4}
+    assert lua.state(f"{child}:x") is None

@@ -138,7 +138,8 @@ def test_a_step_whose_child_has_ended_reports_at_once(lua: Lua) -> None:
 def test_canceling_the_parent_cancels_the_child(lua: Lua) -> None:
     started(lua, "a", "b")
     lua.pop("c", now=T0 + 2)  # a runs
-    assert lua("run.cancel", PARENT, now=T0 + 3) == 2  # the step and the job after it
+    # The step and the job after it, and the child run's two: the one reply counts them all.
+    assert lua("run.cancel", PARENT, now=T0 + 3) == 4
     assert lua.job(f"{CHILD}:a", now=T0 + 3) is None
     assert lua.job(f"{CHILD}:b", now=T0 + 3) is None
     assert status(lua, CHILD, T0 + 3) == "canceled"

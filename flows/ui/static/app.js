@@ -29,9 +29,22 @@ async function act(label, url, body, reload) {
     flash(`Could not ${label}: ${reply.data.detail || reply.status}`, false);
     return reply;
   }
-  flash(`Done: ${label}.`, true);
+  flash(`Done: ${label}${counted(reply.data)}.`, true);
   if (reload) setTimeout(() => location.reload(), 300);
   return reply;
+}
+
+// What an action's reply counts, as the command line says it: the jobs a run's cancel canceled
+// (its child runs' included: the engine's one count), a backfill's canceled runs and jobs, the
+// jobs a retry put back.
+function counted(data) {
+  const jobs = (n) => `${n} job${n === 1 ? "" : "s"}`;
+  if (typeof data.canceled === "number") return `: ${jobs(data.canceled)} canceled`;
+  if (typeof data.runs === "number" && typeof data.jobs === "number") {
+    return `: ${data.runs} active run${data.runs === 1 ? "" : "s"} canceled (${jobs(data.jobs)})`;
+  }
+  if (typeof data.retried === "number") return `: ${jobs(data.retried)} put back`;
+  return "";
 }
 
 function setupToken() {
