@@ -154,7 +154,13 @@ api['run.retry'] = function(args)
     only = RunState.targeted(run_id, jids, target)
     if not only then Arg.fail(cmd, 'run ' .. run_id .. ' has no step or job ' .. target) end
   end
-  local retried = RunState.retry(run_id, jids, only)
+  local retried, stays = RunState.retry(run_id, jids, only)
+  if not retried and stays then
+    -- Every job it would retry would only fail again, as it failed: nothing is written.
+    local more = #stays > 1 and (' (and ' .. (#stays - 1) .. ' more job(s) so)') or ''
+    Err.raise('WRONGSTATE', cmd .. '(): nothing put back: job ' .. stays[1].jid ..
+      ' would fail again: ' .. stays[1].why .. more)
+  end
   if not retried then
     local read = RunState.read(run_id, 0)
     if target then
@@ -169,6 +175,10 @@ end
 -- run.retry of run `run_id` (its `jids`; `only`: the jids its target names, nil: all): how many
 -- jobs it put back, or nil when it has nothing to put back (then nothing is written). A
 -- backfill resumes a tick's canceled run with it (commands/backfill.lua).
+-- A fan-out step (or item) that failed in `fanout-invalid` and whose producer's output is
+-- still refused cannot be put back: it fails again, saying why now, and is not counted. When
+-- every job the retry would put back is such a one, nothing is written: nil and them, each
+-- {jid, why}, in run order.
 function RunState.retry(run_id, jids, only)
   local jobs = {}
   local any = false
@@ -220,6 +230,25 @@ function RunState.retry(run_id, jids, only)
     end
   end
 
+  -- A fan-out refused again stays failed (decided before anything is written).
+  local stays, staying, others = {}, {}, false
+  for i, jid in ipairs(jids) do
+    local fields = jobs[i]
+    if back[jid] == true and fields and fields.state == 'failed' then
+      local why = fields.fanout and Fanout.template_reason(jid, fields) or
+        (not fields.fanout and Fanout.refail_reason(jid, fields))
+      if why then
+        staying[jid] = why
+        stays[#stays + 1] = { jid = jid, why = why }
+      else
+        others = true
+      end
+    elseif back[jid] == true then
+      others = true
+    end
+  end
+  if not others then return nil, stays end
+
   -- Written in dependency order: a job put back waits for those of its needs put back before
   -- it (a re-armed need runs again first, a hook waits for the step it follows).
   local retried, reset = 0, {}
@@ -228,6 +257,13 @@ function RunState.retry(run_id, jids, only)
     if fields and back[jid] == 'rearmed' then
       Put.write(reput(jid, fields, unfinished(fields.needs)), fields)
       reset[jid] = true
+    elseif staying[jid] then
+      -- Its producer's output is still refused: it fails again, saying why now; not put back.
+      if fields.fanout then
+        Job.fail(jid, fields, 'flows', Fanout.GROUP, staying[jid])
+      else
+        Fanout.refail_item(jid, fields, staying[jid])
+      end
     elseif fields and back[jid] and fields.fanout and fields.state == 'failed' then
       -- A fan-out whose items were refused is expanded again from its producer's result.
       local from = cjson.decode(fields.fanout).from
@@ -236,9 +272,6 @@ function RunState.retry(run_id, jids, only)
         Fanout.apply(plan)
         retried = retried + 1
       end
-    elseif fields and back[jid] and fields.state == 'failed' and Fanout.refail_item(jid, fields) then
-      -- An item whose producer's output no longer fits its expansion fails again, saying so.
-      retried = retried + 1
     elseif fields and back[jid] then
       local waits = {}
       for _, need in ipairs(fields.needs and cjson.decode(fields.needs) or {}) do

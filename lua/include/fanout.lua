@@ -170,23 +170,38 @@ function Fanout.replan(jid, from, result)
   return { jid = jid, spec = { from = from }, invalid = why, items_waiting = waiting }
 end
 
--- run.retry of an item (`fields`: its hash's) that failed in this group because its producer's
--- output no longer fits the expansion: it fails again, saying why, and true; false when it
--- can be put back (another failure, or the output fits now).
-function Fanout.refail_item(jid, fields)
+-- Why run.retry cannot put back an item (`fields`: its hash's) that failed in this group
+-- because its producer's output no longer fits the expansion (the failure's text, naming the
+-- producer); nil when it can (another failure, or the output fits now). Reads only.
+function Fanout.refail_reason(jid, fields)
   local failure = fields.failure and cjson.decode(fields.failure)
-  if type(failure) ~= 'table' or failure.group ~= Fanout.GROUP then return false end
+  if type(failure) ~= 'table' or failure.group ~= Fanout.GROUP then return nil end
   local template = string.match(jid, '^(.+)%[%d+%]$')
-  if not template then return false end
+  if not template then return nil end
   for _, need in ipairs(Job.decode_list(fields.needs)) do
     if redis.call('hexists', Keys.job(need), 'fed:' .. template) == 1 then
       local why = Fanout.mismatch(template, need, redis.call('hget', Keys.job(need), 'result') or nil)
-      if not why then return false end
-      Job.fail(jid, fields, 'flows', Fanout.GROUP, 'foreach.items from ' .. need .. ': ' .. why)
-      return true
+      if not why then return nil end
+      return 'foreach.items from ' .. need .. ': ' .. why
     end
   end
-  return false
+  return nil
+end
+
+-- Why run.retry cannot put back the template `jid` (`fields`: its hash's) that failed in this
+-- group: its producer's stored output is still refused (the failure's text); nil when it can
+-- be expanded now, or is no such template. Reads only.
+function Fanout.template_reason(jid, fields)
+  if not fields.fanout or fields.state ~= 'failed' then return nil end
+  local from = cjson.decode(fields.fanout).from
+  local plan = Fanout.plan(jid, redis.call('hget', Keys.job(from), 'result') or nil, true)
+  if not plan or not plan.invalid then return nil end
+  return 'foreach.items from ' .. from .. ': ' .. plan.invalid
+end
+
+-- The item `jid` fails again with `why` (Fanout.refail_reason's): its failure says it now.
+function Fanout.refail_item(jid, fields, why)
+  Job.fail(jid, fields, 'flows', Fanout.GROUP, why)
 end
 
 -- The plans of every template `feeds` (JSON text: the producer's field) lists; `from`, the

@@ -13,6 +13,7 @@ import pytest
 import redis
 from click.testing import CliRunner
 from flows_cli_support import flows, status_json
+from helpers import assert_unchanged
 
 from scheduler.embedded import EmbeddedServer
 from scheduler.engine.client import Client
@@ -181,6 +182,21 @@ def test_an_output_that_is_not_a_list_fails_the_step_not_the_producer(
     }
     failure = client.jobs[f"{status['id']}:process"].failure
     assert failure is not None and failure["group"] == "fanout-invalid"
+
+
+def test_a_retry_of_a_step_whose_items_are_still_refused_says_nothing_was_put_back(
+    cli: CliRunner, client: Client, redis_client: redis.Redis, tmp_path: Path
+) -> None:
+    path = write_flow(tmp_path, {"a": 1})
+    assert flows(cli, "run", str(path)).exit_code == 1
+    run_id = str(status_json(cli)["id"])
+    with assert_unchanged(redis_client):
+        retried = flows(cli, "retry", run_id, "--detach")
+    assert retried.exit_code == 1
+    said = " ".join(retried.output.split())
+    assert f"nothing put back: job {run_id}:process would fail again: " in said
+    assert 'output "files" is an object, not a list' in said
+    assert "job(s) put back" not in said and "Traceback" not in said
 
 
 def test_a_million_items_cannot_even_be_an_output(cli: CliRunner, tmp_path: Path) -> None:

@@ -12,7 +12,7 @@ import redis
 from lua_support import T0, Lua, calls, unchanged
 
 from scheduler.engine import limits
-from scheduler.engine.errors import InvalidArgument, LockLost
+from scheduler.engine.errors import InvalidArgument, LockLost, WrongState
 
 RUN = "f@r"
 LIST, STEP, JOIN, FINALLY = f"{RUN}:list", f"{RUN}:process", f"{RUN}:join", f"{RUN}:finally"
@@ -153,8 +153,14 @@ def test_an_output_that_is_not_a_list_fails_the_step_and_the_producer_completes(
     assert lua.state(JOIN) == "depends"  # blocked: upstream_failed
     assert lua.state(FINALLY) == "waiting"  # all_done runs after the failure
     assert run_jobs(lua) == [LIST, STEP, JOIN, FINALLY]
-    # run.retry expands it again from the same output: it fails again, never runs as a job.
-    assert lua("run.retry", RUN, now=T0 + 5) == 1
+    # run.retry would expand it again from the same output, which is still refused: it puts
+    # nothing back, says why, and changes nothing (it never runs as a job).
+    with unchanged(lua.r), pytest.raises(WrongState) as refused:
+        lua("run.retry", RUN, now=T0 + 5)
+    assert f"nothing put back: job {STEP} would fail again: foreach.items from {LIST}: " in str(
+        refused.value
+    )
+    assert message in str(refused.value)
     job = lua.job(STEP, now=T0 + 5)
     assert job is not None and job["state"] == "failed"
     assert lua.zset("q-work").count(STEP) == 0
@@ -359,16 +365,38 @@ def test_a_rerun_of_the_producer_alone_leaves_its_items_as_they_ran(lua: Lua) ->
     assert [lua.state(jid, now=T0 + 4) for jid in items(3)] == ["complete"] * 3
 
 
-def test_a_retry_of_items_whose_list_changed_length_fails_them_again(lua: Lua) -> None:
+def test_a_retry_of_items_whose_list_changed_length_puts_nothing_back_and_says_why(
+    lua: Lua,
+) -> None:
     rerun_list_with(lua, ["w", "x", "y", "z"])
     finish_all(lua, T0 + 5)  # the finally hook
-    assert lua("run.retry", RUN, now=T0 + 6) == 3
-    # Put back, items 0-2 would run with w, x, y and leave z out without a word.
+    # Put back, items 0-2 would run with w, x, y and leave z out without a word: they stay
+    # failed, and the retry says so rather than counting them as put back.
+    with unchanged(lua.r), pytest.raises(WrongState) as refused:
+        lua("run.retry", RUN, now=T0 + 6)
+    told = str(refused.value)
+    assert f"nothing put back: job {STEP}[0] would fail again: foreach.items from {LIST}: " in told
+    assert "has 4 items now" in told and "(and 2 more job(s) so)" in told
     for jid in items(3):
         job = lua.job(jid, now=T0 + 6)
         assert job is not None and job["state"] == "failed"
         assert "has 4 items now" in job["failure"]["message"]
     assert lua.pop_jids("q", "w1", count=10, now=T0 + 7) == []
+
+
+def test_a_retry_counts_only_what_it_put_back_not_items_failing_again(lua: Lua) -> None:
+    rerun_list_with(lua, ["w", "x", "y", "z"])
+    finish_all(lua, T0 + 5)
+    # Another failure of the run that a retry can put back: the finally hook's.
+    lua("run.rerun", RUN, "finally", now=T0 + 6)
+    assert lua.pop_jids("q", "w1", count=10, now=T0 + 7) == [FINALLY]
+    lua("fail.held", FINALLY, "w1", "boom", "broke", now=T0 + 7)
+    assert lua("run.retry", RUN, now=T0 + 8) == 1  # the hook; the items fail again
+    assert lua.state(FINALLY, now=T0 + 8) == "waiting"
+    for jid in items(3):
+        job = lua.job(jid, now=T0 + 8)
+        assert job is not None and job["state"] == "failed"
+        assert "has 4 items now" in job["failure"]["message"]
 
 
 def test_a_retry_of_items_whose_list_fits_again_puts_them_back(lua: Lua) -> None:
