@@ -313,11 +313,25 @@ def stream_run(client: Client, run_id: str, tick: Callable[[], None] = lambda: N
     printer.dropped(follower)
 
 
-def print_tail(client: Client, jid: str, count: int = TAIL_LINES) -> None:
-    """The last lines a failed job wrote, indented, on stderr (``flows run``, ``flows status``)."""
-    lines = joblogs.tail(client.engine, jid, count)
+def print_tail(client: Client, jid: str, attempts: int = 0, count: int = TAIL_LINES) -> None:
+    """The last lines a failed job wrote, indented, on stderr (``flows run``, ``flows status``).
+
+    They are its latest attempt's that wrote any: when that is not its last attempt
+    (``attempts``, the times it started), the header says which attempt they come from and
+    that the later ones wrote nothing, so an earlier attempt's lines never pass for the
+    failure's own."""
+    head = joblogs.read(client.engine, jid, None, 0, 1)
+    lines = joblogs.tail(client.engine, jid, count, head.attempt or None)
     if not lines:
         return
-    click.echo(f"    last {len(lines)} log lines of {jid}:", err=True)
+    header = f"    last {len(lines)} log lines of {jid}"
+    if 0 < head.attempt < attempts:
+        later = (
+            f"attempt {attempts} wrote none"
+            if attempts == head.attempt + 1
+            else f"attempts {head.attempt + 1} to {attempts} wrote none"
+        )
+        header += f", from attempt {head.attempt} of {attempts} ({later})"
+    click.echo(header + ":", err=True)
     for line in lines:
         click.echo("      " + format_line(StepLine(jid, jid, 0, line), label=False), err=True)

@@ -157,7 +157,7 @@ def _print_failures(client: Client, view: RunView) -> None:
             message = [message[0], "...", *message[-(FAILURE_LINES - 2) :]]
         err_console.print("\n".join("    " + line for line in message), markup=False)
         if not str(failure.get("group", "")).startswith("exit-code-"):
-            print_tail(client, job.jid)  # a shell step's message holds its output's tail
+            print_tail(client, job.jid, job.attempts)  # a shell step's message has its tail
 
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")

@@ -638,3 +638,49 @@ def test_a_child_run_steps_label_names_its_lines(
         with assert_unchanged(redis_client):
             refused = flows("logs", "labels", step)
         assert (refused.exit_code, refused.stderr) == (1, f"Error: {message}\n")
+
+
+FLAKY = """\
+version: 1
+name: flaky
+queue: flaky
+steps:
+  fetch:
+    job: flaky_step.run
+    retry: {attempts: 2, delay: 0}
+"""
+
+FLAKY_STEP = """\
+import os
+from pathlib import Path
+
+
+def run(job):
+    mark = Path(os.environ["FLAKY_MARK"])
+    if not mark.exists():
+        mark.touch()
+        print("first try: connecting")
+        raise RuntimeError("connection reset")
+    raise RuntimeError("quota exceeded")
+"""
+
+
+def test_a_failures_log_lines_from_an_earlier_attempt_say_which(
+    url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The second (last) attempt wrote no line: the tail shown is the first attempt's, and
+    says so, in `flows run` and `flows status`."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("FLAKY_MARK", str(tmp_path / "tried"))
+    module = f"flaky_{uuid.uuid4().hex[:8]}"  # workers cache imported modules
+    (tmp_path / f"{module}.py").write_text(FLAKY_STEP)
+    path = tmp_path / "flaky.yaml"
+    path.write_text(FLAKY.replace("flaky_step.", f"{module}."))
+    result = flows("run", str(path), "--run-id", "flaky-1")
+    assert result.exit_code == 1
+    assert "RuntimeError: quota exceeded" in result.stderr
+    header = "    last 1 log lines of flaky-1:fetch, from attempt 1 of 2 (attempt 2 wrote none):\n"
+    assert header in result.stderr
+    assert result.stderr.index(header) < result.stderr.index("first try: connecting")
+    status = flows("status", "flaky-1")
+    assert header in status.stderr
