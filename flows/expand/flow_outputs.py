@@ -13,7 +13,14 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from flows.expand.jobs import Expansion
-from flows.flowfile.job_data import META_KEY, Upstream, UpstreamJob, meta_json, resolve_payload
+from flows.flowfile.job_data import (
+    META_KEY,
+    FlowsMeta,
+    Upstream,
+    UpstreamJob,
+    meta_json,
+    resolve_payload,
+)
 from flows.flowfile.model import Flow
 from flows.flowfile.templates import KEEP, PARAMS, RUN, STEPS, Reference, render, select
 
@@ -41,11 +48,16 @@ def outputs_record(flow: Flow, expansion: Expansion) -> dict[str, Any] | None:
 
     values = render(dict(flow.outputs), lookup)
     jids: dict[str, list[str]] = {}
+    empty: set[str] = set()
     for job in expansion.jobs:
         if job.step in read:
             jids.setdefault(job.step, []).append(job.jid)
+            if job.empty:
+                empty.add(job.step)
     upstream = {
-        step: Upstream(tuple(jids.get(step, ())), flow.steps[step].fans_out).to_json()
+        step: Upstream(
+            tuple(jids.get(step, ())), flow.steps[step].fans_out, empty=step in empty
+        ).to_json()
         for step in read
         if step in flow.steps
     }
@@ -58,10 +70,13 @@ def resolve_outputs(
     """The outputs of :func:`outputs_record` with their step references resolved from ``jobs``
     (jid → what was read of it); raises :class:`flows.flowfile.job_data.UnresolvedReference`."""
     upstream = {
-        step: Upstream(tuple(entry["jids"]), bool(entry["foreach"]))
-        for step, entry in record.get("upstream", {}).items()
+        step: Upstream.from_json(entry) for step, entry in record.get("upstream", {}).items()
     }
     meta = meta_json(run_id, "", RECORD_FIELD, None, "python", upstream, None, None, {}, ".")
+    # A step with no items (its one job completed with the empty list) has no jobs to read.
+    parsed = FlowsMeta.from_data({META_KEY: meta})
+    assert parsed is not None
+    meta = parsed.expanded(jobs).to_json()
     return resolve_payload({**record.get("values", {}), META_KEY: meta}, jobs)
 
 

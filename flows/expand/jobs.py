@@ -100,8 +100,11 @@ class JobSpec:
     jobs holding the key run at once (a foreach step's ``max_parallel``); ``ttl`` and
     ``throttle`` are the step's (see :class:`flows.flowfile.model.Action`); ``wait`` a ``wait:``
     step's spec; ``fanout`` a fan-out step's template: (the producer's jid, the output holding
-    the items). ``notify`` and ``deadline`` are the step's notify flag and deadline in seconds,
-    set when the run is assembled (:mod:`flows.runs.build`). None: not sent.
+    the items); ``empty`` a foreach or matrix step with no items: one job
+    ``<run id>:<step>`` that the engine completes with the empty list once nothing holds it
+    back, as it completes a fan-out template whose producer output no items. ``notify`` and
+    ``deadline`` are the step's notify flag and deadline in seconds, set when the run is
+    assembled (:mod:`flows.runs.build`). None: not sent.
     """
 
     jid: str
@@ -125,6 +128,7 @@ class JobSpec:
     fanout: tuple[str, str] | None = None
     notify: str | None = None
     deadline: float | None = None
+    empty: bool = False
 
     def to_engine(self, encode: Callable[[Any], str]) -> dict[str, Any]:
         """The job as ``flow.submit`` takes it, ``data`` as JSON text (``encode``): the engine
@@ -153,6 +157,7 @@ class JobSpec:
             "fanout": {"from": self.fanout[0], "output": self.fanout[1]} if self.fanout else None,
             "notify": self.notify,
             "deadline": self.deadline,
+            "empty": True if self.empty else None,
         }
         spec.update((name, value) for name, value in optional.items() if value is not None)
         return spec
@@ -198,6 +203,7 @@ class _Origin:
     delay: float = 0.0
     max_parallel: int | None = None
     fanout: Source | None = None
+    empty: bool = False
 
 
 @dataclass
@@ -315,6 +321,7 @@ class _Expander:
         self.settings = FlowSettings(flow)
         self.retries: dict[int, dict[str, Any]] = {}  # id(settings.retry) -> it as JSON
         self.fanouts: dict[str, Source] = {}  # fan-out step -> where its items come from
+        self.empty: set[str] = set()  # foreach and matrix steps with no items
 
     def add_step(self, step_id: str, step: Step) -> None:
         depends = [jid for need in dict.fromkeys(step.needs) for jid in self.jids[need]]
@@ -328,6 +335,9 @@ class _Expander:
         )
         if step.matrix is not None:
             combinations = self.combinations(step_id, step)
+            if not combinations:
+                self.put_empty(origin, step_id, depends, MATRIX)
+                return
             self.jids[step_id] = [f"{self.run_id}:{step_id}[{key}]" for key, _ in combinations]
             for index, (_, values) in enumerate(combinations):
                 scope = _Scope(self.params, self.run, MATRIX, values)
@@ -347,10 +357,24 @@ class _Expander:
             self.put(origin, self.jids[step_id][0], None, depends, scope)
             return
         items = self.items(step_id, step)
+        if not items:
+            self.put_empty(origin, step_id, depends, step.foreach.as_)
+            return
         self.jids[step_id] = [f"{self.run_id}:{step_id}[{i}]" for i in range(len(items))]
         for index, item in enumerate(items):
             scope = _Scope(self.params, self.run, step.foreach.as_, item)
             self.put(origin, self.jids[step_id][index], index, depends, scope)
+
+    def put_empty(self, origin: _Origin, step_id: str, depends: list[str], item: str) -> None:
+        """A foreach or matrix step with no items: one job ``<run id>:<step>`` (its templates
+        kept, as a fan-out template's), completed with the empty list by the engine when
+        nothing holds it back, so the step is in the run as a fan-out with no items is."""
+        origin.empty = True
+        self.empty.add(step_id)
+        self.jids[step_id] = [f"{self.run_id}:{step_id}"]
+        self.put(
+            origin, self.jids[step_id][0], None, depends, _Scope(self.params, self.run, item, KEEP)
+        )
 
     def add_hook(self, name: str, hook: Action) -> None:
         depends = [jid for jids in self.jids.values() for jid in jids]
@@ -467,6 +491,7 @@ class _Expander:
                 ttl=settings.ttl or None,
                 throttle=settings.throttle,
                 fanout=(self.jids[fanout.step][0], fanout.output) if fanout else None,
+                empty=origin.empty,
             )
         )
 
@@ -508,6 +533,8 @@ class _Expander:
         """How a reader finds the jobs of ``step_id``: a fan-out step by its template and its
         producer's output."""
         source = self.fanouts.get(step_id)
+        if step_id in self.empty:
+            return Upstream(tuple(self.jids[step_id]), True, empty=True)
         if source is None:
             return Upstream(tuple(self.jids[step_id]), self.flow.steps[step_id].fans_out)
         producer = self.jids[source.step][0]

@@ -27,7 +27,10 @@ it. The engine completes it with a signal's data as its result (``lua/commands/w
 ``fanout`` is there only for the jobs of a fan-out step (:mod:`flows.flowfile.fanout`): ``{"from":
 "<producer step>", "output": "<key>", "as": "<item name>"}``; an ``upstream`` entry of a
 fan-out step also has ``"fanout": {"from": "<producer jid>", "output": "<key>"}`` and lists its
-template's jid (the worker finds the items: :meth:`FlowsMeta.expanded`).
+template's jid (the worker finds the items: :meth:`FlowsMeta.expanded`). A foreach or matrix
+step with no items is one job ``<run id>:<step>`` that the engine completes with the empty list;
+its ``upstream`` entry has ``"empty": true``, and once that job completed the step has no jobs
+to read (its outputs the empty list, its status success), as a fan-out with no items.
 
 ``if`` is there only for a step with a condition: ``values`` holds what expansion resolved (its
 params, run fields and foreach variable, by reference text); its step references are keys of
@@ -93,6 +96,8 @@ ENV_PREFIX: Final = "FLOWS_"
 CONDITION_KEY: Final = "if"
 SECRETS_KEY: Final = "secrets"
 CACHE_KEY: Final = "cache"
+EMPTY_KEY: Final = "empty"
+"""An ``upstream`` entry's flag: a foreach or matrix step with no items (:class:`Upstream`)."""
 """The meta's cache spec of a step with ``cache:`` (its key: :mod:`flows.expand.cache_keys`)."""
 """The meta's list of the flow's secret names (their values are resolved on the worker)."""
 """The meta key of a step's condition."""
@@ -144,12 +149,26 @@ class Upstream:
     jids: tuple[str, ...]
     foreach: bool
     fanout: Mapping[str, str] | None = None
+    empty: bool = False
+    """A foreach or matrix step with no items: its one job (``jids``) completes with the empty
+    list, and then the step has no jobs to read, as a fan-out with no items."""
 
     def to_json(self) -> dict[str, Any]:
         entry: dict[str, Any] = {"jids": list(self.jids), "foreach": self.foreach}
         if self.fanout is not None:
             entry[FANOUT_KEY] = dict(self.fanout)
+        if self.empty:
+            entry[EMPTY_KEY] = True
         return entry
+
+    @classmethod
+    def from_json(cls, entry: Mapping[str, Any]) -> Upstream:
+        return cls(
+            tuple(entry["jids"]),
+            bool(entry["foreach"]),
+            entry.get(FANOUT_KEY),
+            bool(entry.get(EMPTY_KEY, False)),
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,8 +198,7 @@ class FlowsMeta:
         if not isinstance(raw, Mapping) or "run" not in raw:
             return None
         upstream = {
-            step: Upstream(tuple(entry["jids"]), bool(entry["foreach"]), entry.get(FANOUT_KEY))
-            for step, entry in raw.get("upstream", {}).items()
+            step: Upstream.from_json(entry) for step, entry in raw.get("upstream", {}).items()
         }
         return cls(
             run=raw["run"],
@@ -230,12 +248,14 @@ class FlowsMeta:
         """The meta with each upstream fan-out step's jobs as they are now, given ``jobs``
         (:meth:`upstream_jids`): its template while it exists (none when it completed with no
         items), else its items, one per item of the producer's output."""
-        if not any(entry.fanout for entry in self.upstream.values()):
+        if not any(entry.fanout or entry.empty for entry in self.upstream.values()):
             return self
         upstream = dict(self.upstream)
         for step, entry in self.upstream.items():
             if entry.fanout is not None:
                 upstream[step] = Upstream(_fanout_jobs(entry, jobs), True)
+            elif entry.empty:
+                upstream[step] = Upstream(_template_jobs(entry, jobs) or (), True)
         return replace(self, upstream=upstream)
 
     def item(self, jid: str, jobs: Mapping[str, UpstreamJob]) -> tuple[str, Any] | None:
@@ -335,14 +355,24 @@ def _output_of(result: Any, output: str) -> Any:
     return result.get(output) if isinstance(result, Mapping) else None
 
 
+def _template_jobs(entry: Upstream, jobs: Mapping[str, UpstreamJob]) -> tuple[str, ...] | None:
+    """The jobs of a step known by its template while the template is there: none once it
+    completed with no items, else the template; None when it is gone."""
+    template = entry.jids[0]
+    found = jobs.get(template)
+    if found is None:
+        return None
+    if found.state in COMPLETE_STATES and not found.skipped:
+        return ()  # no items: it completed with the empty list
+    return (template,)
+
+
 def _fanout_jobs(entry: Upstream, jobs: Mapping[str, UpstreamJob]) -> tuple[str, ...]:
     assert entry.fanout is not None
     template = entry.jids[0]
-    found = jobs.get(template)
-    if found is not None:
-        if found.state in COMPLETE_STATES and not found.skipped:
-            return ()  # no items: it completed with the empty list
-        return (template,)
+    kept = _template_jobs(entry, jobs)
+    if kept is not None:
+        return kept
     producer = jobs.get(entry.fanout["from"])
     if producer is None or producer.state not in COMPLETE_STATES:
         return ()

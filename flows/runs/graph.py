@@ -69,7 +69,7 @@ def run_graph(jobs: Sequence[JobSpec], flow: Flow | None = None) -> dict[str, An
             "needs": needs,
             "kind": _kind(model, job),
             "items": 1,
-            "foreach": job.index is not None or job.fanout is not None,
+            "foreach": job.index is not None or job.fanout is not None or job.empty,
             "matrix": bool(model is not None and model.matrix),
             "fanout": step_of.get(job.fanout[0]) if job.fanout else None,
             "flow": str(model.flow) if model is not None and model.flow is not None else None,

@@ -50,7 +50,7 @@ end
 
 local RETRY_FIELDS = { 'queue', 'worker', 'failure', 'tags', 'priority', 'retries', 'klass', 'data',
   'trigger', 'needs', 'ttl', 'ttr', 'ckey', 'climit', 'throttle', 'wait', 'fanout', 'deadline',
-  'deadline_missed' }
+  'deadline_missed', 'empty' }
 
 -- The put that sends a job back to its queue as it was first put, waiting for `depends`.
 local function reput(jid, fields, depends)
@@ -59,6 +59,7 @@ local function reput(jid, fields, depends)
     delay = 0, priority = tonumber(fields.priority) or 0, retries = tonumber(fields.retries) or 0,
     depends = depends, ttl = tonumber(fields.ttl), ttr = tonumber(fields.ttr), ckey = fields.ckey,
     climit = tonumber(fields.climit) or 1, throttle = fields.throttle, wait = fields.wait,
+    empty = fields.empty and true or nil, -- an empty fan-out completes again when released
     -- its step's deadline counts again from its next start, unless it was missed already
     deadline = tonumber(fields.deadline), deadline_missed = fields.deadline_missed,
     keep_logs = true, -- the attempts so far stay readable; the next one is numbered after them

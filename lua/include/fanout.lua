@@ -17,7 +17,9 @@
 --     and limit, throttle, needs) waiting for the template's dependencies still open; every
 --     dependent of the template waits for all N instead (its `needs` too); the run's job list
 --     has the N jids where the template was; the template is deleted;
---   * no items: the template completes (result `[]`, history `fanout`) and its dependents are
+--   * no items: the template becomes an empty fan-out (include/triggers.lua): settled with
+--     the producer's other dependents, it completes (result `[]`, history `fanout`) once its
+--     other needs let it, as a foreach step with no items does, and its dependents are
 --     settled as after any complete;
 --   * anything else (not a list, too many items, an item job that exists already): the
 --     template fails in group `fanout-invalid` with a message saying why; the producer still
@@ -227,17 +229,21 @@ local function fail(plan, message)
   Job.fail(plan.jid, plan.fields, 'flows', Fanout.GROUP, text)
 end
 
--- No items: the template completes at once, its result the empty list.
+-- No items: the template becomes an empty fan-out (field `empty`, include/triggers.lua), as a
+-- foreach step with no items is put: the producer's complete then settles it as any of its
+-- dependents, so it completes with the empty list when nothing else holds it back (its other
+-- needs, by its trigger rule), and its dependents go on. A template failed before (run.retry)
+-- completes at once.
 local function complete_empty(plan)
   local jid, fields = plan.jid, plan.fields
+  if fields.state == 'depends' then
+    redis.call('hset', Keys.job(jid), 'empty', 1)
+    return
+  end
   Job.unindex(jid, fields)
   Job.drop_dependencies(jid)
-  redis.call('hset', Keys.job(jid), 'state', 'complete', 'result', '[]', 'worker', '',
-    'expires', 0, 'updated', Engine.now)
   redis.call('hdel', Keys.job(jid), 'failure')
-  redis.call('zadd', Keys.completed(), Engine.now, jid)
-  Job.history(jid, 'fanout', { items = 0 })
-  Events.log({ jid = jid, event = 'completed', queue = fields.queue })
+  Deps.complete_empty(jid, fields.queue)
   Deps.settle(jid, 'complete')
   redis.call('del', Keys.dependents(jid))
 end

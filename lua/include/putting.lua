@@ -155,7 +155,8 @@ end
 
 -- A job object of flow.submit (include/runs.lua), decoded: {jid, queue, klass, data (JSON text),
 -- delay, priority, retries, tags, depends, trigger, ttl, ttr, concurrency_key, concurrency_limit,
--- throttle, wait (include/waits.lua)}, checked as put checks the same arguments; `worker` is the putter. `known` (a set
+-- throttle, wait (include/waits.lua), empty (an empty fan-out: Deps.complete_empty)}, checked as
+-- put checks the same arguments; `worker` is the putter. `known` (a set
 -- of jids, or nil): jids checked already, the run's earlier jobs.
 function Put.parse_spec(cmd, spec, worker, known)
   local delay = spec.delay
@@ -171,6 +172,11 @@ function Put.parse_spec(cmd, spec, worker, known)
   end
   parse_options(cmd, p, spec)
   if spec.wait ~= nil and spec.wait ~= cjson.null then p.wait = Waits.parse(cmd, spec.wait, p) end
+  if spec.empty ~= nil and spec.empty ~= cjson.null and spec.empty ~= false then
+    if spec.empty ~= true then Arg.fail(cmd, 'Arg "empty" must be true or false') end
+    if p.wait then Arg.fail(cmd, 'Arg "empty": a wait has items of no kind to be empty of') end
+    p.empty = true
+  end
   return p
 end
 
@@ -252,7 +258,7 @@ local function stale_fields(p)
   -- `runs`: the times it started running, its step log's attempt number (commands/pop.lua).
   -- `rerun_child`: the child run a re-run of the step runs again (commands/run_admin.lua).
   local stale = { 'grace', 'result', 'lost', 'scheduled', 'wait', 'wait_since', 'wait_at', 'child',
-    'rerun_child', 'skipped', 'popped',
+    'rerun_child', 'skipped', 'popped', 'empty',
     unpack(OPTION_FIELDS) }
   if not p.keep_logs then table.insert(stale, 'runs') end
   if p.trigger == 'all_success' then table.insert(stale, 'trigger') end
@@ -299,6 +305,7 @@ local function job_fields(p, old, state, priority, retries, tags_text, handed)
   if p.ckey then f[n + 1], f[n + 2], f[n + 3], f[n + 4], n = 'ckey', p.ckey, 'climit', p.climit, n + 4 end
   if p.throttle then f[n + 1], f[n + 2], n = 'throttle', p.throttle, n + 2 end
   if p.wait then f[n + 1], f[n + 2], n = 'wait', p.wait, n + 2 end
+  if p.empty then f[n + 1], f[n + 2], n = 'empty', 1, n + 2 end
   -- A run's job that tells of its state (include/notify.lua), in the job's first write: a wait
   -- armed by its own put already tells of it. Its step's deadline (include/deadlines.lua).
   if p.notify then
@@ -320,7 +327,7 @@ end
 -- and registers the queues, once per queue.
 function Put.batch()
   return { written = {}, counts = {}, entries = {}, waiting = {}, blocked = {}, dependents = {},
-    upstream = {}, tracking = redis.call('zcard', Keys.tracked()) > 0 }
+    upstream = {}, empty = {}, tracking = redis.call('zcard', Keys.tracked()) > 0 }
 end
 
 -- `batch`'s queues of `field` (a table by queue), sorted: the same insertion sequence on a
@@ -352,6 +359,13 @@ function Put.finish(batch)
   for queue, count in pairs(batch.counts) do
     Stats.bump(queue, 'put', count)
     Queue.known(queue)
+  end
+  -- Empty fan-outs nothing held back: complete, their dependents settled by their rules.
+  for _, jid in ipairs(batch.empty) do
+    local queue = redis.call('hget', Keys.job(jid), 'queue')
+    redis.call('zrem', Keys.depends(queue), jid)
+    Deps.complete_empty(jid, queue)
+    Deps.settle(jid, 'complete')
   end
 end
 
@@ -427,6 +441,13 @@ function Put.write(p, old, batch)
   local state = 'waiting'
   if #pending > 0 then
     state = 'depends'
+  elseif p.empty and batch then
+    -- An empty fan-out that nothing holds back completes once the whole batch is written
+    -- (Put.finish), so that the later jobs of its run are settled by its completion.
+    state = 'depends'
+    batch.empty[#batch.empty + 1] = jid
+  elseif p.empty then
+    state = 'complete' -- an empty fan-out that nothing holds back (Deps.complete_empty)
   elseif p.wait then
     state = Waits.STATE
   elseif p.delay > 0 then
@@ -450,7 +471,7 @@ function Put.write(p, old, batch)
   redis.call('hset', key, unpack(job_fields(p, old, state, priority, retries, tags_text, handed)))
   -- Its step's deadline (include/deadlines.lua) counts from its start: looked at from now on
   -- (a job put back by run.retry or run.rerun too, unless it missed it already).
-  if p.deadline and not p.deadline_missed then
+  if p.deadline and not p.deadline_missed and not p.empty then
     redis.call('zadd', Keys.deadlines(), Engine.now + p.deadline, 'j:' .. jid)
   end
   local runs = handed and redis.call('hincrby', key, 'runs', 1)
@@ -476,6 +497,9 @@ function Put.write(p, old, batch)
     end
   elseif state == Waits.STATE then
     Waits.arm(jid, queue, p.wait)
+  elseif state == 'complete' then
+    Deps.complete_empty(jid, queue)
+    Deps.settle(jid, 'complete')
   else
     if state == 'scheduled' then
       Queue.defer(queue, jid, Engine.now + p.delay)

@@ -17,7 +17,8 @@
 --
 -- Each job is {jid, queue, klass, data (JSON text), priority, tags, retries, depends, delay} and
 -- optionally trigger, ttl, ttr, concurrency_key, concurrency_limit, throttle (put's options)
--- and wait (a job no worker runs, completed by a signal: include/waits.lua);
+-- and wait (a job no worker runs, completed by a signal: include/waits.lua) or empty (true: a
+-- foreach or matrix step with no items, completed when nothing holds it back: triggers.lua);
 -- jobs come in dependency order (a job's depends name earlier jobs of the run or existing jobs).
 -- The run object must have a string `flow`; its other fields are kept as given (strings, or
 -- JSON text for tables). A run id may not end in '-jobs' (the key layout uses that suffix).
@@ -80,6 +81,7 @@ function Runs.check(cmd, submission)
     if type(spec) ~= 'table' then Arg.fail(named, 'the job is not an object') end
     local p = Put.parse_spec(named, spec, 'flows', parsed)
     if spec.fanout ~= nil and spec.fanout ~= cjson.null then
+      if p.empty then Arg.fail(named, 'Arg "empty": a fan-out template\'s items are not known yet') end
       p.fanout = Fanout.parse_spec(named, spec.fanout, p, parsed)
     end
     p.notify = Notify.parse(named, spec.notify)
@@ -249,7 +251,8 @@ end
 -- (`run-canceled:<run id>`, jid -> JSON of these fields), and `runs`: its attempts so far,
 -- which the put back counts on from.
 Runs.KEPT = { 'queue', 'klass', 'data', 'priority', 'retries', 'tags', 'trigger', 'needs', 'ttl',
-  'ttr', 'ckey', 'climit', 'throttle', 'wait', 'fanout', 'runs', 'deadline', 'deadline_missed' }
+  'ttr', 'ckey', 'climit', 'throttle', 'wait', 'fanout', 'runs', 'deadline', 'deadline_missed',
+  'empty' }
 
 function Runs.keep_canceled(run_id, jid)
   local values = redis.call('hmget', Keys.job(jid), unpack(Runs.KEPT))

@@ -10,7 +10,8 @@
 -- A skipped job is complete with `skipped` set and history 'skipped'; an all_success dependent of
 -- a skipped job is skipped too. A blocked job counts as failed for its own dependents, so an
 -- all_done job (a `finally` hook) downstream of a failure still runs. A step waiting for its child
--- run (field `child`, commands/subflow.lua) is released by the rule all_done.
+-- run (field `child`, commands/subflow.lua) is released by the rule all_done. An empty fan-out
+-- (field `empty`: Deps.complete_empty) released so completes at once instead of running.
 -- @include keys
 -- @include engine
 -- @include events
@@ -46,7 +47,35 @@ local function skip(jid, why)
   Events.log({ jid = jid, event = 'skipped', queue = fields.queue })
 end
 
-local function release(jid)
+-- An empty fan-out (a foreach or matrix step with no items, put with `empty`: the job field
+-- `empty`) has nothing to run: when nothing holds it back any more it completes at once, its
+-- result the empty list and its history `fanout` {items = 0}, as a fan-out whose producer
+-- output no items does (include/fanout.lua). `queue`: its queue.
+function Deps.complete_empty(jid, queue)
+  redis.call('hset', Keys.job(jid), 'state', 'complete', 'result', '[]', 'worker', '',
+    'expires', 0, 'updated', Engine.now)
+  redis.call('zadd', Keys.completed(), Engine.now, jid)
+  Job.history(jid, 'fanout', { items = 0 })
+  Events.log({ jid = jid, event = 'completed', queue = queue })
+end
+
+-- A dependent nothing holds back any more: it waits (Queue.release_dependent), or, an empty
+-- fan-out, completes, and then its own dependents are settled (queued on `work`).
+local function release_dependent(jid, work)
+  local fields = Job.fields(jid, 'queue', 'empty')
+  if fields and fields.empty and fields.state == 'depends' then
+    redis.call('zrem', Keys.depends(fields.queue), jid)
+    Job.drop_dependencies(jid)
+    Deps.complete_empty(jid, fields.queue)
+    table.insert(work, { jid, 'complete' })
+    return
+  end
+  Queue.release_dependent(jid)
+end
+
+local function release(jid, work)
+  local fields = Job.fields(jid, 'empty')
+  if fields and fields.empty then return release_dependent(jid, work) end
   Job.drop_dependencies(jid)
   Queue.release_dependent(jid)
 end
@@ -74,15 +103,19 @@ function Deps.settle(jid, outcome)
               or 'trigger rule one_failed: no dependency failed')
             table.insert(work, { dependent, 'skipped' })
           elseif pending(dependent) == 0 then
-            Queue.release_dependent(dependent)
+            seen[dependent] = true
+            release_dependent(dependent, work)
           end
         elseif rule == 'one_failed' then
           seen[dependent] = true
-          release(dependent)
+          release(dependent, work)
         elseif rule == 'all_done' then
           redis.call('srem', Keys.dependencies(dependent), source)
           redis.call('srem', key, dependent)
-          if pending(dependent) == 0 then Queue.release_dependent(dependent) end
+          if pending(dependent) == 0 then
+            seen[dependent] = true
+            release_dependent(dependent, work)
+          end
         else
           -- all_success / none_failed: blocked, keeping the edge so a retry can release it;
           -- for its own dependents it counts as failed.

@@ -156,6 +156,107 @@ def test_no_items_succeed_with_an_empty_list(
     assert client.jobs[f"{status['id']}:report"].result == {"names": [], "status": "success"}
 
 
+STATIC_FLOW = FLOW.replace('"${{ steps.list.outputs.files }}"', '"${{ params.files }}"').replace(
+    "    steps:\n", "    params:\n      files: {type: array, default: []}\n    steps:\n"
+)
+
+TRIGGERED = """
+      when_one_failed:
+        needs: [process]
+        trigger_rule: one_failed
+        job: flowtasks.report
+        with: {names: [], status: "${{ steps.process.status }}"}
+      when_done:
+        needs: [process]
+        trigger_rule: all_done
+        job: flowtasks.report
+        with: {names: "${{ steps.process.outputs.name }}", status: "${{ steps.process.status }}"}
+"""
+
+
+def _seen_by_a_user(cli: CliRunner, client: Client) -> dict[str, object]:
+    """What `flows status`, `flows explain` and the dependents say of a run of the flow."""
+    status = status_json(cli)
+    run_id = str(status["id"])
+    steps = steps_of(status)
+    process = steps["process"]
+    explained = flows(cli, "explain", run_id, "process")
+    assert explained.exit_code == 0, explained.output
+    return {
+        "run": status["status"],
+        "steps": {s: steps[s]["status"] for s in steps},
+        "process": (
+            [j["jid"].removeprefix(run_id) for j in process["jobs"]],  # type: ignore[index]
+            process["counts"],
+            process["attempts"],
+        ),
+        "graph": status["graph"]["steps"]["process"]["foreach"],  # type: ignore[index]
+        "explained": explained.stdout.replace(run_id, "RUN"),
+        "history": [e["what"] for e in client.jobs[f"{run_id}:process"].history][1:],
+        "results": {
+            step: client.jobs[f"{run_id}:{step}"].result
+            for step in ("report", "when_done")
+            if step in steps
+        },
+    }
+
+
+def test_an_empty_static_foreach_is_seen_as_an_empty_fan_out_is(
+    cli: CliRunner, client: Client, tmp_path: Path
+) -> None:
+    """A list param that is empty and an output that is an empty list: the same step, the same
+    words on every surface, the same trigger rules downstream."""
+    path = write_flow(tmp_path, [], FLOW + TRIGGERED)
+    result = flows(cli, "run", str(path))
+    assert result.exit_code == 0, result.output
+    from_output = _seen_by_a_user(cli, client)
+    path = write_flow(tmp_path, [], STATIC_FLOW + TRIGGERED)
+    result = flows(cli, "run", str(path))
+    assert result.exit_code == 0, result.output
+    from_param = _seen_by_a_user(cli, client)
+    assert from_param == from_output
+    assert from_param["steps"] == {
+        "list": "success",
+        "process": "success",
+        "report": "success",
+        "when_one_failed": "skipped",
+        "when_done": "success",
+    }
+    assert from_param["results"] == {
+        "report": {"names": [], "status": "success"},
+        "when_done": {"names": [], "status": "success"},
+    }
+
+
+def test_a_flow_whose_only_step_has_no_items_runs(cli: CliRunner, tmp_path: Path) -> None:
+    only = """
+    version: 1
+    name: only
+    params:
+      files: {type: array, default: []}
+      regions: {type: array, default: []}
+    steps:
+      each:
+        foreach: {items: "${{ params.files }}", as: f}
+        run: echo "${{ f }}"
+      per_region:
+        matrix: {region: "${{ params.regions }}"}
+        run: echo "${{ matrix.region }}"
+    """
+    path = tmp_path / "only.yaml"
+    path.write_text(dedent(only))
+    result = flows(cli, "run", str(path))
+    assert result.exit_code == 0, result.output
+    assert "at least one job" not in result.output
+    status = status_json(cli)
+    steps = steps_of(status)
+    assert {s: (steps[s]["status"], steps[s]["total"]) for s in steps} == {
+        "each": ("success", 1),
+        "per_region": ("success", 1),
+    }
+    assert status["status"] == "succeeded"
+
+
 @pytest.mark.parametrize(
     ("files", "message"),
     [

@@ -405,3 +405,107 @@ def test_a_retry_of_items_whose_list_fits_again_puts_them_back(lua: Lua) -> None
     lua.r.hset(lua.key(f"j:{LIST}"), "result", json.dumps({"files": ["x", "y", "z"]}))
     assert lua("run.retry", RUN, "process", now=T0 + 5) == 3
     assert [lua.state(jid, now=T0 + 5) for jid in items(3)] == ["waiting"] * 3
+
+
+EMPTY = f"{RUN}:none"
+
+
+def submit_empty(lua: Lua, **extra: Any) -> None:
+    """list -> none (a foreach step with no items: `empty`) -> join, and a finally hook."""
+    specs: list[dict[str, Any]] = [
+        {"jid": LIST},
+        {"jid": EMPTY, "depends": [LIST], "empty": True, **extra},
+        {"jid": JOIN, "depends": [EMPTY]},
+        {"jid": FINALLY, "depends": [LIST, EMPTY, JOIN], "trigger": "all_done"},
+    ]
+    specs = [
+        {"queue": "q", "klass": "K", "data": "{}", "trigger": "all_success", **spec}
+        for spec in specs
+    ]
+    reply = lua("flow.submit", RUN, json.dumps({"flow": "f"}), json.dumps(specs), now=T0)
+    assert reply == "submitted"
+
+
+def test_an_empty_step_completes_as_a_fan_out_with_no_items_once_released(lua: Lua) -> None:
+    submit_empty(lua)
+    assert lua.state(EMPTY) == "depends"
+    assert lua.pop_jids("q", "w1", now=T0 + 1) == [LIST]
+    lua.complete(LIST, now=T0 + 1)
+    job = lua.job(EMPTY, now=T0 + 1)
+    assert job is not None and job["state"] == "complete" and job["result"] in ("[]", [])
+    assert lua.history(EMPTY, now=T0 + 1)[-1] == "fanout"
+    assert lua.state(JOIN, now=T0 + 1) == "waiting"  # released in the same call
+    assert lua.zset("q-work").count(EMPTY) == 0
+
+
+def test_an_empty_step_that_nothing_holds_back_completes_at_submit(lua: Lua) -> None:
+    specs = [
+        {"jid": EMPTY, "queue": "q", "klass": "K", "data": "{}", "empty": True},
+        {"jid": JOIN, "queue": "q", "klass": "K", "data": "{}", "depends": [EMPTY]},
+        {
+            "jid": FINALLY,
+            "queue": "q",
+            "klass": "K",
+            "data": "{}",
+            "depends": [EMPTY],
+            "trigger": "one_failed",
+        },
+    ]
+    assert lua("flow.submit", RUN, json.dumps({"flow": "f"}), json.dumps(specs), now=T0) == (
+        "submitted"
+    )
+    assert lua.state(EMPTY) == "complete"
+    assert lua.state(JOIN) == "waiting"
+    # Settled by its completion, as after any complete: no need failed, so one_failed skips.
+    assert lua.state(FINALLY) == "complete" and lua.history(FINALLY)[-1] == "skipped"
+
+
+def test_an_empty_step_after_a_failure_is_held_back_and_a_retry_completes_it(lua: Lua) -> None:
+    submit_empty(lua)
+    assert lua.pop_jids("q", "w1", now=T0 + 1) == [LIST]
+    lua("fail.held", LIST, "w1", "boom", "broke", now=T0 + 1)
+    assert lua.state(EMPTY, now=T0 + 1) == "depends"  # upstream_failed, as a step of items
+    assert lua.pop_jids("q", "w1", count=5, now=T0 + 2) == [FINALLY]
+    lua.complete(FINALLY, now=T0 + 2)
+    assert lua("run.retry", RUN, now=T0 + 3) == 1  # list (the hook waits again, uncounted)
+    assert lua.pop_jids("q", "w1", now=T0 + 4) == [LIST]
+    lua.complete(LIST, now=T0 + 4)
+    assert lua.state(EMPTY, now=T0 + 4) == "complete"
+    assert lua.state(JOIN, now=T0 + 4) == "waiting"
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        ({"empty": "yes"}, 'Arg "empty" must be true or false'),
+        ({"fanout": {"from": LIST, "output": "files"}}, "a fan-out template's items"),
+        ({"wait": {"signal": "go"}}, "a wait has items of no kind"),
+    ],
+    ids=["not-a-flag", "fanout", "wait"],
+)
+def test_a_bad_empty_step_is_refused_and_changes_nothing(
+    lua: Lua, extra: dict[str, Any], message: str
+) -> None:
+    with unchanged(lua.r), pytest.raises(InvalidArgument) as refused:
+        submit_empty(lua, **extra)
+    assert message in str(refused.value)
+
+
+def test_no_items_wait_for_the_steps_other_needs_as_the_items_would(lua: Lua) -> None:
+    """Before, the template completed with the producer although another need still ran, and
+    a failure of that need left the step a success."""
+    other = f"{RUN}:other"
+    submit(lua, extra=[{"jid": other}])
+    assert lua.pop_jids("q", "w1", count=2, now=T0 + 1) == [LIST, other]
+    lua.complete(LIST, now=T0 + 1, result=json.dumps({"files": []}))
+    assert lua.state(STEP, now=T0 + 1) == "depends"  # other still runs
+    lua("fail.held", other, "w1", "boom", "broke", now=T0 + 2)
+    assert lua.state(STEP, now=T0 + 2) == "depends"  # upstream_failed, as items would be
+    assert lua.state(JOIN, now=T0 + 2) == "depends"
+    assert lua("run.retry", RUN, now=T0 + 3) == 1
+    assert other in lua.pop_jids("q", "w1", count=5, now=T0 + 4)
+    lua.complete(other, now=T0 + 4)
+    job = lua.job(STEP, now=T0 + 4)
+    assert job is not None and job["state"] == "complete" and job["result"] in ("[]", [])
+    assert lua.history(STEP, now=T0 + 4)[-1] == "fanout"
+    assert lua.state(JOIN, now=T0 + 4) == "waiting"

@@ -66,9 +66,14 @@ GRAPHS = {
         "  b: {run: x, needs: [a], foreach: {items: [1, 2]}}\n",
         {"a[0]": [], "a[1]": [], "b[0]": ["a[0]", "a[1]"], "b[1]": ["a[0]", "a[1]"]},
     ),
+    # One job that the engine completes with no items, as a fan-out with none: b waits for it.
     "empty foreach": (
         "steps:\n  a: {run: x, foreach: {items: []}}\n  b: {run: x, needs: [a]}\n",
-        {"b": []},
+        {"a": [], "b": ["a"]},
+    ),
+    "empty matrix": (
+        "steps:\n  a: {run: x, matrix: {k: []}}\n  b: {run: x, needs: [a]}\n",
+        {"a": [], "b": ["a"]},
     ),
     "hooks depend on every job": (
         "steps:\n  a: {run: x}\n  b: {run: x, foreach: {items: [1, 2]}}\n"
@@ -263,5 +268,8 @@ def test_random_dags_expand_in_topological_order(flow: Flow) -> None:
     for put in puts:
         assert set(put.depends) <= seen, f"{put.jid} comes before one of {put.depends}"
         seen.add(put.jid)
-    expected = sum(len(step.foreach.items) if step.foreach else 1 for step in flow.steps.values())
+    # A step with no items is one job (completed by the engine with none).
+    expected = sum(
+        max(1, len(step.foreach.items)) if step.foreach else 1 for step in flow.steps.values()
+    )
     assert len(puts) == len(seen) == expected

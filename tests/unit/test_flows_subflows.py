@@ -211,6 +211,28 @@ def test_the_child_outputs_resolve_from_its_jobs(tmp_path: Path) -> None:
     assert resolve_outputs("c", record, jobs) == {"total": "3", "day": "2026-03-01"}
 
 
+def test_the_outputs_of_a_step_with_no_items_are_the_empty_list() -> None:
+    text = """\
+    version: 1
+    name: none
+    params:
+      files: {type: array, default: []}
+    outputs:
+      names: "${{ steps.each.outputs.name }}"
+    steps:
+      each:
+        foreach: {items: "${{ params.files }}", as: f}
+        run: echo "${{ f }}"
+        outputs: [name]
+    """
+    flow = Flow.model_validate(__import__("yaml").safe_load(dedent(text)))
+    moment = datetime(2026, 3, 1, tzinfo=UTC)
+    record = outputs_record(flow, expand_run(flow, run_id="c", logical_time=moment))
+    assert record is not None and upstream_jids(record) == ["c:each"]
+    jobs = {"c:each": UpstreamJob("complete", [])}
+    assert resolve_outputs("c", record, jobs) == {"names": []}
+
+
 def test_what_the_parent_reads_of_the_step_must_be_a_child_output(tmp_path: Path) -> None:
     write(tmp_path, "report.yaml", REPORT)
     text = PARENT.replace(
