@@ -177,6 +177,12 @@ def test_a_run_of_5000_layered_steps_is_submitted_whole(
     assert view is not None and view.status == "running"
     assert view.jobs == 5000
     assert view.graph is not None and len(view.graph["steps"]) == 5000
+    # Kept without the defaults of its entries, read back whole.
+    stored = json.loads(client.engine.redis.hget(f"{client.prefix}run:{view.id}", "graph"))
+    assert stored["steps"]["s0"] == {"kind": "run"}
+    assert stored["steps"]["s10"] == {"needs": ["s0"], "kind": "run"}
+    assert view.graph["steps"]["s10"]["trigger_rule"] == "all_success"
+    assert view.graph["steps"]["s10"]["hook"] is False
 
 
 def test_an_invalid_file_exits_1_and_writes_nothing(

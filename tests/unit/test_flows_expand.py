@@ -273,3 +273,43 @@ def test_random_dags_expand_in_topological_order(flow: Flow) -> None:
         max(1, len(step.foreach.items)) if step.foreach else 1 for step in flow.steps.values()
     )
     assert len(puts) == len(seen) == expected
+
+
+def test_a_jobs_meta_and_spec_leave_out_what_is_at_its_default() -> None:
+    # Every job carries its meta (in its spec, its hash, each pop's reply): a plain step's has
+    # no nulls, no empty upstream and no retry policy it never uses (one attempt).
+    first, second = plan(
+        HEAD + "steps:\n  a: {job: tasks.a}\n"
+        "  b: {job: tasks.b, needs: [a], with: {x: '${{ steps.a.outputs.x }}'}}\n"
+    )
+    assert first.data[META_KEY] == {
+        "run": RUN,
+        "flow": "etl",
+        "step": "a",
+        "kind": "python",
+        "flow_dir": "/srv/etl",
+    }
+    assert set(second.data[META_KEY]) == {"run", "flow", "step", "kind", "upstream", "flow_dir"}
+    spec = first.to_engine(lambda data: "{}")
+    assert spec == {
+        "jid": f"{RUN}:a",
+        "queue": "default",
+        "klass": "tasks.a",
+        "data": "{}",
+        "retries": 0,
+        "trigger": "all_success",
+    }
+    assert second.to_engine(lambda data: "{}")["depends"] == [f"{RUN}:a"]
+    # `flows plan --json` still shows every field.
+    assert {"priority", "tags", "depends", "delay", "step", "index"} <= set(first.to_json())
+
+
+def test_a_foreach_items_meta_keeps_its_index_and_retries_keep_their_policy() -> None:
+    puts = plan(
+        HEAD + "steps:\n  a:\n    job: tasks.a\n    foreach: {items: [x, y]}\n"
+        "    retry: {attempts: 2}\n    timeout: 1m\n"
+    )
+    assert [p.data[META_KEY]["index"] for p in puts] == [0, 1]
+    meta = puts[0].data[META_KEY]
+    assert meta["retry"]["attempts"] == 2 and meta["timeout"] == 60.0
+    assert "heartbeat" not in meta

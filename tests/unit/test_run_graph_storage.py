@@ -1,0 +1,65 @@
+"""A run's graph as the run record keeps it (defaults left out) and as every reader gets it."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from pathlib import PurePath
+
+from flows_support import valid
+
+from flows.expand.jobs import expand
+from flows.runs.graph import STEP_DEFAULTS, full_graph, run_graph, stored_graph
+from flows.runs.read import run_record
+
+FLOW = """\
+version: 1
+name: shapes
+steps:
+  plain: {run: echo}
+  after: {run: echo, needs: [plain], trigger_rule: all_done}
+  each: {job: tasks.each, needs: [plain], foreach: {items: [1, 2]}}
+  grid: {job: tasks.grid, matrix: {a: [1, 2], b: [x]}}
+  gate: {wait: {signal: go}, needs: [after]}
+  maybe: {run: echo, if: "${{ steps.plain.status == 'success' }}", needs: [plain]}
+"""
+
+
+def graph() -> dict[str, object]:
+    flow = valid(FLOW)
+    jobs = expand(
+        flow, run_id="r", logical_time=datetime(2026, 1, 1, tzinfo=UTC), flow_dir=PurePath("/f")
+    )
+    return run_graph(jobs, flow)
+
+
+def test_the_stored_graph_leaves_out_defaults_and_reads_back_whole() -> None:
+    whole = graph()
+    stored = stored_graph(whole)
+    steps = stored["steps"]
+    assert steps["plain"] == {"kind": "run"}  # a shell step: `job` is the default kind
+    assert steps["after"] == {"needs": ["plain"], "kind": "run", "trigger_rule": "all_done"}
+    assert steps["each"] == {"needs": ["plain"], "items": 2, "foreach": True}
+    assert steps["grid"]["matrix"] is True and steps["grid"]["items"] == 2
+    assert steps["gate"]["kind"] == "wait" and steps["gate"]["wait"]["signal"] == "go"
+    assert "if" in steps["maybe"]
+    assert full_graph(stored) == whole
+    # Every field of every entry, in the order run_graph writes them.
+    assert all(list(entry) == list(STEP_DEFAULTS) for entry in full_graph(stored)["steps"].values())
+
+
+def test_a_record_s_graph_is_whole_for_every_reader() -> None:
+    whole = graph()
+    record = run_record({"id": "r", "graph": json.dumps(stored_graph(whole))})
+    assert record["graph"] == whole
+    # A record written before the graph was stored compact reads the same.
+    assert run_record({"id": "r", "graph": json.dumps(whole)})["graph"] == whole
+    # Anything that is not a graph is left as it is.
+    assert run_record({"id": "r", "graph": "[1]"})["graph"] == [1]
+    assert full_graph({"steps": {"x": "not an entry"}}) == {"steps": {"x": "not an entry"}}
+
+
+def test_a_default_looking_value_of_another_type_is_kept() -> None:
+    # An item count of 1 is not `foreach: true`, and `items: True` is not a count of one.
+    stored = stored_graph({"steps": {"s": {"items": True, "foreach": 1, "needs": []}}})
+    assert stored == {"steps": {"s": {"items": True, "foreach": 1}}}
