@@ -5,7 +5,9 @@ A complete goes into the next batch (:mod:`scheduler.worker.batching`: it leaves
 pop, when the batch is full, or after a couple of milliseconds); every other outcome is sent at
 once, after the job's waiting step log lines. Each outcome is reported once (the first to settle
 a job wins: its thread, or the monitor giving up on a stuck thread), and the job is let go of
-once the engine has it. A refused report means the lock was lost: the job is someone else's.
+once the engine has it. A refused report means the lock was lost: the job is someone else's;
+but a complete refused for its result (INVALID, TOOLARGE) fails the job in ``bad-result``, since
+the same result would be refused on every run.
 """
 
 from __future__ import annotations
@@ -19,12 +21,20 @@ from typing import Any
 import redis
 
 from scheduler.engine.client import Client
-from scheduler.engine.errors import ClusterError, EngineError
+from scheduler.engine.errors import (
+    ClusterError,
+    EngineError,
+    InvalidArgument,
+    JobNotFound,
+    LockLost,
+    TooLarge,
+    WrongState,
+)
 from scheduler.engine.job import Job
 from scheduler.worker.batching import MAX_BATCH, OUTCOME, Batcher
 from scheduler.worker.capture import LogShipper
 from scheduler.worker.held import Active, Held
-from scheduler.worker.runner import Kind, Outcome
+from scheduler.worker.runner import Kind, Outcome, failure
 
 log = logging.getLogger("flows.worker")
 
@@ -105,7 +115,9 @@ class Reporter:
 
         def on_reply(reply: Any) -> None:
             try:
-                if isinstance(reply, EngineError):
+                if _result_refused(reply):
+                    self._refused(active, reply)
+                elif isinstance(reply, LockLost | WrongState | JobNotFound):
                     # The lock was lost meanwhile: the job belongs to someone else now.
                     log.warning("job %s: lock lost, outcome complete dropped (%s)", job.jid, reply)
                 elif isinstance(reply, Exception):
@@ -126,6 +138,47 @@ class Reporter:
             self.batcher.flush()
         elif pending == 1:
             self._wake_monitor()
+
+    def _refused(self, active: Active, error: EngineError) -> None:
+        """The engine refused the job's complete for its result (too large, too deep, a number
+        it reads as Infinity): the job still holds its lock, and the same result would be
+        refused on every run. It fails at once in ``bad-result`` with the engine's message, as
+        the runner fails a result it can tell is unstorable before sending it."""
+        jid = active.ctx.jid
+        outcome = failure("bad-result", f"the job's result cannot be stored: {error}")
+        try:
+            self.client.engine.call("fail.held", jid, self.name, outcome.group, outcome.message)
+        except EngineError as lost:
+            log.warning(
+                "job %s: the engine refused its result (%s); lock lost, its failure dropped (%s)",
+                jid,
+                error,
+                lost,
+            )
+        except (redis.RedisError, ClusterError) as fault:
+            log.warning(
+                "job %s: the engine refused its result (%s); its failure not reported (%s)",
+                jid,
+                error,
+                fault,
+            )
+        else:
+            log.warning(
+                "job %s failed (%s) after %.1f ms: the engine refused its result (%s)",
+                jid,
+                outcome.group,
+                _elapsed_ms(active),
+                error,
+                extra=OUTCOME,
+            )
+
+
+def _result_refused(reply: Any) -> bool:
+    """Whether a batched complete's reply is the engine refusing that job's result (INVALID,
+    TOOLARGE: the one argument of a job's complete the worker did not read from the engine),
+    not a lost lock and not the whole call refused or unsent (named after ``complete.many`` or
+    ``complete.pop``, every job of the batch has that reply: none is this job's fault)."""
+    return isinstance(reply, InvalidArgument | TooLarge) and reply.command == "complete"
 
 
 def _elapsed_ms(active: Active) -> float:

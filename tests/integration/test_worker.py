@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import logging
 import os
 import signal
 import socket
@@ -31,15 +32,21 @@ from typing import Any, Literal, TypeVar
 import pytest
 import redis
 import worker_tasks
+from helpers import assert_unchanged
 
 from scheduler.embedded import EmbeddedServer
-from scheduler.engine import doctor
+from scheduler.engine import doctor, limits
 from scheduler.engine.client import Client
 from scheduler.engine.errors import LockLost
 from scheduler.engine.job import Job, RanBy
 from scheduler.engine.replies import dumps
 from scheduler.engine.scripts import Engine
 from scheduler.worker import Worker, WorkerPool
+from scheduler.worker.context import JobContext
+from scheduler.worker.envelope import JobOptions
+from scheduler.worker.held import Active, Held
+from scheduler.worker.reporting import Reporter
+from scheduler.worker.runner import Outcome
 
 T = TypeVar("T")
 
@@ -897,6 +904,88 @@ def test_a_result_neither_json_nor_printable_fails_the_job_and_the_slot_goes_on(
         "JSON serializable) and its repr() raised RuntimeError: repr() of this object fails"
     )
     assert history(job, "retried") == []  # the same result every time: failed at once
+
+
+def test_a_result_the_engine_refuses_fails_the_job_at_once_in_bad_result(
+    client: Client, engine: Engine, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A result the worker's own check lets through but the engine refuses (a number past a
+    double's range reads as Infinity there) is no lost lock: the batched complete's refusal
+    fails the job in ``bad-result`` with the engine's message, at once. Before, the worker
+    logged "lock lost" and dropped it: the job ran again when its lock ran out, to be refused
+    again, retry after retry."""
+    jid = put(client, "q", "huge_number", retries=2, retry=NO_BACKOFF)
+    after = put(client, "q", "echo", {"value": "after"})
+    with (
+        caplog.at_level(logging.INFO, logger="flows.worker"),
+        in_process_worker(engine, ["q"], threads=1, poll_interval=0.02),
+    ):
+        # Well before the job's lock (60 s) could run out.
+        job = wait_state(client, jid, "failed", "complete")
+        assert wait_state(client, after, "complete").result == "after"
+    assert job.state == "failed"
+    assert job.failure is not None
+    assert job.failure["group"] == "bad-result"
+    assert job.failure["message"] == (
+        'the job\'s result cannot be stored: Complete(): Arg "result" is not valid JSON: NaN '
+        "and Infinity are not JSON numbers"
+    )
+    assert history(job, "retried") == []
+    assert len(history(job, "popped")) == 1
+    assert "lock lost" not in caplog.text
+    assert f"job {jid} failed (bad-result)" in caplog.text
+
+
+def test_a_batch_with_a_refused_result_fails_that_job_and_drops_a_lost_one(
+    client: Client, engine: Engine, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The batch path told apart: in one batch, a complete whose result the engine refuses
+    (built past the nesting limit, which the runner itself would have caught) fails its job in
+    ``bad-result``; a complete whose lock was lost is dropped, the job left to its new holder;
+    the third completes."""
+    worker = Client.from_engine(engine, worker_name="w1")
+    held = Held()
+    reporter = Reporter(worker, held, None, lambda: None)
+    for jid in ("deep", "lost", "fine"):
+        client.queues["q"].put("tasks.t", {}, jid=jid)
+    popped = {job.jid: job for job in worker.queues["q"].pop(3)}
+    popped["lost"].timeout()  # its lock taken away: the engine refuses its complete
+
+    deep = "[" * (limits.MAX_RESULT_DEPTH + 1) + "]" * (limits.MAX_RESULT_DEPTH + 1)
+    outcomes = {
+        "deep": Outcome("complete", result=deep),
+        "lost": Outcome("complete", result='{"n":1}'),
+        "fine": Outcome("complete", result='{"n":2}'),
+    }
+    actives = {}
+    for jid, job in popped.items():
+        ctx = JobContext(job=job, data={}, options=JobOptions(), sandbox=tmp_path)
+        actives[jid] = Active(ctx=ctx, lock_seconds=60, lock_deadline=0, next_heartbeat=0)
+        held.add(actives[jid])
+    with (
+        assert_unchanged(client.redis, "ql:j:lost*"),
+        caplog.at_level(logging.INFO, logger="flows.worker"),
+    ):
+        for jid, active in actives.items():
+            reporter.settle(active, outcomes[jid])
+        assert reporter.pending() == 3
+        reporter.flush()
+
+    refused = client.jobs["deep"]
+    assert refused.state == "failed"
+    assert refused.failure is not None and refused.failure["group"] == "bad-result"
+    assert refused.failure["message"] == (
+        'the job\'s result cannot be stored: Complete(): Arg "result" nests more than '
+        f"{limits.MAX_RESULT_DEPTH} levels deep"
+    )
+    assert refused.failure["worker"] == "w1"
+    assert client.jobs["fine"].state == "complete"
+    assert client.jobs["lost"].state != "complete"
+    assert held.all() == []  # every job let go of
+    assert "job deep failed (bad-result)" in caplog.text
+    assert "the engine refused its result" in caplog.text
+    assert "job deep: lock lost" not in caplog.text
+    assert "job lost: lock lost" in caplog.text
 
 
 def test_release_job_hands_the_job_back_without_using_a_retry(

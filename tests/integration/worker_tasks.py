@@ -190,6 +190,12 @@ def unprintable_result(job: JobContext) -> dict[str, Any]:
     return {"value": _Unprintable()}
 
 
+def huge_number(job: JobContext) -> dict[str, Any]:
+    """Return a number the engine refuses (past a double's range: it reads as Infinity) though
+    Python encodes it as JSON."""
+    return {"value": 10**400}
+
+
 def fail_now(job: JobContext) -> None:
     """Fail in group ``given-up`` without using a retry."""
     raise FailJob("given-up", "the job decided to fail")
