@@ -210,7 +210,10 @@ class SchedulerService:
         self.check_interval = check_interval
         self.failpoint = failpoint
         self.started = time.time()
+        # Added to by the tick loop's thread and by a scan's catch-up tick (_settle) in the
+        # scan's thread, and read by either's health ping: only under _totals_lock.
         self.totals = {"fired": 0, "skipped": 0, "conflicts": 0}
+        self._totals_lock = threading.Lock()
         self.ping_interval = ping_interval
         self._pinged_at = -math.inf  # the service clock's time of the last health ping
         self._definitions: dict[tuple[str, str], Definition] = {}
@@ -292,9 +295,10 @@ class SchedulerService:
             self.schedules.ping(self.service_id, self._health(now, report), now)
         if ping:
             self._pinged_at = now
-        self.totals["fired"] += len(report.fired)
-        self.totals["skipped"] += len(report.skipped)
-        self.totals["conflicts"] += report.conflicts
+        with self._totals_lock:
+            self.totals["fired"] += len(report.fired)
+            self.totals["skipped"] += len(report.skipped)
+            self.totals["conflicts"] += report.conflicts
         return report
 
     def _settle(self, name: str, now: float) -> None:
@@ -564,15 +568,17 @@ class SchedulerService:
         """What the ping of the tick at ``now`` records: the totals include ``report`` so far
         (a ping sent with a fire batch counts up to the batch before it). Not the tick's time:
         the ping records that apart, and the engine writes the info only when it changed."""
+        with self._totals_lock:  # the three of one moment
+            fired, skipped, conflicts = (self.totals[k] for k in ("fired", "skipped", "conflicts"))
         return {
             "host": socket.gethostname(),
             "pid": os.getpid(),
             "flows_dir": str(self.flows_dir),
             "source": self.origin,
             "started": self.started,
-            "fired": self.totals["fired"] + len(report.fired),
-            "skipped": self.totals["skipped"] + len(report.skipped),
-            "conflicts": self.totals["conflicts"] + report.conflicts,
+            "fired": fired + len(report.fired),
+            "skipped": skipped + len(report.skipped),
+            "conflicts": conflicts + report.conflicts,
         }
 
     def _failpoint(self, name: str) -> None:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import random
+import sys
 import threading
 import time
 from collections import Counter
@@ -195,3 +196,47 @@ def test_ticks_hold_the_flows_max_active_runs(
     ]
     reasons = {skip.reason for skip in registration(client, "lim").skips}
     assert reasons == {"max_active_runs"}
+
+
+def test_the_totals_count_every_tick_when_a_scan_ticks_beside_the_loop(
+    server: EmbeddedServer, redis_client: redis.Redis, folder: Path
+) -> None:
+    """The tick loop and a scan's catch-up tick (``tick(now, only={name})``, in the scan's
+    thread) add to the service's totals (fired, skipped, conflicts: its health info) at once:
+    every tick's report is counted in full, whichever thread ticked. (The lost update this
+    guards against needs a thread switch inside the few bytecodes of one update: the
+    interpreter is told to switch as often as it can, but these rounds need not hit it.)"""
+    service = make_service(Client(redis=connect(server.url)), folder, batch=3)
+    service.scan(T - 1)
+    minutes = 300
+    times = [T + m * MIN + 1 for m in range(minutes)]
+    barrier = threading.Barrier(2)
+    reports: list[TickReport] = []
+    failures: list[BaseException] = []
+
+    def loop(only: set[str] | None) -> None:
+        try:
+            for now in times:
+                barrier.wait(timeout=30)
+                reports.append(service.tick(now, only=only))  # list.append: atomic
+        except BaseException as error:  # surfaced by the assertion below
+            failures.append(error)
+            barrier.abort()
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        threads = [threading.Thread(target=loop, args=(only,)) for only in (None, {"f0"})]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=120)
+    finally:
+        sys.setswitchinterval(interval)
+    assert not failures, failures
+    assert service.totals == {
+        "fired": sum(len(r.fired) for r in reports),
+        "skipped": sum(len(r.skipped) for r in reports),
+        "conflicts": sum(r.conflicts for r in reports),
+    }
+    assert service.totals["fired"] == FLOWS * minutes
