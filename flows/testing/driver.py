@@ -47,7 +47,7 @@ from flows.testing.clock import Clock, ClockedEngine
 from flows.testing.files import TestFile
 from flows.testing.stub import STUB_KEY, STUB_KLASS
 from scheduler.engine.client import Client
-from scheduler.engine.errors import EngineError
+from scheduler.engine.errors import EngineError, InvalidArgument, TooLarge
 from scheduler.engine.job import Job
 from scheduler.service.housekeeping import maintain_queues
 from scheduler.service.loop import SchedulerService
@@ -159,6 +159,7 @@ class _Driver:
         self.signaled: set[str] = set()
         self.still = 0
         self.outbox = self.engine.pipeline()
+        self.reported: list[Job | None] = []  # per report queued there: the job of a complete
         self.due_limit = 0  # the service's page of due schedules (a schedule case's)
         self.buffered = 0  # ticks held back for a run to end (overlap buffer_one), last read
         self.rider_queues: list[str] = []
@@ -263,6 +264,7 @@ class _Driver:
         """The outcome, queued to be sent as a worker sends it (:meth:`flush`, or with the reads
         of :meth:`next_event`: one round trip for a moment's reports and what follows)."""
         call = self.outbox.call
+        self.reported.append(job if outcome.kind == "complete" else None)
         if outcome.kind == "complete":
             args: list[Any] = ["result", outcome.result] if outcome.result else []
             call("complete", job.jid, WORKER, job.queue, "", *args)
@@ -280,12 +282,20 @@ class _Driver:
     def flush(self, reads: int = 0) -> list[Any]:
         """Send the queued reports (and the ``reads`` queued after them); the reads' replies.
         A refused report is not an error: its lock was lost meanwhile (someone else's job now,
-        as for a worker)."""
+        as for a worker). A complete refused for its result fails its job in ``bad-result``
+        with the engine's message, as a worker fails it: its next run's would be refused too.
+        """
         replies = self.outbox.execute()
         reports = replies[: len(replies) - reads]
-        for reply in reports:
+        completes, self.reported = self.reported, []
+        for job, reply in zip(completes, reports, strict=True):
             if isinstance(reply, Exception) and not isinstance(reply, EngineError):
                 raise reply
+            if job is not None and isinstance(reply, InvalidArgument | TooLarge):
+                message = f"the job's result cannot be stored: {reply}"
+                outcome = runner.failure("bad-result", message)
+                with suppress(EngineError):  # a lost lock, as above
+                    self.engine.call("fail.held", job.jid, WORKER, outcome.group, outcome.message)
         return replies[len(reports) :]
 
     def finish_due(self) -> int:

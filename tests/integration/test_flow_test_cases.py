@@ -5,6 +5,7 @@ that nobody signals, and params the flow refuses, each reported, never raised.""
 from __future__ import annotations
 
 import time
+import uuid
 from pathlib import Path
 from textwrap import dedent
 
@@ -247,3 +248,35 @@ def test_an_outage_from_a_tick_misses_it_in_the_service_and_in_the_preview(
         "05",
     ]
     assert plan.missed == 3
+
+
+def test_a_result_the_engine_refuses_fails_its_step_at_once_as_a_worker_does(
+    redis_client: redis.Redis, tmp_path: Path
+) -> None:
+    """A step whose result the runner's check lets through but the engine refuses (a number
+    past a double's range, Infinity to the engine) fails in ``bad-result`` on its first
+    attempt, as under a worker; before, the refusal was taken for a lost lock and the step
+    ran again when its lock ran out, retry after retry."""
+    module = f"huge_{uuid.uuid4().hex[:8]}"  # imported modules are cached
+    (tmp_path / f"{module}.py").write_text("def huge(job):\n    return {'value': 10**400}\n")
+    (tmp_path / "huge.yaml").write_text(
+        "version: 1\nname: huge\nsteps:\n"
+        f"  huge:\n    job: {module}.huge\n"
+        "    retry: {attempts: 3, delay: 1m, backoff: fixed, jitter: 0}\n"
+    )
+    test = tmp_path / "huge.test.yaml"
+    test.write_text(
+        "flow: huge.yaml\ncases:\n"
+        "  - name: refused\n"
+        "    expect: {status: failed, steps: {huge: {status: failed, attempts: 1}}}\n"
+    )
+    session = run_files(redis_client, [test])
+    assert session.findings == []
+    [case] = session.cases
+    assert case.passed, case.failure
+    assert case.observed is not None
+    [failure] = case.observed.failures
+    assert failure.endswith(
+        ':huge): bad-result: the job\'s result cannot be stored: Complete(): Arg "result" is '
+        "not valid JSON: NaN and Infinity are not JSON numbers"
+    )
