@@ -356,11 +356,12 @@ def cancel_job(ui: Ui, jid: str) -> dict[str, Any]:
 
 def _log_page(
     client: Client, jid: str, attempt: int | None, offset: int = 0, count: int = joblogs.PAGE
-) -> joblogs.LogPage:
-    """A page of the job's log (:func:`scheduler.engine.joblogs.read`); 404 in plain words when
-    there is no such job, or when it never made ``attempt``. An attempt counts once the job
-    started it (its ``runs``), whether or not it wrote a line, as `flows logs --attempt` counts
-    it; the job is read for that only when its log does not cover the attempt."""
+) -> tuple[joblogs.LogPage, int]:
+    """A page of the job's log (:func:`scheduler.engine.joblogs.read`) and the attempts the job
+    made; 404 in plain words when there is no such job, or when it never made ``attempt``. An
+    attempt counts once the job started it (its ``runs``), whether or not it wrote a line, as
+    `flows logs --attempt` counts it; the log alone knows only the latest attempt that wrote
+    one (a job its run's cancel deleted counts those)."""
 
     def read() -> joblogs.LogPage:
         try:
@@ -369,15 +370,12 @@ def _log_page(
             raise HTTPException(404, f"no job {jid!r}") from None
 
     found = engine_errors(read)
-    if attempt is not None and attempt > found.attempts:
-        job = engine_errors(lambda: client.jobs.get(jid))
-        made = max(found.attempts, job.runs if job is not None else 0)
-        if attempt > made:
-            has = (
-                f"it has {made} attempt{'s' if made != 1 else ''}" if made else "it has no log yet"
-            )
-            raise HTTPException(404, f"job {jid!r} has no attempt {attempt} ({has})")
-    return found
+    job = engine_errors(lambda: client.jobs.get(jid))
+    made = max(found.attempts, job.runs if job is not None else 0)
+    if attempt is not None and attempt > made:
+        has = f"it has {made} attempt{'s' if made != 1 else ''}" if made else "it has no log yet"
+        raise HTTPException(404, f"job {jid!r} has no attempt {attempt} ({has})")
+    return found, made
 
 
 @router.get("/jobs/{jid}/logs", dependencies=reads, tags=["jobs"])
@@ -388,16 +386,18 @@ def job_logs(
     offset: Offset = 0,
     limit: Annotated[int, Query(ge=1, le=joblogs.PAGE)] = joblogs.PAGE,
 ) -> dict[str, Any]:
-    """A page of one attempt's log lines (the latest attempt by default), each in the shape
-    `flows logs --json` prints (`step`, `jid`, `attempt`, `time`, `stream`, `text`, ...). 404
-    for a job that is not there, and for an attempt it never made (the detail says how many it
-    has)."""
-    found = _log_page(ui.client, jid, attempt, offset, limit)
+    """A page of one attempt's log lines, each in the shape `flows logs --json` prints
+    (`step`, `jid`, `attempt`, `time`, `stream`, `text`, ...): by default the latest attempt
+    that wrote any (`attempt`, 0 when none did). `attempts` is how many attempts the job made,
+    whether or not they wrote a line: an `attempt` below it, not asked for, means the later
+    ones wrote nothing. 404 for a job that is not there, and for an attempt it never made
+    (the detail says how many it has)."""
+    found, made = _log_page(ui.client, jid, attempt, offset, limit)
     label = engine_errors(lambda: job_label(ui.client, jid))
     return {
         "jid": jid,
         "attempt": found.attempt,
-        "attempts": found.attempts,
+        "attempts": made,
         "total": found.total,
         "dropped": found.dropped,
         "items": [StepLine(label, jid, found.attempt, line).as_dict() for line in found.lines],
@@ -433,7 +433,7 @@ def job_log_raw(
 ) -> StreamingResponse:
     """One attempt's log (the latest by default) as plain text, a line each, as the job wrote
     them (colour sequences included), to download. 404 as the lines' page."""
-    first = _log_page(ui.client, jid, attempt)
+    first, _ = _log_page(ui.client, jid, attempt)
     name = re.sub(r"[^A-Za-z0-9._-]+", "_", jid).strip("_") or "job"
     return StreamingResponse(
         _log_text(ui.client, first),

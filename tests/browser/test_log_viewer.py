@@ -15,6 +15,7 @@ from typing import Any
 
 from test_dashboard import node, pop, register
 
+from flows.runs.actions import retry_job
 from flows.runs.trigger import trigger_run
 from scheduler.engine.client import Client
 from scheduler.engine.job import Job
@@ -302,6 +303,74 @@ def test_the_raw_log_downloads_as_text_per_attempt(
     page.reload()  # the link names the attempt
     wait_text(page, "log-count", "text.startsWith('2,500 lines')")
     assert page.input_value("#log-attempt") == "1"
+    assert page.errors == []
+
+
+def test_an_attempt_that_wrote_nothing_is_said_and_the_earlier_ones_lines_labelled(
+    page: Any, base: str, client: Client, tmp_path: Path
+) -> None:
+    """extract's first attempt wrote lines and failed; the run's retry started a second one,
+    which wrote none. The viewer counts the job's attempts (2), not its log's (1): it shows
+    attempt 1's lines as "attempt 1 of 2" and says the latest wrote nothing, while it runs
+    and once it failed, in the run page as in the job page."""
+    run_id, extract = started(client, tmp_path)
+    append(client, extract, ["first try: connecting", "connection reset"], attempt=extract.runs)
+    extract.fail("boom", "connection reset")
+    retry_job(client, extract.jid)
+    [second] = client.queues[extract.queue].pop()
+    assert (second.jid, second.runs) == (extract.jid, 2)
+    jid = urllib.parse.quote(extract.jid, safe="")
+    with urllib.request.urlopen(f"{base}/api/v1/jobs/{jid}/logs") as reply:
+        latest = json.load(reply)
+    assert (latest["attempt"], latest["attempts"], latest["total"]) == (1, 2, 2)
+    with urllib.request.urlopen(f"{base}/api/v1/jobs/{jid}/logs?attempt=2") as reply:
+        silent = json.load(reply)
+    assert (silent["attempt"], silent["attempts"], silent["items"]) == (2, 2, [])
+
+    page.goto(f"{base}/runs/{run_id}?step=extract")  # running its second attempt
+    wait_text(page, "log-state", "text === 'following'")
+    assert lines_shown(page) == ["first try: connecting", "connection reset"]
+    assert page.inner_text("#log-count") == (
+        "2 lines · attempt 1 of 2 · the latest attempt (2) has written nothing yet"
+    )
+    assert page.locator("#log-attempt option").all_inner_texts() == ["1", "2 (latest)"]
+    assert page.input_value("#log-attempt") == "1"
+    second.fail("boom", "quota exceeded")  # still no line
+    wait_text(page, "log-state", "text === 'ended'")
+    said = "2 lines · attempt 1 of 2 · the latest attempt (2) wrote nothing"
+    wait_text(page, "log-count", f"text === {json.dumps(said)}")
+    page.reload()
+    wait_text(page, "log-count", f"text === {json.dumps(said)}")
+    assert lines_shown(page) == ["first try: connecting", "connection reset"]
+    page.select_option("#log-attempt", "2")
+    wait_text(page, "log-count", "text.startsWith('0 lines')")
+    assert page.inner_text("#log-count") == (
+        "0 lines · attempt 2 of 2 · the latest attempt (2) wrote nothing"
+    )
+    assert page.locator("#log .line").count() == 0
+    page.goto(f"{base}/jobs/{jid}")  # the job page's viewer says the same
+    wait_text(page, "log-count", f"text === {json.dumps(said)}")
+    assert lines_shown(page) == ["first try: connecting", "connection reset"]
+    assert page.errors == []
+
+
+def test_a_retry_that_writes_after_a_silent_start_is_followed(
+    page: Any, base: str, client: Client, tmp_path: Path
+) -> None:
+    """Opened while the second attempt has written nothing yet, the viewer follows the job:
+    the second attempt's first line switches it to that attempt, said no more to be silent."""
+    run_id, extract = started(client, tmp_path)
+    append(client, extract, ["first try"])
+    extract.fail("boom", "it broke")
+    retry_job(client, extract.jid)
+    [second] = client.queues[extract.queue].pop()
+    page.goto(f"{base}/runs/{run_id}?step=extract")
+    wait_text(page, "log-state", "text === 'following'")
+    wait_text(page, "log-count", "text.includes('has written nothing yet')")
+    append(client, second, ["second try"], attempt=second.runs)
+    wait_text(page, "log-count", "text === '1 line · attempt 2 of 2'")
+    assert lines_shown(page) == ["second try"]
+    assert page.input_value("#log-attempt") == "2"
     assert page.errors == []
 
 

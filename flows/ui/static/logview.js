@@ -217,6 +217,9 @@
     return "the job no longer exists (its log went with it)";
   }
 
+  // A job's states in which it writes no more lines.
+  const ENDED = ["complete", "failed", "canceled", "expired", "buried"];
+
   class Viewer {
     constructor(panel) {
       this.panel = panel;
@@ -266,7 +269,9 @@
       this.plains = [];      // their plain text, once searched
       this.total = 0;
       this.attempt = 0;
-      this.attempts = 0;
+      this.attempts = 0;     // the attempts the job made, whether or not they wrote a line
+      this.silent = 0;       // the first of the latest attempts known to have written nothing
+      this.finished = false; // the followed job ended meanwhile
       this.dropped = 0;
       this.loading = null;
       this.wanted = null;    // a line waited for (a link, a search hit), scrolled to when loaded
@@ -297,12 +302,16 @@
       const first = await this.fetch(gen, options.attempt || null, 0, FIRST);
       if (first === null) return;
       this.attempt = first.attempt;
-      this.attempts = first.attempts;
+      this.attempts = Math.max(first.attempts, first.attempt);
       this.dropped = first.dropped;
+      // Not asked for, the attempt read is the latest that wrote a line: the ones after it
+      // (the job's latest) wrote nothing, which is said, not passed over.
+      if (!options.attempt && this.attempt < this.attempts) this.silent = this.attempt + 1;
       this.attemptsChanged();
       this.marked = options.line || null;
-      const ended = ["complete", "failed", "canceled", "expired", "buried"].includes(this.state);
-      const latest = this.attempt === this.attempts;
+      const ended = ENDED.includes(this.state);
+      // the newest lines are in view: the latest attempt's, or those before a silent one
+      const latest = this.attempt === this.attempts || this.silent > 0;
       const follows = !ended && latest && !options.line;
       if (options.line) this.reveal(options.line - 1, "start");
       else if (this.state === "failed" || follows) this.toEnd();  // the failure, the news
@@ -394,9 +403,24 @@
 
     counted() {
       const parts = [`${this.total.toLocaleString("en")} line${this.total === 1 ? "" : "s"}`];
-      if (this.attempts > 1) parts.push(`attempt ${this.attempt} of ${this.attempts}`);
+      if (this.attempts > 1 && this.attempt > 0) parts.push(`attempt ${this.attempt} of ${this.attempts}`);
+      const quiet = this.silence();
+      if (quiet) parts.push(quiet);
       if (this.dropped) parts.push(`${this.dropped.toLocaleString("en")} more dropped (over the log's budget)`);
       element("log-count").textContent = parts.join(" · ");
+    }
+
+    // What the latest attempts that wrote nothing are said as ("" when none is known): the
+    // job's attempts from this.silent on, or the one chosen once it has no line.
+    silence() {
+      const ended = this.finished || ENDED.includes(this.state);
+      let from = this.silent;
+      if (!from && this.attempt === this.attempts && this.total === 0) from = this.attempt;
+      if (this.attempts < 2 || !from || from > this.attempts) return "";
+      const which = from === this.attempts ? `the latest attempt (${from})`
+        : `attempts ${from} to ${this.attempts} (the latest)`;
+      if (ended) return `${which} wrote nothing`;
+      return `${which} ${from === this.attempts ? "has" : "have"} written nothing yet`;
     }
 
     attemptsChanged() {
@@ -406,7 +430,7 @@
         const option = document.createElement("option");
         option.value = String(n);
         option.textContent = n === this.attempts ? `${n} (latest)` : String(n);
-        option.selected = n === this.attempt;
+        option.selected = n === (this.attempt || this.attempts);  // none wrote: the latest
         select.append(option);
       }
       element("log-attempt-box").hidden = this.attempts <= 1;
@@ -617,6 +641,7 @@
         if (attempt > this.attempt) {  // a retry began: its log is the one followed now
           this.lines = []; this.plains = []; this.total = 0; this.matches = [];
           this.attempt = attempt; this.attempts = Math.max(this.attempts, attempt);
+          if (this.silent && attempt >= this.silent) this.silent = attempt < this.attempts ? attempt + 1 : 0;
           this.attemptsChanged();
         }
         if (attempt !== this.attempt || index < this.total) return;
@@ -629,6 +654,8 @@
         this.schedule(stick);
       });
       stream.addEventListener("end", () => {
+        this.finished = true;
+        this.counted();
         this.unfollow("ended");
         element("log-follow").checked = false;
         element("log-follow").disabled = true;
