@@ -199,6 +199,7 @@ def test_a_failed_run_retried_and_a_run_canceled_from_the_buttons(
     shoot(page, "run-failed")
 
     set_token(page, TOKEN)
+    page.on("dialog", lambda dialog: dialog.accept())
     page.get_by_role("button", name="Retry run").click()
     page.wait_for_selector("#flash.ok")
     assert page.inner_text("#flash") == "Done: retry the run: 1 job put back."
@@ -208,7 +209,6 @@ def test_a_failed_run_retried_and_a_run_canceled_from_the_buttons(
     # nothing failed any more: the engine allows no retry, and the button goes with it
     page.wait_for_selector('#run-actions [data-run-action="retry"]', state="hidden")
 
-    page.on("dialog", lambda dialog: dialog.accept())
     page.get_by_role("button", name="Cancel run").click()
     page.wait_for_selector("#run-status .st-canceled")
     assert client.jobs.get(f"{run_id}:extract") is None
@@ -476,6 +476,7 @@ def test_a_buried_step_offers_kick_and_the_button_puts_it_back(
     kick = page.get_by_role("button", name="Kick job")
     assert kick.get_attribute("data-action") == f"/api/v1/jobs/{quote(run_id)}%3Aextract/kick"
     set_token(page, TOKEN)
+    page.on("dialog", lambda dialog: dialog.accept())
     kick.click()
     page.wait_for_selector("#flash.ok")
     page.wait_for_selector('g.node[data-step="extract"].st-waiting')
@@ -693,4 +694,114 @@ def test_an_open_fan_out_panel_offers_its_items_reruns_once_another_step_ends_th
     }
     assert page.evaluate(PANEL_BUTTONS) == decided(client, run_id, "load") == after
     assert page.evaluate("window.__same_page") is True  # no reload happened
+    assert page.errors == []
+
+
+# Every button of the page that posts an action, with the question it asks (null: none).
+ACTION_QUESTIONS = """() => [...document.querySelectorAll('button[data-action]')]
+  .filter((b) => !b.hidden).map((b) => [b.textContent, question(b)])"""
+
+
+def test_every_action_that_changes_a_run_asks_first_and_a_no_sends_nothing(
+    page: Any, base: str, client: Client, redis_client: redis.Redis, tmp_path: Path
+) -> None:
+    """load's items: failed, buried, succeeded; the run has failed. Every button that posts an
+    action asks (the one rule of static/app.js, with the page's own words): Retry run, Cancel
+    run, Retry step, the items' retry, re-run and kick. A no sends nothing and changes
+    nothing, a yes does the action."""
+    flow = register(client, tmp_path)
+    run_id = trigger_run(client, flow["name"]).run_id
+    pop(client, flow["queue"]).complete()  # extract
+    first, second, third = sorted(client.queues[flow["queue"]].pop(3), key=lambda j: j.jid)
+    first.fail("boom", "item a broke")
+    second.bury("bad input")
+    third.complete()
+    dialogs: list[str] = []
+    answer = {"accept": False}
+
+    def confirm(dialog: Any) -> None:
+        dialogs.append(dialog.message)
+        dialog.accept() if answer["accept"] else dialog.dismiss()
+
+    page.on("dialog", confirm)
+    posts: list[str] = []
+    page.on("request", lambda sent: posts.append(sent.url) if sent.method == "POST" else None)
+    page.goto(f"{base}/runs/{run_id}")
+    set_token(page, TOKEN)
+    node(page, "load").click()
+    page.wait_for_selector("#step-detail table.items")
+    buttons = page.evaluate(ACTION_QUESTIONS)
+    assert buttons == [
+        [
+            "Retry run",
+            f"Retry run {run_id}? Its failed, expired and canceled jobs run again; completed"
+            " ones do not.",
+        ],
+        ["Cancel run", "Cancel every job of this run that has not ended?"],
+        ["Retry step", "Retry step load? Its failed jobs run again; completed ones do not."],
+        ["retry", f"Retry {first.jid}? It runs again."],
+        ["re-run", f"Run {first.jid} again?"],
+        ["kick", f"Put {second.jid} back into its queue?"],
+        ["re-run", f"Run {third.jid} again?"],
+    ]
+    rows = page.locator("#step-detail tbody tr")
+    clicks = [
+        page.get_by_role("button", name="Retry run"),
+        page.get_by_role("button", name="Cancel run"),
+        page.get_by_role("button", name="Retry step"),
+        rows.nth(0).get_by_role("button", name="retry", exact=True),
+        rows.nth(0).get_by_role("button", name="re-run"),
+        rows.nth(1).get_by_role("button", name="kick"),
+        rows.nth(2).get_by_role("button", name="re-run"),
+    ]
+    with assert_unchanged(redis_client):
+        for button in clicks:
+            button.click()
+    assert dialogs == [question for _, question in buttons]
+    assert posts == []  # and still none before the two below: they are all it sent
+
+    answer["accept"] = True
+    rows.nth(1).get_by_role("button", name="kick").click()
+    page.wait_for_selector("#flash.ok")
+    assert page.inner_text("#flash") == f"Done: kick {second.jid}."
+    assert client.jobs[second.jid].state == "waiting"
+    page.evaluate("document.getElementById('flash').className = ''")
+    page.get_by_role("button", name="Retry run").click()
+    page.wait_for_selector("#flash.ok")
+    assert page.inner_text("#flash") == "Done: retry the run: 1 job put back."
+    assert client.jobs[first.jid].state == "waiting"
+    assert client.jobs[third.jid].state == "complete"
+    assert len(dialogs) == 9 and len(posts) == 2
+    assert page.errors == []
+
+
+def test_the_job_pages_actions_ask_first_too(
+    page: Any, base: str, client: Client, redis_client: redis.Redis, tmp_path: Path
+) -> None:
+    """A job's page changes its run as the run page does: its Retry job asks, a no sends
+    nothing, a yes puts the job back."""
+    flow = register(client, tmp_path)
+    trigger_run(client, flow["name"])
+    extract = pop(client, flow["queue"])
+    extract.fail("boom", "extract broke")
+    dialogs: list[str] = []
+    answer = {"accept": False}
+
+    def confirm(dialog: Any) -> None:
+        dialogs.append(dialog.message)
+        dialog.accept() if answer["accept"] else dialog.dismiss()
+
+    page.on("dialog", confirm)
+    posts: list[str] = []
+    page.on("request", lambda sent: posts.append(sent.url) if sent.method == "POST" else None)
+    page.goto(f"{base}/jobs/{quote(extract.jid, safe='')}")
+    set_token(page, TOKEN)
+    with assert_unchanged(redis_client):
+        page.get_by_role("button", name="Retry job").click()
+    assert dialogs == [f"Retry job {extract.jid}? It runs again."]
+    answer["accept"] = True
+    page.get_by_role("button", name="Retry job").click()
+    page.wait_for_selector("#flash.ok")
+    assert len(dialogs) == 2 and len(posts) == 1  # the no sent nothing
+    assert client.jobs[extract.jid].state == "waiting"
     assert page.errors == []

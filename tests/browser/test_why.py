@@ -8,6 +8,8 @@ from pathlib import Path
 from textwrap import dedent
 from typing import Any
 
+import redis
+from helpers import assert_unchanged
 from ui_support import TOKEN
 
 from flows.expand.jobs import expand
@@ -60,7 +62,7 @@ def test_why_says_what_holds_a_step_back(page: Any, base: str, client: Client) -
 
 
 def test_approve_on_the_panel_gives_what_flows_approve_gives(
-    page: Any, base: str, client: Client
+    page: Any, base: str, client: Client, redis_client: redis.Redis
 ) -> None:
     """The panel's Approve posts the approval (a note and who approved), the CLI's data: a wait
     that declares `outputs: [note]` is approved from the dashboard too."""
@@ -83,8 +85,22 @@ def test_approve_on_the_panel_gives_what_flows_approve_gives(
     page.goto(f"{base}/runs/{run_id}")
     page.fill("#token", TOKEN)
     page.locator('g.node[data-step="gate"]').click()
+    answers = [False, True]  # asked first: a no sends nothing, a yes approves
+    dialogs: list[str] = []
+
+    def confirm(dialog: Any) -> None:
+        dialogs.append(dialog.message)
+        dialog.accept() if answers.pop(0) else dialog.dismiss()
+
+    page.on("dialog", confirm)
+    posts: list[str] = []
+    page.on("request", lambda sent: posts.append(sent.url) if sent.method == "POST" else None)
+    with assert_unchanged(redis_client):
+        page.get_by_role("button", name="Approve").click()
+    assert dialogs == ["Approve step gate? It completes and the steps that need it run."]
     page.get_by_role("button", name="Approve").click()
     page.wait_for_function("document.querySelector('#flash').textContent.includes('Done')")
+    assert len(dialogs) == 2 and len(posts) == 1  # the no sent nothing
     job = client.jobs[f"{run_id}:gate"]
     assert job is not None and job.state == "complete"
     assert job.result == {"note": "", "approved_by": "api"}

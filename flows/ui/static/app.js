@@ -54,11 +54,24 @@ function setupToken() {
   document.getElementById("token-form").addEventListener("submit", (e) => e.preventDefault());
 }
 
+// The one place that decides which buttons ask first: every action that changes a run or a job
+// (a run's retry and cancel, a step's or an item's retry, re-run, kick, approve: its URL is under
+// /api/v1/runs/ or /api/v1/jobs/), with the question its page wrote (`data-confirm`, naming
+// what it changes) or else its label's; any other action that carries a question (a backfill's
+// cancel). null: it goes at once.
+function question(button) {
+  if (button.dataset.confirm) return button.dataset.confirm;
+  if (!/^\/api\/v1\/(runs|jobs)\//.test(button.dataset.action)) return null;
+  const label = button.dataset.label || "do this";
+  return label.charAt(0).toUpperCase() + label.slice(1) + "?";
+}
+
 function setupActions() {
   document.addEventListener("click", (e) => {
     const button = e.target.closest("button[data-action]");
     if (!button) return;
-    if (button.dataset.confirm && !confirm(button.dataset.confirm)) return;
+    const asked = question(button);
+    if (asked !== null && !confirm(asked)) return;
     // a body the server wrote as JSON (`data-body`: which item of a step), else none
     const body = button.dataset.body ? JSON.parse(button.dataset.body) : {};
     act(button.dataset.label, button.dataset.action, body, button.dataset.reload);
