@@ -39,20 +39,48 @@ def _problem(kind: str, message: str, hint: str) -> PydanticCustomError:
     return PydanticCustomError(kind, "{message}", {"message": message, "hint": hint})
 
 
+_USERINFO = re.compile(r"^((?:[A-Za-z][A-Za-z0-9+.-]*:)?//)?[^/?#@]*@")
+
+
+def shown_url(value: str) -> str:
+    """``value`` as a message quotes it: a user and password before the host shown as
+    ``***`` (a finding is printed, and a CI log keeps it)."""
+    return _USERINFO.sub(lambda m: f"{m.group(1) or ''}***@", value, count=1)
+
+
+# Where the credentials of a URL that holds them go instead: they would be stored with every
+# run and shown wherever the channel is named.
+_CREDENTIALS_HINT: Final = {
+    "http": (
+        "put the whole URL in a secret and name it with url_secret: NAME (its user and "
+        "password are then sent as HTTP Basic authentication)"
+    ),
+    "smtp": "name a secret holding user:password with login: NAME",
+}
+
+
 def _url(schemes: tuple[str, ...]) -> AfterValidator:
     def check(value: str) -> str:
         parts = urlsplit(value)
+        shown = shown_url(value)
         if parts.scheme not in schemes or not parts.hostname:
             raise _problem(
                 "url",
-                f"malformed URL '{value}': expected {' or '.join(s + '://' for s in schemes)}"
+                f"malformed URL '{shown}': expected {' or '.join(s + '://' for s in schemes)}"
                 "HOST[:PORT]...",
                 f"write for example '{schemes[0]}://127.0.0.1:9000/hook'",
+            )
+        if "@" in parts.netloc:
+            raise _problem(
+                "url",
+                f"URL '{shown}' holds a user or password: it would be stored with every run "
+                "and shown wherever the channel is named",
+                _CREDENTIALS_HINT[schemes[0]],
             )
         try:
             parts.port  # noqa: B018 - raises on a port that is not a number
         except ValueError:
-            raise _problem("url", f"malformed URL '{value}': bad port", "1 to 65535") from None
+            raise _problem("url", f"malformed URL '{shown}': bad port", "1 to 65535") from None
         return value
 
     return AfterValidator(check)

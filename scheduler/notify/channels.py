@@ -4,6 +4,7 @@ webhook, or a mail over SMTP (TLS or STARTTLS, login from a secret). Each raises
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import hashlib
 import hmac
@@ -20,7 +21,7 @@ import urllib.request
 from collections.abc import Callable, Mapping
 from email.message import EmailMessage
 from typing import Any, Final
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 from scheduler.notify.events import Context, Event, payload, summary, text
 from scheduler.secrets import MissingSecret, Secrets, mask
@@ -148,12 +149,26 @@ def _open(url: str, body: bytes, headers: Mapping[str, str], shown: str) -> None
         raise DeliveryError(f"POST {shown}: no whole answer in {DEADLINE:g}s")
 
 
+def _basic_auth(url: str) -> tuple[str, dict[str, str]]:
+    """``url`` without the user and password before its host, and the HTTP Basic
+    ``Authorization`` header they make (urllib would take them for a part of the host name)."""
+    parts = urlsplit(url)
+    if "@" not in parts.netloc:
+        return url, {}
+    user, password = unquote(parts.username or ""), unquote(parts.password or "")
+    host = parts.netloc.rpartition("@")[2]
+    credentials = base64.b64encode(f"{user}:{password}".encode()).decode()
+    return urlunsplit(parts._replace(netloc=host)), {"Authorization": f"Basic {credentials}"}
+
+
 def _post(url: str, body: bytes, headers: Mapping[str, str], shown: str = "") -> None:
-    """POST ``body``; an error names ``shown`` (the URL, unless the URL is a secret)."""
+    """POST ``body``; an error names ``shown`` (the URL, unless the URL is a secret). A user
+    and password in the URL (one kept in a secret) are sent as HTTP Basic authentication."""
     secret_url = bool(shown)
     shown = shown or url
+    url, auth = _basic_auth(url)
     try:
-        _open(url, body, headers, shown)
+        _open(url, body, {**headers, **auth}, shown)
     except urllib.error.HTTPError as error:
         said = f"POST {shown}: HTTP {error.code} {error.reason}"
         if 300 <= error.code < 400:

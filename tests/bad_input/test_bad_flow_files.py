@@ -69,6 +69,14 @@ CASES: dict[str, tuple[str, str]] = {
         HEAD + STEP + "notify:\n  - webhook: {url: 'localhost:9000/hook'}\n",
         "malformed URL 'localhost:9000/hook'",
     ),
+    "notify-url-with-password": (
+        HEAD + STEP + "notify:\n  - webhook: {url: 'https://bob:pa55@hooks.example.com/x'}\n",
+        "URL 'https://***@hooks.example.com/x' holds a user or password",
+    ),
+    "notify-smtp-url-with-login": (
+        HEAD + STEP + "notify:\n  - email: {to: [a@b.org], smtp: 'smtps://u:pw@mail:465'}\n",
+        "name a secret holding user:password with login: NAME",
+    ),
     "notify-smtp-url": (
         HEAD + STEP + "notify:\n  - email: {to: [a@b.org], smtp: 'http://mail:25'}\n",
         "smtp://",

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import re
 import shlex
@@ -688,6 +689,42 @@ def test_a_redirect_is_a_refusal_not_a_delivery(
         f"POST {receiver.url}/hook: HTTP 302 Found, to {receiver.url}/elsewhere: redirects "
         "are not followed (name the address it redirects to in the rule)"
     )
+
+
+def test_a_url_with_a_password_is_refused_in_the_file_and_sent_as_basic_auth_from_a_secret(
+    cli: CliRunner,
+    client: Client,
+    tmp_path: Path,
+    receiver: Receiver,
+    redis_client: redis.Redis,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Written in the file, the password would be stored with every run and shown with the
+    # channel (flows notifications, the API, the page); urllib took it for part of the host,
+    # so every attempt failed on a name lookup and none reached the receiver.
+    base = receiver.url.removeprefix("http://")
+    refused = webhook_flow(tmp_path, f"http://bob:pa55-word@{base}/hook")
+    with assert_unchanged(redis_client):
+        result = flows(cli, "run", "--detach", str(refused))
+    assert result.exit_code == 1
+    assert f"URL 'http://***@{base}/hook' holds a user or password" in result.output
+    assert "url_secret" in result.output and "pa55-word" not in result.output
+    mail = "notify:\n  - email: {to: [a@b.org], smtp: 'smtp://u:pw-x@mail:25'}\n"
+    (tmp_path / "mail.yaml").write_text("version: 1\nname: m\nsteps:\n  a: {run: 'true'}\n" + mail)
+    result = flows(cli, "validate", str(tmp_path / "mail.yaml"))
+    assert result.exit_code == 1 and "pw-x" not in result.output
+    assert "smtp://***@mail:25" in result.output and "login: NAME" in result.output
+
+    # Kept in a secret, the URL's user and password are sent as HTTP Basic authentication.
+    monkeypatch.setenv("SLACK_URL", f"http://bob:pa55%40word@{base}/services/T000")
+    failed_run_telling_slack(cli, tmp_path)
+    assert Deliverer(client, consumer="t").tick() == 1
+    [received] = receiver.received
+    assert received.path == "/services/T000"
+    credentials = base64.b64encode(b"bob:pa55@word").decode()
+    assert received.headers["Authorization"] == f"Basic {credentials}"
+    for key, held in dumped(redis_client):
+        assert b"pa55" not in held, key
 
 
 @pytest.mark.parametrize("flaw", [" ", "\n", "\x01"])
