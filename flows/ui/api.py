@@ -446,11 +446,12 @@ def job_log_raw(
 
 
 @router.get("/jobs/{jid}/logs/stream", dependencies=reads, tags=["jobs", "events"])
-def job_logs_stream(ui: Ui, jid: str) -> StreamingResponse:
+def job_logs_stream(request: Request, ui: Ui, jid: str) -> StreamingResponse:
     """The job's log lines as server-sent events (``event: line``), from its latest attempt's
-    first line, until the job has ended (then ``event: end``)."""
+    first line, until the job has ended (then ``event: end``). A stream opened with a user's
+    token ends (``event: revoked``) once the user is revoked."""
     _job(ui.client, jid)
-    return events.stream(events.log_lines(ui.client, jid))
+    return events.stream(events.log_lines(ui.client, jid), ui.auth.still_allowed(request))
 
 
 # -- queues, workers -------------------------------------------------------------------------------
@@ -581,7 +582,8 @@ def unfail(ui: Ui, group: str, body: Unfail) -> dict[str, Any]:
 
 
 @router.get("/events", dependencies=reads, tags=["events"])
-def engine_events(ui: Ui) -> StreamingResponse:
+def engine_events(request: Request, ui: Ui) -> StreamingResponse:
     """The engine's events (put, popped, completed, failed, run_submitted, ...) as server-sent
-    events, one ``data:`` JSON object each, as they happen."""
-    return events.stream(events.engine_events(ui.client))
+    events, one ``data:`` JSON object each, as they happen. A stream opened with a user's
+    token ends (``event: revoked``) once the user is revoked."""
+    return events.stream(events.engine_events(ui.client), ui.auth.still_allowed(request))

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import hmac
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -91,6 +91,12 @@ class Auth:
     def write(self, request: Request) -> None:
         """A dependency of every write endpoint."""
         self._check(request)
+
+    def still_allowed(self, request: Request) -> Callable[[], bool] | None:
+        """For a request that stays open (an event stream): what tells, while it is, that
+        the credential it passed with still works (None: nothing can take it back; the
+        server's token lasts as long as the server)."""
+        return None
 
 
 def reached_through(allowed_hosts: Iterable[str], trusted_proxies: Iterable[str]) -> str | None:

@@ -13,7 +13,7 @@ import contextlib
 import json
 import threading
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 
 import anyio
 from fastapi import HTTPException
@@ -36,11 +36,34 @@ def stop_all() -> None:
     _stopping.set()
 
 
-def stream(events: Iterator[str]) -> StreamingResponse:
-    """An event-stream response over ``events`` (each a whole event's text)."""
+def stream(
+    events: Iterator[str], still_allowed: Callable[[], bool] | None = None
+) -> StreamingResponse:
+    """An event-stream response over ``events`` (each a whole event's text). ``still_allowed``:
+    asked every :data:`KEEPALIVE` seconds or so whether the credential the stream was opened
+    with still works; once it does not (a user revoked), the stream ends with ``event:
+    revoked``."""
     if not _open.acquire(blocking=False):
         raise HTTPException(503, f"too many open event streams (at most {MAX_STREAMS})")
-    return _Held(events)
+    return _Held(events if still_allowed is None else _while_allowed(events, still_allowed))
+
+
+def _while_allowed(events: Iterator[str], still_allowed: Callable[[], bool]) -> Iterator[str]:
+    """``events`` for as long as ``still_allowed()`` says yes, looked at every
+    :data:`KEEPALIVE` seconds (each source yields at least that often)."""
+    looked = time.monotonic()
+    try:
+        for chunk in events:
+            if time.monotonic() - looked >= KEEPALIVE:
+                looked = time.monotonic()
+                if not still_allowed():
+                    yield event({"detail": "the token was revoked: this stream ends"}, "revoked")
+                    return
+            yield chunk
+    finally:
+        close = getattr(events, "close", None)
+        if close is not None:  # its own finally runs: a subscription is dropped
+            close()
 
 
 class _Held(StreamingResponse):

@@ -11,6 +11,7 @@ throttles, users and the services' sources. Whoever passed is kept on the reques
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -66,7 +67,7 @@ class RoleAuth(Auth):
         except HTTPException as refused:
             if refused.status_code != 403 or self.users is None:
                 raise
-            token = request.headers.get("authorization", "").partition(" ")[2].strip()
+            token = _bearer(request)
             found: User | None = self.users.find(token)
             if found is None:
                 raise HTTPException(403, "the token is not this server's nor a user's") from None
@@ -92,6 +93,19 @@ class RoleAuth(Auth):
 
     def write(self, request: Request) -> None:
         self._allow(request)
+
+    def still_allowed(self, request: Request) -> Callable[[], bool] | None:
+        # A user's token is taken back by `flows user revoke`: an open stream is looked at
+        # again while it lasts, so the revoke ends it too, not only the next request.
+        identity = who(request)
+        if identity is None or not identity.user or self.users is None:
+            return None
+        users, token = self.users, _bearer(request)
+        return lambda: users.find(token) is not None
+
+
+def _bearer(request: Request) -> str:
+    return request.headers.get("authorization", "").partition(" ")[2].strip()
 
 
 def _article(word: str) -> str:

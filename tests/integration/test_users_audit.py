@@ -6,6 +6,7 @@ the audit log."""
 from __future__ import annotations
 
 import json
+import threading
 from pathlib import Path
 
 import redis
@@ -166,3 +167,44 @@ def test_an_operator_cannot_sign_an_approval_with_another_name(
     assert client.jobs[f"{run_id}:approve"].result == {"note": "ok", "approved_by": "otto"}
     entry = json.loads(flows(cli, "audit", "--json", "-n", "1").stdout)[0]
     assert (entry["who"], entry["role"], entry["action"]) == ("otto", "operator", "approve_wait")
+
+
+def test_a_revoked_users_open_event_streams_end(
+    cli: CliRunner, client: Client, redis_client: redis.Redis, tmp_path: Path
+) -> None:
+    """A stream is authorized once, when it opens: the revoke must reach the streams a user
+    holds open too (a job's log lines, the engine's events), not only its next request."""
+    vera = add_user(cli, "vera", "viewer")
+    run_id = start(cli, tmp_path)
+    jid = f"{run_id}:build"  # not run: its log stream stays open
+    client.engine.call("log.append", jid, 1, 0, 1, 1.0, "stdout", "", "a line")
+    events, logs = "/api/v1/events", f"/api/v1/jobs/{jid}/logs/stream"
+    got: dict[str, list[tuple[str, object]]] = {"events": [], "logs": [], "server's": []}
+    with serve(client, RoleAuth(TOKEN, reads_open=False, users=Users(client))) as base:
+
+        def follow(path: str, token: str, into: str) -> None:
+            got[into].extend(Api(base, token).events(path))
+
+        threads = [
+            threading.Thread(target=follow, args=(events, vera, "events"), daemon=True),
+            threading.Thread(target=follow, args=(logs, vera, "logs"), daemon=True),
+            threading.Thread(target=follow, args=(logs, TOKEN, "server's"), daemon=True),
+        ]
+        for thread in threads:
+            thread.start()
+        for _ in range(200):  # open: the engine's events subscribed, the lines read
+            if redis_client.pubsub_numsub("ql:log")[0][1] and got["logs"] and got["server's"]:
+                break
+            threading.Event().wait(0.05)
+        assert got["logs"][0][0] == "line" and got["server's"][0][0] == "line"
+        assert flows(cli, "user", "revoke", "vera").exit_code == 0
+        for thread in threads[:2]:
+            thread.join(15)
+        assert not any(t.is_alive() for t in threads[:2]), "a revoked user's stream goes on"
+        revoked = ("revoked", {"detail": "the token was revoked: this stream ends"})
+        assert got["events"] == [revoked] and got["logs"][-1] == revoked
+        # The server's own token is not taken back: its stream goes on to the job's end.
+        assert threads[2].is_alive()
+        assert flows(cli, "cancel", run_id).exit_code == 0
+        threads[2].join(15)
+        assert got["server's"][-1] == ("end", {"jid": jid})
