@@ -162,6 +162,9 @@ class Deliverer:
         self.released: set[str] = set()
         """The entries this deliverer released (it could not send some channel of them)."""
         self._group_ready = False
+        self._read_at: dict[str, float] = {}
+        """Entry id → when this deliverer last read it or made sure it still holds it (its
+        own monotonic clock): see :meth:`_still_held`."""
 
     # -- reading ------------------------------------------------------------------------------
 
@@ -178,9 +181,37 @@ class Deliverer:
     def _read(self, start: str) -> list[tuple[str, dict[str, str] | None]]:
         reply = self.redis.xreadgroup(GROUP, self.consumer, {self.keys.outbox: start}, count=BATCH)
         entries: list[tuple[str, dict[str, str] | None]] = []
+        read_at = time.monotonic()
         for _, items in reply or ():
             entries.extend((entry_id, fields or None) for entry_id, fields in items)
+        self._read_at.update((entry_id, read_at) for entry_id, _ in entries)
         return entries
+
+    def _still_held(self, entry_id: str) -> bool:
+        """Whether this deliverer still holds ``entry_id``. A page of entries is read at once
+        and sent one by one: behind slow receivers, an entry's turn (or its next channel's)
+        may come after ``claim_after``, when another deliverer may have claimed it and sent
+        it. Past half that time, this is a compare-and-set on the entry's idle time, as a
+        claim is: claimed by another since this deliverer read it, the entry has been idle at
+        most (the time since) - ``claim_after``; not claimed, it is taken again (its idle time
+        starts again) and kept."""
+        since = self._read_at.get(entry_id)
+        if since is None:
+            return True
+        margin = self.claim_after / 2
+        elapsed = time.monotonic() - since
+        if elapsed < margin:
+            return True
+        idle = int((elapsed - margin) * 1000)
+        got = self.redis.xclaim(
+            self.keys.outbox, GROUP, self.consumer, idle, [entry_id], justid=True
+        )
+        if got:
+            self._read_at[entry_id] = time.monotonic()
+            return True
+        self._read_at.pop(entry_id, None)
+        log.info("notification %s was taken by another sender meanwhile: left to it", entry_id)
+        return False
 
     def _held(self) -> Iterator[tuple[str, dict[str, str] | None]]:
         """The entries this consumer holds, page by page (reading one marks it as being
@@ -253,8 +284,9 @@ class Deliverer:
         sent = 0
         runs: Runs = {}
         seen: set[str] = set()
+        self._read_at.clear()
         for entry_id, fields in self.pending(now):
-            if entry_id in seen:
+            if entry_id in seen or not self._still_held(entry_id):
                 continue
             seen.add(entry_id)
             if fields is None:  # deleted while pending: nothing left to send
@@ -335,6 +367,8 @@ class Deliverer:
             channel.stranded = None
             if channel.due > now:
                 continue
+            if not self._still_held(event.id):
+                return sent  # another sender has it now, and what this one sent is saved
             contexts = contexts or [self._context(event, flow)]
             if self._attempt(event, name, rules[index], tries, channel, contexts[0], now):
                 sent += 1

@@ -8,6 +8,7 @@ import json
 import re
 import shlex
 import threading
+from collections import Counter
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -669,6 +670,39 @@ def webhook_flow(folder: Path, url: str) -> Path:
           a: {{run: "exit 1"}}
         """,
     )
+
+
+def test_an_entry_claimed_by_another_sender_while_it_waited_its_turn_is_sent_once(
+    cli: CliRunner, client: Client, tmp_path: Path, receiver: Receiver
+) -> None:
+    """A sender reads a page of entries and sends them in turn: behind a slow receiver, the
+    entries after the one being sent wait longer than a claim needs, and a second sender
+    claims and sends them. The first must find that out before it sends them too."""
+    path = webhook_flow(tmp_path, f"{receiver.url}/hook")
+    for _ in range(2):
+        flows(cli, "run", "--detach", str(path))
+    flows(cli, "worker", "--queues", "default", "--burst", "--processes", "0")
+    first, second = (Deliverer(client, consumer=name, claim_after=0.3) for name in ("a", "b"))
+    receiver.hold.set()  # the first sender's first send hangs until released
+    slow = threading.Thread(target=first.tick, daemon=True)
+    slow.start()
+    [in_flight] = [r.headers["X-Flows-Event-Id"] for r in receiver.wait_for(1)]
+    receiver.hold.clear()
+    claimed = 0
+    for _ in range(100):  # idle past claim_after: the second sender claims both and sends them
+        claimed = second.tick()
+        if claimed:
+            break
+        threading.Event().wait(0.05)
+    assert claimed == 2
+    receiver.release.set()
+    slow.join(30)
+    sent = Counter(r.headers["X-Flows-Event-Id"] for r in receiver.received)
+    # The one in flight when it was claimed went twice (at least once: same id); the one that
+    # waited its turn went once, by the sender that claimed it.
+    [waited] = set(sent) - {in_flight}
+    assert (sent[in_flight], sent[waited]) == (2, 1), sent
+    assert outbox.waiting(client) == [] and outbox.failed(client) == []
 
 
 def test_a_redirect_is_a_refusal_not_a_delivery(
