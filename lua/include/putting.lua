@@ -257,8 +257,10 @@ local function stale_fields(p)
   -- `child`: a sub-flow step's child run (commands/subflow.lua); a put over it starts afresh.
   -- `runs`: the times it started running, its step log's attempt number (commands/pop.lua).
   -- `rerun_child`: the child run a re-run of the step runs again (commands/run_admin.lua).
+  -- `cached`: the job a step cache hit took its result from (commands/cache.lua); put again, the
+  -- job has not taken it yet (its next cache.use may take it again, or run it).
   local stale = { 'grace', 'result', 'lost', 'scheduled', 'wait', 'wait_since', 'wait_at', 'child',
-    'rerun_child', 'skipped', 'popped', 'empty',
+    'rerun_child', 'skipped', 'popped', 'empty', 'cached',
     unpack(OPTION_FIELDS) }
   if not p.keep_logs then table.insert(stale, 'runs') end
   if p.trigger == 'all_success' then table.insert(stale, 'trigger') end

@@ -266,3 +266,23 @@ def test_a_chain_of_cached_steps_ends_in_the_call_of_its_first_hit(
         if any(entry.get("what") == "popped" for entry in job.history)
     }
     assert len(popped) == 1 and popped <= {"a", "d"}
+
+
+def test_a_cached_step_run_again_for_real_is_no_longer_cached(
+    server: EmbeddedServer, redis_client: redis.Redis, folder: Path
+) -> None:
+    """A re-run of a step that came from the cache and this time ran (its entry cleared) is
+    a success of its own: not `cached`, and not explained as the producer's result."""
+    url = server.url
+    first = run_once(url, folder, "w1")
+    second = run_once(url, folder, "w2")
+    assert statuses(url, second)["count"] == "cached"
+    CliRunner().invoke(main, ["cache", "clear", "--redis", url])
+    rerun = CliRunner().invoke(main, ["rerun", second, "count", "--detach", "--redis", url])
+    assert rerun.exit_code == 0, rerun.output
+    Worker(Client(url, worker_name="w3"), ["cq"], burst=True, prepare=prepare).run()
+    assert ran(folder) == 2  # it did run this time
+    assert statuses(url, second) == {"count": "success", "after": "success"}
+    why = explain(Client(url), f"{second}:count")
+    assert why is not None and why.reason == "complete", why
+    assert first not in why.sentence
