@@ -119,12 +119,13 @@ end
 -- Complete, from the cache, the waiting dependents of a hit whose own work is cached too, and
 -- theirs in turn: a fully cached run ends in the call of its first hits. Each such job ends as
 -- a hit does (unindexed from its queue, result, `cached`, history, log line, fan-outs,
--- dependents settled); one whose result cannot feed its fan-outs is left to a worker.
+-- dependents settled, its `success` notification); one whose result cannot feed its fan-outs is
+-- left to a worker.
 function Cache.chain(dependents)
   local work, done = dependents, 0
   while #work > 0 and done < Cache.CHAIN_LIMIT do
     local jid = table.remove(work)
-    local f = Job.fields(jid, 'queue', 'worker', 'feeds')
+    local f = Job.fields(jid, 'queue', 'worker', 'feeds', 'notify', 'notify_run')
     local spec, upstream
     if f and f.state == 'waiting' then spec, upstream = Cache.sealed(jid) end
     local from, result
@@ -152,6 +153,7 @@ function Cache.chain(dependents)
         redis.call('del', Keys.dependents(jid))
         for _, next_one in ipairs(next_ones) do work[#work + 1] = next_one end
       end
+      Notify.job(jid, 'success', { notify = f.notify or false, notify_run = f.notify_run or false })
       done = done + 1
     end
   end

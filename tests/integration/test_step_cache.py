@@ -286,3 +286,51 @@ def test_a_cached_step_run_again_for_real_is_no_longer_cached(
     why = explain(Client(url), f"{second}:count")
     assert why is not None and why.reason == "complete", why
     assert first not in why.sentence
+
+
+NOTIFIED = """\
+version: 1
+name: told
+queue: cq
+steps:
+  a:
+    run: echo "x=1" >> "$FLOWS_OUTPUT"
+    cache: {ttl: 1h}
+  b:
+    needs: [a]
+    run: echo "y=${{ steps.a.outputs.x }}" >> "$FLOWS_OUTPUT"
+    cache: {ttl: 1h}
+    notify:
+      - on: [success]
+        webhook: {url: "https://hooks.example.com/flows"}
+"""
+
+
+def test_a_step_the_chain_completes_from_the_cache_tells_its_success(
+    server: EmbeddedServer, redis_client: redis.Redis, tmp_path: Path
+) -> None:
+    """A cached step completed in the call of an earlier step's hit writes its `success`
+    notification as one its own worker completes does."""
+    (tmp_path / "told.yaml").write_text(NOTIFIED)
+    client = Client(server.url, worker_name="w")
+    source = read_flow_file(tmp_path / "told.yaml")
+    for n in range(2):
+        built = build_run(
+            source,
+            run_id=f"told@{n}",
+            logical_time=datetime(2026, 11, 1, tzinfo=UTC),
+            params={},
+            trigger="manual",
+        )
+        submit(client, built)
+        Worker(client, ["cq"], burst=True, prepare=prepare, lease_seconds=0).run()
+    view = load_run(client, "told@1")
+    assert view is not None and {s.step: s.status for s in view.steps} == {
+        "a": "cached",
+        "b": "cached",
+    }
+    told = [fields for _, fields in redis_client.xrange("ql:notify:outbox") or [] if fields]
+    assert [(e["kind"], e["jid"]) for e in told] == [
+        ("success", "told@0:b"),
+        ("success", "told@1:b"),
+    ]
