@@ -23,6 +23,7 @@ from flows.flowfile.findings import DataPath, Finding, FindingSink, has_errors, 
 from flows.flowfile.model import Action, Flow, Param, Schedule, Step
 from flows.flowfile.yaml_reader import LoadedYaml, Trap, load_file, load_yaml
 from flows.gc_pause import gc_paused
+from flows.validation.cache_checks import check_cache_files
 from flows.validation.case_checks import check_tests
 from flows.validation.engine_checks import check_heartbeats, check_imports
 from flows.validation.graph_checks import check_graph
@@ -220,6 +221,7 @@ def _validate_loaded(
         if check_imports_too:
             check_imports(flow, flow_dir, sink)
         check_subflows(flow, loaded.file, flow_dir, sink, _validate_child)
+        check_cache_files(flow, loaded.file, flow_dir, sink)
         if expand_too and not has_errors(sink.findings):
             check_run(flow, flow_dir, sink, now or time.time())
     findings = sort_findings(sink.findings)

@@ -1255,3 +1255,25 @@ def test_a_cache_key_reading_anything_else_is_refused_at_its_column(key: str, me
         "template",
     )
     assert message in finding.message and finding.line == 10  # the dedented text starts blank
+
+
+def test_a_cache_file_that_is_not_there_is_named_with_its_place(tmp_path: Path) -> None:
+    """A declared file that does not exist adds nothing to the key (an edit of the file meant
+    would not run the step again): `flows validate` says so at the file's name."""
+    (tmp_path / "sql").mkdir()
+    (tmp_path / "sql" / "orders.sql").write_text("select 1")
+    text = """
+        version: 1
+        name: c
+        steps:
+          extract:
+            run: echo hi
+            cache: {ttl: 1d, files: [sql/orders.sql, sql/order.sql, sql]}
+        """
+    findings = [f for f in check(text, flow_dir=tmp_path) if f.code == "cache-file"]
+    assert [(f.severity, f.line) for f in findings] == [(Severity.WARNING, 7)] * 2, findings
+    missing, folder = findings
+    assert "step 'extract': cache file 'sql/order.sql' not found" in missing.message
+    assert str(tmp_path / "sql" / "order.sql") in missing.message
+    assert "'sql' is not a file" in folder.message
+    assert 0 < missing.col < folder.col
