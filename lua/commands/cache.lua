@@ -3,7 +3,9 @@
 --   cache.use   jid, worker, queue, key, ttl, attempt, [upstream jid...]  -> JSON {hit, from, run}
 --   cache.list  [offset=0], [count=100]                -> JSON [{key, jid, created, ttl, state,
 --                                                         completed, status}]
---   cache.clear [key...]                               -> how many entries were removed
+--   cache.clear [key...]                               -> how many entries were removed (none
+--                                                         named: up to 1,000 of them, oldest
+--                                                         first)
 --
 -- `key` is the hash the worker made of the step's own work (flows/runtime/step_cache.py); the results of
 -- the `upstream` jobs (its inputs) are hashed in here, so the worker reads none of them first.
@@ -43,9 +45,23 @@
 local Cache = { KEEP_EXTRA = 86400 }
 -- Cached dependents one call completes at most (the rest wait for a worker, as any job).
 Cache.CHAIN_LIMIT = 1000
+-- The oldest keys of `P caches` a miss looks at, to take out those whose entry left Redis.
+Cache.PRUNE = 10
+-- Keys of `P caches` an unnamed cache.clear goes through at most while it finds no entry.
+Cache.CLEAR_LOOK = 20000
 
 function Cache.cache_key(key) return Engine.prefix .. 'cache:' .. key end
 function Cache.caches_key() return Engine.prefix .. 'caches' end
+
+-- Take out of `P caches` the oldest of its keys (at most `count`) whose entry left Redis (its
+-- ttl plus a day passed): the list would else keep every key ever made.
+function Cache.prune(count)
+  for _, key in ipairs(redis.call('zrange', Cache.caches_key(), 0, count - 1)) do
+    if redis.call('exists', Cache.cache_key(key)) == 0 then
+      redis.call('zrem', Cache.caches_key(), key)
+    end
+  end
+end
 
 function Cache.step_part(jid) return (string.match(jid, '[^:]*$')) end
 
@@ -194,6 +210,7 @@ api['cache.use'] = function(args)
   end
   redis.call('hset', Cache.cache_key(key), 'jid', jid, 'created', Engine.now, 'ttl', ttl)
   redis.call('expire', Cache.cache_key(key), math.ceil(ttl + Cache.KEEP_EXTRA))
+  Cache.prune(Cache.PRUNE)
   redis.call('zadd', Cache.caches_key(), Engine.now, key)
   return cjson.encode({ hit = false })
 end
@@ -225,13 +242,17 @@ api['cache.clear'] = function(args)
   local cmd = 'CacheClear'
   local keys = {}
   for i, value in ipairs(args) do keys[i] = Arg.id(cmd, 'key', value) end
-  if #keys == 0 then
-    keys = redis.call('zrange', Cache.caches_key(), 0, 999)
-  end
-  local removed = 0
-  for _, key in ipairs(keys) do
-    removed = removed + redis.call('del', Cache.cache_key(key))
-    redis.call('zrem', Cache.caches_key(), key)
-  end
+  local removed, looked = 0, 0
+  repeat
+    -- None named: the oldest 1,000 keys, and the next ones while those named no entry still in
+    -- Redis (their ttl plus a day passed), so a call that removes none found no entry left.
+    local page = keys
+    if #keys == 0 then page = redis.call('zrange', Cache.caches_key(), 0, 999) end
+    for _, key in ipairs(page) do
+      removed = removed + redis.call('del', Cache.cache_key(key))
+      redis.call('zrem', Cache.caches_key(), key)
+    end
+    looked = looked + #page
+  until #keys > 0 or #page == 0 or removed > 0 or looked >= Cache.CLEAR_LOOK
   return removed
 end

@@ -334,3 +334,51 @@ def test_a_step_the_chain_completes_from_the_cache_tells_its_success(
         ("success", "told@0:b"),
         ("success", "told@1:b"),
     ]
+
+
+def test_clear_of_every_entry_gets_past_entries_that_left_redis(
+    server: EmbeddedServer, engine: Engine, redis_client: redis.Redis
+) -> None:
+    """An entry whose hash left Redis (its ttl plus a day passed) stays listed in the index
+    until something takes it out; a clear of all must not stop at a first page of such and
+    leave the live entries behind, saying it removed nothing."""
+    t0 = 1_700_000_000.0
+    call = engine.call
+    call("worker.register", "w", "{}", now=t0)
+    count = 1_001
+    pipe = engine.pipeline()
+    for i in range(count):
+        pipe.call("put", "w", "q", f"j{i}", "K", "{}", 0, now=t0 + i)
+    pipe.execute()
+    for _ in range(2):
+        call("pop", "q", "w", 1000, now=t0 + count)
+    pipe = engine.pipeline()
+    for i in range(count):  # made at once: key1000 is the last in the index
+        pipe.call("cache.use", f"j{i}", "w", "q", f"key{i:04d}", 60, 1, now=t0 + count)
+    assert all(json.loads(r) == {"hit": False} for r in pipe.execute())
+    # The oldest 1,000 expired in Redis (60 s plus a day after they were made).
+    redis_client.delete(*(f"ql:cache:key{i:04d}" for i in range(count - 1)))
+    every = CliRunner().invoke(main, ["cache", "clear", "--json", "--redis", server.url])
+    assert json.loads(every.output) == {"removed": 1}
+    assert redis_client.exists("ql:cache:key1000") == 0
+    assert redis_client.exists("ql:caches") == 0
+
+
+def test_a_miss_takes_keys_whose_entry_left_redis_out_of_the_index(
+    engine: Engine, redis_client: redis.Redis
+) -> None:
+    """The index of entries (`P caches`) does not keep every key ever made: a miss takes the
+    oldest keys whose entry expired out of it."""
+    t0 = 1_700_000_000.0
+    call = engine.call
+    call("worker.register", "w", "{}", now=t0)
+    for i in range(4):
+        call("put", "w", "q", f"j{i}", "K", "{}", 0, now=t0)
+    call("pop", "q", "w", 4, now=t0)
+    for i in range(3):
+        call("cache.use", f"j{i}", "w", "q", f"key{i}", 60, 1, now=t0 + i)
+    redis_client.delete("ql:cache:key0", "ql:cache:key1")  # expired in Redis
+    assert json.loads(call("cache.use", "j3", "w", "q", "key3", 60, 1, now=t0 + 3)) == {
+        "hit": False
+    }
+    assert redis_client.zrange("ql:caches", 0, -1) == ["key2", "key3"]
