@@ -264,7 +264,7 @@ class _Driver:
         """The outcome, queued to be sent as a worker sends it (:meth:`flush`, or with the reads
         of :meth:`next_event`: one round trip for a moment's reports and what follows)."""
         call = self.outbox.call
-        self.reported.append(job if outcome.kind == "complete" else None)
+        queued = len(self.outbox)
         if outcome.kind == "complete":
             args: list[Any] = ["result", outcome.result] if outcome.result else []
             call("complete", job.jid, WORKER, job.queue, "", *args)
@@ -278,6 +278,10 @@ class _Driver:
             call("release", job.jid, WORKER, outcome.delay)
         elif outcome.kind == "bury":
             call("bury", job.jid, WORKER, outcome.message)
+        # Handed over (a sub-flow's child started, a cache hit) or lost: the job's own call
+        # took it, nothing is sent; each report sent is remembered, the job of a complete.
+        if len(self.outbox) > queued:
+            self.reported.append(job if outcome.kind == "complete" else None)
 
     def flush(self, reads: int = 0) -> list[Any]:
         """Send the queued reports (and the ``reads`` queued after them); the reads' replies.

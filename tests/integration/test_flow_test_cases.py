@@ -280,3 +280,38 @@ def test_a_result_the_engine_refuses_fails_its_step_at_once_as_a_worker_does(
         ':huge): bad-result: the job\'s result cannot be stored: Complete(): Arg "result" is '
         "not valid JSON: NaN and Infinity are not JSON numbers"
     )
+
+
+def test_a_job_handed_over_by_its_own_call_reports_nothing(
+    redis_client: redis.Redis, tmp_path: Path
+) -> None:
+    """A sub-flow step's job ends once its child run is started: the call that starts it hands
+    the job over, and no report is sent. The driver counted it as a report all the same, and
+    the round trip's replies no longer matched its reports: the case could not run
+    (``zip() argument 2 is shorter than argument 1``)."""
+    (tmp_path / "child.yaml").write_text(
+        "version: 1\nname: child\nparams:\n  n: {type: int}\nsteps:\n"
+        '  double:\n    run: echo "twice=$((N * 2))" >> "$FLOWS_OUTPUT"\n'
+        '    env: {N: "${{ params.n }}"}\n'
+        'outputs:\n  twice: "${{ steps.double.outputs.twice }}"\n'
+    )
+    (tmp_path / "parent.yaml").write_text(
+        "version: 1\nname: parent\nsteps:\n"
+        "  sub:\n    flow: child.yaml\n    with: {n: 21}\n    outputs: [twice]\n"
+        "  publish:\n    needs: [sub]\n"
+        '    run: echo "total=${{ steps.sub.outputs.twice }}" >> "$FLOWS_OUTPUT"\n'
+    )
+    test = tmp_path / "parent.test.yaml"
+    test.write_text(
+        "flow: parent.yaml\ncases:\n"
+        "  - name: handed over\n"
+        "    expect:\n"
+        "      status: succeeded\n"
+        "      steps:\n"
+        "        sub: {status: success, outputs: {twice: 42}}\n"
+        "        publish: {status: success, outputs: {total: 42}}\n"
+    )
+    session = run_files(redis_client, [test])
+    assert session.findings == []
+    [case] = session.cases
+    assert case.passed, case.failure
