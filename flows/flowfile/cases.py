@@ -193,6 +193,13 @@ class CaseReader:
         if fail is not None and not isinstance(fail, str):
             self.sink.error((*path, "fail"), "test-type", "fail must be text: the error's group")
             ok = False
+        skip = body.get("skip")
+        if skip is not None and not isinstance(skip, bool):
+            # Read as truth, the text "no" or "false" would skip the step.
+            self.sink.error(
+                (*path, "skip"), "test-type", "skip must be true or false", "e.g. skip: true"
+            )
+            ok = False
         duration = 0.0
         if "duration" in body:
             try:
@@ -210,7 +217,7 @@ class CaseReader:
             fail=fail,
             exit=code,
             duration=duration,
-            skip=bool(body.get("skip")),
+            skip=skip is True,
         )
 
     def mocks(self, raw: Any, path: DataPath) -> tuple[dict[str, tuple[Stub, ...]], bool]:

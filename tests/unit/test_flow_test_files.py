@@ -120,3 +120,29 @@ def test_a_step_named_twice_in_order_is_a_finding(tmp_path: Path) -> None:
         (5, 37, "'a' is named twice: order is the order steps first started"),
         (5, 40, "'b' is named twice: order is the order steps first started"),
     ]
+
+
+def test_a_stubs_skip_that_is_not_true_or_false_is_a_finding(tmp_path: Path) -> None:
+    # `skip: "no"` was read as truth: the text skipped the step it meant to run.
+    (tmp_path / "x.yaml").write_text("version: 1\nname: x\nsteps:\n  a: {run: echo}\n")
+    test = tmp_path / "x.test.yaml"
+    test.write_text(
+        "flow: x.yaml\ncases:\n"
+        "  - name: quoted\n"
+        "    mock: {a: {skip: 'no'}}\n"
+        "  - name: a number\n"
+        "    mock: {a: [{skip: 1}, {skip: false}]}\n"
+    )
+    reading = read_test_file(test)
+    assert reading.test is None
+    assert [(f.line, f.col, f.message, f.hint) for f in reading.findings] == [
+        (4, 22, "skip must be true or false", "e.g. skip: true"),
+        (6, 23, "skip must be true or false", "e.g. skip: true"),
+    ]
+    test.write_text(
+        "flow: x.yaml\ncases:\n  - name: fine\n    mock: {a: [{skip: true}, {skip: false}]}\n"
+    )
+    reading = read_test_file(test)
+    assert reading.test is not None
+    stubs = reading.test.cases[0].mocks["a"]
+    assert [stub.skip for stub in stubs] == [True, False]
