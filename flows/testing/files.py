@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Final
 
@@ -44,6 +44,7 @@ SUFFIX: Final = ".test.yaml"
 _TOP_KEYS: Final = ("flow", "cases")
 _TESTS_KEY: Final = re.compile(r"^tests\s*:", re.MULTILINE)
 _STEPS_KEY: Final = re.compile(r"^steps\s*:", re.MULTILINE)
+_STARTS_WITH: Final = "a test file starts with 'flow: etl.yaml' (its flow) and 'cases:'"
 
 
 @dataclass(frozen=True)
@@ -69,7 +70,7 @@ def read_test_file(path: Path) -> Reading:
     shown = str(path)
     loaded = load_file(path, shown)
     if loaded.data is None or loaded.findings:
-        return Reading(None, sort_findings(loaded.findings))
+        return Reading(None, sort_findings([_as_test_file(f) for f in loaded.findings]))
     data = loaded.data
     sink = FindingSink(shown, loaded.source_map.locate)
     reader = CaseReader(sink, [])
@@ -94,6 +95,18 @@ def read_test_file(path: Path) -> Reading:
     if cases is None or sink.has_errors:
         return Reading(None, sort_findings(sink.findings))
     return Reading(TestFile(shown, flow_file, tuple(cases)), sort_findings(sink.findings))
+
+
+def _as_test_file(finding: Finding) -> Finding:
+    """The YAML reader's words for a file with no mapping at its top say what a flow starts
+    with: a test file starts otherwise."""
+    if finding.code == "yaml-empty":
+        return replace(finding, hint=_STARTS_WITH)
+    if finding.code == "yaml-top-level":
+        found = finding.message.rpartition(", found ")[2]
+        message = f"the top level must be a mapping of keys (flow, cases), found {found}"
+        return replace(finding, message=message, hint=_STARTS_WITH)
+    return finding
 
 
 def _wait_steps(flow_file: FlowFile) -> dict[str, list[str] | None]:

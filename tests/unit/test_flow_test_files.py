@@ -146,3 +146,21 @@ def test_a_stubs_skip_that_is_not_true_or_false_is_a_finding(tmp_path: Path) -> 
     assert reading.test is not None
     stubs = reading.test.cases[0].mocks["a"]
     assert [stub.skip for stub in stubs] == [True, False]
+
+
+def test_an_empty_test_file_is_told_what_a_test_file_starts_with(tmp_path: Path) -> None:
+    # The YAML reader's hint said what a flow starts with (version, name, steps): a test file
+    # written that way gets three unknown keys and no flow.
+    test = tmp_path / "x.test.yaml"
+    hint = "a test file starts with 'flow: etl.yaml' (its flow) and 'cases:'"
+    for text, message in (
+        ("", "the file is empty"),
+        ("# nothing yet\n", "the file is empty"),
+        ("- a\n- b\n", "the top level must be a mapping of keys (flow, cases), found a list"),
+    ):
+        test.write_text(text)
+        reading = read_test_file(test)
+        assert reading.test is None
+        assert [(f.line, f.col, f.message, f.hint) for f in reading.findings] == [
+            (1, 1, message, hint)
+        ]
