@@ -4,7 +4,12 @@ clock."""
 from __future__ import annotations
 
 import os
+import signal
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from types import FrameType
 
 import click
 
@@ -19,6 +24,33 @@ from scheduler.worker.imports import import_path
 
 def register(group: click.Group) -> None:
     group.add_command(test)
+
+
+@contextmanager
+def _sigterm_as_ctrl_c(terminated: list[int]) -> Iterator[None]:
+    """SIGTERM (a CI job cancelled, `timeout`, a container stopped) stops the cases as Ctrl-C
+    does: a real step's commands are stopped, the case's namespace and the private server
+    removed. By default it ended the process at once, and left them all running. Only the
+    first one counts (`timeout` signals the process, then its whole group: one request, two
+    deliveries); a Ctrl-C after it still stops a step's commands at once."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.getsignal(signal.SIGTERM)
+    if previous is None or previous == signal.SIG_IGN:  # ignored by whoever started us
+        yield
+        return
+
+    def stop(signum: int, frame: FrameType | None) -> None:
+        if not terminated:
+            terminated.append(signum)
+            raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _line(report: CaseReport, verbose: bool) -> None:
@@ -52,7 +84,8 @@ def test(
     own that is removed afterwards: on a private embedded server started for the session, or
     on --redis / $FLOWS_REDIS_URL when given. Exit code 0 when every case passed, 1 when one
     failed or a test file has a mistake (printed as file:line:col findings), 2 when -k selects
-    no case.
+    no case, 130 after Ctrl-C and 143 after SIGTERM (either stops a real step's commands and
+    cleans up as the end does: the case's namespace, the private server).
     """
     files = find_test_files(list(paths) or [Path(".")])
     if not files:
@@ -65,12 +98,19 @@ def test(
     def show(case: CaseReport) -> None:
         _line(case, verbose)
 
-    with user_errors():
-        if redis_url or os.environ.get("FLOWS_REDIS_URL"):
-            session = run_files(open_client(redis_url, namespace).redis, files, show, select)
-        else:
-            with private_server() as server:
-                session = run_files(server, files, show, select)
+    terminated: list[int] = []
+    try:
+        with user_errors(), _sigterm_as_ctrl_c(terminated):
+            if redis_url or os.environ.get("FLOWS_REDIS_URL"):
+                session = run_files(open_client(redis_url, namespace).redis, files, show, select)
+            else:
+                with private_server() as server:
+                    session = run_files(server, files, show, select)
+    except KeyboardInterrupt:
+        if not terminated:
+            raise  # Ctrl-C: `interrupted`, exit code 130, as every command ends
+        click.echo("terminated", err=True)
+        raise click.exceptions.Exit(128 + signal.SIGTERM) from None
     if session.findings:
         print_findings(session.findings, stderr=True)
     if select is not None and not session.cases and session.passed:

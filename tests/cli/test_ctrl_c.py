@@ -19,6 +19,7 @@ from cli_support import flows
 from helpers import read_until
 
 from flows.cli.run import SHUTDOWN_GRACE
+from scheduler.embedded import EmbeddedServer
 from scheduler.engine.client import Client
 
 FLOWS = str(Path(sys.executable).parent / "flows")
@@ -154,6 +155,50 @@ def test_ctrl_c_while_a_flow_tests_real_step_runs(url: str, tmp_path: Path) -> N
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.kill(step, signal.SIGKILL)
+
+
+def test_sigterm_stops_a_flow_test_as_ctrl_c_does(tmp_path: Path) -> None:
+    """SIGTERM (a CI job cancelled, `timeout`) ended `flows test` at once: the real step's
+    commands ran on, and so did the private server, its folder left behind. It now stops as
+    Ctrl-C does, with exit code 143 and one line."""
+    pid_file, temp = tmp_path / "step.pid", tmp_path / "tmp"
+    temp.mkdir()
+    (tmp_path / "sleepy.yaml").write_text(
+        f"version: 1\nname: sleepy\nsteps:\n  nap:\n    run: echo $$ > {pid_file}; exec sleep 120\n"
+    )
+    test_file = tmp_path / "sleepy.test.yaml"
+    test_file.write_text("flow: sleepy.yaml\ncases:\n  - name: naps\n")
+    env = {k: v for k, v in os.environ.items() if k != "FLOWS_REDIS_URL"}
+    process = subprocess.Popen(
+        [FLOWS, "test", str(test_file)],  # on a private server, in a temp folder of its own
+        env={**env, "TMPDIR": str(temp)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 60
+    while not pid_file.exists() or not pid_file.read_text().strip():
+        assert time.monotonic() < deadline and process.poll() is None, process.communicate()
+        time.sleep(0.05)
+    step = int(pid_file.read_text())
+    try:
+        process.send_signal(signal.SIGTERM)
+        _, err = process.communicate(timeout=60)
+        assert process.returncode == 143, err
+        assert err.splitlines()[-1] == "terminated" and "Traceback" not in err, err
+        deadline = time.monotonic() + 10
+        while _alive(step):
+            assert time.monotonic() < deadline, f"the step's process {step} outlived the command"
+            time.sleep(0.05)
+        # The private server was stopped and its folder removed (its socket too, when it was
+        # in the temp dir's flows-UID), the cases' sandbox too.
+        assert list(temp.glob("flows-test-*")) == []
+        assert [p for p in temp.rglob("*") if not p.is_dir()] == []
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(step, signal.SIGKILL)
+        for folder in temp.glob("flows-test-server-*"):  # a failed run's server: not left
+            EmbeddedServer(folder).stop()
 
 
 STUBBORN = """\
