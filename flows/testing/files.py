@@ -87,7 +87,7 @@ def read_test_file(path: Path) -> Reading:
         flow_file = read_flow_file(flow_path)
     except InvalidFlow as invalid:
         return Reading(None, sort_findings([*sink.findings, *invalid.findings]))
-    reader.steps = list(flow_file.flow.steps)
+    reader.steps = _job_names(flow_file)
     reader.set_waits(_wait_steps(flow_file))
     reader.params = flow_file.flow.params
     scheduled = flow_file.flow.schedule is not None
@@ -107,6 +107,13 @@ def _as_test_file(finding: Finding) -> Finding:
         message = f"the top level must be a mapping of keys (flow, cases), found {found}"
         return replace(finding, message=message, hint=_STARTS_WITH)
     return finding
+
+
+def _job_names(flow_file: FlowFile) -> list[str]:
+    """What a case may stub and expect: the flow's steps and its hooks (``on_failure``, ...),
+    which run as jobs of the run too (a hook posting to a chat really posts unless stubbed)."""
+    flow = flow_file.flow
+    return [*flow.steps, *(name for name, _ in flow.hooks.defined())]
 
 
 def _wait_steps(flow_file: FlowFile) -> dict[str, list[str] | None]:
@@ -135,9 +142,7 @@ def _read_flow_tests(path: Path) -> Reading:
         message = "the flow file has no tests: section (nor is it *.test.yaml)"
         sink.error((), "test-cases", message, hint)
         return Reading(None, sort_findings(sink.findings))
-    reader = CaseReader(
-        sink, list(flow_file.flow.steps), _wait_steps(flow_file), flow_file.flow.params
-    )
+    reader = CaseReader(sink, _job_names(flow_file), _wait_steps(flow_file), flow_file.flow.params)
     scheduled = flow_file.flow.schedule is not None
     cases = read_cases(loaded.data["tests"], ("tests",), reader, scheduled, "tests")
     if cases is None or sink.has_errors:

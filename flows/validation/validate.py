@@ -212,7 +212,8 @@ def _validate_loaded(
     if parts.schedule is not None:
         raw_cron = _mapping(data.get("schedule")).get("cron")
         check_schedule(parts.schedule, raw_cron, parts.params, sink, now or time.time())
-    check_tests(data, parts.step_ids, parts.schedule is not None, sink, parts.params)
+    jobs = [*parts.step_ids, *(name for name, _ in parts.hooks)]  # a case stubs hooks too
+    check_tests(data, jobs, parts.schedule is not None, sink, parts.params)
     if flow is not None:
         _check_queues(flow, sink)
         check_heartbeats(flow, sink)

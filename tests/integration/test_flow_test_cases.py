@@ -315,3 +315,36 @@ def test_a_job_handed_over_by_its_own_call_reports_nothing(
     assert session.findings == []
     [case] = session.cases
     assert case.passed, case.failure
+
+
+def test_a_hook_is_stubbed_and_expected_by_its_name(
+    redis_client: redis.Redis, tmp_path: Path
+) -> None:
+    """A flow's hooks run as jobs of the run, so a case must be able to stub one (a hook that
+    posts to a chat must not post from CI) and to expect it. Its name was 'not a step of the
+    flow' in mock:, expect: and order: alike, and only `mock: all` kept it from running."""
+    posted = tmp_path / "posted"
+    flow = (
+        "version: 1\nname: hooked\nsteps:\n  load: {run: exit 3}\n"
+        f"hooks:\n  on_failure: {{run: touch {posted}}}\n  finally: {{run: 'true'}}\n"
+    )
+    case = (
+        "  - name: the alert is stubbed\n"
+        "    mock: {on_failure: {outputs: {sent: 1}}}\n"
+        "    expect:\n"
+        "      status: failed\n"
+        "      steps: {on_failure: {status: success, outputs: {sent: 1}}, finally: success}\n"
+        "      order: [load, on_failure]\n"
+    )
+    (tmp_path / "hooked.yaml").write_text(flow)
+    test = tmp_path / "hooked.test.yaml"
+    test.write_text("flow: hooked.yaml\ncases:\n" + case)
+    own = tmp_path / "own.yaml"
+    own.write_text(flow.replace("name: hooked", "name: own") + "tests:\n" + case)
+    session = run_files(redis_client, [test, own])
+    assert session.findings == []
+    assert {c.nodeid: c.failure for c in session.cases} == {
+        f"{test}::the alert is stubbed": [],
+        f"{own}::the alert is stubbed": [],
+    }
+    assert not posted.exists()
