@@ -305,9 +305,19 @@ class CaseReader:
                 did_you_mean(str(word), STEP_STATUSES) or f"one of: {', '.join(STEP_STATUSES)}",
             )
         attempts = item.get("attempts")
-        if attempts is not None and (isinstance(attempts, bool) or not isinstance(attempts, int)):
-            self.sink.error((*where, "attempts"), "test-type", "attempts must be a number")
-        return StepExpect(word, attempts, item.get("outputs"), "outputs" in item)
+        if attempts is not None and (
+            isinstance(attempts, bool) or not isinstance(attempts, int) or attempts < 0
+        ):
+            self.sink.error((*where, "attempts"), "test-type", "attempts must be a number >= 0")
+        outputs = item.get("outputs")
+        if "outputs" in item and not isinstance(outputs, dict | list):
+            # A step's outputs are a mapping (a foreach step's: a list, one per item).
+            self.sink.error(
+                (*where, "outputs"),
+                "test-type",
+                "outputs must map the step's outputs to values (a foreach step: a list of them)",
+            )
+        return StepExpect(word, attempts, outputs, "outputs" in item)
 
     def case(self, raw: Any, where: DataPath, scheduled: bool, names: set[str]) -> Case | None:
         body = self.mapping(raw, where, "a case")

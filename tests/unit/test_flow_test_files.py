@@ -164,3 +164,23 @@ def test_an_empty_test_file_is_told_what_a_test_file_starts_with(tmp_path: Path)
         assert [(f.line, f.col, f.message, f.hint) for f in reading.findings] == [
             (1, 1, message, hint)
         ]
+
+
+def test_a_step_expectation_that_can_never_hold_is_a_finding(tmp_path: Path) -> None:
+    # A negative attempts count, or outputs that are neither a mapping nor a foreach step's
+    # list, can match nothing: the case failed with a diff instead of its place in the file.
+    (tmp_path / "x.yaml").write_text("version: 1\nname: x\nsteps:\n  a: {run: echo}\n")
+    test = tmp_path / "x.test.yaml"
+    test.write_text(
+        "flow: x.yaml\ncases:\n"
+        "  - name: never\n"
+        "    expect: {steps: {a: {attempts: -1, outputs: 5}}}\n"
+        "  - name: fine\n"
+        "    expect: {steps: {a: {attempts: 0, outputs: [{n: 1}]}}}\n"
+    )
+    reading = read_test_file(test)
+    assert reading.test is None
+    assert [(f.line, f.col, f.message) for f in reading.findings] == [
+        (4, 36, "attempts must be a number >= 0"),
+        (4, 49, "outputs must map the step's outputs to values (a foreach step: a list of them)"),
+    ]
