@@ -111,7 +111,7 @@ def _build(
         lines = [finding.format() for finding in invalid.findings if finding.severity == "error"]
         raise FailJob(INVALID_GROUP, "the sub-flow file is invalid:\n" + "\n".join(lines)) from None
     except (ParamError, FlowsError, ValueError) as error:
-        raise FailJob(INVALID_GROUP, f"run {child} cannot be built: {error}") from None
+        raise FailJob(INVALID_GROUP, f"run {child} of {path} cannot be built: {error}") from None
     record = {**built.request.run, "parent_run": meta.run, "parent_step": meta.step, "depth": depth}
     return record, built.request.jobs_json()
 

@@ -230,6 +230,8 @@ def test_params_known_only_at_run_time_are_checked_then(cli: CliRunner, tmp_path
     job = json.loads(flows(cli, "job", f"{run_id}:child", "--json").stdout)
     assert job["failure"]["group"] == "subflow-invalid"
     assert "param 'count'" in job["failure"]["message"]
+    # which file's param: the step's child file, as validation names it
+    assert f"of {tmp_path / 'child.yaml'} cannot be built" in job["failure"]["message"]
     assert flows(cli, "status", f"{run_id}.child").exit_code == 1  # nothing was submitted
 
 
