@@ -29,7 +29,7 @@ PAGE: Final = 100
 # The record's fields kept as JSON text, decoded here for the list and the detail alike (the
 # engine sends `graph`, with a run read whole, as its text: decoded in Lua, a step's empty needs
 # would become {}; a listing leaves it out).
-_RUN_FIELDS_JSON: Final = ("params", "queues", "outputs", "notify", "graph")
+_RUN_FIELDS_JSON: Final = ("params", "queues", "outputs", "notify", "graph", "parent_with")
 _RUN_FIELDS_NUMBERS: Final = (
     "submitted",
     "jobs",

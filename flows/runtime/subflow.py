@@ -17,7 +17,9 @@ It holds no worker while the child runs; each run of it is short and safe to rep
 A worker killed at any point leaves either nothing done (its lock runs out, the job runs again
 and the child run's fixed id makes the submission happen once) or the step parked by one atomic
 call. A file that cannot be read, is invalid, does not take the params, or makes a run the
-engine refuses fails the step in group ``subflow-invalid`` (retrying would not help).
+engine refuses fails the step in group ``subflow-invalid`` (retrying would not help), and so does
+a step whose ``with`` resolves to other params than its child run was submitted with (a re-run
+after an upstream step's output changed): a re-run runs the child as it was submitted.
 """
 
 from __future__ import annotations
@@ -55,6 +57,8 @@ MAX_LISTED: Final = 5
 """Failed child jobs a failure message names (then how many more)."""
 MESSAGE_LINES: Final = 12
 """Lines of each failed child job's message quoted (its first, then its last)."""
+GIVEN_KEY: Final = "parent_with"
+"""The child run's record field holding the params its step gave (JSON text, keys sorted)."""
 
 
 def run(job: JobContext) -> dict[str, Any]:
@@ -64,6 +68,7 @@ def run(job: JobContext) -> dict[str, Any]:
         raise FailJob(INVALID_GROUP, "a sub-flow job needs its flow meta (put by a flow run)")
     client = job.job.client
     child = child_run_id(meta.run, meta.step)
+    _same_params(client, child, _given(job))
     try:
         reply = _wait(client, job, child)
     except JobNotFound as missing:
@@ -112,8 +117,49 @@ def _build(
         raise FailJob(INVALID_GROUP, "the sub-flow file is invalid:\n" + "\n".join(lines)) from None
     except (ParamError, FlowsError, ValueError) as error:
         raise FailJob(INVALID_GROUP, f"run {child} of {path} cannot be built: {error}") from None
-    record = {**built.request.run, "parent_run": meta.run, "parent_step": meta.step, "depth": depth}
+    record = {
+        **built.request.run,
+        "parent_run": meta.run,
+        "parent_step": meta.step,
+        "depth": depth,
+        GIVEN_KEY: _given(job),
+    }
     return record, built.request.jobs_json()
+
+
+def _given(job: JobContext) -> str:
+    """The params the step gives its child now (its ``with``, resolved), as canonical JSON."""
+    params = job.data.get(PARAMS_KEY) or {}
+    return json.dumps(params, sort_keys=True, separators=(",", ":"), allow_nan=False)
+
+
+_NOT_GIVEN: Final = object()
+
+
+def _same_params(client: Session, child: str, given: str) -> None:
+    """Refuse (:class:`FailJob`) to run the existing child run ``child`` again for a step that
+    now gives it other params than it was submitted with: a re-run (or retry) resumes the child
+    as it was submitted, so it would run with the params of before without a word."""
+    raw = client.engine.call("run.get", child)
+    kept = json.loads(raw).get(GIVEN_KEY) if raw is not None else None
+    if not isinstance(kept, str) or kept == given:  # no child yet, or one of an older release
+        return
+    then, now = json.loads(kept), json.loads(given)
+    changes = []
+    for name in sorted(set(then) | set(now)):
+        before, after = then.get(name, _NOT_GIVEN), now.get(name, _NOT_GIVEN)
+        if before != after:
+            changes.append(f"{name}: {_shown(before)} then, {_shown(after)} now")
+    raise FailJob(
+        INVALID_GROUP,
+        f"run {child} was submitted with other params than the step gives it now "
+        f"({'; '.join(changes)}): a re-run runs the child run as it was submitted; "
+        "start a new run of the parent to run it with these",
+    )
+
+
+def _shown(value: Any) -> str:
+    return "(not given)" if value is _NOT_GIVEN else repr(value)
 
 
 def _depth(client: Session, run_id: str) -> int:

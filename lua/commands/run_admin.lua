@@ -410,8 +410,11 @@ function RunState.rerun_job(jid, fields, targets)
   end
   local record = RunState.attempt_record(jid, status)
   -- A sub-flow step re-runs its child run: the put clears `child`, so the flag tells its next
-  -- subflow.wait to put the child's jobs back too (commands/subflow.lua).
-  local child = redis.call('hget', Keys.job(jid), 'child')
+  -- subflow.wait to put the child's jobs back too (commands/subflow.lua). A flag no
+  -- subflow.wait took yet (the step failed before it: its `with` gave the child other params)
+  -- stays for the next one.
+  local child = redis.call('hget', Keys.job(jid), 'child') or
+    redis.call('hget', Keys.job(jid), 'rerun_child')
   local p = reput(jid, fields, open)
   p.keep_logs = true
   Put.write(p, fields)

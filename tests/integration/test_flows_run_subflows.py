@@ -272,3 +272,45 @@ def test_run_with_logs_streams_the_child_runs_lines_too(cli: CliRunner, tmp_path
     assert result.exit_code == 1, result.output
     lines = result.stdout.splitlines()
     assert any(line.endswith(" child/check | no marker yet") for line in lines), result.stdout
+
+
+def test_a_rerun_whose_step_gives_the_child_other_params_fails_it_saying_so(
+    cli: CliRunner, tmp_path: Path
+) -> None:
+    """A re-run runs the child run as it was submitted: when the step's `with` now resolves to
+    other params (an upstream step re-run with another output), the step fails and says so,
+    rather than run the child with the params it had (a deploy to the region of before)."""
+    (tmp_path / "deploy.yaml").write_text(
+        "version: 1\nname: deploy\nparams:\n  region: {type: string}\nsteps:\n"
+        '  push:\n    run: echo "$REGION" >> pushed.txt\n'
+        '    env: {REGION: "${{ params.region }}"}\n'
+    )
+    (tmp_path / "region.txt").write_text("us\n")
+    parent = tmp_path / "release.yaml"
+    parent.write_text(
+        "version: 1\nname: release\nsteps:\n"
+        '  pick:\n    run: echo "region=$(cat region.txt)" >> "$FLOWS_OUTPUT"\n'
+        "    outputs: [region]\n"
+        "  deploy:\n    flow: deploy.yaml\n    needs: [pick]\n"
+        "    with: {region: '${{ steps.pick.outputs.region }}'}\n"
+    )
+    first = flows(cli, "run", str(parent))
+    assert first.exit_code == 0, first.output
+    run_id = first.output.split("submitted run ")[1].split()[0]
+    assert (tmp_path / "pushed.txt").read_text() == "us\n"
+    assert status(cli, f"{run_id}.deploy")["parent_with"] == {"region": "us"}
+
+    (tmp_path / "region.txt").write_text("eu\n")
+    again = flows(cli, "rerun", run_id, "pick", "--downstream")
+    assert again.exit_code == 1, again.output
+    assert (tmp_path / "pushed.txt").read_text() == "us\n"  # not pushed to us a second time
+    job = json.loads(flows(cli, "job", f"{run_id}:deploy", "--json").stdout)
+    assert job["failure"]["group"] == "subflow-invalid"
+    message = job["failure"]["message"]
+    assert f"run {run_id}.deploy was submitted with other params" in message
+    assert "region: 'us' then, 'eu' now" in message
+    assert "start a new run" in message
+    # Its params unchanged, the step runs the child again as a re-run does.
+    (tmp_path / "region.txt").write_text("us\n")
+    assert flows(cli, "rerun", run_id, "pick", "--downstream").exit_code == 0
+    assert (tmp_path / "pushed.txt").read_text() == "us\nus\n"
