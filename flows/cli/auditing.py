@@ -23,7 +23,7 @@ log = logging.getLogger(__name__)
 AUDITED: Final = frozenset(
     {
         ("approve",), ("backfill",), ("bury",), ("cancel",), ("delete",), ("kick",),
-        ("retry",), ("signal",), ("unfail",), ("notifications",),
+        ("rerun",), ("retry",), ("signal",), ("unfail",), ("notifications",),
         ("schedule", "pause"), ("schedule", "remove"), ("schedule", "resume"),
         ("schedule", "trigger"), ("sources", "remove"), ("queue", "drop"), ("queue", "truncate"),
         ("queue", "pause"), ("queue", "unpause"),
@@ -31,6 +31,8 @@ AUDITED: Final = frozenset(
     }
 )  # fmt: skip
 _HIDDEN_OPTIONS: Final = ("--redis",)
+RECORDED: Final = "flows.audited"
+"""The key of the command's context meta set once the command was recorded."""
 _opened: list[Client] = []
 
 
@@ -57,6 +59,19 @@ def record(client: Client, action: str, target: str, detail: str = "") -> None:
         )
     except Exception as error:  # the change is made: a lost entry is said, not raised
         log.warning("audit: could not record %s: %s", action, error)
+
+
+def now() -> None:
+    """Record the running command now: it changed things and goes on to work a run here, whose
+    end (its exit code) says how the run went, not whether the command changed anything
+    (``flows retry RUN``, ``flows rerun``). The command is then not recorded again at its end."""
+    import click
+
+    context = click.get_current_context(silent=True)
+    if context is None or context.meta.get(RECORDED):
+        return
+    after(context.meta.get("flows.argv", []))
+    context.meta[RECORDED] = True
 
 
 def after(argv: Sequence[str]) -> None:

@@ -155,10 +155,11 @@ class GuardedGroup(click.Group):
         try:
             result = guarded(lambda: super(GuardedGroup, self).invoke(ctx))
         except SystemExit as done:
-            if done.code in (0, None):
+            if done.code in (0, None) and not ctx.meta.get(auditing.RECORDED):
                 auditing.after(argv)
             raise
-        auditing.after(argv)
+        if not ctx.meta.get(auditing.RECORDED):
+            auditing.after(argv)
         return result
 
 

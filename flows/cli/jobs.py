@@ -11,6 +11,7 @@ from typing import Any
 import click
 from rich.text import Text
 
+from flows.cli import auditing
 from flows.cli.common import (
     ago,
     console,
@@ -531,6 +532,7 @@ def retry(
             else:
                 count = run_actions.retry_run(client, target)
                 click.echo(f"run {target}: {count} failed or canceled job(s) put back", err=True)
+            auditing.now()  # before the work: a run that fails again was still retried
             if detach:
                 if as_json:
                     print_json({"run": target, "retried": count})
@@ -607,6 +609,7 @@ def rerun(
                 raise missing_run(missing) from None
             raise
         click.echo(f"run {run_id}: {count} job(s) of {step} put back to run again", err=True)
+        auditing.now()  # before the work: a run that fails again was still re-run
         if detach:
             return
         view = load_run(client, run_id, limit=0)

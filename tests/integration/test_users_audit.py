@@ -208,3 +208,27 @@ def test_a_revoked_users_open_event_streams_end(
         assert flows(cli, "cancel", run_id).exit_code == 0
         threads[2].join(15)
         assert got["server's"][-1] == ("end", {"jid": jid})
+
+
+def test_a_retry_or_rerun_worked_here_is_audited_however_the_run_ends(
+    cli: CliRunner, tmp_path: Path
+) -> None:
+    """`flows retry RUN` and `flows rerun RUN STEP` put jobs back, then work the run here: their
+    exit code says how the run went, and a run that fails again was still changed. A re-run of
+    a release's approval gate opens it again: who did that is in the log."""
+    (tmp_path / "gate.yaml").write_text(
+        "version: 1\nname: gate\nsteps:\n  check: {run: 'test ! -e fail'}\n"
+    )
+    (tmp_path / "fail").touch()
+    first = flows(cli, "run", str(tmp_path / "gate.yaml"))
+    assert first.exit_code == 1, first.output
+    run_id = first.output.split("submitted run ")[1].split()[0]
+    assert flows(cli, "retry", run_id).exit_code == 1  # put back, and failed again
+    (tmp_path / "fail").unlink()
+    assert flows(cli, "rerun", run_id, "check").exit_code == 0
+    shown = json.loads(flows(cli, "audit", "--json").stdout)
+    assert [(e["action"], e["target"], e["who"]) for e in shown] == [
+        ("rerun", f"{run_id} check", "ada"),
+        ("retry", run_id, "ada"),
+        ("run", run_id, "ada"),
+    ]
