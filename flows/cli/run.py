@@ -48,7 +48,7 @@ from flows.cli.notifications import (
 )
 from flows.cli.options import as_json, bad_params, connection, id_argument, logical_time, param
 from flows.cli.options import run_id as run_id_option
-from flows.cli.signal import print_awaiting
+from flows.cli.signal import child_waits, print_awaiting
 from flows.cli.tables import fitted, show, table_console
 from flows.cli.terminal import visible
 from flows.flowfile.durations import spelled
@@ -314,7 +314,8 @@ def _follow(
     told: list[str] = []
 
     def tell(view: RunView) -> None:  # a step awaiting its signal: how to give it, once
-        if any(s.status == "awaiting" and s.step not in told for s in view.steps):
+        awaiting = any(s.status == "awaiting" and s.step not in told for s in view.steps)
+        if awaiting or child_waits(view):  # a child run's step too
             told.extend(print_awaiting(client, view, told=told, err=True))
 
     try:

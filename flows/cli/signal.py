@@ -13,7 +13,8 @@ import click
 
 from flows.cli.common import open_client, print_json, user_errors
 from flows.cli.options import as_json, connection, id_argument
-from flows.runs.read import RunView
+from flows.flowfile.subflow_job import MAX_DEPTH
+from flows.runs.read import RunView, load_run
 from flows.runs.signals import Signaled, SignalRefused, approval, parse_data, signal_step
 from scheduler.engine.client import Client
 from scheduler.engine.explain import explain, wait_line
@@ -39,15 +40,21 @@ def print_awaiting(
     *,
     told: Collection[str] = (),
     err: bool = False,
+    within: str = "",
 ) -> list[str]:
     """Below a run's table (``flows status``; on stderr, ``err``, while `flows run` works it):
     each step awaiting a signal (but those in ``told``), when it times out (or that it timed
     out: the engine's ``job.explain`` decides, at ``now``, the server's clock by default, as
-    ``flows explain`` does), and how to give it. Returns the steps it told of."""
+    ``flows explain`` does), and how to give it; then those of the child runs its sub-flow
+    steps wait for, labelled ``step/child-step`` (``within``: the labels' start, for a child
+    run's). Returns the labels of the steps it told of."""
     waits = [
-        s for s in view.steps if s.status == "awaiting" and len(s.jids) == 1 and s.step not in told
+        s
+        for s in view.steps
+        if s.status == "awaiting" and len(s.jids) == 1 and within + s.step not in told
     ]
-    if not waits:
+    children = [s for s in view.steps if s.child and s.status == "running"]
+    if not waits and not children:
         return []
     moment = client.engine.server_time() if now is None else now
     shown = []
@@ -63,9 +70,21 @@ def print_awaiting(
         else:
             hint = f"{signal_hint}   (the data naming each output the step declares)"
         # sys.stderr as it is now: under `flows run`'s live view, its proxy prints above it.
-        click.echo(f"{step.step}: {line}\n  {hint}", file=sys.stderr if err else None)
-        shown.append(step.step)
+        click.echo(f"{within}{step.step}: {line}\n  {hint}", file=sys.stderr if err else None)
+        shown.append(within + step.step)
+    if within.count("/") >= MAX_DEPTH:
+        return shown
+    for step in children:  # an approval in a child run holds the parent's step: say so here
+        child = load_run(client, str(step.child), limit=1)
+        if child is not None:
+            label = f"{within}{step.step}/"
+            shown += print_awaiting(client, child, moment, told=told, err=err, within=label)
     return shown
+
+
+def child_waits(view: RunView) -> bool:
+    """Whether a step of ``view`` waits for a child run (which may have waits of its own)."""
+    return any(s.child and s.status == "running" for s in view.steps)
 
 
 def _report(done: Signaled, as_json_output: bool) -> None:

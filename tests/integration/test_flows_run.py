@@ -368,6 +368,43 @@ def test_a_run_worked_here_says_how_to_give_the_signal_a_step_awaits(
     assert f"Run {run_id} succeeded" in out
 
 
+def test_a_run_worked_here_says_how_to_approve_a_step_of_its_child_run(
+    cli: CliRunner, server: EmbeddedServer, client: Client, tmp_path: Path
+) -> None:
+    """An approval gate in a child run holds its parent's step: `flows run PARENT` and
+    `flows status PARENT` say what it awaits and how to give it, labelled step/child-step,
+    rather than show the step running with no word of the wait."""
+    (tmp_path / "deploy.yaml").write_text(
+        "version: 1\nname: deploy\nqueue: gate\nsteps:\n"
+        "  approve: {wait: {signal: approve}}\n  push: {run: 'true', needs: [approve]}\n"
+    )
+    path = tmp_path / "release.yaml"
+    path.write_text(
+        "version: 1\nname: release\nqueue: gate\nsteps:\n  deploy: {flow: deploy.yaml}\n"
+    )
+    process = _flows_run(server, path)
+    try:
+        said = read_until(process, "--data JSON)\n", stream="stderr")
+        run_id = str(list_runs(client, "release")[0]["id"])
+        child = f"{run_id}.deploy"
+        told = [
+            "deploy/approve: awaiting signal 'approve'",
+            f"  flows approve {child} approve --note TEXT   (or: flows signal {child} approve "
+            "--data JSON)",
+        ]
+        assert said.splitlines()[-2:] == told, said
+        status = flows(cli, "status", run_id)
+        assert status.stdout.splitlines()[-2:] == told, status.stdout
+        assert flows(cli, "approve", child, "approve").exit_code == 0
+        _, err = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+    assert process.returncode == 0, err
+    assert "flows approve" not in err and f"run {run_id} succeeded" in err  # said once
+
+
 def _flows_run(server: EmbeddedServer, path: Path) -> subprocess.Popen[str]:
     """`flows run PATH` as a process of its own on ``server``, its output piped."""
     env = {**os.environ, "FLOWS_REDIS_URL": server.url}
