@@ -9,6 +9,8 @@ text, without its final newline, is the value.
 
 from __future__ import annotations
 
+import base64
+import json
 import logging
 import os
 import re
@@ -16,10 +18,15 @@ import threading
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
+from urllib.parse import quote, quote_plus
 
 NAME: Final = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 DEFAULT_DIR: Final = Path("/run/secrets")
 MASK: Final = "***"
+MIN_VALUE: Final = 3
+"""A shorter value is not masked: it would mask everything."""
+MIN_PIECE: Final = 8
+"""A piece of a value (a line of it, its base64 text at an offset) is masked from this length."""
 MAX_BYTES: Final = 64 * 1024
 
 
@@ -162,7 +169,7 @@ class Secrets:
 def mask(text: str, values: Iterable[str]) -> str:
     """``text`` with every secret value replaced by ``***`` (longest first, so a value containing
     another is masked whole; values under 3 characters are left: they would mask everything)."""
-    for value in sorted({v for v in values if len(v) >= 3}, key=len, reverse=True):
+    for value in sorted({v for v in values if len(v) >= MIN_VALUE}, key=len, reverse=True):
         if value in text:
             text = text.replace(value, MASK)
     return text
@@ -175,7 +182,11 @@ ENV_FILE_VARIABLE: Final = "FLOWS_ENV_FILE"
 
 _lock = threading.Lock()
 _store: Secrets | None = None
-_known: frozenset[str] = frozenset()
+_known: tuple[str, ...] = ()  # every form of every value remembered, the longest first
+_values: set[str] = set()  # the values remembered
+# Every MIN_PIECE characters of a form longer than that: a line whose start or end is none of
+# them holds no part of a split value, which one set lookup tells (masking is on every line).
+_grams: frozenset[str] = frozenset()
 
 
 def store() -> Secrets:
@@ -201,17 +212,70 @@ def use_env_file(path: Path | None) -> None:
             os.environ[ENV_FILE_VARIABLE] = str(path.resolve())
 
 
+def _base64_forms(raw: bytes) -> set[str]:
+    """The base64 texts of ``raw`` (standard and URL-safe): its whole encoding, padded and not,
+    and the part of a longer text's encoding that ``raw`` alone decides, at each of the three
+    offsets (mod 3) it can start at there (the characters that also hold bits of the bytes
+    around it dropped)."""
+    found: set[str] = set()
+    for encode in (base64.b64encode, base64.urlsafe_b64encode):
+        whole = encode(raw).decode("ascii")
+        found.update((whole, whole.rstrip("=")))
+        for offset, dropped in enumerate((0, 2, 3)):
+            text = encode(b"\0" * offset + raw).decode("ascii").rstrip("=")
+            end = len(text) - (1 if (offset + len(raw)) % 3 else 0)
+            piece = text[dropped:end]
+            if len(piece) >= MIN_PIECE:
+                found.add(piece)
+    return found
+
+
+def forms(value: str) -> set[str]:
+    """What masking looks for of one secret: the value, each line of a value of several lines
+    (from :data:`MIN_PIECE` characters), and the forms a step most often prints it in: base64
+    (:func:`_base64_forms`), URL-encoded (``%XX``, ``+`` for a space, ``/`` kept or not),
+    JSON-escaped (``json.dumps``, with and without ``\\uXXXX`` for non-ASCII, ``\\/`` for ``/``)
+    and Python's ``repr``. Computed once per value, when it is resolved; none under
+    :data:`MIN_VALUE` characters."""
+    if len(value) < MIN_VALUE:
+        return set()
+    found = {value}
+    found.update(line.strip() for line in value.splitlines() if len(line.strip()) >= MIN_PIECE)
+    found |= _base64_forms(_utf8(value))
+    found.update((quote(value, safe=""), quote(value), quote_plus(value, safe="")))
+    escaped = json.dumps(value)[1:-1]
+    found.update((escaped, escaped.replace("/", "\\/")))
+    found.add(json.dumps(value, ensure_ascii=False)[1:-1])
+    found.add(repr(value)[1:-1])
+    return {form for form in found if len(form) >= MIN_VALUE}
+
+
+def _utf8(value: str) -> bytes:
+    """The bytes a step prints for ``value``: a value read from the environment may hold bytes
+    that are no UTF-8, kept as surrogates."""
+    try:
+        return value.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:
+        return value.encode("utf-8", "surrogatepass")
+
+
 def remember(values: Iterable[str]) -> None:
-    """Mask these values from now on (each line of a value of several lines too)."""
-    global _known
-    found = set()
-    for value in values:
-        found.add(value)
-        found.update(line.strip() for line in value.splitlines() if len(line.strip()) >= 8)
-    found = {v for v in found if len(v) >= 3}
-    if found - _known:
-        with _lock:
-            _known = _known | found
+    """Mask these values from now on, in each of their :func:`forms` (worked out once)."""
+    global _known, _grams
+    new = {value for value in values if value not in _values}
+    if not new:
+        return
+    found = set().union(*(forms(value) for value in new))
+    grams = {
+        form[i : i + MIN_PIECE]
+        for form in found
+        if len(form) > MIN_PIECE
+        for i in range(len(form) - MIN_PIECE + 1)
+    }
+    with _lock:
+        _values.update(new)
+        _known = tuple(sorted(found.union(_known), key=len, reverse=True))
+        _grams = _grams | grams
 
 
 def resolve(names: Iterable[str]) -> dict[str, str]:
@@ -228,16 +292,59 @@ def secret(name: str) -> str:
 
 
 def masked(text: str) -> str:
-    """``text`` with every secret this process resolved replaced by ``***``."""
-    known = _known
-    return mask(text, known) if known else text
+    """``text`` with every secret this process resolved replaced by ``***``, in each of its
+    :func:`forms`, and on each line the part of one that a line break split
+    (:func:`_split_masked`)."""
+    if not _known:
+        return text
+    for form in _known:  # the longest first: a value that contains another is masked whole
+        if form in text:
+            text = text.replace(form, MASK)
+    if "\n" not in text:
+        return _split_masked(text)
+    return "".join(_split_masked(line) for line in text.splitlines(keepends=True))
+
+
+def _split_masked(line: str) -> str:
+    """A line that holds part of a secret printed over two lines or more: its end when that is
+    the start of a form (:data:`MIN_PIECE` characters or more), its start when that is the end
+    of one, the whole line when it is a piece of one. Each line is masked alone, as it is
+    written, so a part shorter than that shows."""
+    body = line.rstrip("\r\n")
+    whole = body.strip()
+    grams = _grams
+    if len(whole) < MIN_PIECE or (
+        body[:MIN_PIECE] not in grams
+        and body[-MIN_PIECE:] not in grams
+        and whole[:MIN_PIECE] not in grams
+    ):
+        return line  # no part of a form at either end: the common case, decided here
+    ending = line[len(body) :]
+    for form in _known:
+        if len(form) <= MIN_PIECE:
+            break  # the longest first: no shorter form has a part of MIN_PIECE left to split
+        if len(whole) >= MIN_PIECE and whole in form:
+            return body.replace(whole, MASK) + ending
+        if body[-MIN_PIECE:] in form:
+            for size in range(min(len(form) - 1, len(body)), MIN_PIECE - 1, -1):
+                if body.endswith(form[:size]):
+                    body = body[:-size] + MASK
+                    break
+        if body[:MIN_PIECE] in form:
+            for size in range(min(len(form) - 1, len(body)), MIN_PIECE - 1, -1):
+                if body.startswith(form[-size:]):
+                    body = MASK + body[size:]
+                    break
+        if len(body) < MIN_PIECE:
+            break
+    return body + ending
 
 
 def masked_cut(text: str) -> str:
     """:func:`masked` for a line cut short: its end too is masked when it is the start of a
     secret (3 characters or more), which the cut went through."""
     text = masked(text)
-    for value in sorted(_known, key=len, reverse=True):
+    for value in _known:
         for size in range(min(len(value) - 1, len(text)), 2, -1):
             if text.endswith(value[:size]):
                 return text[:-size] + MASK

@@ -4,12 +4,15 @@ response and every notification is searched for each value: none holds one."""
 
 from __future__ import annotations
 
+import base64
 import json
+import re
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from textwrap import dedent
 from typing import Any
+from urllib.parse import quote
 
 import pytest
 import redis
@@ -273,3 +276,108 @@ def test_a_secret_a_cut_goes_through_is_masked_at_the_cut(
     assert failure is not None and failure["message"].startswith("...\n")
     assert FROM_ENV[-3:] not in failure["message"]
     assert not failure["message"].startswith("...\n" + FROM_ENV[-1])
+
+
+ODD = 'od"d\\Pa55-' + uuid.uuid4().hex[:12]  # a quote and a backslash: JSON and repr escape them
+
+ENCODED_TASKS = """
+import json
+from urllib.parse import quote
+from scheduler.secrets import secret
+
+def encode(job):
+    value = secret("ODD_SECRET")
+    print(json.dumps({"password": value}))
+    print("repr", repr(value))
+    print("url", quote(value, safe=""))
+    print("split", value[:10])
+    print(value[10:], "end")
+    return {"json": json.dumps(value)}
+"""
+
+
+def test_a_secret_printed_encoded_or_split_is_masked(
+    cli: CliRunner,
+    server: EmbeddedServer,
+    redis_client: redis.Redis,
+    tmp_path: Path,
+    receiver: Receiver,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Before, only a value as it is was masked: its base64 (as `base64` prints it, alone or
+    inside a longer text such as a Basic auth header), its URL-encoding, its JSON-escaped or
+    repr() text and a value printed over two lines were kept, logged and sent in clear."""
+    monkeypatch.setenv("ODD_SECRET", ODD)
+    module = f"encoded_{uuid.uuid4().hex[:8]}"
+    (tmp_path / f"{module}.py").write_text(dedent(ENCODED_TASKS))
+    path = tmp_path / "flow.yaml"
+    path.write_text(
+        dedent(
+            f"""
+            version: 1
+            name: encoded
+            secrets: [DB_PASSWORD, ODD_SECRET]
+            steps:
+              shell:
+                run: |
+                  echo -n $DB_PASSWORD | base64
+                  printf 'user:%s' "$DB_PASSWORD" | base64
+                  printf 'us:%s\\n' "$DB_PASSWORD" | base64 | tr '+/' '-_'
+              python:
+                job: {module}.encode
+              fail:
+                run: |
+                  printf 'Authorization: Basic '; printf 'ada:%s' "$ODD_SECRET" | base64; exit 3
+                notify:
+                  - on: [failure]
+                    webhook: {{url: "{receiver.url}/hook"}}
+            """
+        )
+    )
+    result = flows(cli, "run", str(path))
+    assert result.exit_code == 1, result.output
+    client = Client(server.url)
+    run_id = json.loads(client.engine.call("runs", "encoded", 0, 1))[0]["id"]
+    logs = {
+        step: [
+            json.loads(line)["text"]
+            for line in flows(cli, "logs", run_id, step, "--json").stdout.splitlines()
+        ]
+        for step in ("shell", "python", "fail")
+    }
+    # Inside a longer text, what the value alone decides is masked: a character at its start
+    # or end that also holds bits of the bytes around it shows.
+    shown = [r"\*\*\*", r"dXNlcjp\*\*\*.=", r"dXM6\*\*\*Cg=="]
+    assert len(logs["shell"]) == 3, logs["shell"]
+    assert all(map(re.fullmatch, shown, logs["shell"])), logs["shell"]
+    assert logs["python"] == [
+        '{"password": "***"}',
+        "repr '***'",
+        "url ***",
+        "split ***",
+        "*** end",
+    ], logs["python"]
+    (basic,) = logs["fail"]
+    assert re.fullmatch(r"Authorization: Basic YWRhOm\*\*\*.=", basic), basic
+    assert client.jobs[f"{run_id}:python"].result == {"json": '"***"'}
+    failure = client.jobs[f"{run_id}:fail"].failure
+    assert failure is not None and "Basic YWRhOm***" in failure["message"]
+    Deliverer(client).drain(10)
+    (sent,) = receiver.wait_for(1)
+    assert "YWRhOm***" in sent.body.decode()
+    # What the steps printed, in every form, is nowhere: not in a key, not in the notification.
+    printed = [
+        base64.b64encode(FROM_ENV.encode()),
+        base64.b64encode(f"user:{FROM_ENV}".encode()),
+        base64.urlsafe_b64encode(f"us:{FROM_ENV}\n".encode()),
+        base64.b64encode(f"ada:{ODD}".encode()),
+        json.dumps(ODD).encode(),
+        repr(ODD).encode(),
+        quote(ODD, safe="").encode(),
+        ODD[:10].encode(),
+        ODD[10:].encode(),
+    ]
+    texts = [*namespace_texts(redis_client), ("notification", sent.body)]
+    for form in printed:
+        found = [where for where, text in texts if form in text]
+        assert found == [], f"{form!r} found in {found}"

@@ -3,8 +3,12 @@
 
 from __future__ import annotations
 
+import base64
+import json
 import os
+import uuid
 from pathlib import Path
+from urllib.parse import quote, quote_plus
 
 import pytest
 
@@ -14,7 +18,9 @@ from scheduler.secrets import (
     MissingSecret,
     Secrets,
     mask,
+    masked,
     read_env_file,
+    remember,
     shown_data,
 )
 
@@ -64,6 +70,54 @@ def test_env_file_lines(tmp_path: Path) -> None:
 def test_masking_takes_the_longest_value_first_and_leaves_tiny_ones() -> None:
     assert mask("pw=abc-secret and abc", ["abc", "abc-secret"]) == "pw=*** and ***"
     assert mask("a b", ["a"]) == "a b"
+
+
+def test_a_secret_is_masked_in_the_forms_it_is_printed_in() -> None:
+    value = "s3cr/et 'q\"ü-" + uuid.uuid4().hex[:6]
+    remember([value])
+    raw = value.encode()
+    printed = [
+        base64.b64encode(raw).decode(),
+        base64.urlsafe_b64encode(raw).decode().rstrip("="),
+        quote(value, safe=""),
+        quote(value),
+        quote_plus(value),
+        json.dumps(value)[1:-1],
+        json.dumps(value, ensure_ascii=False)[1:-1],
+        json.dumps(value)[1:-1].replace("/", "\\/"),
+        repr(value)[1:-1],
+    ]
+    for text in printed:
+        assert masked(f"<{text}>") == "<***>", text
+    # Inside a longer base64 text, at each of the three offsets: only the characters that
+    # also hold bits of what is around it are left.
+    for before in ("", "u:", "us:", "user:"):
+        for after in ("", "\n", "!?"):
+            encoded = base64.b64encode(f"{before}{value}{after}".encode()).decode()
+            shown = masked(encoded)
+            assert "***" in shown and len(shown) <= len(encoded) - 12, (before, after, shown)
+
+
+def test_a_short_secret_masks_no_piece_of_its_forms() -> None:
+    """A value of 3 characters or more is masked as it is and in its whole forms; a piece of
+    one (a line, its base64 at an offset, a part at a line break) only from 8 characters."""
+    remember(["Zk9", "ab"])
+    assert masked("Zk9 and " + base64.b64encode(b"Zk9").decode()) == "*** and ***"
+    assert masked("ab " + base64.b64encode(b"ab").decode()) == "ab YWI="
+    inside = base64.b64encode(b"user:Zk9").decode()
+    assert masked(inside) == inside
+
+
+def test_a_secret_split_over_lines_is_masked_from_8_characters_a_part() -> None:
+    value = "Split-" + uuid.uuid4().hex[:16]  # 22 characters
+    remember([value])
+    assert masked(f"token: {value[:10]}") == "token: ***"
+    assert masked(f"{value[10:]} and more") == "*** and more"
+    assert masked(f"a\nsaid {value[:8]}\n  {value[8:15]}\n{value[15:]}!\n") == (
+        f"a\nsaid ***\n  {value[8:15]}\n{value[15:]}!\n"
+    )  # a part under 8 characters (7 here) shows
+    assert masked(f"  {value[3:14]}  ") == "  ***  "  # a whole line of a piece of it
+    assert masked(f"x {value[:7]}") == f"x {value[:7]}"
 
 
 def test_shown_data_hides_env_values_named_like_credentials() -> None:
