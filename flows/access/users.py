@@ -5,7 +5,7 @@ A role is what a user may do: ``viewer`` reads; ``operator`` also retries, rerun
 approves, signals and triggers; ``admin`` also manages schedules, queues, throttles and users.
 Keys: ``P users`` (name → JSON ``{name, role, created, by}``) and ``P users:tokens`` (token
 hash → name). Tokens are 256 random bits, so one hash is as good as a slow one and a lookup is
-one HGET.
+one HGET. An add and a revoke each write both keys in one MULTI/EXEC, under a WATCH of both.
 """
 
 from __future__ import annotations
@@ -15,8 +15,11 @@ import json
 import re
 import secrets
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
+
+import redis
 
 from scheduler.engine.client import Client
 from scheduler.engine.errors import FlowsError
@@ -61,28 +64,60 @@ class Users:
         self.tokens_key = prefix + "users:tokens"
 
     def add(self, name: str, role: str, by: str = "") -> str:
-        """A new user; returns its token (shown once: only its hash is kept)."""
+        """A new user; returns its token (shown once: only its hash is kept). The user and its
+        token are written together or not at all."""
         if not NAME.match(name):
             raise UserError(f"'{_shown(name)}' is not a user name (1 to 64 of A-Z a-z 0-9 _ . @ -)")
         if role not in ROLES:
             raise UserError(f"'{_shown(role)}' is not a role: viewer, operator or admin")
         token = TOKEN_PREFIX + secrets.token_urlsafe(32)
         record = json.dumps({"name": name, "role": role, "created": time.time(), "by": by})
-        if not self.redis.hsetnx(self.key, name, record):
-            raise UserError(f"user {name} exists: revoke it first to give it a new token")
-        self.redis.hset(self.tokens_key, token_hash(token), name)
+        self._atomically(lambda pipe: self._adding(pipe, name, record, token_hash(token)))
         return token
 
     def revoke(self, name: str) -> None:
-        """Remove a user: its token stops working at once."""
-        if not self.redis.hexists(self.key, name):
+        """Remove a user: every token of it stops working at once."""
+        self._atomically(lambda pipe: self._revoking(pipe, name))
+
+    def _atomically(self, change: Callable[[Any], None]) -> None:
+        """``change``'s reads under a WATCH of the users and their tokens, its writes queued in
+        one MULTI/EXEC: a change of either between them (another add or revoke) makes EXEC write
+        nothing, and ``change`` reads again. A process that dies before EXEC wrote nothing."""
+        with self.redis.pipeline(transaction=True) as pipe:
+            while True:
+                try:
+                    pipe.watch(self.key, self.tokens_key)
+                    change(pipe)
+                    pipe.execute()
+                    return
+                except redis.WatchError:
+                    continue
+
+    def _adding(self, pipe: Any, name: str, record: str, hashed: str) -> None:
+        """Add's reads (``pipe`` watching) and its writes, queued: the user, its token, and the
+        removal of any token left naming it (a revoke's, by a version that wrote in steps)."""
+        if pipe.hexists(self.key, name):
+            raise UserError(f"user {name} exists: revoke it first to give it a new token")
+        stray = self._tokens_of(pipe, name)
+        pipe.multi()
+        pipe.hset(self.key, name, record)
+        if stray:
+            pipe.hdel(self.tokens_key, *stray)
+        pipe.hset(self.tokens_key, hashed, name)
+
+    def _revoking(self, pipe: Any, name: str) -> None:
+        """Revoke's reads (``pipe`` watching) and its writes, queued: the user and every token
+        naming it."""
+        if not pipe.hexists(self.key, name):
             raise UserError(f"no user {_shown(name)} (see `flows user list`)")
-        stale = [h for h, owner in self.redis.hgetall(self.tokens_key).items() if owner == name]
-        pipe = self.redis.pipeline(transaction=True)
+        tokens = self._tokens_of(pipe, name)
+        pipe.multi()
         pipe.hdel(self.key, name)
-        if stale:
-            pipe.hdel(self.tokens_key, *stale)
-        pipe.execute()
+        if tokens:
+            pipe.hdel(self.tokens_key, *tokens)
+
+    def _tokens_of(self, pipe: Any, name: str) -> list[str]:
+        return [h for h, owner in pipe.hgetall(self.tokens_key).items() if owner == name]
 
     def list(self) -> list[User]:
         return sorted(

@@ -7,16 +7,19 @@ from __future__ import annotations
 
 import json
 import threading
+import uuid
 from pathlib import Path
 
+import pytest
 import redis
 from click.testing import CliRunner
 from flows_cli_support import flows
 from helpers import assert_unchanged, dumped
 from ui_support import TOKEN, Api, serve
 
-from flows.access.users import Users
+from flows.access.users import Users, token_hash
 from flows.ui.roles import RoleAuth
+from scheduler.embedded import EmbeddedServer
 from scheduler.engine.client import Client
 
 GATE = """\
@@ -232,3 +235,75 @@ def test_a_retry_or_rerun_worked_here_is_audited_however_the_run_ends(
         ("retry", run_id, "ada"),
         ("run", run_id, "ada"),
     ]
+
+
+def test_an_add_that_cannot_write_its_token_writes_nothing(
+    server: EmbeddedServer, redis_client: redis.Redis
+) -> None:
+    """The user and its token were two writes: when the second failed (here a user that may
+    only read the tokens; a process killed between them alike), the user stayed, with no
+    token that works and a name that could not be added again."""
+    password = uuid.uuid4().hex
+    redis_client.execute_command(
+        "ACL", "SETUSER", "flows-no-tokens", "on", f">{password}", "resetkeys", "~ql:users",
+        "%R~ql:users:tokens", "-@all", "+hsetnx", "+hset", "+hdel", "+hexists", "+hget",
+        "+hgetall", "+watch", "+unwatch", "+multi", "+exec", "+discard", "+ping",
+    )  # fmt: skip
+    try:
+        url = f"unix://flows-no-tokens:{password}@{server.socket_path}"
+        with (
+            Client(url) as limited,
+            assert_unchanged(redis_client),
+            pytest.raises(redis.RedisError, match="No permissions to access a key"),
+        ):
+            Users(limited).add("otto", "operator")
+    finally:
+        redis_client.execute_command("ACL", "DELUSER", "flows-no-tokens")
+    users = Users(Client(server.url))
+    assert users.find(users.add("otto", "operator")) is not None
+
+
+def test_a_revoke_that_read_before_a_re_add_leaves_no_token_working(
+    client: Client, redis_client: redis.Redis
+) -> None:
+    """A revoke reads the user's tokens, then deletes them with the user. Before, another
+    revoke and an add of the same name between the two let it delete the new user but not its
+    new token: a stray token that worked again as soon as the name was added once more (with
+    whatever role). The steps are interleaved here by hand on the server."""
+    users = Users(client)
+    first = users.add("otto", "operator")
+    with client.engine.redis.pipeline(transaction=True) as pipe:
+        pipe.watch(users.key, users.tokens_key)
+        users._revoking(pipe, "otto")  # read otto's tokens (first); its writes queued
+        users.revoke("otto")  # meanwhile, elsewhere: revoked and added again
+        second = users.add("otto", "viewer")
+        with pytest.raises(redis.WatchError):  # what it read changed: it writes nothing
+            pipe.execute()
+    found = users.find(second)
+    assert found is not None and found.role == "viewer" and users.find(first) is None
+    # And the public revoke, which reads again after such a change, revokes every token.
+    users.revoke("otto")
+    third = users.add("otto", "admin")
+    assert [users.find(t) for t in (first, second)] == [None, None]
+    assert users.find(third) is not None
+    assert set(redis_client.hvals(users.tokens_key)) == {"otto"}
+    assert len(redis_client.hkeys(users.tokens_key)) == 1
+
+
+def test_tokens_left_naming_a_user_stop_working_when_it_is_revoked_or_added(
+    client: Client, redis_client: redis.Redis
+) -> None:
+    """Tokens an earlier version's race left naming a user (in the tokens' hash, as that race
+    left them): a revoke removes them all with the user, and an add of a name that has none
+    removes those naming it, so they never work for the new user."""
+    users = Users(client)
+    token = users.add("vera", "viewer")
+    stray = ["flows_stray-" + uuid.uuid4().hex for _ in range(2)]
+    redis_client.hset(users.tokens_key, mapping={token_hash(s): "vera" for s in stray})
+    redis_client.hset(users.tokens_key, token_hash("flows_stray-of-ann"), "ann")
+    assert users.find(stray[0]) is not None  # they work while vera does
+    users.revoke("vera")
+    assert [users.find(t) for t in (token, *stray)] == [None, None, None]
+    assert users.find(users.add("ann", "admin")) is not None
+    assert users.find("flows_stray-of-ann") is None  # left before ann was added: not ann's
+    assert set(redis_client.hvals(users.tokens_key)) == {"ann"}
