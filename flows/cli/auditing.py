@@ -23,6 +23,7 @@ log = logging.getLogger(__name__)
 AUDITED: Final = frozenset(
     {
         ("approve",), ("backfill",), ("bury",), ("cancel",), ("delete",), ("kick",),
+        ("cache", "clear"), ("doctor",),
         ("rerun",), ("retry",), ("signal",), ("unfail",), ("notifications",),
         ("schedule", "pause"), ("schedule", "remove"), ("schedule", "resume"),
         ("schedule", "trigger"), ("sources", "remove"), ("queue", "drop"), ("queue", "truncate"),
@@ -72,6 +73,26 @@ def now() -> None:
         return
     after(context.meta.get("flows.argv", []))
     context.meta[RECORDED] = True
+
+
+def unchanged() -> None:
+    """The running command changed nothing after all (``flows cache clear`` that found nothing
+    to clear, ``flows doctor`` that repaired nothing): it is not recorded at its end."""
+    import click
+
+    context = click.get_current_context(silent=True)
+    if context is not None:
+        context.meta[RECORDED] = True
+
+
+def changed(done: bool) -> None:
+    """Record the running command now if it changed something (``done``), else never: for a
+    command whose exit code says what it found, not whether it changed anything (``flows
+    doctor --repair`` exits 1 when it found problems, however many it repaired)."""
+    if done:
+        now()
+    else:
+        unchanged()
 
 
 def after(argv: Sequence[str]) -> None:

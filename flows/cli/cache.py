@@ -8,6 +8,7 @@ from typing import Final
 
 import click
 
+from flows.cli import auditing
 from flows.cli.common import ago, open_client, print_json, report, table, user_errors
 from flows.cli.options import as_json, connection
 from scheduler.engine.client import Client
@@ -105,5 +106,6 @@ def clear(
                 removed += cleared
                 if not cleared:
                     break
+    auditing.changed(removed > 0)  # a clear of nothing changed nothing
     text = f"removed {removed} cache entr{'y' if removed == 1 else 'ies'}"
     report(as_json, text, {"removed": removed})

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import click
 
+from flows.cli import auditing
 from flows.cli.common import console, open_client, print_json, table, user_errors
 from flows.cli.options import as_json, connection
 from scheduler.engine import doctor
@@ -50,6 +51,8 @@ def doctor_command(
     client = open_client(redis_url, namespace)
     with user_errors():
         report = doctor.check(client, deep=deep, repair=repair, page=page)
+        # recorded when it repaired something, whatever it exits with (1: it found problems)
+        auditing.changed(any(r.status == "repaired" for r in report.repairs))
         advice = replication_advice(client.redis)
     if as_json:
         print_json({**report.as_dict(), "server": advice})

@@ -307,3 +307,30 @@ def test_tokens_left_naming_a_user_stop_working_when_it_is_revoked_or_added(
     assert users.find(users.add("ann", "admin")) is not None
     assert users.find("flows_stray-of-ann") is None  # left before ann was added: not ann's
     assert set(redis_client.hvals(users.tokens_key)) == {"ann"}
+
+
+def test_a_cache_clear_or_doctor_repair_that_changed_something_is_audited(
+    cli: CliRunner, client: Client, redis_client: redis.Redis
+) -> None:
+    """`flows cache clear` forgets entries and `flows doctor --repair` rewrites indexes: each is
+    recorded once when it changed something (the doctor exits 1 then: it found problems), and
+    not when it found nothing to clear or repair."""
+    t0 = 1_700_000_000.0
+    call = client.engine.call
+    call("worker.register", "w", "{}", now=t0)
+    call("put", "w", "q", "j1", "K", "{}", 0, now=t0)
+    call("pop", "q", "w", 1, now=t0)
+    assert json.loads(call("cache.use", "j1", "w", "q", "key1", 1e10, 1, now=t0)) == {"hit": False}
+    call("complete", "j1", "w", "q", "", "result", "{}", now=t0 + 1)
+    assert flows(cli, "cache", "clear", "key").exit_code == 0
+    assert flows(cli, "cache", "clear").exit_code == 0  # nothing left: nothing changed
+    assert flows(cli, "doctor", "--deep", "--repair").exit_code == 0  # nothing found
+    redis_client.zadd("ql:q:q-work", {"ghost": 1})
+    assert flows(cli, "doctor", "--deep").exit_code == 1  # found, not repaired
+    repaired = flows(cli, "doctor", "--deep", "--repair")
+    assert repaired.exit_code == 1, repaired.output  # found, and repaired
+    shown = json.loads(flows(cli, "audit", "--json").stdout)
+    assert [(e["action"], e["target"], e["who"], e["via"]) for e in shown] == [
+        ("doctor", "--deep --repair", "ada", "cli"),
+        ("cache clear", "key", "ada", "cli"),
+    ]
