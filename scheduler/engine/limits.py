@@ -6,7 +6,8 @@ argument before a round trip, with the exception class the engine would raise
 (:class:`~scheduler.engine.errors.InvalidArgument` or :class:`~scheduler.engine.errors.TooLarge`),
 and so that a
 payload Python cannot even encode (NaN, a value nested 10,000 deep) gets the same clear error
-instead of a ``ValueError`` or ``RecursionError`` from :mod:`json`.
+instead of a ``ValueError`` or ``RecursionError`` from :mod:`json`, and one JSON readers would
+read otherwise (an integer past a double's range) an error naming where it is.
 
 =========================  ==========================================================
 ids                        1..256 bytes (UTF-8), no white space or control character (C0,
@@ -33,7 +34,8 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Iterable
+import sys
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Literal
 
 from scheduler.engine.errors import InvalidArgument, TooLarge
@@ -56,6 +58,15 @@ MAX_PUT_MANY = 1000
 MAX_FANOUT_ITEMS = 10_000
 """Items of a foreach over a step's output (the engine's ``Fanout.MAX_ITEMS``)."""
 RESERVED_JID_SUFFIXES = ("-history", "-dependencies", "-dependents")
+MAX_JSON_NUMBER = sys.float_info.max
+"""The largest number JSON readers hold (a double's, about 1.8e308): past it, the engine's
+cjson, JavaScript and Python's ``float`` read infinity, which the engine refuses."""
+PAST_JSON_NUMBERS = (
+    "past what JSON readers hold (a double: about 1.8e308 either way; beyond, they read infinity)"
+)
+# An integer this long may be past MAX_JSON_NUMBER (309 digits); a shorter one never is.
+_LONG_DIGITS = re.compile(r"(?<!\d)\d{309}")  # tried at a run's start only: linear
+_PLAIN_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*")
 
 # White space and control characters (bytes 0-32 and 127, Lua's %s and %c in the C locale, the
 # C1 controls U+0080..U+009F, and the bidirectional controls): what Lua's Arg.id refuses.
@@ -286,7 +297,8 @@ def encode_payload(
     ``max_depth`` levels (:data:`MAX_JSON_DEPTH`; a result: :data:`MAX_RESULT_DEPTH`), NaN
     and infinities (not JSON), values :mod:`json` cannot encode, values it would change (a key
     that is not a string: ``{1: 'a', '1': 'b'}`` would read back as ``{'1': 'b'}``; text with
-    a lone surrogate, which is not UTF-8), and text over ``max_bytes``.
+    a lone surrogate, which is not UTF-8; an integer past a double's range, which readers
+    take for infinity), and text over ``max_bytes``.
     """
     if kind == "object" and not isinstance(value, dict):
         raise _invalid(command, f'Arg "{name}" is not a JSON object: {type(value).__name__}')
@@ -296,12 +308,109 @@ def encode_payload(
         _check_depth(command, name, value, max_depth)  # a cycle, or too deep: say so first
         if isinstance(error, RecursionError):  # deeper than this interpreter's encoder can go
             raise _invalid(command, f'Arg "{name}" nests too deeply to encode') from None
+        if isinstance(error, ValueError):  # an integer too long even to write (4,300 digits)
+            _check_numbers(command, name, value)
         raise _invalid(command, f'Arg "{name}" is not valid JSON: {error}') from None
     # Each level takes at least two characters: short text cannot nest too deeply.
     if len(text) > 2 * max_depth:
         _check_depth(command, name, value, max_depth)
     _check_faithful(command, name, value, surrogates="\\ud" in text)
+    if len(text) >= 309 and _LONG_DIGITS.search(text):  # only then can an integer be too big
+        _check_numbers(command, name, value)
     return check_text(command, name, text, max_bytes)
+
+
+def json_place(path: Sequence[str | int]) -> str:
+    """A place in a JSON value as a reader writes it: ``a.b[2]``, ``["a b"].c``; '' for the
+    value itself."""
+    out = ""
+    for part in path:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif _PLAIN_KEY.fullmatch(part):
+            out += f".{part}" if out else part
+        else:  # escaped: a key may hold quotes, control characters, a lone surrogate
+            out += f"[{json.dumps(part[:40] + ('...' if len(part) > 40 else ''))}]"
+    return out
+
+
+def _integer_fault(item: Any) -> str | None:
+    """Whether ``item`` is an integer JSON readers would read as infinity, in words."""
+    if isinstance(item, bool) or not isinstance(item, int):
+        return None
+    try:
+        float(item)  # rounds as JSON readers do: overflows exactly where theirs does
+    except OverflowError:
+        size = abs(item)
+        exponent = math.floor(math.log10(size))  # a float's: off by one near a power of ten
+        exponent += (10 ** (exponent + 1) <= size) - (10**exponent > size)
+        order = f"{'-' if item < 0 else ''}1e{exponent}"
+        return f"an integer of the order of {order}, {PAST_JSON_NUMBERS}; give it as text"
+    return None
+
+
+def _number_fault(item: Any) -> str | None:
+    """What keeps the number ``item`` from reading back from JSON text as it is, if anything."""
+    if isinstance(item, float):
+        if math.isnan(item):
+            return "NaN, which is no JSON number"
+        return None if math.isfinite(item) else f"a number {PAST_JSON_NUMBERS}"
+    return _integer_fault(item)
+
+
+def _any_fault(item: Any) -> str | None:
+    if isinstance(item, str):
+        try:
+            item.encode("utf-8")
+        except UnicodeEncodeError:
+            shown = json.dumps(item[:40])
+            return f"text with a lone surrogate ({shown}), which is not UTF-8 text"
+        return None
+    return _number_fault(item)
+
+
+def _find_fault(value: Any, fault: Callable[[Any], str | None]) -> tuple[str, str] | None:
+    """The first place in ``value`` (as :func:`json_place` writes it) where ``fault`` finds
+    something wrong with a key or a scalar, and what."""
+    stack: list[tuple[Any, tuple[str | int, ...]]] = [(value, ())]
+    while stack:
+        item, path = stack.pop()
+        if isinstance(item, dict):
+            for key in item:
+                if not isinstance(key, str):
+                    what = f"a key that is not a string: {repr(key)[:40]} ({type(key).__name__})"
+                    return json_place(path), what + "; JSON would turn it into text"
+                found = fault(key)
+                if found is not None:
+                    return json_place(path), f"a key that is {found}"
+            stack.extend((child, (*path, key)) for key, child in reversed(item.items()))
+        elif isinstance(item, list | tuple):
+            stack.extend((child, (*path, i)) for i, child in reversed(list(enumerate(item))))
+        else:
+            found = fault(item)
+            if found is not None:
+                return json_place(path), found
+    return None
+
+
+def json_fault(value: Any) -> tuple[str, str] | None:
+    """Where ``value`` holds what JSON text would not give back as it is, and what: a key that
+    is not a string, text with a lone surrogate (not UTF-8), NaN, or a number past what JSON
+    readers hold (an infinity; an integer past :data:`MAX_JSON_NUMBER`, which they read as
+    one). The first such place, as :func:`json_place` writes it ('' for the value itself), and
+    what it holds; None when there is none. It walks the whole value: for a value a person
+    gave (a signal's data), said where it is; :func:`encode_payload` walks only where its text
+    says it may find one."""
+    return _find_fault(value, _any_fault)
+
+
+def _check_numbers(command: str, name: str, value: Any) -> None:
+    """Refuse an integer JSON readers would read as infinity (the engine then says so, as if
+    the caller had given an infinity), naming where it is."""
+    found = _find_fault(value, _integer_fault)
+    if found is not None:
+        place, what = found
+        raise _invalid(command, f'Arg "{name}"{" at " + place if place else ""}: {what}')
 
 
 def _check_faithful(command: str, name: str, value: Any, *, surrogates: bool) -> None:
@@ -363,11 +472,13 @@ __all__ = [
     "MAX_FLOW_JOBS",
     "MAX_ID_BYTES",
     "MAX_JSON_DEPTH",
+    "MAX_JSON_NUMBER",
     "MAX_PAYLOAD_BYTES",
     "MAX_PRIORITY",
     "MAX_PUT_MANY",
     "MAX_RESULT_DEPTH",
     "MAX_TAGS",
+    "PAST_JSON_NUMBERS",
     "RESERVED_JID_SUFFIXES",
     "IdKind",
     "check_delay",
@@ -388,4 +499,6 @@ __all__ = [
     "id_fault",
     "id_from",
     "json_depth",
+    "json_fault",
+    "json_place",
 ]

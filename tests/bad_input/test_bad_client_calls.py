@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -225,6 +226,34 @@ def test_nan_and_infinities_in_a_payload_are_refused_by_the_engine(
     _, text = NAN_PAYLOADS[name]
     with assert_unchanged(populated.redis), pytest.raises(InvalidArgument):
         populated.engine.call("put", *put_args(jid="nan-job", data=text))
+
+
+def test_an_integer_past_what_json_readers_hold_is_refused_by_the_client_naming_where(
+    populated: Client,
+) -> None:
+    """An integer past a double's range is JSON text Python writes, but every reader (the
+    engine's too) reads infinity: the client refuses it, in data and results alike, naming
+    where it is and why, not the engine's "NaN and Infinity are not JSON numbers". The
+    largest integer a double holds goes through, and reads back as that double."""
+    past = "past what JSON readers hold (a double: about 1.8e308 either way"
+    running = populated.jobs["running"]
+    cases = [
+        ({"n": {"list": [1, 10**400]}}, 'Arg "data" at n.list[1]: an integer of the order of'),
+        ({"odd key": -(10**5000)}, 'Arg "data" at ["odd key"]: an integer of the order of -1e5000'),
+    ]
+    for value, words in cases:
+        with assert_unchanged(populated.redis), pytest.raises(InvalidArgument) as refused:
+            populated.queues["q"].put("tasks.a", value, jid="big-job")
+        assert str(refused.value).startswith(f"Put(): {words}")
+        assert past in str(refused.value)
+    with assert_unchanged(populated.redis), pytest.raises(InvalidArgument) as refused:
+        running.complete(result=10**400)
+    assert str(refused.value).startswith(
+        f'Complete(): Arg "result": an integer of the order of 1e400, {past}'
+    )
+    largest = int(sys.float_info.max)
+    jid = populated.queues["q"].put("tasks.a", {"n": largest, "digits": "9" * 400})
+    assert populated.jobs[jid].data == {"n": sys.float_info.max, "digits": "9" * 400}
 
 
 def test_a_flow_submission_over_the_limits_is_refused_before_the_round_trip(

@@ -909,11 +909,11 @@ def test_a_result_neither_json_nor_printable_fails_the_job_and_the_slot_goes_on(
 def test_a_result_the_engine_refuses_fails_the_job_at_once_in_bad_result(
     client: Client, engine: Engine, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """A result the worker's own check lets through but the engine refuses (a number past a
-    double's range reads as Infinity there) is no lost lock: the batched complete's refusal
-    fails the job in ``bad-result`` with the engine's message, at once. Before, the worker
-    logged "lock lost" and dropped it: the job ran again when its lock ran out, to be refused
-    again, retry after retry."""
+    """A result the engine would refuse (a number past a double's range reads as Infinity
+    there) is no lost lock: the job fails in ``bad-result`` at once, the message saying where
+    the number is and why (the worker's own check refuses it now, before the engine's "NaN and
+    Infinity"). Before, the worker logged "lock lost" and dropped it: the job ran again when its
+    lock ran out, to be refused again, retry after retry."""
     jid = put(client, "q", "huge_number", retries=2, retry=NO_BACKOFF)
     after = put(client, "q", "echo", {"value": "after"})
     with (
@@ -927,8 +927,9 @@ def test_a_result_the_engine_refuses_fails_the_job_at_once_in_bad_result(
     assert job.failure is not None
     assert job.failure["group"] == "bad-result"
     assert job.failure["message"] == (
-        'the job\'s result cannot be stored: Complete(): Arg "result" is not valid JSON: NaN '
-        "and Infinity are not JSON numbers"
+        'the job\'s result cannot be stored: Complete(): Arg "result" at value: an integer of '
+        "the order of 1e400, past what JSON readers hold (a double: about 1.8e308 either way; "
+        "beyond, they read infinity); give it as text"
     )
     assert history(job, "retried") == []
     assert len(history(job, "popped")) == 1

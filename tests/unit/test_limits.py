@@ -183,3 +183,37 @@ def test_names_are_single_path_segments(value: str) -> None:
 @pytest.mark.parametrize("value", ["q", "etl@20261126T105728Z-43c5d8", "run:step[3]", "a..b", "ü"])
 def test_names_may_hold_dots_colons_and_letters_of_any_script(value: str) -> None:
     assert limits.check_name("put", "queue", value) == value
+
+
+def test_json_fault_says_where_json_text_would_not_give_a_value_back() -> None:
+    past = limits.PAST_JSON_NUMBERS
+    assert limits.json_fault({"a": [1, 2.5, "x", None, True, {"b": 2**1023}]}) is None
+    assert limits.json_fault({"a": [1, {"b c": [10**400]}]}) == (
+        'a[1]["b c"][0]',
+        f"an integer of the order of 1e400, {past}; give it as text",
+    )
+    assert limits.json_fault([-(10**309) + 1]) == (
+        "[0]",
+        f"an integer of the order of -1e308, {past}; give it as text",
+    )
+    assert limits.json_fault({"x": math.inf}) == ("x", f"a number {past}")
+    assert limits.json_fault(math.nan) == ("", "NaN, which is no JSON number")
+    assert limits.json_fault({"k": {"\ud800": 1}}) == (
+        "k",
+        'a key that is text with a lone surrogate ("\\ud800"), which is not UTF-8 text',
+    )
+    assert limits.json_fault({"a": 1, 2: 3}) == (
+        "",
+        "a key that is not a string: 2 (int); JSON would turn it into text",
+    )
+    # The first place in the order the text is written.
+    assert limits.json_fault({"a": [0, "\udcff"], "b": 10**400})[0] == "a[1]"
+
+
+def test_an_integer_past_a_double_is_refused_where_it_is_in_data_and_results() -> None:
+    largest = int(limits.MAX_JSON_NUMBER)  # rounds to the largest double: read as it
+    assert limits.encode_payload("put", "data", {"n": largest}, kind="object")
+    with pytest.raises(InvalidArgument, match=r'^Put\(\): Arg "data" at n\[2\]: an integer '):
+        limits.encode_payload("put", "data", {"n": [0, 1, 2**1024]}, kind="object")
+    with pytest.raises(InvalidArgument, match=r'^Complete\(\): Arg "result": an integer of the '):
+        limits.encode_payload("complete", "result", 10**5000)  # too long even to write
