@@ -18,6 +18,7 @@ from flows.runs.read import RunView, load_run
 from flows.runs.signals import Signaled, SignalRefused, approval, parse_data, signal_step
 from scheduler.engine.client import Client
 from scheduler.engine.explain import explain, wait_line
+from scheduler.engine.limits import json_fault
 
 
 def register(group: click.Group) -> None:
@@ -123,7 +124,7 @@ def signal(
         values = parse_data(data)
     except SignalRefused as error:  # a usage error: said before connecting, nothing changed
         raise click.BadParameter(
-            str(error).removeprefix("--data "), param_hint="'--data'"
+            str(error).removeprefix("--data").lstrip(": "), param_hint="'--data'"
         ) from None
     client = open_client(redis_url, namespace)
     with user_errors():
@@ -147,6 +148,9 @@ def approve(
 ) -> None:
     """Approve STEP of RUN: `flows signal` with the data {"note": TEXT, "approved_by": USER}
     (USER: $FLOWS_USER, else the login name)."""
+    fault = None if note is None else json_fault(note)
+    if fault is not None:  # bytes that are no UTF-8 text, as the shell gave them
+        raise click.BadParameter(fault[1], param_hint="'--note'")
     client = open_client(redis_url, namespace)
     user = _user()
     with user_errors():

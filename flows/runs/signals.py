@@ -18,7 +18,7 @@ from typing import Any
 from flows.flowfile.findings import did_you_mean
 from scheduler.engine.client import Client
 from scheduler.engine.errors import FlowsError, InvalidArgument, JobNotFound, TooLarge, WrongState
-from scheduler.engine.limits import MAX_RESULT_DEPTH, json_depth
+from scheduler.engine.limits import MAX_RESULT_DEPTH, json_depth, json_fault
 
 APPROVED_BY = "approved_by"
 NOTE = "note"
@@ -150,6 +150,9 @@ def _data_text(where: str, data: Mapping[str, Any]) -> str:
         raise SignalRefused(f"{where}: the signal's data must be a JSON object")
     if json_depth(data, MAX_DATA_DEPTH) > MAX_DATA_DEPTH:
         raise SignalRefused(f"{where}: the signal's data nest more than {MAX_DATA_DEPTH} deep")
+    fault = json_fault(data)
+    if fault is not None:  # the engine would refuse it, in words that say neither what nor where
+        raise SignalRefused(f"{where}: the signal's data{_at(fault)}")
     try:
         return json.dumps(dict(data), allow_nan=False, separators=(",", ":"))
     except (TypeError, ValueError) as error:
@@ -190,7 +193,16 @@ def parse_data(text: str) -> dict[str, Any]:
         raise SignalRefused(f"--data must be a JSON object, got {type(value).__name__}")
     if json_depth(value, MAX_DATA_DEPTH) > MAX_DATA_DEPTH:
         raise SignalRefused(f"--data nests more than {MAX_DATA_DEPTH} deep")
+    fault = json_fault(value)  # 1e999 reads as infinity, "\ud800" as no UTF-8 text
+    if fault is not None:
+        raise SignalRefused(f"--data{_at(fault)}")
     return value
+
+
+def _at(fault: tuple[str, str]) -> str:
+    """A fault :func:`~scheduler.engine.limits.json_fault` found, said after the data's name."""
+    place, what = fault
+    return f" at {place}: {what}" if place else f": {what}"
 
 
 def _no_constant(name: str) -> float:

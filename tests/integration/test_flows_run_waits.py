@@ -134,6 +134,36 @@ def test_detach_then_signal_then_a_worker_finishes_the_run(
     assert status_json(cli, "r1")["status"] == "succeeded"
 
 
+def test_signal_data_json_readers_cannot_hold_is_a_usage_error_naming_where(
+    cli: CliRunner, client: Client, redis_client: redis.Redis, tmp_path: Path
+) -> None:
+    """A number past a double's range (1e999, a 400-digit integer: infinity to every JSON
+    reader) and a lone surrogate (no UTF-8 text) are refused as any bad --data is: exit 2,
+    naming the option, where in the data, and what is wrong; nothing changed. Before, the
+    first ended in Python's "Out of range float values are not JSON compliant" (exit 1), the
+    others in the engine's "invalid unicode escape" or "NaN and Infinity"."""
+    path = wait_flow(tmp_path)
+    assert flows(cli, "run", "--detach", "--run-id", "r1", str(path)).exit_code == 0
+    past = "past what JSON readers hold (a double: about 1.8e308 either way"
+    refused = {
+        '{"note": 1e999}': f"at note: a number {past}",
+        '{"note": {"n": [-1e400]}}': f"at note.n[0]: a number {past}",
+        '{"note": ' + "1" * 400 + "}": f"at note: an integer of the order of 1e399, {past}",
+        '{"note": "\\ud800"}': 'at note: text with a lone surrogate ("\\ud800"), which',
+        '{"a b": {"\\udcff": 1}}': 'at ["a b"]: a key that is text with a lone surrogate',
+    }
+    for data, words in refused.items():
+        with assert_unchanged(redis_client):
+            result = flows(cli, "signal", "r1", "approve", "--data", data)
+        assert result.exit_code == 2, (data, result.output)
+        assert f"Invalid value for '--data': {words}" in result.output, (data, result.output)
+    # A note that is no UTF-8 text (bytes the shell gave that are not): the option is named.
+    with assert_unchanged(redis_client):
+        result = flows(cli, "approve", "r1", "approve", "--note", "ok \udcff")
+    assert result.exit_code == 2, result.output
+    assert "Invalid value for '--note': text with a lone surrogate" in result.output
+
+
 def test_a_wait_canceled_with_its_run_is_refused_as_canceled_not_missing(
     cli: CliRunner, client: Client, redis_client: redis.Redis, tmp_path: Path
 ) -> None:

@@ -168,3 +168,37 @@ def test_data_nested_deeper_than_every_reader_goes_is_refused(
     given = api.post(f"/api/v1/runs/{run_id}/steps/approve/signal", {"data": {"note": [[1]]}})
     assert given.status == 200, given.body
     assert api.get("/api/v1/jobs/g1:approve").status == 200
+
+
+def test_data_json_readers_cannot_hold_is_refused_naming_where(
+    api: Api, redis_client: redis.Redis, run_id: str
+) -> None:
+    """A number past a double's range (1e999 or Infinity read by the API's JSON parser, an
+    integer of 400 digits) and a lone surrogate get a 422 naming the data and the place, as
+    `flows signal --data` does; nothing changed. Before, a lone surrogate got the engine's
+    "invalid unicode escape" and a number past the range "not JSON compliant"."""
+    signal = f"/api/v1/runs/{run_id}/steps/approve/signal"
+    approve = f"/api/v1/runs/{run_id}/steps/approve/approve"
+    where = f"run {run_id}, step approve: the signal's data"
+    past = "past what JSON readers hold (a double: about 1.8e308 either way"
+    refused = [
+        (signal, b'{"data": {"note": 1e999}}', f"{where} at note: a number {past}"),
+        (signal, b'{"data": {"note": [Infinity]}}', f"{where} at note[0]: a number {past}"),
+        (signal, b'{"data": {"note": NaN}}', f"{where} at note: NaN, which is no JSON number"),
+        (
+            signal,
+            b'{"data": {"note": ' + b"9" * 400 + b"}}",
+            f"{where} at note: an integer of the order of 1e399, {past}",
+        ),
+        (
+            signal,
+            b'{"data": {"note": "\\ud800"}}',
+            f'{where} at note: text with a lone surrogate ("\\ud800"), which is not UTF-8 text',
+        ),
+        (approve, b'{"note": "x\\udcff"}', "body.note: Input should be a valid string"),
+    ]
+    for path, body, words in refused:
+        with assert_unchanged(redis_client):
+            reply = api.request("POST", path, raw=body)
+        assert reply.status == 422, (body, reply.body)
+        assert reply.body["detail"].startswith(words), (body, reply.body)
