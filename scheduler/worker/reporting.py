@@ -200,9 +200,16 @@ def _at_once(call: Call) -> Report:
         jid = active.ctx.jid
         try:
             call(reporter, active, outcome, _elapsed_ms(active))
-        except EngineError as error:
+        except (LockLost, WrongState, JobNotFound) as error:
             # The lock was lost meanwhile: the job belongs to someone else now.
             log.warning("job %s: lock lost, outcome %s dropped (%s)", jid, outcome.kind, error)
+        except EngineError as error:  # refused for what it sent (INVALID, TOOLARGE): say why
+            log.warning(
+                "job %s: outcome %s not reported: the engine refused it (%s)",
+                jid,
+                outcome.kind,
+                error,
+            )
         except (redis.RedisError, ClusterError) as error:
             log.warning("job %s: outcome %s not reported (%s)", jid, outcome.kind, error)
         finally:

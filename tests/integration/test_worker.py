@@ -1220,3 +1220,40 @@ def test_bury_job_buries_the_job_until_it_is_kicked(client: Client, engine: Engi
     assert client.queues["q"].jobs.buried() == [jid]
     assert client.queues["q"].kick() == 1
     assert client.jobs[jid].state == "waiting"
+
+
+def test_an_outcome_reported_at_once_and_refused_says_the_engines_reason(
+    client: Client, engine: Engine, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A retry, fail, skip, release or bury is sent at once: when the engine refuses it for
+    what it was sent (a failure group it does not take, a negative delay), the log says the
+    engine's reason, not "lock lost", which stays for a job whose lock is gone."""
+    worker = Client.from_engine(engine, worker_name="w1")
+    held = Held()
+    reporter = Reporter(worker, held, None, lambda: None)
+    for jid in ("bad-group", "bad-delay", "lost"):
+        client.queues["q"].put("tasks.t", {}, jid=jid)
+    popped = {job.jid: job for job in worker.queues["q"].pop(3)}
+    popped["lost"].timeout()  # its lock taken away: the engine refuses its release
+    outcomes = {
+        "bad-group": Outcome("fail", group="two words", message="boom"),
+        "bad-delay": Outcome("release", delay=-5),
+        "lost": Outcome("release", delay=0),
+    }
+    with caplog.at_level(logging.INFO, logger="flows.worker"):
+        for jid, job in popped.items():
+            ctx = JobContext(job=job, data={}, options=JobOptions(), sandbox=tmp_path)
+            active = Active(ctx=ctx, lock_seconds=60, lock_deadline=0, next_heartbeat=0)
+            held.add(active)
+            with assert_unchanged(client.redis, f"ql:j:{jid}*"):
+                reporter.settle(active, outcomes[jid])
+    assert held.all() == []
+    lines = {r.getMessage().split(":")[0]: r.getMessage() for r in caplog.records}
+    assert lines["job bad-group"].startswith(
+        "job bad-group: outcome fail not reported: the engine refused it (FailHeld(): "
+    ), lines
+    assert lines["job bad-delay"].startswith(
+        "job bad-delay: outcome release not reported: the engine refused it (Release(): "
+    ), lines
+    assert "white space" in lines["job bad-group"] and "delay" in lines["job bad-delay"]
+    assert lines["job lost"].startswith("job lost: lock lost, outcome release dropped"), lines
