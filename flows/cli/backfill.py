@@ -97,7 +97,7 @@ def backfill(
             try:  # --from and --to that are no dates, or out of order: usage errors (exit 2)
                 first = parse_moment(start_text, zone, option="--from")
                 last = parse_moment(end_text, zone, option="--to", end=True)
-                check_range(first, last)
+                check_range(first, last, zone)
             except BackfillError as error:
                 raise click.UsageError(str(error)) from None
             ticks = plan(target, first, last, now)

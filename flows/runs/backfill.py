@@ -154,18 +154,22 @@ def parse_moment(text: str, zone: ZoneInfo, *, option: str, end: bool = False) -
     return seconds
 
 
-def check_range(start: float, end: float) -> None:
-    """Refuse a range that ends before it starts (:class:`BackfillError`)."""
+def check_range(start: float, end: float, zone: ZoneInfo) -> None:
+    """Refuse a range that ends before it starts (:class:`BackfillError`); ``zone``: the
+    schedule's, in which the message shows the range."""
     if start > end:
-        raise BackfillError(f"--from {_utc(start)} is after --to {_utc(end)}: nothing to backfill")
+        raise BackfillError(
+            f"--from {shown(start, zone)} is after --to {shown(end, zone)}: nothing to backfill"
+        )
 
 
 def plan(target: Target, start: float, end: float, now: float) -> Plan:
     """The ticks of ``target``'s schedule in ``[start, end]`` (no later than ``now``)."""
-    check_range(start, end)
+    zone = target.zone
+    check_range(start, end, zone)
     if start > now:
         raise BackfillError(
-            f"--from {_utc(start)} is in the future: a backfill covers past ticks "
+            f"--from {shown(start, zone)} is in the future: a backfill covers past ticks "
             "(the schedule fires the coming ones)"
         )
     last = min(end, now)
@@ -175,7 +179,8 @@ def plan(target: Target, start: float, end: float, now: float) -> Plan:
         raise BackfillError(str(error)) from None
     if not ticks:
         raise BackfillError(
-            f"the schedule of {target.name} has no tick from {_utc(start)} to {_utc(last)}"
+            f"the schedule of {target.name} has no tick from {shown(start, zone)} to "
+            f"{shown(last, zone)}"
         )
     return Plan(target, start, end, ticks, clamped=end > now)
 
@@ -219,8 +224,13 @@ def start(client: Client, plan: Plan, max_active: int, now: float) -> tuple[str,
     return backfill_id, advance(client, FlowsSource(), now, backfill_id=backfill_id)
 
 
-def _utc(moment: float) -> str:
-    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(moment))
+def shown(moment: float, zone: ZoneInfo) -> str:
+    """``moment`` as the schedule's wall clock reads it, the clock ``--from`` and ``--to``
+    without an offset are read on, then the UTC in brackets (``2026-11-05 00:00:00 CET
+    (2026-11-04 23:00:00 UTC)``); a schedule in UTC: the UTC alone."""
+    utc = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(moment))
+    local = datetime.fromtimestamp(moment, zone).strftime("%Y-%m-%d %H:%M:%S %Z")
+    return utc if local == utc else f"{local} ({utc})"
 
 
 __all__ = [
@@ -235,5 +245,6 @@ __all__ = [
     "parse_moment",
     "plan",
     "resolve",
+    "shown",
     "start",
 ]

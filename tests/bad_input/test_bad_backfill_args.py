@@ -66,6 +66,44 @@ def test_bad_backfills_are_refused_clearly_and_change_nothing(
     assert len(output.splitlines()) <= 12, output
 
 
+def test_a_refused_range_is_shown_on_the_schedules_clock_with_the_utc(
+    cli: CliRunner, populated: Client, tmp_path: Path
+) -> None:
+    """--from and --to without an offset are read on the schedule's clock: the refusal shows
+    them so, the UTC in brackets. Before, `--from 2026-11-05` in Berlin came back as
+    "--from 2026-11-04 23:00:00 UTC", a day the user never typed."""
+    (tmp_path / "berlin.yaml").write_text(
+        'version: 1\nname: berlin\nqueue: q\nschedule: {cron: "0 2 * * *", '
+        "timezone: Europe/Berlin}\nsteps:\n  a: {job: tasks.a}\n"
+    )
+    flow = str(tmp_path / "berlin.yaml")
+    cases = [
+        (
+            ["--from", "2026-11-05", "--to", "2026-11-04"],
+            "--from 2026-11-05 00:00:00 CET (2026-11-04 23:00:00 UTC) is after --to 2026-11-04 "
+            "23:59:59 CET (2026-11-04 22:59:59 UTC): nothing to backfill",
+        ),
+        (
+            ["--from", "2026-07-01T03:00", "--to", "2026-07-01T04:00"],
+            "the schedule of berlin has no tick from 2026-07-01 03:00:00 CEST (2026-07-01 "
+            "01:00:00 UTC) to 2026-07-01 04:00:00 CEST (2026-07-01 02:00:00 UTC)",
+        ),
+        (
+            ["--from", "2999-01-01", "--to", "2999-01-02"],
+            "--from 2999-01-01 00:00:00 CET (2998-12-31 23:00:00 UTC) is in the future",
+        ),
+    ]
+    for args, words in cases:
+        output = refused(cli, populated.redis, ["backfill", flow, *args], (1, 2))
+        assert words in " ".join(output.split()), output
+    # A schedule in UTC: the UTC alone, once.
+    (tmp_path / "nightly.yaml").write_text(FILES["nightly.yaml"])
+    nightly = str(tmp_path / "nightly.yaml")
+    argv = ["backfill", nightly, "--from", "2026-01-05", "--to", "2026-01-01"]
+    output = refused(cli, populated.redis, argv, (2,))
+    assert "--from 2026-01-05 00:00:00 UTC is after --to 2026-01-01 23:59:59 UTC" in output
+
+
 NIGHTLY = [c for c in CASES if c[0][0] == "{d}/nightly.yaml"]
 
 
