@@ -5,11 +5,7 @@ from __future__ import annotations
 
 import os
 import signal
-import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
-from types import FrameType
 
 import click
 
@@ -18,39 +14,12 @@ from flows.cli.options import connection
 from flows.cli.terminal import visible
 from flows.cli.validate import checked_files, print_findings, summary
 from flows.testing.files import SUFFIX, find_test_files
-from flows.testing.session import CaseReport, private_server, run_files
+from flows.testing.session import CaseReport, private_server, run_files, sigterm_as_ctrl_c
 from scheduler.worker.imports import import_path
 
 
 def register(group: click.Group) -> None:
     group.add_command(test)
-
-
-@contextmanager
-def _sigterm_as_ctrl_c(terminated: list[int]) -> Iterator[None]:
-    """SIGTERM (a CI job cancelled, `timeout`, a container stopped) stops the cases as Ctrl-C
-    does: a real step's commands are stopped, the case's namespace and the private server
-    removed. By default it ended the process at once, and left them all running. Only the
-    first one counts (`timeout` signals the process, then its whole group: one request, two
-    deliveries); a Ctrl-C after it still stops a step's commands at once."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = signal.getsignal(signal.SIGTERM)
-    if previous is None or previous == signal.SIG_IGN:  # ignored by whoever started us
-        yield
-        return
-
-    def stop(signum: int, frame: FrameType | None) -> None:
-        if not terminated:
-            terminated.append(signum)
-            raise KeyboardInterrupt
-
-    signal.signal(signal.SIGTERM, stop)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 def _line(report: CaseReport, verbose: bool) -> None:
@@ -100,7 +69,7 @@ def test(
 
     terminated: list[int] = []
     try:
-        with user_errors(), _sigterm_as_ctrl_c(terminated):
+        with user_errors(), sigterm_as_ctrl_c(terminated):
             if redis_url or os.environ.get("FLOWS_REDIS_URL"):
                 session = run_files(open_client(redis_url, namespace).redis, files, show, select)
             else:

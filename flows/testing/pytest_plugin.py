@@ -5,12 +5,21 @@ Registered under the ``pytest11`` entry point, so a project that installs redis-
 flow tests run by its own ``pytest`` (``pytest examples/``, or wherever its flows live). Cases
 run on ``$FLOWS_REDIS_URL`` or a private embedded server, one namespace each. A test file with a
 mistake fails as one item whose message is its file:line:col findings.
+
+SIGTERM (a cancelled CI job, ``timeout``) leaves nothing behind. While a case runs it stops the
+case as Ctrl-C does (a real step's processes, the case's namespace and sandbox), then the session
+with exit code 143, as ``flows test`` ends. At any other moment (collecting, a Python test)
+pytest ends on it as it always did, its private server stopped first.
 """
 
 from __future__ import annotations
 
+import signal
+import threading
 from collections.abc import Iterator
+from contextlib import AbstractContextManager, suppress
 from pathlib import Path
+from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -21,11 +30,15 @@ if TYPE_CHECKING:
 
 SUFFIX = ".test.yaml"  # flows.testing.files's, not imported: every pytest run loads this plugin
 _server: Any = None
+_private: AbstractContextManager[Any] | None = None
+"""The private server's context (None: none runs, or $FLOWS_REDIS_URL's is used)."""
+_previous_sigterm: Any = None
+"""SIGTERM's handler before :func:`_stop_then_sigterm` (None: that one is not installed)."""
 
 
 def _redis() -> Any:
     """$FLOWS_REDIS_URL's server, else a private embedded one for the session."""
-    global _server
+    global _server, _private
     if _server is None:
         import atexit
         import os
@@ -38,9 +51,49 @@ def _redis() -> Any:
             _server = connect()
         else:
             session = private_server()
-            _server = session.__enter__()
-            atexit.register(session.__exit__, None, None, None)
+            atexit.register(_close)
+            _server = session.__enter__()  # a start cut short stops what it started
+            _private = session
     return _server
+
+
+def _close() -> None:
+    """Stop the private server and remove its folder (once), and give SIGTERM back."""
+    global _server, _private, _previous_sigterm
+    session, _private, _server = _private, None, None
+    if _previous_sigterm is not None:
+        if signal.getsignal(signal.SIGTERM) == _stop_then_sigterm:
+            signal.signal(signal.SIGTERM, _previous_sigterm)
+        _previous_sigterm = None
+    if session is not None:
+        with suppress(Exception):  # a server already gone: nothing is left to stop
+            session.__exit__(None, None, None)
+
+
+def _watch_sigterm() -> None:
+    """Outside a case, SIGTERM ends pytest as it did before this plugin ran (by default at
+    once): the private server, a daemon, would outlive it, so it is stopped first."""
+    global _previous_sigterm
+    if threading.current_thread() is not threading.main_thread():
+        return
+    previous = signal.getsignal(signal.SIGTERM)
+    if previous is None or previous == signal.SIG_IGN:  # ignored by whoever started us
+        return
+    _previous_sigterm = previous
+    signal.signal(signal.SIGTERM, _stop_then_sigterm)
+
+
+def _stop_then_sigterm(signum: int, frame: FrameType | None) -> None:
+    previous = _previous_sigterm
+    _close()  # gives SIGTERM its previous handler back
+    if callable(previous):
+        previous(signum, frame)
+    else:
+        signal.raise_signal(signum)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    _close()
 
 
 class FlowTestFailure(Exception):
@@ -94,9 +147,24 @@ class FlowCaseItem(pytest.Item):
         self.case = case
 
     def runtest(self) -> None:
-        from flows.testing.session import check_case
+        from flows.testing.session import check_case, sigterm_as_ctrl_c
 
-        report = check_case(_redis(), str(self.path), self.test, self.case)
+        terminated: list[int] = []
+        try:
+            # The server's start too: a start cut short stops the server it launched.
+            with sigterm_as_ctrl_c(terminated):
+                report = check_case(_redis(), str(self.path), self.test, self.case)
+            if _private is not None and _previous_sigterm is None:
+                _watch_sigterm()  # under the case's handler, SIGTERM's own: the one it gave back
+        except KeyboardInterrupt:
+            if not terminated:
+                raise  # Ctrl-C: pytest's own interruption
+            # The case stopped as on Ctrl-C; the session ends as `flows test` does on SIGTERM
+            # (pytest.exit: no traceback, and the private server is stopped at unconfigure).
+            pytest.exit(
+                f"terminated (SIGTERM) in flow test case {self.case.name!r}",
+                returncode=128 + signal.SIGTERM,
+            )
         if not report.passed:
             raise FlowTestFailure("\n".join(report.failure))
 

@@ -7,11 +7,14 @@ prints them, and its cases are not run); each case then runs in its own namespac
 
 from __future__ import annotations
 
+import signal
 import tempfile
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import FrameType
 
 import redis
 
@@ -32,13 +35,43 @@ def private_server() -> Iterator[redis.Redis]:
 
     with tempfile.TemporaryDirectory(prefix="flows-test-server-") as folder:
         server = EmbeddedServer(Path(folder), appendfsync="no", scratch=True)
-        server.start()
-        client = connect(server.url)
-        try:
-            yield client
+        try:  # a start interrupted (Ctrl-C, SIGTERM) may have launched the daemon: stopped too
+            server.start()
+            client = connect(server.url)
+            try:
+                yield client
+            finally:
+                client.close()
         finally:
-            client.close()
             server.stop()
+
+
+@contextmanager
+def sigterm_as_ctrl_c(terminated: list[int]) -> Iterator[None]:
+    """SIGTERM (a CI job cancelled, `timeout`, a container stopped) stops the cases as Ctrl-C
+    does: a real step's commands are stopped, the case's namespace and the private server
+    removed. By default it ended the process at once, and left them all running. Only the
+    first one counts (`timeout` signals the process, then its whole group: one request, two
+    deliveries); a Ctrl-C after it still stops a step's commands at once. ``terminated`` gets
+    the signal's number when it came."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.getsignal(signal.SIGTERM)
+    if previous is None or previous == signal.SIG_IGN:  # ignored by whoever started us
+        yield
+        return
+
+    def stop(signum: int, frame: FrameType | None) -> None:
+        if not terminated:
+            terminated.append(signum)
+            raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 @dataclass

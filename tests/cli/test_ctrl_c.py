@@ -7,11 +7,9 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 import tomllib
 from pathlib import Path
@@ -159,14 +157,11 @@ def test_ctrl_c_while_a_flow_tests_real_step_runs(url: str, tmp_path: Path) -> N
             os.kill(step, signal.SIGKILL)
 
 
-def test_sigterm_stops_a_flow_test_as_ctrl_c_does(tmp_path: Path) -> None:
+def test_sigterm_stops_a_flow_test_as_ctrl_c_does(tmp_path: Path, short_tmp: Path) -> None:
     """SIGTERM (a CI job cancelled, `timeout`) ended `flows test` at once: the real step's
     commands ran on, and so did the private server, its folder left behind. It now stops as
     Ctrl-C does, with exit code 143 and one line."""
-    pid_file = tmp_path / "step.pid"
-    # A short temp folder: the private server's socket lives in it, and pytest's own folders
-    # can be longer than a socket path may be.
-    temp = Path(tempfile.mkdtemp(dir="/tmp", prefix="ft"))
+    pid_file, temp = tmp_path / "step.pid", short_tmp
     (tmp_path / "sleepy.yaml").write_text(
         f"version: 1\nname: sleepy\nsteps:\n  nap:\n    run: echo $$ > {pid_file}; exec sleep 120\n"
     )
@@ -203,7 +198,6 @@ def test_sigterm_stops_a_flow_test_as_ctrl_c_does(tmp_path: Path) -> None:
             os.kill(step, signal.SIGKILL)
         for folder in temp.glob("flows-test-server-*"):  # a failed run's server: not left
             EmbeddedServer(folder).stop()
-        shutil.rmtree(temp, ignore_errors=True)
 
 
 STUBBORN = """\
