@@ -31,6 +31,8 @@ _STUB_KEYS: Final = ("outputs", "fail", "exit", "duration", "skip")
 _EXPECT_KEYS: Final = ("status", "steps", "order", "runs", "outputs")
 _STEP_EXPECT_KEYS: Final = ("status", "attempts", "outputs")
 _SCHEDULE_KEYS: Final = ("from", "to", "outage")
+NODE_SEPARATOR: Final = "::"
+"""What joins a file and a case in a test's id (``etl.test.yaml::load fails``), as in pytest's."""
 
 
 @dataclass(frozen=True)
@@ -324,13 +326,9 @@ class CaseReader:
         if body is None:
             return None
         self.keys(body, _CASE_KEYS, where, "a case")
-        name = body.get("name")
-        if not isinstance(name, str) or not name.strip():
-            self.sink.error(where, "test-name", "a case needs a name")
+        name = self.name(body.get("name"), where, names)
+        if name is None:
             return None
-        if name in names:
-            self.sink.error((*where, "name"), "test-name", f"two cases are named {name!r}")
-        names.add(name)
         at = DEFAULT_START if "at" not in body else self.time(body["at"], (*where, "at"))
         params = body.get("params") or {}
         # A schedule case's params are a finding of their own (unused).
@@ -376,6 +374,26 @@ class CaseReader:
             return None
         line = self.sink.locate(where, False)[0]
         return Case(str(name), line, params, at, mocks, mock_all, period, signals, expect)
+
+    def name(self, name: Any, where: DataPath, names: set[str]) -> str | None:
+        """The case's name, added to ``names`` (the file's so far); None when it has none."""
+        if not isinstance(name, str) or not name.strip():
+            self.sink.error(where, "test-name", "a case needs a name")
+            return None
+        if NODE_SEPARATOR in name:
+            # pytest splits a node id at every '::': `pytest FILE::a::b` looks for a case 'a'
+            # holding 'b', so the case would be collected but never selected by its own id.
+            apart = name.replace(NODE_SEPARATOR, ": ")
+            self.sink.error(
+                (*where, "name"),
+                "test-name",
+                f"a case name may not contain '{NODE_SEPARATOR}': {name!r}",
+                f"a case is selected as FILE{NODE_SEPARATOR}NAME (pytest): e.g. {apart!r}",
+            )
+        if name in names:
+            self.sink.error((*where, "name"), "test-name", f"two cases are named {name!r}")
+        names.add(name)
+        return name
 
     def check_params(self, raw: Any, where: DataPath, scheduled: bool) -> None:
         """Each param the case gives, bound as the run binds it (an unknown name, a value the

@@ -184,3 +184,28 @@ def test_a_step_expectation_that_can_never_hold_is_a_finding(tmp_path: Path) -> 
         (4, 36, "attempts must be a number >= 0"),
         (4, 49, "outputs must map the step's outputs to values (a foreach step: a list of them)"),
     ]
+
+
+def test_a_case_name_with_the_node_separator_is_a_finding(tmp_path: Path) -> None:
+    # pytest splits a node id at '::': `pytest x.test.yaml::etl::load` looked for a case 'etl'
+    # holding 'load', so the case was collected (and shown by that id) but never selectable.
+    flow = tmp_path / "x.yaml"
+    flow.write_text("version: 1\nname: x\nsteps:\n  a: {run: echo}\n")
+    cases = "  - name: etl::load\n  - name: 'a: b'\n"
+    expected = [
+        (
+            3,
+            11,
+            "a case name may not contain '::': 'etl::load'",
+            "a case is selected as FILE::NAME (pytest): e.g. 'etl: load'",
+        )
+    ]
+    test = tmp_path / "x.test.yaml"
+    test.write_text("flow: x.yaml\ncases:\n" + cases)
+    reading = read_test_file(test)
+    assert reading.test is None
+    assert [(f.line, f.col, f.message, f.hint) for f in reading.findings] == expected
+    own = tmp_path / "own.yaml"
+    own.write_text(flow.read_text() + "tests:\n" + cases)
+    reading = read_test_file(own)  # and so `flows validate` and `flows run`
+    assert [(f.line - 3, f.col, f.message, f.hint) for f in reading.findings] == expected
