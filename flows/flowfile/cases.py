@@ -129,6 +129,50 @@ class CaseReader:
         self.set_waits(waits)
         self.params = params
         """The flow's declared params (None: not known, a case's are not checked)."""
+        self.flow_outputs: tuple[str, ...] | None = None
+        """The keys of the flow's ``outputs:`` (empty: it has none; None: not known, a case's
+        ``expect.outputs`` is not checked)."""
+        self.step_outputs: dict[str, tuple[str, ...]] = {}
+        """The output keys each step declares (its ``outputs:``); a step not here may have any."""
+
+    def set_outputs(
+        self, flow: Collection[str] | None, steps: Mapping[str, Sequence[str] | None]
+    ) -> None:
+        """The flow's output keys (None: not known) and those its steps declare (None: any)."""
+        self.flow_outputs = tuple(str(key) for key in flow) if flow is not None else None
+        self.step_outputs = {
+            str(step): tuple(str(key) for key in keys)
+            for step, keys in steps.items()
+            if keys is not None
+        }
+
+    def output_keys(self, given: Mapping[Any, Any], path: DataPath, step: str | None) -> None:
+        """A finding for each key of ``given`` (outputs at ``path``) that ``step``, or the flow
+        when None, does not declare: compared, it could only ever be missing (``expected 40,
+        got null``); stubbed, nothing may read it."""
+        declared = self.flow_outputs if step is None else self.step_outputs.get(step)
+        if declared is None:
+            return
+        owner = "the flow" if step is None else f"step {step!r}"
+        if not declared:  # a flow without outputs:, a step's `outputs: []`
+            hint = (
+                "give the flow an outputs: section, or expect a step's under "
+                "expect.steps.<step>.outputs"
+                if step is None
+                else "declare each key in the step's outputs:"
+            )
+            self.sink.error(path, "test-output", f"{owner} declares no outputs", hint, at_key=True)
+            return
+        for key in given:
+            if key not in declared:
+                self.sink.error(
+                    (*path, key),
+                    "test-output",
+                    f"{key!r} is not an output of {owner}",
+                    did_you_mean(str(key), declared)
+                    or names_hint(f"{owner} declares", list(declared)),
+                    at_key=True,
+                )
 
     def set_waits(self, waits: Collection[str] | Mapping[str, Sequence[str] | None]) -> None:
         """The flow's ``wait:`` steps, with the outputs each declares when ``waits`` maps them."""
@@ -177,7 +221,7 @@ class CaseReader:
             self.sink.error(path, "test-time", f"not a time: {error}", "e.g. 2026-11-01T03:00:00Z")
             return None
 
-    def stub(self, raw: Any, path: DataPath) -> Stub | None:
+    def stub(self, raw: Any, path: DataPath, step: str) -> Stub | None:
         body = self.mapping(raw, path, "a stub")
         if body is None:
             return None
@@ -187,6 +231,8 @@ class CaseReader:
         if outputs is not None and not isinstance(outputs, dict):
             self.sink.error((*path, "outputs"), "test-type", "outputs must be a mapping")
             ok = False
+        elif outputs:
+            self.output_keys(outputs, (*path, "outputs"), step)
         code = body.get("exit")
         if code is not None and (isinstance(code, bool) or not isinstance(code, int) or code == 0):
             self.sink.error((*path, "exit"), "test-type", "exit must be a non-zero exit code")
@@ -252,7 +298,9 @@ class CaseReader:
                 self.sink.error((*path, step), "test-stub", "an empty list of stubs")
                 continue
             stubs = [
-                self.stub(s, (*path, step, i) if isinstance(spec, list) else (*path, step))
+                self.stub(
+                    s, (*path, step, i) if isinstance(spec, list) else (*path, step), str(step)
+                )
                 for i, s in enumerate(specs)
             ]
             if all(s is not None for s in stubs):
@@ -319,6 +367,12 @@ class CaseReader:
                 "test-type",
                 "outputs must map the step's outputs to values (a foreach step: a list of them)",
             )
+        elif isinstance(outputs, dict):
+            self.output_keys(outputs, (*where, "outputs"), str(step))
+        elif isinstance(outputs, list):
+            for i, each in enumerate(outputs):
+                if isinstance(each, dict):
+                    self.output_keys(each, (*where, "outputs", i), str(step))
         return StepExpect(word, attempts, outputs, "outputs" in item)
 
     def case(self, raw: Any, where: DataPath, scheduled: bool, names: set[str]) -> Case | None:
@@ -512,12 +566,7 @@ class CaseReader:
         runs = body.get("runs")
         if runs is not None and (isinstance(runs, bool) or not isinstance(runs, int) or runs < 0):
             self.sink.error((*path, "runs"), "test-type", "runs must be a number >= 0")
-        outputs = body.get("outputs")
-        if outputs is not None and not isinstance(outputs, Mapping):
-            self.sink.error(
-                (*path, "outputs"), "test-type", "outputs must map the run's outputs to values"
-            )
-            outputs = None
+        outputs = self.run_outputs(body.get("outputs"), (*path, "outputs"))
         return Expect(
             status,
             steps,
@@ -525,6 +574,16 @@ class CaseReader:
             runs,
             dict(outputs) if outputs is not None else None,
         )
+
+    def run_outputs(self, outputs: Any, path: DataPath) -> Mapping[str, Any] | None:
+        """``expect.outputs``: the run's outputs by key, each a key of the flow's ``outputs:``."""
+        if outputs is None:
+            return None
+        if not isinstance(outputs, Mapping):
+            self.sink.error(path, "test-type", "outputs must map the run's outputs to values")
+            return None
+        self.output_keys(outputs, path, None)
+        return outputs
 
 
 def read_cases(

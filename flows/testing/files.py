@@ -90,6 +90,7 @@ def read_test_file(path: Path) -> Reading:
     reader.steps = _job_names(flow_file)
     reader.set_waits(_wait_steps(flow_file))
     reader.params = flow_file.flow.params
+    reader.set_outputs(*_outputs(flow_file))
     scheduled = flow_file.flow.schedule is not None
     cases = read_cases(data.get("cases"), ("cases",), reader, scheduled, "a test file's cases")
     if cases is None or sink.has_errors:
@@ -122,6 +123,12 @@ def _wait_steps(flow_file: FlowFile) -> dict[str, list[str] | None]:
     return {name: step.outputs for name, step in steps if step.wait is not None}
 
 
+def _outputs(flow_file: FlowFile) -> tuple[list[str], dict[str, list[str] | None]]:
+    """The keys of the flow's ``outputs:``, and those each step declares (None: any)."""
+    flow = flow_file.flow
+    return list(flow.outputs or {}), {name: step.outputs for name, step in flow.steps.items()}
+
+
 def _read_flow_tests(path: Path) -> Reading:
     """A flow file's own cases (its ``tests:``). Validating the flow checks them (a mistake is
     an :class:`InvalidFlow` finding); they are read again here, from the same text, into cases."""
@@ -143,6 +150,7 @@ def _read_flow_tests(path: Path) -> Reading:
         sink.error((), "test-cases", message, hint)
         return Reading(None, sort_findings(sink.findings))
     reader = CaseReader(sink, _job_names(flow_file), _wait_steps(flow_file), flow_file.flow.params)
+    reader.set_outputs(*_outputs(flow_file))
     scheduled = flow_file.flow.schedule is not None
     cases = read_cases(loaded.data["tests"], ("tests",), reader, scheduled, "tests")
     if cases is None or sink.has_errors:

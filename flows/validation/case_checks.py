@@ -39,6 +39,16 @@ def check_tests(
     declared = data.get("params") or {}
     complete = params is not None and isinstance(declared, Mapping) and len(declared) == len(params)
     reader = CaseReader(sink, steps, waits, params if complete else None)
+    # As written: `outputs:` that is not a mapping is the model's finding (its keys unknown).
+    outputs = data.get("outputs")
+    reader.set_outputs(
+        list(outputs) if isinstance(outputs, Mapping) else [] if outputs is None else None,
+        {
+            str(name): _declared(spec.get("outputs"))
+            for name, spec in (steps_raw.items() if isinstance(steps_raw, Mapping) else ())
+            if isinstance(spec, Mapping)
+        },
+    )
     names: set[str] = set()
     for index, item in enumerate(raw):
         if isinstance(item, dict):

@@ -66,6 +66,23 @@ def test_the_runs_outputs_are_compared_by_key(url: str, tmp_path: Path) -> None:
     assert "how its jobs failed" not in result.output  # none did
 
 
+def test_a_typo_in_an_expected_output_is_a_finding_not_got_null(
+    url: str, redis_client: redis.Redis, tmp_path: Path
+) -> None:
+    # It read `expect.outputs.totl: expected "40", got null` once the case had run.
+    folder = _copy_examples(tmp_path)
+    flow = folder / "report.yaml"
+    text = flow.read_text()
+    flow.write_text(text.replace('outputs: {total: "40", day', 'outputs: {totl: "40", day'))
+    with assert_unchanged(redis_client):
+        result = flows("test", str(flow), "--redis", url)
+    assert result.exit_code == 1, result.output
+    assert "'totl' is not an output of the flow" in result.output
+    assert "did you mean 'total'?" in result.output
+    assert "got null" not in result.output and "Traceback" not in result.output
+    assert result.stdout.splitlines()[-1] == "0 passed, 0 failed, 1 error in 1 file"
+
+
 def test_a_failed_case_says_how_its_jobs_failed_as_text(url: str, tmp_path: Path) -> None:
     flow = tmp_path / "boom.yaml"
     flow.write_text(

@@ -209,3 +209,74 @@ def test_a_case_name_with_the_node_separator_is_a_finding(tmp_path: Path) -> Non
     own.write_text(flow.read_text() + "tests:\n" + cases)
     reading = read_test_file(own)  # and so `flows validate` and `flows run`
     assert [(f.line - 3, f.col, f.message, f.hint) for f in reading.findings] == expected
+
+
+OUTPUTS = """\
+version: 1
+name: report
+steps:
+  count:
+    run: echo total=40 >> "$FLOWS_OUTPUT"
+    outputs: [total]
+  each:
+    foreach: {items: [1, 2], as: n}
+    run: echo rows=1 >> "$FLOWS_OUTPUT"
+    outputs: [rows]
+  free: {run: echo}
+outputs:
+  total: "${{ steps.count.outputs.total }}"
+  day: "x"
+"""
+
+
+def test_an_output_key_the_flow_or_its_step_does_not_declare_is_a_finding(
+    tmp_path: Path,
+) -> None:
+    # A typo in an expected output key only showed as `expected 40, got null` once the case ran;
+    # where the flow (its outputs:) or the step (its outputs:) declares the keys, it is a finding
+    # at the key, naming the keys there are. A stub giving one is one too: nothing may read it.
+    flow = tmp_path / "report.yaml"
+    flow.write_text(OUTPUTS)
+    cases = (
+        "  - name: typos\n"  # 3
+        "    mock: {count: {outputs: {totl: 4}}, free: {outputs: {anything: 1}}}\n"  # 4
+        "    expect:\n"  # 5
+        "      outputs: {totel: 40, day: x}\n"  # 6
+        "      steps:\n"  # 7
+        "        count: {outputs: {total: 40, count: 1}}\n"  # 8
+        "        each: {outputs: [{rows: 1}, {row: 1}]}\n"  # 9
+        "        free: {outputs: {whatever: 1}}\n"  # 10
+    )
+    expected = [
+        (4, 30, "'totl' is not an output of step 'count'", "did you mean 'total'?"),
+        (6, 17, "'totel' is not an output of the flow", "did you mean 'total'?"),
+        (8, 38, "'count' is not an output of step 'count'", "step 'count' declares: total"),
+        (9, 38, "'row' is not an output of step 'each'", "did you mean 'rows'?"),
+    ]
+    test = tmp_path / "report.test.yaml"
+    test.write_text("flow: report.yaml\ncases:\n" + cases)
+    reading = read_test_file(test)
+    assert reading.test is None
+    assert [(f.line, f.col, f.message, f.hint) for f in reading.findings] == expected
+    own = tmp_path / "own.yaml"
+    own.write_text(OUTPUTS + "tests:\n" + cases)
+    reading = read_test_file(own)  # and so `flows validate` and `flows run`
+    lines = OUTPUTS.count("\n") - 1
+    assert [(f.line - lines, f.col, f.message, f.hint) for f in reading.findings] == expected
+
+
+def test_expected_outputs_of_a_flow_without_outputs_are_a_finding(tmp_path: Path) -> None:
+    (tmp_path / "x.yaml").write_text("version: 1\nname: x\nsteps:\n  a: {run: echo}\n")
+    test = tmp_path / "x.test.yaml"
+    test.write_text("flow: x.yaml\ncases:\n  - name: none\n    expect: {outputs: {total: 40}}\n")
+    reading = read_test_file(test)
+    assert reading.test is None
+    assert [(f.line, f.col, f.message, f.hint) for f in reading.findings] == [
+        (
+            4,
+            14,
+            "the flow declares no outputs",
+            "give the flow an outputs: section, or expect a step's under "
+            "expect.steps.<step>.outputs",
+        )
+    ]
