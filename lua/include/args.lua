@@ -194,6 +194,38 @@ local function unfit(value, room)
   return nil
 end
 
+-- The first number of JSON text `text`, outside its strings, that is past what a double holds
+-- (cjson decodes `1e999`, or an integer of 309 digits and more, to an infinity), as written
+-- (cut short when long); nil when there is none, so the infinity was written as one
+-- (`Infinity`, `inf`). Looked for only once a decoded value was found to hold an infinity: the
+-- common path never scans the text.
+local function past_double(text)
+  local at = 1
+  while true do
+    local s, _, char = string.find(text, '(["%d])', at)
+    if not s then return nil end
+    if char == '"' then
+      local q = s
+      repeat
+        q = string.find(text, '["\\]', q + 1)
+        if not q then return nil end
+        local quote = string.sub(text, q, q) == '"'
+        if not quote then q = q + 1 end -- the escaped character
+      until quote
+      at = q + 1
+    else
+      local number = string.match(text, '^%d+%.?%d*', s)
+      number = number .. (string.match(text, '^[eE][-+]?%d+', s + #number) or '')
+      if tonumber(number) == HUGE then
+        if s > 1 and string.sub(text, s - 1, s - 1) == '-' then number = '-' .. number end
+        if #number > 24 then number = string.sub(number, 1, 12) .. '... (' .. #number .. ' characters)' end
+        return number
+      end
+      at = s + #number
+    end
+  end
+end
+
 -- Arg.json but for the finite-number and nesting checks: text, decoded value.
 local function decode(cmd, name, value, kind, max_bytes)
   Arg.present(cmd, name, value)
@@ -238,6 +270,11 @@ function Arg.json(cmd, name, value, kind, max_bytes, max_depth)
     found = 'nan'
   end
   if found == 'nan' then
+    local number = past_double(value)
+    if number then
+      fail(cmd, 'Arg "' .. name .. '" holds a number past what JSON readers hold (a double: about '
+        .. '1.8e308 either way; beyond, they read infinity): ' .. number .. '; give it as text')
+    end
     fail(cmd, 'Arg "' .. name .. '" is not valid JSON: NaN and Infinity are not JSON numbers')
   elseif found == 'deep' then
     fail(cmd, 'Arg "' .. name .. '" nests more than ' .. max_depth .. ' levels deep')

@@ -89,6 +89,50 @@ def test_what_would_corrupt_state_is_refused_in_both_dialects(
             native.call(command, *(encode(a) for a in args), now=1)
 
 
+PAST_A_DOUBLE = [
+    ('{"a": 1e999}', "1e999"),
+    ('{"s": "1e999 \\" 2", "n": [1, -2.5E+400]}', "-2.5E+400"),
+    ('{"n": ' + "9" * 400 + "}", "999999999999... (400 characters)"),
+]
+
+
+@pytest.mark.parametrize(("text", "shown"), PAST_A_DOUBLE)
+def test_a_number_past_a_double_is_named_as_such_in_both_dialects(
+    qless: Qless, native: Engine, redis_client: redis.Redis, text: str, shown: str
+) -> None:
+    """cjson decodes a number past a double's range to an infinity: the engine's message says
+    so, with the number as written, not "NaN and Infinity are not JSON numbers" (which the
+    text never held); the same text in a string is no number."""
+    words = (
+        'Arg "data" holds a number past what JSON readers hold (a double: about 1.8e308 '
+        f"either way; beyond, they read infinity): {shown}; give it as text"
+    )
+    with assert_unchanged(redis_client):
+        with pytest.raises(redis.ResponseError) as qless_refused:
+            qless.raw("put", 1, "w", "queue", "jid", "klass", text, 0)
+        assert str(qless_refused.value).endswith(words)
+        with pytest.raises(InvalidArgument) as refused:
+            native.call("put", "w", "queue", "jid", "klass", text, 0, now=1)
+        assert str(refused.value) == f"Put(): {words}"
+
+
+def test_an_infinity_written_as_one_keeps_its_own_message(
+    native: Engine, redis_client: redis.Redis
+) -> None:
+    text = '{"s": "1e999", "n": [-Infinity]}'
+    with assert_unchanged(redis_client), pytest.raises(InvalidArgument) as refused:
+        native.call("put", "w", "queue", "jid", "klass", text, 0, now=1)
+    assert str(refused.value) == (
+        'Put(): Arg "data" is not valid JSON: NaN and Infinity are not JSON numbers'
+    )
+    native.call("put", "w", "queue", "jid", "klass", "{}", 0, now=1)
+    native.call("pop", "queue", "w", 1, now=2)
+    with assert_unchanged(redis_client), pytest.raises(InvalidArgument) as refused:
+        native.call("complete", "jid", "w", "queue", "", "result", "[1E309]", now=3)
+    assert "past what JSON readers hold" in str(refused.value)
+    assert str(refused.value).startswith('Complete(): Arg "result" holds a number')
+
+
 def test_a_negative_delay_is_none_in_the_qless_dialect_only(
     qless: Qless, native: Engine, redis_client: redis.Redis
 ) -> None:
