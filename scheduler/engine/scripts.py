@@ -485,7 +485,7 @@ class Engine:
             if fault is error:
                 raise
             raise fault from error
-        except TypeError:
+        except (TypeError, UnicodeEncodeError):
             _check_encodable(command, args, now)
             raise
 
@@ -605,17 +605,27 @@ def _read_acknowledged(connection: Any) -> Any:
 
 def _check_encodable(command: str, args: Sequence[Any], now: Any) -> None:
     """Raise :class:`InvalidArgument` naming the first of a call's arguments that Redis cannot
-    carry (None, a list, a dict, a bool): what a caller gave where text or a number belongs,
-    which redis-py refuses with a ``TypeError`` or ``DataError`` that names neither the
-    command nor the value. Nothing was sent. Called only once such an error was raised."""
+    carry (None, a list, a dict, a bool; text with a lone surrogate, which is not UTF-8): what
+    a caller gave where text or a number belongs, which redis-py refuses with a ``TypeError``,
+    ``DataError`` or ``UnicodeEncodeError`` that names neither the command nor the value.
+    Nothing was sent. Called only once such an error was raised."""
     for position, value in [("now", now), *enumerate(args, 1)]:
+        where = "now" if position == "now" else f"argument {position}"
         if isinstance(value, bool) or not isinstance(value, str | bytes | int | float):
-            where = "now" if position == "now" else f"argument {position}"
             raise InvalidArgument(
                 f"{limits.display(command)}(): {where} is not text or a number:"
                 f" {type(value).__name__} {shorten(repr(value), 60)}",
                 command=command,
             )
+        if isinstance(value, str) and not value.isascii():
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError:
+                raise InvalidArgument(
+                    f"{limits.display(command)}(): {where} is not valid UTF-8 text (it holds a"
+                    f" lone surrogate): {shorten(repr(value), 60)}",
+                    command=command,
+                ) from None
 
 
 class EnginePipeline:

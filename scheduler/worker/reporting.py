@@ -5,9 +5,10 @@ A complete goes into the next batch (:mod:`scheduler.worker.batching`: it leaves
 pop, when the batch is full, or after a couple of milliseconds); every other outcome is sent at
 once, after the job's waiting step log lines. Each outcome is reported once (the first to settle
 a job wins: its thread, or the monitor giving up on a stuck thread), and the job is let go of
-once the engine has it. A refused report means the lock was lost: the job is someone else's;
-but a complete refused for its result (INVALID, TOOLARGE) fails the job in ``bad-result``, since
-the same result would be refused on every run.
+once the engine has it. A report refused for a lost lock (LOCKLOST, WRONGSTATE, NOTFOUND) is
+dropped: the job is someone else's. One refused for what it sent (INVALID, TOOLARGE) fails the
+job at once, since the same outcome would be refused on every run: a complete in ``bad-result``,
+any other outcome (a fail too) in ``bad-outcome``.
 """
 
 from __future__ import annotations
@@ -144,30 +145,52 @@ class Reporter:
         it reads as Infinity): the job still holds its lock, and the same result would be
         refused on every run. It fails at once in ``bad-result`` with the engine's message, as
         the runner fails a result it can tell is unstorable before sending it."""
-        jid = active.ctx.jid
         outcome = failure("bad-result", f"the job's result cannot be stored: {error}")
+        self._fail_refused(active, outcome, "its result", error)
+
+    def outcome_refused(self, active: Active, outcome: Outcome, error: EngineError) -> None:
+        """The engine (or the client, before sending) refused a job's retry, fail, skip,
+        release or bury for what it said (a delay, group or message it cannot take: INVALID,
+        TOOLARGE), not for a lost lock: the job still holds its lock, and the same outcome
+        would be refused on every run. It fails at once in ``bad-outcome``, the message naming
+        the outcome, the engine's words and the outcome's own message (its end, as valid
+        text). A refused fail too: this fail differs from it in all the engine can refuse of a
+        fail held (its group and message), so the job ends now, not when its lock runs out
+        (to run again and be refused again)."""
+        message = f"the job's {outcome.kind} was refused: {error}"
+        if outcome.message:
+            message += f"\nits message: {_readable(outcome.message)}"
+        self._fail_refused(active, failure("bad-outcome", message), f"its {outcome.kind}", error)
+
+    def _fail_refused(
+        self, active: Active, outcome: Outcome, what: str, error: EngineError
+    ) -> None:
+        jid = active.ctx.jid
         try:
             self.client.engine.call("fail.held", jid, self.name, outcome.group, outcome.message)
         except EngineError as lost:
             log.warning(
-                "job %s: the engine refused its result (%s); lock lost, its failure dropped (%s)",
+                "job %s: the engine refused %s (%s); lock lost, its failure dropped (%s)",
                 jid,
+                what,
                 error,
                 lost,
             )
         except (redis.RedisError, ClusterError) as fault:
             log.warning(
-                "job %s: the engine refused its result (%s); its failure not reported (%s)",
+                "job %s: the engine refused %s (%s); its failure not reported (%s)",
                 jid,
+                what,
                 error,
                 fault,
             )
         else:
             log.warning(
-                "job %s failed (%s) after %.1f ms: the engine refused its result (%s)",
+                "job %s failed (%s) after %.1f ms: the engine refused %s (%s)",
                 jid,
                 outcome.group,
                 _elapsed_ms(active),
+                what,
                 error,
                 extra=OUTCOME,
             )
@@ -179,6 +202,18 @@ def _result_refused(reply: Any) -> bool:
     not a lost lock and not the whole call refused or unsent (named after ``complete.many`` or
     ``complete.pop``, every job of the batch has that reply: none is this job's fault)."""
     return isinstance(reply, InvalidArgument | TooLarge) and reply.command == "complete"
+
+
+# What of a refused outcome's message its failure keeps: its end, as in the runner's messages.
+_KEPT_OF_REFUSED = 4096
+
+
+def _readable(message: str) -> str:
+    """The end of a refused outcome's message, made text the engine takes (a lone surrogate,
+    which is not UTF-8, written as its escape)."""
+    if len(message) > _KEPT_OF_REFUSED:
+        message = "..." + message[-_KEPT_OF_REFUSED:]
+    return message.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def _elapsed_ms(active: Active) -> float:
@@ -203,13 +238,8 @@ def _at_once(call: Call) -> Report:
         except (LockLost, WrongState, JobNotFound) as error:
             # The lock was lost meanwhile: the job belongs to someone else now.
             log.warning("job %s: lock lost, outcome %s dropped (%s)", jid, outcome.kind, error)
-        except EngineError as error:  # refused for what it sent (INVALID, TOOLARGE): say why
-            log.warning(
-                "job %s: outcome %s not reported: the engine refused it (%s)",
-                jid,
-                outcome.kind,
-                error,
-            )
+        except EngineError as error:  # refused for what it sent (INVALID, TOOLARGE)
+            reporter.outcome_refused(active, outcome, error)
         except (redis.RedisError, ClusterError) as error:
             log.warning("job %s: outcome %s not reported (%s)", jid, outcome.kind, error)
         finally:

@@ -61,8 +61,12 @@ _COMPLETE = Outcome("complete")
 
 def _tail(text: str) -> str:
     """A message as it is reported: every secret the process resolved masked, then its end
-    kept (masked first, so the cut cannot leave the end of a secret unmasked)."""
+    kept (masked first, so the cut cannot leave the end of a secret unmasked); a lone
+    surrogate (``os.fsdecode`` of a file name's undecodable bytes), which is not UTF-8 and
+    which the engine could not be sent, written as its escape."""
     text = secrets.masked(text)
+    if not text.isascii():
+        text = text.encode("utf-8", "backslashreplace").decode("utf-8")
     return text if len(text) <= MAX_MESSAGE else "...\n" + text[-MAX_MESSAGE:]
 
 

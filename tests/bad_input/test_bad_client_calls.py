@@ -371,6 +371,11 @@ WRONG_SHAPES: dict[str, tuple[Call, str]] = {
         lambda _, job: job.fail("boom", untyped(None)),
         r"^Fail\(\): argument 4 is not text or a number: NoneType None$",
     ),
+    "fail-message-lone-surrogate": (
+        lambda _, job: job.fail("boom", "cannot read /data/\udcff.csv"),
+        r"^Fail\(\): argument 4 is not valid UTF-8 text \(it holds a lone surrogate\): "
+        r"'cannot read /data/\\udcff.csv'$",
+    ),
     "tag-a-list": (
         lambda _, job: job.tag(untyped(["a", "b"])),
         r"^Tag\(\): argument 3 is not text or a number: list \['a', 'b'\]$",

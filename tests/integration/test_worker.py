@@ -815,6 +815,30 @@ def test_a_group_the_engine_would_refuse_is_made_an_id_not_a_job_run_forever(
     assert len(read_marks(marks, "started")) == 2
 
 
+def test_a_failure_message_with_a_lone_surrogate_is_retried_with_it_escaped(
+    client: Client, engine: Engine, tmp_path: Path
+) -> None:
+    """A job's error naming a file whose name is not UTF-8 (a lone surrogate, which the
+    engine cannot be sent) is retried as any error, its message holding the escape. Before,
+    the retry was refused (an UnicodeEncodeError past every handler), the job left locked."""
+    marks = tmp_path / "marks"
+    jid = put(
+        client,
+        "q",
+        "fails_naming_an_undecodable_file",
+        {"marks": str(marks)},
+        retries=1,
+        retry=NO_BACKOFF,
+    )
+    with in_process_worker(engine, ["q"], poll_interval=0.02):
+        job = wait_state(client, jid, "failed")
+    assert job.failure is not None
+    assert job.failure["group"] == "Boom"
+    assert "cannot read /data/orders-\\udcff.csv" in job.failure["message"]
+    assert [h["group"] for h in history(job, "retried")] == ["Boom"]
+    assert len(read_marks(marks, "started")) == 2
+
+
 def test_retries_back_off_then_fail_in_the_exception_type_group(
     client: Client, engine: Engine, tmp_path: Path
 ) -> None:
@@ -987,6 +1011,96 @@ def test_a_batch_with_a_refused_result_fails_that_job_and_drops_a_lost_one(
     assert "the engine refused its result" in caplog.text
     assert "job deep: lock lost" not in caplog.text
     assert "job lost: lock lost" in caplog.text
+
+
+def test_a_release_the_engine_refuses_fails_the_job_at_once_in_bad_outcome(
+    client: Client, engine: Engine, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A real worker's job releases itself with a delay the engine refuses (negative): the job
+    fails at once in ``bad-outcome`` with the engine's words, well before its lock (60 s) could
+    run out. Before, the worker logged the refusal and let the job go while it stayed running,
+    locked to this worker, until the lock ran out and it ran again, to be refused again."""
+    jid = put(client, "q", "release_once", {"delay": -1}, retries=2, retry=NO_BACKOFF)
+    after = put(client, "q", "echo", {"value": "after"})
+    with (
+        caplog.at_level(logging.INFO, logger="flows.worker"),
+        in_process_worker(engine, ["q"], threads=1, poll_interval=0.02),
+    ):
+        job = wait_state(client, jid, "failed", "complete")
+        assert wait_state(client, after, "complete").result == "after"
+    assert job.state == "failed"
+    assert job.failure is not None
+    assert job.failure["group"] == "bad-outcome"
+    assert job.failure["message"].startswith("the job's release was refused: Release(): ")
+    assert '"delay"' in job.failure["message"]
+    assert job.failure["worker"] == "w1"
+    assert len(history(job, "popped")) == 1
+    assert f"job {jid} failed (bad-outcome)" in caplog.text
+
+
+def test_outcomes_the_engine_refuses_fail_their_jobs_and_a_lost_one_is_dropped(
+    client: Client, engine: Engine, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The Reporter on the real engine, each outcome built to be refused for what it says: a
+    retry's and a release's negative delay, a skip's message with a lone surrogate (not UTF-8:
+    the client refuses it before sending), a bury's message past the size limit, a fail's
+    group with a space. Each job fails at once in ``bad-outcome``, held by this worker, the
+    message naming the outcome, the refusal and (its end, as valid text) the outcome's own
+    message; a refused fail too (this fail differs from it in its group and message, all the
+    engine can refuse of it). A retry refused for a lost lock is dropped, its job left as it
+    is: it is someone else's; so is the failure of a refused retry whose lock was lost."""
+    worker = Client.from_engine(engine, worker_name="w1")
+    held = Held()
+    reporter = Reporter(worker, held, None, lambda: None)
+    outcomes = {
+        "retry": Outcome("retry", delay=-1, group="oops", message="try again"),
+        "release": Outcome("release", delay=-5),
+        "skip": Outcome("skip", message="no input at /data/\udcff.csv"),
+        "bury": Outcome("bury", message="x" * (limits.MAX_PAYLOAD_BYTES + 1)),
+        "fail": Outcome("fail", group="bad group", message="it broke"),
+        "lost": Outcome("retry", delay=0, group="oops", message="try again"),
+        "lost-bad": Outcome("retry", delay=-1, group="oops", message="try again"),
+    }
+    for jid in outcomes:
+        client.queues["q"].put("tasks.t", {}, jid=jid)
+    popped = {job.jid: job for job in worker.queues["q"].pop(len(outcomes))}
+    for jid in ("lost", "lost-bad"):  # their locks taken away
+        popped[jid].timeout()
+    actives = {}
+    for jid, job in popped.items():
+        ctx = JobContext(job=job, data={}, options=JobOptions(), sandbox=tmp_path)
+        actives[jid] = Active(ctx=ctx, lock_seconds=60, lock_deadline=0, next_heartbeat=0)
+        held.add(actives[jid])
+    with (
+        assert_unchanged(client.redis, "ql:j:lost*"),
+        caplog.at_level(logging.INFO, logger="flows.worker"),
+    ):
+        for jid, active in actives.items():
+            reporter.settle(active, outcomes[jid])
+
+    said = {
+        "retry": ("Retry(): ", '"delay"', "its message: try again"),
+        "release": ("Release(): ", '"delay"'),
+        "skip": ("lone surrogate", "its message: no input at /data/\\udcff.csv"),
+        "bury": ("Bury(): ", "bytes, more than the limit of", "its message: ..." + "x" * 4096),
+        "fail": ("FailHeld(): ", '"group"', "its message: it broke"),
+    }
+    for kind, words in said.items():
+        job = client.jobs[kind]
+        assert job.state == "failed", kind
+        assert job.failure is not None and job.failure["group"] == "bad-outcome", kind
+        message = job.failure["message"]
+        assert message.startswith(f"the job's {kind} was refused: "), message
+        for word in words:
+            assert word in message, (kind, word, message[:300])
+        assert job.failure["worker"] == "w1"
+        assert f"job {kind} failed (bad-outcome)" in caplog.text
+    assert client.jobs["lost"].state != "failed"
+    assert client.jobs["lost-bad"].state != "failed"
+    assert "job lost: lock lost" in caplog.text
+    assert "job lost-bad: the engine refused its retry" in caplog.text
+    assert "lock lost, its failure dropped" in caplog.text
+    assert held.all() == []  # every job let go of
 
 
 def test_release_job_hands_the_job_back_without_using_a_retry(
@@ -1220,40 +1334,3 @@ def test_bury_job_buries_the_job_until_it_is_kicked(client: Client, engine: Engi
     assert client.queues["q"].jobs.buried() == [jid]
     assert client.queues["q"].kick() == 1
     assert client.jobs[jid].state == "waiting"
-
-
-def test_an_outcome_reported_at_once_and_refused_says_the_engines_reason(
-    client: Client, engine: Engine, tmp_path: Path, caplog: pytest.LogCaptureFixture
-) -> None:
-    """A retry, fail, skip, release or bury is sent at once: when the engine refuses it for
-    what it was sent (a failure group it does not take, a negative delay), the log says the
-    engine's reason, not "lock lost", which stays for a job whose lock is gone."""
-    worker = Client.from_engine(engine, worker_name="w1")
-    held = Held()
-    reporter = Reporter(worker, held, None, lambda: None)
-    for jid in ("bad-group", "bad-delay", "lost"):
-        client.queues["q"].put("tasks.t", {}, jid=jid)
-    popped = {job.jid: job for job in worker.queues["q"].pop(3)}
-    popped["lost"].timeout()  # its lock taken away: the engine refuses its release
-    outcomes = {
-        "bad-group": Outcome("fail", group="two words", message="boom"),
-        "bad-delay": Outcome("release", delay=-5),
-        "lost": Outcome("release", delay=0),
-    }
-    with caplog.at_level(logging.INFO, logger="flows.worker"):
-        for jid, job in popped.items():
-            ctx = JobContext(job=job, data={}, options=JobOptions(), sandbox=tmp_path)
-            active = Active(ctx=ctx, lock_seconds=60, lock_deadline=0, next_heartbeat=0)
-            held.add(active)
-            with assert_unchanged(client.redis, f"ql:j:{jid}*"):
-                reporter.settle(active, outcomes[jid])
-    assert held.all() == []
-    lines = {r.getMessage().split(":")[0]: r.getMessage() for r in caplog.records}
-    assert lines["job bad-group"].startswith(
-        "job bad-group: outcome fail not reported: the engine refused it (FailHeld(): "
-    ), lines
-    assert lines["job bad-delay"].startswith(
-        "job bad-delay: outcome release not reported: the engine refused it (Release(): "
-    ), lines
-    assert "white space" in lines["job bad-group"] and "delay" in lines["job bad-delay"]
-    assert lines["job lost"].startswith("job lost: lock lost, outcome release dropped"), lines

@@ -152,6 +152,14 @@ def fails(job: JobContext) -> None:
     raise Boom(f"attempt {job.attempt} failed")
 
 
+def fails_naming_an_undecodable_file(job: JobContext) -> None:
+    """Raise :class:`Boom` naming a file whose name is not UTF-8, as ``os.fsdecode`` gives it:
+    with a lone surrogate."""
+    mark(job, "started")
+    name = os.fsdecode(b"/data/orders-\xff.csv")
+    raise Boom(f"cannot read {name}")
+
+
 def fails_oddly_named(job: JobContext) -> None:
     """Raise an exception whose class name and ``group`` the engine would refuse as a group:
     white space, a control character, more than 256 bytes."""
