@@ -17,9 +17,13 @@
 --     seconds ago: `jid` completes in this call with that job's result, exactly as complete
 --     would (dependents settled, fan-outs expanded), its hash `cached` = the producer's jid, a
 --     history entry 'cached' {from, worker} and a step log line naming the producer; or
---   - misses: the entry now names `jid` (the worker runs the job; a later job of the same work
---     uses its result once it completes). Two workers missing at once both run; the later
---     claim is kept.
+--   - misses: the worker runs the job, its claim kept on it (`cclaim` '<key> <ttl>'); the
+--     entry names `jid` now unless its job completed (not skipped): a job that may fail never
+--     takes the place of a result. Once `jid` completes with success (commands/complete.lua)
+--     its result becomes the entry unless the entry's job completed less than `ttl` ago:
+--     of two workers missing at once, both run and the first to succeed is the entry,
+--     whichever claimed last; a job that fails leaves the entry as it was. An entry cleared
+--     meanwhile is not made again.
 -- So the check and the completion are one atomic call: no worker can see a half-made entry.
 -- cache.list says of each entry, in `status`, what cache.use would do with it now (Cache.status,
 -- the rule cache.use decides by, with the entry's ttl): `fresh` (a hit), `expired` (completed
@@ -208,10 +212,22 @@ api['cache.use'] = function(args)
     Cache.chain(dependents)
     return cjson.encode({ hit = true, from = from, run = run })
   end
-  redis.call('hset', Cache.cache_key(key), 'jid', jid, 'created', Engine.now, 'ttl', ttl)
-  redis.call('expire', Cache.cache_key(key), math.ceil(ttl + Cache.KEEP_EXTRA))
-  Cache.prune(Cache.PRUNE)
-  redis.call('zadd', Cache.caches_key(), Engine.now, key)
+  -- A miss: the job runs, and its claim is kept on it (complete.lua: its success makes it the
+  -- entry unless another claim's completed first). It names the entry now unless the entry's
+  -- job completed (an expired result, or fresh for a longer ttl than this job's): a job that
+  -- may fail never takes the place of a result.
+  local holder, kept = redis.call('hget', Cache.cache_key(key), 'jid'), false
+  if holder and holder ~= jid then
+    local h = redis.call('hmget', Keys.job(holder), 'state', 'skipped')
+    kept = h[1] == 'complete' and not h[2]
+  end
+  if not kept then
+    redis.call('hset', Cache.cache_key(key), 'jid', jid, 'created', Engine.now, 'ttl', ttl)
+    redis.call('expire', Cache.cache_key(key), math.ceil(ttl + Cache.KEEP_EXTRA))
+    Cache.prune(Cache.PRUNE)
+    redis.call('zadd', Cache.caches_key(), Engine.now, key)
+  end
+  redis.call('hset', Keys.job(jid), 'cclaim', key .. ' ' .. ttl)
   return cjson.encode({ hit = false })
 end
 

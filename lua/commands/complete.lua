@@ -49,12 +49,35 @@ local COMPLETE_OPTIONS = { next = true, delay = true, depends = true, result = t
 -- Job.fields does, costs as much as the read itself.
 local function job_fields(jid)
   local v = redis.call('hmget', Keys.job(jid), 'state', 'queue', 'worker', 'expires', 'grace',
-    'popped', 'ttl_at', 'ckey', 'climit', 'throttle', 'feeds', 'notify', 'notify_run')
+    'popped', 'ttl_at', 'ckey', 'climit', 'throttle', 'feeds', 'notify', 'notify_run', 'cclaim')
   if not v[1] then return nil end
   return { state = v[1], queue = v[2] or nil, worker = v[3] or nil, expires = v[4] or nil,
     grace = v[5] or nil, popped = v[6] or nil, ttl_at = v[7] or nil, ckey = v[8] or nil,
     climit = v[9] or nil, throttle = v[10] or nil, feeds = v[11] or nil, notify = v[12] or nil,
-    notify_run = v[13] or nil }
+    notify_run = v[13] or nil, cclaim = v[14] or nil }
+end
+
+-- A cached step's job that ran (cache.use missed: `claim` is '<key> <ttl>') completed with a
+-- result: it becomes its key's entry unless the entry names a job whose result is fresh for
+-- this job's ttl (complete, not skipped, less than `ttl` ago, as cache.use would hit it): the
+-- first of two racing jobs to complete with success is the entry, whichever claimed last, and
+-- a job that fails leaves the entry as it is; an older result gives way to this newer one. An
+-- entry no longer in Redis (cleared, or its ttl plus a day passed) is not made again: `cache
+-- clear` forgets the jobs still running too.
+local function cache_claimed(jid, claim)
+  local key, ttl = string.match(claim, '^(%S+) (%S+)$')
+  if not key then return end
+  local entry = Engine.prefix .. 'cache:' .. key
+  local holder = redis.call('hget', entry, 'jid')
+  if not holder or holder == jid then return end
+  local f = redis.call('hmget', Keys.job(holder), 'state', 'skipped', 'updated')
+  if f[1] == 'complete' and not f[2] and (tonumber(f[3]) or 0) + tonumber(ttl) > Engine.now then
+    return
+  end
+  redis.call('hset', entry, 'jid', jid, 'created', Engine.now, 'ttl', ttl)
+  redis.call('zadd', Engine.prefix .. 'caches', Engine.now, key)
+  -- It lives its ttl plus a day from now (commands/cache.lua, Cache.KEEP_EXTRA).
+  redis.call('expire', entry, math.ceil(tonumber(ttl) + 86400))
 end
 
 -- The checked arguments: jid, worker, queue, data (nil: keep the job's), next, delay, depends,
@@ -201,7 +224,8 @@ local function complete(cmd, args, b)
   if not c.next then table.insert(written, 'state'); table.insert(written, 'complete') end
   if c.skipped then table.insert(written, 'skipped'); table.insert(written, 1) end
   redis.call('hset', key, unpack(written))
-  if fields.grace then redis.call('hdel', key, 'grace') end
+  if fields.grace or fields.cclaim then redis.call('hdel', key, 'grace', 'cclaim') end
+  if fields.cclaim and not c.skipped and not c.next then cache_claimed(jid, fields.cclaim) end
   if not b.quiet then Events.tracked('completed', jid) end
   if c.next then return advance(c) end
 

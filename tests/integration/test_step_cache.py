@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 import redis
@@ -145,9 +146,87 @@ def test_an_entry_older_than_its_ttl_is_not_used(engine_ns: object) -> None:
     assert [e["status"] for e in json.loads(call("cache.list", now=t0 + 61))] == ["expired"]
     call("pop", "q", "w", 1, now=t0 + 100)
     assert json.loads(call("cache.use", "c", "w", "q", "k1", 60, 1, now=t0 + 100)) == {"hit": False}
-    # The entry now names the job that runs again: not used until it completes.
+    # The job runs again; the entry keeps the completed result until it completes.
     (entry,) = json.loads(call("cache.list", now=t0 + 100))
-    assert (entry["jid"], entry["state"], entry["status"]) == ("c", "running", "running")
+    assert (entry["jid"], entry["state"], entry["status"]) == ("a", "complete", "expired")
+    call("complete", "c", "w", "q", "", "result", '{"n": 2}', now=t0 + 101)
+    (entry,) = json.loads(call("cache.list", now=t0 + 101))
+    assert (entry["jid"], entry["state"], entry["status"]) == ("c", "complete", "fresh")
+
+
+def _racing(call: Any, t0: float, *jids: str, ttl: float = 60) -> None:
+    """Jobs ``jids`` put, popped by worker ``w`` and missing key ``k`` in that order."""
+    call("worker.register", "w", "{}", now=t0)
+    for jid in jids:
+        call("put", "w", "q", jid, "K", "{}", 0, now=t0)
+    call("pop", "q", "w", len(jids), now=t0)
+    for i, jid in enumerate(jids):
+        miss = json.loads(call("cache.use", jid, "w", "q", "k", ttl, 1, now=t0 + i))
+        assert miss == {"hit": False}
+
+
+def _entry(call: Any, now: float) -> tuple[str, str]:
+    (entry,) = json.loads(call("cache.list", now=now))
+    return entry["jid"], entry["status"]
+
+
+def test_of_two_racing_claims_the_first_to_succeed_is_the_entry(engine_ns: Engine) -> None:
+    """Two workers miss one key: the later claim names the entry, but the earlier job
+    completes and the later one fails. The completed result is the entry (before, the failed
+    job's claim was, and the good result was lost to the cache); a third job hits it."""
+    t0 = 1_700_000_000.0
+    call = engine_ns.call
+    _racing(call, t0, "early", "late")
+    assert _entry(call, t0 + 2) == ("late", "running")
+    call("complete", "early", "w", "q", "", "result", '{"n": 1}', now=t0 + 3)
+    assert _entry(call, t0 + 3) == ("early", "fresh")
+    call("fail", "late", "w", "boom", "it broke", now=t0 + 4)
+    assert _entry(call, t0 + 4) == ("early", "fresh")
+    call("put", "w", "q", "third", "K", "{}", 0, now=t0 + 5)
+    call("pop", "q", "w", 1, now=t0 + 5)
+    hit = json.loads(call("cache.use", "third", "w", "q", "k", 60, 1, now=t0 + 5))
+    assert hit == {"hit": True, "from": "early", "run": ""}
+    assert json.loads(call("get", "third", now=t0 + 5))["result"] == '{"n": 1}'
+
+
+def test_a_later_success_does_not_replace_the_first(engine_ns: Engine) -> None:
+    """Both racing jobs succeed: the first to complete stays the entry, whichever claimed
+    last; the other's completion changes nothing of it."""
+    t0 = 1_700_000_000.0
+    call = engine_ns.call
+    _racing(call, t0, "early", "late")
+    call("complete", "late", "w", "q", "", "result", '{"n": 2}', now=t0 + 3)
+    assert _entry(call, t0 + 3) == ("late", "fresh")
+    entry_before = engine_ns.redis.hgetall(f"{engine_ns.key_prefix}cache:k")
+    call("complete", "early", "w", "q", "", "result", '{"n": 1}', now=t0 + 4)
+    assert engine_ns.redis.hgetall(f"{engine_ns.key_prefix}cache:k") == entry_before
+    # No claim is left on a job that completed.
+    assert engine_ns.redis.hget(f"{engine_ns.key_prefix}j:early", "cclaim") is None
+
+
+def test_a_claim_that_fails_never_takes_the_place_of_a_completed_result(
+    engine_ns: Engine,
+) -> None:
+    """A job of a shorter ttl misses a result older than its ttl and runs, then fails: the
+    result stays the entry, for a step of a longer ttl to hit (before, the failed claim had
+    replaced it). A cleared entry is not made again by a job that was running."""
+    t0 = 1_700_000_000.0
+    call = engine_ns.call
+    _racing(call, t0, "old", ttl=3600)
+    call("complete", "old", "w", "q", "", "result", '{"n": 1}', now=t0 + 1)
+    _racing(call, t0 + 100, "short", ttl=60)
+    assert _entry(call, t0 + 100) == ("old", "fresh")  # fresh for its own ttl, 3600
+    call("fail", "short", "w", "boom", "it broke", now=t0 + 101)
+    assert _entry(call, t0 + 101) == ("old", "fresh")
+    call("put", "w", "q", "long", "K", "{}", 0, now=t0 + 102)
+    call("pop", "q", "w", 1, now=t0 + 102)
+    hit = json.loads(call("cache.use", "long", "w", "q", "k", 3600, 1, now=t0 + 102))
+    assert hit == {"hit": True, "from": "old", "run": ""}
+
+    _racing(call, t0 + 200, "cleared", ttl=60)
+    assert call("cache.clear", now=t0 + 201) == 1
+    call("complete", "cleared", "w", "q", "", "result", "{}", now=t0 + 202)
+    assert json.loads(call("cache.list", now=t0 + 202)) == []
 
 
 def test_the_list_shows_an_entry_past_its_ttl_as_expired(
