@@ -199,7 +199,7 @@ end
 -- (cut short when long); nil when there is none, so the infinity was written as one
 -- (`Infinity`, `inf`). Looked for only once a decoded value was found to hold an infinity: the
 -- common path never scans the text.
-local function past_double(text)
+function Arg.past_double(text)
   local at = 1
   while true do
     local s, _, char = string.find(text, '(["%d])', at)
@@ -270,7 +270,7 @@ function Arg.json(cmd, name, value, kind, max_bytes, max_depth)
     found = 'nan'
   end
   if found == 'nan' then
-    local number = past_double(value)
+    local number = Arg.past_double(value)
     if number then
       fail(cmd, 'Arg "' .. name .. '" holds a number past what JSON readers hold (a double: about '
         .. '1.8e308 either way; beyond, they read infinity): ' .. number .. '; give it as text')
