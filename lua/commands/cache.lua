@@ -46,7 +46,7 @@
 -- @include events
 
 -- One module table: a Lua function may hold at most 200 locals (lua/README.md, no globals).
-local Cache = { KEEP_EXTRA = 86400 }
+local Cache = {}
 -- Cached dependents one call completes at most (the rest wait for a worker, as any job).
 Cache.CHAIN_LIMIT = 1000
 -- The oldest keys of `P caches` a miss looks at, to take out those whose entry left Redis.
@@ -54,15 +54,12 @@ Cache.PRUNE = 10
 -- Keys of `P caches` an unnamed cache.clear goes through at most while it finds no entry.
 Cache.CLEAR_LOOK = 20000
 
-function Cache.cache_key(key) return Engine.prefix .. 'cache:' .. key end
-function Cache.caches_key() return Engine.prefix .. 'caches' end
-
 -- Take out of `P caches` the oldest of its keys (at most `count`) whose entry left Redis (its
 -- ttl plus a day passed): the list would else keep every key ever made.
 function Cache.prune(count)
-  for _, key in ipairs(redis.call('zrange', Cache.caches_key(), 0, count - 1)) do
-    if redis.call('exists', Cache.cache_key(key)) == 0 then
-      redis.call('zrem', Cache.caches_key(), key)
+  for _, key in ipairs(redis.call('zrange', Keys.caches(), 0, count - 1)) do
+    if redis.call('exists', Keys.cache(key)) == 0 then
+      redis.call('zrem', Keys.caches(), key)
     end
   end
 end
@@ -100,7 +97,7 @@ end
 -- The producer of `key` and its result when it is fresh for `ttl` (Cache.status), and is not
 -- `jid` itself; else nil.
 function Cache.fresh(key, jid, ttl)
-  local from = redis.call('hget', Cache.cache_key(key), 'jid')
+  local from = redis.call('hget', Keys.cache(key), 'jid')
   if not from or from == jid then return nil end
   local producer = Job.fields(from, 'result', 'updated', 'skipped')
   if Cache.status(producer, ttl) == 'fresh' then return from, producer.result end
@@ -216,16 +213,14 @@ api['cache.use'] = function(args)
   -- entry unless another claim's completed first). It names the entry now unless the entry's
   -- job completed (an expired result, or fresh for a longer ttl than this job's): a job that
   -- may fail never takes the place of a result.
-  local holder, kept = redis.call('hget', Cache.cache_key(key), 'jid'), false
+  local holder, kept = redis.call('hget', Keys.cache(key), 'jid'), false
   if holder and holder ~= jid then
     local h = redis.call('hmget', Keys.job(holder), 'state', 'skipped')
     kept = h[1] == 'complete' and not h[2]
   end
   if not kept then
-    redis.call('hset', Cache.cache_key(key), 'jid', jid, 'created', Engine.now, 'ttl', ttl)
-    redis.call('expire', Cache.cache_key(key), math.ceil(ttl + Cache.KEEP_EXTRA))
     Cache.prune(Cache.PRUNE)
-    redis.call('zadd', Cache.caches_key(), Engine.now, key)
+    Job.cache_entry(jid, key, ttl)
   end
   redis.call('hset', Keys.job(jid), 'cclaim', key .. ' ' .. ttl)
   return cjson.encode({ hit = false })
@@ -236,10 +231,10 @@ api['cache.list'] = function(args)
   local offset = Arg.optional_integer(cmd, 'offset', args[1], 0, 0)
   local count = Arg.optional_integer(cmd, 'count', args[2], 100, 1, 1000)
   if args[3] ~= nil then Arg.fail(cmd, 'too many arguments') end
-  local keys = redis.call('zrevrange', Cache.caches_key(), offset, offset + count - 1)
+  local keys = redis.call('zrevrange', Keys.caches(), offset, offset + count - 1)
   local out = {}
   for _, key in ipairs(keys) do
-    local e = redis.call('hmget', Cache.cache_key(key), 'jid', 'created', 'ttl')
+    local e = redis.call('hmget', Keys.cache(key), 'jid', 'created', 'ttl')
     if e[1] then
       local producer = Job.fields(e[1], 'updated', 'skipped')
       local ttl = tonumber(e[3]) or 0
@@ -263,10 +258,10 @@ api['cache.clear'] = function(args)
     -- None named: the oldest 1,000 keys, and the next ones while those named no entry still in
     -- Redis (their ttl plus a day passed), so a call that removes none found no entry left.
     local page = keys
-    if #keys == 0 then page = redis.call('zrange', Cache.caches_key(), 0, 999) end
+    if #keys == 0 then page = redis.call('zrange', Keys.caches(), 0, 999) end
     for _, key in ipairs(page) do
-      removed = removed + redis.call('del', Cache.cache_key(key))
-      redis.call('zrem', Cache.caches_key(), key)
+      removed = removed + redis.call('del', Keys.cache(key))
+      redis.call('zrem', Keys.caches(), key)
     end
     looked = looked + #page
   until #keys > 0 or #page == 0 or removed > 0 or looked >= Cache.CLEAR_LOOK

@@ -67,17 +67,13 @@ end
 local function cache_claimed(jid, claim)
   local key, ttl = string.match(claim, '^(%S+) (%S+)$')
   if not key then return end
-  local entry = Engine.prefix .. 'cache:' .. key
-  local holder = redis.call('hget', entry, 'jid')
+  local holder = redis.call('hget', Keys.cache(key), 'jid')
   if not holder or holder == jid then return end
   local f = redis.call('hmget', Keys.job(holder), 'state', 'skipped', 'updated')
   if f[1] == 'complete' and not f[2] and (tonumber(f[3]) or 0) + tonumber(ttl) > Engine.now then
     return
   end
-  redis.call('hset', entry, 'jid', jid, 'created', Engine.now, 'ttl', ttl)
-  redis.call('zadd', Engine.prefix .. 'caches', Engine.now, key)
-  -- It lives its ttl plus a day from now (commands/cache.lua, Cache.KEEP_EXTRA).
-  redis.call('expire', entry, math.ceil(tonumber(ttl) + 86400))
+  Job.cache_entry(jid, key, ttl)
 end
 
 -- The checked arguments: jid, worker, queue, data (nil: keep the job's), next, delay, depends,

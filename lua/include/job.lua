@@ -16,6 +16,17 @@
 -- @include dialect
 -- @include run_counts
 local Job = {}
+-- A step cache entry outlives its ttl by a day: a hit's log still points at the run.
+Job.CACHE_KEEP_EXTRA = 86400
+
+-- Job `jid` becomes the entry of step cache key `key` for `ttl` seconds: by its miss's claim
+-- (commands/cache.lua) or its successful complete (commands/complete.lua).
+function Job.cache_entry(jid, key, ttl)
+  local entry = Keys.cache(key)
+  redis.call('hset', entry, 'jid', jid, 'created', Engine.now, 'ttl', ttl)
+  redis.call('expire', entry, math.ceil(tonumber(ttl) + Job.CACHE_KEEP_EXTRA))
+  redis.call('zadd', Keys.caches(), Engine.now, key)
+end
 
 -- Decode a JSON list, accepting the '{}' cjson writes for an empty one.
 local function decode_list(text)

@@ -90,6 +90,9 @@ function Keys.run_jobs(run_id) return Engine.prefix .. 'run:' .. run_id .. '-job
 function Keys.run_canceled(run_id) return Engine.prefix .. 'run-canceled:' .. run_id end
 function Keys.run_counts(run_id) return Engine.prefix .. 'run-counts:' .. run_id end
 function Keys.runs() return Engine.prefix .. 'runs' end
+-- A step cache key's entry (jid, created, ttl) and the index of keys (commands/cache.lua).
+function Keys.cache(key) return Engine.prefix .. 'cache:' .. key end
+function Keys.caches() return Engine.prefix .. 'caches' end
 function Keys.flow_runs(flow) return Engine.prefix .. 'runs:' .. flow end
 
 -- Cron schedules (ours). A schedule's name is its flow's name; `schedules` holds the next fire
