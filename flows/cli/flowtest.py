@@ -13,13 +13,64 @@ from flows.cli.common import open_client, user_errors
 from flows.cli.options import connection
 from flows.cli.terminal import visible
 from flows.cli.validate import checked_files, print_findings, summary
-from flows.testing.files import SUFFIX, find_test_files
-from flows.testing.session import CaseReport, private_server, run_files, sigterm_as_ctrl_c
+from flows.testing.files import (
+    SUFFIX,
+    Reading,
+    find_test_files,
+    missing_case,
+    split_case_id,
+)
+from flows.testing.session import (
+    CaseReport,
+    private_server,
+    read_files,
+    run_readings,
+    sigterm_as_ctrl_c,
+)
 from scheduler.worker.imports import import_path
 
 
 def register(group: click.Group) -> None:
     group.add_command(test)
+
+
+_PATHS_HINT = "'[PATH | FILE::NAME]...'"
+
+
+def _case_ids(args: tuple[str, ...]) -> tuple[list[Path], dict[Path, set[str]]]:
+    """The paths named, and for each file named by case ids (``FILE::NAME``) the names of the
+    cases to run (a file also named alone, or in a folder named, runs every case)."""
+    paths: list[Path] = []
+    names: dict[Path, set[str]] = {}
+    whole: set[Path] = set()
+    for arg in args:
+        path, name = split_case_id(arg)
+        if not path.exists():
+            raise click.BadParameter(
+                visible(f"Path {str(path)!r} does not exist."), param_hint=_PATHS_HINT
+            )
+        if name is None:
+            whole.add(path)
+        elif not path.is_file():
+            raise click.BadParameter(
+                visible(f"{arg!r}: a case id is FILE::NAME, and {str(path)!r} is not a file"),
+                param_hint=_PATHS_HINT,
+            )
+        else:
+            names.setdefault(path, set()).add(name)
+        paths.append(path)
+    every = set(find_test_files(sorted(whole)))
+    return paths, {path: wanted for path, wanted in names.items() if path not in every}
+
+
+def _read(files: list[Path], names: dict[Path, set[str]]) -> dict[Path, Reading]:
+    """The files read, before a server starts: a case misnamed is said before anything runs."""
+    readings = read_files(files)
+    for path, wanted in names.items():
+        wrong = missing_case(readings[path], wanted)
+        if wrong is not None:
+            raise click.BadParameter(visible(wrong), param_hint=_PATHS_HINT)
+    return readings
 
 
 def _line(report: CaseReport, verbose: bool) -> None:
@@ -33,36 +84,40 @@ def _line(report: CaseReport, verbose: bool) -> None:
 
 
 @click.command()
-@click.argument("paths", nargs=-1, type=click.Path(exists=True, path_type=Path))
+@click.argument("paths", nargs=-1, metavar="[PATH | FILE::NAME]...")
 @click.option(
     "-k", "select", help="Only cases whose name contains this text (in any case of letters)."
 )
 @click.option("-v", "--verbose", is_flag=True, help="Wall and virtual time of each case.")
 @connection
 def test(
-    paths: tuple[Path, ...],
+    paths: tuple[str, ...],
     select: str | None,
     verbose: bool,
     redis_url: str | None,
     namespace: str | None,
 ) -> None:
     """Run the flow tests in PATHS: test files (*.test.yaml) and flow files with a tests:
-    section, named or found in the folders named (default: .).
+    section, named or found in the folders named (default: .). FILE::NAME, a case's id as it
+    is printed (and as pytest takes it), runs that case of FILE alone.
 
     Each case runs the flow against the real engine on a virtual clock, in a namespace of its
     own that is removed afterwards: on a private embedded server started for the session, or
     on --redis / $FLOWS_REDIS_URL when given. Exit code 0 when every case passed, 1 when one
     failed or a test file has a mistake (printed as file:line:col findings), 2 when -k selects
-    no case, 130 after Ctrl-C and 143 after SIGTERM (either stops a real step's commands and
-    cleans up as the end does: the case's namespace, the private server).
+    no case or FILE::NAME names a case FILE does not have, 130 after Ctrl-C and 143 after
+    SIGTERM (either stops a real step's commands and cleans up as the end does: the case's
+    namespace, the private server).
     """
-    files = find_test_files(list(paths) or [Path(".")])
+    named, names = _case_ids(paths)
+    files = find_test_files(named or [Path(".")])
     if not files:
         raise click.ClickException(
             f"no test files (*{SUFFIX}) or flow files with tests: in "
-            f"{' '.join(map(str, paths)) or '.'}"
+            f"{' '.join(map(str, named)) or '.'}"
         )
     import_path()  # job modules beside where it was started, as a worker finds them
+    readings = _read(files, names)
 
     def show(case: CaseReport) -> None:
         _line(case, verbose)
@@ -71,10 +126,12 @@ def test(
     try:
         with user_errors(), sigterm_as_ctrl_c(terminated):
             if redis_url or os.environ.get("FLOWS_REDIS_URL"):
-                session = run_files(open_client(redis_url, namespace).redis, files, show, select)
+                session = run_readings(
+                    open_client(redis_url, namespace).redis, readings, show, select, names
+                )
             else:
                 with private_server() as server:
-                    session = run_files(server, files, show, select)
+                    session = run_readings(server, readings, show, select, names)
     except KeyboardInterrupt:
         if not terminated:
             raise  # Ctrl-C: `interrupted`, exit code 130, as every command ends

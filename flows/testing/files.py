@@ -29,13 +29,19 @@ Reading only files: no engine, no clock.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Final
 
 from flows.flowfile.cases import Case, CaseReader, read_cases
-from flows.flowfile.findings import Finding, FindingSink, sort_findings
+from flows.flowfile.findings import (
+    Finding,
+    FindingSink,
+    did_you_mean,
+    names_hint,
+    sort_findings,
+)
 from flows.flowfile.yaml_reader import load_file, load_yaml
 from flows.runs.build import FlowFile, read_flow_file
 from flows.validation.validate import InvalidFlow
@@ -156,6 +162,34 @@ def _read_flow_tests(path: Path) -> Reading:
     if cases is None or sink.has_errors:
         return Reading(None, sort_findings(sink.findings))
     return Reading(TestFile(shown, flow_file, tuple(cases)), sort_findings(sink.findings))
+
+
+def split_case_id(arg: str) -> tuple[Path, str | None]:
+    """``FILE::NAME``, a case's id as ``flows test`` and pytest print it, as ``(FILE, NAME)``;
+    a path as ``(path, None)``. A case's name has no ``::`` (a finding), so an id splits at its
+    last one; a path that exists is a path, ``::`` in it or not."""
+    file, sep, name = arg.rpartition("::")
+    if not sep or Path(arg).exists():
+        return Path(arg), None
+    return Path(file), name
+
+
+def missing_case(reading: Reading, names: Collection[str]) -> str | None:
+    """What is wrong with naming the cases ``names`` of the file read (None: it has them all,
+    or it has findings of its own, which say what is wrong instead)."""
+    if reading.test is None:
+        return None
+    cases = [case.name for case in reading.test.cases]
+    for name in names:
+        if name not in cases:
+            close = did_you_mean(name, cases)
+            listed = names_hint("its cases", [repr(case) for case in cases])
+            return (
+                f"{reading.test.file} has no case {name!r}"
+                + (f" ({close})" if close else "")
+                + f"; {listed}"
+            )
+    return None
 
 
 def has_tests(path: Path) -> bool:

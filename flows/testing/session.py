@@ -10,7 +10,7 @@ from __future__ import annotations
 import signal
 import tempfile
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,7 +22,7 @@ from flows.flowfile.cases import Case
 from flows.flowfile.findings import Finding
 from flows.testing.driver import CaseError, Observed, run_case
 from flows.testing.expect import diff
-from flows.testing.files import read_test_file
+from flows.testing.files import Reading, read_test_file
 
 
 @contextmanager
@@ -130,13 +130,32 @@ def run_files(
 ) -> SessionReport:
     """Run every case of ``paths`` (``select``: only cases whose name contains it, in any case
     of letters, as pytest's ``-k`` matches)."""
+    return run_readings(server, read_files(paths), on_case, select)
+
+
+def read_files(paths: Sequence[Path]) -> dict[Path, Reading]:
+    """Each file of ``paths`` read once (a file named twice runs once, as in pytest)."""
+    return {path: read_test_file(path) for path in dict.fromkeys(paths)}
+
+
+def run_readings(
+    server: redis.Redis,
+    readings: Mapping[Path, Reading],
+    on_case: Callable[[CaseReport], None] = lambda _: None,
+    select: str | None = None,
+    names: Mapping[Path, Collection[str]] | None = None,
+) -> SessionReport:
+    """Run the cases of files read (``select`` as :func:`run_files`'s; ``names``: of the files
+    it has, only the cases of those names, as ``FILE::NAME`` selects them)."""
     session = SessionReport()
-    for path in paths:
-        reading = read_test_file(path)
+    for path, reading in readings.items():
         session.findings.extend(reading.findings)
         if reading.test is None:
             continue
+        named = (names or {}).get(path)
         for case in reading.test.cases:
+            if named is not None and case.name not in named:
+                continue
             if select is not None and select.casefold() not in case.name.casefold():
                 continue
             report = check_case(server, str(path), reading.test, case)

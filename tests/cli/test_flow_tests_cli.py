@@ -376,6 +376,49 @@ def test_a_k_that_selects_no_case_is_a_usage_error(url: str, redis_client: redis
     assert "passed" not in result.output
 
 
+def test_a_printed_case_id_runs_that_case_alone(url: str) -> None:
+    # As pytest takes FILE::NAME: it read "Path '...::...' does not exist".
+    etl = f"{EXAMPLES / 'etl.test.yaml'}::load fails once, then succeeds"
+    report = f"{EXAMPLES / 'report.yaml'}::a failed count leaves no summary"
+    result = flows("test", etl, report, report, "--redis", url)  # named twice, runs once
+    assert result.exit_code == 0, result.output
+    assert result.stdout.splitlines() == [f"{etl} PASSED", f"{report} PASSED", "2 passed, 0 failed"]
+
+
+def test_a_case_id_named_in_a_folder_named_too_runs_every_case(url: str, tmp_path: Path) -> None:
+    flow = tmp_path / "two.yaml"
+    flow.write_text(
+        "version: 1\nname: two\nsteps:\n  a: {run: 'true'}\n"
+        "tests:\n  - name: one\n    mock: all\n  - name: two\n    mock: all\n"
+    )
+    result = flows("test", str(tmp_path), f"{flow}::one", "--redis", url)
+    assert result.exit_code == 0, result.output
+    assert "2 passed, 0 failed" in result.output
+
+
+def test_a_case_id_naming_no_case_is_a_usage_error_naming_the_cases(
+    url: str, redis_client: redis.Redis
+) -> None:
+    test_file = EXAMPLES / "etl.test.yaml"
+    with assert_unchanged(redis_client):
+        result = flows("test", f"{test_file}::load fails once", "--redis", url)
+        folder = flows("test", f"{EXAMPLES}::load", "--redis", url)
+        missing = flows("test", f"{EXAMPLES / 'nope.test.yaml'}::load", "--redis", url)
+    assert result.exit_code == 2, result.output
+    out = " ".join(result.output.split())  # click wraps the message
+    assert (
+        f"{test_file} has no case 'load fails once' "
+        "(did you mean 'load fails once, then succeeds'?); its cases: "
+        "'load fails once, then succeeds', 'every step really runs', "
+        "'a load that keeps failing fails the run, notify runs anyway'"
+    ) in out
+    assert "passed" not in result.output and "Traceback" not in result.output
+    assert folder.exit_code == 2, folder.output
+    assert "a case id is FILE::NAME, and" in folder.output and "is not a file" in folder.output
+    assert missing.exit_code == 2, missing.output
+    assert "nope.test.yaml' does not exist" in " ".join(missing.output.split())
+
+
 def test_findings_end_with_the_summary_line_flows_validate_ends_with(
     url: str, tmp_path: Path
 ) -> None:
