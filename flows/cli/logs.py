@@ -293,16 +293,12 @@ def _run_over(client: Client, run_id: str) -> bool:
     return view is None or view.finished
 
 
-def stream_run(client: Client, run_id: str, tick: Callable[[], None] = lambda: None) -> None:
-    """Print every line of the run's steps and of its child runs as it comes, until the run
-    has ended (``flows run --logs``); ``tick()`` is called between rounds."""
+def stream_run(client: Client, run_id: str, over: Callable[[], bool]) -> None:
+    """Print every line of the run's steps and of its child runs as it comes, until ``over()``
+    says the run has ended (``flows run --logs``, which reads the run there as its other modes
+    do); ``over()`` is asked between rounds."""
     printer = Printer(as_json=False)
     follower = Follower(client, run_tree_jobs(client, run_id))
-
-    def over() -> bool:
-        tick()
-        return _run_over(client, run_id)
-
     for item in follow(
         client,
         follower,

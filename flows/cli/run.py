@@ -258,14 +258,47 @@ class LocalWorker:
         self.sweep()
 
 
+class AwaitNotice:
+    """Says on stderr, once per step, that a step of the run (or of a child run it waits for)
+    awaits a signal, with the `flows approve` / `flows signal` command that gives it: the one
+    place every mode of `flows run` says it from (a table, --json, --logs, --detach)."""
+
+    def __init__(self, client: Client) -> None:
+        self.client = client
+        self.told: list[str] = []
+
+    def __call__(self, view: RunView) -> None:
+        awaiting = any(s.status == "awaiting" and s.step not in self.told for s in view.steps)
+        if awaiting or child_waits(view):  # a child run's step too
+            self.told.extend(print_awaiting(self.client, view, told=self.told, err=True))
+
+
+class RunReader:
+    """The run as `flows run` follows it: each read said to :class:`AwaitNotice`, in every
+    mode alike."""
+
+    def __init__(self, client: Client, run_id: str, notice: AwaitNotice) -> None:
+        self.client = client
+        self.run_id = run_id
+        self.notice = notice
+        self.view: RunView | None = None
+
+    def __call__(self) -> RunView:
+        again = load_run(self.client, self.run_id) or self.view
+        assert again is not None  # submitted by this command: it is there
+        self.view = again
+        self.notice(again)
+        return again
+
+
 def _read_again(
-    client: Client, run_id: str, view: RunView, pause: float, sweep: Callable[[], None]
+    read: RunReader, view: RunView, pause: float, sweep: Callable[[], None]
 ) -> tuple[RunView, float]:
     """The run read again after ``pause``, and the pause before the next read."""
     time.sleep(pause)
     sweep()
     started = time.monotonic()
-    again = load_run(client, run_id) or view
+    again = read()
     spent = time.monotonic() - started
     return again, pacing.next_pause(pause, again != view, spent, FOLLOW_LONGEST)
 
@@ -308,27 +341,24 @@ def _follow(
     between_reads = LocalWorker(worker, WaitTimeouts(client))
     thread = threading.Thread(target=between_reads.work, name="flows-run-worker", daemon=True)
     thread.start()
-    view = load_run(client, run_id)
-    assert view is not None
+    read = RunReader(client, run_id, AwaitNotice(client))
+    view = read()
     interrupted = False
-    told: list[str] = []
 
-    def tell(view: RunView) -> None:  # a step awaiting its signal: how to give it, once
-        awaiting = any(s.status == "awaiting" and s.step not in told for s in view.steps)
-        if awaiting or child_waits(view):  # a child run's step too
-            told.extend(print_awaiting(client, view, told=told, err=True))
+    def over() -> bool:  # --logs: between its rounds of lines, the run read as the others read it
+        between_reads()
+        return read().finished
 
     try:
         if logs:
-            stream_run(client, run_id, between_reads)
-            view = load_run(client, run_id) or view
+            stream_run(client, run_id, over)
+            view = read()
             print_run(view)
             return view, None
         pause = pacing.QUICK
         if quiet or not live:  # --json, or piped: no frames, the table once at the end
             while not view.finished:
-                view, pause = _read_again(client, run_id, view, pause, between_reads)
-                tell(view)
+                view, pause = _read_again(read, view, pause, between_reads)
             if not quiet:  # --json: the run's JSON at the end is the whole output
                 print_run(view)
             return view, None
@@ -337,9 +367,8 @@ def _follow(
         frame = render_run(view, live=True)
         with Live(frame, console=console, auto_refresh=False, transient=True) as screen:
             while not view.finished:
-                view, pause = _read_again(client, run_id, view, pause, between_reads)
+                view, pause = _read_again(read, view, pause, between_reads)
                 screen.update(render_run(view, live=True), refresh=True)
-                tell(view)
         print_run(view)
     except KeyboardInterrupt:
         interrupted = True
@@ -573,6 +602,10 @@ def run(
     else:
         click.echo(f"run {run_id} exists already: nothing submitted", err=True)
     if detach:
+        if any(step.wait is not None for step in flow_file.flow.steps.values()):
+            # A wait with nothing before it awaits from now: no worker will say so.
+            with user_errors():
+                RunReader(client, run_id, AwaitNotice(client))()
         if as_json:
             print_json({"id": run_id, "jobs": submission.jobs, "created": submission.created})
         else:

@@ -337,18 +337,20 @@ def test_ctrl_c_says_what_state_the_run_is_in_and_how_to_go_on(
     assert {s.step: s.status for s in view.steps} == {"first": "success", "wait": "waiting"}
 
 
+@pytest.mark.parametrize("mode", [(), ("--logs",), ("--json",)], ids=["table", "logs", "json"])
 def test_a_run_worked_here_says_how_to_give_the_signal_a_step_awaits(
-    cli: CliRunner, server: EmbeddedServer, client: Client, tmp_path: Path
+    cli: CliRunner, server: EmbeddedServer, client: Client, tmp_path: Path, mode: tuple[str, ...]
 ) -> None:
     """`flows run` works a run until it ends: a step awaiting a signal would keep it there with
     no word of what to do. It says so once on stderr, as `flows status` does, with the command
-    that gives the signal."""
+    that gives the signal: in every mode (--logs read the run by a path of its own, and said
+    nothing)."""
     path = tmp_path / "gate.yaml"
     path.write_text(
         "version: 1\nname: gate\nqueue: gate\nsteps:\n"
         "  approve: {wait: {signal: approve}}\n  ship: {run: 'true', needs: [approve]}\n"
     )
-    process = _flows_run(server, path)
+    process = _flows_run(server, path, *mode)
     try:
         said = read_until(process, "--data JSON)\n", stream="stderr")
         run_id = str(list_runs(client)[0]["id"])
@@ -365,11 +367,41 @@ def test_a_run_worked_here_says_how_to_give_the_signal_a_step_awaits(
             process.communicate()
     assert process.returncode == 0, err
     assert "flows approve" not in err and f"run {run_id} succeeded" in err  # said once
-    assert f"Run {run_id} succeeded" in out
+    assert "flows approve" not in out  # stdout is the run's (its JSON, its lines)
+    if mode != ("--json",):
+        assert f"Run {run_id} succeeded" in out
+    else:
+        assert json.loads(out)["status"] == "succeeded"
 
 
+def test_a_run_submitted_detached_says_how_to_give_the_signal_its_first_step_awaits(
+    cli: CliRunner, client: Client, tmp_path: Path
+) -> None:
+    """No worker of this command will get to it: a wait with nothing before it awaits from
+    the submit on, and `--detach` says so as the other modes do (on stderr, its stdout the
+    run id alone, for scripts)."""
+    path = tmp_path / "gate.yaml"
+    path.write_text(
+        "version: 1\nname: gate\nqueue: gate\nsteps:\n"
+        "  approve: {wait: {signal: approve}}\n  ship: {run: 'true', needs: [approve]}\n"
+    )
+    result = flows(cli, "run", "--detach", str(path))
+    assert result.exit_code == 0, result.output
+    run_id = result.stdout.strip()
+    assert result.stderr.splitlines()[-2:] == [
+        "approve: awaiting signal 'approve'",
+        f"  flows approve {run_id} approve --note TEXT   (or: flows signal {run_id} approve "
+        "--data JSON)",
+    ], result.stderr
+    quiet = tmp_path / "quiet.yaml"
+    quiet.write_text("version: 1\nname: quiet\nqueue: gate\nsteps:\n  a: {run: 'true'}\n")
+    plain = flows(cli, "run", "--detach", str(quiet))
+    assert "flows approve" not in plain.output and "awaiting" not in plain.output
+
+
+@pytest.mark.parametrize("mode", [(), ("--logs",)], ids=["table", "logs"])
 def test_a_run_worked_here_says_how_to_approve_a_step_of_its_child_run(
-    cli: CliRunner, server: EmbeddedServer, client: Client, tmp_path: Path
+    cli: CliRunner, server: EmbeddedServer, client: Client, tmp_path: Path, mode: tuple[str, ...]
 ) -> None:
     """An approval gate in a child run holds its parent's step: `flows run PARENT` and
     `flows status PARENT` say what it awaits and how to give it, labelled step/child-step,
@@ -382,7 +414,7 @@ def test_a_run_worked_here_says_how_to_approve_a_step_of_its_child_run(
     path.write_text(
         "version: 1\nname: release\nqueue: gate\nsteps:\n  deploy: {flow: deploy.yaml}\n"
     )
-    process = _flows_run(server, path)
+    process = _flows_run(server, path, *mode)
     try:
         said = read_until(process, "--data JSON)\n", stream="stderr")
         run_id = str(list_runs(client, "release")[0]["id"])
@@ -405,11 +437,11 @@ def test_a_run_worked_here_says_how_to_approve_a_step_of_its_child_run(
     assert "flows approve" not in err and f"run {run_id} succeeded" in err  # said once
 
 
-def _flows_run(server: EmbeddedServer, path: Path) -> subprocess.Popen[str]:
-    """`flows run PATH` as a process of its own on ``server``, its output piped."""
+def _flows_run(server: EmbeddedServer, path: Path, *args: str) -> subprocess.Popen[str]:
+    """`flows run [ARGS] PATH` as a process of its own on ``server``, its output piped."""
     env = {**os.environ, "FLOWS_REDIS_URL": server.url}
     return subprocess.Popen(
-        [str(Path(sys.executable).parent / "flows"), "run", str(path)],
+        [str(Path(sys.executable).parent / "flows"), "run", *args, str(path)],
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
