@@ -11,6 +11,7 @@ Timeouts are the scheduler service's (:func:`scheduler.service.housekeeping.time
 from __future__ import annotations
 
 import json
+import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -127,7 +128,7 @@ def signal_step(
         hint = did_you_mean(step, steps) or f"its steps: {', '.join(steps)}"
         raise SignalRefused(f"{where}: the run has no step {step!r} ({hint})", "missing") from None
     except WrongState as error:
-        raise SignalRefused(f"{where}: {_why_not(client, jid, error)}", "state") from None
+        raise SignalRefused(f"{where}: {_why_not(client, run_id, jid, error)}", "state") from None
     except (InvalidArgument, TooLarge) as error:
         raise SignalRefused(f"{where}: {_engine_words(error)}") from None
     return Signaled(run_id, step, jid, dict(data))
@@ -141,7 +142,7 @@ def _gone(client: Client, run_id: str, jid: str) -> str:
     allowed = view.get("actions")
     text = f"not awaiting a signal (it is {status})"
     if isinstance(allowed, list) and "retry" in allowed:
-        text += f": `flows retry {run_id}` puts it back to wait again"
+        text += f": {_retry_hint(run_id)} puts it back to wait again"
     return text
 
 
@@ -159,7 +160,13 @@ def _data_text(where: str, data: Mapping[str, Any]) -> str:
         raise SignalRefused(f"{where}: the signal's data are not JSON: {error}") from None
 
 
-def _why_not(client: Client, jid: str, error: WrongState) -> str:
+def _retry_hint(run_id: str) -> str:
+    """The command that puts a run's failed or canceled wait back, as a reader pastes it (a run
+    id may hold quotes or ``;``)."""
+    return f"`flows retry {shlex.quote(run_id)}`"
+
+
+def _why_not(client: Client, run_id: str, jid: str, error: WrongState) -> str:
     wait = wait_state(client, jid)
     if wait is None:
         job = client.jobs.get(jid)
@@ -170,7 +177,7 @@ def _why_not(client: Client, jid: str, error: WrongState) -> str:
     if wait.state == "complete":
         return "already done (state complete): it took a signal or timed out"
     if wait.state == "failed":
-        return "failed (state failed: it timed out); `flows retry RUN` makes it wait again"
+        return f"failed (state failed: it timed out); {_retry_hint(run_id)} makes it wait again"
     return f"not awaiting a signal (state {wait.state}): {_engine_words(error)}"
 
 

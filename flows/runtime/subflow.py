@@ -25,6 +25,7 @@ after an upstream step's output changed): a re-run runs the child as it was subm
 from __future__ import annotations
 
 import json
+import shlex
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Final
@@ -82,7 +83,7 @@ def run(job: JobContext) -> dict[str, Any]:
     if reply == "waiting":
         raise HandedOver(f"waiting for its child run {child}")
     if reply != "succeeded":
-        raise FailJob(FAILED_GROUP, _failure(client, child, str(reply)))
+        raise FailJob(FAILED_GROUP, _failure(client, meta.run, child, str(reply)))
     return _outputs(client, child)
 
 
@@ -173,7 +174,7 @@ def _depth(client: Session, run_id: str) -> int:
         return 0
 
 
-def _failure(client: Session, child: str, status: str) -> str:
+def _failure(client: Session, parent: str, child: str, status: str) -> str:
     """Why the step fails, in the child's terms: the child's end, then each failed step of it
     with its group and the end of its message (a shell step's exit code and last lines)."""
     lines = [f"child run {child} {status}"]
@@ -189,7 +190,7 @@ def _failure(client: Session, child: str, status: str) -> str:
         lines += [f"    {line}" for line in message]
     if len(failed) > MAX_LISTED:
         lines.append(f"  ... and {len(failed) - MAX_LISTED} more")
-    lines.append(f"fix the cause, then: flows retry {child.rsplit('.', 1)[0]}")
+    lines.append(f"fix the cause, then: flows retry {shlex.quote(parent)}")  # as it is pasted
     return "\n".join(lines)
 
 

@@ -129,9 +129,9 @@ def test_a_failed_child_fails_its_step_until_a_retry_of_the_parent_after_the_fix
     cli: CliRunner, tmp_path: Path
 ) -> None:
     parent = write(tmp_path)
-    result = flows(cli, "run", str(parent))
+    run_id = "it's-1"  # the retry it names is pasted into a shell: quoted
+    result = flows(cli, "run", "--run-id", run_id, str(parent))
     assert result.exit_code == 1, result.output
-    run_id = result.output.split("submitted run ")[1].split()[0]
     child_id = f"{run_id}.child"
     assert steps(status(cli, run_id)) == {
         "process": "success",
@@ -146,7 +146,7 @@ def test_a_failed_child_fails_its_step_until_a_retry_of_the_parent_after_the_fix
     # the child's failed step in its own terms: its exit code and what it wrote, no traceback
     assert "  step check failed (exit-code-3):\n    command exited with code 3" in message
     assert "    no marker yet" in message and "Traceback" not in message
-    assert f"flows retry {run_id}" in message
+    assert "fix the cause, then: flows retry 'it'\"'\"'s-1'" in message
 
     (tmp_path / "MARKER").touch()  # the child's cause fixed
     again = flows(cli, "retry", run_id)

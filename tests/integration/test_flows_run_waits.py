@@ -231,7 +231,7 @@ def test_flows_run_in_the_background_finishes_once_signaled(
 
 
 def test_the_service_fails_a_wait_past_its_timeout_and_retry_makes_it_wait_again(
-    cli: CliRunner, client: Client, tmp_path: Path
+    cli: CliRunner, client: Client, redis_client: redis.Redis, tmp_path: Path
 ) -> None:
     path = wait_flow(tmp_path)
     assert flows(cli, "run", "--detach", "--run-id", "r2", str(path)).exit_code == 0
@@ -248,6 +248,14 @@ def test_the_service_fails_a_wait_past_its_timeout_and_retry_makes_it_wait_again
     assert failed is not None and failed.state == "failed"
     assert failed.failure is not None and failed.failure["group"] == "wait-timeout"
     assert statuses(cli, "r2")["ship"] == "upstream_failed"
+    # The refusal names the command to paste, with the run's own id (it said `flows retry RUN`).
+    with assert_unchanged(redis_client):
+        refused = flows(cli, "approve", "r2", "approve", "--note", "late")
+    assert refused.exit_code == 1, refused.output
+    assert (
+        "run r2, step approve: failed (state failed: it timed out); `flows retry r2` makes it "
+        "wait again"
+    ) in refused.output
 
     retried = flows(cli, "retry", "--detach", "r2")
     assert retried.exit_code == 0, retried.output
