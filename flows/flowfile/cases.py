@@ -134,16 +134,32 @@ class CaseReader:
         ``expect.outputs`` is not checked)."""
         self.step_outputs: dict[str, tuple[str, ...]] = {}
         """The output keys each step declares (its ``outputs:``); a step not here may have any."""
+        self.subflow_files: dict[str, str] = {}
+        """The sub-flow steps whose outputs are their child's ``outputs:``: the child's file."""
 
     def set_outputs(
-        self, flow: Collection[str] | None, steps: Mapping[str, Sequence[str] | None]
+        self,
+        flow: Collection[str] | None,
+        steps: Mapping[str, Sequence[str] | None],
+        subflows: Mapping[str, tuple[str, Collection[str]]] | None = None,
     ) -> None:
-        """The flow's output keys (None: not known) and those its steps declare (None: any)."""
+        """The flow's output keys (None: not known) and those its steps declare (None: any);
+        ``subflows``: for a sub-flow step that declares none of its own, its child's file and
+        the keys of the child's ``outputs:`` (what the step gives)."""
         self.flow_outputs = tuple(str(key) for key in flow) if flow is not None else None
+        given = {
+            str(step): (file, keys)
+            for step, (file, keys) in (subflows or {}).items()
+            if steps.get(step) is None
+        }
+        self.subflow_files = {step: file for step, (file, _) in given.items()}
         self.step_outputs = {
-            str(step): tuple(str(key) for key in keys)
-            for step, keys in steps.items()
-            if keys is not None
+            **{step: tuple(str(key) for key in keys) for step, (_, keys) in given.items()},
+            **{
+                str(step): tuple(str(key) for key in keys)
+                for step, keys in steps.items()
+                if keys is not None
+            },
         }
 
     def output_keys(self, given: Mapping[Any, Any], path: DataPath, step: str | None) -> None:
@@ -154,23 +170,32 @@ class CaseReader:
         if declared is None:
             return
         owner = "the flow" if step is None else f"step {step!r}"
-        if not declared:  # a flow without outputs:, a step's `outputs: []`
+        child = self.subflow_files.get(step) if step is not None else None
+        if not declared:  # a flow without outputs:, a step's `outputs: []`, such a sub-flow
             hint = (
                 "give the flow an outputs: section, or expect a step's under "
                 "expect.steps.<step>.outputs"
                 if step is None
+                else f"{child} declares no outputs: add an outputs: map to it"
+                if child is not None
                 else "declare each key in the step's outputs:"
             )
-            self.sink.error(path, "test-output", f"{owner} declares no outputs", hint, at_key=True)
+            what = (
+                "declares no outputs" if child is None else f"(sub-flow {child}) gives no outputs"
+            )
+            self.sink.error(path, "test-output", f"{owner} {what}", hint, at_key=True)
             return
         for key in given:
             if key not in declared:
                 self.sink.error(
                     (*path, key),
                     "test-output",
-                    f"{key!r} is not an output of {owner}",
+                    f"{key!r} is not an output of {owner}"
+                    + (f" (its outputs are sub-flow {child}'s)" if child is not None else ""),
                     did_you_mean(str(key), declared)
-                    or names_hint(f"{owner} declares", list(declared)),
+                    or names_hint(
+                        f"{owner} declares" if child is None else "its outputs", list(declared)
+                    ),
                     at_key=True,
                 )
 

@@ -44,7 +44,7 @@ from flows.flowfile.findings import (
 )
 from flows.flowfile.yaml_reader import load_file, load_yaml
 from flows.runs.build import FlowFile, read_flow_file
-from flows.validation.validate import InvalidFlow
+from flows.validation.validate import InvalidFlow, subflow_outputs
 
 SUFFIX: Final = ".test.yaml"
 _TOP_KEYS: Final = ("flow", "cases")
@@ -129,10 +129,14 @@ def _wait_steps(flow_file: FlowFile) -> dict[str, list[str] | None]:
     return {name: step.outputs for name, step in steps if step.wait is not None}
 
 
-def _outputs(flow_file: FlowFile) -> tuple[list[str], dict[str, list[str] | None]]:
-    """The keys of the flow's ``outputs:``, and those each step declares (None: any)."""
+def _outputs(
+    flow_file: FlowFile,
+) -> tuple[list[str], dict[str, list[str] | None], dict[str, tuple[str, list[str]]]]:
+    """The keys of the flow's ``outputs:``, those each step declares (None: any), and what each
+    sub-flow step gives (its child's ``outputs:``)."""
     flow = flow_file.flow
-    return list(flow.outputs or {}), {name: step.outputs for name, step in flow.steps.items()}
+    steps = {name: step.outputs for name, step in flow.steps.items()}
+    return list(flow.outputs or {}), steps, subflow_outputs(flow, flow_file.flow_dir)
 
 
 def _read_flow_tests(path: Path) -> Reading:

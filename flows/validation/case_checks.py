@@ -7,7 +7,7 @@ scheduler service alike, not only when the tests run.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from flows.flowfile.cases import CaseReader
@@ -21,11 +21,14 @@ def check_tests(
     scheduled: bool,
     sink: FindingSink,
     params: Mapping[str, Param] | None = None,
+    subflows: Mapping[str, tuple[str, Collection[str]]] | None = None,
 ) -> None:
     """Findings for the cases of ``data``'s ``tests:``. What is not a list of mappings the
     model reports (the flow's ``tests`` field): only the mappings are read here. ``params``:
     the flow's declared params that validate (a case's are checked against them when every
-    declared one does: a name left out for its own mistake is not unknown)."""
+    declared one does: a name left out for its own mistake is not unknown). ``subflows``: the
+    sub-flow steps whose child is valid, with its file and the keys of its ``outputs:`` (what
+    such a step gives when it declares no outputs of its own)."""
     raw = data.get("tests")
     if not isinstance(raw, list):
         return
@@ -48,6 +51,7 @@ def check_tests(
             for name, spec in (steps_raw.items() if isinstance(steps_raw, Mapping) else ())
             if isinstance(spec, Mapping)
         },
+        subflows,
     )
     names: set[str] = set()
     for index, item in enumerate(raw):

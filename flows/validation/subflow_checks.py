@@ -17,7 +17,7 @@ validated is kept in a context variable for the length of the top-level check.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -59,11 +59,12 @@ _SESSION: ContextVar[_Session | None] = ContextVar("flows_subflow_session", defa
 
 def check_subflows(
     flow: Flow, file: str, flow_dir: Path, sink: FindingSink, validate_child: ValidateChild
-) -> None:
-    """Check the sub-flow steps of ``flow`` (read from ``file``, which lives in ``flow_dir``)."""
+) -> dict[str, Flow]:
+    """Check the sub-flow steps of ``flow`` (read from ``file``, which lives in ``flow_dir``);
+    the valid child flow of each step that has one."""
     steps = [(step_id, step) for step_id, step in flow.steps.items() if step.flow is not None]
     if not steps:
-        return
+        return {}
     session = _SESSION.get()
     token = None
     if session is None:
@@ -80,6 +81,16 @@ def check_subflows(
             _SESSION.reset(token)
     if children:
         _check_outputs_read(flow, children, sink)
+    return children
+
+
+def child_outputs(flow: Flow, children: Mapping[str, Flow]) -> dict[str, tuple[str, list[str]]]:
+    """For each sub-flow step of ``flow`` with a valid child (``children``): the child's file,
+    as the flow names it, and the keys of its ``outputs:``, which are what the step gives."""
+    return {
+        step_id: (str(flow.steps[step_id].flow), list(child.outputs or {}))
+        for step_id, child in children.items()
+    }
 
 
 def _resolved(path: Path) -> Path:
@@ -255,4 +266,4 @@ def _output_read(reference: Reference) -> tuple[str, tuple[str, ...]]:
     return "", ()
 
 
-__all__ = ["ValidateChild", "check_subflows"]
+__all__ = ["ValidateChild", "check_subflows", "child_outputs"]

@@ -33,7 +33,7 @@ from flows.validation.run_checks import check_run
 from flows.validation.schedule_checks import check_schedule
 from flows.validation.secret_checks import check_secrets
 from flows.validation.shell_checks import check_nul_characters
-from flows.validation.subflow_checks import check_subflows
+from flows.validation.subflow_checks import check_subflows, child_outputs
 from flows.validation.template_checks import TemplateChecker, check_template_places
 from scheduler.engine.errors import FlowsError
 
@@ -212,8 +212,7 @@ def _validate_loaded(
     if parts.schedule is not None:
         raw_cron = _mapping(data.get("schedule")).get("cron")
         check_schedule(parts.schedule, raw_cron, parts.params, sink, now or time.time())
-    jobs = [*parts.step_ids, *(name for name, _ in parts.hooks)]  # a case stubs hooks too
-    check_tests(data, jobs, parts.schedule is not None, sink, parts.params)
+    children: dict[str, Flow] = {}
     if flow is not None:
         _check_queues(flow, sink)
         check_heartbeats(flow, sink)
@@ -221,7 +220,12 @@ def _validate_loaded(
         check_limits(flow, sink)
         if check_imports_too:
             check_imports(flow, flow_dir, sink)
-        check_subflows(flow, loaded.file, flow_dir, sink, _validate_child)
+        children = check_subflows(flow, loaded.file, flow_dir, sink, _validate_child)
+    jobs = [*parts.step_ids, *(name for name, _ in parts.hooks)]  # a case stubs hooks too
+    # A sub-flow step's outputs are its child's: known once the children are validated.
+    subflows = child_outputs(flow, children) if flow is not None else None
+    check_tests(data, jobs, parts.schedule is not None, sink, parts.params, subflows)
+    if flow is not None:
         check_cache_files(flow, loaded.file, flow_dir, sink)
         if expand_too and not has_errors(sink.findings):
             check_run(flow, flow_dir, sink, now or time.time())
@@ -308,6 +312,19 @@ def validate_file(
         )
         del loaded  # freed before the collector is back, which then need not look at it
     return result
+
+
+def subflow_outputs(flow: Flow, flow_dir: Path) -> dict[str, tuple[str, list[str]]]:
+    """What each sub-flow step of the valid ``flow`` (whose file is in ``flow_dir``) gives when
+    it declares no outputs of its own: its child's file and the keys of the child's
+    ``outputs:``, as validating ``flow`` checked them (each child read again)."""
+    children = {}
+    for step_id, step in flow.steps.items():
+        if step.flow is not None:
+            child = validate_file(flow_dir / step.flow).flow
+            if child is not None:
+                children[step_id] = child
+    return child_outputs(flow, children)
 
 
 def load_flow(path: Path, *, check_imports: bool = False, now: float | None = None) -> Flow:

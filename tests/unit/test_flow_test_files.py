@@ -280,3 +280,64 @@ def test_expected_outputs_of_a_flow_without_outputs_are_a_finding(tmp_path: Path
             "expect.steps.<step>.outputs",
         )
     ]
+
+
+SUBFLOW = """version: 1
+name: parent
+steps:
+  report: {flow: child.yaml}
+  own: {flow: child.yaml, outputs: [total]}
+  bare: {flow: bare.yaml}
+"""
+
+
+def test_a_sub_flow_steps_outputs_are_checked_against_its_childs(tmp_path: Path) -> None:
+    # A sub-flow step without outputs: of its own gives its child's outputs: those are the
+    # keys, as for a step that declares them (it was `expected 40, got null` once it ran).
+    (tmp_path / "child.yaml").write_text(
+        "version: 1\nname: child\nsteps:\n  count: {run: echo, outputs: [total]}\n"
+        'outputs:\n  total: "${{ steps.count.outputs.total }}"\n  day: "x"\n'
+    )
+    (tmp_path / "bare.yaml").write_text("version: 1\nname: bare\nsteps:\n  a: {run: echo}\n")
+    (tmp_path / "parent.yaml").write_text(SUBFLOW)
+    cases = (
+        "  - name: typos\n"  # 3
+        "    mock: {report: {outputs: {totl: 4}}}\n"  # 4
+        "    expect:\n"  # 5
+        "      steps:\n"  # 6
+        "        report: {outputs: {total: 40, dya: x}}\n"  # 7
+        "        own: {outputs: {day: x}}\n"  # 8
+        "        bare: {outputs: {k: 1}}\n"  # 9
+    )
+    expected = [
+        (
+            4,
+            31,
+            "'totl' is not an output of step 'report' (its outputs are sub-flow child.yaml's)",
+            "did you mean 'total'?",
+        ),
+        (
+            7,
+            39,
+            "'dya' is not an output of step 'report' (its outputs are sub-flow child.yaml's)",
+            "did you mean 'day'?",
+        ),
+        (8, 25, "'day' is not an output of step 'own'", "step 'own' declares: total"),
+        (
+            9,
+            16,
+            "step 'bare' (sub-flow bare.yaml) gives no outputs",
+            "bare.yaml declares no outputs: add an outputs: map to it",
+        ),
+    ]
+    test = tmp_path / "parent.test.yaml"
+    test.write_text("flow: parent.yaml\ncases:\n" + cases)
+    reading = read_test_file(test)
+    assert reading.test is None
+    assert [(f.line, f.col, f.message, f.hint) for f in reading.findings] == expected
+    assert {f.code for f in reading.findings} == {"test-output"}
+    own = tmp_path / "own.yaml"
+    own.write_text(SUBFLOW + "tests:\n" + cases)
+    reading = read_test_file(own)  # and so `flows validate` and `flows run`
+    lines = SUBFLOW.count("\n") - 1
+    assert [(f.line - lines, f.col, f.message, f.hint) for f in reading.findings] == expected
