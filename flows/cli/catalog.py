@@ -60,7 +60,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "kick": (
         "queue_admin",
         "Make up to COUNT buried jobs of queue NAME waiting again (the longest buried "
-        "first), or the buried jobs named with --job, whatever their queue.",
+        "first), or the buried jobs named with --job, whatever their queue, or those of a "
+        "run's step (--step).",
     ),
     "logs": (
         "logs",

@@ -1,5 +1,5 @@
 """Tarantool-queue style operations: ``flows queue stats|pause|unpause|truncate|drop``,
-``flows kick`` (a queue's oldest buried jobs, or ``--job JID`` each),
+``flows kick`` (a queue's oldest buried jobs, ``--job JID`` each, or ``--step RUN:STEP``),
 ``flows bury``, ``flows delete``, ``flows throttles`` and ``flows throttle set|unset``."""
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from flows.cli.common import (
     user_errors,
 )
 from flows.cli.options import as_json, connection, id_argument, id_option
+from flows.runs.actions import kick_step
 from scheduler.engine.errors import JobNotFound, WrongState
 
 #: ``queue.stats`` fields in the order they are shown (Tarantool's statistics).
@@ -152,20 +153,37 @@ def queue_drop(
     help="Kick this buried job instead of a queue's oldest (repeatable). Every JID is checked "
     "first: one that is missing or not buried kicks none.",
 )
+@id_option(
+    "--step",
+    "-s",
+    "step",
+    what="run's step",
+    metavar="RUN:STEP",
+    help="Kick every buried job of STEP of run RUN (a foreach step's items too), as the run "
+    "page's Kick step button does; refused, kicking none, unless one of them is buried.",
+)
 @as_json
 @connection
 def kick(
     name: str | None,
     count: int | None,
     jobs: tuple[str, ...],
+    step: str | None,
     as_json: bool,
     redis_url: str | None,
     namespace: str | None,
 ) -> None:
     """Make up to COUNT buried jobs of queue NAME waiting again (the longest buried first), or
-    the buried jobs named with --job, whatever their queue.
+    the buried jobs named with --job, whatever their queue, or those of a run's step (--step).
 
     Each job waits again at its priority; a job of a run makes its step waiting again."""
+    if step is not None:
+        if name is not None or count is not None or jobs:
+            raise click.UsageError(
+                "--step kicks a run's step: give no queue NAME, --count or --job"
+            )
+        _kick_step(step, as_json, redis_url, namespace)
+        return
     if jobs:
         if name is not None:
             raise click.UsageError("give a queue NAME or --job JID, not both")
@@ -180,6 +198,22 @@ def kick(
     with user_errors():
         kicked = client.queues[name].kick(count or 1)
     report(as_json, f"queue {name}: {kicked} job(s) kicked", {"queue": name, "kicked": kicked})
+
+
+def _kick_step(target: str, as_json: bool, redis_url: str | None, namespace: str | None) -> None:
+    """``flows kick --step RUN:STEP``: the engine kicks the step's buried jobs only when its
+    decider allows the step ``kick``."""
+    run_id, _, step = target.rpartition(":")
+    if not run_id or not step:
+        raise click.UsageError(f"--step {target!r}: name a run's step as RUN:STEP")
+    client = open_client(redis_url, namespace)
+    with user_errors():
+        kicked = kick_step(client, run_id, step)
+    report(
+        as_json,
+        f"step {step} of run {run_id}: kicked {len(kicked)} job(s): {', '.join(kicked)}",
+        {"run": run_id, "step": step, "kicked": len(kicked), "jobs": kicked},
+    )
 
 
 def _kick_jobs(

@@ -11,7 +11,7 @@ from flows.flowfile.job_data import FlowsMeta
 from scheduler.engine.client import Client
 from scheduler.engine.errors import WrongState
 from scheduler.engine.job import Job, RanBy
-from scheduler.engine.replies import as_dict
+from scheduler.engine.replies import as_dict, as_list
 
 RETRYABLE: Final = frozenset({"failed", "expired"})
 """States a plain job (of no run) is put back from by a retry."""
@@ -123,11 +123,19 @@ def rerun(
     return int(client.engine.call("run.rerun", run_id, step, 1 if downstream else 0, item or ""))
 
 
+def kick_step(client: Client, run_id: str, step: str) -> list[str]:
+    """Put every buried job of a run's step back into its queue (a foreach step's items
+    too), in one engine call refused unless the decider allows the step ``kick``; returns the
+    jids kicked."""
+    return [str(jid) for jid in as_list(client.engine.call("run.kick", run_id, step))]
+
+
 __all__ = [
     "RETRYABLE",
     "is_run",
     "job_actions",
     "job_document",
+    "kick_step",
     "ran_by",
     "rerun",
     "retry_job",

@@ -57,7 +57,8 @@ ACTION_RULES: Final = {
     "approve": "signal an awaiting wait step with an approval's data: a note and who approved",
     "kick": (
         "put a buried job back into its queue (`flows kick --job JID`, "
-        "`POST /api/v1/jobs/{jid}/kick`, the Kick button)"
+        "`POST /api/v1/jobs/{jid}/kick`, the Kick button), or every buried job of a step "
+        "(`flows kick --step RUN:STEP`, `POST /api/v1/runs/{run}/steps/{step}/kick`, Kick step)"
     ),
 }
 

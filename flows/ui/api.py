@@ -259,6 +259,18 @@ def rerun_step(ui: Ui, run_id: str, step: str, body: Rerun | None = None) -> dic
     return {"id": run_id, "step": step, "rerun": count}
 
 
+@router.post("/runs/{run_id}/steps/{step}/kick", dependencies=writes, tags=["runs"])
+def kick_step(ui: Ui, run_id: str, step: str) -> dict[str, Any]:
+    """Put every buried job of a step back into its queue (a foreach step's items too), each
+    waiting again at its priority, as ``flows kick --step RUN:STEP`` does. Nothing changes
+    when it is refused: 404 for an unknown run or step, 409 when no job of the step is
+    buried."""
+    if _load_run(ui.client, run_id, 0).step(step) is None:
+        raise HTTPException(404, f"run {run_id!r} has no step {step!r}")
+    kicked = engine_errors(lambda: run_actions.kick_step(ui.client, run_id, step))
+    return {"id": run_id, "step": step, "kicked": len(kicked), "jobs": kicked}
+
+
 _SIGNAL_REFUSED = {"missing": 404, "state": 409}
 
 

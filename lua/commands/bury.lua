@@ -4,6 +4,7 @@
 --   bury       jid, worker, [message]  -> 'buried'
 --   kick       queue, [count=1]        -> number of buried jobs of `queue` made waiting again
 --   kick.jobs  jid...                  -> list of the jids made waiting again, in the order given
+--   run.kick   run_id, step            -> list of the step's buried jids made waiting again
 --
 -- bury takes a waiting or scheduled job, or a running one from the worker holding its lock (its
 -- concurrency-key and throttle slots are given back), into state 'buried': indexed in
@@ -13,18 +14,22 @@
 -- (history 'kicked'). kick.jobs makes the named buried jobs waiting again, whatever their queue
 -- (a jid listed twice is kicked once); every jid is checked before anything is written, so a
 -- list with one job that is missing (NOTFOUND) or not buried (WRONGSTATE, naming its state)
--- kicks none. Both kicks go through one function: each job waits again at its priority, its
+-- kicks none. run.kick makes every buried job of a run's step waiting again (a foreach step's
+-- items too), refused (WRONGSTATE, naming the step's status and allowed actions) unless the
+-- decider (include/run_state.lua) allows the step `kick`. All kicks go through one function: each job waits again at its priority, its
 -- run's counts move (a run's step is no longer buried). A buried job with a ttl still expires
 -- at its deadline (include/ttl.lua).
 -- All three count in the queue's statistics (bury, kick) and log `buried` / `kicked` on P log.
--- Errors: INVALID, TOOLARGE (message over 512 KiB), NOTFOUND, WRONGSTATE (bury of a job that is
--- not waiting, scheduled or running; kick.jobs of a job that is not buried), LOCKLOST (bury of a
--- running job by another worker, or after its lock expired).
+-- Errors: INVALID (run.kick of a step the run does not have), TOOLARGE (message over 512 KiB),
+-- NOTFOUND (run.kick: no such run), WRONGSTATE (bury of a job that is not waiting, scheduled or
+-- running; kick.jobs of a job that is not buried; run.kick of a step with no buried job),
+-- LOCKLOST (bury of a running job by another worker, or after its lock expired).
 -- @include args
 -- @include job
 -- @include queue
 -- @include lock
 -- @include events
+-- @include run_state
 
 local BURIABLE = { waiting = true, scheduled = true, running = true }
 
@@ -117,4 +122,40 @@ api['kick.jobs'] = function(args)
   end
   for _, queue in ipairs(queues) do Stats.bump(queue, 'kick', per_queue[queue]) end
   return jids
+end
+
+api['run.kick'] = function(args)
+  local cmd = 'RunKick'
+  local run_id = Arg.id(cmd, 'run_id', args[1])
+  local step = Arg.id(cmd, 'step', args[2])
+  if args[3] ~= nil then Arg.fail(cmd, 'too many arguments') end
+  if redis.call('exists', Keys.run(run_id)) == 0 then
+    Err.raise('NOTFOUND', cmd .. '(): no run ' .. run_id)
+  end
+  local read = RunState.read(run_id, 0)
+  local found
+  for _, s in ipairs(read.steps) do
+    if s.step == step then found = s end
+  end
+  if not found then Arg.fail(cmd, 'run ' .. run_id .. ' has no step ' .. step) end
+  if not RunState.allows(found.actions, 'kick') then
+    RunState.refuse(cmd, 'step ' .. step, found.status, found.actions, 'kick')
+  end
+  local kicked, per_queue, queues = {}, {}, {}
+  RunState.each_jid(run_id, function(jid)
+    if RunState.step_of(run_id, jid) == step then
+      local fields = Job.fields(jid, 'queue', 'priority')
+      if fields and fields.state == 'buried' then
+        local queue = fields.queue
+        redis.call('zrem', Keys.buried(queue), jid)
+        kick_one(jid, queue, fields.priority)
+        kicked[#kicked + 1] = jid
+        if not per_queue[queue] then queues[#queues + 1] = queue end
+        per_queue[queue] = (per_queue[queue] or 0) + 1
+      end
+    end
+    return false
+  end)
+  for _, queue in ipairs(queues) do Stats.bump(queue, 'kick', per_queue[queue]) end
+  return kicked
 end

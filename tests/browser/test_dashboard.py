@@ -465,25 +465,89 @@ def test_a_step_canceled_with_its_run_offers_the_retry_the_engine_allows(
 def test_a_buried_step_offers_kick_and_the_button_puts_it_back(
     page: Any, base: str, client: Client, tmp_path: Path
 ) -> None:
-    """A run's job buried by its worker: the step is buried, its panel offers Kick job (the
-    engine allows kick), and the button makes the step waiting again, live."""
+    """A run's job buried by its worker: the step is buried, its panel offers Kick step (the
+    engine allows the step kick; a step of one job has no Kick job besides), and the button
+    makes the step waiting again, live."""
     flow = register(client, tmp_path)
     run_id = trigger_run(client, flow["name"]).run_id
     pop(client, flow["queue"]).bury("bad input file")
     page.goto(f"{base}/runs/{run_id}")
     node(page, "extract").click()
     page.wait_for_selector("#step-detail h2 .st-buried")
-    kick = page.get_by_role("button", name="Kick job")
-    assert kick.get_attribute("data-action") == f"/api/v1/jobs/{quote(run_id)}%3Aextract/kick"
+    assert page.get_by_role("button", name="Kick job").count() == 0
+    kick = page.get_by_role("button", name="Kick step")
+    assert kick.get_attribute("data-action") == f"/api/v1/runs/{quote(run_id)}/steps/extract/kick"
     set_token(page, TOKEN)
     page.on("dialog", lambda dialog: dialog.accept())
     kick.click()
     page.wait_for_selector("#flash.ok")
+    assert page.inner_text("#flash") == "Done: kick step extract: 1 job put back."
     page.wait_for_selector('g.node[data-step="extract"].st-waiting')
     page.wait_for_selector("#step-detail h2 .st-waiting")
-    assert page.get_by_role("button", name="Kick job").count() == 0
+    assert page.get_by_role("button", name="Kick step").count() == 0
     job = client.jobs[f"{run_id}:extract"]
     assert job.state == "waiting" and job.history[-1]["what"] == "kicked"
+    assert page.errors == []
+
+
+def test_a_fan_out_step_with_buried_items_offers_kick_step_which_asks_and_needs_the_token(
+    page: Any, base: str, client: Client, redis_client: redis.Redis, tmp_path: Path
+) -> None:
+    """load's items: two buried, one running. Kick step shows exactly while the engine allows
+    the step kick, asks first (a no sends nothing), is refused without the token or with a
+    wrong one (nothing changes), and with it puts both buried items back in one POST; the open
+    panel then drops the button without a reload."""
+    flow = register(client, tmp_path)
+    run_id = trigger_run(client, flow["name"]).run_id
+    pop(client, flow["queue"]).complete()  # extract
+    first, second, third = sorted(client.queues[flow["queue"]].pop(3), key=lambda j: j.jid)
+    first.bury("bad input")
+    third.bury("bad input")
+    dialogs: list[str] = []
+    answer = {"accept": True}
+
+    def confirm(dialog: Any) -> None:
+        dialogs.append(dialog.message)
+        dialog.accept() if answer["accept"] else dialog.dismiss()
+
+    page.on("dialog", confirm)
+    posts: list[str] = []
+    page.on("request", lambda sent: posts.append(sent.url) if sent.method == "POST" else None)
+    page.goto(f"{base}/runs/{run_id}")
+    page.evaluate("window.__same_page = true")
+    node(page, "load").click()
+    page.wait_for_selector("#step-detail table.items")
+    buttons = page.evaluate(PANEL_BUTTONS)
+    assert buttons == decided(client, run_id, "load")
+    assert buttons == {
+        "step": ["Kick step"], "load[0]": ["kick"], "load[1]": [], "load[2]": ["kick"]
+    }  # fmt: skip
+    kick = page.get_by_role("button", name="Kick step")
+    assert kick.get_attribute("data-action") == f"/api/v1/runs/{quote(run_id)}/steps/load/kick"
+    with assert_unchanged(redis_client):
+        for token in ("", "not-the-token-of-this-server"):
+            set_token(page, token)
+            page.evaluate("document.getElementById('flash').className = ''")
+            kick.click()
+            page.wait_for_selector("#flash.error")
+        answer["accept"] = False
+        set_token(page, TOKEN)
+        kick.click()
+    assert dialogs == ["Kick step load? Its buried jobs go back into their queues."] * 3
+    assert len(posts) == 2  # the question answered no sent nothing
+
+    answer["accept"] = True
+    page.evaluate("document.getElementById('flash').className = ''")
+    kick.click()
+    page.wait_for_selector("#flash.ok")
+    assert page.inner_text("#flash") == "Done: kick step load: 2 jobs put back."
+    assert posts[-1] == f"{base}/api/v1/runs/{quote(run_id)}/steps/load/kick"
+    assert [client.jobs[j.jid].state for j in (first, second, third)] == [
+        "waiting", "running", "waiting"
+    ]  # fmt: skip
+    page.wait_for_function("!document.querySelector('#step-actions button')")
+    assert page.evaluate(PANEL_BUTTONS) == decided(client, run_id, "load")
+    assert page.evaluate("window.__same_page") is True
     assert page.errors == []
 
 
@@ -519,7 +583,7 @@ def test_an_open_step_panel_follows_its_actions_when_only_the_run_changes(
 
 
 # Each action's button in the step panel: the step's own, and a foreach item's.
-STEP_BUTTONS = {"retry": "Retry step", "rerun": "Re-run step"}
+STEP_BUTTONS = {"retry": "Retry step", "rerun": "Re-run step", "kick": "Kick step"}
 ITEM_BUTTONS = {"retry": "retry", "rerun": "re-run", "kick": "kick"}
 # The panel's action buttons: the step's (under "step"), then each item row's by its jid.
 PANEL_BUTTONS = """() => {
@@ -678,7 +742,12 @@ def test_an_open_fan_out_panel_offers_its_items_reruns_once_another_step_ends_th
     page.evaluate("window.__same_page = true")
     node(page, "load").click()
     page.wait_for_selector("#step-detail table.items")
-    before = {"step": ["Retry step"], "load[0]": ["retry"], "load[1]": ["kick"], "load[2]": []}
+    before = {
+        "step": ["Retry step", "Kick step"],
+        "load[0]": ["retry"],
+        "load[1]": ["kick"],
+        "load[2]": [],
+    }
     assert page.evaluate(PANEL_BUTTONS) == decided(client, run_id, "load") == before
     with page.expect_response(lambda reply: "/steps/load?" in reply.url):
         pass  # the page's first redraw draws the open panel again, from what it shows now
@@ -687,7 +756,7 @@ def test_an_open_fan_out_panel_offers_its_items_reruns_once_another_step_ends_th
     page.wait_for_selector("#run-status .st-failed")
     page.wait_for_selector("#step-detail button[data-body]")
     after = {
-        "step": ["Retry step"],
+        "step": ["Retry step", "Kick step"],
         "load[0]": ["retry", "re-run"],
         "load[1]": ["kick"],
         "load[2]": ["re-run"],
@@ -739,6 +808,7 @@ def test_every_action_that_changes_a_run_asks_first_and_a_no_sends_nothing(
         ],
         ["Cancel run", "Cancel every job of this run that has not ended?"],
         ["Retry step", "Retry step load? Its failed jobs run again; completed ones do not."],
+        ["Kick step", "Kick step load? Its buried jobs go back into their queues."],
         ["retry", f"Retry {first.jid}? It runs again."],
         ["re-run", f"Run {first.jid} again?"],
         ["kick", f"Put {second.jid} back into its queue?"],
@@ -749,6 +819,7 @@ def test_every_action_that_changes_a_run_asks_first_and_a_no_sends_nothing(
         page.get_by_role("button", name="Retry run"),
         page.get_by_role("button", name="Cancel run"),
         page.get_by_role("button", name="Retry step"),
+        page.get_by_role("button", name="Kick step"),
         rows.nth(0).get_by_role("button", name="retry", exact=True),
         rows.nth(0).get_by_role("button", name="re-run"),
         rows.nth(1).get_by_role("button", name="kick"),
@@ -763,7 +834,7 @@ def test_every_action_that_changes_a_run_asks_first_and_a_no_sends_nothing(
     answer["accept"] = True
     rows.nth(1).get_by_role("button", name="kick").click()
     page.wait_for_selector("#flash.ok")
-    assert page.inner_text("#flash") == f"Done: kick {second.jid}."
+    assert page.inner_text("#flash") == f"Done: kick {second.jid}: 1 job put back."
     assert client.jobs[second.jid].state == "waiting"
     page.evaluate("document.getElementById('flash').className = ''")
     page.get_by_role("button", name="Retry run").click()
@@ -771,7 +842,7 @@ def test_every_action_that_changes_a_run_asks_first_and_a_no_sends_nothing(
     assert page.inner_text("#flash") == "Done: retry the run: 1 job put back."
     assert client.jobs[first.jid].state == "waiting"
     assert client.jobs[third.jid].state == "complete"
-    assert len(dialogs) == 9 and len(posts) == 2
+    assert len(dialogs) == 10 and len(posts) == 2
     assert page.errors == []
 
 

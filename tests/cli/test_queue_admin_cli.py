@@ -31,6 +31,46 @@ def test_bury_list_and_kick(url: str, client: Client) -> None:
     assert queue.jobs.buried() == []
 
 
+def test_kick_a_runs_step_puts_back_its_buried_items_as_the_engine_allows(
+    url: str, client: Client, redis_client: redis.Redis
+) -> None:
+    """``flows kick --step RUN:STEP``: every buried item of the step waits again in one call;
+    a step with none buried, an unknown run or step, and a target that names no step are
+    refused with the engine's words, changing nothing."""
+    run = "kr@2026-01-01T00:00:00"  # a run id with ':' in it: the step is after the last one
+    jobs = [
+        {"jid": f"{run}:load[{i}]", "queue": "kq", "klass": "K", "data": "{}"} for i in range(3)
+    ] + [{"jid": f"{run}:side", "queue": "kq", "klass": "K", "data": "{}"}]
+    client.engine.call("flow.submit", run, json.dumps({"flow": "f"}), json.dumps(jobs))
+    client.jobs[f"{run}:load[0]"].bury("bad input")
+    client.jobs[f"{run}:load[2]"].bury("bad input")
+    with assert_unchanged(redis_client):
+        waiting = flows("kick", "--step", f"{run}:side", "--redis", url)
+        assert waiting.exit_code == 1
+        assert "step side has status waiting: kick is not allowed (allowed: none)" in (
+            waiting.output
+        )
+        unknown = flows("kick", "--step", f"{run}:nope", "--redis", url)
+        assert unknown.exit_code == 1 and f"run {run} has no step nope" in unknown.output
+        missing = flows("kick", "--step", "nope:load", "--redis", url)
+        assert missing.exit_code == 1 and "no run nope" in missing.output
+        bare = flows("kick", "--step", "load", "--redis", url)
+        assert bare.exit_code == 2 and "name a run's step as RUN:STEP" in bare.output
+        both = flows("kick", "kq", "--step", f"{run}:load", "--redis", url)
+        assert both.exit_code == 2 and "--step kicks a run's step" in both.output
+    kicked = flows("kick", "--step", f"{run}:load", "--json", "--redis", url)
+    assert kicked.exit_code == 0, kicked.output
+    assert json.loads(kicked.output) == {
+        "run": run,
+        "step": "load",
+        "kicked": 2,
+        "jobs": [f"{run}:load[0]", f"{run}:load[2]"],
+    }
+    assert [client.jobs[f"{run}:load[{i}]"].state for i in range(3)] == ["waiting"] * 3
+    again = flows("kick", "--step", f"{run}:load", "--redis", url)
+    assert again.exit_code == 1 and "kick is not allowed" in again.output
+
+
 def test_kick_named_jobs_checks_every_one_first(
     url: str, client: Client, redis_client: redis.Redis
 ) -> None:

@@ -281,6 +281,7 @@ def test_the_openapi_document_names_every_endpoint(api: Api) -> None:
         "/api/v1/failures/{group}/unfail",
         "/api/v1/runs/{run_id}/steps/{step}/rerun",
         "/api/v1/runs/{run_id}/steps/{step}/approve",
+        "/api/v1/runs/{run_id}/steps/{step}/kick",
         "/api/v1/backfills",
         "/api/v1/backfills/{backfill_id}",
         "/api/v1/backfills/{backfill_id}/cancel",
@@ -298,6 +299,7 @@ WRITES = [
     ("/api/v1/runs/RUN/steps/approve/approve", None),
     ("/api/v1/jobs/JID/retry", None),
     ("/api/v1/jobs/BURIED/kick", None),
+    ("/api/v1/runs/RUN/steps/STEP/kick", None),
     ("/api/v1/jobs/JID/cancel", None),
     ("/api/v1/queues/q/pause", None),
     ("/api/v1/queues/q/unpause", None),
@@ -477,12 +479,55 @@ def test_a_buried_job_is_kicked_over_http_by_the_engines_rules(
     client.engine.call("flow.submit", "kr", json.dumps({"flow": "f"}), json.dumps(jobs))
     client.jobs["kr:a"].bury("later")
     panel = str(api.get("/runs/kr/steps/a").body)
-    assert 'data-action="/api/v1/jobs/kr%3Aa/kick"' in panel and ">Kick job</button>" in panel
+    # a step of one job: its panel offers the step's kick, not the job's besides
+    assert 'data-action="/api/v1/runs/kr/steps/a/kick"' in panel and ">Kick step</button>" in panel
+    assert ">Kick job</button>" not in panel
     assert api.get("/api/v1/jobs/kr:a").body["actions"] == ["kick"]
     assert api.post("/api/v1/jobs/kr:a/kick").status == 200
     steps = {s["step"]: s for s in api.get("/api/v1/runs/kr").body["steps"]}
     assert steps["a"]["status"] == "waiting" and not steps["a"]["actions"]
-    assert ">Kick job</button>" not in str(api.get("/runs/kr/steps/a").body)
+    assert ">Kick step</button>" not in str(api.get("/runs/kr/steps/a").body)
+
+
+def test_a_steps_buried_items_are_kicked_over_http_by_the_engines_rules(
+    api: Api, client: Client, redis_client: redis.Redis
+) -> None:
+    """A foreach step with two of its three items buried: the step's actions and its panel
+    offer kick, and one POST puts both back. Refused, changing nothing: without a token, for
+    a step with nothing buried, an unknown run or step."""
+    jobs = [{"jid": f"ks:load[{i}]", "queue": "ks", "klass": "K", "data": "{}"} for i in range(3)]
+    jobs.append({"jid": "ks:side", "queue": "ks", "klass": "K", "data": "{}"})
+    client.engine.call("flow.submit", "ks", json.dumps({"flow": "f"}), json.dumps(jobs))
+    client.jobs["ks:load[0]"].bury("bad input")
+    client.jobs["ks:load[2]"].bury("bad input")
+    steps = {s["step"]: s for s in api.get("/api/v1/runs/ks").body["steps"]}
+    assert steps["load"]["counts"] == {"buried": 2, "waiting": 1}
+    assert steps["load"]["actions"] == ["kick"]
+    panel = str(api.get("/runs/ks/steps/load").body)
+    assert 'data-action="/api/v1/runs/ks/steps/load/kick"' in panel
+    assert 'data-confirm="Kick step load? Its buried jobs go back into their queues."' in panel
+    with assert_unchanged(redis_client):
+        anonymous = api.post("/api/v1/runs/ks/steps/load/kick", token=None)
+        assert anonymous.status == 401
+        waiting = api.post("/api/v1/runs/ks/steps/side/kick")
+        assert waiting.status == 409
+        assert waiting.body["detail"] == (
+            "RunKick(): step side has status waiting: kick is not allowed (allowed: none)"
+        )
+        assert api.post("/api/v1/runs/nope/steps/load/kick").status == 404
+        unknown = api.post("/api/v1/runs/ks/steps/nope/kick")
+        assert unknown.status == 404 and unknown.body["detail"] == "run 'ks' has no step 'nope'"
+    kicked = api.post("/api/v1/runs/ks/steps/load/kick")
+    assert kicked.status == 200
+    assert kicked.body == {
+        "id": "ks", "step": "load", "kicked": 2, "jobs": ["ks:load[0]", "ks:load[2]"]
+    }  # fmt: skip
+    assert [client.jobs[f"ks:load[{i}]"].state for i in range(3)] == ["waiting"] * 3
+    entry = api.get("/api/v1/audit?limit=1").body["items"][0]
+    assert entry["action"] == "kick_step"
+    with assert_unchanged(redis_client):
+        assert api.post("/api/v1/runs/ks/steps/load/kick").status == 409
+    assert ">Kick step</button>" not in str(api.get("/runs/ks/steps/load").body)
 
 
 def test_a_kick_needs_an_operator(client: Client, redis_client: redis.Redis) -> None:

@@ -1055,6 +1055,12 @@ case("kick.jobs", ["nope"], JobNotFound, "nope", id="unknown-job")
 case("kick.jobs", ["buried", "nope"], JobNotFound, "nope", id="unknown-second")
 for state in ("waiting", "scheduled", "depends", "running", "failed", "complete"):
     case("kick.jobs", ["buried", state], WrongState, f"{state} is not buried: {state}", id=state)
+case("run.kick", [], InvalidArgument, "run_id", id="missing")
+ids("run.kick", [], "run_id", ["a"])
+case("run.kick", ["r"], InvalidArgument, "step", id="missing-step")
+ids("run.kick", ["r"], "step")
+case("run.kick", ["r", "a", "extra"], InvalidArgument, TOO_MANY, id="too-many")
+case("run.kick", ["no-such-run", "a"], JobNotFound, "no-such-run", id="unknown")
 
 case("throttle.set", [], InvalidArgument, "name", id="missing")
 case("throttle.set", ["th"], InvalidArgument, "limit", id="missing-limit")

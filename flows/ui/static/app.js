@@ -44,6 +44,7 @@ function counted(data) {
     return `: ${data.runs} active run${data.runs === 1 ? "" : "s"} canceled (${jobs(data.jobs)})`;
   }
   if (typeof data.retried === "number") return `: ${jobs(data.retried)} put back`;
+  if (typeof data.kicked === "number") return `: ${jobs(data.kicked)} put back`;
   return "";
 }
 
