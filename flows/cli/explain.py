@@ -62,6 +62,8 @@ def explain(
         click.echo("  every step has finished" if view.finished else "  nothing is held back")
     for reasons in shown:
         click.echo(visible(f"  {reasons.step} ({reasons.status})"))
+        if reasons.no_items:
+            click.echo(f"    {reasons.no_items}")
         many = len(reasons.jobs) > 1
         for job in reasons.jobs:
             click.echo(visible(f"    {job.jid + ': ' if many else ''}{job.sentence}"))

@@ -17,6 +17,7 @@ from scheduler.engine.client import Client
 from scheduler.engine.explain import Explanation, sentence
 
 FINISHED = ("success", "cached", "skipped", "failed", "expired", "canceled", "gone")
+NO_ITEMS = "It had no items: nothing ran, and the steps that need it were released."
 SHOWN_PER_STEP = 20
 """Jobs of one step explained at most (a foreach of thousands says how many more there are)."""
 
@@ -27,11 +28,22 @@ class StepReasons:
     status: str
     jobs: list[Explanation] = field(default_factory=list)
     more: int = 0
+    items: int = 1
+    """The step's jobs as the engine counts them (``total``): 0 for a foreach or matrix step
+    with no items, which completed without running anything."""
+
+    @property
+    def no_items(self) -> str | None:
+        """What a step with no items says instead of its jobs' reasons (None: it has some)."""
+        if self.items == 0 and not self.jobs:
+            return NO_ITEMS
+        return None
 
     def as_json(self) -> dict[str, Any]:
         return {
             "step": self.step,
             "status": self.status,
+            "items": self.items,
             "jobs": [j.as_json() for j in self.jobs],
             "more": self.more,
         }
@@ -74,7 +86,9 @@ def explain_run(
         pipe.call("job.explain", jid, now=moment)
     replies = pipe.execute() if wanted else []
     by_step: dict[str, StepReasons] = {
-        s.step: StepReasons(s.step, s.status, more=max(0, len(chosen[s.step]) - SHOWN_PER_STEP))
+        s.step: StepReasons(
+            s.step, s.status, more=max(0, len(chosen[s.step]) - SHOWN_PER_STEP), items=s.total
+        )
         for s in steps
     }
     status = {job.jid: job.status for s in steps for job in s.jobs}

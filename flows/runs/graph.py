@@ -68,7 +68,7 @@ def run_graph(jobs: Sequence[JobSpec], flow: Flow | None = None) -> dict[str, An
         steps[job.step] = {
             "needs": needs,
             "kind": _kind(model, job),
-            "items": 1,
+            "items": 0 if job.empty else 1,  # a foreach or matrix step with no items
             "foreach": job.index is not None or job.fanout is not None or job.empty,
             "matrix": bool(model is not None and model.matrix),
             "fanout": step_of.get(job.fanout[0]) if job.fanout else None,

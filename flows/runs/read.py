@@ -309,10 +309,25 @@ def parse_run(run_id: str, raw: str) -> RunView:
         graph=graph if isinstance(graph, dict) else None,
         steps=[StepView.parse(step) for step in _list(reply.get("steps"))],
     )
+    _items_as_read(view)
     # The fields above are not repeated.
     declared = {f.name for f in fields(RunView)}
     view.extra.update((k, v) for k, v in record.items() if k not in declared)
     return view
+
+
+def _items_as_read(view: RunView) -> None:
+    """A foreach or matrix step's item count in the graph is the engine's, as its step says it
+    (``total``): the items a fan-out made from its producer's output, and 0 for a step with no
+    items (whose one job completed with the empty list). Submitted, a fan-out's count is not
+    known yet; the graph says what the run page, ``flows status`` and the API say of it."""
+    steps = (view.graph or {}).get("steps")
+    if not isinstance(steps, dict):
+        return
+    for step in view.steps:
+        entry = steps.get(step.step)
+        if isinstance(entry, dict) and entry.get("foreach") is True:
+            entry["items"] = step.total
 
 
 def run_status(client: Client, run_id: str) -> str | None:

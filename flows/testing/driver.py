@@ -451,7 +451,8 @@ def _steps(view: RunView) -> dict[str, dict[str, Any]]:
     out: dict[str, dict[str, Any]] = {}
     for step in view.steps:
         results = [job.outputs for job in step.jobs]
-        foreach = step.total > 1 or any(job.jid.endswith("]") for job in step.jobs)
+        # a step with no items (total 0) has the empty list as its outputs, as a fan-out does
+        foreach = step.total != 1 or any(job.jid.endswith("]") for job in step.jobs)
         outputs: Any = results if foreach else (results[0] if results else None)
         out[step.step] = {
             "status": step.status,

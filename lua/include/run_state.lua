@@ -237,10 +237,11 @@ function RunState.job_view(run_id, read, jid)
 end
 
 -- The actions a step allows: those of its jobs, once (signal and approve only for a step of one
--- job: its signal names the step); rerun only when every job of it ended.
+-- job: its signal names the step); rerun only when every job of it ended (a step with no items,
+-- RunState.itemless, too: it completes again).
 function RunState.step_actions(run_id, step, finished)
   local allowed, out = {}, {}
-  local rerun = finished and step.total > 0
+  local rerun = finished and (step.total > 0 or step.itemless)
   for word, n in pairs(step.counts) do
     if not RunState.ENDED[word] and n > 0 then rerun = false end
   end
@@ -436,6 +437,20 @@ function RunState.counted_steps(run_id, canceled, limit, offsets)
   return order, seen, counts
 end
 
+-- A foreach or matrix step with no items (its one job, `<run>:<step>`, an empty fan-out:
+-- field `empty`, include/triggers.lua) that completed reads as the step of no jobs it is: total
+-- 0, no counts, no job listed, its status success. Its job still completes with the empty list
+-- and releases its dependents by their trigger rules; only this read leaves it out, of the
+-- run's counts too (`counts`), not of the statuses that decide the run's (`seen`). Only a step
+-- of one completed job that never ran is looked at: one HEXISTS, none for the others.
+function RunState.itemless(run_id, step, counts)
+  if step.total ~= 1 or (step.counts.success or 0) ~= 1 or (step.attempts or 0) ~= 0 then return end
+  if redis.call('hexists', Keys.job(run_id .. ':' .. step.step), 'empty') == 0 then return end
+  step.total, step.counts, step.jobs, step.offset, step.itemless = 0, {}, {}, 0, true
+  counts.success = counts.success - 1
+  if counts.success == 0 then counts.success = nil end
+end
+
 -- The whole run: its record (without the graph), its graph (the record's JSON text), status,
 -- counts and actions, and each step's status, counts, attempts, times, actions and a page of
 -- its jobs (`limit` jobs from the step's `offsets[step]`, or 0): from the run's counts and
@@ -454,6 +469,7 @@ function RunState.read(run_id, limit, offsets)
   local status = RunState.run_status(seen, canceled)
   local finished = status ~= 'running'
   local out_steps = {}
+  for _, step in ipairs(order) do RunState.itemless(run_id, step, counts) end
   for i, step in ipairs(order) do
     local word = RunState.step_status(step.counts, step.total)
     step.status = word

@@ -551,6 +551,61 @@ def test_a_fan_out_step_with_buried_items_offers_kick_step_which_asks_and_needs_
     assert page.errors == []
 
 
+EMPTY_FLOW = """\
+version: 1
+name: {name}
+queue: {queue}
+schedule: {{cron: "0 0 1 1 *"}}
+params:
+  files: {{type: array, default: []}}
+steps:
+  list:
+    job: tasks.list
+    outputs: [files]
+  process:
+    needs: [list]
+    foreach: {{items: "${{{{ steps.list.outputs.files }}}}", as: f}}
+    job: tasks.process
+  each:
+    foreach: {{items: "${{{{ params.files }}}}", as: f}}
+    job: tasks.process
+  after:
+    needs: [process, each]
+    job: tasks.report
+"""
+
+
+def test_a_step_with_no_items_says_0_on_the_run_page(
+    page: Any, base: str, client: Client, tmp_path: Path
+) -> None:
+    """A fan-out whose producer output no items and a foreach over an empty list: their graph
+    nodes say success 0/0, at load and live, and their panels say they had no items (no item
+    table, no job), as does their "why?"."""
+    flow = register(client, tmp_path, EMPTY_FLOW)
+    run_id = trigger_run(client, flow["name"]).run_id
+    page.goto(f"{base}/runs/{run_id}")
+    assert node(page, "each").locator(".progress").text_content() == "0/0"  # drawn at load
+    # its producer has not run yet: one job, the fan-out's template, and no count drawn
+    assert node(page, "process").locator(".progress").count() == 0
+    pop(client, flow["queue"]).complete(result={"files": []})  # list
+    page.wait_for_selector('g.node[data-step="process"].st-success')  # redrawn live
+    assert node(page, "process").locator(".progress").text_content() == "0/0"
+    assert node(page, "list").locator(".progress").count() == 0  # a plain step has no count
+    for step in ("process", "each"):
+        node(page, step).click()
+        page.wait_for_selector(f"#step-detail h2:has-text('{step}')")
+        page.wait_for_selector("#no-items")
+        detail = page.inner_text("#step-detail")
+        assert "0 jobs · 0/0 done" in detail
+        assert page.locator("#step-detail table.items").count() == 0
+        assert page.locator("#step-actions button").count() == 0  # the run is still running
+        page.get_by_role("button", name="why?").click()
+        page.wait_for_function(
+            "document.querySelector('.why-text').textContent === 'It had no items: nothing ran.'"
+        )
+    assert page.errors == []
+
+
 def test_an_open_step_panel_follows_its_actions_when_only_the_run_changes(
     page: Any, base: str, client: Client, tmp_path: Path
 ) -> None:

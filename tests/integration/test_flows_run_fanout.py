@@ -152,7 +152,12 @@ def test_no_items_succeed_with_an_empty_list(
     status = status_json(cli)
     steps = steps_of(status)
     assert steps["process"]["status"] == "success"
-    assert [j["jid"] for j in steps["process"]["jobs"]] == [f"{status['id']}:process"]
+    # no items: the step's one job (completed with the empty list) is not an item of it
+    assert (steps["process"]["total"], steps["process"]["counts"]) == (0, {})
+    assert steps["process"]["jobs"] == []
+    assert status["graph"]["steps"]["process"]["items"] == 0  # type: ignore[index]
+    assert status["counts"] == {"success": 2}  # list and report: no job counted for process
+    assert client.jobs[f"{status['id']}:process"].result == []
     assert client.jobs[f"{status['id']}:report"].result == {"names": [], "status": "success"}
 
 
@@ -174,6 +179,11 @@ TRIGGERED = """
 """
 
 
+def _cells(row: str) -> list[str]:
+    """The cells of a row of a table `flows status` printed."""
+    return [cell.strip() for cell in row.split("│") if cell.strip()]
+
+
 def _seen_by_a_user(cli: CliRunner, client: Client) -> dict[str, object]:
     """What `flows status`, `flows explain` and the dependents say of a run of the flow."""
     status = status_json(cli)
@@ -187,10 +197,17 @@ def _seen_by_a_user(cli: CliRunner, client: Client) -> dict[str, object]:
         "steps": {s: steps[s]["status"] for s in steps},
         "process": (
             [j["jid"].removeprefix(run_id) for j in process["jobs"]],  # type: ignore[index]
+            process["total"],
             process["counts"],
             process["attempts"],
         ),
-        "graph": status["graph"]["steps"]["process"]["foreach"],  # type: ignore[index]
+        "graph": {
+            key: status["graph"]["steps"]["process"][key]  # type: ignore[index]
+            for key in ("foreach", "items")
+        },
+        "table": [
+            line for line in flows(cli, "status", run_id).stdout.splitlines() if "process" in line
+        ],
         "explained": explained.stdout.replace(run_id, "RUN"),
         "history": [e["what"] for e in client.jobs[f"{run_id}:process"].history][1:],
         "results": {
@@ -215,6 +232,11 @@ def test_an_empty_static_foreach_is_seen_as_an_empty_fan_out_is(
     assert result.exit_code == 0, result.output
     from_param = _seen_by_a_user(cli, client)
     assert from_param == from_output
+    # 0 items on every surface: the status's step and graph, the table, explain
+    assert from_param["process"] == ([], 0, {}, 0)
+    assert from_param["graph"] == {"foreach": True, "items": 0}
+    assert "It had no items" in str(from_param["explained"])
+    assert [_cells(line)[:3] for line in from_param["table"]] == [["process", "success", "0/0"]]
     assert from_param["steps"] == {
         "list": "success",
         "process": "success",
@@ -251,9 +273,14 @@ def test_a_flow_whose_only_step_has_no_items_runs(cli: CliRunner, tmp_path: Path
     status = status_json(cli)
     steps = steps_of(status)
     assert {s: (steps[s]["status"], steps[s]["total"]) for s in steps} == {
-        "each": ("success", 1),
-        "per_region": ("success", 1),
+        "each": ("success", 0),
+        "per_region": ("success", 0),
     }
+    table = flows(cli, "status", str(status["id"])).stdout
+    assert [_cells(line)[:3] for line in table.splitlines() if "success" in line] == [
+        ["each", "success", "0/0"],
+        ["per_region", "success", "0/0"],
+    ]
     assert status["status"] == "succeeded"
 
 
@@ -357,3 +384,45 @@ def test_example_files_counts_every_file_of_the_day(
     assert len(steps["count"]["jobs"]) == len(files) >= 3  # type: ignore[arg-type]
     rows = sum(len(path.read_text().splitlines()) - 1 for path in files)
     assert client.jobs[f"{status['id']}:total"].result == {"files": len(files), "rows": rows}
+
+
+def test_a_flow_test_sees_a_step_with_no_items_output_the_empty_list(
+    cli: CliRunner, tmp_path: Path
+) -> None:
+    """`flows test`: a foreach over an empty list (0 items) has the empty list as its outputs,
+    as a fan-out's items' outputs are a list."""
+    (tmp_path / "none.yaml").write_text(
+        dedent(
+            """
+            version: 1
+            name: none
+            params:
+              files: {type: array, default: []}
+            steps:
+              each:
+                foreach: {items: "${{ params.files }}", as: f}
+                run: echo "${{ f }}"
+              after:
+                needs: [each]
+                run: echo done
+            """
+        )
+    )
+    (tmp_path / "none.test.yaml").write_text(
+        dedent(
+            """
+            flow: none.yaml
+            cases:
+              - name: no items
+                mock: all
+                expect:
+                  status: succeeded
+                  steps:
+                    each: {status: success, outputs: []}
+                    after: success
+            """
+        )
+    )
+    result = flows(cli, "test", str(tmp_path / "none.test.yaml"))
+    assert result.exit_code == 0, result.output
+    assert "1 passed, 0 failed" in result.output

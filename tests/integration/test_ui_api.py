@@ -16,12 +16,13 @@ import pytest
 import redis
 from click.testing import CliRunner
 from helpers import assert_unchanged, digest
-from ui_support import TOKEN, Api, serve
+from ui_support import TOKEN, Api, register_flow, serve
 
 from flows.access import audit
 from flows.access.users import Users
 from flows.cli import main
 from flows.runs.service_source import FlowsSource
+from flows.runs.trigger import trigger_run
 from flows.runtime.worker_hook import prepare
 from flows.ui.auth import Auth
 from flows.ui.roles import RoleAuth
@@ -546,3 +547,53 @@ def test_a_kick_needs_an_operator(client: Client, redis_client: redis.Redis) -> 
     assert client.jobs[jid].state == "waiting"
     entry = audit.recent(client, 1)[0]
     assert (entry["who"], entry["role"], entry["action"]) == ("opal", "operator", "kick_job")
+
+
+EMPTY_FLOW = """\
+version: 1
+name: {name}
+queue: {queue}
+schedule: {{cron: "0 0 1 1 *"}}
+params:
+  files: {{type: array, default: []}}
+steps:
+  list:
+    job: tasks.list
+    outputs: [files]
+  process:
+    needs: [list]
+    foreach: {{items: "${{{{ steps.list.outputs.files }}}}", as: f}}
+    job: tasks.process
+  each:
+    foreach: {{items: "${{{{ params.files }}}}", as: f}}
+    job: tasks.process
+  after:
+    needs: [process, each]
+    job: tasks.report
+"""
+
+
+def test_the_run_document_says_a_step_with_no_items_had_0(
+    api: Api, client: Client, tmp_path: Path
+) -> None:
+    """A fan-out whose producer output no items and a foreach over an empty list: the run's
+    document says each had 0 items (its total, counts, page of jobs and graph entry), and
+    explain says so; each succeeded and released the step after them."""
+    flow = register_flow(client, tmp_path, EMPTY_FLOW, "none")
+    run_id = trigger_run(client, flow["name"]).run_id
+    [listing] = client.queues[flow["queue"]].pop()
+    listing.complete(result={"files": []})
+    [after] = client.queues[flow["queue"]].pop()
+    assert after.jid == f"{run_id}:after"
+    after.complete()
+    doc = api.get(f"/api/v1/runs/{run_id}").body
+    assert doc["status"] == "succeeded" and doc["counts"] == {"success": 2}
+    steps = {s["step"]: s for s in doc["steps"]}
+    for name in ("process", "each"):
+        seen = (steps[name]["status"], steps[name]["total"], steps[name]["counts"])
+        assert seen == ("success", 0, {}) and steps[name]["jobs"] == []
+        assert doc["graph"]["steps"][name]["items"] == 0
+        explained = api.get(f"/api/v1/runs/{run_id}/explain?step={name}").body["steps"]
+        assert explained == [{"step": name, "status": "success", "items": 0, "jobs": [], "more": 0}]
+    assert (steps["list"]["total"], doc["graph"]["steps"]["list"]["items"]) == (1, 1)
+    assert client.jobs[f"{run_id}:process"].result == []

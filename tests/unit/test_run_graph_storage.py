@@ -63,3 +63,19 @@ def test_a_default_looking_value_of_another_type_is_kept() -> None:
     # An item count of 1 is not `foreach: true`, and `items: True` is not a count of one.
     stored = stored_graph({"steps": {"s": {"items": True, "foreach": 1, "needs": []}}})
     assert stored == {"steps": {"s": {"items": True, "foreach": 1}}}
+
+
+def test_a_step_with_no_items_has_an_item_count_of_0() -> None:
+    """A foreach over an empty list and a matrix with an empty axis: one job each (the engine
+    completes it with the empty list), yet no items, as the graph says from the submit on."""
+    flow = valid(
+        "version: 1\nname: none\nsteps:\n"
+        "  each: {run: echo, foreach: {items: []}}\n"
+        "  grid: {run: echo, matrix: {a: []}}\n"
+    )
+    jobs = expand(
+        flow, run_id="r", logical_time=datetime(2026, 1, 1, tzinfo=UTC), flow_dir=PurePath("/f")
+    )
+    steps = stored_graph(run_graph(jobs, flow))["steps"]
+    assert (steps["each"]["items"], steps["grid"]["items"]) == (0, 0)
+    assert full_graph({"steps": steps})["steps"]["each"]["foreach"] is True

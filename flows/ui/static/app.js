@@ -193,7 +193,7 @@ function setupRun(section) {
   // A graph node's second line: symbol, status, a foreach step's progress, a missed deadline.
   function nodeState(step) {
     const parts = [tspan("sym", SYMBOLS[step.status] || "•"), " ", tspan("label", step.status)];
-    if (step.items > 1) parts.push(" ", tspan("progress", step.progress));
+    if (step.items !== 1) parts.push(" ", tspan("progress", step.progress));
     if (step.deadline_missed != null) parts.push(" ", tspan("sym missed", MARK));
     return parts;
   }

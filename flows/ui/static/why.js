@@ -15,8 +15,10 @@ document.addEventListener("click", async (e) => {
     return;
   }
   const data = await reply.json();
-  const jobs = (data.steps[0] || { jobs: [] }).jobs;
+  const step = data.steps[0] || { jobs: [] };
+  const jobs = step.jobs;
   out.textContent = "";
+  if (!jobs.length && step.items === 0) { out.textContent = "It had no items: nothing ran."; return; }
   if (!jobs.length) { out.textContent = "Nothing holds it back."; return; }
   for (const job of jobs) {
     const line = document.createElement("div");
