@@ -9,6 +9,7 @@ import dataclasses
 import json
 import re
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -51,6 +52,30 @@ steps:
 XSS = '<script>window.__xss = 1</script><img src=x onerror="window.__xss = 2">'
 # Markup without white space or '/': a jid may hold no white space, a URL path no '/'.
 STEP_XSS = '"><script>window.__xss=1<i>'
+
+
+@dataclass
+class Watched:
+    """A page's dialogs, answered as ``accept`` says when they open, and its POSTs' URLs."""
+
+    accept: bool
+    dialogs: list[str] = field(default_factory=list)
+    posts: list[str] = field(default_factory=list)
+
+
+def watch(page: Any, accept: bool) -> Watched:
+    """Record the page's dialogs (accepted or dismissed as ``Watched.accept`` says) and POSTs."""
+    watched = Watched(accept)
+
+    def confirm(dialog: Any) -> None:
+        watched.dialogs.append(dialog.message)
+        dialog.accept() if watched.accept else dialog.dismiss()
+
+    page.on("dialog", confirm)
+    page.on(
+        "request", lambda sent: watched.posts.append(sent.url) if sent.method == "POST" else None
+    )
+    return watched
 
 
 def register(client: Client, tmp_path: Path, flow: str = FLOW) -> dict[str, str]:
@@ -503,16 +528,8 @@ def test_a_fan_out_step_with_buried_items_offers_kick_step_which_asks_and_needs_
     first, second, third = sorted(client.queues[flow["queue"]].pop(3), key=lambda j: j.jid)
     first.bury("bad input")
     third.bury("bad input")
-    dialogs: list[str] = []
-    answer = {"accept": True}
-
-    def confirm(dialog: Any) -> None:
-        dialogs.append(dialog.message)
-        dialog.accept() if answer["accept"] else dialog.dismiss()
-
-    page.on("dialog", confirm)
-    posts: list[str] = []
-    page.on("request", lambda sent: posts.append(sent.url) if sent.method == "POST" else None)
+    watched = watch(page, accept=True)
+    dialogs, posts = watched.dialogs, watched.posts
     page.goto(f"{base}/runs/{run_id}")
     page.evaluate("window.__same_page = true")
     node(page, "load").click()
@@ -530,13 +547,13 @@ def test_a_fan_out_step_with_buried_items_offers_kick_step_which_asks_and_needs_
             page.evaluate("document.getElementById('flash').className = ''")
             kick.click()
             page.wait_for_selector("#flash.error")
-        answer["accept"] = False
+        watched.accept = False
         set_token(page, TOKEN)
         kick.click()
     assert dialogs == ["Kick step load? Its buried jobs go back into their queues."] * 3
     assert len(posts) == 2  # the question answered no sent nothing
 
-    answer["accept"] = True
+    watched.accept = True
     page.evaluate("document.getElementById('flash').className = ''")
     kick.click()
     page.wait_for_selector("#flash.ok")
@@ -681,16 +698,8 @@ def test_a_fan_out_step_offers_its_retry_and_each_item_its_rerun_as_the_engine_a
     Schedules(client).trigger(flow["name"], request)
     pop(client, flow["queue"]).complete()  # extract
     first, second, third = sorted(client.queues[flow["queue"]].pop(3), key=lambda j: j.jid)
-    dialogs: list[str] = []
-    answer = {"accept": True}
-
-    def confirm(dialog: Any) -> None:
-        dialogs.append(dialog.message)
-        dialog.accept() if answer["accept"] else dialog.dismiss()
-
-    page.on("dialog", confirm)
-    posts: list[str] = []
-    page.on("request", lambda sent: posts.append(sent.url) if sent.method == "POST" else None)
+    watched = watch(page, accept=True)
+    dialogs, posts = watched.dialogs, watched.posts
     page.goto(f"{base}/runs/{quote(run_id, safe='')}")
     node(page, "load").click()
     page.wait_for_selector("#step-detail table.items")
@@ -732,7 +741,7 @@ def test_a_fan_out_step_offers_its_retry_and_each_item_its_rerun_as_the_engine_a
                 page.evaluate("document.getElementById('flash').className = ''")
                 button.click()
                 page.wait_for_selector("#flash.error")
-        answer["accept"] = False
+        watched.accept = False
         set_token(page, TOKEN)
         for button in (retry, rerun):
             button.click()
@@ -743,7 +752,7 @@ def test_a_fan_out_step_offers_its_retry_and_each_item_its_rerun_as_the_engine_a
     assert len(dialogs) == 6 and len(posts) == 4  # the questions answered no sent nothing
 
     # with the token and a yes: one item runs again, its earlier attempt kept
-    answer["accept"] = True
+    watched.accept = True
     rerun.click()
     page.wait_for_selector("#flash.ok")
     assert len(posts) == 5
@@ -840,16 +849,8 @@ def test_every_action_that_changes_a_run_asks_first_and_a_no_sends_nothing(
     first.fail("boom", "item a broke")
     second.bury("bad input")
     third.complete()
-    dialogs: list[str] = []
-    answer = {"accept": False}
-
-    def confirm(dialog: Any) -> None:
-        dialogs.append(dialog.message)
-        dialog.accept() if answer["accept"] else dialog.dismiss()
-
-    page.on("dialog", confirm)
-    posts: list[str] = []
-    page.on("request", lambda sent: posts.append(sent.url) if sent.method == "POST" else None)
+    watched = watch(page, accept=False)
+    dialogs, posts = watched.dialogs, watched.posts
     page.goto(f"{base}/runs/{run_id}")
     set_token(page, TOKEN)
     node(page, "load").click()
@@ -886,7 +887,7 @@ def test_every_action_that_changes_a_run_asks_first_and_a_no_sends_nothing(
     assert dialogs == [question for _, question in buttons]
     assert posts == []  # and still none before the two below: they are all it sent
 
-    answer["accept"] = True
+    watched.accept = True
     rows.nth(1).get_by_role("button", name="kick").click()
     page.wait_for_selector("#flash.ok")
     assert page.inner_text("#flash") == f"Done: kick {second.jid}: 1 job put back."
@@ -910,22 +911,14 @@ def test_the_job_pages_actions_ask_first_too(
     trigger_run(client, flow["name"])
     extract = pop(client, flow["queue"])
     extract.fail("boom", "extract broke")
-    dialogs: list[str] = []
-    answer = {"accept": False}
-
-    def confirm(dialog: Any) -> None:
-        dialogs.append(dialog.message)
-        dialog.accept() if answer["accept"] else dialog.dismiss()
-
-    page.on("dialog", confirm)
-    posts: list[str] = []
-    page.on("request", lambda sent: posts.append(sent.url) if sent.method == "POST" else None)
+    watched = watch(page, accept=False)
+    dialogs, posts = watched.dialogs, watched.posts
     page.goto(f"{base}/jobs/{quote(extract.jid, safe='')}")
     set_token(page, TOKEN)
     with assert_unchanged(redis_client):
         page.get_by_role("button", name="Retry job").click()
     assert dialogs == [f"Retry job {extract.jid}? It runs again."]
-    answer["accept"] = True
+    watched.accept = True
     page.get_by_role("button", name="Retry job").click()
     page.wait_for_selector("#flash.ok")
     assert len(dialogs) == 2 and len(posts) == 1  # the no sent nothing
