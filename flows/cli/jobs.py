@@ -608,7 +608,8 @@ def rerun(
             except NoSuchRun as missing:
                 raise missing_run(missing) from None
             raise
-        click.echo(f"run {run_id}: {count} job(s) of {step} put back to run again", err=True)
+        what = f"{step} and the steps after it" if downstream else step
+        click.echo(f"run {run_id}: {count} job(s) of {what} put back to run again", err=True)
         auditing.now()  # before the work: a run that fails again was still re-run
         if detach:
             return

@@ -106,7 +106,7 @@ def test_rerun_downstream_counts_attempts_and_keeps_the_first_attempts_log(
 
     again = flows(cli, "rerun", "a2", "check", "--downstream", "--detach")
     assert again.exit_code == 0, again.output
-    assert "3 job(s)" in again.output
+    assert "3 job(s) of check and the steps after it put back" in again.output
     shown = steps(cli, "a2")
     assert shown["build"]["status"] == "success" and shown["check"]["status"] == "waiting"
     work(cli, tmp_path)
