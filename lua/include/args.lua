@@ -61,7 +61,14 @@ local function bidi_control(value)
     or string.find(value, '\226\129[\166-\169]')
 end
 
+-- Printable ASCII but space, the whole value: no control, C1 or bidirectional character can be
+-- in it, so the one anchored match settles most ids (jids, queues, klasses) at once.
+local PLAIN = '^[!-~]+$'
+
 local function check_id(cmd, name, value)
+  if type(value) == 'string' and #value <= Arg.MAX_ID_BYTES and string.find(value, PLAIN) then
+    return value
+  end
   Arg.present(cmd, name, value)
   if #value > Arg.MAX_ID_BYTES then
     Err.raise('TOOLARGE', cmd .. '(): Arg "' .. name .. '" is ' .. #value ..
@@ -83,7 +90,9 @@ end
 -- path segment and never walks to another object's.
 local function check_name(cmd, name, value)
   check_id(cmd, name, value)
-  if string.find(value, '[/\\]') or value == '.' or value == '..' then
+  -- Plain searches: a pattern's search tries a match at every position.
+  if string.find(value, '/', 1, true) or string.find(value, '\\', 1, true) or value == '.'
+      or value == '..' then
     fail(cmd, 'Arg "' .. name .. '" may not hold "/" or "\\" nor be "." or "..": ' ..
       string.format('%q', value))
   end
@@ -259,6 +268,8 @@ end
 -- Arg.MAX_PAYLOAD_BYTES) and at most `max_depth` levels deep (default: Arg.MAX_NESTING for a
 -- payload, else what the decoder takes). Returns text, decoded value.
 function Arg.json(cmd, name, value, kind, max_bytes, max_depth)
+  -- The most common payload, valid as every kind (an empty array too: cjson decodes both alike).
+  if value == '{}' then return value, {} end
   if max_depth == nil and kind == 'payload' then max_depth = Arg.MAX_NESTING end
   local _, decoded = decode(cmd, name, value, kind, max_bytes)
   -- Walked, not searched for in the text: a pattern search costs more per byte than the walk

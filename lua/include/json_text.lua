@@ -5,8 +5,9 @@ local JsonText = {}
 
 -- A string: quoted as it is when it has nothing to escape, else through cjson.
 function JsonText.string(text)
-  if string.find(text, '[%c"\\/]') then return cjson.encode(text) end
-  return '"' .. text .. '"'
+  -- One anchored match of the whole text: a search would try a match at every position.
+  if string.find(text, '^[^%c"\\/]*$') then return '"' .. text .. '"' end
+  return cjson.encode(text)
 end
 
 -- An integer stored as text (the engine writes them so) as it is; anything else through cjson.
