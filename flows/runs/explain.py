@@ -18,6 +18,7 @@ from scheduler.engine.explain import Explanation, sentence
 
 FINISHED = ("success", "cached", "skipped", "failed", "expired", "canceled", "gone")
 NO_ITEMS = "It had no items: nothing ran, and the steps that need it were released."
+NO_ITEMS_YET = "It has no items: it completes without running once nothing holds it back."
 SHOWN_PER_STEP = 20
 """Jobs of one step explained at most (a foreach of thousands says how many more there are)."""
 
@@ -30,27 +31,43 @@ class StepReasons:
     more: int = 0
     items: int = 1
     """The step's jobs as the engine counts them (``total``): 0 for a foreach or matrix step
-    with no items, which completed without running anything."""
+    with no items, whose one job completes without running anything."""
 
     @property
     def no_items(self) -> str | None:
-        """What a step with no items says instead of its jobs' reasons (None: it has some)."""
-        if self.items == 0 and not self.jobs:
-            return NO_ITEMS
-        return None
+        """What a step with no items says before its job's reasons, if any (None: it has
+        some items)."""
+        return no_items(self.status) if self.items == 0 else None
 
     def as_json(self) -> dict[str, Any]:
         return {
             "step": self.step,
             "status": self.status,
             "items": self.items,
+            "no_items": self.no_items,
             "jobs": [j.as_json() for j in self.jobs],
             "more": self.more,
         }
 
 
-def _chosen(step: StepView, named: bool) -> list[str]:
-    """The jobs of a step to explain: its unfinished ones (a named step with none: all)."""
+def no_items(status: str) -> str:
+    """What a step with no items (``total`` 0: a foreach or matrix step whose one job completes
+    with the empty list without running) says of itself in ``status``: it had none, or (not
+    finished: it waits for its needs) has none. ``flows explain``, the API's explain and the
+    run page's step panel say it."""
+    if status == "success":
+        return NO_ITEMS
+    if status in FINISHED:
+        return f"It had no items and was {status}."
+    return NO_ITEMS_YET
+
+
+def _chosen(run_id: str, step: StepView, named: bool) -> list[str]:
+    """The jobs of a step to explain: its unfinished ones (a named step with none: all). A
+    step with no items lists no job: its one job, ``<run>:<step>``, while it is not finished
+    (it waits for its needs)."""
+    if step.total == 0 and step.status not in FINISHED:
+        return [f"{run_id}:{step.step}"]
     open_items = [job.jid for job in step.jobs if job.status not in FINISHED]
     return open_items or ([job.jid for job in step.jobs] if named else [])
 
@@ -78,7 +95,7 @@ def explain_run(
             names = [s.step for s in view.steps]
             hint = did_you_mean(step, names) or f"its steps: {', '.join(names)}"
             raise UnknownStep(f"run {view.run_id} has no step {step!r} ({hint})")
-    chosen = {s.step: _chosen(s, step is not None) for s in steps}
+    chosen = {s.step: _chosen(view.run_id, s, step is not None) for s in steps}
     wanted = [(s, jid) for s in steps for jid in chosen[s.step][:SHOWN_PER_STEP]]
     moment = float(now) if now != "" else client.engine.server_time()
     pipe = client.engine.pipeline()

@@ -26,6 +26,7 @@ from markupsafe import Markup
 from flows.flowfile.durations import spelled
 from flows.runs import history as run_history
 from flows.runs import statuses
+from flows.runs.explain import no_items
 from flows.runs.read import RunView, StepView
 from flows.ui import api, graph
 from flows.ui.state import UiState, reader
@@ -366,6 +367,7 @@ def step_panel(
         page=ITEMS_PAGE,
         single=single,
         job=job,
+        no_items=no_items(found.status) if found.total == 0 else None,
     )
 
 

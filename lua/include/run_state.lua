@@ -237,11 +237,11 @@ function RunState.job_view(run_id, read, jid)
 end
 
 -- The actions a step allows: those of its jobs, once (signal and approve only for a step of one
--- job: its signal names the step); rerun only when every job of it ended (a step with no items,
--- RunState.itemless, too: it completes again).
+-- job: its signal names the step); rerun only when every job of it ended. A step with no items
+-- (RunState.itemless) is decided so too, from its one job, before its read leaves that out.
 function RunState.step_actions(run_id, step, finished)
   local allowed, out = {}, {}
-  local rerun = finished and (step.total > 0 or step.itemless)
+  local rerun = finished and step.total > 0
   for word, n in pairs(step.counts) do
     if not RunState.ENDED[word] and n > 0 then rerun = false end
   end
@@ -437,18 +437,36 @@ function RunState.counted_steps(run_id, canceled, limit, offsets)
   return order, seen, counts
 end
 
--- A foreach or matrix step with no items (its one job, `<run>:<step>`, an empty fan-out:
--- field `empty`, include/triggers.lua) that completed reads as the step of no jobs it is: total
--- 0, no counts, no job listed, its status success. Its job still completes with the empty list
--- and releases its dependents by their trigger rules; only this read leaves it out, of the
--- run's counts too (`counts`), not of the statuses that decide the run's (`seen`). Only a step
--- of one completed job that never ran is looked at: one HEXISTS, none for the others.
-function RunState.itemless(run_id, step, counts)
-  if step.total ~= 1 or (step.counts.success or 0) ~= 1 or (step.attempts or 0) ~= 0 then return end
-  if redis.call('hexists', Keys.job(run_id .. ':' .. step.step), 'empty') == 0 then return end
-  step.total, step.counts, step.jobs, step.offset, step.itemless = 0, {}, {}, 0, true
-  counts.success = counts.success - 1
-  if counts.success == 0 then counts.success = nil end
+-- The statuses a step with no items can have: its one job never runs (RunState.itemless).
+RunState.ITEMLESS = { waiting = true, upstream_failed = true, success = true, skipped = true,
+  canceled = true }
+
+-- Whether `step` is a foreach or matrix step with no items: its one job, `<run>:<step>`, is an
+-- empty fan-out (field `empty`, include/triggers.lua: a foreach over an empty list, or a
+-- template whose producer output none), whatever its status (`word`): waiting for its other
+-- needs, upstream_failed, completed with the empty list (success), skipped, or canceled with
+-- its run (then `run-canceled` keeps what it was put with). Its read says the same before and
+-- after it completes: 0 items (RunState.no_items). Only a step of one job that never ran, in a
+-- status such a job can have, is looked at: one read, none for the others.
+function RunState.itemless(run_id, step, word)
+  if step.total ~= 1 or (step.attempts or 0) ~= 0 or not RunState.ITEMLESS[word] then
+    return false
+  end
+  local jid = run_id .. ':' .. step.step
+  if word ~= 'canceled' then return redis.call('hexists', Keys.job(jid), 'empty') == 1 end
+  local kept = RunState.decoded(redis.call('hget', Keys.run_canceled(run_id), jid))
+  return type(kept) == 'table' and kept.empty ~= nil
+end
+
+-- A step with no items reads as the step of no jobs it is: total 0, no counts, no job listed,
+-- its status (and actions) its one job's. Its job is untouched (it completes with the empty list
+-- once nothing holds it back and releases its dependents by their trigger rules); only this read
+-- leaves it out, of the run's counts too (`counts`), not of what decides the run's status and
+-- actions.
+function RunState.no_items(step, word, counts)
+  step.total, step.counts, step.jobs, step.offset = 0, {}, {}, 0
+  counts[word] = counts[word] - 1
+  if counts[word] == 0 then counts[word] = nil end
 end
 
 -- The whole run: its record (without the graph), its graph (the record's JSON text), status,
@@ -468,11 +486,14 @@ function RunState.read(run_id, limit, offsets)
   if not order then order, seen, counts = RunState.scanned_steps(run_id, canceled, limit, offsets) end
   local status = RunState.run_status(seen, canceled)
   local finished = status ~= 'running'
+  -- Decided from every job of the run, a step's with no items too (RunState.no_items).
+  local run_actions = RunState.run_actions(status, counts, kept)
   local out_steps = {}
-  for _, step in ipairs(order) do RunState.itemless(run_id, step, counts) end
   for i, step in ipairs(order) do
     local word = RunState.step_status(step.counts, step.total)
     step.status = word
+    local itemless = RunState.itemless(run_id, step, word)
+    if itemless then step.jobs = {} end
     -- A step of skipped jobs never ran, even if its jobs started to decide so.
     if word == 'skipped' then step.attempts, step.started = 0, nil end
     step.started, step.updated = RunState.time(step.started), RunState.time(step.updated)
@@ -500,6 +521,7 @@ function RunState.read(run_id, limit, offsets)
       if parent[1] == run_id and parent[2] == step.step then step.child = id end
     end
     local actions = RunState.step_actions(run_id, step, finished)
+    if itemless then RunState.no_items(step, word, counts) end
     out_steps[i] = {
       step = step.step, status = word, counts = step.counts, total = step.total,
       attempts = step.attempts, started = step.started or cjson.null,
@@ -512,8 +534,7 @@ function RunState.read(run_id, limit, offsets)
     }
   end
   return {
-    record = record, status = status, counts = counts,
-    actions = RunState.run_actions(status, counts, kept),
+    record = record, status = status, counts = counts, actions = run_actions,
     -- The graph's text as stored, never decoded here: cjson would write its empty lists
     -- (a step's needs) back as {}. The reader decodes it as it decodes the listing's records.
     steps = out_steps, graph = graph or cjson.null,

@@ -20,6 +20,7 @@ from helpers import assert_unchanged
 from ui_support import TOKEN, register_flow
 
 from flows.flowfile.job_data import META_KEY
+from flows.runs.explain import NO_ITEMS, NO_ITEMS_YET
 from flows.runs.read import load_run
 from flows.runs.service_source import FlowsSource
 from flows.runs.trigger import trigger_run
@@ -586,8 +587,12 @@ steps:
   each:
     foreach: {{items: "${{{{ params.files }}}}", as: f}}
     job: tasks.process
+  later:
+    needs: [list]
+    foreach: {{items: "${{{{ params.files }}}}", as: f}}
+    job: tasks.process
   after:
-    needs: [process, each]
+    needs: [process, each, later]
     job: tasks.report
 """
 
@@ -597,29 +602,38 @@ def test_a_step_with_no_items_says_0_on_the_run_page(
 ) -> None:
     """A fan-out whose producer output no items and a foreach over an empty list: their graph
     nodes say success 0/0, at load and live, and their panels say they had no items (no item
-    table, no job), as does their "why?"."""
+    table, no job), as does their "why?". One waiting for its need says 0/0 too, and why it
+    waits."""
     flow = register(client, tmp_path, EMPTY_FLOW)
     run_id = trigger_run(client, flow["name"]).run_id
     page.goto(f"{base}/runs/{run_id}")
     assert node(page, "each").locator(".progress").text_content() == "0/0"  # drawn at load
+    assert node(page, "later").locator(".progress").text_content() == "0/0"  # waiting
+    node(page, "later").click()
+    page.wait_for_selector("#step-detail h2:has-text('later')")
+    assert page.inner_text("#no-items") == NO_ITEMS_YET
+    page.get_by_role("button", name="why?").click()
+    page.wait_for_function("document.querySelectorAll('.why-text div').length === 2")
+    said = page.locator(".why-text div").all_text_contents()
+    assert said[0] == NO_ITEMS_YET and "list" in said[1]  # it waits for list
     # its producer has not run yet: one job, the fan-out's template, and no count drawn
     assert node(page, "process").locator(".progress").count() == 0
     pop(client, flow["queue"]).complete(result={"files": []})  # list
     page.wait_for_selector('g.node[data-step="process"].st-success')  # redrawn live
     assert node(page, "process").locator(".progress").text_content() == "0/0"
     assert node(page, "list").locator(".progress").count() == 0  # a plain step has no count
-    for step in ("process", "each"):
+    page.wait_for_selector('g.node[data-step="later"].st-success')
+    for step in ("process", "each", "later"):
         node(page, step).click()
         page.wait_for_selector(f"#step-detail h2:has-text('{step}')")
         page.wait_for_selector("#no-items")
         detail = page.inner_text("#step-detail")
         assert "0 jobs · 0/0 done" in detail
+        assert page.inner_text("#no-items") == NO_ITEMS
         assert page.locator("#step-detail table.items").count() == 0
         assert page.locator("#step-actions button").count() == 0  # the run is still running
         page.get_by_role("button", name="why?").click()
-        page.wait_for_function(
-            "document.querySelector('.why-text').textContent === 'It had no items: nothing ran.'"
-        )
+        page.wait_for_function(f"document.querySelector('.why-text').textContent === {NO_ITEMS!r}")
     assert page.errors == []
 
 

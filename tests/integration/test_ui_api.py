@@ -5,6 +5,7 @@ through the API alone; auth and bad requests are refused and change nothing."""
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 import uuid
@@ -21,6 +22,7 @@ from ui_support import TOKEN, Api, register_flow, serve
 from flows.access import audit
 from flows.access.users import Users
 from flows.cli import main
+from flows.runs.explain import NO_ITEMS, NO_ITEMS_YET
 from flows.runs.service_source import FlowsSource
 from flows.runs.trigger import trigger_run
 from flows.runtime.worker_hook import prepare
@@ -594,6 +596,108 @@ def test_the_run_document_says_a_step_with_no_items_had_0(
         assert seen == ("success", 0, {}) and steps[name]["jobs"] == []
         assert doc["graph"]["steps"][name]["items"] == 0
         explained = api.get(f"/api/v1/runs/{run_id}/explain?step={name}").body["steps"]
-        assert explained == [{"step": name, "status": "success", "items": 0, "jobs": [], "more": 0}]
+        assert explained == [
+            {
+                "step": name,
+                "status": "success",
+                "items": 0,
+                "no_items": NO_ITEMS,
+                "jobs": [],
+                "more": 0,
+            }
+        ]
     assert (steps["list"]["total"], doc["graph"]["steps"]["list"]["items"]) == (1, 1)
     assert client.jobs[f"{run_id}:process"].result == []
+
+
+WAITING_EMPTY_FLOW = """\
+version: 1
+name: {name}
+queue: {queue}
+schedule: {{cron: "0 0 1 1 *"}}
+params:
+  files: {{type: array, default: []}}
+steps:
+  list:
+    job: tasks.list
+    outputs: [files]
+  slow:
+    job: tasks.slow
+  process:
+    needs: [list, slow]
+    foreach: {{items: "${{{{ steps.list.outputs.files }}}}", as: f}}
+    job: tasks.process
+  later:
+    needs: [list]
+    foreach: {{items: "${{{{ params.files }}}}", as: f}}
+    job: tasks.process
+  after:
+    needs: [process, later]
+    job: tasks.report
+"""
+
+
+def _surfaces(api: Api, server: Any, run_id: str, step: str) -> dict[str, Any]:
+    """What each surface says of a step: `flows status RUN` (its table's row and its JSON),
+    the API's run (the step and its graph entry) and explain, the run page's graph node and
+    the step's panel."""
+    table = CliRunner().invoke(main, ["status", run_id, "--redis", server.url])
+    assert table.exit_code == 0, table.output
+    [row] = [line for line in table.stdout.splitlines() if f" {step} " in line]
+    as_json = CliRunner().invoke(main, ["status", run_id, "--json", "--redis", server.url])
+    [cli_step] = [s for s in json.loads(as_json.stdout)["steps"] if s["step"] == step]
+    doc = api.get(f"/api/v1/runs/{run_id}").body
+    [api_step] = [s for s in doc["steps"] if s["step"] == step]
+    [explained] = api.get(f"/api/v1/runs/{run_id}/explain?step={step}").body["steps"]
+    page = str(api.get(f"/runs/{run_id}").body)
+    node = re.search(rf'data-step="{step}".*?</g>', page, re.S)
+    assert node is not None
+    progress = re.search(r'class="progress">([^<]*)<', node.group(0))
+    panel = str(api.get(f"/runs/{run_id}/steps/{step}").body)
+    said = re.search(r'<p id="no-items">([^<]*)</p>', panel)
+    return {
+        "table": [cell.strip() for cell in row.split("│") if cell.strip()][:3],
+        "cli": (cli_step["status"], cli_step["total"], cli_step["counts"], cli_step["jobs"]),
+        "api": (api_step["status"], api_step["total"], api_step["counts"], api_step["jobs"]),
+        "graph": doc["graph"]["steps"][step]["items"],
+        "explain": (explained["status"], explained["items"], explained["no_items"]),
+        "node": progress.group(1) if progress else None,
+        "panel": ("0 jobs · 0/0 done" in panel, said.group(1) if said else None),
+    }
+
+
+def _zero(step: str, status: str, said: str) -> dict[str, Any]:
+    """A step of 0 items in ``status`` as every surface says it."""
+    return {
+        "table": [step, status, "0/0"],
+        "cli": (status, 0, {}, []),
+        "api": (status, 0, {}, []),
+        "graph": 0,
+        "explain": (status, 0, said),
+        "node": "0/0",
+        "panel": (True, said),
+    }
+
+
+def test_a_step_with_no_items_says_0_on_every_surface_before_and_after_it_completes(
+    api: Api, client: Client, server: Any, tmp_path: Path
+) -> None:
+    """A foreach over an empty list waiting for its need, and a fan-out whose producer output
+    no items waiting for its other need: each says 0 items and its status (waiting) on every
+    surface, as it says 0 items and success once it completed. Before, a waiting one said one
+    job, none done (`0/1`), and its run page node no count."""
+    flow = register_flow(client, tmp_path, WAITING_EMPTY_FLOW, "waiting")
+    run_id = trigger_run(client, flow["name"]).run_id
+    waiting, done = NO_ITEMS_YET, NO_ITEMS
+
+    assert _surfaces(api, server, run_id, "later") == _zero("later", "waiting", waiting)
+    [explained] = api.get(f"/api/v1/runs/{run_id}/explain?step=later").body["steps"]
+    assert [job["jid"] for job in explained["jobs"]] == [f"{run_id}:later"]  # why it waits
+    jobs = {job.jid: job for job in client.queues[flow["queue"]].pop(2)}
+    jobs[f"{run_id}:list"].complete(result={"files": []})
+    assert _surfaces(api, server, run_id, "later") == _zero("later", "success", done)
+    assert _surfaces(api, server, run_id, "process") == _zero("process", "waiting", waiting)
+    jobs[f"{run_id}:slow"].complete()
+    assert _surfaces(api, server, run_id, "process") == _zero("process", "success", done)
+    doc = api.get(f"/api/v1/runs/{run_id}").body
+    assert doc["counts"] == {"success": 2, "waiting": 1}  # list, slow; after: none for the two

@@ -474,6 +474,54 @@ def test_an_empty_step_after_a_failure_is_held_back_and_a_retry_completes_it(lua
     assert lua.state(JOIN, now=T0 + 4) == "waiting"
 
 
+def _read_step(lua: Lua, step: str, now: float) -> tuple[str, int, dict[str, int], list[str]]:
+    """A step as run.read says it: status, total, counts, the jids of its page."""
+    read = json.loads(lua("run.read", RUN, now=now))
+    [found] = [s for s in read["steps"] if s["step"] == step]
+    return found["status"], found["total"], found["counts"], [j["jid"] for j in found["jobs"]]
+
+
+@pytest.mark.parametrize("outcome", ["waiting", "upstream_failed", "skipped", "canceled"])
+def test_an_empty_step_reads_0_items_before_it_completes_as_after(lua: Lua, outcome: str) -> None:
+    """A foreach step with no items whose job has not completed (it waits for its need, which
+    failed, was skipped, or its run was canceled) reads as 0 items in its status, as once it
+    completed: no count of 1 job with none done. Its job still decides the run's status and
+    actions (a run canceled keeps it for a retry). Before, only a completed one read so."""
+    submit_empty(lua)
+    now = T0 + 1
+    assert lua.pop_jids("q", "w1", now=now) == [LIST]
+    if outcome == "upstream_failed":
+        lua("fail.held", LIST, "w1", "boom", "broke", now=now)
+    elif outcome == "skipped":
+        lua("complete", LIST, "w1", "q", "", "skipped", "if: false", now=now)
+    elif outcome == "canceled":
+        lua("run.cancel", RUN, now=now)
+    assert _read_step(lua, "none", now) == (outcome, 0, {}, [])
+    read = json.loads(lua("run.read", RUN, now=now))
+    assert sum(read["counts"].values()) == 3  # list, join, finally: no job counted for none
+    if outcome == "canceled":
+        assert "retry" in read["actions"]  # the empty step's job is put back too
+        lua("run.retry", RUN, now=now + 1)
+        assert _read_step(lua, "none", now + 1) == ("waiting", 0, {}, [])
+        assert lua.pop_jids("q", "w1", now=now + 1) == [LIST]
+    if outcome in ("waiting", "canceled"):
+        lua.complete(LIST, now=now + 2)
+        assert _read_step(lua, "none", now + 2) == ("success", 0, {}, [])
+
+
+def test_a_fan_out_with_no_items_waiting_for_another_need_reads_0_items(lua: Lua) -> None:
+    """The producer output no items while the step's other need still runs: 0 items, waiting
+    (before, 1 job, none done), then 0 items, success."""
+    other = f"{RUN}:other"
+    submit(lua, extra=[{"jid": other}])
+    assert _read_step(lua, "process", T0) == ("waiting", 1, {"waiting": 1}, [STEP])  # not known
+    assert lua.pop_jids("q", "w1", count=2, now=T0 + 1) == [LIST, other]
+    lua.complete(LIST, now=T0 + 1, result=json.dumps({"files": []}))
+    assert _read_step(lua, "process", T0 + 1) == ("waiting", 0, {}, [])
+    lua.complete(other, now=T0 + 2)
+    assert _read_step(lua, "process", T0 + 2) == ("success", 0, {}, [])
+
+
 @pytest.mark.parametrize(
     ("extra", "message"),
     [

@@ -18,7 +18,13 @@ document.addEventListener("click", async (e) => {
   const step = data.steps[0] || { jobs: [] };
   const jobs = step.jobs;
   out.textContent = "";
-  if (!jobs.length && step.items === 0) { out.textContent = "It had no items: nothing ran."; return; }
+  // A step with no items says so (the engine's words), then its job's reason while it waits.
+  if (step.no_items) {
+    const line = document.createElement("div");
+    line.textContent = step.no_items;
+    out.append(line);
+  }
+  if (!jobs.length && step.no_items) return;
   if (!jobs.length) { out.textContent = "Nothing holds it back."; return; }
   for (const job of jobs) {
     const line = document.createElement("div");
