@@ -57,7 +57,7 @@ api['bury'] = function(args)
   end
   local key = Keys.job(jid)
   redis.call('hset', key, 'state', 'buried', 'worker', '', 'expires', 0, 'updated', Engine.now)
-  redis.call('hdel', key, 'grace')
+  redis.call('hdel', key, 'grace', 'cclaim') -- a kick's next start claims again
   redis.call('zadd', Keys.buried(queue), Engine.now, jid)
   Job.history(jid, 'buried', { worker = worker, message = message })
   Stats.bump(queue, 'bury', 1)

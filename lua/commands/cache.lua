@@ -17,7 +17,9 @@
 --     seconds ago: `jid` completes in this call with that job's result, exactly as complete
 --     would (dependents settled, fan-outs expanded), its hash `cached` = the producer's jid, a
 --     history entry 'cached' {from, worker} and a step log line naming the producer; or
---   - misses: the worker runs the job, its claim kept on it (`cclaim` '<key> <ttl>'); the
+--   - misses: the worker runs the job, its claim kept on it (`cclaim` '<key> <ttl>') while
+--     this run of it runs (a fail, retry, release, bury, reclaim or put over the job drops
+--     it: its next start claims again, if its step is still cached); the
 --     entry names `jid` now unless its job completed (not skipped): a job that may fail never
 --     takes the place of a result. Once `jid` completes with success (commands/complete.lua)
 --     its result becomes the entry unless the entry's job completed less than `ttl` ago:

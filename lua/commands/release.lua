@@ -20,7 +20,7 @@ api['release'] = function(args)
 
   Lock.release(jid, fields.queue, worker, fields)
   redis.call('hset', Keys.job(jid), 'worker', '', 'expires', 0, 'updated', Engine.now)
-  redis.call('hdel', Keys.job(jid), 'grace')
+  redis.call('hdel', Keys.job(jid), 'grace', 'cclaim') -- its next start claims again
   Job.history(jid, 'released', { worker = worker, delay = delay })
   Stats.bump(fields.queue, 'release', 1)
   redis.call('zadd', Keys.workers(), Engine.now, worker)

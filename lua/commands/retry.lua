@@ -37,7 +37,7 @@ api['retry'] = function(args)
     return remaining
   end
   redis.call('hset', Keys.job(jid), 'worker', '', 'expires', 0, 'updated', Engine.now)
-  redis.call('hdel', Keys.job(jid), 'grace')
+  redis.call('hdel', Keys.job(jid), 'grace', 'cclaim') -- its next start claims again
   if Dialect.rules.retry_records_failure then
     if group and message then
       redis.call('hset', Keys.job(jid), 'failure', cjson.encode({ group = group, message = message,

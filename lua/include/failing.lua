@@ -33,7 +33,7 @@ function Job.fail(jid, fields, worker, group, message, data, exhausted)
   end
   redis.call('hset', key, 'state', 'failed', 'worker', '', 'expires', 0, 'updated', Engine.now,
     'failure', cjson.encode({ group = group, message = message, when = when, worker = named }))
-  redis.call('hdel', key, 'grace')
+  redis.call('hdel', key, 'grace', 'cclaim') -- a claim means nothing once it failed (cache.lua)
   if data then redis.call('hset', key, 'data', data) end
   redis.call('sadd', Keys.failures(), group)
   redis.call('lpush', Keys.failed(group), jid)

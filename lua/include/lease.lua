@@ -72,7 +72,7 @@ local function reclaim(worker, jid, expires, allowance)
   Events.to_worker(worker, 'lock_lost', jid)
   Stats.bump(queue, 'retries', 1)
   if not Queue.survives(queue, jid, worker, expires, allowance, 'lease') then return 'failed' end
-  redis.call('hdel', Keys.job(jid), 'grace')
+  redis.call('hdel', Keys.job(jid), 'grace', 'cclaim') -- its next start claims again
   Lock.released(jid, queue, fields)
   redis.call('hset', Keys.job(jid), 'worker', '', 'expires', 0, 'updated', Engine.now,
     'state', 'waiting', 'time', Engine.now)
@@ -146,7 +146,7 @@ local function give_back(worker, jid)
   if not fields or fields.state ~= 'running' or fields.worker ~= worker then return false end
   local queue = fields.queue
   redis.call('zrem', Keys.locks(queue), jid)
-  redis.call('hdel', Keys.job(jid), 'grace')
+  redis.call('hdel', Keys.job(jid), 'grace', 'cclaim') -- its next start claims again
   Lock.released(jid, queue, fields)
   redis.call('hset', Keys.job(jid), 'worker', '', 'expires', 0, 'updated', Engine.now,
     'state', 'waiting', 'time', Engine.now)

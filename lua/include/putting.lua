@@ -258,9 +258,11 @@ local function stale_fields(p)
   -- `runs`: the times it started running, its step log's attempt number (commands/pop.lua).
   -- `rerun_child`: the child run a re-run of the step runs again (commands/run_admin.lua).
   -- `cached`: the job a step cache hit took its result from (commands/cache.lua); put again, the
-  -- job has not taken it yet (its next cache.use may take it again, or run it).
+  -- job has not taken it yet (its next cache.use may take it again, or run it). `cclaim`: a
+  -- cache miss's claim (commands/cache.lua), only its own run's: put again, the job claims
+  -- again when it starts, if it is still a cached step's.
   local stale = { 'grace', 'result', 'lost', 'scheduled', 'wait', 'wait_since', 'wait_at', 'child',
-    'rerun_child', 'skipped', 'popped', 'empty', 'cached',
+    'rerun_child', 'skipped', 'popped', 'empty', 'cached', 'cclaim',
     unpack(OPTION_FIELDS) }
   if not p.keep_logs then table.insert(stale, 'runs') end
   if p.trigger == 'all_success' then table.insert(stale, 'trigger') end

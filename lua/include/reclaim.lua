@@ -117,7 +117,7 @@ function Queue.invalidate_locks(queue, limit, handing_out, qless_rule)
         again = survives(queue, jid, worker, fields.expires, allowance)
       end
       if again then
-        redis.call('hdel', Keys.job(jid), 'grace')
+        redis.call('hdel', Keys.job(jid), 'grace', 'cclaim') -- its next start claims again
         if not handing_out then Slots.stopped(jid, queue, nil) end
         table.insert(reclaimed, jid)
       else

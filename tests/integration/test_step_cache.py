@@ -461,3 +461,50 @@ def test_a_miss_takes_keys_whose_entry_left_redis_out_of_the_index(
         "hit": False
     }
     assert redis_client.zrange("ql:caches", 0, -1) == ["key2", "key3"]
+
+
+def _claim(engine_ns: Engine, jid: str) -> str | None:
+    return engine_ns.redis.hget(f"{engine_ns.key_prefix}j:{jid}", "cclaim")
+
+
+@pytest.mark.parametrize("first", ["fail", "running"])
+def test_a_job_put_again_as_an_uncached_step_does_not_repoint_the_entry(
+    engine_ns: Engine, first: str
+) -> None:
+    """A cached step's job misses and fails (or is still running), another job of the key
+    completes and is the entry; the first jid is then put again as a step that is not cached
+    and completes once the entry's result is older than its ttl. The entry stays the cached
+    job's: before, the claim left on the first job (`cclaim`) made its new, uncached result
+    the entry, for the next job of the key to take."""
+    t0 = 1_700_000_000.0
+    call = engine_ns.call
+    _racing(call, t0, "first")
+    if first == "fail":
+        call("fail", "first", "w", "boom", "it broke", now=t0 + 1)
+        assert _claim(engine_ns, "first") is None  # a failed job's claim means nothing
+    _racing(call, t0 + 2, "second")
+    call("complete", "second", "w", "q", "", "result", '{"n": 2}', now=t0 + 3)
+    assert _entry(call, t0 + 3) == ("second", "fresh")
+    call("put", "w", "q", "first", "K", "{}", 0, now=t0 + 100)  # a put over the job
+    assert _claim(engine_ns, "first") is None
+    call("pop", "q", "w", 1, now=t0 + 100)  # no cache.use: its step is not cached now
+    call("complete", "first", "w", "q", "", "result", '{"n": 99}', now=t0 + 101)
+    assert _entry(call, t0 + 101) == ("second", "expired")
+
+
+def test_a_claim_goes_when_its_job_stops_running_without_completing(engine_ns: Engine) -> None:
+    """A retry, a release and a bury leave no claim on the job: its next start claims again
+    (cache.use), and until then nothing of it is the key's."""
+    t0 = 1_700_000_000.0
+    call = engine_ns.call
+    _racing(call, t0, "retried", "released", "buried")
+    call("retry", "retried", "q", "w", 0, now=t0 + 3)
+    call("release", "released", "w", 0, now=t0 + 3)
+    call("bury", "buried", "w", "later", now=t0 + 3)
+    for jid in ("retried", "released", "buried"):
+        assert _claim(engine_ns, jid) is None, jid
+    call("pop", "q", "w", 2, now=t0 + 4)
+    assert json.loads(call("cache.use", "retried", "w", "q", "k", 60, 2, now=t0 + 4)) == {
+        "hit": False
+    }
+    assert _claim(engine_ns, "retried") == "k 60"
