@@ -56,6 +56,7 @@ from scheduler.worker import FailJob, HandedOver, SkipJob, runner
 from scheduler.worker.context import JobContext
 from scheduler.worker.envelope import BrokenPayload, split
 from scheduler.worker.outcomes import TimeoutInterrupt
+from scheduler.worker.reporting import REFUSED_GROUPS, lock_lost, refused, result_refused
 
 WORKER: Final = "flows-test"
 MAX_STEPS: Final = 5_000_000
@@ -159,7 +160,7 @@ class _Driver:
         self.signaled: set[str] = set()
         self.still = 0
         self.outbox = self.engine.pipeline()
-        self.reported: list[Job | None] = []  # per report queued there: the job of a complete
+        self.reported: list[tuple[Job, runner.Outcome]] = []  # per report queued there
         self.due_limit = 0  # the service's page of due schedules (a schedule case's)
         self.buffered = 0  # ticks held back for a run to end (overlap buffer_one), last read
         self.rider_queues: list[str] = []
@@ -279,27 +280,37 @@ class _Driver:
         elif outcome.kind == "bury":
             call("bury", job.jid, WORKER, outcome.message)
         # Handed over (a sub-flow's child started, a cache hit) or lost: the job's own call
-        # took it, nothing is sent; each report sent is remembered, the job of a complete.
+        # took it, nothing is sent; each report sent is remembered with its job.
         if len(self.outbox) > queued:
-            self.reported.append(job if outcome.kind == "complete" else None)
+            self.reported.append((job, outcome))
 
     def flush(self, reads: int = 0) -> list[Any]:
         """Send the queued reports (and the ``reads`` queued after them); the reads' replies.
-        A refused report is not an error: its lock was lost meanwhile (someone else's job now,
-        as for a worker). A complete refused for its result fails its job in ``bad-result``
-        with the engine's message, as a worker fails it: its next run's would be refused too.
+        A refused report is judged as a worker judges it (:mod:`scheduler.worker.reporting`):
+        refused for a lost lock, it is dropped (someone else's job now); refused for what it
+        said, the job fails at once, since its next run's would be refused too: a complete
+        refused for its result in ``bad-result``, any other outcome (a retry, fail, skip,
+        release or bury) in ``bad-outcome``, the message naming what the engine refused and
+        why.
         """
         replies = self.outbox.execute()
         reports = replies[: len(replies) - reads]
-        completes, self.reported = self.reported, []
-        for job, reply in zip(completes, reports, strict=True):
-            if isinstance(reply, Exception) and not isinstance(reply, EngineError):
+        sent, self.reported = self.reported, []
+        for (job, outcome), reply in zip(sent, reports, strict=True):
+            if not isinstance(reply, Exception):
+                continue
+            if not isinstance(reply, EngineError):
                 raise reply
-            if job is not None and isinstance(reply, InvalidArgument | TooLarge):
-                message = f"the job's result cannot be stored: {reply}"
-                outcome = runner.failure("bad-result", message)
-                with suppress(EngineError):  # a lost lock, as above
-                    self.engine.call("fail.held", job.jid, WORKER, outcome.group, outcome.message)
+            if lock_lost(reply):
+                continue
+            if outcome.kind != "complete":
+                failed = refused(outcome, reply)
+            elif isinstance(reply, InvalidArgument | TooLarge):
+                failed = result_refused(reply)
+            else:
+                continue  # an engine fault, not this job's: a worker leaves it to its lock
+            with suppress(EngineError):  # its lock lost meanwhile
+                self.engine.call("fail.held", job.jid, WORKER, failed.group, failed.message)
         return replies[len(reports) :]
 
     def finish_due(self) -> int:
@@ -432,7 +443,8 @@ def _first_score(reply: Any) -> float:
 
 
 def _failures(view: RunView) -> list[str]:
-    """``step load (r:load): timeout: the last line of its message``, for each failed job."""
+    """``step load (r:load): timeout: the last line of its message``, for each failed job (the
+    first line of a report the engine refused: it says what was refused and why)."""
     lines = []
     for step in view.steps:
         for job in step.jobs:
@@ -440,7 +452,8 @@ def _failures(view: RunView) -> list[str]:
                 continue
             message = str(job.failure.get("message", "")).strip().splitlines()
             group = str(job.failure.get("group", "?"))
-            last = message[-1][:200] if message else ""
+            said = message[0 if group in REFUSED_GROUPS else -1] if message else ""
+            last = said[:200]
             # A Python exception's last line names its class, which is its group too.
             said = last if last.startswith(f"{group}:") else f"{group}: {last}" if last else group
             lines.append(f"step {step.step} ({job.jid}): {said}")

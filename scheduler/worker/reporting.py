@@ -118,7 +118,7 @@ class Reporter:
             try:
                 if _result_refused(reply):
                     self._refused(active, reply)
-                elif isinstance(reply, LockLost | WrongState | JobNotFound):
+                elif lock_lost(reply):
                     # The lock was lost meanwhile: the job belongs to someone else now.
                     log.warning("job %s: lock lost, outcome complete dropped (%s)", job.jid, reply)
                 elif isinstance(reply, Exception):
@@ -145,8 +145,7 @@ class Reporter:
         it reads as Infinity): the job still holds its lock, and the same result would be
         refused on every run. It fails at once in ``bad-result`` with the engine's message, as
         the runner fails a result it can tell is unstorable before sending it."""
-        outcome = failure("bad-result", f"the job's result cannot be stored: {error}")
-        self._fail_refused(active, outcome, "its result", error)
+        self._fail_refused(active, result_refused(error), "its result", error)
 
     def outcome_refused(self, active: Active, outcome: Outcome, error: EngineError) -> None:
         """The engine (or the client, before sending) refused a job's retry, fail, skip,
@@ -157,10 +156,7 @@ class Reporter:
         text). A refused fail too: this fail differs from it in all the engine can refuse of a
         fail held (its group and message), so the job ends now, not when its lock runs out
         (to run again and be refused again)."""
-        message = f"the job's {outcome.kind} was refused: {error}"
-        if outcome.message:
-            message += f"\nits message: {_readable(outcome.message)}"
-        self._fail_refused(active, failure("bad-outcome", message), f"its {outcome.kind}", error)
+        self._fail_refused(active, refused(outcome, error), f"its {outcome.kind}", error)
 
     def _fail_refused(
         self, active: Active, outcome: Outcome, what: str, error: EngineError
@@ -194,6 +190,34 @@ class Reporter:
                 error,
                 extra=OUTCOME,
             )
+
+
+REFUSED_GROUPS = frozenset({"bad-result", "bad-outcome"})
+"""The failure groups of a report the engine refused for what it said; the first line of their
+message says what it refused and why."""
+
+
+def lock_lost(error: BaseException) -> bool:
+    """Whether the engine refused a report because the job is no longer the worker's (its lock
+    lost: LOCKLOST, WRONGSTATE, NOTFOUND): the report is dropped. Any other refusal is for what
+    the report said (INVALID, TOOLARGE), and fails the job (:func:`refused`)."""
+    return isinstance(error, LockLost | WrongState | JobNotFound)
+
+
+def result_refused(error: EngineError) -> Outcome:
+    """The failure of a job whose complete the engine refused for its result: ``bad-result``
+    with the engine's message."""
+    return failure("bad-result", f"the job's result cannot be stored: {error}")
+
+
+def refused(outcome: Outcome, error: EngineError) -> Outcome:
+    """The failure of a job whose ``outcome`` (a retry, fail, skip, release or bury) the engine
+    refused for what it said: ``bad-outcome``, the message naming the outcome, the engine's
+    words and (its end, as valid text) the outcome's own message."""
+    message = f"the job's {outcome.kind} was refused: {error}"
+    if outcome.message:
+        message += f"\nits message: {_readable(outcome.message)}"
+    return failure("bad-outcome", message)
 
 
 def _result_refused(reply: Any) -> bool:
@@ -235,11 +259,12 @@ def _at_once(call: Call) -> Report:
         jid = active.ctx.jid
         try:
             call(reporter, active, outcome, _elapsed_ms(active))
-        except (LockLost, WrongState, JobNotFound) as error:
-            # The lock was lost meanwhile: the job belongs to someone else now.
-            log.warning("job %s: lock lost, outcome %s dropped (%s)", jid, outcome.kind, error)
-        except EngineError as error:  # refused for what it sent (INVALID, TOOLARGE)
-            reporter.outcome_refused(active, outcome, error)
+        except EngineError as error:
+            if lock_lost(error):
+                # The lock was lost meanwhile: the job belongs to someone else now.
+                log.warning("job %s: lock lost, outcome %s dropped (%s)", jid, outcome.kind, error)
+            else:  # refused for what it sent (INVALID, TOOLARGE)
+                reporter.outcome_refused(active, outcome, error)
         except (redis.RedisError, ClusterError) as error:
             log.warning("job %s: outcome %s not reported (%s)", jid, outcome.kind, error)
         finally:

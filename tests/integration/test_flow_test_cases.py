@@ -282,6 +282,59 @@ def test_a_result_the_engine_refuses_fails_its_step_at_once_as_a_worker_does(
     ) in failure
 
 
+REFUSED_TASKS = """\
+from scheduler.worker import ReleaseJob, RetryJob
+
+
+def bad_release(job):
+    raise ReleaseJob(delay=-5)
+
+
+def bad_delay(job):
+    raise RetryJob("try again", delay=-1)
+"""
+
+
+def test_an_outcome_the_engine_refuses_fails_its_step_at_once_as_a_worker_does(
+    redis_client: redis.Redis, tmp_path: Path
+) -> None:
+    """A step that releases itself and one that retries, each with a negative delay: each
+    report is refused for what it says, not for a lost lock, and
+    the step fails in ``bad-outcome`` on its first attempt, the case's failure saying what the
+    engine refused and why, as under a worker. Before, the driver took the refusal for a lost
+    lock: the job stayed running until its lock ran out and ran again, to be refused again,
+    and the case said its worker was lost."""
+    module = f"refused_{uuid.uuid4().hex[:8]}"  # imported modules are cached
+    (tmp_path / f"{module}.py").write_text(REFUSED_TASKS)
+    (tmp_path / "refused.yaml").write_text(
+        "version: 1\nname: refused\nsteps:\n"
+        f"  release:\n    job: {module}.bad_release\n"
+        f"  retry:\n    job: {module}.bad_delay\n"
+        "    retry: {attempts: 3, delay: 1m, backoff: fixed, jitter: 0}\n"
+    )
+    test = tmp_path / "refused.test.yaml"
+    test.write_text(
+        "flow: refused.yaml\ncases:\n"
+        "  - name: refused\n"
+        "    expect:\n"
+        "      status: failed\n"
+        "      steps:\n"
+        "        release: {status: failed, attempts: 1}\n"
+        "        retry: {status: failed, attempts: 1}\n"
+    )
+    session = run_files(redis_client, [test])
+    assert session.findings == []
+    [case] = session.cases
+    assert case.passed, case.failure
+    assert case.observed is not None
+    failures = sorted(case.observed.failures)
+    assert len(failures) == 2
+    assert ":release): bad-outcome: the job's release was refused: Release(): " in failures[0]
+    assert '"delay"' in failures[0]
+    assert ":retry): bad-outcome: the job's retry was refused: Retry(): " in failures[1]
+    assert '"delay"' in failures[1]
+
+
 def test_a_job_handed_over_by_its_own_call_reports_nothing(
     redis_client: redis.Redis, tmp_path: Path
 ) -> None:
