@@ -6,8 +6,9 @@ run``) reads it as one consumer group, ``deliver``, so each entry is held by one
 time: two never send it at once. An entry is acknowledged and deleted only once every channel
 it concerns has taken it or was given up, so an entry whose deliverer died (``kill -9``
 mid-send) is still pending: read again by a deliverer of the same name when it restarts, or
-claimed by another after :data:`CLAIM_AFTER`. A re-sent event carries the same id (the stream
-entry's), so a receiver can drop duplicates.
+claimed by another after :data:`CLAIM_AFTER` (a live deliverer renews its claim of the entry it
+is sending, so only an entry whose deliverer is gone is claimed). A re-sent event carries the
+same id (the stream entry's), so a receiver can drop duplicates.
 
 Senders need not be alike: each resolves secrets from its own env file, environment and
 folders, and may lack a channel. A deliverer that cannot send some channel of an entry it holds
@@ -28,11 +29,13 @@ What the listings show of them: :mod:`scheduler.notify.documents`.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
 import re
 import socket
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -70,6 +73,8 @@ CLAIM_PAGES: Final = 50
 """Pages of :data:`BATCH` idle entries one claim pass looks through at most."""
 CLAIM_AFTER: Final = 60.0
 """Seconds an entry taken by another deliverer may sit unacknowledged before this one takes it."""
+RENEW_SHARE: Final = 0.25
+"""A deliverer sending an entry takes it again every this share of ``claim_after`` (15 s)."""
 RECHECK_AFTER: Final = 60.0
 """Seconds before a deliverer takes again an entry it could not send (its secrets may be there
 now, and it may have to give it up)."""
@@ -198,11 +203,16 @@ class Deliverer:
         since = self._read_at.get(entry_id)
         if since is None:
             return True
-        margin = self.claim_after / 2
-        elapsed = time.monotonic() - since
-        if elapsed < margin:
+        if time.monotonic() - since < self.claim_after / 2:
             return True
-        idle = int((elapsed - margin) * 1000)
+        return self._renew(entry_id)
+
+    def _renew(self, entry_id: str) -> bool:
+        """Take ``entry_id`` again (its idle time on the server starts again) if this deliverer
+        still holds it, by the compare-and-set of :meth:`_still_held`: whether it did."""
+        since = self._read_at.get(entry_id, time.monotonic())
+        elapsed = time.monotonic() - since
+        idle = max(0, int((elapsed - self.claim_after / 2) * 1000))
         got = self.redis.xclaim(
             self.keys.outbox, GROUP, self.consumer, idle, [entry_id], justid=True
         )
@@ -424,7 +434,8 @@ class Deliverer:
         """One attempt at ``channel``, one of ``tries``: whether the receiver took it (else
         it is due again after the backoff, or given up when it was its last attempt)."""
         channel.attempts += 1
-        error, final = self._send(rule, event, name, context)
+        with self._holding(event.id):
+            error, final = self._send(rule, event, name, context)
         if error is None:
             channel.delivered, channel.error, channel.due = True, "", 0.0
             # Recorded at once: a crash after this send does not repeat it.
@@ -439,6 +450,34 @@ class Deliverer:
             channel.due = now + backoff(channel.attempts, self.base_backoff)
             self._log(event, name, rule, RETRYING, channel.attempts, error, now)
         return False
+
+    @contextlib.contextmanager
+    def _holding(self, entry_id: str) -> Iterator[None]:
+        """Keep holding ``entry_id`` while it is sent: a send may take longer than a claim
+        needs (a receiver that answers late, a slow mail server), and another deliverer that
+        claimed it then would send it too. Every :data:`RENEW_SHARE` of ``claim_after`` a
+        thread takes it again (:meth:`_renew`), so its idle time on the server never reaches
+        ``claim_after`` while this deliverer lives; one killed mid-send renews nothing, and
+        another claims the entry ``claim_after`` later and sends it (at least once)."""
+        done = threading.Event()
+
+        def renew() -> None:
+            while not done.wait(self.claim_after * RENEW_SHARE):
+                try:
+                    held = self._renew(entry_id)
+                except redis.RedisError as error:
+                    log.warning("notification %s: could not renew its claim: %s", entry_id, error)
+                    continue
+                if not held:
+                    return
+
+        renewer = threading.Thread(target=renew, name=f"notify-hold-{entry_id}", daemon=True)
+        renewer.start()
+        try:
+            yield
+        finally:
+            done.set()
+            renewer.join()
 
     def _send(
         self, rule: Mapping[str, Any], event: Event, name: str, context: Context

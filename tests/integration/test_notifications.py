@@ -5,8 +5,12 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import re
 import shlex
+import signal
+import subprocess
+import sys
 import threading
 from collections import Counter
 from collections.abc import Iterator
@@ -672,12 +676,14 @@ def webhook_flow(folder: Path, url: str) -> Path:
     )
 
 
-def test_an_entry_claimed_by_another_sender_while_it_waited_its_turn_is_sent_once(
+def test_an_entry_in_flight_is_kept_and_one_that_waited_its_turn_is_claimed(
     cli: CliRunner, client: Client, tmp_path: Path, receiver: Receiver
 ) -> None:
-    """A sender reads a page of entries and sends them in turn: behind a slow receiver, the
-    entries after the one being sent wait longer than a claim needs, and a second sender
-    claims and sends them. The first must find that out before it sends them too."""
+    """A sender reads a page of entries and sends them in turn. Behind a receiver that holds
+    its first request open, the entries after it wait longer than a claim needs, and a second
+    sender claims and sends them: the first must find that out before it sends them too. The
+    entry being sent is not claimed: its sender renews its claim while the send lasts (before,
+    the second sender claimed it too and it was sent twice)."""
     path = webhook_flow(tmp_path, f"{receiver.url}/hook")
     for _ in range(2):
         flows(cli, "run", "--detach", str(path))
@@ -689,19 +695,65 @@ def test_an_entry_claimed_by_another_sender_while_it_waited_its_turn_is_sent_onc
     [in_flight] = [r.headers["X-Flows-Event-Id"] for r in receiver.wait_for(1)]
     receiver.hold.clear()
     claimed = 0
-    for _ in range(100):  # idle past claim_after: the second sender claims both and sends them
+    for _ in range(100):  # idle past claim_after: the second sender claims the one waiting
         claimed = second.tick()
         if claimed:
             break
         threading.Event().wait(0.05)
-    assert claimed == 2
+    assert claimed == 1
+    for _ in range(10):  # many claims' time later, the one in flight is still the first's
+        assert second.tick() == 0
+        threading.Event().wait(0.1)
     receiver.release.set()
     slow.join(30)
     sent = Counter(r.headers["X-Flows-Event-Id"] for r in receiver.received)
-    # The one in flight when it was claimed went twice (at least once: same id); the one that
-    # waited its turn went once, by the sender that claimed it.
     [waited] = set(sent) - {in_flight}
-    assert (sent[in_flight], sent[waited]) == (2, 1), sent
+    assert (sent[in_flight], sent[waited]) == (1, 1), sent
+    assert outbox.waiting(client) == [] and outbox.failed(client) == []
+
+
+ROOT = str(Path(__file__).resolve().parents[2])
+SENDER = """
+import sys
+from scheduler.engine.client import Client
+from scheduler.notify.outbox import Deliverer
+Deliverer(Client(sys.argv[1]), consumer="doomed", claim_after=0.3).tick()
+"""
+
+
+def test_an_entry_whose_sender_died_mid_send_is_sent_again_with_its_id(
+    cli: CliRunner, client: Client, server: EmbeddedServer, tmp_path: Path, receiver: Receiver
+) -> None:
+    """A sender killed (SIGKILL) while the receiver holds its request renews its claim no
+    more: another sender claims the entry once it is idle for ``claim_after`` and sends it,
+    with the same id (at least once)."""
+    flows(cli, "run", "--detach", str(webhook_flow(tmp_path, f"{receiver.url}/hook")))
+    flows(cli, "worker", "--queues", "default", "--burst", "--processes", "0")
+    receiver.hold.set()
+    doomed = subprocess.Popen(
+        [sys.executable, "-c", SENDER, server.url],
+        env={**os.environ, "PYTHONPATH": ROOT},
+    )
+    try:
+        [first] = receiver.wait_for(1)
+        other = Deliverer(client, consumer="other", claim_after=0.3)
+        assert other.tick() == 0  # held: its sender is alive and renews its claim
+        receiver.hold.clear()
+        doomed.send_signal(signal.SIGKILL)
+        doomed.wait(10)
+    finally:
+        if doomed.poll() is None:
+            doomed.kill()
+    sent = 0
+    for _ in range(100):
+        sent = other.tick()
+        if sent:
+            break
+        threading.Event().wait(0.05)
+    assert sent == 1
+    again = receiver.received[-1]
+    assert again.headers["X-Flows-Event-Id"] == first.headers["X-Flows-Event-Id"]
+    assert len(receiver.received) == 2
     assert outbox.waiting(client) == [] and outbox.failed(client) == []
 
 
