@@ -10,12 +10,13 @@ text, without its final newline, is the value.
 from __future__ import annotations
 
 import base64
+import itertools
 import json
 import logging
 import os
 import re
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 from urllib.parse import quote, quote_plus
@@ -187,6 +188,18 @@ _values: set[str] = set()  # the values remembered
 # Every MIN_PIECE characters of a form longer than that: a line whose start or end is none of
 # them holds no part of a split value, which one set lookup tells (masking is on every line).
 _grams: frozenset[str] = frozenset()
+# Where a line break may split a value (or a form) of MIN_PIECE characters or more, for
+# _joined: the first two characters of the part after the break (one when it is the last
+# character) -> the form and where in it the break is. And a line of a value of several lines
+# that is shorter than MIN_PIECE -> the lines of that value just before it.
+_joins: dict[str, tuple[tuple[str, int], ...]] = {}
+_after: dict[str, frozenset[str]] = {}
+# The starts of those forms shorter than MIN_PIECE: a line ending with one is held back
+# (Lines) until the next shows whether it was the start of a value.
+_starts: frozenset[str] = frozenset()
+MAX_JOINED: Final = 4096
+"""A form longer than this is masked across a line break only by its parts of 8 characters or
+more (the index of where a break may split it grows with its length)."""
 
 
 def store() -> Secrets:
@@ -233,15 +246,18 @@ def _base64_forms(raw: bytes) -> set[str]:
 def forms(value: str) -> set[str]:
     """What masking looks for of one secret: the value, each line of a value of several lines
     (from :data:`MIN_PIECE` characters), and the forms a step most often prints it in: base64
-    (:func:`_base64_forms`), URL-encoded (``%XX``, ``+`` for a space, ``/`` kept or not),
-    JSON-escaped (``json.dumps``, with and without ``\\uXXXX`` for non-ASCII, ``\\/`` for ``/``)
-    and Python's ``repr``. Computed once per value, when it is resolved; none under
-    :data:`MIN_VALUE` characters."""
+    (:func:`_base64_forms`), base64 of its base64, hex (lower and upper case), URL-encoded
+    (``%XX``, ``+`` for a space, ``/`` kept or not), JSON-escaped (``json.dumps``, with and
+    without ``\\uXXXX`` for non-ASCII, ``\\/`` for ``/``) and Python's ``repr``. Computed once
+    per value, when it is resolved; none under :data:`MIN_VALUE` characters."""
     if len(value) < MIN_VALUE:
         return set()
     found = {value}
     found.update(line.strip() for line in value.splitlines() if len(line.strip()) >= MIN_PIECE)
-    found |= _base64_forms(_utf8(value))
+    raw = _utf8(value)
+    found |= _base64_forms(raw)
+    found |= _base64_forms(base64.b64encode(raw))  # base64 twice: `base64 | base64`
+    found.update((raw.hex(), raw.hex().upper()))
     found.update((quote(value, safe=""), quote(value), quote_plus(value, safe="")))
     escaped = json.dumps(value)[1:-1]
     found.update((escaped, escaped.replace("/", "\\/")))
@@ -261,7 +277,7 @@ def _utf8(value: str) -> bytes:
 
 def remember(values: Iterable[str]) -> None:
     """Mask these values from now on, in each of their :func:`forms` (worked out once)."""
-    global _known, _grams
+    global _known, _grams, _joins, _after, _starts
     new = {value for value in values if value not in _values}
     if not new:
         return
@@ -272,10 +288,25 @@ def remember(values: Iterable[str]) -> None:
         if len(form) > MIN_PIECE
         for i in range(len(form) - MIN_PIECE + 1)
     }
+    split = [f for f in found if MIN_PIECE <= len(f) <= MAX_JOINED and "\n" not in f]
     with _lock:
+        joins = {key: list(at) for key, at in _joins.items()}
+        for form in split:
+            for at in range(1, len(form)):
+                joins.setdefault(form[at : at + 2], []).append((form, at))
+        after = {line: set(before) for line, before in _after.items()}
+        for value in new:
+            lines = [line.strip() for line in value.splitlines()]
+            for before, line in itertools.pairwise(lines):
+                if line and len(line) < MIN_PIECE and len(before) + len(line) >= MIN_PIECE:
+                    after.setdefault(line, set()).add(before)
+        starts = {form[:size] for form in split for size in range(1, MIN_PIECE)}
         _values.update(new)
         _known = tuple(sorted(found.union(_known), key=len, reverse=True))
         _grams = _grams | grams
+        _joins = {key: tuple(at) for key, at in joins.items()}
+        _after = {line: frozenset(before) for line, before in after.items()}
+        _starts = _starts | starts
 
 
 def resolve(names: Iterable[str]) -> dict[str, str]:
@@ -291,18 +322,135 @@ def secret(name: str) -> str:
     return resolve([name])[name]
 
 
+def masking() -> bool:
+    """Whether this process has resolved a secret to mask."""
+    return bool(_known)
+
+
 def masked(text: str) -> str:
     """``text`` with every secret this process resolved replaced by ``***``, in each of its
     :func:`forms`, and on each line the part of one that a line break split
     (:func:`_split_masked`)."""
     if not _known:
         return text
+    if "\n" not in text:
+        return _split_masked(_replaced(text))
+    for form in _known:  # a value of several lines printed whole
+        if "\n" in form and form in text:
+            text = text.replace(form, MASK)
+    lines = text.splitlines(keepends=True)
+    bodies = [line.rstrip("\r\n") for line in lines]
+    heads = [0] * len(lines)
+    tails = [0] * len(lines)
+    for i in range(1, len(lines)):
+        tails[i - 1], heads[i] = _joined(bodies[i - 1], bodies[i])
+    return "".join(
+        _covered(body, heads[i], tails[i], _line_masked) + line[len(body) :]
+        for i, (line, body) in enumerate(zip(lines, bodies, strict=True))
+    )
+
+
+def _replaced(text: str) -> str:
     for form in _known:  # the longest first: a value that contains another is masked whole
         if form in text:
             text = text.replace(form, MASK)
-    if "\n" not in text:
-        return _split_masked(text)
-    return "".join(_split_masked(line) for line in text.splitlines(keepends=True))
+    return text
+
+
+def _line_masked(line: str) -> str:
+    return _split_masked(_replaced(line))
+
+
+def _joined(before: str, line: str) -> tuple[int, int]:
+    """Where ``before`` and the ``line`` after it hold together a value (or a form) of
+    :data:`MIN_PIECE` characters or more that the line break split, at any point: the
+    characters at the end of ``before`` and at the start of ``line`` it is made of; or a line
+    of a value of several lines, shorter than that, after the line of it before it: (0, all of
+    ``line``). (0, 0): none."""
+    if not before or not line or not _joins:
+        return 0, 0
+    best = (0, 0)
+    joins = _joins
+    for key in (line[:2], line[:1]):
+        if key not in joins:
+            continue
+        for form, at in joins[key]:
+            if len(form) > sum(best) and line.startswith(form[at:]) and before.endswith(form[:at]):
+                best = (at, len(form) - at)
+    if best == (0, 0) and _after and line.strip() in _after:
+        tail = before.rstrip()
+        if any(tail.endswith(one) for one in _after[line.strip()]):
+            return 0, len(line)
+    return best
+
+
+def _covered(body: str, head: int, tail: int, masking: Callable[[str], str]) -> str:
+    """``body`` masked by ``masking``, its first ``head`` and last ``tail`` characters (the
+    parts of a value a line break split) replaced by ``***``."""
+    if not head and not tail:
+        return masking(body)
+    if head + tail >= len(body):
+        return MASK
+    middle = masking(body[head : len(body) - tail])
+    return (MASK if head else "") + middle + (MASK if tail else "")
+
+
+def may_start(line: str) -> bool:
+    """Whether ``line`` ends with the start of a value (or a form) too short to be masked
+    alone: the next line shows whether it is one (:class:`Lines` holds it till then)."""
+    starts = _starts
+    if not starts:
+        return False
+    return any(line[-size:] in starts for size in range(1, min(MIN_PIECE, len(line) + 1)))
+
+
+class Lines:
+    """The lines of one stream masked as they are written, the line before in view, so that a
+    value a line break split is masked on both sides (:func:`_joined`), however short either
+    part: a line whose end may be the start of one is held back (:func:`may_start`) until the
+    next line comes, or :meth:`release`. Not thread-safe: its owner serializes the calls."""
+
+    __slots__ = ("_before", "_held")
+
+    def __init__(self) -> None:
+        self._before = ""  # the line before, as written
+        self._held: tuple[str, int] | None = None  # a line held back, and its head to mask
+
+    @property
+    def holding(self) -> bool:
+        return self._held is not None
+
+    def add(self, line: str, hold: bool = True) -> list[str]:
+        """The lines to show now, masked, in order: the one held back (if any), then ``line``
+        unless it is held back in turn (never when ``hold`` is false)."""
+        if not _known:
+            self._before = ""
+            return [*self.release(), line]
+        tail, head = _joined(self._before, line)
+        shown = []
+        if self._held is not None:
+            held, held_head = self._held
+            self._held = None
+            shown.append(_covered(held, held_head, tail, masked))
+        self._before = line
+        if hold and may_start(line):
+            self._held = (line, head)
+        else:
+            shown.append(_covered(line, head, 0, masked))
+        return shown
+
+    def forget(self) -> None:
+        """Take the next line as the first (no line before it to join)."""
+        self._before = ""
+
+    def release(self) -> list[str]:
+        """The line held back, masked as it is (no next line came in time): its end shows
+        when it was the start of a value."""
+        if self._held is None:
+            return []
+        held, head = self._held
+        self._held = None
+        return [_covered(held, head, 0, masked)]
 
 
 def _split_masked(line: str) -> str:

@@ -9,6 +9,11 @@ configuration lets them through; stream ``log`` with their level), and what a ta
 with :meth:`JobOutput.line` (the shell task: its process's stdout and stderr). Threads a job
 starts itself are not followed.
 
+Every line is masked (:mod:`scheduler.secrets`) before it is queued, with the line before it of
+its stream in view: a line whose end may be the start of a secret a line break split is held
+back until the next line of its stream, another stream's line or the job's end, at most
+:data:`HOLD_LINE` seconds (the shipper's thread lets it go then).
+
 Lines are stored in batches by a :class:`LogShipper`: a ``log.append`` call carries the lines of
 every job written since the last, sent every :data:`FLUSH_INTERVAL` seconds, at once when
 :data:`FLUSH_LINES` wait, and ahead of a job's outcome (in the same round trip as the batch of
@@ -33,9 +38,10 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 import redis
 
+from scheduler import secrets
 from scheduler.engine.errors import EngineError
 from scheduler.engine.scripts import Engine, EnginePipeline
-from scheduler.secrets import masked, masked_cut
+from scheduler.secrets import Lines, masked_cut
 from scheduler.worker.pipes import MAX_LINE
 
 if TYPE_CHECKING:
@@ -56,6 +62,9 @@ MEASURE = 1 << 20
 
 # Attempts remembered as full at most (each is forgotten when it ends).
 MAX_FULL = 10000
+# Seconds a line whose end may be the start of a secret split over two lines is held back at
+# most, waiting for the next line to tell (scheduler.secrets.Lines).
+HOLD_LINE = 1.0
 
 Key = tuple[str, int]  # (jid, attempt)
 
@@ -95,6 +104,7 @@ class LogShipper:
         self._dropped: dict[Key, int] = {}
         self._full: set[Key] = set()  # attempts the engine keeps no more lines of
         self._ended: set[Key] = set()
+        self._holding: set[JobOutput] = set()  # outputs holding a line back (see JobOutput)
         self._lock = threading.Lock()
         self._sending = threading.Lock()  # sends in order: a job's lines never overtake
         self._wake = threading.Event()
@@ -135,6 +145,22 @@ class LogShipper:
             self._count += 1
             if self._count == FLUSH_LINES:
                 self._wake.set()
+
+    def holding(self, output: JobOutput) -> None:
+        """``output`` holds a line back: :meth:`_run` lets it go after :data:`HOLD_LINE`."""
+        with self._lock:
+            self._holding.add(output)
+
+    def _release_held(self, now: float | None = None) -> None:
+        """Let the lines held back since :data:`HOLD_LINE` before ``now`` go."""
+        with self._lock:
+            outputs = list(self._holding)
+        now = time.monotonic() if now is None else now
+        for output in outputs:
+            if not output.release(now - HOLD_LINE):
+                with self._lock:
+                    if not output.holding:  # held again meanwhile: it stays
+                        self._holding.discard(output)
 
     def ended(self, key: Key) -> None:
         """The attempt writes no more lines: forget it once what it wrote is sent."""
@@ -224,6 +250,8 @@ class LogShipper:
         while not self._done.is_set():
             self._wake.wait(FLUSH_INTERVAL)
             self._wake.clear()
+            if self._holding:
+                self._release_held()
             if self.pending:
                 self.flush()
 
@@ -255,7 +283,20 @@ class Queued:
 class JobOutput:
     """The lines of one run of one job (one attempt), handed to the shipper line by line."""
 
-    __slots__ = ("_decoders", "_dropped", "_full", "_partial", "_wrote", "key", "shipper")
+    __slots__ = (
+        "_decoders",
+        "_dropped",
+        "_full",
+        "_held_at",
+        "_held_by",
+        "_held_level",
+        "_lines",
+        "_lock",
+        "_partial",
+        "_wrote",
+        "key",
+        "shipper",
+    )
 
     def __init__(self, shipper: LogShipper, jid: str, attempt: int) -> None:
         self.key: Key = (jid, attempt)
@@ -268,15 +309,69 @@ class JobOutput:
         self._wrote = False  # a job that wrote nothing costs the shipper nothing
         # Per stream, bytes written to its buffer: a character may come in two writes.
         self._decoders: dict[str, codecs.IncrementalDecoder] = {}
+        # Per stream, its lines with the one before in view (a secret split over two lines is
+        # masked on both sides); the stream of the line held back (one at most), its level,
+        # and since when it is held.
+        self._lines: dict[str, Lines] = {}
+        self._held_by: str | None = None
+        self._held_level = ""
+        self._held_at = 0.0
+        self._lock = threading.Lock()  # the shipper's thread lets a held line go (release)
 
     def line(self, text: str, stream: str = "stdout", level: str = "", cut: int = 0) -> None:
         """Add one line (without its newline) to the job's log.
 
         Every line a job writes (print, logging, a shell step's output) passes here, once,
-        before it is queued to be sent: the place for whatever must see each line (masking)."""
+        before it is queued to be sent: the place for whatever must see each line (masking).
+        A line whose end may be the start of a secret is held back until the next line of its
+        stream (at most :data:`HOLD_LINE` s): together they show whether it is one."""
         self._wrote = True
-        shown = masked_cut(text) if cut else masked(text)  # secrets: ***, cut through one too
-        self.shipper.add(self.key, stream, shown, level, cut)
+        if not self._lines and not secrets.masking():
+            self.shipper.add(self.key, stream, text, level, cut)  # no secret: nothing to mask
+            return
+        with self._lock:
+            held_by = self._held_by
+            if held_by is not None and held_by != stream:  # lines keep their order
+                self._add(held_by, self._lines[held_by].release(), self._held_level)
+                self._held_by = held_by = None
+            lines = self._lines.get(stream) or self._lines.setdefault(stream, Lines())
+            if cut:  # its end is cut off: masked at the cut, never held, no next line joins it
+                self._add(stream, lines.release(), self._held_level)
+                self._held_by = None
+                lines.forget()
+                self.shipper.add(self.key, stream, masked_cut(text), level, cut)
+                return
+            shown = lines.add(text)
+            if held_by is not None:
+                self._add(stream, shown[:1], self._held_level)
+                shown = shown[1:]
+            if shown:
+                self._add(stream, shown, level)
+                self._held_by = None
+            else:  # this line is held back now (the one held before went just now)
+                self._held_by, self._held_level = stream, level
+                self._held_at = time.monotonic()
+                self.shipper.holding(self)
+
+    def _add(self, stream: str, shown: list[str], level: str) -> None:
+        for text in shown:
+            self.shipper.add(self.key, stream, text, level)
+
+    def release(self, before: float = float("inf")) -> bool:
+        """Let the lines held back go if held since ``before`` (a monotonic time; default:
+        whenever): whether one is still held."""
+        with self._lock:
+            if self._held_by is None:
+                return False
+            if self._held_at > before:
+                return True
+            self._add(self._held_by, self._lines[self._held_by].release(), self._held_level)
+            self._held_by = None
+            return False
+
+    @property
+    def holding(self) -> bool:
+        return self._held_by is not None
 
     def write(self, stream: str, text: str) -> None:
         """Text written to a stream: whole lines are added, the rest waits for its newline
@@ -329,6 +424,7 @@ class JobOutput:
         for stream, (rest, cut) in self._partial.items():
             self.line(rest, stream, cut=cut)
         self._partial.clear()
+        self.release()
         if self._dropped:
             self.shipper.drop(self.key, self._dropped)
         self.shipper.ended(self.key)

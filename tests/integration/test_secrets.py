@@ -7,6 +7,7 @@ from __future__ import annotations
 import base64
 import json
 import re
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,6 +27,8 @@ from flows.ui.auth import Auth
 from scheduler.embedded import EmbeddedServer
 from scheduler.engine.client import Client
 from scheduler.notify.outbox import Deliverer
+from scheduler.secrets import remember
+from scheduler.worker.capture import HOLD_LINE, JobOutput, LogShipper
 
 FROM_ENV = "env-Pa55word-" + uuid.uuid4().hex[:8]
 FROM_FILE = "file-K3y-" + uuid.uuid4().hex[:8]
@@ -381,3 +384,76 @@ def test_a_secret_printed_encoded_or_split_is_masked(
     for form in printed:
         found = [where for where, text in texts if form in text]
         assert found == [], f"{form!r} found in {found}"
+
+
+PEM_BODY = uuid.uuid4().hex + uuid.uuid4().hex[:8]  # 40 characters
+PEM_LAST = uuid.uuid4().hex[:4]  # a last line under 8 characters
+PEM = f"-----BEGIN TEST KEY-----\n{PEM_BODY}\n{PEM_LAST}\n-----END TEST KEY-----"
+
+
+def test_a_secret_split_anywhere_or_printed_as_hex_or_base64_twice_is_masked(
+    cli: CliRunner, server: EmbeddedServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Before, a part under 8 characters of a secret a line break split showed (3 + 18 and
+    17 + 4 characters here), and so did a line under 8 characters of a secret of several
+    lines, its hex (`xxd -p`, lower or upper case) and its base64 of base64."""
+    folder = tmp_path / "secrets"
+    (folder / "PEM_KEY").write_text(PEM + "\n")
+    path = tmp_path / "flow.yaml"
+    path.write_text(
+        dedent(
+            """
+            version: 1
+            name: split
+            secrets: [DB_PASSWORD, PEM_KEY]
+            steps:
+              shell:
+                run: |
+                  printf 'token: %.3s\\n' "$DB_PASSWORD"; printf '%s end\\n' "${DB_PASSWORD#???}"
+                  printf 'token: %.17s\\n' "$DB_PASSWORD"
+                  printf '%s end\\n' "${DB_PASSWORD#?????????????????}"
+                  printf '%s\\n' "$PEM_KEY"
+                  printf %s "$DB_PASSWORD" | xxd -p
+                  printf %s "$DB_PASSWORD" | xxd -p -u
+                  printf %s "$DB_PASSWORD" | base64 -w0 | base64
+              fail:
+                run: |
+                  printf 'token: %.3s\\n' "$DB_PASSWORD"; printf '%s end\\n' "${DB_PASSWORD#???}"
+                  exit 3
+            """
+        )
+    )
+    result = flows(cli, "run", str(path))
+    assert result.exit_code == 1, result.output
+    client = Client(server.url)
+    run_id = json.loads(client.engine.call("runs", "split", 0, 1))[0]["id"]
+    logs = [
+        json.loads(line)["text"]
+        for line in flows(cli, "logs", run_id, "shell", "--json").stdout.splitlines()
+    ]
+    assert logs == ["token: ***", "*** end"] * 2 + ["***"] * 7, logs
+    failure = client.jobs[f"{run_id}:fail"].failure
+    assert failure is not None, failure
+    assert "token: ***\n*** end" in failure["message"], failure["message"]
+    assert FROM_ENV[:3] not in failure["message"], failure["message"]
+
+
+def test_a_line_held_back_for_a_split_secret_goes_after_a_second(server: EmbeddedServer) -> None:
+    """A line whose end may be the start of a secret waits for the next line of its stream,
+    a second at most: a job that prints nothing more for a while still shows it."""
+    value = "Held-" + uuid.uuid4().hex[:12]
+    remember([value])
+    engine = Client(server.url).engine
+    shipper = LogShipper(engine, max_lines=100)
+    output = JobOutput(shipper, "jid-held", 1)
+    output.line(f"token: {value[:2]}")
+    assert not shipper.pending  # held: the next line may be the rest of it
+    output.line("on stderr", "stderr")  # another stream's line: the held one goes first
+    output.line(f"again: {value[:2]}")
+    shipper._release_held(time.monotonic() + HOLD_LINE / 2)
+    assert shipper._pending[("jid-held", 1)][3::4] == ["token: He", "on stderr"]
+    shipper._release_held(time.monotonic() + HOLD_LINE)
+    assert shipper._pending[("jid-held", 1)][3::4][2:] == ["again: He"]
+    output.line(f"{value[2:]}!")  # too late for the held line: its start showed
+    output.close()
+    assert shipper._pending[("jid-held", 1)][3::4][3:] == ["***!"]

@@ -15,6 +15,7 @@ import pytest
 from flows.validation.validate import validate_text
 from scheduler.secrets import (
     EnvFileError,
+    Lines,
     MissingSecret,
     Secrets,
     mask,
@@ -98,6 +99,22 @@ def test_a_secret_is_masked_in_the_forms_it_is_printed_in() -> None:
             assert "***" in shown and len(shown) <= len(encoded) - 12, (before, after, shown)
 
 
+def test_a_secret_printed_as_hex_or_base64_twice_is_masked() -> None:
+    """Before, hex (`xxd -p`, `.hex()`) and base64 of base64 (`base64 | base64`) of a secret
+    were printed in clear."""
+    value = "h3x-" + uuid.uuid4().hex[:12]
+    remember([value])
+    raw = value.encode()
+    twice = base64.b64encode(base64.b64encode(raw)).decode()
+    for text in (raw.hex(), raw.hex().upper(), twice, twice.rstrip("=")):
+        assert masked(f"<{text}>") == "<***>", text
+    # `printf %s "$S" | base64 | base64`: the inner text ends with a newline; what the value
+    # alone decides is masked, a character that holds bits of that newline shows.
+    piped = base64.b64encode(base64.b64encode(raw) + b"\n").decode()
+    shown = masked(piped)
+    assert shown.startswith("***") and len(shown) <= 3 + 4, shown
+
+
 def test_a_short_secret_masks_no_piece_of_its_forms() -> None:
     """A value of 3 characters or more is masked as it is and in its whole forms; a piece of
     one (a line, its base64 at an offset, a part at a line break) only from 8 characters."""
@@ -118,6 +135,39 @@ def test_a_secret_split_over_lines_is_masked_from_8_characters_a_part() -> None:
     )  # a part under 8 characters (7 here) shows
     assert masked(f"  {value[3:14]}  ") == "  ***  "  # a whole line of a piece of it
     assert masked(f"x {value[:7]}") == f"x {value[:7]}"
+
+
+def test_a_secret_a_line_break_split_anywhere_is_masked_on_both_sides() -> None:
+    """Before, a part under 8 characters at the line break showed. Now two lines that hold a
+    value together are masked on both sides, however short either part; a text that is not
+    the rest of it leaves the line before as it is."""
+    value = "Brk-" + uuid.uuid4().hex[:14]  # 18 characters
+    remember([value])
+    for at in range(1, len(value)):
+        text = f"token: {value[:at]}\n{value[at:]} end\n"
+        assert masked(text) == "token: ***\n*** end\n", at
+        lines = Lines()
+        shown = lines.add(f"token: {value[:at]}") + lines.add(f"{value[at:]} end")
+        assert shown + lines.release() == ["token: ***", "*** end"], at
+    assert (
+        masked(f"token: {value[:3]}\nsomething else\n") == f"token: {value[:3]}\nsomething else\n"
+    )
+    lines = Lines()
+    assert lines.add(f"token: {value[:3]}") == []  # held: the next line may be the rest
+    shown = lines.add("something else") + lines.release()
+    assert shown == [f"token: {value[:3]}", "something else"]
+
+
+def test_a_short_line_of_a_secret_of_several_lines_is_masked_after_the_line_before() -> None:
+    last = uuid.uuid4().hex[:4]
+    value = f"-----BEGIN K-----\n{uuid.uuid4().hex}\n{last}\n-----END K-----"
+    body = value.splitlines()[1]
+    remember([value])
+    assert masked(f"{body}\n{last}\n") == "***\n***\n"
+    assert masked(f"x\n{last}\n") == f"x\n{last}\n"  # alone, 4 characters are no secret
+    lines = Lines()
+    shown = [text for line in value.splitlines() for text in lines.add(line)]
+    assert shown + lines.release() == ["***"] * 4
 
 
 def test_shown_data_hides_env_values_named_like_credentials() -> None:
