@@ -157,6 +157,8 @@ class Deliverer:
         self.consumer = consumer or default_consumer()
         if self.consumer == PARKED:
             raise ValueError(f"{PARKED!r} is the group's own consumer")
+        if not claim_after > 0:
+            raise ValueError(f"claim_after must be a number of seconds above 0, not {claim_after}")
         self.max_attempts = max_attempts
         self.base_backoff = base_backoff
         self.claim_after = claim_after

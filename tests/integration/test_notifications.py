@@ -712,6 +712,14 @@ def test_an_entry_in_flight_is_kept_and_one_that_waited_its_turn_is_claimed(
     assert outbox.waiting(client) == [] and outbox.failed(client) == []
 
 
+def test_a_claim_after_of_no_time_is_refused(client: Client) -> None:
+    """A sender renews its claim every quarter of ``claim_after`` while it sends: 0 would
+    renew without pause."""
+    for wrong in (0, -1.0):
+        with pytest.raises(ValueError, match=r"claim_after must be a number of seconds above 0"):
+            Deliverer(client, claim_after=wrong)
+
+
 ROOT = str(Path(__file__).resolve().parents[2])
 SENDER = """
 import sys
