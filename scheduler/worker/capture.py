@@ -345,7 +345,10 @@ class JobOutput:
             if held_by is not None:
                 self._add(stream, shown[:1], self._held_level)
                 shown = shown[1:]
-            if shown:
+            if len(shown) == 1:  # the common case: this line, not held
+                self.shipper.add(self.key, stream, shown[0], level)
+                self._held_by = None
+            elif shown:
                 self._add(stream, shown, level)
                 self._held_by = None
             else:  # this line is held back now (the one held before went just now)
