@@ -14,7 +14,8 @@ Arg.MAX_ID_BYTES = 256
 Arg.MAX_PAYLOAD_BYTES = 524288
 Arg.MAX_TAGS = 64
 -- Nesting allowed in JSON the engine stores and hands back: a job's data (every 'payload'), a
--- run's record, log data in a job's history, worker and scheduler info. Every reader must read
+-- run's record, log data in a job's history, worker and scheduler info, a schedule's
+-- definition, a backfill's record (Arg.json's default, whatever the kind). Every reader must read
 -- it back inside a larger document: cjson refuses to encode more than 1000 levels, and the
 -- Python readers (the API's serializer stops at about 250 levels, the json module and
 -- dataclasses at Python's recursion limit) less; a deeper value would make every later read
@@ -265,18 +266,19 @@ end
 
 -- JSON text that decodes; `kind` is 'object', 'array', 'any' or 'payload' (a job's data: an
 -- object, in the qless dialect an array too); at most `max_bytes` (default
--- Arg.MAX_PAYLOAD_BYTES) and at most `max_depth` levels deep (default: Arg.MAX_NESTING for a
--- payload, else what the decoder takes). Returns text, decoded value.
+-- Arg.MAX_PAYLOAD_BYTES) and at most `max_depth` levels deep (default: Arg.MAX_NESTING, for
+-- whatever the engine may keep: a schedule's definition, a backfill's record, as a payload).
+-- Returns text, decoded value.
 function Arg.json(cmd, name, value, kind, max_bytes, max_depth)
   -- The most common payload, valid as every kind (an empty array too: cjson decodes both alike).
   if value == '{}' then return value, {} end
-  if max_depth == nil and kind == 'payload' then max_depth = Arg.MAX_NESTING end
+  max_depth = max_depth or Arg.MAX_NESTING
   local _, decoded = decode(cmd, name, value, kind, max_bytes)
   -- Walked, not searched for in the text: a pattern search costs more per byte than the walk
   -- costs per value (a payload of one long string is one value).
   local found
   if type(decoded) == 'table' then
-    found = unfit(decoded, max_depth or HUGE)
+    found = unfit(decoded, max_depth)
   elseif decoded ~= decoded or decoded == HUGE or decoded == -HUGE then
     found = 'nan'
   end

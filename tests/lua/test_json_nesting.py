@@ -96,3 +96,25 @@ def test_signal_data_nest_as_a_result_may(lua: Lua) -> None:
         lua("wait.signal", "r:past", nested(RESULT + 1), now=T0)
     assert lua.state("r:past") == "awaiting"
     assert lua("wait.signal", "r:at", nested(RESULT), now=T0) == "complete"
+
+
+def test_a_schedule_definition_nested_too_deeply_is_refused(lua: Lua) -> None:
+    """What the engine keeps for a reader nests at most as deep as job data, whoever sends it
+    (the scheduler service checks a flow file's nesting; a direct call does not)."""
+    definition = {
+        "flow": "f",
+        "hash": "h1",
+        "file": "/f.yaml",
+        "cron": ["* * * * *"],
+        "timezone": "UTC",
+        "overlap": "buffer_one",
+        "catchup": "latest",
+    }
+    at = json.dumps({**definition, "params": json.loads(nested(DATA - 1))})
+    past = json.dumps({**definition, "params": json.loads(nested(DATA))})
+    with unchanged(lua.r), pytest.raises(InvalidArgument) as refused:
+        lua.raw("schedule.register", "f", past, "src", "", "", "", now=T0)
+    assert str(refused.value) == (
+        f'ScheduleRegister(): Arg "definition" nests more than {DATA} levels deep'
+    )
+    assert lua.raw("schedule.register", "f", at, "src", "", "", "", now=T0) == "registered"
