@@ -9,18 +9,12 @@
 -- @include job
 
 api['get'] = function(args)
-  local jid = Arg.jid('Get', 'jid', args[1])
-  local job = Job.describe(jid)
-  if not job then return nil end
-  return cjson.encode(job)
+  -- The job's text (Job.describe_list says why).
+  return Job.describe_json(Arg.jid('Get', 'jid', args[1]))
 end
 
 api['multiget'] = function(args)
-  local jobs = {}
-  for _, jid in ipairs(args) do
-    local job = Job.describe(Arg.jid('Multiget', 'jid', jid))
-    if job then table.insert(jobs, job) end
-  end
-  if #jobs == 0 then return '[]' end
-  return cjson.encode(jobs)
+  local jids = {}
+  for i, jid in ipairs(args) do jids[i] = Arg.jid('Multiget', 'jid', jid) end
+  return (Job.describe_list(jids))
 end

@@ -232,20 +232,7 @@ local function history_entries(jid, values)
   return implied and { implied } or entries
 end
 
--- The job as the qless job JSON object (a Lua table), or nil.
-function Job.describe(jid)
-  local values = described_values(jid)
-  if not values then return nil end
-  local job = described(jid, values, is_tracked(jid))
-  local history = {}
-  for _, entry in ipairs(history_entries(jid, values)) do
-    table.insert(history, cjson.decode(entry))
-  end
-  job.history = history
-  return job
-end
-
--- The same object as JSON text, or nil; `tracked` when the caller knows it. The history entries
+-- The job as the qless job JSON object's text, or nil; `tracked` when the caller knows it. The history entries
 -- are JSON text written by cjson (Job.history_entry): spliced in as they are, not decoded and
 -- encoded again (the costliest part of a pop's reply otherwise).
 function Job.describe_json(jid, tracked)
@@ -254,10 +241,24 @@ function Job.describe_json(jid, tracked)
   if tracked == nil then tracked = is_tracked(jid) end
   local text = cjson.encode(described(jid, values, tracked))
   local entries = history_entries(jid, values)
-  -- cjson writes an empty list as {}: kept so, as Job.describe's encoding has it.
+  -- cjson writes an empty list as {}: kept so, as qless has it.
   local history = #entries == 0 and '{}' or '[' .. table.concat(entries, ',') .. ']'
   -- `text` is an object of many fields: its last character is the closing brace.
   return string.sub(text, 1, -2) .. ',"history":' .. history .. '}'
+end
+
+-- The jobs of `jids` that exist, as the JSON text of a list of Job.describe_json's texts ('[]'
+-- for none), and the jids of those that do not. Readers send a job as this text, never decoded
+-- and encoded again: a value stored nested deeper than cjson goes (a history entry written
+-- before the nesting limits) reaches the reader as it is, which shows it cut
+-- (scheduler/engine/limits.py, read_json) instead of failing the whole read.
+function Job.describe_list(jids)
+  local texts, missing = {}, {}
+  for _, jid in ipairs(jids) do
+    local text = Job.describe_json(jid)
+    if text then texts[#texts + 1] = text else missing[#missing + 1] = jid end
+  end
+  return '[' .. table.concat(texts, ',') .. ']', missing
 end
 
 -- Take a job out of the index its state puts it in (see the header). `fields` must hold

@@ -7,7 +7,7 @@
 -- @include json_text
 local Lean = {}
 
--- The state a job just handed out is reported in (Job.describe's rule: a lock of 0 seconds is
+-- The state a job just handed out is reported in (Job.describe_json's rule: a lock of 0 seconds is
 -- stalled at once).
 local function running_state(expires)
   return expires > Engine.now and 'running' or 'stalled'

@@ -273,7 +273,7 @@ end
 -- handed straight to an idle worker (`handed`: {worker, expires}) is written running, as a pop
 -- leaves it.
 local function job_fields(p, old, state, priority, retries, tags_text, handed)
-  -- No `jid`: the key names the job (Job.describe reads it from there).
+  -- No `jid`: the key names the job (Job.describe_json reads it from there).
   local f = { 'klass', p.klass, 'data', p.data, 'priority', priority,
     'tags', tags_text, 'queue', p.queue, 'worker', handed and handed.worker or '',
     'expires', handed and handed.expires or 0, 'retries', retries, 'remaining', retries,
@@ -282,7 +282,7 @@ local function job_fields(p, old, state, priority, retries, tags_text, handed)
   if old then
     -- A new job has no failure and no delay to clear, and every reader takes their absence as
     -- none; its `updated` and `time` are its `created`, which their readers fall back to (a
-    -- waiting job is smaller without the four: Job.describe, commands/pop.lua).
+    -- waiting job is smaller without the four: Job.describe_json, commands/pop.lua).
     -- `time`: when a waiting job became eligible, the start of its wait-time sample.
     f[n + 1], f[n + 2], f[n + 3], f[n + 4], n = 'failure', '{}', 'delay', p.delay, n + 4
     f[n + 1], f[n + 2], n = 'updated', Engine.now, n + 2

@@ -118,3 +118,20 @@ def test_a_schedule_definition_nested_too_deeply_is_refused(lua: Lua) -> None:
         f'ScheduleRegister(): Arg "definition" nests more than {DATA} levels deep'
     )
     assert lua.raw("schedule.register", "f", at, "src", "", "", "", now=T0) == "registered"
+
+
+def test_reads_send_a_history_entry_nested_deeper_than_cjson_goes_as_it_is(lua: Lua) -> None:
+    """An entry kept before the limits: each read of the job carries its text for the reader to
+    cut (scheduler.engine.limits.read_json) instead of failing in the engine's decoder."""
+    deep = "[" * 5_000 + "]" * 5_000
+    entry = f'{{"what":"note","when":{T0},"detail":{deep}}}'
+    running(lua, "old")
+    lua.r.rpush(lua.key("j:old-history"), entry)
+    assert entry in lua.raw("get", "old", now=T0)
+    assert entry in lua.raw("multiget", "old", "gone", now=T0)
+    lua.raw("track", "track", "old", now=T0)
+    assert entry in lua.raw("track", now=T0)
+    lua.raw("fail", "old", "w1", "group", "message", now=T0)
+    reply = lua.raw("failed", "group", now=T0)
+    assert entry in reply
+    assert json.loads(reply.replace(deep, "[]"))["total"] == 1
