@@ -22,6 +22,7 @@ from flows.runs.graph import full_graph
 from flows.runs.statuses import FINISHED, RUN_STATUSES, STEP_STATUSES, Action, RunStatus, StepStatus
 from scheduler.engine.client import Client
 from scheduler.engine.job import Session
+from scheduler.engine.limits import read_json
 
 PAGE: Final = 100
 """Jobs of each step a read lists unless told otherwise."""
@@ -112,7 +113,7 @@ def _json(text: Any) -> Any:
     if not isinstance(text, str):
         return None
     try:
-        return json.loads(text)
+        return read_json(text)
     except ValueError:
         return None
 
@@ -256,7 +257,7 @@ def run_record(raw: Mapping[str, Any]) -> dict[str, Any]:
         value = record.get(name)
         if isinstance(value, str):
             with contextlib.suppress(ValueError):
-                record[name] = json.loads(value)
+                record[name] = read_json(value)
     for name in _RUN_FIELDS_NUMBERS:
         value = record.get(name)
         if isinstance(value, str) and value:
@@ -291,7 +292,7 @@ def load_run(
 
 def parse_run(run_id: str, raw: str) -> RunView:
     """The view of a ``run.read`` reply (for callers that read many runs in one pipeline)."""
-    reply = json.loads(raw)
+    reply = read_json(raw)
     # run.read sends the record's graph beside it, as its text: decoded as a listing's is.
     record = run_record({**reply["record"], "graph": reply.get("graph")})
     graph = record.get("graph")
@@ -338,7 +339,7 @@ def run_status(client: Client, run_id: str) -> str | None:
 
 def list_runs(client: Client, flow: str | None = None, count: int = 25) -> list[dict[str, Any]]:
     """Run records, newest first (as :func:`run_record` gives them)."""
-    records = json.loads(client.engine.call("runs", flow or "", 0, count))
+    records = read_json(client.engine.call("runs", flow or "", 0, count))
     return [run_record(r) for r in records]
 
 
@@ -346,7 +347,7 @@ def list_run_statuses(
     client: Client, flow: str | None = None, offset: int = 0, count: int = 25
 ) -> list[dict[str, Any]]:
     """Run records with their status, newest first, in one engine call."""
-    raw = json.loads(client.engine.call("runs.statuses", flow or "", offset, count))
+    raw = read_json(client.engine.call("runs.statuses", flow or "", offset, count))
     return [run_record(r) for r in _list(raw)]
 
 
@@ -359,11 +360,11 @@ def run_outputs(client: Session, run_id: str) -> dict[str, Any]:
     from flows.flowfile.job_data import UpstreamJob, was_skipped
 
     raw = client.engine.call("run.get", run_id)
-    record = json.loads(raw) if raw is not None else {}
+    record = read_json(raw) if raw is not None else {}
     text = record.get(RECORD_FIELD)
     if not text:
         return {}
-    outputs = json.loads(text) if isinstance(text, str) else text
+    outputs = read_json(text) if isinstance(text, str) else text
     jids = upstream_jids(outputs)
     jobs = {
         found.jid: UpstreamJob(found.state, found.result, was_skipped(found.history))

@@ -19,7 +19,7 @@ from typing import Any
 from flows.flowfile.findings import did_you_mean
 from scheduler.engine.client import Client
 from scheduler.engine.errors import FlowsError, InvalidArgument, JobNotFound, TooLarge, WrongState
-from scheduler.engine.limits import MAX_RESULT_DEPTH, json_depth, json_fault
+from scheduler.engine.limits import MAX_RESULT_DEPTH, json_depth, json_fault, read_json
 
 APPROVED_BY = "approved_by"
 NOTE = "note"
@@ -91,7 +91,7 @@ def approval(note: str | None, user: str) -> dict[str, Any]:
 def wait_state(client: Client, jid: str) -> WaitState | None:
     """The wait of job ``jid``, or None when it is not a wait (or does not exist)."""
     raw = client.engine.call("wait.get", jid)
-    return None if raw is None else WaitState.from_json(json.loads(raw))
+    return None if raw is None else WaitState.from_json(read_json(raw))
 
 
 def signal_step(
@@ -137,7 +137,7 @@ def signal_step(
 def _gone(client: Client, run_id: str, jid: str) -> str:
     """Why a wait whose job no longer exists takes no signal, in its run decider's words."""
     reply = client.engine.call("run.job", run_id, jid)
-    view = json.loads(reply) if reply else {}
+    view = read_json(reply) if reply else {}
     status = view.get("status", "gone")
     allowed = view.get("actions")
     text = f"not awaiting a signal (it is {status})"

@@ -22,6 +22,7 @@ from starlette.types import Receive, Scope, Send
 
 from flows.runs.logs import Follower, job_label
 from scheduler.engine.client import Client
+from scheduler.engine.limits import read_json
 
 MAX_STREAMS = 32
 KEEPALIVE = 2.0
@@ -135,7 +136,7 @@ def engine_events(client: Client) -> Iterator[str]:
                 continue
             quiet_since = time.monotonic()
             try:
-                data = json.loads(message["data"])
+                data = read_json(message["data"])
             except ValueError:
                 continue
             yield event(data)

@@ -13,6 +13,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from scheduler.engine.limits import read_json
 from scheduler.engine.scripts import Engine
 
 # The most lines one read returns (the engine's bound).
@@ -61,10 +62,12 @@ class LogPage:
 
 
 def _line(entry: dict[str, Any]) -> LogLine:
+    text = entry["m"]
     return LogLine(
         float(entry["t"]),
         str(entry["s"]),
-        str(entry["m"]),
+        # Always text as the engine writes it; as JSON otherwise (an older entry, cut if deep).
+        text if isinstance(text, str) else json.dumps(text),
         str(entry.get("l", "")),
         int(entry.get("c", 0)),
     )
@@ -76,7 +79,7 @@ def read(
     """One page of job ``jid``'s lines (its latest attempt unless ``attempt`` is given).
 
     Raises :class:`~scheduler.engine.errors.JobNotFound` when the job does not exist."""
-    reply = json.loads(engine.call("log.get", jid, attempt or "", offset, count))
+    reply = read_json(engine.call("log.get", jid, attempt or "", offset, count))
     lines = reply["lines"] if isinstance(reply["lines"], list) else []
     return LogPage(
         jid=jid,

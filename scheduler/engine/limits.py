@@ -27,6 +27,12 @@ flow submission            at most 100,000 jobs and 64 MiB of job specs in one c
 bulk put (``put.many``)    at most 1,000 jobs in one call, each jid once
 fan-out from an output     at most 10,000 items (``lua/include/fanout.lua``)
 =========================  ==========================================================
+
+Reading is the other side of the nesting limits: a value stored before they existed, or by a
+path around them, may nest deeper than any reader handles. Every reader decodes what the engine
+sends with :func:`read_json`, which shows :data:`MAX_SHOWN_DEPTH` levels and puts
+:func:`nested_too_deep`'s marker in place of each part nested deeper, so that a job, a run, its
+history and its logs read the same on every surface (the API, the command line, the pages).
 """
 
 from __future__ import annotations
@@ -49,6 +55,12 @@ MAX_RESULT_DEPTH = 64
 """How deeply a job's result may nest (``Arg.MAX_RESULT_NESTING``): a step's outputs, a signal's
 data. Less than data: a result is read back a few levels down in what copies it (a downstream
 step's data, a run's outputs, a sub-flow step's result)."""
+MAX_SHOWN_DEPTH = 128
+"""How many levels of a reply (a job, a run, a log page) a reader shows: more than the deepest
+value the limits let in, with its place in the reply, and well below what the API's serializer
+(about 250 levels) and Python's decoder (about 1,000) take. :func:`read_json` cuts deeper parts."""
+DEEPER = "\u2026"
+"""The one key of the marker shown in place of a part nested too deeply: ``{"…": "..."}``."""
 MAX_TAGS = 64
 MAX_PRIORITY = 1_000_000
 MAX_COUNT = 100_000
@@ -270,6 +282,71 @@ def json_depth(value: Any, limit: int = MAX_JSON_DEPTH) -> int:
     return deepest
 
 
+def nested_too_deep(limit: int = MAX_SHOWN_DEPTH) -> dict[str, str]:
+    """What a reader shows in place of a part of a value nested more than ``limit`` levels
+    deep: ``{"…": "nested deeper than 128 levels"}``, the same on every surface."""
+    return {DEEPER: f"nested deeper than {limit} levels"}
+
+
+# A JSON string (escapes included: a quote inside one is escaped), or a run of opening or of
+# closing brackets.
+_JSON_STRING = r'"[^"\\]*(?:\\.[^"\\]*)*"'
+_JSON_TOKENS = re.compile(_JSON_STRING + r"|[\[{]+|[\]}]+")
+# What is left of JSON text once its strings are gone, but for its brackets.
+_NOT_BRACKETS = re.compile(_JSON_STRING + r"|[^\[\]{}]+")
+_AS_PARENTHESES = str.maketrans("[{]}", "(())")
+
+
+def _nests_deeper(text: str, limit: int) -> bool:
+    """Whether JSON text nests more than ``limit`` levels deep: its brackets, innermost pairs
+    taken away a level at a time (each pass in C: the common shallow text takes a few)."""
+    brackets = _NOT_BRACKETS.sub("", text).translate(_AS_PARENTHESES)
+    if "(" * (limit + 1) in brackets:  # a tower of brackets: the usual deep value
+        return True
+    for _ in range(limit):
+        if not brackets:
+            return False
+        brackets = brackets.replace("()", "")
+    return bool(brackets)
+
+
+def _cut_text(text: str, limit: int) -> str:
+    """``text`` with every array or object nested more than ``limit`` levels deep replaced by
+    the marker's text. Linear, without recursion: the text may nest far deeper than Python's
+    decoder goes."""
+    marker = json.dumps(nested_too_deep(limit), separators=(",", ":"))
+    pieces: list[str] = []
+    depth = kept = cut_at = 0
+    for token in _JSON_TOKENS.finditer(text):
+        run, start = token.group(), token.start()
+        if run[0] == '"':
+            continue
+        if run[0] in "[{":
+            if depth <= limit < depth + len(run):  # it opens level limit + 1
+                cut_at = start + limit - depth
+            depth += len(run)
+        else:
+            if depth - len(run) <= limit < depth:  # it closes level limit + 1
+                pieces += [text[kept:cut_at], marker]
+                kept = start + depth - limit
+            depth -= len(run)
+    pieces.append(text[kept:])
+    return "".join(pieces)
+
+
+def read_json(text: str | bytes, limit: int = MAX_SHOWN_DEPTH) -> Any:
+    """JSON text from the engine (a reply, a stored value) decoded as every reader shows it:
+    whole to ``limit`` levels, each array or object nested deeper shown as
+    :func:`nested_too_deep` (so at most ``limit + 1`` levels). Raises ``ValueError`` for text
+    that is not JSON, as :func:`json.loads`."""
+    if isinstance(text, bytes):
+        text = text.decode("utf-8")
+    # Each level opens a bracket: text with few cannot nest too deeply (the common case).
+    if text.count("[") + text.count("{") > limit and _nests_deeper(text, limit):
+        text = _cut_text(text, limit)
+    return json.loads(text)
+
+
 def check_text(command: str, name: str, value: Any, max_bytes: int = MAX_PAYLOAD_BYTES) -> str:
     """Free text (a failure message): at most ``max_bytes`` bytes of UTF-8."""
     if not isinstance(value, str):
@@ -467,6 +544,7 @@ def check_flow_submission(command: str, jobs: int, jobs_text: str) -> None:
 
 
 __all__ = [
+    "DEEPER",
     "MAX_COUNT",
     "MAX_FLOW_BYTES",
     "MAX_FLOW_JOBS",
@@ -477,6 +555,7 @@ __all__ = [
     "MAX_PRIORITY",
     "MAX_PUT_MANY",
     "MAX_RESULT_DEPTH",
+    "MAX_SHOWN_DEPTH",
     "MAX_TAGS",
     "PAST_JSON_NUMBERS",
     "RESERVED_JID_SUFFIXES",
@@ -501,4 +580,6 @@ __all__ = [
     "json_depth",
     "json_fault",
     "json_place",
+    "nested_too_deep",
+    "read_json",
 ]

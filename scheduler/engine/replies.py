@@ -10,6 +10,8 @@ import json
 from collections.abc import Callable
 from typing import Any, TypeAlias
 
+from scheduler.engine.limits import read_json
+
 #: A time argument: epoch seconds, or ``""`` for the server's clock.
 Now: TypeAlias = float | str
 #: A job class: a dotted path, or a class / function whose dotted path is used.
@@ -22,11 +24,12 @@ def dumps(value: Any) -> str:
 
 
 def loads(reply: Any) -> Any:
-    """Decode a JSON reply; None and ``""`` stay None, non-text replies pass through."""
+    """Decode a JSON reply (as every reader shows it: :func:`~scheduler.engine.limits.read_json`,
+    a part nested too deeply cut); None and ``""`` stay None, non-text replies pass through."""
     if reply is None or reply == "":
         return None
     if isinstance(reply, bytes | str):
-        return json.loads(reply)
+        return read_json(reply)
     return reply
 
 

@@ -4,10 +4,13 @@ classes
 
 from __future__ import annotations
 
+import json
 import math
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from scheduler.engine import limits
 from scheduler.engine.errors import InvalidArgument, TooLarge
@@ -123,6 +126,58 @@ def test_json_depth_is_iterative_and_bounded() -> None:
     cycle: list[Any] = []
     cycle.append(cycle)
     assert limits.json_depth(cycle) == limits.MAX_JSON_DEPTH + 1
+
+
+MARKER = {"\u2026": f"nested deeper than {limits.MAX_SHOWN_DEPTH} levels"}
+
+
+def test_a_reader_shows_a_value_nested_too_deeply_cut_at_the_limit_with_a_marker() -> None:
+    shown = limits.MAX_SHOWN_DEPTH
+    assert limits.nested_too_deep() == MARKER
+    for levels in (shown + 1, 1_000, 100_000):  # past the API's serializer, Python's decoder
+        text = '{"data":' + "[" * (levels - 1) + "0" + "]" * (levels - 1) + "}"
+        cut = limits.read_json(text)
+        assert cut == {"data": _marked(shown - 1)}
+        assert limits.json_depth(cut, 10 * shown) == shown + 1
+    whole = json.dumps({"data": nested(shown - 1)})
+    assert limits.read_json(whole) == json.loads(whole)
+    assert limits.read_json(whole.encode()) == json.loads(whole)
+
+
+def _marked(levels: int) -> Any:
+    """``levels`` lists around the marker."""
+    value: Any = MARKER
+    for _ in range(levels):
+        value = [value]
+    return value
+
+
+def test_the_cut_reads_brackets_in_strings_and_escapes_as_text() -> None:
+    text = '[[[1, "[[[", {"a\\"[": ["]"]}], "}"]]'
+    assert limits.read_json(text, 2) == [[{"\u2026": "nested deeper than 2 levels"}, "}"]]
+    with pytest.raises(ValueError):
+        limits.read_json("[" * 500 + "]" * 499)
+
+
+_json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(alphabet='[]{}"\\ab,:'),
+    lambda children: (
+        st.lists(children, max_size=3)
+        | st.dictionaries(st.text(alphabet='[]{}"\\ab'), children, max_size=3)
+    ),
+    max_leaves=30,
+)
+
+
+@given(_json_values, st.integers(1, 6))
+def test_read_json_is_json_loads_within_the_limit_and_cut_below_it(value: Any, limit: int) -> None:
+    text = json.dumps(value)
+    read = limits.read_json(text, limit)
+    if limits.json_depth(value, limit) <= limit:
+        assert read == value
+    else:
+        assert limits.json_depth(read, limit + 1) == limit + 1
+        assert "nested deeper than" in json.dumps(read)
 
 
 @pytest.mark.parametrize(
