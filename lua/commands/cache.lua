@@ -30,7 +30,9 @@
 -- cache.list says of each entry, in `status`, what cache.use would do with it now (Cache.status,
 -- the rule cache.use decides by, with the entry's ttl): `fresh` (a hit), `expired` (completed
 -- `ttl` seconds ago or more: not used), else why it is not used: its job's state while it has
--- not completed (`running`, `waiting`, ..., `failed`), `skipped`, or `gone`.
+-- not completed (`running`, `waiting`, ..., `failed`), `skipped`, or `gone`. One exception, not
+-- read by the listing (it would read every entry's result): an entry whose result nests deeper
+-- than a result may (kept before the nesting limits) is never a hit (Cache.fresh).
 -- A hit also completes, in the same call, each dependent it releases whose own key was written
 -- when its run was built (`base` in its cache spec) and whose full key hits too, and so on down
 -- (at most 1,000), and the run's other jobs waiting to start: a run whose steps are all cached
@@ -97,13 +99,16 @@ function Cache.status(producer, ttl)
 end
 
 -- The producer of `key` and its result when it is fresh for `ttl` (Cache.status), and is not
--- `jid` itself; else nil.
+-- `jid` itself; else nil. A result nested deeper than a result may be (kept before the nesting
+-- limits) is not taken either: copied into `jid`, it would be stored where no complete could
+-- bring it.
 function Cache.fresh(key, jid, ttl)
   local from = redis.call('hget', Keys.cache(key), 'jid')
   if not from or from == jid then return nil end
   local producer = Job.fields(from, 'result', 'updated', 'skipped')
-  if Cache.status(producer, ttl) == 'fresh' then return from, producer.result end
-  return nil
+  if Cache.status(producer, ttl) ~= 'fresh' then return nil end
+  if Arg.kept_unfit(producer.result, Arg.MAX_RESULT_NESTING) then return nil end
+  return from, producer.result
 end
 
 function Cache.log_hit(jid, attempt, from)

@@ -295,6 +295,19 @@ function Arg.json(cmd, name, value, kind, max_bytes, max_depth)
   return value, decoded
 end
 
+-- Whether JSON text the engine kept earlier (not an argument: it was checked, if at all, by
+-- older rules) would be refused now as one nested at most `max_depth` levels deep: deeper, or
+-- holding NaN, or not decoding at all (deeper than cjson goes). nil text is not. For a path
+-- that copies a kept value into another key (a cache hit's result), which would else store
+-- what no argument may bring in.
+function Arg.kept_unfit(text, max_depth)
+  -- Each level takes at least two characters: short text cannot nest too deeply.
+  if text == nil or #text <= 2 * max_depth then return false end
+  local ok, decoded = pcall(cjson.decode, text)
+  if not ok then return true end
+  return type(decoded) == 'table' and unfit(decoded, max_depth) ~= nil
+end
+
 -- A JSON array of ids (tags, jids); each checked with `check` (Arg.id by default).
 function Arg.id_list(cmd, name, value, check, max)
   local _, list = Arg.json(cmd, name, value, 'array')

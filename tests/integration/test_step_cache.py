@@ -508,3 +508,52 @@ def test_a_claim_goes_when_its_job_stops_running_without_completing(engine_ns: E
         "hit": False
     }
     assert _claim(engine_ns, "retried") == "k 60"
+
+
+CHAIN_OF_TWO = """\
+version: 1
+name: pair
+queue: cq
+steps:
+  a:
+    run: echo "v=1" >> "$FLOWS_OUTPUT"
+    cache: {ttl: 1h}
+  b:
+    needs: [a]
+    run: echo "v=${{ steps.a.outputs.v }}2" >> "$FLOWS_OUTPUT"
+    cache: {ttl: 1h}
+"""
+
+
+def test_a_cached_result_nested_deeper_than_a_result_may_is_not_copied(
+    server: EmbeddedServer, redis_client: redis.Redis, tmp_path: Path
+) -> None:
+    """A result kept before the nesting limits is never a hit: neither the worker's own
+    cache.use nor the chain it completes copies it into another job; the step runs instead."""
+    (tmp_path / "pair.yaml").write_text(CHAIN_OF_TWO)
+    client = Client(server.url, worker_name="w")
+    source = read_flow_file(tmp_path / "pair.yaml")
+    deep = '{"v":' + "[" * 70 + "]" * 70 + "}"  # deeper than a result's 64 levels
+    for n in range(3):
+        run_id = f"pair@{n}"
+        built = build_run(
+            source,
+            run_id=run_id,
+            logical_time=datetime(2026, 11, 1, tzinfo=UTC),
+            params={},
+            trigger="manual",
+        )
+        submit(client, built)
+        Worker(client, ["cq"], burst=True, prepare=prepare, lease_seconds=0).run()
+        if n == 0:  # as an older version kept them
+            redis_client.hset("ql:j:pair@0:b", "result", deep)
+        if n == 1:
+            redis_client.hset("ql:j:pair@0:a", "result", deep)
+    chained = load_run(client, "pair@1")
+    assert chained is not None and chained.status == "succeeded"
+    assert {s.step: s.status for s in chained.steps} == {"a": "cached", "b": "success"}
+    assert client.jobs["pair@1:b"].result == {"v": "12"}
+    hit = load_run(client, "pair@2")
+    assert hit is not None and hit.status == "succeeded"
+    assert {s.step: s.status for s in hit.steps} == {"a": "success", "b": "success"}
+    assert client.jobs["pair@2:a"].result == {"v": "1"}
