@@ -10,6 +10,7 @@ however many copies of it reach it), a second one tells them to stop at once; th
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 
@@ -69,6 +70,16 @@ def run_per_namespace(namespaces: list[str], argv: list[str] | None = None) -> i
             if child.poll() is None:
                 child.send_signal(signum)
 
-    stop_signals.install(tell, lambda signum, count: tell(stop_signals.NOW))
+    def first(signum: int) -> None:
+        tell(signum)
+        # Said once the request is taken: a second signal from now on stops them at once.
+        # (Signals do not queue: a second sent before the first was taken is the same one.)
+        click.echo(
+            f"flows[{os.getpid()}]: {signal.Signals(signum).name}, passed on to the process of"
+            " each namespace (again to stop at once)",
+            err=True,
+        )
+
+    stop_signals.install(first, lambda signum, count: tell(stop_signals.NOW))
     codes = [child.wait() for child in children]
     return 0 if all(code == 0 for code in codes) else 1

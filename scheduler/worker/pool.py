@@ -184,7 +184,17 @@ class WorkerPool:
     def _install_signals(self) -> None:
         # The first signal only asks (the main loop tells the children); a second tells them to
         # stop at once, a third kills them (a child too stuck to act on the second).
-        stop_signals.install(lambda signum: self._stopping.set(), self._kill_children)
+        stop_signals.install(self._on_signal, self._kill_children)
+
+    def _on_signal(self, signum: int) -> None:
+        # Said once the request is taken: a second signal from now on stops at once. (Signals
+        # do not queue: a second sent before the first was taken is the same one.)
+        log.info(
+            "worker pool: %s, passed on to its worker processes (%s to stop at once)",
+            signal.Signals(signum).name,
+            "signal its supervisor again" if stop_signals.supervised() else "again",
+        )
+        self._stopping.set()
 
     def _kill_children(self, signum: int, count: int) -> None:
         self._now = True
