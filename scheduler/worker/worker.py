@@ -114,6 +114,9 @@ class Worker:
         self._abandoned = 0
         self._slot_threads: list[threading.Thread] = []
         self._retired: set[int] = set()  # idents of abandoned slot threads
+        # Where a single-threaded worker's slots go back to when they end (set by run()): not
+        # the directory a slot started in, which may be a stuck slot's folder, removed with us.
+        self._home = os.getcwd()
         # Step logs (scheduler.worker.capture): stored ahead of each batch of completes.
         self._logs = capture.LogShipper(client.engine) if settings.capture_logs else None
         self.held = Held()
@@ -141,6 +144,7 @@ class Worker:
         password, a missing permission, a queue name the engine refuses).
         """
         self._install_signals()
+        self._home = os.getcwd()
         if not self.keeper.start(lambda: self.slots.stopping, self.slots.halt):
             return 0
         if self._logs is not None:
@@ -173,7 +177,8 @@ class Worker:
             if self._logs is not None:
                 self._logs.stop()
             for slot in self._slot_threads:
-                slot.join(timeout=0 if self._abandoned else 2)
+                # Only an abandoned slot is left behind: any other ends before its folder goes.
+                slot.join(timeout=0 if slot.ident in self._retired else 2)
             for helper in helpers:
                 helper.join(timeout=2)
             with contextlib.suppress(redis.RedisError, ClusterError, EngineError):
@@ -220,7 +225,6 @@ class Worker:
 
     def _slot(self, sandbox: Path) -> None:
         folder = SlotFolder(sandbox)
-        home = os.getcwd()
         try:
             while (active := self.slots.next_job()) is not None:
                 self._execute(active, folder)
@@ -234,7 +238,15 @@ class Worker:
             log.debug("an abandoned slot thread ended with an error", exc_info=True)
         finally:
             if self.settings.threads == 1:
-                os.chdir(home)
+                self._go_home()
+
+    def _go_home(self) -> None:
+        """Back to the worker's working directory (a slot ending); an error is logged, not
+        raised: the thread is done, and nothing may end it with a traceback."""
+        try:
+            os.chdir(self._home)
+        except OSError as error:
+            log.warning("worker %s: could not go back to %s (%s)", self.name, self._home, error)
 
     def _execute(self, active: Active, folder: SlotFolder) -> None:
         ctx = active.ctx

@@ -409,18 +409,21 @@ def test_a_shell_job_over_its_timeout_is_killed_retried_then_failed_as_timeout(
     )
 
 
+def slot_threads() -> list[str]:
+    """The names of the slot threads of in-process workers still running, in order."""
+    return sorted(t.name for t in threading.enumerate() if t.name.startswith("flows-slot-"))
+
+
 @contextmanager
 def gate_closed() -> Iterator[None]:
-    """``worker_tasks.blocked`` jobs block until the end of the block; then their threads end."""
+    """``worker_tasks.blocked`` jobs block until the end of the block; then their threads end
+    (the slot threads left behind stuck), before the test's server connection closes."""
     worker_tasks.GATE.clear()
     try:
         yield
     finally:
         worker_tasks.GATE.set()
-        wait_for(
-            lambda: not [t for t in threading.enumerate() if t.name.startswith("flows-job")],
-            what="the blocked job threads to end",
-        )
+        wait_for(lambda: not slot_threads(), what="the blocked job threads to end")
 
 
 def test_a_job_stuck_in_c_code_past_its_timeout_is_given_up_after_kill_after(
@@ -435,6 +438,24 @@ def test_a_job_stuck_in_c_code_past_its_timeout_is_given_up_after_kill_after(
         # The worker goes on with a fresh thread while the stuck one is left behind.
         assert wait_state(client, put(client, "q", "echo"), "complete", timeout=5)
     assert read_marks(marks, "finished") == []
+
+
+def test_the_slot_started_in_place_of_a_stuck_one_ends_cleanly_where_the_worker_started(
+    client: Client, engine: Engine, tmp_path: Path
+) -> None:
+    """A single-threaded worker's slot runs in its own folder and goes back to the worker's
+    working directory when it ends: also the slot started in place of an abandoned one, which
+    started while the process was in the stuck slot's folder (removed with the worker: going
+    back there raised in the thread, after the worker had stopped)."""
+    home = os.getcwd()
+    jid = put(client, "q", "blocked", {"marks": str(tmp_path / "marks")}, timeout=0.2, retries=0)
+    with gate_closed():
+        with in_process_worker(engine, ["q"], kill_after=0.3):
+            wait_state(client, jid, "failed", timeout=5)
+            assert wait_state(client, put(client, "q", "echo"), "complete", timeout=5)
+        # The worker waited for the slot it started meanwhile; only the stuck one is left.
+        assert slot_threads() == ["flows-slot-1"]
+        assert os.getcwd() == home
 
 
 # -- lock lost while running ----------------------------------------------------------------------
