@@ -307,6 +307,99 @@ class SentinelGroup:
         _, port = cast(tuple[str, int], address)
         return next(n for n in self.data if n.port == int(port))
 
+    def periods(self) -> dict[str, float]:
+        """The timings the group's Sentinels act on, in seconds: those ``SENTINEL DEBUG`` shows
+        (``info-period``, ``publish-period``, ``tilt-period``, ...) and ``failover-timeout``."""
+        client: Any = self.sentinels[0].client()
+        shown = client.execute_command("SENTINEL", "DEBUG")
+        if isinstance(shown, list):  # the reply as the server sends it: name, value, ...
+            shown = dict(zip(shown[::2], shown[1::2], strict=True))
+        periods = {str(name).lower(): int(value) / 1000 for name, value in shown.items()}
+        fields = cast(dict[str, Any], client.sentinel_master(self.service))
+        periods["failover-timeout"] = int(fields["failover-timeout"]) / 1000
+        return periods
+
+    def switch_master(self) -> Node:
+        """Ask for a failover with the master up (``SENTINEL FAILOVER``), as an operator does,
+        until Sentinel announces the switch (``+switch-master``). Returns the new master.
+
+        Asked again while Sentinel answers that it cannot yet (``NOGOODSLAVE``: it saw no
+        replica lately enough, which it asks every info-period) and after it gave an attempt up
+        (``-failover-abort-*``); ``INPROG`` is an attempt under way. Each of an attempt's
+        steps (the replica told, its promotion seen, the replicas told) gets failover-timeout,
+        and a Sentinel that was not run for tilt-trigger (a loaded machine) first stands still
+        for tilt-period (TILT): the deadline is those, and an info-period to see a replica."""
+        periods = self.periods()
+        asked: Any = self.sentinels[0].client()
+        deadline = time.monotonic() + (
+            periods["tilt-period"] + periods["info-period"] + 3 * periods["failover-timeout"]
+        )
+        events = asked.pubsub(ignore_subscribe_messages=True)
+        events.subscribe("+switch-master", "+tilt", "-tilt")
+        events.psubscribe("-failover-abort-*")
+        heard: list[str] = []
+        try:
+            while True:
+                try:
+                    asked.execute_command("SENTINEL", "FAILOVER", self.service)
+                    under_way = True
+                except redis.ResponseError as error:
+                    if not str(error).startswith(("NOGOODSLAVE", "INPROG")):
+                        raise
+                    heard.append(str(error))
+                    under_way = str(error).startswith("INPROG")
+                # Until the attempt ends; after NOGOODSLAVE, a ping-period before asking again.
+                until = deadline if under_way else time.monotonic() + periods["ping-period"]
+                while (left := min(until, deadline) - time.monotonic()) > 0:
+                    message = events.get_message(timeout=min(left, 1.0))
+                    if message is None:
+                        continue
+                    heard.append(f"{message['channel']} {message['data']}")
+                    if message["channel"] == "+switch-master":
+                        return self.master()
+                    if str(message["channel"]).startswith("-failover-abort-"):
+                        break
+                if time.monotonic() >= deadline:
+                    raise TimeoutError(
+                        f"Sentinel did not switch the master in {periods['tilt-period']:.0f}s"
+                        f" of TILT, then three steps of failover-timeout; heard: {heard}"
+                        f"\n{self.logs()}"
+                    )
+        finally:
+            events.close()
+            asked.close()
+
+    def planned_failover(self) -> tuple[Node, Node]:
+        """:meth:`switch_master`, then wait until Sentinel made the old master, still up and
+        saying it is a master, a replica of the new one. Returns (old, new).
+
+        Sentinel does that once the old master has said so for 4 publish-periods, at its next
+        INFO (every info-period, or after a TILT of tilt-period): the deadline."""
+        old = self.master()
+        new = self.switch_master()
+        periods = self.periods()
+
+        def demoted() -> bool:
+            info = old.client().info("replication")
+            return info["role"] == "slave" and int(info["master_port"]) == new.port
+
+        budget = periods["tilt-period"] + 4 * periods["publish-period"] + 2 * periods["info-period"]
+        try:
+            wait_for(demoted, budget, "Sentinel to make the old master a replica")
+        except TimeoutError as error:
+            raise TimeoutError(f"{error}\n{self.logs()}") from None
+        return old, new
+
+    def logs(self, lines: int = 20) -> str:
+        """The last lines of each Sentinel's log (what a failure message shows)."""
+        parts = []
+        for sentinel in self.sentinels:
+            log = sentinel.directory / "log"
+            text = log.read_text(errors="replace") if log.exists() else ""
+            tail = "\n".join(text.splitlines()[-lines:])
+            parts.append(f"-- sentinel {sentinel.port}:\n{tail}")
+        return "\n".join(parts)
+
     def fail_over(self) -> Node:
         """SIGKILL the master, wait for Sentinel to promote a replica, then start the old master
         again (Sentinel makes it a replica of the new one). Returns the new master."""

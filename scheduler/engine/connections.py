@@ -387,6 +387,12 @@ class MasterWatch:
         """Let the thread end (the client was closed); :meth:`ensure_running` starts it again."""
         self._stopped.set()
 
+    @property
+    def listening(self) -> bool:
+        """Whether the thread runs in this process (after :meth:`stop`, until its current round
+        of listening to each Sentinel ends)."""
+        return self._pid == os.getpid() and self._thread is not None and self._thread.is_alive()
+
     def fence_deposed(self) -> None:
         """From now on, on each ``+switch-master``, make the old master a replica of the new one
         if it still claims to be a master and we reach it (see :mod:`.fencing`). Only a client

@@ -13,7 +13,7 @@ from typing import Any, cast
 import pytest
 import redis
 
-from benchmarks.topology import SentinelGroup
+from benchmarks.topology import SentinelGroup, wait_for
 from scheduler import Client
 from scheduler.engine.connections import MasterWatch
 
@@ -66,7 +66,8 @@ def test_connections_to_the_old_master_are_dropped_when_the_switch_is_announced(
     assert watch is not None
 
     heard, at = announced(group)
-    group.sentinels[0].client().execute_command("SENTINEL", "FAILOVER", group.service)
+    group.switch_master()
+    # The other Sentinels hear of it from the one asked, which says so every publish-period.
     assert heard.wait(30), "Sentinel never announced the switch"
     # Within a second of the announcement, with no call made meanwhile: nothing left open to
     # the old master, and the pool names the new one.
@@ -90,16 +91,14 @@ def test_a_call_that_meets_a_replica_asks_sentinel_again(group: SentinelGroup) -
     watch = MasterWatch.of(client.redis)
     assert watch is not None
     watch.stop()  # deaf to announcements: only the READONLY reply tells the client
-    time.sleep(0.5)
-    old = group.master()
-    group.sentinels[0].client().execute_command("SENTINEL", "FAILOVER", group.service)
-    deadline = time.monotonic() + 30
-    while group.master().port == old.port or old.client().info("replication")["role"] != "slave":
-        assert time.monotonic() < deadline, "no failover"
-        time.sleep(0.1)
+    wait_for(lambda: not watch.listening, 10, "the watch to stop listening")
+    # Done when Sentinel made the old master, where the client's connection is, a replica.
+    old, new = group.planned_failover()
+    assert watch.switches == 0  # nothing heard: still connected to the old master
+    assert open_sockets(client.redis) == [("127.0.0.1", old.port)]
     client.queues["q"].put("k", {}, jid="two")
-    assert group.master().client().exists("ql:j:two") == 1
-    assert open_sockets(client.redis) == [("127.0.0.1", group.master().port)]
+    assert new.client().exists("ql:j:two") == 1
+    assert open_sockets(client.redis) == [("127.0.0.1", new.port)]
 
 
 def test_a_cluster_client_follows_moved_after_a_failover_and_keeps_the_new_map(
@@ -107,7 +106,7 @@ def test_a_cluster_client_follows_moved_after_a_failover_and_keeps_the_new_map(
 ) -> None:
     from redis.crc import key_slot
 
-    from benchmarks.topology import Cluster, wait_for
+    from benchmarks.topology import Cluster
 
     cluster = Cluster.start(tmp_path / "cluster")
     try:
