@@ -339,7 +339,7 @@ class Worker:
         fresh one, and the stuck code dies with the process). In-process, the thread is left
         behind (Python cannot kill a thread) and a fresh slot thread takes its place.
         """
-        log.error("job %s did not stop within %.0fs", active.ctx.jid, self.settings.kill_after)
+        log.error("job %s did not stop within %gs", active.ctx.jid, self.settings.kill_after)
         self._abandoned += 1
         if active.ctx.thread_id is not None:
             self._retired.add(active.ctx.thread_id)

@@ -396,7 +396,9 @@ def test_a_shell_job_over_its_timeout_is_killed_retried_then_failed_as_timeout(
 ) -> None:
     pids = tmp_path / "pids"
     command = f'sleep 30 & echo "$$ $!" >> {pids}; wait'
-    jid = put(client, "q", SHELL, {"command": command}, timeout=0.3, retry=NO_BACKOFF, retries=1)
+    # Long enough for bash to start and write its pids on a loaded machine: killed before
+    # that, an attempt leaves no pids to check (0.3 s was not, now and then).
+    jid = put(client, "q", SHELL, {"command": command}, timeout=1.0, retry=NO_BACKOFF, retries=1)
     with in_process_worker(engine, ["q"], poll_interval=0.05):
         job = wait_state(client, jid, "failed")
     assert job.failure is not None
