@@ -10,27 +10,38 @@
 -- `key` is the hash the worker made of the step's own work (flows/runtime/step_cache.py); the results of
 -- the `upstream` jobs (its inputs) are hashed in here, so the worker reads none of them first.
 -- An entry
--- `P cache:<key>` (hash: jid, created, ttl) names the job that produced, or is producing, the
--- result; `P caches` lists the keys (score: when the entry was made). cache.use, by the worker
+-- `P cache:<key>` (hash: jid, created, ttl, completed) names the job that produced, or is
+-- producing, the result; `completed`, written when that job's success made the entry, is the
+-- job's `updated` of that completion: the entry stands for that result only, not for whatever
+-- the jid holds later (the job put again, as a re-run, a new run of the same id or qless's put
+-- over a jid, and completed as a step not cached or of another key; deleted; completed again).
+-- `P caches` lists the keys (score: when the entry was made). cache.use, by the worker
 -- holding `jid` when the job starts, either
---   - hits: the entry's job is another job, complete (not skipped) and completed less than `ttl`
---     seconds ago: `jid` completes in this call with that job's result, exactly as complete
---     would (dependents settled, fan-outs expanded), its hash `cached` = the producer's jid, a
---     history entry 'cached' {from, worker} and a step log line naming the producer; or
+--   - hits: the entry's job is another job, complete (not skipped) with the completion the
+--     entry recorded, less than `ttl` seconds ago: `jid` completes in this call with that job's
+--     result, exactly as complete would (dependents settled, fan-outs expanded), its hash
+--     `cached` = the producer's jid, a history entry 'cached' {from, worker} and a step log
+--     line naming the producer; or
 --   - misses: the worker runs the job, its claim kept on it (`cclaim` '<key> <ttl>') while
 --     this run of it runs (a fail, retry, release, bury, reclaim or put over the job drops
 --     it: its next start claims again, if its step is still cached); the
---     entry names `jid` now unless its job completed (not skipped): a job that may fail never
---     takes the place of a result. Once `jid` completes with success (commands/complete.lua)
---     its result becomes the entry unless the entry's job completed less than `ttl` ago:
---     of two workers missing at once, both run and the first to succeed is the entry,
---     whichever claimed last; a job that fails leaves the entry as it was. An entry cleared
---     meanwhile is not made again.
+--     entry names `jid` now (its `completed` dropped) unless it stands for a result (fresh or
+--     expired): a job that may fail never takes the place of a result, and an entry that
+--     stands for none is replaced here. Once `jid` completes with success
+--     (commands/complete.lua) its result becomes the entry unless the entry stands for a result
+--     completed less than `ttl` ago: of two workers missing at once, both run and the first
+--     to succeed is the entry, whichever claimed last; a job that fails leaves the entry as it
+--     was. An entry cleared meanwhile is not made again.
 -- So the check and the completion are one atomic call: no worker can see a half-made entry.
--- cache.list says of each entry, in `status`, what cache.use would do with it now (Cache.status,
--- the rule cache.use decides by, with the entry's ttl): `fresh` (a hit), `expired` (completed
--- `ttl` seconds ago or more: not used), else why it is not used: its job's state while it has
--- not completed (`running`, `waiting`, ..., `failed`), `skipped`, or `gone`. One exception, not
+-- An entry that stands for nothing is not deleted where it is found (cache.list reads, a
+-- chained hit): a job still holding a claim on the key would then not make it again, as after
+-- a clear; the key's next miss replaces it, and it leaves Redis with its ttl.
+-- cache.list says of each entry, in `status`, what cache.use would do with it now
+-- (Job.cache_status, the rule cache.use decides by, with the entry's ttl): `fresh` (a hit),
+-- `expired` (completed `ttl` seconds ago or more: not used), else why it is not used: its
+-- job's state while it has not completed (`running`, `waiting`, ..., `failed`), `skipped`, or
+-- `gone` (no such job, or its completion is not the one the entry was made from); `completed`
+-- only while it stands for a result. One exception, not
 -- read by the listing (it would read every entry's result): an entry whose result nests deeper
 -- than a result may (kept before the nesting limits) is never a hit (Cache.fresh).
 -- A hit also completes, in the same call, each dependent it releases whose own key was written
@@ -86,27 +97,23 @@ function Cache.full_key(base, upstream)
   return redis.sha1hex(table.concat(inputs, '\0'))
 end
 
--- What a job of an entry's key starting now does with its producer's result (`producer`: its
--- fields state, updated and skipped, or nil): `fresh` when the producer completed (not
--- skipped) less than `ttl` seconds ago, the only status a job takes the result in; `expired`
--- when it completed earlier; else the producer's state, `skipped` or `gone`.
-function Cache.status(producer, ttl)
-  if not producer then return 'gone' end
-  if producer.state ~= 'complete' then return producer.state end
-  if producer.skipped then return 'skipped' end
-  if (tonumber(producer.updated) or 0) + ttl > Engine.now then return 'fresh' end
-  return 'expired'
+-- The job an entry names and the completion it stands for (its `completed`; nil while the
+-- entry names a claim), in one read; nil when there is no entry.
+function Cache.entry(key)
+  local e = redis.call('hmget', Keys.cache(key), 'jid', 'completed')
+  return e[1] or nil, e[2] or nil
 end
 
--- The producer of `key` and its result when it is fresh for `ttl` (Cache.status), and is not
--- `jid` itself; else nil. A result nested deeper than a result may be (kept before the nesting
+-- The producer of `key` and its result when it is fresh for `ttl` (Job.cache_status: the
+-- completion the entry was made from, still the job's, less than `ttl` ago), and is not `jid`
+-- itself; else nil. A result nested deeper than a result may be (kept before the nesting
 -- limits) is not taken either: copied into `jid`, it would be stored where no complete could
 -- bring it.
 function Cache.fresh(key, jid, ttl)
-  local from = redis.call('hget', Keys.cache(key), 'jid')
+  local from, completed = Cache.entry(key)
   if not from or from == jid then return nil end
   local producer = Job.fields(from, 'result', 'updated', 'skipped')
-  if Cache.status(producer, ttl) ~= 'fresh' then return nil end
+  if Job.cache_status(producer, completed, ttl) ~= 'fresh' then return nil end
   if Arg.kept_unfit(producer.result, Arg.MAX_RESULT_NESTING) then return nil end
   return from, producer.result
 end
@@ -217,13 +224,14 @@ api['cache.use'] = function(args)
     return cjson.encode({ hit = true, from = from, run = run })
   end
   -- A miss: the job runs, and its claim is kept on it (complete.lua: its success makes it the
-  -- entry unless another claim's completed first). It names the entry now unless the entry's
-  -- job completed (an expired result, or fresh for a longer ttl than this job's): a job that
-  -- may fail never takes the place of a result.
-  local holder, kept = redis.call('hget', Keys.cache(key), 'jid'), false
+  -- entry unless another claim's completed first). It names the entry now unless the entry
+  -- stands for a result (an expired one, or fresh for a longer ttl than this job's): a job
+  -- that may fail never takes the place of a result; one that stands for none is replaced.
+  local holder, completed = Cache.entry(key)
+  local kept = false
   if holder and holder ~= jid then
-    local h = redis.call('hmget', Keys.job(holder), 'state', 'skipped')
-    kept = h[1] == 'complete' and not h[2]
+    local status = Job.cache_status(Job.fields(holder, 'updated', 'skipped'), completed, ttl)
+    kept = status == 'fresh' or status == 'expired'
   end
   if not kept then
     Cache.prune(Cache.PRUNE)
@@ -241,15 +249,15 @@ api['cache.list'] = function(args)
   local keys = redis.call('zrevrange', Keys.caches(), offset, offset + count - 1)
   local out = {}
   for _, key in ipairs(keys) do
-    local e = redis.call('hmget', Keys.cache(key), 'jid', 'created', 'ttl')
+    local e = redis.call('hmget', Keys.cache(key), 'jid', 'created', 'ttl', 'completed')
     if e[1] then
       local producer = Job.fields(e[1], 'updated', 'skipped')
       local ttl = tonumber(e[3]) or 0
+      local status = Job.cache_status(producer, e[4] or nil, ttl)
+      local stands = status == 'fresh' or status == 'expired'
       table.insert(out, { key = key, jid = e[1], created = tonumber(e[2]), ttl = ttl,
         state = producer and producer.state or 'gone',
-        completed = producer and producer.state == 'complete' and tonumber(producer.updated)
-          or nil,
-        status = Cache.status(producer, ttl) })
+        completed = stands and tonumber(e[4]) or nil, status = status })
     end
   end
   if #out == 0 then return '[]' end

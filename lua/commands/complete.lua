@@ -58,22 +58,25 @@ local function job_fields(jid)
 end
 
 -- A cached step's job that ran (cache.use missed: `claim` is '<key> <ttl>') completed with a
--- result: it becomes its key's entry unless the entry names a job whose result is fresh for
--- this job's ttl (complete, not skipped, less than `ttl` ago, as cache.use would hit it): the
--- first of two racing jobs to complete with success is the entry, whichever claimed last, and
--- a job that fails leaves the entry as it is; an older result gives way to this newer one. An
--- entry no longer in Redis (cleared, or its ttl plus a day passed) is not made again: `cache
--- clear` forgets the jobs still running too.
+-- result: it becomes its key's entry, standing for this completion (Job.cache_entry), unless
+-- the entry names another job whose result is fresh for this job's ttl (Job.cache_status, as
+-- cache.use would hit it): the first of two racing jobs to complete with success is the entry,
+-- whichever claimed last, and a job that fails leaves the entry as it is; an older result, or
+-- an entry that stands for none (its job put again, deleted), gives way to this one. The entry
+-- naming this job (its claim) now records the completion. An entry no longer in Redis
+-- (cleared, or its ttl plus a day passed) is not made again: `cache clear` forgets the jobs
+-- still running too.
 local function cache_claimed(jid, claim)
   local key, ttl = string.match(claim, '^(%S+) (%S+)$')
   if not key then return end
-  local holder = redis.call('hget', Keys.cache(key), 'jid')
-  if not holder or holder == jid then return end
-  local f = redis.call('hmget', Keys.job(holder), 'state', 'skipped', 'updated')
-  if f[1] == 'complete' and not f[2] and (tonumber(f[3]) or 0) + tonumber(ttl) > Engine.now then
+  local entry = redis.call('hmget', Keys.cache(key), 'jid', 'completed')
+  local holder = entry[1]
+  if not holder then return end
+  if holder ~= jid and Job.cache_status(Job.fields(holder, 'updated', 'skipped'), entry[2] or nil,
+      tonumber(ttl)) == 'fresh' then
     return
   end
-  Job.cache_entry(jid, key, ttl)
+  Job.cache_entry(jid, key, ttl, true)
 end
 
 -- The checked arguments: jid, worker, queue, data (nil: keep the job's), next, delay, depends,

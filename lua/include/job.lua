@@ -20,12 +20,40 @@ local Job = {}
 Job.CACHE_KEEP_EXTRA = 86400
 
 -- Job `jid` becomes the entry of step cache key `key` for `ttl` seconds: by its miss's claim
--- (commands/cache.lua) or its successful complete (commands/complete.lua).
-function Job.cache_entry(jid, key, ttl)
+-- (commands/cache.lua), the entry standing for no result yet, or by its successful complete
+-- (commands/complete.lua), `completed` true: the entry stands for the result of this
+-- completion, which it records as the job's `updated` (written in the same call, from the same
+-- Engine.now).
+function Job.cache_entry(jid, key, ttl, completed)
   local entry = Keys.cache(key)
-  redis.call('hset', entry, 'jid', jid, 'created', Engine.now, 'ttl', ttl)
+  if completed then
+    redis.call('hset', entry, 'jid', jid, 'created', Engine.now, 'ttl', ttl,
+      'completed', Engine.now)
+  else
+    redis.call('hset', entry, 'jid', jid, 'created', Engine.now, 'ttl', ttl)
+    redis.call('hdel', entry, 'completed')
+  end
   redis.call('expire', entry, math.ceil(tonumber(ttl) + Job.CACHE_KEEP_EXTRA))
   redis.call('zadd', Keys.caches(), Engine.now, key)
+end
+
+-- What a job of a step cache entry's key starting now does with the entry's result: the rule
+-- cache.use, the chain of a hit, a successful complete and cache.list all decide by.
+-- `producer` is the fields state, updated and skipped of the job the entry names (nil: no such
+-- job), `completed` the entry's own `completed` (the completion it stands for; nil while it
+-- names a claim), `ttl` seconds the result may be reused. `fresh` when that job is complete (not
+-- skipped) with the very completion the entry recorded (its `updated` unchanged) less than
+-- `ttl` ago, the only status a job takes the result in; `expired` when it was earlier. Else the
+-- entry stands for no result: the job's state while it has not completed (a claim running, or
+-- the job put again), `skipped`, or `gone`: no such job, or one that completed since (put again
+-- as another step, or a step of another key) or without making this entry.
+function Job.cache_status(producer, completed, ttl)
+  if not producer then return 'gone' end
+  if producer.state ~= 'complete' then return producer.state end
+  if producer.skipped then return 'skipped' end
+  if not completed or producer.updated ~= completed then return 'gone' end
+  if (tonumber(completed) or 0) + ttl > Engine.now then return 'fresh' end
+  return 'expired'
 end
 
 -- Decode a JSON list, accepting the '{}' cjson writes for an empty one.

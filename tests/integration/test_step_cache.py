@@ -21,7 +21,7 @@ from flows.runtime.worker_hook import prepare
 from scheduler.embedded import EmbeddedServer
 from scheduler.engine.client import Client
 from scheduler.engine.explain import explain
-from scheduler.engine.scripts import Engine
+from scheduler.engine.scripts import Engine, qless_bundle
 from scheduler.worker import Worker
 
 FLOW = """\
@@ -557,3 +557,176 @@ def test_a_cached_result_nested_deeper_than_a_result_may_is_not_copied(
     assert hit is not None and hit.status == "succeeded"
     assert {s.step: s.status for s in hit.steps} == {"a": "success", "b": "success"}
     assert client.jobs["pair@2:a"].result == {"v": "1"}
+
+
+def _produced(engine_ns: Engine, t0: float) -> None:
+    """Job ``a`` misses key ``k`` (ttl 3600) and completes at ``t0 + 1`` with ``{"n": 1}``: the
+    key's entry, fresh."""
+    call = engine_ns.call
+    _racing(call, t0, "a", ttl=3600)
+    call("complete", "a", "w", "q", "", "result", '{"n": 1}', now=t0 + 1)
+    assert _entry(call, t0 + 1) == ("a", "fresh")
+
+
+def _next_one_misses(engine_ns: Engine, now: float) -> None:
+    """The next job of key ``k`` runs: the entry's result is gone, whatever its job holds now;
+    the entry names the job that runs instead, and its success is the key's result."""
+    call = engine_ns.call
+    call("put", "w", "q", "next", "K", "{}", 0, now=now)
+    call("pop", "q", "w", 1, now=now)
+    assert json.loads(call("cache.use", "next", "w", "q", "k", 3600, 1, now=now)) == {"hit": False}
+    assert json.loads(call("get", "next", now=now))["state"] == "running"
+    assert _entry_of(call, "k", now) == ("next", "running")
+    call("complete", "next", "w", "q", "", "result", '{"n": 3}', now=now + 1)
+    assert _entry_of(call, "k", now + 1) == ("next", "fresh")
+
+
+def _entry_of(call: Any, key: str, now: float) -> tuple[str, str]:
+    (entry,) = [e for e in json.loads(call("cache.list", now=now)) if e["key"] == key]
+    return entry["jid"], entry["status"]
+
+
+@pytest.mark.parametrize("dialect", ["ours", "qless"])
+def test_an_entry_whose_job_is_put_again_uncached_stands_for_nothing(
+    engine_ns: Engine, dialect: str
+) -> None:
+    """The entry's own job is put again (a re-run, a new run reusing its run id, qless's put
+    over the jid) as a step that is not cached and completes with another result. The entry
+    stood for the result it was made from, not for whatever its jid holds now: it reads
+    `gone`, and the next job of the key runs (before, it took the unrelated result as a hit)."""
+    t0 = 1_700_000_000.0
+    call = engine_ns.call
+    _produced(engine_ns, t0)
+    if dialect == "qless":
+        bundle = engine_ns.redis.script_load(qless_bundle())
+        prefix = engine_ns.key_prefix.encode()
+        again = [("put", "w", "q", "a", "K", "{}", 0), ("pop", "q", "w", 1)]
+        for command, *args in again:
+            engine_ns.redis.evalsha(bundle, 1, prefix, command, t0 + 10, *args)
+        done = ("complete", t0 + 11, "a", "w", "q", "{}", "result", '{"n": 99}')
+        engine_ns.redis.evalsha(bundle, 1, prefix, *done)
+    else:
+        call("put", "w", "q", "a", "K", "{}", 0, now=t0 + 10)  # a put over the job
+        call("pop", "q", "w", 1, now=t0 + 10)  # no cache.use: its step is not cached now
+        call("complete", "a", "w", "q", "", "result", '{"n": 99}', now=t0 + 11)
+    (entry,) = json.loads(call("cache.list", now=t0 + 12))
+    assert (entry["jid"], entry["state"], entry["status"]) == ("a", "complete", "gone")
+    assert entry.get("completed") is None
+    _next_one_misses(engine_ns, t0 + 12)
+
+
+def test_an_entry_whose_job_completes_under_another_key_stands_for_nothing(
+    engine_ns: Engine,
+) -> None:
+    """The entry's job is put again as a step of another key and completes: it is that key's
+    entry now, and the first key's entry stands for nothing (before, both keys hit the new
+    result)."""
+    t0 = 1_700_000_000.0
+    call = engine_ns.call
+    _produced(engine_ns, t0)
+    call("put", "w", "q", "a", "K", "{}", 0, now=t0 + 10)
+    call("pop", "q", "w", 1, now=t0 + 10)
+    assert json.loads(call("cache.use", "a", "w", "q", "k2", 3600, 1, now=t0 + 10)) == {
+        "hit": False
+    }
+    call("complete", "a", "w", "q", "", "result", '{"n": 99}', now=t0 + 11)
+    assert _entry_of(call, "k", t0 + 12) == ("a", "gone")
+    assert _entry_of(call, "k2", t0 + 12) == ("a", "fresh")
+    _next_one_misses(engine_ns, t0 + 12)
+    call("put", "w", "q", "other", "K", "{}", 0, now=t0 + 20)
+    call("pop", "q", "w", 1, now=t0 + 20)
+    hit = json.loads(call("cache.use", "other", "w", "q", "k2", 3600, 1, now=t0 + 20))
+    assert hit == {"hit": True, "from": "a", "run": ""}
+    assert json.loads(call("get", "other", now=t0 + 20))["result"] == '{"n": 99}'
+
+
+def test_an_entry_whose_job_was_deleted_stands_for_nothing(engine_ns: Engine) -> None:
+    """The entry's job is deleted: the entry is `gone`; a new job of the same jid (a run id used
+    again) that completes with a result of its own is not the key's result either (before, the
+    next job of the key took it)."""
+    t0 = 1_700_000_000.0
+    call = engine_ns.call
+    _produced(engine_ns, t0)
+    assert call("delete", "a", now=t0 + 5) == ["a"]
+    assert _entry(call, t0 + 5) == ("a", "gone")
+    call("put", "w", "q", "a", "K", "{}", 0, now=t0 + 10)  # a new job, the same jid
+    call("pop", "q", "w", 1, now=t0 + 10)
+    call("complete", "a", "w", "q", "", "result", '{"n": 99}', now=t0 + 11)
+    assert _entry(call, t0 + 12) == ("a", "gone")
+    _next_one_misses(engine_ns, t0 + 12)
+
+
+def test_an_entry_whose_job_changed_after_it_completed_stands_for_nothing(
+    engine_ns: Engine,
+) -> None:
+    """A tag added to the entry's job after it completed moves its `updated`, the completion
+    the entry recorded: the entry no longer vouches for the job, and the key runs once more
+    (before, the tag also made the old result fresh again for another `ttl`)."""
+    t0 = 1_700_000_000.0
+    call = engine_ns.call
+    _produced(engine_ns, t0)
+    call("tag", "add", "a", "later", now=t0 + 5)
+    assert _entry(call, t0 + 6) == ("a", "gone")
+    _next_one_misses(engine_ns, t0 + 6)
+
+
+def test_a_hit_takes_the_result_the_entry_was_made_from(engine_ns: Engine) -> None:
+    """The hit path as it was: the entry records the completion it stands for (its job's
+    `updated` then), listed as `completed`, and the next job of the key takes that result; its
+    job put again as the same cached step and succeeding again is the entry once more, of its
+    new result."""
+    t0 = 1_700_000_000.0
+    call = engine_ns.call
+    _produced(engine_ns, t0)
+    entry = engine_ns.redis.hgetall(f"{engine_ns.key_prefix}cache:k")
+    assert entry["jid"] == "a" and float(entry["completed"]) == t0 + 1
+    (listed,) = json.loads(call("cache.list", now=t0 + 2))
+    assert (listed["status"], listed["completed"]) == ("fresh", t0 + 1)
+    call("put", "w", "q", "b", "K", "{}", 0, now=t0 + 2)
+    call("pop", "q", "w", 1, now=t0 + 2)
+    hit = json.loads(call("cache.use", "b", "w", "q", "k", 3600, 1, now=t0 + 2))
+    assert hit == {"hit": True, "from": "a", "run": ""}
+    assert json.loads(call("get", "b", now=t0 + 2))["result"] == '{"n": 1}'
+    # A re-run of the same cached step: a claim, then its new result is the entry.
+    call("put", "w", "q", "a", "K", "{}", 0, now=t0 + 10)
+    call("pop", "q", "w", 1, now=t0 + 10)
+    assert json.loads(call("cache.use", "a", "w", "q", "k", 3600, 2, now=t0 + 10)) == {"hit": False}
+    assert _entry(call, t0 + 10) == ("a", "running")
+    call("complete", "a", "w", "q", "", "result", '{"n": 2}', now=t0 + 11)
+    assert _entry(call, t0 + 11) == ("a", "fresh")
+    call("put", "w", "q", "c", "K", "{}", 0, now=t0 + 12)
+    call("pop", "q", "w", 1, now=t0 + 12)
+    hit = json.loads(call("cache.use", "c", "w", "q", "k", 3600, 1, now=t0 + 12))
+    assert hit == {"hit": True, "from": "a", "run": ""}
+    assert json.loads(call("get", "c", now=t0 + 12))["result"] == '{"n": 2}'
+
+
+def test_a_chained_step_does_not_take_an_entry_that_stands_for_nothing(
+    server: EmbeddedServer, engine: Engine, redis_client: redis.Redis, tmp_path: Path
+) -> None:
+    """A hit completes the cached steps it releases in the same call only from entries that
+    still stand for their result: the producer of `b`'s entry was put again as an uncached job
+    and completed with another result, so the next run's `b` runs (before, the chain completed
+    it with that result)."""
+    (tmp_path / "pair.yaml").write_text(CHAIN_OF_TWO)
+    client = Client(server.url, worker_name="w")
+    source = read_flow_file(tmp_path / "pair.yaml")
+    for n in range(2):
+        if n == 1:  # pair@0:b put over as a plain job, completed with something else
+            klass = json.loads(engine.call("get", "pair@0:b"))["klass"]
+            engine.call("put", "w", "other", "pair@0:b", klass, "{}", 0)
+            engine.call("pop", "other", "w", 1)
+            engine.call("complete", "pair@0:b", "w", "other", "", "result", '{"v": "99"}')
+        built = build_run(
+            source,
+            run_id=f"pair@{n}",
+            logical_time=datetime(2026, 11, 1, tzinfo=UTC),
+            params={},
+            trigger="manual",
+        )
+        submit(client, built)
+        Worker(client, ["cq"], burst=True, prepare=prepare, lease_seconds=0).run()
+    view = load_run(client, "pair@1")
+    assert view is not None and view.status == "succeeded"
+    assert {s.step: s.status for s in view.steps} == {"a": "cached", "b": "success"}
+    assert client.jobs["pair@1:b"].result == {"v": "12"}
