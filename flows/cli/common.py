@@ -71,6 +71,18 @@ def user_errors() -> Iterator[None]:
         raise click.ClickException(error_text(error)) from None
 
 
+def cannot_work(error: FlowsError) -> click.ClickException:
+    """A long-running command (``flows worker``, ``flows scheduler``) stopped by ``error``,
+    which restarting it cannot mend: its one line (:func:`error_text`), exit status
+    :data:`~scheduler.engine.backoff.EXIT_CONFIG`, so that a supervisor tells it from a crash."""
+    from scheduler.engine.backoff import EXIT_CONFIG
+
+    class CannotWork(click.ClickException):
+        exit_code = EXIT_CONFIG
+
+    return CannotWork(error_text(error))
+
+
 def interrupted() -> click.exceptions.Exit:
     """Ctrl-C: one line on stderr, then exit :data:`INTERRUPTED` (left to click, a command
     would say ``Aborted!`` and exit 1, which scripts read as a failure). The same as the

@@ -2,7 +2,9 @@
 
 Exit codes: ``flows scheduler --health`` 0 when healthy, 1 when not; ``--once`` 1 when a file
 under --flows-dir could not be loaded (its findings printed as ``flows validate`` prints them)
-or a schedule could not be handled; the others 1 on an error (an unknown schedule, say).
+or a schedule could not be handled; ``flows scheduler`` 78 (``EXIT_CONFIG``) when the server's
+engine library is not this release's (:class:`ForeignEngine`); the others 1 on an error (an
+unknown schedule, say).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import click
 from flows.cli.common import (
     GuardedCommand,
     ago,
+    cannot_work,
     open_client,
     print_json,
     report,
@@ -38,6 +41,7 @@ from flows.runs.trigger import trigger_run
 from scheduler.cron import Skip
 from scheduler.engine.client import Client
 from scheduler.engine.doctor import ScheduledCheck
+from scheduler.engine.errors import ForeignEngine, debug_enabled
 from scheduler.service.loop import Fired, OnceReport, SchedulerService, check_health
 from scheduler.service.records import LIVE_TICK_AGE, Registration
 from scheduler.service.scanning import ScanReport
@@ -263,6 +267,9 @@ def scheduler_command(
     scheduled jobs, spawns recurring jobs, reaps expired locks and drops old completed jobs and
     runs, even when no worker pops.
 
+    A Functions library on the server that is not this release's engine, found at the start,
+    stops it with one line saying what to do, exit 78.
+
     With --once, a file that does not validate has its findings printed on stderr, as `flows
     validate` prints them, and the exit code is 1 (the other files are registered and fired
     all the same).
@@ -322,7 +329,12 @@ def scheduler_command(
             _print_once(report, as_json)
             _print_invalid(report.scan)
             sys.exit(1 if report.tick.errors or report.scan.invalid else 0)
-        service.run()
+        try:
+            service.run()
+        except ForeignEngine as error:  # restarting cannot mend it: an operator must
+            if debug_enabled():
+                raise
+            raise cannot_work(error) from None
 
 
 # --------------------------------------------------------------------------- operating

@@ -13,12 +13,13 @@ from typing import Any
 
 import click
 
-from flows.cli.common import note_new_queues, open_client, user_errors
+from flows.cli.common import cannot_work, note_new_queues, open_client, user_errors
 from flows.cli.namespaces import namespaces_of, run_per_namespace
 from flows.cli.notifications import env_file_option, use_env_file
 from flows.cli.options import connection, setting_option
 from scheduler.connect import resolve_url
 from scheduler.engine.client import Client
+from scheduler.engine.errors import FlowsError, ForeignEngine, debug_enabled
 from scheduler.terminal import log_to_stderr
 from scheduler.worker import Worker, WorkerPool
 from scheduler.worker.imports import import_path
@@ -156,7 +157,9 @@ def worker(
     One SIGTERM/SIGINT, sent to this process or to all its processes at once (Ctrl-C, a process
     group, systemd), lets running jobs finish for --shutdown-grace seconds, hands back the rest
     and exits 0; a second stops at once (exit 1: the jobs left running wait again within
-    seconds).
+    seconds). A worker that cannot work however often it is restarted (a Functions library on
+    the server that is not this release's engine; once started, a permission its user lacks)
+    stops with one line saying what to do, exit 78.
 
     With several namespaces (--namespace a,b) each gets its own worker, in a child process.
     """
@@ -194,7 +197,14 @@ def worker(
             client = open_client(url, namespace)
             if settings.name:
                 client.worker_name = settings.name
-            code = Worker(client, settings=settings).run()
+            in_process = Worker(client, settings=settings)
+            try:
+                code = in_process.run()
+            except FlowsError as error:  # as a pool's process exits over it (and the pool)
+                stopped = isinstance(error, ForeignEngine) or error is in_process.slots.fatal
+                if not stopped or debug_enabled():
+                    raise
+                raise cannot_work(error) from None
         else:
             code = WorkerPool(url, settings, processes=processes, namespace=namespace).run()
     sys.exit(code)

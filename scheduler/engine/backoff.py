@@ -29,6 +29,13 @@ from scheduler.engine.errors import ClusterError, FlowsError, NamespaceNotInOneS
 FIRST = 0.1
 CAP = 2.0
 
+#: The exit status of a long-running process (``flows worker``, ``flows scheduler``) stopped by
+#: an error that restarting it cannot mend (:func:`hopeless`: a bad URL, a wrong password, a
+#: missing permission, a server configured unsafely, a Functions library that is not this
+#: release's engine): sysexits' EX_CONFIG, so a supervisor can tell it from a crash
+#: (systemd: ``RestartPreventExitStatus=78``).
+EXIT_CONFIG = 78
+
 # Our own generator: moving the process's shared `random` state from a library thread would
 # disturb whoever seeded it (a test's property generator, a user's simulation).
 _jitter = random.Random()
@@ -165,4 +172,4 @@ def wait_for_server(
     return False
 
 
-__all__ = ["CAP", "FIRST", "Backoff", "hopeless", "transient", "wait_for_server"]
+__all__ = ["CAP", "EXIT_CONFIG", "FIRST", "Backoff", "hopeless", "transient", "wait_for_server"]

@@ -38,7 +38,7 @@ from scheduler.cron.catchup import DEFAULT_GRACE_SECONDS, MAX_CATCHUP_RUNS, Skip
 from scheduler.engine.backoff import Backoff, wait_for_server
 from scheduler.engine.client import Client
 from scheduler.engine.connections import MasterWatch
-from scheduler.engine.errors import EngineError
+from scheduler.engine.errors import EngineError, ForeignEngine
 from scheduler.engine.safety import check_eviction_policy
 from scheduler.notify.outbox import Deliverer
 from scheduler.service.backfills import AdvanceReport, advance
@@ -189,6 +189,9 @@ class SchedulerService:
         self.flows_dir = flows_dir
         self.schedules = Schedules(client)
         self._stopping = threading.Event()
+        # What stopped the service, raised by run(): a library under the engine's name that
+        # is not this release's engine (no retry mends it: an operator must).
+        self.fatal: ForeignEngine | None = None
         self.reloader = Reloader(
             self.schedules,
             source,
@@ -602,12 +605,22 @@ class SchedulerService:
                 return
             try:
                 step()
+            except ForeignEngine as error:  # the library was swapped while the service ran
+                self._give_up(error)
+                return
             except Exception as error:
                 resume = time.monotonic() + backoff.failed(error)
                 return
             backoff.succeeded()
 
         return run
+
+    def _give_up(self, error: ForeignEngine) -> None:
+        """Stop the service over ``error``, which :meth:`run` raises once stopped."""
+        with self._lock:
+            if self.fatal is None:
+                self.fatal = error
+        self.stop()
 
     def stop(self) -> None:
         """Ask :meth:`run` to finish the steps in progress and return (a scan in progress
@@ -616,18 +629,24 @@ class SchedulerService:
 
     def run(self, *, install_signals: bool = True) -> None:
         """Run until :meth:`stop` (or SIGTERM/SIGINT): APScheduler calls each step on its
-        interval, never two of one kind at once; a late step runs once, not once per miss."""
+        interval, never two of one kind at once; a late step runs once, not once per miss.
+
+        Raises :class:`ForeignEngine` when the Functions library under the engine's name is
+        not this release's engine: at the start (nothing is done), or once the steps in
+        progress are over when a step finds it swapped while the service runs (the engine
+        re-checks it: :meth:`scheduler.engine.scripts.Engine.call`). Restarting cannot mend
+        that: an operator must (``flows engine load``)."""
         from apscheduler.schedulers.background import BackgroundScheduler
 
         if install_signals:
             self._install_signals()
         # Started during a failover or before its server: wait for it, as pool workers do.
+        # The engine is loaded (and its library checked) before any step: one that is not this
+        # release's stops the service here, not in every step.
         ready = wait_for_server(
             log,
             f"scheduler {self.service_id}: starting",
-            lambda: check_eviction_policy(
-                self.client.redis, who=f"scheduler service {self.service_id}"
-            ),
+            self._check_server,
             stop=self._stopping,
             client=self.client.redis,
         )
@@ -667,10 +686,17 @@ class SchedulerService:
         finally:
             scheduler.shutdown(wait=True)
             try:
-                self.schedules.forget_service(self.service_id)
+                if self.fatal is None:  # else no engine call can run: health says it stopped
+                    self.schedules.forget_service(self.service_id)
             except Exception:  # Redis gone: the health entry ages out by itself
                 log.warning("could not deregister %s", self.service_id)
         log.info("scheduler %s stopped", self.service_id)
+        if self.fatal is not None:
+            raise self.fatal
+
+    def _check_server(self) -> None:
+        check_eviction_policy(self.client.redis, who=f"scheduler service {self.service_id}")
+        self.client.engine.load()
 
     def _install_signals(self) -> None:
         def first(signum: int) -> None:

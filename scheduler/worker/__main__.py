@@ -14,12 +14,11 @@ import sys
 from dataclasses import replace
 
 from scheduler.connect import Client
-from scheduler.engine.backoff import transient
+from scheduler.engine.backoff import EXIT_CONFIG, transient
 from scheduler.engine.errors import FlowsError
 from scheduler.engine.faults import debug_enabled, one_line
 from scheduler.terminal import log_to_stderr
 from scheduler.worker.imports import import_path
-from scheduler.worker.pool import EXIT_CONFIG
 from scheduler.worker.settings import WorkerSettings
 from scheduler.worker.supervision import watch_supervisor
 from scheduler.worker.worker import Worker

@@ -29,14 +29,11 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from scheduler import stop_signals
+from scheduler.engine.backoff import EXIT_CONFIG
 from scheduler.worker.settings import WorkerSettings
 from scheduler.worker.supervision import Lifeline
 
 log = logging.getLogger("flows.worker")
-
-#: A child's exit status when restarting it cannot help: a bad URL, a wrong password, a missing
-#: permission, a server configured unsafely (sysexits' EX_CONFIG). The pool stops then.
-EXIT_CONFIG = 78
 
 
 @dataclass
@@ -119,7 +116,9 @@ class WorkerPool:
         log.info("worker process %d started (pid %d)", index, process.pid)
 
     def run(self) -> int:
-        """Run until signalled (or, with burst, until all children are done). Returns 0 or 1.
+        """Run until signalled (or, with burst, until all children are done). Returns 0, 1, or
+        :data:`~scheduler.engine.backoff.EXIT_CONFIG` when a process could not work (its
+        one-line error says what to fix) and the pool stopped over it.
 
         Raises :class:`~scheduler.engine.safety.UnsafeServer` before starting any process when the
         server's eviction policy could drop jobs.
@@ -144,7 +143,7 @@ class WorkerPool:
                 if code == EXIT_CONFIG:  # its one-line error says what to fix; waiting won't
                     log.error("worker process %d cannot work (see above); stopping", index)
                     self._stop_children()
-                    status = 1
+                    status = EXIT_CONFIG
                     continue
                 # Died on its own: start a fresh one, pausing longer if it keeps dying fast.
                 quick = time.monotonic() - child.started < 5

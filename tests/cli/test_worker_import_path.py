@@ -122,7 +122,7 @@ def test_a_prepare_hook_that_does_not_import_stops_the_pool_with_one_line(
         text=True,
         timeout=60,
     )
-    assert pool.returncode == 1, pool.stderr
+    assert pool.returncode == 78, pool.stderr
     assert f"--prepare {spec!r}: {says}" in pool.stderr, pool.stderr
     assert "cannot work (see above); stopping" in pool.stderr, pool.stderr
     assert "restarting" not in pool.stderr and "unexpected error" not in pool.stderr

@@ -8,13 +8,19 @@ release's, byte for byte (scheduler/engine/scripts.py), on a real server.
 * so is another library that registers the engine's function names;
 * the engine's own library, loaded by another client, is used; ``flows engine load`` loads it,
   or checks the one there;
-* the script path (``EVALSHA``) is content-addressed and needs no such check.
+* the script path (``EVALSHA``) is content-addressed and needs no such check;
+* the long-running processes (``flows scheduler``, ``flows worker``) stop over such a library,
+  with one line and exit status 78, rather than retry for ever: real processes.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import redis
@@ -24,6 +30,7 @@ from helpers import assert_unchanged
 
 from scheduler.embedded import EmbeddedServer
 from scheduler.engine import scripts
+from scheduler.engine.backoff import EXIT_CONFIG
 from scheduler.engine.errors import ForeignEngine
 from scheduler.engine.scripts import Engine, function_name, library_name, read_function_name
 
@@ -113,4 +120,53 @@ def test_the_script_path_is_content_addressed(functions: redis.Redis) -> None:
     engine = Engine(functions, use_functions=False)
     assert engine.call("put", "w", "q", "j1", "K", "{}", 0, now=1000) == "j1"
     assert engine.script_sha == functions.script_load(scripts.native_bundle())
+    assert functions.exists(PWNED) == 0
+
+
+def _flows_process(*args: str) -> list[str]:
+    """The command line of a real ``flows ARGS`` process."""
+    return [
+        sys.executable,
+        "-c",
+        "import sys; sys.argv[0] = 'flows'; from flows.entry import main; main()",
+        *args,
+    ]
+
+
+def _environment(server: EmbeddedServer) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FLOWS_")}
+    env["FLOWS_REDIS_URL"] = server.url
+    env["PYTHONPATH"] = str(Path(__file__).resolve().parents[2])  # this checkout's code
+    return env
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["scheduler", "--flows-dir", "."],
+        ["worker", "-q", "q"],
+        ["worker", "-q", "q", "--processes", "0"],
+    ],
+    ids=["scheduler", "worker pool", "worker in-process"],
+)
+def test_a_long_running_process_stops_over_a_foreign_library(
+    functions: redis.Redis, server: EmbeddedServer, tmp_path: Path, command: list[str]
+) -> None:
+    # The service logged and retried every step for ever: nothing showed a supervisor that it
+    # could not work until an operator came.
+    functions.execute_command("FUNCTION", "LOAD", impostor())
+    process = subprocess.run(
+        _flows_process(*command),
+        cwd=tmp_path,
+        env=_environment(server),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert process.returncode == EXIT_CONFIG, process.stderr
+    assert "Traceback" not in process.stderr and "retrying" not in process.stderr
+    said = [line for line in process.stderr.splitlines() if "not this release's engine" in line]
+    assert len(said) == 1, process.stderr
+    assert f"FUNCTION DELETE {library_name()}) and runs `flows engine load`" in said[0]
     assert functions.exists(PWNED) == 0
