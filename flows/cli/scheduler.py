@@ -267,8 +267,8 @@ def scheduler_command(
     scheduled jobs, spawns recurring jobs, reaps expired locks and drops old completed jobs and
     runs, even when no worker pops.
 
-    A Functions library on the server that is not this release's engine, found at the start,
-    stops it with one line saying what to do, exit 78.
+    A Functions library on the server that is not this release's engine, found at the start or
+    while it runs, stops it with one line saying what to do, exit 78.
 
     With --once, a file that does not validate has its findings printed on stderr, as `flows
     validate` prints them, and the exit code is 1 (the other files are registered and fired

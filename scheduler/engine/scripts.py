@@ -24,7 +24,8 @@ A library is called by name, and whoever may ``FUNCTION LOAD`` chooses a name's 
 first call an :class:`Engine` reads the code of the library it found under the engine's name
 (``FUNCTION LIST ... WITHCODE``) and refuses it (:class:`ForeignEngine`) unless it is this
 release's, byte for byte. A script is called by the SHA1 of its text, so ``EVALSHA`` needs no
-such check.
+such check. A long-running process calls :meth:`Engine.check_library` now and then: it reads
+again only when someone loaded Functions on the server since it last did.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import re
+import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from functools import cache
@@ -66,6 +68,14 @@ ENTRY = "api"
 COMMANDS = "commands/"
 READS_FILE = "include/reads.lua"
 _READS_BLOCK = re.compile(r"^local Reads = \{(.*?)^\}", re.DOTALL | re.MULTILINE)
+#: Seconds between two looks of :meth:`Engine.check_library` (a long-running process's).
+LIBRARY_CHECK_EVERY = 5.0
+#: The same for a user the server does not let read its command statistics: each look then
+#: reads the library's code (~530 KB), so less often.
+LIBRARY_CHECK_WITHOUT_STATS = 60.0
+#: The commands that put code under a library's name (``FUNCTION LOAD [REPLACE]``, ``FUNCTION
+#: RESTORE``), whose counts of calls in ``INFO commandstats`` tell that one ran.
+_CODE_WRITES = ("function|load", "function|restore")
 
 
 class BundleError(FlowsError):
@@ -241,6 +251,16 @@ def _owner_of_functions(listed: Any) -> tuple[str, str] | None:
     return None
 
 
+def _code_writes(target: redis.Redis) -> int | None:
+    """How many times the server ran a command of :data:`_CODE_WRITES` since it started or its
+    statistics were reset (``INFO commandstats``, under 1 KB); None when this user may not ask."""
+    try:
+        stats = target.info("commandstats")
+    except redis.ResponseError:
+        return None
+    return sum(int((stats.get(f"cmdstat_{name}") or {}).get("calls", 0)) for name in _CODE_WRITES)
+
+
 def _is_refused(error: redis.ResponseError) -> bool:
     return isinstance(error, redis.exceptions.NoPermissionError) or str(error).startswith("NOPERM")
 
@@ -280,6 +300,10 @@ class Engine:
         self.durability = durability
         # Calls on a single server go straight over kept connections (engine/direct_calls.py).
         self._direct = DirectCalls(client) if self.failover is None and usable(client) else None
+        # check_library: when to look next (monotonic), and the code writes its last look saw.
+        self._look_at = 0.0
+        self._code_writes_seen: tuple[int | None, ...] | None = None
+        self._looking = threading.Lock()
 
     @property
     def uses_functions(self) -> bool | None:
@@ -366,6 +390,37 @@ class Engine:
             loaded = self.failover.run("load", self._load_everywhere, replayable=True)
         self._loaded = True
         return loaded
+
+    def check_library(self) -> None:
+        """Check again, in a long-running process, that the library under the engine's name is
+        this release's (:class:`ForeignEngine` if not): someone allowed ``FUNCTION LOAD`` may
+        have swapped it since the first call checked it (``FUNCTION LOAD REPLACE``).
+
+        Does nothing but every :data:`LIBRARY_CHECK_EVERY` seconds, and then reads the
+        server's counts of code writes (``INFO commandstats``, well under 1 KB); only when they
+        changed since the last look (someone loaded or restored Functions, the server
+        restarted, a failover) is the library's code read and compared again, as before the
+        first call. Once it is refused, every call of this engine is (each reads it again), so
+        none runs it. Without the right to ``INFO`` the code is read every
+        :data:`LIBRARY_CHECK_WITHOUT_STATS` seconds. Thread-safe: a look in progress in
+        another thread is not waited for."""
+        if not self._use_functions or time.monotonic() < self._look_at:
+            return
+        if not self._looking.acquire(blocking=False):
+            return
+        try:
+            if time.monotonic() < self._look_at:
+                return
+            targets = [self.redis] if self.failover is None else self.route.primaries()
+            seen = tuple(_code_writes(target) for target in targets)
+            if None in seen or seen != self._code_writes_seen:
+                self._loaded = False  # meanwhile, a call in another thread checks it too
+                self.load()
+                self._code_writes_seen = seen
+            every = LIBRARY_CHECK_WITHOUT_STATS if None in seen else LIBRARY_CHECK_EVERY
+            self._look_at = time.monotonic() + every
+        finally:
+            self._looking.release()
 
     def _load_everywhere(self) -> bool:
         return any([self._load_on(target) for target in self.route.primaries()])

@@ -40,6 +40,7 @@ from scheduler.engine.client import Client
 from scheduler.engine.connections import MasterWatch
 from scheduler.engine.errors import EngineError, ForeignEngine
 from scheduler.engine.safety import check_eviction_policy
+from scheduler.engine.scripts import LIBRARY_CHECK_EVERY
 from scheduler.notify.outbox import Deliverer
 from scheduler.service.backfills import AdvanceReport, advance
 from scheduler.service.deadlines import sweep_deadlines
@@ -633,8 +634,8 @@ class SchedulerService:
 
         Raises :class:`ForeignEngine` when the Functions library under the engine's name is
         not this release's engine: at the start (nothing is done), or once the steps in
-        progress are over when a step finds it swapped while the service runs (the engine
-        re-checks it: :meth:`scheduler.engine.scripts.Engine.call`). Restarting cannot mend
+        progress are over when it was swapped while the service runs (looked at every few
+        seconds: :meth:`scheduler.engine.scripts.Engine.check_library`). Restarting cannot mend
         that: an operator must (``flows engine load``)."""
         from apscheduler.schedulers.background import BackgroundScheduler
 
@@ -669,6 +670,8 @@ class SchedulerService:
             ("housekeeping", self.housekeep, self.housekeeping_interval),
             ("backfills", self.advance_backfills, self.housekeeping_interval),
             ("retention", self.retention, self.retention_interval),
+            # A library swapped while the service runs stops it (see _job).
+            ("engine library", self.client.engine.check_library, LIBRARY_CHECK_EVERY),
         ]
         if self.checks:
             steps.append(("checks", self.run_checks, self.check_interval))

@@ -26,7 +26,7 @@ import redis
 
 from scheduler.engine.backoff import Backoff, transient
 from scheduler.engine.client import Client
-from scheduler.engine.errors import ClusterError, EngineError, NotReplicated
+from scheduler.engine.errors import ClusterError, EngineError, ForeignEngine, NotReplicated
 from scheduler.engine.faults import ServerOutOfMemory
 from scheduler.engine.replies import dumps
 from scheduler.engine.safety import check_eviction_policy
@@ -279,6 +279,14 @@ class Keeper:
     # -- the threads ----------------------------------------------------------------------------
 
     def _monitor(self) -> None:
+        try:
+            self._keep()
+        except ForeignEngine:
+            # The engine's library was swapped (no call runs it now): the next fetch finds
+            # it too and stops the worker, with one line (Slots._give_up).
+            return
+
+    def _keep(self) -> None:
         kill_after = self.settings.kill_after
         while not self.done.is_set():
             now = time.monotonic()

@@ -201,6 +201,8 @@ class Slots:
     def _fetch(self) -> list[Active]:
         """Jobs for the free slots (and the prefetch); waits idle when there are none."""
         wanted = self._wanted()
+        # A library swapped since the engine was checked stops the worker here (hopeless).
+        self.client.engine.check_library()
         # Until its jobs are held, the lease renewals say that a fetch is in flight.
         with self.held.fetching() as fetch:
             asked = time.monotonic()

@@ -35,7 +35,7 @@ import redis
 
 from scheduler import stop_signals
 from scheduler.engine.client import Client
-from scheduler.engine.errors import ClusterError, EngineError
+from scheduler.engine.errors import ClusterError, EngineError, ForeignEngine
 from scheduler.worker import capture, runner, sessions
 from scheduler.worker.context import JobContext
 from scheduler.worker.fetching import Strategy
@@ -181,7 +181,7 @@ class Worker:
                 slot.join(timeout=0 if slot.ident in self._retired else 2)
             for helper in helpers:
                 helper.join(timeout=2)
-            with contextlib.suppress(redis.RedisError, ClusterError, EngineError):
+            with contextlib.suppress(redis.RedisError, ClusterError, EngineError, ForeignEngine):
                 # Jobs handed over since the last wait go back (worker.deregister does too).
                 self.client.engine.call("worker.deregister", self.name)
             if self._own_sandbox is not None:

@@ -13,7 +13,8 @@ from redis.crc import key_slot
 
 from benchmarks.topology import Cluster
 from scheduler import Client
-from scheduler.engine.errors import NamespaceNotInOneSlot
+from scheduler.engine import scripts
+from scheduler.engine.errors import ForeignEngine, NamespaceNotInOneSlot
 
 pytestmark = pytest.mark.slow  # starts `flows` processes: seconds each
 
@@ -196,3 +197,29 @@ def test_flows_ui_serves_a_namespace_from_any_node(cluster: Cluster) -> None:
             assert client.queues["q"].paused()
             metrics = api.get("/metrics").body
             assert 'flows_jobs{queue="q",state="waiting"} 1.0' in metrics
+
+
+def test_a_library_swapped_on_any_master_is_seen_by_a_look_again(
+    cluster: Cluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Engine.check_library counts the code writes of every master, and reads the code of
+    each again once one moved (the library is loaded on every master)."""
+    monkeypatch.setattr(scripts, "LIBRARY_CHECK_EVERY", 0.0)
+    [name] = namespaces_on_shards(cluster, 1, "look")
+    masters = cluster.masters()
+    other = next(
+        m for m in masters if m is not cluster.node_of_slot(key_slot(f"{{{name}}}:".encode()))
+    )
+    with Client(masters[0].url, namespace=name) as client:
+        client.queues["q"].put("tasks.x", {})
+        client.engine.check_library()
+        client.engine.check_library()  # nothing moved: nothing read again
+        swapped = scripts.functions_library() + "-- not this release's text\n"
+        other.client().execute_command("FUNCTION", "LOAD", "REPLACE", swapped)
+        try:
+            with pytest.raises(ForeignEngine):
+                client.engine.check_library()
+        finally:
+            other.client().execute_command(
+                "FUNCTION", "LOAD", "REPLACE", scripts.functions_library()
+            )

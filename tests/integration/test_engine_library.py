@@ -10,15 +10,18 @@ release's, byte for byte (scheduler/engine/scripts.py), on a real server.
   or checks the one there;
 * the script path (``EVALSHA``) is content-addressed and needs no such check;
 * the long-running processes (``flows scheduler``, ``flows worker``) stop over such a library,
-  with one line and exit status 78, rather than retry for ever: real processes.
+  with one line and exit status 78, rather than retry for ever, also when it is swapped while
+  they run: real processes.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import select
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -123,6 +126,37 @@ def test_the_script_path_is_content_addressed(functions: redis.Redis) -> None:
     assert functions.exists(PWNED) == 0
 
 
+def test_a_look_again_reads_the_code_only_after_someone_loaded_functions(
+    functions: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What a long-running process's look costs: the server's counts of code writes (INFO
+    commandstats, under 1 KB) each time; the library's ~530 KB of code only when they moved."""
+    monkeypatch.setattr(scripts, "LIBRARY_CHECK_EVERY", 0.0)
+
+    def code_reads() -> int:
+        stats = functions.info("commandstats").get("cmdstat_function|list") or {}
+        return int(stats.get("calls", 0))
+
+    engine = Engine(functions)
+    engine.load()
+    engine.check_library()  # the first look reads it: nothing was seen before
+    reads = code_reads()
+    for _ in range(3):
+        engine.check_library()
+    assert code_reads() == reads
+    functions.execute_command(
+        "FUNCTION", "LOAD", "#!lua name=helper\nredis.register_function('helper', function() end)"
+    )
+    engine.check_library()  # another library loaded: this one is read again, and still ours
+    assert code_reads() == reads + 1
+    assert engine.call("put", "w", "q", "j1", "K", "{}", 0, now=1000) == "j1"
+    functions.execute_command("FUNCTION", "LOAD", "REPLACE", _another_release())
+    with assert_unchanged(functions), pytest.raises(ForeignEngine):
+        engine.check_library()
+    with assert_unchanged(functions), pytest.raises(ForeignEngine):  # and every call after it
+        engine.call("put", "w", "q", "j2", "K", "{}", 0, now=1000)
+
+
 def _flows_process(*args: str) -> list[str]:
     """The command line of a real ``flows ARGS`` process."""
     return [
@@ -170,3 +204,73 @@ def test_a_long_running_process_stops_over_a_foreign_library(
     assert len(said) == 1, process.stderr
     assert f"FUNCTION DELETE {library_name()}) and runs `flows engine load`" in said[0]
     assert functions.exists(PWNED) == 0
+
+
+def _another_release() -> str:
+    """The engine's library with other code under its name: what ``FUNCTION LOAD REPLACE`` of
+    another release's text (or anyone's) puts there. It behaves as the engine does, so what
+    stops a process is the check, not a reply it cannot read."""
+    return scripts.functions_library() + "-- not this release's text\n"
+
+
+def _read_until(process: subprocess.Popen[str], text: str, deadline: float) -> str:
+    """The process's stderr up to a line holding ``text``; fails if it ends first."""
+    assert process.stderr is not None
+    seen = ""
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([process.stderr], [], [], 0.5)
+        if ready:
+            chunk = os.read(process.stderr.fileno(), 65536).decode(errors="replace")
+            if not chunk:
+                break
+            seen += chunk
+            if text in seen:
+                return seen
+    process.kill()
+    raise AssertionError(f"never saw {text!r}; stderr so far:\n{seen}")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("command", "started"),
+    [
+        (["scheduler", "--flows-dir", "."], "watching"),
+        (["worker", "-q", "q"], "started on q"),
+        (["worker", "-q", "q", "--processes", "0"], "started on q"),
+    ],
+    ids=["scheduler", "worker pool", "worker in-process"],
+)
+def test_a_library_swapped_while_a_process_runs_stops_it(
+    functions: redis.Redis,
+    server: EmbeddedServer,
+    tmp_path: Path,
+    command: list[str],
+    started: str,
+) -> None:
+    # Only the first call checked the library: one swapped later ran with the process's rights
+    # for as long as it lived. Now it looks every few seconds (scripts.LIBRARY_CHECK_EVERY).
+    Engine(functions).load()
+    process = subprocess.Popen(
+        _flows_process(*command),
+        cwd=tmp_path,
+        env=_environment(server),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        before = _read_until(process, started, time.monotonic() + 60)
+        functions.execute_command("FUNCTION", "LOAD", "REPLACE", _another_release())
+        swapped = time.monotonic()
+        _, rest = process.communicate(timeout=60)
+        after = rest.decode(errors="replace")
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+    stderr = before + after
+    assert process.returncode == EXIT_CONFIG, stderr
+    assert time.monotonic() - swapped < scripts.LIBRARY_CHECK_EVERY + 10, stderr
+    assert "Traceback" not in stderr and "retrying" not in stderr, stderr
+    said = [line for line in stderr.splitlines() if "not this release's engine" in line]
+    assert len(said) == 1, stderr
+    assert f"FUNCTION DELETE {library_name()}) and runs `flows engine load`" in said[0]
