@@ -10,8 +10,10 @@ or modification time changed, and compares content hashes:
 - a file that does not validate is reported, and the registration it had stays as it was,
   also when it moved in the same change: a broken file that still declares its flow's name
   (a top-level ``name:`` line) keeps that flow's schedule while the file registered for it is
-  gone from the folder, until it validates and is registered from where it now is. Its log line
-  says which: the schedule it keeps, or that nothing is registered from it. A file's problem is
+  gone from the folder, until it validates and is registered from where it now is; one whose
+  name cannot be read keeps the schedules whose files went in the scan in which it appeared
+  (:meth:`Reloader._held_while_nameless`). Its log line says which: the schedule it keeps, or
+  that nothing is registered from it. A file's problem is
   logged once, when it is first seen or changes, not at every scan;
 - a schedule of this source whose file is gone, no longer has a schedule, or now names another
   flow is unregistered; schedules of other sources are never touched (a flow that another
@@ -141,11 +143,15 @@ class Reloader:
         self._saying: dict[str, str] = {}
         self._published: str | None = None  # the catalogue's content last published
         self._published_files: dict[str, str] = {}  # and its files
+        # Schedule → the files (paths in the folder) that do not validate, declare no name, and
+        # appeared when its registered file went: it stays registered while one of them is so.
+        self._held_by_nameless: dict[str, frozenset[str]] = {}
 
     def scan(self, now: float) -> ScanReport:
         """One pass over the folder; ``now`` is the time fire times are computed from."""
         report = ScanReport()
         paths = list(flow_files(self.folder, self.stop))
+        fresh = {self._relative(path) for path in paths if path not in self._seen}
         read = self._read(paths, now, report)
         if read is None:
             return report
@@ -171,7 +177,7 @@ class Reloader:
                 definition.path,
             ):
                 self._register(definition, now, report)
-        kept = self._keep_broken(broken, paths, registered, wanted)
+        kept = self._keep_broken(broken, paths, registered, wanted, fresh)
         self._unregister_gone(registered, wanted, kept, report, now)
         self._publish(paths, now, {self._path_of(registered[name]) for name in kept})
         self._said, self._saying = self._saying, {}
@@ -228,10 +234,13 @@ class Reloader:
         paths: list[Path],
         registered: dict[str, Indexed],
         wanted: dict[str, Definition],
+        fresh: set[str],
     ) -> set[str]:
         """The schedules that files that do not validate keep, each file's problem logged
         with what it keeps: the schedule registered from that very file, or (moved and broken
-        in one change) the schedule of the flow it declares whose registered file is gone."""
+        in one change) the schedule of the flow it declares whose registered file is gone, or,
+        for a file whose flow's name cannot be read, the schedules whose files went when it
+        appeared (:meth:`_held_while_nameless`)."""
         present = {self._relative(path) for path in paths}
         by_path = {
             self._path_of(held): name
@@ -239,11 +248,13 @@ class Reloader:
             if self._ours(held) and name not in wanted
         }
         kept: set[str] = set()
+        statuses: dict[Path, str] = {}
+        nameless: set[str] = set()
         for path, seen in broken.items():
             name = by_path.get(self._relative(path))
             held = registered.get(seen.name) if seen.name else None
             if name is not None:
-                status = f"its schedule {name} stays as registered"
+                statuses[path] = f"its schedule {name} stays as registered"
             elif (
                 held is not None
                 and seen.name not in wanted
@@ -251,18 +262,38 @@ class Reloader:
                 and self._path_of(held) not in present
             ):
                 name = seen.name
-                status = (
+                statuses[path] = (
                     f"schedule {name} stays as registered from {held.file}, which is gone, "
                     "until this file validates"
                 )
-            else:
-                status = "no schedule is registered from it"
+            elif seen.name is None:
+                nameless.add(self._relative(path))
             if name is not None:
                 kept.add(name)
-            message = f"{status}\n{seen.error}"
+        gone = {
+            name: held
+            for name, held in registered.items()
+            if self._ours(held)
+            and name not in wanted
+            and name not in kept
+            and self._path_of(held) not in present
+        }
+        holding = self._held_while_nameless(gone, nameless, fresh)
+        kept |= set(holding)
+        for path, seen in broken.items():
+            status = statuses.get(path)
+            names = sorted(name for name, files in holding.items() if self._relative(path) in files)
+            if status is None and names:
+                files = ", ".join(gone[name].file for name in names)
+                status = (
+                    f"schedule {', '.join(names)} stays as registered from {files}, which is "
+                    "gone, until this file validates (its flow's name cannot be read: it may be "
+                    "where that file moved)"
+                )
+            status = status or "no schedule is registered from it"
             self._say(
                 str(path),
-                message,
+                f"{status}\n{seen.error}",
                 logging.ERROR,
                 "%s does not validate; %s:\n%s",
                 path,
@@ -270,6 +301,30 @@ class Reloader:
                 seen.error,
             )
         return kept
+
+    def _held_while_nameless(
+        self, gone: dict[str, Indexed], nameless: set[str], fresh: set[str]
+    ) -> dict[str, frozenset[str]]:
+        """The schedules of ``gone`` (this source's, whose registered file is gone from the
+        folder and that no file validating or declaring their name keeps) that files of
+        ``nameless`` (they do not validate and their flow's name cannot be read: YAML that
+        does not parse, say) keep, each with those files.
+
+        A file moved and broken in one change cannot say which flow it is: a schedule whose
+        file went in the scan in which such a file appeared (``fresh``: the files this
+        reloader had not seen before, all of them at a service's first scan) stays registered
+        while one of the files that appeared with it is still so, rather than stop firing
+        over a typo. Once that file validates, it is registered from where it is if it is the
+        same flow, and the schedule is unregistered if not; so it is when the file goes."""
+        holding: dict[str, frozenset[str]] = {}
+        appeared = frozenset(nameless & fresh)
+        for name in gone:
+            still = self._held_by_nameless.get(name, frozenset()) & nameless
+            files = still | appeared
+            if files:
+                holding[name] = files
+        self._held_by_nameless = holding
+        return holding
 
     def _publish(self, paths: list[Path], now: float, moved: set[str]) -> None:
         """Every flow file of the folder that validates, scheduled or not, into the catalogue

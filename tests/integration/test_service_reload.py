@@ -23,6 +23,7 @@ from scheduler_support import (
 from flows.expand.run_ids import run_id_for
 from scheduler.engine.client import Client
 from scheduler.service import catalog
+from scheduler.service.loop import SchedulerService
 from scheduler.service.schedules import Schedules
 
 HOUR = 60 * MIN
@@ -163,22 +164,99 @@ def test_a_broken_file_says_what_it_keeps(
     client: Client, folder: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     """The log line of a file that does not validate says what stays registered, truthfully:
-    a file that declares no name it could keep is not said to keep a schedule."""
+    a file that declares a name no schedule has is not said to keep one."""
     service = make_service(client, folder)
+    write_flow(folder, "a", file="a.yaml")
+    service.scan(T - 1)
+    other = folder / "c.yaml"
+    other.write_text("version: 1\nname: c\nsteps:\n  s: {run: echo, need: [x]}\n")  # new
+    with caplog.at_level(logging.INFO, logger="flows.scheduler"):
+        caplog.clear()
+        report = service.scan(T - 1)
+    assert report.unregistered == [] and list(report.invalid) == [str(other)]
+    said = [r.getMessage() for r in caplog.records]
+    assert [m.split(":\n")[0] for m in said] == [
+        f"{other} does not validate; no schedule is registered from it"
+    ]
+
+
+def _moved_and_unreadable(service: SchedulerService, folder: Path) -> tuple[Path, Path]:
+    """Flow a registered by ``service`` from a.yaml, then moved to b.yaml and broken in one
+    change, so badly that its name cannot be read: (a.yaml, b.yaml)."""
     old = write_flow(folder, "a", file="a.yaml")
     service.scan(T - 1)
     old.unlink()
     new = folder / "b.yaml"
-    new.write_text("version: 1\nsteps: [\n")  # moved, and its name is unreadable
+    new.write_text("version: 1\nsteps: [\n")
+    return old, new
+
+
+def test_a_file_moved_and_broken_past_reading_its_name_keeps_the_schedule(
+    client: Client, folder: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Its schedule was unregistered (logged): a typo in a moved file stopped a schedule. The
+    file that appeared as the registered one went may be it: the schedule stays registered,
+    fires on the virtual clock, and the log says why, once, until the file validates."""
+    service = make_service(client, folder)
+    old, new = _moved_and_unreadable(service, folder)
+    before = registration(client, "a").definition
     other = folder / "c.yaml"
-    other.write_text("version: 1\nname: c\nsteps:\n  s: {run: echo, need: [x]}\n")  # new
+    other.write_text("version: 1\nname: c\nsteps:\n  s: {run: echo, need: [x]}\n")
     with caplog.at_level(logging.INFO, logger="flows.scheduler"):
-        report = service.scan(T - 1)
+        caplog.clear()
+        for _ in range(2):  # and at the next scan: still kept, logged once
+            with assert_unchanged(client.redis):
+                report = service.scan(T - 1)
+            assert (report.registered, report.updated, report.unregistered) == ([], [], [])
+            assert sorted(report.invalid) == [str(new), str(other)]
+    said = sorted(r.getMessage().split(":\n")[0] for r in caplog.records)
+    assert said == [
+        f"{new} does not validate; schedule a stays as registered from {old}, which is gone,"
+        " until this file validates (its flow's name cannot be read: it may be where that file"
+        " moved)",
+        f"{other} does not validate; no schedule is registered from it",
+    ]
+    assert registration(client, "a").definition == before
+    assert [e.path for e in catalog.entries(client)] == ["a.yaml"]  # as published, kept too
+    assert [f.tick for f in service.tick(T).fired] == [T]
+    assert [f.tick for f in service.tick(T + 5 * MIN).fired] == [T + 5 * MIN]
+    # A service started now (its first scan has seen no file before) keeps it too.
+    assert make_service(client, folder).scan(T + 5 * MIN + 1).unregistered == []
+    assert registration(client, "a").definition == before
+    # Fixed where it now is, the same flow: registered from there.
+    write_flow(folder, "a", file="b.yaml", steps=2)
+    report = service.scan(T + 5 * MIN + 1)
+    assert (report.updated, report.unregistered) == (["a"], [])
+    assert registration(client, "a").definition.path == "b.yaml"
+
+
+@pytest.mark.parametrize("then", ["fixed as another flow", "removed"])
+def test_a_schedule_kept_for_an_unreadable_file_goes_once_it_is_not_that_flow(
+    client: Client, folder: Path, then: str
+) -> None:
+    service = make_service(client, folder)
+    _, new = _moved_and_unreadable(service, folder)
+    assert service.scan(T - 1).unregistered == []
+    if then == "removed":
+        new.unlink()
+    else:
+        write_flow(folder, "b", file="b.yaml")
+    report = service.scan(T - 1)
     assert report.unregistered == ["a"]
-    said = [r.getMessage() for r in caplog.records]
-    assert any(m.startswith(f"{new} does not validate; no schedule is registered") for m in said)
-    assert any(m.startswith(f"{other} does not validate; no schedule is registered") for m in said)
-    assert not any("stays as registered" in m for m in said)
+    assert [r.name for r in Schedules(client).all()] == ([] if then == "removed" else ["b"])
+
+
+def test_a_file_removed_beside_an_old_unreadable_file_is_unregistered(
+    client: Client, folder: Path
+) -> None:
+    """Only a file that appears as the registered one goes may be it: one broken before (a
+    scan saw it) is another flow's, and removing a flow's file still removes its schedule."""
+    service = make_service(client, folder)
+    old = write_flow(folder, "a", file="a.yaml")
+    (folder / "b.yaml").write_text("version: 1\nsteps: [\n")
+    service.scan(T - 1)
+    old.unlink()
+    assert service.scan(T - 1).unregistered == ["a"]
 
 
 def test_a_changed_file_keeps_its_due_ticks(client: Client, folder: Path) -> None:
