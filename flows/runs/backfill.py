@@ -25,6 +25,7 @@ from zoneinfo import ZoneInfo
 from flows.expand.run_ids import RUN_ID_TIME, run_id_for
 from flows.runs.build import FlowFile, parse_flow_text, read_flow_file
 from flows.runs.service_source import FlowsSource, definition_of
+from scheduler.cron import wall_instants
 from scheduler.engine.client import Client
 from scheduler.service.backfills import (
     MAX_ACTIVE_LIMIT,
@@ -124,7 +125,13 @@ def resolve(client: Client, flow: str, now: float) -> Target:
 def parse_moment(text: str, zone: ZoneInfo, *, option: str, end: bool = False) -> float:
     """Epoch seconds of ``--from``/``--to`` ``text``; a time without an offset is read in the
     schedule's time zone. A date alone is the start of that day, or for ``end`` the last second
-    of it (``--to 2026-11-30`` covers the whole 30th)."""
+    of it (``--to 2026-11-30`` covers the whole 30th).
+
+    A wall-clock time is mapped as the schedule maps its ticks
+    (:func:`scheduler.cron.wall_instants`), so the range holds the ticks whose wall-clock
+    times it names, where they fire: one in a spring-forward gap is the first instant after
+    it (``--from 02:30 --to 02:30`` on the night 02:30 does not exist holds the ``30 2`` tick,
+    fired at 03:00), a repeated one its first occurrence, or for ``end`` its second."""
     value = text.strip()
     try:
         moment = datetime.fromisoformat(value)
@@ -132,18 +139,18 @@ def parse_moment(text: str, zone: ZoneInfo, *, option: str, end: bool = False) -
         raise BackfillError(
             f"{option} {text!r} is not a date or time: use {DATE_FORMATS}"
         ) from None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=zone)
     try:
-        seconds = moment.timestamp()
-        if end and _DATE.match(value):
+        if moment.tzinfo is not None:
+            seconds = moment.timestamp()
+        elif end and _DATE.match(value):
             # The next day's midnight in the zone, less a second: a day may be 23 or 25 hours
             # long. The last day of the calendar has no next one: its last second then.
             try:
-                following = (moment.replace(tzinfo=None) + timedelta(days=1)).replace(tzinfo=zone)
-                seconds = following.timestamp() - 1.0
+                seconds = wall_instants(moment + timedelta(days=1), zone)[0] - 1.0
             except OverflowError:
-                seconds = moment.replace(hour=23, minute=59, second=59).timestamp()
+                seconds = wall_instants(moment.replace(hour=23, minute=59, second=59), zone)[1]
+        else:
+            seconds = wall_instants(moment, zone)[1 if end else 0]
     except (OverflowError, ValueError, OSError):
         seconds = -1.0  # beyond what a clock holds: out of range below
     if seconds < 0:

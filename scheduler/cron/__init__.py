@@ -40,6 +40,7 @@ from scheduler.cron.fire_times import (
     missed_ticks,
     next_fire,
     prev_fire,
+    wall_instants,
 )
 
 __all__ = [
@@ -67,4 +68,5 @@ __all__ = [
     "plan_catchup",
     "prev_fire",
     "validate_schedule",
+    "wall_instants",
 ]

@@ -48,7 +48,15 @@ from croniter import CroniterBadDateError, croniter
 
 from scheduler.cron.expression import Schedule, _Expr
 
-__all__ = ["MAX_ENUMERATED", "describe", "jitter_for", "missed_ticks", "next_fire", "prev_fire"]
+__all__ = [
+    "MAX_ENUMERATED",
+    "describe",
+    "jitter_for",
+    "missed_ticks",
+    "next_fire",
+    "prev_fire",
+    "wall_instants",
+]
 
 #: Most ticks one catch-up plan enumerates per segment; beyond it skips are not counted.
 MAX_ENUMERATED = 10_000
@@ -108,6 +116,18 @@ def _resolve(wall: datetime, tz: ZoneInfo) -> tuple[float, float | None]:
     if before > after:  # overlap: fold 0 is the earlier, daylight-saving side
         return naive - before, naive - after
     return _gap_end(tz, naive - after, naive - before), None
+
+
+def wall_instants(wall: datetime, tz: ZoneInfo) -> tuple[float, float]:
+    """The first and last UTC instants (epoch seconds) of the wall-clock time ``wall`` (naive)
+    in ``tz``, as the daylight-saving rule maps a tick at that time: in a gap, the first
+    instant after it, twice (02:30 Europe/Berlin on 2026-03-29: 03:00 CEST, where a ``30 2``
+    tick fires); repeated, its first and second occurrences; else its one instant, twice.
+
+    A range of wall-clock times (``flows backfill --from/--to``) read so holds exactly the
+    ticks whose wall-clock times lie in it, where the schedule fires them."""
+    first, repeat = _resolve(wall.replace(tzinfo=None, fold=0), tz)
+    return first, first if repeat is None else repeat
 
 
 def _expr_instants(expr: _Expr, tz: ZoneInfo, bound: float, forward: bool) -> Iterator[float]:

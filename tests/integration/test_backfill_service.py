@@ -66,6 +66,65 @@ def record(client: Client, run_id: str) -> dict[str, Any]:
     return json.loads(client.engine.call("run.get", run_id))
 
 
+@pytest.mark.parametrize(
+    ("cron", "day", "ranges", "live"),
+    [
+        # 02:30 does not exist on the spring-forward night: the schedule fires it at 03:00 CEST
+        (
+            "30 2 * * *",
+            "2026-03-29",
+            [("02:30", "02:30"), ("02:15", "02:45"), ("02:00", "02:59"), ("02:30", "03:00")],
+            ["2026-03-29T01:00:00"],
+        ),
+        # every half hour: 02:00 and 02:30 fall in the gap and fire at 03:00 with its own tick
+        ("*/30 * * * *", "2026-03-29", [("02:00", "02:59")], ["2026-03-29T01:00:00"]),
+        # 02:30 happens twice on the fall-back night: fired once, at the first (CEST)
+        (
+            "30 2 * * *",
+            "2026-10-25",
+            [("02:30", "02:30"), ("02:00", "02:59")],
+            ["2026-10-25T00:30:00"],
+        ),
+        # an every-hour expression fires both: a range of the repeated hour holds both
+        (
+            "30 * * * *",
+            "2026-10-25",
+            [("02:00", "02:59"), ("02:30", "02:30")],
+            ["2026-10-25T00:30:00", "2026-10-25T01:30:00"],
+        ),
+    ],
+    ids=["spring-forward", "spring-forward-every-30", "fall-back", "fall-back-every-hour"],
+)
+def test_a_range_of_wall_clock_times_holds_the_ticks_the_live_schedule_fired_there(
+    client: Client,
+    folder: Path,
+    cron: str,
+    day: str,
+    ranges: list[tuple[str, str]],
+    live: list[str],
+) -> None:
+    """Times read in the schedule's zone are mapped as the schedule maps its ticks. A range
+    inside the spring-forward gap found no tick (02:30 was read as 03:30 CEST, after the tick
+    the schedule fired at 03:00), or was refused as ending before it starts (02:30 to 03:00)."""
+    path = write_flow(folder, "f", cron=cron, timezone="Europe/Berlin", catchup="all", window="30d")
+    now = utc("2027-01-01T00:00:00")
+    target = backfill.resolve(client, str(path), now)
+    # What the service fires live over the night, catching up on the virtual clock.
+    night_start, night_end = utc(f"{day}T00:00:00") - 1, utc(f"{day}T01:59:59")
+    service = make_service(client, folder)
+    service.scan(night_start)
+    for _ in range(5):
+        service.tick(night_end)
+    fired = run_ids(client, "f")
+    assert {run_id_for("f", utc(t)) for t in live} <= set(fired)
+    for first, last in ranges:
+        start_at = backfill.parse_moment(f"{day}T{first}", target.zone, option="--from")
+        end_at = backfill.parse_moment(f"{day}T{last}", target.zone, option="--to", end=True)
+        plan = backfill.plan(target, start_at, end_at, now)
+        assert list(plan.ticks) == [utc(t) for t in live], (first, last)
+        assert set(plan.run_ids) <= set(fired)  # each the very run the schedule fired
+
+
 def test_ticks_and_run_ids_are_those_the_services_catch_up_fires(
     client: Client, folder: Path
 ) -> None:

@@ -1120,3 +1120,19 @@ def test_a_minutely_catch_up_all_with_a_window_validates_without_walking_its_tic
         )
         assert problems == []
     assert time.perf_counter() - began < 5.0
+
+
+def test_wall_instants_map_a_wall_clock_time_as_ticks_are_mapped() -> None:
+    """What `flows backfill --from/--to` read a time without an offset as: where a tick at
+    that wall-clock time fires (in a gap: 03:00 CEST, not Python's 03:30 or 01:30 CET)."""
+    berlin = ZoneInfo("Europe/Berlin")
+    gap = datetime(2026, 3, 29, 2, 30)
+    spring = datetime(2026, 3, 29, 1, 0, tzinfo=UTC).timestamp()
+    assert cron.wall_instants(gap, berlin) == (spring, spring)
+    assert cron.next_fire(cron.Schedule("30 2 * * *", "Europe/Berlin"), spring - 1) == spring
+    repeated = datetime(2026, 10, 25, 2, 30)
+    first = datetime(2026, 10, 25, 0, 30, tzinfo=UTC).timestamp()
+    assert cron.wall_instants(repeated, berlin) == (first, first + 3600)
+    plain = datetime(2026, 6, 1, 12, 0)
+    noon = datetime(2026, 6, 1, 10, 0, tzinfo=UTC).timestamp()
+    assert cron.wall_instants(plain, berlin) == (noon, noon)
