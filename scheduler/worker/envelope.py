@@ -11,16 +11,37 @@ the options below and hands the job function the data without that key::
 
 from __future__ import annotations
 
+import json
+import sys
 from dataclasses import dataclass, field
 from typing import Any
 
+from scheduler.engine.limits import MAX_JSON_DEPTH
 from scheduler.worker.outcomes import RetryPolicy
 
 ENVELOPE_KEY = "_flows"
 
 
 class BrokenPayload(ValueError):
-    """The job's data cannot be used: not a JSON object, or a malformed envelope."""
+    """The job's data cannot be used: not a JSON object, nested too deeply to be read, or a
+    malformed envelope."""
+
+
+def decode(text: str) -> Any:
+    """A popped job's data (JSON text), decoded whole: a task never gets part of its data cut.
+
+    Raises ``ValueError`` for text that is not JSON, and :class:`BrokenPayload` for data nested
+    deeper than Python's decoder goes (about ``sys.getrecursionlimit()`` levels): the engine
+    refuses data that deep now, but a job kept from before its limits (or the recurring job
+    that spawned it) may hold some."""
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise BrokenPayload(
+            f"job data nests too deeply to be read (deeper than the worker's JSON decoder "
+            f"goes: about {sys.getrecursionlimit():,} levels; data put now may nest at most "
+            f"{MAX_JSON_DEPTH} levels)"
+        ) from None
 
 
 # Shared by every job without retry options (immutable; made once: it is on each job's path).

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import collections
 import contextlib
-import json
 import logging
 import threading
 import time
@@ -29,7 +28,7 @@ from scheduler.engine.client import Client
 from scheduler.engine.errors import ClusterError, EngineError
 from scheduler.engine.job import Job
 from scheduler.worker.context import JobContext
-from scheduler.worker.envelope import BrokenPayload, split
+from scheduler.worker.envelope import BrokenPayload, decode, split
 from scheduler.worker.fetching import Fetcher, Raw
 from scheduler.worker.held import Active, Held
 from scheduler.worker.leases import Keeper
@@ -282,7 +281,7 @@ class Slots:
         # The data is decoded here, once (a broken payload is reported, not raised); `raw` is
         # this worker's own copy of the reply, so it takes the decoded data in place.
         try:
-            data = json.loads(raw.get("data") or "{}")
+            data = decode(raw.get("data") or "{}")
             user_data, options = split(data)
         except (ValueError, BrokenPayload) as error:
             raw["data"] = {}

@@ -692,6 +692,73 @@ def test_broken_jobs_are_kept_aside_and_never_block_the_queue(
     assert client.failed() == {"import-error": 1}
 
 
+def data_nested(levels: int) -> str:
+    """Job data as an older version may have stored it: ``value`` nested ``levels`` deep."""
+    envelope = dumps({"pythonpath": [TASKS_DIR]})
+    return f'{{"value":{"[" * levels}{"]" * levels},"_flows":{envelope}}}'
+
+
+# Deeper than Python's JSON decoder goes (about sys.getrecursionlimit() levels).
+UNREADABLE = 5000
+
+
+def test_data_too_deep_to_read_fails_its_job_and_the_batch_runs(
+    client: Client, engine: Engine, redis_client: redis.Redis
+) -> None:
+    """Data kept from before the nesting limits, too deep for the worker's decoder: that job
+    fails at once in broken-payload, popped once; the jobs popped with it run, and so do the
+    next ones."""
+    jids = [put(client, "q", "echo", {"value": n}) for n in range(3)]
+    deep = jids[1]
+    redis_client.hset(f"ql:j:{deep}", "data", data_nested(UNREADABLE))
+    readable = put(client, "q", "depth")
+    redis_client.hset(f"ql:j:{readable}", "data", data_nested(limits.MAX_SHOWN_DEPTH + 10))
+    with in_process_worker(engine, ["q"], threads=4):
+        for jid in jids:
+            wait_state(client, jid, "complete", "failed")
+        later = put(client, "q", "echo", {"value": "later"})
+        assert wait_state(client, later, "complete").result == "later"
+        wait_state(client, readable, "complete")
+    assert [client.jobs[jid].result for jid in (jids[0], jids[2])] == [0, 2]
+    # Deeper than the limits but readable: the task gets all of it, nothing cut.
+    assert client.jobs[readable].result == limits.MAX_SHOWN_DEPTH + 10
+    job = raw_job(engine, deep)
+    assert job["state"] == "failed"
+    assert job["failure"]["group"] == "broken-payload"
+    assert "job data nests too deeply to be read" in job["failure"]["message"]
+    assert [entry["what"] for entry in job["history"]] == ["put", "popped", "failed"]
+    assert job["remaining"] == job["retries"]  # no retry used: the next run would fail alike
+    assert redis_client.hget(f"ql:j:{deep}", "data") == data_nested(UNREADABLE)  # kept
+
+
+def test_a_recurring_job_with_data_too_deep_spawns_jobs_that_fail(
+    client: Client, engine: Engine, redis_client: redis.Redis
+) -> None:
+    """A recurring job's data kept from before the limits is copied into each job it spawns:
+    each fails in broken-payload, and the recurring job goes on spawning."""
+    recurring = client.queues["q"].recur(
+        "worker_tasks.echo", {"value": 1, "_flows": {"pythonpath": [TASKS_DIR]}}, 60
+    )
+    redis_client.hset(f"ql:r:{recurring}", "data", data_nested(UNREADABLE))
+    good = put(client, "q", "echo", {"value": "good"})
+    assert run_burst(engine, ["q"], threads=2) == 0
+    engine.call("maintain", "q", 10, now=time.time() + 61)  # the next one is due
+    assert run_burst(engine, ["q"], threads=2) == 0
+    assert client.jobs[good].result == "good"
+    spawned = [f"{recurring}-1", f"{recurring}-2"]
+    for jid in spawned:
+        failure = raw_job(engine, jid)["failure"]
+        assert failure["group"] == "broken-payload"
+        assert "job data nests too deeply to be read" in failure["message"]
+    assert client.failed() == {"broken-payload": 2}
+    template = client.jobs.recurring(recurring)
+    assert template is not None
+    template.update(data={"value": "mended", "_flows": {"pythonpath": [TASKS_DIR]}})
+    engine.call("maintain", "q", 10, now=time.time() + 122)
+    assert run_burst(engine, ["q"]) == 0
+    assert client.jobs[f"{recurring}-3"].result == "mended"
+
+
 def test_a_shell_exit_code_fails_the_job_with_the_output_tail(
     client: Client, engine: Engine
 ) -> None:

@@ -57,6 +57,14 @@ def echo(job: JobContext) -> Any:
     return job.data.get("value")
 
 
+def depth(job: JobContext) -> int:
+    """Complete with how deeply ``data["value"]`` nests (0 for a scalar)."""
+    value, levels = job.data.get("value"), 0
+    while isinstance(value, list):
+        value, levels = (value[0] if value else None), levels + 1
+    return levels
+
+
 # -- long jobs ----------------------------------------------------------------------------------
 
 
