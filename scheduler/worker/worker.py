@@ -171,25 +171,33 @@ class Worker:
             self.slots.wake_fetcher()
             self._drain()
         finally:
-            self.keeper.stop()
-            self.slots.stop()
-            self.reporter.flush()
-            if self._logs is not None:
-                self._logs.stop()
-            for slot in self._slot_threads:
-                # Only an abandoned slot is left behind: any other ends before its folder goes.
-                slot.join(timeout=0 if slot.ident in self._retired else 2)
-            for helper in helpers:
-                helper.join(timeout=2)
-            with contextlib.suppress(redis.RedisError, ClusterError, EngineError, ForeignEngine):
-                # Jobs handed over since the last wait go back (worker.deregister does too).
-                self.client.engine.call("worker.deregister", self.name)
-            if self._own_sandbox is not None:
-                self._own_sandbox.remove()
-            log.info("worker %s stopped after %d jobs", self.name, self.processed)
+            self._wind_down(helpers)
         if self.slots.fatal is not None:  # an error no retry can mend ended it (at fetch)
             raise self.slots.fatal
         return 0
+
+    def _wind_down(self, helpers: list[threading.Thread]) -> None:
+        """After the last job: the threads stopped, the worker deregistered, its folders gone."""
+        self.keeper.stop()
+        self.slots.stop()
+        self.reporter.flush()
+        if self._logs is not None:
+            self._logs.stop()
+        for slot in self._slot_threads:
+            # Only an abandoned slot is left behind: any other ends before its folder goes.
+            slot.join(timeout=0 if slot.ident in self._retired else 2)
+        if self.settings.threads == 1:
+            # Back from the last job's folder, once the slots ended: never by a slot, as an
+            # abandoned one that comes back at last would move its replacement's job.
+            self._go_home()
+        for helper in helpers:
+            helper.join(timeout=2)
+        with contextlib.suppress(redis.RedisError, ClusterError, EngineError, ForeignEngine):
+            # Jobs handed over since the last wait go back (worker.deregister does too).
+            self.client.engine.call("worker.deregister", self.name)
+        if self._own_sandbox is not None:
+            self._own_sandbox.remove()
+        log.info("worker %s stopped after %d jobs", self.name, self.processed)
 
     def stop(self) -> None:
         """Stop taking jobs; running jobs get ``shutdown_grace`` seconds, then are handed back."""
@@ -236,13 +244,10 @@ class Worker:
             # Abandoned while stuck: what it raises when it comes back (the stop it was sent
             # arriving late, its job's end) is nobody's now, and no traceback for the user.
             log.debug("an abandoned slot thread ended with an error", exc_info=True)
-        finally:
-            if self.settings.threads == 1:
-                self._go_home()
 
     def _go_home(self) -> None:
-        """Back to the worker's working directory (a slot ending); an error is logged, not
-        raised: the thread is done, and nothing may end it with a traceback."""
+        """Back to the worker's working directory (the worker stopping); an error is
+        logged, not raised: the folder may be gone, and a stop ends without a traceback."""
         try:
             os.chdir(self._home)
         except OSError as error:
@@ -272,7 +277,7 @@ class Worker:
 
     def _prepare(self, ctx: JobContext) -> None:
         # The working directory is per process: only a single-threaded worker may move it. It
-        # stays there between runs (the slot moves back when it ends), saving two system calls
+        # stays there between runs (the worker moves back when it stops), saving two system calls
         # per job; a job that moved elsewhere is moved back by the next run's chdir.
         if self.settings.threads == 1:
             os.chdir(ctx.sandbox)

@@ -445,10 +445,10 @@ def test_a_job_stuck_in_c_code_past_its_timeout_is_given_up_after_kill_after(
 def test_the_slot_started_in_place_of_a_stuck_one_ends_cleanly_where_the_worker_started(
     client: Client, engine: Engine, tmp_path: Path
 ) -> None:
-    """A single-threaded worker's slot runs in its own folder and goes back to the worker's
-    working directory when it ends: also the slot started in place of an abandoned one, which
-    started while the process was in the stuck slot's folder (removed with the worker: going
-    back there raised in the thread, after the worker had stopped)."""
+    """A single-threaded worker's slot runs in its own folder, and the worker goes back to its
+    working directory when it stops: also after a slot started in place of an abandoned one,
+    which started while the process was in the stuck slot's folder (removed with the worker:
+    going back there raised in the thread, after the worker had stopped)."""
     home = os.getcwd()
     jid = put(client, "q", "blocked", {"marks": str(tmp_path / "marks")}, timeout=0.2, retries=0)
     with gate_closed():
@@ -458,6 +458,25 @@ def test_the_slot_started_in_place_of_a_stuck_one_ends_cleanly_where_the_worker_
         # The worker waited for the slot it started meanwhile; only the stuck one is left.
         assert slot_threads() == ["flows-slot-1"]
         assert os.getcwd() == home
+
+
+def test_a_stuck_slot_that_comes_back_leaves_the_running_job_where_it_is(
+    client: Client, engine: Engine, tmp_path: Path
+) -> None:
+    """A single-threaded worker's jobs run in their slot's folder, the process's working
+    directory. The abandoned slot thread, when its stuck call returns at last, ends without
+    moving the process: the job its replacement runs meanwhile stays in its own folder."""
+    stuck = put(client, "q", "blocked", {"marks": str(tmp_path / "marks")}, timeout=0.2, retries=0)
+    gate, marks = tmp_path / "gate", tmp_path / "marks2"
+    with gate_closed(), in_process_worker(engine, ["q"], kill_after=0.3):
+        wait_state(client, stuck, "failed", timeout=5)
+        jid = put(client, "q", "where_after_gate", {"gate": str(gate), "marks": str(marks)})
+        wait_for(lambda: marks.exists(), what="the second job to start")
+        worker_tasks.GATE.set()  # the stuck call returns, and its slot thread ends
+        wait_for(lambda: slot_threads() == ["flows-slot-2"], what="the stuck slot to end")
+        gate.touch()
+        where = wait_state(client, jid, "complete", timeout=5).result
+    assert where["cwd"] == where["sandbox"], where
 
 
 # -- lock lost while running ----------------------------------------------------------------------

@@ -114,6 +114,12 @@ def gated(job: JobContext) -> str:
     return "finished"
 
 
+def where_after_gate(job: JobContext) -> dict[str, str]:
+    """``gated``, then the working directory it ends in and its sandbox."""
+    gated(job)
+    return {"cwd": os.getcwd(), "sandbox": str(job.sandbox)}
+
+
 def blocked_first_attempt(job: JobContext) -> int:
     """Attempt 1 is ``blocked``; later attempts are ``busy`` for ``data["seconds"]``."""
     if job.attempt == 1:
