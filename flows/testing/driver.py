@@ -47,7 +47,7 @@ from flows.testing.clock import Clock, ClockedEngine
 from flows.testing.files import TestFile
 from flows.testing.stub import STUB_KEY, STUB_KLASS
 from scheduler.engine.client import Client
-from scheduler.engine.errors import EngineError, InvalidArgument, TooLarge
+from scheduler.engine.errors import EngineError
 from scheduler.engine.job import Job
 from scheduler.service.housekeeping import maintain_queues
 from scheduler.service.loop import SchedulerService
@@ -56,7 +56,13 @@ from scheduler.worker import FailJob, HandedOver, SkipJob, runner
 from scheduler.worker.context import JobContext
 from scheduler.worker.envelope import BrokenPayload, split
 from scheduler.worker.outcomes import TimeoutInterrupt
-from scheduler.worker.reporting import REFUSED_GROUPS, lock_lost, refused, result_refused
+from scheduler.worker.reporting import (
+    REFUSED_GROUPS,
+    lock_lost,
+    refused,
+    refuses_result,
+    result_refused,
+)
 
 WORKER: Final = "flows-test"
 MAX_STEPS: Final = 5_000_000
@@ -305,7 +311,7 @@ class _Driver:
                 continue
             if outcome.kind != "complete":
                 failed = refused(outcome, reply)
-            elif isinstance(reply, InvalidArgument | TooLarge):
+            elif refuses_result(reply):
                 failed = result_refused(reply)
             else:
                 continue  # an engine fault, not this job's: a worker leaves it to its lock

@@ -116,7 +116,7 @@ class Reporter:
 
         def on_reply(reply: Any) -> None:
             try:
-                if _result_refused(reply):
+                if refuses_result(reply):
                     self._refused(active, reply)
                 elif lock_lost(reply):
                     # The lock was lost meanwhile: the job belongs to someone else now.
@@ -220,7 +220,7 @@ def refused(outcome: Outcome, error: EngineError) -> Outcome:
     return failure("bad-outcome", message)
 
 
-def _result_refused(reply: Any) -> bool:
+def refuses_result(reply: Any) -> bool:
     """Whether a batched complete's reply is the engine refusing that job's result (INVALID,
     TOOLARGE: the one argument of a job's complete the worker did not read from the engine),
     not a lost lock and not the whole call refused or unsent (named after ``complete.many`` or
