@@ -292,8 +292,9 @@ def nested_too_deep(limit: int = MAX_SHOWN_DEPTH) -> dict[str, str]:
 # closing brackets.
 _JSON_STRING = r'"[^"\\]*(?:\\.[^"\\]*)*"'
 _JSON_TOKENS = re.compile(_JSON_STRING + r"|[\[{]+|[\]}]+")
-# What is left of JSON text once its strings are gone, but for its brackets.
-_NOT_BRACKETS = re.compile(_JSON_STRING + r"|[^\[\]{}]+")
+# What is left of JSON text once its strings are gone, but for its brackets. A run stops at a
+# quote, so that each string is matched whole from its opening quote: its brackets are text.
+_NOT_BRACKETS = re.compile(_JSON_STRING + r'|[^\[\]{}"]+')
 _AS_PARENTHESES = str.maketrans("[{]}", "(())")
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import random
 from typing import Any
 
 import pytest
@@ -178,6 +179,63 @@ def test_read_json_is_json_loads_within_the_limit_and_cut_below_it(value: Any, l
     else:
         assert limits.json_depth(read, limit + 1) == limit + 1
         assert "nested deeper than" in json.dumps(read)
+
+
+# Text a string may hold: brackets, quotes, escapes (backslash, control characters, a letter
+# past ASCII and one past the basic plane), so that each is read as text inside a string.
+_TRICKY = '[]{}"\\:, \n\t\u00e9\U0001f600ab'
+
+
+def _reference_cut(value: Any, limit: int, level: int = 1) -> Any:
+    """``value`` with each array or object at level ``limit + 1`` replaced by the marker,
+    written as plainly as possible (the values here nest a few hundred levels at most)."""
+    if not isinstance(value, dict | list):
+        return value
+    if level > limit:
+        return limits.nested_too_deep(limit)
+    if isinstance(value, dict):
+        return {key: _reference_cut(child, limit, level + 1) for key, child in value.items()}
+    return [_reference_cut(child, limit, level + 1) for child in value]
+
+
+def _random_value(rng: random.Random, levels: int) -> Any:
+    """A value nesting exactly ``levels`` levels along one spine, with shallower siblings
+    (strings full of brackets, quotes and escapes; small arrays and objects) at each level."""
+
+    def text() -> str:
+        return "".join(rng.choice(_TRICKY) for _ in range(rng.randrange(6)))
+
+    def scalar() -> Any:
+        return rng.choice([None, True, 1.5, -3, text(), text()])
+
+    def sibling(room: int) -> Any:
+        if room <= 0 or rng.random() < 0.6:
+            return scalar()
+        children = [sibling(room - 1) for _ in range(rng.randrange(3))]
+        if rng.random() < 0.5:
+            return children
+        return {text(): child for child in children}
+
+    value: Any = scalar()
+    for level in range(levels, 0, -1):
+        items = [sibling(min(levels - level, 3)) for _ in range(rng.randrange(3))]
+        items.insert(rng.randrange(len(items) + 1), value)
+        if rng.random() < 0.5:
+            value = items
+        else:  # keys full of brackets too; the spine's key is never a sibling's
+            keys = [f"{text()}{i}" for i in range(len(items))]
+            value = dict(zip(keys, items, strict=True))
+    return value
+
+
+@pytest.mark.parametrize("limit", [1, 2, 5, limits.MAX_SHOWN_DEPTH])
+def test_read_json_cuts_random_json_as_a_plain_cut_of_the_value_does(limit: int) -> None:
+    rng = random.Random(limit)
+    for _ in range(1_500 if limit < 10 else 300):
+        value = _random_value(rng, rng.randint(max(limit - 3, 0), limit + 4))
+        separators = rng.choice([(",", ":"), (", ", ": "), (" ,\n", " :\t")])
+        text = json.dumps(value, separators=separators, ensure_ascii=rng.random() < 0.5)
+        assert limits.read_json(text, limit) == _reference_cut(value, limit), text
 
 
 @pytest.mark.parametrize(
