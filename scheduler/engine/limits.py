@@ -292,23 +292,24 @@ def nested_too_deep(limit: int = MAX_SHOWN_DEPTH) -> dict[str, str]:
 # closing brackets.
 _JSON_STRING = r'"[^"\\]*(?:\\.[^"\\]*)*"'
 _JSON_TOKENS = re.compile(_JSON_STRING + r"|[\[{]+|[\]}]+")
-# What is left of JSON text once its strings are gone, but for its brackets. A run stops at a
-# quote, so that each string is matched whole from its opening quote: its brackets are text.
-_NOT_BRACKETS = re.compile(_JSON_STRING + r'|[^\[\]{}"]+')
-_AS_PARENTHESES = str.maketrans("[{]}", "(())")
+# What a level of a decoded value is made of (json.loads makes no other arrays or objects).
+_NESTS = frozenset((dict, list))
 
 
-def _nests_deeper(text: str, limit: int) -> bool:
-    """Whether JSON text nests more than ``limit`` levels deep: its brackets, innermost pairs
-    taken away a level at a time (each pass in C: the common shallow text takes a few)."""
-    brackets = _NOT_BRACKETS.sub("", text).translate(_AS_PARENTHESES)
-    if "(" * (limit + 1) in brackets:  # a tower of brackets: the usual deep value
-        return True
+def _nests_deeper(value: Any, limit: int) -> bool:
+    """Whether a decoded value nests more than ``limit`` levels deep: its arrays and objects
+    taken a level at a time, without recursion, stopping past ``limit``."""
+    level = [value] if type(value) in _NESTS else []
     for _ in range(limit):
-        if not brackets:
+        if not level:
             return False
-        brackets = brackets.replace("()", "")
-    return bool(brackets)
+        level = [
+            child
+            for item in level
+            for child in (item.values() if type(item) is dict else item)
+            if type(child) in _NESTS
+        ]
+    return bool(level)
 
 
 def _cut_text(text: str, limit: int) -> str:
@@ -342,10 +343,15 @@ def read_json(text: str | bytes, limit: int = MAX_SHOWN_DEPTH) -> Any:
     that is not JSON, as :func:`json.loads`."""
     if isinstance(text, bytes):
         text = text.decode("utf-8")
-    # Each level opens a bracket: text with few cannot nest too deeply (the common case).
-    if text.count("[") + text.count("{") > limit and _nests_deeper(text, limit):
-        text = _cut_text(text, limit)
-    return json.loads(text)
+    try:
+        value = json.loads(text)
+    except RecursionError:  # deeper than Python's decoder goes, so deeper than shown
+        return json.loads(_cut_text(text, limit))
+    # Each level opens a bracket: text with few cannot nest too deeply (the common case); else
+    # the decoded value's arrays and objects tell (each a level at a time, faster than the text).
+    if text.count("[") + text.count("{") > limit and _nests_deeper(value, limit):
+        return json.loads(_cut_text(text, limit))
+    return value
 
 
 def check_text(command: str, name: str, value: Any, max_bytes: int = MAX_PAYLOAD_BYTES) -> str:
