@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import itertools
-import json
 from typing import Final
 
 import click
@@ -12,6 +11,7 @@ from flows.cli import auditing
 from flows.cli.common import ago, open_client, print_json, report, table, user_errors
 from flows.cli.options import as_json, connection
 from scheduler.engine.client import Client
+from scheduler.engine.replies import as_list
 
 
 def register(group: click.Group) -> None:
@@ -39,8 +39,7 @@ def list_entries(limit: int, as_json: bool, redis_url: str | None, namespace: st
     when it completed, its ttl."""
     client = open_client(redis_url, namespace)
     with user_errors():
-        entries = json.loads(client.engine.call("cache.list", 0, limit))
-    entries = [] if entries == {} else entries
+        entries = as_list(client.engine.call("cache.list", 0, limit))
     if as_json:
         print_json(entries)
         return
@@ -63,7 +62,7 @@ def _every_key(client: Client) -> list[str]:
     """The key of every entry, newest first, a page of them a call."""
     keys: list[str] = []
     for offset in itertools.count(0, PAGE):
-        page = json.loads(client.engine.call("cache.list", offset, PAGE)) or []
+        page = as_list(client.engine.call("cache.list", offset, PAGE))
         if not page:
             break
         keys += [e["key"] for e in page]

@@ -4,7 +4,6 @@ allowed actions and changes nothing (:class:`scheduler.engine.errors.WrongState`
 
 from __future__ import annotations
 
-import json
 from typing import Any, Final
 
 from flows.flowfile.job_data import FlowsMeta
@@ -77,7 +76,7 @@ def job_actions(client: Client, jid: str, state: str | None, run_id: str | None)
     ``cancel`` until it completes and ``kick`` while it is buried."""
     if run_id is not None:
         reply = client.engine.call("run.job", run_id, jid)
-        allowed = json.loads(reply).get("actions") if reply else None
+        allowed = as_dict(reply).get("actions")
         return list(allowed) if isinstance(allowed, list) else []  # [] comes as {} from Lua
     plain = []
     if state in RETRYABLE:

@@ -7,7 +7,6 @@ pipelined round trip for all of them). The CLI and the REST API both render this
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -15,6 +14,7 @@ from flows.flowfile.findings import did_you_mean
 from flows.runs.read import RunView, StepView
 from scheduler.engine.client import Client
 from scheduler.engine.explain import Explanation, sentence
+from scheduler.engine.limits import read_json
 
 FINISHED = ("success", "cached", "skipped", "failed", "expired", "canceled", "gone")
 NO_ITEMS = "It had no items: nothing ran, and the steps that need it were released."
@@ -119,7 +119,7 @@ def explain_run(
             continue
         if isinstance(reply, Exception) or reply is None:
             continue
-        facts = json.loads(reply)
+        facts = read_json(reply)
         if step is None and facts.get("state") in ("complete", "failed", "expired"):
             continue  # the finished items of a step that goes on
         by_step[s.step].jobs.append(

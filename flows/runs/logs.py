@@ -6,7 +6,6 @@ job's *label* here. Lines are read with :mod:`scheduler.engine.joblogs`.
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -18,6 +17,7 @@ from scheduler.engine import joblogs
 from scheduler.engine.client import Client
 from scheduler.engine.errors import JobNotFound
 from scheduler.engine.joblogs import ENDED, LogLine
+from scheduler.engine.replies import as_dict
 
 # Seconds between two looks for jobs that appeared while following (a run's new jobs).
 MORE_INTERVAL = 1.0
@@ -61,7 +61,7 @@ def run_jobs(client: Client, run_id: str, step: str | None = None) -> list[tuple
     raw = client.engine.call("run.get", run_id)
     if raw is None:
         raise NoSuchRun(f"no run {run_id!r}")
-    jids = json.loads(raw).get("jids") or []
+    jids = as_dict(raw).get("jids") or []
     jobs = [(_label(run_id, jid), jid) for jid in jids]
     if step is None:
         return jobs

@@ -115,7 +115,7 @@ def signal_step(
     try:
         client.engine.call("wait.signal", jid, text, by)
     except JobNotFound:
-        jids = json.loads(record).get("jids") or []
+        jids = read_json(record).get("jids") or []
         if jid in jids:  # the step's job is gone: canceled (with its run or alone), or removed
             raise SignalRefused(f"{where}: {_gone(client, run_id, jid)}", "state") from None
         if any(str(other).startswith(f"{jid}[") for other in jids):

@@ -10,7 +10,6 @@ Engine refusals come back as 4xx with the engine's one-line message.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable, Iterator
 from typing import Annotated, Any, TypeVar
@@ -474,10 +473,7 @@ def list_queues(ui: Ui, offset: Offset = 0, limit: Limit = 100) -> dict[str, Any
     """Queues with their counts (backlog, leased, waiting, running, ..., paused)."""
     names = engine_errors(
         lambda: [
-            str(n)
-            for n in as_list(
-                json.loads(ui.client.engine.call("doctor.names", "queues", offset, limit))
-            )
+            str(n) for n in as_list(ui.client.engine.call("doctor.names", "queues", offset, limit))
         ]
     )
     queues = engine_errors(lambda: ui.client.queues.documents(*names)) if names else []
@@ -532,7 +528,7 @@ def _registration(client: Client, name: str) -> Registration:
 def list_schedules(ui: Ui, offset: Offset = 0, limit: Limit = 100) -> dict[str, Any]:
     """Registered schedules by name, each with its next fire time and last run."""
     raw = engine_errors(lambda: ui.client.engine.call("schedule.list", offset, limit))
-    items = [_schedule_dict(Registration.from_reply(r)) for r in as_list(json.loads(raw))]
+    items = [_schedule_dict(Registration.from_reply(r)) for r in as_list(raw)]
     return page(items, offset, limit)
 
 

@@ -15,7 +15,6 @@ so ``rate()`` and ``increase()`` stay right across it.
 
 from __future__ import annotations
 
-import json
 import math
 import time
 from collections import Counter
@@ -100,7 +99,7 @@ def read(client: Client, queues: Sequence[str] | None = None) -> Snapshot:
     if not queues:
         offset = 0
         while True:
-            page = as_list(json.loads(engine.call("doctor.names", "queues", offset, PAGE)))
+            page = as_list(engine.call("doctor.names", "queues", offset, PAGE))
             snap.calls += 1
             names += [str(n) for n in page]
             offset += len(page)
@@ -123,14 +122,14 @@ def read(client: Client, queues: Sequence[str] | None = None) -> Snapshot:
             raise reply
     chunks = (len(names) + 99) // 100
     for reply in replies[:chunks]:
-        snap.counts += as_list(json.loads(reply))
+        snap.counts += as_list(reply)
     for name, reply in zip(names, replies[chunks : chunks + len(names)], strict=True):
-        snap.stats[name] = as_dict(json.loads(reply))
+        snap.stats[name] = as_dict(reply)
     workers, runs, schedules, services = replies[chunks + len(names) :]
-    snap.workers = as_list(workers if isinstance(workers, list) else json.loads(workers))
-    snap.runs = as_list(json.loads(runs))
-    snap.schedules = [as_dict(s) for s in as_list(json.loads(schedules))]
-    snap.services = as_list(json.loads(services))
+    snap.workers = as_list(workers)
+    snap.runs = as_list(runs)
+    snap.schedules = [as_dict(s) for s in as_list(schedules)]
+    snap.services = as_list(services)
     snap.seconds = time.perf_counter() - started
     return snap
 

@@ -8,12 +8,13 @@ same thing.
 
 from __future__ import annotations
 
-import json
 import shlex
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
+
+from scheduler.engine.limits import read_json
 
 if TYPE_CHECKING:
     from scheduler.engine.client import Client
@@ -199,6 +200,6 @@ def explain(client: Client, jid: str, *, now: float | str = "") -> Explanation |
     raw = client.engine.call("job.explain", jid, now=now)
     if raw is None:
         return None
-    facts = json.loads(raw)
+    facts = read_json(raw)
     moment = float(now) if now != "" else client.engine.server_time()
     return Explanation(jid, str(facts["reason"]), sentence(facts, moment), facts)

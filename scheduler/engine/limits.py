@@ -32,7 +32,9 @@ Reading is the other side of the nesting limits: a value stored before they exis
 path around them, may nest deeper than any reader handles. Every reader decodes what the engine
 sends with :func:`read_json`, which shows :data:`MAX_SHOWN_DEPTH` levels and puts
 :func:`nested_too_deep`'s marker in place of each part nested deeper, so that a job, a run, its
-history and its logs read the same on every surface (the API, the command line, the pages).
+history and its logs read the same on every surface (the API, the command line, the pages,
+the metrics). Only what acts on a value reads it whole: the worker a popped job's data, the
+scheduler service the schedules it fires.
 """
 
 from __future__ import annotations

@@ -27,6 +27,7 @@ from typing import Any
 from scheduler.cron import Schedule, missed_ticks
 from scheduler.engine.client import Client
 from scheduler.engine.errors import EngineError
+from scheduler.engine.limits import read_json
 from scheduler.service.records import Definition, FlowSource, _list
 
 log = logging.getLogger("flows.scheduler")
@@ -246,11 +247,11 @@ class Backfills:
 
     def get(self, backfill_id: str) -> Backfill | None:
         raw = self._call("backfill.get", backfill_id)
-        return None if raw is None else Backfill.from_reply(json.loads(raw))
+        return None if raw is None else Backfill.from_reply(read_json(raw))
 
     def recent(self, offset: int = 0, count: int = 100) -> list[Backfill]:
         """Backfills, newest first."""
-        raw = _list(json.loads(self._call("backfill.list", offset, count)))
+        raw = _list(read_json(self._call("backfill.list", offset, count)))
         return [Backfill.from_reply(b) for b in raw]
 
     def cancel(self, backfill_id: str, *, now: float | str = "") -> Canceled:

@@ -25,6 +25,7 @@ from typing import Any
 
 from scheduler.engine.client import Client
 from scheduler.engine.errors import JobNotFound
+from scheduler.engine.limits import read_json
 from scheduler.service.records import LIVE_TICK_AGE, ServiceHealth, _list
 from scheduler.service.schedules import Schedules
 
@@ -107,7 +108,7 @@ class Source:
 def sources(client: Client, now: float) -> list[Source]:
     """Every source that published files, by name, live or stale at ``now`` (the server's
     clock)."""
-    raw = _list(json.loads(client.engine.call("catalog.sources")))
+    raw = _list(read_json(client.engine.call("catalog.sources")))
     health = Schedules(client).services()
     out = []
     for record in raw:

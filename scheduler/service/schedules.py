@@ -26,6 +26,7 @@ from scheduler.cron import (
 from scheduler.engine.client import Client
 from scheduler.engine.connections import TICK_DURABILITY, connected_replicas
 from scheduler.engine.errors import EngineError, JobNotFound
+from scheduler.engine.limits import read_json
 from scheduler.engine.scripts import Engine
 from scheduler.service.records import (
     _PAGE,
@@ -83,7 +84,7 @@ class Schedules:
     def get(self, name: str, *, skips: int = 20, now: float | str = "") -> Registration | None:
         """The schedule with its newest ``skips`` skip records, or None."""
         raw = self._call("schedule.get", name, skips, now=now)
-        return None if raw is None else Registration.from_reply(json.loads(raw))
+        return None if raw is None else Registration.from_reply(read_json(raw))
 
     def get_many(self, names: Sequence[str]) -> list[Definition]:
         """The definitions of the schedules that exist among ``names``, in one round trip."""
@@ -123,7 +124,7 @@ class Schedules:
         """Every registered schedule, by name (without their sources)."""
         out: list[Registration] = []
         while True:
-            page = _list(json.loads(self._call("schedule.list", len(out), _PAGE, now=now)))
+            page = _list(read_json(self._call("schedule.list", len(out), _PAGE, now=now)))
             out += [Registration.from_reply(raw) for raw in page]
             if len(page) < _PAGE:
                 return out
@@ -298,7 +299,7 @@ class Schedules:
 
     def services(self) -> list[ServiceHealth]:
         """Every service's last ping, newest first."""
-        raw = _list(json.loads(self._call("schedulers", 1000)))
+        raw = _list(read_json(self._call("schedulers", 1000)))
         return [
             ServiceHealth(str(s["id"]), float(s["last_tick"]), s.get("info") or {}) for s in raw
         ]

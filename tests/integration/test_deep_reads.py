@@ -143,6 +143,11 @@ def test_a_run_stored_too_deep_reads_cut_on_every_surface(
     page(api, "/runs/old")
     page(api, "/runs")
     assert SAID in page(api, "/jobs/old:first")
+    for command in (("logs", "old"), ("explain", "old"), ("explain", "old:second")):
+        shown = flows(cli, *command)
+        assert shown.exit_code == 0, shown.output
+        assert "Traceback" not in shown.output
+    assert api.get("/api/v1/runs/old/logs").status == 200
 
 
 def test_a_worker_registered_too_deep_reads_cut_on_every_surface(
@@ -155,3 +160,23 @@ def test_a_worker_registered_too_deep_reads_cut_on_every_surface(
     (worker,) = workers["items"]
     assert worker["name"] == "old" and worker["host"] == "h" and cut(worker["x"])
     page(api, "/workers")
+
+
+def test_metrics_and_sources_read_workers_and_services_registered_too_deep(
+    cli: CliRunner, api: Api, redis_client: redis.Redis
+) -> None:
+    # As deep as the engine's cjson still decodes and encodes again: with the frames of a
+    # request below it, deeper than Python's decoder goes.
+    now = time.time()
+    redis_client.set("ql:w:old:info", f'{{"host":"h","pid":1,"x":{deep(990)}}}')
+    redis_client.zadd("ql:workers", {"old": now})
+    redis_client.set("ql:scheduler:svc", f'{{"host":"h","source":"s","x":{deep(990)}}}')
+    redis_client.zadd("ql:schedulers", {"svc": now})
+
+    metrics = page(api, "/metrics")
+    assert "flows_workers" in metrics and "Traceback" not in metrics
+    sources = api.get("/api/v1/sources")
+    assert sources.status == 200, sources.body
+    shown = flows(cli, "sources")
+    assert shown.exit_code == 0, shown.output
+    assert "Traceback" not in shown.output
