@@ -183,23 +183,34 @@ ENV_FILE_VARIABLE: Final = "FLOWS_ENV_FILE"
 
 _lock = threading.Lock()
 _store: Secrets | None = None
+# The index below is only added to, in place, under _lock (readers, on every line, read it
+# without: a form half indexed for a moment is one of a value not handed to a step yet).
 _known: tuple[str, ...] = ()  # every form of every value remembered, the longest first
 _values: set[str] = set()  # the values remembered
+_indexed: set[str] = set()  # the forms remembered
 # Every MIN_PIECE characters of a form longer than that: a line whose start or end is none of
 # them holds no part of a split value, which one set lookup tells (masking is on every line).
-_grams: frozenset[str] = frozenset()
-# Where a line break may split a value (or a form) of MIN_PIECE characters or more, for
-# _joined: the first two characters of the part after the break (one when it is the last
-# character) -> the form and where in it the break is. And a line of a value of several lines
-# that is shorter than MIN_PIECE -> the lines of that value just before it.
-_joins: dict[str, tuple[tuple[str, int], ...]] = {}
+_grams: set[str] = set()
+# Where a line break may split a value (or a form) of MIN_PIECE characters or more into a part
+# shorter than that and the rest (where both parts are longer, _split_masked masks each alone):
+# the MIN_PIECE - 1 breaks after its first characters and the MIN_PIECE - 1 before its last,
+# as (the form, where in it the break is). Keyed by the first KEY characters of the part after
+# the break (one lookup on the next line's start), or, when that part is shorter than KEY, by
+# the last KEY characters of the part before it (one on the line before's end).
+KEY: Final = 4
+_rests: dict[str, tuple[tuple[str, int], ...]] = {}
+_heads: dict[str, tuple[tuple[str, int], ...]] = {}
+# A line of a value of several lines that is shorter than MIN_PIECE -> the lines of that
+# value just before it.
 _after: dict[str, frozenset[str]] = {}
-# The starts of those forms shorter than MIN_PIECE: a line ending with one is held back
-# (Lines) until the next shows whether it was the start of a value.
-_starts: frozenset[str] = frozenset()
-MAX_JOINED: Final = 4096
-"""A form longer than this is masked across a line break only by its parts of 8 characters or
-more (the index of where a break may split it grows with its length)."""
+MIN_HOLD: Final = MIN_VALUE
+"""A line is held back (:class:`Lines`) when it ends with the start of a value (or a form) of
+this many characters up to MIN_PIECE - 1: shorter, a start would hold every line that ends like
+ordinary text does (each value has a dozen forms, each with its own start), and a value of
+fewer characters is not masked either."""
+# Those starts, and their last MIN_HOLD characters.
+_starts: set[str] = set()
+_start_ends: set[str] = set()
 
 
 def store() -> Secrets:
@@ -285,38 +296,51 @@ def _utf8(value: str) -> bytes:
         return value.encode("utf-8", "surrogatepass")
 
 
+def _breaks(form: str) -> Iterable[tuple[str, int]]:
+    """Where a line break may split ``form`` into a part under :data:`MIN_PIECE` characters
+    and the rest: (its key in :data:`_rests` or :data:`_heads`, where)."""
+    size = len(form)
+    for at in sorted({*range(1, MIN_PIECE), *range(size - MIN_PIECE + 1, size)}):
+        if 0 < at < size:
+            yield (form[at : at + KEY], at) if size - at >= KEY else (form[at - KEY : at], at)
+
+
 def remember(values: Iterable[str]) -> None:
-    """Mask these values from now on, in each of their :func:`forms` (worked out once)."""
-    global _known, _grams, _joins, _after, _starts
+    """Mask these values from now on, in each of their :func:`forms` (worked out once, and
+    indexed in place: remembering one more value costs its own forms only)."""
+    global _known
     new = {value for value in values if value not in _values}
     if not new:
         return
-    found = set().union(*(forms(value) for value in new))
+    found = set().union(*(forms(value) for value in new)) - _indexed
     grams = {
         form[i : i + MIN_PIECE]
         for form in found
         if len(form) > MIN_PIECE
         for i in range(len(form) - MIN_PIECE + 1)
     }
-    split = [f for f in found if MIN_PIECE <= len(f) <= MAX_JOINED and "\n" not in f]
+    after = {
+        (line, before)
+        for value in new
+        for before, line in itertools.pairwise(line.strip() for line in value.splitlines())
+        if line and len(line) < MIN_PIECE and len(before) + len(line) >= MIN_PIECE
+    }
     with _lock:
-        joins = {key: list(at) for key, at in _joins.items()}
-        for form in split:
-            for at in range(1, len(form)):
-                joins.setdefault(form[at : at + 2], []).append((form, at))
-        after = {line: set(before) for line, before in _after.items()}
-        for value in new:
-            lines = [line.strip() for line in value.splitlines()]
-            for before, line in itertools.pairwise(lines):
-                if line and len(line) < MIN_PIECE and len(before) + len(line) >= MIN_PIECE:
-                    after.setdefault(line, set()).add(before)
-        starts = {form[:size] for form in split for size in range(1, MIN_PIECE)}
+        found -= _indexed  # another thread may have remembered some meanwhile
+        for form in found:
+            if len(form) < MIN_PIECE or "\n" in form:
+                continue
+            for key, at in _breaks(form):
+                index = _rests if len(form) - at >= KEY else _heads
+                index[key] = (*index.get(key, ()), (form, at))
+            _start_ends.update(form[size - MIN_HOLD : size] for size in range(MIN_HOLD, MIN_PIECE))
+            _starts.update(form[:size] for size in range(MIN_HOLD, MIN_PIECE))
+        for line, before in after:
+            _after[line] = _after.get(line, frozenset()) | {before}
+        _grams.update(grams)
+        _indexed.update(found)
         _values.update(new)
-        _known = tuple(sorted(found.union(_known), key=len, reverse=True))
-        _grams = _grams | grams
-        _joins = {key: tuple(at) for key, at in joins.items()}
-        _after = {line: frozenset(before) for line, before in after.items()}
-        _starts = _starts | starts
+        _known = tuple(sorted(_indexed, key=len, reverse=True))
 
 
 def resolve(names: Iterable[str]) -> dict[str, str]:
@@ -373,20 +397,26 @@ def _line_masked(line: str) -> str:
 
 def _joined(before: str, line: str) -> tuple[int, int]:
     """Where ``before`` and the ``line`` after it hold together a value (or a form) of
-    :data:`MIN_PIECE` characters or more that the line break split, at any point: the
-    characters at the end of ``before`` and at the start of ``line`` it is made of; or a line
-    of a value of several lines, shorter than that, after the line of it before it: (0, all of
-    ``line``). (0, 0): none."""
-    if not before or not line or not _joins:
+    :data:`MIN_PIECE` characters or more that the line break split into a part shorter than
+    that and the rest: the characters at the end of ``before`` and at the start of ``line`` it
+    is made of; or a line of a value of several lines, shorter than that, after the line of it
+    before it: (0, all of ``line``). (0, 0): none."""
+    if not before or not line:
         return 0, 0
-    best = (0, 0)
-    joins = _joins
-    for key in (line[:2], line[:1]):
-        if key not in joins:
-            continue
-        for form, at in joins[key]:
-            if len(form) > sum(best) and line.startswith(form[at:]) and before.endswith(form[:at]):
-                best = (at, len(form) - at)
+    best = 0, 0
+    for form, at in (*_rests.get(line[:KEY], ()), *_heads.get(before[-KEY:], ())):
+        size = len(form)
+        if (
+            size > best[0] + best[1]
+            and at <= len(before)
+            and size - at <= len(line)
+            and (
+                before.endswith(form[:at]) and line.startswith(form[at:])
+                if at < MIN_PIECE  # the short part first: the other may be 4 KB
+                else line.startswith(form[at:]) and before.endswith(form[:at])
+            )
+        ):
+            best = at, size - at
     if best == (0, 0) and _after and line.strip() in _after:
         tail = before.rstrip()
         if any(tail.endswith(one) for one in _after[line.strip()]):
@@ -407,15 +437,14 @@ def _covered(body: str, head: int, tail: int, masking: Callable[[str], str]) -> 
 
 def may_start(line: str) -> bool:
     """Whether ``line`` ends with the start of a value (or a form) too short to be masked
-    alone: the next line shows whether it is one (:class:`Lines` holds it till then)."""
-    starts = _starts
-    if not starts:
+    alone, of :data:`MIN_HOLD` characters or more: the next line shows whether it is one
+    (:class:`Lines` holds it till then)."""
+    if line[-MIN_HOLD:] not in _start_ends:  # one lookup for nearly every line
         return False
-    end = line[1 - MIN_PIECE :]  # each size spelled out: this is on every line a job writes
+    starts = _starts
+    end = line[1 - MIN_PIECE :]  # each size spelled out (MIN_HOLD to MIN_PIECE - 1)
     return (
-        end[-1:] in starts
-        or end[-2:] in starts
-        or end[-3:] in starts
+        end[-3:] in starts
         or end[-4:] in starts
         or end[-5:] in starts
         or end[-6:] in starts
@@ -427,13 +456,15 @@ class Lines:
     """The lines of one stream masked as they are written, the line before in view, so that a
     value a line break split is masked on both sides (:func:`_joined`), however short either
     part: a line whose end may be the start of one is held back (:func:`may_start`) until the
-    next line comes, or :meth:`release`. Not thread-safe: its owner serializes the calls."""
+    next line comes, or :meth:`release`. A line's final ``"\\r"`` (a ``"\\r\\n"`` line end) is
+    left out of that and kept. Not thread-safe: its owner serializes the calls."""
 
     __slots__ = ("_before", "_held")
 
     def __init__(self) -> None:
-        self._before = ""  # the line before, as written
-        self._held: tuple[str, int] | None = None  # a line held back, and its head to mask
+        self._before = ""  # the line before, as written, without a final "\r"
+        # A line held back (without its final "\r"), its head to mask, and that "\r" if any.
+        self._held: tuple[str, int, str] | None = None
 
     @property
     def holding(self) -> bool:
@@ -442,34 +473,42 @@ class Lines:
     def add(self, line: str, hold: bool = True) -> list[str]:
         """The lines to show now, masked, in order: the one held back (if any), then ``line``
         unless it is held back in turn (never when ``hold`` is false)."""
+        return self._add(line, hold, masked)
+
+    def add_cut(self, line: str) -> list[str]:
+        """:meth:`add` for a line whose end was cut off: joined with the line before as any
+        other, masked at the cut too (:func:`masked_cut`), never held, and no line after it
+        joins it."""
+        shown = self._add(line, False, masked_cut)
+        self._before = ""
+        return shown
+
+    def _add(self, line: str, hold: bool, masking: Callable[[str], str]) -> list[str]:
         if not _known:
             self._before = ""
             return [*self.release(), line]
-        tail, head = _joined(self._before, line)
+        body, ending = (line[:-1], "\r") if line.endswith("\r") else (line, "")
+        tail, head = _joined(self._before, body)
         shown = []
         if self._held is not None:
-            held, held_head = self._held
+            held, held_head, held_ending = self._held
             self._held = None
-            shown.append(_covered(held, held_head, tail, masked))
-        self._before = line
-        if hold and may_start(line):
-            self._held = (line, head)
+            shown.append(_covered(held, held_head, tail, masked) + held_ending)
+        self._before = body
+        if hold and may_start(body):
+            self._held = (body, head, ending)
         else:
-            shown.append(_covered(line, head, 0, masked))
+            shown.append(_covered(body, head, 0, masking) + ending)
         return shown
-
-    def forget(self) -> None:
-        """Take the next line as the first (no line before it to join)."""
-        self._before = ""
 
     def release(self) -> list[str]:
         """The line held back, masked as it is (no next line came in time): its end shows
         when it was the start of a value."""
         if self._held is None:
             return []
-        held, head = self._held
+        held, head, ending = self._held
         self._held = None
-        return [_covered(held, head, 0, masked)]
+        return [_covered(held, head, 0, masked) + ending]
 
 
 def _split_masked(line: str) -> str:

@@ -11,8 +11,9 @@ starts itself are not followed.
 
 Every line is masked (:mod:`scheduler.secrets`) before it is queued, with the line before it of
 its stream in view: a line whose end may be the start of a secret a line break split is held
-back until the next line of its stream, another stream's line or the job's end, at most
-:data:`HOLD_LINE` seconds (the shipper's thread lets it go then).
+back until the next line of its stream, another stream's line or the job's end; else the
+shipper's thread lets it go at its first look (every :data:`FLUSH_INTERVAL` seconds) once it was
+held :data:`HOLD_LINE` seconds, so at most ``HOLD_LINE + FLUSH_INTERVAL`` (1.2 s) late.
 
 Lines are stored in batches by a :class:`LogShipper`: a ``log.append`` call carries the lines of
 every job written since the last, sent every :data:`FLUSH_INTERVAL` seconds, at once when
@@ -41,7 +42,7 @@ import redis
 from scheduler import secrets
 from scheduler.engine.errors import EngineError
 from scheduler.engine.scripts import Engine, EnginePipeline
-from scheduler.secrets import Lines, masked_cut
+from scheduler.secrets import Lines
 from scheduler.worker.pipes import MAX_LINE
 
 if TYPE_CHECKING:
@@ -62,8 +63,9 @@ MEASURE = 1 << 20
 
 # Attempts remembered as full at most (each is forgotten when it ends).
 MAX_FULL = 10000
-# Seconds a line whose end may be the start of a secret split over two lines is held back at
-# most, waiting for the next line to tell (scheduler.secrets.Lines).
+# Seconds a line whose end may be the start of a secret split over two lines is held back,
+# waiting for the next line to tell (scheduler.secrets.Lines), before the shipper's thread lets
+# it go at its next look: HOLD_LINE + FLUSH_INTERVAL at most.
 HOLD_LINE = 1.0
 
 Key = tuple[str, int]  # (jid, attempt)
@@ -324,7 +326,8 @@ class JobOutput:
         Every line a job writes (print, logging, a shell step's output) passes here, once,
         before it is queued to be sent: the place for whatever must see each line (masking).
         A line whose end may be the start of a secret is held back until the next line of its
-        stream (at most :data:`HOLD_LINE` s): together they show whether it is one."""
+        stream (at most :data:`HOLD_LINE` + :data:`FLUSH_INTERVAL` s): together they show
+        whether it is one."""
         self._wrote = True
         if not self._lines and not secrets.masking():
             self.shipper.add(self.key, stream, text, level, cut)  # no secret: nothing to mask
@@ -335,18 +338,14 @@ class JobOutput:
                 self._add(held_by, self._lines[held_by].release(), self._held_level)
                 self._held_by = held_by = None
             lines = self._lines.get(stream) or self._lines.setdefault(stream, Lines())
-            if cut:  # its end is cut off: masked at the cut, never held, no next line joins it
-                self._add(stream, lines.release(), self._held_level)
-                self._held_by = None
-                lines.forget()
-                self.shipper.add(self.key, stream, masked_cut(text), level, cut)
-                return
-            shown = lines.add(text)
+            # A line whose end is cut off is masked at the cut, never held, and no line after
+            # it joins it; the line held back is joined with it first, as with any line.
+            shown = lines.add_cut(text) if cut else lines.add(text)
             if held_by is not None:
                 self._add(stream, shown[:1], self._held_level)
                 shown = shown[1:]
             if len(shown) == 1:  # the common case: this line, not held
-                self.shipper.add(self.key, stream, shown[0], level)
+                self.shipper.add(self.key, stream, shown[0], level, cut)
                 self._held_by = None
             elif shown:
                 self._add(stream, shown, level)

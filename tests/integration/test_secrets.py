@@ -440,20 +440,57 @@ def test_a_secret_split_anywhere_or_printed_as_hex_or_base64_twice_is_masked(
 
 def test_a_line_held_back_for_a_split_secret_goes_after_a_second(server: EmbeddedServer) -> None:
     """A line whose end may be the start of a secret waits for the next line of its stream,
-    a second at most: a job that prints nothing more for a while still shows it."""
+    a second at most (the shipper's next look lets it go): a job that prints nothing more for
+    a while still shows it."""
     value = "Held-" + uuid.uuid4().hex[:12]
     remember([value])
     engine = Client(server.url).engine
     shipper = LogShipper(engine, max_lines=100)
     output = JobOutput(shipper, "jid-held", 1)
-    output.line(f"token: {value[:2]}")
+    output.line(f"token: {value[:3]}")
     assert not shipper.pending  # held: the next line may be the rest of it
     output.line("on stderr", "stderr")  # another stream's line: the held one goes first
-    output.line(f"again: {value[:2]}")
+    output.line(f"again: {value[:3]}")
     shipper._release_held(time.monotonic() + HOLD_LINE / 2)
-    assert shipper._pending[("jid-held", 1)][3::4] == ["token: He", "on stderr"]
+    assert shipper._pending[("jid-held", 1)][3::4] == ["token: Hel", "on stderr"]
     shipper._release_held(time.monotonic() + HOLD_LINE)
-    assert shipper._pending[("jid-held", 1)][3::4][2:] == ["again: He"]
-    output.line(f"{value[2:]}!")  # too late for the held line: its start showed
+    assert shipper._pending[("jid-held", 1)][3::4][2:] == ["again: Hel"]
+    output.line(f"{value[3:]}!")  # too late for the held line: its start showed
     output.close()
     assert shipper._pending[("jid-held", 1)][3::4][3:] == ["***!"]
+
+
+def test_a_secret_split_before_a_cr_lf_or_a_cut_line_is_masked(
+    cli: CliRunner, server: EmbeddedServer, tmp_path: Path
+) -> None:
+    """Before, the start of a secret at the end of a line ending in "\\r\\n" showed (the "\\r"
+    hid it: `token: env-P` then `*** end`), and so did a start held back when the next line
+    was too long and cut (it went unjoined)."""
+    path = tmp_path / "flow.yaml"
+    path.write_text(
+        dedent(
+            """
+            version: 1
+            name: crlf
+            secrets: [DB_PASSWORD]
+            steps:
+              shell:
+                run: |
+                  printf 'token: %.5s\\r\\n' "$DB_PASSWORD"
+                  printf '%s end\\r\\n' "${DB_PASSWORD#?????}"
+                  printf 'plain\\r\\n'
+                  printf 'token: %.5s\\n' "$DB_PASSWORD"
+                  printf '%s%16380s\\n' "${DB_PASSWORD#?????}" ''
+            """
+        )
+    )
+    result = flows(cli, "run", str(path))
+    assert result.exit_code == 0, result.output
+    run_id = json.loads(Client(server.url).engine.call("runs", "crlf", 0, 1))[0]["id"]
+    logs = [
+        json.loads(line)["text"]
+        for line in flows(cli, "logs", run_id, "shell", "--json").stdout.splitlines()
+    ]
+    assert logs[:4] == ["token: ***\r", "*** end\r", "plain\r", "token: ***"], logs[:4]
+    assert logs[4].startswith("*** ") and logs[4].strip() == "***", logs[4][:40]
+    assert len(logs) == 5 and not any(FROM_ENV[:5] in line for line in logs)
