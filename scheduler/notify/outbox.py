@@ -75,6 +75,9 @@ CLAIM_AFTER: Final = 60.0
 """Seconds an entry taken by another deliverer may sit unacknowledged before this one takes it."""
 RENEW_SHARE: Final = 0.25
 """A deliverer sending an entry takes it again every this share of ``claim_after`` (15 s)."""
+RENEW_WAIT: Final = 1.0
+"""Seconds a deliverer whose send ended waits at most for a renewal of its claim on its way
+(one stuck until its connection times out is left behind)."""
 RECHECK_AFTER: Final = 60.0
 """Seconds before a deliverer takes again an entry it could not send (its secrets may be there
 now, and it may have to give it up)."""
@@ -209,15 +212,21 @@ class Deliverer:
             return True
         return self._renew(entry_id)
 
-    def _renew(self, entry_id: str) -> bool:
+    def _renew(self, entry_id: str, ended: threading.Event | None = None) -> bool:
         """Take ``entry_id`` again (its idle time on the server starts again) if this deliverer
-        still holds it, by the compare-and-set of :meth:`_still_held`: whether it did."""
+        still holds it, by the compare-and-set of :meth:`_still_held`: whether it did. Nothing
+        once ``ended`` is set (the send it renewed for is over: what follows is the sender's),
+        nor after, when it was set meanwhile."""
+        if ended is not None and ended.is_set():
+            return False
         since = self._read_at.get(entry_id, time.monotonic())
         elapsed = time.monotonic() - since
         idle = max(0, int((elapsed - self.claim_after / 2) * 1000))
         got = self.redis.xclaim(
             self.keys.outbox, GROUP, self.consumer, idle, [entry_id], justid=True
         )
+        if ended is not None and ended.is_set():
+            return False
         if got:
             self._read_at[entry_id] = time.monotonic()
             return True
@@ -460,15 +469,27 @@ class Deliverer:
         claimed it then would send it too. Every :data:`RENEW_SHARE` of ``claim_after`` a
         thread takes it again (:meth:`_renew`), so its idle time on the server never reaches
         ``claim_after`` while this deliverer lives; one killed mid-send renews nothing, and
-        another claims the entry ``claim_after`` later and sends it (at least once)."""
+        another claims the entry ``claim_after`` later and sends it (at least once).
+
+        Once the send is over the thread is waited for :data:`RENEW_WAIT` at most: a renewal
+        stuck until its connection times out (redis-py's 5 s by default; without a timeout,
+        for ever) does not hold the sender up, and renews nothing once it returns
+        (:meth:`_renew`). Only a command
+        already on its way to the server when the send ended may still land after it: of an
+        entry done it does nothing; an entry released meanwhile it takes back to this
+        deliverer, whose next pass (or, ``claim_after`` later, another deliverer) looks at it
+        again."""
         done = threading.Event()
 
         def renew() -> None:
             while not done.wait(self.claim_after * RENEW_SHARE):
                 try:
-                    held = self._renew(entry_id)
+                    held = self._renew(entry_id, done)
                 except redis.RedisError as error:
-                    log.warning("notification %s: could not renew its claim: %s", entry_id, error)
+                    if not done.is_set():
+                        log.warning(
+                            "notification %s: could not renew its claim: %s", entry_id, error
+                        )
                     continue
                 if not held:
                     return
@@ -479,7 +500,7 @@ class Deliverer:
             yield
         finally:
             done.set()
-            renewer.join()
+            renewer.join(RENEW_WAIT)
 
     def _send(
         self, rule: Mapping[str, Any], event: Event, name: str, context: Context

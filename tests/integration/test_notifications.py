@@ -4,13 +4,17 @@
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import os
 import re
 import shlex
+import shutil
 import signal
+import socket
 import subprocess
 import sys
+import tempfile
 import threading
 from collections import Counter
 from collections.abc import Iterator
@@ -710,6 +714,102 @@ def test_an_entry_in_flight_is_kept_and_one_that_waited_its_turn_is_claimed(
     [waited] = set(sent) - {in_flight}
     assert (sent[in_flight], sent[waited]) == (1, 1), sent
     assert outbox.waiting(client) == [] and outbox.failed(client) == []
+
+
+class StallingRelay:
+    """A unix socket that passes each connection on to a server's socket, and can stall the
+    connections open at a time: what their clients send from then on is held until
+    :meth:`thaw` (a network that stopped answering those connections, and only those)."""
+
+    def __init__(self, path: Path, target: str) -> None:
+        self.url = f"unix://{path}"
+        self.target = target
+        self.listener = socket.socket(socket.AF_UNIX)
+        self.listener.bind(str(path))
+        self.listener.listen()
+        self.links: list[socket.socket] = []
+        self.stalled: set[socket.socket] = set()
+        self.holding = threading.Event()  # a stalled connection's request is held
+        self.thawed = threading.Event()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                near, _ = self.listener.accept()
+            except OSError:
+                return
+            far = socket.socket(socket.AF_UNIX)
+            far.connect(self.target)
+            self.links += (near, far)
+            threading.Thread(target=self._pump, args=(near, far), daemon=True).start()
+            threading.Thread(target=self._pump, args=(far, near), daemon=True).start()
+
+    def _pump(self, source: socket.socket, sink: socket.socket) -> None:
+        with contextlib.suppress(OSError):
+            while data := source.recv(65536):
+                if source in self.stalled:
+                    self.holding.set()
+                    self.thawed.wait(60)
+                sink.sendall(data)
+        for end in (source, sink):
+            with contextlib.suppress(OSError):
+                end.shutdown(socket.SHUT_RDWR)
+
+    def stall(self) -> None:
+        self.stalled.update(self.links)
+
+    def thaw(self) -> None:
+        self.thawed.set()
+
+    def close(self) -> None:
+        self.thaw()
+        self.listener.close()
+        for link in self.links:
+            link.close()
+
+
+def test_a_renewal_stuck_on_its_connection_neither_holds_the_sender_nor_renews_after(
+    cli: CliRunner,
+    client: Client,
+    server: EmbeddedServer,
+    tmp_path: Path,
+    receiver: Receiver,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The claim of an entry being sent is renewed by a thread the sender waited for without
+    a bound: a renewal whose connection stopped answering held the sender up after its send
+    was over, until the connection timed out (5 s by default, or never). Now it waits a second
+    at most, and a renewal that returns after the send changes and says nothing."""
+    flows(cli, "run", "--detach", str(webhook_flow(tmp_path, f"{receiver.url}/hook")))
+    flows(cli, "worker", "--queues", "default", "--burst", "--processes", "0")
+    folder = Path(tempfile.mkdtemp(prefix="relay", dir="/tmp"))  # a socket path is short
+    relay = StallingRelay(folder / "s.sock", str(server.socket_path))
+    try:
+        sender = Deliverer(Client(relay.url), consumer="a", claim_after=0.4)
+        receiver.hold.set()
+        ticking = threading.Thread(target=sender.tick, daemon=True)
+        ticking.start()
+        [request] = receiver.wait_for(1)
+        entry_id = request.headers["X-Flows-Event-Id"]
+        relay.stall()  # the connection the renewals use stops answering
+        assert relay.holding.wait(10)  # a renewal is stuck on it
+        receiver.release.set()  # the send is over
+        ticking.join(3.5)
+        assert not ticking.is_alive()  # before, it waited for the stuck renewal to time out
+        assert outbox.waiting(client) == [] and outbox.failed(client) == []
+        read_at = dict(sender._read_at)
+        relay.thaw()  # the stuck renewal returns: it changes nothing, says nothing
+        for thread in threading.enumerate():
+            if thread.name == f"notify-hold-{entry_id}":
+                thread.join(10)
+                assert not thread.is_alive()
+        assert sender._read_at == read_at
+        assert "taken by another sender" not in caplog.text
+        assert "could not renew" not in caplog.text
+    finally:
+        relay.close()
+        shutil.rmtree(folder)
 
 
 def test_a_claim_after_of_no_time_is_refused(client: Client) -> None:
