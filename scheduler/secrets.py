@@ -412,7 +412,7 @@ def _joined(before: str, line: str) -> tuple[int, int]:
             and size - at <= len(line)
             and (
                 before.endswith(form[:at]) and line.startswith(form[at:])
-                if at < MIN_PIECE  # the short part first: the other may be 4 KB
+                if at < MIN_PIECE  # the short part first: the other may be long
                 else line.startswith(form[at:]) and before.endswith(form[:at])
             )
         ):
@@ -454,9 +454,10 @@ def may_start(line: str) -> bool:
 
 class Lines:
     """The lines of one stream masked as they are written, the line before in view, so that a
-    value a line break split is masked on both sides (:func:`_joined`), however short either
-    part: a line whose end may be the start of one is held back (:func:`may_start`) until the
-    next line comes, or :meth:`release`. A line's final ``"\\r"`` (a ``"\\r\\n"`` line end) is
+    value a line break split is masked on both sides (:func:`_joined`), however short the part
+    after the break, and the part before it from :data:`MIN_HOLD` characters: a line whose end
+    may be the start of one is held back (:func:`may_start`) until the next line comes, or
+    :meth:`release`. A line's final ``"\\r"`` (a ``"\\r\\n"`` line end) is
     left out of that and kept. Not thread-safe: its owner serializes the calls."""
 
     __slots__ = ("_before", "_held")
