@@ -14,7 +14,7 @@ import redis
 from click.testing import CliRunner
 
 from flows.cli import main
-from flows.runs.build import build_run, read_flow_file
+from flows.runs.build import FlowFile, build_run, read_flow_file
 from flows.runs.read import load_run
 from flows.runs.submit import submit
 from flows.runtime.worker_hook import prepare
@@ -51,20 +51,28 @@ def folder(tmp_path: Path) -> Path:
     return tmp_path
 
 
+def work_run(
+    client: Client, source: FlowFile, run_id: str, params: dict[str, Any] | None = None
+) -> None:
+    """Run ``run_id`` of ``source`` (its logical time 2026-11-01), worked to its end by a real
+    burst worker on queue ``cq``."""
+    built = build_run(
+        source,
+        run_id=run_id,
+        logical_time=datetime(2026, 11, 1, tzinfo=UTC),
+        params=params or {},
+        trigger="manual",
+    )
+    submit(client, built)
+    Worker(client, ["cq"], burst=True, prepare=prepare, lease_seconds=0).run()
+
+
 def run_once(url: str, folder: Path, worker: str, day: str = "2026-11-01") -> str:
     """One run, worked to its end by a real worker named ``worker``; its id."""
     client = Client(url, worker_name=worker)
     source = read_flow_file(folder / "cached.yaml")
     run_id = f"cached@{worker}-{day}-{len(list(folder.glob('*')))}-{datetime.now(UTC):%H%M%S%f}"
-    built = build_run(
-        source,
-        run_id=run_id,
-        logical_time=datetime(2026, 11, 1, tzinfo=UTC),
-        params={"day": day},
-        trigger="manual",
-    )
-    submit(client, built)
-    Worker(client, ["cq"], burst=True, prepare=prepare, lease_seconds=0).run()
+    work_run(client, source, run_id, {"day": day})
     return run_id
 
 
@@ -322,15 +330,7 @@ def test_a_chain_of_cached_steps_ends_in_the_call_of_its_first_hit(
     ids = []
     for n in range(2):
         run_id = f"chain@{n}"
-        built = build_run(
-            source,
-            run_id=run_id,
-            logical_time=datetime(2026, 11, 1, tzinfo=UTC),
-            params={},
-            trigger="manual",
-        )
-        submit(client, built)
-        Worker(client, ["cq"], burst=True, prepare=prepare, lease_seconds=0).run()
+        work_run(client, source, run_id)
         ids.append(run_id)
     view = load_run(client, ids[1])
     assert view is not None and view.status == "succeeded"
@@ -394,15 +394,7 @@ def test_a_step_the_chain_completes_from_the_cache_tells_its_success(
     client = Client(server.url, worker_name="w")
     source = read_flow_file(tmp_path / "told.yaml")
     for n in range(2):
-        built = build_run(
-            source,
-            run_id=f"told@{n}",
-            logical_time=datetime(2026, 11, 1, tzinfo=UTC),
-            params={},
-            trigger="manual",
-        )
-        submit(client, built)
-        Worker(client, ["cq"], burst=True, prepare=prepare, lease_seconds=0).run()
+        work_run(client, source, f"told@{n}")
     view = load_run(client, "told@1")
     assert view is not None and {s.step: s.status for s in view.steps} == {
         "a": "cached",
@@ -536,15 +528,7 @@ def test_a_cached_result_nested_deeper_than_a_result_may_is_not_copied(
     deep = '{"v":' + "[" * 70 + "]" * 70 + "}"  # deeper than a result's 64 levels
     for n in range(3):
         run_id = f"pair@{n}"
-        built = build_run(
-            source,
-            run_id=run_id,
-            logical_time=datetime(2026, 11, 1, tzinfo=UTC),
-            params={},
-            trigger="manual",
-        )
-        submit(client, built)
-        Worker(client, ["cq"], burst=True, prepare=prepare, lease_seconds=0).run()
+        work_run(client, source, run_id)
         if n == 0:  # as an older version kept them
             redis_client.hset("ql:j:pair@0:b", "result", deep)
         if n == 1:
@@ -717,15 +701,7 @@ def test_a_chained_step_does_not_take_an_entry_that_stands_for_nothing(
             engine.call("put", "w", "other", "pair@0:b", klass, "{}", 0)
             engine.call("pop", "other", "w", 1)
             engine.call("complete", "pair@0:b", "w", "other", "", "result", '{"v": "99"}')
-        built = build_run(
-            source,
-            run_id=f"pair@{n}",
-            logical_time=datetime(2026, 11, 1, tzinfo=UTC),
-            params={},
-            trigger="manual",
-        )
-        submit(client, built)
-        Worker(client, ["cq"], burst=True, prepare=prepare, lease_seconds=0).run()
+        work_run(client, source, f"pair@{n}")
     view = load_run(client, "pair@1")
     assert view is not None and view.status == "succeeded"
     assert {s.step: s.status for s in view.steps} == {"a": "cached", "b": "success"}
