@@ -3,7 +3,9 @@
 * ``server`` (session): one real embedded server per test process (so one per xdist worker);
 * ``redis_client``: a ``redis.Redis`` on it (``decode_responses=True``), emptied before the test
   with FLUSHALL (the loaded engine library survives: FLUSHALL does not remove Functions);
-* ``engine`` / ``engine_ns``: the Lua engine with the qless layout (``ql:``) / prefix ``{test}:``.
+* ``engine`` / ``engine_ns``: the Lua engine with the qless layout (``ql:``) / prefix ``{test}:``;
+* ``functions``: ``redis_client`` on a server without any Functions library (the engine's own
+  loaded again after the test); ``engine_library_support`` has libraries that are not it.
 
 ``from helpers import snapshot, assert_unchanged`` for "bad input changes nothing" checks.
 
@@ -71,6 +73,16 @@ def redis_client(server: EmbeddedServer) -> Iterator[redis.Redis]:
     client.flushall()
     yield client
     client.close()
+
+
+@pytest.fixture
+def functions(redis_client: redis.Redis) -> Iterator[redis.Redis]:
+    """The admin's client on a server without any Functions library; the engine's own is loaded
+    again at the end (FLUSHALL keeps libraries: the session's other tests share them)."""
+    redis_client.function_flush()
+    yield redis_client
+    redis_client.function_flush()
+    Engine(redis_client).load()
 
 
 @pytest.fixture

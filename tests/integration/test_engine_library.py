@@ -22,12 +22,12 @@ import select
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import redis
 from click.testing import CliRunner
+from engine_library_support import PWNED, another_release, impostor
 from flows_cli_support import flows
 from helpers import assert_unchanged
 
@@ -35,31 +35,7 @@ from scheduler.embedded import EmbeddedServer
 from scheduler.engine import scripts
 from scheduler.engine.backoff import EXIT_CONFIG
 from scheduler.engine.errors import ForeignEngine
-from scheduler.engine.scripts import Engine, function_name, library_name, read_function_name
-
-PWNED = "ql:pwned"
-
-
-def impostor(name: str | None = None) -> str:
-    """A library registering the engine's two function names, whose code writes a key and
-    answers as the engine would (so a client that ran it would not notice)."""
-    body = f"redis.call('SET', '{PWNED}', 'ran'); return '[]'"
-    return (
-        f"#!lua name={name or library_name()}\n"
-        f"redis.register_function('{function_name()}', function(keys, args) {body} end)\n"
-        f"redis.register_function{{function_name='{read_function_name()}',"
-        " callback=function(keys, args) return '[]' end, flags={'no-writes'}}\n"
-    )
-
-
-@pytest.fixture
-def functions(redis_client: redis.Redis) -> Iterator[redis.Redis]:
-    """The admin's client on a server without any library; the engine's own is loaded again
-    at the end (FLUSHALL keeps libraries: the session's other tests share them)."""
-    redis_client.function_flush()
-    yield redis_client
-    redis_client.function_flush()
-    Engine(redis_client).load()
+from scheduler.engine.scripts import Engine, function_name, library_name
 
 
 @pytest.mark.parametrize("holder", ["the engine's name", "another name"])
@@ -150,7 +126,7 @@ def test_a_look_again_reads_the_code_only_after_someone_loaded_functions(
     engine.check_library()  # another library loaded: this one is read again, and still ours
     assert code_reads() == reads + 1
     assert engine.call("put", "w", "q", "j1", "K", "{}", 0, now=1000) == "j1"
-    functions.execute_command("FUNCTION", "LOAD", "REPLACE", _another_release())
+    functions.execute_command("FUNCTION", "LOAD", "REPLACE", another_release())
     with assert_unchanged(functions), pytest.raises(ForeignEngine):
         engine.check_library()
     with assert_unchanged(functions), pytest.raises(ForeignEngine):  # and every call after it
@@ -206,13 +182,6 @@ def test_a_long_running_process_stops_over_a_foreign_library(
     assert functions.exists(PWNED) == 0
 
 
-def _another_release() -> str:
-    """The engine's library with other code under its name: what ``FUNCTION LOAD REPLACE`` of
-    another release's text (or anyone's) puts there. It behaves as the engine does, so what
-    stops a process is the check, not a reply it cannot read."""
-    return scripts.functions_library() + "-- not this release's text\n"
-
-
 def _read_until(process: subprocess.Popen[str], text: str, deadline: float) -> str:
     """The process's stderr up to a line holding ``text``; fails if it ends first."""
     assert process.stderr is not None
@@ -259,7 +228,7 @@ def test_a_library_swapped_while_a_process_runs_stops_it(
     )
     try:
         before = _read_until(process, started, time.monotonic() + 60)
-        functions.execute_command("FUNCTION", "LOAD", "REPLACE", _another_release())
+        functions.execute_command("FUNCTION", "LOAD", "REPLACE", another_release())
         swapped = time.monotonic()
         _, rest = process.communicate(timeout=60)
         after = rest.decode(errors="replace")
