@@ -26,7 +26,7 @@ from flows.runs.signals import SignalRefused, approval, signal_step
 from flows.runs.trigger import UnknownFlow, trigger_run
 from flows.ui import events
 from flows.ui.roles import who
-from flows.ui.state import UiState, reader, state, writer
+from flows.ui.state import UiState, engine_library, reader, state, writer
 from scheduler.engine import joblogs
 from scheduler.engine.client import Client
 from scheduler.engine.errors import EngineError, JobNotFound
@@ -460,9 +460,14 @@ def job_log_raw(
 def job_logs_stream(request: Request, ui: Ui, jid: str) -> StreamingResponse:
     """The job's log lines as server-sent events (``event: line``), from its latest attempt's
     first line, until the job has ended (then ``event: end``). A stream opened with a user's
-    token ends (``event: revoked``) once the user is revoked."""
+    token ends (``event: revoked``) once the user is revoked, any stream (``event: refused``)
+    once the engine's library is not this release's."""
     _job(ui.client, jid)
-    return events.stream(events.log_lines(ui.client, jid), ui.auth.still_allowed(request))
+    return events.stream(
+        events.log_lines(ui.client, jid),
+        lambda: engine_library(request),
+        ui.auth.still_allowed(request),
+    )
 
 
 # -- queues, workers -------------------------------------------------------------------------------
@@ -593,5 +598,10 @@ def unfail(ui: Ui, group: str, body: Unfail) -> dict[str, Any]:
 def engine_events(request: Request, ui: Ui) -> StreamingResponse:
     """The engine's events (put, popped, completed, failed, run_submitted, ...) as server-sent
     events, one ``data:`` JSON object each, as they happen. A stream opened with a user's
-    token ends (``event: revoked``) once the user is revoked."""
-    return events.stream(events.engine_events(ui.client), ui.auth.still_allowed(request))
+    token ends (``event: revoked``) once the user is revoked, any stream (``event: refused``)
+    once the engine's library is not this release's."""
+    return events.stream(
+        events.engine_events(ui.client),
+        lambda: engine_library(request),
+        ui.auth.still_allowed(request),
+    )

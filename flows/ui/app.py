@@ -3,7 +3,9 @@
 :func:`create_app` builds it around a client and an auth policy; routers are included here,
 so a page is one more router. Request bodies larger than :data:`MAX_BODY` are refused (413)
 before the app reads them, and every error answers JSON ``{"detail": message}`` with no
-traceback. :mod:`flows.ui.guard` decides which hosts and origins are answered at all.
+traceback; a Functions library on the server that is not this release's engine answers 503,
+pages with the dashboard's error page. :mod:`flows.ui.guard` decides which hosts and origins
+are answered at all.
 """
 
 from __future__ import annotations
@@ -12,9 +14,10 @@ import logging
 import secrets
 from pathlib import Path
 
-from fastapi import FastAPI, Request
+from fastapi import FastAPI, HTTPException, Request, Response
+from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import HTMLResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -33,8 +36,9 @@ from flows.ui import (
     start,
 )
 from flows.ui.auth import Auth
-from flows.ui.state import UiState
+from flows.ui.state import UiState, refusal
 from scheduler.engine.client import Client
+from scheduler.engine.errors import ForeignEngine
 
 log = logging.getLogger("flows.ui")
 
@@ -91,6 +95,13 @@ async def _too_large(limit: int, send: Send) -> None:
     await send({"type": "http.response.body", "body": response.body})
 
 
+def _answers_html(request: Request) -> bool:
+    """Whether the route ``request`` reached is a dashboard page (it answers HTML)."""
+    route = request.scope.get("route")
+    answers = getattr(route, "response_class", None)
+    return isinstance(answers, type) and issubclass(answers, HTMLResponse)
+
+
 def create_app(
     client: Client,
     auth: Auth,
@@ -133,6 +144,16 @@ def create_app(
             for e in error.errors()
         ]
         return JSONResponse({"detail": "; ".join(problems)}, 422)
+
+    @app.exception_handler(ForeignEngine)
+    async def foreign(request: Request, error: ForeignEngine) -> Response:
+        # The library was swapped (or was never this release's): nothing is run, every request
+        # that reads or writes the engine is refused until an operator loads it again, which
+        # the next look (Engine.check_library) sees. No restart needed.
+        detail = refusal(error)
+        if _answers_html(request):
+            return pages.error_page(request, 503, "The engine cannot be used", detail)
+        return await http_exception_handler(request, HTTPException(503, detail))
 
     @app.exception_handler(Exception)
     async def crashed(request: Request, error: Exception) -> JSONResponse:

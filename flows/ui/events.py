@@ -21,7 +21,9 @@ from fastapi.responses import StreamingResponse
 from starlette.types import Receive, Scope, Send
 
 from flows.runs.logs import Follower, job_label
+from flows.ui.state import refusal
 from scheduler.engine.client import Client
+from scheduler.engine.errors import ForeignEngine
 from scheduler.engine.limits import read_json
 
 MAX_STREAMS = 32
@@ -38,28 +40,48 @@ def stop_all() -> None:
 
 
 def stream(
-    events: Iterator[str], still_allowed: Callable[[], bool] | None = None
+    events: Iterator[str],
+    engine_library: Callable[[], None],
+    still_allowed: Callable[[], bool] | None = None,
 ) -> StreamingResponse:
-    """An event-stream response over ``events`` (each a whole event's text). ``still_allowed``:
-    asked every :data:`KEEPALIVE` seconds or so whether the credential the stream was opened
-    with still works; once it does not (a user revoked), the stream ends with ``event:
+    """An event-stream response over ``events`` (each a whole event's text).
+
+    Every :data:`KEEPALIVE` seconds or so it calls ``engine_library`` (which raises
+    :class:`ForeignEngine` once the engine's library is not this release's: the stream then ends
+    with ``event: refused``, ``{"detail": ...}`` as the API's errors, and so does an engine call
+    of ``events`` refused so), and asks ``still_allowed`` whether the credential the stream was
+    opened with still works; once it does not (a user revoked), the stream ends with ``event:
     revoked``."""
     if not _open.acquire(blocking=False):
         raise HTTPException(503, f"too many open event streams (at most {MAX_STREAMS})")
-    return _Held(events if still_allowed is None else _while_allowed(events, still_allowed))
+    return _Held(_watched(events, engine_library, still_allowed))
 
 
-def _while_allowed(events: Iterator[str], still_allowed: Callable[[], bool]) -> Iterator[str]:
-    """``events`` for as long as ``still_allowed()`` says yes, looked at every
-    :data:`KEEPALIVE` seconds (each source yields at least that often)."""
+def _watched(
+    events: Iterator[str],
+    engine_library: Callable[[], None],
+    still_allowed: Callable[[], bool] | None,
+) -> Iterator[str]:
+    """``events`` for as long as the engine's library is this release's and ``still_allowed()``
+    says yes, looked at every :data:`KEEPALIVE` seconds (each source yields at least that
+    often)."""
     looked = time.monotonic()
     try:
-        for chunk in events:
-            if time.monotonic() - looked >= KEEPALIVE:
-                looked = time.monotonic()
-                if not still_allowed():
-                    yield event({"detail": "the token was revoked: this stream ends"}, "revoked")
-                    return
+        while True:
+            try:
+                chunk = next(events, None)
+                due = time.monotonic() - looked >= KEEPALIVE
+                if due:
+                    looked = time.monotonic()
+                    engine_library()
+            except ForeignEngine as error:
+                yield event({"detail": refusal(error)}, "refused")
+                return
+            if chunk is None:
+                return
+            if due and still_allowed is not None and not still_allowed():
+                yield event({"detail": "the token was revoked: this stream ends"}, "revoked")
+                return
             yield chunk
     finally:
         close = getattr(events, "close", None)

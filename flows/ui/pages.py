@@ -139,6 +139,13 @@ def render(request: Request, name: str, **context: Any) -> HTMLResponse:
     return templates.TemplateResponse(request, name, context)
 
 
+def error_page(request: Request, status: int, title: str, detail: str) -> HTMLResponse:
+    """The dashboard's page for a request it cannot answer: ``title`` and ``detail`` as text."""
+    return templates.TemplateResponse(
+        request, "error.html", {"title": title, "detail": detail}, status_code=status
+    )
+
+
 # -- overview, runs --------------------------------------------------------------------------------
 
 

@@ -44,11 +44,11 @@ from flows.runs.submit import submit
 from flows.ui import api
 from flows.ui.pages import render
 from flows.ui.roles import Identity
-from flows.ui.state import UiState, reader, writer
+from flows.ui.state import UiState, engine_library, reader, writer
 from flows.validation.validate import InvalidFlow
 from scheduler import secrets
 from scheduler.engine.client import Client
-from scheduler.engine.errors import EngineError
+from scheduler.engine.errors import EngineError, ForeignEngine
 from scheduler.notify.channels import SIGNATURE_HEADER, TIMESTAMP_HEADER, verify
 from scheduler.secrets import MissingSecret
 from scheduler.service import catalog
@@ -299,6 +299,7 @@ async def webhook(request: Request, ui: api.Ui, flows: Flows, flow: str) -> dict
         ) from None
     if not verify(key, stamp, body, signature):
         raise HTTPException(401, "the signature does not match the body and timestamp")
+    engine_library(request)  # signed: the sender may read why nothing can be started
     _check_time(stamp, ui.client.engine.server_time())
     try:
         payload = json.loads(body or b"{}")
@@ -316,8 +317,8 @@ async def webhook(request: Request, ui: api.Ui, flows: Flows, flow: str) -> dict
     request.state.identity = Identity(f"webhook:{flow}", "", user=False)
     try:
         return _start(ui, source, {hook.param: payload}, "webhook")
-    except HTTPException:
-        redis.delete(seen)  # nothing started: the sender may fix its body and send again
+    except (HTTPException, ForeignEngine):
+        redis.delete(seen)  # nothing started: the sender may fix its body (or wait) and resend
         raise
 
 

@@ -1,4 +1,11 @@
-"""What every request of ``flows ui`` works with, and the auth checks as dependencies."""
+"""What every request of ``flows ui`` works with, and the auth checks as dependencies.
+
+Every read and write looks, once its credential passed, whether the engine's Functions library is
+still this release's (:meth:`~scheduler.engine.scripts.Engine.check_library`: a look every few
+seconds, nothing in between): a library swapped while the server runs raises
+:class:`~scheduler.engine.errors.ForeignEngine`, which the app answers with 503
+(:mod:`flows.ui.app`) until an operator loads the engine again.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +15,7 @@ from fastapi import Request
 
 from flows.ui.auth import Auth
 from scheduler.engine.client import Client
+from scheduler.engine.errors import ForeignEngine
 
 
 @dataclass(frozen=True)
@@ -23,11 +31,29 @@ def state(request: Request) -> UiState:
     return ui
 
 
+def engine_library(request: Request) -> None:
+    """The engine's library looked at again, if it is time (:class:`ForeignEngine` if it is not
+    this release's), before the request does anything; called after the credential passed, so
+    that only those who may read are told what the server holds."""
+    engine = state(request).client.engine
+    if engine.uses_functions is None:  # not loaded yet (a server started before it): it checks
+        engine.load()
+    engine.check_library()
+
+
+def refusal(error: ForeignEngine) -> str:
+    """What every request is answered while the engine's library is foreign: the refusal's own
+    words (what an operator does) and that the server answers again by itself."""
+    return f"{error}. Until then this server answers 503; it needs no restart"
+
+
 def reader(request: Request) -> None:
-    """A dependency of every read: what :meth:`Auth.read` allows."""
+    """A dependency of every read: what :meth:`Auth.read` allows, then the engine's library."""
     state(request).auth.read(request)
+    engine_library(request)
 
 
 def writer(request: Request) -> None:
-    """A dependency of every write: the bearer token."""
+    """A dependency of every write: the bearer token, then the engine's library."""
     state(request).auth.write(request)
+    engine_library(request)

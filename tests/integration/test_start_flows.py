@@ -17,6 +17,7 @@ import pytest
 import redis
 import uvicorn
 from click.testing import CliRunner
+from engine_library_support import another_release
 from flows_cli_support import flows, status_json
 from helpers import assert_unchanged
 from ui_support import TOKEN, Api, Reply
@@ -25,7 +26,7 @@ from flows.ui.app import create_app
 from flows.ui.auth import Auth
 from scheduler.embedded import EmbeddedServer
 from scheduler.engine.client import Client
-from scheduler.engine.scripts import Engine
+from scheduler.engine.scripts import Engine, library_name
 from scheduler.notify.channels import sign
 
 HOOK_SECRET = "hook-secret-for-tests"
@@ -228,6 +229,25 @@ def test_a_webhook_tells_an_unsigned_caller_nothing_of_the_flows_files(
                 assert hidden not in json.dumps(reply.body), (flow, reply.body)
         # what the token's holder reads of the same flows
         assert Api(base).post("/api/v1/flows/broken/runs", {}).status == 422
+
+
+def test_a_webhook_over_a_foreign_library_starts_nothing_and_says_so(
+    functions: redis.Redis, api: tuple[Api, Client]
+) -> None:
+    """Signed, it is told the refusal (503, as the API's); unsigned, only that it is not signed;
+    either way nothing is written, so the same request is taken once the engine is loaded."""
+    http, _ = api
+    functions.execute_command("FUNCTION", "LOAD", another_release())
+    body = b"{}"
+    stamp = time.time()
+    with assert_unchanged(functions):
+        refused = hook(http, body, at=stamp)
+        unsigned = http.request("POST", "/api/v1/hooks/deploy", raw=body, token=None)
+    assert refused.status == 503 and "`flows engine load`" in refused.body["detail"]
+    assert unsigned.status == 401 and "engine" not in unsigned.body["detail"]
+    functions.function_delete(library_name())
+    Engine(functions).load()
+    assert hook(http, body, at=stamp).status == 201
 
 
 @pytest.mark.parametrize("stamp", ["nan", "NaN", "inf", "-infinity"])
