@@ -14,12 +14,13 @@ from types import FrameType
 import click
 
 from flows.access.users import Users
-from flows.cli.common import open_client, user_errors
+from flows.cli.common import cannot_work, open_client, user_errors
 from flows.cli.notifications import env_file_option, use_env_file
 from flows.cli.options import connection
 from flows.ui.auth import ENV_TOKEN, Auth, TokenError, load_token, reached_through
 from flows.ui.roles import RoleAuth
 from scheduler.engine.backoff import wait_for_server
+from scheduler.engine.errors import ForeignEngine, debug_enabled
 from scheduler.hosts import is_loopback
 from scheduler.terminal import log_to_stderr
 
@@ -97,7 +98,11 @@ def ui(
     namespace: str | None,
 ) -> None:
     """Serve the dashboard (/), the REST API (/api/v1/, OpenAPI at /api/v1/openapi.json) and
-    /metrics."""
+    /metrics.
+
+    A Functions library on the server that is not this release's engine stops it at the start
+    with one line saying what to do, exit 78; found while it serves, every request that reads or
+    writes the engine answers 503 with that line until an operator has loaded the engine."""
     import uvicorn
 
     from flows.ui import events
@@ -113,8 +118,13 @@ def ui(
     client = open_client(redis_url, namespace)
     users = Users(client)
     with user_errors():
-        # Started before its server, or during a failover: wait for it, as workers do.
-        wait_for_server(log, "flows ui: starting", client.engine.load, client=client.redis)
+        try:
+            # Started before its server, or during a failover: wait for it, as workers do.
+            wait_for_server(log, "flows ui: starting", client.engine.load, client=client.redis)
+        except ForeignEngine as error:  # as the scheduler and the workers stop: restarting
+            if debug_enabled():  # cannot mend it, an operator must
+                raise
+            raise cannot_work(error) from None
         has_users = users.any()
     # A proxy on this machine forwards anyone's requests from loopback: listening there is
     # then no longer "only this machine".

@@ -157,8 +157,9 @@ def _environment(server: EmbeddedServer) -> dict[str, str]:
         ["scheduler", "--flows-dir", "."],
         ["worker", "-q", "q"],
         ["worker", "-q", "q", "--processes", "0"],
+        ["ui", "--port", "0"],
     ],
-    ids=["scheduler", "worker pool", "worker in-process"],
+    ids=["scheduler", "worker pool", "worker in-process", "ui"],
 )
 def test_a_long_running_process_stops_over_a_foreign_library(
     functions: redis.Redis, server: EmbeddedServer, tmp_path: Path, command: list[str]
