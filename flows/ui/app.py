@@ -19,6 +19,7 @@ from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
+from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from flows.ui import (
@@ -95,6 +96,10 @@ async def _too_large(limit: int, send: Send) -> None:
     await send({"type": "http.response.body", "body": response.body})
 
 
+#: The heading of the error page a page answers with, by status.
+PAGE_ERRORS = {404: "Not found", 409: "Not now", 400: "The request cannot be answered"}
+
+
 def _answers_html(request: Request) -> bool:
     """Whether the route ``request`` reached is a dashboard page (it answers HTML)."""
     route = request.scope.get("route")
@@ -154,6 +159,16 @@ def create_app(
         if _answers_html(request):
             return pages.error_page(request, 503, "The engine cannot be used", detail)
         return await http_exception_handler(request, HTTPException(503, detail))
+
+    @app.exception_handler(StarletteHTTPException)
+    async def refused(request: Request, error: StarletteHTTPException) -> Response:
+        # A page a browser asked for (a run that is gone, a step it lacks) answers as a page:
+        # the dashboard's error page with the API's words. The API answers JSON, and so do a
+        # page's refusals of credentials (401, 403), as the same for every client.
+        if error.status_code not in (401, 403) and _answers_html(request):
+            title = PAGE_ERRORS.get(error.status_code, "The request cannot be answered")
+            return pages.error_page(request, error.status_code, title, str(error.detail))
+        return await http_exception_handler(request, error)
 
     @app.exception_handler(Exception)
     async def crashed(request: Request, error: Exception) -> JSONResponse:

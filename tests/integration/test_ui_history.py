@@ -4,6 +4,7 @@ grid read in a few engine round trips whatever the number of jobs."""
 
 from __future__ import annotations
 
+import html
 import urllib.parse
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -184,10 +185,12 @@ def test_a_flow_neither_registered_nor_run_is_a_404_naming_it(
     with assert_unchanged(redis_client):
         for name in ("NOSUCH", "<b>x"):
             quoted = urllib.parse.quote(name, safe="")
-            for path in (f"/flows/{quoted}", f"/api/v1/flows/{quoted}/history"):
-                reply = api.get(path)
-                assert reply.status == 404, path
-                assert reply.body == {"detail": f"no flow named {name!r}"}, path
+            reply = api.get(f"/api/v1/flows/{quoted}/history")
+            assert reply.status == 404 and reply.body == {"detail": f"no flow named {name!r}"}
+            page = api.get(f"/flows/{quoted}")  # the dashboard's error page, the same words
+            assert page.status == 404 and "<h1>Not found</h1>" in page.body
+            assert f"no flow named {name!r}" in html.unescape(page.body), page.body
+            assert "'<b>x'" not in page.body  # escaped
     # registered and never run: its page says so
     registered = register_flow(client, tmp_path, FLOW, "idle")
     page = api.get(f"/flows/{registered['name']}")

@@ -46,7 +46,10 @@ def test_assets_bad_queries_and_escaping(client: Client) -> None:
         script = api.get("/static/app.js")
         assert script.status == 200 and "EventSource" in script.body
         assert api.get("/runs?status=bogus").status == 422
-        assert api.get("/runs/no-such-run").body == {"detail": "no run 'no-such-run'"}
+        # a page that cannot be answered is the dashboard's error page, with the API's words
+        gone = api.get("/runs/no-such-run")
+        assert gone.status == 404 and "<h1>Not found</h1>" in gone.body, gone.body
+        assert "no run &#39;no-such-run&#39;" in gone.body and 'href="/runs"' in gone.body
         # the API's words, with no pointer to a command
         logs = api.get("/api/v1/runs/no-such-run/logs")
         assert (logs.status, logs.body) == (404, {"detail": "no run 'no-such-run'"})
