@@ -502,19 +502,8 @@ def test_a_claim_goes_when_its_job_stops_running_without_completing(engine_ns: E
     assert _claim(engine_ns, "retried") == "k 60"
 
 
-CHAIN_OF_TWO = """\
-version: 1
-name: pair
-queue: cq
-steps:
-  a:
-    run: echo "v=1" >> "$FLOWS_OUTPUT"
-    cache: {ttl: 1h}
-  b:
-    needs: [a]
-    run: echo "v=${{ steps.a.outputs.v }}2" >> "$FLOWS_OUTPUT"
-    cache: {ttl: 1h}
-"""
+# The first two steps of CHAIN, as flow `pair`: `a`, and `b` needing it, both cached.
+CHAIN_OF_TWO = CHAIN.split("  c:\n")[0].replace("name: chain", "name: pair")
 
 
 def test_a_cached_result_nested_deeper_than_a_result_may_is_not_copied(

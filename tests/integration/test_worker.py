@@ -1070,6 +1070,16 @@ def test_a_result_the_engine_refuses_fails_the_job_at_once_in_bad_result(
     assert f"job {jid} failed (bad-result)" in caplog.text
 
 
+def hold(held: Held, popped: dict[str, Job], sandbox: Path) -> dict[str, Active]:
+    """Each popped job held as a worker holds a job it runs (its lock kept 60 s), by jid."""
+    actives = {}
+    for jid, job in popped.items():
+        ctx = JobContext(job=job, data={}, options=JobOptions(), sandbox=sandbox)
+        actives[jid] = Active(ctx=ctx, lock_seconds=60, lock_deadline=0, next_heartbeat=0)
+        held.add(actives[jid])
+    return actives
+
+
 def test_a_batch_with_a_refused_result_fails_that_job_and_drops_a_lost_one(
     client: Client, engine: Engine, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -1091,11 +1101,7 @@ def test_a_batch_with_a_refused_result_fails_that_job_and_drops_a_lost_one(
         "lost": Outcome("complete", result='{"n":1}'),
         "fine": Outcome("complete", result='{"n":2}'),
     }
-    actives = {}
-    for jid, job in popped.items():
-        ctx = JobContext(job=job, data={}, options=JobOptions(), sandbox=tmp_path)
-        actives[jid] = Active(ctx=ctx, lock_seconds=60, lock_deadline=0, next_heartbeat=0)
-        held.add(actives[jid])
+    actives = hold(held, popped, tmp_path)
     with (
         assert_unchanged(client.redis, "ql:j:lost*"),
         caplog.at_level(logging.INFO, logger="flows.worker"),
@@ -1175,11 +1181,7 @@ def test_outcomes_the_engine_refuses_fail_their_jobs_and_a_lost_one_is_dropped(
     popped = {job.jid: job for job in worker.queues["q"].pop(len(outcomes))}
     for jid in ("lost", "lost-bad"):  # their locks taken away
         popped[jid].timeout()
-    actives = {}
-    for jid, job in popped.items():
-        ctx = JobContext(job=job, data={}, options=JobOptions(), sandbox=tmp_path)
-        actives[jid] = Active(ctx=ctx, lock_seconds=60, lock_deadline=0, next_heartbeat=0)
-        held.add(actives[jid])
+    actives = hold(held, popped, tmp_path)
     with (
         assert_unchanged(client.redis, "ql:j:lost*"),
         caplog.at_level(logging.INFO, logger="flows.worker"),
