@@ -44,6 +44,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from scheduler.engine.errors import ForeignEngine
 from scheduler.service import catalog
 from scheduler.service.records import Definition, FlowSource, Indexed, InvalidSource
 from scheduler.service.schedules import Schedules
@@ -352,6 +353,8 @@ class Reloader:
             return
         try:
             catalog.publish(self.schedules.client, self.origin, str(self.folder), files, now=now)
+        except ForeignEngine:  # not the catalogue's to say: the service stops over it, once
+            raise
         except Exception as error:  # the catalogue is for listing: a refusal must not stop the scan
             log.warning("cannot publish the flow files of %s: %s", self.folder, error)
             return
