@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -105,22 +106,30 @@ def test_a_short_token_is_refused(
 
 @contextmanager
 def flows_ui(server: EmbeddedServer, *args: str) -> Iterator[str]:
-    """A real `flows ui` process with ``args`` on a free loopback port; yields its base URL."""
-    port = free_port()
+    """A real `flows ui` process with ``args`` on a loopback port of its own; yields its base
+    URL. The port is the one it bound (``--port 0``), read from its start line: a port found
+    free beforehand could be taken meanwhile by another test's server, which then answered."""
     env = dict(os.environ, FLOWS_REDIS_URL=server.url)
     env.pop("FLOWS_UI_TOKEN", None)
     env.pop("FORWARDED_ALLOW_IPS", None)  # uvicorn's own setting: not what this test is about
     process = subprocess.Popen(
-        [str(Path(sys.executable).parent / "flows"), "ui", "--port", str(port), *args],
+        [str(Path(sys.executable).parent / "flows"), "ui", "--port", "0", *args],
         env=env,
         cwd=ROOT,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
     )
-    base = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 20
+        assert process.stderr is not None
+        said = ""
+        while (started := re.search(r"flows ui on http://[^:]+:(\d+) ", said)) is None:
+            assert time.monotonic() < deadline, f"flows ui did not start: {said}"
+            line = process.stderr.readline()
+            assert line, f"flows ui ended: {said}"
+            said += line
+        base = f"http://127.0.0.1:{started.group(1)}"
         while True:
             try:
                 with urllib.request.urlopen(f"{base}/api/v1/openapi.json", timeout=5):
