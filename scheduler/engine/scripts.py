@@ -304,6 +304,9 @@ class Engine:
         self._look_at = 0.0
         self._code_writes_seen: tuple[int | None, ...] | None = None
         self._looking = threading.Lock()
+        # The refusal of the library last read (ForeignEngine), when it was made, and the code
+        # writes seen then: it stands for the calls after it until those move.
+        self._refusal: tuple[ForeignEngine, float, tuple[int | None, ...]] | None = None
 
     @property
     def uses_functions(self) -> bool | None:
@@ -382,14 +385,38 @@ class Engine:
         and that the library under its name is exactly it (:class:`ForeignEngine` if not).
         True if this call loaded it (on some master), False if it was there already.
 
-        On a cluster, every master gets it (a replica copies its master's)."""
-        if self.failover is None:
-            loaded = self._load_on(self.redis)
-        else:
-            # Loading twice is harmless (an existing library is kept), so a lost reply is resent.
-            loaded = self.failover.run("load", self._load_everywhere, replayable=True)
+        On a cluster, every master gets it (a replica copies its master's). Once refused, the
+        refusal stands without reading the code again (~530 KB) until the server's counts of
+        code writes move (someone loaded Functions: one look, under 1 KB) or, where this user
+        may not read them, for :data:`LIBRARY_CHECK_EVERY` seconds."""
+        self._raise_standing_refusal()
+        try:
+            if self.failover is None:
+                loaded = self._load_on(self.redis)
+            else:
+                # Loading twice is harmless (an existing library is kept): a lost reply is resent.
+                loaded = self.failover.run("load", self._load_everywhere, replayable=True)
+        except ForeignEngine as refusal:
+            # Counted after the read, not before, which would cost every first call a round
+            # trip: a load in between is seen when the refusal expires.
+            self._refusal = (refusal, time.monotonic(), self._code_writes_now())
+            raise
+        self._refusal = None
         self._loaded = True
         return loaded
+
+    def _code_writes_now(self) -> tuple[int | None, ...]:
+        targets = [self.redis] if self.failover is None else self.route.primaries()
+        return tuple(_code_writes(target) for target in targets)
+
+    def _raise_standing_refusal(self) -> None:
+        if self._refusal is None:
+            return
+        refusal, made, writes = self._refusal
+        if time.monotonic() - made < LIBRARY_CHECK_EVERY and (
+            None in writes or self._code_writes_now() == writes
+        ):
+            raise ForeignEngine(*refusal.args)
 
     def check_library(self) -> None:
         """Check again, in a long-running process, that the library under the engine's name is
@@ -411,8 +438,7 @@ class Engine:
         try:
             if time.monotonic() < self._look_at:
                 return
-            targets = [self.redis] if self.failover is None else self.route.primaries()
-            seen = tuple(_code_writes(target) for target in targets)
+            seen = self._code_writes_now()
             if None in seen or seen != self._code_writes_seen:
                 self._loaded = False  # meanwhile, a call in another thread checks it too
                 self.load()

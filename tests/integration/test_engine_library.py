@@ -133,6 +133,38 @@ def test_a_look_again_reads_the_code_only_after_someone_loaded_functions(
         engine.call("put", "w", "q", "j2", "K", "{}", 0, now=1000)
 
 
+def test_a_refused_library_is_read_again_only_after_someone_loaded_functions(
+    functions: redis.Redis,
+) -> None:
+    """While the library is refused, a call looks at the server's counts of code writes (under
+    1 KB) before it reads the ~530 KB of code again: every request to a refused `flows ui` read
+    it, so any reader could make the server send it at will. Once an operator has loaded the
+    engine (the counts moved), the next call reads it, and runs."""
+
+    def code_reads() -> int:
+        stats = functions.info("commandstats").get("cmdstat_function|list") or {}
+        return int(stats.get("calls", 0))
+
+    functions.execute_command("FUNCTION", "LOAD", another_release())
+    engine = Engine(functions)
+    with assert_unchanged(functions):
+        with pytest.raises(ForeignEngine) as first:
+            engine.call("put", "w", "q", "j1", "K", "{}", 0, now=1000)
+        reads = code_reads()
+        for _ in range(5):
+            with pytest.raises(ForeignEngine) as again:
+                engine.call("put", "w", "q", "j1", "K", "{}", 0, now=1000)
+            assert str(again.value) == str(first.value)
+        with pytest.raises(ForeignEngine):
+            engine.pipeline()
+        with pytest.raises(ForeignEngine):
+            engine.check_library()
+        assert code_reads() == reads
+    functions.function_delete(library_name())
+    Engine(functions).load()  # the operator's `flows engine load`
+    assert engine.call("put", "w", "q", "j1", "K", "{}", 0, now=1000) == "j1"
+
+
 def _flows_process(*args: str) -> list[str]:
     """The command line of a real ``flows ARGS`` process."""
     return [
