@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import socket
 import subprocess
 import sys
 import time
@@ -28,42 +27,10 @@ from scheduler.engine.client import Client
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
-def test_flows_ui_serves_the_api(server: EmbeddedServer, redis_client: redis.Redis) -> None:
-    port = free_port()
-    env = dict(os.environ, FLOWS_REDIS_URL=server.url)
-    env.pop("FLOWS_UI_TOKEN", None)
-    process = subprocess.Popen(
-        [str(Path(sys.executable).parent / "flows"), "ui", "--port", str(port)],
-        env=env,
-        cwd=ROOT,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                url = f"http://127.0.0.1:{port}/api/v1/openapi.json"
-                with urllib.request.urlopen(url, timeout=5) as reply:
-                    document = json.loads(reply.read())
-                break
-            except OSError:
-                assert process.poll() is None, process.communicate()[1]
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.1)
-        assert document["info"]["title"] == "redis-flows"
-    finally:
-        process.terminate()
-        _, errors = process.communicate(timeout=30)
-    assert "Traceback" not in errors
+def test_flows_ui_serves_the_api(server: EmbeddedServer) -> None:
+    with flows_ui(server) as base, urllib.request.urlopen(f"{base}/api/v1/openapi.json") as reply:
+        document = json.loads(reply.read())
+    assert document["info"]["title"] == "redis-flows"
 
 
 @pytest.mark.parametrize(
@@ -141,7 +108,8 @@ def flows_ui(server: EmbeddedServer, *args: str) -> Iterator[str]:
         yield base
     finally:
         process.terminate()
-        process.communicate(timeout=30)
+        _, errors = process.communicate(timeout=30)
+    assert "Traceback" not in said + errors
 
 
 @pytest.mark.parametrize(
