@@ -386,9 +386,9 @@ class Engine:
         True if this call loaded it (on some master), False if it was there already.
 
         On a cluster, every master gets it (a replica copies its master's). Once refused, the
-        refusal stands without reading the code again (~530 KB) until the server's counts of
-        code writes move (someone loaded Functions: one look, under 1 KB) or, where this user
-        may not read them, for :data:`LIBRARY_CHECK_EVERY` seconds."""
+        refusal stands without reading the code again (~530 KB) for :data:`LIBRARY_CHECK_EVERY`
+        seconds, or until the server's counts of code writes move (someone loaded Functions:
+        one look a call, under 1 KB) where this user may read them."""
         self._raise_standing_refusal()
         try:
             if self.failover is None:
@@ -399,7 +399,11 @@ class Engine:
         except ForeignEngine as refusal:
             # Counted after the read, not before, which would cost every first call a round
             # trip: a load in between is seen when the refusal expires.
-            self._refusal = (refusal, time.monotonic(), self._code_writes_now())
+            try:
+                writes = self._code_writes_now()
+            except redis.RedisError:  # the refusal is what to say: stands as if not counted
+                writes = (None,)
+            self._refusal = (refusal, time.monotonic(), writes)
             raise
         self._refusal = None
         self._loaded = True
