@@ -628,7 +628,12 @@ def _trap(event: Any, value: object) -> Trap | None:
 
 
 def load_yaml(text: str, file: str = "<string>") -> LoadedYaml:
-    """Load one flow document from ``text``; ``file`` is the name used in findings."""
+    """Load one flow document from ``text``; ``file`` is the name used in findings. A text
+    over :data:`MAX_FILE_BYTES` is refused as a file that large is (:func:`read_text`)."""
+    if len(text) * 4 > MAX_FILE_BYTES:  # else fewer bytes than that whatever its characters
+        size = len(text.encode("utf-8", "surrogatepass"))
+        if size > MAX_FILE_BYTES:
+            return LoadedYaml(file, None, SourceMap(), {}, [_too_large(file, size)])
     with gc_paused():
         return _result(_load(text, file))
 
@@ -710,24 +715,51 @@ def _result(builder: _Builder) -> LoadedYaml:
     return LoadedYaml(builder.file, data, builder.source_map, builder.traps, builder.findings)
 
 
-def load_file(path: Path, display_name: str | None = None) -> LoadedYaml:
-    """Read and load ``path``; refuses files over :data:`MAX_FILE_BYTES` or not UTF-8."""
+class RefusedFile(Exception):
+    """A file refused before YAML reads it (too large, not UTF-8): ``finding`` says why."""
+
+    def __init__(self, finding: Finding) -> None:
+        super().__init__(finding.message)
+        self.finding = finding
+
+
+def read_text(path: Path, display_name: str | None = None) -> str:
+    """The text of the flow (or flow test) file at ``path``: UTF-8, a byte order mark dropped.
+
+    Every reader of a user's file goes through here, so that one that is too large or not
+    UTF-8 is refused alike everywhere (:class:`RefusedFile`, its finding naming the file
+    ``display_name``, default ``path``); OSError as ``Path.read_bytes`` raises it."""
     name = display_name or str(path)
     size = path.stat().st_size
     if size > MAX_FILE_BYTES:
-        return _refused(name, f"the file is {size:,} bytes; the limit is {MAX_FILE_BYTES:,}")
+        raise RefusedFile(_too_large(name, size))
     raw = path.read_bytes()
     try:
-        text = raw.decode("utf-8-sig")
+        return raw.decode("utf-8-sig")
     except UnicodeDecodeError as error:
-        line = raw[: error.start].count(b"\n") + 1
-        return _refused(name, f"the file is not UTF-8 text (byte {error.start})", line)
+        line_start = raw.rfind(b"\n", 0, error.start) + 1
+        line = raw.count(b"\n", 0, error.start) + 1
+        col = len(raw[line_start : error.start].decode("utf-8", "replace")) + 1
+        message = f"the file is not UTF-8 text (byte {error.start})"
+        raise RefusedFile(_refusal(name, message, line, col)) from None
+
+
+def load_file(path: Path, display_name: str | None = None) -> LoadedYaml:
+    """Read (:func:`read_text`) and load ``path``."""
+    name = display_name or str(path)
+    try:
+        text = read_text(path, name)
+    except RefusedFile as refused:
+        return LoadedYaml(name, None, SourceMap(), {}, [refused.finding])
     return load_yaml(text, name)
 
 
-def _refused(file: str, message: str, line: int = 1) -> LoadedYaml:
-    finding = Finding(file, line, 1, Severity.ERROR, "yaml-file", message)
-    return LoadedYaml(file, None, SourceMap(), {}, [finding])
+def _too_large(file: str, size: int) -> Finding:
+    return _refusal(file, f"the file is {size:,} bytes; the limit is {MAX_FILE_BYTES:,}")
+
+
+def _refusal(file: str, message: str, line: int = 1, col: int = 1) -> Finding:
+    return Finding(file, line, col, Severity.ERROR, "yaml-file", message)
 
 
 _SYNTAX_HINTS = (

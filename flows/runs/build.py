@@ -27,6 +27,7 @@ from flows.expand.run_specs import check_limits, compact_json, content_hash
 from flows.flowfile.model import Flow
 from flows.flowfile.notify_rules import job_flags, run_rules
 from flows.flowfile.subflow_files import child_queues
+from flows.flowfile.yaml_reader import RefusedFile, read_text
 from flows.gc_pause import gc_paused
 from flows.runs.graph import run_graph, stored_graph
 from flows.validation.validate import InvalidFlow, validate_text
@@ -72,9 +73,13 @@ def parse_flow_text(
 
 def read_flow_file(path: Path, *, now: float | None = None, expand_check: bool = False) -> FlowFile:
     """:func:`parse_flow_text` of the file at ``path``; findings name the path as given, the
-    run records where it is."""
+    run records where it is. A file too large or not UTF-8 is an :class:`InvalidFlow` too."""
+    try:
+        text = read_text(path)
+    except RefusedFile as refused:
+        raise InvalidFlow([refused.finding]) from None
     return parse_flow_text(
-        path.read_text(), str(path.resolve()), shown=str(path), now=now, expand_check=expand_check
+        text, str(path.resolve()), shown=str(path), now=now, expand_check=expand_check
     )
 
 

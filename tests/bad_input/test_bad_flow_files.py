@@ -22,7 +22,7 @@ from scheduler.engine.client import Client
 HEAD = "version: 1\nname: bad\nqueue: q\n"
 STEP = "steps:\n  a: {job: tasks.a}\n"
 
-CASES: dict[str, tuple[str, str]] = {
+CASES: dict[str, tuple[str | bytes, str]] = {
     # name: (file text, a piece of the error message)
     "empty": ("", "empty"),
     "not-yaml": ("version: 1\nname: [unclosed\n", "bad.yaml:"),
@@ -174,6 +174,8 @@ CASES: dict[str, tuple[str, str]] = {
         HEAD + "steps:\n  ? " + "a" * 10_000 + "\n  : {job: tasks.a}\n",
         "(10,002 characters) is longer than 64 characters",
     ),
+    "not-utf-8": ((HEAD + STEP).encode() + b"description: caf\xe9\n", "bad.yaml:6:17:"),
+    "over-10-mb": (HEAD + STEP + ("#" * 99 + "\n") * 110_000, "the limit is 10,485,760"),
     "literal-foreach-of-10001": (
         HEAD
         + "steps:\n  a: {job: tasks.a, foreach: {items: ["
@@ -193,13 +195,20 @@ PLACES = {
 }
 
 
+def _write(path: Path, text: str | bytes) -> Path:
+    if isinstance(text, bytes):
+        path.write_bytes(text)
+    else:
+        path.write_text(text)
+    return path
+
+
 @pytest.mark.parametrize("name", list(CASES))
 def test_flows_run_refuses_a_bad_file_and_changes_nothing(
     name: str, cli: CliRunner, populated: Client, tmp_path: Path
 ) -> None:
     text, expected = CASES[name]
-    path = tmp_path / "bad.yaml"
-    path.write_text(text)
+    path = _write(tmp_path / "bad.yaml", text)
     with assert_unchanged(populated.redis):
         result = cli.invoke(main, ["run", str(path), "--detach"])
     assert result.exit_code == 1, result.output
@@ -213,8 +222,7 @@ def test_flows_validate_reports_a_bad_file(
 ) -> None:
     """Everything flows run refuses, flows validate reports (with the same words)."""
     text, expected = CASES[name]
-    path = tmp_path / "bad.yaml"
-    path.write_text(text)
+    _write(tmp_path / "bad.yaml", text)
     monkeypatch.chdir(tmp_path)
     result = CliRunner().invoke(main, ["validate", "bad.yaml"])
     assert result.exit_code == 1, result.output

@@ -19,12 +19,13 @@ from scheduler.service.schedules import Schedules
 SCHEDULE = "schedule: {cron: '0 2 * * *', timezone: Europe/Berlin}\n"
 
 
-def scheduled(text: str) -> str:
+def scheduled(text: str | bytes) -> bytes:
     """The bad file with a valid schedule block added where it has none (so the scan must
     refuse it for its other fault)."""
-    if "schedule:" in text or not text.startswith("version: 1\nname: bad\n"):
-        return text
-    return text.replace("queue: q\n", "queue: q\n" + SCHEDULE, 1)
+    raw = text.encode() if isinstance(text, str) else text
+    if b"schedule:" in raw or not raw.startswith(b"version: 1\nname: bad\n"):
+        return raw
+    return raw.replace(b"queue: q\n", b"queue: q\n" + SCHEDULE.encode(), 1)
 
 
 @pytest.mark.parametrize("name", list(CASES))
@@ -34,12 +35,12 @@ def test_the_scan_reports_a_bad_file_and_registers_nothing(
     folder = tmp_path / "flows"
     folder.mkdir()
     path = folder / "bad.yaml"
-    path.write_text(scheduled(CASES[name][0]))
+    path.write_bytes(scheduled(CASES[name][0]))
     service = SchedulerService(populated, FlowsSource(), folder, service_id="bad-input")
     with assert_unchanged(populated.redis):
         report = service.scan(time.time())
     assert not report.registered and not report.updated
-    assert str(path) in report.invalid or not scheduled(CASES[name][0]).count("schedule:")
+    assert str(path) in report.invalid or not scheduled(CASES[name][0]).count(b"schedule:")
 
 
 def test_a_registered_schedule_survives_its_file_going_bad(

@@ -194,6 +194,24 @@ def test_a_test_file_with_mistakes_gets_findings(url: str, tmp_path: Path) -> No
     assert "Traceback" not in out
 
 
+def test_a_flow_file_that_is_not_utf8_is_a_finding(url: str, tmp_path: Path) -> None:
+    """Read as flows validate reads it: a finding at the byte, not an unexpected error."""
+    flow = tmp_path / "latin.yaml"
+    flow.write_bytes(
+        b"version: 1\nname: latin\nsteps:\n  a: {run: echo caf\xe9}\n"
+        b"tests:\n  - {name: once, expect: {status: succeeded}}\n"
+    )
+    beside = tmp_path / "latin2.yaml"
+    beside.write_bytes(flow.read_bytes().replace(b"tests:", b"x-tests:").replace(b"  - {", b"#"))
+    test_file = tmp_path / "latin2.test.yaml"
+    test_file.write_text("flow: latin2.yaml\ncases: [{name: once}]\n")
+    for given, shown in ((flow, flow), (test_file, beside)):
+        result = flows("test", str(given), "--redis", url)
+        assert result.exit_code == 1, result.output
+        assert f"{shown}:4:20: error: the file is not UTF-8 text (byte 49)" in result.output
+        assert "unexpected error" not in result.output
+
+
 def test_a_test_file_without_cases_says_so_at_its_list(url: str, tmp_path: Path) -> None:
     folder = _copy_examples(tmp_path)
     empty = folder / "empty.test.yaml"

@@ -241,7 +241,7 @@ def test_once_words_a_file_that_is_not_text_as_flows_validate_does(url: str, fol
     result = once(url, folder, T - 60)
     assert result.exit_code == 1
     validated = flows("validate", str(folder))
-    assert f"{binary}:1:1: error: the file is not UTF-8 text (byte 1)" in validated.stdout
+    assert f"{binary}:1:2: error: the file is not UTF-8 text (byte 1)" in validated.stdout
     assert result.stderr == validated.stdout
     assert "codec" not in result.stderr
 
