@@ -15,6 +15,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from flows.flowfile.findings import DataPath, FindingSink, Severity
 from flows.flowfile.model import Param, Schedule
 from scheduler.cron import validate_schedule
+from scheduler.engine.limits import MAX_SOURCE_BYTES
 
 _FIELD_PART = re.compile(r"([^.\[\]]+)|\[(\d+)\]")
 
@@ -50,6 +51,23 @@ def check_schedule(
                 f"param '{name}' is required, but scheduled runs give no params",
                 "give it a default (scheduled runs use the defaults), or set 'required: false'",
             )
+
+
+def check_source_size(text: str, sink: FindingSink) -> None:
+    """A scheduled flow's file is registered whole (the service fires the registered text):
+    one past the engine's bound could be run by hand but never scheduled."""
+    if len(text) * 4 <= MAX_SOURCE_BYTES:
+        return  # fewer bytes than that whatever its characters
+    size = len(text.encode("utf-8", "surrogatepass"))
+    if size > MAX_SOURCE_BYTES:
+        sink.error(
+            ("schedule",),
+            "schedule-size",
+            f"the flow file is {size:,} bytes; a scheduled flow's file may have at most "
+            f"{MAX_SOURCE_BYTES:,} (the scheduler registers it whole)",
+            "move large data out of the file (into a file a step reads), or drop the schedule",
+            at_key=True,
+        )
 
 
 def epoch(moment: datetime | None, timezone: str) -> float | None:

@@ -30,7 +30,7 @@ from flows.validation.graph_checks import check_graph
 from flows.validation.limit_checks import check_limits
 from flows.validation.model_errors import report_model_errors
 from flows.validation.run_checks import check_run
-from flows.validation.schedule_checks import check_schedule
+from flows.validation.schedule_checks import check_schedule, check_source_size
 from flows.validation.secret_checks import check_secrets
 from flows.validation.shell_checks import check_nul_characters
 from flows.validation.subflow_checks import check_subflows, child_outputs
@@ -212,6 +212,7 @@ def _validate_loaded(
     if parts.schedule is not None:
         raw_cron = _mapping(data.get("schedule")).get("cron")
         check_schedule(parts.schedule, raw_cron, parts.params, sink, now or time.time())
+        check_source_size(loaded.source_map.text, sink)
     children: dict[str, Flow] = {}
     if flow is not None:
         _check_queues(flow, sink)

@@ -68,6 +68,8 @@ MAX_PRIORITY = 1_000_000
 MAX_COUNT = 100_000
 MAX_FLOW_JOBS = 100_000
 MAX_FLOW_BYTES = 64 * 1024 * 1024
+MAX_SOURCE_BYTES = 4 * 1024 * 1024
+"""A registered schedule's flow file text (the engine's ``Schedules.MAX_SOURCE_BYTES``)."""
 MAX_PUT_MANY = 1000
 MAX_FANOUT_ITEMS = 10_000
 """Items of a foreach over a step's output (the engine's ``Fanout.MAX_ITEMS``)."""

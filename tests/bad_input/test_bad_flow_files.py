@@ -175,6 +175,10 @@ CASES: dict[str, tuple[str | bytes, str]] = {
         "(10,002 characters) is longer than 64 characters",
     ),
     "not-utf-8": ((HEAD + STEP).encode() + b"description: caf\xe9\n", "bad.yaml:6:17:"),
+    "scheduled-over-4-mib": (
+        HEAD + "schedule: {cron: '0 2 * * *'}\n" + STEP + ("#" * 99 + "\n") * 45_000,
+        "bad.yaml:4:1: error: the flow file is 4,500,",
+    ),
     "over-10-mb": (HEAD + STEP + ("#" * 99 + "\n") * 110_000, "the limit is 10,485,760"),
     "literal-foreach-of-10001": (
         HEAD

@@ -368,6 +368,33 @@ def test_a_broken_file_is_reported_with_its_findings(client: Client, folder: Pat
     assert f"{path}:3:" in message and "minute value 61 is out of range" in message
 
 
+def test_a_file_too_large_for_its_schedule_is_a_finding_not_a_traceback(
+    client: Client, folder: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A file flows validate refuses for its size, and a scheduled one past what the engine
+    registers (4 MiB): said as validate says it, its registration kept, no traceback logged."""
+    service = make_service(client, folder)
+    path = write_flow(folder, "a")
+    service.scan(T - 1)
+    before = registration(client, "a")
+    text = path.read_text()
+    padding = ("#" * 99 + "\n") * 45_000  # 4.5 MB of comments
+    for content, said in (
+        (text + padding * 3, f"{path}:1:1: error: the file is 13,500,"),
+        (text + padding, f"{path}:4:1: error: the flow file is 4,500,"),
+    ):
+        path.write_text(content)
+        caplog.clear()
+        with (
+            caplog.at_level(logging.INFO, logger="flows.scheduler"),
+            assert_unchanged(client.redis, "ql:schedule*"),
+        ):
+            report = service.scan(T)
+        assert said in report.invalid[str(path)], report.invalid
+        assert "Traceback" not in caplog.text and "TooLarge" not in caplog.text, caplog.text
+    assert registration(client, "a").definition.hash == before.definition.hash
+
+
 def test_a_file_s_problem_is_logged_once_and_again_when_it_changes(
     client: Client, folder: Path, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -31,6 +31,7 @@ def test_the_numbers_match_the_documented_limits() -> None:
     assert limits.MAX_PRIORITY == 1_000_000
     assert limits.MAX_FLOW_JOBS == 100_000
     assert limits.MAX_FLOW_BYTES == 64 * 1024 * 1024
+    assert limits.MAX_SOURCE_BYTES == 4 * 1024 * 1024  # Schedules.MAX_SOURCE_BYTES
     # The engine's Fanout.MAX_ITEMS (tests/lua/test_fanout.py: this many, not one more).
     assert limits.MAX_FANOUT_ITEMS == 10_000
 
