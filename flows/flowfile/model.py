@@ -117,11 +117,13 @@ def _step_id(value: object) -> object:
     return value
 
 
+THROTTLE_PATTERN: Final = r"^[A-Za-z0-9_.:-]+$"
+SUBFLOW_PATH_PATTERN: Final = r"^[^\s$]+\.ya?ml$"
 Identifier = Annotated[str, StringConstraints(pattern=ID_PATTERN, max_length=64)]
 StepId = Annotated[Identifier, BeforeValidator(_step_id)]
 Name = Annotated[str, StringConstraints(pattern=r"^[a-z0-9_-]+$", min_length=1, max_length=64)]
 Queue = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.-]+$", max_length=64)]
-Throttle = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.:-]+$", max_length=64)]
+Throttle = Annotated[str, StringConstraints(pattern=THROTTLE_PATTERN, max_length=64)]
 Tag = Annotated[str, StringConstraints(pattern=r"^[^\s,]+$", max_length=64)]
 DottedPath = Annotated[
     str,
@@ -129,9 +131,7 @@ DottedPath = Annotated[
 ]
 OutputKey = Annotated[str, StringConstraints(pattern=rf"^{SEGMENT_PATTERN}$", max_length=64)]
 EnvName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")]
-SubflowPath = Annotated[
-    str, StringConstraints(pattern=r"^[^\s$]+\.ya?ml$", min_length=6, max_length=512)
-]
+SubflowPath = Annotated[str, StringConstraints(pattern=SUBFLOW_PATH_PATTERN, max_length=512)]
 """A flow file's path relative to the file naming it: no spaces, no templates (a sub-flow's
 file is known when the parent is validated)."""
 Needs = Annotated[

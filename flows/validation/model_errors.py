@@ -26,7 +26,7 @@ from flows.flowfile.findings import (
     did_you_mean,
     path_text,
 )
-from flows.flowfile.model import ID_PATTERN, Flow
+from flows.flowfile.model import ID_PATTERN, SUBFLOW_PATH_PATTERN, THROTTLE_PATTERN, Flow
 from flows.flowfile.templates import OPEN
 from flows.flowfile.yaml_reader import Trap
 from flows.validation.template_checks import template_place_problem
@@ -52,10 +52,14 @@ _RANGE = {
     "less_than_equal": ("<=", "le"),
     "less_than": ("<", "lt"),
 }
-_PATTERN_HINTS = {
+PATTERN_HINTS = {
     ID_PATTERN: "use letters, digits, '_' and '-', starting with a letter or '_'",
     r"^[a-z0-9_-]+$": "use lowercase letters, digits, '_' and '-', e.g. 'sales-etl'",
     r"^[A-Za-z0-9_.-]+$": "use letters, digits, '_', '.' and '-'",
+    THROTTLE_PATTERN: "use letters, digits, '_', '.', ':' and '-'",
+    SUBFLOW_PATH_PATTERN: (
+        "a .yaml or .yml file's path, relative to this file, without spaces or '$'"
+    ),
     r"^[^\s,]+$": "a tag has no spaces or commas",
     r"^[A-Za-z_][A-Za-z0-9_]*$": "use letters, digits and '_', starting with a letter or '_'",
     r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)+$": (
@@ -182,17 +186,28 @@ def _describe(details: ErrorDetails, path: DataPath, missing: str | None) -> tup
             f"{field}: {value!r} is out of range (must be {symbol} {ctx[key]})",
             "",
         )
-    if kind in ("too_short", "too_long"):
-        bound = ctx.get("min_length") if kind == "too_short" else ctx.get("max_length")
-        word = "at least" if kind == "too_short" else "at most"
-        return "out-of-range", f"{field}: must have {word} {bound} entries", ""
-    if kind == "string_too_long":
-        limit = ctx.get("max_length")
-        return "out-of-range", f"{field}: {value!r} is longer than {limit} characters", ""
+    if kind in _LENGTHS:
+        return _length(kind, field, value, ctx)
     if kind == "string_pattern_mismatch":
-        hint = _PATTERN_HINTS.get(str(ctx.get("pattern")), f"must match {ctx.get('pattern')}")
+        hint = PATTERN_HINTS.get(str(ctx.get("pattern")), "")  # a regular expression helps few
         return "bad-format", f"{field}: {value!r} is not allowed here", hint
     return kind.replace("_", "-"), f"{field}: {details['msg']}", ""
+
+
+_LENGTHS = ("too_short", "too_long", "string_too_short", "string_too_long")
+
+
+def _length(kind: str, field: str, value: Any, ctx: dict[str, Any]) -> tuple[str, str, str]:
+    """(code, message, hint) for a list or a string of the wrong length."""
+    if kind == "string_too_short" and ctx.get("min_length") == 1:
+        return "empty", f"{field}: must not be empty", ""
+    if kind.startswith("string_"):
+        limit = ctx.get("min_length") if kind == "string_too_short" else ctx.get("max_length")
+        than = "shorter" if kind == "string_too_short" else "longer"
+        return "out-of-range", f"{field}: {value!r} is {than} than {limit} characters", ""
+    bound = ctx.get("min_length") if kind == "too_short" else ctx.get("max_length")
+    word = "at least" if kind == "too_short" else "at most"
+    return "out-of-range", f"{field}: must have {word} {bound} entries", ""
 
 
 def _wrong_type_hint(kind: str, path: DataPath, value: Any) -> str:

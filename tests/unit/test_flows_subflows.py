@@ -78,6 +78,14 @@ def test_a_parent_and_its_child_validate_together(tmp_path: Path) -> None:
     assert result.flow is not None and result.flow.steps["child"].is_subflow
 
 
+def test_a_child_file_of_any_name_validates(tmp_path: Path) -> None:
+    """``r.yml`` is as good a file name as ``report.yaml``."""
+    write(tmp_path, "r.yml", REPORT)
+    parent = write(tmp_path, "parent.yaml", PARENT.replace("report.yaml", "r.yml"))
+    result = validate_file(parent)
+    assert result.ok, "\n".join(f.format() for f in result.findings)
+
+
 def test_a_missing_child_file_is_named_where_the_step_names_it(tmp_path: Path) -> None:
     parent = write(tmp_path, "parent.yaml", PARENT.replace("report.yaml", "reprot.yaml"))
     finding = only(parent, "subflow-file")

@@ -12,7 +12,11 @@ from pathlib import Path
 import pytest
 from flows_support import check, one, valid
 
+from flows.flowfile.durations import DURATION_PATTERN
 from flows.flowfile.findings import Severity, has_errors
+from flows.flowfile.model import Flow
+from flows.flowfile.templates import WHOLE_TEMPLATE_PATTERN
+from flows.validation.model_errors import PATTERN_HINTS
 
 # -- YAML -------------------------------------------------------------------------------------
 
@@ -331,6 +335,55 @@ def test_bad_enum_lists_the_allowed_values() -> None:
         "all_success, all_done, one_failed, none_failed"
     )
     assert finding.hint == "did you mean 'all_success'?"
+
+
+@pytest.mark.parametrize(
+    ("step", "code", "message", "hint"),
+    [
+        (
+            "{run: echo, throttle: 'db pool'}",
+            "bad-format",
+            "steps.a.throttle: 'db pool' is not allowed here",
+            "use letters, digits, '_', '.', ':' and '-'",
+        ),
+        (
+            "{flow: 'daily report.yaml'}",
+            "bad-format",
+            "steps.a.flow: 'daily report.yaml' is not allowed here",
+            "a .yaml or .yml file's path, relative to this file, without spaces or '$'",
+        ),
+        ("{run: ''}", "empty", "steps.a.run: must not be empty", ""),
+    ],
+)
+def test_a_string_of_the_wrong_form_is_said_in_words(
+    step: str, code: str, message: str, hint: str
+) -> None:
+    """Never a regular expression or the schema library's own words."""
+    finding = one(f"version: 1\nname: x\nsteps:\n  a: {step}\n", code)
+    assert (finding.line, finding.message, finding.hint) == (4, message, hint)
+
+
+def test_every_pattern_of_the_schema_has_its_words() -> None:
+    """A string refused by a pattern gets a hint in words, not the pattern: so every pattern
+    the model checks has one (durations and whole templates are checked with their own)."""
+    patterns: set[str] = set()
+
+    def walk(node: object) -> None:
+        if isinstance(node, dict):
+            patterns.update(v for k, v in node.items() if k == "pattern")
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+
+    walk(Flow.model_json_schema())
+    assert patterns - {DURATION_PATTERN, WHOLE_TEMPLATE_PATTERN} <= set(PATTERN_HINTS)
+
+
+def test_an_empty_name_is_said_in_words() -> None:
+    finding = one("version: 1\nname: ''\nsteps:\n  a: {run: echo}\n", "empty")
+    assert (finding.line, finding.col, finding.message) == (2, 7, "name: must not be empty")
 
 
 def test_number_where_text_is_expected_says_quote_it() -> None:
