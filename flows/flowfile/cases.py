@@ -19,7 +19,7 @@ from datetime import UTC, datetime
 from typing import Any, Final
 
 from flows.flowfile.durations import DurationError, parse_duration
-from flows.flowfile.findings import DataPath, FindingSink, did_you_mean, names_hint
+from flows.flowfile.findings import DataPath, FindingSink, describe, did_you_mean, names_hint
 from flows.flowfile.model import Param
 from flows.flowfile.params import ParamError, bind_params
 from flows.flowfile.status_words import RUN_STATUSES, STEP_STATUSES
@@ -98,15 +98,29 @@ class Case:
         return ALL_SUCCEED if self.mock_all else None
 
 
+_ISO_TIME: Final = "an ISO 8601 time such as 2026-11-01T03:00:00Z"
+_EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
+
+
 def parse_time(value: Any) -> datetime:
-    """An ISO 8601 time (``Z`` or an offset; a naive one is UTC)."""
+    """An ISO 8601 time (``Z`` or an offset; a naive one is UTC), not before 1970 (the engine
+    counts time in seconds since then). ValueError says what is wrong in words."""
     if isinstance(value, datetime):
         moment = value
     elif isinstance(value, str):
-        moment = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+        try:
+            moment = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+        except ValueError:  # its own words are Python's ("Invalid isoformat string")
+            raise ValueError(f"{value!r} is not {_ISO_TIME}") from None
     else:
-        raise ValueError("expected an ISO 8601 time such as 2026-11-01T03:00:00Z")
-    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+        raise ValueError(f"expected {_ISO_TIME}, got {describe(value)}")
+    moment = moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+    if moment < _EPOCH:
+        shown = value if isinstance(value, str) else moment.isoformat()
+        raise ValueError(
+            f"{shown!r} is before 1970-01-01T00:00:00Z, where the engine's clock starts"
+        )
+    return moment
 
 
 class CaseReader:
@@ -243,7 +257,7 @@ class CaseReader:
         try:
             return parse_time(raw)
         except ValueError as error:
-            self.sink.error(path, "test-time", f"not a time: {error}", "e.g. 2026-11-01T03:00:00Z")
+            self.sink.error(path, "test-time", str(error))
             return None
 
     def stub(self, raw: Any, path: DataPath, step: str) -> Stub | None:

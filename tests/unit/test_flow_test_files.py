@@ -341,3 +341,30 @@ def test_a_sub_flow_steps_outputs_are_checked_against_its_childs(tmp_path: Path)
     reading = read_test_file(own)  # and so `flows validate` and `flows run`
     lines = SUBFLOW.count("\n") - 1
     assert [(f.line - lines, f.col, f.message, f.hint) for f in reading.findings] == expected
+
+
+def test_a_time_that_is_not_one_is_said_in_words_at_its_place(tmp_path: Path) -> None:
+    # `at:` and a schedule's `from:`/`to:` said what Python's date parser said ("Invalid
+    # isoformat string", "offset must be a timedelta strictly between -timedelta(hours=24)...")
+    # and a time before 1970 failed the case when the engine refused its clock.
+    (tmp_path / "nightly.yaml").write_text(SCHEDULED)
+    test = tmp_path / "nightly.test.yaml"
+    test.write_text(
+        "flow: nightly.yaml\ncases:\n"
+        "  - {name: a, at: not a time}\n"
+        '  - {name: b, at: "2026-10-25T02:30:00+25:00"}\n'
+        '  - {name: c, at: "1969-12-31T23:59:59Z"}\n'
+        "  - {name: d, at: 12345}\n"
+        '  - {name: e, schedule: {from: "2026-13-01", to: "2026-03-08T00:00:00Z"}, mock: all}\n'
+    )
+    reading = read_test_file(test)
+    assert reading.test is None
+    said = "an ISO 8601 time such as 2026-11-01T03:00:00Z"
+    before = "1970-01-01T00:00:00Z, where the engine's clock starts"
+    assert [(f.line, f.col, f.message) for f in reading.findings] == [
+        (3, 19, f"'not a time' is not {said}"),
+        (4, 19, f"'2026-10-25T02:30:00+25:00' is not {said}"),
+        (5, 19, f"'1969-12-31T23:59:59Z' is before {before}"),
+        (6, 19, f"expected {said}, got the number 12345"),
+        (7, 32, f"'2026-13-01' is not {said}"),
+    ]
