@@ -41,14 +41,20 @@ _UNIT_WORDS: dict[str, str] = {
 _WORDY_PART = re.compile(rf"\s*({_NUMBER})\s*([a-z]+)\s*(?:,|and)?")
 
 DURATION_EXAMPLES = "30s, 5m, 1h30m, 2d, 250ms or a number of seconds"
+MAX_DURATION_DAYS = 36_500
+"""The longest duration, a century: every moment a flow's durations set (a ttl's deadline, a
+delay's start) then stays a date the calendar holds."""
+MAX_DURATION = MAX_DURATION_DAYS * UNIT_SECONDS["d"]
 
 
 class DurationError(ValueError):
-    """A duration that cannot be read. ``suggestion`` is a corrected spelling when one is clear."""
+    """A duration that cannot be read. ``suggestion`` is a corrected spelling when one is clear;
+    ``hint`` what to do when it is not a matter of spelling."""
 
-    def __init__(self, message: str, suggestion: str | None = None) -> None:
+    def __init__(self, message: str, suggestion: str | None = None, hint: str = "") -> None:
         super().__init__(message)
         self.suggestion = suggestion
+        self.hint = hint
 
 
 def parse_duration(value: object) -> float:
@@ -58,7 +64,7 @@ def parse_duration(value: object) -> float:
     if isinstance(value, int | float):
         if not math.isfinite(value) or value < 0:
             raise DurationError(f"a duration must be a finite number >= 0, got {value}")
-        return float(value)
+        return _bounded(float(value), value)
     if not isinstance(value, str):
         raise DurationError(f"expected a duration ({DURATION_EXAMPLES})")
     text = value.strip()
@@ -68,8 +74,18 @@ def parse_duration(value: object) -> float:
             f"invalid duration {value!r}: use {DURATION_EXAMPLES} (no spaces)", suggestion
         )
     if re.fullmatch(_NUMBER, text):
-        return float(text)
-    return sum(float(number) * UNIT_SECONDS[unit] for number, unit in _PART.findall(text))
+        return _bounded(float(text), value)
+    parts = _PART.findall(text)
+    return _bounded(sum(float(number) * UNIT_SECONDS[unit] for number, unit in parts), value)
+
+
+def _bounded(seconds: float, value: object) -> float:
+    if seconds > MAX_DURATION:
+        raise DurationError(
+            f"{value!r} is longer than {MAX_DURATION_DAYS}d (100 years), the longest duration",
+            hint=f"use at most {MAX_DURATION_DAYS}d",
+        )
+    return seconds
 
 
 def format_duration(seconds: float) -> str:

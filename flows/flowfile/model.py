@@ -75,7 +75,8 @@ def _duration(value: object) -> float:
         return parse_duration(value)
     except DurationError as error:
         hint = f"did you mean '{error.suggestion}'?" if error.suggestion else ""
-        raise problem("duration", str(error), hint or f"write {DURATION_EXAMPLES}") from None
+        hint = hint or error.hint or f"write {DURATION_EXAMPLES}"
+        raise problem("duration", str(error), hint) from None
 
 
 Duration = Annotated[

@@ -47,6 +47,7 @@ CASES: dict[str, tuple[str | bytes, str]] = {
     "float-tag-on-text": (HEAD + "steps:\n  a: {job: tasks.a, delay: !!float soon}\n", "!!float"),
     "negative-delay": (HEAD + "steps:\n  a: {job: tasks.a, delay: -5}\n", "delay"),
     "delay-not-a-duration": (HEAD + "steps:\n  a: {job: tasks.a, delay: soon}\n", "delay"),
+    "ttl-past-a-century": (HEAD + "steps:\n  a: {job: tasks.a, ttl: 99999999999w}\n", "ttl"),
     "infinite-timeout": (HEAD + "steps:\n  a: {job: tasks.a, timeout: .inf}\n", "timeout"),
     "bad-trigger": (HEAD + "steps:\n  a: {job: tasks.a, trigger_rule: sometimes}\n", "trigger"),
     "unknown-template": (

@@ -52,6 +52,16 @@ def test_non_durations(value: object) -> None:
         parse_duration(value)
 
 
+@pytest.mark.parametrize("value", ["36501d", "99999999999999999999w", 4e9, 10**30])
+def test_a_duration_past_a_century_is_refused(value: object) -> None:
+    # ttl: 99999999999999999999w made a job whose deadline no date holds: `flows job` of it
+    # ended in an OverflowError.
+    with pytest.raises(DurationError, match=r"longer than 36500d \(100 years\)") as error:
+        parse_duration(value)
+    assert error.value.hint == "use at most 36500d"
+    assert parse_duration("36500d") == 36500 * 86400
+
+
 @given(st.integers(min_value=0, max_value=10**12))
 def test_format_then_parse_round_trips(millis: int) -> None:
     seconds = millis / 1000
