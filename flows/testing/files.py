@@ -200,10 +200,11 @@ def has_tests(path: Path) -> bool:
     """Whether ``path`` is a flow file with a top-level ``tests:`` section (a look at its text,
     enough to collect it: reading it says what is wrong with it). A flow has ``steps:`` too: the
     pytest plugin looks at every YAML file of a project, and a CI or tool config with a
-    ``tests:`` key of its own is no flow test to fail."""
+    ``tests:`` key of its own is no flow test to fail. A file not UTF-8 is looked at all the
+    same: reading it says so, rather than its cases vanishing."""
     try:
-        text = path.read_text()
-    except (OSError, UnicodeDecodeError):
+        text = path.read_bytes().decode("utf-8", "replace")
+    except OSError:
         return False
     return _TESTS_KEY.search(text) is not None and _STEPS_KEY.search(text) is not None
 
