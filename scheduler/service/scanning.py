@@ -106,6 +106,13 @@ def flow_files(folder: Path, stop: threading.Event | None = None) -> Iterator[Pa
     return iter(sorted(found))
 
 
+def _unreadable(error: OSError | UnicodeDecodeError) -> str:
+    """Why a file could not be read, in the words flows validate uses for text not UTF-8."""
+    if isinstance(error, UnicodeDecodeError):
+        return f"not UTF-8 text (byte {error.start})"
+    return str(error)
+
+
 def _digest(text: str) -> str:
     """Change detection only: the registered hash is the flow source's."""
     return hashlib.sha256(text.encode()).hexdigest()
@@ -397,8 +404,9 @@ class Reloader:
         except (OSError, UnicodeDecodeError) as error:
             # Unreadable right now (being replaced, permissions): keep what we knew, or report
             # it (which also keeps its registration), and look again next scan.
-            message = f"{path}: cannot read: {error}"
-            self._say(str(path), message, logging.WARNING, "cannot read %s: %s", path, error)
+            why = _unreadable(error)
+            message = f"{path}: cannot read: {why}"
+            self._say(str(path), message, logging.WARNING, "cannot read %s: %s", path, why)
             return old or _Seen((0, 0), "", None, message)
         digest = _digest(text)
         if old is not None and old.hash == digest:

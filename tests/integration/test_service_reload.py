@@ -395,6 +395,18 @@ def test_a_file_too_large_for_its_schedule_is_a_finding_not_a_traceback(
     assert registration(client, "a").definition.hash == before.definition.hash
 
 
+def test_a_file_that_is_not_utf8_is_said_in_words(
+    client: Client, folder: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = folder / "latin.yaml"
+    path.write_bytes(b"version: 1\nname: latin\n# caf\xe9\n")
+    with caplog.at_level(logging.INFO, logger="flows.scheduler"):
+        report = make_service(client, folder).scan(T)
+    said = "not UTF-8 text (byte 28)"
+    assert report.invalid == {str(path): f"{path}: cannot read: {said}"}
+    assert [r.getMessage() for r in caplog.records] == [f"cannot read {path}: {said}"]
+
+
 def test_a_file_s_problem_is_logged_once_and_again_when_it_changes(
     client: Client, folder: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
