@@ -35,10 +35,15 @@ from yaml.constructor import SafeConstructor
 from flows.flowfile.findings import DataPath, Finding, Severity
 from flows.flowfile.templates import OPEN
 from flows.gc_pause import gc_paused
+from scheduler.engine.limits import PAST_JSON_NUMBERS, json_fault
 
 MAX_FILE_BYTES: Final = 10 * 1024 * 1024
 MAX_DEPTH: Final = 64
 """Deepest nesting of mappings and lists; flow files need far fewer than this."""
+_SHORT_INTEGER: Final = 300
+"""Characters of an integer that JSON readers always hold (a double's range is about 1.8e308)."""
+_MAX_INTEGER_DIGITS: Final = 1100
+"""Significant digits past which an integer is past a double's range in any base (2**1100)."""
 MAX_NODES: Final = 2_000_000
 """Values in the document once every alias is expanded (the alias-bomb bound)."""
 
@@ -521,6 +526,8 @@ class _Builder:
             return event.value  # the non-specific tag means "a string"
         if tag in (_STR, _TIMESTAMP):
             return event.value
+        if tag == _INT and len(event.value) > _SHORT_INTEGER:
+            return self.long_integer(event)
         if tag == _INT and _is_decimal(event.value):
             return int(event.value)  # the usual number, without the YAML 1.1 constructor
         if tag == _NULL:
@@ -551,6 +558,25 @@ class _Builder:
                 f"quote it ('{event.value}') or use a number",
             )
         return value
+
+    def long_integer(self, event: Any) -> Any:
+        """An integer written with many characters: refused where JSON readers would read
+        infinity (past 4,300 digits Python's int() refuses it too), and kept as its text then."""
+        text: str = event.value
+        digits = text.lstrip("+-").replace("_", "").lower()
+        digits = digits[2:] if digits[:2] in ("0x", "0o", "0b") else digits
+        what = f"an integer {PAST_JSON_NUMBERS}"  # past 2**1100 in any base
+        if len(digits.lstrip("0")) <= _MAX_INTEGER_DIGITS:
+            value = _SCALARS.construct_yaml_int(yaml.ScalarNode(_INT, text))
+            fault = json_fault(value)
+            if fault is None:
+                return value
+            what = fault[1].removesuffix("; give it as text")
+        shown = f"{text[:12]}... ({len(text):,} characters)"
+        self.fail(
+            event.start_mark, "yaml-not-json", f"{shown} is {what}", "quote it to keep it as text"
+        )
+        return text
 
     def implicit_tag(self, text: str, implicit: Any) -> str:
         """The tag YAML 1.1 gives an untagged plain scalar; it depends on the text only."""

@@ -48,6 +48,10 @@ CASES: dict[str, tuple[str | bytes, str]] = {
     "negative-delay": (HEAD + "steps:\n  a: {job: tasks.a, delay: -5}\n", "delay"),
     "delay-not-a-duration": (HEAD + "steps:\n  a: {job: tasks.a, delay: soon}\n", "delay"),
     "ttl-past-a-century": (HEAD + "steps:\n  a: {job: tasks.a, ttl: 99999999999w}\n", "ttl"),
+    "integer-of-5000-digits": (
+        HEAD + "steps:\n  a: {job: tasks.a, with: {n: " + "9" * 5000 + "}}\n",
+        "bad.yaml:5:31: error: 999999999999... (5,000 characters) is an integer past what JSON",
+    ),
     "infinite-timeout": (HEAD + "steps:\n  a: {job: tasks.a, timeout: .inf}\n", "timeout"),
     "bad-trigger": (HEAD + "steps:\n  a: {job: tasks.a, trigger_rule: sometimes}\n", "trigger"),
     "unknown-template": (

@@ -10,6 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from flows.flowfile.yaml_reader import MAX_DEPTH, load_file, load_yaml
+from scheduler.engine.limits import PAST_JSON_NUMBERS
 
 
 def codes(text: str) -> list[tuple[str, int, int]]:
@@ -107,6 +108,26 @@ def test_an_alias_repeats_a_single_value() -> None:
 def test_refusals_carry_their_line(text: str, code: str, line: int) -> None:
     [(found, at, _)] = codes(text)
     assert (found, at) == (code, line)
+
+
+@pytest.mark.parametrize(
+    ("number", "said"),
+    [
+        ("9" * 400, "999999999999... (400 characters) is an integer of the order of 1e399"),
+        ("9" * 5000, "999999999999... (5,000 characters) is an integer"),  # past int()'s own limit
+        ("-1_" + "0" * 5000, "-1_000000000... (5,003 characters) is an integer"),
+        ("0x" + "f" * 300, "0xffffffffff... (302 characters) is an integer of the order of 1e361"),
+    ],
+)
+def test_an_integer_past_what_json_holds_is_refused_where_it_is(number: str, said: str) -> None:
+    # Loaded as a number, it passed validate and the engine refused the run; past 4,300 digits
+    # Python's int() refused it with an unexpected error.
+    [finding] = load_yaml(f"a: 1\nb: [x, {number}]\n").findings
+    assert (finding.code, finding.line, finding.col) == ("yaml-not-json", 2, 8)
+    assert finding.message.startswith(said), finding.message
+    assert finding.message.endswith(PAST_JSON_NUMBERS)
+    assert finding.hint == "quote it to keep it as text"
+    assert load_yaml(f"b: {'9' * 308}\n").findings == []
 
 
 def test_a_character_yaml_refuses_is_named_where_it_is() -> None:
