@@ -34,6 +34,7 @@ from flows.flowfile.durations import (
     DurationError,
     parse_duration,
 )
+from flows.flowfile.findings import describe
 from flows.flowfile.job_data import ENV_PREFIX, META_KEY
 from flows.flowfile.notify_rules import NotifyRules, SecretName, Triggers
 from flows.flowfile.templates import (
@@ -158,7 +159,7 @@ def _foreach_items(value: object) -> object:
         "foreach_items",
         f"foreach.items must be a list, or one template such as '${{{{ params.regions }}}}' "
         f"that names an array param or '${{{{ steps.list.outputs.files }}}}' (an output of a "
-        f"step it needs); got {value!r}",
+        f"step it needs); got {describe(value)}",
         "write the items as a YAML list, or declare an array param and reference it",
     )
 
@@ -180,7 +181,7 @@ def _matrix_axis(value: object) -> object:
     raise problem(
         "matrix_axis",
         f"a matrix axis must be a list, or one template such as '${{{{ params.regions }}}}' "
-        f"that names an array param; got {value!r}",
+        f"that names an array param; got {describe(value)}",
         "write the axis as a YAML list, or declare an array param and reference it",
     )
 

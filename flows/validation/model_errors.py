@@ -111,7 +111,7 @@ def report_model_errors(
 ) -> set[DataPath]:
     """Add a finding for each error of ``error``; return the trap paths that explained one."""
     explained: set[DataPath] = set()
-    for details in error.errors(include_url=False):
+    for details in _one_per_union(error.errors(include_url=False), data):
         path, at_key, missing = _data_path(details["loc"], data)
         trap = traps.get(path)
         if (
@@ -127,6 +127,27 @@ def report_model_errors(
         at_key = at_key or details["type"] == "extra_forbidden" or _is_mapping(data, path)
         sink.error(path, code, message, hint, at_key=at_key)
     return explained
+
+
+def _one_per_union(errors: list[ErrorDetails], data: Any) -> list[ErrorDetails]:
+    """The errors, those of one value that is of none of a union's types (a choice that may
+    be text, an integer or a number) made one, expecting any of them."""
+    by_path: dict[DataPath, list[ErrorDetails]] = {}
+    for details in errors:
+        by_path.setdefault(_data_path(details["loc"], data)[0], []).append(details)
+    merged: list[ErrorDetails] = []
+    for group in by_path.values():
+        kinds = [details["type"] for details in group]
+        if len(group) > 1 and all(kind in _EXPECTED for kind in kinds):
+            wanted = list(dict.fromkeys(_EXPECTED[kind] for kind in kinds))
+            expected = (
+                ", ".join(wanted[:-1]) + f" or {wanted[-1]}" if len(wanted) > 1 else wanted[0]
+            )
+            first = group[0]
+            merged.append({**first, "ctx": {"expected": expected}})
+        else:
+            merged.extend(group)
+    return merged
 
 
 def _data_path(loc: tuple[int | str, ...], data: Any) -> tuple[DataPath, bool, str | None]:
@@ -177,7 +198,8 @@ def _describe(details: ErrorDetails, path: DataPath, missing: str | None) -> tup
         message = f"{field}: {value!r} is not one of: {', '.join(choices)}"
         return "bad-value", message, did_you_mean(str(value), choices)
     if kind in _EXPECTED:
-        message = f"{field}: expected {_EXPECTED[kind]}, got {describe(value)}"
+        expected = ctx.get("expected", _EXPECTED[kind])
+        message = f"{field}: expected {expected}, got {describe(value)}"
         return "wrong-type", message, _wrong_type_hint(kind, path, value)
     if kind in _RANGE:
         symbol, key = _RANGE[kind]
@@ -212,7 +234,7 @@ def _length(kind: str, field: str, value: Any, ctx: dict[str, Any]) -> tuple[str
 
 def _wrong_type_hint(kind: str, path: DataPath, value: Any) -> str:
     if kind == "string_type" and isinstance(value, int | float):
-        return f"quote it: '{value}'"
+        return f"quote it: '{str(value).lower() if isinstance(value, bool) else value}'"
     if path == ("schedule",) and isinstance(value, str):
         return _schedule_hint(value)
     return "a step is a mapping with 'run:' or 'job:'" if _is_step(path) else ""

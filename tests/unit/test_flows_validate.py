@@ -386,6 +386,29 @@ def test_an_empty_name_is_said_in_words() -> None:
     assert (finding.line, finding.col, finding.message) == (2, 7, "name: must not be empty")
 
 
+def test_a_value_of_none_of_a_fields_types_is_one_finding() -> None:
+    # A choice may be text, an integer or a number: one finding saying so, not one per type
+    # (the first of which said to quote the boolean as Python spells it, 'True').
+    findings = check(
+        "version: 1\nname: x\nparams:\n  c: {type: int, choices: [true, 2]}\n"
+        "steps:\n  a: {run: echo}\n"
+    )
+    assert [(f.line, f.col, f.message, f.hint) for f in findings] == [
+        (
+            4,
+            28,
+            "params.c.choices[0]: expected a string, an integer or a number, got the boolean true",
+            "quote it: 'true'",
+        )
+    ]
+
+
+@pytest.mark.parametrize("key", ["foreach: {items: {a: 1}}", "matrix: {x: {a: 1}}"])
+def test_items_of_the_wrong_kind_are_named_not_shown_as_python(key: str) -> None:
+    [finding] = check(f"version: 1\nname: x\nsteps:\n  a: {{run: echo, {key}}}\n")
+    assert finding.message.endswith("; got a mapping"), finding.message
+
+
 def test_number_where_text_is_expected_says_quote_it() -> None:
     finding = one(
         """\
