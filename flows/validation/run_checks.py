@@ -22,7 +22,11 @@ from flows.flowfile.model import Flow
 from flows.flowfile.params import ParamError
 from scheduler.engine.errors import EngineError, shorten, without_command
 
-_EXPANSION_PLACE = re.compile(r"^steps\.([A-Za-z0-9_-]+)\.foreach\.items:")
+# `steps.<id>.<key>...: what`: where in the file an expansion error is (a step's foreach items,
+# a matrix or one of its axes).
+_EXPANSION_PLACE = re.compile(r"^steps\.([A-Za-z0-9_-]+)((?:\.[A-Za-z0-9_-]+)*):")
+_SPLIT = "a run would be refused: split the items over several runs or steps"
+_DISTINCT = "a run would be refused: an axis's values name its jobs, so make them distinct"
 _JOB = re.compile(r"^job \S+?:([A-Za-z0-9_-]+)(?:\[\d+\])?: ")
 
 
@@ -39,14 +43,11 @@ def check_run(flow: Flow, flow_dir: Path, sink: FindingSink, now: float) -> None
     except ParamError:
         return  # a default of the wrong type: the param checks report it
     except ExpansionError as error:
-        place = _EXPANSION_PLACE.match(str(error))
-        path: DataPath = ("steps", place.group(1), "foreach", "items") if place else ()
-        sink.error(
-            path,
-            "run-limits",
-            shorten(str(error)),
-            "a run would be refused: split the items over several runs or steps",
-        )
+        said = str(error)
+        place = _EXPANSION_PLACE.match(said)
+        path: DataPath = ("steps", place.group(1), *place.group(2).split(".")[1:]) if place else ()
+        hint = _DISTINCT if said.endswith("a value is there twice") else _SPLIT
+        sink.error(path or ("steps",), "run-limits", shorten(said), hint, at_key=not path)
     except EngineError as error:
         job = _JOB.match(str(error))
         name = job.group(1) if job else ""
@@ -54,11 +55,12 @@ def check_run(flow: Flow, flow_dir: Path, sink: FindingSink, now: float) -> None
         said = without_command(str(error)[job.end() :] if job else str(error))
         said = f"{kind} '{name}': {said}" if job else said
         sink.error(
-            (f"{kind}s", name, "with") if job else (),
+            (f"{kind}s", name, "with") if job else ("steps",),
             "run-limits",
             shorten(said),
             "a run would be refused: pass a reference (a path or URL) to large data, not the "
             "data itself, in params and 'with'",
+            at_key=not job,
         )
 
 

@@ -164,6 +164,20 @@ CASES: dict[str, tuple[str | bytes, str]] = {
         " with: {n: '${{ it }}'}}\n",
         "10001 items; the limit is 10000",
     ),
+    "matrix-over-params-of-10201": (
+        HEAD
+        + "params:\n  few: {type: array, default: ["
+        + ", ".join(map(str, range(101)))
+        + "]}\nsteps:\n  a: {job: tasks.a,"
+        + " matrix: {x: '${{ params.few }}', y: '${{ params.few }}'}}\n",
+        "more than 10000 combinations",
+    ),
+    "matrix-over-a-param-with-a-value-twice": (
+        HEAD
+        + "params:\n  twice: {type: array, default: [de, de]}\n"
+        + "steps:\n  a: {job: tasks.a, matrix: {x: '${{ params.twice }}'}}\n",
+        "a value is there twice",
+    ),
     "a-param-default-over-the-payload-limit": (
         HEAD
         + "params:\n  blob: {type: string, default: '"
@@ -199,6 +213,11 @@ SINGLE = ("plain-key-over-1024", "question-key-10000", "literal-foreach-of-10001
 
 # Where flows validate reports the expansion cases (line:col of the value to change).
 PLACES = {
+    "matrix-over-a-param-with-a-value-twice": (
+        "bad.yaml:7:33: error: steps.a.matrix.x: a value is there twice\n"
+        "    hint: a run would be refused: an axis's values name its jobs, so make them distinct"
+    ),
+    "matrix-over-params-of-10201": "bad.yaml:7:29: error: steps.a.matrix: more than 10000",
     "foreach-over-a-param-of-10001": "bad.yaml:7:38: error: steps.a.foreach.items: 10001 items",
     "a-param-default-over-the-payload-limit": "bad.yaml:7:27: error: step 'a': Arg \"data\" is 600",
 }
