@@ -86,6 +86,11 @@ def read_test_file(path: Path) -> Reading:
         sink.error(("flow",), "test-flow", "a test file names its flow: `flow: etl.yaml`")
         return Reading(None, sort_findings(sink.findings))
     flow_path = path.parent / flow_name
+    if flow_path.name.endswith(SUFFIX):
+        message = f"{flow_name!r} is a flow test file: flow: names the flow the cases test"
+        hint = f"e.g. flow: {flow_path.name.removesuffix(SUFFIX)}.yaml"
+        sink.error(("flow",), "test-flow", message, hint)
+        return Reading(None, sort_findings(sink.findings))
     if not flow_path.is_file():
         sink.error(("flow",), "test-flow", f"no flow file {flow_name!r} beside {path.name}")
         return Reading(None, sort_findings(sink.findings))

@@ -381,3 +381,16 @@ def test_a_flow_with_tests_that_is_not_utf8_is_collected_to_say_so(tmp_path: Pat
         20,
         "the file is not UTF-8 text (byte 49)",
     )
+
+
+def test_a_test_file_naming_a_test_file_as_its_flow_says_so(tmp_path: Path) -> None:
+    # It was read as a flow: five findings at 1:1 of a flow's missing keys.
+    test = tmp_path / "nightly.test.yaml"
+    test.write_text("flow: nightly.test.yaml\ncases:\n  - {name: a}\n")
+    [finding] = read_test_file(test).findings
+    assert (finding.line, finding.col, finding.message, finding.hint) == (
+        1,
+        7,
+        "'nightly.test.yaml' is a flow test file: flow: names the flow the cases test",
+        "e.g. flow: nightly.yaml",
+    )
