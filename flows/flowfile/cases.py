@@ -630,6 +630,12 @@ def read_cases(
 ) -> list[Case] | None:
     """The cases of the list ``raw`` at ``where`` (a test file's ``cases``, a flow's
     ``tests``); None (a finding made) when it is not a non-empty list."""
+    if raw is None:
+        key = where[-1]
+        message = f"no {key}: a list of cases, each with a name"
+        hint = f"add {key}: with a case such as - {{name: runs, expect: {{status: succeeded}}}}"
+        reader.sink.error(where, "test-cases", message, hint, at_key=True)
+        return None
     if not isinstance(raw, list):
         reader.sink.error(where, "test-cases", f"{what} is a list of cases", at_key=True)
         return None

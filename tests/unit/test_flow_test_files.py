@@ -394,3 +394,14 @@ def test_a_test_file_naming_a_test_file_as_its_flow_says_so(tmp_path: Path) -> N
         "'nightly.test.yaml' is a flow test file: flow: names the flow the cases test",
         "e.g. flow: nightly.yaml",
     )
+
+
+def test_a_test_file_without_cases_is_told_to_add_them(tmp_path: Path) -> None:
+    (tmp_path / "nightly.yaml").write_text(SCHEDULED)
+    test = tmp_path / "nightly.test.yaml"
+    test.write_text("flow: nightly.yaml\ncaces:\n  - {name: a}\n")
+    findings = [(f.line, f.col, f.message) for f in read_test_file(test).findings]
+    assert findings == [
+        (1, 1, "no cases: a list of cases, each with a name"),
+        (2, 1, "unknown key 'caces' in a test file"),
+    ]
