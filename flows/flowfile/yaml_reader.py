@@ -677,6 +677,12 @@ def _load(text: str, file: str, parser_class: Any = _Parser) -> _Builder:
             if ours is not None:
                 return ours
         message, hint = _syntax_message(error), _syntax_hint(error, text, mark)
+        quote = _unclosed_quote(error, text)
+        if quote:  # YAML gave up at the end of the file: the mistake is where the string opens
+            mark = error.context_mark
+            message = f"a string opened with {quote} is never closed"
+            inside = '\\"' if quote == '"' else "''"
+            hint = f"close it with {quote} (a {quote} inside it is written {inside})"
         key = _long_plain_key(error, text, mark)
         if key:
             message = f"a plain key is {key:,} characters; YAML allows at most {MAX_PLAIN_KEY:,}"
@@ -810,6 +816,17 @@ def _long_plain_key(error: yaml.MarkedYAMLError, source: str, mark: Any) -> int:
     start = source.rfind("\n", 0, mark.index) + 1
     key = source[start : mark.index].strip().removeprefix("- ")
     return len(key) if len(key) > MAX_PLAIN_KEY else 0
+
+
+def _unclosed_quote(error: yaml.MarkedYAMLError, source: str) -> str:
+    """The quote of a quoted string YAML reached the end of the file in, if that is the error."""
+    mark = error.context_mark
+    if mark is None or error.context != "while scanning a quoted scalar":
+        return ""
+    if "end of stream" not in str(error.problem):
+        return ""
+    quote = source[mark.index : mark.index + 1]
+    return quote if quote in ("'", '"') else ""
 
 
 def _syntax_message(error: yaml.MarkedYAMLError) -> str:

@@ -37,6 +37,21 @@ def test_syntax_error_has_its_position() -> None:
     assert "quote" in finding.hint
 
 
+@pytest.mark.parametrize("quote", ['"', "'"])
+def test_a_quote_never_closed_is_placed_where_it_opens(quote: str) -> None:
+    # Placed at the end of the file, where YAML gave up, however far below that was.
+    finding = one(
+        f"version: 1\nname: x\nsteps:\n  a:\n    run: {quote}echo hi\n"
+        + "  b: {run: echo}\n" * 50,
+        "yaml-syntax",
+    )
+    assert (finding.line, finding.col) == (5, 10)
+    assert finding.message == f"a string opened with {quote} is never closed"
+    assert finding.hint == f"close it with {quote} (a {quote} inside it is written " + (
+        '\\")' if quote == '"' else "'')"
+    )
+
+
 def test_duplicate_keys_are_refused_with_both_lines() -> None:
     finding = one(
         """\
