@@ -683,6 +683,14 @@ def _load(text: str, file: str, parser_class: Any = _Parser) -> _Builder:
             message = f"a string opened with {quote} is never closed"
             inside = '\\"' if quote == '"' else "''"
             hint = f"close it with {quote} (a {quote} inside it is written {inside})"
+        bracket = _unclosed_bracket(builder, text, mark)
+        if bracket is not None:  # the same: the mistake is where the list or mapping opens
+            mark, opened = bracket
+            what, closing = ("list", "]") if opened == "[" else ("mapping", "}")
+            message, hint = (
+                f"a {what} opened with {opened} is never closed",
+                f"close it with {closing}",
+            )
         key = _long_plain_key(error, text, mark)
         if key:
             message = f"a plain key is {key:,} characters; YAML allows at most {MAX_PLAIN_KEY:,}"
@@ -802,6 +810,12 @@ _SYNTAX_HINTS = (
     ("found undefined alias", "define the anchor (&name) before the alias (*name)"),
     ("did not find expected ',' or", "close the list or mapping with ']' or '}'"),
     ("found unexpected end of stream", "a quote or bracket is not closed"),
+    ("found character that cannot start any token", "quote a value that starts with @, ` or %"),
+    (
+        "found unknown escape character",
+        "in double quotes \\ starts an escape (\\n, \\t, \\\\): write \\\\ for a backslash, "
+        "or use single quotes",
+    ),
 )
 
 
@@ -827,6 +841,18 @@ def _unclosed_quote(error: yaml.MarkedYAMLError, source: str) -> str:
         return ""
     quote = source[mark.index : mark.index + 1]
     return quote if quote in ("'", '"') else ""
+
+
+def _unclosed_bracket(builder: _Builder, source: str, mark: Any) -> tuple[Any, str] | None:
+    """Where the innermost ``[`` or ``{`` still open starts, and which, when YAML gave up at the
+    end of the file (nothing but white space after ``mark``)."""
+    if mark is None or source[mark.index :].strip():
+        return None
+    for collection in reversed(builder.stack):
+        opened = source[collection.mark.index : collection.mark.index + 1]
+        if opened in ("[", "{"):
+            return collection.mark, opened
+    return None
 
 
 def _syntax_message(error: yaml.MarkedYAMLError) -> str:

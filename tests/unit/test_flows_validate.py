@@ -52,6 +52,31 @@ def test_a_quote_never_closed_is_placed_where_it_opens(quote: str) -> None:
     )
 
 
+@pytest.mark.parametrize(("opened", "closing", "what"), [("[", "]", "list"), ("{", "}", "mapping")])
+def test_a_bracket_never_closed_is_placed_where_it_opens(
+    opened: str, closing: str, what: str
+) -> None:
+    item = "1," if opened == "[" else "k: 1,"
+    finding = one(
+        f"version: 1\nname: x\nsteps:\n  a: {{run: echo, with: {{x: {opened}\n"
+        + f"    {item}\n" * 30,
+        "yaml-syntax",
+    )
+    assert (finding.line, finding.col) == (4, 28), finding.format()
+    assert finding.message == f"a {what} opened with {opened} is never closed"
+    assert finding.hint == f"close it with {closing}"
+
+
+def test_special_characters_and_escapes_get_a_hint() -> None:
+    finding = one("version: 1\nname: x\nsteps:\n  a: {run: @echo}\n", "yaml-syntax")
+    assert finding.hint == "quote a value that starts with @, ` or %"
+    finding = one('version: 1\nname: x\nsteps:\n  a: {run: "echo \\q"}\n', "yaml-syntax")
+    assert finding.hint == (
+        "in double quotes \\ starts an escape (\\n, \\t, \\\\): write \\\\ for a backslash, "
+        "or use single quotes"
+    )
+
+
 def test_duplicate_keys_are_refused_with_both_lines() -> None:
     finding = one(
         """\
