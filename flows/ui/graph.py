@@ -20,6 +20,7 @@ from typing import Any
 import networkx as nx
 
 from flows.expand.run_specs import content_hash
+from flows.flowfile.yaml_reader import RefusedFile, read_text
 from flows.validation.validate import validate_text
 from scheduler.engine.client import Client
 from scheduler.service.schedules import Schedules
@@ -77,8 +78,8 @@ def run_needs(
     file, wanted = str(record.get("file") or ""), str(record.get("hash") or "")
     if file and wanted:
         try:
-            text = Path(file).read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError):
+            text = read_text(Path(file))  # as the run read it: its hash is of that text
+        except (OSError, RefusedFile):
             text = None
         if text is not None and content_hash(text) == wanted:
             return _needs_of(text, file)

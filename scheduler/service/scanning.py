@@ -400,7 +400,9 @@ class Reloader:
             stamp = (stat.st_mtime_ns, stat.st_size)
             if old is not None and old.stamp == stamp:
                 return old
-            text = path.read_text(encoding="utf-8")
+            text = path.read_text(
+                encoding="utf-8-sig"
+            )  # a byte order mark dropped, as flows run does
         except (OSError, UnicodeDecodeError) as error:
             # Unreadable right now (being replaced, permissions): keep what we knew, or report
             # it (which also keeps its registration), and look again next scan.

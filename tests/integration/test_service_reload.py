@@ -21,6 +21,7 @@ from scheduler_support import (
 )
 
 from flows.expand.run_ids import run_id_for
+from flows.runs.build import read_flow_file
 from scheduler.engine.client import Client
 from scheduler.service import catalog
 from scheduler.service.loop import SchedulerService
@@ -405,6 +406,15 @@ def test_a_file_that_is_not_utf8_is_said_in_words(
     said = "not UTF-8 text (byte 28)"
     assert report.invalid == {str(path): f"{path}: cannot read: {said}"}
     assert [r.getMessage() for r in caplog.records] == [f"cannot read {path}: {said}"]
+
+
+def test_a_file_with_a_byte_order_mark_is_registered_as_flows_run_reads_it(
+    client: Client, folder: Path
+) -> None:
+    path = write_flow(folder, "a")
+    path.write_bytes(b"\xef\xbb\xbf" + path.read_bytes())
+    assert make_service(client, folder).scan(T).registered == ["a"]
+    assert registration(client, "a").definition.hash == read_flow_file(path).hash
 
 
 def test_a_file_s_problem_is_logged_once_and_again_when_it_changes(

@@ -13,7 +13,7 @@ from ui_support import TOKEN, Api, serve
 
 from flows.expand.jobs import expand
 from flows.expand.run_specs import content_hash
-from flows.runs.build import assemble_run
+from flows.runs.build import assemble_run, read_flow_file
 from flows.runs.submit import submit
 from flows.ui import api, graph
 from flows.ui.auth import Auth
@@ -108,3 +108,22 @@ def test_a_run_of_an_unregistered_flow_is_drawn_from_its_own_file(
     assert "<line" in page  # the edge first -> second
     path.write_text(text.replace("needs: [first]", "needs: []"))  # changed since the run
     assert graph.run_needs(client, record) is None  # not the run's flow any more
+
+
+def test_a_file_with_a_byte_order_mark_is_read_as_its_run_read_it(
+    client: Client, tmp_path: Path
+) -> None:
+    """The run's hash is of the text without the mark: so is the one compared with it."""
+    path = tmp_path / "bom.yaml"
+    text = "version: 1\nname: bom\nsteps:\n  a: {run: 'true'}\n  b: {run: 'true', needs: [a]}\n"
+    path.write_bytes(b"\xef\xbb\xbf" + text.encode())
+    source = read_flow_file(path)
+    requests = expand(
+        source.flow, run_id="bom@1", logical_time=datetime.now(UTC), params={}, flow_dir=tmp_path
+    )
+    submit(
+        client,
+        assemble_run("bom@1", "bom", requests, params={}, file_hash=source.hash, file=str(path)),
+    )
+    record = api._load_run(client, "bom@1").record
+    assert graph.run_needs(client, record) == {"a": (), "b": ("a",)}
