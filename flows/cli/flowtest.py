@@ -14,7 +14,7 @@ from flows.cli.options import connection
 from flows.cli.terminal import visible
 from flows.cli.validate import checked_files, print_findings, summary
 from flows.testing.files import (
-    SUFFIX,
+    SUFFIXES,
     Reading,
     find_test_files,
     missing_case,
@@ -97,9 +97,9 @@ def test(
     redis_url: str | None,
     namespace: str | None,
 ) -> None:
-    """Run the flow tests in PATHS: test files (*.test.yaml) and flow files with a tests:
-    section, named or found in the folders named (default: .). FILE::NAME, a case's id as it
-    is printed (and as pytest takes it), runs that case of FILE alone.
+    """Run the flow tests in PATHS: test files (*.test.yaml, *.test.yml) and flow files with a
+    tests: section, named or found in the folders named (default: .). FILE::NAME, a case's id
+    as it is printed (and as pytest takes it), runs that case of FILE alone.
 
     Each case runs the flow against the real engine on a virtual clock, in a namespace of its
     own that is removed afterwards: on a private embedded server started for the session, or
@@ -113,7 +113,8 @@ def test(
     files = find_test_files(named or [Path(".")])
     if not files:
         raise click.ClickException(
-            f"no test files (*{SUFFIX}) or flow files with tests: in "
+            f"no test files ({', '.join('*' + suffix for suffix in SUFFIXES)}) or flow files "
+            "with tests: in "
             f"{' '.join(map(str, named)) or '.'}"
         )
     import_path()  # job modules beside where it was started, as a worker finds them

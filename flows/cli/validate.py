@@ -169,9 +169,9 @@ def validate(
 def _file_findings(path: Path, check_imports: bool) -> list[Finding]:
     """A flow file's findings; a test file named on the command line (``*.test.yaml``) is
     checked as `flows test` reads it, not as a flow."""
-    from flows.testing.files import SUFFIX, read_test_file
+    from flows.testing.files import SUFFIXES, read_test_file
 
-    if path.name.endswith(SUFFIX):
+    if path.name.endswith(SUFFIXES):
         return list(read_test_file(path).findings)
     return validate_file(path, check_imports=check_imports, expand=True).findings
 
@@ -182,12 +182,12 @@ def _previews(
     """The preview of each valid flow file's schedule; a file without one: its path."""
     from flows.runs.build import read_flow_file
     from flows.runs.service_source import definition_of
-    from flows.testing.files import SUFFIX as TEST_SUFFIX
+    from flows.testing.files import SUFFIXES as TEST_SUFFIXES
 
     now = time.time()
     out: list[preview_cli.SchedulePreview | Path] = []
     for path in files:
-        if path.name.endswith(TEST_SUFFIX):  # a test file: no schedule of its own
+        if path.name.endswith(TEST_SUFFIXES):  # a test file: no schedule of its own
             continue
         try:
             flow_file = read_flow_file(path)

@@ -47,6 +47,9 @@ from flows.runs.build import FlowFile, read_flow_file
 from flows.validation.validate import InvalidFlow, subflow_outputs
 
 SUFFIX: Final = ".test.yaml"
+SUFFIXES: Final = (SUFFIX, ".test.yml")
+"""What a flow test file's name ends with (the scheduler service and ``flows validate DIR``
+leave both out as no flows)."""
 _TOP_KEYS: Final = ("flow", "cases")
 _TESTS_KEY: Final = re.compile(r"^tests\s*:", re.MULTILINE)
 _STEPS_KEY: Final = re.compile(r"^steps\s*:", re.MULTILINE)
@@ -71,7 +74,7 @@ class Reading:
 def read_test_file(path: Path) -> Reading:
     """The cases at ``path`` with the flow they test, or every finding in them: a test file's
     (``*.test.yaml``, naming its flow) or a flow file's own ``tests:`` section."""
-    if not path.name.endswith(SUFFIX):
+    if not path.name.endswith(SUFFIXES):
         return _read_flow_tests(path)
     shown = str(path)
     loaded = load_file(path, shown)
@@ -86,9 +89,9 @@ def read_test_file(path: Path) -> Reading:
         sink.error(("flow",), "test-flow", "a test file names its flow: `flow: etl.yaml`")
         return Reading(None, sort_findings(sink.findings))
     flow_path = path.parent / flow_name
-    if flow_path.name.endswith(SUFFIX):
+    if flow_path.name.endswith(SUFFIXES):
         message = f"{flow_name!r} is a flow test file: flow: names the flow the cases test"
-        hint = f"e.g. flow: {flow_path.name.removesuffix(SUFFIX)}.yaml"
+        hint = f"e.g. flow: {flow_path.name.split('.test.')[0]}.yaml"
         sink.error(("flow",), "test-flow", message, hint)
         return Reading(None, sort_findings(sink.findings))
     if not flow_path.is_file():
@@ -155,7 +158,9 @@ def _read_flow_tests(path: Path) -> Reading:
     loaded = load_yaml(flow_file.text, shown)
     sink = FindingSink(shown, loaded.source_map.locate)
     if loaded.data is None or "tests" not in loaded.data:
-        beside = path.with_name(path.name.removesuffix(path.suffix) + SUFFIX)
+        stem = path.name.removesuffix(path.suffix)
+        named = [path.with_name(stem + suffix) for suffix in SUFFIXES]
+        beside = next((file for file in named if file.is_file()), named[0])
         hint = (
             f"its cases are in {beside}: flows test {beside}"
             if beside.is_file()
@@ -225,7 +230,7 @@ def find_test_files(paths: Sequence[Path]) -> list[Path]:
                 for p in sorted(path.rglob("*.y*ml"))
                 if not any(part.startswith(".") for part in p.relative_to(path).parts)
                 and p.suffix in (".yaml", ".yml")
-                and (p.name.endswith(SUFFIX) or has_tests(p))
+                and (p.name.endswith(SUFFIXES) or has_tests(p))
             )
         else:
             found.append(path)

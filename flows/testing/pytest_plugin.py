@@ -28,7 +28,8 @@ if TYPE_CHECKING:
     from flows.flowfile.cases import Case
     from flows.testing.files import TestFile
 
-SUFFIX = ".test.yaml"  # flows.testing.files's, not imported: every pytest run loads this plugin
+SUFFIXES = (".test.yaml", ".test.yml")  # flows.testing.files's, not imported: every pytest
+# run loads this plugin
 _server: Any = None
 _private: AbstractContextManager[Any] | None = None
 """The private server's context (None: none runs, or $FLOWS_REDIS_URL's is used)."""
@@ -101,7 +102,7 @@ class FlowTestFailure(Exception):
 
 
 def pytest_collect_file(parent: pytest.Collector, file_path: Path) -> pytest.Collector | None:
-    if file_path.name.endswith(SUFFIX):
+    if file_path.name.endswith(SUFFIXES):
         return FlowTestFile.from_parent(parent, path=file_path)
     if file_path.suffix in (".yaml", ".yml"):
         from flows.testing.files import has_tests  # only where there is YAML to look at

@@ -336,6 +336,7 @@ def test_the_exit_code_of_the_command(url: str, tmp_path: Path) -> None:
     for name in folder.glob("*.test.yaml"):
         if name.name != "files.test.yaml":
             name.unlink()
+    test_file = (folder / "files.test.yaml").rename(folder / "files.test.yml")  # either suffix
     command = [str(Path(sys.executable).parent / "flows"), "test", str(folder), "--redis", url]
     # Without --redis: a private server of its own, started and removed by the command.
     ok = subprocess.run(
@@ -345,7 +346,6 @@ def test_the_exit_code_of_the_command(url: str, tmp_path: Path) -> None:
         timeout=120,
     )
     assert ok.returncode == 0, ok.stdout + ok.stderr
-    test_file = folder / "files.test.yaml"
     test_file.write_text(test_file.read_text().replace("rows: 6", "rows: 7"))
     failed = subprocess.run(
         command,
@@ -372,16 +372,16 @@ def test_pytest_collects_the_test_files(tmp_path: Path) -> None:
     for name in folder.glob("*.test.yaml"):
         if name.name != "files.test.yaml":
             name.unlink()
+    test_file = (folder / "files.test.yaml").rename(folder / "files.test.yml")  # either suffix
     command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(folder)]
     passed = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert passed.returncode == 0, passed.stdout + passed.stderr
     assert "3 passed" in passed.stdout
-    test_file = folder / "files.test.yaml"
     test_file.write_text(test_file.read_text().replace("rows: 6", "rows: 7"))
     failed = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert failed.returncode == 1
     assert "expect.steps.total.outputs.rows: expected 7, got 6" in failed.stdout
-    assert "files.test.yaml::one count per listed file" in failed.stdout
+    assert "files.test.yml::one count per listed file" in failed.stdout
     assert "2 passed" in failed.stdout  # report.yaml's own cases
 
 

@@ -405,3 +405,15 @@ def test_a_test_file_without_cases_is_told_to_add_them(tmp_path: Path) -> None:
         (1, 1, "no cases: a list of cases, each with a name"),
         (2, 1, "unknown key 'caces' in a test file"),
     ]
+
+
+def test_a_test_file_named_test_yml_is_one(tmp_path: Path) -> None:
+    # flows validate DIR and the scheduler left *.test.yml out as a test file, while flows test
+    # and pytest did not look for it: its cases were run, and checked, by nobody.
+    (tmp_path / "nightly.yaml").write_text(SCHEDULED)
+    test = tmp_path / "nightly.test.yml"
+    test.write_text("flow: nightly.yaml\ncases:\n  - {name: a, mock: all}\n")
+    assert find_test_files([tmp_path]) == [test]
+    reading = read_test_file(test)
+    assert reading.findings == [] and reading.test is not None
+    assert [case.name for case in reading.test.cases] == ["a"]

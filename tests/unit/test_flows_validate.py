@@ -41,8 +41,7 @@ def test_syntax_error_has_its_position() -> None:
 def test_a_quote_never_closed_is_placed_where_it_opens(quote: str) -> None:
     # Placed at the end of the file, where YAML gave up, however far below that was.
     finding = one(
-        f"version: 1\nname: x\nsteps:\n  a:\n    run: {quote}echo hi\n"
-        + "  b: {run: echo}\n" * 50,
+        f"version: 1\nname: x\nsteps:\n  a:\n    run: {quote}echo hi\n" + "  b: {run: echo}\n" * 50,
         "yaml-syntax",
     )
     assert (finding.line, finding.col) == (5, 10)
