@@ -32,7 +32,7 @@ from typing import Any, Final, Literal
 import yaml
 from yaml.constructor import SafeConstructor
 
-from flows.flowfile.findings import DataPath, Finding, Severity
+from flows.flowfile.findings import DataPath, Finding, Severity, path_text
 from flows.flowfile.templates import OPEN
 from flows.gc_pause import gc_paused
 from scheduler.engine.limits import PAST_JSON_NUMBERS, json_fault
@@ -554,7 +554,7 @@ class _Builder:
             self.fail(
                 event.start_mark,
                 "yaml-not-json",
-                f"{event.value} is not a finite number and cannot be stored as JSON",
+                f"{self.named(event.value)} is not a finite number and cannot be stored as JSON",
                 f"quote it ('{event.value}') or use a number",
             )
         return value
@@ -572,11 +572,16 @@ class _Builder:
             if fault is None:
                 return value
             what = fault[1].removesuffix("; give it as text")
-        shown = f"{text[:12]}... ({len(text):,} characters)"
+        shown = self.named(f"{text[:12]}... ({len(text):,} characters)")
         self.fail(
             event.start_mark, "yaml-not-json", f"{shown} is {what}", "quote it to keep it as text"
         )
         return text
+
+    def named(self, text: str) -> str:
+        """``text`` after the data path of the value it is (``steps.a.priority: .nan``)."""
+        path = self.child_path()
+        return f"{path_text(path)}: {text}" if path else text
 
     def implicit_tag(self, text: str, implicit: Any) -> str:
         """The tag YAML 1.1 gives an untagged plain scalar; it depends on the text only."""

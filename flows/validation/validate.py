@@ -230,8 +230,15 @@ def _validate_loaded(
         check_cache_files(flow, loaded.file, flow_dir, sink)
         if expand_too and not has_errors(sink.findings):
             check_run(flow, flow_dir, sink, now or time.time())
-    findings = sort_findings(sink.findings)
+    findings = sort_findings(_said_once(sink.findings))
     return Validation(loaded.file, flow_dir, None if has_errors(findings) else flow, findings)
+
+
+def _said_once(findings: list[Finding]) -> list[Finding]:
+    """Without what the checks said of a value the YAML reader refused as no JSON (``.nan``):
+    its finding says what is wrong there."""
+    refused = {(f.line, f.col) for f in findings if f.code == "yaml-not-json"}
+    return [f for f in findings if f.code.startswith("yaml-") or (f.line, f.col) not in refused]
 
 
 def _validate_child(path: Path, shown: str) -> tuple[Flow | None, list[Finding]]:

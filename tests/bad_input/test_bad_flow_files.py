@@ -50,7 +50,8 @@ CASES: dict[str, tuple[str | bytes, str]] = {
     "ttl-past-a-century": (HEAD + "steps:\n  a: {job: tasks.a, ttl: 99999999999w}\n", "ttl"),
     "integer-of-5000-digits": (
         HEAD + "steps:\n  a: {job: tasks.a, with: {n: " + "9" * 5000 + "}}\n",
-        "bad.yaml:5:31: error: 999999999999... (5,000 characters) is an integer past what JSON",
+        "bad.yaml:5:31: error: steps.a.with.n: 999999999999... (5,000 characters) is an "
+        "integer past what JSON",
     ),
     "infinite-timeout": (HEAD + "steps:\n  a: {job: tasks.a, timeout: .inf}\n", "timeout"),
     "bad-trigger": (HEAD + "steps:\n  a: {job: tasks.a, trigger_rule: sometimes}\n", "trigger"),

@@ -124,7 +124,7 @@ def test_an_integer_past_what_json_holds_is_refused_where_it_is(number: str, sai
     # Python's int() refused it with an unexpected error.
     [finding] = load_yaml(f"a: 1\nb: [x, {number}]\n").findings
     assert (finding.code, finding.line, finding.col) == ("yaml-not-json", 2, 8)
-    assert finding.message.startswith(said), finding.message
+    assert finding.message.startswith(f"b[1]: {said}"), finding.message
     assert finding.message.endswith(PAST_JSON_NUMBERS)
     assert finding.hint == "quote it to keep it as text"
     assert load_yaml(f"b: {'9' * 308}\n").findings == []

@@ -76,6 +76,15 @@ def test_special_characters_and_escapes_get_a_hint() -> None:
     )
 
 
+@pytest.mark.parametrize(("key", "text"), [("priority", ".nan"), ("timeout", "-.inf")])
+def test_a_number_json_cannot_hold_is_one_finding_naming_its_field(key: str, text: str) -> None:
+    # The loader's finding and the model's ("... got nan", Python's spelling) made two.
+    findings = check(f"version: 1\nname: x\nsteps:\n  a: {{run: echo, {key}: {text}}}\n")
+    assert [(f.line, f.message) for f in findings] == [
+        (4, f"steps.a.{key}: {text} is not a finite number and cannot be stored as JSON")
+    ]
+
+
 def test_duplicate_keys_are_refused_with_both_lines() -> None:
     finding = one(
         """\
