@@ -111,6 +111,41 @@ def test_ticks_while_the_last_run_still_runs_follow_the_overlap_policy(
     assert case.observed.ticks == [start + 120 * i for i in range(30)]
 
 
+def test_a_day_long_step_costs_its_heartbeats_not_a_round_each(
+    redis_client: redis.Redis, tmp_path: Path
+) -> None:
+    """A stub that runs for a day is heartbeaten as a worker would (every third of its lock, so
+    the lock holds throughout and the step succeeds at its first attempt), but the clock goes
+    from one event to the next: the heartbeats in between go in one round trip, each at its
+    time. Each of them cost a round of the loop (housekeeping, pops, a read of the run), five
+    engine calls and twenty seconds of wall time a day."""
+
+    def engine_calls() -> int:
+        stats = redis_client.info("commandstats")
+        return sum(int(v["calls"]) for k, v in stats.items() if k.startswith("cmdstat_fcall"))
+
+    (tmp_path / "day.yaml").write_text(
+        "version: 1\nname: day\nqueue: days\nsteps:\n"
+        "  long: {run: echo long}\n  after: {run: echo after, needs: [long]}\n"
+    )
+    test = tmp_path / "day.test.yaml"
+    test.write_text(
+        "flow: day.yaml\ncases:\n"
+        '  - name: a day-long step\n    at: "2026-03-02T00:00:00Z"\n'
+        "    mock: {long: {duration: 1d, outputs: {}}, after: {outputs: {}}}\n"
+        "    expect:\n      status: succeeded\n"
+        "      steps: {long: {status: success, attempts: 1}, after: {status: success}}\n"
+    )
+    before = engine_calls()
+    session = run_files(redis_client, [test])
+    calls = engine_calls() - before
+    [case] = session.cases
+    assert case.passed, case.failure
+    assert case.observed is not None and case.observed.order == ["long", "after"]
+    beats = 86_400 // 20  # the queue's lock is 60 s: a heartbeat every 20 s
+    assert beats <= calls < beats + 100
+
+
 def test_a_reply_read_ahead_answers_only_the_next_call_if_it_matches(
     redis_client: redis.Redis,
 ) -> None:
