@@ -128,8 +128,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "status": ("run", "A run's steps (the latest top-level run when RUN_ID is left out)."),
     "test": (
         "flowtest",
-        "Run the flow tests in PATHS: test files (*.test.yaml) and flow files with a "
-        "tests: section, named or found in the folders named (default: .).",
+        "Run the flow tests in PATHS: test files (*.test.yaml, *.test.yml) and flow files "
+        "with a tests: section, named or found in the folders named (default: .).",
     ),
     "throttle": (
         "queue_admin",
