@@ -17,7 +17,7 @@ from flows.flowfile.findings import describe, did_you_mean
 from flows.flowfile.model import Param
 from flows.flowfile.templates import OPEN, strings
 from scheduler.engine.errors import FlowsError
-from scheduler.engine.limits import MAX_RESULT_DEPTH, json_depth
+from scheduler.engine.limits import MAX_RESULT_DEPTH, json_depth, json_fault
 
 MAX_DEPTH = MAX_RESULT_DEPTH
 """How deeply a param's value may nest: as a step's outputs and a signal's data, so that a run's
@@ -158,7 +158,8 @@ def _split(text: str) -> list[str]:
 
 def _given(value: Any, param: Param) -> tuple[Any, str | None]:
     """A given value as ``param.type`` (text is converted), or why it cannot be used: it does
-    not convert, nests too deeply, or holds a template."""
+    not convert, nests too deeply, holds what JSON cannot (NaN, an infinity, a lone surrogate),
+    or holds a template."""
     if isinstance(value, str) and param.type != "string":
         try:
             value = from_text(value, param)
@@ -166,6 +167,10 @@ def _given(value: Any, param: Param) -> tuple[Any, str | None]:
             return value, str(error)
     if json_depth(value, MAX_DEPTH) > MAX_DEPTH:
         return value, f"nests more than {MAX_DEPTH} levels deep"
+    fault = json_fault(value)  # NaN, 1e999: Python reads them, the engine stores neither
+    if fault is not None:
+        place, what = fault
+        return value, f"at {place}, {what}" if place else what
     if any(OPEN in text for _, text in strings(value)):
         return value, f"values cannot contain '{OPEN}'"
     return value, None

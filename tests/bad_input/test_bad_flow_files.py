@@ -269,12 +269,15 @@ def test_bad_params_are_refused_and_change_nothing(
     path = tmp_path / "params.yaml"
     path.write_text(
         HEAD + "params:\n  day: {type: date}\n  n: {type: int, default: 1}\n"
+        "  r: {type: number, default: 0.5}\n"
         "steps:\n  a: {job: tasks.a, with: {d: '${{ params.day }}', n: '${{ params.n }}'}}\n"
     )
     for args, expected in [
         (["-p", "day=not-a-date"], "day"),
         (["-p", "day=2026-01-01", "-p", "n=NaN"], "n"),
         (["-p", "day=2026-01-01", "-p", "n=1e999"], "n"),
+        (["-p", "day=2026-01-01", "-p", "r=nan"], "param 'r': NaN, which is no JSON number"),
+        (["-p", "day=2026-01-01", "-p", "r=1e999"], "param 'r': a number past what JSON"),
         (["-p", "day=2026-01-01", "-p", "unknown=1"], "unknown"),
         (["-p", "noequals"], "noequals"),
         ([], "day"),  # required, no default

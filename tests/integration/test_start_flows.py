@@ -314,3 +314,33 @@ def test_a_param_with_choices_is_a_list_in_the_run_form_and_other_values_are_ref
     assert started.status == 201, started.body
     record = run_record(client, started.body["id"])
     assert json.loads(str(record["params"])) == {"env": "prod", "workers": 4}
+
+
+@pytest.mark.parametrize(
+    ("params", "said"),
+    [
+        ({"ratio": float("nan")}, "param 'ratio': NaN, which is no JSON number"),
+        ({"ratio": "inf"}, "param 'ratio': a number past what JSON readers hold"),
+        ({"ratio": "1e999"}, "param 'ratio': a number past what JSON readers hold"),
+        ({"shape": {"a": [1, float("-inf")]}}, "param 'shape': at a[1], a number past"),
+        ({"shape": '{"a": NaN}'}, "param 'shape': at a, NaN, which is no JSON number"),
+    ],
+)
+def test_a_param_json_cannot_hold_is_refused_naming_it_and_starts_nothing(
+    api: tuple[Api, Client],
+    folder: Path,
+    redis_client: redis.Redis,
+    params: dict[str, Any],
+    said: str,
+) -> None:
+    # Python reads NaN and 1e999 from a request's JSON (and from -p text) where the engine
+    # stores only JSON numbers: the answer names the param, as for any other bad value.
+    (folder / "measure.yaml").write_text(
+        "version: 1\nname: measure\nparams:\n"
+        "  ratio: {type: number, default: 1.5}\n  shape: {type: object, default: {}}\n"
+        "steps:\n  a: {run: 'true'}\n"
+    )
+    http, _ = api
+    with assert_unchanged(redis_client):
+        refused = http.post("/api/v1/flows/measure/runs", {"params": params})
+    assert refused.status == 422 and said in refused.body["detail"], refused.body
