@@ -10,12 +10,14 @@ are answered at all.
 
 from __future__ import annotations
 
+import json
 import logging
 import secrets
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
-from fastapi import FastAPI, HTTPException, Request, Response
-from fastapi.exception_handlers import http_exception_handler
+from fastapi import FastAPI, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
@@ -96,6 +98,20 @@ async def _too_large(limit: int, send: Send) -> None:
     await send({"type": "http.response.body", "body": response.body})
 
 
+class Answer(JSONResponse):
+    """The API's JSON. Text a request's JSON held is told back (an unknown param's name), and
+    JSON may carry a lone surrogate (``"\\ud800"``) that UTF-8 cannot: it is written as JSON's
+    escape for it, so the answer is the client's own text, not a crash."""
+
+    def render(self, content: Any) -> bytes:
+        text = json.dumps(content, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+        return text.encode("utf-8", "backslashreplace")
+
+
+def _refusal(status: int, detail: Any, headers: Mapping[str, str] | None = None) -> Answer:
+    return Answer({"detail": detail}, status, headers=headers)
+
+
 #: The heading of the error page a page answers with, by status.
 PAGE_ERRORS = {404: "Not found", 409: "Not now", 400: "The request cannot be answered"}
 
@@ -123,6 +139,7 @@ def create_app(
         openapi_url=f"{api.PREFIX}/openapi.json",
         docs_url=None,  # apidocs serves it from this machine's files
         redoc_url=None,
+        default_response_class=Answer,
     )
     app.state.ui = UiState(client, auth)
     app.state.flows_dir = flows_dir
@@ -142,13 +159,13 @@ def create_app(
     app.mount("/static", StaticFiles(directory=pages.HERE / "static"), name="static")
 
     @app.exception_handler(RequestValidationError)
-    async def invalid(request: Request, error: RequestValidationError) -> JSONResponse:
+    async def invalid(request: Request, error: RequestValidationError) -> Answer:
         # One line per problem, naming where it is (body.params, query.limit, ...).
         problems = [
             f"{'.'.join(str(p) for p in e.get('loc', ()))}: {e.get('msg', 'invalid')}"
             for e in error.errors()
         ]
-        return JSONResponse({"detail": "; ".join(problems)}, 422)
+        return _refusal(422, "; ".join(problems))
 
     @app.exception_handler(ForeignEngine)
     async def foreign(request: Request, error: ForeignEngine) -> Response:
@@ -158,7 +175,7 @@ def create_app(
         detail = refusal(error)
         if _answers_html(request):
             return pages.error_page(request, 503, "The engine cannot be used", detail)
-        return await http_exception_handler(request, HTTPException(503, detail))
+        return _refusal(503, detail)
 
     @app.exception_handler(StarletteHTTPException)
     async def refused(request: Request, error: StarletteHTTPException) -> Response:
@@ -168,7 +185,7 @@ def create_app(
         if error.status_code not in (401, 403) and _answers_html(request):
             title = PAGE_ERRORS.get(error.status_code, "The request cannot be answered")
             return pages.error_page(request, error.status_code, title, str(error.detail))
-        return await http_exception_handler(request, error)
+        return _refusal(error.status_code, error.detail, error.headers)
 
     @app.exception_handler(Exception)
     async def crashed(request: Request, error: Exception) -> JSONResponse:

@@ -375,6 +375,9 @@ def test_reads_need_the_token_when_not_open(client: Client) -> None:
         (b"{not json", 422, "JSON"),
         (b'{"flow": "FLOW", "params": {"who": 5}}', 422, "who"),
         (b'{"flow": "FLOW", "params": {"nope": "x"}}', 422, "nope"),
+        # a lone surrogate, named back in the answer: UTF-8 holds none, JSON's escape does
+        (b'{"flow": "FLOW", "params": {"\\ud800": "x"}}', 422, "unknown param '\ud800'"),
+        (b'{"flow": "FLOW", "params": {"who": "\\udfff"}}', 422, "lone surrogate"),
         (b'{"flow": "FLOW", "extra": 1}', 422, "extra"),
         (b'{"flow": ""}', 422, "flow"),
         (b'{"flow": "no-such-flow"}', 404, "no registered flow"),
