@@ -73,7 +73,9 @@ class RoleAuth(Auth):
                 raise HTTPException(403, "the token is not this server's nor a user's") from None
             return Identity(found.name, found.role, user=True)
 
-    def _allow(self, request: Request) -> None:
+    def _check(self, request: Request) -> None:
+        # Auth.read and Auth.write decide when a credential is checked (open reads: only a
+        # bearer token that is sent); this decides who it is and what its role may do.
         identity = self._identify(request)
         needed = needed_role(request.method, request.url.path)
         if rank(identity.role) < rank(needed):
@@ -84,15 +86,6 @@ class RoleAuth(Auth):
                 f"{request.url.path} needs {needed}",
             )
         request.state.identity = identity
-
-    def read(self, request: Request) -> None:
-        # Open reads need no token, but one that is sent is checked as :meth:`Auth.read` checks
-        # it: a wrong or stale credential answers 403 now, not the day reads stop being open.
-        if not self.reads_open or "authorization" in request.headers:
-            self._allow(request)
-
-    def write(self, request: Request) -> None:
-        self._allow(request)
 
     def still_allowed(self, request: Request) -> Callable[[], bool] | None:
         # A user's token is taken back by `flows user revoke`: an open stream is looked at

@@ -138,10 +138,12 @@ def test_open_reads_refuse_a_token_that_is_sent_and_wrong(
             wrong = Api(base, "flows_not-a-token-of-anyone").get(path)
             assert wrong.status == 403, (path, wrong.body)
             assert "not this server's nor a user's" in wrong.body["detail"]
-            malformed = Api(base, None).get(path, headers={"Authorization": "Basic eDp5"})
-            assert malformed.status == 401, (path, malformed.body)
             if path == "/api/v1/events":
                 continue  # a stream: answered 200, it never ends
+            # another scheme is a proxy's in front (HTTP Basic), its browser sends it with
+            # every request: left to the proxy, as without users
+            basic = Api(base, None).get(path, headers={"Authorization": "Basic eDp5"})
+            assert basic.status == 200, (path, basic.body)
             for token in (None, TOKEN, vera):  # none at all, the server's, a user's
                 assert Api(base, token).get(path).status == 200, (path, token)
 
