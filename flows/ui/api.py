@@ -572,7 +572,9 @@ def list_failure_groups(ui: Ui, offset: Offset = 0, limit: Limit = 100) -> dict[
     return page(groups[offset : offset + limit], offset, limit, more=len(groups) > offset + limit)
 
 
-@router.get("/failures/{group}", dependencies=reads, tags=["failures"])
+# A group is an id, which may hold "/" (lua/README.md), where a name may not: the group is the
+# rest of the path, as it arrives decoded.
+@router.get("/failures/{group:path}", dependencies=reads, tags=["failures"])
 def list_failures(ui: Ui, group: str, offset: Offset = 0, limit: Limit = 25) -> dict[str, Any]:
     """A page of a group's failed jobs, newest first."""
     listing = engine_errors(lambda: ui.client.failed(group, offset, limit))
@@ -584,7 +586,7 @@ def list_failures(ui: Ui, group: str, offset: Offset = 0, limit: Limit = 25) -> 
     }
 
 
-@router.post("/failures/{group}/unfail", dependencies=writes, tags=["failures"])
+@router.post("/failures/{group:path}/unfail", dependencies=writes, tags=["failures"])
 def unfail(ui: Ui, group: str, body: Unfail) -> dict[str, Any]:
     """Put up to ``count`` of the group's failed jobs back into ``queue``."""
     moved = engine_errors(lambda: ui.client.unfail(body.queue, group, body.count))

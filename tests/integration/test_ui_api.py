@@ -229,6 +229,19 @@ def test_queues_workers_schedules_and_failures(
     assert triggered.status == 201 and run_status(api, triggered.body["id"]) == "running"
 
 
+def test_a_failure_group_with_a_slash_is_listed_and_unfailed(api: Api, client: Client) -> None:
+    # A group is an id, not a name (lua/README.md): a step's exception may set one such as
+    # "http/503". Its URL segment arrives decoded, so the route takes the rest of the path.
+    queue = client.queues["side"]
+    queue.put("K", {})
+    [job] = queue.pop()
+    job.fail("http/503", "the service was down")
+    listed = api.get("/api/v1/failures/http%2F503")
+    assert listed.status == 200 and [j["jid"] for j in listed.body["items"]] == [job.jid]
+    moved = api.post("/api/v1/failures/http%2F503/unfail", {"queue": "side", "count": 5})
+    assert moved.status == 200 and moved.body == {"group": "http/503", "queue": "side", "moved": 1}
+
+
 def test_listings_are_paged(api: Api, client: Client) -> None:
     for i in range(5):
         client.queues[f"p{i}"].put("K", {})
