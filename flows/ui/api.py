@@ -273,6 +273,15 @@ def kick_step(ui: Ui, run_id: str, step: str) -> dict[str, Any]:
 _SIGNAL_REFUSED = {"missing": 404, "state": 409}
 
 
+def _signaled(action: Callable[[], T]) -> T:
+    """A signal or an approval given: its refusal as a 4xx, and so the engine's (a run id it
+    refuses: empty, too long, ``..``)."""
+    try:
+        return engine_errors(action)
+    except SignalRefused as error:
+        raise HTTPException(_SIGNAL_REFUSED.get(error.kind, 422), str(error)) from None
+
+
 @router.post("/runs/{run_id}/steps/{step}/signal", dependencies=writes, tags=["runs"])
 def signal_wait(
     ui: Ui, request: Request, run_id: str, step: str, body: Signal | None = None
@@ -283,10 +292,7 @@ def signal_wait(
     signal = body or Signal()
     identity = who(request)
     by = identity.name if identity is not None and identity.user else signal.by
-    try:
-        done = signal_step(ui.client, run_id, step, signal.data, by=by)
-    except SignalRefused as error:
-        raise HTTPException(_SIGNAL_REFUSED.get(error.kind, 422), str(error)) from None
+    done = _signaled(lambda: signal_step(ui.client, run_id, step, signal.data, by=by))
     return {"id": run_id, "step": step, "jid": done.jid, "data": dict(done.data)}
 
 
@@ -301,10 +307,7 @@ def approve_wait(
     given = body or Approve()
     identity = who(request)
     by = identity.name if identity is not None and identity.user else given.by
-    try:
-        done = signal_step(ui.client, run_id, step, approval(given.note, by), by=by)
-    except SignalRefused as error:
-        raise HTTPException(_SIGNAL_REFUSED.get(error.kind, 422), str(error)) from None
+    done = _signaled(lambda: signal_step(ui.client, run_id, step, approval(given.note, by), by=by))
     return {"id": run_id, "step": step, "jid": done.jid, "data": dict(done.data)}
 
 

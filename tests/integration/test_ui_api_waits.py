@@ -202,3 +202,20 @@ def test_data_json_readers_cannot_hold_is_refused_naming_where(
             reply = api.request("POST", path, raw=body)
         assert reply.status == 422, (body, reply.body)
         assert reply.body["detail"].startswith(words), (body, reply.body)
+
+
+@pytest.mark.parametrize("action", ["signal", "approve"])
+@pytest.mark.parametrize(
+    ("run", "words"),
+    [
+        ("..", 'Arg "run_id" may not hold "/" or "\\" nor be "." or ".."'),
+        ("%00", 'Arg "run_id" contains white space or a control character'),
+        ("r" * 300, 'Arg "run_id" is 300 bytes, more than the limit of 256'),
+    ],
+)
+def test_a_run_id_the_engine_refuses_gets_a_400_not_a_500(
+    api: Api, redis_client: redis.Redis, run_id: str, action: str, run: str, words: str
+) -> None:
+    with assert_unchanged(redis_client):
+        reply = api.post(f"/api/v1/runs/{run}/steps/approve/{action}", {})
+    assert reply.status == 400 and words in reply.body["detail"], reply.body
