@@ -20,6 +20,7 @@ from flows.cli.terminal import visible
 from flows.entry import INTERRUPTED as INTERRUPTED
 from flows.entry import interrupted_line
 from flows.flowfile.findings import did_you_mean
+from flows.runs.actions import unknown_queue
 from scheduler.engine.errors import EngineError, FlowsError, debug_enabled, without_command
 
 if TYPE_CHECKING:
@@ -259,20 +260,17 @@ def missing_run(error: NoSuchRun) -> click.ClickException:
 
 
 def known_queue(client: Client, name: str, *, refuse: bool = True) -> bool:
-    """Refuse a queue name the namespace has never seen, with the one that was likely meant
-    (an answer of nothing for a misspelt queue would look like an empty queue); without
+    """Refuse a queue name the namespace has never seen (:func:`flows.runs.actions.unknown_queue`
+    says why); without
     ``refuse``, only say so on stderr (a listing then shows nothing, as asked) and return
     False. True when the namespace knows the queue."""
     with user_errors():
-        names = [str(entry.get("name")) for entry in client.queues.counts()]
-    if name in names:
+        problem = unknown_queue(client, name)
+    if problem is None:
         return True
-    hint = did_you_mean(name, names) or (
-        f"its queues: {', '.join(sorted(names)[:10])}" if names else "it has no queues yet"
-    )
     if refuse:
-        raise click.ClickException(f"no queue {name!r} ({hint})")
-    click.echo(f"note: no queue {name!r} ({hint})", err=True)
+        raise click.ClickException(problem)
+    click.echo(f"note: {problem}", err=True)
     return False
 
 

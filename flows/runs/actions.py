@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
+from flows.flowfile.findings import did_you_mean
 from flows.flowfile.job_data import FlowsMeta
 from scheduler.engine.client import Client
 from scheduler.engine.errors import WrongState
@@ -18,6 +19,19 @@ RETRYABLE: Final = frozenset({"failed", "expired"})
 
 def is_run(client: Client, name: str) -> bool:
     return client.engine.call("run.get", name) is not None
+
+
+def unknown_queue(client: Client, name: str) -> str | None:
+    """Why ``name`` is no queue the namespace has seen, with the one likely meant (an answer of
+    nothing for a misspelt queue would look like an empty queue, a pause of one would pause
+    nothing for good); None when it is one."""
+    names = [str(entry.get("name")) for entry in client.queues.counts()]
+    if name in names:
+        return None
+    hint = did_you_mean(name, names) or (
+        f"its queues: {', '.join(sorted(names)[:10])}" if names else "it has no queues yet"
+    )
+    return f"no queue {name!r} ({hint})"
 
 
 def run_of_job(client: Client, jid: str) -> str | None:

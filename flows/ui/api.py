@@ -488,16 +488,26 @@ def list_queues(ui: Ui, offset: Offset = 0, limit: Limit = 100) -> dict[str, Any
     return page(queues, offset, limit)
 
 
+def _known_queue(client: Client, queue: str) -> None:
+    """404 for a queue the namespace never saw, naming the one likely meant."""
+    problem = engine_errors(lambda: run_actions.unknown_queue(client, queue))
+    if problem is not None:
+        raise HTTPException(404, problem)
+
+
 @router.post("/queues/{queue}/pause", dependencies=writes, tags=["queues"])
 def pause_queue(ui: Ui, queue: str) -> dict[str, Any]:
-    """Stop handing out the queue's jobs."""
+    """Stop handing out the queue's jobs. 404 for a queue the namespace never saw, naming the
+    one likely meant (as `flows queue pause`); nothing changes then."""
+    _known_queue(ui.client, queue)
     engine_errors(lambda: ui.client.queues[queue].pause())
     return {"queue": queue, "paused": True}
 
 
 @router.post("/queues/{queue}/unpause", dependencies=writes, tags=["queues"])
 def unpause_queue(ui: Ui, queue: str) -> dict[str, Any]:
-    """Hand out the queue's jobs again."""
+    """Hand out the queue's jobs again. 404 for a queue the namespace never saw."""
+    _known_queue(ui.client, queue)
     engine_errors(lambda: ui.client.queues[queue].unpause())
     return {"queue": queue, "paused": False}
 

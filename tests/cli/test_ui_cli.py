@@ -127,6 +127,8 @@ def test_the_audit_log_believes_x_forwarded_for_only_from_a_trusted_proxy(
     recorded: str,
 ) -> None:
     token = "a-token-for-the-proxy-test-0123"
+    with Client(server.url) as client:
+        client.queues["etl"].put("K", {})  # the queue it pauses
     (tmp_path / "token").write_text(token + "\n")
     with flows_ui(server, "--token-file", str(tmp_path / "token"), *args) as base:
         request = urllib.request.Request(f"{base}/api/v1/queues/etl/pause", method="POST")

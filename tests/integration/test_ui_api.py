@@ -242,6 +242,18 @@ def test_a_failure_group_with_a_slash_is_listed_and_unfailed(api: Api, client: C
     assert moved.status == 200 and moved.body == {"group": "http/503", "queue": "side", "moved": 1}
 
 
+@pytest.mark.parametrize("action", ["pause", "unpause"])
+def test_a_queue_the_namespace_never_saw_is_refused_naming_the_likely_one(
+    api: Api, client: Client, redis_client: redis.Redis, action: str
+) -> None:
+    # as `flows queue pause` refuses it: a misspelt name would be paused (or not) for good
+    client.queues["invoices"].put("K", {})
+    with assert_unchanged(redis_client):
+        reply = api.post(f"/api/v1/queues/invoces/{action}")
+    assert reply.status == 404, reply.body
+    assert reply.body["detail"] == "no queue 'invoces' (did you mean 'invoices'?)"
+
+
 def test_listings_are_paged(api: Api, client: Client) -> None:
     for i in range(5):
         client.queues[f"p{i}"].put("K", {})

@@ -39,6 +39,7 @@ def looks_each_time(monkeypatch: pytest.MonkeyPatch) -> None:
 def api(functions: redis.Redis, server: EmbeddedServer, looks_each_time: None) -> Iterator[Api]:
     with Client(server.url) as client:
         client.engine.load()  # as `flows ui` does before it serves
+        client.queues["q"].put("K", {})  # the queue the writes pause
         with serve(client, Auth(TOKEN, reads_open=False)) as base:
             yield Api(base)
 
