@@ -455,13 +455,9 @@ def unfail(
     groups."""
     client = open_client(redis_url, namespace)
     with user_errors():
-        groups = client.failed()
-    if not groups.get(group):
-        hint = did_you_mean(group, [g for g, n in groups.items() if n])
-        raise click.ClickException(
-            f"no failed jobs in group {group!r} ({hint + '; ' if hint else ''}"
-            "`flows failed` lists the groups); nothing moved"
-        )
+        refusal = run_actions.unfail_refusal(client, group, "`flows failed`")
+    if refusal is not None:
+        raise click.ClickException(refusal)
     note_new_queues(client, [queue])
     with user_errors():
         moved = client.unfail(queue, group, count)

@@ -34,6 +34,19 @@ def unknown_queue(client: Client, name: str) -> str | None:
     return f"no queue {name!r} ({hint})"
 
 
+def unfail_refusal(client: Client, group: str, listing: str) -> str | None:
+    """Why nothing of ``group`` can be put back: it has no failed jobs (the group likely meant,
+    and ``listing``, what lists the groups, say where to look); None when it has some."""
+    groups = client.failed()
+    if groups.get(group):
+        return None
+    hint = did_you_mean(group, [g for g, n in groups.items() if n])
+    return (
+        f"no failed jobs in group {group!r} ({hint + '; ' if hint else ''}{listing} lists the "
+        "groups); nothing moved"
+    )
+
+
 def run_of_job(client: Client, jid: str) -> str | None:
     """The run a job belongs to (from its flow meta, else its ``<run>:<step>`` id), or None."""
     found = _run_target(client, jid)

@@ -601,7 +601,13 @@ def list_failures(ui: Ui, group: str, offset: Offset = 0, limit: Limit = 25) -> 
 
 @router.post("/failures/{group:path}/unfail", dependencies=writes, tags=["failures"])
 def unfail(ui: Ui, group: str, body: Unfail) -> dict[str, Any]:
-    """Put up to ``count`` of the group's failed jobs back into ``queue``."""
+    """Put up to ``count`` of the group's failed jobs back into ``queue``. 404 when the group
+    has no failed jobs, naming the one likely meant (as `flows unfail`); nothing moves then."""
+    refusal = engine_errors(
+        lambda: run_actions.unfail_refusal(ui.client, group, f"GET {PREFIX}/failures")
+    )
+    if refusal is not None:
+        raise HTTPException(404, refusal)
     moved = engine_errors(lambda: ui.client.unfail(body.queue, group, body.count))
     return {"group": group, "queue": body.queue, "moved": moved}
 

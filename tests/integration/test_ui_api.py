@@ -254,6 +254,23 @@ def test_a_queue_the_namespace_never_saw_is_refused_naming_the_likely_one(
     assert reply.body["detail"] == "no queue 'invoces' (did you mean 'invoices'?)"
 
 
+def test_unfailing_a_group_with_no_failed_jobs_is_refused_naming_the_likely_one(
+    api: Api, client: Client, redis_client: redis.Redis
+) -> None:
+    # as `flows unfail` refuses it, rather than a 200 that moved nothing
+    queue = client.queues["side"]
+    queue.put("K", {})
+    [job] = queue.pop()
+    job.fail("timeout", "too slow")
+    with assert_unchanged(redis_client):
+        reply = api.post("/api/v1/failures/timeuot/unfail", {"queue": "side"})
+    assert reply.status == 404, reply.body
+    assert reply.body["detail"] == (
+        "no failed jobs in group 'timeuot' (did you mean 'timeout'?; GET /api/v1/failures "
+        "lists the groups); nothing moved"
+    )
+
+
 def test_listings_are_paged(api: Api, client: Client) -> None:
     for i in range(5):
         client.queues[f"p{i}"].put("K", {})
