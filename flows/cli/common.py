@@ -20,7 +20,6 @@ from flows.cli.terminal import visible
 from flows.entry import INTERRUPTED as INTERRUPTED
 from flows.entry import interrupted_line
 from flows.flowfile.findings import did_you_mean
-from flows.runs.actions import unknown_queue
 from scheduler.engine.errors import EngineError, FlowsError, debug_enabled, without_command
 
 if TYPE_CHECKING:
@@ -261,9 +260,10 @@ def missing_run(error: NoSuchRun) -> click.ClickException:
 
 def known_queue(client: Client, name: str, *, refuse: bool = True) -> bool:
     """Refuse a queue name the namespace has never seen (:func:`flows.runs.actions.unknown_queue`
-    says why); without
-    ``refuse``, only say so on stderr (a listing then shows nothing, as asked) and return
-    False. True when the namespace knows the queue."""
+    says why); without ``refuse``, only say so on stderr (a listing then shows nothing, as
+    asked) and return False. True when the namespace knows the queue."""
+    from flows.runs.actions import unknown_queue  # the engine's client: only for a command
+
     with user_errors():
         problem = unknown_queue(client, name)
     if problem is None:
