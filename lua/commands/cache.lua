@@ -9,6 +9,7 @@
 --
 -- `key` is the hash the worker made of the step's own work (flows/runtime/step_cache.py); the results of
 -- the `upstream` jobs (its inputs) are hashed in here, so the worker reads none of them first.
+-- `ttl`: seconds, 0 to Cache.MAX_TTL (10^12).
 -- An entry
 -- `P cache:<key>` (hash: jid, created, ttl, completed) names the job that produced, or is
 -- producing, the result; `completed`, written when that job's success made the entry, is the
@@ -68,6 +69,9 @@ Cache.CHAIN_LIMIT = 1000
 Cache.PRUNE = 10
 -- Keys of `P caches` an unnamed cache.clear goes through at most while it finds no entry.
 Cache.CLEAR_LOOK = 20000
+-- The longest ttl, in seconds (about 31,700 years): an entry's key expires ttl + a day after it
+-- was made, and Redis refuses an expiry past 2^63 milliseconds from the epoch.
+Cache.MAX_TTL = 1e12
 
 -- Take out of `P caches` the oldest of its keys (at most `count`) whose entry left Redis (its
 -- ttl plus a day passed): the list would else keep every key ever made.
@@ -197,6 +201,9 @@ api['cache.use'] = function(args)
   local queue = Arg.id(cmd, 'queue', args[3])
   local key = Arg.id(cmd, 'key', args[4])
   local ttl = Arg.number(cmd, 'ttl', args[5], 0)
+  if ttl > Cache.MAX_TTL then
+    Arg.fail(cmd, 'Arg "ttl" must be at most ' .. Cache.MAX_TTL .. ' seconds: ' .. args[5])
+  end
   local attempt = Arg.integer(cmd, 'attempt', args[6], 1, 100000)
   if #args > 6 + 1000 then Arg.fail(cmd, 'at most 1000 upstream jobs') end
   local upstream = {}
@@ -243,7 +250,7 @@ end
 
 api['cache.list'] = function(args)
   local cmd = 'CacheList'
-  local offset = Arg.optional_integer(cmd, 'offset', args[1], 0, 0)
+  local offset = Arg.optional_integer(cmd, 'offset', args[1], 0, 0, Engine.MAX_OFFSET)
   local count = Arg.optional_integer(cmd, 'count', args[2], 100, 1, 1000)
   if args[3] ~= nil then Arg.fail(cmd, 'too many arguments') end
   local keys = redis.call('zrevrange', Keys.caches(), offset, offset + count - 1)

@@ -5,13 +5,13 @@
 --       {t, s, l, m} (time, stream, level, text; `l` only for a log record). An attempt keeps at
 --       most `log-lines` lines and `log-bytes` bytes of text; the lines beyond are counted as
 --       dropped, and the first of them leaves one entry {t, s = "truncated", m}. `dropped`:
---       lines the caller already dropped (counted the same way). stream is stdout, stderr or
---       log; level is '' or a level name, followed by `/N` when the caller cut N bytes off the
---       end of the line (the entry gets {c = N}; the line counts as cut). A job that does not
---       exist is skipped (its lines would outlive it), unless its run's cancel kept its logs
---       (Job.keep_logs): a canceled running job's last lines join them. Replies a JSON list,
---       per job in the order given: "ok", "full" (the attempt keeps no more lines: send none)
---       or "gone".
+--       lines the caller already dropped (counted the same way; at most 2^31 - 1). stream is
+--       stdout, stderr or log; level is '' or a level name, followed by `/N` when the caller cut
+--       N bytes off the end of the line (the entry gets {c = N}; the line counts as cut). A job
+--       that does not exist is skipped (its lines would outlive it), unless its run's cancel
+--       kept its logs (Job.keep_logs): a canceled running job's last lines join them. Replies a
+--       JSON list, per job in the order given: "ok", "full" (the attempt keeps no more lines:
+--       send none) or "gone".
 --   log.get jid [attempt [offset [count]]]
 --       -> JSON {jid, attempt, attempts, offset, next, lines, total, bytes, dropped, cut}:
 --       `count` (1 to 1000, default 1000) entries from `offset`; attempt '' or 0: the latest
@@ -67,7 +67,9 @@ api['log.append'] = function(args)
   while i <= #args do
     local jid = Arg.jid(cmd, 'jid', args[i])
     local attempt = Arg.integer(cmd, 'attempt', args[i + 1], 1, Log.MAX_ATTEMPT)
-    local dropped = Arg.integer(cmd, 'dropped', args[i + 2], 0)
+    -- Bounded: the counters are kept as text of whole numbers (Log.counters), which a Lua
+    -- number past 1e14 is not (it prints in exponent notation).
+    local dropped = Arg.integer(cmd, 'dropped', args[i + 2], 0, Engine.MAX_OFFSET)
     local count = Arg.integer(cmd, 'count', args[i + 3], 0)
     lines_total = lines_total + count
     if lines_total > Log.MAX_LINES_PER_CALL then
@@ -141,7 +143,7 @@ api['log.get'] = function(args)
   local cmd = 'LogGet'
   local jid = Arg.jid(cmd, 'jid', args[1])
   local attempt = Arg.optional_integer(cmd, 'attempt', args[2], 0, 0, Log.MAX_ATTEMPT)
-  local offset = Arg.optional_integer(cmd, 'offset', args[3], 0, 0)
+  local offset = Arg.optional_integer(cmd, 'offset', args[3], 0, 0, Engine.MAX_OFFSET)
   local count = Arg.optional_integer(cmd, 'count', args[4], 1000, 1, 1000)
   local key, list_key = Log.home(jid, redis.call('hget', Keys.job(jid), 'state'))
   if not key then Err.raise('NOTFOUND', cmd .. '(): no job ' .. jid) end

@@ -677,6 +677,11 @@ case("log.get", [], InvalidArgument, "jid", id="missing")
 ids("log.get", [], "jid", jid=True)
 case("log.get", ["waiting", "-1"], InvalidArgument, "attempt", id="attempt=-1")
 case("log.get", ["waiting", "", "0", "1001"], InvalidArgument, "count", id="count=1001")
+# Offsets and counts reach Redis as integers, and the stored counters are read back by pattern.
+case("log.get", ["running", "1", "1e308"], InvalidArgument, "offset", id="offset=1e308")
+for value in ["1e15", "2147483648"]:
+    log_args = ["running", "1", value, "1", T0, "stdout", "", "x"]
+    case("log.append", log_args, InvalidArgument, "dropped", id=f"dropped={value}")
 
 for command in ("run.retry", "run.cancel"):
     case(command, [], InvalidArgument, "run_id", id="missing")
@@ -969,6 +974,11 @@ case("cache.use", ["waiting", "w", "q", "k", "60", "0"], InvalidArgument, "attem
 case("cache.use", ["waiting", "w", "q", "k", "60", "1", ""], InvalidArgument, "upstream", id="up")
 case("cache.list", ["-1"], InvalidArgument, "offset", id="offset")
 case("cache.list", ["0", "0"], InvalidArgument, "count", id="count")
+case("cache.list", ["1e308"], InvalidArgument, "offset", id="offset=1e308")
+# A ttl the entry's key cannot expire after (EXPIRE takes milliseconds in 64 bits).
+for value in ["1e16", "1e308"]:
+    cache_args = ["running", "w1", "q", "k", value, "1"]
+    case("cache.use", cache_args, InvalidArgument, "ttl", id=f"ttl={value}")
 case("cache.clear", [""], InvalidArgument, "key", id="empty-key")
 
 # -- Tarantool-queue extensions and unique puts (ours) ----------------------------------------
