@@ -202,7 +202,7 @@ api['cache.use'] = function(args)
   local key = Arg.id(cmd, 'key', args[4])
   local ttl = Arg.number(cmd, 'ttl', args[5], 0)
   if ttl > Cache.MAX_TTL then
-    Arg.fail(cmd, 'Arg "ttl" must be at most ' .. Cache.MAX_TTL .. ' seconds: ' .. args[5])
+    Arg.fail(cmd, 'Arg "ttl" must be at most ' .. Cache.MAX_TTL .. ' seconds: ' .. Arg.shown(args[5]))
   end
   local attempt = Arg.integer(cmd, 'attempt', args[6], 1, 100000)
   if #args > 6 + 1000 then Arg.fail(cmd, 'at most 1000 upstream jobs') end

@@ -17,7 +17,7 @@ api['depends'] = function(args)
   local jid = Arg.jid(cmd, 'jid', args[1])
   local direction = Arg.present(cmd, 'direction', args[2])
   if direction ~= 'on' and direction ~= 'off' then
-    Arg.fail(cmd, 'Arg "direction" must be "on" or "off": ' .. direction)
+    Arg.fail(cmd, 'Arg "direction" must be "on" or "off": ' .. Arg.shown(direction))
   end
   local others = {}
   local all = direction == 'off' and args[3] == 'all' and #args == 3

@@ -52,7 +52,7 @@ function Doctor.index_args(cmd, index, name)
   local names = Doctor.INDEXES[index]
   if not names then
     Arg.fail(cmd, 'Arg "index" must be one of work, parked, scheduled, depends, locks, buried, ' ..
-      'worker, completed, expired, awaiting, failed: ' .. tostring(index))
+      'worker, completed, expired, awaiting, failed: ' .. Arg.shown(index))
   end
   if names == 'none' then
     if name ~= nil and name ~= '' then Arg.fail(cmd, 'Arg "name" must be empty for index ' .. index) end
@@ -65,7 +65,7 @@ api['doctor.names'] = function(args)
   local cmd = 'DoctorNames'
   local what = Arg.present(cmd, 'what', args[1])
   local lister = Doctor.NAMES[what]
-  if not lister then Arg.fail(cmd, 'Arg "what" must be one of queues, workers, groups: ' .. what) end
+  if not lister then Arg.fail(cmd, 'Arg "what" must be one of queues, workers, groups: ' .. Arg.shown(what)) end
   local offset, count = Doctor.page_args(cmd, args, 2)
   return Doctor.encode(lister(offset, count))
 end

@@ -226,7 +226,7 @@ Doctor.REPAIRS = {
 -- The target of a repair, checked: {index, name, jid}.
 function Doctor.repair_target(cmd, kind, index, name, jid)
   local spec = Doctor.REPAIRS[kind]
-  if not spec[2][index] then Arg.fail(cmd, 'Arg "index" ' .. tostring(index) .. ' does not go with kind ' .. kind) end
+  if not spec[2][index] then Arg.fail(cmd, 'Arg "index" ' .. Arg.shown(index) .. ' does not go with kind ' .. kind) end
   local t = { index = index, name = '', jid = '' }
   if index == 'run' then
     t.name = Arg.name(cmd, 'name', name)
@@ -255,11 +255,11 @@ end
 api['doctor.repair'] = function(args)
   local cmd = 'DoctorRepair'
   local kind = Arg.present(cmd, 'kind', args[1])
-  if not Doctor.REPAIRS[kind] then Arg.fail(cmd, 'Arg "kind" is not a kind of finding: ' .. kind) end
+  if not Doctor.REPAIRS[kind] then Arg.fail(cmd, 'Arg "kind" is not a kind of finding: ' .. Arg.shown(kind)) end
   local index = Arg.present(cmd, 'index', args[2])
   local t = Doctor.repair_target(cmd, kind, index, args[3], args[4])
   local dry = args[5]
-  if dry ~= nil and dry ~= '' and dry ~= 'dry' then Arg.fail(cmd, 'Arg "dry" must be dry or empty: ' .. dry) end
+  if dry ~= nil and dry ~= '' and dry ~= 'dry' then Arg.fail(cmd, 'Arg "dry" must be dry or empty: ' .. Arg.shown(dry)) end
   if args[6] ~= nil then Arg.fail(cmd, 'too many arguments') end
   local status, action = Doctor.REPAIRS[kind][1](t, dry == 'dry')
   return cjson.encode({ status = status, action = action or '' })

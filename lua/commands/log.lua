@@ -82,7 +82,7 @@ api['log.append'] = function(args)
     for at = first, first + count * 4 - 1, 4 do
       Arg.number(cmd, 'time', args[at], 0)
       if not Log.STREAMS[args[at + 1]] then
-        Arg.fail(cmd, 'Arg "stream" must be stdout, stderr or log: ' .. tostring(args[at + 1]))
+        Arg.fail(cmd, 'Arg "stream" must be stdout, stderr or log: ' .. Arg.shown(args[at + 1]))
       end
       Log.split_level(cmd, args[at + 2])
       if #args[at + 3] > Log.MAX_LINE then

@@ -100,7 +100,7 @@ api['jobs'] = function(args)
     local lister = JOB_STATES[state]
     if not lister then
       Arg.fail(cmd, 'Arg "state" must be one of complete, running, stalled, scheduled, depends, ' ..
-        'recurring, waiting, buried, parked: ' .. state)
+        'recurring, waiting, buried, parked: ' .. Arg.shown(state))
     end
     local queue = Arg.id(cmd, 'queue', args[2])
     local offset = Arg.optional_integer(cmd, 'offset', args[3], 0, 0, Engine.MAX_OFFSET)

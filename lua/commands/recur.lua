@@ -54,7 +54,7 @@ api['recur'] = function(args)
   local klass = Arg.id(cmd, 'klass', args[3])
   local data = Arg.json(cmd, 'data', args[4], 'payload')
   if args[5] ~= 'interval' then
-    Arg.fail(cmd, 'Arg "spec" must be "interval" (cron schedules are flow schedules): ' .. tostring(args[5]))
+    Arg.fail(cmd, 'Arg "spec" must be "interval" (cron schedules are flow schedules): ' .. Arg.shown(args[5]))
   end
   local interval = Arg.number(cmd, 'interval', args[6], 0)
   if interval <= 0 then Arg.fail(cmd, 'Arg "interval" must be more than 0: ' .. args[6]) end

@@ -336,7 +336,7 @@ api['run.rerun'] = function(args)
   local step = Arg.id(cmd, 'step', args[2])
   local downstream = false
   if args[3] ~= nil and args[3] ~= '' and args[3] ~= '0' then
-    if args[3] ~= '1' then Arg.fail(cmd, 'Arg "downstream" must be 0 or 1: ' .. tostring(args[3])) end
+    if args[3] ~= '1' then Arg.fail(cmd, 'Arg "downstream" must be 0 or 1: ' .. Arg.shown(args[3])) end
     downstream = true
   end
   local item

@@ -55,10 +55,10 @@ local function check_definition(cmd, text)
   end
   if not Schedules.OVERLAP[d.overlap] then
     Arg.fail(cmd, 'definition.overlap must be one of skip, buffer_one, allow, cancel_running: ' ..
-      tostring(d.overlap))
+      Arg.shown(d.overlap))
   end
   if not Schedules.CATCHUP[d.catchup] then
-    Arg.fail(cmd, 'definition.catchup must be one of none, latest, all: ' .. tostring(d.catchup))
+    Arg.fail(cmd, 'definition.catchup must be one of none, latest, all: ' .. Arg.shown(d.catchup))
   end
   if d.paused ~= nil and d.paused ~= cjson.null and type(d.paused) ~= 'boolean' then
     Arg.fail(cmd, 'definition.paused must be a boolean')
@@ -128,7 +128,7 @@ api['schedule.list'] = function(args)
   local offset = Arg.optional_integer(cmd, 'offset', args[1], 0, 0, Engine.MAX_OFFSET)
   local count = Arg.optional_integer(cmd, 'count', args[2], 100, 0, 1000)
   local brief = args[3] or ''
-  if brief ~= '' and brief ~= '1' then Arg.fail(cmd, 'Arg "brief" must be 1 or empty: ' .. brief) end
+  if brief ~= '' and brief ~= '1' then Arg.fail(cmd, 'Arg "brief" must be 1 or empty: ' .. Arg.shown(brief)) end
   if args[4] ~= nil then Arg.fail(cmd, 'too many arguments') end
   local out = {}
   if count > 0 then

@@ -87,7 +87,7 @@ local function parse_fire(cmd, args)
   a.next = Arg.optional_number(cmd, 'next', args[4], nil, 0)
   a.action = args[5]
   if not ACTIONS[a.action] then
-    Arg.fail(cmd, 'Arg "action" must be one of fire, skip, buffer, buffered: ' .. tostring(a.action))
+    Arg.fail(cmd, 'Arg "action" must be one of fire, skip, buffer, buffered: ' .. Arg.shown(a.action))
   end
   if a.action == 'skip' then
     a.tick = Arg.optional_number(cmd, 'tick', args[6], nil, 0)

@@ -52,5 +52,5 @@ api['tag'] = function(args)
     if #tags == 0 then return '[]' end
     return cjson.encode(tags)
   end
-  Arg.fail(cmd, 'Arg "verb" must be one of add, remove, get, top: ' .. verb)
+  Arg.fail(cmd, 'Arg "verb" must be one of add, remove, get, top: ' .. Arg.shown(verb))
 end

@@ -33,7 +33,7 @@ api['track'] = function(args)
     if removed == 1 then Events.publish('untrack', jid) end
     return removed
   end
-  Arg.fail(cmd, 'Arg "verb" must be "track" or "untrack": ' .. tostring(verb))
+  Arg.fail(cmd, 'Arg "verb" must be "track" or "untrack": ' .. Arg.shown(verb))
 end
 
 api['log'] = function(args)

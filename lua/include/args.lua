@@ -35,6 +35,26 @@ local function fail(cmd, message)
 end
 Arg.fail = fail
 
+-- Bytes of a refused value an error message shows.
+Arg.SHOWN_BYTES = 60
+
+-- A refused value as an error message shows it: its first Arg.SHOWN_BYTES bytes (a message
+-- names what is wrong, it does not echo a megabyte back), and NUL, CR and LF as \x00, \x0d and
+-- \x0a, which an error reply cannot carry (the server ends the message at a NUL and turns line
+-- breaks into spaces); the client escapes the other control characters alike
+-- (scheduler/engine/errors.py). Only refusals call it.
+function Arg.shown(value)
+  local text = tostring(value)
+  local cut = #text > Arg.SHOWN_BYTES
+  if cut then
+    -- Not half a UTF-8 character: the last multibyte one goes, as the cut may have split it.
+    text = string.gsub(string.sub(text, 1, Arg.SHOWN_BYTES), '[\192-\255][\128-\191]*$', '')
+  end
+  text = string.gsub(text, '[%z\r\n]', function(char) return string.format('\\x%02x', string.byte(char)) end)
+  if cut then text = text .. '... (' .. #tostring(value) .. ' bytes)' end
+  return text
+end
+
 function Arg.present(cmd, name, value)
   if value == nil or value == '' then
     fail(cmd, 'Arg "' .. name .. '" missing')
@@ -144,10 +164,10 @@ function Arg.number(cmd, name, value, min)
   if value == nil or value == '' then fail(cmd, 'Arg "' .. name .. '" missing') end -- Arg.present
   local n = tonumber(value)
   if n == nil or n ~= n or n == math.huge or n == -math.huge then
-    fail(cmd, 'Arg "' .. name .. '" is not a finite number: ' .. tostring(value))
+    fail(cmd, 'Arg "' .. name .. '" is not a finite number: ' .. Arg.shown(value))
   end
   if min ~= nil and n < min then
-    fail(cmd, 'Arg "' .. name .. '" must be at least ' .. min .. ': ' .. tostring(value))
+    fail(cmd, 'Arg "' .. name .. '" must be at least ' .. min .. ': ' .. Arg.shown(value))
   end
   return n
 end
@@ -156,7 +176,7 @@ end
 function Arg.seconds(cmd, name, value, max)
   local n = Arg.number(cmd, name, value, 0)
   if n <= 0 or n > max then
-    fail(cmd, 'Arg "' .. name .. '" must be more than 0 and at most ' .. max .. ': ' .. tostring(value))
+    fail(cmd, 'Arg "' .. name .. '" must be more than 0 and at most ' .. max .. ': ' .. Arg.shown(value))
   end
   return n
 end
@@ -164,10 +184,10 @@ end
 function Arg.integer(cmd, name, value, min, max)
   local n = Arg.number(cmd, name, value, min)
   if math.floor(n) ~= n then
-    fail(cmd, 'Arg "' .. name .. '" is not an integer: ' .. tostring(value))
+    fail(cmd, 'Arg "' .. name .. '" is not an integer: ' .. Arg.shown(value))
   end
   if max ~= nil and n > max then
-    fail(cmd, 'Arg "' .. name .. '" must be at most ' .. max .. ': ' .. tostring(value))
+    fail(cmd, 'Arg "' .. name .. '" must be at most ' .. max .. ': ' .. Arg.shown(value))
   end
   return n
 end
@@ -383,7 +403,7 @@ function Arg.options(cmd, args, first, allowed)
   local options = {}
   local n = #args
   if n >= first and (n - first + 1) % 2 ~= 0 then
-    fail(cmd, 'option "' .. tostring(args[n]) .. '" has no value (options come in (name, value) pairs)')
+    fail(cmd, 'option "' .. Arg.shown(args[n]) .. '" has no value (options come in (name, value) pairs)')
   end
   for i = first, n, 2 do
     local key = args[i]
@@ -391,7 +411,7 @@ function Arg.options(cmd, args, first, allowed)
       local names = {}
       for name in pairs(allowed) do table.insert(names, name) end
       table.sort(names)
-      fail(cmd, 'unknown option "' .. tostring(key) .. '" (known: ' .. table.concat(names, ', ') .. ')')
+      fail(cmd, 'unknown option "' .. Arg.shown(key) .. '" (known: ' .. table.concat(names, ', ') .. ')')
     end
     options[key] = args[i + 1]
   end

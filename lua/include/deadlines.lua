@@ -29,7 +29,7 @@ Deadlines.ACTIVE = { running = true, awaiting = true }
 function Deadlines.parse(cmd, value)
   if value == nil or value == cjson.null then return nil end
   if type(value) ~= 'number' or value ~= value or value <= 0 or value == math.huge then
-    Arg.fail(cmd, 'Arg "deadline" must be a number of seconds more than 0: ' .. tostring(value))
+    Arg.fail(cmd, 'Arg "deadline" must be a number of seconds more than 0: ' .. Arg.shown(value))
   end
   return value
 end

@@ -83,7 +83,7 @@ local function parse_options(cmd, p, options)
   if trigger ~= nil then
     if not Deps.RULES[trigger] then
       Arg.fail(cmd, 'Arg "trigger" must be one of all_success, all_done, one_failed, none_failed: ' ..
-        text(trigger))
+        Arg.shown(text(trigger)))
     end
     p.trigger = trigger
   end
@@ -120,7 +120,7 @@ function Put.parse(cmd, args)
     parse_options(cmd, p, options)
     local unique = options.unique
     if unique ~= nil and unique ~= '' and unique ~= '0' and unique ~= '1' then
-      Arg.fail(cmd, 'Arg "unique" must be 0 or 1: ' .. tostring(unique))
+      Arg.fail(cmd, 'Arg "unique" must be 0 or 1: ' .. Arg.shown(unique))
     end
     p.unique = unique == '1'
   end
@@ -193,7 +193,7 @@ function Put.parse_shared(cmd, options)
         'is put alone, or as part of a flow)')
     end
     if not MANY_OPTIONS[name] then
-      Arg.fail(cmd, 'unknown option "' .. tostring(name) .. '" (known: concurrency_key, ' ..
+      Arg.fail(cmd, 'unknown option "' .. Arg.shown(name) .. '" (known: concurrency_key, ' ..
         'concurrency_limit, priority, retries, tags, throttle, ttl, ttr)')
     end
   end

@@ -37,7 +37,7 @@ function Waits.parse(cmd, spec, p)
     fail(cmd, 'must be a JSON object {signal, timeout, on_timeout, outputs}')
   end
   for name in pairs(spec) do
-    if not FIELDS[name] then fail(cmd, 'unknown field "' .. tostring(name) .. '"') end
+    if not FIELDS[name] then fail(cmd, 'unknown field "' .. Arg.shown(name) .. '"') end
   end
   if type(spec.signal) ~= 'string' then fail(cmd, '"signal" must be a name') end
   Arg.id(cmd, 'wait.signal', spec.signal)
@@ -45,13 +45,13 @@ function Waits.parse(cmd, spec, p)
   if spec.timeout ~= nil and spec.timeout ~= cjson.null then
     local t = spec.timeout
     if type(t) ~= 'number' or t ~= t or t <= 0 or t == math.huge then
-      fail(cmd, '"timeout" must be a number of seconds more than 0: ' .. tostring(t))
+      fail(cmd, '"timeout" must be a number of seconds more than 0: ' .. Arg.shown(t))
     end
     out.timeout = t
   end
   if spec.on_timeout ~= nil and spec.on_timeout ~= cjson.null then
     if not Waits.ON_TIMEOUT[spec.on_timeout] then
-      fail(cmd, '"on_timeout" must be fail or skip: ' .. tostring(spec.on_timeout))
+      fail(cmd, '"on_timeout" must be fail or skip: ' .. Arg.shown(spec.on_timeout))
     end
     out.on_timeout = spec.on_timeout
   end

@@ -1240,6 +1240,47 @@ case("backfill.skip", ["nope", "0", "why"], JobNotFound, "nope", id="missing")
 ids("backfill.runs", [], "run_id")
 case("backfill.runs", ["r"] * 1001, InvalidArgument, "1000", id="too-many")
 
+# A refused value is shown cut short (check: the message stays under 400 characters), a NUL in
+# it escaped: a message names what is wrong, it does not echo a megabyte back.
+LONG = "x" * 100_000
+for command, args, name in [
+    ("put", [*PUT[:5], LONG], "delay"),
+    ("put", [*PUT, LONG, "1"], "unknown option"),
+    ("put", [*PUT, LONG], "has no value"),
+    ("put", [*PUT, "trigger", LONG], "trigger"),
+    ("put", [*PUT, "unique", LONG], "unique"),
+    ("put", [*PUT, "ttl", LONG], "ttl"),
+    ("put.many", [*MANY[:2], json.dumps({LONG: 1}), *MANY[3:]], "unknown option"),
+    ("pop", ["q", "w1", LONG], "count"),
+    ("config.set", ["heartbeat", LONG], "value"),
+    ("complete", [*COMPLETE, LONG, "x"], "unknown option"),
+    ("recur", [*RECUR[:4], LONG, *RECUR[5:]], "spec"),
+    ("recur.update", ["rec", LONG, "1"], "unknown option"),
+    ("tag", [LONG, "waiting", "t"], "verb"),
+    ("track", [LONG, "waiting"], "verb"),
+    ("depends", ["depends", LONG, "waiting"], "direction"),
+    ("jobs", [LONG, "q"], "state"),
+    ("doctor.names", [LONG], "what"),
+    ("doctor.index", [LONG, "q"], "index"),
+    ("doctor.repair", [LONG, *REPAIR[1:]], "kind"),
+    ("doctor.repair", [REPAIR[0], LONG, *REPAIR[2:]], "index"),
+    ("doctor.repair", [*REPAIR, LONG], "dry"),
+    ("schedule.fire", [*FIRE[:4], LONG, *FIRE[5:]], "action"),
+    ("schedule.list", ["0", "10", LONG], "brief"),
+    (
+        "schedule.register",
+        [REGISTER[0], json.dumps({**DEFINITION, "overlap": LONG}), *REGISTER[2:]],
+        "overlap",
+    ),
+    ("run.rerun", ["r", "a", LONG], "downstream"),
+    ("log.append", ["waiting", "1", "0", "1", LONG, "stdout", "", "x"], "time"),
+    ("log.append", ["waiting", "1", "0", "1", T0, LONG, "", "x"], "stream"),
+    ("cache.use", ["running", "w1", "q", "k", LONG, "1"], "ttl"),
+    ("worker.lease", ["w1", LONG], "seconds"),
+]:
+    case(command, args, InvalidArgument, name, id=f"long-{name}")
+case("put", [*PUT[:5], "a\x00b"], InvalidArgument, "a\\x00b", id="delay-nul-shown")
+
 # Any command: `now` must be a finite number of at least 0 (or '' for the server's clock).
 for value in [*BAD_NUMBERS, "-1"]:
     for command, args in [("get", ["waiting"]), ("put", PUT), ("config.get", [])]:
