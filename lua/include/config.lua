@@ -50,7 +50,10 @@ function Config.all()
   for name, value in pairs(Config.defaults) do merged[name] = value end
   local stored = redis.call('hgetall', Keys.config())
   for i = 1, #stored, 2 do
-    merged[stored[i]] = tonumber(stored[i + 1]) or stored[i + 1]
+    -- A number when it reads as a finite one: a text setting such as 'nan' or '1e400' stays
+    -- text (n - n is NaN for NaN and the infinities, which JSON cannot carry).
+    local n = tonumber(stored[i + 1])
+    merged[stored[i]] = (n and n - n == 0) and n or stored[i + 1]
   end
   return merged
 end

@@ -51,6 +51,13 @@ def test_config_set_get_unset(lua: Lua) -> None:
     assert lua.r.hgetall(lua.key("config")) == {"q-heartbeat": "7.5", "application": "any text"}
 
 
+@pytest.mark.parametrize("value", ["nan", "inf", "-Infinity", "1e400"])
+def test_a_text_setting_that_reads_as_no_finite_number_stays_text(lua: Lua, value: str) -> None:
+    lua.config("application", value)
+    assert json.loads(lua.raw("config.get", now=T0))["application"] == value
+    assert lua("config.get", "application", now=T0) == value
+
+
 @pytest.mark.parametrize(
     ("option", "value"),
     [
