@@ -9,9 +9,10 @@
 --   config.unset  option        -> nil; publishes config_unset on `P log`
 --
 -- Numeric settings (the defaults, <queue>-heartbeat, <queue>-max-concurrency) take a number of
--- at least 0; those that count things (the *-count and *-history ones in days or entries,
--- <queue>-max-concurrency) a whole number; the qless dialect takes negative ones too, as qless
--- does. Other options take any text up to 512 KiB.
+-- at least 0, in decimal notation (kept as given, read by every client); those that count
+-- things (the *-count and *-history ones in days or entries, <queue>-max-concurrency) a whole
+-- number; the qless dialect takes negative ones too, as qless does. Other options take any
+-- text up to 512 KiB.
 -- Errors: INVALID (for example a non-numeric value for a numeric setting), TOOLARGE.
 -- @include args
 -- @include config
@@ -43,6 +44,7 @@ api['config.set'] = function(args)
   -- qless takes negative values (a negative jobs-history drops completed jobs at once); both
   -- dialects refuse what is no number, or not finite.
   local min = not Dialect.rules.negative_settings and 0 or nil
+  if kind ~= nil then Arg.decimal(cmd, 'value', value) end -- kept as given
   if kind == 'integer' then
     Arg.integer(cmd, 'value', value, min and 0 or -Engine.MAX_OFFSET, Engine.MAX_OFFSET)
   elseif kind == 'number' then

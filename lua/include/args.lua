@@ -192,6 +192,18 @@ function Arg.integer(cmd, name, value, min, max)
   return n
 end
 
+-- A number kept as the text given (a setting): besides what Arg.number checks, in decimal
+-- notation, as JSON writes numbers. Lua reads ' 5', '5 ' and '0x10' as numbers, other readers
+-- of the text (Python's float, qless's clients) do not all. Returns the number.
+function Arg.decimal(cmd, name, value)
+  local n = Arg.number(cmd, name, value)
+  if type(value) == 'string' and not string.find(value, '^-?%d*%.?%d*$')
+      and not string.find(value, '^-?%d*%.?%d*[eE][-+]?%d+$') then
+    fail(cmd, 'Arg "' .. name .. '" is not a number in decimal notation: ' .. Arg.shown(value))
+  end
+  return n
+end
+
 -- `value` if given, else `default`; checked as Arg.number / Arg.integer otherwise.
 function Arg.optional_number(cmd, name, value, default, min)
   if value == nil or value == '' then return default end

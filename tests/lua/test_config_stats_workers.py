@@ -73,6 +73,12 @@ def test_a_text_setting_that_reads_as_no_finite_number_stays_text(lua: Lua, valu
         ("stats-history", "1.5"),
         ("histogram-history", "1.5"),
         ("q-max-concurrency", "1.5"),
+        # kept as given, so read back by every client: decimal notation only
+        ("heartbeat", "0x10"),
+        ("heartbeat", "0x1p4"),
+        ("heartbeat", " 5"),
+        ("heartbeat", "5 "),
+        ("q-max-concurrency", "0x10"),
     ],
 )
 def test_config_set_refuses_bad_numbers(lua: Lua, option: str, value: str) -> None:
