@@ -130,7 +130,7 @@ api['backfill.create'] = function(args)
   end
   local texts = {}
   for i, tick in ipairs(ticks) do
-    if not Backfill.finite(tick) or tick < 0 then Arg.fail(cmd, 'ticks[' .. i .. '] is not a time: ' .. tostring(tick)) end
+    if not Backfill.finite(tick) or tick < 0 then Arg.fail(cmd, 'ticks[' .. i .. '] is not a time: ' .. Arg.shown(tick)) end
     if i > 1 and tick <= ticks[i - 1] then Arg.fail(cmd, 'ticks must be in ascending order (ticks[' .. i .. '])') end
     texts[i] = Schedules.time(tick)
   end

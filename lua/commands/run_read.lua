@@ -34,7 +34,7 @@ api['run.read'] = function(args)
     offsets = value
     for step, offset in pairs(offsets) do
       if type(offset) ~= 'number' or offset < 0 or offset ~= math.floor(offset) then
-        Arg.fail(cmd, 'offsets.' .. tostring(step) .. ' must be an integer >= 0')
+        Arg.fail(cmd, 'offsets.' .. Arg.shown(step) .. ' must be an integer >= 0')
       end
     end
   end

@@ -1277,6 +1277,8 @@ for command, args, name in [
     ("log.append", ["waiting", "1", "0", "1", T0, LONG, "", "x"], "stream"),
     ("cache.use", ["running", "w1", "q", "k", LONG, "1"], "ttl"),
     ("worker.lease", ["w1", LONG], "seconds"),
+    ("backfill.create", [*BF[:3], json.dumps([LONG]), BF[4]], "ticks[1]"),
+    ("run.read", ["r", "1", json.dumps({LONG: -1})], "offsets"),
 ]:
     case(command, args, InvalidArgument, name, id=f"long-{name}")
 case("put", [*PUT[:5], "a\x00b"], InvalidArgument, "a\\x00b", id="delay-nul-shown")
