@@ -68,6 +68,7 @@
 -- (`changed` false, `state` what it is).
 -- Errors: INVALID, TOOLARGE, NOTFOUND.
 -- @include args
+-- @include json_text
 -- @include runs
 -- @include run_state
 -- @include schedules
@@ -123,6 +124,9 @@ api['backfill.create'] = function(args)
   local max_active = Backfill.limit(cmd, 'max_active', record.max_active)
   local flow_max = Backfill.limit(cmd, 'flow_max', record.flow_max)
   local source = Arg.text(cmd, 'source', args[3], Schedules.MAX_SOURCE_BYTES)
+  -- As given when cjson would not write it again exactly (a number past 14 digits in params).
+  local definition = JsonText.exact(record.definition) and cjson.encode(record.definition)
+    or JsonText.members(args[2]).definition
   local _, ticks = Arg.json(cmd, 'ticks', args[4], 'array')
   if #ticks == 0 then Arg.fail(cmd, 'a backfill needs at least one tick') end
   if #ticks > Backfill.MAX_TICKS then
@@ -143,7 +147,7 @@ api['backfill.create'] = function(args)
   if redis.call('exists', Keys.backfill(id)) == 1 then return 'exists' end
 
   redis.call('hset', Keys.backfill(id), 'id', id, 'flow', record.flow,
-    'definition', cjson.encode(record.definition), 'source', source, 'hash', record.hash,
+    'definition', definition, 'source', source, 'hash', record.hash,
     'file', tostring(record.file or ''), 'first', Schedules.time(ticks[1]),
     'last', Schedules.time(ticks[#ticks]), 'total', #ticks, 'next', 0, 'max_active', max_active,
     'flow_max', flow_max, 'state', 'active', 'created', Engine.now, 'updated', Engine.now,

@@ -21,11 +21,13 @@
 -- foreach or matrix step with no items, completed when nothing holds it back: triggers.lua);
 -- jobs come in dependency order (a job's depends name earlier jobs of the run or existing jobs).
 -- The run object must have a string `flow`; its other fields are kept as given (strings, or
--- JSON text for tables). A run id may not end in '-jobs' (the key layout uses that suffix).
+-- JSON text for tables; a value holding a number cjson would not write again exactly, past 14
+-- significant digits, as the text the caller gave: JsonText.exact). A run id may not end in '-jobs' (the key layout uses that suffix).
 -- A job with `fanout` ({from, output}: include/fanout.lua) is a template, expanded into one job
 -- per item of its producer's output when the producer completes; `from` is an earlier job of
 -- the run that it depends on.
 -- @include args
+-- @include json_text
 -- @include putting
 -- @include fanout
 -- @include notify
@@ -68,6 +70,7 @@ function Runs.parse(cmd, run_id, run_text, jobs_text)
     Err.raise('TOOLARGE', cmd .. '(): ' .. #specs .. ' jobs, more than the limit of ' .. Runs.MAX_JOBS)
   end
   submission.run = run
+  submission.run_text = run_text
   submission.specs = specs
   return submission
 end
@@ -113,8 +116,14 @@ function Runs.write(submission)
   -- One HSET: each write of a script is its own entry in the append-only file and the replicas'
   -- stream.
   local fields = { 'id', run_id, 'submitted', Engine.now, 'jobs', #puts }
+  local given -- the members' text, read only for a value that would not be written exactly
   for field, value in pairs(run) do
-    if type(value) == 'table' then value = cjson.encode(value) end
+    if not JsonText.exact(value) then
+      given = given or JsonText.members(submission.run_text)
+      value = given[field]
+    elseif type(value) == 'table' then
+      value = cjson.encode(value)
+    end
     fields[#fields + 1] = field
     fields[#fields + 1] = tostring(value)
   end
