@@ -22,7 +22,8 @@
 -- jobs come in dependency order (a job's depends name earlier jobs of the run or existing jobs).
 -- The run object must have a string `flow`; its other fields are kept as given (strings, or
 -- JSON text for tables; a value holding a number cjson would not write again exactly, past 14
--- significant digits, as the text the caller gave: JsonText.exact). A run id may not end in '-jobs' (the key layout uses that suffix).
+-- significant digits, as the text the caller gave: JsonText.exact); a null one is not kept. A
+-- run id may not end in '-jobs' (the key layout uses that suffix).
 -- A job with `fanout` ({from, output}: include/fanout.lua) is a template, expanded into one job
 -- per item of its producer's output when the producer completes; `from` is an earlier job of
 -- the run that it depends on.
@@ -118,14 +119,24 @@ function Runs.write(submission)
   local fields = { 'id', run_id, 'submitted', Engine.now, 'jobs', #puts }
   local given -- the members' text, read only for a value that would not be written exactly
   for field, value in pairs(run) do
-    if not JsonText.exact(value) then
-      given = given or JsonText.members(submission.run_text)
-      value = given[field]
-    elseif type(value) == 'table' then
-      value = cjson.encode(value)
+    if value == cjson.null then
+      value = nil -- not kept, as a field left out
+    else
+      local text
+      if not JsonText.exact(value) then
+        given = given or JsonText.members(submission.run_text)
+        text = given[field] -- (none for a field the engine added: written as the others)
+      end
+      if text then
+        value = text
+      elseif type(value) == 'table' then
+        value = cjson.encode(value)
+      end
     end
-    fields[#fields + 1] = field
-    fields[#fields + 1] = tostring(value)
+    if value ~= nil then
+      fields[#fields + 1] = field
+      fields[#fields + 1] = tostring(value)
+    end
   end
   Engine.call_many('hset', key, fields)
   local jids = {}

@@ -1,7 +1,7 @@
-"""Numbers the engine stores from a JSON argument it decodes come back as they were given: cjson
-writes a number with 14 significant digits, so a run's params, outputs or tick and a backfill's
-definition are kept as the text the caller sent wherever writing the value again would change it.
-"""
+"""JSON the engine decodes and keeps field by field (a run's object, a backfill's definition):
+its numbers come back as they were given (cjson writes a number with 14 significant digits, so
+a value it would write changed is kept as the text the caller sent), and a null field is not
+kept (as a field left out)."""
 
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ def test_a_run_record_keeps_its_numbers_exactly(lua: Lua) -> None:
     run = json.loads(lua.raw("run.get", "r", now=T0))
     assert run["params"] == PARAMS
     assert run["tick"] == TICK
+    assert run["flow"] == "f"
     assert json.loads(run["outputs"]) == {"n": 2}
 
 
@@ -31,3 +32,12 @@ def test_a_backfill_keeps_its_definition_s_numbers_exactly(lua: Lua) -> None:
     assert created == "created"
     backfill = json.loads(lua.raw("backfill.get", "b", "1", now=T0))
     assert backfill["definition"] == definition
+
+
+def test_a_null_field_of_a_run_object_is_not_kept(lua: Lua) -> None:
+    record = '{"flow": "f", "schedule": null, "params": {"a": null}}'
+    jobs = json.dumps([{"jid": "r:a", "queue": "q", "klass": "K", "data": "{}"}])
+    assert lua.raw("flow.submit", "r", record, jobs, now=T0) == "submitted"
+    run = json.loads(lua.raw("run.get", "r", now=T0))
+    assert "schedule" not in run
+    assert json.loads(run["params"]) == {"a": None}
