@@ -121,6 +121,9 @@ api['backfill.create'] = function(args)
   Arg.name(cmd, 'record.flow', record.flow)
   if type(record.definition) ~= 'table' then Arg.fail(cmd, 'record.definition must be an object') end
   if type(record.hash) ~= 'string' then Arg.fail(cmd, 'record.hash must be a string') end
+  local file = record.file
+  if file == nil or file == cjson.null then file = '' end
+  if type(file) ~= 'string' then Arg.fail(cmd, 'record.file must be a string') end
   local max_active = Backfill.limit(cmd, 'max_active', record.max_active)
   local flow_max = Backfill.limit(cmd, 'flow_max', record.flow_max)
   local source = Arg.text(cmd, 'source', args[3], Schedules.MAX_SOURCE_BYTES)
@@ -148,7 +151,7 @@ api['backfill.create'] = function(args)
 
   redis.call('hset', Keys.backfill(id), 'id', id, 'flow', record.flow,
     'definition', definition, 'source', source, 'hash', record.hash,
-    'file', tostring(record.file or ''), 'first', Schedules.time(ticks[1]),
+    'file', file, 'first', Schedules.time(ticks[1]),
     'last', Schedules.time(ticks[#ticks]), 'total', #ticks, 'next', 0, 'max_active', max_active,
     'flow_max', flow_max, 'state', 'active', 'created', Engine.now, 'updated', Engine.now,
     'submitted', 0, 'resumed', 0, 'existed', 0, 'failed', 0)

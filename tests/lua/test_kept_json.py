@@ -41,3 +41,10 @@ def test_a_null_field_of_a_run_object_is_not_kept(lua: Lua) -> None:
     run = json.loads(lua.raw("run.get", "r", now=T0))
     assert "schedule" not in run
     assert json.loads(run["params"]) == {"a": None}
+
+
+def test_a_null_file_of_a_backfill_record_is_no_file(lua: Lua) -> None:
+    record = '{"flow": "f", "definition": {}, "hash": "h", "file": null}'
+    created = lua.raw("backfill.create", "b", record, "src", json.dumps([T0]), '["f@1"]', now=T0)
+    assert created == "created"
+    assert json.loads(lua.raw("backfill.get", "b", now=T0))["file"] == ""
