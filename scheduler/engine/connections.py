@@ -126,8 +126,22 @@ def _hosts(netloc: str, url: str) -> tuple[dict[str, str], list[tuple[str, int]]
                 f"invalid Redis URL {redact_url(url)!r}: each server must be host:port,"
                 f" got {item.strip()!r}"
             )
+        _check_host(host.strip("[]"), url)
         found.append((host.strip("[]"), int(port)))
     return auth, found
+
+
+def _check_host(host: str | None, url: str) -> None:
+    """Refuse a host name no resolver takes (an empty part, ``a..b``; a part over 63
+    characters), which the socket would refuse with a ``UnicodeError`` of its IDNA codec at the
+    first connection."""
+    try:
+        (host or "").encode("idna")
+    except UnicodeError:
+        raise ServerError(
+            f"invalid Redis URL {redact_url(url)!r}: the host name {host!r} is not one (each of"
+            " its parts between dots is 1 to 63 characters)"
+        ) from None
 
 
 def redact_url(url: str) -> str:
@@ -167,6 +181,8 @@ def connect(url: str) -> redis.Redis:
     tls: dict[str, Any] = {"ssl_cert_reqs": "required", "ssl_check_hostname": True}
     options = tls if scheme == "rediss" else {}
     _check_path(url, scheme)
+    if scheme != "unix":
+        _check_host(urlsplit(url).hostname, url)
     try:
         client = redis.Redis.from_url(url, decode_responses=True, **options)
     except ValueError as error:

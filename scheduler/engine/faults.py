@@ -4,7 +4,7 @@ Faults of the server or of the connection (not of the call's arguments) become o
 also raised by the client (:class:`~scheduler.engine.scripts.Engine` translates them)::
 
     ServerError
-    ├── ServerUnavailable       cannot connect, or the connection broke
+    ├── ServerUnavailable       cannot connect, the connection broke, or no Redis answers
     ├── AuthenticationFailed    wrong user name or password (also a redis AuthenticationError)
     ├── ServerOutOfMemory       the server is at maxmemory and refuses writes
     ├── ServerReadOnly          the server is a read-only replica
@@ -51,7 +51,8 @@ class ServerFault(ServerError):
 
 
 class ServerUnavailable(ServerFault, redis.exceptions.ConnectionError):
-    """No connection to the server: it is not running, not reachable, or the connection broke."""
+    """No connection to the server: it is not running, not reachable, the connection broke, or
+    what answers there does not speak Redis's protocol."""
 
 
 class AuthenticationFailed(ServerFault, redis.exceptions.AuthenticationError):
@@ -131,6 +132,13 @@ def translate(
         return AuthenticationFailed(
             f"{at} refused the login as user {user_of(client)!r} ({reason}): check the user name "
             "and password in --redis or $FLOWS_REDIS_URL, and that the ACL user is enabled",
+            where=at,
+            command=command,
+        )
+    if isinstance(error, redis.exceptions.InvalidResponse):  # a web server, an SSH daemon...
+        return ServerUnavailable(
+            f"{at} does not answer as a Redis server does ({reason}): check the host and port"
+            " in --redis or $FLOWS_REDIS_URL",
             where=at,
             command=command,
         )

@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import os
 import secrets
+import socketserver
 import subprocess
 import sys
-from collections.abc import Sequence
+import threading
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -89,6 +91,47 @@ def test_a_malformed_url_is_blamed_on_the_url(flow_file: Path, flows_dir: Path) 
     for name, args in commands(flow_file, flows_dir).items():
         line = one_line_error(*run(args, url), "invalid Redis URL", "redis://flows-user:***@")
         assert "namespace" not in line and "s3cret" not in line, name
+
+
+def test_a_host_name_that_cannot_be_one_is_blamed_on_the_url(
+    flow_file: Path, flows_dir: Path
+) -> None:
+    """An empty or over-long label (a doubled dot, a pasted token) is no host name: said as a
+    malformed URL, not as an unexpected error of the IDNA codec."""
+    for host in ("my..host", "x" * 64 + ".example"):
+        url = f"redis://flows-user:s3cret-pw@{host}:6379/0"
+        for name, args in commands(flow_file, flows_dir).items():
+            line = one_line_error(*run(args, url), "invalid Redis URL", f"host name {host!r}")
+            assert "s3cret" not in line, name
+
+
+@pytest.fixture
+def not_redis() -> Iterator[str]:
+    """The URL of a server that answers every connection as a web server does."""
+
+    class Answer(socketserver.BaseRequestHandler):
+        def handle(self) -> None:
+            self.request.recv(1024)
+            self.request.sendall(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n")
+
+    with socketserver.ThreadingTCPServer(("127.0.0.1", 0), Answer) as server:
+        server.daemon_threads = True
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        yield f"redis://127.0.0.1:{server.server_address[1]}/0"
+        server.shutdown()
+
+
+def test_a_server_that_is_not_redis_is_named_with_what_to_check(
+    not_redis: str, flow_file: Path, flows_dir: Path
+) -> None:
+    port = not_redis.rsplit(":", 1)[1].split("/")[0]
+    for args in commands(flow_file, flows_dir).values():
+        one_line_error(
+            *run(args, not_redis),
+            f"Redis at 127.0.0.1:{port}",
+            "does not answer as a Redis server",
+            "check the host and port",
+        )
 
 
 def test_debug_shows_the_traceback(monkeypatch: pytest.MonkeyPatch) -> None:
