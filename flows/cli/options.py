@@ -183,6 +183,16 @@ def setting_option(setting: Setting, default: Any) -> Callable[[F], F]:
     return click.option(*setting.flags, setting.name, **how)
 
 
+def log_level_option(func: F) -> F:
+    """``--log-level`` of a service (``flows ui``, ``flows scheduler``) as ``flows worker``
+    takes it (:mod:`scheduler.worker.settings`): a level :mod:`logging` does not know is a
+    usage error, said before anything starts."""
+    from scheduler.worker.settings import table
+
+    setting = next(each for each in table() if each.name == "log_level")
+    return setting_option(setting, setting.default)(func)
+
+
 def bad_params(error: ParamError) -> click.BadParameter:
     """The usage error every command that takes ``-p`` gives for params it cannot use (the
     same exit code, 2, and the same words from `flows plan` and `flows run`), saying how to

@@ -30,7 +30,7 @@ from flows.cli.common import (
 )
 from flows.cli.namespaces import namespaces_of, run_per_namespace
 from flows.cli.notifications import env_file_option, notify_deliverer
-from flows.cli.options import FiniteFloat, as_json, connection
+from flows.cli.options import FiniteFloat, as_json, connection, log_level_option
 from flows.cli.preview import build as build_preview
 from flows.cli.preview import options as preview_options
 from flows.cli.preview import print_preview
@@ -225,12 +225,7 @@ def _skip(skip: Skip) -> dict[str, Any]:
     default="",
     help="The dashboard's address, for the links in notifications [env FLOWS_DASHBOARD_URL].",
 )
-@click.option(
-    "--log-level",
-    default="INFO",
-    show_default=True,
-    help="DEBUG, INFO, WARNING or ERROR.",
-)
+@log_level_option
 @click.option(
     "--now", type=FiniteFloat(min=0), hidden=True, help="--once at this epoch time (tests)."
 )

@@ -16,7 +16,7 @@ import click
 from flows.access.users import Users
 from flows.cli.common import cannot_work, open_client, user_errors
 from flows.cli.notifications import env_file_option, use_env_file
-from flows.cli.options import connection
+from flows.cli.options import connection, log_level_option
 from flows.ui.auth import ENV_TOKEN, Auth, TokenError, load_token, reached_through
 from flows.ui.roles import RoleAuth
 from scheduler.engine.backoff import wait_for_server
@@ -80,9 +80,7 @@ def register(group: click.Group) -> None:
     "services publish of their folders.",
 )
 @env_file_option
-@click.option(
-    "--log-level", default="INFO", show_default=True, help="DEBUG, INFO, WARNING or ERROR."
-)
+@log_level_option
 @connection
 def ui(
     host: str,
@@ -109,7 +107,7 @@ def ui(
     from flows.ui.app import create_app
     from flows.ui.guard import allowed_hosts as allowed_hosts_for
 
-    log_to_stderr(log_level.upper(), "%(asctime)s %(levelname)s %(message)s")
+    log_to_stderr(log_level, "%(asctime)s %(levelname)s %(message)s")
     try:
         token = load_token(token_file)
     except TokenError as error:
@@ -151,7 +149,7 @@ def ui(
         app,
         host=host,
         port=port,
-        log_level=log_level.lower(),
+        log_level=logging.getLevelNamesMapping()[log_level],  # uvicorn knows no WARN, FATAL
         access_log=False,
         server_header=False,
         timeout_graceful_shutdown=5,  # open event streams would otherwise hold the stop forever

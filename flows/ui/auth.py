@@ -40,9 +40,13 @@ def load_token(token_file: Path | None) -> str | None:
     """The token from ``token_file`` (its first line), else ``$FLOWS_UI_TOKEN``, else None."""
     if token_file is not None:
         try:
-            text = token_file.read_text()
+            text = token_file.read_text(encoding="utf-8")
         except OSError as error:
             raise TokenError(f"cannot read the token file {token_file}: {error.strerror}") from None
+        except UnicodeDecodeError as error:
+            raise TokenError(
+                f"the token file {token_file} is not UTF-8 text (byte {error.start})"
+            ) from None
         token = text.strip().splitlines()[0].strip() if text.strip() else ""
         where = f"the token file {token_file}"
     else:

@@ -15,7 +15,8 @@ from scheduler.engine.client import Client
 
 LONG = "j" * 257
 
-# (arguments, a piece of the error message); "{flow}" is a valid flow file, "{dir}" a folder.
+# (arguments, a piece of the error message); "{flow}" is a valid flow file, "{dir}" a folder,
+# "{binary}" a file that is not UTF-8 text.
 CASES: list[tuple[list[str], str]] = [
     (["job", "a b"], "a b"),
     (["job", ""], "job id is empty"),
@@ -75,6 +76,10 @@ CASES: list[tuple[list[str], str]] = [
     (["run", "{flow}", "--run-id", "..", "--detach"], 'nor be "." or ".."'),
     (["run", "{flow}", "--run-id", "csi\u009b2J", "--detach"], "control character"),
     (["job", "x/../../runs/r"], 'may not hold "/"'),
+    (["ui", "--port", "0", "--log-level", "LOUD"], "'LOUD' is not a log level"),
+    (["scheduler", "--flows-dir", "{dir}", "--once", "--log-level", "LOUD"], "not a log level"),
+    (["ui", "--port", "0", "--token-file", "{binary}"], "is not UTF-8 text"),
+    (["worker", "-q", "q", "--metrics-port", "1", "--metrics-token-file", "{binary}"], "not UTF-8"),
 ]
 
 
@@ -85,7 +90,10 @@ def test_bad_arguments_are_refused_clearly_and_change_nothing(
     expected = dict((tuple(a), e) for a, e in CASES)[tuple(args)]
     flow = tmp_path / "good.yaml"
     flow.write_text("version: 1\nname: good\nqueue: q\nsteps:\n  a: {job: tasks.a}\n")
-    argv = [a.replace("{flow}", str(flow)).replace("{dir}", str(tmp_path)) for a in args]
+    binary = tmp_path / "binary"
+    binary.write_bytes(b"\xff\xfe" * 16)
+    places = {"{flow}": flow, "{dir}": tmp_path, "{binary}": binary}
+    argv = [str(places.get(a, a)) for a in args]
     output = refused(cli, populated.redis, argv, (1, 2))
     assert expected.lower() in output.lower(), output
     assert len(output.splitlines()) <= 12, output
