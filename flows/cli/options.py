@@ -122,13 +122,17 @@ def id_option(*decls: str, what: str, kind: IdKind = "jid", **attrs: Any) -> Cal
     return click.option(*decls, callback=_checked_ids(what, kind), **attrs)
 
 
-def _checked_run_id(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
-    """A ``--run-id`` the engine would refuse is a usage error, said before anything is
-    submitted."""
-    refusal = None if value is None else id_refusal("run id", value)
-    if refusal is not None:
-        raise click.BadParameter(refusal, ctx, param)
-    return value
+def checked_value(what: str, kind: IdKind = "name") -> Callable[..., str | None]:
+    """A callback that refuses, as a usage error naming the option, a value the engine would
+    refuse as ``what`` (``--run-id``, a service's ``--id``), said before anything is sent."""
+
+    def check(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+        refusal = None if value is None else id_refusal(what, value, kind)
+        if refusal is not None:
+            raise click.BadParameter(refusal, ctx, param)
+        return value
+
+    return check
 
 
 def run_id(default: str) -> Callable[[F], F]:
@@ -137,7 +141,7 @@ def run_id(default: str) -> Callable[[F], F]:
         "--run-id",
         default=None,
         metavar="ID",
-        callback=_checked_run_id,
+        callback=checked_value("run id"),
         help=f"The run's id (its jobs are ID:<step>). Default: {default}.",
     )
 

@@ -30,7 +30,13 @@ from flows.cli.common import (
 )
 from flows.cli.namespaces import namespaces_of, run_per_namespace
 from flows.cli.notifications import env_file_option, notify_deliverer
-from flows.cli.options import FiniteFloat, as_json, connection, log_level_option
+from flows.cli.options import (
+    FiniteFloat,
+    as_json,
+    checked_value,
+    connection,
+    log_level_option,
+)
 from flows.cli.preview import build as build_preview
 from flows.cli.preview import options as preview_options
 from flows.cli.preview import print_preview
@@ -170,6 +176,7 @@ def _skip(skip: Skip) -> dict[str, Any]:
     "--source",
     "origin",
     metavar="NAME",
+    callback=checked_value("source name", "id"),
     help="The name the folder's schedules are registered under; this service fires only "
     "those (default: the folder's name, so the same checkout at another path is the same "
     "source).",
@@ -180,6 +187,7 @@ def _skip(skip: Skip) -> dict[str, Any]:
     "--id",
     "service_id",
     metavar="ID",
+    callback=checked_value("service id", "id"),
     help="This service's id for --health (default host-pid; with --once host-once).",
 )
 @click.option(
@@ -289,13 +297,6 @@ def scheduler_command(
         raise click.UsageError("--flows-dir is required (the folder of flow files to schedule)")
     if now is not None and not once:
         raise click.UsageError("--now only goes with --once")
-    if origin is not None and (
-        not origin or len(origin.encode()) > 256 or any(c.isspace() for c in origin)
-    ):
-        raise click.BadParameter(
-            f"{origin!r} is not a source name (1 to 256 bytes, no white space)",
-            param_hint="--source",
-        )
     _setup_logging(log_level)
     if once and service_id is None:
         # One id per host for cron-driven --once runs, so health follows the latest run.

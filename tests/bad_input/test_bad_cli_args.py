@@ -80,6 +80,9 @@ CASES: list[tuple[list[str], str]] = [
     (["scheduler", "--flows-dir", "{dir}", "--once", "--log-level", "LOUD"], "not a log level"),
     (["ui", "--port", "0", "--token-file", "{binary}"], "is not UTF-8 text"),
     (["worker", "-q", "q", "--metrics-port", "1", "--metrics-token-file", "{binary}"], "not UTF-8"),
+    (["scheduler", "--flows-dir", "{dir}", "--once", "--id", "a\x1b[2J"], "--id"),
+    (["scheduler", "--flows-dir", "{dir}", "--once", "--source", "a\x1b[2J"], "control"),
+    (["scheduler", "--health", "--id", "a\x07"], "service id 'a\\x07' contains white"),
 ]
 
 

@@ -131,5 +131,5 @@ def test_a_bad_source_name_is_refused(
             "scheduler", "--redis", url, "--flows-dir", str(where), "--once", "--source", bad
         )
     assert result.exit_code == 2
-    assert "--source" in result.stderr and "not a source name" in result.stderr
+    assert "--source" in result.stderr and "source name" in result.stderr
     assert "Traceback" not in result.output
