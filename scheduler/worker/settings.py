@@ -164,6 +164,16 @@ def _some_queues(queues: tuple[str, ...]) -> str | None:
     return None
 
 
+def _worker_name(name: str | None) -> str | None:
+    """A name the engine takes as a worker's (or none: the default): refused at start, not by
+    the engine once a pool's processes register."""
+    fault = id_fault(name) if name else None
+    if name is None or fault is None:
+        return None
+    size = len(name.encode("utf-8", "surrogatepass"))
+    return f"worker name {name[:40]!r} {fault}" if size <= MAX_ID_BYTES else f"worker name {fault}"
+
+
 def _log_level(level: Any) -> str | None:
     if isinstance(level, str) and level in logging.getLevelNamesMapping():
         return None
@@ -230,7 +240,8 @@ class WorkerSettings:
         metadata=setting("--burst", kind="flag", help="Exit 0 once the queues are empty."),
     )
     name: str | None = field(
-        default=None, metadata=setting("--name", help="Worker name (default <host>-<pid>).")
+        default=None,
+        metadata=setting("--name", rule=_worker_name, help="Worker name (default <host>-<pid>)."),
     )
     shutdown_grace: float = field(
         default=30.0,

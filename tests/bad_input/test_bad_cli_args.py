@@ -83,6 +83,7 @@ CASES: list[tuple[list[str], str]] = [
     (["scheduler", "--flows-dir", "{dir}", "--once", "--id", "a\x1b[2J"], "--id"),
     (["scheduler", "--flows-dir", "{dir}", "--once", "--source", "a\x1b[2J"], "control"),
     (["scheduler", "--health", "--id", "a\x07"], "service id 'a\\x07' contains white"),
+    (["worker", "-q", "q", "--name", "my worker"], "worker name 'my worker' contains white"),
 ]
 
 

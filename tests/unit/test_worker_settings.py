@@ -29,7 +29,8 @@ BY_NAME = {each.name: each for each in table()}
 
 # What a command line can carry: no NUL, no lone surrogates.
 text = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"))
-# A queue name the engine takes: no white space or control character, at most 256 bytes.
+# A queue (or worker) name the engine takes: no white space or control character, at most 256
+# bytes.
 queue = (
     text.map(lambda name: name.replace(",", "").strip())
     .filter(bool)
@@ -46,7 +47,7 @@ def settings(draw: st.DrawFn) -> WorkerSettings:
         threads=draw(st.integers(1, 10**6)),
         prefetch=draw(st.integers(0, 10**6)),
         burst=draw(st.booleans()),
-        name=draw(st.none() | text),
+        name=draw(st.none() | st.just("") | queue),  # a name the engine takes, as a queue's
         shutdown_grace=draw(st.floats(min_value=0, **finite)),
         prepare=draw(st.none() | text),
         paths=tuple(draw(st.lists(text, max_size=3))),
@@ -115,6 +116,7 @@ def test_the_command_lines_written_before_the_table_still_read() -> None:
         ("log_level", "loud", "'loud' is not a log level"),
         ("burst", "yes", "not true or false"),
         ("name", 7, "not text"),
+        ("name", "my worker", "worker name 'my worker' contains white space"),
     ],
 )
 def test_a_refused_value_names_its_setting(field: str, value: object, says: str) -> None:
