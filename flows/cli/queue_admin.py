@@ -326,7 +326,7 @@ class ThrottleLimit(click.IntRange):
 
 # "-1" is a (refused) limit, not an option: click passes what is no option of the command on.
 @throttle.command("set", context_settings={"ignore_unknown_options": True})
-@id_argument("name", "queue name", kind="id")
+@id_argument("name", "throttle name", kind="id")
 @click.argument("limit", type=ThrottleLimit())
 @as_json
 @connection
@@ -341,7 +341,7 @@ def throttle_set(
 
 
 @throttle.command("unset")
-@id_argument("name", "queue name", kind="id")
+@id_argument("name", "throttle name", kind="id")
 @as_json
 @connection
 def throttle_unset(name: str, as_json: bool, redis_url: str | None, namespace: str | None) -> None:

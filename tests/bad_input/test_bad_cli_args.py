@@ -84,6 +84,8 @@ CASES: list[tuple[list[str], str]] = [
     (["scheduler", "--flows-dir", "{dir}", "--once", "--source", "a\x1b[2J"], "control"),
     (["scheduler", "--health", "--id", "a\x07"], "service id 'a\\x07' contains white"),
     (["worker", "-q", "q", "--name", "my worker"], "worker name 'my worker' contains white"),
+    (["throttle", "set", "a b", "3"], "throttle name 'a b'"),
+    (["throttle", "unset", "a b"], "throttle name 'a b'"),
 ]
 
 
