@@ -30,6 +30,7 @@ from scheduler.engine.connections import Durability, MasterWatch, connect, split
 from scheduler.engine.errors import JobNotFound
 from scheduler.engine.events import EventListener
 from scheduler.engine.job import Job, RecurringJob
+from scheduler.engine.limits import MAX_ID_BYTES, id_fault
 from scheduler.engine.queue import Queues
 from scheduler.engine.replies import Now, as_dict, as_int, as_list
 from scheduler.engine.scripts import Engine
@@ -51,13 +52,23 @@ def namespace_prefix(namespace: str | None) -> str | None:
     """
     if namespace is None:
         return None
-    if not namespace or any(c.isspace() for c in namespace):
-        raise ValueError(f"namespace must be non-empty, without white space: {namespace!r}")
+    # The engine's rules for its key prefix (an id's), said before any call; the value is
+    # quoted (cut short) unless it is empty or its size is the fault.
+    fault = id_fault(namespace)
+    size = len(namespace.encode("utf-8", "surrogatepass"))
+    cut = namespace if len(namespace) <= 40 else namespace[:40] + "…"
+    shown = f" {cut!r}" if 0 < size <= MAX_ID_BYTES else ""
+    if fault is not None:
+        raise ValueError(f"namespace{shown} {fault}")
     if namespace.endswith(":"):
         return namespace
     if "{" in namespace or "}" in namespace:
         raise ValueError(f"a bare namespace name may not contain braces: {namespace!r}")
-    return f"{{{namespace}}}:"
+    prefix = f"{{{namespace}}}:"
+    fault = id_fault(prefix)
+    if fault is not None:
+        raise ValueError(f"namespace{shown}: its key prefix ({{NAME}}:) {fault}")
+    return prefix
 
 
 class Tracked(NamedTuple):

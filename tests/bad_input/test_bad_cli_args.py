@@ -86,6 +86,9 @@ CASES: list[tuple[list[str], str]] = [
     (["worker", "-q", "q", "--name", "my worker"], "worker name 'my worker' contains white"),
     (["throttle", "set", "a b", "3"], "throttle name 'a b'"),
     (["throttle", "unset", "a b"], "throttle name 'a b'"),
+    (["queues", "--namespace", "n" * 300], "--namespace': namespace is 300 bytes"),
+    (["queues", "--namespace", "a\x1b[2J"], "namespace 'a\\x1b[2J' contains white space"),
+    (["queues", "--namespace", "n" * 255], "its key prefix ({NAME}:) is 258 bytes"),
 ]
 
 
