@@ -105,8 +105,11 @@ def guarded(invoke: Callable[[], T]) -> T:
         raise
     except click.ClickException as error:
         # Its message may quote what was typed or stored (a name, an id, a file's text): the
-        # terminal shows it, never obeys it, whichever command raised it.
-        escaped = visible(error.message)
+        # terminal shows it, never obeys it, whichever command raised it, and a value pasted by
+        # mistake is quoted cut short, as any error's line is.
+        from scheduler.engine.faults import cut_long_lines
+
+        escaped = visible(cut_long_lines(error.message))
         if escaped != error.message:
             error.__dict__["message"] = escaped  # Final in click's types only
         raise

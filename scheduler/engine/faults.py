@@ -217,8 +217,27 @@ def one_line(error: BaseException) -> str:
             f"again as `flows --debug COMMAND ...` (or with {ENV_DEBUG}=1)"
         )
     lines = [line for line in redact_url(text).splitlines() if line.strip()]
-    return shorten(lines[0] if lines else type(error).__name__, 2000) + (
+    return shorten(lines[0] if lines else type(error).__name__, MAX_LINE) + (
         "" if len(lines) <= 1 else "\n" + "\n".join(lines[1:])
+    )
+
+
+MAX_LINE = 2000
+"""The most characters of an error's line (:func:`one_line`, :func:`cut_long_lines`): a value
+pasted by mistake (a file's content) is quoted cut short, not echoed whole."""
+
+
+# Room for the note a cut line ends with ("... (98,089 more characters)"): a line cut already
+# is not cut again.
+_NOTE_ROOM = 40
+
+
+def cut_long_lines(text: str) -> str:
+    """``text`` with each line over :data:`MAX_LINE` characters cut short (saying how much was
+    left out), the others, and those cut already, as they are."""
+    return "\n".join(
+        shorten(line, MAX_LINE) if len(line) > MAX_LINE + _NOTE_ROOM else line
+        for line in text.split("\n")
     )
 
 
@@ -232,6 +251,7 @@ __all__ = [
     "ServerUnavailable",
     "ServerWithoutReplicas",
     "address",
+    "cut_long_lines",
     "debug_enabled",
     "one_line",
     "translate",

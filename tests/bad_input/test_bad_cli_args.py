@@ -133,3 +133,26 @@ def test_plan_and_run_answer_a_bad_param_alike(
             result = cli.invoke(main, [*extra, str(flow), *given])
         answers.append((result.exit_code, result.output.splitlines()[-1]))
     assert answers[0] == answers[1] == (2, f"Error: Invalid value for '-p': {message}")
+
+
+HUGE = "x" * 100_000
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["jobs", "--limit", HUGE],
+        ["explain", "waiting", HUGE],
+        ["cache", "clear", HUGE],
+        ["sources", "remove", HUGE],
+    ],
+    ids=lambda args: " ".join(args)[:30],
+)
+def test_a_huge_value_is_quoted_cut_short(
+    args: list[str], cli: CliRunner, populated: Client
+) -> None:
+    """A value pasted by mistake (a file's content) is not echoed whole: the error stays a line
+    to read, however long what was typed."""
+    output = refused(cli, populated.redis, args, (1, 2))
+    assert len(output) < 2500, output[:300]
+    assert "more characters" in output
