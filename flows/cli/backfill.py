@@ -13,7 +13,7 @@ from typing import Any
 import click
 
 from flows.cli.common import ago, open_client, print_json, table, user_errors, when
-from flows.cli.options import as_json, connection
+from flows.cli.options import as_json, connection, id_argument
 from flows.cli.terminal import visible
 from flows.runs.backfill import (
     DATE_FORMATS,
@@ -210,7 +210,7 @@ def _row(b: Backfill) -> list[Any]:
 
 
 @click.command()
-@click.argument("backfill_id", required=False, metavar="[ID]")
+@id_argument("backfill_id", "backfill id", kind="id", required=False, metavar="[ID]")
 @as_json
 @connection
 def backfills(

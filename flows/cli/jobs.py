@@ -615,9 +615,11 @@ def rerun(
 
 @click.command()
 @id_argument("targets", "run or job id", nargs=-1)
-@click.option(
+@id_option(
     "--backfill",
     "backfill_id",
+    what="backfill id",
+    kind="id",
     metavar="ID",
     default=None,
     help="Cancel a backfill: submit no more of its runs and cancel those still active.",

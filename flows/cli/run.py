@@ -46,7 +46,15 @@ from flows.cli.notifications import (
     notify_deliverer,
     use_env_file,
 )
-from flows.cli.options import as_json, bad_params, connection, id_argument, logical_time, param
+from flows.cli.options import (
+    as_json,
+    bad_params,
+    connection,
+    id_argument,
+    id_option,
+    logical_time,
+    param,
+)
 from flows.cli.options import run_id as run_id_option
 from flows.cli.signal import child_waits, print_awaiting
 from flows.cli.tables import fitted, show, table_console
@@ -726,7 +734,7 @@ def _no_runs(client: Client, flow: str | None) -> str:
 
 
 @click.command()
-@click.option("--flow", help="Only runs of this flow.")
+@id_option("--flow", what="flow name", kind="name", help="Only runs of this flow.")
 @click.option(
     "--limit",
     type=click.IntRange(1, 1000),

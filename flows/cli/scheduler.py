@@ -35,6 +35,7 @@ from flows.cli.options import (
     as_json,
     checked_value,
     connection,
+    id_argument,
     log_level_option,
 )
 from flows.cli.preview import build as build_preview
@@ -442,7 +443,7 @@ def _unknown(name: str, schedules: Schedules) -> click.ClickException:
 
 
 @schedule.command()
-@click.argument("name")
+@id_argument("name", "schedule name")
 @click.option("--note", default="", help="Why (shown by `flows schedules`).")
 @as_json
 @connection
@@ -458,7 +459,7 @@ def pause(
 
 
 @schedule.command()
-@click.argument("name")
+@id_argument("name", "schedule name")
 @as_json
 @connection
 def resume(name: str, as_json: bool, redis_url: str | None, namespace: str | None) -> None:
@@ -472,7 +473,7 @@ def resume(name: str, as_json: bool, redis_url: str | None, namespace: str | Non
 
 
 @schedule.command()
-@click.argument("name")
+@id_argument("name", "schedule name")
 @as_json
 @connection
 def trigger(name: str, as_json: bool, redis_url: str | None, namespace: str | None) -> None:
@@ -493,7 +494,7 @@ def trigger(name: str, as_json: bool, redis_url: str | None, namespace: str | No
 
 
 @schedule.command()
-@click.argument("name")
+@id_argument("name", "schedule name")
 @as_json
 @connection
 def remove(name: str, as_json: bool, redis_url: str | None, namespace: str | None) -> None:
@@ -514,7 +515,7 @@ def remove(name: str, as_json: bool, redis_url: str | None, namespace: str | Non
 
 
 @schedule.command()
-@click.argument("name")
+@id_argument("name", "schedule name")
 @click.option(
     "--skips",
     type=click.IntRange(0, 100),

@@ -27,6 +27,7 @@ from flows.runs.build import FlowFile, parse_flow_text, read_flow_file
 from flows.runs.service_source import FlowsSource, definition_of
 from scheduler.cron import wall_instants
 from scheduler.engine.client import Client
+from scheduler.engine.errors import shorten
 from scheduler.service.backfills import (
     MAX_ACTIVE_LIMIT,
     MAX_TICKS,
@@ -100,7 +101,11 @@ def resolve(client: Client, flow: str, now: float) -> Target:
     :class:`BackfillError`
     for a flow without a schedule or a name that is neither."""
     path = Path(flow)
-    if path.is_file():
+    try:
+        is_file = path.is_file()
+    except OSError as error:  # a name too long for a path (ENAMETOOLONG), say
+        raise BackfillError(f"{shorten(flow, 60)}: no such file ({error.strerror})") from None
+    if is_file:
         flow_file = read_flow_file(path, now=now, expand_check=True)
         if flow_file.flow.schedule is None:
             raise BackfillError(

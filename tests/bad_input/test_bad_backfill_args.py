@@ -130,7 +130,7 @@ def test_a_refused_backfill_resumes_no_canceled_run(
     ("argv", "code", "expected"),
     [
         (["cancel", "--backfill", "no-such-backfill"], 1, "no backfill no-such-backfill"),
-        (["cancel", "--backfill", "a b"], 1, "white space"),
+        (["cancel", "--backfill", "a b"], 2, "white space"),  # a usage error, as any bad id
         (["cancel"], 2, "--backfill ID"),
         (["backfills", "no-such-backfill"], 1, "no backfill"),
     ],

@@ -89,6 +89,12 @@ CASES: list[tuple[list[str], str]] = [
     (["queues", "--namespace", "n" * 300], "--namespace': namespace is 300 bytes"),
     (["queues", "--namespace", "a\x1b[2J"], "namespace 'a\\x1b[2J' contains white space"),
     (["queues", "--namespace", "n" * 255], "its key prefix ({NAME}:) is 258 bytes"),
+    (["schedule", "show", "a b"], "schedule name 'a b' contains white space"),
+    (["schedule", "trigger", "a\x1b[2J"], "schedule name 'a\\x1b[2J' contains white space"),
+    (["backfills", "a b"], "backfill id 'a b' contains white space"),
+    (["cancel", "--backfill", "a b"], "backfill id 'a b' contains white space"),
+    (["runs", "--flow", "a b"], "flow name 'a b' contains white space"),
+    (["backfill", LONG * 2, "--from", "2020-01-01", "--to", "2020-01-02"], "no such file"),
 ]
 
 
