@@ -16,6 +16,7 @@ from flows.cli.validate import checked_files, print_findings, summary
 from flows.testing.files import (
     SUFFIXES,
     Reading,
+    exists,
     find_test_files,
     missing_case,
     split_case_id,
@@ -45,7 +46,7 @@ def _case_ids(args: tuple[str, ...]) -> tuple[list[Path], dict[Path, set[str]]]:
     whole: set[Path] = set()
     for arg in args:
         path, name = split_case_id(arg)
-        if not path.exists():
+        if not exists(path):
             raise click.BadParameter(
                 visible(f"Path {str(path)!r} does not exist."), param_hint=_PATHS_HINT
             )

@@ -183,9 +183,18 @@ def split_case_id(arg: str) -> tuple[Path, str | None]:
     a path as ``(path, None)``. A case's name has no ``::`` (a finding), so an id splits at its
     last one; a path that exists is a path, ``::`` in it or not."""
     file, sep, name = arg.rpartition("::")
-    if not sep or Path(arg).exists():
+    if not sep or exists(Path(arg)):
         return Path(arg), None
     return Path(file), name
+
+
+def exists(path: Path) -> bool:
+    """Whether ``path`` exists; one the system will not look up (a name too long for it) does
+    not."""
+    try:
+        return path.exists()
+    except OSError:
+        return False
 
 
 def missing_case(reading: Reading, names: Collection[str]) -> str | None:

@@ -451,3 +451,12 @@ def test_findings_end_with_the_summary_line_flows_validate_ends_with(
         result = flows("test", str(bad), "--redis", url)
         assert result.exit_code == 1, result.output
         assert result.stdout.splitlines()[-1] == f"0 passed, 0 failed, {errors} in 1 file"
+
+
+def test_a_path_too_long_for_the_system_does_not_exist(tmp_path: Path) -> None:
+    # The system refuses to look it up (ENAMETOOLONG): not there, as for any missing path.
+    long = tmp_path / ("p" * 300)
+    for arg in (str(long), f"{long}::a case"):
+        result = flows("test", arg)
+        assert result.exit_code == 2, result.output
+        assert "does not exist" in result.stderr
