@@ -14,7 +14,7 @@ from typing import Any
 
 from flows.expand.jobs import JobSpec
 from scheduler.engine import limits
-from scheduler.engine.errors import EngineError
+from scheduler.engine.errors import EngineError, TooLarge
 
 # As json.dumps(..., separators=(",", ":")), made once: a run encodes every job's data (and
 # then the list of its jobs).
@@ -50,6 +50,23 @@ def compact_json(data: Any) -> str:
     return "".join(_ENCODE_DATA(data, 0))
 
 
+def _checked_jid(command: str, run_id: str, jid: str) -> str:
+    """``jid`` as the engine takes it; one over the size limit only because the run's id is
+    long (a run id given by hand) is refused as the run id's fault, the one to change."""
+    try:
+        return limits.check_jid(command, "jid", jid)
+    except TooLarge:
+        if not jid.startswith(run_id):
+            raise
+        shown = run_id if len(run_id) <= 40 else run_id[:40] + "…"
+        raise TooLarge(
+            f"{limits.display(command)}(): run id {shown!r} is too long for its jobs: the id"
+            f" of job RUN{jid[len(run_id) :]} would be {len(jid.encode())} bytes, more than"
+            f" the limit of {limits.MAX_ID_BYTES}; give a shorter run id",
+            command=command,
+        ) from None
+
+
 def check_limits(run_id: str, jobs: Sequence[JobSpec]) -> str:
     """The jobs as the JSON text ``flow.submit`` takes (:meth:`JobSpec.to_engine`), once every
     job and the whole run are within the engine's limits (:mod:`scheduler.engine.limits`);
@@ -59,7 +76,7 @@ def check_limits(run_id: str, jobs: Sequence[JobSpec]) -> str:
     specs: list[dict[str, Any]] = []
     for job in jobs:
         spec = job.to_engine(compact_json)
-        jid = limits.check_jid(command, "jid", job.jid)
+        jid = _checked_jid(command, run_id, job.jid)
         try:
             limits.check_text(command, "data", spec["data"])
             if job.tags:  # most jobs have none

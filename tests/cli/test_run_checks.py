@@ -113,3 +113,21 @@ def test_a_nul_character_in_a_command_is_refused_before_submitting(
         result = flows(url, "run", str(path))
     assert result.exit_code == 1, result.output
     assert result.stderr.splitlines() == validated.stdout.splitlines()
+
+
+def test_a_run_id_too_long_for_its_jobs_ids_is_named(
+    url: str, redis_client: redis.Redis, tmp_path: Path
+) -> None:
+    """A --run-id within the id limit whose jobs' ids (RUN:STEP) are over it: said of the run
+    id, which is what to change, not of a jid the user never typed."""
+    path = tmp_path / "long.yaml"
+    path.write_text("version: 1\nname: long\nsteps:\n  extract_orders: {run: echo}\n")
+    run_id = "r" * 250
+    with assert_unchanged(redis_client):
+        result = flows(url, "run", str(path), "--run-id", run_id, "--detach")
+    assert result.exit_code == 1, result.output
+    assert result.stderr == (
+        f"Error: run id '{'r' * 40}…' is too long for its jobs: the id of job"
+        " RUN:extract_orders would be 265 bytes, more than the limit of 256; give a shorter"
+        " run id\n"
+    )
