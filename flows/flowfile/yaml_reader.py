@@ -24,6 +24,7 @@ from __future__ import annotations
 import bisect
 import math
 import re
+import stat
 from collections.abc import Callable, Container, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -761,7 +762,8 @@ def _result(builder: _Builder) -> LoadedYaml:
 
 
 class RefusedFile(Exception):
-    """A file refused before YAML reads it (too large, not UTF-8): ``finding`` says why."""
+    """A file refused before YAML reads it (not a regular file, too large, not UTF-8):
+    ``finding`` says why."""
 
     def __init__(self, finding: Finding) -> None:
         super().__init__(finding.message)
@@ -771,14 +773,19 @@ class RefusedFile(Exception):
 def read_text(path: Path, display_name: str | None = None) -> str:
     """The text of the flow (or flow test) file at ``path``: UTF-8, a byte order mark dropped.
 
-    Every reader of a user's file goes through here, so that one that is too large or not
-    UTF-8 is refused alike everywhere (:class:`RefusedFile`, its finding naming the file
-    ``display_name``, default ``path``); OSError as ``Path.read_bytes`` raises it."""
+    Every reader of a user's file goes through here, so that one that is a pipe or a device,
+    too large or not UTF-8 is refused alike everywhere (:class:`RefusedFile`, its finding
+    naming the file ``display_name``, default ``path``); OSError as ``Path.open`` raises it."""
     name = display_name or str(path)
-    size = path.stat().st_size
-    if size > MAX_FILE_BYTES:
-        raise RefusedFile(_too_large(name, size))
-    raw = path.read_bytes()
+    status = path.stat()
+    if not stat.S_ISREG(status.st_mode):  # a pipe would block the read, /dev/zero never end it
+        raise RefusedFile(_refusal(name, "the file is not a regular file (a pipe, a device...)"))
+    if status.st_size > MAX_FILE_BYTES:
+        raise RefusedFile(_too_large(name, status.st_size))
+    with path.open("rb") as file:  # no further than the limit, should it grow meanwhile
+        raw = file.read(MAX_FILE_BYTES + 1)
+    if len(raw) > MAX_FILE_BYTES:
+        raise RefusedFile(_too_large(name, len(raw)))
     try:
         return raw.decode("utf-8-sig")
     except UnicodeDecodeError as error:

@@ -10,6 +10,9 @@ the engine's size limits (65 tags, a 600 KB payload, data nested 10,000 deep).
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -317,3 +320,22 @@ def test_validating_a_parent_counts_its_sub_flows_file_and_findings(tmp_path: Pa
     report = json.loads(CliRunner().invoke(main, ["validate", parent, "--format", "json"]).output)
     assert report["files"] == [parent, str(tmp_path / "child.yaml")]
     assert report["errors"] == 2
+
+
+def test_a_flow_file_that_is_no_regular_file_is_refused_unread(tmp_path: Path) -> None:
+    """A pull request's files are read by CI's `flows validate flows/*.yaml`: one that is a
+    pipe or a link to a device is refused, not read (a pipe would block it forever, /dev/zero
+    fill its memory)."""
+    os.mkfifo(tmp_path / "pipe.yaml")
+    (tmp_path / "zero.yaml").symlink_to("/dev/zero")
+    named = [str(tmp_path / name) for name in ("pipe.yaml", "zero.yaml")]
+    done = subprocess.run(
+        [str(Path(sys.executable).with_name("flows")), "validate", *named],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 1, done.stderr
+    for path in named:
+        assert f"{path}:1:1: error: the file is not a regular file" in done.stdout
