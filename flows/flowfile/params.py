@@ -167,7 +167,7 @@ def _given(value: Any, param: Param) -> tuple[Any, str | None]:
             return value, str(error)
     if json_depth(value, MAX_DEPTH) > MAX_DEPTH:
         return value, f"nests more than {MAX_DEPTH} levels deep"
-    fault = json_fault(value)  # NaN, 1e999: Python reads them, the engine stores neither
+    fault = json_fault(value)  # NaN, 1e999, a lone surrogate (argv not UTF-8): the engine stores none
     if fault is not None:
         place, what = fault
         return value, f"at {place}, {what}" if place else what

@@ -120,6 +120,10 @@ def test_bad_arguments_are_refused_clearly_and_change_nothing(
         (["dya=1", "who=a"], "unknown param 'dya' (did you mean 'day'?)"),
         (["count=abc", "who=a"], "param 'count': expected an integer, got 'abc'"),
         (["day=x"], "missing required param 'who' (give it with -p who=...)"),
+        (
+            ["who=a\udcffb"],
+            "param 'who': text with a lone surrogate (\"a\\udcffb\"), which is not UTF-8 text",
+        ),
     ],
 )
 def test_plan_and_run_answer_a_bad_param_alike(
