@@ -42,9 +42,14 @@ class EnvFileError(ValueError):
 def read_env_file(path: Path) -> dict[str, str]:
     """``NAME=value`` lines (``#`` comments, blank lines, ``export NAME=...``, quoted values)."""
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as error:
-        raise EnvFileError(f"cannot read env file {path}: {error}") from None
+        content = path.read_bytes()
+    except OSError as error:
+        raise EnvFileError(f"cannot read env file {path}: {error.strerror or error}") from None
+    try:
+        text = content.decode("utf-8")
+    except UnicodeDecodeError as error:  # said as a line's problem, not in the codec's words
+        at = content.count(b"\n", 0, error.start) + 1
+        raise EnvFileError(f"{path}:{at}: not UTF-8 text (byte {error.start})") from None
     values: dict[str, str] = {}
     for number, raw in enumerate(text.splitlines(), 1):
         line = raw.strip()

@@ -38,6 +38,14 @@ def test_an_env_file_a_variable_and_a_file_in_that_order(tmp_path: Path) -> None
     assert secrets.get("../etc/passwd") is None  # a name, never a path
 
 
+def test_an_env_file_not_utf8_is_said_in_words(tmp_path: Path) -> None:
+    path = tmp_path / "x.env"
+    path.write_bytes(b"A=1\nB=caf\xe9\n")
+    with pytest.raises(EnvFileError) as refused:
+        read_env_file(path)
+    assert str(refused.value) == f"{path}:2: not UTF-8 text (byte 9)"
+
+
 def test_an_env_file_is_read_again_when_it_changes(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
