@@ -167,7 +167,8 @@ def _given(value: Any, param: Param) -> tuple[Any, str | None]:
             return value, str(error)
     if json_depth(value, MAX_DEPTH) > MAX_DEPTH:
         return value, f"nests more than {MAX_DEPTH} levels deep"
-    fault = json_fault(value)  # NaN, 1e999, a lone surrogate (argv not UTF-8): the engine stores none
+    # NaN, 1e999, a lone surrogate (an argv not UTF-8): the engine stores none of them
+    fault = json_fault(value)
     if fault is not None:
         place, what = fault
         return value, f"at {place}, {what}" if place else what
