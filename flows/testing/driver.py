@@ -70,6 +70,8 @@ MAX_STEPS: Final = 5_000_000
 POP_COUNT: Final = 100
 STOP_GRACE: Final = 10.0
 STUCK_ROUNDS: Final = 10_000
+BEATS_PER_TRIP: Final = 5_000
+"""Heartbeats sent in one round trip at most as the clock passes them (`_Driver.beat_until`)."""
 PING_INTERVAL: Final = 3600.0
 """Virtual seconds between the scheduler service's health pings: nothing in a case reads them,
 and one a tick was a twentieth of a minutely schedule's time."""
@@ -341,21 +343,23 @@ class _Driver:
         before ``moment``, the next event (:meth:`next_event`): nothing else happens in
         between, so the clock need not stop at each (a day-long stub took 4,320 rounds of
         the loop)."""
-        beats: list[tuple[float, int, _Running]] = []
-        for entry in self.running:
-            at = entry.beat
-            while at < moment and at < entry.end:
-                beats.append((at, entry.seq, entry))
-                at += entry.lock / 3
-        if not beats:
-            return
+        # In time order across the jobs, merged as they come: a year-long stub owes 1.6
+        # million of them, sent in pipelines of BEATS_PER_TRIP.
+        due = [(e.beat, e.seq, e) for e in self.running if e.beat < min(moment, e.end)]
+        heapq.heapify(due)
         pipe = self.engine.pipeline()
-        for at, _, entry in sorted(beats, key=lambda beat: beat[:2]):
+        while due:
+            at, seq, entry = heapq.heappop(due)
             pipe.call("heartbeat", entry.job.jid, WORKER, now=at)
             entry.beat = at + entry.lock / 3
-        for reply in pipe.execute():
-            if isinstance(reply, Exception) and not isinstance(reply, EngineError):
-                raise reply  # an engine refusal is a lost lock: its report is refused later
+            if entry.beat < min(moment, entry.end):
+                heapq.heappush(due, (entry.beat, seq, entry))
+            if len(pipe) >= BEATS_PER_TRIP or not due:
+                for reply in pipe.execute():
+                    # An engine refusal is a lost lock: the job's report is refused later.
+                    if isinstance(reply, Exception) and not isinstance(reply, EngineError):
+                        raise reply
+                pipe = self.engine.pipeline()
 
     def send_signals(self) -> int:
         if not self.case.signals:
