@@ -11,8 +11,9 @@
 -- Numeric settings (the defaults, <queue>-heartbeat, <queue>-max-concurrency) take a number of
 -- at least 0, in decimal notation (kept as given, read by every client); those that count
 -- things (the *-count and *-history ones in days or entries, <queue>-max-concurrency) a whole
--- number; the qless dialect takes negative ones too, as qless does. Other options take any
--- text up to 512 KiB.
+-- number (also lost-worker-retries, log-lines, log-bytes); the qless dialect takes negative ones
+-- too for qless's own settings, as qless does (ours, which qless has not, are >= 0 in both).
+-- Other options take any text up to 512 KiB.
 -- Errors: INVALID (for example a non-numeric value for a numeric setting), TOOLARGE.
 -- @include args
 -- @include config
@@ -20,7 +21,12 @@
 -- @include dialect
 
 local COUNTS = { ['jobs-history-count'] = true, ['stats-history'] = true,
-  ['histogram-history'] = true, ['max-job-history'] = true, ['max-failed-per-group'] = true }
+  ['histogram-history'] = true, ['max-job-history'] = true, ['max-failed-per-group'] = true,
+  ['lost-worker-retries'] = true, ['log-lines'] = true, ['log-bytes'] = true }
+
+-- Settings qless-core has no such of: nothing a qless client stores, so >= 0 in both dialects.
+local OURS = { ['worker-silent-after'] = true, ['max-failed-per-group'] = true,
+  ['lost-worker-retries'] = true, ['log-lines'] = true, ['log-bytes'] = true }
 
 -- 'integer', 'number' or nil (free text) for an option's value.
 local function value_kind(option)
@@ -41,9 +47,9 @@ api['config.set'] = function(args)
   local option = Arg.id(cmd, 'option', args[1])
   local value = Arg.present(cmd, 'value', args[2])
   local kind = value_kind(option)
-  -- qless takes negative values (a negative jobs-history drops completed jobs at once); both
-  -- dialects refuse what is no number, or not finite.
-  local min = not Dialect.rules.negative_settings and 0 or nil
+  -- qless takes negative values of its settings (a negative jobs-history drops completed jobs
+  -- at once); both dialects refuse what is no number, or not finite.
+  local min = (OURS[option] or not Dialect.rules.negative_settings) and 0 or nil
   if kind ~= nil then Arg.decimal(cmd, 'value', value) end -- kept as given
   if kind == 'integer' then
     Arg.integer(cmd, 'value', value, min and 0 or -Engine.MAX_OFFSET, Engine.MAX_OFFSET)

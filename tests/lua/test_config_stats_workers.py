@@ -73,6 +73,11 @@ def test_a_text_setting_that_reads_as_no_finite_number_stays_text(lua: Lua, valu
         ("stats-history", "1.5"),
         ("histogram-history", "1.5"),
         ("q-max-concurrency", "1.5"),
+        ("log-lines", "1.5"),
+        ("log-bytes", "0.5"),
+        ("lost-worker-retries", "1.5"),
+        ("log-lines", "-1"),
+        ("lost-worker-retries", "1e20"),
         # kept as given, so read back by every client: decimal notation only
         ("heartbeat", "0x10"),
         ("heartbeat", "0x1p4"),

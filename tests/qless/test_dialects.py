@@ -69,6 +69,11 @@ UNSAFE: list[tuple[str, tuple[Any, ...], str]] = [
     ("recur", ("queue", "r", "klass", {}, "interval", 60, 0, "retries", -1), "retries"),
     ("pop", ("queue", "worker", "nan"), "count"),
     ("config.set", ("heartbeat", "nan"), "value"),
+    # settings of ours that count things: whole numbers of at least 0 (qless has none of them)
+    ("config.set", ("log-lines", 1.5), "value"),
+    ("config.set", ("log-bytes", 0.5), "value"),
+    ("config.set", ("lost-worker-retries", 1.5), "value"),
+    ("config.set", ("log-lines", -1), "value"),
 ]
 
 
