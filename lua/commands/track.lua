@@ -4,7 +4,9 @@
 --   track 'track', jid     -> 1 (the job's jid is published on `P track`)
 --   track 'untrack', jid   -> 1 if it was tracked, else 0
 --   log jid, message, [data JSON object]  -> nil; appends {what = message, ...data} to history
---                                            (message up to 4 KiB, data up to 100 levels deep)
+--                                            (message up to 4 KiB, data up to 100 levels deep;
+--                                            a number cjson would write back changed kept as
+--                                            given)
 --
 -- `expired` lists tracked jids whose job no longer exists (completed and expired, or canceled).
 -- Errors: INVALID, TOOLARGE, NOTFOUND.
@@ -40,11 +42,11 @@ api['log'] = function(args)
   local cmd = 'Log'
   local jid = Arg.jid(cmd, 'jid', args[1])
   local message = Arg.text(cmd, 'message', args[2], Arg.MAX_ID_BYTES * 16)
-  local extra = {}
+  local given, extra
   if args[3] ~= nil then
-    extra = select(2, Arg.json(cmd, 'data', args[3], 'object', nil, Arg.MAX_NESTING))
+    given, extra = Arg.json(cmd, 'data', args[3], 'object', nil, Arg.MAX_NESTING)
   end
   if not Job.exists(jid) then Err.raise('NOTFOUND', cmd .. '(): Job ' .. jid .. ' does not exist') end
-  Job.history(jid, message, extra)
+  Job.append_history(jid, Job.history_entry(message, extra, given))
   return nil
 end

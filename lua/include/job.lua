@@ -82,12 +82,23 @@ function Job.fields(jid, ...)
 end
 
 -- The JSON text of a history entry `what` at now, with `extra` (a table it fills in). An entry
--- naming a registered worker also records its host and pid (include/registry.lua).
-function Job.history_entry(what, extra)
+-- naming a registered worker also records its host and pid (include/registry.lua). `given`: the
+-- JSON object text `extra` was decoded from, when a caller wrote it (`log`): a member cjson would
+-- write back changed (JsonText.exact: a 17-digit id) is kept as that text.
+function Job.history_entry(what, extra, given)
+  local exact = given == nil or JsonText.exact(extra)
   local entry = Registry.stamp(extra or {})
   entry.what = what
   entry.when = Engine.now
-  return cjson.encode(entry)
+  if exact then return cjson.encode(entry) end
+  local members = JsonText.members(given)
+  local parts = {}
+  for name, value in pairs(entry) do
+    -- (what and when are the engine's, written as always)
+    local text = not JsonText.exact(value) and name ~= 'when' and members[name]
+    parts[#parts + 1] = JsonText.string(name) .. ':' .. (text or cjson.encode(value))
+  end
+  return '{' .. table.concat(parts, ',') .. '}'
 end
 
 -- The 'popped' entry of a job handed to `worker` is `Job.popped_head(worker)`, then the time

@@ -97,6 +97,21 @@ def test_log_appends_to_history(lua: Lua) -> None:
         lua("log", "b", "x", now=T0)
 
 
+def test_log_keeps_long_numbers_of_its_data_as_given(lua: Lua) -> None:
+    lua.put("a")
+    data = '{"id": 12345678901234567, "at": {"us": [1700000000123456]}, "n": 1.5, "what": 1}'
+    lua("log", "a", "checkpoint", data, now=T0 + 1)
+    job = lua.job("a")
+    assert job is not None
+    assert job["history"][-1] == {
+        "what": "checkpoint",
+        "when": T0 + 1,
+        "id": 12345678901234567,
+        "at": {"us": [1700000000123456]},
+        "n": 1.5,
+    }
+
+
 def nested(levels: int) -> str:
     return '{"a":' * levels + "1" + "}" * levels
 
