@@ -3,6 +3,8 @@
 --   flow.submit run_id, run JSON object, jobs JSON array   -> 'submitted', or 'exists'
 --   run.get     run_id                                      -> JSON {id, flow, submitted, jobs
 --                                                              (how many), ..., jids: [jid]}, or nil
+--                                                              (jids: those that are jids,
+--                                                              Arg.jids_in)
 --   runs        [flow], [offset=0], [count=25]              -> JSON list of run records, newest
 --                                                              first (without their jobs and
 --                                                              their graph: run.read has it)
@@ -29,7 +31,7 @@ api['run.get'] = function(args)
   local run_id = Runs.id('RunGet', args[1])
   local record = RunState.record(run_id)
   if not record then return nil end
-  record.jids = redis.call('lrange', Keys.run_jobs(run_id), 0, -1)
+  record.jids = Arg.jids_in(redis.call('lrange', Keys.run_jobs(run_id), 0, -1))
   return cjson.encode(record)
 end
 

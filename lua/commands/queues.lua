@@ -12,7 +12,8 @@
 --   jobs 'complete', [offset=0, count=25]                   -> list of jids, newest first
 --   jobs state, queue, [offset=0, count=25]                 -> list of jids; state is one of
 --        running, stalled, scheduled, depends, recurring, waiting (ours), buried (ours: longest
---        buried first), parked (ours: waiting for a slot, in pop order)
+--        buried first), parked (ours: waiting for a slot, in pop order); an entry an outside
+--        writer left that is no jid is skipped (Arg.jids_in), so a page may hold fewer
 --
 -- Errors: INVALID.
 -- @include args
@@ -110,5 +111,5 @@ api['jobs'] = function(args)
     end
     jids = count > 0 and lister(queue, offset, count) or {}
   end
-  return jids
+  return Arg.jids_in(jids)
 end

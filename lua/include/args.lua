@@ -159,6 +159,22 @@ function Arg.jid(cmd, name, value)
   return value
 end
 
+-- Whether `value` is what Arg.jid takes, without failing: a listing of what a key holds skips
+-- (and the doctor reports) an entry an outside writer left that is none (white space, a control
+-- character), instead of the whole listing failing when a caller passes it back.
+function Arg.is_jid(value)
+  return (pcall(Arg.jid, '', 'jid', value))
+end
+
+-- The entries of `list` that are jids (Arg.is_jid), in order.
+function Arg.jids_in(list)
+  local out = {}
+  for _, value in ipairs(list) do
+    if Arg.is_jid(value) then out[#out + 1] = value end
+  end
+  return out
+end
+
 -- A finite number (not NaN, not infinite), at least `min` when given.
 function Arg.number(cmd, name, value, min)
   if value == nil or value == '' then fail(cmd, 'Arg "' .. name .. '" missing') end -- Arg.present

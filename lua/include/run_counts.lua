@@ -20,6 +20,7 @@
 -- RunCounts.recount gives the counts a scan finds (doctor's check, tests).
 -- @include keys
 -- @include engine
+-- @include args
 local RunCounts = {}
 
 -- jid -> true: the jobs marked in this call (reset by the dispatch); `marked`: them in order (a
@@ -502,7 +503,8 @@ function RunCounts.recount(run_id)
   local key, start, page = Keys.run_jobs(run_id), 0, 1000
   repeat
     local jids = redis.call('lrange', key, start, start + page - 1)
-    for _, jid in ipairs(jids) do
+    -- (an entry that is no jid is no job of the run: the doctor removes it)
+    for _, jid in ipairs(Arg.jids_in(jids)) do
       local f = redis.call('hmget', Keys.job(jid), unpack(RunCounts.FIELDS))
       local class = RunCounts.class(f[2], f[3], f[4], f[5])
       local step = RunCounts.step_of(run_id, jid)

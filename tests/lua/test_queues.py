@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
-from lua_support import T0, Lua
+from lua_support import T0, Lua, submit_steps
 
 from scheduler.engine.errors import JobNotFound, LockLost, WrongState
 
@@ -221,3 +223,31 @@ def test_jobs_complete_newest_first_with_paging(lua: Lua) -> None:
     assert lua("jobs", "complete", now=T0) == ["j3", "j2", "j1", "j0"]
     assert lua("jobs", "complete", 1, 2, now=T0) == ["j2", "j1"]
     assert lua("jobs", "complete", 0, 0, now=T0) == []
+
+
+# An outside writer may leave what the engine refuses as a jid in a key it reads.
+NOT_JIDS = ("bad jid", "ctl\x01x", "x-history")
+
+
+def test_listings_skip_entries_that_are_not_jids(lua: Lua) -> None:
+    lua.put("a")
+    lua.put("s", delay=100)
+    lua.put("b")
+    lua.pop_jids(count=1)
+    lua.pop()
+    lua.complete("a", now=T0 + 1)
+    submit_steps(lua, "r1", ("x", []))
+    states = ("waiting", "scheduled", "running", "stalled")
+    before = {state: lua("jobs", state, "q", now=T0 + 2) for state in states}
+    completed = lua("jobs", "complete", now=T0 + 2)
+    run_jids = json.loads(lua.raw("run.get", "r1", now=T0 + 2))["jids"]
+    for suffix in ("work", "scheduled", "locks"):
+        lua.r.zadd(lua.key(f"q:q-{suffix}"), {jid: T0 + n for n, jid in enumerate(NOT_JIDS)})
+    lua.r.zadd(lua.key("completed"), dict.fromkeys(NOT_JIDS, T0))
+    lua.r.rpush(lua.key("run:r1-jobs"), *NOT_JIDS)
+    for state in states:
+        jids = lua("jobs", state, "q", now=T0 + 2)
+        assert jids == before[state]
+        assert len(lua("multiget", *jids, now=T0 + 2) or []) == len(jids)
+    assert lua("jobs", "complete", now=T0 + 2) == completed
+    assert json.loads(lua.raw("run.get", "r1", now=T0 + 2))["jids"] == run_jids
