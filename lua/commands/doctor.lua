@@ -10,7 +10,8 @@
 --                 of an index against the jobs it lists. index: work, parked, scheduled, depends,
 --                 locks, buried (name: a queue), worker (a worker's jobs), completed, expired,
 --                 awaiting
---                 (name ''), failed (a group; the reply also has the page's `jids`)
+--                 (name ''), failed (a group; the reply also has the page's `jids`), run-jobs
+--                 (a run's job list: name the run id; only entries that are no jid reported)
 --   doctor.jobs   jid...                          -> JSON {findings, failed: [[jid, group]...],
 --                                                   skipped}: checks jobs (at most 1000); the
 --                                                   list membership of failed jobs is left to the
@@ -52,7 +53,7 @@ function Doctor.index_args(cmd, index, name)
   local names = Doctor.INDEXES[index]
   if not names then
     Arg.fail(cmd, 'Arg "index" must be one of work, parked, scheduled, depends, locks, buried, ' ..
-      'worker, completed, expired, awaiting, failed: ' .. Arg.shown(index))
+      'worker, completed, expired, awaiting, failed, run-jobs: ' .. Arg.shown(index))
   end
   if names == 'none' then
     if name ~= nil and name ~= '' then Arg.fail(cmd, 'Arg "name" must be empty for index ' .. index) end
@@ -72,6 +73,11 @@ end
 
 -- One entry of an index, checked against its job.
 function Doctor.check_entry(index, name, jid)
+  if not Arg.is_jid(jid) then
+    return Doctor.finding('bad-id', jid, index, name,
+      'an entry no command takes as a jid: ' .. string.format('%q', jid))
+  end
+  if index == 'run-jobs' then return nil end -- a run's job may be gone (canceled, expired)
   local fields = Doctor.read(jid)
   if not fields then
     return Doctor.finding('missing-job', jid, index, name, 'listed, but there is no such job')
@@ -118,7 +124,7 @@ api['doctor.index'] = function(args)
   local offset, count = Doctor.page_args(cmd, args, 3)
   local key = Doctor.key(index, name)
   local jids
-  if index == 'failed' then
+  if Doctor.LISTS[index] then
     jids = redis.call('lrange', key, offset, offset + count - 1)
   else
     jids = redis.call('zrange', key, offset, offset + count - 1)

@@ -6,6 +6,9 @@
 --                 or skipped when it needs a person); with dry 'dry' only checks (status found)
 --
 -- The kinds of finding (commands/doctor.lua: {kind, jid, index, name, detail}) and their repairs:
+--   bad-id               an entry of an index or of a run's job list  -> the entry is removed
+--                        that is no jid (white space, a control
+--                        character; written by an outside writer)
 --   missing-job          an index entry without a job hash            -> the entry is removed
 --   stray-entry          an entry the job's hash disagrees with       -> removed, and the job
 --                        (another state, queue, worker or group)         put where its state says
@@ -38,7 +41,9 @@
 -- @include run_counts
 
 function Doctor.remove_entry(index, name, jid)
-  if index == 'failed' then
+  if index == 'run-jobs' then
+    redis.call('lrem', Keys.run_jobs(name), 0, jid)
+  elseif index == 'failed' then
     redis.call('lrem', Keys.failed(name), 0, jid)
     if redis.call('llen', Keys.failed(name)) == 0 then redis.call('srem', Keys.failures(), name) end
   else
@@ -60,6 +65,13 @@ function Doctor.fix_entry(t, dry)
   local more = fields and Doctor.ensure(t.jid)
   if more then action = action .. '; ' .. more end
   return 'repaired', action
+end
+
+function Doctor.fix_bad_id(t, dry)
+  if Arg.is_jid(t.jid) or not Doctor.listed(t.index, t.name, t.jid) then return 'gone' end
+  if dry then return 'found' end
+  Doctor.remove_entry(t.index, t.name, t.jid)
+  return 'repaired', 'removed from ' .. t.index .. (t.name ~= '' and (' ' .. t.name) or '')
 end
 
 function Doctor.fix_duplicate(t, dry)
@@ -207,7 +219,11 @@ end
 -- kind -> {repair, the indexes its findings name, what `name` is: id, jid or none}
 Doctor.ENTRY_INDEXES = { work = true, parked = true, scheduled = true, depends = true, locks = true,
   buried = true, worker = true, completed = true, expired = true, awaiting = true, failed = true }
+Doctor.ENTRY_OR_RUN_INDEXES = { work = true, parked = true, scheduled = true, depends = true,
+  locks = true, buried = true, worker = true, completed = true, expired = true, awaiting = true,
+  failed = true, ['run-jobs'] = true }
 Doctor.REPAIRS = {
+  ['bad-id'] = { Doctor.fix_bad_id, Doctor.ENTRY_OR_RUN_INDEXES },
   ['missing-job'] = { Doctor.fix_entry, Doctor.ENTRY_INDEXES },
   ['stray-entry'] = { Doctor.fix_entry, Doctor.ENTRY_INDEXES },
   ['duplicate-entry'] = { Doctor.fix_duplicate, { failed = true } },
@@ -246,6 +262,9 @@ function Doctor.repair_target(cmd, kind, index, name, jid)
   end
   if index == 'worker-info' or index == 'failures' then
     if jid ~= nil and jid ~= '' then Arg.fail(cmd, 'Arg "jid" must be empty for index ' .. index) end
+  elseif kind == 'bad-id' then
+    -- The entry as it is listed: what makes it no jid is why it is repaired.
+    t.jid = Arg.text(cmd, 'jid', jid)
   else
     t.jid = Arg.jid(cmd, 'jid', jid)
   end

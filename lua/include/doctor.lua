@@ -10,6 +10,9 @@
 --                     it lost the lock; a warned worker's jobs leave its list)
 --   completed / expired: state complete / expired     failed list of group g: failed in group g
 --   awaiting: state awaiting (a wait that awaits its signal: include/waits.lua)
+-- Every entry must also be a jid (Arg.is_jid): an outside writer may leave one with white space
+-- or a control character, which no command takes back (finding bad-id, also in a run's job list:
+-- index run-jobs, whose entries are checked for that alone, a run's job may be gone).
 -- The per-key and per-throttle parked sets are the slots' own (include/slots.lua): not checked.
 -- A job in a state this file does not know (one added by a later feature) is never reported nor
 -- repaired, and its index entries are left alone.
@@ -32,7 +35,9 @@ Doctor.QUEUE_INDEXES = { work = 'waiting', parked = 'waiting', scheduled = 'sche
 -- Every index the doctor reads, and what names one: a queue, a worker, a group, or nothing.
 Doctor.INDEXES = { work = 'queue', parked = 'queue', scheduled = 'queue', depends = 'queue',
   locks = 'queue', buried = 'queue', worker = 'worker', completed = 'none', expired = 'none',
-  awaiting = 'none', failed = 'group' }
+  awaiting = 'none', failed = 'group', ['run-jobs'] = 'run' }
+-- The indexes that are lists (the others are sorted sets).
+Doctor.LISTS = { failed = true, ['run-jobs'] = true }
 -- The states the doctor knows.
 Doctor.STATES = { waiting = true, scheduled = true, depends = true, running = true, complete = true,
   failed = true, buried = true, expired = true, awaiting = true }
@@ -53,6 +58,7 @@ function Doctor.key(index, name)
   if index == 'completed' then return Keys.completed() end
   if index == 'expired' then return Keys.expired() end
   if index == 'awaiting' then return Keys.awaiting() end
+  if index == 'run-jobs' then return Keys.run_jobs(name) end
   return Keys.failed(name)
 end
 
@@ -127,7 +133,7 @@ end
 
 function Doctor.listed(index, name, jid)
   local key = Doctor.key(index, name)
-  if index == 'failed' then return redis.call('lpos', key, jid) ~= false end
+  if Doctor.LISTS[index] then return redis.call('lpos', key, jid) ~= false end
   return redis.call('zscore', key, jid) ~= false
 end
 

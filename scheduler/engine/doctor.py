@@ -11,7 +11,8 @@ depths (after Redis Work Queue's light and deep cleaning):
 * **deep** -- everything: one ``SCAN`` of the namespace (never ``KEYS``), every job's hash checked
   against its index and its dependency edges, and every index (queues' work, parked, scheduled,
   depends, locks and buried; workers' jobs; completed, expired, awaiting; failed lists) checked
-  entry by entry, and every run's kept counts (``run-counts``, lua/README.md) against its jobs.
+  entry by entry, every run's job list for entries that are no jid, and every run's kept
+  counts (``run-counts``, lua/README.md) against its jobs.
   Slow on a big namespace; run it rarely.
 
 Every engine call is one bounded page (``lua/commands/doctor.lua``): at most ``page`` entries or
@@ -49,6 +50,7 @@ PAGE = 500
 
 #: Every kind of finding, in the order repairs apply: index entries first, then jobs, then keys.
 KINDS: tuple[str, ...] = (
+    "bad-id",
     "missing-job",
     "stray-entry",
     "duplicate-entry",
@@ -66,6 +68,7 @@ KINDS: tuple[str, ...] = (
 
 #: What each kind means (``flows doctor`` prints it).
 MEANINGS: dict[str, str] = {
+    "bad-id": "an index or a run's job list holds an entry that is no jid (written from outside)",
     "missing-job": "an index lists a job that does not exist",
     "stray-entry": "an index lists a job whose hash says otherwise (state, queue, worker, group)",
     "duplicate-entry": "a failed list names a job more than once",
@@ -97,8 +100,8 @@ class Finding:
     """One problem: its kind, the job (``""`` when it is about a group or a worker), the index it
     was seen in (``work``, ``parked``, ``scheduled``, ``depends``, ``locks``, ``buried``,
     ``worker``, ``completed``, ``expired``, ``awaiting``, ``failed``, ``job``, ``worker-info``,
-    ``failures``, ``run``), that index's name (a queue, worker, group or run; for edges, the other
-    job) and a sentence saying what is wrong."""
+    ``failures``, ``run``, ``run-jobs``), that index's name (a queue, worker, group or run; for
+    edges, the other job) and a sentence saying what is wrong."""
 
     kind: str
     jid: str
@@ -135,6 +138,8 @@ class Finding:
             return f"failure group {self.name}"
         if self.index == "run":
             return f"counts of run {self.name}"
+        if self.index == "run-jobs":
+            return f"jobs of run {self.name}"
         if self.index == "job" and self.name:
             return f"edge to {self.name}"
         return self.index
@@ -420,12 +425,13 @@ class _Checker:
         self._run_counts()
 
     def _run_counts(self) -> None:
-        """Each run whose kept counts differ from its jobs (one recount per run, in the engine;
-        a page of runs in one round trip)."""
+        """Each run's job list, and each run whose kept counts differ from its jobs (one recount
+        per run, in the engine; a page of runs in one round trip)."""
         offset = 0
         while True:
             records = as_list(self.call("runs", "", offset, self.page))
             run_ids = [str(as_dict(record).get("id") or "") for record in records]
+            self.indexes(("run-jobs", run_id) for run_id in run_ids)
             pipe = self.engine.pipeline()
             for run_id in run_ids:
                 # A read (run.counts), so a deep check works where writes are refused.

@@ -50,6 +50,24 @@ def test_doctor_reports_by_kind_then_repairs(
     assert job.try_complete()
 
 
+def test_an_entry_that_is_no_jid_is_listed_around_then_removed(
+    url: str, client: Client, redis_client: redis.Redis
+) -> None:
+    """An outside writer's entry the engine refuses as a jid: `flows jobs` lists the jobs
+    around it, `flows doctor` shows it (its control character made visible) and removes it."""
+    client.queues["q"].put("K", {}, jid="j1")
+    redis_client.zadd("ql:q:q-work", {"bad\x1bjid": 0, "two words": 0})
+    listed = flows("jobs", "--redis", url, "--json")
+    assert listed.exit_code == 0, listed.output
+    assert [j["jid"] for j in json.loads(listed.output)] == ["j1"]
+    deep = flows("doctor", "--redis", url, "--deep")
+    assert deep.exit_code == 1 and "bad-id (2)" in deep.output and "\x1b" not in deep.output
+    assert "two words" in deep.output
+    assert flows("doctor", "--redis", url, "--deep", "--repair").exit_code == 1
+    assert redis_client.zrange("ql:q:q-work", 0, -1) == ["j1"]
+    assert flows("doctor", "--redis", url, "--deep").exit_code == 0
+
+
 def test_workers_by_queue_and_who_ran_a_job(url: str, client: Client) -> None:
     info = {"host": "node-7", "pid": 4242, "queues": ["q"], "started": 1.0}
     client.engine.call("worker.register", "cli-test", json.dumps(info))

@@ -13,7 +13,8 @@ from typing import Any
 
 import pytest
 import redis
-from lua_support import T0, Lua
+from helpers import diff, digest
+from lua_support import T0, Lua, submit_steps
 
 from scheduler.engine import doctor
 from scheduler.engine.client import Client
@@ -161,6 +162,29 @@ def test_a_runs_drifted_counts_are_counted_again(lua: Lua) -> None:
 
 
 # -- index entries ---------------------------------------------------------------------------
+
+
+def test_entries_that_are_not_jids_are_reported_and_removed(lua: Lua) -> None:
+    """What an outside writer left in an index or a run's job list that the engine refuses as a
+    jid (white space, a control character, a suffix of the key layout)."""
+    register(lua, "w1")
+    lua.put("a")
+    lua.put("b")
+    lua.put("s", delay=100)
+    lua.pop_jids()
+    submit_steps(lua, "r1", ("x", []))
+    before = digest(lua.r)
+    not_jids = ("bad jid", "ctl\x01x", "x-history")
+    for suffix in ("work", "scheduled", "locks"):
+        lua.r.zadd(lua.key(f"q:q-{suffix}"), dict.fromkeys(not_jids, T0 + 1000))
+    lua.r.rpush(lua.key("run:r1-jobs"), *not_jids)
+    assert seen(run(lua, deep=False)) == {("bad-id", jid, "locks", "q") for jid in not_jids}
+    expected = {
+        ("bad-id", jid, index, "q") for jid in not_jids for index in ("work", "scheduled", "locks")
+    } | {("bad-id", jid, "run-jobs", "r1") for jid in not_jids}
+    report = repaired(lua, expected)
+    assert {f.where for f in report.findings} >= {"jobs of run r1", "work of queue q"}
+    assert diff(before, digest(lua.r)) == []
 
 
 def test_a_job_added_to_a_second_index_is_taken_out_of_it(lua: Lua) -> None:
