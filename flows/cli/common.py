@@ -33,7 +33,7 @@ T = TypeVar("T")
 
 @functools.cache
 def _consoles() -> tuple[Console, Console]:
-    from rich.console import Console
+    from flows.cli.console import Console
 
     return Console(), Console(stderr=True)
 

@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import click
-from rich.console import Console
 from rich.table import Table
 
+from flows.cli.console import Console
 from flows.cli.options import as_json
 from scheduler.embedded import DEFAULT_APPENDFSYNC, FSYNC_POLICIES, EmbeddedServer
 from scheduler.engine.errors import ServerError

@@ -14,14 +14,14 @@ markup: ``profile[region=eu]`` shows as written.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Collection, Sequence
 from typing import Any
 
-from rich.console import Console, RenderableType
+from rich.console import RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from flows.cli.console import Console, asked_width
 from flows.cli.terminal import visible
 
 KEY_COLUMNS = frozenset({"status", "state"})
@@ -36,7 +36,7 @@ _EDGE, _PER_COLUMN = 1, 3  # the table's left border; each column's padding and 
 def table_console(stderr: bool = False) -> Console:
     """A console for tables: the terminal's width, or :data:`PIPED_WIDTH` when piped."""
     out = Console(stderr=stderr, highlight=False)
-    if not out.is_terminal and not os.environ.get("COLUMNS"):
+    if not out.is_terminal and asked_width() is None:
         out = Console(stderr=stderr, highlight=False, width=PIPED_WIDTH)
     return out
 

@@ -13,11 +13,11 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import click
-from rich.console import Console
 from rich.text import Text
 
 from flows import gc_pause
 from flows.cli import preview as preview_cli
+from flows.cli.console import Console
 from flows.cli.terminal import visible
 from flows.flowfile.findings import Finding, Severity, has_errors
 from flows.validation.validate import InvalidFlow, Validation, validate_file
