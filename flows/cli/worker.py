@@ -105,8 +105,9 @@ def worker_settings(func: Callable[..., Any]) -> Callable[..., Any]:
         given = {each.name: values.pop(each.name) for each in offered}
         try:  # each value was checked as its option already; this catches a rule across them
             settings = WorkerSettings(**given)
+            settings.check_processes(values["processes"])  # the names of a pool's processes
         except SettingError as error:
-            raise click.BadParameter(error.problem, param_hint=error.setting.flag) from None
+            raise click.BadParameter(error.problem, param_hint=f"'{error.setting.flag}'") from None
         return func(settings=settings, **values)
 
     for each in reversed(offered):

@@ -105,12 +105,20 @@ class HookNotFound(FlowsError):
     nothing callable: the worker cannot start (and a pool does not start it again)."""
 
 
+def hook_form_problem(spec: str) -> str | None:
+    """Why ``spec`` does not name a hook as ``module:function``, or None when it does (whether
+    it imports is :func:`load_object`'s to find)."""
+    module, _, name = spec.partition(":")
+    return None if module and name else f"{spec!r} is not of the form module:function"
+
+
 def load_object(spec: str, option: str = "--prepare") -> Any:
     """The callable named by ``module:attribute`` (a hook given as the setting ``option``);
     :class:`HookNotFound`, naming the option, when it cannot be had."""
+    problem = hook_form_problem(spec)
+    if problem is not None:
+        raise HookNotFound(f"{option}: {problem}")
     module, _, name = spec.partition(":")
-    if not module or not name:
-        raise HookNotFound(f"{option} {spec!r}: not of the form module:function")
     try:
         found = getattr(importlib.import_module(module), name)
     except AttributeError:

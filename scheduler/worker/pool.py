@@ -65,7 +65,8 @@ class WorkerPool:
         """``settings``: what each child does; or just its queues, with any other
         :class:`~scheduler.worker.settings.WorkerSettings` field as a keyword
         (``WorkerPool(url, ["etl"], threads=4)``). A child's name is ``name.<index>`` when there
-        are several."""
+        are several (:meth:`~scheduler.worker.settings.WorkerSettings.process_name`); a name
+        that suffix makes too long is refused here (a ``SettingError``), before any starts."""
         if isinstance(settings, WorkerSettings):
             if options:
                 raise TypeError(f"give {', '.join(sorted(options))} in the WorkerSettings")
@@ -79,6 +80,7 @@ class WorkerPool:
             raise ValueError(
                 f"processes: {processes} is more than {MAX_PROCESSES}, the most a pool keeps"
             )
+        self.settings.check_processes(processes)
         self.url = url
         self.processes = max(1, processes)
         self.namespace = namespace
@@ -88,9 +90,7 @@ class WorkerPool:
         self._now = False  # told to stop at once: no lock, set in a signal handler
 
     def _command(self, index: int) -> list[str]:
-        name = self.settings.name
-        if name and self.processes > 1:
-            name = f"{name}.{index}"
+        name = self.settings.process_name(index, self.processes)
         # A child stuck in C code exits, for this pool to start a clean one.
         child = replace(self.settings, name=name, exit_on_stuck=True)
         return [sys.executable, "-m", "scheduler.worker", *child.to_argv()]

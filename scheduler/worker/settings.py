@@ -174,6 +174,14 @@ def _worker_name(name: str | None) -> str | None:
     return f"worker name {name[:40]!r} {fault}" if size <= MAX_ID_BYTES else f"worker name {fault}"
 
 
+def _hook(spec: str | None) -> str | None:
+    """A hook named as ``module:function`` (or none): its form refused at start, not by a pool's
+    processes; one that does not import stops the pool (exit 78)."""
+    from scheduler.worker.imports import hook_form_problem
+
+    return hook_form_problem(spec) if spec else None  # "" as none: no hook
+
+
 def _log_level(level: Any) -> str | None:
     if isinstance(level, str) and level in logging.getLevelNamesMapping():
         return None
@@ -258,6 +266,7 @@ class WorkerSettings:
         metadata=setting(
             "--prepare",
             hidden=True,
+            rule=_hook,
             help="module:function run before each job (flows worker: resolve flow steps' upstream "
             "outputs).",
         ),
@@ -352,6 +361,21 @@ class WorkerSettings:
             problem = each.problem(value)
             if problem is not None:
                 raise SettingError(each, problem)
+
+    def process_name(self, index: int, processes: int) -> str | None:
+        """The name of process ``index`` of a pool of ``processes``: this name, with
+        ``.<index>`` when there are several (none: each process's default)."""
+        return f"{self.name}.{index}" if self.name and processes > 1 else self.name
+
+    def check_processes(self, processes: int) -> None:
+        """Refuse (:class:`SettingError`, naming ``--name``) a name the engine takes, but not
+        with the ``.<index>`` suffix the last of ``processes`` processes adds to it."""
+        last = max(1, processes) - 1
+        problem = _worker_name(self.process_name(last, processes))
+        if problem is not None:
+            name = next(each for each in table() if each.name == "name")
+            suffix = f"(with the '.{last}' the last of {processes} processes adds)"
+            raise SettingError(name, f"{problem} {suffix}")
 
     def to_argv(self) -> list[str]:
         """These settings as ``python -m scheduler.worker`` arguments (those not at their default).

@@ -166,3 +166,34 @@ def test_a_huge_value_is_quoted_cut_short(
     output = refused(cli, populated.redis, args, (1, 2))
     assert len(output) < 2500, output[:300]
     assert "more characters" in output
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        # Each of 11 processes gets its name with ".<index>": "w" * 254 + ".10" is 257 bytes.
+        (
+            ["worker", "-q", "q", "--name", "w" * 254, "--processes", "11"],
+            "'--name': worker name is 257 bytes, more than the limit of 256 bytes "
+            "(with the '.10' the last of 11 processes adds)",
+        ),
+        (
+            ["worker", "-q", "q", "--name", "w" * 256, "--processes", "2"],
+            "'--name': worker name is 258 bytes",
+        ),
+        (
+            ["worker", "-q", "q", "--prepare", "nope.module"],
+            "'--prepare': 'nope.module' is not of the form module:function",
+        ),
+        (["worker", "-q", "q", "--prepare", ":prepare"], "not of the form module:function"),
+        (["worker", "-q", "q", "--prepare", "hooks:"], "not of the form module:function"),
+    ],
+)
+def test_a_worker_refuses_at_start_what_its_processes_would_stop_over(
+    args: list[str], message: str, cli: CliRunner, populated: Client
+) -> None:
+    """A name its processes' suffixes push past the limit, or a hook not named module:function,
+    is a usage error before any process starts, not a pool whose processes stop."""
+    output = refused(cli, populated.redis, args, (2,))
+    assert message in output, output
+    assert len(output.splitlines()) <= 4, output

@@ -100,7 +100,6 @@ def test_flows_run_imports_job_modules_from_the_working_directory(
         ("broken:prepare", "cannot import module 'broken': RuntimeError: needs FOO"),
         ("hooks:nothere", "module 'hooks' has no 'nothere'"),
         ("hooks:NAME", "'NAME' is not callable"),
-        ("hooks", "not of the form module:function"),
     ],
 )
 def test_a_prepare_hook_that_does_not_import_stops_the_pool_with_one_line(

@@ -36,6 +36,10 @@ queue = (
     .filter(bool)
     .filter(lambda name: id_fault(name) is None)
 )
+# A hook as module:function (whether it imports is found when a worker starts).
+hook = st.builds(
+    "{}:{}".format, text.map(lambda m: m.replace(":", "")).filter(bool), text.filter(bool)
+)
 
 
 @st.composite
@@ -49,7 +53,7 @@ def settings(draw: st.DrawFn) -> WorkerSettings:
         burst=draw(st.booleans()),
         name=draw(st.none() | st.just("") | queue),  # a name the engine takes, as a queue's
         shutdown_grace=draw(st.floats(min_value=0, **finite)),
-        prepare=draw(st.none() | text),
+        prepare=draw(st.none() | st.just("") | hook),
         paths=tuple(draw(st.lists(text, max_size=3))),
         log_level=draw(st.sampled_from(sorted(logging.getLevelNamesMapping()))),
         poll_interval=draw(st.floats(min_value=0, exclude_min=True, **finite)),
@@ -117,6 +121,8 @@ def test_the_command_lines_written_before_the_table_still_read() -> None:
         ("burst", "yes", "not true or false"),
         ("name", 7, "not text"),
         ("name", "my worker", "worker name 'my worker' contains white space"),
+        ("prepare", "hooks", "'hooks' is not of the form module:function"),
+        ("prepare", ":prepare", "':prepare' is not of the form module:function"),
     ],
 )
 def test_a_refused_value_names_its_setting(field: str, value: object, says: str) -> None:
@@ -164,6 +170,19 @@ def test_the_pool_writes_each_childs_command_line_from_its_settings(tmp_path: ob
     )
     alone = WorkerPool("redis://127.0.0.1:1", given, processes=1)._command(0)
     assert WorkerSettings.from_argv(alone[3:]).name == "w"
+
+
+def test_a_pool_refuses_a_name_its_processes_suffix_makes_too_long() -> None:
+    """Before any process starts, not by the engine as each registers ("w" * 254 + ".10")."""
+    near = "w" * 254
+    assert WorkerPool("redis://127.0.0.1:1", ["q"], name=near, processes=10)._command(9)
+    assert WorkerPool("redis://127.0.0.1:1", ["q"], name="w" * 256, processes=1)._command(0)
+    with pytest.raises(SettingError) as refused:
+        WorkerPool("redis://127.0.0.1:1", ["q"], name=near, processes=11)
+    assert str(refused.value) == (
+        "--name: worker name is 257 bytes, more than the limit of 256 bytes "
+        "(with the '.10' the last of 11 processes adds)"
+    )
 
 
 def test_the_pool_still_takes_queues_and_settings_as_keywords() -> None:
