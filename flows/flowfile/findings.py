@@ -130,6 +130,14 @@ def shorten_words(text: str) -> str:
     return _LONG_WORD.sub(lambda m: f"{m.group()[:40]}... ({len(m.group()):,} characters)", text)
 
 
+def quoted(text: str) -> str:
+    """``text`` quoted as a message shows a value: whole up to :data:`MAX_WORD` characters,
+    else its start and its length (a value pasted by mistake is not echoed whole)."""
+    if len(text) <= MAX_WORD:
+        return repr(text)
+    return f"{text[:40]!r}... ({len(text):,} characters)"
+
+
 def has_errors(findings: Iterable[Finding]) -> bool:
     """Whether any of ``findings`` is an error."""
     return any(f.severity is Severity.ERROR for f in findings)
@@ -182,7 +190,7 @@ def describe(value: Any) -> str:
     if isinstance(value, int | float):
         return f"the number {value}"
     if isinstance(value, str):
-        return f"the string {value!r}"
+        return f"the string {quoted(value)}"
     if value is None:
         return "nothing (null)"
     return "a list" if isinstance(value, list) else "a mapping"

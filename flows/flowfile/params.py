@@ -13,11 +13,16 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import date
 from typing import Any
 
-from flows.flowfile.findings import describe, did_you_mean
+from flows.flowfile.findings import describe, did_you_mean, quoted
 from flows.flowfile.model import Param
 from flows.flowfile.templates import OPEN, strings
 from scheduler.engine.errors import FlowsError
-from scheduler.engine.limits import MAX_RESULT_DEPTH, json_depth, json_fault
+from scheduler.engine.limits import (
+    MAX_RESULT_DEPTH,
+    PAST_JSON_NUMBERS,
+    json_depth,
+    json_fault,
+)
 
 MAX_DEPTH = MAX_RESULT_DEPTH
 """How deeply a param's value may nest: as a step's outputs and a signal's data, so that a run's
@@ -86,7 +91,8 @@ def choice_problem(value: Any, param: Param) -> str | None:
     shown = ", ".join(str(choice) for choice in param.choices[:20])
     more = f" and {len(param.choices) - 20} more" if len(param.choices) > 20 else ""
     hint = did_you_mean(str(value), [str(choice) for choice in param.choices])
-    return f"{value!r} is not one of its choices ({shown}{more})" + (f"; {hint}" if hint else "")
+    named = quoted(value) if isinstance(value, str) else repr(value)
+    return f"{named} is not one of its choices ({shown}{more})" + (f"; {hint}" if hint else "")
 
 
 def value_problem(value: Any, param: Param) -> str | None:
@@ -124,9 +130,9 @@ def from_text(text: str, param: Param) -> Any:
     except RecursionError:  # deeper than this interpreter's JSON decoder goes
         raise ValueError(f"nests more than {MAX_DEPTH} levels deep") from None
     except ValueError as error:
-        if str(error).startswith("expected"):
+        if str(error).startswith(("expected", "an integer")):
             raise
-        raise ValueError(f"expected {_EXPECTED[param.type]}, got {text!r}") from None
+        raise ValueError(f"expected {_EXPECTED[param.type]}, got {quoted(text)}") from None
 
 
 def _convert(text: str, param: Param) -> Any:
@@ -140,16 +146,30 @@ def _convert(text: str, param: Param) -> Any:
     if kind == "object":
         return json.loads(text)
     if kind == "int":
-        return int(text)
+        return _integer(text)
     if kind == "number":
         number = float(text)
         return int(number) if number.is_integer() and "." not in text else number
     if kind == "bool":
         lowered = text.strip().lower()
         if lowered not in _TRUE | _FALSE:
-            raise ValueError(f"expected true or false (or yes/no, on/off, 1/0), got {text!r}")
+            raise ValueError(f"expected true or false (or yes/no, on/off, 1/0), got {quoted(text)}")
         return lowered in _TRUE
     return text
+
+
+def _integer(text: str) -> int:
+    """``text`` as an integer. One too long for Python to read (past 4,300 digits) is an
+    integer all the same, and past what JSON holds: said so, not "expected an integer"."""
+    try:
+        return int(text)
+    except ValueError:
+        digits = text.strip().lstrip("+-").replace("_", "")
+        if not digits.isdecimal():
+            raise
+        raise ValueError(
+            f"an integer of {len(digits):,} digits, {PAST_JSON_NUMBERS}; give it as text"
+        ) from None
 
 
 def _split(text: str) -> list[str]:

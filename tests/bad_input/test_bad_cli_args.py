@@ -197,3 +197,26 @@ def test_a_worker_refuses_at_start_what_its_processes_would_stop_over(
     output = refused(cli, populated.redis, args, (2,))
     assert message in output, output
     assert len(output.splitlines()) <= 4, output
+
+
+@pytest.mark.parametrize(
+    ("value", "says"),
+    [
+        ("x" * 5000, "expected an integer, got '" + "x" * 40 + "'... (5,000 characters)"),
+        ("9" * 5000, "an integer of 5,000 digits, past what JSON readers hold"),
+    ],
+)
+def test_a_long_param_value_is_quoted_short_with_its_length(
+    value: str, says: str, cli: CliRunner, populated: Client, tmp_path: Path
+) -> None:
+    """It was echoed whole (up to the 2,000 characters of an error's line); an integer past
+    what Python reads from text was "expected an integer"."""
+    flow = tmp_path / "p.yaml"
+    flow.write_text(
+        "version: 1\nname: p\nqueue: q\nparams:\n  n: {type: int, default: 1}\n"
+        "steps:\n  a: {run: echo hi}\n"
+    )
+    for command in (["plan"], ["run", "--detach"]):
+        output = refused(cli, populated.redis, [*command, str(flow), "-p", f"n={value}"], (2,))
+        assert f"param 'n': {says}" in output, output
+        assert len(output) < 400, output
