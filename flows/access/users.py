@@ -26,12 +26,21 @@ from scheduler.engine.errors import FlowsError
 from scheduler.terminal import visible
 
 ROLES: Final = ("viewer", "operator", "admin")
-NAME: Final = re.compile(r"^[A-Za-z0-9_.@-]{1,64}$")
+NAME: Final = re.compile(r"[A-Za-z0-9_.@-]{1,64}")
+"""What a user name is, whole (:func:`name_problem`)."""
 TOKEN_PREFIX: Final = "flows_"
 
 
 class UserError(FlowsError, ValueError):
     """A user that cannot be added or revoked: the message says why; nothing was changed."""
+
+
+def name_problem(name: str) -> str | None:
+    """Why ``name`` is not a user name, or None when it is: the store's rule, which a command
+    line checks as a usage error before it connects."""
+    if NAME.fullmatch(name):
+        return None
+    return f"'{_shown(name)}' is not a user name (1 to 64 of A-Z a-z 0-9 _ . @ -)"
 
 
 def rank(role: str) -> int:
@@ -66,8 +75,9 @@ class Users:
     def add(self, name: str, role: str, by: str = "") -> str:
         """A new user; returns its token (shown once: only its hash is kept). The user and its
         token are written together or not at all."""
-        if not NAME.match(name):
-            raise UserError(f"'{_shown(name)}' is not a user name (1 to 64 of A-Z a-z 0-9 _ . @ -)")
+        problem = name_problem(name)
+        if problem is not None:
+            raise UserError(problem)
         if role not in ROLES:
             raise UserError(f"'{_shown(role)}' is not a role: viewer, operator or admin")
         token = TOKEN_PREFIX + secrets.token_urlsafe(32)

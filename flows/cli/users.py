@@ -7,7 +7,7 @@ import os
 
 import click
 
-from flows.access.users import ROLES, Users
+from flows.access.users import ROLES, Users, name_problem
 from flows.cli.common import ago, open_client, print_json, table, user_errors
 from flows.cli.options import as_json, connection
 
@@ -21,6 +21,14 @@ def acting_user() -> str:
     return os.environ.get("FLOWS_USER") or getpass.getuser()
 
 
+def user_name(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    """Refuse, as a usage error before anything is sent, what is not a user name."""
+    problem = name_problem(value)
+    if problem is not None:
+        raise click.BadParameter(problem, ctx, param)
+    return value
+
+
 @click.group()
 def user() -> None:
     """Users of flows ui: viewer (reads), operator (also retries, reruns, cancels, approves,
@@ -28,7 +36,7 @@ def user() -> None:
 
 
 @user.command("add")
-@click.argument("name")
+@click.argument("name", callback=user_name)
 @click.option("--role", type=click.Choice(ROLES), required=True, help="What the user may do.")
 @connection
 def add(name: str, role: str, redis_url: str | None, namespace: str | None) -> None:
@@ -58,7 +66,7 @@ def list_users(as_json: bool, redis_url: str | None, namespace: str | None) -> N
 
 
 @user.command("revoke")
-@click.argument("name")
+@click.argument("name", callback=user_name)
 @connection
 def revoke(name: str, redis_url: str | None, namespace: str | None) -> None:
     """Remove user NAME: its token stops working at once."""

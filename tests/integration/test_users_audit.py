@@ -17,7 +17,7 @@ from flows_cli_support import flows
 from helpers import assert_unchanged, dumped
 from ui_support import TOKEN, Api, serve
 
-from flows.access.users import Users, token_hash
+from flows.access.users import UserError, Users, token_hash
 from flows.ui.roles import RoleAuth
 from scheduler.embedded import EmbeddedServer
 from scheduler.engine.client import Client
@@ -115,17 +115,29 @@ def test_bad_user_commands_are_one_line_and_change_nothing(
     cases = [
         (["user", "add", "x", "--role", "root"], 2, "'root' is not one of"),
         (["user", "add", "vera", "--role", "admin"], 1, "user vera exists: revoke it first"),
-        (["user", "add", "has space", "--role", "admin"], 1, "is not a user name"),
         (["user", "revoke", "nobody"], 1, "no user nobody"),
+        # A malformed name is a usage error, as a malformed argument is everywhere else.
+        (["user", "add", "has space", "--role", "admin"], 2, "'has space' is not a user name"),
+        (["user", "add", "vera\n", "--role", "admin"], 2, "'vera\\x0a' is not a user name"),
+        (["user", "add", "u" * 65, "--role", "admin"], 2, "1 to 64 of A-Z a-z 0-9 _ . @ -"),
+        (["user", "revoke", "has space"], 2, "Invalid value for 'NAME': 'has space' is not"),
         # What was typed is quoted, its escape sequences shown, not sent to the terminal.
-        (["user", "add", "a\x1b]0;pwned\x07", "--role", "admin"], 1, "'a\\x1b]0;pwned\\x07'"),
-        (["user", "revoke", "b\x1b[2J\nc"], 1, "no user b\\x1b[2J\\x0ac (see"),
+        (["user", "add", "a\x1b]0;pwned\x07", "--role", "admin"], 2, "'a\\x1b]0;pwned\\x07'"),
+        (["user", "revoke", "b\x1b[2J\nc"], 2, "'b\\x1b[2J\\x0ac' is not a user name"),
     ]
     for args, code, message in cases:
         with assert_unchanged(redis_client):
             result = flows(cli, *args)
         assert result.exit_code == code and message in result.output, result.output
         assert "\x1b" not in result.output
+
+
+def test_a_user_name_is_the_whole_text_not_its_first_line(
+    client: Client, redis_client: redis.Redis
+) -> None:
+    """The store's rule took "vera\n" (a pattern's end matches before a final newline)."""
+    with assert_unchanged(redis_client), pytest.raises(UserError, match="is not a user name"):
+        Users(client).add("vera\n", "viewer")
 
 
 def test_open_reads_refuse_a_token_that_is_sent_and_wrong(
