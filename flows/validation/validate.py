@@ -234,11 +234,35 @@ def _validate_loaded(
     return Validation(loaded.file, flow_dir, None if has_errors(findings) else flow, findings)
 
 
+# One mistake, one finding: where two checks report the same place, the finding that says more
+# about it stands for both. Finding code → the codes it outranks at its place.
+_SAYS_MORE: Mapping[str, frozenset[str]] = {
+    # A need is a step's name: the steps there are help more than what an id may look like.
+    "unknown-need": frozenset({"bad-format", "reserved-id", "generated-id", "out-of-range"}),
+    # A template in needs is no typo of a step's name.
+    "template-place": frozenset({"unknown-need"}),
+    # A key of no string (steps: {1: ...}) that is no id quoted either: quoting would not do.
+    "bad-format": frozenset({"yaml-key-type"}),
+}
+
+
 def _said_once(findings: list[Finding]) -> list[Finding]:
-    """Without what the checks said of a value the YAML reader refused as no JSON (``.nan``):
-    its finding says what is wrong there."""
+    """Without findings another at their place outranks (:data:`_SAYS_MORE`), and without what
+    the checks said of a value the YAML reader refused as no JSON (``.nan``): its finding says
+    what is wrong there."""
     refused = {(f.line, f.col) for f in findings if f.code == "yaml-not-json"}
-    return [f for f in findings if f.code.startswith("yaml-") or (f.line, f.col) not in refused]
+    outranked = {
+        (f.line, f.col, code)
+        for f in findings
+        if f.severity == "error"
+        for code in _SAYS_MORE.get(f.code, ())
+    }
+    return [
+        f
+        for f in findings
+        if (f.line, f.col, f.code) not in outranked
+        and (f.code.startswith("yaml-") or (f.line, f.col) not in refused)
+    ]
 
 
 def _validate_child(path: Path, shown: str) -> tuple[Flow | None, list[Finding]]:

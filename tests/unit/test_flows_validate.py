@@ -511,6 +511,62 @@ def test_need_that_names_no_step() -> None:
     assert finding.hint == "did you mean 'transform'?"
 
 
+@pytest.mark.parametrize(
+    ("needs", "message", "hint"),
+    [
+        ('""', "step 'load' needs '', which is not a step", "steps: load, transform"),
+        (
+            "[trans form]",
+            "step 'load' needs 'trans form', which is not a step",
+            "did you mean 'transform'?",
+        ),
+        (
+            "[on_success]",
+            "step 'load' needs 'on_success', which is not a step",
+            "steps: load, transform",
+        ),
+    ],
+)
+def test_a_need_of_no_step_id_spelling_is_one_finding(needs: str, message: str, hint: str) -> None:
+    # Not also one saying what a step id may be: the need is a mistake for a step's name.
+    findings = check(
+        f"version: 1\nname: x\nsteps:\n  transform: {{run: echo}}\n"
+        f"  load: {{run: echo, needs: {needs}}}\n"
+    )
+    col = 29 if needs.startswith("[") else 28
+    assert [(f.line, f.col, f.code, f.message, f.hint) for f in findings] == [
+        (5, col, "unknown-need", message, hint)
+    ]
+
+
+def test_a_template_in_needs_is_one_finding() -> None:
+    findings = check("version: 1\nname: x\nsteps:\n  a: {run: echo, needs: '${{ params.x }}'}\n")
+    assert [(f.line, f.col, f.code) for f in findings] == [(4, 25, "template-place")]
+
+
+@pytest.mark.parametrize("section", ["steps", "params"])
+def test_a_key_that_is_no_string_nor_an_id_is_one_finding(section: str) -> None:
+    # Quoting it would not help: the finding says what the key may be.
+    body = "{run: echo}" if section == "steps" else "{type: int, default: 1}"
+    text = f"version: 1\nname: x\n{section}:\n  1: {body}\n"
+    if section == "params":
+        text += "steps:\n  a: {run: echo}\n"
+    findings = check(text)
+    assert [(f.line, f.col, f.message, f.hint) for f in findings] == [
+        (
+            4,
+            3,
+            f"{section}.1: '1' is not allowed here",
+            "use letters, digits, '_' and '-', starting with a letter or '_'",
+        )
+    ]
+
+
+def test_a_key_that_is_no_string_elsewhere_says_quote_it() -> None:
+    [finding] = check("version: 1\nname: x\nsteps:\n  a: {job: t.a, with: {1: x}}\n")
+    assert (finding.code, finding.hint) == ("yaml-key-type", "quote it: '1'")
+
+
 def test_need_with_nothing_close_lists_a_few_steps_only() -> None:
     steps = "".join(f"  s{index}: {{run: echo}}\n" for index in range(25))
     text = f"version: 1\nname: x\nsteps:\n{steps}  load: {{run: echo, needs: [zzz]}}\n"
