@@ -63,9 +63,15 @@ ParamType = Literal["string", "int", "number", "bool", "date", "array", "object"
 ItemType = Literal["string", "int", "number", "bool", "date", "object"]
 
 
-def problem(kind: str, message: str, hint: str = "") -> PydanticCustomError:
-    """A validation error whose message and hint reach the user unchanged."""
-    return PydanticCustomError(kind, "{message}", {"message": message, "hint": hint})
+def problem(
+    kind: str, message: str, hint: str = "", place: tuple[str | int, ...] = ()
+) -> PydanticCustomError:
+    """A validation error whose message and hint reach the user unchanged; ``place``: where in
+    the value validated the mistake is (``("choices", 1)`` of a param), for its finding."""
+    context: dict[str, Any] = {"message": message, "hint": hint}
+    if place:
+        context["place"] = place
+    return PydanticCustomError(kind, "{message}", context)
 
 
 # -- field types ------------------------------------------------------------------------------
@@ -568,7 +574,7 @@ def _check_choices(kind: str, choices: list[str | int | float]) -> None:
             f"'choices' applies to string, int, number and date params, not to type {kind}",
             "remove 'choices'" + (" (a bool has two values already)" if kind == "bool" else ""),
         )
-    for choice in choices:
+    for index, choice in enumerate(choices):
         ok = isinstance(choice, _CHOICE_TYPES[kind])
         if ok and kind == "date":
             ok = _is_date_text(str(choice))
@@ -579,11 +585,17 @@ def _check_choices(kind: str, choices: list[str | int | float]) -> None:
                 f"choice {choice!r} is not {article} {kind} value",
                 f"give every choice as {article} {kind}"
                 + (" such as 2026-01-31" if kind == "date" else ""),
+                place=("choices", index),
             )
     seen: set[str | int | float] = set()
-    for choice in choices:
+    for index, choice in enumerate(choices):
         if choice in seen:
-            raise problem("choices_twice", f"choice {choice!r} is listed twice", "list it once")
+            raise problem(
+                "choices_twice",
+                f"choice {choice!r} is listed twice",
+                "list it once",
+                place=("choices", index),
+            )
         seen.add(choice)
 
 

@@ -113,6 +113,9 @@ def report_model_errors(
     explained: set[DataPath] = set()
     for details in _one_per_union(error.errors(include_url=False), data):
         path, at_key, missing = _data_path(details["loc"], data)
+        place = (details.get("ctx") or {}).get("place")
+        if place:  # the model named the part of the value that is wrong
+            path, at_key, missing = _data_path((*path, *place), data)
         trap = traps.get(path)
         if (
             trap is not None

@@ -1332,6 +1332,21 @@ def test_a_clean_file_has_no_findings() -> None:
     )
 
 
+@pytest.mark.parametrize(
+    ("choices", "col", "message"),
+    [
+        ('[1, "two"]', 43, "params.n.choices[1]: choice 'two' is not an int value"),
+        ("[1, 2, 1]", 46, "params.n.choices[2]: choice 1 is listed twice"),
+    ],
+)
+def test_a_wrong_choice_is_placed_at_the_choice(choices: str, col: int, message: str) -> None:
+    findings = check(
+        f"version: 1\nname: x\nparams:\n  n: {{type: int, default: 1, choices: {choices}}}\n"
+        "steps:\n  a: {run: echo}\n"
+    )
+    assert [(f.line, f.col, f.message) for f in findings] == [(4, col, message)]
+
+
 def test_a_default_outside_the_choices_is_a_finding() -> None:
     finding = one(
         """\
