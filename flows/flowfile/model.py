@@ -145,9 +145,23 @@ file is known when the parent is validated)."""
 Needs = Annotated[
     list[StepId], BeforeValidator(_one_or_many, json_schema_input_type=StepId | list[StepId])
 ]
+
+
+def _cron_expressions(value: object) -> object:
+    if isinstance(value, list):
+        return value
+    if isinstance(value, str):
+        return [value]
+    # Not pydantic's "expected a list": one string is what most schedules give.
+    raise problem(
+        "wrong_type",
+        f'expected a cron string such as "0 3 * * *", or a list of them, got {describe(value)}',
+    )
+
+
 CronExpressions = Annotated[
     list[str],
-    BeforeValidator(_one_or_many, json_schema_input_type=str | list[str]),
+    BeforeValidator(_cron_expressions, json_schema_input_type=str | list[str]),
     Field(min_length=1, max_length=20),
 ]
 Priority = Annotated[int, Field(ge=-PRIORITY_LIMIT, le=PRIORITY_LIMIT)]

@@ -125,6 +125,10 @@ CASES: dict[str, tuple[str | bytes, str]] = {
     "cron-61": (HEAD + "schedule: {cron: '61 * * * *'}\n" + STEP, "61"),
     "cron-words": (HEAD + "schedule: {cron: 'every day at noon'}\n" + STEP, "expected 5"),
     "cron-empty": (HEAD + "schedule: {cron: ''}\n" + STEP, "cron"),
+    "cron-a-mapping": (
+        HEAD + "schedule: {cron: {a: 1}}\n" + STEP,
+        'schedule.cron: expected a cron string such as "0 3 * * *", or a list of them',
+    ),
     "timezone": (
         HEAD + "schedule: {cron: '0 2 * * *', timezone: Mars/Olympus}\n" + STEP,
         "Mars/Olympus",

@@ -1121,6 +1121,17 @@ def test_cron_that_never_fires() -> None:
     assert finding.startswith("4: error: '0 0 30 2 *': never fires")
 
 
+def test_a_schedule_cron_of_the_wrong_type_says_what_it_takes() -> None:
+    [finding] = check("version: 1\nname: x\nschedule: {cron: {a: 1}}\nsteps:\n  a: {run: echo}\n")
+    assert (finding.line, finding.col, finding.code, finding.message) == (
+        3,
+        12,
+        "wrong-type",
+        'schedule.cron: expected a cron string such as "0 3 * * *", or a list of them, '
+        "got a mapping",
+    )
+
+
 def test_cron_list_entries_are_located_one_by_one() -> None:
     text = "version: 1\nname: x\nschedule:\n  cron:\n    - '0 2 * * *'\n    - '61 * * * *'\n"
     text += "steps:\n  a: {run: echo}\n"
