@@ -38,14 +38,14 @@ from flows.cli.options import (
     id_argument,
     log_level_option,
 )
+from flows.cli.preview import SchedulePreview, print_preview
 from flows.cli.preview import build as build_preview
 from flows.cli.preview import options as preview_options
-from flows.cli.preview import print_preview
 from flows.cli.terminal import visible
 from flows.flowfile.findings import Finding
 from flows.runs.service_source import FlowsSource
 from flows.runs.trigger import trigger_run
-from scheduler.cron import Skip
+from scheduler.cron import InvalidSchedule, Skip
 from scheduler.engine.client import Client
 from scheduler.engine.doctor import ScheduledCheck
 from scheduler.engine.errors import ForeignEngine, debug_enabled
@@ -382,17 +382,14 @@ def schedules(
         now = client.engine.server_time()
         registrations = Schedules(client).all()
     previews = {
-        r.name: build_preview(
-            r.definition, now, preview, outage, paused=r.paused, pause_note=r.pause_note
-        )
-        for r in registrations
-        if preview or outage
+        r.name: _preview(r, now, preview, outage) for r in registrations if preview or outage
     }
     if as_json:
-        # With --preview or --after-outage, each schedule's also has `preview`, `after_outage`.
+        # With --preview or --after-outage, each schedule's also has `preview`, `after_outage`
+        # (or `not_previewed`: why its definition cannot be).
         print_json(
             [
-                r.as_json() | (previews[r.name].to_json() if r.name in previews else {})
+                r.as_json() | (_preview_json(previews[r.name]) if r.name in previews else {})
                 for r in registrations
             ]
         )
@@ -415,8 +412,33 @@ def schedules(
         for r in registrations
     ]
     table("Schedules", ("schedule", "cron", "next", "last run", "state", "policy", "paused"), rows)
-    for shown in previews.values():
-        print_preview(shown)
+    for name, shown in previews.items():
+        if isinstance(shown, str):
+            click.echo(f"{name}: not previewed: {shown}")
+        else:
+            print_preview(shown)
+
+
+def _preview(
+    registration: Registration, now: float, count: int | None, outage: tuple[float, float] | None
+) -> SchedulePreview | str:
+    """The schedule's preview, or why there is none: a definition registered by an older
+    version that today's cron checks refuse (a range that runs backwards, say)."""
+    try:
+        return build_preview(
+            registration.definition,
+            now,
+            count,
+            outage,
+            paused=registration.paused,
+            pause_note=registration.pause_note,
+        )
+    except InvalidSchedule as error:
+        return f"{error}; fix its file (the scheduler reports it at each scan)"
+
+
+def _preview_json(preview: SchedulePreview | str) -> dict[str, Any]:
+    return {"not_previewed": preview} if isinstance(preview, str) else preview.to_json()
 
 
 @click.group()

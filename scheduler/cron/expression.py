@@ -6,10 +6,12 @@ Expressions
     (lists, ranges, steps, month and weekday names, ``L``, ``W``, ``#``; day-of-week 0 and 7
     are Sunday; when both day fields are restricted a day matching either one fires, as in
     Vixie cron), plus the aliases ``@hourly @daily @midnight @weekly @monthly @yearly
-    @annually``. Six- and seven-field expressions (seconds, years) are refused: a flow run is
-    too heavy for sub-minute ticks, and croniter reads a sixth field as seconds *last* while
-    Quartz and Spring put it first, so the same text would mean different schedules to
-    different readers. ``H`` and ``R`` (hashed and random values) are refused too: two
+    @annually``. A range runs from low to high: croniter reads ``22-2`` as wrapping around and
+    ``1-0`` as the whole field, seldom what was meant, so a backwards range is refused with the
+    two ranges to write instead. Six- and seven-field expressions (seconds, years) are refused:
+    a flow run is too heavy for sub-minute ticks, and croniter reads a sixth field as seconds
+    *last* while Quartz and Spring put it first, so the same text would mean different
+    schedules to different readers. ``H`` and ``R`` (hashed and random values) are refused too: two
     scheduler services must compute the same fire times.
 """
 
@@ -44,12 +46,12 @@ _FIELDS: tuple[tuple[str, int, int], ...] = (
     ("month", 1, 12),
     ("day-of-week", 0, 7),
 )
-_NAMES: dict[int, frozenset[str]] = {
-    3: frozenset(
-        {"jan", "feb", "mar", "apr", "may", "jun"} | {"jul", "aug", "sep", "oct", "nov", "dec"}
-    ),
-    4: frozenset({"sun", "mon", "tue", "wed", "thu", "fri", "sat"}),
+# The names of month and day-of-week values, in order from the field's lowest value.
+_ORDERED_NAMES: dict[int, tuple[str, ...]] = {
+    3: ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"),
+    4: ("sun", "mon", "tue", "wed", "thu", "fri", "sat"),
 }
+_NAMES: dict[int, frozenset[str]] = {index: frozenset(n) for index, n in _ORDERED_NAMES.items()}
 _HASHED = re.compile(r"[hr](\(\d+-\d+\))?(/\d+)?", re.IGNORECASE)
 _SHAPE_HINT = (
     "5 fields: minute hour day-of-month month day-of-week, e.g. '30 2 * * *' "
@@ -159,6 +161,53 @@ def _field_problem(index: int, text: str) -> str | None:
     return None
 
 
+def _backwards_range(index: int, text: str) -> tuple[str, str] | None:
+    """``(message, hint)`` for a range whose start is past its end (``22-2``): croniter reads
+    it as wrapping around, or as the whole field (``1-0``), which the docs never promise and
+    the writer seldom means."""
+    name, low, high = _FIELDS[index]
+    high = 6 if index == 4 else high  # day-of-week 7 is Sunday again: the week ends at 6
+    for part in text.split(","):
+        base, slash, step = part.partition("/")
+        ends = base.split("-")
+        if len(ends) != 2:
+            continue
+        start, end = (_field_value(index, end) for end in ends)
+        if start is None or end is None or start <= end:
+            continue
+        by_name = ends[0].isalpha()
+        each = f"/{step}" if slash else ""
+        upper = _span(ends[0], _shown(index, high, by_name), each)
+        lower = _span(_shown(index, low, by_name), ends[1], each)
+        return (
+            f"{name} field: the range {base} runs backwards (a range does not wrap around)",
+            f"write it as two ranges: {upper},{lower}",
+        )
+    return None
+
+
+def _field_value(index: int, token: str) -> int | None:
+    """The number a range's end stands for (a month's or weekday's name too), None if other."""
+    lowered = token.lower()
+    if lowered.isdigit():
+        value = int(lowered)
+        return 0 if index == 4 and value == 7 else value  # 7-1 is Sunday to Monday
+    names = _ORDERED_NAMES.get(index, ())
+    if lowered in names:
+        return names.index(lowered) + _FIELDS[index][1]
+    return None
+
+
+def _shown(index: int, value: int, by_name: bool) -> str:
+    """``value`` of field ``index`` as the range wrote its ends: a number or a name."""
+    names = _ORDERED_NAMES.get(index)
+    return names[value - _FIELDS[index][1]] if by_name and names else str(value)
+
+
+def _span(first: str, last: str, each: str) -> str:
+    return first if first == last else f"{first}-{last}{each}"
+
+
 def _expr_problem(expr: object) -> tuple[str, str] | None:
     """``(message, hint)`` for an expression this module cannot schedule, else None."""
     if not isinstance(expr, str):
@@ -182,18 +231,9 @@ def _text_problem(expr: str) -> tuple[str, str] | None:
     if len(fields) != 5:
         return f"{len(fields)} fields, expected 5", _SHAPE_HINT
     for index, part in enumerate(fields):
-        name, low, high = _FIELDS[index]
-        message = _field_problem(index, part)
-        if message is None:
-            # croniter's own messages do not say which field it refused: ask field by field
-            probe = ["*"] * 5
-            probe[index] = part
-            try:
-                croniter.expand(" ".join(probe))
-            except CroniterError:
-                message = f"{name} field {part!r} is not valid"
-        if message is not None:
-            return message, f"{name} takes {low}-{high}; {_SHAPE_HINT}"
+        found = _one_field_problem(index, part)
+        if found is not None:
+            return found
     try:
         croniter.expand(text)
         # croniter gives up after 50 years without a match: the expression never fires.
@@ -207,6 +247,23 @@ def _text_problem(expr: str) -> tuple[str, str] | None:
         detail = re.sub(r"^\[.*?\]\s*(is not acceptable[.,]?\s*)?", "", str(exc)) or "invalid"
         return f"invalid cron expression: {detail}", _SHAPE_HINT
     return None
+
+
+def _one_field_problem(index: int, part: str) -> tuple[str, str] | None:
+    """``(message, hint)`` for field ``index`` of an expression, else None."""
+    name, low, high = _FIELDS[index]
+    message = _field_problem(index, part)
+    if message is None:
+        # croniter's own messages do not say which field it refused: ask field by field
+        probe = ["*"] * 5
+        probe[index] = part
+        try:
+            croniter.expand(" ".join(probe))
+        except CroniterError:
+            message = f"{name} field {part!r} is not valid"
+    if message is not None:
+        return message, f"{name} takes {low}-{high}; {_SHAPE_HINT}"
+    return _backwards_range(index, part)
 
 
 @cache

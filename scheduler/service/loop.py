@@ -136,7 +136,7 @@ class _Local:
 
 
 def _local(tick: float, definition: Definition | None) -> _Local:
-    return _Local(tick, definition.schedule.zone if definition is not None else UTC)
+    return _Local(tick, definition.zone if definition is not None else UTC)
 
 
 class SchedulerService:

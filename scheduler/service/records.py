@@ -15,6 +15,7 @@ from datetime import datetime
 from functools import cached_property
 from pathlib import Path
 from typing import Any, Literal, Protocol, cast
+from zoneinfo import ZoneInfo
 
 from scheduler.cron import (
     MAX_ENUMERATED,
@@ -94,6 +95,12 @@ class Definition:
     def schedule(self) -> Schedule:
         """The cron arithmetic's view (raises InvalidSchedule for a bad definition)."""
         return Schedule(self.cron, self.timezone, self.start, self.end, self.jitter)
+
+    @cached_property
+    def zone(self) -> ZoneInfo:
+        """The time zone its times are shown in, also when today's cron checks refuse its
+        expressions (registered by an older version: listed, not planned)."""
+        return ZoneInfo(self.timezone)
 
     def to_json(self) -> dict[str, Any]:
         """What the engine stores as the definition (everything but the source)."""
@@ -188,9 +195,7 @@ class Registration:
         """An epoch time in the schedule's time zone ('' for none)."""
         if when is None:
             return ""
-        return datetime.fromtimestamp(when, self.definition.schedule.zone).strftime(
-            "%Y-%m-%d %H:%M %Z"
-        )
+        return datetime.fromtimestamp(when, self.definition.zone).strftime("%Y-%m-%d %H:%M %Z")
 
     def as_json(self) -> dict[str, Any]:
         """The one JSON shape of a schedule (``flows schedules --json``, the REST API)."""

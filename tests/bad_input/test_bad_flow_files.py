@@ -129,6 +129,14 @@ CASES: dict[str, tuple[str | bytes, str]] = {
         HEAD + "schedule: {cron: {a: 1}}\n" + STEP,
         'schedule.cron: expected a cron string such as "0 3 * * *", or a list of them',
     ),
+    "cron-range-backwards": (
+        HEAD + "schedule: {cron: '30-10 * * * *'}\n" + STEP,
+        "minute field: the range 30-10 runs backwards",
+    ),
+    "cron-hour-range-backwards": (
+        HEAD + "schedule: {cron: ['0 3 * * *', '* 5-2 * * *']}\n" + STEP,
+        "hour field: the range 5-2 runs backwards",
+    ),
     "timezone": (
         HEAD + "schedule: {cron: '0 2 * * *', timezone: Mars/Olympus}\n" + STEP,
         "Mars/Olympus",
@@ -228,6 +236,11 @@ PLACES = {
     "matrix-over-params-of-10201": "bad.yaml:7:29: error: steps.a.matrix: more than 10000",
     "foreach-over-a-param-of-10001": "bad.yaml:7:38: error: steps.a.foreach.items: 10001 items",
     "a-param-default-over-the-payload-limit": "bad.yaml:7:27: error: step 'a': Arg \"data\" is 600",
+    "cron-range-backwards": (
+        "bad.yaml:4:18: error: '30-10 * * * *': minute field: the range 30-10 runs backwards "
+        "(a range does not wrap around)\n    hint: write it as two ranges: 30-59,0-10"
+    ),
+    "cron-hour-range-backwards": "bad.yaml:4:32: error: '* 5-2 * * *': hour field: the range",
 }
 
 

@@ -221,3 +221,54 @@ def test_json_carries_the_previews_next_to_the_schedule(url: str, tmp_path: Path
         "end": end,
         "notes": ["the schedule ends at 2030-10-27 06:00:00 CET: nothing fires after that"],
     }
+
+
+BACKWARDS = BOUNDED.replace('"0 6,18 * * *"', '"30-10 * * * *"').replace("bounded", "backwards")
+
+
+def test_a_range_that_runs_backwards_is_neither_registered_nor_previewed(
+    url: str, tmp_path: Path
+) -> None:
+    folder = tmp_path / "flows"
+    folder.mkdir()
+    (folder / "backwards.yaml").write_text(BACKWARDS)
+    validated = flows("validate", str(folder / "backwards.yaml"), "--preview", "3")
+    assert validated.exit_code == 1
+    assert "minute field: the range 30-10 runs backwards" in validated.output
+    assert "fire time" not in validated.output
+    flows("scheduler", "--flows-dir", str(folder), "--once", "--redis", url)
+    result = flows("schedules", "--preview", "3", "--redis", url)
+    assert result.exit_code == 0, result.output
+    assert "backwards" not in result.output and "no schedules" in result.output
+
+
+def test_a_stored_definition_the_cron_checks_now_refuse_is_not_previewed(
+    url: str, client: Client, tmp_path: Path
+) -> None:
+    # Registered by a version that let a backwards range through: listed, not previewed.
+    folder = _registered(url, tmp_path)
+    stored = json.loads(client.engine.call("schedule.get", "bounded", 0))
+    registered = json.loads(stored["definition"])
+    definition = {**registered, "cron": ["30-10 * * * *"], "hash": "0" * 64}
+    source = (folder / "bounded.yaml").read_text()
+    reply = client.engine.call(
+        "schedule.register",
+        "bounded",
+        json.dumps(definition),
+        source,
+        stored["next"],
+        registered["hash"],
+        stored["next"],
+    )
+    assert reply == "updated", reply
+    result = flows("schedules", "--preview", "3", "--after-outage", OUTAGE, "--redis", url)
+    assert result.exit_code == 0, result.output
+    assert "bounded" in result.output
+    assert (
+        "bounded: not previewed: '30-10 * * * *': minute field: the range 30-10 runs backwards"
+    ) in result.output
+    assert "fire time" not in result.output
+    listed = flows("schedules", "--json", "--preview", "3", "--redis", url)
+    [schedule] = json.loads(listed.output)
+    assert schedule["not_previewed"].startswith("'30-10 * * * *': minute field: the range")
+    assert "preview" not in schedule

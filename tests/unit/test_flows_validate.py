@@ -1121,6 +1121,51 @@ def test_cron_that_never_fires() -> None:
     assert finding.startswith("4: error: '0 0 30 2 *': never fires")
 
 
+@pytest.mark.parametrize(
+    ("cron", "message", "hint"),
+    [
+        (
+            "1-0 * * * *",
+            "minute field: the range 1-0 runs backwards (a range does not wrap around)",
+            "1-59,0",
+        ),
+        (
+            "30-10 * * * *",
+            "minute field: the range 30-10 runs backwards (a range does not wrap around)",
+            "30-59,0-10",
+        ),
+        (
+            "* 5-2 * * *",
+            "hour field: the range 5-2 runs backwards (a range does not wrap around)",
+            "5-23,0-2",
+        ),
+        (
+            "0 22-2/2 * * *",
+            "hour field: the range 22-2 runs backwards (a range does not wrap around)",
+            "22-23/2,0-2/2",
+        ),
+        (
+            "0 0 * nov-feb *",
+            "month field: the range nov-feb runs backwards (a range does not wrap around)",
+            "nov-dec,jan-feb",
+        ),
+        (
+            "0 0 * * sat-sun",
+            "day-of-week field: the range sat-sun runs backwards (a range does not wrap around)",
+            "sat,sun",
+        ),
+        (
+            "0 0 * * 5-1",
+            "day-of-week field: the range 5-1 runs backwards (a range does not wrap around)",
+            "5-6,0-1",
+        ),
+    ],
+)
+def test_cron_range_that_runs_backwards_is_refused(cron: str, message: str, hint: str) -> None:
+    [finding] = _schedule(f'"{cron}"')
+    assert finding == (f"4: error: '{cron}': {message} | write it as two ranges: {hint}")
+
+
 def test_a_schedule_cron_of_the_wrong_type_says_what_it_takes() -> None:
     [finding] = check("version: 1\nname: x\nschedule: {cron: {a: 1}}\nsteps:\n  a: {run: echo}\n")
     assert (finding.line, finding.col, finding.code, finding.message) == (
