@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Final
 
-from flows.flowfile.durations import DurationError, parse_duration
+from flows.flowfile.durations import DurationError, format_duration, parse_duration
 from flows.flowfile.findings import DataPath, FindingSink, describe, did_you_mean, names_hint
 from flows.flowfile.model import Param
 from flows.flowfile.params import ParamError, bind_params
@@ -31,6 +31,9 @@ _STUB_KEYS: Final = ("outputs", "fail", "exit", "duration", "skip")
 _EXPECT_KEYS: Final = ("status", "steps", "order", "runs", "outputs")
 _STEP_EXPECT_KEYS: Final = ("status", "attempts", "outputs")
 _SCHEDULE_KEYS: Final = ("from", "to", "outage")
+#: The longest period a schedule case may cover: a year, leap day included. A case runs every
+#: tick of it on the virtual clock, so the bound keeps a minutely schedule's case to minutes.
+MAX_SCHEDULE_DAYS: Final = 366
 NODE_SEPARATOR: Final = "::"
 """What joins a file and a case in a test's id (``etl.test.yaml::load fails``), as in pytest's."""
 
@@ -121,6 +124,13 @@ def parse_time(value: Any) -> datetime:
             f"{shown!r} is before 1970-01-01T00:00:00Z, where the engine's clock starts"
         )
     return moment
+
+
+def _days(seconds: float) -> str:
+    """``seconds`` in days, and what is left past the last whole day: ``366 days and 1s``."""
+    days, rest = divmod(seconds, 86400)
+    shown = f"{int(days):,} days"
+    return f"{shown} and {format_duration(rest)}" if rest else shown
 
 
 class CaseReader:
@@ -373,6 +383,17 @@ class CaseReader:
             return None
         if end <= start:
             self.sink.error((*path, "to"), "test-time", "'to' must be after 'from'")
+            return None
+        length = end.timestamp() - start.timestamp()
+        if length > MAX_SCHEDULE_DAYS * 86400:
+            self.sink.error(
+                (*path, "to"),
+                "test-time",
+                f"the period is {_days(length)} long; a schedule case may cover at most "
+                f"{MAX_SCHEDULE_DAYS} days (each tick runs the flow: a year of a minutely "
+                f"schedule is {MAX_SCHEDULE_DAYS * 1440:,} runs, some 9 minutes)",
+                "end it sooner, or split the period into cases of a year or less",
+            )
             return None
         return Period(start.timestamp(), end.timestamp(), outage)
 

@@ -370,6 +370,29 @@ def test_a_time_that_is_not_one_is_said_in_words_at_its_place(tmp_path: Path) ->
     ]
 
 
+def test_a_schedule_case_of_more_than_a_year_is_refused_at_its_to(tmp_path: Path) -> None:
+    # `to: 9999-01-01` ran a schedule case for hours; a year (and a leap day) still runs.
+    (tmp_path / "nightly.yaml").write_text(SCHEDULED)
+    test = tmp_path / "nightly.test.yaml"
+    test.write_text(
+        "flow: nightly.yaml\ncases:\n"
+        "  - {name: a, schedule: {from: 2026-01-01, to: 9999-01-01}, mock: all}\n"
+        '  - {name: b, schedule: {from: 2026-01-01, to: "2027-01-02T00:00:01Z"}, mock: all}\n'
+        "  - {name: c, schedule: {from: 2026-01-01, to: 2027-01-02}, mock: all}\n"
+    )
+    reading = read_test_file(test)
+    assert reading.test is None
+    why = (
+        "a schedule case may cover at most 366 days (each tick runs the flow: a year of a "
+        "minutely schedule is 527,040 runs, some 9 minutes)"
+    )
+    hint = "end it sooner, or split the period into cases of a year or less"
+    assert [(f.line, f.col, f.message, f.hint) for f in reading.findings] == [
+        (3, 48, f"the period is 2,912,078 days long; {why}", hint),
+        (4, 48, f"the period is 366 days and 1s long; {why}", hint),
+    ]
+
+
 def test_a_flow_with_tests_that_is_not_utf8_is_collected_to_say_so(tmp_path: Path) -> None:
     # Left out as unreadable, its cases vanished from `flows test DIR` and pytest unsaid.
     flow = tmp_path / "latin.yaml"
