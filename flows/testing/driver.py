@@ -41,6 +41,7 @@ from flows.runs.build import build_run
 from flows.runs.read import RunView, load_run, run_outputs
 from flows.runs.service_source import FlowsSource, definition_of
 from flows.runs.submit import submit
+from flows.runtime.tasks import KILL_GRACE_SECONDS
 from flows.runtime.worker_hook import prepare
 from flows.testing.ahead import AheadSource, builds_alike_ahead
 from flows.testing.clock import Clock, ClockedEngine
@@ -52,7 +53,7 @@ from scheduler.engine.job import Job
 from scheduler.service.housekeeping import maintain_queues
 from scheduler.service.loop import SchedulerService
 from scheduler.service.schedules import Schedules
-from scheduler.worker import FailJob, HandedOver, SkipJob, runner
+from scheduler.worker import FailJob, HandedOver, SkipJob, runner, sessions
 from scheduler.worker.context import JobContext
 from scheduler.worker.envelope import BrokenPayload, split
 from scheduler.worker.outcomes import TimeoutInterrupt
@@ -103,8 +104,14 @@ def run_for_real(ctx: JobContext) -> tuple[runner.Outcome, float]:
     except KeyboardInterrupt:  # Ctrl-C of `flows test`: the step's processes end with it
         try:
             ctx.request_stop("interrupted")  # a shell step's: SIGTERM, then SIGKILL after 5 s
+            if not ctx.interrupt_thread:
+                # A command started but not yet told how to stop (its thread between starting
+                # it and registering its stop) is stopped by its thread when it registers.
+                thread.join(KILL_GRACE_SECONDS + 1.0)
         except KeyboardInterrupt:  # Ctrl-C again meanwhile: SIGKILL now, none left behind
             ctx.request_stop("interrupted", now=True)
+        finally:
+            sessions.kill_all()  # any command still there (or starting) ends with this process
         raise
     if thread.is_alive():
         ctx.request_stop("timeout")  # a shell step's process group is killed
