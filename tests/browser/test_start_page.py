@@ -97,3 +97,53 @@ def test_an_operator_starts_an_unscheduled_flow_from_its_form(
     page.goto(f"{base}/notifications")
     assert "Every notification was delivered." in page.inner_text("main")
     assert page.errors == []
+
+
+def test_a_flow_that_became_invalid_is_refused_in_readable_words(
+    page: Any, base: str, client: Client, redis_client: redis.Redis, tmp_path: Path
+) -> None:
+    operator = Users(client).add("otto", "operator")
+    page.goto(f"{base}/start")
+    section = page.locator('section[data-flow-file="reload.yaml"]')
+    section.locator('input[name="day"]').fill("2026-11-28")
+    page.fill("#token", operator)
+    # the file goes bad after the page was built: the API's 422 carries its findings
+    (tmp_path / "reload.yaml").write_text("version: 1\nname: reload\nsteps: {}\n")
+    with assert_unchanged(redis_client):
+        section.get_by_role("button", name="Run").click()
+        page.wait_for_selector("#flash.error")
+    said = page.inner_text("#flash")
+    assert "[object Object]" not in said
+    assert "Could not run reload: flow 'reload' does not validate: findings: " in said
+    assert "reload.yaml:3:" in said and "steps" in said
+    assert page.errors == []
+
+
+def test_every_shape_of_a_refusal_reads_as_text(page: Any, base: str) -> None:
+    page.goto(f"{base}/start")
+    shapes = {
+        "text": "no flow named 'x'",
+        "validation": [
+            {"loc": ["body", "params"], "msg": "Input should be a valid dictionary"},
+            {"loc": ["query", "limit"], "msg": "too big"},
+        ],
+        "object": {"message": "it failed", "reason": {"queue": "q1"}, "count": 2},
+        "markup": "<img src=x onerror=alert(1)>",
+        "nothing": None,
+    }
+    shown = page.evaluate(
+        "(shapes) => Object.fromEntries(Object.entries(shapes).map("
+        "([k, v]) => [k, detailText(v)]))",
+        shapes,
+    )
+    assert shown == {
+        "text": "no flow named 'x'",
+        "validation": "body.params: Input should be a valid dictionary; query.limit: too big",
+        "object": "it failed: reason: queue: q1; count: 2",
+        "markup": "<img src=x onerror=alert(1)>",
+        "nothing": "",
+    }
+    # shown as text: markup in a refusal is its characters, never elements
+    page.evaluate("() => flash(detailText('<img src=x onerror=alert(1)>'), false)")
+    assert page.locator("#flash img").count() == 0
+    assert page.inner_text("#flash") == "<img src=x onerror=alert(1)>"

@@ -11,6 +11,31 @@ function flash(text, ok) {
   box.className = ok ? "ok" : "error";
 }
 
+// An API refusal's `detail` as one readable line, whatever its shape: the API's words (a
+// string), a list of a flow file's findings (file:line:col: message) or of a request's
+// validation errors (where: what), or an object (its message, then what it holds). The caller
+// puts it into the page as text.
+function detailText(detail) {
+  if (detail === null || detail === undefined) return "";
+  if (typeof detail !== "object") return String(detail);
+  if (Array.isArray(detail)) return detail.map(detailText).filter(Boolean).join("; ");
+  if (typeof detail.message === "string" && "line" in detail && "file" in detail) {
+    const hint = detail.hint ? ` (hint: ${detail.hint})` : "";
+    return `${detail.file}:${detail.line}:${detail.col}: ${detail.message}${hint}`;
+  }
+  if (typeof detail.msg === "string") {
+    const where = Array.isArray(detail.loc) ? detail.loc.join(".") : "";
+    return where ? `${where}: ${detail.msg}` : detail.msg;
+  }
+  const { message, ...rest } = detail;
+  const parts = Object.entries(rest).map(([key, value]) => {
+    const text = detailText(value);
+    return text ? `${key}: ${text}` : "";
+  }).filter(Boolean);
+  const head = message === undefined ? "" : detailText(message);
+  return [head, parts.join("; ")].filter(Boolean).join(": ");
+}
+
 async function post(url, body) {
   const token = sessionStorage.getItem(TOKEN_KEY) || "";
   const headers = { "Content-Type": "application/json" };
@@ -26,7 +51,7 @@ async function post(url, body) {
 async function act(label, url, body, reload) {
   const reply = await post(url, body);
   if (!reply.ok) {
-    flash(`Could not ${label}: ${reply.data.detail || reply.status}`, false);
+    flash(`Could not ${label}: ${detailText(reply.data.detail) || reply.status}`, false);
     return reply;
   }
   flash(`Done: ${label}${counted(reply.data)}.`, true);

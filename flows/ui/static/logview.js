@@ -212,7 +212,7 @@
     if (!reply) return "could not load the log (network)";
     if (reply.status !== 404) return `could not load the log (${reply.status})`;
     let detail = "";
-    try { detail = String((await reply.json()).detail || ""); } catch (error) { detail = ""; }
+    try { detail = detailText((await reply.json()).detail); } catch (error) { detail = ""; }
     if (/ has no attempt \d+ \(/.test(detail)) return shownName(detail);
     return "the job no longer exists (its log went with it)";
   }
