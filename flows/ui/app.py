@@ -32,6 +32,7 @@ from flows.ui import (
     explain_api,
     guard,
     history,
+    methods,
     metrics,
     notifications,
     pages,
@@ -182,10 +183,15 @@ def create_app(
         # A page a browser asked for (a run that is gone, a step it lacks) answers as a page:
         # the dashboard's error page with the API's words. The API answers JSON, and so do a
         # page's refusals of credentials (401, 403), as the same for every client.
+        headers = dict(error.headers or {})
+        if error.status_code == 405:
+            headers["Allow"] = methods.allowed(app.routes, request.scope)
         if error.status_code not in (401, 403) and _answers_html(request):
             title = PAGE_ERRORS.get(error.status_code, "The request cannot be answered")
-            return pages.error_page(request, error.status_code, title, str(error.detail))
-        return _refusal(error.status_code, error.detail, error.headers)
+            page = pages.error_page(request, error.status_code, title, str(error.detail))
+            page.headers.update(headers)
+            return page
+        return _refusal(error.status_code, error.detail, headers or None)
 
     @app.exception_handler(Exception)
     async def crashed(request: Request, error: Exception) -> JSONResponse:
@@ -201,6 +207,7 @@ def create_app(
             headers=guard.SECURITY_HEADERS,
         )
 
+    app.add_middleware(methods.HeadAsGet)  # innermost: the others see the request's HEAD
     app.add_middleware(audit_log.AuditLog, ui=app.state.ui)
     app.add_middleware(BodyLimit, limit=MAX_BODY)
     app.add_middleware(guard.Guard, hosts=hosts)  # outermost: refusals get the headers too
