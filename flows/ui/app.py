@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from fastapi import FastAPI, Request, Response
+from fastapi import Depends, FastAPI, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
@@ -40,7 +40,7 @@ from flows.ui import (
     start,
 )
 from flows.ui.auth import Auth
-from flows.ui.state import UiState, refusal
+from flows.ui.state import UiState, json_body, refusal
 from scheduler.engine.client import Client
 from scheduler.engine.errors import ForeignEngine
 
@@ -141,6 +141,7 @@ def create_app(
         docs_url=None,  # apidocs serves it from this machine's files
         redoc_url=None,
         default_response_class=Answer,
+        dependencies=[Depends(json_body)],
     )
     app.state.ui = UiState(client, auth)
     app.state.flows_dir = flows_dir

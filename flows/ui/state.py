@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from fastapi import Request
+from fastapi import HTTPException, Request
 
 from flows.ui.auth import Auth
 from scheduler.engine.client import Client
@@ -57,3 +57,29 @@ def writer(request: Request) -> None:
     """A dependency of every write: the bearer token, then the engine's library."""
     state(request).auth.write(request)
     engine_library(request)
+
+
+def is_json(content_type: str | None) -> bool:
+    """Whether ``content_type`` names JSON: ``application/json`` or ``application/*+json``."""
+    if not content_type:
+        return False
+    kind = content_type.split(";", 1)[0].strip().lower()
+    return kind == "application/json" or (
+        kind.startswith("application/") and kind.endswith("+json")
+    )
+
+
+async def json_body(request: Request) -> None:
+    """A dependency of every route: a route that takes a JSON body refuses one sent as anything
+    else (415, naming the type it needs), which would otherwise reach it as bytes and be told
+    only that it is not an object. No body needs no type."""
+    if getattr(request.scope.get("route"), "body_field", None) is None:
+        return
+    sent = request.headers.get("content-type")
+    if is_json(sent) or not await request.body():
+        return
+    raise HTTPException(
+        415,
+        "the body must be JSON, sent with Content-Type: application/json "
+        f"(this request's: {sent or 'none'})",
+    )
