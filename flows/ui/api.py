@@ -2,7 +2,9 @@
 
 Every listing is one bounded page (``offset``, ``limit`` at most :data:`MAX_LIMIT`) answered with
 ``{items, offset, limit, next}`` (``next``: the offset of the next page, null at the end); no
-endpoint reads more than a page's worth of the namespace. Reads need what
+endpoint reads more than a page's worth of the namespace. A filter that narrows a read to one
+thing (a run listing's ``flow``, a run's ``step``, ``queue``, ``who``) given empty is refused
+(422 naming it), never read as no filter: leave it out to filter nothing. Reads need what
 :meth:`flows.ui.auth.Auth.read` allows, writes (POST) a bearer token. A request value reaches the
 engine as an argument and a run's params are bound as ``flows run`` binds them, never as code.
 Engine refusals come back as 4xx with the engine's one-line message.
@@ -42,6 +44,13 @@ MAX_RUNS_SCANNED = 1000
 
 Offset = Annotated[int, Query(ge=0, le=10_000_000, description="Where the page starts.")]
 Limit = Annotated[int, Query(ge=1, le=MAX_LIMIT, description="Items in the page, at most.")]
+
+
+def narrowed(description: str, max_length: int = 256) -> Any:
+    """A query parameter naming the one thing a read is narrowed to (a flow, a step, a queue).
+    Given empty it is refused (422 naming it), never read as no filter: an empty value is a
+    mistake (a blank field, an unset variable) that would otherwise answer everything."""
+    return Query(min_length=1, max_length=max_length, description=description)
 
 
 Ui = Annotated[UiState, Depends(state)]
@@ -153,7 +162,7 @@ def list_runs(
     ui: Ui,
     offset: Offset = 0,
     limit: Annotated[int, Query(ge=1, le=100)] = 25,
-    flow: Annotated[str | None, Query(max_length=256)] = None,
+    flow: Annotated[str | None, narrowed("Only runs of this flow.")] = None,
     status: Annotated[
         statuses.RunStatus | None, Query(description="Only runs with this status.")
     ] = None,
@@ -193,7 +202,7 @@ def get_run(
     ui: Ui,
     run_id: str,
     limit: Annotated[int, Query(ge=0, le=1000, description="Jobs listed per step.")] = PAGE,
-    step: Annotated[str | None, Query(max_length=256, description="The step to page.")] = None,
+    step: Annotated[str | None, narrowed("The step to page.")] = None,
     offset: Offset = 0,
 ) -> JSONResponse:
     """One run as the engine decides it: its status, counts per status, allowed actions and
@@ -313,7 +322,7 @@ def approve_wait(
 
 @router.get("/runs/{run_id}/logs", dependencies=reads, tags=["runs"])
 def run_logs(
-    ui: Ui, run_id: str, step: Annotated[str | None, Query(max_length=256)] = None
+    ui: Ui, run_id: str, step: Annotated[str | None, narrowed("Only this step's jobs.")] = None
 ) -> dict[str, Any]:
     """The run's jobs (of one step) with their labels, to read each one's log."""
     try:
@@ -517,7 +526,7 @@ def list_workers(
     ui: Ui,
     offset: Offset = 0,
     limit: Limit = 100,
-    queue: Annotated[str | None, Query(max_length=256)] = None,
+    queue: Annotated[str | None, narrowed("Only workers listening on this queue.")] = None,
 ) -> dict[str, Any]:
     """Live workers, most recently active first, with host, pid, queues and jobs held."""
     # `queue` filters, it names no resource: a queue exists for the engine from its first put

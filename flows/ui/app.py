@@ -46,6 +46,15 @@ from scheduler.engine.errors import ForeignEngine
 
 log = logging.getLogger("flows.ui")
 
+# What the OpenAPI document says of every endpoint: the rules each one's own words assume.
+API_DESCRIPTION = (
+    "Listings are bounded pages (`offset`, `limit`, `next`). A filter that narrows a read to one "
+    "thing (`flow`, `step`, `queue`, `who`) given empty is refused with 422 naming it: leave it "
+    "out to filter nothing. A body is JSON, sent with `Content-Type: application/json` (else "
+    '415). `HEAD` is answered wherever `GET` is. Errors answer `{"detail": ...}`: the API\'s '
+    "words, or with a flow file that does not validate, its findings."
+)
+
 # The largest request body accepted, in bytes (a run's params included).
 MAX_BODY = 64 * 1024
 
@@ -136,6 +145,7 @@ def create_app(
     app = FastAPI(
         title="redis-flows",
         summary="Runs, jobs, queues, workers, schedules and failures of a redis-flows namespace.",
+        description=API_DESCRIPTION,
         version="1",
         openapi_url=f"{api.PREFIX}/openapi.json",
         docs_url=None,  # apidocs serves it from this machine's files

@@ -83,7 +83,7 @@ def list_audit(
     before: Annotated[
         str | None, Query(pattern=r"^[0-9]+-[0-9]+$", description="Older than (an entry's id).")
     ] = None,
-    who: Annotated[str | None, Query(max_length=64)] = None,
+    who: Annotated[str | None, api.narrowed("Only this user's changes.", max_length=64)] = None,
 ) -> dict[str, Any]:
     """Changes made through the API and the command line, newest first: ``{items, next}``
     (``next``: the ``before`` of the next page, null at the end)."""

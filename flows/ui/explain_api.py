@@ -3,12 +3,12 @@ job or a run's steps are where they are (:mod:`flows.runs.explain`), for the das
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 from fastapi import APIRouter, HTTPException
 
 from flows.runs.explain import UnknownStep, explain_run
-from flows.ui.api import PREFIX, Ui, _load_run, engine_errors, reads
+from flows.ui.api import PREFIX, Ui, _load_run, engine_errors, narrowed, reads
 from scheduler.engine.explain import explain
 
 router = APIRouter(prefix=PREFIX)
@@ -24,7 +24,9 @@ def explain_job(ui: Ui, jid: str) -> dict[str, Any]:
 
 
 @router.get("/runs/{run_id}/explain", dependencies=reads, tags=["runs"])
-def explain_steps(ui: Ui, run_id: str, step: str | None = None) -> dict[str, Any]:
+def explain_steps(
+    ui: Ui, run_id: str, step: Annotated[str | None, narrowed("Only this step.")] = None
+) -> dict[str, Any]:
     """Each unfinished step (or ``step``) with the reasons of its jobs."""
     view = _load_run(ui.client, run_id)
     try:

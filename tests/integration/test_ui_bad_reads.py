@@ -82,3 +82,44 @@ def test_a_run_paged_at_a_step_it_does_not_have_is_a_404(
         reply = api.get("/api/v1/runs/two@1?step=third&offset=5")
     assert reply.status == 404, reply.body
     assert reply.body == {"detail": "run 'two@1' has no step 'third'"}
+
+
+@pytest.mark.parametrize(
+    ("path", "parameter"),
+    [
+        ("/api/v1/runs?flow=", "flow"),
+        ("/api/v1/runs/two@1?step=", "step"),
+        ("/api/v1/runs/two@1?step=&offset=5", "step"),
+        ("/api/v1/runs/two@1/logs?step=", "step"),
+        ("/api/v1/runs/two@1/explain?step=", "step"),
+        ("/api/v1/workers?queue=", "queue"),
+        ("/api/v1/audit?who=", "who"),
+        ("/api/v1/runs?since=", "since"),
+        ("/api/v1/runs?status=", "status"),
+        ("/api/v1/audit?before=", "before"),
+    ],
+)
+def test_an_empty_filter_is_refused_naming_it(
+    api: Api,
+    client: Client,
+    redis_client: redis.Redis,
+    tmp_path: Path,
+    path: str,
+    parameter: str,
+) -> None:
+    """An empty filter is a mistake (a form's field left blank, a variable unset), not "any":
+    it is refused rather than answered with everything."""
+    _submit(client, tmp_path, "two@1")
+    with assert_unchanged(redis_client):
+        reply = api.get(path)
+    assert reply.status == 422, reply.body
+    assert reply.body["detail"].startswith(f"query.{parameter}: "), reply.body
+
+
+def test_an_explained_step_is_a_name_of_bounded_length(
+    api: Api, client: Client, tmp_path: Path
+) -> None:
+    _submit(client, tmp_path, "two@1")
+    reply = api.get(f"/api/v1/runs/two@1/explain?step={'s' * 257}")
+    assert reply.status == 422, reply.body
+    assert reply.body["detail"].startswith("query.step: "), reply.body
