@@ -96,6 +96,18 @@ def id_refusal(what: str, value: str, kind: IdKind = "name") -> str | None:
     return f"{what} {cut!r} {fault}"
 
 
+def one_line(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
+    """A callback that refuses, as a usage error (exit code 2) before anything is sent, a short
+    text (a pause's note) that is not one line, as the API refuses it
+    (:func:`scheduler.engine.limits.line_fault`)."""
+    from scheduler.engine.limits import line_fault
+
+    fault = None if value is None else line_fault(value)
+    if fault is not None:
+        raise click.BadParameter(fault, ctx, param)
+    return value
+
+
 def _checked_ids(what: str, kind: IdKind) -> Callable[[click.Context, click.Parameter, Any], Any]:
     """A callback that refuses, as a usage error (exit code 2) before anything is sent, an
     argument's value (one, or each of ``nargs=-1``) the engine would refuse as ``what``."""

@@ -37,6 +37,7 @@ from flows.cli.options import (
     connection,
     id_argument,
     log_level_option,
+    one_line,
 )
 from flows.cli.preview import SchedulePreview, print_preview
 from flows.cli.preview import build as build_preview
@@ -466,7 +467,9 @@ def _unknown(name: str, schedules: Schedules) -> click.ClickException:
 
 @schedule.command()
 @id_argument("name", "schedule name")
-@click.option("--note", default="", help="Why (shown by `flows schedules`).")
+@click.option(
+    "--note", default="", callback=one_line, help="Why, on one line (shown by `flows schedules`)."
+)
 @as_json
 @connection
 def pause(

@@ -18,7 +18,7 @@ from flows.runs.read import RunView, load_run
 from flows.runs.signals import Signaled, SignalRefused, approval, parse_data, signal_step
 from scheduler.engine.client import Client
 from scheduler.engine.explain import explain, wait_line
-from scheduler.engine.limits import json_fault
+from scheduler.engine.limits import json_fault, line_fault
 
 
 def register(group: click.Group) -> None:
@@ -27,11 +27,16 @@ def register(group: click.Group) -> None:
 
 
 def _user() -> str:
-    """Who signals: $FLOWS_USER, else the login name."""
+    """Who signals: $FLOWS_USER, else the login name; a usage error (before anything is sent)
+    when it is not one line, as the API's ``by`` is refused."""
     try:
-        return os.environ.get("FLOWS_USER") or getpass.getuser()
+        user = os.environ.get("FLOWS_USER") or getpass.getuser()
     except (KeyError, OSError):  # no login name for this uid (a container)
         return "unknown"
+    fault = line_fault(user)
+    if fault is not None:
+        raise click.UsageError(f"$FLOWS_USER (who signals) {fault}")
+    return user
 
 
 def print_awaiting(
@@ -126,9 +131,10 @@ def signal(
         raise click.BadParameter(
             str(error).removeprefix("--data").lstrip(": "), param_hint="'--data'"
         ) from None
+    user = _user()
     client = open_client(redis_url, namespace)
     with user_errors():
-        done = signal_step(client, run_id, step, values, by=_user())
+        done = signal_step(client, run_id, step, values, by=user)
     _report(done, as_json)
 
 
@@ -151,8 +157,8 @@ def approve(
     fault = None if note is None else json_fault(note)
     if fault is not None:  # bytes that are no UTF-8 text, as the shell gave them
         raise click.BadParameter(fault[1], param_hint="'--note'")
-    client = open_client(redis_url, namespace)
     user = _user()
+    client = open_client(redis_url, namespace)
     with user_errors():
         done = signal_step(client, run_id, step, approval(note, user), by=user)
     _report(done, as_json)

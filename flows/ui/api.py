@@ -18,7 +18,8 @@ from typing import Annotated, Any, TypeVar
 
 from fastapi import APIRouter, Depends, HTTPException, Query, Request
 from fastapi.responses import JSONResponse, StreamingResponse
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic_core import PydanticCustomError
 
 from flows.runs import actions as run_actions
 from flows.runs import statuses
@@ -33,6 +34,7 @@ from scheduler.engine import joblogs
 from scheduler.engine.client import Client
 from scheduler.engine.errors import EngineError, JobNotFound
 from scheduler.engine.job import Job
+from scheduler.engine.limits import line_fault
 from scheduler.engine.replies import as_list
 from scheduler.service.records import Registration
 from scheduler.service.schedules import Schedules
@@ -92,6 +94,19 @@ class Body(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+def _one_line(value: str) -> str:
+    fault = line_fault(value)
+    if fault is not None:  # the fault's words, without pydantic's "Value error, "
+        raise PydanticCustomError("one_line", fault)
+    return value
+
+
+#: A short text shown on one line (who signals, a pause's note): refused (422 naming the field)
+#: when it holds a control character but tab, as `flows` refuses it
+#: (:func:`scheduler.engine.limits.line_fault`).
+OneLine = Annotated[str, AfterValidator(_one_line)]
+
+
 class StartRun(Body):
     flow: str = Field(min_length=1, max_length=256, description="A registered flow's name.")
     params: dict[str, Any] = Field(
@@ -105,14 +120,14 @@ class Signal(Body):
         default_factory=dict,
         description="The signal's data, a JSON object: the wait step's outputs.",
     )
-    by: str = Field(
+    by: OneLine = Field(
         default="api", min_length=1, max_length=256, description="Who gives the signal."
     )
 
 
 class Approve(Body):
     note: str = Field(default="", max_length=4096, description="The step's `outputs.note`.")
-    by: str = Field(
+    by: OneLine = Field(
         default="api",
         min_length=1,
         max_length=256,
@@ -121,7 +136,7 @@ class Approve(Body):
 
 
 class PauseSchedule(Body):
-    note: str = Field("", max_length=1024)
+    note: OneLine = Field("", max_length=1024, description="Why (shown with the schedule).")
 
 
 class Unfail(Body):

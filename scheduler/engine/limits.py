@@ -207,6 +207,23 @@ def id_fault(value: str, kind: IdKind = "id") -> str | None:
     return None
 
 
+# What a short one-line text (who signals, a pause's note) may not hold: the C0 controls but
+# tab, DEL, the C1 controls, and the line and paragraph separators: each would start another
+# line, or move the cursor, wherever the text is shown.
+_NOT_ONE_LINE = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def line_fault(value: str) -> str | None:
+    """What keeps ``value`` from being one line of text, in words that follow the name of the
+    value ("holds a control character (\\n): ..."), naming the first such character escaped;
+    None when it is one line (a tab is allowed)."""
+    found = _NOT_ONE_LINE.search(value)
+    if found is None:
+        return None
+    shown = repr(found.group())[1:-1]
+    return f"holds a control character ({shown}): one line of text is expected (a tab is allowed)"
+
+
 def check_ids(command: str, name: str, values: Iterable[Any], *, jids: bool = False) -> list[str]:
     """Each of ``values`` as :func:`check_id` (or :func:`check_jid`); returns them as a list.
 
