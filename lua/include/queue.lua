@@ -84,13 +84,14 @@ end
 
 -- Scheduled jobs whose time has come become waiting (at most `limit`). Returns how many.
 -- Promotion is lazy (on pop or peek), so each job's wait starts at the time it was due.
+-- An entry whose job hash is gone is only dropped: enqueued, it would write a partial job.
 function Queue.promote(queue, limit)
   local due = redis.call('zrangebyscore', Keys.scheduled(queue), '-inf', Engine.now,
     'WITHSCORES', 'LIMIT', 0, limit)
   for i = 1, #due, 2 do
     local jid = due[i]
-    local priority = tonumber(redis.call('hget', Keys.job(jid), 'priority')) or 0
-    Queue.enqueue(queue, jid, priority, tonumber(due[i + 1]))
+    local f = redis.call('hmget', Keys.job(jid), 'priority', 'state')
+    if f[2] then Queue.enqueue(queue, jid, tonumber(f[1]) or 0, tonumber(due[i + 1])) end
   end
   if #due > 0 then
     redis.call('zremrangebyrank', Keys.scheduled(queue), 0, #due / 2 - 1)
