@@ -238,6 +238,30 @@ def test_a_deleted_job_hash_leaves_index_entries_that_are_removed(lua: Lua) -> N
     assert lua.state("gone-done") == "waiting"
 
 
+def test_waiting_scheduled_and_depends_entries_without_their_jobs_are_removed(lua: Lua) -> None:
+    lua.put("first")
+    lua.put("waits")
+    lua.put("later", delay=10)
+    lua.put("needs", depends=["first"])
+    for jid in ("waits", "later", "needs"):
+        lua.r.delete(lua.key(f"j:{jid}"))
+    repaired(
+        lua,
+        {
+            ("missing-job", "waits", "work", "q"),
+            ("missing-job", "later", "scheduled", "q"),
+            ("missing-job", "needs", "depends", "q"),
+            ("dangling-dependent", "first", "job", "needs"),
+            ("orphan-key", "needs", "job", ""),
+        },
+    )
+    assert lua.zset("q:q-work") == ["first"]
+    assert lua.zset("q:q-scheduled") == [] and lua.zset("q:q-depends") == []
+    for jid in ("waits", "later", "needs"):
+        assert not lua.r.exists(lua.key(f"j:{jid}"))
+    assert lua.pop_jids(count=3, now=T0 + 20) == ["first"]
+
+
 def test_a_wrong_state_written_into_a_hash_moves_the_job_where_its_hash_says(lua: Lua) -> None:
     lua.put("a")
     lua.r.hset(lua.key("j:a"), "state", "scheduled")
