@@ -25,7 +25,7 @@ from zoneinfo import ZoneInfo
 from flows.expand.run_ids import RUN_ID_TIME, run_id_for
 from flows.runs.build import FlowFile, parse_flow_text, read_flow_file
 from flows.runs.service_source import FlowsSource, definition_of
-from scheduler.cron import wall_instants
+from scheduler.cron import InvalidSchedule, wall_instants
 from scheduler.engine.client import Client
 from scheduler.engine.errors import shorten
 from scheduler.service.backfills import (
@@ -70,7 +70,7 @@ class Target:
 
     @property
     def zone(self) -> ZoneInfo:
-        return self.definition.schedule.zone
+        return self.definition.zone
 
 
 @dataclass(frozen=True)
@@ -123,6 +123,13 @@ def resolve(client: Client, flow: str, now: float) -> Target:
             f"{flow}: no such file, and no registered flow of that name (see `flows schedules`)"
         )
     definition = registration.definition
+    try:
+        definition.schedule  # noqa: B018 - built once here, so a bad one is refused here
+    except InvalidSchedule as error:  # registered by an older version's laxer cron checks
+        raise BackfillError(
+            f"{flow}: the registered schedule cannot be backfilled: {error}; fix its file "
+            "(the scheduler service registers it again at its next scan)"
+        ) from None
     flow_file = parse_flow_text(definition.source, definition.file)
     return Target(flow_file, definition)
 

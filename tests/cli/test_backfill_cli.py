@@ -213,3 +213,34 @@ def test_the_last_day_of_the_calendar_ends_a_range(
         result = flows("backfill", str(flow), "--from", start, "--to", "9999-12-31", *dry, url)
     assert result.exit_code == 0, result.output
     assert len(json.loads(result.stdout)["ticks"]) in (3, 4)
+
+
+def test_a_stored_definition_the_cron_checks_now_refuse_is_refused_in_one_line(
+    url: str, client: Client, redis_client: redis.Redis, tmp_path: Path
+) -> None:
+    # Registered by a version that let a backwards range through: refused, nothing stored.
+    folder = tmp_path / "flows"
+    folder.mkdir()
+    (folder / "hourly.yaml").write_text(FLOW)
+    scanned = flows("scheduler", "--flows-dir", str(folder), "--once", "--redis", url)
+    assert scanned.exit_code == 0, scanned.output
+    stored = json.loads(client.engine.call("schedule.get", "hourly", 0))
+    registered = json.loads(stored["definition"])
+    definition = {**registered, "cron": ["1-0 * * * *"], "hash": "0" * 64}
+    reply = client.engine.call(
+        "schedule.register", "hourly", json.dumps(definition), FLOW,
+        stored["next"], registered["hash"], stored["next"],
+    )  # fmt: skip
+    assert reply == "updated", reply
+    args = ["backfill", "hourly", "--from", "2026-01-05", "--to", "2026-01-05T03:00"]
+    with assert_unchanged(redis_client):
+        result = flows(*args, "--redis", url)
+        dry = flows(*args, "--dry-run", "--redis", url)
+    for refused in (result, dry):
+        assert refused.exit_code == 1, refused.output
+        assert "unexpected" not in refused.output
+        assert refused.output.strip() == (
+            "Error: hourly: the registered schedule cannot be backfilled: '1-0 * * * *': "
+            "minute field: the range 1-0 runs backwards (a range does not wrap around); fix "
+            "its file (the scheduler service registers it again at its next scan)"
+        )
