@@ -20,12 +20,14 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from scheduler.cron import (
+    InvalidSchedule,
+    Schedule,
     Skip,
     next_fire,
 )
 from scheduler.engine.client import Client
 from scheduler.engine.connections import TICK_DURABILITY, connected_replicas
-from scheduler.engine.errors import EngineError, JobNotFound
+from scheduler.engine.errors import EngineError, JobNotFound, WrongState
 from scheduler.engine.limits import read_json
 from scheduler.engine.scripts import Engine
 from scheduler.service.records import (
@@ -228,7 +230,7 @@ class Schedules:
             skips: list[Skip] = []
             upcoming = current.next
             if current.next is not None and current.next <= now:
-                schedule = current.definition.schedule
+                schedule = _computable(current)
                 skip = paused_skip(schedule, current.next, now)
                 skips = [skip] if skip else []
                 upcoming = next_fire(schedule, now)
@@ -321,6 +323,19 @@ def _reschedules_due(current: Registration, definition: Definition, now: float) 
 
 def _info_json(info: Mapping[str, Any]) -> str:
     return json.dumps(dict(info), default=str)
+
+
+def _computable(registration: Registration) -> Schedule:
+    """The registration's cron arithmetic, or WrongState naming it when today's cron checks
+    refuse what an older version registered (a range that runs backwards, say)."""
+    try:
+        return registration.definition.schedule
+    except InvalidSchedule as error:
+        raise WrongState(
+            f"schedule {registration.name}: {error}; fix its file (the scheduler service "
+            "registers it again at its next scan)",
+            command="schedule.resume",
+        ) from None
 
 
 __all__ = [

@@ -229,6 +229,42 @@ def test_queues_workers_schedules_and_failures(
     assert triggered.status == 201 and run_status(api, triggered.body["id"]) == "running"
 
 
+def test_a_stored_definition_the_cron_checks_now_refuse_is_listed_never_a_500(
+    api: Api, client: Client, flow: dict[str, str]
+) -> None:
+    # Registered by a version that let a backwards range through, due long ago: resuming it
+    # computes its next tick.
+    name = flow["name"]
+    stored = json.loads(client.engine.call("schedule.get", name, 0))
+    registered = json.loads(stored["definition"])
+    definition = {**registered, "cron": ["1-0 * * * *"], "hash": "0" * 64}
+    reply = client.engine.call(
+        "schedule.register",
+        name,
+        json.dumps(definition),
+        stored["source"],
+        1.0,
+        registered["hash"],
+        stored["next"],
+    )
+    assert reply == "updated", reply
+    [listed] = api.get("/api/v1/schedules").body["items"]
+    assert listed["cron"] == ["1-0 * * * *"]
+    for page in ("/flows", "/backfills", "/"):
+        assert api.get(page).status == 200, page
+    assert api.post(f"/api/v1/schedules/{name}/pause").status == 200
+    resumed = api.post(f"/api/v1/schedules/{name}/resume")
+    assert resumed.status == 409, resumed.body
+    assert resumed.body["detail"] == (
+        f"schedule {name}: '1-0 * * * *': minute field: the range 1-0 runs backwards (a range "
+        "does not wrap around); fix its file (the scheduler service registers it again at its "
+        "next scan)"
+    )
+    assert api.get("/api/v1/schedules").body["items"][0]["paused"] is True
+    triggered = api.post(f"/api/v1/schedules/{name}/trigger")
+    assert triggered.status < 500, triggered.body
+
+
 def test_a_failure_group_with_a_slash_is_listed_and_unfailed(api: Api, client: Client) -> None:
     # A group is an id, not a name (lua/README.md): a step's exception may set one such as
     # "http/503". Its URL segment arrives decoded, so the route takes the rest of the path.
