@@ -104,3 +104,30 @@ def test_approve_on_the_panel_gives_what_flows_approve_gives(
     job = client.jobs[f"{run_id}:gate"]
     assert job is not None and job.state == "complete"
     assert job.result == {"note": "", "approved_by": "api"}
+
+
+def test_why_refused_by_the_api_says_what_the_api_said_as_text(
+    page: Any, base: str, client: Client
+) -> None:
+    queue = f"q{uuid.uuid4().hex[:6]}"
+    text = dedent(FLOW.format(queue=queue))
+    result = validate_text(text, file="why.yaml", flow_dir=Path("."))
+    assert result.flow is not None
+    run_id = f"why@{uuid.uuid4().hex[:6]}"
+    requests = expand(result.flow, run_id=run_id, logical_time=datetime(2026, 1, 1, tzinfo=UTC))
+    submit(client, assemble_run(run_id, "why", requests, params={}))
+    page.goto(f"{base}/runs/{run_id}")
+    page.locator('g.node[data-step="build"]').click()
+    page.wait_for_selector("#step-detail button[data-why-run]")
+    # A step the run does not have (markup in its name): the API's 404 names it.
+    page.eval_on_selector(
+        "#step-detail button[data-why-run]", "b => { b.dataset.whyStep = '<b>bild</b>'; }"
+    )
+    page.get_by_role("button", name="why?").click()
+    page.wait_for_function(
+        "document.querySelector('#step-detail .why-text').textContent.startsWith('Could not')"
+    )
+    assert page.inner_text("#step-detail .why-text") == (
+        f"Could not ask why: run {run_id} has no step '<b>bild</b>' (its steps: build, approve)."
+    )
+    assert page.locator("#step-detail .why-text b").count() == 0

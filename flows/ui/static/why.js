@@ -11,7 +11,7 @@ document.addEventListener("click", async (e) => {
     + "/explain?step=" + encodeURIComponent(button.dataset.whyStep);
   const reply = await fetch(url, { credentials: "omit" }).catch(() => null);
   if (!reply || !reply.ok) {
-    out.textContent = `Could not ask why (${reply ? reply.status : "no answer"}).`;
+    out.textContent = await whyRefusal(reply);
     return;
   }
   const data = await reply.json();
@@ -32,3 +32,13 @@ document.addEventListener("click", async (e) => {
     out.append(line);
   }
 });
+
+// What a refused explain says: the API's `detail` in words (a run gone, a step it does not
+// have), or its status when the reply holds none. Put into the page as text.
+async function whyRefusal(reply) {
+  if (!reply) return "Could not ask why (no answer).";
+  let detail = "";
+  try { detail = detailText((await reply.json()).detail); } catch (error) { detail = ""; }
+  if (!detail) return `Could not ask why (${reply.status}).`;
+  return `Could not ask why: ${detail.replace(/\.$/, "")}.`;
+}
