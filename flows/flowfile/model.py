@@ -101,8 +101,16 @@ Duration = Annotated[
 ]
 
 
-def _one_or_many(value: object) -> object:
-    return [value] if isinstance(value, str) else value
+def _step_ids(value: object) -> object:
+    if isinstance(value, list):
+        return value
+    if isinstance(value, str):
+        return [value]
+    # Not pydantic's "expected a list": one step id is what most needs give.
+    raise problem(
+        "wrong_type",
+        f"expected a step id such as 'extract', or a list of step ids, got {describe(value)}",
+    )
 
 
 def _step_id(value: object) -> object:
@@ -143,7 +151,7 @@ SubflowPath = Annotated[str, StringConstraints(pattern=SUBFLOW_PATH_PATTERN, max
 """A flow file's path relative to the file naming it: no spaces, no templates (a sub-flow's
 file is known when the parent is validated)."""
 Needs = Annotated[
-    list[StepId], BeforeValidator(_one_or_many, json_schema_input_type=StepId | list[StepId])
+    list[StepId], BeforeValidator(_step_ids, json_schema_input_type=StepId | list[StepId])
 ]
 
 

@@ -129,6 +129,10 @@ CASES: dict[str, tuple[str | bytes, str]] = {
         HEAD + "schedule: {cron: {a: 1}}\n" + STEP,
         'schedule.cron: expected a cron string such as "0 3 * * *", or a list of them',
     ),
+    "needs-a-mapping": (
+        HEAD + "steps:\n  a: {job: tasks.a}\n  b: {job: tasks.b, needs: {a: 1}}\n",
+        "steps.b.needs: expected a step id such as 'extract', or a list of step ids, got a mapping",
+    ),
     "cron-range-backwards": (
         HEAD + "schedule: {cron: '30-10 * * * *'}\n" + STEP,
         "minute field: the range 30-10 runs backwards",
