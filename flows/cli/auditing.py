@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Final
 
 from flows.access import audit
+from scheduler.engine.limits import line_fault
 
 if TYPE_CHECKING:  # every command passes here: one that opens no client imports no redis
     from scheduler.engine.client import Client
@@ -44,7 +45,26 @@ def opened(client: Client) -> Client:
 
 
 def who() -> str:
-    return os.environ.get("FLOWS_USER") or getpass.getuser()
+    """Who runs this command, as the audit log, a signal and a user's ``by`` name them:
+    $FLOWS_USER, else the login name ("unknown" for a uid without one, in a container). A
+    usage error when $FLOWS_USER is not one line, as the API's ``by`` is refused."""
+    import click
+
+    try:
+        user = os.environ.get("FLOWS_USER") or getpass.getuser()
+    except (KeyError, OSError):  # no login name for this uid
+        return "unknown"
+    fault = line_fault(user)
+    if fault is not None:
+        raise click.UsageError(f"$FLOWS_USER (who runs this command) {fault}")
+    return user
+
+
+def check_who(argv: Sequence[str]) -> None:
+    """Refuse, before it changes anything, a command to record whose $FLOWS_USER is not one
+    line: recorded at its end, it could no longer be refused."""
+    if audited(argv) is not None:
+        who()
 
 
 def record(client: Client, action: str, target: str, detail: str = "") -> None:
@@ -95,16 +115,22 @@ def changed(done: bool) -> None:
         unchanged()
 
 
-def after(argv: Sequence[str]) -> None:
-    """A command given ``argv`` (after ``flows``) succeeded: record it when it changes things."""
+def audited(argv: Sequence[str]) -> tuple[str, ...] | None:
+    """The words of the command ``argv`` gives (after ``flows``) when it is one to record."""
     words = [w for w in argv if not w.startswith("-")]
     command = next((tuple(words[:n]) for n in (2, 1) if tuple(words[:n]) in AUDITED), None)
+    if command == ("notifications",) and "--retry" not in argv:
+        return None  # only --retry changes anything
+    if "--dry-run" in argv:
+        return None  # it said what it would do, and stored nothing
+    return command
+
+
+def after(argv: Sequence[str]) -> None:
+    """A command given ``argv`` (after ``flows``) succeeded: record it when it changes things."""
+    command = audited(argv)
     if command is None or not _opened:
         return
-    if command == ("notifications",) and "--retry" not in argv:
-        return  # only --retry changes anything
-    if "--dry-run" in argv:
-        return  # it said what it would do, and stored nothing
     shown: list[str] = []
     skip = False
     for word in argv:

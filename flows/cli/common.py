@@ -167,6 +167,7 @@ class GuardedGroup(click.Group):
         from flows.cli import auditing
 
         argv = ctx.meta.get("flows.argv", [])
+        auditing.check_who(argv)
         try:
             result = guarded(lambda: super(GuardedGroup, self).invoke(ctx))
         except SystemExit as done:

@@ -594,6 +594,7 @@ def run(
                 )
             except ParamError as error:
                 raise bad_params(error) from None
+    auditing.who()  # recorded once submitted: a $FLOWS_USER on two lines is refused before
     client = open_client(redis_url, namespace)
     # The local worker will import them (with --detach, workers elsewhere, which may hold
     # modules this machine lacks); checked last, so what else is wrong is said first.

@@ -3,14 +3,13 @@
 
 from __future__ import annotations
 
-import getpass
-import os
 import shlex
 import sys
 from collections.abc import Collection
 
 import click
 
+from flows.cli.auditing import who
 from flows.cli.common import open_client, print_json, user_errors
 from flows.cli.options import as_json, connection, id_argument
 from flows.flowfile.subflow_job import MAX_DEPTH
@@ -18,25 +17,12 @@ from flows.runs.read import RunView, load_run
 from flows.runs.signals import Signaled, SignalRefused, approval, parse_data, signal_step
 from scheduler.engine.client import Client
 from scheduler.engine.explain import explain, wait_line
-from scheduler.engine.limits import json_fault, line_fault
+from scheduler.engine.limits import json_fault
 
 
 def register(group: click.Group) -> None:
     for command in (signal, approve):
         group.add_command(command)
-
-
-def _user() -> str:
-    """Who signals: $FLOWS_USER, else the login name; a usage error (before anything is sent)
-    when it is not one line, as the API's ``by`` is refused."""
-    try:
-        user = os.environ.get("FLOWS_USER") or getpass.getuser()
-    except (KeyError, OSError):  # no login name for this uid (a container)
-        return "unknown"
-    fault = line_fault(user)
-    if fault is not None:
-        raise click.UsageError(f"$FLOWS_USER (who signals) {fault}")
-    return user
 
 
 def print_awaiting(
@@ -131,7 +117,7 @@ def signal(
         raise click.BadParameter(
             str(error).removeprefix("--data").lstrip(": "), param_hint="'--data'"
         ) from None
-    user = _user()
+    user = who()
     client = open_client(redis_url, namespace)
     with user_errors():
         done = signal_step(client, run_id, step, values, by=user)
@@ -157,7 +143,7 @@ def approve(
     fault = None if note is None else json_fault(note)
     if fault is not None:  # bytes that are no UTF-8 text, as the shell gave them
         raise click.BadParameter(fault[1], param_hint="'--note'")
-    user = _user()
+    user = who()
     client = open_client(redis_url, namespace)
     with user_errors():
         done = signal_step(client, run_id, step, approval(note, user), by=user)

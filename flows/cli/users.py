@@ -2,23 +2,16 @@
 
 from __future__ import annotations
 
-import getpass
-import os
-
 import click
 
 from flows.access.users import ROLES, Users, name_problem
+from flows.cli.auditing import who
 from flows.cli.common import ago, open_client, print_json, table, user_errors
 from flows.cli.options import as_json, connection
 
 
 def register(group: click.Group) -> None:
     group.add_command(user)
-
-
-def acting_user() -> str:
-    """Who runs this command: $FLOWS_USER, else the login name."""
-    return os.environ.get("FLOWS_USER") or getpass.getuser()
 
 
 def user_name(ctx: click.Context, param: click.Parameter, value: str) -> str:
@@ -43,7 +36,7 @@ def add(name: str, role: str, redis_url: str | None, namespace: str | None) -> N
     """Add user NAME and print its token, once (only its hash is kept)."""
     client = open_client(redis_url, namespace)
     with user_errors():
-        token = Users(client).add(name, role, by=acting_user())
+        token = Users(client).add(name, role, by=who())
     click.echo(f"user {name} added as {role}; its token (shown only now):", err=True)
     click.echo(token)
 

@@ -37,6 +37,30 @@ def test_who_signals_on_more_than_one_line_is_a_usage_error(
     result = flows(command, "r1", "gate", "--redis", f"unix://{tmp_path / 'none.sock'}")
     assert result.exit_code == 2, result.output
     assert result.stderr.splitlines()[-1] == (
-        "Error: $FLOWS_USER (who signals) holds a control character (\\n): one line of text "
-        "is expected (a tab is allowed)"
+        "Error: $FLOWS_USER (who runs this command) holds a control character (\\n): one line "
+        "of text is expected (a tab is allowed)"
     )
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ("user", "add", "bob", "--role", "viewer"),
+        ("user", "revoke", "bob"),
+        ("schedule", "pause", "etl"),
+        ("queue", "pause", "q"),
+        ("run", str(Path(__file__).parents[2] / "examples" / "nightly.yaml"), "--detach"),
+    ],
+)
+def test_who_runs_an_audited_command_on_more_than_one_line_is_a_usage_error(
+    command: tuple[str, ...], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The audit log records $FLOWS_USER: refused before the change, not after it.
+    monkeypatch.setenv("FLOWS_USER", "ada\nadmin")
+    result = flows(*command, "--redis", f"unix://{tmp_path / 'none.sock'}")
+    assert result.exit_code == 2, result.output
+    assert result.stderr.splitlines()[-1] == (
+        "Error: $FLOWS_USER (who runs this command) holds a control character (\\n): one line "
+        "of text is expected (a tab is allowed)"
+    )
+    assert "Traceback" not in result.output
