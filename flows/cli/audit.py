@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from flows.access import audit as audit_log
+from flows.access.users import name_problem
 from flows.cli.common import open_client, print_json, table, when
 from flows.cli.options import as_json, connection
 from flows.cli.terminal import visible
@@ -32,7 +33,10 @@ def audit(
     """The audit log: every change made through the API or the command line (who, with which
     role, via which, what, on what, from where), newest first."""
     entries = audit_log.recent(open_client(redis_url, namespace), count, who=who)
+    empty = "the audit log is empty" if who is None else _nothing_by(who)
     if as_json:
+        if not entries and who is not None:
+            click.echo(empty, err=True)
         print_json(entries)
         return
     table(
@@ -42,7 +46,18 @@ def audit(
             [when(e["at"]), e["who"], e["role"], e["via"], e["action"], e["target"], e["address"]]
             for e in entries
         ],
-        empty="the audit log is empty"
-        if who is None
-        else f"nothing by {visible(who)} in the audit log",
+        empty=empty,
     )
+
+
+def _nothing_by(who: str) -> str:
+    """What a ``--user`` that matched nothing says: also that the name is no user's, when the
+    users store's rule refuses it (only a $FLOWS_USER or a login name can then be recorded so)."""
+    problem = name_problem(who)
+    why = (
+        ""
+        if problem is None
+        else f" ({problem}: no user of the dashboard is named so, only a $FLOWS_USER or a login "
+        "name may be)"
+    )
+    return f"nothing by {visible(who)} in the audit log{why}"

@@ -429,3 +429,24 @@ def test_a_run_s_table_piped_is_as_wide_as_its_rows_as_every_table(
     assert f"Run {run_id} running" in shown.stdout
     [row] = [line for line in shown.stdout.splitlines() if step in line]
     assert "waiting" in row and "0/1" in row, shown.stdout
+
+
+def test_audit_by_a_name_no_user_has_says_why_nothing_matched(
+    url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A name outside the users store's rule matches only a $FLOWS_USER given as such: when
+    nothing matches, the listing says the name is not a user name instead of only "nothing"."""
+    note = (
+        "nothing by ada lovelace in the audit log ('ada lovelace' is not a user name (1 to 64 of "
+        "A-Z a-z 0-9 _ . @ -): no user of the dashboard is named so, only a $FLOWS_USER or a "
+        "login name may be)"
+    )
+    for args in [(), ("--json",)]:
+        result = flows("audit", "--user", "ada lovelace", *args, "--redis", url)
+        assert result.exit_code == 0, result.output
+        assert result.stderr.strip() == note
+    monkeypatch.setenv("FLOWS_USER", "ada lovelace")
+    assert flows("throttle", "set", "t", "2", "--redis", url).exit_code == 0
+    found = flows("audit", "--user", "ada lovelace", "--json", "--redis", url)
+    assert [e["who"] for e in json.loads(found.stdout)] == ["ada lovelace"]
+    assert found.stderr == ""
