@@ -35,6 +35,7 @@ from pathlib import Path
 
 from scheduler import stop_signals
 from scheduler.cron.catchup import DEFAULT_GRACE_SECONDS, MAX_CATCHUP_RUNS, Skip
+from scheduler.cron.expression import InvalidSchedule
 from scheduler.engine.backoff import Backoff, wait_for_server
 from scheduler.engine.client import Client
 from scheduler.engine.connections import MasterWatch
@@ -222,6 +223,7 @@ class SchedulerService:
         self._pinged_at = -math.inf  # the service clock's time of the last health ping
         self._definitions: dict[tuple[str, str], Definition] = {}
         self._files_here: dict[str, bool] = {}  # a file without a source: under flows_dir?
+        self._unplannable: dict[str, str] = {}  # name -> hash of a definition said unplannable
         self._lock = threading.Lock()
 
     # -- time ------------------------------------------------------------------------------
@@ -433,7 +435,20 @@ class SchedulerService:
             return None  # unregistered meanwhile, or another folder's
         try:
             decision = decide(definition, entry, now, grace_seconds=self.grace_seconds)
-        except Exception as error:  # a definition the cron arithmetic refuses: report, go on
+        except InvalidSchedule as error:
+            # Registered by a version whose cron checks let it through: it stays due (nothing
+            # can plan it) until its file is fixed, so the log says so once, not every tick.
+            if self._unplannable.get(entry.name) != entry.hash:
+                self._unplannable[entry.name] = entry.hash
+                log.error(
+                    "schedule %s: cannot plan its ticks: %s; fix its file (the next scan "
+                    "registers it again)",
+                    entry.name,
+                    error,
+                )
+            report.errors.append(f"{entry.name}: {type(error).__name__}: {error}")
+            return None
+        except Exception as error:  # what the cron arithmetic did not foresee: report, go on
             log.exception("schedule %s: cannot plan its ticks", entry.name)
             report.errors.append(f"{entry.name}: {type(error).__name__}: {error}")
             return None

@@ -323,6 +323,39 @@ def test_a_run_that_cannot_be_built_is_skipped_with_the_reason(
     assert [f.tick for f in service.tick(T + 5 * MIN).fired] == [T + 5 * MIN]
 
 
+def test_a_definition_the_cron_checks_now_refuse_is_said_once_without_a_traceback(
+    client: Client, folder: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A schedule registered by a version that let a backwards range through stays due for ever
+    (nothing can plan its ticks): each tick reports it, but the log says it once, in one line,
+    where it logged a traceback every second."""
+    write_flow(folder)
+    service = make_service(client, folder)
+    service.scan(T - 100)
+    stored = json.loads(client.engine.call("schedule.get", "f", 0))
+    registered = json.loads(stored["definition"])
+    legacy = {**registered, "cron": ["1-0 * * * *"], "hash": "0" * 64}
+    source = (folder / "f.yaml").read_text()
+    reply = client.engine.call(
+        "schedule.register",
+        "f",
+        json.dumps(legacy),
+        source,
+        stored["next"],
+        registered["hash"],
+        stored["next"],
+    )
+    assert reply == "updated", reply
+    with caplog.at_level("ERROR", logger="flows.scheduler"):
+        reports = [service.tick(T + second) for second in range(1, 4)]
+    for report in reports:
+        assert report.fired == [] and len(report.errors) == 1
+        assert "the range 1-0 runs backwards" in report.errors[0]
+    said = [r for r in caplog.records if "cannot plan its ticks" in r.getMessage()]
+    assert len(said) == 1 and said[0].exc_info is None, said
+    assert "fix its file" in said[0].getMessage()
+
+
 def test_health(client: Client, folder: Path) -> None:
     schedules = Schedules(client)
     assert check_health(schedules, T) == (
