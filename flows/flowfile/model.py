@@ -9,6 +9,7 @@ Cross-field checks that need the whole flow (the graph, templates, schedules) li
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import date, datetime
 from typing import Annotated, Any, Final, Literal
@@ -101,16 +102,21 @@ Duration = Annotated[
 ]
 
 
-def _step_ids(value: object) -> object:
-    if isinstance(value, list):
-        return value
-    if isinstance(value, str):
-        return [value]
-    # Not pydantic's "expected a list": one step id is what most needs give.
-    raise problem(
-        "wrong_type",
-        f"expected a step id such as 'extract', or a list of step ids, got {describe(value)}",
-    )
+def _one_or_many(what: str) -> Callable[[object], object]:
+    """A field that takes one string or a list of them: one is a list of one, anything else
+    is said as ``what`` (not pydantic's "expected a list": one is what most files give)."""
+
+    def listed(value: object) -> object:
+        if isinstance(value, list):
+            return value
+        if isinstance(value, str):
+            return [value]
+        raise problem("wrong_type", f"expected {what}, got {describe(value)}")
+
+    return listed
+
+
+_step_ids = _one_or_many("a step id such as 'extract', or a list of step ids")
 
 
 def _step_id(value: object) -> object:
@@ -155,16 +161,7 @@ Needs = Annotated[
 ]
 
 
-def _cron_expressions(value: object) -> object:
-    if isinstance(value, list):
-        return value
-    if isinstance(value, str):
-        return [value]
-    # Not pydantic's "expected a list": one string is what most schedules give.
-    raise problem(
-        "wrong_type",
-        f'expected a cron string such as "0 3 * * *", or a list of them, got {describe(value)}',
-    )
+_cron_expressions = _one_or_many('a cron string such as "0 3 * * *", or a list of them')
 
 
 CronExpressions = Annotated[
