@@ -3,11 +3,13 @@
 * :func:`assert_unchanged` / :func:`digest`: prove that bad input changed nothing in Redis;
 * :func:`snapshot`: every key's DUMP, to RESTORE a prepared state quickly;
 * :func:`dumped`: every key's bytes as the server holds them (a secret must be in none);
-* :func:`read_until`: a process's output up to a text, read from its pipe.
+* :func:`read_until`: a process's output up to a text, read from its pipe;
+* :func:`register_legacy_cron`: a schedule as an older version let it be registered.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import select
 import subprocess
@@ -17,6 +19,8 @@ from contextlib import contextmanager
 from typing import Any, Literal
 
 import redis
+
+from scheduler.engine.client import Client
 
 # key -> (type, DUMP bytes, expiry)
 Snapshot = dict[str, tuple[str, bytes, int]]
@@ -200,3 +204,25 @@ def read_until(
             assert chunk, f"{stream} closed before {text!r}: {seen!r}"
             seen += chunk.decode()
     return seen
+
+
+def register_legacy_cron(
+    client: Client, name: str, cron: str, *, next_at: float | None = None
+) -> None:
+    """Store schedule ``name`` with ``cron`` as a version whose cron checks let it through
+    registered it (a backwards range, say): its definition as it stands, that cron and a hash
+    no file has. ``next_at``: when it is due (default: as it is)."""
+    stored = json.loads(client.engine.call("schedule.get", name, 0))
+    registered = json.loads(stored["definition"])
+    definition = {**registered, "cron": [cron], "hash": "0" * 64}
+    due = stored["next"] if next_at is None else next_at
+    reply = client.engine.call(
+        "schedule.register",
+        name,
+        json.dumps(definition),
+        stored["source"],
+        due,
+        registered["hash"],
+        stored["next"],
+    )
+    assert reply == "updated", reply

@@ -31,7 +31,9 @@ steps:
 """
 
 
-def test_why_says_what_holds_a_step_back(page: Any, base: str, client: Client) -> None:
+def _build_panel_of_a_new_run(page: Any, base: str, client: Client) -> tuple[str, str]:
+    """A run of FLOW on a queue of its own, its page open on the build step's panel: the run
+    id and the queue."""
     queue = f"q{uuid.uuid4().hex[:6]}"
     text = dedent(FLOW.format(queue=queue))
     result = validate_text(text, file="why.yaml", flow_dir=Path("."))
@@ -42,6 +44,11 @@ def test_why_says_what_holds_a_step_back(page: Any, base: str, client: Client) -
     page.goto(f"{base}/runs/{run_id}")
     page.locator('g.node[data-step="build"]').click()
     page.wait_for_selector("#step-detail button[data-why-run]")
+    return run_id, queue
+
+
+def test_why_says_what_holds_a_step_back(page: Any, base: str, client: Client) -> None:
+    run_id, queue = _build_panel_of_a_new_run(page, base, client)
     page.get_by_role("button", name="why?").click()
     page.wait_for_function(
         "document.querySelector('#step-detail .why-text').textContent.includes('worker')"
@@ -109,16 +116,7 @@ def test_approve_on_the_panel_gives_what_flows_approve_gives(
 def test_why_refused_by_the_api_says_what_the_api_said_as_text(
     page: Any, base: str, client: Client
 ) -> None:
-    queue = f"q{uuid.uuid4().hex[:6]}"
-    text = dedent(FLOW.format(queue=queue))
-    result = validate_text(text, file="why.yaml", flow_dir=Path("."))
-    assert result.flow is not None
-    run_id = f"why@{uuid.uuid4().hex[:6]}"
-    requests = expand(result.flow, run_id=run_id, logical_time=datetime(2026, 1, 1, tzinfo=UTC))
-    submit(client, assemble_run(run_id, "why", requests, params={}))
-    page.goto(f"{base}/runs/{run_id}")
-    page.locator('g.node[data-step="build"]').click()
-    page.wait_for_selector("#step-detail button[data-why-run]")
+    run_id, _ = _build_panel_of_a_new_run(page, base, client)
     # A step the run does not have (markup in its name): the API's 404 names it.
     page.eval_on_selector(
         "#step-detail button[data-why-run]", "b => { b.dataset.whyStep = '<b>bild</b>'; }"

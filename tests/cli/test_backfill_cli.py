@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import redis
 from cli_support import flows
-from helpers import assert_unchanged
+from helpers import assert_unchanged, register_legacy_cron
 
 from flows.expand.run_ids import run_id_for
 from scheduler.engine.client import Client
@@ -224,14 +224,7 @@ def test_a_stored_definition_the_cron_checks_now_refuse_is_refused_in_one_line(
     (folder / "hourly.yaml").write_text(FLOW)
     scanned = flows("scheduler", "--flows-dir", str(folder), "--once", "--redis", url)
     assert scanned.exit_code == 0, scanned.output
-    stored = json.loads(client.engine.call("schedule.get", "hourly", 0))
-    registered = json.loads(stored["definition"])
-    definition = {**registered, "cron": ["1-0 * * * *"], "hash": "0" * 64}
-    reply = client.engine.call(
-        "schedule.register", "hourly", json.dumps(definition), FLOW,
-        stored["next"], registered["hash"], stored["next"],
-    )  # fmt: skip
-    assert reply == "updated", reply
+    register_legacy_cron(client, "hourly", "1-0 * * * *")
     args = ["backfill", "hourly", "--from", "2026-01-05", "--to", "2026-01-05T03:00"]
     with assert_unchanged(redis_client):
         result = flows(*args, "--redis", url)

@@ -8,6 +8,7 @@ from datetime import datetime
 from pathlib import Path
 
 from cli_support import flows
+from helpers import register_legacy_cron
 
 from flows.runs.service_source import FlowsSource
 from scheduler.engine.client import Client
@@ -247,21 +248,8 @@ def test_a_stored_definition_the_cron_checks_now_refuse_is_not_previewed(
     url: str, client: Client, tmp_path: Path
 ) -> None:
     # Registered by a version that let a backwards range through: listed, not previewed.
-    folder = _registered(url, tmp_path)
-    stored = json.loads(client.engine.call("schedule.get", "bounded", 0))
-    registered = json.loads(stored["definition"])
-    definition = {**registered, "cron": ["30-10 * * * *"], "hash": "0" * 64}
-    source = (folder / "bounded.yaml").read_text()
-    reply = client.engine.call(
-        "schedule.register",
-        "bounded",
-        json.dumps(definition),
-        source,
-        stored["next"],
-        registered["hash"],
-        stored["next"],
-    )
-    assert reply == "updated", reply
+    _registered(url, tmp_path)
+    register_legacy_cron(client, "bounded", "30-10 * * * *")
     result = flows("schedules", "--preview", "3", "--after-outage", OUTAGE, "--redis", url)
     assert result.exit_code == 0, result.output
     assert "bounded" in result.output

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import redis
+from helpers import register_legacy_cron
 from scheduler_support import (
     MIN,
     T,
@@ -332,20 +333,7 @@ def test_a_definition_the_cron_checks_now_refuse_is_said_once_without_a_tracebac
     write_flow(folder)
     service = make_service(client, folder)
     service.scan(T - 100)
-    stored = json.loads(client.engine.call("schedule.get", "f", 0))
-    registered = json.loads(stored["definition"])
-    legacy = {**registered, "cron": ["1-0 * * * *"], "hash": "0" * 64}
-    source = (folder / "f.yaml").read_text()
-    reply = client.engine.call(
-        "schedule.register",
-        "f",
-        json.dumps(legacy),
-        source,
-        stored["next"],
-        registered["hash"],
-        stored["next"],
-    )
-    assert reply == "updated", reply
+    register_legacy_cron(client, "f", "1-0 * * * *")
     with caplog.at_level("ERROR", logger="flows.scheduler"):
         reports = [service.tick(T + second) for second in range(1, 4)]
     for report in reports:

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import redis
 from click.testing import CliRunner
-from helpers import assert_unchanged, digest
+from helpers import assert_unchanged, digest, register_legacy_cron
 from ui_support import TOKEN, Api, register_flow, serve
 
 from flows.access import audit
@@ -235,19 +235,7 @@ def test_a_stored_definition_the_cron_checks_now_refuse_is_listed_never_a_500(
     # Registered by a version that let a backwards range through, due long ago: resuming it
     # computes its next tick.
     name = flow["name"]
-    stored = json.loads(client.engine.call("schedule.get", name, 0))
-    registered = json.loads(stored["definition"])
-    definition = {**registered, "cron": ["1-0 * * * *"], "hash": "0" * 64}
-    reply = client.engine.call(
-        "schedule.register",
-        name,
-        json.dumps(definition),
-        stored["source"],
-        1.0,
-        registered["hash"],
-        stored["next"],
-    )
-    assert reply == "updated", reply
+    register_legacy_cron(client, name, "1-0 * * * *", next_at=1.0)
     [listed] = api.get("/api/v1/schedules").body["items"]
     assert listed["cron"] == ["1-0 * * * *"]
     for page in ("/flows", "/backfills", "/"):
