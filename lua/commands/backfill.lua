@@ -345,7 +345,7 @@ function Backfill.handle_existing(b, run_id, status)
     Backfill.handled(b, 'existed')
     return 'exists'
   end
-  local retried = RunState.retry(run_id, redis.call('lrange', Keys.run_jobs(run_id), 0, -1), nil)
+  local retried = RunState.retry(run_id, RunState.jids(run_id), nil)
   if not retried then
     Backfill.handled(b, 'failed', 'last_error',
       'run ' .. run_id .. ' is canceled and keeps no job to put back')

@@ -4,7 +4,7 @@
 --   run.get     run_id                                      -> JSON {id, flow, submitted, jobs
 --                                                              (how many), ..., jids: [jid]}, or nil
 --                                                              (jids: those that are jids,
---                                                              Arg.jids_in)
+--                                                              RunState.jids)
 --   runs        [flow], [offset=0], [count=25]              -> JSON list of run records, newest
 --                                                              first (without their jobs and
 --                                                              their graph: run.read has it)
@@ -31,7 +31,7 @@ api['run.get'] = function(args)
   local run_id = Runs.id('RunGet', args[1])
   local record = RunState.record(run_id)
   if not record then return nil end
-  record.jids = Arg.jids_in(redis.call('lrange', Keys.run_jobs(run_id), 0, -1))
+  record.jids = RunState.jids(run_id)
   return cjson.encode(record)
 end
 

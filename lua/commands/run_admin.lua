@@ -45,7 +45,7 @@ local function run_jids(cmd, run_id)
   if redis.call('exists', Keys.run(run_id)) == 0 then
     Err.raise('NOTFOUND', cmd .. '(): no run ' .. run_id)
   end
-  return redis.call('lrange', Keys.run_jobs(run_id), 0, -1)
+  return RunState.jids(run_id)
 end
 
 local RETRY_FIELDS = { 'queue', 'worker', 'failure', 'tags', 'priority', 'retries', 'klass', 'data',
@@ -428,7 +428,7 @@ end
 -- canceled with it is put back as run.retry would; jobs held back by a failed need wait for it
 -- as they did. Returns how many jobs were put back.
 function RunState.rerun_run(run_id)
-  local jids = redis.call('lrange', Keys.run_jobs(run_id), 0, -1)
+  local jids = RunState.jids(run_id)
   local kept = kept_canceled(run_id)
   local targets, count = {}, 0
   for _, jid in ipairs(jids) do targets[jid] = true end

@@ -15,6 +15,7 @@
 --                                                  from its counts and each step's page of
 --                                                  jobs, or a scan when the counts cannot tell
 --   RunState.refuse(cmd, what, status, allowed, action) raises WRONGSTATE naming both
+-- @include args
 -- @include job
 -- @include run_counts
 -- @include waits
@@ -120,13 +121,20 @@ function RunState.run_status(seen, canceled)
   return 'succeeded'
 end
 
--- Each jid of a run in pages of 1,000; `visit(jid, i)` returns true to stop.
+-- The jids of a run's job list, in order. An entry an outside writer left that is no jid is no
+-- job of the run (Arg.jids_in): never read as one (its name may be another key's, a history's),
+-- and the doctor removes it.
+function RunState.jids(run_id)
+  return Arg.jids_in(redis.call('lrange', Keys.run_jobs(run_id), 0, -1))
+end
+
+-- Each jid of a run (as RunState.jids) in pages of 1,000; `visit(jid)` returns true to stop.
 function RunState.each_jid(run_id, visit)
   local key, start, page = Keys.run_jobs(run_id), 0, 1000
   repeat
     local jids = redis.call('lrange', key, start, start + page - 1)
-    for i, jid in ipairs(jids) do
-      if visit(jid, start + i) then return end
+    for _, jid in ipairs(Arg.jids_in(jids)) do
+      if visit(jid) then return end
     end
     start = start + page
   until #jids < page

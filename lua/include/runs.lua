@@ -210,19 +210,6 @@ function Runs.hold_limit(cmd, submission)
     ' not submitted: start it again when one of them ends')
 end
 
--- Each jid of a run, in pages, so a 100,000-job run is never one huge reply; `visit` returns
--- true to stop early.
-local function each_job(run_id, visit)
-  local key, start, page = Keys.run_jobs(run_id), 0, 1000
-  repeat
-    local jids = redis.call('lrange', key, start, start + page - 1)
-    for _, jid in ipairs(jids) do
-      if visit(jid) then return end
-    end
-    start = start + page
-  until #jids < page
-end
-
 -- What a run is doing: the one decider's word (include/run_state.lua): running, succeeded,
 -- failed, blocked, canceled, expired; 'missing' when there is no such run. Stops at the first
 -- job that can progress, so checking an active run is cheap.
@@ -310,7 +297,7 @@ end
 -- runs canceled with it (theirs too, all the way down), each job once.
 function Runs.cancel(run_id, reason, by_parent)
   local victims = {}
-  each_job(run_id, function(jid)
+  RunState.each_jid(run_id, function(jid)
     local fields = Job.load_for_delete(jid)
     if fields and UNFINISHED[fields.state] then table.insert(victims, { jid, fields }) end
     return false

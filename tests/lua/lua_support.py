@@ -22,6 +22,9 @@ unchanged = assert_unchanged
 T0 = 1_699_923_600.0
 DAY = 86400.0
 NAMESPACE = "{test}:"
+# What an outside writer may leave in a key the engine reads that it refuses as a jid: white
+# space, a control character, a suffix of the key layout (the key of a job's history).
+NOT_JIDS = ("bad jid", "ctl\x01x", "x-history")
 
 # Commands whose reply is JSON text (decoded by Lua.__call__).
 JSON_REPLIES = {

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from lua_support import T0, Lua, submit_steps
+from lua_support import NOT_JIDS, T0, Lua, submit_steps
 
 from scheduler.engine.errors import JobNotFound, LockLost, WrongState
 
@@ -223,10 +223,6 @@ def test_jobs_complete_newest_first_with_paging(lua: Lua) -> None:
     assert lua("jobs", "complete", now=T0) == ["j3", "j2", "j1", "j0"]
     assert lua("jobs", "complete", 1, 2, now=T0) == ["j2", "j1"]
     assert lua("jobs", "complete", 0, 0, now=T0) == []
-
-
-# An outside writer may leave what the engine refuses as a jid in a key it reads.
-NOT_JIDS = ("bad jid", "ctl\x01x", "x-history")
 
 
 def test_listings_skip_entries_that_are_not_jids(lua: Lua) -> None:

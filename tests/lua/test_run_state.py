@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import redis
 from helpers import assert_unchanged
-from lua_support import T0, Lua, as_list, submit_steps
+from lua_support import NOT_JIDS, T0, Lua, as_list, submit_steps
 
 from flows.runs import statuses
 from scheduler.engine.errors import InvalidArgument, WrongState
@@ -55,6 +55,24 @@ def test_one_status_for_the_list_and_the_read(lua: Lua) -> None:
     assert doc["actions"] == ["retry", "rerun", "cancel"]
     listed = json.loads(lua.raw("runs.statuses", now=T0 + 100))
     assert listed[0]["status"] == doc["status"]
+
+
+def test_entries_of_a_runs_job_list_that_are_not_jids_are_no_steps(lua: Lua) -> None:
+    """An outside writer's entry in a run's job list is no job of the run: the read, the
+    listing and the run's actions go by its jobs alone (`flows doctor` removes such an entry)."""
+    submit(lua, ("a", []), ("b", ["a"]))
+    lua.pop(now=T0 + 1)
+    fail(lua, f"{RUN}:a", T0 + 2)
+    lua.put("x", now=T0 + 3)
+    lua.raw("log", "x", "noted", now=T0 + 3)  # x-history: the key of a list
+    doc = read(lua)
+    listed = json.loads(lua.raw("runs.statuses", now=T0 + 100))
+    lua.r.rpush(lua.key(f"run:{RUN}-jobs"), *NOT_JIDS)
+    assert read(lua) == doc
+    assert json.loads(lua.raw("runs.statuses", now=T0 + 100)) == listed
+    assert lua.raw("run.retry", RUN, now=T0 + 4) == 1
+    assert [s["status"] for s in read(lua)["steps"]] == ["waiting", "waiting"]
+    assert lua.raw("run.cancel", RUN, now=T0 + 5) == 2
 
 
 def test_a_buried_job_blocks_the_run_everywhere(lua: Lua) -> None:
