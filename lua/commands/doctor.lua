@@ -11,7 +11,8 @@
 --                 locks, buried (name: a queue), worker (a worker's jobs), completed, expired,
 --                 awaiting
 --                 (name ''), failed (a group; the reply also has the page's `jids`), run-jobs
---                 (a run's job list: name the run id; only entries that are no jid reported)
+--                 (a run's job list: name the run id), tag (a tag's jobs: name the tag),
+--                 tracked (name ''); of the last three only entries that are no jid reported
 --   doctor.jobs   jid...                          -> JSON {findings, failed: [[jid, group]...],
 --                                                   skipped}: checks jobs (at most 1000); the
 --                                                   list membership of failed jobs is left to the
@@ -53,7 +54,7 @@ function Doctor.index_args(cmd, index, name)
   local names = Doctor.INDEXES[index]
   if not names then
     Arg.fail(cmd, 'Arg "index" must be one of work, parked, scheduled, depends, locks, buried, ' ..
-      'worker, completed, expired, awaiting, failed, run-jobs: ' .. Arg.shown(index))
+      'worker, completed, expired, awaiting, failed, run-jobs, tag, tracked: ' .. Arg.shown(index))
   end
   if names == 'none' then
     if name ~= nil and name ~= '' then Arg.fail(cmd, 'Arg "name" must be empty for index ' .. index) end
@@ -77,7 +78,7 @@ function Doctor.check_entry(index, name, jid)
     return Doctor.finding('bad-id', jid, index, name,
       'an entry no command takes as a jid: ' .. string.format('%q', jid))
   end
-  if index == 'run-jobs' then return nil end -- a run's job may be gone (canceled, expired)
+  if Doctor.IDS_ONLY[index] then return nil end
   local fields = Doctor.read(jid)
   if not fields then
     return Doctor.finding('missing-job', jid, index, name, 'listed, but there is no such job')

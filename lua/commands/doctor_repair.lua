@@ -6,9 +6,10 @@
 --                 or skipped when it needs a person); with dry 'dry' only checks (status found)
 --
 -- The kinds of finding (commands/doctor.lua: {kind, jid, index, name, detail}) and their repairs:
---   bad-id               an entry of an index or of a run's job list  -> the entry is removed
---                        that is no jid (white space, a control
---                        character; written by an outside writer)
+--   bad-id               an entry of an index, a run's job list, a    -> the entry is removed
+--                        tag's jobs or the tracked set that is no
+--                        jid (white space, a control character;
+--                        written by an outside writer)
 --   missing-job          an index entry without a job hash            -> the entry is removed
 --   stray-entry          an entry the job's hash disagrees with       -> removed, and the job
 --                        (another state, queue, worker or group)         put where its state says
@@ -219,11 +220,11 @@ end
 -- kind -> {repair, the indexes its findings name, what `name` is: id, jid or none}
 Doctor.ENTRY_INDEXES = { work = true, parked = true, scheduled = true, depends = true, locks = true,
   buried = true, worker = true, completed = true, expired = true, awaiting = true, failed = true }
-Doctor.ENTRY_OR_RUN_INDEXES = { work = true, parked = true, scheduled = true, depends = true,
+Doctor.BAD_ID_INDEXES = { work = true, parked = true, scheduled = true, depends = true,
   locks = true, buried = true, worker = true, completed = true, expired = true, awaiting = true,
-  failed = true, ['run-jobs'] = true }
+  failed = true, ['run-jobs'] = true, tag = true, tracked = true }
 Doctor.REPAIRS = {
-  ['bad-id'] = { Doctor.fix_bad_id, Doctor.ENTRY_OR_RUN_INDEXES },
+  ['bad-id'] = { Doctor.fix_bad_id, Doctor.BAD_ID_INDEXES },
   ['missing-job'] = { Doctor.fix_entry, Doctor.ENTRY_INDEXES },
   ['stray-entry'] = { Doctor.fix_entry, Doctor.ENTRY_INDEXES },
   ['duplicate-entry'] = { Doctor.fix_duplicate, { failed = true } },

@@ -3,7 +3,9 @@
 --   fail    jid, worker, group, message, [data]   -> jid
 --   failed  [group, [start=0, [limit=25]]]         -> no group: JSON {group: count};
 --                                                     else JSON {total, dropped, jobs: [job...]}
---                                                     (dropped: by max-failed-per-group)
+--                                                     (dropped: by max-failed-per-group; an
+--                                                     entry an outside writer left that is no
+--                                                     jid is skipped, Arg.jids_in)
 --   unfail  queue, group, [count=25]               -> number of jobs moved back to `queue`
 --   fail.held jid, worker, group, message          -> jid (ours: fails only a job `worker` holds)
 --
@@ -82,7 +84,7 @@ api['failed'] = function(args)
   if args[1] == nil then return failed_counts() end
   local group, start, limit = failed_range(args)
   local jids = {}
-  if limit > 0 then jids = redis.call('lrange', Keys.failed(group), start, start + limit - 1) end
+  if limit > 0 then jids = Arg.jids_in(redis.call('lrange', Keys.failed(group), start, start + limit - 1)) end
   local reply = { total = redis.call('llen', Keys.failed(group)),
     dropped = tonumber(redis.call('hget', Keys.failed_dropped(), group) or 0) }
   -- The jobs spliced in as their text (Job.describe_list says why).
@@ -95,7 +97,7 @@ Qless.COMMANDS['failed'] = function(args)
   if args[1] == nil then return failed_counts() end
   local group, start, limit = failed_range(args)
   return cjson.encode({ total = redis.call('llen', Keys.failed(group)),
-    jobs = redis.call('lrange', Keys.failed(group), start, start + limit - 1) })
+    jobs = Arg.jids_in(redis.call('lrange', Keys.failed(group), start, start + limit - 1)) })
 end
 
 api['unfail'] = function(args)
@@ -108,7 +110,7 @@ api['unfail'] = function(args)
   local jids = redis.call('lrange', Keys.failed(group), -count, -1)
   for i = #jids, 1, -1 do
     local jid = jids[i]
-    local fields = Job.fields(jid, 'queue', 'worker', 'failure', 'priority', 'ttl')
+    local fields = Arg.is_jid(jid) and Job.fields(jid, 'queue', 'worker', 'failure', 'priority', 'ttl')
     if fields and fields.state == 'failed' then
       Job.unindex(jid, fields)
       local key = Keys.job(jid)

@@ -2,7 +2,9 @@
 --
 --   tag 'add', jid, tag...          -> JSON list of the job's tags
 --   tag 'remove', jid, tag...       -> JSON list of the job's tags
---   tag 'get', tag, [offset=0, count=25] -> JSON {total, jobs: [jid...]} (oldest tagging first)
+--   tag 'get', tag, [offset=0, count=25] -> JSON {total, jobs: [jid...]} (oldest tagging first;
+--                                    an entry an outside writer left that is no jid is skipped,
+--                                    Arg.jids_in, so a page may hold fewer)
 --   tag 'top', [offset=0, count=25] -> JSON list of tags used by at least two jobs, most used first
 --
 -- Errors: INVALID, NOTFOUND, TOOLARGE.
@@ -38,7 +40,7 @@ api['tag'] = function(args)
     local count = Arg.optional_integer(cmd, 'count', args[4], 25, 0, Engine.MAX_COUNT)
     local jobs = {}
     if count > 0 or Dialect.rules.zero_count_reads_all then
-      jobs = redis.call('zrange', Keys.tag(tag), offset, offset + count - 1)
+      jobs = Arg.jids_in(redis.call('zrange', Keys.tag(tag), offset, offset + count - 1))
     end
     local encoded = cjson.encode({ total = redis.call('zcard', Keys.tag(tag)), jobs = jobs })
     if #jobs == 0 then encoded = string.gsub(encoded, '"jobs":{}', '"jobs":[]') end

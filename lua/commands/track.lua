@@ -8,7 +8,8 @@
 --                                            a number cjson would write back changed kept as
 --                                            given)
 --
--- `expired` lists tracked jids whose job no longer exists (completed and expired, or canceled).
+-- `expired` lists tracked jids whose job no longer exists (completed and expired, or canceled);
+-- an entry an outside writer left that is no jid is no job, listed in neither (Arg.jids_in).
 -- Errors: INVALID, TOOLARGE, NOTFOUND.
 -- @include args
 -- @include job
@@ -18,7 +19,7 @@ api['track'] = function(args)
   local cmd = 'Track'
   if args[1] == nil then
     -- The jobs spliced in as their text (Job.describe_list says why).
-    local jobs, expired = Job.describe_list(redis.call('zrange', Keys.tracked(), 0, -1))
+    local jobs, expired = Job.describe_list(Arg.jids_in(redis.call('zrange', Keys.tracked(), 0, -1)))
     local encoded = #expired == 0 and '[]' or cjson.encode(expired)
     return '{"jobs":' .. jobs .. ',"expired":' .. encoded .. '}'
   end

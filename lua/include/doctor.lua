@@ -11,8 +11,10 @@
 --   completed / expired: state complete / expired     failed list of group g: failed in group g
 --   awaiting: state awaiting (a wait that awaits its signal: include/waits.lua)
 -- Every entry must also be a jid (Arg.is_jid): an outside writer may leave one with white space
--- or a control character, which no command takes back (finding bad-id, also in a run's job list:
--- index run-jobs, whose entries are checked for that alone, a run's job may be gone).
+-- or a control character, which no command takes back (finding bad-id). Three more lists of jobs
+-- are checked for that alone (Doctor.IDS_ONLY): a run's job list (index run-jobs: a run's job
+-- may be gone), a tag's jobs (tag) and the tracked set (tracked: a job there may be gone,
+-- `track` reports it expired).
 -- The per-key and per-throttle parked sets are the slots' own (include/slots.lua): not checked.
 -- A job in a state this file does not know (one added by a later feature) is never reported nor
 -- repaired, and its index entries are left alone.
@@ -35,7 +37,9 @@ Doctor.QUEUE_INDEXES = { work = 'waiting', parked = 'waiting', scheduled = 'sche
 -- Every index the doctor reads, and what names one: a queue, a worker, a group, or nothing.
 Doctor.INDEXES = { work = 'queue', parked = 'queue', scheduled = 'queue', depends = 'queue',
   locks = 'queue', buried = 'queue', worker = 'worker', completed = 'none', expired = 'none',
-  awaiting = 'none', failed = 'group', ['run-jobs'] = 'run' }
+  awaiting = 'none', failed = 'group', ['run-jobs'] = 'run', tag = 'tag', tracked = 'none' }
+-- The indexes whose entries are checked for being jids alone (see the header).
+Doctor.IDS_ONLY = { ['run-jobs'] = true, tag = true, tracked = true }
 -- The indexes that are lists (the others are sorted sets).
 Doctor.LISTS = { failed = true, ['run-jobs'] = true }
 -- The states the doctor knows.
@@ -59,6 +63,8 @@ function Doctor.key(index, name)
   if index == 'expired' then return Keys.expired() end
   if index == 'awaiting' then return Keys.awaiting() end
   if index == 'run-jobs' then return Keys.run_jobs(name) end
+  if index == 'tag' then return Keys.tag(name) end
+  if index == 'tracked' then return Keys.tracked() end
   return Keys.failed(name)
 end
 

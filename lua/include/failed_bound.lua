@@ -12,6 +12,7 @@
 -- @include config
 -- @include events
 -- @include stats
+-- @include args
 -- @include job
 
 Job.MAX_DROP_EXAMINED = 100
@@ -47,10 +48,11 @@ function Job.bound_failed(group)
   local dropped = 0
   for i = #oldest, 1, -1 do
     local jid = oldest[i]
-    local fields = Job.load_for_delete(jid)
+    local fields = Arg.is_jid(jid) and Job.load_for_delete(jid)
     local failure = fields and Job.failure_of(fields) or {}
     if not fields or fields.state ~= 'failed' or failure.group ~= group then
-      redis.call('lrem', key, -1, jid) -- a stale entry (no such failed job here): not a job to count
+      -- a stale entry (no such failed job here, or no jid at all): not a job to count
+      redis.call('lrem', key, -1, jid)
     elseif redis.call('exists', Keys.dependents(jid)) == 0 then
       Job.drop_failed(group, jid, fields, failure)
       dropped = dropped + 1

@@ -11,8 +11,8 @@ depths (after Redis Work Queue's light and deep cleaning):
 * **deep** -- everything: one ``SCAN`` of the namespace (never ``KEYS``), every job's hash checked
   against its index and its dependency edges, and every index (queues' work, parked, scheduled,
   depends, locks and buried; workers' jobs; completed, expired, awaiting; failed lists) checked
-  entry by entry, every run's job list for entries that are no jid, and every run's kept
-  counts (``run-counts``, lua/README.md) against its jobs.
+  entry by entry, every run's job list, tag's jobs and the tracked set for entries that are no
+  jid, and every run's kept counts (``run-counts``, lua/README.md) against its jobs.
   Slow on a big namespace; run it rarely.
 
 Every engine call is one bounded page (``lua/commands/doctor.lua``): at most ``page`` entries or
@@ -68,7 +68,10 @@ KINDS: tuple[str, ...] = (
 
 #: What each kind means (``flows doctor`` prints it).
 MEANINGS: dict[str, str] = {
-    "bad-id": "an index or a run's job list holds an entry that is no jid (written from outside)",
+    "bad-id": (
+        "an index, a run's job list, a tag's jobs or the tracked set holds an entry that is no"
+        " jid (written from outside)"
+    ),
     "missing-job": "an index lists a job that does not exist",
     "stray-entry": "an index lists a job whose hash says otherwise (state, queue, worker, group)",
     "duplicate-entry": "a failed list names a job more than once",
@@ -91,6 +94,7 @@ _QUEUE_KEY = re.compile(
 _JOB_KEY = re.compile(r"^j:(?P<jid>.+?)(?:-history|-dependencies|-dependents)?$", re.S)
 _WORKER_KEY = re.compile(r"^w:(?P<name>.+):(?:jobs|info)$", re.S)
 _FAILED_KEY = re.compile(r"^f:(?P<name>.+)$", re.S)
+_TAG_KEY = re.compile(r"^t:(?P<name>.+)$", re.S)
 _MAX_ID_BYTES = 256
 _RESERVED_SUFFIXES = ("-history", "-dependencies", "-dependents")
 
@@ -100,8 +104,8 @@ class Finding:
     """One problem: its kind, the job (``""`` when it is about a group or a worker), the index it
     was seen in (``work``, ``parked``, ``scheduled``, ``depends``, ``locks``, ``buried``,
     ``worker``, ``completed``, ``expired``, ``awaiting``, ``failed``, ``job``, ``worker-info``,
-    ``failures``, ``run``, ``run-jobs``), that index's name (a queue, worker, group or run; for
-    edges, the other job) and a sentence saying what is wrong."""
+    ``failures``, ``run``, ``run-jobs``, ``tag``, ``tracked``), that index's name (a queue,
+    worker, group, run or tag; for edges, the other job) and a sentence saying what is wrong."""
 
     kind: str
     jid: str
@@ -140,6 +144,10 @@ class Finding:
             return f"counts of run {self.name}"
         if self.index == "run-jobs":
             return f"jobs of run {self.name}"
+        if self.index == "tag":
+            return f"jobs tagged {self.name}"
+        if self.index == "tracked":
+            return "tracked jobs"
         if self.index == "job" and self.name:
             return f"edge to {self.name}"
         return self.index
@@ -412,7 +420,12 @@ class _Checker:
         queues = set(self.names("queues"))
         workers = set(self.names("workers"))
         groups = set(self.names("groups"))
-        targets: set[tuple[str, str]] = {("completed", ""), ("expired", ""), ("awaiting", "")}
+        targets: set[tuple[str, str]] = {
+            ("completed", ""),
+            ("expired", ""),
+            ("awaiting", ""),
+            ("tracked", ""),
+        }
         failed_jobs: list[tuple[str, str]] = []
         for batch in self._scan(targets, workers, groups):
             self.jobs(batch, failed_jobs)
@@ -501,6 +514,10 @@ class _Checker:
             if _valid_id(match["name"]):
                 groups.add(match["name"])
                 return None
+        elif match := _TAG_KEY.match(rest):
+            if _valid_id(match["name"]):
+                targets.add(("tag", match["name"]))
+                return None
         else:
             return None
         if found is None or not _valid_jid(found):
@@ -511,7 +528,9 @@ class _Checker:
     def _failed_lists(
         self, lists: dict[str, list[str]], failed_jobs: list[tuple[str, str]]
     ) -> None:
-        """Failed jobs their group's list lacks, and jobs a list names twice (both confirmed)."""
+        """Failed jobs their group's list lacks, and jobs a list names twice (both confirmed);
+        an entry that is no jid is a bad-id of its own, however often it is there."""
+        lists = {group: [j for j in jids if _valid_jid(j)] for group, jids in lists.items()}
         members = {group: set(jids) for group, jids in lists.items()}
         for jid, group in failed_jobs:
             if jid not in members.get(group, ()):

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import redis
 from helpers import diff, digest
-from lua_support import T0, Lua, submit_steps
+from lua_support import NOT_JIDS, T0, Lua, submit_steps
 
 from scheduler.engine import doctor
 from scheduler.engine.client import Client
@@ -165,25 +165,38 @@ def test_a_runs_drifted_counts_are_counted_again(lua: Lua) -> None:
 
 
 def test_entries_that_are_not_jids_are_reported_and_removed(lua: Lua) -> None:
-    """What an outside writer left in an index or a run's job list that the engine refuses as a
-    jid (white space, a control character, a suffix of the key layout)."""
+    """What an outside writer left in an index, a run's job list, a tag's index or the tracked
+    set that the engine refuses as a jid (white space, a control character, a suffix of the key
+    layout); a failed list may hold one twice."""
     register(lua, "w1")
-    lua.put("a")
+    lua.put("a", tags=["t"])
     lua.put("b")
     lua.put("s", delay=100)
     lua.pop_jids()
+    lua("track", "track", "a", now=T0)
+    lua.put("f")
+    lua("fail", "f", "w1", "g", "broke", now=T0)
     submit_steps(lua, "r1", ("x", []))
     before = digest(lua.r)
-    not_jids = ("bad jid", "ctl\x01x", "x-history")
     for suffix in ("work", "scheduled", "locks"):
-        lua.r.zadd(lua.key(f"q:q-{suffix}"), dict.fromkeys(not_jids, T0 + 1000))
-    lua.r.rpush(lua.key("run:r1-jobs"), *not_jids)
-    assert seen(run(lua, deep=False)) == {("bad-id", jid, "locks", "q") for jid in not_jids}
-    expected = {
-        ("bad-id", jid, index, "q") for jid in not_jids for index in ("work", "scheduled", "locks")
-    } | {("bad-id", jid, "run-jobs", "r1") for jid in not_jids}
+        lua.r.zadd(lua.key(f"q:q-{suffix}"), dict.fromkeys(NOT_JIDS, T0 + 1000))
+    lua.r.rpush(lua.key("run:r1-jobs"), *NOT_JIDS)
+    lua.r.zadd(lua.key("t:t"), dict.fromkeys(NOT_JIDS, T0))
+    lua.r.zadd(lua.key("t:only-outside"), dict.fromkeys(NOT_JIDS, T0))
+    lua.r.zadd(lua.key("tracked"), dict.fromkeys(NOT_JIDS, T0))
+    lua.r.rpush(lua.key("f:g"), *NOT_JIDS, *NOT_JIDS)
+    assert seen(run(lua, deep=False)) == {("bad-id", jid, "locks", "q") for jid in NOT_JIDS}
+    places = [(i, "q") for i in ("work", "scheduled", "locks")] + [("run-jobs", "r1")]
+    places += [("tag", "t"), ("tag", "only-outside"), ("tracked", ""), ("failed", "g")]
+    expected = {("bad-id", jid, index, name) for jid in NOT_JIDS for index, name in places}
     report = repaired(lua, expected)
-    assert {f.where for f in report.findings} >= {"jobs of run r1", "work of queue q"}
+    assert {f.where for f in report.findings} >= {
+        "jobs of run r1",
+        "work of queue q",
+        "jobs tagged t",
+        "tracked jobs",
+        "failed list g",
+    }
     assert diff(before, digest(lua.r)) == []
 
 

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
-from lua_support import T0, Lua, unchanged
+from lua_support import NOT_JIDS, T0, Lua, unchanged
 
 from scheduler.engine.errors import InvalidArgument, JobNotFound, TooLarge
+from scheduler.engine.scripts import qless_bundle
 
 # -- tags ------------------------------------------------------------------------------------
 
@@ -78,6 +81,40 @@ def test_canceled_tracked_job_is_not_listed(lua: Lua) -> None:
     lua("track", "track", "a", now=T0)
     lua("cancel", "a", now=T0)
     assert lua("track", now=T0) == {"jobs": [], "expired": []}
+
+
+# -- what an outside writer left -------------------------------------------------------------
+
+
+def test_tag_track_and_failed_listings_skip_entries_that_are_not_jids(lua: Lua) -> None:
+    """An entry no command takes as a jid, left in a tag's index, the tracked set or a failed
+    list (its name may be another key's: a history list), is no job: the listings skip it, as
+    the queues' do, and the writes that read the list pass it by (`flows doctor` removes it)."""
+    lua.put("x", tags=["t"])
+    lua("log", "x", "noted", now=T0)  # x-history: the key of a list
+    lua("track", "track", "x", now=T0)
+    for jid in ("f1", "f2"):
+        lua.put(jid)
+        lua("fail", jid, "w1", "g", "broke", now=T0)
+    tagged, tracked = lua("tag", "get", "t", now=T0), lua("track", now=T0)
+    failed = lua("failed", "g", now=T0)
+    lua.r.zadd(lua.key("t:t"), dict.fromkeys(NOT_JIDS, T0 + 1))
+    lua.r.zadd(lua.key("tracked"), dict.fromkeys(NOT_JIDS, T0 + 1))
+    lua.r.rpush(lua.key("f:g"), *NOT_JIDS)  # the oldest
+    assert lua("tag", "get", "t", now=T0)["jobs"] == tagged["jobs"]
+    assert lua("track", now=T0) == tracked
+    assert lua("failed", "g", now=T0)["jobs"] == failed["jobs"]
+    qless = lua.r.script_load(qless_bundle())
+    listed = lua.r.evalsha(qless, 0, "failed", T0, "g") if lua.prefix == "ql:" else None
+    assert listed is None or json.loads(listed)["jobs"] == ["f2", "f1"]
+    lua.config("max-failed-per-group", 4)  # the bound reads the oldest entries
+    lua.put("f3")
+    lua("fail", "f3", "w1", "g", "broke", now=T0 + 2)
+    lua("unfail", "q", "g", 10, now=T0 + 3)
+    assert lua.r.exists(lua.key("f:g")) == 0
+    assert {jid: lua.state(jid) for jid in ("f1", "f2", "f3")} == dict.fromkeys(
+        ("f1", "f2", "f3"), "waiting"
+    )
 
 
 # -- log and history -------------------------------------------------------------------------
