@@ -20,7 +20,7 @@ from flows.cli.terminal import visible
 from flows.entry import INTERRUPTED as INTERRUPTED
 from flows.entry import interrupted_line
 from flows.flowfile.findings import did_you_mean
-from scheduler.engine.errors import EngineError, FlowsError, debug_enabled, without_command
+from scheduler.engine.errors import FlowsError, debug_enabled
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -50,13 +50,11 @@ err_console: Console
 
 
 def error_text(error: BaseException) -> str:
-    """The one line every command prints for ``error`` (the only place that decides it): the
-    text of :func:`scheduler.engine.faults.one_line`, for an engine refusal without the engine's
-    name for its command (:func:`~scheduler.engine.errors.without_command`)."""
-    from scheduler.engine.faults import one_line
+    """The one line every command prints for ``error``: :func:`scheduler.engine.faults.told`,
+    which decides it for the HTTP API too."""
+    from scheduler.engine.faults import told
 
-    text = one_line(error)
-    return without_command(text) if isinstance(error, EngineError) else text
+    return told(error)
 
 
 @contextlib.contextmanager

@@ -7,7 +7,8 @@ thing (a run listing's ``flow``, a run's ``step``, ``queue``, ``who``) given emp
 (422 naming it), never read as no filter: leave it out to filter nothing. Reads need what
 :meth:`flows.ui.auth.Auth.read` allows, writes (POST) a bearer token. A request value reaches the
 engine as an argument and a run's params are bound as ``flows run`` binds them, never as code.
-Engine refusals come back as 4xx with the engine's one-line message.
+Engine refusals come back as 4xx with the engine's one-line message, worded as ``flows`` words
+it (:func:`scheduler.engine.faults.told`: without the engine's name for its command).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from flows.ui.state import UiState, engine_library, reader, state, writer
 from scheduler.engine import joblogs
 from scheduler.engine.client import Client
 from scheduler.engine.errors import EngineError, JobNotFound
+from scheduler.engine.faults import told
 from scheduler.engine.job import Job
 from scheduler.engine.limits import line_fault
 from scheduler.engine.replies import as_list
@@ -77,14 +79,15 @@ T = TypeVar("T")
 
 
 def engine_errors(action: Callable[[], T]) -> T:
-    """Run an engine call; its refusal becomes a 4xx with the engine's message."""
+    """Run an engine call; its refusal becomes a 4xx with the engine's message, as the
+    command line says it (:func:`~scheduler.engine.faults.told`)."""
     try:
         return action()
     except JobNotFound as error:
-        raise HTTPException(404, str(error)) from None
+        raise HTTPException(404, told(error)) from None
     except EngineError as error:
         conflict = error.code in ("WRONGSTATE", "HASDEPENDENTS", "LOCKLOST")
-        raise HTTPException(409 if conflict else 400, str(error)) from None
+        raise HTTPException(409 if conflict else 400, told(error)) from None
 
 
 # -- bodies ----------------------------------------------------------------------------------------

@@ -78,8 +78,8 @@ _COMMAND_NAME = re.compile(r"(^|: )[A-Z][A-Za-z0-9]*\(\): ")
 def without_command(text: str) -> str:
     """An engine refusal's ``text`` without the engine's name for the command it refused
     (``RunRerun(): run r has no step s`` -> ``run r has no step s``): how the command line and
-    flow findings say it, in the words of the command the user gave. The API's error bodies
-    and the logs keep the name."""
+    flow findings say it, in the words of the command the user gave, and so do the API's error
+    bodies (:func:`scheduler.engine.faults.told`). The logs keep the name."""
     return _COMMAND_NAME.sub(r"\1", text, count=1)
 
 

@@ -35,6 +35,7 @@ from scheduler.engine.errors import (
     ServerError,
     debug_enabled,
     shorten,
+    without_command,
 )
 
 
@@ -222,6 +223,15 @@ def one_line(error: BaseException) -> str:
     )
 
 
+def told(error: BaseException) -> str:
+    """What the person who gave a command is told about ``error``, by the command line and by
+    the HTTP API's error bodies alike: :func:`one_line`, for an engine refusal without the
+    engine's name for the command it refused (:func:`~scheduler.engine.errors.without_command`).
+    Logs keep the name (:func:`one_line`)."""
+    text = one_line(error)
+    return without_command(text) if isinstance(error, EngineError) else text
+
+
 MAX_LINE = 2000
 """The most characters of an error's line (:func:`one_line`, :func:`cut_long_lines`): a value
 pasted by mistake (a file's content) is quoted cut short, not echoed whole."""
@@ -254,6 +264,7 @@ __all__ = [
     "cut_long_lines",
     "debug_enabled",
     "one_line",
+    "told",
     "translate",
     "where",
 ]

@@ -539,7 +539,7 @@ def test_a_buried_job_is_kicked_over_http_by_the_engines_rules(
     with assert_unchanged(redis_client):
         again = api.post(f"/api/v1/jobs/{jid}/kick")
         assert again.status == 409
-        assert again.body["detail"] == f"KickJobs(): Job {jid} is not buried: waiting"
+        assert again.body["detail"] == f"Job {jid} is not buried: waiting"
         missing = api.post("/api/v1/jobs/nope/kick")
         assert missing.status == 404 and "nope" in missing.body["detail"]
         bad = api.post("/api/v1/jobs/x-history/kick")
@@ -559,6 +559,20 @@ def test_a_buried_job_is_kicked_over_http_by_the_engines_rules(
     steps = {s["step"]: s for s in api.get("/api/v1/runs/kr").body["steps"]}
     assert steps["a"]["status"] == "waiting" and not steps["a"]["actions"]
     assert ">Kick step</button>" not in str(api.get("/runs/kr/steps/a").body)
+
+
+def test_an_engine_refusal_reads_over_http_as_the_command_line_says_it(
+    api: Api, client: Client, redis_client: redis.Redis, server: Any
+) -> None:
+    """The engine's refusal of the same mistake, through the API and `flows`: one message,
+    without the engine's own name for its command (`Retry(): ...`)."""
+    jid = client.queues["side"].put("K", {})
+    with assert_unchanged(redis_client):
+        said = CliRunner().invoke(main, ["retry", jid, "--redis", server.url])
+        refused = api.post(f"/api/v1/jobs/{jid}/retry")
+    assert said.exit_code == 1 and refused.status == 409
+    assert said.output.strip() == f"Error: {refused.body['detail']}"
+    assert "():" not in refused.body["detail"]
 
 
 def test_a_steps_buried_items_are_kicked_over_http_by_the_engines_rules(
@@ -584,7 +598,7 @@ def test_a_steps_buried_items_are_kicked_over_http_by_the_engines_rules(
         waiting = api.post("/api/v1/runs/ks/steps/side/kick")
         assert waiting.status == 409
         assert waiting.body["detail"] == (
-            "RunKick(): step side has status waiting: kick is not allowed (allowed: none)"
+            "step side has status waiting: kick is not allowed (allowed: none)"
         )
         assert api.post("/api/v1/runs/nope/steps/load/kick").status == 404
         unknown = api.post("/api/v1/runs/ks/steps/nope/kick")
