@@ -7,12 +7,26 @@ import click
 from flows.access import audit as audit_log
 from flows.access.users import name_problem
 from flows.cli.common import open_client, print_json, table, when
-from flows.cli.options import as_json, connection
+from flows.cli.options import as_json, connection, one_line
 from flows.cli.terminal import visible
 
 
 def register(group: click.Group) -> None:
     group.add_command(audit)
+
+
+def _recorded_name(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """Refuse, as a usage error before anything is read, a ``--user`` no entry can name: who is
+    recorded is never empty, and one line (:func:`flows.cli.auditing.who` refuses a $FLOWS_USER
+    that is not, the API a ``by``). Any other name is searched: a $FLOWS_USER is recorded as
+    given, even one no user of the dashboard may have (:func:`_nothing_by` says so)."""
+    if value == "":
+        raise click.BadParameter(
+            "an empty name: no one is recorded so (leave --user out for everyone's entries)",
+            ctx,
+            param,
+        )
+    return one_line(ctx, param, value)  # type: ignore[no-any-return]
 
 
 @click.command()
@@ -24,7 +38,7 @@ def register(group: click.Group) -> None:
     show_default=True,
     help="Entries, newest first.",
 )
-@click.option("--user", "who", metavar="NAME", help="Only what NAME did.")
+@click.option("--user", "who", metavar="NAME", callback=_recorded_name, help="Only what NAME did.")
 @as_json
 @connection
 def audit(

@@ -11,6 +11,7 @@ import time
 import pytest
 import redis
 from cli_support import flows
+from helpers import assert_unchanged
 from ui_support import TOKEN, Api, serve
 
 from flows.cli.jobs import JOB_STATES
@@ -450,3 +451,26 @@ def test_audit_by_a_name_no_user_has_says_why_nothing_matched(
     found = flows("audit", "--user", "ada lovelace", "--json", "--redis", url)
     assert [e["who"] for e in json.loads(found.stdout)] == ["ada lovelace"]
     assert found.stderr == ""
+
+
+NOT_ONE_LINE = "): one line of text is expected (a tab is allowed)"
+
+
+@pytest.mark.parametrize(
+    ("name", "why"),
+    [
+        ("", "an empty name: no one is recorded so (leave --user out for everyone's entries)"),
+        ("ada\nadmin", "holds a control character (\\n" + NOT_ONE_LINE),
+        ("a\x1b[2Jb", "holds a control character (\\x1b" + NOT_ONE_LINE),
+    ],
+)
+def test_audit_by_a_name_nobody_can_be_recorded_as_is_a_usage_error(
+    name: str, why: str, url: str, redis_client: redis.Redis
+) -> None:
+    """Who is recorded is one line ($FLOWS_USER that is not is refused, the API's `by` too), and
+    never empty: `--user` of any other name is refused as they are, not searched for."""
+    with assert_unchanged(redis_client):
+        result = flows("audit", "--user", name, "--redis", url)
+    assert result.exit_code == 2, result.output
+    assert result.stderr.splitlines()[-1] == f"Error: Invalid value for '--user': {why}"
+    assert "Traceback" not in result.output
