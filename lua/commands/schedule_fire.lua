@@ -1,10 +1,12 @@
 -- schedule.due, schedule.fire, schedule.trigger: firing cron ticks exactly once (ours).
 --
---   schedule.due     [offset=0], [limit=500]
+--   schedule.due     [offset=0], [limit=500], [name]
 --       -> JSON {due: [{name, next, hash, origin, paused, last_run, active, buffered}],
 --                buffered: [{name, tick, hash, origin, last_run, active}]}
 --       due: schedules whose next fire time is <= now (oldest first, a page of them);
 --       buffered: schedules holding a tick back for their previous run (overlap buffer_one).
+--       With `name`: schedule `name` alone, as the whole index would list it (the ticks of one
+--       schedule are handled without reading every other due one).
 --       `active`: whether the last run still waits, is scheduled or runs (checked only where
 --       the overlap policy needs it); `origin`: the source it belongs to ('' for none: a
 --       service fires only its own); times are exact text.
@@ -60,14 +62,28 @@ api['schedule.due'] = function(args)
   local cmd = 'ScheduleDue'
   local offset = Arg.optional_integer(cmd, 'offset', args[1], 0, 0, Engine.MAX_OFFSET)
   local limit = Arg.optional_integer(cmd, 'limit', args[2], 500, 1, 10000)
+  local name
+  if args[3] ~= nil and args[3] ~= '' then name = Schedules.name(cmd, args[3]) end
+  if args[4] ~= nil then Arg.fail(cmd, 'too many arguments') end
   local due, buffered = {}, {}
-  local page = redis.call('zrangebyscore', Keys.schedules(), '-inf', Engine.now, 'WITHSCORES',
-    'LIMIT', offset, limit)
+  local page
+  if name then
+    local score = redis.call('zscore', Keys.schedules(), name)
+    page = (score and offset == 0 and tonumber(score) <= Engine.now) and { name, score } or {}
+  else
+    page = redis.call('zrangebyscore', Keys.schedules(), '-inf', Engine.now, 'WITHSCORES',
+      'LIMIT', offset, limit)
+  end
   for i = 1, #page, 2 do
     local entry = due_entry(page[i], page[i + 1])
     if entry then table.insert(due, entry) end
   end
-  page = redis.call('zrange', Keys.schedules_buffered(), 0, limit - 1, 'WITHSCORES')
+  if name then
+    local tick = redis.call('zscore', Keys.schedules_buffered(), name)
+    page = tick and { name, tick } or {}
+  else
+    page = redis.call('zrange', Keys.schedules_buffered(), 0, limit - 1, 'WITHSCORES')
+  end
   for i = 1, #page, 2 do
     local f = redis.call('hmget', Keys.schedule(page[i]), 'hash', 'last_run', 'origin')
     if f[1] then

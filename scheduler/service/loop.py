@@ -28,7 +28,7 @@ import socket
 import sys
 import threading
 import time
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, tzinfo
 from pathlib import Path
@@ -243,9 +243,9 @@ class SchedulerService:
         self._remember(self.reloader.definitions())
         return report
 
-    def tick(self, now: float | None = None, *, only: Collection[str] | None = None) -> TickReport:
+    def tick(self, now: float | None = None, *, only: str | None = None) -> TickReport:
         """Handle every due tick at ``now``: fire, skip or buffer each, exactly once. ``only``:
-        the ticks of these schedules alone (no health ping)."""
+        the ticks of this schedule alone, read without the others (no health ping)."""
         now = self._now(now)
         report = TickReport(now)
         stuck = 0  # due entries at the head that could not be moved: page past them
@@ -256,21 +256,14 @@ class SchedulerService:
         pinged = False  # by the last round's fire batch
         for _ in range(MAX_ROUNDS):
             pinged = False
-            batch = self.schedules.due(now, offset=stuck, limit=self.batch)
+            batch = self.schedules.due(now, offset=stuck, limit=self.batch, name=only)
             # Other sources' schedules are theirs to fire: paged past.
-            due = [
-                e
-                for e in batch.due
-                if e.origin in ("", self.origin) and (only is None or e.name in only)
-            ]
+            due = [e for e in batch.due if e.origin in ("", self.origin)]
             stuck += len(batch.due) - len(due)
             ready = [
                 e
                 for e in batch.buffered
-                if e.origin in ("", self.origin)
-                and not e.active
-                and e.name not in tried
-                and (only is None or e.name in only)
+                if e.origin in ("", self.origin) and not e.active and e.name not in tried
             ]
             tried.update(e.name for e in ready)
             self._prefetch([(e.name, e.hash) for e in due] + [(e.name, e.hash) for e in ready])
@@ -314,7 +307,7 @@ class SchedulerService:
         under its catch-up and overlap policies), as a tick just before the scan would have.
         The change applies from the first tick after ``now``: none due is passed over
         silently."""
-        self.tick(now, only={name})
+        self.tick(now, only=name)
         held = self.schedules.get(name, skips=0, now=now)
         if held is not None and held.next is not None and held.next <= now:
             log.warning(

@@ -131,9 +131,13 @@ class Schedules:
             if len(page) < _PAGE:
                 return out
 
-    def due(self, now: float, *, offset: int = 0, limit: int = 500) -> DueBatch:
-        """A page of due schedules, and the schedules holding a buffered tick."""
-        raw = json.loads(self._call("schedule.due", offset, limit, now=now))
+    def due(
+        self, now: float, *, offset: int = 0, limit: int = 500, name: str | None = None
+    ) -> DueBatch:
+        """A page of due schedules, and the schedules holding a buffered tick; ``name``:
+        that schedule alone (read without the others)."""
+        args = (offset, limit) if name is None else (offset, limit, name)
+        raw = json.loads(self._call("schedule.due", *args, now=now))
         due = tuple(
             DueEntry(
                 str(e["name"]),

@@ -201,7 +201,7 @@ def test_ticks_hold_the_flows_max_active_runs(
 def test_the_totals_count_every_tick_when_a_scan_ticks_beside_the_loop(
     server: EmbeddedServer, redis_client: redis.Redis, folder: Path
 ) -> None:
-    """The tick loop and a scan's catch-up tick (``tick(now, only={name})``, in the scan's
+    """The tick loop and a scan's catch-up tick (``tick(now, only=name)``, in the scan's
     thread) add to the service's totals (fired, skipped, conflicts: its health info) at once:
     every tick's report is counted in full, whichever thread ticked. (The lost update this
     guards against needs a thread switch inside the few bytecodes of one update: the
@@ -214,7 +214,7 @@ def test_the_totals_count_every_tick_when_a_scan_ticks_beside_the_loop(
     reports: list[TickReport] = []
     failures: list[BaseException] = []
 
-    def loop(only: set[str] | None) -> None:
+    def loop(only: str | None) -> None:
         try:
             for now in times:
                 barrier.wait(timeout=30)
@@ -226,7 +226,7 @@ def test_the_totals_count_every_tick_when_a_scan_ticks_beside_the_loop(
     interval = sys.getswitchinterval()
     sys.setswitchinterval(1e-6)
     try:
-        threads = [threading.Thread(target=loop, args=(only,)) for only in (None, {"f0"})]
+        threads = [threading.Thread(target=loop, args=(only,)) for only in (None, "f0")]
         for thread in threads:
             thread.start()
         for thread in threads:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 from collections.abc import Iterator
@@ -24,7 +25,7 @@ from flows.expand.run_ids import run_id_for
 from flows.runs.build import read_flow_file
 from scheduler.engine.client import Client
 from scheduler.service import catalog
-from scheduler.service.loop import SchedulerService
+from scheduler.service.loop import MAX_ROUNDS, SchedulerService
 from scheduler.service.schedules import Schedules
 
 HOUR = 60 * MIN
@@ -294,6 +295,28 @@ def test_a_time_zone_change_fires_the_tick_due_before_it(client: Client, folder:
     assert service.tick(T + 20).fired == []
     [fired] = service.tick(T + 5 * HOUR).fired
     assert client.jobs.get(f"{fired.run_id}:s1") is not None  # the new version from then on
+
+
+def test_a_change_fires_its_due_tick_however_many_schedules_are_due_before_it(
+    client: Client, folder: Path
+) -> None:
+    """The ticks a scan handles before it registers a changed cron are that schedule's alone:
+    it reads them without paging through every due schedule, so more schedules of another
+    source due before it than a tick pages through (rounds of one here) do not hide them."""
+    service = make_service(client, folder, batch=1)
+    write_flow(folder, "a", cron="0 12 * * *")
+    service.scan(T - 1)
+    stored = json.loads(client.engine.call("schedule.get", "a", 0))
+    theirs = {**json.loads(stored["definition"]), "origin": "elsewhere"}
+    pipe = client.engine.pipeline()
+    for i in range(MAX_ROUNDS + 1):
+        definition = json.dumps({**theirs, "flow": f"o{i}"})
+        pipe.call("schedule.register", f"o{i}", definition, "-", T - MIN, "", "", now=T - 1)
+    assert set(pipe.execute()) == {"registered"}
+    write_flow(folder, "a", cron="0 12 * * *", timezone="America/New_York", steps=2)
+    assert service.scan(T + 20).updated == ["a"]
+    assert run_ids(client, "a") == [run_id_for("a", T)]
+    assert registration(client, "a").next == T + 5 * HOUR
 
 
 @pytest.mark.parametrize(

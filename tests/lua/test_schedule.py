@@ -58,8 +58,10 @@ def get(lua: Lua, name: str = "f", skips: int = 20, now: float = T0) -> Any:
     return None if raw is None else json.loads(raw)
 
 
-def due(lua: Lua, now: float, offset: int = 0, limit: int = 500) -> dict[str, list[Any]]:
-    reply = json.loads(lua.raw("schedule.due", offset, limit, now=now))
+def due(
+    lua: Lua, now: float, offset: int = 0, limit: int = 500, *name: str
+) -> dict[str, list[Any]]:
+    reply = json.loads(lua.raw("schedule.due", offset, limit, *name, now=now))
     return {key: value or [] for key, value in reply.items()}
 
 
@@ -217,6 +219,22 @@ def test_due_lists_due_schedules_in_order(lua: Lua) -> None:
         "active": False,
         "buffered": "",
     }
+
+
+def test_due_of_one_schedule_is_its_entries_as_the_whole_index_lists_them(lua: Lua) -> None:
+    register(lua, "early", nxt=TICK - 30, overlap="buffer_one")
+    register(lua, "now", nxt=TICK, overlap="buffer_one")
+    for name in ("early", "now"):
+        fire(lua, name=name, expected=TICK - 30 if name == "early" else TICK, tick=TICK)
+        fire(lua, "buffer", name=name, expected=TICK + 60, nxt=TICK + 120, tick=TICK + 60)
+    register(lua, "later", nxt=TICK + 300)
+    whole = due(lua, TICK + 120)
+    for name in ("early", "now", "later"):
+        assert due(lua, TICK + 120, 0, 500, name) == {
+            key: [e for e in entries if e["name"] == name] for key, entries in whole.items()
+        }
+    assert due(lua, TICK + 120, 1, 500, "now")["due"] == []  # past its one entry
+    assert due(lua, TICK + 120, 0, 500, "nope") == {"due": [], "buffered": []}
 
 
 def test_fire_submits_the_run_and_moves_the_score_in_one_call(lua: Lua) -> None:

@@ -185,6 +185,9 @@ CASES: dict[str, list[tuple[list[Any], type[EngineError]]]] = {
         (["0", "0"], InvalidArgument),
         (["0", "10001"], InvalidArgument),
         (["x", "5"], InvalidArgument),
+        (["0", "5", "a b"], InvalidArgument),
+        (["0", "5", LONG], TooLarge),
+        (["0", "5", "f", "extra"], InvalidArgument),
     ],
     "schedule.fire": [
         (fire_args(name=""), InvalidArgument),
