@@ -217,7 +217,9 @@ api['cache.use'] = function(args)
     local dependents = redis.call('smembers', Keys.dependents(jid))
     local run_id = string.match(jid, '^(.*):[^:]*$')
     if run_id then
-      for _, other in ipairs(redis.call('lrange', Keys.run_jobs(run_id), 0, Cache.CHAIN_LIMIT)) do
+      -- (an entry that is no jid is no job of the run: RunState.jids)
+      local jids = Arg.jids_in(redis.call('lrange', Keys.run_jobs(run_id), 0, Cache.CHAIN_LIMIT))
+      for _, other in ipairs(jids) do
         if other ~= jid then dependents[#dependents + 1] = other end
       end
     end

@@ -46,7 +46,7 @@ end
 -- dependency order, so a job's dependencies were looked at before it.
 local function open_jobs(child)
   local open, held = {}, {}
-  for _, jid in ipairs(redis.call('lrange', Keys.run_jobs(child), 0, -1)) do
+  for _, jid in ipairs(RunState.jids(child)) do
     local state = redis.call('hget', Keys.job(jid), 'state')
     if state == 'failed' or state == 'expired' then
       held[jid] = true

@@ -72,7 +72,10 @@ function Notify.still_going(run_id)
   while stop > -1000 do
     local jids = redis.call('lrange', key, stop - page + 1, stop)
     for i = #jids, 1, -1 do
-      if Notify.GOING[redis.call('hget', Keys.job(jids[i]), 'state')] then return true end
+      -- (an entry that is no jid is no job of the run: RunState.jids)
+      if Arg.is_jid(jids[i]) and Notify.GOING[redis.call('hget', Keys.job(jids[i]), 'state')] then
+        return true
+      end
     end
     if #jids < page then return false end
     stop, page = stop - page, 100

@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 import pytest
-from lua_support import T0, Lua, unchanged
+from lua_support import NOT_JIDS, T0, Lua, unchanged
 
 from scheduler.engine.errors import InvalidArgument
 
@@ -58,6 +58,21 @@ def test_success_is_told_per_job_and_the_run_once(lua: Lua) -> None:
     assert [e["kind"] for e in outbox(lua)] == ["success"]
     lua.complete("b", now=T0 + 3)
     assert [e["kind"] for e in outbox(lua)] == ["success", "success", "run_success"]
+
+
+def test_the_runs_end_is_told_past_entries_of_its_job_list_that_are_not_jids(lua: Lua) -> None:
+    """Whether a run whose counts are not kept (jids not under its id) still goes is read
+    from its job list: an entry there that is no jid, naming another key (a history list),
+    is none of its jobs."""
+    submit(lua, job("a", notify="run"), job("b", notify="run"))
+    lua.put("x", "elsewhere")
+    lua("log", "x", "noted", now=T0)  # x-history: the key of a list
+    lua.r.rpush(lua.key(f"run:{RUN}-jobs"), *NOT_JIDS)
+    assert lua.pop_jids("q", "w1", count=2, now=T0 + 1) == ["a", "b"]
+    lua.complete("a", now=T0 + 2)
+    assert outbox(lua) == []
+    lua.complete("b", now=T0 + 3)
+    assert [e["kind"] for e in outbox(lua)] == ["run_success"]
 
 
 def test_exhausted_retries_say_how(lua: Lua) -> None:

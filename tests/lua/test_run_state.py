@@ -75,6 +75,26 @@ def test_entries_of_a_runs_job_list_that_are_not_jids_are_no_steps(lua: Lua) -> 
     assert lua.raw("run.cancel", RUN, now=T0 + 5) == 2
 
 
+def test_a_cache_hit_passes_by_entries_of_its_runs_job_list_that_are_not_jids(
+    lua: Lua,
+) -> None:
+    """A step completed from the cache looks at its run's other jobs to complete them too: an
+    entry there that is no jid, naming another key (a history list), is none of them."""
+    lua.put("p")
+    lua.pop(now=T0 + 1)
+    assert (
+        json.loads(lua.raw("cache.use", "p", "w1", "q", "k", 3600, 1, now=T0 + 1))["hit"] is False
+    )
+    lua.complete("p", now=T0 + 2, result='{"n": 1}')
+    submit(lua, ("a", []), ("b", ["a"]), now=T0 + 3)
+    assert lua.pop_jids(now=T0 + 4) == [f"{RUN}:a"]
+    lua.raw("log", "p", "noted", now=T0 + 4)  # p-history: the key of a list
+    lua.r.rpush(lua.key(f"run:{RUN}-jobs"), "p-history")
+    used = json.loads(lua.raw("cache.use", f"{RUN}:a", "w1", "q", "k", 3600, 1, now=T0 + 5))
+    assert used["hit"] is True
+    assert [s["status"] for s in read(lua)["steps"]] == ["cached", "waiting"]
+
+
 def test_a_buried_job_blocks_the_run_everywhere(lua: Lua) -> None:
     submit(lua, ("a", []), ("b", ["a"]))
     lua.raw("bury", f"{RUN}:a", "admin", now=T0 + 1)

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 from helpers import assert_unchanged
-from lua_support import T0, Lua
+from lua_support import NOT_JIDS, T0, Lua
 
 from scheduler.engine.errors import InvalidArgument, JobNotFound, LockLost, WrongState
 
@@ -87,6 +87,21 @@ def test_the_step_submits_its_child_and_waits_for_it_without_a_worker(lua: Lua) 
     assert wait(lua, worker="w2", now=T0 + 6) == "succeeded"
     lua.complete(STEP, worker="w2", now=T0 + 7, result=json.dumps({"total": 3}))
     assert lua.state(f"{PARENT}:after", now=T0 + 7) == "waiting"
+
+
+def test_entries_of_the_childs_job_list_that_are_not_jids_are_none_of_its_jobs(
+    lua: Lua,
+) -> None:
+    """What an outside writer left in the child run's job list that is no jid (one naming
+    another key: a history list) is no job the step waits for: it reports the child's end."""
+    started(lua, "a")
+    assert lua.pop_jids("c", now=T0 + 2) == [f"{CHILD}:a"]
+    lua.complete(f"{CHILD}:a", queue="c", now=T0 + 3)
+    lua.put("x", "elsewhere", now=T0 + 3)
+    lua.raw("log", "x", "noted", now=T0 + 3)  # x-history: the key of a list
+    lua.r.rpush(lua.key(f"run:{CHILD}-jobs"), *NOT_JIDS)
+    assert lua.pop_jids(worker="w2", now=T0 + 4) == [STEP]
+    assert wait(lua, worker="w2", now=T0 + 4) == "succeeded"
 
 
 def test_a_failed_child_releases_the_step_which_then_reports_it(lua: Lua) -> None:
