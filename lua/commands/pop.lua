@@ -62,7 +62,7 @@ local function new_pop(queue, worker, lock, limit, lean)
 end
 
 local function candidate(c, jid)
-  return redis.call('hmget', Keys.job(jid), unpack(c.names))
+  return Job.hmget(jid, unpack(c.names))
 end
 
 -- The writes of the jobs handed out so far to keys they share: the queue's locks, the worker's

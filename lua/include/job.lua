@@ -69,10 +69,20 @@ function Job.exists(jid)
   return redis.call('exists', Keys.job(jid)) == 1
 end
 
+-- The values of fields of job `jid`'s hash, by position (false for each it lacks). An index
+-- entry an outside writer left that is no jid may name another key (`x-history`, a list, which
+-- HMGET refuses): it reads as no job at all, so the index's readers drop it as they drop an
+-- entry whose job is gone (the doctor reports it: bad-id).
+function Job.hmget(jid, ...)
+  local values = redis.pcall('hmget', Keys.job(jid), ...)
+  if values.err then return {} end
+  return values
+end
+
 -- The named fields of a job as a table (absent fields are nil); nil when there is no job.
 function Job.fields(jid, ...)
   local names = { ... }
-  local values = redis.call('hmget', Keys.job(jid), 'state', unpack(names))
+  local values = Job.hmget(jid, 'state', unpack(names))
   if not values[1] then return nil end
   local out = { state = values[1] }
   for i, name in ipairs(names) do
@@ -198,7 +208,7 @@ local DESCRIBED = { 'jid', 'klass', 'state', 'queue', 'worker', 'priority', 'exp
 -- The DESCRIBED fields of a job (absent ones false), or nil when there is no job (every job has
 -- a state; a job put as new has no `jid` field: its key names it).
 local function described_values(jid)
-  local values = redis.call('hmget', Keys.job(jid), unpack(DESCRIBED))
+  local values = Job.hmget(jid, unpack(DESCRIBED))
   if not values[3] then return nil end
   values[1] = jid
   return values

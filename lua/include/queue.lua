@@ -90,7 +90,7 @@ function Queue.promote(queue, limit)
     'WITHSCORES', 'LIMIT', 0, limit)
   for i = 1, #due, 2 do
     local jid = due[i]
-    local f = redis.call('hmget', Keys.job(jid), 'priority', 'state')
+    local f = Job.hmget(jid, 'priority', 'state')
     if f[2] then Queue.enqueue(queue, jid, tonumber(f[1]) or 0, tonumber(due[i + 1])) end
   end
   if #due > 0 then

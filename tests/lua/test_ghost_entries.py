@@ -1,10 +1,12 @@
-"""Index entries whose job hash is gone (an outside writer, a partial restore): pop, peek, await
-and the hand-off drop them and go on to the next job, creating no key for them."""
+"""Index entries whose job hash is gone (an outside writer, a partial restore), or that name
+another key (no jid does: `x-history`): pop, peek, await, the hand-off and housekeeping drop
+them and go on to the next job, creating no key for them."""
 
 from __future__ import annotations
 
 import json
 
+import pytest
 from lua_support import T0, Lua, submit_steps
 
 
@@ -93,3 +95,61 @@ def test_a_run_whose_job_was_a_ghost_can_still_be_canceled(lua: Lua) -> None:
     # The outside delete left the run's kept counts behind (doctor's counts check repairs
     # them): the run is read from its jobs instead.
     lua.r.delete(lua.key("run-counts:r1"))
+
+
+def other_key(lua: Lua) -> str:
+    """An entry an outside writer left that is no jid: it names another key (a history list)."""
+    lua.put("x", "elsewhere", now=T0 - 1)
+    lua("log", "x", "noted", now=T0 - 1)
+    return "x-history"
+
+
+def test_pop_drops_a_waiting_entry_that_names_another_key(lua: Lua) -> None:
+    lua.put("a")
+    lua.r.zadd(lua.key("q:q-work"), {other_key(lua): 0})
+    lua.put("b")
+    assert lua.pop_jids(count=3) == ["a", "b"]
+    assert lua.r.zscore(lua.key("q:q-work"), "x-history") is None
+
+
+def test_a_lean_pop_drops_a_waiting_entry_that_names_another_key(lua: Lua) -> None:
+    lua.put("a")
+    lua.r.zadd(lua.key("q:q-work"), {other_key(lua): 0})
+    lua.put("b")
+    assert [job["jid"] for job in lua("pop.lean", "q", "w1", 3, now=T0)] == ["a", "b"]
+    assert lua.r.zscore(lua.key("q:q-work"), "x-history") is None
+
+
+def test_peek_drops_a_waiting_entry_that_names_another_key(lua: Lua) -> None:
+    lua.put("a")
+    lua.r.zadd(lua.key("q:q-work"), {other_key(lua): 0})
+    lua.put("b")
+    assert [job["jid"] for job in lua("peek", "q", 3, now=T0)] == ["a", "b"]
+    assert lua.r.zscore(lua.key("q:q-work"), "x-history") is None
+
+
+def test_await_drops_an_entry_that_names_another_key(lua: Lua) -> None:
+    lua.put("a")
+    lua.r.zadd(lua.key("q:q-work"), {other_key(lua): 0})
+    lua.put("b")
+    reply = json.loads(lua.raw("await", "w1", 5, 3, "q", now=T0))
+    assert [job["jid"] for job in reply] == ["a", "b"]
+
+
+def test_a_due_scheduled_entry_that_names_another_key_is_dropped(lua: Lua) -> None:
+    lua.put("a", delay=10)
+    lua.r.zadd(lua.key("q:q-scheduled"), {other_key(lua): T0 + 5})
+    lua.put("b", delay=10)
+    assert lua.pop_jids(count=3, now=T0 + 20) == ["a", "b"]
+    assert lua.r.zscore(lua.key("q:q-scheduled"), "x-history") is None
+
+
+@pytest.mark.parametrize("grace", [0, 10])
+def test_an_expired_lock_that_names_another_key_is_dropped(lua: Lua, grace: int) -> None:
+    lua.config("grace-period", grace)
+    lua.put("a")
+    assert lua.pop_jids() == ["a"]
+    lua.r.zadd(lua.key("q:q-locks"), {other_key(lua): T0})
+    later = T0 + 3600
+    assert json.loads(lua.raw("maintain", "q", now=later))["failed"] == 0
+    assert lua.r.zscore(lua.key("q:q-locks"), "x-history") is None
