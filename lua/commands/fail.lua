@@ -110,7 +110,7 @@ api['unfail'] = function(args)
   local jids = redis.call('lrange', Keys.failed(group), -count, -1)
   for i = #jids, 1, -1 do
     local jid = jids[i]
-    local fields = Arg.is_jid(jid) and Job.fields(jid, 'queue', 'worker', 'failure', 'priority', 'ttl')
+    local fields = Job.fields(jid, 'queue', 'worker', 'failure', 'priority', 'ttl')
     if fields and fields.state == 'failed' then
       Job.unindex(jid, fields)
       local key = Keys.job(jid)

@@ -12,7 +12,6 @@
 -- @include config
 -- @include events
 -- @include stats
--- @include args
 -- @include job
 
 Job.MAX_DROP_EXAMINED = 100
@@ -48,11 +47,10 @@ function Job.bound_failed(group)
   local dropped = 0
   for i = #oldest, 1, -1 do
     local jid = oldest[i]
-    local fields = Arg.is_jid(jid) and Job.load_for_delete(jid)
+    local fields = Job.load_for_delete(jid)
     local failure = fields and Job.failure_of(fields) or {}
     if not fields or fields.state ~= 'failed' or failure.group ~= group then
-      -- a stale entry (no such failed job here, or no jid at all): not a job to count
-      redis.call('lrem', key, -1, jid)
+      redis.call('lrem', key, -1, jid) -- a stale entry (no such failed job here): not a job to count
     elseif redis.call('exists', Keys.dependents(jid)) == 0 then
       Job.drop_failed(group, jid, fields, failure)
       dropped = dropped + 1
