@@ -131,6 +131,10 @@ def validate(
     json, as `previews`)."""
     gc_pause.enable()  # a short single-threaded command: see flows.gc_pause
     files = tuple(_flow_files(files))
+    if check_imports:
+        from scheduler.worker.imports import import_path
+
+        import_path()  # modules beside where it was started, as `flows run` and workers find them
     # A sub-flow's findings come with its parent's (flows.validation.subflow_checks): a file given
     # too, or named by two parents, is reported once.
     findings = list(

@@ -259,7 +259,8 @@ class Action(_Model):
     run: str | None = Field(default=None, min_length=1)
     """A shell command, run in the flow file's folder (or `cwd`)."""
     job: DottedPath | None = None
-    """A Python callable or class by dotted path, importable from the flow file's folder."""
+    """A Python callable or class by dotted path, importable from the flow file's folder or
+    the folder the worker started in."""
     with_: dict[str, Any] = Field(default_factory=dict, alias="with")
     """Arguments of a `job`: the job's data."""
     env: dict[EnvName, str] = Field(default_factory=dict)

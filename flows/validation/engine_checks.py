@@ -95,7 +95,10 @@ def _import_hint(module_name: str, error: Exception, flow_dir: Path) -> str:
         missing = error.name or ""
         parts = module_name.split(".")
         if not missing or missing in {".".join(parts[:n]) for n in range(1, len(parts) + 1)}:
-            return f"make '{module_name}' importable from the flow file's folder"
+            return (
+                f"make '{module_name}' importable from the flow file's folder or the working "
+                "directory"
+            )
         return (
             f"'{module_name}' imports '{missing}', which is not installed: install it where "
             "the workers run, or fix that import"

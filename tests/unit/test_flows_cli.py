@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from textwrap import dedent
 
@@ -125,6 +126,34 @@ def test_validate_check_imports(tmp_path: Path) -> None:
     code, out, _ = invoke("validate", "--check-imports", str(flow))
     assert code == 1
     assert "job 'nowhere.run' does not import: ModuleNotFoundError" in out
+
+
+def test_validate_check_imports_finds_modules_where_a_run_does(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Getting started's layout: the flow in pipelines/, its module in myapp/ beside it, run
+    from the project's folder. `flows run` and a worker started there import it, so
+    --check-imports does too; a module in neither place is named with both."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", list(sys.path))  # the command puts the folder first
+    (tmp_path / "pipelines").mkdir()
+    (tmp_path / "myapp_of_a_cli_test").mkdir()
+    (tmp_path / "myapp_of_a_cli_test" / "tasks.py").write_text("def shout(job):\n    return 1\n")
+    flow = Path("pipelines") / "hello.yaml"
+    flow.write_text(
+        "version: 1\nname: hello\nsteps:\n"
+        "  shout: {job: myapp_of_a_cli_test.tasks.shout}\n"
+        "  other: {job: nowhere_of_a_cli_test.run}\n"
+    )
+    code, out, _ = invoke("validate", "--check-imports", str(flow))
+    assert code == 1
+    assert out == (
+        f"{flow}:5:16: error: job 'nowhere_of_a_cli_test.run' does not import: "
+        "ModuleNotFoundError: No module named 'nowhere_of_a_cli_test'\n"
+        "    hint: make 'nowhere_of_a_cli_test' importable from the flow file's folder or the "
+        "working directory\n"
+        "1 error in 1 file\n"
+    )
 
 
 def test_plan_table(files: dict[str, Path]) -> None:

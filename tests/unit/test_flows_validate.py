@@ -1319,8 +1319,8 @@ def test_job_whose_module_is_missing_or_raises_at_import(tmp_path: Path) -> None
         """
     findings = [f for f in check(text, flow_dir=tmp_path, check_imports=True) if f.code == "import"]
     assert [f.hint for f in findings] == [
-        "make 'pkg.nothere' importable from the flow file's folder",
-        "make 'nopkg.tasks' importable from the flow file's folder",
+        "make 'pkg.nothere' importable from the flow file's folder or the working directory",
+        "make 'nopkg.tasks' importable from the flow file's folder or the working directory",
         "fix the syntax error at pkg/syn.py:1",
         "'pkg.zero' raises ZeroDivisionError when imported: fix pkg/zero.py:2",
     ]
