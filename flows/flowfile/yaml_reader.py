@@ -689,6 +689,11 @@ def _load(text: str, file: str, parser_class: Any = _Parser) -> _Builder:
             message = f"a string opened with {quote} is never closed"
             inside = '\\"' if quote == '"' else "''"
             hint = f"close it with {quote} (a {quote} inside it is written {inside})"
+        alias = _unquoted_star(error, text)
+        if alias:  # a cron's `*/5 * * * *`, unquoted: say what YAML read, not its scanner's words
+            mark = error.context_mark
+            message = "a value that starts with * is read as a YAML alias (*name)"
+            hint = "quote it: '" + alias.replace("'", "''") + "'"
         bracket = _unclosed_bracket(builder, text, mark)
         if bracket is not None:  # the same: the mistake is where the list or mapping opens
             mark, opened = bracket
@@ -853,6 +858,21 @@ def _unclosed_quote(error: yaml.MarkedYAMLError, source: str) -> str:
         return ""
     quote = source[mark.index : mark.index + 1]
     return quote if quote in ("'", '"') else ""
+
+
+def _unquoted_star(error: yaml.MarkedYAMLError, source: str) -> str:
+    """The value from its ``*`` to its end when YAML refused it as an alias without a name
+    (``*/5 * * * *``), else empty. In a flow mapping or list the value ends at ``,``, ``}``
+    or ``]``; anywhere it ends before a comment."""
+    mark = error.context_mark
+    if mark is None or error.context != "while scanning an alias":
+        return ""
+    line_start = source.rfind("\n", 0, mark.index) + 1
+    line_end = source.find("\n", mark.index)
+    value = source[mark.index : len(source) if line_end < 0 else line_end].split(" #")[0]
+    if any(opened in source[line_start : mark.index] for opened in "[{"):
+        value = re.split(r",\s|[]}]", value)[0]
+    return value.strip()
 
 
 def _unclosed_bracket(builder: _Builder, source: str, mark: Any) -> tuple[Any, str] | None:

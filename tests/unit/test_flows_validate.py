@@ -76,6 +76,26 @@ def test_special_characters_and_escapes_get_a_hint() -> None:
     )
 
 
+@pytest.mark.parametrize(
+    ("line", "col", "value"),
+    [
+        ("  cron: */5 * * * *  # every five minutes", 9, "*/5 * * * *"),
+        ("  cron: * * * * *", 9, "* * * * *"),
+        ("  {cron: */5 * * * *, timezone: UTC}", 10, "*/5 * * * *"),
+    ],
+)
+def test_an_unquoted_star_is_said_as_the_alias_yaml_reads_with_the_value_quoted(
+    line: str, col: int, value: str
+) -> None:
+    # The first cron a newcomer writes; YAML's own words name an alias they never wrote.
+    finding = one(
+        f"version: 1\nname: x\nschedule:\n{line}\nsteps:\n  a: {{run: echo}}\n", "yaml-syntax"
+    )
+    assert (finding.line, finding.col) == (4, col), finding.format()
+    assert finding.message == "a value that starts with * is read as a YAML alias (*name)"
+    assert finding.hint == f"quote it: '{value}'"
+
+
 @pytest.mark.parametrize(("key", "text"), [("priority", ".nan"), ("timeout", "-.inf")])
 def test_a_number_json_cannot_hold_is_one_finding_naming_its_field(key: str, text: str) -> None:
     # The loader's finding and the model's ("... got nan", Python's spelling) made two.
