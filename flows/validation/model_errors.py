@@ -9,6 +9,7 @@ number or boolean reports that trap instead (``on is read as the boolean true; q
 
 from __future__ import annotations
 
+import json
 import re
 import time
 import types
@@ -26,7 +27,17 @@ from flows.flowfile.findings import (
     did_you_mean,
     path_text,
 )
-from flows.flowfile.model import ID_PATTERN, SUBFLOW_PATH_PATTERN, THROTTLE_PATTERN, Flow
+from flows.flowfile.model import (
+    ID_PATTERN,
+    SUBFLOW_PATH_PATTERN,
+    THROTTLE_PATTERN,
+    Catchup,
+    Concurrency,
+    Flow,
+    Foreach,
+    Retry,
+    Wait,
+)
 from flows.flowfile.templates import OPEN
 from flows.flowfile.yaml_reader import Trap
 from flows.validation.template_checks import template_place_problem
@@ -101,6 +112,16 @@ _SYNONYMS = {
     "loop": "foreach",
     "when": "trigger_rule",
 }
+# A value written where a mapping goes, standing for one of its fields (retry: 3): that field,
+# and what to know about it.
+_SHORTHANDS: dict[type[BaseModel], tuple[str, str]] = {
+    Retry: ("attempts", " (tries in all, the first one included)"),
+    Concurrency: ("max_active_runs", ""),
+    Catchup: ("policy", ""),
+    Wait: ("signal", ""),
+    Foreach: ("items", ""),
+}
+_STEPS_AS_LIST = "key each step by its id: steps: {extract: {run: ...}}, not '- name: extract'"
 
 
 def report_model_errors(
@@ -240,7 +261,22 @@ def _wrong_type_hint(kind: str, path: DataPath, value: Any) -> str:
         return f"quote it: '{str(value).lower() if isinstance(value, bool) else value}'"
     if path == ("schedule",) and isinstance(value, str):
         return _schedule_hint(value)
-    return "a step is a mapping with 'run:' or 'job:'" if _is_step(path) else ""
+    if path == ("steps",) and isinstance(value, list):
+        return _STEPS_AS_LIST
+    if _is_step(path):
+        return "a step is a mapping with 'run:' or 'job:'"
+    return _shorthand_hint(path, value)
+
+
+def _shorthand_hint(path: DataPath, value: Any) -> str:
+    """``retry: 3`` → ``write retry: {attempts: 3}``: the mapping a plain value stands for."""
+    model = _model_at(path)
+    if model not in _SHORTHANDS or isinstance(value, bool) or not isinstance(value, str | int):
+        return ""
+    field, note = _SHORTHANDS[model]
+    bare = isinstance(value, int) or re.fullmatch(r"[\w.-]+", value)
+    shown = value if bare else json.dumps(value)
+    return f"write {path[-1]}: {{{field}: {shown}}}{note}"
 
 
 def _schedule_hint(text: str) -> str:

@@ -1230,6 +1230,40 @@ def test_a_schedule_written_as_its_cron_says_how_to_write_it(cron: str, hint: st
     )
 
 
+def test_a_value_written_for_the_mapping_it_stands_for_says_which_mapping() -> None:
+    # retry: 3 (after 'retries' was renamed), wait: approve...: the field the value belongs to.
+    text = """\
+        version: 1
+        name: x
+        concurrency: 1
+        defaults: {retry: 2}
+        schedule: {cron: "0 1 * * *", catchup: latest}
+        params:
+          regions: {type: array, default: [de]}
+          retry: 3
+        steps:
+          a: {run: echo, retry: 3, foreach: "${{ params.regions }}"}
+          w: {wait: approve}
+        """
+    assert [(f.line, f.hint) for f in check(text)] == [
+        (3, "write concurrency: {max_active_runs: 1}"),
+        (4, "write retry: {attempts: 2} (tries in all, the first one included)"),
+        (5, "write catchup: {policy: latest}"),
+        (8, ""),  # a param, not a retry
+        (10, "write retry: {attempts: 3} (tries in all, the first one included)"),
+        (10, 'write foreach: {items: "${{ params.regions }}"}'),
+        (11, "write wait: {signal: approve}"),
+    ]
+
+
+def test_steps_written_as_a_list_say_they_are_keyed_by_id() -> None:
+    [finding] = check("version: 1\nname: x\nsteps:\n  - name: a\n    run: echo\n")
+    assert (finding.message, finding.hint) == (
+        "steps: expected a mapping, got a list",
+        "key each step by its id: steps: {extract: {run: ...}}, not '- name: extract'",
+    )
+
+
 def test_unknown_time_zone_suggests_one() -> None:
     [finding] = _schedule('"0 4 * * *"', "Europe/Berln")
     assert finding == "5: error: unknown time zone 'Europe/Berln' | did you mean 'Europe/Berlin'?"
