@@ -10,7 +10,7 @@ from pathlib import Path
 import click
 
 from flows.cli.common import open_client, user_errors
-from flows.cli.options import connection
+from flows.cli.options import connection, misspelt_path_hint
 from flows.cli.terminal import visible
 from flows.cli.validate import checked_files, print_findings, summary
 from flows.testing.files import (
@@ -47,9 +47,9 @@ def _case_ids(args: tuple[str, ...]) -> tuple[list[Path], dict[Path, set[str]]]:
     for arg in args:
         path, name = split_case_id(arg)
         if not exists(path):
-            raise click.BadParameter(
-                visible(f"Path {str(path)!r} does not exist."), param_hint=_PATHS_HINT
-            )
+            hint = misspelt_path_hint(path)
+            said = f"Path {str(path)!r} does not exist" + (f" ({hint})" if hint else ".")
+            raise click.BadParameter(visible(said), param_hint=_PATHS_HINT)
         if name is None:
             whole.add(path)
         elif not path.is_file():

@@ -7,7 +7,8 @@ from pathlib import Path
 import click
 
 from flows import gc_pause
-from flows.cli.validate import flow_file, load_or_exit
+from flows.cli.options import flow_file
+from flows.cli.validate import load_or_exit
 from flows.flowfile.dag import to_dot, to_mermaid
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
@@ -47,6 +48,42 @@ class FiniteFloat(click.FloatRange):
             self.fail(f"{value!r} is not a finite number.", param, ctx)
         return result
 
+
+class ExistingPath(click.Path):
+    """``click.Path(exists=True)`` that answers a path that does not exist with the one beside
+    it likely meant: ``File 'pipline.yaml' does not exist (did you mean 'pipeline.yaml'?)``."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(exists=True, path_type=Path, **kwargs)
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        try:
+            return super().convert(value, param, ctx)
+        except click.BadParameter as error:
+            hint = misspelt_path_hint(Path(value))
+            if not hint:
+                raise
+            said = f"{error.message.rstrip('.')} ({hint})"
+            raise click.BadParameter(said, ctx=ctx, param=param) from None
+
+
+def misspelt_path_hint(path: Path) -> str:
+    """``did you mean 'pipelines/pipeline.yaml'?`` for a path that does not exist, naming the
+    entry of its folder closest to it; empty when there is none (or the folder is missing)."""
+    from flows.cli.terminal import visible
+    from flows.flowfile.findings import closest
+
+    try:
+        if path.exists():
+            return ""
+        names = [entry.name for entry in path.parent.iterdir()]
+    except OSError:  # a name too long to look up, a folder not readable: no hint
+        return ""
+    match = closest(path.name, names)
+    return f"did you mean {visible(str(path.parent / match))!r}?" if match else ""
+
+
+flow_file = ExistingPath(dir_okay=False)
 
 as_json = click.option("--json", "as_json", is_flag=True, help="Print JSON instead of tables.")
 

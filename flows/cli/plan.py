@@ -10,9 +10,9 @@ from pathlib import Path
 import click
 
 from flows import gc_pause
-from flows.cli.options import as_json, bad_params, logical_time, param, run_id
+from flows.cli.options import as_json, bad_params, flow_file, logical_time, param, run_id
 from flows.cli.tables import fitted, show, table_console
-from flows.cli.validate import flow_file, load_or_exit
+from flows.cli.validate import load_or_exit
 from flows.expand.jobs import ExpansionError, JobSpec, expand
 from flows.expand.run_ids import run_id_for
 from flows.flowfile.conditions import expression_of

@@ -50,6 +50,7 @@ from flows.cli.options import (
     as_json,
     bad_params,
     connection,
+    flow_file,
     id_argument,
     id_option,
     logical_time,
@@ -505,7 +506,7 @@ def work_run(
 
 
 @click.command()
-@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.argument("file", type=flow_file)
 @param
 @logical_time
 @run_id_option("<flow>@<UTC now>-<random>, e.g. etl@20250131T020000Z-3f9a1c")

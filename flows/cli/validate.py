@@ -18,13 +18,12 @@ from rich.text import Text
 from flows import gc_pause
 from flows.cli import preview as preview_cli
 from flows.cli.console import Console
+from flows.cli.options import ExistingPath
 from flows.cli.terminal import visible
 from flows.flowfile.findings import Finding, Severity, has_errors
 from flows.validation.validate import InvalidFlow, Validation, validate_file
 
 _STYLES = {Severity.ERROR: "bold red", Severity.WARNING: "bold yellow"}
-
-flow_file = click.Path(exists=True, dir_okay=False, path_type=Path)
 
 
 def register(group: click.Group) -> None:
@@ -101,7 +100,7 @@ def _flow_files(paths: Sequence[Path]) -> list[Path]:
 
 
 @click.command()
-@click.argument("files", nargs=-1, required=True, type=click.Path(exists=True, path_type=Path))
+@click.argument("files", nargs=-1, required=True, type=ExistingPath())
 @click.option(
     "--format",
     "output_format",

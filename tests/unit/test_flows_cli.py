@@ -119,6 +119,29 @@ def test_validate_usage_errors_exit_2(args: list[str]) -> None:
     assert invoke(*args)[0] == 2
 
 
+@pytest.mark.parametrize(
+    "args",
+    [["run"], ["plan"], ["graph"], ["validate"], ["validate", "pipelines/pipeline.yaml"], ["test"]],
+)
+def test_a_misspelt_flow_file_is_answered_with_the_one_likely_meant(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, args: list[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "pipelines").mkdir()
+    (tmp_path / "pipelines" / "pipeline.yaml").write_text(dedent(GOOD))
+    (tmp_path / "pipelines" / "pipeline.test.yaml").write_text("flow: pipeline.yaml\ncases: []\n")
+    typo = "pipelines/pipline.test.yaml" if args == ["test"] else "pipelines/pipline.yaml"
+    code, out, err = invoke(*args, typo)
+    assert (code, out) == (2, "")
+    assert err.splitlines()[-1].endswith(
+        f"'{typo}' does not exist (did you mean '{typo.replace('pipline', 'pipeline')}'?)"
+    ), err
+    code, _, err = invoke(*args, "elsewhere/nothing.yaml")
+    assert code == 2 and err.splitlines()[-1].endswith("'elsewhere/nothing.yaml' does not exist.")
+    code, _, err = invoke(*args, "p" * 300)  # a name the system will not look up: no hint
+    assert code == 2 and err.splitlines()[-1].endswith("does not exist."), err
+
+
 def test_validate_check_imports(tmp_path: Path) -> None:
     flow = tmp_path / "f.yaml"
     flow.write_text("version: 1\nname: f\nsteps:\n  a: {job: nowhere.run}\n")
