@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Final, NamedTuple
 
-from flows.flowfile.findings import DataPath
+from flows.flowfile.findings import DataPath, describe
 
 OPEN: Final = "${{"
 CLOSE: Final = "}}"
@@ -289,8 +289,13 @@ def select(value: Any, keys: tuple[str, ...], reference: Reference) -> Any:
     """``value[k1][k2]...`` for the rest of a reference; KeyError naming what is missing."""
     for depth, key in enumerate(keys):
         if not isinstance(value, Mapping) or key not in value:
-            known = ", ".join(sorted(map(str, value))) if isinstance(value, Mapping) else ""
             where = ".".join(reference.path[: len(reference.path) - len(keys) + depth])
+            if not isinstance(value, Mapping):
+                # A result that is a number or text (a value JSON cannot hold is stored as its
+                # text): say what it is, not that a key is missing.
+                what = f"is {describe(value)}, not a mapping with the key '{key}'"
+                raise KeyError(f"{reference}: {where} {what}")
+            known = ", ".join(sorted(map(str, value)))
             raise KeyError(
                 f"{reference}: {where} has no key '{key}'" + (f" (keys: {known})" if known else "")
             )

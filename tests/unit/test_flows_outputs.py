@@ -101,6 +101,25 @@ def test_unresolvable_references(template: str, message: str) -> None:
 
 
 @pytest.mark.parametrize(
+    ("result", "message"),
+    [
+        (5, "steps.extract.outputs is the number 5, not a mapping with the key 'rows'"),
+        # A result JSON cannot hold (a datetime) is stored as its text.
+        (
+            "{'rows': datetime.date(2026, 1, 1)}",
+            "steps.extract.outputs is the string \"{'rows': datetime.date(2026, 1, 1)}\", "
+            "not a mapping with the key 'rows'",
+        ),
+    ],
+)
+def test_a_key_of_outputs_that_are_no_mapping_says_what_they_are(result: Any, message: str) -> None:
+    jobs = {**JOBS, "r:extract": UpstreamJob("complete", result)}
+    with pytest.raises(UnresolvedReference) as raised:
+        resolve_payload(job_data({"x": "${{ steps.extract.outputs.rows }}"}), jobs)
+    assert str(raised.value).endswith(message), raised.value
+
+
+@pytest.mark.parametrize(
     ("jobs", "status"),
     [
         ([UpstreamJob("complete")], "success"),
