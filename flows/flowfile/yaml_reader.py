@@ -22,6 +22,7 @@ model shows the author meant text (see :mod:`flows.validation.model_errors`).
 from __future__ import annotations
 
 import bisect
+import json
 import math
 import re
 import stat
@@ -694,6 +695,10 @@ def _load(text: str, file: str, parser_class: Any = _Parser) -> _Builder:
             mark = error.context_mark
             message = "a value that starts with * is read as a YAML alias (*name)"
             hint = "quote it: '" + alias.replace("'", "''") + "'"
+        holder = _template_in_flow(error, text, mark)
+        if holder:  # {run: echo ${{ params.x }}}: the template's braces end the mapping
+            message = "a ${{ }} template inside {...} or [...] needs its value quoted"
+            hint = f"quote it: {json.dumps(holder, ensure_ascii=False)}"
         bracket = _unclosed_bracket(builder, text, mark)
         if bracket is not None:  # the same: the mistake is where the list or mapping opens
             mark, opened = bracket
@@ -873,6 +878,23 @@ def _unquoted_star(error: yaml.MarkedYAMLError, source: str) -> str:
     if any(opened in source[line_start : mark.index] for opened in "[{"):
         value = re.split(r",\s|[]}]", value)[0]
     return value.strip()
+
+
+def _template_in_flow(error: yaml.MarkedYAMLError, source: str, mark: Any) -> str:
+    """The plain value holding a ``${{ }}`` template whose braces YAML took for the end of the
+    ``{...}`` or ``[...]`` around it (``{run: echo ${{ params.x }}}``), else empty."""
+    at = -1 if mark is None else mark.index
+    if "while parsing a flow" not in str(error.context) or source[at - 1 : at + 2] != "${{":
+        return ""
+    line_start = source.rfind("\n", 0, at) + 1
+    before = source[line_start : at - 1]
+    start = max(before.rfind(": ") + 2, *(before.rfind(sign) + 1 for sign in "[{,"))
+    closed = source.find("}}", at)
+    if closed < 0:
+        return ""
+    after = source[closed + 2 :]
+    stop = closed + 2 + next((i for i, char in enumerate(after) if char in ",}]\n"), len(after))
+    return source[line_start + start : stop].strip()
 
 
 def _unclosed_bracket(builder: _Builder, source: str, mark: Any) -> tuple[Any, str] | None:

@@ -96,6 +96,25 @@ def test_an_unquoted_star_is_said_as_the_alias_yaml_reads_with_the_value_quoted(
     assert finding.hint == f"quote it: '{value}'"
 
 
+@pytest.mark.parametrize(
+    ("line", "col", "value"),
+    [
+        ("  a: {run: echo ${{ params.who }}}", 18, "echo ${{ params.who }}"),
+        ("  a: {job: x.y, with: {x: ${{ params.who }}, y: 2}}", 28, "${{ params.who }}"),
+        ("  a: {run: echo, env: [A=${{ params.who }}]}", 27, "A=${{ params.who }}"),
+    ],
+)
+def test_a_template_unquoted_in_braces_or_brackets_says_to_quote_its_value(
+    line: str, col: int, value: str
+) -> None:
+    # YAML reads the template's own braces as the end of the mapping (or list) it is in.
+    text = f"version: 1\nname: x\nparams: {{who: {{default: x}}}}\nsteps:\n{line}\n"
+    finding = one(text, "yaml-syntax")
+    assert (finding.line, finding.col) == (5, col), finding.format()
+    assert finding.message == "a ${{ }} template inside {...} or [...] needs its value quoted"
+    assert finding.hint == f'quote it: "{value}"'
+
+
 @pytest.mark.parametrize(("key", "text"), [("priority", ".nan"), ("timeout", "-.inf")])
 def test_a_number_json_cannot_hold_is_one_finding_naming_its_field(key: str, text: str) -> None:
     # The loader's finding and the model's ("... got nan", Python's spelling) made two.
