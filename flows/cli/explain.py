@@ -56,7 +56,8 @@ def explain(
             {"run": view.run_id, "status": view.status, "steps": [s.as_json() for s in steps]}
         )
         return
-    click.echo(f"run {view.run_id} is {view.status}")
+    # "run r succeeded", not "is succeeded"; one still going "is running" (or "is waiting").
+    click.echo(f"run {view.run_id} {'' if view.finished else 'is '}{view.status}")
     shown = [s for s in steps if s.jobs or step is not None]
     if not shown:
         click.echo("  every step has finished" if view.finished else "  nothing is held back")

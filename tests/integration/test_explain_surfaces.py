@@ -117,6 +117,14 @@ def test_a_burst_worker_that_just_stopped_is_named_as_the_last_one(
     assert re.fullmatch(expected, reply["sentence"]), reply
 
 
+def test_a_finished_run_is_said_in_its_own_word(server: EmbeddedServer, run_id: str) -> None:
+    runner = CliRunner()
+    assert runner.invoke(main, ["cancel", run_id, "--redis", server.url]).exit_code == 0
+    shown = runner.invoke(main, ["explain", run_id, "--redis", server.url])
+    assert shown.exit_code == 0, shown.output
+    assert shown.output.splitlines() == [f"run {run_id} canceled", "  every step has finished"]
+
+
 def test_unknown_targets_are_refused_plainly(server: EmbeddedServer, run_id: str) -> None:
     runner = CliRunner()
     missing = runner.invoke(main, ["explain", "nope", "--redis", server.url])
