@@ -83,7 +83,31 @@ def misspelt_path_hint(path: Path) -> str:
     return f"did you mean {visible(str(path.parent / match))!r}?" if match else ""
 
 
-flow_file = ExistingPath(dir_okay=False)
+class FlowFile(ExistingPath):
+    """A flow file that exists and is not a flow test file (``etl.test.yaml``), which would
+    be read as a flow missing every key."""
+
+    def __init__(self) -> None:
+        super().__init__(dir_okay=False)
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        from flows.cli.terminal import visible
+        from flows.testing.files import SUFFIXES
+
+        path = super().convert(value, param, ctx)
+        if path.name.endswith(SUFFIXES):
+            self.fail(
+                visible(
+                    f"{str(path)!r} is a flow test file, not a flow: run its cases with "
+                    f"flows test {path}"
+                ),
+                param,
+                ctx,
+            )
+        return path
+
+
+flow_file = FlowFile()
 
 as_json = click.option("--json", "as_json", is_flag=True, help="Print JSON instead of tables.")
 

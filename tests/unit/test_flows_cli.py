@@ -142,6 +142,21 @@ def test_a_misspelt_flow_file_is_answered_with_the_one_likely_meant(
     assert code == 2 and err.splitlines()[-1].endswith("does not exist."), err
 
 
+@pytest.mark.parametrize("command", ["run", "plan", "graph"])
+def test_a_flow_test_file_given_as_a_flow_points_at_flows_test(
+    tmp_path: Path, command: str
+) -> None:
+    # Its cases: and flow: read as a flow made five findings, one a "did you mean 'steps'?".
+    cases = tmp_path / "etl.test.yaml"
+    cases.write_text("flow: etl.yaml\ncases: []\n")
+    code, out, err = invoke(command, str(cases))
+    assert (code, out) == (2, "")
+    assert err.splitlines()[-1] == (
+        f"Error: Invalid value for 'FILE': {str(cases)!r} is a flow test file, not a flow: "
+        f"run its cases with flows test {cases}"
+    )
+
+
 def test_validate_check_imports(tmp_path: Path) -> None:
     flow = tmp_path / "f.yaml"
     flow.write_text("version: 1\nname: f\nsteps:\n  a: {job: nowhere.run}\n")
