@@ -188,8 +188,20 @@ class Reloader:
         kept = self._keep_broken(broken, paths, registered, wanted, fresh)
         self._unregister_gone(registered, wanted, kept, report, now)
         self._publish(paths, now, {self._path_of(registered[name]) for name in kept})
+        if not wanted and not report.invalid:
+            self._say_unscheduled(len(paths))
         self._said, self._saying = self._saying, {}
         return report
+
+    def _say_unscheduled(self, files: int) -> None:
+        """Say, once, that nothing in the folder has a schedule: a service that fires nothing
+        would otherwise stay silent (flows without `schedule:`, the wrong folder)."""
+        if files:
+            has = f"has a schedule ({files} read)"
+            message = f"no flow file in {self.folder} {has}: nothing to fire"
+        else:
+            message = f"no flow files (*.yaml, *.yml) in {self.folder}: nothing to fire"
+        self._say(str(self.folder), message, logging.INFO, "%s", message)
 
     def _read(
         self, paths: list[Path], now: float, report: ScanReport

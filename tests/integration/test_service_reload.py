@@ -74,6 +74,26 @@ def test_added_changed_and_removed_files(client: Client, folder: Path) -> None:
     assert Schedules(client).all() == []
 
 
+def test_a_folder_without_a_schedule_is_said_once(
+    client: Client, folder: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Getting started's hello flow has none: a service on its folder fires nothing, and says
+    so rather than leave a newcomer waiting for a tick."""
+    service = make_service(client, folder)
+    with caplog.at_level(logging.INFO, logger="flows.scheduler"):
+        caplog.clear()
+        service.scan(T - 1)
+        (folder / "plain.yaml").write_text("version: 1\nname: plain\nsteps:\n  s: {run: echo}\n")
+        service.scan(T - 1)
+        service.scan(T - 1)  # said once, not every scan
+        write_flow(folder, "a")
+        service.scan(T - 1)
+    assert [r.getMessage() for r in caplog.records if "nothing" in r.getMessage()] == [
+        f"no flow files (*.yaml, *.yml) in {folder}: nothing to fire",
+        f"no flow file in {folder} has a schedule (1 read): nothing to fire",
+    ]
+
+
 def test_a_renamed_flow_moves_its_schedule(client: Client, folder: Path) -> None:
     service = make_service(client, folder)
     write_flow(folder, "old", file="flow.yaml")
