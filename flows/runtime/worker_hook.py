@@ -30,7 +30,7 @@ def prepare(ctx: JobContext) -> None:
     meta = FlowsMeta.from_data(ctx.job.data)
     if meta is None:
         return
-    add_paths([meta.flow_dir])
+    add_paths([meta.flow_dir], "the flow's folder")
     if meta.secrets:  # resolved before anything runs, so a missing one fails the job here
         try:
             secrets.resolve(meta.secrets)

@@ -27,13 +27,18 @@ class KlassNotFound(ImportError):
 
 _cache: dict[tuple[str, str], JobFunction] = {}
 _lock = threading.Lock()
+# The folders put first on the import path, each with why, in order: a module found in none is
+# said with where it was looked for.
+_folders: dict[str, str] = {}
 
 
-def add_paths(paths: Iterable[str]) -> None:
-    """Make folders importable (a flow's folder, so its `job:` modules resolve)."""
+def add_paths(paths: Iterable[str], why: str = "the job's import path") -> None:
+    """Make folders importable (a flow's folder, so its `job:` modules resolve); ``why``: what
+    they are, as a module found in none says it."""
     for path in paths:
         if path and path not in sys.path:
             sys.path.insert(0, path)
+            _folders.setdefault(path, why)
 
 
 def import_path(extra: Iterable[str] = ()) -> list[str]:
@@ -49,6 +54,8 @@ def import_path(extra: Iterable[str] = ()) -> list[str]:
         while folder in sys.path:
             sys.path.remove(folder)
         sys.path.insert(0, folder)
+    _folders.update({folder: "--path" for folder in folders[1:]})
+    _folders[folders[0]] = "where the worker started"
     return folders
 
 
@@ -61,11 +68,25 @@ def _import(klass: str) -> Any:
     except ImportError as error:
         raise KlassNotFound(
             f"cannot import module {module_name!r} for klass {klass!r}: {error}"
+            + _not_found_in(module_name, error)
         ) from error
     try:
         return getattr(module, attribute)
     except AttributeError as error:
         raise KlassNotFound(f"module {module_name!r} has no attribute {attribute!r}") from error
+
+
+def _not_found_in(module_name: str, error: ImportError) -> str:
+    """Where a module that is not there was looked for, and what to do (empty when it is
+    there, and what failed is its own import of another module)."""
+    missing = error.name if isinstance(error, ModuleNotFoundError) else None
+    if not missing or not (module_name + ".").startswith(missing + "."):
+        return ""
+    looked = ", ".join(f"{f} ({why})" for f, why in _folders.items() if f in sys.path)
+    return (
+        f" in {looked or 'the import path'} or the installed packages: start the worker in "
+        "the folder that holds it, or add that folder with --path"
+    )
 
 
 def _method_of(cls: type, queue: str) -> JobFunction:

@@ -93,6 +93,38 @@ def test_flows_run_imports_job_modules_from_the_working_directory(
     assert job.result == {"from": str(tmp_path / "cwdtasks.py")}
 
 
+def test_a_job_module_not_found_says_where_the_worker_looked(
+    server: EmbeddedServer, client: Client, tmp_path: Path
+) -> None:
+    # A worker started in another folder than the module's: the failure says which folders
+    # it imports from and how to add the right one, not only "No module named".
+    (tmp_path / "lib").mkdir()
+    (tmp_path / "lib" / "faraway_tasks.py").write_text(TASK)
+    start = tmp_path / "elsewhere"
+    start.mkdir()
+    jid = client.queues["q"].put("faraway_tasks.hello", {})
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FLOWS_")}
+    env["PYTHONPATH"] = str(Path(__file__).resolve().parents[2])  # this checkout's code
+    code = "import sys; sys.argv[0] = 'flows'; from flows.entry import main; main()"
+    options = ["-q", "q", "--burst", "--processes", "0", "--redis", server.url]
+    done = subprocess.run(
+        [sys.executable, "-c", code, "worker", *options],
+        cwd=start,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    job = client.jobs[jid]
+    assert job.state == "failed" and job.failure is not None
+    assert job.failure["message"] == (
+        "cannot import module 'faraway_tasks' for klass 'faraway_tasks.hello': No module named "
+        f"'faraway_tasks' in {start} (where the worker started) or the installed packages: "
+        "start the worker in the folder that holds it, or add that folder with --path"
+    )
+
+
 @pytest.mark.parametrize(
     ("spec", "says"),
     [
