@@ -35,6 +35,7 @@ from flows.flowfile.model import (
     Concurrency,
     Flow,
     Foreach,
+    Param,
     Retry,
     Wait,
 )
@@ -269,14 +270,45 @@ def _wrong_type_hint(kind: str, path: DataPath, value: Any) -> str:
 
 
 def _shorthand_hint(path: DataPath, value: Any) -> str:
-    """``retry: 3`` → ``write retry: {attempts: 3}``: the mapping a plain value stands for."""
+    """``retry: 3`` → ``write retry: {attempts: 3}``: the mapping a plain value stands for
+    (``n: 3`` under params: the param declared with that default)."""
     model = _model_at(path)
+    if model is Param:
+        return _param_hint(str(path[-1]), value)
     if model not in _SHORTHANDS or isinstance(value, bool) or not isinstance(value, str | int):
         return ""
     field, note = _SHORTHANDS[model]
-    bare = isinstance(value, int) or re.fullmatch(r"[\w.-]+", value)
-    shown = value if bare else json.dumps(value)
-    return f"write {path[-1]}: {{{field}: {shown}}}{note}"
+    return f"write {path[-1]}: {{{field}: {_as_yaml(value)}}}{note}"
+
+
+def _param_hint(name: str, value: Any) -> str:
+    if value is None:
+        return f"write {name}: {{type: string}} (without a default, every run must give it)"
+    kind = next((k for types_, k in _PARAM_TYPES if isinstance(value, types_)), None)
+    return f"write {name}: {{type: {kind}, default: {_as_yaml(value)}}}" if kind else ""
+
+
+# A default's Python type → the param type it declares (bool before int: a bool is an int).
+_PARAM_TYPES: tuple[tuple[type, str], ...] = (
+    (bool, "bool"),
+    (int, "int"),
+    (float, "number"),
+    (str, "string"),
+    (list, "array"),
+)
+
+
+def _as_yaml(value: Any) -> str:
+    """A value as a hint writes it in YAML: plain when it reads back the same, else JSON."""
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, int | float) or (isinstance(value, str) and _PLAIN.fullmatch(value)):
+        return str(value)
+    return json.dumps(value)
+
+
+# Text YAML reads back as the same text: a word, not one of YAML 1.1's booleans or null.
+_PLAIN = re.compile(r"(?!(?i:true|false|yes|no|on|off|null)$)[A-Za-z_][\w.-]*")
 
 
 def _schedule_hint(text: str) -> str:

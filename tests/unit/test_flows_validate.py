@@ -1268,10 +1268,34 @@ def test_a_value_written_for_the_mapping_it_stands_for_says_which_mapping() -> N
         (3, "write concurrency: {max_active_runs: 1}"),
         (4, "write retry: {attempts: 2} (tries in all, the first one included)"),
         (5, "write catchup: {policy: latest}"),
-        (8, ""),  # a param, not a retry
+        (8, "write retry: {type: int, default: 3}"),  # a param, not a retry
         (10, "write retry: {attempts: 3} (tries in all, the first one included)"),
         (10, 'write foreach: {items: "${{ params.regions }}"}'),
         (11, "write wait: {signal: approve}"),
+    ]
+
+
+def test_a_param_written_as_its_default_says_how_to_declare_it() -> None:
+    text = """\
+        version: 1
+        name: x
+        params:
+          n: 3
+          ratio: 0.5
+          full: false
+          city: berlin
+          regions: [de, at]
+          who:
+        steps:
+          a: {run: echo}
+        """
+    assert [(f.line, f.hint) for f in check(text)] == [
+        (4, "write n: {type: int, default: 3}"),
+        (5, "write ratio: {type: number, default: 0.5}"),
+        (6, "write full: {type: bool, default: false}"),
+        (7, "write city: {type: string, default: berlin}"),
+        (8, 'write regions: {type: array, default: ["de", "at"]}'),
+        (9, "write who: {type: string} (without a default, every run must give it)"),
     ]
 
 
