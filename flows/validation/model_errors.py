@@ -221,6 +221,8 @@ def _describe(details: ErrorDetails, path: DataPath, missing: str | None) -> tup
         allowed = re.findall(r"'([^']*)'|(\d+)", str(ctx.get("expected", "")))
         choices = [quoted or number for quoted, number in allowed]
         message = f"{field}: {value!r} is not one of: {', '.join(choices)}"
+        if isinstance(value, str) and value in (number for _, number in allowed):
+            return "bad-value", message, f"write the number without quotes: {field}: {value}"
         return "bad-value", message, did_you_mean(str(value), choices)
     if kind in _EXPECTED:
         expected = ctx.get("expected", _EXPECTED[kind])

@@ -1299,6 +1299,14 @@ def test_a_param_written_as_its_default_says_how_to_declare_it() -> None:
     ]
 
 
+def test_a_quoted_version_says_to_write_the_number() -> None:
+    [finding] = check('version: "1"\nname: x\nsteps:\n  a: {run: echo}\n')
+    assert (finding.message, finding.hint) == (
+        "version: '1' is not one of: 1",
+        "write the number without quotes: version: 1",
+    )
+
+
 def test_steps_written_as_a_list_say_they_are_keyed_by_id() -> None:
     [finding] = check("version: 1\nname: x\nsteps:\n  - name: a\n    run: echo\n")
     assert (finding.message, finding.hint) == (
