@@ -71,16 +71,10 @@ def misspelt_path_hint(path: Path) -> str:
     """``did you mean 'pipelines/pipeline.yaml'?`` for a path that does not exist, naming the
     entry of its folder closest to it; empty when there is none (or the folder is missing)."""
     from flows.cli.terminal import visible
-    from flows.flowfile.findings import closest
+    from flows.flowfile.findings import path_meant
 
-    try:
-        if path.exists():
-            return ""
-        names = [entry.name for entry in path.parent.iterdir()]
-    except OSError:  # a name too long to look up, a folder not readable: no hint
-        return ""
-    match = closest(path.name, names)
-    return f"did you mean {visible(str(path.parent / match))!r}?" if match else ""
+    meant = path_meant(path)
+    return f"did you mean {visible(meant)!r}?" if meant else ""
 
 
 class FlowFile(ExistingPath):

@@ -12,6 +12,7 @@ import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
+from pathlib import Path
 from typing import Any, Final
 
 DataPath = tuple[str | int, ...]
@@ -162,6 +163,21 @@ def did_you_mean(word: str, candidates: Iterable[str]) -> str:
     """A hint such as ``did you mean 'needs'?``, or an empty string when nothing is close."""
     match = closest(word, candidates)
     return f"did you mean '{match}'?" if match else ""
+
+
+def path_meant(written: str | Path, base: Path = Path(".")) -> str | None:
+    """The path ``written`` (relative to ``base``) likely meant when it does not exist: the
+    entry of its folder closest to its name, written as ``written`` is (``sub/reprot.yaml`` →
+    ``sub/report.yaml``); None when it exists, nothing is close or the folder cannot be read."""
+    given = Path(written)
+    try:
+        if (base / given).exists():
+            return None
+        names = [entry.name for entry in (base / given).parent.iterdir()]
+    except OSError:  # a name too long to look up, a folder not readable
+        return None
+    match = closest(given.name, names)
+    return None if match is None else str(given.parent / match)
 
 
 NAMES_IN_HINT: Final = 10

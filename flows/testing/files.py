@@ -40,6 +40,7 @@ from flows.flowfile.findings import (
     FindingSink,
     did_you_mean,
     names_hint,
+    path_meant,
     sort_findings,
 )
 from flows.flowfile.yaml_reader import load_file, load_yaml
@@ -95,7 +96,9 @@ def read_test_file(path: Path) -> Reading:
         sink.error(("flow",), "test-flow", message, hint)
         return Reading(None, sort_findings(sink.findings))
     if not flow_path.is_file():
-        sink.error(("flow",), "test-flow", f"no flow file {flow_name!r} beside {path.name}")
+        meant = path_meant(flow_name, path.parent)
+        hint = f"did you mean '{meant}'?" if meant else ""
+        sink.error(("flow",), "test-flow", f"no flow file {flow_name!r} beside {path.name}", hint)
         return Reading(None, sort_findings(sink.findings))
     try:
         flow_file = read_flow_file(flow_path)

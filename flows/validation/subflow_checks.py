@@ -29,6 +29,7 @@ from flows.flowfile.findings import (
     did_you_mean,
     has_errors,
     names_hint,
+    path_meant,
 )
 from flows.flowfile.model import Action, Flow, Step
 from flows.flowfile.params import value_problem
@@ -138,7 +139,7 @@ def _check_step(
             where,
             "subflow-file",
             f"step '{step_id}': sub-flow file '{step.flow}' not found ({actual})",
-            f"the path is relative to the folder of {Path(file).name}",
+            _relative_hint(step.flow, Path(file)),
         )
         return None
     if actual not in session.validated:
@@ -264,6 +265,13 @@ def _output_read(reference: Reference) -> tuple[str, tuple[str, ...]]:
     if len(path) >= 3 and path[0] == STEPS and path[2] == "outputs":
         return path[1], path[3:]
     return "", ()
+
+
+def _relative_hint(written: str, parent: Path) -> str:
+    """Where a sub-flow's path is read from, with the file likely meant when one is close."""
+    relative = f"the path is relative to the folder of {parent.name}"
+    meant = path_meant(written, parent.parent)
+    return f"did you mean '{meant}'? ({relative})" if meant else relative
 
 
 __all__ = ["ValidateChild", "check_subflows", "child_outputs"]

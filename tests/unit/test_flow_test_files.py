@@ -419,6 +419,19 @@ def test_a_test_file_naming_a_test_file_as_its_flow_says_so(tmp_path: Path) -> N
     )
 
 
+def test_a_misspelt_flow_of_a_test_file_is_answered_with_the_one_likely_meant(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "nightly.yaml").write_text(SCHEDULED)
+    test = tmp_path / "nightly.test.yaml"
+    test.write_text("flow: nighlty.yaml\ncases:\n  - {name: a}\n")
+    [finding] = read_test_file(test).findings
+    assert (finding.message, finding.hint) == (
+        "no flow file 'nighlty.yaml' beside nightly.test.yaml",
+        "did you mean 'nightly.yaml'?",
+    )
+
+
 def test_a_test_file_without_cases_is_told_to_add_them(tmp_path: Path) -> None:
     (tmp_path / "nightly.yaml").write_text(SCHEDULED)
     test = tmp_path / "nightly.test.yaml"

@@ -94,6 +94,18 @@ def test_a_missing_child_file_is_named_where_the_step_names_it(tmp_path: Path) -
     assert "relative to the folder of parent.yaml" in finding.hint
 
 
+@pytest.mark.parametrize("written", ["reprot.yaml", "sub/reprot.yaml"])
+def test_a_misspelt_child_file_is_answered_with_the_one_likely_meant(
+    tmp_path: Path, written: str
+) -> None:
+    meant = written.replace("reprot", "report")
+    write(tmp_path, meant, REPORT)
+    parent = write(tmp_path, "parent.yaml", PARENT.replace("report.yaml", written))
+    assert only(parent, "subflow-file").hint == (
+        f"did you mean '{meant}'? (the path is relative to the folder of parent.yaml)"
+    )
+
+
 def test_the_child_findings_name_the_child_file(tmp_path: Path) -> None:
     write(tmp_path, "sub/report.yaml", REPORT.replace("needs: []", "").replace("count:", "cnt:"))
     parent = write(tmp_path, "parent.yaml", PARENT.replace("report.yaml", "sub/report.yaml"))
