@@ -13,6 +13,7 @@ from flows.cli.common import open_client, user_errors
 from flows.cli.options import connection, misspelt_path_hint
 from flows.cli.terminal import visible
 from flows.cli.validate import checked_files, print_findings, summary
+from flows.flowfile.durations import spelled
 from flows.testing.files import (
     SUFFIXES,
     Reading,
@@ -79,7 +80,8 @@ def _line(report: CaseReport, verbose: bool) -> None:
     timing = ""
     if verbose and report.observed is not None:
         timing = (
-            f" ({report.observed.seconds:.2f}s, {report.observed.virtual_seconds:.0f}s virtual)"
+            f" ({report.observed.seconds:.2f}s, {spelled(round(report.observed.virtual_seconds))}"
+            " virtual)"
         )
     click.echo(f"{visible(report.nodeid)} {word}{timing}")
 

@@ -4,6 +4,7 @@ mistake gets file:line:col findings."""
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
@@ -401,6 +402,15 @@ def test_a_printed_case_id_runs_that_case_alone(url: str) -> None:
     result = flows("test", etl, report, report, "--redis", url)  # named twice, runs once
     assert result.exit_code == 0, result.output
     assert result.stdout.splitlines() == [f"{etl} PASSED", f"{report} PASSED", "2 passed, 0 failed"]
+
+
+def test_verbose_says_the_virtual_time_as_a_duration(url: str) -> None:
+    # A month of nights was "2596501s virtual".
+    month = f"{EXAMPLES / 'nightly.test.yaml'}::a month of nights across the DST change"
+    result = flows("test", month, "-v", "--redis", url)
+    assert result.exit_code == 0, result.output
+    line = result.stdout.splitlines()[0]
+    assert re.fullmatch(re.escape(month) + r" PASSED \(\d+\.\d\ds, 4w2d(\d+[hms])* virtual\)", line)
 
 
 def test_a_case_id_named_in_a_folder_named_too_runs_every_case(url: str, tmp_path: Path) -> None:
