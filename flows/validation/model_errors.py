@@ -122,6 +122,8 @@ _SHORTHANDS: dict[type[BaseModel], tuple[str, str]] = {
     Wait: ("signal", ""),
     Foreach: ("items", ""),
 }
+# A hook written in a step, and the trigger rule of a step after it that does what it meant.
+_HOOK_STEPS = {"on_failure": "one_failed", "on_success": "", "finally": "all_done"}
 _STEPS_AS_LIST = "key each step by its id: steps: {extract: {run: ...}}, not '- name: extract'"
 
 
@@ -343,6 +345,13 @@ def _unknown_key(path: DataPath) -> tuple[str, str]:
     if model is None:
         return f"unknown key '{key}'{where}", ""
     allowed = _keys_of(model)
+    if _is_step(parent) and key in _HOOK_STEPS:  # a step's own on_failure: a flow's hook
+        rule = _HOOK_STEPS[key]
+        like = f"a step with needs: [{parent[1]}]" + (f" and trigger_rule: {rule}" if rule else "")
+        return (
+            f"unknown key '{key}'{where}",
+            f"'{key}' goes under the flow's hooks: (after every step), or {like}",
+        )
     # A key that is exactly one of a nested model's (cron → schedule:) says so before a look-alike.
     hint = _belongs_under(model, key, exact=True) or did_you_mean(key, allowed)
     if not hint and _SYNONYMS.get(key.lower()) in allowed:

@@ -1307,6 +1307,18 @@ def test_a_quoted_version_says_to_write_the_number() -> None:
     )
 
 
+@pytest.mark.parametrize(
+    ("key", "rule"), [("on_failure", "one_failed"), ("on_success", None), ("finally", "all_done")]
+)
+def test_a_hook_written_in_a_step_says_where_hooks_go(key: str, rule: str | None) -> None:
+    finding = one(
+        f"version: 1\nname: x\nsteps:\n  a:\n    run: echo\n    {key}: {{run: echo}}\n",
+        "unknown-key",
+    )
+    step = ", or a step with needs: [a]" + (f" and trigger_rule: {rule}" if rule else "")
+    assert finding.hint == f"'{key}' goes under the flow's hooks: (after every step){step}"
+
+
 def test_steps_written_as_a_list_say_they_are_keyed_by_id() -> None:
     [finding] = check("version: 1\nname: x\nsteps:\n  - name: a\n    run: echo\n")
     assert (finding.message, finding.hint) == (
