@@ -8,6 +8,7 @@ from flows.cli.common import open_client, print_json, user_errors
 from flows.cli.options import as_json, connection, id_argument
 from flows.cli.terminal import visible
 from flows.runs.explain import UnknownStep, explain_run
+from flows.runs.logs import jid_meant
 from flows.runs.read import load_run
 from scheduler.engine.explain import explain as explain_job
 from scheduler.engine.limits import id_fault
@@ -35,7 +36,9 @@ def explain(
             # No run; a name no job can have (a run's id may end in -history) is no job either.
             found = explain_job(client, target) if id_fault(target, "jid") is None else None
             if found is None:
-                raise click.ClickException(f"no job or run {target!r} (see `flows runs`)")
+                meant = jid_meant(client, target)
+                see = f"did you mean {meant!r}?" if meant else "see `flows runs`"
+                raise click.ClickException(visible(f"no job or run {target!r} ({see})"))
             if step is not None:  # not ignored: the reader asked about a step of a run
                 raise click.UsageError(
                     f"{target!r} is a job, not a run: STEP goes with a run "

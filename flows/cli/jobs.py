@@ -30,7 +30,7 @@ from flows.cli.run import check_server, work_run
 from flows.cli.terminal import visible
 from flows.flowfile.findings import did_you_mean
 from flows.runs import actions as run_actions
-from flows.runs.logs import NoSuchRun, run_jobs
+from flows.runs.logs import NoSuchRun, jid_meant, run_jobs
 from flows.runs.read import load_run
 from scheduler.engine.client import Client
 from scheduler.engine.errors import InvalidArgument, JobNotFound
@@ -305,7 +305,7 @@ def job(jid: str, as_json: bool, redis_url: str | None, namespace: str | None) -
     """One job: state, data, result, failure and history."""
     client = open_client(redis_url, namespace)
     with user_errors():
-        found = client.jobs[jid]
+        found = _job_or_refuse(client, jid)
         if as_json:
             print_json(run_actions.job_document(client, found))
             return
@@ -466,6 +466,17 @@ def unfail(
         f"{moved} job(s) moved from {group} to {queue}",
         {"group": group, "queue": queue, "moved": moved},
     )
+
+
+def _job_or_refuse(client: Client, jid: str) -> Job:
+    """The job ``jid``; a jid that is none is refused naming the job of its run likely meant."""
+    try:
+        return client.jobs[jid]
+    except JobNotFound as error:
+        meant = jid_meant(client, jid)
+        if meant is None:
+            raise
+        raise click.ClickException(visible(f"{error} (did you mean {meant!r}?)")) from None
 
 
 def _is_run(client: Client, name: str) -> bool:

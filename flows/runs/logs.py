@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from flows.flowfile.findings import did_you_mean
+from flows.flowfile.findings import closest, did_you_mean
 from flows.runs import pacing
 from flows.runs.actions import run_of_job
 from scheduler.engine import joblogs
@@ -71,6 +71,16 @@ def run_jobs(client: Client, run_id: str, step: str | None = None) -> list[tuple
         hint = did_you_mean(step, steps) or f"its steps: {', '.join(steps)}"
         raise NoSuchRun(f"run {run_id!r} has no step {step!r} ({hint})", step)
     return chosen
+
+
+def jid_meant(client: Client, jid: str) -> str | None:
+    """For a jid that is no job, the one of its run (``<run id>:<step>``) likely meant:
+    ``r:fetc`` → ``r:fetch``; None when the run does not exist or no job of it is close."""
+    run_id, _, _ = jid.rpartition(":")
+    raw = client.engine.call("run.get", run_id) if run_id else None
+    if raw is None:
+        return None
+    return closest(jid, [str(j) for j in as_dict(raw).get("jids") or []])
 
 
 def of_step(label: str, step: str) -> bool:

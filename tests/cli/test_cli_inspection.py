@@ -268,6 +268,23 @@ def test_a_list_of_runs_cut_at_its_limit_says_so(url: str, client: Client) -> No
     assert len(listed) == 24
 
 
+def test_a_misspelt_job_of_a_run_is_answered_with_the_one_likely_meant(
+    url: str, client: Client
+) -> None:
+    now = float(client.redis.time()[0])
+    jobs = [{"jid": f"typo@r:{step}", "queue": "q", "klass": "K", "data": "{}"} for step in "ab"]
+    jobs[0]["jid"] = "typo@r:fetch"
+    client.engine.call(
+        "flow.submit", "typo@r", json.dumps({"flow": "typo"}), json.dumps(jobs), now=now
+    )
+    for command in ("job", "explain"):
+        shown = flows(command, "typo@r:fetc", "--redis", url)
+        assert shown.exit_code == 1
+        assert shown.output.endswith("(did you mean 'typo@r:fetch'?)\n"), shown.output
+    shown = flows("job", "nowhere@r:fetc", "--redis", url)  # no such run: no hint
+    assert shown.output == "Error: no job 'nowhere@r:fetc'\n"
+
+
 def test_status_tells_a_missed_deadline_of_the_run_and_of_a_step(url: str, client: Client) -> None:
     now = float(client.redis.time()[0])
     run = {"flow": "late", "deadline": 60}
