@@ -303,7 +303,9 @@ class Worker:
             ctx.request_stop(reason)
             self.held.let_go(active, ran=False)
             return
-        log.warning("job %s: stopping (%s%s)", ctx.jid, reason, ", now" if now else "")
+        # A stop the worker was asked for (shutdown) is no warning; a timeout or a lost lock is.
+        level = logging.INFO if reason == "shutdown" else logging.WARNING
+        log.log(level, "job %s: stopping (%s%s)", ctx.jid, reason, ", now" if now else "")
         ctx.request_stop(reason, now=now)
         with active.guard:
             if active.interruptible and ctx.interrupt_thread and ctx.thread_id is not None:

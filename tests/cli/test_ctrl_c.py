@@ -321,6 +321,7 @@ def test_a_second_ctrl_c_kills_the_steps_commands_and_hands_its_job_back(
         assert f"({again} again: stop them now)" in said + err
         assert "stopping now: running jobs are killed and wait again" in err
         assert "Traceback" not in err and f"{how}: run r1 is running" in err, err
+        assert "WARNING" not in err, err  # a job stopped as asked is no warning
         deadline = time.monotonic() + 10
         while _alive(shell) or _alive(sleep):  # SIGKILL was sent: only its delivery is waited
             assert time.monotonic() < deadline, "the step's processes outlived the command"
