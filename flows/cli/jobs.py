@@ -522,9 +522,9 @@ def retry(
 
     A run still running with nothing failed, expired or canceled (an interrupted `flows run`)
     is resumed as it is: nothing is put back, and what is left is worked here. Anything else
-    with nothing failed, expired or canceled to put back (a run that is not running, a step,
-    a job) is refused (exit code 1, nothing changed): re-run finished work with `flows
-    rerun`."""
+    with nothing failed, expired or canceled to put back (such a run with --detach, a run that
+    is not running, a step, a job) is refused (exit code 1, nothing changed): re-run finished
+    work with `flows rerun`."""
     client = open_client(redis_url, namespace)
     with user_errors():
         if _is_run(client, target):
@@ -532,8 +532,9 @@ def retry(
             assert view is not None
             if not detach:
                 check_server(client, "flows retry")
-            if view.status == "running" and "retry" not in view.actions:
-                # an interrupted run: nothing to put back, its jobs wait to be worked
+            if not detach and view.status == "running" and "retry" not in view.actions:
+                # an interrupted run: nothing to put back, its jobs wait to be worked here
+                # (detached, nothing would be: the engine refuses it, as the API does)
                 count = 0
                 click.echo(f"run {target}: nothing failed; working what is left", err=True)
             else:

@@ -42,7 +42,7 @@ def failed_item(url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Pa
 
 
 def test_retry_of_a_foreach_step_puts_back_its_failed_items(
-    failed_item: Path, client: Client
+    failed_item: Path, client: Client, redis_client: redis.Redis
 ) -> None:
     failed_item.touch()
     retried = flows("retry", "fe1:each", "--detach")
@@ -50,6 +50,15 @@ def test_retry_of_a_foreach_step_puts_back_its_failed_items(
     assert retried.stdout == "run fe1: 1 failed job(s) of fe1:each put back\n"
     states = {i: client.jobs[f"fe1:each[{i}]"].state for i in range(3)}
     assert states == {0: "complete", 1: "waiting", 2: "complete"}
+
+    # Running, nothing failed, --detach: nothing to put back and nothing worked here, so
+    # refused as the API and the run page refuse it (no Retry run), not said to be resumed.
+    with assert_unchanged(redis_client):
+        detached = flows("retry", "fe1", "--detach")
+    assert detached.exit_code == 1, detached.output
+    assert detached.stderr == (
+        "Error: run fe1 has status running: retry is not allowed (allowed: cancel)\n"
+    )
 
     # Running, nothing failed (as after Ctrl-C in `flows run`): resumed, not refused.
     resumed = flows("retry", "fe1")
@@ -82,8 +91,9 @@ def test_retry_help_says_when_it_resumes_and_when_it_refuses() -> None:
         "run`) is resumed as it is: nothing is put back, and what is left is worked here."
     ) in shown
     assert (
-        "Anything else with nothing failed, expired or canceled to put back (a run that is not "
-        "running, a step, a job) is refused (exit code 1, nothing changed)"
+        "Anything else with nothing failed, expired or canceled to put back (such a run with "
+        "--detach, a run that is not running, a step, a job) is refused (exit code 1, nothing "
+        "changed)"
     ) in shown
 
 
