@@ -173,6 +173,27 @@ api['run.retry'] = function(args)
   return retried
 end
 
+-- `only` and, for each job of it canceled with its run, what it needs that was canceled too
+-- (and what that needs, on up): put back as it was first put, a job waits for its needs, and
+-- one that no longer exists would hold it back no more (a step after an approval would run
+-- unapproved), so it comes back with it.
+local function with_canceled_needs(only, kept)
+  local todo = {}
+  for jid in pairs(only) do
+    if kept[jid] then table.insert(todo, jid) end
+  end
+  while #todo > 0 do
+    local needs = cjson.decode(kept[table.remove(todo)]).needs
+    for _, need in ipairs(needs and cjson.decode(needs) or {}) do
+      if kept[need] and not only[need] then
+        only[need] = true
+        table.insert(todo, need)
+      end
+    end
+  end
+  return only
+end
+
 -- run.retry of run `run_id` (its `jids`; `only`: the jids its target names, nil: all): how many
 -- jobs it put back, or nil when it has nothing to put back (then nothing is written). A
 -- backfill resumes a tick's canceled run with it (commands/backfill.lua).
@@ -184,6 +205,7 @@ function RunState.retry(run_id, jids, only)
   local jobs = {}
   local any = false
   local kept = kept_canceled(run_id)
+  if only then only = with_canceled_needs(only, kept) end
   for i, jid in ipairs(jids) do
     jobs[i] = Job.fields(jid, unpack(RETRY_FIELDS))
     local state = jobs[i] and jobs[i].state

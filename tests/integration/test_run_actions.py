@@ -341,3 +341,29 @@ def test_the_api_retries_a_foreach_step_by_its_name(
         "waiting",
         "complete",
     ]
+
+
+def test_a_step_retried_alone_in_a_canceled_run_waits_for_the_approval_it_needs(
+    cli: CliRunner, client: Client, api: Api, tmp_path: Path
+) -> None:
+    """A run canceled while its gate awaited approval: gate and ship are canceled, both
+    offered a retry. Retrying ship alone (`flows retry RUN:ship`, the API, the page's Retry
+    step) brings back the approval it needs too, so ship never runs unapproved."""
+    path = write_flow(tmp_path, FLOW, TASKS)
+    for run_id, retry in (
+        ("g1", lambda: flows(cli, "retry", "g1:ship").exit_code == 0),
+        ("g2", lambda: api.post("/api/v1/jobs/g2:ship/retry").status == 200),
+    ):
+        assert flows(cli, "run", "--detach", "--run-id", run_id, str(path)).exit_code == 0
+        work(cli, tmp_path)
+        assert flows(cli, "cancel", run_id).exit_code == 0
+        shown = steps(cli, run_id)
+        assert shown["ship"]["status"] == "canceled" and shown["ship"]["actions"] == ["retry"]
+        assert retry()
+        work(cli, tmp_path)
+        shown = steps(cli, run_id)
+        assert (shown["gate"]["status"], shown["ship"]["status"]) == ("awaiting", "waiting")
+        assert shown["ship"]["attempts"] == 0  # not run
+        assert flows(cli, "approve", run_id, "gate", "--note", "now").exit_code == 0
+        work(cli, tmp_path)
+        assert status_json(cli, run_id)["status"] == "succeeded"
