@@ -2,13 +2,20 @@
 retry (of a completed job, of an awaiting one) changes nothing and exits 1, `flows approve`
 still works after it; `flows rerun --downstream` runs a step and its dependents again with
 earlier attempts' logs kept; `flows status --json` and the API return one document; the run
-page draws the run's graph with its flow file deleted."""
+page draws the run's graph with its flow file deleted; every state a user meets (running,
+waiting, a retry's delay, failed, retried, awaiting, approved, rejected, cached, skipped,
+canceled, a failed child run or fan-out item, a timed-out wait, buried) shows the same statuses
+and actions on the command line, the API and the run page, and each action does what it says
+or is refused by both in the same words."""
 
 from __future__ import annotations
 
 import json
+import re
+import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import redis
@@ -20,6 +27,7 @@ from ui_support import TOKEN, Api, serve
 from flows.runs import statuses
 from flows.ui.auth import Auth
 from scheduler.engine.client import Client
+from scheduler.engine.errors import without_command
 
 FLOW = """
     version: 1
@@ -367,3 +375,451 @@ def test_a_step_retried_alone_in_a_canceled_run_waits_for_the_approval_it_needs(
         assert flows(cli, "approve", run_id, "gate", "--note", "now").exit_code == 0
         work(cli, tmp_path)
         assert status_json(cli, run_id)["status"] == "succeeded"
+
+
+# -- every state a user meets, on every surface ---------------------------------------------------
+#
+# Each state is built on the real engine (a worker of its own queue, `flows` commands, the
+# engine's own sweep of timed-out waits); the run's and each step's status and actions are read
+# from `flows status --json`, the API and the run page, and every action is tried from the
+# command line and the API: one not offered is refused by both in the same words, changing
+# nothing, and one offered does what it says (each surface on a fresh copy of the state).
+
+HEAD = "version: 1\nname: {name}\nqueue: {queue}\ndefaults: {{retry: {{attempts: 1, delay: 0}}}}\n"
+STATE_FLOWS = {
+    "two": "steps:\n  a: {run: 'true'}\n  b: {run: 'true', needs: [a]}\n",
+    "delay": "steps:\n  a: {run: 'false', retry: {attempts: 3, delay: 3600}}\n",
+    "fail": (
+        "steps:\n  a: {run: 'true'}\n  b: {run: 'false', needs: [a]}\n"
+        "  c: {run: 'true', needs: [b]}\n"
+    ),
+    "wait": (
+        "steps:\n  a: {run: 'true'}\n  gate: {needs: [a], wait: {signal: ok, timeout: 1h}}\n"
+        "  c: {run: 'true', needs: [gate]}\n"
+    ),
+    # awaiting beside a failed step: a retry puts the failure back, never the approval
+    "side": (
+        "steps:\n  a: {run: 'false'}\n  gate: {wait: {signal: ok}}\n"
+        "  c: {run: 'true', needs: [a, gate]}\n"
+    ),
+    # rejected: signaled with a decision that its next step's `if:` turns down
+    "decide": (
+        "steps:\n  gate: {wait: {signal: ok}, outputs: [decision]}\n"
+        "  c: {run: 'true', needs: [gate], if: \"${{ steps.gate.outputs.decision == 'go' }}\"}\n"
+    ),
+    "cache": "steps:\n  a: {run: 'echo hi', cache: {key: k1, ttl: 1d}}\n"
+    "  b: {run: 'true', needs: [a]}\n",
+    "skip": "steps:\n  a: {run: 'true', if: \"${{ 1 == 2 }}\"}\n  b: {run: 'true', needs: [a]}\n",
+    "fan": (
+        "steps:\n  each:\n    foreach: {items: [1, 2, 3], as: n}\n"
+        "    run: test \"${{ n }}\" != 2\n  after: {run: 'true', needs: [each]}\n"
+    ),
+    "parent": "steps:\n  kid: {flow: child.yaml}\n  after: {run: 'true', needs: [kid]}\n",
+    "child": "steps:\n  x: {run: 'false'}\n",
+}
+
+
+class States:
+    """Builds each state as run ``run_id`` of a flow on a queue of its own."""
+
+    def __init__(self, cli: CliRunner, client: Client, folder: Path) -> None:
+        self.cli, self.client, self.folder = cli, client, folder
+
+    def submit(self, flow: str, run_id: str) -> None:
+        for name in (flow, "child"):
+            text = HEAD.format(name=name, queue=f"q-{run_id}") + STATE_FLOWS[name]
+            (self.folder / f"{name}.yaml").write_text(text)
+        done = flows(self.cli, "run", "--detach", "--run-id", run_id, f"{self.folder}/{flow}.yaml")
+        assert done.exit_code == 0, done.output
+
+    def work(self, run_id: str) -> None:
+        args = ("-q", f"q-{run_id}", "--burst", "--processes", "0", "--path", str(self.folder))
+        done = flows(self.cli, "worker", *args)
+        assert done.exit_code == 0, done.output
+
+    def worked(self, flow: str, run_id: str) -> None:
+        self.submit(flow, run_id)
+        self.work(run_id)
+
+    def command(self, *args: str) -> None:
+        done = flows(self.cli, *args)
+        assert done.exit_code == 0, done.output
+
+    def build(self, state: str, run_id: str) -> None:
+        getattr(self, state.replace(" ", "_").replace("-", "_"))(run_id)
+
+    def running(self, run_id: str) -> None:
+        self.submit("two", run_id)
+        self.client.queues[f"q-{run_id}"].pop()
+
+    def retry_delay(self, run_id: str) -> None:
+        self.worked("delay", run_id)
+
+    def failed(self, run_id: str) -> None:
+        self.worked("fail", run_id)
+
+    def retried(self, run_id: str) -> None:
+        self.failed(run_id)
+        self.command("retry", "--detach", run_id)
+
+    def awaiting(self, run_id: str) -> None:
+        self.worked("wait", run_id)
+
+    def approved(self, run_id: str) -> None:
+        self.awaiting(run_id)
+        self.command("approve", run_id, "gate", "--note", "fine")
+        self.work(run_id)
+
+    def awaiting_beside_a_failure(self, run_id: str) -> None:
+        self.worked("side", run_id)
+
+    def awaiting_a_decision(self, run_id: str) -> None:
+        self.submit("decide", run_id)  # its gate needs nothing: it awaits at once
+
+    def rejected(self, run_id: str) -> None:
+        self.submit("decide", run_id)
+        self.command("signal", run_id, "gate", "--data", DECISION)
+        self.work(run_id)
+
+    def cached(self, run_id: str) -> None:
+        self.worked("cache", f"{run_id}-first")
+        self.worked("cache", run_id)
+
+    def skipped(self, run_id: str) -> None:
+        self.worked("skip", run_id)
+
+    def canceled(self, run_id: str) -> None:
+        self.submit("two", run_id)
+        [first] = self.client.queues[f"q-{run_id}"].pop()
+        first.complete()
+        self.command("cancel", run_id)
+
+    def canceled_awaiting(self, run_id: str) -> None:
+        self.awaiting(run_id)
+        self.command("cancel", run_id)
+
+    def child_failed(self, run_id: str) -> None:
+        self.submit("parent", run_id)
+        self.work(run_id)  # the step starts its child run, which fails,
+        self.work(run_id)  # and then the step fails
+
+    def fan_out_item_failed(self, run_id: str) -> None:
+        self.worked("fan", run_id)
+
+    def timed_out_wait(self, run_id: str) -> None:
+        self.awaiting(run_id)
+        self.client.engine.call("wait.sweep", 100, now=time.time() + 7200)
+
+    def buried(self, run_id: str) -> None:
+        self.submit("two", run_id)
+        self.client.engine.call("bury", f"{run_id}:a", "ops")
+
+
+Steps = dict[str, tuple[str, list[str]]]
+
+# state -> (the run's status and actions, each step's status and actions)
+MATRIX: dict[str, tuple[str, list[str], Steps]] = {
+    "running": ("running", ["cancel"], {"a": ("running", []), "b": ("waiting", [])}),
+    "retry-delay": ("running", ["cancel"], {"a": ("waiting", [])}),
+    "failed": (
+        "failed",
+        ["retry", "rerun", "cancel"],
+        {
+            "a": ("success", ["rerun"]),
+            "b": ("failed", ["retry", "rerun"]),
+            "c": ("upstream_failed", []),
+        },
+    ),
+    "retried": (
+        "running",
+        ["cancel"],
+        {"a": ("success", []), "b": ("waiting", []), "c": ("waiting", [])},
+    ),
+    "awaiting": (
+        "running",
+        ["cancel"],
+        {"a": ("success", []), "gate": ("awaiting", ["signal", "approve"]), "c": ("waiting", [])},
+    ),
+    "approved": (
+        "succeeded",
+        ["rerun"],
+        {"a": ("success", ["rerun"]), "gate": ("success", ["rerun"]), "c": ("success", ["rerun"])},
+    ),
+    "awaiting-beside-a-failure": (
+        "running",
+        ["retry", "cancel"],
+        {
+            "a": ("failed", ["retry"]),
+            "gate": ("awaiting", ["signal", "approve"]),
+            "c": ("upstream_failed", []),
+        },
+    ),
+    # its wait declares an output an approval does not give: it is signaled, never approved
+    "awaiting-a-decision": (
+        "running",
+        ["cancel"],
+        {"gate": ("awaiting", ["signal"]), "c": ("waiting", [])},
+    ),
+    "rejected": (
+        "succeeded",
+        ["rerun"],
+        {"gate": ("success", ["rerun"]), "c": ("skipped", ["rerun"])},
+    ),
+    "cached": ("succeeded", ["rerun"], {"a": ("cached", ["rerun"]), "b": ("success", ["rerun"])}),
+    "skipped": ("succeeded", ["rerun"], {"a": ("skipped", ["rerun"]), "b": ("skipped", ["rerun"])}),
+    "canceled": (
+        "canceled",
+        ["retry", "rerun"],
+        {"a": ("success", ["rerun"]), "b": ("canceled", ["retry"])},
+    ),
+    "canceled-awaiting": (
+        "canceled",
+        ["retry", "rerun"],
+        {
+            "a": ("success", ["rerun"]),
+            "gate": ("canceled", ["retry"]),
+            "c": ("canceled", ["retry"]),
+        },
+    ),
+    "child-failed": (
+        "failed",
+        ["retry", "rerun", "cancel"],
+        {"kid": ("failed", ["retry", "rerun"]), "after": ("upstream_failed", [])},
+    ),
+    "fan-out-item-failed": (
+        "failed",
+        ["retry", "rerun", "cancel"],
+        {"each": ("failed", ["retry", "rerun"]), "after": ("upstream_failed", [])},
+    ),
+    "timed-out-wait": (
+        "failed",
+        ["retry", "rerun", "cancel"],
+        {
+            "a": ("success", ["rerun"]),
+            "gate": ("failed", ["retry", "rerun"]),
+            "c": ("upstream_failed", []),
+        },
+    ),
+    "buried": (
+        "blocked",
+        ["rerun", "cancel"],
+        {"a": ("buried", ["kick"]), "b": ("upstream_failed", [])},
+    ),
+}
+
+# What each offered action leaves (state, action, step) -> the run's status and each step's:
+# a retry never runs what completed nor touches an approval, a cancel keeps what completed.
+DONE: dict[tuple[str, str, str], tuple[str, dict[str, str]]] = {
+    ("running", "cancel", ""): ("canceled", {"a": "canceled", "b": "canceled"}),
+    ("retry-delay", "cancel", ""): ("canceled", {"a": "canceled"}),
+    ("failed", "retry", ""): ("running", {"a": "success", "b": "waiting", "c": "waiting"}),
+    ("failed", "retry", "b"): ("running", {"a": "success", "b": "waiting", "c": "waiting"}),
+    ("failed", "rerun", "a"): ("running", {"a": "waiting", "b": "failed", "c": "upstream_failed"}),
+    ("failed", "rerun", "b"): ("running", {"a": "success", "b": "waiting", "c": "waiting"}),
+    ("failed", "cancel", ""): ("canceled", {"a": "success", "b": "failed", "c": "canceled"}),
+    ("retried", "cancel", ""): ("canceled", {"a": "success", "b": "canceled", "c": "canceled"}),
+    ("awaiting", "cancel", ""): ("canceled", {"a": "success", "gate": "canceled", "c": "canceled"}),
+    ("awaiting", "signal", "gate"): (
+        "running",
+        {"a": "success", "gate": "success", "c": "waiting"},
+    ),
+    ("awaiting", "approve", "gate"): (
+        "running",
+        {"a": "success", "gate": "success", "c": "waiting"},
+    ),
+    ("approved", "rerun", "a"): ("running", {"a": "waiting", "gate": "success", "c": "success"}),
+    ("approved", "rerun", "gate"): (
+        "running",
+        {"a": "success", "gate": "awaiting", "c": "success"},
+    ),
+    ("approved", "rerun", "c"): ("running", {"a": "success", "gate": "success", "c": "waiting"}),
+    ("awaiting-beside-a-failure", "retry", ""): (
+        "running",
+        {"a": "waiting", "gate": "awaiting", "c": "waiting"},
+    ),
+    ("awaiting-beside-a-failure", "retry", "a"): (
+        "running",
+        {"a": "waiting", "gate": "awaiting", "c": "waiting"},
+    ),
+    ("awaiting-beside-a-failure", "cancel", ""): (
+        "canceled",
+        {"a": "failed", "gate": "canceled", "c": "canceled"},
+    ),
+    ("awaiting-beside-a-failure", "signal", "gate"): (
+        "failed",
+        {"a": "failed", "gate": "success", "c": "upstream_failed"},
+    ),
+    ("awaiting-beside-a-failure", "approve", "gate"): (
+        "failed",
+        {"a": "failed", "gate": "success", "c": "upstream_failed"},
+    ),
+    ("rejected", "rerun", "gate"): ("running", {"gate": "awaiting", "c": "skipped"}),
+    ("rejected", "rerun", "c"): ("running", {"gate": "success", "c": "waiting"}),
+    ("cached", "rerun", "a"): ("running", {"a": "waiting", "b": "success"}),
+    ("cached", "rerun", "b"): ("running", {"a": "cached", "b": "waiting"}),
+    ("skipped", "rerun", "a"): ("running", {"a": "waiting", "b": "skipped"}),
+    ("skipped", "rerun", "b"): ("running", {"a": "skipped", "b": "waiting"}),
+    ("canceled", "retry", ""): ("running", {"a": "success", "b": "waiting"}),
+    ("canceled", "retry", "b"): ("running", {"a": "success", "b": "waiting"}),
+    ("canceled", "rerun", "a"): ("running", {"a": "waiting", "b": "canceled"}),
+    ("canceled-awaiting", "retry", ""): (
+        "running",
+        {"a": "success", "gate": "awaiting", "c": "waiting"},
+    ),
+    ("canceled-awaiting", "retry", "gate"): (
+        "running",
+        {"a": "success", "gate": "awaiting", "c": "canceled"},
+    ),
+    ("canceled-awaiting", "retry", "c"): (  # with the approval it needs
+        "running",
+        {"a": "success", "gate": "awaiting", "c": "waiting"},
+    ),
+    ("canceled-awaiting", "rerun", "a"): (
+        "running",
+        {"a": "waiting", "gate": "canceled", "c": "canceled"},
+    ),
+    ("child-failed", "retry", ""): ("running", {"kid": "waiting", "after": "waiting"}),
+    ("child-failed", "retry", "kid"): ("running", {"kid": "waiting", "after": "waiting"}),
+    ("child-failed", "rerun", "kid"): ("running", {"kid": "waiting", "after": "waiting"}),
+    ("child-failed", "cancel", ""): ("canceled", {"kid": "failed", "after": "canceled"}),
+    ("fan-out-item-failed", "retry", ""): ("running", {"each": "waiting", "after": "waiting"}),
+    ("fan-out-item-failed", "retry", "each"): ("running", {"each": "waiting", "after": "waiting"}),
+    ("fan-out-item-failed", "rerun", "each"): ("running", {"each": "waiting", "after": "waiting"}),
+    ("fan-out-item-failed", "cancel", ""): ("canceled", {"each": "failed", "after": "canceled"}),
+    ("timed-out-wait", "retry", ""): (
+        "running",
+        {"a": "success", "gate": "awaiting", "c": "waiting"},
+    ),
+    ("timed-out-wait", "retry", "gate"): (
+        "running",
+        {"a": "success", "gate": "awaiting", "c": "waiting"},
+    ),
+    ("timed-out-wait", "rerun", "a"): (
+        "running",
+        {"a": "waiting", "gate": "failed", "c": "upstream_failed"},
+    ),
+    ("timed-out-wait", "rerun", "gate"): (
+        "running",
+        {"a": "success", "gate": "awaiting", "c": "waiting"},
+    ),
+    ("timed-out-wait", "cancel", ""): (
+        "canceled",
+        {"a": "success", "gate": "failed", "c": "canceled"},
+    ),
+    ("awaiting-a-decision", "cancel", ""): ("canceled", {"gate": "canceled", "c": "canceled"}),
+    ("awaiting-a-decision", "signal", "gate"): ("running", {"gate": "success", "c": "waiting"}),
+    ("buried", "cancel", ""): ("canceled", {"a": "canceled", "b": "canceled"}),
+    ("buried", "kick", "a"): ("running", {"a": "waiting", "b": "waiting"}),
+}
+
+RUN_ACTIONS = ("retry", "cancel")  # a run's re-run is its steps'
+DECISION = '{"decision": "no"}'  # what every signal gives: the one output a wait here declares
+STEP_ACTIONS = ("retry", "rerun", "signal", "approve", "kick")
+
+
+def cli_action(cli: CliRunner, action: str, run_id: str, step: str) -> tuple[bool, str]:
+    """The action from the command line: whether it was done, and the line it said."""
+    args = {
+        ("retry", False): ("retry", "--detach", run_id),
+        ("retry", True): ("retry", f"{run_id}:{step}"),
+        ("cancel", False): ("cancel", run_id),
+        ("rerun", True): ("rerun", "--detach", run_id, step),
+        ("signal", True): ("signal", run_id, step, "--data", DECISION),
+        ("approve", True): ("approve", run_id, step),
+        ("kick", True): ("kick", "--step", f"{run_id}:{step}"),
+    }[action, bool(step)]
+    done = flows(cli, *args)
+    assert "Traceback" not in done.output and done.exit_code in (0, 1), done.output
+    return done.exit_code == 0, done.output.strip().removeprefix("Error: ")
+
+
+def api_action(api: Api, action: str, run_id: str, step: str) -> tuple[bool, str]:
+    """The action through the API (as the page's button posts it): done, or its refusal."""
+    path = {
+        ("retry", False): f"/api/v1/runs/{run_id}/retry",
+        ("retry", True): f"/api/v1/jobs/{run_id}:{step}/retry",
+        ("cancel", False): f"/api/v1/runs/{run_id}/cancel",
+    }.get((action, bool(step)), f"/api/v1/runs/{run_id}/steps/{step}/{action}")
+    reply = api.post(path, {"data": json.loads(DECISION)} if action == "signal" else None)
+    assert reply.status in (200, 409, 422), reply.body
+    return reply.status == 200, "" if reply.status == 200 else without_command(reply.body["detail"])
+
+
+def page_actions(api: Api, run_id: str, steps: list[str]) -> tuple[str, list[str], Steps]:
+    """The run page's status and its shown run buttons; each step's panel badge and buttons
+    (Approve, and the `flows signal` command a signal is given with)."""
+    html = str(api.get(f"/runs/{run_id}").body)
+    status = re.search(r'id="run" data-run="[^"]*" data-status="(\w+)"', html)
+    assert status is not None
+    shown = [
+        a for a, hidden in re.findall(r'data-run-action="(\w+)"( hidden)?', html) if not hidden
+    ]
+    words = {
+        "Retry step": "retry",
+        "Re-run step": "rerun",
+        "Kick step": "kick",
+        "Approve": "approve",
+    }
+    panels: Steps = {}
+    for step in steps:
+        panel = str(api.get(f"/runs/{run_id}/steps/{step}").body)
+        badge = re.search(r"<h2>[^<]*<span class=\"badge st-(\w+)\"", panel)
+        assert badge is not None, panel
+        own = panel.split('id="step-actions">', 1)[1].split("</p>", 1)[0]  # not an item's
+        labels = re.findall(r">([^<]+)</button>", own) + re.findall(r">(Approve)</button>", panel)
+        buttons = [words[label] for label in labels]
+        if "flows signal" in panel:
+            buttons.append("signal")
+        order = ("retry", "rerun", "cancel", "signal", "approve", "kick")
+        panels[step] = (badge.group(1), sorted(buttons, key=order.index))
+    return status.group(1), shown, panels
+
+
+def decided(document: dict[str, Any]) -> tuple[str, list[str], Steps]:
+    steps = {s["step"]: (s["status"], list(s["actions"])) for s in document["steps"]}
+    return document["status"], list(document["actions"]), steps
+
+
+@pytest.mark.parametrize("state", list(MATRIX))
+def test_every_surface_shows_and_does_what_the_engine_decides(
+    state: str, cli: CliRunner, client: Client, api: Api, redis_client: redis.Redis, tmp_path: Path
+) -> None:
+    states = States(cli, client, tmp_path)
+    states.build(state, "m")
+    document = status_json(cli, "m")
+    assert api.get("/api/v1/runs/m").body == document
+    status, actions, steps = MATRIX[state]
+    assert decided(document) == (status, actions, steps)
+    # the page: the run's badge and buttons (its re-run is a step's), each step's panel
+    page_status, shown, panels = page_actions(api, "m", list(steps))
+    assert (page_status, shown) == (status, [a for a in actions if a in RUN_ACTIONS])
+    assert panels == steps
+    # each job: `flows job --json`, the API's job and the run's read say the same actions
+    for step in document["steps"]:
+        for job in step["jobs"]:
+            if job["state"] is None:
+                continue  # canceled with its run: no job left to read
+            shown_job = json.loads(flows(cli, "job", job["jid"], "--json").stdout)
+            assert shown_job["actions"] == api.get(f"/api/v1/jobs/{job['jid']}").body["actions"]
+            assert shown_job["actions"] == job["actions"]
+
+    tried = [(a, "") for a in RUN_ACTIONS] + [(a, s) for s in steps for a in STEP_ACTIONS]
+    for action, step in tried:
+        offered = action in (steps[step][1] if step else actions)
+        if not offered:
+            with assert_unchanged(redis_client):
+                by_cli = cli_action(cli, action, "m", step)
+                by_api = api_action(api, action, "m", step)
+            assert by_cli == by_api == (False, by_cli[1]), (action, step)
+            continue
+        for surface in ("cli", "api"):
+            run_id = f"m-{action}-{step}-{surface}"
+            states.build(state, run_id)
+            if surface == "cli":
+                done = cli_action(cli, action, run_id, step)
+            else:
+                done = api_action(api, action, run_id, step)
+            assert done[0], (surface, action, step, done)
+            after = decided(status_json(cli, run_id))
+            words = {name: word for name, (word, _) in after[2].items()}
+            assert (after[0], words) == DONE[state, action, step], (surface, action, step)
