@@ -646,7 +646,8 @@ def cancel(
     namespace: str | None,
 ) -> None:
     """Cancel runs (every job not yet done) or jobs (refused while a job depends on one, and for
-    a completed job: `flows delete` removes one), or a backfill (--backfill ID).
+    a completed job or a run's failed or expired one: `flows delete` removes one), or a backfill
+    (--backfill ID).
 
     A run's cancel cancels the child runs its sub-flow steps wait for too: a run's count
     includes their jobs (with --json, runs: {run: jobs}, jobs: the jobs canceled)."""

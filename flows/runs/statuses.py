@@ -52,7 +52,10 @@ STEP_RULES: Final = {
 ACTION_RULES: Final = {
     "retry": "resume what failed, expired or was canceled (retries restored), never what completed",
     "rerun": "run ended work again (a finished run's step, with --downstream its dependents)",
-    "cancel": "cancel every job of the run that has not ended",
+    "cancel": (
+        "cancel every job of the run that has not ended (a job's: that job alone, "
+        "`flows cancel RUN:STEP`, `POST /api/v1/jobs/{jid}/cancel`, the Cancel job button)"
+    ),
     "signal": "complete an awaiting wait step with data as its outputs",
     "approve": "signal an awaiting wait step with an approval's data: a note and who approved",
     "kick": (

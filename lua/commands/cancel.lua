@@ -5,7 +5,8 @@
 --
 -- cancel is refused, changing nothing, while a dependent of a listed job is not listed too:
 -- it would wait forever, and for a completed job (WRONGSTATE: a cancel stops what has not ended;
--- a flow run's completed job is the run's result; `delete` removes a job for good). The qless
+-- a flow run's completed job is the run's result, its failed or expired one what its retry puts
+-- back; `delete` removes a job for good). The qless
 -- dialect removes a completed job that is no flow run's, as qless does
 -- (`cancel_removes_completed`). A canceled running job's worker is told `canceled`. A job of a flow
 -- run that had not completed leaves its run canceled (Runs.drop_job: a retry of the run puts it
@@ -19,6 +20,10 @@
 -- @include events
 -- @include dialect
 -- @include runs
+
+-- A job of a run in these states has ended (the word a refusal says it with): its run's
+-- decider offers no cancel of it (include/run_state.lua).
+local ENDED = { complete = 'completed', failed = 'failed', expired = 'expired' }
 
 -- The run of a completed job that a flow run counts, or nil: such a job is the run's result
 -- (its outputs, what a re-run starts from), never removed by a cancel.
@@ -40,11 +45,13 @@ api['cancel'] = function(args)
     if not jobs[jid] then
       local fields = Job.load_for_delete(jid)
       if fields then
-        local run_id = fields.state == 'complete' and finished_run_job(jid)
+        local ended = ENDED[fields.state]
+        local run_id = ended and finished_run_job(jid)
         if run_id then
-          Err.raise('WRONGSTATE', cmd .. '(): job ' .. jid .. ' of run ' .. run_id ..
-            ' has completed: cancel stops what has not ended (flows rerun runs it again, ' ..
-            'flows delete removes it for good)')
+          Err.raise('WRONGSTATE', cmd .. '(): job ' .. jid .. ' of run ' .. run_id .. ' has ' ..
+            ended .. ': cancel stops what has not ended (' ..
+            (fields.state == 'complete' and 'flows rerun runs it again' or
+              'flows retry puts it back') .. ', flows delete removes it for good)')
         elseif fields.state == 'complete' and not Dialect.rules.cancel_removes_completed then
           Err.raise('WRONGSTATE', cmd .. '(): job ' .. jid .. ' has completed: cancel stops ' ..
             'what has not ended (flows delete removes it for good)')

@@ -219,21 +219,34 @@ function RunState.approvable(jid)
   return true
 end
 
+-- Statuses of a job that has not ended (a cancel stops these).
+RunState.UNFINISHED = { running = true, waiting = true, awaiting = true, buried = true,
+  upstream_failed = true }
+
+-- Whether job `jid`, which has not ended, can be canceled alone (commands/cancel.lua): no job
+-- needs it (that one would wait for it forever).
+function RunState.cancelable(jid)
+  return jid ~= nil and redis.call('scard', Keys.dependents(jid)) == 0
+end
+
 -- The actions a job allows now, given its status, whether its run has finished, whether it
--- was kept when canceled, and (to tell whether it can be approved) its jid.
+-- was kept when canceled, and (to tell whether it can be approved or canceled) its jid.
 function RunState.job_actions(status, finished, kept, jid)
+  local out = {}
   if status == 'failed' or status == 'expired' then
     return finished and { 'retry', 'rerun' } or { 'retry' }
   end
   if status == 'canceled' and kept then return { 'retry' } end
-  if status == 'awaiting' then
-    return (jid and not RunState.approvable(jid)) and { 'signal' } or { 'signal', 'approve' }
-  end
-  if status == 'buried' then return { 'kick' } end
   if (status == 'success' or status == 'cached' or status == 'skipped') and finished then
     return { 'rerun' }
   end
-  return {}
+  if RunState.UNFINISHED[status] and RunState.cancelable(jid) then table.insert(out, 'cancel') end
+  if status == 'awaiting' then
+    table.insert(out, 'signal')
+    if not (jid and not RunState.approvable(jid)) then table.insert(out, 'approve') end
+  end
+  if status == 'buried' then table.insert(out, 'kick') end
+  return out
 end
 
 -- One job of a run as the decider sees it: its status and the actions it allows now (`read`:

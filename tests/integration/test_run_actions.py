@@ -823,3 +823,43 @@ def test_every_surface_shows_and_does_what_the_engine_decides(
             after = decided(status_json(cli, run_id))
             words = {name: word for name, (word, _) in after[2].items()}
             assert (after[0], words) == DONE[state, action, step], (surface, action, step)
+
+
+def test_a_job_of_a_run_is_offered_its_cancel_where_the_engine_takes_it(
+    cli: CliRunner, client: Client, api: Api, redis_client: redis.Redis, tmp_path: Path
+) -> None:
+    """`flows cancel RUN:STEP` and the API's job cancel take a job of a run alone until it
+    ends, unless a job needs it: its actions (`flows job --json`, the API's job) and its page
+    (Cancel job) say so, and a cancel not offered is refused by both in the same words."""
+    text = "version: 1\nname: jc\nqueue: jc\ndefaults: {retry: {attempts: 1, delay: 0}}\nsteps:\n"
+    path = tmp_path / "jc.yaml"
+    path.write_text(
+        text + "  a: {run: 'false'}\n  b: {run: 'true'}\n  c: {run: 'true', needs: [b]}\n"
+    )
+    assert flows(cli, "run", "--detach", "--run-id", "jc", str(path)).exit_code == 0
+    [failed] = [job for job in client.queues["jc"].pop(2) if job.jid == "jc:a"]
+    failed.fail("boom", "it broke")
+
+    def offered(jid: str) -> tuple[list[str], list[str], bool]:
+        shown = json.loads(flows(cli, "job", jid, "--json").stdout)["actions"]
+        return (
+            shown,
+            api.get(f"/api/v1/jobs/{jid}").body["actions"],
+            ">Cancel job<" in str(api.get(f"/jobs/{jid}").body),
+        )
+
+    assert offered("jc:a") == (["retry"], ["retry"], False)  # it ended: a retry puts it back
+    assert offered("jc:b") == ([], [], False)  # running, but jc:c needs it
+    assert offered("jc:c") == (["cancel"], ["cancel"], True)
+    for jid, words in (
+        ("jc:a", "job jc:a of run jc has failed: cancel stops what has not ended"),
+        ("jc:b", "jc:c is a dependent of jc:b but is not mentioned to be canceled"),
+    ):
+        with assert_unchanged(redis_client):
+            by_cli = flows(cli, "cancel", jid)
+            by_api = api.post(f"/api/v1/jobs/{jid}/cancel")
+        assert by_cli.exit_code == 1 and by_api.status == 409, (by_cli.output, by_api.body)
+        assert words in by_cli.output and words in by_api.body["detail"]
+        assert by_cli.output.strip() == "Error: " + without_command(by_api.body["detail"])
+    assert api.post("/api/v1/jobs/jc:c/cancel").body == {"canceled": ["jc:c"]}
+    assert steps(cli, "jc")["c"]["status"] == "canceled"

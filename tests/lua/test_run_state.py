@@ -454,13 +454,13 @@ def test_a_wait_declaring_outputs_an_approval_lacks_allows_a_signal_not_an_appro
     lua: Lua, wait: dict[str, Any], actions: list[str]
 ) -> None:
     """An approval is a signal with a note and who approved: a wait that declares any other
-    output refuses it."""
+    output refuses it. Its job, which no job needs, can be canceled alone too."""
     submit(lua, ("gate", []), gate={"wait": {"signal": "go", **wait}})
     for limit in (0, 10):  # listed or not, the step's actions are the same
         step = steps(read(lua, limit))["gate"]
         assert step["status"] == "awaiting" and step["actions"] == actions
     [job] = steps(read(lua, 10))["gate"]["jobs"]
-    assert job["actions"] == actions
+    assert job["actions"] == ["cancel", *actions]
 
 
 def job_view(lua: Lua, jid: str, now: float = T0 + 100) -> Any:
@@ -471,12 +471,16 @@ def job_view(lua: Lua, jid: str, now: float = T0 + 100) -> Any:
 def test_one_job_as_the_decider_sees_it(lua: Lua) -> None:
     """`run.job`: the status and actions the run's read gives the job, without the read."""
     submit(lua, ("a", []), ("b", []), ("gate", ["a"]), gate={"wait": {"signal": "go"}})
-    assert job_view(lua, f"{RUN}:a") == {"status": "waiting", "actions": {}}
+    assert job_view(lua, f"{RUN}:a") == {"status": "waiting", "actions": {}}  # gate needs it
+    assert job_view(lua, f"{RUN}:b") == {"status": "waiting", "actions": ["cancel"]}
     lua.pop(now=T0 + 1)
     lua.complete(f"{RUN}:a", now=T0 + 2)
     lua.pop(now=T0 + 3)
     fail(lua, f"{RUN}:b", T0 + 4)
-    assert job_view(lua, f"{RUN}:gate") == {"status": "awaiting", "actions": ["signal", "approve"]}
+    assert job_view(lua, f"{RUN}:gate") == {
+        "status": "awaiting",
+        "actions": ["cancel", "signal", "approve"],
+    }
     assert job_view(lua, f"{RUN}:a") == {"status": "success", "actions": {}}  # still running
     assert job_view(lua, f"{RUN}:b") == {"status": "failed", "actions": ["retry"]}
     lua.raw("run.cancel", RUN, now=T0 + 5)
