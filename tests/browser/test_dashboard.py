@@ -769,6 +769,8 @@ def test_a_fan_out_step_offers_its_retry_and_each_item_its_rerun_as_the_engine_a
     watched.accept = True
     rerun.click()
     page.wait_for_selector("#flash.ok")
+    # counted as `flows rerun` counts it: the jobs put back to run again
+    assert page.inner_text("#flash") == f"Done: re-run {first.jid}: 1 job put back to run again."
     assert len(posts) == 5
     assert client.jobs[first.jid].state == "waiting"
     assert client.jobs[second.jid].state == "failed"

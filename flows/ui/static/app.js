@@ -61,7 +61,7 @@ async function act(label, url, body, reload) {
 
 // What an action's reply counts, as the command line says it: the jobs a run's cancel canceled
 // (its child runs' included: the engine's one count), a backfill's canceled runs and jobs, the
-// jobs a retry put back.
+// jobs a retry put back, the jobs a re-run put back to run again.
 function counted(data) {
   const jobs = (n) => `${n} job${n === 1 ? "" : "s"}`;
   if (typeof data.canceled === "number") return `: ${jobs(data.canceled)} canceled`;
@@ -70,6 +70,7 @@ function counted(data) {
   }
   if (typeof data.retried === "number") return `: ${jobs(data.retried)} put back`;
   if (typeof data.kicked === "number") return `: ${jobs(data.kicked)} put back`;
+  if (typeof data.rerun === "number") return `: ${jobs(data.rerun)} put back to run again`;
   return "";
 }
 
