@@ -488,6 +488,45 @@ def test_a_step_canceled_with_its_run_offers_the_retry_the_engine_allows(
     assert page.errors == []
 
 
+GATE_FLOW = """\
+version: 1
+name: {name}
+queue: {queue}
+schedule: {{cron: "0 0 1 1 *"}}
+steps:
+  gate:
+    wait: {{signal: approve}}
+  ship:
+    needs: [gate]
+    job: tasks.ship
+"""
+
+
+def test_retry_step_after_an_approval_canceled_brings_the_approval_back_first(
+    page: Any, base: str, client: Client, tmp_path: Path
+) -> None:
+    """A run canceled while its gate awaited approval: ship's Retry step puts ship back
+    waiting for the gate, which awaits its approval again (its panel's Approve), never ship
+    running unapproved."""
+    flow = register(client, tmp_path, GATE_FLOW)
+    run_id = trigger_run(client, flow["name"]).run_id
+    client.engine.call("run.cancel", run_id)
+    page.goto(f"{base}/runs/{run_id}")
+    node(page, "ship").click()
+    page.wait_for_selector("#step-detail h2 .st-canceled")
+    set_token(page, TOKEN)
+    page.on("dialog", lambda dialog: dialog.accept())
+    page.get_by_role("button", name="Retry step").click()
+    page.wait_for_selector("#flash.ok")
+    page.wait_for_selector('g.node[data-step="gate"].st-awaiting')
+    page.wait_for_selector('g.node[data-step="ship"].st-waiting')
+    assert client.queues[flow["queue"]].pop() == []  # ship waits for the approval
+    node(page, "gate").click()
+    page.wait_for_selector("#step-detail h2 .st-awaiting")
+    assert page.get_by_role("button", name="Approve").count() == 1
+    assert page.errors == []
+
+
 def test_a_buried_step_offers_kick_and_the_button_puts_it_back(
     page: Any, base: str, client: Client, tmp_path: Path
 ) -> None:
