@@ -10,6 +10,7 @@ from pathlib import Path
 import click
 
 from flows.cli.common import open_client, user_errors
+from flows.cli.logs import format_line
 from flows.cli.options import connection, misspelt_path_hint
 from flows.cli.terminal import visible
 from flows.cli.validate import checked_files, print_findings, summary
@@ -84,6 +85,30 @@ def _line(report: CaseReport, verbose: bool) -> None:
             " virtual)"
         )
     click.echo(f"{visible(report.nodeid)} {word}{timing}")
+    if verbose and report.passed:
+        _output(report)
+
+
+def _output(report: CaseReport) -> None:
+    """What the case's real steps wrote (their step logs, as `flows logs` shows them): kept
+    apart from the case lines, shown with a failure, or with -v."""
+    if report.observed is None or not report.observed.output:
+        return
+    click.echo("    captured output:")
+    for item in report.observed.output:
+        click.echo(f"      {format_line(item)}")
+
+
+def _failure(report: CaseReport) -> None:
+    """A failed case, pytest-style: its mismatches, how its jobs failed, what they wrote."""
+    click.echo("")
+    click.echo(click.style(f"_____ {visible(report.nodeid)} _____", fg="red", bold=True))
+    click.echo(visible(f"{report.file}:{report.line}: case {report.case!r}"))
+    for line in report.failure:  # values and messages from jobs: as text, never escapes
+        click.echo(f"    {visible(line)}" if line else "")
+    if report.observed is not None and report.observed.output:
+        click.echo("")
+        _output(report)
 
 
 @click.command()
@@ -91,7 +116,12 @@ def _line(report: CaseReport, verbose: bool) -> None:
 @click.option(
     "-k", "select", help="Only cases whose name contains this text (in any case of letters)."
 )
-@click.option("-v", "--verbose", is_flag=True, help="Wall and virtual time of each case.")
+@click.option(
+    "-v",
+    "--verbose",
+    is_flag=True,
+    help="Wall and virtual time of each case, and what its real steps wrote.",
+)
 @connection
 def test(
     paths: tuple[str, ...],
@@ -152,11 +182,7 @@ def test(
         )
     failed = [c for c in session.cases if not c.passed]
     for report in failed:
-        click.echo("")
-        click.echo(click.style(f"_____ {visible(report.nodeid)} _____", fg="red", bold=True))
-        click.echo(visible(f"{report.file}:{report.line}: case {report.case!r}"))
-        for line in report.failure:  # values and messages from jobs: as text, never escapes
-            click.echo(f"    {visible(line)}" if line else "")
+        _failure(report)
     passed = len(session.cases) - len(failed)
     counts = f"{passed} passed, {len(failed)} failed"
     if session.findings:  # worded as `flows validate` words them

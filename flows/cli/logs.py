@@ -14,6 +14,7 @@ from flows.cli.common import missing_run, open_client, user_errors
 from flows.cli.options import connection, id_argument, id_option
 from flows.cli.terminal import Sgr, visible
 from flows.runs.logs import (
+    MARKS,
     Follower,
     NoSuchRun,
     StepLine,
@@ -29,8 +30,6 @@ from scheduler.engine import joblogs
 from scheduler.engine.client import Client
 from scheduler.engine.errors import JobNotFound
 
-# How a line's stream shows in text output (--json gives the stream by name).
-MARKS = {"stdout": "|", "stderr": "!", "log": "~", "truncated": "…"}
 # Lines of a failed job's log printed under its failure.
 TAIL_LINES = 20
 

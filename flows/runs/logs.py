@@ -32,6 +32,10 @@ class NoSuchRun(LookupError):
         self.step = step
 
 
+# How a line's stream shows in text output (--json gives the stream by name).
+MARKS = {"stdout": "|", "stderr": "!", "log": "~", "truncated": "…"}
+
+
 @dataclass(frozen=True, slots=True)
 class StepLine:
     """A line of a run's job: the job's label (``step`` or ``step[i]``; empty for a job of no

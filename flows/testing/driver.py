@@ -5,10 +5,12 @@ built and submitted as ``flows run`` does; a schedule is registered and fired by
 scheduler service (:class:`~scheduler.service.loop.SchedulerService`), whose ``tick(now)`` is
 given the clock's time. Jobs are popped, prepared (upstream outputs, ``if:``) and run by the
 worker's own runner: a stubbed step runs :func:`flows.testing.stub.play` in its place, any other
-step really runs (shell or Python). Their outcomes go back through the engine calls a worker
-makes. The clock never waits: when nothing can run now it jumps to the next moment something
-can (a job's end, a retry's delay, a scheduled job, a wait's timeout, a heartbeat, the next
-tick), and the housekeeping that promotes due jobs and times out waits runs at that moment.
+step really runs (shell or Python), what it writes kept as its step log, as a worker keeps it
+(shown with a failed case, not among the case lines). Their outcomes go back through the
+engine calls a worker makes. The clock never waits: when nothing can run now it jumps to the
+next moment something can (a job's end, a retry's delay, a scheduled job, a wait's timeout, a
+heartbeat, the next tick), and the housekeeping that promotes due jobs and times out waits runs
+at that moment.
 
 A schedule case shares round trips with the service it drives (``ClockedEngine``'s rider and
 read-ahead), the calls and their order unchanged: the worker's pop of the queues rides after the
@@ -38,6 +40,7 @@ import redis
 from flows.flowfile.cases import Case, Stub
 from flows.flowfile.job_data import FlowsMeta, UnresolvedReference
 from flows.runs.build import build_run
+from flows.runs.logs import StepLine, job_label
 from flows.runs.read import RunView, load_run, run_outputs
 from flows.runs.service_source import FlowsSource, definition_of
 from flows.runs.submit import submit
@@ -47,13 +50,15 @@ from flows.testing.ahead import AheadSource, builds_alike_ahead
 from flows.testing.clock import Clock, ClockedEngine
 from flows.testing.files import TestFile
 from flows.testing.stub import STUB_KEY, STUB_KLASS
+from scheduler.engine import joblogs
 from scheduler.engine.client import Client
-from scheduler.engine.errors import EngineError
+from scheduler.engine.errors import EngineError, JobNotFound
 from scheduler.engine.job import Job
 from scheduler.service.housekeeping import maintain_queues
 from scheduler.service.loop import SchedulerService
 from scheduler.service.schedules import Schedules
-from scheduler.worker import FailJob, HandedOver, SkipJob, runner, sessions
+from scheduler.worker import FailJob, HandedOver, SkipJob, capture, runner, sessions
+from scheduler.worker.capture import LogShipper, capturing
 from scheduler.worker.context import JobContext
 from scheduler.worker.envelope import BrokenPayload, split
 from scheduler.worker.outcomes import TimeoutInterrupt
@@ -86,15 +91,20 @@ REAL_STEP_LIMIT: Final = 600.0
 """Wall seconds a real step without a ``timeout:`` may take in a test before it is stopped."""
 
 
-def run_for_real(ctx: JobContext) -> tuple[runner.Outcome, float]:
+def run_for_real(ctx: JobContext, logs: LogShipper) -> tuple[runner.Outcome, float]:
     """Run the step's own function as a worker's slot does, stopped (as a timeout) past its
-    ``timeout:`` of wall time; the outcome and the seconds it took."""
+    ``timeout:`` of wall time; the outcome and the seconds it took. What it writes (print,
+    logging, a command's output) is its step log, as in a worker: queued on ``logs``."""
     limit = ctx.options.timeout or REAL_STEP_LIMIT
     done: list[runner.Outcome] = []
+    # Per thread: a case's own lines, and those of anything else running meanwhile, stay where
+    # they went.
+    capture.install()
 
     def slot() -> None:
         ctx.thread_id = threading.get_ident()
-        done.append(runner.run(ctx))
+        with capturing(ctx, logs):
+            done.append(runner.run(ctx))
 
     started = time.monotonic()
     thread = threading.Thread(target=slot, name=f"flows-test-{ctx.jid}", daemon=True)
@@ -144,6 +154,8 @@ class Observed:
     """A schedule case's fired ticks (epoch seconds), in firing order."""
     seconds: float = 0.0
     virtual_seconds: float = 0.0
+    output: list[StepLine] = field(default_factory=list)
+    """What the real (unstubbed) steps wrote, step by step: their step logs."""
 
 
 @dataclass(order=True)
@@ -179,6 +191,8 @@ class _Driver:
         self.due_limit = 0  # the service's page of due schedules (a schedule case's)
         self.buffered = 0  # ticks held back for a run to end (overlap buffer_one), last read
         self.rider_queues: list[str] = []
+        self.logs = LogShipper(self.engine)  # sent after each real step, no thread of its own
+        self.logged: list[tuple[str, int]] = []  # (jid, attempt) of each real run that wrote
 
     # -- jobs ----------------------------------------------------------------------------------
 
@@ -251,7 +265,7 @@ class _Driver:
                 outcome, duration = self.play(ctx, stub, prepared)
             else:
                 ctx.sandbox = Path(tempfile.mkdtemp(dir=self.sandbox))
-                outcome, duration = run_for_real(ctx)
+                outcome, duration = self.run_for_real(ctx)
         except FailJob as fail:
             outcome = runner.failure(fail.group, fail.message)
         except SkipJob as skip:
@@ -263,6 +277,28 @@ class _Driver:
         lock = max(1.0, job.expires - now) if job.expires else 30.0
         entry = _Running(now + duration, next(self.seq), job, outcome, now + lock / 3, lock)
         heapq.heappush(self.running, entry)
+
+    def run_for_real(self, ctx: JobContext) -> tuple[runner.Outcome, float]:
+        """:func:`run_for_real`, its lines stored before its outcome is reported, as a
+        worker stores them."""
+        try:
+            return run_for_real(ctx, self.logs)
+        finally:
+            if self.logs.pending:
+                self.logged.append((ctx.jid, ctx.log_attempt))
+                self.logs.flush()
+
+    def output(self) -> list[StepLine]:
+        """The lines the real steps wrote, run by run (the first :data:`joblogs.PAGE` of each)."""
+        lines: list[StepLine] = []
+        for jid, attempt in self.logged:
+            try:
+                page = joblogs.read(self.engine, jid, attempt)
+            except JobNotFound:
+                continue
+            label = job_label(self.client, jid) or jid
+            lines += (StepLine(label, jid, attempt, line) for line in page.lines)
+        return lines
 
     def play(self, ctx: JobContext, stub: Stub, prepared: bool) -> tuple[runner.Outcome, float]:
         timeout = ctx.options.timeout
@@ -554,6 +590,7 @@ def run_case(server: redis.Redis, test: TestFile, case: Case) -> Observed:
             observed = _run_once(driver, test, case)
         else:
             observed = _run_schedule(driver, test, case)
+        observed.output = driver.output()
         observed.seconds = time.monotonic() - wall
         observed.virtual_seconds = clock.now - start
         return observed

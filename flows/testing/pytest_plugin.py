@@ -26,6 +26,7 @@ import pytest
 
 if TYPE_CHECKING:
     from flows.flowfile.cases import Case
+    from flows.runs.logs import StepLine
     from flows.testing.files import TestFile
 
 SUFFIXES = (".test.yaml", ".test.yml")  # flows.testing.files's, not imported: every pytest
@@ -126,6 +127,18 @@ class FlowTestFile(pytest.File):
             yield FlowCaseItem.from_parent(self, name=case.name, test=reading.test, case=case)
 
 
+def _output_text(output: list[StepLine]) -> str:
+    """A case's real steps' lines, ``step | text`` each (``!`` for stderr, ``~`` a record)."""
+    from flows.runs.logs import MARKS
+
+    lines = []
+    for item in output:
+        line = item.line
+        text = f"{line.level} {line.text}" if line.level else line.text
+        lines.append(f"{item.label} {MARKS.get(line.stream, '?')} {text}")
+    return "\n".join(lines)
+
+
 class FindingsItem(pytest.Item):
     def __init__(self, *, findings: list[str], **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -166,6 +179,9 @@ class FlowCaseItem(pytest.Item):
                 f"terminated (SIGTERM) in flow test case {self.case.name!r}",
                 returncode=128 + signal.SIGTERM,
             )
+        if report.observed is not None and report.observed.output:
+            # Shown as pytest shows what a test printed: with a failure, or with -rP.
+            self.add_report_section("call", "output", _output_text(report.observed.output))
         if not report.passed:
             raise FlowTestFailure("\n".join(report.failure))
 

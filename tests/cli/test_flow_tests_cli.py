@@ -4,6 +4,7 @@ mistake gets file:line:col findings."""
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -470,3 +471,72 @@ def test_a_path_too_long_for_the_system_does_not_exist(tmp_path: Path) -> None:
         result = flows("test", arg)
         assert result.exit_code == 2, result.output
         assert "does not exist" in result.stderr
+
+
+LOUD = """\
+version: 1
+name: loud
+steps:
+  speak: {job: loudtasks.speak}
+  echo: {run: 'echo shell said so; echo on stderr >&2', needs: [speak]}
+tests:
+  - name: it ends
+    expect: {status: STATUS}
+"""
+
+
+def _loud_flow(tmp_path: Path, status: str) -> Path:
+    (tmp_path / "loudtasks.py").write_text(
+        "import sys\n\ndef speak(job):\n    print('python said so')\n"
+        "    print('python warned', file=sys.stderr)\n"
+    )
+    flow = tmp_path / "loud.yaml"
+    flow.write_text(LOUD.replace("STATUS", status))
+    return flow
+
+
+def test_a_real_steps_output_is_kept_per_step_not_mixed_with_the_case_lines(
+    url: str, tmp_path: Path
+) -> None:
+    # A Python step's print() went to the terminal among the case lines; a shell step's was lost.
+    flow = _loud_flow(tmp_path, "succeeded")
+    quiet = flows("test", str(flow), "--redis", url)
+    assert quiet.exit_code == 0, quiet.output
+    assert quiet.output.splitlines() == [f"{flow}::it ends PASSED", "1 passed, 0 failed"]
+    shown = flows("test", str(flow), "-v", "--redis", url)
+    assert shown.exit_code == 0, shown.output
+    out = shown.output
+    assert "captured output:" in out
+    assert re.search(r"^      \S+ speak \| python said so$", out, re.M), out
+    assert re.search(r"^      \S+ speak ! python warned$", out, re.M), out
+    assert re.search(r"^      \S+ echo \| shell said so$", out, re.M), out
+    assert re.search(r"^      \S+ echo \| on stderr$", out, re.M), out  # one pipe, in order
+
+
+def test_a_failed_case_shows_its_real_steps_output(url: str, tmp_path: Path) -> None:
+    flow = _loud_flow(tmp_path, "failed")
+    result = flows("test", str(flow), "--redis", url)
+    assert result.exit_code == 1, result.output
+    out = result.output
+    failure = out.index("_____ ")
+    assert "python said so" not in out[:failure]
+    assert "captured output:" in out[failure:]
+    assert re.search(r"^      \S+ speak \| python said so$", out, re.M), out
+    assert re.search(r"^      \S+ echo \| shell said so$", out, re.M), out
+
+
+def test_pytest_shows_a_failed_cases_real_step_output_as_captured_output(tmp_path: Path) -> None:
+    flow = _loud_flow(tmp_path, "failed")
+    env = {k: v for k, v in os.environ.items() if k != "FLOWS_REDIS_URL"}
+    command = [sys.executable, "-m", "pytest", "-q", "-s", "-p", "no:cacheprovider", str(flow)]
+    failed = subprocess.run(
+        command, cwd=tmp_path, capture_output=True, text=True, timeout=120, env=env
+    )
+    assert failed.returncode == 1, failed.stdout + failed.stderr
+    out = failed.stdout
+    # Even with -s (pytest captures nothing): the step's lines are its own section.
+    assert "python said so" not in out[: out.index("FAILURES")]
+    assert "Captured output call" in out
+    assert re.search(r"^speak \| python said so$", out, re.M), out
+    assert re.search(r"^echo \| shell said so$", out, re.M), out
+
