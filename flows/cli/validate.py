@@ -21,7 +21,12 @@ from flows.cli.console import Console
 from flows.cli.options import ExistingPath
 from flows.cli.terminal import visible
 from flows.flowfile.findings import Finding, Severity, has_errors
+from flows.flowfile.model import Flow
+from flows.validation.engine_checks import has_jobs
 from flows.validation.validate import InvalidFlow, Validation, validate_file
+
+UNIMPORTED = "; job modules not imported (--check-imports)"
+"""Ends the summary line of `flows validate` when a valid flow's Python steps went unchecked."""
 
 _STYLES = {Severity.ERROR: "bold red", Severity.WARNING: "bold yellow"}
 
@@ -112,7 +117,10 @@ def _flow_files(paths: Sequence[Path]) -> list[Path]:
 @click.option(
     "--check-imports",
     is_flag=True,
-    help="Also import the module of every 'job' (this runs the modules' top-level code).",
+    help=(
+        "Also import the module of every 'job' (this runs the modules' top-level code; "
+        "without it, a success line says they were not imported)."
+    ),
 )
 @preview_cli.options
 def validate(
@@ -136,8 +144,13 @@ def validate(
         import_path()  # modules beside where it was started, as `flows run` and workers find them
     # A sub-flow's findings come with its parent's (flows.validation.subflow_checks): a file given
     # too, or named by two parents, is reported once.
-    findings = list(
-        dict.fromkeys(finding for path in files for finding in _file_findings(path, check_imports))
+    validated = [_validated(path, check_imports) for path in files]
+    findings = list(dict.fromkeys(finding for found, _ in validated for finding in found))
+    # A module that does not import passes unless imported: a success says it was not.
+    unimported = (
+        not check_imports
+        and not has_errors(findings)
+        and any(flow and has_jobs(flow) for _, flow in validated)
     )
     # The files checked: those given, and the sub-flow files their findings come from.
     checked = checked_files(files, findings)
@@ -160,7 +173,7 @@ def validate(
         click.echo(json.dumps(report, indent=2))
     else:
         print_findings(findings)
-        click.echo(summary(findings, len(checked)))
+        click.echo(summary(findings, len(checked)) + (UNIMPORTED if unimported else ""))
         for shown in previews:
             if isinstance(shown, Path):
                 click.echo(f"{shown}: no schedule to preview")
@@ -169,14 +182,15 @@ def validate(
     sys.exit(1 if has_errors(findings) else 0)
 
 
-def _file_findings(path: Path, check_imports: bool) -> list[Finding]:
-    """A flow file's findings; a test file named on the command line (``*.test.yaml``) is
-    checked as `flows test` reads it, not as a flow."""
+def _validated(path: Path, check_imports: bool) -> tuple[list[Finding], Flow | None]:
+    """A flow file's findings, and its flow when it has no error; a test file named on the
+    command line (``*.test.yaml``) is checked as `flows test` reads it, not as a flow."""
     from flows.testing.files import SUFFIXES, read_test_file
 
     if path.name.endswith(SUFFIXES):
-        return list(read_test_file(path).findings)
-    return validate_file(path, check_imports=check_imports, expand=True).findings
+        return list(read_test_file(path).findings), None
+    result = validate_file(path, check_imports=check_imports, expand=True)
+    return result.findings, result.flow
 
 
 def _previews(

@@ -47,6 +47,11 @@ def check_heartbeats(flow: Flow, sink: FindingSink) -> None:
         )
 
 
+def has_jobs(flow: Flow) -> bool:
+    """Whether a step or hook is a Python ``job``: what :func:`check_imports` would import."""
+    return any(action.job is not None for _, _, action in _actions(flow))
+
+
 def check_imports(flow: Flow, flow_dir: Path, sink: FindingSink) -> None:
     """Import every ``job`` with ``flow_dir`` importable, as a worker would.
 
