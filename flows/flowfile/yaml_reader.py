@@ -202,6 +202,13 @@ def _flatten(
         _flatten(inner, (*path, part), values, keys)
 
 
+YAML_SUFFIXES: Final = (".yaml", ".yml")
+"""What a flow file's (and a flow test file's) name ends with."""
+NOT_A_FLOW: Final = (
+    "not a flow file: a flow file is a YAML mapping with steps: (version, name, steps...)"
+)
+
+
 @dataclass(frozen=True)
 class LoadedYaml:
     """A loaded document: ``data`` is None when it is unusable (see ``findings``)."""
@@ -761,7 +768,7 @@ def _result(builder: _Builder) -> LoadedYaml:
             builder.report(
                 builder.locate(()),
                 "yaml-top-level",
-                f"the top level must be a mapping of keys (version, name, steps...), found {kind}",
+                f"{NOT_A_FLOW}, found {kind}",
                 "start the file with 'version: 1' on its own line",
             )
         else:

@@ -19,9 +19,23 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from flows.flowfile.findings import DataPath, Finding, FindingSink, has_errors, sort_findings
+from flows.flowfile.findings import (
+    DataPath,
+    Finding,
+    FindingSink,
+    Severity,
+    has_errors,
+    sort_findings,
+)
 from flows.flowfile.model import Action, Flow, Param, Schedule, Step
-from flows.flowfile.yaml_reader import LoadedYaml, Trap, load_file, load_yaml
+from flows.flowfile.yaml_reader import (
+    NOT_A_FLOW,
+    YAML_SUFFIXES,
+    LoadedYaml,
+    Trap,
+    load_file,
+    load_yaml,
+)
 from flows.gc_pause import gc_paused
 from flows.validation.cache_checks import check_cache_files
 from flows.validation.case_checks import check_tests
@@ -170,6 +184,8 @@ def validate_loaded(
     ``expand_too``: also expand a valid flow with its param defaults and check what a run
     would be refused for (:mod:`flows.validation.run_checks`; ``flows validate`` does).
     """
+    if _not_a_flow(loaded):
+        return Validation(loaded.file, flow_dir, None, [_not_a_flow_finding(loaded.file)])
     with gc_paused():
         return _validate_loaded(loaded, flow_dir, check_imports_too, now, expand_too)
 
@@ -344,6 +360,26 @@ def validate_file(
         )
         del loaded  # freed before the collector is back, which then need not look at it
     return result
+
+
+def _not_a_flow(loaded: LoadedYaml) -> bool:
+    """A file named otherwise than YAML (``flows run tasks.py``) that is no mapping with
+    ``steps:``: not a flow file with a mistake in it, so no YAML syntax or missing key to speak
+    of (a file refused unread keeps its own finding)."""
+    if Path(loaded.file).suffix in ("", *YAML_SUFFIXES):
+        return False
+    if any(f.code == "yaml-file" for f in loaded.findings):
+        return False
+    return loaded.data is None or "steps" not in loaded.data
+
+
+def _not_a_flow_finding(file: str) -> Finding:
+    path = Path(file)
+    if path.suffix == ".py":
+        hint = f"a Python step names a function of it in a flow file: job: {path.stem}.<function>"
+    else:
+        hint = "write the flow in a .yaml file starting with 'version: 1'"
+    return Finding(file, 1, 1, Severity.ERROR, "not-a-flow", NOT_A_FLOW, hint)
 
 
 def subflow_outputs(flow: Flow, flow_dir: Path) -> dict[str, tuple[str, list[str]]]:

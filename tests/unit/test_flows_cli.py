@@ -40,6 +40,7 @@ steps:
 
 UNCHECKED = "; job modules not imported (--check-imports)"
 """How a success ends when a Python step's module was not imported."""
+NOT_A_FLOW = "not a flow file: a flow file is a YAML mapping with steps: (version, name, steps...)"
 
 
 @pytest.fixture
@@ -332,3 +333,33 @@ def test_every_option_and_command_has_help() -> None:
 
     walk(main, ())
 
+
+def test_a_python_file_is_not_a_flow_file_not_a_yaml_error(tmp_path: Path) -> None:
+    # It read "YAML syntax: mapping values are not allowed", hint: quote a value with ': '.
+    module = tmp_path / "mytasks.py"
+    module.write_text("def speak(job):\n    print('said: so')\n    return {'a': 1}\n")
+    said = (
+        f"{module}:1:1: error: {NOT_A_FLOW}\n"
+        "    hint: a Python step names a function of it in a flow file: job: mytasks.<function>\n"
+        "1 error in 1 file\n"
+    )
+    assert invoke("validate", str(module)) == (1, said, "")
+    code, out, err = invoke("run", str(module), "--redis", "unix:///nonexistent/flows.sock")
+    assert (code, out) == (1, "")
+    assert err.startswith(said), err
+    # Whatever its text: one that reads as YAML (a string) is no flow file either.
+    other = tmp_path / "notes.txt"
+    other.write_text("just some notes\n")
+    code, out, _ = invoke("validate", str(other))
+    assert code == 1
+    assert out.startswith(
+        f"{other}:1:1: error: {NOT_A_FLOW}\n    hint: write the flow in a .yaml"
+    ), out
+
+
+def test_a_yaml_file_that_is_not_a_mapping_is_not_a_flow_file(tmp_path: Path) -> None:
+    listed = tmp_path / "list.yaml"
+    listed.write_text("- a\n- b\n")
+    code, out, _ = invoke("validate", str(listed))
+    assert code == 1
+    assert out.startswith(f"{listed}:1:1: error: {NOT_A_FLOW}, found a list\n"), out
