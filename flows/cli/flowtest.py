@@ -148,7 +148,8 @@ def test(
         raise click.ClickException(
             f"no test files ({', '.join('*' + suffix for suffix in SUFFIXES)}) or flow files "
             "with tests: in "
-            f"{' '.join(map(str, named)) or '.'}"
+            f"{' '.join(map(str, named)) or '.'}: write NAME.test.yaml beside NAME.yaml, with "
+            "flow: NAME.yaml and cases: (docs/pages/flow-tests.md)"
         )
     import_path()  # job modules beside where it was started, as a worker finds them
     readings = _read(files, names)

@@ -540,3 +540,13 @@ def test_pytest_shows_a_failed_cases_real_step_output_as_captured_output(tmp_pat
     assert re.search(r"^speak \| python said so$", out, re.M), out
     assert re.search(r"^echo \| shell said so$", out, re.M), out
 
+
+def test_a_folder_without_tests_says_how_to_write_one(tmp_path: Path) -> None:
+    (tmp_path / "hello.yaml").write_text("version: 1\nname: hello\nsteps:\n  a: {run: echo}\n")
+    result = flows("test", str(tmp_path))
+    assert result.exit_code == 1
+    assert result.stderr == (
+        f"Error: no test files (*.test.yaml, *.test.yml) or flow files with tests: in {tmp_path}"
+        ": write NAME.test.yaml beside NAME.yaml, with flow: NAME.yaml and cases: "
+        "(docs/pages/flow-tests.md)\n"
+    )
