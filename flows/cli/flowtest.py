@@ -149,7 +149,7 @@ def test(
             f"no test files ({', '.join('*' + suffix for suffix in SUFFIXES)}) or flow files "
             "with tests: in "
             f"{' '.join(map(str, named)) or '.'}: write NAME.test.yaml beside NAME.yaml, with "
-            "flow: NAME.yaml and cases: (docs/pages/flow-tests.md)"
+            "flow: NAME.yaml and cases: (see Flow tests in the docs)"
         )
     import_path()  # job modules beside where it was started, as a worker finds them
     readings = _read(files, names)

@@ -548,5 +548,5 @@ def test_a_folder_without_tests_says_how_to_write_one(tmp_path: Path) -> None:
     assert result.stderr == (
         f"Error: no test files (*.test.yaml, *.test.yml) or flow files with tests: in {tmp_path}"
         ": write NAME.test.yaml beside NAME.yaml, with flow: NAME.yaml and cases: "
-        "(docs/pages/flow-tests.md)\n"
+        "(see Flow tests in the docs)\n"
     )
