@@ -67,12 +67,29 @@ class InvalidSchedule(ValueError):
 
 
 @dataclass(frozen=True, slots=True)
+class _Plain:
+    """What each field of an expression of plain values (numbers, names, ranges, steps, lists,
+    ``*``: no ``L``, ``W``, ``#`` or ``?``) allows, as croniter expands it: the minutes and hours
+    in order, and the days of the month, months and weekdays (0 is Sunday) that fire, None for
+    a field of ``*``. A day fires when it is in ``days`` and in ``weekdays``, or when both are
+    restricted, in either one (croniter's rule, Vixie cron's)."""
+
+    minutes: tuple[int, ...]
+    hours: tuple[int, ...]
+    days: frozenset[int] | None
+    months: frozenset[int] | None
+    weekdays: frozenset[int] | None
+
+
+@dataclass(frozen=True, slots=True)
 class _Expr:
-    """One compiled expression: as written, as given to croniter, and its DST class."""
+    """One compiled expression: as written, as given to croniter, its DST class, and its
+    fields when they are plain values (walked without croniter: :mod:`.fire_times`)."""
 
     source: str
     cron: str
     every_hour: bool
+    plain: _Plain | None = None
 
 
 @dataclass(frozen=True)
@@ -133,8 +150,35 @@ def _normalise(expr: str) -> str:
 
 def _compile(expr: str) -> _Expr:
     cron = _normalise(expr)
-    hours = croniter.expand(cron)[0][1]
-    return _Expr(source=expr, cron=cron, every_hour=hours == ["*"])
+    expanded, nth_weekdays = croniter.expand(cron)
+    plain = None if nth_weekdays else _plain(cron.split(), expanded)
+    return _Expr(source=expr, cron=cron, every_hour=expanded[1] == ["*"], plain=plain)
+
+
+_PLAIN_FIELD = re.compile(r"[0-9*,/-]+")
+
+
+def _plain(fields: list[str], expanded: list[list[int | str]]) -> _Plain | None:
+    """The fields croniter expanded, when each is written in plain values (a month's or
+    weekday's name counts as one), else None."""
+    for index, text in enumerate(fields):
+        lowered = text.lower()
+        for name in _ORDERED_NAMES.get(index, ()):
+            lowered = lowered.replace(name, "0")
+        if not _PLAIN_FIELD.fullmatch(lowered):
+            return None
+        if "*" in expanded[index] and len(expanded[index]) > 1:
+            return None  # `*` listed with values (`*,5`): croniter's own reading of that
+
+    def allowed(index: int, low: int, high: int) -> tuple[int, ...]:
+        values = expanded[index]
+        return tuple(range(low, high + 1)) if values == ["*"] else tuple(sorted(map(int, values)))
+
+    def matching(index: int) -> frozenset[int] | None:
+        values = expanded[index]
+        return None if values == ["*"] else frozenset(map(int, values))
+
+    return _Plain(allowed(0, 0, 59), allowed(1, 0, 23), matching(2), matching(3), matching(4))
 
 
 # ----------------------------------------------------------------- expression checks

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import time
 from datetime import UTC, date, datetime, timedelta
-from itertools import pairwise
+from itertools import islice, pairwise
 from zoneinfo import ZoneInfo
 
 import pytest
-from hypothesis import given, settings
+from croniter import croniter
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from scheduler import cron
@@ -27,6 +28,7 @@ from scheduler.cron import (
     catchup,
     decide_overlap,
     describe,
+    fire_times,
     jitter_for,
     missed_ticks,
     next_fire,
@@ -478,6 +480,73 @@ def test_start_and_end_bounds_are_inclusive() -> None:
     ]
     with pytest.raises(InvalidSchedule, match="start is after its end"):
         Schedule("0 * * * *", start=u("2026-01-02T00:00"), end=u("2026-01-01T00:00"))
+
+
+def _plain_field(low: int, high: int, names: tuple[str, ...] = ()) -> st.SearchStrategy[str]:
+    """One cron field of plain values: ``*``, a step of it, or a list of numbers, ranges
+    (with steps) and names."""
+    value = st.integers(low, high)
+    part = st.one_of(
+        value.map(str),
+        st.tuples(value, value).map(lambda ends: f"{min(ends)}-{max(ends)}"),
+        st.tuples(value, value, st.integers(1, 9)).map(
+            lambda t: f"{min(t[0], t[1])}-{max(t[0], t[1])}/{t[2]}"
+        ),
+        *([st.sampled_from(names)] if names else []),
+    )
+    return st.one_of(
+        st.just("*"),
+        st.integers(1, high - low + 1).map(lambda step: f"*/{step}"),
+        st.lists(part, min_size=1, max_size=3).map(",".join),
+    )
+
+
+_MONTH_NAMES = ("jan", "feb", "apr", "jul", "oct", "dec")
+_WEEKDAY_NAMES = ("sun", "mon", "tue", "wed", "thu", "fri", "sat")
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    minute=_plain_field(0, 59),
+    hour=_plain_field(0, 23),
+    day=_plain_field(1, 31),
+    month=_plain_field(1, 12, _MONTH_NAMES),
+    weekday=_plain_field(0, 7, _WEEKDAY_NAMES),
+    after=st.datetimes(min_value=datetime(1990, 1, 1), max_value=datetime(2100, 1, 1)),
+)
+def test_plain_expressions_are_walked_as_croniter_walks_them(
+    minute: str, hour: str, day: str, month: str, weekday: str, after: datetime
+) -> None:
+    """An expression of plain values is walked without croniter, tick for tick as croniter's
+    get_next walks it (the day-of-month / weekday rule, months, names, month ends, leap days,
+    a start between two minutes)."""
+    text = f"{minute} {hour} {day} {month} {weekday}"
+    try:
+        [expr] = Schedule(text)._exprs
+    except InvalidSchedule:
+        assume(False)  # a backwards range, a day no month has: refused before any walk
+        return
+    assert expr.plain is not None
+    walker = croniter(expr.cron, after)
+    expected = [walker.get_next(datetime) for _ in range(40)]
+    assert list(islice(fire_times._wall_ticks_after(expr, after), 40)) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "plain"),
+    [
+        ("0 0 L * *", False),
+        ("0 0 15W * *", False),
+        ("0 0 * * 1#2", False),
+        ("0 0 ? * *", False),
+        ("0 0 * jul wed", True),
+        ("@weekly", True),
+    ],
+)
+def test_only_plain_values_skip_croniter(text: str, plain: bool) -> None:
+    """``L``, ``W``, ``#`` and ``?`` are croniter's to walk; names are plain values."""
+    [expr] = Schedule(text)._exprs
+    assert (expr.plain is not None) is plain
 
 
 def test_missed_ticks_window_and_limit() -> None:
