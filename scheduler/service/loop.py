@@ -29,7 +29,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, tzinfo
 from pathlib import Path
 
@@ -450,6 +450,11 @@ class SchedulerService:
     def _pending(
         self, definition: Definition, entry: DueEntry, decision: Decision, now: float
     ) -> _Pending:
+        run: RunRequest | str | None = None
+        if decision.action == "fire" and decision.tick is not None:
+            run = self._build(definition, decision.tick, decision.trigger, now)
+        built = run if isinstance(run, RunRequest) else None
+        # Made whole at once: a dataclasses.replace() of it costs more than making it.
         call = FireCall(
             entry.name,
             definition.hash,
@@ -458,13 +463,11 @@ class SchedulerService:
             decision.action,
             decision.tick,
             decision.skips,
+            built,
+            decision.cancel if built is not None else None,
         )
-        if decision.action == "fire" and decision.tick is not None:
-            run = self._build(definition, decision.tick, decision.trigger, now)
-            if isinstance(run, str):
-                call = _skip_instead(call, run)
-            else:
-                call = replace(call, run=run, cancel=decision.cancel)
+        if isinstance(run, str):
+            call = _skip_instead(call, run)
         return _Pending(call, decision.trigger, decision.note)
 
     def _buffered(self, entry: BufferedEntry, now: float) -> _Pending | None:
