@@ -395,11 +395,16 @@ def _item_lookup(item: Item, reference: Reference) -> Any:
 
 
 def resolve_payload(
-    data: Mapping[str, Any], jobs: Mapping[str, UpstreamJob], item: Item = None
+    data: Mapping[str, Any],
+    jobs: Mapping[str, UpstreamJob],
+    item: Item = None,
+    meta: FlowsMeta | None = None,
 ) -> dict[str, Any]:
     """The job's payload with every ``steps`` reference (and a fan-out item's name) resolved
-    (see the module doc)."""
-    meta = FlowsMeta.from_data(data)
+    (see the module doc). ``meta``: ``FlowsMeta.from_data(data)``, when the caller has it
+    already (a worker reads it once per job, not twice)."""
+    if meta is None:
+        meta = FlowsMeta.from_data(data)
     payload = {key: value for key, value in data.items() if key != META_KEY}
     if meta is None:
         return payload

@@ -55,7 +55,7 @@ def prepare(ctx: JobContext) -> None:
         data = ctx.job.data
         if expanded is not meta:
             data = {**data, META_KEY: expanded.to_json()}
-        ctx.data = resolve_payload(data, upstream, item)
+        ctx.data = resolve_payload(data, upstream, item, expanded)
         if cache and not early:
             use_cache(ctx, cache, ctx.data)
     except ConditionError as error:
