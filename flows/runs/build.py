@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -44,9 +45,10 @@ class FlowFile:
     text: str
     hash: str
 
-    @property
+    @cached_property
     def flow_dir(self) -> Path:
-        """Where relative paths of the flow (job modules, working directories) start."""
+        """Where relative paths of the flow (job modules, working directories) start (made
+        once: every run built from the file asks, twice)."""
         return Path(self.file).parent
 
 

@@ -389,6 +389,8 @@ class _Driver:
         # In time order across the jobs, merged as they come: a year-long stub owes 1.6
         # million of them, sent in pipelines of BEATS_PER_TRIP.
         due = [(e.beat, e.seq, e) for e in self.running if e.beat < min(moment, e.end)]
+        if not due:  # most moments of most cases: no pipeline to make
+            return
         heapq.heapify(due)
         pipe = self.engine.pipeline()
         while due:
