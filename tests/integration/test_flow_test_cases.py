@@ -14,7 +14,7 @@ import redis
 from flows.cli.preview import build
 from flows.runs.build import read_flow_file
 from flows.runs.service_source import definition_of
-from flows.testing.session import run_files
+from flows.testing.session import private_server, run_files
 from scheduler.cron.preview import parse_period
 
 FLOW = """\
@@ -45,6 +45,14 @@ def write(tmp_path: Path, cases: str) -> Path:
     test = tmp_path / "steps.test.yaml"
     test.write_text("flow: steps.yaml\ncases:\n" + dedent(cases))
     return test
+
+
+def test_the_private_server_keeps_neither_a_file_nor_latency_figures() -> None:
+    """``flows test``'s own server: its data and figures go with it, so it writes no
+    append-only file and records no latency histogram per command."""
+    with private_server() as server:
+        assert server.config_get("appendonly")["appendonly"] == "no"
+        assert server.config_get("latency-tracking")["latency-tracking"] == "no"
 
 
 def test_stubs_timeouts_and_delays(redis_client: redis.Redis, tmp_path: Path) -> None:
