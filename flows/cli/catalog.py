@@ -31,8 +31,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "cancel": (
         "jobs",
         "Cancel runs (every job not yet done) or jobs (refused while a job depends on "
-        "one, and for a completed job: `flows delete` removes one), or a backfill "
-        "(--backfill ID).",
+        "one, and for a completed job or a run's failed or expired one: `flows delete` "
+        "removes one), or a backfill (--backfill ID).",
     ),
     "delete": (
         "queue_admin",
