@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
+import logging
 import socket
 import sys
 from collections.abc import Callable
@@ -89,6 +90,16 @@ def serve_metrics(
             f"cannot serve metrics on {host}:{port}: {error.strerror}"
         ) from None
     threading.Thread(target=server.serve_forever, name="flows-metrics", daemon=True).start()
+    # The address to scrape, in the log an operator reads first (the pool's children do not
+    # serve it, so this line comes once).
+    shown = f"[{host}]" if ":" in host else host
+    logging.getLogger("flows.worker").info(
+        "metrics of %s at http://%s:%d/metrics (reads %s)",
+        ",".join(queues),
+        shown,
+        port,
+        "open" if reads_open else "need the token",
+    )
 
 
 # flows worker runs flows' own hook before each job: a flow step's upstream outputs resolved.

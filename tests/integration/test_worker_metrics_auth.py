@@ -77,3 +77,16 @@ def test_a_presented_token_must_be_the_right_one(server: EmbeddedServer, tmp_pat
     finally:
         worker.terminate()
         worker.wait(30)
+
+
+def test_the_worker_logs_where_it_serves_metrics(server: EmbeddedServer) -> None:
+    """An operator reading the worker's log learns the address to scrape."""
+    port = free_port()
+    env = dict(os.environ, FLOWS_REDIS_URL=server.url)
+    env.pop("FLOWS_UI_TOKEN", None)
+    done = subprocess.run(
+        [FLOWS, "worker", "-q", "q", "--processes", "0", "--burst", "--metrics-port", str(port)],
+        env=env, cwd=ROOT, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert f"metrics of q at http://127.0.0.1:{port}/metrics" in done.stderr, done.stderr
