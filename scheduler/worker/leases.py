@@ -207,10 +207,11 @@ class Keeper:
             self._lease_until = sent + seconds
         if reply.get("returned"):
             log.warning(
-                "worker %s: %d job(s) locked to it that it did not hold were given back (a"
-                " reply lost on the way)",
+                "worker %s: %d job(s) locked to it that it did not hold were given back (an"
+                " earlier process named %s died holding them, or a reply was lost on the way)",
                 self.name,
                 reply["returned"],
+                self.name,
             )
         if lost:
             log.warning("worker %s: its lease lapsed and its jobs were taken back", self.name)

@@ -343,6 +343,25 @@ def test_a_job_whose_worker_is_killed_runs_again_after_its_lock_expires(
     assert job.remaining == job.retries == 0
 
 
+def test_a_worker_restarted_under_its_name_says_whose_jobs_it_gives_back(
+    client: Client, engine: Engine, procs: Processes
+) -> None:
+    """A supervisor restarting a killed ``--name w`` worker: the new process finds the old
+    one's job locked to its name. Its log line must name that cause, not only a lost reply."""
+    jid = put(client, "same", SHELL, {"command": "true"}, retries=0)
+    killed = Client.from_engine(engine, worker_name="w-same")
+    assert [job.jid for job in killed.queues["same"].pop()] == [jid]  # then it died
+
+    worker = procs.worker(["same"], name="w-same")
+    wait_state(client, jid, "complete")
+    line = wait_for(
+        lambda: next((x for x in procs.log(worker).splitlines() if "given back" in x), None),
+        10,
+        "the worker to say it gave the job back",
+    )
+    assert "an earlier process named w-same" in line, line
+
+
 def test_two_worker_processes_raced_on_one_job_and_exactly_one_complete_succeeds(
     client: Client, engine: Engine, procs: Processes, tmp_path: Path
 ) -> None:
