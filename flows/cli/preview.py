@@ -179,7 +179,7 @@ def build(
 def print_preview(preview: SchedulePreview) -> None:
     """Plain lines (a fire time per line, easy to grep and diff)."""
     definition = preview.definition
-    title = f"{definition.name}: {' | '.join(definition.cron)} ({definition.timezone})"
+    title = f"{definition.name}: {definition.timing}"
     times = preview.upcoming
     if times is not None:
         found = len(times.times)

@@ -403,7 +403,7 @@ def schedules(
     rows = [
         [
             r.name,
-            f"{' | '.join(r.definition.cron)} ({r.definition.timezone})",
+            r.definition.timing,
             _next(r, now),
             r.last_run or "",
             "" if r.last_run is None else r.last_run_status,
@@ -565,7 +565,7 @@ def show(
     rows = [
         ("source", d.origin or "- (registered without one)"),
         ("file", d.file),
-        ("cron", f"{' | '.join(d.cron)} ({d.timezone})"),
+        ("cron", d.timing),
         ("next", _next(registration, now)),
         ("policy", _policy(registration)),
         ("paused", _paused(registration)),

@@ -91,6 +91,11 @@ class Definition:
     origin: str = ""
     path: str = ""
 
+    @property
+    def timing(self) -> str:
+        """Its cron expressions and time zone as people read them: ``15 3 * * * (UTC)``."""
+        return f"{' | '.join(self.cron)} ({self.timezone})"
+
     @cached_property
     def schedule(self) -> Schedule:
         """The cron arithmetic's view (raises InvalidSchedule for a bad definition)."""

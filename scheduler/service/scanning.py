@@ -467,10 +467,20 @@ class Reloader:
             if held is not None:
                 self._refuse(definition, held, report)
         elif outcome == "registered":
-            log.info("registered schedule %s from %s", definition.name, definition.file)
+            log.info(
+                "registered schedule %s from %s: %s",
+                definition.name,
+                definition.file,
+                definition.timing,
+            )
             report.registered.append(definition.name)
         elif outcome == "updated":
-            log.info("updated schedule %s from %s", definition.name, definition.file)
+            log.info(
+                "updated schedule %s from %s: %s",
+                definition.name,
+                definition.file,
+                definition.timing,
+            )
             report.updated.append(definition.name)
 
     def _pick(

@@ -405,3 +405,24 @@ def test_once_runs_every_step_and_the_checks_hook(client: Client, folder: Path) 
     assert report.scan.registered == ["f"] and report.tick.fired == []
     assert report.housekeeping.promoted == 1 and client.jobs[jid].state == "waiting"
     assert calls == [T + 10]  # the consistency check plugs in here
+
+
+def test_a_changed_cron_is_logged_with_what_it_now_is(
+    client: Client, folder: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An operator who edits a cron reads in the service's log that the change was taken, and
+    which cron now holds, without another command."""
+    write_flow(folder, cron="*/5 * * * *")
+    service = make_service(client, folder)
+    with caplog.at_level("INFO", logger="flows.scheduler"):
+        service.scan(T - 100)
+        write_flow(folder, cron="*/10 * * * *", timezone="Europe/Berlin")
+        assert service.scan(T - 50).updated == ["f"]
+    said = [r.getMessage() for r in caplog.records if "schedule f " in r.getMessage()]
+    assert len(said) == 2, said
+    assert said[0].startswith("registered schedule f from ") and said[0].endswith(
+        ": */5 * * * * (UTC)"
+    )
+    assert said[1].startswith("updated schedule f from ") and said[1].endswith(
+        ": */10 * * * * (Europe/Berlin)"
+    )
