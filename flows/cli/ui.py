@@ -149,7 +149,10 @@ def ui(
         app,
         host=host,
         port=port,
-        log_level=logging.getLevelNamesMapping()[log_level],  # uvicorn knows no WARN, FATAL
+        # Its records go to this command's log, in its format; its start-up and shut-down
+        # steps (INFO) only when asked for (--log-level DEBUG): the lines below say both.
+        log_config=None,
+        log_level=_web_server_level(logging.getLevelNamesMapping()[log_level]),
         access_log=False,
         server_header=False,
         timeout_graceful_shutdown=5,  # open event streams would otherwise hold the stop forever
@@ -164,6 +167,11 @@ def ui(
         def handle_exit(self, sig: int, frame: FrameType | None) -> None:
             events.stop_all()  # open streams end now, so the stop waits for none of them
             super().handle_exit(sig, frame)
+
+        async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+            await super().shutdown(sockets)
+            # Said here: uvicorn then raises the SIGTERM it stopped on again, which ends us.
+            log.info("flows ui stopped")
 
     server = _Server(config)
     bound = listening.getsockname()[1]
@@ -223,3 +231,8 @@ def _bind(host: str, port: int) -> socket.socket:
             ) from None
         raise click.ClickException(f"cannot listen on {host}:{port}: {error.strerror}") from None
     return listening
+
+
+def _web_server_level(level: int) -> int:
+    """uvicorn's log level for ours: its start-up and shut-down steps (INFO) only at DEBUG."""
+    return level if level <= logging.DEBUG else max(level, logging.WARNING)

@@ -72,10 +72,11 @@ def test_a_short_token_is_refused(
 
 
 @contextmanager
-def flows_ui(server: EmbeddedServer, *args: str) -> Iterator[str]:
+def flows_ui(server: EmbeddedServer, *args: str, said: list[str] | None = None) -> Iterator[str]:
     """A real `flows ui` process with ``args`` on a loopback port of its own; yields its base
     URL. The port is the one it bound (``--port 0``), read from its start line: a port found
-    free beforehand could be taken meanwhile by another test's server, which then answered."""
+    free beforehand could be taken meanwhile by another test's server, which then answered.
+    ``said`` receives the lines it wrote to stderr, once it has stopped."""
     env = dict(os.environ, FLOWS_REDIS_URL=server.url)
     env.pop("FLOWS_UI_TOKEN", None)
     env.pop("FORWARDED_ALLOW_IPS", None)  # uvicorn's own setting: not what this test is about
@@ -90,12 +91,12 @@ def flows_ui(server: EmbeddedServer, *args: str) -> Iterator[str]:
     try:
         deadline = time.monotonic() + 20
         assert process.stderr is not None
-        said = ""
-        while (started := re.search(r"flows ui on http://[^:]+:(\d+) ", said)) is None:
-            assert time.monotonic() < deadline, f"flows ui did not start: {said}"
+        before = ""
+        while (started := re.search(r"flows ui on http://[^:]+:(\d+) ", before)) is None:
+            assert time.monotonic() < deadline, f"flows ui did not start: {before}"
             line = process.stderr.readline()
-            assert line, f"flows ui ended: {said}"
-            said += line
+            assert line, f"flows ui ended: {before}"
+            before += line
         base = f"http://127.0.0.1:{started.group(1)}"
         while True:
             try:
@@ -109,7 +110,22 @@ def flows_ui(server: EmbeddedServer, *args: str) -> Iterator[str]:
     finally:
         process.terminate()
         _, errors = process.communicate(timeout=30)
-    assert "Traceback" not in said + errors
+    assert "Traceback" not in before + errors
+    if said is not None:
+        said.extend((before + errors).splitlines())
+
+
+def test_its_log_is_its_own_lines_each_with_its_time(server: EmbeddedServer) -> None:
+    """Started and stopped, `flows ui` says where it listens and that it stopped, each later
+    line in the format of its other log lines (with the time), and nothing of its web
+    server's start-up and shut-down steps."""
+    said: list[str] = []
+    with flows_ui(server, said=said):
+        pass
+    assert said[0].startswith("flows ui on http://127.0.0.1:"), said
+    assert all(re.match(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+ [A-Z]+ ", x) for x in said[1:]), said
+    assert said[-1].endswith(" INFO flows ui stopped"), said
+    assert len(said) == 2, said
 
 
 @pytest.mark.parametrize(
