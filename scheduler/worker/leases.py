@@ -78,6 +78,9 @@ class Keeper:
         self._listen_backoff = Backoff(
             log, f"worker {self.name}: lock-lost messages", client=client.redis
         )
+        # Renewals keep their own pace; these only say when a fault starts and ends.
+        self._lease_backoff = Backoff(log, f"worker {self.name}: lease renewals", cap=1.0)
+        self._presence_backoff = Backoff(log, f"worker {self.name}: registration", cap=20.0)
         self._info: dict[str, Any] = {}
         self._presence_every = 20.0
         self._next_presence = 0.0
@@ -164,7 +167,9 @@ class Keeper:
         try:
             self.client.engine.call("worker.register", self.name, dumps(self._info))
         except (redis.RedisError, EngineError, ClusterError) as error:
-            log.warning("worker %s: registration not renewed (%s)", self.name, error)
+            self._presence_backoff.failed(error)
+            return
+        self._presence_backoff.succeeded()
 
     def renew_lease(self) -> None:
         """Renew the liveness lease (the monitor, every ``lease_seconds / LEASE_RENEWALS``).
@@ -197,8 +202,9 @@ class Keeper:
             except (redis.RedisError, EngineError, ClusterError, ValueError) as error:
                 # ClusterError: a failover settling, or too few replicas (NotReplicated): the
                 # renewal is tried again a second later.
-                log.warning("worker %s: lease not renewed (%s)", self.name, error)
+                self._lease_backoff.failed(error)
                 return
+            self._lease_backoff.succeeded()
             with self.held.lock:
                 # A pop sent from now on was sent after this renewal's reply came back.
                 self.held.renewed = number

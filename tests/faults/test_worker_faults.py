@@ -25,7 +25,8 @@ FLOWS = Path(sys.executable).with_name("flows")
 
 def worker_env(url: str | None, data_dir: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("FLOWS_")}
-    env["PYTHONPATH"] = str(HERE)
+    # the tests' tasks first, then whatever path this test run was given (a checkout's code)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(HERE), os.environ.get("PYTHONPATH")]))
     env["FLOWS_DATA_DIR"] = str(data_dir)
     if url is not None:
         env["FLOWS_REDIS_URL"] = url
@@ -125,3 +126,35 @@ def test_a_worker_starts_its_embedded_server_again_when_it_died(tmp_path: Path) 
     assert "Traceback" not in text, text
     # one line per activity that noticed (fetching, heartbeats), not one per attempt
     assert text.count("cannot reach Redis") <= 3, text
+
+
+def test_a_worker_says_once_that_its_lease_cannot_be_renewed(
+    servers: list[Valkey], tmp_path: Path
+) -> None:
+    """A server away for seconds: the lease renewals, tried every second, say so once when the
+    fault starts and once when it is over, as fetching does, not once a second."""
+    server = Valkey(tmp_path / "away")
+    servers.append(server)
+    log = tmp_path / "worker.log"
+    with log.open("wb") as out:
+        worker = subprocess.Popen(
+            [str(FLOWS), "worker", "-q", "q", "--processes", "0"],
+            env=worker_env(server.url(), tmp_path / "data"),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        wait_until(lambda: "started on q" in log.read_text(), 20, "the worker to start")
+        server.stop()
+        wait_until(lambda: "cannot reach Redis" in log.read_text(), 20, "the worker to notice")
+        time.sleep(4)  # renewals every second, all refused: real time, the worker's own clock
+        servers.append(Valkey(tmp_path / "away"))
+        wait_until(lambda: "lease renewals: working again" in log.read_text(), 20, "the lease back")
+        worker.send_signal(signal.SIGTERM)
+        assert worker.wait(30) == 0, log.read_text()
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+            worker.wait()
+    lines = [x for x in log.read_text().splitlines() if "lease" in x]
+    assert len([x for x in lines if "cannot reach Redis" in x]) == 1, lines
