@@ -220,8 +220,13 @@ class Keeper:
                 self.name,
             )
         if lost:
-            log.warning("worker %s: its lease lapsed and its jobs were taken back", self.name)
             with self.held.lock:
+                if self.held.jobs:
+                    log.warning(
+                        "worker %s: its lease lapsed and its jobs were taken back", self.name
+                    )
+                else:  # nothing was lost: not worth a warning
+                    log.info("worker %s: its lease lapsed; it held no jobs", self.name)
                 for active in self.held.jobs.values():
                     active.lock_deadline = active.next_heartbeat = 0.0
             self._wake.set()

@@ -158,3 +158,5 @@ def test_a_worker_says_once_that_its_lease_cannot_be_renewed(
             worker.wait()
     lines = [x for x in log.read_text().splitlines() if "lease" in x]
     assert len([x for x in lines if "cannot reach Redis" in x]) == 1, lines
+    # it held no job: no warning that its jobs were taken
+    assert next(x for x in lines if "lapsed" in x).endswith("its lease lapsed; it held no jobs")
