@@ -589,10 +589,12 @@ class Deliverer:
         pipe.execute()
         self.released.discard(event.id)
         log.warning(
-            "notification %s of run %s undelivered: %s",
+            "notification %s of run %s undelivered: %s; `flows notifications --retry %s` sends"
+            " it again",
             event.id,
             event.run,
             "; ".join(f"{u['channel']}: {u['error']}" for u in undelivered),
+            event.id,
         )
 
     def _log(

@@ -191,6 +191,29 @@ def test_a_4xx_refusal_of_the_request_is_given_up_at_once_unless_it_says_later(
         assert outbox.failed(client) == []
 
 
+def test_the_log_line_of_a_given_up_event_says_how_to_send_it_again(
+    cli: CliRunner,
+    client: Client,
+    tmp_path: Path,
+    receiver: Receiver,
+    smtp: SmtpServer,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The scheduler service's log is where an operator first sees an event given up: the line
+    names the command that sends it again."""
+    flows(cli, "run", "--detach", str(failing_flow(tmp_path, receiver, smtp)))
+    result = flows(cli, "worker", "--queues", "default", "--burst", "--processes", "0")
+    assert result.exit_code == 0, result.output
+    receiver.status = 404
+    secrets = Secrets(environ={"HOOK_SECRET": HOOK_SECRET})
+    deliverer = Deliverer(client, secrets=secrets, consumer="t", clock=lambda: 1000.0)
+    with caplog.at_level("WARNING"):
+        deliverer.tick()
+    [given_up] = outbox.failed(client)
+    [line] = [r.getMessage() for r in caplog.records if "undelivered" in r.getMessage()]
+    assert line.endswith(f"; `flows notifications --retry {given_up['id']}` sends it again"), line
+
+
 def test_a_failing_delivery_is_retried_with_backoff_then_kept_and_shown(
     cli: CliRunner, client: Client, tmp_path: Path, receiver: Receiver, smtp: SmtpServer
 ) -> None:
