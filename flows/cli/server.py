@@ -7,6 +7,7 @@ explicitly (for example to pick ``--appendfsync always`` before a run, or to sto
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -16,7 +17,8 @@ from rich.table import Table
 
 from flows.cli.console import Console
 from flows.cli.options import as_json
-from scheduler.embedded import DEFAULT_APPENDFSYNC, FSYNC_POLICIES, EmbeddedServer
+from scheduler.embedded import DEFAULT_APPENDFSYNC, ENV_URL, FSYNC_POLICIES, EmbeddedServer
+from scheduler.engine.connections import redact_url
 from scheduler.engine.errors import ServerError
 
 T = TypeVar("T")
@@ -88,6 +90,13 @@ def stop(data_dir: Path | None) -> None:
 def status(data_dir: Path | None, as_json: bool) -> None:
     """Show whether the server runs, where its data is, and its durability setting."""
     info = _checked(EmbeddedServer(data_dir).info)
+    elsewhere = os.environ.get(ENV_URL, "").strip()
+    if elsewhere:  # commands use that server: this one being down concerns none of them
+        click.echo(
+            f"note: ${ENV_URL} is set ({redact_url(elsewhere)}): other commands use that "
+            "server, not this one",
+            err=True,
+        )
     if as_json:
         click.echo(json.dumps(info, indent=2))
     else:

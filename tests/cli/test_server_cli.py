@@ -203,3 +203,20 @@ def test_missing_sources_are_a_clean_cli_error(
         scripts.engine_source.cache_clear()
     assert result.exit_code == 1
     assert result.stderr.startswith("Error: missing Lua include 'api'")
+
+
+def test_status_says_when_commands_use_another_server(
+    data_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With $FLOWS_REDIS_URL set, the embedded server is not the one the other commands use:
+    its status says so (the URL's password hidden), so a stopped one alarms no one."""
+    monkeypatch.setenv("FLOWS_REDIS_URL", "redis://ops:hunter2@db.example:6379/0")
+    result = flows("server", "status", "--data-dir", str(data_dir))
+    assert result.exit_code == 0
+    assert result.stderr == (
+        "note: $FLOWS_REDIS_URL is set (redis://ops:***@db.example:6379/0): other commands use"
+        " that server, not this one\n"
+    )
+    assert json.loads(flows("server", "status", "--data-dir", str(data_dir), "--json").stdout)
+    monkeypatch.delenv("FLOWS_REDIS_URL")
+    assert flows("server", "status", "--data-dir", str(data_dir)).stderr == ""
