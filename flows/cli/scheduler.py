@@ -52,7 +52,7 @@ from scheduler.engine.doctor import ScheduledCheck
 from scheduler.engine.errors import ForeignEngine, debug_enabled
 from scheduler.service.loop import Fired, OnceReport, SchedulerService, check_health
 from scheduler.service.records import LIVE_TICK_AGE, Registration
-from scheduler.service.scanning import ScanReport
+from scheduler.service.scanning import ScanReport, default_origin
 from scheduler.service.schedules import Schedules
 from scheduler.terminal import log_to_stderr
 
@@ -184,7 +184,11 @@ def _skip(skip: Skip) -> dict[str, Any]:
     "source).",
 )
 @click.option("--once", is_flag=True, help="Scan, fire what is due, keep house once, and exit.")
-@click.option("--health", is_flag=True, help="Exit 0 if a service ticked recently, else 1.")
+@click.option(
+    "--health",
+    is_flag=True,
+    help="Exit 0 if a service (of --source or --flows-dir, when given) ticked recently, else 1.",
+)
 @click.option(
     "--id",
     "service_id",
@@ -291,6 +295,7 @@ def scheduler_command(
                 Schedules(client),
                 client.engine.server_time(),
                 service_id=service_id,
+                source=origin or (default_origin(flows_dir) if flows_dir else None),
                 max_age=max_age,
             )
         click.echo(message)

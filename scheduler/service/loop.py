@@ -754,11 +754,14 @@ def check_health(
     now: float,
     *,
     service_id: str | None = None,
+    source: str | None = None,
     max_age: float = LIVE_TICK_AGE,
 ) -> tuple[bool, str]:
-    """Whether a service (``service_id``, else any) ticked within ``max_age`` seconds of
-    ``now`` (the server's clock), and a line saying so."""
-    services = [s for s in schedules.services() if service_id in (None, s.id)]
+    """Whether a service (``service_id``, else any of ``source``, else any) ticked within
+    ``max_age`` seconds of ``now`` (the server's clock), and a line saying so."""
+    services = [
+        s for s in schedules.services() if service_id in (None, s.id) and source in (None, s.source)
+    ]
     if not services:
         # Parenthesised: a bare second line after `return a, "…"` would be a separate statement.
         if service_id:
@@ -766,8 +769,9 @@ def check_health(
                 f"unhealthy: scheduler {service_id} has not ticked (not running, or it stopped "
                 "cleanly)"
             )
+        of = f" of source {source}" if source is not None else ""
         return False, (
-            "unhealthy: no scheduler service has ticked (none runs, or they stopped cleanly)"
+            f"unhealthy: no scheduler service{of} has ticked (none runs, or they stopped cleanly)"
         )
     lines = []
     healthy = False

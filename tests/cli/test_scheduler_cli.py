@@ -7,6 +7,7 @@ import json
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -335,3 +336,25 @@ def test_schedule_actions_answer_in_json_as_the_api_does(url: str, folder: Path)
     assert re.fullmatch(r"etl@\d{8}T\d{6}Z-[0-9a-f]{6}", triggered["id"])
     assert (triggered["jobs"], triggered["existed"]) == (2, False)
     assert as_json("remove", "etl") == {"name": "etl", "removed": True, "source": "pipelines"}
+
+
+def test_health_of_one_source(url: str, folder: Path, tmp_path: Path) -> None:
+    """`--health --source S` (or `--flows-dir DIR`, whose source it is) answers for the services
+    of S alone: another source's live service does not make a dead one healthy."""
+    other = tmp_path / "other"
+    other.mkdir()
+    assert once(url, folder, time.time() - 120, "--id", "a").exit_code == 0  # too old
+    assert once(url, other, time.time(), "--id", "b").exit_code == 0
+    assert flows("scheduler", "--health", "--redis", url).exit_code == 0  # any service
+    for where in (["--source", "pipelines"], ["--flows-dir", str(folder)]):
+        result = flows("scheduler", "--health", "--redis", url, *where)
+        assert result.exit_code == 1, result.output
+        assert result.stdout.startswith("unhealthy: a: last tick "), result.stdout
+        assert "b:" not in result.stdout
+    assert flows("scheduler", "--health", "--redis", url, "--source", "other").exit_code == 0
+    unknown = flows("scheduler", "--health", "--redis", url, "--source", "nosuch")
+    assert (unknown.exit_code, unknown.stdout) == (
+        1,
+        "unhealthy: no scheduler service of source nosuch has ticked (none runs, or they stopped"
+        " cleanly)\n",
+    )
