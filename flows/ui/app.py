@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import redis
 from fastapi import Depends, FastAPI, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse
@@ -41,6 +42,8 @@ from flows.ui import (
 )
 from flows.ui.auth import Auth
 from flows.ui.state import UiState, json_body, refusal
+from scheduler.engine import faults
+from scheduler.engine.backoff import FAULTS, transient
 from scheduler.engine.client import Client
 from scheduler.engine.errors import ForeignEngine
 
@@ -126,6 +129,46 @@ def _refusal(status: int, detail: Any, headers: Mapping[str, str] | None = None)
 PAGE_ERRORS = {404: "Not found", 409: "Not now", 400: "The request cannot be answered"}
 
 
+#: What a request that needs Redis is answered while it is away; its own words (the server's
+#: address) stay in the log, as an internal error's do.
+SERVER_AWAY = (
+    "the Redis server cannot be used now (away, loading, full or read-only): try again "
+    "shortly; this server's log says why"
+)
+RETRY_AFTER = 5
+
+
+def _crashed(request: Request, error: Exception) -> JSONResponse:
+    """A bug's answer: the error's own words stay in the server's log (they may name a key, a
+    path, a server's address that a client has no business reading); the reference finds
+    the traceback there."""
+    reference = secrets.token_hex(4)
+    log.error("%s %s failed [%s]", request.method, request.url.path, reference, exc_info=error)
+    # Answered outside the middleware that adds the security headers: add them here.
+    return JSONResponse(
+        {"detail": f"internal error {reference}: the server's log has what went wrong"},
+        500,
+        headers=guard.SECURITY_HEADERS,
+    )
+
+
+async def _server_away(request: Request, error: Exception) -> Response:
+    """Redis away, loading, full or read-only is no bug of this server: 503, and the log says
+    when the fault starts and when it is over (``UiState.fault``), with no traceback."""
+    if not transient(error):
+        return _crashed(request, error)
+    ui: UiState = request.app.state.ui
+    if isinstance(error, redis.RedisError):  # said alike, from an engine call or not
+        error = faults.translate(error, ui.client.redis, ui.client.engine.key_prefix) or error
+    ui.fault.failed(error)
+    headers = {"Retry-After": str(RETRY_AFTER)}
+    if _answers_html(request):
+        page = pages.error_page(request, 503, "Redis cannot be used now", SERVER_AWAY)
+        page.headers.update(headers)
+        return page
+    return _refusal(503, SERVER_AWAY, headers)
+
+
 def _answers_html(request: Request) -> bool:
     """Whether the route ``request`` reached is a dashboard page (it answers HTML)."""
     route = request.scope.get("route")
@@ -206,17 +249,10 @@ def create_app(
 
     @app.exception_handler(Exception)
     async def crashed(request: Request, error: Exception) -> JSONResponse:
-        # The error's own words stay in the server's log: they may name internals (a key, a
-        # path, a server's address) that a client has no business reading. The reference
-        # finds the traceback there.
-        reference = secrets.token_hex(4)
-        log.exception("%s %s failed [%s]", request.method, request.url.path, reference)
-        # Answered outside the middleware that adds the security headers: add them here.
-        return JSONResponse(
-            {"detail": f"internal error {reference}: the server's log has what went wrong"},
-            500,
-            headers=guard.SECURITY_HEADERS,
-        )
+        return _crashed(request, error)
+
+    for fault in FAULTS:
+        app.add_exception_handler(fault, _server_away)
 
     app.add_middleware(methods.HeadAsGet)  # innermost: the others see the request's HEAD
     app.add_middleware(audit_log.AuditLog, ui=app.state.ui)

@@ -9,21 +9,31 @@ seconds, nothing in between): a library swapped while the server runs raises
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import logging
+from dataclasses import dataclass, field
 
 from fastapi import HTTPException, Request
 
 from flows.ui.auth import Auth
+from scheduler.engine.backoff import Backoff
 from scheduler.engine.client import Client
 from scheduler.engine.errors import ForeignEngine
+
+log = logging.getLogger("flows.ui")
 
 
 @dataclass(frozen=True)
 class UiState:
-    """The engine's client and the auth policy (``app.state.ui``)."""
+    """The engine's client and the auth policy (``app.state.ui``); ``fault`` says when the
+    server stops answering and when it is back, once each, not once a request."""
 
     client: Client
     auth: Auth
+    fault: Backoff = field(init=False)
+
+    def __post_init__(self) -> None:
+        fault = Backoff(log, "flows ui", client=self.client.redis)
+        object.__setattr__(self, "fault", fault)
 
 
 def state(request: Request) -> UiState:
@@ -35,7 +45,11 @@ def engine_library(request: Request) -> None:
     """The engine's library looked at again, if it is time (:class:`ForeignEngine` if it is not
     this release's), before the request does anything; called after the credential passed, so
     that only those who may read are told what the server holds."""
-    engine = state(request).client.engine
+    ui = state(request)
+    engine = ui.client.engine
+    if ui.fault.failing:  # the server was away: one look says whether it is back
+        ui.client.redis.ping()
+        ui.fault.succeeded()
     if engine.uses_functions is None:  # not loaded yet (a server started before it): it checks
         engine.load()
     engine.check_library()

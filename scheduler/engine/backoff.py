@@ -41,6 +41,21 @@ EXIT_CONFIG = 78
 _jitter = random.Random()
 
 
+#: The errors that waiting may cure (:func:`transient` tells the exceptions among them).
+FAULTS: tuple[type[Exception], ...] = (
+    # a cluster or Sentinel with no master for the namespace (a failover that outlasted the
+    # client's own wait), replicas away (NotReplicated): they come back
+    ClusterError,
+    faults.ServerUnavailable,
+    faults.ServerOutOfMemory,
+    faults.ServerReadOnly,
+    faults.ServerWithoutReplicas,
+    redis.ConnectionError,
+    redis.TimeoutError,
+    redis.exceptions.BusyLoadingError,
+)
+
+
 def transient(error: BaseException) -> bool:
     """Whether waiting may cure ``error``: the server is away, full or read-only. A wrong
     password or a missing permission stays wrong however long one waits."""
@@ -48,21 +63,7 @@ def transient(error: BaseException) -> bool:
         return False
     if isinstance(error, NamespaceNotInOneSlot):  # a wrong namespace stays wrong
         return False
-    return isinstance(
-        error,
-        (
-            # a cluster or Sentinel with no master for the namespace (a failover that outlasted
-            # the client's own wait), replicas away (NotReplicated): they come back
-            ClusterError,
-            faults.ServerUnavailable,
-            faults.ServerOutOfMemory,
-            faults.ServerReadOnly,
-            faults.ServerWithoutReplicas,
-            redis.ConnectionError,
-            redis.TimeoutError,
-            redis.exceptions.BusyLoadingError,
-        ),
-    )
+    return isinstance(error, FAULTS)
 
 
 def hopeless(error: BaseException) -> bool:
