@@ -409,6 +409,7 @@ class Job:
         ttr grow by that much (later heartbeats renew for the longer time), and so does its ttl
         deadline if it has one. Returns the new lock expiry (a job put without a ttr gets the
         queue's heartbeat plus ``increment``: :meth:`refresh` reads it)."""
+        limits.check_number("touch", "increment", increment, 0)
         self.expires = as_number(self._call("touch", self.jid, self._worker, increment, now=now))
         if increment > 0:
             if self.ttr is not None:

@@ -404,6 +404,11 @@ WRONG_SHAPES: dict[str, tuple[Call, str]] = {
         lambda _, job: job.fail("boom", "m", data={"a": {1}}),
         r'^Fail\(\): Arg "data" is not valid JSON',
     ),
+    # Was a TypeError from comparing the text with 0, after the engine had taken it.
+    "touch-increment-text": (
+        lambda _, job: job.touch(untyped("5")),
+        r"""^Touch\(\): Arg "increment" is not a finite number: '5'$""",
+    ),
 }
 
 
