@@ -33,7 +33,6 @@ from scheduler.engine.replies import (
     as_list,
     as_number,
     dumps,
-    klass_name,
     loads,
     optional_number,
     pairs,
@@ -604,7 +603,7 @@ class RecurringJob:
             interval=interval,
             retries=retries,
             data=None if data is None else dict(data),
-            klass=None if klass is None else klass_name(klass),
+            klass=None if klass is None else limits.check_klass("recur.update", klass),
             queue=queue,
             backlog=backlog,
         )

@@ -135,6 +135,24 @@ def check_id(command: str, name: str, value: Any) -> str:
     return value
 
 
+def check_klass(command: str, klass: Any) -> str:
+    """A job's klass as the engine stores it: a dotted path as given, or a class's or a
+    function's module and qualified name. A worker imports that path, so a lambda, a function
+    defined inside another, or a callable with no name of its own (a ``functools.partial``) is
+    refused here rather than failing every run of the job in ``import-error``."""
+    if isinstance(klass, str) or not callable(klass):
+        return check_id(command, "klass", klass)
+    qualname = getattr(klass, "__qualname__", None)
+    if not isinstance(qualname, str) or "<" in qualname:
+        shown = qualname if isinstance(qualname, str) else type(klass).__name__
+        raise _invalid(
+            command,
+            f'Arg "klass" {shown!r} has no dotted path a worker can import: define it at the'
+            " top level of a module, or give its path as text ('module.function')",
+        )
+    return check_id(command, "klass", f"{klass.__module__}.{qualname}")
+
+
 def id_from(text: str, default: str) -> str:
     """``text`` made an id the engine takes (a failure group named by a job's exception, say):
     white space and control characters become ``_``, and it is cut to the size limit on a

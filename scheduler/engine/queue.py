@@ -25,7 +25,6 @@ from scheduler.engine.replies import (
     as_int,
     as_list,
     dumps,
-    klass_name,
     pairs,
 )
 
@@ -151,12 +150,13 @@ class Queue:
     ) -> PutResult:
         """Put a job in this queue (or move an existing ``jid`` here); returns its jid.
 
-        ``klass`` is a dotted path (or a class or function, whose dotted path is used); ``data`` a
-        JSON object. ``priority``: lower runs sooner (default 0). ``retries``: how many times the
-        job may be retried or lose its lock before it fails (default 5). ``depends``: jids that
-        must complete first. ``delay``: seconds before the job may run; with ``depends`` it counts
-        from when the last dependency completes. Options left None keep the job's current values
-        when it already exists. ``jid`` defaults to a new uuid4 hex.
+        ``klass`` is a dotted path (or a class or function of a module's top level, whose dotted
+        path is used: a worker imports it); ``data`` a JSON object. ``priority``: lower runs
+        sooner (default 0). ``retries``: how many times the job may be retried or lose its lock
+        before it fails (default 5). ``depends``: jids that must complete first. ``delay``:
+        seconds before the job may run; with ``depends`` it counts from when the last dependency
+        completes. Options left None keep the job's current values when it already exists.
+        ``jid`` defaults to a new uuid4 hex.
 
         Extensions (each cleared by a later put without it):
 
@@ -348,7 +348,7 @@ class Queue:
             "recur",
             self.name,
             jid or new_jid(),
-            klass_name(klass),
+            limits.check_klass("recur", klass),
             dumps(dict(data or {})),
             "interval",
             interval,
@@ -504,8 +504,7 @@ def _checked_job(
     """A put's jid (a new uuid4 hex for None), klass name, data as JSON text and delay, each
     within the engine's limits (else the engine's error class for ``command``)."""
     jid = new_jid() if jid is None else limits.check_jid(command, "jid", jid)
-    # Anything but a string or a class/function is refused as the engine would refuse it.
-    name = limits.check_id(command, "klass", klass_name(klass) if callable(klass) else klass)
+    name = limits.check_klass(command, klass)
     body = dict(data) if isinstance(data, Mapping) else ({} if data is None else data)
     payload = limits.encode_payload(command, "data", body, kind="object")
     return jid, name, payload, limits.check_delay(command, delay)

@@ -14,7 +14,8 @@ from scheduler.engine.limits import read_json
 
 #: A time argument: epoch seconds, or ``""`` for the server's clock.
 Now: TypeAlias = float | str
-#: A job class: a dotted path, or a class / function whose dotted path is used.
+#: A job class: a dotted path, or a class / function whose dotted path is used
+#: (:func:`~scheduler.engine.limits.check_klass`).
 Klass: TypeAlias = str | Callable[..., Any]
 
 
@@ -73,13 +74,6 @@ def as_int(value: Any, default: int = 0) -> int:
 def optional_number(value: Any) -> float | None:
     """A float from a reply field, or None when it is missing, ``""`` or ``false``."""
     return None if value is None or value == "" or value is False else float(value)
-
-
-def klass_name(klass: Klass) -> str:
-    """The dotted path the engine stores for ``klass``."""
-    if isinstance(klass, str):
-        return klass
-    return f"{klass.__module__}.{klass.__qualname__}"
 
 
 def pairs(**options: Any) -> list[Any]:

@@ -420,3 +420,32 @@ def test_a_value_of_the_wrong_shape_is_an_invalid_argument_naming_the_call(
     running = populated.jobs["running"]
     with assert_unchanged(populated.redis), pytest.raises(InvalidArgument, match=message):
         call(populated, running)
+
+
+def _nested_function() -> Callable[[Any], Any]:
+    def send(job: Any) -> None:
+        return None
+
+    return send
+
+
+# A klass given as a function a worker cannot import by its dotted path: was put, and every
+# run of the job then failed in import-error.
+UNIMPORTABLE_KLASSES: dict[str, Callable[[Client, Any], Any]] = {
+    "put": lambda c, klass: c.queues["q"].put(klass, {}),
+    "put-many": lambda c, klass: c.queues["q"].put_many([NewJob(klass)]),
+    "recur": lambda c, klass: c.queues["q"].recur(klass, {}, 60),
+}
+
+
+@pytest.mark.parametrize("name", list(UNIMPORTABLE_KLASSES))
+@pytest.mark.parametrize("klass", [lambda job: None, _nested_function()], ids=["lambda", "nested"])
+def test_a_function_no_worker_can_import_is_refused_as_a_klass(
+    populated: Client, name: str, klass: Callable[[Any], Any]
+) -> None:
+    call = UNIMPORTABLE_KLASSES[name]
+    with assert_unchanged(populated.redis), pytest.raises(InvalidArgument) as refused:
+        call(populated, klass)
+    message = str(refused.value)
+    assert 'Arg "klass"' in message and klass.__qualname__ in message, message
+    assert "define it at the top level of a module" in message, message
