@@ -73,7 +73,20 @@ def _import(klass: str) -> Any:
     try:
         return getattr(module, attribute)
     except AttributeError as error:
-        raise KlassNotFound(f"module {module_name!r} has no attribute {attribute!r}") from error
+        raise KlassNotFound(
+            f"module {module_name!r} has no attribute {attribute!r}" + _main_hint(module_name)
+        ) from error
+
+
+def _main_hint(module_name: str) -> str:
+    """What to do when the klass names ``__main__``: a function put from a script run as
+    ``python script.py`` is stored under that name, which in the worker is its own main."""
+    if module_name != "__main__":
+        return ""
+    return (
+        ": '__main__' is the worker's own main module, not the script that put the job: put"
+        " the function in a module the worker can import, and the job by that module's path"
+    )
 
 
 def _not_found_in(module_name: str, error: ImportError) -> str:

@@ -664,10 +664,15 @@ def test_import_errors_fail_the_job_in_the_users_terms(
     missing = put(client, "q", "no_such_module_for_flows.run")
     no_attribute = put(client, "q", "worker_tasks.no_such_function")
     raising = put(client, "q", f"{module}.run", pythonpath=[str(tmp_path)])
+    # A function put from a script run as `python script.py`: the worker's __main__ is its own.
+    from_a_script = put(client, "q", "__main__.send_report")
     assert run_burst(engine, ["q"]) == 0
     expected = {
         missing: "No module named 'no_such_module_for_flows'",
         no_attribute: "has no attribute 'no_such_function'",
+        from_a_script: "module '__main__' has no attribute 'send_report': '__main__' is the"
+        " worker's own main module, not the script that put the job: put the function in a"
+        " module the worker can import, and the job by that module's path",
         raising: "RuntimeError: broken at import",
     }
     for jid, text in expected.items():
