@@ -211,15 +211,17 @@ class Job:
             for name in _DETAIL_READERS:
                 self.__dict__.pop(name, None)
 
-    def __getattr__(self, name: str) -> Any:
-        # Only called for an attribute that is not set: a detail a lean reply left out.
-        if name in _DETAIL_READERS and "jid" in self.__dict__:
-            raw = as_dict(self._call("get", self.jid))
-            if raw:
-                for field, read in _DETAIL_READERS.items():
-                    self.__dict__[field] = read(raw)
-                return self.__dict__[name]
-        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+    if not TYPE_CHECKING:  # seen by a type checker, it would make any misspelt name an Any
+
+        def __getattr__(self, name: str) -> Any:
+            # Only called for an attribute that is not set: a detail a lean reply left out.
+            if name in _DETAIL_READERS and "jid" in self.__dict__:
+                raw = as_dict(self._call("get", self.jid))
+                if raw:
+                    for field, read in _DETAIL_READERS.items():
+                        self.__dict__[field] = read(raw)
+                    return self.__dict__[name]
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     def __repr__(self) -> str:
         return f"<Job {self.jid} {self.klass} {self.state} queue={self.queue!r}>"

@@ -74,11 +74,9 @@ def main(client: Client) -> PutResult:
 """
 
 
-def test_a_strict_type_checker_of_an_installed_copy_sees_the_types(tmp_path: Path) -> None:
-    """mypy --strict, run by a user whose environment has the package installed (found
-    through site-packages, as an installed or editable copy is), gets the package's own type
-    hints: only with a ``py.typed`` marker (PEP 561) does it read them instead of refusing the
-    import."""
+def _strict_mypy(tmp_path: Path, code: str) -> subprocess.CompletedProcess[str]:
+    """mypy --strict on ``code``, run by a user whose environment has the package installed
+    (found through site-packages, as an installed or editable copy is)."""
     root = Path(__file__).resolve().parents[2]
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
@@ -90,16 +88,39 @@ def test_a_strict_type_checker_of_an_installed_copy_sees_the_types(tmp_path: Pat
         text=True,
     ).stdout.strip()
     (Path(site) / "redis_flows_under_test.pth").write_text(f"{root}\n")
-    (tmp_path / "app.py").write_text(USER_CODE)
+    (tmp_path / "app.py").write_text(code)
     mypy = [sys.executable, "-m", "mypy", "--strict", "--no-incremental"]
-    checked = subprocess.run(
+    return subprocess.run(
         [*mypy, "--python-executable", str(python), "app.py"],
         cwd=tmp_path,
         capture_output=True,
         text=True,
     )
+
+
+def test_a_strict_type_checker_of_an_installed_copy_sees_the_types(tmp_path: Path) -> None:
+    """mypy --strict gets the package's own type hints: only with a ``py.typed`` marker (PEP
+    561) does it read them instead of refusing the import."""
+    checked = _strict_mypy(tmp_path, USER_CODE)
     assert 'Revealed type is "scheduler.engine.job.Job"' in checked.stdout, checked.stdout
     assert checked.returncode == 0, checked.stdout
+
+
+MISTAKES = """\
+from scheduler import Client
+
+
+def main(client: Client) -> None:
+    job = client.jobs["jid"]
+    print(job.reslt)
+"""
+
+
+def test_a_strict_type_checker_finds_a_misspelt_attribute_or_keyword(tmp_path: Path) -> None:
+    """A job's attributes are typed: a misspelt name is an error, not an ``Any`` (the lookup
+    of a job's lazily read details hid them)."""
+    checked = _strict_mypy(tmp_path, MISTAKES)
+    assert 'app.py:6: error: "Job" has no attribute "reslt"' in checked.stdout, checked.stdout
 
 
 def test_every_error_class_is_exported_from_scheduler() -> None:
