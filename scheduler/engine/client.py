@@ -22,13 +22,13 @@ import os
 import socket
 from collections.abc import Iterator, MutableMapping
 from types import TracebackType
-from typing import Any, NamedTuple, overload
+from typing import Any, NamedTuple, Unpack, overload
 
 import redis as redis_py
 
 from scheduler.engine.connections import Durability, MasterWatch, connect, split_durability
 from scheduler.engine.errors import JobNotFound
-from scheduler.engine.events import EventListener
+from scheduler.engine.events import EventListener, ListenerOptions
 from scheduler.engine.job import Job, RecurringJob
 from scheduler.engine.limits import MAX_ID_BYTES, id_fault
 from scheduler.engine.queue import Queues
@@ -445,9 +445,10 @@ class Client:
         if names:
             self.engine.call("worker.deregister", *names, now=now)
 
-    def events(self, **options: Any) -> EventListener:
+    def events(self, **options: Unpack[ListenerOptions]) -> EventListener:
         """An :class:`~scheduler.engine.events.EventListener` on this namespace (not yet
-        subscribed)."""
+        subscribed); ``options`` (``workers``, ``log``, ``tracked``, ``channels``,
+        ``timeout``) are the listener's."""
         return EventListener(self, **options)
 
     # -- lifetime -------------------------------------------------------------------------------

@@ -34,7 +34,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Any, Protocol
+from typing import Any, Protocol, TypedDict
 
 import redis
 from redis.client import PubSub
@@ -93,6 +93,18 @@ class Event:
     kind: str
     jid: str | None
     data: dict[str, Any] = field(default_factory=dict)
+
+
+class ListenerOptions(TypedDict, total=False):
+    """The options of an :class:`EventListener` (its defaults: those of its constructor), as
+    :meth:`~scheduler.engine.client.Client.events` takes them: typed, so a misspelt one is an
+    error to a type checker."""
+
+    workers: Iterable[str] | None
+    log: bool
+    tracked: bool
+    channels: Iterable[str]
+    timeout: float | None
 
 
 class EventListener:

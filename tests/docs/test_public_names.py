@@ -113,14 +113,16 @@ from scheduler import Client
 def main(client: Client) -> None:
     job = client.jobs["jid"]
     print(job.reslt)
+    client.events(timout=5)
 """
 
 
 def test_a_strict_type_checker_finds_a_misspelt_attribute_or_keyword(tmp_path: Path) -> None:
-    """A job's attributes are typed: a misspelt name is an error, not an ``Any`` (the lookup
-    of a job's lazily read details hid them)."""
+    """A job's attribute and the options of ``client.events()`` are typed: a misspelt name is
+    an error, not an ``Any`` (a job's lazily read details and a ``**options: Any`` hid them)."""
     checked = _strict_mypy(tmp_path, MISTAKES)
     assert 'app.py:6: error: "Job" has no attribute "reslt"' in checked.stdout, checked.stdout
+    assert 'app.py:7: error: Unexpected keyword argument "timout"' in checked.stdout, checked.stdout
 
 
 def test_every_error_class_is_exported_from_scheduler() -> None:
