@@ -60,7 +60,12 @@ def connect(url: str | None = None) -> redis_py.Redis:
 
 class Client(engine_client.Client):
     """The engine client (:class:`scheduler.engine.client.Client`), whose ``url`` may be left
-    out: None means ``$FLOWS_REDIS_URL``, else the embedded server (started, or reused)."""
+    out: None means ``$FLOWS_REDIS_URL``, else the embedded server (started, or reused).
+
+    ``client.queues[name]``, ``client.jobs[jid]``, ``client.config``, ``client.throttles``,
+    ``client.workers`` and ``client.events()`` are the engine client's, as are the other
+    arguments (``namespace``, ``redis``, ``worker_name``, ``durability``): see its docstring.
+    """
 
     def __init__(
         self,

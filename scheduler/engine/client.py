@@ -341,8 +341,13 @@ class Client:
     ``redis``: an existing redis-py client created with ``decode_responses=True`` (instead of
     ``url``). ``worker_name``: the name this client pops, completes and heartbeats as (default
     ``<hostname>-<pid>``). ``durability``: a :class:`~scheduler.engine.connections.Durability`, for
-    a
-    client given as ``redis``.
+    a client given as ``redis``.
+
+    What it holds: ``queues`` (``client.queues[name]`` is a :class:`~scheduler.engine.queue.Queue`),
+    ``jobs`` (:class:`Jobs`: ``client.jobs[jid]`` is a :class:`~scheduler.engine.job.Job`),
+    ``config`` (:class:`Config`), ``throttles`` (:class:`Throttles`) and ``workers``
+    (:class:`Workers`); :meth:`events` follows what the engine does. :meth:`close`, or the end
+    of a ``with`` block, closes the connection it opened.
     """
 
     engine: Engine
