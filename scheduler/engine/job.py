@@ -363,6 +363,8 @@ class Job:
         self, group: str, message: str, *, data: Mapping[str, Any] | None = None, now: Now = ""
     ) -> str:
         """Mark the job failed in ``group`` with ``message`` (optionally replacing its data)."""
+        limits.check_id("fail", "group", group)
+        limits.check_message("fail", "message", message)
         args = _data_arg("fail", data)
         jid = str(self._call("fail", self.jid, self._worker, group, message, *args, now=now))
         if data is not None:

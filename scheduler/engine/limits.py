@@ -405,6 +405,15 @@ def check_text(command: str, name: str, value: Any, max_bytes: int = MAX_PAYLOAD
     return value
 
 
+def check_message(command: str, name: str, value: Any) -> str:
+    """Free text sent as it is (a failure message): :func:`check_text`, and UTF-8 (no lone
+    surrogate)."""
+    text = check_text(command, name, value)
+    if not text.isascii():
+        _utf8(command, name, text)
+    return text
+
+
 def encode_payload(
     command: str,
     name: str,

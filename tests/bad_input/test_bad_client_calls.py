@@ -367,13 +367,22 @@ WRONG_SHAPES: dict[str, tuple[Call, str]] = {
         lambda c, _: c.queues["q"].put_many([NewJob("tasks.a"), untyped({"klass": "tasks.a"})]),
         r"^PutMany jobs\[2\]\(\): not a NewJob: dict",
     ),
+    # Job.fail's were named by their place in the engine call ("argument 4").
     "fail-message-none": (
         lambda _, job: job.fail("boom", untyped(None)),
-        r"^Fail\(\): argument 4 is not text or a number: NoneType None$",
+        r'^Fail\(\): Arg "message" is not text: NoneType$',
+    ),
+    "fail-message-an-exception": (
+        lambda _, job: job.fail("boom", untyped(ValueError("x"))),
+        r'^Fail\(\): Arg "message" is not text: ValueError$',
+    ),
+    "fail-group-none": (
+        lambda _, job: job.fail(untyped(None), "m"),
+        r'^Fail\(\): Arg "group" missing$',
     ),
     "fail-message-lone-surrogate": (
         lambda _, job: job.fail("boom", "cannot read /data/\udcff.csv"),
-        r"^Fail\(\): argument 4 is not valid UTF-8 text \(it holds a lone surrogate\): "
+        r'^Fail\(\): Arg "message" is not valid UTF-8 text \(it holds a lone surrogate\): '
         r"'cannot read /data/\\udcff.csv'$",
     ),
     "tag-a-list": (
