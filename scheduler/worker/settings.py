@@ -121,6 +121,11 @@ class Setting:
             return None
         if self.kind == "text":
             return None if value is None or isinstance(value, str) else f"{value!r} is not text"
+        return self._list_problem(value)
+
+    def _list_problem(self, value: Any) -> str | None:
+        if isinstance(value, str):
+            return f"{value!r} is one text, not a list (give [{value!r}])"
         if not isinstance(value, tuple) or not all(isinstance(item, str) for item in value):
             return f"{value!r} is not a list of texts"
         if self.kind == "names":

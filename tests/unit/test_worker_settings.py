@@ -261,7 +261,9 @@ def test_one_queue_given_as_text_is_refused_not_split_into_letters() -> None:
         lambda: WorkerPool("redis://127.0.0.1:1", untyped),
         lambda: overridden(None, untyped, {}),
     ):
-        with pytest.raises(SettingError, match=r"^--queues: 'etl' is not a list of texts$"):
+        with pytest.raises(
+            SettingError, match=r"^--queues: 'etl' is one text, not a list \(give \['etl'\]\)$"
+        ):
             make()
 
 
