@@ -250,7 +250,12 @@ class WorkerSettings:
     )
     burst: bool = field(
         default=False,
-        metadata=setting("--burst", kind="flag", help="Exit 0 once the queues are empty."),
+        metadata=setting(
+            "--burst",
+            kind="flag",
+            help="Exit 0 once no job is ready and none runs (jobs due later, a retry waiting"
+            " out its backoff too, are left).",
+        ),
     )
     name: str | None = field(
         default=None,
