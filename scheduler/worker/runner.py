@@ -11,6 +11,7 @@ secret the process resolved is masked before the outcome leaves here.
 from __future__ import annotations
 
 import json
+import types
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
@@ -166,6 +167,8 @@ def _completed(value: Any) -> Outcome:
     refuse it (too large, too deep, NaN): better now than after the lock ran out, retry by retry."""
     if value is None:  # most jobs: nothing to check
         return _COMPLETE
+    if type(value) in _UNRUN_BODIES:
+        return _never_ran(value)
     try:
         if limits.json_depth(value, limits.MAX_RESULT_DEPTH) > limits.MAX_RESULT_DEPTH:
             raise InvalidArgument(
@@ -179,6 +182,27 @@ def _completed(value: Any) -> Outcome:
     except Exception as error:  # the result's own code raised (a key whose str() fails, say)
         message = f"the job's result cannot be read: {type(error).__name__}: {_text(error)}"
         return failure("bad-result", message)
+
+
+# What an async def, a generator function or an async generator function returns without
+# running its body: completing with it would report work that was never done.
+_UNRUN_BODIES: dict[type, str] = {
+    types.CoroutineType: "a coroutine (is it an async def?)",
+    types.GeneratorType: "a generator",
+    types.AsyncGeneratorType: "an async generator",
+}
+
+
+def _never_ran(value: Any) -> Outcome:
+    """Fail a job whose function returned its body unrun."""
+    if not isinstance(value, types.AsyncGeneratorType):
+        value.close()  # unstarted, it runs none of its code (and warns of no "never awaited")
+    return failure(
+        "bad-result",
+        f"the job function returned {_UNRUN_BODIES[type(value)]}, whose body never ran: the"
+        " worker calls a job function and neither awaits nor iterates what it returns; call it"
+        " from a plain function (asyncio.run(...), list(...)) and make that the klass",
+    )
 
 
 class _Unstorable(ValueError):

@@ -34,6 +34,19 @@ def one_too_deep(job):
 
 def fine(job):
     return {"ok": True}
+
+RAN = []
+
+async def coroutine(job):
+    RAN.append(job.jid)
+
+def generator(job):
+    RAN.append(job.jid)
+    yield 1
+
+async def async_generator(job):
+    RAN.append(job.jid)
+    yield 1
 """
 
 
@@ -61,3 +74,29 @@ def test_a_result_the_engine_would_refuse_fails_the_job_once(
     assert message in job.failure["message"]
     assert sum(1 for h in job.history if h.get("what") == "popped") == 1
     assert client.jobs[good].state == "complete"
+
+
+@pytest.mark.parametrize(
+    ("task", "message"),
+    [
+        ("coroutine", "the job function returned a coroutine (is it an async def?)"),
+        ("generator", "the job function returned a generator"),
+        ("async_generator", "the job function returned an async generator"),
+    ],
+)
+def test_a_job_function_whose_body_never_ran_fails_not_completes(
+    task: str, message: str, client: Client, tmp_path: Path, recwarn: pytest.WarningsRecorder
+) -> None:
+    """An ``async def`` (or a generator function) returns without running its body: the job
+    was completed with ``'<coroutine object ...>'`` as its result, having done nothing."""
+    (tmp_path / "body_tasks.py").write_text(TASKS)
+    data = {"_flows": {"pythonpath": [str(tmp_path)]}}
+    jid = client.queues["bodies"].put(f"body_tasks.{task}", data, retries=3)
+    Worker(client, ["bodies"], burst=True, sandbox_root=tmp_path / "sandbox").run()
+    job = client.jobs[jid]
+    assert job.state == "failed", job.result
+    assert job.failure is not None and job.failure["group"] == "bad-result"
+    assert message in job.failure["message"]
+    assert "asyncio.run" in job.failure["message"]
+    assert sum(1 for h in job.history if h.get("what") == "popped") == 1
+    assert not [w for w in recwarn if "never awaited" in str(w.message)]
