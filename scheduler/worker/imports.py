@@ -130,8 +130,27 @@ def resolve(klass: str, queue: str) -> JobFunction:
             found = target
         else:
             raise KlassNotFound(f"klass {klass!r} is not callable")
+        _check_takes_the_job(klass, found)
         _cache[key] = found
         return found
+
+
+def _check_takes_the_job(klass: str, function: JobFunction) -> None:
+    """Refuse a callable that cannot be called with the job alone: called, it would raise a
+    TypeError from the worker's own frame, and be retried to the same end."""
+    try:
+        signature = inspect.signature(function)
+    except (TypeError, ValueError):  # no signature to read (a builtin): let the call decide
+        return
+    try:
+        signature.bind(None)
+    except TypeError as error:
+        name = getattr(function, "__name__", klass.rpartition(".")[2])
+        why = "takes no argument" if not signature.parameters else f"cannot take it alone: {error}"
+        raise KlassNotFound(
+            f"klass {klass!r} cannot be given the job: {name}{signature} {why} (a job function"
+            f" takes one, the job: def {name}(job))"
+        ) from None
 
 
 class HookNotFound(FlowsError):

@@ -666,10 +666,15 @@ def test_import_errors_fail_the_job_in_the_users_terms(
     raising = put(client, "q", f"{module}.run", pythonpath=[str(tmp_path)])
     # A function put from a script run as `python script.py`: the worker's __main__ is its own.
     from_a_script = put(client, "q", "__main__.send_report")
+    # Ran, and was retried, as a TypeError raised in the worker's own frame.
+    (tmp_path / f"{module}_tasks.py").write_text("def no_job():\n    return 1\n")
+    takes_no_job = put(client, "q", f"{module}_tasks.no_job", pythonpath=[str(tmp_path)])
     assert run_burst(engine, ["q"]) == 0
     expected = {
         missing: "No module named 'no_such_module_for_flows'",
         no_attribute: "has no attribute 'no_such_function'",
+        takes_no_job: f"klass '{module}_tasks.no_job' cannot be given the job: no_job() takes"
+        " no argument (a job function takes one, the job: def no_job(job))",
         from_a_script: "module '__main__' has no attribute 'send_report': '__main__' is the"
         " worker's own main module, not the script that put the job: put the function in a"
         " module the worker can import, and the job by that module's path",
