@@ -50,6 +50,7 @@ if TYPE_CHECKING:
     )
     from scheduler.engine.job import Job, RanBy, RecurringJob
     from scheduler.engine.queue import NewJob, PutResult, Queue, QueueJobs, Queues
+    from scheduler.engine.safety import UnsafeServer
     from scheduler.engine.scripts import Engine, EnginePipeline
     from scheduler.engine.server_support import UnsupportedServer
 
@@ -96,6 +97,7 @@ _EXPORTS: dict[str, str] = {
     "TooLarge": "scheduler.engine.errors",
     "Tracked": "scheduler.engine.client",
     "UnknownCommand": "scheduler.engine.errors",
+    "UnsafeServer": "scheduler.engine.safety",
     "UnsupportedServer": "scheduler.engine.server_support",
     "Workers": "scheduler.engine.client",
     "WrongState": "scheduler.engine.errors",
@@ -148,6 +150,7 @@ __all__ = [
     "TooLarge",
     "Tracked",
     "UnknownCommand",
+    "UnsafeServer",
     "UnsupportedServer",
     "Workers",
     "WrongState",

@@ -127,10 +127,11 @@ def test_a_strict_type_checker_finds_a_misspelt_attribute_or_keyword(tmp_path: P
 
 def test_every_error_class_is_exported_from_scheduler() -> None:
     """The Python API page: "every error class" is re-exported from ``scheduler`` (the cluster
-    and Sentinel errors and ``UnsupportedServer`` were not)."""
-    from scheduler.engine import errors, faults, server_support
+    and Sentinel errors, ``UnsupportedServer`` and ``UnsafeServer``, which ``Worker.run()``
+    raises, were not)."""
+    from scheduler.engine import errors, faults, safety, server_support
 
-    for module in (errors, faults, server_support):
+    for module in (errors, faults, safety, server_support):
         for name, value in vars(module).items():
             ours = isinstance(value, type) and value.__module__ == module.__name__
             if ours and issubclass(value, Exception):
