@@ -62,7 +62,7 @@ def _raise_in_thread(thread_id: int, exc: type[BaseException]) -> None:
 
 
 class Worker:
-    """Runs jobs from its queues until stopped (or, with ``burst``, until they are empty).
+    """Runs jobs from its queues until stopped (or, with ``burst``, until none is ready or runs).
 
     ``settings`` (:class:`~scheduler.worker.settings.WorkerSettings`) say what it does; or give
     ``queues`` and any of its fields as keywords, which override the settings' values (None:
