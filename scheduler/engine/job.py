@@ -325,7 +325,12 @@ class Job:
         job. Returns the new state: ``complete``, ``waiting``, ``scheduled`` or ``depends``.
         Raises LockLost if this worker does not hold the lock, WrongState if it is not running.
         """
-        args = pairs(next=next, delay=delay, depends=None if depends is None else list(depends))
+        if next is not None:
+            limits.check_id("complete", "next", next)
+        checked = (
+            None if depends is None else limits.check_ids("complete", "depends", depends, jids=True)
+        )
+        args = pairs(next=next, delay=delay, depends=checked)
         if result is not None:
             args += [
                 "result",

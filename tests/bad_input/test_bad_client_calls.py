@@ -413,6 +413,16 @@ WRONG_SHAPES: dict[str, tuple[Call, str]] = {
         lambda _, job: job.fail("boom", "m", data={"a": {1}}),
         r'^Fail\(\): Arg "data" is not valid JSON',
     ),
+    # Was taken as the list of its characters: the job moved on, depending on jobs w, a, ...
+    "complete-depends-text": (
+        lambda _, job: job.complete("q", depends="waiting"),
+        r"""^Complete\(\): Arg "depends" is one text, not a list: 'waiting' """
+        r"""\(give \['waiting'\]\)$""",
+    ),
+    "complete-next-number": (
+        lambda _, job: job.complete(untyped(5)),
+        r'^Complete\(\): Arg "next" is not text: int$',
+    ),
     # Was a TypeError from comparing the text with 0, after the engine had taken it.
     "touch-increment-text": (
         lambda _, job: job.touch(untyped("5")),
