@@ -67,6 +67,11 @@ class WorkerPool:
         (``WorkerPool(url, ["etl"], threads=4)``). A child's name is ``name.<index>`` when there
         are several (:meth:`~scheduler.worker.settings.WorkerSettings.process_name`); a name
         that suffix makes too long is refused here (a ``SettingError``), before any starts."""
+        if not isinstance(url, str):
+            raise TypeError(
+                f"WorkerPool(): url must be a Redis URL (text), not {type(url).__name__}"
+                " (a Client is Worker's first argument)"
+            )
         if isinstance(settings, WorkerSettings):
             if options:
                 raise TypeError(f"give {', '.join(sorted(options))} in the WorkerSettings")

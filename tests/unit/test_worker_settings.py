@@ -267,6 +267,18 @@ def test_one_queue_given_as_text_is_refused_not_split_into_letters() -> None:
             make()
 
 
+def test_a_pool_given_a_client_or_nothing_instead_of_a_url_says_so() -> None:
+    # Taken as the URL: the pool failed at run() with a TypeError from inside the connection
+    # code (or, for a Client, from the environment of the processes it started).
+    for untyped, kind in ((Client("redis://127.0.0.1:1"), "Client"), (None, "NoneType")):
+        with pytest.raises(
+            TypeError,
+            match=rf"^WorkerPool\(\): url must be a Redis URL \(text\), not {kind} "
+            r"\(a Client is Worker's first argument\)$",
+        ):
+            WorkerPool(typing.cast(typing.Any, untyped), ["etl"])
+
+
 def test_a_worker_given_a_url_instead_of_a_client_says_so() -> None:
     untyped: typing.Any = "redis://127.0.0.1:1"
     with pytest.raises(TypeError, match=r"^Worker\(\): client must be a scheduler.Client, not str"):
