@@ -69,7 +69,7 @@ def user_errors() -> Iterator[None]:
         raise click.ClickException(error_text(error)) from None
 
 
-def cannot_work(error: FlowsError) -> click.ClickException:
+def cannot_work(error: Exception) -> click.ClickException:
     """A long-running command (``flows worker``, ``flows scheduler``) stopped by ``error``,
     which restarting it cannot mend: its one line (:func:`error_text`), exit status
     :data:`~scheduler.engine.backoff.EXIT_CONFIG`, so that a supervisor tells it from a crash."""

@@ -3,7 +3,8 @@
 Exit codes: ``flows scheduler --health`` 0 when healthy, 1 when not; ``--once`` 1 when a file
 under --flows-dir could not be loaded (its findings printed as ``flows validate`` prints them)
 or a schedule could not be handled; ``flows scheduler`` 78 (``EXIT_CONFIG``) when the server's
-engine library is not this release's (:class:`ForeignEngine`); the others 1 on an error (an
+engine library is not this release's (:class:`ForeignEngine`) or the server refuses its login or
+a permission; the others 1 on an error (an
 unknown schedule, say).
 """
 
@@ -49,8 +50,14 @@ from flows.runs.trigger import trigger_run
 from scheduler.cron import InvalidSchedule, Skip
 from scheduler.engine.client import Client
 from scheduler.engine.doctor import ScheduledCheck
-from scheduler.engine.errors import ForeignEngine, debug_enabled
-from scheduler.service.loop import Fired, OnceReport, SchedulerService, check_health
+from scheduler.engine.errors import debug_enabled
+from scheduler.service.loop import (
+    Fired,
+    OnceReport,
+    SchedulerService,
+    check_health,
+    unworkable,
+)
 from scheduler.service.records import LIVE_TICK_AGE, Registration
 from scheduler.service.scanning import ScanReport, default_origin
 from scheduler.service.schedules import Schedules
@@ -276,8 +283,9 @@ def scheduler_command(
     scheduled jobs, spawns recurring jobs, reaps expired locks and drops old completed jobs and
     runs, even when no worker pops.
 
-    A Functions library on the server that is not this release's engine, found at the start or
-    while it runs, stops it with one line saying what to do, exit 78.
+    A Functions library on the server that is not this release's engine, or the server refusing
+    its login or a permission, found at the start or while it runs, stops it with one line
+    saying what to do, exit 78.
 
     With --once, a file that does not validate has its findings printed on stderr, as `flows
     validate` prints them, and the exit code is 1 (the other files are registered and fired
@@ -334,10 +342,10 @@ def scheduler_command(
             sys.exit(1 if report.tick.errors or report.scan.invalid else 0)
         try:
             service.run()
-        except ForeignEngine as error:  # restarting cannot mend it: an operator must
-            if debug_enabled():
+        except Exception as error:
+            if not unworkable(error) or debug_enabled():
                 raise
-            raise cannot_work(error) from None
+            raise cannot_work(error) from None  # restarting cannot mend it: an operator must
 
 
 # --------------------------------------------------------------------------- operating

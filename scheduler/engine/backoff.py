@@ -59,7 +59,7 @@ FAULTS: tuple[type[Exception], ...] = (
 def transient(error: BaseException) -> bool:
     """Whether waiting may cure ``error``: the server is away, full or read-only. A wrong
     password or a missing permission stays wrong however long one waits."""
-    if isinstance(error, (faults.AuthenticationFailed, faults.PermissionDenied)):
+    if faults.access_refused(error):
         return False
     if isinstance(error, NamespaceNotInOneSlot):  # a wrong namespace stays wrong
         return False

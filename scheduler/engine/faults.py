@@ -103,6 +103,29 @@ def where(client: redis.Redis, prefix: str | None = None) -> str:
 _REDIS_COMMAND = re.compile(r"run the '([^']+)' command")
 
 
+LOGIN_FIX = (
+    "check the user name and password in --redis or $FLOWS_REDIS_URL, and that the ACL user is"
+    " enabled (a server restarted without its ACL file has lost its users)"
+)
+"""What to do when the server refuses the login, wherever it is said."""
+
+
+def login_refused(error: BaseException) -> bool:
+    """Whether ``error`` is the server refusing the user name or password (redis-py raises it
+    as a :class:`redis.ConnectionError`, but no server started, no wait, mends it)."""
+    return isinstance(error, redis.exceptions.AuthenticationError) or str(error).startswith(
+        ("WRONGPASS", "NOAUTH", "invalid username-password")
+    )
+
+
+def access_refused(error: BaseException) -> bool:
+    """Whether the server refused ``error``'s caller its login or a permission: it stays
+    refused until an operator changes the credentials or the ACL user."""
+    return isinstance(
+        error, (AuthenticationFailed, PermissionDenied, redis.exceptions.NoPermissionError)
+    ) or (isinstance(error, redis.RedisError) and login_refused(error))
+
+
 def _redis_command(text: str) -> str | None:
     match = _REDIS_COMMAND.search(text)
     return match.group(1) if match else None
@@ -127,12 +150,9 @@ def translate(
         return error
     at = where(client, prefix)
     reason = shorten(str(error)).rstrip(".")
-    if isinstance(error, redis.exceptions.AuthenticationError) or reason.startswith(
-        ("WRONGPASS", "NOAUTH", "invalid username-password")
-    ):
+    if login_refused(error):
         return AuthenticationFailed(
-            f"{at} refused the login as user {user_of(client)!r} ({reason}): check the user name "
-            "and password in --redis or $FLOWS_REDIS_URL, and that the ACL user is enabled",
+            f"{at} refused the login as user {user_of(client)!r} ({reason}): {LOGIN_FIX}",
             where=at,
             command=command,
         )
@@ -206,6 +226,8 @@ def one_line(error: BaseException) -> str:
     """What a user is told about ``error``: one line, without a traceback or a password."""
     if isinstance(error, (FlowsError, EngineError)):
         text = str(error)
+    elif isinstance(error, redis.RedisError) and login_refused(error):
+        text = f"Redis refused the login ({shorten(str(error)).rstrip('.')}): {LOGIN_FIX}"
     elif isinstance(error, redis.exceptions.ConnectionError):
         text = f"cannot reach Redis: {error}; start the server, or check --redis / $FLOWS_REDIS_URL"
     elif isinstance(error, redis.exceptions.NoPermissionError):  # a command sent, not the engine
@@ -253,6 +275,7 @@ def cut_long_lines(text: str) -> str:
 
 __all__ = [
     "ENV_DEBUG",
+    "LOGIN_FIX",
     "AuthenticationFailed",
     "PermissionDenied",
     "ServerFault",
@@ -260,9 +283,11 @@ __all__ = [
     "ServerReadOnly",
     "ServerUnavailable",
     "ServerWithoutReplicas",
+    "access_refused",
     "address",
     "cut_long_lines",
     "debug_enabled",
+    "login_refused",
     "one_line",
     "told",
     "translate",

@@ -442,11 +442,17 @@ class Engine:
         try:
             if time.monotonic() < self._look_at:
                 return
-            seen = self._code_writes_now()
-            if None in seen or seen != self._code_writes_seen:
-                self._loaded = False  # meanwhile, a call in another thread checks it too
-                self.load()
-                self._code_writes_seen = seen
+            try:
+                seen = self._code_writes_now()
+                if None in seen or seen != self._code_writes_seen:
+                    self._loaded = False  # meanwhile, a call in another thread checks it too
+                    self.load()
+                    self._code_writes_seen = seen
+            except redis.RedisError as error:  # worded as an engine call's fault is
+                fault = self.fault(error)
+                if fault is error:
+                    raise
+                raise fault from error
             every = LIBRARY_CHECK_WITHOUT_STATS if None in seen else LIBRARY_CHECK_EVERY
             self._look_at = time.monotonic() + every
         finally:

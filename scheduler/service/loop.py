@@ -40,6 +40,7 @@ from scheduler.engine.backoff import Backoff, wait_for_server
 from scheduler.engine.client import Client
 from scheduler.engine.connections import MasterWatch
 from scheduler.engine.errors import EngineError, ForeignEngine
+from scheduler.engine.faults import access_refused
 from scheduler.engine.safety import check_eviction_policy
 from scheduler.engine.scripts import LIBRARY_CHECK_EVERY
 from scheduler.notify.outbox import Deliverer
@@ -120,6 +121,14 @@ class _Pending:
     due: bool = True
 
 
+def unworkable(error: BaseException) -> bool:
+    """Whether ``error`` stops the service rather than its step being tried again: a library
+    under the engine's name that is not this release's, or the server refusing the service's
+    login or a permission (no wait mends those: an operator must). A worker stops over them
+    alike (exit 78)."""
+    return isinstance(error, ForeignEngine) or access_refused(error)
+
+
 def default_service_id() -> str:
     return f"{socket.gethostname()}-{os.getpid()}"
 
@@ -192,8 +201,9 @@ class SchedulerService:
         self.schedules = Schedules(client)
         self._stopping = threading.Event()
         # What stopped the service, raised by run(): a library under the engine's name that
-        # is not this release's engine (no retry mends it: an operator must).
-        self.fatal: ForeignEngine | None = None
+        # is not this release's engine, a refused login or permission (no retry mends them: an
+        # operator must; see unworkable).
+        self.fatal: Exception | None = None
         self.reloader = Reloader(
             self.schedules,
             source,
@@ -617,17 +627,17 @@ class SchedulerService:
                 return
             try:
                 step()
-            except ForeignEngine as error:  # the library was swapped while the service ran
-                self._give_up(error)
-                return
             except Exception as error:
+                if unworkable(error):  # e.g. the library swapped, the ACL user gone
+                    self._give_up(error)
+                    return
                 resume = time.monotonic() + backoff.failed(error)
                 return
             backoff.succeeded()
 
         return run
 
-    def _give_up(self, error: ForeignEngine) -> None:
+    def _give_up(self, error: Exception) -> None:
         """Stop the service over ``error``, which :meth:`run` raises once stopped."""
         with self._lock:
             if self.fatal is None:
@@ -647,7 +657,8 @@ class SchedulerService:
         not this release's engine: at the start (nothing is done), or once the steps in
         progress are over when it was swapped while the service runs (looked at every few
         seconds: :meth:`scheduler.engine.scripts.Engine.check_library`). Restarting cannot mend
-        that: an operator must (``flows engine load``)."""
+        that: an operator must (``flows engine load``). Raises the server's refusal of the
+        service's login or of a permission (:func:`unworkable`) alike."""
         from apscheduler.schedulers.background import BackgroundScheduler
 
         if install_signals:

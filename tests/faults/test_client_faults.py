@@ -12,6 +12,7 @@ import redis
 from fault_support import Valkey, acl_users, populate
 from helpers import assert_unchanged
 
+from scheduler.engine.backoff import transient
 from scheduler.engine.client import Client
 from scheduler.engine.errors import ServerError
 from scheduler.engine.faults import (
@@ -20,6 +21,8 @@ from scheduler.engine.faults import (
     ServerOutOfMemory,
     ServerReadOnly,
     ServerUnavailable,
+    access_refused,
+    one_line,
 )
 
 
@@ -49,6 +52,14 @@ def test_a_wrong_password_and_a_missing_permission(servers: list[Valkey], tmp_pa
             viewer.queues["q"].put("tasks.a", {})
         assert denied.value.command == "zpopmin"
         assert isinstance(denied.value, redis.exceptions.NoPermissionError)
+        # A login refused to a command sent outside the engine (redis-py raises it as a
+        # ConnectionError) was worded "cannot reach Redis ...; start the server".
+        with pytest.raises(redis.exceptions.AuthenticationError) as refused:
+            wrong.redis.ping()
+        said = one_line(refused.value)
+        assert said.startswith("Redis refused the login"), said
+        assert "check the user name and password" in said and "start the server" not in said
+        assert not transient(refused.value) and access_refused(refused.value)
 
 
 def test_a_full_server_reads_and_refuses_writes(populated: Valkey) -> None:

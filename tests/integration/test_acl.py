@@ -40,6 +40,7 @@ from ui_support import TOKEN, Api, serve
 
 from flows.ui.auth import Auth
 from scheduler.embedded import EmbeddedServer
+from scheduler.engine.backoff import EXIT_CONFIG
 from scheduler.engine.client import Client
 from scheduler.engine.connections import connect
 from scheduler.engine.errors import EngineError
@@ -284,6 +285,50 @@ def test_the_scheduler_service_runs_under_its_user(
     assert "refuses to run" not in text and "cannot read the server's maxmemory-policy" not in text
     assert password.encode() not in cmdline and password not in text
     viewer.close()
+
+
+def test_the_scheduler_service_stops_when_its_login_is_refused(
+    server: EmbeddedServer, redis_client: redis.Redis, passwords: dict[str, str], tmp_path: Path
+) -> None:
+    # The server lost its ACL users (restarted without its ACL file): the service retried every
+    # step for ever and advised to "start the server". A worker stops with exit 78; so does it.
+    folder = tmp_path / "flows"
+    folder.mkdir()
+    env = _env(url_for(server, "flows-scheduler", passwords["flows-scheduler"]))
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "scheduler",
+            "--flows-dir",
+            str(folder),
+            "--tick-interval",
+            "0.1",
+            "--id",
+            "acl-refused",
+        ],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        _wait(
+            lambda: (
+                redis_client.zscore("ql:schedulers", "acl-refused") is not None
+                or process.poll() is not None
+            ),
+            "the service's first tick",
+        )
+        redis_client.execute_command("ACL", "DELUSER", "flows-scheduler")
+        output, _ = process.communicate(timeout=DEADLINE)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+    text = output.decode(errors="replace")
+    assert process.returncode == EXIT_CONFIG, text
+    assert "refused the login as user 'flows-scheduler'" in text, text
+    assert "start the server" not in text and "Traceback" not in text, text
 
 
 @pytest.fixture
