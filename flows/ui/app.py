@@ -153,9 +153,10 @@ def _crashed(request: Request, error: Exception) -> JSONResponse:
 
 
 async def _server_away(request: Request, error: Exception) -> Response:
-    """Redis away, loading, full or read-only is no bug of this server: 503, and the log says
-    when the fault starts and when it is over (``UiState.fault``), with no traceback."""
-    if not transient(error):
+    """Redis away, loading, full or read-only, or refusing the login (restarted without its
+    ACL users, say), is no bug of this server: 503, and the log says when the fault starts
+    and when it is over (``UiState.fault``), with no traceback."""
+    if not (transient(error) or faults.login_refused(error)):
         return _crashed(request, error)
     ui: UiState = request.app.state.ui
     if isinstance(error, redis.RedisError):  # said alike, from an engine call or not

@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import json
 import logging
+import secrets
 import urllib.error
 import urllib.request
 from email.message import Message
 from pathlib import Path
 
 import pytest
-from fault_support import Valkey
+from fault_support import Valkey, acl_users
 from ui_support import serve
 
 from flows.ui.auth import Auth
@@ -56,3 +57,35 @@ def test_requests_while_redis_is_away_are_503_and_logged_once(
     assert not any(r.exc_info for r in caplog.records), "a traceback was logged"
     assert any("working again" in r.getMessage() for r in said)
     client.close()
+
+
+def test_requests_while_redis_refuses_the_login_are_503_saying_why(
+    servers: list[Valkey], tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The server restarted without its ACL users: an engine call answered 500 "internal error"
+    # with a traceback in the log; a read outside the engine, 503 logged as "start the server".
+    password = secrets.token_urlsafe(16)
+    folder = tmp_path / "acl"
+    folder.mkdir()
+    (folder / "users.acl").write_text("\n".join(acl_users({"flows-viewer": password})) + "\n")
+    servers.append(Valkey(folder, [f"aclfile {folder / 'users.acl'}"]))
+    admin = Client(servers[0].url())
+    admin.engine.load()  # as the operator does: the viewer may not
+    client = Client(servers[0].url("flows-viewer", password))
+    with caplog.at_level(logging.INFO), serve(client, Auth(None, reads_open=True)) as base:
+        assert _get(f"{base}/api/v1/runs")[0] == 200
+        admin.redis.execute_command("ACL", "DELUSER", "flows-viewer")
+        for path in ("/api/v1/runs", "/metrics", "/api/v1/queues"):
+            status, _, body = _get(base + path)
+            assert status == 503, (path, body)
+            assert json.loads(body)["detail"].startswith("the Redis server cannot be used now")
+        admin.redis.execute_command("ACL", "LOAD")  # the operator puts the users back
+        assert _get(f"{base}/api/v1/runs")[0] == 200
+    said = [r for r in caplog.records if r.name == "flows.ui"]
+    faults = [r.getMessage() for r in said if r.levelno >= logging.WARNING]
+    assert faults and "refused the login as user 'flows-viewer'" in faults[0], faults
+    assert not any("start the server" in line for line in faults), faults
+    assert not any(r.exc_info for r in caplog.records), "a traceback was logged"
+    assert any("working again" in r.getMessage() for r in said)
+    client.close()
+    admin.close()
