@@ -35,6 +35,7 @@ from prometheus_client.registry import Collector
 from flows.ui.state import reader
 from scheduler.engine.client import Client
 from scheduler.engine.replies import as_dict, as_list
+from scheduler.service.records import ServiceHealth
 
 # Job states counted per queue (the fields of queue.counts).
 STATES = ("waiting", "running", "stalled", "scheduled", "depends")
@@ -217,14 +218,26 @@ def _schedule_families(snap: Snapshot) -> Iterator[Metric]:
         for reason, n in sorted(reasons.items()):
             skips.add_metric([name, reason], n)
     yield from (fires, skips)
-
     if snap.services:
-        newest = max(float(s["last_tick"]) for s in snap.services)
-        yield GaugeMetricFamily(
-            "flows_scheduler_last_tick_age_seconds",
-            "Seconds since a scheduler service last ticked (absent: no service).",
-            value=max(0.0, snap.now - newest),
-        )
+        yield _tick_ages(snap)
+
+
+def _tick_ages(snap: Snapshot) -> Metric:
+    """The age of each source's newest tick: a source whose services all died shows, however
+    well another source's services tick. A service whose ping names no source counts as ''."""
+    newest: dict[str, float] = {}
+    for raw in snap.services:
+        service = ServiceHealth(str(raw["id"]), float(raw["last_tick"]), as_dict(raw.get("info")))
+        source = service.source or ""
+        newest[source] = max(newest.get(source, -math.inf), service.last_tick)
+    ages = GaugeMetricFamily(
+        "flows_scheduler_last_tick_age_seconds",
+        "Seconds since a scheduler service of the source last ticked (absent: no service).",
+        labels=["source"],
+    )
+    for source, last_tick in sorted(newest.items()):
+        ages.add_metric([source], max(0.0, snap.now - last_tick))
+    return ages
 
 
 def _worker_families(snap: Snapshot) -> Iterator[Metric]:

@@ -116,7 +116,12 @@ def test_runs_schedules_and_the_scheduler_tick(api: Api, client: Client) -> None
     [job] = client.queues["r"].pop()
     job.complete()
     seconds, _ = client.redis.time()
-    client.engine.call("scheduler.ping", "svc", "{}", now=float(seconds) - 30)
+    now = float(seconds)
+    # Two sources: "nightly"'s only service died 10 minutes ago while "hourly"'s still ticks.
+    # One number for all (the newest tick) hid the dead source from the alert.
+    client.engine.call("scheduler.ping", "svc", '{"source": "hourly"}', now=now - 30)
+    client.engine.call("scheduler.ping", "old", '{"source": "hourly"}', now=now - 300)
+    client.engine.call("scheduler.ping", "gone", '{"source": "nightly"}', now=now - 600)
     samples = scrape(api)
     statuses = {labels: v for (name, labels), v in samples.items() if name == "flows_runs"}
     # f-1's job was put first, so popped and completed first
@@ -124,8 +129,14 @@ def test_runs_schedules_and_the_scheduler_tick(api: Api, client: Client) -> None
         (("flow", "f"), ("status", "succeeded")): 1.0,
         (("flow", "g"), ("status", "running")): 1.0,
     }
-    age = value(samples, "flows_scheduler_last_tick_age_seconds")
-    assert 29 <= age < 40
+    ages = {
+        labels: v
+        for (name, labels), v in samples.items()
+        if name == "flows_scheduler_last_tick_age_seconds"
+    }
+    assert set(ages) == {(("source", "hourly"),), (("source", "nightly"),)}, ages
+    assert 29 <= ages[(("source", "hourly"),)] < 40
+    assert 599 <= ages[(("source", "nightly"),)] < 610
 
 
 def test_a_scrape_costs_calls_in_queues_not_jobs(client: Client) -> None:
