@@ -21,6 +21,7 @@ from typing import Any
 
 import redis
 
+from scheduler import secrets
 from scheduler.engine.client import Client
 from scheduler.engine.errors import (
     ClusterError,
@@ -240,6 +241,34 @@ def _readable(message: str) -> str:
     return message.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
+FAILURE_LINE = 300
+"""The most characters of a failure's message a worker's log line quotes."""
+
+
+def failure_line(active: Active, message: str) -> str:
+    """What a worker's line about a failed job says after its group: the message's line that
+    says why (a traceback's last, any other message's first), cut to :data:`FAILURE_LINE`
+    characters with any secret masked, and the command that shows the rest (a flow run's step:
+    its logs; any other job: the job)."""
+    lines = [line for line in message.splitlines() if line.strip() not in ("", "...")]
+    why = ""
+    if lines:
+        line = lines[-1] if lines[0].startswith("Traceback (most recent call last)") else lines[0]
+        why = _cut(" ".join(line.split()))
+    envelope = active.ctx.envelope
+    run, step = envelope.get("run"), envelope.get("step")
+    more = f"flows logs {run} {step}" if run and step else f"flows job {active.ctx.jid}"
+    return f"{why or '(no message)'}; see `{more}`"
+
+
+def _cut(line: str) -> str:
+    if len(line) <= FAILURE_LINE:
+        return secrets.masked(line)
+    # masked_cut: the cut may go through a secret whose start alone would show
+    left = len(line) - FAILURE_LINE
+    return f"{secrets.masked_cut(line[:FAILURE_LINE])}... ({left:,} more characters)"
+
+
 def _elapsed_ms(active: Active) -> float:
     return (time.monotonic() - (active.started or time.monotonic())) * 1000
 
@@ -278,10 +307,11 @@ def _retry(reporter: Reporter, active: Active, outcome: Outcome, elapsed: float)
     left = active.ctx.job.retry(outcome.delay, outcome.group, outcome.message)
     if left < 0:
         log.warning(
-            "job %s failed (%s) after %.1f ms: no retries left",
+            "job %s failed (%s) after %.1f ms, no retries left: %s",
             jid,
             outcome.group,
             elapsed,
+            failure_line(active, outcome.message),
             extra=OUTCOME,
         )
     else:
@@ -298,7 +328,14 @@ def _retry(reporter: Reporter, active: Active, outcome: Outcome, elapsed: float)
 def _fail(reporter: Reporter, active: Active, outcome: Outcome, elapsed: float) -> None:
     jid = active.ctx.jid
     reporter.client.engine.call("fail.held", jid, reporter.name, outcome.group, outcome.message)
-    log.warning("job %s failed (%s) after %.1f ms", jid, outcome.group, elapsed, extra=OUTCOME)
+    log.warning(
+        "job %s failed (%s) after %.1f ms: %s",
+        jid,
+        outcome.group,
+        elapsed,
+        failure_line(active, outcome.message),
+        extra=OUTCOME,
+    )
 
 
 def _skip(reporter: Reporter, active: Active, outcome: Outcome, elapsed: float) -> None:

@@ -41,11 +41,12 @@ from scheduler.engine.errors import LockLost
 from scheduler.engine.job import Job, RanBy
 from scheduler.engine.replies import dumps
 from scheduler.engine.scripts import Engine
+from scheduler.secrets import remember
 from scheduler.worker import Worker, WorkerPool
 from scheduler.worker.context import JobContext
 from scheduler.worker.envelope import JobOptions
 from scheduler.worker.held import Active, Held
-from scheduler.worker.reporting import Reporter
+from scheduler.worker.reporting import FAILURE_LINE, Reporter
 from scheduler.worker.runner import Outcome
 
 T = TypeVar("T")
@@ -1097,6 +1098,45 @@ def test_a_result_the_engine_refuses_fails_the_job_at_once_in_bad_result(
     assert len(history(job, "popped")) == 1
     assert "lock lost" not in caplog.text
     assert f"job {jid} failed (bad-result)" in caplog.text
+
+
+def test_a_failed_jobs_log_line_says_why_and_where_to_see_more(
+    client: Client, engine: Engine, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The line of a failed job gave only its group (`failed (flows-secret) after 0.6 ms`): now
+    the failure's first line too, cut short, a secret in it masked, and the command that shows
+    the rest (a run's step: its logs; any other job: the job)."""
+    secret = "Cut-" + uuid.uuid4().hex
+    remember([secret])
+    message = "secret DB_PASSWORD: " + "x" * 500 + secret + "\nsecond line"
+    plain = put(client, "q", "fail_saying", {"message": message})
+    cut = put(client, "q", "fail_saying", {"message": "a" * (FAILURE_LINE - 5) + secret})
+    step = client.queues["q"].put(
+        "worker_tasks.fail_saying",
+        {
+            "message": f"no secret {secret}",
+            "_flows": {"pythonpath": [TASKS_DIR], "run": "r-1", "step": "load"},
+        },
+    )
+    with (
+        caplog.at_level(logging.INFO, logger="flows.worker"),
+        in_process_worker(engine, ["q"], threads=1, poll_interval=0.02),
+    ):
+        for jid in (plain, cut, step):
+            wait_state(client, jid, "failed")
+    lines = {
+        jid: next(r.getMessage() for r in caplog.records if f"job {jid} failed" in r.getMessage())
+        for jid in (plain, cut, step)
+    }
+    for line in lines.values():
+        assert "\n" not in line and secret[:3] not in line.replace("secret", ""), line
+        assert len(line) < FAILURE_LINE + 200, line
+    assert lines[plain].startswith(f"job {plain} failed (said) after "), lines[plain]
+    assert ": secret DB_PASSWORD: xxx" in lines[plain], lines[plain]
+    assert "more characters" in lines[plain] and "second line" not in lines[plain]
+    assert lines[plain].endswith(f"; see `flows job {plain}`"), lines[plain]
+    assert "a" * (FAILURE_LINE - 5) + "***" in lines[cut], lines[cut]
+    assert ": no secret ***; see `flows logs r-1 load`" in lines[step], lines[step]
 
 
 def hold(held: Held, popped: dict[str, Job], sandbox: Path) -> dict[str, Active]:

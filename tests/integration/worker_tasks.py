@@ -223,6 +223,11 @@ def fail_now(job: JobContext) -> None:
     raise FailJob("given-up", "the job decided to fail")
 
 
+def fail_saying(job: JobContext) -> None:
+    """Fail in group ``said`` with the message in the job's data, without using a retry."""
+    raise FailJob("said", str(job.data["message"]))
+
+
 def release_once(job: JobContext) -> int:
     """The first run hands the job back (no retry used) for ``data["delay"]`` seconds (default
     0); the second completes."""
