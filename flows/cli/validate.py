@@ -24,6 +24,7 @@ from flows.flowfile.findings import Finding, Severity, has_errors
 from flows.flowfile.model import Flow
 from flows.validation.engine_checks import has_jobs
 from flows.validation.validate import InvalidFlow, Validation, validate_file
+from scheduler.engine.errors import counted
 
 UNIMPORTED = "; job modules not imported (--check-imports)"
 """Ends the summary line of `flows validate` when a valid flow's Python steps went unchecked."""
@@ -64,13 +65,9 @@ def summary(findings: Sequence[Finding], files: int, *, other_errors: int = 0) -
     found = sum(f.severity is Severity.ERROR for f in findings)
     warnings = len(findings) - found
     errors = found + other_errors
-    parts = [_count(errors, "error")] if errors else []
-    parts += [_count(warnings, "warning")] if warnings else []
-    return f"{', '.join(parts) or 'no problems'} in {_count(files, 'file')}"
-
-
-def _count(number: int, noun: str) -> str:
-    return f"{number} {noun}{'' if number == 1 else 's'}"
+    parts = [counted(errors, "error")] if errors else []
+    parts += [counted(warnings, "warning")] if warnings else []
+    return f"{', '.join(parts) or 'no problems'} in {counted(files, 'file')}"
 
 
 def load_or_exit(path: Path) -> Validation:

@@ -24,7 +24,7 @@ import redis
 
 from scheduler.engine import faults
 from scheduler.engine.connections import keeper_of
-from scheduler.engine.errors import ClusterError, FlowsError, NamespaceNotInOneSlot
+from scheduler.engine.errors import ClusterError, FlowsError, NamespaceNotInOneSlot, counted
 
 FIRST = 0.1
 CAP = 2.0
@@ -126,7 +126,9 @@ class Backoff:
             return
         with self._lock:
             if self._state is not None:
-                self.log.info("%s: working again after %d failures", self.what, self.attempts)
+                self.log.info(
+                    "%s: working again after %s", self.what, counted(self.attempts, "failure")
+                )
             self._state = None
             self.attempts = 0
 

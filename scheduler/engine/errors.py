@@ -70,6 +70,11 @@ def shorten(text: str, limit: int = MAX_QUOTE) -> str:
     return f"{flat[:limit]}... ({len(flat) - limit:,} more characters)"
 
 
+def counted(number: int, noun: str) -> str:
+    """``1 thread``, ``2 threads``: ``number`` and ``noun``, plural unless it is one."""
+    return f"{number} {noun}{'' if number == 1 else 's'}"
+
+
 # The engine's name for the command it refused, which its messages start with ("RunRerun(): ");
 # also after a prefix the client adds to one ("job j: FlowSubmit(): ").
 _COMMAND_NAME = re.compile(r"(^|: )[A-Z][A-Za-z0-9]*\(\): ")
@@ -242,6 +247,7 @@ __all__ = [
     "TooLarge",
     "UnknownCommand",
     "WrongState",
+    "counted",
     "shorten",
     "translate",
     "without_command",

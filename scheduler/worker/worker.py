@@ -35,7 +35,7 @@ import redis
 
 from scheduler import stop_signals
 from scheduler.engine.client import Client
-from scheduler.engine.errors import ClusterError, EngineError, ForeignEngine
+from scheduler.engine.errors import ClusterError, EngineError, ForeignEngine, counted
 from scheduler.worker import capture, runner, sessions
 from scheduler.worker.context import JobContext
 from scheduler.worker.fetching import Strategy
@@ -160,8 +160,8 @@ class Worker:
         settings = self.settings
         queues = ",".join(self.queues)
         log.info(
-            "worker %s started on %s (%s, %d threads)",
-            *(self.name, queues, settings.strategy, settings.threads),
+            "worker %s started on %s (%s, %s)",
+            *(self.name, queues, settings.strategy, counted(settings.threads, "thread")),
         )
         try:
             for _ in range(settings.threads):

@@ -60,3 +60,12 @@ def test_the_default_cap_brings_a_process_back_within_two_seconds_of_its_server(
     pauses = [backoff.failed(unreachable) for _ in range(40)]
     assert max(pauses) <= 2.0
     assert all(1.0 <= pause <= 2.0 for pause in pauses[5:])
+
+
+def test_one_failure_is_counted_in_the_singular(caplog: pytest.LogCaptureFixture) -> None:
+    backoff = Backoff(logging.getLogger("flows.test-backoff"), "fetching")
+    unreachable = raised(lambda: Client("redis://127.0.0.1:1/0").queues["q"].length())
+    with caplog.at_level(logging.INFO, logger="flows.test-backoff"):
+        backoff.failed(unreachable)
+        backoff.succeeded()
+    assert caplog.records[-1].getMessage() == "fetching: working again after 1 failure"

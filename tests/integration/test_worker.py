@@ -1139,6 +1139,15 @@ def test_a_failed_jobs_log_line_says_why_and_where_to_see_more(
     assert ": no secret ***; see `flows logs r-1 load`" in lines[step], lines[step]
 
 
+def test_a_worker_with_one_thread_says_so_in_the_singular(
+    engine: Engine, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.INFO, logger="flows.worker"):
+        assert run_burst(engine, ["empty"], threads=1, strategy="ordered") == 0
+    started = [r.getMessage() for r in caplog.records if " started on " in r.getMessage()]
+    assert started and started[0].endswith("(ordered, 1 thread)"), started
+
+
 def hold(held: Held, popped: dict[str, Job], sandbox: Path) -> dict[str, Active]:
     """Each popped job held as a worker holds a job it runs (its lock kept 60 s), by jid."""
     actives = {}
