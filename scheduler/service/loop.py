@@ -787,7 +787,7 @@ def check_health(
     lines = []
     healthy = False
     for service in services:
-        age = now - service.last_tick
+        age = max(0.0, now - service.last_tick)  # a ping after the clock was read: just now
         ok = service.alive(now, max_age)
         healthy = healthy or ok
         lines.append(f"{service.id}: last tick {age:.1f}s ago{'' if ok else ' (too old)'}")
