@@ -413,18 +413,9 @@ def flows(request: Request, ui: Ui, offset: api.Offset = 0) -> HTMLResponse:
                 **schedule,
                 "recent": list(reversed(recent)),
                 "params": _params(definition.source, definition.file),
-                "next_local": _local(schedule["next"], schedule["timezone"]),
             }
         )
     return render(request, "flows.html", schedules=rows, listed=listed)
-
-
-def _local(moment: float | None, zone: str) -> str:
-    if moment is None:
-        return ""
-    from zoneinfo import ZoneInfo
-
-    return datetime.fromtimestamp(moment, ZoneInfo(zone)).strftime("%Y-%m-%d %H:%M %Z")
 
 
 # -- queues, workers, failures, a job --------------------------------------------------------------

@@ -21,6 +21,7 @@ from flows.runs.trigger import trigger_run
 from flows.ui.auth import Auth
 from scheduler.engine.client import Client
 from scheduler.engine.scripts import Engine
+from scheduler.service.schedules import Schedules
 
 FLOW = """\
 version: 1
@@ -177,6 +178,23 @@ def test_the_flow_page_draws_the_grid_with_links_to_each_step(
     assert 'class="history"' in html
     assert f'href="/runs/{run_id.replace("@", "%40")}?step=extract"' in html
     assert 'class="gcell st-failed"' in html and "0 0 1 1 *" in html
+
+
+def test_every_page_gives_the_next_fire_in_the_schedules_zone_as_the_cli_does(
+    api: Api, client: Client, tmp_path: Path
+) -> None:
+    # The overview gave it in UTC without saying so, the flow page in UTC saying so, while
+    # `flows schedules` says "03:15 CET": one wording, the schedule's own zone, everywhere.
+    zoned = FLOW.replace('"0 0 1 1 *"}', '"15 3 * * *", timezone: Europe/Paris}')
+    flow = register_flow(client, tmp_path, zoned, "zoned")
+    registration = Schedules(client).get(flow["name"])
+    assert registration is not None and registration.next is not None
+    local = registration.local(registration.next)
+    assert local.endswith(("03:15 CET", "03:15 CEST")), local
+    for path in ("/", "/flows", f"/flows/{flow['name']}"):
+        page = api.get(path)
+        assert page.status == 200, path
+        assert local in page.body, (path, page.body)
 
 
 def test_a_flow_neither_registered_nor_run_is_a_404_naming_it(
