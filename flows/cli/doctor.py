@@ -79,12 +79,14 @@ def _print(report: doctor.Report) -> None:
             markup=False,
         )
     for kind, found in report.by_kind().items():
-        rows = [[f.jid, f.where, f.detail] for f in found]
         console.print(f"\n{kind} ({len(found)}): {doctor.MEANINGS[kind]}", markup=False)
-        table(None, ("jid", "where", "detail"), rows)
+        if any(f.jid for f in found):
+            table(None, ("jid", "where", "detail"), [[f.jid, f.where, f.detail] for f in found])
+        else:  # about a run, a group or a worker: no job to name
+            table(None, ("where", "detail"), [[f.where, f.detail] for f in found])
     if report.repair and report.repairs:
         rows = [
             [r.finding.kind, r.finding.jid or r.finding.name, r.status, r.action]
             for r in report.repairs
         ]
-        table("Repairs", ("kind", "jid", "status", "what was done"), rows)
+        table("Repairs", ("kind", "jid or name", "status", "what was done"), rows)

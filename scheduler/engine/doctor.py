@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 import redis
 
-from scheduler.engine.errors import EngineError
+from scheduler.engine.errors import EngineError, counted
 from scheduler.engine.replies import as_bool, as_dict, as_list
 
 if TYPE_CHECKING:
@@ -215,20 +215,19 @@ class Report:
         if self.clean:
             return f"{depth} check: no problems ({self._read()})"
         kinds = ", ".join(f"{len(found)} {kind}" for kind, found in self.by_kind().items())
-        text = f"{depth} check: {len(self.findings)} problem(s): {kinds} ({self._read()})"
+        problems = counted(len(self.findings), "problem")
+        text = f"{depth} check: {problems}: {kinds} ({self._read()})"
         if self.repair:
             done = Counter(r.status for r in self.repairs)
             text += "; " + ", ".join(f"{n} {status}" for status, n in sorted(done.items()))
         return text
 
     def _read(self) -> str:
-        names = [
-            n for n in ("entries", "jobs", "keys", "runs") if n == "entries" or self.checked[n]
+        read = [f"{self.checked['entries']} entries read"]
+        read += [
+            counted(self.checked[n], n[:-1]) for n in ("jobs", "keys", "runs") if self.checked[n]
         ]
-        return ", ".join(
-            f"{self.checked[n]} {n} read" if n == "entries" else f"{self.checked[n]} {n}"
-            for n in names
-        )
+        return ", ".join(read)
 
     def as_dict(self) -> dict[str, Any]:
         return {

@@ -491,3 +491,24 @@ def test_audit_by_a_name_nobody_can_be_recorded_as_is_a_usage_error(
     assert result.exit_code == 2, result.output
     assert result.stderr.splitlines()[-1] == f"Error: Invalid value for '--user': {why}"
     assert "Traceback" not in result.output
+
+
+def test_a_finding_about_a_run_is_listed_without_an_empty_jid_column(
+    url: str, client: Client, redis_client: redis.Redis
+) -> None:
+    client.engine.call(
+        "flow.submit",
+        "drift-1",
+        json.dumps({"flow": "drift"}),
+        json.dumps([{"jid": "drift-1:a", "queue": "q", "klass": "K", "data": "{}"}]),
+    )
+    redis_client.hset("ql:run-counts:drift-1", mapping={"a:waiting": 5})
+    deep = flows("doctor", "--redis", url, "--deep")
+    assert deep.exit_code == 1, deep.output
+    section = deep.output.split("run-counts (1):", 1)[1]
+    header = next(line for line in section.splitlines() if "detail" in line)
+    assert "run drift-1" in section and "jid" not in header, deep.output
+    # counted as words are: one problem, one job, one run
+    assert "1 problem: 1 run-counts" in deep.output and "1 jobs" not in deep.output
+    assert flows("doctor", "--redis", url, "--deep", "--repair").exit_code == 1
+    assert flows("doctor", "--redis", url, "--deep").exit_code == 0
