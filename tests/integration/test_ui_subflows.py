@@ -52,6 +52,10 @@ def test_the_api_and_the_pages_link_parent_and_child(client: Client) -> None:
         assert f'<a href="/runs/{quote(CHILD, safe="")}">{CHILD}</a>' in page
         page = api.get(f"/runs/{quote(CHILD)}").body
         assert f'Child run of <a href="/runs/{quote(PARENT, safe="")}">{PARENT}</a>' in page
+        # Retrying the child alone leaves a failed parent step failed: the page says so.
+        note = page.split('id="parent-run"', 1)[1].split("</p>", 1)[0]
+        assert "stays failed until the parent run is retried" in note, note
+        assert f"<code>flows retry {PARENT}</code>" in note, note
 
         # the run list counts the child under its parent, and lists it only with `all`
         listed = api.get("/api/v1/runs").body["items"]
