@@ -25,6 +25,7 @@ reported twice, once on ``P log`` and once on its tracking channel (``event.chan
 from __future__ import annotations
 
 import contextlib
+import difflib
 import json
 import logging
 import threading
@@ -72,6 +73,52 @@ TRACKED_CHANNELS = (
     "expired",
     "buried",
 )
+#: Every kind of event the engine publishes (an :class:`Event`'s ``kind``): the ``event`` of its
+#: JSON messages, the tracking channels, and ``ready`` (``P ready:<queue>``). The one list of them:
+#: the engine's tests check each message they see against it, and a test reads the Lua sources
+#: for the kinds they publish (tests/lua/test_event_kinds.py).
+EVENT_KINDS = frozenset(
+    {
+        *TRACKED_CHANNELS,
+        "ready",
+        # jobs
+        "advanced",
+        "awaiting",
+        "deleted",
+        "failed_dropped",
+        "fanout",
+        "kicked",
+        "lock_lost",
+        "signaled",
+        "skipped",
+        "subflow_waiting",
+        # queues, configuration, throttles
+        "config_set",
+        "config_unset",
+        "queue_dropped",
+        "queue_truncated",
+        "throttle_set",
+        "throttle_unset",
+        # runs, backfills, schedules
+        "run_canceled",
+        "run_rerun",
+        "run_submitted",
+        "backfill_canceled",
+        "backfill_created",
+        "backfill_done",
+        "backfill_resumed",
+        "schedule_buffered",
+        "schedule_fired",
+        "schedule_paused",
+        "schedule_registered",
+        "schedule_resumed",
+        "schedule_skipped",
+        "schedule_triggered",
+        "schedule_unregistered",
+    }
+)
+#: What :meth:`EventListener.on` takes besides a kind: every event.
+EVERY_KIND = "*"
 #: How long :meth:`EventListener.subscribe` waits for the server to confirm the subscriptions.
 SUBSCRIBE_TIMEOUT = 10.0
 
@@ -133,7 +180,10 @@ class EventListener:
         names = [*(["log"] if log else []), *(TRACKED_CHANNELS if tracked else ())]
         followed = [client.worker_name] if workers is None else list(workers)
         names += [f"w:{worker}" for worker in followed]
-        names += list(channels)
+        extra = list(channels)
+        names += extra
+        # Kinds of plain text on the extra channels, as parse() names them.
+        self._channel_kinds = {name.split(":", 1)[0] for name in extra}
         self.channels = [self.prefix + name for name in dict.fromkeys(names)]
         # Published to by stop() to wake the reading thread at once.
         self._wake = f"{self.prefix}events:wake:{uuid.uuid4().hex}"
@@ -238,9 +288,22 @@ class EventListener:
     # -- callbacks ---------------------------------------------------------------------------
 
     def on(self, kind: str, callback: Callback) -> Callback:
-        """Call ``callback(event)`` for every event of ``kind`` (``"*"``: every event)."""
+        """Call ``callback(event)`` for every event of ``kind`` (``"*"``: every event).
+
+        ``kind`` is one of :data:`EVENT_KINDS` or the first part of one of this listener's
+        ``channels`` (``alerts`` for ``alerts:etl``); another raises ``ValueError`` at once,
+        since no event would ever match it."""
+        self._check_kind(kind)
         self._callbacks.setdefault(kind, []).append(callback)
         return callback
+
+    def _check_kind(self, kind: str) -> None:
+        known = sorted({EVERY_KIND, *EVENT_KINDS, *self._channel_kinds})
+        if kind in known:
+            return
+        close = difflib.get_close_matches(str(kind), known, n=1)
+        hint = f"did you mean {close[0]!r}?" if close else f"kinds: {', '.join(known)}"
+        raise ValueError(f"on(): no event kind {kind!r}, so it would never fire ({hint})")
 
     def on_task_change(self, callback: Callback) -> Callback:
         """Call ``callback(event)`` for every event that concerns a job (``event.jid`` is set)."""
@@ -336,4 +399,4 @@ class EventListener:
         self.stop()
 
 
-__all__ = ["TRACKED_CHANNELS", "Event", "EventListener", "Subscriber"]
+__all__ = ["EVENT_KINDS", "TRACKED_CHANNELS", "Event", "EventListener", "Subscriber"]

@@ -16,6 +16,7 @@ import pytest
 import redis
 
 from scheduler import Client, Event, EventListener, ServerUnavailable
+from scheduler.engine.events import EVENT_KINDS
 from scheduler.engine.scripts import Engine
 
 WAIT = 5.0  # generous bound on delivery of one message
@@ -248,3 +249,21 @@ def test_a_subscription_cut_while_reading_raises_the_clients_fault(
     assert redis_client.client_kill_filter(_type="pubsub") >= 1
     with pytest.raises(ServerUnavailable, match=r"^cannot reach Redis at "):
         listener.get(timeout=WAIT)
+
+
+# -- kinds ------------------------------------------------------------------------------------
+
+
+def test_an_unknown_kind_is_refused_at_once_with_a_guess(client: Client) -> None:
+    listener = EventListener(client)
+    with pytest.raises(ValueError, match=r"on\(\): no event kind 'faild'.*did you mean 'failed'"):
+        listener.on("faild", print)
+    assert listener._callbacks == {}
+
+
+def test_every_engine_kind_and_an_extra_channels_kind_is_accepted(client: Client) -> None:
+    listener = EventListener(client, channels=["alerts:etl"])
+    for kind in (*EVENT_KINDS, "*", "alerts"):
+        listener.on(kind, print)
+    with pytest.raises(ValueError, match="no event kind 'alert'"):
+        listener.on("alert", print)

@@ -13,6 +13,7 @@ import redis
 from helpers import assert_unchanged
 from helpers import digest as digest
 
+from scheduler.engine.events import EVENT_KINDS
 from scheduler.engine.scripts import Engine
 
 # The tier's short name for the shared helper (tests import it from here).
@@ -241,6 +242,12 @@ def lua_in_mode(mode: tuple[bool, str | None], redis_client: redis.Redis) -> Ite
     assert not stray, f"keys written outside the namespace {api.prefix!r}: {stray[:10]}"
 
 
+def assert_known_kind(data: str) -> None:
+    """A JSON event's kind is one Python knows (``EventListener.on`` accepts it)."""
+    event = json.loads(data).get("event") if data.startswith("{") else None
+    assert event is None or event in EVENT_KINDS, f"an event of a kind Python does not know: {data}"
+
+
 class Channels:
     """Every message the server publishes (pattern ``*``), read up to a sentinel so no test waits.
 
@@ -267,6 +274,7 @@ class Channels:
             assert message["type"] == "pmessage", message
             if message["channel"] == self.SENTINEL:
                 return out
+            assert_known_kind(message["data"])
             out.append((message["channel"], message["data"]))
 
     def close(self) -> None:
