@@ -23,6 +23,7 @@ from scheduler.embedded import ENV_URL, EmbeddedServer, embedded_at
 from scheduler.engine import client as engine_client
 from scheduler.engine import connections
 from scheduler.engine.connections import Durability
+from scheduler.engine.errors import Given, given_as
 
 UNREACHABLE = "start it with `flows server start` (any flows command starts the embedded server)"
 
@@ -76,11 +77,19 @@ class Client(engine_client.Client):
         worker_name: str | None = None,
         durability: Durability | None = None,
     ) -> None:
+        given: Given = "argument"
         if redis is None:
+            if not url and os.environ.get(ENV_URL):
+                given = "environment"
             url = resolve_url(url)
-        super().__init__(
-            url, namespace=namespace, redis=redis, worker_name=worker_name, durability=durability
-        )
+        with given_as(given):
+            super().__init__(
+                url,
+                namespace=namespace,
+                redis=redis,
+                worker_name=worker_name,
+                durability=durability,
+            )
         keep(self.redis)
 
 

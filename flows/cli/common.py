@@ -20,7 +20,7 @@ from flows.cli.terminal import visible
 from flows.entry import INTERRUPTED as INTERRUPTED
 from flows.entry import interrupted_line
 from flows.flowfile.findings import did_you_mean
-from scheduler.engine.errors import FlowsError, debug_enabled
+from scheduler.engine.errors import FlowsError, debug_enabled, given_as
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -93,6 +93,11 @@ def guarded(invoke: Callable[[], T]) -> T:
     """The CLI's error boundary: any error but a usage error becomes one line and exit status 1
     (:func:`error_text`); ``flows --debug`` or ``FLOWS_DEBUG=1`` shows the traceback. Ctrl-C
     ends any command with :func:`interrupted`."""
+    with given_as("flag"):  # what a command connects to came by --redis: faults say so
+        return _guarded(invoke)
+
+
+def _guarded(invoke: Callable[[], T]) -> T:
     try:
         return invoke()
     except KeyboardInterrupt:

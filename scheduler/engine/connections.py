@@ -51,14 +51,17 @@ from redis.retry import Retry
 from redis.sentinel import Sentinel, SentinelConnectionPool
 
 from scheduler.engine.errors import (
+    URL_GIVEN_IN,
     ClusterDown,
     ClusterError,
+    Given,
     NamespaceNotInOneSlot,
     NotReplicated,
     OutcomeUnknown,
     ReadOnlyReplica,
     ServerError,
     SlotMoving,
+    given_now,
 )
 from scheduler.engine.fencing import Fence
 
@@ -155,6 +158,16 @@ def redact_url(url: str) -> str:
 
 
 def connect(url: str) -> redis.Redis:
+    """A client for ``url`` (see :func:`_connect`), recording how ``url`` was given
+    (:func:`given_as`)."""
+    client = _connect(url)
+    given = given_now()
+    if given != "argument":
+        _GIVEN[client] = given
+    return client
+
+
+def _connect(url: str) -> redis.Redis:
     """A client for ``url`` (``redis://``, ``rediss://``, ``unix://``, ``redis+cluster://``,
     ``redis+sentinel://``), ``decode_responses=True``.
 
@@ -271,6 +284,18 @@ def set_keeper(client: Any, keeper: Keeper) -> None:
     _KEEPERS[client] = keeper
 
 
+# Keyed like _KEEPERS: how each client's URL was given, when connect() was called in a
+# given_as() context, so faults after that context still say it.
+_GIVEN: weakref.WeakKeyDictionary[Any, Given] = weakref.WeakKeyDictionary()
+
+
+def url_given_in(client: Any = None) -> str:
+    """Where the URL ``client`` connects to was given (:data:`URL_GIVEN_IN`): as recorded when
+    it connected, else as in this context."""
+    given = _GIVEN.get(client) if client is not None else None
+    return URL_GIVEN_IN[given or given_now()]
+
+
 def keeper_of(client: Any) -> Keeper | None:
     """The :class:`Keeper` registered for ``client``, if any."""
     return _KEEPERS.get(client) if client is not None else None
@@ -294,7 +319,7 @@ def connect_cluster(url: str) -> redis.Redis:
         nodes = ", ".join(f"{host}:{port}" for host, port in hosts)
         raise ClusterDown(
             f"cannot reach the Redis Cluster at {nodes} ({_brief(error).rstrip('.')}): start"
-            " it, or check the hosts and ports in --redis or $FLOWS_REDIS_URL"
+            f" it, or check the hosts and ports in {url_given_in()}"
         ) from None
     # RedisCluster answers the same command methods; typed as Redis so callers keep one type.
     return cast(redis.Redis, cluster)

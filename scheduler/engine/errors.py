@@ -40,9 +40,12 @@ derive from :class:`FlowsError`), so it does not import them.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import os
 import re
-from typing import TYPE_CHECKING
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Literal
 
 from scheduler.terminal import CONTROL_OR_NEWLINE, escape
 
@@ -52,6 +55,37 @@ if TYPE_CHECKING:  # redis-free at import time: the pure flows modules derive fr
 
 ENV_DEBUG = "FLOWS_DEBUG"
 """Set to 1 to see the traceback of an error instead of its one line (``flows --debug``)."""
+
+
+Given = Literal["flag", "environment", "argument"]
+"""How a program was given its Redis URL (or a worker setting): a command's flag (which falls
+back on the environment variable), the environment variable alone, or an argument of the Python
+API (the default). Faults and setting errors point at what to fix in these words."""
+
+#: Where a URL given each way is found, for the advice to fix it.
+URL_GIVEN_IN: dict[Given, str] = {
+    "flag": "--redis or $FLOWS_REDIS_URL",
+    "environment": "$FLOWS_REDIS_URL",
+    "argument": "the URL given to Client()",
+}
+
+_GIVEN_NOW: contextvars.ContextVar[Given] = contextvars.ContextVar("given", default="argument")
+
+
+@contextlib.contextmanager
+def given_as(given: Given) -> Iterator[None]:
+    """Within it, URLs and settings are given as ``given``: the command line runs each command
+    in ``given_as("flag")``, so its connections' faults name ``--redis``."""
+    token = _GIVEN_NOW.set(given)
+    try:
+        yield
+    finally:
+        _GIVEN_NOW.reset(token)
+
+
+def given_now() -> Given:
+    """How URLs and settings are given in this context (:func:`given_as`)."""
+    return _GIVEN_NOW.get()
 
 
 def debug_enabled() -> bool:

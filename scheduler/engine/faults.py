@@ -27,7 +27,7 @@ from typing import Any
 
 import redis
 
-from scheduler.engine.connections import keeper_of, redact_url
+from scheduler.engine.connections import keeper_of, redact_url, url_given_in
 from scheduler.engine.errors import (
     ENV_DEBUG,
     EngineError,
@@ -103,11 +103,12 @@ def where(client: redis.Redis, prefix: str | None = None) -> str:
 _REDIS_COMMAND = re.compile(r"run the '([^']+)' command")
 
 
-LOGIN_FIX = (
-    "check the user name and password in --redis or $FLOWS_REDIS_URL, and that the ACL user is"
-    " enabled (a server restarted without its ACL file has lost its users)"
-)
-"""What to do when the server refuses the login, wherever it is said."""
+def login_fix(client: redis.Redis | None = None) -> str:
+    """What to do when the server refuses the login, wherever it is said."""
+    return (
+        f"check the user name and password in {url_given_in(client)}, and that the ACL user is"
+        " enabled (a server restarted without its ACL file has lost its users)"
+    )
 
 
 def login_refused(error: BaseException) -> bool:
@@ -152,14 +153,14 @@ def translate(
     reason = shorten(str(error)).rstrip(".")
     if login_refused(error):
         return AuthenticationFailed(
-            f"{at} refused the login as user {user_of(client)!r} ({reason}): {LOGIN_FIX}",
+            f"{at} refused the login as user {user_of(client)!r} ({reason}): {login_fix(client)}",
             where=at,
             command=command,
         )
     if isinstance(error, redis.exceptions.InvalidResponse):  # a web server, an SSH daemon...
         return ServerUnavailable(
             f"{at} does not answer as a Redis server does ({reason}): check the host and port"
-            " in --redis or $FLOWS_REDIS_URL",
+            f" in {url_given_in(client)}",
             where=at,
             command=command,
         )
@@ -168,7 +169,7 @@ def translate(
         fix = (
             keeper.unreachable
             if keeper is not None
-            else "start the server, or check the host and port in --redis or $FLOWS_REDIS_URL"
+            else f"start the server, or check the host and port in {url_given_in(client)}"
         )
         return ServerUnavailable(f"cannot reach {at}: {reason}; {fix}", where=at, command=command)
     if isinstance(error, redis.exceptions.OutOfMemoryError):
@@ -182,7 +183,7 @@ def translate(
     if isinstance(error, redis.exceptions.ReadOnlyError):
         return ServerReadOnly(
             f"{at} is a read-only replica and refuses writes: {_call(command)} was not run; "
-            "point --redis or $FLOWS_REDIS_URL at the primary; reads still work",
+            f"point {url_given_in(client)} at the primary; reads still work",
             where=at,
             command=command,
         )
@@ -227,7 +228,7 @@ def one_line(error: BaseException) -> str:
     if isinstance(error, (FlowsError, EngineError)):
         text = str(error)
     elif isinstance(error, redis.RedisError) and login_refused(error):
-        text = f"Redis refused the login ({shorten(str(error)).rstrip('.')}): {LOGIN_FIX}"
+        text = f"Redis refused the login ({shorten(str(error)).rstrip('.')}): {login_fix()}"
     elif isinstance(error, redis.exceptions.ConnectionError):
         text = f"cannot reach Redis: {error}; start the server, or check --redis / $FLOWS_REDIS_URL"
     elif isinstance(error, redis.exceptions.NoPermissionError):  # a command sent, not the engine
@@ -275,7 +276,6 @@ def cut_long_lines(text: str) -> str:
 
 __all__ = [
     "ENV_DEBUG",
-    "LOGIN_FIX",
     "AuthenticationFailed",
     "PermissionDenied",
     "ServerFault",

@@ -15,7 +15,7 @@ from dataclasses import replace
 
 from scheduler.connect import Client
 from scheduler.engine.backoff import EXIT_CONFIG, transient
-from scheduler.engine.errors import FlowsError
+from scheduler.engine.errors import FlowsError, given_as
 from scheduler.engine.faults import debug_enabled, one_line
 from scheduler.terminal import log_to_stderr
 from scheduler.worker.imports import import_path
@@ -25,6 +25,11 @@ from scheduler.worker.worker import Worker
 
 
 def main(argv: list[str] | None = None) -> int:
+    with given_as("flag"):  # started by `flows worker`: faults name its --redis
+        return run(argv)
+
+
+def run(argv: list[str] | None) -> int:
     settings = WorkerSettings.from_argv(argv)
     import_path(settings.paths)
     # A job's own log records reach this stderr too: shown, not obeyed, by the terminal.

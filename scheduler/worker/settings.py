@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import MISSING, dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
+from scheduler.engine.errors import Given, given_as, given_now
 from scheduler.engine.limits import MAX_ID_BYTES, id_fault
 
 if TYPE_CHECKING:
@@ -34,10 +35,12 @@ _KEY = "setting"  # the key of a field's metadata holding its Setting
 
 
 class SettingError(ValueError):
-    """A value refused for a setting: ``setting`` names it, ``problem`` says why."""
+    """A value refused for a setting: ``setting`` names it, ``problem`` says why. The message
+    names the setting as it was given: the Python API's argument (``queues``), or on a command
+    line (:func:`~scheduler.engine.errors.given_as`) its flag (``--queues``)."""
 
     def __init__(self, setting: Setting, problem: str) -> None:
-        super().__init__(f"{setting.flag}: {problem}")
+        super().__init__(f"{setting.called(given_now())}: {problem}")
         self.setting = setting
         self.problem = problem
 
@@ -69,6 +72,10 @@ class Setting:
     def flag(self) -> str:
         """The long flag (``--threads``)."""
         return self.flags[-1]
+
+    def called(self, given: Given) -> str:
+        """The setting's name as it was ``given``: its flag, else its argument's name."""
+        return self.flag if given == "flag" else self.name
 
     @property
     def required(self) -> bool:
@@ -412,7 +419,8 @@ class WorkerSettings:
             if each.kind == "folders" and values[each.name] is None:
                 values[each.name] = ()
         try:
-            return cls(**values)
+            with given_as("flag"):
+                return cls(**values)
         except SettingError as error:
             parser.error(str(error))
 

@@ -130,7 +130,7 @@ def test_a_server_that_is_not_redis_is_named_with_what_to_check(
             *run(args, not_redis),
             f"Redis at 127.0.0.1:{port}",
             "does not answer as a Redis server",
-            "check the host and port",
+            "check the host and port in --redis or $FLOWS_REDIS_URL",
         )
 
 

@@ -12,6 +12,7 @@ import redis
 from fault_support import Valkey, acl_users, populate
 from helpers import assert_unchanged
 
+import scheduler
 from scheduler.engine.backoff import transient
 from scheduler.engine.client import Client
 from scheduler.engine.errors import ServerError
@@ -33,6 +34,16 @@ def test_an_unreachable_server() -> None:
     assert isinstance(raised.value, ServerError | redis.ConnectionError)
     assert "cannot reach Redis at 127.0.0.1:1 (namespace ql:)" in str(raised.value)
     assert "s3cret" not in str(raised.value) and raised.value.command == "put"
+    # Given as an argument of the Python API: no command-line flag to check.
+    assert "check the host and port in the URL given to Client()" in str(raised.value)
+    assert "--redis" not in str(raised.value)
+
+
+def test_a_url_from_the_environment_is_named_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FLOWS_REDIS_URL", "redis://127.0.0.1:1/0")
+    client = scheduler.Client()
+    with pytest.raises(ServerUnavailable, match=r"check the host and port in \$FLOWS_REDIS_URL$"):
+        client.jobs.get("a")
 
 
 def test_a_wrong_password_and_a_missing_permission(servers: list[Valkey], tmp_path: Path) -> None:

@@ -76,7 +76,7 @@ def test_an_unreachable_server_of_ones_own_keeps_the_plain_advice() -> None:
     ):
         client.jobs.get("nope")
     text = str(raised.value)
-    assert "start the server, or check the host and port in --redis" in text, text
+    assert "start the server, or check the host and port in the URL given to Client()" in text
     assert "flows server start" not in text
 
 

@@ -21,6 +21,7 @@ from scheduler.engine.errors import (
     ReadOnlyReplica,
     ServerError,
     SlotMoving,
+    given_as,
 )
 
 
@@ -118,7 +119,9 @@ def test_an_unreachable_cluster_is_a_cluster_error_naming_its_nodes() -> None:
     assert str(refused.value).startswith(
         "cannot reach the Redis Cluster at 127.0.0.1:1, 127.0.0.1:2"
     )
-    assert "--redis" in str(refused.value)
+    assert str(refused.value).endswith("check the hosts and ports in the URL given to Client()")
+    with given_as("flag"), pytest.raises(ClusterDown, match=r"in --redis or \$FLOWS_REDIS_URL$"):
+        connect("redis+cluster://127.0.0.1:1,127.0.0.1:2")
 
 
 @pytest.mark.parametrize("option", ["url", "namespace", "worker_name"])
