@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from scheduler.connect import Client
     from scheduler.engine.client import Config, FailedJobs, Jobs, Tagged, Tracked, Workers
     from scheduler.engine.errors import (
+        ClientClosed,
         ClusterDown,
         ClusterError,
         EngineError,
@@ -57,6 +58,7 @@ if TYPE_CHECKING:
 _EXPORTS: dict[str, str] = {
     "AuthenticationFailed": "scheduler.engine.faults",
     "Client": "scheduler.connect",
+    "ClientClosed": "scheduler.engine.errors",
     "ClusterDown": "scheduler.engine.errors",
     "ClusterError": "scheduler.engine.errors",
     "Config": "scheduler.engine.client",
@@ -110,6 +112,7 @@ __getattr__ = lazy_exports(__name__, globals(), _EXPORTS)
 __all__ = [
     "AuthenticationFailed",
     "Client",
+    "ClientClosed",
     "ClusterDown",
     "ClusterError",
     "Config",

@@ -27,7 +27,7 @@ from typing import Any, NamedTuple, Unpack, overload
 import redis as redis_py
 
 from scheduler.engine.connections import Durability, MasterWatch, connect, split_durability
-from scheduler.engine.errors import JobNotFound
+from scheduler.engine.errors import ClientClosed, JobNotFound
 from scheduler.engine.events import EventListener, ListenerOptions
 from scheduler.engine.job import Job, RecurringJob
 from scheduler.engine.limits import MAX_ID_BYTES, id_fault
@@ -350,7 +350,6 @@ class Client:
     of a ``with`` block, closes the connection it opened.
     """
 
-    engine: Engine
     worker_name: str
 
     def __init__(
@@ -395,7 +394,8 @@ class Client:
         return client
 
     def _setup(self, engine: Engine, worker_name: str | None, owns: bool) -> None:
-        self.engine = engine
+        self._engine = engine
+        self._closed = False
         self.worker_name = worker_name or default_worker_name()
         self._owns_redis = owns
         self.queues = Queues(self)
@@ -406,6 +406,15 @@ class Client:
 
     def __repr__(self) -> str:
         return f"<Client prefix={self.prefix!r} worker={self.worker_name!r}>"
+
+    @property
+    def engine(self) -> Engine:
+        """The :class:`~scheduler.engine.scripts.Engine` every call goes through; raises
+        :class:`~scheduler.engine.errors.ClientClosed` once :meth:`close` closed the connection
+        (redis-py would open another one, which nobody would close)."""
+        if self._closed:
+            raise ClientClosed()
+        return self._engine
 
     @property
     def redis(self) -> redis_py.Redis:
@@ -460,13 +469,20 @@ class Client:
 
     def close(self) -> None:
         """Close the connection if this client opened it (a Sentinel client's watch of the
-        master stops too; a later call starts it again)."""
-        self.engine.close()
+        master stops too); any later call raises
+        :class:`~scheduler.engine.errors.ClientClosed`. A client given ``redis=`` (or made
+        :meth:`from_engine`) leaves that connection to its owner: it only gives back what it
+        holds itself, and stays usable. Closing twice is fine."""
+        if self._closed:
+            return
+        engine = self.engine
+        engine.close()
         if self._owns_redis:
-            watch = MasterWatch.of(self.redis)
+            self._closed = True
+            watch = MasterWatch.of(engine.redis)
             if watch is not None:
                 watch.stop()
-            self.redis.close()
+            engine.redis.close()
 
     def __enter__(self) -> Client:
         return self

@@ -195,6 +195,16 @@ class ServerError(FlowsError):
     """No usable Redis server: none found, it failed to start, or it is configured unsafely."""
 
 
+class ClientClosed(FlowsError, RuntimeError):
+    """A call on a :class:`~scheduler.engine.client.Client` after its ``close()`` closed the
+    connection it opened: refused rather than opening one nobody would close."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            "this Client was closed: make a new one (or keep it open, as a `with` block does)"
+        )
+
+
 class ForeignEngine(ServerError):
     """The server holds a Functions library (or function) under the engine's versioned name
     whose code is not this release's engine, byte for byte: the client refuses to call it, since
@@ -263,6 +273,7 @@ def translate(error: redis.ResponseError, command: str | None = None) -> FlowsEr
 
 __all__ = [
     "ERRORS_BY_CODE",
+    "ClientClosed",
     "ClusterDown",
     "ClusterError",
     "EngineError",

@@ -27,7 +27,8 @@ from scheduler import (
     UnknownCommand,
     WrongState,
 )
-from scheduler.engine.errors import translate
+from scheduler.embedded import EmbeddedServer
+from scheduler.engine.errors import ClientClosed, translate
 from scheduler.engine.replies import as_list
 from scheduler.engine.scripts import Engine
 
@@ -79,8 +80,28 @@ def test_client_over_a_redis_client(redis_client: redis.Redis) -> None:
     assert client.engine.prefix is None
     jid = client.queues["q"].put("k", {})
     assert redis_client.exists(f"ql:j:{jid}")
-    client.close()  # not ours: the connection stays usable
+    client.close()  # not ours: the connection stays usable, and so does the client
     assert redis_client.ping()
+    assert client.jobs[jid].state == "waiting"
+
+
+def test_a_closed_client_refuses_calls_instead_of_reconnecting(
+    server: EmbeddedServer, redis_client: redis.Redis
+) -> None:
+    client = Client(server.url, worker_name="closing")
+    jid = client.queues["q"].put("k", {})
+    client.close()
+    connected = len(redis_client.client_list())
+    for call in (
+        lambda: client.jobs.get(jid),
+        lambda: client.queues["q"].put("k", {}),
+        lambda: client.redis,
+        lambda: client.events().subscribe(),
+    ):
+        with pytest.raises(ClientClosed, match=r"^this Client was closed: make a new one"):
+            call()
+    assert len(redis_client.client_list()) == connected
+    client.close()  # twice is fine
 
 
 def test_client_from_a_url(redis_client: redis.Redis) -> None:
