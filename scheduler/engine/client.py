@@ -26,6 +26,7 @@ from typing import Any, NamedTuple, Unpack, overload
 
 import redis as redis_py
 
+from scheduler.engine import limits
 from scheduler.engine.connections import Durability, MasterWatch, connect, split_durability
 from scheduler.engine.errors import ClientClosed, JobNotFound
 from scheduler.engine.events import EventListener, ListenerOptions
@@ -105,6 +106,7 @@ class Jobs:
 
     def get(self, jid: str, *, now: Now = "") -> Job | None:
         """The job, or None if there is no such job."""
+        limits.check_jid("get", "jid", jid)
         return Job.from_reply(self.client, self._call("get", jid, now=now))
 
     def __getitem__(self, jid: str) -> Job:
@@ -118,6 +120,7 @@ class Jobs:
         """The jobs that exist among ``jids`` (missing ones are left out)."""
         if not jids:
             return []
+        limits.check_spread("multiget", "jids", jids, "multiget", "jid")
         return [Job(self.client, raw) for raw in as_list(self._call("multiget", *jids, now=now))]
 
     def complete(self, offset: int = 0, count: int = 25, *, now: Now = "") -> list[str]:
@@ -132,6 +135,7 @@ class Jobs:
 
     def tagged(self, tag: str, offset: int = 0, count: int = 25, *, now: Now = "") -> Tagged:
         """Jids of the jobs carrying ``tag``."""
+        limits.check_id("tag", "tag", tag)
         reply = as_dict(self._call("tag", "get", tag, offset, count, now=now))
         return Tagged(as_int(reply.get("total")), as_list(reply.get("jobs")))
 
@@ -183,6 +187,7 @@ class Jobs:
         """Cancel several jobs at once (a job and its dependents must go together). A completed
         job is refused (WrongState): a cancel stops what has not ended; :meth:`delete` removes
         a job for good."""
+        limits.check_spread("cancel", "jids", jids, "cancel", "jid")
         return as_list(self._call("cancel", *jids, now=now))
 
     def kick(self, *jids: str, now: Now = "") -> list[str]:
@@ -191,11 +196,13 @@ class Jobs:
         one that names no job (JobNotFound) or a job that is not buried (WrongState, naming its
         state) kicks none. :meth:`~scheduler.engine.queue.Queue.kick` kicks a queue's
         longest-buried jobs instead."""
+        limits.check_spread("kick.jobs", "jids", jids, "kick", "jid")
         return as_list(self._call("kick.jobs", *jids, now=now)) if jids else []
 
     def delete(self, *jids: str, now: Now = "") -> list[str]:
         """Delete several jobs at once, like :meth:`cancel`, but refused (WrongState) if one of
         them runs: its worker would be orphaned. Returns the jids deleted."""
+        limits.check_spread("delete", "jids", jids, "delete", "jid")
         return as_list(self._call("delete", *jids, now=now)) if jids else []
 
 
@@ -448,6 +455,9 @@ class Client:
 
     def unfail(self, queue: str, group: str, count: int = 25, *, now: Now = "") -> int:
         """Put up to ``count`` failed jobs of ``group`` back into ``queue``; returns how many."""
+        limits.check_id("unfail", "queue", queue)
+        limits.check_id("unfail", "group", group)
+        limits.check_integer("unfail", "count", count, 0, limits.MAX_COUNT)
         return as_int(self.engine.call("unfail", queue, group, count, now=now))
 
     def tags(self, offset: int = 0, count: int = 25, *, now: Now = "") -> list[str]:

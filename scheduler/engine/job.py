@@ -503,11 +503,13 @@ class Job:
 
     def tag(self, *tags: str, now: Now = "") -> list[str]:
         """Add tags; returns the job's tags."""
+        limits.check_spread("tag", "tags", tags, "tag")
         self.tags = as_list(self._call("tag", "add", self.jid, *tags, now=now))
         return self.tags
 
     def untag(self, *tags: str, now: Now = "") -> list[str]:
         """Remove tags; returns the job's tags."""
+        limits.check_spread("tag", "tags", tags, "untag")
         self.tags = as_list(self._call("tag", "remove", self.jid, *tags, now=now))
         return self.tags
 
@@ -527,12 +529,15 @@ class Job:
 
     def depend(self, *jids: str, now: Now = "") -> bool:
         """Add dependencies (the job must be in state ``depends``, else WrongState)."""
+        limits.check_spread("depends", "jids", jids, "depend", "jid")
         done = as_bool(self._call("depends", self.jid, "on", *jids, now=now))
         self.dependencies = sorted({*self.dependencies, *jids})
         return done
 
     def undepend(self, *jids: str, all: bool = False, now: Now = "") -> bool:
         """Remove dependencies (``all=True``: every one); the job may become waiting."""
+        if not all:
+            limits.check_spread("depends", "jids", jids, "undepend", "jid")
         args = ("all",) if all else jids
         done = as_bool(self._call("depends", self.jid, "off", *args, now=now))
         self.dependencies = [] if all else [d for d in self.dependencies if d not in jids]

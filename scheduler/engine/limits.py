@@ -256,6 +256,23 @@ def check_ids(command: str, name: str, values: Iterable[Any], *, jids: bool = Fa
     return [check(command, f"{name}[{i}]", value) for i, value in enumerate(values, 1)]
 
 
+def check_spread(
+    command: str, name: str, values: tuple[Any, ...], method: str, kind: IdKind = "id"
+) -> list[str]:
+    """Values given as separate arguments (``cancel("a", "b")``), each an id of ``kind``
+    (:data:`IdKind`) named ``name[i]``. A list given as one of them is said to be one: it was
+    meant spread (``cancel(*jids)``, ``method`` names the call)."""
+    for i, value in enumerate(values, 1):
+        if isinstance(value, list | tuple | set | frozenset):
+            raise _invalid(
+                command,
+                f'Arg "{name}[{i}]" is a {type(value).__name__}, not one of the {name}: give them'
+                f" as separate arguments ({method}(*{name}))",
+            )
+    check = _ID_CHECKS[kind]
+    return [check(command, f"{name}[{i}]", value) for i, value in enumerate(values, 1)]
+
+
 def check_tags(command: str, tags: Iterable[Any]) -> list[str]:
     """At most 64 distinct valid tags."""
     checked = check_ids(command, "tags", tags)
@@ -265,6 +282,13 @@ def check_tags(command: str, tags: Iterable[Any]) -> list[str]:
             command, f'Arg "tags" has {distinct} items, more than the limit of {MAX_TAGS}'
         )
     return checked
+
+
+_ID_CHECKS: dict[IdKind, Callable[[str, str, Any], str]] = {
+    "id": check_id,
+    "name": check_name,
+    "jid": check_jid,
+}
 
 
 def check_number(command: str, name: str, value: Any, minimum: float | None = None) -> float:

@@ -385,14 +385,6 @@ WRONG_SHAPES: dict[str, tuple[Call, str]] = {
         r'^Fail\(\): Arg "message" is not valid UTF-8 text \(it holds a lone surrogate\): '
         r"'cannot read /data/\\udcff.csv'$",
     ),
-    "tag-a-list": (
-        lambda _, job: job.tag(untyped(["a", "b"])),
-        r"^Tag\(\): argument 3 is not text or a number: list \['a', 'b'\]$",
-    ),
-    "get-none": (
-        lambda c, _: c.jobs.get(untyped(None)),
-        r"^Get\(\): argument 1 is not text or a number: NoneType",
-    ),
     "config-set-none": (
         lambda c, _: c.config.__setitem__("heartbeat", untyped(None)),
         r"^ConfigSet\(\): argument 2 is not text or a number",
@@ -422,6 +414,53 @@ WRONG_SHAPES: dict[str, tuple[Call, str]] = {
     "complete-next-number": (
         lambda _, job: job.complete(untyped(5)),
         r'^Complete\(\): Arg "next" is not text: int$',
+    ),
+    # Were the engine's "argument 1 is not text or a number": a list given where the jids are
+    # separate arguments, a None where an id is expected.
+    "cancel-list": (
+        lambda c, _: c.jobs.cancel(untyped(["waiting", "running"])),
+        r'^Cancel\(\): Arg "jids\[1\]" is a list, not one of the jids: give them as separate'
+        r" arguments \(cancel\(\*jids\)\)$",
+    ),
+    "multiget-list": (
+        lambda c, _: c.jobs.multiget(untyped(["waiting"])),
+        r'^Multiget\(\): Arg "jids\[1\]" is a list, not one of the jids: .*\(multiget\(\*jids\)\)$',
+    ),
+    "multiget-none": (
+        lambda c, _: c.jobs.multiget("waiting", untyped(None)),
+        r'^Multiget\(\): Arg "jids\[2\]" missing$',
+    ),
+    "kick-tuple": (
+        lambda c, _: c.jobs.kick(untyped(("waiting",))),
+        r'^KickJobs\(\): Arg "jids\[1\]" is a tuple, not one of the jids: .*\(kick\(\*jids\)\)$',
+    ),
+    "delete-list": (
+        lambda c, _: c.jobs.delete(untyped(["waiting"])),
+        r'^Delete\(\): Arg "jids\[1\]" is a list, not one of the jids',
+    ),
+    "get-none": (
+        lambda c, _: c.jobs.get(untyped(None)),
+        r'^Get\(\): Arg "jid" missing$',
+    ),
+    "unfail-queue-none": (
+        lambda c, _: c.unfail(untyped(None), "boom"),
+        r'^Unfail\(\): Arg "queue" missing$',
+    ),
+    "unfail-count-text": (
+        lambda c, _: c.unfail("q", "boom", untyped("5")),
+        r"""^Unfail\(\): Arg "count" is not a finite number: '5'$""",
+    ),
+    "tagged-none": (
+        lambda c, _: c.jobs.tagged(untyped(None)),
+        r'^Tag\(\): Arg "tag" missing$',
+    ),
+    "tag-list": (
+        lambda _, job: job.tag(untyped(["a", "b"])),
+        r'^Tag\(\): Arg "tags\[1\]" is a list, not one of the tags: .*\(tag\(\*tags\)\)$',
+    ),
+    "depend-list": (
+        lambda c, _: c.jobs["waiting"].depend(untyped(["running"])),
+        r'^Depends\(\): Arg "jids\[1\]" is a list, not one of the jids',
     ),
     # Was a TypeError from comparing the text with 0, after the engine had taken it.
     "touch-increment-text": (
