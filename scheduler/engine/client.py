@@ -244,6 +244,7 @@ class Config(MutableMapping[str, ConfigValue]):
         return _config_value(value)
 
     def __setitem__(self, option: str, value: ConfigValue) -> None:
+        limits.check_scalar("config.set", "value", value)
         self.client.engine.call("config.set", option, value)
 
     def __delitem__(self, option: str) -> None:

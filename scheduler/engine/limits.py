@@ -291,6 +291,16 @@ _ID_CHECKS: dict[IdKind, Callable[[str, str, Any], str]] = {
 }
 
 
+def check_scalar(command: str, name: str, value: Any) -> str | int | float:
+    """Text or a number (not a bool): what the engine takes as one value (a configuration
+    option's)."""
+    if value is None:
+        raise _invalid(command, f'Arg "{name}" missing')
+    if isinstance(value, bool) or not isinstance(value, str | int | float):
+        raise _invalid(command, f'Arg "{name}" is not text or a number: {type(value).__name__}')
+    return value
+
+
 def check_number(command: str, name: str, value: Any, minimum: float | None = None) -> float:
     """A finite real number (not NaN, not infinite, not a bool), at least ``minimum``."""
     if isinstance(value, bool) or not isinstance(value, int | float):

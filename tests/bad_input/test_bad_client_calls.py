@@ -387,7 +387,11 @@ WRONG_SHAPES: dict[str, tuple[Call, str]] = {
     ),
     "config-set-none": (
         lambda c, _: c.config.__setitem__("heartbeat", untyped(None)),
-        r"^ConfigSet\(\): argument 2 is not text or a number",
+        r'^ConfigSet\(\): Arg "value" missing$',
+    ),
+    "config-set-list": (
+        lambda c, _: c.config.__setitem__("heartbeat", untyped([30])),
+        r'^ConfigSet\(\): Arg "value" is not text or a number: list$',
     ),
     "now-none": (
         lambda c, _: c.queues["q"].peek(1, now=untyped(None)),
