@@ -246,10 +246,10 @@ FAILURE_LINE = 300
 
 
 def failure_line(active: Active, message: str) -> str:
-    """What a worker's line about a failed job says after its group: the message's line that
-    says why (a traceback's last, any other message's first), cut to :data:`FAILURE_LINE`
-    characters with any secret masked, and the command that shows the rest (a flow run's step:
-    its logs; any other job: the job)."""
+    """What a worker's line about a failed or retried job says after its group: the message's
+    line that says why (a traceback's last, any other message's first), cut to
+    :data:`FAILURE_LINE` characters with any secret masked, and the command that shows the rest
+    (a flow run's step: its logs; any other job: the job)."""
     lines = [line for line in message.splitlines() if line.strip() not in ("", "...")]
     why = ""
     if lines:
@@ -316,11 +316,12 @@ def _retry(reporter: Reporter, active: Active, outcome: Outcome, elapsed: float)
         )
     else:
         log.warning(
-            "job %s retried in %.1fs (%s, %d retries left)",
+            "job %s retried in %.1fs (%s, %d retries left): %s",
             jid,
             outcome.delay,
             outcome.group,
             left,
+            failure_line(active, outcome.message),
             extra=OUTCOME,
         )
 

@@ -1139,6 +1139,34 @@ def test_a_failed_jobs_log_line_says_why_and_where_to_see_more(
     assert ": no secret ***; see `flows logs r-1 load`" in lines[step], lines[step]
 
 
+def test_a_retried_jobs_log_line_says_why_as_a_failed_ones_does(
+    client: Client, engine: Engine, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The line of a retried job gave only its group (`retried in 0.0s (RuntimeError, 0
+    retries left)`): now why too, said as a failed job's line says it (one line, cut, secrets
+    masked, and where to see the rest)."""
+    secret = "Retry-" + uuid.uuid4().hex
+    remember([secret])
+    jid = put(
+        client,
+        "q",
+        "raises_saying",
+        {"message": f"no secret {secret}"},
+        retries=1,
+        retry=NO_BACKOFF,
+    )
+    with (
+        caplog.at_level(logging.INFO, logger="flows.worker"),
+        in_process_worker(engine, ["q"], threads=1, poll_interval=0.02),
+    ):
+        wait_state(client, jid, "failed")
+    retried = [r.getMessage() for r in caplog.records if f"job {jid} retried" in r.getMessage()]
+    assert len(retried) == 1, retried
+    assert retried[0].startswith(f"job {jid} retried in 0.0s (RuntimeError, 0 retries left): ")
+    assert retried[0].endswith(f": RuntimeError: no secret ***; see `flows job {jid}`"), retried
+    assert "\n" not in retried[0] and "Traceback" not in retried[0], retried
+
+
 def test_a_worker_with_one_thread_says_so_in_the_singular(
     engine: Engine, caplog: pytest.LogCaptureFixture
 ) -> None:

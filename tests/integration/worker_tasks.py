@@ -228,6 +228,11 @@ def fail_saying(job: JobContext) -> None:
     raise FailJob("said", str(job.data["message"]))
 
 
+def raises_saying(job: JobContext) -> None:
+    """Raise with the message in the job's data (retried while retries are left)."""
+    raise RuntimeError(str(job.data["message"]))
+
+
 def release_once(job: JobContext) -> int:
     """The first run hands the job back (no retry used) for ``data["delay"]`` seconds (default
     0); the second completes."""
