@@ -44,6 +44,8 @@ from typing import Any, Final, TypedDict
 import redis
 
 from scheduler.engine.client import Client
+from scheduler.engine.connections import redact_url
+from scheduler.engine.errors import counted
 from scheduler.notify.channels import (
     SENDERS,
     DeliveryError,
@@ -61,7 +63,7 @@ from scheduler.notify.documents import (
 )
 from scheduler.notify.events import Context, Event, concerned
 from scheduler.notify.tries import DELIVERED, FAILED, LEFT, RETRYING, Channel, Tries
-from scheduler.secrets import MissingSecret, Secrets
+from scheduler.secrets import MissingSecret, Secrets, masked
 
 log = logging.getLogger(__name__)
 
@@ -126,6 +128,41 @@ class Keys:
         return f"{self.prefix}j:{jid}"
 
 
+class Failing:
+    """The channels whose last attempt here failed, and how many attempts failed since: a
+    receiver that keeps refusing is said once when it starts (with why) and once when it takes
+    a notification again, not once per attempt, and not only when an event is given up half an
+    hour later. A channel is named as the listings name it (``webhook URL``, ``slack (secret
+    NAME)``), any password in the URL masked."""
+
+    def __init__(self) -> None:
+        self._failures: dict[str, int] = {}
+
+    def failed(self, rule: Mapping[str, Any], error: str) -> None:
+        channel = self._name(rule)
+        if channel not in self._failures:
+            log.warning(
+                "notification channel %s fails: %s (`flows notifications` lists what waits and"
+                " what was given up)",
+                channel,
+                masked(" ".join(error.split())),
+            )
+        self._failures[channel] = self._failures.get(channel, 0) + 1
+
+    def worked(self, rule: Mapping[str, Any]) -> None:
+        failures = self._failures.pop(self._name(rule), None)
+        if failures is not None:
+            log.info(
+                "notification channel %s works again after %s",
+                self._name(rule),
+                counted(failures, "failure"),
+            )
+
+    @staticmethod
+    def _name(rule: Mapping[str, Any]) -> str:
+        return masked(redact_url(describe(rule)))
+
+
 Runs = dict[str, tuple[list[dict[str, Any]], str]]
 """Run id → (its rules, its flow): read once per pass."""
 
@@ -171,6 +208,7 @@ class Deliverer:
         self.senders = dict(senders or SENDERS)
         self.released: set[str] = set()
         """The entries this deliverer released (it could not send some channel of them)."""
+        self.failing = Failing()
         self._group_ready = False
         self._read_at: dict[str, float] = {}
         """Entry id → when this deliverer last read it or made sure it still holds it (its
@@ -448,12 +486,14 @@ class Deliverer:
         with self._holding(event.id):
             error, final = self._send(rule, event, name, context)
         if error is None:
+            self.failing.worked(rule)
             channel.delivered, channel.error, channel.due = True, "", 0.0
             # Recorded at once: a crash after this send does not repeat it.
             self._save(event.id, tries)
             self._log(event, name, rule, DELIVERED, channel.attempts, "", now)
             return True
         channel.error = error
+        self.failing.failed(rule, error)
         if final or channel.attempts >= self.max_attempts:
             channel.given_up, channel.due = True, 0.0
             self._log(event, name, rule, FAILED, channel.attempts, error, now)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import json
+import logging
 import os
 import re
 import shlex
@@ -686,6 +687,51 @@ def test_a_url_kept_in_a_secret_is_stored_and_shown_nowhere(
     (tmp_path / "both.yaml").write_text(both + "steps:\n  a: {run: 'true'}\n")
     result = flows(cli, "validate", str(tmp_path / "both.yaml"))
     assert result.exit_code == 1 and "exactly one of url and url_secret" in result.output
+
+
+def test_a_channel_that_fails_is_logged_once_and_once_more_when_it_works_again(
+    cli: CliRunner,
+    client: Client,
+    tmp_path: Path,
+    receiver: Receiver,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A channel that kept failing logged nothing for the half hour of its retries, until it
+    was given up: now one warning at its first failure (naming it and why, its secret URL
+    unsaid) and one line when it takes a notification again."""
+    monkeypatch.setenv("SLACK_URL", f"{receiver.url}/services/T000/B000/secret-part")
+    failed_run_telling_slack(cli, tmp_path)
+    receiver.status = 500
+    now = [1000.0]
+    deliverer = Deliverer(client, consumer="t", clock=lambda: now[0])
+
+    def said() -> list[str]:
+        return [r.getMessage() for r in caplog.records if r.name == outbox.log.name]
+
+    with caplog.at_level(logging.INFO, logger=outbox.log.name):
+        deliverer.tick()
+        now[0] += 5
+        deliverer.tick()
+        assert len(receiver.received) == 2  # two attempts failed: one line
+        assert said() == [
+            "notification channel slack (secret SLACK_URL) fails: POST (the URL in secret"
+            " SLACK_URL): HTTP 500 Internal Server Error (`flows notifications` lists what"
+            " waits and what was given up)"
+        ]
+        receiver.status = 200
+        now[0] += 10
+        assert deliverer.tick() == 1
+        now[0] += 3600
+        deliverer.tick()  # nothing left: nothing said
+    assert said()[1:] == [
+        "notification channel slack (secret SLACK_URL) works again after 2 failures"
+    ]
+    assert [r.levelno for r in caplog.records if r.name == outbox.log.name] == [
+        logging.WARNING,
+        logging.INFO,
+    ]
+    assert "secret-part" not in caplog.text
 
 
 def webhook_flow(folder: Path, url: str) -> Path:
