@@ -81,6 +81,22 @@ def cannot_work(error: Exception) -> click.ClickException:
     return CannotWork(error_text(error))
 
 
+@contextlib.contextmanager
+def unless_unworkable() -> Iterator[None]:
+    """Around a long-running command's work: an error that restarting it cannot mend (a
+    refused login or permission, a foreign engine: :func:`~scheduler.service.loop.unworkable`,
+    what stops the scheduler service) becomes :func:`cannot_work`'s exit 78, for every such
+    command alike (a supervisor restarting one that exits 1 would do so for ever)."""
+    from scheduler.service.loop import unworkable
+
+    try:
+        yield
+    except Exception as error:
+        if not unworkable(error) or debug_enabled():
+            raise
+        raise cannot_work(error) from None
+
+
 def interrupted() -> click.exceptions.Exit:
     """Ctrl-C: one line on stderr, then exit :data:`INTERRUPTED` (left to click, a command
     would say ``Aborted!`` and exit 1, which scripts read as a failure). The same as the

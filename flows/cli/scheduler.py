@@ -22,11 +22,11 @@ import click
 from flows.cli.common import (
     GuardedCommand,
     ago,
-    cannot_work,
     open_client,
     print_json,
     report,
     table,
+    unless_unworkable,
     user_errors,
 )
 from flows.cli.namespaces import namespaces_of, run_per_namespace
@@ -50,13 +50,11 @@ from flows.runs.trigger import trigger_run
 from scheduler.cron import InvalidSchedule, Skip
 from scheduler.engine.client import Client
 from scheduler.engine.doctor import ScheduledCheck
-from scheduler.engine.errors import debug_enabled
 from scheduler.service.loop import (
     Fired,
     OnceReport,
     SchedulerService,
     check_health,
-    unworkable,
 )
 from scheduler.service.records import LIVE_TICK_AGE, Registration
 from scheduler.service.scanning import ScanReport, default_origin
@@ -340,12 +338,8 @@ def scheduler_command(
             _print_once(report, as_json)
             _print_invalid(report.scan)
             sys.exit(1 if report.tick.errors or report.scan.invalid else 0)
-        try:
+        with unless_unworkable():  # restarting cannot mend it: an operator must
             service.run()
-        except Exception as error:
-            if not unworkable(error) or debug_enabled():
-                raise
-            raise cannot_work(error) from None  # restarting cannot mend it: an operator must
 
 
 # --------------------------------------------------------------------------- operating

@@ -8,19 +8,21 @@ import ipaddress
 import logging
 import socket
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
 
 import click
+import redis
 
 from flows.access.users import Users
-from flows.cli.common import cannot_work, open_client, user_errors
+from flows.cli.common import open_client, unless_unworkable, user_errors
 from flows.cli.notifications import env_file_option, use_env_file
 from flows.cli.options import connection, log_level_option
 from flows.ui.auth import ENV_TOKEN, Auth, TokenError, load_token, reached_through
 from flows.ui.roles import RoleAuth
 from scheduler.engine.backoff import wait_for_server
-from scheduler.engine.errors import ForeignEngine, debug_enabled
+from scheduler.engine.client import Client
 from scheduler.hosts import is_loopback
 from scheduler.terminal import log_to_stderr
 
@@ -98,9 +100,10 @@ def ui(
     """Serve the dashboard (/), the REST API (/api/v1/, OpenAPI at /api/v1/openapi.json) and
     /metrics.
 
-    A Functions library on the server that is not this release's engine stops it at the start
-    with one line saying what to do, exit 78; found while it serves, every request that reads or
-    writes the engine answers 503 with that line until an operator has loaded the engine."""
+    A Functions library on the server that is not this release's engine, or the server refusing
+    its login or a permission, stops it at the start with one line saying what to do, exit 78;
+    such a library found while it serves makes every request that reads or writes the engine
+    answer 503 with that line until an operator has loaded the engine."""
     import uvicorn
 
     from flows.ui import events
@@ -115,15 +118,14 @@ def ui(
     listening = _bind(host, port)  # a busy port is said before anything else
     client = open_client(redis_url, namespace)
     users = Users(client)
-    with user_errors():
-        try:
+    try:
+        with user_errors(), unless_unworkable():  # as the scheduler and the workers stop
             # Started before its server, or during a failover: wait for it, as workers do.
-            wait_for_server(log, "flows ui: starting", client.engine.load, client=client.redis)
-        except ForeignEngine as error:  # as the scheduler and the workers stop: restarting
-            if debug_enabled():  # cannot mend it, an operator must
-                raise
-            raise cannot_work(error) from None
-        has_users = users.any()
+            wait_for_server(log, "flows ui: starting", _loader(client), client=client.redis)
+            has_users = users.any()
+    except BaseException:
+        listening.close()
+        raise
     # A proxy on this machine forwards anyone's requests from loopback: listening there is
     # then no longer "only this machine".
     proxy = reached_through(allowed_hosts, trusted_proxies)
@@ -236,3 +238,15 @@ def _bind(host: str, port: int) -> socket.socket:
 def _web_server_level(level: int) -> int:
     """uvicorn's log level for ours: its start-up and shut-down steps (INFO) only at DEBUG."""
     return level if level <= logging.DEBUG else max(level, logging.WARNING)
+
+
+def _loader(client: Client) -> Callable[[], object]:
+    """Load the engine, a fault of the server said as every command says it (where, as whom)."""
+
+    def load() -> object:
+        try:
+            return client.engine.load()
+        except redis.RedisError as error:
+            raise client.engine.fault(error) from None
+
+    return load

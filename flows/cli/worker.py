@@ -14,13 +14,19 @@ from typing import Any
 
 import click
 
-from flows.cli.common import cannot_work, note_new_queues, open_client, user_errors
+from flows.cli.common import (
+    cannot_work,
+    note_new_queues,
+    open_client,
+    unless_unworkable,
+    user_errors,
+)
 from flows.cli.namespaces import namespaces_of, run_per_namespace
 from flows.cli.notifications import env_file_option, use_env_file
 from flows.cli.options import connection, setting_option
 from scheduler.connect import resolve_url
 from scheduler.engine.client import Client
-from scheduler.engine.errors import FlowsError, ForeignEngine, debug_enabled
+from scheduler.engine.errors import FlowsError, debug_enabled
 from scheduler.terminal import log_to_stderr
 from scheduler.worker import Worker, WorkerPool
 from scheduler.worker.imports import import_path
@@ -170,8 +176,8 @@ def worker(
     group, systemd), lets running jobs finish for --shutdown-grace seconds, hands back the rest
     and exits 0; a second stops at once (exit 1: the jobs left running wait again within
     seconds). A worker that cannot work however often it is restarted (a Functions library on
-    the server that is not this release's engine; once started, a permission its user lacks)
-    stops with one line saying what to do, exit 78.
+    the server that is not this release's engine, the server refusing its login or a
+    permission) stops with one line saying what to do, exit 78.
 
     With several namespaces (--namespace a,b) each gets its own worker, in a child process.
     """
@@ -203,7 +209,8 @@ def worker(
     # server not there yet is the worker's to wait for, below, not the note's to report.
     with contextlib.suppress(Exception):
         note_new_queues(open_client(url, namespace), settings.queues)
-    with user_errors():  # an unsafe server (eviction policy) is refused with how to fix it
+    # An unsafe server (eviction policy) is refused with how to fix it.
+    with user_errors(), unless_unworkable():
         if processes == 0:
             import_path(settings.paths)  # as a pool child does: see scheduler/worker/__main__.py
             client = open_client(url, namespace)
@@ -213,8 +220,7 @@ def worker(
             try:
                 code = in_process.run()
             except FlowsError as error:  # as a pool's process exits over it (and the pool)
-                stopped = isinstance(error, ForeignEngine) or error is in_process.slots.fatal
-                if not stopped or debug_enabled():
+                if error is not in_process.slots.fatal or debug_enabled():
                     raise
                 raise cannot_work(error) from None
         else:
