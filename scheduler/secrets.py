@@ -77,7 +77,7 @@ def default_dirs(environ: Mapping[str, str] | None = None) -> tuple[Path, ...]:
 log = logging.getLogger("flows.secrets")
 
 
-def _stamp(path: Path) -> tuple[int, int] | None:
+def file_stamp(path: Path) -> tuple[int, int] | None:
     """What tells that a file changed: its modification time and size (None: unreadable)."""
     try:
         status = path.stat()
@@ -105,7 +105,7 @@ class Secrets:
         self.environ = os.environ if environ is None else environ
         self.dirs = tuple(dirs) if dirs is not None else default_dirs(self.environ)
         self.env_file = env_file
-        self._read_at = _stamp(env_file) if env_file is not None else None
+        self._read_at = file_stamp(env_file) if env_file is not None else None
         self._reading = threading.Lock()
 
     @classmethod
@@ -120,7 +120,7 @@ class Secrets:
         """Read the env file again if it changed since it was read (a stat per look)."""
         if self.env_file is None:
             return
-        stamp = _stamp(self.env_file)
+        stamp = file_stamp(self.env_file)
         if stamp == self._read_at or stamp is None:
             return  # unchanged, or gone for a moment (a rotation's rename): keep what was read
         with self._reading:

@@ -19,7 +19,14 @@ from flows.access.users import Users
 from flows.cli.common import open_client, unless_unworkable, user_errors
 from flows.cli.notifications import env_file_option, use_env_file
 from flows.cli.options import connection, log_level_option
-from flows.ui.auth import ENV_TOKEN, Auth, TokenError, load_token, reached_through
+from flows.ui.auth import (
+    ENV_TOKEN,
+    Auth,
+    TokenError,
+    TokenFile,
+    load_token,
+    reached_through,
+)
 from flows.ui.roles import RoleAuth
 from scheduler.engine.backoff import wait_for_server
 from scheduler.engine.client import Client
@@ -47,7 +54,8 @@ def register(group: click.Group) -> None:
     type=click.Path(dir_okay=False, path_type=Path),
     help=f"File holding the bearer token that writes (and reads, off loopback or behind a "
     f"proxy) need; "
-    f"default ${ENV_TOKEN}. Without one, writes are refused.",
+    f"default ${ENV_TOKEN}. Without one, writes are refused. Read again when it changes: a "
+    f"rotated token works without a restart.",
 )
 @click.option(
     "--allowed-host",
@@ -112,7 +120,9 @@ def ui(
 
     log_to_stderr(log_level, "%(asctime)s %(levelname)s %(message)s")
     try:
-        token = load_token(token_file)
+        # A token file is read again when it changes: a rotation needs no restart.
+        rotated = TokenFile.load(token_file) if token_file is not None else None
+        token = rotated.current() if rotated is not None else load_token(None)
     except TokenError as error:
         raise click.ClickException(str(error)) from None
     listening = _bind(host, port)  # a busy port is said before anything else
@@ -140,7 +150,7 @@ def ui(
         )
     base = Auth.for_server(token, host, read_only_open, proxied=proxy is not None)
     use_env_file(env_file)  # the webhook triggers' secrets
-    auth = RoleAuth(base.token, base.reads_open, users=users)
+    auth = RoleAuth(base.token, base.reads_open, token_file=rotated, users=users)
     app = create_app(
         client,
         auth,

@@ -17,15 +17,21 @@ Missing credentials answer 401 (with ``WWW-Authenticate: Bearer``), wrong ones 4
 from __future__ import annotations
 
 import hmac
+import logging
 import os
+import threading
+import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from fastapi import HTTPException, Request
 
 from flows.ui.guard import host_name
 from scheduler.hosts import is_loopback
+from scheduler.secrets import file_stamp
+
+log = logging.getLogger("flows.ui")
 
 ENV_TOKEN = "FLOWS_UI_TOKEN"
 # A token shorter than this is refused at start: it could be guessed.
@@ -39,21 +45,26 @@ class TokenError(ValueError):
 def load_token(token_file: Path | None) -> str | None:
     """The token from ``token_file`` (its first line), else ``$FLOWS_UI_TOKEN``, else None."""
     if token_file is not None:
-        try:
-            text = token_file.read_text(encoding="utf-8")
-        except OSError as error:
-            raise TokenError(f"cannot read the token file {token_file}: {error.strerror}") from None
-        except UnicodeDecodeError as error:
-            raise TokenError(
-                f"the token file {token_file} is not UTF-8 text (byte {error.start})"
-            ) from None
-        token = text.strip().splitlines()[0].strip() if text.strip() else ""
-        where = f"the token file {token_file}"
-    else:
-        token = os.environ.get(ENV_TOKEN, "").strip()
-        if not token:
-            return None
-        where = f"${ENV_TOKEN}"
+        return read_token_file(token_file)
+    token = os.environ.get(ENV_TOKEN, "").strip()
+    return _long_enough(token, f"${ENV_TOKEN}") if token else None
+
+
+def read_token_file(token_file: Path) -> str:
+    """The token on the first line of ``token_file``."""
+    try:
+        text = token_file.read_text(encoding="utf-8")
+    except OSError as error:
+        raise TokenError(f"cannot read the token file {token_file}: {error.strerror}") from None
+    except UnicodeDecodeError as error:
+        raise TokenError(
+            f"the token file {token_file} is not UTF-8 text (byte {error.start})"
+        ) from None
+    token = text.strip().splitlines()[0].strip() if text.strip() else ""
+    return _long_enough(token, f"the token file {token_file}")
+
+
+def _long_enough(token: str, where: str) -> str:
     if len(token) < MIN_TOKEN_LENGTH:
         raise TokenError(
             f"{where} holds a token of {len(token)} characters: use at least "
@@ -62,12 +73,68 @@ def load_token(token_file: Path | None) -> str | None:
     return token
 
 
+LOOK_EVERY = 1.0
+"""Seconds between two looks at whether the token file changed (a token that does not match
+looks at once)."""
+
+
+class TokenFile:
+    """The token of a ``--token-file``, read again when the file changes (its modification time
+    or size, as an env file is), so that a rotation takes effect without a restart and the old
+    token stops working. The file is looked at, a stat, at most every :data:`LOOK_EVERY`, and
+    at once when a presented token does not match (it may be the new one). A changed file that
+    holds no usable token (half written, too short) keeps the token read last, with a
+    warning."""
+
+    def __init__(self, path: Path, token: str) -> None:
+        self.path = path
+        self._token = token
+        self._stamp = file_stamp(path)
+        self._looked = time.monotonic()
+        self._lock = threading.Lock()
+
+    @classmethod
+    def load(cls, path: Path) -> TokenFile:
+        """The token of ``path`` (a :class:`TokenError` when it holds none)."""
+        return cls(path, read_token_file(path))
+
+    def current(self) -> str:
+        """The token, read again first if the last look is :data:`LOOK_EVERY` old."""
+        if time.monotonic() - self._looked >= LOOK_EVERY:
+            self.reread()
+        return self._token
+
+    def reread(self) -> bool:
+        """Read the file again if it changed since it was read: whether the token did."""
+        with self._lock:
+            self._looked = time.monotonic()
+            stamp = file_stamp(self.path)
+            if stamp is None or stamp == self._stamp:
+                return False  # unchanged, or gone for a moment (a rotation's rename)
+            self._stamp = stamp
+            try:
+                token = read_token_file(self.path)
+            except TokenError as error:
+                log.warning("%s; the token read before is kept", error)
+                return False
+            changed = token != self._token
+            if changed:
+                self._token = token
+                log.info("the token file %s changed: its new token is the server's", self.path)
+            return changed
+
+
 @dataclass(frozen=True)
 class Auth:
-    """The server's policy: its token (None: writes are disabled) and whether reads are open."""
+    """The server's policy: its token (None: writes are disabled) and whether reads are open;
+    ``token_file``: where the token is read again when it changes (None: it lasts)."""
 
     token: str | None
     reads_open: bool
+    token_file: TokenFile | None = field(default=None, compare=False)
+
+    def server_token(self) -> str | None:
+        return self.token_file.current() if self.token_file is not None else self.token
 
     @classmethod
     def for_server(
@@ -78,7 +145,12 @@ class Auth:
         return cls(token, read_only_open or (is_loopback(host) and not proxied))
 
     def _check(self, request: Request) -> None:
-        problem = bearer_problem(request.headers.get("authorization", ""), self.token)
+        header = request.headers.get("authorization", "")
+        problem = bearer_problem(header, self.server_token())
+        rotated = self.token_file
+        # A token that does not match may be the one the file was rotated to.
+        if problem is not None and problem[0] == 403 and rotated is not None and rotated.reread():
+            problem = bearer_problem(header, rotated.current())
         if problem is not None:
             status, detail = problem
             headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None

@@ -198,3 +198,43 @@ def test_reads_on_loopback_behind_a_proxy_need_the_token(
             request.add_header("Authorization", f"Bearer {token}")
             with urllib.request.urlopen(request, timeout=10) as reply:
                 assert reply.status == 200
+
+
+def _pause_status(base: str, token: str) -> int:
+    """The status of a write (pausing queue etl) with ``token``."""
+    request = urllib.request.Request(f"{base}/api/v1/queues/etl/pause", method="POST")
+    request.add_header("Authorization", f"Bearer {token}")
+    try:
+        with urllib.request.urlopen(request, timeout=10) as reply:
+            return int(reply.status)
+    except urllib.error.HTTPError as error:
+        return int(error.code)
+
+
+def test_a_rotated_token_file_takes_effect_without_a_restart(
+    server: EmbeddedServer, tmp_path: Path
+) -> None:
+    """The token file was read once, at start: rotating it needed a restart, and until then
+    the old token kept working. Now a change of the file is read (on a token that does not
+    match, or at the next request a second later): the new token works, the old one no longer
+    does; a file that no longer holds a usable token keeps the one read last, with a warning."""
+    with Client(server.url) as client:
+        client.queues["etl"].put("K", {})
+    old, new = "the-old-token-0123456789", "the-new-token-rotated-0123456789"
+    token_file = tmp_path / "token"
+    token_file.write_text(old + "\n")
+    said: list[str] = []
+    with flows_ui(server, "--token-file", str(token_file), said=said) as base:
+        assert _pause_status(base, old) == 200
+        token_file.write_text(new + "\n")
+        assert _pause_status(base, new) == 200
+        assert _pause_status(base, old) == 403
+        token_file.write_text("short\n")  # too short: not a token; the one read last stays
+        assert _pause_status(base, "short") == 403
+        assert _pause_status(base, new) == 200
+    changed = [line for line in said if " INFO the token file " in line]
+    assert len(changed) == 1 and changed[0].endswith("changed: its new token is the server's")
+    warned = [line for line in said if " WARNING " in line]
+    assert len(warned) == 1, said
+    assert "holds a token of 5 characters" in warned[0] and "the token read before" in warned[0]
+    assert "short" not in warned[0].replace("a token of 5 characters", "")
