@@ -30,6 +30,7 @@ AUDITED: Final = frozenset(
         ("schedule", "trigger"), ("sources", "remove"), ("queue", "drop"), ("queue", "truncate"),
         ("queue", "pause"), ("queue", "unpause"),
         ("throttle", "set"), ("throttle", "unset"), ("user", "add"), ("user", "revoke"),
+        ("workers",),
     }
 )  # fmt: skip
 _HIDDEN_OPTIONS: Final = ("--redis",)
@@ -121,6 +122,8 @@ def audited(argv: Sequence[str]) -> tuple[str, ...] | None:
     command = next((tuple(words[:n]) for n in (2, 1) if tuple(words[:n]) in AUDITED), None)
     if command == ("notifications",) and "--retry" not in argv:
         return None  # only --retry changes anything
+    if command == ("workers",) and not any(w.startswith("--forget") for w in argv):
+        return None  # only --forget changes anything
     if "--dry-run" in argv:
         return None  # it said what it would do, and stored nothing
     return command

@@ -93,18 +93,39 @@ def queues(as_json: bool, redis_url: str | None, namespace: str | None) -> None:
     kind="id",
     help="Only workers that registered this queue (its listeners).",
 )
+@id_option(
+    "--forget",
+    what="worker name",
+    kind="id",
+    metavar="NAME",
+    help="Forget the silent worker NAME (killed, it never said it stopped) instead of listing: "
+    "refused while it may be working or holds jobs.",
+)
 @as_json
 @connection
-def workers(queue: str | None, as_json: bool, redis_url: str | None, namespace: str | None) -> None:
+def workers(
+    queue: str | None,
+    forget: str | None,
+    as_json: bool,
+    redis_url: str | None,
+    namespace: str | None,
+) -> None:
     """Workers by recent activity: host, pid, queues, the jobs they hold, when last seen.
 
     A worker not heard from for longer than the worker-silent-after setting (60 s) is marked
     silent: a live worker renews its registration well within that, so it most likely died.
     Workers silent for longer than the max-worker-age setting are left out (and forgotten).
     With --queue, a listing without a live worker says why on stderr: there is no such queue,
-    or no live worker listens on it.
+    or no live worker listens on it. --forget NAME forgets a silent worker at once (a worker
+    killed with kill -9); one seen within worker-silent-after, or whose lease has not lapsed,
+    or that holds jobs (they go back to a live worker first) is refused.
     """
     client = open_client(redis_url, namespace)
+    if forget is not None:
+        with user_errors():
+            client.workers.forget(forget)
+        click.echo(f"forgot worker {forget}")
+        return
     with user_errors():
         merged = client.workers.documents(queue)
     if queue is not None and all(w.get("silent") for w in merged):

@@ -293,6 +293,12 @@ class Workers:
             for entry in self.registry(queue, now=now)
         ]
 
+    def forget(self, name: str, *, now: Now = "") -> None:
+        """Deregister worker ``name``, which is gone (killed, it never deregistered): refused
+        (:class:`~scheduler.engine.errors.WrongState`) while it may be working or holds jobs,
+        :class:`~scheduler.engine.errors.JobNotFound` for no such worker."""
+        self.client.engine.call("worker.forget", name, now=now)
+
     def __iter__(self) -> Iterator[dict[str, Any]]:
         """``for worker in client.workers``: the entries of :meth:`counts`."""
         return iter(self.counts())

@@ -14,6 +14,7 @@ from cli_support import flows
 from helpers import assert_unchanged
 from ui_support import TOKEN, Api, serve
 
+from flows.access import audit
 from flows.cli.jobs import JOB_STATES
 from flows.ui.auth import Auth
 from scheduler.engine.client import Client
@@ -512,3 +513,38 @@ def test_a_finding_about_a_run_is_listed_without_an_empty_jid_column(
     assert "1 problem: 1 run-counts" in deep.output and "1 jobs" not in deep.output
     assert flows("doctor", "--redis", url, "--deep", "--repair").exit_code == 1
     assert flows("doctor", "--redis", url, "--deep").exit_code == 0
+
+
+def test_a_silent_worker_is_forgotten_on_request_and_a_live_one_is_not(
+    url: str, client: Client, redis_client: redis.Redis
+) -> None:
+    """A worker killed with kill -9 stayed listed as SILENT for max-worker-age (a day), and no
+    command forgot it: `flows workers --forget NAME` does, audited; a live worker, one holding
+    jobs and an unknown name are refused with why, changing nothing."""
+    info = {"host": "node-7", "pid": 4242, "queues": ["q"], "started": 1.0}
+    seconds, _ = client.redis.time()
+    client.engine.call("worker.register", "killed", json.dumps(info), now=float(seconds) - 120)
+    client.engine.call("worker.register", "alive", json.dumps(info))
+    client.queues["q"].put("K", {}, jid="held")
+    with Client(url, worker_name="holder") as holder:
+        holder.queues["q"].pop(now=float(seconds) - 120)
+    refusals = {
+        "alive": "worker alive was seen 0s ago: it may be working",
+        "holder": "worker holder holds 1 job",
+        "nobody": "no worker nobody",
+    }
+    for name, said in refusals.items():
+        with assert_unchanged(redis_client):
+            refused = flows("workers", "--redis", url, "--forget", name)
+        assert refused.exit_code == 1, refused.output
+        assert said in refused.stderr and "Traceback" not in refused.output, refused.stderr
+    with assert_unchanged(redis_client):
+        bad = flows("workers", "--redis", url, "--forget", "two words")
+    assert bad.exit_code == 2 and "worker name 'two words'" in bad.stderr, bad.stderr
+    forgot = flows("workers", "--redis", url, "--forget", "killed")
+    assert forgot.exit_code == 0, forgot.output
+    assert forgot.stdout == "forgot worker killed\n"
+    listed = json.loads(flows("workers", "--redis", url, "--json").stdout)
+    assert sorted(w["name"] for w in listed) == ["alive", "holder"]
+    entry = audit.recent(client, 1)[0]
+    assert (entry["action"], entry["target"], entry["via"]) == ("workers", "--forget killed", "cli")

@@ -6,9 +6,9 @@ import json
 import math
 
 import pytest
-from lua_support import DAY, T0, Lua
+from lua_support import DAY, T0, Lua, unchanged
 
-from scheduler.engine.errors import InvalidArgument
+from scheduler.engine.errors import InvalidArgument, JobNotFound, WrongState
 
 DEFAULTS = {
     "heartbeat": 60,
@@ -200,6 +200,32 @@ def test_worker_deregister_many(lua: Lua) -> None:
     lua.r.zadd(lua.key("workers"), dict.fromkeys(workers, T0))
     assert lua("worker.deregister", *workers, now=T0) is None
     assert lua.r.exists(lua.key("workers")) == 0
+
+
+def test_worker_forget_takes_only_a_silent_worker_that_holds_nothing(lua: Lua) -> None:
+    """A worker killed with kill -9 stayed listed, SILENT, for max-worker-age (a day): forget
+    drops one not heard from for worker-silent-after and holding no job, as deregister does;
+    a live one, one holding jobs or an unknown name is refused, changing nothing."""
+    lua.put("a")
+    lua.pop_jids(worker="busy", now=T0)
+    lua("worker.register", "gone", '{"host": "h1", "pid": 1}', now=T0)
+    lua("worker.lease", "gone", 5, now=T0)
+    lua("worker.register", "live", '{"host": "h1", "pid": 2}', now=T0 + 100)
+    silent = T0 + 61
+    refusals = [
+        ("live", WrongState, "seen 0s ago: it may be working"),
+        ("busy", WrongState, "holds 1 job"),
+        ("nobody", JobNotFound, "no worker nobody"),
+    ]
+    for worker, error, said in refusals:
+        with unchanged(lua.r), pytest.raises(error, match=said):
+            lua("worker.forget", worker, now=T0 + 100)
+    with unchanged(lua.r), pytest.raises(WrongState, match="seen 10s ago"):
+        lua("worker.forget", "gone", now=T0 + 10)
+    assert lua("worker.forget", "gone", now=silent) is None
+    assert [w["name"] for w in lua("workers", now=silent)] == ["live", "busy"]
+    assert lua.r.zscore(lua.key("leases"), "gone") is None
+    assert lua.r.exists(lua.key("w:gone:info")) == 0
 
 
 def test_worker_register_and_info(lua: Lua) -> None:
