@@ -235,6 +235,17 @@ def test_a_pool_under_the_worker_user_never_shows_its_password(
     producer.close()
 
 
+def _start_service(folder: Path, env: dict[str, str], service_id: str) -> subprocess.Popen[bytes]:
+    """The scheduler service on ``folder`` as ``env``'s user, ticking every 0.1 s."""
+    command = [sys.executable, "-m", "scheduler", "--flows-dir", str(folder)]
+    return subprocess.Popen(
+        [*command, "--tick-interval", "0.1", "--id", service_id],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
+
+
 def test_the_scheduler_service_runs_under_its_user(
     server: EmbeddedServer, redis_client: redis.Redis, passwords: dict[str, str], tmp_path: Path
 ) -> None:
@@ -246,22 +257,7 @@ def test_the_scheduler_service_runs_under_its_user(
     )
     password = passwords["flows-scheduler"]
     env = _env(url_for(server, "flows-scheduler", password))
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "scheduler",
-            "--flows-dir",
-            str(folder),
-            "--tick-interval",
-            "0.1",
-            "--id",
-            "acl-service",
-        ],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-    )
+    process = _start_service(folder, env, "acl-service")
     viewer = Client(url_for(server, "flows-viewer", passwords["flows-viewer"]))
     try:
         _wait(
@@ -295,22 +291,7 @@ def test_the_scheduler_service_stops_when_its_login_is_refused(
     folder = tmp_path / "flows"
     folder.mkdir()
     env = _env(url_for(server, "flows-scheduler", passwords["flows-scheduler"]))
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "scheduler",
-            "--flows-dir",
-            str(folder),
-            "--tick-interval",
-            "0.1",
-            "--id",
-            "acl-refused",
-        ],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-    )
+    process = _start_service(folder, env, "acl-refused")
     try:
         _wait(
             lambda: (
