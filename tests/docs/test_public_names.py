@@ -5,6 +5,7 @@ pages say: the client's from ``scheduler``, a job function's and a worker's from
 from __future__ import annotations
 
 import inspect
+import os
 import re
 import subprocess
 import sys
@@ -89,7 +90,9 @@ def _strict_mypy(tmp_path: Path, code: str) -> subprocess.CompletedProcess[str]:
     ).stdout.strip()
     (Path(site) / "redis_flows_under_test.pth").write_text(f"{root}\n")
     (tmp_path / "app.py").write_text(code)
-    mypy = [sys.executable, "-m", "mypy", "--strict", "--no-incremental"]
+    # Absolute: a Python started through a relative PATH entry has a relative sys.executable,
+    # which the run in tmp_path would not find (not resolved: the venv's link must stay).
+    mypy = [os.path.abspath(sys.executable), "-m", "mypy", "--strict", "--no-incremental"]
     return subprocess.run(
         [*mypy, "--python-executable", str(python), "app.py"],
         cwd=tmp_path,
