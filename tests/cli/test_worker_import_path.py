@@ -41,6 +41,22 @@ def burst(server: EmbeddedServer, cwd: Path, *args: str) -> subprocess.Completed
     )
 
 
+def checkout_worker(cwd: Path, *options: str) -> subprocess.CompletedProcess[str]:
+    """``flows worker OPTIONS`` started in ``cwd`` from this checkout's code (not the console
+    script), with no ``FLOWS_`` setting of the environment."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FLOWS_")}
+    env["PYTHONPATH"] = str(Path(__file__).resolve().parents[2])
+    code = "import sys; sys.argv[0] = 'flows'; from flows.entry import main; main()"
+    return subprocess.run(
+        [sys.executable, "-c", code, "worker", *options],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
 @pytest.mark.parametrize("processes", ["0", "1"])
 def test_a_job_module_in_the_working_directory_imports(
     server: EmbeddedServer, client: Client, tmp_path: Path, processes: str
@@ -103,18 +119,8 @@ def test_a_job_module_not_found_says_where_the_worker_looked(
     start = tmp_path / "elsewhere"
     start.mkdir()
     jid = client.queues["q"].put("faraway_tasks.hello", {})
-    env = {k: v for k, v in os.environ.items() if not k.startswith("FLOWS_")}
-    env["PYTHONPATH"] = str(Path(__file__).resolve().parents[2])  # this checkout's code
-    code = "import sys; sys.argv[0] = 'flows'; from flows.entry import main; main()"
     options = ["-q", "q", "--burst", "--processes", "0", "--redis", server.url]
-    done = subprocess.run(
-        [sys.executable, "-c", code, "worker", *options],
-        cwd=start,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    done = checkout_worker(start, *options)
     assert done.returncode == 0, done.stderr
     job = client.jobs[jid]
     assert job.state == "failed" and job.failure is not None
@@ -141,18 +147,8 @@ def test_a_prepare_hook_that_does_not_import_stops_the_pool_with_one_line(
     # process over it for ever: now a configuration error, which stops the pool.
     (tmp_path / "hooks.py").write_text("NAME = 'x'\n")
     (tmp_path / "broken.py").write_text("raise RuntimeError('needs FOO')\n")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("FLOWS_")}
-    env["PYTHONPATH"] = str(Path(__file__).resolve().parents[2])  # this checkout's code
-    code = "import sys; sys.argv[0] = 'flows'; from flows.entry import main; main()"
     options = ["-q", "q", "--processes", "1", "--redis", server.url, "--prepare", spec]
-    pool = subprocess.run(
-        [sys.executable, "-c", code, "worker", *options],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    pool = checkout_worker(tmp_path, *options)
     assert pool.returncode == 78, pool.stderr
     assert f"--prepare {spec!r}: {says}" in pool.stderr, pool.stderr
     assert "cannot work (see above); stopping" in pool.stderr, pool.stderr
