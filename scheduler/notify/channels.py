@@ -235,9 +235,16 @@ def send_webhook(
 def send_slack(
     config: Mapping[str, Any], event: Event, name: str, context: Context, secrets: Secrets
 ) -> None:
-    body = json.dumps({"text": text(event, name, context)}).encode()
+    body = json.dumps({"text": slack_text(text(event, name, context))}).encode()
     url, shown = _url(config, secrets)
     _post(url, body, {EVENT_HEADER: event.id}, shown)
+
+
+def slack_text(plain: str) -> str:
+    """``plain`` as Slack shows text: ``&``, ``<`` and ``>`` escaped as its API asks. A job's
+    failure may hold ``<!channel>`` (which pages the whole channel) or ``<url|words>`` (a link
+    that reads as anything); escaped, they are shown as written."""
+    return plain.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
 def message_id(event: Event, name: str, to: str) -> str:

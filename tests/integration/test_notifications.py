@@ -157,6 +157,31 @@ def test_an_awaiting_step_notifies_with_its_approve_command(
     )
 
 
+def test_a_slack_message_shows_a_failure_s_markup_as_text(
+    cli: CliRunner, client: Client, tmp_path: Path, receiver: Receiver
+) -> None:
+    """A job's words reach Slack as text: `<!channel>` would page the whole channel and
+    `<url|words>` would dress a link up as anything, so `&`, `<` and `>` go escaped."""
+    path = write(
+        tmp_path,
+        f"""
+        version: 1
+        name: loud
+        notify:
+          - on: [failure]
+            slack: {{url: "{receiver.url}/slack"}}
+        steps:
+          a: {{run: "echo '<!channel> <https://evil.example/|Approve> & co' >&2; exit 1"}}
+        """,
+    )
+    flows(cli, "run", "--detach", str(path))
+    flows(cli, "worker", "--queues", "default", "--burst", "--processes", "0")
+    assert Deliverer(client, consumer="t").tick() == 1
+    text = receiver.wait_for(1)[0].json()["text"]
+    assert "&lt;!channel&gt; &lt;https://evil.example/|Approve&gt; &amp; co" in text
+    assert "<" not in text and ">" not in text
+
+
 @pytest.mark.parametrize(
     ("status", "final"), [(404, True), (401, True), (429, False), (408, False)]
 )
