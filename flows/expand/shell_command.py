@@ -16,7 +16,11 @@ expands nothing, so there the variable stays as written (its value is in the env
 command substitution (``$(...)``, backquotes) starts its own quoting, even inside double quotes:
 a template there is bare again. In an arithmetic expansion (``$((...))``) it is ``${NAME}``, as
 in double quotes, and ``<<`` there is a shift; the shell evaluates the value there, so its
-variable is a ``FLOWS_NUMBER_`` one, which the worker lets through only as an integer.
+variable is a ``FLOWS_NUMBER_`` one, which the worker lets through only as an integer. So is a
+template where bash (``/bin/sh`` on some systems) evaluates a word as arithmetic too: in its
+arithmetic command (``((...))``) and as an operand of ``-eq``, ``-ne``, ``-lt``, ``-le``, ``-gt``
+or ``-ge`` inside ``[[ ]]``, and in the arguments of ``let`` (there bash runs the command of a
+value such as ``a[$(cmd)]``).
 """
 
 from __future__ import annotations
@@ -96,16 +100,50 @@ def _scan(texts: tuple[str, ...]) -> tuple[tuple[int, bool], ...]:
     arithmetic expansion (its value is then a number's: :data:`NUMBER_ENV_PREFIX`)."""
     quoting = _Quoting()
     modes = []
-    for text in texts[:-1]:
+    operands = _numeric_test_operands(texts)
+    conditional = let = False  # inside bash's [[ ]], in the arguments of its `let`
+    for index, text in enumerate(texts[:-1]):
         quoting.feed(text)
+        for found in _CONDITIONAL.finditer(text):
+            conditional = found.group() == "[["
+        for found in _LET.finditer(text):
+            let = found.group("let") is not None
         arithmetic = quoting.in_arithmetic()
         # An arithmetic expansion reads its text as if in double quotes (and sh refuses quotes
         # there): no splitting, no globbing.
-        modes.append(
-            (_DOUBLE if arithmetic and quoting.mode == _BARE else quoting.mode, arithmetic)
-        )
+        mode = _DOUBLE if arithmetic and quoting.mode == _BARE else quoting.mode
+        modes.append((mode, arithmetic or let or (conditional and operands[index])))
         quoting.feed_word()
     return tuple(modes)
+
+
+_CONDITIONAL: Final = re.compile(r"(?<![^\s;&|(!])(?:\[\[|\]\])(?=[\s;&|)]|$)")
+"""The words that open and close bash's conditional command, ``[[ ... ]]``."""
+_LET: Final = re.compile(
+    r"(?:^|[;&|(\n])\s*(?:(?:if|then|else|elif|do|while|until|!)\s+)*(?P<let>let)(?=\s)"
+    r"|[;&|\n)]"
+)
+"""bash's ``let``, whose arguments are arithmetic, and what ends a command."""
+_NUMERIC_TEST: Final = r"-(?:eq|ne|lt|le|gt|ge)"
+_OPERAND_AFTER: Final = re.compile(rf"(?:^|\s){_NUMERIC_TEST}\s+\S*$")
+_OPERAND_BEFORE: Final = re.compile(rf"^\S*\s+{_NUMERIC_TEST}(?:\s|$)")
+_ONE_WORD: Final = re.compile(r"\S*")
+
+
+def _numeric_test_operands(texts: tuple[str, ...]) -> list[bool]:
+    """Per template between ``texts``: whether it is part of a word beside a numeric test
+    operator (``-eq`` ... ``-ge``), which bash's ``[[ ]]`` evaluates as arithmetic. A template
+    in the same word as such a one is part of that operand too (``-eq ${{ a }}${{ b }}``)."""
+    count = len(texts) - 1
+    operands = [
+        bool(_OPERAND_AFTER.search(texts[i]) or _OPERAND_BEFORE.search(texts[i + 1]))
+        for i in range(count)
+    ]
+    for i in range(1, count):
+        operands[i] = operands[i] or (operands[i - 1] and bool(_ONE_WORD.fullmatch(texts[i])))
+    for i in range(count - 2, -1, -1):
+        operands[i] = operands[i] or (operands[i + 1] and bool(_ONE_WORD.fullmatch(texts[i + 1])))
+    return operands
 
 
 _KEPT_LENGTH: Final = 1024
@@ -129,6 +167,11 @@ class _Substitution:
     closer: str  # ')' or '`'
     depth: int = 1  # its open parentheses
     arithmetic: bool = False
+
+    def opened_by_previous(self) -> bool:
+        """Whether no parenthesis of its own is open in it: with a ``(`` just before, that one
+        opened it."""
+        return self.closer == ")" and self.depth == 1
 
 
 class _Quoting:
@@ -218,10 +261,15 @@ class _Quoting:
                 self._substitution(char)
         elif char == "(" and self.previous == "$":
             self._substitution(char)
+        elif char == "(" and self.previous == "(" and top is not None and top.opened_by_previous():
+            # The second parenthesis of `$((`, or of `((` where a command starts: bash's
+            # arithmetic command (the first one opened what could have been a subshell).
+            top.arithmetic = True
+            top.depth += 1
+        elif char == "(" and self.word_start and not self.arithmetic():
+            self._substitution(char)  # a subshell: a command of its own, read bare
         elif top is not None and top.closer == ")":
             if char == "(":
-                if self.previous == "(" and self.before == "$" and top.depth == 1:
-                    top.arithmetic = True  # `$((`
                 top.depth += 1
             elif char == ")":
                 top.depth -= 1

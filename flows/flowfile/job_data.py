@@ -486,9 +486,10 @@ def env_name(reference: Reference) -> str:
 
 
 NUMBER_ENV_PREFIX: Final = ENV_PREFIX + "NUMBER_"
-"""A template inside an arithmetic expansion (``$(( ${{ params.n }} * 10 ))``) is carried by a
-variable of its own, ``FLOWS_NUMBER_<...>``: the shell evaluates the text it expands to there,
-and bash (``/bin/sh`` on some systems) runs the command of ``a[$(cmd)]``. The worker starts the
+"""A template inside an arithmetic expansion (``$(( ${{ params.n }} * 10 ))``, and bash's
+``((...))``, ``let`` and numeric tests in ``[[ ]]``) is carried by a variable of its own,
+``FLOWS_NUMBER_<...>``: the shell evaluates the text it expands to there, and bash (``/bin/sh``
+on some systems) runs the command of ``a[$(cmd)]``. The worker starts the
 command only when each such variable holds an integer (:func:`number_problem`)."""
 _INTEGER = re.compile(r"\s*[+-]?(?:0[xX][0-9A-Fa-f]+|[0-9]+)\s*")
 
@@ -499,7 +500,10 @@ def number_problem(name: str, value: str) -> str | None:
     if _INTEGER.fullmatch(value):
         return None
     shown = repr(value if len(value) <= 80 else value[:80] + "...")
-    return f"${name} is {shown}: a value in an arithmetic expansion $((...)) must be an integer"
+    return (
+        f"${name} is {shown}: a value the shell evaluates as arithmetic ($((...)), ((...)), "
+        "let, [[ -eq ]] and the like) must be an integer"
+    )
 
 
 def parse_output_file(text: str) -> dict[str, str]:

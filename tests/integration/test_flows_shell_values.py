@@ -157,7 +157,7 @@ def test_a_value_in_an_arithmetic_expansion_runs_only_as_an_integer(
     assert job.state == "failed" and job.failure is not None
     assert job.failure["group"] == "bad-value"
     assert job.failure["message"] == (
-        f"$FLOWS_NUMBER_STEPS_PRODUCE_OUTPUTS_N is {n!r}: a value in an arithmetic expansion "
-        "$((...)) must be an integer"
+        f"$FLOWS_NUMBER_STEPS_PRODUCE_OUTPUTS_N is {n!r}: a value the shell evaluates as "
+        "arithmetic ($((...)), ((...)), let, [[ -eq ]] and the like) must be an integer"
     )
     assert not (tmp_path / "PWNED").exists() and not (tmp_path / "times.out").exists()

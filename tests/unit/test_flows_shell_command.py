@@ -49,6 +49,10 @@ COMMANDS = [
     ('printf %s "$(echo $((2*(1+1))) | tr -d 4)${{ params.v }}"', "{v}"),
     # `<<` in an arithmetic expansion is a shift: the next line is no here-document.
     ("x=$((1<<2))\nprintf %s ${{ params.v }}", "{v}"),
+    # A subshell is a command of its own; so is one inside a substitution.
+    ("(printf %s ${{ params.v }})", "{v}"),
+    ('printf %s "$( (printf %s ${{ params.v }}) )"', "{v}"),
+    ("case x in (x) printf %s ${{ params.v }};; esac", "{v}"),
     # A quoted here-document expands nothing: the variable stays as written.
     ("cat <<'EOF'\n${{ params.v }}\nEOF\n", "${{FLOWS_PARAMS_V}}\n"),
 ]
@@ -109,8 +113,8 @@ def test_a_value_in_an_arithmetic_expansion_is_refused_unless_a_number(value: st
     assert text == "echo $(( ${FLOWS_NUMBER_PARAMS_N} * 10 ))"
     assert env == {"FLOWS_NUMBER_PARAMS_N": value}
     assert number_problem("FLOWS_NUMBER_PARAMS_N", value) == (
-        f"$FLOWS_NUMBER_PARAMS_N is {value!r}: a value in an arithmetic expansion $((...)) "
-        "must be an integer"
+        f"$FLOWS_NUMBER_PARAMS_N is {value!r}: a value the shell evaluates as arithmetic "
+        "($((...)), ((...)), let, [[ -eq ]] and the like) must be an integer"
     )
 
 
@@ -128,6 +132,56 @@ def test_an_integer_in_an_arithmetic_expansion_is_taken(
         [shell, "-c", text], env={**os.environ, **env}, capture_output=True, text=True, check=True
     )
     assert done.stdout == f"{times_ten}\n"
+
+
+BASH_ARITHMETIC = [
+    "(( ${{ params.n }} > 0 )) && echo positive",
+    "if ((${{ params.n }} > 0)); then echo positive; fi",
+    "[[ ${{ params.n }} -gt 0 ]] && echo positive",
+    '[[ 0 -lt "${{ params.n }}" ]] && echo positive',
+    "[[ x == y || 0 -ne 1${{ params.n }} ]] && echo positive",
+    "let 'x = ${{ params.n }} * 2' && echo positive",
+]
+"""Where bash evaluates a word as arithmetic beyond $((...)): its arithmetic command, and the
+operands of -eq, -ne, -lt, -le, -gt and -ge in [[ ]], and the arguments of let."""
+
+
+@pytest.mark.skipif(not shutil.which("bash"), reason="bash is not installed")
+@pytest.mark.parametrize("command", BASH_ARITHMETIC)
+def test_a_value_that_bash_evaluates_as_arithmetic_runs_only_as_an_integer(
+    command: str, tmp_path: Path
+) -> None:
+    """Where /bin/sh is bash, `(( ))` and a numeric test in `[[ ]]` evaluate the value as
+    arithmetic too, so `a[$(cmd)]` there runs cmd: its variable is a number's, refused unless
+    it holds an integer."""
+    text, env = shell_command(command, lambda reference: "a[$(touch PWNED)]")
+    [(name, value)] = env.items()
+    assert name.startswith("FLOWS_NUMBER_") and number_problem(name, value) is not None
+    text, env = shell_command(command, lambda reference: "5")
+    done = subprocess.run(
+        ["bash", "-c", text],
+        cwd=tmp_path,
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+    )
+    assert done.stdout == "positive\n"
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        '[[ "${{ params.n }}" == -lt ]] || echo x',
+        "ls -lt ${{ params.n }}",
+        "[ ${{ params.n }} = 1 ]",
+        "let x=1; echo ${{ params.n }}",
+        "echo let ${{ params.n }}",
+        "outlet ${{ params.n }}",
+    ],
+)
+def test_a_value_compared_as_text_or_given_to_a_command_is_any_text(command: str) -> None:
+    _, env = shell_command(command, lambda reference: "a b")
+    assert list(env) == ["FLOWS_PARAMS_N"]
 
 
 def test_a_reference_in_and_out_of_an_arithmetic_expansion_has_two_variables(
