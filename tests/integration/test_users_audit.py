@@ -348,3 +348,30 @@ def test_a_cache_clear_or_doctor_repair_that_changed_something_is_audited(
         ("doctor", "--deep --repair", "ada", "cli"),
         ("cache clear", "key", "ada", "cli"),
     ]
+
+
+def test_every_write_the_api_has_refuses_no_token_and_a_viewer_s(
+    cli: CliRunner, client: Client, redis_client: redis.Redis, tmp_path: Path
+) -> None:
+    """Every write the API describes, whatever it is, read from its own OpenAPI document: a
+    write added later is held to the same rule. Only the webhook takes no token (its signature
+    is its credential, and it has none here)."""
+    viewer = add_user(cli, "vera", "viewer")
+    run_id = start(cli, tmp_path)
+    values = {"run_id": run_id, "step": "approve", "jid": f"{run_id}:build", "queue": "default",
+              "name": "gate", "group": "g", "event_id": "1-0", "flow": "gate",
+              "source": "s", "backfill_id": "b"}  # fmt: skip
+    with serve(client, RoleAuth(TOKEN, reads_open=True, users=Users(client))) as base:
+        paths = Api(base).get("/api/v1/openapi.json").body["paths"]
+        writes = [(method.upper(), path.format(**values))
+                  for path, operations in paths.items()
+                  for method in operations if method not in ("get", "head")]  # fmt: skip
+        assert len(writes) >= 20
+        with assert_unchanged(redis_client):
+            for method, path in writes:
+                for token, refused in ((None, 401), (viewer, 403)):
+                    reply = Api(base, token).request(method, path, {})
+                    if path == "/api/v1/hooks/gate":
+                        assert reply.status == 404, (path, reply.body)
+                    else:
+                        assert reply.status == refused, (method, path, token, reply.body)
