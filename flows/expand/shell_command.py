@@ -19,8 +19,9 @@ in double quotes, and ``<<`` there is a shift; the shell evaluates the value the
 variable is a ``FLOWS_NUMBER_`` one, which the worker lets through only as an integer. So is a
 template where bash (``/bin/sh`` on some systems) evaluates a word as arithmetic too: in its
 arithmetic command (``((...))``) and as an operand of ``-eq``, ``-ne``, ``-lt``, ``-le``, ``-gt``
-or ``-ge`` inside ``[[ ]]``, and in the arguments of ``let`` (there bash runs the command of a
-value such as ``a[$(cmd)]``).
+or ``-ge`` inside ``[[ ]]``, in the arguments of ``let``, in a substring's offset and length
+(``${VAR:offset:length}``) and in ``$[...]`` (there bash runs the command of a value such as
+``a[$(cmd)]``).
 """
 
 from __future__ import annotations
@@ -99,20 +100,16 @@ def _scan(texts: tuple[str, ...]) -> tuple[tuple[int, bool], ...]:
     """The quoting mode at each template between ``texts``, and whether it stands in an
     arithmetic expansion (its value is then a number's: :data:`NUMBER_ENV_PREFIX`)."""
     quoting = _Quoting()
+    bash = _BashCommands(texts)
     modes = []
-    operands = _numeric_test_operands(texts)
-    conditional = let = False  # inside bash's [[ ]], in the arguments of its `let`
     for index, text in enumerate(texts[:-1]):
         quoting.feed(text)
-        for found in _CONDITIONAL.finditer(text):
-            conditional = found.group() == "[["
-        for found in _LET.finditer(text):
-            let = found.group("let") is not None
+        bash.feed(text)
         arithmetic = quoting.in_arithmetic()
         # An arithmetic expansion reads its text as if in double quotes (and sh refuses quotes
         # there): no splitting, no globbing.
         mode = _DOUBLE if arithmetic and quoting.mode == _BARE else quoting.mode
-        modes.append((mode, arithmetic or let or (conditional and operands[index])))
+        modes.append((mode, arithmetic or bash.arithmetic(index)))
         quoting.feed_word()
     return tuple(modes)
 
@@ -124,10 +121,38 @@ _LET: Final = re.compile(
     r"|[;&|\n)]"
 )
 """bash's ``let``, whose arguments are arithmetic, and what ends a command."""
+_COMMAND_END: Final = re.compile(r"[;&|\n)]")
 _NUMERIC_TEST: Final = r"-(?:eq|ne|lt|le|gt|ge)"
+_NUMERIC_TEST_WORD: Final = re.compile(_NUMERIC_TEST)
 _OPERAND_AFTER: Final = re.compile(rf"(?:^|\s){_NUMERIC_TEST}\s+\S*$")
 _OPERAND_BEFORE: Final = re.compile(rf"^\S*\s+{_NUMERIC_TEST}(?:\s|$)")
 _ONE_WORD: Final = re.compile(r"\S*")
+
+
+class _BashCommands:
+    """Follows the bash commands whose words are arithmetic: ``[[ ]]`` (the operands of its
+    numeric tests) and ``let``. A command that names neither is not looked at again."""
+
+    def __init__(self, texts: tuple[str, ...]) -> None:
+        command = "".join(texts)
+        self.tests = "[[" in command and _NUMERIC_TEST_WORD.search(command) is not None
+        self.lets = "let" in command
+        self.operands = _numeric_test_operands(texts) if self.tests else []
+        self.conditional = self.let = False  # inside [[ ]], in the arguments of let
+
+    def feed(self, text: str) -> None:
+        if self.tests and ("[[" in text or "]]" in text):
+            for found in _CONDITIONAL.finditer(text):
+                self.conditional = found.group() == "[["
+        if self.lets and "let" in text:
+            for found in _LET.finditer(text):
+                self.let = found.group("let") is not None
+        elif self.let and _COMMAND_END.search(text):
+            self.let = False
+
+    def arithmetic(self, index: int) -> bool:
+        """Whether the template after the text fed last stands where bash evaluates it."""
+        return self.let or (self.conditional and self.operands[index])
 
 
 def _numeric_test_operands(texts: tuple[str, ...]) -> list[bool]:
@@ -174,6 +199,20 @@ class _Substitution:
         return self.closer == ")" and self.depth == 1
 
 
+@dataclass
+class _Bracketed:
+    """bash's ``${VAR:`` or ``$[`` being read: arithmetic until its closer."""
+
+    closer: str  # '}' or ']'
+    level: int  # how many substitutions were open around it
+    depth: int = 1  # its open braces (or brackets)
+
+
+_BRACKETS: Final = re.compile(r"\$\{#?(?:[A-Za-z_]\w*|\d+|[@*]):(?![-=?+])|\$\[|\$?[{\[]|[}\]]")
+"""What opens bash's arithmetic in a parameter expansion (``${VAR:`` but ``:-``, ``:=``,
+``:?``, ``:+``) or ``$[``, and the braces and brackets inside it."""
+
+
 class _Quoting:
     """Follows a command's quoting, character by character, as /bin/sh reads it."""
 
@@ -188,6 +227,7 @@ class _Quoting:
         self.line = ""  # the current line of a here-document
         self.before = ""  # the character before `previous`
         self.substitutions: list[_Substitution] = []  # open around here, innermost last
+        self.bash_arithmetic: list[_Bracketed] = []  # `${VAR:` and `$[` open here, innermost last
 
     def feed(self, text: str) -> None:
         # Runs of characters that cannot change the mode are skipped with one search: expansion
@@ -211,6 +251,8 @@ class _Quoting:
         """Characters that change no mode."""
         if self.mode == _HEREDOC:
             self.line += chars
+        elif self.mode in (_BARE, _DOUBLE) and (self.bash_arithmetic or "$" in chars):
+            self._brackets(chars)
         self.before = chars[-2] if len(chars) > 1 else self.previous
         self.previous = chars[-1]
         self.word_start = self.previous in _WORD_BREAKS and self.mode == _BARE
@@ -277,12 +319,33 @@ class _Quoting:
                     self.mode = self.substitutions.pop().outer
         return char in "()`"
 
+    def _brackets(self, chars: str) -> None:
+        """Follow bash's ``${VAR:offset:length}`` and ``$[...]``, whose text is arithmetic."""
+        level = len(self.substitutions)
+        for found in _BRACKETS.finditer(chars):
+            token = found.group()
+            if token == "$[" or token.endswith(":"):
+                self.bash_arithmetic.append(_Bracketed("]" if token == "$[" else "}", level))
+                continue
+            top = self.bash_arithmetic[-1] if self.bash_arithmetic else None
+            if top is None or top.level != level:
+                continue
+            if token == top.closer:
+                top.depth -= 1
+                if top.depth == 0:
+                    self.bash_arithmetic.pop()
+            elif token.endswith("{" if top.closer == "}" else "["):
+                top.depth += 1
+
     def arithmetic(self) -> bool:
-        return any(substitution.arithmetic for substitution in self.substitutions)
+        return bool(self.bash_arithmetic) or any(s.arithmetic for s in self.substitutions)
 
     def in_arithmetic(self) -> bool:
         """Whether the text here is read as an arithmetic expression (the innermost expansion
         open is one: a command substitution inside it is a command again)."""
+        level = len(self.substitutions)
+        if self.bash_arithmetic and self.bash_arithmetic[-1].level == level:
+            return True
         return bool(self.substitutions) and self.substitutions[-1].arithmetic
 
     def _bare(self, char: str) -> None:

@@ -141,9 +141,14 @@ BASH_ARITHMETIC = [
     '[[ 0 -lt "${{ params.n }}" ]] && echo positive',
     "[[ x == y || 0 -ne 1${{ params.n }} ]] && echo positive",
     "let 'x = ${{ params.n }} * 2' && echo positive",
+    "v=xxxxxpositive; echo ${v:${{ params.n }}}",
+    'v=positive; echo "${v:0:${{ params.n }}+3}"',
+    "v=positive; echo ${v: -${{ params.n }}-3:${{ params.n }}+3}",
+    "[ $[ ${{ params.n }} ] = 5 ] && echo positive",
 ]
 """Where bash evaluates a word as arithmetic beyond $((...)): its arithmetic command, and the
-operands of -eq, -ne, -lt, -le, -gt and -ge in [[ ]], and the arguments of let."""
+operands of -eq, -ne, -lt, -le, -gt and -ge in [[ ]], the arguments of let, a substring's
+offset and length (${VAR:offset:length}) and $[ ]."""
 
 
 @pytest.mark.skipif(not shutil.which("bash"), reason="bash is not installed")
@@ -177,6 +182,10 @@ def test_a_value_that_bash_evaluates_as_arithmetic_runs_only_as_an_integer(
         "let x=1; echo ${{ params.n }}",
         "echo let ${{ params.n }}",
         "outlet ${{ params.n }}",
+        "echo ${v:-${{ params.n }}}",
+        'echo "${v:=${{ params.n }}}"',
+        "echo '${v:' ${{ params.n }}",
+        "echo ${v:1} ${{ params.n }}",
     ],
 )
 def test_a_value_compared_as_text_or_given_to_a_command_is_any_text(command: str) -> None:
