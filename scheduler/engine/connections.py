@@ -75,7 +75,9 @@ SCHEMES = (*CLUSTER_SCHEMES, *SENTINEL_SCHEMES)
 URL_SCHEMES = ("redis", "rediss", "unix", *SCHEMES)
 
 _USERINFO = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*://)([^:@]*)(:.*)?@", re.DOTALL)
-_QUERY_PASSWORD = re.compile(r"([?&]password=)[^&#]*")
+_QUERY_PASSWORD = re.compile(r"([?&][^&#=]*password=)[^&#]*", re.IGNORECASE)
+"""A query's password, whoever's: the server's, the Sentinels' (``sentinel_password``), a TLS
+key's (``ssl_password``)."""
 
 # Long enough for a cluster (node timeout + election) or Sentinel (down-after + election) to
 # promote a replica with their usual settings; only spent while calls keep failing.
@@ -148,7 +150,7 @@ def _check_host(host: str | None, url: str) -> None:
 
 
 def redact_url(url: str) -> str:
-    """``url`` with any password (in the user info or a ``password=`` query) replaced by ***.
+    """``url`` with any password (in the user info or a ``...password=`` query) replaced by ***.
 
     Works on the raw text, so a malformed URL (say, a password with an unencoded ``/``) is
     redacted too: everything between ``://`` and the last ``@`` is user info.

@@ -568,6 +568,10 @@ def test_connect_builds_clients_for_every_scheme() -> None:
         "redis://user:s3cret-pw@localhost:notaport/0",
         "redis://user:s3cret/pw@localhost:6379/0",  # an unencoded '/' in the password
         "redis://localhost:notaport/0?password=s3cret-pw",
+        # The Sentinels' own password, and a TLS key's, are as secret as the server's.
+        "redis+sentinel://localhost:26379?sentinel_password=s3cret-pw",
+        "rediss://localhost:6379/0?ssl_password=s3cret-pw&bogus=1",
+        "redis://localhost:6379/0?db=1&PASSWORD=s3cret-pw&bogus=1",
     ],
 )
 def test_bad_urls_are_refused_without_showing_the_password(url: str) -> None:
@@ -582,6 +586,9 @@ def test_redact_url() -> None:
     assert redact_url("rediss://:pw@h") == "rediss://:***@h"
     assert redact_url("redis://u:p@ss/w@h/0") == "redis://u:***@h/0"
     assert redact_url("redis://h/0?password=pw&db=1") == "redis://h/0?password=***&db=1"
+    assert redact_url("redis+sentinel://h/m?db=1&sentinel_password=pw#x") == (
+        "redis+sentinel://h/m?db=1&sentinel_password=***#x"
+    )
     assert redact_url("redis://u@h") == "redis://u@h"  # no password, nothing to hide
     assert redact_url("unix:///tmp/a%20b.sock") == "unix:///tmp/a%20b.sock"
 
