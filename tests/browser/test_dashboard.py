@@ -357,6 +357,34 @@ def test_values_from_users_and_jobs_are_shown_as_text_never_run(
     assert alerts == [] and page.errors == []
 
 
+LINK_XSS = '<a href="javascript:window.__xss=3">open</a>'
+
+
+def test_params_and_outputs_with_markup_show_as_text_and_run_nothing(
+    page: Any, base: str, client: Client, tmp_path: Path
+) -> None:
+    """What a user passes (a param) and what a job returns (its outputs) are shown as they
+    are, on the run's page, its step's panel and the job's page: no element, handler or
+    `javascript:` link of theirs reaches the page."""
+    flow = register(client, tmp_path)
+    run_id = trigger_run(client, flow["name"], {"who": XSS + LINK_XSS}).run_id
+    pop(client, flow["queue"]).complete(result={"out": XSS, "link": LINK_XSS})
+    alerts: list[str] = []
+    page.on("dialog", lambda dialog: (alerts.append(dialog.message), dialog.dismiss()))
+    injected = """() => [...document.querySelectorAll('main *')].filter(e =>
+        e.tagName === 'IMG' || e.tagName === 'SCRIPT' && e.type !== 'application/json'
+            && !e.getAttribute('src')?.startsWith('/static/')
+        || [...e.attributes].some(a => /^on/i.test(a.name) || /^\\s*javascript:/i.test(a.value))
+    ).map(e => e.outerHTML)"""
+    for path in (f"/runs/{quote(run_id, safe='')}?step=extract", f"/jobs/{run_id}:extract"):
+        page.goto(base + path)
+        page.wait_for_function("document.body.innerText.includes('window.__xss = 2')")
+        assert "javascript:window.__xss=3" in page.inner_text("main")  # as text
+        assert page.evaluate(injected) == []
+    assert page.evaluate("window.__xss") is None
+    assert alerts == [] and page.errors == []
+
+
 RLO = "\u202e"  # RIGHT-TO-LEFT OVERRIDE: the text after it reads backwards
 
 
