@@ -20,6 +20,7 @@ from typing import Any, Literal
 from scheduler import secrets
 from scheduler.engine import limits
 from scheduler.engine.errors import EngineError, InvalidArgument
+from scheduler.worker import results
 from scheduler.worker.context import JobContext
 from scheduler.worker.failures import user_traceback
 from scheduler.worker.imports import KlassNotFound, add_paths, resolve
@@ -125,7 +126,7 @@ def run(ctx: JobContext, prepare: Prepare | None = None, around: Around | None =
         return _error(ctx, stage, error)
     if ctx.stopping and ctx.stop_reason != "timeout":
         return stopped(ctx, ctx.stop_reason)
-    return _completed(value)
+    return _completed(ctx, value)
 
 
 def _chosen(ctx: JobContext, chosen: JobOutcome) -> Outcome:
@@ -162,7 +163,7 @@ def _error(ctx: JobContext, stage: str, error: BaseException) -> Outcome:
     return _retry(ctx, str(group), user_traceback(error))
 
 
-def _completed(value: Any) -> Outcome:
+def _completed(ctx: JobContext, value: Any) -> Outcome:
     """Complete with ``value`` as the result, or fail in ``bad-result`` when the engine would
     refuse it (too large, too deep, NaN): better now than after the lock ran out, retry by retry."""
     if value is None:  # most jobs: nothing to check
@@ -177,8 +178,10 @@ def _completed(value: Any) -> Outcome:
         return Outcome("complete", result=_encoded(secrets.masked_value(value)))
     except RecursionError:
         return failure("bad-result", "the job's result nests too deeply to encode")
-    except (EngineError, _Unstorable) as error:
+    except EngineError as error:
         return failure("bad-result", f"the job's result cannot be stored: {error}")
+    except results.UnstorableResult as error:
+        return failure("bad-result", f"the result of {_result_of(ctx)} cannot be stored: {error}")
     except Exception as error:  # the result's own code raised (a key whose str() fails, say)
         message = f"the job's result cannot be read: {type(error).__name__}: {_text(error)}"
         return failure("bad-result", message)
@@ -205,10 +208,6 @@ def _never_ran(value: Any) -> Outcome:
     )
 
 
-class _Unstorable(ValueError):
-    """A result that is neither JSON nor text: its repr() raised."""
-
-
 def _text(error: BaseException) -> str:
     """``str(error)``, or a word for it when its own ``__str__`` raises."""
     try:
@@ -218,24 +217,27 @@ def _text(error: BaseException) -> str:
 
 
 def _encoded(value: Any) -> str:
-    """The result as the engine stores it: a value JSON cannot hold is stored as its text."""
+    """The result as the engine stores it: the values JSON carries as text made that text."""
     try:
-        return limits.encode_payload("complete", "result", value, max_depth=limits.MAX_RESULT_DEPTH)
+        return _as_payload(value)
     except EngineError:
         try:
             json.dumps(value)
-        except (TypeError, ValueError) as not_json:
-            try:
-                text = repr(value)
-            except Exception as error:
-                raise _Unstorable(
-                    f"it is not JSON ({not_json}) and its repr() raised "
-                    f"{type(error).__name__}: {_text(error)}"
-                ) from None
-            return limits.encode_payload(
-                "complete", "result", secrets.masked(text), max_depth=limits.MAX_RESULT_DEPTH
-            )
+        except TypeError:  # a value only its text can carry (or none): results decides
+            return _as_payload(results.storable(value))
         raise
+
+
+def _as_payload(value: Any) -> str:
+    return limits.encode_payload(
+        "complete", "result", secrets.masked_value(value), max_depth=limits.MAX_RESULT_DEPTH
+    )
+
+
+def _result_of(ctx: JobContext) -> str:
+    """Whose result it is, as a refusal names it: the flow step, else the job function."""
+    step = ctx.envelope.get("step")
+    return f"step {step!r}" if isinstance(step, str) else ctx.klass
 
 
 def stopped(ctx: JobContext, reason: str) -> Outcome:

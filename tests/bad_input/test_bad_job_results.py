@@ -47,6 +47,24 @@ def generator(job):
 async def async_generator(job):
     RAN.append(job.jid)
     yield 1
+
+def as_text(job):
+    import datetime, decimal, pathlib, uuid
+    return {
+        "at": datetime.datetime(2026, 3, 1, 12, 30, 5, tzinfo=datetime.timezone.utc),
+        "day": datetime.date(2026, 3, 1),
+        "clock": datetime.time(7, 45),
+        "id": uuid.UUID("12345678-1234-5678-1234-567812345678"),
+        "amount": decimal.Decimal("10.10"),
+        "path": pathlib.Path("/data/out.csv"),
+        "pair": (1, (2, datetime.date(2026, 1, 2))),
+    }
+
+def a_set(job):
+    return {"rows": [1, 2, {3, 4}]}
+
+def bytes_key(job):
+    return {"by": {b"k": 1}}
 """
 
 
@@ -100,3 +118,57 @@ def test_a_job_function_whose_body_never_ran_fails_not_completes(
     assert "asyncio.run" in job.failure["message"]
     assert sum(1 for h in job.history if h.get("what") == "popped") == 1
     assert not [w for w in recwarn if "never awaited" in str(w.message)]
+
+
+def test_a_result_of_datetimes_uuids_decimals_and_paths_is_stored_as_their_text(
+    client: Client, tmp_path: Path
+) -> None:
+    """Before, a result holding a ``datetime`` (or a ``Decimal``, a ``UUID``, a path) was stored
+    as the whole result's ``repr()``: one text with no keys a dependent could read."""
+    (tmp_path / "text_tasks.py").write_text(TASKS)
+    data = {"_flows": {"pythonpath": [str(tmp_path)]}}
+    jid = client.queues["texts"].put("text_tasks.as_text", data)
+    Worker(client, ["texts"], burst=True, sandbox_root=tmp_path / "sandbox").run()
+    job = client.jobs[jid]
+    assert job.state == "complete", job.failure
+    assert job.result == {
+        "at": "2026-03-01T12:30:05+00:00",
+        "day": "2026-03-01",
+        "clock": "07:45:00",
+        "id": "12345678-1234-5678-1234-567812345678",
+        "amount": "10.10",
+        "path": "/data/out.csv",
+        "pair": [1, [2, "2026-01-02"]],
+    }
+
+
+@pytest.mark.parametrize(
+    ("task", "envelope", "message"),
+    [
+        (
+            "a_set",
+            {"step": "load"},
+            "the result of step 'load' cannot be stored: result.rows[2] is a set,"
+            " which JSON cannot carry",
+        ),
+        (
+            "bytes_key",
+            {},
+            "the result of text_tasks.bytes_key cannot be stored: result.by has a key that is"
+            " not text: b'k' (bytes)",
+        ),
+    ],
+)
+def test_a_result_json_cannot_carry_fails_naming_the_step_the_type_and_the_place(
+    task: str, envelope: dict[str, str], message: str, client: Client, tmp_path: Path
+) -> None:
+    """Before, such a result was completed with its ``repr()`` text as the result."""
+    (tmp_path / "text_tasks.py").write_text(TASKS)
+    data = {"_flows": {"pythonpath": [str(tmp_path)], **envelope}}
+    jid = client.queues["texts"].put(f"text_tasks.{task}", data, retries=3)
+    Worker(client, ["texts"], burst=True, sandbox_root=tmp_path / "sandbox").run()
+    job = client.jobs[jid]
+    assert job.state == "failed", job.result
+    assert job.failure is not None and job.failure["group"] == "bad-result"
+    assert job.failure["message"].startswith(message), job.failure["message"]
+    assert sum(1 for h in job.history if h.get("what") == "popped") == 1
