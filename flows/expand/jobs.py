@@ -44,6 +44,7 @@ from flows.flowfile.job_data import (
     WAIT_KLASS,
     Upstream,
     meta_json,
+    shell_cwd,
 )
 from flows.flowfile.model import (
     MAX_FOREACH_ITEMS,
@@ -596,8 +597,8 @@ class _Expander:
         # Every value reaches the shell as a variable, never as command text.
         command, variables = shell_command(str(action.run), value_of)
         env.update(variables)
-        cwd = render(action.cwd, scope.lookup) if action.cwd is not None else None
-        directory = self.flow_dir / str(cwd) if cwd is not None else self.flow_dir
+        cwd = str(render(action.cwd, scope.lookup)) if action.cwd is not None else None
+        directory = shell_cwd(self.flow_dir, cwd)
         return {"command": command, "cwd": str(directory), "env": env}
 
 

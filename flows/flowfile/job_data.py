@@ -79,7 +79,8 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Final
+from pathlib import PurePath
+from typing import Any, Final, TypeVar
 
 from flows.flowfile.fanout import FANOUT_KEY, FanoutError, item_index, item_jids, items_of
 from flows.flowfile.templates import STEPS, Reference, render, select, to_text
@@ -125,6 +126,15 @@ class UpstreamJob:
     state: str
     result: Any = None
     skipped: bool = False
+
+
+_Folder = TypeVar("_Folder", bound=PurePath)
+
+
+def shell_cwd(flow_dir: _Folder, cwd: str | None) -> _Folder:
+    """Where a shell job runs: its ``cwd`` relative to the flow file's folder (an absolute one
+    as it is), else that folder."""
+    return flow_dir if cwd is None else flow_dir / cwd
 
 
 def was_skipped(history: Sequence[Mapping[str, Any]]) -> bool:

@@ -39,6 +39,7 @@ from flows.flowfile.yaml_reader import (
 from flows.gc_pause import gc_paused
 from flows.validation.cache_checks import check_cache_files
 from flows.validation.case_checks import check_tests
+from flows.validation.cwd_checks import check_cwds
 from flows.validation.engine_checks import check_heartbeats, check_imports
 from flows.validation.graph_checks import check_graph
 from flows.validation.limit_checks import check_limits
@@ -244,6 +245,7 @@ def _validate_loaded(
     check_tests(data, jobs, parts.schedule is not None, sink, parts.params, subflows)
     if flow is not None:
         check_cache_files(flow, loaded.file, flow_dir, sink)
+        check_cwds(flow, loaded.file, flow_dir, sink)
         if expand_too and not has_errors(sink.findings):
             check_run(flow, flow_dir, sink, now or time.time())
     findings = sort_findings(_said_once(sink.findings))

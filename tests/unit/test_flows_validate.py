@@ -1653,3 +1653,38 @@ def _cache_file_findings(tmp_path: Path) -> None:
     assert str(tmp_path / "sql" / "order.sql") in missing.message
     assert "'sql' is not a file" in folder.message
     assert 0 < missing.col < folder.col
+
+
+def test_a_cwd_that_is_not_a_folder_is_named_with_its_step_and_path() -> None:
+    """Before, a literal ``cwd:`` naming no folder passed `flows validate` and failed the step
+    only when it ran (``bad-cwd``). Relative paths are resolved from the flow file's folder, as
+    a run resolves them; a templated cwd is known only when the run is built."""
+    with tempfile.TemporaryDirectory(dir="/tmp", prefix="cw") as folder:
+        flow_dir = Path(folder)
+        (flow_dir / "build").mkdir()
+        (flow_dir / "notes.txt").write_text("x")
+        text = """
+            version: 1
+            name: c
+            params: {where: {default: build}}
+            steps:
+              here: {run: echo hi, cwd: build}
+              missing: {run: echo hi, cwd: biuld}
+              a_file: {run: echo hi, cwd: notes.txt}
+              absolute: {run: echo hi, cwd: /no/such/folder}
+              templated: {run: echo hi, cwd: "${{ params.where }}/none"}
+            hooks:
+              finally: {run: echo bye, cwd: gone}
+            """
+        findings = [f for f in check(text, flow_dir=flow_dir) if f.code == "cwd-not-found"]
+    assert [(f.severity, f.line) for f in findings] == [
+        (Severity.WARNING, 7),
+        (Severity.WARNING, 8),
+        (Severity.WARNING, 9),
+        (Severity.WARNING, 12),
+    ], findings
+    missing, a_file, absolute, hook = (f.message for f in findings)
+    assert missing.startswith(f"step 'missing': cwd 'biuld' not found ({flow_dir}/biuld)")
+    assert a_file.startswith(f"step 'a_file': cwd 'notes.txt' is not a folder ({flow_dir}/")
+    assert absolute.startswith("step 'absolute': cwd '/no/such/folder' not found")
+    assert hook.startswith("hook 'finally': cwd 'gone' not found")
