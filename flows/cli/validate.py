@@ -109,7 +109,10 @@ def _flow_files(paths: Sequence[Path]) -> list[Path]:
     type=click.Choice(["text", "json"]),
     default="text",
     show_default=True,
-    help="json: one object with every finding, for tools and editors.",
+    help=(
+        "json: one object with every finding, for tools and editors (imports_checked: whether"
+        " --check-imports was given)."
+    ),
 )
 @click.option(
     "--check-imports",
@@ -158,6 +161,8 @@ def validate(
             "files": checked,
             "errors": errors,
             "warnings": len(findings) - errors,
+            # Whether job modules were imported: a clean report without it says less.
+            "imports_checked": check_imports,
             "findings": [finding.to_dict() for finding in findings],
         }
         if preview or outage:

@@ -126,6 +126,18 @@ def test_validate_json(files: dict[str, Path]) -> None:
             "hint": "did you mean 'needs'?",
         }
     ]
+    assert report["imports_checked"] is False
+
+
+def test_validate_json_says_whether_job_modules_were_imported(tmp_path: Path) -> None:
+    """Before, only the text output said that job modules went unimported: a CI job reading
+    the JSON could not tell a flow whose modules import from one never tried."""
+    flow = tmp_path / "py.yaml"
+    flow.write_text("version: 1\nname: py\nsteps:\n  a: {job: os.getcwd}\n")
+    for flags, checked in (([], False), (["--check-imports"], True)):
+        code, out, _ = invoke("validate", "--format", "json", *flags, str(flow))
+        assert code == 0
+        assert json.loads(out)["imports_checked"] is checked
 
 
 @pytest.mark.parametrize(
