@@ -84,7 +84,7 @@ from typing import Any, Final, TypeVar
 
 from flows.flowfile.fanout import FANOUT_KEY, FanoutError, item_index, item_jids, items_of
 from flows.flowfile.templates import STEPS, Reference, render, select, to_text
-from scheduler.worker.envelope import ENVELOPE_KEY
+from scheduler.engine.envelope import ENVELOPE_KEY
 
 # One fact, one place: the worker reads the same key (scheduler.worker.envelope).
 META_KEY: Final = ENVELOPE_KEY

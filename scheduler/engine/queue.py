@@ -15,6 +15,7 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from scheduler.engine import limits
+from scheduler.engine.envelope import check_envelope
 from scheduler.engine.errors import EngineError, InvalidArgument
 from scheduler.engine.job import Job, Session
 from scheduler.engine.replies import (
@@ -338,6 +339,7 @@ class Queue:
         ``backlog`` bounds how many missed runs are put at once after a pause. Returns the
         recurring job's jid (see ``client.jobs.recurring(jid)``).
         """
+        check_envelope("recur", data)
         options = pairs(
             priority=priority,
             tags=None if tags is None else limits.check_tags("recur", tags),
@@ -507,6 +509,7 @@ def _checked_job(
     name = limits.check_klass(command, klass)
     body = dict(data) if isinstance(data, Mapping) else ({} if data is None else data)
     payload = limits.encode_payload(command, "data", body, kind="object")
+    check_envelope(command, body)
     return jid, name, payload, limits.check_delay(command, delay)
 
 

@@ -16,10 +16,9 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any
 
+from scheduler.engine.envelope import ENVELOPE_KEY, envelope_fault
 from scheduler.engine.limits import MAX_JSON_DEPTH
 from scheduler.worker.outcomes import RetryPolicy
-
-ENVELOPE_KEY = "_flows"
 
 
 class BrokenPayload(ValueError):
@@ -63,8 +62,9 @@ def split(data: Any) -> tuple[dict[str, Any], JobOptions]:
     envelope = data.get(ENVELOPE_KEY)
     if envelope is None:
         return data, JobOptions()
-    if not isinstance(envelope, dict):
-        raise BrokenPayload(f"data[{ENVELOPE_KEY!r}] is not an object")
+    fault = envelope_fault(envelope)
+    if fault is not None:  # a job put past the API's check (a qless client, an older put)
+        raise BrokenPayload(f"job data has {fault}")
     user = {k: v for k, v in data.items() if k != ENVELOPE_KEY}
     try:
         timeout = envelope.get("timeout")

@@ -699,8 +699,8 @@ def test_import_errors_fail_the_job_in_the_users_terms(
     [
         ("this is not JSON", "JSONDecodeError"),
         ("[1, 2, 3]", "not a JSON object: list"),
-        ('{"_flows": 3}', "'_flows'"),
-        ('{"_flows": {"timeout": "soon"}}', "malformed"),
+        ('{"_flows": 3}', "job data has _flows 3 (int): the worker's run options"),
+        ('{"_flows": {"timeout": "soon"}}', 'job data has _flows.timeout "soon" (str): seconds'),
     ],
 )
 def test_a_broken_payload_fails_the_job(
