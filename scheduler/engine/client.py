@@ -162,6 +162,7 @@ class Jobs:
     def dropped(self, *groups: str, now: Now = "") -> dict[str, int]:
         """``{group: failed jobs dropped}`` by ``max-failed-per-group`` (the oldest go first,
         deleted for good): the given groups, or every group that dropped any."""
+        limits.check_spread("failed.dropped", "groups", groups, "dropped")
         reply = as_dict(self._call("failed.dropped", *groups, now=now))
         return {group: as_int(count) for group, count in reply.items()}
 
@@ -318,6 +319,7 @@ class Throttles(MutableMapping[str, int]):
     def info(self, *names: str, now: Now = "") -> dict[str, dict[str, Any]]:
         """``{name: {limit (None: no limit), running, parked}}`` for ``names``, or for every
         throttle with a limit, running jobs or parked jobs."""
+        limits.check_spread("throttle.get", "names", names, "info")
         reply = as_dict(self.client.engine.call("throttle.get", *names, now=now))
         return {name: dict(entry) for name, entry in reply.items()}
 
@@ -473,6 +475,7 @@ class Client:
 
     def deregister_workers(self, *names: str, now: Now = "") -> None:
         """Forget workers (their jobs are untouched and will stall if nobody completes them)."""
+        limits.check_spread("worker.deregister", "names", names, "deregister_workers")
         if names:
             self.engine.call("worker.deregister", *names, now=now)
 

@@ -627,11 +627,13 @@ class RecurringJob:
 
     def tag(self, *tags: str, now: Now = "") -> list[str]:
         """Add tags given to every job spawned from now on; returns the tags."""
+        limits.check_spread("recur.tag", "tags", tags, "tag")
         self.tags = as_list(self._call("recur.tag", self.jid, *tags, now=now))
         return self.tags
 
     def untag(self, *tags: str, now: Now = "") -> list[str]:
         """Remove tags; returns the tags."""
+        limits.check_spread("recur.untag", "tags", tags, "untag")
         self.tags = as_list(self._call("recur.untag", self.jid, *tags, now=now))
         return self.tags
 

@@ -551,6 +551,7 @@ class Queues:
         """The one JSON shape of a queue (``flows queues --json``, ``GET /api/v1/queues``): its
         counts by state (:meth:`counts`) and its load (:meth:`load`: due, backlog, leased),
         for ``names`` (every known queue when none are given), in that order."""
+        limits.check_spread("queue.counts", "names", names, "documents")
         counts = {str(c["name"]): c for c in self.counts(now=now)}
         wanted = list(names) or list(counts)
         load = {str(entry["name"]): entry for entry in self.load(*wanted, now=now)}
@@ -565,6 +566,7 @@ class Queues:
         ``leased`` (running + stalled) what they hold. An autoscaler wants about
         ``ceil((backlog + leased) / jobs_per_worker)`` workers on a queue that is not paused.
         """
+        limits.check_spread("queue.counts", "names", names, "load")
         wanted = list(names) or [str(c["name"]) for c in self.counts(now=now)]
         out: list[dict[str, Any]] = []
         for start in range(0, len(wanted), _LOAD_BATCH):

@@ -466,6 +466,28 @@ WRONG_SHAPES: dict[str, tuple[Call, str]] = {
         lambda c, _: c.jobs["waiting"].depend(untyped(["running"])),
         r'^Depends\(\): Arg "jids\[1\]" is a list, not one of the jids',
     ),
+    # Were the engine's "argument 1 is not text or a number: list", not saying how to call.
+    "dropped-list": (
+        lambda c, _: c.jobs.dropped(untyped(["boom", "other"])),
+        r'^FailedDropped\(\): Arg "groups\[1\]" is a list, not one of the groups: give them as'
+        r" separate arguments \(dropped\(\*groups\)\)$",
+    ),
+    "deregister-workers-list": (
+        lambda c, _: c.deregister_workers(untyped(["w1"])),
+        r'^WorkerDeregister\(\): Arg "names\[1\]" is a list, .*\(deregister_workers\(\*names\)\)$',
+    ),
+    "throttles-info-list": (
+        lambda c, _: c.throttles.info(untyped(("api",))),
+        r'^ThrottleGet\(\): Arg "names\[1\]" is a tuple, .*\(info\(\*names\)\)$',
+    ),
+    "queues-load-list": (
+        lambda c, _: c.queues.load(untyped(["q"])),
+        r'^QueueCounts\(\): Arg "names\[1\]" is a list, .*\(load\(\*names\)\)$',
+    ),
+    "queues-documents-list": (
+        lambda c, _: c.queues.documents(untyped(["q"])),
+        r'^QueueCounts\(\): Arg "names\[1\]" is a list, .*\(documents\(\*names\)\)$',
+    ),
     # Was a TypeError from comparing the text with 0, after the engine had taken it.
     "touch-increment-text": (
         lambda _, job: job.touch(untyped("5")),
@@ -511,3 +533,18 @@ def test_a_function_no_worker_can_import_is_refused_as_a_klass(
     message = str(refused.value)
     assert 'Arg "klass"' in message and klass.__qualname__ in message, message
     assert "define it at the top level of a module" in message, message
+
+
+@pytest.mark.parametrize("method", ["tag", "untag"])
+def test_a_recurring_jobs_tags_given_as_a_list_are_refused_saying_how_to_call(
+    client: Client, method: str
+) -> None:
+    """Was the engine's "argument 1 is not text or a number: list"."""
+    jid = client.queues["q"].recur("tasks.a", {}, 60, tags=["a"])
+    recurring = client.jobs.recurring(jid)
+    with assert_unchanged(client.redis), pytest.raises(InvalidArgument) as refused:
+        getattr(recurring, method)(untyped(["a", "b"]))
+    assert str(refused.value).endswith(
+        f'Arg "tags[1]" is a list, not one of the tags: give them as separate arguments'
+        f" ({method}(*tags))"
+    ), str(refused.value)
