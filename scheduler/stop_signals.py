@@ -25,6 +25,8 @@ from collections.abc import Callable
 from types import FrameType
 from typing import Final
 
+from scheduler.engine.errors import carrying_given
+
 NOW: Final = signal.SIGUSR1
 """Sent by a parent to the children it started with :func:`child_env`: stop at once."""
 
@@ -62,7 +64,9 @@ def install(first: Callable[[int], None], again: Callable[[int, int], None]) -> 
         nonlocal count
         if count == 0:
             count = 1
-            threading.Thread(target=first, args=(signum,), name="flows-stop", daemon=True).start()
+            threading.Thread(
+                target=carrying_given(first), args=(signum,), name="flows-stop", daemon=True
+            ).start()
             # NOW may come first (pending signals are delivered lowest number first): stopping
             # now is stopping too.
             if not (passed_on and signum == NOW):

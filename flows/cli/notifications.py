@@ -18,6 +18,7 @@ from flows.cli.options import as_json, connection
 from flows.cli.terminal import visible
 from scheduler import secrets
 from scheduler.engine.client import Client
+from scheduler.engine.errors import carrying_given
 from scheduler.notify import outbox
 from scheduler.notify.documents import ChannelDocument, EventDocument, SendDocument
 from scheduler.notify.outbox import Deliverer
@@ -194,7 +195,7 @@ def delivering(deliverer: Deliverer | None, interval: float = 0.5) -> Iterator[N
             except Exception as error:  # Redis away for a moment: the next tick tries again
                 log.warning("notifications: %s", error)
 
-    thread = threading.Thread(target=loop, name="flows-notify", daemon=True)
+    thread = threading.Thread(target=carrying_given(loop), name="flows-notify", daemon=True)
     thread.start()
     try:
         yield

@@ -65,7 +65,7 @@ from flows.runs import pacing
 from flows.runs.read import RunView, list_run_statuses, load_run, run_document
 from flows.runs.statuses import STYLES
 from scheduler.engine.client import Client
-from scheduler.engine.errors import FlowsError
+from scheduler.engine.errors import FlowsError, carrying_given
 
 if TYPE_CHECKING:  # the flow model is loaded by the commands that read flow files
     from flows.flowfile.findings import Finding
@@ -348,7 +348,9 @@ def _follow(
     previous = _count_ctrl_c(presses, announced)
     # Called between the reads of the run: the local worker's end, then the waits' timeouts.
     between_reads = LocalWorker(worker, WaitTimeouts(client))
-    thread = threading.Thread(target=between_reads.work, name="flows-run-worker", daemon=True)
+    thread = threading.Thread(
+        target=carrying_given(between_reads.work), name="flows-run-worker", daemon=True
+    )
     thread.start()
     read = RunReader(client, run_id, AwaitNotice(client))
     view = read()

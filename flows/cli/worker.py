@@ -26,7 +26,7 @@ from flows.cli.notifications import env_file_option, use_env_file
 from flows.cli.options import connection, setting_option
 from scheduler.connect import resolve_url
 from scheduler.engine.client import Client
-from scheduler.engine.errors import FlowsError, debug_enabled
+from scheduler.engine.errors import FlowsError, carrying_given, debug_enabled
 from scheduler.terminal import log_to_stderr
 from scheduler.worker import Worker, WorkerPool
 from scheduler.worker.imports import import_path
@@ -95,7 +95,9 @@ def serve_metrics(
         raise click.ClickException(
             f"cannot serve metrics on {host}:{port}: {error.strerror}"
         ) from None
-    threading.Thread(target=server.serve_forever, name="flows-metrics", daemon=True).start()
+    threading.Thread(
+        target=carrying_given(server.serve_forever), name="flows-metrics", daemon=True
+    ).start()
     # The address to scrape, in the log an operator reads first (the pool's children do not
     # serve it, so this line comes once).
     shown = f"[{host}]" if ":" in host else host

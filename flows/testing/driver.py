@@ -52,7 +52,7 @@ from flows.testing.files import TestFile
 from flows.testing.stub import STUB_KEY, STUB_KLASS
 from scheduler.engine import joblogs
 from scheduler.engine.client import Client
-from scheduler.engine.errors import EngineError, JobNotFound
+from scheduler.engine.errors import EngineError, JobNotFound, carrying_given
 from scheduler.engine.job import Job
 from scheduler.service.housekeeping import maintain_queues
 from scheduler.service.loop import SchedulerService
@@ -107,7 +107,9 @@ def run_for_real(ctx: JobContext, logs: LogShipper) -> tuple[runner.Outcome, flo
             done.append(runner.run(ctx))
 
     started = time.monotonic()
-    thread = threading.Thread(target=slot, name=f"flows-test-{ctx.jid}", daemon=True)
+    thread = threading.Thread(
+        target=carrying_given(slot), name=f"flows-test-{ctx.jid}", daemon=True
+    )
     thread.start()
     try:
         thread.join(limit)

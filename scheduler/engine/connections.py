@@ -61,6 +61,7 @@ from scheduler.engine.errors import (
     ReadOnlyReplica,
     ServerError,
     SlotMoving,
+    carrying_given,
     given_now,
 )
 from scheduler.engine.fencing import Fence
@@ -422,7 +423,9 @@ class MasterWatch:
             self._pid = os.getpid()
             self._stopped.clear()
             self._thread = threading.Thread(
-                target=self._listen, name=f"sentinel-watch-{self.service}", daemon=True
+                target=carrying_given(self._listen),
+                name=f"sentinel-watch-{self.service}",
+                daemon=True,
             )
             self._thread.start()
 

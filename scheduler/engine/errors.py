@@ -44,8 +44,8 @@ import contextlib
 import contextvars
 import os
 import re
-from collections.abc import Iterator
-from typing import TYPE_CHECKING, Literal
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Literal, ParamSpec, TypeVar
 
 from scheduler.terminal import CONTROL_OR_NEWLINE, escape
 
@@ -86,6 +86,34 @@ def given_as(given: Given) -> Iterator[None]:
 def given_now() -> Given:
     """How URLs and settings are given in this context (:func:`given_as`)."""
     return _GIVEN_NOW.get()
+
+
+GIVEN_ENV = "FLOWS_GIVEN_AS"
+"""Tells a process the library starts (a pool's child) how its starter was given its URL and
+settings (:data:`Given`), for its faults to point where the user can fix them."""
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def carrying_given(target: Callable[_P, _R]) -> Callable[_P, _R]:
+    """``target``, to run in a thread this one starts, wording faults as this thread does: a
+    new thread starts with none of its starter's context (:func:`given_as`), so a worker's
+    slot would otherwise say ``Client()`` under ``flows worker``."""
+    given = given_now()
+
+    def run(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+        with given_as(given):
+            return target(*args, **kwargs)
+
+    return run
+
+
+def given_by_starter(default: Given) -> Given:
+    """How the process that started this one was given its URL (:data:`GIVEN_ENV`), else
+    ``default``."""
+    told = os.environ.get(GIVEN_ENV, "")
+    return told if told in URL_GIVEN_IN else default
 
 
 def debug_enabled() -> bool:

@@ -41,6 +41,7 @@ import redis
 from redis.client import PubSub
 
 from scheduler.engine import faults
+from scheduler.engine.errors import carrying_given
 from scheduler.engine.faults import one_line
 
 logger = logging.getLogger(__name__)
@@ -328,7 +329,9 @@ class EventListener:
         if self._thread is None:
             self.subscribe()
             self._stopping.clear()
-            self._thread = threading.Thread(target=self._run, name="flows-events", daemon=True)
+            self._thread = threading.Thread(
+                target=carrying_given(self._run), name="flows-events", daemon=True
+            )
             self._thread.start()
         return self
 

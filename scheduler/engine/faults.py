@@ -230,7 +230,8 @@ def one_line(error: BaseException) -> str:
     elif isinstance(error, redis.RedisError) and login_refused(error):
         text = f"Redis refused the login ({shorten(str(error)).rstrip('.')}): {login_fix()}"
     elif isinstance(error, redis.exceptions.ConnectionError):
-        text = f"cannot reach Redis: {error}; start the server, or check --redis / $FLOWS_REDIS_URL"
+        fix = f"start the server, or check the host and port in {url_given_in()}"
+        text = f"cannot reach Redis: {error}; {fix}"
     elif isinstance(error, redis.exceptions.NoPermissionError):  # a command sent, not the engine
         text = _refused_by_acl(str(error))
     elif isinstance(error, redis.RedisError):

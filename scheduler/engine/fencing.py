@@ -26,6 +26,8 @@ from typing import Any
 
 import redis
 
+from scheduler.engine.errors import carrying_given
+
 log = logging.getLogger(__name__)
 
 # How long a deposed master is tried for after the announcement: past it, Sentinel has long
@@ -61,7 +63,9 @@ class Fence:
         self._relink_at = 0.0
 
     def start(self) -> None:
-        threading.Thread(target=self.run, name=f"fence-{self.service}", daemon=True).start()
+        threading.Thread(
+            target=carrying_given(self.run), name=f"fence-{self.service}", daemon=True
+        ).start()
 
     def run(self) -> None:
         deadline = time.monotonic() + FENCE_FOR

@@ -45,7 +45,7 @@ import redis
 
 from scheduler.engine.client import Client
 from scheduler.engine.connections import redact_url
-from scheduler.engine.errors import counted
+from scheduler.engine.errors import carrying_given, counted
 from scheduler.notify.channels import (
     SENDERS,
     DeliveryError,
@@ -534,7 +534,9 @@ class Deliverer:
                 if not held:
                     return
 
-        renewer = threading.Thread(target=renew, name=f"notify-hold-{entry_id}", daemon=True)
+        renewer = threading.Thread(
+            target=carrying_given(renew), name=f"notify-hold-{entry_id}", daemon=True
+        )
         renewer.start()
         try:
             yield

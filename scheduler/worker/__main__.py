@@ -15,7 +15,7 @@ from dataclasses import replace
 
 from scheduler.connect import Client
 from scheduler.engine.backoff import EXIT_CONFIG, transient
-from scheduler.engine.errors import FlowsError, given_as
+from scheduler.engine.errors import FlowsError, given_as, given_by_starter
 from scheduler.engine.faults import debug_enabled, one_line
 from scheduler.terminal import log_to_stderr
 from scheduler.worker.imports import import_path
@@ -25,7 +25,9 @@ from scheduler.worker.worker import Worker
 
 
 def main(argv: list[str] | None = None) -> int:
-    with given_as("flag"):  # started by `flows worker`: faults name its --redis
+    # A pool's child: faults word the URL as its pool was given it (--redis under `flows
+    # worker`, the URL given to Client() in Python); started by hand, as its flags.
+    with given_as(given_by_starter("flag")):
         return run(argv)
 
 

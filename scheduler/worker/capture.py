@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 import redis
 
 from scheduler import secrets
-from scheduler.engine.errors import EngineError
+from scheduler.engine.errors import EngineError, carrying_given
 from scheduler.engine.scripts import Engine, EnginePipeline
 from scheduler.secrets import Lines
 from scheduler.worker.pipes import MAX_LINE
@@ -238,7 +238,9 @@ class LogShipper:
         if self.max_lines is None:
             with contextlib.suppress(redis.RedisError, EngineError, TypeError, ValueError):
                 self.max_lines = int(self.engine.call("config.get", "log-lines"))
-        self._thread = threading.Thread(target=self._run, name="flows-logs", daemon=True)
+        self._thread = threading.Thread(
+            target=carrying_given(self._run), name="flows-logs", daemon=True
+        )
         self._thread.start()
 
     def stop(self) -> None:

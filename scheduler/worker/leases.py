@@ -26,7 +26,13 @@ import redis
 
 from scheduler.engine.backoff import Backoff, transient
 from scheduler.engine.client import Client
-from scheduler.engine.errors import ClusterError, EngineError, ForeignEngine, NotReplicated
+from scheduler.engine.errors import (
+    ClusterError,
+    EngineError,
+    ForeignEngine,
+    NotReplicated,
+    carrying_given,
+)
 from scheduler.engine.faults import ServerOutOfMemory
 from scheduler.engine.replies import dumps
 from scheduler.engine.safety import check_eviction_policy
@@ -93,8 +99,12 @@ class Keeper:
 
     def threads(self) -> list[threading.Thread]:
         return [
-            threading.Thread(target=self._listen, name="flows-listener", daemon=True),
-            threading.Thread(target=self._monitor, name="flows-monitor", daemon=True),
+            threading.Thread(
+                target=carrying_given(self._listen), name="flows-listener", daemon=True
+            ),
+            threading.Thread(
+                target=carrying_given(self._monitor), name="flows-monitor", daemon=True
+            ),
         ]
 
     def wake(self) -> None:

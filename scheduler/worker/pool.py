@@ -30,6 +30,7 @@ from typing import Any
 
 from scheduler import stop_signals
 from scheduler.engine.backoff import EXIT_CONFIG
+from scheduler.engine.errors import GIVEN_ENV, given_as, given_now
 from scheduler.worker.settings import WorkerSettings
 from scheduler.worker.supervision import Lifeline
 
@@ -87,6 +88,8 @@ class WorkerPool:
             )
         self.settings.check_processes(processes)
         self.url = url
+        # How the user gave the URL, where the pool was made: run() may be in another thread.
+        self.given = given_now()
         self.processes = max(1, processes)
         self.namespace = namespace
         self._children: dict[int, Child] = {}
@@ -101,7 +104,7 @@ class WorkerPool:
         return [sys.executable, "-m", "scheduler.worker", *child.to_argv()]
 
     def _spawn(self, index: int, failures: int = 0) -> None:
-        env = dict(os.environ, FLOWS_REDIS_URL=self.url)
+        env = dict(os.environ, FLOWS_REDIS_URL=self.url, **{GIVEN_ENV: self.given})
         if self.namespace is not None:
             env["FLOWS_NAMESPACE"] = self.namespace
         # The child stops when this process dies, however it dies (worker/supervision.py).
@@ -128,7 +131,8 @@ class WorkerPool:
         Raises :class:`~scheduler.engine.safety.UnsafeServer` before starting any process when the
         server's eviction policy could drop jobs.
         """
-        self._check_server()
+        with given_as(self.given):
+            self._check_server()
         self._install_signals()
         for index in range(self.processes):
             self._spawn(index)

@@ -22,6 +22,8 @@ import sys
 import threading
 from collections.abc import Callable
 
+from scheduler.engine.errors import carrying_given
+
 log = logging.getLogger("flows.worker")
 
 ENV = "FLOWS_SUPERVISOR"
@@ -77,7 +79,7 @@ def watch_supervisor(stop: Callable[[], None], hard_exit_after: float) -> bool:
         )
         os._exit(EXIT_ORPHANED)
 
-    threading.Thread(target=watch, name="flows-lifeline", daemon=True).start()
+    threading.Thread(target=carrying_given(watch), name="flows-lifeline", daemon=True).start()
     return True
 
 

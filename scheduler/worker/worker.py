@@ -35,7 +35,13 @@ import redis
 
 from scheduler import stop_signals
 from scheduler.engine.client import Client
-from scheduler.engine.errors import ClusterError, EngineError, ForeignEngine, counted
+from scheduler.engine.errors import (
+    ClusterError,
+    EngineError,
+    ForeignEngine,
+    carrying_given,
+    counted,
+)
 from scheduler.worker import capture, runner, sessions
 from scheduler.worker.context import JobContext
 from scheduler.worker.fetching import Strategy
@@ -153,7 +159,9 @@ class Worker:
         helpers = self.keeper.threads()
         if self.settings.prefetch:
             helpers.append(
-                threading.Thread(target=self.slots.refiller, name="flows-refiller", daemon=True)
+                threading.Thread(
+                    target=carrying_given(self.slots.refiller), name="flows-refiller", daemon=True
+                )
             )
         for helper in helpers:
             helper.start()
@@ -223,7 +231,7 @@ class Worker:
     def _add_slot(self) -> None:
         number = len(self._slot_threads) + 1
         slot = threading.Thread(
-            target=self._slot,
+            target=carrying_given(self._slot),
             args=(self.sandbox_root / f"slot-{number}",),
             name=f"flows-slot-{number}",
             daemon=True,

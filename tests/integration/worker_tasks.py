@@ -357,3 +357,10 @@ def long_line(job: JobContext) -> None:
     for _ in range(int(job.data["size"]) // len(piece)):
         sys.stdout.write(piece)
     sys.stdout.write("\nafter\n")
+
+
+def fault_wording(job: JobContext) -> str:
+    """Where this thread's fault messages tell a user to fix the Redis URL."""
+    from scheduler.engine.faults import login_fix
+
+    return login_fix()
