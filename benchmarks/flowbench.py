@@ -84,7 +84,7 @@ def flow_figures(bench: Bench) -> list[Figure]:
             unit="s",
             value=middle["total_s"],
             better="lower",
-            target=Target("below", 2.0),
+            target=Target("below", 0.5),
             rounds=[r["total_s"] for r in rounds],
             note=(
                 f"validate {middle['validate_s']:.2f} s, expand {middle['expand_s']:.2f} s, "
