@@ -36,6 +36,10 @@ STEP_DEFAULTS: Final[Mapping[str, Any]] = MappingProxyType(
     }
 )
 _ABSENT: Final = object()
+#: The defaults compared by type and value (the empty list of needs is any empty list).
+_SCALAR_DEFAULTS: Final[Mapping[str, Any]] = {
+    key: value for key, value in STEP_DEFAULTS.items() if not isinstance(value, tuple)
+}
 
 
 def _kind(step: Step | None, job: JobSpec) -> str:
@@ -85,12 +89,21 @@ def stored_graph(graph: Mapping[str, Any]) -> dict[str, Any]:
     """``graph`` (:func:`run_graph`) as the run record keeps it: each entry without the fields
     at their default (:data:`STEP_DEFAULTS`)."""
     steps = graph.get("steps") or {}
-    return {
-        "steps": {
-            name: {key: value for key, value in entry.items() if not _is_default(key, value)}
-            for name, entry in steps.items()
-        }
-    }
+    return {"steps": {name: _stored_entry(entry) for name, entry in steps.items()}}
+
+
+def _stored_entry(entry: Mapping[str, Any]) -> dict[str, Any]:
+    """``entry`` without its fields at their default: needs when empty, any other field when
+    of its default's type and equal to it (an item count of 1 is not ``foreach: true``)."""
+    stored: dict[str, Any] = {}
+    for key, value in entry.items():
+        default = _SCALAR_DEFAULTS.get(key, _ABSENT)
+        if default is _ABSENT:
+            if key != "needs" or not isinstance(value, list | tuple) or value:
+                stored[key] = value
+        elif type(value) is not type(default) or value != default:
+            stored[key] = value
+    return stored
 
 
 def full_graph(stored: Any) -> Any:
@@ -107,14 +120,6 @@ def full_graph(stored: Any) -> Any:
             entry = full
         steps[name] = entry
     return {**stored, "steps": steps}
-
-
-def _is_default(key: str, value: Any) -> bool:
-    default = STEP_DEFAULTS.get(key, _ABSENT)
-    if isinstance(default, tuple):
-        return isinstance(value, list | tuple) and len(value) == 0
-    # `is` for the booleans: 1 == True, and an item count of 1 is not `foreach: true`.
-    return type(value) is type(default) and value == default
 
 
 def _default(value: Any) -> Any:

@@ -79,3 +79,8 @@ def test_a_step_with_no_items_has_an_item_count_of_0() -> None:
     steps = stored_graph(run_graph(jobs, flow))["steps"]
     assert (steps["each"]["items"], steps["grid"]["items"]) == (0, 0)
     assert full_graph({"steps": steps})["steps"]["each"]["foreach"] is True
+
+
+def test_unknown_fields_and_non_list_needs_are_kept() -> None:
+    stored = stored_graph({"steps": {"s": {"extra": None, "needs": "", "kind": "job"}}})
+    assert stored == {"steps": {"s": {"extra": None, "needs": ""}}}
