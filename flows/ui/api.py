@@ -29,6 +29,7 @@ from flows.runs.read import PAGE, RunView, list_run_statuses, load_run, run_docu
 from flows.runs.signals import SignalRefused, approval, signal_step
 from flows.runs.trigger import UnknownFlow, trigger_run
 from flows.ui import events
+from flows.ui.refusals import refusals
 from flows.ui.roles import who
 from flows.ui.state import UiState, engine_library, reader, state, writer
 from scheduler.engine import joblogs
@@ -215,7 +216,13 @@ def list_runs(
     return {"items": items, "offset": offset, "limit": limit, "next": position if more else None}
 
 
-@router.get("/runs/{run_id}", dependencies=reads, tags=["runs"], response_model=RunView)
+@router.get(
+    "/runs/{run_id}",
+    dependencies=reads,
+    tags=["runs"],
+    response_model=RunView,
+    responses=refusals(404),
+)
 def get_run(
     ui: Ui,
     run_id: str,
@@ -235,7 +242,9 @@ def get_run(
     return JSONResponse(run_document(view))
 
 
-@router.post("/runs", dependencies=writes, tags=["runs"], status_code=201)
+@router.post(
+    "/runs", dependencies=writes, tags=["runs"], status_code=201, responses=refusals(404, 409, 415)
+)
 def start_run(ui: Ui, body: StartRun) -> dict[str, Any]:
     """Start a run of a registered flow (one the scheduler service registered) with params."""
     try:
@@ -247,7 +256,9 @@ def start_run(ui: Ui, body: StartRun) -> dict[str, Any]:
     return triggered.as_json()
 
 
-@router.post("/runs/{run_id}/retry", dependencies=writes, tags=["runs"])
+@router.post(
+    "/runs/{run_id}/retry", dependencies=writes, tags=["runs"], responses=refusals(404, 409)
+)
 def retry_run(ui: Ui, run_id: str) -> dict[str, Any]:
     """Resume a run: its failed and expired jobs run again, completed ones do not. 409
     (nothing changed) when nothing of it failed."""
@@ -256,7 +267,9 @@ def retry_run(ui: Ui, run_id: str) -> dict[str, Any]:
     return {"id": run_id, "retried": count}
 
 
-@router.post("/runs/{run_id}/cancel", dependencies=writes, tags=["runs"])
+@router.post(
+    "/runs/{run_id}/cancel", dependencies=writes, tags=["runs"], responses=refusals(404, 409)
+)
 def cancel_run(ui: Ui, run_id: str) -> dict[str, Any]:
     """Cancel every job of the run that has not ended. 409 (nothing changed) when none is
     left."""
@@ -272,7 +285,12 @@ class Rerun(Body):
     )
 
 
-@router.post("/runs/{run_id}/steps/{step}/rerun", dependencies=writes, tags=["runs"])
+@router.post(
+    "/runs/{run_id}/steps/{step}/rerun",
+    dependencies=writes,
+    tags=["runs"],
+    responses=refusals(404, 409, 415),
+)
 def rerun_step(ui: Ui, run_id: str, step: str, body: Rerun | None = None) -> dict[str, Any]:
     """Run a step of a finished run again (with ``downstream``, every step after it), its
     attempts counting on; earlier attempts' logs stay readable. 409 (nothing changed) while
@@ -285,7 +303,12 @@ def rerun_step(ui: Ui, run_id: str, step: str, body: Rerun | None = None) -> dic
     return {"id": run_id, "step": step, "rerun": count}
 
 
-@router.post("/runs/{run_id}/steps/{step}/kick", dependencies=writes, tags=["runs"])
+@router.post(
+    "/runs/{run_id}/steps/{step}/kick",
+    dependencies=writes,
+    tags=["runs"],
+    responses=refusals(404, 409),
+)
 def kick_step(ui: Ui, run_id: str, step: str) -> dict[str, Any]:
     """Put every buried job of a step back into its queue (a foreach step's items too), each
     waiting again at its priority, as ``flows kick --step RUN:STEP`` does. Nothing changes
@@ -309,7 +332,12 @@ def _signaled(action: Callable[[], T]) -> T:
         raise HTTPException(_SIGNAL_REFUSED.get(error.kind, 422), str(error)) from None
 
 
-@router.post("/runs/{run_id}/steps/{step}/signal", dependencies=writes, tags=["runs"])
+@router.post(
+    "/runs/{run_id}/steps/{step}/signal",
+    dependencies=writes,
+    tags=["runs"],
+    responses=refusals(404, 409, 415),
+)
 def signal_wait(
     ui: Ui, request: Request, run_id: str, step: str, body: Signal | None = None
 ) -> dict[str, Any]:
@@ -323,7 +351,12 @@ def signal_wait(
     return {"id": run_id, "step": step, "jid": done.jid, "data": dict(done.data)}
 
 
-@router.post("/runs/{run_id}/steps/{step}/approve", dependencies=writes, tags=["runs"])
+@router.post(
+    "/runs/{run_id}/steps/{step}/approve",
+    dependencies=writes,
+    tags=["runs"],
+    responses=refusals(404, 409, 415),
+)
 def approve_wait(
     ui: Ui, request: Request, run_id: str, step: str, body: Approve | None = None
 ) -> dict[str, Any]:
@@ -338,7 +371,7 @@ def approve_wait(
     return {"id": run_id, "step": step, "jid": done.jid, "data": dict(done.data)}
 
 
-@router.get("/runs/{run_id}/logs", dependencies=reads, tags=["runs"])
+@router.get("/runs/{run_id}/logs", dependencies=reads, tags=["runs"], responses=refusals(404))
 def run_logs(
     ui: Ui, run_id: str, step: Annotated[str | None, narrowed("Only this step's jobs.")] = None
 ) -> dict[str, Any]:
@@ -360,7 +393,7 @@ def _job(client: Client, jid: str) -> Job:
     return found
 
 
-@router.get("/jobs/{jid}", dependencies=reads, tags=["jobs"])
+@router.get("/jobs/{jid}", dependencies=reads, tags=["jobs"], responses=refusals(404))
 def get_job(ui: Ui, jid: str) -> dict[str, Any]:
     """One job: state, data, result, failure, history, and the actions allowed on it now (a
     job of a run: as its run's decider says; `run` names the run), and who ran it last
@@ -369,7 +402,7 @@ def get_job(ui: Ui, jid: str) -> dict[str, Any]:
     return engine_errors(lambda: run_actions.job_document(ui.client, found))
 
 
-@router.post("/jobs/{jid}/retry", dependencies=writes, tags=["jobs"])
+@router.post("/jobs/{jid}/retry", dependencies=writes, tags=["jobs"], responses=refusals(404, 409))
 def retry_job(ui: Ui, jid: str) -> dict[str, Any]:
     """Put a failed or expired job back (a job of a run by the run's rules), or the failed
     jobs of a run's step named as ``RUN:STEP`` (a foreach step's items, ``RUN:STEP[i]``, too).
@@ -379,7 +412,7 @@ def retry_job(ui: Ui, jid: str) -> dict[str, Any]:
     return {"jid": jid, **done}
 
 
-@router.post("/jobs/{jid}/kick", dependencies=writes, tags=["jobs"])
+@router.post("/jobs/{jid}/kick", dependencies=writes, tags=["jobs"], responses=refusals(404, 409))
 def kick_job(ui: Ui, jid: str) -> dict[str, Any]:
     """Put a buried job back into its queue, waiting again at its priority (a job of a run:
     its step waits again). 409 (nothing changed) when the job is not buried."""
@@ -388,7 +421,7 @@ def kick_job(ui: Ui, jid: str) -> dict[str, Any]:
     return {"jid": jid, "queue": found.queue, "kicked": len(kicked)}
 
 
-@router.post("/jobs/{jid}/cancel", dependencies=writes, tags=["jobs"])
+@router.post("/jobs/{jid}/cancel", dependencies=writes, tags=["jobs"], responses=refusals(404, 409))
 def cancel_job(ui: Ui, jid: str) -> dict[str, Any]:
     """Cancel a job (refused while a job depends on it)."""
     _job(ui.client, jid)
@@ -419,7 +452,7 @@ def _log_page(
     return found, made
 
 
-@router.get("/jobs/{jid}/logs", dependencies=reads, tags=["jobs"])
+@router.get("/jobs/{jid}/logs", dependencies=reads, tags=["jobs"], responses=refusals(404))
 def job_logs(
     ui: Ui,
     jid: str,
@@ -467,7 +500,7 @@ def _log_text(client: Client, first: joblogs.LogPage) -> Iterator[str]:
     dependencies=reads,
     tags=["jobs"],
     response_class=StreamingResponse,
-    responses={200: {"content": {"text/plain": {}}}},
+    responses={200: {"content": {"text/plain": {}}}, **refusals(404)},
 )
 def job_log_raw(
     ui: Ui, jid: str, attempt: Annotated[int | None, Query(ge=1, le=100_000)] = None
@@ -486,7 +519,13 @@ def job_log_raw(
     )
 
 
-@router.get("/jobs/{jid}/logs/stream", dependencies=reads, tags=["jobs", "events"])
+@router.get(
+    "/jobs/{jid}/logs/stream",
+    dependencies=reads,
+    tags=["jobs", "events"],
+    response_class=StreamingResponse,
+    responses={200: events.ANSWER, **refusals(404)},
+)
 def job_logs_stream(request: Request, ui: Ui, jid: str) -> StreamingResponse:
     """The job's log lines as server-sent events (``event: line``), from its latest attempt's
     first line, until the job has ended (then ``event: end``). A stream opened with a user's
@@ -522,7 +561,7 @@ def _known_queue(client: Client, queue: str) -> None:
         raise HTTPException(404, problem)
 
 
-@router.post("/queues/{queue}/pause", dependencies=writes, tags=["queues"])
+@router.post("/queues/{queue}/pause", dependencies=writes, tags=["queues"], responses=refusals(404))
 def pause_queue(ui: Ui, queue: str) -> dict[str, Any]:
     """Stop handing out the queue's jobs. 404 for a queue the namespace never saw, naming the
     one likely meant (as `flows queue pause`); nothing changes then."""
@@ -531,7 +570,9 @@ def pause_queue(ui: Ui, queue: str) -> dict[str, Any]:
     return {"queue": queue, "paused": True}
 
 
-@router.post("/queues/{queue}/unpause", dependencies=writes, tags=["queues"])
+@router.post(
+    "/queues/{queue}/unpause", dependencies=writes, tags=["queues"], responses=refusals(404)
+)
 def unpause_queue(ui: Ui, queue: str) -> dict[str, Any]:
     """Hand out the queue's jobs again. 404 for a queue the namespace never saw."""
     _known_queue(ui.client, queue)
@@ -577,7 +618,12 @@ def list_schedules(ui: Ui, offset: Offset = 0, limit: Limit = 100) -> dict[str, 
     return page(items, offset, limit)
 
 
-@router.post("/schedules/{name}/pause", dependencies=writes, tags=["schedules"])
+@router.post(
+    "/schedules/{name}/pause",
+    dependencies=writes,
+    tags=["schedules"],
+    responses=refusals(404, 415),
+)
 def pause_schedule(ui: Ui, name: str, body: PauseSchedule | None = None) -> dict[str, Any]:
     """Skip the schedule's ticks (reason ``paused``) until it is resumed."""
     _registration(ui.client, name)
@@ -585,7 +631,9 @@ def pause_schedule(ui: Ui, name: str, body: PauseSchedule | None = None) -> dict
     return {"name": name, "paused": True}
 
 
-@router.post("/schedules/{name}/resume", dependencies=writes, tags=["schedules"])
+@router.post(
+    "/schedules/{name}/resume", dependencies=writes, tags=["schedules"], responses=refusals(404)
+)
 def resume_schedule(ui: Ui, name: str) -> dict[str, Any]:
     """Fire the schedule again from its next tick."""
     _registration(ui.client, name)
@@ -595,7 +643,13 @@ def resume_schedule(ui: Ui, name: str) -> dict[str, Any]:
     return {"name": name, "paused": False, "outcome": outcome}
 
 
-@router.post("/schedules/{name}/trigger", dependencies=writes, tags=["schedules"], status_code=201)
+@router.post(
+    "/schedules/{name}/trigger",
+    dependencies=writes,
+    tags=["schedules"],
+    status_code=201,
+    responses=refusals(404, 409),
+)
 def trigger_schedule(ui: Ui, name: str) -> dict[str, Any]:
     """A run now, with the schedule's params."""
     return start_run(ui, StartRun(flow=name))
@@ -626,7 +680,12 @@ def list_failures(ui: Ui, group: str, offset: Offset = 0, limit: Limit = 25) -> 
     }
 
 
-@router.post("/failures/{group:path}/unfail", dependencies=writes, tags=["failures"])
+@router.post(
+    "/failures/{group:path}/unfail",
+    dependencies=writes,
+    tags=["failures"],
+    responses=refusals(404, 415),
+)
 def unfail(ui: Ui, group: str, body: Unfail) -> dict[str, Any]:
     """Put up to ``count`` of the group's failed jobs back into ``queue``. 404 when the group
     has no failed jobs, naming the one likely meant (as `flows unfail`); nothing moves then."""
@@ -642,7 +701,13 @@ def unfail(ui: Ui, group: str, body: Unfail) -> dict[str, Any]:
 # -- events ----------------------------------------------------------------------------------------
 
 
-@router.get("/events", dependencies=reads, tags=["events"])
+@router.get(
+    "/events",
+    dependencies=reads,
+    tags=["events"],
+    response_class=StreamingResponse,
+    responses={200: events.ANSWER},
+)
 def engine_events(request: Request, ui: Ui) -> StreamingResponse:
     """The engine's events (put, popped, completed, failed, run_submitted, ...) as server-sent
     events, one ``data:`` JSON object each, as they happen. A stream opened with a user's

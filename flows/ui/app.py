@@ -37,6 +37,7 @@ from flows.ui import (
     metrics,
     notifications,
     pages,
+    refusals,
     sources,
     start,
 )
@@ -54,8 +55,10 @@ API_DESCRIPTION = (
     "Listings are bounded pages (`offset`, `limit`, `next`). A filter that narrows a read to one "
     "thing (`flow`, `step`, `queue`, `who`) given empty is refused with 422 naming it: leave it "
     "out to filter nothing. A body is JSON, sent with `Content-Type: application/json` (else "
-    '415). `HEAD` is answered wherever `GET` is. Errors answer `{"detail": ...}`: the API\'s '
-    "words, or with a flow file that does not validate, its findings."
+    '415). `HEAD` is answered wherever `GET` is. Every refusal answers `{"detail": ...}` '
+    "(`Refusal`): the API's words, naming what is wrong and where, or with a flow file that "
+    "does not validate, its findings; each operation lists the statuses it answers, and a "
+    "method a path does not take answers 405 with `Allow`. A refusal changes nothing."
 )
 
 # The largest request body accepted, in bytes (a run's params included).
@@ -105,7 +108,7 @@ class BodyLimit:
 
 
 async def _too_large(limit: int, send: Send) -> None:
-    response = JSONResponse({"detail": f"the request body is larger than {limit} bytes"}, 413)
+    response = JSONResponse(refusals.body(f"the request body is larger than {limit} bytes"), 413)
     headers = [*response.raw_headers, (b"connection", b"close")]
     await send({"type": "http.response.start", "status": 413, "headers": headers})
     await send({"type": "http.response.body", "body": response.body})
@@ -122,7 +125,7 @@ class Answer(JSONResponse):
 
 
 def _refusal(status: int, detail: Any, headers: Mapping[str, str] | None = None) -> Answer:
-    return Answer({"detail": detail}, status, headers=headers)
+    return Answer(refusals.body(detail), status, headers=headers)
 
 
 #: The heading of the error page a page answers with, by status.
@@ -146,7 +149,7 @@ def _crashed(request: Request, error: Exception) -> JSONResponse:
     log.error("%s %s failed [%s]", request.method, request.url.path, reference, exc_info=error)
     # Answered outside the middleware that adds the security headers: add them here.
     return JSONResponse(
-        {"detail": f"internal error {reference}: the server's log has what went wrong"},
+        refusals.body(f"internal error {reference}: the server's log has what went wrong"),
         500,
         headers=guard.SECURITY_HEADERS,
     )
@@ -199,19 +202,23 @@ def create_app(
     )
     app.state.ui = UiState(client, auth)
     app.state.flows_dir = flows_dir
-    app.include_router(api.router)
-    app.include_router(metrics.router)
-    app.include_router(pages.router)
-    app.include_router(history.router)
-    app.include_router(history.page_router)
-    app.include_router(notifications.router)
-    app.include_router(audit_log.router)
-    app.include_router(start.router)
-    app.include_router(sources.router)
-    app.include_router(backfills.router)
-    app.include_router(backfills.page_router)
+    routers = (
+        api.router,
+        metrics.router,
+        pages.router,
+        history.router,
+        history.page_router,
+        notifications.router,
+        audit_log.router,
+        start.router,
+        sources.router,
+        backfills.router,
+        backfills.page_router,
+        explain_api.router,
+    )
+    for router in routers:  # the document gives each operation what any request can get
+        app.include_router(router, responses=refusals.EVERY_ROUTE)
     apidocs.mount(app)
-    app.include_router(explain_api.router)
     app.mount("/static", StaticFiles(directory=pages.HERE / "static"), name="static")
 
     @app.exception_handler(RequestValidationError)

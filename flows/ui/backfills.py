@@ -12,6 +12,7 @@ from fastapi.responses import HTMLResponse
 
 from flows.ui import api, pages
 from flows.ui.api import Limit, Offset, Ui, engine_errors, page, reads, writes
+from flows.ui.refusals import refusals
 from scheduler.service.backfills import Backfill, Backfills
 
 router = APIRouter(prefix=api.PREFIX)
@@ -38,14 +39,21 @@ def list_backfills(ui: Ui, offset: Offset = 0, limit: Limit = 100) -> dict[str, 
     return page([_document(b) for b in found], offset, limit)
 
 
-@router.get("/backfills/{backfill_id}", dependencies=reads, tags=["backfills"])
+@router.get(
+    "/backfills/{backfill_id}", dependencies=reads, tags=["backfills"], responses=refusals(404)
+)
 def get_backfill(ui: Ui, backfill_id: str) -> dict[str, Any]:
     """One backfill: its ticks handled, runs submitted, canceled runs resumed, ticks that had
     run, runs active."""
     return _document(_backfill(ui, backfill_id))
 
 
-@router.post("/backfills/{backfill_id}/cancel", dependencies=writes, tags=["backfills"])
+@router.post(
+    "/backfills/{backfill_id}/cancel",
+    dependencies=writes,
+    tags=["backfills"],
+    responses=refusals(404, 409),
+)
 def cancel_backfill(ui: Ui, backfill_id: str) -> dict[str, Any]:
     """Submit no more of its runs and cancel those still active. 409 (nothing changed) when
     it is no longer active (done, or canceled already)."""

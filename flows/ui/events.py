@@ -29,6 +29,12 @@ from scheduler.engine.limits import read_json
 MAX_STREAMS = 32
 KEEPALIVE = 2.0
 
+#: A stream's answer in the OpenAPI document: events, not JSON.
+ANSWER = {
+    "description": "Server-sent events (`event:` and a `data:` JSON object each) as they happen.",
+    "content": {"text/event-stream": {}},
+}
+
 _open = threading.BoundedSemaphore(MAX_STREAMS)
 # Set when the server stops: every stream ends by itself, so the stop waits for none of them.
 _stopping = threading.Event()

@@ -14,6 +14,7 @@ from fastapi.responses import HTMLResponse
 
 from flows.ui import api
 from flows.ui.pages import render
+from flows.ui.refusals import refusals
 from flows.ui.state import reader, writer
 from scheduler.notify import outbox
 
@@ -40,6 +41,7 @@ def list_notifications(ui: api.Ui, recent: Count = 50) -> dict[str, Any]:
     f"{api.PREFIX}/notifications/{{event_id}}/retry",
     dependencies=[Depends(writer)],
     tags=["notifications"],
+    responses=refusals(404),
 )
 def retry_notification(ui: api.Ui, event_id: EventId) -> dict[str, Any]:
     """Put a given-up event back in the outbox for another round of attempts, to the channels

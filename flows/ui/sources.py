@@ -12,6 +12,7 @@ from pydantic import Field
 
 from flows.ui import api
 from flows.ui.api import Body, Ui, engine_errors, reads, writes
+from flows.ui.refusals import refusals
 from scheduler.service import catalog
 
 router = APIRouter(prefix=api.PREFIX)
@@ -34,7 +35,12 @@ def list_sources(ui: Ui) -> dict[str, Any]:
     return {"items": [s.as_json() for s in found]}
 
 
-@router.post("/sources/{source}/remove", dependencies=writes, tags=["sources"])
+@router.post(
+    "/sources/{source}/remove",
+    dependencies=writes,
+    tags=["sources"],
+    responses=refusals(404, 409, 415),
+)
 def remove_source(ui: Ui, source: str, body: RemoveSource | None = None) -> dict[str, Any]:
     """Forget the flow files a source published (a service retired, moved or renamed leaves
     them listed otherwise). 404 for a source that published nothing, 409 while a service of it

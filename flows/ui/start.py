@@ -43,6 +43,7 @@ from flows.runs.build import FlowFile, build_run, parse_flow_text, read_flow_fil
 from flows.runs.submit import submit
 from flows.ui import api
 from flows.ui.pages import render
+from flows.ui.refusals import refusals
 from flows.ui.roles import Identity
 from flows.ui.state import UiState, engine_library, reader, writer
 from flows.validation.validate import InvalidFlow
@@ -270,6 +271,7 @@ def list_flows(flows: Flows) -> dict[str, Any]:
     dependencies=[Depends(writer)],
     tags=["flows"],
     status_code=201,
+    responses=refusals(404, 409, 415),
 )
 def start_flow(
     ui: api.Ui, flows: Flows, flow: str, body: RunParams | None = None
@@ -279,7 +281,9 @@ def start_flow(
     return _start(ui, _find(flows, flow), dict((body or RunParams()).params), "manual")
 
 
-@router.post(f"{api.PREFIX}/hooks/{{flow}}", tags=["flows"], status_code=201)
+@router.post(
+    f"{api.PREFIX}/hooks/{{flow}}", tags=["flows"], status_code=201, responses=refusals(404, 409)
+)
 async def webhook(request: Request, ui: api.Ui, flows: Flows, flow: str) -> dict[str, Any]:
     """Start a run of a flow declaring `on: webhook`, with the JSON body as its param, when the
     request is signed with the flow's secret (no bearer token: the signature is the credential).

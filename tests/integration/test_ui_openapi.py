@@ -1,0 +1,171 @@
+"""The API's OpenAPI document against the live server, over real HTTP: every operation it lists,
+asked with the mistakes a client makes (no token, a wrong one, ids that are not there, a bad
+query value, a body of the wrong type, too large or not JSON, a foreign ``Host``), answers only
+statuses the document gives that operation, each body in the shape the document says, and
+none of the refusals changes anything."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+from helpers import assert_unchanged
+from ui_support import TOKEN, Api, Reply, serve
+
+from flows.ui.api import PREFIX
+from flows.ui.app import MAX_BODY
+from flows.ui.auth import Auth
+from scheduler.engine.client import Client
+from scheduler.engine.scripts import Engine
+
+FLOW = "version: 1\nname: hello\nsteps:\n  greet: {run: echo hi}\n"
+BROKEN = "version: 1\nname: broken\nsteps:\n  greet: {run: echo hi, needs: [nothing]}\n"
+
+
+@pytest.fixture
+def client(engine: Engine) -> Client:
+    return Client.from_engine(engine, worker_name="ui-openapi")
+
+
+@pytest.fixture
+def api(client: Client, tmp_path: Path) -> Iterator[Api]:
+    (tmp_path / "hello.yaml").write_text(FLOW)
+    (tmp_path / "broken.yaml").write_text(BROKEN)
+    # reads need the token here too, so that every read can be asked without one
+    with serve(client, Auth(TOKEN, reads_open=False), flows_dir=tmp_path) as base:
+        yield Api(base)
+
+
+def conforms(value: Any, schema: dict[str, Any], components: dict[str, Any]) -> bool:
+    """Whether ``value`` has the shape ``schema`` gives (the subset of JSON Schema the document
+    uses for its answers)."""
+    if "$ref" in schema:
+        return conforms(value, components[schema["$ref"].rsplit("/", 1)[1]], components)
+    if "anyOf" in schema:
+        return any(conforms(value, option, components) for option in schema["anyOf"])
+    kind = schema.get("type")
+    if kind == "object":
+        properties = schema.get("properties", {})
+        return (
+            isinstance(value, dict)
+            and all(name in value for name in schema.get("required", ()))
+            and (
+                schema.get("additionalProperties", True) is not False
+                or set(value) <= set(properties)
+            )
+            and all(conforms(value[k], s, components) for k, s in properties.items() if k in value)
+        )
+    if kind == "array":
+        items = schema.get("items", {})
+        return isinstance(value, list) and all(conforms(v, items, components) for v in value)
+    if kind == "string":
+        return isinstance(value, str)
+    if kind == "integer":
+        return isinstance(value, int) and not isinstance(value, bool)
+    return kind is None  # {}: anything
+
+
+def _asks(
+    path: str, method: str, operation: dict[str, Any]
+) -> Iterator[tuple[str, dict[str, Any]]]:
+    """What a client gets wrong with ``operation``, as the request options of each mistake."""
+    body = {} if "requestBody" in operation else None
+    yield "no token", {"body": body, "token": None}
+    yield "a wrong token", {"body": body, "token": "not-the-token-0123456789"}
+    yield "ids that are not there", {"body": body}
+    yield "a foreign Host", {"body": body, "headers": {"Host": "evil.example"}}
+    for parameter in operation.get("parameters", ()):
+        if parameter["in"] == "query":
+            yield (
+                f"query {parameter['name']}=-x",
+                {"body": body, "query": f"{parameter['name']}=-x"},
+            )
+    if body is not None:
+        yield "a body sent as text", {"raw": b"{}", "headers": {"Content-Type": "text/plain"}}
+        yield "a body that is not JSON", {"raw": b"{not json"}
+        yield "a body too large", {"raw": b" " * (MAX_BODY + 1)}
+
+
+def _ask(api: Api, method: str, path: str, options: dict[str, Any]) -> Reply:
+    query = options.pop("query", None)
+    if query is not None:
+        path = f"{path}?{query}"
+    if options.get("body") is None:
+        options.pop("body", None)
+    if path.endswith(("/events", "/stream")):  # an event stream: its status and headers, then ends
+        method = "HEAD"
+    return api.request(method.upper(), path, **options)
+
+
+def _mismatch(reply: Reply, answers: dict[str, Any], components: dict[str, Any]) -> str | None:
+    """What the document does not say of ``reply`` (None: it says all of it)."""
+    documented = answers.get(str(reply.status))
+    if documented is None:
+        return f"answered {reply.status} {reply.body!r}, documented {sorted(answers)}"
+    content = documented.get("content", {})
+    kind = reply.headers.get("content-type", "").split(";")[0]
+    if kind not in content:
+        return f"answered {reply.status} as {kind}, documented as {sorted(content)}"
+    schema = content[kind].get("schema", {})
+    if (
+        reply.body != ""
+        and kind == "application/json"
+        and not conforms(reply.body, schema, components)
+    ):
+        return f"answered {reply.status} {reply.body!r}, not the documented {schema}"
+    return None
+
+
+def test_every_operation_answers_only_as_its_document_says(
+    api: Api, redis_client: redis.Redis
+) -> None:
+    document = api.get(f"{PREFIX}/openapi.json").body
+    components = document["components"]["schemas"]
+    wrong: list[str] = []
+    with assert_unchanged(redis_client):
+        for template, operations in document["paths"].items():
+            path = re.sub(r"\{[^}]+\}", "nope", template)
+            for method, operation in operations.items():
+                for mistake, options in _asks(path, method, operation):
+                    reply = _ask(api, method, path, dict(options))
+                    problem = _mismatch(reply, operation["responses"], components)
+                    if problem is not None:
+                        wrong.append(f"{method.upper()} {template}, {mistake}: {problem}")
+    assert not wrong, "\n".join(wrong)
+
+
+def test_every_refusal_is_documented_in_one_shape(api: Api) -> None:
+    document = api.get(f"{PREFIX}/openapi.json").body
+    schemas = {
+        response["content"]["application/json"]["schema"].get("$ref")
+        for operations in document["paths"].values()
+        for operation in operations.values()
+        for status, response in operation["responses"].items()
+        if int(status) >= 400
+    }
+    assert schemas == {"#/components/schemas/Refusal"}
+    assert "HTTPValidationError" not in document["components"]["schemas"]
+
+
+@pytest.mark.parametrize("path", [f"{PREFIX}/events", f"{PREFIX}/jobs/{{jid}}/logs/stream"])
+def test_an_event_stream_is_documented_as_one(api: Api, path: str) -> None:
+    document = api.get(f"{PREFIX}/openapi.json").body
+    assert set(document["paths"][path]["get"]["responses"]["200"]["content"]) == {
+        "text/event-stream"
+    }
+
+
+def test_a_flow_file_that_does_not_validate_is_refused_as_documented(
+    api: Api, redis_client: redis.Redis
+) -> None:
+    document = api.get(f"{PREFIX}/openapi.json").body
+    operation = document["paths"][f"{PREFIX}/flows/{{flow}}/runs"]["post"]
+    with assert_unchanged(redis_client):
+        reply = api.post(f"{PREFIX}/flows/broken/runs", {"params": {}})
+    assert reply.status == 422
+    assert reply.body["detail"]["findings"][0]["code"] == "unknown-need"
+    assert _mismatch(reply, operation["responses"], document["components"]["schemas"]) is None
