@@ -42,7 +42,7 @@ from flows.ui import (
     start,
 )
 from flows.ui.auth import Auth
-from flows.ui.state import UiState, json_body, refusal
+from flows.ui.state import UiState, json_body, known_query, refusal
 from scheduler.engine import faults
 from scheduler.engine.backoff import FAULTS, transient
 from scheduler.engine.client import Client
@@ -54,11 +54,12 @@ log = logging.getLogger("flows.ui")
 API_DESCRIPTION = (
     "Listings are bounded pages (`offset`, `limit`, `next`). A filter that narrows a read to one "
     "thing (`flow`, `step`, `queue`, `who`) given empty is refused with 422 naming it: leave it "
-    "out to filter nothing. A body is JSON, sent with `Content-Type: application/json` (else "
-    '415). `HEAD` is answered wherever `GET` is. Every refusal answers `{"detail": ...}` '
-    "(`Refusal`): the API's words, naming what is wrong and where, or with a flow file that "
-    "does not validate, its findings; each operation lists the statuses it answers, and a "
-    "method a path does not take answers 405 with `Allow`. A refusal changes nothing."
+    "out to filter nothing; a query parameter the path does not take is refused so too. A body "
+    "is JSON, sent with `Content-Type: application/json` (else 415). `HEAD` is answered "
+    'wherever `GET` is. Every refusal answers `{"detail": ...}` (`Refusal`): the API\'s words, '
+    "naming what is wrong and where, or with a flow file that does not validate, its findings; "
+    "each operation lists the statuses it answers, and a method a path does not take answers "
+    "405 with `Allow`. A refusal changes nothing."
 )
 
 # The largest request body accepted, in bytes (a run's params included).
@@ -198,7 +199,7 @@ def create_app(
         docs_url=None,  # apidocs serves it from this machine's files
         redoc_url=None,
         default_response_class=Answer,
-        dependencies=[Depends(json_body)],
+        dependencies=[Depends(known_query), Depends(json_body)],
     )
     app.state.ui = UiState(client, auth)
     app.state.flows_dir = flows_dir

@@ -13,6 +13,8 @@ import logging
 from dataclasses import dataclass, field
 
 from fastapi import HTTPException, Request
+from fastapi.dependencies.models import Dependant
+from fastapi.routing import APIRoute
 
 from flows.ui.auth import Auth
 from scheduler.engine.backoff import Backoff
@@ -97,3 +99,30 @@ async def json_body(request: Request) -> None:
         "the body must be JSON, sent with Content-Type: application/json "
         f"(this request's: {sent or 'none'})",
     )
+
+
+def known_query(request: Request) -> None:
+    """A dependency of every route: an operation of the API's document refuses a query
+    parameter it does not take (422 naming it and those it takes), which would otherwise be
+    passed over: a misspelled filter (``?stauts=failed``) answered with everything. The
+    dashboard's pages, which the document leaves out, keep theirs: their scripts read them
+    (``/runs/<id>?step=load&line=4``)."""
+    route = request.scope.get("route")
+    if not isinstance(route, APIRoute) or not route.include_in_schema:
+        return
+    takes = list(dict.fromkeys(_query_names(route.dependant)))
+    unknown = next((name for name in request.query_params if name not in takes), None)
+    if unknown is None:
+        return
+    listed = ", ".join(takes) if takes else "no query parameter"
+    raise HTTPException(
+        422, f"query.{unknown}: not a parameter of {request.method} {route.path} ({listed})"
+    )
+
+
+def _query_names(dependant: Dependant) -> list[str]:
+    """The query parameters a route (and each of its dependencies) reads, by the name sent."""
+    names = [field.alias for field in dependant.query_params]
+    for needed in dependant.dependencies:
+        names += _query_names(needed)
+    return names

@@ -123,3 +123,39 @@ def test_an_explained_step_is_a_name_of_bounded_length(
     reply = api.get(f"/api/v1/runs/two@1/explain?step={'s' * 257}")
     assert reply.status == 422, reply.body
     assert reply.body["detail"].startswith("query.step: "), reply.body
+
+
+@pytest.mark.parametrize(
+    ("path", "unknown", "takes"),
+    [
+        # a misspelled filter would otherwise answer everything
+        ("/api/v1/runs?flows=two", "flows", "offset, limit, flow, status, since, all"),
+        ("/api/v1/runs?stauts=failed&limit=5", "stauts", "offset, limit, flow, status, since, all"),
+        ("/api/v1/runs/two@1?steps=a", "steps", "limit, step, offset"),
+        ("/api/v1/jobs/two@1:a/logs?atempt=1", "atempt", "attempt, offset, limit"),
+        ("/api/v1/sources?since=0", "since", "no query parameter"),
+    ],
+)
+def test_an_unknown_query_parameter_is_refused_naming_it(
+    api: Api,
+    client: Client,
+    redis_client: redis.Redis,
+    tmp_path: Path,
+    path: str,
+    unknown: str,
+    takes: str,
+) -> None:
+    _submit(client, tmp_path, "two@1")
+    with assert_unchanged(redis_client):
+        reply = api.get(path)
+    assert reply.status == 422, reply.body
+    assert reply.body["detail"].startswith(f"query.{unknown}: not a parameter of "), reply.body
+    assert reply.body["detail"].endswith(f"({takes})"), reply.body
+
+
+def test_the_dashboard_pages_keep_their_own_query_parameters(
+    api: Api, client: Client, tmp_path: Path
+) -> None:
+    """A page's link names what it opens (`?step=a&attempt=2&line=4`), read by its scripts."""
+    _submit(client, tmp_path, "two@1")
+    assert api.get("/runs/two@1?step=a&attempt=2&line=4").status == 200

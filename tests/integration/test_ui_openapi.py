@@ -1,8 +1,8 @@
 """The API's OpenAPI document against the live server, over real HTTP: every operation it lists,
-asked with the mistakes a client makes (no token, a wrong one, ids that are not there, a bad
-query value, a body of the wrong type, too large or not JSON, a foreign ``Host``), answers only
-statuses the document gives that operation, each body in the shape the document says, and
-none of the refusals changes anything."""
+asked with the mistakes a client makes (no token, a wrong one, ids that are not there, a bad or
+unknown query parameter, a body of the wrong type, too large or not JSON, a foreign ``Host``),
+answers only statuses the document gives that operation, each body in the shape the document
+says, and none of the refusals changes anything."""
 
 from __future__ import annotations
 
@@ -78,6 +78,7 @@ def _asks(
     yield "a wrong token", {"body": body, "token": "not-the-token-0123456789"}
     yield "ids that are not there", {"body": body}
     yield "a foreign Host", {"body": body, "headers": {"Host": "evil.example"}}
+    yield "an unknown query parameter", {"body": body, "query": "nonesuch=1"}
     for parameter in operation.get("parameters", ()):
         if parameter["in"] == "query":
             yield (
