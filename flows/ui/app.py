@@ -174,6 +174,18 @@ async def _server_away(request: Request, error: Exception) -> Response:
     return _refusal(503, SERVER_AWAY, headers)
 
 
+def _problem(error: Mapping[str, Any], sent: Any) -> str:
+    """One problem of a request, naming where it is (``body.params``, ``query.limit``, ...); a
+    body that is not JSON by the line and column where reading it stopped, and why."""
+    where = tuple(error.get("loc", ()))
+    if error.get("type") == "json_invalid" and isinstance(sent, str) and len(where) == 2:
+        at = int(where[1])
+        line, column = sent.count("\n", 0, at) + 1, at - sent.rfind("\n", 0, at)
+        why = dict(error.get("ctx") or {}).get("error", "")
+        return f"body: not JSON, at line {line}, column {column}: {why}"
+    return f"{'.'.join(str(p) for p in where)}: {error.get('msg', 'invalid')}"
+
+
 def _answers_html(request: Request) -> bool:
     """Whether the route ``request`` reached is a dashboard page (it answers HTML)."""
     route = request.scope.get("route")
@@ -224,11 +236,7 @@ def create_app(
 
     @app.exception_handler(RequestValidationError)
     async def invalid(request: Request, error: RequestValidationError) -> Answer:
-        # One line per problem, naming where it is (body.params, query.limit, ...).
-        problems = [
-            f"{'.'.join(str(p) for p in e.get('loc', ()))}: {e.get('msg', 'invalid')}"
-            for e in error.errors()
-        ]
+        problems = [_problem(e, error.body) for e in error.errors()]
         return _refusal(422, "; ".join(problems))
 
     @app.exception_handler(ForeignEngine)
@@ -247,14 +255,20 @@ def create_app(
         # the dashboard's error page with the API's words. The API answers JSON, and so do a
         # page's refusals of credentials (401, 403), as the same for every client.
         headers = dict(error.headers or {})
-        if error.status_code == 405:
+        detail = error.detail
+        if error.status_code == 405:  # the router's words name neither the method nor the path
             headers["Allow"] = methods.allowed(app.routes, request.scope)
+            detail = (
+                f"{request.method} is not taken by {request.url.path}: it takes {headers['Allow']}"
+            )
+        elif error.status_code == 404 and "route" not in request.scope:  # no route matched
+            detail = f"no path {request.url.path} here: GET {app.openapi_url} lists the API's paths"
         if error.status_code not in (401, 403) and _answers_html(request):
             title = PAGE_ERRORS.get(error.status_code, "The request cannot be answered")
-            page = pages.error_page(request, error.status_code, title, str(error.detail))
+            page = pages.error_page(request, error.status_code, title, str(detail))
             page.headers.update(headers)
             return page
-        return _refusal(error.status_code, error.detail, headers or None)
+        return _refusal(error.status_code, detail, headers or None)
 
     @app.exception_handler(Exception)
     async def crashed(request: Request, error: Exception) -> JSONResponse:

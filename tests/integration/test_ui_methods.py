@@ -119,7 +119,17 @@ def test_a_405_allows_every_method_of_the_path(
         reply = api.request("DELETE", path)
     assert reply.status == 405
     assert reply.headers["allow"] == allowed
-    assert "Method Not Allowed" in str(reply.body)
+    # the API's JSON, or a page's error page, in the same words
+    assert f"DELETE is not taken by {path}: it takes {allowed}" in str(reply.body)
+
+
+@pytest.mark.parametrize("path", ["/api/v1/run", "/api/v2/runs", "/api/v1/runs/r1/steps"])
+def test_a_path_that_is_not_there_is_named(api: Api, path: str) -> None:
+    reply = api.get(path)
+    assert reply.status == 404
+    assert reply.body == {
+        "detail": f"no path {path} here: GET /api/v1/openapi.json lists the API's paths"
+    }
 
 
 # Every POST route that takes a JSON body, with a body it would take.
@@ -199,3 +209,23 @@ def test_json_by_any_of_its_names_is_read(api: Api) -> None:
         assert reply.status == 404, reply.body  # read: no such flow is registered
     # no body at all needs no type
     assert api.request("POST", "/api/v1/schedules/nightly/pause", raw=b"").status == 404
+
+
+@pytest.mark.parametrize(
+    ("raw", "where"),
+    [
+        (b'{"flow": "nightly",}', "line 1, column 20: Expecting property name enclosed in double"),
+        (b'{\n  "flow": nightly\n}', "line 2, column 11: Expecting value"),
+        (b"", None),  # no body: a body is required here, and said so
+    ],
+)
+def test_a_body_that_is_not_json_is_refused_saying_where(
+    api: Api, redis_client: redis.Redis, raw: bytes, where: str | None
+) -> None:
+    with assert_unchanged(redis_client):
+        reply = api.request("POST", "/api/v1/runs", raw=raw)
+    assert reply.status == 422
+    if where is None:
+        assert reply.body == {"detail": "body: Field required"}
+    else:
+        assert reply.body["detail"].startswith(f"body: not JSON, at {where}"), reply.body
