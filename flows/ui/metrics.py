@@ -5,8 +5,8 @@ queues only). A scrape makes a bounded number of engine calls, in the number of 
 never in the number of jobs or schedules, sent in two round trips: the queue names (1 call per
 1,000 queues, unless given), then per 100 queues one ``queue.counts``, per queue one ``stats``
 of today, and ``worker.list``, ``runs.statuses``, ``schedule.list`` (each schedule with its
-skipped ticks counted by reason), ``schedulers``. ``flows_scrape_engine_calls`` says how many
-it took.
+skipped ticks counted by reason), ``schedulers`` and ``deadline.count``.
+``flows_scrape_engine_calls`` says how many it took, every one of them.
 
 The per-queue counters and histograms are today's (UTC) figures of the engine's statistics
 (``stats``): they start again from 0 at midnight UTC, which Prometheus reads as a counter reset,
@@ -86,6 +86,7 @@ class Snapshot:
     runs: list[dict[str, Any]] = field(default_factory=list)
     schedules: list[dict[str, Any]] = field(default_factory=list)
     services: list[dict[str, Any]] = field(default_factory=list)
+    deadlines_missed: int = 0
     now: float = 0.0
     calls: int = 0
     seconds: float = 0.0
@@ -116,6 +117,7 @@ def read(client: Client, queues: Sequence[str] | None = None) -> Snapshot:
     pipe.call("runs.statuses", "", 0, MAX_RUNS)
     pipe.call("schedule.list", 0, MAX_SCHEDULES)
     pipe.call("schedulers", 1000)
+    pipe.call("deadline.count")
     snap.calls += len(pipe)
     replies = pipe.execute()
     for reply in replies:
@@ -126,11 +128,12 @@ def read(client: Client, queues: Sequence[str] | None = None) -> Snapshot:
         snap.counts += as_list(reply)
     for name, reply in zip(names, replies[chunks : chunks + len(names)], strict=True):
         snap.stats[name] = as_dict(reply)
-    workers, runs, schedules, services = replies[chunks + len(names) :]
+    workers, runs, schedules, services, missed = replies[chunks + len(names) :]
     snap.workers = as_list(workers)
     snap.runs = as_list(runs)
     snap.schedules = [as_dict(s) for s in as_list(schedules)]
     snap.services = as_list(services)
+    snap.deadlines_missed = int(missed)
     snap.seconds = time.perf_counter() - started
     return snap
 
@@ -141,6 +144,12 @@ def families(snap: Snapshot) -> Iterator[Metric]:
     yield from _run_families(snap)
     yield from _schedule_families(snap)
     yield from _worker_families(snap)
+    missed = CounterMetricFamily(
+        "flows_deadlines_missed",
+        "Deadlines of runs and steps missed (each once), since the namespace began.",
+    )
+    missed.add_metric([], float(snap.deadlines_missed))
+    yield missed
     yield GaugeMetricFamily(
         "flows_scrape_engine_calls", "Engine calls this scrape made.", value=float(snap.calls)
     )
@@ -267,25 +276,9 @@ class EngineCollector(Collector):
         yield from families(read(self.client, self.queues))
 
 
-class DeadlineCollector(Collector):
-    """``flows_deadlines_missed_total``: one more engine call per scrape (``deadline.count``)."""
-
-    def __init__(self, client: Client) -> None:
-        self.client = client
-
-    def collect(self) -> Iterator[Metric]:
-        missed = CounterMetricFamily(
-            "flows_deadlines_missed",
-            "Deadlines of runs and steps missed (each once), since the namespace began.",
-        )
-        missed.add_metric([], float(self.client.engine.call("deadline.count")))
-        yield missed
-
-
 def registry(client: Client, queues: Iterable[str] | None = None) -> CollectorRegistry:
     out = CollectorRegistry(auto_describe=False)
     out.register(EngineCollector(client, queues))
-    out.register(DeadlineCollector(client))
     return out
 
 

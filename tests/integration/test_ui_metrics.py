@@ -147,7 +147,23 @@ def test_a_scrape_costs_calls_in_queues_not_jobs(client: Client) -> None:
     large = metrics.read(client)
     # one more queue: one more `stats` call (its counts share one queue.counts call)
     assert large.calls == small.calls + 1
-    assert small.calls == 1 + 1 + 1 + 4  # names, counts, stats of a, the four fixed calls
+    assert small.calls == 1 + 1 + 1 + 5  # names, counts, stats of a, the five fixed calls
+
+
+def _engine_calls(client: Client) -> int:
+    """Engine calls the server has run so far, by its own count (each is one FCALL)."""
+    stats = client.redis.info("commandstats")
+    return sum(
+        int(stats.get(f"cmdstat_{name}", {}).get("calls", 0)) for name in ("fcall", "fcall_ro")
+    )
+
+
+def test_a_scrape_says_the_engine_calls_it_made(api: Api, client: Client) -> None:
+    workload(client)
+    scrape(api)  # the engine's library looked at, once
+    before = _engine_calls(client)
+    said = value(scrape(api), "flows_scrape_engine_calls")
+    assert said == _engine_calls(client) - before
 
 
 def test_a_scrape_costs_the_same_calls_for_1_and_40_schedules(
