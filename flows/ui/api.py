@@ -31,6 +31,7 @@ from flows.runs.trigger import UnknownFlow, trigger_run
 from flows.ui import events
 from flows.ui.refusals import refusals
 from flows.ui.roles import who
+from flows.ui.shapes import FailedJobs, LogPage, Page, Triggered, answer
 from flows.ui.state import UiState, engine_library, reader, state, writer
 from scheduler.engine import joblogs
 from scheduler.engine.client import Client
@@ -176,7 +177,7 @@ def listed(record: dict[str, Any], status: str | None, all_runs: bool) -> bool:
     return status is None or record.get("status") == status
 
 
-@router.get("/runs", dependencies=reads, tags=["runs"])
+@router.get("/runs", dependencies=reads, tags=["runs"], response_model=None, responses=answer(Page))
 def list_runs(
     ui: Ui,
     offset: Offset = 0,
@@ -243,7 +244,12 @@ def get_run(
 
 
 @router.post(
-    "/runs", dependencies=writes, tags=["runs"], status_code=201, responses=refusals(404, 409, 415)
+    "/runs",
+    dependencies=writes,
+    tags=["runs"],
+    status_code=201,
+    response_model=None,
+    responses={**answer(Triggered, 201), **refusals(404, 409, 415)},
 )
 def start_run(ui: Ui, body: StartRun) -> dict[str, Any]:
     """Start a run of a registered flow (one the scheduler service registered) with params."""
@@ -452,7 +458,13 @@ def _log_page(
     return found, made
 
 
-@router.get("/jobs/{jid}/logs", dependencies=reads, tags=["jobs"], responses=refusals(404))
+@router.get(
+    "/jobs/{jid}/logs",
+    dependencies=reads,
+    tags=["jobs"],
+    response_model=None,
+    responses={**answer(LogPage), **refusals(404)},
+)
 def job_logs(
     ui: Ui,
     jid: str,
@@ -542,7 +554,9 @@ def job_logs_stream(request: Request, ui: Ui, jid: str) -> StreamingResponse:
 # -- queues, workers -------------------------------------------------------------------------------
 
 
-@router.get("/queues", dependencies=reads, tags=["queues"])
+@router.get(
+    "/queues", dependencies=reads, tags=["queues"], response_model=None, responses=answer(Page)
+)
 def list_queues(ui: Ui, offset: Offset = 0, limit: Limit = 100) -> dict[str, Any]:
     """Queues with their counts (backlog, leased, waiting, running, ..., paused)."""
     names = engine_errors(
@@ -580,7 +594,9 @@ def unpause_queue(ui: Ui, queue: str) -> dict[str, Any]:
     return {"queue": queue, "paused": False}
 
 
-@router.get("/workers", dependencies=reads, tags=["workers"])
+@router.get(
+    "/workers", dependencies=reads, tags=["workers"], response_model=None, responses=answer(Page)
+)
 def list_workers(
     ui: Ui,
     offset: Offset = 0,
@@ -610,7 +626,13 @@ def _registration(client: Client, name: str) -> Registration:
     return found
 
 
-@router.get("/schedules", dependencies=reads, tags=["schedules"])
+@router.get(
+    "/schedules",
+    dependencies=reads,
+    tags=["schedules"],
+    response_model=None,
+    responses=answer(Page),
+)
 def list_schedules(ui: Ui, offset: Offset = 0, limit: Limit = 100) -> dict[str, Any]:
     """Registered schedules by name, each with its next fire time and last run."""
     raw = engine_errors(lambda: ui.client.engine.call("schedule.list", offset, limit))
@@ -648,7 +670,8 @@ def resume_schedule(ui: Ui, name: str) -> dict[str, Any]:
     dependencies=writes,
     tags=["schedules"],
     status_code=201,
-    responses=refusals(404, 409),
+    response_model=None,
+    responses={**answer(Triggered, 201), **refusals(404, 409)},
 )
 def trigger_schedule(ui: Ui, name: str) -> dict[str, Any]:
     """A run now, with the schedule's params."""
@@ -658,7 +681,9 @@ def trigger_schedule(ui: Ui, name: str) -> dict[str, Any]:
 # -- failures --------------------------------------------------------------------------------------
 
 
-@router.get("/failures", dependencies=reads, tags=["failures"])
+@router.get(
+    "/failures", dependencies=reads, tags=["failures"], response_model=None, responses=answer(Page)
+)
 def list_failure_groups(ui: Ui, offset: Offset = 0, limit: Limit = 100) -> dict[str, Any]:
     """Failure groups by name: each ``{group, total, dropped}``, its failed jobs kept and
     those dropped for good by ``max-failed-per-group`` (a group that only dropped jobs too)."""
@@ -668,7 +693,13 @@ def list_failure_groups(ui: Ui, offset: Offset = 0, limit: Limit = 100) -> dict[
 
 # A group is an id, which may hold "/" (lua/README.md), where a name may not: the group is the
 # rest of the path, as it arrives decoded.
-@router.get("/failures/{group:path}", dependencies=reads, tags=["failures"])
+@router.get(
+    "/failures/{group:path}",
+    dependencies=reads,
+    tags=["failures"],
+    response_model=None,
+    responses=answer(FailedJobs),
+)
 def list_failures(ui: Ui, group: str, offset: Offset = 0, limit: Limit = 25) -> dict[str, Any]:
     """A page of a group's failed jobs, newest first."""
     listing = engine_errors(lambda: ui.client.failed(group, offset, limit))

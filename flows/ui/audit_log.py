@@ -19,6 +19,7 @@ from flows.access import audit
 from flows.ui import api
 from flows.ui.pages import render
 from flows.ui.roles import Identity
+from flows.ui.shapes import AuditPage, answer
 from flows.ui.state import UiState, reader
 
 log = logging.getLogger("flows.ui")
@@ -76,7 +77,13 @@ router = APIRouter()
 Count = Annotated[int, Query(ge=1, le=api.MAX_LIMIT, description="Entries, newest first.")]
 
 
-@router.get(f"{api.PREFIX}/audit", dependencies=[Depends(reader)], tags=["audit"])
+@router.get(
+    f"{api.PREFIX}/audit",
+    dependencies=[Depends(reader)],
+    tags=["audit"],
+    response_model=None,
+    responses=answer(AuditPage),
+)
 def list_audit(
     ui: api.Ui,
     limit: Count = 100,

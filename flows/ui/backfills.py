@@ -13,6 +13,7 @@ from fastapi.responses import HTMLResponse
 from flows.ui import api, pages
 from flows.ui.api import Limit, Offset, Ui, engine_errors, page, reads, writes
 from flows.ui.refusals import refusals
+from flows.ui.shapes import Page, answer
 from scheduler.service.backfills import Backfill, Backfills
 
 router = APIRouter(prefix=api.PREFIX)
@@ -32,7 +33,13 @@ def _document(found: Backfill) -> dict[str, Any]:
     return out
 
 
-@router.get("/backfills", dependencies=reads, tags=["backfills"])
+@router.get(
+    "/backfills",
+    dependencies=reads,
+    tags=["backfills"],
+    response_model=None,
+    responses=answer(Page),
+)
 def list_backfills(ui: Ui, offset: Offset = 0, limit: Limit = 100) -> dict[str, Any]:
     """Backfills, newest first, each with its progress and its runs still active."""
     found = engine_errors(lambda: Backfills(ui.client).recent(offset, limit))

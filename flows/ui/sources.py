@@ -13,6 +13,7 @@ from pydantic import Field
 from flows.ui import api
 from flows.ui.api import Body, Ui, engine_errors, reads, writes
 from flows.ui.refusals import refusals
+from flows.ui.shapes import Listing, answer
 from scheduler.service import catalog
 
 router = APIRouter(prefix=api.PREFIX)
@@ -24,7 +25,9 @@ class RemoveSource(Body):
     )
 
 
-@router.get("/sources", dependencies=reads, tags=["sources"])
+@router.get(
+    "/sources", dependencies=reads, tags=["sources"], response_model=None, responses=answer(Listing)
+)
 def list_sources(ui: Ui) -> dict[str, Any]:
     """Every source whose service published its folder of flow files, by name: its folder,
     how many files, when it was published, whether a service of it is alive (``live``: one

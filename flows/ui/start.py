@@ -45,6 +45,7 @@ from flows.ui import api
 from flows.ui.pages import render
 from flows.ui.refusals import refusals
 from flows.ui.roles import Identity
+from flows.ui.shapes import Listing, RunStarted, answer
 from flows.ui.state import UiState, engine_library, reader, writer
 from flows.validation.validate import InvalidFlow
 from scheduler import secrets
@@ -254,7 +255,13 @@ def _start(ui: UiState, source: FlowFile, params: dict[str, Any], trigger: str) 
     return {"id": submission.run_id, "jobs": submission.jobs, "flow": source.flow.name}
 
 
-@router.get(f"{api.PREFIX}/flows", dependencies=[Depends(reader)], tags=["flows"])
+@router.get(
+    f"{api.PREFIX}/flows",
+    dependencies=[Depends(reader)],
+    tags=["flows"],
+    response_model=None,
+    responses=answer(Listing),
+)
 def list_flows(flows: Flows) -> dict[str, Any]:
     """Every flow file of the flows folder (``--flows-dir``; else of the scheduler services'
     folders), scheduled or not: its name, params (to start it with), whether it has a schedule
@@ -271,7 +278,8 @@ def list_flows(flows: Flows) -> dict[str, Any]:
     dependencies=[Depends(writer)],
     tags=["flows"],
     status_code=201,
-    responses=refusals(404, 409, 415),
+    response_model=None,
+    responses={**answer(RunStarted, 201), **refusals(404, 409, 415)},
 )
 def start_flow(
     ui: api.Ui, flows: Flows, flow: str, body: RunParams | None = None
@@ -282,7 +290,11 @@ def start_flow(
 
 
 @router.post(
-    f"{api.PREFIX}/hooks/{{flow}}", tags=["flows"], status_code=201, responses=refusals(404, 409)
+    f"{api.PREFIX}/hooks/{{flow}}",
+    tags=["flows"],
+    status_code=201,
+    response_model=None,
+    responses={**answer(RunStarted, 201), **refusals(404, 409)},
 )
 async def webhook(request: Request, ui: api.Ui, flows: Flows, flow: str) -> dict[str, Any]:
     """Start a run of a flow declaring `on: webhook`, with the JSON body as its param, when the

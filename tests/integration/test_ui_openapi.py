@@ -10,11 +10,12 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import pytest
 import redis
 from helpers import assert_unchanged
-from ui_support import TOKEN, Api, Reply, serve
+from ui_support import TOKEN, Api, Reply, register_flow, serve
 
 from flows.ui.api import PREFIX
 from flows.ui.app import MAX_BODY
@@ -23,6 +24,10 @@ from scheduler.engine.client import Client
 from scheduler.engine.scripts import Engine
 
 FLOW = "version: 1\nname: hello\nsteps:\n  greet: {run: echo hi}\n"
+REGISTERED = (
+    'version: 1\nname: {name}\nqueue: {queue}\nschedule: {{cron: "0 0 1 1 *"}}\n'
+    "steps:\n  a: {{run: echo a}}\n"
+)
 BROKEN = "version: 1\nname: broken\nsteps:\n  greet: {run: echo hi, needs: [nothing]}\n"
 
 
@@ -66,6 +71,12 @@ def conforms(value: Any, schema: dict[str, Any], components: dict[str, Any]) -> 
         return isinstance(value, str)
     if kind == "integer":
         return isinstance(value, int) and not isinstance(value, bool)
+    if kind == "number":
+        return isinstance(value, int | float) and not isinstance(value, bool)
+    if kind == "boolean":
+        return isinstance(value, bool)
+    if kind == "null":
+        return value is None
     return kind is None  # {}: anything
 
 
@@ -170,3 +181,48 @@ def test_a_flow_file_that_does_not_validate_is_refused_as_documented(
     assert reply.status == 422
     assert reply.body["detail"]["findings"][0]["code"] == "unknown-need"
     assert _mismatch(reply, operation["responses"], document["components"]["schemas"]) is None
+
+
+# What a client reads most, each answered with what it lists: the document gives each its shape.
+READS = {
+    "/runs": "/runs",
+    "/queues": "/queues",
+    "/workers": "/workers",
+    "/schedules": "/schedules",
+    "/failures": "/failures",
+    "/failures/{group}": "/failures/boom",
+    "/backfills": "/backfills",
+    "/flows": "/flows",
+    "/sources": "/sources",
+    "/audit": "/audit",
+    "/jobs/{jid}/logs": "/jobs/{jid}/logs",
+}
+
+
+def test_the_answers_have_the_shapes_the_document_gives(
+    api: Api, client: Client, tmp_path: Path
+) -> None:
+    document = api.get(f"{PREFIX}/openapi.json").body
+    components = document["components"]["schemas"]
+    (tmp_path / "registered").mkdir()
+    registered = register_flow(client, tmp_path / "registered", REGISTERED, "nightly")
+    triggered = api.post(f"{PREFIX}/runs", {"flow": registered["name"]})
+    started = api.post(f"{PREFIX}/flows/hello/runs", {"params": {}})
+    assert started.status == 201, started.body
+    run = api.get(f"{PREFIX}/runs/{quote(started.body['id'], safe='')}").body
+    [job] = client.queues[run["queues"][0]].pop()
+    lines = (1.0, "stdout", "", "a line", 2.0, "log", "info/3", "a record cut short")
+    client.engine.call("log.append", job.jid, 1, 0, 2, *lines)
+    job.fail("boom", "it broke")
+    asked = {("post", "/flows/{flow}/runs"): started, ("post", "/runs"): triggered}
+    for template, path in READS.items():
+        asked["get", template] = api.get(PREFIX + path.format(jid=quote(job.jid, safe="")))
+    wrong: list[str] = []
+    for (method, template), reply in asked.items():
+        assert 200 <= reply.status < 300, (template, reply)
+        answers = document["paths"][PREFIX + template][method]["responses"]
+        schema = answers[str(reply.status)]["content"]["application/json"]["schema"]
+        problem = _mismatch(reply, answers, components)
+        if "$ref" not in schema or problem is not None:
+            wrong.append(f"{method.upper()} {template}: {problem or f'documented as {schema}'}")
+    assert not wrong, "\n".join(wrong)

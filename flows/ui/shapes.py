@@ -1,0 +1,95 @@
+"""The shapes of the API's answers, as its OpenAPI document gives them.
+
+The routes build their answers as they always have (dicts, sent by the app's JSON response);
+these models only document them: each route names its model with :func:`answer` and no
+response model, so nothing is validated or dropped on the way out, and the tests hold the live
+answers to the document. A model that forbids other fields says the answer has no others.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class Shape(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Page(Shape):
+    """A page of a listing: follow ``next`` (the next page's ``offset``) until it is null."""
+
+    items: list[dict[str, Any]]
+    offset: int
+    limit: int
+    next: int | None = Field(description="The next page's `offset`; null on the last page.")
+
+
+class FailedJobs(Page):
+    """A page of a failure group's jobs, with the group's totals."""
+
+    total: int = Field(description="The group's failed jobs kept.")
+    dropped: int = Field(description="Its jobs dropped for good by `max-failed-per-group`.")
+
+
+class Listing(Shape):
+    """Every item at once: a short list (a folder's flow files, the sources)."""
+
+    items: list[dict[str, Any]]
+
+
+class AuditPage(Shape):
+    """A page of the audit log, newest first: ask for the next with ``before=next``."""
+
+    items: list[dict[str, Any]]
+    next: str | None = Field(description="The `before` of the next page; null on the last.")
+
+
+class LogLine(Shape):
+    """One log line, in the one shape of `flows logs --json` and the log stream."""
+
+    step: str | None = Field(description="The job's label in its run; null for no run's job.")
+    jid: str
+    attempt: int
+    time: float
+    stream: str = Field(description="`stdout`, `stderr`, `log` (with `level`) or `truncated`.")
+    text: str
+    level: str | None = Field(None, description="A logging record's level.")
+    cut: int | None = Field(None, description="Bytes cut off the end of a line too long.")
+
+
+class LogPage(Shape):
+    """A page of one attempt's log lines."""
+
+    jid: str
+    attempt: int = Field(description="The attempt read: asked for, else the latest with lines.")
+    attempts: int = Field(description="Attempts the job made, whether or not they wrote.")
+    total: int = Field(description="The attempt's lines kept.")
+    dropped: int = Field(description="Its lines not kept (beyond its budget) or cut short.")
+    items: list[LogLine]
+    offset: int
+    limit: int
+    next: int | None = Field(description="The next page's `offset`; null at the end so far.")
+
+
+class RunStarted(Shape):
+    """A run of a flow file started: its id, its number of jobs and its flow."""
+
+    id: str
+    jobs: int
+    flow: str
+
+
+class Triggered(Shape):
+    """A run of a registered flow started: its id and its number of jobs."""
+
+    id: str
+    jobs: int
+    existed: bool = Field(description="The run id was taken already: nothing was submitted.")
+
+
+def answer(model: type[BaseModel], status: int = 200) -> dict[int | str, dict[str, Any]]:
+    """The OpenAPI answer of a route that answers ``model`` (with ``status``). The route says
+    ``response_model=None`` too, so that its answer is sent as it builds it."""
+    return {status: {"model": model, "description": (model.__doc__ or "").split("\n")[0]}}
