@@ -31,7 +31,26 @@ from flows.runs.trigger import UnknownFlow, trigger_run
 from flows.ui import events
 from flows.ui.refusals import refusals
 from flows.ui.roles import who
-from flows.ui.shapes import FailedJobs, LogPage, Page, Triggered, answer
+from flows.ui.shapes import (
+    FailedJobs,
+    JobCanceled,
+    JobKicked,
+    JobRetried,
+    LogPage,
+    Page,
+    QueuePaused,
+    RunCanceled,
+    RunJobs,
+    RunRetried,
+    SchedulePaused,
+    ScheduleResumed,
+    Signaled,
+    StepKicked,
+    StepRerun,
+    Triggered,
+    Unfailed,
+    answer,
+)
 from flows.ui.state import UiState, engine_library, reader, state, writer
 from scheduler.engine import joblogs
 from scheduler.engine.client import Client
@@ -263,7 +282,11 @@ def start_run(ui: Ui, body: StartRun) -> dict[str, Any]:
 
 
 @router.post(
-    "/runs/{run_id}/retry", dependencies=writes, tags=["runs"], responses=refusals(404, 409)
+    "/runs/{run_id}/retry",
+    dependencies=writes,
+    tags=["runs"],
+    response_model=None,
+    responses={**answer(RunRetried), **refusals(404, 409)},
 )
 def retry_run(ui: Ui, run_id: str) -> dict[str, Any]:
     """Resume a run: its failed and expired jobs run again, completed ones do not. 409
@@ -274,7 +297,11 @@ def retry_run(ui: Ui, run_id: str) -> dict[str, Any]:
 
 
 @router.post(
-    "/runs/{run_id}/cancel", dependencies=writes, tags=["runs"], responses=refusals(404, 409)
+    "/runs/{run_id}/cancel",
+    dependencies=writes,
+    tags=["runs"],
+    response_model=None,
+    responses={**answer(RunCanceled), **refusals(404, 409)},
 )
 def cancel_run(ui: Ui, run_id: str) -> dict[str, Any]:
     """Cancel every job of the run that has not ended. 409 (nothing changed) when none is
@@ -295,7 +322,8 @@ class Rerun(Body):
     "/runs/{run_id}/steps/{step}/rerun",
     dependencies=writes,
     tags=["runs"],
-    responses=refusals(404, 409, 415),
+    response_model=None,
+    responses={**answer(StepRerun), **refusals(404, 409, 415)},
 )
 def rerun_step(ui: Ui, run_id: str, step: str, body: Rerun | None = None) -> dict[str, Any]:
     """Run a step of a finished run again (with ``downstream``, every step after it), its
@@ -313,7 +341,8 @@ def rerun_step(ui: Ui, run_id: str, step: str, body: Rerun | None = None) -> dic
     "/runs/{run_id}/steps/{step}/kick",
     dependencies=writes,
     tags=["runs"],
-    responses=refusals(404, 409),
+    response_model=None,
+    responses={**answer(StepKicked), **refusals(404, 409)},
 )
 def kick_step(ui: Ui, run_id: str, step: str) -> dict[str, Any]:
     """Put every buried job of a step back into its queue (a foreach step's items too), each
@@ -342,7 +371,8 @@ def _signaled(action: Callable[[], T]) -> T:
     "/runs/{run_id}/steps/{step}/signal",
     dependencies=writes,
     tags=["runs"],
-    responses=refusals(404, 409, 415),
+    response_model=None,
+    responses={**answer(Signaled), **refusals(404, 409, 415)},
 )
 def signal_wait(
     ui: Ui, request: Request, run_id: str, step: str, body: Signal | None = None
@@ -361,7 +391,8 @@ def signal_wait(
     "/runs/{run_id}/steps/{step}/approve",
     dependencies=writes,
     tags=["runs"],
-    responses=refusals(404, 409, 415),
+    response_model=None,
+    responses={**answer(Signaled), **refusals(404, 409, 415)},
 )
 def approve_wait(
     ui: Ui, request: Request, run_id: str, step: str, body: Approve | None = None
@@ -377,7 +408,13 @@ def approve_wait(
     return {"id": run_id, "step": step, "jid": done.jid, "data": dict(done.data)}
 
 
-@router.get("/runs/{run_id}/logs", dependencies=reads, tags=["runs"], responses=refusals(404))
+@router.get(
+    "/runs/{run_id}/logs",
+    dependencies=reads,
+    tags=["runs"],
+    response_model=None,
+    responses={**answer(RunJobs), **refusals(404)},
+)
 def run_logs(
     ui: Ui, run_id: str, step: Annotated[str | None, narrowed("Only this step's jobs.")] = None
 ) -> dict[str, Any]:
@@ -408,7 +445,13 @@ def get_job(ui: Ui, jid: str) -> dict[str, Any]:
     return engine_errors(lambda: run_actions.job_document(ui.client, found))
 
 
-@router.post("/jobs/{jid}/retry", dependencies=writes, tags=["jobs"], responses=refusals(404, 409))
+@router.post(
+    "/jobs/{jid}/retry",
+    dependencies=writes,
+    tags=["jobs"],
+    response_model=None,
+    responses={**answer(JobRetried), **refusals(404, 409)},
+)
 def retry_job(ui: Ui, jid: str) -> dict[str, Any]:
     """Put a failed or expired job back (a job of a run by the run's rules), or the failed
     jobs of a run's step named as ``RUN:STEP`` (a foreach step's items, ``RUN:STEP[i]``, too).
@@ -418,7 +461,13 @@ def retry_job(ui: Ui, jid: str) -> dict[str, Any]:
     return {"jid": jid, **done}
 
 
-@router.post("/jobs/{jid}/kick", dependencies=writes, tags=["jobs"], responses=refusals(404, 409))
+@router.post(
+    "/jobs/{jid}/kick",
+    dependencies=writes,
+    tags=["jobs"],
+    response_model=None,
+    responses={**answer(JobKicked), **refusals(404, 409)},
+)
 def kick_job(ui: Ui, jid: str) -> dict[str, Any]:
     """Put a buried job back into its queue, waiting again at its priority (a job of a run:
     its step waits again). 409 (nothing changed) when the job is not buried."""
@@ -427,7 +476,13 @@ def kick_job(ui: Ui, jid: str) -> dict[str, Any]:
     return {"jid": jid, "queue": found.queue, "kicked": len(kicked)}
 
 
-@router.post("/jobs/{jid}/cancel", dependencies=writes, tags=["jobs"], responses=refusals(404, 409))
+@router.post(
+    "/jobs/{jid}/cancel",
+    dependencies=writes,
+    tags=["jobs"],
+    response_model=None,
+    responses={**answer(JobCanceled), **refusals(404, 409)},
+)
 def cancel_job(ui: Ui, jid: str) -> dict[str, Any]:
     """Cancel a job (refused while a job depends on it)."""
     _job(ui.client, jid)
@@ -575,7 +630,13 @@ def _known_queue(client: Client, queue: str) -> None:
         raise HTTPException(404, problem)
 
 
-@router.post("/queues/{queue}/pause", dependencies=writes, tags=["queues"], responses=refusals(404))
+@router.post(
+    "/queues/{queue}/pause",
+    dependencies=writes,
+    tags=["queues"],
+    response_model=None,
+    responses={**answer(QueuePaused), **refusals(404)},
+)
 def pause_queue(ui: Ui, queue: str) -> dict[str, Any]:
     """Stop handing out the queue's jobs. 404 for a queue the namespace never saw, naming the
     one likely meant (as `flows queue pause`); nothing changes then."""
@@ -585,7 +646,11 @@ def pause_queue(ui: Ui, queue: str) -> dict[str, Any]:
 
 
 @router.post(
-    "/queues/{queue}/unpause", dependencies=writes, tags=["queues"], responses=refusals(404)
+    "/queues/{queue}/unpause",
+    dependencies=writes,
+    tags=["queues"],
+    response_model=None,
+    responses={**answer(QueuePaused), **refusals(404)},
 )
 def unpause_queue(ui: Ui, queue: str) -> dict[str, Any]:
     """Hand out the queue's jobs again. 404 for a queue the namespace never saw."""
@@ -644,7 +709,8 @@ def list_schedules(ui: Ui, offset: Offset = 0, limit: Limit = 100) -> dict[str, 
     "/schedules/{name}/pause",
     dependencies=writes,
     tags=["schedules"],
-    responses=refusals(404, 415),
+    response_model=None,
+    responses={**answer(SchedulePaused), **refusals(404, 415)},
 )
 def pause_schedule(ui: Ui, name: str, body: PauseSchedule | None = None) -> dict[str, Any]:
     """Skip the schedule's ticks (reason ``paused``) until it is resumed."""
@@ -654,7 +720,11 @@ def pause_schedule(ui: Ui, name: str, body: PauseSchedule | None = None) -> dict
 
 
 @router.post(
-    "/schedules/{name}/resume", dependencies=writes, tags=["schedules"], responses=refusals(404)
+    "/schedules/{name}/resume",
+    dependencies=writes,
+    tags=["schedules"],
+    response_model=None,
+    responses={**answer(ScheduleResumed), **refusals(404)},
 )
 def resume_schedule(ui: Ui, name: str) -> dict[str, Any]:
     """Fire the schedule again from its next tick."""
@@ -715,7 +785,8 @@ def list_failures(ui: Ui, group: str, offset: Offset = 0, limit: Limit = 25) -> 
     "/failures/{group:path}/unfail",
     dependencies=writes,
     tags=["failures"],
-    responses=refusals(404, 415),
+    response_model=None,
+    responses={**answer(Unfailed), **refusals(404, 415)},
 )
 def unfail(ui: Ui, group: str, body: Unfail) -> dict[str, Any]:
     """Put up to ``count`` of the group's failed jobs back into ``queue``. 404 when the group

@@ -93,3 +93,101 @@ def answer(model: type[BaseModel], status: int = 200) -> dict[int | str, dict[st
     """The OpenAPI answer of a route that answers ``model`` (with ``status``). The route says
     ``response_model=None`` too, so that its answer is sent as it builds it."""
     return {status: {"model": model, "description": (model.__doc__ or "").split("\n")[0]}}
+
+
+class RunJobs(Shape):
+    """The run's jobs (of one step), each with its label, to read its log."""
+
+    id: str
+    jobs: list[dict[str, str]] = Field(description="Each `{step, jid}`, in submission order.")
+
+
+class RunRetried(Shape):
+    """How many of the run's jobs were put back."""
+
+    id: str
+    retried: int
+
+
+class RunCanceled(Shape):
+    """How many of the run's jobs were canceled."""
+
+    id: str
+    canceled: int
+
+
+class StepRerun(Shape):
+    """How many jobs of the step (and after it, with `downstream`) run again."""
+
+    id: str
+    step: str
+    rerun: int
+
+
+class StepKicked(Shape):
+    """The step's buried jobs put back into their queues."""
+
+    id: str
+    step: str
+    kicked: int
+    jobs: list[str]
+
+
+class Signaled(Shape):
+    """The wait step's job completed with the signal's data as its outputs."""
+
+    id: str
+    step: str
+    jid: str
+    data: dict[str, Any]
+
+
+class JobRetried(Shape):
+    """How many jobs were put back: of the job's run (`run`), else of its queue (`queue`)."""
+
+    jid: str
+    retried: int
+    run: str | None = None
+    queue: str | None = None
+
+
+class JobKicked(Shape):
+    """The buried job put back into its queue."""
+
+    jid: str
+    queue: str
+    kicked: int
+
+
+class JobCanceled(Shape):
+    """The jobs canceled."""
+
+    canceled: list[str]
+
+
+class QueuePaused(Shape):
+    """The queue, and whether its jobs are handed out now."""
+
+    queue: str
+    paused: bool
+
+
+class SchedulePaused(Shape):
+    """The schedule, and whether its ticks are skipped now."""
+
+    name: str
+    paused: bool
+
+
+class ScheduleResumed(SchedulePaused):
+    """The schedule resumed (`outcome`: `resumed`, or `not-paused` when it was not)."""
+
+    outcome: str
+
+
+class Unfailed(Shape):
+    """How many of the group's failed jobs were put into the queue."""
+
+    group: str
+    queue: str
+    moved: int

@@ -226,3 +226,62 @@ def test_the_answers_have_the_shapes_the_document_gives(
         if "$ref" not in schema or problem is not None:
             wrong.append(f"{method.upper()} {template}: {problem or f'documented as {schema}'}")
     assert not wrong, "\n".join(wrong)
+
+
+ACTS = """\
+version: 1
+name: acts
+queue: acts
+steps:
+  work: {run: echo hi}
+  gate: {wait: {signal: go, timeout: 1h}}
+  later: {wait: {signal: go, timeout: 1h}}
+"""
+
+
+def test_the_actions_answer_the_shapes_the_document_gives(
+    api: Api, client: Client, tmp_path: Path
+) -> None:
+    document = api.get(f"{PREFIX}/openapi.json").body
+    components = document["components"]["schemas"]
+    (tmp_path / "acts.yaml").write_text(ACTS)
+    (tmp_path / "registered").mkdir()
+    schedule = register_flow(client, tmp_path / "registered", REGISTERED, "nightly")["name"]
+    run = api.post(f"{PREFIX}/flows/acts/runs", {"params": {}}).body["id"]
+    [work] = client.queues["acts"].pop()
+    work.fail("boom", "it broke")
+    plain = client.queues["plain"].put("K", {})
+    client.queues["plain"].pop()[0].fail("boom", "it broke")
+    buried = client.queues["plain"].put("K", {})
+    client.engine.call("bury", buried, "ops")
+    on_run, on_job = f"{PREFIX}/runs/{quote(run, safe='')}", f"{PREFIX}/jobs/"
+    asked = [  # in an order each is allowed in
+        ("/runs/{run_id}/steps/{step}/approve", f"{on_run}/steps/gate/approve", {"note": "ok"}),
+        ("/runs/{run_id}/steps/{step}/signal", f"{on_run}/steps/later/signal", {"data": {}}),
+        ("/runs/{run_id}/logs", f"{on_run}/logs", None),
+        ("/runs/{run_id}/retry", f"{on_run}/retry", None),
+        ("/runs/{run_id}/steps/{step}/kick", f"{on_run}/steps/work/kick", None),
+        ("/runs/{run_id}/cancel", f"{on_run}/cancel", None),
+        ("/runs/{run_id}/steps/{step}/rerun", f"{on_run}/steps/gate/rerun", {}),
+        ("/jobs/{jid}/retry", on_job + plain + "/retry", None),
+        ("/jobs/{jid}/kick", on_job + buried + "/kick", None),
+        ("/jobs/{jid}/cancel", on_job + buried + "/cancel", None),
+        ("/queues/{queue}/pause", f"{PREFIX}/queues/plain/pause", None),
+        ("/queues/{queue}/unpause", f"{PREFIX}/queues/plain/unpause", None),
+        ("/schedules/{name}/pause", f"{PREFIX}/schedules/{schedule}/pause", {"note": "x"}),
+        ("/schedules/{name}/resume", f"{PREFIX}/schedules/{schedule}/resume", None),
+        ("/schedules/{name}/trigger", f"{PREFIX}/schedules/{schedule}/trigger", None),
+    ]
+    wrong: list[str] = []
+    for template, path, body in asked:
+        if template.endswith("/kick") and "steps" in template:  # the retried job, buried again
+            client.engine.call("bury", work.jid, "ops")
+        method = "get" if template.endswith("/logs") else "post"
+        reply = api.request(method.upper(), path, body)
+        assert 200 <= reply.status < 300, (path, reply.status, reply.body)
+        answers = document["paths"][PREFIX + template][method]["responses"]
+        schema = answers[str(reply.status)]["content"]["application/json"]["schema"]
+        problem = _mismatch(reply, answers, components)
+        if "$ref" not in schema or problem is not None:
+            wrong.append(f"{method.upper()} {template}: {problem or f'documented as {schema}'}")
+    assert not wrong, "\n".join(wrong)
