@@ -34,6 +34,7 @@ from flows.ui.roles import who
 from flows.ui.shapes import (
     FailedJobs,
     JobCanceled,
+    JobDocument,
     JobKicked,
     JobRetried,
     LogPage,
@@ -436,7 +437,13 @@ def _job(client: Client, jid: str) -> Job:
     return found
 
 
-@router.get("/jobs/{jid}", dependencies=reads, tags=["jobs"], responses=refusals(404))
+@router.get(
+    "/jobs/{jid}",
+    dependencies=reads,
+    tags=["jobs"],
+    response_model=None,
+    responses={**answer(JobDocument), **refusals(404)},
+)
 def get_job(ui: Ui, jid: str) -> dict[str, Any]:
     """One job: state, data, result, failure, history, and the actions allowed on it now (a
     job of a run: as its run's decider says; `run` names the run), and who ran it last

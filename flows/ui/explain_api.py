@@ -10,12 +10,19 @@ from fastapi import APIRouter, HTTPException
 from flows.runs.explain import UnknownStep, explain_run
 from flows.ui.api import PREFIX, Ui, _load_run, engine_errors, narrowed, reads
 from flows.ui.refusals import refusals
+from flows.ui.shapes import JobExplanation, RunExplanation, answer
 from scheduler.engine.explain import explain
 
 router = APIRouter(prefix=PREFIX)
 
 
-@router.get("/jobs/{jid}/explain", dependencies=reads, tags=["jobs"], responses=refusals(404))
+@router.get(
+    "/jobs/{jid}/explain",
+    dependencies=reads,
+    tags=["jobs"],
+    response_model=None,
+    responses={**answer(JobExplanation), **refusals(404)},
+)
 def explain_job(ui: Ui, jid: str) -> dict[str, Any]:
     """Why the job is where it is: ``{jid, reason, sentence, state, queue, ...facts}``."""
     found = engine_errors(lambda: explain(ui.client, jid))
@@ -24,7 +31,13 @@ def explain_job(ui: Ui, jid: str) -> dict[str, Any]:
     return found.as_json()
 
 
-@router.get("/runs/{run_id}/explain", dependencies=reads, tags=["runs"], responses=refusals(404))
+@router.get(
+    "/runs/{run_id}/explain",
+    dependencies=reads,
+    tags=["runs"],
+    response_model=None,
+    responses={**answer(RunExplanation), **refusals(404)},
+)
 def explain_steps(
     ui: Ui, run_id: str, step: Annotated[str | None, narrowed("Only this step.")] = None
 ) -> dict[str, Any]:

@@ -15,6 +15,7 @@ from fastapi.responses import HTMLResponse
 from flows.runs import history as run_history
 from flows.ui import api, graph, pages
 from flows.ui.refusals import refusals
+from flows.ui.shapes import FlowHistory, Timeline, answer
 from flows.ui.state import reader
 from scheduler.service.records import Registration
 from scheduler.service.schedules import Schedules
@@ -45,7 +46,12 @@ def brief(seconds: Any) -> str:
 pages.templates.env.filters["brief"] = brief
 
 
-@router.get("/runs/{run_id}/timeline", tags=["runs"], responses=refusals(404))
+@router.get(
+    "/runs/{run_id}/timeline",
+    tags=["runs"],
+    response_model=None,
+    responses={**answer(Timeline), **refusals(404)},
+)
 def run_timeline(ui: api.Ui, run_id: str) -> dict[str, Any]:
     """Each step's waiting and running spans: ``ready`` (its needs had ended), ``started``,
     ``finished`` (epoch s, null where not yet), and a one-job step's attempts."""
@@ -69,7 +75,12 @@ def _flow(ui: api.Ui, flow: str, count: int) -> tuple[run_history.FlowHistory, R
     return found, registration
 
 
-@router.get("/flows/{flow}/history", tags=["runs"], responses=refusals(404))
+@router.get(
+    "/flows/{flow}/history",
+    tags=["runs"],
+    response_model=None,
+    responses={**answer(FlowHistory), **refusals(404)},
+)
 def flow_history(ui: api.Ui, flow: str, count: Count = 25) -> dict[str, Any]:
     """The flow's newest runs (oldest first) by its steps: each run's status and duration, and
     each of its steps' status and duration, as a grid. 404 for a flow that is neither

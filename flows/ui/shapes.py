@@ -191,3 +191,52 @@ class Unfailed(Shape):
     group: str
     queue: str
     moved: int
+
+
+class JobDocument(BaseModel):
+    """One job as `flows job JID --json` prints it: its fields (`jid`, `state`, `queue`,
+    `data`, `history`, `failure`, `result`, ... as the engine keeps them), the run it belongs to,
+    the actions allowed on it now and who ran it last."""
+
+    jid: str
+    state: str
+    queue: str
+    run: str | None = Field(description="The run the job belongs to; null for a job of no run.")
+    actions: list[str]
+    ran_by: dict[str, Any] | None = Field(description="`worker`, `host`, `pid`; or null.")
+
+
+class Timeline(Shape):
+    """Each step's waiting and running spans (epoch s; null where not yet)."""
+
+    id: str
+    status: str
+    submitted: float | None
+    now: float
+    steps: list[dict[str, Any]]
+
+
+class FlowHistory(Shape):
+    """A flow's newest runs (columns, oldest first) by its steps (rows)."""
+
+    flow: str
+    steps: list[str]
+    runs: list[dict[str, Any]]
+
+
+class RunExplanation(Shape):
+    """Each unfinished step (or the one asked) with the reasons of its jobs."""
+
+    run: str
+    status: str
+    steps: list[dict[str, Any]]
+
+
+class JobExplanation(BaseModel):
+    """Why a job is where it is: its reason and sentence, with the facts behind them."""
+
+    jid: str
+    reason: str
+    sentence: str
+    state: str | None = None
+    queue: str | None = None

@@ -196,6 +196,11 @@ READS = {
     "/sources": "/sources",
     "/audit": "/audit",
     "/jobs/{jid}/logs": "/jobs/{jid}/logs",
+    "/jobs/{jid}": "/jobs/{jid}",
+    "/jobs/{jid}/explain": "/jobs/{jid}/explain",
+    "/runs/{run_id}/timeline": "/runs/{run}/timeline",
+    "/runs/{run_id}/explain": "/runs/{run}/explain",
+    "/flows/{flow}/history": "/flows/hello/history",
 }
 
 
@@ -216,7 +221,8 @@ def test_the_answers_have_the_shapes_the_document_gives(
     job.fail("boom", "it broke")
     asked = {("post", "/flows/{flow}/runs"): started, ("post", "/runs"): triggered}
     for template, path in READS.items():
-        asked["get", template] = api.get(PREFIX + path.format(jid=quote(job.jid, safe="")))
+        ids = {"jid": quote(job.jid, safe=""), "run": quote(run["id"], safe="")}
+        asked["get", template] = api.get(PREFIX + path.format(**ids))
     wrong: list[str] = []
     for (method, template), reply in asked.items():
         assert 200 <= reply.status < 300, (template, reply)
