@@ -13,7 +13,7 @@ from fastapi.responses import HTMLResponse
 from flows.ui import api, pages
 from flows.ui.api import Limit, Offset, Ui, engine_errors, page, reads, writes
 from flows.ui.refusals import refusals
-from flows.ui.shapes import Page, answer
+from flows.ui.shapes import BackfillCanceled, BackfillDocument, Page, answer
 from scheduler.service.backfills import Backfill, Backfills
 
 router = APIRouter(prefix=api.PREFIX)
@@ -47,7 +47,11 @@ def list_backfills(ui: Ui, offset: Offset = 0, limit: Limit = 100) -> dict[str, 
 
 
 @router.get(
-    "/backfills/{backfill_id}", dependencies=reads, tags=["backfills"], responses=refusals(404)
+    "/backfills/{backfill_id}",
+    dependencies=reads,
+    tags=["backfills"],
+    response_model=None,
+    responses={**answer(BackfillDocument), **refusals(404)},
 )
 def get_backfill(ui: Ui, backfill_id: str) -> dict[str, Any]:
     """One backfill: its ticks handled, runs submitted, canceled runs resumed, ticks that had
@@ -59,7 +63,8 @@ def get_backfill(ui: Ui, backfill_id: str) -> dict[str, Any]:
     "/backfills/{backfill_id}/cancel",
     dependencies=writes,
     tags=["backfills"],
-    responses=refusals(404, 409),
+    response_model=None,
+    responses={**answer(BackfillCanceled), **refusals(404, 409)},
 )
 def cancel_backfill(ui: Ui, backfill_id: str) -> dict[str, Any]:
     """Submit no more of its runs and cancel those still active. 409 (nothing changed) when

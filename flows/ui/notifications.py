@@ -15,6 +15,7 @@ from fastapi.responses import HTMLResponse
 from flows.ui import api
 from flows.ui.pages import render
 from flows.ui.refusals import refusals
+from flows.ui.shapes import NotificationRetried, Notifications, answer
 from flows.ui.state import reader, writer
 from scheduler.notify import outbox
 
@@ -25,7 +26,13 @@ EventId = Annotated[
 ]
 
 
-@router.get(f"{api.PREFIX}/notifications", dependencies=[Depends(reader)], tags=["notifications"])
+@router.get(
+    f"{api.PREFIX}/notifications",
+    dependencies=[Depends(reader)],
+    tags=["notifications"],
+    response_model=None,
+    responses=answer(Notifications),
+)
 def list_notifications(ui: api.Ui, recent: Count = 50) -> dict[str, Any]:
     """``{failed, waiting, recent}``: deliveries given up and events not sent yet, each with its
     channels (``channels``: each one's status, attempts and last error: a channel that took
@@ -41,7 +48,8 @@ def list_notifications(ui: api.Ui, recent: Count = 50) -> dict[str, Any]:
     f"{api.PREFIX}/notifications/{{event_id}}/retry",
     dependencies=[Depends(writer)],
     tags=["notifications"],
-    responses=refusals(404),
+    response_model=None,
+    responses={**answer(NotificationRetried), **refusals(404)},
 )
 def retry_notification(ui: api.Ui, event_id: EventId) -> dict[str, Any]:
     """Put a given-up event back in the outbox for another round of attempts, to the channels

@@ -240,3 +240,48 @@ class JobExplanation(BaseModel):
     sentence: str
     state: str | None = None
     queue: str | None = None
+
+
+class Notifications(Shape):
+    """Deliveries given up, events not sent yet, and the latest sends (newest first)."""
+
+    failed: list[dict[str, Any]]
+    waiting: list[dict[str, Any]]
+    recent: list[dict[str, Any]]
+
+
+class NotificationRetried(Shape):
+    """The given-up event put back in the outbox, as a new entry."""
+
+    id: str
+    retried: bool
+    retried_as: str
+
+
+class SourceRemoved(Shape):
+    """The source's files forgotten: how many, and whether a service of it was alive."""
+
+    source: str
+    removed: bool
+    files: int
+    was_live: bool
+
+
+class BackfillDocument(BaseModel):
+    """One backfill as `flows backfills --json` prints it (its ticks handled, runs submitted,
+    canceled runs resumed, ticks that had run, runs active, ...), with its `progress`."""
+
+    id: str
+    flow: str
+    state: str
+    progress: float = Field(description="The share of its ticks handled, 0 to 1.")
+
+
+class BackfillCanceled(Shape):
+    """The backfill canceled: its state now, and the runs and jobs canceled."""
+
+    id: str
+    state: str
+    runs: int
+    jobs: int
+    pending: int

@@ -13,7 +13,7 @@ from pydantic import Field
 from flows.ui import api
 from flows.ui.api import Body, Ui, engine_errors, reads, writes
 from flows.ui.refusals import refusals
-from flows.ui.shapes import Listing, answer
+from flows.ui.shapes import Listing, SourceRemoved, answer
 from scheduler.service import catalog
 
 router = APIRouter(prefix=api.PREFIX)
@@ -42,7 +42,8 @@ def list_sources(ui: Ui) -> dict[str, Any]:
     "/sources/{source}/remove",
     dependencies=writes,
     tags=["sources"],
-    responses=refusals(404, 409, 415),
+    response_model=None,
+    responses={**answer(SourceRemoved), **refusals(404, 409, 415)},
 )
 def remove_source(ui: Ui, source: str, body: RemoveSource | None = None) -> dict[str, Any]:
     """Forget the flow files a source published (a service retired, moved or renamed leaves

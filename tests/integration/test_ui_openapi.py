@@ -201,6 +201,7 @@ READS = {
     "/runs/{run_id}/timeline": "/runs/{run}/timeline",
     "/runs/{run_id}/explain": "/runs/{run}/explain",
     "/flows/{flow}/history": "/flows/hello/history",
+    "/notifications": "/notifications",
 }
 
 
