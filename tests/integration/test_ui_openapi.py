@@ -163,6 +163,24 @@ def test_every_refusal_is_documented_in_one_shape(api: Api) -> None:
     assert "HTTPValidationError" not in document["components"]["schemas"]
 
 
+def _json_schema(response: dict[str, Any]) -> dict[str, Any]:
+    """The schema of a documented answer's JSON (a `$ref` for one that is not JSON)."""
+    content = response.get("content", {})
+    return content["application/json"]["schema"] if "application/json" in content else {"$ref": ""}
+
+
+def test_every_json_answer_names_its_shape(api: Api) -> None:
+    document = api.get(f"{PREFIX}/openapi.json").body
+    unnamed = [
+        f"{method.upper()} {path} {status}"
+        for path, operations in document["paths"].items()
+        for method, operation in operations.items()
+        for status, response in operation["responses"].items()
+        if "$ref" not in _json_schema(response)
+    ]
+    assert not unnamed, unnamed
+
+
 @pytest.mark.parametrize("path", [f"{PREFIX}/events", f"{PREFIX}/jobs/{{jid}}/logs/stream"])
 def test_an_event_stream_is_documented_as_one(api: Api, path: str) -> None:
     document = api.get(f"{PREFIX}/openapi.json").body
