@@ -125,10 +125,12 @@ local function parse_fire(cmd, args)
 end
 
 -- Whether the schedule is still as the caller saw it (see the header). Reads its `fired` count
--- with the rest (a.fired), for fired(): nothing the call writes before it changes that field.
+-- with the rest (a.fired), for fired(): nothing the call writes before it changes that field;
+-- and whether it is marked ended (a.ended, for Schedules.move).
 local function unchanged(a)
-  local f = redis.call('hmget', Keys.schedule(a.name), 'hash', 'last_run', 'buffered', 'fired')
-  a.fired = f[4]
+  local f = redis.call('hmget', Keys.schedule(a.name), 'hash', 'last_run', 'buffered', 'fired',
+    'ended')
+  a.fired, a.ended = f[4], f[5] ~= false
   if f[1] ~= a.hash then return false end
   if a.action == 'buffered' then
     return Schedules.same_score(redis.call('zscore', Keys.schedules_buffered(), a.name), a.expected)
@@ -171,7 +173,7 @@ api['schedule.fire'] = function(args)
     -- The flow's max_active_runs is reached: the overlap policy decides, nothing is submitted.
     if a.action == 'buffered' then return 'buffered' end
     local f = redis.call('hmget', Keys.schedule(a.name), 'overlap', 'buffered')
-    Schedules.move(a.name, a.next)
+    Schedules.move(a.name, a.next, a.ended)
     Schedules.record_skips(a.name, a.skips)
     if f[1] == 'buffer_one' and not f[2] then
       redis.call('hset', Keys.schedule(a.name), 'buffered', Schedules.time(a.tick))
@@ -184,7 +186,7 @@ api['schedule.fire'] = function(args)
     return 'skipped'
   end
 
-  if a.action ~= 'buffered' then Schedules.move(a.name, a.next) end
+  if a.action ~= 'buffered' then Schedules.move(a.name, a.next, a.ended) end
   Schedules.record_skips(a.name, a.skips)
   if a.action == 'buffer' then
     redis.call('hset', Keys.schedule(a.name), 'buffered', Schedules.time(a.tick))

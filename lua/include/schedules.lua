@@ -109,14 +109,16 @@ function Schedules.record_skips(name, skips)
 end
 
 -- Move a schedule's score to `next`, or take it out of `schedules` when it has no fire time
--- left (`next` nil): then it is marked ended.
-function Schedules.move(name, next)
+-- left (`next` nil): then it is marked ended. `ended`: the schedule's `ended` field as the
+-- caller read it in this call (false: read, and not there, so nothing to delete: a tick's fire
+-- spares a write; nil: not read).
+function Schedules.move(name, next, ended)
   if next == nil then
     redis.call('zrem', Keys.schedules(), name)
     redis.call('hset', Keys.schedule(name), 'ended', Schedules.time(Engine.now))
   else
     redis.call('zadd', Keys.schedules(), next, name)
-    redis.call('hdel', Keys.schedule(name), 'ended')
+    if ended ~= false then redis.call('hdel', Keys.schedule(name), 'ended') end
   end
 end
 

@@ -283,6 +283,23 @@ def test_last_fire_time_ends_the_schedule(lua: Lua) -> None:
     assert due(lua, TICK + 10_000)["due"] == []
 
 
+def test_a_fire_deletes_no_ended_mark_it_does_not_find(lua: Lua) -> None:
+    """A tick's fire moves the score on and writes the schedule once: no HDEL of an `ended`
+    mark a schedule that has a fire time does not carry."""
+    register(lua)
+    lua.r.config_resetstat()
+    assert fire(lua) == "fired"
+    assert "hdel" not in calls(lua, "hdel")
+    assert "ended" not in get(lua)
+
+
+def test_a_fire_still_clears_an_ended_mark_left_on_a_due_schedule(lua: Lua) -> None:
+    register(lua)
+    lua.r.hset(lua.key("schedule:f"), "ended", "1")  # written by an older release, say
+    assert fire(lua) == "fired"
+    assert "ended" not in get(lua)
+
+
 def test_skips_merge_by_reason_and_are_capped(lua: Lua) -> None:
     register(lua, nxt=T0)
     score = T0
