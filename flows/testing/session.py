@@ -29,9 +29,10 @@ from flows.testing.files import Reading, read_test_file
 def private_server() -> Iterator[redis.Redis]:
     """A server of its own for a test session: the embedded one, in a temp folder, keeping no
     append-only file (a test's data is thrown away with the folder, and writing the file after
-    every call costs the server a tenth of its time) nor latency histograms (each command a
-    script calls recorded one: a hundredth of a schedule case's server time, for figures
-    nobody reads); stopped and removed afterwards."""
+    every call costs the server a tenth of its time), latency histograms nor slow log (each
+    command a script calls recorded one and was weighed for the other: about 1 % each of a
+    schedule case's server instructions, for figures nobody reads); stopped and removed
+    afterwards."""
     from scheduler.embedded import EmbeddedServer
     from scheduler.engine.connections import connect
 
@@ -43,6 +44,7 @@ def private_server() -> Iterator[redis.Redis]:
             try:
                 with suppress(redis.ResponseError):  # a server before 7.0 keeps none
                     client.config_set("latency-tracking", "no")
+                client.config_set("slowlog-log-slower-than", -1)
                 yield client
             finally:
                 client.close()

@@ -49,10 +49,12 @@ def write(tmp_path: Path, cases: str) -> Path:
 
 def test_the_private_server_keeps_neither_a_file_nor_latency_figures() -> None:
     """``flows test``'s own server: its data and figures go with it, so it writes no
-    append-only file and records no latency histogram per command."""
+    append-only file, records no latency histogram per command and keeps no slow log."""
     with private_server() as server:
         assert server.config_get("appendonly")["appendonly"] == "no"
         assert server.config_get("latency-tracking")["latency-tracking"] == "no"
+        slowlog = server.config_get("slowlog-log-slower-than")["slowlog-log-slower-than"]
+        assert slowlog == "-1"
 
 
 def test_stubs_timeouts_and_delays(redis_client: redis.Redis, tmp_path: Path) -> None:
