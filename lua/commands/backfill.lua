@@ -191,9 +191,14 @@ function Backfill.load(id, with_source)
   return b
 end
 
+-- The set keeps a run until backfill.due forgets it; a read leaves the set alone and says
+-- only which of its runs are still active, so an ended run is not shown taking a slot.
 function Backfill.describe(b)
   b.pending = b.total - b.next
-  local active = redis.call('smembers', Keys.backfill_active(b.id))
+  local active = {}
+  for _, run_id in ipairs(redis.call('smembers', Keys.backfill_active(b.id))) do
+    if Runs.active(run_id) then table.insert(active, run_id) end
+  end
   table.sort(active)
   b.active = active
   return b

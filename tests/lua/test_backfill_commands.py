@@ -107,6 +107,18 @@ def test_due_offers_as_many_ticks_as_max_active_leaves_room_for(lua: Lua) -> Non
     assert lua.r.hget(lua.key(f"run:{run_id(TICKS[0])}"), "trigger") == "backfill"
 
 
+def test_get_and_list_count_only_the_runs_still_active(lua: Lua) -> None:
+    """A run that ended is no longer active, whether or not a service has looked since."""
+    create(lua, max_active=2)
+    submit(lua, "b1", 0, TICKS[0], now=T0 + 1)
+    submit(lua, "b1", 1, TICKS[1], now=T0 + 1)
+    finish(lua, TICKS[0], T0 + 2)
+    with assert_unchanged(lua.r):
+        assert get(lua)["active"] == [run_id(TICKS[1])]
+        [listed] = json.loads(lua.raw("backfill.list", now=T0 + 3))
+    assert listed["active"] == [run_id(TICKS[1])]
+
+
 def test_submit_is_a_compare_and_set_on_the_next_tick(lua: Lua) -> None:
     create(lua)
     assert submit(lua, "b1", 1, TICKS[1], now=T0) == "conflict"
