@@ -56,11 +56,12 @@ _KEYWORDS: Final = {"true": True, "false": False, "null": None}
 
 class ConditionError(ValueError):
     """An expression that does not parse, or a value it cannot work on. ``offset`` is where,
-    in the expression text (0-based)."""
+    in the expression text (0-based); ``hint``, when given, how to put it right."""
 
-    def __init__(self, message: str, offset: int = 0) -> None:
+    def __init__(self, message: str, offset: int = 0, hint: str = "") -> None:
         super().__init__(message)
         self.offset = offset
+        self.hint = hint
 
 
 # -- syntax tree --------------------------------------------------------------------------------
@@ -319,7 +320,8 @@ def check_types(node: Node, kind_of: Callable[[Reference], str]) -> list[Conditi
             left, right = kind(current.left), kind(current.right)
             problem = _compare_problem(current.op, left, right)
             if problem:
-                problems.append(ConditionError(problem, current.offset))
+                hint = _EQUAL_HINT if current.op in ("==", "!=") else ""
+                problems.append(ConditionError(problem, current.offset, hint))
             return "bool"
         kinds = [kind(arg) for arg in current.args]
         problem = _call_problem(current.function, kinds)
@@ -356,7 +358,23 @@ def _compare_problem(op: str, left: str, right: str) -> str:
         return ""
     if op in ("<", "<=", ">", ">=") and not (left == right and left in ("number", "string")):
         return f"'{op}' compares two numbers or two texts, not {left} and {right}"
+    if op in ("==", "!=") and not _may_equal(left, right):
+        always = "false" if op == "==" else "true"
+        return f"'{op}' compares {left} with {right}, which are never equal: it is always {always}"
     return ""
+
+
+_EQUAL_HINT: Final = (
+    "compare with a value of its type: true or false for a bool, a number without quotes, "
+    "'text' in quotes"
+)
+
+
+def _may_equal(left: str, right: str) -> bool:
+    """Whether values of these kinds may be equal: of one kind, or one may be missing (null),
+    or a list and an object (an empty one that went through the server may come back as the
+    other)."""
+    return left == right or "null" in (left, right) or {left, right} == {"list", "object"}
 
 
 def _call_problem(function: str, kinds: list[str]) -> str:

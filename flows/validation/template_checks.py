@@ -288,19 +288,19 @@ class TemplateChecker:
         except conditions.ConditionError as error:
             self.sink.error(path, "condition", _condition_message(text, error), _CONDITION_HINT)
             return
-        bad = False
+        bad: set[Reference] = set()
         for reference, offset in conditions.references_of(node):
             problem = self.reference_problem(reference, reader, "if")
             if problem is not None:
-                bad = True
+                bad.add(reference)
                 message, hint = problem
                 where = _condition_message(text, conditions.ConditionError(message, offset))
                 self.sink.error(path, "condition", where, hint)
-        if bad:
-            return
         step_outputs = {s: st.fans_out for s, st in self.steps.items()}
 
         def kind_of(reference: Reference) -> str:
+            if reference in bad:  # reported above: its type is not known
+                return conditions.ANY
             root, rest = reference.root, reference.path[1:]
             if root == PARAMS and len(rest) == 1 and rest[0] not in self.untyped:
                 return conditions.param_kind(self.params[rest[0]].type)
@@ -313,7 +313,8 @@ class TemplateChecker:
             return conditions.ANY
 
         for found in conditions.check_types(node, kind_of):
-            self.sink.error(path, "condition", _condition_message(text, found), _CONDITION_HINT)
+            hint = found.hint or _CONDITION_HINT
+            self.sink.error(path, "condition", _condition_message(text, found), hint)
 
     # -- foreach items --------------------------------------------------------------------------
 

@@ -185,6 +185,18 @@ def test_a_good_condition_validates() -> None:
             "",
         ),
         (
+            "params.publish == 'true'",
+            "condition, at character 16 ('== 'true''): '==' compares bool with string, which "
+            "are never equal: it is always false",
+            "compare with a value of its type: true or false for a bool",
+        ),
+        (
+            "params.count != '1'",
+            "condition, at character 14 ('!= '1''): '!=' compares number with string, which "
+            "are never equal: it is always true",
+            "compare with a value of its type",
+        ),
+        (
             "params.publish &&",
             "condition, at character 18 ('the end'): expected a value, found the end",
             "",
@@ -208,6 +220,34 @@ def test_every_bad_reference_of_a_condition_is_reported_at_once() -> None:
         "unknown param 'a' in 'params.a'",
         "unknown reference 'run.flw'",
     ]
+
+
+def test_type_errors_are_reported_with_the_bad_references() -> None:
+    findings = [
+        f
+        for f in check(FLOW.format(condition="length(params.count) > 1 || params.a"))
+        if f.code == "condition"
+    ]
+    assert [f.message.split(": ", 1)[1] for f in findings] == [
+        "unknown param 'a' in 'params.a'",
+        "length() takes a list, text or object, not number",
+    ]
+
+
+@pytest.mark.parametrize(
+    "condition",
+    [
+        "params.count == 1.5",
+        "params.publish == true",
+        "params.count == null",
+        "steps.list.outputs.files == 'x'",
+        "steps.other.status == 'success'",
+        "params.count == steps.list.outputs.files",
+    ],
+)
+def test_comparisons_that_may_hold_are_not_findings(condition: str) -> None:
+    flow = FLOW.replace("needs: [list]", "needs: [list, other]")
+    assert not [f for f in check(flow.format(condition=condition)) if f.code == "condition"]
 
 
 def test_graph_labels_show_the_condition() -> None:
