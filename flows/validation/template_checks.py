@@ -454,7 +454,7 @@ class TemplateChecker:
             return (
                 f"{label} cannot read '{reference}': the items are fixed when the run is "
                 "submitted, before any step has run",
-                "pass the list as an array param, or let one job loop over the step's outputs",
+                _output_items_hint(reference, label),
             )
         problem = self.reference_problem(reference, reader, label)
         if problem is not None or in_list:
@@ -559,6 +559,18 @@ def _run_problem(reference: Reference) -> tuple[str, str] | None:
         return None
     hint = did_you_mean(field, RUN_FIELDS) or "run has: " + ", ".join(RUN_FIELDS)
     return f"unknown reference '{reference}'", hint
+
+
+def _output_items_hint(reference: Reference, label: str) -> str:
+    """Where a list known only once a step ran can go: a foreach's items, whole (a foreach
+    reaches here only for a template inside its list of items)."""
+    items = f'items: "${{{{ {reference} }}}}"'
+    if label == "foreach.items":
+        return f"give the output as the items themselves, not inside a list: {items}"
+    return (
+        "a matrix's axes are fixed at submit; a foreach takes its items from an output when "
+        f"its step completes: foreach: {{{items}}}"
+    )
 
 
 _CONDITION_HINT = (

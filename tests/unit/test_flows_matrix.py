@@ -92,6 +92,28 @@ def test_bad_matrices_are_reported_where_they_are(matrix: str, code: str, messag
     assert findings[0].line == 8
 
 
+def test_an_axis_from_an_output_points_at_a_foreach_over_it() -> None:
+    text = FLOW.format(matrix="{region: '${{ steps.list.outputs.regions }}'}").replace(
+        "steps:\n", "steps:\n  list: {run: 'true', outputs: [regions]}\n"
+    )
+    [finding] = [f for f in check(text) if f.code == "matrix"]
+    assert finding.hint == (
+        "a matrix's axes are fixed at submit; a foreach takes its items from an output when "
+        'its step completes: foreach: {items: "${{ steps.list.outputs.regions }}"}'
+    )
+
+
+def test_an_output_inside_a_foreach_list_points_at_the_items_themselves() -> None:
+    text = FLOW.format(matrix="{region: [de]}").replace(
+        "    run: echo", "    foreach: {items: ['${{ steps.grid.outputs }}']}\n    run: echo"
+    )
+    [finding] = [f for f in check(text) if f.code == "foreach-items"]
+    assert finding.hint == (
+        "give the output as the items themselves, not inside a list: "
+        'items: "${{ steps.grid.outputs }}"'
+    )
+
+
 def test_reading_an_axis_it_does_not_have_names_the_axes() -> None:
     text = FLOW.format(matrix="{region: [de], kind: [full]}").replace("matrix.kind", "matrix.knd")
     finding = one(text, "template")
