@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from flows.flowfile.findings import closest, did_you_mean
+from flows.flowfile.subflow_job import MAX_DEPTH
 from flows.runs import pacing
 from flows.runs.actions import run_of_job
 from scheduler.engine import joblogs
@@ -58,6 +59,24 @@ def job_label(client: Client, jid: str) -> str:
     no run. A job its run's cancel deleted is labelled from its ``<run>:<step>`` id."""
     run_id = run_of_job(client, jid)
     return "" if run_id is None else _label(run_id, jid)
+
+
+def tree_label(client: Client, jid: str) -> str:
+    """The label job ``jid`` has in the logs of its top-level run: a child run's jobs under
+    the parent step that started it (``report/count``, as :func:`run_tree_jobs` labels them);
+    empty for a job of no run."""
+    run_id = run_of_job(client, jid)
+    if run_id is None:
+        return ""
+    label = _label(run_id, jid)
+    for _ in range(MAX_DEPTH + 1):  # a record naming itself a parent cannot loop
+        raw = client.engine.call("run.get", run_id)
+        record = as_dict(raw) if raw is not None else {}
+        parent, step = record.get("parent_run"), record.get("parent_step")
+        if not parent or not step:
+            break
+        label, run_id = f"{step}/{label}", str(parent)
+    return label
 
 
 def run_jobs(client: Client, run_id: str, step: str | None = None) -> list[tuple[str, str]]:

@@ -40,7 +40,7 @@ import redis
 from flows.flowfile.cases import Case, Stub
 from flows.flowfile.job_data import FlowsMeta, UnresolvedReference
 from flows.runs.build import build_run
-from flows.runs.logs import StepLine, job_label
+from flows.runs.logs import StepLine, tree_label
 from flows.runs.read import RunView, load_run, run_outputs
 from flows.runs.service_source import FlowsSource, definition_of
 from flows.runs.submit import submit
@@ -291,14 +291,15 @@ class _Driver:
                 self.logs.flush()
 
     def output(self) -> list[StepLine]:
-        """The lines the real steps wrote, run by run (the first :data:`joblogs.PAGE` of each)."""
+        """The lines the real steps wrote, run by run (the first :data:`joblogs.PAGE` of each),
+        labelled as `flows logs` labels them in the case's run (a child run's under its step)."""
         lines: list[StepLine] = []
         for jid, attempt in self.logged:
             try:
                 page = joblogs.read(self.engine, jid, attempt)
             except JobNotFound:
                 continue
-            label = job_label(self.client, jid) or jid
+            label = tree_label(self.client, jid) or jid
             lines += (StepLine(label, jid, attempt, line) for line in page.lines)
         return lines
 

@@ -550,3 +550,17 @@ def test_a_folder_without_tests_says_how_to_write_one(tmp_path: Path) -> None:
         ": write NAME.test.yaml beside NAME.yaml, with flow: NAME.yaml and cases: "
         "(see Flow tests in the docs)\n"
     )
+
+
+def test_a_child_runs_output_is_labelled_as_flows_logs_labels_it(url: str, tmp_path: Path) -> None:
+    (tmp_path / "child.yaml").write_text(
+        "version: 1\nname: child\nsteps:\n  count: {run: 'echo counted'}\n"
+    )
+    flow = tmp_path / "parent.yaml"
+    flow.write_text(
+        "version: 1\nname: parent\nsteps:\n  report: {flow: child.yaml}\n"
+        "tests:\n  - name: it ends\n    expect: {status: succeeded}\n"
+    )
+    result = flows("test", str(flow), "-v", "--redis", url)
+    assert result.exit_code == 0, result.output
+    assert re.search(r"^      \S+ report/count \| counted$", result.output, re.M), result.output
