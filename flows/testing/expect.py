@@ -88,8 +88,10 @@ def observed_view(case: Case, observed: Observed) -> dict[str, Any]:
     if "steps" in expected:
         view["steps"] = {
             step: {
-                key: (observed.steps.get(step) or {}).get(key, "(not a step of the run)")
-                for key in fields
+                key: _named(
+                    value, (observed.steps.get(step) or {}).get(key, "(not a step of the run)")
+                )
+                for key, value in fields.items()
             }
             for step, fields in expected["steps"].items()
         }
@@ -107,6 +109,16 @@ def observed_view(case: Case, observed: Observed) -> dict[str, Any]:
         got = observed.outputs
         view["outputs"] = None if got is None else {k: got.get(k) for k in expected["outputs"]}
     return view
+
+
+def _named(expected: Any, actual: Any) -> Any:
+    """``actual`` cut down to the keys ``expected`` names, in mappings at any depth (a foreach
+    step's list of outputs too): the keys it leaves out are not compared, so not shown."""
+    if isinstance(expected, dict) and isinstance(actual, dict):
+        return {key: _named(value, actual[key]) for key, value in expected.items() if key in actual}
+    if isinstance(expected, list) and isinstance(actual, list) and len(expected) == len(actual):
+        return [_named(e, a) for e, a in zip(expected, actual, strict=True)]
+    return actual
 
 
 def mismatches(expected: Any, actual: Any, path: str = "expect") -> list[str]:

@@ -55,6 +55,23 @@ def test_a_changed_expectation_fails_with_a_diff(url: str, tmp_path: Path) -> No
     assert "Traceback" not in out
 
 
+def test_a_steps_diff_shows_only_the_outputs_named(url: str, tmp_path: Path) -> None:
+    flow = tmp_path / "two.yaml"
+    write = "echo x=1 >> $FLOWS_OUTPUT; echo unnamed=2 >> $FLOWS_OUTPUT"
+    flow.write_text(
+        f"version: 1\nname: two\nsteps:\n  a: {{run: '{write}'}}\n"
+        f"  b: {{foreach: {{items: [1, 2]}}, run: '{write}'}}\n"
+        "tests:\n  - name: it ends\n"
+        "    expect: {steps: {a: {outputs: {x: '3'}}, b: {outputs: [{x: '1'}, {x: '3'}]}}}\n"
+    )
+    result = flows("test", str(flow), "--redis", url)
+    assert result.exit_code == 1, result.output
+    out = result.output
+    assert 'expect.steps.a.outputs.x: expected "3", got "1"' in out
+    assert '+         "x": "1"' in out
+    assert "unnamed" not in out  # only what the expectation names is compared, and shown
+
+
 def test_the_runs_outputs_are_compared_by_key(url: str, tmp_path: Path) -> None:
     folder = _copy_examples(tmp_path)
     flow = folder / "report.yaml"
