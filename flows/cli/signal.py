@@ -110,7 +110,10 @@ def signal(
 
     Refused (exit 1, nothing changed) when the step is not awaiting a signal: its needs are not
     done yet, it is done already, or it is not a wait step; --data that is not a JSON object is
-    a usage error (exit 2)."""
+    a usage error (exit 2).
+
+    A wait of the child run a sub-flow step started is STEP/CHILD-STEP, as `flows status`
+    labels it."""
     try:
         values = parse_data(data)
     except SignalRefused as error:  # a usage error: said before connecting, nothing changed
@@ -139,7 +142,10 @@ def approve(
     namespace: str | None,
 ) -> None:
     """Approve STEP of RUN: `flows signal` with the data {"note": TEXT, "approved_by": USER}
-    (USER: $FLOWS_USER, else the login name)."""
+    (USER: $FLOWS_USER, else the login name).
+
+    A wait of the child run a sub-flow step started is STEP/CHILD-STEP, as `flows status`
+    labels it."""
     fault = None if note is None else json_fault(note)
     if fault is not None:  # bytes that are no UTF-8 text, as the shell gave them
         raise click.BadParameter(fault[1], param_hint="'--note'")

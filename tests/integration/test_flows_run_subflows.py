@@ -314,3 +314,46 @@ def test_a_rerun_whose_step_gives_the_child_other_params_fails_it_saying_so(
     (tmp_path / "region.txt").write_text("us\n")
     assert flows(cli, "rerun", run_id, "pick", "--downstream").exit_code == 0
     assert (tmp_path / "pushed.txt").read_text() == "us\nus\n"
+
+
+WAITING_CHILD = """\
+version: 1
+name: gate
+queue: gates
+steps:
+  ok:
+    wait: {signal: ok}
+"""
+
+WAITING_PARENT = """\
+version: 1
+name: parent
+steps:
+  process: {run: 'true'}
+  child: {flow: gate.yaml, needs: [process]}
+"""
+
+
+def test_a_wait_in_a_child_run_is_signaled_by_its_label_in_the_parent(
+    cli: CliRunner, client: Client, redis_client: redis.Redis, tmp_path: Path, parent_worker: None
+) -> None:
+    # flows run and flows status name such a wait 'child/ok', as flows logs takes it.
+    (tmp_path / "gate.yaml").write_text(WAITING_CHILD)
+    (tmp_path / "parent.yaml").write_text(WAITING_PARENT)
+    run_id = flows(cli, "run", "--detach", str(tmp_path / "parent.yaml")).stdout.strip()
+    child_id = f"{run_id}.child"
+    until(lambda: load_run(client, child_id) is not None)
+    for label, message in [
+        ("chld/ok", f"run {run_id}, step chld/ok: the run has no step 'chld' (did you mean"),
+        ("process/ok", "step process/ok: step 'process' started no child run"),
+        ("child/k", f"run {child_id}, step k: the run has no step 'k' (did you mean 'ok'?)"),
+    ]:
+        with assert_unchanged(redis_client, f"*{run_id}*"):  # (the worker writes its own keys)
+            refused = flows(cli, "approve", run_id, label)
+        assert refused.exit_code == 1, refused.output
+        assert message in refused.output
+        assert "Arg" not in refused.output
+    result = flows(cli, "approve", run_id, "child/ok", "--note", "fine")
+    assert result.exit_code == 0, result.output
+    assert f"run {child_id}: step ok signaled" in result.output
+    assert steps(status(cli, child_id)) == {"ok": "success"}
