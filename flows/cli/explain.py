@@ -7,7 +7,7 @@ import click
 from flows.cli.common import open_client, print_json, user_errors
 from flows.cli.options import as_json, connection, id_argument
 from flows.cli.terminal import visible
-from flows.runs.explain import UnknownStep, explain_run
+from flows.runs.explain import UnknownStep, child_step, explain_run
 from flows.runs.logs import jid_meant
 from flows.runs.read import load_run
 from scheduler.engine.explain import explain as explain_job
@@ -28,7 +28,10 @@ def explain(
 ) -> None:
     """Why a job, or each unfinished step of a run (or STEP of it), is where it is: waiting for
     which dependencies, scheduled until when, parked on which throttle or concurrency key, no
-    live worker on its queue, awaiting a signal, upstream failed, ..."""
+    live worker on its queue, awaiting a signal, upstream failed, ...
+
+    A step of the child run a sub-flow step started is STEP/CHILD-STEP, as `flows status`
+    labels it."""
     client = open_client(redis_url, namespace)
     with user_errors():
         view = load_run(client, target)
@@ -51,6 +54,7 @@ def explain(
                 click.echo(visible(f"{found.jid}: {found.sentence}"))
             return
         try:
+            view, step = child_step(client, view, step)
             steps = explain_run(client, view, step)
         except UnknownStep as error:
             raise click.ClickException(str(error)) from None

@@ -11,7 +11,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from flows.flowfile.findings import did_you_mean
-from flows.runs.read import RunView, StepView
+from flows.flowfile.subflow_job import child_run_id
+from flows.runs.read import RunView, StepView, load_run
 from scheduler.engine.client import Client
 from scheduler.engine.explain import Explanation, sentence
 from scheduler.engine.limits import read_json
@@ -83,6 +84,28 @@ class UnknownStep(LookupError):
     """The run has no such step (the message names the steps it has)."""
 
 
+def _no_step(view: RunView, step: str) -> str:
+    names = [s.step for s in view.steps]
+    hint = did_you_mean(step, names) or f"its steps: {', '.join(names)}"
+    return f"run {view.run_id} has no step {step!r} ({hint})"
+
+
+def child_step(client: Client, view: RunView, label: str | None) -> tuple[RunView, str | None]:
+    """The run and step a label names: ``step/child-step`` (as `flows status` labels a child
+    run's steps, a few levels deep) is ``child-step`` of the child run ``step`` started;
+    :class:`UnknownStep` when the run has no such step, or it started no child run. No label:
+    the run itself."""
+    while label is not None and "/" in label:
+        head, _, label = label.partition("/")
+        if all(s.step != head for s in view.steps):
+            raise UnknownStep(_no_step(view, head))
+        child = load_run(client, child_run_id(view.run_id, head))
+        if child is None:
+            raise UnknownStep(f"run {view.run_id}: step {head!r} started no child run")
+        view = child
+    return view, label
+
+
 def explain_run(
     client: Client, view: RunView, step: str | None = None, *, now: float | str = ""
 ) -> list[StepReasons]:
@@ -92,9 +115,7 @@ def explain_run(
     if step is not None:
         steps = [s for s in steps if s.step == step]
         if not steps:
-            names = [s.step for s in view.steps]
-            hint = did_you_mean(step, names) or f"its steps: {', '.join(names)}"
-            raise UnknownStep(f"run {view.run_id} has no step {step!r} ({hint})")
+            raise UnknownStep(_no_step(view, step))
     chosen = {s.step: _chosen(view.run_id, s, step is not None) for s in steps}
     wanted = [(s, jid) for s in steps for jid in chosen[s.step][:SHOWN_PER_STEP]]
     moment = float(now) if now != "" else client.engine.server_time()

@@ -357,3 +357,20 @@ def test_a_wait_in_a_child_run_is_signaled_by_its_label_in_the_parent(
     assert result.exit_code == 0, result.output
     assert f"run {child_id}: step ok signaled" in result.output
     assert steps(status(cli, child_id)) == {"ok": "success"}
+
+
+def test_explain_takes_a_child_runs_step_by_its_label_too(
+    cli: CliRunner, client: Client, tmp_path: Path, parent_worker: None
+) -> None:
+    (tmp_path / "gate.yaml").write_text(WAITING_CHILD)
+    (tmp_path / "parent.yaml").write_text(WAITING_PARENT)
+    run_id = flows(cli, "run", "--detach", str(tmp_path / "parent.yaml")).stdout.strip()
+    child_id = f"{run_id}.child"
+    until(lambda: load_run(client, child_id) is not None)
+    result = flows(cli, "explain", run_id, "child/ok")
+    assert result.exit_code == 0, result.output
+    assert result.output.startswith(f"run {child_id} is running\n  ok (awaiting)\n")
+    assert "It awaits the signal 'ok'" in result.output
+    refused = flows(cli, "explain", run_id, "process/ok")
+    assert refused.exit_code == 1
+    assert f"run {run_id}: step 'process' started no child run" in refused.output
