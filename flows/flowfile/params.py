@@ -130,7 +130,7 @@ def from_text(text: str, param: Param) -> Any:
     except RecursionError:  # deeper than this interpreter's JSON decoder goes
         raise ValueError(f"nests more than {MAX_DEPTH} levels deep") from None
     except ValueError as error:
-        if str(error).startswith(("expected", "an integer")):
+        if str(error).startswith(("expected", "an integer", "item ")):
             raise
         raise ValueError(f"expected {_EXPECTED[param.type]}, got {quoted(text)}") from None
 
@@ -141,7 +141,7 @@ def _convert(text: str, param: Param) -> Any:
         items = json.loads(text) if text.lstrip().startswith("[") else _split(text)
         item_param = Param(type=param.items.type) if param.items else Param()
         if isinstance(items, list) and param.items is not None and param.items.type != "string":
-            items = [from_text(i, item_param) if isinstance(i, str) else i for i in items]
+            items = [_item(index, i, item_param) for index, i in enumerate(items)]
         return items
     if kind == "object":
         return json.loads(text)
@@ -156,6 +156,17 @@ def _convert(text: str, param: Param) -> Any:
             raise ValueError(f"expected true or false (or yes/no, on/off, 1/0), got {quoted(text)}")
         return lowered in _TRUE
     return text
+
+
+def _item(index: int, item: Any, param: Param) -> Any:
+    """Item ``index`` of an array param given as text, as the item type: a problem names the
+    item, as :func:`type_problem` names it."""
+    if not isinstance(item, str):
+        return item
+    try:
+        return from_text(item, param)
+    except ValueError as error:
+        raise ValueError(f"item {index}: {error}") from None
 
 
 def _integer(text: str) -> int:

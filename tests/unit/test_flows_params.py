@@ -83,8 +83,13 @@ def test_values_of_the_wrong_type_are_refused() -> None:
 def test_array_items_are_converted_and_checked() -> None:
     declared = {"ids": Param.model_validate({"type": "array", "items": {"type": "int"}})}
     assert bind({"ids": "1,2,3"}, declared) == {"ids": [1, 2, 3]}
-    with pytest.raises(ParamError, match="param 'ids': expected an integer, got 'two'"):
+    with pytest.raises(ParamError, match="param 'ids': item 1: expected an integer, got 'two'"):
         bind({"ids": "1,two"}, declared)
+    # a text that is no list (a date given to a list of numbers) is one item, said as one
+    with pytest.raises(
+        ParamError, match="param 'ids': item 0: expected an integer, got '2026-11-01'"
+    ):
+        bind({"ids": "2026-11-01"}, declared)
 
 
 def test_every_problem_is_reported_at_once() -> None:
