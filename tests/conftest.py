@@ -6,6 +6,7 @@
 * ``engine`` / ``engine_ns``: the Lua engine with the qless layout (``ql:``) / prefix ``{test}:``;
 * ``functions``: ``redis_client`` on a server without any Functions library (the engine's own
   loaded again after the test); ``engine_library_support`` has libraries that are not it.
+* ``reap``: ``reap(Popen(...))`` hands a process to the test's end (:func:`helpers.reaped`).
 
 ``from helpers import snapshot, assert_unchanged`` for "bad input changes nothing" checks.
 
@@ -19,12 +20,14 @@ run a fixed set (derandomized), so a CI run is red only for what every run of th
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import redis
+from helpers import Reap, reaped
 from hypothesis import settings
 
 from scheduler.embedded import EmbeddedServer
@@ -95,6 +98,14 @@ def engine(redis_client: redis.Redis) -> Engine:
 def engine_ns(redis_client: redis.Redis) -> Engine:
     """The engine in the ``{test}:`` namespace."""
     return Engine(redis_client, prefix=NAMESPACE)
+
+
+@pytest.fixture
+def reap() -> Iterator[Reap]:
+    """``reap(process)``: ``process``, killed if it still runs, waited for and its pipes closed
+    when the test ends, passed or failed."""
+    with contextlib.ExitStack() as stack:
+        yield lambda process: stack.enter_context(reaped(process))
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

@@ -4,6 +4,7 @@
 * :func:`snapshot`: every key's DUMP, to RESTORE a prepared state quickly;
 * :func:`dumped`: every key's bytes as the server holds them (a secret must be in none);
 * :func:`read_until`: a process's output up to a text, read from its pipe;
+* :func:`reaped`: a process killed, waited for and its pipes closed when the test ends;
 * :func:`register_legacy_cron`: a schedule as an older version let it be registered.
 """
 
@@ -12,15 +13,19 @@ from __future__ import annotations
 import json
 import os
 import select
+import signal
 import subprocess
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any, Literal
 
 import redis
 
 from scheduler.engine.client import Client
+
+Reap = Callable[[subprocess.Popen[str]], subprocess.Popen[str]]
+"""The ``reap`` fixture: a process handed to the test's end (:func:`reaped`)."""
 
 # key -> (type, DUMP bytes, expiry)
 Snapshot = dict[str, tuple[str, bytes, int]]
@@ -198,12 +203,36 @@ def read_until(
     seen = ""
     deadline = time.monotonic() + timeout
     while text not in seen:
-        assert time.monotonic() < deadline, f"no {text!r} on {stream}: {seen!r}"
+        assert time.monotonic() < deadline, f"no {text!r} on {stream}: {seen[-2000:]!r}"
         if select.select([fd], [], [], 0.5)[0]:
             chunk = os.read(fd, 4096)
-            assert chunk, f"{stream} closed before {text!r}: {seen!r}"
+            assert chunk, f"{stream} closed before {text!r} ({_ended(process)}): {seen[-2000:]!r}"
             seen += chunk.decode()
     return seen
+
+
+def _ended(process: subprocess.Popen[str]) -> str:
+    """How the process ended, once its stream closed: a signal that killed it silently says
+    more than its empty stream does."""
+    try:
+        code = process.wait(10)
+    except subprocess.TimeoutExpired:
+        return "still running"
+    return f"killed by {signal.Signals(-code).name}" if code < 0 else f"exit code {code}"
+
+
+@contextmanager
+def reaped(process: subprocess.Popen[str]) -> Iterator[subprocess.Popen[str]]:
+    """``process`` for the block; when it ends, however it ends, the process is killed if it
+    still runs, waited for and its pipes closed. Left to the collector, a test that failed
+    half-way would leave them to warn (ResourceWarning, an error here) in whichever later
+    test the collection happens to run."""
+    with process:  # closes the pipes, then waits
+        try:
+            yield process
+        finally:
+            if process.poll() is None:
+                process.kill()
 
 
 def register_legacy_cron(

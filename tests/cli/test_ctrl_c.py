@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 from cli_support import flows
-from helpers import read_until
+from helpers import Reap, read_until
 
 from flows.cli.run import SHUTDOWN_GRACE
 from scheduler.embedded import EmbeddedServer
@@ -96,28 +96,32 @@ def _console_script(folder: Path) -> Path:
         "flows.cli.schema",  # the command's module
     ],
 )
-def test_ctrl_c_while_the_command_line_is_imported(tmp_path: Path, module: str) -> None:
+def test_ctrl_c_while_the_command_line_is_imported(tmp_path: Path, module: str, reap: Reap) -> None:
     hook = tmp_path / "hook"
     hook.mkdir()
     (hook / "sitecustomize.py").write_text(SLOW_IMPORT)
     path = [str(hook), *filter(None, [os.environ.get("PYTHONPATH")])]
-    process = subprocess.Popen(
-        [str(_console_script(tmp_path)), "schema"],
-        env={
-            **os.environ,
-            "PYTHONPATH": os.pathsep.join(path),
-            "FLOWS_TEST_SLOW_IMPORT": module,
-        },
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    process = reap(
+        subprocess.Popen(
+            [str(_console_script(tmp_path)), "schema"],
+            env={
+                **os.environ,
+                "PYTHONPATH": os.pathsep.join(path),
+                "FLOWS_TEST_SLOW_IMPORT": module,
+            },
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        )
     )
     read_until(process, f"importing {module}\n")
     assert _interrupted(process) == "interrupted\n"
 
 
-def test_ctrl_c_while_following_a_runs_log(url: str, client: Client, tmp_path: Path) -> None:
+def test_ctrl_c_while_following_a_runs_log(
+    url: str, client: Client, tmp_path: Path, reap: Reap
+) -> None:
     flow = tmp_path / "wait.yaml"
     flow.write_text("version: 1\nname: wait\nqueue: nobody\nsteps:\n  a: {run: echo hi}\n")
     submitted = flows("run", str(flow), "--detach", "--run-id", "r1", "--redis", url)
@@ -125,12 +129,12 @@ def test_ctrl_c_while_following_a_runs_log(url: str, client: Client, tmp_path: P
     # A line already in the log: once it is printed, `flows logs -f` is following the run,
     # which no worker works, so it would follow it forever.
     client.engine.call("log.append", "r1:a", 1, 0, 1, time.time(), "stdout", "", "hello")
-    process = _start(url, "logs", "-f", "r1")
+    process = reap(_start(url, "logs", "-f", "r1"))
     read_until(process, "a | hello\n")
     assert _interrupted(process) == "interrupted\n"
 
 
-def test_ctrl_c_while_a_flow_tests_real_step_runs(url: str, tmp_path: Path) -> None:
+def test_ctrl_c_while_a_flow_tests_real_step_runs(url: str, tmp_path: Path, reap: Reap) -> None:
     pid_file = tmp_path / "step.pid"
     (tmp_path / "sleepy.yaml").write_text(
         f"version: 1\nname: sleepy\nsteps:\n  nap:\n    run: echo $$ > {pid_file}; exec sleep 120\n"
@@ -139,7 +143,7 @@ def test_ctrl_c_while_a_flow_tests_real_step_runs(url: str, tmp_path: Path) -> N
     test_file.write_text(
         "flow: sleepy.yaml\ncases:\n  - name: naps\n    expect: {status: succeeded}\n"
     )
-    process = _start(url, "test", str(test_file), "--redis", url)
+    process = reap(_start(url, "test", str(test_file), "--redis", url))
     deadline = time.monotonic() + 60
     while not pid_file.exists() or not pid_file.read_text().strip():
         assert time.monotonic() < deadline and process.poll() is None, process.communicate()
@@ -157,7 +161,9 @@ def test_ctrl_c_while_a_flow_tests_real_step_runs(url: str, tmp_path: Path) -> N
             os.kill(step, signal.SIGKILL)
 
 
-def test_sigterm_stops_a_flow_test_as_ctrl_c_does(tmp_path: Path, short_tmp: Path) -> None:
+def test_sigterm_stops_a_flow_test_as_ctrl_c_does(
+    tmp_path: Path, short_tmp: Path, reap: Reap
+) -> None:
     """SIGTERM (a CI job cancelled, `timeout`) ended `flows test` at once: the real step's
     commands ran on, and so did the private server, its folder left behind. It now stops as
     Ctrl-C does, with exit code 143 and one line."""
@@ -168,12 +174,14 @@ def test_sigterm_stops_a_flow_test_as_ctrl_c_does(tmp_path: Path, short_tmp: Pat
     test_file = tmp_path / "sleepy.test.yaml"
     test_file.write_text("flow: sleepy.yaml\ncases:\n  - name: naps\n")
     env = {k: v for k, v in os.environ.items() if k != "FLOWS_REDIS_URL"}
-    process = subprocess.Popen(
-        [FLOWS, "test", str(test_file)],  # on a private server, in a temp folder of its own
-        env={**env, "TMPDIR": str(temp)},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
+    process = reap(
+        subprocess.Popen(
+            [FLOWS, "test", str(test_file)],  # on a private server, in a temp folder of its own
+            env={**env, "TMPDIR": str(temp)},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
     )
     deadline = time.monotonic() + 60
     while not pid_file.exists() or not pid_file.read_text().strip():
@@ -215,7 +223,7 @@ steps:
 
 
 def test_a_second_ctrl_c_kills_a_flow_tests_step_that_ignores_sigterm(
-    url: str, tmp_path: Path
+    url: str, tmp_path: Path, reap: Reap
 ) -> None:
     """The first Ctrl-C ends a real step with SIGTERM, then SIGKILL 5 s later; a step that
     shrugs SIGTERM off is killed at once by a second one, not left running by the exit."""
@@ -223,7 +231,7 @@ def test_a_second_ctrl_c_kills_a_flow_tests_step_that_ignores_sigterm(
     (tmp_path / "stubborn.yaml").write_text(STUBBORN.format(mark=mark, pids=pids))
     test_file = tmp_path / "stubborn.test.yaml"
     test_file.write_text("flow: stubborn.yaml\ncases:\n  - name: naps\n")
-    process = _start(url, "test", str(test_file), "--redis", url)
+    process = reap(_start(url, "test", str(test_file), "--redis", url))
     deadline = time.monotonic() + 60
     while not pids.exists():
         assert time.monotonic() < deadline and process.poll() is None, process.communicate()
@@ -259,9 +267,9 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def test_ctrl_c_at_a_confirmation_prompt(url: str, client: Client) -> None:
+def test_ctrl_c_at_a_confirmation_prompt(url: str, client: Client, reap: Reap) -> None:
     client.queues["q"].put("K", {}, jid="j1")
-    process = _start(url, "queue", "truncate", "q")
+    process = reap(_start(url, "queue", "truncate", "q"))
     read_until(process, "[y/N]: ")
     assert _interrupted(process).splitlines()[-1] == "interrupted"
     assert client.jobs.get("j1") is not None
@@ -287,7 +295,12 @@ steps:
     [("run", signal.SIGINT), ("retry", signal.SIGINT), ("run", signal.SIGTERM)],
 )
 def test_a_second_ctrl_c_kills_the_steps_commands_and_hands_its_job_back(
-    url: str, client: Client, tmp_path: Path, command: str, signum: signal.Signals
+    url: str,
+    client: Client,
+    tmp_path: Path,
+    command: str,
+    signum: signal.Signals,
+    reap: Reap,
 ) -> None:
     """The first Ctrl-C gives the running step its grace (5 s); a second stops it now: every
     process of its group is killed (none left running on, re-parented to init) and its job
@@ -297,10 +310,10 @@ def test_a_second_ctrl_c_kills_the_steps_commands_and_hands_its_job_back(
     flow = tmp_path / "nap.yaml"
     flow.write_text(NAP.format(pids=pids))
     if command == "run":
-        process = _start(url, "run", str(flow), "--run-id", "r1")
+        process = reap(_start(url, "run", str(flow), "--run-id", "r1"))
     else:  # an interrupted run, resumed: worked here as `flows run` does
         assert flows("run", str(flow), "--detach", "--run-id", "r1", "--redis", url).exit_code == 0
-        process = _start(url, "retry", "r1")
+        process = reap(_start(url, "retry", "r1"))
     deadline = time.monotonic() + 60
     while not pids.exists():
         assert time.monotonic() < deadline and process.poll() is None, process.communicate()
@@ -352,13 +365,13 @@ steps:
 
 
 def test_a_run_that_ends_in_the_grace_after_ctrl_c_says_how_it_ended(
-    url: str, client: Client, tmp_path: Path
+    url: str, client: Client, tmp_path: Path, reap: Reap
 ) -> None:
     """Its step finishes in the grace the first Ctrl-C gives it: the run succeeded, and the last
     line says so, not that it "is succeeded" with jobs left to resume."""
     flow = tmp_path / "gate.yaml"
     flow.write_text(GATE.format(dir=tmp_path))
-    process = _start(url, "run", str(flow), "--run-id", "g1")
+    process = reap(_start(url, "run", str(flow), "--run-id", "g1"))
     deadline = time.monotonic() + 60
     while not (tmp_path / "started").exists():
         assert time.monotonic() < deadline and process.poll() is None, process.communicate()

@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 from click.testing import CliRunner, Result
+from helpers import Reap
 
 from flows.cli import main
 from flows.runs.read import list_runs, load_run
@@ -47,16 +48,20 @@ def _ticks_logged(url: str, run_id: str) -> int:
     return sum(1 for line in result.stdout.splitlines() if '"tick ' in line)
 
 
-def test_ctrl_c_then_retry_keeps_each_attempts_log_apart(url: str, tmp_path: Path) -> None:
+def test_ctrl_c_then_retry_keeps_each_attempts_log_apart(
+    url: str, tmp_path: Path, reap: Reap
+) -> None:
     path = tmp_path / "ticks.yaml"
     path.write_text(FLOW)
     mark = tmp_path / "ran-once"
-    process = subprocess.Popen(
-        [str(Path(sys.executable).parent / "flows"), "run", str(path), "-p", f"mark={mark}"],
-        env={**os.environ, "FLOWS_REDIS_URL": url},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
+    process = reap(
+        subprocess.Popen(
+            [str(Path(sys.executable).parent / "flows"), "run", str(path), "-p", f"mark={mark}"],
+            env={**os.environ, "FLOWS_REDIS_URL": url},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
     )
     client = Client(url)
     run_id = ""

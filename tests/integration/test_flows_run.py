@@ -18,7 +18,7 @@ import pytest
 import redis
 from click.testing import CliRunner
 from flows_cli_support import flows, status_json
-from helpers import assert_unchanged, read_until
+from helpers import Reap, assert_unchanged, read_until
 
 from flows.expand.jobs import expand
 from flows.runs.build import assemble_run
@@ -305,14 +305,14 @@ def test_retry_of_a_run_that_fails_again_exits_1(
 
 
 def test_ctrl_c_says_what_state_the_run_is_in_and_how_to_go_on(
-    server: EmbeddedServer, redis_client: redis.Redis, tmp_path: Path
+    server: EmbeddedServer, redis_client: redis.Redis, tmp_path: Path, reap: Reap
 ) -> None:
     path = tmp_path / "slow.yaml"
     path.write_text(
         "version: 1\nname: slow\nqueue: slow\nsteps:\n"
         "  first: {run: 'true'}\n  wait: {run: sleep 60, needs: [first]}\n"
     )
-    process = _flows_run(server, path)
+    process = reap(_flows_run(server, path))
     client = Client(server.url)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
