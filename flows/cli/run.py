@@ -343,24 +343,26 @@ def _follow(
         poll_interval=0.5,
         shutdown_grace=SHUTDOWN_GRACE,
     )
-    presses: list[int] = []
-    announced: list[bool] = []  # the stop was said: a signal from now on is a second one
-    previous = _count_ctrl_c(presses, announced)
     # Called between the reads of the run: the local worker's end, then the waits' timeouts.
     between_reads = LocalWorker(worker, WaitTimeouts(client))
     thread = threading.Thread(
         target=carrying_given(between_reads.work), name="flows-run-worker", daemon=True
     )
-    thread.start()
     read = RunReader(client, run_id, AwaitNotice(client))
-    view = read()
     interrupted = False
 
     def over() -> bool:  # --logs: between its rounds of lines, the run read as the others read it
         between_reads()
         return read().finished
 
+    presses: list[int] = []
+    announced: list[bool] = []  # the stop was said: a signal from now on is a second one
+    previous = _count_ctrl_c(presses, announced)
     try:
+        # Started in here: a signal from now on may find a job running, which must get its
+        # grace and be handed back (the first read can take long: it says every awaited signal).
+        thread.start()
+        view = read()
         if logs:
             stream_run(client, run_id, over)
             view = read()
@@ -398,7 +400,7 @@ def _follow(
             for signum, handler in previous.items():
                 signal.signal(signum, handler)
     if interrupted:  # the table as it is now the jobs were handed back, not the last frame
-        view = load_run(client, run_id) or view
+        view = load_run(client, run_id) or read()
         if not quiet:
             print_run(view)
         return view, presses[0] if presses else signal.SIGINT

@@ -350,6 +350,41 @@ def test_a_second_ctrl_c_kills_the_steps_commands_and_hands_its_job_back(
     assert (job.state, whats) == ("waiting", ["put", "popped", "released"]), job.history
 
 
+def test_a_stop_while_the_run_is_first_read_gives_the_running_step_its_grace(
+    url: str, tmp_path: Path, reap: Reap
+) -> None:
+    """A SIGTERM (or Ctrl-C) landing while `flows run` read the run for the first time, its
+    worker already running a step, ended the command at once with "interrupted" and 130 and
+    left the step's commands running on. It stops as at any later moment. That first read is
+    held here for as long as the test likes: it says how to signal 400 waiting steps, more
+    than stderr's pipe holds, and the test reads none of it until the step runs."""
+    pids = tmp_path / "step.pids"
+    flow = tmp_path / "crowded.yaml"
+    waits = "".join(f"  {'w' * 60}{n:03}: {{wait: {{signal: go}}}}\n" for n in range(400))
+    flow.write_text(NAP.format(pids=pids) + waits)
+    process = reap(_start(url, "run", str(flow), "--run-id", "r1"))
+    deadline = time.monotonic() + 60
+    while not pids.exists():
+        assert time.monotonic() < deadline and process.poll() is None, process.communicate()
+        time.sleep(0.05)
+    step = [int(pid) for pid in pids.read_text().split()]
+    try:
+        process.send_signal(signal.SIGTERM)
+        said = read_until(process, "stopping: running jobs get", stream="stderr")
+        process.send_signal(signal.SIGTERM)  # the grace is not what is tested: stop them now
+        _, err = process.communicate(timeout=60)
+        assert process.returncode == 143, said[-300:] + err
+        assert "terminated: run r1 is " in err and "Traceback" not in err, err
+        deadline = time.monotonic() + 10
+        while any(_alive(pid) for pid in step):
+            assert time.monotonic() < deadline, f"the step's processes {step} outlived the command"
+            time.sleep(0.05)
+    finally:
+        for pid in step:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+
 GATE = """\
 version: 1
 name: gate
