@@ -152,10 +152,7 @@ def test_ctrl_c_while_a_flow_tests_real_step_runs(url: str, tmp_path: Path, reap
     try:
         assert _interrupted(process).splitlines()[-1] == "interrupted"
         # The step's process ends with the command, as a worker's would: none is left behind.
-        deadline = time.monotonic() + 10
-        while _alive(step):
-            assert time.monotonic() < deadline, f"the step's process {step} outlived the command"
-            time.sleep(0.05)
+        _wait_gone(step)
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.kill(step, signal.SIGKILL)
@@ -193,10 +190,7 @@ def test_sigterm_stops_a_flow_test_as_ctrl_c_does(
         _, err = process.communicate(timeout=60)
         assert process.returncode == 143, err
         assert err.splitlines()[-1] == "terminated" and "Traceback" not in err, err
-        deadline = time.monotonic() + 10
-        while _alive(step):
-            assert time.monotonic() < deadline, f"the step's process {step} outlived the command"
-            time.sleep(0.05)
+        _wait_gone(step)
         # The private server was stopped and its folder removed (its socket too, when it was
         # in the temp dir's flows-UID), the cases' sandbox too.
         assert list(temp.glob("flows-test-*")) == []
@@ -246,14 +240,19 @@ def test_a_second_ctrl_c_kills_a_flow_tests_step_that_ignores_sigterm(
         pressed = time.monotonic()
         assert _interrupted(process).splitlines()[-1] == "interrupted"
         assert time.monotonic() - pressed < 4, "the second Ctrl-C waited for the SIGKILL's grace"
-        deadline = time.monotonic() + 10
-        while any(_alive(pid) for pid in step):
-            assert time.monotonic() < deadline, f"the step's processes {step} outlived the command"
-            time.sleep(0.05)
+        _wait_gone(*step)
     finally:
         for pid in step:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
+
+
+def _wait_gone(*pids: int) -> None:
+    """Wait for the step's processes to end with the command: none may be left behind."""
+    deadline = time.monotonic() + 10
+    while any(_alive(pid) for pid in pids):
+        assert time.monotonic() < deadline, f"the step's processes {pids} outlived the command"
+        time.sleep(0.05)
 
 
 def _alive(pid: int) -> bool:
@@ -335,10 +334,7 @@ def test_a_second_ctrl_c_kills_the_steps_commands_and_hands_its_job_back(
         assert "stopping now: running jobs are killed and wait again" in err
         assert "Traceback" not in err and f"{how}: run r1 is running" in err, err
         assert "WARNING" not in err, err  # a job stopped as asked is no warning
-        deadline = time.monotonic() + 10
-        while _alive(shell) or _alive(sleep):  # SIGKILL was sent: only its delivery is waited
-            assert time.monotonic() < deadline, "the step's processes outlived the command"
-            time.sleep(0.05)
+        _wait_gone(shell, sleep)  # SIGKILL was sent: only its delivery is waited
     finally:
         for pid in (shell, sleep):
             with contextlib.suppress(ProcessLookupError):
@@ -375,10 +371,7 @@ def test_a_stop_while_the_run_is_first_read_gives_the_running_step_its_grace(
         _, err = process.communicate(timeout=60)
         assert process.returncode == 143, said[-300:] + err
         assert "terminated: run r1 is " in err and "Traceback" not in err, err
-        deadline = time.monotonic() + 10
-        while any(_alive(pid) for pid in step):
-            assert time.monotonic() < deadline, f"the step's processes {step} outlived the command"
-            time.sleep(0.05)
+        _wait_gone(*step)
     finally:
         for pid in step:
             with contextlib.suppress(ProcessLookupError):
