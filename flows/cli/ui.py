@@ -6,9 +6,11 @@ import contextlib
 import errno
 import ipaddress
 import logging
+import signal
 import socket
 import sys
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import FrameType
 
@@ -111,7 +113,8 @@ def ui(
     A Functions library on the server that is not this release's engine, or the server refusing
     its login or a permission, stops it at the start with one line saying what to do, exit 78;
     such a library found while it serves makes every request that reads or writes the engine
-    answer 503 with that line until an operator has loaded the engine."""
+    answer 503 with that line until an operator has loaded the engine. SIGTERM or SIGINT stops it
+    cleanly, exit 0 (a second: at once)."""
     import uvicorn
 
     from flows.ui import events
@@ -178,11 +181,28 @@ def ui(
     class _Server(uvicorn.Server):
         def handle_exit(self, sig: int, frame: FrameType | None) -> None:
             events.stop_all()  # open streams end now, so the stop waits for none of them
+            if self.should_exit:  # a second signal, of either kind: stop now
+                self.force_exit = True
             super().handle_exit(sig, frame)
+
+        @contextlib.contextmanager
+        def capture_signals(self) -> Iterator[None]:
+            # uvicorn's own raises the signal it stopped on again once stopped, and a SIGTERM
+            # then ends the process with 143: a stop asked for is a clean stop, exit 0, as the
+            # scheduler service and the workers end theirs.
+            if threading.current_thread() is not threading.main_thread():
+                yield  # Python takes signals in the main thread only
+                return
+            stops = (signal.SIGTERM, signal.SIGINT)
+            before = {signum: signal.signal(signum, self.handle_exit) for signum in stops}
+            try:
+                yield
+            finally:
+                for signum, handler in before.items():
+                    signal.signal(signum, handler)
 
         async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
             await super().shutdown(sockets)
-            # Said here: uvicorn then raises the SIGTERM it stopped on again, which ends us.
             log.info("flows ui stopped")
 
     server = _Server(config)
@@ -194,9 +214,7 @@ def ui(
         f"writes {'need a token' if token or has_users else 'disabled: no token'})",
         err=True,
     )
-    # uvicorn raises the SIGINT it stopped on once more: the stop was clean all the same
-    with contextlib.suppress(KeyboardInterrupt):
-        server.run(sockets=[listening])
+    server.run(sockets=[listening])
     sys.exit(0 if server.started else 1)
 
 

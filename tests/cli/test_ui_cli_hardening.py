@@ -73,7 +73,12 @@ def test_a_busy_port_is_one_line_before_anything_claims_to_serve(server: Embedde
     assert "flows ui on" not in done.stderr
 
 
-def test_a_stop_with_event_streams_open_logs_only_the_stop(server: EmbeddedServer) -> None:
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_stop_with_event_streams_open_logs_only_the_stop(
+    server: EmbeddedServer, signum: int
+) -> None:
+    """SIGTERM (a service manager's stop) and Ctrl-C stop it cleanly: exit 0, as the
+    scheduler service and the workers."""
     port = free_port()
     process = subprocess.Popen(
         [FLOWS, "ui", "--port", str(port)],
@@ -91,7 +96,7 @@ def test_a_stop_with_event_streams_open_logs_only_the_stop(server: EmbeddedServe
         ]
         for stream in streams:
             assert stream.readline().startswith(b":")
-        process.send_signal(signal.SIGINT)
+        process.send_signal(signum)
         _, errors = process.communicate(timeout=30)
         for stream in streams:
             stream.close()
@@ -100,6 +105,7 @@ def test_a_stop_with_event_streams_open_logs_only_the_stop(server: EmbeddedServe
             process.kill()
             process.communicate()
     assert process.returncode == 0, errors
+    assert "flows ui stopped" in errors
     for word in ("Traceback", "TypeError", "ERROR", "Exception", "Aborted"):
         assert word not in errors, errors
 
