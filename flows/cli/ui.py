@@ -25,9 +25,8 @@ from flows.ui.auth import (
     ENV_TOKEN,
     Auth,
     TokenError,
-    TokenFile,
-    load_token,
     reached_through,
+    server_token,
 )
 from flows.ui.roles import RoleAuth
 from scheduler.engine.backoff import wait_for_server
@@ -123,9 +122,7 @@ def ui(
 
     log_to_stderr(log_level, "%(asctime)s %(levelname)s %(message)s")
     try:
-        # A token file is read again when it changes: a rotation needs no restart.
-        rotated = TokenFile.load(token_file) if token_file is not None else None
-        token = rotated.current() if rotated is not None else load_token(None)
+        token, rotated = server_token(token_file)
     except TokenError as error:
         raise click.ClickException(str(error)) from None
     listening = _bind(host, port)  # a busy port is said before anything else

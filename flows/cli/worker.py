@@ -10,7 +10,7 @@ import socket
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -33,24 +33,32 @@ from scheduler.worker.imports import import_path
 from scheduler.worker.pool import MAX_PROCESSES
 from scheduler.worker.settings import SettingError, WorkerSettings, table
 
+if TYPE_CHECKING:
+    from flows.ui.auth import TokenFile
+
 
 def register(group: click.Group) -> None:
     group.add_command(worker)
 
 
 def serve_metrics(
-    client: Client, queues: list[str], host: str, port: int, token: str | None
+    client: Client,
+    queues: list[str],
+    host: str,
+    port: int,
+    token: str | None,
+    rotated: TokenFile | None = None,
 ) -> None:
     """Serve the metrics of ``queues`` (flows.ui.metrics) from a thread of this process, under
     ``flows ui``'s rules: its own names only, and the bearer ``token`` when there is one (a
-    presented token must be it)."""
+    presented token must be it; ``rotated``: the file it is read again from when it changes)."""
     import threading
     from socketserver import ThreadingMixIn
     from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
     from prometheus_client import make_wsgi_app
 
-    from flows.ui.auth import bearer_problem
+    from flows.ui.auth import presented_problem
     from flows.ui.guard import SECURITY_HEADERS, allowed_hosts, host_name
     from flows.ui.metrics import registry
     from scheduler.hosts import is_loopback
@@ -65,7 +73,7 @@ def serve_metrics(
         if host_name(environ.get("HTTP_HOST", "")) not in hosts:
             status, detail = 400, "this server does not answer as that host"
         elif not reads_open or header:
-            status, detail = bearer_problem(header, token) or (0, "")
+            status, detail = presented_problem(header, token, rotated) or (0, "")
         if status:
             reason = {400: "Bad Request", 401: "Unauthorized", 403: "Forbidden"}[status]
             body = json.dumps({"detail": detail}).encode()
@@ -158,7 +166,8 @@ def worker_settings(func: Callable[..., Any]) -> Callable[..., Any]:
     "--metrics-token-file",
     type=click.Path(dir_okay=False, path_type=Path),
     help="File holding the bearer token that metrics requests need; default $FLOWS_UI_TOKEN. "
-    "Needed to serve metrics on a non-loopback address.",
+    "Needed to serve metrics on a non-loopback address. Read again when it changes: a rotated "
+    "token works without a restart.",
 )
 @env_file_option
 @connection
@@ -193,11 +202,11 @@ def worker(
     with user_errors():
         url = resolve_url(redis_url)
     if metrics_port is not None:
-        from flows.ui.auth import ENV_TOKEN, TokenError, load_token
+        from flows.ui.auth import ENV_TOKEN, TokenError, server_token
         from scheduler.hosts import is_loopback
 
         try:
-            token = load_token(metrics_token_file)
+            token, rotated = server_token(metrics_token_file)
         except TokenError as error:
             raise click.ClickException(str(error)) from None
         if token is None and not is_loopback(metrics_host):
@@ -206,7 +215,7 @@ def worker(
                 f"${ENV_TOKEN})"
             )
         client = open_client(url, namespace)
-        serve_metrics(client, list(settings.queues), metrics_host, metrics_port, token)
+        serve_metrics(client, list(settings.queues), metrics_host, metrics_port, token, rotated)
     # A queue no job has used yet is fine for a worker: only a likely typo gets a note. A
     # server not there yet is the worker's to wait for, below, not the note's to report.
     with contextlib.suppress(Exception):

@@ -11,7 +11,7 @@
   day it is set up.
 
 Missing credentials answer 401 (with ``WWW-Authenticate: Bearer``), wrong ones 403.
-:func:`bearer_problem` is the one check, also used by ``flows worker --metrics-port``.
+:func:`presented_problem` is the one check, also used by ``flows worker --metrics-port``.
 """
 
 from __future__ import annotations
@@ -146,11 +146,7 @@ class Auth:
 
     def _check(self, request: Request) -> None:
         header = request.headers.get("authorization", "")
-        problem = bearer_problem(header, self.server_token())
-        rotated = self.token_file
-        # A token that does not match may be the one the file was rotated to.
-        if problem is not None and problem[0] == 403 and rotated is not None and rotated.reread():
-            problem = bearer_problem(header, rotated.current())
+        problem = presented_problem(header, self.token, self.token_file)
         if problem is not None:
             status, detail = problem
             headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
@@ -188,6 +184,25 @@ def reached_through(allowed_hosts: Iterable[str], trusted_proxies: Iterable[str]
         if bare and not is_loopback(bare):
             return f"--allowed-host {name.strip()}"
     return None
+
+
+def server_token(token_file: Path | None) -> tuple[str | None, TokenFile | None]:
+    """A server's token (``token_file``'s, else ``$FLOWS_UI_TOKEN``'s, else None) and, when it
+    came from a file, that file, read again when it changes: a rotation needs no restart."""
+    rotated = TokenFile.load(token_file) if token_file is not None else None
+    return (rotated.current() if rotated is not None else load_token(None)), rotated
+
+
+def presented_problem(
+    header: str, token: str | None, rotated: TokenFile | None
+) -> tuple[int, str] | None:
+    """:func:`bearer_problem` for a server whose token is ``rotated``'s when it has a token
+    file, else ``token``. A token that does not match may be the one the file was just rotated
+    to: the file is looked at again at once."""
+    problem = bearer_problem(header, rotated.current() if rotated is not None else token)
+    if problem is not None and problem[0] == 403 and rotated is not None and rotated.reread():
+        problem = bearer_problem(header, rotated.current())
+    return problem
 
 
 def bearer_problem(header: str, token: str | None) -> tuple[int, str] | None:

@@ -90,3 +90,37 @@ def test_the_worker_logs_where_it_serves_metrics(server: EmbeddedServer) -> None
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert f"metrics of q at http://127.0.0.1:{port}/metrics" in done.stderr, done.stderr
+
+
+def test_a_rotated_token_file_works_without_a_restart(
+    server: EmbeddedServer, tmp_path: Path
+) -> None:
+    """The metrics' token file is read again when it changes, as ``flows ui``'s is: the new
+    token works and the old one stops working, without restarting the worker."""
+    token_file = tmp_path / "token"
+    token_file.write_text(TOKEN + "\n")
+    port = free_port()
+    env = dict(os.environ, FLOWS_REDIS_URL=server.url)
+    env.pop("FLOWS_UI_TOKEN", None)
+    worker = subprocess.Popen(
+        [FLOWS, "worker", "-q", "q", "--processes", "0", "--metrics-port", str(port),
+         "--metrics-host", "0.0.0.0", "--metrics-token-file", str(token_file)],
+        env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    url = f"http://127.0.0.1:{port}/metrics"
+    rotated = "rotated-" + TOKEN
+    try:
+        deadline = time.monotonic() + 15
+        while True:
+            try:
+                assert _status(url, {"Authorization": f"Bearer {TOKEN}"}) == 200
+                break
+            except OSError:
+                assert time.monotonic() < deadline, "no metrics served"
+                time.sleep(0.1)
+        token_file.write_text(rotated + "\n")
+        assert _status(url, {"Authorization": f"Bearer {rotated}"}) == 200
+        assert _status(url, {"Authorization": f"Bearer {TOKEN}"}) == 403
+    finally:
+        worker.terminate()
+        worker.wait(30)
