@@ -85,14 +85,17 @@ def cannot_work(error: Exception) -> click.ClickException:
 def unless_unworkable() -> Iterator[None]:
     """Around a long-running command's work: an error that restarting it cannot mend (a
     refused login or permission, a foreign engine: :func:`~scheduler.service.loop.unworkable`,
-    what stops the scheduler service) becomes :func:`cannot_work`'s exit 78, for every such
+    what stops the scheduler service; or any other error of this project that waiting cannot
+    cure, :func:`~scheduler.engine.backoff.hopeless`: a malformed URL, an unsafe server, as a
+    pool's worker process judges them) becomes :func:`cannot_work`'s exit 78, for every such
     command alike (a supervisor restarting one that exits 1 would do so for ever)."""
+    from scheduler.engine.backoff import hopeless
     from scheduler.service.loop import unworkable
 
     try:
         yield
     except Exception as error:
-        if not unworkable(error) or debug_enabled():
+        if not (unworkable(error) or hopeless(error)) or debug_enabled():
             raise
         raise cannot_work(error) from None
 
@@ -198,8 +201,12 @@ class GuardedGroup(click.Group):
         return result
 
 
-def open_client(redis_url: str | None, namespace: str | None) -> Client:
-    """A client on ``--redis`` (or $FLOWS_REDIS_URL, or the embedded server)."""
+def open_client(
+    redis_url: str | None, namespace: str | None, *, long_lived: bool = False
+) -> Client:
+    """A client on ``--redis`` (or $FLOWS_REDIS_URL, or the embedded server); for a
+    ``long_lived`` command (ui, scheduler, worker) what no restart mends exits 78
+    (:func:`unless_unworkable`)."""
     from flows.cli import auditing
     from scheduler import connect
     from scheduler.engine.client import namespace_prefix
@@ -208,7 +215,7 @@ def open_client(redis_url: str | None, namespace: str | None) -> Client:
         namespace_prefix(namespace)
     except ValueError as error:  # a malformed --namespace
         raise click.BadParameter(str(error), param_hint="'--namespace'") from None
-    with user_errors():
+    with user_errors(), unless_unworkable() if long_lived else contextlib.nullcontext():
         client = auditing.opened(connect.Client(redis_url, namespace=namespace))
     # Closed when the command ends, not left to the garbage collector: a command run in a
     # longer-lived process (a test's runner, a program calling `main`) keeps no sockets open.

@@ -283,7 +283,7 @@ def scheduler_command(
 
     A Functions library on the server that is not this release's engine, or the server refusing
     its login or a permission, found at the start or while it runs, stops it with one line
-    saying what to do, exit 78.
+    saying what to do, exit 78; so does a malformed URL or an unsafe server at the start.
 
     With --once, a file that does not validate has its findings printed on stderr, as `flows
     validate` prints them, and the exit code is 1 (the other files are registered and fired
@@ -294,7 +294,7 @@ def scheduler_command(
     several = namespaces_of(namespace)
     if len(several) > 1:
         sys.exit(run_per_namespace(several))
-    client = open_client(redis_url, namespace)
+    client = open_client(redis_url, namespace, long_lived=not (health or once))
     if health:
         with user_errors():
             ok, message = check_health(

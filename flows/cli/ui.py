@@ -109,8 +109,9 @@ def ui(
     """Serve the dashboard (/), the REST API (/api/v1/, OpenAPI at /api/v1/openapi.json) and
     /metrics.
 
-    A Functions library on the server that is not this release's engine, or the server refusing
-    its login or a permission, stops it at the start with one line saying what to do, exit 78;
+    A Functions library on the server that is not this release's engine, the server refusing
+    its login or a permission, or a malformed URL stops it at the start with one line saying
+    what to do, exit 78;
     such a library found while it serves makes every request that reads or writes the engine
     answer 503 with that line until an operator has loaded the engine. SIGTERM or SIGINT stops it
     cleanly, exit 0 (a second: at once)."""
@@ -126,7 +127,7 @@ def ui(
     except TokenError as error:
         raise click.ClickException(str(error)) from None
     listening = _bind(host, port)  # a busy port is said before anything else
-    client = open_client(redis_url, namespace)
+    client = open_client(redis_url, namespace, long_lived=True)
     users = Users(client)
     try:
         with user_errors(), unless_unworkable():  # as the scheduler and the workers stop

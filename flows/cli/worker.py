@@ -188,7 +188,8 @@ def worker(
     and exits 0; a second stops at once (exit 1: the jobs left running wait again within
     seconds). A worker that cannot work however often it is restarted (a Functions library on
     the server that is not this release's engine, the server refusing its login or a
-    permission) stops with one line saying what to do, exit 78.
+    permission, a malformed URL, a server that may evict jobs) stops with one line saying what
+    to do, exit 78.
 
     With several namespaces (--namespace a,b) each gets its own worker, in a child process.
     """
@@ -199,7 +200,7 @@ def worker(
     # With --processes 0 a job's own log records reach this stderr too (the pool's children
     # set theirs up alike): shown, not obeyed, by the terminal.
     log_to_stderr(settings.log_level, "%(asctime)s %(levelname)s %(name)s[%(process)d] %(message)s")
-    with user_errors():
+    with user_errors(), unless_unworkable():  # the embedded server's folder unusable, say
         url = resolve_url(redis_url)
     if metrics_port is not None:
         from flows.ui.auth import ENV_TOKEN, TokenError, server_token
@@ -214,7 +215,7 @@ def worker(
                 f"serving metrics on {metrics_host} needs a token (--metrics-token-file or "
                 f"${ENV_TOKEN})"
             )
-        client = open_client(url, namespace)
+        client = open_client(url, namespace, long_lived=True)
         serve_metrics(client, list(settings.queues), metrics_host, metrics_port, token, rotated)
     # A queue no job has used yet is fine for a worker: only a likely typo gets a note. A
     # server not there yet is the worker's to wait for, below, not the note's to report.
@@ -224,7 +225,7 @@ def worker(
     with user_errors(), unless_unworkable():
         if processes == 0:
             import_path(settings.paths)  # as a pool child does: see scheduler/worker/__main__.py
-            client = open_client(url, namespace)
+            client = open_client(url, namespace, long_lived=True)
             if settings.name:
                 client.worker_name = settings.name
             in_process = Worker(client, settings=settings)

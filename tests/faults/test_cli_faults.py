@@ -92,8 +92,44 @@ def test_an_unreachable_server_is_one_line_for_every_command(
 def test_a_malformed_url_is_blamed_on_the_url(flow_file: Path, flows_dir: Path) -> None:
     url = "redis://flows-user:s3cret-pw@[::1/0"
     for name, args in commands(flow_file, flows_dir).items():
-        line = one_line_error(*run(args, url), "invalid Redis URL", "redis://flows-user:***@")
+        line = one_line_error(
+            *run(args, url),
+            "invalid Redis URL",
+            "redis://flows-user:***@",
+            status=78 if name in LONG_RUNNING else 1,
+        )
         assert "namespace" not in line and "s3cret" not in line, name
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["ui", "--port", "0"],
+        ["scheduler", "--flows-dir", "{flows_dir}"],
+        ["worker", "-q", "q", "--processes", "0"],
+        ["worker", "-q", "q", "--processes", "2"],
+    ],
+    ids=["ui", "scheduler", "worker", "pool"],
+)
+def test_a_malformed_url_stops_a_long_lived_command_as_unworkable(
+    args: list[str], flows_dir: Path
+) -> None:
+    """Every long-lived command, as its own process, stops over a URL no restart can mend
+    with one line and exit 78, as a pool's worker process does: a supervisor that restarts on
+    exit 1 would otherwise restart it for ever."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FLOWS_")}
+    env["FLOWS_REDIS_URL"] = "redis://flows-user:s3cret-pw@[::1/0"
+    command = [a.replace("{flows_dir}", str(flows_dir)) for a in args]
+    done = subprocess.run(
+        [str(Path(sys.executable).with_name("flows")), *command],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        check=False,
+    )
+    one_line_error(done.returncode, done.stderr, "invalid Redis URL", status=78)
+    assert "s3cret" not in done.stderr
 
 
 def test_a_host_name_that_cannot_be_one_is_blamed_on_the_url(
@@ -104,7 +140,12 @@ def test_a_host_name_that_cannot_be_one_is_blamed_on_the_url(
     for host in ("my..host", "x" * 64 + ".example"):
         url = f"redis://flows-user:s3cret-pw@{host}:6379/0"
         for name, args in commands(flow_file, flows_dir).items():
-            line = one_line_error(*run(args, url), "invalid Redis URL", f"host name {host!r}")
+            line = one_line_error(
+                *run(args, url),
+                "invalid Redis URL",
+                f"host name {host!r}",
+                status=78 if name in LONG_RUNNING else 1,
+            )
             assert "s3cret" not in line, name
 
 
