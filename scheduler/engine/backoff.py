@@ -74,8 +74,60 @@ def hopeless(error: BaseException) -> bool:
     return isinstance(error, FlowsError) and not transient(error)
 
 
+def connection_lost(error: BaseException) -> bool:
+    """Whether ``error`` says the way to the server is gone (down, unreachable, a broken or
+    timed-out connection), not that the server refused something: a refused login is not."""
+    return isinstance(error, (redis.ConnectionError, redis.TimeoutError)) and not (
+        faults.access_refused(error)
+    )
+
+
+class Outage:
+    """The connection to one server, as every activity of a process sees it: a warning when it
+    is lost (naming the server) and one line when it is back (saying how long it was away),
+    however many activities fail meanwhile. Their :class:`Backoff` says the rest of their
+    faults themselves. Thread-safe."""
+
+    def __init__(self, log: logging.Logger, what: str, where: str) -> None:
+        self.log = log
+        self.what = what
+        self.where = where
+        self._since: float | None = None
+        self._lock = threading.Lock()
+
+    def lost(self, error: BaseException) -> None:
+        with self._lock:
+            if self._since is not None:
+                return
+            self._since = time.monotonic()
+        self.log.warning(
+            "%s: lost the connection to %s: %s (every step waits for it, retrying at most every "
+            "%gs)",
+            self.what,
+            self.where,
+            faults.one_line(error),
+            CAP,
+        )
+
+    def back(self) -> None:
+        if self._since is None:
+            return
+        with self._lock:
+            since, self._since = self._since, None
+        if since is not None:
+            away = time.monotonic() - since
+            self.log.info(
+                "%s: the connection to %s is back after %.1f s", self.what, self.where, away
+            )
+
+
+#: A :class:`Backoff`'s fault while its :class:`Outage` speaks for it.
+_AWAY = "connection lost"
+
+
 class Backoff:
-    """The pauses between attempts of one activity (``what``) under faults; thread-safe."""
+    """The pauses between attempts of one activity (``what``) under faults; thread-safe. Given
+    the process's ``outage``, a lost connection is said there, once for every activity."""
 
     def __init__(
         self,
@@ -85,12 +137,14 @@ class Backoff:
         first: float = FIRST,
         cap: float = CAP,
         client: redis.Redis | None = None,
+        outage: Outage | None = None,
     ) -> None:
         self.log = log
         self.what = what
         self.first = first
         self.cap = cap
         self.client = client
+        self.outage = outage
         self.attempts = 0
         self._state: str | None = None
         self._lock = threading.Lock()
@@ -103,7 +157,10 @@ class Backoff:
         """Note a failed attempt; returns the seconds to pause before the next one."""
         with self._lock:
             state = type(error).__name__
-            if state != self._state:
+            if self.outage is not None and connection_lost(error):
+                self.outage.lost(error)
+                state = _AWAY
+            if state != self._state and state != _AWAY:
                 # A bug (not a fault of the server) also gets its traceback, once.
                 known = isinstance(error, (redis.RedisError, FlowsError))
                 self.log.warning(
@@ -113,7 +170,7 @@ class Backoff:
                     self.cap,
                     exc_info=None if known else error,
                 )
-                self._state = state
+            self._state = state
             pause = min(self.cap, self.first * 2 ** min(self.attempts, 30))
             self.attempts += 1
         if isinstance(error, redis.ConnectionError):
@@ -124,8 +181,10 @@ class Backoff:
         """Note a successful attempt: the fault, if any, is over."""
         if self._state is None:
             return
+        if self.outage is not None:
+            self.outage.back()
         with self._lock:
-            if self._state is not None:
+            if self._state not in (None, _AWAY):
                 self.log.info(
                     "%s: working again after %s", self.what, counted(self.attempts, "failure")
                 )
@@ -175,4 +234,14 @@ def wait_for_server(
     return False
 
 
-__all__ = ["CAP", "EXIT_CONFIG", "FIRST", "Backoff", "hopeless", "transient", "wait_for_server"]
+__all__ = [
+    "CAP",
+    "EXIT_CONFIG",
+    "FIRST",
+    "Backoff",
+    "Outage",
+    "connection_lost",
+    "hopeless",
+    "transient",
+    "wait_for_server",
+]

@@ -36,11 +36,11 @@ from pathlib import Path
 from scheduler import stop_signals
 from scheduler.cron.catchup import DEFAULT_GRACE_SECONDS, MAX_CATCHUP_RUNS, Skip
 from scheduler.cron.expression import InvalidSchedule
-from scheduler.engine.backoff import Backoff, wait_for_server
+from scheduler.engine.backoff import Backoff, Outage, wait_for_server
 from scheduler.engine.client import Client
 from scheduler.engine.connections import MasterWatch
 from scheduler.engine.errors import EngineError, ForeignEngine
-from scheduler.engine.faults import access_refused
+from scheduler.engine.faults import access_refused, where
 from scheduler.engine.safety import check_eviction_policy
 from scheduler.engine.scripts import LIBRARY_CHECK_EVERY
 from scheduler.notify.outbox import Deliverer
@@ -235,6 +235,12 @@ class SchedulerService:
         self._files_here: dict[str, bool] = {}  # a file without a source: under flows_dir?
         self._unplannable: dict[str, str] = {}  # name -> hash of a definition said unplannable
         self._lock = threading.Lock()
+        # Every step meets the same lost connection: said once for them all.
+        self._outage = Outage(
+            log,
+            f"scheduler {self.service_id}",
+            where(client.redis, client.engine.key_prefix),
+        )
 
     # -- time ------------------------------------------------------------------------------
 
@@ -618,7 +624,12 @@ class SchedulerService:
     def _job(self, name: str, step: Callable[[], object]) -> Callable[[], None]:
         # Keep the service alive, and health shows a tick that keeps failing; a failing step is
         # tried again after growing pauses and logged once per fault, not once per interval.
-        backoff = Backoff(log, f"scheduler {self.service_id}: {name}", client=self.client.redis)
+        backoff = Backoff(
+            log,
+            f"scheduler {self.service_id}: {name}",
+            client=self.client.redis,
+            outage=self._outage,
+        )
         resume = 0.0
 
         def run() -> None:
