@@ -11,9 +11,11 @@ or modification time changed, and compares content hashes:
   also when it moved in the same change: a broken file that still declares its flow's name
   (a top-level ``name:`` line) keeps that flow's schedule while the file registered for it is
   gone from the folder, until it validates and is registered from where it now is; one whose
-  name cannot be read keeps the schedules whose files went in the scan in which it appeared
-  (:meth:`Reloader._held_while_nameless`). Its log line says which: the schedule it keeps, or
-  that nothing is registered from it. A file's problem is
+  name cannot be read keeps the schedule registered from its own path, and the schedules whose
+  files went in the scan in which it appeared (:meth:`Reloader._held_while_nameless`), never at
+  a service's first scan, which saw nothing appear: a schedule whose file went while no
+  service watched is unregistered, whatever broken file is beside it. Its log line says which:
+  the schedule it keeps, or that nothing is registered from it. A file's problem is
   logged once, when it is first seen or changes, not at every scan;
 - a schedule of this source whose file is gone, no longer has a schedule, or now names another
   flow is unregistered; schedules of other sources are never touched (a flow that another
@@ -159,7 +161,8 @@ class Reloader:
         """One pass over the folder; ``now`` is the time fire times are computed from."""
         report = ScanReport()
         paths = list(flow_files(self.folder, self.stop))
-        fresh = {self._relative(path) for path in paths if path not in self._seen}
+        # A first scan saw nothing appear: every file is new to it, none evidence of a move.
+        fresh = {self._relative(p) for p in paths if p not in self._seen} if self._seen else set()
         read = self._read(paths, now, report)
         if read is None:
             return report
@@ -332,10 +335,13 @@ class Reloader:
 
         A file moved and broken in one change cannot say which flow it is: a schedule whose
         file went in the scan in which such a file appeared (``fresh``: the files this
-        reloader had not seen before, all of them at a service's first scan) stays registered
+        reloader had not seen before) stays registered
         while one of the files that appeared with it is still so, rather than stop firing
         over a typo. Once that file validates, it is registered from where it is if it is the
-        same flow, and the schedule is unregistered if not; so it is when the file goes."""
+        same flow, and the schedule is unregistered if not; so it is when the file goes. A
+        service's first scan saw no file appear (``fresh`` is empty): a file broken before it
+        started, maybe for months, is no evidence of a move, and a schedule kept so by the
+        service before it is unregistered (until that file validates)."""
         holding: dict[str, frozenset[str]] = {}
         appeared = frozenset(nameless & fresh)
         for name in gone:

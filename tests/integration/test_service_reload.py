@@ -242,9 +242,6 @@ def test_a_file_moved_and_broken_past_reading_its_name_keeps_the_schedule(
     assert [e.path for e in catalog.entries(client)] == ["a.yaml"]  # as published, kept too
     assert [f.tick for f in service.tick(T).fired] == [T]
     assert [f.tick for f in service.tick(T + 5 * MIN).fired] == [T + 5 * MIN]
-    # A service started now (its first scan has seen no file before) keeps it too.
-    assert make_service(client, folder).scan(T + 5 * MIN + 1).unregistered == []
-    assert registration(client, "a").definition == before
     # Fixed where it now is, the same flow: registered from there.
     write_flow(folder, "a", file="b.yaml", steps=2)
     report = service.scan(T + 5 * MIN + 1)
@@ -266,6 +263,35 @@ def test_a_schedule_kept_for_an_unreadable_file_goes_once_it_is_not_that_flow(
     report = service.scan(T - 1)
     assert report.unregistered == ["a"]
     assert [r.name for r in Schedules(client).all()] == ([] if then == "removed" else ["b"])
+
+
+def test_a_first_scan_unregisters_a_gone_file_beside_an_unreadable_one(
+    client: Client, folder: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A service's first scan has seen no file appear: a file whose name cannot be read is
+    not taken for where a gone file moved (it may have been broken for months), so the
+    schedule of a file removed while no service ran is unregistered. A file broken past
+    reading its name where its schedule's file is keeps that schedule: it may be its own."""
+    old = write_flow(folder, "a", file="a.yaml")
+    write_flow(folder, "b", file="b.yaml")
+    make_service(client, folder).scan(T - 1)
+    old.unlink()
+    junk = folder / "junk.yaml"
+    junk.write_text("version: 1\nsteps: [\n")
+    (folder / "b.yaml").write_text("version: 1\nsteps: [\n")
+    with caplog.at_level(logging.INFO, logger="flows.scheduler"):
+        caplog.clear()
+        report = make_service(client, folder).scan(T - 1)
+    assert report.unregistered == ["a"]
+    assert [r.name for r in Schedules(client).all()] == ["b"]
+    said = sorted(r.getMessage().split(":\n")[0] for r in caplog.records)
+    assert said == sorted(
+        [
+            f"unregistered schedule a ({old} no longer schedules it)",
+            f"{folder / 'b.yaml'} does not validate; its schedule b stays as registered",
+            f"{junk} does not validate; no schedule is registered from it",
+        ]
+    )
 
 
 def test_a_file_removed_beside_an_old_unreadable_file_is_unregistered(
