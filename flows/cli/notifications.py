@@ -20,9 +20,10 @@ from scheduler import secrets
 from scheduler.engine.client import Client
 from scheduler.engine.errors import carrying_given
 from scheduler.notify import outbox
-from scheduler.notify.documents import ChannelDocument, EventDocument, SendDocument
+from scheduler.notify.documents import ChannelDocument, EventDocument, SendDocument, unsendable
 from scheduler.notify.outbox import Deliverer
 from scheduler.secrets import EnvFileError
+from scheduler.service.schedules import Schedules
 
 log = logging.getLogger(__name__)
 
@@ -98,6 +99,9 @@ def notifications(
 ) -> None:
     """Notifications: given up (kept until retried), waiting to be sent, and the latest sends.
 
+    Also the channels a scheduler service cannot send (a secret it lacks, a URL kept in a
+    secret that is none), as each found when it loaded their flow files.
+
     A delivery that keeps failing is retried with a growing wait (5s, 10s, 20s ... up to 10
     minutes, 10 attempts), then kept here with each channel's status: `flows notifications
     --retry ID` sends it again to the channels that did not take it.
@@ -115,9 +119,16 @@ def notifications(
     given_up = outbox.failed(client)
     pending = [] if only_failed else outbox.waiting(client)
     sent = [] if only_failed else outbox.recent(client, count)
+    stuck = [] if only_failed else unsendable(Schedules(client).services())
     if as_json:
-        print_json({"failed": given_up, "waiting": pending, "recent": sent})
+        print_json({"failed": given_up, "waiting": pending, "recent": sent, "unsendable": stuck})
         return
+    if stuck:
+        table(
+            "Channels a scheduler service cannot send",
+            ["service", "file", "channel", "problem"],
+            [[u["service"], u["file"], u["channel"], u["problem"]] for u in stuck],
+        )
     if given_up:
         show_events("Given up", given_up, next_try=False)
     elif only_failed:

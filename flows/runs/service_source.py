@@ -12,12 +12,15 @@ from __future__ import annotations
 import re
 import threading
 from collections import OrderedDict
+from collections.abc import Mapping
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 from zoneinfo import ZoneInfo
 
 from flows.expand.run_ids import run_id_for
-from flows.runs.build import FlowFile, build_run, parse_flow_text
+from flows.expand.run_specs import content_hash
+from flows.runs.build import FlowFile, build_run, notify_plan, parse_flow_text
 from flows.validation.schedule_checks import epoch
 from flows.validation.validate import InvalidFlow
 from scheduler.service.records import Definition, InvalidSource, RunRequest
@@ -55,6 +58,19 @@ class FlowsSource:
             return None
         self._remember(flow_file)
         return definition_of(flow_file)
+
+    def channels(self, path: Path, text: str) -> list[Mapping[str, Any]]:
+        """The ``notify:`` rules of the flow file at ``path``, as :func:`notify_plan` puts them
+        in its runs (the parse :meth:`load` kept, when it kept one)."""
+        with self._lock:
+            flow_file = self._flows.get(content_hash(text))
+        if flow_file is None:
+            try:
+                flow_file = parse_flow_text(text, str(path.resolve()), shown=str(path))
+            except InvalidFlow:
+                return []
+        plan = notify_plan(flow_file.flow)
+        return list(plan.rules) if plan is not None else []
 
     def run_id(self, flow: str, tick: float) -> str:
         """``<flow>@<UTC fire time>`` (:mod:`flows.expand.run_ids`)."""

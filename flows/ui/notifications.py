@@ -18,6 +18,8 @@ from flows.ui.refusals import refusals
 from flows.ui.shapes import NotificationRetried, Notifications, answer
 from flows.ui.state import reader, writer
 from scheduler.notify import outbox
+from scheduler.notify.documents import unsendable
+from scheduler.service.schedules import Schedules
 
 router = APIRouter()
 Count = Annotated[int, Query(ge=1, le=2000, description="How many of the latest sends.")]
@@ -34,13 +36,15 @@ EventId = Annotated[
     responses=answer(Notifications),
 )
 def list_notifications(ui: api.Ui, recent: Count = 50) -> dict[str, Any]:
-    """``{failed, waiting, recent}``: deliveries given up and events not sent yet, each with its
-    channels (``channels``: each one's status, attempts and last error: a channel that took
-    it is not sent it again), and the latest sends (newest first)."""
+    """``{failed, waiting, recent, unsendable}``: deliveries given up and events not sent yet,
+    each with its channels (``channels``: each one's status, attempts and last error: a channel
+    that took it is not sent it again), the latest sends (newest first), and the channels a
+    scheduler service cannot send (``unsendable``: its id, the flow file, the channel, why)."""
     return {
         "failed": outbox.failed(ui.client),
         "waiting": outbox.waiting(ui.client),
         "recent": outbox.recent(ui.client, recent),
+        "unsendable": unsendable(Schedules(ui.client).services()),
     }
 
 

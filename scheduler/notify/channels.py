@@ -220,6 +220,18 @@ def _url(config: Mapping[str, Any], secrets: Secrets) -> tuple[str, str]:
     return str(config["url"]), ""
 
 
+def url_problem(channel: str, config: Mapping[str, Any], secrets: Secrets) -> str | None:
+    """Why ``channel``'s URL cannot be sent to, found without sending: the one a secret holds
+    is no http(s) URL (as a send would say it; None: nothing known against it)."""
+    if channel not in ("webhook", "slack"):
+        return None
+    try:
+        _url(config, secrets)
+    except DeliveryError as error:
+        return str(error)
+    return None
+
+
 def send_webhook(
     config: Mapping[str, Any], event: Event, name: str, context: Context, secrets: Secrets
 ) -> None:

@@ -13,8 +13,8 @@ that channel's rule knows it by (the body it got says the same): the kind, or
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any, TypedDict
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Protocol, TypedDict
 
 from scheduler.notify.events import Event
 from scheduler.notify.tries import DELIVERED, FAILED, Channel
@@ -80,6 +80,45 @@ class SendDocument(TypedDict):
     at: float
     by: str
     retry_of: str | None
+
+
+class UnsendableDocument(TypedDict):
+    """A notification channel of a flow file that a scheduler service (``service``, its id)
+    cannot send as things are there, and why (``problem``): a secret missing, a URL kept in a
+    secret that is none. Said by the service's health, checked when it loads the file."""
+
+    service: str
+    file: str
+    channel: str
+    problem: str
+
+
+class Pinged(Protocol):
+    """A scheduler service's last ping (:class:`~scheduler.service.records.ServiceHealth`)."""
+
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def info(self) -> Mapping[str, Any]: ...
+
+
+def unsendable(services: Iterable[Pinged]) -> list[UnsendableDocument]:
+    """The channels each of ``services`` says it cannot send, as its last ping lists them."""
+    out: list[UnsendableDocument] = []
+    for service in services:
+        entries = service.info.get("unsendable")
+        for entry in entries if isinstance(entries, list) else ():
+            if isinstance(entry, Mapping):
+                out.append(
+                    UnsendableDocument(
+                        service=service.id,
+                        file=str(entry.get("file", "")),
+                        channel=str(entry.get("channel", "")),
+                        problem=str(entry.get("problem", "")),
+                    )
+                )
+    return out
 
 
 def channel_document(index: int, name: str, described: str, channel: Channel) -> ChannelDocument:

@@ -52,6 +52,7 @@ from scheduler.notify.channels import (
     channel_of,
     describe,
     secret_names,
+    url_problem,
 )
 from scheduler.notify.documents import (
     EventDocument,
@@ -137,6 +138,23 @@ class Failing:
 
     def __init__(self) -> None:
         self._failures: dict[str, int] = {}
+        self._left: dict[str, str] = {}  # channel -> why this sender left it, as said
+
+    def left(self, rule: Mapping[str, Any], sender: str, reason: str, give_up_after: float) -> None:
+        """This sender cannot send by ``rule``'s channel: said once per reason, at the first
+        event it leaves (another sender may hold what it lacks)."""
+        channel = self._name(rule)
+        if self._left.get(channel) == reason:
+            return
+        self._left[channel] = reason
+        log.warning(
+            "notification channel %s cannot be sent by %s: %s; left to another sender (given"
+            " up in %g min if none can; `flows notifications` lists it)",
+            channel,
+            sender,
+            masked(" ".join(reason.split())),
+            give_up_after / 60,
+        )
 
     def failed(self, rule: Mapping[str, Any], error: str) -> None:
         channel = self._name(rule)
@@ -160,7 +178,13 @@ class Failing:
 
     @staticmethod
     def _name(rule: Mapping[str, Any]) -> str:
-        return masked(redact_url(describe(rule)))
+        return shown(rule)
+
+
+def shown(rule: Mapping[str, Any]) -> str:
+    """``rule``'s channel as a log line names it (:func:`describe`, a password in its URL and
+    any secret's value masked)."""
+    return masked(redact_url(describe(rule)))
 
 
 Runs = dict[str, tuple[list[dict[str, Any]], str]]
@@ -402,6 +426,15 @@ class Deliverer:
                 return str(error)
         return None
 
+    def problem(self, rule: Mapping[str, Any]) -> str | None:
+        """Why this deliverer can never send by ``rule``'s channel as things are, found without
+        sending (None: it can try): :meth:`cannot`, or a URL kept in a secret that is none."""
+        reason = self.cannot(rule)
+        found = channel_of(rule)
+        if reason is None and found is not None:
+            reason = url_problem(found[0], found[1], self.secrets)
+        return reason
+
     def _deliver(self, event: Event, runs: Runs, now: float) -> int:
         """Try each channel of ``event`` that is due and this deliverer can send, then keep
         the entry, release it for another deliverer, finish it or give it up."""
@@ -455,6 +488,7 @@ class Deliverer:
         now: float,
     ) -> None:
         """Note that this deliverer cannot send ``channel`` (logged once per reason)."""
+        self.failing.left(rule, self.consumer, reason, self.give_up_after)
         if channel.unable.get(self.consumer, ("",))[0] != reason:
             self._log(event, name, rule, LEFT, channel.attempts, reason, now)
         channel.unable[self.consumer] = (reason, now)

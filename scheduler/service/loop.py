@@ -43,7 +43,8 @@ from scheduler.engine.errors import EngineError, ForeignEngine
 from scheduler.engine.faults import access_refused, where
 from scheduler.engine.safety import check_eviction_policy
 from scheduler.engine.scripts import LIBRARY_CHECK_EVERY
-from scheduler.notify.outbox import Deliverer
+from scheduler.notify.outbox import Deliverer, shown
+from scheduler.secrets import masked
 from scheduler.service.backfills import AdvanceReport, advance
 from scheduler.service.deadlines import sweep_deadlines
 from scheduler.service.housekeeping import (
@@ -67,6 +68,11 @@ from scheduler.service.scanning import Reloader, ScanReport
 from scheduler.service.schedules import Schedules
 
 log = logging.getLogger("flows.scheduler")
+
+MAX_UNSENDABLE = 50
+"""Notification channels this service cannot send that its health ping lists, at most."""
+MAX_PROBLEM = 300
+"""Characters of each one's problem the ping keeps."""
 # The reason of a tick the engine skipped in its firing call (lua/commands/schedule_fire.lua).
 LIMIT_REASON = "max_active_runs"
 
@@ -235,6 +241,9 @@ class SchedulerService:
         self._files_here: dict[str, bool] = {}  # a file without a source: under flows_dir?
         self._unplannable: dict[str, str] = {}  # name -> hash of a definition said unplannable
         self._lock = threading.Lock()
+        # Flow file → (its content hash, the notification channels of it this service cannot
+        # send): checked when the file is loaded.
+        self._channels: dict[Path, tuple[str, list[dict[str, str]]]] = {}
         # Every step meets the same lost connection: said once for them all.
         self._outage = Outage(
             log,
@@ -257,7 +266,45 @@ class SchedulerService:
         """Register what changed under the folder (see :mod:`scheduler.service.scanning`)."""
         report = self.reloader.scan(self._now(now))
         self._remember(self.reloader.definitions())
+        self._check_channels()
         return report
+
+    def _check_channels(self) -> None:
+        """Say, once per file loaded (at the start, and when it changes), each notification
+        channel of it that this service can never send as things are (a secret missing here,
+        a URL kept in a secret that is none): now, not when a run's event is given up half an
+        hour later. Its health lists them for `flows notifications`."""
+        if self.deliverer is None:
+            return
+        texts = self.reloader.texts()
+        for gone in set(self._channels) - set(texts):
+            del self._channels[gone]
+        for path, (digest, text) in texts.items():
+            if path in self._channels and self._channels[path][0] == digest:
+                continue
+            found: list[dict[str, str]] = []
+            for rule in self.source.channels(path, text):
+                reason = self.deliverer.problem(rule)
+                entry = {"file": str(path), "channel": shown(rule), "problem": masked(str(reason))}
+                if reason is None or entry in found:
+                    continue
+                found.append(entry)
+                log.warning(
+                    "%s: notification channel %s cannot be sent by this service: %s (a sender "
+                    "that can may send its events; `flows notifications` lists it)",
+                    path,
+                    entry["channel"],
+                    entry["problem"],
+                )
+            self._channels[path] = (digest, found)
+
+    def _unsendable(self) -> list[dict[str, str]]:
+        """What :meth:`_check_channels` found, as the health ping carries it (bounded: the
+        ping's info is at most 64 KiB)."""
+        found = [entry for _, entries in self._channels.values() for entry in entries]
+        return [
+            {**entry, "problem": entry["problem"][:MAX_PROBLEM]} for entry in found[:MAX_UNSENDABLE]
+        ]
 
     def tick(self, now: float | None = None, *, only: str | None = None) -> TickReport:
         """Handle every due tick at ``now``: fire, skip or buffer each, exactly once. ``only``:
@@ -610,6 +657,7 @@ class SchedulerService:
             "fired": fired + len(report.fired),
             "skipped": skipped + len(report.skipped),
             "conflicts": conflicts + report.conflicts,
+            "unsendable": self._unsendable(),
         }
 
     def _failpoint(self, name: str) -> None:

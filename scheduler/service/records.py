@@ -399,6 +399,12 @@ class FlowSource(Protocol):
         has no schedule. Raises :class:`InvalidSource` when it does not validate."""
         ...
 
+    def channels(self, path: Path, text: str) -> list[Mapping[str, Any]]:
+        """The notification rules of the flow file at ``path`` (content ``text``), the flow's
+        and its steps', each as its runs carry it; empty when it has none or does not
+        validate."""
+        ...
+
     def run_id(self, flow: str, tick: float) -> str:
         """The id of the run ``flow``'s ``tick`` makes: the same every time it is asked, so that
         firing a tick twice (two services, a retried call, a backfill of a tick that ran on

@@ -407,6 +407,14 @@ class Reloader:
                 log.info("unregistered schedule %s (%s no longer schedules it)", name, held.file)
                 report.unregistered.append(name)
 
+    def texts(self) -> dict[Path, tuple[str, str]]:
+        """The files of the last scan that validate: path → (content hash, text)."""
+        return {
+            path: (seen.hash, seen.text)
+            for path, seen in self._seen.items()
+            if seen.error is None and seen.text is not None
+        }
+
     def definitions(self) -> list[Definition]:
         """The definitions of the files of the last scan that have a schedule."""
         return [seen.definition for seen in self._seen.values() if seen.definition is not None]

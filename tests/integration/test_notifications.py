@@ -472,6 +472,7 @@ def test_an_event_is_one_document_in_the_cli_the_api_and_the_page(
             "failed": [],
             "waiting": [waiting],
             "recent": [send("retrying", 9, tried_at[8]), send("retrying", 8, tried_at[7])],
+            "unsendable": [],
         }
         deliverer.tick()  # the 10th attempt, refused: the last
         listed = listing(cli, api, recent=2)
@@ -488,6 +489,7 @@ def test_an_event_is_one_document_in_the_cli_the_api_and_the_page(
             ],
             "waiting": [],
             "recent": [send("failed", 10, now[0]), send("retrying", 9, tried_at[8])],
+            "unsendable": [],
         }
         page = api.get("/notifications").body
     # The receivers were told the same name and scope.

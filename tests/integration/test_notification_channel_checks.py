@@ -1,0 +1,122 @@
+"""A notification channel the scheduler service can never send (its secret missing here, the
+URL a secret holds malformed) is said at once: logged when the service loads the flow file,
+listed by ``flows notifications`` from the service's health, and its first send's log line says
+why it was not sent. A real service on the session's server, real secrets stores; time is
+passed in."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from flows_cli_support import flows
+from scheduler_support import make_service
+from test_notification_senders import T0, failed_run, secrets
+
+from scheduler.engine.client import Client
+from scheduler.notify.outbox import Deliverer
+from scheduler.service.loop import SchedulerService
+
+FLOW = """\
+version: 1
+name: nightly
+schedule: {cron: "0 3 * * *"}
+notify:
+  - on: [failure]
+    webhook: {url: "https://hooks.example.com/flows", secret: HOOK_SECRET}
+  - on: [failure]
+    slack: {url_secret: SLACK_URL}
+  - on: [failure]
+    webhook: {url: "https://hooks.example.com/fine"}
+steps:
+  load: {run: "true"}
+"""
+
+
+def _service(client: Client, folder: Path, values: dict[str, str]) -> SchedulerService:
+    deliverer = Deliverer(client, secrets=secrets(values), consumer="host-a:pipelines")
+    return make_service(client, folder, service_id="host-a", deliverer=deliverer)
+
+
+def _warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+
+
+def test_a_channel_that_cannot_be_sent_is_said_when_its_file_is_loaded(
+    cli: CliRunner, client: Client, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    folder = tmp_path / "pipelines"
+    folder.mkdir()
+    path = folder / "nightly.yaml"
+    path.write_text(FLOW)
+    service = _service(client, folder, {"SLACK_URL": "hooks.slack.com/services/T0/B0/X"})
+    with caplog.at_level(logging.INFO, logger="flows.scheduler"):
+        caplog.clear()
+        service.scan(T0)
+        said = _warnings(caplog)
+        caplog.clear()
+        service.scan(T0 + 1)  # unchanged: not said again
+        assert _warnings(caplog) == []
+    assert len(said) == 2, said
+    webhook, slack = sorted(said, key=lambda line: "slack" in line)
+    assert webhook.startswith(
+        f"{path}: notification channel webhook https://hooks.example.com/flows cannot be sent "
+        "by this service: secret HOOK_SECRET not found"
+    ), webhook
+    assert slack.startswith(
+        f"{path}: notification channel slack (secret SLACK_URL) cannot be sent by this "
+        "service: secret SLACK_URL does not hold an http(s) URL"
+    ), slack
+    assert "hooks.slack.com/services" not in slack  # a URL kept secret stays so
+    # The service's health says it: `flows notifications` lists it, --json too.
+    service.tick(T0 + 2)
+    listed = flows(cli, "notifications")
+    assert listed.exit_code == 0, listed.output
+    assert "Channels a scheduler service cannot send" in listed.output
+    assert "webhook https://hooks.example.com/flows" in listed.output
+    assert "secret HOOK_SECRET not found" in listed.output
+    document = json.loads(flows(cli, "notifications", "--json").stdout)
+    unsendable = {(u["service"], u["file"], u["channel"]) for u in document["unsendable"]}
+    assert unsendable == {
+        ("host-a", str(path), "webhook https://hooks.example.com/flows"),
+        ("host-a", str(path), "slack (secret SLACK_URL)"),
+    }
+    # Changed so that it can send them: said no more, listed no more.
+    path.write_text(FLOW.replace("secret: HOOK_SECRET", "").replace(
+        "slack: {url_secret: SLACK_URL}", 'slack: {url: "https://hooks.example.com/slack"}'
+    ))  # fmt: skip
+    with caplog.at_level(logging.INFO, logger="flows.scheduler"):
+        caplog.clear()
+        service.scan(T0 + 3)
+        assert _warnings(caplog) == []
+    service.tick(T0 + 60)
+    document = json.loads(flows(cli, "notifications", "--json").stdout)
+    assert document["unsendable"] == []
+
+
+def test_the_first_send_a_sender_cannot_make_says_why_in_its_log(
+    cli: CliRunner, client: Client, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    folder = tmp_path / "pipelines"
+    folder.mkdir()
+    service = _service(client, folder, {})
+    failed_run(
+        cli,
+        folder,
+        "broken",
+        '{on: [failure], webhook: {url: "https://hooks.example.com/x", secret: HOOK_SECRET}}',
+    )
+    with caplog.at_level(logging.INFO, logger="flows.scheduler"):
+        caplog.clear()
+        assert service.deliver(T0) == 0
+        assert service.deliver(T0 + 70) == 0  # looked at again a minute later: not said again
+    said = [m for m in _warnings(caplog) if "notification channel" in m]
+    assert len(said) == 1, said
+    assert said[0].startswith(
+        "notification channel webhook https://hooks.example.com/x cannot be sent by "
+        "host-a:pipelines: secret HOOK_SECRET not found"
+    ), said[0]
+    assert "another sender" in said[0] and "30 min" in said[0]
