@@ -145,7 +145,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "user": (
         "users",
         "Users of flows ui: viewer (reads), operator (also retries, reruns, cancels, "
-        "approves, signals, triggers), admin (also schedules, queues, throttles, users).",
+        "approves, signals, triggers), admin (also schedules, queues, workers, throttles, "
+        "users).",
     ),
     "validate": ("validate", "Check flow files: YAML, schema, graph, templates, schedule."),
     "worker": (

@@ -25,7 +25,7 @@ def user_name(ctx: click.Context, param: click.Parameter, value: str) -> str:
 @click.group()
 def user() -> None:
     """Users of flows ui: viewer (reads), operator (also retries, reruns, cancels, approves,
-    signals, triggers), admin (also schedules, queues, throttles, users)."""
+    signals, triggers), admin (also schedules, queues, workers, throttles, users)."""
 
 
 @user.command("add")

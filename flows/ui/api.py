@@ -684,6 +684,15 @@ def list_workers(
     return page(chosen, offset, limit, more=len(workers) > offset + limit)
 
 
+@router.post("/workers/{worker}/forget", dependencies=writes, tags=["workers"])
+def forget_worker(ui: Ui, worker: str) -> dict[str, Any]:
+    """Forget a worker that is gone (killed, it never said it stopped), as `flows workers
+    --forget` does: 409 while it may be working (seen within worker-silent-after, its lease
+    not lapsed) or holds jobs, 404 for no such worker; nothing changes then."""
+    engine_errors(lambda: ui.client.workers.forget(worker))
+    return {"worker": worker, "forgotten": True}
+
+
 # -- schedules -------------------------------------------------------------------------------------
 
 

@@ -4,8 +4,8 @@ A request's bearer token is the server's own (``--token-file``: one person, ever
 user's (:mod:`flows.access.users`, used as soon as one exists). :data:`POLICY` says which role each
 write needs, in one place: ``viewer`` reads, ``operator`` acts on runs, jobs and failures
 (retry, rerun, cancel, kick, approve, signal, trigger), ``admin`` manages schedules, queues,
-throttles, users and the services' sources. Whoever passed is kept on the request
-(:func:`who`) for the audit log and for approvals.
+workers (forgets a gone one), throttles, users and the services' sources. Whoever passed is
+kept on the request (:func:`who`) for the audit log and for approvals.
 """
 
 from __future__ import annotations
@@ -23,7 +23,11 @@ from flows.ui.auth import Auth
 # (method, path pattern, role needed), first match wins; a write no line names needs operator.
 POLICY: Final = (
     ("POST", re.compile(r"^/api/v1/schedules/[^/]+/trigger$"), "operator"),
-    ("POST", re.compile(r"^/api/v1/(schedules|queues|throttles|users|sources)(/|$)"), "admin"),
+    (
+        "POST",
+        re.compile(r"^/api/v1/(schedules|queues|workers|throttles|users|sources)(/|$)"),
+        "admin",
+    ),
 )
 DEFAULT_WRITE_ROLE: Final = "operator"
 SERVER_TOKEN: Final = "token"

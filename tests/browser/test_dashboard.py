@@ -1007,3 +1007,45 @@ def test_the_job_pages_actions_ask_first_too(
     assert len(dialogs) == 2 and len(posts) == 1  # the no sent nothing
     assert client.jobs[extract.jid].state == "waiting"
     assert page.errors == []
+
+
+def test_a_gone_worker_is_forgotten_from_the_workers_page_and_a_live_one_offers_nothing(
+    page: Any, base: str, client: Client, redis_client: redis.Redis
+) -> None:
+    """`flows workers --forget` on the workers page: a Forget button only where the engine
+    would take it (a silent worker holding no job), asking first, needing the token; a no or a
+    missing token changes nothing, a yes forgets it."""
+    info = {"host": "node-7", "pid": 4242, "queues": ["q"], "started": 1.0}
+    seconds, _ = client.redis.time()
+    client.engine.call("worker.register", "killed", json.dumps(info), now=float(seconds) - 120)
+    client.engine.call("worker.register", "alive", json.dumps(info))
+    client.queues["q"].put("K", {}, jid="held")
+    holder = Client.from_engine(client.engine, worker_name="holder")
+    holder.queues["q"].pop(now=float(seconds) - 120)
+    watched = watch(page, accept=False)
+    page.goto(f"{base}/workers")
+    forget = page.get_by_role("button", name="Forget")
+    assert forget.count() == 1  # neither the live worker nor the one holding a job
+    assert forget.get_attribute("data-action") == "/api/v1/workers/killed/forget"
+    row = page.locator("tr", has=forget)
+    assert row.locator("td").first.inner_text() == "killed"
+    with assert_unchanged(redis_client):
+        forget.click()  # asked, and answered no
+        watched.accept = True
+        forget.click()  # yes, but without the token: refused
+        page.wait_for_selector("#flash.error")
+    assert (
+        watched.dialogs
+        == ["Forget worker killed? It is gone: killed, it never said it stopped."] * 2
+    )
+    assert watched.posts == [f"{base}/api/v1/workers/killed/forget"]
+    set_token(page, TOKEN)
+    forget.click()
+    page.wait_for_selector("#flash.ok")
+    assert page.inner_text("#flash") == "Done: forget worker killed."
+    assert sorted(w["name"] for w in client.workers.documents()) == ["alive", "holder"]
+    page.wait_for_timeout(500)  # the page reloads itself after a change: let it
+    page.goto(f"{base}/workers")
+    assert "killed" not in page.inner_text("main")
+    assert page.get_by_role("button", name="Forget").count() == 0
+    assert page.errors == []

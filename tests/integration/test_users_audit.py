@@ -360,7 +360,7 @@ def test_every_write_the_api_has_refuses_no_token_and_a_viewer_s(
     run_id = start(cli, tmp_path)
     values = {"run_id": run_id, "step": "approve", "jid": f"{run_id}:build", "queue": "default",
               "name": "gate", "group": "g", "event_id": "1-0", "flow": "gate",
-              "source": "s", "backfill_id": "b"}  # fmt: skip
+              "source": "s", "backfill_id": "b", "worker": "w"}  # fmt: skip
     with serve(client, RoleAuth(TOKEN, reads_open=True, users=Users(client))) as base:
         paths = Api(base).get("/api/v1/openapi.json").body["paths"]
         writes = [(method.upper(), path.format(**values))
