@@ -354,7 +354,17 @@ class Deliverer:
         """This consumer's entries first (taken before and not yet done, claimed), then new
         ones."""
         self._ensure_group()
-        self._claim(self.clock() if now is None else now)
+        try:
+            self._claim(self.clock() if now is None else now)
+        except redis.ResponseError as error:
+            if "NOGROUP" not in str(error):
+                raise
+            # The server lost the group since it was made (restarted empty, a failover to a
+            # replica that never had it, flushed): made again, as at the start.
+            log.warning("the notifications' consumer group was gone from the server: made again")
+            self._group_ready = False
+            self._ensure_group()
+            self._claim(self.clock() if now is None else now)
         yield from self._held()
         yield from self._read(">")
 

@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 from flows_cli_support import flows
+from notify_support import Receiver, receiver_fixture
 from scheduler_support import make_service
 from test_notification_senders import T0, failed_run, secrets
 
@@ -34,6 +36,11 @@ notify:
 steps:
   load: {run: "true"}
 """
+
+
+@pytest.fixture
+def receiver() -> Iterator[Receiver]:
+    yield from receiver_fixture()
 
 
 def _service(client: Client, folder: Path, values: dict[str, str]) -> SchedulerService:
@@ -120,3 +127,21 @@ def test_the_first_send_a_sender_cannot_make_says_why_in_its_log(
         "host-a:pipelines: secret HOOK_SECRET not found"
     ), said[0]
     assert "another sender" in said[0] and "30 min" in said[0]
+
+
+def test_a_server_that_lost_its_data_gets_its_notifications_sent_again(
+    cli: CliRunner, client: Client, tmp_path: Path, receiver: Receiver
+) -> None:
+    """A server restarted empty (no persistence, a failover to an empty replica, FLUSHALL) has
+    lost the outbox's consumer group that a running service made: its sender made it again
+    at once, instead of failing every pass with NOGROUP until the service restarted."""
+    folder = tmp_path / "pipelines"
+    folder.mkdir()
+    service = _service(client, folder, {})
+    hook = f'{{on: [failure], webhook: {{url: "{receiver.url}/hook"}}}}'
+    failed_run(cli, folder, "first", hook)
+    assert service.deliver(T0) == 1
+    client.redis.flushall()
+    failed_run(cli, folder, "second", hook)
+    assert service.deliver(T0 + 1) == 1
+    assert sorted(p.json()["flow"] for p in receiver.wait_for(2)) == ["first", "second"]
