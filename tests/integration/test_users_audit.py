@@ -375,3 +375,33 @@ def test_every_write_the_api_has_refuses_no_token_and_a_viewer_s(
                         assert reply.status == 404, (path, reply.body)
                     else:
                         assert reply.status == refused, (method, path, token, reply.body)
+
+
+def test_forgetting_a_gone_worker_is_an_admins_and_is_audited(
+    cli: CliRunner, client: Client, redis_client: redis.Redis
+) -> None:
+    """`POST /api/v1/workers/{name}/forget` (the workers page's Forget) manages the workers as
+    pausing a queue manages queues: an admin's; an operator is refused and nothing changes; a
+    live worker is refused (409) with the engine's reason."""
+    tokens = {name: add_user(cli, name, role) for name, role in
+              (("otto", "operator"), ("ann", "admin"))}  # fmt: skip
+    info = json.dumps({"host": "node-7", "pid": 4242, "queues": ["q"], "started": 1.0})
+    seconds, _ = client.redis.time()
+    client.engine.call("worker.register", "killed", info, now=float(seconds) - 120)
+    client.engine.call("worker.register", "alive", info)
+    with serve(client, RoleAuth(None, reads_open=False, users=Users(client))) as base:
+        otto, ann = (Api(base, tokens[n]) for n in ("otto", "ann"))
+        with assert_unchanged(redis_client):
+            assert otto.post("/api/v1/workers/killed/forget").status == 403
+            live = ann.post("/api/v1/workers/alive/forget")
+            assert live.status == 409 and "it may be working" in live.body["detail"]
+            assert ann.post("/api/v1/workers/nobody/forget").status == 404
+        forgot = ann.post("/api/v1/workers/killed/forget")
+        assert (forgot.status, forgot.body) == (200, {"worker": "killed", "forgotten": True})
+        entry = ann.get("/api/v1/audit").body["items"][0]
+    assert sorted(w["name"] for w in client.workers.documents()) == ["alive"]
+    assert (entry["action"], entry["target"], entry["who"]) == (
+        "forget_worker",
+        "worker=killed",
+        "ann",
+    )
