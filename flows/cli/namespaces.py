@@ -81,5 +81,15 @@ def run_per_namespace(namespaces: list[str], argv: list[str] | None = None) -> i
         )
 
     stop_signals.install(first, lambda signum, count: tell(stop_signals.NOW))
-    codes = [child.wait() for child in children]
-    return 0 if all(code == 0 for code in codes) else 1
+    return combined([child.wait() for child in children])
+
+
+def combined(codes: list[int]) -> int:
+    """The exit status of a command whose processes ended with ``codes``: 0 when all did,
+    :data:`~scheduler.engine.backoff.EXIT_CONFIG` when one stopped over what no restart mends
+    (a supervisor restarting the command would do so for ever), else 1."""
+    from scheduler.engine.backoff import EXIT_CONFIG
+
+    if all(code == 0 for code in codes):
+        return 0
+    return EXIT_CONFIG if EXIT_CONFIG in codes else 1

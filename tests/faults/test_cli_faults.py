@@ -132,6 +132,31 @@ def test_a_malformed_url_stops_a_long_lived_command_as_unworkable(
     assert "s3cret" not in done.stderr
 
 
+@pytest.mark.parametrize("command", ["worker", "scheduler"])
+def test_a_command_serving_several_namespaces_says_78_as_its_processes_do(
+    command: str, flows_dir: Path
+) -> None:
+    """With --namespace a,b each namespace's process stops over the malformed URL with 78:
+    so does the command that started them, not 1 (a supervisor would restart it for ever)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FLOWS_")}
+    env["FLOWS_REDIS_URL"] = "redis://flows-user:s3cret-pw@[::1/0"
+    args = (
+        ["-q", "q", "--processes", "0"] if command == "worker" else ["--flows-dir", str(flows_dir)]
+    )
+    done = subprocess.run(
+        [str(Path(sys.executable).with_name("flows")), command, *args, "--namespace", "a,b"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 78, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 2 and all("invalid Redis URL" in line for line in lines), done.stderr
+    assert "Traceback" not in done.stderr and "s3cret" not in done.stderr
+
+
 def test_a_host_name_that_cannot_be_one_is_blamed_on_the_url(
     flow_file: Path, flows_dir: Path
 ) -> None:
