@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 import threading
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -34,6 +34,9 @@ class FlowsSource:
 
     def __init__(self, cache_size: int = CACHE_SIZE) -> None:
         self._flows: OrderedDict[str, FlowFile] = OrderedDict()
+        # Content hash → the notify rules of a file :meth:`load` parsed, scheduled or not: what
+        # :meth:`channels` answers without parsing the file again.
+        self._rules: OrderedDict[str, list[dict[str, Any]]] = OrderedDict()
         self._cache_size = cache_size
         self._lock = threading.Lock()
 
@@ -54,23 +57,34 @@ class FlowsSource:
             errors = [f for f in invalid.findings if f.severity == "error"]
             message = "\n".join(f.format() for f in errors) or f"{path}: invalid flow"
             raise InvalidSource(message, errors, declared_name(text)) from None
+        self._keep_rules(flow_file)
         if flow_file.flow.schedule is None:
             return None
         self._remember(flow_file)
         return definition_of(flow_file)
 
-    def channels(self, path: Path, text: str) -> list[Mapping[str, Any]]:
+    def channels(self, path: Path, text: str) -> Sequence[Mapping[str, Any]]:
         """The ``notify:`` rules of the flow file at ``path``, as :func:`notify_plan` puts them
-        in its runs (the parse :meth:`load` kept, when it kept one)."""
+        in its runs (kept when :meth:`load` parsed it; else it is parsed)."""
         with self._lock:
-            flow_file = self._flows.get(content_hash(text))
-        if flow_file is None:
-            try:
-                flow_file = parse_flow_text(text, str(path.resolve()), shown=str(path))
-            except InvalidFlow:
-                return []
+            rules = self._rules.get(content_hash(text))
+        if rules is not None:
+            return list(rules)
+        try:
+            flow_file = parse_flow_text(text, str(path.resolve()), shown=str(path))
+        except InvalidFlow:
+            return []
+        return self._keep_rules(flow_file)
+
+    def _keep_rules(self, flow_file: FlowFile) -> list[dict[str, Any]]:
         plan = notify_plan(flow_file.flow)
-        return list(plan.rules) if plan is not None else []
+        rules = list(plan.rules) if plan is not None else []
+        with self._lock:
+            self._rules[flow_file.hash] = rules
+            self._rules.move_to_end(flow_file.hash)
+            while len(self._rules) > self._cache_size:
+                self._rules.popitem(last=False)
+        return list(rules)
 
     def run_id(self, flow: str, tick: float) -> str:
         """``<flow>@<UTC fire time>`` (:mod:`flows.expand.run_ids`)."""

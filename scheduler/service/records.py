@@ -399,7 +399,7 @@ class FlowSource(Protocol):
         has no schedule. Raises :class:`InvalidSource` when it does not validate."""
         ...
 
-    def channels(self, path: Path, text: str) -> list[Mapping[str, Any]]:
+    def channels(self, path: Path, text: str) -> Sequence[Mapping[str, Any]]:
         """The notification rules of the flow file at ``path`` (content ``text``), the flow's
         and its steps', each as its runs carry it; empty when it has none or does not
         validate."""
