@@ -215,6 +215,7 @@ class Deliverer:
     ) -> None:
         # Any: redis-py's reply types are unions this module reads as the server sends them.
         self.redis: Any = client.engine.redis
+        self.engine = client.engine
         self.keys = Keys(client.engine.key_prefix)
         self.secrets = secrets or Secrets()
         self.dashboard = dashboard
@@ -372,7 +373,18 @@ class Deliverer:
 
     def tick(self, now: float | None = None) -> int:
         """One pass at ``now`` (default: the clock): every channel due is tried, by this
-        deliverer if it can send it. Returns how many sends succeeded."""
+        deliverer if it can send it. Returns how many sends succeeded. A fault of the server
+        is raised as an engine call raises it (:mod:`scheduler.engine.faults`: where, as
+        whom), not in redis-py's words: this reads the streams itself."""
+        try:
+            return self._tick(now)
+        except redis.RedisError as error:
+            fault = self.engine.fault(error)
+            if fault is error:
+                raise
+            raise fault from None
+
+    def _tick(self, now: float | None) -> int:
         now = self.clock() if now is None else now
         sent = 0
         runs: Runs = {}

@@ -558,3 +558,20 @@ def test_flows_run_under_the_worker_user_sends_its_notifications(
     assert "Error" not in result.output, result.output
     assert [p.path for p in receiver.wait_for(1)] == ["/hook"]
     assert refused(acl_log) == []
+
+
+def test_a_sender_whose_login_is_refused_says_as_whom(
+    server: EmbeddedServer, redis_client: redis.Redis, passwords: dict[str, str]
+) -> None:
+    """The notifications' sender talks to Redis's streams itself: a login refused there (the
+    server lost its ACL users) was redis-py's words, without the user; the service stops over
+    whichever step meets it first, so its one line depended on which did. Said as every engine
+    call says it."""
+    url = url_for(server, "flows-scheduler", passwords["flows-scheduler"])
+    with Client(url) as client:
+        sender = Deliverer(client, secrets=Secrets(environ={}, dirs=()), consumer="a")
+        assert sender.tick(1000.0) == 0
+        redis_client.execute_command("ACL", "DELUSER", "flows-scheduler")
+        with pytest.raises(redis.RedisError) as refused:
+            sender.tick(1001.0)
+    assert "refused the login as user 'flows-scheduler'" in str(refused.value)
