@@ -28,6 +28,8 @@ from scheduler.engine.errors import ClusterError, FlowsError, NamespaceNotInOneS
 
 FIRST = 0.1
 CAP = 2.0
+#: Seconds a lost connection lasts before an :class:`Outage` says it.
+OUTAGE_GRACE = 1.0
 
 #: The exit status of a long-running process (``flows worker``, ``flows scheduler``) stopped by
 #: an error that restarting it cannot mend (:func:`hopeless`: a bad URL, a wrong password, a
@@ -86,20 +88,26 @@ class Outage:
     """The connection to one server, as every activity of a process sees it: a warning when it
     is lost (naming the server) and one line when it is back (saying how long it was away),
     however many activities fail meanwhile. Their :class:`Backoff` says the rest of their
-    faults themselves. Thread-safe."""
+    faults themselves. A connection that is back within :data:`OUTAGE_GRACE` (one the server
+    dropped and the next attempt opens again, or that it refuses the login of: then that is
+    said) is no outage and is not said. Thread-safe."""
 
     def __init__(self, log: logging.Logger, what: str, where: str) -> None:
         self.log = log
         self.what = what
         self.where = where
         self._since: float | None = None
+        self._said = False
         self._lock = threading.Lock()
 
     def lost(self, error: BaseException) -> None:
         with self._lock:
-            if self._since is not None:
+            now = time.monotonic()
+            if self._since is None:
+                self._since = now
+            if self._said or now - self._since < OUTAGE_GRACE:
                 return
-            self._since = time.monotonic()
+            self._said = True
         self.log.warning(
             "%s: lost the connection to %s: %s (every step waits for it, retrying at most every "
             "%gs)",
@@ -113,8 +121,9 @@ class Outage:
         if self._since is None:
             return
         with self._lock:
-            since, self._since = self._since, None
-        if since is not None:
+            since, said = self._since, self._said
+            self._since, self._said = None, False
+        if since is not None and said:
             away = time.monotonic() - since
             self.log.info(
                 "%s: the connection to %s is back after %.1f s", self.what, self.where, away

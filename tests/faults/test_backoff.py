@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from fault_support import Valkey
 
-from scheduler.engine.backoff import Backoff, transient
+from scheduler.engine.backoff import Backoff, Outage, transient
 from scheduler.engine.client import Client
 from scheduler.engine.faults import ServerOutOfMemory, ServerUnavailable
 
@@ -69,3 +69,21 @@ def test_one_failure_is_counted_in_the_singular(caplog: pytest.LogCaptureFixture
         backoff.failed(unreachable)
         backoff.succeeded()
     assert caplog.records[-1].getMessage() == "fetching: working again after 1 failure"
+
+
+def test_a_connection_back_at_the_next_attempt_is_no_outage(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A connection the server dropped (an ACL user changed, a client killed) that the next
+    attempt opens again is said by no line: not lost, not back; nor is it any step's fault."""
+    log = logging.getLogger("flows.test-backoff")
+    outage = Outage(log, "scheduler s", "Redis at 127.0.0.1:1")
+    steps = [Backoff(log, f"scheduler s: {name}", outage=outage) for name in ("tick", "scan")]
+    unreachable = raised(lambda: Client("redis://127.0.0.1:1/0").queues["q"].length())
+    with caplog.at_level(logging.INFO, logger="flows.test-backoff"):
+        for step in steps:
+            step.failed(unreachable)
+        for step in steps:
+            step.succeeded()
+    assert caplog.records == []
+    assert not any(step.failing for step in steps)
