@@ -7,7 +7,8 @@ import click
 from flows.cli.common import open_client, print_json, user_errors
 from flows.cli.options import as_json, connection, id_argument
 from flows.cli.terminal import visible
-from flows.runs.explain import UnknownStep, child_step, explain_run
+from flows.runs.explain import child_step, explain_run
+from flows.runs.labels import UnknownStep
 from flows.runs.logs import jid_meant
 from flows.runs.read import load_run
 from scheduler.engine.explain import explain as explain_job

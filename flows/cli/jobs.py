@@ -30,6 +30,7 @@ from flows.cli.run import check_server, work_run
 from flows.cli.terminal import visible
 from flows.flowfile.findings import did_you_mean
 from flows.runs import actions as run_actions
+from flows.runs.labels import labelled_jid, labelled_step
 from flows.runs.logs import NoSuchRun, jid_meant, run_jobs
 from flows.runs.read import load_run
 from scheduler.engine.client import Client
@@ -516,7 +517,7 @@ def _unknown(names: list[str]) -> click.ClickException:
 
 
 @click.command()
-@id_argument("target", "run or job id")
+@id_argument("target", "run or job id", labels=True)
 @click.option(
     "--detach", is_flag=True, help="A run: only put its failed jobs back; workers run them."
 )
@@ -545,9 +546,13 @@ def retry(
     is resumed as it is: nothing is put back, and what is left is worked here. Anything else
     with nothing failed, expired or canceled to put back (such a run with --detach, a run that
     is not running, a step, a job) is refused (exit code 1, nothing changed): re-run finished
-    work with `flows rerun`."""
+    work with `flows rerun`.
+
+    A step of the child run a sub-flow step started is RUN:STEP/CHILD-STEP, as `flows status`
+    labels it: that job of the child run, retried as it would be named RUN.STEP:CHILD-STEP."""
     client = open_client(redis_url, namespace)
     with user_errors():
+        target = labelled_jid(client, target)
         if _is_run(client, target):
             view = load_run(client, target, limit=0)
             assert view is not None
@@ -622,11 +627,15 @@ def rerun(
 ) -> None:
     """Run STEP of the finished run RUN again (with --downstream, every step after it), and
     work it here as `flows run` does. Attempts count on; the earlier attempts' logs stay
-    readable (`flows logs RUN STEP --attempt 1`). Refused while the run is running."""
+    readable (`flows logs RUN STEP --attempt 1`). Refused while the run is running.
+
+    A step of the child run a sub-flow step started is STEP/CHILD-STEP, as `flows status`
+    labels it: re-run in the child run, as `flows rerun RUN.STEP CHILD-STEP` re-runs it."""
     client = open_client(redis_url, namespace)
     with user_errors():
         if not _is_run(client, run_id):
             raise click.ClickException(f"no run {run_id!r} (see `flows runs`)")
+        run_id, step = labelled_step(client, run_id, step)
         if not detach:
             check_server(client, "flows rerun")
         try:
@@ -647,7 +656,7 @@ def rerun(
 
 
 @click.command()
-@id_argument("targets", "run or job id", nargs=-1)
+@id_argument("targets", "run or job id", labels=True, nargs=-1)
 @id_option(
     "--backfill",
     "backfill_id",
@@ -671,11 +680,14 @@ def cancel(
     (--backfill ID).
 
     A run's cancel cancels the child runs its sub-flow steps wait for too: a run's count
-    includes their jobs (with --json, runs: {run: jobs}, jobs: the jobs canceled)."""
+    includes their jobs (with --json, runs: {run: jobs}, jobs: the jobs canceled). A job of
+    the child run a sub-flow step started is RUN:STEP/CHILD-STEP too, as `flows status` labels
+    its step."""
     if not targets and backfill_id is None:
         raise click.UsageError("name a run or job to cancel, or --backfill ID")
     client = open_client(redis_url, namespace)
     with user_errors():
+        targets = tuple(labelled_jid(client, t) for t in targets)
         runs = [t for t in targets if _is_run(client, t)]
         jids = [t for t in targets if t not in runs]
         # Every target checked before the first is canceled: a typo cancels nothing.

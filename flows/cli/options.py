@@ -163,13 +163,17 @@ def one_line(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
     return value
 
 
-def _checked_ids(what: str, kind: IdKind) -> Callable[[click.Context, click.Parameter, Any], Any]:
+def _checked_ids(
+    what: str, kind: IdKind, labels: bool = False
+) -> Callable[[click.Context, click.Parameter, Any], Any]:
     """A callback that refuses, as a usage error (exit code 2) before anything is sent, an
-    argument's value (one, or each of ``nargs=-1``) the engine would refuse as ``what``."""
+    argument's value (one, or each of ``nargs=-1``) the engine would refuse as ``what``; with
+    ``labels``, each part of ``RUN:step/child-step`` (a child run's step as `flows status`
+    labels it: :func:`flows.runs.labels.labelled_jid`)."""
 
     def check(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
         for one in value if isinstance(value, tuple) else (value,):
-            refusal = None if one is None else id_refusal(what, one, kind)
+            refusal = None if one is None else _id_or_label_refusal(what, one, kind, labels)
             if refusal is not None:
                 raise click.UsageError(refusal, ctx)
         return value
@@ -177,16 +181,28 @@ def _checked_ids(what: str, kind: IdKind) -> Callable[[click.Context, click.Para
     return check
 
 
-def id_argument(name: str, what: str, kind: IdKind = "name", **attrs: Any) -> Callable[[F], F]:
+def _id_or_label_refusal(what: str, value: str, kind: IdKind, labels: bool) -> str | None:
+    head, slash, rest = value.partition("/")
+    if not (labels and slash and ":" in head):
+        return id_refusal(what, value, kind)
+    parts = (head, *rest.split("/"))
+    return next((r for r in (id_refusal(what, part, kind) for part in parts) if r), None)
+
+
+def id_argument(
+    name: str, what: str, kind: IdKind = "name", labels: bool = False, **attrs: Any
+) -> Callable[[F], F]:
     """A positional argument naming a run or a job (``what``: "run id", "job id", "run or job
     id"), checked by the engine's rules for ``kind`` (a run id is a name, a jid has reserved
-    suffixes besides) before the command runs."""
-    return click.argument(name, callback=_checked_ids(what, kind), **attrs)
+    suffixes besides) before the command runs; with ``labels``, ``RUN:step/child-step`` too."""
+    return click.argument(name, callback=_checked_ids(what, kind, labels), **attrs)
 
 
-def id_option(*decls: str, what: str, kind: IdKind = "jid", **attrs: Any) -> Callable[[F], F]:
+def id_option(
+    *decls: str, what: str, kind: IdKind = "jid", labels: bool = False, **attrs: Any
+) -> Callable[[F], F]:
     """An option naming a job (or a run), checked as :func:`id_argument` checks an argument."""
-    return click.option(*decls, callback=_checked_ids(what, kind), **attrs)
+    return click.option(*decls, callback=_checked_ids(what, kind, labels), **attrs)
 
 
 def checked_value(what: str, kind: IdKind = "name") -> Callable[..., str | None]:

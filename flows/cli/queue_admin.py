@@ -19,6 +19,7 @@ from flows.cli.common import (
 )
 from flows.cli.options import as_json, connection, id_argument, id_option
 from flows.runs.actions import kick_step
+from flows.runs.labels import labelled_step
 from scheduler.engine.errors import JobNotFound, WrongState
 
 #: ``queue.stats`` fields in the order they are shown (Tarantool's statistics).
@@ -158,9 +159,11 @@ def queue_drop(
     "-s",
     "step",
     what="run's step",
+    labels=True,
     metavar="RUN:STEP",
-    help="Kick every buried job of STEP of run RUN (a foreach step's items too), as the run "
-    "page's Kick step button does; refused, kicking none, unless one of them is buried.",
+    help="Kick every buried job of STEP of run RUN (a foreach step's items too, a child run's "
+    "step as STEP/CHILD-STEP), as the run page's Kick step button does; refused, kicking none, "
+    "unless one of them is buried.",
 )
 @as_json
 @connection
@@ -208,6 +211,7 @@ def _kick_step(target: str, as_json: bool, redis_url: str | None, namespace: str
         raise click.UsageError(f"--step {target!r}: name a run's step as RUN:STEP")
     client = open_client(redis_url, namespace)
     with user_errors():
+        run_id, step = labelled_step(client, run_id, step)
         kicked = kick_step(client, run_id, step)
     report(
         as_json,

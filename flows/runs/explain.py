@@ -10,8 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from flows.flowfile.findings import did_you_mean
-from flows.flowfile.subflow_job import child_run_id
+from flows.runs.labels import UnknownStep, labelled_step, no_step
 from flows.runs.read import RunView, StepView, load_run
 from scheduler.engine.client import Client
 from scheduler.engine.explain import Explanation, sentence
@@ -80,30 +79,20 @@ _ENDED_WITHOUT_A_JOB = {
 }
 
 
-class UnknownStep(LookupError):
-    """The run has no such step (the message names the steps it has)."""
-
-
 def _no_step(view: RunView, step: str) -> str:
-    names = [s.step for s in view.steps]
-    hint = did_you_mean(step, names) or f"its steps: {', '.join(names)}"
-    return f"run {view.run_id} has no step {step!r} ({hint})"
+    return no_step(view.run_id, step, [s.step for s in view.steps])
 
 
 def child_step(client: Client, view: RunView, label: str | None) -> tuple[RunView, str | None]:
-    """The run and step a label names: ``step/child-step`` (as `flows status` labels a child
-    run's steps, a few levels deep) is ``child-step`` of the child run ``step`` started;
-    :class:`UnknownStep` when the run has no such step, or it started no child run. No label:
+    """The run and step a label names (:func:`~flows.runs.labels.labelled_step`); no label:
     the run itself."""
-    while label is not None and "/" in label:
-        head, _, label = label.partition("/")
-        if all(s.step != head for s in view.steps):
-            raise UnknownStep(_no_step(view, head))
-        child = load_run(client, child_run_id(view.run_id, head))
-        if child is None:
-            raise UnknownStep(f"run {view.run_id}: step {head!r} started no child run")
-        view = child
-    return view, label
+    if label is None or "/" not in label:
+        return view, label
+    run_id, step = labelled_step(client, view.run_id, label)
+    child = load_run(client, run_id)
+    if child is None:  # deleted since
+        raise UnknownStep(f"no run {run_id!r} (see `flows runs`)")
+    return child, step
 
 
 def explain_run(

@@ -16,8 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from flows.flowfile.findings import did_you_mean
-from flows.flowfile.subflow_job import child_run_id
+from flows.runs.labels import UnknownStep, labelled_step, no_step, run_steps
 from scheduler.engine.client import Client
 from scheduler.engine.errors import FlowsError, InvalidArgument, JobNotFound, TooLarge, WrongState
 from scheduler.engine.limits import MAX_RESULT_DEPTH, json_depth, json_fault, read_json
@@ -112,11 +111,11 @@ def signal_step(
     record = client.engine.call("run.get", run_id)
     if record is None:
         raise SignalRefused(f"{where}: no run {run_id}", "missing")
-    head, _, rest = step.partition("/")
-    if rest:  # a wait of a child run, labelled as `flows status` and `flows logs` label it
-        child = child_run_id(run_id, head)
-        if client.engine.call("run.get", child) is None:
-            raise SignalRefused(f"{where}: {_no_child(run_id, head, record)}", "missing")
+    if "/" in step:  # a wait of a child run, labelled as `flows status` and `flows logs` label it
+        try:
+            child, rest = labelled_step(client, run_id, step)
+        except UnknownStep as error:
+            raise SignalRefused(str(error), "missing") from None
         return signal_step(client, child, rest, data, by)
     jid = wait_jid(run_id, step)
     try:
@@ -128,7 +127,7 @@ def signal_step(
         if any(str(other).startswith(f"{jid}[") for other in jids):
             why = "not a wait step: a foreach or matrix step's jobs take no signal"
             raise SignalRefused(f"{where}: {why}", "state") from None
-        raise SignalRefused(f"{where}: {_no_step(run_id, step, record)}", "missing") from None
+        raise SignalRefused(_no_step(run_id, step, record), "missing") from None
     except WrongState as error:
         raise SignalRefused(f"{where}: {_why_not(client, run_id, jid, error)}", "state") from None
     except (InvalidArgument, TooLarge) as error:
@@ -136,25 +135,8 @@ def signal_step(
     return Signaled(run_id, step, jid, dict(data))
 
 
-def _steps(run_id: str, record: Any) -> list[str]:
-    """The steps of a run, from its record's job ids."""
-    prefix = f"{run_id}:"
-    jids = (str(jid) for jid in read_json(record).get("jids") or [])
-    return sorted({jid[len(prefix) :].split("[", 1)[0] for jid in jids if jid.startswith(prefix)})
-
-
 def _no_step(run_id: str, step: str, record: Any) -> str:
-    steps = _steps(run_id, record)
-    hint = did_you_mean(step, steps) or f"its steps: {', '.join(steps)}"
-    return f"the run has no step {step!r} ({hint})"
-
-
-def _no_child(run_id: str, step: str, record: Any) -> str:
-    """Why ``step/...`` names no wait of a child run: the step started none (yet), or the run
-    has no such step."""
-    if step in _steps(run_id, record):
-        return f"step {step!r} started no child run (a 'flow:' step starts one once it runs)"
-    return _no_step(run_id, step, record)
+    return no_step(run_id, step, run_steps(run_id, record))
 
 
 def _gone(client: Client, run_id: str, jid: str) -> str:

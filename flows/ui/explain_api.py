@@ -7,7 +7,8 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, HTTPException
 
-from flows.runs.explain import UnknownStep, explain_run
+from flows.runs.explain import explain_run
+from flows.runs.labels import UnknownStep
 from flows.ui.api import PREFIX, Ui, _load_run, engine_errors, narrowed, reads
 from flows.ui.refusals import refusals
 from flows.ui.shapes import JobExplanation, RunExplanation, answer

@@ -344,9 +344,9 @@ def test_a_wait_in_a_child_run_is_signaled_by_its_label_in_the_parent(
     child_id = f"{run_id}.child"
     until(lambda: load_run(client, child_id) is not None)
     for label, message in [
-        ("chld/ok", f"run {run_id}, step chld/ok: the run has no step 'chld' (did you mean"),
-        ("process/ok", "step process/ok: step 'process' started no child run"),
-        ("child/k", f"run {child_id}, step k: the run has no step 'k' (did you mean 'ok'?)"),
+        ("chld/ok", f"run {run_id} has no step 'chld' (did you mean 'child'?)"),
+        ("process/ok", f"run {run_id}: step 'process' started no child run"),
+        ("child/k", f"run {child_id} has no step 'k' (did you mean 'ok'?)"),
     ]:
         with assert_unchanged(redis_client, f"*{run_id}*"):  # (the worker writes its own keys)
             refused = flows(cli, "approve", run_id, label)
@@ -374,3 +374,41 @@ def test_explain_takes_a_child_runs_step_by_its_label_too(
     refused = flows(cli, "explain", run_id, "process/ok")
     assert refused.exit_code == 1
     assert f"run {run_id}: step 'process' started no child run" in refused.output
+
+
+def test_every_command_naming_a_step_takes_a_child_runs_step_by_its_label(
+    cli: CliRunner, client: Client, redis_client: redis.Redis, tmp_path: Path, parent_worker: None
+) -> None:
+    # Each acts on the child run's step as it would on the child run itself (RUN.child).
+    (tmp_path / "gate.yaml").write_text(WAITING_CHILD)
+    (tmp_path / "parent.yaml").write_text(WAITING_PARENT)
+    run_id = flows(cli, "run", "--detach", str(tmp_path / "parent.yaml")).stdout.strip()
+    child_id = f"{run_id}.child"
+    until(lambda: load_run(client, child_id) is not None)
+    for args, message in [
+        (
+            ["rerun", run_id, "child/ok", "--detach"],
+            f"run {child_id} has status running: rerun is not allowed",
+        ),
+        (["rerun", run_id, "child/k", "--detach"], f"run '{child_id}' has no step 'k' (did"),
+        (["rerun", run_id, "chld/ok", "--detach"], f"run {run_id} has no step 'chld' (did"),
+        (
+            ["retry", f"{run_id}:child/ok", "--detach"],
+            f"job {child_id}:ok has status awaiting: retry is not allowed (allowed: signal",
+        ),
+        (["retry", f"{run_id}:process/ok"], f"run {run_id}: step 'process' started no child run"),
+        (["cancel", f"{run_id}:child/k"], f"no job or run '{child_id}:k'"),
+        (["cancel", f"{run_id}:child/ok"], f"{run_id}:child is a dependent of {child_id}:ok"),
+        (["kick", "--step", f"{run_id}:child/ok"], "step ok has status awaiting: kick is not"),
+    ]:
+        with assert_unchanged(redis_client, f"*{run_id}*"):
+            refused = flows(cli, *args)
+        assert refused.exit_code == 1, (args, refused.output)
+        assert message in refused.output, (args, refused.output)
+        assert "Traceback" not in refused.output and "Usage" not in refused.output
+    assert flows(cli, "approve", run_id, "child/ok").exit_code == 0
+    until(lambda: status(cli, child_id)["status"] == "succeeded")
+    again = flows(cli, "rerun", run_id, "child/ok", "--detach")
+    assert again.exit_code == 0, again.output
+    assert f"run {child_id}: 1 job(s) of ok put back to run again" in again.output
+    assert steps(status(cli, child_id)) == {"ok": "awaiting"}
