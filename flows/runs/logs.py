@@ -14,6 +14,7 @@ from flows.flowfile.findings import closest, did_you_mean
 from flows.flowfile.subflow_job import MAX_DEPTH
 from flows.runs import pacing
 from flows.runs.actions import run_of_job
+from flows.runs.labels import UnknownStep, labelled_step
 from scheduler.engine import joblogs
 from scheduler.engine.client import Client
 from scheduler.engine.errors import JobNotFound
@@ -114,22 +115,20 @@ def of_step(label: str, step: str) -> bool:
 
 def step_jobs(client: Client, run_id: str, step: str) -> list[tuple[str, str]]:
     """``(label, jid)`` of ``step``'s jobs as :func:`run_jobs`; ``step`` may also be a label a
-    sub-flow step's child run gives (``report/count``, as the lines of the run are labelled)."""
+    sub-flow step's child run gives (``report/count``, as the lines of the run are labelled,
+    resolved by :func:`~flows.runs.labels.labelled_step`): that step's jobs in the child run,
+    and those of the child runs it started in turn."""
     if "/" not in step:
         return run_jobs(client, run_id, step)
-    head = step.split("/", 1)[0]
-    run_jobs(client, run_id, head)  # NoSuchRun: no such run, or no such step of it
-    tree = run_tree_jobs(client, run_id)
-    chosen = [(label, jid) for label, jid in tree if of_step(label, step)]
-    if chosen:
-        return chosen
-    steps = sorted({label.split("[", 1)[0] for label, _ in tree if label.startswith(f"{head}/")})
-    if not steps:
-        raise NoSuchRun(
-            f"run {run_id!r} has no step {step!r} (step {head!r} has no child run)", step
-        )
-    hint = did_you_mean(step, steps) or f"its steps: {', '.join(steps)}"
-    raise NoSuchRun(f"run {run_id!r} has no step {step!r} ({hint})", step)
+    try:
+        child, leaf = labelled_step(client, run_id, step)
+    except UnknownStep as error:
+        raise NoSuchRun(str(error), step) from None
+    run_jobs(client, child, leaf)  # NoSuchRun: no such step of the child, the one likely meant
+    prefix = step[: len(step) - len(leaf)]
+    return [
+        (label, jid) for label, jid in run_tree_jobs(client, child, prefix) if of_step(label, step)
+    ]
 
 
 def _label(run_id: str, jid: str) -> str:

@@ -24,7 +24,8 @@ from pydantic_core import PydanticCustomError
 
 from flows.runs import actions as run_actions
 from flows.runs import statuses
-from flows.runs.logs import StepLine, job_label, run_jobs
+from flows.runs.labels import UnknownStep, labelled_step, no_step
+from flows.runs.logs import StepLine, job_label, run_jobs, step_jobs
 from flows.runs.read import PAGE, RunView, list_run_statuses, load_run, run_document
 from flows.runs.signals import SignalRefused, approval, signal_step
 from flows.runs.trigger import UnknownFlow, trigger_run
@@ -105,7 +106,7 @@ def engine_errors(action: Callable[[], T]) -> T:
     command line says it (:func:`~scheduler.engine.faults.told`)."""
     try:
         return action()
-    except JobNotFound as error:
+    except (JobNotFound, UnknownStep) as error:
         raise HTTPException(404, told(error)) from None
     except EngineError as error:
         conflict = error.code in ("WRONGSTATE", "HASDEPENDENTS", "LOCKLOST")
@@ -179,6 +180,18 @@ def _load_run(
     if view is None:
         raise HTTPException(404, f"no run {run_id!r}")
     return view
+
+
+def _labelled_step(client: Client, run_id: str, step: str) -> tuple[RunView, str]:
+    """The run and step a route's ``step`` names: a step of the run, or ``step/child-step``
+    one of the child run a sub-flow step started (:func:`~flows.runs.labels.labelled_step`);
+    404 when either is missing, saying which, with the step likely meant."""
+    _load_run(client, run_id, 0)
+    child, name = engine_errors(lambda: labelled_step(client, run_id, step))
+    view = _load_run(client, child, 0)
+    if view.step(name) is None:
+        raise HTTPException(404, no_step(child, name, [s.step for s in view.steps]))
+    return view, name
 
 
 def _runs_page(client: Client, flow: str | None, offset: int, count: int) -> list[Any]:
@@ -320,7 +333,7 @@ class Rerun(Body):
 
 
 @router.post(
-    "/runs/{run_id}/steps/{step}/rerun",
+    "/runs/{run_id}/steps/{step:path}/rerun",
     dependencies=writes,
     tags=["runs"],
     response_model=None,
@@ -331,15 +344,15 @@ def rerun_step(ui: Ui, run_id: str, step: str, body: Rerun | None = None) -> dic
     attempts counting on; earlier attempts' logs stay readable. 409 (nothing changed) while
     the run is running."""
     chosen = body or Rerun(downstream=False, item=None)
-    _load_run(ui.client, run_id, 0)
+    view, step = _labelled_step(ui.client, run_id, step)
     count = engine_errors(
-        lambda: run_actions.rerun(ui.client, run_id, step, chosen.downstream, chosen.item)
+        lambda: run_actions.rerun(ui.client, view.run_id, step, chosen.downstream, chosen.item)
     )
-    return {"id": run_id, "step": step, "rerun": count}
+    return {"id": view.run_id, "step": step, "rerun": count}
 
 
 @router.post(
-    "/runs/{run_id}/steps/{step}/kick",
+    "/runs/{run_id}/steps/{step:path}/kick",
     dependencies=writes,
     tags=["runs"],
     response_model=None,
@@ -350,10 +363,9 @@ def kick_step(ui: Ui, run_id: str, step: str) -> dict[str, Any]:
     waiting again at its priority, as ``flows kick --step RUN:STEP`` does. Nothing changes
     when it is refused: 404 for an unknown run or step, 409 when no job of the step is
     buried."""
-    if _load_run(ui.client, run_id, 0).step(step) is None:
-        raise HTTPException(404, f"run {run_id!r} has no step {step!r}")
-    kicked = engine_errors(lambda: run_actions.kick_step(ui.client, run_id, step))
-    return {"id": run_id, "step": step, "kicked": len(kicked), "jobs": kicked}
+    view, step = _labelled_step(ui.client, run_id, step)
+    kicked = engine_errors(lambda: run_actions.kick_step(ui.client, view.run_id, step))
+    return {"id": view.run_id, "step": step, "kicked": len(kicked), "jobs": kicked}
 
 
 _SIGNAL_REFUSED = {"missing": 404, "state": 409}
@@ -369,7 +381,7 @@ def _signaled(action: Callable[[], T]) -> T:
 
 
 @router.post(
-    "/runs/{run_id}/steps/{step}/signal",
+    "/runs/{run_id}/steps/{step:path}/signal",
     dependencies=writes,
     tags=["runs"],
     response_model=None,
@@ -385,11 +397,11 @@ def signal_wait(
     identity = who(request)
     by = identity.name if identity is not None and identity.user else signal.by
     done = _signaled(lambda: signal_step(ui.client, run_id, step, signal.data, by=by))
-    return {"id": run_id, "step": step, "jid": done.jid, "data": dict(done.data)}
+    return {"id": done.run_id, "step": done.step, "jid": done.jid, "data": dict(done.data)}
 
 
 @router.post(
-    "/runs/{run_id}/steps/{step}/approve",
+    "/runs/{run_id}/steps/{step:path}/approve",
     dependencies=writes,
     tags=["runs"],
     response_model=None,
@@ -406,7 +418,7 @@ def approve_wait(
     identity = who(request)
     by = identity.name if identity is not None and identity.user else given.by
     done = _signaled(lambda: signal_step(ui.client, run_id, step, approval(given.note, by), by=by))
-    return {"id": run_id, "step": step, "jid": done.jid, "data": dict(done.data)}
+    return {"id": done.run_id, "step": done.step, "jid": done.jid, "data": dict(done.data)}
 
 
 @router.get(
@@ -421,7 +433,11 @@ def run_logs(
 ) -> dict[str, Any]:
     """The run's jobs (of one step) with their labels, to read each one's log."""
     try:
-        jobs = engine_errors(lambda: run_jobs(ui.client, run_id, step))
+        jobs = engine_errors(
+            lambda: (
+                run_jobs(ui.client, run_id) if step is None else step_jobs(ui.client, run_id, step)
+            )
+        )
     except LookupError as error:
         raise HTTPException(404, str(error)) from None
     return {"id": run_id, "jobs": [{"step": label, "jid": jid} for label, jid in jobs]}

@@ -7,8 +7,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, HTTPException
 
-from flows.runs.explain import explain_run
-from flows.runs.labels import UnknownStep
+from flows.runs.explain import child_step, explain_run
 from flows.ui.api import PREFIX, Ui, _load_run, engine_errors, narrowed, reads
 from flows.ui.refusals import refusals
 from flows.ui.shapes import JobExplanation, RunExplanation, answer
@@ -44,8 +43,6 @@ def explain_steps(
 ) -> dict[str, Any]:
     """Each unfinished step (or ``step``) with the reasons of its jobs."""
     view = _load_run(ui.client, run_id)
-    try:
-        steps = engine_errors(lambda: explain_run(ui.client, view, step))
-    except UnknownStep as error:
-        raise HTTPException(404, str(error)) from None
+    view, step = engine_errors(lambda: child_step(ui.client, view, step))  # 404: UnknownStep
+    steps = engine_errors(lambda: explain_run(ui.client, view, step))
     return {"run": view.run_id, "status": view.status, "steps": [s.as_json() for s in steps]}

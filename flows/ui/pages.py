@@ -27,6 +27,7 @@ from flows.flowfile.durations import spelled
 from flows.runs import history as run_history
 from flows.runs import statuses
 from flows.runs.explain import no_items
+from flows.runs.labels import labelled_step
 from flows.runs.read import RunView, StepView
 from flows.ui import api, graph
 from flows.ui.state import UiState, reader
@@ -353,7 +354,8 @@ def step_panel(
 ) -> HTMLResponse:
     """The panel of one step (an HTML fragment): its jobs a page at a time; with one job (or
     ``jid``), that job's attempts, timings, outputs, data and failure, and the actions the
-    engine allows now."""
+    engine allows now. A step of a child run is ``step/child-step``, as `flows status` labels it."""
+    run_id, step = api.engine_errors(lambda: labelled_step(ui.client, run_id, step))
     view = api._load_run(ui.client, run_id, ITEMS_PAGE, {step: offset})
     found = view.step(step)
     if found is None:

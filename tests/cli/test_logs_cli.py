@@ -631,9 +631,13 @@ def test_a_child_run_steps_label_names_its_lines(
         ("sub/inner", "from the child")
     ]
     for step, message in [
-        ("sub/iner", "run 'labels' has no step 'sub/iner' (did you mean 'sub/inner'?)"),
-        ("first/inner", "run 'labels' has no step 'first/inner' (step 'first' has no child run)"),
-        ("sib/inner", "run 'labels' has no step 'sib' (did you mean 'sub'?)"),
+        ("sub/iner", "run 'labels.sub' has no step 'iner' (did you mean 'inner'?)"),
+        (
+            "first/inner",
+            "run labels: step 'first' started no child run"
+            " (a 'flow:' step starts one once it runs)",
+        ),
+        ("sib/inner", "run labels has no step 'sib' (did you mean 'sub'?)"),
     ]:
         with assert_unchanged(redis_client):
             refused = flows("logs", "labels", step)

@@ -602,7 +602,9 @@ def test_a_steps_buried_items_are_kicked_over_http_by_the_engines_rules(
         )
         assert api.post("/api/v1/runs/nope/steps/load/kick").status == 404
         unknown = api.post("/api/v1/runs/ks/steps/nope/kick")
-        assert unknown.status == 404 and unknown.body["detail"] == "run 'ks' has no step 'nope'"
+        assert unknown.status == 404 and unknown.body["detail"] == (
+            "run ks has no step 'nope' (its steps: load, side)"
+        )
     kicked = api.post("/api/v1/runs/ks/steps/load/kick")
     assert kicked.status == 200
     assert kicked.body == {

@@ -219,3 +219,55 @@ def test_a_run_id_the_engine_refuses_gets_a_400_not_a_500(
     with assert_unchanged(redis_client):
         reply = api.post(f"/api/v1/runs/{run}/steps/approve/{action}", {})
     assert reply.status == 400 and words in reply.body["detail"], reply.body
+
+
+PARENT = """\
+version: 1
+name: parent
+steps:
+  child: {run: 'true'}
+"""
+
+
+def _submit(client: Client, run_id: str, text: str) -> None:
+    result = validate_text(dedent(text), file="f.yaml", flow_dir=Path("."))
+    assert result.flow is not None
+    requests = expand(result.flow, run_id=run_id, logical_time=datetime(2026, 1, 1, tzinfo=UTC))
+    submit(client, assemble_run(run_id, result.flow.name, requests, params={}))
+
+
+def test_every_step_route_takes_a_child_runs_step_by_its_label(
+    api: Api, client: Client, redis_client: redis.Redis
+) -> None:
+    """``step/child-step``, as `flows status` labels a step of the child run a sub-flow step
+    started (here p1.child), is that run's step on every route naming a step."""
+    _submit(client, "p1", PARENT)
+    _submit(client, "p1.child", FLOW)
+    steps = "/api/v1/runs/p1/steps"
+    refused = [
+        (f"{steps}/chld/approve/signal", 404, "run p1 has no step 'chld' (did you mean 'child'?)"),
+        (f"{steps}/child/aprove/approve", 404, "run p1.child has no step 'aprove' (did you mean"),
+        (f"{steps}/child/aprove/kick", 404, "run p1.child has no step 'aprove' (did you mean"),
+        (f"{steps}/child/ship/kick", 409, "step ship has status waiting: kick is not allowed"),
+        (f"{steps}/child/ship/rerun", 409, "run p1.child has status running: rerun is not"),
+    ]
+    for where, status, words in refused:
+        with assert_unchanged(redis_client):
+            reply = api.post(where, {})
+        assert reply.status == status, (where, reply.body)
+        assert words in reply.body["detail"], (where, reply.body)
+    panel = api.get("/runs/p1/steps/child/approve")
+    assert panel.status == 200, panel.body
+    assert "Awaiting a signal" in panel.body and "flows approve p1.child approve" in panel.body
+    assert api.get("/runs/p1/steps/chld/approve").status == 404
+    logs = api.get("/api/v1/runs/p1/logs?step=child/approve")
+    assert logs.status == 200, logs.body
+    assert logs.body["jobs"] == [{"step": "child/approve", "jid": "p1.child:approve"}]
+    explained = api.get("/api/v1/runs/p1/explain?step=child/approve")
+    assert explained.status == 200, explained.body
+    assert explained.body["run"] == "p1.child"
+    assert [s["step"] for s in explained.body["steps"]] == ["approve"]
+    reply = api.post(f"{steps}/child/approve/approve", {"note": "ok", "by": "ops"})
+    assert reply.status == 200, reply.body
+    assert reply.body["id"] == "p1.child" and reply.body["jid"] == "p1.child:approve"
+    assert client.jobs["p1.child:ship"].state == "waiting"
