@@ -30,11 +30,13 @@ class UnknownFlow(LookupError):
 class Triggered:
     run_id: str
     jobs: int
+    flow: str
     existed: bool  # the run id was taken already: nothing was submitted
 
     def as_json(self) -> dict[str, Any]:
-        """The one JSON shape of a triggered run (the API's answer, ``--json``)."""
-        return {"id": self.run_id, "jobs": self.jobs, "existed": self.existed}
+        """The one JSON shape of a run started, however it was (the API's answer to every
+        start, documented as ``flows.ui.shapes.RunStarted``; ``--json``)."""
+        return {"id": self.run_id, "jobs": self.jobs, "flow": self.flow, "existed": self.existed}
 
 
 def trigger_run(client: Client, name: str, params: Mapping[str, Any] | None = None) -> Triggered:
@@ -53,4 +55,4 @@ def trigger_run(client: Client, name: str, params: Mapping[str, Any] | None = No
     run_id = manual_run_id(definition.name, now)
     request = FlowsSource().build(definition, run_id, now, "manual", 0.0)
     outcome = schedules.trigger(name, request)
-    return Triggered(run_id, request.job_count, outcome == "exists")
+    return Triggered(run_id, request.job_count, definition.name, outcome == "exists")

@@ -44,12 +44,12 @@ from flows.ui.shapes import (
     RunCanceled,
     RunJobs,
     RunRetried,
+    RunStarted,
     SchedulePaused,
     ScheduleResumed,
     Signaled,
     StepKicked,
     StepRerun,
-    Triggered,
     Unfailed,
     answer,
 )
@@ -282,7 +282,7 @@ def get_run(
     tags=["runs"],
     status_code=201,
     response_model=None,
-    responses={**answer(Triggered, 201), **refusals(404, 409, 415)},
+    responses={**answer(RunStarted, 201), **refusals(404, 409, 415)},
 )
 def start_run(ui: Ui, body: StartRun) -> dict[str, Any]:
     """Start a run of a registered flow (one the scheduler service registered) with params."""
@@ -773,7 +773,7 @@ def resume_schedule(ui: Ui, name: str) -> dict[str, Any]:
     tags=["schedules"],
     status_code=201,
     response_model=None,
-    responses={**answer(Triggered, 201), **refusals(404, 409)},
+    responses={**answer(RunStarted, 201), **refusals(404, 409)},
 )
 def trigger_schedule(ui: Ui, name: str) -> dict[str, Any]:
     """A run now, with the schedule's params."""

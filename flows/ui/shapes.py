@@ -74,18 +74,14 @@ class LogPage(Shape):
 
 
 class RunStarted(Shape):
-    """A run of a flow file started: its id, its number of jobs and its flow."""
+    """A run started: its id, its number of jobs, its flow and whether it was there already.
+
+    Every start answers it: a flow file's, a webhook's, a registered flow's and a schedule's
+    (:meth:`flows.runs.trigger.Triggered.as_json` builds it)."""
 
     id: str
     jobs: int
     flow: str
-
-
-class Triggered(Shape):
-    """A run of a registered flow started: its id and its number of jobs."""
-
-    id: str
-    jobs: int
     existed: bool = Field(description="The run id was taken already: nothing was submitted.")
 
 

@@ -41,6 +41,7 @@ from flows.flowfile.notify_rules import WebhookTrigger
 from flows.flowfile.params import ParamError
 from flows.runs.build import FlowFile, build_run, parse_flow_text, read_flow_file
 from flows.runs.submit import submit
+from flows.runs.trigger import Triggered
 from flows.ui import api
 from flows.ui.pages import render
 from flows.ui.refusals import refusals
@@ -252,7 +253,9 @@ def _start(ui: UiState, source: FlowFile, params: dict[str, Any], trigger: str) 
     except EngineError as error:
         raise HTTPException(422, str(error)) from None
     submission = api.engine_errors(lambda: submit(ui.client, built))
-    return {"id": submission.run_id, "jobs": submission.jobs, "flow": source.flow.name}
+    return Triggered(
+        submission.run_id, submission.jobs, source.flow.name, not submission.created
+    ).as_json()
 
 
 @router.get(

@@ -332,9 +332,9 @@ def test_schedule_actions_answer_in_json_as_the_api_does(url: str, folder: Path)
     assert as_json("resume", "etl") == {"name": "etl", "paused": False, "outcome": "not-paused"}
     triggered = as_json("trigger", "etl")
     assert isinstance(triggered, dict)
-    assert set(triggered) == {"id", "jobs", "existed"}
+    assert set(triggered) == {"id", "jobs", "flow", "existed"}
     assert re.fullmatch(r"etl@\d{8}T\d{6}Z-[0-9a-f]{6}", triggered["id"])
-    assert (triggered["jobs"], triggered["existed"]) == (2, False)
+    assert (triggered["jobs"], triggered["flow"], triggered["existed"]) == (2, "etl", False)
     assert as_json("remove", "etl") == {"name": "etl", "removed": True, "source": "pipelines"}
 
 

@@ -20,7 +20,7 @@ from click.testing import CliRunner
 from engine_library_support import another_release
 from flows_cli_support import flows, status_json
 from helpers import assert_unchanged
-from ui_support import TOKEN, Api, Reply
+from ui_support import TOKEN, Api, Reply, register_flow
 
 from flows.ui.app import create_app
 from flows.ui.auth import Auth
@@ -344,3 +344,34 @@ def test_a_param_json_cannot_hold_is_refused_naming_it_and_starts_nothing(
     with assert_unchanged(redis_client):
         refused = http.post("/api/v1/flows/measure/runs", {"params": params})
     assert refused.status == 422 and said in refused.body["detail"], refused.body
+
+
+REGISTERED = (
+    'version: 1\nname: {name}\nqueue: {queue}\nschedule: {{cron: "0 0 1 1 *"}}\n'
+    "steps:\n  a: {{run: echo a}}\n"
+)
+
+
+def test_every_start_answers_one_documented_shape(api: tuple[Api, Client], tmp_path: Path) -> None:
+    """A run started from a flow file, a webhook, a registered flow or its schedule: the same
+    fields, documented as the one `RunStarted`."""
+    http, client = api
+    (tmp_path / "registered").mkdir()
+    name = register_flow(client, tmp_path / "registered", REGISTERED, "nightly")["name"]
+    document = http.get("/api/v1/openapi.json").body
+    starts = {
+        ("/runs", name): http.post("/api/v1/runs", {"flow": name}),
+        ("/schedules/{name}/trigger", name): http.post(f"/api/v1/schedules/{name}/trigger"),
+        ("/flows/{flow}/runs", "adhoc"): http.post(
+            "/api/v1/flows/adhoc/runs", {"params": {"who": "ada"}}
+        ),
+        ("/hooks/{flow}", "deploy"): hook(http, b"{}"),
+    }
+    for (template, flow), reply in starts.items():
+        assert reply.status == 201, (template, reply.body)
+        assert reply.body == {**reply.body, "flow": flow, "existed": False}, template
+        assert set(reply.body) == {"id", "jobs", "flow", "existed"}, template
+        answer = document["paths"]["/api/v1" + template]["post"]["responses"]["201"]
+        assert answer["content"]["application/json"]["schema"] == {
+            "$ref": "#/components/schemas/RunStarted"
+        }, template
