@@ -58,8 +58,9 @@ API_DESCRIPTION = (
     "is JSON, sent with `Content-Type: application/json` (else 415). `HEAD` is answered "
     'wherever `GET` is. Every refusal answers `{"detail": ...}` (`Refusal`): the API\'s words, '
     "naming what is wrong and where, or with a flow file that does not validate, its findings; "
-    "each operation lists the statuses it answers, and a method a path does not take answers "
-    "405 with `Allow`. A refusal changes nothing."
+    "each operation lists the statuses it answers, a method a path does not take answers "
+    "405 with `Allow`, and a path with a trailing slash answers 404 naming the path without "
+    "it (never a redirect). A refusal changes nothing."
 )
 
 # The largest request body accepted, in bytes (a run's params included).
@@ -193,6 +194,17 @@ def _answers_html(request: Request) -> bool:
     return isinstance(answers, type) and issubclass(answers, HTMLResponse)
 
 
+def _no_path(app: FastAPI, scope: Scope) -> str:
+    """A 404's words for a path no route takes: the path meant when it is one with a trailing
+    slash (refused, not redirected: a redirect has no body, and a POST's is not followed)."""
+    path = scope["path"]
+    meant = path.rstrip("/")
+    takes = methods.allowed(app.routes, {**scope, "path": meant}) if meant != path and meant else ""
+    if takes:
+        return f"no path {path} here: {meant}, without the trailing slash, takes {takes}"
+    return f"no path {path} here: GET {app.openapi_url} lists the API's paths"
+
+
 def create_app(
     client: Client,
     auth: Auth,
@@ -211,6 +223,7 @@ def create_app(
         docs_url=None,  # apidocs serves it from this machine's files
         redoc_url=None,
         default_response_class=Answer,
+        redirect_slashes=False,  # a path with a trailing slash is refused naming the one meant
         dependencies=[Depends(known_query), Depends(json_body)],
     )
     app.state.ui = UiState(client, auth)
@@ -262,7 +275,7 @@ def create_app(
                 f"{request.method} is not taken by {request.url.path}: it takes {headers['Allow']}"
             )
         elif error.status_code == 404 and "route" not in request.scope:  # no route matched
-            detail = f"no path {request.url.path} here: GET {app.openapi_url} lists the API's paths"
+            detail = _no_path(app, request.scope)
         if error.status_code not in (401, 403) and _answers_html(request):
             title = PAGE_ERRORS.get(error.status_code, "The request cannot be answered")
             page = pages.error_page(request, error.status_code, title, str(detail))

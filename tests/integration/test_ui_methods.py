@@ -132,6 +132,28 @@ def test_a_path_that_is_not_there_is_named(api: Api, path: str) -> None:
     }
 
 
+@pytest.mark.parametrize(
+    ("method", "path", "meant", "takes"),
+    [
+        ("POST", "/api/v1/runs/", "/api/v1/runs", "GET, HEAD, POST"),
+        ("GET", "/api/v1/runs/", "/api/v1/runs", "GET, HEAD, POST"),
+        ("POST", "/api/v1/runs/r1/cancel/", "/api/v1/runs/r1/cancel", "POST"),
+        ("GET", "/runs//", "/runs", "GET, HEAD"),
+    ],
+)
+def test_a_path_with_a_trailing_slash_is_refused_naming_the_path_to_use(
+    api: Api, redis_client: redis.Redis, method: str, path: str, meant: str, takes: str
+) -> None:
+    """Not a redirect (no body, not documented, and not followed on POST by most clients): a
+    404 in the one refusal shape, naming the path without the slash and what it takes."""
+    with assert_unchanged(redis_client):
+        reply = api.request(method, path, {} if method == "POST" else None)
+    assert reply.status == 404, reply
+    assert reply.body == {
+        "detail": f"no path {path} here: {meant}, without the trailing slash, takes {takes}"
+    }
+
+
 # Every POST route that takes a JSON body, with a body it would take.
 BODIES = {
     "/api/v1/runs": {"flow": "nightly"},
