@@ -42,7 +42,7 @@ from flows.ui import (
     start,
 )
 from flows.ui.auth import Auth
-from flows.ui.state import UiState, json_body, known_query, refusal
+from flows.ui.state import TOO_DEEP, UiState, json_body, known_query, not_utf8, refusal
 from scheduler.engine import faults
 from scheduler.engine.backoff import FAULTS, transient
 from scheduler.engine.client import Client
@@ -187,6 +187,17 @@ def _problem(error: Mapping[str, Any], sent: Any) -> str:
     return f"{'.'.join(str(p) for p in where)}: {error.get('msg', 'invalid')}"
 
 
+def _unreadable_body(error: StarletteHTTPException) -> str | None:
+    """Why a JSON body could not be read at all, when that is what ``error`` is: the framework
+    answers both with 400 "There was an error parsing the body", which says neither."""
+    cause = error.__cause__ if error.status_code == 400 else None
+    if isinstance(cause, UnicodeDecodeError):
+        return not_utf8(cause)
+    if isinstance(cause, RecursionError):
+        return TOO_DEEP
+    return None
+
+
 def _answers_html(request: Request) -> bool:
     """Whether the route ``request`` reached is a dashboard page (it answers HTML)."""
     route = request.scope.get("route")
@@ -269,6 +280,9 @@ def create_app(
         # page's refusals of credentials (401, 403), as the same for every client.
         headers = dict(error.headers or {})
         detail = error.detail
+        unreadable = _unreadable_body(error)
+        if unreadable is not None:
+            return _refusal(422, unreadable)
         if error.status_code == 405:  # the router's words name neither the method nor the path
             headers["Allow"] = methods.allowed(app.routes, request.scope)
             detail = (

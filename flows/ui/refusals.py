@@ -67,8 +67,9 @@ MEANINGS = {
     413: "The request body is over 64 KiB; nothing changed.",
     415: "The body is not sent as JSON (`Content-Type: application/json`); nothing changed.",
     422: "A query parameter, body field or param that cannot be used, named with where it "
-    "is (`query.limit: ...`, `body.flow: ...`); for a flow file that does not validate, "
-    "its findings. Nothing changed.",
+    "is (`query.limit: ...`, `body.flow: ...`), or a body that is not JSON or not UTF-8 "
+    "text, with where it stops being so; for a flow file that does not validate, its "
+    "findings. Nothing changed.",
     503: "Redis cannot be used now (with `Retry-After`), the engine's library on it is not "
     "this release's, or too many event streams are open; nothing changed.",
 }

@@ -47,7 +47,7 @@ from flows.ui.pages import render
 from flows.ui.refusals import refusals
 from flows.ui.roles import Identity
 from flows.ui.shapes import Listing, RunStarted, answer
-from flows.ui.state import UiState, engine_library, reader, writer
+from flows.ui.state import TOO_DEEP, UiState, engine_library, not_utf8, reader, writer
 from flows.validation.validate import InvalidFlow
 from scheduler import secrets
 from scheduler.engine.client import Client
@@ -320,12 +320,7 @@ async def webhook(request: Request, ui: api.Ui, flows: Flows, flow: str) -> dict
         raise HTTPException(401, "the signature does not match the body and timestamp")
     engine_library(request)  # signed: the sender may read why nothing can be started
     _check_time(stamp, ui.client.engine.server_time())
-    try:
-        payload = json.loads(body or b"{}")
-    except ValueError:
-        raise HTTPException(422, "the body must be a JSON object") from None
-    if not isinstance(payload, dict):
-        raise HTTPException(422, "the body must be a JSON object")
+    payload = _payload(body)
     # A signature is good once: remembered past the window, so a replay is refused.
     seen = (
         f"{ui.client.engine.key_prefix}hook-seen:{hashlib.sha256(signature.encode()).hexdigest()}"
@@ -339,6 +334,21 @@ async def webhook(request: Request, ui: api.Ui, flows: Flows, flow: str) -> dict
     except (HTTPException, ForeignEngine):
         redis.delete(seen)  # nothing started: the sender may fix its body (or wait) and resend
         raise
+
+
+def _payload(body: bytes) -> dict[str, Any]:
+    """A webhook's JSON object (none sent: empty), read as every JSON body is: UTF-8 only."""
+    try:
+        payload = json.loads(body.decode("utf-8") if body else "{}")
+    except UnicodeDecodeError as error:
+        raise HTTPException(422, not_utf8(error)) from None
+    except RecursionError:
+        raise HTTPException(422, TOO_DEEP) from None
+    except ValueError:
+        payload = None
+    if not isinstance(payload, dict):
+        raise HTTPException(422, "the body must be a JSON object")
+    return payload
 
 
 def _hooked(flows: Shelf, flow: str) -> tuple[FlowFile, WebhookTrigger]:

@@ -92,13 +92,32 @@ async def json_body(request: Request) -> None:
     if getattr(request.scope.get("route"), "body_field", None) is None:
         return
     sent = request.headers.get("content-type")
-    if is_json(sent) or not await request.body():
+    body = await request.body()
+    if not body:
         return
-    raise HTTPException(
-        415,
-        "the body must be JSON, sent with Content-Type: application/json "
-        f"(this request's: {sent or 'none'})",
+    if not is_json(sent):
+        raise HTTPException(
+            415,
+            "the body must be JSON, sent with Content-Type: application/json "
+            f"(this request's: {sent or 'none'})",
+        )
+    try:  # JSON read from bytes takes UTF-16 and UTF-32 too; JSON exchanged is UTF-8 only
+        body.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise HTTPException(422, not_utf8(error)) from None
+
+
+def not_utf8(error: UnicodeDecodeError) -> str:
+    """The refusal of a body that is not UTF-8 text (as JSON sent is, RFC 8259): where."""
+    byte = error.object[error.start]
+    return (
+        f"body: not UTF-8 text: the byte at offset {error.start} (0x{byte:02x}) does not fit; "
+        "send JSON as UTF-8"
     )
+
+
+#: The refusal of a JSON body nested deeper than it can be read.
+TOO_DEEP = "body: JSON nested too deeply to be read"
 
 
 def known_query(request: Request) -> None:

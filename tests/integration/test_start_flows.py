@@ -375,3 +375,20 @@ def test_every_start_answers_one_documented_shape(api: tuple[Api, Client], tmp_p
         assert answer["content"]["application/json"]["schema"] == {
             "$ref": "#/components/schemas/RunStarted"
         }, template
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        (b'{"ref": "caf\xe9"}', "body: not UTF-8 text: the byte at offset 12 (0xe9)"),
+        ('{"ref": "main"}'.encode("utf-16"), "body: not UTF-8 text: the byte at offset 0"),
+        (b"[" * 30_000 + b"]" * 30_000, "body: JSON nested too deeply"),
+    ],
+)
+def test_a_signed_webhook_body_that_cannot_be_read_is_refused_saying_why(
+    api: tuple[Api, Client], redis_client: redis.Redis, body: bytes, message: str
+) -> None:
+    http, _ = api
+    with assert_unchanged(redis_client):
+        reply = hook(http, body)
+    assert reply.status == 422 and reply.body["detail"].startswith(message), reply

@@ -251,3 +251,32 @@ def test_a_body_that_is_not_json_is_refused_saying_where(
         assert reply.body == {"detail": "body: Field required"}
     else:
         assert reply.body["detail"].startswith(f"body: not JSON, at {where}"), reply.body
+
+
+@pytest.mark.parametrize(
+    ("raw", "offset"),
+    [
+        (b'{"flow": "nightly\xff"}', 17),  # a byte no UTF-8 text has
+        (b'{"flow": "caf\xe9"}', 13),  # Latin-1
+        ('{"flow": "nightly"}'.encode("utf-16"), 0),  # JSON, but not sent as UTF-8
+    ],
+)
+def test_a_body_that_is_not_utf8_is_refused_saying_where(
+    api: Api, redis_client: redis.Redis, raw: bytes, offset: int
+) -> None:
+    """JSON is exchanged as UTF-8 (RFC 8259): anything else is a 422 in the one refusal shape,
+    with the offset of the first byte that is not, as the document promises."""
+    with assert_unchanged(redis_client):
+        reply = api.request("POST", "/api/v1/runs", raw=raw)
+    assert reply.status == 422, reply
+    assert reply.body == {
+        "detail": f"body: not UTF-8 text: the byte at offset {offset} "
+        f"(0x{raw[offset]:02x}) does not fit; send JSON as UTF-8"
+    }
+
+
+def test_a_body_nested_too_deeply_is_refused_saying_so(api: Api, redis_client: redis.Redis) -> None:
+    with assert_unchanged(redis_client):
+        reply = api.request("POST", "/api/v1/runs", raw=b"[" * 30_000 + b"]" * 30_000)
+    assert reply.status == 422, reply
+    assert reply.body["detail"].startswith("body: "), reply

@@ -99,6 +99,7 @@ def _asks(
     if body is not None:
         yield "a body sent as text", {"raw": b"{}", "headers": {"Content-Type": "text/plain"}}
         yield "a body that is not JSON", {"raw": b"{not json"}
+        yield "a body that is not UTF-8", {"raw": b'{"flow": "caf\xe9"}'}
         yield "a body too large", {"raw": b" " * (MAX_BODY + 1)}
 
 
