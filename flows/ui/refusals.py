@@ -57,7 +57,8 @@ MEANINGS = {
     400: "The request names a host this server does not answer as (`--allowed-host`), or "
     "the engine refuses a value; nothing changed.",
     401: "No credential, or one not of the form `Authorization: Bearer <token>` (answered "
-    "with `WWW-Authenticate: Bearer`); a webhook: a missing, stale or wrong signature.",
+    "with `WWW-Authenticate: Bearer`); a webhook: a missing, stale or wrong signature "
+    "(with `WWW-Authenticate: Flows-Signature`).",
     403: "A token that is not this server's nor a user's, a user whose role may not do "
     "this, or a write sent from another origin; nothing changed.",
     404: "What the path names is not there: the detail names it (and the one likely "

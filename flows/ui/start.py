@@ -63,7 +63,15 @@ log = logging.getLogger("flows.ui")
 WINDOW: Final = 300.0
 """Seconds a webhook's timestamp may be away from the server's clock."""
 
+#: The challenge of a webhook's 401 (HTTP requires one): the headers that sign a request.
+CHALLENGE: Final = f'Flows-Signature headers="{TIMESTAMP_HEADER} {SIGNATURE_HEADER}"'
+
 router = APIRouter()
+
+
+def unsigned(detail: str) -> HTTPException:
+    """A webhook's 401: not signed, or not as the flow's secret signs (see the module)."""
+    return HTTPException(401, detail, headers={"WWW-Authenticate": CHALLENGE})
 
 
 class RunParams(BaseModel):
@@ -308,7 +316,7 @@ async def webhook(request: Request, ui: api.Ui, flows: Flows, flow: str) -> dict
     signature = request.headers.get(SIGNATURE_HEADER, "")
     stamp = request.headers.get(TIMESTAMP_HEADER, "")
     if not signature or not stamp:
-        raise HTTPException(401, f"{SIGNATURE_HEADER} and {TIMESTAMP_HEADER} are required")
+        raise unsigned(f"{SIGNATURE_HEADER} and {TIMESTAMP_HEADER} are required")
     try:
         key = secrets.resolve([hook.secret])[hook.secret]
     except MissingSecret as error:
@@ -317,7 +325,7 @@ async def webhook(request: Request, ui: api.Ui, flows: Flows, flow: str) -> dict
             503, "the webhook's secret is not set on this server (its log says where it looked)"
         ) from None
     if not verify(key, stamp, body, signature):
-        raise HTTPException(401, "the signature does not match the body and timestamp")
+        raise unsigned("the signature does not match the body and timestamp")
     engine_library(request)  # signed: the sender may read why nothing can be started
     _check_time(stamp, ui.client.engine.server_time())
     payload = _payload(body)
@@ -380,12 +388,10 @@ def _check_time(stamp: str, now: float) -> None:
     except ValueError:
         sent = math.nan
     if not math.isfinite(sent):  # "nan" and "inf" are floats, and no time: never stale
-        raise HTTPException(401, f"{TIMESTAMP_HEADER} must be epoch seconds")
+        raise unsigned(f"{TIMESTAMP_HEADER} must be epoch seconds")
     skew = abs(now - sent)
     if skew > WINDOW:
-        raise HTTPException(
-            401, f"the timestamp is {skew:.0f}s away from now (at most {WINDOW:.0f})"
-        )
+        raise unsigned(f"the timestamp is {skew:.0f}s away from now (at most {WINDOW:.0f})")
 
 
 @router.get("/start", response_class=HTMLResponse, include_in_schema=False,

@@ -392,3 +392,21 @@ def test_a_signed_webhook_body_that_cannot_be_read_is_refused_saying_why(
     with assert_unchanged(redis_client):
         reply = hook(http, body)
     assert reply.status == 422 and reply.body["detail"].startswith(message), reply
+
+
+def test_every_401_of_a_webhook_says_how_to_authenticate(
+    api: tuple[Api, Client], redis_client: redis.Redis
+) -> None:
+    """HTTP requires a 401 to carry `WWW-Authenticate`: the webhook's names its signature."""
+    http, _ = api
+    body = b"{}"
+    unsigned = [
+        http.request("POST", "/api/v1/hooks/deploy", raw=body, token=None),
+        hook(http, body, secret="not-the-secret"),
+        hook(http, body, at=time.time() - 3600),
+    ]
+    for reply in unsigned:
+        assert reply.status == 401, reply
+        assert reply.headers["www-authenticate"] == (
+            'Flows-Signature headers="X-Flows-Timestamp X-Flows-Signature"'
+        ), reply

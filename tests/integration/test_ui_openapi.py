@@ -119,6 +119,8 @@ def _mismatch(reply: Reply, answers: dict[str, Any], components: dict[str, Any])
     documented = answers.get(str(reply.status))
     if documented is None:
         return f"answered {reply.status} {reply.body!r}, documented {sorted(answers)}"
+    if reply.status == 401 and "www-authenticate" not in reply.headers:  # HTTP requires one
+        return f"answered 401 {reply.body!r} without WWW-Authenticate"
     content = documented.get("content", {})
     kind = reply.headers.get("content-type", "").split(";")[0]
     if kind not in content:
