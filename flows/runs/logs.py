@@ -7,7 +7,7 @@ job's *label* here. Lines are read with :mod:`scheduler.engine.joblogs`.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 from flows.flowfile.findings import closest, did_you_mean
@@ -89,12 +89,61 @@ def run_jobs(client: Client, run_id: str, step: str | None = None) -> list[tuple
     jobs = [(_label(run_id, jid), jid) for jid in jids]
     if step is None:
         return jobs
-    chosen = [(label, jid) for label, jid in jobs if label == step or label.startswith(step + "[")]
+    chosen = [(label, jid) for label, jid in jobs if _in_step(label, step)]
     if not chosen:
-        steps = sorted({label.split("[", 1)[0] for label, _ in jobs})
-        hint = did_you_mean(step, steps) or f"its steps: {', '.join(steps)}"
-        raise NoSuchRun(f"run {run_id!r} has no step {step!r} ({hint})", step)
+        raise no_step(run_id, step, {label.split("[", 1)[0] for label, _ in jobs})
     return chosen
+
+
+def _in_step(label: str, step: str) -> bool:
+    """Whether the job labelled ``label`` is ``step``'s own job or one of its items."""
+    return label == step or label.startswith(step + "[")
+
+
+def no_step(run_id: str, step: str, steps: Iterable[str]) -> NoSuchRun:
+    """The refusal of a step the run does not have, with the one likely meant or its steps."""
+    known = sorted(steps)
+    hint = did_you_mean(step, known) or f"its steps: {', '.join(known)}"
+    return NoSuchRun(f"run {run_id!r} has no step {step!r} ({hint})", step)
+
+
+#: A page of a run's jobs read in one engine call, at most (``run.get``'s count).
+JOBS_PAGE = 1000
+
+
+def run_jobs_page(
+    client: Client, run_id: str, offset: int, count: int
+) -> tuple[list[tuple[str, str]], int | None]:
+    """A page of :func:`run_jobs` (``count`` at most :data:`JOBS_PAGE`) from ``offset``, and
+    the offset of the next page (None: the last), read without the rest of the run's jobs."""
+    raw = client.engine.call("run.get", run_id, offset, count)
+    if raw is None:
+        raise NoSuchRun(f"no run {run_id!r}")
+    record = as_dict(raw)
+    following = record.get("jids_next")
+    jobs = [(_label(run_id, jid), jid) for jid in record.get("jids") or []]
+    return jobs, None if following is None else int(following)
+
+
+def step_jobs_page(
+    client: Client, run_id: str, step: str, offset: int, limit: int
+) -> tuple[list[tuple[str, str]], int | None]:
+    """A page of ``step``'s jobs (as :func:`run_jobs` with ``step``) from the run's job at
+    ``offset``, and where the next page starts (None: the last). A page looks at no more than
+    :data:`JOBS_PAGE` of the run's jobs, so it may be short, or empty, with more to follow.
+    A child run's step (``report/count``) is read across its child runs and paged here."""
+    if "/" in step:
+        rest = step_jobs(client, run_id, step)[offset:]
+        return rest[:limit], offset + limit if len(rest) > limit else None
+    jobs, following = run_jobs_page(client, run_id, offset, JOBS_PAGE)
+    chosen: list[tuple[str, str]] = []
+    for seen, (label, jid) in enumerate(jobs, 1):
+        if _in_step(label, step):
+            chosen.append((label, jid))
+            if len(chosen) == limit:
+                more = seen < len(jobs) or following is not None
+                return chosen, offset + seen if more else None
+    return chosen, following
 
 
 def jid_meant(client: Client, jid: str) -> str | None:

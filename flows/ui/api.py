@@ -25,7 +25,7 @@ from pydantic_core import PydanticCustomError
 from flows.runs import actions as run_actions
 from flows.runs import statuses
 from flows.runs.labels import UnknownStep, labelled_step, no_step
-from flows.runs.logs import StepLine, job_label, run_jobs, step_jobs
+from flows.runs.logs import NoSuchRun, StepLine, job_label, run_jobs_page, step_jobs_page
 from flows.runs.read import PAGE, RunView, list_run_statuses, load_run, run_document
 from flows.runs.signals import SignalRefused, approval, signal_step
 from flows.runs.trigger import UnknownFlow, trigger_run
@@ -429,18 +429,31 @@ def approve_wait(
     responses={**answer(RunJobs), **refusals(404)},
 )
 def run_logs(
-    ui: Ui, run_id: str, step: Annotated[str | None, narrowed("Only this step's jobs.")] = None
+    ui: Ui,
+    run_id: str,
+    step: Annotated[str | None, narrowed("Only this step's jobs.")] = None,
+    offset: Offset = 0,
+    limit: Limit = 100,
 ) -> dict[str, Any]:
-    """The run's jobs (of one step) with their labels, to read each one's log."""
+    """A page of the run's jobs (of one step) in submission order, each with its label, to
+    read its log. Filtered by ``step``, a page looks at no more than 1,000 of the run's jobs:
+    follow ``next`` until it is null."""
+    if step is not None and "/" not in step:  # a child run's step is checked as it is read
+        steps = [s.step for s in _load_run(ui.client, run_id, 0).steps]
+        if step not in steps:
+            raise HTTPException(404, no_step(run_id, step, steps))
     try:
-        jobs = engine_errors(
+        jobs, following = engine_errors(
             lambda: (
-                run_jobs(ui.client, run_id) if step is None else step_jobs(ui.client, run_id, step)
+                run_jobs_page(ui.client, run_id, offset, limit)
+                if step is None
+                else step_jobs_page(ui.client, run_id, step, offset, limit)
             )
         )
-    except LookupError as error:
+    except NoSuchRun as error:  # gone since, or never there
         raise HTTPException(404, str(error)) from None
-    return {"id": run_id, "jobs": [{"step": label, "jid": jid} for label, jid in jobs]}
+    items = [{"step": label, "jid": jid} for label, jid in jobs]
+    return {"id": run_id, "items": items, "offset": offset, "limit": limit, "next": following}
 
 
 # -- jobs ------------------------------------------------------------------------------------------

@@ -91,11 +91,11 @@ def answer(model: type[BaseModel], status: int = 200) -> dict[int | str, dict[st
     return {status: {"model": model, "description": (model.__doc__ or "").split("\n")[0]}}
 
 
-class RunJobs(Shape):
-    """The run's jobs (of one step), each with its label, to read its log."""
+class RunJobs(Page):
+    """A page of the run's jobs (of one step), each with its label, to read its log."""
 
     id: str
-    jobs: list[dict[str, str]] = Field(description="Each `{step, jid}`, in submission order.")
+    items: list[dict[str, Any]] = Field(description="Each `{step, jid}`, in submission order.")
 
 
 class RunRetried(Shape):

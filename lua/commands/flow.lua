@@ -1,10 +1,14 @@
 -- flow.submit, run.get, runs: a whole flow run written at once, and reading runs back (ours).
 --
 --   flow.submit run_id, run JSON object, jobs JSON array   -> 'submitted', or 'exists'
---   run.get     run_id                                      -> JSON {id, flow, submitted, jobs
+--   run.get     run_id [offset count]                       -> JSON {id, flow, submitted, jobs
 --                                                              (how many), ..., jids: [jid]}, or nil
 --                                                              (jids: those that are jids,
---                                                              RunState.jids)
+--                                                              RunState.jids); with offset and
+--                                                              count (at most 1000), a page of
+--                                                              them, without the graph, and
+--                                                              jids_next: the next page's offset
+--                                                              (null at the end)
 --   runs        [flow], [offset=0], [count=25]              -> JSON list of run records, newest
 --                                                              first (without their jobs and
 --                                                              their graph: run.read has it)
@@ -29,9 +33,23 @@ end
 
 api['run.get'] = function(args)
   local run_id = Runs.id('RunGet', args[1])
+  local paged = args[2] ~= nil
+  local offset = Arg.optional_integer('RunGet', 'offset', args[2], 0, 0, Engine.MAX_OFFSET)
+  local count = Arg.optional_integer('RunGet', 'count', args[3], 1000, 1, 1000)
+  if args[4] ~= nil then Arg.fail('RunGet', 'too many arguments') end
   local record = RunState.record(run_id)
   if not record then return nil end
-  record.jids = RunState.jids(run_id)
+  if not paged then
+    record.jids = RunState.jids(run_id)
+    return cjson.encode(record)
+  end
+  -- A page, as a listing is: a big run's jids (and its graph) are not read whole.
+  local key = Keys.run_jobs(run_id)
+  local raw = redis.call('lrange', key, offset, offset + count - 1)
+  local following = offset + #raw
+  record.graph = nil
+  record.jids = Arg.jids_in(raw)
+  record.jids_next = following < redis.call('llen', key) and following or cjson.null
   return cjson.encode(record)
 end
 

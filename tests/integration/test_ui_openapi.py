@@ -313,3 +313,55 @@ def test_the_actions_answer_the_shapes_the_document_gives(
         if "$ref" not in schema or problem is not None:
             wrong.append(f"{method.upper()} {template}: {problem or f'documented as {schema}'}")
     assert not wrong, "\n".join(wrong)
+
+
+MANY = """\
+version: 1
+name: many
+queue: many
+params:
+  files: {type: array, default: []}
+steps:
+  first: {run: echo hi}
+  each:
+    foreach: {items: "${{ params.files }}", as: f}
+    run: echo hi
+  last: {run: echo hi, needs: [each]}
+"""
+
+
+def _follow(api: Api, path: str, limit: int) -> tuple[list[dict[str, str]], int]:
+    """Every job a paged listing of a run's jobs gives, following ``next``; and the pages."""
+    jobs: list[dict[str, str]] = []
+    pages, offset = 0, 0
+    while offset is not None:
+        sep = "&" if "?" in path else "?"
+        reply = api.get(f"{path}{sep}offset={offset}&limit={limit}")
+        assert reply.status == 200, reply
+        assert set(reply.body) == {"id", "items", "offset", "limit", "next"}, reply.body
+        assert len(reply.body["items"]) <= limit and reply.body["offset"] == offset
+        jobs += reply.body["items"]
+        offset, pages = reply.body["next"], pages + 1
+    return jobs, pages
+
+
+def test_a_runs_jobs_are_listed_a_bounded_page_at_a_time(api: Api, tmp_path: Path) -> None:
+    (tmp_path / "many.yaml").write_text(MANY)
+    files = [f"f{i}" for i in range(25)]
+    started = api.post(f"{PREFIX}/flows/many/runs", {"params": {"files": files}})
+    assert started.status == 201, started.body
+    path = f"{PREFIX}/runs/{quote(started.body['id'], safe='')}/logs"
+    default = api.get(path).body
+    assert (default["offset"], default["limit"], default["next"]) == (0, 100, None)
+    assert [j["step"] for j in default["items"]] == [
+        "first",
+        *(f"each[{i}]" for i in range(25)),
+        "last",
+    ]
+    jobs, pages = _follow(api, path, 10)
+    assert jobs == default["items"] and pages == 3
+    each, _ = _follow(api, f"{path}?step=each", 7)
+    assert [j["step"] for j in each] == [f"each[{i}]" for i in range(25)]
+    assert api.get(f"{path}?limit=501").status == 422
+    missing = api.get(f"{path}?step=eahc")
+    assert missing.status == 404 and "each" in missing.body["detail"], missing.body

@@ -655,6 +655,11 @@ case(
 )
 case("run.get", ["x-jobs"], InvalidArgument, "run_id", id="reserved")
 for value in ["-1", "x", "1e300"]:
+    case("run.get", ["r", value, "10"], InvalidArgument, "offset", id=f"offset={value}")
+for value in [*BAD_COUNTS, "0", "1001"]:
+    case("run.get", ["r", "0", value], InvalidArgument, "count", id=f"count={value}")
+case("run.get", ["r", "0", "10", "x"], InvalidArgument, "too many", id="too-many")
+for value in ["-1", "x", "1e300"]:
     case("runs", ["", value], InvalidArgument, "offset", id=f"offset={value}")
 for value in BAD_COUNTS:
     case("runs", ["", "0", value], InvalidArgument, "count", id=f"count={value}")

@@ -247,3 +247,19 @@ def test_listings_skip_entries_that_are_not_jids(lua: Lua) -> None:
         assert len(lua("multiget", *jids, now=T0 + 2) or []) == len(jids)
     assert lua("jobs", "complete", now=T0 + 2) == completed
     assert json.loads(lua.raw("run.get", "r1", now=T0 + 2))["jids"] == run_jids
+
+
+def test_run_get_pages_the_runs_jids(lua: Lua) -> None:
+    """With an offset and a count, run.get reads a page of the run's jids (not the graph nor
+    the rest of them), and says where the next page starts: a listing of a big run is bounded."""
+    submit_steps(lua, "r1", ("a", []), ("b", ["a"]), ("c", ["b"]))
+    whole = json.loads(lua.raw("run.get", "r1", now=T0))
+    assert whole["jids"] == ["r1:a", "r1:b", "r1:c"] and "jids_next" not in whole
+    first = json.loads(lua.raw("run.get", "r1", 0, 2, now=T0))
+    assert (first["jids"], first["jids_next"], first["jobs"]) == (["r1:a", "r1:b"], 2, 3)
+    assert "graph" not in first
+    last = json.loads(lua.raw("run.get", "r1", 2, 2, now=T0))
+    assert (last["jids"], last["jids_next"]) == (["r1:c"], None)
+    beyond = json.loads(lua.raw("run.get", "r1", 9, 2, now=T0))
+    assert (beyond["jids"] or [], beyond["jids_next"]) == ([], None)
+    assert lua.raw("run.get", "nope", 0, 2, now=T0) is None
