@@ -145,3 +145,72 @@ def register_flow(
     assert definition is not None, text
     Schedules(client).register(definition, now)
     return {"name": name, "queue": queue}
+
+
+def conforms(value: Any, schema: dict[str, Any], components: dict[str, Any]) -> bool:
+    """Whether ``value`` has the shape ``schema`` gives (the subset of JSON Schema the document
+    uses for its answers)."""
+    if "$ref" in schema:
+        return conforms(value, components[schema["$ref"].rsplit("/", 1)[1]], components)
+    if "anyOf" in schema:
+        return any(conforms(value, option, components) for option in schema["anyOf"])
+    kind = schema.get("type")
+    if kind == "object":
+        properties = schema.get("properties", {})
+        return (
+            isinstance(value, dict)
+            and all(name in value for name in schema.get("required", ()))
+            and (
+                schema.get("additionalProperties", True) is not False
+                or set(value) <= set(properties)
+            )
+            and all(conforms(value[k], s, components) for k, s in properties.items() if k in value)
+        )
+    if kind == "array":
+        items = schema.get("items", {})
+        return isinstance(value, list) and all(conforms(v, items, components) for v in value)
+    if kind == "string":
+        return isinstance(value, str)
+    if kind == "integer":
+        return isinstance(value, int) and not isinstance(value, bool)
+    if kind == "number":
+        return isinstance(value, int | float) and not isinstance(value, bool)
+    if kind == "boolean":
+        return isinstance(value, bool)
+    if kind == "null":
+        return value is None
+    return kind is None  # {}: anything
+
+
+def mismatch(reply: Reply, answers: dict[str, Any], components: dict[str, Any]) -> str | None:
+    """What the document does not say of ``reply`` (None: it says all of it)."""
+    documented = answers.get(str(reply.status))
+    if documented is None:
+        return f"answered {reply.status} {reply.body!r}, documented {sorted(answers)}"
+    if reply.status == 401 and "www-authenticate" not in reply.headers:  # HTTP requires one
+        return f"answered 401 {reply.body!r} without WWW-Authenticate"
+    content = documented.get("content", {})
+    kind = reply.headers.get("content-type", "").split(";")[0]
+    if kind not in content:
+        return f"answered {reply.status} as {kind}, documented as {sorted(content)}"
+    schema = content[kind].get("schema", {})
+    if (
+        reply.body != ""
+        and kind == "application/json"
+        and not conforms(reply.body, schema, components)
+    ):
+        return f"answered {reply.status} {reply.body!r}, not the documented {schema}"
+    return None
+
+
+def off_document(api: Api, method: str, template: str, reply: Reply) -> str | None:
+    """What the API's document does not say of ``reply`` to ``method`` ``template`` (a path
+    under the API's prefix, as the document lists it): None when it gives the answer a named
+    shape and the reply has it."""
+    document = api.get("/api/v1/openapi.json").body
+    answers = document["paths"]["/api/v1" + template][method]["responses"]
+    documented = answers.get(str(reply.status), {}).get("content", {})
+    schema = documented.get("application/json", {}).get("schema", {})
+    if "$ref" not in schema:
+        return f"{method.upper()} {template} {reply.status}: documented as {schema}, no shape"
+    return mismatch(reply, answers, document["components"]["schemas"])

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import redis
 from scheduler_support import MIN, T, make_service, run_ids, write_flow
-from ui_support import TOKEN, Api, serve
+from ui_support import TOKEN, Api, off_document, serve
 
 from flows.expand.run_ids import run_id_for
 from flows.runs import backfill
@@ -362,7 +362,9 @@ def test_the_api_and_the_dashboard_show_a_backfills_progress_and_cancel_it(
     with serve(client, Auth(TOKEN, reads_open=True)) as base:
         api = Api(base)
         [listed] = api.get("/api/v1/backfills").body["items"]
-        one = api.get(f"/api/v1/backfills/{backfill_id}").body
+        got = api.get(f"/api/v1/backfills/{backfill_id}")
+        assert off_document(api, "get", "/backfills/{backfill_id}", got) is None
+        one = got.body
         assert listed == one
         assert (one["state"], one["ticks"], one["handled"], one["progress"]) == (
             "active",
@@ -376,6 +378,7 @@ def test_the_api_and_the_dashboard_show_a_backfills_progress_and_cancel_it(
         assert api.post(f"/api/v1/backfills/{backfill_id}/cancel", token=None).status == 401
         canceled = api.post(f"/api/v1/backfills/{backfill_id}/cancel")
         assert canceled.status == 200, canceled.body
+        assert off_document(api, "post", "/backfills/{backfill_id}/cancel", canceled) is None
         assert (canceled.body["runs"], canceled.body["pending"]) == (1, 2)
         assert api.get(f"/api/v1/backfills/{backfill_id}").body["state"] == "canceled"
         again = api.post(f"/api/v1/backfills/{backfill_id}/cancel")

@@ -32,7 +32,7 @@ from flows_cli_support import flows
 from helpers import assert_unchanged, dumped
 from notify_support import Receiver, SmtpServer, receiver_fixture, smtp_fixture
 from scheduler_support import make_service
-from ui_support import TOKEN, Api, serve
+from ui_support import TOKEN, Api, off_document, serve
 
 from flows.ui.auth import Auth
 from scheduler.embedded import EmbeddedServer
@@ -368,7 +368,9 @@ def test_the_api_and_the_page_show_what_was_given_up(
         assert statuses == {"webhook": "failed", "email": "delivered"}
         assert "ops@example.com: delivered" in page.body
         receiver.status = 200
-        assert api.post(f"/api/v1/notifications/{given_up['id']}/retry").status == 200
+        retried = api.post(f"/api/v1/notifications/{given_up['id']}/retry")
+        assert retried.status == 200, retried.body
+        assert off_document(api, "post", "/notifications/{event_id}/retry", retried) is None
         deliverer.tick()
         assert api.get("/api/v1/notifications").body["failed"] == []
         assert len(smtp.mailbox.messages) == 1  # the mail had gone: not sent again

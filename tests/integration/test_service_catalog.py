@@ -10,7 +10,7 @@ import pytest
 import redis
 from click.testing import CliRunner
 from helpers import assert_unchanged
-from ui_support import TOKEN, Api, serve
+from ui_support import TOKEN, Api, off_document, serve
 
 from flows.cli import main
 from flows.ui.auth import Auth
@@ -228,6 +228,7 @@ def test_a_stale_source_is_removed_through_the_api_and_a_live_one_only_by_force(
 
         removed = http.post("/api/v1/sources/old/remove")
         assert removed.status == 200, removed.body
+        assert off_document(http, "post", "/sources/{source}/remove", removed) is None
         assert removed.body == {"source": "old", "removed": True, "files": 2, "was_live": False}
         assert {f["source"] for f in http.get("/api/v1/flows").body["items"]} == {"new"}
         assert http.post("/api/v1/flows/legacy/runs", {"params": {}}).status == 404

@@ -15,7 +15,7 @@ from urllib.parse import quote
 import pytest
 import redis
 from helpers import assert_unchanged
-from ui_support import TOKEN, Api, Reply, register_flow, serve
+from ui_support import TOKEN, Api, Reply, mismatch, register_flow, serve
 
 from flows.ui.api import PREFIX
 from flows.ui.app import MAX_BODY
@@ -43,41 +43,6 @@ def api(client: Client, tmp_path: Path) -> Iterator[Api]:
     # reads need the token here too, so that every read can be asked without one
     with serve(client, Auth(TOKEN, reads_open=False), flows_dir=tmp_path) as base:
         yield Api(base)
-
-
-def conforms(value: Any, schema: dict[str, Any], components: dict[str, Any]) -> bool:
-    """Whether ``value`` has the shape ``schema`` gives (the subset of JSON Schema the document
-    uses for its answers)."""
-    if "$ref" in schema:
-        return conforms(value, components[schema["$ref"].rsplit("/", 1)[1]], components)
-    if "anyOf" in schema:
-        return any(conforms(value, option, components) for option in schema["anyOf"])
-    kind = schema.get("type")
-    if kind == "object":
-        properties = schema.get("properties", {})
-        return (
-            isinstance(value, dict)
-            and all(name in value for name in schema.get("required", ()))
-            and (
-                schema.get("additionalProperties", True) is not False
-                or set(value) <= set(properties)
-            )
-            and all(conforms(value[k], s, components) for k, s in properties.items() if k in value)
-        )
-    if kind == "array":
-        items = schema.get("items", {})
-        return isinstance(value, list) and all(conforms(v, items, components) for v in value)
-    if kind == "string":
-        return isinstance(value, str)
-    if kind == "integer":
-        return isinstance(value, int) and not isinstance(value, bool)
-    if kind == "number":
-        return isinstance(value, int | float) and not isinstance(value, bool)
-    if kind == "boolean":
-        return isinstance(value, bool)
-    if kind == "null":
-        return value is None
-    return kind is None  # {}: anything
 
 
 def _asks(
@@ -114,27 +79,6 @@ def _ask(api: Api, method: str, path: str, options: dict[str, Any]) -> Reply:
     return api.request(method.upper(), path, **options)
 
 
-def _mismatch(reply: Reply, answers: dict[str, Any], components: dict[str, Any]) -> str | None:
-    """What the document does not say of ``reply`` (None: it says all of it)."""
-    documented = answers.get(str(reply.status))
-    if documented is None:
-        return f"answered {reply.status} {reply.body!r}, documented {sorted(answers)}"
-    if reply.status == 401 and "www-authenticate" not in reply.headers:  # HTTP requires one
-        return f"answered 401 {reply.body!r} without WWW-Authenticate"
-    content = documented.get("content", {})
-    kind = reply.headers.get("content-type", "").split(";")[0]
-    if kind not in content:
-        return f"answered {reply.status} as {kind}, documented as {sorted(content)}"
-    schema = content[kind].get("schema", {})
-    if (
-        reply.body != ""
-        and kind == "application/json"
-        and not conforms(reply.body, schema, components)
-    ):
-        return f"answered {reply.status} {reply.body!r}, not the documented {schema}"
-    return None
-
-
 def test_every_operation_answers_only_as_its_document_says(
     api: Api, redis_client: redis.Redis
 ) -> None:
@@ -147,7 +91,7 @@ def test_every_operation_answers_only_as_its_document_says(
             for method, operation in operations.items():
                 for mistake, options in _asks(path, method, operation):
                     reply = _ask(api, method, path, dict(options))
-                    problem = _mismatch(reply, operation["responses"], components)
+                    problem = mismatch(reply, operation["responses"], components)
                     if problem is not None:
                         wrong.append(f"{method.upper()} {template}, {mistake}: {problem}")
     assert not wrong, "\n".join(wrong)
@@ -201,7 +145,7 @@ def test_a_flow_file_that_does_not_validate_is_refused_as_documented(
         reply = api.post(f"{PREFIX}/flows/broken/runs", {"params": {}})
     assert reply.status == 422
     assert reply.body["detail"]["findings"][0]["code"] == "unknown-need"
-    assert _mismatch(reply, operation["responses"], document["components"]["schemas"]) is None
+    assert mismatch(reply, operation["responses"], document["components"]["schemas"]) is None
 
 
 # What a client reads most, each answered with what it lists: the document gives each its shape.
@@ -250,7 +194,7 @@ def test_the_answers_have_the_shapes_the_document_gives(
         assert 200 <= reply.status < 300, (template, reply)
         answers = document["paths"][PREFIX + template][method]["responses"]
         schema = answers[str(reply.status)]["content"]["application/json"]["schema"]
-        problem = _mismatch(reply, answers, components)
+        problem = mismatch(reply, answers, components)
         if "$ref" not in schema or problem is not None:
             wrong.append(f"{method.upper()} {template}: {problem or f'documented as {schema}'}")
     assert not wrong, "\n".join(wrong)
@@ -309,7 +253,7 @@ def test_the_actions_answer_the_shapes_the_document_gives(
         assert 200 <= reply.status < 300, (path, reply.status, reply.body)
         answers = document["paths"][PREFIX + template][method]["responses"]
         schema = answers[str(reply.status)]["content"]["application/json"]["schema"]
-        problem = _mismatch(reply, answers, components)
+        problem = mismatch(reply, answers, components)
         if "$ref" not in schema or problem is not None:
             wrong.append(f"{method.upper()} {template}: {problem or f'documented as {schema}'}")
     assert not wrong, "\n".join(wrong)
