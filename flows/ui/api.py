@@ -51,6 +51,7 @@ from flows.ui.shapes import (
     StepKicked,
     StepRerun,
     Unfailed,
+    WorkerForgotten,
     answer,
 )
 from flows.ui.state import UiState, engine_library, reader, state, writer
@@ -713,7 +714,13 @@ def list_workers(
     return page(chosen, offset, limit, more=len(workers) > offset + limit)
 
 
-@router.post("/workers/{worker}/forget", dependencies=writes, tags=["workers"])
+@router.post(
+    "/workers/{worker}/forget",
+    dependencies=writes,
+    tags=["workers"],
+    response_model=None,
+    responses={**answer(WorkerForgotten), **refusals(404, 409)},
+)
 def forget_worker(ui: Ui, worker: str) -> dict[str, Any]:
     """Forget a worker that is gone (killed, it never said it stopped), as `flows workers
     --forget` does: 409 while it may be working (seen within worker-silent-after, its lease

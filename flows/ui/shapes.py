@@ -168,6 +168,13 @@ class QueuePaused(Shape):
     paused: bool
 
 
+class WorkerForgotten(Shape):
+    """The worker the engine no longer lists."""
+
+    worker: str
+    forgotten: bool
+
+
 class SchedulePaused(Shape):
     """The schedule, and whether its ticks are skipped now."""
 
@@ -239,11 +246,13 @@ class JobExplanation(BaseModel):
 
 
 class Notifications(Shape):
-    """Deliveries given up, events not sent yet, and the latest sends (newest first)."""
+    """Deliveries given up, events not sent yet, the latest sends (newest first), and the
+    channels a scheduler service cannot send (its id, the flow file, the channel, why)."""
 
     failed: list[dict[str, Any]]
     waiting: list[dict[str, Any]]
     recent: list[dict[str, Any]]
+    unsendable: list[dict[str, Any]]
 
 
 class NotificationRetried(Shape):

@@ -262,7 +262,7 @@ def test_every_step_route_takes_a_child_runs_step_by_its_label(
     assert api.get("/runs/p1/steps/chld/approve").status == 404
     logs = api.get("/api/v1/runs/p1/logs?step=child/approve")
     assert logs.status == 200, logs.body
-    assert logs.body["jobs"] == [{"step": "child/approve", "jid": "p1.child:approve"}]
+    assert logs.body["items"] == [{"step": "child/approve", "jid": "p1.child:approve"}]
     explained = api.get("/api/v1/runs/p1/explain?step=child/approve")
     assert explained.status == 200, explained.body
     assert explained.body["run"] == "p1.child"
