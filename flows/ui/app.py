@@ -205,6 +205,14 @@ def _answers_html(request: Request) -> bool:
     return isinstance(answers, type) and issubclass(answers, HTMLResponse)
 
 
+def _browser_off_the_api(request: Request) -> bool:
+    """Whether a request no route took is a browser's for a dashboard address (a mistyped
+    one, a trailing slash): it gets the error page, where a JSON client of the API gets JSON."""
+    if "route" in request.scope or request.url.path.startswith(api.PREFIX):
+        return False
+    return "text/html" in request.headers.get("accept", "")
+
+
 def _no_path(app: FastAPI, scope: Scope) -> str:
     """A 404's words for a path no route takes: the path meant when it is one with a trailing
     slash (refused, not redirected: a redirect has no body, and a POST's is not followed)."""
@@ -290,7 +298,9 @@ def create_app(
             )
         elif error.status_code == 404 and "route" not in request.scope:  # no route matched
             detail = _no_path(app, request.scope)
-        if error.status_code not in (401, 403) and _answers_html(request):
+        if error.status_code not in (401, 403) and (
+            _answers_html(request) or _browser_off_the_api(request)
+        ):
             title = PAGE_ERRORS.get(error.status_code, "The request cannot be answered")
             page = pages.error_page(request, error.status_code, title, str(detail))
             page.headers.update(headers)

@@ -4,6 +4,7 @@ path takes, and a body that is not sent as JSON refused with the content type it
 
 from __future__ import annotations
 
+import html
 import json
 import socket
 import time
@@ -151,6 +152,22 @@ def test_a_path_with_a_trailing_slash_is_refused_naming_the_path_to_use(
     assert reply.status == 404, reply
     assert reply.body == {
         "detail": f"no path {path} here: {meant}, without the trailing slash, takes {takes}"
+    }
+
+
+@pytest.mark.parametrize("path", ["/runs/", "/run"])
+def test_a_browser_asking_for_a_page_that_is_not_there_gets_the_error_page(
+    api: Api, path: str
+) -> None:
+    """A mistyped dashboard address in a browser gets the dashboard's error page, with the
+    same words as the JSON refusal; the API's paths answer JSON whoever asks."""
+    browser = {"Accept": "text/html,application/xhtml+xml,*/*;q=0.8"}
+    reply = api.get(path, headers=browser)
+    assert reply.status == 404
+    assert reply.headers["content-type"].startswith("text/html"), reply
+    assert html.escape(f"no path {path} here") in reply.body
+    assert api.get("/api/v1/run", headers=browser).body == {
+        "detail": "no path /api/v1/run here: GET /api/v1/openapi.json lists the API's paths"
     }
 
 
