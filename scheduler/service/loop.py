@@ -28,10 +28,11 @@ import socket
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, tzinfo
 from pathlib import Path
+from typing import Any
 
 from scheduler import stop_signals
 from scheduler.cron.catchup import DEFAULT_GRACE_SECONDS, MAX_CATCHUP_RUNS, Skip
@@ -155,6 +156,16 @@ def _local(tick: float, definition: Definition | None) -> _Local:
     return _Local(tick, definition.zone if definition is not None else UTC)
 
 
+@dataclass(frozen=True, slots=True)
+class ChannelCheck:
+    """A loaded flow file's notification rules (kept while its content ``digest`` is the
+    same) and the channels of them this service found it cannot send."""
+
+    digest: str
+    rules: tuple[Mapping[str, Any], ...]
+    found: list[dict[str, str]]
+
+
 class SchedulerService:
     """One scheduler service over ``client``'s namespace and the flow files under ``flows_dir``.
 
@@ -241,9 +252,8 @@ class SchedulerService:
         self._files_here: dict[str, bool] = {}  # a file without a source: under flows_dir?
         self._unplannable: dict[str, str] = {}  # name -> hash of a definition said unplannable
         self._lock = threading.Lock()
-        # Flow file → (its content hash, the notification channels of it this service cannot
-        # send): checked when the file is loaded.
-        self._channels: dict[Path, tuple[str, list[dict[str, str]]]] = {}
+        # Flow file → its notification rules and the channels of them this service cannot send.
+        self._channels: dict[Path, ChannelCheck] = {}
         # Every step meets the same lost connection: said once for them all.
         self._outage = Outage(
             log,
@@ -270,38 +280,59 @@ class SchedulerService:
         return report
 
     def _check_channels(self) -> None:
-        """Say, once per file loaded (at the start, and when it changes), each notification
-        channel of it that this service can never send as things are (a secret missing here,
-        a URL kept in a secret that is none): now, not when a run's event is given up half an
-        hour later. Its health lists them for `flows notifications`."""
+        """Say each notification channel of the loaded flow files that this service can never
+        send as things are (a secret missing here, a URL kept in a secret that is none): when
+        the file is loaded, not when a run's event is given up half an hour later. Looked at
+        again at every scan, since a secret may be added or removed without the file changing
+        (a few lookups per channel, its rules kept per file); said again only when it changes.
+        Its health lists them for `flows notifications`."""
         if self.deliverer is None:
             return
         texts = self.reloader.texts()
         for gone in set(self._channels) - set(texts):
             del self._channels[gone]
         for path, (digest, text) in texts.items():
-            if path in self._channels and self._channels[path][0] == digest:
+            kept = self._channels.get(path)
+            rules = kept.rules if kept is not None and kept.digest == digest else None
+            if rules is None:
+                rules = tuple(self.source.channels(path, text))
+            said = kept.found if kept is not None else []
+            found = self._channel_problems(path, rules)
+            for entry in found:
+                if entry not in said:
+                    self._say_unsendable(path, entry)
+            self._channels[path] = ChannelCheck(digest, rules, found)
+
+    def _channel_problems(
+        self, path: Path, rules: Sequence[Mapping[str, Any]]
+    ) -> list[dict[str, str]]:
+        """The channels of ``rules`` (the file at ``path``'s) this service cannot send, once
+        each."""
+        assert self.deliverer is not None
+        found: list[dict[str, str]] = []
+        for rule in rules:
+            reason = self.deliverer.problem(rule)
+            if reason is None:
                 continue
-            found: list[dict[str, str]] = []
-            for rule in self.source.channels(path, text):
-                reason = self.deliverer.problem(rule)
-                entry = {"file": str(path), "channel": shown(rule), "problem": masked(str(reason))}
-                if reason is None or entry in found:
-                    continue
+            entry = {"file": str(path), "channel": shown(rule), "problem": masked(reason)}
+            if entry not in found:
                 found.append(entry)
-                log.warning(
-                    "%s: notification channel %s cannot be sent by this service: %s (a sender "
-                    "that can may send its events; `flows notifications` lists it)",
-                    path,
-                    entry["channel"],
-                    entry["problem"],
-                )
-            self._channels[path] = (digest, found)
+        return found
+
+    @staticmethod
+    def _say_unsendable(path: Path, entry: Mapping[str, str]) -> None:
+        log.warning(
+            "%s: notification channel %s cannot be sent by this service: %s (a sender "
+            "that can may send its events; `flows notifications` lists it)",
+            path,
+            entry["channel"],
+            entry["problem"],
+        )
 
     def _unsendable(self) -> list[dict[str, str]]:
         """What :meth:`_check_channels` found, as the health ping carries it (bounded: the
         ping's info is at most 64 KiB)."""
-        found = [entry for _, entries in self._channels.values() for entry in entries]
+        found = [entry for check in self._channels.values() for entry in check.found]
         return [
             {**entry, "problem": entry["problem"][:MAX_PROBLEM]} for entry in found[:MAX_UNSENDABLE]
         ]

@@ -20,6 +20,7 @@ from test_notification_senders import T0, failed_run, secrets
 
 from scheduler.engine.client import Client
 from scheduler.notify.outbox import Deliverer
+from scheduler.secrets import Secrets, read_env_file
 from scheduler.service.loop import SchedulerService
 
 FLOW = """\
@@ -145,3 +146,37 @@ def test_a_server_that_lost_its_data_gets_its_notifications_sent_again(
     failed_run(cli, folder, "second", hook)
     assert service.deliver(T0 + 1) == 1
     assert sorted(p.json()["flow"] for p in receiver.wait_for(2)) == ["first", "second"]
+
+
+def test_the_list_follows_a_secret_added_or_removed_while_the_file_stays(
+    cli: CliRunner, client: Client, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A secret added to the service's env file later (or removed) changes the list at the
+    next scan, though the flow file did not change: no restart needed."""
+    folder = tmp_path / "pipelines"
+    folder.mkdir()
+    (folder / "nightly.yaml").write_text(FLOW)
+    env_file = tmp_path / "secrets.env"
+    env_file.write_text("SLACK_URL=https://hooks.slack.com/services/T0/B0/X\n")
+    values = read_env_file(env_file)
+    store = Secrets(values, environ={}, dirs=(), env_file=env_file)
+    deliverer = Deliverer(client, secrets=store, consumer="host-a:pipelines")
+    service = make_service(client, folder, service_id="host-a", deliverer=deliverer)
+
+    def listed(now: float) -> list[str]:
+        service.scan(now)
+        service.tick(now)
+        document = json.loads(flows(cli, "notifications", "--json").stdout)
+        return [u["channel"] for u in document["unsendable"]]
+
+    assert listed(T0) == ["webhook https://hooks.example.com/flows"]
+    env_file.write_text(f"{env_file.read_text()}HOOK_SECRET=s3cret\n")
+    with caplog.at_level(logging.INFO, logger="flows.scheduler"):
+        caplog.clear()
+        assert listed(T0 + 60) == []
+        assert _warnings(caplog) == []
+        env_file.write_text("HOOK_SECRET=s3cret\n")  # SLACK_URL taken away
+        assert listed(T0 + 120) == ["slack (secret SLACK_URL)"]
+        assert len(_warnings(caplog)) == 1  # said once when it became unsendable
+        assert listed(T0 + 180) == ["slack (secret SLACK_URL)"]
+        assert len(_warnings(caplog)) == 1  # not again while nothing changed
