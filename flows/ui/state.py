@@ -17,9 +17,10 @@ from fastapi.dependencies.models import Dependant
 from fastapi.routing import APIRoute
 
 from flows.ui.auth import Auth
-from scheduler.engine.backoff import Backoff
+from scheduler.engine.backoff import Backoff, Outage
 from scheduler.engine.client import Client
 from scheduler.engine.errors import ForeignEngine
+from scheduler.engine.faults import where
 
 log = logging.getLogger("flows.ui")
 
@@ -27,14 +28,16 @@ log = logging.getLogger("flows.ui")
 @dataclass(frozen=True)
 class UiState:
     """The engine's client and the auth policy (``app.state.ui``); ``fault`` says when the
-    server stops answering and when it is back, once each, not once a request."""
+    server stops answering and when it is back, once each, not once a request (a lost
+    connection as the scheduler service and the workers say it: :class:`Outage`)."""
 
     client: Client
     auth: Auth
     fault: Backoff = field(init=False)
 
     def __post_init__(self) -> None:
-        fault = Backoff(log, "flows ui", client=self.client.redis)
+        outage = Outage(log, "flows ui", where(self.client.redis, self.client.engine.key_prefix))
+        fault = Backoff(log, "flows ui", client=self.client.redis, outage=outage)
         object.__setattr__(self, "fault", fault)
 
 

@@ -24,7 +24,7 @@ from typing import Any
 
 import redis
 
-from scheduler.engine.backoff import Backoff, transient
+from scheduler.engine.backoff import Backoff, Outage, transient
 from scheduler.engine.client import Client
 from scheduler.engine.errors import (
     ClusterError,
@@ -33,7 +33,7 @@ from scheduler.engine.errors import (
     NotReplicated,
     carrying_given,
 )
-from scheduler.engine.faults import ServerOutOfMemory
+from scheduler.engine.faults import ServerOutOfMemory, where
 from scheduler.engine.replies import dumps
 from scheduler.engine.safety import check_eviction_policy
 from scheduler.worker.held import Active, Held
@@ -80,13 +80,15 @@ class Keeper:
         self._abandon = abandon
         self.done = threading.Event()  # the worker has stopped: the threads end
         self._wake = threading.Event()
-        self._beat_backoff = Backoff(log, f"worker {self.name}: heartbeats", client=client.redis)
-        self._listen_backoff = Backoff(
-            log, f"worker {self.name}: lock-lost messages", client=client.redis
+        # Every activity of the worker meets the same lost connection: said once for them all.
+        self.outage = Outage(
+            log, f"worker {self.name}", where(client.redis, client.engine.key_prefix)
         )
+        self._beat_backoff = self.backoff("heartbeats", client=client.redis)
+        self._listen_backoff = self.backoff("lock-lost messages", client=client.redis)
         # Renewals keep their own pace; these only say when a fault starts and ends.
-        self._lease_backoff = Backoff(log, f"worker {self.name}: lease renewals", cap=1.0)
-        self._presence_backoff = Backoff(log, f"worker {self.name}: registration", cap=20.0)
+        self._lease_backoff = self.backoff("lease renewals", cap=1.0)
+        self._presence_backoff = self.backoff("registration", cap=20.0)
         self._info: dict[str, Any] = {}
         self._presence_every = 20.0
         self._next_presence = 0.0
@@ -96,6 +98,11 @@ class Keeper:
         self._next_lease = float("inf")
         self._renewals = 0  # lease renewals sent, each numbered (lua/include/lease.lua)
         self._pubsub: Any = None  # the listener's subscription (see _wake_listener)
+
+    def backoff(self, activity: str, **options: Any) -> Backoff:
+        """The pauses of one ``activity`` of this worker, its lost connection said by
+        :attr:`outage`."""
+        return Backoff(log, f"worker {self.name}: {activity}", outage=self.outage, **options)
 
     def threads(self) -> list[threading.Thread]:
         return [
@@ -134,6 +141,7 @@ class Keeper:
         """Check the server and register, waiting out a full server (a worker must not
         crash-loop on one) and, with ``wait_for_server``, one that is away (a pool's worker
         restarted while it is); False if stopped meanwhile. Other faults raise."""
+        # Not yet connected: said as its own fault, as the service and `flows ui` say theirs.
         backoff = Backoff(log, f"worker {self.name}: starting", client=self.client.redis)
         while not stopping():
             try:

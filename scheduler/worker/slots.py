@@ -23,7 +23,7 @@ from typing import Any
 
 import redis
 
-from scheduler.engine.backoff import Backoff, hopeless
+from scheduler.engine.backoff import hopeless
 from scheduler.engine.client import Client
 from scheduler.engine.errors import ClusterError, EngineError
 from scheduler.engine.job import Job
@@ -78,7 +78,7 @@ class Slots:
         self._pace: float | None = None  # running mean of run times, seconds
         self._refill = threading.Event()  # for the refiller: the buffer runs low
         # Faults of the server (away, full, read-only) are waited out, logged once per change.
-        self._backoff = Backoff(log, f"worker {self.name}: fetching", client=client.redis)
+        self._backoff = keeper.backoff("fetching", client=client.redis)
 
     def stop(self) -> None:
         self.stopping = True

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import logging
 import secrets
+import time
 import urllib.error
 import urllib.request
 from email.message import Message
@@ -49,13 +50,20 @@ def test_requests_while_redis_is_away_are_503_and_logged_once(
             assert detail.startswith("the Redis server cannot be used now"), detail
         status, _, page = _get(f"{base}/", accept="text/html")
         assert status == 503 and "the Redis server cannot be used now" in page
+        time.sleep(1.5)  # away longer than a dropped connection: an outage (real time)
+        for path in ("/api/v1/runs", "/metrics"):
+            assert _get(base + path)[0] == 503
         servers.append(Valkey(tmp_path / "redis"))  # back, at the same address
         assert _get(f"{base}/api/v1/runs")[0] == 200
-    said = [r for r in caplog.records if r.name == "flows.ui"]
-    faults = [r.getMessage() for r in said if r.levelno >= logging.WARNING]
-    assert len(faults) == 1 and "cannot reach Redis" in faults[0], faults
+        assert _get(f"{base}/metrics")[0] == 200
+    said = [r.getMessage() for r in caplog.records if r.name == "flows.ui"]
+    faults = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert len(faults) == 1, faults
+    assert faults[0].startswith(f"flows ui: lost the connection to Redis at {servers[0].socket}")
+    assert "cannot reach Redis" in faults[0], faults
     assert not any(r.exc_info for r in caplog.records), "a traceback was logged"
-    assert any("working again" in r.getMessage() for r in said)
+    assert [m for m in said if "is back after" in m] != [], said
+    assert not any("working again" in m for m in said), said
     client.close()
 
 

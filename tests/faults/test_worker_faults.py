@@ -106,7 +106,9 @@ def test_a_worker_starts_its_embedded_server_again_when_it_died(tmp_path: Path) 
         client.close()
         pid = int(embedded.pid_path.read_text())
         os.kill(pid, signal.SIGKILL)
-        wait_until(lambda: "cannot reach Redis" in log.read_text(), 20, "the worker to notice")
+        # Started again within a second or so: too short an outage to say (see below).
+        noticed = "started the embedded server again"
+        wait_until(lambda: noticed in log.read_text(), 20, "the worker to notice")
         # Nobody else starts it: is_running only probes.
         wait_until(embedded.is_running, 20, "the worker to start the server again")
         assert int(embedded.pid_path.read_text()) != pid
@@ -124,15 +126,17 @@ def test_a_worker_starts_its_embedded_server_again_when_it_died(tmp_path: Path) 
     text = log.read_text()
     assert "started the embedded server again" in text, text
     assert "Traceback" not in text, text
-    # one line per activity that noticed (fetching, heartbeats), not one per attempt
-    assert text.count("cannot reach Redis") <= 3, text
+    # one line for the whole worker if the restart took over a second, not one per activity
+    assert text.count("cannot reach Redis") <= 1, text
 
 
-def test_a_worker_says_once_that_its_lease_cannot_be_renewed(
+def test_a_worker_says_once_that_its_connection_is_lost_and_once_that_it_is_back(
     servers: list[Valkey], tmp_path: Path
 ) -> None:
-    """A server away for seconds: the lease renewals, tried every second, say so once when the
-    fault starts and once when it is over, as fetching does, not once a second."""
+    """A server away for seconds: fetching, heartbeats, lease renewals (tried every second),
+    registration and the lock-lost listener all fail meanwhile; the worker says it once when
+    the connection is lost, naming the server, and once when it is back, not once per
+    activity."""
     server = Valkey(tmp_path / "away")
     servers.append(server)
     log = tmp_path / "worker.log"
@@ -146,17 +150,25 @@ def test_a_worker_says_once_that_its_lease_cannot_be_renewed(
     try:
         wait_until(lambda: "started on q" in log.read_text(), 20, "the worker to start")
         server.stop()
-        wait_until(lambda: "cannot reach Redis" in log.read_text(), 20, "the worker to notice")
-        time.sleep(4)  # renewals every second, all refused: real time, the worker's own clock
+        wait_until(lambda: "lost the connection" in log.read_text(), 20, "the worker to notice")
+        time.sleep(3)  # renewals every second, all refused: real time, the worker's own clock
         servers.append(Valkey(tmp_path / "away"))
-        wait_until(lambda: "lease renewals: working again" in log.read_text(), 20, "the lease back")
+        wait_until(lambda: "is back after" in log.read_text(), 20, "the connection back")
+        time.sleep(1)  # every activity meets the server again
         worker.send_signal(signal.SIGTERM)
         assert worker.wait(30) == 0, log.read_text()
     finally:
         if worker.poll() is None:
             worker.kill()
             worker.wait()
-    lines = [x for x in log.read_text().splitlines() if "lease" in x]
-    assert len([x for x in lines if "cannot reach Redis" in x]) == 1, lines
+    text = log.read_text()
+    lines = text.splitlines()
+    lost = [x for x in lines if "cannot reach Redis" in x]
+    assert len(lost) == 1, text
+    assert "WARNING" in lost[0] and f"lost the connection to Redis at {server.socket}" in lost[0]
+    back = [x for x in lines if "is back after" in x]
+    assert len(back) == 1, text
+    assert "working again" not in text, text
+    assert "Traceback" not in text, text
     # it held no job: no warning that its jobs were taken
     assert next(x for x in lines if "lapsed" in x).endswith("its lease lapsed; it held no jobs")
