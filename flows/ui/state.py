@@ -36,8 +36,10 @@ class UiState:
     fault: Backoff = field(init=False)
 
     def __post_init__(self) -> None:
-        outage = Outage(log, "flows ui", where(self.client.redis, self.client.engine.key_prefix))
-        fault = Backoff(log, "flows ui", client=self.client.redis, outage=outage)
+        redis = self.client.redis
+        server = where(redis, self.client.engine.key_prefix)
+        outage = Outage(log, "flows ui", server, "requests are answered 503 until it is back")
+        fault = Backoff(log, "flows ui", client=redis, outage=outage)
         object.__setattr__(self, "fault", fault)
 
 

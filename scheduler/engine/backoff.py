@@ -90,12 +90,20 @@ class Outage:
     however many activities fail meanwhile. Their :class:`Backoff` says the rest of their
     faults themselves. A connection that is back within :data:`OUTAGE_GRACE` (one the server
     dropped and the next attempt opens again, or that it refuses the login of: then that is
-    said) is no outage and is not said. Thread-safe."""
+    said) is no outage and is not said. ``meanwhile`` says what the process does until it is
+    back. Thread-safe."""
 
-    def __init__(self, log: logging.Logger, what: str, where: str) -> None:
+    def __init__(
+        self,
+        log: logging.Logger,
+        what: str,
+        where: str,
+        meanwhile: str = f"every step waits for it, retrying at most every {CAP:g}s",
+    ) -> None:
         self.log = log
         self.what = what
         self.where = where
+        self.meanwhile = meanwhile
         self._since: float | None = None
         self._said = False
         self._lock = threading.Lock()
@@ -109,12 +117,11 @@ class Outage:
                 return
             self._said = True
         self.log.warning(
-            "%s: lost the connection to %s: %s (every step waits for it, retrying at most every "
-            "%gs)",
+            "%s: lost the connection to %s: %s (%s)",
             self.what,
             self.where,
             faults.one_line(error),
-            CAP,
+            self.meanwhile,
         )
 
     def back(self) -> None:

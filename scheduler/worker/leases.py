@@ -24,7 +24,7 @@ from typing import Any
 
 import redis
 
-from scheduler.engine.backoff import Backoff, Outage, transient
+from scheduler.engine.backoff import CAP, Backoff, Outage, transient
 from scheduler.engine.client import Client
 from scheduler.engine.errors import (
     ClusterError,
@@ -82,7 +82,11 @@ class Keeper:
         self._wake = threading.Event()
         # Every activity of the worker meets the same lost connection: said once for them all.
         self.outage = Outage(
-            log, f"worker {self.name}", where(client.redis, client.engine.key_prefix)
+            log,
+            f"worker {self.name}",
+            where(client.redis, client.engine.key_prefix),
+            f"running jobs go on; none is fetched until it is back, retrying at most every "
+            f"{CAP:g}s",
         )
         self._beat_backoff = self.backoff("heartbeats", client=client.redis)
         self._listen_backoff = self.backoff("lock-lost messages", client=client.redis)

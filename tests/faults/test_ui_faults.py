@@ -61,6 +61,7 @@ def test_requests_while_redis_is_away_are_503_and_logged_once(
     assert len(faults) == 1, faults
     assert faults[0].startswith(f"flows ui: lost the connection to Redis at {servers[0].socket}")
     assert "cannot reach Redis" in faults[0], faults
+    assert faults[0].endswith("(requests are answered 503 until it is back)"), faults
     assert not any(r.exc_info for r in caplog.records), "a traceback was logged"
     assert [m for m in said if "is back after" in m] != [], said
     assert not any("working again" in m for m in said), said

@@ -166,6 +166,7 @@ def test_a_worker_says_once_that_its_connection_is_lost_and_once_that_it_is_back
     lost = [x for x in lines if "cannot reach Redis" in x]
     assert len(lost) == 1, text
     assert "WARNING" in lost[0] and f"lost the connection to Redis at {server.socket}" in lost[0]
+    assert lost[0].endswith("none is fetched until it is back, retrying at most every 2s)")
     back = [x for x in lines if "is back after" in x]
     assert len(back) == 1, text
     assert "working again" not in text, text
