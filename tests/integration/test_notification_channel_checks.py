@@ -180,3 +180,27 @@ def test_the_list_follows_a_secret_added_or_removed_while_the_file_stays(
         assert len(_warnings(caplog)) == 1  # said once when it became unsendable
         assert listed(T0 + 180) == ["slack (secret SLACK_URL)"]
         assert len(_warnings(caplog)) == 1  # not again while nothing changed
+
+
+def test_a_secret_put_in_a_secrets_folder_later_drops_the_channel_out(
+    cli: CliRunner, client: Client, tmp_path: Path
+) -> None:
+    folder = tmp_path / "pipelines"
+    folder.mkdir()
+    (folder / "nightly.yaml").write_text(FLOW)
+    secrets_dir = tmp_path / "run-secrets"
+    secrets_dir.mkdir()
+    (secrets_dir / "SLACK_URL").write_text("https://hooks.slack.com/services/T0/B0/X\n")
+    store = Secrets({}, environ={}, dirs=(secrets_dir,))
+    deliverer = Deliverer(client, secrets=store, consumer="host-a:pipelines")
+    service = make_service(client, folder, service_id="host-a", deliverer=deliverer)
+    service.scan(T0)
+    service.tick(T0)
+    document = json.loads(flows(cli, "notifications", "--json").stdout)
+    assert [u["channel"] for u in document["unsendable"]] == [
+        "webhook https://hooks.example.com/flows"
+    ]
+    (secrets_dir / "HOOK_SECRET").write_text("s3cret\n")
+    service.scan(T0 + 60)
+    service.tick(T0 + 60)
+    assert json.loads(flows(cli, "notifications", "--json").stdout)["unsendable"] == []
