@@ -10,11 +10,11 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
-from flows.flowfile.findings import closest, did_you_mean
+from flows.flowfile.findings import closest
 from flows.flowfile.subflow_job import MAX_DEPTH
 from flows.runs import pacing
 from flows.runs.actions import run_of_job
-from flows.runs.labels import UnknownStep, labelled_step
+from flows.runs.labels import UnknownStep, labelled_step, no_step
 from scheduler.engine import joblogs
 from scheduler.engine.client import Client
 from scheduler.engine.errors import JobNotFound
@@ -91,7 +91,7 @@ def run_jobs(client: Client, run_id: str, step: str | None = None) -> list[tuple
         return jobs
     chosen = [(label, jid) for label, jid in jobs if _in_step(label, step)]
     if not chosen:
-        raise no_step(run_id, step, {label.split("[", 1)[0] for label, _ in jobs})
+        raise _missing_step(run_id, step, {label.split("[", 1)[0] for label, _ in jobs})
     return chosen
 
 
@@ -100,11 +100,10 @@ def _in_step(label: str, step: str) -> bool:
     return label == step or label.startswith(step + "[")
 
 
-def no_step(run_id: str, step: str, steps: Iterable[str]) -> NoSuchRun:
-    """The refusal of a step the run does not have, with the one likely meant or its steps."""
-    known = sorted(steps)
-    hint = did_you_mean(step, known) or f"its steps: {', '.join(known)}"
-    return NoSuchRun(f"run {run_id!r} has no step {step!r} ({hint})", step)
+def _missing_step(run_id: str, step: str, steps: Iterable[str]) -> NoSuchRun:
+    """The refusal of a step the run does not have, as every command words it
+    (:func:`~flows.runs.labels.no_step`)."""
+    return NoSuchRun(no_step(run_id, step, sorted(steps)), step)
 
 
 #: A page of a run's jobs read in one engine call, at most (``run.get``'s count).

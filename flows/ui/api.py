@@ -191,8 +191,13 @@ def _labelled_step(client: Client, run_id: str, step: str) -> tuple[RunView, str
     child, name = engine_errors(lambda: labelled_step(client, run_id, step))
     view = _load_run(client, child, 0)
     if view.step(name) is None:
-        raise HTTPException(404, no_step(child, name, [s.step for s in view.steps]))
+        raise missing_step(view, name)
     return view, name
+
+
+def missing_step(view: RunView, step: str) -> HTTPException:
+    """The 404 for a step the run lacks, with the step likely meant."""
+    return HTTPException(404, no_step(view.run_id, step, [s.step for s in view.steps]))
 
 
 def _runs_page(client: Client, flow: str | None, offset: int, count: int) -> list[Any]:
@@ -272,7 +277,7 @@ def get_run(
     offsets = {step: offset} if step else None
     view = _load_run(ui.client, run_id, limit, offsets)
     if step and view.step(step) is None:  # else the whole run came back, as if it were paged
-        raise HTTPException(404, f"run {run_id!r} has no step {step!r}")
+        raise missing_step(view, step)
     # Sent as built: `response_model` documents the shape, whose record fields vary by run.
     return JSONResponse(run_document(view))
 
@@ -440,9 +445,9 @@ def run_logs(
     read its log. Filtered by ``step``, a page looks at no more than 1,000 of the run's jobs:
     follow ``next`` until it is null."""
     if step is not None and "/" not in step:  # a child run's step is checked as it is read
-        steps = [s.step for s in _load_run(ui.client, run_id, 0).steps]
-        if step not in steps:
-            raise HTTPException(404, no_step(run_id, step, steps))
+        view = _load_run(ui.client, run_id, 0)
+        if view.step(step) is None:
+            raise missing_step(view, step)
     try:
         jobs, following = engine_errors(
             lambda: (

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Annotated, Any, cast
 from urllib.parse import quote
 
-from fastapi import APIRouter, Depends, HTTPException, Query, Request
+from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import HTMLResponse, JSONResponse
 from fastapi.templating import Jinja2Templates
 from markupsafe import Markup
@@ -359,7 +359,7 @@ def step_panel(
     view = api._load_run(ui.client, run_id, ITEMS_PAGE, {step: offset})
     found = view.step(step)
     if found is None:
-        raise HTTPException(404, f"run {run_id!r} has no step {step!r}")
+        raise api.missing_step(view, step)
     single = found.jobs[0] if found.total == 1 and found.jobs else None
     job = None
     if single is not None and single.state is not None:

@@ -45,7 +45,7 @@ CASES: list[tuple[list[str], int, str]] = [
     (["throttle", "set", "x", "-1"], 2, "expected how many of its jobs may run at once"),
     (["throttle", "set", "x", "abc"], 2, "a whole number from 0 to 2147483647"),
     (["logs", "--job", "run-1:lod"], 1, "Error: no job run-1:lod"),
-    (["rerun", "run-1", "lod", "--detach"], 1, "run 'run-1' has no step 'lod' (its steps: a)"),
+    (["rerun", "run-1", "lod", "--detach"], 1, "run run-1 has no step 'lod' (its steps: a)"),
     (["unfail", "boom", "-q", "a b"], 2, "queue name 'a b' contains white space"),
     (["failed", "a b"], 2, "failure group 'a b' contains white space"),
     (["jobs", "--queue", "a\x1bb"], 2, "queue name 'a\\x1bb' contains white space"),

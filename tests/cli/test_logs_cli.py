@@ -631,7 +631,7 @@ def test_a_child_run_steps_label_names_its_lines(
         ("sub/inner", "from the child")
     ]
     for step, message in [
-        ("sub/iner", "run 'labels.sub' has no step 'iner' (did you mean 'inner'?)"),
+        ("sub/iner", "run labels.sub has no step 'iner' (did you mean 'inner'?)"),
         (
             "first/inner",
             "run labels: step 'first' started no child run"

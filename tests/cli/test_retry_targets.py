@@ -75,7 +75,7 @@ def test_retry_of_what_has_nothing_failed_is_refused(
     for target, words in (
         ("fe1", "run fe1 has status succeeded: retry is not allowed (allowed: rerun)"),
         ("fe1:each", "step each has status success: retry is not allowed (allowed: rerun)"),
-        ("fe1:eech", "run 'fe1' has no step 'eech' (did you mean 'each'?)"),
+        ("fe1:eech", "run fe1 has no step 'eech' (did you mean 'each'?)"),
     ):
         with assert_unchanged(redis_client):
             refused = flows("retry", target, "--detach")

@@ -390,7 +390,7 @@ def test_every_command_naming_a_step_takes_a_child_runs_step_by_its_label(
             ["rerun", run_id, "child/ok", "--detach"],
             f"run {child_id} has status running: rerun is not allowed",
         ),
-        (["rerun", run_id, "child/k", "--detach"], f"run '{child_id}' has no step 'k' (did"),
+        (["rerun", run_id, "child/k", "--detach"], f"run {child_id} has no step 'k' (did"),
         (["rerun", run_id, "chld/ok", "--detach"], f"run {run_id} has no step 'chld' (did"),
         (
             ["retry", f"{run_id}:child/ok", "--detach"],

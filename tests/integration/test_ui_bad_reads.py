@@ -3,6 +3,7 @@ server: each is answered with a 4xx naming what is wrong (never a 500), and chan
 
 from __future__ import annotations
 
+import html
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -81,7 +82,17 @@ def test_a_run_paged_at_a_step_it_does_not_have_is_a_404(
     with assert_unchanged(redis_client):
         reply = api.get("/api/v1/runs/two@1?step=third&offset=5")
     assert reply.status == 404, reply.body
-    assert reply.body == {"detail": "run 'two@1' has no step 'third'"}
+    assert reply.body == {"detail": "run two@1 has no step 'third' (its steps: first, second)"}
+
+
+def test_a_step_panel_of_a_step_the_run_lacks_names_the_one_meant(
+    api: Api, client: Client, redis_client: redis.Redis, tmp_path: Path
+) -> None:
+    _submit(client, tmp_path, "two@1")
+    with assert_unchanged(redis_client):
+        reply = api.get("/runs/two@1/steps/secnd")
+    assert reply.status == 404, reply.body
+    assert "run two@1 has no step 'secnd' (did you mean 'second'?)" in html.unescape(reply.body)
 
 
 @pytest.mark.parametrize(
