@@ -288,6 +288,24 @@ def missing_run(error: NoSuchRun) -> click.ClickException:
     return click.ClickException(f"{error} (see `flows runs`)" if error.step is None else str(error))
 
 
+@contextlib.contextmanager
+def step_refusal(client: Client, run_id: str, step: str) -> Iterator[None]:
+    """An engine refusal of ``step`` (InvalidArgument), when the run has no such step, said as
+    every command says it (:func:`flows.runs.labels.no_step`, with the step likely meant): the
+    engine's names none."""
+    from flows.runs.logs import NoSuchRun, run_jobs
+    from scheduler.engine.errors import InvalidArgument
+
+    try:
+        yield
+    except InvalidArgument:
+        try:
+            run_jobs(client, run_id, step)
+        except NoSuchRun as missing:
+            raise missing_run(missing) from None
+        raise
+
+
 def known_queue(client: Client, name: str, *, refuse: bool = True) -> bool:
     """Refuse a queue name the namespace has never seen (:func:`flows.runs.actions.unknown_queue`
     says why); without ``refuse``, only say so on stderr (a listing then shows nothing, as

@@ -21,6 +21,7 @@ from flows.cli.common import (
     open_client,
     print_json,
     report,
+    step_refusal,
     table,
     user_errors,
     when,
@@ -638,14 +639,8 @@ def rerun(
         run_id, step = labelled_step(client, run_id, step)
         if not detach:
             check_server(client, "flows rerun")
-        try:
+        with step_refusal(client, run_id, step):
             count = run_actions.rerun(client, run_id, step, downstream, item)
-        except InvalidArgument:
-            try:  # a step the run lacks: said with the one likely meant, as `flows logs` does
-                run_jobs(client, run_id, step)
-            except NoSuchRun as missing:
-                raise missing_run(missing) from None
-            raise
         what = f"{step} and the steps after it" if downstream else step
         click.echo(f"run {run_id}: {count} job(s) of {what} put back to run again", err=True)
         auditing.now()  # before the work: a run that fails again was still re-run

@@ -14,6 +14,7 @@ from flows.cli.common import (
     open_client,
     print_json,
     report,
+    step_refusal,
     table,
     user_errors,
 )
@@ -212,7 +213,8 @@ def _kick_step(target: str, as_json: bool, redis_url: str | None, namespace: str
     client = open_client(redis_url, namespace)
     with user_errors():
         run_id, step = labelled_step(client, run_id, step)
-        kicked = kick_step(client, run_id, step)
+        with step_refusal(client, run_id, step):
+            kicked = kick_step(client, run_id, step)
     report(
         as_json,
         f"step {step} of run {run_id}: kicked {len(kicked)} job(s): {', '.join(kicked)}",

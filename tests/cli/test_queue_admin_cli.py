@@ -51,7 +51,9 @@ def test_kick_a_runs_step_puts_back_its_buried_items_as_the_engine_allows(
             waiting.output
         )
         unknown = flows("kick", "--step", f"{run}:nope", "--redis", url)
-        assert unknown.exit_code == 1 and f"run {run} has no step nope" in unknown.output
+        assert unknown.exit_code == 1 and (
+            f"run {run} has no step 'nope' (its steps: load, side)" in unknown.output
+        )
         missing = flows("kick", "--step", "nope:load", "--redis", url)
         assert missing.exit_code == 1 and "no run nope" in missing.output
         bare = flows("kick", "--step", "load", "--redis", url)
