@@ -321,14 +321,17 @@ def _describe_ran_by(ran: RanBy | None) -> str:
 
 
 @click.command()
-@id_argument("jid", "job id", "jid")
+@id_argument("jid", "job id", "jid", labels=True)
 @as_json
 @connection
 def job(jid: str, as_json: bool, redis_url: str | None, namespace: str | None) -> None:
-    """One job: state, data, result, failure and history."""
+    """One job: state, data, result, failure and history.
+
+    A job of the child run a sub-flow step started is RUN:STEP/CHILD-STEP too, as `flows
+    status` labels its step."""
     client = open_client(redis_url, namespace)
     with user_errors():
-        found = _job_or_refuse(client, jid)
+        found = _job_or_refuse(client, labelled_jid(client, jid))
         if as_json:
             print_json(run_actions.job_document(client, found))
             return

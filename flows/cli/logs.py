@@ -13,6 +13,7 @@ import click
 from flows.cli.common import missing_run, open_client, user_errors
 from flows.cli.options import connection, id_argument, id_option
 from flows.cli.terminal import Sgr, visible
+from flows.runs.labels import labelled_jid
 from flows.runs.logs import (
     MARKS,
     Follower,
@@ -128,7 +129,12 @@ class Printer:
 @id_argument("run_id", "run id", metavar="RUN", required=False)
 @click.argument("step", required=False)
 @id_option(
-    "--job", "jid", what="job id", metavar="JID", help="One job's log (instead of RUN [STEP])."
+    "--job",
+    "jid",
+    what="job id",
+    labels=True,
+    metavar="JID",
+    help="One job's log (instead of RUN [STEP]); RUN:STEP/CHILD-STEP for a child run's job.",
 )
 @click.option(
     "--attempt", type=click.IntRange(1), help="Only this attempt (default: every attempt)."
@@ -175,6 +181,7 @@ def logs(
     client = open_client(redis_url, namespace)
     with user_errors():
         if jid is not None:
+            jid = labelled_jid(client, jid)
             joblogs.read(client.engine, jid, None, 0, 1)  # JobNotFound: no job, no kept log
             jobs = [(job_label(client, jid), jid)]
             waits = _check_attempt(client, jobs, attempt, f"job {jid}", live=live)

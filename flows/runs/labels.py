@@ -56,13 +56,17 @@ def labelled_step(client: Client, run_id: str, label: str) -> tuple[str, str]:
 
 def labelled_jid(client: Client, target: str) -> str:
     """The job id ``RUN:step/child-step`` names (``<child run>:child-step``, a foreach
-    step's item ``[i]`` kept); any other target as it is. Raises :class:`UnknownStep` as
-    :func:`labelled_step` does."""
+    step's item ``[i]`` kept); any other target as it is (a jid holds no "/": a label is
+    never one). Raises :class:`UnknownStep` as :func:`labelled_step` does, and when the
+    child run has no step ``child-step``."""
     head, slash, rest = target.partition("/")
     run_id, colon, step = head.rpartition(":")
     if not slash or not colon or client.engine.call("run.get", run_id) is None:
         return target
     child, child_step = labelled_step(client, run_id, f"{step}/{rest}")
+    steps = run_steps(child, client.engine.call("run.get", child))
+    if child_step.split("[", 1)[0] not in steps:
+        raise UnknownStep(no_step(child, child_step, steps))
     return f"{child}:{child_step}"
 
 

@@ -644,6 +644,31 @@ def test_a_child_run_steps_label_names_its_lines(
         assert (refused.exit_code, refused.stderr) == (1, f"Error: {message}\n")
 
 
+def test_a_child_run_steps_label_names_its_job(
+    url: str, redis_client: redis.Redis, tmp_path: Path
+) -> None:
+    """`flows logs --job` and `flows job` take RUN:STEP/CHILD-STEP as `flows retry` does: the job
+    of the child run's step (a jid holds no "/", so the label is never a jid)."""
+    (tmp_path / "short-child.yaml").write_text(SHORT_CHILD)
+    (tmp_path / "short-parent.yaml").write_text(SHORT_PARENT)
+    assert flows("run", str(tmp_path / "short-parent.yaml"), "--run-id", "jl").exit_code == 0
+    lines = flows("logs", "--job", "jl:sub/inner")
+    assert lines.exit_code == 0, lines.output
+    assert "| from the child" in lines.stdout
+    shown = flows("job", "jl:sub/inner", "--json")
+    assert shown.exit_code == 0, shown.output
+    assert json.loads(shown.stdout)["jid"] == "jl.sub:inner"
+    assert json.loads(flows("job", "jl:first", "--json").stdout)["jid"] == "jl:first"
+    for target, message in [
+        ("jl:sub/iner", "run jl.sub has no step 'iner' (did you mean 'inner'?)"),
+        ("jl:sib/inner", "run jl has no step 'sib' (did you mean 'sub'?)"),
+    ]:
+        for command in (["logs", "--job", target], ["job", target]):
+            with assert_unchanged(redis_client):
+                refused = flows(*command)
+            assert (refused.exit_code, refused.stderr) == (1, f"Error: {message}\n"), command
+
+
 FLAKY = """\
 version: 1
 name: flaky
