@@ -139,7 +139,8 @@ api['run.kick'] = function(args)
   end
   if not found then Arg.fail(cmd, 'run ' .. run_id .. ' has no step ' .. step) end
   if not RunState.allows(found.actions, 'kick') then
-    RunState.refuse(cmd, 'step ' .. step, found.status, found.actions, 'kick')
+    RunState.refuse(cmd, 'step ' .. step .. ' of run ' .. run_id, found.status, found.actions,
+      'kick')
   end
   local kicked, per_queue, queues = {}, {}, {}
   RunState.each_jid(run_id, function(jid)

@@ -47,8 +47,9 @@ def test_kick_a_runs_step_puts_back_its_buried_items_as_the_engine_allows(
     with assert_unchanged(redis_client):
         waiting = flows("kick", "--step", f"{run}:side", "--redis", url)
         assert waiting.exit_code == 1
-        assert "step side has status waiting: kick is not allowed (allowed: none)" in (
-            waiting.output
+        assert (
+            f"step side of run {run} has status waiting: kick is not allowed (allowed: none)"
+            in waiting.output
         )
         unknown = flows("kick", "--step", f"{run}:nope", "--redis", url)
         assert unknown.exit_code == 1 and (

@@ -399,7 +399,10 @@ def test_every_command_naming_a_step_takes_a_child_runs_step_by_its_label(
         (["retry", f"{run_id}:process/ok"], f"run {run_id}: step 'process' started no child run"),
         (["cancel", f"{run_id}:child/k"], f"run {child_id} has no step 'k' (did you mean 'ok'?)"),
         (["cancel", f"{run_id}:child/ok"], f"{run_id}:child is a dependent of {child_id}:ok"),
-        (["kick", "--step", f"{run_id}:child/ok"], "step ok has status awaiting: kick is not"),
+        (
+            ["kick", "--step", f"{run_id}:child/ok"],
+            f"step ok of run {child_id} has status awaiting: kick is not",
+        ),
     ]:
         with assert_unchanged(redis_client, f"*{run_id}*"):
             refused = flows(cli, *args)

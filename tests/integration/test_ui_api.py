@@ -598,7 +598,7 @@ def test_a_steps_buried_items_are_kicked_over_http_by_the_engines_rules(
         waiting = api.post("/api/v1/runs/ks/steps/side/kick")
         assert waiting.status == 409
         assert waiting.body["detail"] == (
-            "step side has status waiting: kick is not allowed (allowed: none)"
+            "step side of run ks has status waiting: kick is not allowed (allowed: none)"
         )
         assert api.post("/api/v1/runs/nope/steps/load/kick").status == 404
         unknown = api.post("/api/v1/runs/ks/steps/nope/kick")
