@@ -50,9 +50,9 @@ err_console: Console
 
 
 def error_text(error: BaseException) -> str:
-    """The one line every command prints for ``error``: :func:`scheduler.engine.faults.told`,
+    """The one line every command prints for ``error``: :func:`flows.runs.refusals.told`,
     which decides it for the HTTP API too."""
-    from scheduler.engine.faults import told
+    from flows.runs.refusals import told
 
     return told(error)
 

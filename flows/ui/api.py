@@ -8,7 +8,7 @@ thing (a run listing's ``flow``, a run's ``step``, ``queue``, ``who``) given emp
 :meth:`flows.ui.auth.Auth.read` allows, writes (POST) a bearer token. A request value reaches the
 engine as an argument and a run's params are bound as ``flows run`` binds them, never as code.
 Engine refusals come back as 4xx with the engine's one-line message, worded as ``flows`` words
-it (:func:`scheduler.engine.faults.told`: without the engine's name for its command).
+it (:func:`flows.runs.refusals.told`: without the engine's name for its command).
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from flows.runs import statuses
 from flows.runs.labels import UnknownStep, labelled_step, no_step
 from flows.runs.logs import NoSuchRun, StepLine, job_label, run_jobs_page, step_jobs_page
 from flows.runs.read import PAGE, RunView, list_run_statuses, load_run, run_document
+from flows.runs.refusals import told
 from flows.runs.signals import SignalRefused, approval, signal_step
 from flows.runs.trigger import UnknownFlow, trigger_run
 from flows.ui import events
@@ -58,7 +59,6 @@ from flows.ui.state import UiState, engine_library, reader, state, writer
 from scheduler.engine import joblogs
 from scheduler.engine.client import Client
 from scheduler.engine.errors import EngineError, JobNotFound
-from scheduler.engine.faults import told
 from scheduler.engine.job import Job
 from scheduler.engine.limits import line_fault
 from scheduler.engine.replies import as_list
@@ -104,7 +104,7 @@ T = TypeVar("T")
 
 def engine_errors(action: Callable[[], T]) -> T:
     """Run an engine call; its refusal becomes a 4xx with the engine's message, as the
-    command line says it (:func:`~scheduler.engine.faults.told`)."""
+    command line says it (:func:`~flows.runs.refusals.told`)."""
     try:
         return action()
     except (JobNotFound, UnknownStep) as error:

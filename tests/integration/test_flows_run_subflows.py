@@ -20,9 +20,11 @@ import redis
 from click.testing import CliRunner
 from flows_cli_support import flows
 from helpers import assert_unchanged
+from ui_support import TOKEN, Api, serve
 
 from flows.runs.read import load_run
 from flows.runtime.worker_hook import prepare
+from flows.ui.auth import Auth
 from scheduler.embedded import EmbeddedServer
 from scheduler.engine.client import Client
 from scheduler.worker import Worker
@@ -376,6 +378,14 @@ def test_explain_takes_a_child_runs_step_by_its_label_too(
     assert f"run {run_id}: step 'process' started no child run" in refused.output
 
 
+def _cancel_the_child_or_its_step(run_id: str) -> str:
+    """The hint a refused cancel of a job of run_id's child run gives: what to cancel instead."""
+    return (
+        f"cancel the child run instead (`flows cancel {run_id}.child`: the step then fails) or"
+        f" the step that started it (`flows cancel {run_id}:child`: the child run with it)"
+    )
+
+
 def test_every_command_naming_a_step_takes_a_child_runs_step_by_its_label(
     cli: CliRunner, client: Client, redis_client: redis.Redis, tmp_path: Path, parent_worker: None
 ) -> None:
@@ -399,6 +409,7 @@ def test_every_command_naming_a_step_takes_a_child_runs_step_by_its_label(
         (["retry", f"{run_id}:process/ok"], f"run {run_id}: step 'process' started no child run"),
         (["cancel", f"{run_id}:child/k"], f"run {child_id} has no step 'k' (did you mean 'ok'?)"),
         (["cancel", f"{run_id}:child/ok"], f"{run_id}:child is a dependent of {child_id}:ok"),
+        (["cancel", f"{run_id}:child/ok"], _cancel_the_child_or_its_step(run_id)),
         (
             ["kick", "--step", f"{run_id}:child/ok"],
             f"step ok of run {child_id} has status awaiting: kick is not",
@@ -409,6 +420,13 @@ def test_every_command_naming_a_step_takes_a_child_runs_step_by_its_label(
         assert refused.exit_code == 1, (args, refused.output)
         assert message in refused.output, (args, refused.output)
         assert "Traceback" not in refused.output and "Usage" not in refused.output
+    with (
+        serve(client, Auth(TOKEN, reads_open=False)) as url,
+        assert_unchanged(redis_client, f"*{run_id}*"),
+    ):
+        reply = Api(url).post(f"/api/v1/jobs/{child_id}:ok/cancel")
+    assert reply.status == 409, reply.body
+    assert reply.body["detail"].endswith(_cancel_the_child_or_its_step(run_id)), reply.body
     assert flows(cli, "approve", run_id, "child/ok").exit_code == 0
     until(lambda: status(cli, child_id)["status"] == "succeeded")
     again = flows(cli, "rerun", run_id, "child/ok", "--detach")
