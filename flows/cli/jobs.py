@@ -32,7 +32,7 @@ from flows.cli.terminal import visible
 from flows.flowfile.findings import did_you_mean
 from flows.runs import actions as run_actions
 from flows.runs.labels import labelled_jid, labelled_step
-from flows.runs.logs import NoSuchRun, jid_meant, run_jobs
+from flows.runs.logs import jid_meant, no_step_of
 from flows.runs.read import load_run
 from scheduler.engine.client import Client
 from scheduler.engine.errors import InvalidArgument, JobNotFound
@@ -583,24 +583,14 @@ def retry(
         except JobNotFound:
             raise _unknown([target]) from None
         except InvalidArgument:
-            _no_such_step(client, target)
+            if (missing := no_step_of(client, target)) is not None:
+                raise missing_run(missing) from None
             raise
     if "run" in done:
         text = f"run {done['run']}: {done['retried']} failed job(s) of {target} put back"
     else:
         text = f"{target} put back into {done['queue']}"
     report(as_json, text, done)
-
-
-def _no_such_step(client: Client, target: str) -> None:
-    """For RUN:STEP naming no step of RUN: say so with the one likely meant, as `flows logs`
-    does (the engine's refusal names no step)."""
-    run_id = run_actions.run_of_job(client, target)
-    if run_id is not None:
-        try:
-            run_jobs(client, run_id, target[len(run_id) + 1 :].split("[", 1)[0])
-        except NoSuchRun as missing:
-            raise missing_run(missing) from None
 
 
 @click.command()

@@ -145,6 +145,20 @@ def step_jobs_page(
     return chosen, following
 
 
+def no_step_of(client: Client, jid: str) -> NoSuchRun | None:
+    """For ``RUN:STEP`` naming no step of its run (an engine refusal of it names none likely
+    meant): the :class:`NoSuchRun` that says so, as :func:`run_jobs` says it; None when RUN
+    has the step or is no run."""
+    run_id = run_of_job(client, jid)
+    if run_id is None:
+        return None
+    try:
+        run_jobs(client, run_id, jid[len(run_id) + 1 :].split("[", 1)[0])
+    except NoSuchRun as missing:
+        return missing
+    return None
+
+
 def jid_meant(client: Client, jid: str) -> str | None:
     """For a jid that is no job, the one of its run (``<run id>:<step>``) likely meant:
     ``r:fetc`` → ``r:fetch``; None when the run does not exist or no job of it is close."""
@@ -331,6 +345,7 @@ __all__ = [
     "StepLine",
     "follow",
     "job_label",
+    "no_step_of",
     "of_step",
     "run_jobs",
     "run_tree_jobs",

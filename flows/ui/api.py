@@ -25,7 +25,14 @@ from pydantic_core import PydanticCustomError
 from flows.runs import actions as run_actions
 from flows.runs import statuses
 from flows.runs.labels import UnknownStep, labelled_step, no_step
-from flows.runs.logs import NoSuchRun, StepLine, job_label, run_jobs_page, step_jobs_page
+from flows.runs.logs import (
+    NoSuchRun,
+    StepLine,
+    job_label,
+    no_step_of,
+    run_jobs_page,
+    step_jobs_page,
+)
 from flows.runs.read import PAGE, RunView, list_run_statuses, load_run, run_document
 from flows.runs.refusals import told
 from flows.runs.signals import SignalRefused, approval, signal_step
@@ -58,7 +65,7 @@ from flows.ui.shapes import (
 from flows.ui.state import UiState, engine_library, reader, state, writer
 from scheduler.engine import joblogs
 from scheduler.engine.client import Client
-from scheduler.engine.errors import EngineError, JobNotFound
+from scheduler.engine.errors import EngineError, InvalidArgument, JobNotFound
 from scheduler.engine.job import Job
 from scheduler.engine.limits import line_fault
 from scheduler.engine.replies import as_list
@@ -498,8 +505,17 @@ def retry_job(ui: Ui, jid: str) -> dict[str, Any]:
     """Put a failed or expired job back (a job of a run by the run's rules), or the failed
     jobs of a run's step named as ``RUN:STEP`` (a foreach step's items, ``RUN:STEP[i]``, too).
     409 (nothing changed) for a job in any other state: a completed one is re-run, an awaiting
-    one signaled."""
-    done = engine_errors(lambda: run_actions.retry_job(ui.client, jid))
+    one signaled; 404 for no such job, or a step the run lacks (with the one likely meant)."""
+
+    def retry() -> dict[str, Any]:
+        try:
+            return run_actions.retry_job(ui.client, jid)
+        except InvalidArgument:  # RUN:STEP naming no step: said with the one likely meant
+            if (missing := no_step_of(ui.client, jid)) is not None:
+                raise HTTPException(404, str(missing)) from None
+            raise
+
+    done = engine_errors(retry)
     return {"jid": jid, **done}
 
 

@@ -340,7 +340,8 @@ def test_the_api_retries_a_foreach_step_by_its_name(
     assert flows(cli, "run", "--run-id", "f1", str(flow)).exit_code == 1
     with assert_unchanged(redis_client):
         unknown = api.post("/api/v1/jobs/f1:eech/retry")
-    assert unknown.status == 400 and "run f1 has no step or job eech" in str(unknown.body)
+    assert unknown.status == 404, unknown.body
+    assert unknown.body["detail"] == "run f1 has no step 'eech' (did you mean 'each'?)"
     retried = api.post("/api/v1/jobs/f1:each/retry")
     assert retried.status == 200, retried.body
     assert retried.body == {"jid": "f1:each", "run": "f1", "retried": 1}
