@@ -31,6 +31,10 @@ def no_step(run_id: str, step: str, steps: list[str]) -> str:
     return f"run {run_id} has no step {step!r} ({hint})"
 
 
+def _no_run(run_id: str) -> str:
+    return f"no run {run_id!r} (see `flows runs`)"
+
+
 def labelled_step(client: Client, run_id: str, label: str) -> tuple[str, str]:
     """The run and step ``label`` names: ``step/child-step`` is ``child-step`` of the child run
     ``step`` started, ``step`` a step of ``run_id`` itself (whether the run has it is left to
@@ -40,7 +44,7 @@ def labelled_step(client: Client, run_id: str, label: str) -> tuple[str, str]:
         head, _, label = label.partition("/")
         record = client.engine.call("run.get", run_id)
         if record is None:
-            raise UnknownStep(f"no run {run_id!r} (see `flows runs`)")
+            raise UnknownStep(_no_run(run_id))
         steps = run_steps(run_id, record)
         if head not in steps:
             raise UnknownStep(no_step(run_id, head, steps))
@@ -57,12 +61,14 @@ def labelled_step(client: Client, run_id: str, label: str) -> tuple[str, str]:
 def labelled_jid(client: Client, target: str) -> str:
     """The job id ``RUN:step/child-step`` names (``<child run>:child-step``, a foreach
     step's item ``[i]`` kept); any other target as it is (a jid holds no "/": a label is
-    never one). Raises :class:`UnknownStep` as :func:`labelled_step` does, and when the
-    child run has no step ``child-step``."""
+    never one). Raises :class:`UnknownStep` as :func:`labelled_step` does, and when RUN is
+    no run or the child run has no step ``child-step``."""
     head, slash, rest = target.partition("/")
     run_id, colon, step = head.rpartition(":")
-    if not slash or not colon or client.engine.call("run.get", run_id) is None:
+    if not slash or not colon:
         return target
+    if client.engine.call("run.get", run_id) is None:
+        raise UnknownStep(_no_run(run_id))
     child, child_step = labelled_step(client, run_id, f"{step}/{rest}")
     steps = run_steps(child, client.engine.call("run.get", child))
     if child_step.split("[", 1)[0] not in steps:

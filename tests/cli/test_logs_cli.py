@@ -662,8 +662,9 @@ def test_a_child_run_steps_label_names_its_job(
     for target, message in [
         ("jl:sub/iner", "run jl.sub has no step 'iner' (did you mean 'inner'?)"),
         ("jl:sib/inner", "run jl has no step 'sib' (did you mean 'sub'?)"),
+        ("nope:sub/inner", "no run 'nope' (see `flows runs`)"),
     ]:
-        for command in (["logs", "--job", target], ["job", target]):
+        for command in (["logs", "--job", target], ["job", target], ["cancel", target]):
             with assert_unchanged(redis_client):
                 refused = flows(*command)
             assert (refused.exit_code, refused.stderr) == (1, f"Error: {message}\n"), command
