@@ -23,7 +23,7 @@ traceback instead).
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, cast
 
 import redis
 
@@ -80,9 +80,20 @@ class PermissionDenied(ServerFault, redis.exceptions.NoPermissionError):
 # -- where ---------------------------------------------------------------------------------------
 
 
+def _connection_kwargs(client: redis.Redis) -> dict[str, Any]:
+    """What the client connects with: its pool's, or a cluster client's (which has no one
+    pool) shared by its nodes, the node it asks first giving the address."""
+    pool = getattr(client, "connection_pool", None)
+    if pool is not None:
+        return dict(pool.connection_kwargs)
+    cluster = cast(Any, client)
+    node = cluster.get_default_node()
+    return {**cluster.get_connection_kwargs(), "host": node.host, "port": node.port}
+
+
 def address(client: redis.Redis) -> str:
     """``host:port`` or the unix socket path of a redis-py client (never its password)."""
-    kwargs: dict[str, Any] = client.connection_pool.connection_kwargs
+    kwargs = _connection_kwargs(client)
     if kwargs.get("path"):
         return str(kwargs["path"])
     host = str(kwargs.get("host", "localhost"))
@@ -91,7 +102,7 @@ def address(client: redis.Redis) -> str:
 
 
 def user_of(client: redis.Redis) -> str:
-    return str(client.connection_pool.connection_kwargs.get("username") or "default")
+    return str(_connection_kwargs(client).get("username") or "default")
 
 
 def where(client: redis.Redis, prefix: str | None = None) -> str:

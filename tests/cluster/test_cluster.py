@@ -173,7 +173,7 @@ def test_a_worker_refuses_a_cluster_whose_other_master_may_evict(cluster: Cluste
                                "--redis", entry.url, "--namespace", "evict")  # fmt: skip
     finally:
         other.client().config_set("maxmemory-policy", "noeviction")
-    assert result.returncode == 1
+    assert result.returncode == 78  # no restart mends it, as on one server
     assert "maxmemory-policy is 'allkeys-lru'" in result.stderr
     assert "Traceback" not in result.stderr
 
