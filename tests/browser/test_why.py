@@ -117,15 +117,16 @@ def test_why_refused_by_the_api_says_what_the_api_said_as_text(
     page: Any, base: str, client: Client
 ) -> None:
     run_id, _ = _build_panel_of_a_new_run(page, base, client)
-    # A step the run does not have (markup in its name): the API's 404 names it.
+    # A step the run does not have (markup in its name, no "/": that would name a child
+    # run's step): the API's 404 names it.
     page.eval_on_selector(
-        "#step-detail button[data-why-run]", "b => { b.dataset.whyStep = '<b>bild</b>'; }"
+        "#step-detail button[data-why-run]", "b => { b.dataset.whyStep = '<b>bild'; }"
     )
     page.get_by_role("button", name="why?").click()
     page.wait_for_function(
         "document.querySelector('#step-detail .why-text').textContent.startsWith('Could not')"
     )
     assert page.inner_text("#step-detail .why-text") == (
-        f"Could not ask why: run {run_id} has no step '<b>bild</b>' (its steps: build, approve)."
+        f"Could not ask why: run {run_id} has no step '<b>bild' (did you mean 'build'?)."
     )
     assert page.locator("#step-detail .why-text b").count() == 0
