@@ -1,11 +1,11 @@
 """The ``flows ui`` application: the dashboard's pages, the REST API and metrics, on one process.
 
 :func:`create_app` builds it around a client and an auth policy; routers are included here,
-so a page is one more router. Request bodies larger than :data:`MAX_BODY` are refused (413)
-before the app reads them, and every error answers JSON ``{"detail": message}`` with no
-traceback; a Functions library on the server that is not this release's engine answers 503,
-pages with the dashboard's error page. :mod:`flows.ui.guard` decides which hosts and origins
-are answered at all.
+so a page is one more router. Request bodies larger than :data:`~flows.ui.refusals.MAX_BODY`
+are refused (413) before the app reads them, and every error answers JSON
+``{"detail": message}`` with no traceback; a Functions library on the server that is not this
+release's engine answers 503, pages with the dashboard's error page. :mod:`flows.ui.guard`
+decides which hosts and origins are answered at all.
 """
 
 from __future__ import annotations
@@ -63,9 +63,6 @@ API_DESCRIPTION = (
     "it (never a redirect). A refusal changes nothing."
 )
 
-# The largest request body accepted, in bytes (a run's params included).
-MAX_BODY = 64 * 1024
-
 
 class BodyLimit:
     """Refuses request bodies over ``limit`` bytes with 413: by their declared length, or read
@@ -86,7 +83,7 @@ class BodyLimit:
             return
         if declared is None and b"transfer-encoding" in headers:
             # A chunked body has no length to check up front: read it here, up to the limit, so
-            # the answer is 413 before the app sees any of it (a body is at most 64 KiB).
+            # the answer is 413 before the app sees any of it.
             messages: list[Message] = []
             seen = 0
             while True:
@@ -316,6 +313,6 @@ def create_app(
 
     app.add_middleware(methods.HeadAsGet)  # innermost: the others see the request's HEAD
     app.add_middleware(audit_log.AuditLog, ui=app.state.ui)
-    app.add_middleware(BodyLimit, limit=MAX_BODY)
+    app.add_middleware(BodyLimit, limit=refusals.MAX_BODY)
     app.add_middleware(guard.Guard, hosts=hosts)  # outermost: refusals get the headers too
     return app

@@ -15,6 +15,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+#: The largest request body accepted, in bytes (a run's params included): 413 beyond.
+MAX_BODY = 64 * 1024
+
 
 class Finding(BaseModel):
     """One finding of ``flows validate`` (:class:`flows.flowfile.findings.Finding`)."""
@@ -65,7 +68,7 @@ MEANINGS = {
     "meant); nothing changed.",
     409: "Not now: its state does not allow it, and the detail says what the state is; "
     "nothing changed.",
-    413: "The request body is over 64 KiB; nothing changed.",
+    413: f"The request body is over {MAX_BODY // 1024} KiB; nothing changed.",
     415: "The body is not sent as JSON (`Content-Type: application/json`); nothing changed.",
     422: "A query parameter, body field or param that cannot be used, named with where it "
     "is (`query.limit: ...`, `body.flow: ...`), or a body that is not JSON or not UTF-8 "

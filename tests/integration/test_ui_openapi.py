@@ -18,8 +18,8 @@ from helpers import assert_unchanged
 from ui_support import TOKEN, Api, Reply, mismatch, register_flow, serve
 
 from flows.ui.api import PREFIX
-from flows.ui.app import MAX_BODY
 from flows.ui.auth import Auth
+from flows.ui.refusals import MAX_BODY
 from scheduler.engine.client import Client
 from scheduler.engine.scripts import Engine
 
