@@ -116,12 +116,13 @@ def _scan(texts: tuple[str, ...]) -> tuple[tuple[int, bool], ...]:
 
 _CONDITIONAL: Final = re.compile(r"(?<![^\s;&|(!])(?:\[\[|\]\])(?=[\s;&|)]|$)")
 """The words that open and close bash's conditional command, ``[[ ... ]]``."""
+_COMMAND_END: Final = re.compile(r"[;&|\n)]")
+"""What ends a command: after it, a word is no argument of ``let``."""
 _LET: Final = re.compile(
     r"(?:^|[;&|(\n])\s*(?:(?:if|then|else|elif|do|while|until|!)\s+)*(?P<let>let)(?=\s)"
-    r"|[;&|\n)]"
+    rf"|{_COMMAND_END.pattern}"
 )
 """bash's ``let``, whose arguments are arithmetic, and what ends a command."""
-_COMMAND_END: Final = re.compile(r"[;&|\n)]")
 _NUMERIC_TEST: Final = r"-(?:eq|ne|lt|le|gt|ge)"
 _NUMERIC_TEST_WORD: Final = re.compile(_NUMERIC_TEST)
 _OPERAND_AFTER: Final = re.compile(rf"(?:^|\s){_NUMERIC_TEST}\s+\S*$")
