@@ -144,18 +144,14 @@ def test_ctrl_c_while_a_flow_tests_real_step_runs(url: str, tmp_path: Path, reap
         "flow: sleepy.yaml\ncases:\n  - name: naps\n    expect: {status: succeeded}\n"
     )
     process = reap(_start(url, "test", str(test_file), "--redis", url))
-    deadline = time.monotonic() + 60
-    while not pid_file.exists() or not pid_file.read_text().strip():
-        assert time.monotonic() < deadline and process.poll() is None, process.communicate()
-        time.sleep(0.05)
+    _written(pid_file, process)
     step = int(pid_file.read_text())
     try:
         assert _interrupted(process).splitlines()[-1] == "interrupted"
         # The step's process ends with the command, as a worker's would: none is left behind.
         _wait_gone(step)
     finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(step, signal.SIGKILL)
+        _kill(step)
 
 
 def test_sigterm_stops_a_flow_test_as_ctrl_c_does(
@@ -180,10 +176,7 @@ def test_sigterm_stops_a_flow_test_as_ctrl_c_does(
             text=True,
         )
     )
-    deadline = time.monotonic() + 60
-    while not pid_file.exists() or not pid_file.read_text().strip():
-        assert time.monotonic() < deadline and process.poll() is None, process.communicate()
-        time.sleep(0.05)
+    _written(pid_file, process)
     step = int(pid_file.read_text())
     try:
         process.send_signal(signal.SIGTERM)
@@ -196,8 +189,7 @@ def test_sigterm_stops_a_flow_test_as_ctrl_c_does(
         assert list(temp.glob("flows-test-*")) == []
         assert [p for p in temp.rglob("*") if not p.is_dir()] == []
     finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(step, signal.SIGKILL)
+        _kill(step)
         for folder in temp.glob("flows-test-server-*"):  # a failed run's server: not left
             EmbeddedServer(folder).stop()
 
@@ -226,25 +218,34 @@ def test_a_second_ctrl_c_kills_a_flow_tests_step_that_ignores_sigterm(
     test_file = tmp_path / "stubborn.test.yaml"
     test_file.write_text("flow: stubborn.yaml\ncases:\n  - name: naps\n")
     process = reap(_start(url, "test", str(test_file), "--redis", url))
-    deadline = time.monotonic() + 60
-    while not pids.exists():
-        assert time.monotonic() < deadline and process.poll() is None, process.communicate()
-        time.sleep(0.05)
+    _written(pids, process)
     step = [int(pid) for pid in pids.read_text().split()]
     try:
         process.send_signal(signal.SIGINT)
-        while not mark.exists():  # the step got its SIGTERM (and stays)
-            assert time.monotonic() < deadline and process.poll() is None, process.communicate()
-            time.sleep(0.05)
+        _written(mark, process, mark=True)  # the step got its SIGTERM (and stays)
         assert all(_alive(pid) for pid in step)
         pressed = time.monotonic()
         assert _interrupted(process).splitlines()[-1] == "interrupted"
         assert time.monotonic() - pressed < 4, "the second Ctrl-C waited for the SIGKILL's grace"
         _wait_gone(*step)
     finally:
-        for pid in step:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
+        _kill(*step)
+
+
+def _written(path: Path, process: subprocess.Popen[str], *, mark: bool = False) -> None:
+    """Wait for the command's step to write ``path`` (``mark``: only to create it), the command
+    still running: a pid file read as soon as it exists can still be empty."""
+    deadline = time.monotonic() + 60
+    while not path.exists() or not (mark or path.read_text().strip()):
+        assert time.monotonic() < deadline and process.poll() is None, process.communicate()
+        time.sleep(0.05)
+
+
+def _kill(*pids: int) -> None:
+    """Kill the step's processes a failed test would leave running (those already gone too)."""
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
 
 
 def _wait_gone(*pids: int) -> None:
@@ -313,10 +314,7 @@ def test_a_second_ctrl_c_kills_the_steps_commands_and_hands_its_job_back(
     else:  # an interrupted run, resumed: worked here as `flows run` does
         assert flows("run", str(flow), "--detach", "--run-id", "r1", "--redis", url).exit_code == 0
         process = reap(_start(url, "retry", "r1"))
-    deadline = time.monotonic() + 60
-    while not pids.exists():
-        assert time.monotonic() < deadline and process.poll() is None, process.communicate()
-        time.sleep(0.05)
+    _written(pids, process)
     shell, sleep = (int(pid) for pid in pids.read_text().split())
     try:
         process.send_signal(signum)
@@ -336,9 +334,7 @@ def test_a_second_ctrl_c_kills_the_steps_commands_and_hands_its_job_back(
         assert "WARNING" not in err, err  # a job stopped as asked is no warning
         _wait_gone(shell, sleep)  # SIGKILL was sent: only its delivery is waited
     finally:
-        for pid in (shell, sleep):
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
+        _kill(shell, sleep)
     job = client.jobs["r1:nap"]
     assert job is not None
     whats = [str(entry["what"]) for entry in job.history]
@@ -359,10 +355,7 @@ def test_a_stop_while_the_run_is_first_read_gives_the_running_step_its_grace(
     waits = "".join(f"  {'w' * 60}{n:03}: {{wait: {{signal: go}}}}\n" for n in range(400))
     flow.write_text(NAP.format(pids=pids) + waits)
     process = reap(_start(url, "run", str(flow), "--run-id", "r1"))
-    deadline = time.monotonic() + 60
-    while not pids.exists():
-        assert time.monotonic() < deadline and process.poll() is None, process.communicate()
-        time.sleep(0.05)
+    _written(pids, process)
     step = [int(pid) for pid in pids.read_text().split()]
     try:
         process.send_signal(signal.SIGTERM)
@@ -373,9 +366,7 @@ def test_a_stop_while_the_run_is_first_read_gives_the_running_step_its_grace(
         assert "terminated: run r1 is " in err and "Traceback" not in err, err
         _wait_gone(*step)
     finally:
-        for pid in step:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
+        _kill(*step)
 
 
 GATE = """\
@@ -400,10 +391,7 @@ def test_a_run_that_ends_in_the_grace_after_ctrl_c_says_how_it_ended(
     flow = tmp_path / "gate.yaml"
     flow.write_text(GATE.format(dir=tmp_path))
     process = reap(_start(url, "run", str(flow), "--run-id", "g1"))
-    deadline = time.monotonic() + 60
-    while not (tmp_path / "started").exists():
-        assert time.monotonic() < deadline and process.poll() is None, process.communicate()
-        time.sleep(0.05)
+    _written(tmp_path / "started", process, mark=True)
     process.send_signal(signal.SIGINT)
     read_until(process, "stopping: running jobs get", stream="stderr")
     (tmp_path / "go").touch()
