@@ -336,15 +336,22 @@ steps:
 """
 
 
-def test_a_wait_in_a_child_run_is_signaled_by_its_label_in_the_parent(
-    cli: CliRunner, client: Client, redis_client: redis.Redis, tmp_path: Path, parent_worker: None
-) -> None:
-    # flows run and flows status name such a wait 'child/ok', as flows logs takes it.
+def _waiting_child(cli: CliRunner, client: Client, tmp_path: Path) -> tuple[str, str]:
+    """Start a parent run whose child run waits for a signal: the two run ids, the child's
+    once it is there."""
     (tmp_path / "gate.yaml").write_text(WAITING_CHILD)
     (tmp_path / "parent.yaml").write_text(WAITING_PARENT)
     run_id = flows(cli, "run", "--detach", str(tmp_path / "parent.yaml")).stdout.strip()
     child_id = f"{run_id}.child"
     until(lambda: load_run(client, child_id) is not None)
+    return run_id, child_id
+
+
+def test_a_wait_in_a_child_run_is_signaled_by_its_label_in_the_parent(
+    cli: CliRunner, client: Client, redis_client: redis.Redis, tmp_path: Path, parent_worker: None
+) -> None:
+    # flows run and flows status name such a wait 'child/ok', as flows logs takes it.
+    run_id, child_id = _waiting_child(cli, client, tmp_path)
     for label, message in [
         ("chld/ok", f"run {run_id} has no step 'chld' (did you mean 'child'?)"),
         ("process/ok", f"run {run_id}: step 'process' started no child run"),
@@ -364,11 +371,7 @@ def test_a_wait_in_a_child_run_is_signaled_by_its_label_in_the_parent(
 def test_explain_takes_a_child_runs_step_by_its_label_too(
     cli: CliRunner, client: Client, tmp_path: Path, parent_worker: None
 ) -> None:
-    (tmp_path / "gate.yaml").write_text(WAITING_CHILD)
-    (tmp_path / "parent.yaml").write_text(WAITING_PARENT)
-    run_id = flows(cli, "run", "--detach", str(tmp_path / "parent.yaml")).stdout.strip()
-    child_id = f"{run_id}.child"
-    until(lambda: load_run(client, child_id) is not None)
+    run_id, child_id = _waiting_child(cli, client, tmp_path)
     result = flows(cli, "explain", run_id, "child/ok")
     assert result.exit_code == 0, result.output
     assert result.output.startswith(f"run {child_id} is running\n  ok (awaiting)\n")
@@ -390,11 +393,7 @@ def test_every_command_naming_a_step_takes_a_child_runs_step_by_its_label(
     cli: CliRunner, client: Client, redis_client: redis.Redis, tmp_path: Path, parent_worker: None
 ) -> None:
     # Each acts on the child run's step as it would on the child run itself (RUN.child).
-    (tmp_path / "gate.yaml").write_text(WAITING_CHILD)
-    (tmp_path / "parent.yaml").write_text(WAITING_PARENT)
-    run_id = flows(cli, "run", "--detach", str(tmp_path / "parent.yaml")).stdout.strip()
-    child_id = f"{run_id}.child"
-    until(lambda: load_run(client, child_id) is not None)
+    run_id, child_id = _waiting_child(cli, client, tmp_path)
     for args, message in [
         (
             ["rerun", run_id, "child/ok", "--detach"],
