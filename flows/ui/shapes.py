@@ -13,7 +13,15 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 
+def answer(model: type[BaseModel], status: int = 200) -> dict[int | str, dict[str, Any]]:
+    """The OpenAPI answer of a route that answers ``model`` (with ``status``). The route says
+    ``response_model=None`` too, so that its answer is sent as it builds it."""
+    return {status: {"model": model, "description": (model.__doc__ or "").split("\n")[0]}}
+
+
 class Shape(BaseModel):
+    """An answer with no fields but those it names."""
+
     model_config = ConfigDict(extra="forbid")
 
 
@@ -83,12 +91,6 @@ class RunStarted(Shape):
     jobs: int
     flow: str
     existed: bool = Field(description="The run id was taken already: nothing was submitted.")
-
-
-def answer(model: type[BaseModel], status: int = 200) -> dict[int | str, dict[str, Any]]:
-    """The OpenAPI answer of a route that answers ``model`` (with ``status``). The route says
-    ``response_model=None`` too, so that its answer is sent as it builds it."""
-    return {status: {"model": model, "description": (model.__doc__ or "").split("\n")[0]}}
 
 
 class RunJobs(Page):
