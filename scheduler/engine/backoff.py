@@ -93,13 +93,7 @@ class Outage:
     said) is no outage and is not said. ``meanwhile`` says what the process does until it is
     back. Thread-safe."""
 
-    def __init__(
-        self,
-        log: logging.Logger,
-        what: str,
-        where: str,
-        meanwhile: str = f"every step waits for it, retrying at most every {CAP:g}s",
-    ) -> None:
+    def __init__(self, log: logging.Logger, what: str, where: str, meanwhile: str) -> None:
         self.log = log
         self.what = what
         self.where = where

@@ -37,7 +37,7 @@ from typing import Any
 from scheduler import stop_signals
 from scheduler.cron.catchup import DEFAULT_GRACE_SECONDS, MAX_CATCHUP_RUNS, Skip
 from scheduler.cron.expression import InvalidSchedule
-from scheduler.engine.backoff import Backoff, Outage, wait_for_server
+from scheduler.engine.backoff import CAP, Backoff, Outage, wait_for_server
 from scheduler.engine.client import Client
 from scheduler.engine.connections import MasterWatch
 from scheduler.engine.errors import EngineError, ForeignEngine
@@ -259,6 +259,7 @@ class SchedulerService:
             log,
             f"scheduler {self.service_id}",
             where(client.redis, client.engine.key_prefix),
+            f"every step waits for it, retrying at most every {CAP:g}s",
         )
 
     # -- time ------------------------------------------------------------------------------

@@ -77,7 +77,7 @@ def test_a_connection_back_at_the_next_attempt_is_no_outage(
     """A connection the server dropped (an ACL user changed, a client killed) that the next
     attempt opens again is said by no line: not lost, not back; nor is it any step's fault."""
     log = logging.getLogger("flows.test-backoff")
-    outage = Outage(log, "scheduler s", "Redis at 127.0.0.1:1")
+    outage = Outage(log, "scheduler s", "Redis at 127.0.0.1:1", "every step waits for it")
     steps = [Backoff(log, f"scheduler s: {name}", outage=outage) for name in ("tick", "scan")]
     unreachable = raised(lambda: Client("redis://127.0.0.1:1/0").queues["q"].length())
     with caplog.at_level(logging.INFO, logger="flows.test-backoff"):
