@@ -621,7 +621,10 @@ def run(
             with user_errors():
                 RunReader(client, run_id, AwaitNotice(client))()
         if as_json:
-            print_json({"id": run_id, "jobs": submission.jobs, "created": submission.created})
+            from flows.runs.trigger import Triggered  # its shape; what it imports, only here
+
+            flow = flow_file.flow.name
+            print_json(Triggered(run_id, submission.jobs, flow, not submission.created).as_json())
         else:
             click.echo(run_id)
         return
