@@ -5,16 +5,21 @@
   file, ``maxmemory``); ``replica_of`` makes it a read-only replica of another;
 * :func:`populate` -- jobs in every state (what reads show and a fault must leave unchanged);
 * :func:`invoke` -- ``flows`` in-process: its exit code and output (a traceback fails the test);
-* :func:`acl_users` -- the users of docs/pages/acl.md as ACL file lines.
+* :func:`acl_users` -- the users of docs/pages/acl.md as ACL file lines;
+* :func:`worker_env`, :func:`wait_until` -- a ``flows`` process's environment, a wait for it;
+* :func:`outage_log` -- a long-lived ``flows`` command's log across a server stopped and started.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
+import signal
 import socket
 import subprocess
+import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from urllib.parse import quote
 
@@ -28,6 +33,68 @@ from scheduler.engine.client import Client
 from scheduler.engine.connections import connect
 
 ROOT = Path(__file__).resolve().parents[2]
+HERE = Path(__file__).resolve().parent
+FLOWS = Path(sys.executable).with_name("flows")
+
+
+def worker_env(url: str | None, data_dir: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FLOWS_")}
+    # the tests' tasks first, then whatever path this test run was given (a checkout's code)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(HERE), os.environ.get("PYTHONPATH")]))
+    env["FLOWS_DATA_DIR"] = str(data_dir)
+    if url is not None:
+        env["FLOWS_REDIS_URL"] = url
+    return env
+
+
+def wait_until(done: Callable[[], bool], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not done():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)
+
+
+def outage_log(
+    args: Sequence[str],
+    servers: list[Valkey],
+    folder: Path,
+    *,
+    started: str,
+    noticed: str,
+    settle: float = 0.0,
+) -> tuple[Valkey, str]:
+    """Run ``flows ARGS`` on a server of its own in ``folder``; once its log says ``started``
+    stop the server, once it says ``noticed`` keep it away 3 s (real time: the process's own
+    clock, nothing to pass in), start it again in the same folder, wait for the process to say
+    it is back (and ``settle`` seconds for every activity to meet it), then SIGTERM it, which
+    must exit 0. The server, and the process's log."""
+    server = Valkey(folder / "away")
+    servers.append(server)
+    log = folder / "process.log"
+    with log.open("wb") as out:
+        process = subprocess.Popen(
+            [str(FLOWS), *args],
+            env=worker_env(server.url(), folder / "data"),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        wait_until(lambda: started in log.read_text(), 20, f"{started!r} in the log")
+        server.stop()
+        wait_until(lambda: noticed in log.read_text(), 20, "the outage noticed")
+        time.sleep(3)  # every activity fails many times meanwhile
+        servers.append(Valkey(folder / "away"))
+        wait_until(lambda: "is back after" in log.read_text(), 20, "the server back")
+        time.sleep(settle)
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(30) == 0, log.read_text()
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    return server, log.read_text()
+
+
 # The page of the least-privilege users (docs/pages/ once the docs are a site).
 _ACL_PAGES = (ROOT / "docs" / "pages" / "acl.md",)
 ACL_DOC = next((path for path in _ACL_PAGES if path.exists()), _ACL_PAGES[-1])

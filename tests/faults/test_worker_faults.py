@@ -9,35 +9,13 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 
-from fault_support import Valkey
+from fault_support import FLOWS, Valkey, outage_log, wait_until, worker_env
 
 from scheduler.embedded import EmbeddedServer
 from scheduler.engine.client import Client
-
-HERE = Path(__file__).resolve().parent
-FLOWS = Path(sys.executable).with_name("flows")
-
-
-def worker_env(url: str | None, data_dir: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("FLOWS_")}
-    # the tests' tasks first, then whatever path this test run was given (a checkout's code)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(HERE), os.environ.get("PYTHONPATH")]))
-    env["FLOWS_DATA_DIR"] = str(data_dir)
-    if url is not None:
-        env["FLOWS_REDIS_URL"] = url
-    return env
-
-
-def wait_until(done: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not done():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
 
 
 def put_jobs(client: Client, count: int, first: int = 0) -> list[str]:
@@ -137,31 +115,14 @@ def test_a_worker_says_once_that_its_connection_is_lost_and_once_that_it_is_back
     registration and the lock-lost listener all fail meanwhile; the worker says it once when
     the connection is lost, naming the server, and once when it is back, not once per
     activity."""
-    server = Valkey(tmp_path / "away")
-    servers.append(server)
-    log = tmp_path / "worker.log"
-    with log.open("wb") as out:
-        worker = subprocess.Popen(
-            [str(FLOWS), "worker", "-q", "q", "--processes", "0"],
-            env=worker_env(server.url(), tmp_path / "data"),
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-    try:
-        wait_until(lambda: "started on q" in log.read_text(), 20, "the worker to start")
-        server.stop()
-        wait_until(lambda: "lost the connection" in log.read_text(), 20, "the worker to notice")
-        time.sleep(3)  # renewals every second, all refused: real time, the worker's own clock
-        servers.append(Valkey(tmp_path / "away"))
-        wait_until(lambda: "is back after" in log.read_text(), 20, "the connection back")
-        time.sleep(1)  # every activity meets the server again
-        worker.send_signal(signal.SIGTERM)
-        assert worker.wait(30) == 0, log.read_text()
-    finally:
-        if worker.poll() is None:
-            worker.kill()
-            worker.wait()
-    text = log.read_text()
+    server, text = outage_log(
+        ["worker", "-q", "q", "--processes", "0"],
+        servers,
+        tmp_path,
+        started="started on q",
+        noticed="lost the connection",
+        settle=1,  # every activity meets the server again
+    )
     lines = text.splitlines()
     lost = [x for x in lines if "cannot reach Redis" in x]
     assert len(lost) == 1, text
