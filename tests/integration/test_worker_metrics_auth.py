@@ -3,6 +3,7 @@ token, a presented token must be the right one, and only the server's own names 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import subprocess
@@ -10,6 +11,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 
 from scheduler.embedded import EmbeddedServer
@@ -35,6 +37,33 @@ def _status(url: str, headers: dict[str, str]) -> int:
         return int(error.code)
 
 
+@contextlib.contextmanager
+def _serving_worker(server: EmbeddedServer, *options: str) -> Iterator[str]:
+    """A worker serving its metrics on a free loopback port with ``options``: the metrics' URL
+    once it answers; the worker stopped after."""
+    port = free_port()
+    env = dict(os.environ, FLOWS_REDIS_URL=server.url)
+    env.pop("FLOWS_UI_TOKEN", None)
+    worker = subprocess.Popen(
+        [FLOWS, "worker", "-q", "q", "--processes", "0", "--metrics-port", str(port), *options],
+        env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    url = f"http://127.0.0.1:{port}/metrics"
+    try:
+        deadline = time.monotonic() + 15
+        while True:
+            try:
+                _status(url, {})  # any answer: it serves
+                break
+            except OSError:
+                assert time.monotonic() < deadline, "no metrics served"
+                time.sleep(0.1)
+        yield url
+    finally:
+        worker.terminate()
+        worker.wait(30)
+
+
 def test_metrics_on_a_non_loopback_address_need_a_token(server: EmbeddedServer) -> None:
     env = dict(os.environ, FLOWS_REDIS_URL=server.url)
     env.pop("FLOWS_UI_TOKEN", None)
@@ -51,32 +80,12 @@ def test_metrics_on_a_non_loopback_address_need_a_token(server: EmbeddedServer) 
 def test_a_presented_token_must_be_the_right_one(server: EmbeddedServer, tmp_path: Path) -> None:
     token_file = tmp_path / "token"
     token_file.write_text(TOKEN + "\n")
-    port = free_port()
-    env = dict(os.environ, FLOWS_REDIS_URL=server.url)
-    env.pop("FLOWS_UI_TOKEN", None)
-    worker = subprocess.Popen(
-        [FLOWS, "worker", "-q", "q", "--processes", "0", "--metrics-port", str(port),
-         "--metrics-token-file", str(token_file)],
-        env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-    url = f"http://127.0.0.1:{port}/metrics"
-    try:
-        deadline = time.monotonic() + 15
-        while True:
-            try:
-                status = _status(url, {})
-                break
-            except OSError:
-                assert time.monotonic() < deadline, "no metrics served"
-                time.sleep(0.1)
-        assert status == 200  # loopback: reads are open
+    with _serving_worker(server, "--metrics-token-file", str(token_file)) as url:
+        assert _status(url, {}) == 200  # loopback: reads are open
         assert _status(url, {"Authorization": f"Bearer {TOKEN}"}) == 200
         assert _status(url, {"Authorization": "Bearer wrong-" + TOKEN}) == 403
         assert _status(url, {"Authorization": "Basic eDp5"}) == 401
         assert _status(url, {"Host": "evil.example.com"}) == 400
-    finally:
-        worker.terminate()
-        worker.wait(30)
 
 
 def test_the_worker_logs_where_it_serves_metrics(server: EmbeddedServer) -> None:
@@ -99,28 +108,10 @@ def test_a_rotated_token_file_works_without_a_restart(
     token works and the old one stops working, without restarting the worker."""
     token_file = tmp_path / "token"
     token_file.write_text(TOKEN + "\n")
-    port = free_port()
-    env = dict(os.environ, FLOWS_REDIS_URL=server.url)
-    env.pop("FLOWS_UI_TOKEN", None)
-    worker = subprocess.Popen(
-        [FLOWS, "worker", "-q", "q", "--processes", "0", "--metrics-port", str(port),
-         "--metrics-host", "0.0.0.0", "--metrics-token-file", str(token_file)],
-        env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-    url = f"http://127.0.0.1:{port}/metrics"
     rotated = "rotated-" + TOKEN
-    try:
-        deadline = time.monotonic() + 15
-        while True:
-            try:
-                assert _status(url, {"Authorization": f"Bearer {TOKEN}"}) == 200
-                break
-            except OSError:
-                assert time.monotonic() < deadline, "no metrics served"
-                time.sleep(0.1)
+    options = ["--metrics-host", "0.0.0.0", "--metrics-token-file", str(token_file)]
+    with _serving_worker(server, *options) as url:
+        assert _status(url, {"Authorization": f"Bearer {TOKEN}"}) == 200
         token_file.write_text(rotated + "\n")
         assert _status(url, {"Authorization": f"Bearer {rotated}"}) == 200
         assert _status(url, {"Authorization": f"Bearer {TOKEN}"}) == 403
-    finally:
-        worker.terminate()
-        worker.wait(30)
