@@ -132,8 +132,8 @@ def known_query(request: Request) -> None:
     dashboard's pages, which the document leaves out, keep theirs: their scripts read them
     (``/runs/<id>?step=load&line=4``)."""
     route = request.scope.get("route")
-    if not isinstance(route, APIRoute) or not route.include_in_schema:
-        return
+    if not request.query_params or not isinstance(route, APIRoute) or not route.include_in_schema:
+        return  # most requests carry no query: the route's parameters are not walked
     takes = list(dict.fromkeys(_query_names(route.dependant)))
     unknown = next((name for name in request.query_params if name not in takes), None)
     if unknown is None:
