@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime
 import decimal
+import json
 import uuid
 from collections.abc import Sequence
 from pathlib import PurePath
@@ -57,8 +58,12 @@ def _storable(value: Any, place: list[str | int]) -> Any:
 
 
 def _key(key: Any, place: Sequence[str | int]) -> str:
+    """A key as JSON writes it: text as it is, a number, bool or None as its JSON text (as a
+    result of plain JSON values is stored), anything else refused."""
     if isinstance(key, str):
         return key
+    if isinstance(key, _PLAIN):
+        return str(next(iter(json.loads(json.dumps({key: None})))))
     raise UnstorableResult(
         f"{json_place(place)} has a key that is not text: {repr(key)[:40]} ({_type(key)});"
         " JSON keys are text"

@@ -58,6 +58,7 @@ def as_text(job):
         "amount": decimal.Decimal("10.10"),
         "path": pathlib.Path("/data/out.csv"),
         "pair": (1, (2, datetime.date(2026, 1, 2))),
+        "by_day": {1: datetime.date(2026, 1, 1), None: 0},  # keys as JSON writes them
     }
 
 def a_set(job):
@@ -139,6 +140,7 @@ def test_a_result_of_datetimes_uuids_decimals_and_paths_is_stored_as_their_text(
         "amount": "10.10",
         "path": "/data/out.csv",
         "pair": [1, [2, "2026-01-02"]],
+        "by_day": {"1": "2026-01-01", "null": 0},
     }
 
 
