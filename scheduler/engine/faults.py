@@ -92,8 +92,18 @@ def _connection_kwargs(client: redis.Redis) -> dict[str, Any]:
 
 
 def address(client: redis.Redis) -> str:
-    """``host:port`` or the unix socket path of a redis-py client (never its password)."""
-    kwargs = _connection_kwargs(client)
+    """``host:port`` or the unix socket path of a redis-py client (never its password); for a
+    Sentinel-managed master, whose settings hold no host, its service and the sentinels."""
+    pool = getattr(client, "connection_pool", None)
+    service = getattr(pool, "service_name", None)
+    if service is not None:
+        sentinels = cast(Any, pool).sentinel_manager.sentinels
+        asked = ", ".join(_host_port(_connection_kwargs(sentinel)) for sentinel in sentinels)
+        return f"the master of Sentinel service {service} (sentinels {asked})"
+    return _host_port(_connection_kwargs(client))
+
+
+def _host_port(kwargs: dict[str, Any]) -> str:
     if kwargs.get("path"):
         return str(kwargs["path"])
     host = str(kwargs.get("host", "localhost"))

@@ -87,3 +87,16 @@ def test_a_connection_back_at_the_next_attempt_is_no_outage(
             step.succeeded()
     assert caplog.records == []
     assert not any(step.failing for step in steps)
+
+
+def test_a_sentinel_client_is_named_by_its_service_and_sentinels() -> None:
+    """A client of a Sentinel-managed master has no host of its own in its settings: naming it
+    by them said `localhost:6379`, a server it never used."""
+    from redis.sentinel import Sentinel
+
+    from scheduler.engine.faults import where
+
+    client = Sentinel([("127.0.0.1", 26379), ("::1", 26380)]).master_for("mymaster")
+    assert where(client) == (
+        "Redis at the master of Sentinel service mymaster (sentinels 127.0.0.1:26379, [::1]:26380)"
+    )
