@@ -117,6 +117,13 @@ def wait_running(client: Client, jid: str) -> None:
     wait_for(lambda: state_of(client, jid) == "running", 30, f"job {jid} to run")
 
 
+def wait_started(procs: Commands, count: int = 1) -> None:
+    """Until ``count`` gated jobs run their code. Popped is not enough: a stopping worker hands
+    back a job it has not started yet (and, holding none, exits 0 at once) instead of
+    finishing it."""
+    wait_marks(procs.tmp_path / "marks", "started", count, timeout=30)
+
+
 def wait_told(
     procs: Commands, worker: subprocess.Popen[bytes], times: int = 1, *, command: bool = True
 ) -> None:
@@ -156,8 +163,7 @@ def test_one_signal_lets_the_running_job_finish(
     client = client_of(redis_client)
     jid = put_gated(client, procs)
     worker = procs.flows_worker("-q", "q", "--shutdown-grace", "60")
-    wait_running(client, jid)
-    wait_marks(procs.tmp_path / "marks", "started")
+    wait_started(procs)
 
     procs.send(worker, signum, how)
     wait_told(procs, worker)
@@ -178,7 +184,7 @@ def test_a_second_signal_stops_at_once(
     client = client_of(redis_client)
     jid = put_gated(client, procs)
     worker = procs.flows_worker("-q", "q", "--shutdown-grace", "60")
-    wait_running(client, jid)
+    wait_started(procs)
 
     procs.send(worker, signal.SIGTERM, how)
     wait_told(procs, worker)
@@ -200,7 +206,7 @@ def test_a_second_signal_stops_at_once_when_the_supervisor_took_the_first_late(
     client = client_of(redis_client)
     jid = put_gated(client, procs)
     worker = procs.flows_worker("-q", "q", "--shutdown-grace", "60")
-    wait_running(client, jid)
+    wait_started(procs)
 
     worker.send_signal(signal.SIGSTOP)
     try:
@@ -225,8 +231,7 @@ def test_a_worker_per_namespace_counts_each_signal_once(
     clients = [client_of(redis_client, prefix) for prefix in ("{a}:", "{b}:")]
     jids = [put_gated(client, procs) for client in clients]
     worker = procs.flows_worker("-q", "q", "--shutdown-grace", "60", "--namespace", "{a}:,{b}:")
-    for client, jid in zip(clients, jids, strict=True):
-        wait_running(client, jid)
+    wait_started(procs, count=2)
 
     procs.send(worker, signal.SIGTERM, "every process")
     wait_told(procs, worker, times=2)
