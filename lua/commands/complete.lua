@@ -49,12 +49,23 @@ local COMPLETE_OPTIONS = { next = true, delay = true, depends = true, result = t
 -- Job.fields does, costs as much as the read itself.
 local function job_fields(jid)
   local v = redis.call('hmget', Keys.job(jid), 'state', 'queue', 'worker', 'expires', 'grace',
-    'popped', 'ttl_at', 'ckey', 'climit', 'throttle', 'feeds', 'notify', 'notify_run', 'cclaim')
+    'popped', 'ttl_at', 'ckey', 'climit', 'throttle', 'feeds', 'notify', 'notify_run', 'cclaim',
+    'counted', 'skipped', 'child', 'cached', 'runs', 'wait_since', 'deadline_missed')
   if not v[1] then return nil end
   return { state = v[1], queue = v[2] or nil, worker = v[3] or nil, expires = v[4] or nil,
     grace = v[5] or nil, popped = v[6] or nil, ttl_at = v[7] or nil, ckey = v[8] or nil,
     climit = v[9] or nil, throttle = v[10] or nil, feeds = v[11] or nil, notify = v[12] or nil,
-    notify_run = v[13] or nil, cclaim = v[14] or nil }
+    notify_run = v[13] or nil, cclaim = v[14] or nil, counted = v[15] or nil, skipped = v[16],
+    child = v[17], cached = v[18], runs = v[19], wait_since = v[20], deadline_missed = v[21] }
+end
+
+-- The move of a job that completes (not one that moves on to another queue) in its run's
+-- counts (RunCounts.moving), its `counted` written with the rest; nil: read back.
+local function counted_move(jid, c, fields)
+  if c.next then return nil end
+  local skipped = c.skipped or fields.skipped
+  return RunCounts.moving(jid, fields.counted,
+    RunCounts.class('complete', skipped, fields.child, fields.cached)), skipped
 end
 
 -- A cached step's job that ran (cache.use missed: `claim` is '<key> <ttl>') completed with a
@@ -222,7 +233,15 @@ local function complete(cmd, args, b)
   if c.result then table.insert(written, 'result'); table.insert(written, c.result) end
   if not c.next then table.insert(written, 'state'); table.insert(written, 'complete') end
   if c.skipped then table.insert(written, 'skipped'); table.insert(written, 1) end
+  local move, skipped = counted_move(jid, c, fields)
+  if move and move.counted then
+    table.insert(written, 'counted'); table.insert(written, move.counted)
+  end
   redis.call('hset', key, unpack(written))
+  -- (RunCounts.FIELDS: counted, state, skipped, child, cached, runs, popped, wait_since, updated,
+  -- deadline_missed)
+  RunCounts.moved(jid, move, { false, 'complete', skipped or false, fields.child, fields.cached,
+    fields.runs, fields.popped or false, fields.wait_since, Engine.now, fields.deadline_missed })
   if fields.grace or fields.cclaim then redis.call('hdel', key, 'grace', 'cclaim') end
   if fields.cclaim and not c.skipped and not c.next then cache_claimed(jid, fields.cclaim) end
   if not b.quiet then Events.tracked('completed', jid) end

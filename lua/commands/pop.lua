@@ -32,12 +32,14 @@
 -- @include lean
 
 -- What pop needs of a job: time (waiting since), ttl_at, ttr, ckey, climit, throttle, state,
--- reserved, and last runs and created; a lean pop reads the fields of its reply in the same read
--- (from position 9 on).
+-- reserved, what its run's counts need (counted, child, deadline_missed: RunCounts.moving), and
+-- last runs and created; a lean pop reads the fields of its reply in the same read (from
+-- position 9 on, the counts' fields after them).
 local CANDIDATE = { 'time', 'ttl_at', 'ttr', 'ckey', 'climit', 'throttle', 'state', 'reserved',
-  'runs', 'created' }
+  'counted', 'child', 'deadline_missed', 'runs', 'created' }
 local CANDIDATE_LEAN = { 'time', 'ttl_at', 'ttr', 'ckey', 'climit', 'throttle', 'state', 'reserved',
-  'klass', 'data', 'priority', 'tags', 'retries', 'remaining', 'lost', 'runs', 'created' }
+  'klass', 'data', 'priority', 'tags', 'retries', 'remaining', 'lost',
+  'counted', 'child', 'deadline_missed', 'runs', 'created' }
 
 -- The reply of pop: the qless job JSON of each job.
 local function full_reply(_, job)
@@ -57,7 +59,8 @@ end
 -- once for all (write_shared).
 local function new_pop(queue, worker, lock, limit, lean)
   return { queue = queue, worker = worker, lock = lock, limit = limit,
-    names = lean and CANDIDATE_LEAN or CANDIDATE, reply = lean and lean_reply or full_reply,
+    names = lean and CANDIDATE_LEAN or CANDIDATE, counted_at = lean and 16 or 9,
+    reply = lean and lean_reply or full_reply,
     handed = {}, entry = nil, tracked = nil, locks = {}, waits = {} }
 end
 
@@ -85,8 +88,16 @@ local function hand_out(c, jid, f)
   -- `runs`: the times it started running since it was put, its step log's attempt
   -- (commands/log.lua); read with the candidate, so the job is written once.
   local runs = (tonumber(f[#c.names - 1]) or 0) + 1
-  redis.call('hset', key, 'state', 'running', 'worker', c.worker, 'expires', expires,
-    'popped', Engine.now, 'updated', Engine.now, 'runs', runs)
+  -- What its run counts it as, written with the rest (RunCounts.moving).
+  local at = c.counted_at
+  local move = RunCounts.moving(jid, f[at], 'running')
+  if move and move.counted then
+    redis.call('hset', key, 'state', 'running', 'worker', c.worker, 'expires', expires,
+      'popped', Engine.now, 'updated', Engine.now, 'runs', runs, 'counted', move.counted)
+  else
+    redis.call('hset', key, 'state', 'running', 'worker', c.worker, 'expires', expires,
+      'popped', Engine.now, 'updated', Engine.now, 'runs', runs)
+  end
   table.insert(c.locks, expires)
   table.insert(c.locks, jid)
   -- A ttl deadline is looked at again once the lock could have expired (include/ttl.lua).
@@ -94,6 +105,10 @@ local function hand_out(c, jid, f)
   c.entry = c.entry or Job.popped_entry(Job.popped_head(c.worker))
   -- The job's queue is the one popped, so an implied history needs no read.
   Job.append_history(jid, c.entry, c.limit, { queue = c.queue, created = f[#c.names] })
+  -- (RunCounts.FIELDS: counted, state, skipped, child, cached, runs, popped, wait_since, updated,
+  -- deadline_missed)
+  RunCounts.moved(jid, move, { false, 'running', false, f[at + 1], false, runs, Engine.now, false,
+    Engine.now, f[at + 2] })
   table.insert(c.waits, Engine.now - since)
   local tracked = c.tracked ~= false and Events.tracked('popped', jid)
   table.insert(c.handed, { jid = jid, f = f, expires = expires, tracked = tracked, runs = runs })

@@ -27,7 +27,8 @@ local RunCounts = {}
 -- run's steps take their places in the order their first jobs join).
 RunCounts.touched = {}
 RunCounts.marked = {}
--- jid -> {run id, class it was}: jobs that join a run in this call.
+-- jid -> {run id, class it was, class it is now (nil: read it back), fields}: jobs that join a
+-- run in this call, and jobs a pop or a complete moved (RunCounts.moving, with their fields).
 RunCounts.joining = {}
 
 function RunCounts.class(state, skipped, child, cached)
@@ -137,6 +138,30 @@ function RunCounts.run_in(counted)
   return run_id
 end
 
+-- A job a command is about to write as class `now` (a pop: running; a complete), `counted` its
+-- field as the command read it: the move to settle without reading the job back (nil when it
+-- must be read: a job of no run's counts, one that joined its run in this call, whose `was` is
+-- the join's, or one put again over itself, whose times are read again). The command writes
+-- `move.counted` (nil: unchanged) in its own write of the job, then hands the move over with
+-- RunCounts.moved: a pop or a complete writes its job once, and reads it once.
+function RunCounts.moving(jid, counted, now)
+  local was, run_id = parse(counted)
+  if not run_id or RunCounts.joining[jid] or RunCounts.reput[jid] or RunCounts.recounted[jid] then
+    return nil
+  end
+  return { run_id, was, now, counted = now ~= was and now .. ' ' .. run_id or nil }
+end
+
+-- The job of `move` (RunCounts.moving) was written; `f`: its fields as RunCounts.FIELDS orders
+-- them, as they are now (what widens its step's times and attempts). Settled from these unless
+-- something writes the job again in this call (RunCounts.touch: then it is read back).
+function RunCounts.moved(jid, move, f)
+  if not move then return end
+  move[4] = f
+  RunCounts.used = true
+  RunCounts.joining[jid] = move
+end
+
 local function run_deltas(deltas, run_id)
   local run = deltas[run_id]
   if not run then
@@ -193,15 +218,19 @@ RunCounts.FIELDS = { 'counted', 'state', 'skipped', 'child', 'cached', 'runs', '
 local function settle_one(jid, deltas, deleting)
   local joining = RunCounts.joining[jid]
   if joining and joining[3] then
-    local run_id, was, now = joining[1], joining[2], joining[3]
+    local run_id, was, now, f = joining[1], joining[2], joining[3], joining[4]
     local step = RunCounts.step_of(run_id, jid)
     if now ~= was then
       if was then add(deltas, run_id, step, was, -1) end
       add(deltas, run_id, step, now, 1)
     end
     local run = run_deltas(deltas, run_id)
-    run.joined[step] = true
-    step_deltas(run, step)
+    if f then -- moved (RunCounts.moved): its step has its place already
+      RunCounts.widen(step_deltas(run, step), f)
+    else
+      run.joined[step] = true
+      step_deltas(run, step)
+    end
     return now, run_id
   end
   local key = Keys.job(jid)
@@ -219,7 +248,7 @@ local function settle_one(jid, deltas, deleting)
     if was then add(deltas, run_id, step, was, -1) end
     add(deltas, run_id, step, now, 1)
   end
-  if joining then run.joined[step] = true end
+  if joining and not joining[4] then run.joined[step] = true end
   RunCounts.widen(step_deltas(run, step), f)
   -- A job put again or deleted takes back what it added to its step's times and attempts: read
   -- them again (a few admin actions: a re-run, a retry of a canceled run, a cancel).

@@ -59,19 +59,38 @@ def test_counts_follow_each_job_through_put_pop_fail_retry_and_complete(lua: Lua
 
 def test_a_jobs_move_writes_its_run_counts_once(lua: Lua) -> None:
     """Each write of a script is its own entry in the append-only file and the replicas' stream:
-    a pop and a complete write the job, what it is counted as, the queue's statistics and the
-    run's counts (a count back to 0 deleted), one HSET each, and no HINCRBY."""
+    a pop and a complete write the job with what it is counted as, the queue's statistics and
+    the run's counts (a count back to 0 deleted), one HSET each, and no HINCRBY. The job is read
+    once: its counts settle from what the command read and wrote, not from a second read (the
+    pop reads the settings, the job, the statistics and the counts; the complete the same)."""
     submit(lua, ("a", []), ("b", ["a"]))
 
     lua.r.config_resetstat()
-    lua.pop(now=T0 + 1)
-    assert calls(lua, "hset", "hincrby", "hdel") == {"hset": 4, "hdel": 1}
+    lua.raw("pop.lean", "q", "w1", 1, now=T0 + 1)  # a worker's pop: no reply read of the job
+    assert calls(lua, "hset", "hincrby", "hdel", "hmget") == {"hset": 3, "hdel": 1, "hmget": 4}
+    assert lua.r.hget(lua.key(f"j:{RUN}:a"), "counted") == f"running {RUN}"
     assert kept(lua) == {"running": 1, "a:running": 1, "pending": 1, "b:pending": 1}
     lua.r.config_resetstat()
     lua.complete(f"{RUN}:a", now=T0 + 2)
     # and the dependent released: written waiting, counted so
-    assert calls(lua, "hset", "hincrby", "hdel") == {"hset": 6, "hdel": 1}
+    assert calls(lua, "hset", "hincrby", "hdel") == {"hset": 5, "hdel": 1}
+    assert lua.r.hget(lua.key(f"j:{RUN}:a"), "counted") == f"success {RUN}"
     assert kept(lua) == {"success": 1, "a:success": 1, "waiting": 1, "b:waiting": 1}
+
+
+def test_a_job_written_again_after_its_move_is_read_back(lua: Lua) -> None:
+    """A job a pop hands out and a complete ends in the same call (complete.pop's pop after its
+    completes, a skipped job's dependents released and popped by an idle worker's hand-off)
+    settles from what it is at the end of the call: its counts and times are those a scan
+    finds (checked on teardown)."""
+    submit(lua, ("a", []), ("b", ["a"]), ("c", ["b"]))
+    lua.pop(now=T0 + 1)
+    assert lua.raw("await", "w2", 5, 1, "q", now=T0 + 2) == "[]"
+    lua.complete(f"{RUN}:a", now=T0 + 3)  # b released, handed to w2 in the same call
+    assert lua.r.hget(lua.key(f"j:{RUN}:b"), "counted") == f"running {RUN}"
+    reply = lua.raw("complete.pop", "w2", "q", 1, f"{RUN}:b", "q", "", now=T0 + 4)
+    assert json.loads(reply[1])[0]["jid"] == f"{RUN}:c"
+    assert kept(lua) == {"success": 2, "a:success": 1, "b:success": 1, "running": 1, "c:running": 1}
 
 
 def test_a_submit_writes_each_job_once_with_what_it_is_counted_as(lua: Lua) -> None:
