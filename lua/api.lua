@@ -130,6 +130,7 @@ local function run(keys, args, native)
 end
 
 function Engine.dispatch(keys, args, native)
+  Engine.bind_globals()
   local ok, result = pcall(run, keys, args, native)
   if ok then return result end
   local reply = Err.reply(result, display(tostring(args[1])))

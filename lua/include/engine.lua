@@ -5,6 +5,21 @@
 -- The Functions library keeps this table between calls, so nothing else may be cached in it.
 local Engine = { prefix = 'ql:', now = 0 }
 
+-- The globals the engine reads most, as upvalues: a script's global is looked up in an empty
+-- table whose metatable leads to the server's table of them (two look-ups and a metatable's),
+-- an upvalue is read at once. A library's load sees none of them (only its own `redis`, of
+-- register_function), so they are bound on each call's way in (Engine.bind_globals: the
+-- dispatch), by a function declared before them, which still sees the globals. (Each is a
+-- local of the main chunk, of which Lua allows 200: the ones read most only.)
+function Engine.globals()
+  return redis, cjson, string, table, math, tonumber, type, pairs, ipairs, unpack
+end
+local redis = redis
+local cjson, string, table, math, tonumber, type, pairs, ipairs, unpack
+function Engine.bind_globals()
+  redis, cjson, string, table, math, tonumber, type, pairs, ipairs, unpack = Engine.globals()
+end
+
 -- Integer above which a count (of jobs, items, retries) is considered out of range.
 Engine.MAX_COUNT = 100000
 -- Integer above which an offset into a list is out of range (offsets must reach Redis as exact
