@@ -67,8 +67,59 @@ def _checked_jid(command: str, run_id: str, jid: str) -> str:
         ) from None
 
 
+#: Job fields ``flow.submit`` takes once for the whole run (``shared``) when every job has the
+#: same value: sent and checked once instead of once a job (``concurrency_key`` and
+#: ``concurrency_limit`` go together, the engine takes them as a pair).
+_SHAREABLE = (
+    "queue",
+    "klass",
+    "priority",
+    "retries",
+    "tags",
+    "trigger",
+    "ttl",
+    "ttr",
+    "throttle",
+    "notify",
+    "deadline",
+)
+_PAIR = ("concurrency_key", "concurrency_limit")
+_MISSING = object()
+
+
+def _shared_fields(specs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The fields every job of ``specs`` has with the same value, taken out of each job."""
+    first = specs[0]
+    shared: dict[str, Any] = {}
+    for name in _SHAREABLE:
+        value = first.get(name, _MISSING)
+        if value is not _MISSING and all(spec.get(name, _MISSING) == value for spec in specs):
+            shared[name] = value
+    if _PAIR[0] in first and all(
+        spec.get(_PAIR[0], _MISSING) == first[_PAIR[0]]
+        and spec.get(_PAIR[1], _MISSING) == first[_PAIR[1]]
+        for spec in specs
+    ):
+        shared.update((name, first[name]) for name in _PAIR)
+    names = tuple(shared)
+    for spec in specs:
+        for name in names:
+            del spec[name]
+    return shared
+
+
+def job_objects(jobs_text: str) -> list[dict[str, Any]]:
+    """The job objects of ``flow.submit``'s ``jobs`` text, each with the fields they share."""
+    decoded = json.loads(jobs_text)
+    if isinstance(decoded, list):
+        return decoded
+    shared = decoded.get("shared") or {}
+    return [{**shared, **job} for job in decoded["jobs"]]
+
+
 def check_limits(run_id: str, jobs: Sequence[JobSpec]) -> str:
-    """The jobs as the JSON text ``flow.submit`` takes (:meth:`JobSpec.to_engine`), once every
+    """The jobs as the JSON text ``flow.submit`` takes (:meth:`JobSpec.to_engine`; the fields
+    they all have alike as ``{"shared": {...}, "jobs": [...]}``), once every
     job and the whole run are within the engine's limits (:mod:`scheduler.engine.limits`);
     raises the engine's error class naming the job otherwise."""
     command = "flow.submit"
@@ -84,7 +135,9 @@ def check_limits(run_id: str, jobs: Sequence[JobSpec]) -> str:
         except EngineError as error:
             raise type(error)(f"job {jid}: {error}", command=command) from None
         specs.append(spec)
-    # Compact: a large run's text is a few percent smaller, to send and for the engine to decode.
-    jobs_text = _COMPACT_JSON.encode(specs)
+    # Compact: a large run's text is a few percent smaller, to send and for the engine to decode;
+    # what every job has alike is sent once.
+    shared = _shared_fields(specs) if specs else {}
+    jobs_text = _COMPACT_JSON.encode({"shared": shared, "jobs": specs} if shared else specs)
     limits.check_flow_submission(command, len(specs), jobs_text)
     return jobs_text

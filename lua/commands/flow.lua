@@ -1,6 +1,9 @@
 -- flow.submit, run.get, runs: a whole flow run written at once, and reading runs back (ours).
 --
---   flow.submit run_id, run JSON object, jobs JSON array   -> 'submitted', or 'exists'
+--   flow.submit run_id, run JSON object, jobs JSON           -> 'submitted', or 'exists'
+--                                                              (jobs: an array of job objects,
+--                                                              or {shared, jobs}: the fields
+--                                                              every job has alike once)
 --   run.get     run_id [offset count]                       -> JSON {id, flow, submitted, jobs
 --                                                              (how many), ..., jids: [jid]}, or nil
 --                                                              (jids: those that are jids,

@@ -153,16 +153,62 @@ local function known_jids(depends, known)
   return depends
 end
 
+-- The fields of a job object a run's jobs may share (flow.submit's `shared`, include/runs.lua),
+-- each with the field of a parsed put it sets (concurrency_key and concurrency_limit are taken
+-- together: a job giving either gives both).
+local SHARED_FIELDS = { queue = 'queue', klass = 'klass', priority = 'priority',
+  retries = 'retries', tags = 'tags', trigger = 'trigger', ttl = 'ttl', ttr = 'ttr',
+  throttle = 'throttle' }
+
+-- The fields every job of a run shares (flow.submit's `shared` object, decoded), checked once as
+-- Put.parse_spec checks a job's: {queue, klass, priority, retries, tags, trigger, ttl, ttr,
+-- ckey, climit, throttle}, nil for those not given. `extra`: more names it may hold (the run's
+-- own: notify, deadline), checked by the caller.
+function Put.parse_shared_spec(cmd, shared, extra)
+  for name in pairs(shared) do
+    if not SHARED_FIELDS[name] and name ~= 'concurrency_key' and name ~= 'concurrency_limit'
+        and not extra[name] then
+      Arg.fail(cmd, 'field "' .. Arg.shown(name) .. '" is not one the jobs may share (a job\'s ' ..
+        'own: jid, data, depends, delay, wait, empty, fanout)')
+    end
+  end
+  local p = {}
+  if shared.queue ~= nil then p.queue = Arg.name(cmd, 'queue', text(shared.queue)) end
+  if shared.klass ~= nil then p.klass = Arg.id(cmd, 'klass', text(shared.klass)) end
+  if not is_empty_list(shared.tags) then
+    p.tags = Arg.id_items(cmd, 'tags', shared.tags, Arg.id, Arg.MAX_TAGS)
+  end
+  parse_options(cmd, p, shared)
+  return p
+end
+
+-- A job's field it leaves out, from the fields its run shares (Put.parse_shared_spec's).
+local function take_shared(p, spec, shared)
+  for name, field in pairs(SHARED_FIELDS) do
+    if spec[name] == nil then p[field] = shared[field] end
+  end
+  if spec.concurrency_key == nil and spec.concurrency_limit == nil and shared.ckey then
+    p.ckey, p.climit = shared.ckey, shared.climit or 1
+  end
+end
+
 -- A job object of flow.submit (include/runs.lua), decoded: {jid, queue, klass, data (JSON text),
 -- delay, priority, retries, tags, depends, trigger, ttl, ttr, concurrency_key, concurrency_limit,
 -- throttle, wait (include/waits.lua), empty (an empty fan-out: Deps.complete_empty)}, checked as
 -- put checks the same arguments; `worker` is the putter. `known` (a set
--- of jids, or nil): jids checked already, the run's earlier jobs.
-function Put.parse_spec(cmd, spec, worker, known)
+-- of jids, or nil): jids checked already, the run's earlier jobs. `shared` (or nil): the
+-- fields of the run's jobs that a job object leaves out (Put.parse_shared_spec's, checked once).
+function Put.parse_spec(cmd, spec, worker, known, shared)
   local delay = spec.delay
   if delay == nil then delay = 0 elseif delay == cjson.null then delay = '' end
-  local p = base(cmd, worker, Arg.name(cmd, 'queue', text(spec.queue)), text(spec.jid),
-    text(spec.klass), text(spec.data), delay)
+  local queue, klass = spec.queue, spec.klass
+  if shared then
+    -- Checked already: the memo of names and ids (Arg.name, Arg.id) answers at once.
+    if queue == nil then queue = shared.queue end
+    if klass == nil then klass = shared.klass end
+  end
+  local p = base(cmd, worker, Arg.name(cmd, 'queue', text(queue)), text(spec.jid),
+    text(klass), text(spec.data), delay)
   if not is_empty_list(spec.tags) then
     p.tags = Arg.id_items(cmd, 'tags', spec.tags, Arg.id, Arg.MAX_TAGS)
   end
@@ -171,6 +217,7 @@ function Put.parse_spec(cmd, spec, worker, known)
       Arg.id_items(cmd, 'depends', spec.depends, Arg.jid, Engine.MAX_COUNT))
   end
   parse_options(cmd, p, spec)
+  if shared then take_shared(p, spec, shared) end
   if spec.wait ~= nil and spec.wait ~= cjson.null then p.wait = Waits.parse(cmd, spec.wait, p) end
   if spec.empty ~= nil and spec.empty ~= cjson.null and spec.empty ~= false then
     if spec.empty ~= true then Arg.fail(cmd, 'Arg "empty" must be true or false') end
@@ -410,7 +457,8 @@ end
 -- (Put.batch, or nil for a put of its own) when the call writes many puts.
 function Put.write(p, old, batch)
   local jid, queue = p.jid, p.queue
-  RunCounts.touch(jid)
+  -- A new job joining a run (`count_in`) is counted by its caller (RunCounts.join, start).
+  if old or not p.count_in then RunCounts.touch(jid) end
   if old then RunCounts.again(jid) end
   local old_tags = NONE
   -- A put of its own keeps the qless dialect's order of events and its rules (Dialect); a batch

@@ -124,6 +124,62 @@ function RunCounts.join(jid, run_id, was, counted)
   RunCounts.marked[#RunCounts.marked + 1] = jid
 end
 
+-- Whether a new run's jobs (`jids`) can be counted at once by RunCounts.start: the run has no
+-- counts yet and every jid starts with '<run id>:' (else RunCounts.join counts each).
+function RunCounts.fresh(run_id, jids)
+  if redis.call('exists', Keys.run_counts(run_id)) == 1 then return false end
+  local prefix, length = run_id .. ':', #run_id + 1
+  for _, jid in ipairs(jids) do
+    if string.sub(jid, 1, length) ~= prefix then return false end
+  end
+  return true
+end
+
+-- A new run's jobs counted at once, after its submit wrote them (Runs.write; RunCounts.fresh
+-- said so): `jids` in submission order, `classes[i]` what job i's put wrote as its `counted`
+-- (nil: a job RunCounts.join counts, whose step is placed here all the same). Written as the
+-- settle would write them, in one HSET and without a read (there are none yet): each class and
+-- each step's, each step's place in the order its first job came, and `#`. A job written again
+-- later in the call is settled from its `counted` as any job is (RunCounts.touch).
+function RunCounts.start(run_id, jids, classes)
+  local totals, by_step, named = {}, {}, {}
+  local places, steps = {}, {}
+  for i, jid in ipairs(jids) do
+    local step = RunCounts.step_of(run_id, jid)
+    if not places[step] then
+      steps[#steps + 1] = step
+      places[step] = #steps
+    end
+    local class = classes[i]
+    if class then
+      totals[class] = (totals[class] or 0) + 1
+      local field = step .. ':' .. class
+      local n = by_step[field]
+      if not n then
+        named[#named + 1] = field
+        n = 0
+      end
+      by_step[field] = n + 1
+    end
+  end
+  local fields = {}
+  for class, n in pairs(totals) do
+    fields[#fields + 1] = class
+    fields[#fields + 1] = n
+  end
+  for _, field in ipairs(named) do
+    fields[#fields + 1] = field
+    fields[#fields + 1] = by_step[field]
+  end
+  for place, step in ipairs(steps) do
+    fields[#fields + 1] = '#' .. step
+    fields[#fields + 1] = place
+  end
+  fields[#fields + 1] = '#'
+  fields[#fields + 1] = #steps
+  Engine.call_many('hset', Keys.run_counts(run_id), fields)
+end
+
 -- The counted class and run of a job (`counted` as stored), or nil.
 local function parse(counted)
   if not counted then return nil end

@@ -1,6 +1,8 @@
 -- runs: checking and writing a whole flow run, canceling one, and saying what a run is doing.
 -- Shared by flow.submit (commands/flow.lua) and schedule.fire / schedule.trigger
 -- (commands/schedule_fire.lua), which must submit a run in the same call as their own writes.
+-- A new run's counts (include/run_counts.lua) are written once from what its puts wrote
+-- (RunCounts.start), not settled job by job.
 --
 -- A run is the hash `run:<id>` (id, submitted, jobs = how many, plus the run object's fields),
 -- its jids in submission order (`run:<id>-jobs`), and its id in `runs` and `runs:<flow>` scored
@@ -15,6 +17,11 @@
 --                                                   max_active_runs leaves no room, else nil
 --   Runs.hold_limit(cmd, submission)             -> raises WRONGSTATE at that limit
 --
+-- The jobs are a JSON array of job objects, or an object {shared, jobs}: `shared` holds the fields
+-- every job has alike (queue, klass, priority, retries, tags, trigger, ttl, ttr, throttle,
+-- concurrency_key with concurrency_limit, notify, deadline), checked once; a job object that
+-- leaves one out takes it from there (concurrency_key and concurrency_limit as a pair: a job
+-- giving either takes neither).
 -- Each job is {jid, queue, klass, data (JSON text), priority, tags, retries, depends, delay} and
 -- optionally trigger, ttl, ttr, concurrency_key, concurrency_limit, throttle (put's options)
 -- and wait (a job no worker runs, completed by a signal: include/waits.lua) or empty (true: a
@@ -65,7 +72,7 @@ function Runs.parse(cmd, run_id, run_text, jobs_text)
     Arg.fail(cmd, 'run.flow must be a non-empty string')
   end
   Arg.name(cmd, 'run.flow', run.flow)
-  local _, specs = Arg.json(cmd, 'jobs', jobs_text, 'array', Runs.MAX_BYTES)
+  local specs, shared = Runs.job_list(cmd, jobs_text)
   if #specs == 0 then Arg.fail(cmd, 'a run needs at least one job') end
   if #specs > Runs.MAX_JOBS then
     Err.raise('TOOLARGE', cmd .. '(): ' .. #specs .. ' jobs, more than the limit of ' .. Runs.MAX_JOBS)
@@ -73,23 +80,72 @@ function Runs.parse(cmd, run_id, run_text, jobs_text)
   submission.run = run
   submission.run_text = run_text
   submission.specs = specs
+  submission.shared = shared
   return submission
+end
+
+-- The run's own fields a job object may share besides put's (Put.parse_shared_spec).
+local SHARED_RUN_FIELDS = { notify = true, deadline = true }
+
+-- The job objects of the `jobs` argument, and the object of the fields they share (or nil): a
+-- JSON array of job objects, or an object {shared, jobs}, whose `shared` fields every job
+-- object that leaves one out takes (sent and checked once for the whole run).
+function Runs.job_list(cmd, jobs_text)
+  local _, decoded = Arg.json(cmd, 'jobs', jobs_text, 'any', Runs.MAX_BYTES)
+  local first = string.match(jobs_text, '^%s*(.)')
+  if type(decoded) ~= 'table' or (first ~= '[' and first ~= '{') then
+    Arg.fail(cmd, 'Arg "jobs" is not a JSON array or object: ' .. Arg.shown(jobs_text))
+  end
+  -- '{}': an empty list, as cjson writes one.
+  if first == '[' or next(decoded) == nil then return decoded, nil end
+  for name in pairs(decoded) do
+    if name ~= 'jobs' and name ~= 'shared' then
+      Arg.fail(cmd, 'Arg "jobs": unknown field "' .. Arg.shown(name) .. '" (known: jobs, shared)')
+    end
+  end
+  local specs, shared = decoded.jobs, decoded.shared
+  if not Arg.is_list(specs) then Arg.fail(cmd, 'Arg "jobs": its "jobs" is not a JSON array') end
+  if shared == nil or shared == cjson.null then return specs, nil end
+  if type(shared) ~= 'table' or (next(shared) ~= nil and Arg.is_list(shared)) then
+    Arg.fail(cmd, 'Arg "jobs": its "shared" is not a JSON object')
+  end
+  return specs, shared
+end
+
+-- The fields the jobs share, checked once (Put.parse_shared_spec; the run's own: notify,
+-- deadline), or nil.
+local function parse_shared(cmd, shared)
+  if not shared then return nil end
+  local named = cmd .. ' shared'
+  local p = Put.parse_shared_spec(named, shared, SHARED_RUN_FIELDS)
+  p.notify = Notify.parse(named, shared.notify)
+  p.deadline = Deadlines.parse(named, shared.deadline)
+  return p
 end
 
 function Runs.check(cmd, submission)
   local specs, puts = submission.specs, {}
+  local shared = parse_shared(cmd, submission.shared)
   -- The jids parsed so far: a dependency on an earlier job of the run needs no second check.
   local parsed = {}
   Arg.each(cmd, 'jobs', #specs, function(named, i)
     local spec = specs[i]
     if type(spec) ~= 'table' then Arg.fail(named, 'the job is not an object') end
-    local p = Put.parse_spec(named, spec, 'flows', parsed)
+    local p = Put.parse_spec(named, spec, 'flows', parsed, shared)
     if spec.fanout ~= nil and spec.fanout ~= cjson.null then
       if p.empty then Arg.fail(named, 'Arg "empty": a fan-out template\'s items are not known yet') end
       p.fanout = Fanout.parse_spec(named, spec.fanout, p, parsed)
     end
-    p.notify = Notify.parse(named, spec.notify)
-    p.deadline = Deadlines.parse(named, spec.deadline)
+    if shared and spec.notify == nil then
+      p.notify = shared.notify
+    else
+      p.notify = Notify.parse(named, spec.notify)
+    end
+    if shared and spec.deadline == nil then
+      p.deadline = shared.deadline
+    else
+      p.deadline = Deadlines.parse(named, spec.deadline)
+    end
     puts[i] = p
     parsed[p.jid] = true
   end)
@@ -148,12 +204,18 @@ function Runs.write(submission)
   -- yet), and the puts are counted once per queue.
   local batch = Put.batch()
   local ours = {}
-  for _, p in ipairs(puts) do
+  -- The run's counts written once, from what each put wrote (RunCounts.start), not settled job
+  -- by job: a job whose class its put does not know (a wait's) joins as before.
+  local at_once = RunCounts.fresh(run_id, jids)
+  local classes = {}
+  for i, p in ipairs(puts) do
     p.count_in = run_id
     Put.write(p, nil, batch)
-    RunCounts.join(p.jid, run_id, nil, p.counted)
+    classes[i] = at_once and p.counted
+    if not classes[i] then RunCounts.join(p.jid, run_id, nil, p.counted) end
     ours[p.jid] = true
   end
+  if at_once then RunCounts.start(run_id, jids, classes) end
   for _, p in ipairs(puts) do
     for _, dependency in ipairs(p.depends) do
       if not ours[dependency] then RunCounts.outside(run_id) end

@@ -19,6 +19,7 @@ import redis
 from helpers import assert_unchanged
 from ui_support import TOKEN, register_flow
 
+from flows.expand.run_specs import job_objects
 from flows.flowfile.job_data import META_KEY
 from flows.runs.explain import NO_ITEMS, NO_ITEMS_YET
 from flows.runs.read import load_run
@@ -307,7 +308,7 @@ def test_values_from_users_and_jobs_are_shown_as_text_never_run(
     )
     # a step named with markup, as a hand-made run could name it (a step is its jid's name)
     renamed = {f"{request.run_id}:extract": f"{request.run_id}:{STEP_XSS}"}
-    jobs = json.loads(request.jobs_json())
+    jobs = job_objects(request.jobs_json())
     for job in jobs:
         data = json.loads(job["data"])
         if data[META_KEY]["step"] == "extract":

@@ -635,6 +635,30 @@ for field, value in [
         id=f"job-{field}={value!r}"[:40],
     )
 case("flow.submit", [*RUN, json.dumps([JOB, JOB])], InvalidArgument, "f-1", id="twice")
+# The fields the jobs share, sent once: refused as a job's own would be, naming where.
+OWN = {"jid": "f-1", "data": "{}"}
+for shared, names in [
+    ({"queue": "a b"}, 'shared(): Arg "queue"'),
+    ({"queue": "q", "klass": "K", "retries": -1}, 'shared(): Arg "retries"'),
+    ({"queue": "q", "klass": "K", "trigger": "sometimes"}, 'shared(): Arg "trigger"'),
+    ({"queue": "q", "klass": "K", "jid": "f-2"}, 'shared(): field "jid"'),
+    ({"queue": "q", "klass": "K", "notify": "never"}, 'shared(): Arg "notify"'),
+    ({"klass": "K"}, 'jobs[1](): Arg "queue" missing'),
+    ([1], 'its "shared" is not a JSON object'),
+]:
+    case(
+        "flow.submit",
+        [*RUN, json.dumps({"shared": shared, "jobs": [OWN]})],
+        InvalidArgument,
+        names,
+        id=f"shared={json.dumps(shared)[:24]}",
+    )
+for value, names in [
+    ('{"jobs": {"a": 1}}', '"jobs" is not a JSON array'),
+    ('{"jobs": [], "shared": {"queue": "q"}}', "at least one job"),
+    ('{"job": []}', 'unknown field "job"'),
+]:
+    case("flow.submit", [*RUN, value], InvalidArgument, names, id=f"jobs={value[:16]}")
 case(
     "flow.submit",
     [*RUN, json.dumps([{**JOB, "jid": "waiting"}])],

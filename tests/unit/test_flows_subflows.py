@@ -12,6 +12,7 @@ import pytest
 
 from flows.expand.flow_outputs import outputs_record, resolve_outputs, upstream_jids
 from flows.expand.jobs import expand_run
+from flows.expand.run_specs import job_objects
 from flows.flowfile.findings import Finding
 from flows.flowfile.job_data import UpstreamJob
 from flows.flowfile.model import Flow
@@ -209,7 +210,7 @@ def test_the_step_expands_to_one_sub_flow_job(tmp_path: Path) -> None:
     source = read_flow_file(write(tmp_path, "parent.yaml", PARENT))
     moment = datetime(2026, 3, 1, 2, tzinfo=UTC)
     built = build_run(source, run_id="parent@1", logical_time=moment, params={}, trigger="manual")
-    jobs = __import__("json").loads(built.request.jobs_json())
+    jobs = job_objects(built.request.jobs_json())
     job = next(j for j in jobs if j["jid"] == "parent@1:child")
     assert job["klass"] == SUBFLOW_KLASS
     data = __import__("json").loads(job["data"])
