@@ -172,7 +172,11 @@ function Put.parse_shared_spec(cmd, shared, extra)
         'own: jid, data, depends, delay, wait, empty, fanout)')
     end
   end
-  local p = {}
+  -- `given`: the {name, field} pairs it gives, which take_shared visits (not every name).
+  local p = { given = {} }
+  for name, field in pairs(SHARED_FIELDS) do
+    if shared[name] ~= nil then p.given[#p.given + 1] = { name, field } end
+  end
   if shared.queue ~= nil then p.queue = Arg.name(cmd, 'queue', text(shared.queue)) end
   if shared.klass ~= nil then p.klass = Arg.id(cmd, 'klass', text(shared.klass)) end
   if not is_empty_list(shared.tags) then
@@ -184,8 +188,8 @@ end
 
 -- A job's field it leaves out, from the fields its run shares (Put.parse_shared_spec's).
 local function take_shared(p, spec, shared)
-  for name, field in pairs(SHARED_FIELDS) do
-    if spec[name] == nil then p[field] = shared[field] end
+  for _, pair in ipairs(shared.given) do
+    if spec[pair[1]] == nil then p[pair[2]] = shared[pair[2]] end
   end
   if spec.concurrency_key == nil and spec.concurrency_limit == nil and shared.ckey then
     p.ckey, p.climit = shared.ckey, shared.climit or 1
@@ -286,6 +290,15 @@ end
 -- be pending without a look: flow.submit's jobs of the same run, just written (include/runs.lua).
 local function pending_dependencies(depends, known)
   if #depends == 0 then return NONE end
+  -- Most often all of them (a run's jobs depend on its earlier ones): the list as it is.
+  local all_known = known ~= nil
+  for i = 1, all_known and #depends or 0 do
+    if not known[depends[i]] then
+      all_known = false
+      break
+    end
+  end
+  if all_known then return depends end
   local pending = {}
   for _, dependency in ipairs(depends) do
     if known and known[dependency] then
