@@ -19,10 +19,11 @@ function Events.log(event)
   Events.publish('log', cjson.encode(event))
 end
 
--- The `put` event on `P log`, as Events.log writes it (spliced: every put sends one).
-function Events.log_put(jid, queue)
-  Events.publish('log', '{"jid":' .. JsonText.string(jid) .. ',"event":"put","queue":' ..
-    JsonText.string(queue) .. '}')
+-- The `put` event on `P log`, as Events.log writes it (spliced: every put sends one). `named`:
+-- `jid` and `queue` are this call's arguments, checked by Arg.jid and Arg.name (JsonText.name).
+function Events.log_put(jid, queue, named)
+  local quote = named and JsonText.name or JsonText.string
+  Events.publish('log', '{"jid":' .. quote(jid) .. ',"event":"put","queue":' .. quote(queue) .. '}')
 end
 
 -- The bare jid on `P <kind>` when the job is tracked. Returns whether it is.

@@ -11,6 +11,14 @@ function JsonText.string(text)
   return cjson.encode(text)
 end
 
+-- A name Arg.name or Arg.jid took (a jid, a queue): it holds no control character, '/' or '\\',
+-- so of what cjson escapes only '"' can be in it, which a plain search finds at a fraction of
+-- the cost of the pattern above (a put quotes two per call).
+function JsonText.name(text)
+  if not string.find(text, '"', 1, true) then return '"' .. text .. '"' end
+  return cjson.encode(text)
+end
+
 -- An integer stored as text (the engine writes them so) as it is; anything else through cjson.
 function JsonText.integer(text)
   if text and (text == '0' or string.find(text, '^%-?[1-9]%d*$')) then return text end

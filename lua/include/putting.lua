@@ -101,6 +101,7 @@ local function base(cmd, worker, queue, jid, klass, data, delay)
     -- qless reads a negative delay as none.
     delay = Arg.number(cmd, 'delay', delay, not Dialect.rules.lenient_arguments and 0 or nil),
     depends = NONE, climit = 1, unique = false,
+    named = true, -- jid and queue checked as names (Events.log_put)
   }
 end
 
@@ -596,7 +597,7 @@ function Put.write(p, old, batch)
     -- A job handed over directly is not tracked: Handoff.direct saw no job tracked at all.
     if not qless_order and not handed then Events.tracked('put', jid) end
   end
-  Events.log_put(jid, queue)
+  Events.log_put(jid, queue, p.named)
   if qless_order then
     if lost then Events.to_worker(lost, 'lock_lost', jid) end
     Events.tracked('put', jid)

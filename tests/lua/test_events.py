@@ -36,6 +36,13 @@ def test_put_publishes_log_and_ready(lua: Lua, channels: Channels) -> None:
     ]
 
 
+def test_put_event_quotes_names_as_cjson_does(lua: Lua, channels: Channels) -> None:
+    # A jid and a queue may hold '"' (escaped) and UTF-8 (kept as it is), as cjson writes them.
+    lua.put('a"b', 'q"\u00e9')
+    logged = [data for channel, data in channels.collect() if channel == lua.prefix + "log"]
+    assert logged == ['{"jid":"a\\"b","event":"put","queue":"q\\"\u00e9"}']
+
+
 def test_ready_once_per_call_and_queue(lua: Lua, channels: Channels) -> None:
     for jid in "abc":
         lua.put(jid, delay=5)
