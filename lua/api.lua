@@ -88,6 +88,19 @@ local function clock(command, value)
   return Arg.number(display(command), 'now', value, 0)
 end
 
+-- A per-call set emptied for the next call: in place when it holds one entry (a lone put readies
+-- one queue and finds nobody idle on it), which spares a new table and its collection; a new
+-- table otherwise. Returns the set to use.
+local function emptied(set)
+  local first = next(set)
+  if first == nil then return set end
+  if next(set, first) == nil then
+    set[first] = nil
+    return set
+  end
+  return {}
+end
+
 local function run(keys, args, native)
   local command = args[1]
   -- The qless dialect's own reading of a command, where qless answers from other data.
@@ -107,9 +120,9 @@ local function run(keys, args, native)
   Engine.now = clock(command, args[2])
   Dialect.rules = native and Dialect.OURS or Dialect.QLESS
   -- Per-call state, emptied only when the last call left something in it (most calls leave
-  -- nothing: no table to allocate, and none for the garbage collector to sweep).
-  if next(Events.readied) ~= nil then Events.readied = {} end
-  if next(Handoff.nobody) ~= nil then Handoff.nobody = {} end
+  -- nothing, or one queue: no table to allocate, and none for the garbage collector to sweep).
+  Events.readied = emptied(Events.readied)
+  Handoff.nobody = emptied(Handoff.nobody)
   RunCounts.reset()
   if next(Notify.ended) ~= nil then Notify.reset() end
   -- unpack() into a constructor sizes the table once; a long argument list (flow.submit, tag
