@@ -507,7 +507,9 @@ def _checked_job(
     within the engine's limits (else the engine's error class for ``command``)."""
     jid = new_jid() if jid is None else limits.check_jid(command, "jid", jid)
     name = limits.check_klass(command, klass)
-    body = dict(data) if isinstance(data, Mapping) else ({} if data is None else data)
+    body = data
+    if type(body) is not dict:  # a dict is taken as it is (nothing here changes it)
+        body = dict(body) if isinstance(body, Mapping) else ({} if body is None else body)
     payload = limits.encode_payload(command, "data", body, kind="object")
     check_envelope(command, body)
     return jid, name, payload, limits.check_delay(command, delay)
