@@ -105,7 +105,8 @@ def _server_ms(bench: Bench, samples: int, *call: Any) -> float:
 
 
 @contextmanager
-def _served(bench: Bench) -> Iterator[str]:
+def served(bench: Bench) -> Iterator[str]:
+    """A ``flows ui`` on a free loopback port, reads open to all; yields its base URL."""
     app = create_app(bench.client, Auth(None, reads_open=True))
     server = uvicorn.Server(
         uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", lifespan="off")
@@ -156,7 +157,7 @@ def main(argv: list[str] | None = None) -> None:
             subprocess.run(argv_, env=env, capture_output=True, check=True)  # compiled once
             took = _median_ms(functools.partial(_run, argv_, env), n)
             print(f"flows {' '.join(words)}: {took:.0f} ms whole process")
-        with _served(bench) as base:
+        with served(bench) as base:
             scrape = _get(base + "/metrics").decode().splitlines()
             calls = [line.split()[1] for line in scrape if line.startswith("flows_scrape_engine")]
             print(f"/metrics engine calls: {calls[0] if calls else '?'}")
