@@ -1,10 +1,13 @@
-"""The step log viewer in a real Chromium: a 10,000-line (~1 MiB) log opens in 300 ms or less
-(measured in the page, from the click to the lines drawn), a 100,000-line one stays responsive
-(only the lines in view are elements), search, colours from SGR sequences, hostile lines shown as
+"""The step log viewer in a real Chromium: a big log's first lines are drawn from its first
+request alone, and whatever the log's size the page never holds more than the lines in view and
+a margin, never draws more in one task, fetches it a bounded page at a time and searches it a
+bounded slice a task (counted in the page, never timed: how fast it is, is
+``benchmarks/log_viewer.py``'s); search, colours from SGR sequences, hostile lines shown as
 text, unicode as text, the raw download, attempts, and the URL naming what is open."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 import time
@@ -19,8 +22,6 @@ from flows.runs.actions import retry_job
 from flows.runs.trigger import trigger_run
 from scheduler.engine.client import Client
 from scheduler.engine.job import Job
-
-OPEN_BUDGET_MS = 300
 
 
 def append(
@@ -43,19 +44,68 @@ def started(client: Client, tmp_path: Path) -> tuple[str, Job]:
     return run_id, pop(client, flow["queue"])
 
 
-# Clicks a step's node and waits for its log's first lines and line count; the time it took.
-OPEN_AND_MEASURE = """async ([step, count]) => {
-  const started = performance.now();
-  document.querySelector(`g.node[data-step="${step}"]`)
-    .dispatchEvent(new MouseEvent('click', {bubbles: true}));
-  await new Promise((resolve) => {
-    const ready = () => document.querySelector('#log .line:not(.pending)')
-      && document.getElementById('log-count').textContent.startsWith(count);
-    const check = () => (ready() ? resolve() : requestAnimationFrame(check));
-    check();
-  });
-  return performance.now() - started;
-}"""
+FIRST = 300  # the lines of a log's first request (logview.js says the same)
+PAGE = 1000  # the most lines of any later one
+SEARCH_SLICE = 5000  # the lines searched a task
+ROWS = 150  # more line elements than the view and its margin ever need, in a 1280x800 tab
+
+# Watches the log viewer from its page's start (an init script: it runs before the page's own
+# scripts, under any Content-Security-Policy). A MutationObserver's callback runs once the task
+# that changed the page is over, before the next one: so it sees how many line elements the
+# log holds and how many one task added, how many lines had come in when the first was drawn,
+# and each "searching: N of M lines" a slice of the search left.
+WATCH = """document.addEventListener('DOMContentLoaded', () => {
+  const log = document.getElementById('log');
+  const label = document.getElementById('log-matches');
+  if (!log) return;
+  const seen = window.__seen = {held: 0, added: 0, firstDrawnWith: null, searched: []};
+  new MutationObserver((records) => {
+    let added = 0;
+    for (const record of records) {
+      for (const node of record.addedNodes) if (node.classList?.contains('line')) added++;
+    }
+    seen.added = Math.max(seen.added, added);
+    seen.held = Math.max(seen.held, log.querySelectorAll('.line').length);
+    if (seen.firstDrawnWith === null && log.querySelector('.line:not(.pending)')) {
+      seen.firstDrawnWith = window.FlowsLog.viewer.loaded();
+    }
+  }).observe(log, {childList: true, subtree: true});
+  new MutationObserver(() => {
+    const step = /^searching: ([\\d,]+) of /.exec(label.textContent);
+    if (step) seen.searched.push(Number(step[1].replaceAll(',', '')));
+  }).observe(label, {childList: true, characterData: true, subtree: true});
+});"""
+
+
+def watched(page: Any) -> dict[str, Any]:
+    """What :data:`WATCH` saw in the page so far."""
+    seen: dict[str, Any] = page.evaluate("window.__seen")
+    return seen
+
+
+def log_requests(page: Any) -> list[tuple[int, int]]:
+    """``(offset, limit)`` of every page of lines the tab asks for, as it asks (filled in)."""
+    asked: list[tuple[int, int]] = []
+
+    def note(request: Any) -> None:
+        url = urllib.parse.urlsplit(request.url)
+        if url.path.endswith("/logs"):
+            query = urllib.parse.parse_qs(url.query)
+            asked.append((int(query["offset"][0]), int(query["limit"][0])))
+
+    page.on("request", note)
+    return asked
+
+
+def open_step(page: Any, step: str, count: str) -> None:
+    """Clicks ``step``'s node; until its log's first lines are drawn and its count says
+    ``count``."""
+    node(page, step).click()
+    page.wait_for_function(
+        "(count) => document.querySelector('#log .line:not(.pending)')"
+        " && document.getElementById('log-count').textContent.startsWith(count)",
+        arg=count,
+    )
 
 
 # Whether line `n` is drawn inside the log's visible box.
@@ -95,7 +145,7 @@ def wait_text(page: Any, element: str, test: str, **options: Any) -> None:
     )
 
 
-def test_a_10000_line_log_opens_within_300_ms_and_draws_only_what_is_seen(
+def test_a_10000_line_log_is_drawn_from_its_first_request_and_only_what_is_seen(
     page: Any, base: str, client: Client, tmp_path: Path, shoot: Any
 ) -> None:
     run_id, extract = started(client, tmp_path)
@@ -104,40 +154,31 @@ def test_a_10000_line_log_opens_within_300_ms_and_draws_only_what_is_seen(
     append(client, extract, texts)
     extract.complete()
     assert json.loads(client.engine.call("log.get", extract.jid, 1, 0, 1))["total"] == 10_000
+    page.add_init_script(WATCH)
+    asked = log_requests(page)
     page.goto(f"{base}/runs/{run_id}")
     page.wait_for_selector("g.node")
-    times = []
-    for _ in range(3):  # the best of three: the first one also warms the server up
-        page.goto(f"{base}/runs/{run_id}")
-        page.wait_for_selector("g.node")
-        times.append(page.evaluate(OPEN_AND_MEASURE, ["extract", "10,000"]))
-    print(f"10,000-line log opened in {', '.join(f'{t:.0f}' for t in times)} ms")
-    assert min(times) <= OPEN_BUDGET_MS, times
+    open_step(page, "extract", "10,000")
+    # drawn from the first request's lines: what opening costs is not the log's size
+    assert watched(page)["firstDrawnWith"] == FIRST
+    assert asked[0] == (0, FIRST)
     assert lines_shown(page)[0] == texts[0]
-    assert page.locator("#log .line").count() < 150  # only the view and a margin are drawn
     shoot(page, "log-viewer")
     # scrolled to the end, the last lines come in and are drawn
     page.eval_on_selector("#log", "e => { e.scrollTop = e.scrollHeight; }")
     wait_drawn(page, 10000)
     assert lines_shown(page)[-1] == texts[-1]
-    # opened from a link: from the navigation to the lines drawn, the page's own render included
+    assert all(limit <= PAGE for _, limit in asked[1:]), asked
+    seen = watched(page)
+    assert seen["held"] < ROWS and seen["added"] < 2 * ROWS, seen  # the view and a margin
+    # opened from a link, the same: drawn from its first request's lines, with the run page
     page.goto(f"{base}/runs/{run_id}?step=extract")
     wait_drawn(page, 1)
-    linked = page.evaluate("performance.now()")
-    print(f"10,000-line log opened from a link in {linked:.0f} ms, the run page included")
-    assert linked <= 1000
+    assert watched(page)["firstDrawnWith"] == FIRST
     assert page.errors == []
 
 
-LONG_TASKS = """() => {
-  window.__long = [];
-  new PerformanceObserver((list) => {
-    for (const e of list.getEntries()) window.__long.push(e.duration);
-  }).observe({type: 'longtask', buffered: false});
-}"""
-
-
-def test_a_100000_line_log_stays_responsive_while_it_comes_in_and_is_searched(
+def test_a_100000_line_log_is_drawn_fetched_and_searched_a_bounded_piece_a_task(
     page: Any, base: str, client: Client, tmp_path: Path
 ) -> None:
     client.engine.call("config.set", "log-lines", 100_000)
@@ -147,26 +188,33 @@ def test_a_100000_line_log_stays_responsive_while_it_comes_in_and_is_searched(
     texts[98_765] = "line 98766 the one needle in the haystack"
     append(client, extract, texts)
     extract.complete()
+    page.add_init_script(WATCH)
+    asked = log_requests(page)
     page.goto(f"{base}/runs/{run_id}")
     page.wait_for_selector("g.node")
-    page.evaluate(LONG_TASKS)
-    took = page.evaluate(OPEN_AND_MEASURE, ["extract", "100,000"])
-    print(f"100,000-line log opened in {took:.0f} ms")
-    assert took <= 1000
-    assert page.locator("#log .line").count() < 150
+    open_step(page, "extract", "100,000")
+    assert watched(page)["firstDrawnWith"] == FIRST
     # the middle, straight away: the lines in view are fetched first
     page.eval_on_selector("#log", "e => { e.scrollTop = e.scrollHeight / 2; }")
     wait_drawn(page, 50010)
-    assert page.locator("#log .line").count() < 150
     # search finds the needle once every page is in
     page.fill("#log-find", "needle")
     wait_text(page, "log-matches", "text === '1 of 1'", timeout=60_000)
     current = page.locator("#log .line.current")
     assert current.get_attribute("data-n") == "98766"
     assert current.locator("mark").inner_text() == "needle"
-    longest = max(page.evaluate("window.__long"), default=0)
-    print(f"longest task while 100,000 lines came in and were searched: {longest:.0f} ms")
-    assert longest < 250  # the page answered input all along
+    assert page.get_attribute("#log-matches", "aria-busy") is None
+    # every line came in pages of at most PAGE lines, each drawn in a task of its own, and the
+    # page never held more than the view's lines and a margin
+    seen = watched(page)
+    assert seen["held"] < ROWS and seen["added"] < 2 * ROWS, seen
+    assert asked[0] == (0, FIRST) and all(limit <= PAGE for _, limit in asked[1:]), asked
+    # each slice of the search was a task of its own (its step seen before the next one's), of
+    # SEARCH_SLICE lines: a search starts over at the first slice, or goes on by one
+    steps = seen["searched"]
+    assert steps and steps[-1] == 100_000 - SEARCH_SLICE, steps
+    for before, after in itertools.pairwise(steps):
+        assert after in (SEARCH_SLICE, before + SEARCH_SLICE), steps
     assert page.errors == []
 
 

@@ -11,6 +11,7 @@
   const PAGE = 1000;         // the API's largest page
   const OVERSCAN = 40;       // lines drawn above and below the view
   const MAX_HEIGHT = 8e6;    // px: a taller log maps its scroll position proportionally
+  const SEARCH_SLICE = 5000; // lines searched a task: input is answered between two slices
 
   // -- SGR: a line's text as segments of styled text ------------------------------------------
 
@@ -576,23 +577,24 @@
 
     // -- search ---------------------------------------------------------------------------------
 
-    // Finds `query` (any case) in every line, a slice at a time so that typing and scrolling
-    // go on meanwhile; the lines not fetched yet are fetched, then searched.
+    // Finds `query` (any case) in every line, SEARCH_SLICE lines a task so that typing and
+    // scrolling go on meanwhile, saying how far it got; the lines not fetched yet are fetched,
+    // then searched.
     async search(query) {
       const token = this.searchToken = (this.searchToken || 0) + 1;
       this.query = query;
       this.matches = [];
       this.current = -1;
       const label = element("log-matches");
-      if (!query) { label.textContent = ""; this.render(true); return; }
+      if (!query) { label.removeAttribute("aria-busy"); label.textContent = ""; this.render(true); return; }
+      label.setAttribute("aria-busy", "true");  // a screen reader says the result, not each step
       const lower = query.toLowerCase();
       const found = [];
-      let sliceStart = performance.now();
       for (let i = 0; i < this.total; i++) {
-        if (performance.now() - sliceStart > 12) {
+        if (i > 0 && i % SEARCH_SLICE === 0) {
+          label.textContent = `searching: ${i.toLocaleString("en")} of ${this.total.toLocaleString("en")} lines`;
           await new Promise((resolve) => setTimeout(resolve, 0));
           if (token !== this.searchToken) return;
-          sliceStart = performance.now();
         }
         if (this.lines[i] === undefined) continue;
         const text = this.plainOf(i).toLowerCase();
@@ -606,6 +608,7 @@
       if (!complete) this.loadAll(this.gen);
       label.textContent = (count ? `${count.toLocaleString("en")} match${count === 1 ? "" : "es"}` : "no match")
         + (complete ? "" : " so far (loading the rest)");
+      label.removeAttribute("aria-busy");
       if (count) this.step(1);
       else this.render(true);
     }
