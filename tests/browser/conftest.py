@@ -22,6 +22,9 @@ from scheduler.engine.client import Client
 from scheduler.engine.scripts import Engine
 
 BROWSERS = ("chromium", "chromium-browser")
+# How long a page is waited for before the wait is taken as hung: a bound on a hang only, never
+# on speed (a machine busy with other work took more than 10 s to load a run page).
+HUNG_MS = 60_000
 
 
 def _executable() -> str | None:
@@ -56,7 +59,7 @@ def page(browser: Any, base: str) -> Iterator[Any]:
     ``page.errors`` collects uncaught script errors and what the security policy blocked."""
     context = browser.new_context(viewport={"width": 1280, "height": 800})
     opened = context.new_page()
-    opened.set_default_timeout(10_000)
+    opened.set_default_timeout(HUNG_MS)
     errors: list[str] = []
     opened.on("pageerror", lambda error: errors.append(str(error)))
     # anything the Content-Security-Policy blocked is an error of the page too
@@ -81,7 +84,7 @@ def _wait_for(page: Any, expression: str, arg: Any, options: dict[str, Any]) -> 
     forbids (no 'unsafe-eval'); ``page.evaluate`` goes through the DevTools protocol, which it
     does not govern, so the predicate is polled from here instead (with its ``arg``, as
     Playwright passes it)."""
-    deadline = time.monotonic() + float(options.get("timeout") or 10_000) / 1000
+    deadline = time.monotonic() + float(options.get("timeout") or HUNG_MS) / 1000
     while not page.evaluate(expression, arg):
         if time.monotonic() > deadline:
             raise TimeoutError(f"timed out waiting for {expression}")
