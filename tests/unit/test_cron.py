@@ -1181,14 +1181,16 @@ def test_the_busiest_window_s_bound_holds_across_daylight_saving_changes(
 def test_a_minutely_catch_up_all_with_a_window_validates_without_walking_its_ticks() -> None:
     """Ten files of a minutely schedule, catch-up all in a 2h window: each validated in a
     blink (it took over a second each, walking 20,000 fire times, so a folder of such files
-    kept a scheduler service from registering anything for minutes)."""
-    began = time.perf_counter()
+    kept a scheduler service from registering anything for minutes). Counted in this process's
+    CPU time, which other processes' load does not stretch as it stretches wall time (a busy
+    machine took 2.6 s of wall time for 0.15 s of CPU)."""
+    began = time.process_time()
     for _ in range(10):
         problems = validate_schedule(
             "* * * * *", "Europe/Berlin", now=NOW, catchup_policy="all", catchup_window=7200.0
         )
         assert problems == []
-    assert time.perf_counter() - began < 5.0
+    assert time.process_time() - began < 5.0
 
 
 def test_wall_instants_map_a_wall_clock_time_as_ticks_are_mapped() -> None:
