@@ -54,11 +54,12 @@ def generated_flow(steps: int) -> str:
 
 
 def timed(steps: int) -> tuple[float, float, int]:
-    """Seconds to validate, seconds to expand, number of jobs."""
+    """CPU seconds to validate, CPU seconds to expand (this process's: other processes' load
+    does not stretch them as it stretches wall time), number of jobs."""
     text = generated_flow(steps)
-    start = time.perf_counter()
+    start = time.process_time()
     result = validate_text(text, file="scale.yaml", now=0.0)
-    validated = time.perf_counter()
+    validated = time.process_time()
     assert result.flow is not None, [f.format() for f in result.findings[:5]]
     puts = expand(
         result.flow,
@@ -66,14 +67,14 @@ def timed(steps: int) -> tuple[float, float, int]:
         logical_time=datetime(2025, 1, 31, tzinfo=UTC),
         flow_dir=PurePath("/srv"),
     )
-    expanded = time.perf_counter()
+    expanded = time.process_time()
     return validated - start, expanded - validated, len(puts)
 
 
 def test_ten_thousand_steps_validate_and_expand_quickly() -> None:
     validate_seconds, expand_seconds, jobs = timed(STEPS)
     assert jobs == STEPS - 1 + 3
-    assert validate_seconds + expand_seconds < 30  # a loose bound for slow CI machines
+    assert validate_seconds + expand_seconds < 30  # a loose bound for slow CI machines, in CPU
 
 
 if __name__ == "__main__":
@@ -83,5 +84,5 @@ if __name__ == "__main__":
     print(
         f"{count} steps ({size / 1e6:.1f} MB of YAML, {jobs} jobs): "
         f"validate {validate_seconds:.2f}s, expand {expand_seconds:.2f}s, "
-        f"total {validate_seconds + expand_seconds:.2f}s"
+        f"total {validate_seconds + expand_seconds:.2f}s of CPU"
     )
