@@ -16,6 +16,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+import pytest
 from test_dashboard import node, pop, register
 
 from flows.runs.actions import retry_job
@@ -178,6 +179,7 @@ def test_a_10000_line_log_is_drawn_from_its_first_request_and_only_what_is_seen(
     assert page.errors == []
 
 
+@pytest.mark.timeout(600)  # about 20 s; several minutes on a machine busy with other work
 def test_a_100000_line_log_is_drawn_fetched_and_searched_a_bounded_piece_a_task(
     page: Any, base: str, client: Client, tmp_path: Path
 ) -> None:
