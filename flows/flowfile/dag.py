@@ -87,6 +87,48 @@ def _kahn(needs: Mapping[str, Sequence[str]]) -> list[str]:
     return order
 
 
+class Ancestry:
+    """Whether a step is done before another, asked many times of one flow's needs (step id →
+    its needs), without building a graph: validation asks once for each template that reads a
+    step beyond the reader's own needs.
+
+    A search back from the later step over needs, which never follows a step placed before the
+    earlier one in the topological order: no such step can lead to it. (With a cycle there is
+    no such order, and the search goes everywhere it can.)
+    """
+
+    def __init__(self, needs: Mapping[str, Sequence[str]]) -> None:
+        self.needs = needs
+        order = _kahn(needs)
+        self.position: dict[str, int] | None = (
+            {step_id: index for index, step_id in enumerate(order)}
+            if len(order) == len(needs)
+            else None
+        )
+
+    def reaches(self, source: str, target: str) -> bool:
+        """Whether ``target`` is ``source`` or needs it, directly or through other steps; as
+        ``networkx.has_path(step_graph(needs), source, target)``: False when either is no step
+        of ``needs``."""
+        needs, position = self.needs, self.position
+        if source not in needs or target not in needs:
+            return False
+        floor = position[source] if position is not None else -1
+        seen, todo = {target}, [target]
+        while todo:
+            step_id = todo.pop()
+            if step_id == source:
+                return True
+            for need in needs[step_id]:
+                if need in seen or need not in needs:
+                    continue
+                if position is not None and position[need] < floor:
+                    continue
+                seen.add(need)
+                todo.append(need)
+        return False
+
+
 def upstream(graph: nx.DiGraph, step_id: str) -> set[str]:
     """Every step that is done before ``step_id`` starts: its needs, their needs, and so on."""
     import networkx as nx

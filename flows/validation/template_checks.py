@@ -13,10 +13,10 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from flows.flowfile import conditions
-from flows.flowfile.dag import step_graph
+from flows.flowfile.dag import Ancestry
 from flows.flowfile.fanout import is_source_reference
 from flows.flowfile.findings import (
     DataPath,
@@ -43,9 +43,6 @@ from flows.flowfile.templates import (
     whole_reference,
 )
 from flows.flowfile.yaml_reader import Trap
-
-if TYPE_CHECKING:  # built only when a step reads beyond its direct needs
-    import networkx as nx
 
 _ROOTS = (PARAMS, RUN, STEPS, MATRIX)
 _ACTION_FIELDS = ("run", "with", "env", "cwd")
@@ -253,20 +250,13 @@ class TemplateChecker:
         )
 
     @cached_property
-    def graph(self) -> nx.DiGraph:
-        """The step graph, built only when a step reads beyond its direct needs."""
-        return step_graph(self.needs)
+    def ancestry(self) -> Ancestry:
+        """Who runs before whom, made only when a step reads beyond its direct needs."""
+        return Ancestry(self.needs)
 
     def is_upstream(self, step_id: str, reader: str) -> bool:
-        import networkx as nx
-
-        # A step the model refused (a typo in one of its keys) is in no graph: not upstream.
-        graph = self.graph
-        return bool(
-            graph.has_node(step_id)
-            and graph.has_node(reader)
-            and nx.has_path(graph, step_id, reader)
-        )
+        # A step the model refused (a typo in one of its keys) has no needs here: not upstream.
+        return self.ancestry.reaches(step_id, reader)
 
     # -- the flow's outputs ---------------------------------------------------------------------
 

@@ -8,7 +8,7 @@ import networkx as nx
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from flows.flowfile.dag import cycles, flow_graph, step_graph, topological_steps
+from flows.flowfile.dag import Ancestry, cycles, flow_graph, step_graph, topological_steps
 from flows.flowfile.model import Flow
 
 
@@ -57,3 +57,27 @@ def test_cycles_are_reported_exactly_when_steps_need_each_other(
     for cycle in found:
         assert cycle[0] == cycle[-1]
         assert all(need in needs[step] for step, need in pairwise(cycle))
+
+
+@settings(max_examples=300, deadline=None)
+@given(needs_maps(), st.sampled_from([f"s{index}" for index in range(14)]), st.data())
+def test_ancestry_is_networkx_has_path(
+    needs: dict[str, list[str]], source: str, data: st.DataObject
+) -> None:
+    graph = step_graph(needs)
+    ancestry = Ancestry(needs)
+    for target in [*needs, "s13", data.draw(st.sampled_from([*needs, "other"]))]:
+        expected = graph.has_node(source) and graph.has_node(target)
+        expected = expected and nx.has_path(graph, source, target)
+        assert ancestry.reaches(source, target) == expected, (source, target)
+
+
+@settings(max_examples=200, deadline=None)
+@given(acyclic_flows())
+def test_ancestry_of_an_acyclic_flow_is_networkx_has_path(flow: Flow) -> None:
+    needs = {step_id: step.needs for step_id, step in flow.steps.items()}
+    graph, ancestry = step_graph(needs), Ancestry(needs)
+    assert ancestry.position is not None  # the search is pruned by the order
+    for source in needs:
+        for target in needs:
+            assert ancestry.reaches(source, target) == nx.has_path(graph, source, target)
