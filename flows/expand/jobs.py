@@ -146,22 +146,36 @@ class JobSpec:
         if self.concurrency_key is not None:
             spec["concurrency_key"] = self.concurrency_key
             spec["concurrency_limit"] = self.concurrency_limit
-        optional: dict[str, Any] = {
-            "priority": self.priority or None,
-            "tags": list(self.tags) or None,
-            "depends": list(self.depends) or None,
-            "delay": self.delay or None,
-            "ttr": self.ttr,
-            "ttl": self.ttl,
-            "throttle": self.throttle,
-            "wait": dict(self.wait) if self.wait is not None else None,
-            "fanout": {"from": self.fanout[0], "output": self.fanout[1]} if self.fanout else None,
-            "notify": self.notify,
-            "deadline": self.deadline,
-            "empty": True if self.empty else None,
-        }
-        spec.update((name, value) for name, value in optional.items() if value is not None)
+        # Each option compared here, not through a table of them: a run sends every job.
+        if self.priority:
+            spec["priority"] = self.priority
+        if self.tags:
+            spec["tags"] = list(self.tags)
+        if self.depends:
+            spec["depends"] = list(self.depends)
+        if self.delay:
+            spec["delay"] = self.delay
+        if self.ttr is not None:
+            spec["ttr"] = self.ttr
+        self._add_step_options(spec)
         return spec
+
+    def _add_step_options(self, spec: dict[str, Any]) -> None:
+        """The options only some steps set, into ``spec``."""
+        if self.ttl is not None:
+            spec["ttl"] = self.ttl
+        if self.throttle is not None:
+            spec["throttle"] = self.throttle
+        if self.wait is not None:
+            spec["wait"] = dict(self.wait)
+        if self.fanout:
+            spec["fanout"] = {"from": self.fanout[0], "output": self.fanout[1]}
+        if self.notify is not None:
+            spec["notify"] = self.notify
+        if self.deadline is not None:
+            spec["deadline"] = self.deadline
+        if self.empty:
+            spec["empty"] = True
 
     def to_json(self) -> dict[str, Any]:
         """Every field, ``data`` as it is (``flows plan --json``)."""
@@ -323,6 +337,7 @@ class _Expander:
         self.retries: dict[int, dict[str, Any]] = {}  # id(settings.retry) -> it as JSON
         self.fanouts: dict[str, Source] = {}  # fan-out step -> where its items come from
         self.empty: set[str] = set()  # foreach and matrix steps with no items
+        self.upstreams: dict[str, Upstream] = {}  # step read -> how its readers find its jobs
 
     def add_step(self, step_id: str, step: Step) -> None:
         depends = [jid for need in dict.fromkeys(step.needs) for jid in self.jids[need]]
@@ -532,7 +547,14 @@ class _Expander:
 
     def upstream(self, step_id: str) -> Upstream:
         """How a reader finds the jobs of ``step_id``: a fan-out step by its template and its
-        producer's output."""
+        producer's output. Made once for each step read (its jobs are known once it is
+        expanded, before any reader): many steps read the same one."""
+        upstream = self.upstreams.get(step_id)
+        if upstream is None:
+            upstream = self.upstreams[step_id] = self.made_upstream(step_id)
+        return upstream
+
+    def made_upstream(self, step_id: str) -> Upstream:
         source = self.fanouts.get(step_id)
         if step_id in self.empty:
             return Upstream(tuple(self.jids[step_id]), True, empty=True)
