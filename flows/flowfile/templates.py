@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Final, NamedTuple
 
-from flows.flowfile.findings import DataPath, describe
+from flows.flowfile.findings import DataPath, Within, describe
 
 OPEN: Final = "${{"
 CLOSE: Final = "}}"
@@ -144,20 +144,33 @@ class Template:
     error: TemplateSyntaxError | None = None
 
 
-def templates(text: str) -> list[Template]:
-    """Every template of ``text`` in order, a malformed one among them: one does not hide the
-    others (validation reports each). A ``${{`` left unclosed comes last, written ``${{``."""
+def located_references(text: str) -> list[tuple[Reference, Within]] | None:
+    """Every reference of ``text`` in order, each with its template as written and which
+    occurrence of that writing it is (as :func:`templates` gives them), when every template
+    parses and each is closed, the usual case; None otherwise (:func:`templates` says which do
+    not). No :class:`Template` is made: validation reads every template of a file this way."""
     if OPEN not in text:
         return []
     parsed = _parsed(text)
-    if parsed is not None and parsed.closed:
-        # Every template parses, the usual case: the parse kept from validation's other reads.
-        seen: dict[str, int] = {}
-        kept: list[Template] = []
-        for written, reference in zip(parsed.written, parsed.references, strict=True):
-            kept.append(Template(written, seen.get(written, 0), reference))
-            seen[written] = seen.get(written, 0) + 1
-        return kept
+    if parsed is None or not parsed.closed:
+        return None
+    if parsed.whole is not None:  # the parse kept from validation's other reads
+        return [(parsed.whole, (parsed.written[0], 0))]
+    seen: dict[str, int] = {}
+    found: list[tuple[Reference, Within]] = []
+    for written, reference in zip(parsed.written, parsed.references, strict=True):
+        occurrence = seen.get(written, 0)
+        seen[written] = occurrence + 1
+        found.append((reference, (written, occurrence)))
+    return found
+
+
+def templates(text: str) -> list[Template]:
+    """Every template of ``text`` in order, a malformed one among them: one does not hide the
+    others (validation reports each). A ``${{`` left unclosed comes last, written ``${{``."""
+    located = located_references(text)
+    if located is not None:
+        return [Template(*within, reference) for reference, within in located]
     found: list[Template] = []
     end = 0
     for match in _TEMPLATE.finditer(text):  # from each '${{' to the next '}}'

@@ -38,6 +38,7 @@ from flows.flowfile.templates import (
     STEP_FIELDS,
     STEPS,
     Reference,
+    located_references,
     strings,
     templates,
     whole_reference,
@@ -143,6 +144,9 @@ class TemplateChecker:
     def parse(self, path: DataPath, text: str) -> list[tuple[Reference, Within]]:
         """The references of ``text``, each with where it is written; each malformed template
         is reported at its own place, and the others are still returned to be checked."""
+        located = located_references(text)
+        if located is not None:  # every template parses
+            return located
         found: list[tuple[Reference, Within]] = []
         for template in templates(text):
             within = (template.written, template.occurrence)
