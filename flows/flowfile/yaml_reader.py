@@ -302,7 +302,28 @@ class _Builder:
             yaml.SequenceEndEvent: self.close,
             yaml.DocumentStartEvent: self.document,
         }
+        scalar, stack, typed_starts = yaml.ScalarEvent, self.stack, self.typed_starts
         for event in iter(parser.get_event, None):  # None once the stream has ended
+            # Text, as most keys and values of a flow are, taken here with few calls: a key of
+            # a mapping, a value under its key, an item of a list. The rest (a number, an
+            # anchor, a repeated key...) goes the long way, through on_scalar.
+            if type(event) is scalar and stack and event.tag is None and event.anchor is None:
+                text = event.value
+                # Quoted or block text, or plain text YAML 1.1 reads as nothing else.
+                if (
+                    not event.implicit[0]
+                    or text[:1] not in typed_starts
+                    or self.implicit_tag(text, event.implicit) == _STR
+                ):
+                    top = stack[-1]
+                    if top.is_map and not top.key_pending:
+                        if text not in top.keys:
+                            top.keys[text] = event.start_mark
+                            top.key, top.key_pending, top.merging = text, True, False
+                            continue
+                    elif not (top.is_map and top.merging):
+                        self.take_text(top, event)
+                        continue
             handler = handlers.get(type(event))
             if handler is not None:
                 handler(event)
@@ -366,18 +387,8 @@ class _Builder:
         self.attach(value, size)
 
     def on_scalar(self, event: Any) -> None:
-        """A mapping's next key, or a value to attach."""
+        """A mapping's next key, or a value to attach (text :meth:`feed` has not taken)."""
         stack = self.stack
-        if stack and event.tag is None and event.anchor is None and self.is_text(event):
-            # Text, as most keys and values of a flow are: the usual cases without detours.
-            top = stack[-1]
-            if not top.is_map or (top.key_pending and not top.merging):
-                self.attach_text(top, event)
-                return
-            if not top.key_pending and event.value not in top.keys:
-                top.keys[event.value] = event.start_mark
-                top.key, top.key_pending, top.merging = event.value, True, False
-                return
         value = self.scalar(event)
         if event.anchor is not None:  # `&name value`: an alias may repeat a single value too
             self.anchors[event.anchor] = (value, 1)
@@ -395,7 +406,7 @@ class _Builder:
                 self.traps[self.child_path()] = trap
         self.attach(value, 1)
 
-    def attach_text(self, top: _Collection, event: Any) -> None:
+    def take_text(self, top: _Collection, event: Any) -> None:
         """:meth:`place` and :meth:`attach` for the usual value: text into a list, or under a
         mapping's key."""
         text, mark = event.value, event.start_mark
@@ -514,16 +525,6 @@ class _Builder:
         top.merging = top.key_pending = False
 
     # -- scalars ------------------------------------------------------------------------------
-
-    def is_text(self, event: Any) -> bool:
-        """Whether an untagged scalar is text: quoted or block, or plain text YAML 1.1 reads
-        as nothing else."""
-        text = event.value
-        return (
-            not event.implicit[0]
-            or text[:1] not in self.typed_starts
-            or self.implicit_tag(text, event.implicit) == _STR
-        )
 
     def scalar(self, event: Any) -> Any:
         tag = event.tag
