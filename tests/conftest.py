@@ -8,6 +8,9 @@
   loaded again after the test); ``engine_library_support`` has libraries that are not it.
 * ``reap``: ``reap(Popen(...))`` hands a process to the test's end (:func:`helpers.reaped`).
 
+The files holding a test marked ``slow`` are collected first (the long tests then start early and
+``--dist worksteal`` spreads the short ones after them).
+
 ``from helpers import snapshot, assert_unchanged`` for "bad input changes nothing" checks.
 
 For the whole session ``$FLOWS_DATA_DIR`` points into the session's temp dir and
@@ -108,6 +111,14 @@ def reap() -> Iterator[Reap]:
     when the test ends, passed or failed."""
     with contextlib.ExitStack() as stack:
         yield lambda process: stack.enter_context(reaped(process))
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The files holding a test marked ``slow`` run first, each whole and in its order (a
+    module's fixture is built once): under ``-n 2`` a test of a minute that started last would
+    leave one worker finishing it alone while the other has nothing left."""
+    slow = {item.path for item in items if item.get_closest_marker("slow") is not None}
+    items.sort(key=lambda item: item.path not in slow)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
