@@ -11,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import redis
 from cli_support import flows
 from helpers import assert_unchanged
@@ -384,6 +385,7 @@ def test_the_scheduler_service_does_not_read_test_files_as_flows() -> None:
     assert not [name for name in names if name.endswith(".test.yaml")]
 
 
+@pytest.mark.slow  # two real pytest processes, each starting a private server
 def test_pytest_collects_the_test_files(tmp_path: Path) -> None:
     """The `pytest11` plugin: a project's own pytest runs its flow tests, a case per item (a
     flow's own `tests:` too)."""
@@ -542,6 +544,7 @@ def test_a_failed_case_shows_its_real_steps_output(url: str, tmp_path: Path) -> 
     assert re.search(r"^      \S+ echo \| shell said so$", out, re.M), out
 
 
+@pytest.mark.slow  # a real pytest process and its private server
 def test_pytest_shows_a_failed_cases_real_step_output_as_captured_output(tmp_path: Path) -> None:
     flow = _loud_flow(tmp_path, "failed")
     env = {k: v for k, v in os.environ.items() if k != "FLOWS_REDIS_URL"}

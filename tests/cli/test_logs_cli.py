@@ -361,6 +361,7 @@ steps:
 """
 
 
+@pytest.mark.slow  # 200 runs, ten followers
 def test_following_a_run_loses_no_line_in_200_runs(url: str, tmp_path: Path) -> None:
     """The loop `flows run --logs` and `flows logs -f` print from races the run's end: the last
     line a step stored just before the run ended must still be printed, every time. Ten
