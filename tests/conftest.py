@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -38,6 +39,11 @@ from scheduler.engine.connections import connect
 from scheduler.engine.scripts import Engine
 
 NAMESPACE = "{test}:"
+
+# Compiled modules kept even where the environment turns bytecode off: every `flows` process a
+# test starts imports the project again, and each pytest process rewrites the test files anew.
+sys.dont_write_bytecode = False
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 
 # No deadline: hypothesis's per-example time limit is a stopwatch, which a loaded machine trips
 # (this suite bounds nothing by wall time; the benchmarks measure speed).
