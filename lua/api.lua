@@ -91,7 +91,7 @@ end
 -- A per-call set emptied for the next call: in place when it holds one entry (a lone put readies
 -- one queue and finds nobody idle on it), which spares a new table and its collection; a new
 -- table otherwise. Returns the set to use.
-local function emptied(set)
+function Engine.emptied(set)
   local first = next(set)
   if first == nil then return set end
   if next(set, first) == nil then
@@ -121,8 +121,8 @@ local function run(keys, args, native)
   Dialect.rules = native and Dialect.OURS or Dialect.QLESS
   -- Per-call state, emptied only when the last call left something in it (most calls leave
   -- nothing, or one queue: no table to allocate, and none for the garbage collector to sweep).
-  Events.readied = emptied(Events.readied)
-  Handoff.nobody = emptied(Handoff.nobody)
+  Events.readied = Engine.emptied(Events.readied)
+  Handoff.nobody = Engine.emptied(Handoff.nobody)
   RunCounts.reset()
   if next(Notify.ended) ~= nil then Notify.reset() end
   -- unpack() into a constructor sizes the table once; a long argument list (flow.submit, tag

@@ -157,7 +157,7 @@ end
 -- The fields of a job object a run's jobs may share (flow.submit's `shared`, include/runs.lua),
 -- each with the field of a parsed put it sets (concurrency_key and concurrency_limit are taken
 -- together: a job giving either gives both).
-local SHARED_FIELDS = { queue = 'queue', klass = 'klass', priority = 'priority',
+Put.SHARED_FIELDS = { queue = 'queue', klass = 'klass', priority = 'priority',
   retries = 'retries', tags = 'tags', trigger = 'trigger', ttl = 'ttl', ttr = 'ttr',
   throttle = 'throttle' }
 
@@ -167,15 +167,15 @@ local SHARED_FIELDS = { queue = 'queue', klass = 'klass', priority = 'priority',
 -- own: notify, deadline), checked by the caller.
 function Put.parse_shared_spec(cmd, shared, extra)
   for name in pairs(shared) do
-    if not SHARED_FIELDS[name] and name ~= 'concurrency_key' and name ~= 'concurrency_limit'
+    if not Put.SHARED_FIELDS[name] and name ~= 'concurrency_key' and name ~= 'concurrency_limit'
         and not extra[name] then
       Arg.fail(cmd, 'field "' .. Arg.shown(name) .. '" is not one the jobs may share (a job\'s ' ..
         'own: jid, data, depends, delay, wait, empty, fanout)')
     end
   end
-  -- `given`: the {name, field} pairs it gives, which take_shared visits (not every name).
+  -- `given`: the {name, field} pairs it gives, which Put.take_shared visits (not every name).
   local p = { given = {} }
-  for name, field in pairs(SHARED_FIELDS) do
+  for name, field in pairs(Put.SHARED_FIELDS) do
     if shared[name] ~= nil then p.given[#p.given + 1] = { name, field } end
   end
   if shared.queue ~= nil then p.queue = Arg.name(cmd, 'queue', text(shared.queue)) end
@@ -188,7 +188,7 @@ function Put.parse_shared_spec(cmd, shared, extra)
 end
 
 -- A job's field it leaves out, from the fields its run shares (Put.parse_shared_spec's).
-local function take_shared(p, spec, shared)
+function Put.take_shared(p, spec, shared)
   for _, pair in ipairs(shared.given) do
     if spec[pair[1]] == nil then p[pair[2]] = shared[pair[2]] end
   end
@@ -222,7 +222,7 @@ function Put.parse_spec(cmd, spec, worker, known, shared)
       Arg.id_items(cmd, 'depends', spec.depends, Arg.jid, Engine.MAX_COUNT))
   end
   parse_options(cmd, p, spec)
-  if shared then take_shared(p, spec, shared) end
+  if shared then Put.take_shared(p, spec, shared) end
   if spec.wait ~= nil and spec.wait ~= cjson.null then p.wait = Waits.parse(cmd, spec.wait, p) end
   if spec.empty ~= nil and spec.empty ~= cjson.null and spec.empty ~= false then
     if spec.empty ~= true then Arg.fail(cmd, 'Arg "empty" must be true or false') end

@@ -85,7 +85,7 @@ function Runs.parse(cmd, run_id, run_text, jobs_text)
 end
 
 -- The run's own fields a job object may share besides put's (Put.parse_shared_spec).
-local SHARED_RUN_FIELDS = { notify = true, deadline = true }
+Runs.SHARED_RUN_FIELDS = { notify = true, deadline = true }
 
 -- The job objects of the `jobs` argument, and the object of the fields they share (or nil): a
 -- JSON array of job objects, or an object {shared, jobs}, whose `shared` fields every job
@@ -114,10 +114,10 @@ end
 
 -- The fields the jobs share, checked once (Put.parse_shared_spec; the run's own: notify,
 -- deadline), or nil.
-local function parse_shared(cmd, shared)
+function Runs.parse_shared(cmd, shared)
   if not shared then return nil end
   local named = cmd .. ' shared'
-  local p = Put.parse_shared_spec(named, shared, SHARED_RUN_FIELDS)
+  local p = Put.parse_shared_spec(named, shared, Runs.SHARED_RUN_FIELDS)
   p.notify = Notify.parse(named, shared.notify)
   p.deadline = Deadlines.parse(named, shared.deadline)
   return p
@@ -125,7 +125,7 @@ end
 
 function Runs.check(cmd, submission)
   local specs, puts = submission.specs, {}
-  local shared = parse_shared(cmd, submission.shared)
+  local shared = Runs.parse_shared(cmd, submission.shared)
   -- The jids parsed so far: a dependency on an earlier job of the run needs no second check.
   local parsed = {}
   Arg.each(cmd, 'jobs', #specs, function(named, i)
