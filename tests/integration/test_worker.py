@@ -538,10 +538,12 @@ def test_a_new_run_of_a_job_is_not_disturbed_by_its_stale_run_ending(
 ) -> None:
     # Run 1 loses its lock but is stuck in C code; the same worker pops the job again (run 2).
     # When run 1 finally ends, run 2 must stay tracked (heartbeats, slot) and complete the job.
-    client.config["q-heartbeat"] = 1
+    # Run 2 outlasts its lock, so only its heartbeats keep it; the lock is 3 s, not 1 s, since a
+    # loaded machine can leave a heartbeat (due every second of a 3 s lock) late by a second.
+    client.config["q-heartbeat"] = 3
     client.config["grace-period"] = 0
     marks = tmp_path / "marks"
-    jid = put(client, "q", "blocked_first_attempt", {"marks": str(marks), "seconds": 2})
+    jid = put(client, "q", "blocked_first_attempt", {"marks": str(marks), "seconds": 4})
     with gate_closed(), in_process_worker(engine, ["q"], threads=2, poll_interval=0.05):
         wait_marks(marks, "started")
         client.queues["q"].pause()
@@ -550,7 +552,7 @@ def test_a_new_run_of_a_job_is_not_disturbed_by_its_stale_run_ending(
         client.queues["q"].unpause()
         [_, second] = wait_marks(marks, "started", 2)
         assert second[3] == "2"
-        worker_tasks.GATE.set()  # run 1 ends now, run 2 goes on for 2 s on a 1 s lock
+        worker_tasks.GATE.set()  # run 1 ends now, run 2 goes on for 4 s on a 3 s lock
         job = wait_state(client, jid, "complete")
     assert [h["what"] for h in job.history] == ["put", "popped", "timed-out", "popped", "done"]
     assert job.result == 2
