@@ -564,13 +564,15 @@ def masked_cut(text: str) -> str:
 
 
 def masked_value(value: Any) -> Any:
-    """A JSON-like value with :func:`masked` applied to every string in it (keys too)."""
+    """A JSON-like value with :func:`masked` applied to every string in it (keys too). A key
+    that is not text is kept as it is: whoever encodes the value decides what it becomes (JSON
+    writes ``None`` as ``"null"``) or refuses it, alike whether a secret is known or not."""
     if not _known:
         return value
     if isinstance(value, str):
         return masked(value)
     if isinstance(value, Mapping):
-        return {masked(str(k)): masked_value(v) for k, v in value.items()}
+        return {masked(k) if isinstance(k, str) else k: masked_value(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
         return [masked_value(v) for v in value]
     return value

@@ -4,11 +4,13 @@ until its lock and its retries run out."""
 
 from __future__ import annotations
 
+import uuid
 from pathlib import Path
 
 import pytest
 
 from scheduler.engine.client import Client
+from scheduler.secrets import remember
 from scheduler.worker import Worker
 
 TASKS = """
@@ -174,3 +176,21 @@ def test_a_result_json_cannot_carry_fails_naming_the_step_the_type_and_the_place
     assert job.failure is not None and job.failure["group"] == "bad-result"
     assert job.failure["message"].startswith(message), job.failure["message"]
     assert sum(1 for h in job.history if h.get("what") == "popped") == 1
+
+
+def test_a_result_is_stored_and_refused_alike_while_secrets_are_masked(
+    client: Client, tmp_path: Path
+) -> None:
+    """Before, once the worker's process knew a secret (any job had read one), a result's
+    ``None`` key was stored as ``"None"`` and a ``bytes`` key was stored as ``"b'k'"``."""
+    remember(["Results-" + uuid.uuid4().hex])
+    (tmp_path / "text_tasks.py").write_text(TASKS)
+    data = {"_flows": {"pythonpath": [str(tmp_path)]}}
+    stored = client.queues["texts"].put("text_tasks.as_text", data)
+    refused = client.queues["texts"].put("text_tasks.bytes_key", data, retries=3)
+    Worker(client, ["texts"], burst=True, sandbox_root=tmp_path / "sandbox").run()
+    result = client.jobs[stored].result
+    assert isinstance(result, dict) and result["by_day"] == {"1": "2026-01-01", "null": 0}
+    failure = client.jobs[refused].failure
+    assert failure is not None and failure["group"] == "bad-result", client.jobs[refused].result
+    assert "result.by has a key that is not text: b'k' (bytes)" in failure["message"]

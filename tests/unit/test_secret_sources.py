@@ -242,6 +242,16 @@ def test_a_line_is_held_back_for_a_start_of_3_characters_or_more() -> None:
     assert lines.add(f"{value[3:]}") == ["key: ***", "***"]
 
 
+def test_a_masked_value_keeps_its_keys_that_are_not_text() -> None:
+    """Before, once a secret was known, every key was made its ``str()``: a result's ``None``
+    key was stored as ``"None"`` (JSON writes ``"null"``) and a ``bytes`` key, which a result
+    may not have, passed as ``"b'k'"``: results are checked after masking."""
+    value = "Keys-" + uuid.uuid4().hex
+    remember([value])
+    masked_keys = secrets.masked_value({None: 0, 1: [{True: 1}], b"k": 2, value: value})
+    assert masked_keys == {None: 0, 1: [{True: 1}], b"k": 2, "***": "***"}
+
+
 def test_shown_data_hides_env_values_named_like_credentials() -> None:
     data = {"command": "x", "env": {"DB_PASSWORD": "p", "API_TOKEN": "t", "REGION": "eu"}}
     assert shown_data(data)["env"] == {"DB_PASSWORD": "***", "API_TOKEN": "***", "REGION": "eu"}
