@@ -4,7 +4,6 @@ in the call that completes its producer, or fails in ``fanout-invalid``; run.ret
 from __future__ import annotations
 
 import json
-import threading
 from typing import Any
 
 import pytest
@@ -231,36 +230,41 @@ def test_submit_refuses_a_bad_fanout_spec(lua: Lua, fanout: Any, message: str) -
 
 
 def test_a_reader_never_sees_a_step_half_expanded(lua: Lua) -> None:
-    """A second connection reads the run's jobs in a loop while the complete runs: it sees the
-    template or every item, never part of them."""
+    """Other connections read the run's jobs before the complete that expands the step, while
+    it is in flight (sent, its reply not read yet) and after: they see the template or every
+    item, never part of them. Before, a reader thread raced the complete and, on a loaded
+    machine, could get no turn at all before it returned."""
     n = limits.MAX_FANOUT_ITEMS
     submit(lua)
     assert lua.pop_jids("q", "w1", now=T0 + 1) == [LIST]
     reader = redis.Redis(connection_pool=lua.r.connection_pool)
     item_keys = [lua.key(f"j:{jid}") for jid in items(n)]
     seen: list[tuple[int, int]] = []
-    stop = threading.Event()
 
-    def read() -> None:
-        while not stop.is_set():
-            run = json.loads(lua.engine.call("run.get", RUN, now=T0 + 1))
-            # One EXISTS over every item key is one atomic read.
-            seen.append((len(run["jids"]), int(reader.exists(*item_keys))))
+    def look() -> None:
+        run = json.loads(lua.engine.call("run.get", RUN, now=T0 + 1))
+        # One EXISTS over every item key is one atomic read.
+        seen.append((len(run["jids"]), int(reader.exists(*item_keys))))
 
-    thread = threading.Thread(target=read)
-    thread.start()
-    try:
-        lua.complete(LIST, now=T0 + 1, result=json.dumps({"files": list(range(n))}))
-        for _ in range(1000):  # the complete returned: the reader's next look sees every item
-            if any(count == n for _, count in seen[-2:]):
-                break
-            threading.Event().wait(0.01)
-    finally:
-        stop.set()
-        thread.join()
+    def in_flight() -> None:
+        for _ in range(3):
+            look()
+
+    look()
+    pipeline = lua.engine.pipeline()
+    result = json.dumps({"files": list(range(n))})
+    pipeline.call("complete", LIST, "w1", "q", "{}", "result", result, now=T0 + 1)
+    # The engine's own gap between a batch's send and its replies: these looks are sent while
+    # the complete is in flight, on connections of their own.
+    pipeline.meanwhile = in_flight
+    assert pipeline.execute() == ["complete"]
+    look()
+    assert len(seen) == 5, "the looks in flight were not made"
+    assert seen[0] == (4, 0)
+    assert seen[-1] == (3 + n, n)
+    # A look's two reads may fall on either side of the complete, each whole: (4, n).
     assert {length for length, _ in seen} <= {4, 3 + n}
     assert {count for _, count in seen} <= {0, n}
-    assert (3 + n, n) in seen
 
 
 def test_a_signal_to_a_wait_that_feeds_a_fanout_expands_it_in_that_call(lua: Lua) -> None:
