@@ -315,12 +315,15 @@ def test_ctrl_c_says_what_state_the_run_is_in_and_how_to_go_on(
     process = reap(_flows_run(server, path))
     client = Client(server.url)
     deadline = time.monotonic() + 60
+    seen: list[str] = []
     while time.monotonic() < deadline:
-        runs = list_runs(client)
+        runs = list_runs(client, "slow")  # this test's run, whatever other runs the server has
         view = load_run(client, str(runs[0]["id"])) if runs else None
-        if view is not None and any(s.status == "running" for s in view.steps):
+        seen = [s.status for s in view.steps] if view is not None else []
+        if "running" in seen:
             break
         time.sleep(0.1)  # waiting for another process to start a job; no time to pass in
+    assert "running" in seen, f"no step of the run seen running within 60 s: {seen}"
     process.send_signal(signal.SIGINT)
     out, err = process.communicate(timeout=60)
     assert process.returncode == 130, err
@@ -328,7 +331,7 @@ def test_ctrl_c_says_what_state_the_run_is_in_and_how_to_go_on(
     assert out.count("Run slow@") == 1 and out.startswith("Run slow@"), out
     last_wait_row = [line for line in out.splitlines() if "│ wait " in line][-1]
     assert "waiting" in last_wait_row and "running" not in last_wait_row, out
-    run_id = str(list_runs(client)[0]["id"])
+    run_id = str(list_runs(client, "slow")[0]["id"])
     assert f"interrupted: run {run_id} is running (1 of 2 steps done" in err
     assert f"flows retry {run_id}" in err and f"flows cancel {run_id}" in err
     assert "Traceback" not in err
