@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -44,6 +45,12 @@ NAMESPACE = "{test}:"
 # test starts imports the project again, and each pytest process rewrites the test files anew.
 sys.dont_write_bytecode = False
 os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+
+# A shell starts a background job (`.ci/run &`, a CI step in the background) with Ctrl-C
+# ignored, and every process inherits that: `flows run` would then rightly ignore the SIGINT a
+# test sends it. A Python handler here is reset to the default in each process a test starts.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 # No deadline: hypothesis's per-example time limit is a stopwatch, which a loaded machine trips
 # (this suite bounds nothing by wall time; the benchmarks measure speed).
