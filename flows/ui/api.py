@@ -62,7 +62,7 @@ from flows.ui.shapes import (
     WorkerForgotten,
     answer,
 )
-from flows.ui.state import UiState, engine_library, reader, state, writer
+from flows.ui.state import CheckedRoute, UiState, engine_library, reader, state, writer
 from scheduler.engine import joblogs
 from scheduler.engine.client import Client
 from scheduler.engine.errors import EngineError, InvalidArgument, JobNotFound
@@ -89,7 +89,7 @@ def narrowed(description: str, max_length: int = 256) -> Any:
 
 
 Ui = Annotated[UiState, Depends(state)]
-router = APIRouter(prefix=PREFIX)
+router = APIRouter(prefix=PREFIX, route_class=CheckedRoute)
 reads = [Depends(reader)]
 writes = [Depends(writer)]
 

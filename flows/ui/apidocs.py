@@ -15,6 +15,7 @@ from fastapi.responses import HTMLResponse
 from fastapi.staticfiles import StaticFiles
 
 from flows.ui import api
+from flows.ui.state import CheckedRoute
 
 DOCS = f"{api.PREFIX}/docs"
 ASSETS = f"{DOCS}/assets"
@@ -34,7 +35,7 @@ PAGE = f"""<!doctype html>
 </html>
 """
 
-router = APIRouter(include_in_schema=False)
+router = APIRouter(include_in_schema=False, route_class=CheckedRoute)
 
 
 @router.get(DOCS, response_class=HTMLResponse)

@@ -20,7 +20,7 @@ from flows.ui import api
 from flows.ui.pages import render
 from flows.ui.roles import Identity
 from flows.ui.shapes import AuditPage, answer
-from flows.ui.state import UiState, reader
+from flows.ui.state import CheckedRoute, UiState, reader
 
 log = logging.getLogger("flows.ui")
 
@@ -73,7 +73,7 @@ class AuditLog:
         )
 
 
-router = APIRouter()
+router = APIRouter(route_class=CheckedRoute)
 Count = Annotated[int, Query(ge=1, le=api.MAX_LIMIT, description="Entries, newest first.")]
 
 

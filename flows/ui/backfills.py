@@ -14,10 +14,11 @@ from flows.ui import api, pages
 from flows.ui.api import Limit, Offset, Ui, engine_errors, page, reads, writes
 from flows.ui.refusals import refusals
 from flows.ui.shapes import BackfillCanceled, BackfillDocument, Page, answer
+from flows.ui.state import CheckedRoute
 from scheduler.service.backfills import Backfill, Backfills
 
-router = APIRouter(prefix=api.PREFIX)
-page_router = APIRouter(dependencies=reads, include_in_schema=False)
+router = APIRouter(prefix=api.PREFIX, route_class=CheckedRoute)
+page_router = APIRouter(dependencies=reads, include_in_schema=False, route_class=CheckedRoute)
 
 
 def _backfill(ui: Ui, backfill_id: str) -> Backfill:

@@ -11,9 +11,10 @@ from flows.runs.explain import child_step, explain_run
 from flows.ui.api import PREFIX, Ui, _load_run, engine_errors, narrowed, reads
 from flows.ui.refusals import refusals
 from flows.ui.shapes import JobExplanation, RunExplanation, answer
+from flows.ui.state import CheckedRoute
 from scheduler.engine.explain import explain
 
-router = APIRouter(prefix=PREFIX)
+router = APIRouter(prefix=PREFIX, route_class=CheckedRoute)
 
 
 @router.get(

@@ -16,12 +16,14 @@ from flows.runs import history as run_history
 from flows.ui import api, graph, pages
 from flows.ui.refusals import refusals
 from flows.ui.shapes import FlowHistory, Timeline, answer
-from flows.ui.state import reader
+from flows.ui.state import CheckedRoute, reader
 from scheduler.service.records import Registration
 from scheduler.service.schedules import Schedules
 
-router = APIRouter(prefix=api.PREFIX, dependencies=[Depends(reader)])
-page_router = APIRouter(dependencies=[Depends(reader)], include_in_schema=False)
+router = APIRouter(prefix=api.PREFIX, dependencies=[Depends(reader)], route_class=CheckedRoute)
+page_router = APIRouter(
+    dependencies=[Depends(reader)], route_class=CheckedRoute, include_in_schema=False
+)
 
 Count = Annotated[
     int, Query(ge=1, le=run_history.MAX_RUNS, description="Runs, newest first, at most.")

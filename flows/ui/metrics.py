@@ -32,7 +32,7 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
-from flows.ui.state import reader
+from flows.ui.state import CheckedRoute, reader
 from scheduler.engine.client import Client
 from scheduler.engine.replies import as_dict, as_list
 from scheduler.service.records import ServiceHealth
@@ -282,7 +282,7 @@ def registry(client: Client, queues: Iterable[str] | None = None) -> CollectorRe
     return out
 
 
-router = APIRouter()
+router = APIRouter(route_class=CheckedRoute)
 
 
 @router.get("/metrics", dependencies=[Depends(reader)], include_in_schema=False)

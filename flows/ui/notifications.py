@@ -16,12 +16,12 @@ from flows.ui import api
 from flows.ui.pages import render
 from flows.ui.refusals import refusals
 from flows.ui.shapes import NotificationRetried, Notifications, answer
-from flows.ui.state import reader, writer
+from flows.ui.state import CheckedRoute, reader, writer
 from scheduler.notify import outbox
 from scheduler.notify.documents import unsendable
 from scheduler.service.schedules import Schedules
 
-router = APIRouter()
+router = APIRouter(route_class=CheckedRoute)
 Count = Annotated[int, Query(ge=1, le=2000, description="How many of the latest sends.")]
 EventId = Annotated[
     str, Path(pattern=outbox.EVENT_ID, description="The given-up event's id (1795832000123-0).")

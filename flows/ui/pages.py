@@ -30,7 +30,7 @@ from flows.runs.explain import no_items
 from flows.runs.labels import labelled_step
 from flows.runs.read import RunView, StepView
 from flows.ui import api, graph
-from flows.ui.state import UiState, reader
+from flows.ui.state import CheckedRoute, UiState, reader
 from flows.validation.validate import validate_text
 from scheduler.service.schedules import Schedules
 from scheduler.terminal import CONTROL
@@ -38,7 +38,9 @@ from scheduler.terminal import CONTROL
 HERE = Path(__file__).parent
 templates = Jinja2Templates(directory=HERE / "templates")
 templates.env.autoescape = True
-router = APIRouter(dependencies=[Depends(reader)], include_in_schema=False)
+router = APIRouter(
+    dependencies=[Depends(reader)], route_class=CheckedRoute, include_in_schema=False
+)
 Ui = api.Ui
 
 # Items of a foreach step shown at once in its panel; the rest are a page away.

@@ -14,9 +14,10 @@ from flows.ui import api
 from flows.ui.api import Body, Ui, engine_errors, reads, writes
 from flows.ui.refusals import refusals
 from flows.ui.shapes import Listing, SourceRemoved, answer
+from flows.ui.state import CheckedRoute
 from scheduler.service import catalog
 
-router = APIRouter(prefix=api.PREFIX)
+router = APIRouter(prefix=api.PREFIX, route_class=CheckedRoute)
 
 
 class RemoveSource(Body):

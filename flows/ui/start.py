@@ -47,7 +47,7 @@ from flows.ui.pages import render
 from flows.ui.refusals import refusals
 from flows.ui.roles import Identity
 from flows.ui.shapes import Listing, RunStarted, answer
-from flows.ui.state import TOO_DEEP, UiState, engine_library, not_utf8, reader, writer
+from flows.ui.state import TOO_DEEP, CheckedRoute, UiState, engine_library, not_utf8, reader, writer
 from flows.validation.validate import InvalidFlow
 from scheduler import secrets
 from scheduler.engine.client import Client
@@ -66,7 +66,7 @@ WINDOW: Final = 300.0
 #: The challenge of a webhook's 401 (HTTP requires one): the headers that sign a request.
 CHALLENGE: Final = f'Flows-Signature headers="{TIMESTAMP_HEADER} {SIGNATURE_HEADER}"'
 
-router = APIRouter()
+router = APIRouter(route_class=CheckedRoute)
 
 
 def unsigned(detail: str) -> HTTPException:

@@ -298,3 +298,53 @@ def test_a_body_nested_too_deeply_is_refused_saying_so(api: Api, redis_client: r
         reply = api.request("POST", "/api/v1/runs", raw=b"[" * 30_000 + b"]" * 30_000)
     assert reply.status == 422, reply
     assert reply.body["detail"].startswith("body: "), reply
+
+
+@pytest.mark.parametrize(
+    ("path", "raw", "content_type"),
+    [
+        ("/api/v1/runs", b'{"flow": "nightly"}', "text/plain"),  # 415 to one who may
+        ("/api/v1/runs", b'{"flow": ', "application/json"),  # not JSON
+        ("/api/v1/runs", b'{"flow": "caf\xe9"}', "application/json"),  # not UTF-8
+        ("/api/v1/runs?stauts=failed", b'{"flow": "nightly"}', "application/json"),
+        ("/api/v1/runs", b'{"flow": 3}', "application/json"),  # not the body's shape
+    ],
+    ids=["type", "json", "utf8", "query", "shape"],
+)
+def test_a_write_without_the_token_is_refused_before_its_request_is_read(
+    api: Api, redis_client: redis.Redis, path: str, raw: bytes, content_type: str
+) -> None:
+    """Whoever may not write is told only that (401), whatever is wrong with the request besides:
+    what a route takes and how it reads it are for those it admits."""
+    with assert_unchanged(redis_client):
+        reply = api.request(
+            "POST", path, raw=raw, headers={"Content-Type": content_type}, token=None
+        )
+    assert reply.status == 401, reply
+    assert reply.headers.get("www-authenticate") == "Bearer", reply
+
+
+def test_no_operation_tells_one_without_the_token_what_is_wrong_with_a_request(
+    client: Client, redis_client: redis.Redis
+) -> None:
+    """Every operation of the document, reads closed: a request with an unknown query parameter
+    and a body sent as text is refused 401 for its missing token, and nothing else is said. (A
+    webhook has no token: its signature over the body is checked by the operation itself.)"""
+    with serve(client, Auth(TOKEN, reads_open=False)) as base:
+        closed = Api(base, token=None)
+        document = Api(base).get(f"{PREFIX}/openapi.json").body
+        operations = [
+            (method.upper(), path.replace("{", "").replace("}", ""))
+            for path, item in document["paths"].items()
+            for method in item
+            if not path.startswith(f"{PREFIX}/hooks/")
+        ]
+        assert len(operations) > 40
+        with assert_unchanged(redis_client):
+            answered = {
+                (method, path): closed.request(
+                    method, f"{path}?zzz=1", raw=b"{", headers={"Content-Type": "text/plain"}
+                ).status
+                for method, path in operations
+            }
+    assert {operation: status for operation, status in answered.items() if status != 401} == {}
