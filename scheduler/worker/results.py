@@ -2,9 +2,10 @@
 faithfully as text (as web frameworks' JSON encoders write them).
 
 A ``datetime``, ``date`` or ``time`` is stored as its ISO 8601 text, a ``UUID``, a ``Decimal``
-and a path as their ``str()``, a tuple as a list. Anything else (a set, bytes, an object) is
-refused with the place it holds in the result and its type: stored as ``repr()`` text it would
-leave a dependent nothing to read.
+and a path as their ``str()``, a tuple as a list, a key that is a number, bool or None as JSON
+writes it (``1`` as ``"1"``, unless the dict also has ``"1"``). Anything else (a set, bytes, an
+object) is refused with the place it holds in the result and its type: stored as ``repr()`` text
+it would leave a dependent nothing to read.
 """
 
 from __future__ import annotations
@@ -24,7 +25,8 @@ _AS_TEXT = (uuid.UUID, decimal.Decimal, PurePath)
 _ISO = (datetime.datetime, datetime.date, datetime.time)
 
 ACCEPTED = (
-    "JSON values (dict with text keys, list, str, int, float, bool, None), tuples (as lists)"
+    "JSON values (dict, list, str, int, float, bool, None; a key that is a number, bool or None"
+    " as JSON writes it), tuples (as lists)"
     " and datetime, date, time, UUID, Decimal and path values (as text)"
 )
 """What :func:`storable` accepts, in words (for a refusal and the docs)."""
@@ -44,7 +46,12 @@ def _storable(value: Any, place: list[str | int]) -> Any:
     if isinstance(value, _PLAIN):
         return value
     if isinstance(value, dict):
-        return {_key(key, place): _storable(child, [*place, key]) for key, child in value.items()}
+        carried = {
+            _key(key, place): _storable(child, [*place, key]) for key, child in value.items()
+        }
+        if len(carried) < len(value):
+            _refuse_equal_keys(value, place)
+        return carried
     if isinstance(value, list | tuple):
         return [_storable(child, [*place, index]) for index, child in enumerate(value)]
     if isinstance(value, _ISO):
@@ -68,6 +75,20 @@ def _key(key: Any, place: Sequence[str | int]) -> str:
         f"{json_place(place)} has a key that is not text: {repr(key)[:40]} ({_type(key)});"
         " JSON keys are text"
     )
+
+
+def _refuse_equal_keys(value: dict[Any, Any], place: Sequence[str | int]) -> None:
+    """Two keys JSON writes alike (``1`` and ``"1"``): one value would be lost without a word."""
+    seen: dict[str, Any] = {}
+    for key in value:
+        text = _key(key, place)
+        if text in seen:
+            raise UnstorableResult(
+                f"{json_place(place)} has two keys JSON writes alike, as {json.dumps(text)}: "
+                f"{repr(seen[text])[:40]} ({_type(seen[text])}) and {repr(key)[:40]} "
+                f"({_type(key)})"
+            )
+        seen[text] = key
 
 
 def _type(value: Any) -> str:

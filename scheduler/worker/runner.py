@@ -10,7 +10,6 @@ secret the process resolved is masked before the outcome leaves here.
 
 from __future__ import annotations
 
-import json
 import types
 from collections.abc import Callable
 from contextlib import AbstractContextManager
@@ -217,15 +216,15 @@ def _text(error: BaseException) -> str:
 
 
 def _encoded(value: Any) -> str:
-    """The result as the engine stores it: the values JSON carries as text made that text."""
+    """The result as the engine stores it: the values JSON carries as text made that text (a
+    number's or None's key too, as JSON writes it, which the engine alone refuses)."""
     try:
         return _as_payload(value)
     except EngineError:
-        try:
-            json.dumps(value)
-        except TypeError:  # a value only its text can carry (or none): results decides
-            return _as_payload(results.storable(value))
-        raise
+        carried = results.storable(value)  # raises for what no text carries
+        if carried == value:  # nothing was made text: the engine's refusal stands
+            raise
+        return _as_payload(carried)
 
 
 def _as_payload(value: Any) -> str:

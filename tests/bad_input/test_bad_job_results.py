@@ -63,8 +63,14 @@ def as_text(job):
         "by_day": {1: datetime.date(2026, 1, 1), None: 0},  # keys as JSON writes them
     }
 
+def plain_keys(job):
+    return {"by_id": {1: "a", 2.5: "b", None: "d"}, "seen": {True: 1}, "pair": (1, 2)}
+
 def a_set(job):
     return {"rows": [1, 2, {3, 4}]}
+
+def equal_keys(job):
+    return {"by": {1: "a", "1": "b"}}
 
 def bytes_key(job):
     return {"by": {b"k": 1}}
@@ -146,6 +152,24 @@ def test_a_result_of_datetimes_uuids_decimals_and_paths_is_stored_as_their_text(
     }
 
 
+def test_a_result_of_plain_values_has_its_keys_written_as_json_writes_them(
+    client: Client, tmp_path: Path
+) -> None:
+    """As beside a datetime: before, the same keys were refused (``bad-result``) when nothing
+    else in the result needed its text."""
+    (tmp_path / "text_tasks.py").write_text(TASKS)
+    data = {"_flows": {"pythonpath": [str(tmp_path)]}}
+    jid = client.queues["texts"].put("text_tasks.plain_keys", data, retries=3)
+    Worker(client, ["texts"], burst=True, sandbox_root=tmp_path / "sandbox").run()
+    job = client.jobs[jid]
+    assert job.state == "complete", job.failure
+    assert job.result == {
+        "by_id": {"1": "a", "2.5": "b", "null": "d"},
+        "seen": {"true": 1},
+        "pair": [1, 2],
+    }
+
+
 @pytest.mark.parametrize(
     ("task", "envelope", "message"),
     [
@@ -154,6 +178,12 @@ def test_a_result_of_datetimes_uuids_decimals_and_paths_is_stored_as_their_text(
             {"step": "load"},
             "the result of step 'load' cannot be stored: result.rows[2] is a set,"
             " which JSON cannot carry",
+        ),
+        (
+            "equal_keys",
+            {},
+            "the result of text_tasks.equal_keys cannot be stored: result.by has two keys JSON"
+            ' writes alike, as "1": 1 (int) and \'1\' (str)',
         ),
         (
             "bytes_key",
