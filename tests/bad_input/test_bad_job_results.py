@@ -183,7 +183,7 @@ def test_a_result_of_plain_values_has_its_keys_written_as_json_writes_them(
             "equal_keys",
             {},
             "the result of text_tasks.equal_keys cannot be stored: result.by has two keys JSON"
-            ' writes alike, as "1": 1 (int) and \'1\' (str)',
+            " writes alike, as \"1\": 1 (int) and '1' (str)",
         ),
         (
             "bytes_key",

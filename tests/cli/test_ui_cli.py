@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 import redis
 from click.testing import CliRunner
+from helpers import reaped
 
 from flows.access import audit
 from flows.cli import main
@@ -88,28 +89,29 @@ def flows_ui(server: EmbeddedServer, *args: str, said: list[str] | None = None) 
         stderr=subprocess.PIPE,
         text=True,
     )
-    try:
-        deadline = time.monotonic() + 20
-        assert process.stderr is not None
-        before = ""
-        while (started := re.search(r"flows ui on http://[^:]+:(\d+) ", before)) is None:
-            assert time.monotonic() < deadline, f"flows ui did not start: {before}"
-            line = process.stderr.readline()
-            assert line, f"flows ui ended: {before}"
-            before += line
-        base = f"http://127.0.0.1:{started.group(1)}"
-        while True:
-            try:
-                with urllib.request.urlopen(f"{base}/api/v1/openapi.json", timeout=5):
-                    break
-            except OSError:
-                assert process.poll() is None, process.communicate()[1]
-                assert time.monotonic() < deadline, "flows ui did not start"
-                time.sleep(0.1)
-        yield base
-    finally:
-        process.terminate()
-        _, errors = process.communicate(timeout=30)
+    with reaped(process):  # killed and its pipe closed if it does not stop when told
+        try:
+            deadline = time.monotonic() + 60  # against a hang: it starts in a second
+            assert process.stderr is not None
+            before = ""
+            while (started := re.search(r"flows ui on http://[^:]+:(\d+) ", before)) is None:
+                assert time.monotonic() < deadline, f"flows ui did not start: {before}"
+                line = process.stderr.readline()
+                assert line, f"flows ui ended: {before}"
+                before += line
+            base = f"http://127.0.0.1:{started.group(1)}"
+            while True:
+                try:
+                    with urllib.request.urlopen(f"{base}/api/v1/openapi.json", timeout=5):
+                        break
+                except OSError:
+                    assert process.poll() is None, process.communicate()[1]
+                    assert time.monotonic() < deadline, "flows ui did not start"
+                    time.sleep(0.1)
+            yield base
+        finally:
+            process.terminate()
+            _, errors = process.communicate(timeout=30)
     assert "Traceback" not in before + errors
     if said is not None:
         said.extend((before + errors).splitlines())
