@@ -65,6 +65,7 @@ class Batcher:
         self.logs = logs
         self._pending: list[Completion] = []
         self._oldest = 0.0
+        self._told = False  # whoever sends late batches was told of the pending one
         self._lock = threading.Lock()
         self._sending = threading.Lock()
         self._done: list[str] = []  # jids reported complete, for the next "jobs done" line
@@ -80,6 +81,15 @@ class Batcher:
 
     def __len__(self) -> int:
         return len(self._pending)
+
+    def untold(self) -> bool:
+        """Whether completes are pending that whoever sends late batches was not told of yet
+        (true once per batch: the caller tells it now)."""
+        with self._lock:
+            if not self._pending or self._told:
+                return False
+            self._told = True
+            return True
 
     def due_in(self) -> float | None:
         """Seconds until the oldest pending complete is due (<= 0: now); None when none is."""
@@ -171,6 +181,7 @@ class Batcher:
         """The pending completes, in batches of at most :data:`MAX_BATCH`; none are left."""
         with self._lock:
             pending, self._pending = self._pending, []
+            self._told = False
         return [pending[first : first + MAX_BATCH] for first in range(0, len(pending), MAX_BATCH)]
 
     def _send(self, batch: list[Completion]) -> None:

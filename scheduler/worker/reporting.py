@@ -43,7 +43,7 @@ log = logging.getLogger("flows.worker")
 
 class Reporter:
     """Reports the outcomes of worker ``client.worker_name``'s jobs; ``wake_monitor`` is told
-    when a batch starts (the monitor sends it if nobody else has within its delay)."""
+    of a batch no fetch is about to send (the monitor sends it once due: :meth:`hand_over`)."""
 
     def __init__(
         self, client: Client, held: Held, logs: LogShipper | None, wake_monitor: Callable[[], None]
@@ -135,10 +135,15 @@ class Reporter:
             finally:
                 self.held.let_go(active)
 
-        pending = self.batcher.add(job.jid, job.queue, outcome.result, on_reply)
-        if pending >= MAX_BATCH:
+        # Sent with the slot's next fetch, or by the monitor when the slot does not fetch
+        # next (hand_over): waking it here would cost every link of a chain a thread switch.
+        if self.batcher.add(job.jid, job.queue, outcome.result, on_reply) >= MAX_BATCH:
             self.batcher.flush()
-        elif pending == 1:
+
+    def hand_over(self) -> None:
+        """A slot that batched completes goes on to something other than a fetch (whose first
+        call sends them): the monitor sends them once due, woken once per batch."""
+        if self.batcher.untold():
             self._wake_monitor()
 
     def _refused(self, active: Active, error: EngineError) -> None:

@@ -88,14 +88,19 @@ class Slots:
     # -- a slot's next job ----------------------------------------------------------------------
 
     def next_job(self) -> Active | None:
-        """The next buffered job for this slot, fetching when the buffer is empty; None: stop."""
+        """The next buffered job for this slot, fetching when the buffer is empty; None: stop.
+
+        The completes this slot left go with its fetch's first call; a slot that does not
+        fetch hands them over to the monitor (:meth:`Reporter.hand_over`)."""
         while True:
             active: Active | None = None
             with self.held.wake:
                 while True:
                     if self.stopping:
+                        self.reporter.hand_over()
                         return None
                     if self.buffer:
+                        self.reporter.hand_over()
                         active = self.buffer.popleft()
                         # Refill while there is something left to run (an empty buffer is
                         # the slots' to fill: they may have to wait idle).
@@ -112,6 +117,7 @@ class Slots:
                     if not self._fetching:
                         self._fetching = True
                         break
+                    self.reporter.hand_over()  # the fetch under way may wait idle
                     self.held.wake.wait()
             if active is not None:
                 self._check(active)
@@ -124,6 +130,7 @@ class Slots:
                 if hopeless(error):  # waiting cannot mend it: the worker ends with it
                     self._give_up(error)
                 else:  # the other slots wait for this one's next attempt
+                    self.reporter.hand_over()  # the fetch may have failed before sending
                     self.halt.wait(self._backoff.failed(error))
             finally:
                 self._end_fetch(jobs)
