@@ -535,14 +535,26 @@ def install() -> None:
 def capturing(ctx: JobContext, shipper: LogShipper | None) -> Iterator[None]:
     """Capture what the current thread writes while it runs ``ctx``'s job (nothing without a
     shipper)."""
-    if shipper is None:
-        yield
-        return
-    output = JobOutput(shipper, ctx.jid, ctx.log_attempt)
-    ctx.output = output
-    _current.output = output
+    output = start_capture(ctx, shipper)
     try:
         yield
     finally:
+        end_capture(output)
+
+
+def start_capture(ctx: JobContext, shipper: LogShipper | None) -> JobOutput | None:
+    """Capture what the current thread writes from now on as ``ctx``'s job's (nothing without a
+    shipper), until :func:`end_capture` of what it returns: :func:`capturing` without a
+    generator, for the worker's path to each job's start."""
+    if shipper is None:
+        return None
+    output = JobOutput(shipper, ctx.jid, ctx.log_attempt)
+    ctx.output = output
+    _current.output = output
+    return output
+
+
+def end_capture(output: JobOutput | None) -> None:
+    if output is not None:
         _current.output = None
         output.close()

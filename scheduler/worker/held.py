@@ -10,10 +10,9 @@ slot waiting for the next fetch).
 from __future__ import annotations
 
 import threading
-from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 
-from scheduler.worker.capture import LogShipper, capturing
+from scheduler.worker.capture import JobOutput, LogShipper, end_capture, start_capture
 from scheduler.worker.context import JobContext
 
 
@@ -41,25 +40,23 @@ class Running:
     """Around a job's function: the job may be stopped by an exception raised in its thread,
     and what it writes is its step log. Gives False when it was stopped before it started."""
 
-    __slots__ = ("active", "capture", "logs")
+    __slots__ = ("active", "logs", "output")
 
     def __init__(self, active: Active, logs: LogShipper | None) -> None:
         self.active = active
         self.logs = logs
-        self.capture: AbstractContextManager[None] | None = None
+        self.output: JobOutput | None = None
 
     def __enter__(self) -> bool:
         active = self.active
-        self.capture = capturing(active.ctx, self.logs)
-        self.capture.__enter__()
+        self.output = start_capture(active.ctx, self.logs)
         with active.guard:
             active.interruptible = not active.ctx.stopping
             return active.interruptible
 
     def __exit__(self, *exc: object) -> None:
         try:
-            if self.capture is not None:
-                self.capture.__exit__(*exc)  # type: ignore[arg-type]
+            end_capture(self.output)
         finally:
             with self.active.guard:
                 self.active.interruptible = False
