@@ -85,6 +85,8 @@ class Batcher:
     def untold(self) -> bool:
         """Whether completes are pending that whoever sends late batches was not told of yet
         (true once per batch: the caller tells it now)."""
+        if not self._pending:  # most calls: the slot's fetch sent them (no lock needed to see)
+            return False
         with self._lock:
             if not self._pending or self._told:
                 return False
