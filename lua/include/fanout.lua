@@ -314,7 +314,7 @@ local function expand(plan, puts)
   -- The items take the template's place in its run's list and join its counts, each counted
   -- and given the template's full needs in its one write.
   local run_id = replace_in_run(plan.spec.run, jid, jids) and plan.spec.run or nil
-  local batch = Put.batch()
+  local batch = Put.batch(true) -- the `fanout` event tells of the items
   for _, p in ipairs(puts) do
     p.count_in, p.needs = run_id, fields.needs
     Put.write(p, nil, batch)

@@ -389,10 +389,12 @@ end
 -- ZADDs. Likewise the jobs that wait for dependencies, per queue (`blocked`), and each
 -- dependency's new dependents (`dependents`, the dependencies in first-seen order in
 -- `upstream`), each key written once, its members in put order. Put.finish also counts the puts
--- and registers the queues, once per queue.
-function Put.batch()
+-- and registers the queues, once per queue. `announced`: the call tells of its new jobs in one
+-- event of its own (a run's `run_submitted`, a fan-out's `fanout`), not a `put` event each.
+function Put.batch(announced)
   return { written = {}, counts = {}, entries = {}, waiting = {}, blocked = {}, dependents = {},
-    upstream = {}, empty = {}, tracking = redis.call('zcard', Keys.tracked()) > 0 }
+    upstream = {}, empty = {}, tracking = redis.call('zcard', Keys.tracked()) > 0,
+    announced = announced }
 end
 
 -- `batch`'s queues of `field` (a table by queue), sorted: the same insertion sequence on a
@@ -597,7 +599,7 @@ function Put.write(p, old, batch)
     -- A job handed over directly is not tracked: Handoff.direct saw no job tracked at all.
     if not qless_order and not handed then Events.tracked('put', jid) end
   end
-  Events.log_put(jid, queue, p.named)
+  if not (batch and batch.announced) then Events.log_put(jid, queue, p.named) end
   if qless_order then
     if lost then Events.to_worker(lost, 'lock_lost', jid) end
     Events.tracked('put', jid)

@@ -201,8 +201,8 @@ function Runs.write(submission)
   redis.call('zadd', Keys.runs(), Engine.now, run_id)
   redis.call('zadd', Keys.flow_runs(run.flow), Engine.now, run_id)
   -- One batch: a job written earlier in the run is a pending dependency (nothing of the run ran
-  -- yet), and the puts are counted once per queue.
-  local batch = Put.batch()
+  -- yet), and the puts are counted once per queue. The run's event tells of its jobs.
+  local batch = Put.batch(true)
   local ours = {}
   -- The run's counts written once, from what each put wrote (RunCounts.start), not settled job
   -- by job: a job whose class its put does not know (a wait's) joins as before.

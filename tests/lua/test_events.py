@@ -237,3 +237,31 @@ def test_reads_publish_nothing(lua: Lua, channels: Channels) -> None:
     ]:
         lua(command, *args, now=T0)
     assert events(lua, channels) == []
+
+
+def _run_jobs(*specs: dict[str, Any]) -> str:
+    return json.dumps(
+        [{"queue": "q", "klass": "K", "data": "{}", "trigger": "all_success", **s} for s in specs]
+    )
+
+
+def test_a_submitted_run_is_announced_once_not_job_by_job(lua: Lua, channels: Channels) -> None:
+    # One event for the run (its jobs are its `run:<id>-jobs`), not a put event per job.
+    jobs = _run_jobs({"jid": "r:a"}, {"jid": "r:b", "depends": ["r:a"]})
+    assert lua("flow.submit", "r", '{"flow": "f"}', jobs, now=T0) == "submitted"
+    assert events(lua, channels) == [
+        ("ready:q", "q"),
+        ("log", {"event": "run_submitted", "run": "r", "flow": "f", "jobs": 2}),
+    ]
+
+
+def test_a_fan_out_is_announced_once_not_item_by_item(lua: Lua, channels: Channels) -> None:
+    template = {"jid": "r:each", "depends": ["r:list"], "fanout": {"from": "r:list", "output": "x"}}
+    jobs = _run_jobs({"jid": "r:list"}, template)
+    lua("flow.submit", "r", '{"flow": "f"}', jobs, now=T0)
+    lua.pop_jids(now=T0 + 1)
+    channels.collect()
+    lua.complete("r:list", now=T0 + 1, result=json.dumps({"x": [1, 2, 3]}))
+    logged = [data for name, data in events(lua, channels) if name == "log"]
+    assert [e["event"] for e in logged] == ["completed", "fanout"]
+    assert logged[1] == {"jid": "r:each", "event": "fanout", "items": 3, "run": "r"}
