@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -178,3 +179,19 @@ def test_run_reads_measures_every_read() -> None:
     assert done.returncode == 0, done.stdout + done.stderr
     for figure in ("run.read server time", "flows runs", "GET /metrics", "GET /flows"):
         assert figure in done.stdout
+
+
+@pytest.mark.skipif(shutil.which("valgrind") is None, reason="valgrind is not installed")
+@pytest.mark.parametrize("kind", ["submit", "fanout"])
+def test_engine_instructions_counts_one_call(kind: str) -> None:
+    """``benchmarks.engine_instructions`` still runs (a small call under callgrind)."""
+    done = subprocess.run(
+        [sys.executable, "-m", "benchmarks.engine_instructions", kind, "--size", "20"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"{kind} of 20: " in done.stdout and " instructions (" in done.stdout
