@@ -50,6 +50,11 @@ class AheadSource(FlowsSource):
             return
         self._ahead = ((definition.hash, run_id, tick, "schedule", delay), run)
 
+    @property
+    def built(self) -> RunRequest | None:
+        """The run built ahead, not taken yet."""
+        return self._ahead[1] if self._ahead is not None else None
+
     def run_id(self, flow: str, tick: float) -> str:
         ahead = self._ahead
         if ahead is not None and ahead[0][2] == tick and flow == self.definition.name:

@@ -46,8 +46,9 @@ class ClockedEngine(Engine):
     def __init__(self, client: redis.Redis, prefix: str, clock: Clock) -> None:
         super().__init__(client, prefix)
         self.clock = clock
-        self.rider: list[tuple[str, tuple[Any, ...]]] = []
-        """Calls (``''``: a plain read) to send after the next ``schedule.fire`` batch."""
+        self.rider: Callable[[RiderPipeline], None] | None = None
+        """Queues the calls to send after the next ``schedule.fire`` batch, in its round trip
+        (it sees the batch's calls: what rides may depend on what fires)."""
         self.rider_replies: list[Any] | None = None
         self.meanwhile: Callable[[], None] | None = None
         """Work to do while the server runs a ``schedule.fire`` batch (the next tick's run,
@@ -60,6 +61,11 @@ class ClockedEngine(Engine):
 
     def server_time(self) -> float:
         return self.clock.now
+
+    @property
+    def round_trips(self) -> int:
+        """The round trips this engine's calls and pipelines took so far."""
+        return self._sent
 
     def read_ahead(self, call: Call, reply: Any) -> None:
         """``reply`` answers ``call`` if it is the next call this engine gets."""
@@ -80,10 +86,10 @@ class ClockedEngine(Engine):
 
     def pipeline(self) -> EnginePipeline:
         super().pipeline()  # the library loaded first, as for any pipeline
-        return _RiderPipeline(self)
+        return RiderPipeline(self)
 
 
-class _RiderPipeline(EnginePipeline):
+class RiderPipeline(EnginePipeline):
     """A pipeline that takes its engine's rider along after a ``schedule.fire`` batch."""
 
     def __init__(self, engine: ClockedEngine) -> None:
@@ -94,19 +100,22 @@ class _RiderPipeline(EnginePipeline):
         engine = self.clocked
         engine._ahead = None
         engine._sent += 1
-        rider: list[tuple[str, tuple[Any, ...]]] = []
         firing = any(command == "schedule.fire" for command, _ in self._calls)
+        ridden = 0
         if firing:
             self.meanwhile = engine.meanwhile
-        if engine.rider and firing:
-            rider, engine.rider = engine.rider, []
-            for command, args in rider:
-                if command:
-                    self.call(command, *args)
-                else:
-                    self.read(*args)
+            rider, engine.rider = engine.rider, None
+            if rider is not None:
+                fired = len(self)
+                rider(self)
+                ridden = len(self) - fired
         replies = super().execute()
-        if not rider:
+        if not ridden:
             return replies
-        engine.rider_replies = replies[len(replies) - len(rider) :]
-        return replies[: len(replies) - len(rider)]
+        engine.rider_replies = replies[len(replies) - ridden :]
+        return replies[: len(replies) - ridden]
+
+    def fire_calls(self) -> list[list[Any]]:
+        """The arguments of the ``schedule.fire`` calls queued (after the time)."""
+        skip = len(self.clocked._keys) + 3  # the key count, the keys, the command, the time
+        return [args[skip:] for command, args in self._calls if command == "schedule.fire"]

@@ -37,8 +37,9 @@ from typing import Any, Final
 
 import redis
 
+from flows.expand.run_specs import job_objects
 from flows.flowfile.cases import Case, Stub
-from flows.flowfile.job_data import FlowsMeta, UnresolvedReference
+from flows.flowfile.job_data import CACHE_KEY, META_KEY, FlowsMeta, UnresolvedReference
 from flows.runs.build import build_run
 from flows.runs.logs import StepLine, tree_label
 from flows.runs.read import RunView, load_run, run_outputs
@@ -47,15 +48,17 @@ from flows.runs.submit import submit
 from flows.runtime.tasks import KILL_GRACE_SECONDS
 from flows.runtime.worker_hook import prepare
 from flows.testing.ahead import AheadSource, builds_alike_ahead
-from flows.testing.clock import Clock, ClockedEngine
+from flows.testing.clock import Call, Clock, ClockedEngine, RiderPipeline
 from flows.testing.files import TestFile
 from flows.testing.stub import STUB_KEY, STUB_KLASS
 from scheduler.engine import joblogs
 from scheduler.engine.client import Client
 from scheduler.engine.errors import EngineError, JobNotFound, carrying_given
 from scheduler.engine.job import Job
+from scheduler.engine.scripts import EnginePipeline
 from scheduler.service.housekeeping import maintain_queues
 from scheduler.service.loop import SchedulerService
+from scheduler.service.records import RunRequest
 from scheduler.service.schedules import Schedules
 from scheduler.worker import FailJob, HandedOver, SkipJob, capture, runner, sessions
 from scheduler.worker.capture import LogShipper, capturing
@@ -158,6 +161,44 @@ class Observed:
     virtual_seconds: float = 0.0
     output: list[StepLine] = field(default_factory=list)
     """What the real (unstubbed) steps wrote, step by step: their step logs."""
+    round_trips: int = 0
+    """The round trips of the case's engine calls and reads."""
+
+
+_FORESEEABLE: Final = frozenset(
+    {"jid", "data", "queue", "klass", "priority", "retries", "tags", "trigger", "notify"}
+)
+"""The fields of a job's spec that :meth:`_Driver.foresee` knows how the engine hands back
+(any other, such as a delay, a throttle or a time to live, can change what a pop hands out)."""
+
+
+@dataclass(frozen=True)
+class _Foreseen:
+    """The first job of a tick's run built ahead, as its pop will hand it out (``known``),
+    and how it ends, played before the run is fired."""
+
+    run_id: str
+    job: Job
+    known: tuple[Any, ...]
+    outcome: runner.Outcome
+    step: str
+
+
+def _known(job: Job) -> tuple[Any, ...]:
+    """What a job's outcome is made of, as a pop hands it out (its lock's time aside)."""
+    return (
+        job.jid,
+        job.klass,
+        job.queue,
+        job.data,
+        job.retries,
+        job.remaining,
+        job.lost,
+        job.runs,
+        job.ttr,
+        job.throttle,
+        job.concurrency_key,
+    )
 
 
 @dataclass(order=True)
@@ -193,6 +234,9 @@ class _Driver:
         self.due_limit = 0  # the service's page of due schedules (a schedule case's)
         self.buffered = 0  # ticks held back for a run to end (overlap buffer_one), last read
         self.rider_queues: list[str] = []
+        self.foreseeing = True
+        self.foreseen: _Foreseen | None = None  # the next tick's first job, played ahead
+        self.rode: tuple[_Foreseen, Call | None] | None = None  # its report sent with the fire
         self.logs = LogShipper(self.engine)  # sent after each real step, no thread of its own
         self.logged: list[tuple[str, int]] = []  # (jid, attempt) of each real run that wrote
 
@@ -221,13 +265,111 @@ class _Driver:
                     break
         return started
 
-    def ride_pops(self, queues: list[str]) -> None:
+    def ride_pops(self, queues: list[str], *, ahead: bool = False) -> None:
         """Pop ``queues`` (and read the next tick) in the round trip of the service's next fire
-        batch: right after the fire, as a worker waiting on them would."""
+        batch: right after the fire, as a worker waiting on them would. ``ahead``: nothing runs
+        and nothing else can start (:func:`_run_schedule` knows): if the batch fires the run
+        whose first job was foreseen (:meth:`foresee`), that job's report and the reads of
+        :meth:`next_event` go in the same round trip (:meth:`settle_ahead`)."""
         self.rider_queues = list(queues)
-        self.engine.rider = [("pop.lean", (q, WORKER, POP_COUNT)) for q in queues]
-        self.engine.rider.append(("", ("zrange", f"{self.prefix}schedules", 0, 0, "withscores")))
+        self.rode = None
+
+        def rider(pipe: RiderPipeline) -> None:
+            for queue in queues:
+                pipe.call("pop.lean", queue, WORKER, POP_COUNT)
+            pipe.read("zrange", f"{self.prefix}schedules", 0, 0, "withscores")
+            if ahead:
+                self.ride_ahead(pipe, queues)
+
+        self.engine.rider = rider
         self.engine.rider_replies = None
+
+    def ride_ahead(self, pipe: RiderPipeline, queues: list[str]) -> None:
+        """Queue the foreseen job's report and the next event's reads on ``pipe`` when its one
+        fire is the foreseen run's, on time: the pops before them hand out that job alone (the
+        queues are empty, nothing else is due), and nothing happens between its pop and its
+        report but what the client does (a stub with nothing to read, played ahead)."""
+        foreseen, self.foreseen = self.foreseen, None
+        fires = pipe.fire_calls()
+        if foreseen is None or len(fires) != 1 or foreseen.job.queue not in queues:
+            return
+        # name, hash, expected, next, action, tick, skips, run id, run, jobs (no cancel)
+        fire = fires[0]
+        if len(fire) != 10 or fire[4] != "fire" or fire[7] != foreseen.run_id or fire[3] == "":
+            return
+        upcoming = float(fire[3])  # where the fire moves the schedule: its next tick
+        if upcoming <= self.clock.now:
+            return  # a catch-up: the service fires again in this tick
+        self.report(foreseen.job, foreseen.outcome, pipe)
+        due = self.queue_event_reads(pipe, queues, ticks=True, due_at=upcoming)
+        self.rode = (foreseen, due)
+
+    def foresee(self, run: RunRequest | None) -> None:
+        """Play the first job of ``run`` (a tick's, built ahead) before it is fired, when how it
+        ends is known without the engine: the run hands out that one job first, a stub (for
+        its first attempt) that ends at once, with nothing to read (no upstream step, secret
+        or cache). Done while the server fires the tick before (``meanwhile``)."""
+        self.foreseen = None
+        if run is None or self.case.signals or not self.foreseeing:
+            return
+        try:
+            ready = [spec for spec in job_objects(run.jobs_json()) if not spec.get("depends")]
+        except (ValueError, KeyError, TypeError):
+            return
+        if len(ready) != 1 or not ready[0].keys() <= _FORESEEABLE or "retries" not in ready[0]:
+            return
+        spec = ready[0]
+        raw = {**spec, "remaining": spec["retries"], "runs": 1, "worker": WORKER}
+        job = Job(self.client, raw)
+        meta = FlowsMeta.from_data(job.data)
+        if meta is None or meta.flow != self.flow_name or meta.secrets or meta.upstream:
+            return
+        stub = self.case.stub(meta.step, 1)
+        if stub is None or stub.duration != 0 or job.data[META_KEY].get(CACHE_KEY):
+            return
+        try:
+            split(job.data)
+        except BrokenPayload:
+            return
+        known = _known(job)
+        outcome, _ = self.outcome_of(job, meta)
+        if outcome.kind in ("complete", "skip"):
+            self.foreseen = _Foreseen(run.run_id, job, known, outcome, meta.step)
+
+    def settle_ahead(self, queues: list[str]) -> tuple[float, float, bool] | None:
+        """After a fire batch that took the foreseen job's report along (:meth:`ride_ahead`):
+        the next event, as :meth:`next_event` says it; None when the pops handed out anything
+        but that job (the fire did not fire its run: the report was refused, changing
+        nothing), and the pops are started the ordinary way."""
+        rode, self.rode = self.rode, None
+        replies = self.engine.rider_replies
+        if rode is None or not replies:
+            return None
+        foreseen, due = rode
+        count = len(queues)
+        pops = replies[:count]
+        for reply in pops:
+            if isinstance(reply, Exception):
+                raise reply
+        jobs = [Job(self.client, raw) for reply in pops for raw in json.loads(reply)]
+        if len(jobs) != 1 or _known(jobs[0]) != foreseen.known:
+            if not isinstance(replies[count + 1], EngineError):
+                raise CaseError(f"the report of {foreseen.job.jid}, sent ahead, was taken")
+            self.reported = []
+            self.engine.rider_replies = replies[: count + 1]
+            return None
+        self.engine.rider_replies = None
+        self.order.append(foreseen.step)
+        self.reported = [(jobs[0], foreseen.outcome)]
+        self.judge([replies[count + 1]])
+        return self.events(replies[count + 2 :], queues, ticks=True, due=due)
+
+    def upcoming(self) -> float | None:
+        """The next tick as read right after the fire (the rider's read), if it was."""
+        replies = self.engine.rider_replies
+        if not replies or isinstance(replies[len(self.rider_queues)], Exception):
+            return None
+        return _first_score(replies[len(self.rider_queues)])
 
     def ridden_pops(self) -> dict[str, Any]:
         """The replies of the pops that rode along (queue → reply), taken once."""
@@ -237,22 +379,31 @@ class _Driver:
         for reply in replies:
             if isinstance(reply, Exception):
                 raise reply
-        return dict(zip(self.rider_queues, replies[:-1], strict=True))
+        return dict(zip(self.rider_queues, replies[: len(self.rider_queues)], strict=True))
 
     def start(self, job: Job) -> None:
-        now = self.clock.now
         meta = FlowsMeta.from_data(job.data)
-        ours = meta is not None and meta.flow == self.flow_name
-        if ours and meta is not None:
-            self.order.append(meta.step)
+        mine = meta if meta is not None and meta.flow == self.flow_name else None
+        if mine is not None:
+            self.order.append(mine.step)
         try:
-            user_data, options = split(job.data)
+            split(job.data)
         except BrokenPayload as error:
             self.report(job, runner.failure("broken-payload", str(error)))
             return
+        outcome, duration = self.outcome_of(job, mine)
+        now = self.clock.now
+        lock = max(1.0, job.expires - now) if job.expires else 30.0
+        entry = _Running(now + duration, next(self.seq), job, outcome, now + lock / 3, lock)
+        heapq.heappush(self.running, entry)
+
+    def outcome_of(self, job: Job, meta: FlowsMeta | None) -> tuple[runner.Outcome, float]:
+        """How ``job`` (a step of the case's flow: ``meta``) ends and how long it takes: its
+        stub played, or the step really run. Its payload splits (:meth:`start` checked)."""
+        user_data, options = split(job.data)
         # A real run gets an empty folder of its own (below); a stub needs none.
         ctx = JobContext(job=job, data=user_data, options=options, sandbox=self.sandbox)
-        stub = self.case.stub(meta.step, ctx.attempt) if ours and meta is not None else None
+        stub = self.case.stub(meta.step, ctx.attempt) if meta is not None else None
         duration = 0.0
         try:
             prepared = True
@@ -276,9 +427,7 @@ class _Driver:
             outcome = runner.Outcome("handed", message=handed.message)
         except Exception as error:
             outcome = runner.failure("prepare-error", f"{type(error).__name__}: {error}")
-        lock = max(1.0, job.expires - now) if job.expires else 30.0
-        entry = _Running(now + duration, next(self.seq), job, outcome, now + lock / 3, lock)
-        heapq.heappush(self.running, entry)
+        return outcome, duration
 
     def run_for_real(self, ctx: JobContext) -> tuple[runner.Outcome, float]:
         """:func:`run_for_real`, its lines stored before its outcome is reported, as a
@@ -315,11 +464,13 @@ class _Driver:
         }
         return runner.run(ctx), stub.duration
 
-    def report(self, job: Job, outcome: runner.Outcome) -> None:
+    def report(self, job: Job, outcome: runner.Outcome, pipe: EnginePipeline | None = None) -> None:
         """The outcome, queued to be sent as a worker sends it (:meth:`flush`, or with the reads
-        of :meth:`next_event`: one round trip for a moment's reports and what follows)."""
-        call = self.outbox.call
-        queued = len(self.outbox)
+        of :meth:`next_event`: one round trip for a moment's reports and what follows; or on
+        ``pipe``, a tick's fire batch, when it was foreseen)."""
+        pipe = self.outbox if pipe is None else pipe
+        call = pipe.call
+        queued = len(pipe)
         if outcome.kind == "complete":
             args: list[Any] = ["result", outcome.result] if outcome.result else []
             call("complete", job.jid, WORKER, job.queue, "", *args)
@@ -335,7 +486,7 @@ class _Driver:
             call("bury", job.jid, WORKER, outcome.message)
         # Handed over (a sub-flow's child started, a cache hit) or lost: the job's own call
         # took it, nothing is sent; each report sent is remembered with its job.
-        if len(self.outbox) > queued:
+        if len(pipe) > queued:
             self.reported.append((job, outcome))
 
     def flush(self, reads: int = 0) -> list[Any]:
@@ -348,7 +499,11 @@ class _Driver:
         why.
         """
         replies = self.outbox.execute()
-        reports = replies[: len(replies) - reads]
+        self.judge(replies[: len(replies) - reads])
+        return replies[len(replies) - reads :]
+
+    def judge(self, reports: list[Any]) -> None:
+        """The replies to the reports sent (:meth:`flush`), judged as a worker judges them."""
         sent, self.reported = self.reported, []
         for (job, outcome), reply in zip(sent, reports, strict=True):
             if not isinstance(reply, Exception):
@@ -365,7 +520,6 @@ class _Driver:
                 continue  # an engine fault, not this job's: a worker leaves it to its lock
             with suppress(EngineError):  # its lock lost meanwhile
                 self.engine.call("fail.held", job.jid, WORKER, failed.group, failed.message)
-        return replies[len(reports) :]
 
     def finish_due(self) -> int:
         """Report every running job whose end has come (queued: :meth:`flush`)."""
@@ -433,11 +587,15 @@ class _Driver:
         and whether a job can start right now (waiting in a queue, or a wait to signal). One
         round trip: the engine's indexes are scored by these times. ``due_at``: the service's
         due read at that time goes last in it, read ahead for its tick then."""
-        # Heartbeats are no events (beat_until sends them on the way), nor are the locks they
-        # renew: every job locked in a case's namespace is one of these running ones.
-        times = [e.end for e in self.running]
-        ours = {e.job.jid for e in self.running}
-        pipe = self.outbox  # after the reports queued at this moment, in their round trip
+        # After the reports queued at this moment, in their round trip.
+        due = self.queue_event_reads(self.outbox, queues, ticks=ticks, due_at=due_at)
+        reads = 2 + 3 * len(queues) + (2 if ticks else 0) + (due is not None)
+        return self.events(self.flush(reads=reads), queues, ticks=ticks, due=due)
+
+    def queue_event_reads(
+        self, pipe: EnginePipeline, queues: list[str], *, ticks: bool, due_at: float | None
+    ) -> Call | None:
+        """Queue :meth:`next_event`'s reads on ``pipe``; the due read among them, if any."""
         for queue in queues:
             pipe.read("zcard", f"{self.prefix}q:{queue}-work")
         for queue in queues:
@@ -448,13 +606,22 @@ class _Driver:
         if ticks:
             pipe.read("zrange", f"{self.prefix}schedules", 0, 0, "withscores")
             pipe.read("zcard", f"{self.prefix}schedules-buffered")
-        due = None
-        if due_at is not None:
-            due = ("schedule.due", (0, self.due_limit), due_at)
-            pipe.call(due[0], *due[1], now=due_at)
-        replies = self.flush(reads=2 + 3 * len(queues) + (2 if ticks else 0) + (due is not None))
+        if due_at is None:
+            return None
+        due: Call = ("schedule.due", (0, self.due_limit), due_at)
+        pipe.call(due[0], *due[1], now=due_at)
+        return due
+
+    def events(
+        self, replies: list[Any], queues: list[str], *, ticks: bool, due: Call | None
+    ) -> tuple[float, float, bool]:
+        """:meth:`next_event`'s answer from the replies of its reads."""
         if due is not None and not isinstance(reply := replies.pop(), Exception):
             self.engine.read_ahead(due, reply)
+        # Heartbeats are no events (beat_until sends them on the way), nor are the locks they
+        # renew: every job locked in a case's namespace is one of these running ones.
+        times = [e.end for e in self.running]
+        ours = {e.job.jid for e in self.running}
         tick = math.inf
         if ticks:
             self.buffered = int(replies.pop())
@@ -581,8 +748,10 @@ def namespace(server: redis.Redis, clock: Clock) -> Iterator[Client]:
         client.engine.close()
 
 
-def run_case(server: redis.Redis, test: TestFile, case: Case) -> Observed:
-    """Run ``case`` of ``test`` on ``server`` and say what happened."""
+def run_case(server: redis.Redis, test: TestFile, case: Case, *, foresee: bool = True) -> Observed:
+    """Run ``case`` of ``test`` on ``server`` and say what happened. ``foresee``: a schedule
+    case's ticks whose first job's outcome is known ahead are reported with their fire, in one
+    round trip (the same calls in the same order either way)."""
     wall = time.monotonic()
     start = case.schedule.start if case.schedule is not None else case.at.timestamp()
     clock = Clock(start)
@@ -591,6 +760,7 @@ def run_case(server: redis.Redis, test: TestFile, case: Case) -> Observed:
         tempfile.TemporaryDirectory(prefix="flows-test-") as sandbox,
     ):
         driver = _Driver(client, clock, test, case, Path(sandbox))
+        driver.foreseeing = foresee
         if case.schedule is None:
             observed = _run_once(driver, test, case)
         else:
@@ -598,6 +768,7 @@ def run_case(server: redis.Redis, test: TestFile, case: Case) -> Observed:
         observed.output = driver.output()
         observed.seconds = time.monotonic() - wall
         observed.virtual_seconds = clock.now - start
+        observed.round_trips = driver.engine.round_trips
         return observed
 
 
@@ -646,7 +817,12 @@ def _run_schedule(driver: _Driver, test: TestFile, case: Case) -> Observed:
     source = FlowsSource()
     if builds_alike_ahead(test.flow.flow):
         source = ahead = AheadSource(definition)
-        driver.engine.meanwhile = lambda: ahead.build_after(clock.now)
+
+        def meanwhile() -> None:
+            ahead.build_after(clock.now)
+            driver.foresee(ahead.built)
+
+        driver.engine.meanwhile = meanwhile
     service = SchedulerService(
         client, source, test.flow.flow_dir, service_id=WORKER, ping_interval=PING_INTERVAL
     )
@@ -654,27 +830,25 @@ def _run_schedule(driver: _Driver, test: TestFile, case: Case) -> Observed:
     outage = period.outage
     fired: list[float] = []
     queues: list[str] = []
-    job_due = False
+    job_due = pending = False
     tick_at = period.start
     upcoming: float | None = None  # the next tick after the last fire, read with it
     for _ in range(MAX_STEPS):
         down = outage is not None and outage[0] <= clock.now < outage[1]
         upcoming = None
+        known: _Next | None = None
         if not down and tick_at <= clock.now < period.end:
-            driver.ride_pops(queues)
-            report = service.tick(clock.now)
-            fired.extend(f.tick for f in report.fired)
-            replies = driver.engine.rider_replies
-            if replies and not isinstance(replies[-1], Exception):
-                upcoming = _first_score(replies[-1])
-            driver.engine.rider = []  # not taken when nothing was fired
-            if report.fired and (len(fired) <= 2 or len(fired) % 64 == 0):
-                queues = driver.queues()  # a run's queues, once known (sub-flows add theirs)
-        if job_due:
-            driver.housekeep()
-        moved = driver.settle(queues)
-        due_at = upcoming if upcoming is not None and math.isfinite(upcoming) else None
-        moment, tick, pending = driver.next_event(queues, ticks=True, due_at=due_at)
+            quiet = not (driver.running or job_due or pending)
+            known, upcoming, queues = _tick(driver, service, queues, fired, quiet=quiet)
+        if known is not None:
+            moved = True  # the foreseen job started and ended
+            moment, tick, pending = known
+        else:
+            if job_due:
+                driver.housekeep()
+            moved = driver.settle(queues)
+            due_at = upcoming if upcoming is not None and math.isfinite(upcoming) else None
+            moment, tick, pending = driver.next_event(queues, ticks=True, due_at=due_at)
         if driver.buffered and moved:
             # A tick held back for a run that may just have ended: the service, which ticks
             # every second, fires it now rather than at the schedule's next fire time.
@@ -693,3 +867,34 @@ def _run_schedule(driver: _Driver, test: TestFile, case: Case) -> Observed:
         driver.beat_until(moment)
         clock.advance_to(moment)
     return Observed(runs=len(fired), order=list(driver.order), ticks=fired)
+
+
+#: The next event as :meth:`_Driver.next_event` says it: (moment, tick, pending).
+_Next = tuple[float, float, bool]
+
+
+def _tick(
+    driver: _Driver,
+    service: SchedulerService,
+    queues: list[str],
+    fired: list[float],
+    *,
+    quiet: bool,
+) -> tuple[_Next | None, float | None, list[str]]:
+    """The service's tick at the clock's time, the pops riding with its fire batch (``fired``
+    takes its fired ticks). ``quiet``: nothing runs, waits in a queue or falls due with the
+    tick. Returns the next event when the tick's first job was foreseen (reported in the same
+    round trip: :meth:`_Driver.ride_ahead`), else the next tick read after the fire; and the
+    run's queues."""
+    # The run's queues are read again after the first fires and every 64th (sub-flows add
+    # theirs), between the pops and the reports: no report rides along with those.
+    again = len(fired) < 2 or (len(fired) + 1) % 64 == 0
+    driver.ride_pops(queues, ahead=quiet and not again)
+    report = service.tick(driver.clock.now)
+    fired.extend(f.tick for f in report.fired)
+    known = driver.settle_ahead(queues)
+    upcoming = driver.upcoming() if known is None else None
+    driver.engine.rider = None  # not taken when nothing was fired
+    if report.fired and (len(fired) <= 2 or len(fired) % 64 == 0):
+        queues = driver.queues()
+    return known, upcoming, queues

@@ -6,12 +6,16 @@ The month (44,640 runs) is marked slow; its wall time is measured by
 
 from __future__ import annotations
 
+import re
+import threading
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 import redis
 
+from flows.testing.driver import run_case
+from flows.testing.files import read_test_file
 from flows.testing.session import run_files
 from scheduler.cron import Schedule, missed_ticks
 
@@ -162,3 +166,101 @@ def test_a_reply_read_ahead_answers_only_the_next_call_if_it_matches(
     engine.read_ahead(("schedule.due", (0, 500), 1_060.0), "read ahead")
     engine.pipeline().read("zcard", "clocked:x").execute()  # a round trip in between
     assert engine.call("schedule.due", 0, 500, now=1_060.0) == real
+
+
+CHAIN = """\
+version: 1
+name: chain
+queue: links
+schedule:
+  cron: "*/5 * * * *"
+  timezone: UTC
+steps:
+  first: {run: echo first}
+  second: {run: echo second, needs: [first]}
+"""
+
+#: Cases of ``chain.yaml`` whose ticks are foreseen (a first job stubbed to end at once), or
+#: not (it takes time, fails, is retried, or the service is down for a while).
+CHAIN_CASES = """\
+flow: chain.yaml
+cases:
+  - name: stubs that end at once
+    schedule: {from: "2026-03-02T00:00:00Z", to: "2026-03-02T02:00:00Z"}
+    mock: {first: {outputs: {n: 1}}, second: {outputs: {}}}
+    expect: {runs: 24}
+  - name: a first step that outlasts a tick
+    schedule: {from: "2026-03-02T00:00:00Z", to: "2026-03-02T01:00:00Z"}
+    mock: {first: {duration: 7m, outputs: {}}, second: {outputs: {}}}
+    expect: {runs: 6}
+  - name: an outage and its catch-up
+    schedule:
+      from: "2026-03-02T00:00:00Z"
+      to: "2026-03-02T02:00:00Z"
+      outage: "2026-03-02T00:32:00Z/2026-03-02T01:08:00Z"
+    mock: {first: {outputs: {}}, second: {outputs: {}}}
+    expect: {runs: 18}
+"""
+
+
+def engine_commands(server: redis.Redis, path: Path, case: int, *, foresee: bool) -> list[str]:
+    """The commands a case sends to its namespace (its engine calls and their commands, its
+    reads; the prefix left out), as the server's MONITOR sees them, until its removal."""
+    reading = read_test_file(path)
+    assert reading.test is not None, reading.findings
+    test = reading.test
+    seen: list[str] = []
+    watcher = server.monitor()
+    ready = threading.Event()
+
+    def watch() -> None:
+        with watcher as monitor:
+            ready.set()
+            for command in monitor.listen():
+                if command["command"].startswith("SCAN"):  # the namespace's removal
+                    return
+                seen.append(command["command"])
+
+    thread = threading.Thread(target=watch, daemon=True)
+    thread.start()
+    ready.wait(5)
+    observed = run_case(server, test, test.cases[case], foresee=foresee)
+    thread.join(10)
+    assert observed.runs == test.cases[case].expect.runs
+    prefix = re.compile(r"flows-test-[0-9a-f]{12}:")
+    # The namespace's (not loading the engine, say), without the service's health (its pid
+    # and start): no engine state a case compares.
+    return [prefix.sub("NS:", c) for c in seen if prefix.search(c) and '"started"' not in c]
+
+
+@pytest.mark.parametrize("case", [0, 1, 2], ids=["at-once", "outlasting", "outage"])
+def test_ticks_foreseen_send_the_calls_of_the_ticks_not_foreseen(
+    redis_client: redis.Redis, tmp_path: Path, case: int
+) -> None:
+    """A tick whose run's first job ends at once as a stub is reported in the round trip of
+    its fire (its outcome played while the server fired the tick before): the server sees
+    the very calls, in the very order, of the loop that waits for each pop."""
+    (tmp_path / "chain.yaml").write_text(CHAIN)
+    path = tmp_path / "chain.test.yaml"
+    path.write_text(CHAIN_CASES)
+    foreseen = engine_commands(redis_client, path, case, foresee=True)
+    one_by_one = engine_commands(redis_client, path, case, foresee=False)
+    assert len(foreseen) > 100
+    assert foreseen == one_by_one
+
+
+def test_a_foreseen_tick_takes_one_round_trip(redis_client: redis.Redis, tmp_path: Path) -> None:
+    """A minutely one-step run stubbed to end at once: its fire, pop, complete and the reads
+    of what comes next go in one round trip a tick."""
+    (tmp_path / "minutely.yaml").write_text(FLOW)
+    path = tmp_path / "minutely.test.yaml"
+    path.write_text(
+        "flow: minutely.yaml\ncases:\n"
+        '  - name: an hour\n    schedule: {from: "2026-03-02T00:00:00Z", '
+        'to: "2026-03-02T01:00:00Z"}\n    mock: all\n    expect: {runs: 60}\n'
+    )
+    reading = read_test_file(path)
+    assert reading.test is not None
+    observed = run_case(redis_client, reading.test, reading.test.cases[0])
+    assert observed.runs == 60
+    assert observed.round_trips < 60 + 10
