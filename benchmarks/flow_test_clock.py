@@ -6,8 +6,9 @@ forward included, and runs it as ``flows test`` does: a private embedded server 
 the real scheduler service ticking at every fire time, each run's job popped, stubbed and
 completed through the engine. ``--days`` shortens the period (from 2026-03-01). Prints the
 runs fired (checked against the cron library's fire times), the wall time, the CPU time of
-this process and of the server (their sum is what an idle machine would take: the two wait on
-each other, one call at a time) and the load average, so a figure from a busy machine can be
+this process and of the server (the client's build of the next run, and its play of the
+run's stub, overlap the server's work; the rest of the two wait on each other), the round
+trips of the case's engine calls and the load average, so a figure from a busy machine can be
 read for what it is.
 """
 
@@ -88,6 +89,9 @@ def main() -> None:
     if not case.passed:
         print("\n".join(case.failure))
     print(f"wall: {wall:.1f} s ({wall / len(ticks) * 1000:.2f} ms a tick)")
+    if case.observed is not None:
+        trips = case.observed.round_trips
+        print(f"round trips: {trips} ({trips / len(ticks):.2f} a tick)")
     print(f"CPU: client {cpu:.1f} s + server {served:.1f} s = {cpu + served:.1f} s")
     print(f"load average: {load:.1f} at the start, {os.getloadavg()[0]:.1f} at the end")
     raise SystemExit(0 if case.passed else 1)

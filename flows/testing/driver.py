@@ -308,33 +308,37 @@ class _Driver:
         """Play the first job of ``run`` (a tick's, built ahead) before it is fired, when how it
         ends is known without the engine: the run hands out that one job first, a stub (for
         its first attempt) that ends at once, with nothing to read (no upstream step, secret
-        or cache). Done while the server fires the tick before (``meanwhile``)."""
+        or cache). Done while the server fires the tick before (``meanwhile``): never raises,
+        a job it cannot foresee is started when it is popped."""
         self.foreseen = None
         if run is None or self.case.signals or not self.foreseeing:
             return
         try:
-            ready = [spec for spec in job_objects(run.jobs_json()) if not spec.get("depends")]
-        except (ValueError, KeyError, TypeError):
+            self.foreseen = self._foreseen(run)
+        except Exception:  # its pop starts it as any other, and says what is wrong
             return
+
+    def _foreseen(self, run: RunRequest) -> _Foreseen | None:
+        ready = [spec for spec in job_objects(run.jobs_json()) if not spec.get("depends")]
         if len(ready) != 1 or not ready[0].keys() <= _FORESEEABLE or "retries" not in ready[0]:
-            return
+            return None
         spec = ready[0]
-        raw = {**spec, "remaining": spec["retries"], "runs": 1, "worker": WORKER}
-        job = Job(self.client, raw)
+        job = Job(self.client, {**spec, "remaining": spec["retries"], "runs": 1, "worker": WORKER})
         meta = FlowsMeta.from_data(job.data)
         if meta is None or meta.flow != self.flow_name or meta.secrets or meta.upstream:
-            return
+            return None
         stub = self.case.stub(meta.step, 1)
         if stub is None or stub.duration != 0 or job.data[META_KEY].get(CACHE_KEY):
-            return
+            return None
         try:
             split(job.data)
         except BrokenPayload:
-            return
+            return None
         known = _known(job)
         outcome, _ = self.outcome_of(job, meta)
-        if outcome.kind in ("complete", "skip"):
-            self.foreseen = _Foreseen(run.run_id, job, known, outcome, meta.step)
+        if outcome.kind not in ("complete", "skip"):
+            return None
+        return _Foreseen(run.run_id, job, known, outcome, meta.step)
 
     def settle_ahead(self, queues: list[str]) -> tuple[float, float, bool] | None:
         """After a fire batch that took the foreseen job's report along (:meth:`ride_ahead`):
