@@ -8,7 +8,8 @@ of an hour, a wait's timeout or a month of ticks pass by setting the clock, neve
 It also lets the test's driver share round trips with the scheduler service it drives, the
 calls unchanged and in the order they would run one by one (nobody else writes to a case's
 namespace): calls queued as a *rider* go after the service's next ``schedule.fire`` batch, in
-its round trip (the worker's pop of the run just fired), and a call's reply read ahead of time
+its round trip (the worker's pop of the run just fired, and the report of its job when it was
+known ahead), and a call's reply read ahead of time
 (the service's due read of the next tick, after the driver's reports of this moment) answers
 that call if it comes next, with the same arguments at the same time. Work the driver can
 do ahead (:attr:`ClockedEngine.meanwhile`) runs while the server works on a fire batch.

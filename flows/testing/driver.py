@@ -15,7 +15,9 @@ at that moment.
 A schedule case shares round trips with the service it drives (``ClockedEngine``'s rider and
 read-ahead), the calls and their order unchanged: the worker's pop of the queues rides after the
 service's fire batch, and the service's due read of the next tick after the driver's reports of
-this moment. So a tick of a one-step run takes two round trips, not five.
+this moment. So a tick of a one-step run takes two round trips, not five; one when the run's
+first job is a stub that ends at once, played while the server fires the tick before
+(:meth:`_Driver.foresee`): its report and the reads of what comes next ride after the pops.
 """
 
 from __future__ import annotations
@@ -842,7 +844,7 @@ def _run_schedule(driver: _Driver, test: TestFile, case: Case) -> Observed:
         upcoming = None
         known: _Next | None = None
         if not down and tick_at <= clock.now < period.end:
-            quiet = not (driver.running or job_due or pending)
+            quiet = not (driver.running or job_due or pending or driver.buffered)
             known, upcoming, queues = _tick(driver, service, queues, fired, quiet=quiet)
         if known is not None:
             moved = True  # the foreseen job started and ended
@@ -887,9 +889,11 @@ def _tick(
 ) -> tuple[_Next | None, float | None, list[str]]:
     """The service's tick at the clock's time, the pops riding with its fire batch (``fired``
     takes its fired ticks). ``quiet``: nothing runs, waits in a queue or falls due with the
-    tick. Returns the next event when the tick's first job was foreseen (reported in the same
-    round trip: :meth:`_Driver.ride_ahead`), else the next tick read after the fire; and the
-    run's queues."""
+    tick, and no tick is held back (the service's tick then ends with its fire batch: no due
+    read after it, which a report sent with the batch would come before). Returns the next
+    event when the tick's first job was foreseen (reported in the same round trip:
+    :meth:`_Driver.ride_ahead`), else the next tick read after the fire; and the run's
+    queues."""
     # The run's queues are read again after the first fires and every 64th (sub-flows add
     # theirs), between the pops and the reports: no report rides along with those.
     again = len(fired) < 2 or (len(fired) + 1) % 64 == 0

@@ -181,7 +181,7 @@ steps:
 """
 
 #: Cases of ``chain.yaml`` whose ticks are foreseen (a first job stubbed to end at once), or
-#: not (it takes time, fails, is retried, or the service is down for a while).
+#: not (it takes time, the run before still runs, or the service was down meanwhile).
 CHAIN_CASES = """\
 flow: chain.yaml
 cases:
@@ -192,6 +192,10 @@ cases:
   - name: a first step that outlasts a tick
     schedule: {from: "2026-03-02T00:00:00Z", to: "2026-03-02T01:00:00Z"}
     mock: {first: {duration: 7m, outputs: {}}, second: {outputs: {}}}
+    expect: {runs: 6}
+  - name: a second step that outlasts a tick
+    schedule: {from: "2026-03-02T00:00:00Z", to: "2026-03-02T01:00:00Z"}
+    mock: {first: {outputs: {}}, second: {duration: 7m, outputs: {}}}
     expect: {runs: 6}
   - name: an outage and its catch-up
     schedule:
@@ -233,7 +237,9 @@ def engine_commands(server: redis.Redis, path: Path, case: int, *, foresee: bool
     return [prefix.sub("NS:", c) for c in seen if prefix.search(c) and '"started"' not in c]
 
 
-@pytest.mark.parametrize("case", [0, 1, 2], ids=["at-once", "outlasting", "outage"])
+@pytest.mark.parametrize(
+    "case", [0, 1, 2, 3], ids=["at-once", "outlasting", "second-outlasting", "outage"]
+)
 def test_ticks_foreseen_send_the_calls_of_the_ticks_not_foreseen(
     redis_client: redis.Redis, tmp_path: Path, case: int
 ) -> None:
