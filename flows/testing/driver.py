@@ -333,11 +333,12 @@ class _Driver:
         if stub is None or stub.duration != 0 or job.data[META_KEY].get(CACHE_KEY):
             return None
         try:
-            split(job.data)
+            user_data, options = split(job.data)
         except BrokenPayload:
             return None
         known = _known(job)
-        outcome, _ = self.outcome_of(job, meta)
+        ctx = JobContext(job=job, data=user_data, options=options, sandbox=self.sandbox)
+        outcome, _ = self.outcome_of(ctx, meta)
         if outcome.kind not in ("complete", "skip"):
             return None
         return _Foreseen(run.run_id, job, known, outcome, meta.step)
@@ -359,8 +360,11 @@ class _Driver:
                 raise reply
         jobs = [Job(self.client, raw) for reply in pops for raw in json.loads(reply)]
         if len(jobs) != 1 or _known(jobs[0]) != foreseen.known:
-            if not isinstance(replies[count + 1], EngineError):
-                raise CaseError(f"the report of {foreseen.job.jid}, sent ahead, was taken")
+            if not isinstance(replies[count + 1], EngineError):  # never: a fault of the driver
+                raise CaseError(
+                    f"the report of {foreseen.job.jid} sent with its tick's fire was taken, "
+                    f"but the pop handed out {len(jobs)} job(s), not that one alone"
+                )
             self.reported = []
             self.engine.rider_replies = replies[: count + 1]
             return None
@@ -393,22 +397,21 @@ class _Driver:
         if mine is not None:
             self.order.append(mine.step)
         try:
-            split(job.data)
+            user_data, options = split(job.data)
         except BrokenPayload as error:
             self.report(job, runner.failure("broken-payload", str(error)))
             return
-        outcome, duration = self.outcome_of(job, mine)
+        ctx = JobContext(job=job, data=user_data, options=options, sandbox=self.sandbox)
+        outcome, duration = self.outcome_of(ctx, mine)
         now = self.clock.now
         lock = max(1.0, job.expires - now) if job.expires else 30.0
         entry = _Running(now + duration, next(self.seq), job, outcome, now + lock / 3, lock)
         heapq.heappush(self.running, entry)
 
-    def outcome_of(self, job: Job, meta: FlowsMeta | None) -> tuple[runner.Outcome, float]:
-        """How ``job`` (a step of the case's flow: ``meta``) ends and how long it takes: its
-        stub played, or the step really run. Its payload splits (:meth:`start` checked)."""
-        user_data, options = split(job.data)
-        # A real run gets an empty folder of its own (below); a stub needs none.
-        ctx = JobContext(job=job, data=user_data, options=options, sandbox=self.sandbox)
+    def outcome_of(self, ctx: JobContext, meta: FlowsMeta | None) -> tuple[runner.Outcome, float]:
+        """How the job of ``ctx`` (a step of the case's flow: ``meta``) ends and how long it
+        takes: its stub played, or the step really run (in an empty folder of its own; a stub
+        needs none)."""
         stub = self.case.stub(meta.step, ctx.attempt) if meta is not None else None
         duration = 0.0
         try:
