@@ -366,6 +366,12 @@ def masking() -> bool:
     return bool(_known)
 
 
+def remembered() -> int:
+    """How many values this process masks. It only grows: the same count later means the
+    same masking (what was masked ahead of time is masked alike now)."""
+    return len(_values)
+
+
 def masked(text: str) -> str:
     """``text`` with every secret this process resolved replaced by ``***``, in each of its
     :func:`forms`, and on each line the part of one that a line break split

@@ -53,6 +53,7 @@ from flows.testing.ahead import AheadSource, builds_alike_ahead
 from flows.testing.clock import Call, Clock, ClockedEngine, RiderPipeline
 from flows.testing.files import TestFile
 from flows.testing.stub import STUB_KEY, STUB_KLASS
+from scheduler import secrets
 from scheduler.engine import joblogs
 from scheduler.engine.client import Client
 from scheduler.engine.errors import EngineError, JobNotFound, carrying_given
@@ -184,6 +185,8 @@ class _Foreseen:
     known: tuple[Any, ...]
     outcome: runner.Outcome
     step: str
+    masks: int
+    """The secret values masked when it was played (its result's masking)."""
 
 
 def _known(job: Job) -> tuple[Any, ...]:
@@ -295,6 +298,8 @@ class _Driver:
         fires = pipe.fire_calls()
         if foreseen is None or len(fires) != 1 or foreseen.job.queue not in queues:
             return
+        if secrets.remembered() != foreseen.masks:
+            return  # a step resolved a secret since: its result may be masked otherwise now
         # name, hash, expected, next, action, tick, skips, run id, run, jobs (no cancel)
         fire = fires[0]
         if len(fire) != 10 or fire[4] != "fire" or fire[7] != foreseen.run_id or fire[3] == "":
@@ -336,12 +341,12 @@ class _Driver:
             user_data, options = split(job.data)
         except BrokenPayload:
             return None
-        known = _known(job)
+        known, masks = _known(job), secrets.remembered()
         ctx = JobContext(job=job, data=user_data, options=options, sandbox=self.sandbox)
         outcome, _ = self.outcome_of(ctx, meta)
         if outcome.kind not in ("complete", "skip"):
             return None
-        return _Foreseen(run.run_id, job, known, outcome, meta.step)
+        return _Foreseen(run.run_id, job, known, outcome, meta.step, masks)
 
     def settle_ahead(self, queues: list[str]) -> tuple[float, float, bool] | None:
         """After a fire batch that took the foreseen job's report along (:meth:`ride_ahead`):

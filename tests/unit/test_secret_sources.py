@@ -325,3 +325,13 @@ def test_a_missing_secret_names_the_places_looked_in(tmp_path: Path) -> None:
     with pytest.raises(MissingSecret) as missing:
         Secrets(environ={}, dirs=[]).resolve("DB_PASSWORD")
     assert str(missing.value) == "secret DB_PASSWORD not found: not in the environment"
+
+
+def test_the_count_of_values_remembered_grows_with_each_new_one_only() -> None:
+    """What a flow test played ahead of time is masked alike while the count is the same."""
+    value = "Counted-" + uuid.uuid4().hex
+    before = secrets.remembered()
+    remember([value])
+    assert secrets.remembered() == before + 1
+    remember([value])
+    assert secrets.remembered() == before + 1
