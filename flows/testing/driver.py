@@ -241,15 +241,15 @@ class _Driver:
         self.rider_queues: list[str] = []
         self.foreseeing = True
         self.foreseen: _Foreseen | None = None  # the next tick's first job, played ahead
-        self.rode: tuple[_Foreseen, Call | None] | None = None  # its report sent with the fire
+        self.rode: tuple[_Foreseen, Call | None, bool] | None = None  # its report, sent
+        self.queues_read: list[str] | None = None  # the queues, read with a fire batch
         self.logs = LogShipper(self.engine)  # sent after each real step, no thread of its own
         self.logged: list[tuple[str, int]] = []  # (jid, attempt) of each real run that wrote
 
     # -- jobs ----------------------------------------------------------------------------------
 
     def queues(self) -> list[str]:
-        reply = json.loads(self.engine.call("queues"))
-        return [str(q["name"]) for q in reply] if isinstance(reply, list) else []
+        return _queue_names(self.engine.call("queues"))
 
     def start_ready(self, queues: list[str]) -> int:
         """Pop and start every job that can start now; how many started. A worker's pop
@@ -270,26 +270,28 @@ class _Driver:
                     break
         return started
 
-    def ride_pops(self, queues: list[str], *, ahead: bool = False) -> None:
+    def ride_pops(self, queues: list[str], *, ahead: bool = False, again: bool = False) -> None:
         """Pop ``queues`` (and read the next tick) in the round trip of the service's next fire
         batch: right after the fire, as a worker waiting on them would. ``ahead``: nothing runs
         and nothing else can start (:func:`_run_schedule` knows): if the batch fires the run
         whose first job was foreseen (:meth:`foresee`), that job's report and the reads of
-        :meth:`next_event` go in the same round trip (:meth:`settle_ahead`)."""
+        :meth:`next_event` go in the same round trip (:meth:`settle_ahead`), after a read of
+        the queues if they are read ``again`` after this fire (:attr:`queues_read`)."""
         self.rider_queues = list(queues)
         self.rode = None
+        self.queues_read = None
 
         def rider(pipe: RiderPipeline) -> None:
             for queue in queues:
                 pipe.call("pop.lean", queue, WORKER, POP_COUNT)
             pipe.read("zrange", f"{self.prefix}schedules", 0, 0, "withscores")
             if ahead:
-                self.ride_ahead(pipe, queues)
+                self.ride_ahead(pipe, queues, again=again)
 
         self.engine.rider = rider
         self.engine.rider_replies = None
 
-    def ride_ahead(self, pipe: RiderPipeline, queues: list[str]) -> None:
+    def ride_ahead(self, pipe: RiderPipeline, queues: list[str], *, again: bool) -> None:
         """Queue the foreseen job's report and the next event's reads on ``pipe`` when its one
         fire is the foreseen run's, on time: the pops before them hand out that job alone (the
         queues are empty, nothing else is due), and nothing happens between its pop and its
@@ -307,9 +309,11 @@ class _Driver:
         upcoming = float(fire[3])  # where the fire moves the schedule: its next tick
         if upcoming <= self.clock.now:
             return  # a catch-up: the service fires again in this tick
+        if again:
+            pipe.call("queues")
         self.report(foreseen.job, foreseen.outcome, pipe)
         due = self.queue_event_reads(pipe, queues, ticks=True, due_at=upcoming)
-        self.rode = (foreseen, due)
+        self.rode = (foreseen, due, again)
 
     def foresee(self, run: RunRequest | None) -> None:
         """Play the first job of ``run`` (a tick's, built ahead) before it is fired, when how it
@@ -357,15 +361,18 @@ class _Driver:
         replies = self.engine.rider_replies
         if rode is None or not replies:
             return None
-        foreseen, due = rode
+        foreseen, due, again = rode
         count = len(queues)
         pops = replies[:count]
         for reply in pops:
             if isinstance(reply, Exception):
                 raise reply
+        if again:  # read right after the pops, as the tick would read them after its fire
+            self.queues_read = _queue_names(replies[count + 1])
+        at = count + 1 + again  # the report's reply: after the pops and the reads
         jobs = [Job(self.client, raw) for reply in pops for raw in json.loads(reply)]
         if len(jobs) != 1 or _known(jobs[0]) != foreseen.known:
-            if not isinstance(replies[count + 1], EngineError):  # never: a fault of the driver
+            if not isinstance(replies[at], EngineError):  # never: a fault of the driver
                 raise CaseError(
                     f"the report of {foreseen.job.jid} sent with its tick's fire was taken, "
                     f"but the pop handed out {len(jobs)} job(s), not that one alone"
@@ -376,8 +383,8 @@ class _Driver:
         self.engine.rider_replies = None
         self.order.append(foreseen.step)
         self.reported = [(jobs[0], foreseen.outcome)]
-        self.judge([replies[count + 1]])
-        return self.events(replies[count + 2 :], queues, ticks=True, due=due)
+        self.judge([replies[at]])
+        return self.events(replies[at + 1 :], queues, ticks=True, due=due)
 
     def upcoming(self) -> float | None:
         """The next tick as read right after the fire (the rider's read), if it was."""
@@ -699,6 +706,14 @@ class _Driver:
         )
 
 
+def _queue_names(reply: Any) -> list[str]:
+    """The names in a ``queues`` reply (a refusal raised)."""
+    if isinstance(reply, Exception):
+        raise reply
+    listed = json.loads(reply)
+    return [str(q["name"]) for q in listed] if isinstance(listed, list) else []
+
+
 def _first_member(reply: Any) -> str:
     """The member of a non-empty ``ZRANGE key 0 0 WITHSCORES`` reply (flat or in pairs)."""
     first = reply[0]
@@ -903,14 +918,14 @@ def _tick(
     :meth:`_Driver.ride_ahead`), else the next tick read after the fire; and the run's
     queues."""
     # The run's queues are read again after the first fires and every 64th (sub-flows add
-    # theirs), between the pops and the reports: no report rides along with those.
+    # theirs), between the pops and the reports: with a report riding along, in its batch.
     again = len(fired) < 2 or (len(fired) + 1) % 64 == 0
-    driver.ride_pops(queues, ahead=quiet and not again)
+    driver.ride_pops(queues, ahead=quiet, again=again)
     report = service.tick(driver.clock.now)
     fired.extend(f.tick for f in report.fired)
     known = driver.settle_ahead(queues)
     upcoming = driver.upcoming() if known is None else None
     driver.engine.rider = None  # not taken when nothing was fired
     if report.fired and (len(fired) <= 2 or len(fired) % 64 == 0):
-        queues = driver.queues()
+        queues = driver.queues_read if driver.queues_read is not None else driver.queues()
     return known, upcoming, queues

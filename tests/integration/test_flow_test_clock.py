@@ -269,4 +269,4 @@ def test_a_foreseen_tick_takes_one_round_trip(redis_client: redis.Redis, tmp_pat
     assert reading.test is not None
     observed = run_case(redis_client, reading.test, reading.test.cases[0])
     assert observed.runs == 60
-    assert observed.round_trips < 60 + 10
+    assert observed.round_trips < 60 + 10  # the first ticks read the queues apart
