@@ -1,6 +1,8 @@
 """Fixtures shared by every test tier.
 
 * ``server`` (session): one real embedded server per test process (so one per xdist worker);
+  the tests of a module marked ``system_server`` run on it and again on the system's
+  ``redis-server`` (Debian 12: Redis 7.0) when one is installed (:func:`pytest_generate_tests`);
 * ``redis_client``: a ``redis.Redis`` on it (``decode_responses=True``), emptied before the test
   with FLUSHALL (the loaded engine library survives: FLUSHALL does not remove Functions);
 * ``engine`` / ``engine_ns``: the Lua engine with the qless layout (``ql:``) / prefix ``{test}:``;
@@ -32,7 +34,7 @@ from pathlib import Path
 
 import pytest
 import redis
-from helpers import Reap, reaped
+from helpers import Reap, reaped, system_redis_server
 from hypothesis import settings
 
 from scheduler.embedded import EmbeddedServer
@@ -77,11 +79,17 @@ def isolated_environment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[P
 
 @pytest.fixture(scope="session")
 def server(
-    isolated_environment: Path, tmp_path_factory: pytest.TempPathFactory
+    request: pytest.FixtureRequest,
+    isolated_environment: Path,
+    tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[EmbeddedServer]:
-    """A real server for this test process, in its own temp dir, stopped at the end."""
+    """A real server for this test process, in its own temp dir, stopped at the end; its binary
+    is the suite's own unless a test is parametrized with another (``system_server``)."""
+    binary = getattr(request, "param", None)
     # everysec: tests do not exercise power loss, and always costs ~4x per write here.
-    embedded = EmbeddedServer(tmp_path_factory.mktemp("server"), appendfsync="everysec")
+    embedded = EmbeddedServer(
+        tmp_path_factory.mktemp("server"), binary=binary, appendfsync="everysec"
+    )
     embedded.start()
     yield embedded
     embedded.stop()
@@ -124,6 +132,20 @@ def reap() -> Iterator[Reap]:
     when the test ends, passed or failed."""
     with contextlib.ExitStack() as stack:
         yield lambda process: stack.enter_context(reaped(process))
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """A test marked ``system_server`` that uses the server runs on the suite's server and on the
+    system's ``redis-server``, in this session, so xdist shares them out like any other test.
+    The suite's server is parameter ``None``, the same as a test without the mark, so a worker
+    keeps one server across both kinds of test (pytest runs each server's tests together)."""
+    if metafunc.definition.get_closest_marker("system_server") is None:
+        return
+    system = system_redis_server()
+    if system is None or "server" not in metafunc.fixturenames:
+        return
+    servers = [pytest.param(None, id="suite-server"), pytest.param(system, id="system-redis")]
+    metafunc.parametrize("server", servers, indirect=True, scope="session")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

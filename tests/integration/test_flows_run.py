@@ -31,6 +31,9 @@ from scheduler.engine.errors import InvalidArgument
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
+# `flows run` on Redis 7.0 as well (tests/conftest.py, pytest_generate_tests).
+pytestmark = pytest.mark.system_server
+
 
 @pytest.fixture
 def cli(

@@ -55,6 +55,9 @@ TASKS_DIR = str(Path(__file__).resolve().parent)
 ROOT = Path(__file__).resolve().parents[2]
 SHELL = "flows.runtime.tasks.shell"
 
+# The worker on Redis 7.0 as well (tests/conftest.py, pytest_generate_tests).
+pytestmark = pytest.mark.system_server
+
 
 # -- helpers ------------------------------------------------------------------------------------
 

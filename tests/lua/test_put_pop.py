@@ -8,6 +8,9 @@ from lua_support import T0, Lua
 from scheduler.engine import limits
 from scheduler.engine.errors import InvalidArgument, JobNotFound, LockLost, WrongState
 
+# The engine on Redis 7.0 as well (tests/conftest.py, pytest_generate_tests).
+pytestmark = pytest.mark.system_server
+
 
 def test_put_creates_a_waiting_job(lua: Lua) -> None:
     assert lua.put("a", data='{"x": 1}', tags=["t1", "t2"], retries=3, priority=2) == "a"
