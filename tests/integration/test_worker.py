@@ -54,6 +54,9 @@ T = TypeVar("T")
 TASKS_DIR = str(Path(__file__).resolve().parent)
 ROOT = Path(__file__).resolve().parents[2]
 SHELL = "flows.runtime.tasks.shell"
+# How long a condition is polled before the test fails: a bound on a hang, never on speed (on a
+# machine busy with other work, three worker processes took over 10 s to start).
+PATIENCE = 60.0
 
 # The worker on Redis 7.0 as well (tests/conftest.py, pytest_generate_tests).
 pytestmark = pytest.mark.system_server
@@ -64,7 +67,7 @@ pytestmark = pytest.mark.system_server
 
 def wait_for(
     condition: Callable[[], T | Literal[False] | None],
-    timeout: float = 10.0,
+    timeout: float = PATIENCE,
     what: str = "condition",
 ) -> T:
     """Poll ``condition`` until it returns something truthy (returned), or fail at the deadline."""
@@ -114,7 +117,7 @@ def state_of(client: Client, jid: str) -> str:
     return str(raw_job(client.engine, jid)["state"])
 
 
-def wait_state(client: Client, jid: str, *states: str, timeout: float = 10.0) -> Job:
+def wait_state(client: Client, jid: str, *states: str, timeout: float = PATIENCE) -> Job:
     wait_for(lambda: state_of(client, jid) in states, timeout, f"job {jid} to be {states}")
     return client.jobs[jid]
 
@@ -131,7 +134,9 @@ def read_marks(path: Path, event: str | None = None) -> list[list[str]]:
     return [row for row in rows if event is None or row[0] == event]
 
 
-def wait_marks(path: Path, event: str, count: int = 1, timeout: float = 10.0) -> list[list[str]]:
+def wait_marks(
+    path: Path, event: str, count: int = 1, timeout: float = PATIENCE
+) -> list[list[str]]:
     return wait_for(
         lambda: len(read_marks(path, event)) >= count and read_marks(path, event),
         timeout,
@@ -213,7 +218,7 @@ class Processes:
                 return log.read_text(errors="replace")
         return ""
 
-    def wait_exit(self, process: subprocess.Popen[bytes], timeout: float = 10.0) -> int:
+    def wait_exit(self, process: subprocess.Popen[bytes], timeout: float = PATIENCE) -> int:
         try:
             return process.wait(timeout)
         except subprocess.TimeoutExpired:
