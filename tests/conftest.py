@@ -136,10 +136,12 @@ def reap() -> Iterator[Reap]:
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     """A test marked ``system_server`` that uses the server runs on the suite's server and on the
-    system's ``redis-server``, in this session, so xdist shares them out like any other test.
+    system's ``redis-server``, in this session, so xdist shares them out like any other test; a
+    test of such a module marked ``system_server(False)`` runs on the suite's server only.
     The suite's server is parameter ``None``, the same as a test without the mark, so a worker
     keeps one server across both kinds of test (pytest runs each server's tests together)."""
-    if metafunc.definition.get_closest_marker("system_server") is None:
+    mark = metafunc.definition.get_closest_marker("system_server")
+    if mark is None or mark.args[:1] == (False,):
         return
     system = system_redis_server()
     if system is None or "server" not in metafunc.fixturenames:

@@ -31,8 +31,10 @@ from scheduler.engine.errors import InvalidArgument
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
-# `flows run` on Redis 7.0 as well (tests/conftest.py, pytest_generate_tests).
+# `flows run` on Redis 7.0 as well (tests/conftest.py, pytest_generate_tests), except Ctrl-C: the
+# process's own handling, whose engine calls the other tests make too.
 pytestmark = pytest.mark.system_server
+ONLY_ON_THE_SUITE_SERVER = pytest.mark.system_server(False)
 
 
 @pytest.fixture
@@ -307,6 +309,7 @@ def test_retry_of_a_run_that_fails_again_exits_1(
     assert "not fixed yet" in again.output and f"run {run_id} failed" in again.output
 
 
+@ONLY_ON_THE_SUITE_SERVER
 def test_ctrl_c_says_what_state_the_run_is_in_and_how_to_go_on(
     server: EmbeddedServer, redis_client: redis.Redis, tmp_path: Path, reap: Reap
 ) -> None:

@@ -58,8 +58,10 @@ SHELL = "flows.runtime.tasks.shell"
 # machine busy with other work, three worker processes took over 10 s to start).
 PATIENCE = 60.0
 
-# The worker on Redis 7.0 as well (tests/conftest.py, pytest_generate_tests).
+# The worker on Redis 7.0 as well (tests/conftest.py, pytest_generate_tests), except the tests of
+# the processes alone (signals, timeouts, restarts): their engine calls are the other tests' too.
 pytestmark = pytest.mark.system_server
+ONLY_ON_THE_SUITE_SERVER = pytest.mark.system_server(False)
 
 
 # -- helpers ------------------------------------------------------------------------------------
@@ -404,6 +406,7 @@ def test_two_worker_processes_raced_on_one_job_and_exactly_one_complete_succeeds
 # -- timeouts -----------------------------------------------------------------------------------
 
 
+@ONLY_ON_THE_SUITE_SERVER
 def test_a_python_job_over_its_timeout_is_retried_then_failed_as_timeout(
     client: Client, engine: Engine, tmp_path: Path
 ) -> None:
@@ -419,6 +422,7 @@ def test_a_python_job_over_its_timeout_is_retried_then_failed_as_timeout(
     assert read_marks(marks, "finished") == []
 
 
+@ONLY_ON_THE_SUITE_SERVER
 def test_a_shell_job_over_its_timeout_is_killed_retried_then_failed_as_timeout(
     client: Client, engine: Engine, tmp_path: Path
 ) -> None:
@@ -456,6 +460,7 @@ def gate_closed() -> Iterator[None]:
         wait_for(lambda: not slot_threads(), what="the blocked job threads to end")
 
 
+@ONLY_ON_THE_SUITE_SERVER
 def test_a_job_stuck_in_c_code_past_its_timeout_is_given_up_after_kill_after(
     client: Client, engine: Engine, tmp_path: Path
 ) -> None:
@@ -470,6 +475,7 @@ def test_a_job_stuck_in_c_code_past_its_timeout_is_given_up_after_kill_after(
     assert read_marks(marks, "finished") == []
 
 
+@ONLY_ON_THE_SUITE_SERVER
 def test_the_slot_started_in_place_of_a_stuck_one_ends_cleanly_where_the_worker_started(
     client: Client, engine: Engine, tmp_path: Path
 ) -> None:
@@ -488,6 +494,7 @@ def test_the_slot_started_in_place_of_a_stuck_one_ends_cleanly_where_the_worker_
         assert os.getcwd() == home
 
 
+@ONLY_ON_THE_SUITE_SERVER
 def test_a_stuck_slot_that_comes_back_leaves_the_running_job_where_it_is(
     client: Client, engine: Engine, tmp_path: Path
 ) -> None:
@@ -611,6 +618,7 @@ def test_sigterm_hands_unfinished_jobs_back_after_the_grace(
     assert read_marks(marks, "finished") == []
 
 
+@ONLY_ON_THE_SUITE_SERVER
 def test_sigterm_lets_a_job_finish_within_the_grace(
     client: Client, procs: Processes, tmp_path: Path
 ) -> None:
@@ -623,6 +631,7 @@ def test_sigterm_lets_a_job_finish_within_the_grace(
     assert client.jobs[jid].state == "complete"
 
 
+@ONLY_ON_THE_SUITE_SERVER
 def test_stop_hands_back_a_job_stuck_in_c_code_after_kill_after(
     client: Client, engine: Engine, tmp_path: Path
 ) -> None:
@@ -650,6 +659,7 @@ def test_stop_hands_back_a_job_stuck_in_c_code_after_kill_after(
     assert read_marks(marks, "finished") == []
 
 
+@ONLY_ON_THE_SUITE_SERVER
 def test_a_second_signal_stops_at_once(client: Client, procs: Processes, tmp_path: Path) -> None:
     marks = tmp_path / "marks"
     jid = put(client, "q", "busy", {"marks": str(marks)})
@@ -1372,6 +1382,7 @@ def test_a_class_klass_runs_its_queue_method_or_process(
 # -- processes ------------------------------------------------------------------------------------
 
 
+@ONLY_ON_THE_SUITE_SERVER
 def test_burst_exits_0_once_the_queues_are_empty(
     client: Client, procs: Processes, tmp_path: Path
 ) -> None:
@@ -1386,6 +1397,7 @@ def test_burst_exits_0_once_the_queues_are_empty(
     assert procs.wait_exit(idle) == 0
 
 
+@ONLY_ON_THE_SUITE_SERVER
 def test_the_pool_restarts_a_child_that_dies(
     client: Client, engine: Engine, procs: Processes, tmp_path: Path
 ) -> None:
