@@ -56,8 +56,9 @@ api['bury'] = function(args)
     Job.unindex(jid, fields)
   end
   local key = Keys.job(jid)
-  redis.call('hset', key, 'state', 'buried', 'worker', '', 'expires', 0, 'updated', Engine.now)
-  redis.call('hdel', key, 'grace', 'cclaim') -- a kick's next start claims again
+  redis.call('hset', key, 'state', 'buried', 'updated', Engine.now)
+  -- No worker and no expiry, their defaults (Job.DEFAULTS); a kick's next start claims again.
+  redis.call('hdel', key, 'worker', 'expires', 'grace', 'cclaim')
   redis.call('zadd', Keys.buried(queue), Engine.now, jid)
   Job.history(jid, 'buried', { worker = worker, message = message })
   Stats.bump(queue, 'bury', 1)

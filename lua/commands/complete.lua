@@ -48,7 +48,7 @@ local COMPLETE_OPTIONS = { next = true, delay = true, depends = true, result = t
 -- more (advance). Built by one constructor: filling a table field by field from the reply, as
 -- Job.fields does, costs as much as the read itself.
 local function job_fields(jid)
-  local v = redis.call('hmget', Keys.job(jid), 'state', 'queue', 'worker', 'expires', 'grace',
+  local v = Job.hmget(jid, 'state', 'queue', 'worker', 'expires', 'grace',
     'popped', 'ttl_at', 'ckey', 'climit', 'throttle', 'feeds', 'notify', 'notify_run', 'cclaim',
     'counted', 'skipped', 'child', 'cached', 'runs', 'wait_since', 'deadline_missed')
   if not v[1] then return nil end

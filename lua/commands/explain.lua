@@ -74,7 +74,7 @@ function Explain.holders(queues, field, value)
       Explain.SCANNED - scanned)
     scanned = scanned + #running
     for _, jid in ipairs(running) do
-      if redis.call('hget', Keys.job(jid), field) == value then
+      if Job.get(jid, field) == value then
         table.insert(out, jid)
         if #out >= Explain.SHOWN then return out end
       end
@@ -183,7 +183,7 @@ function Explain.ahead_when_promoted(jid, f)
   local rank = math.min(redis.call('zrank', Keys.scheduled(f.queue), jid) or 0, Explain.SCANNED)
   if rank == 0 then return ahead end
   for _, other in ipairs(redis.call('zrange', Keys.scheduled(f.queue), 0, rank - 1)) do
-    if (tonumber(redis.call('hget', Keys.job(other), 'priority')) or 0) <= priority then
+    if (tonumber(Job.get(other, 'priority')) or 0) <= priority then
       ahead = ahead + 1
     end
   end

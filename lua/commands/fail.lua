@@ -114,11 +114,11 @@ api['unfail'] = function(args)
     if fields and fields.state == 'failed' then
       Job.unindex(jid, fields)
       local key = Keys.job(jid)
-      local retries = redis.call('hget', key, 'retries')
       local failure = Dialect.rules.failure_kept_until_complete and fields.failure or '{}'
-      redis.call('hset', key, 'queue', queue, 'remaining', retries, 'failure', failure,
-        'updated', Engine.now)
-      redis.call('hdel', key, 'lost') -- lost workers count again from 0, as retries do
+      redis.call('hset', key, 'queue', queue, 'failure', failure, 'updated', Engine.now)
+      -- Lost workers count again from 0, as retries do: `remaining` left out equals retries
+      -- (Job.DEFAULTS).
+      redis.call('hdel', key, 'lost', 'remaining')
       Job.history(jid, 'put', { q = queue })
       Queue.enqueue(queue, jid, tonumber(fields.priority) or 0)
       if fields.ttl then Queue.arm_ttl(queue, jid, tonumber(fields.ttl)) end -- a new life (ours)

@@ -19,8 +19,9 @@ api['release'] = function(args)
   local fields = Lock.check_owner(cmd, jid, worker, nil)
 
   Lock.release(jid, fields.queue, worker, fields)
-  redis.call('hset', Keys.job(jid), 'worker', '', 'expires', 0, 'updated', Engine.now)
-  redis.call('hdel', Keys.job(jid), 'grace', 'cclaim') -- its next start claims again
+  redis.call('hset', Keys.job(jid), 'updated', Engine.now)
+  -- No worker and no expiry, their defaults (Job.DEFAULTS); its next start claims again.
+  redis.call('hdel', Keys.job(jid), 'worker', 'expires', 'grace', 'cclaim')
   Job.history(jid, 'released', { worker = worker, delay = delay })
   Stats.bump(fields.queue, 'release', 1)
   redis.call('zadd', Keys.workers(), Engine.now, worker)

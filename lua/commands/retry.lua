@@ -27,17 +27,20 @@ api['retry'] = function(args)
   local fields = Lock.check_owner(cmd, jid, worker, queue)
 
   Lock.release(jid, queue, worker, fields)
-  local remaining = tonumber(redis.call('hincrby', Keys.job(jid), 'remaining', -1))
+  -- Read, not HINCRBY: the hash leaves `remaining` out while it equals retries (Job.DEFAULTS).
+  local remaining = tonumber(fields.remaining) - 1
   redis.call('zadd', Keys.workers(), Engine.now, worker)
   if remaining < 0 then
+    redis.call('hset', Keys.job(jid), 'remaining', remaining)
     fields.state = 'failed-pending' -- already out of every index: nothing for Job.fail to unindex
     fields.defaulted = not (group and message)
     Job.fail(jid, fields, worker, group or ('failed-retries-' .. queue),
       message or ('Job exhausted retries in queue "' .. queue .. '"'), nil, 'retry')
     return remaining
   end
-  redis.call('hset', Keys.job(jid), 'worker', '', 'expires', 0, 'updated', Engine.now)
-  redis.call('hdel', Keys.job(jid), 'grace', 'cclaim') -- its next start claims again
+  redis.call('hset', Keys.job(jid), 'remaining', remaining, 'updated', Engine.now)
+  -- No worker and no expiry, their defaults (Job.DEFAULTS); its next start claims again.
+  redis.call('hdel', Keys.job(jid), 'worker', 'expires', 'grace', 'cclaim')
   if Dialect.rules.retry_records_failure then
     if group and message then
       redis.call('hset', Keys.job(jid), 'failure', cjson.encode({ group = group, message = message,

@@ -422,7 +422,7 @@ end
 -- Put a finished job back for run.rerun as it was first put, waiting for the `targets` it
 -- needs, its attempts counting on and this one's outcome kept as `attempt:<n>`.
 function RunState.rerun_job(jid, fields, targets)
-  local counted = redis.call('hmget', Keys.job(jid), unpack(RunState.FIELDS))
+  local counted = Job.hmget(jid, unpack(RunState.FIELDS))
   local status = fields.state == 'complete' and (fields.skipped and 'skipped' or 'success')
     or fields.state
   local attempts = RunState.attempts(counted, status)

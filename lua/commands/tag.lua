@@ -16,7 +16,7 @@ local function tag_edit(cmd, args, adding)
   local jid = Arg.jid(cmd, 'jid', args[2])
   local tags = {}
   for i = 3, #args do table.insert(tags, Arg.id(cmd, 'tag', args[i])) end
-  local current = redis.call('hget', Keys.job(jid), 'tags')
+  local current = Job.get(jid, 'tags')
   if not current then Err.raise('NOTFOUND', cmd .. '(): Job ' .. jid .. ' does not exist') end
   local old = Job.decode_list(current)
   local new = Job.merge_tags(old, tags, adding)

@@ -70,7 +70,7 @@ end
 
 -- The job's fields (state may be nil: a hash without one), or nil when there is no hash.
 function Doctor.read(jid)
-  local values = redis.call('hmget', Keys.job(jid), unpack(Doctor.FIELDS))
+  local values = Job.hmget(jid, unpack(Doctor.FIELDS))
   local fields, any = {}, false
   for i, name in ipairs(Doctor.FIELDS) do
     if values[i] then fields[name] = values[i]; any = true end

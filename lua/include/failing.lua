@@ -31,9 +31,11 @@ function Job.fail(jid, fields, worker, group, message, data, exhausted)
       when = math.floor(Engine.now)
     end
   end
-  redis.call('hset', key, 'state', 'failed', 'worker', '', 'expires', 0, 'updated', Engine.now,
+  redis.call('hset', key, 'state', 'failed', 'updated', Engine.now,
     'failure', cjson.encode({ group = group, message = message, when = when, worker = named }))
-  redis.call('hdel', key, 'grace', 'cclaim') -- a claim means nothing once it failed (cache.lua)
+  -- No worker and no expiry, their defaults (Job.DEFAULTS); a claim means nothing once it
+  -- failed (cache.lua).
+  redis.call('hdel', key, 'worker', 'expires', 'grace', 'cclaim')
   if data then redis.call('hset', key, 'data', data) end
   redis.call('sadd', Keys.failures(), group)
   redis.call('lpush', Keys.failed(group), jid)

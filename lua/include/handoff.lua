@@ -155,7 +155,7 @@ function Handoff.give_back(worker)
   if not jobs then return 0 end
   local count = 0
   for _, job in ipairs(cjson.decode(jobs)) do
-    local held = redis.call('hmget', Keys.job(job.jid), 'state', 'worker')
+    local held = Job.hmget(job.jid, 'state', 'worker')
     if held[1] == 'running' and held[2] == worker then
       api['release']({ job.jid, worker, 0 })
       count = count + 1
@@ -176,7 +176,7 @@ function Handoff.take_fresh(worker)
   if not jobs then return nil end
   local fresh, stale = {}, false
   for _, job in ipairs(cjson.decode(jobs)) do
-    local held = redis.call('hmget', Keys.job(job.jid), 'state', 'worker', 'expires')
+    local held = Job.hmget(job.jid, 'state', 'worker', 'expires')
     if held[1] == 'running' and held[2] == worker and (tonumber(held[3]) or 0) > Engine.now then
       fresh[#fresh + 1] = job
     else

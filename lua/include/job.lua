@@ -69,14 +69,87 @@ function Job.exists(jid)
   return redis.call('exists', Keys.job(jid)) == 1
 end
 
--- The values of fields of job `jid`'s hash, by position (false for each it lacks). An index
--- entry an outside writer left that is no jid may name another key (`x-history`, a list, which
--- HMGET refuses): it reads as no job at all, so the index's readers drop it as they drop an
--- entry whose job is gone (the doctor reports it: bad-id).
+-- A job's fields that its hash leaves out while they hold their default (lua/README.md, key
+-- layout): a waiting job's hash is most of its memory. `remaining` is left out while it equals
+-- `retries`. Every reader of these fields goes through Job.hmget (or Job.fields, Job.get), which
+-- fills them in; a hash written before (every field stored) reads the same.
+Job.DEFAULTS = { priority = '0', tags = '{}', worker = '', expires = '0', retries = '5' }
+
+-- Those fields and `remaining`: what a write of the whole job over an existing hash deletes
+-- before it writes those not at their default (Job.put_fields).
+Job.DEFAULTED = { 'priority', 'tags', 'worker', 'expires', 'retries', 'remaining' }
+
+-- Job.DEFAULTS as numbers (false: not one): a memo of a pure function, made on first use (the
+-- library's load calls no global); a module field, not a local of the bundle's main chunk.
+Job.default_numbers = {}
+
+-- Whether field `name` (of Job.DEFAULTS) holding `value` (text, or a number) is at its default:
+-- compared as text, or a number as a number (no text made of it: a put compares several).
+function Job.at_default(name, value)
+  local default = Job.DEFAULTS[name]
+  if value == default then return true end
+  if type(value) ~= 'number' or default == nil then return false end
+  local number = Job.default_numbers[name]
+  if number == nil then
+    number = tonumber(default) or false
+    Job.default_numbers[name] = number
+  end
+  return value == number
+end
+
+-- The fields a job's new life writes (a put, a recurring job's spawn) that Job.DEFAULTS knows,
+-- appended to the HSET arguments `args` unless at their default; `remaining` starts equal to
+-- `retries`, so it is never written.
+function Job.put_fields(args, priority, tags, worker, expires, retries)
+  local n = #args
+  if not Job.at_default('priority', priority) then
+    args[n + 1], args[n + 2], n = 'priority', priority, n + 2
+  end
+  if not Job.at_default('tags', tags) then args[n + 1], args[n + 2], n = 'tags', tags, n + 2 end
+  if not Job.at_default('worker', worker) then
+    args[n + 1], args[n + 2], n = 'worker', worker, n + 2
+  end
+  if not Job.at_default('expires', expires) then
+    args[n + 1], args[n + 2], n = 'expires', expires, n + 2
+  end
+  if not Job.at_default('retries', retries) then
+    args[n + 1], args[n + 2] = 'retries', retries
+  end
+end
+
+-- The values of fields of job `jid`'s hash, by position, those at their default filled in
+-- (Job.DEFAULTS); false for each other field it lacks, and for every field when there is no job
+-- (every job has a state). An index entry an outside writer left that is no jid may name another
+-- key (`x-history`, a list, which HMGET refuses): it reads as no job at all, so the index's
+-- readers drop it as they drop an entry whose job is gone (the doctor reports it: bad-id).
 function Job.hmget(jid, ...)
-  local values = redis.pcall('hmget', Keys.job(jid), ...)
+  local n = select('#', ...)
+  -- Its state and retries come with the fields asked for: whether the job exists, and what a
+  -- `remaining` left out equals.
+  local values = redis.pcall('hmget', Keys.job(jid), 'state', 'retries', ...)
   if values.err then return {} end
+  local state, retries = values[1], values[2]
+  table.remove(values, 1)
+  table.remove(values, 1)
+  if not state then return values end
+  local defaults = Job.DEFAULTS
+  for i = 1, n do
+    if not values[i] then
+      local name = select(i, ...)
+      local default = defaults[name]
+      if default then
+        values[i] = default
+      elseif name == 'remaining' then
+        values[i] = retries or defaults.retries
+      end
+    end
+  end
   return values
+end
+
+-- One field of job `jid` (Job.hmget): false when it lacks it or there is no job.
+function Job.get(jid, name)
+  return Job.hmget(jid, name)[1] or false
 end
 
 -- The named fields of a job as a table (absent fields are nil); nil when there is no job.

@@ -322,23 +322,24 @@ local function stale_fields(p)
   -- job has not taken it yet (its next cache.use may take it again, or run it). `cclaim`: a
   -- cache miss's claim (commands/cache.lua), only its own run's: put again, the job claims
   -- again when it starts, if it is still a cached step's.
+  -- Job.DEFAULTED: the hash written next leaves out those at their default.
   local stale = { 'grace', 'result', 'lost', 'scheduled', 'wait', 'wait_since', 'wait_at', 'child',
-    'rerun_child', 'skipped', 'popped', 'empty', 'cached', 'cclaim',
-    unpack(OPTION_FIELDS) }
+    'rerun_child', 'skipped', 'popped', 'empty', 'cached', 'cclaim', unpack(Job.DEFAULTED) }
+  for _, name in ipairs(OPTION_FIELDS) do stale[#stale + 1] = name end
   if not p.keep_logs then table.insert(stale, 'runs') end
   if p.trigger == 'all_success' then table.insert(stale, 'trigger') end
   return stale
 end
 
--- The job's hash fields as HSET arguments: the whole job with its state, in one write. A job
--- handed straight to an idle worker (`handed`: {worker, expires}) is written running, as a pop
--- leaves it.
+-- The job's hash fields as HSET arguments: the whole job with its state, in one write (those
+-- at their default left out: Job.put_fields). A job handed straight to an idle worker
+-- (`handed`: {worker, expires}) is written running, as a pop leaves it.
 local function job_fields(p, old, state, priority, retries, tags_text, handed)
   -- No `jid`: the key names the job (Job.describe_json reads it from there).
-  local f = { 'klass', p.klass, 'data', p.data, 'priority', priority,
-    'tags', tags_text, 'queue', p.queue, 'worker', handed and handed.worker or '',
-    'expires', handed and handed.expires or 0, 'retries', retries, 'remaining', retries,
+  local f = { 'klass', p.klass, 'data', p.data, 'queue', p.queue,
     'state', handed and 'running' or state }
+  Job.put_fields(f, priority, tags_text, handed and handed.worker or '',
+    handed and handed.expires or 0, retries)
   local n = #f
   if old then
     -- A new job has no failure and no delay to clear, and every reader takes their absence as
@@ -498,8 +499,9 @@ function Put.write(p, old, batch)
     -- `keep_logs`: `runs` counts on).
     if not p.keep_logs then Job.drop_logs(jid) end
   end
-  local priority = p.priority or tonumber(old and old.priority) or 0
-  local retries = p.retries or tonumber(old and old.retries) or 5
+  -- Not given: the job's own (Job.fields fills in a default it left out), else the default.
+  local priority = p.priority or tonumber(old and old.priority or Job.DEFAULTS.priority)
+  local retries = p.retries or tonumber(old and old.retries or Job.DEFAULTS.retries)
   local tags = p.tags or old_tags
   if #old_tags > 0 or #tags > 0 then Job.retag(jid, old_tags, tags) end
 

@@ -164,10 +164,12 @@ function Queue.spawn_recurring(queue, limit)
           count = count + 1
           child = jid .. '-' .. count
         until redis.call('exists', Keys.job(child)) == 0
-        redis.call('hset', Keys.job(child), 'jid', child, 'klass', r[1], 'data', r[2],
-          'priority', priority, 'tags', r[4] or '[]', 'state', 'waiting', 'worker', '',
-          'expires', 0, 'queue', queue, 'retries', r[5] or 5, 'remaining', r[5] or 5,
-          'spawned_from_jid', jid, 'failure', '{}', 'created', Engine.now, 'updated', Engine.now)
+        local fields = { 'jid', child, 'klass', r[1], 'data', r[2], 'state', 'waiting',
+          'queue', queue, 'spawned_from_jid', jid, 'failure', '{}', 'created', Engine.now,
+          'updated', Engine.now }
+        Job.put_fields(fields, priority, #tags == 0 and Job.DEFAULTS.tags or r[4], '', 0,
+          r[5] or Job.DEFAULTS.retries)
+        redis.call('hset', Keys.job(child), unpack(fields))
         Job.retag(child, {}, tags)
         if Dialect.rules.qless_recurring_spawns then
           -- Put at the time it was due.

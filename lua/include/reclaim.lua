@@ -88,7 +88,7 @@ function Queue.invalidate_locks(queue, limit, handing_out, qless_rule)
   grace, allowance = tonumber(grace), tonumber(allowance) or 0
   local failed = 0
   for _, jid in ipairs(expired) do
-    local fields = Job.fields(jid, 'worker', 'grace', 'expires')
+    local fields = Job.fields(jid, 'worker', 'grace', 'expires', 'remaining')
     local worker = fields and fields.worker or ''
     local warned = fields and fields.grace == '1'
     if not fields then
@@ -111,7 +111,10 @@ function Queue.invalidate_locks(queue, limit, handing_out, qless_rule)
       redis.call('zrem', Keys.worker_jobs(worker), jid)
       local again
       if qless_rule or Dialect.rules.lost_lock_uses_retry then
-        again = tonumber(redis.call('hincrby', Keys.job(jid), 'remaining', -1)) >= 0
+        -- Read, not HINCRBY: the hash leaves `remaining` out while it equals retries.
+        local remaining = tonumber(fields.remaining) - 1
+        redis.call('hset', Keys.job(jid), 'remaining', remaining)
+        again = remaining >= 0
         if not again then exhaust(queue, jid, worker) end
       else
         again = survives(queue, jid, worker, fields.expires, allowance)

@@ -344,7 +344,7 @@ function RunState.scanned_steps(run_id, canceled, limit, offsets)
   local counts = {}
   local function dep_status(jid) return statuses[jid] or RunState.lone_status(jid) end
   RunState.each_jid(run_id, function(jid)
-    local f = redis.call('hmget', Keys.job(jid), unpack(RunState.FIELDS))
+    local f = Job.hmget(jid, unpack(RunState.FIELDS))
     local status
     if f[1] then status = RunState.job_status(f, dep_status, jid)
     else status = canceled and 'canceled' or 'gone' end
@@ -442,7 +442,7 @@ function RunState.counted_steps(run_id, canceled, limit, offsets)
       if first <= last then
         for _, jid in ipairs(redis.call('lrange', key, first, last)) do
           if RunState.step_of(run_id, jid) ~= name then return nil end
-          local f = redis.call('hmget', Keys.job(jid), unpack(RunState.FIELDS))
+          local f = Job.hmget(jid, unpack(RunState.FIELDS))
           local status = RunState.word_of(RunCounts.class(f[1], f[2], f[3], f[11]), going, canceled)
           local attempts = f[1] and RunState.attempts(f, status) or 0
           local started = status ~= 'skipped' and tonumber(f[4] or f[10]) or nil

@@ -324,7 +324,7 @@ Runs.KEPT = { 'queue', 'klass', 'data', 'priority', 'retries', 'tags', 'trigger'
   'empty' }
 
 function Runs.keep_canceled(run_id, jid)
-  local values = redis.call('hmget', Keys.job(jid), unpack(Runs.KEPT))
+  local values = Job.hmget(jid, unpack(Runs.KEPT))
   local kept = {}
   for i, name in ipairs(Runs.KEPT) do
     if values[i] then kept[name] = values[i] end
