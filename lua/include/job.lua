@@ -79,42 +79,37 @@ Job.DEFAULTS = { priority = '0', tags = '{}', worker = '', expires = '0', retrie
 -- before it writes those not at their default (Job.put_fields).
 Job.DEFAULTED = { 'priority', 'tags', 'worker', 'expires', 'retries', 'remaining' }
 
--- Job.DEFAULTS as numbers (false: not one): a memo of a pure function, made on first use (the
--- library's load calls no global); a module field, not a local of the bundle's main chunk.
-Job.default_numbers = {}
+-- Job.DEFAULTS as numbers (those that are), made on first use (the library's load calls no
+-- global): a memo of a pure function, kept on the module table (not a local of the bundle's
+-- main chunk). A put compares its numbers with these, making no text of them.
+Job.default_numbers = nil
 
--- Whether field `name` (of Job.DEFAULTS) holding `value` (text, or a number) is at its default:
--- compared as text, or a number as a number (no text made of it: a put compares several).
-function Job.at_default(name, value)
-  local default = Job.DEFAULTS[name]
-  if value == default then return true end
-  if type(value) ~= 'number' or default == nil then return false end
-  local number = Job.default_numbers[name]
-  if number == nil then
-    number = tonumber(default) or false
-    Job.default_numbers[name] = number
+function Job.numbers()
+  local numbers = Job.default_numbers
+  if not numbers then
+    numbers = {}
+    for name, text in pairs(Job.DEFAULTS) do numbers[name] = tonumber(text) end
+    Job.default_numbers = numbers
   end
-  return value == number
+  return numbers
 end
 
 -- The fields a job's new life writes (a put, a recurring job's spawn) that Job.DEFAULTS knows,
--- appended to the HSET arguments `args` unless at their default; `remaining` starts equal to
--- `retries`, so it is never written.
+-- appended to the HSET arguments `args` unless at their default: priority, expires and retries
+-- as numbers, tags (JSON text) and worker as text. `remaining` starts equal to `retries`, so it
+-- is never written.
 function Job.put_fields(args, priority, tags, worker, expires, retries)
+  local numbers, texts = Job.numbers(), Job.DEFAULTS
   local n = #args
-  if not Job.at_default('priority', priority) then
+  if priority ~= numbers.priority then
     args[n + 1], args[n + 2], n = 'priority', priority, n + 2
   end
-  if not Job.at_default('tags', tags) then args[n + 1], args[n + 2], n = 'tags', tags, n + 2 end
-  if not Job.at_default('worker', worker) then
-    args[n + 1], args[n + 2], n = 'worker', worker, n + 2
-  end
-  if not Job.at_default('expires', expires) then
+  if tags ~= texts.tags then args[n + 1], args[n + 2], n = 'tags', tags, n + 2 end
+  if worker ~= texts.worker then args[n + 1], args[n + 2], n = 'worker', worker, n + 2 end
+  if expires ~= numbers.expires then
     args[n + 1], args[n + 2], n = 'expires', expires, n + 2
   end
-  if not Job.at_default('retries', retries) then
-    args[n + 1], args[n + 2] = 'retries', retries
-  end
+  if retries ~= numbers.retries then args[n + 1], args[n + 2] = 'retries', retries end
 end
 
 -- The values of fields of job `jid`'s hash, by position, those at their default filled in

@@ -500,8 +500,9 @@ function Put.write(p, old, batch)
     if not p.keep_logs then Job.drop_logs(jid) end
   end
   -- Not given: the job's own (Job.fields fills in a default it left out), else the default.
-  local priority = p.priority or tonumber(old and old.priority or Job.DEFAULTS.priority)
-  local retries = p.retries or tonumber(old and old.retries or Job.DEFAULTS.retries)
+  local defaults = Job.numbers()
+  local priority = p.priority or (old and tonumber(old.priority)) or defaults.priority
+  local retries = p.retries or (old and tonumber(old.retries)) or defaults.retries
   local tags = p.tags or old_tags
   if #old_tags > 0 or #tags > 0 then Job.retag(jid, old_tags, tags) end
 

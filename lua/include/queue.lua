@@ -168,7 +168,7 @@ function Queue.spawn_recurring(queue, limit)
           'queue', queue, 'spawned_from_jid', jid, 'failure', '{}', 'created', Engine.now,
           'updated', Engine.now }
         Job.put_fields(fields, priority, #tags == 0 and Job.DEFAULTS.tags or r[4], '', 0,
-          r[5] or Job.DEFAULTS.retries)
+          tonumber(r[5]) or Job.numbers().retries)
         redis.call('hset', Keys.job(child), unpack(fields))
         Job.retag(child, {}, tags)
         if Dialect.rules.qless_recurring_spawns then
