@@ -127,10 +127,11 @@ function Job.hmget(jid, ...)
   table.remove(values, 1)
   table.remove(values, 1)
   if not state then return values end
-  local defaults = Job.DEFAULTS
+  local defaults, names = Job.DEFAULTS, nil
   for i = 1, n do
     if not values[i] then
-      local name = select(i, ...)
+      names = names or { ... } -- (select(i, ...) copies every name each time)
+      local name = names[i]
       local default = defaults[name]
       if default then
         values[i] = default
