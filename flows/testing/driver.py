@@ -609,9 +609,10 @@ class _Driver:
         round trip: the engine's indexes are scored by these times. ``due_at``: the service's
         due read at that time goes last in it, read ahead for its tick then."""
         # After the reports queued at this moment, in their round trip.
+        reports = len(self.outbox)
         due = self.queue_event_reads(self.outbox, queues, ticks=ticks, due_at=due_at)
-        reads = 2 + 3 * len(queues) + (2 if ticks else 0) + (due is not None)
-        return self.events(self.flush(reads=reads), queues, ticks=ticks, due=due)
+        replies = self.flush(reads=len(self.outbox) - reports)
+        return self.events(replies, queues, ticks=ticks, due=due)
 
     def queue_event_reads(
         self, pipe: EnginePipeline, queues: list[str], *, ticks: bool, due_at: float | None
@@ -902,6 +903,11 @@ def _run_schedule(driver: _Driver, test: TestFile, case: Case) -> Observed:
 _Next = tuple[float, float, bool]
 
 
+def _reads_queues(fires: int) -> bool:
+    """Whether the run's queues are read again once ``fires`` ticks have fired."""
+    return fires <= 2 or fires % 64 == 0
+
+
 def _tick(
     driver: _Driver,
     service: SchedulerService,
@@ -919,13 +925,12 @@ def _tick(
     queues."""
     # The run's queues are read again after the first fires and every 64th (sub-flows add
     # theirs), between the pops and the reports: with a report riding along, in its batch.
-    again = len(fired) < 2 or (len(fired) + 1) % 64 == 0
-    driver.ride_pops(queues, ahead=quiet, again=again)
+    driver.ride_pops(queues, ahead=quiet, again=_reads_queues(len(fired) + 1))
     report = service.tick(driver.clock.now)
     fired.extend(f.tick for f in report.fired)
     known = driver.settle_ahead(queues)
     upcoming = driver.upcoming() if known is None else None
     driver.engine.rider = None  # not taken when nothing was fired
-    if report.fired and (len(fired) <= 2 or len(fired) % 64 == 0):
+    if report.fired and _reads_queues(len(fired)):
         queues = driver.queues_read if driver.queues_read is not None else driver.queues()
     return known, upcoming, queues
