@@ -297,7 +297,11 @@ class Slots:
         raw["data"] = data
         job = Job(self.client, raw)
         job.data = data
-        lock_seconds = max(1.0, job.expires - _popped_at(raw))
+        # Heartbeated at a third of the lock the engine gave, however short (a 0.6 s ttr is
+        # renewed every 0.2 s); only a lock that reads as none is taken as a second.
+        lock_seconds = job.expires - _popped_at(raw)
+        if lock_seconds <= 0:
+            lock_seconds = 1.0
         # The sandbox is the slot's, set when a slot starts the job.
         ctx = JobContext(job=job, data=user_data, options=options, sandbox=self.sandbox_root)
         active = Active(

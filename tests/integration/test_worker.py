@@ -1517,11 +1517,14 @@ def test_a_jobs_ttr_is_its_lock_time_and_it_is_heartbeated_at_a_third_of_it(
 ) -> None:
     client.config["grace-period"] = 0
     client.config["ttr-heartbeat"] = 600
-    jid = put(client, "ttr", "sleeps", {"seconds": 1.5}, ttr=0.6)
+    # a 0.9 s lock beaten every 0.3 s: 0.6 s of slack on a loaded machine
+    jid = put(client, "ttr", "sleeps", {"seconds": 2.0}, ttr=0.9)
     # a second worker polls the queue: it would take the job over as soon as its lock lapsed
-    with in_process_worker(engine, ["ttr"], name="w1"):
+    with in_process_worker(engine, ["ttr"], name="w1") as w1:
         started = wait_for(lambda: state_of(client, jid) == "running" and client.jobs[jid])
-        assert started.ttr == 0.6
+        assert started.ttr == 0.9
+        # the lock the engine gave, however short, is what the worker beats a third of
+        assert w1.held.jobs[jid].lock_seconds == pytest.approx(0.9, abs=0.01)
         with in_process_worker(engine, ["ttr"], name="w2", poll_interval=0.05):
             job = wait_state(client, jid, "complete")
     assert [h["worker"] for h in history(job, "popped")] == ["w1"]
