@@ -20,7 +20,7 @@ from typing import Any, Final
 
 from flows.flowfile.durations import DurationError, format_duration, parse_duration
 from flows.flowfile.findings import DataPath, FindingSink, describe, did_you_mean, names_hint
-from flows.flowfile.model import Param
+from flows.flowfile.model import Action, Param, Step
 from flows.flowfile.params import ParamError, bind_params
 from flows.flowfile.status_words import RUN_STATUSES, STEP_STATUSES
 from scheduler.cron.preview import parse_period
@@ -185,6 +185,19 @@ class CaseReader:
                 if keys is not None
             },
         }
+
+    def add_children(self, children: Mapping[str, Action]) -> None:
+        """The flow's child runs' jobs, by their labels (``report/count``): stubbed, signaled
+        and expected as the flow's own steps are."""
+        self.steps += [label for label in children if label not in self.steps]
+        for label, job in children.items():
+            if not isinstance(job, Step):
+                continue
+            if job.wait is not None:
+                self.waits.add(label)
+                self.wait_outputs[label] = tuple(str(key) for key in job.outputs or ())
+            if job.outputs is not None:
+                self.step_outputs[label] = tuple(str(key) for key in job.outputs)
 
     def output_keys(self, given: Mapping[Any, Any], path: DataPath, step: str | None) -> None:
         """A finding for each key of ``given`` (outputs at ``path``) that ``step``, or the flow

@@ -27,6 +27,7 @@ import heapq
 import itertools
 import json
 import math
+import re
 import tempfile
 import threading
 import time
@@ -42,6 +43,7 @@ import redis
 from flows.expand.run_specs import job_objects
 from flows.flowfile.cases import Case, Stub
 from flows.flowfile.job_data import CACHE_KEY, META_KEY, FlowsMeta, UnresolvedReference
+from flows.flowfile.subflow_job import MAX_DEPTH
 from flows.runs.build import build_run
 from flows.runs.logs import StepLine, tree_label
 from flows.runs.read import RunView, load_run, run_outputs
@@ -76,6 +78,8 @@ from scheduler.worker.reporting import (
     result_refused,
 )
 
+_ITEM: Final = re.compile(r"\[[^\]]*\]")
+"""A foreach item's or matrix cell's index in a label (``count[0]``, ``grid[region=de]``)."""
 WORKER: Final = "flows-test"
 MAX_STEPS: Final = 5_000_000
 """Loop rounds one case may take before it is reported stuck (a runaway, not a real flow)."""
@@ -245,6 +249,7 @@ class _Driver:
         self.queues_read: list[str] | None = None  # the queues, read with a fire batch
         self.logs = LogShipper(self.engine)  # sent after each real step, no thread of its own
         self.logged: list[tuple[str, int]] = []  # (jid, attempt) of each real run that wrote
+        self.child_prefixes: dict[str, str] = {}  # a child run's id: its label's parent steps
 
     # -- jobs ----------------------------------------------------------------------------------
 
@@ -347,7 +352,7 @@ class _Driver:
             return None
         known, masks = _known(job), secrets.remembered()
         ctx = JobContext(job=job, data=user_data, options=options, sandbox=self.sandbox)
-        outcome, _ = self.outcome_of(ctx, meta)
+        outcome, _ = self.outcome_of(ctx, meta.step)
         if outcome.kind not in ("complete", "skip"):
             return None
         return _Foreseen(run.run_id, job, known, outcome, meta.step, masks)
@@ -403,28 +408,43 @@ class _Driver:
                 raise reply
         return dict(zip(self.rider_queues, replies[: len(self.rider_queues)], strict=True))
 
+    def label_of(self, jid: str, meta: FlowsMeta | None) -> str | None:
+        """The name a case gives the job: its step for the flow under test, its label in the
+        parent's run for a child run's (``report/count``, foreach items' indices left out);
+        None for a job of no flow or of a run the case did not start."""
+        if meta is None:
+            return None
+        if meta.flow == self.flow_name:
+            return meta.step
+        prefix = self.child_prefixes.get(meta.run)
+        if prefix is None:  # one read per child run: its parent steps up to the case's run
+            prefix = _ITEM.sub("", tree_label(self.client, jid)).rpartition("/")[0]
+            self.child_prefixes[meta.run] = prefix
+        return f"{prefix}/{meta.step}" if prefix else None
+
     def start(self, job: Job) -> None:
         meta = FlowsMeta.from_data(job.data)
-        mine = meta if meta is not None and meta.flow == self.flow_name else None
-        if mine is not None:
-            self.order.append(mine.step)
+        label = self.label_of(job.jid, meta)
+        if label is not None:
+            self.order.append(label)
         try:
             user_data, options = split(job.data)
         except BrokenPayload as error:
             self.report(job, runner.failure("broken-payload", str(error)))
             return
         ctx = JobContext(job=job, data=user_data, options=options, sandbox=self.sandbox)
-        outcome, duration = self.outcome_of(ctx, mine)
+        outcome, duration = self.outcome_of(ctx, label)
         now = self.clock.now
-        lock = max(1.0, job.expires - now) if job.expires else 30.0
+        # Heartbeated at a third of the lock the engine gave, as a worker does.
+        lock = job.expires - now if job.expires > now else 30.0
         entry = _Running(now + duration, next(self.seq), job, outcome, now + lock / 3, lock)
         heapq.heappush(self.running, entry)
 
-    def outcome_of(self, ctx: JobContext, meta: FlowsMeta | None) -> tuple[runner.Outcome, float]:
-        """How the job of ``ctx`` (a step of the case's flow: ``meta``) ends and how long it
-        takes: its stub played, or the step really run (in an empty folder of its own; a stub
-        needs none)."""
-        stub = self.case.stub(meta.step, ctx.attempt) if meta is not None else None
+    def outcome_of(self, ctx: JobContext, label: str | None) -> tuple[runner.Outcome, float]:
+        """How the job of ``ctx`` (named ``label`` in the case) ends and how long it takes: its
+        stub played, or the step really run (in an empty folder of its own; a stub needs
+        none)."""
+        stub = self.case.stub(label, ctx.attempt) if label is not None else None
         duration = 0.0
         try:
             prepared = True
@@ -593,9 +613,10 @@ class _Driver:
                 continue
             job = self.client.jobs.get(jid)
             meta = FlowsMeta.from_data(job.data) if job is not None else None
-            if meta is None or meta.flow != self.flow_name or meta.step not in self.case.signals:
+            label = self.label_of(jid, meta)
+            if label is None or label not in self.case.signals:
                 continue
-            data = json.dumps(dict(self.case.signals[meta.step]))
+            data = json.dumps(dict(self.case.signals[label]))
             self.engine.call("wait.signal", jid, data, WORKER)
             self.signaled.add(jid)
             sent += 1
@@ -697,14 +718,31 @@ class _Driver:
                 outputs = run_outputs(self.client, run_id)
             except (UnresolvedReference, EngineError):
                 outputs = None  # a step they read failed or never ran
+        steps = _steps(view)
+        if any("/" in label for label in self.case.expect.steps):
+            steps |= self._child_steps(view, "", 1)
         return Observed(
             run_id,
             view.status,
-            _steps(view),
+            steps,
             list(self.order),
             outputs=outputs,
             failures=_failures(view),
         )
+
+    def _child_steps(self, view: RunView, prefix: str, depth: int) -> dict[str, dict[str, Any]]:
+        """The steps of the child runs ``view``'s sub-flow steps started, by their labels."""
+        steps: dict[str, dict[str, Any]] = {}
+        if depth > MAX_DEPTH:
+            return steps
+        for step in view.steps:
+            child = load_run(self.client, step.child) if step.child else None
+            if child is None:
+                continue
+            label = f"{prefix}{step.step}/"
+            steps |= {f"{label}{name}": seen for name, seen in _steps(child).items()}
+            steps |= self._child_steps(child, label, depth + 1)
+        return steps
 
 
 def _queue_names(reply: Any) -> list[str]:

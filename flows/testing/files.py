@@ -43,6 +43,7 @@ from flows.flowfile.findings import (
     path_meant,
     sort_findings,
 )
+from flows.flowfile.subflow_files import child_jobs
 from flows.flowfile.yaml_reader import load_file, load_yaml
 from flows.runs.build import FlowFile, read_flow_file
 from flows.validation.validate import InvalidFlow, subflow_outputs
@@ -104,10 +105,7 @@ def read_test_file(path: Path) -> Reading:
         flow_file = read_flow_file(flow_path)
     except InvalidFlow as invalid:
         return Reading(None, sort_findings([*sink.findings, *invalid.findings]))
-    reader.steps = _job_names(flow_file)
-    reader.set_waits(_wait_steps(flow_file))
-    reader.params = flow_file.flow.params
-    reader.set_outputs(*_outputs(flow_file))
+    _know_flow(reader, flow_file)
     scheduled = flow_file.flow.schedule is not None
     cases = read_cases(data.get("cases"), ("cases",), reader, scheduled, "a test file's cases")
     if cases is None or sink.has_errors:
@@ -127,27 +125,17 @@ def _as_test_file(finding: Finding) -> Finding:
     return finding
 
 
-def _job_names(flow_file: FlowFile) -> list[str]:
-    """What a case may stub and expect: the flow's steps and its hooks (``on_failure``, ...),
-    which run as jobs of the run too (a hook posting to a chat really posts unless stubbed)."""
+def _know_flow(reader: CaseReader, flow_file: FlowFile) -> None:
+    """Tell ``reader`` what the flow under test has, to check the cases against: its steps and
+    hooks (which run as jobs of the run too: a hook posting to a chat really posts unless
+    stubbed), then its child runs' jobs by their labels (``report/count``)."""
     flow = flow_file.flow
-    return [*flow.steps, *(name for name, _ in flow.hooks.defined())]
-
-
-def _wait_steps(flow_file: FlowFile) -> dict[str, list[str] | None]:
-    """The flow's ``wait:`` steps and the outputs each declares."""
-    steps = flow_file.flow.steps.items()
-    return {name: step.outputs for name, step in steps if step.wait is not None}
-
-
-def _outputs(
-    flow_file: FlowFile,
-) -> tuple[list[str], dict[str, list[str] | None], dict[str, tuple[str, list[str]]]]:
-    """The keys of the flow's ``outputs:``, those each step declares (None: any), and what each
-    sub-flow step gives (its child's ``outputs:``)."""
-    flow = flow_file.flow
+    reader.steps = [*flow.steps, *(name for name, _ in flow.hooks.defined())]
+    reader.set_waits({name: s.outputs for name, s in flow.steps.items() if s.wait is not None})
+    reader.params = flow.params
     steps = {name: step.outputs for name, step in flow.steps.items()}
-    return list(flow.outputs or {}), steps, subflow_outputs(flow, flow_file.flow_dir)
+    reader.set_outputs(list(flow.outputs or {}), steps, subflow_outputs(flow, flow_file.flow_dir))
+    reader.add_children(child_jobs(flow, flow_file.flow_dir))
 
 
 def _read_flow_tests(path: Path) -> Reading:
@@ -172,8 +160,8 @@ def _read_flow_tests(path: Path) -> Reading:
         message = "the flow file has no tests: section (nor is it *.test.yaml)"
         sink.error((), "test-cases", message, hint)
         return Reading(None, sort_findings(sink.findings))
-    reader = CaseReader(sink, _job_names(flow_file), _wait_steps(flow_file), flow_file.flow.params)
-    reader.set_outputs(*_outputs(flow_file))
+    reader = CaseReader(sink, [])
+    _know_flow(reader, flow_file)
     scheduled = flow_file.flow.schedule is not None
     cases = read_cases(loaded.data["tests"], ("tests",), reader, scheduled, "tests")
     if cases is None or sink.has_errors:

@@ -12,7 +12,7 @@ from typing import Any
 
 from flows.flowfile.cases import CaseReader
 from flows.flowfile.findings import FindingSink
-from flows.flowfile.model import Param
+from flows.flowfile.model import Action, Param
 
 
 def check_tests(
@@ -22,13 +22,15 @@ def check_tests(
     sink: FindingSink,
     params: Mapping[str, Param] | None = None,
     subflows: Mapping[str, tuple[str, Collection[str]]] | None = None,
+    children: Mapping[str, Action] | None = None,
 ) -> None:
     """Findings for the cases of ``data``'s ``tests:``. What is not a list of mappings the
     model reports (the flow's ``tests`` field): only the mappings are read here. ``params``:
     the flow's declared params that validate (a case's are checked against them when every
     declared one does: a name left out for its own mistake is not unknown). ``subflows``: the
     sub-flow steps whose child is valid, with its file and the keys of its ``outputs:`` (what
-    such a step gives when it declares no outputs of its own)."""
+    such a step gives when it declares no outputs of its own). ``children``: the jobs of the
+    valid child runs, which a case names by their labels (``report/count``)."""
     raw = data.get("tests")
     if not isinstance(raw, list):
         return
@@ -53,6 +55,8 @@ def check_tests(
         },
         subflows,
     )
+    if children is not None:
+        reader.add_children(children)
     names: set[str] = set()
     for index, item in enumerate(raw):
         if isinstance(item, dict):

@@ -28,6 +28,7 @@ from flows.flowfile.findings import (
     sort_findings,
 )
 from flows.flowfile.model import Action, Flow, Param, Schedule, Step
+from flows.flowfile.subflow_files import child_jobs
 from flows.flowfile.yaml_reader import (
     NOT_A_FLOW,
     YAML_SUFFIXES,
@@ -242,7 +243,10 @@ def _validate_loaded(
     jobs = [*parts.step_ids, *(name for name, _ in parts.hooks)]  # a case stubs hooks too
     # A sub-flow step's outputs are its child's: known once the children are validated.
     subflows = child_outputs(flow, children) if flow is not None else None
-    check_tests(data, jobs, parts.schedule is not None, sink, parts.params, subflows)
+    # A case may name a child run's jobs by their labels (report/count).
+    tested = flow is not None and bool(children) and "tests" in data
+    labelled = child_jobs(flow, flow_dir) if flow is not None and tested else None
+    check_tests(data, jobs, parts.schedule is not None, sink, parts.params, subflows, labelled)
     if flow is not None:
         check_cache_files(flow, loaded.file, flow_dir, sink)
         check_cwds(flow, loaded.file, flow_dir, sink)

@@ -30,7 +30,7 @@ def test_the_examples_test_files_pass(url: str, redis_client: redis.Redis) -> No
     with assert_unchanged(redis_client):
         result = flows("test", str(EXAMPLES), "--redis", url)
     assert result.exit_code == 0, result.output
-    assert "11 passed, 0 failed" in result.output
+    assert "12 passed, 0 failed" in result.output
     names = ("etl.test.yaml", "approval.test.yaml", "nightly.test.yaml", "subflow.test.yaml")
     for name in (*names, "report.yaml"):
         assert f"{name}::" in result.output

@@ -10,11 +10,13 @@ from pathlib import Path
 from textwrap import dedent
 
 import redis
+from helpers import assert_unchanged
 
 from flows.cli.preview import build
 from flows.runs.build import read_flow_file
 from flows.runs.service_source import definition_of
 from flows.testing.session import private_server, run_files
+from flows.validation.validate import validate_file
 from scheduler.cron.preview import parse_period
 
 FLOW = """\
@@ -412,3 +414,158 @@ def test_a_hook_is_stubbed_and_expected_by_its_name(
         f"{own}::the alert is stubbed": [],
     }
     assert not posted.exists()
+
+
+CHILD = """\
+version: 1
+name: report
+params:
+  orders: {type: int, default: 3}
+steps:
+  count:
+    run: echo "total=$(( ${{ params.orders }} * 10 ))" >> "$FLOWS_OUTPUT"
+    outputs: [total]
+  sign:
+    needs: [count]
+    wait: {signal: signed}
+    outputs: [by]
+  summary:
+    needs: [sign]
+    run: echo "summary ${{ steps.count.outputs.total }} by ${{ steps.sign.outputs.by }}"
+outputs:
+  total: "${{ steps.count.outputs.total }}"
+"""
+
+PARENT = """\
+version: 1
+name: parent
+steps:
+  orders:
+    run: echo "count=4" >> "$FLOWS_OUTPUT"
+    outputs: [count]
+  report:
+    flow: report.yaml
+    with: {orders: "${{ steps.orders.outputs.count }}"}
+    needs: [orders]
+  again:
+    flow: report.yaml
+    needs: [report]
+outputs:
+  total: "${{ steps.report.outputs.total }}"
+"""
+
+
+def test_a_child_runs_steps_are_stubbed_signaled_and_expected_by_their_labels(
+    redis_client: redis.Redis, tmp_path: Path
+) -> None:
+    """A sub-flow step's child run has steps of its own: a case names them as `flows logs`
+    labels them (`report/count`). They were 'not a step of the flow': a case could only stub
+    the whole sub-flow step, or let every child step really run."""
+    (tmp_path / "report.yaml").write_text(CHILD)
+    (tmp_path / "parent.yaml").write_text(PARENT)
+    test = tmp_path / "parent.test.yaml"
+    test.write_text(
+        dedent(
+            """\
+            flow: parent.yaml
+            cases:
+              - name: the child's count stubbed
+                mock:
+                  report/count: {outputs: {total: "99"}}
+                  again/count: {outputs: {total: "1"}}
+                signals:
+                  report/sign: {by: ann}
+                  again/sign: {by: bob}
+                expect:
+                  status: succeeded
+                  outputs: {total: "99"}
+                  steps:
+                    report/count: {status: success, attempts: 1, outputs: {total: "99"}}
+                    report/sign: {status: success, outputs: {by: ann}}
+                    report/summary: success
+                    again/summary: success
+                    again: success
+                  order: [orders, report, report/count, report/summary, again, again/count]
+              - name: the child's count fails
+                mock:
+                  report/count: [{exit: 3}]
+                expect:
+                  status: failed
+                  steps: {report/count: failed, report/summary: upstream_failed, report: failed}
+              - name: a changed expectation of a child step fails
+                mock: {report/count: {outputs: {total: "99"}}}
+                signals: {report/sign: {by: ann}}
+                expect:
+                  steps: {report/summary: failed}
+            """
+        )
+    )
+    session = run_files(redis_client, [test])
+    assert session.findings == []
+    failures = {c.nodeid.rpartition("::")[2]: c.failure for c in session.cases}
+    assert failures["the child's count stubbed"] == []
+    assert failures["the child's count fails"] == []
+    diff = "\n".join(failures["a changed expectation of a child step fails"])
+    assert "report/summary" in diff and "failed" in diff and "success" in diff
+
+
+def test_a_child_steps_label_with_a_mistake_is_a_finding(
+    redis_client: redis.Redis, tmp_path: Path
+) -> None:
+    (tmp_path / "report.yaml").write_text(CHILD)
+    (tmp_path / "parent.yaml").write_text(PARENT)
+    test = tmp_path / "parent.test.yaml"
+    test.write_text(
+        dedent(
+            """\
+            flow: parent.yaml
+            cases:
+              - name: mistakes
+                mock: {report/cuont: {exit: 1}, report/sign: {outputs: {by: x}}}
+                signals: {report/summary: {}}
+                expect:
+                  steps: {again/count: success, report/count: {outputs: {totl: 1}}}
+            """
+        )
+    )
+    with assert_unchanged(redis_client):
+        session = run_files(redis_client, [test])
+    said = [(f.line, f.message, f.hint) for f in session.findings]
+    assert said == [
+        (4, "'report/cuont' is not a step of the flow", "did you mean 'report/count'?"),
+        (
+            4,
+            "'report/sign' is a wait step: it takes a signal, not a stub",
+            "give its data under signals: {report/sign: {...}}",
+        ),
+        (
+            5,
+            "'report/summary' is not a wait step: only a step with wait: takes a signal",
+            "wait steps: again/sign, report/sign",
+        ),
+        (7, "'totl' is not an output of step 'report/count'", "did you mean 'total'?"),
+    ]
+
+
+def test_a_flows_own_tests_name_a_child_runs_steps_as_a_test_file_does(
+    redis_client: redis.Redis, tmp_path: Path
+) -> None:
+    (tmp_path / "report.yaml").write_text(CHILD)
+    own = tmp_path / "parent.yaml"
+    own.write_text(
+        PARENT
+        + "tests:\n"
+        + "  - name: stubbed\n"
+        + "    mock: {report/count: {outputs: {total: '7'}}, again: {outputs: {total: '1'}}}\n"
+        + "    signals: {report/sign: {by: ann}}\n"
+        + "    expect: {outputs: {total: '7'}, steps: {report/summary: success}}\n"
+        + "  - name: a mistake\n"
+        + "    mock: {report/cuont: {exit: 1}}\n"
+    )
+    assert [f.message for f in validate_file(own).findings] == [
+        "'report/cuont' is not a step of the flow"
+    ]
+    own.write_text(own.read_text().rsplit("  - name: a mistake", 1)[0])
+    assert validate_file(own).findings == []
+    [case] = run_files(redis_client, [own]).cases
+    assert case.failure == []
