@@ -164,7 +164,10 @@ def _print_failures(client: Client, view: RunView) -> None:
         message = visible(str(failure.get("message", ""))).strip().splitlines()
         if len(message) > FAILURE_LINES:  # its first line says what happened, the last where
             message = [message[0], "...", *message[-(FAILURE_LINES - 2) :]]
-        err_console.print("\n".join("    " + line for line in message), markup=False)
+        # A job's words are its own lines: never wrapped at an imagined 80 columns off a
+        # terminal (a CI log, a pipe), where a cut line no longer greps.
+        lines = "\n".join("    " + line for line in message)
+        err_console.print(lines, markup=False, highlight=False, soft_wrap=True)
         if not str(failure.get("group", "")).startswith("exit-code-"):
             print_tail(client, job.jid, job.attempts)  # a shell step's message has its tail
 

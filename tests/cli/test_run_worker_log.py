@@ -75,15 +75,20 @@ def test_only_warnings_unless_a_log_level_is_given(url: str, tmp_path: Path) -> 
     assert "WARNING" not in errors_only.stderr
 
 
+LONG = "broke" + " and a line of more than eighty columns" * 3
+
+
 def test_a_failed_step_is_said_once(url: str, tmp_path: Path) -> None:
     path = tmp_path / "fails.yaml"
     path.write_text(
         "version: 1\nname: fails\nqueue: fails\nsteps:\n"
-        "  a: {run: 'echo broke; exit 3', retry: {attempts: 2, delay: 0}}\n"
+        f"  a: {{run: 'echo {LONG}; exit 3', retry: {{attempts: 2, delay: 0}}}}\n"
     )
     result = flows("run", str(path), "--run-id", "fails1", "--redis", url)
     assert result.exit_code == 1
     assert "fails1:a failed: exit-code-3" in result.stderr  # the command's own words
+    # The step's line whole, never wrapped at 80 columns off a terminal.
+    assert f"\n    {LONG}\n" in result.stderr
     # The worker's lines of the same (failed, retried) are not printed again.
     assert "flows.worker" not in result.stderr, result.stderr
 
