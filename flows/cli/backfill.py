@@ -7,25 +7,29 @@ stored) or an unknown backfill.
 
 from __future__ import annotations
 
+import json
 import sys
 from typing import Any
 
 import click
 
 from flows.cli.common import ago, open_client, print_json, table, user_errors, when
-from flows.cli.options import as_json, connection, id_argument
+from flows.cli.options import as_json, bad_params, connection, id_argument, param
 from flows.cli.terminal import visible
+from flows.flowfile.params import ParamError, parse_assignments
 from flows.runs.backfill import (
     DATE_FORMATS,
     DEFAULT_MAX_ACTIVE,
     MAX_TICKS,
     BackfillError,
     Plan,
+    check_build,
     check_range,
     parse_moment,
     plan,
     resolve,
     start,
+    with_params,
 )
 from flows.validation.validate import InvalidFlow
 from scheduler.engine.client import Client
@@ -71,6 +75,7 @@ def register(group: click.Group) -> None:
     help="List the ticks: which already ran, which have a canceled run to resume, which are "
     "new; store nothing.",
 )
+@param
 @as_json
 @connection
 def backfill(
@@ -79,6 +84,7 @@ def backfill(
     end_text: str,
     max_active: int,
     dry_run: bool,
+    params: tuple[str, ...],
     as_json: bool,
     redis_url: str | None,
     namespace: str | None,
@@ -87,26 +93,15 @@ def backfill(
     name). Each run has its tick's logical time and the run id the schedule gives that tick,
     so a tick that already ran is not run again; a tick whose run was canceled is resumed (as
     `flows retry RUN` resumes it). The first runs start now; the scheduler service submits the
-    rest as runs finish."""
+    rest as runs finish. `-p` gives every run a param, over the schedule's."""
+    try:
+        given = parse_assignments(params)
+    except ParamError as error:
+        raise bad_params(error) from None
     client = open_client(redis_url, namespace)
     with user_errors():
         now = client.engine.server_time()
-        try:
-            target = resolve(client, flow, now)
-            zone = target.zone
-            try:  # --from and --to that are no dates, or out of order: usage errors (exit 2)
-                first = parse_moment(start_text, zone, option="--from")
-                last = parse_moment(end_text, zone, option="--to", end=True)
-                check_range(first, last, zone)
-            except BackfillError as error:
-                raise click.UsageError(str(error)) from None
-            ticks = plan(target, first, last, now)
-        except InvalidFlow as invalid:
-            for finding in invalid.findings:
-                click.echo(visible(finding.format()), err=True)
-            raise click.exceptions.Exit(1) from None
-        except BackfillError as error:
-            raise click.ClickException(str(error)) from None
+        ticks = _planned(client, flow, (start_text, end_text), given, now)
         if dry_run:
             _dry_run(client, ticks, as_json)
             return
@@ -122,6 +117,33 @@ def backfill(
         print_json({**made.as_json(), "scheduler_running": healthy})
         return
     _started(made, ticks, healthy)
+
+
+def _planned(
+    client: Client, flow: str, texts: tuple[str, str], given: dict[str, str], now: float
+) -> Plan:
+    """The ticks of ``flow`` from ``texts`` (--from, --to), its first run built to refuse, dry
+    run or not, what no run of it could be: exit 2 for dates and params, 1 for the rest."""
+    try:
+        target = with_params(resolve(client, flow, now), given)
+        zone = target.zone
+        try:  # --from and --to that are no dates, or out of order: usage errors (exit 2)
+            first = parse_moment(texts[0], zone, option="--from")
+            last = parse_moment(texts[1], zone, option="--to", end=True)
+            check_range(first, last, zone)
+        except BackfillError as error:
+            raise click.UsageError(str(error)) from None
+        ticks = plan(target, first, last, now)
+        check_build(ticks)
+    except InvalidFlow as invalid:
+        for finding in invalid.findings:
+            click.echo(visible(finding.format()), err=True)
+        raise click.exceptions.Exit(1) from None
+    except BackfillError as error:
+        raise click.ClickException(str(error)) from None
+    except ParamError as error:
+        raise bad_params(error) from None
+    return ticks
 
 
 def _started(made: Backfill, ticks: Plan, healthy: bool) -> None:
@@ -248,12 +270,20 @@ def backfills(
             f" canceled run(s) resumed, {b.existed} had run already, {b.failed} could not be"
             f" submitted, {b.pending} pending"
         )
+        if b.params:
+            given = " ".join(f"{name}={_shown(value)}" for name, value in b.params.items())
+            click.echo(visible(f"  params: {given}"))
         for run_id in b.active:
             click.echo(f"  active: {run_id}")
         if b.last_error:
             click.echo(f"  last error: {b.last_error}")
         if b.canceled:
             click.echo(f"  canceled {when(b.canceled)}")
+
+
+def _shown(value: Any) -> str:
+    """A param as ``-p`` takes it: text as itself, anything else as JSON."""
+    return value if isinstance(value, str) else json.dumps(value)
 
 
 __all__ = ["MAX_TICKS", "backfill", "backfills", "register"]

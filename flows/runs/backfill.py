@@ -17,12 +17,14 @@ from __future__ import annotations
 import re
 import secrets
 import time
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
 from flows.expand.run_ids import RUN_ID_TIME, run_id_for
+from flows.flowfile.params import ParamError
 from flows.runs.build import FlowFile, parse_flow_text, read_flow_file
 from flows.runs.service_source import FlowsSource, definition_of
 from scheduler.cron import InvalidSchedule, wall_instants
@@ -210,14 +212,27 @@ def new_backfill_id(flow: str, now: float) -> str:
     return f"{flow}-bf-{stamp}-{secrets.token_hex(2)}"
 
 
+def with_params(target: Target, given: Mapping[str, str]) -> Target:
+    """``target`` whose every run takes ``given`` (``-p NAME=VALUE``, text converted to each
+    param's type when a run is built) over the schedule's params."""
+    if not given:
+        return target
+    definition = replace(target.definition, params={**target.definition.params, **given})
+    return replace(target, definition=definition)
+
+
 def check_build(plan: Plan) -> None:
     """Build the first tick's run now, so a flow whose runs cannot be built (a required param
-    without a default, a limit) is refused before anything is stored."""
+    without a default, a limit) is refused before anything is stored. Params it cannot take
+    raise :class:`ParamError` (the command's usage error), anything else
+    :class:`BackfillError`."""
     tick = plan.ticks[0]
     try:
         FlowsSource().build(
             plan.target.definition, run_id_for(plan.target.name, tick), tick, TRIGGER, 0.0
         )
+    except ParamError:
+        raise
     except ValueError as error:
         raise BackfillError(f"cannot build the run of {plan.local(tick)}: {error}") from None
 
@@ -266,4 +281,5 @@ __all__ = [
     "resolve",
     "shown",
     "start",
+    "with_params",
 ]

@@ -30,7 +30,8 @@
 -- source (the flow file's text), hash, file, first and last (its first and last tick), from
 -- and to (the range asked for, when given), total (ticks), next (index of the first tick not handled yet), max_active (its own limit of active
 -- runs, 0: none), flow_max (the flow's concurrency.max_active_runs, 0: none), state (active,
--- done, canceled), created, updated, submitted, resumed, existed, failed, last_error, canceled. Its
+-- done, canceled), created, updated, submitted, resumed, existed, failed, last_error, canceled,
+-- params (the runs' params given to the backfill, JSON text; its definition holds them too). Its
 -- ticks, oldest first, are the list `backfill:<id>-ticks` (exact '%.17g' text), their run ids
 -- the list `backfill:<id>-runs`; the runs it submitted or resumed that may still be active are
 -- the set `backfill:<id>-active`. `backfills` holds every id, `backfills-active` the active ones, both
@@ -128,8 +129,17 @@ api['backfill.create'] = function(args)
   local flow_max = Backfill.limit(cmd, 'flow_max', record.flow_max)
   local source = Arg.text(cmd, 'source', args[3], Schedules.MAX_SOURCE_BYTES)
   -- As given when cjson would not write it again exactly (a number past 14 digits in params).
+  local members = JsonText.members(args[2])
   local definition = JsonText.exact(record.definition) and cjson.encode(record.definition)
-    or JsonText.members(args[2]).definition
+    or members.definition
+  -- The params every run of it has (`flows backfill -p`), kept as given to be listed.
+  local params = '{}'
+  if record.params ~= nil and record.params ~= cjson.null then
+    if type(record.params) ~= 'table' or string.sub(members.params, 1, 1) ~= '{' then
+      Arg.fail(cmd, 'record.params must be an object')
+    end
+    params = members.params
+  end
   local _, ticks = Arg.json(cmd, 'ticks', args[4], 'array')
   if #ticks == 0 then Arg.fail(cmd, 'a backfill needs at least one tick') end
   if #ticks > Backfill.MAX_TICKS then
@@ -154,7 +164,7 @@ api['backfill.create'] = function(args)
     'file', file, 'first', Schedules.time(ticks[1]),
     'last', Schedules.time(ticks[#ticks]), 'total', #ticks, 'next', 0, 'max_active', max_active,
     'flow_max', flow_max, 'state', 'active', 'created', Engine.now, 'updated', Engine.now,
-    'submitted', 0, 'resumed', 0, 'existed', 0, 'failed', 0)
+    'submitted', 0, 'resumed', 0, 'existed', 0, 'failed', 0, 'params', params)
   if Backfill.finite(record.from) then redis.call('hset', Keys.backfill(id), 'from', Schedules.time(record.from)) end
   if Backfill.finite(record.to) then redis.call('hset', Keys.backfill(id), 'to', Schedules.time(record.to)) end
   Engine.call_many('rpush', Keys.backfill_ticks(id), texts)
@@ -167,7 +177,7 @@ end
 
 Backfill.NUMBERS = { 'total', 'next', 'max_active', 'flow_max', 'submitted', 'resumed', 'existed',
   'failed', 'created', 'updated', 'first', 'last', 'from', 'to', 'canceled' }
-Backfill.TEXTS = { 'id', 'flow', 'hash', 'file', 'state', 'last_error' }
+Backfill.TEXTS = { 'id', 'flow', 'hash', 'file', 'state', 'last_error', 'params' }
 
 -- The backfill's fields (the source and definition, which may be large, only `with_source`).
 function Backfill.load(id, with_source)

@@ -93,6 +93,8 @@ class Backfill:
     """Its runs that were active when it was last advanced."""
     resumed: int = 0
     """Ticks whose run existed canceled, resumed (not counted in ``submitted``)."""
+    params: Mapping[str, Any] = field(default_factory=dict)
+    """The params of its every run (``flows backfill -p``, else the schedule's)."""
 
     @property
     def pending(self) -> int:
@@ -126,6 +128,7 @@ class Backfill:
             canceled=time("canceled"),
             active=tuple(str(r) for r in _list(raw.get("active"))),
             resumed=int(raw.get("resumed") or 0),
+            params=_params(raw.get("params")),
         )
 
     def as_json(self) -> dict[str, Any]:
@@ -152,7 +155,17 @@ class Backfill:
             "canceled": self.canceled,
             "last_error": self.last_error or None,
             "file": self.file,
+            "params": dict(self.params),
         }
+
+
+def _params(text: Any) -> dict[str, Any]:
+    """A backfill's params as stored (JSON text; none in a backfill made before they were)."""
+    try:
+        value = read_json(text) if isinstance(text, str) and text else {}
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
 
 
 @dataclass(frozen=True)
@@ -232,6 +245,7 @@ class Backfills:
             "flow_max": flow_max,
             "from": start,
             "to": end,
+            "params": dict(definition.params),
         }
         return str(
             self._call(

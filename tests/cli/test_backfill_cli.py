@@ -237,3 +237,53 @@ def test_a_stored_definition_the_cron_checks_now_refuse_is_refused_in_one_line(
             "minute field: the range 1-0 runs backwards (a range does not wrap around); fix "
             "its file (the scheduler service registers it again at its next scan)"
         )
+
+
+PARAMS_FLOW = """\
+version: 1
+name: regional
+queue: q
+params:
+  region: {type: string, default: eu}
+  batch: {type: int, default: 10}
+schedule: {cron: "0 * * * *", timezone: UTC}
+steps:
+  a: {run: "echo ${{ params.region }} ${{ params.batch }}"}
+"""
+
+
+def test_params_given_to_a_backfill_reach_every_run_it_submits(
+    url: str, client: Client, redis_client: redis.Redis, tmp_path: Path
+) -> None:
+    """Airflow's backfill takes a run configuration: `flows backfill` had no -p, so a past
+    range could only be run again with the schedule's own params."""
+    path = tmp_path / "regional.yaml"
+    path.write_text(PARAMS_FLOW)
+    span = ["--from", "2026-01-05T00:00Z", "--to", "2026-01-05T01:00Z", "--redis", url]
+    with assert_unchanged(redis_client):
+        unknown = flows("backfill", str(path), *span, "-p", "regoin=us")
+        typed = flows("backfill", str(path), *span, "-p", "batch=many", "--dry-run")
+        malformed = flows("backfill", str(path), *span, "-p", "region")
+    assert unknown.exit_code == typed.exit_code == malformed.exit_code == 2
+    assert "unknown param 'regoin'" in unknown.stderr and "region" in unknown.stderr
+    assert "batch" in typed.stderr and "many" in typed.stderr
+    assert "'region' is not name=value" in malformed.stderr
+    result = flows("backfill", str(path), *span, "-p", "region=us", "--max-active", "1", "--json")
+    assert result.exit_code == 0, result.output
+    made = json.loads(result.stdout)
+    assert made["params"] == {"region": "us"}
+    [first] = made["active"]
+    assert run_params(client, first) == {"region": "us", "batch": 10}
+    # The service submits the rest with the same params.
+    (tmp_path / "empty").mkdir()
+    assert work_all(client) == 1
+    flows("scheduler", "--flows-dir", str(tmp_path / "empty"), "--once", "--now", str(T + 9 * H),
+          "--redis", url)  # fmt: skip
+    assert run_params(client, run_id_for("regional", T + H)) == {"region": "us", "batch": 10}
+    listed = json.loads(flows("backfills", made["id"], "--json", "--redis", url).stdout)
+    assert listed["params"] == {"region": "us"}
+    assert "  params: region=us\n" in flows("backfills", made["id"], "--redis", url).stdout
+
+
+def run_params(client: Client, run_id: str) -> object:
+    return json.loads(json.loads(client.engine.call("run.get", run_id))["params"])

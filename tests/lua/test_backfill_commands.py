@@ -79,11 +79,19 @@ def test_create_get_and_list(lua: Lua) -> None:
         T0 - 10,
     )
     assert "source" not in b and "definition" not in b
+    assert b["params"] == "{}"  # none given
     assert json.loads(lua.raw("backfill.get", "b1", "1", now=T0))["source"] == "flow text"
     assert lua.raw("backfill.get", "nope", now=T0) is None
     create(lua, "b2")
     assert [b["id"] for b in json.loads(lua.raw("backfill.list", now=T0 + 1))] == ["b2", "b1"]
     assert lua.raw("backfill.list", 5, 10, now=T0) == "[]"
+
+
+def test_the_params_given_are_kept_as_written(lua: Lua) -> None:
+    """`flows backfill -p`: listed with the backfill, a number past what a double holds exactly
+    unchanged."""
+    create(lua, params={"region": "us", "n": 12345678901234567890})
+    assert get(lua)["params"] == '{"region": "us", "n": 12345678901234567890}'
 
 
 def test_due_offers_as_many_ticks_as_max_active_leaves_room_for(lua: Lua) -> None:

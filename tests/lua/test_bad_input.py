@@ -1228,6 +1228,8 @@ for record, names in [
     ({"flow": "f", "definition": {}, "hash": "h", "max_active": -1}, "max_active"),
     ({"flow": "f", "definition": {}, "hash": "h", "flow_max": 10001}, "flow_max"),
     ({"flow": "f", "definition": {}, "hash": "h", "file": 7}, "record.file"),
+    ({"flow": "f", "definition": {}, "hash": "h", "params": []}, "record.params"),
+    ({"flow": "f", "definition": {}, "hash": "h", "params": "x"}, "record.params"),
 ]:
     case("backfill.create", [BF[0], json.dumps(record), *BF[2:]], InvalidArgument, names)
 case("backfill.create", [*BF[:2], "", *BF[3:]], InvalidArgument, "source", id="no-source")
