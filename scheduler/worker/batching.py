@@ -217,7 +217,8 @@ class Batcher:
         or the error that kept the whole batch from being reported); log the jobs done."""
         replies: list[Any]
         if isinstance(texts, Exception):  # a connection error, or the whole call refused
-            log.warning("could not report %d completes (%s)", len(batch), texts)
+            # Said by each job's callback (an outage's once: scheduler.worker.unsent).
+            log.debug("could not report %d completes (%s)", len(batch), texts)
             replies = [texts] * len(batch)
         else:
             replies = [_reply(text) for text in json.loads(texts)]

@@ -44,6 +44,7 @@ from scheduler.engine.errors import EngineError, carrying_given
 from scheduler.engine.scripts import Engine, EnginePipeline
 from scheduler.secrets import Lines
 from scheduler.worker.pipes import MAX_LINE
+from scheduler.worker.unsent import Unsent
 
 if TYPE_CHECKING:
     from scheduler.worker.context import JobContext
@@ -109,6 +110,7 @@ class LogShipper:
         self._holding: set[JobOutput] = set()  # outputs holding a line back (see JobOutput)
         self._lock = threading.Lock()
         self._sending = threading.Lock()  # sends in order: a job's lines never overtake
+        self.unsent = Unsent(log, "step log lines", "the lines are lost")
         self._wake = threading.Event()
         self._done = threading.Event()
         self._thread: threading.Thread | None = None
@@ -202,8 +204,10 @@ class LogShipper:
 
     def _replied(self, keys: list[Key], reply: Any, ended: set[Key]) -> None:
         if isinstance(reply, Exception):
-            log.warning("could not store step log lines (%s)", reply)
+            for jid in dict.fromkeys(jid for jid, _ in keys):
+                self.unsent.failed(jid, reply)
             return
+        self.unsent.sent()
         with self._lock:
             if len(self._full) > MAX_FULL:  # attempts that ended while their reply was on its way
                 self._full.clear()

@@ -37,6 +37,7 @@ from scheduler.worker.batching import MAX_BATCH, OUTCOME, Batcher
 from scheduler.worker.capture import LogShipper
 from scheduler.worker.held import Active, Held
 from scheduler.worker.runner import Kind, Outcome, failure
+from scheduler.worker.unsent import Unsent
 
 log = logging.getLogger("flows.worker")
 
@@ -54,6 +55,7 @@ class Reporter:
         self.logs = logs
         self.batcher = Batcher(client.engine, self.name, logs)
         self._wake_monitor = wake_monitor
+        self.unsent = Unsent(log, "outcome", "the engine hands the job out again")
 
     def settle(self, active: Active, outcome: Outcome) -> None:
         """Report a job's outcome once; the job is let go of once the engine has it."""
@@ -123,8 +125,9 @@ class Reporter:
                     # The lock was lost meanwhile: the job belongs to someone else now.
                     log.warning("job %s: lock lost, outcome complete dropped (%s)", job.jid, reply)
                 elif isinstance(reply, Exception):
-                    log.warning("job %s: complete not reported (%s)", job.jid, reply)
+                    self.unsent.failed(job.jid, reply, "complete")
                 else:
+                    self.unsent.sent()
                     # At INFO the batch is logged in one line (batching.py): a line per job
                     # would cost more than the rest of a short job's handling.
                     job.state, job.worker = str(reply), ""
@@ -293,6 +296,7 @@ def _at_once(call: Call) -> Report:
         jid = active.ctx.jid
         try:
             call(reporter, active, outcome, _elapsed_ms(active))
+            reporter.unsent.sent()
         except EngineError as error:
             if lock_lost(error):
                 # The lock was lost meanwhile: the job belongs to someone else now.
@@ -300,7 +304,7 @@ def _at_once(call: Call) -> Report:
             else:  # refused for what it sent (INVALID, TOOLARGE)
                 reporter.outcome_refused(active, outcome, error)
         except (redis.RedisError, ClusterError) as error:
-            log.warning("job %s: outcome %s not reported (%s)", jid, outcome.kind, error)
+            reporter.unsent.failed(jid, error, outcome.kind)
         finally:
             reporter.held.let_go(active)
 

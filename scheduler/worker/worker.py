@@ -205,6 +205,10 @@ class Worker:
             self.client.engine.call("worker.deregister", self.name)
         if self._own_sandbox is not None:
             self._own_sandbox.remove()
+        # What an outage kept back and no later send has said yet.
+        self.reporter.unsent.sent()
+        if self._logs is not None:
+            self._logs.unsent.sent()
         log.info("worker %s stopped after %d jobs", self.name, self.processed)
 
     def stop(self) -> None:

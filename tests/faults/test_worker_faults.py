@@ -134,3 +134,57 @@ def test_a_worker_says_once_that_its_connection_is_lost_and_once_that_it_is_back
     assert "Traceback" not in text, text
     # it held no job: no warning that its jobs were taken
     assert next(x for x in lines if "lapsed" in x).endswith("its lease lapsed; it held no jobs")
+
+
+def test_what_an_outage_keeps_from_the_engine_is_said_in_two_lines_not_one_a_job(
+    servers: list[Valkey], tmp_path: Path
+) -> None:
+    """Jobs that end while the server is away cannot report their outcomes (nor store their
+    lines): a warning each buried the outage's own two lines under one a job. Now the first is
+    said with what follows from it, and the rest in one line once a send succeeds or the
+    worker stops."""
+    server = Valkey(tmp_path / "away")
+    servers.append(server)
+    client = Client(server.url())
+    gate = tmp_path / "gate"
+    jids = [
+        client.queues["q"].put("fault_tasks.gated", {"gate": str(gate)}, jid=f"job-{n}")
+        for n in range(8)
+    ]
+    log = tmp_path / "worker.log"
+    args = ["worker", "-q", "q", "--threads", "8", "--processes", "0", "--log-level", "debug"]
+    with log.open("wb") as out:
+        worker = subprocess.Popen(
+            [str(FLOWS), *args],
+            env=worker_env(server.url(), tmp_path / "data"),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        running = lambda: all(job.state == "running" for job in client.jobs.multiget(*jids))  # noqa: E731
+        wait_until(running, 20, "every job running")
+        server.stop()
+        gate.touch()  # every job ends now, while the server is away
+        unsent = lambda: log.read_text().count(": outcome complete not sent (")  # noqa: E731
+        wait_until(lambda: unsent() == len(jids), 20, "every complete tried")
+        wait_until(lambda: "lost the connection" in log.read_text(), 20, "the outage said")
+        servers.append(Valkey(tmp_path / "away"))
+        wait_until(lambda: "is back after" in log.read_text(), 20, "the server back")
+        worker.send_signal(signal.SIGTERM)
+        assert worker.wait(30) == 0, log.read_text()
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+            worker.wait()
+    lines = log.read_text().splitlines()
+    assert not [x for x in lines if "WARNING" in x and "could not report" in x]
+    warned = [x for x in lines if "WARNING" in x and "outcome complete not sent" in x]
+    assert len(warned) == 1, "\n".join(lines)
+    assert warned[0].endswith(
+        "the engine hands the job out again. Until a send succeeds, the others are counted"
+    )
+    [summary] = [x for x in lines if "the outcome of" in x]
+    assert "the outcome of 7 more jobs not sent while the server was away (for each, " in summary
+    assert summary.endswith(" and 2 more")
+    assert len([x for x in lines if "WARNING" in x and "step log lines not sent" in x]) <= 1
+    assert "Traceback" not in "\n".join(lines)
