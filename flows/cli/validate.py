@@ -154,7 +154,8 @@ def validate(
     )
     # The files checked: those given, and the sub-flow files their findings come from.
     checked = checked_files(files, findings)
-    previews = _previews(files, preview, outage) if preview or outage else []
+    flows = [flow for _, flow in validated]
+    previews = _previews(files, flows, preview, outage) if preview or outage else []
     if output_format == "json":
         errors = sum(f.severity is Severity.ERROR for f in findings)
         report: dict[str, object] = {
@@ -196,24 +197,27 @@ def _validated(path: Path, check_imports: bool) -> tuple[list[Finding], Flow | N
 
 
 def _previews(
-    files: Sequence[Path], count: int | None, outage: tuple[float, float] | None
+    files: Sequence[Path],
+    flows: Sequence[Flow | None],
+    count: int | None,
+    outage: tuple[float, float] | None,
 ) -> list[preview_cli.SchedulePreview | Path]:
-    """The preview of each valid flow file's schedule; a file without one: its path."""
-    from flows.runs.build import read_flow_file
+    """The preview of each valid flow file's schedule (``flows``: each file's flow, None for
+    one with errors or a test file); a file without one: its path."""
+    from flows.runs.build import validated_flow_file
     from flows.runs.service_source import definition_of
-    from flows.testing.files import SUFFIXES as TEST_SUFFIXES
 
     now = time.time()
     out: list[preview_cli.SchedulePreview | Path] = []
-    for path in files:
-        if path.name.endswith(TEST_SUFFIXES):  # a test file: no schedule of its own
-            continue
-        try:
-            flow_file = read_flow_file(path)
-        except InvalidFlow:
-            continue  # its findings are printed above
-        if flow_file.flow.schedule is None:
+    for path, flow in zip(files, flows, strict=True):
+        if flow is None:
+            continue  # its findings are printed above; a test file has no schedule of its own
+        if flow.schedule is None:
             out.append(path)
             continue
+        try:
+            flow_file = validated_flow_file(flow, path)
+        except InvalidFlow:
+            continue  # gone since it was validated
         out.append(preview_cli.build(definition_of(flow_file), now, count, outage))
     return out

@@ -85,6 +85,17 @@ def read_flow_file(path: Path, *, now: float | None = None, expand_check: bool =
     )
 
 
+def validated_flow_file(flow: Flow, path: Path) -> FlowFile:
+    """``flow``, just validated from the file at ``path``, as :func:`read_flow_file` gives it,
+    without validating it again (only its text read again, for the hash). Raises
+    :class:`InvalidFlow` when the file can no longer be read."""
+    try:
+        text = read_text(path)
+    except RefusedFile as refused:
+        raise InvalidFlow([refused.finding]) from None
+    return FlowFile(flow, str(path.resolve()), text, content_hash(text))
+
+
 @dataclass(frozen=True)
 class BuiltRun:
     """A run ready to submit, and the queues its jobs go to (for a local worker)."""
