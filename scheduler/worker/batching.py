@@ -65,17 +65,23 @@ class Batcher:
         self.logs = logs
         self._pending: list[Completion] = []
         self._oldest = 0.0
+        self._not_before = 0.0  # monotonic: a complete sent again waits until then
         self._told = False  # whoever sends late batches was told of the pending one
         self._lock = threading.Lock()
         self._sending = threading.Lock()
         self._done: list[str] = []  # jids reported complete, for the next "jobs done" line
 
-    def add(self, jid: str, queue: str, result: str, on_reply: OnReply) -> int:
+    def add(
+        self, jid: str, queue: str, result: str, on_reply: OnReply, *, after: float = 0.0
+    ) -> int:
         """Queue a complete; returns how many are pending now (flush at :data:`MAX_BATCH`;
-        whoever sends late batches needs waking at 1)."""
+        whoever sends late batches needs waking at 1). ``after``: the batch is not due before
+        that many seconds (a complete sent again after a fault; a fetch still takes it)."""
         with self._lock:
+            now = time.monotonic()
             if not self._pending:
-                self._oldest = time.monotonic()
+                self._oldest = now
+            self._not_before = max(self._not_before, now + after)
             self._pending.append(Completion(jid, queue, result, on_reply))
             return len(self._pending)
 
@@ -98,7 +104,7 @@ class Batcher:
         with self._lock:
             if not self._pending:
                 return None
-            return self._oldest + MAX_DELAY - time.monotonic()
+            return max(self._oldest + MAX_DELAY, self._not_before) - time.monotonic()
 
     def flush(self) -> None:
         """Send every pending complete, then run their callbacks in order."""
@@ -184,6 +190,7 @@ class Batcher:
         with self._lock:
             pending, self._pending = self._pending, []
             self._told = False
+            self._not_before = 0.0
         return [pending[first : first + MAX_BATCH] for first in range(0, len(pending), MAX_BATCH)]
 
     def _send(self, batch: list[Completion]) -> None:

@@ -33,6 +33,8 @@ class Active:
     settled: bool = False
     # Whether its slot was given back (by the slot, or by the monitor abandoning a stuck thread).
     slot_freed: bool = False
+    # How many times its complete was queued again, unacknowledged (Reporter.batch).
+    resends: int = 0
     guard: threading.Lock = field(default_factory=threading.Lock)
 
 
@@ -92,6 +94,10 @@ class Held:
     def add(self, active: Active) -> None:
         with self.lock:
             self.jobs[active.ctx.jid] = active
+
+    def holds(self, active: Active) -> bool:
+        with self.lock:
+            return self.jobs.get(active.ctx.jid) is active
 
     def all(self) -> list[Active]:
         with self.lock:

@@ -211,7 +211,7 @@ class Keeper:
             self._renewals += 1
             number = self._renewals
             # The jobs held, so the engine gives back at once any job locked to this worker
-            # that it does not hold (a pop's or a complete's reply lost: lua/include/lease.lua),
+            # that it does not hold (a pop's reply lost: lua/include/lease.lua),
             # and, read with them, the fetches in flight, whose jobs are not held yet.
             with self.held.lock:
                 jids = dumps(list(self.held.jobs))

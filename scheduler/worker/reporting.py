@@ -5,10 +5,12 @@ A complete goes into the next batch (:mod:`scheduler.worker.batching`: it leaves
 pop, when the batch is full, or after a couple of milliseconds); every other outcome is sent at
 once, after the job's waiting step log lines. Each outcome is reported once (the first to settle
 a job wins: its thread, or the monitor giving up on a stuck thread), and the job is let go of
-once the engine has it. A report refused for a lost lock (LOCKLOST, WRONGSTATE, NOTFOUND) is
-dropped: the job is someone else's. One refused for what it sent (INVALID, TOOLARGE) fails the
-job at once, since the same outcome would be refused on every run: a complete in ``bad-result``,
-any other outcome (a fail too) in ``bad-outcome``.
+once the engine has it. A complete the engine did not acknowledge (the connection broke, a
+failover, no replica acknowledged it) is sent again, the job held meanwhile. A report refused
+for a lost lock (LOCKLOST, WRONGSTATE, NOTFOUND) is dropped: the job is someone else's. One
+refused for what it sent (INVALID, TOOLARGE) fails the job at once, since the same outcome would
+be refused on every run: a complete in ``bad-result``, any other outcome (a fail too) in
+``bad-outcome``.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from typing import Any
 import redis
 
 from scheduler import secrets
+from scheduler.engine.backoff import CAP, FIRST, transient
 from scheduler.engine.client import Client
 from scheduler.engine.errors import (
     ClusterError,
@@ -56,6 +59,13 @@ class Reporter:
         self.batcher = Batcher(client.engine, self.name, logs)
         self._wake_monitor = wake_monitor
         self.unsent = Unsent(log, "outcome", "the engine hands the job out again")
+        # A complete is not given up on (:meth:`_again`): its own count says so.
+        self.unsent_completes = Unsent(
+            log, "outcome", "its job is held and the complete sent again until the engine has it"
+        )
+        # Whether a complete not acknowledged is sent again (:meth:`_again`): until the
+        # worker's shutdown grace is over.
+        self.resending = True
 
     def settle(self, active: Active, outcome: Outcome) -> None:
         """Report a job's outcome once; the job is let go of once the engine has it."""
@@ -113,14 +123,23 @@ class Reporter:
 
     def batch(self, active: Active, outcome: Outcome) -> None:
         """Queue the complete for the next batch. The job keeps the data it has: the engine is
-        not sent it back."""
+        not sent it back. A complete the engine did not acknowledge is sent again
+        (:meth:`_again`)."""
         job = active.ctx.job
         started = active.started
 
         def on_reply(reply: Any) -> None:
+            unacknowledged = isinstance(reply, Exception) and transient(reply)
+            if unacknowledged and self.resending and self.held.holds(active):
+                self._again(active, outcome, reply)
+                return
             try:
                 if refuses_result(reply):
                     self._refused(active, reply)
+                elif lock_lost(reply) and active.resends:
+                    # The complete sent earlier had run after all, or the job is no longer
+                    # this worker's: either way, not this worker's to report.
+                    log.warning("job %s: its complete sent again was refused (%s)", job.jid, reply)
                 elif lock_lost(reply):
                     # The lock was lost meanwhile: the job belongs to someone else now.
                     log.warning("job %s: lock lost, outcome complete dropped (%s)", job.jid, reply)
@@ -128,6 +147,7 @@ class Reporter:
                     self.unsent.failed(job.jid, reply, "complete")
                 else:
                     self.unsent.sent()
+                    self.unsent_completes.sent()
                     # At INFO the batch is logged in one line (batching.py): a line per job
                     # would cost more than the rest of a short job's handling.
                     job.state, job.worker = str(reply), ""
@@ -140,8 +160,29 @@ class Reporter:
 
         # Sent with the slot's next fetch, or by the monitor when the slot does not fetch
         # next (hand_over): waking it here would cost every link of a chain a thread switch.
-        if self.batcher.add(job.jid, job.queue, outcome.result, on_reply) >= MAX_BATCH:
-            self.batcher.flush()
+        # One sent again waits a growing pause (a fetch still takes it along), and never
+        # flushes here: it is queued from a flush's replies.
+        if not active.resends:
+            if self.batcher.add(job.jid, job.queue, outcome.result, on_reply) >= MAX_BATCH:
+                self.batcher.flush()
+            return
+        pause = min(CAP, FIRST * 2 ** (active.resends - 1))
+        self.batcher.add(job.jid, job.queue, outcome.result, on_reply, after=pause)
+
+    def _again(self, active: Active, outcome: Outcome, error: Exception) -> None:
+        """A complete the engine did not acknowledge (``error``: the connection broke, a
+        failover was under way, no replica acknowledged it) may not be where the job lives
+        now: a promoted replica still has the job running, locked to this worker. Let go of,
+        the job would be given back by the next lease renewals and run again. So it stays held
+        (its lock and lease kept) and its complete is sent again until the engine answers:
+        done, or refused because the first one ran (or the job is someone else's)."""
+        if not active.resends:
+            self.unsent_completes.failed(active.ctx.jid, error, "complete")
+        with active.guard:
+            active.resends += 1
+            active.deadline = None  # it ran: its timeout no longer applies
+        self.batch(active, outcome)
+        self.hand_over()
 
     def hand_over(self) -> None:
         """A slot that batched completes goes on to something other than a fetch (whose first

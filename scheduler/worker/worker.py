@@ -207,6 +207,7 @@ class Worker:
             self._own_sandbox.remove()
         # What an outage kept back and no later send has said yet.
         self.reporter.unsent.sent()
+        self.reporter.unsent_completes.sent()
         if self._logs is not None:
             self._logs.unsent.sent()
         log.info("worker %s stopped after %d jobs", self.name, self.processed)
@@ -333,7 +334,13 @@ class Worker:
         """
         self.slots.give_back_buffer()
         self._wait_for_jobs(time.monotonic() + self.settings.shutdown_grace, grace=True)
+        # A job that ran and whose complete the engine has not acknowledged is no longer waited
+        # for: its complete goes once more (if lost, the job comes back to its queue).
+        self.reporter.resending = False
         for active in self.held.all():
+            if active.resends:
+                self.held.let_go(active, ran=False)
+                continue
             self._stop_job(active, "shutdown", ShutdownInterrupt, now=self._stopping_now)
         self._wait_for_jobs(time.monotonic() + self.settings.kill_after + 1)
         for active in self.held.all():  # the monitor did not get to them: give up here

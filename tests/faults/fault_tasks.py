@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -17,4 +18,16 @@ def gated(job: Any) -> dict[str, bool]:
     while not gate.exists():
         time.sleep(0.01)
     print("through the gate")
+    return {"ok": True}
+
+
+# For a worker thread in the test's own process: each run of `gated_in_process` is noted, and
+# it returns only once the test opens the gate (or after a minute).
+runs: list[str] = []
+gate = threading.Event()
+
+
+def gated_in_process(job: Any) -> dict[str, bool]:
+    runs.append(job.jid)
+    gate.wait(60)
     return {"ok": True}

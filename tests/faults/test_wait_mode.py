@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 import pytest
-from fault_support import Valkey
+from fault_support import Valkey, wait_until
 
 from scheduler.engine.client import Client
 from scheduler.engine.errors import NotReplicated
@@ -149,3 +149,83 @@ def test_a_write_a_replica_acknowledges_late_is_reconciled_not_reported_lost(
     while replica.admin().exists("ql:j:late") == 0:
         assert time.monotonic() < deadline
         time.sleep(0.02)
+
+
+def test_a_complete_no_replica_acknowledged_is_sent_again_not_run_again(
+    master: Valkey, servers: list[Valkey], tmp_path: Path
+) -> None:
+    """A partition cuts the master off while a worker runs a job it popped there (replicated):
+    the job's complete runs on the cut-off master alone (NotReplicated), and the promoted
+    replica still has the job running, locked to the worker. The worker keeps holding the job
+    and sends its complete again until the new master has it: the job runs once, not handed back
+    by the worker's lease renewals and run again."""
+    import fault_tasks
+
+    from scheduler.engine.connections import Durability
+
+    replica = Valkey(tmp_path / "replica", tcp=True)
+    servers.append(replica)
+    replica.replica_of(master)
+    plain = Client(master.url())
+    jid = plain.queues["q"].put("fault_tasks.gated_in_process", {})
+    fault_tasks.runs.clear()
+    fault_tasks.gate.clear()
+    durable = Client(master.url(), worker_name="w1", durability=Durability(1, 0.2, 0.3))
+    worker = Worker(durable, ["q"], poll_interval=0.1)
+    thread = threading.Thread(target=worker.run, daemon=True)
+    thread.start()
+    try:
+        wait_until(lambda: fault_tasks.runs == [jid], 15, "the job to start")
+        # The cut: the replica is promoted with the job running, locked to w1 (its pop was
+        # acknowledged); what the old master takes from now on, no replica has.
+        replica.admin().replicaof("no", "one")
+        fault_tasks.gate.set()
+        wait_until(lambda: plain.jobs[jid].state == "complete", 15, "the complete on the master")
+        # The heal: the old master becomes a replica of the new one (its complete is wiped)
+        # and, so that the worker's URL reaches the new master's data, is promoted back.
+        master.admin().replicaof("127.0.0.1", replica.port)
+        wait_until(lambda: plain.jobs[jid].state == "running", 15, "the new master's data")
+        master.admin().replicaof("no", "one")
+        replica.replica_of(master)
+        wait_until(lambda: plain.jobs[jid].state == "complete", 15, "the job to complete")
+    finally:
+        worker.stop()
+        thread.join(15)
+    assert fault_tasks.runs == [jid]
+    history = [entry["what"] for entry in plain.jobs[jid].history]
+    assert history.count("done") == 1 and "returned" not in history, history
+
+
+def test_a_worker_stopping_gives_up_on_a_complete_no_replica_acknowledges(
+    master: Valkey, servers: list[Valkey], tmp_path: Path
+) -> None:
+    """The complete of a job that ran is sent again while no replica acknowledges it, but a
+    worker told to stop waits for it only its shutdown grace, not the time a running job gets
+    to stop after it (kill_after)."""
+    import fault_tasks
+
+    from scheduler.engine.connections import Durability
+
+    replica = Valkey(tmp_path / "replica", tcp=True)
+    servers.append(replica)
+    replica.replica_of(master)
+    plain = Client(master.url())
+    jid = plain.queues["q"].put("fault_tasks.gated_in_process", {})
+    fault_tasks.runs.clear()
+    fault_tasks.gate.clear()
+    durable = Client(master.url(), worker_name="w1", durability=Durability(1, 0.2, 0.3))
+    worker = Worker(durable, ["q"], poll_interval=0.1, shutdown_grace=0.5, kill_after=30)
+    thread = threading.Thread(target=worker.run, daemon=True)
+    thread.start()
+    try:
+        wait_until(lambda: [jid] == fault_tasks.runs, 15, "the job to start")
+        replica.stop()  # from now on no write is acknowledged
+        fault_tasks.gate.set()
+        wait_until(lambda: plain.jobs[jid].state == "complete", 15, "the complete on the master")
+        wait_until(lambda: any(a.resends for a in worker.held.all()), 15, "the complete again")
+    finally:
+        stopped = time.monotonic()
+        worker.stop()
+        thread.join(40)
+    assert not thread.is_alive()
+    assert time.monotonic() - stopped < 10

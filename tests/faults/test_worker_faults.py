@@ -181,7 +181,8 @@ def test_what_an_outage_keeps_from_the_engine_is_said_in_two_lines_not_one_a_job
     warned = [x for x in lines if "WARNING" in x and "outcome complete not sent" in x]
     assert len(warned) == 1, "\n".join(lines)
     assert warned[0].endswith(
-        "the engine hands the job out again. Until a send succeeds, the others are counted"
+        "its job is held and the complete sent again until the engine has it. Until a send"
+        " succeeds, the others are counted"
     )
     [summary] = [x for x in lines if "the outcome of" in x]
     assert "the outcome of 7 more jobs not sent while the server was away (for each, " in summary
