@@ -137,9 +137,12 @@ class Reporter:
                 if refuses_result(reply):
                     self._refused(active, reply)
                 elif lock_lost(reply) and active.resends:
-                    # The complete sent earlier had run after all, or the job is no longer
-                    # this worker's: either way, not this worker's to report.
-                    log.warning("job %s: its complete sent again was refused (%s)", job.jid, reply)
+                    log.warning(
+                        "job %s: its complete, sent again, was refused: the first one had run,"
+                        " or the job is no longer this worker's (%s)",
+                        job.jid,
+                        reply,
+                    )
                 elif lock_lost(reply):
                     # The lock was lost meanwhile: the job belongs to someone else now.
                     log.warning("job %s: lock lost, outcome complete dropped (%s)", job.jid, reply)

@@ -229,3 +229,45 @@ def test_a_worker_stopping_gives_up_on_a_complete_no_replica_acknowledges(
         thread.join(40)
     assert not thread.is_alive()
     assert time.monotonic() - stopped < 10
+
+
+def test_a_complete_sent_again_after_it_ran_is_refused_and_the_job_let_go(
+    master: Valkey, servers: list[Valkey], tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The replica only lagged (a partition healed before any failover): the complete raised
+    NotReplicated, yet ran and reached the replica. Sent again, it is refused (the job is
+    complete): the worker lets the job go, which ran once and completed once."""
+    import os
+    import signal
+
+    import fault_tasks
+
+    from scheduler.engine.connections import Durability
+
+    replica = Valkey(tmp_path / "replica", tcp=True)
+    servers.append(replica)
+    replica.replica_of(master)
+    plain = Client(master.url())
+    jid = plain.queues["q"].put("fault_tasks.gated_in_process", {})
+    fault_tasks.runs.clear()
+    fault_tasks.gate.clear()
+    durable = Client(master.url(), worker_name="w1", durability=Durability(1, 0.2, 0.3))
+    worker = Worker(durable, ["q"], poll_interval=0.1)
+    thread = threading.Thread(target=worker.run, daemon=True)
+    thread.start()
+    try:
+        wait_until(lambda: [jid] == fault_tasks.runs, 15, "the job to start")
+        os.kill(replica.process.pid, signal.SIGSTOP)
+        try:
+            fault_tasks.gate.set()
+            wait_until(lambda: any(a.resends for a in worker.held.all()), 15, "a resend")
+        finally:
+            os.kill(replica.process.pid, signal.SIGCONT)
+        wait_until(lambda: not worker.held.jobs, 15, "the job let go")
+    finally:
+        worker.stop()
+        thread.join(15)
+    assert [jid] == fault_tasks.runs
+    history = [entry["what"] for entry in plain.jobs[jid].history]
+    assert history.count("done") == 1 and "returned" not in history, history
+    assert "its complete, sent again, was refused: the first one had run" in caplog.text
