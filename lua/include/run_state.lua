@@ -202,6 +202,24 @@ function RunState.status(run_id)
   return RunState.run_status(seen, canceled)
 end
 
+-- Whether RunState.status would say 'running', deciding no more than that: most runs asked
+-- (a schedule's last run at every due tick, a flow's newest runs under max_active_runs) ended,
+-- and their kept counts say so in one read of three classes, without the run's `canceled` (a
+-- canceled run with a job going is running all the same) or its other classes. Only a run
+-- whose counts say a job goes is looked up (a run deleted under its counts is missing), and
+-- one whose counts cannot tell takes the whole decision.
+function RunState.running(run_id)
+  if not run_id or run_id == '' then return false end
+  RunCounts.settle() -- a state changed earlier in this call counts already
+  local v = redis.call('hmget', Keys.run_counts(run_id), '#', '!outside', '!unkept', 'running',
+    'waiting', 'awaiting')
+  if not v[1] or v[2] or v[3] then return RunState.status(run_id) == 'running' end
+  if (tonumber(v[4]) or 0) + (tonumber(v[5]) or 0) + (tonumber(v[6]) or 0) == 0 then
+    return false
+  end
+  return redis.call('exists', Keys.run(run_id)) == 1
+end
+
 RunState.step_of = RunCounts.step_of
 
 -- What an approval's data holds (flows.runs.signals.approval: the note, '' without one, and who

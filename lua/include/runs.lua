@@ -313,7 +313,7 @@ Runs.release_parent = release_parent
 Notify.status = Runs.status
 
 function Runs.active(run_id)
-  return Runs.status(run_id) == 'running'
+  return RunState.running(run_id)
 end
 
 -- What a canceled job of a run keeps for run.retry to put it back as it was first put
