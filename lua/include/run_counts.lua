@@ -345,6 +345,35 @@ do
   end
 end
 
+-- Append to `set` the writes that widen a step's kept attempts and times (`names`:
+-- RunCounts.step_names) by `wide` (RunCounts.widen's), the kept values being kept[at + 1] to
+-- kept[at + 5] (RunCounts.WIDE's order).
+local function widen_kept(set, names, wide, kept, at)
+  if wide.attempts and wide.attempts > (tonumber(kept[at + 1]) or 0) then
+    set[#set + 1] = names[1]
+    set[#set + 1] = wide.attempts
+  end
+  local started = tonumber(kept[at + 2])
+  if wide.started and (not started or wide.started < started) then
+    set[#set + 1] = names[2]
+    set[#set + 1] = string.format('%.17g', wide.started)
+  end
+  local updated = tonumber(kept[at + 3])
+  if wide.updated and (not updated or wide.updated > updated) then
+    set[#set + 1] = names[3]
+    set[#set + 1] = string.format('%.17g', wide.updated)
+  end
+  if wide.child and not kept[at + 4] then
+    set[#set + 1] = names[4]
+    set[#set + 1] = wide.child
+  end
+  local missed = tonumber(kept[at + 5])
+  if wide.deadline_missed and (not missed or wide.deadline_missed < missed) then
+    set[#set + 1] = names[5]
+    set[#set + 1] = string.format('%.17g', wide.deadline_missed)
+  end
+end
+
 -- Write one run's settled `run` (deltas) to its counts at `key`: the counts moved (a count back
 -- to 0 deleted), the steps that joined and have no place yet given the next ones in the order
 -- they joined, and the steps' kept attempts and times widened. One read of every field this
@@ -417,31 +446,7 @@ local function write_run(key, run)
   for _, step in ipairs(run.order) do
     local wide = run.steps[step]
     if next(wide) ~= nil then
-      local names = RunCounts.step_names(step)
-      -- names[1..5]: attempts, started, updated, child, deadline_missed (RunCounts.WIDE)
-      if wide.attempts and wide.attempts > (tonumber(kept[at + 1]) or 0) then
-        set[#set + 1] = names[1]
-        set[#set + 1] = wide.attempts
-      end
-      local started = tonumber(kept[at + 2])
-      if wide.started and (not started or wide.started < started) then
-        set[#set + 1] = names[2]
-        set[#set + 1] = string.format('%.17g', wide.started)
-      end
-      local updated = tonumber(kept[at + 3])
-      if wide.updated and (not updated or wide.updated > updated) then
-        set[#set + 1] = names[3]
-        set[#set + 1] = string.format('%.17g', wide.updated)
-      end
-      if wide.child and not kept[at + 4] then
-        set[#set + 1] = names[4]
-        set[#set + 1] = wide.child
-      end
-      local missed = tonumber(kept[at + 5])
-      if wide.deadline_missed and (not missed or wide.deadline_missed < missed) then
-        set[#set + 1] = names[5]
-        set[#set + 1] = string.format('%.17g', wide.deadline_missed)
-      end
+      widen_kept(set, RunCounts.step_names(step), wide, kept, at)
       at = at + #RunCounts.WIDE
     end
   end
@@ -528,9 +533,50 @@ function RunCounts.unkept(run_id)
   redis.call('hset', Keys.run_counts(run_id), '!unkept', 1)
 end
 
+-- The one job a lone pop or complete moved (`move`: RunCounts.moving, with its fields from
+-- RunCounts.moved) from class `was` to another: written as write_run writes its run's deltas
+-- (the two classes and its step's, its step's attempts and times: one HMGET, one HSET, an HDEL
+-- for a count back to 0), without building the deltas first. Returns false, writing nothing,
+-- for any other move (no class change, nothing to widen): the general path settles it.
+local function settle_moved(jid, move)
+  local run_id, was, now = move[1], move[2], move[3]
+  if now == was then return false end
+  local wide = {}
+  RunCounts.widen(wide, move[4])
+  if next(wide) == nil then return false end
+  local step = RunCounts.step_of(run_id, jid)
+  local names = RunCounts.step_names(step)
+  local key = Keys.run_counts(run_id)
+  local fields = { was, step .. ':' .. was, now, step .. ':' .. now }
+  local kept = redis.call('hmget', key, fields[1], fields[2], fields[3], fields[4], names[1],
+    names[2], names[3], names[4], names[5])
+  local set, gone = {}, nil
+  for i = 1, 4 do
+    local total = (tonumber(kept[i]) or 0) + (i <= 2 and -1 or 1)
+    if total == 0 then
+      gone = gone or {}
+      gone[#gone + 1] = fields[i]
+    else
+      set[#set + 1] = fields[i]
+      set[#set + 1] = total
+    end
+  end
+  widen_kept(set, names, wide, kept, 4)
+  if #set > 0 then redis.call('hset', key, unpack(set)) end
+  if gone then redis.call('hdel', key, unpack(gone)) end
+  return true
+end
+
 -- Settle every job marked in this call (the dispatch calls it after the command).
 function RunCounts.settle()
   if #RunCounts.marked == 0 and next(RunCounts.stale) == nil then return end
+  local marked = RunCounts.marked
+  if #marked == 1 and next(RunCounts.stale) == nil and RunCounts.touched[marked[1]] then
+    local move = RunCounts.joining[marked[1]]
+    if move and move[3] and move[4] and move[2] and settle_moved(marked[1], move) then
+      return RunCounts.reset()
+    end
+  end
   local deltas = {}
   for _, jid in ipairs(RunCounts.marked) do
     if RunCounts.touched[jid] then settle_one(jid, deltas) end
