@@ -440,34 +440,44 @@ function Job.retag(jid, old, new)
   end
 end
 
--- Forget this job's own dependencies (both directions of each edge).
-function Job.drop_dependencies(jid)
+-- Forget this job's own dependencies (both directions of each edge). `deleting`: the caller
+-- deletes their set with the job's other keys (Job.delete), in one DEL.
+function Job.drop_dependencies(jid, deleting)
   local key = Keys.dependencies(jid)
   for _, dependency in ipairs(redis.call('smembers', key)) do
     redis.call('srem', Keys.dependents(dependency), jid)
   end
-  redis.call('del', key)
+  if not deleting then redis.call('del', key) end
 end
 
 -- Delete a job and everything that points at it. `fields` as for Job.unindex, plus tags.
 -- An expired job stays in `tracked`, so `track` can report it as expired; a canceled one leaves.
 -- `counts`: the run counts' deltas of a batch of deletes (RunCounts.forget).
+-- `fields.counts` and `fields.log_attempts`, when the caller read them (Job.load_finished), are
+-- not read again.
 function Job.delete(jid, fields, keep_tracked, counts)
-  RunCounts.forget(jid, counts)
+  RunCounts.forget(jid, counts, fields.counts)
   Job.unindex(jid, fields)
   Job.retag(jid, decode_list(fields.tags), {})
-  Job.drop_dependencies(jid)
+  Job.drop_dependencies(jid, true)
   if fields.queue and fields.queue ~= '' then redis.call('zrem', Keys.ttl(fields.queue), jid) end
   if not keep_tracked then redis.call('zrem', Keys.tracked(), jid) end
-  Job.drop_logs(jid)
-  redis.call('del', Keys.job(jid), Keys.history(jid), Keys.dependents(jid))
+  Job.drop_logs(jid, fields.log_attempts)
+  redis.call('del', Keys.job(jid), Keys.history(jid), Keys.dependents(jid),
+    Keys.dependencies(jid))
 end
 
 -- Delete a job's step logs (commands/log.lua): one list per attempt up to `log-attempts`, and
--- their counters in the job's hash.
-function Job.drop_logs(jid)
+-- their counters in the job's hash. `known`: its `log-attempts` as the caller read it (false:
+-- none), else read here.
+function Job.drop_logs(jid, known)
   local key = Keys.job(jid)
-  local attempts = tonumber(redis.call('hget', key, 'log-attempts'))
+  local attempts
+  if known == nil then
+    attempts = tonumber(redis.call('hget', key, 'log-attempts'))
+  else
+    attempts = tonumber(known)
+  end
   if not attempts then return end
   local fields = { 'log-attempts' }
   for attempt = 1, attempts do
@@ -536,6 +546,24 @@ function Job.load_for_delete(jid)
   return Job.fields(jid, 'queue', 'worker', 'failure', 'tags')
 end
 
+-- What Job.load_for_delete reads, with what Job.delete would read of the job again: its run
+-- counts' fields (`counts`: RunCounts.FIELDS by position) and its step logs' attempts
+-- (`log_attempts`, false for none). One read for the retention that deletes a job right after
+-- (the only such caller: nothing writes the job in between). nil when there is no job.
+function Job.load_finished(jid)
+  local names = Job.finished_names
+  if not names then
+    names = { 'queue', 'worker', 'failure', 'tags', 'log-attempts' }
+    for _, name in ipairs(RunCounts.FIELDS) do names[#names + 1] = name end
+    Job.finished_names = names -- (built on first use: a library's load calls no global)
+  end
+  local v = Job.hmget(jid, unpack(names))
+  local counts = { unpack(v, 6, #names) }
+  if not counts[2] then return nil end -- (RunCounts.FIELDS[2]: state)
+  return { state = counts[2], queue = v[1] or nil, worker = v[2] or nil, failure = v[3] or nil,
+    tags = v[4] or nil, log_attempts = v[5], counts = counts }
+end
+
 -- Drop completed jobs beyond jobs-history (age) and jobs-history-count, at most `limit` of
 -- them, oldest first: every call stays bounded; the service's housekeeping does the rest.
 -- `max_age` and `max_count` are those settings when the caller already read them.
@@ -557,7 +585,7 @@ function Job.expire_finished(key, limit, max_age, max_count)
   end
   local counts = {}
   for _, jid in ipairs(victims) do
-    local fields = Job.load_for_delete(jid)
+    local fields = Job.load_finished(jid)
     if fields then
       Job.delete(jid, fields, true, counts)
     else

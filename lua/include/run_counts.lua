@@ -271,7 +271,7 @@ RunCounts.FIELDS = { 'counted', 'state', 'skipped', 'child', 'cached', 'runs', '
 -- Move one job between its counted class and what its hash says now, and widen its step's
 -- times, into `deltas`. Returns the class it is counted as now and its run (nil: no run's).
 -- `deleting`: its hash goes in this call, so its `counted` is not written.
-local function settle_one(jid, deltas, deleting)
+local function settle_one(jid, deltas, deleting, read)
   local joining = RunCounts.joining[jid]
   if joining and joining[3] then
     local run_id, was, now, f = joining[1], joining[2], joining[3], joining[4]
@@ -290,7 +290,7 @@ local function settle_one(jid, deltas, deleting)
     return now, run_id
   end
   local key = Keys.job(jid)
-  local f = redis.call('hmget', key, unpack(RunCounts.FIELDS))
+  local f = read or redis.call('hmget', key, unpack(RunCounts.FIELDS))
   local was, run_id = parse(f[1])
   -- A joining job was counted as `was` in its run until now, whatever its put wrote.
   if joining then run_id, was = joining[1], joining[2] end
@@ -305,7 +305,9 @@ local function settle_one(jid, deltas, deleting)
     add(deltas, run_id, step, now, 1)
   end
   if joining and not joining[4] then run.joined[step] = true end
-  RunCounts.widen(step_deltas(run, step), f)
+  -- A job deleted adds nothing: its step's times are read again once it is gone (forget).
+  local wide = step_deltas(run, step)
+  if not deleting then RunCounts.widen(wide, f) end
   -- A job put again or deleted takes back what it added to its step's times and attempts: read
   -- them again (a few admin actions: a re-run, a retry of a canceled run, a cancel).
   if RunCounts.reput[jid] or (now ~= was and now == 'gone') then
@@ -590,12 +592,13 @@ end
 
 -- Before a job's hash is deleted: it is counted `gone` from now on. `batch`: deltas several
 -- deletes gather, written once by RunCounts.apply (retention drops a hundred jobs a call, most
--- of one run); without it they are written at once.
-function RunCounts.forget(jid, batch)
+-- of one run); without it they are written at once. `read`: the job's RunCounts.FIELDS, when
+-- the caller read them with the rest (Job.load_finished).
+function RunCounts.forget(jid, batch, read)
   if not runs_job(jid) then return end
   RunCounts.used = true
   local deltas = batch or {}
-  local was, run_id = settle_one(jid, deltas, true)
+  local was, run_id = settle_one(jid, deltas, true, read)
   RunCounts.touched[jid], RunCounts.joining[jid] = nil, nil
   if run_id then
     local step = RunCounts.step_of(run_id, jid)
