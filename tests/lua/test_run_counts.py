@@ -232,3 +232,25 @@ def test_retention_drops_a_big_runs_jobs_without_reading_the_rest_of_the_run(lua
         0,
     )
     assert (steps["s6"]["status"], steps["s6"]["started"]) == ("success", T0 + 7)
+
+
+def test_retention_reads_a_dropped_job_once_and_deletes_it_in_one_del(lua: Lua) -> None:
+    """Once jobs-history-count is reached each complete drops the oldest job, and a scheduled
+    flow's every run does so: the job is read once (its index, tags, run counts' fields and
+    step logs' attempts together), its step logs and keys go (its dependencies' set with its
+    own keys, in one DEL), its step shows no times, and its counts say gone."""
+    submit(lua, ("a", []), ("b", []))
+    lua.raw("config.set", "jobs-history-count", 1, now=T0)
+    assert lua.pop_jids(now=T0 + 1) == [f"{RUN}:a"]
+    lua.raw("log.append", f"{RUN}:a", 1, 0, 1, T0 + 1, "stdout", "", "hello", now=T0 + 1)
+    lua.complete(f"{RUN}:a", now=T0 + 2)
+    assert lua.pop_jids(now=T0 + 3) == [f"{RUN}:b"]
+    keys = [lua.key(f"j:{RUN}:a"), lua.key(f"j:{RUN}:a-history"), lua.key(f"log:1:{RUN}:a")]
+    assert lua.r.exists(*keys) == 3
+    lua.r.config_resetstat()
+    lua.complete(f"{RUN}:b", now=T0 + 4)  # drops a
+    assert lua.r.exists(*keys) == 0
+    assert calls(lua, "hget", "del") == {"del": 2}  # the log list, then the job's keys
+    assert kept(lua) == {"gone": 1, "a:gone": 1, "success": 1, "b:success": 1}
+    steps = {s["step"]: s for s in json.loads(lua.raw("run.read", RUN, now=T0 + 5))["steps"]}
+    assert (steps["a"]["status"], steps["a"].get("started")) == ("gone", None)

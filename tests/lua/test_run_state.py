@@ -517,3 +517,54 @@ def test_a_retry_of_one_step_leaves_the_hooks_of_another_failure_as_they_ran(lua
         "h2": "success",
     }
     assert lua.state(f"{RUN}:h2") == "complete"
+
+
+def _run_going_under_a_cancel(lua: Lua) -> None:
+    submit(lua, ("a", []), ("b", []))
+    assert lua.pop_jids(now=T0 + 1) == [f"{RUN}:a"]
+    lua.raw("cancel", f"{RUN}:b", now=T0 + 2)  # marks the run canceled; a still runs
+
+
+def _run_ended(lua: Lua) -> None:
+    submit(lua, ("a", []))
+    assert lua.pop_jids(now=T0 + 1) == [f"{RUN}:a"]
+    lua.complete(f"{RUN}:a", now=T0 + 2)
+
+
+def _run_without_counts(lua: Lua) -> None:
+    submit(lua, ("a", []))
+    lua.r.delete(lua.key(f"run-counts:{RUN}"))  # a run from before counts: scanned
+
+
+def _run_deleted_under_its_counts(lua: Lua) -> None:
+    submit(lua, ("a", []))
+    lua.r.delete(lua.key(f"run:{RUN}"))  # an outside writer: the run is missing
+
+
+@pytest.mark.parametrize(
+    ("setup", "status"),
+    [
+        (lambda lua: submit(lua, ("a", [])), "running"),
+        (_run_going_under_a_cancel, "running"),
+        (_run_ended, "succeeded"),
+        (_run_without_counts, "running"),
+        (_run_deleted_under_its_counts, None),
+    ],
+    ids=["waiting", "canceled-one-going", "ended", "no-counts", "deleted-under-counts"],
+)
+def test_a_run_is_active_exactly_when_its_status_is_running(
+    lua: Lua, setup: Any, status: str | None
+) -> None:
+    """max_active_runs (and a schedule's overlap) asks only whether a run is running: the same
+    answer as the whole decision, however the run's counts stand (an ended run answers from
+    three of them, a run they say goes is looked up, one without counts is scanned)."""
+    setup(lua)
+    reply = lua.raw("run.read", RUN, now=T0 + 3)
+    assert (json.loads(reply)["status"] if reply else None) == status
+    limited = json.dumps({"flow": "f", "max_active_runs": 1})
+    jobs = json.dumps([{"jid": "r@2:a", "queue": "q", "klass": "K", "data": "{}"}])
+    if status == "running":
+        with pytest.raises(WrongState, match=f"active: {RUN}"):
+            lua.raw("flow.submit", "r@2", limited, jobs, now=T0 + 4)
+    else:
+        assert lua.raw("flow.submit", "r@2", limited, jobs, now=T0 + 4) == "submitted"
