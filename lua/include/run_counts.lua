@@ -573,17 +573,14 @@ end
 function RunCounts.settle()
   if #RunCounts.marked == 0 and next(RunCounts.stale) == nil then return end
   local marked = RunCounts.marked
-  if #marked == 1 and next(RunCounts.stale) == nil and RunCounts.touched[marked[1]] then
-    local move = RunCounts.joining[marked[1]]
-    if move and move[3] and move[4] and move[2] and settle_moved(marked[1], move) then
-      return RunCounts.reset()
+  local lone = #marked == 1 and RunCounts.touched[marked[1]] and RunCounts.joining[marked[1]]
+  if not (lone and lone[2] and lone[3] and lone[4] and settle_moved(marked[1], lone)) then
+    local deltas = {}
+    for _, jid in ipairs(marked) do
+      if RunCounts.touched[jid] then settle_one(jid, deltas) end
     end
+    apply(deltas)
   end
-  local deltas = {}
-  for _, jid in ipairs(RunCounts.marked) do
-    if RunCounts.touched[jid] then settle_one(jid, deltas) end
-  end
-  apply(deltas)
   for run_id, only in pairs(RunCounts.stale) do
     if redis.call('exists', Keys.run_counts(run_id)) == 1 then RunCounts.rewiden(run_id, only) end
   end
