@@ -207,6 +207,32 @@ def run_fields(flow: Flow, run_id: str, logical_time: datetime) -> dict[str, str
     }
 
 
+@dataclass(frozen=True, slots=True)
+class FlowPlan:
+    """What every run of one flow shares, worked out once for the flow (a schedule builds a
+    run a tick from the same flow): its steps in the order they expand, each step's and
+    hook's settings, and their retry settings as JSON (by ``id`` of the retry; each job's
+    meta takes a copy). Never changed once made: runs built at once may share it."""
+
+    order: tuple[str, ...]
+    steps: Mapping[str, Settings]
+    hooks: Mapping[str, Settings]
+    retries: Mapping[int, Mapping[str, Any]]
+
+
+def plan_flow(flow: Flow) -> FlowPlan:
+    """The :class:`FlowPlan` of ``flow``: what :func:`expand_run` would work out for each run."""
+    try:
+        order = topological_steps(flow)
+    except Exception as error:  # networkx reports a cycle; validation names it first
+        raise ExpansionError(f"the steps' needs form a cycle: {error}") from error
+    settings = FlowSettings(flow)
+    steps = {step_id: settings.of(step) for step_id, step in flow.steps.items()}
+    hooks = {name: settings.of(hook) for name, hook in flow.hooks.defined()}
+    retries = {id(s.retry): s.retry.model_dump() for s in [*steps.values(), *hooks.values()]}
+    return FlowPlan(tuple(order), steps, hooks, retries)
+
+
 @dataclass(slots=True)
 class _Origin:
     """The step (or hook) a job comes from, with what every one of its jobs shares."""
@@ -282,6 +308,7 @@ def expand_run(
     logical_time: datetime,
     params: Mapping[str, Any] | None = None,
     flow_dir: PurePath = _HERE,
+    plan: FlowPlan | None = None,
 ) -> Expansion:
     """One run of ``flow``: its jobs, each after every job it depends on, and what they were
     expanded with.
@@ -290,9 +317,10 @@ def expand_run(
     types; defaults fill the rest; :class:`flows.flowfile.params.ParamError` when they do not fit).
     ``flow_dir`` (absolute) is the flow file's folder: shell steps run there, Python jobs import
     from there. ``logical_time`` is the moment the run stands for (an aware datetime).
+    ``plan``: the flow's :func:`plan_flow`, kept by a caller that builds many runs of it.
     """
     with gc_paused():
-        return _expand(flow, run_id, logical_time, params or {}, flow_dir)
+        return _expand(flow, run_id, logical_time, params or {}, flow_dir, plan)
 
 
 def _expand(
@@ -301,15 +329,13 @@ def _expand(
     logical_time: datetime,
     params: Mapping[str, Any],
     flow_dir: PurePath,
+    plan: FlowPlan | None,
 ) -> Expansion:
     run = run_fields(flow, run_id, logical_time)
     bound = bind_params(flow.params, params, lambda value: render(value, _Scope({}, run).lookup))
-    expander = _Expander(flow, run_id, run, bound, flow_dir)
-    try:
-        order = topological_steps(flow)
-    except Exception as error:  # networkx reports a cycle; validation names it first
-        raise ExpansionError(f"the steps' needs form a cycle: {error}") from error
-    for step_id in order:
+    plan = plan_flow(flow) if plan is None else plan
+    expander = _Expander(flow, plan, run_id, run, bound, flow_dir)
+    for step_id in plan.order:
         expander.add_step(step_id, flow.steps[step_id])
     for name, hook in flow.hooks.defined():
         expander.add_hook(name, hook)
@@ -320,12 +346,14 @@ class _Expander:
     def __init__(
         self,
         flow: Flow,
+        plan: FlowPlan,
         run_id: str,
         run: Mapping[str, str],
         params: Mapping[str, Any],
         flow_dir: PurePath,
     ) -> None:
         self.flow = flow
+        self.plan = plan
         self.run_id = run_id
         self.run = run
         self.params = params
@@ -333,8 +361,6 @@ class _Expander:
         self.flow_dir_text = str(flow_dir)
         self.jids: dict[str, list[str]] = {}
         self.jobs: list[JobSpec] = []
-        self.settings = FlowSettings(flow)
-        self.retries: dict[int, dict[str, Any]] = {}  # id(settings.retry) -> it as JSON
         self.fanouts: dict[str, Source] = {}  # fan-out step -> where its items come from
         self.empty: set[str] = set()  # foreach and matrix steps with no items
         self.upstreams: dict[str, Upstream] = {}  # step read -> how its readers find its jobs
@@ -344,7 +370,7 @@ class _Expander:
         origin = _Origin(
             step_id,
             step,
-            self.settings.of(step),
+            self.plan.steps[step_id],
             step.trigger_rule,
             step.delay or 0.0,
             step.foreach.max_parallel if step.foreach else None,
@@ -394,7 +420,7 @@ class _Expander:
 
     def add_hook(self, name: str, hook: Action) -> None:
         depends = [jid for jids in self.jids.values() for jid in jids]
-        origin = _Origin(name, hook, self.settings.of(hook), HOOK_TRIGGER_RULES[name])
+        origin = _Origin(name, hook, self.plan.hooks[name], HOOK_TRIGGER_RULES[name])
         self.put(origin, f"{self.run_id}:{name}", None, depends, _Scope(self.params, self.run))
 
     def items(self, step_id: str, step: Step) -> list[Any]:
@@ -469,7 +495,7 @@ class _Expander:
             upstream,
             settings.timeout,
             settings.heartbeat,
-            self.retry_json(settings),
+            self.plan.retries[id(settings.retry)],
             self.flow_dir_text,
         )
         if condition is not None:
@@ -524,7 +550,7 @@ class _Expander:
             {},
             None,
             None,
-            self.retry_json(settings),
+            self.plan.retries[id(settings.retry)],
             self.flow_dir_text,
         )
         self.jobs.append(
@@ -581,14 +607,6 @@ class _Expander:
             if value is not KEEP:
                 values[str(reference)] = value
         return {"expression": text, "values": values}
-
-    def retry_json(self, settings: Settings) -> dict[str, Any]:
-        """The retry settings as JSON, made once for the jobs that share them (each job's meta
-        gets a copy)."""
-        retry = self.retries.get(id(settings.retry))
-        if retry is None:
-            retry = self.retries[id(settings.retry)] = settings.retry.model_dump()
-        return retry
 
     def cache_spec(self, cache: StepCache, scope: _Scope) -> dict[str, Any]:
         """What the worker hashes into the step's cache key besides its data

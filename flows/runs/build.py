@@ -23,7 +23,7 @@ from typing import Any
 
 from flows.expand.cache_keys import seal
 from flows.expand.flow_outputs import RECORD_FIELD, outputs_record
-from flows.expand.jobs import JobSpec, expand_run
+from flows.expand.jobs import FlowPlan, JobSpec, expand_run, plan_flow
 from flows.expand.run_specs import check_limits, compact_json, content_hash
 from flows.flowfile.model import Flow
 from flows.flowfile.notify_rules import job_flags, run_rules
@@ -50,6 +50,12 @@ class FlowFile:
         """Where relative paths of the flow (job modules, working directories) start (made
         once: every run built from the file asks, twice)."""
         return Path(self.file).parent
+
+    @cached_property
+    def plan(self) -> FlowPlan:
+        """What every run of the file shares (:func:`~flows.expand.jobs.plan_flow`): worked
+        out once, as a schedule builds a run of the same file each tick."""
+        return plan_flow(self.flow)
 
 
 def parse_flow_text(
@@ -139,6 +145,7 @@ def build_run(
             logical_time=logical_time,
             params=params,
             flow_dir=source.flow_dir,
+            plan=source.plan,
         )
         jobs = expansion.jobs
         seal(jobs)  # cached steps' own keys, their declared files read now
