@@ -645,7 +645,8 @@ class _Driver:
             pipe.read("zrange", f"{self.prefix}q:{queue}-scheduled", 0, 0, "withscores")
             pipe.read("zrange", f"{self.prefix}q:{queue}-locks", 0, 0, "withscores")
         pipe.read("zrange", f"{self.prefix}awaiting", 0, 0, "withscores")
-        pipe.read("zcard", f"{self.prefix}awaiting")
+        if self.case.signals:  # how many wait: only a case that signals them asks
+            pipe.read("zcard", f"{self.prefix}awaiting")
         if ticks:
             pipe.read("zrange", f"{self.prefix}schedules", 0, 0, "withscores")
             pipe.read("zcard", f"{self.prefix}schedules-buffered")
@@ -669,7 +670,7 @@ class _Driver:
         if ticks:
             self.buffered = int(replies.pop())
             tick = _first_score(replies.pop())
-        awaiting = int(replies.pop())
+        awaiting = int(replies.pop()) if self.case.signals else 0
         waiting = sum(int(n) for n in replies[: len(queues)])
         for index, reply in enumerate(replies[len(queues) :]):
             locks = index % 2 == 1  # per queue: its scheduled jobs, then its locks
