@@ -455,20 +455,24 @@ outputs:
 """
 
 
+def parent_test(tmp_path: Path, cases: str) -> Path:
+    """A test file of PARENT (beside its child, CHILD) with ``cases`` (indented as written)."""
+    (tmp_path / "report.yaml").write_text(CHILD)
+    (tmp_path / "parent.yaml").write_text(PARENT)
+    test = tmp_path / "parent.test.yaml"
+    test.write_text("flow: parent.yaml\ncases:\n" + dedent(cases))
+    return test
+
+
 def test_a_child_runs_steps_are_stubbed_signaled_and_expected_by_their_labels(
     redis_client: redis.Redis, tmp_path: Path
 ) -> None:
     """A sub-flow step's child run has steps of its own: a case names them as `flows logs`
     labels them (`report/count`). They were 'not a step of the flow': a case could only stub
     the whole sub-flow step, or let every child step really run."""
-    (tmp_path / "report.yaml").write_text(CHILD)
-    (tmp_path / "parent.yaml").write_text(PARENT)
-    test = tmp_path / "parent.test.yaml"
-    test.write_text(
-        dedent(
-            """\
-            flow: parent.yaml
-            cases:
+    test = parent_test(
+        tmp_path,
+        """\
               - name: the child's count stubbed
                 mock:
                   report/count: {outputs: {total: "99"}}
@@ -497,8 +501,7 @@ def test_a_child_runs_steps_are_stubbed_signaled_and_expected_by_their_labels(
                 signals: {report/sign: {by: ann}}
                 expect:
                   steps: {report/summary: failed}
-            """
-        )
+        """,
     )
     session = run_files(redis_client, [test])
     assert session.findings == []
@@ -512,21 +515,15 @@ def test_a_child_runs_steps_are_stubbed_signaled_and_expected_by_their_labels(
 def test_a_child_steps_label_with_a_mistake_is_a_finding(
     redis_client: redis.Redis, tmp_path: Path
 ) -> None:
-    (tmp_path / "report.yaml").write_text(CHILD)
-    (tmp_path / "parent.yaml").write_text(PARENT)
-    test = tmp_path / "parent.test.yaml"
-    test.write_text(
-        dedent(
-            """\
-            flow: parent.yaml
-            cases:
+    test = parent_test(
+        tmp_path,
+        """\
               - name: mistakes
                 mock: {report/cuont: {exit: 1}, report/sign: {outputs: {by: x}}}
                 signals: {report/summary: {}}
                 expect:
                   steps: {again/count: success, report/count: {outputs: {totl: 1}}}
-            """
-        )
+        """,
     )
     with assert_unchanged(redis_client):
         session = run_files(redis_client, [test])
