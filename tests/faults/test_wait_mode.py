@@ -4,14 +4,22 @@ job runs once. Real servers, a real worker thread."""
 
 from __future__ import annotations
 
+import os
+import signal
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+import fault_tasks
 import pytest
 from fault_support import Valkey, wait_until
 
 from scheduler.engine.client import Client
+from scheduler.engine.connections import Durability
 from scheduler.engine.errors import NotReplicated
 from scheduler.worker import Worker
 
@@ -151,18 +159,24 @@ def test_a_write_a_replica_acknowledges_late_is_reconciled_not_reported_lost(
         time.sleep(0.02)
 
 
-def test_a_complete_no_replica_acknowledged_is_sent_again_not_run_again(
-    master: Valkey, servers: list[Valkey], tmp_path: Path
-) -> None:
-    """A partition cuts the master off while a worker runs a job it popped there (replicated):
-    the job's complete runs on the cut-off master alone (NotReplicated), and the promoted
-    replica still has the job running, locked to the worker. The worker keeps holding the job
-    and sends its complete again until the new master has it: the job runs once, not handed back
-    by the worker's lease renewals and run again."""
-    import fault_tasks
+@dataclass(frozen=True)
+class Gated:
+    """A job running on worker ``w1`` in ``?wait=1`` mode, past its gate once the test opens
+    it (``fault_tasks.gate``), on a master with ``replica``; ``plain`` reads without waiting."""
 
-    from scheduler.engine.connections import Durability
+    replica: Valkey
+    plain: Client
+    jid: str
+    worker: Worker
 
+
+@contextmanager
+def gated_job(
+    master: Valkey, servers: list[Valkey], tmp_path: Path, **options: Any
+) -> Iterator[Gated]:
+    """A replica of ``master`` caught up, a gated job put, and worker ``w1`` (``options``) in a
+    thread waiting for one replica's acknowledgement, yielded once the job runs; the worker is
+    stopped and joined at the end."""
     replica = Valkey(tmp_path / "replica", tcp=True)
     servers.append(replica)
     replica.replica_of(master)
@@ -171,11 +185,34 @@ def test_a_complete_no_replica_acknowledged_is_sent_again_not_run_again(
     fault_tasks.runs.clear()
     fault_tasks.gate.clear()
     durable = Client(master.url(), worker_name="w1", durability=Durability(1, 0.2, 0.3))
-    worker = Worker(durable, ["q"], poll_interval=0.1)
+    worker = Worker(durable, ["q"], poll_interval=0.1, **options)
     thread = threading.Thread(target=worker.run, daemon=True)
     thread.start()
     try:
         wait_until(lambda: fault_tasks.runs == [jid], 15, "the job to start")
+        yield Gated(replica, plain, jid, worker)
+    finally:
+        worker.stop()
+        thread.join(40)
+    assert not thread.is_alive()
+
+
+def ran_once(gated: Gated) -> None:
+    assert fault_tasks.runs == [gated.jid]
+    history = [entry["what"] for entry in gated.plain.jobs[gated.jid].history]
+    assert history.count("done") == 1 and "returned" not in history, history
+
+
+def test_a_complete_no_replica_acknowledged_is_sent_again_not_run_again(
+    master: Valkey, servers: list[Valkey], tmp_path: Path
+) -> None:
+    """A partition cuts the master off while a worker runs a job it popped there (replicated):
+    the job's complete runs on the cut-off master alone (NotReplicated), and the promoted
+    replica still has the job running, locked to the worker. The worker keeps holding the job
+    and sends its complete again until the new master has it: the job runs once, not handed back
+    by the worker's lease renewals and run again."""
+    with gated_job(master, servers, tmp_path) as gated:
+        replica, plain, jid = gated.replica, gated.plain, gated.jid
         # The cut: the replica is promoted with the job running, locked to w1 (its pop was
         # acknowledged); what the old master takes from now on, no replica has.
         replica.admin().replicaof("no", "one")
@@ -188,12 +225,7 @@ def test_a_complete_no_replica_acknowledged_is_sent_again_not_run_again(
         master.admin().replicaof("no", "one")
         replica.replica_of(master)
         wait_until(lambda: plain.jobs[jid].state == "complete", 15, "the job to complete")
-    finally:
-        worker.stop()
-        thread.join(15)
-    assert fault_tasks.runs == [jid]
-    history = [entry["what"] for entry in plain.jobs[jid].history]
-    assert history.count("done") == 1 and "returned" not in history, history
+    ran_once(gated)
 
 
 def test_a_worker_stopping_gives_up_on_a_complete_no_replica_acknowledges(
@@ -202,32 +234,15 @@ def test_a_worker_stopping_gives_up_on_a_complete_no_replica_acknowledges(
     """The complete of a job that ran is sent again while no replica acknowledges it, but a
     worker told to stop waits for it only its shutdown grace, not the time a running job gets
     to stop after it (kill_after)."""
-    import fault_tasks
-
-    from scheduler.engine.connections import Durability
-
-    replica = Valkey(tmp_path / "replica", tcp=True)
-    servers.append(replica)
-    replica.replica_of(master)
-    plain = Client(master.url())
-    jid = plain.queues["q"].put("fault_tasks.gated_in_process", {})
-    fault_tasks.runs.clear()
-    fault_tasks.gate.clear()
-    durable = Client(master.url(), worker_name="w1", durability=Durability(1, 0.2, 0.3))
-    worker = Worker(durable, ["q"], poll_interval=0.1, shutdown_grace=0.5, kill_after=30)
-    thread = threading.Thread(target=worker.run, daemon=True)
-    thread.start()
-    try:
-        wait_until(lambda: [jid] == fault_tasks.runs, 15, "the job to start")
-        replica.stop()  # from now on no write is acknowledged
+    with gated_job(master, servers, tmp_path, shutdown_grace=0.5, kill_after=30) as gated:
+        gated.replica.stop()  # from now on no write is acknowledged
         fault_tasks.gate.set()
-        wait_until(lambda: plain.jobs[jid].state == "complete", 15, "the complete on the master")
-        wait_until(lambda: any(a.resends for a in worker.held.all()), 15, "the complete again")
-    finally:
+        complete = lambda: gated.plain.jobs[gated.jid].state == "complete"  # noqa: E731
+        wait_until(complete, 15, "the complete on the master")
+        resent = lambda: any(a.resends for a in gated.worker.held.all())  # noqa: E731
+        wait_until(resent, 15, "the complete again")
         stopped = time.monotonic()
-        worker.stop()
-        thread.join(40)
-    assert not thread.is_alive()
+    # Half a second of grace, where kill_after would be 30 s: 10 s tells them apart.
     assert time.monotonic() - stopped < 10
 
 
@@ -237,37 +252,14 @@ def test_a_complete_sent_again_after_it_ran_is_refused_and_the_job_let_go(
     """The replica only lagged (a partition healed before any failover): the complete raised
     NotReplicated, yet ran and reached the replica. Sent again, it is refused (the job is
     complete): the worker lets the job go, which ran once and completed once."""
-    import os
-    import signal
-
-    import fault_tasks
-
-    from scheduler.engine.connections import Durability
-
-    replica = Valkey(tmp_path / "replica", tcp=True)
-    servers.append(replica)
-    replica.replica_of(master)
-    plain = Client(master.url())
-    jid = plain.queues["q"].put("fault_tasks.gated_in_process", {})
-    fault_tasks.runs.clear()
-    fault_tasks.gate.clear()
-    durable = Client(master.url(), worker_name="w1", durability=Durability(1, 0.2, 0.3))
-    worker = Worker(durable, ["q"], poll_interval=0.1)
-    thread = threading.Thread(target=worker.run, daemon=True)
-    thread.start()
-    try:
-        wait_until(lambda: [jid] == fault_tasks.runs, 15, "the job to start")
-        os.kill(replica.process.pid, signal.SIGSTOP)
+    with gated_job(master, servers, tmp_path) as gated:
+        os.kill(gated.replica.process.pid, signal.SIGSTOP)
         try:
             fault_tasks.gate.set()
-            wait_until(lambda: any(a.resends for a in worker.held.all()), 15, "a resend")
+            resent = lambda: any(a.resends for a in gated.worker.held.all())  # noqa: E731
+            wait_until(resent, 15, "a resend")
         finally:
-            os.kill(replica.process.pid, signal.SIGCONT)
-        wait_until(lambda: not worker.held.jobs, 15, "the job let go")
-    finally:
-        worker.stop()
-        thread.join(15)
-    assert [jid] == fault_tasks.runs
-    history = [entry["what"] for entry in plain.jobs[jid].history]
-    assert history.count("done") == 1 and "returned" not in history, history
+            os.kill(gated.replica.process.pid, signal.SIGCONT)
+        wait_until(lambda: not gated.worker.held.jobs, 15, "the job let go")
+    ran_once(gated)
     assert "its complete, sent again, was refused: the first one had run" in caplog.text
