@@ -5,7 +5,7 @@ A complete goes into the next batch (:mod:`scheduler.worker.batching`: it leaves
 pop, when the batch is full, or after a couple of milliseconds); every other outcome is sent at
 once, after the job's waiting step log lines. Each outcome is reported once (the first to settle
 a job wins: its thread, or the monitor giving up on a stuck thread), and the job is let go of
-once the engine has it. A complete the engine did not acknowledge (the connection broke, a
+once the engine has it. An outcome the engine did not acknowledge (the connection broke, a
 failover, no replica acknowledged it) is sent again, the job held meanwhile. A report refused
 for a lost lock (LOCKLOST, WRONGSTATE, NOTFOUND) is dropped: the job is someone else's. One
 refused for what it sent (INVALID, TOOLARGE) fails the job at once, since the same outcome would
@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -59,13 +60,17 @@ class Reporter:
         self.batcher = Batcher(client.engine, self.name, logs)
         self._wake_monitor = wake_monitor
         self.unsent = Unsent(log, "outcome", "the engine hands the job out again")
-        # A complete is not given up on (:meth:`_again`): its own count says so.
-        self.unsent_completes = Unsent(
-            log, "outcome", "its job is held and the complete sent again until the engine has it"
+        # An outcome sent again (:meth:`again`) is not given up on: its own count says so.
+        self.unsent_held = Unsent(
+            log, "outcome", "its job is held and the outcome sent again until the engine has it"
         )
-        # Whether a complete not acknowledged is sent again (:meth:`_again`): until the
+        # Whether an outcome not acknowledged is sent again (:meth:`again`): until the
         # worker's shutdown grace is over.
         self.resending = True
+        # Outcomes sent at once that wait to be sent again: (when, job, outcome), by the
+        # monitor (:meth:`send_due`).
+        self._later: list[tuple[float, Active, Outcome]] = []
+        self._later_lock = threading.Lock()
 
     def settle(self, active: Active, outcome: Outcome) -> None:
         """Report a job's outcome once; the job is let go of once the engine has it."""
@@ -113,36 +118,45 @@ class Reporter:
 
     def send_due(self) -> float | None:
         """Send the batch if it waited long enough (and log the jobs done since the last
-        line); seconds until the next batch is due, or None."""
+        line), and the outcomes due to be sent again; seconds until the next is due, or
+        None."""
+        later = self._send_later()
         due = self.batcher.due_in()
         if due is not None and due <= 0:
             self.batcher.flush()
-            return None
+            return later
         self.batcher.log_done()
-        return due
+        return due if later is None else later if due is None else min(due, later)
+
+    def _send_later(self) -> float | None:
+        """Send again the outcomes whose pause is over; seconds until the next, or None."""
+        if not self._later:  # the common case, without the lock
+            return None
+        now = time.monotonic()
+        with self._later_lock:
+            ready = [entry for entry in self._later if entry[0] <= now]
+            self._later = [entry for entry in self._later if entry[0] > now]
+            upcoming = min((when for when, _, _ in self._later), default=None)
+        for _, active, outcome in ready:
+            if self.held.holds(active):  # not given up on meanwhile (a stop's grace over)
+                _REPORTS[outcome.kind](self, active, outcome)
+        return None if upcoming is None else max(0.0, upcoming - now)
 
     def batch(self, active: Active, outcome: Outcome) -> None:
         """Queue the complete for the next batch. The job keeps the data it has: the engine is
         not sent it back. A complete the engine did not acknowledge is sent again
-        (:meth:`_again`)."""
+        (:meth:`again`)."""
         job = active.ctx.job
         started = active.started
 
         def on_reply(reply: Any) -> None:
-            unacknowledged = isinstance(reply, Exception) and transient(reply)
-            if unacknowledged and self.resending and self.held.holds(active):
-                self._again(active, outcome, reply)
+            if isinstance(reply, Exception) and self.again(active, outcome, reply):
                 return
             try:
                 if refuses_result(reply):
                     self._refused(active, reply)
                 elif lock_lost(reply) and active.resends:
-                    log.warning(
-                        "job %s: its complete, sent again, was refused: the first one had run,"
-                        " or the job is no longer this worker's (%s)",
-                        job.jid,
-                        reply,
-                    )
+                    _refused_again(active, outcome, reply)
                 elif lock_lost(reply):
                     # The lock was lost meanwhile: the job belongs to someone else now.
                     log.warning("job %s: lock lost, outcome complete dropped (%s)", job.jid, reply)
@@ -150,7 +164,7 @@ class Reporter:
                     self.unsent.failed(job.jid, reply, "complete")
                 else:
                     self.unsent.sent()
-                    self.unsent_completes.sent()
+                    self.unsent_held.sent()
                     # At INFO the batch is logged in one line (batching.py): a line per job
                     # would cost more than the rest of a short job's handling.
                     job.state, job.worker = str(reply), ""
@@ -172,20 +186,31 @@ class Reporter:
         pause = min(CAP, FIRST * 2 ** (active.resends - 1))
         self.batcher.add(job.jid, job.queue, outcome.result, on_reply, after=pause)
 
-    def _again(self, active: Active, outcome: Outcome, error: Exception) -> None:
-        """A complete the engine did not acknowledge (``error``: the connection broke, a
-        failover was under way, no replica acknowledged it) may not be where the job lives
-        now: a promoted replica still has the job running, locked to this worker. Let go of,
-        the job would be given back by the next lease renewals and run again. So it stays held
-        (its lock and lease kept) and its complete is sent again until the engine answers:
-        done, or refused because the first one ran (or the job is someone else's)."""
+    def again(self, active: Active, outcome: Outcome, error: BaseException) -> bool:
+        """Whether the outcome the engine did not acknowledge (``error``: the connection
+        broke, a failover was under way, no replica acknowledged it) is sent again. It may not
+        be where the job lives now: a promoted replica still has the job running, locked to
+        this worker. Let go of, the job would be given back by the next lease renewals and run
+        again. So, while the worker is not past its shutdown grace, it stays held (its lock and
+        lease kept) and its outcome is sent again after a growing pause until the engine
+        answers: done, or refused because the first one ran (or the job is someone else's).
+        A complete goes in a later batch; any other outcome is sent by the monitor."""
+        if not (transient(error) and self.resending and self.held.holds(active)):
+            return False
         if not active.resends:
-            self.unsent_completes.failed(active.ctx.jid, error, "complete")
+            self.unsent_held.failed(active.ctx.jid, error, outcome.kind)
         with active.guard:
             active.resends += 1
             active.deadline = None  # it ran: its timeout no longer applies
-        self.batch(active, outcome)
-        self.hand_over()
+        if outcome.kind == "complete":
+            self.batch(active, outcome)
+            self.hand_over()
+            return True
+        pause = min(CAP, FIRST * 2 ** (active.resends - 1))
+        with self._later_lock:
+            self._later.append((time.monotonic() + pause, active, outcome))
+        self._wake_monitor()
+        return True
 
     def hand_over(self) -> None:
         """A slot that batched completes goes on to something other than a fetch (whose first
@@ -338,21 +363,38 @@ def _at_once(call: Call) -> Report:
         if reporter.logs is not None and reporter.logs.pending:
             reporter.logs.flush()  # the job's lines are stored before its outcome is
         jid = active.ctx.jid
+        kept = False  # held, to be sent again
         try:
             call(reporter, active, outcome, _elapsed_ms(active))
             reporter.unsent.sent()
+            reporter.unsent_held.sent()
         except EngineError as error:
-            if lock_lost(error):
+            if lock_lost(error) and active.resends:
+                _refused_again(active, outcome, error)
+            elif lock_lost(error):
                 # The lock was lost meanwhile: the job belongs to someone else now.
                 log.warning("job %s: lock lost, outcome %s dropped (%s)", jid, outcome.kind, error)
             else:  # refused for what it sent (INVALID, TOOLARGE)
                 reporter.outcome_refused(active, outcome, error)
         except (redis.RedisError, ClusterError) as error:
-            reporter.unsent.failed(jid, error, outcome.kind)
+            kept = reporter.again(active, outcome, error)
+            if not kept:
+                reporter.unsent.failed(jid, error, outcome.kind)
         finally:
-            reporter.held.let_go(active)
+            if not kept:
+                reporter.held.let_go(active)
 
     return report
+
+
+def _refused_again(active: Active, outcome: Outcome, error: Exception) -> None:
+    log.warning(
+        "job %s: its %s, sent again, was refused: the first one had run, or the job is no"
+        " longer this worker's (%s)",
+        active.ctx.jid,
+        outcome.kind,
+        error,
+    )
 
 
 def _retry(reporter: Reporter, active: Active, outcome: Outcome, elapsed: float) -> None:

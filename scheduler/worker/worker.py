@@ -207,7 +207,7 @@ class Worker:
             self._own_sandbox.remove()
         # What an outage kept back and no later send has said yet.
         self.reporter.unsent.sent()
-        self.reporter.unsent_completes.sent()
+        self.reporter.unsent_held.sent()
         if self._logs is not None:
             self._logs.unsent.sent()
         log.info("worker %s stopped after %d jobs", self.name, self.processed)

@@ -30,4 +30,6 @@ gate = threading.Event()
 def gated_in_process(job: Any) -> dict[str, bool]:
     runs.append(job.jid)
     gate.wait(60)
+    if job.data.get("fail"):
+        raise RuntimeError("failed past the gate")
     return {"ok": True}

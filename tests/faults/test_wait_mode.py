@@ -172,16 +172,17 @@ class Gated:
 
 @contextmanager
 def gated_job(
-    master: Valkey, servers: list[Valkey], tmp_path: Path, **options: Any
+    master: Valkey, servers: list[Valkey], tmp_path: Path, *, fail: bool = False, **options: Any
 ) -> Iterator[Gated]:
-    """A replica of ``master`` caught up, a gated job put, and worker ``w1`` (``options``) in a
-    thread waiting for one replica's acknowledgement, yielded once the job runs; the worker is
-    stopped and joined at the end."""
+    """A replica of ``master`` caught up, a gated job put (one that raises past its gate when
+    ``fail``, with no retries), and worker ``w1`` (``options``) in a thread waiting for one
+    replica's acknowledgement, yielded once the job runs; the worker is stopped and joined at
+    the end."""
     replica = Valkey(tmp_path / "replica", tcp=True)
     servers.append(replica)
     replica.replica_of(master)
     plain = Client(master.url())
-    jid = plain.queues["q"].put("fault_tasks.gated_in_process", {})
+    jid = plain.queues["q"].put("fault_tasks.gated_in_process", {"fail": fail}, retries=0)
     fault_tasks.runs.clear()
     fault_tasks.gate.clear()
     durable = Client(master.url(), worker_name="w1", durability=Durability(1, 0.2, 0.3))
@@ -226,6 +227,27 @@ def test_a_complete_no_replica_acknowledged_is_sent_again_not_run_again(
         replica.replica_of(master)
         wait_until(lambda: plain.jobs[jid].state == "complete", 15, "the job to complete")
     ran_once(gated)
+
+
+def test_a_fail_no_replica_acknowledged_is_sent_again_not_run_again(
+    master: Valkey, servers: list[Valkey], tmp_path: Path
+) -> None:
+    """The same cut with a job that fails: its fail, sent at once rather than batched, ran on
+    the cut-off master alone. It let go of the job, which the promoted replica handed out again
+    to fail a second time; now it is held and sent again as a complete is."""
+    with gated_job(master, servers, tmp_path, fail=True) as gated:
+        replica, plain, jid = gated.replica, gated.plain, gated.jid
+        replica.admin().replicaof("no", "one")
+        fault_tasks.gate.set()
+        wait_until(lambda: plain.jobs[jid].state == "failed", 15, "the fail on the master")
+        master.admin().replicaof("127.0.0.1", replica.port)
+        wait_until(lambda: plain.jobs[jid].state == "running", 15, "the new master's data")
+        master.admin().replicaof("no", "one")
+        replica.replica_of(master)
+        wait_until(lambda: plain.jobs[jid].state == "failed", 15, "the job to fail")
+    assert fault_tasks.runs == [jid]
+    history = [entry["what"] for entry in plain.jobs[jid].history]
+    assert history.count("failed") == 1 and "returned" not in history, history
 
 
 def test_a_worker_stopping_gives_up_on_a_complete_no_replica_acknowledges(

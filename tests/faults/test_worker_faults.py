@@ -181,7 +181,7 @@ def test_what_an_outage_keeps_from_the_engine_is_said_in_two_lines_not_one_a_job
     warned = [x for x in lines if "WARNING" in x and "outcome complete not sent" in x]
     assert len(warned) == 1, "\n".join(lines)
     assert warned[0].endswith(
-        "its job is held and the complete sent again until the engine has it. Until a send"
+        "its job is held and the outcome sent again until the engine has it. Until a send"
         " succeeds, the others are counted"
     )
     [summary] = [x for x in lines if "the outcome of" in x]
