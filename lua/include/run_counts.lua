@@ -350,7 +350,7 @@ end
 -- Append to `set` the writes that widen a step's kept attempts and times (`names`:
 -- RunCounts.step_names) by `wide` (RunCounts.widen's), the kept values being kept[at + 1] to
 -- kept[at + 5] (RunCounts.WIDE's order).
-local function widen_kept(set, names, wide, kept, at)
+function RunCounts.widen_kept(set, names, wide, kept, at)
   if wide.attempts and wide.attempts > (tonumber(kept[at + 1]) or 0) then
     set[#set + 1] = names[1]
     set[#set + 1] = wide.attempts
@@ -448,7 +448,7 @@ local function write_run(key, run)
   for _, step in ipairs(run.order) do
     local wide = run.steps[step]
     if next(wide) ~= nil then
-      widen_kept(set, RunCounts.step_names(step), wide, kept, at)
+      RunCounts.widen_kept(set, RunCounts.step_names(step), wide, kept, at)
       at = at + #RunCounts.WIDE
     end
   end
@@ -540,7 +540,7 @@ end
 -- (the two classes and its step's, its step's attempts and times: one HMGET, one HSET, an HDEL
 -- for a count back to 0), without building the deltas first. Returns false, writing nothing,
 -- for any other move (no class change, nothing to widen): the general path settles it.
-local function settle_moved(jid, move)
+function RunCounts.settle_moved(jid, move)
   local run_id, was, now = move[1], move[2], move[3]
   if now == was then return false end
   local wide = {}
@@ -563,7 +563,7 @@ local function settle_moved(jid, move)
       set[#set + 1] = total
     end
   end
-  widen_kept(set, names, wide, kept, 4)
+  RunCounts.widen_kept(set, names, wide, kept, 4)
   if #set > 0 then redis.call('hset', key, unpack(set)) end
   if gone then redis.call('hdel', key, unpack(gone)) end
   return true
@@ -574,7 +574,7 @@ function RunCounts.settle()
   if #RunCounts.marked == 0 and next(RunCounts.stale) == nil then return end
   local marked = RunCounts.marked
   local lone = #marked == 1 and RunCounts.touched[marked[1]] and RunCounts.joining[marked[1]]
-  if not (lone and lone[2] and lone[3] and lone[4] and settle_moved(marked[1], lone)) then
+  if not (lone and lone[2] and lone[3] and lone[4] and RunCounts.settle_moved(marked[1], lone)) then
     local deltas = {}
     for _, jid in ipairs(marked) do
       if RunCounts.touched[jid] then settle_one(jid, deltas) end
