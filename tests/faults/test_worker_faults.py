@@ -165,8 +165,10 @@ def test_what_an_outage_keeps_from_the_engine_is_said_in_two_lines_not_one_a_job
         wait_until(running, 20, "every job running")
         server.stop()
         gate.touch()  # every job ends now, while the server is away
+        # Two at least (each job's first try is a line, at DEBUG after the first): something
+        # for the summary to count, however the jobs' ends fall into batches.
         unsent = lambda: log.read_text().count(": outcome complete not sent (")  # noqa: E731
-        wait_until(lambda: unsent() == len(jids), 20, "every complete tried")
+        wait_until(lambda: unsent() >= 2, 20, "two completes tried")
         wait_until(lambda: "lost the connection" in log.read_text(), 20, "the outage said")
         servers.append(Valkey(tmp_path / "away"))
         wait_until(lambda: "is back after" in log.read_text(), 20, "the server back")
@@ -184,8 +186,15 @@ def test_what_an_outage_keeps_from_the_engine_is_said_in_two_lines_not_one_a_job
         "its job is held and the outcome sent again until the engine has it. Until a send"
         " succeeds, the others are counted"
     )
+    tried = {
+        x.split("job ", 1)[1].split(":", 1)[0] for x in lines if "outcome complete not sent (" in x
+    }
+    assert len(tried) >= 2 and tried <= set(jids), tried
     [summary] = [x for x in lines if "the outcome of" in x]
-    assert "the outcome of 7 more jobs not sent while the server was away (for each, " in summary
-    assert summary.endswith(" and 2 more")
+    more = len(tried) - 1
+    said = f"the outcome of {more} more {'job' if more == 1 else 'jobs'} not sent while the server"
+    assert f"{said} was away (for each, " in summary, "\n".join(lines)
+    named = summary.rpartition("): ")[2].split(" and ")[0].split(", ")
+    assert len(named) == min(more, 5) and set(named) <= tried, summary
     assert len([x for x in lines if "WARNING" in x and "step log lines not sent" in x]) <= 1
     assert "Traceback" not in "\n".join(lines)
