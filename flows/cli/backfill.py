@@ -101,14 +101,16 @@ def backfill(
     client = open_client(redis_url, namespace)
     with user_errors():
         now = client.engine.server_time()
-        ticks = _planned(client, flow, (start_text, end_text), given, now)
+        ticks = _planned(client, flow, (start_text, end_text), given, now, dry_run)
         if dry_run:
             _dry_run(client, ticks, as_json)
             return
         try:
-            backfill_id, _ = start(client, ticks, max_active, now)
+            backfill_id, _ = start(client, ticks, max_active, now)  # builds the first run
         except BackfillError as error:
             raise click.ClickException(str(error)) from None
+        except ParamError as error:
+            raise bad_params(error) from None
         healthy, _ = check_health(Schedules(client), now)
         made = Backfills(client).get(backfill_id)
     if made is None:  # dropped by hand meanwhile
@@ -120,10 +122,16 @@ def backfill(
 
 
 def _planned(
-    client: Client, flow: str, texts: tuple[str, str], given: dict[str, str], now: float
+    client: Client,
+    flow: str,
+    texts: tuple[str, str],
+    given: dict[str, str],
+    now: float,
+    dry_run: bool,
 ) -> Plan:
-    """The ticks of ``flow`` from ``texts`` (--from, --to), its first run built to refuse, dry
-    run or not, what no run of it could be: exit 2 for dates and params, 1 for the rest."""
+    """The ticks of ``flow`` from ``texts`` (--from, --to); for a dry run, its first run built
+    to refuse what no run of it could be (:func:`start` builds it otherwise): exit 2 for dates
+    and params, 1 for the rest."""
     try:
         target = with_params(resolve(client, flow, now), given)
         zone = target.zone
@@ -134,7 +142,8 @@ def _planned(
         except BackfillError as error:
             raise click.UsageError(str(error)) from None
         ticks = plan(target, first, last, now)
-        check_build(ticks)
+        if dry_run:
+            check_build(ticks)
     except InvalidFlow as invalid:
         for finding in invalid.findings:
             click.echo(visible(finding.format()), err=True)

@@ -183,8 +183,7 @@ class Reporter:
             if self.batcher.add(job.jid, job.queue, outcome.result, on_reply) >= MAX_BATCH:
                 self.batcher.flush()
             return
-        pause = min(CAP, FIRST * 2 ** (active.resends - 1))
-        self.batcher.add(job.jid, job.queue, outcome.result, on_reply, after=pause)
+        self.batcher.add(job.jid, job.queue, outcome.result, on_reply, after=_pause(active))
 
     def again(self, active: Active, outcome: Outcome, error: BaseException) -> bool:
         """Whether the outcome the engine did not acknowledge (``error``: the connection
@@ -206,9 +205,8 @@ class Reporter:
             self.batch(active, outcome)
             self.hand_over()
             return True
-        pause = min(CAP, FIRST * 2 ** (active.resends - 1))
         with self._later_lock:
-            self._later.append((time.monotonic() + pause, active, outcome))
+            self._later.append((time.monotonic() + _pause(active), active, outcome))
         self._wake_monitor()
         return True
 
@@ -385,6 +383,11 @@ def _at_once(call: Call) -> Report:
                 reporter.held.let_go(active)
 
     return report
+
+
+def _pause(active: Active) -> float:
+    """Seconds before an outcome is sent again: the backoff's pauses, growing with each send."""
+    return float(min(CAP, FIRST * 2 ** (active.resends - 1)))
 
 
 def _refused_again(active: Active, outcome: Outcome, error: Exception) -> None:

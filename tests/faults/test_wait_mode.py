@@ -198,10 +198,31 @@ def gated_job(
     assert not thread.is_alive()
 
 
-def ran_once(gated: Gated) -> None:
+def cut_and_heal(master: Valkey, gated: Gated, ended: str) -> None:
+    """The gated job ends (in state ``ended``) while a partition cuts ``master`` off, then the
+    partition heals: the job's outcome reaches the promoted replica only if its worker sends
+    it again."""
+    replica, plain, jid = gated.replica, gated.plain, gated.jid
+    # The cut: the replica is promoted with the job running, locked to w1 (its pop was
+    # acknowledged); what the old master takes from now on, no replica has.
+    replica.admin().replicaof("no", "one")
+    fault_tasks.gate.set()
+    wait_until(lambda: plain.jobs[jid].state == ended, 15, "the outcome on the master")
+    # The heal: the old master becomes a replica of the new one (its outcome is wiped) and, so
+    # that the worker's URL reaches the new master's data, is promoted back.
+    master.admin().replicaof("127.0.0.1", replica.port)
+    wait_until(lambda: plain.jobs[jid].state == "running", 15, "the new master's data")
+    master.admin().replicaof("no", "one")
+    replica.replica_of(master)
+    wait_until(lambda: plain.jobs[jid].state == ended, 15, "the outcome sent again")
+
+
+def ran_once(gated: Gated, ended: str = "complete") -> None:
+    """The job ran once and its outcome was recorded once (``done``, or ``failed``)."""
+    recorded = {"complete": "done", "failed": "failed"}[ended]
     assert fault_tasks.runs == [gated.jid]
     history = [entry["what"] for entry in gated.plain.jobs[gated.jid].history]
-    assert history.count("done") == 1 and "returned" not in history, history
+    assert history.count(recorded) == 1 and "returned" not in history, history
 
 
 def test_a_complete_no_replica_acknowledged_is_sent_again_not_run_again(
@@ -213,19 +234,7 @@ def test_a_complete_no_replica_acknowledged_is_sent_again_not_run_again(
     and sends its complete again until the new master has it: the job runs once, not handed back
     by the worker's lease renewals and run again."""
     with gated_job(master, servers, tmp_path) as gated:
-        replica, plain, jid = gated.replica, gated.plain, gated.jid
-        # The cut: the replica is promoted with the job running, locked to w1 (its pop was
-        # acknowledged); what the old master takes from now on, no replica has.
-        replica.admin().replicaof("no", "one")
-        fault_tasks.gate.set()
-        wait_until(lambda: plain.jobs[jid].state == "complete", 15, "the complete on the master")
-        # The heal: the old master becomes a replica of the new one (its complete is wiped)
-        # and, so that the worker's URL reaches the new master's data, is promoted back.
-        master.admin().replicaof("127.0.0.1", replica.port)
-        wait_until(lambda: plain.jobs[jid].state == "running", 15, "the new master's data")
-        master.admin().replicaof("no", "one")
-        replica.replica_of(master)
-        wait_until(lambda: plain.jobs[jid].state == "complete", 15, "the job to complete")
+        cut_and_heal(master, gated, "complete")
     ran_once(gated)
 
 
@@ -236,18 +245,8 @@ def test_a_fail_no_replica_acknowledged_is_sent_again_not_run_again(
     the cut-off master alone. It let go of the job, which the promoted replica handed out again
     to fail a second time; now it is held and sent again as a complete is."""
     with gated_job(master, servers, tmp_path, fail=True) as gated:
-        replica, plain, jid = gated.replica, gated.plain, gated.jid
-        replica.admin().replicaof("no", "one")
-        fault_tasks.gate.set()
-        wait_until(lambda: plain.jobs[jid].state == "failed", 15, "the fail on the master")
-        master.admin().replicaof("127.0.0.1", replica.port)
-        wait_until(lambda: plain.jobs[jid].state == "running", 15, "the new master's data")
-        master.admin().replicaof("no", "one")
-        replica.replica_of(master)
-        wait_until(lambda: plain.jobs[jid].state == "failed", 15, "the job to fail")
-    assert fault_tasks.runs == [jid]
-    history = [entry["what"] for entry in plain.jobs[jid].history]
-    assert history.count("failed") == 1 and "returned" not in history, history
+        cut_and_heal(master, gated, "failed")
+    ran_once(gated, "failed")
 
 
 def test_a_worker_stopping_gives_up_on_a_complete_no_replica_acknowledges(
