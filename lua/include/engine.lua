@@ -30,8 +30,14 @@ Engine.MAX_OFFSET = 2147483647
 -- Lua's C stack, which a few thousand overflow. SLICE is even, so {score, member} pairs stay whole.
 local SLICE = 1000
 function Engine.call_many(command, key, values)
-  for first = 1, #values, SLICE do
-    redis.call(command, key, unpack(values, first, math.min(first + SLICE - 1, #values)))
+  local count = #values
+  -- Most often one slice (a job's dependencies): no loop to set up.
+  if count <= SLICE then
+    if count > 0 then redis.call(command, key, unpack(values)) end
+    return
+  end
+  for first = 1, count, SLICE do
+    redis.call(command, key, unpack(values, first, math.min(first + SLICE - 1, count)))
   end
 end
 

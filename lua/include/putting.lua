@@ -144,7 +144,10 @@ local function known_jids(depends, known)
     count = count + 1
   end
   if count ~= #depends or count > Engine.MAX_COUNT then return nil end
-  if count > 1 then
+  if count == 2 then
+    -- The most common case of more than one (a join of two steps): no set to make.
+    if depends[1] == depends[2] then return nil end
+  elseif count > 2 then
     local seen = {}
     for _, item in ipairs(depends) do
       if seen[item] then return nil end

@@ -142,41 +142,47 @@ end
 -- each step's, each step's place in the order its first job came, and `#`. A job written again
 -- later in the call is settled from its `counted` as any job is (RunCounts.touch).
 function RunCounts.start(run_id, jids, classes)
-  local totals, by_step, named = {}, {}, {}
-  local places, steps = {}, {}
+  -- In one pass, each list with its own length (`#t` searches for the end of the table): the
+  -- step fields (`<step>:<class>`, its count) in the order they first come, at[field] the
+  -- count's index; the steps' places (`#<step>`, its place).
+  local totals, at, placed = {}, {}, {}
+  local counted, n_counted, places, steps = {}, 0, {}, 0
+  -- RunCounts.step_of, inline: every jid starts with '<run id>:' (RunCounts.fresh said so).
+  local after = #run_id + 2
   for i, jid in ipairs(jids) do
-    local step = RunCounts.step_of(run_id, jid)
-    if not places[step] then
-      steps[#steps + 1] = step
-      places[step] = #steps
+    local step = string.sub(jid, after)
+    if string.byte(step, -1) == 93 then -- ']': an item's `[...]`
+      local bracket = string.find(step, '[', 1, true)
+      if bracket then step = string.sub(step, 1, bracket - 1) end
+    end
+    if not placed[step] then
+      placed[step] = true
+      steps = steps + 1
+      places[2 * steps - 1], places[2 * steps] = '#' .. step, steps
     end
     local class = classes[i]
     if class then
       totals[class] = (totals[class] or 0) + 1
       local field = step .. ':' .. class
-      local n = by_step[field]
-      if not n then
-        named[#named + 1] = field
-        n = 0
+      local k = at[field]
+      if k then
+        counted[k] = counted[k] + 1
+      else
+        counted[n_counted + 1], counted[n_counted + 2] = field, 1
+        n_counted = n_counted + 2
+        at[field] = n_counted
       end
-      by_step[field] = n + 1
     end
   end
-  local fields = {}
-  for class, n in pairs(totals) do
-    fields[#fields + 1] = class
-    fields[#fields + 1] = n
+  local fields, n = {}, 0
+  for class, count in pairs(totals) do
+    fields[n + 1], fields[n + 2], n = class, count, n + 2
   end
-  for _, field in ipairs(named) do
-    fields[#fields + 1] = field
-    fields[#fields + 1] = by_step[field]
-  end
-  for place, step in ipairs(steps) do
-    fields[#fields + 1] = '#' .. step
-    fields[#fields + 1] = place
-  end
-  fields[#fields + 1] = '#'
-  fields[#fields + 1] = #steps
+  for k = 1, n_counted do fields[n + k] = counted[k] end
+  n = n + n_counted
+  for k = 1, 2 * steps do fields[n + k] = places[k] end
+  n = n + 2 * steps
+  fields[n + 1], fields[n + 2] = '#', steps
   Engine.call_many('hset', Keys.run_counts(run_id), fields)
 end
 

@@ -203,7 +203,6 @@ function Runs.write(submission)
   -- One batch: a job written earlier in the run is a pending dependency (nothing of the run ran
   -- yet), and the puts are counted once per queue. The run's event tells of its jobs.
   local batch = Put.batch(true)
-  local ours = {}
   -- The run's counts written once, from what each put wrote (RunCounts.start), not settled job
   -- by job: a job whose class its put does not know (a wait's) joins as before.
   local at_once = RunCounts.fresh(run_id, jids)
@@ -213,9 +212,10 @@ function Runs.write(submission)
     Put.write(p, nil, batch)
     classes[i] = at_once and p.counted
     if not classes[i] then RunCounts.join(p.jid, run_id, nil, p.counted) end
-    ours[p.jid] = true
   end
   if at_once then RunCounts.start(run_id, jids, classes) end
+  -- batch.written: the run's jids (Put.write).
+  local ours = batch.written
   for _, p in ipairs(puts) do
     for _, dependency in ipairs(p.depends) do
       if not ours[dependency] then RunCounts.outside(run_id) end
