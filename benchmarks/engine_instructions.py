@@ -79,7 +79,11 @@ def counted_server() -> Iterator[tuple[Client, Callable[[str], None], Path]]:
             if server.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError("the server under valgrind did not start")
             time.sleep(0.2)
-        connection = redis.Redis(unix_socket_path=str(socket), decode_responses=True)
+        # Told so: redis-py's Redis() reads with a 5 s timeout by default, after which the call
+        # is sent again (a second flow.submit of the same run, counted with the first).
+        connection = redis.Redis(
+            unix_socket_path=str(socket), decode_responses=True, socket_timeout=None
+        )
         with Client(redis=connection) as client:
             yield client, control, out
     finally:
@@ -137,6 +141,11 @@ def measure(kind: str, size: int) -> dict[str, int]:
         control("-i off")
         stats = client.redis.info("commandstats")
         control("-d")
+        sent = int(stats.get("cmdstat_fcall", {}).get("calls", 0)) + int(
+            stats.get("cmdstat_evalsha", {}).get("calls", 0)
+        )
+        if sent != 1:
+            raise RuntimeError(f"{kind}: the engine was called {sent} times, not once")
         time.sleep(1)  # the dump is written by the server's next moment under valgrind
         counts = {name: int(stats.get(f"cmdstat_{name}", {}).get("calls", 0)) for name in COMMANDS}
         return {"instructions": instructions(out), **counts}
