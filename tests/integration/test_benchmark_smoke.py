@@ -195,3 +195,14 @@ def test_engine_instructions_counts_one_call(kind: str) -> None:
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert f"{kind} of 20: " in done.stdout and " instructions (" in done.stdout
+
+
+@pytest.mark.skipif(shutil.which("valgrind") is None, reason="valgrind is not installed")
+def test_engine_instructions_waits_for_a_slow_call() -> None:
+    """A call runs some fifty times slower under callgrind (a 10,000-step submit about 12 s):
+    the client waits for its reply. redis-py's ``Redis()`` gives up after 5 s by default and
+    sends the call again, which the count would then hold twice."""
+    from benchmarks.engine_instructions import counted_server
+
+    with counted_server() as (client, _control, _out):
+        assert client.redis.connection_pool.connection_kwargs["socket_timeout"] is None
