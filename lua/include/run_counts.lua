@@ -43,10 +43,20 @@ end
 
 -- The step of a run's job: its jid without the run's prefix and an item's `[...]`.
 function RunCounts.step_of(run_id, jid)
-  local name = jid
-  if string.sub(jid, 1, #run_id + 1) == run_id .. ':' then name = string.sub(jid, #run_id + 2) end
-  local bracket = string.find(name, '[', 1, true)
-  if bracket and string.sub(name, -1) == ']' then name = string.sub(name, 1, bracket - 1) end
+  if string.sub(jid, 1, #run_id + 1) == run_id .. ':' then
+    return RunCounts.step_after(jid, #run_id + 2)
+  end
+  return RunCounts.step_after(jid, 1)
+end
+
+-- The step of `jid` read from its byte `after` on (past its run's prefix): without an item's
+-- `[...]` at its end.
+function RunCounts.step_after(jid, after)
+  local name = string.sub(jid, after)
+  if string.byte(name, -1) == 93 then -- ']'
+    local bracket = string.find(name, '[', 1, true)
+    if bracket then name = string.sub(name, 1, bracket - 1) end
+  end
   return name
 end
 
@@ -147,14 +157,10 @@ function RunCounts.start(run_id, jids, classes)
   -- count's index; the steps' places (`#<step>`, its place).
   local totals, at, placed = {}, {}, {}
   local counted, n_counted, places, steps = {}, 0, {}, 0
-  -- RunCounts.step_of, inline: every jid starts with '<run id>:' (RunCounts.fresh said so).
-  local after = #run_id + 2
+  -- Every jid starts with '<run id>:' (RunCounts.fresh said so): no prefix to compare.
+  local after, step_after = #run_id + 2, RunCounts.step_after
   for i, jid in ipairs(jids) do
-    local step = string.sub(jid, after)
-    if string.byte(step, -1) == 93 then -- ']': an item's `[...]`
-      local bracket = string.find(step, '[', 1, true)
-      if bracket then step = string.sub(step, 1, bracket - 1) end
-    end
+    local step = step_after(jid, after)
     if not placed[step] then
       placed[step] = true
       steps = steps + 1
