@@ -165,6 +165,8 @@ def run_scenario(
     return result
 
 
+# slow: nearly a minute with its network, so it starts first (tests/conftest.py), not last.
+@pytest.mark.slow
 def test_a_partitioned_sentinel_master_in_wait_mode_loses_nothing_and_ticks_once(
     topology: Topology,
 ) -> None:
