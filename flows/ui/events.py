@@ -4,7 +4,9 @@ Each stream holds one of the server's worker threads while it is open, so at mos
 :data:`MAX_STREAMS` are open at once (more get 503). A comment line is sent every
 :data:`KEEPALIVE` seconds without events, so proxies keep the connection and a stream whose
 client left (a dashboard page closed or navigated away) notices within that time and gives
-its place back.
+its place back. A client that closes its connection is noticed sooner, within one poll: each
+source yields :data:`IDLE` after every poll that found nothing, and the response sends nothing
+for it, so the thread following a stream is back at least that often to be told to stop.
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ from scheduler.engine.limits import read_json
 
 MAX_STREAMS = 32
 KEEPALIVE = 2.0
+#: What a source yields after a poll that found nothing: not sent, a point to stop at.
+IDLE = ""
 
 #: A stream's answer in the OpenAPI document: events, not JSON.
 ANSWER = {
@@ -120,7 +124,8 @@ class _Held(StreamingResponse):
             chunk = await anyio.to_thread.run_sync(next, self.events, None)
             if chunk is None:
                 return
-            yield chunk
+            if chunk != IDLE:
+                yield chunk
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         try:
@@ -147,8 +152,9 @@ def event(data: object, kind: str | None = None) -> str:
     return f"{head}data: {json.dumps(data, sort_keys=True)}\n\n"
 
 
-def engine_events(client: Client) -> Iterator[str]:
-    """What the engine publishes on ``P log``, each event's JSON as one ``data:`` line."""
+def engine_events(client: Client, poll: float = 1.0) -> Iterator[str]:
+    """What the engine publishes on ``P log``, each event's JSON as one ``data:`` line
+    (:data:`IDLE` after each ``poll`` seconds without one)."""
     pubsub = client.redis.pubsub(ignore_subscribe_messages=True)  # type: ignore[no-untyped-call]
     channel = client.engine.key_prefix + "log"
     try:
@@ -156,11 +162,13 @@ def engine_events(client: Client) -> Iterator[str]:
         yield ": listening\n\n"
         quiet_since = time.monotonic()
         while not _stopping.is_set():
-            message = pubsub.get_message(timeout=1.0)
+            message = pubsub.get_message(timeout=poll)
             if message is None:
                 if time.monotonic() - quiet_since > KEEPALIVE:
                     quiet_since = time.monotonic()
                     yield ": keepalive\n\n"
+                else:
+                    yield IDLE
                 continue
             quiet_since = time.monotonic()
             try:
@@ -175,7 +183,8 @@ def engine_events(client: Client) -> Iterator[str]:
 def log_lines(client: Client, jid: str, interval: float = 0.2) -> Iterator[str]:
     """The job's lines (``event: line``, each in the shape ``flows logs --json`` prints:
     :meth:`~flows.runs.logs.StepLine.as_dict`), then ``event: end`` once it has ended. Something is
-    sent at least every :data:`KEEPALIVE` seconds, so a stream whose client left ends then."""
+    sent at least every :data:`KEEPALIVE` seconds, so a stream whose client left ends then
+    (:data:`IDLE` after each look every ``interval`` seconds that found nothing)."""
     yield ": following\n\n"
     follower = Follower(client, [(job_label(client, jid), jid)])
     quiet_since = time.monotonic()
@@ -190,5 +199,7 @@ def log_lines(client: Client, jid: str, interval: float = 0.2) -> Iterator[str]:
         elif time.monotonic() - quiet_since > KEEPALIVE:
             quiet_since = time.monotonic()
             yield ": keepalive\n\n"
+        else:
+            yield IDLE
         time.sleep(interval)
     yield event({"jid": jid}, "end")

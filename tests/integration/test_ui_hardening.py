@@ -106,6 +106,23 @@ def _streams_come_back(base: str, close: object) -> None:
         sock.close()
 
 
+def test_an_idle_stream_is_back_from_its_thread_after_each_look_not_each_keepalive(
+    client: Client,
+) -> None:
+    """A source with nothing to send hands its thread back after every look (``IDLE``, which the
+    response does not send), not only at the keepalive: a stream whose client closed ends
+    within one look, and a server stopping waits no longer for it."""
+    jid = client.queues["q"].put("tasks.a", {})
+    sources = [events.engine_events(client, poll=0), events.log_lines(client, jid, interval=0)]
+    try:
+        for source in sources:
+            assert next(source).startswith(":")  # listening / following
+            assert [next(source) for _ in range(3)] == [events.IDLE] * 3
+    finally:
+        for source in sources:
+            source.close()
+
+
 # -- hosts, origins, headers ---------------------------------------------------------------------
 
 
