@@ -101,9 +101,13 @@ def flows_ui(server: EmbeddedServer, *args: str, said: list[str] | None = None) 
                 before += line
             base = f"http://127.0.0.1:{started.group(1)}"
             while True:
+                # Any answer of the app's will do; a stylesheet costs it nothing (its first
+                # OpenAPI document takes it up to a second or two to build).
                 try:
-                    with urllib.request.urlopen(f"{base}/api/v1/openapi.json", timeout=5):
+                    with urllib.request.urlopen(f"{base}/static/app.css", timeout=5):
                         break
+                except urllib.error.HTTPError:
+                    break
                 except OSError:
                     assert process.poll() is None, process.communicate()[1]
                     assert time.monotonic() < deadline, "flows ui did not start"
