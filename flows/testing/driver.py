@@ -639,8 +639,8 @@ class _Driver:
         self, pipe: EnginePipeline, queues: list[str], *, ticks: bool, due_at: float | None
     ) -> Call | None:
         """Queue :meth:`next_event`'s reads on ``pipe``; the due read among them, if any."""
-        for queue in queues:
-            pipe.read("zcard", f"{self.prefix}q:{queue}-work")
+        for queue in queues:  # its waiting jobs' two keys (lua/include/work.lua): either exists
+            pipe.read("exists", f"{self.prefix}q:{queue}-work", f"{self.prefix}q:{queue}-fifo")
         for queue in queues:
             pipe.read("zrange", f"{self.prefix}q:{queue}-scheduled", 0, 0, "withscores")
             pipe.read("zrange", f"{self.prefix}q:{queue}-locks", 0, 0, "withscores")

@@ -7,12 +7,12 @@
 --                                                   queues), workers (in `workers`), groups (in
 --                                                   `failures`)
 --   doctor.index  index, name, [offset=0], [count=500] -> JSON {read, findings}: checks one page
---                 of an index against the jobs it lists. index: work, parked, scheduled, depends,
---                 locks, buried (name: a queue), worker (a worker's jobs), completed, expired,
---                 awaiting
---                 (name ''), failed (a group; the reply also has the page's `jids`), run-jobs
---                 (a run's job list: name the run id), tag (a tag's jobs: name the tag),
---                 tracked (name ''); of the last three only entries that are no jid reported
+--                 of an index against the jobs it lists. index: work, fifo, parked, scheduled,
+--                 depends, locks, buried (name: a queue), worker (a worker's jobs), completed,
+--                 expired, awaiting (name ''), failed (a group; the reply also has the page's
+--                 `jids`), run-jobs (a run's job list: name the run id), tag (a tag's jobs:
+--                 name the tag), tracked (name ''); of the last three only entries that are
+--                 no jid reported
 --   doctor.jobs   jid...                          -> JSON {findings, failed: [[jid, group]...],
 --                                                   skipped}: checks jobs (at most 1000); the
 --                                                   list membership of failed jobs is left to the
@@ -53,8 +53,9 @@ end
 function Doctor.index_args(cmd, index, name)
   local names = Doctor.INDEXES[index]
   if not names then
-    Arg.fail(cmd, 'Arg "index" must be one of work, parked, scheduled, depends, locks, buried, ' ..
-      'worker, completed, expired, awaiting, failed, run-jobs, tag, tracked: ' .. Arg.shown(index))
+    Arg.fail(cmd, 'Arg "index" must be one of work, fifo, parked, scheduled, depends, locks, ' ..
+      'buried, worker, completed, expired, awaiting, failed, run-jobs, tag, tracked: ' ..
+      Arg.shown(index))
   end
   if names == 'none' then
     if name ~= nil and name ~= '' then Arg.fail(cmd, 'Arg "name" must be empty for index ' .. index) end

@@ -44,6 +44,8 @@
 function Doctor.remove_entry(index, name, jid)
   if index == 'run-jobs' then
     redis.call('lrem', Keys.run_jobs(name), 0, jid)
+  elseif index == 'fifo' then
+    redis.call('lrem', Keys.fifo(name), 0, jid)
   elseif index == 'failed' then
     redis.call('lrem', Keys.failed(name), 0, jid)
     if redis.call('llen', Keys.failed(name)) == 0 then redis.call('srem', Keys.failures(), name) end
@@ -218,9 +220,10 @@ function Doctor.fix_run_counts(t, dry)
 end
 
 -- kind -> {repair, the indexes its findings name, what `name` is: id, jid or none}
-Doctor.ENTRY_INDEXES = { work = true, parked = true, scheduled = true, depends = true, locks = true,
-  buried = true, worker = true, completed = true, expired = true, awaiting = true, failed = true }
-Doctor.BAD_ID_INDEXES = { work = true, parked = true, scheduled = true, depends = true,
+Doctor.ENTRY_INDEXES = { work = true, fifo = true, parked = true, scheduled = true, depends = true,
+  locks = true, buried = true, worker = true, completed = true, expired = true, awaiting = true,
+  failed = true }
+Doctor.BAD_ID_INDEXES = { work = true, fifo = true, parked = true, scheduled = true, depends = true,
   locks = true, buried = true, worker = true, completed = true, expired = true, awaiting = true,
   failed = true, ['run-jobs'] = true, tag = true, tracked = true }
 Doctor.REPAIRS = {

@@ -49,6 +49,7 @@
 -- @include registry
 -- @include config
 -- @include queue
+-- @include work
 -- @include ttl
 -- @include waits
 -- @include commands/worker_list
@@ -170,7 +171,7 @@ function Explain.waiting(jid, f, out)
     return
   end
   out.reason, out.workers = 'queued', listening
-  out.ahead = redis.call('zrank', Keys.work(queue), jid) or Explain.ahead_when_promoted(jid, f)
+  out.ahead = Work.rank(queue, jid) or Explain.ahead_when_promoted(jid, f)
 end
 
 -- How many jobs pop before a due scheduled job once it is promoted: it joins the end of its
@@ -178,8 +179,7 @@ end
 -- the due jobs promoted before it (in the order of the scheduled set) that are not behind it.
 function Explain.ahead_when_promoted(jid, f)
   local priority = tonumber(f.priority) or 0
-  local below = string.format('(%.17g', (priority + 1) * Queue.SEQ_SPAN)
-  local ahead = redis.call('zcount', Keys.work(f.queue), '-inf', below)
+  local ahead = Work.ahead_of_new(f.queue, priority)
   local rank = math.min(redis.call('zrank', Keys.scheduled(f.queue), jid) or 0, Explain.SCANNED)
   if rank == 0 then return ahead end
   for _, other in ipairs(redis.call('zrange', Keys.scheduled(f.queue), 0, rank - 1)) do

@@ -30,6 +30,7 @@
 -- @include slots
 -- @include ttl
 -- @include lean
+-- @include work
 
 -- What pop needs of a job: time (waiting since), ttl_at, ttr, ckey, climit, throttle, state,
 -- reserved, what its run's counts need (counted, child, deadline_missed: RunCounts.moving), and
@@ -117,20 +118,19 @@ end
 -- Take up to `wanted` waiting jobs of the queue, looking at no more than
 -- `wanted + Slots.LOOKAHEAD` of them (see the header). The first batch is exactly as many as
 -- wanted (all a queue of plain jobs needs); once jobs had to be passed over, larger ones.
+-- A batch comes from one of the queue's two keys (include/work.lua), so a short one may be
+-- followed by another.
 local function take(c, wanted)
   local queue = c.queue
   local budget = wanted + Slots.LOOKAHEAD
-  local got, work, size = 0, Keys.work(queue), wanted
+  local got, size = 0, wanted
   while got < wanted and budget > 0 do
     local asked = math.min(size, budget)
-    local batch = redis.call('zrange', work, 0, asked - 1, 'WITHSCORES')
-    if #batch == 0 then return end
     -- Out of the work queue before any is looked at: a job this pass parks can be unparked back
     -- into it by a later one (a reservation given back by an expiry), and must then stay there.
-    redis.call('zremrangebyrank', work, 0, #batch / 2 - 1)
+    local batch = Work.take(queue, asked)
+    if #batch == 0 then return end
     local passed = #batch + 1
-    -- Whether this pass expired or parked a job (either may put jobs back into the work queue).
-    local moved = false
     for i = 1, #batch, 2 do
       if got >= wanted then passed = i; break end
       local jid = batch[i]
@@ -140,31 +140,23 @@ local function take(c, wanted)
       local gate = gates and Slots.blocked(queue, gates)
       if not f[7] then -- an index entry without its job: dropped, never handed out
       elseif f[2] and tonumber(f[2]) <= Engine.now then
-        moved = true
-        Ttl.expire(jid, { state = 'waiting', queue = queue })
+        Ttl.expire(jid, { state = 'waiting', queue = queue, taken = true })
       elseif gate then
-        moved = true
-        Slots.park(queue, jid, batch[i + 1], gates, gate)
+        -- A job from the list has no score: its place among the parked is taken now, behind
+        -- those parked before it (which were ahead of it in the list).
+        Slots.park(queue, jid, batch[i + 1] or Work.next_score(0), gates, gate)
       else
         if gates then Slots.started(queue, jid, gates) end
         hand_out(c, jid, f)
         got = got + 1
       end
     end
-    -- The jobs not looked at go back with their scores.
-    local entries = {}
-    for i = passed, #batch, 2 do
-      entries[#entries + 1] = batch[i + 1]
-      entries[#entries + 1] = batch[i]
-    end
-    Engine.call_many('zadd', work, entries)
-    -- Fewer jobs than asked for, each handed out or dropped: the work queue is empty now, so
-    -- the next read would find nothing (the usual end of a pop that takes every waiting job).
-    if #batch < 2 * asked and not moved then return end
+    -- The jobs not looked at go back where they were.
+    Work.give_back(queue, batch, passed)
     size = math.max(wanted - got, 16)
   end
   -- Stopped by the look-ahead bound: whoever pops next goes on behind the jobs passed over.
-  if got < wanted and redis.call('zcard', work) > 0 then Events.ready(queue) end
+  if got < wanted and Work.count(queue) > 0 then Events.ready(queue) end
 end
 
 -- Jobs of `queue` holding a valid lock.
@@ -247,14 +239,14 @@ api['peek'] = function(args)
   if #jids < count then
     Queue.refresh(queue, count - #jids)
     Ttl.expire_due(queue, Ttl.BATCH)
-    for _, jid in ipairs(redis.call('zrange', Keys.work(queue), 0, count - #jids - 1)) do
+    for _, jid in ipairs(Work.range(queue, 0, count - #jids)) do
       table.insert(jids, jid)
     end
   end
   local texts, missing = Job.describe_list(jids)
   -- Entries whose job hash is gone: nothing can run them, so the next pop need not meet them.
   if #missing > 0 then
-    Engine.call_many('zrem', Keys.work(queue), missing)
+    for _, jid in ipairs(missing) do Work.remove(queue, jid) end
     Engine.call_many('zrem', Keys.locks(queue), missing)
   end
   return texts

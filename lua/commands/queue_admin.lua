@@ -30,6 +30,7 @@
 -- @include stats
 -- @include events
 -- @include runs
+-- @include work
 
 local function deleted(jid, fields)
   Events.tracked('canceled', jid)
@@ -74,10 +75,10 @@ api['delete'] = function(args)
 end
 
 -- A queue's indexes of jobs that do not run, in the order truncate empties them (parked jobs
--- first, so their refills have nothing left to move).
+-- first, so their refills have nothing left to move); the last, the waiting jobs' list.
 local function resting(queue)
   return { Keys.parked(queue), Keys.depends(queue), Keys.scheduled(queue), Keys.buried(queue),
-    Keys.work(queue) }
+    Keys.work(queue), Keys.fifo(queue) }
 end
 
 local function running(queue)
@@ -95,9 +96,12 @@ api['queue.truncate'] = function(args)
       'truncating would orphan their workers; wait for them or cancel them first')
   end
   local victims, stale = {}, {}
-  for _, index in ipairs(resting(queue)) do
+  local indexes = resting(queue)
+  local list = indexes[#indexes]
+  for _, index in ipairs(indexes) do
     if #victims >= limit then break end
-    for _, jid in ipairs(redis.call('zrange', index, 0, limit - #victims - 1)) do
+    local read = index == list and 'lrange' or 'zrange'
+    for _, jid in ipairs(redis.call(read, index, 0, limit - #victims - 1)) do
       local fields = Job.load_for_delete(jid)
       if fields and fields.queue == queue and fields.state ~= 'running' then
         for _, dependent in ipairs(redis.call('smembers', Keys.dependents(jid))) do
@@ -113,7 +117,13 @@ api['queue.truncate'] = function(args)
       end
     end
   end
-  for _, entry in ipairs(stale) do redis.call('zrem', entry[1], entry[2]) end
+  for _, entry in ipairs(stale) do
+    if entry[1] == list then
+      redis.call('lrem', list, 0, entry[2])
+    else
+      redis.call('zrem', entry[1], entry[2])
+    end
+  end
   for _, victim in ipairs(victims) do
     -- A refill earlier in this loop may have moved a parked victim back to the work queue.
     local fields = Job.load_for_delete(victim[1])
@@ -131,11 +141,11 @@ api['queue.drop'] = function(args)
     Err.raise('NOTFOUND', cmd .. '(): no queue ' .. queue)
   end
   local left = {}
-  for _, entry in ipairs({ { 'running', Keys.locks(queue) }, { 'waiting', Keys.work(queue) },
+  for _, entry in ipairs({ { 'running', Keys.locks(queue) }, { 'waiting', false },
     { 'parked', Keys.parked(queue) }, { 'scheduled', Keys.scheduled(queue) },
     { 'depends', Keys.depends(queue) }, { 'buried', Keys.buried(queue) },
     { 'recurring', Keys.recur(queue) } }) do
-    local n = redis.call('zcard', entry[2])
+    local n = entry[2] and redis.call('zcard', entry[2]) or Work.count(queue)
     if n > 0 then table.insert(left, n .. ' ' .. entry[1]) end
   end
   if #left > 0 then
@@ -143,8 +153,8 @@ api['queue.drop'] = function(args)
       table.concat(left, ', ') .. '): truncate it first (running jobs must end or be canceled, ' ..
       'recurring jobs unrecurred)')
   end
-  redis.call('del', Keys.work(queue), Keys.locks(queue), Keys.scheduled(queue), Keys.depends(queue),
-    Keys.recur(queue), Keys.buried(queue), Keys.parked(queue), Keys.ttl(queue),
+  redis.call('del', Keys.work(queue), Keys.fifo(queue), Keys.locks(queue), Keys.scheduled(queue),
+    Keys.depends(queue), Keys.recur(queue), Keys.buried(queue), Keys.parked(queue), Keys.ttl(queue),
     Keys.key_running(queue), Keys.idle(queue))
   redis.call('zrem', Keys.queues(), queue)
   redis.call('srem', Keys.paused(), queue)
@@ -160,7 +170,7 @@ api['queue.stats'] = function(args)
   if args[3] ~= nil then Arg.fail(cmd, 'too many arguments') end
   local calls = Stats.calls(day, queue)
   local tasks = {
-    ready = redis.call('zcard', Keys.work(queue)) + redis.call('zcard', Keys.parked(queue)),
+    ready = Work.count(queue) + redis.call('zcard', Keys.parked(queue)),
     taken = redis.call('zcard', Keys.locks(queue)),
     buried = redis.call('zcard', Keys.buried(queue)),
     delayed = redis.call('zcard', Keys.scheduled(queue)),

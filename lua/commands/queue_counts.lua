@@ -12,6 +12,7 @@
 -- whatever the queue's size.
 -- Errors: INVALID, TOOLARGE.
 -- @include args
+-- @include work
 
 api['queue.counts'] = function(args)
   local cmd, MAX_QUEUES = 'QueueCounts', 100
@@ -23,7 +24,7 @@ api['queue.counts'] = function(args)
   local out = {}
   for _, queue in ipairs(args) do
     local locks = Keys.locks(queue)
-    local waiting = redis.call('zcard', Keys.work(queue))
+    local waiting = Work.count(queue)
     local due = redis.call('zcount', Keys.scheduled(queue), '-inf', Engine.now)
     local running = redis.call('zcount', locks, Engine.after_now(), '+inf')
     local stalled = redis.call('zcount', locks, '-inf', Engine.now)

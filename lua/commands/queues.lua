@@ -20,13 +20,14 @@
 -- @include job
 -- @include queue
 -- @include dialect
+-- @include work
 
 local function counts(queue)
   local locks = Keys.locks(queue)
   if Dialect.rules.reads_promote_scheduled then Queue.promote(queue, redis.call('zcard', Keys.scheduled(queue))) end
   return {
     name = queue,
-    waiting = redis.call('zcard', Keys.work(queue)),
+    waiting = Work.count(queue),
     stalled = redis.call('zcount', locks, '-inf', Engine.now),
     running = redis.call('zcount', locks, Engine.after_now(), '+inf'),
     scheduled = redis.call('zcard', Keys.scheduled(queue)),
@@ -64,7 +65,7 @@ end
 api['unpause'] = function(args)
   return each_queue('Unpause', args, function(queue)
     redis.call('srem', Keys.paused(), queue)
-    if redis.call('zcard', Keys.work(queue)) > 0 then Events.ready(queue) end
+    if Work.count(queue) > 0 then Events.ready(queue) end
   end)
 end
 
@@ -74,7 +75,7 @@ end
 
 api['length'] = function(args)
   local queue = Arg.id('Length', 'queue', args[1])
-  return redis.call('zcard', Keys.locks(queue)) + redis.call('zcard', Keys.work(queue))
+  return redis.call('zcard', Keys.locks(queue)) + Work.count(queue)
     + redis.call('zcard', Keys.scheduled(queue)) + redis.call('zcard', Keys.parked(queue))
 end
 
@@ -84,7 +85,7 @@ local JOB_STATES = {
   scheduled = function(q, o, c) return redis.call('zrange', Keys.scheduled(q), o, o + c - 1) end,
   depends = function(q, o, c) return redis.call('zrange', Keys.depends(q), o, o + c - 1) end,
   recurring = function(q, o, c) return redis.call('zrange', Keys.recur(q), o, o + c - 1) end,
-  waiting = function(q, o, c) return redis.call('zrange', Keys.work(q), o, o + c - 1) end,
+  waiting = function(q, o, c) return Work.range(q, o, c) end,
   buried = function(q, o, c) return redis.call('zrange', Keys.buried(q), o, o + c - 1) end,
   parked = function(q, o, c) return redis.call('zrange', Keys.parked(q), o, o + c - 1) end,
 }

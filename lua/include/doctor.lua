@@ -3,7 +3,8 @@
 --
 -- A job's hash is the truth: its state names the one index that lists it (include/job.lua's
 -- header). An index entry is *expected* when the hash agrees with it:
---   work / parked / scheduled / depends / locks / buried of queue q: state waiting (not parked) /
+--   work and fifo (include/work.lua) / parked / scheduled / depends / locks / buried of queue q:
+--       state waiting (not parked) /
 --       waiting and parked for a slot (include/slots.lua) / scheduled / depends / running /
 --       buried, and queue q
 --   worker jobs of w: state running, worker w, and no grace period (the worker was not yet told
@@ -32,16 +33,17 @@ local Doctor = {}
 
 Doctor.BAD_STATE_GROUP = 'doctor-bad-state'
 -- The queue indexes, by name: the state of the jobs each lists.
-Doctor.QUEUE_INDEXES = { work = 'waiting', parked = 'waiting', scheduled = 'scheduled',
-  depends = 'depends', locks = 'running', buried = 'buried' }
+Doctor.QUEUE_INDEXES = { work = 'waiting', fifo = 'waiting', parked = 'waiting',
+  scheduled = 'scheduled', depends = 'depends', locks = 'running', buried = 'buried' }
 -- Every index the doctor reads, and what names one: a queue, a worker, a group, or nothing.
-Doctor.INDEXES = { work = 'queue', parked = 'queue', scheduled = 'queue', depends = 'queue',
-  locks = 'queue', buried = 'queue', worker = 'worker', completed = 'none', expired = 'none',
-  awaiting = 'none', failed = 'group', ['run-jobs'] = 'run', tag = 'tag', tracked = 'none' }
+Doctor.INDEXES = { work = 'queue', fifo = 'queue', parked = 'queue', scheduled = 'queue',
+  depends = 'queue', locks = 'queue', buried = 'queue', worker = 'worker', completed = 'none',
+  expired = 'none', awaiting = 'none', failed = 'group', ['run-jobs'] = 'run', tag = 'tag',
+  tracked = 'none' }
 -- The indexes whose entries are checked for being jids alone (see the header).
 Doctor.IDS_ONLY = { ['run-jobs'] = true, tag = true, tracked = true }
 -- The indexes that are lists (the others are sorted sets).
-Doctor.LISTS = { failed = true, ['run-jobs'] = true }
+Doctor.LISTS = { failed = true, ['run-jobs'] = true, fifo = true }
 -- The states the doctor knows.
 Doctor.STATES = { waiting = true, scheduled = true, depends = true, running = true, complete = true,
   failed = true, buried = true, expired = true, awaiting = true }
@@ -53,6 +55,7 @@ Doctor.FIELDS = { 'state', 'queue', 'worker', 'grace', 'failure', 'expires', 'pr
 
 function Doctor.key(index, name)
   if index == 'work' then return Keys.work(name) end
+  if index == 'fifo' then return Keys.fifo(name) end
   if index == 'scheduled' then return Keys.scheduled(name) end
   if index == 'depends' then return Keys.depends(name) end
   if index == 'locks' then return Keys.locks(name) end
@@ -111,12 +114,13 @@ function Doctor.state_index(fields)
   return Doctor.STATE_INDEX[fields.state]
 end
 
--- Whether the index entry (index, name) agrees with the job's fields.
+-- Whether the index entry (index, name) agrees with the job's fields (a waiting job's index is
+-- `work`, which stands for both its keys).
 function Doctor.expected(index, name, fields)
   local state = fields.state
   if Doctor.QUEUE_INDEXES[index] then
     return state == Doctor.QUEUE_INDEXES[index] and fields.queue == name
-      and Doctor.state_index(fields) == index
+      and Doctor.state_index(fields) == (index == 'fifo' and 'work' or index)
   end
   if index == 'worker' then
     return state == 'running' and fields.worker == name and fields.grace ~= '1'
@@ -138,6 +142,7 @@ function Doctor.describe(fields)
 end
 
 function Doctor.listed(index, name, jid)
+  if index == 'work' and Doctor.listed('fifo', name, jid) then return true end
   local key = Doctor.key(index, name)
   if Doctor.LISTS[index] then return redis.call('lpos', key, jid) ~= false end
   return redis.call('zscore', key, jid) ~= false
@@ -159,7 +164,13 @@ end
 function Doctor.set_aside(jid, fields, why)
   local queue = fields.queue or ''
   if queue ~= '' then
-    for index in pairs(Doctor.QUEUE_INDEXES) do redis.call('zrem', Doctor.key(index, queue), jid) end
+    for index in pairs(Doctor.QUEUE_INDEXES) do
+      if Doctor.LISTS[index] then
+        redis.call('lrem', Doctor.key(index, queue), 0, jid)
+      else
+        redis.call('zrem', Doctor.key(index, queue), jid)
+      end
+    end
   end
   if fields.worker and fields.worker ~= '' then redis.call('zrem', Keys.worker_jobs(fields.worker), jid) end
   redis.call('zrem', Keys.completed(), jid)

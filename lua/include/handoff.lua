@@ -97,8 +97,8 @@ function Handoff.direct(queue)
     queue .. '-max-concurrency', queue .. '-heartbeat', 'heartbeat', 'max-job-history')
   if (tonumber(max_concurrency or 0) or 0) > 0
     or redis.call('sismember', Keys.paused(), queue) == 1
-    or redis.call('exists', Keys.work(queue), Keys.recur(queue), Keys.scheduled(queue),
-      Keys.ttl(queue), Keys.tracked()) > 0
+    or redis.call('exists', Keys.work(queue), Keys.fifo(queue), Keys.recur(queue),
+      Keys.scheduled(queue), Keys.ttl(queue), Keys.tracked()) > 0
     or #redis.call('zrangebyscore', Keys.locks(queue), '-inf', Engine.now, 'LIMIT', 0, 1) > 0 then
     redis.call('zadd', Keys.idle(queue), deadline, worker) -- still idle, for the ordinary pop
     return nil

@@ -1,16 +1,17 @@
 -- job: reading, describing, indexing and removing one job.
 --
--- A job's state decides which index holds it (lua/README.md): waiting -> q:<queue>-work,
--- scheduled -> -scheduled, depends -> -depends, running -> -locks and w:<worker>:jobs,
--- failed -> f:<group>, complete -> completed; ours: buried -> q:<queue>-buried, expired ->
--- expired, awaiting -> awaiting (include/waits.lua), and a waiting job may be parked for a slot
--- instead of in -work (include/slots.lua).
+-- A job's state decides which index holds it (lua/README.md): waiting -> q:<queue>-work or
+-- -fifo (include/work.lua), scheduled -> -scheduled, depends -> -depends, running -> -locks
+-- and w:<worker>:jobs, failed -> f:<group>, complete -> completed; ours: buried ->
+-- q:<queue>-buried, expired -> expired, awaiting -> awaiting (include/waits.lua), and a
+-- waiting job may be parked for a slot instead (include/slots.lua).
 -- @include keys
 -- @include engine
 -- @include config
 -- @include events
 -- @include stats
 -- @include slots
+-- @include work
 -- @include registry
 -- @include json_text
 -- @include dialect
@@ -380,11 +381,12 @@ function Job.describe_list(jids)
 end
 
 -- Take a job out of the index its state puts it in (see the header). `fields` must hold
--- state, queue, worker and failure where the state needs them.
+-- state, queue, worker and failure where the state needs them; `taken` set: a waiting job a
+-- pop already took out of its work queue (saves a search of the list).
 function Job.unindex(jid, fields)
   local state, queue = fields.state, fields.queue
   if state == 'waiting' then
-    redis.call('zrem', Keys.work(queue), jid)
+    if not fields.taken then Work.remove(queue, jid) end
     Slots.left(jid, queue)
   elseif state == 'scheduled' then
     redis.call('zrem', Keys.scheduled(queue), jid)

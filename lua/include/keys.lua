@@ -17,7 +17,10 @@ function Keys.kept_log(jid, attempt) return Engine.prefix .. 'log-kept:' .. atte
 function Keys.kept_logs(jid) return Engine.prefix .. 'log-kept-counts:' .. jid end
 function Keys.run_kept_logs(run_id) return Engine.prefix .. 'run:' .. run_id .. '-kept-logs' end
 
+-- A queue's waiting jobs: those of priority 0 in put order (a list), the others by score
+-- (include/work.lua).
 function Keys.work(queue) return Engine.prefix .. 'q:' .. queue .. '-work' end
+function Keys.fifo(queue) return Engine.prefix .. 'q:' .. queue .. '-fifo' end
 function Keys.locks(queue) return Engine.prefix .. 'q:' .. queue .. '-locks' end
 function Keys.scheduled(queue) return Engine.prefix .. 'q:' .. queue .. '-scheduled' end
 function Keys.depends(queue) return Engine.prefix .. 'q:' .. queue .. '-depends' end

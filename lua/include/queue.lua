@@ -7,22 +7,13 @@
 -- @include job
 -- @include waits
 -- @include dialect
+-- @include work
 local Queue = {}
 
--- Work-queue scores: priority * 2^32 + insertion sequence. Lower pops first, equal priorities
--- in insertion order, exact (no timestamp precision involved). Priorities are bounded by
--- Queue.MAX_PRIORITY so the score stays an exact integer in a double (< 2^53).
-local SEQ_SPAN = 4294967296
-Queue.SEQ_SPAN = SEQ_SPAN
+-- Work-queue scores (include/work.lua). Priorities are bounded by Queue.MAX_PRIORITY so a score
+-- stays an exact integer in a double (< 2^53).
+Queue.SEQ_SPAN = Work.SPAN
 Queue.MAX_PRIORITY = 1000000
-
-local function score(priority, seq)
-  return priority * SEQ_SPAN + seq % SEQ_SPAN
-end
-
-function Queue.score(priority)
-  return score(priority, redis.call('incr', Keys.seq()))
-end
 
 -- `queue` is in `queues` from its first put on (score: first seen). Looked up first: nearly
 -- every put is to a queue already there, and a lookup costs half a ZADD NX.
@@ -35,20 +26,14 @@ end
 -- Into `queue`'s work queue, waking its workers; the job's hash is the caller's (Queue.enqueue
 -- writes its state; put writes it with the rest of the job).
 function Queue.push(queue, jid, priority)
-  redis.call('zadd', Keys.work(queue), Queue.score(priority), jid)
+  Work.add(queue, jid, priority)
   Events.ready(queue)
 end
 
 -- Push `jobs` ({jid, priority} pairs, flat) into `queue`'s work queue in that order: what one
--- Queue.push per job does, with one INCRBY and a few ZADDs instead of an INCR and a ZADD per job.
+-- Queue.push per job does, in a few commands for all (Work.add_many).
 function Queue.push_many(queue, jobs)
-  local count = #jobs / 2
-  local seq = redis.call('incrby', Keys.seq(), count) - count
-  local args = {}
-  for i = 1, count do
-    args[2 * i - 1], args[2 * i] = score(jobs[2 * i], seq + i), jobs[2 * i - 1]
-  end
-  Engine.call_many('zadd', Keys.work(queue), args)
+  Work.add_many(queue, jobs)
   Events.ready(queue)
 end
 

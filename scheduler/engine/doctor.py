@@ -87,9 +87,9 @@ MEANINGS: dict[str, str] = {
     "run-counts": "a run's kept counts of its jobs per status differ from its jobs",
 }
 
-_QUEUE_INDEXES = ("work", "parked", "scheduled", "depends", "locks", "buried")
+_QUEUE_INDEXES = ("work", "fifo", "parked", "scheduled", "depends", "locks", "buried")
 _QUEUE_KEY = re.compile(
-    r"^q:(?P<name>.+)-(?P<index>work|parked|scheduled|depends|locks|buried)$", re.S
+    r"^q:(?P<name>.+)-(?P<index>work|fifo|parked|scheduled|depends|locks|buried)$", re.S
 )
 _JOB_KEY = re.compile(r"^j:(?P<jid>.+?)(?:-history|-dependencies|-dependents)?$", re.S)
 _WORKER_KEY = re.compile(r"^w:(?P<name>.+):(?:jobs|info)$", re.S)

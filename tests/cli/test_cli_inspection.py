@@ -66,7 +66,8 @@ def test_an_entry_that_is_no_jid_is_listed_around_then_removed(
     assert deep.exit_code == 1 and "bad-id (2)" in deep.output and "\x1b" not in deep.output
     assert "two words" in deep.output
     assert flows("doctor", "--redis", url, "--deep", "--repair").exit_code == 1
-    assert redis_client.zrange("ql:q:q-work", 0, -1) == ["j1"]
+    assert redis_client.zrange("ql:q:q-work", 0, -1) == []
+    assert redis_client.lrange("ql:q:q-fifo", 0, -1) == ["j1"]
     assert flows("doctor", "--redis", url, "--deep").exit_code == 0
 
 

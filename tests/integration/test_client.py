@@ -848,9 +848,9 @@ def test_a_pipelines_plain_reads_see_the_calls_queued_before_them(
             else:
                 redis_client.script_flush()
         pipe = engine.pipeline()
-        pipe.read("zcard", "ql:q:q-work")
+        pipe.read("llen", "ql:q:q-fifo")
         pipe.call("pop", "q", "w", 1)
-        pipe.read("zcard", "ql:q:q-work")
+        pipe.read("llen", "ql:q:q-fifo")
         pipe.read("zcard", "ql:q:q-locks")
         pipe.call("put", "w", "q", f"again-{flushed}", "k", "{}", 0)
         before, popped, work, locks, put = pipe.execute()

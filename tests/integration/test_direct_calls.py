@@ -48,7 +48,7 @@ def test_a_connection_the_server_dropped_is_replaced(redis_client: redis.Redis) 
     [connection] = engine._direct._spare  # type: ignore[union-attr]
     connection._sock.shutdown(2)  # type: ignore[attr-defined]  # as a server closing it
     assert engine.call("put", "w", "q", "b", "k", "{}", 0) == "b"
-    assert redis_client.zcard("ql:q:q-work") == 2
+    assert redis_client.llen("ql:q:q-fifo") == 2
 
 
 def test_a_forked_child_opens_its_own_connections(redis_client: redis.Redis) -> None:
@@ -106,7 +106,7 @@ def test_a_pipeline_on_a_dropped_connection_goes_again_through_redis_py(
     connection._sock.shutdown(2)  # type: ignore[attr-defined]  # as a server closing it
     pipe = engine.pipeline()
     pipe.call("put", "w", "q", "b", "k", "{}", 0)
-    pipe.read("zcard", "ql:q:q-work")
+    pipe.read("llen", "ql:q:q-fifo")
     assert pipe.execute() == ["b", 2]
 
 

@@ -167,6 +167,14 @@ class Lua:
     def zset(self, name: str) -> list[str]:
         return list(self.r.zrange(self.key(name), 0, -1))
 
+    def waiting(self, queue: str) -> list[str]:
+        """The waiting jids of ``queue`` in pop order, read from its two keys
+        (lua/include/work.lua): scores below 2^32, the list, the other scores."""
+        work = self.key(f"q:{queue}-work")
+        first = list(self.r.zrangebyscore(work, "-inf", f"({2**32}"))
+        rest = list(self.r.zrangebyscore(work, 2**32, "+inf"))
+        return first + list(self.r.lrange(self.key(f"q:{queue}-fifo"), 0, -1)) + rest
+
     def history(self, jid: str, now: float = T0) -> list[str]:
         job = self.job(jid, now)
         assert job is not None

@@ -93,7 +93,7 @@ def test_complete_with_next_advances(lua: Lua) -> None:
         {"what": "done", "when": T0 + 3, "worker": "w1"},
         {"what": "put", "when": T0 + 3, "q": "q2"},
     ]
-    assert lua.zset("q:q2-work") == ["a"]
+    assert lua.waiting("q2") == ["a"]
     assert lua.zset("completed") == []
     assert "q2" in lua.zset("queues")
 
@@ -119,7 +119,7 @@ def test_complete_with_next_and_depends(lua: Lua) -> None:
     lua.pop_jids()  # "a"
     assert lua.complete("a", now=T0 + 1) == "complete"
     assert lua.state("b") == "waiting"
-    assert lua.zset("q:q2-work") == ["b"]
+    assert lua.waiting("q2") == ["b"]
 
 
 def test_complete_with_next_depends_and_delay(lua: Lua) -> None:

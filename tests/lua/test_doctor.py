@@ -207,7 +207,7 @@ def test_a_job_added_to_a_second_index_is_taken_out_of_it(lua: Lua) -> None:
     assert run(lua, deep=False).clean  # the light check reads the running set only
     repaired(lua, {("stray-entry", "a", "scheduled", "q"), ("stray-entry", "a", "work", "other")})
     assert lua.state("a") == "waiting"
-    assert lua.zset("q:q-work") == ["a"]
+    assert lua.waiting("q") == ["a"]
     assert lua.pop_jids() == ["a"]
 
 
@@ -261,14 +261,14 @@ def test_waiting_scheduled_and_depends_entries_without_their_jobs_are_removed(lu
     repaired(
         lua,
         {
-            ("missing-job", "waits", "work", "q"),
+            ("missing-job", "waits", "fifo", "q"),
             ("missing-job", "later", "scheduled", "q"),
             ("missing-job", "needs", "depends", "q"),
             ("dangling-dependent", "first", "job", "needs"),
             ("orphan-key", "needs", "job", ""),
         },
     )
-    assert lua.zset("q:q-work") == ["first"]
+    assert lua.waiting("q") == ["first"]
     assert lua.zset("q:q-scheduled") == [] and lua.zset("q:q-depends") == []
     for jid in ("waits", "later", "needs"):
         assert not lua.r.exists(lua.key(f"j:{jid}"))
@@ -278,8 +278,8 @@ def test_waiting_scheduled_and_depends_entries_without_their_jobs_are_removed(lu
 def test_a_wrong_state_written_into_a_hash_moves_the_job_where_its_hash_says(lua: Lua) -> None:
     lua.put("a")
     lua.r.hset(lua.key("j:a"), "state", "scheduled")
-    repaired(lua, {("stray-entry", "a", "work", "q"), ("unindexed", "a", "job", "")})
-    assert lua.zset("q:q-work") == [] and lua.zset("q:q-scheduled") == ["a"]
+    repaired(lua, {("stray-entry", "a", "fifo", "q"), ("unindexed", "a", "job", "")})
+    assert lua.waiting("q") == [] and lua.zset("q:q-scheduled") == ["a"]
 
 
 def test_a_running_job_whose_hash_says_waiting_is_queued_again(lua: Lua) -> None:
@@ -309,9 +309,9 @@ def test_a_job_in_no_index_is_put_back(lua: Lua) -> None:
         ("q:q-scheduled", "s"),
         ("q:q-locks", "r"),
         ("completed", "w"),
-        ("q:q-work", "again"),
     ]:
         lua.r.zrem(lua.key(key), jid)
+    lua.r.lrem(lua.key("q:q-fifo"), 0, "again")
     lua.r.lrem(lua.key("f:g"), 0, "f")
     expected = {("unindexed", jid, "job", "") for jid in ("s", "r", "w", "again", "f")}
     expected |= {("failure-group", "", "failures", "g")}
@@ -399,7 +399,7 @@ def test_the_edges_of_a_job_without_a_state_are_checked_in_the_same_pass(lua: Lu
     repaired(
         lua,
         {
-            ("stray-entry", "a", "work", "q"),
+            ("stray-entry", "a", "fifo", "q"),
             ("bad-state", "a", "job", ""),
             ("dangling-dependent", "a", "job", "ghost"),
             ("dangling-dependency", "a", "job", "gone"),
@@ -435,7 +435,7 @@ def test_buried_parked_and_expired_jobs_are_checked_too(lua: Lua) -> None:
         "k2": "skipped",  # parked: its concurrency key's set still holds it, the slots decide
     }
     assert lua.zset("q:q-buried") == ["b"] and lua.zset("expired") == ["x"]
-    assert lua.zset("q:q-work") == []
+    assert lua.waiting("q") == []
 
 
 def test_a_job_in_a_state_the_check_does_not_know_is_left_alone(lua: Lua) -> None:
@@ -457,7 +457,7 @@ def test_a_dependency_whose_job_was_deleted_releases_its_dependent(lua: Lua) -> 
     report = repaired(
         lua,
         {
-            ("missing-job", "a", "work", "q"),
+            ("missing-job", "a", "fifo", "q"),
             ("orphan-key", "a", "job", ""),
             ("dangling-dependency", "b", "job", "a"),
         },

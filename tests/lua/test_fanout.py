@@ -162,7 +162,7 @@ def test_an_output_that_is_not_a_list_fails_the_step_and_the_producer_completes(
     assert message in str(refused.value)
     job = lua.job(STEP, now=T0 + 5)
     assert job is not None and job["state"] == "failed"
-    assert lua.zset("q-work").count(STEP) == 0
+    assert lua.waiting("q").count(STEP) == 0
 
 
 def test_the_limit_is_the_same_number_in_python_and_lua(lua: Lua) -> None:
@@ -439,7 +439,7 @@ def test_an_empty_step_completes_as_a_fan_out_with_no_items_once_released(lua: L
     assert job is not None and job["state"] == "complete" and job["result"] in ("[]", [])
     assert lua.history(EMPTY, now=T0 + 1)[-1] == "fanout"
     assert lua.state(JOIN, now=T0 + 1) == "waiting"  # released in the same call
-    assert lua.zset("q-work").count(EMPTY) == 0
+    assert lua.waiting("q").count(EMPTY) == 0
 
 
 def test_an_empty_step_that_nothing_holds_back_completes_at_submit(lua: Lua) -> None:

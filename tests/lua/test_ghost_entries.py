@@ -19,6 +19,9 @@ def assert_gone(lua: Lua, jid: str, *indexes: str) -> None:
     assert not lua.r.exists(lua.key(f"j:{jid}"))
     for name in indexes:
         assert lua.r.zscore(lua.key(name), jid) is None, f"{jid} still in {name}"
+        if name.endswith("-work"):  # a waiting job of priority 0 is in the list beside it
+            fifo = lua.key(name.removesuffix("-work") + "-fifo")
+            assert lua.r.lpos(fifo, jid) is None, f"{jid} still in {fifo}"
 
 
 def test_pop_drops_a_waiting_entry_without_its_job(lua: Lua) -> None:

@@ -33,7 +33,7 @@ def test_two_namespaces_in_one_database(
     assert {key for key in keys if key.startswith(NAMESPACE)} >= {
         NAMESPACE + "j:a",
         NAMESPACE + "j:b",
-        NAMESPACE + "q:q-work",
+        NAMESPACE + "q:q-fifo",
     }
     published = {channel for channel, _ in channels.collect()}
     assert published == {"ql:log", "ql:ready:q", NAMESPACE + "log", NAMESPACE + "ready:q"}

@@ -97,7 +97,7 @@ def test_put_many_keeps_the_order_given_within_a_priority(lua: Lua) -> None:
     lua.put("middle")
     flat = [value for job in jobs[1000:] for value in job]
     lua("put.many", "client", "q", '{"priority": -1}', *flat, now=T0)
-    order = lua.zset("q:q-work")
+    order = lua.waiting("q")
     assert order == [f"j{i}" for i in range(1000, 1200)] + ["first"] + [
         f"j{i}" for i in range(1000)
     ] + ["middle"]

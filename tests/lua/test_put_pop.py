@@ -30,7 +30,7 @@ def test_put_creates_a_waiting_job(lua: Lua) -> None:
     assert job["tracked"] is False
     assert job["failure"] == {}
     assert job["history"] == [{"what": "put", "when": T0, "q": "q"}]
-    assert lua.zset("q:q-work") == ["a"]
+    assert lua.waiting("q") == ["a"]
     assert lua.zset("queues") == ["q"]
 
 
@@ -50,7 +50,7 @@ def test_pop_hands_out_with_a_lock(lua: Lua) -> None:
     assert job["expires"] == T0 + 5 + 60
     assert [h["what"] for h in job["history"]] == ["put", "popped"]
     assert job["history"][1] == {"what": "popped", "when": T0 + 5, "worker": "w1"}
-    assert lua.zset("q:q-work") == []
+    assert lua.waiting("q") == []
     assert lua.r.zscore(lua.key("q:q-locks"), "a") == T0 + 65
     assert lua.r.zscore(lua.key("w:w1:jobs"), "a") == T0 + 65
     assert lua.r.zscore(lua.key("workers"), "w1") == T0 + 5
@@ -167,8 +167,8 @@ def test_put_again_moves_the_job_and_resets_it(lua: Lua) -> None:
     # left-out options keep the job's values
     assert (job["tags"], job["retries"], job["priority"]) == (["x"], 2, 3)
     assert job["created"] == T0 and job["updated"] == T0 + 1
-    assert lua.zset("q:q-work") == []
-    assert lua.zset("q:other-work") == ["a"]
+    assert lua.waiting("q") == []
+    assert lua.waiting("other") == ["a"]
     assert lua.zset("queues") == ["q", "other"]
     assert [h["what"] for h in job["history"]] == ["put", "put"]
 
@@ -213,7 +213,7 @@ def test_requeue_needs_an_existing_job(lua: Lua) -> None:
     lua.put("a")
     assert lua.put("a", "q2", command="requeue", now=T0 + 1) == "a"
     assert lua.state("a") == "waiting"
-    assert lua.zset("q:q2-work") == ["a"]
+    assert lua.waiting("q2") == ["a"]
 
 
 def test_put_replaces_tags(lua: Lua) -> None:

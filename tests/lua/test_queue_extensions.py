@@ -95,7 +95,7 @@ def test_a_waiting_job_expires_at_its_deadline(lua: Lua, channels: Any) -> None:
     assert lua.pop_jids(now=T0 + 10) == ["b"]
     job = lua.job("a", now=T0 + 10)
     assert job is not None and job["state"] == "expired" and job["history"][-1]["what"] == "expired"
-    assert lua.zset("q:q-work") == [] and lua.zset("q:q-ttl") == []
+    assert lua.waiting("q") == [] and lua.zset("q:q-ttl") == []
     assert lua.zset("expired") == ["a"]
     assert stats(lua, now=T0 + 10)["calls"]["expire"] == 1
     events = channels.collect()
@@ -180,7 +180,7 @@ def test_pop_never_hands_out_an_expired_job_however_far_behind_the_index_is(lua:
     lua.put("fresh")
     # One pop looks at 100 index entries, then meets the other 50 as candidates: all expire.
     assert lua.pop_jids(count=1, now=T0 + 10) == ["fresh"]
-    assert lua.zset("q:q-work") == []
+    assert lua.waiting("q") == []
     assert len(lua.zset("expired")) == 150
 
 
@@ -250,7 +250,7 @@ def test_bury_takes_waiting_scheduled_and_held_jobs_out_and_kick_brings_them_bac
         assert lua.state(jid, now=T0 + 3) == "buried"
     assert lua.zset("q:q-buried") == ["w", "s", "r"]
     assert lua("jobs", "buried", "q", now=T0) == ["w", "s", "r"]
-    assert lua.zset("q:q-work") == [] and lua.zset("q:q-scheduled") == []
+    assert lua.waiting("q") == [] and lua.zset("q:q-scheduled") == []
     assert lua.zset("q:q-locks") == []
     assert lua.state("dependent") == "depends"  # buried is not failed
     job = lua.job("w", now=T0 + 3)
@@ -349,7 +349,7 @@ def test_a_concurrency_key_runs_one_at_a_time_in_put_order_keys_in_parallel(lua:
     assert lua.pop_jids(count=10) == []  # nothing to look at: parked jobs are not in the way
 
     assert lua.complete("a0", now=T0 + 1) == "complete"
-    assert lua.zset("q:q-work") == ["a1"]  # the key's next job, with its old place
+    assert lua.waiting("q") == ["a1"]  # the key's next job, with its old place
     assert lua.pop_jids(count=10, now=T0 + 1) == ["a1"]
     assert lua.complete("b0", now=T0 + 2) == "complete"
     assert lua.complete("a1", now=T0 + 2) == "complete"
@@ -443,7 +443,7 @@ def test_run_cancel_gives_the_slots_back_and_empties_the_parked_sets(lua: Lua) -
     assert lua.pop_jids(count=3) == ["r:0"]
     assert lua("run.cancel", "r", now=T0 + 1) == 3
     assert running_keys(lua) == {}
-    assert lua.zset("q:q-parked") == [] and lua.zset("q:q-work") == []
+    assert lua.zset("q:q-parked") == [] and lua.waiting("q") == []
     assert lua.r.exists(lua.key("ck:1:q:k")) == 0
 
 
@@ -452,7 +452,7 @@ def test_a_parked_job_that_leaves_lets_the_next_one_in(lua: Lua) -> None:
         lua.put(f"j{n}", concurrency_key="k")
     assert lua.pop_jids(count=3) == ["j0"]
     lua.complete("j0", now=T0 + 1)  # j1 back in the work queue, j2 parked
-    assert lua.zset("q:q-work") == ["j1"] and lua.zset("q:q-parked") == ["j2"]
+    assert lua.waiting("q") == ["j1"] and lua.zset("q:q-parked") == ["j2"]
     lua("cancel", "j1", now=T0 + 2)  # j1 leaves without starting: j2 takes its place
     assert lua.pop_jids(count=3, now=T0 + 2) == ["j2"]
 
@@ -479,7 +479,7 @@ def test_pop_looks_ahead_a_bounded_number_of_jobs_and_parks_them(lua: Lua) -> No
     assert len(lua.zset("q:q-parked")) == 101
     assert lua.pop_jids(count=1, now=T0 + 1) == []
     assert lua.pop_jids(count=1, now=T0 + 1) == ["cold"]
-    assert len(lua.zset("q:q-parked")) == 250 and lua.zset("q:q-work") == []
+    assert len(lua.zset("q:q-parked")) == 250 and lua.waiting("q") == []
 
 
 def test_a_throttle_bounds_running_jobs_across_queues(lua: Lua) -> None:
@@ -720,7 +720,7 @@ def test_a_pop_of_thousands_of_jobs_takes_them_all(lua: Lua) -> None:
     specs = [{"jid": f"r:{n:05d}", "queue": "q", "klass": "K", "data": "{}"} for n in range(8500)]
     lua("flow.submit", "r", '{"flow": "f"}', json.dumps(specs), now=T0)
     assert len(lua.pop(count=9000)) == 8500
-    assert lua.zset("q:q-work") == []
+    assert lua.waiting("q") == []
 
 
 def test_a_key_job_held_back_by_its_throttle_keeps_its_place_in_the_key(lua: Lua) -> None:
@@ -760,7 +760,7 @@ def test_a_job_unparked_while_pop_passes_it_stays_in_the_queue(lua: Lua) -> None
     assert lua.pop_jids(count=1) == []
     lua.put("second", concurrency_key="k", priority=-1, now=T0 + 0.5)
     lua("throttle.set", "t", 1, now=T0 + 0.5)
-    assert lua.zset("q:q-work")[:2] == ["second", "first"]
+    assert lua.waiting("q")[:2] == ["second", "first"]
     # Out of the ttl index, as when more than Ttl.BATCH jobs are due: pop's own sweep passes it
     # and pop finds it expired as it reaches it.
     lua.r.zrem(lua.key("q:q-ttl"), "first")

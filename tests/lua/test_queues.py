@@ -42,7 +42,7 @@ def test_fail_a_job_in_any_state(lua: Lua) -> None:
     for jid in ("waiting", "scheduled"):
         lua("fail", jid, "admin", "manual", "stop", now=T0)
     assert lua("failed", now=T0) == {"manual": 2}
-    assert lua.zset("q:q-work") == [] and lua.zset("q:q-scheduled") == []
+    assert lua.waiting("q") == [] and lua.zset("q:q-scheduled") == []
 
 
 def test_fail_of_a_running_job_by_another_worker(lua: Lua) -> None:

@@ -30,7 +30,7 @@ def test_promotes_due_scheduled_jobs(lua: Lua) -> None:
     assert lua.state("later") == "scheduled"
     assert maintain(lua, now=T0 + 30) == {"promoted": 1, "spawned": 0, "reclaimed": 0, "failed": 0}
     assert lua.state("later") == "waiting" and lua.state("much-later") == "scheduled"
-    assert lua.zset("q:q-work") == ["later"]
+    assert lua.waiting("q") == ["later"]
 
 
 def test_promotes_in_bounded_batches(lua: Lua) -> None:
@@ -39,7 +39,7 @@ def test_promotes_in_bounded_batches(lua: Lua) -> None:
     assert maintain(lua, limit=2, now=T0 + 10)["promoted"] == 2
     assert maintain(lua, limit=2, now=T0 + 10)["promoted"] == 2
     assert maintain(lua, limit=2, now=T0 + 10)["promoted"] == 1
-    assert len(lua.zset("q:q-work")) == 5
+    assert len(lua.waiting("q")) == 5
 
 
 def test_spawns_recurring_jobs_on_time(lua: Lua) -> None:
@@ -47,7 +47,7 @@ def test_spawns_recurring_jobs_on_time(lua: Lua) -> None:
     assert maintain(lua, now=T0)["spawned"] == 1
     assert maintain(lua, now=T0 + 59)["spawned"] == 0
     assert maintain(lua, now=T0 + 60)["spawned"] == 1
-    assert lua.zset("q:q-work") == ["r-1", "r-2"]
+    assert lua.waiting("q") == ["r-1", "r-2"]
 
 
 def test_reaps_expired_locks_without_a_pop(lua: Lua) -> None:
@@ -69,7 +69,7 @@ def test_reaps_expired_locks_without_a_pop(lua: Lua) -> None:
     assert a is not None
     assert (a["state"], a["worker"], a["remaining"]) == ("waiting", "", 1)
     assert a["history"][-1]["what"] == "reclaimed" and a["history"][-1]["worker"] == "w1"
-    assert lua.zset("q:q-work") == ["a"] and lua.zset("q:q-locks") == []
+    assert lua.waiting("q") == ["a"] and lua.zset("q:q-locks") == []
     assert lua.zset("w:w1:jobs") == []
     b = lua.job("b")
     assert b is not None and b["state"] == "failed"

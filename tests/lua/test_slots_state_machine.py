@@ -208,7 +208,7 @@ class SlotMachine(RuleBasedStateMachine):
     def parked_jobs_wait_in_one_parked_set_and_none_is_forgotten(self) -> None:
         lua = self.lua
         jobs = self.jobs()
-        work = set(lua.zset("q:q-work"))
+        work = set(lua.waiting("q"))
         parked = set(lua.zset("q:q-parked"))
         by_key = {key: set(lua.zset(f"ck:1:q:{key}")) for key in KEYS}
         by_throttle = set(lua.r.zrange(lua.key(f"tp:1:{THROTTLE}:q"), 0, -1))

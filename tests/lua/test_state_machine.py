@@ -490,6 +490,7 @@ def read_indexes(lua: Lua) -> dict[str, dict[str, float]]:
     for worker in WORKERS:
         pipe.zrange(lua.key(f"w:{worker}:jobs"), 0, -1, withscores=True)
     pipe.smembers(lua.key("failures"))
+    pipe.lrange(lua.key("q:q-fifo"), 0, -1)  # the waiting jobs of priority 0: work too
     replies = iter(pipe.execute())
     out: dict[str, dict[str, float]] = {}
     for name in [*names, "completed"]:
@@ -501,6 +502,13 @@ def read_indexes(lua: Lua) -> dict[str, dict[str, float]]:
     for worker in WORKERS:
         out[f"w:{worker}"] = dict(next(replies))
     out["failures"] = dict.fromkeys(next(replies), 0.0)
+    listed = next(replies)
+    scored = out["work"]
+    assert len(listed) == len(set(listed)) and not set(listed) & set(scored), listed
+    # In pop order (lua/include/work.lua): scores below 2^32, the list, the other scores.
+    first = {jid: score for jid, score in scored.items() if score < 2**32}
+    rest = {jid: score for jid, score in scored.items() if score >= 2**32}
+    out["work"] = {**first, **dict.fromkeys(listed, 0.0), **rest}
     return out
 
 

@@ -1,0 +1,167 @@
+-- work: a queue's waiting jobs, in the order pop takes them, kept in two keys.
+--
+-- `q:<queue>-fifo` (a list) holds the jobs put with priority 0, the common one, in put order: a
+-- list entry is the jid alone (about 34 bytes in a listpack node, where a sorted set's entry
+-- costs about 100), and RPUSH needs no sequence number. `q:<queue>-work` (a sorted set, score
+-- `priority * 2^32 + seq`, `seq` from `P seq`) holds every other waiting job: those of another
+-- priority, and those of priority 0 whose place the list cannot express: given back at the
+-- front of their priority (score `priority * 2^32`: leases, returns), back from a parked set
+-- with their score (include/slots.lua; a job taken from the list is scored when parked), or
+-- changed to 0 from another priority (keeping its sequence number, as `priority` does). Pop
+-- order: the sorted set's entries below 2^32 (negative priorities, then those priority-0
+-- jobs), then the list, then the rest. A job of the list whose priority changes goes behind
+-- the jobs of its new priority (the list keeps no sequence number).
+-- Taking a job out of the list by its jid (cancel, a put over it, expiry, a priority change) is
+-- an LREM, O(n) in the list's length; the sorted set is tried first.
+-- @include keys
+-- @include engine
+local Work = {}
+
+-- Work-queue scores: priority * 2^32 + insertion sequence. Lower pops first, equal priorities
+-- in insertion order, exact (no timestamp precision involved). Priorities are bounded by
+-- Queue.MAX_PRIORITY so the score stays an exact integer in a double (< 2^53).
+Work.SPAN = 4294967296
+-- The lower bound of the scores that pop after the list: (0 + 1) * 2^32, exclusive.
+local AFTER_LIST = '(4294967296'
+
+function Work.score(priority, seq)
+  return priority * Work.SPAN + seq % Work.SPAN
+end
+
+-- A new place at the back of `priority` in the sorted set.
+function Work.next_score(priority)
+  return Work.score(priority, redis.call('incr', Keys.seq()))
+end
+
+-- Waiting jobs of `queue` (parked ones not included).
+function Work.count(queue)
+  return redis.call('zcard', Keys.work(queue)) + redis.call('llen', Keys.fifo(queue))
+end
+
+-- At the back of its priority (a put, a promotion, a retry).
+function Work.add(queue, jid, priority)
+  if priority == 0 then
+    redis.call('rpush', Keys.fifo(queue), jid)
+  else
+    redis.call('zadd', Keys.work(queue), Work.next_score(priority), jid)
+  end
+end
+
+-- `jobs` ({jid, priority} pairs, flat) at the back of their priorities in that order: one
+-- RPUSH for the jobs of priority 0, one INCRBY and a few ZADDs for the others.
+function Work.add_many(queue, jobs)
+  local listed, scored = {}, {}
+  for i = 1, #jobs, 2 do
+    if jobs[i + 1] == 0 then
+      listed[#listed + 1] = jobs[i]
+    else
+      scored[#scored + 1] = jobs[i + 1]
+      scored[#scored + 1] = jobs[i]
+    end
+  end
+  if #listed > 0 then Engine.call_many('rpush', Keys.fifo(queue), listed) end
+  if #scored == 0 then return end
+  local count = #scored / 2
+  local seq = redis.call('incrby', Keys.seq(), count) - count
+  for i = 1, count do scored[2 * i - 1] = Work.score(scored[2 * i - 1], seq + i) end
+  Engine.call_many('zadd', Keys.work(queue), scored)
+end
+
+-- Out of the waiting jobs of `queue` (either key). Returns whether it was there.
+function Work.remove(queue, jid)
+  if redis.call('zrem', Keys.work(queue), jid) == 1 then return true end
+  return redis.call('lrem', Keys.fifo(queue), 1, jid) == 1
+end
+
+-- The next up to `n` waiting jobs of `queue`, taken out of it: a flat list of jids and scores, a
+-- list entry's score false, all from one key (the caller asks again for more). Work.give_back
+-- returns those not used.
+function Work.take(queue, n)
+  local work = Keys.work(queue)
+  local batch = redis.call('zrangebyscore', work, '-inf', AFTER_LIST, 'WITHSCORES', 'LIMIT', 0, n)
+  if #batch == 0 then
+    local fifo = Keys.fifo(queue)
+    local jids
+    if n == 1 then
+      local jid = redis.call('lpop', fifo)
+      jids = jid and { jid } or {}
+    else
+      jids = redis.call('lrange', fifo, 0, n - 1)
+      if #jids > 0 then redis.call('ltrim', fifo, #jids, -1) end
+    end
+    if #jids > 0 then
+      for i = #jids, 1, -1 do
+        batch[2 * i - 1], batch[2 * i] = jids[i], false
+      end
+      return batch
+    end
+    batch = redis.call('zrange', work, 0, n - 1, 'WITHSCORES')
+  end
+  if #batch > 0 then redis.call('zremrangebyrank', work, 0, #batch / 2 - 1) end
+  return batch
+end
+
+-- The entries `batch[from...]` of a Work.take back where they were, in their order.
+function Work.give_back(queue, batch, from)
+  if from > #batch then return end
+  if batch[from + 1] == false then
+    local jids = {}
+    for i = #batch - 1, from, -2 do jids[#jids + 1] = batch[i] end
+    Engine.call_many('lpush', Keys.fifo(queue), jids)
+    return
+  end
+  local entries = {}
+  for i = from, #batch, 2 do
+    entries[#entries + 1] = batch[i + 1]
+    entries[#entries + 1] = batch[i]
+  end
+  Engine.call_many('zadd', Keys.work(queue), entries)
+end
+
+-- Up to `count` waiting jids of `queue` from `offset` on, in pop order.
+function Work.range(queue, offset, count)
+  if count <= 0 then return {} end
+  local work, fifo = Keys.work(queue), Keys.fifo(queue)
+  local first = redis.call('zcount', work, '-inf', AFTER_LIST)
+  local listed = redis.call('llen', fifo)
+  local out = {}
+  local function read(jids)
+    for _, jid in ipairs(jids) do out[#out + 1] = jid end
+  end
+  if offset < first then
+    read(redis.call('zrange', work, offset, math.min(first, offset + count) - 1))
+  end
+  local wanted = count - #out
+  local from = math.max(offset - first, 0)
+  if wanted > 0 and from < listed then
+    read(redis.call('lrange', fifo, from, from + wanted - 1))
+  end
+  wanted = count - #out
+  if wanted > 0 then
+    local rest = first + math.max(offset - first - listed, 0)
+    read(redis.call('zrange', work, rest, rest + wanted - 1))
+  end
+  return out
+end
+
+-- How many waiting jobs of `queue` pop before `jid`, or nil when it is not waiting there.
+function Work.rank(queue, jid)
+  local work = Keys.work(queue)
+  local score = tonumber(redis.call('zscore', work, jid))
+  if score then
+    local rank = redis.call('zrank', work, jid)
+    if score < Work.SPAN then return rank end
+    return rank + redis.call('llen', Keys.fifo(queue))
+  end
+  local at = redis.call('lpos', Keys.fifo(queue), jid)
+  if not at then return nil end
+  return redis.call('zcount', work, '-inf', AFTER_LIST) + at
+end
+
+-- How many waiting jobs of `queue` pop before a job that joins the back of `priority` now.
+function Work.ahead_of_new(queue, priority)
+  local below = string.format('(%.17g', (priority + 1) * Work.SPAN)
+  local ahead = redis.call('zcount', Keys.work(queue), '-inf', below)
+  if priority >= 0 then ahead = ahead + redis.call('llen', Keys.fifo(queue)) end
+  return ahead
+end
