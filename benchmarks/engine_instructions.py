@@ -7,10 +7,13 @@ and the engine loaded by a smaller call first, and counting is on around the one
 
     python -m benchmarks.engine_instructions submit --size 10000   # flowgen's layered flow
     python -m benchmarks.engine_instructions fanout --size 10000   # a producer's complete
+    python -m benchmarks.engine_instructions put --size 2000       # lone puts, one at a time
 
 ``submit``: ``flow.submit`` of :func:`benchmarks.flowgen.layered_flow`'s run of ``size`` steps;
 ``fanout``: the ``complete`` of the fan-out benchmark's producer (``benchmarks/fanoutbench.py``)
-whose output lists ``size`` items. Each checkout in turn (``PYTHONPATH=<checkout>``) for an A/B.
+whose output lists ``size`` items; ``put``: ``size`` puts of ``{}`` into one queue, each waiting
+for its reply (the peers benchmark's put), after 200 to warm the queue. Each checkout in turn
+(``PYTHONPATH=<checkout>``) for an A/B.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from pathlib import Path
 import redis
 
 from benchmarks import flowgen
+from benchmarks.baseline import KLASS
 from benchmarks.fanoutbench import FANOUT_QUEUE, FLOW, WORKER
 from flows.runs.build import assemble_run
 from flows.runs.submit import submit
@@ -35,8 +39,9 @@ from scheduler.embedded import HASH_LISTPACK_VALUE, find_server_binary
 from scheduler.engine.client import Client
 
 FLOW_QUEUE = "bench-flow"
+PUT_QUEUE = "bench-put"
 #: Commands whose calls the report counts (``INFO commandstats`` after the call).
-COMMANDS = ("hset", "sadd", "publish", "zadd", "rpush", "hmget")
+COMMANDS = ("hset", "sadd", "publish", "zadd", "rpush", "hmget", "incr")
 
 
 @contextmanager
@@ -128,7 +133,15 @@ def fanout_call(client: Client, size: int) -> Callable[[], object]:
     )
 
 
-CALLS = {"submit": submit_call, "fanout": fanout_call}
+def put_calls(client: Client, size: int) -> Callable[[], object]:
+    """``size`` lone puts of ``{}``, after 200 of them."""
+    queue = client.queues[PUT_QUEUE]
+    for _ in range(200):
+        queue.put(KLASS, {})
+    return lambda: [queue.put(KLASS, {}) for _ in range(size)]
+
+
+CALLS = {"submit": submit_call, "fanout": fanout_call, "put": put_calls}
 
 
 def measure(kind: str, size: int) -> dict[str, int]:
@@ -154,7 +167,7 @@ def measure(kind: str, size: int) -> dict[str, int]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("kind", choices=sorted(CALLS))
-    parser.add_argument("--size", type=int, default=10000, help="steps, or items (10000)")
+    parser.add_argument("--size", type=int, default=10000, help="steps, items or puts (10000)")
     options = parser.parse_args()
     figures = measure(options.kind, options.size)
     total = figures.pop("instructions")

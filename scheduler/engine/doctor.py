@@ -9,11 +9,11 @@ depths (after Redis Work Queue's light and deep cleaning):
   time (``ScheduledCheck``, or ``light_check`` as a service
   :data:`~scheduler.service.housekeeping.Check`).
 * **deep** -- everything: one ``SCAN`` of the namespace (never ``KEYS``), every job's hash checked
-  against its index and its dependency edges, and every index (queues' work, parked, scheduled,
-  depends, locks and buried; workers' jobs; completed, expired, awaiting; failed lists) checked
-  entry by entry, every run's job list, tag's jobs and the tracked set for entries that are no
-  jid, and every run's kept counts (``run-counts``, lua/README.md) against its jobs.
-  Slow on a big namespace; run it rarely.
+  against its index and its dependency edges, and every index (queues' work, fifo, parked,
+  scheduled, depends, locks and buried; workers' jobs; completed, expired, awaiting; failed
+  lists) checked entry by entry, every run's job list, tag's jobs and the tracked set for
+  entries that are no jid, and every run's kept counts (``run-counts``, lua/README.md) against
+  its jobs. Slow on a big namespace; run it rarely.
 
 Every engine call is one bounded page (``lua/commands/doctor.lua``): at most ``page`` entries or
 jobs. Each finding names a kind (:data:`KINDS`), the job, and the index it was seen in. With
@@ -102,7 +102,7 @@ _RESERVED_SUFFIXES = ("-history", "-dependencies", "-dependents")
 @dataclass(frozen=True, slots=True)
 class Finding:
     """One problem: its kind, the job (``""`` when it is about a group or a worker), the index it
-    was seen in (``work``, ``parked``, ``scheduled``, ``depends``, ``locks``, ``buried``,
+    was seen in (``work``, ``fifo``, ``parked``, ``scheduled``, ``depends``, ``locks``, ``buried``,
     ``worker``, ``completed``, ``expired``, ``awaiting``, ``failed``, ``job``, ``worker-info``,
     ``failures``, ``run``, ``run-jobs``, ``tag``, ``tracked``), that index's name (a queue,
     worker, group, run or tag; for edges, the other job) and a sentence saying what is wrong."""

@@ -182,7 +182,7 @@ def test_run_reads_measures_every_read() -> None:
 
 
 @pytest.mark.skipif(shutil.which("valgrind") is None, reason="valgrind is not installed")
-@pytest.mark.parametrize("kind", ["submit", "fanout"])
+@pytest.mark.parametrize("kind", ["submit", "fanout", "put"])
 def test_engine_instructions_counts_one_call(kind: str) -> None:
     """``benchmarks.engine_instructions`` still runs (a small call under callgrind)."""
     done = subprocess.run(
