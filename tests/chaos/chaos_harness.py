@@ -979,6 +979,9 @@ def _index_members(client: Client) -> dict[str, set[str]]:
         for index in ("work", "locks", "scheduled", "depends"):
             for jid in r.zrange(f"{prefix}q:{queue}-{index}", 0, -1):
                 members[jid].add(f"{queue}:{index}")
+        # The waiting jobs of priority 0 (lua/include/work.lua): work too.
+        for jid in r.lrange(f"{prefix}q:{queue}-fifo", 0, -1):
+            members[jid].add(f"{queue}:work")
     for jid in r.zrange(f"{prefix}completed", 0, -1):
         members[jid].add("completed")
     for group in r.smembers(f"{prefix}failures"):
