@@ -80,16 +80,11 @@ function Work.take(queue, n)
   local work = Keys.work(queue)
   local batch = redis.call('zrangebyscore', work, '-inf', AFTER_LIST, 'WITHSCORES', 'LIMIT', 0, n)
   if #batch == 0 then
+    -- LRANGE and LTRIM, which the documented users are granted (docs/pages/acl.md), not LPOP.
     local fifo = Keys.fifo(queue)
-    local jids
-    if n == 1 then
-      local jid = redis.call('lpop', fifo)
-      jids = jid and { jid } or {}
-    else
-      jids = redis.call('lrange', fifo, 0, n - 1)
-      if #jids > 0 then redis.call('ltrim', fifo, #jids, -1) end
-    end
+    local jids = redis.call('lrange', fifo, 0, n - 1)
     if #jids > 0 then
+      redis.call('ltrim', fifo, #jids, -1)
       for i = #jids, 1, -1 do
         batch[2 * i - 1], batch[2 * i] = jids[i], false
       end
