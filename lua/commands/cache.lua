@@ -94,7 +94,7 @@ function Cache.full_key(base, upstream)
   table.sort(sorted, function(a, b) return Cache.step_part(a) < Cache.step_part(b) end)
   local inputs = { base }
   for _, jid in ipairs(sorted) do
-    local f = redis.call('hmget', Keys.job(jid), 'state', 'skipped', 'result')
+    local f = Job.hmget(jid, 'state', 'skipped', 'result')
     inputs[#inputs + 1] = Cache.step_part(jid) .. '=' .. tostring(f[1]) .. ':' .. tostring(f[2]) .. ':'
       .. tostring(f[3])
   end

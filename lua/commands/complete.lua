@@ -132,7 +132,7 @@ local function advance(c)
   Job.history(jid, 'put', { q = next_queue })
   local pending = 0
   for _, dependency in ipairs(c.depends or {}) do
-    local state = redis.call('hget', Keys.job(dependency), 'state')
+    local state = Job.state(dependency)
     if state and state ~= 'complete' then
       redis.call('sadd', Keys.dependencies(jid), dependency)
       redis.call('sadd', Keys.dependents(dependency), jid)

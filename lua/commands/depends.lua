@@ -29,7 +29,7 @@ api['depends'] = function(args)
       table.insert(others, other)
     end
   end
-  local state = redis.call('hget', Keys.job(jid), 'state')
+  local state = Job.state(jid)
   if not state then
     Err.raise('NOTFOUND', cmd .. '(): Job ' .. jid .. ' does not exist')
   end
@@ -39,7 +39,7 @@ api['depends'] = function(args)
 
   if direction == 'on' then
     for _, other in ipairs(others) do
-      local other_state = redis.call('hget', Keys.job(other), 'state')
+      local other_state = Job.state(other)
       if other_state and other_state ~= 'complete' then
         redis.call('sadd', Keys.dependencies(jid), other)
         redis.call('sadd', Keys.dependents(other), jid)

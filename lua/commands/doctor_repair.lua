@@ -148,7 +148,7 @@ function Doctor.fix_half_edge(t, dry)
       or redis.call('sismember', Keys.dependents(t.name), t.jid) == 1 then
     return 'gone'
   end
-  local state = redis.call('hget', Keys.job(t.name), 'state')
+  local state = Job.state(t.name)
   if not state then return 'gone' end -- the dependency is gone: a dangling-dependency now
   if dry then return 'found' end
   if state == 'complete' then

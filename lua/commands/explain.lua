@@ -108,7 +108,7 @@ function Explain.dependencies(jid, out)
   table.sort(deps)
   local waiting, failed, seen = {}, {}, {}
   for _, dep in ipairs(deps) do
-    local state = redis.call('hget', Keys.job(dep), 'state') or 'gone'
+    local state = Job.state(dep) or 'gone'
     -- What the decider calls upstream_failed: a dependency that cannot progress by itself
     -- (failed, expired, buried, gone, or itself held back by one of its own).
     local status = Explain.dep_status(dep, seen)

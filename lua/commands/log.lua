@@ -100,7 +100,7 @@ api['log.append'] = function(args)
   local replies = {}
   for n, b in ipairs(batches) do
     local field = 'log:' .. b.attempt
-    local state = redis.call('hget', Keys.job(b.jid), 'state')
+    local state = Job.state(b.jid)
     local key, list_key = Log.home(b.jid, state)
     if not key then
       replies[n] = 'gone'
@@ -145,7 +145,7 @@ api['log.get'] = function(args)
   local attempt = Arg.optional_integer(cmd, 'attempt', args[2], 0, 0, Log.MAX_ATTEMPT)
   local offset = Arg.optional_integer(cmd, 'offset', args[3], 0, 0, Engine.MAX_OFFSET)
   local count = Arg.optional_integer(cmd, 'count', args[4], 1000, 1, 1000)
-  local key, list_key = Log.home(jid, redis.call('hget', Keys.job(jid), 'state'))
+  local key, list_key = Log.home(jid, Job.state(jid))
   if not key then Err.raise('NOTFOUND', cmd .. '(): no job ' .. jid) end
   local attempts = tonumber(redis.call('hget', key, 'log-attempts')) or 0
   if attempt == 0 then attempt = attempts end

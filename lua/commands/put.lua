@@ -42,9 +42,10 @@
 -- @include putting
 
 -- The fields of the job being put over that Put.write needs, or nil for a new job. Most puts are
--- of new jobs, and one field tells (Job.fields reads the rest only for a job that exists).
+-- of new jobs, and whether the key exists tells (Job.fields reads the rest only for a job that
+-- exists, and gives nil for a hash that holds no job: neither a state nor a klass).
 local function existing(jid)
-  if not redis.call('hget', Keys.job(jid), 'state') then return nil end
+  if redis.call('exists', Keys.job(jid)) == 0 then return nil end
   return Job.fields(jid, 'queue', 'worker', 'failure', 'tags', 'priority', 'retries')
 end
 

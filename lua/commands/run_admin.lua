@@ -81,7 +81,7 @@ end
 local function unfinished(needs)
   local open = {}
   for _, need in ipairs(needs and cjson.decode(needs) or {}) do
-    local state = redis.call('hget', Keys.job(need), 'state')
+    local state = Job.state(need)
     if state and state ~= 'complete' then table.insert(open, need) end
   end
   return open

@@ -47,7 +47,7 @@ end
 local function open_jobs(child)
   local open, held = {}, {}
   for _, jid in ipairs(RunState.jids(child)) do
-    local state = redis.call('hget', Keys.job(jid), 'state')
+    local state = Job.state(jid)
     if state == 'failed' or state == 'expired' then
       held[jid] = true
     elseif state == 'depends' then

@@ -20,6 +20,7 @@
 -- @include engine
 -- @include notify
 -- @include run_counts
+-- @include job
 local Deadlines = {}
 
 -- States in which a step has not started: its deadline cannot run yet.
@@ -62,8 +63,8 @@ function Deadlines.run_entry(member, run_id)
 end
 
 function Deadlines.job_entry(member, jid, due_at)
-  local v = redis.call('hmget', Keys.job(jid), 'state', 'popped', 'wait_since', 'deadline',
-    'notify_run', 'deadline_missed', 'counted')
+  local v = Job.hmget(jid, 'state', 'popped', 'wait_since', 'deadline', 'notify_run',
+    'deadline_missed', 'counted')
   local state, seconds = v[1], tonumber(v[4])
   if not state or not seconds or v[6] then
     redis.call('zrem', Keys.deadlines(), member)

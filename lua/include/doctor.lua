@@ -250,7 +250,7 @@ function Doctor.unstick(jid)
   local ok, needs = pcall(cjson.decode, fields.needs or '[]')
   if ok and type(needs) == 'table' then
     for _, need in ipairs(needs) do
-      local state = type(need) == 'string' and need ~= jid and redis.call('hget', Keys.job(need), 'state')
+      local state = type(need) == 'string' and need ~= jid and Job.state(need)
       if state and state ~= 'complete' then
         redis.call('sadd', Keys.dependencies(jid), need)
         redis.call('sadd', Keys.dependents(need), jid)

@@ -72,8 +72,10 @@ end
 
 -- A job's fields that its hash leaves out while they hold their default (lua/README.md, key
 -- layout): a waiting job's hash is most of its memory. `remaining` is left out while it equals
--- `retries`. Every reader of these fields goes through Job.hmget (or Job.fields, Job.get), which
--- fills them in; a hash written before (every field stored) reads the same.
+-- `retries`, and `state` by a new job's put while it is `waiting` (Job.hmget). Every reader of
+-- these fields goes through Job.hmget (or Job.fields, Job.get, Job.state; RunCounts.fields, which
+-- job.lua's includes cannot call), which fills them in; a hash written before (every field
+-- stored) reads the same.
 Job.DEFAULTS = { priority = '0', tags = '{}', worker = '', expires = '0', retries = '5' }
 
 -- Those fields and `remaining`: what a write of the whole job over an existing hash deletes
@@ -114,20 +116,22 @@ function Job.put_fields(args, priority, tags, worker, expires, retries)
 end
 
 -- The values of fields of job `jid`'s hash, by position, those at their default filled in
--- (Job.DEFAULTS); false for each other field it lacks, and for every field when there is no job
--- (every job has a state). An index entry an outside writer left that is no jid may name another
+-- (Job.DEFAULTS, and `state` 'waiting': a job put waiting stores none); false for each other
+-- field it lacks, and for every field when there is no job (every job has a state or, put
+-- waiting, a klass). An index entry an outside writer left that is no jid may name another
 -- key (`x-history`, a list, which HMGET refuses): it reads as no job at all, so the index's
 -- readers drop it as they drop an entry whose job is gone (the doctor reports it: bad-id).
 function Job.hmget(jid, ...)
   local n = select('#', ...)
-  -- Its state and retries come with the fields asked for: whether the job exists, and what a
-  -- `remaining` left out equals.
-  local values = redis.pcall('hmget', Keys.job(jid), 'state', 'retries', ...)
+  -- Its state, klass and retries come with the fields asked for: whether the job exists, and
+  -- what a `remaining` left out equals.
+  local values = redis.pcall('hmget', Keys.job(jid), 'state', 'klass', 'retries', ...)
   if values.err then return {} end
-  local state, retries = values[1], values[2]
+  local state, klass, retries = values[1], values[2], values[3]
   table.remove(values, 1)
   table.remove(values, 1)
-  if not state then return values end
+  table.remove(values, 1)
+  if not state and not klass then return values end
   local defaults, names = Job.DEFAULTS, nil
   for i = 1, n do
     if not values[i] then
@@ -138,10 +142,17 @@ function Job.hmget(jid, ...)
         values[i] = default
       elseif name == 'remaining' then
         values[i] = retries or defaults.retries
+      elseif name == 'state' then
+        values[i] = 'waiting'
       end
     end
   end
   return values
+end
+
+-- Job `jid`'s state (a job put waiting stores none: Job.hmget), or false when there is no job.
+function Job.state(jid)
+  return Job.hmget(jid, 'state')[1] or false
 end
 
 -- One field of job `jid` (Job.hmget): false when it lacks it or there is no job.

@@ -20,6 +20,7 @@
 -- @include keys
 -- @include engine
 -- @include args
+-- @include job
 local Notify = {}
 
 Notify.KINDS = { failure = true, success = true, awaiting = true, run = true }
@@ -73,7 +74,7 @@ function Notify.still_going(run_id)
     local jids = redis.call('lrange', key, stop - page + 1, stop)
     for i = #jids, 1, -1 do
       -- (an entry that is no jid is no job of the run: RunState.jids)
-      if Arg.is_jid(jids[i]) and Notify.GOING[redis.call('hget', Keys.job(jids[i]), 'state')] then
+      if Arg.is_jid(jids[i]) and Notify.GOING[Job.state(jids[i])] then
         return true
       end
     end

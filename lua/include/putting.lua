@@ -308,7 +308,7 @@ local function pending_dependencies(depends, known)
     if known and known[dependency] then
       table.insert(pending, dependency)
     else
-      local state = redis.call('hget', Keys.job(dependency), 'state')
+      local state = Job.state(dependency)
       if state and state ~= 'complete' then table.insert(pending, dependency) end
     end
   end
@@ -336,11 +336,16 @@ end
 
 -- The job's hash fields as HSET arguments: the whole job with its state, in one write (those
 -- at their default left out: Job.put_fields). A job handed straight to an idle worker
--- (`handed`: {worker, expires}) is written running, as a pop leaves it.
+-- (`handed`: {worker, expires}) is written running, as a pop leaves it. A new job put waiting
+-- stores no state (Job.hmget reads it as waiting): its hash then fits a smaller allocation.
 local function job_fields(p, old, state, priority, retries, tags_text, handed)
   -- No `jid`: the key names the job (Job.describe_json reads it from there).
-  local f = { 'klass', p.klass, 'data', p.data, 'queue', p.queue,
-    'state', handed and 'running' or state }
+  local f = { 'klass', p.klass, 'data', p.data, 'queue', p.queue }
+  if handed then
+    f[7], f[8] = 'state', 'running'
+  elseif old or state ~= 'waiting' then
+    f[7], f[8] = 'state', state
+  end
   Job.put_fields(f, priority, tags_text, handed and handed.worker or '',
     handed and handed.expires or 0, retries)
   local n = #f

@@ -280,6 +280,15 @@ end
 RunCounts.FIELDS = { 'counted', 'state', 'skipped', 'child', 'cached', 'runs', 'popped',
   'wait_since', 'updated', 'deadline_missed' }
 
+-- Job `jid`'s RunCounts.FIELDS. A job put waiting stores no state (Job.hmget's rule, which this
+-- file, included by job.lua, cannot call): its klass tells that it exists.
+function RunCounts.fields(jid)
+  local f = redis.call('hmget', Keys.job(jid), 'klass', unpack(RunCounts.FIELDS))
+  local klass = table.remove(f, 1)
+  if klass and not f[2] then f[2] = 'waiting' end
+  return f
+end
+
 -- Move one job between its counted class and what its hash says now, and widen its step's
 -- times, into `deltas`. Returns the class it is counted as now and its run (nil: no run's).
 -- `deleting`: its hash goes in this call, so its `counted` is not written.
@@ -302,7 +311,7 @@ local function settle_one(jid, deltas, deleting, read)
     return now, run_id
   end
   local key = Keys.job(jid)
-  local f = read or redis.call('hmget', key, unpack(RunCounts.FIELDS))
+  local f = read or RunCounts.fields(jid)
   local was, run_id = parse(f[1])
   -- A joining job was counted as `was` in its run until now, whatever its put wrote.
   if joining then run_id, was = joining[1], joining[2] end
@@ -648,7 +657,7 @@ function RunCounts.recount(run_id)
     local jids = redis.call('lrange', key, start, start + page - 1)
     -- (an entry that is no jid is no job of the run: the doctor removes it)
     for _, jid in ipairs(Arg.jids_in(jids)) do
-      local f = redis.call('hmget', Keys.job(jid), unpack(RunCounts.FIELDS))
+      local f = RunCounts.fields(jid)
       local class = RunCounts.class(f[2], f[3], f[4], f[5])
       local step = RunCounts.step_of(run_id, jid)
       if not seen[step] then seen[step] = {}; table.insert(steps, step) end

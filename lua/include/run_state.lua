@@ -91,7 +91,7 @@ end
 -- What a job's status needs of its hash, at the positions of RunState.FIELDS (state, skipped,
 -- child, cached).
 function RunState.brief(jid)
-  local f = redis.call('hmget', Keys.job(jid), 'state', 'skipped', 'child', 'cached')
+  local f = Job.hmget(jid, 'state', 'skipped', 'child', 'cached')
   return { f[1], f[2], f[3], [11] = f[4] }
 end
 

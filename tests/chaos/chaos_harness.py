@@ -1000,8 +1000,10 @@ def index_problems(client: Client) -> list[str]:
     for batch in _batches(keys):
         pipe = r.pipeline(transaction=False)
         for key in batch:
-            pipe.hmget(key, "state", "queue", "failure")
-        for key, (state, queue, failure) in zip(batch, pipe.execute(), strict=True):
+            pipe.hmget(key, "state", "queue", "failure", "klass")
+        for key, (state, queue, failure, klass) in zip(batch, pipe.execute(), strict=True):
+            # A job put waiting stores no state (lua/README.md, key layout).
+            state = state or ("waiting" if klass else None)
             group = ""
             if state == "failed":
                 with contextlib.suppress(ValueError, TypeError, AttributeError):

@@ -1,15 +1,19 @@
 """A job's hash leaves out the fields at their default (priority 0, no tags, no worker, expiry 0,
-5 retries, as many remaining): most of a waiting job's memory is its hash. Every reader sees
+5 retries, as many remaining, and the state of a new job put waiting): most of a waiting job's
+memory is its hash. Every reader sees
 them as if stored, and a hash written with every field (as before) reads and works the same."""
 
 from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from lua_support import T0, Lua
 
-# What a put of a new job with no options stores.
-PLAIN = {"klass", "data", "queue", "state", "created"}
+from scheduler.engine.errors import HasDependents
+
+# What a put of a new job with no options stores (its state, waiting, left out too).
+PLAIN = {"klass", "data", "queue", "created"}
 # The fields at their default, as a hash written with every field held them.
 FULL_LAYOUT = {
     "priority": "0",
@@ -58,6 +62,22 @@ def test_every_reader_sees_the_defaults(lua: Lua) -> None:
     assert {name: peeked[name] for name in DEFAULTS} == DEFAULTS
     [lean] = lua("pop.lean", "q", "w1", 1, now=T0)
     assert (lean["priority"], lean["tags"], lean["retries"], lean["remaining"]) == (0, [], 5, 5)
+
+
+def test_a_job_put_waiting_without_a_stored_state_is_waiting_to_every_reader(lua: Lua) -> None:
+    lua.put("a", now=T0)
+    assert "state" not in stored(lua, "a")
+    assert lua.state("a") == "waiting"
+    assert [job["state"] for job in lua("multiget", "a", now=T0)] == ["waiting"]
+    assert [job["jid"] for job in lua("peek", "q", 1, now=T0)] == ["a"]
+    assert lua("jobs", "waiting", "q", now=T0) == ["a"]
+    assert lua.put("a", now=T0, unique=1) == "exists"  # it exists: a put over it sees it
+    lua.put("b", now=T0, depends=["a"])  # a dependency that has not completed
+    assert lua.state("b") == "depends"
+    with pytest.raises(HasDependents):  # a cancel sees it has a dependent
+        lua("cancel", "a", now=T0 + 1)
+    assert lua.pop_jids(now=T0 + 1) == ["a"]
+    assert lua.r.hget(lua.key("j:a"), "state") == "running"  # any later state is stored
 
 
 def test_a_retry_spends_one_of_the_default_retries(lua: Lua) -> None:

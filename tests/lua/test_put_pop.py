@@ -270,7 +270,7 @@ def test_the_engine_refuses_exactly_the_ids_the_client_refuses(lua: Lua, jid: st
     fault = limits.id_fault(jid, "jid")
     if fault is None:
         lua.put(jid)
-        assert lua.r.hget(lua.key(f"j:{jid}"), "state") == "waiting"
+        assert lua.state(jid) == "waiting"
     else:
         with pytest.raises(InvalidArgument, match="white space or a control character"):
             lua.put(jid)

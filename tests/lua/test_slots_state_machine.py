@@ -187,7 +187,12 @@ class SlotMachine(RuleBasedStateMachine):
         pipe = self.lua.r.pipeline(transaction=False)
         for jid in JIDS:
             pipe.hgetall(self.lua.key(f"j:{jid}"))
-        return {jid: job for jid, job in zip(JIDS, pipe.execute(), strict=True) if job}
+        # A job put waiting stores no state (lua/README.md, key layout).
+        return {
+            jid: {"state": "waiting", **job}
+            for jid, job in zip(JIDS, pipe.execute(), strict=True)
+            if job
+        }
 
     @invariant()
     def slots_are_counted_exactly_and_never_over_the_limit(self) -> None:
