@@ -33,3 +33,5 @@ def test_scenario_keeps_every_invariant(name: str, capsys: pytest.CaptureFixture
     assert report.ok, shown + "\n" + "\n".join(report.violations)
     assert report.lost == 0 and report.ticks_duplicated == 0, shown
     assert report.accepted > 0 and report.completed > 0, shown
+    # Every scenario runs scheduler services: its tick checks (8) must have had ticks to check.
+    assert report.ticks_expected > 0 and report.ticks_fired > 0, shown
