@@ -160,6 +160,10 @@ class Reloader:
     def scan(self, now: float) -> ScanReport:
         """One pass over the folder; ``now`` is the time fire times are computed from."""
         report = ScanReport()
+        # Registrations first, then the folder: a schedule another service of this folder
+        # registers in between is then one this scan lists the file of (and registers again,
+        # the same), never one held without a file (and unregistered as gone).
+        registered = self.schedules.index(now=now)
         paths = list(flow_files(self.folder, self.stop))
         # A first scan saw nothing appear: every file is new to it, none evidence of a move.
         fresh = {self._relative(p) for p in paths if p not in self._seen} if self._seen else set()
@@ -169,7 +173,6 @@ class Reloader:
         candidates, broken = read
         for gone in set(self._seen) - set(paths):
             del self._seen[gone]
-        registered = self.schedules.index(now=now)
         wanted: dict[str, Definition] = {}
         for name, definitions in candidates.items():
             held = registered.get(name)

@@ -10,6 +10,7 @@ import time
 from collections import Counter
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 import redis
@@ -240,3 +241,28 @@ def test_the_totals_count_every_tick_when_a_scan_ticks_beside_the_loop(
         "conflicts": sum(r.conflicts for r in reports),
     }
     assert service.totals["fired"] == FLOWS * minutes
+
+
+def test_a_file_another_service_registers_during_a_scan_stays_registered(
+    server: EmbeddedServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two services of one folder: while the first reads the files it listed, the second finds a
+    file added since and registers it. The first must not take that schedule for one whose file
+    is gone (it never listed the file): its ticks would go unfired until a later scan."""
+    folder = tmp_path / "pipelines"
+    folder.mkdir()
+    write_flow(folder, "f0", cron="* * * * *")
+    first, second = _services(server, folder, 2)
+    first.scan(T)
+    second.scan(T)
+    listed_read = first.reloader._read
+
+    def read_while_the_second_registers_a_new_file(*args: Any) -> Any:
+        write_flow(folder, "f1", cron="* * * * *")
+        assert "f1" in second.scan(T).registered
+        return listed_read(*args)
+
+    monkeypatch.setattr(first.reloader, "_read", read_while_the_second_registers_a_new_file)
+    report = first.scan(T)
+    assert "f1" not in report.unregistered
+    assert registration_exists(Client(redis=connect(server.url)), "f1")
