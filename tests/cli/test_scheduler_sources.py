@@ -84,6 +84,20 @@ def test_a_service_fires_only_the_schedules_of_its_own_source(url: str, tmp_path
     assert sources(url)["nightly"] == "pipelines"
 
 
+def test_a_schedule_of_another_source_in_a_folder_inside_its_own_is_not_fired(
+    url: str, tmp_path: Path
+) -> None:
+    outer = folder(tmp_path, "pipelines", "nightly")
+    inner = folder(outer, "team", "demo")
+    assert once(url, inner, T - 60, "--source", "team")["registered"] == ["demo"]
+    report = once(url, outer, T - 30)
+    assert report["registered"] == ["nightly"]
+    assert "scheduled by source 'team'" in str(report["invalid"])
+    # demo is due too and its file lies under this folder, but it is team's
+    assert fired(once(url, outer, T + 1)) == ["nightly"]
+    assert fired(once(url, inner, T + 2, "--source", "team")) == ["demo"]
+
+
 def test_a_file_deleted_from_the_source_is_unregistered_at_the_next_scan(
     url: str, tmp_path: Path
 ) -> None:
