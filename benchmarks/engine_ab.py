@@ -26,7 +26,7 @@ from pathlib import Path
 
 from redis import Redis
 
-from benchmarks import flowgen
+from benchmarks import flowgen, server_memory
 from benchmarks.context import private_server
 from flows.runs.build import assemble_run
 from scheduler.engine.connections import connect
@@ -100,16 +100,7 @@ def _lifecycle(r: Redis, version: str, function: str, index: int) -> None:
 def _grown(r: Redis, count: int, work: Callable[[], object]) -> float:
     """Bytes of server memory per job that ``work`` adds, on an emptied database."""
     r.execute_command("FLUSHALL", "SYNC")  # type: ignore[no-untyped-call]
-    before = _used(r)
-    work()
-    return (_used(r) - before) / count
-
-
-def _used(r: Redis) -> int:
-    """``used_memory`` without client and AOF buffers (a submission's arguments fill them)."""
-    memory = r.info("memory")
-    buffers = int(memory.get("mem_clients_normal", 0)) + int(memory.get("mem_aof_buffer", 0))
-    return int(memory["used_memory"]) - buffers
+    return server_memory.growth(r, work) / count
 
 
 def _submit(r: Redis, function: str, steps: int, run_id: str) -> float:

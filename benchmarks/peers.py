@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from benchmarks import baseline, latency, report, run, server_cost
+from benchmarks import baseline, latency, report, run, server_memory
 from benchmarks.context import REPO_ROOT, Bench, Sizes, fresh_bench, wait_until
 from benchmarks.figures import TIMES, Figure, compared, median
 from benchmarks.measure import Sample, measured
@@ -150,11 +150,10 @@ def put_figure(bench: Bench, tasks: HueyTasks) -> Figure:
 
 
 def _grown_by(bench: Bench, count: int, put: Callable[[], object]) -> float:
-    """Bytes of server memory per job that ``put`` leaves waiting, on an emptied database."""
+    """Bytes of server memory per job that ``put`` leaves waiting, on an emptied database (what
+    :func:`benchmarks.server_memory.growth` counts)."""
     bench.fresh()
-    before = server_cost.used_memory(bench)
-    put()
-    return (server_cost.used_memory(bench) - before) / count
+    return server_memory.growth(bench.redis, put) / count
 
 
 def _lpush_messages(bench: Bench, count: int) -> None:

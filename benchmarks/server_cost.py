@@ -4,7 +4,8 @@ Server time comes from INFO commandstats (reset before each phase): the ``usec``
 (or ``evalsha`` when the engine runs as the EVALSHA bundle) per call. The figure is the lifecycle
 as our worker calls it (``pop.lean``; complete without the data); the same lifecycle as a qless
 client calls it (full ``pop``; complete with the data) is reported next to it, and also run
-through the EVALSHA bundle, for comparison. Memory is the growth of ``used_memory`` per job.
+through the EVALSHA bundle, for comparison. Memory is the growth of ``used_memory`` per job, as
+:mod:`benchmarks.server_memory` reads it.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import json
 import statistics
 from typing import Any
 
-from benchmarks import flowgen
+from benchmarks import flowgen, server_memory
 from benchmarks.context import Bench
 from benchmarks.figures import Figure, Target, median
 from benchmarks.measure import Sample, measured
@@ -157,13 +158,6 @@ def lifecycle_figures(bench: Bench) -> list[Figure]:
     ]
 
 
-def used_memory(bench: Bench) -> int:
-    """``used_memory`` without client and AOF buffers, which come and go with each call."""
-    memory = bench.server_info("memory")
-    buffers = int(memory.get("mem_clients_normal", 0)) + int(memory.get("mem_aof_buffer", 0))
-    return int(memory["used_memory"]) - buffers
-
-
 def key_bytes(bench: Bench, jid: str) -> dict[str, int]:
     """MEMORY USAGE of one job's hash and history list."""
     key = bench.client.prefix + JOB_KEY + jid
@@ -177,20 +171,21 @@ def memory_round(bench: Bench) -> dict[str, Any]:
     bench.fresh()
     count = bench.sizes.memory
     queue = bench.client.queues[MEMORY_QUEUE]
-    before = used_memory(bench)
-    put_pipelined(bench, MEMORY_QUEUE, count)
-    waiting = used_memory(bench)
-    sample_jid = queue.peek()[0].jid
-    waiting_keys = key_bytes(bench, sample_jid)
-    done = 0
-    while done < count:
-        jobs = queue.pop(bench.sizes.batch)
-        for job in jobs:
-            job.complete()
-        done += len(jobs)
-        if not jobs:
-            raise RuntimeError("memory: the queue ran dry early")
-    finished = used_memory(bench)
+    with server_memory.untracked(bench.redis):
+        before = server_memory.used_memory(bench.redis)
+        put_pipelined(bench, MEMORY_QUEUE, count)
+        waiting = server_memory.used_memory(bench.redis)
+        sample_jid = queue.peek()[0].jid
+        waiting_keys = key_bytes(bench, sample_jid)
+        done = 0
+        while done < count:
+            jobs = queue.pop(bench.sizes.batch)
+            for job in jobs:
+                job.complete()
+            done += len(jobs)
+            if not jobs:
+                raise RuntimeError("memory: the queue ran dry early")
+        finished = server_memory.used_memory(bench.redis)
     return {
         "waiting": (waiting - before) / count,
         "completed": (finished - before) / count,
@@ -207,13 +202,11 @@ def flow_memory_round(bench: Bench) -> dict[str, Any]:
     flow = flowgen.validated(flowgen.layered_flow("bench-memory-flow", steps, MEMORY_QUEUE))
     run_id = "bench-memory-flow-1"
     built = assemble_run(run_id, flow.name, flowgen.expanded(flow, run_id), params={})
-    before = used_memory(bench)
-    submit(bench.client, built)
-    after = used_memory(bench)
+    grown = server_memory.growth(bench.redis, lambda: submit(bench.client, built))
     sample = f"{run_id}:s{steps - 1}"
     key = bench.client.prefix + JOB_KEY + sample
     return {
-        "waiting": (after - before) / steps,
+        "waiting": grown / steps,
         "job_hash": int(bench.redis.memory_usage(key, samples=0) or 0),
         "encoding": str(bench.redis.object("encoding", key)),
     }
@@ -228,7 +221,7 @@ def _bytes_figure(key: str, label: str, values: list[float], extra: dict[str, An
         value=statistics.median(values),
         better="lower",
         rounds=values,
-        note="growth of INFO used_memory (less client and AOF buffers)",
+        note="growth of INFO used_memory (less connections, the AOF buffer, latency histograms)",
         extra=extra,
     )
 

@@ -1,0 +1,53 @@
+"""The server memory a benchmark's work adds: ``used_memory`` less what is not the work's.
+
+Two things move ``used_memory`` by tens of kilobytes at moments of the server's own, and made a
+figure of a few hundred jobs wrong, even below zero:
+
+* connections: INFO's ``mem_clients_normal`` is a tally the server brings up to date only in its
+  cron (``hz`` times a second). A connection opened, or a buffer grown, since the last tick is in
+  ``used_memory`` already but not yet in the tally, so a reading before the tick and one after it
+  disagreed by that much (three new connections: 50 KB). CLIENT LIST counts every connection's
+  memory (``tot-mem``) when it is called; read in one MULTI with INFO, both see the same moment.
+* latency histograms: with ``latency-tracking`` (on by default) the server allocates a histogram
+  of about 24 KB for each command the first time it runs since start or CONFIG RESETSTAT (the
+  commands a script calls included): a put's first round paid for a dozen of them.
+  :func:`untracked` turns the tracking off while memory is measured.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+
+from redis import Redis
+
+LATENCY_TRACKING = "latency-tracking"
+
+
+def used_memory(redis: Redis) -> int:
+    """``used_memory`` less every connection's memory and the AOF buffer, at one moment."""
+    pipe = redis.pipeline(transaction=True)
+    pipe.info("memory")
+    pipe.client_list()
+    memory, clients = pipe.execute()
+    connections = sum(int(client["tot-mem"]) for client in clients)
+    return int(memory["used_memory"]) - connections - int(memory.get("mem_aof_buffer", 0))
+
+
+@contextlib.contextmanager
+def untracked(redis: Redis) -> Iterator[None]:
+    """No latency histograms made (each command's, at its first call) until the block ends."""
+    was = str(redis.config_get(LATENCY_TRACKING)[LATENCY_TRACKING])
+    redis.config_set(LATENCY_TRACKING, "no")
+    try:
+        yield
+    finally:
+        redis.config_set(LATENCY_TRACKING, was)
+
+
+def growth(redis: Redis, work: Callable[[], object]) -> int:
+    """Bytes of server memory that ``work`` adds (latency histograms not made meanwhile)."""
+    with untracked(redis):
+        before = used_memory(redis)
+        work()
+        return used_memory(redis) - before
