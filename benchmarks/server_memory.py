@@ -25,13 +25,21 @@ LATENCY_TRACKING = "latency-tracking"
 
 
 def used_memory(redis: Redis) -> int:
-    """``used_memory`` less every connection's memory and the AOF buffer, at one moment."""
+    """``used_memory`` less every connection's memory and the AOF buffer, at one moment.
+
+    Not this connection's output list: INFO's reply, when it outgrows the connection's reply
+    buffer (the server shrinks that to its recent use), makes a 16 KB block there after INFO
+    has counted ``used_memory``, before CLIENT LIST counts the connections.
+    """
     pipe = redis.pipeline(transaction=True)
+    pipe.client_id()
     pipe.info("memory")
     pipe.client_list()
-    memory, clients = pipe.execute()
+    me, memory, clients = pipe.execute()
     connections = sum(int(client["tot-mem"]) for client in clients)
-    return int(memory["used_memory"]) - connections - int(memory.get("mem_aof_buffer", 0))
+    mine = sum(int(client["omem"]) for client in clients if int(client["id"]) == int(me))
+    used = int(memory["used_memory"]) - int(memory.get("mem_aof_buffer", 0))
+    return used - connections + mine
 
 
 @contextlib.contextmanager
