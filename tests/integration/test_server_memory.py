@@ -13,6 +13,8 @@ from scheduler.engine.connections import connect
 
 #: Far below a connection's 16 KB reply buffer or a command's 24 KB latency histogram.
 SLACK = 1024
+#: Members of a set big enough that freeing it takes the server's background thread a while.
+BIG_SET = 600_000
 
 
 def tally_caught_up(redis: Redis) -> bool:
@@ -47,4 +49,20 @@ def test_a_commands_first_call_leaves_no_latency_histogram_in_the_growth() -> No
         grown = growth(redis, lambda: redis.set("key", "value"))
         assert 0 < grown < SLACK
         assert redis.config_get(LATENCY_TRACKING)[LATENCY_TRACKING] == "yes"
+        redis.close()
+
+
+def test_a_key_freed_in_the_background_is_gone_before_the_reading() -> None:
+    with private_server() as (server, _):
+        redis = connect(server.url)
+        redis.config_set("lazyfree-lazy-user-del", "yes")  # the default, said explicitly
+        pipe = redis.pipeline(transaction=False)
+        for first in range(0, BIG_SET, 1000):
+            pipe.sadd("big", *range(first, first + 1000))
+        pipe.execute()
+        copies = [f"big{index}" for index in range(3)]
+        for copy in copies:
+            redis.sunionstore(copy, ["big"])
+        redis.delete("big", *copies)  # returns at once: a background thread frees the members
+        assert abs(growth(redis, lambda: None)) < SLACK
         redis.close()
