@@ -15,8 +15,9 @@ figure of a few hundred jobs wrong, even below zero:
 
 And a big key deleted just before (``lpush_each`` DELs its list of 10,000 messages, a megabyte)
 is freed by a background thread (``lazyfree-lazy-user-del``, on by default), under load well
-into the next measurement: a reading waits until no object is pending (a first round at
-10,000 jobs came out 150 bytes a job instead of 245).
+into the next measurement: a reading waits until no object is pending and two readings
+5 ms apart agree (the thread's frees reach ``used_memory`` a moment after it counts them; a first
+round at 10,000 jobs came out 150 bytes a job instead of 245).
 """
 
 from __future__ import annotations
@@ -32,17 +33,20 @@ from benchmarks.context import wait_until
 LATENCY_TRACKING = "latency-tracking"
 #: Seconds to wait for the server's background thread to free what a DEL or a flush let go.
 LAZYFREE_TIMEOUT = 30.0
+#: Seconds between two readings that must agree once nothing is pending.
+SETTLE_PAUSE = 0.005
 
 
 def used_memory(redis: Redis) -> int:
     """``used_memory`` less every connection's memory and the AOF buffer, at one moment, once
-    nothing waits to be freed in the background.
+    nothing waits to be freed in the background and two readings agree.
 
     Not this connection's output list: INFO's reply, when it outgrows the connection's reply
     buffer (the server shrinks that to its recent use), makes a 16 KB block there after INFO
     has counted ``used_memory``, before CLIENT LIST counts the connections.
     """
     reading: list[Any] = []
+    last: list[int] = []  # used_memory of the reading before, once nothing was pending
 
     def settled() -> bool:
         pipe = redis.pipeline(transaction=True)
@@ -50,9 +54,18 @@ def used_memory(redis: Redis) -> int:
         pipe.info("memory")
         pipe.client_list()
         reading[:] = pipe.execute()
-        return int(reading[1].get("lazyfree_pending_objects", 0)) == 0
+        if int(reading[1].get("lazyfree_pending_objects", 0)):
+            last.clear()
+            return False
+        # The background thread's frees reach used_memory a moment after it counts the object
+        # freed (seen: 96 MB still counted with nothing pending): two readings apart agree.
+        used = int(reading[1]["used_memory"])
+        if last and last[0] == used:
+            return True
+        last[:] = [used]
+        return False
 
-    wait_until(settled, LAZYFREE_TIMEOUT, "objects freed in the background", pause=0.001)
+    wait_until(settled, LAZYFREE_TIMEOUT, "objects freed in the background", pause=SETTLE_PAUSE)
     me, memory, clients = reading
     connections = sum(int(client["tot-mem"]) for client in clients)
     mine = sum(int(client["omem"]) for client in clients if int(client["id"]) == int(me))
