@@ -85,6 +85,10 @@ _LONG_DIGITS = re.compile(r"(?<!\d)\d{309}")  # tried at a run's start only: lin
 #: The compact encoder of every payload, made once: ``json.dumps`` with options builds a new
 #: encoder per call, which costs a put about as much as encoding a small payload.
 _COMPACT = json.JSONEncoder(separators=(",", ":"), allow_nan=False)
+#: The C encoder ``_COMPACT.encode`` ends in (None where the interpreter has none).
+_C_MAKE_ENCODER: Callable[..., Callable[[Any, int], Sequence[str]]] | None = getattr(
+    json.encoder, "c_make_encoder", None
+)
 _PLAIN_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*")
 
 # White space and control characters (bytes 0-32 and 127, Lua's %s and %c in the C locale, the
@@ -472,7 +476,7 @@ def encode_payload(
     if kind == "object" and not isinstance(value, dict):
         raise _invalid(command, f'Arg "{name}" is not a JSON object: {type(value).__name__}')
     try:
-        text = _COMPACT.encode(value)
+        text = _compact(value)
     except (TypeError, ValueError, RecursionError) as error:
         _check_depth(command, name, value, max_depth)  # a cycle, or too deep: say so first
         if isinstance(error, RecursionError):  # deeper than this interpreter's encoder can go
@@ -487,6 +491,26 @@ def encode_payload(
     if len(text) >= 309 and _LONG_DIGITS.search(text):  # only then can an integer be too big
         _check_numbers(command, name, value)
     return check_text(command, name, text, max_bytes)
+
+
+def _compact(value: Any) -> str:
+    """``_COMPACT.encode(value)``: the same C encoder with the same options, made here rather
+    than through ``encode`` and ``iterencode``, two Python calls that cost a put more than the
+    encoding of a small payload. Its cycle marks are its own, as each ``encode`` call's are."""
+    if _C_MAKE_ENCODER is None:
+        return _COMPACT.encode(value)
+    encoder = _C_MAKE_ENCODER(
+        {},  # marks of the objects being encoded: a cycle raises ValueError, as encode's does
+        _COMPACT.default,
+        json.encoder.encode_basestring_ascii,
+        None,
+        _COMPACT.key_separator,
+        _COMPACT.item_separator,
+        _COMPACT.sort_keys,
+        _COMPACT.skipkeys,
+        _COMPACT.allow_nan,
+    )
+    return "".join(encoder(value, 0))
 
 
 def json_place(path: Sequence[str | int]) -> str:

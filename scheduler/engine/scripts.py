@@ -157,11 +157,14 @@ def native_bundle() -> str:
     return engine_source() + "return Engine.dispatch(KEYS, ARGV, true)\n"
 
 
+@cache
 def function_name() -> str:
-    """Versioned, so clients of two releases can share one server without replacing each other."""
+    """Versioned, so clients of two releases can share one server without replacing each other.
+    Cached as :func:`source_hash` is: every engine call names it."""
     return f"qless_{source_hash()}"
 
 
+@cache
 def read_function_name() -> str:
     """The read-only entry (``no-writes``): only the commands of :func:`read_commands`."""
     return f"qless_ro_{source_hash()}"
@@ -503,17 +506,6 @@ class Engine:
             return ("FCALL", function_name(), *argv)
         return ("EVALSHA", self._sha, *argv)
 
-    def _send(
-        self, target: redis.Redis | redis.client.Pipeline, command: str, argv: list[Any]
-    ) -> Any:
-        call = self._call_args(command, argv)
-        if self._direct is not None and target is self.redis:
-            try:
-                return self._direct.call(*call)
-            except (redis.ConnectionError, redis.TimeoutError):
-                pass  # sent again below, with redis-py's retry policy, as it would resend it
-        return target.execute_command(*call)  # type: ignore[no-untyped-call]
-
     def fault(self, error: redis.RedisError, command: str | None = None) -> Exception:
         """``error`` as a :mod:`scheduler.engine.faults` class where it is a fault of the server or
         the connection (naming the server and namespace), else as it is."""
@@ -622,9 +614,15 @@ class Engine:
 
     def _send_once(self, command: str, argv: list[Any]) -> Any:
         target = self.route.target()
-        if self.durability is None or command in self._reads:
-            return self._send(target, command, argv)
-        return self._send_durably(target, command, argv, self.durability)
+        if self.durability is not None and command not in self._reads:
+            return self._send_durably(target, command, argv, self.durability)
+        call = self._call_args(command, argv)
+        if self._direct is not None and target is self.redis:
+            try:
+                return self._direct.call(*call)
+            except (redis.ConnectionError, redis.TimeoutError):
+                pass  # sent again below, with redis-py's retry policy, as it would resend it
+        return target.execute_command(*call)  # type: ignore[no-untyped-call]
 
     def _send_durably(
         self, target: redis.Redis, command: str, argv: list[Any], durability: Durability
@@ -765,7 +763,7 @@ class EnginePipeline:
         names = []
         for command, argv in calls:
             if command:
-                engine._send(pipe, command, argv)
+                pipe.execute_command(*engine._call_args(command, argv))  # type: ignore[no-untyped-call]
                 names.append(command)
             else:
                 pipe.execute_command(*argv)  # type: ignore[no-untyped-call]

@@ -158,7 +158,7 @@ def test_client_refuses_before_the_round_trip_with_the_engines_error(
         raise AssertionError("the client sent a call the limits should have refused")
 
     running = populated.jobs["running"]  # fetched before round trips are forbidden
-    monkeypatch.setattr(populated.engine, "_send", no_round_trip)
+    monkeypatch.setattr(populated.engine, "_send_once", no_round_trip)
     with assert_unchanged(populated.redis), pytest.raises(EngineError) as by_client:
         call(populated, running)
     assert type(by_client.value) is error, by_client.value
@@ -281,7 +281,7 @@ def test_a_flow_submission_over_the_limits_is_refused_before_the_round_trip(
             concurrency_limit=None,
         )
 
-    monkeypatch.setattr(populated.engine, "_send", lambda *a, **k: pytest.fail("round trip"))
+    monkeypatch.setattr(populated.engine, "_send_once", lambda *a, **k: pytest.fail("round trip"))
     with assert_unchanged(populated.redis):
         with pytest.raises(TooLarge, match="job r:a"):
             submit(populated, assemble_run("r", "f", [request("r:a", {"x": MEGABYTE})], params={}))

@@ -1422,7 +1422,7 @@ def test_no_command_at_all(lua: Lua) -> None:
     populate(lua)
     lua.engine.load()
     with unchanged(lua.r), pytest.raises(redis.ResponseError, match=r"^UNKNOWNCOMMAND "):
-        lua.engine._send(lua.r, "", [len(lua.engine._keys), *lua.engine._keys])
+        lua.engine._send_once("", [len(lua.engine._keys), *lua.engine._keys])
 
 
 def commands_in_engine() -> set[str]:

@@ -331,3 +331,39 @@ def test_an_integer_past_a_double_is_refused_where_it_is_in_data_and_results() -
         limits.encode_payload("put", "data", {"n": [0, 1, 2**1024]}, kind="object")
     with pytest.raises(InvalidArgument, match=r'^Complete\(\): Arg "result": an integer of the '):
         limits.encode_payload("complete", "result", 10**5000)  # too long even to write
+
+
+_JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(),
+    lambda children: st.lists(children) | st.dictionaries(st.text(), children),
+    max_leaves=20,
+)
+
+
+@given(_JSON_VALUES)
+def test_the_payload_encoder_gives_what_the_compact_encoder_gives(value: Any) -> None:
+    """encode_payload's encoder is _COMPACT's C encoder made directly: the same text, or the
+    same error for what JSON cannot hold (NaN, infinities)."""
+    try:
+        expected: object = limits._COMPACT.encode(value)
+    except ValueError as error:
+        expected = repr(error)
+    try:
+        got: object = limits._compact(value)
+    except ValueError as error:
+        got = repr(error)
+    assert got == expected
+
+
+def test_a_cycle_refused_leaves_no_mark_on_the_next_payload() -> None:
+    """Each encoding marks the objects it is inside of on its own: a payload refused midway
+    (a cycle, a value JSON cannot hold) does not make the next one that shares an object look
+    like a cycle."""
+    shared: dict[str, Any] = {"a": 1}
+    looped: dict[str, Any] = {"shared": shared}
+    looped["self"] = looped
+    with pytest.raises(InvalidArgument, match="nests more than"):
+        limits.encode_payload("put", "data", looped, kind="object")
+    with pytest.raises(InvalidArgument, match="not valid JSON"):
+        limits.encode_payload("put", "data", {"shared": shared, "x": object()}, kind="object")
+    assert limits.encode_payload("put", "data", {"s": shared}, kind="object") == '{"s":{"a":1}}'
