@@ -28,7 +28,9 @@ _RETRY_NUMBERS = ("delay", "max_delay", "jitter")
 def check_envelope(command: str, data: Any) -> None:
     """Refuse ``data`` (a job's data, about to be sent by ``command``) whose ``_flows`` the
     worker could not read, naming the key."""
-    if not isinstance(data, Mapping) or data.get(ENVELOPE_KEY) is None:
+    if type(data) is not dict and not isinstance(data, Mapping):  # a dict skips the ABC's check
+        return
+    if data.get(ENVELOPE_KEY) is None:
         return
     fault = envelope_fault(data[ENVELOPE_KEY])
     if fault is not None:
