@@ -85,7 +85,8 @@ _LONG_DIGITS = re.compile(r"(?<!\d)\d{309}")  # tried at a run's start only: lin
 #: The compact encoder of every payload, made once: ``json.dumps`` with options builds a new
 #: encoder per call, which costs a put about as much as encoding a small payload.
 _COMPACT = json.JSONEncoder(separators=(",", ":"), allow_nan=False)
-#: The C encoder ``_COMPACT.encode`` ends in (None where the interpreter has none).
+#: The C encoder ``_COMPACT.encode`` ends in (None where the interpreter has none, or where
+#: it is not made as :func:`_compact` makes it: see :func:`_probe_c_encoder`).
 _C_MAKE_ENCODER: Callable[..., Callable[[Any, int], Sequence[str]]] | None = getattr(
     json.encoder, "c_make_encoder", None
 )
@@ -511,6 +512,24 @@ def _compact(value: Any) -> str:
         _COMPACT.allow_nan,
     )
     return "".join(encoder(value, 0))
+
+
+def _probe_c_encoder() -> None:
+    """``c_make_encoder`` is the json module's own, not its public API: a Python whose encoder
+    takes other arguments would turn every put's payload into a TypeError, read as a refusal.
+    Tried once at import on a payload of every kind; anything but ``encode``'s text, and
+    :func:`_compact` goes through ``encode``."""
+    global _C_MAKE_ENCODER
+    sample = {"s": "é\n", "i": -1, "f": 0.5, "l": [True, False, None], "o": {"k": []}}
+    try:
+        same = _compact(sample) == _COMPACT.encode(sample)
+    except Exception:  # any failure means: not this way
+        same = False
+    if not same:
+        _C_MAKE_ENCODER = None
+
+
+_probe_c_encoder()
 
 
 def json_place(path: Sequence[str | int]) -> str:

@@ -367,3 +367,17 @@ def test_a_cycle_refused_leaves_no_mark_on_the_next_payload() -> None:
     with pytest.raises(InvalidArgument, match="not valid JSON"):
         limits.encode_payload("put", "data", {"shared": shared, "x": object()}, kind="object")
     assert limits.encode_payload("put", "data", {"s": shared}, kind="object") == '{"s":{"a":1}}'
+
+
+def test_a_c_encoder_made_otherwise_is_not_used(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A Python whose private C encoder takes other arguments leaves payloads to ``encode``."""
+
+    def other(*args: object) -> object:
+        if len(args) != 10:
+            raise TypeError("c_make_encoder() takes exactly 10 arguments")
+        raise AssertionError("not reached")
+
+    monkeypatch.setattr(limits, "_C_MAKE_ENCODER", other)
+    limits._probe_c_encoder()
+    assert limits._C_MAKE_ENCODER is None
+    assert limits.encode_payload("put", "data", {"a": [1, "é"]}) == '{"a":[1,"\\u00e9"]}'
