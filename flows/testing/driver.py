@@ -99,6 +99,9 @@ class CaseError(Exception):
 
 REAL_STEP_LIMIT: Final = 600.0
 """Wall seconds a real step without a ``timeout:`` may take in a test before it is stopped."""
+SIGNAL_CHECK: Final = 0.1
+"""Wall seconds at most between the main thread's looks for a signal another thread took while a
+real step runs (:func:`_wait_for`)."""
 
 
 def run_for_real(ctx: JobContext, logs: LogShipper) -> tuple[runner.Outcome, float]:
@@ -110,19 +113,24 @@ def run_for_real(ctx: JobContext, logs: LogShipper) -> tuple[runner.Outcome, flo
     # Per thread: a case's own lines, and those of anything else running meanwhile, stay where
     # they went.
     capture.install()
+    running = threading.Lock()  # held until the step's thread is done with it
+    running.acquire()
 
     def slot() -> None:
         ctx.thread_id = threading.get_ident()
-        with capturing(ctx, logs):
-            done.append(runner.run(ctx))
+        try:
+            with capturing(ctx, logs):
+                done.append(runner.run(ctx))
+        finally:
+            running.release()
 
     started = time.monotonic()
     thread = threading.Thread(
         target=carrying_given(slot), name=f"flows-test-{ctx.jid}", daemon=True
     )
-    thread.start()
     try:
-        thread.join(limit)
+        thread.start()  # a signal may land in the start, the step already running: stopped too
+        ended = _wait_for(running, started + limit)
     except KeyboardInterrupt:  # Ctrl-C of `flows test`: the step's processes end with it
         try:
             ctx.request_stop("interrupted")  # a shell step's: SIGTERM, then SIGKILL after 5 s
@@ -135,7 +143,7 @@ def run_for_real(ctx: JobContext, logs: LogShipper) -> tuple[runner.Outcome, flo
         finally:
             sessions.kill_all()  # any command still there (or starting) ends with this process
         raise
-    if thread.is_alive():
+    if not ended:
         ctx.request_stop("timeout")  # a shell step's process group is killed
         if ctx.interrupt_thread and ctx.thread_id is not None:
             ctypes.pythonapi.PyThreadState_SetAsyncExc(
@@ -146,6 +154,24 @@ def run_for_real(ctx: JobContext, logs: LogShipper) -> tuple[runner.Outcome, flo
     return done[0] if done else runner.failure("flows-test", "the step ended without an outcome"), (
         time.monotonic() - started
     )
+
+
+def _wait_for(running: threading.Lock, deadline: float) -> bool:
+    """Whether the step's thread let go of ``running`` before ``deadline`` (monotonic).
+
+    The wait wakes every :data:`SIGNAL_CHECK` seconds. The kernel may hand a signal sent to the
+    process to any thread that does not block it (the step's thread takes one still pending
+    when it unblocks signals, as it does after starting a command), and Python runs the handler
+    in the main thread only when that thread next runs: a lock it waits on is woken by none
+    but its own signals, so one wait for the whole step slept through SIGTERM until the step
+    ended. A bare lock, not ``Thread.join``: an interrupted join takes a live thread for ended
+    on Python 3.11, and the stop that follows waits for the thread with it."""
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return False
+        if running.acquire(timeout=min(left, SIGNAL_CHECK)):
+            return True
 
 
 @dataclass

@@ -121,6 +121,56 @@ def test_sigterm_in_a_flow_case_stops_it_and_leaves_nothing_behind(
             EmbeddedServer(server_folder).stop()
 
 
+# The case's step runs in a thread of the pytest process: a Python step that says it runs,
+# then waits to be stopped. The kernel may hand a signal sent to the process to any thread that
+# does not block it; the main thread blocks SIGTERM from the start (conftest.py), the step's
+# thread lets it through, so that one takes it every time, not by luck of timing.
+HANDED_OVER = {
+    "conftest.py": (
+        "import signal\n\nsignal.pthread_sigmask(signal.SIG_BLOCK, {{signal.SIGTERM}})\n"
+    ),
+    "tasks.py": (
+        "import signal\n\n\ndef nap(ctx):\n"
+        "    signal.pthread_sigmask(signal.SIG_UNBLOCK, {{signal.SIGTERM}})\n"
+        "    with open({fifo!r}, 'w') as fifo:\n"
+        "        fifo.write('napping\\n')\n"
+        "    ctx.stopped.wait(120)\n"
+    ),
+    "napping.yaml": "version: 1\nname: napping\nsteps:\n  nap: {{job: tasks.nap}}\n",
+    "napping.test.yaml": "flow: napping.yaml\ncases:\n  - name: naps\n",
+}
+
+
+def test_sigterm_another_thread_took_still_stops_the_case_at_once(
+    tmp_path: Path, short_tmp: Path, url: str, redis_client: redis.Redis
+) -> None:
+    """Python runs a signal's handler in the main thread, and a signal another thread took
+    wakes no lock that thread waits on: the wait for a real step slept through SIGTERM until
+    the step ended (or its limit, ten minutes)."""
+    folder, fifo = tmp_path / "project", tmp_path / "step.fifo"
+    folder.mkdir()
+    os.mkfifo(fifo)
+    for name, text in HANDED_OVER.items():
+        (folder / name).write_text(text.format(fifo=str(fifo)))
+    reader = os.open(fifo, os.O_RDWR)
+    try:
+        with assert_unchanged(redis_client):
+            process = _pytest(folder, short_tmp, url, "-q")
+            try:
+                assert _read_fifo(reader, process) == "napping\n"
+                process.send_signal(signal.SIGTERM)
+                out, err = process.communicate(timeout=30)  # the step waits 120 s
+            finally:
+                with contextlib.suppress(ProcessLookupError):
+                    process.kill()
+        assert process.returncode == 128 + signal.SIGTERM, out + err
+        assert "terminated (SIGTERM) in flow test case 'naps'" in out, out + err
+        assert "Traceback" not in out + err, out + err
+        assert _left_in(short_tmp) == []
+    finally:
+        os.close(reader)
+
+
 WAITS = """\
 import sys
 
