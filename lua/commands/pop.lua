@@ -118,8 +118,7 @@ end
 -- Take up to `wanted` waiting jobs of the queue, looking at no more than
 -- `wanted + Slots.LOOKAHEAD` of them (see the header). The first batch is exactly as many as
 -- wanted (all a queue of plain jobs needs); once jobs had to be passed over, larger ones.
--- A batch comes from one of the queue's two keys (include/work.lua), so a short one may be
--- followed by another.
+-- A batch runs across the queue's two keys in pop order (include/work.lua).
 local function take(c, wanted)
   local queue = c.queue
   local budget = wanted + Slots.LOOKAHEAD
@@ -128,9 +127,11 @@ local function take(c, wanted)
     local asked = math.min(size, budget)
     -- Out of the work queue before any is looked at: a job this pass parks can be unparked back
     -- into it by a later one (a reservation given back by an expiry), and must then stay there.
-    local batch = Work.take(queue, asked)
+    local batch, whole = Work.take(queue, asked)
     if #batch == 0 then return end
     local passed = #batch + 1
+    -- Whether this pass expired or parked a job (either may put jobs back into the work queue).
+    local moved = false
     for i = 1, #batch, 2 do
       if got >= wanted then passed = i; break end
       local jid = batch[i]
@@ -140,10 +141,12 @@ local function take(c, wanted)
       local gate = gates and Slots.blocked(queue, gates)
       if not f[7] then -- an index entry without its job: dropped, never handed out
       elseif f[2] and tonumber(f[2]) <= Engine.now then
+        moved = true
         Ttl.expire(jid, { state = 'waiting', queue = queue, taken = true })
       elseif gate then
         -- A job from the list has no score: its place among the parked is taken now, behind
         -- those parked before it (which were ahead of it in the list).
+        moved = true
         Slots.park(queue, jid, batch[i + 1] or Work.next_score(0), gates, gate)
       else
         if gates then Slots.started(queue, jid, gates) end
@@ -153,6 +156,9 @@ local function take(c, wanted)
     end
     -- The jobs not looked at go back where they were.
     Work.give_back(queue, batch, passed)
+    -- Every waiting job was in the batch, each handed out or dropped: the next read would find
+    -- nothing (the usual end of a pop that takes every waiting job).
+    if whole and not moved then return end
     size = math.max(wanted - got, 16)
   end
   -- Stopped by the look-ahead bound: whoever pops next goes on behind the jobs passed over.

@@ -73,44 +73,49 @@ function Work.remove(queue, jid)
   return redis.call('lrem', Keys.fifo(queue), 1, jid) == 1
 end
 
--- The next up to `n` waiting jobs of `queue`, taken out of it: a flat list of jids and scores, a
--- list entry's score false, all from one key (the caller asks again for more). Work.give_back
--- returns those not used.
+-- The next up to `n` waiting jobs of `queue` in pop order, taken out of it: a flat list of jids
+-- and scores (a list entry's score false), and whether it holds every job that was waiting (fewer
+-- than `n`: no need to ask again). Work.give_back returns those not used.
 function Work.take(queue, n)
   local work = Keys.work(queue)
   local batch = redis.call('zrangebyscore', work, '-inf', AFTER_LIST, 'WITHSCORES', 'LIMIT', 0, n)
-  if #batch == 0 then
+  -- The sorted set's entries taken, ranks 0 to scored - 1 (the front band, then the rest).
+  local scored = #batch / 2
+  if scored < n then
     -- LRANGE and LTRIM, which the documented users are granted (docs/pages/acl.md), not LPOP.
     local fifo = Keys.fifo(queue)
-    local jids = redis.call('lrange', fifo, 0, n - 1)
-    if #jids > 0 then
-      redis.call('ltrim', fifo, #jids, -1)
-      for i = #jids, 1, -1 do
-        batch[2 * i - 1], batch[2 * i] = jids[i], false
-      end
-      return batch
+    local jids = redis.call('lrange', fifo, 0, n - scored - 1)
+    local size = #batch
+    for i, jid in ipairs(jids) do
+      batch[size + 2 * i - 1], batch[size + 2 * i] = jid, false
     end
-    batch = redis.call('zrange', work, 0, n - 1, 'WITHSCORES')
+    if #jids > 0 then redis.call('ltrim', fifo, #jids, -1) end
+    local wanted = n - scored - #jids
+    if wanted > 0 then
+      local rest = redis.call('zrange', work, scored, scored + wanted - 1, 'WITHSCORES')
+      size = #batch
+      for i = 1, #rest do batch[size + i] = rest[i] end
+      scored = scored + #rest / 2
+    end
   end
-  if #batch > 0 then redis.call('zremrangebyrank', work, 0, #batch / 2 - 1) end
-  return batch
+  if scored > 0 then redis.call('zremrangebyrank', work, 0, scored - 1) end
+  return batch, #batch < 2 * n
 end
 
 -- The entries `batch[from...]` of a Work.take back where they were, in their order.
 function Work.give_back(queue, batch, from)
-  if from > #batch then return end
-  if batch[from + 1] == false then
-    local jids = {}
-    for i = #batch - 1, from, -2 do jids[#jids + 1] = batch[i] end
-    Engine.call_many('lpush', Keys.fifo(queue), jids)
-    return
+  local listed, scored = {}, {}
+  for i = #batch - 1, from, -2 do
+    local score = batch[i + 1]
+    if score == false then
+      listed[#listed + 1] = batch[i] -- pushed back to the head in reverse: their order kept
+    else
+      scored[#scored + 1] = score
+      scored[#scored + 1] = batch[i]
+    end
   end
-  local entries = {}
-  for i = from, #batch, 2 do
-    entries[#entries + 1] = batch[i + 1]
-    entries[#entries + 1] = batch[i]
-  end
-  Engine.call_many('zadd', Keys.work(queue), entries)
+  Engine.call_many('lpush', Keys.fifo(queue), listed)
+  Engine.call_many('zadd', Keys.work(queue), scored)
 end
 
 -- Up to `count` waiting jids of `queue` from `offset` on, in pop order.
