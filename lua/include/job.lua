@@ -16,6 +16,7 @@
 -- @include json_text
 -- @include dialect
 -- @include run_counts
+-- @include job_hash
 local Job = {}
 -- A step cache entry outlives its ttl by a day: a hit's log still points at the run.
 Job.CACHE_KEEP_EXTRA = 86400
@@ -72,10 +73,9 @@ end
 
 -- A job's fields that its hash leaves out while they hold their default (lua/README.md, key
 -- layout): a waiting job's hash is most of its memory. `remaining` is left out while it equals
--- `retries`, and `state` by a new job's put while it is `waiting` (Job.hmget). Every reader of
--- these fields goes through Job.hmget (or Job.fields, Job.get, Job.state; RunCounts.fields, which
--- job.lua's includes cannot call), which fills them in; a hash written before (every field
--- stored) reads the same.
+-- `retries`, and `state` by a new job's put while it is `waiting` (JobHash.state). Every reader
+-- of these fields goes through Job.hmget (or Job.fields, Job.get, Job.state; RunCounts.fields for
+-- the counts), which fills them in; a hash written before (every field stored) reads the same.
 Job.DEFAULTS = { priority = '0', tags = '{}', worker = '', expires = '0', retries = '5' }
 
 -- Those fields and `remaining`: what a write of the whole job over an existing hash deletes
@@ -131,7 +131,8 @@ function Job.hmget(jid, ...)
   table.remove(values, 1)
   table.remove(values, 1)
   table.remove(values, 1)
-  if not state and not klass then return values end
+  state = JobHash.state(state, klass)
+  if not state then return values end
   local defaults, names = Job.DEFAULTS, nil
   for i = 1, n do
     if not values[i] then
@@ -143,7 +144,7 @@ function Job.hmget(jid, ...)
       elseif name == 'remaining' then
         values[i] = retries or defaults.retries
       elseif name == 'state' then
-        values[i] = 'waiting'
+        values[i] = state
       end
     end
   end

@@ -21,6 +21,7 @@
 -- @include keys
 -- @include engine
 -- @include args
+-- @include job_hash
 local RunCounts = {}
 
 -- jid -> true: the jobs marked in this call (reset by the dispatch); `marked`: them in order (a
@@ -280,12 +281,11 @@ end
 RunCounts.FIELDS = { 'counted', 'state', 'skipped', 'child', 'cached', 'runs', 'popped',
   'wait_since', 'updated', 'deadline_missed' }
 
--- Job `jid`'s RunCounts.FIELDS. A job put waiting stores no state (Job.hmget's rule, which this
--- file, included by job.lua, cannot call): its klass tells that it exists.
+-- Job `jid`'s RunCounts.FIELDS, its state filled in where its hash leaves it out (JobHash).
 function RunCounts.fields(jid)
   local f = redis.call('hmget', Keys.job(jid), 'klass', unpack(RunCounts.FIELDS))
   local klass = table.remove(f, 1)
-  if klass and not f[2] then f[2] = 'waiting' end
+  f[2] = JobHash.state(f[2], klass)
   return f
 end
 

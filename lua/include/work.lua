@@ -21,8 +21,9 @@ local Work = {}
 -- in insertion order, exact (no timestamp precision involved). Priorities are bounded by
 -- Queue.MAX_PRIORITY so the score stays an exact integer in a double (< 2^53).
 Work.SPAN = 4294967296
--- The lower bound of the scores that pop after the list: (0 + 1) * 2^32, exclusive.
-local AFTER_LIST = '(4294967296'
+-- The lower bound of the scores that pop after the list: (0 + 1) * 2^32, exclusive. A member,
+-- not a local: the bundle's main chunk keeps its few locals for modules.
+Work.AFTER_LIST = '(4294967296'
 
 function Work.score(priority, seq)
   return priority * Work.SPAN + seq % Work.SPAN
@@ -78,7 +79,8 @@ end
 -- than `n`: no need to ask again). Work.give_back returns those not used.
 function Work.take(queue, n)
   local work = Keys.work(queue)
-  local batch = redis.call('zrangebyscore', work, '-inf', AFTER_LIST, 'WITHSCORES', 'LIMIT', 0, n)
+  local batch =
+    redis.call('zrangebyscore', work, '-inf', Work.AFTER_LIST, 'WITHSCORES', 'LIMIT', 0, n)
   -- The sorted set's entries taken, ranks 0 to scored - 1 (the front band, then the rest).
   local scored = #batch / 2
   if scored < n then
@@ -122,7 +124,7 @@ end
 function Work.range(queue, offset, count)
   if count <= 0 then return {} end
   local work, fifo = Keys.work(queue), Keys.fifo(queue)
-  local first = redis.call('zcount', work, '-inf', AFTER_LIST)
+  local first = redis.call('zcount', work, '-inf', Work.AFTER_LIST)
   local listed = redis.call('llen', fifo)
   local out = {}
   local function read(jids)
@@ -155,7 +157,7 @@ function Work.rank(queue, jid)
   end
   local at = redis.call('lpos', Keys.fifo(queue), jid)
   if not at then return nil end
-  return redis.call('zcount', work, '-inf', AFTER_LIST) + at
+  return redis.call('zcount', work, '-inf', Work.AFTER_LIST) + at
 end
 
 -- How many waiting jobs of `queue` pop before a job that joins the back of `priority` now.
