@@ -542,9 +542,9 @@ class Harness:
 
         The waves are registered as the services' own source (a service fires no other
         source's) from ``backlog_minutes`` ago, so no service may register one from its now
-        (no backlog), nor unregister one: a scan lists the folder before it reads the
-        registrations, so a file added between the two would be gone to it. A file that does
-        not validate keeps whatever is registered from its path, and is in every listing.
+        (no backlog: the file must not validate before its wave), nor unregister one (a
+        registration whose file is missing is one whose file went). A file that does not
+        validate keeps whatever is registered from its path, and is in every listing.
         """
         waves = []
         for wave in range(self.size.waves):
