@@ -37,6 +37,7 @@
 -- @include lock
 -- @include reclaim
 -- @include handoff
+-- @include work
 local Lease = {}
 
 -- Workers whose lease expired that one call reaps at most (the next call reaps more).
@@ -78,7 +79,7 @@ local function reclaim(worker, jid, expires, allowance)
     'state', 'waiting', 'time', Engine.now)
   Job.history(jid, 'reclaimed', { worker = worker })
   -- It was taken once already: ahead of the jobs of its priority put since.
-  redis.call('zadd', Keys.work(queue), (tonumber(fields.priority) or 0) * Queue.SEQ_SPAN, jid)
+  Work.add_front(queue, jid, tonumber(fields.priority) or 0)
   Events.ready(queue)
   return 'reclaimed'
 end
@@ -151,7 +152,7 @@ local function give_back(worker, jid)
   redis.call('hset', Keys.job(jid), 'worker', '', 'expires', 0, 'updated', Engine.now,
     'state', 'waiting', 'time', Engine.now)
   Job.history(jid, 'returned', { worker = worker })
-  redis.call('zadd', Keys.work(queue), (tonumber(fields.priority) or 0) * Queue.SEQ_SPAN, jid)
+  Work.add_front(queue, jid, tonumber(fields.priority) or 0)
   Events.ready(queue)
   return true
 end

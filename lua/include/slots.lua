@@ -28,6 +28,7 @@
 -- @include keys
 -- @include engine
 -- @include events
+-- @include work
 local Slots = {}
 
 -- Waiting jobs a pop may look at beyond the number it was asked for.
@@ -112,7 +113,7 @@ local function unpark(queue, key, n)
   local heads = redis.call('zrange', key, 0, n - 1, 'WITHSCORES')
   if #heads == 0 then return end
   for i = 1, #heads, 2 do
-    redis.call('zadd', Keys.work(queue), heads[i + 1], heads[i])
+    Work.add_scored(queue, heads[i], heads[i + 1])
     redis.call('zrem', Keys.parked(queue), heads[i])
     redis.call('hdel', Keys.job(heads[i]), 'parked')
   end

@@ -68,6 +68,36 @@ function Work.add_many(queue, jobs)
   Engine.call_many('zadd', Keys.work(queue), scored)
 end
 
+-- At the front of its priority (a lost worker's job given back: it was taken once already),
+-- ahead of every job put with that priority since (score `priority * 2^32`).
+function Work.add_front(queue, jid, priority)
+  redis.call('zadd', Keys.work(queue), priority * Work.SPAN, jid)
+end
+
+-- Back with the score it had (a parked job unparked, include/slots.lua: its place kept).
+function Work.add_scored(queue, jid, score)
+  redis.call('zadd', Keys.work(queue), score, jid)
+end
+
+-- Waiting job `jid` of `queue` changes from priority `old` to `new`: in the sorted set it keeps
+-- its place among equal priorities (the score's low part is its sequence number, so a job
+-- changed to 0 stays there, ahead of the list); out of the list, which keeps no sequence number,
+-- it goes behind the jobs of its new priority. Returns whether it was in either key (false:
+-- parked, or in the list already at `new`).
+function Work.reprioritize(queue, jid, old, new)
+  local work = Keys.work(queue)
+  local score = tonumber(redis.call('zscore', work, jid))
+  if score then
+    redis.call('zadd', work, new * Work.SPAN + (score - old * Work.SPAN), jid)
+    return true
+  end
+  if new ~= old and redis.call('lrem', Keys.fifo(queue), 1, jid) == 1 then
+    redis.call('zadd', work, Work.next_score(new), jid)
+    return true
+  end
+  return false
+end
+
 -- Out of the waiting jobs of `queue` (either key). Returns whether it was there.
 function Work.remove(queue, jid)
   if redis.call('zrem', Keys.work(queue), jid) == 1 then return true end
