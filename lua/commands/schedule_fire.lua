@@ -34,8 +34,10 @@
 -- already: then it is skipped), every other policy skips it (reply 'skipped'; the skip's reason
 -- is 'max_active_runs'); a buffered tick stays buffered until there is room.
 -- A run id that exists already is not submitted again: the reply is 'exists' and the schedule
--- moves on as if it had fired. So two services, a crash between any two steps or a restart
--- fire a tick once: whoever moves the score first fires it, everyone else gets 'conflict'.
+-- moves on as if it had fired (its last run and tick are that run's), except that its `fired`
+-- count is left alone: each tick's run is counted once, by the fire that made it. So two
+-- services, a crash between any two steps or a restart fire a tick once: whoever moves the
+-- score first fires it, everyone else gets 'conflict'.
 -- schedule.trigger submits a run now, outside the cron ticks (the score is left alone); it
 -- becomes the schedule's last run. At the flow's max_active_runs it is refused as flow.submit
 -- refuses a run (WRONGSTATE, naming the limit and the active runs), changing nothing.
@@ -143,19 +145,21 @@ local function unchanged(a)
   return true
 end
 
--- The run of a tick becomes the schedule's last run: one HSET, its `fired` count (`before`, as
--- unchanged() read it) read first (each write is an entry of the append-only file and the
--- replicas' stream).
+-- The run of a tick becomes the schedule's last run: one HSET (each write is an entry of the
+-- append-only file and the replicas' stream). Its `fired` count (`before`, as unchanged() read
+-- it) counts each tick's run once: a run that `exists` was counted by the fire that made it, or
+-- was made by no fire (a resent fire, a second service, a backfill), and is not counted again.
 local function fired(name, run_id, tick, exists, before)
-  local key = Keys.schedule(name)
-  local count = (tonumber(before) or 0) + 1
+  local fields = { 'last_run', run_id, 'last_fired_at', Schedules.time(Engine.now) }
   if tick then
-    redis.call('hset', key, 'last_run', run_id, 'last_fired_at', Schedules.time(Engine.now),
-      'last_tick', Schedules.time(tick), 'fired', count)
-  else
-    redis.call('hset', key, 'last_run', run_id, 'last_fired_at', Schedules.time(Engine.now),
-      'fired', count)
+    fields[#fields + 1] = 'last_tick'
+    fields[#fields + 1] = Schedules.time(tick)
   end
+  if not exists then
+    fields[#fields + 1] = 'fired'
+    fields[#fields + 1] = (tonumber(before) or 0) + 1
+  end
+  redis.call('hset', Keys.schedule(name), unpack(fields))
   Events.log({ event = 'schedule_fired', schedule = name, run = run_id, tick = tick or cjson.null,
     exists = exists })
 end

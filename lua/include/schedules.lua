@@ -7,8 +7,9 @@
 --   source (the flow file's text), overlap, file_paused ('1' when the file says paused: true),
 --   origin (the folder of flow files it belongs to, '' for none), path (its file in that folder),
 --   registered, updated; paused ('1'), paused_at, pause_note (set by schedule.pause);
---   last_run, last_tick, last_fired_at, fired, skipped, triggered; buffered (a tick waiting for
---   the previous run, overlap buffer_one); ended (when it has no fire time left).
+--   last_run, last_tick, last_fired_at, fired (ticks whose run a fire made: each once), skipped,
+--   triggered; buffered (a tick waiting for the previous run, overlap buffer_one); ended (when
+--   it has no fire time left).
 -- Its next fire time is its score in `schedules`; a buffered tick also sits in
 -- `schedules-buffered`. Skipped ticks are JSON records {first, last, count, reason, at}, newest
 -- first, in `schedule-skips:<name>`: a skip with the same reason as the newest record is merged

@@ -108,6 +108,12 @@ class TickReport:
     conflicts: int = 0
     errors: list[str] = field(default_factory=list)
 
+    @property
+    def submitted(self) -> int:
+        """Fires that made their tick's run: the health counts, like the schedule's ``fired``,
+        count each tick's run once (not a fire whose run existed already)."""
+        return sum(1 for f in self.fired if f.outcome == "fired")
+
 
 @dataclass
 class OnceReport:
@@ -390,7 +396,7 @@ class SchedulerService:
         if ping:
             self._pinged_at = now
         with self._totals_lock:
-            self.totals["fired"] += len(report.fired)
+            self.totals["fired"] += report.submitted
             self.totals["skipped"] += len(report.skipped)
             self.totals["conflicts"] += report.conflicts
         return report
@@ -686,7 +692,7 @@ class SchedulerService:
             "flows_dir": str(self.flows_dir),
             "source": self.origin,
             "started": self.started,
-            "fired": fired + len(report.fired),
+            "fired": fired + report.submitted,
             "skipped": skipped + len(report.skipped),
             "conflicts": conflicts + report.conflicts,
             "unsendable": self._unsendable(),

@@ -324,6 +324,25 @@ def test_a_run_that_cannot_be_built_is_skipped_with_the_reason(
     assert [f.tick for f in service.tick(T + 5 * MIN).fired] == [T + 5 * MIN]
 
 
+def test_a_tick_whose_run_exists_is_reported_but_counted_by_no_one(
+    client: Client, folder: Path
+) -> None:
+    write_flow(folder)
+    service = make_service(client, folder)
+    service.scan(T - 1)
+    made = run_id_for("f", T)  # a run of the tick made already, not by a fire
+    job = {"jid": f"{made}:s0", "queue": "q", "klass": "K", "data": "{}"}
+    client.engine.call("flow.submit", made, json.dumps({"flow": "f"}), json.dumps([job]))
+    report = service.tick(T)
+    assert [(f.run_id, f.outcome) for f in report.fired] == [(made, "exists")]
+    reg = registration(client)
+    assert (reg.last_run, reg.next, reg.fired) == (made, T + 5 * MIN, 0)
+    assert service.totals["fired"] == 0
+    assert json.loads(client.engine.call("schedulers"))[0]["info"]["fired"] == 0
+    assert [f.outcome for f in service.tick(T + 5 * MIN).fired] == ["fired"]
+    assert (registration(client).fired, service.totals["fired"]) == (1, 1)
+
+
 def test_a_definition_the_cron_checks_now_refuse_is_said_once_without_a_traceback(
     client: Client, folder: Path, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -265,7 +265,22 @@ def test_a_run_that_exists_is_not_submitted_again(lua: Lua) -> None:
     assert fire(lua, run=run_args("f@1", jobs=3)) == "exists"
     assert lua.r.zscore(lua.key("schedules"), "f") == TICK + 60
     assert json.loads(lua.raw("run.get", "f@1", now=TICK))["jobs"] == 1
-    assert get(lua)["last_run"] == "f@1"
+    got = get(lua)
+    assert got["last_run"] == "f@1" and got["last_tick"] == str(int(TICK))
+    assert got["fired"] == "0"  # no fire made that run
+
+
+def test_a_tick_fired_again_is_counted_once(lua: Lua) -> None:
+    register(lua)
+    assert fire(lua) == "fired"
+    # A new version of the file puts the score back on the tick just fired: the same tick's
+    # fire again (as a second service, or one resending a fire, would send it) finds its run.
+    register(lua, digest="h2", nxt=TICK, expected_hash="h1", expected_next=TICK + 60)
+    assert fire(lua, digest="h2", now=TICK + 2) == "exists"
+    got = get(lua)
+    assert lua.r.zscore(lua.key("schedules"), "f") == TICK + 60
+    assert got["last_run"] == f"f@{int(TICK)}" and got["last_fired_at"] == str(int(TICK + 2))
+    assert got["fired"] == "1"
 
 
 def test_fire_with_a_bad_run_changes_nothing(lua: Lua) -> None:
