@@ -108,7 +108,10 @@ def _print_once(report: OnceReport, as_json_output: bool) -> None:
         return
     # Names, files and findings come from flow files: each line shown by visible().
     for fired in tick.fired:
-        click.echo(visible(f"fired {fired.name} {fired.run_id} ({fired.trigger})"))
+        # A run made already (reply 'exists') is no second fire of its tick: said so, as the
+        # service's log says it.
+        already = " (the run existed already)" if fired.outcome == "exists" else ""
+        click.echo(visible(f"fired {fired.name} {fired.run_id} ({fired.trigger}){already}"))
     for name, skip in tick.skipped:
         click.echo(visible(f"skipped {name} {skip.count or '?'} tick(s): {skip.reason}"))
     for name, at in tick.buffered:

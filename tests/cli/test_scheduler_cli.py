@@ -17,6 +17,7 @@ from helpers import assert_unchanged
 
 from flows.cli import main
 from scheduler.embedded import EmbeddedServer
+from scheduler.engine.client import Client
 
 T = 1_767_614_400.0  # 2026-01-05 12:00 UTC, a tick of */5
 
@@ -66,6 +67,17 @@ def test_once_fires_what_is_due(url: str, folder: Path) -> None:
     assert fired.exit_code == 0
     assert fired.stdout == "fired etl etl@20260105T120000Z (schedule)\n"
     assert once(url, folder, T + 2).stdout == ""
+
+
+def test_once_says_a_tick_whose_run_existed_was_not_fired_again(url: str, folder: Path) -> None:
+    assert once(url, folder, T - 60).exit_code == 0
+    run_id = "etl@20260105T120000Z"
+    job = {"jid": f"{run_id}:extract", "queue": "q", "klass": "K", "data": "{}"}
+    with Client(url) as client:  # the tick's run, made before the service fires it
+        client.engine.call("flow.submit", run_id, json.dumps({"flow": "etl"}), json.dumps([job]))
+    fired = once(url, folder, T + 1)
+    assert fired.stdout == f"fired etl {run_id} (schedule) (the run existed already)\n"
+    assert "fired etl" not in once(url, folder, T + 2).stdout
 
 
 def test_once_json(url: str, folder: Path) -> None:
