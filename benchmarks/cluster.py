@@ -14,7 +14,8 @@ Starts its own Valkey clusters on loopback ports (benchmarks/topology.py) and re
 * **WAIT cost**: put latency and drain rate of one namespace with and without ``?wait=1`` on a
   cluster with a replica per master, and the difference per job;
 * **failover**: :func:`benchmarks.failover.drain_through_failover` in both modes: acknowledged
-  writes lost, the write outage, jobs run twice.
+  writes lost, the write outage, jobs run twice (their function started twice) and, apart,
+  jobs popped again only because a pop's reply was lost.
 
 Prints a Markdown table and writes the figures to ``--json``
 (default benchmarks/results/cluster.json).
@@ -196,7 +197,8 @@ def table(results: dict[str, Any]) -> str:
         lines.append(
             f"| failover, {mode} | {figures['lost']} of {figures['acknowledged']} acknowledged"
             f" writes lost; writes stopped {figures['recovery_seconds']} s; {figures['reruns']}"
-            f" of {figures['jobs']} jobs ran twice; run {figures['flow_status']} |"
+            f" of {figures['jobs']} jobs ran twice, {figures['pop_replies_lost']} more popped"
+            f" again after a lost pop reply; run {figures['flow_status']} |"
         )
     return "\n".join(lines)
 

@@ -5,8 +5,10 @@
 and a writer that puts one job at a time and notes each acknowledged jid in a ledger, kills the
 namespace's master with SIGKILL once half the drain is done, and waits for the drain and the run
 to finish on the promoted replica, and for a scheduler service started before the kill to tick
-again. :class:`FailoverResult` then says which jobs completed, which
-ran more than once, how many acknowledged writes the failover lost, and how long writes stopped.
+again. :class:`FailoverResult` then says which jobs completed, which ran more than once (their
+function started twice: each drain job notes its starts in a file), which were popped again only
+because the failover lost a pop's reply, how many acknowledged writes the failover lost, and how
+long writes stopped.
 
 ``python -m benchmarks.failover write URL NAMESPACE LEDGER`` is the writer process.
 """
@@ -42,6 +44,7 @@ DRAIN = "drain"
 LEDGER = "ledger"
 FLOW_QUEUE = "flow"
 KLASS = "benchmarks.tasks.noop"
+DRAIN_KLASS = "benchmarks.tasks.counted"  # notes each start in the file its data names
 SERVICE_ID = "failover-service"
 LOCK_SECONDS = 3  # heartbeat: how soon a job held by a worker that lost its reply runs again
 
@@ -68,6 +71,10 @@ class FailoverResult:
     missing: int = 0
     unfinished: dict[str, int] = field(default_factory=dict)
     reruns: int = 0
+    """Drain jobs whose function ran more than once (an acknowledged completion lost)."""
+    pop_replies_lost: int = 0
+    """Drain jobs popped more than once that ran once: a pop's reply never reached its worker,
+    and the job was given back (not a rerun)."""
     acknowledged: int = 0
     lost: int = 0
     unknown: int = 0
@@ -95,11 +102,12 @@ def _retrying(action: Callable[[], Any], deadline: float) -> Any:
             time.sleep(0.2)
 
 
-def _put_drain(client: Client, jobs: int) -> list[str]:
+def _put_drain(client: Client, jobs: int, starts: Path) -> list[str]:
     jids = [f"d-{i}" for i in range(jobs)]
     queue = client.queues[DRAIN]
+    data = {"starts": str(starts)}
     for start in range(0, jobs, 1000):
-        queue.put_many([NewJob(KLASS, {}, jid) for jid in jids[start : start + 1000]])
+        queue.put_many([NewJob(DRAIN_KLASS, data, jid) for jid in jids[start : start + 1000]])
     return jids
 
 
@@ -139,7 +147,9 @@ def drain_through_failover(
     client = Client(url, namespace=namespace)
     client.config["heartbeat"] = LOCK_SECONDS
     client.config["grace-period"] = 0
-    jids = _put_drain(client, jobs)
+    starts = workdir / "starts.txt"
+    starts.touch()
+    jids = _put_drain(client, jobs, starts)
     flow = workdir / "failover.yaml"
     flow.write_text(FLOW)
     submitted = subprocess.run(
@@ -202,7 +212,7 @@ def drain_through_failover(
         time.sleep(0.5)  # the writer's acknowledgements after recovery
     finally:
         stop_all(processes)
-    _account(client, jids, result, deadline)
+    _account(client, jids, starts, result, deadline)
     _read_ledger(client, ledger, killed_at, result, deadline)
     result.flow_status = _flow_status(url, namespace, run_id)
     result.doctor_problems = len(_retrying(lambda: deep_check(client), deadline).findings)
@@ -210,7 +220,12 @@ def drain_through_failover(
     return result
 
 
-def _account(client: Client, jids: list[str], result: FailoverResult, deadline: float) -> None:
+def _account(
+    client: Client, jids: list[str], starts: Path, result: FailoverResult, deadline: float
+) -> None:
+    """The drain's jobs by state, missing ones, reruns (by the starts their function noted) and
+    pops given back (popped again by the job's history, run once)."""
+    ran = Counter(starts.read_text().split())
     states: Counter[str] = Counter()
     for start in range(0, len(jids), 500):
         chunk = jids[start : start + 500]
@@ -218,8 +233,10 @@ def _account(client: Client, jids: list[str], result: FailoverResult, deadline: 
         result.missing += len(chunk) - len(found)
         for job in found:
             states[job.state] += 1
-            if sum(1 for entry in job.history if entry.get("what") == "popped") > 1:
+            if ran[job.jid] > 1:
                 result.reruns += 1
+            elif sum(1 for entry in job.history if entry.get("what") == "popped") > 1:
+                result.pop_replies_lost += 1
     result.completed = states.pop("complete", 0)
     result.unfinished = dict(states)
 

@@ -21,6 +21,14 @@ def stamp(job: JobContext) -> None:
     job.job.client.redis.rpush(STAMPS_KEY, f"{job.jid} {started}")
 
 
+def counted(job: JobContext) -> None:
+    """Append the job's id to the file ``data.starts`` names, once per start: how many times the
+    function ran, kept off the server (a failover may lose what a job wrote there). One short
+    line per ``write`` in append mode, so concurrent workers' lines do not mix."""
+    with open(job.data["starts"], "a") as starts:
+        starts.write(f"{job.jid}\n")
+
+
 def echo(job: JobContext) -> dict[str, Any]:
     """Return ``{"n": data.n}``: an output that downstream steps of a flow read."""
     return {"n": job.data.get("n")}

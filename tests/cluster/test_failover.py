@@ -53,6 +53,10 @@ def check(result: FailoverResult, mode: str) -> None:
     if mode == "wait":
         # WAIT's promise: a write acknowledged to the caller is on a replica, so it survives.
         assert result.lost == 0
+        # And no job runs twice: a completion that raised is sent again until the new master
+        # has it, a pop that raised gives the worker nothing (a job popped again after a lost
+        # pop reply ran once: pop_replies_lost, not a rerun).
+        assert result.reruns == 0
 
 
 @pytest.mark.parametrize("mode", sorted(MODES))
