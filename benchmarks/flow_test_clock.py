@@ -8,8 +8,9 @@ completed through the engine. ``--days`` shortens the period (from 2026-03-01). 
 runs fired (checked against the cron library's fire times), the wall time, the CPU time of
 this process and of the server (the client's build of the next run, and its play of the
 run's stub, overlap the server's work; the rest of the two wait on each other), the round
-trips of the case's engine calls and the load average, so a figure from a busy machine can be
-read for what it is.
+trips of the case's engine calls, the server's peak memory above its memory before the case (the
+case's namespace is removed when it ends: its peak is what the case held at most) and the load
+average, so a figure from a busy machine can be read for what it is.
 """
 
 from __future__ import annotations
@@ -77,11 +78,13 @@ def main() -> None:
                 return float(info["used_cpu_user"]) + float(info["used_cpu_sys"])
 
             load = os.getloadavg()[0]
+            before = int(server.info("memory")["used_memory"])
             wall, cpu, served = time.perf_counter(), time.process_time(), server_cpu()
             session = run_files(server, [test])
             wall = time.perf_counter() - wall
             cpu = time.process_time() - cpu
             served = server_cpu() - served
+            peak = int(server.info("memory")["used_memory_peak"]) - before
     [case] = session.cases
     runs = case.observed.runs if case.observed is not None else None
     print(f"* * * * * {args.zone}, {args.days} days from {START:%Y-%m-%d}, mock: all")
@@ -93,6 +96,7 @@ def main() -> None:
         trips = case.observed.round_trips
         print(f"round trips: {trips} ({trips / len(ticks):.2f} a tick)")
     print(f"CPU: client {cpu:.1f} s + server {served:.1f} s = {cpu + served:.1f} s")
+    print(f"server memory: peak {peak / 2**20:.1f} MiB above its {before / 2**20:.1f} MiB before")
     print(f"load average: {load:.1f} at the start, {os.getloadavg()[0]:.1f} at the end")
     raise SystemExit(0 if case.passed else 1)
 

@@ -10,7 +10,8 @@ step really runs (shell or Python), what it writes kept as its step log, as a wo
 engine calls a worker makes. The clock never waits: when nothing can run now it jumps to the
 next moment something can (a job's end, a retry's delay, a scheduled job, a wait's timeout, a
 heartbeat, the next tick), and the housekeeping that promotes due jobs and times out waits runs
-at that moment.
+at that moment. A schedule case's run records age out as the service's retention ages them, on
+the virtual clock (:mod:`flows.testing.aging`).
 
 A schedule case shares round trips with the service it drives (``ClockedEngine``'s rider and
 read-ahead), the calls and their order unchanged: the worker's pop of the queues rides after the
@@ -51,6 +52,7 @@ from flows.runs.service_source import FlowsSource, definition_of
 from flows.runs.submit import submit
 from flows.runtime.tasks import KILL_GRACE_SECONDS
 from flows.runtime.worker_hook import prepare
+from flows.testing.aging import Aging
 from flows.testing.ahead import AheadSource, builds_alike_ahead
 from flows.testing.clock import Call, Clock, ClockedEngine, RiderPipeline
 from flows.testing.files import TestFile
@@ -91,6 +93,10 @@ BEATS_PER_TRIP: Final = 5_000
 PING_INTERVAL: Final = 3600.0
 """Virtual seconds between the scheduler service's health pings: nothing in a case reads them,
 and one a tick was a twentieth of a minutely schedule's time."""
+RETENTION_INTERVAL: Final = 3600.0
+"""Virtual seconds between the service's retention calls (:mod:`flows.testing.aging`): its own
+300 s would be a round trip every fifth minutely tick; runs outlive ``jobs-history`` by an hour
+at most."""
 
 
 class CaseError(Exception):
@@ -919,9 +925,15 @@ def _run_schedule(driver: _Driver, test: TestFile, case: Case) -> Observed:
 
         driver.engine.meanwhile = meanwhile
     service = SchedulerService(
-        client, source, test.flow.flow_dir, service_id=WORKER, ping_interval=PING_INTERVAL
+        client,
+        source,
+        test.flow.flow_dir,
+        service_id=WORKER,
+        ping_interval=PING_INTERVAL,
+        retention_interval=RETENTION_INTERVAL,
     )
     driver.due_limit = service.batch
+    aging = Aging(client, period.start, service.retention_interval)
     outage = period.outage
     fired: list[float] = []
     queues: list[str] = []
@@ -934,7 +946,7 @@ def _run_schedule(driver: _Driver, test: TestFile, case: Case) -> Observed:
         known: _Next | None = None
         if not down and tick_at <= clock.now < period.end:
             quiet = not (driver.running or job_due or pending or driver.buffered)
-            known, upcoming, queues = _tick(driver, service, queues, fired, quiet=quiet)
+            known, upcoming, queues = _tick(driver, service, aging, queues, fired, quiet=quiet)
         if known is not None:
             moved = True  # the foreseen job started and ended
             moment, tick, pending = known
@@ -976,6 +988,7 @@ def _reads_queues(fires: int) -> bool:
 def _tick(
     driver: _Driver,
     service: SchedulerService,
+    aging: Aging,
     queues: list[str],
     fired: list[float],
     *,
@@ -993,6 +1006,9 @@ def _tick(
     driver.ride_pops(queues, ahead=quiet, again=_reads_queues(len(fired) + 1))
     report = service.tick(driver.clock.now)
     fired.extend(f.tick for f in report.fired)
+    # Here, before the reads of what comes next are taken as read ahead (settle_ahead): a call
+    # among them would have the service's next due read sent again.
+    aging.at(driver.clock.now)
     known = driver.settle_ahead(queues)
     upcoming = driver.upcoming() if known is None else None
     driver.engine.rider = None  # not taken when nothing was fired

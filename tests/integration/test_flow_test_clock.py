@@ -270,3 +270,52 @@ def test_a_foreseen_tick_takes_one_round_trip(redis_client: redis.Redis, tmp_pat
     observed = run_case(redis_client, reading.test, reading.test.cases[0])
     assert observed.runs == 60
     assert observed.round_trips < 60 + 10  # the first ticks read the queues apart
+
+
+HOURLY = """\
+version: 1
+name: hourly
+queue: hours
+schedule:
+  cron: "0 * * * *"
+  timezone: UTC
+steps:
+  tick:
+    run: echo tick
+"""
+
+
+def test_run_records_age_out_on_the_virtual_clock_as_the_service_ages_them(
+    redis_client: redis.Redis, tmp_path: Path
+) -> None:
+    """Ten days of an hourly schedule: what the case asserts (its runs) counts every tick, but
+    the records of runs ended more than `jobs-history` (a week) ago are dropped as the service's
+    retention drops them, on the virtual clock, so memory does not grow with the period."""
+    from flows.testing.clock import Clock
+    from flows.testing.driver import RETENTION_INTERVAL, _Driver, _run_schedule, namespace
+
+    (tmp_path / "hourly.yaml").write_text(HOURLY)
+    path = tmp_path / "hourly.test.yaml"
+    path.write_text(
+        "flow: hourly.yaml\ncases:\n"
+        '  - name: ten days\n    schedule: {from: "2026-03-01T00:00:00Z", '
+        'to: "2026-03-11T00:00:00Z"}\n    mock: all\n    expect: {runs: 240}\n'
+    )
+    reading = read_test_file(path)
+    assert reading.test is not None
+    [case] = reading.test.cases
+    assert case.schedule is not None
+    clock = Clock(case.schedule.start)
+    with namespace(redis_client, clock) as client:
+        observed = _run_schedule(
+            _Driver(client, clock, reading.test, case, tmp_path), reading.test, case
+        )
+        kept = [
+            float(s) for _, s in redis_client.zrange(f"{client.prefix}runs", 0, -1, withscores=True)
+        ]
+        week = float(client.config["jobs-history"])
+    assert observed.runs == 240 and len(observed.ticks) == 240
+    last = observed.ticks[-1]
+    # Every run of the last week is kept, none older than a week and one retention interval.
+    assert min(kept) >= last - week - RETENTION_INTERVAL
+    assert sum(1 for t in observed.ticks if t > last - week) <= len(kept) < 240
