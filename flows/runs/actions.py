@@ -8,6 +8,7 @@ from typing import Any, Final
 
 from flows.flowfile.findings import did_you_mean
 from flows.flowfile.job_data import FlowsMeta
+from flows.runs.read import load_run, step_document, step_of
 from scheduler.engine.client import Client
 from scheduler.engine.errors import WrongState
 from scheduler.engine.job import Job, RanBy
@@ -132,14 +133,25 @@ def ran_by(client: Client, job: Job) -> RanBy | None:
 
 def job_document(client: Client, job: Job) -> dict[str, Any]:
     """One job as every surface gives it (`flows job --json`, ``GET /api/v1/jobs/{jid}``): its
-    fields, the run it belongs to (``run``, or None), the actions allowed on it now
-    (:func:`job_actions`) and who ran it last (``ran_by``: worker, host, pid; or None)."""
+    fields, the run it belongs to (``run``, or None), its step as that run's JSON gives it
+    (``step``, :func:`job_step`), the actions allowed on it now (:func:`job_actions`) and who
+    ran it last (``ran_by``: worker, host, pid; or None)."""
     doc = job.as_json()
     doc["run"] = run_id = run_of_job(client, job.jid)
+    doc["step"] = None if run_id is None else job_step(client, run_id, job.jid)
     doc["actions"] = job_actions(client, job.jid, doc.get("state"), run_id)
     ran = ran_by(client, job)
     doc["ran_by"] = None if ran is None else ran._asdict()
     return doc
+
+
+def job_step(client: Client, run_id: str, jid: str) -> dict[str, Any] | None:
+    """The step of job ``jid`` as run ``run_id``'s JSON gives it (:func:`step_document`), its
+    status and, for a sub-flow step, its child run (``child``) included, without its page of
+    jobs (read with none); None when the run or the step is gone."""
+    view = load_run(client, run_id, 0)
+    step = None if view is None else view.step(step_of(run_id, jid))
+    return None if step is None else step_document(step)
 
 
 def rerun(
@@ -161,6 +173,7 @@ __all__ = [
     "is_run",
     "job_actions",
     "job_document",
+    "job_step",
     "kick_step",
     "ran_by",
     "rerun",

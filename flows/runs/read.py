@@ -15,7 +15,7 @@ import copy
 import json
 import re
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any, ClassVar, Final
 
 from flows.runs.graph import full_graph
@@ -243,9 +243,16 @@ _ORDER: Final = ("id", "flow", "status", "submitted", "jobs", "trigger", "params
 def run_document(view: RunView) -> dict[str, Any]:
     """The one JSON shape of a run (``flows status --json``, ``GET /api/v1/runs/{id}``): its
     fields, then the record's others; a copy, which the caller may change."""
-    document = asdict(view)
+    document = asdict(replace(view, steps=[]))
+    document["steps"] = [step_document(step) for step in view.steps]
     ordered = {name: document.pop(name) for name in _ORDER}
     return {**ordered, **document, **copy.deepcopy(view.extra)}
+
+
+def step_document(step: StepView) -> dict[str, Any]:
+    """The one JSON shape of a step: each of a run's ``steps`` (:func:`run_document`), and a
+    job's ``step`` (:func:`flows.runs.actions.job_document`); a copy."""
+    return asdict(step)
 
 
 def run_record(raw: Mapping[str, Any]) -> dict[str, Any]:

@@ -12,6 +12,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from flows.runs.read import StepView
+
 
 def answer(model: type[BaseModel], status: int = 200) -> dict[int | str, dict[str, Any]]:
     """The OpenAPI answer of a route that answers ``model`` (with ``status``). The route says
@@ -207,6 +209,11 @@ class JobDocument(BaseModel):
     state: str
     queue: str
     run: str | None = Field(description="The run the job belongs to; null for a job of no run.")
+    step: StepView | None = Field(
+        description="Its step as the run's JSON gives it (`GET /api/v1/runs/{run}?limit=0`): "
+        "status, counts, attempts, times, actions and, for a sub-flow step, `child`, its child "
+        "run's id; null for a job of no run."
+    )
     actions: list[str]
     ran_by: dict[str, Any] | None = Field(description="`worker`, `host`, `pid`; or null.")
 

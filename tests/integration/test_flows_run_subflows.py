@@ -368,6 +368,34 @@ def test_a_wait_in_a_child_run_is_signaled_by_its_label_in_the_parent(
     assert steps(status(cli, child_id)) == {"ok": "success"}
 
 
+def test_a_sub_flow_steps_job_gives_its_step_as_the_run_does_child_run_included(
+    cli: CliRunner, client: Client, tmp_path: Path, parent_worker: None
+) -> None:
+    """``GET /api/v1/jobs/{jid}`` (and ``flows job --json``) of the job of a sub-flow step:
+    its step as the run's JSON gives it, the child run's id and the step's status with it."""
+    run_id, child_id = _waiting_child(cli, client, tmp_path)
+    jid = f"{run_id}:child"
+
+    def job_and_step() -> tuple[dict[str, Any], dict[str, Any]]:
+        with serve(client, Auth(TOKEN, reads_open=True)) as url:
+            job = Api(url).get(f"/api/v1/jobs/{jid}")
+            run = Api(url).get(f"/api/v1/runs/{run_id}?limit=0")
+        assert job.status == run.status == 200, (job.body, run.body)
+        [step] = [s for s in run.body["steps"] if s["step"] == "child"]
+        return job.body, step
+
+    job, step = job_and_step()
+    assert job["step"] == step and job["state"] == "depends"  # waiting for its child run
+    assert (step["child"], step["status"]) == (child_id, "running")
+    assert json.loads(flows(cli, "job", jid, "--json").stdout)["step"] == step
+    assert flows(cli, "approve", run_id, "child/ok").exit_code == 0
+    until(lambda: status(cli, run_id)["status"] == "succeeded")
+    job, step = job_and_step()
+    assert job["step"] == step and (step["child"], step["status"]) == (child_id, "success")
+    client.queues["plain"].put("K", {}, jid="plain-job")
+    assert json.loads(flows(cli, "job", "plain-job", "--json").stdout)["step"] is None
+
+
 def test_explain_takes_a_child_runs_step_by_its_label_too(
     cli: CliRunner, client: Client, tmp_path: Path, parent_worker: None
 ) -> None:
