@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from textwrap import dedent
 from typing import Any
+from urllib.parse import quote
 
 import pytest
 import redis
@@ -387,6 +388,11 @@ def test_a_sub_flow_steps_job_gives_its_step_as_the_run_does_child_run_included(
     job, step = job_and_step()
     assert job["step"] == step and job["state"] == "depends"  # waiting for its child run
     assert (step["child"], step["status"]) == (child_id, "running")
+    with serve(client, Auth(TOKEN, reads_open=True)) as url:
+        page = Api(url).get(f"/jobs/{jid}").body  # the job page says it too, linking both
+    assert f'id="job-step" href="/runs/{quote(run_id)}/steps/child">child</a>' in page
+    assert 'class="badge st-running"' in page
+    assert f'id="job-child" href="/runs/{quote(child_id)}">{child_id}</a>' in page
     assert json.loads(flows(cli, "job", jid, "--json").stdout)["step"] == step
     assert flows(cli, "approve", run_id, "child/ok").exit_code == 0
     until(lambda: status(cli, run_id)["status"] == "succeeded")
