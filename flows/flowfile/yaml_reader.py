@@ -304,29 +304,54 @@ class _Builder:
         }
         scalar, stack, typed_starts = yaml.ScalarEvent, self.stack, self.typed_starts
         for event in iter(parser.get_event, None):  # None once the stream has ended
-            # Text, as most keys and values of a flow are, taken here with few calls: a key of
-            # a mapping, a value under its key, an item of a list. The rest (a number, an
-            # anchor, a repeated key...) goes the long way, through on_scalar.
+            # A key or value of a flow, as most events are, taken here with few calls: a text
+            # key of a mapping; text or a decimal integer as a value under its key or an item
+            # of a list. The rest (an anchor, a tag, a repeated key, a merge...) goes the long
+            # way, through on_scalar.
             if type(event) is scalar and stack and event.tag is None and event.anchor is None:
                 text = event.value
+                value = text
                 # Quoted or block text, or plain text YAML 1.1 reads as nothing else.
-                if (
-                    not event.implicit[0]
-                    or text[:1] not in typed_starts
-                    or self.implicit_tag(text, event.implicit) == _STR
-                ):
-                    top = stack[-1]
-                    if top.is_map and not top.key_pending:
-                        if text not in top.keys:
-                            top.keys[text] = event.start_mark
-                            top.key, top.key_pending, top.merging = text, True, False
-                            continue
-                    elif not (top.is_map and top.merging):
-                        self.take_text(top, event)
+                if event.implicit[0] and text[:1] in typed_starts:
+                    value = self.plain_value(text, event.implicit)
+                top = stack[-1]
+                if top.is_map and not top.key_pending:
+                    if value is text and text not in top.keys:
+                        top.keys[text] = event.start_mark
+                        top.key, top.key_pending, top.merging = text, True, False
                         continue
+                elif value is not _NO_VALUE and not top.merging and self.nodes < MAX_NODES:
+                    self.take_value(top, event, value)
+                    continue
             handler = handlers.get(type(event))
             if handler is not None:
                 handler(event)
+
+    def plain_value(self, text: str, implicit: Any) -> Any:
+        """A plain scalar as :meth:`scalar` reads it when it is text or a decimal integer (no
+        trap is spelled so); else :data:`_NO_VALUE`, for :meth:`on_scalar`."""
+        tag = self.implicit_tags.get(text)
+        if tag is None and _is_decimal(text) and len(text) <= _SHORT_INTEGER:
+            return int(text)
+        if (tag or self.implicit_tag(text, implicit)) == _STR:
+            return text
+        return _NO_VALUE
+
+    def take_value(self, top: _Collection, event: Any, value: Any) -> None:
+        """:meth:`place` and :meth:`attach` of the usual value (:meth:`plain_value`, or
+        quoted text) into a list, or under a mapping's key, within :data:`MAX_NODES`."""
+        self.nodes += 1
+        top.size += 1
+        if value is event.value and OPEN in value:
+            self.source_map.ends[_position(event.start_mark)] = _position(event.end_mark)
+        if top.is_map:
+            top.marks[top.key] = event.start_mark
+            if not top.discarding:
+                top.value[top.key] = value
+            top.key_pending = top.discarding = False
+        else:
+            top.marks.append(event.start_mark)  # type: ignore[union-attr]
+            top.value.append(value)  # type: ignore[union-attr]
 
     def document(self, event: Any) -> None:
         self.documents += 1
@@ -341,6 +366,31 @@ class _Builder:
 
     def open(self, event: Any) -> None:
         is_map = type(event) is yaml.MappingStartEvent
+        stack = self.stack
+        top = stack[-1] if stack else None
+        # The usual list or mapping, a value inside another: placed here with few calls.
+        if (
+            top is not None
+            and event.tag is None
+            and len(stack) < MAX_DEPTH
+            and (top.key_pending or not top.is_map)
+            and not top.merging
+        ):
+            collection = (
+                _Collection({}, event.anchor, True, event.start_mark, {})
+                if is_map
+                else _Collection([], event.anchor, False, event.start_mark, [])
+            )
+            if top.is_map:
+                top.marks[top.key] = collection
+            else:
+                top.marks.append(collection)  # type: ignore[union-attr]
+            stack.append(collection)
+            return
+        self.open_checked(event, is_map)
+
+    def open_checked(self, event: Any, is_map: bool) -> None:
+        """:meth:`open` of the top level, or of a list or mapping that may be refused."""
         tag = event.tag
         if tag not in (None, "!", _MAP if is_map else _SEQ):
             self.unsafe_tag(event.start_mark, tag)
@@ -364,8 +414,21 @@ class _Builder:
         self.place(collection)
         self.stack.append(collection)
 
-    def close(self, event: Any) -> None:
-        done = self.stack.pop()
+    def close(self, _event: Any) -> None:
+        stack = self.stack
+        done = stack.pop()
+        top = stack[-1] if stack else None
+        # The usual list or mapping, a value inside another: attached here with few calls.
+        if top is not None and done.anchor is None and not top.merging and self.nodes < MAX_NODES:
+            self.nodes += 1  # its contents were counted as they came
+            top.size += done.size
+            if top.is_map:
+                if not top.discarding:
+                    top.value[top.key] = done.value
+                top.key_pending = top.discarding = False
+            else:
+                top.value.append(done.value)  # type: ignore[union-attr]
+            return
         if done.anchor is not None:
             self.anchors[done.anchor] = (done.value, done.size)
         self.attach(done.value, done.size, new=1)  # its contents were counted as they came
@@ -405,26 +468,6 @@ class _Builder:
             if trap is not None:
                 self.traps[self.child_path()] = trap
         self.attach(value, 1)
-
-    def take_text(self, top: _Collection, event: Any) -> None:
-        """:meth:`place` and :meth:`attach` for the usual value: text into a list, or under a
-        mapping's key."""
-        text, mark = event.value, event.start_mark
-        self.nodes += 1
-        if self.nodes > MAX_NODES:
-            self.place(mark)
-            self.attach(text, 1, new=0)  # reports the bound
-        top.size += 1
-        if OPEN in text:
-            self.source_map.ends[_position(mark)] = _position(event.end_mark)
-        if top.is_map:
-            top.marks[top.key] = mark
-            if not top.discarding:
-                top.value[top.key] = text
-            top.key_pending = top.discarding = False
-        else:
-            top.marks.append(mark)  # type: ignore[union-attr]
-            top.value.append(text)  # type: ignore[union-attr]
 
     def place(self, where: Any, keep_first: bool = False) -> None:
         """Record where the next value is: its mark, or the collection it is."""
