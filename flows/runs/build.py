@@ -30,7 +30,7 @@ from flows.flowfile.notify_rules import job_flags, run_rules
 from flows.flowfile.subflow_files import child_queues
 from flows.flowfile.yaml_reader import RefusedFile, read_text
 from flows.gc_pause import gc_paused
-from flows.runs.graph import run_graph, stored_graph
+from flows.runs.graph import stored_run_graph
 from flows.validation.validate import InvalidFlow, validate_text
 from scheduler.service.records import RunRequest
 
@@ -244,7 +244,7 @@ def assemble_run(
             record["max_active_runs"] = max_active_runs
         # The run carries its graph: every surface draws it without the flow file. As JSON
         # text, which the engine keeps as it is (an object it would decode and encode again).
-        record["graph"] = compact_json(stored_graph(run_graph(jobs, flow_model)))
+        record["graph"] = compact_json(stored_run_graph(jobs, flow_model))
         # The limits are checked now, before anything is sent; the engine takes the text as it is.
         jobs_text = check_limits(run_id, _adjusted(jobs, delay, notify))
         return BuiltRun(RunRequest(run_id, record, jobs_text, len(jobs)), queues)

@@ -40,6 +40,11 @@ _ABSENT: Final = object()
 _SCALAR_DEFAULTS: Final[Mapping[str, Any]] = {
     key: value for key, value in STEP_DEFAULTS.items() if not isinstance(value, tuple)
 }
+#: Each field and what a value at its default is when :func:`run_graph` made it (needs: a list).
+_COMPARED: Final = tuple(
+    (key, list(value) if isinstance(value, tuple) else value)
+    for key, value in STEP_DEFAULTS.items()
+)
 
 
 def _kind(step: Step | None, job: JobSpec) -> str:
@@ -56,33 +61,57 @@ def run_graph(jobs: Sequence[JobSpec], flow: Flow | None = None) -> dict[str, An
     """``{"steps": {step: {needs, kind, items, foreach, fanout, flow, wait, if,
     trigger_rule}}}`` of a run's expanded jobs (``flow``, when known, adds what only the flow
     file says: sub-flow paths, ``if:`` text, whether items come from a foreach or a matrix)."""
+    graph: dict[str, Any] = full_graph(stored_run_graph(jobs, flow))
+    return graph
+
+
+def stored_run_graph(jobs: Sequence[JobSpec], flow: Flow | None = None) -> dict[str, Any]:
+    """:func:`stored_graph` of :func:`run_graph`, made without the whole entries (a run's
+    record is built so, an entry for each step of a large run)."""
+    firsts: dict[str, JobSpec] = {}
+    counts: dict[str, int] = {}
+    for job in jobs:
+        if job.step in counts:
+            counts[job.step] += 1
+        else:
+            firsts[job.step] = job
+            counts[job.step] = 0 if job.empty else 1  # a foreach or matrix step with no items
     step_of = {job.jid: job.step for job in jobs}
     steps: dict[str, dict[str, Any]] = {}
-    for job in jobs:
-        entry = steps.get(job.step)
-        if entry is not None:
-            entry["items"] += 1
-            continue
-        model = flow.steps.get(job.step) if flow is not None else None
-        if model is not None:
-            needs = list(model.needs)
-        else:
-            needs = list(dict.fromkeys(step_of.get(jid, jid) for jid in job.depends))
-        wait: Mapping[str, Any] | None = job.wait
-        steps[job.step] = {
-            "needs": needs,
-            "kind": _kind(model, job),
-            "items": 0 if job.empty else 1,  # a foreach or matrix step with no items
-            "foreach": job.index is not None or job.fanout is not None or job.empty,
-            "matrix": bool(model is not None and model.matrix),
-            "fanout": step_of.get(job.fanout[0]) if job.fanout else None,
-            "flow": str(model.flow) if model is not None and model.flow is not None else None,
-            "wait": dict(wait) if wait is not None else None,
-            "if": model.if_ if model is not None else None,
-            "trigger_rule": job.trigger,
-            "hook": flow is not None and model is None,
+    for step, job in firsts.items():
+        model = flow.steps.get(step) if flow is not None else None
+        values = _values(job, model, counts[step], flow is not None, step_of)
+        steps[step] = {
+            key: value
+            for (key, default), value in zip(_COMPARED, values, strict=True)
+            if value != default
         }
     return {"steps": steps}
+
+
+def _values(
+    job: JobSpec, model: Step | None, items: int, hook: bool, step_of: Mapping[str, str]
+) -> tuple[Any, ...]:
+    """The fields of the entry of ``job``'s step, in the order of :data:`STEP_DEFAULTS`
+    (``hook``: whether a job of no step of the flow is a hook's)."""
+    if model is not None:
+        needs = list(model.needs)
+    else:
+        needs = list(dict.fromkeys(step_of.get(jid, jid) for jid in job.depends))
+    wait: Mapping[str, Any] | None = job.wait
+    return (
+        needs,
+        _kind(model, job),
+        items,
+        job.index is not None or job.fanout is not None or job.empty,
+        bool(model is not None and model.matrix),
+        step_of.get(job.fanout[0]) if job.fanout else None,
+        str(model.flow) if model is not None and model.flow is not None else None,
+        dict(wait) if wait is not None else None,
+        model.if_ if model is not None else None,
+        job.trigger,
+        hook and model is None,
+    )
 
 
 def stored_graph(graph: Mapping[str, Any]) -> dict[str, Any]:
@@ -126,4 +155,4 @@ def _default(value: Any) -> Any:
     return list(value) if isinstance(value, tuple) else value
 
 
-__all__ = ["STEP_DEFAULTS", "full_graph", "run_graph", "stored_graph"]
+__all__ = ["STEP_DEFAULTS", "full_graph", "run_graph", "stored_graph", "stored_run_graph"]

@@ -8,8 +8,9 @@ from pathlib import PurePath
 
 from flows_support import valid
 
-from flows.expand.jobs import expand
-from flows.runs.graph import STEP_DEFAULTS, full_graph, run_graph, stored_graph
+from flows.expand.jobs import JobSpec, expand
+from flows.flowfile.model import Flow
+from flows.runs.graph import STEP_DEFAULTS, full_graph, run_graph, stored_graph, stored_run_graph
 from flows.runs.read import run_record
 
 FLOW = """\
@@ -84,3 +85,46 @@ def test_a_step_with_no_items_has_an_item_count_of_0() -> None:
 def test_unknown_fields_and_non_list_needs_are_kept() -> None:
     stored = stored_graph({"steps": {"s": {"extra": None, "needs": "", "kind": "job"}}})
     assert stored == {"steps": {"s": {"extra": None, "needs": ""}}}
+
+
+def test_the_stored_graph_is_made_as_the_whole_one_stored() -> None:
+    """A run's record is built with the stored entries made directly: the same entries, fields
+    and order as the whole graph's with its defaults left out, with the flow or without."""
+    flow = valid(
+        "version: 1\nname: shapes\nsteps:\n"
+        "  list: {job: tasks.list, outputs: [files]}\n"
+        "  each: {job: tasks.each, needs: [list],\n"
+        '         foreach: {items: "${{ steps.list.outputs.files }}"}}\n'
+        "  after: {run: echo, needs: [each, list], trigger_rule: all_done}\n"
+        "hooks:\n  finally: {run: echo done}\n"
+    )
+    jobs = expand(
+        flow, run_id="r", logical_time=datetime(2026, 1, 1, tzinfo=UTC), flow_dir=PurePath("/f")
+    )
+    each = {"needs": ["list"], "foreach": True, "fanout": "list"}
+    after = {"needs": ["each", "list"], "trigger_rule": "all_done"}
+    last = {"needs": ["list", "each", "after"], "trigger_rule": "all_done"}
+    assert stored_run_graph(jobs, flow) == {
+        "steps": {
+            "list": {},
+            "each": each,
+            "after": {"needs": ["each", "list"], "kind": "run", "trigger_rule": "all_done"},
+            "finally": {**last, "hook": True},
+        }
+    }
+    assert stored_run_graph(jobs) == {
+        "steps": {"list": {}, "each": each, "after": after, "finally": last}
+    }
+    for model in (flow, None):
+        stored = stored_run_graph(jobs, model)
+        assert json.dumps(stored) == json.dumps(stored_graph(run_graph(jobs, model)))
+    whole = graph()
+    assert json.dumps(stored_run_graph(*_jobs_and_flow())) == json.dumps(stored_graph(whole))
+
+
+def _jobs_and_flow() -> tuple[list[JobSpec], Flow]:
+    flow = valid(FLOW)
+    jobs = expand(
+        flow, run_id="r", logical_time=datetime(2026, 1, 1, tzinfo=UTC), flow_dir=PurePath("/f")
+    )
+    return jobs, flow
