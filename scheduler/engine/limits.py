@@ -202,6 +202,25 @@ def check_jid(command: str, name: str, value: Any) -> str:
     return jid
 
 
+def all_jids(values: Sequence[str]) -> bool:
+    """Whether :func:`check_jid` takes every one of ``values`` (a run's jids), told at once:
+    False when one may be refused, and then each is checked on its own to say which and why."""
+    if not values:
+        return True
+    try:
+        joined = "/".join(values) + "/"  # '/' is in no jid: each one ends where a '/' is
+    except TypeError:  # one is not text
+        return False
+    if not joined.isascii() or _FORBIDDEN_ID_CHARS.search(joined) or "\\" in joined:
+        return False
+    if joined.count("/") != len(values) or "//" in joined or joined.startswith("/"):
+        return False  # a '/' inside one, or one empty
+    if any(joined.find(f"{suffix}/") >= 0 for suffix in RESERVED_JID_SUFFIXES):
+        return False
+    # ASCII: a character is a byte. Any ending in '.' is checked on its own ('.' and '..').
+    return max(map(len, values), default=0) <= MAX_ID_BYTES and "./" not in joined
+
+
 IdKind = Literal["id", "name", "jid"]
 """The rules a value must meet: :func:`check_id`'s, :func:`check_name`'s or :func:`check_jid`'s."""
 

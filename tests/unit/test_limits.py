@@ -381,3 +381,49 @@ def test_a_c_encoder_made_otherwise_is_not_used(monkeypatch: pytest.MonkeyPatch)
     limits._probe_c_encoder()
     assert limits._C_MAKE_ENCODER is None
     assert limits.encode_payload("put", "data", {"a": [1, "é"]}) == '{"a":[1,"\\u00e9"]}'
+
+
+_JID_CASES = [
+    "r1:s0",
+    "r1:s0[3]",
+    "run.2026-01-01:step-a[region=de,kind=full]",
+    "é",
+    "a b",
+    "a\tb",
+    "a\u202eb",
+    "a/b",
+    "a\\b",
+    ".",
+    "..",
+    "a.",
+    "...",
+    "",
+    "x" * 256,
+    "x" * 257,
+    "a-history",
+    "a-dependents",
+    "a-dependencies",
+    "a-historyx",
+]
+
+
+@given(st.lists(st.sampled_from(_JID_CASES) | st.text(max_size=8), max_size=6))
+def test_all_jids_is_true_only_when_each_jid_is_taken(values: list[str]) -> None:
+    """A run's jids are checked at once (a run has thousands): true only when check_jid takes
+    every one; false hands them to check_jid one by one, which says which and why."""
+    if limits.all_jids(values):
+        for value in values:
+            assert limits.check_jid("flow.submit", "jid", value) == value
+    if all(
+        limits.id_fault(value, "jid") is None and value.isascii() and not value.endswith(".")
+        for value in values
+    ):
+        assert limits.all_jids(values)
+
+
+def test_all_jids_takes_a_run_s_jids_and_refuses_what_check_jid_refuses() -> None:
+    assert limits.all_jids([f"r1:s{i}" for i in range(10_000)])
+    assert limits.all_jids([])
+    for bad in ("", "a b", "a/b", "a\\b", ".", "..", "x" * 257, "a-history", "a\x00"):
+        assert not limits.all_jids(["r1:s0", bad, "r1:s1"]), bad
+    assert not limits.all_jids(["r1:s0", 5])  # type: ignore[list-item]
