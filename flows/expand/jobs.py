@@ -229,7 +229,11 @@ def plan_flow(flow: Flow) -> FlowPlan:
     settings = FlowSettings(flow)
     steps = {step_id: settings.of(step) for step_id, step in flow.steps.items()}
     hooks = {name: settings.of(hook) for name, hook in flow.hooks.defined()}
-    retries = {id(s.retry): s.retry.model_dump() for s in [*steps.values(), *hooks.values()]}
+    retries: dict[int, Mapping[str, Any]] = {}
+    for settings_of in (steps, hooks):
+        for setting in settings_of.values():
+            if id(setting.retry) not in retries:  # most steps share one: dumped once
+                retries[id(setting.retry)] = setting.retry.model_dump()
     return FlowPlan(tuple(order), steps, hooks, retries)
 
 
@@ -476,11 +480,14 @@ class _Expander:
         if len(self.jobs) >= MAX_JOBS_PER_RUN:
             raise ExpansionError(f"the run has more than {MAX_JOBS_PER_RUN} jobs")
         action, settings = origin.action, origin.settings
-        if isinstance(action, Step) and action.wait is not None:
-            self.put_wait(origin, jid, depends, wait_spec(action))
+        step = action if isinstance(action, Step) else None
+        if step is not None and step.wait is not None:
+            self.put_wait(origin, jid, depends, wait_spec(step))
             return
         payload = self.payload(action, scope)
-        condition = self.condition(origin, scope)
+        condition = (
+            self.condition(origin, scope) if step is not None and step.if_ is not None else None
+        )
         upstream = {}
         for step_id in scope.read_steps:
             if step_id not in self.jids:  # validation reports such references first
@@ -502,15 +509,15 @@ class _Expander:
             meta[CONDITION_KEY] = condition
         if self.flow.secrets:  # names only: each value is resolved on the worker
             meta[SECRETS_KEY] = list(self.flow.secrets)
-        if isinstance(action, Step) and action.cache is not None:
-            meta[CACHE_KEY] = self.cache_spec(action.cache, scope)
+        if step is not None and step.cache is not None:
+            meta[CACHE_KEY] = self.cache_spec(step.cache, scope)
         fanout = origin.fanout
         if fanout is not None:
-            assert isinstance(action, Step) and action.foreach is not None
+            assert step is not None and step.foreach is not None
             meta[FANOUT_KEY] = {
                 "from": fanout.step,
                 "output": fanout.output,
-                "as": action.foreach.as_,
+                "as": step.foreach.as_,
             }
         limit = origin.max_parallel
         self.jobs.append(

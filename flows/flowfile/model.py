@@ -316,7 +316,9 @@ class Action(_Model):
             )
         if META_KEY in self.with_:
             raise problem("reserved_key", f"'{META_KEY}' is reserved in 'with'", "rename the key")
-        reserved = sorted(name for name in self.env if name.startswith(ENV_PREFIX))
+        reserved = (
+            sorted(name for name in self.env if name.startswith(ENV_PREFIX)) if self.env else []
+        )
         if reserved:
             raise problem(
                 "reserved_env",

@@ -219,14 +219,27 @@ def strings(value: Any, path: DataPath = ()) -> list[tuple[DataPath, str]]:
     return found
 
 
+def template_strings(value: Any, path: DataPath = ()) -> list[tuple[DataPath, str]]:
+    """The strings of :func:`strings` that hold ``${{``, in the same order: the ones whose
+    templates are read (a path is made only for them)."""
+    if isinstance(value, str):
+        return [(path, value)] if OPEN in value else []
+    found: list[tuple[DataPath, str]] = []
+    _collect_strings(value, path, found, OPEN)
+    return found
+
+
 LEAVES: Final = frozenset({int, float, bool, type(None)})
 """Types of values with no string inside: walks do not look into them."""
 
 
-def _collect_strings(value: Any, path: DataPath, found: list[tuple[DataPath, str]]) -> None:
+def _collect_strings(
+    value: Any, path: DataPath, found: list[tuple[DataPath, str]], within: str = ""
+) -> None:
+    """The strings under ``value`` that hold ``within`` (every one for ''), into ``found``."""
     # A list, not a generator, and paths made only for strings and containers: validation
     # walks every value of a file this way.
-    if isinstance(value, dict | Mapping):
+    if type(value) is dict or isinstance(value, Mapping):
         items: Iterable[tuple[Any, Any]] = value.items()
     elif isinstance(value, list | tuple):
         items = enumerate(value)
@@ -234,9 +247,10 @@ def _collect_strings(value: Any, path: DataPath, found: list[tuple[DataPath, str
         return
     for key, item in items:
         if isinstance(item, str):
-            found.append(((*path, key), item))
+            if within in item:
+                found.append(((*path, key), item))
         elif type(item) not in LEAVES:
-            _collect_strings(item, (*path, key), found)
+            _collect_strings(item, (*path, key), found, within)
 
 
 def to_text(value: Any) -> str:
@@ -258,10 +272,21 @@ def render(value: Any, lookup: Lookup) -> Any:
         return _render_string(value, lookup)
     if type(value) in LEAVES:
         return value
+    # Text without a template and the leaves are kept as they are without a call: most are.
     if isinstance(value, dict | Mapping):
-        return {key: render(item, lookup) for key, item in value.items()}
+        return {
+            key: item
+            if (type(item) is str and OPEN not in item) or type(item) in LEAVES
+            else render(item, lookup)
+            for key, item in value.items()
+        }
     if isinstance(value, list | tuple):
-        return [render(item, lookup) for item in value]
+        return [
+            item
+            if (type(item) is str and OPEN not in item) or type(item) in LEAVES
+            else render(item, lookup)
+            for item in value
+        ]
     return value
 
 

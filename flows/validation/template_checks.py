@@ -40,6 +40,7 @@ from flows.flowfile.templates import (
     Reference,
     located_references,
     strings,
+    template_strings,
     templates,
     whole_reference,
 )
@@ -50,9 +51,10 @@ _ACTION_FIELDS = ("run", "with", "env", "cwd")
 _TEMPLATE_HINT = "templates are read in run, with, env, cwd, foreach.items and param defaults"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class _Reader:
-    """Who is reading references, and what it may see."""
+    """Who is reading references, and what it may see. (Not frozen, which would make it three
+    times as long to make: one is made for each step.)"""
 
     name: str  # "step 'load'" or "hook 'finally'"
     step_id: str | None  # None for hooks, which see every step
@@ -108,16 +110,16 @@ class TemplateChecker:
     # -- steps and hooks ------------------------------------------------------------------------
 
     def check_action(self, base: DataPath, action: Action, reader: _Reader) -> None:
-        values: dict[str, Any] = {
-            "run": action.run,
-            "with": action.with_,
-            "env": action.env,
-            "cwd": action.cwd,
-        }
-        for field in _ACTION_FIELDS:
-            if not values[field]:
+        fields = (
+            ("run", action.run),
+            ("with", action.with_),
+            ("env", action.env),
+            ("cwd", action.cwd),
+        )
+        for field, value in fields:
+            if not value:
                 continue  # None, '' or {}: no template to read
-            for path, text in strings(values[field], (*base, field)):
+            for path, text in template_strings(value, (*base, field)):
                 for reference, within in self.parse(path, text):
                     problem = self.reference_problem(reference, reader, field)
                     if problem is not None:
@@ -603,9 +605,9 @@ def _unrendered_templates(value: Any, path: DataPath, found: list[DataPath]) -> 
 
     Fields that are rendered are not walked into: in a large flow they hold most of the values.
     """
-    if isinstance(value, Mapping):
+    if type(value) is dict or isinstance(value, Mapping):
         items: Iterable[tuple[Any, Any]] = value.items()
-    elif isinstance(value, list | tuple):
+    elif type(value) is list or isinstance(value, list | tuple):
         items = enumerate(value)
     else:
         return
