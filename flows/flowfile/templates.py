@@ -29,6 +29,11 @@ SEGMENT_PATTERN: Final = r"[A-Za-z_][A-Za-z0-9_-]*"
 _TEMPLATE = re.compile(r"\$\{\{(.*?)\}\}", re.DOTALL)
 _EXPRESSION = re.compile(rf"{SEGMENT_PATTERN}(?:\.{SEGMENT_PATTERN})*")
 _WHOLE = re.compile(r"\s*\$\{\{((?:(?!\}\}).)*)\}\}\s*", re.DOTALL)
+# The usual text, one template of a dotted path: what _WHOLE and _parse would find, in one match
+# (\s is what str.strip() takes away, and no piece of the path holds '}}').
+_WHOLE_PATH = re.compile(
+    rf"\s*(\$\{{\{{\s*({SEGMENT_PATTERN}(?:\.{SEGMENT_PATTERN})*)\s*\}}\}})\s*"
+)
 WHOLE_TEMPLATE_PATTERN: Final = r"^\s*\$\{\{[^}]*\}\}\s*$"
 """For the JSON Schema: a string that is a single template."""
 
@@ -100,6 +105,11 @@ def _parsed(text: str) -> _Parsed | None:
 
 
 def _parse_text(text: str) -> _Parsed | None:
+    usual = _WHOLE_PATH.fullmatch(text)
+    if usual is not None:
+        start, end = usual.span(1)
+        reference = Reference(tuple(usual.group(2).split(".")))
+        return _Parsed((text[:start], text[end:]), (reference,), (usual.group(1),), reference, True)
     try:
         whole = _WHOLE.fullmatch(text)
         if whole is not None:  # the usual case, made quick
