@@ -26,7 +26,10 @@ def _actions(flow: Flow) -> Iterator[tuple[str, DataPath, Action]]:
 def check_heartbeats(flow: Flow, sink: FindingSink) -> None:
     """A job's heartbeat (its lock time) must be shorter than its timeout."""
     settings_of = FlowSettings(flow)
+    default_heartbeat = flow.defaults.heartbeat
     for label, base, action in _actions(flow):
+        if action.heartbeat is None and default_heartbeat is None:
+            continue  # no heartbeat set (the queue's): nothing to compare
         settings = settings_of.of(action)
         heartbeat, timeout = settings.heartbeat, settings.timeout
         if heartbeat is None or timeout is None or heartbeat < timeout:

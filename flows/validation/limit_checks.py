@@ -15,6 +15,7 @@ from typing import Final
 from flows.flowfile.findings import FindingSink
 from flows.flowfile.model import Action, Flow, job_tags
 from scheduler.engine import limits
+from scheduler.engine.limits import MAX_TAGS
 
 # As json.dumps(..., separators=(",", ":"), default=str), made once: this runs for every step.
 _COMPACT_JSON = json.JSONEncoder(separators=(",", ":"), default=str)
@@ -22,27 +23,29 @@ _COMPACT_JSON = json.JSONEncoder(separators=(",", ":"), default=str)
 
 def check_limits(flow: Flow, sink: FindingSink) -> None:
     """Report steps and hooks whose jobs the engine would refuse as too large."""
-    actions: list[tuple[str, tuple[str, str], Action]] = [
-        (f"step '{sid}'", ("steps", sid), step) for sid, step in flow.steps.items()
+    # A label and a path are made for an action with a finding only: most have none.
+    actions: list[tuple[str, str, Action]] = [
+        ("step", sid, step) for sid, step in flow.steps.items()
     ]
-    actions += [(f"hook '{name}'", ("hooks", name), hook) for name, hook in flow.hooks.defined()]
+    actions += [("hook", name, hook) for name, hook in flow.hooks.defined()]
     too_large = _too_large([action for _, _, action in actions])
-    for index, (label, base, action) in enumerate(actions):
-        tags = job_tags(flow, action)
-        if len(tags) > limits.MAX_TAGS:
+    for index, (kind, name, action) in enumerate(actions):
+        # No more distinct tags than tags given: most are counted without making the tags.
+        tags = job_tags(flow, action) if len(flow.tags) + len(action.tags) > MAX_TAGS else ()
+        if len(tags) > MAX_TAGS:
             sink.error(
-                (*base, "tags"),
+                (f"{kind}s", name, "tags"),
                 "limits",
-                f"{label}: its jobs would carry {len(tags)} tags (the flow's and its own), more "
-                f"than the limit of {limits.MAX_TAGS}",
+                f"{kind} '{name}': its jobs would carry {len(tags)} tags (the flow's and its "
+                f"own), more than the limit of {MAX_TAGS}",
                 "use fewer tags",
             )
         if index in too_large:
             sink.error(
-                (*base, "with"),
+                (f"{kind}s", name, "with"),
                 "limits",
-                f"{label}: its data is {too_large[index]} bytes of JSON, more than the limit of "
-                f"{limits.MAX_PAYLOAD_BYTES} bytes per job",
+                f"{kind} '{name}': its data is {too_large[index]} bytes of JSON, more than the "
+                f"limit of {limits.MAX_PAYLOAD_BYTES} bytes per job",
                 "pass a reference (a path or URL) to large data instead of the data itself",
             )
 

@@ -28,8 +28,19 @@ def check_nul_characters(data: Mapping[str, Any], sink: FindingSink) -> None:
         if not isinstance(actions, Mapping):
             continue
         for name, action in actions.items():
-            if isinstance(action, Mapping):
+            # Most have no NUL: the label and path are made for those that do.
+            if isinstance(action, Mapping) and _has_nul(action):
                 _check_action(f"{kind} '{name}'", (section, name), action, sink)
+
+
+def _has_nul(action: Mapping[str, Any]) -> bool:
+    """Whether :func:`_check_action` may find a NUL in ``action``."""
+    run, env, cwd = action.get("run"), action.get("env"), action.get("cwd")
+    if (isinstance(run, str) and NUL in run) or (isinstance(cwd, str) and NUL in cwd):
+        return True
+    return isinstance(env, Mapping) and any(
+        isinstance(value, str) and NUL in value for value in env.values()
+    )
 
 
 def _check_action(label: str, base: DataPath, action: Mapping[str, Any], sink: FindingSink) -> None:
