@@ -616,8 +616,21 @@ def _unrendered_templates(value: Any, path: DataPath, found: list[DataPath]) -> 
             # A description is free text; a literal '${{' there harms nothing.
             if OPEN in item and key != "description" and not _all_rendered((*path, key)):
                 found.append((*path, key))
-        elif type(item) not in LEAVES and not _all_rendered((*path, key)):
+        elif type(item) in LEAVES or _plain_texts(item):
+            continue  # no template inside (a step's needs, say)
+        elif not _all_rendered((*path, key)):
             _unrendered_templates(item, (*path, key), found)
+
+
+def _plain_texts(value: Any) -> bool:
+    """Whether ``value`` is a list of strings none of which holds ``${{`` (told in one join,
+    which a line break keeps from making one of two strings)."""
+    if type(value) is not list:
+        return False
+    try:
+        return OPEN not in "\n".join(value)
+    except TypeError:  # not all strings
+        return False
 
 
 def _all_rendered(path: DataPath) -> bool:
