@@ -11,6 +11,7 @@ from benchmarks.context import Bench, wait_until
 from benchmarks.figures import Figure, Target
 from benchmarks.processes import worker_pool
 from flows import gc_pause
+from flows.flowfile.templates import forget_kept_parses
 from flows.runs.build import assemble_run
 from flows.runs.submit import submit
 
@@ -34,6 +35,7 @@ def flow_round(bench: Bench, index: int) -> dict[str, Any]:
     steps = bench.sizes.flow
     text = flowgen.layered_flow("bench-flow", steps, FLOW_QUEUE)
     run_id = f"bench-flow-{index}"
+    forget_kept_parses()  # each round as cold as a `flows run` of the file
     with worker_pool(bench, FLOW_QUEUE, 2, prepare=PREPARE):
         # As `flows run` does: no cyclic collection from loading the file to the run's JSON
         # (only here: the scheduler service, measured by cron, never pauses it).

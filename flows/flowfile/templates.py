@@ -130,6 +130,12 @@ def _parse_text(text: str) -> _Parsed | None:
 _parse_kept = lru_cache(maxsize=_PARSED_TEXTS)(_parse_text)
 
 
+def forget_kept_parses() -> None:
+    """Empty the kept parses, so that what comes next parses every text as a new process would
+    (the benchmarks time each round of a big flow so)."""
+    _parse_kept.cache_clear()
+
+
 def references(text: str) -> list[Reference]:
     """Every reference in ``text``, in order; raises :class:`TemplateSyntaxError`."""
     if OPEN not in text:
