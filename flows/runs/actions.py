@@ -8,7 +8,7 @@ from typing import Any, Final
 
 from flows.flowfile.findings import did_you_mean
 from flows.flowfile.job_data import FlowsMeta
-from flows.runs.read import load_run, step_document, step_of
+from flows.runs.read import StepView, step_document
 from scheduler.engine.client import Client
 from scheduler.engine.errors import WrongState
 from scheduler.engine.job import Job, RanBy
@@ -97,15 +97,21 @@ def retry_job(client: Client, jid: str) -> dict[str, str | int]:
     return {"queue": found.queue, "retried": 1}
 
 
-def job_actions(client: Client, jid: str, state: str | None, run_id: str | None) -> list[str]:
-    """What may be done to job ``jid`` (in ``state``) now: for a job of run ``run_id``
-    (:func:`run_of_job`), what the engine's decider allows (``run.job``, the words of
-    :mod:`flows.runs.statuses`); for a plain job (None), ``retry`` when it failed or expired,
-    ``cancel`` until it completes and ``kick`` while it is buried."""
+def actions_and_step(
+    client: Client, jid: str, state: str | None, run_id: str | None
+) -> tuple[list[str], dict[str, Any] | None]:
+    """What may be done to job ``jid`` (in ``state``) now, and its step. For a job of run
+    ``run_id`` (:func:`run_of_job`), one ``run.job`` call: what the engine's decider allows (the
+    words of :mod:`flows.runs.statuses`), and the job's step as the run's JSON gives it
+    (:func:`flows.runs.read.step_document`, without its page of jobs; None when the run has no
+    such step). For a plain job (None), ``retry`` when it failed or expired, ``cancel`` until it
+    completes and ``kick`` while it is buried, and no step."""
     if run_id is not None:
-        reply = client.engine.call("run.job", run_id, jid)
-        allowed = as_dict(reply).get("actions")
-        return list(allowed) if isinstance(allowed, list) else []  # [] comes as {} from Lua
+        reply = as_dict(client.engine.call("run.job", run_id, jid))
+        allowed = reply.get("actions")
+        raw = reply.get("step")
+        step = step_document(StepView.parse(raw)) if isinstance(raw, dict) and raw else None
+        return (list(allowed) if isinstance(allowed, list) else []), step  # [] comes as {}
     plain = []
     if state in RETRYABLE:
         plain.append("retry")
@@ -113,7 +119,7 @@ def job_actions(client: Client, jid: str, state: str | None, run_id: str | None)
         plain.append("cancel")
     if state == "buried":
         plain.append("kick")
-    return plain
+    return plain, None
 
 
 def ran_by(client: Client, job: Job) -> RanBy | None:
@@ -134,24 +140,15 @@ def ran_by(client: Client, job: Job) -> RanBy | None:
 def job_document(client: Client, job: Job) -> dict[str, Any]:
     """One job as every surface gives it (`flows job --json`, ``GET /api/v1/jobs/{jid}``): its
     fields, the run it belongs to (``run``, or None), its step as that run's JSON gives it
-    (``step``, :func:`job_step`), the actions allowed on it now (:func:`job_actions`) and who
-    ran it last (``ran_by``: worker, host, pid; or None)."""
+    (``step``, or None) and the actions allowed on it now (both :func:`actions_and_step`), and
+    who ran it last (``ran_by``: worker, host, pid; or None)."""
     doc = job.as_json()
     doc["run"] = run_id = run_of_job(client, job.jid)
-    doc["step"] = None if run_id is None else job_step(client, run_id, job.jid)
-    doc["actions"] = job_actions(client, job.jid, doc.get("state"), run_id)
+    actions, doc["step"] = actions_and_step(client, job.jid, doc.get("state"), run_id)
+    doc["actions"] = actions
     ran = ran_by(client, job)
     doc["ran_by"] = None if ran is None else ran._asdict()
     return doc
-
-
-def job_step(client: Client, run_id: str, jid: str) -> dict[str, Any] | None:
-    """The step of job ``jid`` as run ``run_id``'s JSON gives it (:func:`step_document`), its
-    status and, for a sub-flow step, its child run (``child``) included, without its page of
-    jobs (read with none); None when the run or the step is gone."""
-    view = load_run(client, run_id, 0)
-    step = None if view is None else view.step(step_of(run_id, jid))
-    return None if step is None else step_document(step)
 
 
 def rerun(
@@ -170,10 +167,9 @@ def kick_step(client: Client, run_id: str, step: str) -> list[str]:
 
 __all__ = [
     "RETRYABLE",
+    "actions_and_step",
     "is_run",
-    "job_actions",
     "job_document",
-    "job_step",
     "kick_step",
     "ran_by",
     "rerun",

@@ -18,8 +18,10 @@
 -- result's text, null for none) and each earlier attempt's `record` (the JSON text run.rerun
 -- kept: {status, updated, result, failure}): the reader decodes them.
 --
---   run.job run_id jid -> JSON {status, actions}: one job of the run as the same decider sees
---                         it (the job page's buttons), or nil when there is no such run
+--   run.job run_id jid -> JSON {status, actions, step}: one job of the run as the same decider
+--                         sees it (the job page's buttons) and its step as run.read gives it
+--                         (without its jobs; null when the run has no step of that name), or
+--                         nil when there is no such run
 -- Errors: INVALID.
 -- @include args
 -- @include run_state
@@ -52,5 +54,9 @@ api['run.job'] = function(args)
   local read = RunState.read(run_id, 0)
   if not read then return nil end
   local status, actions = RunState.job_view(run_id, read, jid)
-  return cjson.encode({ status = status, actions = actions })
+  local name, step = RunCounts.step_of(run_id, jid), cjson.null
+  for _, each in ipairs(read.steps) do
+    if each.step == name then step = each end
+  end
+  return cjson.encode({ status = status, actions = actions, step = step })
 end

@@ -464,8 +464,15 @@ def test_a_wait_declaring_outputs_an_approval_lacks_allows_a_signal_not_an_appro
 
 
 def job_view(lua: Lua, jid: str, now: float = T0 + 100) -> Any:
+    """`run.job`'s status and actions; its `step` checked against the run's read (no jobs)."""
     reply = lua.raw("run.job", RUN, jid, now=now)
-    return None if reply is None else json.loads(reply)
+    if reply is None:
+        return None
+    view = json.loads(reply)
+    name = jid[len(RUN) + 1 :].split("[", 1)[0]
+    [step] = [s for s in read(lua, 0, now=now)["steps"] if s["step"] == name]
+    assert view.pop("step") == step
+    return view
 
 
 def test_one_job_as_the_decider_sees_it(lua: Lua) -> None:
@@ -495,6 +502,7 @@ def test_one_job_as_the_decider_sees_it(lua: Lua) -> None:
             "actions": job["actions"] or {},
         }
     assert lua.raw("run.job", "nope", f"{RUN}:a", now=T0) is None
+    assert json.loads(lua.raw("run.job", RUN, f"{RUN}:nope", now=T0 + 6))["step"] is None
 
 
 def test_a_retry_of_one_step_leaves_the_hooks_of_another_failure_as_they_ran(lua: Lua) -> None:
