@@ -310,8 +310,8 @@ class _Builder:
             # way, through on_scalar.
             if type(event) is scalar and stack and event.tag is None and event.anchor is None:
                 text = event.value
-                value = text
-                # Quoted or block text, or plain text YAML 1.1 reads as nothing else.
+                value = text  # quoted or block text, or plain text no type starts so
+                # Plain text that may be another type: text, a decimal integer, else the long way.
                 if event.implicit[0] and text[:1] in typed_starts:
                     value = self.plain_value(text, event.implicit)
                 top = stack[-1]
@@ -460,6 +460,14 @@ class _Builder:
             if top.is_map and not top.key_pending:
                 self.take_key(top, value, event)
                 return
+        if value is _MERGE_KEY:  # `<<` merges only as a key: as a value it is no data at all
+            self.fail(
+                event.start_mark,
+                "yaml-merge",
+                "'<<' is YAML's merge key, which means something only as a key",
+                "quote it ('<<') for the text",
+            )
+            value = event.value
         self.place(event.start_mark)
         if type(value) is str and OPEN in value:
             self.source_map.ends[_position(event.start_mark)] = _position(event.end_mark)

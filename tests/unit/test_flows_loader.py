@@ -103,6 +103,9 @@ def test_an_alias_repeats_a_single_value() -> None:
         ("a: 1\n---\nb: 2\n", "yaml-documents", 2),
         ("a: .nan\n", "yaml-not-json", 1),
         ("? [a]\n: b\n", "yaml-key-type", 1),
+        # `<<` merges only as a key; as a value it was an internal marker that no JSON encodes.
+        ("a: {k: <<}\n", "yaml-merge", 1),
+        ("a:\n  - 1\n  - <<\n", "yaml-merge", 3),
     ],
 )
 def test_refusals_carry_their_line(text: str, code: str, line: int) -> None:
