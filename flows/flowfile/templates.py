@@ -112,7 +112,7 @@ def _parse_text(text: str) -> _Parsed | None:
         return _Parsed((text[:start], text[end:]), (reference,), (usual.group(1),), reference, True)
     try:
         whole = _WHOLE.fullmatch(text)
-        if whole is not None:  # the usual case, made quick
+        if whole is not None:  # one template with any expression, white space around it
             start, end = whole.start(1) - len(OPEN), whole.end(1) + len(CLOSE)
             reference = _parse(whole.group(1))
             written = text[start:end]
