@@ -488,8 +488,9 @@ def _job(client: Client, jid: str) -> Job:
 )
 def get_job(ui: Ui, jid: str) -> dict[str, Any]:
     """One job: state, data, result, failure, history, and the actions allowed on it now (a
-    job of a run: as its run's decider says; `run` names the run), and who ran it last
-    (`ran_by`). The same document as ``flows job JID --json``."""
+    job of a run: as its run's decider says; `run` names the run, `step` gives its step as the
+    run's JSON does), and who ran it last (`ran_by`). The same document as ``flows job JID
+    --json``."""
     found = _job(ui.client, jid)
     return engine_errors(lambda: run_actions.job_document(ui.client, found))
 
