@@ -139,7 +139,7 @@ end
 local function known_jids(depends, known)
   if not known or type(depends) ~= 'table' then return nil end
   local count = 0
-  for _, item in pairs(depends) do
+  for _, item in next, depends do
     if not known[item] then return nil end
     count = count + 1
   end
@@ -192,7 +192,9 @@ end
 
 -- A job's field it leaves out, from the fields its run shares (Put.parse_shared_spec's).
 function Put.take_shared(p, spec, shared)
-  for _, pair in ipairs(shared.given) do
+  local given = shared.given
+  for i = 1, #given do
+    local pair = given[i]
     if spec[pair[1]] == nil then p[pair[2]] = shared[pair[2]] end
   end
   if spec.concurrency_key == nil and spec.concurrency_limit == nil and shared.ckey then

@@ -128,6 +128,9 @@ function Runs.check(cmd, submission)
   local shared = Runs.parse_shared(cmd, submission.shared)
   -- The jids parsed so far: a dependency on an earlier job of the run needs no second check.
   local parsed = {}
+  -- Whether every job is new to the run and depends on earlier jobs of it alone (the common
+  -- run): then, unless some jid exists already, no job needs the look-ups below.
+  local all_earlier = true
   Arg.each(cmd, 'jobs', #specs, function(named, i)
     local spec = specs[i]
     if type(spec) ~= 'table' then Arg.fail(named, 'the job is not an object') end
@@ -147,10 +150,20 @@ function Runs.check(cmd, submission)
       p.deadline = Deadlines.parse(named, spec.deadline)
     end
     puts[i] = p
-    parsed[p.jid] = true
+    local jid, depends = p.jid, p.depends
+    if all_earlier then
+      if parsed[jid] then all_earlier = false end
+      for k = 1, #depends do
+        if not parsed[depends[k]] then all_earlier = false end
+      end
+    end
+    parsed[jid] = true
   end)
+  submission.puts = puts
+  submission.all_earlier = all_earlier
   -- A new run's jids are all new: then no job needs a look-up of its own.
   local some_exist = Put.any_exist(puts)
+  if all_earlier and not some_exist then return submission end
   local seen = {}
   for _, p in ipairs(puts) do
     if seen[p.jid] then Arg.fail(cmd, 'job ' .. p.jid .. ' appears twice in the run') end
@@ -163,7 +176,6 @@ function Runs.check(cmd, submission)
     end
     seen[p.jid] = true
   end
-  submission.puts = puts
   return submission
 end
 
@@ -196,7 +208,7 @@ function Runs.write(submission)
   end
   Engine.call_many('hset', key, fields)
   local jids = {}
-  for i, p in ipairs(puts) do jids[i] = p.jid end
+  for i = 1, #puts do jids[i] = puts[i].jid end
   Engine.call_many('rpush', Keys.run_jobs(run_id), jids)
   redis.call('zadd', Keys.runs(), Engine.now, run_id)
   redis.call('zadd', Keys.flow_runs(run.flow), Engine.now, run_id)
@@ -214,16 +226,18 @@ function Runs.write(submission)
     if not classes[i] then RunCounts.join(p.jid, run_id, nil, p.counted) end
   end
   if at_once then RunCounts.start(run_id, jids, classes) end
-  -- batch.written: the run's jids (Put.write).
+  -- batch.written: the run's jids (Put.write). None is outside when each job depends on
+  -- earlier jobs of the run alone (Runs.check).
   local ours = batch.written
-  for _, p in ipairs(puts) do
-    for _, dependency in ipairs(p.depends) do
+  for i = 1, submission.all_earlier and 0 or #puts do
+    for _, dependency in ipairs(puts[i].depends) do
       if not ours[dependency] then RunCounts.outside(run_id) end
     end
   end
   Deadlines.write(run_id, run)
   Put.finish(batch)
-  for _, p in ipairs(puts) do
+  for i = 1, #puts do
+    local p = puts[i]
     if p.fanout then Fanout.write_spec(p, run_id) end
   end
   Events.log({ event = 'run_submitted', run = run_id, flow = run.flow, jobs = #puts })
