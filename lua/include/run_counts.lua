@@ -139,9 +139,10 @@ end
 -- counts yet and every jid starts with '<run id>:' (else RunCounts.join counts each).
 function RunCounts.fresh(run_id, jids)
   if redis.call('exists', Keys.run_counts(run_id)) == 1 then return false end
-  local prefix, length = run_id .. ':', #run_id + 1
-  for _, jid in ipairs(jids) do
-    if string.sub(jid, 1, length) ~= prefix then return false end
+  local prefix = run_id .. ':'
+  for i = 1, #jids do
+    -- A plain search that finds the prefix first at 1, without a string made per jid.
+    if string.find(jids[i], prefix, 1, true) ~= 1 then return false end
   end
   return true
 end
@@ -160,8 +161,8 @@ function RunCounts.start(run_id, jids, classes)
   local counted, n_counted, places, steps = {}, 0, {}, 0
   -- Every jid starts with '<run id>:' (RunCounts.fresh said so): no prefix to compare.
   local after, step_after = #run_id + 2, RunCounts.step_after
-  for i, jid in ipairs(jids) do
-    local step = step_after(jid, after)
+  for i = 1, #jids do
+    local step = step_after(jids[i], after)
     if not placed[step] then
       placed[step] = true
       steps = steps + 1
