@@ -154,11 +154,10 @@ end
 -- each step's, each step's place in the order its first job came, and `#`. A job written again
 -- later in the call is settled from its `counted` as any job is (RunCounts.touch).
 function RunCounts.start(run_id, jids, classes)
-  -- In one pass, each list with its own length (`#t` searches for the end of the table): the
-  -- step fields (`<step>:<class>`, its count) in the order they first come, at[field] the
-  -- count's index; the steps' places (`#<step>`, its place).
-  local totals, at, placed = {}, {}, {}
-  local counted, n_counted, places, steps = {}, 0, {}, 0
+  -- In one pass, straight into the HSET's arguments: each step's place (`#<step>`) when its
+  -- first job comes, each step field (`<step>:<class>`) when its first job of the class comes,
+  -- at[field] the index of its count; then each class's total and `#`.
+  local fields, n, totals, at, placed, steps = {}, 0, {}, {}, {}, 0
   -- Every jid starts with '<run id>:' (RunCounts.fresh said so): no prefix to compare.
   local after, step_after = #run_id + 2, RunCounts.step_after
   for i = 1, #jids do
@@ -166,7 +165,7 @@ function RunCounts.start(run_id, jids, classes)
     if not placed[step] then
       placed[step] = true
       steps = steps + 1
-      places[2 * steps - 1], places[2 * steps] = '#' .. step, steps
+      fields[n + 1], fields[n + 2], n = '#' .. step, steps, n + 2
     end
     local class = classes[i]
     if class then
@@ -174,22 +173,16 @@ function RunCounts.start(run_id, jids, classes)
       local field = step .. ':' .. class
       local k = at[field]
       if k then
-        counted[k] = counted[k] + 1
+        fields[k] = fields[k] + 1
       else
-        counted[n_counted + 1], counted[n_counted + 2] = field, 1
-        n_counted = n_counted + 2
-        at[field] = n_counted
+        fields[n + 1], fields[n + 2], n = field, 1, n + 2
+        at[field] = n
       end
     end
   end
-  local fields, n = {}, 0
   for class, count in pairs(totals) do
     fields[n + 1], fields[n + 2], n = class, count, n + 2
   end
-  for k = 1, n_counted do fields[n + k] = counted[k] end
-  n = n + n_counted
-  for k = 1, 2 * steps do fields[n + k] = places[k] end
-  n = n + 2 * steps
   fields[n + 1], fields[n + 2] = '#', steps
   Engine.call_many('hset', Keys.run_counts(run_id), fields)
 end
