@@ -219,7 +219,8 @@ function Runs.write(submission)
   -- by job: a job whose class its put does not know (a wait's) joins as before.
   local at_once = RunCounts.fresh(run_id, jids)
   local classes = {}
-  for i, p in ipairs(puts) do
+  for i = 1, #puts do
+    local p = puts[i]
     p.count_in = run_id
     Put.write(p, nil, batch)
     classes[i] = at_once and p.counted
