@@ -25,6 +25,8 @@ class Active:
     lock_deadline: float  # monotonic: when the lock runs out unless heartbeated
     next_heartbeat: float
     started: float | None = None  # monotonic; None while buffered
+    # A slot took it from the buffer to run it (set under the held lock, before `started`).
+    taken: bool = False
     deadline: float | None = None
     stop_requested: float | None = None
     interruptible: bool = False
@@ -91,9 +93,29 @@ class Held:
         renewal's reply came back are done with, their jobs here or let go. Under ``lock``."""
         return min(self._fetches.values(), default=self.renewed)
 
-    def add(self, active: Active) -> None:
+    def add(self, active: Active) -> bool:
+        """Hold a popped job; False when this worker already runs it. The engine hands a job
+        to this worker again only once its earlier lock lapsed (a failover that kept the
+        worker from heartbeating, a pause). A run of the earlier pop under way that nothing
+        is stopping then stands (its heartbeats and its outcome are this worker's, as the
+        engine's lock now is), and the later pop is not run a second time; one being stopped
+        (its lock found lost) gives way to the later pop, as before. An earlier pop still
+        buffered is replaced, and never starts (:meth:`superseded`)."""
         with self.lock:
+            earlier = self.jobs.get(active.ctx.jid)
+            if (
+                earlier is not None
+                and (earlier.taken or earlier.settled)
+                and earlier.stop_requested is None
+            ):
+                return False
             self.jobs[active.ctx.jid] = active
+            return True
+
+    def superseded(self, active: Active) -> bool:
+        """Whether a later pop of the same job replaced this buffered one (:meth:`add`). Under
+        ``lock``."""
+        return self.jobs.get(active.ctx.jid) is not active
 
     def holds(self, active: Active) -> bool:
         with self.lock:

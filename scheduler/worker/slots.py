@@ -110,7 +110,11 @@ class Slots:
                             and len(self.buffer) <= self._prefetch() // 2
                         ):
                             self._refill.set()
+                        if self.held.superseded(active):
+                            active = None  # popped again meanwhile: that pop's copy runs
+                            continue
                         if self.keeper.may_start(active):
+                            active.taken = True
                             self._running += 1
                             return active
                         break  # checked below, outside the lock
@@ -179,7 +183,8 @@ class Slots:
     def give_back_buffer(self) -> None:
         """Stopping: hand back the jobs not started."""
         with self.held.wake:
-            unstarted = list(self.buffer)
+            # Not one a later pop replaced: its release would hand back the job that pop holds.
+            unstarted = [active for active in self.buffer if not self.held.superseded(active)]
             self.buffer.clear()
         for active in unstarted:
             self.reporter.give_back(active)
@@ -310,7 +315,13 @@ class Slots:
             lock_deadline=asked + lock_seconds,
             next_heartbeat=asked + lock_seconds / 3,
         )
-        self.held.add(active)
+        if not self.held.add(active):
+            log.warning(
+                "job %s: popped again while this worker runs it (its lock lapsed meanwhile): "
+                "the run under way stands",
+                job.jid,
+            )
+            return None
         return active
 
 

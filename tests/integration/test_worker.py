@@ -1207,6 +1207,46 @@ def hold(held: Held, popped: dict[str, Job], sandbox: Path) -> dict[str, Active]
     return actives
 
 
+def test_a_job_popped_again_by_the_worker_that_holds_it_runs_once(
+    client: Client, engine: Engine, tmp_path: Path
+) -> None:
+    """A lock lapsed while its worker could not heartbeat (a failover, a pause), and the engine
+    handed the job to the same worker again. A run of the earlier pop under way stands: the
+    later pop is not held, so not run, and the earlier run's outcome completes the job. An
+    earlier pop still buffered is replaced by the later one, never starts, and is not handed
+    back (its release would hand back the job the later pop holds)."""
+    worker = Client.from_engine(engine, worker_name="w1")
+    held = Held()
+    reporter = Reporter(worker, held, None, lambda: None)
+    for jid in ("running", "buffered"):
+        client.queues["q"].put("tasks.t", {}, jid=jid)
+    first = hold(held, {job.jid: job for job in worker.queues["q"].pop(2)}, tmp_path)
+    first["running"].taken = True  # a slot took it to run
+    for active in first.values():
+        active.ctx.job.timeout()  # its lock lapsed: the engine gives the job out again
+    again = {job.jid: job for job in worker.queues["q"].pop(2)}
+    assert sorted(again) == ["buffered", "running"]
+    second = {
+        jid: Active(
+            ctx=JobContext(job=job, data={}, options=JobOptions(), sandbox=tmp_path),
+            lock_seconds=60,
+            lock_deadline=0,
+            next_heartbeat=0,
+        )
+        for jid, job in again.items()
+    }
+    assert held.add(second["running"]) is False  # the run under way stands
+    assert held.add(second["buffered"]) is True
+    with held.lock:
+        assert held.superseded(first["buffered"]) and not held.superseded(second["buffered"])
+        assert not held.superseded(first["running"])
+    reporter.settle(first["running"], Outcome("complete", result='{"n":1}'))
+    reporter.settle(second["buffered"], Outcome("complete", result='{"n":2}'))
+    reporter.flush()
+    assert client.jobs["running"].state == client.jobs["buffered"].state == "complete"
+    assert held.all() == []
+
+
 def test_a_batch_with_a_refused_result_fails_that_job_and_drops_a_lost_one(
     client: Client, engine: Engine, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
