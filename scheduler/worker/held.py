@@ -94,19 +94,21 @@ class Held:
         return min(self._fetches.values(), default=self.renewed)
 
     def add(self, active: Active) -> bool:
-        """Hold a popped job; False when this worker already runs it. The engine hands a job
-        to this worker again only once its earlier lock lapsed (a failover that kept the
-        worker from heartbeating, a pause). A run of the earlier pop under way that nothing
-        is stopping then stands (its heartbeats and its outcome are this worker's, as the
-        engine's lock now is), and the later pop is not run a second time; one being stopped
-        (its lock found lost) gives way to the later pop, as before. An earlier pop still
-        buffered is replaced, and never starts (:meth:`superseded`)."""
+        """Hold a popped job; False when this worker already runs it. Besides a new attempt
+        (the earlier one's outcome put the job back: a retry, a release), the engine hands a
+        job to this worker again only once its earlier lock lapsed (a failover that kept the
+        worker from heartbeating, a pause). An earlier run still under way, or whose outcome
+        is being sent again, then stands when nothing is stopping it (its heartbeats and its
+        outcome are this worker's, as the engine's lock now is), and the later pop is not run
+        a second time; one being stopped (its lock found lost) gives way to the later pop, as
+        before. An earlier pop still buffered is replaced, and never starts
+        (:meth:`superseded`)."""
         with self.lock:
             earlier = self.jobs.get(active.ctx.jid)
             if (
                 earlier is not None
-                and (earlier.taken or earlier.settled)
                 and earlier.stop_requested is None
+                and ((earlier.taken and not earlier.settled) or earlier.resends > 0)
             ):
                 return False
             self.jobs[active.ctx.jid] = active

@@ -1245,6 +1245,20 @@ def test_a_job_popped_again_by_the_worker_that_holds_it_runs_once(
     reporter.flush()
     assert client.jobs["running"].state == client.jobs["buffered"].state == "complete"
     assert held.all() == []
+    # A run whose outcome was sent (a retry, sent with the next pop) is over: the job popped
+    # again is its next attempt, and runs.
+    client.queues["q"].put("tasks.t", {}, jid="retried")
+    [earlier] = hold(held, {job.jid: job for job in worker.queues["q"].pop(1)}, tmp_path).values()
+    earlier.taken = earlier.settled = True
+    earlier.ctx.job.timeout()
+    [job] = worker.queues["q"].pop(1)
+    later = Active(
+        ctx=JobContext(job=job, data={}, options=JobOptions(), sandbox=tmp_path),
+        lock_seconds=60,
+        lock_deadline=0,
+        next_heartbeat=0,
+    )
+    assert held.add(later) is True
 
 
 def test_a_batch_with_a_refused_result_fails_that_job_and_drops_a_lost_one(
