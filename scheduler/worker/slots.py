@@ -317,8 +317,8 @@ class Slots:
         )
         if not self.held.add(active):
             log.warning(
-                "job %s: popped again while this worker runs it (its lock lapsed meanwhile): "
-                "the run under way stands",
+                "job %s: popped again while this worker runs it or sends its outcome (its "
+                "lock lapsed meanwhile): the earlier run stands",
                 job.jid,
             )
             return None
