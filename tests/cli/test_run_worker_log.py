@@ -16,12 +16,16 @@ from flows.cli.run import worker_log
 from scheduler.engine.client import Client
 from scheduler.worker.batching import OUTCOME
 
-# The first attempt times its own job out, as the server does with a job whose worker stopped
-# heartbeating: its lock is gone, so the worker's report of its outcome is refused (or the
-# worker, told first, stops it). The second attempt completes.
+# The first run loses its job's lock, as when the server gives a job to another worker: it
+# moves its own job to a queue no worker here reads, where another worker takes and finishes
+# it, so this worker's report of its outcome is refused (or the worker, told first, stops it).
+# (Timed out instead, the job could be popped again by this same worker while the run goes
+# on, which then stands: its outcome would be taken, and no lock lost.)
 TASKS = """\
 import logging
 from pathlib import Path
+
+from scheduler.engine.client import Client
 
 
 def lose(job):
@@ -29,7 +33,10 @@ def lose(job):
     marker = Path(job.data["marker"])
     if not marker.exists():
         marker.write_text("lost")
-        job.job.timeout()
+        job.job.requeue("elsewhere")
+        thief = Client.from_engine(job.job.client.engine, worker_name="thief")
+        [taken] = thief.queues["elsewhere"].pop(1)
+        taken.complete(result={"ok": True})
     return {"ok": True}
 """
 
