@@ -115,6 +115,28 @@ def test_a_job_from_a_lean_pop_reads_its_details_when_first_asked(
     assert job.failure is None and job.dependents == [] and job.created is not None
 
 
+def test_a_job_popped_again_by_its_worker_runs_once_from_the_buffer(
+    client: Client, engine: Engine
+) -> None:
+    """A lock lapsed while w1 held the job popped ahead, and the engine gave the job to w1
+    again: the slots start the later copy alone, and a stop hands back neither (the earlier
+    copy's release would hand back the job the later one runs)."""
+    jid = client.queues["q"].put("k.x", {})
+    [first] = json.loads(engine.call("pop.lean", "q", "w1", 1))
+    client.jobs[jid].timeout()  # its lock lapsed ...
+    [second] = json.loads(engine.call("pop.lean", "q", "w1", 1))  # ... and w1 has it again
+    worker = Worker(Client.from_engine(engine, worker_name="w1"), ["q"], burst=True)
+    earlier = worker.slots.hold(first, asked=time.monotonic())
+    later = worker.slots.hold(second, asked=time.monotonic())
+    assert earlier is not None and later is not None
+    worker.slots.buffer.extend([earlier, later])
+    assert worker.slots.next_job() is later  # the earlier copy is passed over, not started
+    assert not worker.slots.buffer and not earlier.taken
+    worker.slots.buffer.append(earlier)  # as if still buffered when the worker stops
+    worker.slots.give_back_buffer()
+    assert (client.jobs[jid].state, client.jobs[jid].worker) == ("running", "w1")
+
+
 def test_a_job_held_past_its_lock_is_not_started(client: Client, engine: Engine) -> None:
     """A worker paused while it held a job popped ahead must not run it once another has it."""
     jid = client.queues["q"].put("k.x", {})
